@@ -1,0 +1,37 @@
+#!/usr/bin/env node
+import '../polyfills.js';
+import { Command, CommanderError } from 'commander';
+import { commands } from './commands/index.js';
+import { CliError } from './errors.js';
+
+export function buildProgram(): Command {
+  const program = new Command('orchard')
+    .description('Turn the machines on your desk into one inference machine.')
+    .showHelpAfterError()
+    .exitOverride();
+  for (const register of commands) register(program);
+  return program;
+}
+
+/** Runs the CLI; never lets a stack trace reach the terminal unless ORCHARD_DEBUG is set. */
+export async function main(argv: string[]): Promise<number> {
+  try {
+    await buildProgram().parseAsync(argv, { from: 'user' });
+    return 0;
+  } catch (err) {
+    if (err instanceof CommanderError) return err.exitCode;
+    if (err instanceof CliError) {
+      process.stderr.write(`orchard: ${err.message}\n`);
+      return err.exitCode;
+    }
+    const e = err as Error;
+    process.stderr.write(`orchard: ${e?.message ?? String(err)}\n`);
+    if (process.env.ORCHARD_DEBUG) process.stderr.write(`${e?.stack ?? ''}\n`);
+    return 1;
+  }
+}
+
+if (import.meta.url === `file://${process.argv[1]}` || process.argv[1]?.endsWith('/cli/main.ts')) {
+  const code = await main(process.argv.slice(2));
+  process.exitCode = code;
+}

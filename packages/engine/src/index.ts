@@ -1,0 +1,1 @@
+export type { ShardSpec, AllReduce } from './shard.js';

@@ -1,0 +1,18 @@
+/**
+ * What one engine instance runs: a contiguous range of decoder layers and/or one tensor-parallel
+ * slice of each of them. The engine knows nothing about the network: a tensor-parallel shard gets
+ * an all-reduce callback, and pipeline stages hand hidden states to whoever drives them.
+ */
+export interface ShardSpec {
+  /** Decoder layers [start, end) this shard holds. */
+  layers: [number, number];
+  /** Tensor-parallel slice: rank `rank` of `size` equal-head slices. `{rank: 0, size: 1}` = whole layers. */
+  tensor: { rank: number; size: number };
+  /** Holds the token embedding (first pipeline stage). */
+  embed: boolean;
+  /** Holds the final norm and the LM head, and computes logits (last pipeline stage). */
+  head: boolean;
+}
+
+/** Sums `buf` in place across the tensor-parallel group. Supplied by the caller (transport, or in-process). */
+export type AllReduce = (buf: Float32Array) => Promise<void>;

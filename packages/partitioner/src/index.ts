@@ -1,0 +1,1 @@
+export type { Cluster, ClusterNode, ClusterLink, LinkKind } from './cluster.js';

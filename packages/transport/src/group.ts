@@ -1,0 +1,48 @@
+/**
+ * The collectives contract every backend (TCP, RDMA, simulated fabric) implements.
+ * Kept as small as MLX's distributed API on purpose: engines and the daemon only ever
+ * see this interface, never a socket or a queue pair.
+ *
+ * Buffers are views over caller memory. Operations fill or reduce them in place so the
+ * hot path allocates nothing. Float16 tensors travel as `Uint16Array` (IEEE half bits).
+ */
+export type ReduceOp = 'sum' | 'max' | 'min';
+
+/** A tensor buffer that collectives can reduce: f32, or f16 bits in a Uint16Array. */
+export type ReducibleBuffer = Float32Array | Uint16Array;
+
+export interface OpOptions {
+  /** Abort the operation; the promise rejects with the signal's reason. */
+  signal?: AbortSignal;
+  /**
+   * Milliseconds to wait for a peer before rejecting with an error naming it.
+   * @default the group's `timeoutMs` — no collective waits forever on a dead peer.
+   */
+  timeoutMs?: number;
+}
+
+export interface Group {
+  /** This process's rank, 0 ≤ rank < size. */
+  readonly rank: number;
+  /** Number of ranks. A size-1 group makes every collective a no-op, so callers need no branches. */
+  readonly size: number;
+
+  /** Send the bytes of `buf` to `peer`. Resolves when the bytes are handed to the link. */
+  send(peer: number, buf: ArrayBufferView, options?: OpOptions): Promise<void>;
+  /** Receive exactly `buf.byteLength` bytes from `peer` into `buf`. */
+  recv(peer: number, buf: ArrayBufferView, options?: OpOptions): Promise<void>;
+  /**
+   * Reduce `buf` element-wise across all ranks, in place. Every rank ends with bit-identical
+   * results (reduction happens in a fixed rank order regardless of arrival order).
+   */
+  allReduce(buf: ReducibleBuffer, op?: ReduceOp, options?: OpOptions): Promise<void>;
+  /**
+   * Concatenate every rank's `input` in rank order into `output`
+   * (`output.byteLength === input.byteLength * size`).
+   */
+  allGather(input: ArrayBufferView, output: ArrayBufferView, options?: OpOptions): Promise<void>;
+  /** Resolve once every rank has entered the barrier. */
+  barrier(options?: OpOptions): Promise<void>;
+  /** Release sockets, buffers and timers; pending operations reject. Idempotent. */
+  close(): Promise<void>;
+}

@@ -1,0 +1,1 @@
+export type { Group, OpOptions, ReduceOp, ReducibleBuffer } from './group.js';
