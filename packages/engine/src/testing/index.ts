@@ -1,0 +1,17 @@
+/** Test helpers: random-weight models in Hugging Face layout. Not for production use. */
+export {
+  writeRandomModel,
+  type RandomModelOptions,
+  type RandomModelInfo,
+  type RandomModelVariant,
+  type RandomModelDType,
+} from './random-model.js';
+export { writeSafetensors, type TensorToWrite } from '../safetensors/writer.js';
+export {
+  buildByteLevelTokenizer,
+  byteToUnicode,
+  BYTE_LEVEL_SPECIAL_TOKENS,
+  CHATML_TEMPLATE,
+  type ByteLevelTokenizerOptions,
+  type ByteLevelTokenizerFiles,
+} from '../tokenizer/byte-level.js';

@@ -1,0 +1,222 @@
+/**
+ * Writes random-weight model directories in real Hugging Face layout, for tests and benchmarks:
+ * config.json, model.safetensors (or model-0000N-of-0000M.safetensors + model.safetensors.index.json),
+ * tokenizer.json, tokenizer_config.json (with a chat template) and generation_config.json.
+ *
+ * Weights use HF tensor names and HF's rotate-half RoPE layout (no permutation), so a directory made
+ * here is indistinguishable in format from a downloaded checkpoint. Deterministic for a given seed.
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { f32ToBf16Bits, f32ToF16Bits } from '../numeric/half.js';
+import { Prng } from '../numeric/prng.js';
+import { writeSafetensors, type TensorToWrite } from '../safetensors/writer.js';
+import { buildByteLevelTokenizer } from '../tokenizer/byte-level.js';
+
+/**
+ * - `llama`: LlamaForCausalLM with GQA.
+ * - `llama3`: LlamaForCausalLM with `rope_scaling` type llama3 (small original context so all three
+ *   frequency bands of the scaling are exercised).
+ * - `mistral`: MistralForCausalLM.
+ * - `qwen2`: Qwen2ForCausalLM, q/k/v projections with bias.
+ * - `qwen3`: Qwen3ForCausalLM, RMSNorm on q and k per head, explicit head_dim.
+ */
+export type RandomModelVariant = 'llama' | 'llama3' | 'mistral' | 'qwen2' | 'qwen3';
+export type RandomModelDType = 'f32' | 'f16' | 'bf16';
+
+export interface RandomModelOptions {
+  variant?: RandomModelVariant;
+  /** @default 64 */
+  hiddenSize?: number;
+  /** @default 128 */
+  intermediateSize?: number;
+  /** @default 4 */
+  numLayers?: number;
+  /** @default 4 */
+  numHeads?: number;
+  /** @default 2 (GQA) */
+  numKvHeads?: number;
+  /** Written as `head_dim` when set (qwen3 default: 32, otherwise hidden / heads). */
+  headDim?: number;
+  /** Extra vocabulary rows beyond the byte-level tokenizer's 259 tokens (padding, as real models have). @default 5 */
+  extraVocab?: number;
+  /** @default false */
+  tiedEmbeddings?: boolean;
+  /** @default 'f32' */
+  dtype?: RandomModelDType;
+  /** @default 1 */
+  seed?: number;
+  /** Number of safetensors files; > 1 writes the sharded layout with an index. @default 1 */
+  shards?: number;
+  /** @default 256 */
+  maxPositionEmbeddings?: number;
+}
+
+export interface RandomModelInfo {
+  dir: string;
+  /** The config.json written. */
+  config: Record<string, unknown>;
+  /** Bytes of tensor data written (all files). */
+  weightBytes: number;
+  /** Tensor names in file order. */
+  tensorNames: string[];
+  /** Id of `<|endoftext|>` (eos). */
+  eosTokenId: number;
+}
+
+const ARCH: Record<RandomModelVariant, { architecture: string; modelType: string }> = {
+  llama: { architecture: 'LlamaForCausalLM', modelType: 'llama' },
+  llama3: { architecture: 'LlamaForCausalLM', modelType: 'llama' },
+  mistral: { architecture: 'MistralForCausalLM', modelType: 'mistral' },
+  qwen2: { architecture: 'Qwen2ForCausalLM', modelType: 'qwen2' },
+  qwen3: { architecture: 'Qwen3ForCausalLM', modelType: 'qwen3' },
+};
+
+const TORCH_DTYPE: Record<RandomModelDType, string> = { f32: 'float32', f16: 'float16', bf16: 'bfloat16' };
+const ST_DTYPE: Record<RandomModelDType, string> = { f32: 'F32', f16: 'F16', bf16: 'BF16' };
+
+function encode(values: Float32Array, dtype: RandomModelDType): Uint8Array {
+  if (dtype === 'f32') return new Uint8Array(values.buffer.slice(0));
+  const out = new Uint16Array(values.length);
+  const conv = dtype === 'f16' ? f32ToF16Bits : f32ToBf16Bits;
+  for (let i = 0; i < values.length; i++) out[i] = conv(values[i]);
+  return new Uint8Array(out.buffer);
+}
+
+/** Writes a random model into `dir` (created if missing) and describes it. */
+export function writeRandomModel(dir: string, options: RandomModelOptions = {}): RandomModelInfo {
+  const variant = options.variant ?? 'llama';
+  const hidden = options.hiddenSize ?? 64;
+  const inter = options.intermediateSize ?? 128;
+  const layers = options.numLayers ?? 4;
+  const heads = options.numHeads ?? 4;
+  const kvHeads = options.numKvHeads ?? 2;
+  const headDim = options.headDim ?? (variant === 'qwen3' ? 32 : hidden / heads);
+  const dtype = options.dtype ?? 'f32';
+  const tied = options.tiedEmbeddings ?? false;
+  const shards = options.shards ?? 1;
+  const tok = buildByteLevelTokenizer();
+  const vocab = tok.vocabSize + (options.extraVocab ?? 5);
+  const eos = tok.specialIds['<|endoftext|>'];
+  const rng = new Prng(options.seed ?? 1);
+  if (!Number.isInteger(headDim) || headDim % 2) throw new Error(`writeRandomModel: head_dim ${headDim} must be an even integer`);
+
+  mkdirSync(dir, { recursive: true });
+  const { architecture, modelType } = ARCH[variant];
+  const config: Record<string, unknown> = {
+    architectures: [architecture],
+    model_type: modelType,
+    hidden_size: hidden,
+    intermediate_size: inter,
+    num_hidden_layers: layers,
+    num_attention_heads: heads,
+    num_key_value_heads: kvHeads,
+    hidden_act: 'silu',
+    max_position_embeddings: options.maxPositionEmbeddings ?? 256,
+    rms_norm_eps: 1e-5,
+    rope_theta: variant === 'qwen2' || variant === 'qwen3' ? 1000000 : 10000,
+    rope_scaling: null,
+    vocab_size: vocab,
+    tie_word_embeddings: tied,
+    torch_dtype: TORCH_DTYPE[dtype],
+    bos_token_id: eos,
+    eos_token_id: eos,
+    attention_dropout: 0,
+  };
+  if (options.headDim !== undefined || variant === 'qwen3') config.head_dim = headDim;
+  if (variant === 'llama' || variant === 'llama3') {
+    config.attention_bias = false;
+    config.mlp_bias = false;
+  }
+  if (variant === 'llama3') {
+    config.rope_theta = 500000;
+    config.rope_scaling = {
+      rope_type: 'llama3',
+      factor: 8,
+      low_freq_factor: 1,
+      high_freq_factor: 4,
+      original_max_position_embeddings: 64,
+    };
+  }
+  if (variant === 'mistral') config.sliding_window = null;
+  if (variant === 'qwen2') {
+    config.use_sliding_window = false;
+    config.sliding_window = null;
+    config.max_window_layers = layers;
+  }
+  if (variant === 'qwen3') {
+    config.attention_bias = false;
+    config.use_sliding_window = false;
+    config.sliding_window = null;
+  }
+
+  const tensors: TensorToWrite[] = [];
+  const add = (name: string, shape: number[], fill: () => number) => {
+    const n = shape.reduce((a, b) => a * b, 1);
+    const v = new Float32Array(n);
+    for (let i = 0; i < n; i++) v[i] = fill();
+    tensors.push({ name, dtype: ST_DTYPE[dtype], shape, data: encode(v, dtype) });
+  };
+  const linear = (name: string, rows: number, cols: number) => {
+    const a = Math.sqrt(3 / cols);
+    add(name, [rows, cols], () => rng.symmetric(a));
+  };
+  const norm = (name: string, n: number) => add(name, [n], () => 1 + rng.symmetric(0.2));
+  const bias = (name: string, n: number) => add(name, [n], () => rng.symmetric(0.5));
+
+  add('model.embed_tokens.weight', [vocab, hidden], () => rng.symmetric(1));
+  for (let l = 0; l < layers; l++) {
+    const p = `model.layers.${l}`;
+    norm(`${p}.input_layernorm.weight`, hidden);
+    linear(`${p}.self_attn.q_proj.weight`, heads * headDim, hidden);
+    linear(`${p}.self_attn.k_proj.weight`, kvHeads * headDim, hidden);
+    linear(`${p}.self_attn.v_proj.weight`, kvHeads * headDim, hidden);
+    if (variant === 'qwen2') {
+      bias(`${p}.self_attn.q_proj.bias`, heads * headDim);
+      bias(`${p}.self_attn.k_proj.bias`, kvHeads * headDim);
+      bias(`${p}.self_attn.v_proj.bias`, kvHeads * headDim);
+    }
+    if (variant === 'qwen3') {
+      norm(`${p}.self_attn.q_norm.weight`, headDim);
+      norm(`${p}.self_attn.k_norm.weight`, headDim);
+    }
+    linear(`${p}.self_attn.o_proj.weight`, hidden, heads * headDim);
+    norm(`${p}.post_attention_layernorm.weight`, hidden);
+    linear(`${p}.mlp.gate_proj.weight`, inter, hidden);
+    linear(`${p}.mlp.up_proj.weight`, inter, hidden);
+    linear(`${p}.mlp.down_proj.weight`, hidden, inter);
+  }
+  norm('model.norm.weight', hidden);
+  if (!tied) linear('lm_head.weight', vocab, hidden);
+
+  const weightBytes = tensors.reduce((s, t) => s + t.data.byteLength, 0);
+  if (shards <= 1) {
+    writeSafetensors(join(dir, 'model.safetensors'), tensors, { format: 'pt' });
+  } else {
+    // Split in file order into `shards` groups of roughly equal bytes, as HF's save_pretrained does.
+    const groups: TensorToWrite[][] = Array.from({ length: shards }, () => []);
+    let acc = 0;
+    for (const t of tensors) {
+      const g = Math.min(shards - 1, Math.floor((acc / weightBytes) * shards));
+      groups[g].push(t);
+      acc += t.data.byteLength;
+    }
+    const weightMap: Record<string, string> = {};
+    groups.forEach((group, i) => {
+      const file = `model-${String(i + 1).padStart(5, '0')}-of-${String(shards).padStart(5, '0')}.safetensors`;
+      writeSafetensors(join(dir, file), group, { format: 'pt' });
+      for (const t of group) weightMap[t.name] = file;
+    });
+    writeJson(join(dir, 'model.safetensors.index.json'), { metadata: { total_size: weightBytes }, weight_map: weightMap });
+  }
+
+  writeJson(join(dir, 'config.json'), config);
+  writeJson(join(dir, 'tokenizer.json'), tok.tokenizer);
+  writeJson(join(dir, 'tokenizer_config.json'), tok.tokenizerConfig);
+  writeJson(join(dir, 'generation_config.json'), { bos_token_id: eos, eos_token_id: [eos], do_sample: false });
+  return { dir, config, weightBytes, tensorNames: tensors.map((t) => t.name), eosTokenId: eos };
+}
+
+function writeJson(path: string, value: unknown): void {
+  writeFileSync(path, JSON.stringify(value, null, 2) + '\n');
+}
