@@ -2,6 +2,40 @@
 # Installs what Orchard needs on a fresh machine with Node.js 20: pnpm and the workspace packages.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# Optional: Mesa 25's lavapipe (a Vulkan driver that runs on the CPU) so the WebGPU kernels can be
+# tested on machines without a GPU. Dawn needs Vulkan features Debian 12's own Mesa 22 lacks, so this
+# takes mesa-vulkan-drivers from bookworm-backports. It only runs as root on Debian bookworm with apt,
+# reuses the mirror of the machine's existing debian.sources entry (no host name lives in this repo),
+# sets no environment globally (the GPU tests point Vulkan at lavapipe themselves), and any failure
+# only prints a warning: the GPU tests then skip. ORCHARD_SKIP_MESA=1 turns it off.
+install_lavapipe() {
+  local sources=/etc/apt/sources.list.d/debian.sources
+  local target=/etc/apt/sources.list.d/orchard-bookworm-backports.sources
+  [ "${ORCHARD_SKIP_MESA:-0}" = 1 ] && return 0
+  [ "$(id -u)" = 0 ] || return 0
+  command -v apt-get >/dev/null 2>&1 || return 0
+  grep -qs '^VERSION_CODENAME=bookworm$' /etc/os-release || return 0
+  local have
+  have="$(dpkg-query -W -f='${Version}' mesa-vulkan-drivers 2>/dev/null || true)"
+  if [ -n "$have" ] && dpkg --compare-versions "$have" ge 25; then return 0; fi
+  if [ ! -f "$target" ]; then
+    [ -f "$sources" ] || { echo "setup: no $sources to copy the Debian mirror from" >&2; return 1; }
+    # URIs of the first deb822 stanza that carries the plain "bookworm" suite.
+    local uris
+    uris="$(awk 'BEGIN{RS=""} /Suites:[^\n]*bookworm([ \n]|$)/ && !/bookworm-security/ {
+              if (match($0, /URIs:[^\n]*/)) { u = substr($0, RSTART + 5, RLENGTH - 5); gsub(/^[ \t]+|[ \t]+$/, "", u); print u; exit } }' "$sources")"
+    [ -n "$uris" ] || { echo "setup: no bookworm URIs in $sources" >&2; return 1; }
+    printf 'Types: deb\nURIs: %s\nSuites: bookworm-backports\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
+      "$uris" >"$target"
+  fi
+  apt-get update -qq >/dev/null &&
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -t bookworm-backports mesa-vulkan-drivers >/dev/null
+}
+if ! install_lavapipe; then
+  echo "setup: warning: could not install Mesa 25 lavapipe from bookworm-backports; WebGPU tests will skip" >&2
+fi
+
 if ! command -v pnpm >/dev/null 2>&1; then
   npm install -g pnpm@10 >/dev/null
 fi
