@@ -3,4 +3,5 @@
 import { register } from 'tsx/esm/api';
 register();
 const { main } = await import('../src/cli/main.ts');
-process.exitCode = await main(process.argv.slice(2));
+const code = await main(process.argv.slice(2));
+if (code !== 0) process.exitCode = code;

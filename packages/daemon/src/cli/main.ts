@@ -33,5 +33,6 @@ export async function main(argv: string[]): Promise<number> {
 
 if (import.meta.url === `file://${process.argv[1]}` || process.argv[1]?.endsWith('/cli/main.ts')) {
   const code = await main(process.argv.slice(2));
-  process.exitCode = code;
+  // A command may set process.exitCode itself (e.g. `service status` when not installed).
+  if (code !== 0) process.exitCode = code;
 }
