@@ -1,0 +1,160 @@
+/**
+ * Gathers this machine's profile by running the probes and feeding their output to the pure
+ * parsers. Every probe has a timeout and a missing tool only leaves its fields empty.
+ */
+import { execFile } from 'node:child_process';
+import { existsSync, readFileSync, readlinkSync, statfsSync } from 'node:fs';
+import os from 'node:os';
+import { basename } from 'node:path';
+import si from 'systeminformation';
+import { parseCpuinfo, parseMeminfo } from './linux/proc.js';
+import { linuxInterfaceKind } from './linux/interfaces.js';
+import { parseHardwarePorts, type HardwarePort } from './macos/networksetup.js';
+import { parseSysctl, sysctlFacts } from './macos/sysctl.js';
+import { parseDisplays, parseHardware, parseThunderbolt } from './macos/system-profiler.js';
+import { pairedInterface, parseIbvDevices, parseIbvDevinfo, parseRdmaCtlStatus } from './rdma.js';
+import type { Capability, NetInterface, NodeProfile, RdmaState, ThunderboltPort } from './types.js';
+
+function run(cmd: string, args: string[], timeoutMs = 5000): Promise<string | null> {
+  return new Promise((resolve) => {
+    execFile(cmd, args, { timeout: timeoutMs, maxBuffer: 4 << 20 }, (err, stdout) => resolve(err ? null : stdout));
+  });
+}
+
+function safe<T>(f: () => T, fallback: T): T {
+  try {
+    return f();
+  } catch {
+    return fallback;
+  }
+}
+
+/** Addresses from the OS, kinds from the platform's hardware-port table. */
+export function listInterfaces(kindOf: (name: string) => Pick<NetInterface, 'kind' | 'hardwarePort'>): NetInterface[] {
+  const out: NetInterface[] = [];
+  for (const [name, addrs] of Object.entries(os.networkInterfaces())) {
+    if (!addrs) continue;
+    const { kind, hardwarePort } = kindOf(name);
+    out.push({
+      name,
+      kind,
+      ...(hardwarePort ? { hardwarePort } : {}),
+      mac: addrs.find((a) => a.mac && a.mac !== '00:00:00:00:00:00')?.mac,
+      ipv4: addrs.filter((a) => a.family === 'IPv4').map((a) => a.cidr ?? a.address),
+      ipv6: addrs.filter((a) => a.family === 'IPv6').map((a) => a.cidr ?? a.address),
+    });
+  }
+  return out;
+}
+
+async function rdmaState(onMac: boolean): Promise<RdmaState> {
+  const enabled = onMac ? parseRdmaCtlStatus((await run('rdma_ctl', ['status'])) ?? '') : null;
+  const devinfo = await run('ibv_devinfo', ['-v']);
+  let devices = devinfo ? parseIbvDevinfo(devinfo) : [];
+  if (devices.length === 0) {
+    // ibv_devinfo missing or failing: still list the devices ibv_devices knows.
+    const names = parseIbvDevices((await run('ibv_devices', [])) ?? '');
+    devices = names.map((name) => ({ name, interface: pairedInterface(name), portState: null, active: false, ipv4Gid: false }));
+  }
+  return { enabled, devices };
+}
+
+export interface ProfileInput {
+  peerId: string;
+  name: string;
+  dataDir: string;
+  probePort: number;
+  capability: Capability | null;
+}
+
+/** Static facts (chip, cores, ports) are probed once; memory and disk on every refresh. */
+export class ProfileCollector {
+  #static: Promise<Omit<NodeProfile, 'peerId' | 'name' | 'memory' | 'diskFreeBytes' | 'capability' | 'probePort' | 'updatedAt' | 'interfaces'> & { ports: HardwarePort[] }> | null = null;
+
+  async collect(input: ProfileInput): Promise<NodeProfile> {
+    this.#static ??= this.#probeStatic();
+    const st = await this.#static;
+    const onMac = process.platform === 'darwin';
+    let memory = { totalBytes: os.totalmem(), availableBytes: os.freemem() };
+    if (!onMac) {
+      const mi = safe(() => parseMeminfo(readFileSync('/proc/meminfo', 'utf8')), { totalBytes: null, availableBytes: null });
+      memory = { totalBytes: mi.totalBytes ?? memory.totalBytes, availableBytes: mi.availableBytes ?? memory.availableBytes };
+    }
+    const diskFreeBytes = safe(() => {
+      const s = statfsSync(input.dataDir);
+      return s.bavail * s.bsize;
+    }, null);
+    const portsByDevice = new Map(st.ports.map((p) => [p.device, p]));
+    const interfaces = listInterfaces((name) => {
+      if (onMac) {
+        const p = portsByDevice.get(name);
+        if (p) return { kind: p.kind, hardwarePort: p.port };
+        return { kind: name === 'lo0' ? 'loopback' : 'other' };
+      }
+      return {
+        kind: linuxInterfaceKind(name, {
+          wireless: existsSync(`/sys/class/net/${name}/wireless`) || existsSync(`/sys/class/net/${name}/phy80211`),
+          driver: safe(() => basename(readlinkSync(`/sys/class/net/${name}/device/driver`)), null),
+        }),
+      };
+    });
+    const { ports: _ports, ...rest } = st;
+    return {
+      ...rest,
+      peerId: input.peerId,
+      name: input.name,
+      memory,
+      diskFreeBytes,
+      interfaces,
+      capability: input.capability,
+      probePort: input.probePort,
+      updatedAt: Date.now(),
+    };
+  }
+
+  async #probeStatic() {
+    const onMac = process.platform === 'darwin';
+    const base = {
+      hostname: os.hostname(),
+      os: { platform: process.platform, release: os.release(), arch: process.arch },
+      chip: os.cpus()[0]?.model ?? 'unknown',
+      cpu: { cores: os.cpus().length, performanceCores: null as number | null, efficiencyCores: null as number | null },
+      gpuCores: null as number | null,
+      thunderbolt: [] as ThunderboltPort[],
+      rdma: { enabled: null, devices: [] } as RdmaState,
+      ports: [] as HardwarePort[],
+    };
+    if (onMac) {
+      const [sysctl, hw, disp, tb, ns] = await Promise.all([
+        run('sysctl', ['hw.memsize', 'hw.ncpu', 'hw.perflevel0.physicalcpu', 'hw.perflevel1.physicalcpu', 'machdep.cpu.brand_string', 'kern.osproductversion']),
+        run('system_profiler', ['SPHardwareDataType', '-json'], 20_000),
+        run('system_profiler', ['SPDisplaysDataType', '-json'], 20_000),
+        run('system_profiler', ['SPThunderboltDataType', '-json'], 20_000),
+        run('networksetup', ['-listallhardwareports']),
+      ]);
+      const sc = sysctlFacts(parseSysctl(sysctl ?? ''));
+      const hwf = safe(() => parseHardware(hw ?? ''), null);
+      base.chip = hwf?.chip ?? sc.chip ?? base.chip;
+      base.cpu.performanceCores = sc.performanceCores ?? hwf?.performanceCores ?? null;
+      base.cpu.efficiencyCores = sc.efficiencyCores ?? hwf?.efficiencyCores ?? null;
+      base.gpuCores = safe(() => parseDisplays(disp ?? '').gpuCores, null);
+      base.ports = parseHardwarePorts(ns ?? '');
+      base.thunderbolt = safe(() => parseThunderbolt(tb ?? ''), []).map((port) => ({
+        ...port,
+        interface: base.ports.find((p) => p.port === `Thunderbolt ${port.receptacle}`)?.device ?? null,
+      }));
+      if (sc.osVersion) base.os.release = sc.osVersion;
+    } else {
+      const ci = safe(() => parseCpuinfo(readFileSync('/proc/cpuinfo', 'utf8')), { model: null, cores: 0 });
+      base.chip = ci.model ?? base.chip;
+      // systeminformation knows P/E core splits (hybrid Intel, Apple); bounded so a slow probe cannot stall start-up.
+      const cpu = await Promise.race([si.cpu().catch(() => null), new Promise<null>((r) => setTimeout(() => r(null), 3000).unref())]);
+      if (cpu?.performanceCores && cpu.efficiencyCores) {
+        base.cpu.performanceCores = cpu.performanceCores;
+        base.cpu.efficiencyCores = cpu.efficiencyCores;
+      }
+    }
+    base.rdma = await rdmaState(onMac);
+    return base;
+  }
+}
