@@ -1,0 +1,10 @@
+import type { ArchitectureCaps } from './types.js';
+
+/** Llama 1/2/3 (incl. Llama 3.1+ `rope_scaling` type llama3). `attention_bias` is honoured for q/k/v. */
+export const llama: ArchitectureCaps = {
+  name: 'LlamaForCausalLM',
+  qkvBias: 'config',
+  qkNorm: false,
+  ropeScaling: ['llama3', 'linear'],
+  slidingWindow: 'never',
+};

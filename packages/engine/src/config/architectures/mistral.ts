@@ -1,0 +1,10 @@
+import type { ArchitectureCaps } from './types.js';
+
+/** Mistral: Llama with an optional attention sliding window. */
+export const mistral: ArchitectureCaps = {
+  name: 'MistralForCausalLM',
+  qkvBias: false,
+  qkNorm: false,
+  ropeScaling: [],
+  slidingWindow: 'config',
+};

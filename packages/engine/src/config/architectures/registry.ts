@@ -1,0 +1,17 @@
+import { llama } from './llama.js';
+import { mistral } from './mistral.js';
+import { qwen2 } from './qwen2.js';
+import { qwen3 } from './qwen3.js';
+import type { ArchitectureCaps } from './types.js';
+
+const REGISTRY = new Map<string, ArchitectureCaps>([llama, mistral, qwen2, qwen3].map((a) => [a.name, a]));
+
+/** Capabilities for `name`, or undefined when the engine does not run it. */
+export function lookupArchitecture(name: string): ArchitectureCaps | undefined {
+  return REGISTRY.get(name);
+}
+
+/** Architectures the engine runs. */
+export function supportedArchitectures(): string[] {
+  return [...REGISTRY.keys()];
+}

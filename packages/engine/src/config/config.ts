@@ -1,0 +1,176 @@
+/**
+ * Reads config.json and generation_config.json into one validated, normalised `ModelConfig`.
+ * Every defect is a ModelFormatError naming the file and field; an architecture or option the
+ * engine does not run is an UnsupportedModelError naming it.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { ModelFormatError, UnsupportedModelError } from '../errors.js';
+import { lookupArchitecture, supportedArchitectures } from './architectures/registry.js';
+import type { ArchitectureCaps } from './architectures/types.js';
+
+export interface RopeScaling {
+  type: 'llama3' | 'linear';
+  factor: number;
+  /** llama3 only. */
+  lowFreqFactor: number;
+  highFreqFactor: number;
+  originalMaxPositionEmbeddings: number;
+}
+
+export interface ModelConfig {
+  dir: string;
+  architecture: string;
+  caps: ArchitectureCaps;
+  hiddenSize: number;
+  intermediateSize: number;
+  numLayers: number;
+  numHeads: number;
+  numKvHeads: number;
+  headDim: number;
+  vocabSize: number;
+  rmsNormEps: number;
+  ropeTheta: number;
+  ropeScaling: RopeScaling | null;
+  maxPositionEmbeddings: number;
+  tieWordEmbeddings: boolean;
+  /** q/k/v projections have bias tensors. */
+  qkvBias: boolean;
+  /** Attend only to the last `slidingWindow` positions (Mistral), or null. */
+  slidingWindow: number | null;
+  /** Stop token ids: generation_config.json `eos_token_id`, else config.json's. */
+  eosTokenIds: number[];
+  bosTokenId: number | null;
+}
+
+function readJson(path: string, required: boolean): Record<string, unknown> | null {
+  const name = path.split('/').pop()!;
+  if (!existsSync(path)) {
+    if (required) throw new ModelFormatError(`${path}: file not found`, path);
+    return null;
+  }
+  let v: unknown;
+  try {
+    v = JSON.parse(readFileSync(path, 'utf8'));
+  } catch (err) {
+    throw new ModelFormatError(`${name}: not valid JSON (${(err as Error).message})`, path);
+  }
+  if (!v || typeof v !== 'object' || Array.isArray(v)) throw new ModelFormatError(`${name}: expected a JSON object`, path);
+  return v as Record<string, unknown>;
+}
+
+function ids(v: unknown): number[] {
+  if (typeof v === 'number') return [v];
+  if (Array.isArray(v)) return v.filter((x): x is number => typeof x === 'number');
+  return [];
+}
+
+/** Loads and validates `dir/config.json` (+ `generation_config.json` when present). */
+export function loadModelConfig(dir: string): ModelConfig {
+  const path = join(dir, 'config.json');
+  const c = readJson(path, true)!;
+  const gen = readJson(join(dir, 'generation_config.json'), false);
+
+  const archs = c.architectures;
+  const architecture = Array.isArray(archs) && typeof archs[0] === 'string' ? archs[0] : undefined;
+  if (!architecture) throw new ModelFormatError('config.json: missing architectures[0]', path, 'architectures');
+  const caps = lookupArchitecture(architecture);
+  if (!caps) {
+    throw new UnsupportedModelError(
+      `unsupported architecture ${architecture} in ${path} (supported: ${supportedArchitectures().join(', ')})`,
+    );
+  }
+
+  const int = (field: string, fallback?: number): number => {
+    const v = c[field] ?? fallback;
+    if (typeof v !== 'number' || !Number.isInteger(v) || v <= 0) {
+      throw new ModelFormatError(`config.json: ${field} must be a positive integer, got ${JSON.stringify(c[field])}`, path, field);
+    }
+    return v;
+  };
+  const num = (field: string, fallback: number): number => {
+    const v = c[field] ?? fallback;
+    if (typeof v !== 'number' || !Number.isFinite(v) || v <= 0) {
+      throw new ModelFormatError(`config.json: ${field} must be a positive number, got ${JSON.stringify(c[field])}`, path, field);
+    }
+    return v;
+  };
+
+  const hiddenSize = int('hidden_size');
+  const numHeads = int('num_attention_heads');
+  const numKvHeads = int('num_key_value_heads', numHeads);
+  const headDim = c.head_dim == null ? hiddenSize / numHeads : int('head_dim');
+  if (!Number.isInteger(headDim) || headDim % 2) {
+    throw new ModelFormatError(`config.json: head_dim ${headDim} must be an even integer`, path, 'head_dim');
+  }
+  if (numHeads % numKvHeads) {
+    throw new ModelFormatError(`config.json: num_attention_heads ${numHeads} is not a multiple of num_key_value_heads ${numKvHeads}`, path, 'num_key_value_heads');
+  }
+  const act = c.hidden_act ?? 'silu';
+  if (act !== 'silu') throw new UnsupportedModelError(`config.json: hidden_act ${JSON.stringify(act)} is not supported (only silu) in ${path}`);
+  if (c.mlp_bias === true) throw new UnsupportedModelError(`config.json: mlp_bias=true is not supported in ${path}`);
+
+  let qkvBias: boolean;
+  if (caps.qkvBias === 'config') qkvBias = c.attention_bias === true;
+  else qkvBias = caps.qkvBias;
+
+  let ropeScaling: RopeScaling | null = null;
+  const rs = c.rope_scaling as Record<string, unknown> | null | undefined;
+  if (rs && typeof rs === 'object') {
+    const type = String(rs.rope_type ?? rs.type ?? 'default');
+    if (type !== 'default') {
+      if (!caps.ropeScaling.includes(type)) {
+        throw new UnsupportedModelError(`config.json: rope_scaling type ${type} is not supported for ${architecture} in ${path}`);
+      }
+      const f = (k: string, d?: number): number => {
+        const v = rs[k] ?? d;
+        if (typeof v !== 'number' || !(v > 0)) {
+          throw new ModelFormatError(`config.json: rope_scaling.${k} must be a positive number`, path, `rope_scaling.${k}`);
+        }
+        return v;
+      };
+      ropeScaling =
+        type === 'llama3'
+          ? {
+              type: 'llama3',
+              factor: f('factor'),
+              lowFreqFactor: f('low_freq_factor'),
+              highFreqFactor: f('high_freq_factor'),
+              originalMaxPositionEmbeddings: f('original_max_position_embeddings'),
+            }
+          : { type: 'linear', factor: f('factor'), lowFreqFactor: 0, highFreqFactor: 0, originalMaxPositionEmbeddings: 0 };
+    }
+  }
+
+  let slidingWindow: number | null = null;
+  const sw = typeof c.sliding_window === 'number' ? c.sliding_window : null;
+  if (caps.slidingWindow === 'config') slidingWindow = sw;
+  else if (caps.slidingWindow === 'use_sliding_window' && c.use_sliding_window === true && sw !== null) {
+    throw new UnsupportedModelError(`config.json: use_sliding_window=true is not supported for ${architecture} in ${path}`);
+  }
+
+  const eosTokenIds = ids(gen?.eos_token_id).length ? ids(gen?.eos_token_id) : ids(c.eos_token_id);
+  const bos = ids(gen?.bos_token_id ?? c.bos_token_id);
+
+  return {
+    dir,
+    architecture,
+    caps,
+    hiddenSize,
+    intermediateSize: int('intermediate_size'),
+    numLayers: int('num_hidden_layers'),
+    numHeads,
+    numKvHeads,
+    headDim,
+    vocabSize: int('vocab_size'),
+    rmsNormEps: num('rms_norm_eps', 1e-6),
+    ropeTheta: num('rope_theta', 10000),
+    ropeScaling,
+    maxPositionEmbeddings: int('max_position_embeddings', 2048),
+    tieWordEmbeddings: c.tie_word_embeddings === true,
+    qkvBias,
+    slidingWindow,
+    eosTokenIds,
+    bosTokenId: bos.length ? bos[0] : null,
+  };
+}

@@ -1,0 +1,129 @@
+/**
+ * Runs a whole model in this process as a grid of shards: `pipeline` stages (layer ranges) × `tensor`
+ * ranks per stage, joined by an in-process all-reduce. One stage × one rank is the plain unsplit model.
+ * Used by `orchard run --pipeline N / --tensor N`, by tests proving split equivalence, and as the
+ * shape the daemon's distributed runners follow (one shard per machine instead of per array slot).
+ */
+import { loadModelConfig, type ModelConfig } from '../config/config.js';
+import { UnsupportedModelError } from '../errors.js';
+import type { Backend } from '../kernels/backend.js';
+import { createReferenceBackend } from '../kernels/reference.js';
+import { loadShard, type KVCache, type ModelShard } from '../model/forward.js';
+import { createInProcessAllReduce } from './all-reduce.js';
+
+/** Something that turns token ids into next-token logits, one sequence at a time. */
+export interface LanguageModel {
+  readonly config: ModelConfig;
+  /** Longest sequence a session may hold. */
+  readonly maxSeqLen: number;
+  /** A new sequence with its own KV cache. */
+  newSession(capacity?: number): Session;
+}
+
+export interface Session {
+  /** Tokens processed so far. */
+  readonly length: number;
+  /** Feeds `tokens` (any number; prompts go in batches) and returns the logits after the last one. */
+  forward(tokens: ArrayLike<number>): Promise<Float32Array>;
+}
+
+export interface InProcessOptions {
+  /** Number of pipeline stages (layers split as evenly as possible), or the layer count of each stage. @default 1 */
+  pipeline?: number | number[];
+  /** Tensor-parallel ranks per stage. @default 1 */
+  tensor?: number;
+  /** One backend per shard, created by this factory. @default the reference backend */
+  backend?: () => Backend;
+  /** Prompt chunk size. @default 32 */
+  maxBatch?: number;
+  /** @default min(max_position_embeddings, 4096) */
+  maxSeqLen?: number;
+}
+
+/** Layer ranges for `pipeline` (a stage count or explicit per-stage layer counts). */
+export function pipelineStages(numLayers: number, pipeline: number | number[]): [number, number][] {
+  const counts =
+    typeof pipeline === 'number'
+      ? Array.from({ length: pipeline }, (_, i) => Math.floor(((i + 1) * numLayers) / pipeline) - Math.floor((i * numLayers) / pipeline))
+      : pipeline;
+  if (!counts.length || counts.some((c) => !Number.isInteger(c) || c < 1)) {
+    throw new UnsupportedModelError(`cannot split ${numLayers} layers into pipeline stages ${JSON.stringify(pipeline)}: every stage needs at least one layer`);
+  }
+  const total = counts.reduce((a, b) => a + b, 0);
+  if (total !== numLayers) throw new UnsupportedModelError(`pipeline stages hold ${total} layers but the model has ${numLayers}`);
+  const ranges: [number, number][] = [];
+  let start = 0;
+  for (const c of counts) {
+    ranges.push([start, start + c]);
+    start += c;
+  }
+  return ranges;
+}
+
+export class InProcessModel implements LanguageModel {
+  readonly config: ModelConfig;
+  /** stages[s][r]: stage s, tensor rank r. */
+  readonly stages: ModelShard[][];
+  readonly maxSeqLen: number;
+
+  constructor(config: ModelConfig, stages: ModelShard[][]) {
+    this.config = config;
+    this.stages = stages;
+    this.maxSeqLen = stages[0][0].maxSeqLen;
+  }
+
+  /** Tensor bytes read by all shards together. */
+  get bytesRead(): number {
+    return this.stages.flat().reduce((s, sh) => s + sh.bytesRead, 0);
+  }
+
+  newSession(capacity = this.maxSeqLen): Session {
+    const caches: KVCache[][] = this.stages.map((ranks) => ranks.map((sh) => sh.newCache(capacity)));
+    const stages = this.stages;
+    const D = this.config.hiddenSize;
+    const maxBatch = Math.min(...stages.flat().map((s) => s.maxBatch));
+    // Hidden states handed from one stage to the next (what would cross the network).
+    const transfer = new Float32Array(maxBatch * D);
+    return {
+      get length() {
+        return caches[0][0].length;
+      },
+      async forward(tokens) {
+        if (tokens.length === 0) throw new RangeError('forward: no tokens');
+        let logits: Float32Array | null = null;
+        for (let at = 0; at < tokens.length; at += maxBatch) {
+          const chunk = Array.prototype.slice.call(tokens, at, Math.min(tokens.length, at + maxBatch)) as number[];
+          const n = chunk.length;
+          for (let s = 0; s < stages.length; s++) {
+            const outs = await Promise.all(
+              stages[s].map((sh, r) => sh.forward(s === 0 ? { tokens: chunk } : { hidden: transfer, n }, caches[s][r])),
+            );
+            // All ranks of a stage hold the same result after their all-reduces; rank 0's is passed on.
+            if (s < stages.length - 1) transfer.set(outs[0].subarray(0, n * D));
+            else logits = outs[0];
+          }
+        }
+        return logits!;
+      },
+    };
+  }
+}
+
+/** Loads the model in `dir` as `pipeline` stages × `tensor` ranks in this process. */
+export function loadInProcessModel(dir: string, options: InProcessOptions = {}): InProcessModel {
+  const config = loadModelConfig(dir);
+  const ranges = pipelineStages(config.numLayers, options.pipeline ?? 1);
+  const size = options.tensor ?? 1;
+  const newBackend = options.backend ?? createReferenceBackend;
+  const stages = ranges.map((layers, s) => {
+    const reduces = size > 1 ? createInProcessAllReduce(size) : [];
+    return Array.from({ length: size }, (_, rank) =>
+      loadShard(
+        dir,
+        { layers, tensor: { rank, size }, embed: s === 0, head: s === ranges.length - 1 },
+        { config, backend: newBackend(), allReduce: reduces[rank], maxBatch: options.maxBatch, maxSeqLen: options.maxSeqLen },
+      ),
+    );
+  });
+  return new InProcessModel(config, stages);
+}

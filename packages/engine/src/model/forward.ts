@@ -1,0 +1,299 @@
+/**
+ * One shard of a Llama-family decoder, llama2.c style: weights, a run state allocated once, and a
+ * `forward` that reads like the maths. A shard is a layer range [start, end) and/or one tensor rank;
+ * the first pipeline stage embeds tokens, the last computes logits, the others take and return
+ * hidden states. Tensor ranks meet at the caller's all-reduce after o_proj, after down_proj, after the
+ * (vocab-split) embedding lookup and after the (vocab-split) LM head.
+ */
+import { Checkpoint } from '../safetensors/checkpoint.js';
+import { loadModelConfig, type ModelConfig } from '../config/config.js';
+import { UnsupportedModelError } from '../errors.js';
+import type { Backend } from '../kernels/backend.js';
+import { createReferenceBackend } from '../kernels/reference.js';
+import { BF16_TO_F32, F16_TO_F32 } from '../numeric/half.js';
+import type { AllReduce, ShardSpec } from '../shard.js';
+import { rmsnorm, softmax, swiglu } from './math.js';
+import { applyRope, ropeInverseFrequencies, ropeTables } from './rope.js';
+import { tensorSlice, type TensorSlice } from './tensor-split.js';
+import { loadShardWeights, type ShardWeights } from './weights.js';
+
+export interface LoadShardOptions {
+  /** @default the reference backend */
+  backend?: Backend;
+  /** Required when `spec.tensor.size > 1`: sums a buffer across the shard's tensor ranks. */
+  allReduce?: AllReduce;
+  /** Tokens per forward call (prompt chunk); larger prompts are fed in chunks. @default 32 */
+  maxBatch?: number;
+  /** Longest sequence a KV cache may hold. @default min(max_position_embeddings, 4096) */
+  maxSeqLen?: number;
+  /** Use this config instead of reading config.json again. */
+  config?: ModelConfig;
+}
+
+/** The KV cache of one sequence on one shard: per layer [capacity, localKv·headDim] for K and V. */
+export class KVCache {
+  /** Tokens already processed. */
+  length = 0;
+  constructor(
+    readonly capacity: number,
+    readonly k: Float32Array[],
+    readonly v: Float32Array[],
+  ) {}
+}
+
+/** What a shard consumes: token ids (embedding shard) or hidden states [n, hidden] from the previous stage. */
+export type ShardInput = { tokens: ArrayLike<number> } | { hidden: Float32Array; n: number };
+
+export class ModelShard {
+  readonly config: ModelConfig;
+  readonly spec: ShardSpec;
+  readonly slice: TensorSlice;
+  readonly backend: Backend;
+  readonly weights: ShardWeights;
+  readonly maxBatch: number;
+  readonly maxSeqLen: number;
+  /** Tensor data bytes read from the checkpoint to load this shard. */
+  readonly bytesRead: number;
+
+  readonly #allReduce: AllReduce;
+  readonly #invFreq: Float64Array;
+  readonly #localHeads: number;
+  readonly #localKv: number;
+  /** Query head h of this rank reads local KV head kvOf[h]. */
+  readonly #kvOf: Int32Array;
+  // Run state, [maxBatch, ·] each, allocated once.
+  readonly #x: Float32Array; // residual stream [B, hidden]
+  readonly #xb: Float32Array; // normed input [B, hidden]
+  readonly #xb2: Float32Array; // projection output [B, hidden]
+  readonly #q: Float32Array; // [B, localHeads·hd]
+  readonly #k: Float32Array; // [B, localKv·hd]
+  readonly #v: Float32Array; // [B, localKv·hd]
+  readonly #att: Float32Array; // attention output [B, localHeads·hd]
+  readonly #scores: Float32Array; // [maxSeqLen]
+  readonly #hb: Float32Array; // [B, localFfn]
+  readonly #hb2: Float32Array; // [B, localFfn]
+  readonly #cos: Float32Array; // [B, hd/2]
+  readonly #sin: Float32Array;
+  readonly #embedRow: Float32Array; // [hidden]
+  readonly #logits: Float32Array; // [vocab]
+  readonly #localLogits: Float32Array; // [vocabSlice]
+
+  constructor(config: ModelConfig, spec: ShardSpec, weights: ShardWeights, slice: TensorSlice, backend: Backend, opts: { allReduce?: AllReduce; maxBatch: number; maxSeqLen: number; bytesRead: number }) {
+    this.config = config;
+    this.spec = spec;
+    this.weights = weights;
+    this.slice = slice;
+    this.backend = backend;
+    this.maxBatch = opts.maxBatch;
+    this.maxSeqLen = opts.maxSeqLen;
+    this.bytesRead = opts.bytesRead;
+    const noReduce: AllReduce = async () => {};
+    this.#allReduce = spec.tensor.size > 1 ? opts.allReduce! : noReduce;
+    this.#invFreq = ropeInverseFrequencies(config);
+    const { hiddenSize: D, headDim: hd } = config;
+    this.#localHeads = slice.heads[1] - slice.heads[0];
+    this.#localKv = slice.kvHeads[1] - slice.kvHeads[0];
+    const group = config.numHeads / config.numKvHeads;
+    this.#kvOf = new Int32Array(this.#localHeads);
+    for (let h = 0; h < this.#localHeads; h++) this.#kvOf[h] = Math.floor((slice.heads[0] + h) / group) - slice.kvHeads[0];
+    const B = this.maxBatch;
+    const ffn = slice.ffn[1] - slice.ffn[0];
+    const f = (n: number) => backend.allocF32(n);
+    this.#x = f(B * D);
+    this.#xb = f(B * D);
+    this.#xb2 = f(B * D);
+    this.#q = f(B * this.#localHeads * hd);
+    this.#k = f(B * this.#localKv * hd);
+    this.#v = f(B * this.#localKv * hd);
+    this.#att = f(B * this.#localHeads * hd);
+    this.#scores = f(this.maxSeqLen);
+    this.#hb = f(B * ffn);
+    this.#hb2 = f(B * ffn);
+    this.#cos = f((B * hd) / 2);
+    this.#sin = f((B * hd) / 2);
+    this.#embedRow = f(D);
+    this.#logits = f(spec.head ? config.vocabSize : 0);
+    this.#localLogits = f(spec.head ? slice.vocab[1] - slice.vocab[0] : 0);
+  }
+
+  /** A fresh KV cache for one sequence of up to `capacity` tokens. */
+  newCache(capacity = this.maxSeqLen): KVCache {
+    if (capacity > this.maxSeqLen) throw new RangeError(`KV cache capacity ${capacity} exceeds maxSeqLen ${this.maxSeqLen}`);
+    const width = this.#localKv * this.config.headDim;
+    const layers = this.spec.layers[1] - this.spec.layers[0];
+    const k = Array.from({ length: layers }, () => this.backend.allocF32(capacity * width));
+    const v = Array.from({ length: layers }, () => this.backend.allocF32(capacity * width));
+    return new KVCache(capacity, k, v);
+  }
+
+  /**
+   * Runs up to `maxBatch` tokens at positions cache.length ... through this shard and appends their K/V.
+   * Returns logits of the last token ([vocab], head shards) or hidden states ([n, hidden], others).
+   * The returned array is this shard's buffer: copy it before the next call.
+   */
+  async forward(input: ShardInput, cache: KVCache): Promise<Float32Array> {
+    const c = this.config;
+    const w = this.weights;
+    const be = this.backend;
+    const D = c.hiddenSize;
+    const hd = c.headDim;
+    const nh = this.#localHeads;
+    const nkv = this.#localKv;
+    const qw = nh * hd;
+    const kvw = nkv * hd;
+    const ffn = this.slice.ffn[1] - this.slice.ffn[0];
+    const x = this.#x;
+    const xb = this.#xb;
+    const xb2 = this.#xb2;
+    const pos0 = cache.length;
+
+    // Input: embedding rows of the tokens (summed over vocab-split ranks), or the previous stage's hidden states.
+    let n: number;
+    if ('tokens' in input) {
+      if (!w.embed) throw new Error('forward: tokens given to a shard without the embedding');
+      n = input.tokens.length;
+      this.#checkBatch(n, pos0, cache);
+      const [v0, v1] = this.slice.vocab;
+      for (let b = 0; b < n; b++) {
+        const t = input.tokens[b];
+        if (!Number.isInteger(t) || t < 0 || t >= c.vocabSize) throw new RangeError(`token id ${t} is outside the vocabulary 0..${c.vocabSize - 1}`);
+        if (t >= v0 && t < v1) {
+          widenRow(this.#embedRow, w.embed, t - v0);
+          x.set(this.#embedRow, b * D);
+        } else x.fill(0, b * D, (b + 1) * D);
+      }
+      await this.#allReduce(x.subarray(0, n * D));
+    } else {
+      n = input.n;
+      this.#checkBatch(n, pos0, cache);
+      x.set(input.hidden.subarray(0, n * D));
+    }
+    ropeTables(this.#cos, this.#sin, this.#invFreq, pos0, n);
+
+    for (let li = 0; li < w.layers.length; li++) {
+      const L = w.layers[li];
+      const kCache = cache.k[li];
+      const vCache = cache.v[li];
+
+      // Attention: xb = rmsnorm(x); q, k, v = xb·Wqᵀ, xb·Wkᵀ, xb·Wvᵀ (+ bias)
+      for (let b = 0; b < n; b++) rmsnorm(xb, b * D, x, b * D, L.inputNorm, D, c.rmsNormEps);
+      be.matmul(this.#q, L.q, xb, n);
+      be.matmul(this.#k, L.k, xb, n);
+      be.matmul(this.#v, L.v, xb, n);
+      if (L.qBias) addBias(this.#q, L.qBias, n, qw);
+      if (L.kBias) addBias(this.#k, L.kBias, n, kvw);
+      if (L.vBias) addBias(this.#v, L.vBias, n, kvw);
+
+      for (let b = 0; b < n; b++) {
+        // Qwen3: RMSNorm each head of q and k; then rotate both by position.
+        if (L.qNorm) for (let h = 0; h < nh; h++) rmsnorm(this.#q, b * qw + h * hd, this.#q, b * qw + h * hd, L.qNorm, hd, c.rmsNormEps);
+        if (L.kNorm) for (let h = 0; h < nkv; h++) rmsnorm(this.#k, b * kvw + h * hd, this.#k, b * kvw + h * hd, L.kNorm, hd, c.rmsNormEps);
+        applyRope(this.#q, b * qw, nh, hd, this.#cos, this.#sin, b);
+        applyRope(this.#k, b * kvw, nkv, hd, this.#cos, this.#sin, b);
+        // Append this token's K and V to the cache.
+        kCache.set(this.#k.subarray(b * kvw, (b + 1) * kvw), (pos0 + b) * kvw);
+        vCache.set(this.#v.subarray(b * kvw, (b + 1) * kvw), (pos0 + b) * kvw);
+      }
+
+      // att = softmax(q·Kᵀ / √hd, causal [and sliding window]) · V, per query head over its KV head.
+      const scale = 1 / Math.sqrt(hd);
+      const scores = this.#scores;
+      for (let b = 0; b < n; b++) {
+        const pos = pos0 + b;
+        const first = c.slidingWindow ? Math.max(0, pos - c.slidingWindow + 1) : 0;
+        const len = pos - first + 1;
+        for (let h = 0; h < nh; h++) {
+          const qo = b * qw + h * hd;
+          const kvo = this.#kvOf[h] * hd;
+          for (let t = first; t <= pos; t++) {
+            const ko = t * kvw + kvo;
+            let s = 0;
+            for (let i = 0; i < hd; i++) s += this.#q[qo + i] * kCache[ko + i];
+            scores[t - first] = s * scale;
+          }
+          softmax(scores, 0, len);
+          const ao = b * qw + h * hd;
+          this.#att.fill(0, ao, ao + hd);
+          for (let t = first; t <= pos; t++) {
+            const p = scores[t - first];
+            const vo = t * kvw + kvo;
+            for (let i = 0; i < hd; i++) this.#att[ao + i] += p * vCache[vo + i];
+          }
+        }
+      }
+
+      // x += all_reduce(att·Woᵀ)   (each rank holds Wo's columns of its heads: a partial sum)
+      be.matmul(xb2, L.o, this.#att, n);
+      await this.#allReduce(xb2.subarray(0, n * D));
+      for (let i = 0; i < n * D; i++) x[i] += xb2[i];
+
+      // MLP: x += all_reduce(down(silu(gate(xb)) · up(xb))),  xb = rmsnorm(x)
+      for (let b = 0; b < n; b++) rmsnorm(xb, b * D, x, b * D, L.postNorm, D, c.rmsNormEps);
+      be.matmul(this.#hb, L.gate, xb, n);
+      be.matmul(this.#hb2, L.up, xb, n);
+      swiglu(this.#hb, this.#hb2, n * ffn);
+      be.matmul(xb2, L.down, this.#hb, n);
+      await this.#allReduce(xb2.subarray(0, n * D));
+      for (let i = 0; i < n * D; i++) x[i] += xb2[i];
+    }
+    cache.length += n;
+
+    if (!this.spec.head) return x.subarray(0, n * D);
+
+    // Logits of the last token: rmsnorm, then this rank's vocabulary rows, joined by all-reduce.
+    rmsnorm(xb, 0, x, (n - 1) * D, w.finalNorm!, D, c.rmsNormEps);
+    be.matvec(this.#localLogits, w.head!, xb);
+    this.#logits.fill(0);
+    this.#logits.set(this.#localLogits, this.slice.vocab[0]);
+    await this.#allReduce(this.#logits);
+    return this.#logits;
+  }
+
+  #checkBatch(n: number, pos0: number, cache: KVCache): void {
+    if (n < 1 || n > this.maxBatch) throw new RangeError(`forward: ${n} tokens per call; this shard takes 1..${this.maxBatch}`);
+    if (pos0 + n > cache.capacity) throw new RangeError(`sequence of ${pos0 + n} tokens exceeds the KV cache capacity ${cache.capacity}`);
+  }
+}
+
+function addBias(y: Float32Array, bias: Float32Array, n: number, width: number): void {
+  for (let b = 0; b < n; b++) for (let i = 0; i < width; i++) y[b * width + i] += bias[i];
+}
+
+function widenRow(dst: Float32Array, w: { dtype: string; cols: number; bytes: Uint8Array }, r: number): void {
+  const cols = w.cols;
+  if (w.dtype === 'f32') {
+    dst.set(new Float32Array(w.bytes.buffer, w.bytes.byteOffset + r * cols * 4, cols));
+    return;
+  }
+  const src = new Uint16Array(w.bytes.buffer, w.bytes.byteOffset + r * cols * 2, cols);
+  const table = w.dtype === 'f16' ? F16_TO_F32 : BF16_TO_F32;
+  for (let i = 0; i < cols; i++) dst[i] = table[src[i]];
+}
+
+/**
+ * Loads one shard of the model in `dir`, reading only the bytes of the tensors it needs.
+ * `spec.layers` must lie within the model; a tensor split must divide heads and FFN evenly
+ * (KV heads are replicated when there are fewer of them than ranks — see tensor-split.ts).
+ */
+export function loadShard(dir: string, spec: ShardSpec, options: LoadShardOptions = {}): ModelShard {
+  const config = options.config ?? loadModelConfig(dir);
+  const [start, end] = spec.layers;
+  if (!Number.isInteger(start) || !Number.isInteger(end) || start < 0 || end > config.numLayers || start > end) {
+    throw new UnsupportedModelError(`shard layers [${start}, ${end}) are outside the model's ${config.numLayers} layers`);
+  }
+  if (spec.tensor.size > 1 && !options.allReduce) throw new UnsupportedModelError('a tensor-parallel shard needs an allReduce callback');
+  const slice = tensorSlice(config, spec.tensor.rank, spec.tensor.size);
+  const backend = options.backend ?? createReferenceBackend();
+  const ckpt = Checkpoint.open(dir);
+  try {
+    const weights = loadShardWeights(ckpt, config, spec, slice, backend);
+    return new ModelShard(config, spec, weights, slice, backend, {
+      allReduce: options.allReduce,
+      maxBatch: options.maxBatch ?? 32,
+      maxSeqLen: options.maxSeqLen ?? Math.min(config.maxPositionEmbeddings, 4096),
+      bytesRead: ckpt.bytesRead,
+    });
+  } finally {
+    ckpt.close();
+  }
+}

@@ -1,0 +1,71 @@
+/**
+ * Which slice of each tensor one tensor-parallel rank holds. Pure arithmetic, no I/O.
+ *
+ * - Attention: query heads split in equal whole-head blocks; each rank keeps the KV heads its query
+ *   heads read (their GQA group). When there are fewer KV heads than ranks, KV heads are REPLICATED:
+ *   `size / kv_heads` consecutive ranks share one KV head. That is what the maths needs (every query
+ *   head must see its own K/V), costs only duplicated K/V projection weights and cache, and keeps
+ *   models like Llama-3-70B (8 KV heads) runnable on 16 ranks. Splits that would cut a head or a
+ *   GQA group unevenly are refused with a message giving the numbers.
+ * - MLP: gate/up rows and down columns split in equal blocks of intermediate_size.
+ * - Embedding and LM head: split by vocabulary rows (ceil(vocab / size) per rank); the partial
+ *   results are joined by the same all-reduce (rows a rank does not hold contribute zeros).
+ */
+import { UnsupportedModelError } from '../errors.js';
+
+export interface TensorSlice {
+  rank: number;
+  size: number;
+  /** Query heads [start, end). */
+  heads: [number, number];
+  /** KV heads [start, end) this rank loads (possibly shared with other ranks). */
+  kvHeads: [number, number];
+  /** intermediate_size rows [start, end). */
+  ffn: [number, number];
+  /** Vocabulary rows [start, end) of the embedding / LM head. */
+  vocab: [number, number];
+}
+
+export interface SplitDims {
+  numHeads: number;
+  numKvHeads: number;
+  intermediateSize: number;
+  vocabSize: number;
+}
+
+export function tensorSlice(dims: SplitDims, rank: number, size: number): TensorSlice {
+  const { numHeads: H, numKvHeads: KV, intermediateSize: I, vocabSize: V } = dims;
+  if (!Number.isInteger(size) || size < 1) throw new UnsupportedModelError(`tensor size must be a positive integer, got ${size}`);
+  if (!Number.isInteger(rank) || rank < 0 || rank >= size) throw new UnsupportedModelError(`tensor rank ${rank} is outside 0..${size - 1}`);
+  if (H % size) {
+    throw new UnsupportedModelError(`cannot split ${H} attention heads over ${size} tensor ranks: heads must divide evenly`);
+  }
+  if (I % size) {
+    throw new UnsupportedModelError(`cannot split intermediate_size ${I} over ${size} tensor ranks: it must divide evenly`);
+  }
+  const hPer = H / size;
+  const group = H / KV;
+  let kvHeads: [number, number];
+  if (KV % size === 0) {
+    const kvPer = KV / size;
+    kvHeads = [rank * kvPer, (rank + 1) * kvPer];
+  } else if (size % KV === 0 && group % (size / KV) === 0) {
+    // Fewer KV heads than ranks: this rank's query heads all belong to one KV head, which it replicates.
+    const kv = Math.floor((rank * hPer) / group);
+    kvHeads = [kv, kv + 1];
+  } else {
+    throw new UnsupportedModelError(
+      `cannot split ${KV} KV heads over ${size} tensor ranks: one must divide the other (KV heads are split, or replicated when fewer than ranks)`,
+    );
+  }
+  const iPer = I / size;
+  const vPer = Math.ceil(V / size);
+  return {
+    rank,
+    size,
+    heads: [rank * hPer, (rank + 1) * hPer],
+    kvHeads,
+    ffn: [rank * iPer, (rank + 1) * iPer],
+    vocab: [Math.min(V, rank * vPer), Math.min(V, (rank + 1) * vPer)],
+  };
+}

@@ -1,0 +1,142 @@
+/**
+ * Loads the weights one shard needs, reading only their byte ranges: the layers [start, end) sliced
+ * for one tensor rank, plus the embedding and/or final norm + LM head when the shard holds them.
+ * Shapes are checked against config.json before anything is read.
+ */
+import { basename } from 'node:path';
+import type { ModelConfig } from '../config/config.js';
+import { ModelFormatError } from '../errors.js';
+import type { Backend, DType, Weight } from '../kernels/backend.js';
+import { BF16_TO_F32, F16_TO_F32 } from '../numeric/half.js';
+import type { Checkpoint } from '../safetensors/checkpoint.js';
+import { SAFETENSORS_DTYPE_SIZES } from '../safetensors/format.js';
+import type { ShardSpec } from '../shard.js';
+import type { TensorSlice } from './tensor-split.js';
+
+export interface LayerWeights {
+  /** [hidden] */
+  inputNorm: Float32Array;
+  /** [localHeads·headDim, hidden] */
+  q: Weight;
+  /** [localKv·headDim, hidden] */
+  k: Weight;
+  /** [localKv·headDim, hidden] */
+  v: Weight;
+  /** [localHeads·headDim], [localKv·headDim] ×2 — Qwen2, Llama with attention_bias. */
+  qBias: Float32Array | null;
+  kBias: Float32Array | null;
+  vBias: Float32Array | null;
+  /** [headDim] — Qwen3. */
+  qNorm: Float32Array | null;
+  kNorm: Float32Array | null;
+  /** [hidden, localHeads·headDim] (input columns of this rank's heads). */
+  o: Weight;
+  /** [hidden] */
+  postNorm: Float32Array;
+  /** [localFfn, hidden] */
+  gate: Weight;
+  /** [localFfn, hidden] */
+  up: Weight;
+  /** [hidden, localFfn] */
+  down: Weight;
+}
+
+export interface ShardWeights {
+  /** [vocabSlice, hidden] token embedding rows [vocab[0], vocab[1]) — embed shards only. */
+  embed: Weight | null;
+  layers: LayerWeights[];
+  /** [hidden] — head shards only. */
+  finalNorm: Float32Array | null;
+  /** [vocabSlice, hidden] — head shards only (the embedding itself when tied). */
+  head: Weight | null;
+}
+
+const DTYPES: Record<string, DType> = { F32: 'f32', F16: 'f16', BF16: 'bf16' };
+
+class WeightReader {
+  constructor(
+    readonly ckpt: Checkpoint,
+    readonly backend: Backend,
+  ) {}
+
+  /** Checks a tensor's dtype and shape; returns the file it lives in. */
+  #check(name: string, shape: number[]) {
+    const file = this.ckpt.file(name);
+    const info = file.info(name);
+    const fname = basename(file.path);
+    if (!(info.dtype in DTYPES)) {
+      throw new ModelFormatError(`${fname}: tensor ${name} has dtype ${info.dtype}; expected F32, F16 or BF16`, file.path, name);
+    }
+    if (info.shape.length !== shape.length || info.shape.some((d, i) => d !== shape[i])) {
+      throw new ModelFormatError(
+        `${fname}: tensor ${name} has shape [${info.shape}], expected [${shape}] from config.json`,
+        file.path,
+        name,
+      );
+    }
+    return { file, dtype: DTYPES[info.dtype], el: SAFETENSORS_DTYPE_SIZES[info.dtype] };
+  }
+
+  /** Rows [r0, r1) × columns [c0, c1) of a [rows, cols] matrix, kept in its storage dtype. */
+  matrix(name: string, rows: number, cols: number, r: [number, number], c: [number, number] = [0, cols]): Weight {
+    const { file, dtype, el } = this.#check(name, [rows, cols]);
+    const w: Weight = { dtype, rows: r[1] - r[0], cols: c[1] - c[0], bytes: this.backend.allocBytes((r[1] - r[0]) * (c[1] - c[0]) * el) };
+    file.readBlock(name, w.bytes, r[0], r[1], c[0], c[1]);
+    return w;
+  }
+
+  /** Elements [a, b) of a 1-D tensor of length n, widened to f32. */
+  vector(name: string, n: number, range: [number, number] = [0, n]): Float32Array {
+    const { file, dtype, el } = this.#check(name, [n]);
+    const len = range[1] - range[0];
+    const bytes = new Uint8Array(len * el);
+    file.readBlock(name, bytes, 0, 1, range[0], range[1]);
+    const out = this.backend.allocF32(len);
+    if (dtype === 'f32') out.set(new Float32Array(bytes.buffer, 0, len));
+    else {
+      const src = new Uint16Array(bytes.buffer, 0, len);
+      const table = dtype === 'f16' ? F16_TO_F32 : BF16_TO_F32;
+      for (let i = 0; i < len; i++) out[i] = table[src[i]];
+    }
+    return out;
+  }
+}
+
+export function loadShardWeights(ckpt: Checkpoint, config: ModelConfig, spec: ShardSpec, slice: TensorSlice, backend: Backend): ShardWeights {
+  const rd = new WeightReader(ckpt, backend);
+  const { hiddenSize: D, headDim: hd, numHeads: H, numKvHeads: KV, intermediateSize: I, vocabSize: V } = config;
+  const qRows: [number, number] = [slice.heads[0] * hd, slice.heads[1] * hd];
+  const kvRows: [number, number] = [slice.kvHeads[0] * hd, slice.kvHeads[1] * hd];
+
+  const layers: LayerWeights[] = [];
+  for (let l = spec.layers[0]; l < spec.layers[1]; l++) {
+    const p = `model.layers.${l}`;
+    const a = `${p}.self_attn`;
+    layers.push({
+      inputNorm: rd.vector(`${p}.input_layernorm.weight`, D),
+      q: rd.matrix(`${a}.q_proj.weight`, H * hd, D, qRows),
+      k: rd.matrix(`${a}.k_proj.weight`, KV * hd, D, kvRows),
+      v: rd.matrix(`${a}.v_proj.weight`, KV * hd, D, kvRows),
+      qBias: config.qkvBias ? rd.vector(`${a}.q_proj.bias`, H * hd, qRows) : null,
+      kBias: config.qkvBias ? rd.vector(`${a}.k_proj.bias`, KV * hd, kvRows) : null,
+      vBias: config.qkvBias ? rd.vector(`${a}.v_proj.bias`, KV * hd, kvRows) : null,
+      qNorm: config.caps.qkNorm ? rd.vector(`${a}.q_norm.weight`, hd) : null,
+      kNorm: config.caps.qkNorm ? rd.vector(`${a}.k_norm.weight`, hd) : null,
+      o: rd.matrix(`${a}.o_proj.weight`, D, H * hd, [0, D], qRows),
+      postNorm: rd.vector(`${p}.post_attention_layernorm.weight`, D),
+      gate: rd.matrix(`${p}.mlp.gate_proj.weight`, I, D, slice.ffn),
+      up: rd.matrix(`${p}.mlp.up_proj.weight`, I, D, slice.ffn),
+      down: rd.matrix(`${p}.mlp.down_proj.weight`, D, I, [0, D], slice.ffn),
+    });
+  }
+
+  const embed = spec.embed ? rd.matrix('model.embed_tokens.weight', V, D, slice.vocab) : null;
+  let head: Weight | null = null;
+  let finalNorm: Float32Array | null = null;
+  if (spec.head) {
+    finalNorm = rd.vector('model.norm.weight', D);
+    if (config.tieWordEmbeddings) head = embed ?? rd.matrix('model.embed_tokens.weight', V, D, slice.vocab);
+    else head = rd.matrix('lm_head.weight', V, D, slice.vocab);
+  }
+  return { embed, layers, finalNorm, head };
+}
