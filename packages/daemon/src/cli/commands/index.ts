@@ -1,8 +1,9 @@
 import type { Command } from 'commander';
 import { registerLogs } from './logs.js';
+import { registerPull } from './pull.js';
 import { registerService } from './service.js';
 
 /** Each CLI command lives in its own file and adds itself to the program here. */
 export type RegisterCommand = (program: Command) => void;
 
-export const commands: RegisterCommand[] = [registerService, registerLogs];
+export const commands: RegisterCommand[] = [registerService, registerLogs, registerPull];

@@ -1,0 +1,97 @@
+/**
+ * The Hugging Face hub's HTTP surface that a model download needs — nothing more:
+ * a repo listing with per-file sizes and checksums, and `resolve` URLs for the bytes.
+ * `HF_ENDPOINT` and `HF_TOKEN` are honoured as in the official clients.
+ */
+import { StoreError } from './errors.js';
+
+export interface HubFile {
+  /** Path inside the repo, e.g. `model-00001-of-00002.safetensors`. */
+  path: string;
+  size: number;
+  /** SHA-256 of the content for LFS files (weights). */
+  sha256?: string;
+  /** Git blob id (SHA-1 of "blob <size>\0" + content) for small files stored in git. */
+  gitSha1?: string;
+}
+
+export interface HubRepo {
+  repo: string;
+  /** The commit the listing refers to; downloads pin it so a push mid-download cannot mix revisions. */
+  commit: string;
+  files: HubFile[];
+}
+
+export interface HubOptions {
+  endpoint?: string;
+  token?: string;
+  /** Per-request timeout for metadata calls. @default 30000 */
+  timeoutMs?: number;
+  fetch?: typeof fetch;
+}
+
+const REPO_RE = /^[A-Za-z0-9][A-Za-z0-9._-]*\/[A-Za-z0-9][A-Za-z0-9._-]*$/;
+
+export function validateRepoId(repo: string): string {
+  if (!REPO_RE.test(repo) || repo.includes('..')) {
+    throw new StoreError(`"${repo}" is not a Hugging Face repo id (expected ORG/NAME)`);
+  }
+  return repo;
+}
+
+export class HubClient {
+  readonly endpoint: string;
+  readonly #token?: string;
+  readonly #timeoutMs: number;
+  readonly #fetch: typeof fetch;
+
+  constructor(options: HubOptions = {}) {
+    this.endpoint = (options.endpoint ?? process.env.HF_ENDPOINT ?? 'https://huggingface.co').replace(/\/+$/, '');
+    this.#token = options.token ?? process.env.HF_TOKEN ?? process.env.HUGGING_FACE_HUB_TOKEN;
+    this.#timeoutMs = options.timeoutMs ?? 30_000;
+    this.#fetch = options.fetch ?? fetch;
+  }
+
+  headers(extra: Record<string, string> = {}): Record<string, string> {
+    return { 'user-agent': 'orchard', ...(this.#token ? { authorization: `Bearer ${this.#token}` } : {}), ...extra };
+  }
+
+  fileUrl(repo: string, revision: string, path: string): string {
+    const enc = path.split('/').map(encodeURIComponent).join('/');
+    return `${this.endpoint}/${validateRepoId(repo)}/resolve/${encodeURIComponent(revision)}/${enc}`;
+  }
+
+  async listRepo(repo: string, revision = 'main', signal?: AbortSignal): Promise<HubRepo> {
+    validateRepoId(repo);
+    const url = `${this.endpoint}/api/models/${repo}/revision/${encodeURIComponent(revision)}?blobs=true`;
+    const res = await this.#fetch(url, {
+      headers: this.headers(),
+      signal: signal ? AbortSignal.any([signal, AbortSignal.timeout(this.#timeoutMs)]) : AbortSignal.timeout(this.#timeoutMs),
+    }).catch((err: Error) => {
+      throw new StoreError(`${repo}: cannot reach the hub at ${this.endpoint} (${err.message})`);
+    });
+    if (res.status === 401 || res.status === 403) {
+      throw new StoreError(`${repo}: access denied by the hub (HTTP ${res.status}); set HF_TOKEN for gated or private models`);
+    }
+    if (res.status === 404) throw new StoreError(`${repo}: no such model or revision "${revision}" on ${this.endpoint}`);
+    if (!res.ok) throw new StoreError(`${repo}: hub answered HTTP ${res.status} for the file listing`);
+    const body = (await res.json().catch(() => undefined)) as
+      | { sha?: unknown; siblings?: Array<{ rfilename?: unknown; size?: unknown; blobId?: unknown; lfs?: { sha256?: unknown; size?: unknown } }> }
+      | undefined;
+    if (!body || typeof body.sha !== 'string' || !Array.isArray(body.siblings)) {
+      throw new StoreError(`${repo}: the hub's file listing is missing "sha" or "siblings"`);
+    }
+    const files: HubFile[] = body.siblings.map((s, i) => {
+      if (typeof s.rfilename !== 'string') throw new StoreError(`${repo}: siblings[${i}].rfilename is missing`);
+      const size = typeof s.lfs?.size === 'number' ? s.lfs.size : s.size;
+      if (typeof size !== 'number') throw new StoreError(`${repo}: siblings[${i}] (${s.rfilename}) has no size`);
+      return {
+        path: s.rfilename,
+        size,
+        sha256: typeof s.lfs?.sha256 === 'string' ? s.lfs.sha256 : undefined,
+        gitSha1: !s.lfs && typeof s.blobId === 'string' ? s.blobId : undefined,
+      };
+    });
+    return { repo, commit: body.sha, files };
+  }
+}
