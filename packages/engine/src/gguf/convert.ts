@@ -1,0 +1,282 @@
+/**
+ * Hugging Face model directory → GGUF, so llama.cpp can run the very weights the engine runs.
+ *
+ * What the conversion has to get right (llama.cpp's convert_hf_to_gguf.py does the same):
+ * - Tensor names: `model.layers.N.self_attn.q_proj.weight` → `blk.N.attn_q.weight`, etc.
+ * - RoPE layout. HF Llama/Mistral checkpoints rotate halves (dim i with i + d/2); llama.cpp's arch
+ *   `llama` rotates adjacent pairs (2i, 2i+1). q and k rows (and their biases) are therefore permuted
+ *   per head: new row 2i+s ← old row s·d/2+i. Qwen2/Qwen3 run with llama.cpp's NEOX rope (rotate
+ *   half), so their weights are copied as they are.
+ * - Llama 3 `rope_scaling` becomes a `rope_freqs.weight` tensor of per-frequency divisors.
+ * - 1-D tensors (norms, biases) stay F32, as llama.cpp expects; matrices are F32 or F16.
+ * - The tokenizer: byte-level BPE vocabularies become `tokenizer.ggml.model = gpt2` with the same
+ *   token strings and merges, padded to vocab_size with unused `[PADn]` tokens.
+ */
+import { readFileSync } from 'node:fs';
+import { basename, join } from 'node:path';
+import { loadModelConfig, type ModelConfig } from '../config/config.js';
+import { ModelFormatError, UnsupportedModelError } from '../errors.js';
+import { BF16_TO_F32, F16_TO_F32, f32ToF16Bits } from '../numeric/half.js';
+import { Checkpoint } from '../safetensors/checkpoint.js';
+import { gguf, writeGguf, type GgufMetadata, type GgufTensorSource, type GgufTensorType, type WrittenGguf } from './write.js';
+
+export type GgufArch = 'llama' | 'qwen2' | 'qwen3';
+
+const ARCH_OF: Record<string, GgufArch> = {
+  LlamaForCausalLM: 'llama',
+  MistralForCausalLM: 'llama',
+  Qwen2ForCausalLM: 'qwen2',
+  Qwen3ForCausalLM: 'qwen3',
+};
+
+/** llama.cpp token types. */
+const TOKEN_TYPE = { NORMAL: 1, CONTROL: 3, USER_DEFINED: 4, UNUSED: 5 } as const;
+
+export interface HfToGgufOptions {
+  /** Type of 2-D tensors. @default 'f16' when the checkpoint's matrices are all F16, else 'f32' */
+  dtype?: 'f32' | 'f16';
+  /** `general.name`. @default the directory's base name */
+  name?: string;
+}
+
+export interface HfToGgufResult extends WrittenGguf {
+  arch: GgufArch;
+}
+
+/** Converts the HF model in `dir` to a GGUF file at `outFile`. */
+export function hfToGguf(dir: string, outFile: string, options: HfToGgufOptions = {}): HfToGgufResult {
+  const cfg = loadModelConfig(dir);
+  const arch = ARCH_OF[cfg.architecture];
+  if (!arch) throw new UnsupportedModelError(`GGUF export: architecture ${cfg.architecture} has no llama.cpp mapping`);
+  if (cfg.slidingWindow !== null && cfg.slidingWindow < cfg.maxPositionEmbeddings) {
+    throw new UnsupportedModelError(`GGUF export: sliding_window ${cfg.slidingWindow} in ${dir} is not expressed for llama.cpp arch ${arch}`);
+  }
+  if (arch === 'qwen3' && cfg.qkvBias) throw new UnsupportedModelError(`GGUF export: llama.cpp's qwen3 has no q/k/v bias (${dir})`);
+
+  const ckpt = Checkpoint.open(dir);
+  try {
+    const hfNames = tensorPlan(cfg, ckpt);
+    const matrixDtypes = hfNames.filter((n) => ckpt.info(n.hf).shape.length === 2).map((n) => ckpt.info(n.hf).dtype);
+    const dtype = options.dtype ?? (matrixDtypes.every((d) => d === 'F16') ? 'f16' : 'f32');
+    const tensors: GgufTensorSource[] = hfNames.map(({ hf, gguf: name, permuteHeads }) => {
+      const info = ckpt.info(hf);
+      const type: GgufTensorType = info.shape.length >= 2 && dtype === 'f16' ? 'F16' : 'F32';
+      return {
+        name,
+        type,
+        shape: info.shape,
+        data: () => {
+          let values = readAsF32(ckpt, hf);
+          if (permuteHeads) values = permuteRope(values, info.shape, permuteHeads, cfg.headDim, hf);
+          return encode(values, type);
+        },
+      };
+    });
+    const ropeFactors = llama3RopeFactors(cfg);
+    if (ropeFactors) {
+      if (arch !== 'llama') throw new UnsupportedModelError(`GGUF export: llama3 rope scaling on ${cfg.architecture}`);
+      tensors.push({ name: 'rope_freqs.weight', type: 'F32', shape: [ropeFactors.length], data: () => new Uint8Array(ropeFactors.buffer) });
+    }
+    const metadata: GgufMetadata = {
+      'general.architecture': gguf.str(arch),
+      'general.name': gguf.str(options.name ?? basename(dir)),
+      'general.file_type': gguf.u32(dtype === 'f16' ? 1 : 0),
+      ...hyperParameters(arch, cfg),
+      ...tokenizerMetadata(dir, cfg),
+    };
+    const written = writeGguf(outFile, metadata, tensors);
+    return { ...written, arch };
+  } finally {
+    ckpt.close();
+  }
+}
+
+interface PlannedTensor {
+  hf: string;
+  gguf: string;
+  /** Number of heads whose rows get the rotate-half → adjacent-pairs permutation. */
+  permuteHeads?: number;
+}
+
+function tensorPlan(cfg: ModelConfig, ckpt: Checkpoint): PlannedTensor[] {
+  const permute = ARCH_OF[cfg.architecture] === 'llama';
+  const plan: PlannedTensor[] = [{ hf: 'model.embed_tokens.weight', gguf: 'token_embd.weight' }];
+  for (let l = 0; l < cfg.numLayers; l++) {
+    const p = `model.layers.${l}`;
+    const b = `blk.${l}`;
+    plan.push({ hf: `${p}.input_layernorm.weight`, gguf: `${b}.attn_norm.weight` });
+    for (const [proj, short, heads] of [
+      ['q', 'q', cfg.numHeads],
+      ['k', 'k', cfg.numKvHeads],
+      ['v', 'v', 0],
+    ] as const) {
+      const permuteHeads = permute && heads ? heads : undefined;
+      plan.push({ hf: `${p}.self_attn.${proj}_proj.weight`, gguf: `${b}.attn_${short}.weight`, permuteHeads });
+      if (cfg.qkvBias) plan.push({ hf: `${p}.self_attn.${proj}_proj.bias`, gguf: `${b}.attn_${short}.bias`, permuteHeads });
+    }
+    if (cfg.caps.qkNorm) {
+      plan.push({ hf: `${p}.self_attn.q_norm.weight`, gguf: `${b}.attn_q_norm.weight` });
+      plan.push({ hf: `${p}.self_attn.k_norm.weight`, gguf: `${b}.attn_k_norm.weight` });
+    }
+    plan.push({ hf: `${p}.self_attn.o_proj.weight`, gguf: `${b}.attn_output.weight` });
+    plan.push({ hf: `${p}.post_attention_layernorm.weight`, gguf: `${b}.ffn_norm.weight` });
+    plan.push({ hf: `${p}.mlp.gate_proj.weight`, gguf: `${b}.ffn_gate.weight` });
+    plan.push({ hf: `${p}.mlp.up_proj.weight`, gguf: `${b}.ffn_up.weight` });
+    plan.push({ hf: `${p}.mlp.down_proj.weight`, gguf: `${b}.ffn_down.weight` });
+  }
+  plan.push({ hf: 'model.norm.weight', gguf: 'output_norm.weight' });
+  // Tied models have no lm_head: llama.cpp then reuses token_embd, as HF does.
+  if (!cfg.tieWordEmbeddings || ckpt.has('lm_head.weight')) plan.push({ hf: 'lm_head.weight', gguf: 'output.weight' });
+  for (const t of plan) ckpt.info(t.hf); // fail early, naming the missing tensor
+  return plan;
+}
+
+function readAsF32(ckpt: Checkpoint, name: string): Float32Array {
+  const file = ckpt.file(name);
+  const info = file.info(name);
+  const n = info.shape.reduce((a, b) => a * b, 1);
+  const rows = info.shape.length === 1 ? 1 : info.shape[0];
+  const cols = info.shape.length === 1 ? info.shape[0] : n / rows;
+  switch (info.dtype) {
+    case 'F32': {
+      const out = new Float32Array(n);
+      file.readBlock(name, new Uint8Array(out.buffer), 0, rows, 0, cols);
+      return out;
+    }
+    case 'F16':
+    case 'BF16': {
+      const bits = new Uint16Array(n);
+      file.readBlock(name, new Uint8Array(bits.buffer), 0, rows, 0, cols);
+      const table = info.dtype === 'F16' ? F16_TO_F32 : BF16_TO_F32;
+      const out = new Float32Array(n);
+      for (let i = 0; i < n; i++) out[i] = table[bits[i]];
+      return out;
+    }
+    default:
+      throw new ModelFormatError(`${basename(file.path)}: tensor ${name} has dtype ${info.dtype}; GGUF export reads F32, F16, BF16`, file.path, name);
+  }
+}
+
+/**
+ * HF rotate-half rows → llama.cpp adjacent-pair rows, head by head: within a head of `headDim` rows,
+ * row s·headDim/2 + i moves to 2i + s. Works for weights ([rows, cols]) and biases ([rows]).
+ */
+export function permuteRope(values: Float32Array, shape: readonly number[], heads: number, headDim: number, name = 'tensor'): Float32Array {
+  const rows = shape[0];
+  const cols = shape.length === 1 ? 1 : values.length / rows;
+  if (rows !== heads * headDim) throw new ModelFormatError(`${name}: ${rows} rows is not ${heads} heads × ${headDim}`, undefined, name);
+  const out = new Float32Array(values.length);
+  const half = headDim / 2;
+  for (let h = 0; h < heads; h++) {
+    for (let s = 0; s < 2; s++) {
+      for (let i = 0; i < half; i++) {
+        const src = (h * headDim + s * half + i) * cols;
+        const dst = (h * headDim + 2 * i + s) * cols;
+        out.set(values.subarray(src, src + cols), dst);
+      }
+    }
+  }
+  return out;
+}
+
+function encode(values: Float32Array, type: GgufTensorType): Uint8Array {
+  if (type === 'F32') return new Uint8Array(values.buffer, values.byteOffset, values.byteLength);
+  const bits = new Uint16Array(values.length);
+  for (let i = 0; i < values.length; i++) bits[i] = f32ToF16Bits(values[i]);
+  return new Uint8Array(bits.buffer);
+}
+
+/** llama.cpp's per-frequency divisors for Llama 3 rope scaling (as convert_hf_to_gguf.py computes them). */
+export function llama3RopeFactors(cfg: ModelConfig): Float32Array | null {
+  const rs = cfg.ropeScaling;
+  if (!rs || rs.type !== 'llama3') return null;
+  const d = cfg.headDim;
+  const lowWavelen = rs.originalMaxPositionEmbeddings / rs.lowFreqFactor;
+  const highWavelen = rs.originalMaxPositionEmbeddings / rs.highFreqFactor;
+  const out = new Float32Array(d / 2);
+  for (let i = 0; i < d / 2; i++) {
+    const freq = 1 / cfg.ropeTheta ** ((2 * i) / d);
+    const wavelen = (2 * Math.PI) / freq;
+    if (wavelen < highWavelen) out[i] = 1;
+    else if (wavelen > lowWavelen) out[i] = rs.factor;
+    else {
+      const smooth = (rs.originalMaxPositionEmbeddings / wavelen - rs.lowFreqFactor) / (rs.highFreqFactor - rs.lowFreqFactor);
+      out[i] = 1 / ((1 - smooth) / rs.factor + smooth);
+    }
+  }
+  return out;
+}
+
+function hyperParameters(arch: GgufArch, cfg: ModelConfig): GgufMetadata {
+  const m: GgufMetadata = {
+    [`${arch}.context_length`]: gguf.u32(cfg.maxPositionEmbeddings),
+    [`${arch}.embedding_length`]: gguf.u32(cfg.hiddenSize),
+    [`${arch}.block_count`]: gguf.u32(cfg.numLayers),
+    [`${arch}.feed_forward_length`]: gguf.u32(cfg.intermediateSize),
+    [`${arch}.attention.head_count`]: gguf.u32(cfg.numHeads),
+    [`${arch}.attention.head_count_kv`]: gguf.u32(cfg.numKvHeads),
+    [`${arch}.attention.key_length`]: gguf.u32(cfg.headDim),
+    [`${arch}.attention.value_length`]: gguf.u32(cfg.headDim),
+    [`${arch}.attention.layer_norm_rms_epsilon`]: gguf.f32(cfg.rmsNormEps),
+    [`${arch}.rope.freq_base`]: gguf.f32(cfg.ropeTheta),
+    [`${arch}.rope.dimension_count`]: gguf.u32(cfg.headDim),
+    [`${arch}.vocab_size`]: gguf.u32(cfg.vocabSize),
+  };
+  if (cfg.ropeScaling?.type === 'linear') {
+    m[`${arch}.rope.scaling.type`] = gguf.str('linear');
+    m[`${arch}.rope.scaling.factor`] = gguf.f32(cfg.ropeScaling.factor);
+  }
+  return m;
+}
+
+interface TokenizerJson {
+  model?: { type?: string; vocab?: Record<string, number>; merges?: (string | [string, string])[] };
+  added_tokens?: { id: number; content: string; special?: boolean }[];
+  pre_tokenizer?: { type?: string } | null;
+}
+
+/** The vocabulary as llama.cpp's `gpt2` (byte-level BPE) tokenizer model. */
+function tokenizerMetadata(dir: string, cfg: ModelConfig): GgufMetadata {
+  const path = join(dir, 'tokenizer.json');
+  let tok: TokenizerJson;
+  try {
+    tok = JSON.parse(readFileSync(path, 'utf8')) as TokenizerJson;
+  } catch (err) {
+    throw new ModelFormatError(`tokenizer.json: cannot read (${(err as Error).message})`, path);
+  }
+  if (tok.model?.type !== 'BPE' || !tok.model.vocab) {
+    throw new UnsupportedModelError(`GGUF export: ${path} is not a BPE tokenizer (model.type ${JSON.stringify(tok.model?.type)})`);
+  }
+  const tokens: (string | undefined)[] = new Array(cfg.vocabSize).fill(undefined);
+  const types = new Array<number>(cfg.vocabSize).fill(TOKEN_TYPE.UNUSED);
+  const put = (content: string, id: number, type: number) => {
+    if (!Number.isInteger(id) || id < 0 || id >= cfg.vocabSize) {
+      throw new ModelFormatError(`tokenizer.json: token ${JSON.stringify(content)} has id ${id} outside vocab_size ${cfg.vocabSize}`, path, content);
+    }
+    tokens[id] = content;
+    types[id] = type;
+  };
+  for (const [content, id] of Object.entries(tok.model.vocab)) put(content, id, TOKEN_TYPE.NORMAL);
+  for (const a of tok.added_tokens ?? []) put(a.content, a.id, a.special === false ? TOKEN_TYPE.USER_DEFINED : TOKEN_TYPE.CONTROL);
+  const names = tokens.map((t, i) => t ?? `[PAD${i}]`);
+  const merges = (tok.model.merges ?? []).map((m) => (Array.isArray(m) ? m.join(' ') : m));
+
+  let addBos = false;
+  try {
+    const tc = JSON.parse(readFileSync(join(dir, 'tokenizer_config.json'), 'utf8')) as { add_bos_token?: unknown };
+    addBos = tc.add_bos_token === true;
+  } catch {
+    // tokenizer_config.json is optional; HF's default for byte-level BPE is not to add BOS.
+  }
+  const m: GgufMetadata = {
+    'tokenizer.ggml.model': gguf.str('gpt2'),
+    'tokenizer.ggml.pre': gguf.str('default'),
+    'tokenizer.ggml.tokens': gguf.arr('STRING', names),
+    'tokenizer.ggml.token_type': gguf.arr('INT32', types),
+    'tokenizer.ggml.merges': gguf.arr('STRING', merges),
+    'tokenizer.ggml.add_bos_token': gguf.bool(addBos),
+  };
+  if (cfg.bosTokenId !== null) m['tokenizer.ggml.bos_token_id'] = gguf.u32(cfg.bosTokenId);
+  if (cfg.eosTokenIds.length) m['tokenizer.ggml.eos_token_id'] = gguf.u32(cfg.eosTokenIds[0]);
+  return m;
+}

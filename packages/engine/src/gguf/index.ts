@@ -1,0 +1,17 @@
+export {
+  writeGguf,
+  gguf,
+  GgufValueType,
+  GgmlType,
+  GGUF_MAGIC,
+  GGUF_VERSION,
+  GGUF_DEFAULT_ALIGNMENT,
+  type GgufMetadata,
+  type GgufMetadataValue,
+  type GgufScalarType,
+  type GgufTensorSource,
+  type GgufTensorType,
+  type WriteGgufOptions,
+  type WrittenGguf,
+} from './write.js';
+export { hfToGguf, permuteRope, llama3RopeFactors, type GgufArch, type HfToGgufOptions, type HfToGgufResult } from './convert.js';
