@@ -1,0 +1,306 @@
+/**
+ * Keeps one cluster state on every node.
+ *
+ * - Every node broadcasts a heartbeat each `heartbeatMs`; its liveness view is "heard within
+ *   `goneAfterMs`" (plus itself). The coordinator is the smallest live peer id in that view.
+ * - Only the coordinator writes: it turns what nodes report (heartbeats, their own profile and link
+ *   measurements, goodbyes) into sequenced events `(epoch, seq)` and broadcasts them. Followers apply
+ *   them in order; a gap, a new epoch or a new coordinator makes them ask for a snapshot.
+ * - A node that becomes coordinator starts a new epoch from the state it already follows (a fresh
+ *   node first adopts the snapshot of the pod's previous coordinator, so history survives).
+ * - Nodes own their facts: each keeps re-sending its profile and links until the shared state shows
+ *   them, so nothing is lost to a dropped message or a coordinator change.
+ *
+ * No I/O here: messages go out through `send`, time comes from `now`, so tests drive several
+ * replicas over an in-memory bus with a fake clock.
+ */
+import type { ControlMessage, LogPosition } from '../control/messages.js';
+import { linkKey, type LinkMeasurement } from '../links/types.js';
+import type { NodeProfile } from '../profile/types.js';
+import { applyEvent } from './apply.js';
+import { electCoordinator } from './coordinator.js';
+import type { ClusterEvent } from './events.js';
+import { emptyState, type ClusterState } from './types.js';
+
+export interface ReplicaOptions {
+  selfId: string;
+  name: string;
+  bootId: string;
+  now: () => number;
+  send: (message: ControlMessage) => void;
+  /** A node silent this long is gone. @default 5000 */
+  goneAfterMs?: number;
+  /** Do not claim coordination before hearing the pod for this long after start. @default 1500 */
+  settleMs?: number;
+  /** Re-send own facts missing from the state at most this often. @default 2000 */
+  resendMs?: number;
+  onEvent?: (event: ClusterEvent, state: ClusterState) => void;
+  onSnapshot?: (state: ClusterState, from: string) => void;
+  onDropped?: (from: string, reason: string) => void;
+}
+
+interface Heard {
+  at: number;
+  name: string;
+  log: LogPosition;
+}
+
+/** Fields that change every refresh without meaning anything for placement. */
+function profileEssence(p: NodeProfile): string {
+  const { updatedAt: _u, memory, diskFreeBytes: _d, ...rest } = p;
+  // Available memory matters, but only in steps of 256 MiB; otherwise every refresh is an event.
+  return JSON.stringify({ ...rest, memory: { total: memory.totalBytes, avail: Math.round(memory.availableBytes / 2 ** 28) } });
+}
+
+export class Replica {
+  readonly selfId: string;
+  #opts: Required<Pick<ReplicaOptions, 'goneAfterMs' | 'settleMs' | 'resendMs'>> & ReplicaOptions;
+  #state: ClusterState = emptyState;
+  #pos: LogPosition = { epoch: 0, leader: '', seq: 0 };
+  #heard = new Map<string, Heard>();
+  #startedAt: number;
+  #profile: NodeProfile | null = null;
+  #links: LinkMeasurement[] = [];
+  #lastProfileSent = -Infinity;
+  #lastLinksSent = -Infinity;
+  #lastSyncRequest = -Infinity;
+  #adoptFrom: string | null = null;
+  #stopped = false;
+
+  constructor(options: ReplicaOptions) {
+    this.selfId = options.selfId;
+    this.#opts = { goneAfterMs: 5000, settleMs: 1500, resendMs: 2000, ...options };
+    this.#startedAt = options.now();
+  }
+
+  get state(): ClusterState {
+    return this.#state;
+  }
+  get position(): LogPosition {
+    return { ...this.#pos };
+  }
+  /** This node leads the current epoch and still sees itself as the smallest live peer. */
+  get isCoordinator(): boolean {
+    return this.#pos.leader === this.selfId && this.coordinator() === this.selfId;
+  }
+
+  /** Peers heard recently, plus self. */
+  liveView(): string[] {
+    const now = this.#opts.now();
+    const ids = [this.selfId];
+    for (const [id, h] of this.#heard) if (now - h.at <= this.#opts.goneAfterMs) ids.push(id);
+    return ids.sort();
+  }
+
+  coordinator(): string {
+    return electCoordinator(this.liveView()) ?? this.selfId;
+  }
+
+  setProfile(profile: NodeProfile): void {
+    this.#profile = profile;
+    this.#reconcileOwnFacts(true);
+  }
+
+  /** Replaces this node's own link measurements (the ones it ran). */
+  setLinks(links: LinkMeasurement[]): void {
+    this.#links = links;
+    this.#reconcileOwnFacts(true);
+  }
+
+  /** Leader-only decisions made elsewhere (e.g. placement) enter the log here. */
+  propose(event: ClusterEvent): boolean {
+    if (!this.isCoordinator) return false;
+    this.#emit(event);
+    return true;
+  }
+
+  stop(): void {
+    if (this.#stopped) return;
+    this.#stopped = true;
+    this.#opts.send({ type: 'goodbye', from: this.selfId });
+  }
+
+  /** Called every heartbeat interval. */
+  tick(): void {
+    if (this.#stopped) return;
+    const now = this.#opts.now();
+    this.#opts.send({ type: 'heartbeat', from: this.selfId, name: this.#opts.name, bootId: this.#opts.bootId, at: now, log: this.position });
+    const coordinator = this.coordinator();
+    if (coordinator === this.selfId) {
+      if (this.#pos.leader !== this.selfId && now - this.#startedAt >= this.#opts.settleMs) this.#claim(now);
+      if (this.isCoordinator) this.#leaderSweep(now);
+    } else if (this.#pos.leader !== coordinator) {
+      this.#requestSync(coordinator, 'follow', now);
+    }
+    this.#reconcileOwnFacts(false);
+  }
+
+  handle(msg: ControlMessage): void {
+    if (this.#stopped || msg.from === this.selfId) return;
+    const now = this.#opts.now();
+    switch (msg.type) {
+      case 'heartbeat': {
+        this.#heard.set(msg.from, { at: now, name: msg.name, log: msg.log });
+        if (this.isCoordinator) {
+          if (this.#state.nodes[msg.from]?.status !== 'live') this.#emit({ type: 'node-joined', peerId: msg.from, name: msg.name, at: now });
+        } else if (msg.from === this.coordinator()) {
+          const p = msg.log;
+          const behind = p.leader !== this.#pos.leader || p.epoch !== this.#pos.epoch || p.seq > this.#pos.seq;
+          if (behind && p.leader === msg.from) this.#requestSync(msg.from, 'follow', now);
+        }
+        return;
+      }
+      case 'profile': {
+        if (!this.isCoordinator || msg.profile.peerId !== msg.from) return;
+        this.#ensureJoined(msg.from, msg.profile.name, now);
+        const cur = this.#state.nodes[msg.from]?.profile;
+        if (!cur || profileEssence(cur) !== profileEssence(msg.profile)) this.#emit({ type: 'profile-updated', profile: msg.profile });
+        return;
+      }
+      case 'links': {
+        if (!this.isCoordinator) return;
+        for (const link of msg.links) {
+          if (link.measuredBy !== msg.from || (link.a !== msg.from && link.b !== msg.from)) {
+            this.#opts.onDropped?.(msg.from, `link ${link.a}-${link.b} not measured by the sender`);
+            continue;
+          }
+          const cur = this.#state.links[linkKey(link)];
+          if (!cur || cur.measuredAt < link.measuredAt) this.#emit({ type: 'link-measured', link });
+        }
+        return;
+      }
+      case 'event': {
+        if (msg.from !== this.#pos.leader || msg.epoch !== this.#pos.epoch) {
+          if (msg.from === this.coordinator()) this.#requestSync(msg.from, 'follow', now);
+          return;
+        }
+        if (msg.seq <= this.#pos.seq) return; // duplicate
+        if (msg.seq !== this.#pos.seq + 1) {
+          this.#requestSync(msg.from, 'follow', now);
+          return;
+        }
+        this.#state = applyEvent(this.#state, msg.event);
+        this.#pos = { ...this.#pos, seq: msg.seq };
+        this.#opts.onEvent?.(msg.event, this.#state);
+        return;
+      }
+      case 'sync-request': {
+        if (msg.to !== this.selfId) return;
+        // Followers only trust the coordinator's log; a node adopting history takes anyone's.
+        if (msg.purpose === 'follow' && !this.isCoordinator) return;
+        this.#opts.send({ type: 'snapshot', from: this.selfId, epoch: this.#pos.epoch, seq: this.#pos.seq, state: this.#state as never });
+        return;
+      }
+      case 'snapshot': {
+        if (this.#adoptFrom === msg.from && !this.isCoordinator) {
+          this.#adoptFrom = null;
+          this.#state = msg.state as ClusterState;
+          this.#pos = { epoch: msg.epoch, leader: '', seq: msg.seq };
+          this.#opts.onSnapshot?.(this.#state, msg.from);
+          return;
+        }
+        if (msg.from !== this.coordinator()) return;
+        this.#state = msg.state as ClusterState;
+        this.#pos = { epoch: msg.epoch, leader: msg.from, seq: msg.seq };
+        this.#opts.onSnapshot?.(this.#state, msg.from);
+        this.#reconcileOwnFacts(true);
+        return;
+      }
+      case 'goodbye': {
+        this.#heard.delete(msg.from);
+        if (this.isCoordinator && this.#state.nodes[msg.from]?.status === 'live') {
+          this.#emit({ type: 'node-left', peerId: msg.from, at: now, reason: 'shutdown' });
+        }
+        return;
+      }
+      default: {
+        const never: never = msg;
+        return never;
+      }
+    }
+  }
+
+  #claim(now: number): void {
+    // A node with no history first adopts the log of the pod's last coordinator, if anyone has one.
+    if (this.#pos.epoch === 0) {
+      let best: [string, Heard] | null = null;
+      for (const entry of this.#heard) {
+        const log = entry[1].log;
+        if (log.epoch > 0 && (!best || log.epoch > best[1].log.epoch || (log.epoch === best[1].log.epoch && log.seq > best[1].log.seq))) best = entry;
+      }
+      if (best && this.#adoptFrom === null) {
+        this.#adoptFrom = best[0];
+        this.#requestSync(best[0], 'adopt', now, true);
+        return;
+      }
+      if (this.#adoptFrom !== null && now - this.#lastSyncRequest < 2000) return; // still waiting for it
+      this.#adoptFrom = null;
+    }
+    const seenEpochs = [...this.#heard.values()].map((h) => h.log.epoch);
+    const epoch = Math.max(this.#pos.epoch, ...seenEpochs) + 1;
+    this.#pos = { epoch, leader: this.selfId, seq: this.#pos.seq };
+    // Nodes the state says are live but we never heard get one full timeout from now.
+    for (const n of Object.values(this.#state.nodes)) {
+      if (n.status === 'live' && n.peerId !== this.selfId && !this.#heard.has(n.peerId)) {
+        this.#heard.set(n.peerId, { at: now, name: n.name, log: { epoch: 0, leader: '', seq: 0 } });
+      }
+    }
+    this.#opts.send({ type: 'snapshot', from: this.selfId, epoch: this.#pos.epoch, seq: this.#pos.seq, state: this.#state as never });
+    this.#ensureJoined(this.selfId, this.#opts.name, now);
+  }
+
+  #leaderSweep(now: number): void {
+    this.#ensureJoined(this.selfId, this.#opts.name, now);
+    for (const n of Object.values(this.#state.nodes)) {
+      if (n.status !== 'live' || n.peerId === this.selfId) continue;
+      const h = this.#heard.get(n.peerId);
+      if (!h || now - h.at > this.#opts.goneAfterMs) this.#emit({ type: 'node-left', peerId: n.peerId, at: now, reason: 'silent' });
+    }
+    for (const [id, h] of this.#heard) {
+      if (now - h.at <= this.#opts.goneAfterMs && this.#state.nodes[id]?.status !== 'live') this.#emit({ type: 'node-joined', peerId: id, name: h.name, at: now });
+    }
+  }
+
+  #ensureJoined(peerId: string, name: string, now: number): void {
+    if (this.#state.nodes[peerId]?.status !== 'live') this.#emit({ type: 'node-joined', peerId, name, at: now });
+  }
+
+  #emit(event: ClusterEvent): void {
+    this.#state = applyEvent(this.#state, event);
+    this.#pos = { ...this.#pos, seq: this.#pos.seq + 1 };
+    this.#opts.send({ type: 'event', from: this.selfId, epoch: this.#pos.epoch, seq: this.#pos.seq, event });
+    this.#opts.onEvent?.(event, this.#state);
+  }
+
+  #requestSync(to: string, purpose: 'follow' | 'adopt', now: number, force = false): void {
+    if (!force && now - this.#lastSyncRequest < 1000) return;
+    this.#lastSyncRequest = now;
+    this.#opts.send({ type: 'sync-request', from: this.selfId, to, purpose });
+  }
+
+  /** Re-send own profile/links while the shared state does not show them. */
+  #reconcileOwnFacts(immediate: boolean): void {
+    const now = this.#opts.now();
+    const me = this.#state.nodes[this.selfId];
+    if (this.#profile) {
+      const missing = !me?.profile || profileEssence(me.profile) !== profileEssence(this.#profile);
+      if (missing && (immediate || now - this.#lastProfileSent >= this.#opts.resendMs)) {
+        this.#lastProfileSent = now;
+        if (this.isCoordinator) {
+          this.#ensureJoined(this.selfId, this.#opts.name, now);
+          this.#emit({ type: 'profile-updated', profile: this.#profile });
+        } else this.#opts.send({ type: 'profile', from: this.selfId, profile: this.#profile });
+      }
+    }
+    const stale = this.#links.filter((l) => {
+      const cur = this.#state.links[linkKey(l)];
+      const bothLive = this.#state.nodes[l.a]?.status === 'live' && this.#state.nodes[l.b]?.status === 'live';
+      return bothLive && (!cur || cur.measuredAt < l.measuredAt);
+    });
+    if (stale.length && (immediate || now - this.#lastLinksSent >= this.#opts.resendMs)) {
+      this.#lastLinksSent = now;
+      if (this.isCoordinator) for (const link of stale) this.#emit({ type: 'link-measured', link });
+      else this.#opts.send({ type: 'links', from: this.selfId, links: stale });
+    }
+  }
+}

@@ -1,0 +1,41 @@
+/**
+ * Cluster state: frozen plain data, replaced (never mutated) by the reducers in reducers/.
+ * Every node holds the same state, sequenced by the coordinator (see replication.ts).
+ */
+import type { NodeProfile } from '../profile/types.js';
+import type { LinkMeasurement } from '../links/types.js';
+
+export type NodeStatus = 'live' | 'gone';
+
+export interface NodeEntry {
+  readonly peerId: string;
+  readonly name: string;
+  readonly status: NodeStatus;
+  readonly joinedAt: number;
+  readonly leftAt: number | null;
+  /** Why it left: silent for too long, or said goodbye. */
+  readonly leftReason: 'silent' | 'shutdown' | null;
+  readonly profile: NodeProfile | null;
+}
+
+/** A model instance placed on the pod (filled by the serving work; kept opaque here). */
+export interface InstanceEntry {
+  readonly id: string;
+  readonly model: string;
+  readonly placedAt: number;
+  readonly nodes: readonly string[];
+  readonly plan: unknown;
+}
+
+export interface ClusterState {
+  readonly nodes: Readonly<Record<string, NodeEntry>>;
+  /** Keyed by linkKey(a, b, via): one entry per pair and network path. */
+  readonly links: Readonly<Record<string, LinkMeasurement>>;
+  readonly instances: Readonly<Record<string, InstanceEntry>>;
+}
+
+export const emptyState: ClusterState = Object.freeze({
+  nodes: Object.freeze({}),
+  links: Object.freeze({}),
+  instances: Object.freeze({}),
+});

@@ -1,0 +1,147 @@
+import { describe, expect, it } from 'vitest';
+import { decodeControl, encodeControl } from '../../src/control/codec.js';
+import type { ControlMessage } from '../../src/control/messages.js';
+import { liveNodeIds } from '../../src/state/apply.js';
+import { Replica } from '../../src/state/replication.js';
+import { link, profile } from './fixtures.js';
+
+/** Replicas on an in-memory broadcast bus (through the real codec) with a shared fake clock. */
+class Pod {
+  now = 0;
+  replicas = new Map<string, Replica>();
+  cut = new Set<string>();
+  /** Probability of dropping a message, with a deterministic generator. */
+  dropRate = 0;
+  #rng = 12345;
+  queue: { from: string; bytes: Uint8Array }[] = [];
+
+  add(id: string, opts: { goneAfterMs?: number } = {}) {
+    const r = new Replica({
+      selfId: id,
+      name: `n-${id}`,
+      bootId: `${id}-${this.now}`,
+      now: () => this.now,
+      send: (m: ControlMessage) => this.queue.push({ from: id, bytes: encodeControl(m) }),
+      goneAfterMs: opts.goneAfterMs ?? 3000,
+    });
+    this.replicas.set(id, r);
+    return r;
+  }
+
+  #drop(): boolean {
+    this.#rng = (this.#rng * 1103515245 + 12345) & 0x7fffffff;
+    return this.#rng / 0x7fffffff < this.dropRate;
+  }
+
+  deliver() {
+    while (this.queue.length) {
+      const { from, bytes } = this.queue.shift()!;
+      if (this.cut.has(from)) continue;
+      for (const [id, r] of this.replicas) {
+        if (id === from || this.cut.has(id) || this.#drop()) continue;
+        const d = decodeControl(bytes, from);
+        if (!d.ok) throw new Error(d.reason);
+        r.handle(d.message);
+      }
+    }
+  }
+
+  /** Advance time in 1 s heartbeats. */
+  run(seconds: number) {
+    for (let i = 0; i < seconds; i++) {
+      this.now += 1000;
+      for (const [id, r] of this.replicas) if (!this.cut.has(id)) r.tick();
+      this.deliver();
+    }
+  }
+
+  states() {
+    return [...this.replicas.entries()].filter(([id]) => !this.cut.has(id)).map(([, r]) => JSON.stringify(r.state));
+  }
+}
+
+describe('replicated cluster state', () => {
+  it('three nodes agree on one state with every profile and link, led by the smallest id', () => {
+    const pod = new Pod();
+    const [a, b, c] = ['A', 'B', 'C'].map((id) => pod.add(id));
+    for (const r of [a, b, c]) r.setProfile(profile(r.selfId));
+    pod.run(5);
+    b.setLinks([link('B', 'C')]);
+    a.setLinks([link('A', 'B'), link('A', 'C')]);
+    pod.run(3);
+    expect(new Set(pod.states()).size).toBe(1);
+    expect(liveNodeIds(c.state)).toEqual(['A', 'B', 'C']);
+    expect(Object.keys(c.state.links)).toHaveLength(3);
+    expect(Object.values(c.state.nodes).every((n) => n.profile !== null)).toBe(true);
+    expect(a.isCoordinator).toBe(true);
+    expect(b.isCoordinator || c.isCoordinator).toBe(false);
+  });
+
+  it('a silent node is marked gone (an event) within the timeout; the others still agree', () => {
+    const pod = new Pod();
+    const rs = ['A', 'B', 'C'].map((id) => pod.add(id));
+    for (const r of rs) r.setProfile(profile(r.selfId));
+    pod.run(5);
+    pod.cut.add('C');
+    pod.run(3);
+    expect(rs[0].state.nodes.C.status).toBe('live'); // 3 s of silence is not yet > 3 s
+    pod.run(2);
+    for (const r of rs.slice(0, 2)) expect(r.state.nodes.C).toMatchObject({ status: 'gone', leftReason: 'silent' });
+    expect(new Set(pod.states()).size).toBe(1);
+  });
+
+  it('when the coordinator dies the next smallest takes over and marks it gone', () => {
+    const pod = new Pod();
+    const rs = ['A', 'B', 'C'].map((id) => pod.add(id));
+    for (const r of rs) r.setProfile(profile(r.selfId));
+    pod.run(5);
+    pod.cut.add('A');
+    pod.run(6);
+    const [, b, c] = rs;
+    expect(b.isCoordinator).toBe(true);
+    expect(b.state.nodes.A.status).toBe('gone');
+    expect(JSON.stringify(c.state)).toBe(JSON.stringify(b.state));
+    expect(c.position).toEqual(b.position);
+  });
+
+  it('a restarted node (empty state, smallest id) adopts the pod history before leading', () => {
+    const pod = new Pod();
+    const rs = ['A', 'B', 'C'].map((id) => pod.add(id));
+    for (const r of rs) r.setProfile(profile(r.selfId));
+    pod.run(5);
+    rs[1].propose({ type: 'instance-placed', instance: { id: 'i1', model: 'm', placedAt: 1, nodes: ['B'], plan: null } });
+    expect(rs[0].propose({ type: 'instance-placed', instance: { id: 'i1', model: 'm', placedAt: 1, nodes: ['B'], plan: null } })).toBe(true);
+    pod.run(1);
+    pod.replicas.delete('A');
+    const a2 = pod.add('A');
+    a2.setProfile(profile('A'));
+    pod.run(6);
+    expect(a2.isCoordinator).toBe(true);
+    expect(a2.state.instances.i1).toBeDefined();
+    expect(new Set(pod.states()).size).toBe(1);
+    expect(liveNodeIds(a2.state)).toEqual(['A', 'B', 'C']);
+  });
+
+  it('converges despite 30% message loss', () => {
+    const pod = new Pod();
+    pod.dropRate = 0.3;
+    const rs = ['A', 'B', 'C', 'D'].map((id) => pod.add(id, { goneAfterMs: 5000 }));
+    for (const r of rs) r.setProfile(profile(r.selfId));
+    rs[0].setLinks([link('A', 'B'), link('A', 'C'), link('A', 'D')]);
+    pod.run(15);
+    pod.dropRate = 0;
+    pod.run(3);
+    expect(new Set(pod.states()).size).toBe(1);
+    expect(liveNodeIds(rs[3].state)).toEqual(['A', 'B', 'C', 'D']);
+    expect(Object.keys(rs[3].state.links)).toHaveLength(3);
+  });
+
+  it('a clean goodbye marks the node gone at once', () => {
+    const pod = new Pod();
+    const rs = ['A', 'B'].map((id) => pod.add(id));
+    pod.run(4);
+    rs[1].stop();
+    pod.deliver();
+    expect(rs[0].state.nodes.B).toMatchObject({ status: 'gone', leftReason: 'shutdown' });
+  });
+});
