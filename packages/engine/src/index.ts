@@ -1,6 +1,27 @@
+/**
+ * @orchard/engine — loads Hugging Face model directories and runs one shard of them.
+ *
+ * Typical use:
+ *   const model = loadInProcessModel(dir, { pipeline: 1, tensor: 1 });  // or loadShard() per machine
+ *   const tokenizer = loadTokenizer(dir);
+ *   const r = await generate(model, tokenizer.encode('In the beginning'), { tokenizer, maxTokens: 64, onText: write });
+ *
+ * A distributed runner loads one `ModelShard` per process with `loadShard(dir, spec, { allReduce })`
+ * and moves the hidden states `shard.forward()` returns between pipeline stages itself.
+ */
 export type { ShardSpec, AllReduce } from './shard.js';
 export type { Backend, Weight, DType } from './kernels/backend.js';
+export { createReferenceBackend } from './kernels/reference.js';
 export { ModelFormatError, UnsupportedModelError } from './errors.js';
+
+// Model directory: config, weights, tokenizer.
+export { loadModelConfig, type ModelConfig, type RopeScaling } from './config/config.js';
+export { lookupArchitecture, supportedArchitectures } from './config/architectures/registry.js';
+export type { ArchitectureCaps } from './config/architectures/types.js';
+export { SafetensorsFile } from './safetensors/reader.js';
+export { Checkpoint } from './safetensors/checkpoint.js';
+export { writeSafetensors, type TensorToWrite } from './safetensors/writer.js';
+export { loadTokenizer, type ModelTokenizer, type ChatMessage } from './tokenizer/load.js';
 export {
   buildByteLevelTokenizer,
   byteToUnicode,
@@ -9,5 +30,25 @@ export {
   type ByteLevelTokenizerOptions,
   type ByteLevelTokenizerFiles,
 } from './tokenizer/byte-level.js';
-export { writeSafetensors, type TensorToWrite } from './safetensors/writer.js';
+
+// Shards and the forward pass.
+export { loadShard, ModelShard, KVCache, type LoadShardOptions, type ShardInput } from './model/forward.js';
+export { tensorSlice, type TensorSlice } from './model/tensor-split.js';
+
+// Whole models in one process (unsplit, or as N pipeline stages × M tensor ranks).
+export {
+  loadInProcessModel,
+  InProcessModel,
+  pipelineStages,
+  type LanguageModel,
+  type Session,
+  type InProcessOptions,
+} from './drivers/in-process.js';
+export { createInProcessAllReduce } from './drivers/all-reduce.js';
+
+// Generation.
+export { generate, type GenerateOptions, type GenerateResult } from './generate/generate.js';
+export { Sampler, argmax, validateSampling, type SamplingOptions } from './generate/sampler.js';
+export { TextStream } from './generate/text-stream.js';
+
 export { F16_TO_F32, BF16_TO_F32, f32ToF16Bits, f32ToBf16Bits } from './numeric/half.js';

@@ -1,0 +1,97 @@
+/**
+ * The generation loop: feed the prompt (in batches), then sample one token at a time until a stop
+ * token, a stop string or the token budget. Works on any LanguageModel (unsplit, pipeline, tensor).
+ */
+import type { LanguageModel } from '../drivers/in-process.js';
+import type { ModelTokenizer } from '../tokenizer/load.js';
+import { Sampler, type SamplingOptions } from './sampler.js';
+import { TextStream } from './text-stream.js';
+
+export interface GenerateOptions extends SamplingOptions {
+  /** Most tokens to generate. @default 128 */
+  maxTokens?: number;
+  /** Stop when one of these ids is sampled (it is kept in `tokens`). @default the model's eos ids */
+  stopTokenIds?: number[];
+  /** Stop when the text contains one of these (it is cut from `text`). Needs a tokenizer. */
+  stopStrings?: string[];
+  /** Decodes streamed text and applies stop strings; without it only ids are produced. */
+  tokenizer?: ModelTokenizer;
+  /** Called with each generated id, as soon as it is sampled. */
+  onToken?: (id: number) => void;
+  /** Called with each piece of text once it is final (needs a tokenizer); pieces concatenate to `text`. */
+  onText?: (text: string) => void;
+  signal?: AbortSignal;
+}
+
+export interface GenerateResult {
+  /** Generated ids (not the prompt), including a stop token if one ended the run. */
+  tokens: number[];
+  /** Decoded text (up to a stop string); '' without a tokenizer. */
+  text: string;
+  finishReason: 'stop' | 'length' | 'abort';
+  promptTokens: number;
+  /** Prompt processing time, ms. */
+  prefillMs: number;
+  /** Time for the tokens after the first, ms. */
+  decodeMs: number;
+  /** Decode speed: (tokens - 1) / decode time. NaN with fewer than 2 tokens. */
+  tokensPerSecond: number;
+}
+
+export async function generate(model: LanguageModel, promptIds: number[], options: GenerateOptions = {}): Promise<GenerateResult> {
+  const maxTokens = options.maxTokens ?? 128;
+  if (!Number.isInteger(maxTokens) || maxTokens < 0) throw new RangeError(`maxTokens must be an integer >= 0, got ${maxTokens}`);
+  if (promptIds.length === 0) throw new RangeError('generate: the prompt has no tokens');
+  if (options.stopStrings?.length && !options.tokenizer) throw new Error('generate: stop strings need a tokenizer');
+  const capacity = Math.min(model.maxSeqLen, promptIds.length + maxTokens);
+  if (promptIds.length >= model.maxSeqLen) {
+    throw new RangeError(`prompt of ${promptIds.length} tokens does not fit the context of ${model.maxSeqLen}`);
+  }
+  const stopIds = new Set(options.stopTokenIds ?? model.config.eosTokenIds);
+  const sampler = new Sampler(options);
+  const tok = options.tokenizer;
+  const stream = tok ? new TextStream((ids) => tok.decode(ids), options.stopStrings) : null;
+  const session = model.newSession(capacity);
+
+  const tokens: number[] = [];
+  let finishReason: GenerateResult['finishReason'] = 'length';
+  const t0 = performance.now();
+  let logits = await session.forward(promptIds);
+  const t1 = performance.now();
+  while (tokens.length < maxTokens) {
+    if (options.signal?.aborted) {
+      finishReason = 'abort';
+      break;
+    }
+    const id = sampler.sample(logits);
+    tokens.push(id);
+    options.onToken?.(id);
+    if (stopIds.has(id)) {
+      finishReason = 'stop';
+      break;
+    }
+    const piece = stream ? stream.push(id) : { text: '', stopped: false };
+    if (piece.text) options.onText?.(piece.text);
+    if (piece.stopped) {
+      finishReason = 'stop';
+      break;
+    }
+    if (tokens.length >= maxTokens || session.length >= capacity) break;
+    logits = await session.forward([id]);
+  }
+  const t2 = performance.now();
+  if (stream) {
+    const rest = stream.flush();
+    if (rest) options.onText?.(rest);
+  }
+  const decodeMs = t2 - t1;
+  return {
+    tokens,
+    text: stream ? stream.text : '',
+    finishReason,
+    promptTokens: promptIds.length,
+    prefillMs: t1 - t0,
+    decodeMs,
+    tokensPerSecond: tokens.length > 1 ? ((tokens.length - 1) * 1000) / decodeMs : NaN,
+  };
+}

@@ -1,0 +1,74 @@
+/**
+ * Picks the next token from logits: greedy when temperature is 0, otherwise temperature-scaled
+ * softmax restricted by top-k then top-p, drawn with a seeded PRNG so a seed reproduces a run.
+ */
+import { Prng } from '../numeric/prng.js';
+
+export interface SamplingOptions {
+  /** 0 = greedy (argmax, lowest id on ties). @default 0 */
+  temperature?: number;
+  /** Keep the k most likely tokens; 0 = all. @default 0 */
+  topK?: number;
+  /** Keep the smallest set of most likely tokens whose probability reaches p; 1 = all. @default 1 */
+  topP?: number;
+  /** PRNG seed. @default 0 */
+  seed?: number;
+}
+
+export function validateSampling(o: SamplingOptions): void {
+  const bad = (name: string, want: string, got: unknown) => new RangeError(`${name} must be ${want}, got ${got}`);
+  if (o.temperature !== undefined && !(o.temperature >= 0 && Number.isFinite(o.temperature))) throw bad('temperature', 'a number >= 0', o.temperature);
+  if (o.topK !== undefined && !(Number.isInteger(o.topK) && o.topK >= 0)) throw bad('topK', 'an integer >= 0', o.topK);
+  if (o.topP !== undefined && !(o.topP > 0 && o.topP <= 1)) throw bad('topP', 'in (0, 1]', o.topP);
+  if (o.seed !== undefined && !Number.isInteger(o.seed)) throw bad('seed', 'an integer', o.seed);
+}
+
+export function argmax(logits: ArrayLike<number>): number {
+  let best = 0;
+  for (let i = 1; i < logits.length; i++) if (logits[i] > logits[best]) best = i;
+  return best;
+}
+
+export class Sampler {
+  readonly temperature: number;
+  readonly topK: number;
+  readonly topP: number;
+  readonly #rng: Prng;
+
+  constructor(options: SamplingOptions = {}) {
+    validateSampling(options);
+    this.temperature = options.temperature ?? 0;
+    this.topK = options.topK ?? 0;
+    this.topP = options.topP ?? 1;
+    this.#rng = new Prng(options.seed ?? 0);
+  }
+
+  sample(logits: ArrayLike<number>): number {
+    if (this.temperature === 0 || this.topK === 1) return argmax(logits);
+    const V = logits.length;
+    // Candidates by descending logit (ties: lower id first); top-k cuts the list.
+    let ids = Array.from({ length: V }, (_, i) => i);
+    ids.sort((a, b) => logits[b] - logits[a] || a - b);
+    if (this.topK > 0 && this.topK < V) ids = ids.slice(0, this.topK);
+    const max = logits[ids[0]];
+    const probs = ids.map((i) => Math.exp((logits[i] - max) / this.temperature));
+    let total = probs.reduce((a, b) => a + b, 0);
+    if (this.topP < 1) {
+      let cum = 0;
+      let keep = 0;
+      while (keep < probs.length) {
+        cum += probs[keep++] / total;
+        if (cum >= this.topP) break;
+      }
+      probs.length = keep;
+      ids.length = keep;
+      total = probs.reduce((a, b) => a + b, 0);
+    }
+    let r = this.#rng.next() * total;
+    for (let i = 0; i < probs.length; i++) {
+      r -= probs[i];
+      if (r < 0) return ids[i];
+    }
+    return ids[ids.length - 1];
+  }
+}

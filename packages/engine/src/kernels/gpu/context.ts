@@ -1,0 +1,214 @@
+/**
+ * WebGPU device setup through Dawn (the `webgpu` npm package): Metal on macOS, Vulkan on Linux.
+ *
+ * `auto` takes a hardware adapter only; a software adapter (Mesa's lavapipe/llvmpipe, SwiftShader)
+ * is used only with `allowSoftware`, because it runs on the CPU and would be slower than the CPU
+ * backends — it exists here so the WGSL kernels can be tested for correctness on machines without a GPU.
+ */
+import type {} from '@webgpu/types';
+
+export class GpuUnavailableError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'GpuUnavailableError';
+  }
+}
+
+export class GpuDeviceLostError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'GpuDeviceLostError';
+  }
+}
+
+export class GpuOutOfMemoryError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'GpuOutOfMemoryError';
+  }
+}
+
+/** A request the device refuses (size over a limit, invalid WGSL): a bug or an unsupported shape. */
+export class GpuValidationError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'GpuValidationError';
+  }
+}
+
+export interface GpuAdapterSummary {
+  vendor: string;
+  architecture: string;
+  device: string;
+  description: string;
+  /** Runs on the CPU (lavapipe, SwiftShader, or an adapter Dawn flags as fallback). */
+  software: boolean;
+}
+
+export interface GpuLimits {
+  maxStorageBufferBindingSize: number;
+  maxBufferSize: number;
+  maxComputeWorkgroupStorageSize: number;
+  maxComputeInvocationsPerWorkgroup: number;
+  maxComputeWorkgroupsPerDimension: number;
+  maxStorageBuffersPerShaderStage: number;
+}
+
+export interface GpuContextOptions {
+  /** Accept a software (CPU) adapter when no hardware one exists. @default false */
+  allowSoftware?: boolean;
+  /**
+   * Pretend the storage-binding limit is this many bytes (tests use it to exercise tensor splitting
+   * without allocating gigabytes). Only lowers the real limit.
+   */
+  maxBindingBytes?: number;
+}
+
+export interface GpuContext {
+  readonly device: GPUDevice;
+  readonly adapter: GpuAdapterSummary;
+  /** The limits the device was created with (after `maxBindingBytes`). */
+  readonly limits: GpuLimits;
+  /** Resolves with the reason if the device is lost (driver reset, destroy()). */
+  readonly lost: Promise<string>;
+  /** True once the device was lost or destroyed. */
+  isLost(): boolean;
+  /** Throws GpuDeviceLostError if the device is gone, so callers fail with a clear message. */
+  assertAlive(): void;
+  destroy(): void;
+}
+
+const SOFTWARE = /llvmpipe|lavapipe|swiftshader|software|softpipe|warp/i;
+
+function summarize(adapter: GPUAdapter): GpuAdapterSummary {
+  const info = adapter.info;
+  const vendor = info?.vendor ?? '';
+  const architecture = info?.architecture ?? '';
+  const device = info?.device ?? '';
+  const description = info?.description ?? '';
+  const fallback = Boolean((info as { isFallbackAdapter?: boolean } | undefined)?.isFallbackAdapter);
+  const software = fallback || SOFTWARE.test(`${vendor} ${architecture} ${device} ${description}`);
+  return { vendor, architecture, device, description, software };
+}
+
+export function describeAdapter(a: GpuAdapterSummary): string {
+  const name = a.description || a.device || a.architecture || a.vendor || 'unknown adapter';
+  return `${name}${a.software ? ' (software)' : ''}`;
+}
+
+type Dawn = { create(options: string[]): GPU };
+
+async function loadDawn(): Promise<Dawn> {
+  try {
+    return (await import('webgpu')) as unknown as Dawn;
+  } catch (err) {
+    throw new GpuUnavailableError(
+      `WebGPU (Dawn) is not available on ${process.platform}-${process.arch}: ${(err as Error).message}`,
+    );
+  }
+}
+
+/** Finds an adapter and opens a device with the largest buffer limits the adapter offers. */
+export async function createGpuContext(options: GpuContextOptions = {}): Promise<GpuContext> {
+  const dawn = await loadDawn();
+  const gpu = dawn.create(process.platform === 'linux' ? ['backend=vulkan'] : []);
+
+  let adapter = await gpu.requestAdapter({ powerPreference: 'high-performance' });
+  if (!adapter && options.allowSoftware) adapter = await gpu.requestAdapter({ forceFallbackAdapter: true });
+  if (!adapter) {
+    const hint =
+      process.platform === 'linux'
+        ? ' (Linux: needs a Vulkan driver; for the CPU-only lavapipe driver install Mesa 25 mesa-vulkan-drivers and set VK_ICD_FILENAMES)'
+        : '';
+    throw new GpuUnavailableError(`no WebGPU adapter found${hint}`);
+  }
+  const summary = summarize(adapter);
+  if (summary.software && !options.allowSoftware) {
+    throw new GpuUnavailableError(
+      `only a software WebGPU adapter was found (${describeAdapter(summary)}); it runs on the CPU, so it is used only when asked for`,
+    );
+  }
+
+  const a = adapter.limits;
+  const requiredLimits: Record<string, number> = {
+    maxStorageBufferBindingSize: a.maxStorageBufferBindingSize,
+    maxBufferSize: a.maxBufferSize,
+    maxComputeWorkgroupStorageSize: a.maxComputeWorkgroupStorageSize,
+    maxComputeInvocationsPerWorkgroup: a.maxComputeInvocationsPerWorkgroup,
+    maxComputeWorkgroupSizeX: a.maxComputeWorkgroupSizeX,
+    maxStorageBuffersPerShaderStage: a.maxStorageBuffersPerShaderStage,
+  };
+  let device: GPUDevice;
+  try {
+    device = await adapter.requestDevice({ requiredLimits });
+  } catch (err) {
+    throw new GpuUnavailableError(`could not open a device on ${describeAdapter(summary)}: ${(err as Error).message}`);
+  }
+
+  const d = device.limits;
+  const limits: GpuLimits = {
+    maxStorageBufferBindingSize: Math.min(d.maxStorageBufferBindingSize, options.maxBindingBytes ?? Infinity),
+    maxBufferSize: d.maxBufferSize,
+    maxComputeWorkgroupStorageSize: d.maxComputeWorkgroupStorageSize,
+    maxComputeInvocationsPerWorkgroup: d.maxComputeInvocationsPerWorkgroup,
+    maxComputeWorkgroupsPerDimension: d.maxComputeWorkgroupsPerDimension,
+    maxStorageBuffersPerShaderStage: d.maxStorageBuffersPerShaderStage,
+  };
+
+  let lostReason: string | null = null;
+  let destroyed = false;
+  const lost = device.lost.then((info) => {
+    lostReason = destroyed ? 'destroyed' : `${info.reason}: ${info.message}`;
+    return lostReason;
+  });
+  // Errors not caught by an error scope would otherwise only be printed by Dawn; keep the last one so
+  // the next readback can report it.
+  device.onuncapturederror = (ev: GPUUncapturedErrorEvent) => {
+    pendingError ??= ev.error;
+  };
+  let pendingError: GPUError | null = null;
+
+  return {
+    device,
+    adapter: summary,
+    limits,
+    lost,
+    isLost: () => lostReason !== null || destroyed,
+    assertAlive() {
+      if (destroyed) throw new GpuDeviceLostError('GPU device was destroyed');
+      if (lostReason !== null) throw new GpuDeviceLostError(`GPU device lost (${lostReason}) on ${describeAdapter(summary)}`);
+      if (pendingError) {
+        const e = pendingError;
+        pendingError = null;
+        if (e.constructor?.name === 'GPUOutOfMemoryError') throw new GpuOutOfMemoryError(`GPU out of memory: ${e.message}`);
+        throw new GpuValidationError(`GPU error: ${e.message}`);
+      }
+    },
+    destroy() {
+      if (destroyed) return;
+      destroyed = true;
+      device.destroy();
+    },
+  };
+}
+
+/**
+ * Runs `fn` inside out-of-memory and validation error scopes and turns a captured error into a
+ * typed, readable one. `what` names the allocation (tensor name, buffer role).
+ */
+export async function guarded<T>(ctx: GpuContext, what: string, fn: () => T): Promise<T> {
+  ctx.assertAlive();
+  const { device } = ctx;
+  device.pushErrorScope('out-of-memory');
+  device.pushErrorScope('validation');
+  let value: T;
+  try {
+    value = fn();
+  } finally {
+    const validation = await device.popErrorScope();
+    const oom = await device.popErrorScope();
+    if (oom) throw new GpuOutOfMemoryError(`GPU out of memory allocating ${what}: ${oom.message}`);
+    if (validation) throw new GpuValidationError(`GPU rejected ${what}: ${validation.message}`);
+  }
+  return value;
+}

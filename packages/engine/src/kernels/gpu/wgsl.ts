@@ -1,0 +1,410 @@
+/**
+ * WGSL sources for the GPU backend. Every kernel reads the per-submission `Step` uniform
+ * (`pos0`: position of the batch's first token, `n`: tokens in the batch) so bind groups are built
+ * once and only that uniform changes between tokens.
+ *
+ * Weights are bound as raw `array<u32>` in their storage dtype and widened per element by `w_at`
+ * (f16/bf16 halves, GGUF Q8_0 and Q4_0 blocks), so no dequantized copy ever exists in GPU memory.
+ * Layout is row-major [rows, cols] = [out, in], as in kernels/backend.ts.
+ */
+import type { DType } from '../backend.js';
+
+export const WG = 64;
+
+const STEP = /* wgsl */ `
+struct Step { pos0: u32, n: u32, seed: u32, pad: u32 }
+`;
+
+/** Linear workgroup index for grids split over x and y (a dimension is limited to 65,535). */
+const LINEAR = /* wgsl */ `
+fn wg_linear(wid: vec3u, nwg: vec3u) -> u32 { return wid.x + wid.y * nwg.x; }
+`;
+
+const REDUCE_SUM = /* wgsl */ `
+var<workgroup> red: array<f32, ${WG}>;
+fn reduce_sum(tid: u32, v: f32) -> f32 {
+  red[tid] = v;
+  workgroupBarrier();
+  for (var s = ${WG / 2}u; s > 0u; s = s >> 1u) {
+    if (tid < s) { red[tid] = red[tid] + red[tid + s]; }
+    workgroupBarrier();
+  }
+  let r = red[0];
+  workgroupBarrier();
+  return r;
+}
+fn reduce_max(tid: u32, v: f32) -> f32 {
+  red[tid] = v;
+  workgroupBarrier();
+  for (var s = ${WG / 2}u; s > 0u; s = s >> 1u) {
+    if (tid < s) { red[tid] = max(red[tid], red[tid + s]); }
+    workgroupBarrier();
+  }
+  let r = red[0];
+  workgroupBarrier();
+  return r;
+}
+`;
+
+/** `w_at(r, c)`: element (r, c) of the weight bound as `W`, widened to f32. Needs `P.cols`. */
+export function weightAccessor(dtype: DType): string {
+  const bytes = /* wgsl */ `
+fn rd_u8(o: u32) -> u32 { return (W[o >> 2u] >> ((o & 3u) * 8u)) & 0xffu; }
+fn rd_u16(o: u32) -> u32 { return (W[o >> 2u] >> ((o & 2u) * 8u)) & 0xffffu; }
+fn f16_bits(b: u32) -> f32 { return unpack2x16float(b).x; }
+`;
+  switch (dtype) {
+    case 'f32':
+      return `fn w_at(r: u32, c: u32) -> f32 { return bitcast<f32>(W[r * P.cols + c]); }`;
+    case 'f16':
+      return `fn w_at(r: u32, c: u32) -> f32 { let i = r * P.cols + c; return unpack2x16float(W[i >> 1u])[i & 1u]; }`;
+    case 'bf16':
+      return `fn w_at(r: u32, c: u32) -> f32 {
+  let i = r * P.cols + c;
+  return bitcast<f32>(((W[i >> 1u] >> ((i & 1u) * 16u)) & 0xffffu) << 16u);
+}`;
+    case 'q8_0':
+      // Block of 32: f16 scale, then 32 signed bytes.
+      return `${bytes}
+fn w_at(r: u32, c: u32) -> f32 {
+  let o = (r * (P.cols / 32u) + c / 32u) * 34u;
+  let q = bitcast<i32>(rd_u8(o + 2u + (c & 31u)) << 24u) >> 24u;
+  return f32(q) * f16_bits(rd_u16(o));
+}`;
+    case 'q4_0':
+      // Block of 32: f16 scale, then 16 bytes; element j < 16 is the low nibble of byte j, element
+      // j + 16 the high nibble; value = (q - 8) * scale.
+      return `${bytes}
+fn w_at(r: u32, c: u32) -> f32 {
+  let o = (r * (P.cols / 32u) + c / 32u) * 18u;
+  let j = c & 31u;
+  let b = rd_u8(o + 2u + (j & 15u));
+  let q = select(b & 15u, b >> 4u, j >= 16u);
+  return (f32(q) - 8.0) * f16_bits(rd_u16(o));
+}`;
+  }
+}
+
+/**
+ * Bindings shared by the weight kernels. `rows` are the rows of this chunk (a tensor larger than the
+ * binding limit is split by rows), `rowOffset` where they land in `OUT`'s rows.
+ * flags: bit 0 add bias B[rowOffset + r], bit 1 accumulate into OUT (fused residual add).
+ */
+const WEIGHT_HEADER = /* wgsl */ `
+struct Params { rows: u32, cols: u32, rowOffset: u32, outStride: u32, xStride: u32, flags: u32, pad0: u32, pad1: u32 }
+@group(0) @binding(0) var<uniform> P: Params;
+@group(0) @binding(1) var<uniform> S: Step;
+@group(0) @binding(2) var<storage, read> W: array<u32>;
+@group(0) @binding(3) var<storage, read> X: array<f32>;
+@group(0) @binding(4) var<storage, read_write> OUT: array<f32>;
+@group(0) @binding(5) var<storage, read> B: array<f32>;
+fn store(b: u32, r: u32, v: f32) {
+  let o = b * P.outStride + P.rowOffset + r;
+  var y = v;
+  if ((P.flags & 1u) != 0u) { y = y + B[P.rowOffset + r]; }
+  if ((P.flags & 2u) != 0u) { y = y + OUT[o]; }
+  OUT[o] = y;
+}
+`;
+
+/** One workgroup per output row; threads split the columns. Best for one or a few tokens (decode). */
+export function matvecShader(dtype: DType): string {
+  return `${STEP}${LINEAR}${WEIGHT_HEADER}${REDUCE_SUM}${weightAccessor(dtype)}
+@compute @workgroup_size(${WG})
+fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
+        @builtin(local_invocation_index) tid: u32) {
+  let r = wg_linear(wid, nwg);
+  if (r >= P.rows) { return; }
+  for (var b = 0u; b < S.n; b = b + 1u) {
+    var acc = 0.0;
+    let xo = b * P.xStride;
+    for (var c = tid; c < P.cols; c = c + ${WG}u) { acc = acc + w_at(r, c) * X[xo + c]; }
+    let sum = reduce_sum(tid, acc);
+    if (tid == 0u) { store(b, r, sum); }
+  }
+}
+`;
+}
+
+export const TILE = 16;
+
+/** 16x16 output tiles (rows x tokens) with both operands staged in workgroup memory. Prompt batches. */
+export function matmulShader(dtype: DType): string {
+  return `${STEP}${WEIGHT_HEADER}${weightAccessor(dtype)}
+var<workgroup> WT: array<array<f32, ${TILE}>, ${TILE}>;
+var<workgroup> XT: array<array<f32, ${TILE}>, ${TILE}>;
+@compute @workgroup_size(${TILE}, ${TILE})
+fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u) {
+  let rowBase = wid.x * ${TILE}u;
+  let tokBase = wid.y * ${TILE}u;
+  var acc = 0.0;
+  for (var k0 = 0u; k0 < P.cols; k0 = k0 + ${TILE}u) {
+    let kc = k0 + lid.x;
+    let wr = rowBase + lid.y;
+    var wv = 0.0;
+    if (wr < P.rows && kc < P.cols) { wv = w_at(wr, kc); }
+    WT[lid.y][lid.x] = wv;
+    let xb = tokBase + lid.y;
+    var xv = 0.0;
+    if (xb < S.n && kc < P.cols) { xv = X[xb * P.xStride + kc]; }
+    XT[lid.y][lid.x] = xv;
+    workgroupBarrier();
+    for (var k = 0u; k < ${TILE}u; k = k + 1u) { acc = acc + WT[lid.x][k] * XT[lid.y][k]; }
+    workgroupBarrier();
+  }
+  let r = rowBase + lid.x;
+  let b = tokBase + lid.y;
+  if (r < P.rows && b < S.n) { store(b, r, acc); }
+}
+`;
+}
+
+/** Gathers embedding rows of the tokens in `TOK` (one chunk of the table) into OUT [n, cols]. */
+export function embedShader(dtype: DType): string {
+  return `${STEP}
+struct Params { rows: u32, cols: u32, rowStart: u32, pad: u32 }
+@group(0) @binding(0) var<uniform> P: Params;
+@group(0) @binding(1) var<uniform> S: Step;
+@group(0) @binding(2) var<storage, read> W: array<u32>;
+@group(0) @binding(3) var<storage, read> TOK: array<u32>;
+@group(0) @binding(4) var<storage, read_write> OUT: array<f32>;
+${weightAccessor(dtype)}
+@compute @workgroup_size(${WG})
+fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
+  let i = gid.x + gid.y * nwg.x * ${WG}u;
+  if (i >= S.n * P.cols) { return; }
+  let b = i / P.cols;
+  let c = i % P.cols;
+  let t = TOK[b];
+  if (t >= P.rowStart && t < P.rowStart + P.rows) { OUT[i] = w_at(t - P.rowStart, c); }
+}
+`;
+}
+
+/**
+ * RMSNorm over rows of `dim` (HF: x * rsqrt(mean(x²) + eps) * w); `groups` rows per token (1 for the
+ * hidden state, heads for Qwen3's per-head q/k norm). `inPlace` normalises `IO` itself.
+ */
+export function rmsnormShader(inPlace: boolean): string {
+  const io = inPlace
+    ? `@group(0) @binding(3) var<storage, read_write> IO: array<f32>;`
+    : `@group(0) @binding(3) var<storage, read> IO: array<f32>;
+@group(0) @binding(4) var<storage, read_write> OUT: array<f32>;`;
+  const dst = inPlace ? 'IO' : 'OUT';
+  return `${STEP}${LINEAR}${REDUCE_SUM}
+struct Params { dim: u32, groups: u32, eps: f32, pad: u32 }
+@group(0) @binding(0) var<uniform> P: Params;
+@group(0) @binding(1) var<uniform> S: Step;
+@group(0) @binding(2) var<storage, read> NW: array<f32>;
+${io}
+@compute @workgroup_size(${WG})
+fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
+        @builtin(local_invocation_index) tid: u32) {
+  let row = wg_linear(wid, nwg);
+  if (row >= S.n * P.groups) { return; }
+  let base = row * P.dim;
+  var ss = 0.0;
+  for (var i = tid; i < P.dim; i = i + ${WG}u) { let v = IO[base + i]; ss = ss + v * v; }
+  let total = reduce_sum(tid, ss);
+  let inv = 1.0 / sqrt(total / f32(P.dim) + P.eps);
+  for (var i = tid; i < P.dim; i = i + ${WG}u) { ${dst}[base + i] = IO[base + i] * inv * NW[i]; }
+}
+`;
+}
+
+/**
+ * Rotate-half RoPE (Hugging Face layout) in place on X [n, heads, headDim]. `CS` holds cos and sin
+ * per token and frequency, [n, headDim/2, 2], computed on the CPU in double precision for the
+ * batch's positions: large angles lose precision in GPU sin/cos, and this also covers any scaling.
+ */
+export const ROPE = `${STEP}
+struct Params { heads: u32, headDim: u32, pad0: u32, pad1: u32 }
+@group(0) @binding(0) var<uniform> P: Params;
+@group(0) @binding(1) var<uniform> S: Step;
+@group(0) @binding(2) var<storage, read> CS: array<f32>;
+@group(0) @binding(3) var<storage, read_write> X: array<f32>;
+@compute @workgroup_size(${WG})
+fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
+  let half = P.headDim / 2u;
+  let i = gid.x + gid.y * nwg.x * ${WG}u;
+  if (i >= S.n * P.heads * half) { return; }
+  let b = i / (P.heads * half);
+  let rem = i % (P.heads * half);
+  let h = rem / half;
+  let j = rem % half;
+  let base = (b * P.heads + h) * P.headDim;
+  let x1 = X[base + j];
+  let x2 = X[base + j + half];
+  let c = CS[(b * half + j) * 2u];
+  let s = CS[(b * half + j) * 2u + 1u];
+  X[base + j] = x1 * c - x2 * s;
+  X[base + j + half] = x2 * c + x1 * s;
+}
+`;
+
+/** Appends the batch's k and v rows [n, kvDim] to the caches [maxSeq, kvDim] at position pos0. */
+export const KV_STORE = `${STEP}
+struct Params { kvDim: u32, pad0: u32, pad1: u32, pad2: u32 }
+@group(0) @binding(0) var<uniform> P: Params;
+@group(0) @binding(1) var<uniform> S: Step;
+@group(0) @binding(2) var<storage, read> K: array<f32>;
+@group(0) @binding(3) var<storage, read> V: array<f32>;
+@group(0) @binding(4) var<storage, read_write> KC: array<f32>;
+@group(0) @binding(5) var<storage, read_write> VC: array<f32>;
+@compute @workgroup_size(${WG})
+fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
+  let i = gid.x + gid.y * nwg.x * ${WG}u;
+  if (i >= S.n * P.kvDim) { return; }
+  let o = S.pos0 * P.kvDim + i;
+  KC[o] = K[i];
+  VC[o] = V[i];
+}
+`;
+
+/**
+ * Causal attention of the batch's queries Q [n, heads·headDim] over the KV cache, one workgroup per
+ * (head, token). Token b sits at position pos0 + b and sees positions [start, pos0 + b], start > 0
+ * only with a sliding window (`window` > 0: the last `window` positions). GQA: query head h reads
+ * KV head h / (heads / kvHeads). Scores go through `SC` [n·heads, maxSeq] in global memory.
+ */
+export const ATTENTION = `${STEP}${REDUCE_SUM}
+struct Params { heads: u32, kvHeads: u32, headDim: u32, maxSeq: u32, window: u32, scale: f32, pad0: u32, pad1: u32 }
+@group(0) @binding(0) var<uniform> P: Params;
+@group(0) @binding(1) var<uniform> S: Step;
+@group(0) @binding(2) var<storage, read> Q: array<f32>;
+@group(0) @binding(3) var<storage, read> KC: array<f32>;
+@group(0) @binding(4) var<storage, read> VC: array<f32>;
+@group(0) @binding(5) var<storage, read_write> SC: array<f32>;
+@group(0) @binding(6) var<storage, read_write> OUT: array<f32>;
+@compute @workgroup_size(${WG})
+fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) tid: u32) {
+  let h = wid.x;
+  let b = wid.y;
+  if (h >= P.heads || b >= S.n) { return; }
+  let pos = S.pos0 + b;
+  var start = 0u;
+  if (P.window > 0u && pos + 1u > P.window) { start = pos + 1u - P.window; }
+  let kvDim = P.kvHeads * P.headDim;
+  let kh = h / (P.heads / P.kvHeads);
+  let qo = (b * P.heads + h) * P.headDim;
+  let so = (b * P.heads + h) * P.maxSeq;
+  var m = -3.4e38;
+  for (var t = start + tid; t <= pos; t = t + ${WG}u) {
+    let ko = t * kvDim + kh * P.headDim;
+    var d = 0.0;
+    for (var i = 0u; i < P.headDim; i = i + 1u) { d = d + Q[qo + i] * KC[ko + i]; }
+    d = d * P.scale;
+    SC[so + t] = d;
+    m = max(m, d);
+  }
+  let mx = reduce_max(tid, m);
+  var sum = 0.0;
+  for (var t = start + tid; t <= pos; t = t + ${WG}u) {
+    let e = exp(SC[so + t] - mx);
+    SC[so + t] = e;
+    sum = sum + e;
+  }
+  let total = reduce_sum(tid, sum);
+  storageBarrier();
+  workgroupBarrier();
+  for (var i = tid; i < P.headDim; i = i + ${WG}u) {
+    var acc = 0.0;
+    for (var t = start; t <= pos; t = t + 1u) { acc = acc + SC[so + t] * VC[t * kvDim + kh * P.headDim + i]; }
+    OUT[qo + i] = acc / total;
+  }
+}
+`;
+
+/** G = silu(G) * U over [n, width], in place (SwiGLU MLP). */
+export const SILU_GATE = `${STEP}
+struct Params { width: u32, pad0: u32, pad1: u32, pad2: u32 }
+@group(0) @binding(0) var<uniform> P: Params;
+@group(0) @binding(1) var<uniform> S: Step;
+@group(0) @binding(2) var<storage, read_write> G: array<f32>;
+@group(0) @binding(3) var<storage, read> U: array<f32>;
+@compute @workgroup_size(${WG})
+fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
+  let i = gid.x + gid.y * nwg.x * ${WG}u;
+  if (i >= S.n * P.width) { return; }
+  let g = G[i];
+  G[i] = g / (1.0 + exp(-g)) * U[i];
+}
+`;
+
+/** Row-wise softmax in place over X [n·groups, cols]. */
+export const SOFTMAX = `${STEP}${LINEAR}${REDUCE_SUM}
+struct Params { cols: u32, groups: u32, pad0: u32, pad1: u32 }
+@group(0) @binding(0) var<uniform> P: Params;
+@group(0) @binding(1) var<uniform> S: Step;
+@group(0) @binding(2) var<storage, read_write> X: array<f32>;
+@compute @workgroup_size(${WG})
+fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
+        @builtin(local_invocation_index) tid: u32) {
+  let row = wg_linear(wid, nwg);
+  if (row >= S.n * P.groups) { return; }
+  let base = row * P.cols;
+  var m = -3.4e38;
+  for (var i = tid; i < P.cols; i = i + ${WG}u) { m = max(m, X[base + i]); }
+  let mx = reduce_max(tid, m);
+  var s = 0.0;
+  for (var i = tid; i < P.cols; i = i + ${WG}u) { let e = exp(X[base + i] - mx); X[base + i] = e; s = s + e; }
+  let total = reduce_sum(tid, s);
+  for (var i = tid; i < P.cols; i = i + ${WG}u) { X[base + i] = X[base + i] / total; }
+}
+`;
+
+/**
+ * Picks a token from the last token's logits (row n - 1 of X [n, count]) without reading logits back.
+ * temperature == 0: argmax (lowest index on ties). Otherwise Gumbel-max: argmax(logit / T + g_i) with
+ * g_i = -log(-log(u_i)), u_i a hash of (seed, i) — an exact sample from softmax(logit / T) that is
+ * reproducible for a seed. RES = [token, bits of its score].
+ */
+export const SAMPLE = `${STEP}
+struct Params { count: u32, temperature: f32, pad0: u32, pad1: u32 }
+@group(0) @binding(0) var<uniform> P: Params;
+@group(0) @binding(1) var<uniform> S: Step;
+@group(0) @binding(2) var<storage, read> X: array<f32>;
+@group(0) @binding(3) var<storage, read_write> RES: array<u32>;
+var<workgroup> bv: array<f32, ${WG}>;
+var<workgroup> bi: array<u32, ${WG}>;
+fn hash(x: u32) -> u32 {
+  var h = x;
+  h = h ^ (h >> 16u); h = h * 0x7feb352du;
+  h = h ^ (h >> 15u); h = h * 0x846ca68bu;
+  h = h ^ (h >> 16u);
+  return h;
+}
+fn uniform01(i: u32) -> f32 {
+  let h = hash(i ^ hash(S.seed + 0x9e3779b9u));
+  return (f32(h >> 8u) + 0.5) / 16777216.0;
+}
+@compute @workgroup_size(${WG})
+fn main(@builtin(local_invocation_index) tid: u32) {
+  let base = (S.n - 1u) * P.count;
+  var best = -3.4e38;
+  var idx = 0xffffffffu;
+  for (var i = tid; i < P.count; i = i + ${WG}u) {
+    var v = X[base + i];
+    if (P.temperature > 0.0) { v = v / P.temperature - log(-log(uniform01(i))); }
+    if (v > best || idx == 0xffffffffu) { best = v; idx = i; }
+  }
+  bv[tid] = best;
+  bi[tid] = idx;
+  workgroupBarrier();
+  for (var s = ${WG / 2}u; s > 0u; s = s >> 1u) {
+    if (tid < s) {
+      let ov = bv[tid + s];
+      let oi = bi[tid + s];
+      if (oi != 0xffffffffu && (bi[tid] == 0xffffffffu || ov > bv[tid] || (ov == bv[tid] && oi < bi[tid]))) {
+        bv[tid] = ov;
+        bi[tid] = oi;
+      }
+    }
+    workgroupBarrier();
+  }
+  if (tid == 0u) {
+    RES[0] = bi[0];
+    RES[1] = bitcast<u32>(bv[0]);
+  }
+}
+`;

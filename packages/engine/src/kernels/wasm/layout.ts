@@ -1,0 +1,38 @@
+/**
+ * Addresses and indices shared with wasm/kernels.wat (keep both in step: the .wat header lists them).
+ */
+
+/** Byte address of the job descriptor. */
+export const CTL_ADDR = 64;
+/** Job descriptor fields, as indices of an Int32Array over the descriptor. */
+export const CTL = {
+  gen: 0,
+  kernel: 1,
+  out: 2,
+  w: 3,
+  x: 4,
+  rows: 5,
+  cols: 6,
+  n: 7,
+  rowBytes: 8,
+  xStride: 9,
+  next: 10,
+  chunkRows: 11,
+  done: 12,
+  stop: 13,
+  ready: 14,
+  error: 15,
+} as const;
+export const CTL_FIELDS = 16;
+
+/** f16 → f32 table (65,536 f32) the kernels use for block scales and f16 tails. */
+export const F16_TABLE_ADDR = 4096;
+/** First heap byte: after the table. */
+export const HEAP_BASE = F16_TABLE_ADDR + 65536 * 4;
+
+/** Table index of each dtype's dot4 kernel (dot1 is the next index). */
+export const KERNEL = { f32: 0, f16: 2, bf16: 4, q8_0: 6, q4_0: 8 } as const;
+
+export const PAGE_BYTES = 65536;
+/** wasm32 addresses 4 GiB at most. */
+export const MAX_PAGES = 65536;
