@@ -1,0 +1,300 @@
+/**
+ * Every WGSL kernel against the plain CPU loops in cpu-ref.ts, on odd shapes. Runs on whatever
+ * WebGPU adapter exists (lavapipe here); skips with the reason when there is none.
+ */
+import { afterAll, describe, expect, it } from 'vitest';
+import type { DType } from '../../src/kernels/backend.js';
+import { readF32, uploadF32, uploadWeight, createStorage, Readback } from '../../src/kernels/gpu/buffers.js';
+import type { GpuContext } from '../../src/kernels/gpu/context.js';
+import { GpuKernels, StepUniform, submit, type Dispatch } from '../../src/kernels/gpu/ops.js';
+import { ropeCosSin, ropeInvFreq } from '../../src/kernels/gpu/rope.js';
+import { Prng } from '../../src/numeric/prng.js';
+import {
+  attentionRef,
+  matmulRef,
+  maxAbsDiff,
+  randomF32,
+  randomWeight,
+  rmsnormRef,
+  ropeRef,
+  softmaxRef,
+  widen,
+} from './cpu-ref.js';
+import { openTestGpu } from './gpu-env.js';
+
+const gpu = await openTestGpu();
+const ctx = gpu.ctx as GpuContext;
+const kernels = gpu.ctx ? new GpuKernels(ctx) : (null as unknown as GpuKernels);
+const step = gpu.ctx ? new StepUniform(ctx) : (null as unknown as StepUniform);
+afterAll(() => {
+  kernels?.destroy();
+  step?.destroy();
+  gpu.ctx?.destroy();
+});
+
+async function run(dispatches: Dispatch[], n: number, pos0 = 0, seed = 0): Promise<void> {
+  step.write(ctx, pos0, n, seed);
+  submit(ctx, dispatches, n);
+}
+
+/** GPU result within `tol` of the exact sum relative to Σ|w·x| (f32 accumulation in another order). */
+function expectClose(got: Float32Array, want: Float32Array, mag: Float32Array, tol: number) {
+  let worst = 0;
+  for (let i = 0; i < want.length; i++) {
+    const err = Math.abs(got[i] - want[i]) / (mag[i] + 1e-6);
+    if (!(err <= worst)) worst = Number.isNaN(err) ? Infinity : err;
+  }
+  expect(worst).toBeLessThanOrEqual(tol);
+}
+
+const DTYPES: DType[] = ['f32', 'f16', 'bf16', 'q8_0', 'q4_0'];
+const SHAPES: Record<'float' | 'quant', [number, number, number][]> = {
+  // [rows, cols, tokens]
+  float: [
+    [1, 1, 1],
+    [7, 13, 1],
+    [33, 65, 2],
+    [64, 100, 17],
+    [130, 257, 5],
+  ],
+  quant: [
+    [5, 32, 1],
+    [37, 96, 3],
+    [64, 160, 19],
+  ],
+};
+
+describe.skipIf(!gpu.ctx)(`WGSL kernels vs CPU reference${gpu.skip ? ` (skipped: ${gpu.skip})` : ''}`, () => {
+  it('reports the adapter and its limits', () => {
+    expect(ctx.adapter.description.length + ctx.adapter.device.length).toBeGreaterThan(0);
+    expect(ctx.limits.maxStorageBufferBindingSize).toBeGreaterThanOrEqual(128 * 1024 * 1024);
+    expect(ctx.limits.maxBufferSize).toBeGreaterThanOrEqual(ctx.limits.maxStorageBufferBindingSize);
+  });
+
+  for (const dtype of DTYPES) {
+    const quant = dtype === 'q8_0' || dtype === 'q4_0';
+    for (const [rows, cols, n] of SHAPES[quant ? 'quant' : 'float']) {
+      for (const only of ['matvec', 'matmul'] as const) {
+        it(`${only} ${dtype} [${rows}x${cols}] x ${n} tokens, with bias and accumulate`, async () => {
+          const rng = new Prng(rows * 1000 + cols * 10 + n);
+          const w = randomWeight(dtype, rows, cols, rng);
+          const x = randomF32(n * cols, rng);
+          const bias = randomF32(rows, rng);
+          const prior = randomF32(n * rows, rng);
+          const gw = await uploadWeight(ctx, w, 'w');
+          const gx = await uploadF32(ctx, x, 'x');
+          const gb = await uploadF32(ctx, bias, 'bias');
+          const plain = await createStorage(ctx, n * rows * 4, 'plain');
+          const acc = await uploadF32(ctx, prior, 'acc');
+          await run(
+            [
+              ...kernels.linear('plain', gw, gx, plain, step, { only }),
+              ...kernels.linear('acc', gw, gx, acc, step, { only, bias: gb, accumulate: true }),
+            ],
+            n,
+          );
+          const { out, mag } = matmulRef(widen(w), rows, cols, x, n);
+          expectClose(await readF32(ctx, plain, n * rows), out, mag, 1e-5);
+          const want = out.map((v, i) => v + bias[i % rows] + prior[i]);
+          expectClose(await readF32(ctx, acc, n * rows), want, mag, 1e-5);
+          for (const b of [gx, gb, plain, acc]) b.destroy();
+          gw.destroy();
+        });
+      }
+    }
+  }
+
+  it('splits weights larger than the binding limit by rows and still matches (f16 odd cols, q4_0)', async () => {
+    const small = { ...ctx, limits: { ...ctx.limits, maxStorageBufferBindingSize: 1000 } };
+    for (const [dtype, rows, cols] of [
+      ['f16', 97, 33],
+      ['q4_0', 150, 64],
+      ['f32', 41, 50],
+    ] as [DType, number, number][]) {
+      const rng = new Prng(rows);
+      const w = randomWeight(dtype, rows, cols, rng);
+      const gw = await uploadWeight(small, w, `big_${dtype}`);
+      expect(gw.chunks.length).toBeGreaterThan(2);
+      expect(gw.chunks.every((c) => c.buffer.size <= 1000)).toBe(true);
+      for (const n of [1, 6]) {
+        const x = randomF32(n * cols, rng);
+        const gx = await uploadF32(ctx, x, 'x');
+        const out = await createStorage(ctx, n * rows * 4, 'out');
+        await run(kernels.linear('big', gw, gx, out, step), n);
+        const ref = matmulRef(widen(w), rows, cols, x, n);
+        expectClose(await readF32(ctx, out, n * rows), ref.out, ref.mag, 1e-5);
+        gx.destroy();
+        out.destroy();
+      }
+      gw.destroy();
+    }
+  });
+
+  it('rejects a weight whose byte length does not match its shape, naming it', async () => {
+    const w = randomWeight('f16', 4, 8, new Prng(1));
+    await expect(uploadWeight(ctx, { ...w, rows: 5 }, 'model.layers.0.mlp.up_proj.weight')).rejects.toThrow(
+      /model\.layers\.0\.mlp\.up_proj\.weight: 64 bytes but \[5, 8\] f16 needs 80/,
+    );
+    await expect(uploadWeight(ctx, randomWeight('f32', 2, 40, new Prng(1)), 'q') .then(() => uploadWeight(ctx, { ...randomWeight('f32', 2, 40, new Prng(1)), dtype: 'q8_0' }, 'qw'))).rejects.toThrow(/qw: q8_0 needs columns in whole 32-element blocks, got 40/);
+  });
+
+  it('embedding gather over a split table (bf16)', async () => {
+    const small = { ...ctx, limits: { ...ctx.limits, maxStorageBufferBindingSize: 512 } };
+    const rng = new Prng(5);
+    const [vocab, dim] = [37, 20];
+    const w = randomWeight('bf16', vocab, dim, rng);
+    const gw = await uploadWeight(small, w, 'embed');
+    expect(gw.chunks.length).toBeGreaterThan(1);
+    const toks = new Uint32Array([0, 36, 5, 17, 17, 30]);
+    const gt = await uploadF32(ctx, new Float32Array(toks.buffer), 'tokens');
+    const out = await createStorage(ctx, toks.length * dim * 4, 'out');
+    await run(kernels.embed(gw, gt, out, step), toks.length);
+    const wf = widen(w);
+    const want = new Float32Array(toks.length * dim);
+    toks.forEach((t, b) => want.set(wf.subarray(t * dim, (t + 1) * dim), b * dim));
+    expect(maxAbsDiff(await readF32(ctx, out, want.length), want)).toBe(0);
+  });
+
+  it('RMSNorm: separate output and in place per head (odd dims)', async () => {
+    const rng = new Prng(9);
+    for (const [dim, groups, n] of [
+      [67, 1, 3],
+      [200, 1, 1],
+      [10, 5, 4],
+    ]) {
+      const x = randomF32(n * groups * dim, rng, 3);
+      const nw = randomF32(dim, rng);
+      const gx = await uploadF32(ctx, x, 'x');
+      const gw = await uploadF32(ctx, nw, 'nw');
+      const out = await createStorage(ctx, x.length * 4, 'out');
+      await run([kernels.rmsnorm(gx, gw, out, dim, groups, 1e-5, step)], n);
+      const want = rmsnormRef(x, nw, dim, 1e-5);
+      expect(maxAbsDiff(await readF32(ctx, out, x.length), want)).toBeLessThan(2e-6 * 3);
+      await run([kernels.rmsnorm(gx, gw, null, dim, groups, 1e-5, step)], n);
+      expect(maxAbsDiff(await readF32(ctx, gx, x.length), want)).toBeLessThan(2e-6 * 3);
+      for (const b of [gx, gw, out]) b.destroy();
+    }
+  });
+
+  it('RoPE rotate-half at positions far from 0, with llama3 scaling', async () => {
+    const rng = new Prng(11);
+    const [heads, headDim, n, pos0] = [3, 12, 5, 1000];
+    for (const scaling of [null, { type: 'llama3' as const, factor: 8, lowFreqFactor: 1, highFreqFactor: 4, originalMaxPositionEmbeddings: 64 }]) {
+      const inv = ropeInvFreq(headDim, 500000, scaling);
+      const x = randomF32(n * heads * headDim, rng);
+      const gx = await uploadF32(ctx, x, 'x');
+      const cs = await uploadF32(ctx, ropeCosSin(pos0, n, inv), 'cs');
+      await run([kernels.rope(gx, cs, heads, headDim, step)], n, pos0);
+      expect(maxAbsDiff(await readF32(ctx, gx, x.length), ropeRef(x, heads, headDim, pos0, inv))).toBeLessThan(1e-6);
+      gx.destroy();
+      cs.destroy();
+    }
+  });
+
+  it('SiLU gate', async () => {
+    const rng = new Prng(12);
+    const [width, n] = [75, 3];
+    const g = randomF32(width * n, rng, 8);
+    const u = randomF32(width * n, rng);
+    const gg = await uploadF32(ctx, g, 'g');
+    const gu = await uploadF32(ctx, u, 'u');
+    await run([kernels.siluGate(gg, gu, width, step)], n);
+    const want = g.map((v, i) => (v / (1 + Math.exp(-v))) * u[i]);
+    expect(maxAbsDiff(await readF32(ctx, gg, g.length), want)).toBeLessThan(1e-5);
+  });
+
+  it('softmax rows', async () => {
+    const rng = new Prng(13);
+    const [cols, groups, n] = [131, 2, 3];
+    const x = randomF32(cols * groups * n, rng, 10);
+    const gx = await uploadF32(ctx, x, 'x');
+    await run([kernels.softmax(gx, cols, groups, step)], n);
+    expect(maxAbsDiff(await readF32(ctx, gx, x.length), softmaxRef(x, cols))).toBeLessThan(1e-6);
+  });
+
+  for (const c of [
+    { name: 'decode, GQA', heads: 4, kvHeads: 2, headDim: 8, pos0: 9, n: 1, window: 0 },
+    { name: 'prefill from 0, MHA, odd head dim', heads: 3, kvHeads: 3, headDim: 6, pos0: 0, n: 7, window: 0 },
+    { name: 'prefill continuing a cache, GQA 6:2, past one workgroup', heads: 6, kvHeads: 2, headDim: 16, pos0: 70, n: 5, window: 0 },
+    { name: 'sliding window', heads: 2, kvHeads: 1, headDim: 4, pos0: 10, n: 4, window: 5 },
+  ]) {
+    it(`attention over the KV cache: ${c.name}`, async () => {
+      const rng = new Prng(c.pos0 + c.n * 7 + c.heads);
+      const maxSeq = c.pos0 + c.n + 3;
+      const kvDim = c.kvHeads * c.headDim;
+      const past = c.pos0 * kvDim;
+      const kAll = randomF32((c.pos0 + c.n) * kvDim, rng);
+      const vAll = randomF32((c.pos0 + c.n) * kvDim, rng);
+      const q = randomF32(c.n * c.heads * c.headDim, rng, 2);
+      // The cache holds positions < pos0 already; the batch's k/v rows are appended by kv_store.
+      const kc = await createStorage(ctx, maxSeq * kvDim * 4, 'kc');
+      const vc = await createStorage(ctx, maxSeq * kvDim * 4, 'vc');
+      ctx.device.queue.writeBuffer(kc, 0, kAll.subarray(0, past));
+      ctx.device.queue.writeBuffer(vc, 0, vAll.subarray(0, past));
+      const gk = await uploadF32(ctx, kAll.subarray(past), 'k');
+      const gv = await uploadF32(ctx, vAll.subarray(past), 'v');
+      const gq = await uploadF32(ctx, q, 'q');
+      const sc = await createStorage(ctx, c.n * c.heads * maxSeq * 4, 'scores');
+      const out = await createStorage(ctx, q.length * 4, 'out');
+      await run(
+        [
+          kernels.kvStore(gk, gv, kc, vc, kvDim, step),
+          kernels.attention(gq, kc, vc, sc, out, { ...c, maxSeq }, step),
+        ],
+        c.n,
+        c.pos0,
+      );
+      const want = attentionRef(q, kAll, vAll, c);
+      expect(maxAbsDiff(await readF32(ctx, out, want.length), want)).toBeLessThan(1e-5);
+      expect(maxAbsDiff(await readF32(ctx, kc, kAll.length), kAll)).toBe(0);
+    });
+  }
+
+  it('greedy pick is the argmax of the last row (ties: lowest index)', async () => {
+    const rng = new Prng(14);
+    const [vocab, n] = [1001, 3];
+    const x = randomF32(vocab * n, rng);
+    x[(n - 1) * vocab + 613] = 5;
+    x[(n - 1) * vocab + 777] = 5;
+    x[0] = 50; // a larger value in an earlier row must not win
+    const gx = await uploadF32(ctx, x, 'logits');
+    const res = await createStorage(ctx, 8, 'res');
+    await run([kernels.sample(gx, res, vocab, 0, step)], n);
+    const rb = new Readback(ctx, 8);
+    const enc = ctx.device.createCommandEncoder();
+    rb.encodeCopy(enc, res, 8);
+    ctx.device.queue.submit([enc.finish()]);
+    const r = new Uint32Array(await rb.read(8));
+    expect(r[0]).toBe(613);
+    expect(new Float32Array(r.buffer)[1]).toBe(5);
+    rb.destroy();
+  });
+
+  it('temperature sampling follows softmax(logits / T) and is reproducible per seed', async () => {
+    const logits = new Float32Array([1, 2, 0.5, -1, 1.5]);
+    const T = 0.8;
+    const gx = await uploadF32(ctx, logits, 'logits');
+    const res = await createStorage(ctx, 8, 'res');
+    const d = [kernels.sample(gx, res, logits.length, T, step)];
+    const counts = new Array(logits.length).fill(0);
+    const draws = 2000;
+    const first: number[] = [];
+    for (let s = 0; s < draws; s++) {
+      await run(d, 1, 0, s + 1);
+      const r = new Uint32Array((await readF32(ctx, res, 1)).buffer)[0];
+      counts[r]++;
+      if (s < 20) first.push(r);
+    }
+    const p = softmaxRef(logits.map((v) => v / T), logits.length);
+    for (let i = 0; i < logits.length; i++) {
+      const sd = Math.sqrt((p[i] * (1 - p[i])) / draws);
+      expect(Math.abs(counts[i] / draws - p[i])).toBeLessThan(4 * sd + 1e-3);
+    }
+    const again: number[] = [];
+    for (let s = 0; s < 20; s++) {
+      await run(d, 1, 0, s + 1);
+      again.push(new Uint32Array((await readF32(ctx, res, 1)).buffer)[0]);
+    }
+    expect(again).toEqual(first);
+  });
+});
