@@ -1,0 +1,32 @@
+/** RDMA transport: verbs table, simulated fabric, protocol links, mesh `Group`, discovery. */
+import { connectRdmaMesh, type LinkChoice, type RdmaMeshOptions } from './connect.js';
+import { MeshGroup } from './mesh-group.js';
+
+export * from './verbs.js';
+export * from './errors.js';
+export * from './size-classes.js';
+export { SimFabric, type SimFabricOptions, type SimDeviceSpec } from './sim-fabric.js';
+export { RdmaLink, CompletionPoller, type PeerLink, type RdmaLinkOptions } from './link.js';
+export { connectRdmaMesh, findIpv4GidIndex, type ControlChannel, type LinkChoice, type RdmaMesh, type RdmaMeshOptions } from './connect.js';
+export { MeshGroup, DEFAULT_SMALL_ALL_REDUCE_BYTES, type MeshGroupOptions } from './mesh-group.js';
+
+export interface RdmaGroupOptions extends RdmaMeshOptions {
+  smallAllReduceBytes?: number;
+}
+
+/**
+ * Sets up every link (RDMA where both ends are ready, the fallback elsewhere) and returns a `Group` over
+ * them plus the per-link choice with its reason.
+ */
+export async function createRdmaGroup(options: RdmaGroupOptions): Promise<{ group: MeshGroup; choices: LinkChoice[] }> {
+  const mesh = await connectRdmaMesh(options);
+  const group = new MeshGroup({
+    rank: options.rank,
+    size: options.size,
+    links: mesh.links,
+    smallAllReduceBytes: options.smallAllReduceBytes,
+    timeoutMs: options.timeoutMs,
+    onClose: () => mesh.close(),
+  });
+  return { group, choices: mesh.choices };
+}
