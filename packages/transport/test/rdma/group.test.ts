@@ -83,15 +83,22 @@ describe('RDMA group on the simulated fabric (Apple rules)', () => {
       await Promise.all([a.send(1, msg), b.recv(0, got)]);
       expect(Buffer.from(got).equals(Buffer.from(msg)), `n=${n}`).toBe(true);
     }
-    // Several messages queued before the receiver asks: FIFO, and send resolves once the bytes are in the slab.
+    // Up to `depth` (2) chunks can be sent ahead of the receiver: send resolves once the bytes are in the
+    // registered slab. A third waits for a free send buffer, i.e. for the receiver. Order is FIFO.
     const msgs = [10, 5000, 3].map((n, k) => new Uint8Array(n).fill(k + 1));
-    for (const m of msgs) await a.send(1, m);
+    await a.send(1, msgs[0]!);
+    await a.send(1, msgs[1]!);
+    let thirdSent = false;
+    const third = a.send(1, msgs[2]!).then(() => (thirdSent = true));
+    await new Promise((r) => setTimeout(r, 20));
+    expect(thirdSent).toBe(false);
     for (const m of msgs) {
       const got = new Uint8Array(m.length);
       await b.recv(0, got);
       expect(got).toEqual(m);
     }
-    expect(() => a.send(0, new Uint8Array(1))).rejects.toThrow(/not another rank/);
+    await third;
+    await expect(a.send(0, new Uint8Array(1))).rejects.toThrow(/not another rank/);
   });
 
   it("macOS 26.2's 4 KiB-only size class still moves large messages (many 1-frame work requests)", async () => {
