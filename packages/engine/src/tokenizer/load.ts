@@ -65,7 +65,8 @@ export function loadTokenizer(dir: string): ModelTokenizer {
 
   return {
     encode: (text, options) => tok.encode(text, { add_special_tokens: options?.addSpecialTokens ?? true }).ids,
-    decode: (ids, options) => tok.decode(Array.from(ids), { skip_special_tokens: options?.skipSpecialTokens ?? true }),
+    decode: (ids, options) =>
+      ids.length === 0 ? '' : tok.decode(Array.from(ids), { skip_special_tokens: options?.skipSpecialTokens ?? true }),
     chatTemplate,
     applyChatTemplate(messages, options) {
       if (!chatTemplate) throw new ModelFormatError(`tokenizer_config.json: no chat_template in ${dir}`, tcPath, 'chat_template');

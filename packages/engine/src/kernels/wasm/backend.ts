@@ -1,0 +1,151 @@
+/**
+ * The WASM SIMD backend: kernels from wasm/kernels.wat over one shared, growable memory, computed by
+ * the calling thread plus worker threads (split by output rows). Implements the engine's Backend
+ * contract; weights stay in their storage dtype and are widened inside the kernels.
+ *
+ * Numerics (tests state the tolerances):
+ * - f32/f16/bf16: f32 products and sums in a different order from the reference (4 SIMD lanes, then
+ *   a horizontal sum, then the tail), so results differ from it only by f32 rounding.
+ * - q8_0/q4_0: activations are quantized per 32-block to 8 bits first, as llama.cpp does for these
+ *   formats, then exact integer block dots are scaled by d_w·d_x. The error against dequantized
+ *   weights · f32 activations is that of 8-bit activations (bounded in the tests).
+ */
+import { F16_TO_F32 } from '../../numeric/half.js';
+import type { Backend, DType, Weight } from '../backend.js';
+import { Arena } from './arena.js';
+import { physicalCores } from './cores.js';
+import { QK, isQuantized, rowBytes, weightBytes } from './formats.js';
+import { CTL, CTL_ADDR, CTL_FIELDS, F16_TABLE_ADDR, HEAP_BASE, KERNEL, MAX_PAGES, PAGE_BYTES } from './layout.js';
+import { type KernelExports, kernelModule } from './module.js';
+import { ThreadPool } from './pool.js';
+
+export interface WasmBackendOptions {
+  /** Threads computing each kernel, the calling thread included. Default: physical cores. */
+  threads?: number;
+  /** Memory to reserve up front in bytes (it grows on demand up to 4 GiB). Default 64 MiB. */
+  initialBytes?: number;
+  /**
+   * Kernels with fewer multiply-adds than this stay on the calling thread: waking workers costs more
+   * than it saves. Default 2^17.
+   */
+  parallelThreshold?: number;
+}
+
+export interface WasmBackend extends Backend {
+  readonly name: 'wasm';
+  /** Threads per kernel, the calling thread included. */
+  readonly threads: number;
+  /** Bytes handed out by the allocators (weights, activations, scratch). */
+  usedBytes(): number;
+  /** Current size of the shared memory. */
+  memoryBytes(): number;
+  dispose(): void;
+}
+
+const F16_X_SCALE = 2 ** 64;
+
+export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend {
+  const threads = options.threads ?? physicalCores();
+  if (!Number.isInteger(threads) || threads < 1 || threads > 256) {
+    throw new Error(`wasm backend: threads must be an integer from 1 to 256, got ${threads}`);
+  }
+  const threshold = options.parallelThreshold ?? 2 ** 17;
+  const initialBytes = options.initialBytes ?? 64 * 2 ** 20;
+  const initialPages = Math.min(MAX_PAGES, Math.ceil((HEAP_BASE + initialBytes) / PAGE_BYTES));
+
+  const module = kernelModule();
+  const memory = new WebAssembly.Memory({ initial: initialPages, maximum: MAX_PAGES, shared: true });
+  const instance = new WebAssembly.Instance(module, { env: { memory } });
+  const k = instance.exports as unknown as KernelExports;
+  const arena = new Arena(memory);
+  new Float32Array(memory.buffer, F16_TABLE_ADDR, 65536).set(F16_TO_F32);
+  const ctl = new Int32Array(memory.buffer, CTL_ADDR, CTL_FIELDS);
+  const pool = new ThreadPool(module, memory, k, threads - 1);
+
+  let scratchAddr = 0;
+  let scratchBytes = 0;
+  const scratch = (bytes: number): number => {
+    if (bytes > scratchBytes) {
+      const size = Math.max(bytes, scratchBytes * 2, 64 * 1024);
+      scratchAddr = arena.alloc(size, 'activation scratch');
+      scratchBytes = size;
+    }
+    return scratchAddr;
+  };
+
+  function check(out: Float32Array, w: Weight, x: Float32Array, n: number): void {
+    const { dtype, rows, cols } = w;
+    if (!(dtype in KERNEL)) throw new Error(`wasm backend: unsupported weight dtype ${String(dtype)}`);
+    if (!Number.isInteger(rows) || !Number.isInteger(cols) || rows < 0 || cols < 0) {
+      throw new Error(`wasm backend: bad weight shape [${rows}, ${cols}]`);
+    }
+    if (isQuantized(dtype) && cols % QK !== 0) {
+      throw new Error(`wasm backend: ${dtype} weight [${rows}, ${cols}] needs a column count that is a multiple of ${QK}`);
+    }
+    const need = weightBytes(dtype, rows, cols);
+    if (w.bytes.byteLength < need) {
+      throw new Error(`wasm backend: ${dtype} weight [${rows}, ${cols}] needs ${need} bytes, has ${w.bytes.byteLength}`);
+    }
+    if (x.length < cols * n) throw new Error(`wasm backend: input has ${x.length} values, need ${cols}×${n}`);
+    if (out.length < rows * n) throw new Error(`wasm backend: output has ${out.length} values, need ${rows}×${n}`);
+  }
+
+  function matmul(out: Float32Array, w: Weight, x: Float32Array, n: number): void {
+    if (!Number.isInteger(n) || n < 0) throw new Error(`wasm backend: bad batch size ${n}`);
+    check(out, w, x, n);
+    const { dtype, rows, cols } = w;
+    if (n === 0 || rows === 0) return;
+    const outAddr = arena.addressOf(out, 'output buffer');
+    const wAddr = arena.addressOf(w.bytes, `${dtype} weight [${rows}, ${cols}]`);
+    let xAddr = arena.addressOf(x, 'input buffer');
+    let xStride = cols * 4;
+    if (dtype === 'f16' || dtype === 'bf16') {
+      const dst = scratch(cols * n * 4);
+      k.prep_pairs(xAddr, dst, cols, n, dtype === 'f16' ? F16_X_SCALE : 1);
+      xAddr = dst;
+    } else if (isQuantized(dtype)) {
+      xStride = cols * 2 + cols / 8;
+      const dst = scratch(xStride * n);
+      k.quant_q8(xAddr, dst, cols, n);
+      xAddr = dst;
+    }
+    const parallel = pool.helpers > 0 && rows >= 8 && rows * cols * n >= threshold;
+    const chunkRows = parallel ? Math.max(4, Math.ceil(rows / (threads * 4) / 4) * 4) : Math.ceil(rows / 4) * 4;
+    ctl[CTL.kernel] = KERNEL[dtype as DType];
+    ctl[CTL.out] = outAddr;
+    ctl[CTL.w] = wAddr;
+    ctl[CTL.x] = xAddr;
+    ctl[CTL.rows] = rows;
+    ctl[CTL.cols] = cols;
+    ctl[CTL.n] = n;
+    ctl[CTL.rowBytes] = rowBytes(dtype, cols);
+    ctl[CTL.xStride] = xStride;
+    ctl[CTL.chunkRows] = chunkRows;
+    pool.run(parallel);
+  }
+
+  let disposed = false;
+  return {
+    name: 'wasm',
+    threads,
+    allocF32(length: number): Float32Array {
+      const addr = arena.alloc(length * 4, `f32 buffer of ${length}`);
+      return new Float32Array(arena.buffer(), addr, length);
+    },
+    allocBytes(length: number): Uint8Array {
+      const addr = arena.alloc(length, `byte buffer of ${length}`);
+      return new Uint8Array(arena.buffer(), addr, length);
+    },
+    matvec(out, w, x) {
+      matmul(out, w, x, 1);
+    },
+    matmul,
+    usedBytes: () => arena.used,
+    memoryBytes: () => memory.buffer.byteLength,
+    dispose() {
+      if (disposed) return;
+      disposed = true;
+      pool.dispose();
+    },
+  };
+}

@@ -1,0 +1,210 @@
+/**
+ * Plain-TypeScript reference for the GGUF block formats (q8_0, q4_0): quantizers that follow
+ * ggml's reference quantize_row_*_ref, dequantization, and the two dot products a kernel can be
+ * checked against:
+ * - exact: dequantized weights · f32 activations, accumulated in f64;
+ * - q8 activations: the activations first quantized per 32-block like llama.cpp's Q8_0 activations
+ *   (d = f16(amax/127), q = nearest-even(x·(1/d))), integer block dots, accumulated in f64.
+ * The WASM kernels compute the second; tests bound their distance to the first.
+ */
+import { F16_TO_F32, f32ToF16Bits } from '../../numeric/half.js';
+import type { DType } from '../backend.js';
+import { Q4_0_BLOCK_BYTES, Q8_0_BLOCK_BYTES, QK, weightBytes } from './formats.js';
+
+const fround = Math.fround;
+
+function roundAway(v: number): number {
+  return v < 0 ? -Math.round(-v) : Math.round(v);
+}
+
+function roundHalfEven(v: number): number {
+  const r = Math.round(v);
+  return Math.abs(v - Math.trunc(v)) === 0.5 && r % 2 !== 0 ? r - 1 : r;
+}
+
+/** Quantize row-major `[rows, cols]` f32 values to q8_0 (ggml quantize_row_q8_0_ref). */
+export function quantizeQ8_0(values: Float32Array, rows: number, cols: number, dst?: Uint8Array): Uint8Array {
+  const out = dst ?? new Uint8Array(weightBytes('q8_0', rows, cols));
+  const view = new DataView(out.buffer, out.byteOffset, out.byteLength);
+  let o = 0;
+  for (let r = 0; r < rows; r++) {
+    for (let b = 0; b < cols / QK; b++) {
+      const base = r * cols + b * QK;
+      let amax = 0;
+      for (let j = 0; j < QK; j++) amax = Math.max(amax, Math.abs(values[base + j]));
+      const d = fround(amax / 127);
+      const id = d ? fround(1 / d) : 0;
+      view.setUint16(o, f32ToF16Bits(d), true);
+      for (let j = 0; j < QK; j++) view.setInt8(o + 2 + j, roundAway(fround(values[base + j] * id)));
+      o += Q8_0_BLOCK_BYTES;
+    }
+  }
+  return out;
+}
+
+/** Quantize row-major `[rows, cols]` f32 values to q4_0 (ggml quantize_row_q4_0_ref). */
+export function quantizeQ4_0(values: Float32Array, rows: number, cols: number, dst?: Uint8Array): Uint8Array {
+  const out = dst ?? new Uint8Array(weightBytes('q4_0', rows, cols));
+  const view = new DataView(out.buffer, out.byteOffset, out.byteLength);
+  let o = 0;
+  for (let r = 0; r < rows; r++) {
+    for (let b = 0; b < cols / QK; b++) {
+      const base = r * cols + b * QK;
+      let amax = 0;
+      let max = 0;
+      for (let j = 0; j < QK; j++) {
+        const v = values[base + j];
+        if (Math.abs(v) > amax) {
+          amax = Math.abs(v);
+          max = v;
+        }
+      }
+      const d = fround(max / -8);
+      const id = d ? fround(1 / d) : 0;
+      view.setUint16(o, f32ToF16Bits(d), true);
+      for (let j = 0; j < QK / 2; j++) {
+        const x0 = fround(values[base + j] * id);
+        const x1 = fround(values[base + j + QK / 2] * id);
+        const q0 = Math.min(15, Math.trunc(fround(x0 + 8.5)));
+        const q1 = Math.min(15, Math.trunc(fround(x1 + 8.5)));
+        out[o + 2 + j] = q0 | (q1 << 4);
+      }
+      o += Q4_0_BLOCK_BYTES;
+    }
+  }
+  return out;
+}
+
+/** Row `r` of a q8_0/q4_0 weight as f32 values into `dst`. */
+export function dequantizeRow(dtype: DType, bytes: Uint8Array, cols: number, r: number, dst: Float32Array): void {
+  const nb = cols / QK;
+  if (dtype === 'q8_0') {
+    let o = r * nb * Q8_0_BLOCK_BYTES;
+    for (let b = 0; b < nb; b++, o += Q8_0_BLOCK_BYTES) {
+      const d = F16_TO_F32[bytes[o] | (bytes[o + 1] << 8)];
+      for (let j = 0; j < QK; j++) dst[b * QK + j] = ((bytes[o + 2 + j] << 24) >> 24) * d;
+    }
+    return;
+  }
+  if (dtype === 'q4_0') {
+    let o = r * nb * Q4_0_BLOCK_BYTES;
+    for (let b = 0; b < nb; b++, o += Q4_0_BLOCK_BYTES) {
+      const d = F16_TO_F32[bytes[o] | (bytes[o + 1] << 8)];
+      for (let j = 0; j < QK / 2; j++) {
+        const byte = bytes[o + 2 + j];
+        dst[b * QK + j] = ((byte & 15) - 8) * d;
+        dst[b * QK + j + QK / 2] = ((byte >> 4) - 8) * d;
+      }
+    }
+    return;
+  }
+  throw new Error(`dequantizeRow: ${dtype} is not a block format`);
+}
+
+/** Integer weight values (before the scale) of row `r`, and the row's block scales. */
+function rowInts(dtype: DType, bytes: Uint8Array, cols: number, r: number, q: Int32Array, d: Float64Array): void {
+  const nb = cols / QK;
+  const bb = dtype === 'q8_0' ? Q8_0_BLOCK_BYTES : Q4_0_BLOCK_BYTES;
+  let o = r * nb * bb;
+  for (let b = 0; b < nb; b++, o += bb) {
+    d[b] = F16_TO_F32[bytes[o] | (bytes[o + 1] << 8)];
+    for (let j = 0; j < QK; j++) {
+      if (dtype === 'q8_0') q[b * QK + j] = (bytes[o + 2 + j] << 24) >> 24;
+      else q[b * QK + j] = j < 16 ? (bytes[o + 2 + j] & 15) - 8 : (bytes[o + 2 + j - 16] >> 4) - 8;
+    }
+  }
+}
+
+export interface QuantizedActivations {
+  /** Integer values, one per column. */
+  q: Int32Array;
+  /** Per 32-block scale after f16 rounding (what the dot products use). */
+  d: Float32Array;
+  /** Per 32-block scale before f16 rounding (amax/127). */
+  dRaw: Float32Array;
+}
+
+/** llama.cpp-style Q8_0 activations of one vector (what the WASM kernels compute internally). */
+export function quantizeActivations(x: Float32Array, offset: number, cols: number): QuantizedActivations {
+  const nb = cols / QK;
+  const q = new Int32Array(cols);
+  const d = new Float32Array(nb);
+  const dRaw = new Float32Array(nb);
+  for (let b = 0; b < nb; b++) {
+    let amax = 0;
+    for (let j = 0; j < QK; j++) amax = Math.max(amax, Math.abs(x[offset + b * QK + j]));
+    const dr = fround(amax / 127);
+    const id = dr > 0 ? fround(1 / dr) : 0;
+    dRaw[b] = dr;
+    d[b] = F16_TO_F32[f32ToF16Bits(dr)];
+    for (let j = 0; j < QK; j++) q[b * QK + j] = roundHalfEven(fround(x[offset + b * QK + j] * id));
+  }
+  return { q, d, dRaw };
+}
+
+export interface QuantDotResult {
+  /** out[b·rows + r], f64. */
+  out: Float64Array;
+  /** Σ |term| per output, to scale tolerances. */
+  magnitude: Float64Array;
+}
+
+/** Exact: dequantized weights · x, in f64. */
+export function matmulExact(dtype: DType, bytes: Uint8Array, rows: number, cols: number, x: Float32Array, n: number): QuantDotResult {
+  const out = new Float64Array(rows * n);
+  const magnitude = new Float64Array(rows * n);
+  const row = new Float32Array(cols);
+  for (let r = 0; r < rows; r++) {
+    dequantizeRow(dtype, bytes, cols, r, row);
+    for (let b = 0; b < n; b++) {
+      let s = 0;
+      let m = 0;
+      for (let c = 0; c < cols; c++) {
+        const t = row[c] * x[b * cols + c];
+        s += t;
+        m += Math.abs(t);
+      }
+      out[b * rows + r] = s;
+      magnitude[b * rows + r] = m;
+    }
+  }
+  return { out, magnitude };
+}
+
+/** With x quantized per block to Q8_0 first (llama.cpp's scheme), in f64. */
+export function matmulQ8Activations(
+  dtype: DType,
+  bytes: Uint8Array,
+  rows: number,
+  cols: number,
+  x: Float32Array,
+  n: number,
+): QuantDotResult {
+  const nb = cols / QK;
+  const out = new Float64Array(rows * n);
+  const magnitude = new Float64Array(rows * n);
+  const acts = Array.from({ length: n }, (_, b) => quantizeActivations(x, b * cols, cols));
+  const q = new Int32Array(cols);
+  const d = new Float64Array(nb);
+  for (let r = 0; r < rows; r++) {
+    rowInts(dtype, bytes, cols, r, q, d);
+    for (let b = 0; b < n; b++) {
+      const a = acts[b];
+      let s = 0;
+      let m = 0;
+      for (let k = 0; k < nb; k++) {
+        let si = 0;
+        let mi = 0;
+        for (let j = k * QK; j < (k + 1) * QK; j++) {
+          si += q[j] * a.q[j];
+          mi += Math.abs(q[j] * a.q[j]);
+        }
+        s += si * d[k] * a.d[k];
+        m += mi * Math.abs(d[k] * a.d[k]);
+      }
+      out[b * rows + r] = s;
+      magnitude[b * rows + r] = m;
+    }
+  }
+  return { out, magnitude };
+}
