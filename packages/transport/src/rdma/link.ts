@@ -216,7 +216,7 @@ export class RdmaLink implements PeerLink {
     const plan = planChunks(bytes.byteLength, this.o.sizeClasses);
     if (plan.count === 0) return Promise.resolve();
     return new Promise<void>((resolve, reject) => {
-      this.track(options);
+      this.track(options, reject);
       this.sendQ.push({ bytes, plan, next: 0, resolve, reject, timeoutMs: options.timeoutMs ?? this.o.timeoutMs });
       this.pumpSend();
     });
@@ -227,7 +227,7 @@ export class RdmaLink implements PeerLink {
     const plan = planChunks(into.byteLength, this.o.sizeClasses);
     if (plan.count === 0) return Promise.resolve();
     return new Promise<void>((resolve, reject) => {
-      this.track(options);
+      this.track(options, reject);
       this.recvQ.push({ into, plan, posted: 0, done: 0, resolve, reject, timeoutMs: options.timeoutMs ?? this.o.timeoutMs });
       this.pumpRecv();
     });
@@ -248,15 +248,18 @@ export class RdmaLink implements PeerLink {
     this.o.onClose?.();
   }
 
-  private track(options: OpOptions): void {
+  private track(options: OpOptions, reject: (e: unknown) => void): void {
     if (this.outstanding() === 0) this.lastProgress = performance.now();
     const signal = options.signal;
-    if (signal) {
-      // An aborted receive may already be posted: the queue pair's frame accounting would be off, so the
-      // link fails rather than pretending the next message lines up.
-      if (signal.aborted) this.fail(new RdmaClosedError(`aborted: ${String(signal.reason)}`, { cause: signal.reason }));
-      else signal.addEventListener('abort', () => this.fail(new RdmaClosedError(`RDMA operation with ${describeRdmaPeer(this.peer)} aborted`, { cause: signal.reason })), { once: true });
-    }
+    if (!signal) return;
+    // The aborted operation rejects with the signal's reason. Its receive may already be posted, so the queue
+    // pair's frame accounting is off: the link fails rather than pretending the next message lines up.
+    const abort = () => {
+      reject(signal.reason);
+      this.fail(new RdmaClosedError(`RDMA link to ${describeRdmaPeer(this.peer)} unusable after an aborted operation`, { cause: signal.reason }));
+    };
+    if (signal.aborted) abort();
+    else signal.addEventListener('abort', abort, { once: true });
   }
 
   private slotOffset(kind: number, slot: number): number {

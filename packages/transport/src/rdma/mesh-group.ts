@@ -7,10 +7,11 @@
  * - every step posts all its receives before any of its sends (a SEND waits for the peer's RECV);
  * - collectives run one at a time in call order, so the per-link message order matches on every rank.
  */
+import { reduceInRankOrder } from '../collectives/reduce.js';
+import { UsageError } from '../errors.js';
 import type { Group, OpOptions, ReduceOp, ReducibleBuffer } from '../group.js';
 import { RdmaClosedError } from './errors.js';
 import type { PeerLink } from './link.js';
-import { reduceInto, toF32, writeBack } from './reduce.js';
 
 export interface MeshGroupOptions {
   rank: number;
@@ -58,10 +59,10 @@ export class MeshGroup implements Group {
     return this.links.map((l) => (l ? l.transport : 'self'));
   }
 
-  private link(peer: number): PeerLink {
+  private link(peer: number, what = 'send/recv'): PeerLink {
     if (this.closed) throw new RdmaClosedError('group is closed');
     if (!Number.isInteger(peer) || peer < 0 || peer >= this.size || peer === this.rank) {
-      throw new RangeError(`peer ${peer} is not another rank of this ${this.size}-rank group (this is rank ${this.rank})`);
+      throw new UsageError(`${what}: peer must be a rank in 0..${this.size - 1} other than this rank (${this.rank}), got ${peer}`);
     }
     return this.links[peer]!;
   }
@@ -71,11 +72,11 @@ export class MeshGroup implements Group {
   }
 
   async send(peer: number, buf: ArrayBufferView, options?: OpOptions): Promise<void> {
-    return this.link(peer).send(bytesOf(buf), this.opts(options));
+    return this.link(peer, 'send').send(bytesOf(buf), this.opts(options));
   }
 
   async recv(peer: number, buf: ArrayBufferView, options?: OpOptions): Promise<void> {
-    return this.link(peer).recv(bytesOf(buf), this.opts(options));
+    return this.link(peer, 'recv').recv(bytesOf(buf), this.opts(options));
   }
 
   private serial<T>(fn: () => Promise<T>): Promise<T> {
@@ -96,6 +97,10 @@ export class MeshGroup implements Group {
   }
 
   allReduce(buf: ReducibleBuffer, op: ReduceOp = 'sum', options?: OpOptions): Promise<void> {
+    if (!(buf instanceof Float32Array) && !(buf instanceof Uint16Array)) {
+      return Promise.reject(new UsageError('allReduce: buffer must be a Float32Array or a Uint16Array (f16 bits)'));
+    }
+    if (op !== 'sum' && op !== 'max' && op !== 'min') return Promise.reject(new UsageError(`allReduce: op must be sum, max or min, got ${String(op)}`));
     return this.serial(async () => {
       if (this.size === 1 || buf.length === 0) return;
       const o = this.opts(options);
@@ -115,9 +120,7 @@ export class MeshGroup implements Group {
           sends.push([p, bytesOf(buf)]);
         }
         await this.step(recvs, sends, o);
-        const acc = toF32(contributions[0]!, 0, buf.length);
-        for (let p = 1; p < this.size; p++) reduceInto(acc, contributions[p]!, 0, op);
-        writeBack(acc, buf, 0);
+        reduceInRankOrder(op, buf, contributions, 0, buf.length, new Float32Array(buf.length));
         return;
       }
       // Reduce-scatter: segment s (elements [bounds[s], bounds[s+1])) is reduced by rank s.
@@ -139,9 +142,7 @@ export class MeshGroup implements Group {
         sends.push([p, bytesOf(seg(p))]);
       }
       await this.step(recvs, sends, o);
-      const acc = toF32(contributions[0]!, 0, mine.length);
-      for (let p = 1; p < this.size; p++) reduceInto(acc, contributions[p]!, 0, op);
-      writeBack(acc, mine, 0);
+      reduceInRankOrder(op, mine, contributions, 0, mine.length, new Float32Array(mine.length));
       // All-gather of the reduced segments straight into place.
       const agRecvs: Array<[number, Uint8Array]> = [];
       const agSends: Array<[number, Uint8Array]> = [];
@@ -155,10 +156,12 @@ export class MeshGroup implements Group {
   }
 
   allGather(input: ArrayBufferView, output: ArrayBufferView, options?: OpOptions): Promise<void> {
+    if (output.byteLength !== input.byteLength * this.size) {
+      return Promise.reject(
+        new UsageError(`allGather: output is ${output.byteLength} bytes, expected ${input.byteLength} x ${this.size} = ${input.byteLength * this.size}`),
+      );
+    }
     return this.serial(async () => {
-      if (output.byteLength !== input.byteLength * this.size) {
-        throw new RangeError(`allGather: output has ${output.byteLength} bytes, expected ${input.byteLength} x ${this.size}`);
-      }
       const out = bytesOf(output);
       const len = input.byteLength;
       out.set(bytesOf(input), this.rank * len);

@@ -3,7 +3,7 @@
  * Verified here only against the simulation, not against Thunderbolt hardware.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { f16ToF32, f32ToF16 } from '../../src/rdma/reduce.js';
+import { floatToHalf as f32ToF16, halfToFloat as f16ToF32 } from '../../src/collectives/reduce.js';
 import { referenceReduce, rankData, simMesh, within, type SimMesh } from './helpers.js';
 
 let mesh: SimMesh | null = null;
@@ -71,7 +71,7 @@ describe('RDMA group on the simulated fabric (Apple rules)', () => {
       for (const o of outs) expect(Buffer.from(o).equals(want)).toBe(true);
     }
     await within(Promise.all(mesh.groups.map((g) => g.barrier())), 5000, 'barrier');
-    await expect(mesh.groups[0]!.allGather(new Uint8Array(3), new Uint8Array(14))).rejects.toThrow(/expected 3 x 5/);
+    await expect(mesh.groups[0]!.allGather(new Uint8Array(3), new Uint8Array(14))).rejects.toThrow(/expected 3 x 5 = 15/);
   });
 
   it('send/recv: empty, one byte, exact frame edges, and messages far above the largest size class', async () => {
@@ -98,7 +98,7 @@ describe('RDMA group on the simulated fabric (Apple rules)', () => {
       expect(got).toEqual(m);
     }
     await third;
-    await expect(a.send(0, new Uint8Array(1))).rejects.toThrow(/not another rank/);
+    await expect(a.send(0, new Uint8Array(1))).rejects.toThrow(/peer must be a rank in 0..1 other than this rank \(0\), got 0/);
   });
 
   it("macOS 26.2's 4 KiB-only size class still moves large messages (many 1-frame work requests)", async () => {
