@@ -75,7 +75,7 @@ describe('prompt batching', () => {
     const model = loadInProcessModel(dir, { maxBatch: 8 });
     const batched = Float32Array.from(await model.newSession().forward(PROMPT));
     const s = model.newSession();
-    let last = new Float32Array(0);
+    let last: Float32Array = new Float32Array(0);
     for (const t of PROMPT) last = await s.forward([t]);
     expect(maxAbsDiff(batched, last)).toBeLessThanOrEqual(1e-6);
     // And a different prompt really changes the logits (the comparison above can fail).
