@@ -24,10 +24,16 @@ describe('tensorSlice', () => {
     expect(s.map((x) => x.vocab)).toEqual([[0, 65], [65, 130], [130, 195], [195, 259]]);
   });
 
-  it('refuses splits that would cut heads, GQA groups or the FFN, saying why', () => {
+  it('replicates a KV head whose group straddles two ranks (3 KV heads over 2 or 4 ranks)', () => {
+    const d = { ...dims, numHeads: 12, numKvHeads: 3 };
+    expect([0, 1].map((r) => tensorSlice(d, r, 2).kvHeads)).toEqual([[0, 2], [1, 3]]);
+    expect([0, 1, 2, 3].map((r) => tensorSlice(d, r, 4).kvHeads)).toEqual([[0, 1], [0, 2], [1, 3], [2, 3]]);
+    expect([0, 1].map((r) => tensorSlice({ ...d, numHeads: 6 }, r, 2).kvHeads)).toEqual([[0, 2], [1, 3]]);
+  });
+
+  it('refuses splits that would cut heads or the FFN, saying why', () => {
     expect(() => tensorSlice(dims, 0, 3)).toThrow(UnsupportedModelError);
     expect(() => tensorSlice(dims, 0, 3)).toThrow(/8 attention heads over 3 tensor ranks/);
-    expect(() => tensorSlice({ ...dims, numHeads: 12, numKvHeads: 3 }, 0, 2)).toThrow(/3 KV heads over 2 tensor ranks/);
     expect(() => tensorSlice({ ...dims, intermediateSize: 90 }, 0, 4)).toThrow(/intermediate_size 90/);
     expect(() => tensorSlice(dims, 2, 2)).toThrow(/rank 2/);
   });

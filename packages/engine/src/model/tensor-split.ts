@@ -1,12 +1,12 @@
 /**
  * Which slice of each tensor one tensor-parallel rank holds. Pure arithmetic, no I/O.
  *
- * - Attention: query heads split in equal whole-head blocks; each rank keeps the KV heads its query
- *   heads read (their GQA group). When there are fewer KV heads than ranks, KV heads are REPLICATED:
- *   `size / kv_heads` consecutive ranks share one KV head. That is what the maths needs (every query
- *   head must see its own K/V), costs only duplicated K/V projection weights and cache, and keeps
- *   models like Llama-3-70B (8 KV heads) runnable on 16 ranks. Splits that would cut a head or a
- *   GQA group unevenly are refused with a message giving the numbers.
+ * - Attention: query heads split in equal whole-head blocks; each rank loads every KV head its query
+ *   heads read (their GQA groups). When a group straddles two ranks — fewer KV heads than ranks, or
+ *   e.g. 3 KV heads over 2 ranks — the KV head is REPLICATED on both: every query head must see its
+ *   own K/V, replication costs only duplicated K/V projection rows and cache, and it keeps models like
+ *   Llama-3-70B (8 KV heads) runnable on 16 ranks and 6-head/3-KV models on 2. Splits that would cut
+ *   a query head are refused with a message giving the numbers.
  * - MLP: gate/up rows and down columns split in equal blocks of intermediate_size.
  * - Embedding and LM head: split by vocabulary rows (ceil(vocab / size) per rank); the partial
  *   results are joined by the same all-reduce (rows a rank does not hold contribute zeros).
@@ -35,6 +35,7 @@ export interface SplitDims {
 
 export function tensorSlice(dims: SplitDims, rank: number, size: number): TensorSlice {
   const { numHeads: H, numKvHeads: KV, intermediateSize: I, vocabSize: V } = dims;
+  if (H % KV) throw new UnsupportedModelError(`${H} attention heads are not a multiple of ${KV} KV heads`);
   if (!Number.isInteger(size) || size < 1) throw new UnsupportedModelError(`tensor size must be a positive integer, got ${size}`);
   if (!Number.isInteger(rank) || rank < 0 || rank >= size) throw new UnsupportedModelError(`tensor rank ${rank} is outside 0..${size - 1}`);
   if (H % size) {
@@ -45,19 +46,8 @@ export function tensorSlice(dims: SplitDims, rank: number, size: number): Tensor
   }
   const hPer = H / size;
   const group = H / KV;
-  let kvHeads: [number, number];
-  if (KV % size === 0) {
-    const kvPer = KV / size;
-    kvHeads = [rank * kvPer, (rank + 1) * kvPer];
-  } else if (size % KV === 0 && group % (size / KV) === 0) {
-    // Fewer KV heads than ranks: this rank's query heads all belong to one KV head, which it replicates.
-    const kv = Math.floor((rank * hPer) / group);
-    kvHeads = [kv, kv + 1];
-  } else {
-    throw new UnsupportedModelError(
-      `cannot split ${KV} KV heads over ${size} tensor ranks: one must divide the other (KV heads are split, or replicated when fewer than ranks)`,
-    );
-  }
+  // KV heads [first, last] read by query heads [rank·hPer, (rank+1)·hPer), shared with neighbours as needed.
+  const kvHeads: [number, number] = [Math.floor((rank * hPer) / group), Math.floor(((rank + 1) * hPer - 1) / group) + 1];
   const iPer = I / size;
   const vPer = Math.ceil(V / size);
   return {
