@@ -39,6 +39,7 @@ export class MeshGroup implements Group {
   private readonly timeoutMs: number;
   private chain: Promise<unknown> = Promise.resolve();
   private closed = false;
+  private broken: RdmaClosedError | null = null;
   private readonly onClose?: () => Promise<void>;
 
   constructor(o: MeshGroupOptions) {
@@ -81,9 +82,29 @@ export class MeshGroup implements Group {
 
   private serial<T>(fn: () => Promise<T>): Promise<T> {
     if (this.closed) return Promise.reject(new RdmaClosedError('group is closed'));
-    const run = this.chain.then(fn, fn);
+    const guarded = async () => {
+      if (this.broken) throw this.broken;
+      try {
+        return await fn();
+      } catch (err) {
+        this.breakGroup(err);
+        throw err;
+      }
+    };
+    const run = this.chain.then(guarded, guarded);
     this.chain = run.catch(() => {});
     return run;
+  }
+
+  /**
+   * A collective that failed part-way leaves the ranks out of step, so the group is done: every link is
+   * closed and later calls reject naming the first failure. Peers notice through their own watchdogs.
+   */
+  private breakGroup(err: unknown): void {
+    if (this.broken || err instanceof UsageError) return;
+    const reason = err instanceof Error ? err.message : String(err);
+    this.broken = new RdmaClosedError(`group unusable after an earlier failure: ${reason}`, { cause: err });
+    for (const l of this.links) void l?.close();
   }
 
   /** One exchange step: all receives first, then all sends, then wait for everything. */

@@ -1,0 +1,78 @@
+/**
+ * Per-link fallback: where RDMA setup fails on a link, that link uses the fallback (here an in-memory
+ * stand-in for TCP) and collectives stay correct. RTR is never retried (the simulated port would wedge).
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { deviceName, rankData, referenceReduce, simMesh, type SimMesh } from './helpers.js';
+
+let mesh: SimMesh | null = null;
+afterEach(async () => {
+  await mesh?.close();
+  mesh = null;
+});
+
+async function checkAllReduce(m: SimMesh): Promise<void> {
+  const size = m.groups.length;
+  for (const n of [3, 9000, 50_001]) {
+    const inputs = m.groups.map((_, r) => rankData(r, n, n));
+    const bufs = inputs.map((x) => new Float32Array(x));
+    await Promise.all(m.groups.map((g, r) => g.allReduce(bufs[r]!)));
+    const want = Buffer.from(referenceReduce(inputs, 'sum').buffer);
+    for (let r = 0; r < size; r++) expect(Buffer.from(bufs[r]!.buffer).equals(want), `rank ${r} n=${n}`).toBe(true);
+  }
+  const outs = m.groups.map(() => new Uint8Array(4 * size));
+  await Promise.all(m.groups.map((g, r) => g.allGather(new Uint8Array(4).fill(r + 1), outs[r]!)));
+  for (const o of outs) expect(Array.from(o)).toEqual(m.groups.flatMap((_, r) => [r + 1, r + 1, r + 1, r + 1]));
+}
+
+describe('RDMA setup failure on one link falls back for that link only', () => {
+  it('RTR refused on rank 0 -> 1: both ends use the fallback, the rest stays RDMA, results correct', async () => {
+    mesh = await simMesh({
+      size: 4,
+      beforeConnect: (f) => f.failNextRtr('host0', deviceName(1), 'GID vanished'),
+    });
+    const c0 = mesh.choices[0]!.find((c) => c.peer === 1)!;
+    const c1 = mesh.choices[1]!.find((c) => c.peer === 0)!;
+    expect(c0).toMatchObject({ transport: 'fallback' });
+    expect(c0.reason).toMatch(/RTR\/RTS on rdma_en2 failed: EINVAL: rdma_en2: GID vanished/);
+    expect(c1).toMatchObject({ transport: 'fallback' });
+    expect(c1.reason).toMatch(/rank 0 could not finish RDMA setup/);
+    const others = mesh.choices.flat().filter((c) => c !== c0 && c !== c1);
+    expect(others).toHaveLength(10);
+    for (const c of others) expect(c.transport).toBe('rdma');
+    // Not retried: a second RTR would have wedged the port (the simulation takes it DOWN).
+    expect(mesh.fabric.device('host0', deviceName(1)).portState).toBe('ACTIVE');
+    expect(mesh.groups[0]!.transports()).toEqual(['self', 'fallback', 'rdma', 'rdma']);
+    await checkAllReduce(mesh);
+  });
+
+  it('a cable whose enX has no IPv4 address falls back with that reason', async () => {
+    mesh = await simMesh({
+      size: 3,
+      devices: (r, p, spec) => (r === 2 && p === 0 ? { name: spec.name } : spec),
+    });
+    const c = mesh.choices[2]!.find((x) => x.peer === 0)!;
+    expect(c.transport).toBe('fallback');
+    expect(c.reason).toMatch(/no IPv4-mapped GID: give the paired enX an IPv4 address/);
+    expect(mesh.choices[0]!.find((x) => x.peer === 2)!.reason).toMatch(/rank 2 is not RDMA-ready/);
+    await checkAllReduce(mesh);
+  });
+
+  it('a port that is not ACTIVE (RDMA not enabled at the far end) falls back', async () => {
+    mesh = await simMesh({
+      size: 2,
+      devices: (r, _p, spec) => (r === 1 ? { ...spec, portState: 'DOWN' } : spec),
+    });
+    expect(mesh.choices[1]![0]!.reason).toMatch(/port 1 is DOWN .*rdma_ctl/);
+    expect(mesh.choices.flat().every((c) => c.transport === 'fallback')).toBe(true);
+    await checkAllReduce(mesh);
+  });
+
+  it('a rank without the addon (no verbs library) runs every link on the fallback', async () => {
+    mesh = await simMesh({ size: 3, verbsFor: (r, v) => (r === 1 ? null : v) });
+    expect(mesh.choices[1]!.map((c) => c.transport)).toEqual(['fallback', 'fallback']);
+    expect(mesh.choices[1]![0]!.reason).toMatch(/RDMA addon not built/);
+    expect(mesh.choices[0]!.map((c) => c.transport)).toEqual(['fallback', 'rdma']);
+    await checkAllReduce(mesh);
+  });
+});
