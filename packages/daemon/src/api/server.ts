@@ -1,0 +1,70 @@
+/**
+ * The daemon's HTTP API (fastify). Loopback by default; when a token is configured every route
+ * except the liveness probe needs `Authorization: Bearer <token>`. Later work (OpenAI endpoints,
+ * dashboard) adds routes to `app` before `listen`.
+ */
+import { timingSafeEqual } from 'node:crypto';
+import Fastify, { type FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
+
+export interface ApiSources {
+  /** GET /api/cluster: the planner's cluster JSON plus names and mode. */
+  cluster(): unknown;
+  /** GET /api/status: everything `orchard status` shows. */
+  status(): unknown;
+  /** POST /api/capability/measure: re-run the micro-benchmark. */
+  remeasureCapability(): Promise<unknown>;
+  /** Subscribe to state changes (server-sent events); returns an unsubscribe function. */
+  onChange(listener: (what: string) => void): () => void;
+}
+
+export interface ApiOptions {
+  host: string;
+  port: number;
+  token: string | null;
+  logger: Logger;
+}
+
+function tokenMatches(header: string | undefined, token: string): boolean {
+  const m = /^Bearer\s+(.+)$/i.exec(header ?? '');
+  if (!m) return false;
+  const a = Buffer.from(m[1]);
+  const b = Buffer.from(token);
+  return a.length === b.length && timingSafeEqual(a, b);
+}
+
+export function buildApi(sources: ApiSources, options: Pick<ApiOptions, 'token' | 'logger'>): FastifyInstance {
+  const app = Fastify({ loggerInstance: options.logger.child({ part: 'api' }), disableRequestLogging: true, bodyLimit: 1 << 20 });
+  const { token } = options;
+  if (token) {
+    app.addHook('onRequest', async (req, reply) => {
+      if (req.url === '/healthz') return;
+      if (!tokenMatches(req.headers.authorization, token)) {
+        await reply.code(401).header('www-authenticate', 'Bearer').send({ error: { message: 'missing or wrong API token (Authorization: Bearer <token>)', type: 'unauthorized' } });
+      }
+    });
+  }
+  app.get('/healthz', async () => ({ ok: true }));
+  app.get('/api/cluster', async () => sources.cluster());
+  app.get('/api/status', async () => sources.status());
+  app.post('/api/capability/measure', async () => sources.remeasureCapability());
+  app.get('/api/events', (req, reply) => {
+    reply.hijack();
+    const res = reply.raw;
+    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
+    res.write(`event: cluster\ndata: ${JSON.stringify(sources.cluster())}\n\n`);
+    const off = sources.onChange((what) => res.write(`event: cluster\ndata: ${JSON.stringify({ change: what, ...(sources.cluster() as object) })}\n\n`));
+    const keepAlive = setInterval(() => res.write(': keep-alive\n\n'), 15_000);
+    req.raw.on('close', () => {
+      clearInterval(keepAlive);
+      off();
+    });
+  });
+  app.setNotFoundHandler(async (req, reply) => reply.code(404).send({ error: { message: `no route ${req.method} ${req.url}`, type: 'not_found' } }));
+  app.setErrorHandler(async (err, _req, reply) => {
+    const status = (err as { statusCode?: number }).statusCode ?? 500;
+    if (status >= 500) options.logger.error({ err }, 'api error');
+    await reply.code(status).send({ error: { message: status >= 500 ? 'internal error' : (err as Error).message, type: status >= 500 ? 'internal' : 'invalid_request' } });
+  });
+  return app as unknown as FastifyInstance;
+}

@@ -1,0 +1,56 @@
+import type { Command } from 'commander';
+import { resolveOptions, OptionsError } from '../../config/options.js';
+import { Daemon } from '../../daemon.js';
+import { createLogger } from '../../logger.js';
+import { CliError } from '../errors.js';
+
+const collect = (v: string, prev: string[] = []) => [...prev, v];
+
+/** `orchard start`: the daemon in the foreground until SIGINT/SIGTERM. */
+export function registerStart(program: Command): void {
+  program
+    .command('start')
+    .description('run the Orchard daemon in the foreground (discovery, cluster state, HTTP API)')
+    .option('--data-dir <dir>', 'identity, caches and config (env ORCHARD_DATA_DIR; default ~/.orchard)')
+    .option('--listen <multiaddr>', 'libp2p listen address, repeatable (env ORCHARD_LISTEN; default /ip4/0.0.0.0/tcp/52416)', collect)
+    .option('--bootstrap <multiaddr...>', 'peers to dial when multicast is blocked, e.g. /ip4/10.0.0.2/tcp/52416/p2p/12D3... (env ORCHARD_BOOTSTRAP)')
+    .option('--api-host <host>', 'HTTP API address (env ORCHARD_API_HOST; default 127.0.0.1)')
+    .option('--api-port <port>', 'HTTP API port (env ORCHARD_API_PORT; default 52415)')
+    .option('--api-token <token>', 'Bearer token for the API; required off loopback (env ORCHARD_API_TOKEN)')
+    .option('--cluster-key <file>', 'private pod: only daemons with this key (orchard key new) may join (env ORCHARD_CLUSTER_KEY)')
+    .option('--name <name>', 'node name shown to people (env ORCHARD_NAME; default hostname)')
+    .option('--config <file>', 'JSON config file with the same settings (env ORCHARD_CONFIG; default <data-dir>/config.json)')
+    .option('--gone-after <seconds>', 'mark a silent node gone after this many seconds (env ORCHARD_GONE_AFTER; default 5)')
+    .option('--probe-port <port>', 'TCP port of the link-probe server (env ORCHARD_PROBE_PORT; default any free port)')
+    .option('--no-mdns', 'do not use multicast discovery (bootstrap peers only)')
+    .option('--rebench', 're-run the capability micro-benchmark instead of using the cached figures')
+    .option('--log-level <level>', 'pino level: trace, debug, info, warn, error (env ORCHARD_LOG_LEVEL; default info)')
+    .action(async (flags: Record<string, unknown>) => {
+      let options;
+      try {
+        // commander's --no-mdns default (true) must not hide env/config values.
+        const raw = { ...flags, mdns: flags.mdns === false ? false : undefined };
+        options = resolveOptions(raw);
+      } catch (err) {
+        if (err instanceof OptionsError) throw new CliError(err.message, 2);
+        throw err;
+      }
+      const log = createLogger(options.logLevel);
+      let daemon: Daemon;
+      try {
+        daemon = await Daemon.start(options, log);
+      } catch (err) {
+        const e = err as NodeJS.ErrnoException;
+        if (e.code === 'EADDRINUSE') throw new CliError(`address in use (${e.message}); is another orchard daemon running? Use --api-port/--listen to pick others`, 1);
+        throw new CliError(e.message, 1);
+      }
+      await new Promise<void>((resolve) => {
+        const stop = (signal: string) => {
+          log.info({ signal }, 'stopping');
+          daemon.stop().finally(resolve);
+        };
+        process.once('SIGINT', () => stop('SIGINT'));
+        process.once('SIGTERM', () => stop('SIGTERM'));
+      });
+    });
+}

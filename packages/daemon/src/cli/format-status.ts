@@ -1,0 +1,50 @@
+/** Human-readable `orchard status`. Pure: JSON in, text out. */
+import type { LinkMeasurement } from '../links/types.js';
+import type { NodeEntry } from '../state/types.js';
+
+export interface StatusJson {
+  self: { peerId: string; name: string };
+  mode: 'open' | 'private';
+  clusterKeyId: string | null;
+  coordinator: string | null;
+  nodes: NodeEntry[];
+  links: LinkMeasurement[];
+  notInCluster: { peerId: string; message: string }[];
+  unreachable: { peerId: string; message: string }[];
+  duplicateIdentity: { message: string } | null;
+}
+
+const gib = (b: number) => `${(b / 2 ** 30).toFixed(1)} GiB`;
+const short = (id: string) => (id.length > 16 ? `${id.slice(0, 8)}…${id.slice(-6)}` : id);
+
+export function formatStatus(s: StatusJson): string {
+  const names = new Map(s.nodes.map((n) => [n.peerId, n.name]));
+  const live = s.nodes.filter((n) => n.status === 'live');
+  const lines: string[] = [];
+  lines.push(
+    s.mode === 'private'
+      ? `pod: private (cluster key ${s.clusterKeyId}), ${live.length} node(s)`
+      : `pod: open (any Orchard daemon on this network may join; \`orchard key new\` makes it private), ${live.length} node(s)`,
+  );
+  if (s.duplicateIdentity) lines.push(`WARNING: ${s.duplicateIdentity.message}`);
+  lines.push('', 'nodes:');
+  for (const n of [...s.nodes].sort((a, b) => (a.peerId < b.peerId ? -1 : 1))) {
+    const p = n.profile;
+    const tags = [n.peerId === s.self.peerId ? 'this node' : '', n.peerId === s.coordinator ? 'coordinator' : ''].filter(Boolean).join(', ');
+    const hw = p
+      ? `${p.chip}, ${p.cpu.cores} cores${p.cpu.performanceCores ? ` (${p.cpu.performanceCores}P+${p.cpu.efficiencyCores}E)` : ''}${p.gpuCores ? `, ${p.gpuCores} GPU cores` : ''}, ${gib(p.memory.availableBytes)} free of ${gib(p.memory.totalBytes)}` +
+        (p.capability ? `, ${p.capability.memoryBandwidthGBps.toFixed(1)} GB/s, ${p.capability.matmulGflops.toFixed(1)} GFLOP/s` : '')
+      : 'profile pending';
+    lines.push(`  ${n.status === 'live' ? '●' : '○'} ${n.name} ${short(n.peerId)}${tags ? ` [${tags}]` : ''}${n.status === 'gone' ? ` gone (${n.leftReason})` : ''}`);
+    lines.push(`      ${hw}`);
+  }
+  lines.push('', 'links:');
+  if (s.links.length === 0) lines.push('  (none measured yet)');
+  for (const l of s.links) {
+    lines.push(
+      `  ${names.get(l.a) ?? short(l.a)} <-> ${names.get(l.b) ?? short(l.b)}  ${l.kind}${l.rdmaCapable ? ' (RDMA)' : ''} via ${l.aInterface}->${l.address}  ${Math.round(l.latencyUs)} us  ${l.bandwidthGbps.toFixed(2)} Gbit/s`,
+    );
+  }
+  for (const r of s.notInCluster) lines.push(`  ${r.message}`);
+  return `${lines.join('\n')}\n`;
+}

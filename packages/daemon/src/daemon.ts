@@ -1,0 +1,349 @@
+/**
+ * One Orchard daemon: identity, libp2p node, replicated cluster state, profile refresh, link
+ * measurements, capability benchmark and the HTTP API, started and stopped as one unit.
+ */
+import './polyfills.js';
+import { multiaddr } from '@multiformats/multiaddr';
+import { probeLink, startProbeServer, type ProbeServer } from '@orchard/transport';
+import { createHash, randomBytes } from 'node:crypto';
+import { mkdirSync } from 'node:fs';
+import type { FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
+import { buildApi } from './api/server.js';
+import { measureCapability } from './capability/cache.js';
+import type { DaemonOptions } from './config/options.js';
+import { decodeControl, encodeControl } from './control/codec.js';
+import { CONTROL_TOPIC, type ControlMessage } from './control/messages.js';
+import { clusterKeyFingerprint, readClusterKey } from './identity/cluster-key.js';
+import { duplicateIdentityMessage, foreignAddresses, type DuplicateIdentity } from './identity/duplicate.js';
+import { loadOrCreatePeerKey } from './identity/peer-key.js';
+import { measurePeer, pathSignature, type LinkProber } from './links/measurer.js';
+import type { LinkMeasurement } from './links/types.js';
+import { createNode, type OrchardNode } from './node/create-node.js';
+import { AutoDialer } from './node/discovery.js';
+import { ProfileCollector } from './profile/collect.js';
+import { matchThunderboltPeers } from './profile/thunderbolt-match.js';
+import type { Capability, NodeProfile } from './profile/types.js';
+import { clusterView, type PodMode } from './state/cluster-view.js';
+import { Replica } from './state/replication.js';
+
+export interface DaemonTimings {
+  profileRefreshMs: number;
+  /** Re-measure a pair whose paths did not change after this long. */
+  linkRefreshMs: number;
+  linkCheckMs: number;
+}
+
+const DEFAULT_TIMINGS: DaemonTimings = { profileRefreshMs: 10_000, linkRefreshMs: 300_000, linkCheckMs: 2000 };
+
+/** The probe server only serves holders of the cluster secret; an open pod uses the empty secret. */
+function probeSecret(clusterKey: Uint8Array | null): Uint8Array | string {
+  return clusterKey ? createHash('sha256').update('orchard-link-probe\0').update(clusterKey).digest() : '';
+}
+
+export class Daemon {
+  readonly options: DaemonOptions;
+  readonly log: Logger;
+  readonly node: OrchardNode;
+  readonly replica: Replica;
+  readonly api: FastifyInstance;
+  readonly mode: PodMode;
+  readonly peerKeyPath: string;
+  readonly clusterKeyId: string | null;
+  #probe: ProbeServer;
+  #dialer: AutoDialer;
+  #profiles = new ProfileCollector();
+  #capability: Capability | null;
+  #profile: NodeProfile | null = null;
+  #timers: NodeJS.Timeout[] = [];
+  #listeners = new Set<(what: string) => void>();
+  #measured = new Map<string, { signature: string; at: number }>();
+  #links = new Map<string, LinkMeasurement[]>();
+  #linkFailures = new Map<string, string>();
+  #measuring = false;
+  #duplicate: DuplicateIdentity | null = null;
+  #dropped = new Map<string, number>();
+  #stopped = false;
+  #clusterKey: Uint8Array | null;
+  #timings: DaemonTimings;
+  #startedAt = Date.now();
+
+  private constructor(init: {
+    options: DaemonOptions;
+    log: Logger;
+    node: OrchardNode;
+    probe: ProbeServer;
+    capability: Capability | null;
+    clusterKey: Uint8Array | null;
+    peerKeyPath: string;
+    timings: DaemonTimings;
+  }) {
+    this.options = init.options;
+    this.log = init.log;
+    this.node = init.node;
+    this.#probe = init.probe;
+    this.#capability = init.capability;
+    this.#clusterKey = init.clusterKey;
+    this.#timings = init.timings;
+    this.peerKeyPath = init.peerKeyPath;
+    this.mode = init.clusterKey ? 'private' : 'open';
+    this.clusterKeyId = init.clusterKey ? clusterKeyFingerprint(init.clusterKey) : null;
+    const selfId = this.node.peerId.toString();
+    this.replica = new Replica({
+      selfId,
+      name: init.options.name,
+      bootId: randomBytes(8).toString('hex'),
+      now: Date.now,
+      send: (m) => this.#publish(m),
+      goneAfterMs: init.options.goneAfterSec * 1000,
+      settleMs: Math.max(1500, init.options.heartbeatMs * 1.5),
+      onEvent: (event) => {
+        if (event.type === 'node-joined' || event.type === 'node-left') {
+          const p = event.peerId;
+          this.log.info({ peer: p, name: this.replica.state.nodes[p]?.name, ...(event.type === 'node-left' ? { reason: event.reason } : {}) }, event.type === 'node-joined' ? 'node joined' : 'node gone');
+        }
+        this.#notify(event.type);
+      },
+      onSnapshot: (_s, from) => {
+        this.log.debug({ from }, 'adopted cluster snapshot');
+        this.#notify('snapshot');
+      },
+      onDropped: (from, reason) => this.#dropMessage(from, reason),
+    });
+    this.#dialer = new AutoDialer(this.node, this.log.child({ part: 'dial' }), { privatePod: this.mode === 'private' });
+    this.api = buildApi(
+      {
+        cluster: () => this.cluster(),
+        status: () => this.status(),
+        remeasureCapability: async () => {
+          await this.remeasureCapability();
+          return { capability: this.#capability };
+        },
+        onChange: (l) => {
+          this.#listeners.add(l);
+          return () => this.#listeners.delete(l);
+        },
+      },
+      { token: init.options.apiToken, logger: this.log },
+    );
+  }
+
+  static async start(options: DaemonOptions, log: Logger, timings: Partial<DaemonTimings> = {}): Promise<Daemon> {
+    mkdirSync(options.dataDir, { recursive: true, mode: 0o700 });
+    const { key, path: peerKeyPath, created } = await loadOrCreatePeerKey(options.dataDir);
+    const clusterKey = options.clusterKeyFile ? readClusterKey(options.clusterKeyFile) : null;
+    const { capability, cached } = await measureCapability(options.dataDir, { force: options.rebench });
+    log.info({ ...capability, cached }, cached ? 'capability (cached)' : 'capability measured');
+    const probe = await startProbeServer({ host: '0.0.0.0', port: options.probePort, secret: probeSecret(clusterKey) });
+    let node: OrchardNode;
+    try {
+      node = await createNode({ privateKey: key, listen: options.listen, bootstrap: options.bootstrap, clusterKey, mdns: options.mdns });
+    } catch (err) {
+      await probe.close();
+      throw err;
+    }
+    const daemon = new Daemon({ options, log, node, probe, capability, clusterKey, peerKeyPath, timings: { ...DEFAULT_TIMINGS, ...timings } });
+    try {
+      await daemon.#run(created);
+    } catch (err) {
+      await daemon.stop();
+      throw err;
+    }
+    return daemon;
+  }
+
+  async #run(newIdentity: boolean): Promise<void> {
+    const o = this.options;
+    const pubsub = this.node.services.pubsub;
+    pubsub.subscribe(CONTROL_TOPIC);
+    pubsub.addEventListener('message', (evt) => {
+      const msg = evt.detail;
+      if (msg.topic !== CONTROL_TOPIC) return;
+      const from = msg.type === 'signed' ? msg.from.toString() : undefined;
+      if (!from) return this.#dropMessage('unknown', 'unsigned message');
+      const decoded = decodeControl(msg.data, from);
+      if (!decoded.ok) return this.#dropMessage(from, decoded.reason);
+      try {
+        this.replica.handle(decoded.message);
+      } catch (err) {
+        this.#dropMessage(from, `handler failed: ${(err as Error).message}`);
+      }
+    });
+    const mdnsService = (this.node.services as Record<string, unknown>).mdns as EventTarget | undefined;
+    mdnsService?.addEventListener('peer', (evt) => this.#checkDuplicate((evt as CustomEvent).detail));
+    await this.node.start();
+    await this.api.listen({ host: o.apiHost, port: o.apiPort });
+    this.log.info(
+      {
+        peerId: this.node.peerId.toString(),
+        identity: newIdentity ? 'new' : 'loaded',
+        addresses: this.node.getMultiaddrs().map(String),
+        mode: this.mode,
+        ...(this.clusterKeyId ? { clusterKeyId: this.clusterKeyId } : {}),
+        api: `http://${o.apiHost.includes(':') ? `[${o.apiHost}]` : o.apiHost}:${(this.api.server.address() as { port: number }).port}`,
+        probePort: this.#probe.port,
+      },
+      'orchard daemon started',
+    );
+    await this.#refreshProfile();
+    const every = (ms: number, f: () => unknown) => this.#timers.push(setInterval(() => void Promise.resolve().then(f).catch((err) => this.log.error({ err }, 'periodic task failed')), ms));
+    every(o.heartbeatMs, () => this.replica.tick());
+    every(this.#timings.profileRefreshMs, () => this.#refreshProfile());
+    every(this.#timings.linkCheckMs, () => this.#measureLinks());
+    every(5000, () => this.#redialBootstrap());
+    this.replica.tick();
+  }
+
+  get apiPort(): number {
+    return (this.api.server.address() as { port: number }).port;
+  }
+
+  #publish(message: ControlMessage): void {
+    if (this.#stopped && message.type !== 'goodbye') return;
+    let bytes: Uint8Array;
+    try {
+      bytes = encodeControl(message);
+    } catch (err) {
+      this.log.error({ err: (err as Error).message }, 'control message not sent');
+      return;
+    }
+    this.node.services.pubsub.publish(CONTROL_TOPIC, bytes).catch((err) => this.log.debug({ err: (err as Error).message, type: message.type }, 'publish failed'));
+  }
+
+  /** Malformed input is dropped and logged with its sender, at most once per 10 s per sender. */
+  #dropMessage(from: string, reason: string): void {
+    const last = this.#dropped.get(from) ?? 0;
+    if (Date.now() - last > 10_000) {
+      this.#dropped.set(from, Date.now());
+      this.log.warn({ peer: from, reason }, 'dropped control message');
+    }
+  }
+
+  #checkDuplicate(peer: { id: { toString(): string }; multiaddrs: { toString(): string }[] }): void {
+    const self = this.node.peerId.toString();
+    if (peer.id.toString() !== self) return;
+    const foreign = foreignAddresses(peer.multiaddrs.map(String), this.node.getMultiaddrs().map(String));
+    if (foreign.length === 0) return;
+    const first = this.#duplicate === null;
+    this.#duplicate = { peerId: self, addresses: foreign, detectedAt: Date.now(), message: duplicateIdentityMessage(self, foreign, this.peerKeyPath) };
+    if (first) {
+      this.log.error({ peer: self, addresses: foreign }, this.#duplicate.message);
+      this.#notify('duplicate-identity');
+    }
+  }
+
+  async #redialBootstrap(): Promise<void> {
+    for (const addr of this.options.bootstrap) {
+      try {
+        const ma = multiaddr(addr);
+        const id = ma.getComponents().findLast((c) => c.name === 'p2p')?.value;
+        if (!id || this.node.getConnections().some((c) => c.remotePeer.toString() === id)) continue;
+        await this.node.dial(ma, { signal: AbortSignal.timeout(3000) });
+      } catch (err) {
+        this.log.debug({ addr, err: (err as Error).message }, 'bootstrap dial failed');
+      }
+    }
+  }
+
+  async #refreshProfile(): Promise<void> {
+    const profile = await this.#profiles.collect({
+      peerId: this.node.peerId.toString(),
+      name: this.options.name,
+      dataDir: this.options.dataDir,
+      probePort: this.#probe.port,
+      capability: this.#capability,
+    });
+    this.#profile = profile;
+    this.replica.setProfile(profile);
+  }
+
+  async remeasureCapability(): Promise<void> {
+    const { capability } = await measureCapability(this.options.dataDir, { force: true });
+    this.#capability = capability;
+    this.log.info(capability, 'capability re-measured');
+    await this.#refreshProfile();
+  }
+
+  /** Probe each live peer with a larger id whose paths changed or whose figures are old. */
+  async #measureLinks(): Promise<void> {
+    if (this.#measuring || !this.#profile) return;
+    this.#measuring = true;
+    try {
+      const self = this.#profile;
+      const state = this.replica.state;
+      const prober: LinkProber = (path, port) =>
+        probeLink({ host: path.remoteAddress, port, secret: probeSecret(this.#clusterKey), pings: 20, bulkBytes: 4 * 2 ** 20, timeoutMs: 5000 });
+      let changed = false;
+      for (const n of Object.values(state.nodes)) {
+        if (this.#stopped) return;
+        if (n.status !== 'live' || !n.profile || n.peerId <= self.peerId) {
+          if (n.status !== 'live' && this.#links.delete(n.peerId)) this.#measured.delete(n.peerId);
+          continue;
+        }
+        const signature = pathSignature(self, n.profile);
+        const prev = this.#measured.get(n.peerId);
+        if (prev && prev.signature === signature && Date.now() - prev.at < this.#timings.linkRefreshMs) continue;
+        const result = await measurePeer(self, n.profile, prober);
+        this.#measured.set(n.peerId, { signature, at: Date.now() });
+        this.#links.set(n.peerId, result.measurements);
+        for (const f of result.failures) {
+          if (this.#linkFailures.get(`${f.peerId}|${f.address}`) !== f.error) this.log.warn(f, 'link probe failed');
+          this.#linkFailures.set(`${f.peerId}|${f.address}`, f.error);
+        }
+        for (const m of result.measurements) this.log.info({ peer: m.b, kind: m.kind, via: `${m.aInterface}->${m.address}`, latencyUs: Math.round(m.latencyUs), bandwidthGbps: +m.bandwidthGbps.toFixed(2) }, 'link measured');
+        changed = true;
+      }
+      if (changed) this.replica.setLinks([...this.#links.values()].flat());
+    } finally {
+      this.#measuring = false;
+    }
+  }
+
+  #notify(what: string): void {
+    for (const l of this.#listeners) {
+      try {
+        l(what);
+      } catch {
+        /* a broken listener must not stop the others */
+      }
+    }
+  }
+
+  cluster() {
+    return clusterView(this.replica.state, { mode: this.mode, coordinator: this.replica.isCoordinator ? this.replica.selfId : (this.replica.position.leader || null) });
+  }
+
+  status() {
+    const state = this.replica.state;
+    const self = this.node.peerId.toString();
+    const peers = Object.values(state.nodes)
+      .filter((n) => n.profile && n.peerId !== self)
+      .map((n) => ({ peerId: n.peerId, thunderbolt: n.profile!.thunderbolt }));
+    return {
+      self: { peerId: self, name: this.options.name, addresses: this.node.getMultiaddrs().map(String), apiPort: this.apiPort, probePort: this.#probe.port, uptimeSec: Math.round((Date.now() - this.#startedAt) / 1000) },
+      mode: this.mode,
+      clusterKeyId: this.clusterKeyId,
+      coordinator: this.cluster().coordinator,
+      log: this.replica.position,
+      connections: this.node.getConnections().map((c) => ({ peer: c.remotePeer.toString(), address: c.remoteAddr.toString() })),
+      nodes: Object.values(state.nodes),
+      links: Object.values(state.links),
+      thunderboltCables: this.#profile ? matchThunderboltPeers(this.#profile.thunderbolt, peers) : [],
+      instances: Object.values(state.instances),
+      notInCluster: this.#dialer.refused().filter((r) => r.reason === 'not-in-cluster'),
+      unreachable: this.#dialer.refused().filter((r) => r.reason === 'unreachable'),
+      duplicateIdentity: this.#duplicate,
+    };
+  }
+
+  async stop(): Promise<void> {
+    if (this.#stopped) return;
+    this.replica.stop(); // goodbye first, while the node can still send it
+    this.#stopped = true;
+    for (const t of this.#timers) clearInterval(t);
+    this.#dialer.stop();
+    await new Promise((r) => setTimeout(r, 100));
+    await Promise.allSettled([this.api.close(), this.#probe.close()]);
+    await Promise.resolve(this.node.stop()).catch(() => {});
+  }
+}

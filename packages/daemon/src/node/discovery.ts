@@ -1,0 +1,67 @@
+/**
+ * Dials every peer that discovery (mDNS, bootstrap) reports, with a short timeout, and remembers
+ * the ones that refused us ("not in this cluster") so they are neither re-dialled in a tight loop
+ * nor reported as crypto errors.
+ */
+import type { Logger } from 'pino';
+import { classifyDialError, dialFailureMessage, type DialFailure } from './dial-errors.js';
+import type { OrchardNode } from './create-node.js';
+
+export interface RefusedPeer {
+  peerId: string;
+  addresses: string[];
+  reason: DialFailure;
+  message: string;
+  lastTriedAt: number;
+}
+
+export class AutoDialer {
+  #node: OrchardNode;
+  #log: Logger;
+  #privatePod: boolean;
+  #timeoutMs: number;
+  #retryMs: number;
+  #refused = new Map<string, RefusedPeer>();
+  #inFlight = new Set<string>();
+  #onDiscovery = (evt: CustomEvent<{ id: { toString(): string }; multiaddrs: { toString(): string }[] }>) => void this.dial(evt.detail);
+
+  constructor(node: OrchardNode, log: Logger, opts: { privatePod: boolean; timeoutMs?: number; retryMs?: number }) {
+    this.#node = node;
+    this.#log = log;
+    this.#privatePod = opts.privatePod;
+    this.#timeoutMs = opts.timeoutMs ?? 3000;
+    this.#retryMs = opts.retryMs ?? 10_000;
+    node.addEventListener('peer:discovery', this.#onDiscovery as never);
+    node.addEventListener('peer:connect', ((evt: CustomEvent<{ toString(): string }>) => this.#refused.delete(evt.detail.toString())) as never);
+  }
+
+  refused(): RefusedPeer[] {
+    return [...this.#refused.values()];
+  }
+
+  async dial(peer: { id: { toString(): string }; multiaddrs: { toString(): string }[] }): Promise<void> {
+    const id = peer.id.toString();
+    if (id === this.#node.peerId.toString() || this.#inFlight.has(id)) return;
+    if (this.#node.getConnections(peer.id as never).length > 0) return;
+    const prev = this.#refused.get(id);
+    if (prev && Date.now() - prev.lastTriedAt < this.#retryMs) return;
+    this.#inFlight.add(id);
+    try {
+      await this.#node.dial(peer.id as never, { signal: AbortSignal.timeout(this.#timeoutMs) });
+      if (prev) this.#log.info({ peer: id }, 'peer reachable again');
+      this.#refused.delete(id);
+    } catch (err) {
+      const reason = classifyDialError(err);
+      const message = dialFailureMessage(reason, id, this.#privatePod);
+      if (!prev || prev.reason !== reason) this.#log.warn({ peer: id, addresses: peer.multiaddrs.map(String) }, message);
+      else this.#log.debug({ peer: id, err: (err as Error).message }, message);
+      this.#refused.set(id, { peerId: id, addresses: peer.multiaddrs.map(String), reason, message, lastTriedAt: Date.now() });
+    } finally {
+      this.#inFlight.delete(id);
+    }
+  }
+
+  stop(): void {
+    this.#node.removeEventListener('peer:discovery', this.#onDiscovery as never);
+  }
+}

@@ -1,0 +1,71 @@
+/**
+ * The planner's cluster JSON (`Cluster` from @orchard/partitioner) built from the shared state,
+ * plus what people need to read it: node names, pod mode, coordinator, every measured path.
+ * Only live nodes with a profile appear; each pair gets its best path as its `links` entry.
+ */
+import type { Cluster, ClusterLink, ClusterNode } from '@orchard/partitioner';
+import type { LinkMeasurement } from '../links/types.js';
+import type { ClusterState } from './types.js';
+
+export type PodMode = 'open' | 'private';
+
+export interface ClusterNodeView extends ClusterNode {
+  name: string;
+  hostname: string;
+  gpuCores: number | null;
+  cpuCores: number;
+  os: string;
+}
+
+export interface ClusterView extends Cluster {
+  nodes: ClusterNodeView[];
+  links: ClusterLink[];
+  /** "open": any Orchard daemon on the LAN may join; "private": only holders of the cluster key. */
+  mode: PodMode;
+  coordinator: string | null;
+  /** Every measured path (a pair can have several: Thunderbolt and Ethernet). */
+  paths: LinkMeasurement[];
+}
+
+const KIND_RANK: Record<LinkMeasurement['kind'], number> = { rdma: 3, thunderbolt: 2, ethernet: 1, wifi: 0 };
+
+/** Better kind first, then higher bandwidth. */
+export function bestPath(paths: LinkMeasurement[]): LinkMeasurement | undefined {
+  return [...paths].sort((x, y) => KIND_RANK[y.kind] - KIND_RANK[x.kind] || y.bandwidthGbps - x.bandwidthGbps)[0];
+}
+
+export function clusterView(state: ClusterState, meta: { mode: PodMode; coordinator: string | null }): ClusterView {
+  const live = Object.values(state.nodes)
+    .filter((n) => n.status === 'live' && n.profile)
+    .sort((a, b) => (a.peerId < b.peerId ? -1 : 1));
+  const ids = new Set(live.map((n) => n.peerId));
+  const nodes: ClusterNodeView[] = live.map(({ peerId, name, profile: p }) => ({
+    id: peerId,
+    name,
+    hostname: p!.hostname,
+    chip: p!.chip,
+    memoryBytes: p!.memory.totalBytes,
+    availableBytes: p!.memory.availableBytes,
+    ...(p!.capability ? { memoryBandwidthGBps: round(p!.capability.memoryBandwidthGBps), tflops: round(p!.capability.matmulGflops / 1000, 6) } : {}),
+    gpuCores: p!.gpuCores,
+    cpuCores: p!.cpu.cores,
+    os: `${p!.os.platform} ${p!.os.release}`,
+  }));
+  const paths = Object.values(state.links).filter((l) => ids.has(l.a) && ids.has(l.b));
+  const byPair = new Map<string, LinkMeasurement[]>();
+  for (const l of paths) {
+    const key = `${l.a}|${l.b}`;
+    byPair.set(key, [...(byPair.get(key) ?? []), l]);
+  }
+  const links: ClusterLink[] = [...byPair.values()].map((ps) => {
+    const b = bestPath(ps)!;
+    return { a: b.a, b: b.b, kind: b.kind, latencyUs: round(b.latencyUs), bandwidthGbps: round(b.bandwidthGbps) };
+  });
+  links.sort((x, y) => (x.a + x.b < y.a + y.b ? -1 : 1));
+  return { nodes, links, mode: meta.mode, coordinator: meta.coordinator, paths };
+}
+
+function round(x: number, digits = 2): number {
+  const f = 10 ** digits;
+  return Math.round(x * f) / f;
+}
