@@ -56,6 +56,15 @@ export const GENERIC_CPU: ChipSpec = { name: 'generic CPU', bandwidthGBps: 50, t
 /** Longest table name contained in the node's chip string ("Apple M4 Max (16-core)" → M4 Max). */
 export function lookupChip(chip: string | undefined): ChipSpec | undefined {
   if (!chip) return undefined;
+  if (chipCache.has(chip)) return chipCache.get(chip);
+  const found = matchChip(chip);
+  chipCache.set(chip, found);
+  return found;
+}
+
+const chipCache = new Map<string, ChipSpec | undefined>();
+
+function matchChip(chip: string): ChipSpec | undefined {
   const c = chip.toLowerCase().replace(/\s+/g, ' ');
   let best: ChipSpec | undefined;
   for (const spec of CHIPS) {

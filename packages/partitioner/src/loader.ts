@@ -1,0 +1,55 @@
+import { open, readFile, readdir, stat } from 'node:fs/promises';
+import { basename, dirname, join } from 'node:path';
+import { InputError } from './errors.js';
+import { type ModelOptions, type ModelSpec, modelFromConfig, withTensorSizes } from './model.js';
+import { headerLength, tensorSizes } from './safetensors.js';
+
+/**
+ * The only file I/O of the partitioner, kept out of the pure planner (import it as
+ * `@orchard/partitioner/loader`): reads config.json and, when the directory holds safetensors
+ * files, their headers (not the weights) for exact byte counts.
+ */
+
+/** `path` is a config.json or a directory holding one. */
+export async function loadModel(path: string, options: ModelOptions = {}): Promise<ModelSpec> {
+  let info;
+  try {
+    info = await stat(path);
+  } catch {
+    throw new InputError('model', path, 'does not exist');
+  }
+  const dir = info.isDirectory() ? path : dirname(path);
+  const configPath = info.isDirectory() ? join(path, 'config.json') : path;
+  let text: string;
+  try {
+    text = await readFile(configPath, 'utf8');
+  } catch {
+    throw new InputError('model', configPath, 'cannot be read (expected a Hugging Face config.json)');
+  }
+  let config: unknown;
+  try {
+    config = JSON.parse(text);
+  } catch (err) {
+    throw new InputError('model config', configPath, `is not valid JSON (${(err as Error).message})`);
+  }
+  const name = options.name ?? (info.isDirectory() ? basename(path) : basename(dir));
+  const files = (await readdir(dir)).filter((f) => f.endsWith('.safetensors')).sort();
+  if (files.length === 0 || options.bits !== undefined) return modelFromConfig(config, { ...options, name });
+  const headers = await Promise.all(files.map(async (f) => ({ file: f, header: await readHeader(join(dir, f)) })));
+  return withTensorSizes(config, tensorSizes(headers), { ...options, name });
+}
+
+async function readHeader(file: string): Promise<Uint8Array> {
+  const fh = await open(file, 'r');
+  try {
+    const first = new Uint8Array(8);
+    await fh.read(first, 0, 8, 0);
+    const n = headerLength(first, file);
+    const json = new Uint8Array(n);
+    const { bytesRead } = await fh.read(json, 0, n, 8);
+    if (bytesRead !== n) throw new InputError('safetensors', file, `header is truncated (${bytesRead} of ${n} bytes)`);
+    return json;
+  } finally {
+    await fh.close();
+  }
+}

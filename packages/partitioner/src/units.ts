@@ -1,0 +1,122 @@
+import type { Cluster, ClusterNode } from './cluster.js';
+import {
+  type LinkTable,
+  type MemberShare,
+  type NodePerf,
+  allReduceSeconds,
+  layerDecodeSeconds,
+  memberKvBytesPerToken,
+  memberLayerBytes,
+  memberShares,
+  nodePerf,
+} from './cost-model.js';
+import { splitHeads } from './layout.js';
+import { endBytes, usableBytes, workspaceBytes } from './memory.js';
+import type { ModelSpec } from './model.js';
+import type { PlanRequest } from './request.js';
+
+/**
+ * A unit is what becomes one pipeline stage: a single node, or a tensor-parallel group with its
+ * head split. Everything the search asks about a unit for a layer range is precomputed here as
+ * prefix sums over layers, so a range costs O(members).
+ */
+export interface Unit {
+  key: string;
+  nodes: string[];
+  heads: number[];
+  perfs: NodePerf[];
+  shares: MemberShare[];
+  /** decodePrefix[e] - decodePrefix[b] = decode seconds of layers [b, e) including all-reduces. */
+  decodePrefix: Float64Array;
+  /** Per member: memPrefix[m][e] - memPrefix[m][b] = weight + KV bytes of layers [b, e). */
+  memPrefix: Float64Array[];
+  /** Per member: bytes left for layers after workspace and headroom. */
+  caps: number[];
+  /** Mean decode seconds per layer (for ordering and bounds). */
+  avgLayerSeconds: number;
+  /** About how many layers fit, from the mean layer (for bounds). */
+  layerCapacity: number;
+  /** Layers that surely fit, counting each as the largest layer. */
+  safeLayerCapacity: number;
+  /** All-reduce transport of the group ('rdma' for a single node). */
+  transport: 'rdma' | 'tcp';
+}
+
+export function buildUnit(model: ModelSpec, nodes: ClusterNode[], heads: number[], links: LinkTable, req: PlanRequest): Unit {
+  const L = model.numLayers;
+  const perfs = nodes.map((n) => nodePerf(n));
+  const ids = nodes.map((n) => n.id);
+  const stage = { nodes: ids, heads, layers: [0, L] as [number, number] };
+  const shares = memberShares(model, stage);
+  const ar = allReduceSeconds(links, ids, model.activationBytesPerToken * req.sequences);
+  const arPerLayer = ids.length > 1 ? 2 * ar.seconds : 0;
+  const decodePrefix = new Float64Array(L + 1);
+  const memPrefix = ids.map(() => new Float64Array(L + 1));
+  const kvPerLayer = shares.map((m) => memberKvBytesPerToken(model, m) * req.contextTokens * req.sequences);
+  for (let l = 0; l < L; l++) {
+    const layer = model.layers[l];
+    let slowest = 0;
+    for (let i = 0; i < ids.length; i++) {
+      slowest = Math.max(slowest, layerDecodeSeconds(model, layer, perfs[i], shares[i], req));
+      memPrefix[i][l + 1] = memPrefix[i][l] + memberLayerBytes(layer, shares[i]) + kvPerLayer[i];
+    }
+    decodePrefix[l + 1] = decodePrefix[l] + slowest + arPerLayer;
+  }
+  const caps = nodes.map((n, i) => usableBytes(n.availableBytes, workspaceBytes(model, shares[i], req, true)));
+  const room = caps.map((c) => Math.max(0, c - endBytes(model, true, true)));
+  const layerCapacity = Math.min(...room.map((r, i) => Math.floor(r / (memPrefix[i][L] / L))));
+  const largest = (i: number) => Math.max(...Array.from({ length: L }, (_, l) => memPrefix[i][l + 1] - memPrefix[i][l]));
+  const safeLayerCapacity = Math.min(...room.map((r, i) => Math.floor(r / largest(i))));
+  return {
+    key: ids.join('+'),
+    nodes: ids,
+    heads,
+    perfs,
+    shares,
+    decodePrefix,
+    memPrefix,
+    caps,
+    avgLayerSeconds: decodePrefix[L] / L,
+    layerCapacity,
+    safeLayerCapacity,
+    transport: ids.length > 1 ? ar.transport : 'rdma',
+  };
+}
+
+/** Does layers [b, e) fit on every member, with the embedding / head if first / last stage? */
+export function fits(unit: Unit, model: ModelSpec, b: number, e: number, first: boolean, last: boolean): boolean {
+  const extra = endBytes(model, first, last);
+  for (let i = 0; i < unit.nodes.length; i++) {
+    if (unit.memPrefix[i][e] - unit.memPrefix[i][b] + extra > unit.caps[i]) return false;
+  }
+  return true;
+}
+
+/** Effective decode speed of a node for ordering: bytes it streams per second. */
+export function nodeSpeed(perf: NodePerf): number {
+  return perf.bandwidthBytesPerS * perf.factors.bandwidth;
+}
+
+/** Nodes sorted fastest first (ties: more memory, then id), the order every search walks. */
+export function bySpeed(cluster: Cluster): ClusterNode[] {
+  return [...cluster.nodes].sort((a, b) => {
+    const d = nodeSpeed(nodePerf(b)) - nodeSpeed(nodePerf(a));
+    if (d !== 0) return d;
+    if (b.availableBytes !== a.availableBytes) return b.availableBytes - a.availableBytes;
+    return a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
+  });
+}
+
+/**
+ * Tensor-parallel head splits for a group: in proportion to speed (what decode wants), and in
+ * proportion to usable memory when that differs (what a tight fit needs). Whole heads, each >= 1.
+ */
+export function headSplits(model: ModelSpec, nodes: ClusterNode[]): number[][] {
+  const H = model.numHeads;
+  if (nodes.length > H) return [];
+  const speed = splitHeads(H, nodes.map((n) => nodeSpeed(nodePerf(n))));
+  const memory = splitHeads(H, nodes.map((n) => n.availableBytes));
+  const out = [speed];
+  if (memory.some((h, i) => h !== speed[i])) out.push(memory);
+  return out;
+}
