@@ -32,7 +32,9 @@ export async function loadModel(path: string, options: ModelOptions = {}): Promi
   } catch (err) {
     throw new InputError('model config', configPath, `is not valid JSON (${(err as Error).message})`);
   }
-  const name = options.name ?? (info.isDirectory() ? basename(path) : basename(dir));
+  // A directory or a config.json inside one is named after the directory, any other file after itself.
+  const file = basename(configPath);
+  const name = options.name ?? (file === 'config.json' ? basename(dir) : file.replace(/\.json$/, ''));
   const files = (await readdir(dir)).filter((f) => f.endsWith('.safetensors')).sort();
   if (files.length === 0 || options.bits !== undefined) return modelFromConfig(config, { ...options, name });
   const headers = await Promise.all(files.map(async (f) => ({ file: f, header: await readHeader(join(dir, f)) })));

@@ -3,6 +3,7 @@ import { registerCluster } from './cluster.js';
 import { registerDoctor } from './doctor.js';
 import { registerKey } from './key.js';
 import { registerLogs } from './logs.js';
+import { registerPlan } from './plan.js';
 import { registerPull } from './pull.js';
 import { registerRun } from './run.js';
 import { registerService } from './service.js';
@@ -12,4 +13,4 @@ import { registerStatus } from './status.js';
 /** Each CLI command lives in its own file and adds itself to the program here. */
 export type RegisterCommand = (program: Command) => void;
 
-export const commands: RegisterCommand[] = [registerStart, registerStatus, registerCluster, registerKey, registerService, registerLogs, registerPull, registerDoctor, registerRun];
+export const commands: RegisterCommand[] = [registerStart, registerStatus, registerCluster, registerKey, registerService, registerLogs, registerPull, registerDoctor, registerRun, registerPlan];

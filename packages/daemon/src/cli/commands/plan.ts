@@ -1,0 +1,110 @@
+import { readFile } from 'node:fs/promises';
+import type { Command } from 'commander';
+import { InfeasibleError, InputError, type Plan, gb, parseCluster, plan } from '@orchard/partitioner';
+import { loadModel } from '@orchard/partitioner/loader';
+import { CliError } from '../errors.js';
+
+/**
+ * `orchard plan --model PATH --cluster FILE [--bits B] [--context N] [--prompt-tokens N] [--json]`:
+ * runs the planner on a model config and a cluster file and prints the plan. Bad input and
+ * impossible requests exit 2 (with `{"error": ...}` under --json).
+ */
+export function registerPlan(program: Command): void {
+  program
+    .command('plan')
+    .description('choose how to split a model over the cluster (single, pipeline, tensor, hybrid) and predict its speed')
+    .requiredOption('--model <path>', 'config.json or a directory holding one (safetensors headers there give exact sizes)')
+    .requiredOption('--cluster <file>', "cluster JSON (as printed by 'orchard cluster --json')")
+    .option('--bits <b>', 'plan as if weights were quantized to B bits (MLX-style, group 64)')
+    .option('--context <n>', 'context length to reserve KV cache for', '4096')
+    .option('--prompt-tokens <n>', 'prompt length for the time-to-first-token prediction', '512')
+    .option('--sequences <n>', 'sequences decoded together', '1')
+    .option('--json', 'print the plan as JSON (stable contract)')
+    .action(async (opts: { model: string; cluster: string; bits?: string; context: string; promptTokens: string; sequences: string; json?: boolean }) => {
+      try {
+        const result = await makePlan(opts);
+        process.stdout.write(opts.json ? `${JSON.stringify(result, null, 2)}\n` : render(result));
+      } catch (err) {
+        const message = describe(err, opts);
+        if (message === undefined) throw err;
+        if (opts.json) {
+          process.stdout.write(`${JSON.stringify({ error: message })}\n`);
+          process.exitCode = 2;
+          return;
+        }
+        throw new CliError(message, 2);
+      }
+    });
+}
+
+async function makePlan(opts: { model: string; cluster: string; bits?: string; context: string; promptTokens: string; sequences: string }): Promise<Plan> {
+  const bits = opts.bits === undefined ? undefined : number(opts.bits, '--bits', false);
+  const request = {
+    contextTokens: number(opts.context, '--context', true),
+    promptTokens: number(opts.promptTokens, '--prompt-tokens', true),
+    sequences: number(opts.sequences, '--sequences', true),
+  };
+  const model = await loadModel(opts.model, { bits });
+  const cluster = parseCluster(await readJson(opts.cluster));
+  return plan(model, cluster, request);
+}
+
+/** A one-line message for errors the user can fix; undefined for bugs. */
+function describe(err: unknown, opts: { cluster: string }): string | undefined {
+  if (err instanceof InputError) {
+    if (err.source === 'cluster') return `cluster file ${opts.cluster}: ${err.field} ${err.problem}`;
+    return err.message;
+  }
+  if (err instanceof InfeasibleError || err instanceof CliError) return err.message;
+  return undefined;
+}
+
+async function readJson(file: string): Promise<unknown> {
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch {
+    throw new CliError(`cluster file ${file} cannot be read`, 2);
+  }
+  try {
+    return JSON.parse(text);
+  } catch (err) {
+    throw new CliError(`cluster file ${file} is not valid JSON (${(err as Error).message})`, 2);
+  }
+}
+
+function number(text: string, flag: string, integer: boolean): number {
+  const n = Number(text);
+  if (text.trim() === '' || !Number.isFinite(n) || n <= 0 || (integer && !Number.isInteger(n))) {
+    throw new CliError(`${flag} must be a positive ${integer ? 'integer' : 'number'}, got "${text}"`, 2);
+  }
+  return n;
+}
+
+function render(p: Plan): string {
+  const lines: string[] = [];
+  lines.push(`strategy: ${p.strategy}    decode ${p.predicted.decodeTokensPerSecond} tok/s    prefill ${p.predicted.prefillTokensPerSecond} tok/s    TTFT ${p.predicted.ttftMs} ms (${p.request.promptTokens}-token prompt)`);
+  lines.push('');
+  const rows = [['stage', 'nodes', 'layers', 'tp', 'heads', 'transport']];
+  p.stages.forEach((s, i) => rows.push([String(i), s.nodes.join(', '), `${s.layers[0]}-${s.layers[1] - 1}`, String(s.tensorParallel), s.heads.join('/'), s.transport]));
+  lines.push(...table(rows));
+  lines.push('');
+  const mem = [['node', 'weights', 'kv cache', 'workspace', 'headroom', 'total', 'available']];
+  for (const [id, m] of Object.entries(p.memory)) mem.push([id, gb(m.weightsBytes), gb(m.kvCacheBytes), gb(m.workspaceBytes), gb(m.headroomBytes), gb(m.totalBytes), gb(m.availableBytes)]);
+  lines.push(...table(mem));
+  lines.push('');
+  lines.push(...p.explanation);
+  if (p.alternatives.length > 0) {
+    lines.push('', 'alternatives:');
+    for (const a of p.alternatives) {
+      const speed = a.predicted ? `${a.predicted.decodeTokensPerSecond} tok/s` : 'n/a';
+      lines.push(`  ${a.strategy.padEnd(9)} ${(a.nodes.join('+') || '-').padEnd(40)} ${speed.padStart(12)}  ${a.rejected}`);
+    }
+  }
+  return `${lines.join('\n')}\n`;
+}
+
+function table(rows: string[][]): string[] {
+  const widths = rows[0].map((_, c) => Math.max(...rows.map((r) => r[c].length)));
+  return rows.map((r) => r.map((cell, c) => cell.padEnd(widths[c])).join('  ').trimEnd());
+}
