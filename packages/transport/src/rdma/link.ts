@@ -184,6 +184,7 @@ export class RdmaLink implements PeerLink {
   private sendsInFlight = 0;
   private lastProgress = performance.now();
   private failure: Error | null = null;
+  private drained: (() => void) | null = null;
 
   constructor(options: RdmaLinkOptions) {
     if (options.depth < 2) throw new RangeError('RDMA link depth must be at least 2 (double buffering)');
@@ -233,7 +234,22 @@ export class RdmaLink implements PeerLink {
     });
   }
 
+  /**
+   * Lets sends that already resolved (their bytes are in the slab) leave before the queue pair goes away —
+   * a send waits for the peer's receive, and destroying the queue pair would drop it — for at most the
+   * link's timeout; then fails whatever is still pending.
+   */
   async close(): Promise<void> {
+    if (!this.failure && (this.sendQ.length > 0 || this.sendsInFlight > 0)) {
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, this.o.timeoutMs);
+        timer.unref();
+        this.drained = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+    }
     this.fail(new RdmaClosedError(`RDMA link to ${describeRdmaPeer(this.peer)} closed`));
   }
 
@@ -246,6 +262,7 @@ export class RdmaLink implements PeerLink {
     this.postedRecv.clear();
     this.o.poller.remove(this.o.index);
     this.o.onClose?.();
+    this.drained?.();
   }
 
   private track(options: OpOptions, reject: (e: unknown) => void): void {
@@ -323,6 +340,7 @@ export class RdmaLink implements PeerLink {
       this.sendsInFlight--;
       this.freeSend.push(slot);
       this.pumpSend();
+      if (this.drained && this.sendsInFlight === 0 && this.sendQ.length === 0) this.drained();
       return;
     }
     const posted = this.postedRecv.get(slot);

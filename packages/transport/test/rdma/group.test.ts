@@ -111,6 +111,18 @@ describe('RDMA group on the simulated fabric (Apple rules)', () => {
     for (const b of bufs) expect(Buffer.from(b.buffer).equals(Buffer.from(want.buffer))).toBe(true);
   });
 
+  it('close lets sends that already resolved reach the peer before the queue pair goes away', async () => {
+    mesh = await simMesh({ size: 2 });
+    const [a, b] = mesh.groups;
+    const msg = new Uint8Array(100).fill(9);
+    await a!.send(1, msg); // resolved: in the slab, waiting for the peer's receive (credit)
+    const closing = a!.close();
+    const got = new Uint8Array(100);
+    await within(b!.recv(0, got), 3000, 'recv after the sender closed');
+    await closing;
+    expect(got).toEqual(msg);
+  });
+
   it('size-1 group makes every collective a no-op', async () => {
     mesh = await simMesh({ size: 1 });
     const g = mesh.groups[0]!;
