@@ -1,8 +1,9 @@
 /**
- * A bump allocator over one shared, growable WebAssembly.Memory. Model weights and activations are
+ * A bump allocator over one shared, growable WasmMemory. Model weights and activations are
  * allocated once and live as long as the backend, so nothing is ever freed; that keeps every pointer
  * stable. Views created before a grow stay valid because shared memory never detaches its buffers.
  */
+import type { WasmMemory } from './module.js';
 import { HEAP_BASE, MAX_PAGES, PAGE_BYTES } from './layout.js';
 
 const ALIGN = 64;
@@ -10,12 +11,12 @@ const ALIGN = 64;
 const GROW_STEP = 16 * 1024 * 1024;
 
 export class Arena {
-  readonly memory: WebAssembly.Memory;
+  readonly memory: WasmMemory;
   #top = HEAP_BASE;
   /** Every SharedArrayBuffer object this memory has handed out (one per size after each grow). */
   readonly #buffers = new WeakSet<ArrayBufferLike>();
 
-  constructor(memory: WebAssembly.Memory) {
+  constructor(memory: WasmMemory) {
     this.memory = memory;
     this.#buffers.add(memory.buffer);
   }

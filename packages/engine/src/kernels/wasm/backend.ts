@@ -16,7 +16,7 @@ import { Arena } from './arena.js';
 import { physicalCores } from './cores.js';
 import { QK, isQuantized, rowBytes, weightBytes } from './formats.js';
 import { CTL, CTL_ADDR, CTL_FIELDS, F16_TABLE_ADDR, HEAP_BASE, KERNEL, MAX_PAGES, PAGE_BYTES } from './layout.js';
-import { type KernelExports, kernelModule } from './module.js';
+import { type KernelExports, WA, kernelModule } from './module.js';
 import { ThreadPool } from './pool.js';
 
 export interface WasmBackendOptions {
@@ -54,8 +54,8 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
   const initialPages = Math.min(MAX_PAGES, Math.ceil((HEAP_BASE + initialBytes) / PAGE_BYTES));
 
   const module = kernelModule();
-  const memory = new WebAssembly.Memory({ initial: initialPages, maximum: MAX_PAGES, shared: true });
-  const instance = new WebAssembly.Instance(module, { env: { memory } });
+  const memory = new WA.Memory({ initial: initialPages, maximum: MAX_PAGES, shared: true });
+  const instance = new WA.Instance(module, { env: { memory } });
   const k = instance.exports as unknown as KernelExports;
   const arena = new Arena(memory);
   new Float32Array(memory.buffer, F16_TABLE_ADDR, 65536).set(F16_TO_F32);

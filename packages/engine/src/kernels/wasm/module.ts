@@ -7,9 +7,27 @@ import { fileURLToPath } from 'node:url';
 
 const WASM_URL = new URL('../../../wasm/kernels.wasm', import.meta.url);
 
-let cached: WebAssembly.Module | undefined;
+/**
+ * The slice of the WebAssembly JS API used here. The project's TypeScript lib (ES2023, no DOM) does not
+ * declare the WebAssembly global, and an ambient declaration would clash with packages that add DOM.
+ */
+export interface WasmMemory {
+  readonly buffer: ArrayBuffer | SharedArrayBuffer;
+  grow(pages: number): number;
+}
+export interface WasmModule {
+  readonly __brand?: 'WebAssembly.Module';
+}
+interface WasmApi {
+  Module: new (bytes: Uint8Array) => WasmModule;
+  Instance: new (module: WasmModule, imports: object) => { exports: unknown };
+  Memory: new (descriptor: { initial: number; maximum: number; shared: boolean }) => WasmMemory;
+}
+export const WA = (globalThis as unknown as { WebAssembly: WasmApi }).WebAssembly;
 
-export function kernelModule(): WebAssembly.Module {
+let cached: WasmModule | undefined;
+
+export function kernelModule(): WasmModule {
   if (cached) return cached;
   let bytes: Buffer;
   try {
@@ -21,7 +39,7 @@ export function kernelModule(): WebAssembly.Module {
     );
   }
   try {
-    cached = new WebAssembly.Module(bytes);
+    cached = new WA.Module(bytes);
   } catch (err) {
     throw new Error(
       `wasm backend: ${fileURLToPath(WASM_URL)} does not compile on Node ${process.version} ` +

@@ -8,7 +8,7 @@
  */
 import { Worker } from 'node:worker_threads';
 import { CTL, CTL_ADDR, CTL_FIELDS } from './layout.js';
-import type { KernelExports } from './module.js';
+import type { KernelExports, WasmMemory, WasmModule } from './module.js';
 
 /** Polls before a worker sleeps between jobs, and before the caller sleeps waiting for workers. */
 const WORKER_SPINS = 20_000;
@@ -28,9 +28,10 @@ try {
 } catch (err) {
   Atomics.store(ctl, f.error, 1);
 }
+// Read the generation before announcing readiness: the caller may publish a job right after.
+let seen = Atomics.load(ctl, f.gen);
 Atomics.add(ctl, f.ready, 1);
 Atomics.notify(ctl, f.ready);
-let seen = Atomics.load(ctl, f.gen);
 while (exports) {
   let i = 0;
   while (Atomics.load(ctl, f.gen) === seen && i < spins) i++;
@@ -54,7 +55,7 @@ export class ThreadPool {
   #disposed = false;
 
   /** `helpers` worker threads besides the calling thread. Blocks until they are ready. */
-  constructor(module: WebAssembly.Module, memory: WebAssembly.Memory, exports: KernelExports, helpers: number) {
+  constructor(module: WasmModule, memory: WasmMemory, exports: KernelExports, helpers: number) {
     this.#exports = exports;
     this.#ctl = new Int32Array(memory.buffer, CTL_ADDR, CTL_FIELDS);
     if (helpers <= 0) return;

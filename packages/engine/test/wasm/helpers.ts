@@ -1,0 +1,77 @@
+/** Random weights in every dtype, written into a backend's own memory, plus an f64 oracle. */
+import type { Backend, DType, Weight } from '../../src/kernels/backend.js';
+import { BF16_TO_F32, F16_TO_F32, f32ToBf16Bits, f32ToF16Bits } from '../../src/numeric/half.js';
+import { Prng } from '../../src/numeric/prng.js';
+import { weightBytes } from '../../src/kernels/wasm/formats.js';
+import { quantizeQ4_0, quantizeQ8_0 } from '../../src/kernels/wasm/quant-reference.js';
+
+/** A random finite f16 bit pattern: every exponent but Inf/NaN, subnormals included. */
+function randomF16Bits(rng: Prng): number {
+  for (;;) {
+    const h = Math.floor(rng.next() * 65536);
+    if (((h >> 10) & 31) !== 31) return h;
+  }
+}
+
+/** Random bf16 bits with magnitudes in [2^-20, 2^6) so products stay finite. */
+function randomBf16Bits(rng: Prng): number {
+  const sign = rng.next() < 0.5 ? 0x8000 : 0;
+  const exp = 127 - 20 + Math.floor(rng.next() * 26);
+  return sign | (exp << 7) | Math.floor(rng.next() * 128);
+}
+
+export function randomWeight(be: Backend, dtype: DType, rows: number, cols: number, rng: Prng): Weight {
+  const bytes = be.allocBytes(weightBytes(dtype, rows, cols));
+  const count = rows * cols;
+  if (dtype === 'f32') {
+    const v = new Float32Array(bytes.buffer, bytes.byteOffset, count);
+    for (let i = 0; i < count; i++) v[i] = rng.symmetric(1);
+  } else if (dtype === 'f16' || dtype === 'bf16') {
+    const v = new Uint16Array(bytes.buffer, bytes.byteOffset, count);
+    for (let i = 0; i < count; i++) v[i] = dtype === 'f16' ? randomF16Bits(rng) : randomBf16Bits(rng);
+  } else {
+    const values = new Float32Array(count);
+    for (let i = 0; i < count; i++) values[i] = rng.symmetric(1) * (1 + 3 * (Math.floor(i / 32) % 3));
+    (dtype === 'q8_0' ? quantizeQ8_0 : quantizeQ4_0)(values, rows, cols, bytes);
+  }
+  return { dtype, rows, cols, bytes };
+}
+
+/** Weight element (r, c) as a number (f32/f16/bf16 only). */
+export function widened(w: Weight): Float32Array {
+  const count = w.rows * w.cols;
+  if (w.dtype === 'f32') return new Float32Array(w.bytes.buffer, w.bytes.byteOffset, count).slice();
+  const bits = new Uint16Array(w.bytes.buffer, w.bytes.byteOffset, count);
+  const table = w.dtype === 'f16' ? F16_TO_F32 : BF16_TO_F32;
+  const out = new Float32Array(count);
+  for (let i = 0; i < count; i++) out[i] = table[bits[i]];
+  return out;
+}
+
+export function randomInput(be: Backend, length: number, rng: Prng, scale = 2): Float32Array {
+  const x = be.allocF32(length);
+  for (let i = 0; i < length; i++) x[i] = rng.next() < 0.05 ? 0 : rng.symmetric(scale);
+  return x;
+}
+
+/** f64 out[b·rows + r] = Σ_c W[r,c]·x[b·cols + c], and Σ|terms| per output. */
+export function exactMatmul(wf: Float32Array, rows: number, cols: number, x: Float32Array, n: number) {
+  const out = new Float64Array(rows * n);
+  const magnitude = new Float64Array(rows * n);
+  for (let r = 0; r < rows; r++) {
+    for (let b = 0; b < n; b++) {
+      let s = 0;
+      let m = 0;
+      for (let c = 0; c < cols; c++) {
+        const t = wf[r * cols + c] * x[b * cols + c];
+        s += t;
+        m += Math.abs(t);
+      }
+      out[b * rows + r] = s;
+      magnitude[b * rows + r] = m;
+    }
+  }
+  return { out, magnitude };
+}
+
+export { f32ToF16Bits, f32ToBf16Bits };

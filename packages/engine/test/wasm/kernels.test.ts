@@ -1,0 +1,125 @@
+import { afterAll, describe, expect, it } from 'vitest';
+import type { DType } from '../../src/kernels/backend.js';
+import { Prng } from '../../src/numeric/prng.js';
+import { type WasmBackend, createWasmBackend } from '../../src/kernels/wasm/backend.js';
+import { QK } from '../../src/kernels/wasm/formats.js';
+import { dequantizeRow as dequantize, matmulExact, matmulQ8Activations, quantizeActivations } from '../../src/kernels/wasm/quant-reference.js';
+import { exactMatmul, randomInput, randomWeight, widened } from './helpers.js';
+
+const U = 2 ** -24;
+const ROWS = [1, 2, 3, 4, 5, 7, 8, 9, 13, 31, 67];
+const FLOAT_COLS = [1, 3, 7, 8, 9, 15, 16, 17, 33, 100, 257];
+const QUANT_COLS = [32, 64, 96, 160, 288];
+const BATCH = [1, 2, 3, 5];
+
+const backends: WasmBackend[] = [];
+afterAll(() => backends.forEach((b) => b.dispose()));
+
+// parallelThreshold 0 makes even tiny kernels use the worker, so tails and chunking are exercised.
+function backend(threads: number): WasmBackend {
+  const be = createWasmBackend({ threads, parallelThreshold: 0, initialBytes: 8 << 20 });
+  backends.push(be);
+  return be;
+}
+
+function pick<T>(rng: Prng, xs: T[]): T {
+  return xs[Math.floor(rng.next() * xs.length)];
+}
+
+describe.each([1, 2])('wasm kernels, %i thread(s)', (threads) => {
+  const be = backend(threads);
+
+  // Tolerance (f32/f16/bf16): the kernel sums f32-rounded products in another order than the exact
+  // f64 sum; any f32 summation of k terms is within k·2^-24·Σ|terms| of it (k ≤ cols + 8 here).
+  it.each(['f32', 'f16', 'bf16'] as DType[])('%s matvec and matmul equal the exact dot product', (dtype) => {
+    const rng = new Prng(1234 + threads * 7 + dtype.length);
+    for (let trial = 0; trial < 40; trial++) {
+      const rows = pick(rng, ROWS);
+      const cols = pick(rng, FLOAT_COLS);
+      const n = trial < 12 ? 1 : pick(rng, BATCH);
+      const w = randomWeight(be, dtype, rows, cols, rng);
+      const x = randomInput(be, cols * n, rng);
+      const out = be.allocF32(rows * n + 3);
+      out.fill(12345);
+      if (n === 1 && trial % 2 === 0) be.matvec(out, w, x);
+      else be.matmul(out, w, x, n);
+      const ref = exactMatmul(widened(w), rows, cols, x, n);
+      for (let i = 0; i < rows * n; i++) {
+        const tol = (cols + 8) * U * ref.magnitude[i];
+        if (!(Math.abs(out[i] - ref.out[i]) <= tol)) {
+          throw new Error(`${dtype} [${rows},${cols}] n=${n} out[${i}] = ${out[i]}, exact ${ref.out[i]}, tol ${tol}`);
+        }
+      }
+      expect([...out.subarray(rows * n)]).toEqual([12345, 12345, 12345]);
+    }
+  });
+
+  // Tolerances (q8_0/q4_0): against the same scheme computed in f64 (activations quantized like
+  // llama.cpp): only f32 rounding of block terms, ≤ (blocks + 8)·2^-23·Σ|terms|. Against dequantized
+  // weights · f32 activations: plus the activation quantization error, per block at most
+  // d/2 + 127·|d − f16(d)| per element (d = amax/127), times Σ|w| over the block.
+  it.each(['q8_0', 'q4_0'] as DType[])('%s matvec and matmul equal the reference within the bounds', (dtype) => {
+    const rng = new Prng(99 + threads * 13 + dtype.length);
+    for (let trial = 0; trial < 30; trial++) {
+      const rows = pick(rng, ROWS);
+      const cols = pick(rng, QUANT_COLS);
+      const n = trial < 10 ? 1 : pick(rng, BATCH);
+      const w = randomWeight(be, dtype, rows, cols, rng);
+      const x = randomInput(be, cols * n, rng);
+      const out = be.allocF32(rows * n);
+      if (n === 1) be.matvec(out, w, x);
+      else be.matmul(out, w, x, n);
+      const same = matmulQ8Activations(dtype, w.bytes, rows, cols, x, n);
+      const exact = matmulExact(dtype, w.bytes, rows, cols, x, n);
+      const absW = absWeightBlockSums(dtype, w.bytes, rows, cols);
+      for (let b = 0; b < n; b++) {
+        const acts = quantizeActivations(x, b * cols, cols);
+        for (let r = 0; r < rows; r++) {
+          const i = b * rows + r;
+          const tolSame = (cols / QK + 8) * 2 * U * same.magnitude[i];
+          expect(Math.abs(out[i] - same.out[i]), `${dtype} [${rows},${cols}] out[${i}] vs q8-activation reference`).toBeLessThanOrEqual(tolSame);
+          let tolExact = tolSame;
+          for (let k = 0; k < cols / QK; k++) {
+            const e = acts.dRaw[k] / 2 + 127 * Math.abs(acts.dRaw[k] - acts.d[k]);
+            tolExact += absW[r * (cols / QK) + k] * e * (1 + 1e-6);
+          }
+          expect(Math.abs(out[i] - exact.out[i]), `${dtype} [${rows},${cols}] out[${i}] vs exact`).toBeLessThanOrEqual(tolExact);
+        }
+      }
+    }
+  });
+
+  it('splits a larger kernel over many row chunks', () => {
+    const rng = new Prng(5);
+    for (const dtype of ['f32', 'f16', 'bf16', 'q8_0', 'q4_0'] as DType[]) {
+      const rows = 301;
+      const cols = 224;
+      const w = randomWeight(be, dtype, rows, cols, rng);
+      const x = randomInput(be, cols * 2, rng);
+      const out = be.allocF32(rows * 2);
+      be.matmul(out, w, x, 2);
+      const ref = dtype.startsWith('q')
+        ? matmulQ8Activations(dtype, w.bytes, rows, cols, x, 2)
+        : exactMatmul(widened(w), rows, cols, x, 2);
+      for (let i = 0; i < rows * 2; i++) {
+        expect(Math.abs(out[i] - ref.out[i]), `${dtype} out[${i}]`).toBeLessThanOrEqual((cols + 8) * 2 * U * ref.magnitude[i]);
+      }
+    }
+  });
+});
+
+/** Σ|w| per (row, block) of a block-format weight. */
+function absWeightBlockSums(dtype: DType, bytes: Uint8Array, rows: number, cols: number): Float64Array {
+  const nb = cols / QK;
+  const sums = new Float64Array(rows * nb);
+  const row = new Float32Array(cols);
+  for (let r = 0; r < rows; r++) {
+    dequantize(dtype, bytes, cols, r, row);
+    for (let k = 0; k < nb; k++) {
+      let s = 0;
+      for (let j = 0; j < QK; j++) s += Math.abs(row[k * QK + j]);
+      sums[r * nb + k] = s;
+    }
+  }
+  return sums;
+}

@@ -1,0 +1,662 @@
+;; Orchard matrix kernels: WASM SIMD (128-bit), one shared memory, any number of threads.
+;;
+;; Build: `pnpm --filter @orchard/engine build:wasm` (wasm/build.ts, wabt) writes kernels.wasm next to
+;; this file; a test rebuilds it and fails when the committed binary is stale.
+;;
+;; Memory map (addresses fixed here and in src/kernels/wasm/layout.ts):
+;;   [64, 128)        job descriptor, read by every thread in $run_job (see CTL_* below)
+;;   [4096, 266240)   f16 -> f32 table (65,536 f32), filled by the loader; used for block scales
+;;   [266240, ...)    heap: weights, activations and scratch, handed out by the JS bump allocator
+;;
+;; Job descriptor (i32 fields at 64 + 4*i):
+;;   0 gen   1 kernel   2 out   3 w   4 x   5 rows   6 cols   7 n   8 rowBytes   9 xStride
+;;   10 next chunk (atomic)   11 chunk rows   12 done (atomic, JS)   13 stop   14 ready   15 error
+;;
+;; A kernel is a pair of functions in the table: dot4 (4 weight rows against one activation vector,
+;; 4 outputs) at index k and dot1 (one row) at k+1. All take (w, rowBytes, x, cols, out). Work is split
+;; by output rows: threads take chunks of `chunk rows` rows (a multiple of 4) from an atomic counter, so a
+;; thread the OS delays simply takes fewer chunks.
+;;
+;; Activation formats the kernels read (prepared on the calling thread before the job starts):
+;;   f32    x as is.
+;;   f16    per group of 8 columns: x[0,2,4,6]·2^64 then x[1,3,5,7]·2^64; the cols%8 tail unscaled.
+;;          An f16 weight is widened with 3 integer ops to f32 bits that equal w·2^-112; the 2^64 on x
+;;          and a final ·2^48 restore the scale without a multiply per weight. Inf/NaN f16 weights are
+;;          not representable this way (they widen to finite values); checkpoints never contain them.
+;;   bf16   same even/odd order, unscaled (a bf16 is the top half of an f32).
+;;   q8_0, q4_0   x quantized like llama.cpp's Q8_0 activations: per 32-block d = f16(amax/127),
+;;          q = nearest(x·127/amax) as i16 (cols i16), then cols/32 f32 scales. Integer dot products.
+(module
+  (import "env" "memory" (memory 1 65536 shared))
+
+  (type $dot (func (param i32 i32 i32 i32 i32)))
+  (table 10 funcref)
+  (elem (i32.const 0)
+    $dot4_f32 $dot1_f32 $dot4_f16 $dot1_f16 $dot4_bf16 $dot1_bf16
+    $dot4_q8_0 $dot1_q8_0 $dot4_q4_0 $dot1_q4_0)
+
+  (global $CTL i32 (i32.const 64))
+  (global $F16TAB i32 (i32.const 4096))
+
+  (func $hsum (param $v v128) (result f32)
+    (f32.add
+      (f32.add (f32x4.extract_lane 0 (local.get $v)) (f32x4.extract_lane 1 (local.get $v)))
+      (f32.add (f32x4.extract_lane 2 (local.get $v)) (f32x4.extract_lane 3 (local.get $v)))))
+
+  (func $f16 (param $h i32) (result f32)
+    (f32.load (i32.add (global.get $F16TAB) (i32.shl (local.get $h) (i32.const 2)))))
+
+  ;; ---------------------------------------------------------------- f32
+  (func $dot4_f32 (type $dot) (param $w i32) (param $rb i32) (param $x i32) (param $cols i32) (param $out i32)
+    (local $w1 i32) (local $w2 i32) (local $w3 i32) (local $o i32) (local $end i32)
+    (local $a0 v128) (local $a1 v128) (local $a2 v128) (local $a3 v128) (local $xv v128)
+    (local $s0 f32) (local $s1 f32) (local $s2 f32) (local $s3 f32) (local $xs f32)
+    (local.set $w1 (i32.add (local.get $w) (local.get $rb)))
+    (local.set $w2 (i32.add (local.get $w1) (local.get $rb)))
+    (local.set $w3 (i32.add (local.get $w2) (local.get $rb)))
+    (local.set $end (i32.shl (i32.and (local.get $cols) (i32.const -4)) (i32.const 2)))
+    (block $done
+      (loop $l
+        (br_if $done (i32.ge_u (local.get $o) (local.get $end)))
+        (local.set $xv (v128.load (i32.add (local.get $x) (local.get $o))))
+        (local.set $a0 (f32x4.add (local.get $a0) (f32x4.mul (v128.load (i32.add (local.get $w) (local.get $o))) (local.get $xv))))
+        (local.set $a1 (f32x4.add (local.get $a1) (f32x4.mul (v128.load (i32.add (local.get $w1) (local.get $o))) (local.get $xv))))
+        (local.set $a2 (f32x4.add (local.get $a2) (f32x4.mul (v128.load (i32.add (local.get $w2) (local.get $o))) (local.get $xv))))
+        (local.set $a3 (f32x4.add (local.get $a3) (f32x4.mul (v128.load (i32.add (local.get $w3) (local.get $o))) (local.get $xv))))
+        (local.set $o (i32.add (local.get $o) (i32.const 16)))
+        (br $l)))
+    (local.set $s0 (call $hsum (local.get $a0)))
+    (local.set $s1 (call $hsum (local.get $a1)))
+    (local.set $s2 (call $hsum (local.get $a2)))
+    (local.set $s3 (call $hsum (local.get $a3)))
+    (local.set $end (i32.shl (local.get $cols) (i32.const 2)))
+    (block $tdone
+      (loop $t
+        (br_if $tdone (i32.ge_u (local.get $o) (local.get $end)))
+        (local.set $xs (f32.load (i32.add (local.get $x) (local.get $o))))
+        (local.set $s0 (f32.add (local.get $s0) (f32.mul (f32.load (i32.add (local.get $w) (local.get $o))) (local.get $xs))))
+        (local.set $s1 (f32.add (local.get $s1) (f32.mul (f32.load (i32.add (local.get $w1) (local.get $o))) (local.get $xs))))
+        (local.set $s2 (f32.add (local.get $s2) (f32.mul (f32.load (i32.add (local.get $w2) (local.get $o))) (local.get $xs))))
+        (local.set $s3 (f32.add (local.get $s3) (f32.mul (f32.load (i32.add (local.get $w3) (local.get $o))) (local.get $xs))))
+        (local.set $o (i32.add (local.get $o) (i32.const 4)))
+        (br $t)))
+    (f32.store offset=0 (local.get $out) (local.get $s0))
+    (f32.store offset=4 (local.get $out) (local.get $s1))
+    (f32.store offset=8 (local.get $out) (local.get $s2))
+    (f32.store offset=12 (local.get $out) (local.get $s3)))
+
+  (func $dot1_f32 (type $dot) (param $w i32) (param $rb i32) (param $x i32) (param $cols i32) (param $out i32)
+    (local $o i32) (local $end i32) (local $a0 v128) (local $s0 f32)
+    (local.set $end (i32.shl (i32.and (local.get $cols) (i32.const -4)) (i32.const 2)))
+    (block $done
+      (loop $l
+        (br_if $done (i32.ge_u (local.get $o) (local.get $end)))
+        (local.set $a0 (f32x4.add (local.get $a0)
+          (f32x4.mul (v128.load (i32.add (local.get $w) (local.get $o))) (v128.load (i32.add (local.get $x) (local.get $o))))))
+        (local.set $o (i32.add (local.get $o) (i32.const 16)))
+        (br $l)))
+    (local.set $s0 (call $hsum (local.get $a0)))
+    (local.set $end (i32.shl (local.get $cols) (i32.const 2)))
+    (block $tdone
+      (loop $t
+        (br_if $tdone (i32.ge_u (local.get $o) (local.get $end)))
+        (local.set $s0 (f32.add (local.get $s0)
+          (f32.mul (f32.load (i32.add (local.get $w) (local.get $o))) (f32.load (i32.add (local.get $x) (local.get $o))))))
+        (local.set $o (i32.add (local.get $o) (i32.const 4)))
+        (br $t)))
+    (f32.store (local.get $out) (local.get $s0)))
+
+  ;; ---------------------------------------------------------------- f16
+  ;; A 16-byte load holds 8 weights; i32 lane k = w[2k] | w[2k+1] << 16. Even weights: (v << 16) >>s 3,
+  ;; odd weights: v >>s 3; then mask to sign | exponent | mantissa (0x8FFFE000) = f32 bits of w·2^-112.
+  (func $dot4_f16 (type $dot) (param $w i32) (param $rb i32) (param $x i32) (param $cols i32) (param $out i32)
+    (local $w1 i32) (local $w2 i32) (local $w3 i32) (local $o i32) (local $end i32) (local $xo i32) (local $c i32)
+    (local $a0 v128) (local $a1 v128) (local $a2 v128) (local $a3 v128) (local $xe v128) (local $xd v128)
+    (local $m v128) (local $v v128)
+    (local $s0 f32) (local $s1 f32) (local $s2 f32) (local $s3 f32) (local $xs f32)
+    (local.set $m (v128.const i32x4 0x8FFFE000 0x8FFFE000 0x8FFFE000 0x8FFFE000))
+    (local.set $w1 (i32.add (local.get $w) (local.get $rb)))
+    (local.set $w2 (i32.add (local.get $w1) (local.get $rb)))
+    (local.set $w3 (i32.add (local.get $w2) (local.get $rb)))
+    ;; $o: byte offset into weights (2 per column); x offset is 2*$o
+    (local.set $end (i32.shl (i32.and (local.get $cols) (i32.const -8)) (i32.const 1)))
+    (block $done
+      (loop $l
+        (br_if $done (i32.ge_u (local.get $o) (local.get $end)))
+        (local.set $xo (i32.add (local.get $x) (i32.shl (local.get $o) (i32.const 1))))
+        (local.set $xe (v128.load offset=0 (local.get $xo)))
+        (local.set $xd (v128.load offset=16 (local.get $xo)))
+        (local.set $v (v128.load (i32.add (local.get $w) (local.get $o))))
+        (local.set $a0 (f32x4.add (local.get $a0) (f32x4.add
+          (f32x4.mul (v128.and (i32x4.shr_s (i32x4.shl (local.get $v) (i32.const 16)) (i32.const 3)) (local.get $m)) (local.get $xe))
+          (f32x4.mul (v128.and (i32x4.shr_s (local.get $v) (i32.const 3)) (local.get $m)) (local.get $xd)))))
+        (local.set $v (v128.load (i32.add (local.get $w1) (local.get $o))))
+        (local.set $a1 (f32x4.add (local.get $a1) (f32x4.add
+          (f32x4.mul (v128.and (i32x4.shr_s (i32x4.shl (local.get $v) (i32.const 16)) (i32.const 3)) (local.get $m)) (local.get $xe))
+          (f32x4.mul (v128.and (i32x4.shr_s (local.get $v) (i32.const 3)) (local.get $m)) (local.get $xd)))))
+        (local.set $v (v128.load (i32.add (local.get $w2) (local.get $o))))
+        (local.set $a2 (f32x4.add (local.get $a2) (f32x4.add
+          (f32x4.mul (v128.and (i32x4.shr_s (i32x4.shl (local.get $v) (i32.const 16)) (i32.const 3)) (local.get $m)) (local.get $xe))
+          (f32x4.mul (v128.and (i32x4.shr_s (local.get $v) (i32.const 3)) (local.get $m)) (local.get $xd)))))
+        (local.set $v (v128.load (i32.add (local.get $w3) (local.get $o))))
+        (local.set $a3 (f32x4.add (local.get $a3) (f32x4.add
+          (f32x4.mul (v128.and (i32x4.shr_s (i32x4.shl (local.get $v) (i32.const 16)) (i32.const 3)) (local.get $m)) (local.get $xe))
+          (f32x4.mul (v128.and (i32x4.shr_s (local.get $v) (i32.const 3)) (local.get $m)) (local.get $xd)))))
+        (local.set $o (i32.add (local.get $o) (i32.const 16)))
+        (br $l)))
+    (local.set $s0 (f32.mul (call $hsum (local.get $a0)) (f32.const 0x1p48)))
+    (local.set $s1 (f32.mul (call $hsum (local.get $a1)) (f32.const 0x1p48)))
+    (local.set $s2 (f32.mul (call $hsum (local.get $a2)) (f32.const 0x1p48)))
+    (local.set $s3 (f32.mul (call $hsum (local.get $a3)) (f32.const 0x1p48)))
+    (local.set $end (i32.shl (local.get $cols) (i32.const 1)))
+    (block $tdone
+      (loop $t
+        (br_if $tdone (i32.ge_u (local.get $o) (local.get $end)))
+        (local.set $xs (f32.load (i32.add (local.get $x) (i32.shl (local.get $o) (i32.const 1)))))
+        (local.set $s0 (f32.add (local.get $s0) (f32.mul (call $f16 (i32.load16_u (i32.add (local.get $w) (local.get $o)))) (local.get $xs))))
+        (local.set $s1 (f32.add (local.get $s1) (f32.mul (call $f16 (i32.load16_u (i32.add (local.get $w1) (local.get $o)))) (local.get $xs))))
+        (local.set $s2 (f32.add (local.get $s2) (f32.mul (call $f16 (i32.load16_u (i32.add (local.get $w2) (local.get $o)))) (local.get $xs))))
+        (local.set $s3 (f32.add (local.get $s3) (f32.mul (call $f16 (i32.load16_u (i32.add (local.get $w3) (local.get $o)))) (local.get $xs))))
+        (local.set $o (i32.add (local.get $o) (i32.const 2)))
+        (br $t)))
+    (f32.store offset=0 (local.get $out) (local.get $s0))
+    (f32.store offset=4 (local.get $out) (local.get $s1))
+    (f32.store offset=8 (local.get $out) (local.get $s2))
+    (f32.store offset=12 (local.get $out) (local.get $s3)))
+
+  (func $dot1_f16 (type $dot) (param $w i32) (param $rb i32) (param $x i32) (param $cols i32) (param $out i32)
+    (local $o i32) (local $end i32) (local $xo i32)
+    (local $a0 v128) (local $m v128) (local $v v128) (local $s0 f32)
+    (local.set $m (v128.const i32x4 0x8FFFE000 0x8FFFE000 0x8FFFE000 0x8FFFE000))
+    (local.set $end (i32.shl (i32.and (local.get $cols) (i32.const -8)) (i32.const 1)))
+    (block $done
+      (loop $l
+        (br_if $done (i32.ge_u (local.get $o) (local.get $end)))
+        (local.set $xo (i32.add (local.get $x) (i32.shl (local.get $o) (i32.const 1))))
+        (local.set $v (v128.load (i32.add (local.get $w) (local.get $o))))
+        (local.set $a0 (f32x4.add (local.get $a0) (f32x4.add
+          (f32x4.mul (v128.and (i32x4.shr_s (i32x4.shl (local.get $v) (i32.const 16)) (i32.const 3)) (local.get $m)) (v128.load offset=0 (local.get $xo)))
+          (f32x4.mul (v128.and (i32x4.shr_s (local.get $v) (i32.const 3)) (local.get $m)) (v128.load offset=16 (local.get $xo))))))
+        (local.set $o (i32.add (local.get $o) (i32.const 16)))
+        (br $l)))
+    (local.set $s0 (f32.mul (call $hsum (local.get $a0)) (f32.const 0x1p48)))
+    (local.set $end (i32.shl (local.get $cols) (i32.const 1)))
+    (block $tdone
+      (loop $t
+        (br_if $tdone (i32.ge_u (local.get $o) (local.get $end)))
+        (local.set $s0 (f32.add (local.get $s0)
+          (f32.mul (call $f16 (i32.load16_u (i32.add (local.get $w) (local.get $o))))
+                   (f32.load (i32.add (local.get $x) (i32.shl (local.get $o) (i32.const 1)))))))
+        (local.set $o (i32.add (local.get $o) (i32.const 2)))
+        (br $t)))
+    (f32.store (local.get $out) (local.get $s0)))
+
+  ;; ---------------------------------------------------------------- bf16
+  ;; Even weights: v << 16; odd weights: v & 0xFFFF0000 (a bf16 is the top half of an f32).
+  (func $dot4_bf16 (type $dot) (param $w i32) (param $rb i32) (param $x i32) (param $cols i32) (param $out i32)
+    (local $w1 i32) (local $w2 i32) (local $w3 i32) (local $o i32) (local $end i32) (local $xo i32)
+    (local $a0 v128) (local $a1 v128) (local $a2 v128) (local $a3 v128) (local $xe v128) (local $xd v128)
+    (local $m v128) (local $v v128)
+    (local $s0 f32) (local $s1 f32) (local $s2 f32) (local $s3 f32) (local $xs f32)
+    (local.set $m (v128.const i32x4 0xFFFF0000 0xFFFF0000 0xFFFF0000 0xFFFF0000))
+    (local.set $w1 (i32.add (local.get $w) (local.get $rb)))
+    (local.set $w2 (i32.add (local.get $w1) (local.get $rb)))
+    (local.set $w3 (i32.add (local.get $w2) (local.get $rb)))
+    (local.set $end (i32.shl (i32.and (local.get $cols) (i32.const -8)) (i32.const 1)))
+    (block $done
+      (loop $l
+        (br_if $done (i32.ge_u (local.get $o) (local.get $end)))
+        (local.set $xo (i32.add (local.get $x) (i32.shl (local.get $o) (i32.const 1))))
+        (local.set $xe (v128.load offset=0 (local.get $xo)))
+        (local.set $xd (v128.load offset=16 (local.get $xo)))
+        (local.set $v (v128.load (i32.add (local.get $w) (local.get $o))))
+        (local.set $a0 (f32x4.add (local.get $a0) (f32x4.add
+          (f32x4.mul (i32x4.shl (local.get $v) (i32.const 16)) (local.get $xe))
+          (f32x4.mul (v128.and (local.get $v) (local.get $m)) (local.get $xd)))))
+        (local.set $v (v128.load (i32.add (local.get $w1) (local.get $o))))
+        (local.set $a1 (f32x4.add (local.get $a1) (f32x4.add
+          (f32x4.mul (i32x4.shl (local.get $v) (i32.const 16)) (local.get $xe))
+          (f32x4.mul (v128.and (local.get $v) (local.get $m)) (local.get $xd)))))
+        (local.set $v (v128.load (i32.add (local.get $w2) (local.get $o))))
+        (local.set $a2 (f32x4.add (local.get $a2) (f32x4.add
+          (f32x4.mul (i32x4.shl (local.get $v) (i32.const 16)) (local.get $xe))
+          (f32x4.mul (v128.and (local.get $v) (local.get $m)) (local.get $xd)))))
+        (local.set $v (v128.load (i32.add (local.get $w3) (local.get $o))))
+        (local.set $a3 (f32x4.add (local.get $a3) (f32x4.add
+          (f32x4.mul (i32x4.shl (local.get $v) (i32.const 16)) (local.get $xe))
+          (f32x4.mul (v128.and (local.get $v) (local.get $m)) (local.get $xd)))))
+        (local.set $o (i32.add (local.get $o) (i32.const 16)))
+        (br $l)))
+    (local.set $s0 (call $hsum (local.get $a0)))
+    (local.set $s1 (call $hsum (local.get $a1)))
+    (local.set $s2 (call $hsum (local.get $a2)))
+    (local.set $s3 (call $hsum (local.get $a3)))
+    (local.set $end (i32.shl (local.get $cols) (i32.const 1)))
+    (block $tdone
+      (loop $t
+        (br_if $tdone (i32.ge_u (local.get $o) (local.get $end)))
+        (local.set $xs (f32.load (i32.add (local.get $x) (i32.shl (local.get $o) (i32.const 1)))))
+        (local.set $s0 (f32.add (local.get $s0) (f32.mul (f32.reinterpret_i32 (i32.shl (i32.load16_u (i32.add (local.get $w) (local.get $o))) (i32.const 16))) (local.get $xs))))
+        (local.set $s1 (f32.add (local.get $s1) (f32.mul (f32.reinterpret_i32 (i32.shl (i32.load16_u (i32.add (local.get $w1) (local.get $o))) (i32.const 16))) (local.get $xs))))
+        (local.set $s2 (f32.add (local.get $s2) (f32.mul (f32.reinterpret_i32 (i32.shl (i32.load16_u (i32.add (local.get $w2) (local.get $o))) (i32.const 16))) (local.get $xs))))
+        (local.set $s3 (f32.add (local.get $s3) (f32.mul (f32.reinterpret_i32 (i32.shl (i32.load16_u (i32.add (local.get $w3) (local.get $o))) (i32.const 16))) (local.get $xs))))
+        (local.set $o (i32.add (local.get $o) (i32.const 2)))
+        (br $t)))
+    (f32.store offset=0 (local.get $out) (local.get $s0))
+    (f32.store offset=4 (local.get $out) (local.get $s1))
+    (f32.store offset=8 (local.get $out) (local.get $s2))
+    (f32.store offset=12 (local.get $out) (local.get $s3)))
+
+  (func $dot1_bf16 (type $dot) (param $w i32) (param $rb i32) (param $x i32) (param $cols i32) (param $out i32)
+    (local $o i32) (local $end i32) (local $xo i32)
+    (local $a0 v128) (local $m v128) (local $v v128) (local $s0 f32)
+    (local.set $m (v128.const i32x4 0xFFFF0000 0xFFFF0000 0xFFFF0000 0xFFFF0000))
+    (local.set $end (i32.shl (i32.and (local.get $cols) (i32.const -8)) (i32.const 1)))
+    (block $done
+      (loop $l
+        (br_if $done (i32.ge_u (local.get $o) (local.get $end)))
+        (local.set $xo (i32.add (local.get $x) (i32.shl (local.get $o) (i32.const 1))))
+        (local.set $v (v128.load (i32.add (local.get $w) (local.get $o))))
+        (local.set $a0 (f32x4.add (local.get $a0) (f32x4.add
+          (f32x4.mul (i32x4.shl (local.get $v) (i32.const 16)) (v128.load offset=0 (local.get $xo)))
+          (f32x4.mul (v128.and (local.get $v) (local.get $m)) (v128.load offset=16 (local.get $xo))))))
+        (local.set $o (i32.add (local.get $o) (i32.const 16)))
+        (br $l)))
+    (local.set $s0 (call $hsum (local.get $a0)))
+    (local.set $end (i32.shl (local.get $cols) (i32.const 1)))
+    (block $tdone
+      (loop $t
+        (br_if $tdone (i32.ge_u (local.get $o) (local.get $end)))
+        (local.set $s0 (f32.add (local.get $s0)
+          (f32.mul (f32.reinterpret_i32 (i32.shl (i32.load16_u (i32.add (local.get $w) (local.get $o))) (i32.const 16)))
+                   (f32.load (i32.add (local.get $x) (i32.shl (local.get $o) (i32.const 1)))))))
+        (local.set $o (i32.add (local.get $o) (i32.const 2)))
+        (br $t)))
+    (f32.store (local.get $out) (local.get $s0)))
+
+  ;; ---------------------------------------------------------------- q8_0
+  ;; Weight block: f16 d, 32 x int8 (34 bytes). x: cols i16 values, then cols/32 f32 scales.
+  ;; Per block: exact i32 dot (pmaddwd), then one f32 multiply-add by d_w·d_x.
+  (func $dot4_q8_0 (type $dot) (param $w i32) (param $rb i32) (param $x i32) (param $cols i32) (param $out i32)
+    (local $w1 i32) (local $w2 i32) (local $w3 i32) (local $b i32) (local $nb i32) (local $xq i32) (local $xs i32) (local $wo i32)
+    (local $a0 v128) (local $a1 v128) (local $a2 v128) (local $a3 v128)
+    (local $x0 v128) (local $x1 v128) (local $x2 v128) (local $x3 v128) (local $q v128) (local $r v128) (local $dx f32)
+    (local.set $w1 (i32.add (local.get $w) (local.get $rb)))
+    (local.set $w2 (i32.add (local.get $w1) (local.get $rb)))
+    (local.set $w3 (i32.add (local.get $w2) (local.get $rb)))
+    (local.set $nb (i32.shr_u (local.get $cols) (i32.const 5)))
+    (local.set $xq (local.get $x))
+    (local.set $xs (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 1))))
+    (block $done
+      (loop $l
+        (br_if $done (i32.ge_u (local.get $b) (local.get $nb)))
+        (local.set $x0 (v128.load offset=0 (local.get $xq)))
+        (local.set $x1 (v128.load offset=16 (local.get $xq)))
+        (local.set $x2 (v128.load offset=32 (local.get $xq)))
+        (local.set $x3 (v128.load offset=48 (local.get $xq)))
+        (local.set $dx (f32.load (local.get $xs)))
+        ;; row 0
+        (local.set $q (v128.load offset=2 (i32.add (local.get $w) (local.get $wo))))
+        (local.set $r (v128.load offset=18 (i32.add (local.get $w) (local.get $wo))))
+        (local.set $a0 (f32x4.add (local.get $a0) (f32x4.mul
+          (f32x4.convert_i32x4_s (i32x4.add
+            (i32x4.add (i32x4.dot_i16x8_s (i16x8.extend_low_i8x16_s (local.get $q)) (local.get $x0))
+                       (i32x4.dot_i16x8_s (i16x8.extend_high_i8x16_s (local.get $q)) (local.get $x1)))
+            (i32x4.add (i32x4.dot_i16x8_s (i16x8.extend_low_i8x16_s (local.get $r)) (local.get $x2))
+                       (i32x4.dot_i16x8_s (i16x8.extend_high_i8x16_s (local.get $r)) (local.get $x3)))))
+          (f32x4.splat (f32.mul (local.get $dx) (call $f16 (i32.load16_u (i32.add (local.get $w) (local.get $wo)))))))))
+        ;; row 1
+        (local.set $q (v128.load offset=2 (i32.add (local.get $w1) (local.get $wo))))
+        (local.set $r (v128.load offset=18 (i32.add (local.get $w1) (local.get $wo))))
+        (local.set $a1 (f32x4.add (local.get $a1) (f32x4.mul
+          (f32x4.convert_i32x4_s (i32x4.add
+            (i32x4.add (i32x4.dot_i16x8_s (i16x8.extend_low_i8x16_s (local.get $q)) (local.get $x0))
+                       (i32x4.dot_i16x8_s (i16x8.extend_high_i8x16_s (local.get $q)) (local.get $x1)))
+            (i32x4.add (i32x4.dot_i16x8_s (i16x8.extend_low_i8x16_s (local.get $r)) (local.get $x2))
+                       (i32x4.dot_i16x8_s (i16x8.extend_high_i8x16_s (local.get $r)) (local.get $x3)))))
+          (f32x4.splat (f32.mul (local.get $dx) (call $f16 (i32.load16_u (i32.add (local.get $w1) (local.get $wo)))))))))
+        ;; row 2
+        (local.set $q (v128.load offset=2 (i32.add (local.get $w2) (local.get $wo))))
+        (local.set $r (v128.load offset=18 (i32.add (local.get $w2) (local.get $wo))))
+        (local.set $a2 (f32x4.add (local.get $a2) (f32x4.mul
+          (f32x4.convert_i32x4_s (i32x4.add
+            (i32x4.add (i32x4.dot_i16x8_s (i16x8.extend_low_i8x16_s (local.get $q)) (local.get $x0))
+                       (i32x4.dot_i16x8_s (i16x8.extend_high_i8x16_s (local.get $q)) (local.get $x1)))
+            (i32x4.add (i32x4.dot_i16x8_s (i16x8.extend_low_i8x16_s (local.get $r)) (local.get $x2))
+                       (i32x4.dot_i16x8_s (i16x8.extend_high_i8x16_s (local.get $r)) (local.get $x3)))))
+          (f32x4.splat (f32.mul (local.get $dx) (call $f16 (i32.load16_u (i32.add (local.get $w2) (local.get $wo)))))))))
+        ;; row 3
+        (local.set $q (v128.load offset=2 (i32.add (local.get $w3) (local.get $wo))))
+        (local.set $r (v128.load offset=18 (i32.add (local.get $w3) (local.get $wo))))
+        (local.set $a3 (f32x4.add (local.get $a3) (f32x4.mul
+          (f32x4.convert_i32x4_s (i32x4.add
+            (i32x4.add (i32x4.dot_i16x8_s (i16x8.extend_low_i8x16_s (local.get $q)) (local.get $x0))
+                       (i32x4.dot_i16x8_s (i16x8.extend_high_i8x16_s (local.get $q)) (local.get $x1)))
+            (i32x4.add (i32x4.dot_i16x8_s (i16x8.extend_low_i8x16_s (local.get $r)) (local.get $x2))
+                       (i32x4.dot_i16x8_s (i16x8.extend_high_i8x16_s (local.get $r)) (local.get $x3)))))
+          (f32x4.splat (f32.mul (local.get $dx) (call $f16 (i32.load16_u (i32.add (local.get $w3) (local.get $wo)))))))))
+        (local.set $wo (i32.add (local.get $wo) (i32.const 34)))
+        (local.set $xq (i32.add (local.get $xq) (i32.const 64)))
+        (local.set $xs (i32.add (local.get $xs) (i32.const 4)))
+        (local.set $b (i32.add (local.get $b) (i32.const 1)))
+        (br $l)))
+    (f32.store offset=0 (local.get $out) (call $hsum (local.get $a0)))
+    (f32.store offset=4 (local.get $out) (call $hsum (local.get $a1)))
+    (f32.store offset=8 (local.get $out) (call $hsum (local.get $a2)))
+    (f32.store offset=12 (local.get $out) (call $hsum (local.get $a3))))
+
+  (func $dot1_q8_0 (type $dot) (param $w i32) (param $rb i32) (param $x i32) (param $cols i32) (param $out i32)
+    (local $b i32) (local $nb i32) (local $xq i32) (local $xs i32) (local $wo i32)
+    (local $a0 v128) (local $q v128) (local $r v128)
+    (local.set $nb (i32.shr_u (local.get $cols) (i32.const 5)))
+    (local.set $xq (local.get $x))
+    (local.set $xs (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 1))))
+    (block $done
+      (loop $l
+        (br_if $done (i32.ge_u (local.get $b) (local.get $nb)))
+        (local.set $q (v128.load offset=2 (i32.add (local.get $w) (local.get $wo))))
+        (local.set $r (v128.load offset=18 (i32.add (local.get $w) (local.get $wo))))
+        (local.set $a0 (f32x4.add (local.get $a0) (f32x4.mul
+          (f32x4.convert_i32x4_s (i32x4.add
+            (i32x4.add (i32x4.dot_i16x8_s (i16x8.extend_low_i8x16_s (local.get $q)) (v128.load offset=0 (local.get $xq)))
+                       (i32x4.dot_i16x8_s (i16x8.extend_high_i8x16_s (local.get $q)) (v128.load offset=16 (local.get $xq))))
+            (i32x4.add (i32x4.dot_i16x8_s (i16x8.extend_low_i8x16_s (local.get $r)) (v128.load offset=32 (local.get $xq)))
+                       (i32x4.dot_i16x8_s (i16x8.extend_high_i8x16_s (local.get $r)) (v128.load offset=48 (local.get $xq))))))
+          (f32x4.splat (f32.mul (f32.load (local.get $xs)) (call $f16 (i32.load16_u (i32.add (local.get $w) (local.get $wo)))))))))
+        (local.set $wo (i32.add (local.get $wo) (i32.const 34)))
+        (local.set $xq (i32.add (local.get $xq) (i32.const 64)))
+        (local.set $xs (i32.add (local.get $xs) (i32.const 4)))
+        (local.set $b (i32.add (local.get $b) (i32.const 1)))
+        (br $l)))
+    (f32.store (local.get $out) (call $hsum (local.get $a0))))
+
+  ;; ---------------------------------------------------------------- q4_0
+  ;; Weight block: f16 d, 16 bytes; byte j holds element j (low nibble) and j+16 (high), value q-8.
+  (func $dot4_q4_0 (type $dot) (param $w i32) (param $rb i32) (param $x i32) (param $cols i32) (param $out i32)
+    (local $w1 i32) (local $w2 i32) (local $w3 i32) (local $b i32) (local $nb i32) (local $xq i32) (local $xs i32) (local $wo i32)
+    (local $a0 v128) (local $a1 v128) (local $a2 v128) (local $a3 v128)
+    (local $x0 v128) (local $x1 v128) (local $x2 v128) (local $x3 v128) (local $q v128) (local $r v128) (local $v v128)
+    (local $lo v128) (local $eight v128) (local $dx f32)
+    (local.set $lo (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15))
+    (local.set $eight (v128.const i8x16 8 8 8 8 8 8 8 8 8 8 8 8 8 8 8 8))
+    (local.set $w1 (i32.add (local.get $w) (local.get $rb)))
+    (local.set $w2 (i32.add (local.get $w1) (local.get $rb)))
+    (local.set $w3 (i32.add (local.get $w2) (local.get $rb)))
+    (local.set $nb (i32.shr_u (local.get $cols) (i32.const 5)))
+    (local.set $xq (local.get $x))
+    (local.set $xs (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 1))))
+    (block $done
+      (loop $l
+        (br_if $done (i32.ge_u (local.get $b) (local.get $nb)))
+        (local.set $x0 (v128.load offset=0 (local.get $xq)))
+        (local.set $x1 (v128.load offset=16 (local.get $xq)))
+        (local.set $x2 (v128.load offset=32 (local.get $xq)))
+        (local.set $x3 (v128.load offset=48 (local.get $xq)))
+        (local.set $dx (f32.load (local.get $xs)))
+        ;; row 0
+        (local.set $v (v128.load offset=2 (i32.add (local.get $w) (local.get $wo))))
+        (local.set $q (i8x16.sub (v128.and (local.get $v) (local.get $lo)) (local.get $eight)))
+        (local.set $r (i8x16.sub (i8x16.shr_u (local.get $v) (i32.const 4)) (local.get $eight)))
+        (local.set $a0 (f32x4.add (local.get $a0) (f32x4.mul
+          (f32x4.convert_i32x4_s (i32x4.add
+            (i32x4.add (i32x4.dot_i16x8_s (i16x8.extend_low_i8x16_s (local.get $q)) (local.get $x0))
+                       (i32x4.dot_i16x8_s (i16x8.extend_high_i8x16_s (local.get $q)) (local.get $x1)))
+            (i32x4.add (i32x4.dot_i16x8_s (i16x8.extend_low_i8x16_s (local.get $r)) (local.get $x2))
+                       (i32x4.dot_i16x8_s (i16x8.extend_high_i8x16_s (local.get $r)) (local.get $x3)))))
+          (f32x4.splat (f32.mul (local.get $dx) (call $f16 (i32.load16_u (i32.add (local.get $w) (local.get $wo)))))))))
+        ;; row 1
+        (local.set $v (v128.load offset=2 (i32.add (local.get $w1) (local.get $wo))))
+        (local.set $q (i8x16.sub (v128.and (local.get $v) (local.get $lo)) (local.get $eight)))
+        (local.set $r (i8x16.sub (i8x16.shr_u (local.get $v) (i32.const 4)) (local.get $eight)))
+        (local.set $a1 (f32x4.add (local.get $a1) (f32x4.mul
+          (f32x4.convert_i32x4_s (i32x4.add
+            (i32x4.add (i32x4.dot_i16x8_s (i16x8.extend_low_i8x16_s (local.get $q)) (local.get $x0))
+                       (i32x4.dot_i16x8_s (i16x8.extend_high_i8x16_s (local.get $q)) (local.get $x1)))
+            (i32x4.add (i32x4.dot_i16x8_s (i16x8.extend_low_i8x16_s (local.get $r)) (local.get $x2))
+                       (i32x4.dot_i16x8_s (i16x8.extend_high_i8x16_s (local.get $r)) (local.get $x3)))))
+          (f32x4.splat (f32.mul (local.get $dx) (call $f16 (i32.load16_u (i32.add (local.get $w1) (local.get $wo)))))))))
+        ;; row 2
+        (local.set $v (v128.load offset=2 (i32.add (local.get $w2) (local.get $wo))))
+        (local.set $q (i8x16.sub (v128.and (local.get $v) (local.get $lo)) (local.get $eight)))
+        (local.set $r (i8x16.sub (i8x16.shr_u (local.get $v) (i32.const 4)) (local.get $eight)))
+        (local.set $a2 (f32x4.add (local.get $a2) (f32x4.mul
+          (f32x4.convert_i32x4_s (i32x4.add
+            (i32x4.add (i32x4.dot_i16x8_s (i16x8.extend_low_i8x16_s (local.get $q)) (local.get $x0))
+                       (i32x4.dot_i16x8_s (i16x8.extend_high_i8x16_s (local.get $q)) (local.get $x1)))
+            (i32x4.add (i32x4.dot_i16x8_s (i16x8.extend_low_i8x16_s (local.get $r)) (local.get $x2))
+                       (i32x4.dot_i16x8_s (i16x8.extend_high_i8x16_s (local.get $r)) (local.get $x3)))))
+          (f32x4.splat (f32.mul (local.get $dx) (call $f16 (i32.load16_u (i32.add (local.get $w2) (local.get $wo)))))))))
+        ;; row 3
+        (local.set $v (v128.load offset=2 (i32.add (local.get $w3) (local.get $wo))))
+        (local.set $q (i8x16.sub (v128.and (local.get $v) (local.get $lo)) (local.get $eight)))
+        (local.set $r (i8x16.sub (i8x16.shr_u (local.get $v) (i32.const 4)) (local.get $eight)))
+        (local.set $a3 (f32x4.add (local.get $a3) (f32x4.mul
+          (f32x4.convert_i32x4_s (i32x4.add
+            (i32x4.add (i32x4.dot_i16x8_s (i16x8.extend_low_i8x16_s (local.get $q)) (local.get $x0))
+                       (i32x4.dot_i16x8_s (i16x8.extend_high_i8x16_s (local.get $q)) (local.get $x1)))
+            (i32x4.add (i32x4.dot_i16x8_s (i16x8.extend_low_i8x16_s (local.get $r)) (local.get $x2))
+                       (i32x4.dot_i16x8_s (i16x8.extend_high_i8x16_s (local.get $r)) (local.get $x3)))))
+          (f32x4.splat (f32.mul (local.get $dx) (call $f16 (i32.load16_u (i32.add (local.get $w3) (local.get $wo)))))))))
+        (local.set $wo (i32.add (local.get $wo) (i32.const 18)))
+        (local.set $xq (i32.add (local.get $xq) (i32.const 64)))
+        (local.set $xs (i32.add (local.get $xs) (i32.const 4)))
+        (local.set $b (i32.add (local.get $b) (i32.const 1)))
+        (br $l)))
+    (f32.store offset=0 (local.get $out) (call $hsum (local.get $a0)))
+    (f32.store offset=4 (local.get $out) (call $hsum (local.get $a1)))
+    (f32.store offset=8 (local.get $out) (call $hsum (local.get $a2)))
+    (f32.store offset=12 (local.get $out) (call $hsum (local.get $a3))))
+
+  (func $dot1_q4_0 (type $dot) (param $w i32) (param $rb i32) (param $x i32) (param $cols i32) (param $out i32)
+    (local $b i32) (local $nb i32) (local $xq i32) (local $xs i32) (local $wo i32)
+    (local $a0 v128) (local $q v128) (local $r v128) (local $v v128) (local $lo v128) (local $eight v128)
+    (local.set $lo (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15))
+    (local.set $eight (v128.const i8x16 8 8 8 8 8 8 8 8 8 8 8 8 8 8 8 8))
+    (local.set $nb (i32.shr_u (local.get $cols) (i32.const 5)))
+    (local.set $xq (local.get $x))
+    (local.set $xs (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 1))))
+    (block $done
+      (loop $l
+        (br_if $done (i32.ge_u (local.get $b) (local.get $nb)))
+        (local.set $v (v128.load offset=2 (i32.add (local.get $w) (local.get $wo))))
+        (local.set $q (i8x16.sub (v128.and (local.get $v) (local.get $lo)) (local.get $eight)))
+        (local.set $r (i8x16.sub (i8x16.shr_u (local.get $v) (i32.const 4)) (local.get $eight)))
+        (local.set $a0 (f32x4.add (local.get $a0) (f32x4.mul
+          (f32x4.convert_i32x4_s (i32x4.add
+            (i32x4.add (i32x4.dot_i16x8_s (i16x8.extend_low_i8x16_s (local.get $q)) (v128.load offset=0 (local.get $xq)))
+                       (i32x4.dot_i16x8_s (i16x8.extend_high_i8x16_s (local.get $q)) (v128.load offset=16 (local.get $xq))))
+            (i32x4.add (i32x4.dot_i16x8_s (i16x8.extend_low_i8x16_s (local.get $r)) (v128.load offset=32 (local.get $xq)))
+                       (i32x4.dot_i16x8_s (i16x8.extend_high_i8x16_s (local.get $r)) (v128.load offset=48 (local.get $xq))))))
+          (f32x4.splat (f32.mul (f32.load (local.get $xs)) (call $f16 (i32.load16_u (i32.add (local.get $w) (local.get $wo)))))))))
+        (local.set $wo (i32.add (local.get $wo) (i32.const 18)))
+        (local.set $xq (i32.add (local.get $xq) (i32.const 64)))
+        (local.set $xs (i32.add (local.get $xs) (i32.const 4)))
+        (local.set $b (i32.add (local.get $b) (i32.const 1)))
+        (br $l)))
+    (f32.store (local.get $out) (call $hsum (local.get $a0))))
+
+  ;; ---------------------------------------------------------------- activation preparation
+  ;; Per token (n of them, cols floats apart): even/odd order per group of 8 columns, times $scale;
+  ;; the cols%8 tail is copied unscaled. f16 passes 2^64, bf16 passes 1.
+  (func (export "prep_pairs") (param $x i32) (param $dst i32) (param $cols i32) (param $n i32) (param $scale f32)
+    (local $b i32) (local $c i32) (local $s i32) (local $d i32) (local $v0 v128) (local $v1 v128) (local $k v128)
+    (local $full i32)
+    (local.set $k (f32x4.splat (local.get $scale)))
+    (local.set $full (i32.and (local.get $cols) (i32.const -8)))
+    (block $bdone
+      (loop $bl
+        (br_if $bdone (i32.ge_u (local.get $b) (local.get $n)))
+        (local.set $s (i32.add (local.get $x) (i32.shl (i32.mul (local.get $b) (local.get $cols)) (i32.const 2))))
+        (local.set $d (i32.add (local.get $dst) (i32.shl (i32.mul (local.get $b) (local.get $cols)) (i32.const 2))))
+        (local.set $c (i32.const 0))
+        (block $cdone
+          (loop $cl
+            (br_if $cdone (i32.ge_u (local.get $c) (local.get $full)))
+            (local.set $v0 (v128.load offset=0 (local.get $s)))
+            (local.set $v1 (v128.load offset=16 (local.get $s)))
+            (v128.store offset=0 (local.get $d) (f32x4.mul (local.get $k)
+              (i8x16.shuffle 0 1 2 3 8 9 10 11 16 17 18 19 24 25 26 27 (local.get $v0) (local.get $v1))))
+            (v128.store offset=16 (local.get $d) (f32x4.mul (local.get $k)
+              (i8x16.shuffle 4 5 6 7 12 13 14 15 20 21 22 23 28 29 30 31 (local.get $v0) (local.get $v1))))
+            (local.set $s (i32.add (local.get $s) (i32.const 32)))
+            (local.set $d (i32.add (local.get $d) (i32.const 32)))
+            (local.set $c (i32.add (local.get $c) (i32.const 8)))
+            (br $cl)))
+        (block $tdone
+          (loop $tl
+            (br_if $tdone (i32.ge_u (local.get $c) (local.get $cols)))
+            (f32.store (local.get $d) (f32.load (local.get $s)))
+            (local.set $s (i32.add (local.get $s) (i32.const 4)))
+            (local.set $d (i32.add (local.get $d) (i32.const 4)))
+            (local.set $c (i32.add (local.get $c) (i32.const 1)))
+            (br $tl)))
+        (local.set $b (i32.add (local.get $b) (i32.const 1)))
+        (br $bl))))
+
+  ;; f32 -> nearest f16 value, as f32 (round to nearest even; finite range only).
+  (func $round_f16 (param $v f32) (result f32)
+    (local $bits i32)
+    (if (result f32) (f32.lt (local.get $v) (f32.const 0x1p-14))
+      (then (f32.mul (f32.nearest (f32.mul (local.get $v) (f32.const 0x1p24))) (f32.const 0x1p-24)))
+      (else
+        (local.set $bits (i32.reinterpret_f32 (local.get $v)))
+        (f32.reinterpret_i32 (i32.and
+          (i32.add (local.get $bits) (i32.add (i32.const 0xFFF) (i32.and (i32.shr_u (local.get $bits) (i32.const 13)) (i32.const 1))))
+          (i32.const 0xFFFFE000))))))
+
+  (func (export "round_f16") (param $v f32) (result f32) (call $round_f16 (local.get $v)))
+
+  ;; Quantize n tokens of cols floats (cols % 32 == 0) into the q8_0 activation format; each token takes
+  ;; cols*2 + cols/8 bytes at dst.
+  (func (export "quant_q8") (param $x i32) (param $dst i32) (param $cols i32) (param $n i32)
+    (local $b i32) (local $blk i32) (local $nb i32) (local $s i32) (local $q i32) (local $ds i32)
+    (local $v0 v128) (local $v1 v128) (local $v2 v128) (local $v3 v128) (local $v4 v128) (local $v5 v128) (local $v6 v128) (local $v7 v128)
+    (local $mx v128) (local $amax f32) (local $d f32) (local $id v128)
+    (local.set $nb (i32.shr_u (local.get $cols) (i32.const 5)))
+    (local.set $s (local.get $x))
+    (local.set $q (local.get $dst))
+    (block $bdone
+      (loop $bl
+        (br_if $bdone (i32.ge_u (local.get $b) (local.get $n)))
+        (local.set $ds (i32.add (local.get $q) (i32.shl (local.get $cols) (i32.const 1))))
+        (local.set $blk (i32.const 0))
+        (block $kdone
+          (loop $kl
+            (br_if $kdone (i32.ge_u (local.get $blk) (local.get $nb)))
+            (local.set $v0 (v128.load offset=0 (local.get $s)))
+            (local.set $v1 (v128.load offset=16 (local.get $s)))
+            (local.set $v2 (v128.load offset=32 (local.get $s)))
+            (local.set $v3 (v128.load offset=48 (local.get $s)))
+            (local.set $v4 (v128.load offset=64 (local.get $s)))
+            (local.set $v5 (v128.load offset=80 (local.get $s)))
+            (local.set $v6 (v128.load offset=96 (local.get $s)))
+            (local.set $v7 (v128.load offset=112 (local.get $s)))
+            (local.set $mx (f32x4.max
+              (f32x4.max (f32x4.max (f32x4.abs (local.get $v0)) (f32x4.abs (local.get $v1)))
+                         (f32x4.max (f32x4.abs (local.get $v2)) (f32x4.abs (local.get $v3))))
+              (f32x4.max (f32x4.max (f32x4.abs (local.get $v4)) (f32x4.abs (local.get $v5)))
+                         (f32x4.max (f32x4.abs (local.get $v6)) (f32x4.abs (local.get $v7))))))
+            (local.set $amax (f32.max
+              (f32.max (f32x4.extract_lane 0 (local.get $mx)) (f32x4.extract_lane 1 (local.get $mx)))
+              (f32.max (f32x4.extract_lane 2 (local.get $mx)) (f32x4.extract_lane 3 (local.get $mx)))))
+            (local.set $d (f32.div (local.get $amax) (f32.const 127)))
+            (local.set $id (f32x4.splat
+              (if (result f32) (f32.gt (local.get $d) (f32.const 0))
+                (then (f32.div (f32.const 1) (local.get $d)))
+                (else (f32.const 0)))))
+            (f32.store (local.get $ds) (call $round_f16 (local.get $d)))
+            (v128.store offset=0 (local.get $q) (i16x8.narrow_i32x4_s
+              (i32x4.trunc_sat_f32x4_s (f32x4.nearest (f32x4.mul (local.get $v0) (local.get $id))))
+              (i32x4.trunc_sat_f32x4_s (f32x4.nearest (f32x4.mul (local.get $v1) (local.get $id))))))
+            (v128.store offset=16 (local.get $q) (i16x8.narrow_i32x4_s
+              (i32x4.trunc_sat_f32x4_s (f32x4.nearest (f32x4.mul (local.get $v2) (local.get $id))))
+              (i32x4.trunc_sat_f32x4_s (f32x4.nearest (f32x4.mul (local.get $v3) (local.get $id))))))
+            (v128.store offset=32 (local.get $q) (i16x8.narrow_i32x4_s
+              (i32x4.trunc_sat_f32x4_s (f32x4.nearest (f32x4.mul (local.get $v4) (local.get $id))))
+              (i32x4.trunc_sat_f32x4_s (f32x4.nearest (f32x4.mul (local.get $v5) (local.get $id))))))
+            (v128.store offset=48 (local.get $q) (i16x8.narrow_i32x4_s
+              (i32x4.trunc_sat_f32x4_s (f32x4.nearest (f32x4.mul (local.get $v6) (local.get $id))))
+              (i32x4.trunc_sat_f32x4_s (f32x4.nearest (f32x4.mul (local.get $v7) (local.get $id))))))
+            (local.set $s (i32.add (local.get $s) (i32.const 128)))
+            (local.set $q (i32.add (local.get $q) (i32.const 64)))
+            (local.set $ds (i32.add (local.get $ds) (i32.const 4)))
+            (local.set $blk (i32.add (local.get $blk) (i32.const 1)))
+            (br $kl)))
+        ;; next token: skip this token's scale array
+        (local.set $q (i32.add (local.get $q) (i32.shl (local.get $nb) (i32.const 2))))
+        (local.set $b (i32.add (local.get $b) (i32.const 1)))
+        (br $bl))))
+
+  ;; ---------------------------------------------------------------- job runner
+  ;; Rows [r0, r1) of the current job for every token: groups of 4 rows, then single rows.
+  (func $rows (param $k i32) (param $out i32) (param $w i32) (param $x i32) (param $rows i32) (param $cols i32)
+              (param $n i32) (param $rb i32) (param $xs i32) (param $r0 i32) (param $r1 i32)
+    (local $r i32) (local $b i32) (local $wr i32)
+    (local.set $r (local.get $r0))
+    (block $gdone
+      (loop $gl
+        (br_if $gdone (i32.gt_u (i32.add (local.get $r) (i32.const 4)) (local.get $r1)))
+        (local.set $wr (i32.add (local.get $w) (i32.mul (local.get $r) (local.get $rb))))
+        (local.set $b (i32.const 0))
+        (block $bdone
+          (loop $bl
+            (br_if $bdone (i32.ge_u (local.get $b) (local.get $n)))
+            (call_indirect (type $dot)
+              (local.get $wr) (local.get $rb)
+              (i32.add (local.get $x) (i32.mul (local.get $b) (local.get $xs)))
+              (local.get $cols)
+              (i32.add (local.get $out) (i32.shl (i32.add (i32.mul (local.get $b) (local.get $rows)) (local.get $r)) (i32.const 2)))
+              (local.get $k))
+            (local.set $b (i32.add (local.get $b) (i32.const 1)))
+            (br $bl)))
+        (local.set $r (i32.add (local.get $r) (i32.const 4)))
+        (br $gl)))
+    (block $sdone
+      (loop $sl
+        (br_if $sdone (i32.ge_u (local.get $r) (local.get $r1)))
+        (local.set $wr (i32.add (local.get $w) (i32.mul (local.get $r) (local.get $rb))))
+        (local.set $b (i32.const 0))
+        (block $bdone2
+          (loop $bl2
+            (br_if $bdone2 (i32.ge_u (local.get $b) (local.get $n)))
+            (call_indirect (type $dot)
+              (local.get $wr) (local.get $rb)
+              (i32.add (local.get $x) (i32.mul (local.get $b) (local.get $xs)))
+              (local.get $cols)
+              (i32.add (local.get $out) (i32.shl (i32.add (i32.mul (local.get $b) (local.get $rows)) (local.get $r)) (i32.const 2)))
+              (i32.add (local.get $k) (i32.const 1)))
+            (local.set $b (i32.add (local.get $b) (i32.const 1)))
+            (br $bl2)))
+        (local.set $r (i32.add (local.get $r) (i32.const 1)))
+        (br $sl))))
+
+  ;; Every participating thread calls this: take chunks of rows from the shared counter until none are
+  ;; left. Returns the number of chunks this thread computed.
+  (func (export "run_job") (result i32)
+    (local $chunk i32) (local $cr i32) (local $rows i32) (local $r0 i32) (local $r1 i32) (local $count i32)
+    (local.set $rows (i32.load offset=20 (global.get $CTL)))
+    (local.set $cr (i32.load offset=44 (global.get $CTL)))
+    (block $done
+      (loop $l
+        (local.set $chunk (i32.atomic.rmw.add offset=40 (global.get $CTL) (i32.const 1)))
+        (local.set $r0 (i32.mul (local.get $chunk) (local.get $cr)))
+        (br_if $done (i32.ge_u (local.get $r0) (local.get $rows)))
+        ;; overflow guard: chunk * cr wraps only for absurd counters
+        (br_if $done (i32.lt_u (local.get $r0) (local.get $chunk)))
+        (local.set $r1 (i32.add (local.get $r0) (local.get $cr)))
+        (if (i32.gt_u (local.get $r1) (local.get $rows)) (then (local.set $r1 (local.get $rows))))
+        (call $rows
+          (i32.load offset=4 (global.get $CTL))
+          (i32.load offset=8 (global.get $CTL))
+          (i32.load offset=12 (global.get $CTL))
+          (i32.load offset=16 (global.get $CTL))
+          (local.get $rows)
+          (i32.load offset=24 (global.get $CTL))
+          (i32.load offset=28 (global.get $CTL))
+          (i32.load offset=32 (global.get $CTL))
+          (i32.load offset=36 (global.get $CTL))
+          (local.get $r0) (local.get $r1))
+        (local.set $count (i32.add (local.get $count) (i32.const 1)))
+        (br $l)))
+    (local.get $count))
+)
