@@ -34,7 +34,8 @@ function tokenMatches(header: string | undefined, token: string): boolean {
 }
 
 export function buildApi(sources: ApiSources, options: Pick<ApiOptions, 'token' | 'logger'>): FastifyInstance {
-  const app = Fastify({ loggerInstance: options.logger.child({ part: 'api' }), disableRequestLogging: true, bodyLimit: 1 << 20 });
+  // No fastify request logging (one line per request drowns the daemon log); errors are logged below.
+  const app = Fastify({ logger: false, bodyLimit: 1 << 20 });
   const { token } = options;
   if (token) {
     app.addHook('onRequest', async (req, reply) => {

@@ -18,6 +18,7 @@ import type { ControlMessage, LogPosition } from '../control/messages.js';
 import { linkKey, type LinkMeasurement } from '../links/types.js';
 import type { NodeProfile } from '../profile/types.js';
 import { applyEvent } from './apply.js';
+import { canonicalJson } from './canonical-json.js';
 import { electCoordinator } from './coordinator.js';
 import type { ClusterEvent } from './events.js';
 import { emptyState, type ClusterState } from './types.js';
@@ -49,7 +50,7 @@ interface Heard {
 function profileEssence(p: NodeProfile): string {
   const { updatedAt: _u, memory, diskFreeBytes: _d, ...rest } = p;
   // Available memory matters, but only in steps of 256 MiB; otherwise every refresh is an event.
-  return JSON.stringify({ ...rest, memory: { total: memory.totalBytes, avail: Math.round(memory.availableBytes / 2 ** 28) } });
+  return canonicalJson({ ...rest, memory: { total: memory.totalBytes, avail: Math.round(memory.availableBytes / 2 ** 28) } });
 }
 
 export class Replica {

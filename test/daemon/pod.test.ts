@@ -1,0 +1,121 @@
+/**
+ * Multi-host proof for the daemon control plane: real daemons as separate processes in network
+ * namespaces joined by a bridge (test/harness). Skips when not root / no iproute2.
+ */
+import { writeFileSync } from 'node:fs';
+import os from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { startDaemon, waitFor, type TestDaemon } from '../harness/daemons.js';
+import { createTestNet, netnsAvailable, type TestNet } from '../harness/netns.js';
+import { newClusterKey } from '../../packages/daemon/src/identity/cluster-key.js';
+import { canonicalJson } from '../../packages/daemon/src/state/canonical-json.js';
+
+const GONE_AFTER_SEC = 3;
+let net: TestNet | undefined;
+let daemons: TestDaemon[] = [];
+
+afterEach(async (ctx) => {
+  if (ctx.task.result?.state === 'fail') {
+    for (const d of daemons) console.error(`--- ${d.host.ns} log (tail) ---\n${d.log().split('\n').slice(-40).join('\n')}`);
+  }
+  await net?.destroy();
+  net = undefined;
+  daemons = [];
+});
+
+/** The shared part of the state, as every node must see it. */
+function sharedState(d: TestDaemon) {
+  const s = d.get('/api/status');
+  return canonicalJson({ nodes: s.nodes, links: s.links, coordinator: s.coordinator, log: s.log });
+}
+
+const liveIds = (d: TestDaemon): string[] => (d.tryGet('/api/cluster')?.nodes ?? []).map((n: { id: string }) => n.id).sort();
+
+describe.skipIf(!netnsAvailable())('daemon pod across network namespaces', () => {
+  it('3 daemons with no configuration find each other, agree on one state, measure every pair; a killed one is marked gone', async () => {
+    net = await createTestNet({ hosts: 3 });
+    daemons = net.hosts.map((h) => startDaemon(h, { args: ['--gone-after', String(GONE_AFTER_SEC), '--name', h.ns.split('-').pop()!] }));
+    await waitFor('every daemon to see 3 nodes', () => daemons.every((d) => liveIds(d).length === 3), 60_000);
+    const ids = liveIds(daemons[0]);
+
+    // Every pair measured (the smaller id probes), and all three hold byte-identical shared state.
+    await waitFor('a measured link for each of the 3 pairs', () => daemons.every((d) => d.get('/api/cluster').links.length === 3), 30_000);
+    await waitFor('identical shared state on all daemons', () => new Set(daemons.map(sharedState)).size === 1, 20_000);
+
+    const cluster = daemons[2].get('/api/cluster');
+    expect(cluster.mode).toBe('open');
+    expect(cluster.nodes.map((n: { name: string }) => n.name).sort()).toEqual(['h0', 'h1', 'h2']);
+    for (const n of cluster.nodes) {
+      expect(n.memoryBytes).toBeGreaterThan(0);
+      expect(n.memoryBandwidthGBps).toBeGreaterThan(0);
+      expect(n.tflops).toBeGreaterThan(0);
+    }
+    const pairs = cluster.links.map((l: { a: string; b: string }) => [l.a, l.b].sort().join('|')).sort();
+    expect(pairs).toEqual([`${ids[0]}|${ids[1]}`, `${ids[0]}|${ids[2]}`, `${ids[1]}|${ids[2]}`]);
+    for (const l of cluster.links) {
+      expect(l.kind).toBe('ethernet'); // veth
+      expect(l.latencyUs).toBeGreaterThan(0);
+      expect(l.bandwidthGbps).toBeGreaterThan(0);
+    }
+    expect(cluster.coordinator).toBe(ids[0]);
+
+    // Kill the coordinator (the hardest case: the others must take over, then mark it gone).
+    const victim = daemons.find((d) => d.get('/api/status').self.peerId === ids[0])!;
+    const others = daemons.filter((d) => d !== victim);
+    const killedAt = Date.now();
+    victim.kill('SIGKILL');
+    await waitFor('the killed daemon marked gone on the others', () => others.every((d) => d.get('/api/status').nodes.find((n: { peerId: string }) => n.peerId === ids[0])?.status === 'gone'), 20_000, 250);
+    const elapsed = Date.now() - killedAt;
+    // Silence timeout + takeover settle + a few heartbeats of slack on a loaded 2-core machine.
+    expect(elapsed).toBeLessThan(GONE_AFTER_SEC * 1000 + 6000);
+    await waitFor('survivors agree again', () => new Set(others.map(sharedState)).size === 1, 10_000);
+    expect(others[0].get('/api/cluster').coordinator).toBe(ids[1]);
+    expect(others[0].get('/api/cluster').links).toHaveLength(1);
+    console.log(`gone detected after ${elapsed} ms (timeout ${GONE_AFTER_SEC} s)`);
+  });
+
+  it('with multicast blocked, daemons join through --bootstrap (and one without it stays alone)', async () => {
+    net = await createTestNet({ hosts: 4, multicast: false });
+    const [h0, h1, h2, h3] = net.hosts;
+    const seed = startDaemon(h0);
+    daemons = [seed];
+    const seedId = (await waitFor('seed API', () => seed.tryGet('/api/status'), 30_000)).self.peerId as string;
+    const boot = ['--bootstrap', `/ip4/${h0.ip}/tcp/52416/p2p/${seedId}`];
+    daemons.push(startDaemon(h1, { args: boot }), startDaemon(h2, { args: boot }), startDaemon(h3));
+    const joined = daemons.slice(0, 3);
+    await waitFor('bootstrapped daemons to see 3 nodes', () => joined.every((d) => liveIds(d).length === 3), 60_000);
+    await waitFor('identical shared state', () => new Set(joined.map(sharedState)).size === 1, 20_000);
+    // The daemon with neither multicast nor bootstrap peers is alone: proves multicast is really blocked.
+    const loner = await waitFor('the lone daemon to list itself', () => liveIds(daemons[3]).length > 0 && liveIds(daemons[3]), 30_000);
+    expect(loner).toHaveLength(1);
+    expect(liveIds(daemons[0])).not.toContain(loner[0]);
+  });
+
+  it('with a cluster key, a key-less daemon is refused ("not in this cluster") and sees no state', async () => {
+    net = await createTestNet({ hosts: 3 });
+    const keyFile = join(os.tmpdir(), `orchard-test-${process.pid}.key`);
+    writeFileSync(keyFile, newClusterKey(), { mode: 0o600 });
+    const [h0, h1, h2] = net.hosts;
+    daemons = [startDaemon(h0, { args: ['--cluster-key', keyFile] }), startDaemon(h1, { args: ['--cluster-key', keyFile] }), startDaemon(h2)];
+    const [a, b, outsider] = daemons;
+    await waitFor('keyed daemons to see each other', () => liveIds(a).length === 2 && liveIds(b).length === 2, 60_000);
+    const outsiderId = (await waitFor('outsider API', () => outsider.tryGet('/api/status'), 30_000)).self.peerId as string;
+    // The outsider hears the others over mDNS and tries them: refused, reported as not in this cluster.
+    const st = await waitFor('outsider to report the keyed peers as not in this cluster', () => {
+      const s = outsider.get('/api/status');
+      return s.notInCluster.length >= 1 ? s : undefined;
+    }, 30_000);
+    expect(st.mode).toBe('open');
+    for (const r of st.notInCluster) expect(r.message).toMatch(/not in this cluster/);
+    expect(JSON.stringify(st.notInCluster)).not.toMatch(/noise|decrypt|nonce|ECONNRESET|EOF/i);
+    expect(liveIds(outsider)).toEqual([outsiderId]);
+    expect(Object.keys(outsider.get('/api/status').nodes)).toHaveLength(1);
+    for (const d of [a, b]) {
+      const s = d.get('/api/status');
+      expect(s.mode).toBe('private');
+      expect(s.clusterKeyId).toMatch(/^[0-9a-f]{12}$/);
+      expect(liveIds(d)).not.toContain(outsiderId);
+    }
+  });
+});
