@@ -73,7 +73,7 @@ export function search(model: ModelSpec, cluster: Cluster, links: LinkTable, req
     const key = g.map((n) => n.id).join('+');
     if (groupKeys.has(key)) continue;
     groupKeys.add(key);
-    const splits = headSplits(model, g);
+    const splits = headSplits(model, g, req);
     if (splits.length === 0) notes.push(`tensor over ${g.length} nodes: the model has only ${model.numHeads} attention heads`);
     for (const heads of splits) consider([unitFor(g, heads)]);
   }
@@ -81,7 +81,7 @@ export function search(model: ModelSpec, cluster: Cluster, links: LinkTable, req
   // Pipelines over singles, hybrids over RDMA cliques plus singles.
   const tilings: Unit[][] = [singles];
   for (let g = 2; g <= Math.min(MAX_TENSOR_PARALLEL, nodes.length); g++) {
-    const tiling = rdmaTiling(nodes, links, g, model, unitFor);
+    const tiling = rdmaTiling(nodes, links, g, model, req, unitFor);
     if (tiling.some((u) => u.nodes.length > 1)) tilings.push(tiling);
   }
   for (const tiling of tilings) {
@@ -128,7 +128,7 @@ function orderAsCluster(group: ClusterNode[], order: ClusterNode[]): ClusterNode
 }
 
 /** Disjoint units: RDMA cliques of up to g nodes (fastest first), the rest single nodes. */
-function rdmaTiling(nodes: ClusterNode[], links: LinkTable, g: number, model: ModelSpec, unitFor: (m: ClusterNode[], h: number[]) => Unit): Unit[] {
+function rdmaTiling(nodes: ClusterNode[], links: LinkTable, g: number, model: ModelSpec, req: PlanRequest, unitFor: (m: ClusterNode[], h: number[]) => Unit): Unit[] {
   const used = new Set<string>();
   const units: Unit[] = [];
   const rdma = (a: ClusterNode, b: ClusterNode) => links.best(a.id, b.id, 0)?.kind === 'rdma';
@@ -140,7 +140,7 @@ function rdmaTiling(nodes: ClusterNode[], links: LinkTable, g: number, model: Mo
       if (used.has(n.id) || group.includes(n)) continue;
       if (group.every((m) => rdma(m, n))) group.push(n);
     }
-    const splits = group.length > 1 ? headSplits(model, group) : [[model.numHeads]];
+    const splits = group.length > 1 ? headSplits(model, group, req) : [[model.numHeads]];
     if (splits.length === 0) {
       units.push(unitFor([seed], [model.numHeads]));
       used.add(seed.id);

@@ -108,15 +108,47 @@ export function bySpeed(cluster: Cluster): ClusterNode[] {
 }
 
 /**
- * Tensor-parallel head splits for a group: in proportion to speed (what decode wants), and in
- * proportion to usable memory when that differs (what a tight fit needs). Whole heads, each >= 1.
+ * Tensor-parallel head splits for a group, in whole heads, each >= 1: in proportion to speed (what
+ * decode wants); speed-proportional but capped by each node's memory (water-filling, for a fast
+ * node with little memory); and in proportion to memory. Duplicates dropped, order fixed.
  */
-export function headSplits(model: ModelSpec, nodes: ClusterNode[]): number[][] {
+export function headSplits(model: ModelSpec, nodes: ClusterNode[], req: PlanRequest): number[][] {
   const H = model.numHeads;
   if (nodes.length > H) return [];
-  const speed = splitHeads(H, nodes.map((n) => nodeSpeed(nodePerf(n))));
-  const memory = splitHeads(H, nodes.map((n) => n.availableBytes));
-  const out = [speed];
-  if (memory.some((h, i) => h !== speed[i])) out.push(memory);
+  const speeds = nodes.map((n) => nodeSpeed(nodePerf(n)));
+  const need = model.totalBytes + model.kvBytesPerTokenPerLayer * model.numLayers * req.contextTokens * req.sequences;
+  const caps = nodes.map((n) => Math.max(0, usableBytes(n.availableBytes, 0)) / need);
+  const out: number[][] = [];
+  const add = (heads: number[]) => {
+    if (!out.some((o) => o.every((h, i) => h === heads[i]))) out.push(heads);
+  };
+  add(splitHeads(H, speeds));
+  add(splitHeads(H, waterFill(speeds, caps)));
+  add(splitHeads(H, nodes.map((n) => n.availableBytes)));
   return out;
+}
+
+/** Shares proportional to weights, none above its cap, the excess spread over the rest. */
+function waterFill(weights: number[], caps: number[]): number[] {
+  const share = weights.map(() => 0);
+  const free = new Set(weights.keys());
+  let left = 1;
+  while (free.size > 0 && left > 1e-12) {
+    const total = [...free].reduce((a, i) => a + weights[i], 0);
+    let capped = false;
+    for (const i of [...free]) {
+      const want = (weights[i] / total) * left;
+      if (want >= caps[i]) {
+        share[i] = caps[i];
+        free.delete(i);
+        capped = true;
+      }
+    }
+    if (!capped) {
+      for (const i of free) share[i] = (weights[i] / total) * left;
+      break;
+    }
+    left = 1 - share.reduce((a, b) => a + b, 0);
+  }
+  return share;
 }
