@@ -1,6 +1,7 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import type { DType } from '../../src/kernels/backend.js';
 import { Prng } from '../../src/numeric/prng.js';
+import { createReferenceBackend } from '../../src/kernels/reference.js';
 import { type WasmBackend, createWasmBackend } from '../../src/kernels/wasm/backend.js';
 import { QK } from '../../src/kernels/wasm/formats.js';
 import { dequantizeRow as dequantize, matmulExact, matmulQ8Activations, quantizeActivations } from '../../src/kernels/wasm/quant-reference.js';
@@ -85,6 +86,29 @@ describe.each([1, 2])('wasm kernels, %i thread(s)', (threads) => {
           }
           expect(Math.abs(out[i] - exact.out[i]), `${dtype} [${rows},${cols}] out[${i}] vs exact`).toBeLessThanOrEqual(tolExact);
         }
+      }
+    }
+  });
+
+  // The plain-TS reference backend is the engine's oracle: both sum f32 products in different orders,
+  // so each is within (cols + 8)·2^-24·Σ|terms| of the exact value and they are within twice that.
+  it.each(['f32', 'f16', 'bf16'] as DType[])('%s equals the reference backend', (dtype) => {
+    const reference = createReferenceBackend();
+    const rng = new Prng(777 + threads + dtype.length);
+    for (let trial = 0; trial < 25; trial++) {
+      const rows = pick(rng, ROWS);
+      const cols = pick(rng, FLOAT_COLS);
+      const n = pick(rng, BATCH);
+      const w = randomWeight(be, dtype, rows, cols, rng);
+      const x = randomInput(be, cols * n, rng);
+      const out = be.allocF32(rows * n);
+      const expected = new Float32Array(rows * n);
+      be.matmul(out, w, x, n);
+      reference.matmul(expected, w, x, n);
+      const { magnitude } = exactMatmul(widened(w), rows, cols, x, n);
+      for (let i = 0; i < rows * n; i++) {
+        const tol = 2 * (cols + 8) * U * magnitude[i];
+        expect(Math.abs(out[i] - expected[i]), `${dtype} [${rows},${cols}] n=${n} out[${i}]`).toBeLessThanOrEqual(tol);
       }
     }
   });
