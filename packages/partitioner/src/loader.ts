@@ -45,8 +45,8 @@ async function readHeader(file: string): Promise<Uint8Array> {
   const fh = await open(file, 'r');
   try {
     const first = new Uint8Array(8);
-    await fh.read(first, 0, 8, 0);
-    const n = headerLength(first, file);
+    const head = await fh.read(first, 0, 8, 0);
+    const n = headerLength(first.subarray(0, head.bytesRead), file);
     const json = new Uint8Array(n);
     const { bytesRead } = await fh.read(json, 0, n, 8);
     if (bytesRead !== n) throw new InputError('safetensors', file, `header is truncated (${bytesRead} of ${n} bytes)`);
