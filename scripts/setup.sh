@@ -36,6 +36,22 @@ if ! install_lavapipe; then
   echo "setup: warning: could not install Mesa 25 lavapipe from bookworm-backports; WebGPU tests will skip" >&2
 fi
 
+# Optional: Debian's libibverbs-dev, so `pnpm install` can build the RDMA verbs addon
+# (packages/transport/native) against infiniband/verbs.h. Root on Debian with apt only; any failure just
+# prints a warning and Orchard runs its links on TCP. ORCHARD_SKIP_VERBS=1 turns it off.
+install_verbs_headers() {
+  [ "${ORCHARD_SKIP_VERBS:-0}" = 1 ] && return 0
+  [ "$(id -u)" = 0 ] || return 0
+  command -v apt-get >/dev/null 2>&1 || return 0
+  [ -f /etc/debian_version ] || return 0
+  [ -f /usr/include/infiniband/verbs.h ] && return 0
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libibverbs-dev >/dev/null 2>&1 ||
+    { apt-get update -qq >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libibverbs-dev >/dev/null 2>&1; }
+}
+if ! install_verbs_headers; then
+  echo "setup: warning: could not install libibverbs-dev; the RDMA addon will not build (links use TCP)" >&2
+fi
+
 if ! command -v pnpm >/dev/null 2>&1; then
   npm install -g pnpm@10 >/dev/null
 fi
