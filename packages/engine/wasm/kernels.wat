@@ -30,10 +30,10 @@
   (import "env" "memory" (memory 1 65536 shared))
 
   (type $dot (func (param i32 i32 i32 i32 i32)))
-  (table 10 funcref)
+  (table 12 funcref)
   (elem (i32.const 0)
     $dot4_f32 $dot1_f32 $dot4_f16 $dot1_f16 $dot4_bf16 $dot1_bf16
-    $dot4_q8_0 $dot1_q8_0 $dot4_q4_0 $dot1_q4_0)
+    $dot4_q8_0 $dot1_q8_0 $dot4_q4_0 $dot1_q4_0 $dot4_read $dot1_read)
 
   (global $CTL i32 (i32.const 64))
   (global $F16TAB i32 (i32.const 4096))
@@ -474,6 +474,27 @@
         (local.set $b (i32.add (local.get $b) (i32.const 1)))
         (br $l)))
     (f32.store (local.get $out) (call $hsum (local.get $a0))))
+
+  ;; ---------------------------------------------------------------- read bandwidth probe
+  ;; Reads rowBytes (a multiple of 64) per row with one integer add per 16 bytes: the memory-read
+  ;; baseline the benchmark compares weight streaming against, through the same row split and threads.
+  (func $dot4_read (type $dot) (param $w i32) (param $rb i32) (param $x i32) (param $cols i32) (param $out i32)
+    (local $end i32) (local $a0 v128) (local $a1 v128) (local $a2 v128) (local $a3 v128) (local $r i32)
+    (local.set $end (i32.add (local.get $w) (i32.shl (local.get $rb) (i32.const 2))))
+    (block $done
+      (loop $l
+        (br_if $done (i32.ge_u (local.get $w) (local.get $end)))
+        (local.set $a0 (i32x4.add (local.get $a0) (v128.load offset=0 (local.get $w))))
+        (local.set $a1 (i32x4.add (local.get $a1) (v128.load offset=16 (local.get $w))))
+        (local.set $a2 (i32x4.add (local.get $a2) (v128.load offset=32 (local.get $w))))
+        (local.set $a3 (i32x4.add (local.get $a3) (v128.load offset=48 (local.get $w))))
+        (local.set $w (i32.add (local.get $w) (i32.const 64)))
+        (br $l)))
+    (local.set $a0 (i32x4.add (i32x4.add (local.get $a0) (local.get $a1)) (i32x4.add (local.get $a2) (local.get $a3))))
+    (i32.store (local.get $out) (i32x4.extract_lane 0 (local.get $a0))))
+
+  (func $dot1_read (type $dot) (param $w i32) (param $rb i32) (param $x i32) (param $cols i32) (param $out i32)
+    (call $dot4_read (local.get $w) (i32.shr_u (local.get $rb) (i32.const 2)) (local.get $x) (local.get $cols) (local.get $out)))
 
   ;; ---------------------------------------------------------------- activation preparation
   ;; Per token (n of them, cols floats apart): even/odd order per group of 8 columns, times $scale;

@@ -15,7 +15,7 @@ import type { Backend, DType, Weight } from '../backend.js';
 import { Arena } from './arena.js';
 import { physicalCores } from './cores.js';
 import { QK, isQuantized, rowBytes, weightBytes } from './formats.js';
-import { CTL, CTL_ADDR, CTL_FIELDS, F16_TABLE_ADDR, HEAP_BASE, KERNEL, MAX_PAGES, PAGE_BYTES } from './layout.js';
+import { CTL, CTL_ADDR, CTL_FIELDS, F16_TABLE_ADDR, HEAP_BASE, KERNEL, MAX_PAGES, PAGE_BYTES, READ_KERNEL } from './layout.js';
 import { type KernelExports, WA, kernelModule } from './module.js';
 import { ThreadPool } from './pool.js';
 
@@ -39,6 +39,11 @@ export interface WasmBackend extends Backend {
   usedBytes(): number;
   /** Current size of the shared memory. */
   memoryBytes(): number;
+  /**
+   * Benchmark baseline: reads `rows` rows of `bytes` (rows·rowBytes, rowBytes a multiple of 64)
+   * through the same row split and threads as the kernels, one integer add per 16 bytes.
+   */
+  readSweep(bytes: Uint8Array, rows: number): void;
   dispose(): void;
 }
 
@@ -109,29 +114,55 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
       k.quant_q8(xAddr, dst, cols, n);
       xAddr = dst;
     }
+    dispatch(KERNEL[dtype as DType], outAddr, wAddr, xAddr, rows, cols, n, rowBytes(dtype, cols), xStride);
+  }
+
+  /** Publishes a job and runs it on the calling thread plus, for big enough jobs, the workers. */
+  function dispatch(
+    kernel: number,
+    outAddr: number,
+    wAddr: number,
+    xAddr: number,
+    rows: number,
+    cols: number,
+    n: number,
+    rowBytesOf: number,
+    xStride: number,
+  ): void {
     const parallel = pool.helpers > 0 && rows >= 8 && rows * cols * n >= threshold;
+    // About four chunks per thread so a thread the OS delays costs little; multiples of 4 rows.
     const chunkRows = parallel ? Math.max(4, Math.ceil(rows / (threads * 4) / 4) * 4) : Math.ceil(rows / 4) * 4;
-    ctl[CTL.kernel] = KERNEL[dtype as DType];
+    ctl[CTL.kernel] = kernel;
     ctl[CTL.out] = outAddr;
     ctl[CTL.w] = wAddr;
     ctl[CTL.x] = xAddr;
     ctl[CTL.rows] = rows;
     ctl[CTL.cols] = cols;
     ctl[CTL.n] = n;
-    ctl[CTL.rowBytes] = rowBytes(dtype, cols);
+    ctl[CTL.rowBytes] = rowBytesOf;
     ctl[CTL.xStride] = xStride;
     ctl[CTL.chunkRows] = chunkRows;
     pool.run(parallel);
+  }
+
+  let sweepOut: Float32Array | undefined;
+  function readSweep(bytes: Uint8Array, rows: number): void {
+    const rb = bytes.byteLength / rows;
+    if (!Number.isInteger(rb) || rb % 64 !== 0) throw new Error('wasm backend: readSweep needs rows of a multiple of 64 bytes');
+    if (!sweepOut || sweepOut.length < rows) sweepOut = allocF32(rows);
+    dispatch(READ_KERNEL, arena.addressOf(sweepOut, 'sweep output'), arena.addressOf(bytes, 'sweep buffer'), 0, rows, rb / 4, 1, rb, 0);
+  }
+
+  function allocF32(length: number): Float32Array {
+    const addr = arena.alloc(length * 4, `f32 buffer of ${length}`);
+    return new Float32Array(arena.buffer(), addr, length);
   }
 
   let disposed = false;
   return {
     name: 'wasm',
     threads,
-    allocF32(length: number): Float32Array {
-      const addr = arena.alloc(length * 4, `f32 buffer of ${length}`);
-      return new Float32Array(arena.buffer(), addr, length);
-    },
+    allocF32,
     allocBytes(length: number): Uint8Array {
       const addr = arena.alloc(length, `byte buffer of ${length}`);
       return new Uint8Array(arena.buffer(), addr, length);
@@ -142,6 +173,7 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
     matmul,
     usedBytes: () => arena.used,
     memoryBytes: () => memory.buffer.byteLength,
+    readSweep,
     dispose() {
       if (disposed) return;
       disposed = true;

@@ -32,6 +32,8 @@ export const HEAP_BASE = F16_TABLE_ADDR + 65536 * 4;
 
 /** Table index of each dtype's dot4 kernel (dot1 is the next index). */
 export const KERNEL = { f32: 0, f16: 2, bf16: 4, q8_0: 6, q4_0: 8 } as const;
+/** The memory-read probe (benchmark baseline). */
+export const READ_KERNEL = 10;
 
 export const PAGE_BYTES = 65536;
 /** wasm32 addresses 4 GiB at most. */

@@ -1,0 +1,150 @@
+/**
+ * Kernel micro-benchmark (not a test): matvec (decode) and matmul (prompt batch) GFLOP/s and weight
+ * GB/s per dtype, WASM backend against the plain-TS reference backend, plus a memory-read baseline
+ * measured in the same run with the same threads. Prints ratios.
+ *
+ *   pnpm bench:kernels [--size 4096] [--threads 1,2] [--batch 16] [--seconds 0.6] [--json]
+ *
+ * On a shared or busy machine the numbers are contended: compare ratios within one run.
+ */
+import { parseArgs } from 'node:util';
+import type { Backend, DType, Weight } from '../src/kernels/backend.js';
+import { createReferenceBackend } from '../src/kernels/reference.js';
+import { createWasmBackend } from '../src/kernels/wasm/backend.js';
+import { physicalCores } from '../src/kernels/wasm/cores.js';
+import { weightBytes } from '../src/kernels/wasm/formats.js';
+import { quantizeQ4_0, quantizeQ8_0 } from '../src/kernels/wasm/quant-reference.js';
+import { f32ToBf16Bits, f32ToF16Bits } from '../src/numeric/half.js';
+import { Prng } from '../src/numeric/prng.js';
+
+const { values: args } = parseArgs({
+  options: {
+    size: { type: 'string', default: '4096' },
+    threads: { type: 'string' },
+    batch: { type: 'string', default: '16' },
+    seconds: { type: 'string', default: '0.6' },
+    json: { type: 'boolean', default: false },
+  },
+});
+const size = Number(args.size);
+const batch = Number(args.batch);
+const seconds = Number(args.seconds);
+const threadList = (args.threads ?? [...new Set([1, physicalCores()])].join(',')).split(',').map(Number);
+const DTYPES: DType[] = ['f32', 'f16', 'bf16', 'q8_0', 'q4_0'];
+const REFERENCE_DTYPES = new Set<DType>(['f32', 'f16', 'bf16']);
+
+/** Best-of-3 seconds per call over repeated calls for about `seconds`. */
+function time(fn: () => void): number {
+  fn();
+  let best = Infinity;
+  for (let round = 0; round < 3; round++) {
+    let iters = 0;
+    const start = performance.now();
+    let now = start;
+    do {
+      fn();
+      iters++;
+      now = performance.now();
+    } while (now - start < (seconds * 1000) / 3);
+    best = Math.min(best, (now - start) / 1000 / iters);
+  }
+  return best;
+}
+
+function fillWeight(be: Backend, dtype: DType, rows: number, cols: number, rng: Prng): Weight {
+  const bytes = be.allocBytes(weightBytes(dtype, rows, cols));
+  const count = rows * cols;
+  if (dtype === 'q8_0' || dtype === 'q4_0') {
+    // Quantize row by row so the f32 source never needs to exist whole.
+    const row = new Float32Array(cols);
+    const rb = bytes.byteLength / rows;
+    for (let r = 0; r < rows; r++) {
+      for (let c = 0; c < cols; c++) row[c] = rng.symmetric(1);
+      (dtype === 'q8_0' ? quantizeQ8_0 : quantizeQ4_0)(row, 1, cols, bytes.subarray(r * rb, (r + 1) * rb));
+    }
+  } else if (dtype === 'f32') {
+    const v = new Float32Array(bytes.buffer, bytes.byteOffset, count);
+    for (let i = 0; i < count; i++) v[i] = rng.symmetric(1);
+  } else {
+    const v = new Uint16Array(bytes.buffer, bytes.byteOffset, count);
+    const conv = dtype === 'f16' ? f32ToF16Bits : f32ToBf16Bits;
+    for (let i = 0; i < count; i++) v[i] = conv(rng.symmetric(1));
+  }
+  return { dtype, rows, cols, bytes };
+}
+
+interface Line {
+  dtype: string;
+  threads: number;
+  matvecGflops: number;
+  matvecGBs: number;
+  ofReadBandwidth: number;
+  matmulGflops: number;
+  referenceMatvecGflops: number | null;
+  referenceMatmulGflops: number | null;
+  matvecRatio: number | null;
+  matmulRatio: number | null;
+}
+
+const rng = new Prng(42);
+const reference = createReferenceBackend();
+const lines: Line[] = [];
+const baselines: Record<number, number> = {};
+const refCache = new Map<DType, { mv: number; mm: number }>();
+
+for (const threads of threadList) {
+  const be = createWasmBackend({ threads, initialBytes: 512 * 2 ** 20 });
+  // Read baseline: 256 MiB, well past any cache, split by rows like a kernel.
+  const sweepRows = 4096;
+  const sweep = be.allocBytes(256 * 2 ** 20);
+  for (let i = 0; i < sweep.length; i += 4096) sweep[i] = i & 0xff;
+  const readGBs = sweep.byteLength / time(() => be.readSweep(sweep, sweepRows)) / 1e9;
+  baselines[threads] = readGBs;
+
+  const x = be.allocF32(size * batch);
+  for (let i = 0; i < x.length; i++) x[i] = rng.symmetric(1);
+  const out = be.allocF32(size * batch);
+  for (const dtype of DTYPES) {
+    const w = fillWeight(be, dtype, size, size, rng);
+    const flop = 2 * size * size;
+    const mv = time(() => be.matvec(out, w, x));
+    const mm = time(() => be.matmul(out, w, x, batch));
+    let ref = refCache.get(dtype);
+    if (!ref && REFERENCE_DTYPES.has(dtype)) {
+      // The reference is single-threaded whatever `threads` says: measure it once.
+      const refOut = new Float32Array(size * batch);
+      ref = { mv: time(() => reference.matvec(refOut, w, x)), mm: time(() => reference.matmul(refOut, w, x, batch)) };
+      refCache.set(dtype, ref);
+    }
+    const line: Line = {
+      dtype,
+      threads,
+      matvecGflops: flop / mv / 1e9,
+      matvecGBs: w.bytes.byteLength / mv / 1e9,
+      ofReadBandwidth: w.bytes.byteLength / mv / 1e9 / readGBs,
+      matmulGflops: (flop * batch) / mm / 1e9,
+      referenceMatvecGflops: ref ? flop / ref.mv / 1e9 : null,
+      referenceMatmulGflops: ref ? (flop * batch) / ref.mm / 1e9 : null,
+      matvecRatio: ref ? ref.mv / mv : null,
+      matmulRatio: ref ? ref.mm / mm : null,
+    };
+    lines.push(line);
+  }
+  be.dispose();
+}
+
+if (args.json) {
+  console.log(JSON.stringify({ size, batch, readGBs: baselines, lines }));
+} else {
+  const f = (v: number | null, d = 1) => (v === null ? 'n/a' : v.toFixed(d));
+  console.log(`kernels ${size}x${size}, matmul batch ${batch}; reference = plain-TS backend, 1 thread`);
+  for (const t of threadList) console.log(`memory read baseline, ${t} thread(s): ${baselines[t].toFixed(1)} GB/s`);
+  console.log('dtype  thr | matvec GFLOP/s  GB/s  of-read | matmul GFLOP/s | ref matvec  ref matmul | ratio mv  ratio mm');
+  for (const l of lines) {
+    console.log(
+      `${l.dtype.padEnd(5)} ${String(l.threads).padStart(4)} | ${f(l.matvecGflops).padStart(14)} ${f(l.matvecGBs).padStart(5)} ${f(l.ofReadBandwidth, 2).padStart(8)} | ` +
+        `${f(l.matmulGflops).padStart(14)} | ${f(l.referenceMatvecGflops, 2).padStart(10)} ${f(l.referenceMatmulGflops, 2).padStart(11)} | ` +
+        `${f(l.matvecRatio).padStart(8)} ${f(l.matmulRatio).padStart(9)}`,
+    );
+  }
+}
