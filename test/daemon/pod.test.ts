@@ -80,7 +80,7 @@ describe.skipIf(!netnsAvailable())('daemon pod across network namespaces', () =>
     const [h0, h1, h2, h3] = net.hosts;
     const seed = startDaemon(h0);
     daemons = [seed];
-    const seedId = (await waitFor('seed API', () => seed.tryGet('/api/status'), 30_000)).self.peerId as string;
+    const seedId = (await waitFor<any>('seed API', () => seed.tryGet('/api/status'), 30_000)).self.peerId as string;
     const boot = ['--bootstrap', `/ip4/${h0.ip}/tcp/52416/p2p/${seedId}`];
     daemons.push(startDaemon(h1, { args: boot }), startDaemon(h2, { args: boot }), startDaemon(h3));
     const joined = daemons.slice(0, 3);
@@ -100,7 +100,7 @@ describe.skipIf(!netnsAvailable())('daemon pod across network namespaces', () =>
     daemons = [startDaemon(h0, { args: ['--cluster-key', keyFile] }), startDaemon(h1, { args: ['--cluster-key', keyFile] }), startDaemon(h2)];
     const [a, b, outsider] = daemons;
     await waitFor('keyed daemons to see each other', () => liveIds(a).length === 2 && liveIds(b).length === 2, 60_000);
-    const outsiderId = (await waitFor('outsider API', () => outsider.tryGet('/api/status'), 30_000)).self.peerId as string;
+    const outsiderId = (await waitFor<any>('outsider API', () => outsider.tryGet('/api/status'), 30_000)).self.peerId as string;
     // The outsider hears the others over mDNS and tries them: refused, reported as not in this cluster.
     const st = await waitFor('outsider to report the keyed peers as not in this cluster', () => {
       const s = outsider.get('/api/status');

@@ -72,12 +72,17 @@ export function startDaemon(host: TestHost, options: StartDaemonOptions = {}): T
 }
 
 /** Polls `check` until it returns a truthy value or the deadline passes; the error names `what`. */
-export async function waitFor<T>(what: string, check: () => T | undefined | false | null, timeoutMs: number, intervalMs = 500): Promise<T> {
+export async function waitFor<T>(
+  what: string,
+  check: () => T | undefined | false | null | Promise<T | undefined | false | null>,
+  timeoutMs: number,
+  intervalMs = 500,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
   for (;;) {
     try {
-      const v = check();
+      const v = await check();
       if (v) return v;
     } catch (err) {
       last = err;

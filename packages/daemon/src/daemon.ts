@@ -62,7 +62,8 @@ export class Daemon {
   #linkFailures = new Map<string, string>();
   #measuring = false;
   #duplicate: DuplicateIdentity | null = null;
-  #dropped = new Map<string, number>();
+  #dropped = new Map<string, { lastWarnAt: number; suppressed: number }>();
+  #controlStats = { accepted: 0, dropped: 0 };
   #stopped = false;
   #clusterKey: Uint8Array | null;
   #timings: DaemonTimings;
@@ -163,6 +164,7 @@ export class Daemon {
       if (!from) return this.#dropMessage('unknown', 'unsigned message');
       const decoded = decodeControl(msg.data, from);
       if (!decoded.ok) return this.#dropMessage(from, decoded.reason);
+      this.#controlStats.accepted++;
       try {
         this.replica.handle(decoded.message);
       } catch (err) {
@@ -210,12 +212,17 @@ export class Daemon {
     this.node.services.pubsub.publish(CONTROL_TOPIC, bytes).catch((err) => this.log.debug({ err: (err as Error).message, type: message.type }, 'publish failed'));
   }
 
-  /** Malformed input is dropped and logged with its sender, at most once per 10 s per sender. */
+  /** Malformed input is dropped and logged with its sender: every drop at debug, a warning per sender at most every 10 s. */
   #dropMessage(from: string, reason: string): void {
-    const last = this.#dropped.get(from) ?? 0;
-    if (Date.now() - last > 10_000) {
-      this.#dropped.set(from, Date.now());
-      this.log.warn({ peer: from, reason }, 'dropped control message');
+    this.#controlStats.dropped++;
+    const entry = this.#dropped.get(from) ?? { lastWarnAt: 0, suppressed: 0 };
+    this.log.debug({ peer: from, reason }, 'dropped control message');
+    if (Date.now() - entry.lastWarnAt > 10_000) {
+      this.log.warn({ peer: from, reason, ...(entry.suppressed ? { alsoDroppedSinceLastWarning: entry.suppressed } : {}) }, 'dropped control message');
+      this.#dropped.set(from, { lastWarnAt: Date.now(), suppressed: 0 });
+    } else {
+      entry.suppressed++;
+      this.#dropped.set(from, entry);
     }
   }
 
@@ -333,6 +340,7 @@ export class Daemon {
       notInCluster: this.#dialer.refused().filter((r) => r.reason === 'not-in-cluster'),
       unreachable: this.#dialer.refused().filter((r) => r.reason === 'unreachable'),
       duplicateIdentity: this.#duplicate,
+      controlMessages: { ...this.#controlStats },
     };
   }
 

@@ -65,6 +65,7 @@ export class Replica {
   #lastProfileSent = -Infinity;
   #lastLinksSent = -Infinity;
   #lastSyncRequest = -Infinity;
+  #lastSnapshotSent = -Infinity;
   #adoptFrom: string | null = null;
   #stopped = false;
 
@@ -189,6 +190,9 @@ export class Replica {
         if (msg.to !== this.selfId) return;
         // Followers only trust the coordinator's log; a node adopting history takes anyone's.
         if (msg.purpose === 'follow' && !this.isCoordinator) return;
+        // Requesters retry every second; answering more often than this only amplifies a flood.
+        if (now - this.#lastSnapshotSent < 250) return;
+        this.#lastSnapshotSent = now;
         this.#opts.send({ type: 'snapshot', from: this.selfId, epoch: this.#pos.epoch, seq: this.#pos.seq, state: this.#state as never });
         return;
       }
