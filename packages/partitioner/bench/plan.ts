@@ -32,6 +32,24 @@ function sixteenNodes(): Cluster {
   return { nodes, links };
 }
 
+/** Sixteen Mac minis (M4 Pro), RDMA inside quads, Ethernet across: Kimi needs 13 of them. */
+function sixteenMinis(): Cluster {
+  const nodes: ClusterNode[] = Array.from({ length: 16 }, (_, i) => ({
+    id: `mini-${String(i + 1).padStart(2, '0')}`,
+    chip: 'Apple M4 Pro',
+    memoryBytes: 64 * GiB,
+    availableBytes: (i % 3 === 0 ? 56 : 48) * GiB,
+  }));
+  const links: ClusterLink[] = [];
+  for (let i = 0; i < 16; i++) {
+    for (let j = i + 1; j < 16; j++) {
+      links.push({ a: nodes[i].id, b: nodes[j].id, kind: 'ethernet', latencyUs: 100, bandwidthGbps: 10 });
+      if (Math.floor(i / 4) === Math.floor(j / 4)) links.push({ a: nodes[i].id, b: nodes[j].id, kind: 'rdma', latencyUs: 8, bandwidthGbps: 80 });
+    }
+  }
+  return { nodes, links };
+}
+
 function time(label: string, fn: () => unknown, runs: number): number {
   fn(); // warm up the JIT
   const samples: number[] = [];
@@ -52,6 +70,10 @@ const mesh = read('examples/clusters/4x-m3-ultra-tb5-rdma.json') as Cluster;
 
 const base = time('baseline: 4x M3 Ultra, Kimi K2 1T', () => plan(kimi, mesh), 9);
 const sixteen = time('16 nodes (4 Ultra, 4 Max, 8 Pro), Kimi K2 1T', () => plan(kimi, big), 9);
-const p = plan(kimi, big);
-console.log(`ratio 16-node / baseline: ${(sixteen / base).toFixed(2)}x; budget 1000 ms: ${sixteen < 1000 ? 'within' : 'EXCEEDED'}`);
-console.log(`chosen: ${p.strategy}, ${p.stages.map((s) => `[${s.nodes.join('+')} ${s.layers[0]}-${s.layers[1]}]`).join(' ')}, ${p.predicted.decodeTokensPerSecond} tok/s`);
+const minis = sixteenMinis();
+const sixteenMini = time('16 Mac minis M4 Pro (RDMA quads), Kimi K2 1T', () => plan(kimi, minis), 9);
+for (const [label, ms, c] of [['16 mixed', sixteen, big], ['16 minis', sixteenMini, minis]] as const) {
+  const p = plan(kimi, c);
+  console.log(`${label}: ${(ms / base).toFixed(2)}x the baseline; budget 1000 ms: ${ms < 1000 ? 'within' : 'EXCEEDED'}`);
+  console.log(`  chosen: ${p.strategy}, ${p.stages.map((s) => `[${s.nodes.join('+')} ${s.layers[0]}-${s.layers[1]}]`).join(' ')}, ${p.predicted.decodeTokensPerSecond} tok/s`);
+}

@@ -87,13 +87,10 @@ export function search(model: ModelSpec, cluster: Cluster, links: LinkTable, req
   for (const tiling of tilings) {
     // Every unit of the tiling in one chain: the widest pipeline / hybrid, for comparison.
     if (tiling.length > 1) consider(tiling);
-    const before = candidates.length;
+    // Capacities estimated from the mean layer can be one layer too optimistic (uneven layers,
+    // tight memory); counting every layer as the largest one is never optimistic. Try both.
     for (const set of boundedSets(tiling, model.numLayers, (u) => u.layerCapacity)) consider(set);
-    // Capacities are estimated from the mean layer; when none of those sets fit exactly (uneven
-    // layers, tight memory), retry counting every layer as the largest one.
-    if (candidates.length === before) {
-      for (const set of boundedSets(tiling, model.numLayers, (u) => u.safeLayerCapacity)) consider(set);
-    }
+    for (const set of boundedSets(tiling, model.numLayers, (u) => u.safeLayerCapacity)) consider(set);
   }
   return { candidates, notes };
 }
@@ -160,7 +157,8 @@ function rdmaTiling(nodes: ClusterNode[], links: LinkTable, g: number, model: Mo
 function boundedSets(units: Unit[], L: number, capacity: (u: Unit) => number): Unit[][] {
   const sorted = units
     .filter((u) => capacity(u) >= 1)
-    .sort((a, b) => a.avgLayerSeconds - b.avgLayerSeconds || (a.key < b.key ? -1 : 1));
+    // Fastest first; among equals the roomiest first, so sets stay small.
+    .sort((a, b) => a.avgLayerSeconds - b.avgLayerSeconds || capacity(b) - capacity(a) || (a.key < b.key ? -1 : 1));
   const best: { cost: number; set: Unit[] }[] = [];
   const worst = () => (best.length < SETS_PER_TILING ? Infinity : best[best.length - 1].cost);
   const chosen: Unit[] = [];
@@ -228,12 +226,13 @@ export function splitLayers(model: ModelSpec, seq: Unit[]): { bounds: number[]; 
     const eMin = s + 1;
     const eMax = last ? L : L - (S - 1 - s);
     for (let e = last ? L : eMin; e <= eMax; e++) {
-      for (let b = s; b < e; b++) {
+      // Longer ranges only need more memory: walk b down from e-1 and stop at the first misfit.
+      for (let b = e - 1; b >= s; b--) {
+        if (!fits(u, model, b, e, first, last)) break;
         if (prev[b] === Infinity) continue;
-        if (!fits(u, model, b, e, first, last)) continue;
         const n = e - b;
         const cost = prev[b] + u.decodePrefix[e] - u.decodePrefix[b] + BALANCE_EPSILON * n * n;
-        if (cost < cur[e]) {
+        if (cost <= cur[e]) {
           cur[e] = cost;
           arg[e] = b;
         }

@@ -63,9 +63,10 @@ export function buildUnit(model: ModelSpec, nodes: ClusterNode[], heads: number[
     decodePrefix[l + 1] = decodePrefix[l] + slowest + arPerLayer;
   }
   const caps = nodes.map((n, i) => usableBytes(n.availableBytes, workspaceBytes(model, shares[i], req, true)));
-  const room = caps.map((c) => Math.max(0, c - endBytes(model, true, true)));
-  const layerCapacity = Math.min(...room.map((r, i) => Math.floor(r / (memPrefix[i][L] / L))));
+  // Optimistic: a middle stage of mean layers. Safe: an end stage (embedding and head) of largest layers.
+  const layerCapacity = Math.min(...caps.map((c, i) => Math.floor(Math.max(0, c) / (memPrefix[i][L] / L))));
   const largest = (i: number) => Math.max(...Array.from({ length: L }, (_, l) => memPrefix[i][l + 1] - memPrefix[i][l]));
+  const room = caps.map((c) => Math.max(0, c - endBytes(model, true, true)));
   const safeLayerCapacity = Math.min(...room.map((r, i) => Math.floor(r / largest(i))));
   return {
     key: ids.join('+'),
