@@ -2,7 +2,7 @@
  * Multi-host proof for the daemon control plane: real daemons as separate processes in network
  * namespaces joined by a bridge (test/harness). Skips when not root / no iproute2.
  */
-import { writeFileSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -73,6 +73,17 @@ describe.skipIf(!netnsAvailable())('daemon pod across network namespaces', () =>
     expect(others[0].get('/api/cluster').coordinator).toBe(ids[1]);
     expect(others[0].get('/api/cluster').links).toHaveLength(1);
     console.log(`gone detected after ${elapsed} ms (timeout ${GONE_AFTER_SEC} s)`);
+
+    // Restart it with the same data dir: same identity, it rejoins, catches up and leads again.
+    const restarted = startDaemon(victim.host, { dataDir: victim.dataDir, args: ['--gone-after', String(GONE_AFTER_SEC), '--name', 'h0-again'] });
+    daemons.push(restarted);
+    const pod = [...others, restarted];
+    await waitFor('restarted daemon back in the pod', () => pod.every((d) => liveIds(d).length === 3), 60_000);
+    await waitFor('all three agree again after the restart', () => new Set(pod.map(sharedState)).size === 1, 30_000);
+    const back = restarted.get('/api/status');
+    expect(back.self.peerId).toBe(ids[0]);
+    expect(back.coordinator).toBe(ids[0]);
+    expect(back.nodes.find((n: { peerId: string }) => n.peerId === ids[0]).name).toBe('h0-again');
   });
 
   it('with multicast blocked, daemons join through --bootstrap (and one without it stays alone)', async () => {
@@ -116,6 +127,27 @@ describe.skipIf(!netnsAvailable())('daemon pod across network namespaces', () =>
       expect(s.mode).toBe('private');
       expect(s.clusterKeyId).toMatch(/^[0-9a-f]{12}$/);
       expect(liveIds(d)).not.toContain(outsiderId);
+    }
+  });
+});
+
+describe.skipIf(!netnsAvailable())('duplicate identity', () => {
+  it('two daemons started from a copied data dir both report the duplicate with a fix, instead of flapping', async () => {
+    net = await createTestNet({ hosts: 2 });
+    const first = startDaemon(net.hosts[0]);
+    daemons = [first];
+    const id = (await waitFor<any>('first daemon API', () => first.tryGet('/api/status'), 30_000)).self.peerId;
+    const copyDir = mkdtempSync(join(os.tmpdir(), 'orchard-copy-'));
+    copyFileSync(join(first.dataDir, 'peer.key'), join(copyDir, 'peer.key'));
+    const second = startDaemon(net.hosts[1], { dataDir: copyDir });
+    daemons.push(second);
+    for (const d of daemons) {
+      const dup = await waitFor<any>(`${d.host.ns} to report the duplicate`, () => d.tryGet('/api/status')?.duplicateIdentity, 30_000);
+      expect(dup.peerId).toBe(id);
+      expect(dup.message).toMatch(/uses this node's identity/);
+      expect(dup.message).toMatch(/peer\.key/);
+      expect(dup.addresses.join(' ')).toContain(d === first ? net.hosts[1].ip : net.hosts[0].ip);
+      expect(d.exited()).toBe(false);
     }
   });
 });
