@@ -9,6 +9,18 @@ export { SimFabric, type SimFabricOptions, type SimDeviceSpec } from './sim-fabr
 export { RdmaLink, CompletionPoller, type PeerLink, type RdmaLinkOptions } from './link.js';
 export { connectRdmaMesh, findIpv4GidIndex, type ControlChannel, type LinkChoice, type RdmaMesh, type RdmaMeshOptions } from './connect.js';
 export { MeshGroup, DEFAULT_SMALL_ALL_REDUCE_BYTES, type MeshGroupOptions } from './mesh-group.js';
+export { addonStatus, loadVerbsAddon, nativeVerbs, DEFAULT_ADDON_PATH, type AddonStatus } from './native.js';
+export {
+  rdmaReadiness,
+  summarizeReadiness,
+  parseIbvDevices,
+  parseIbvDevinfo,
+  ipv4FromMappedGid,
+  pairedNetdev,
+  type RdmaReadiness,
+  type DeviceReadiness,
+  type IbvDevice,
+} from './discovery.js';
 
 export interface RdmaGroupOptions extends RdmaMeshOptions {
   smallAllReduceBytes?: number;
