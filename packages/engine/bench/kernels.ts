@@ -33,11 +33,14 @@ const threadList = (args.threads ?? [...new Set([1, physicalCores()])].join(',')
 const DTYPES: DType[] = ['f32', 'f16', 'bf16', 'q8_0', 'q4_0'];
 const REFERENCE_DTYPES = new Set<DType>(['f32', 'f16', 'bf16']);
 
-/** Best-of-3 seconds per call over repeated calls for about `seconds`. */
+/**
+ * Seconds per call: the best of 10 rounds of repeated calls, about `seconds` in all. On a busy machine
+ * the best round is the one least disturbed by other processes.
+ */
 function time(fn: () => void): number {
   fn();
   let best = Infinity;
-  for (let round = 0; round < 3; round++) {
+  for (let round = 0; round < 10; round++) {
     let iters = 0;
     const start = performance.now();
     let now = start;
@@ -45,7 +48,7 @@ function time(fn: () => void): number {
       fn();
       iters++;
       now = performance.now();
-    } while (now - start < (seconds * 1000) / 3);
+    } while (now - start < (seconds * 1000) / 10);
     best = Math.min(best, (now - start) / 1000 / iters);
   }
   return best;

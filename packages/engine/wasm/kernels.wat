@@ -25,7 +25,8 @@
 ;;          not representable this way (they widen to finite values); checkpoints never contain them.
 ;;   bf16   same even/odd order, unscaled (a bf16 is the top half of an f32).
 ;;   q8_0, q4_0   x quantized like llama.cpp's Q8_0 activations: per 32-block d = f16(amax/127),
-;;          q = nearest(x·127/amax) as i16 (cols i16), then cols/32 f32 scales. Integer dot products.
+;;          q = nearest(x·127/amax) as i16 (cols i16), then per block an i32x4 correction for q4_0's
+;;          offset, then per block the f32 scale (see quant_q8). Integer dot products.
 (module
   (import "env" "memory" (memory 1 65536 shared))
 
@@ -43,8 +44,8 @@
       (f32.add (f32x4.extract_lane 0 (local.get $v)) (f32x4.extract_lane 1 (local.get $v)))
       (f32.add (f32x4.extract_lane 2 (local.get $v)) (f32x4.extract_lane 3 (local.get $v)))))
 
-  (func $f16 (param $h i32) (result f32)
-    (f32.load (i32.add (global.get $F16TAB) (i32.shl (local.get $h) (i32.const 2)))))
+  ;; f16 -> f32 through the table is written inline as (f32.load offset=4096 (i32.shl h 2)): V8 does not
+  ;; inline small wasm functions, and a call per block scale costs as much as the block's dot product.
 
   ;; ---------------------------------------------------------------- f32
   (func $dot4_f32 (type $dot) (param $w i32) (param $rb i32) (param $x i32) (param $cols i32) (param $out i32)
@@ -153,10 +154,10 @@
       (loop $t
         (br_if $tdone (i32.ge_u (local.get $o) (local.get $end)))
         (local.set $xs (f32.load (i32.add (local.get $x) (i32.shl (local.get $o) (i32.const 1)))))
-        (local.set $s0 (f32.add (local.get $s0) (f32.mul (call $f16 (i32.load16_u (i32.add (local.get $w) (local.get $o)))) (local.get $xs))))
-        (local.set $s1 (f32.add (local.get $s1) (f32.mul (call $f16 (i32.load16_u (i32.add (local.get $w1) (local.get $o)))) (local.get $xs))))
-        (local.set $s2 (f32.add (local.get $s2) (f32.mul (call $f16 (i32.load16_u (i32.add (local.get $w2) (local.get $o)))) (local.get $xs))))
-        (local.set $s3 (f32.add (local.get $s3) (f32.mul (call $f16 (i32.load16_u (i32.add (local.get $w3) (local.get $o)))) (local.get $xs))))
+        (local.set $s0 (f32.add (local.get $s0) (f32.mul (f32.load offset=4096 (i32.shl (i32.load16_u (i32.add (local.get $w) (local.get $o))) (i32.const 2))) (local.get $xs))))
+        (local.set $s1 (f32.add (local.get $s1) (f32.mul (f32.load offset=4096 (i32.shl (i32.load16_u (i32.add (local.get $w1) (local.get $o))) (i32.const 2))) (local.get $xs))))
+        (local.set $s2 (f32.add (local.get $s2) (f32.mul (f32.load offset=4096 (i32.shl (i32.load16_u (i32.add (local.get $w2) (local.get $o))) (i32.const 2))) (local.get $xs))))
+        (local.set $s3 (f32.add (local.get $s3) (f32.mul (f32.load offset=4096 (i32.shl (i32.load16_u (i32.add (local.get $w3) (local.get $o))) (i32.const 2))) (local.get $xs))))
         (local.set $o (i32.add (local.get $o) (i32.const 2)))
         (br $t)))
     (f32.store offset=0 (local.get $out) (local.get $s0))
@@ -185,7 +186,7 @@
       (loop $t
         (br_if $tdone (i32.ge_u (local.get $o) (local.get $end)))
         (local.set $s0 (f32.add (local.get $s0)
-          (f32.mul (call $f16 (i32.load16_u (i32.add (local.get $w) (local.get $o))))
+          (f32.mul (f32.load offset=4096 (i32.shl (i32.load16_u (i32.add (local.get $w) (local.get $o))) (i32.const 2)))
                    (f32.load (i32.add (local.get $x) (i32.shl (local.get $o) (i32.const 1)))))))
         (local.set $o (i32.add (local.get $o) (i32.const 2)))
         (br $t)))
@@ -275,18 +276,21 @@
     (f32.store (local.get $out) (local.get $s0)))
 
   ;; ---------------------------------------------------------------- q8_0
-  ;; Weight block: f16 d, 32 x int8 (34 bytes). x: cols i16 values, then cols/32 f32 scales.
-  ;; Per block: exact i32 dot (pmaddwd), then one f32 multiply-add by d_w·d_x.
+  ;; Weight block: f16 d, 32 x int8 (34 bytes). Eight weights at a time are loaded sign-extended to
+  ;; i16 (v128.load8x8_s) and multiplied with the i16 activations by pmaddwd: exact i32 block sums,
+  ;; then one f32 multiply-add by d_w·d_x per block.
+  ;; (Generated 4-row/1-row bodies are spelled out: V8 does not inline wasm calls in hot loops.)
   (func $dot4_q8_0 (type $dot) (param $w i32) (param $rb i32) (param $x i32) (param $cols i32) (param $out i32)
-    (local $w1 i32) (local $w2 i32) (local $w3 i32) (local $b i32) (local $nb i32) (local $xq i32) (local $xs i32) (local $wo i32)
+    (local $w1 i32) (local $w2 i32) (local $w3 i32) (local $b i32) (local $nb i32) (local $xq i32) (local $xs i32) (local $xc i32) (local $wo i32) (local $p i32)
     (local $a0 v128) (local $a1 v128) (local $a2 v128) (local $a3 v128)
-    (local $x0 v128) (local $x1 v128) (local $x2 v128) (local $x3 v128) (local $q v128) (local $r v128) (local $dx f32)
+    (local $x0 v128) (local $x1 v128) (local $x2 v128) (local $x3 v128) (local $dx f32)
     (local.set $w1 (i32.add (local.get $w) (local.get $rb)))
     (local.set $w2 (i32.add (local.get $w1) (local.get $rb)))
     (local.set $w3 (i32.add (local.get $w2) (local.get $rb)))
     (local.set $nb (i32.shr_u (local.get $cols) (i32.const 5)))
     (local.set $xq (local.get $x))
-    (local.set $xs (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 1))))
+    (local.set $xc (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 1))))
+    (local.set $xs (i32.add (local.get $xc) (i32.shl (local.get $nb) (i32.const 4))))
     (block $done
       (loop $l
         (br_if $done (i32.ge_u (local.get $b) (local.get $nb)))
@@ -295,48 +299,41 @@
         (local.set $x2 (v128.load offset=32 (local.get $xq)))
         (local.set $x3 (v128.load offset=48 (local.get $xq)))
         (local.set $dx (f32.load (local.get $xs)))
-        ;; row 0
-        (local.set $q (v128.load offset=2 (i32.add (local.get $w) (local.get $wo))))
-        (local.set $r (v128.load offset=18 (i32.add (local.get $w) (local.get $wo))))
+        (local.set $p (i32.add (local.get $w) (local.get $wo)))
         (local.set $a0 (f32x4.add (local.get $a0) (f32x4.mul
           (f32x4.convert_i32x4_s (i32x4.add
-            (i32x4.add (i32x4.dot_i16x8_s (i16x8.extend_low_i8x16_s (local.get $q)) (local.get $x0))
-                       (i32x4.dot_i16x8_s (i16x8.extend_high_i8x16_s (local.get $q)) (local.get $x1)))
-            (i32x4.add (i32x4.dot_i16x8_s (i16x8.extend_low_i8x16_s (local.get $r)) (local.get $x2))
-                       (i32x4.dot_i16x8_s (i16x8.extend_high_i8x16_s (local.get $r)) (local.get $x3)))))
-          (f32x4.splat (f32.mul (local.get $dx) (call $f16 (i32.load16_u (i32.add (local.get $w) (local.get $wo)))))))))
-        ;; row 1
-        (local.set $q (v128.load offset=2 (i32.add (local.get $w1) (local.get $wo))))
-        (local.set $r (v128.load offset=18 (i32.add (local.get $w1) (local.get $wo))))
+            (i32x4.add (i32x4.dot_i16x8_s (v128.load8x8_s offset=2 (local.get $p)) (local.get $x0))
+                       (i32x4.dot_i16x8_s (v128.load8x8_s offset=10 (local.get $p)) (local.get $x1)))
+            (i32x4.add (i32x4.dot_i16x8_s (v128.load8x8_s offset=18 (local.get $p)) (local.get $x2))
+                       (i32x4.dot_i16x8_s (v128.load8x8_s offset=26 (local.get $p)) (local.get $x3)))))
+          (f32x4.splat (f32.mul (local.get $dx) (f32.load offset=4096 (i32.shl (i32.load16_u (local.get $p)) (i32.const 2))))))))
+        (local.set $p (i32.add (local.get $w1) (local.get $wo)))
         (local.set $a1 (f32x4.add (local.get $a1) (f32x4.mul
           (f32x4.convert_i32x4_s (i32x4.add
-            (i32x4.add (i32x4.dot_i16x8_s (i16x8.extend_low_i8x16_s (local.get $q)) (local.get $x0))
-                       (i32x4.dot_i16x8_s (i16x8.extend_high_i8x16_s (local.get $q)) (local.get $x1)))
-            (i32x4.add (i32x4.dot_i16x8_s (i16x8.extend_low_i8x16_s (local.get $r)) (local.get $x2))
-                       (i32x4.dot_i16x8_s (i16x8.extend_high_i8x16_s (local.get $r)) (local.get $x3)))))
-          (f32x4.splat (f32.mul (local.get $dx) (call $f16 (i32.load16_u (i32.add (local.get $w1) (local.get $wo)))))))))
-        ;; row 2
-        (local.set $q (v128.load offset=2 (i32.add (local.get $w2) (local.get $wo))))
-        (local.set $r (v128.load offset=18 (i32.add (local.get $w2) (local.get $wo))))
+            (i32x4.add (i32x4.dot_i16x8_s (v128.load8x8_s offset=2 (local.get $p)) (local.get $x0))
+                       (i32x4.dot_i16x8_s (v128.load8x8_s offset=10 (local.get $p)) (local.get $x1)))
+            (i32x4.add (i32x4.dot_i16x8_s (v128.load8x8_s offset=18 (local.get $p)) (local.get $x2))
+                       (i32x4.dot_i16x8_s (v128.load8x8_s offset=26 (local.get $p)) (local.get $x3)))))
+          (f32x4.splat (f32.mul (local.get $dx) (f32.load offset=4096 (i32.shl (i32.load16_u (local.get $p)) (i32.const 2))))))))
+        (local.set $p (i32.add (local.get $w2) (local.get $wo)))
         (local.set $a2 (f32x4.add (local.get $a2) (f32x4.mul
           (f32x4.convert_i32x4_s (i32x4.add
-            (i32x4.add (i32x4.dot_i16x8_s (i16x8.extend_low_i8x16_s (local.get $q)) (local.get $x0))
-                       (i32x4.dot_i16x8_s (i16x8.extend_high_i8x16_s (local.get $q)) (local.get $x1)))
-            (i32x4.add (i32x4.dot_i16x8_s (i16x8.extend_low_i8x16_s (local.get $r)) (local.get $x2))
-                       (i32x4.dot_i16x8_s (i16x8.extend_high_i8x16_s (local.get $r)) (local.get $x3)))))
-          (f32x4.splat (f32.mul (local.get $dx) (call $f16 (i32.load16_u (i32.add (local.get $w2) (local.get $wo)))))))))
-        ;; row 3
-        (local.set $q (v128.load offset=2 (i32.add (local.get $w3) (local.get $wo))))
-        (local.set $r (v128.load offset=18 (i32.add (local.get $w3) (local.get $wo))))
+            (i32x4.add (i32x4.dot_i16x8_s (v128.load8x8_s offset=2 (local.get $p)) (local.get $x0))
+                       (i32x4.dot_i16x8_s (v128.load8x8_s offset=10 (local.get $p)) (local.get $x1)))
+            (i32x4.add (i32x4.dot_i16x8_s (v128.load8x8_s offset=18 (local.get $p)) (local.get $x2))
+                       (i32x4.dot_i16x8_s (v128.load8x8_s offset=26 (local.get $p)) (local.get $x3)))))
+          (f32x4.splat (f32.mul (local.get $dx) (f32.load offset=4096 (i32.shl (i32.load16_u (local.get $p)) (i32.const 2))))))))
+        (local.set $p (i32.add (local.get $w3) (local.get $wo)))
         (local.set $a3 (f32x4.add (local.get $a3) (f32x4.mul
           (f32x4.convert_i32x4_s (i32x4.add
-            (i32x4.add (i32x4.dot_i16x8_s (i16x8.extend_low_i8x16_s (local.get $q)) (local.get $x0))
-                       (i32x4.dot_i16x8_s (i16x8.extend_high_i8x16_s (local.get $q)) (local.get $x1)))
-            (i32x4.add (i32x4.dot_i16x8_s (i16x8.extend_low_i8x16_s (local.get $r)) (local.get $x2))
-                       (i32x4.dot_i16x8_s (i16x8.extend_high_i8x16_s (local.get $r)) (local.get $x3)))))
-          (f32x4.splat (f32.mul (local.get $dx) (call $f16 (i32.load16_u (i32.add (local.get $w3) (local.get $wo)))))))))
+            (i32x4.add (i32x4.dot_i16x8_s (v128.load8x8_s offset=2 (local.get $p)) (local.get $x0))
+                       (i32x4.dot_i16x8_s (v128.load8x8_s offset=10 (local.get $p)) (local.get $x1)))
+            (i32x4.add (i32x4.dot_i16x8_s (v128.load8x8_s offset=18 (local.get $p)) (local.get $x2))
+                       (i32x4.dot_i16x8_s (v128.load8x8_s offset=26 (local.get $p)) (local.get $x3)))))
+          (f32x4.splat (f32.mul (local.get $dx) (f32.load offset=4096 (i32.shl (i32.load16_u (local.get $p)) (i32.const 2))))))))
         (local.set $wo (i32.add (local.get $wo) (i32.const 34)))
         (local.set $xq (i32.add (local.get $xq) (i32.const 64)))
+        (local.set $xc (i32.add (local.get $xc) (i32.const 16)))
         (local.set $xs (i32.add (local.get $xs) (i32.const 4)))
         (local.set $b (i32.add (local.get $b) (i32.const 1)))
         (br $l)))
@@ -346,45 +343,13 @@
     (f32.store offset=12 (local.get $out) (call $hsum (local.get $a3))))
 
   (func $dot1_q8_0 (type $dot) (param $w i32) (param $rb i32) (param $x i32) (param $cols i32) (param $out i32)
-    (local $b i32) (local $nb i32) (local $xq i32) (local $xs i32) (local $wo i32)
-    (local $a0 v128) (local $q v128) (local $r v128)
+    (local $b i32) (local $nb i32) (local $xq i32) (local $xs i32) (local $xc i32) (local $wo i32) (local $p i32)
+    (local $a0 v128)
+    (local $x0 v128) (local $x1 v128) (local $x2 v128) (local $x3 v128) (local $dx f32)
     (local.set $nb (i32.shr_u (local.get $cols) (i32.const 5)))
     (local.set $xq (local.get $x))
-    (local.set $xs (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 1))))
-    (block $done
-      (loop $l
-        (br_if $done (i32.ge_u (local.get $b) (local.get $nb)))
-        (local.set $q (v128.load offset=2 (i32.add (local.get $w) (local.get $wo))))
-        (local.set $r (v128.load offset=18 (i32.add (local.get $w) (local.get $wo))))
-        (local.set $a0 (f32x4.add (local.get $a0) (f32x4.mul
-          (f32x4.convert_i32x4_s (i32x4.add
-            (i32x4.add (i32x4.dot_i16x8_s (i16x8.extend_low_i8x16_s (local.get $q)) (v128.load offset=0 (local.get $xq)))
-                       (i32x4.dot_i16x8_s (i16x8.extend_high_i8x16_s (local.get $q)) (v128.load offset=16 (local.get $xq))))
-            (i32x4.add (i32x4.dot_i16x8_s (i16x8.extend_low_i8x16_s (local.get $r)) (v128.load offset=32 (local.get $xq)))
-                       (i32x4.dot_i16x8_s (i16x8.extend_high_i8x16_s (local.get $r)) (v128.load offset=48 (local.get $xq))))))
-          (f32x4.splat (f32.mul (f32.load (local.get $xs)) (call $f16 (i32.load16_u (i32.add (local.get $w) (local.get $wo)))))))))
-        (local.set $wo (i32.add (local.get $wo) (i32.const 34)))
-        (local.set $xq (i32.add (local.get $xq) (i32.const 64)))
-        (local.set $xs (i32.add (local.get $xs) (i32.const 4)))
-        (local.set $b (i32.add (local.get $b) (i32.const 1)))
-        (br $l)))
-    (f32.store (local.get $out) (call $hsum (local.get $a0))))
-
-  ;; ---------------------------------------------------------------- q4_0
-  ;; Weight block: f16 d, 16 bytes; byte j holds element j (low nibble) and j+16 (high), value q-8.
-  (func $dot4_q4_0 (type $dot) (param $w i32) (param $rb i32) (param $x i32) (param $cols i32) (param $out i32)
-    (local $w1 i32) (local $w2 i32) (local $w3 i32) (local $b i32) (local $nb i32) (local $xq i32) (local $xs i32) (local $wo i32)
-    (local $a0 v128) (local $a1 v128) (local $a2 v128) (local $a3 v128)
-    (local $x0 v128) (local $x1 v128) (local $x2 v128) (local $x3 v128) (local $q v128) (local $r v128) (local $v v128)
-    (local $lo v128) (local $eight v128) (local $dx f32)
-    (local.set $lo (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15))
-    (local.set $eight (v128.const i8x16 8 8 8 8 8 8 8 8 8 8 8 8 8 8 8 8))
-    (local.set $w1 (i32.add (local.get $w) (local.get $rb)))
-    (local.set $w2 (i32.add (local.get $w1) (local.get $rb)))
-    (local.set $w3 (i32.add (local.get $w2) (local.get $rb)))
-    (local.set $nb (i32.shr_u (local.get $cols) (i32.const 5)))
-    (local.set $xq (local.get $x))
-    (local.set $xs (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 1))))
+    (local.set $xc (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 1))))
+    (local.set $xs (i32.add (local.get $xc) (i32.shl (local.get $nb) (i32.const 4))))
     (block $done
       (loop $l
         (br_if $done (i32.ge_u (local.get $b) (local.get $nb)))
@@ -393,52 +358,95 @@
         (local.set $x2 (v128.load offset=32 (local.get $xq)))
         (local.set $x3 (v128.load offset=48 (local.get $xq)))
         (local.set $dx (f32.load (local.get $xs)))
-        ;; row 0
-        (local.set $v (v128.load offset=2 (i32.add (local.get $w) (local.get $wo))))
-        (local.set $q (i8x16.sub (v128.and (local.get $v) (local.get $lo)) (local.get $eight)))
-        (local.set $r (i8x16.sub (i8x16.shr_u (local.get $v) (i32.const 4)) (local.get $eight)))
+        (local.set $p (i32.add (local.get $w) (local.get $wo)))
         (local.set $a0 (f32x4.add (local.get $a0) (f32x4.mul
           (f32x4.convert_i32x4_s (i32x4.add
-            (i32x4.add (i32x4.dot_i16x8_s (i16x8.extend_low_i8x16_s (local.get $q)) (local.get $x0))
-                       (i32x4.dot_i16x8_s (i16x8.extend_high_i8x16_s (local.get $q)) (local.get $x1)))
-            (i32x4.add (i32x4.dot_i16x8_s (i16x8.extend_low_i8x16_s (local.get $r)) (local.get $x2))
-                       (i32x4.dot_i16x8_s (i16x8.extend_high_i8x16_s (local.get $r)) (local.get $x3)))))
-          (f32x4.splat (f32.mul (local.get $dx) (call $f16 (i32.load16_u (i32.add (local.get $w) (local.get $wo)))))))))
-        ;; row 1
-        (local.set $v (v128.load offset=2 (i32.add (local.get $w1) (local.get $wo))))
-        (local.set $q (i8x16.sub (v128.and (local.get $v) (local.get $lo)) (local.get $eight)))
-        (local.set $r (i8x16.sub (i8x16.shr_u (local.get $v) (i32.const 4)) (local.get $eight)))
+            (i32x4.add (i32x4.dot_i16x8_s (v128.load8x8_s offset=2 (local.get $p)) (local.get $x0))
+                       (i32x4.dot_i16x8_s (v128.load8x8_s offset=10 (local.get $p)) (local.get $x1)))
+            (i32x4.add (i32x4.dot_i16x8_s (v128.load8x8_s offset=18 (local.get $p)) (local.get $x2))
+                       (i32x4.dot_i16x8_s (v128.load8x8_s offset=26 (local.get $p)) (local.get $x3)))))
+          (f32x4.splat (f32.mul (local.get $dx) (f32.load offset=4096 (i32.shl (i32.load16_u (local.get $p)) (i32.const 2))))))))
+        (local.set $wo (i32.add (local.get $wo) (i32.const 34)))
+        (local.set $xq (i32.add (local.get $xq) (i32.const 64)))
+        (local.set $xc (i32.add (local.get $xc) (i32.const 16)))
+        (local.set $xs (i32.add (local.get $xs) (i32.const 4)))
+        (local.set $b (i32.add (local.get $b) (i32.const 1)))
+        (br $l)))
+    (f32.store offset=0 (local.get $out) (call $hsum (local.get $a0))))
+
+  ;; ---------------------------------------------------------------- q4_0
+  ;; Weight block: f16 d, 16 bytes; byte j holds element j (low nibble) and j+16 (high), value q-8.
+  ;; Bytes are loaded zero-extended to i16; nibbles come out with one and / one shift; the −8 is applied
+  ;; once per block through the activations' precomputed Σ 8·x (the correction vector).
+  (func $dot4_q4_0 (type $dot) (param $w i32) (param $rb i32) (param $x i32) (param $cols i32) (param $out i32)
+    (local $w1 i32) (local $w2 i32) (local $w3 i32) (local $b i32) (local $nb i32) (local $xq i32) (local $xs i32) (local $xc i32) (local $wo i32) (local $p i32)
+    (local $a0 v128) (local $a1 v128) (local $a2 v128) (local $a3 v128)
+    (local $x0 v128) (local $x1 v128) (local $x2 v128) (local $x3 v128) (local $dx f32)
+    (local $qa v128) (local $qb v128) (local $lo v128) (local $corr v128)
+    (local.set $lo (v128.const i16x8 15 15 15 15 15 15 15 15))
+    (local.set $w1 (i32.add (local.get $w) (local.get $rb)))
+    (local.set $w2 (i32.add (local.get $w1) (local.get $rb)))
+    (local.set $w3 (i32.add (local.get $w2) (local.get $rb)))
+    (local.set $nb (i32.shr_u (local.get $cols) (i32.const 5)))
+    (local.set $xq (local.get $x))
+    (local.set $xc (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 1))))
+    (local.set $xs (i32.add (local.get $xc) (i32.shl (local.get $nb) (i32.const 4))))
+    (block $done
+      (loop $l
+        (br_if $done (i32.ge_u (local.get $b) (local.get $nb)))
+        (local.set $x0 (v128.load offset=0 (local.get $xq)))
+        (local.set $x1 (v128.load offset=16 (local.get $xq)))
+        (local.set $x2 (v128.load offset=32 (local.get $xq)))
+        (local.set $x3 (v128.load offset=48 (local.get $xq)))
+        (local.set $dx (f32.load (local.get $xs)))
+        (local.set $corr (v128.load (local.get $xc)))
+        (local.set $p (i32.add (local.get $w) (local.get $wo)))
+        (local.set $qa (v128.load8x8_u offset=2 (local.get $p)))
+        (local.set $qb (v128.load8x8_u offset=10 (local.get $p)))
+        (local.set $a0 (f32x4.add (local.get $a0) (f32x4.mul
+          (f32x4.convert_i32x4_s (i32x4.sub (i32x4.add
+            (i32x4.add (i32x4.dot_i16x8_s (v128.and (local.get $qa) (local.get $lo)) (local.get $x0))
+                       (i32x4.dot_i16x8_s (v128.and (local.get $qb) (local.get $lo)) (local.get $x1)))
+            (i32x4.add (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $qa) (i32.const 4)) (local.get $x2))
+                       (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $qb) (i32.const 4)) (local.get $x3))))
+            (local.get $corr)))
+          (f32x4.splat (f32.mul (local.get $dx) (f32.load offset=4096 (i32.shl (i32.load16_u (local.get $p)) (i32.const 2))))))))
+        (local.set $p (i32.add (local.get $w1) (local.get $wo)))
+        (local.set $qa (v128.load8x8_u offset=2 (local.get $p)))
+        (local.set $qb (v128.load8x8_u offset=10 (local.get $p)))
         (local.set $a1 (f32x4.add (local.get $a1) (f32x4.mul
-          (f32x4.convert_i32x4_s (i32x4.add
-            (i32x4.add (i32x4.dot_i16x8_s (i16x8.extend_low_i8x16_s (local.get $q)) (local.get $x0))
-                       (i32x4.dot_i16x8_s (i16x8.extend_high_i8x16_s (local.get $q)) (local.get $x1)))
-            (i32x4.add (i32x4.dot_i16x8_s (i16x8.extend_low_i8x16_s (local.get $r)) (local.get $x2))
-                       (i32x4.dot_i16x8_s (i16x8.extend_high_i8x16_s (local.get $r)) (local.get $x3)))))
-          (f32x4.splat (f32.mul (local.get $dx) (call $f16 (i32.load16_u (i32.add (local.get $w1) (local.get $wo)))))))))
-        ;; row 2
-        (local.set $v (v128.load offset=2 (i32.add (local.get $w2) (local.get $wo))))
-        (local.set $q (i8x16.sub (v128.and (local.get $v) (local.get $lo)) (local.get $eight)))
-        (local.set $r (i8x16.sub (i8x16.shr_u (local.get $v) (i32.const 4)) (local.get $eight)))
+          (f32x4.convert_i32x4_s (i32x4.sub (i32x4.add
+            (i32x4.add (i32x4.dot_i16x8_s (v128.and (local.get $qa) (local.get $lo)) (local.get $x0))
+                       (i32x4.dot_i16x8_s (v128.and (local.get $qb) (local.get $lo)) (local.get $x1)))
+            (i32x4.add (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $qa) (i32.const 4)) (local.get $x2))
+                       (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $qb) (i32.const 4)) (local.get $x3))))
+            (local.get $corr)))
+          (f32x4.splat (f32.mul (local.get $dx) (f32.load offset=4096 (i32.shl (i32.load16_u (local.get $p)) (i32.const 2))))))))
+        (local.set $p (i32.add (local.get $w2) (local.get $wo)))
+        (local.set $qa (v128.load8x8_u offset=2 (local.get $p)))
+        (local.set $qb (v128.load8x8_u offset=10 (local.get $p)))
         (local.set $a2 (f32x4.add (local.get $a2) (f32x4.mul
-          (f32x4.convert_i32x4_s (i32x4.add
-            (i32x4.add (i32x4.dot_i16x8_s (i16x8.extend_low_i8x16_s (local.get $q)) (local.get $x0))
-                       (i32x4.dot_i16x8_s (i16x8.extend_high_i8x16_s (local.get $q)) (local.get $x1)))
-            (i32x4.add (i32x4.dot_i16x8_s (i16x8.extend_low_i8x16_s (local.get $r)) (local.get $x2))
-                       (i32x4.dot_i16x8_s (i16x8.extend_high_i8x16_s (local.get $r)) (local.get $x3)))))
-          (f32x4.splat (f32.mul (local.get $dx) (call $f16 (i32.load16_u (i32.add (local.get $w2) (local.get $wo)))))))))
-        ;; row 3
-        (local.set $v (v128.load offset=2 (i32.add (local.get $w3) (local.get $wo))))
-        (local.set $q (i8x16.sub (v128.and (local.get $v) (local.get $lo)) (local.get $eight)))
-        (local.set $r (i8x16.sub (i8x16.shr_u (local.get $v) (i32.const 4)) (local.get $eight)))
+          (f32x4.convert_i32x4_s (i32x4.sub (i32x4.add
+            (i32x4.add (i32x4.dot_i16x8_s (v128.and (local.get $qa) (local.get $lo)) (local.get $x0))
+                       (i32x4.dot_i16x8_s (v128.and (local.get $qb) (local.get $lo)) (local.get $x1)))
+            (i32x4.add (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $qa) (i32.const 4)) (local.get $x2))
+                       (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $qb) (i32.const 4)) (local.get $x3))))
+            (local.get $corr)))
+          (f32x4.splat (f32.mul (local.get $dx) (f32.load offset=4096 (i32.shl (i32.load16_u (local.get $p)) (i32.const 2))))))))
+        (local.set $p (i32.add (local.get $w3) (local.get $wo)))
+        (local.set $qa (v128.load8x8_u offset=2 (local.get $p)))
+        (local.set $qb (v128.load8x8_u offset=10 (local.get $p)))
         (local.set $a3 (f32x4.add (local.get $a3) (f32x4.mul
-          (f32x4.convert_i32x4_s (i32x4.add
-            (i32x4.add (i32x4.dot_i16x8_s (i16x8.extend_low_i8x16_s (local.get $q)) (local.get $x0))
-                       (i32x4.dot_i16x8_s (i16x8.extend_high_i8x16_s (local.get $q)) (local.get $x1)))
-            (i32x4.add (i32x4.dot_i16x8_s (i16x8.extend_low_i8x16_s (local.get $r)) (local.get $x2))
-                       (i32x4.dot_i16x8_s (i16x8.extend_high_i8x16_s (local.get $r)) (local.get $x3)))))
-          (f32x4.splat (f32.mul (local.get $dx) (call $f16 (i32.load16_u (i32.add (local.get $w3) (local.get $wo)))))))))
+          (f32x4.convert_i32x4_s (i32x4.sub (i32x4.add
+            (i32x4.add (i32x4.dot_i16x8_s (v128.and (local.get $qa) (local.get $lo)) (local.get $x0))
+                       (i32x4.dot_i16x8_s (v128.and (local.get $qb) (local.get $lo)) (local.get $x1)))
+            (i32x4.add (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $qa) (i32.const 4)) (local.get $x2))
+                       (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $qb) (i32.const 4)) (local.get $x3))))
+            (local.get $corr)))
+          (f32x4.splat (f32.mul (local.get $dx) (f32.load offset=4096 (i32.shl (i32.load16_u (local.get $p)) (i32.const 2))))))))
         (local.set $wo (i32.add (local.get $wo) (i32.const 18)))
         (local.set $xq (i32.add (local.get $xq) (i32.const 64)))
+        (local.set $xc (i32.add (local.get $xc) (i32.const 16)))
         (local.set $xs (i32.add (local.get $xs) (i32.const 4)))
         (local.set $b (i32.add (local.get $b) (i32.const 1)))
         (br $l)))
@@ -448,32 +456,42 @@
     (f32.store offset=12 (local.get $out) (call $hsum (local.get $a3))))
 
   (func $dot1_q4_0 (type $dot) (param $w i32) (param $rb i32) (param $x i32) (param $cols i32) (param $out i32)
-    (local $b i32) (local $nb i32) (local $xq i32) (local $xs i32) (local $wo i32)
-    (local $a0 v128) (local $q v128) (local $r v128) (local $v v128) (local $lo v128) (local $eight v128)
-    (local.set $lo (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15))
-    (local.set $eight (v128.const i8x16 8 8 8 8 8 8 8 8 8 8 8 8 8 8 8 8))
+    (local $b i32) (local $nb i32) (local $xq i32) (local $xs i32) (local $xc i32) (local $wo i32) (local $p i32)
+    (local $a0 v128)
+    (local $x0 v128) (local $x1 v128) (local $x2 v128) (local $x3 v128) (local $dx f32)
+    (local $qa v128) (local $qb v128) (local $lo v128) (local $corr v128)
+    (local.set $lo (v128.const i16x8 15 15 15 15 15 15 15 15))
     (local.set $nb (i32.shr_u (local.get $cols) (i32.const 5)))
     (local.set $xq (local.get $x))
-    (local.set $xs (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 1))))
+    (local.set $xc (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 1))))
+    (local.set $xs (i32.add (local.get $xc) (i32.shl (local.get $nb) (i32.const 4))))
     (block $done
       (loop $l
         (br_if $done (i32.ge_u (local.get $b) (local.get $nb)))
-        (local.set $v (v128.load offset=2 (i32.add (local.get $w) (local.get $wo))))
-        (local.set $q (i8x16.sub (v128.and (local.get $v) (local.get $lo)) (local.get $eight)))
-        (local.set $r (i8x16.sub (i8x16.shr_u (local.get $v) (i32.const 4)) (local.get $eight)))
+        (local.set $x0 (v128.load offset=0 (local.get $xq)))
+        (local.set $x1 (v128.load offset=16 (local.get $xq)))
+        (local.set $x2 (v128.load offset=32 (local.get $xq)))
+        (local.set $x3 (v128.load offset=48 (local.get $xq)))
+        (local.set $dx (f32.load (local.get $xs)))
+        (local.set $corr (v128.load (local.get $xc)))
+        (local.set $p (i32.add (local.get $w) (local.get $wo)))
+        (local.set $qa (v128.load8x8_u offset=2 (local.get $p)))
+        (local.set $qb (v128.load8x8_u offset=10 (local.get $p)))
         (local.set $a0 (f32x4.add (local.get $a0) (f32x4.mul
-          (f32x4.convert_i32x4_s (i32x4.add
-            (i32x4.add (i32x4.dot_i16x8_s (i16x8.extend_low_i8x16_s (local.get $q)) (v128.load offset=0 (local.get $xq)))
-                       (i32x4.dot_i16x8_s (i16x8.extend_high_i8x16_s (local.get $q)) (v128.load offset=16 (local.get $xq))))
-            (i32x4.add (i32x4.dot_i16x8_s (i16x8.extend_low_i8x16_s (local.get $r)) (v128.load offset=32 (local.get $xq)))
-                       (i32x4.dot_i16x8_s (i16x8.extend_high_i8x16_s (local.get $r)) (v128.load offset=48 (local.get $xq))))))
-          (f32x4.splat (f32.mul (f32.load (local.get $xs)) (call $f16 (i32.load16_u (i32.add (local.get $w) (local.get $wo)))))))))
+          (f32x4.convert_i32x4_s (i32x4.sub (i32x4.add
+            (i32x4.add (i32x4.dot_i16x8_s (v128.and (local.get $qa) (local.get $lo)) (local.get $x0))
+                       (i32x4.dot_i16x8_s (v128.and (local.get $qb) (local.get $lo)) (local.get $x1)))
+            (i32x4.add (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $qa) (i32.const 4)) (local.get $x2))
+                       (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $qb) (i32.const 4)) (local.get $x3))))
+            (local.get $corr)))
+          (f32x4.splat (f32.mul (local.get $dx) (f32.load offset=4096 (i32.shl (i32.load16_u (local.get $p)) (i32.const 2))))))))
         (local.set $wo (i32.add (local.get $wo) (i32.const 18)))
         (local.set $xq (i32.add (local.get $xq) (i32.const 64)))
+        (local.set $xc (i32.add (local.get $xc) (i32.const 16)))
         (local.set $xs (i32.add (local.get $xs) (i32.const 4)))
         (local.set $b (i32.add (local.get $b) (i32.const 1)))
         (br $l)))
-    (f32.store (local.get $out) (call $hsum (local.get $a0))))
+    (f32.store offset=0 (local.get $out) (call $hsum (local.get $a0))))
 
   ;; ---------------------------------------------------------------- read bandwidth probe
   ;; Reads rowBytes (a multiple of 64) per row with one integer add per 16 bytes: the memory-read
@@ -547,19 +565,23 @@
 
   (func (export "round_f16") (param $v f32) (result f32) (call $round_f16 (local.get $v)))
 
-  ;; Quantize n tokens of cols floats (cols % 32 == 0) into the q8_0 activation format; each token takes
-  ;; cols*2 + cols/8 bytes at dst.
+  ;; Quantize n tokens of cols floats (cols % 32 == 0) into the 8-bit activation format; each token takes
+  ;; cols*2 + (cols/32)*20 bytes at dst: cols i16 values, then per block an i32x4 correction (the lanes
+  ;; of Σ pmaddwd(8, x) for q4_0's −8), then per block the f32 scale.
   (func (export "quant_q8") (param $x i32) (param $dst i32) (param $cols i32) (param $n i32)
-    (local $b i32) (local $blk i32) (local $nb i32) (local $s i32) (local $q i32) (local $ds i32)
+    (local $b i32) (local $blk i32) (local $nb i32) (local $s i32) (local $q i32) (local $ds i32) (local $dc i32)
+    (local $q0 v128) (local $q1 v128) (local $q2 v128) (local $q3 v128) (local $eight v128)
     (local $v0 v128) (local $v1 v128) (local $v2 v128) (local $v3 v128) (local $v4 v128) (local $v5 v128) (local $v6 v128) (local $v7 v128)
     (local $mx v128) (local $amax f32) (local $d f32) (local $id v128)
     (local.set $nb (i32.shr_u (local.get $cols) (i32.const 5)))
+    (local.set $eight (v128.const i16x8 8 8 8 8 8 8 8 8))
     (local.set $s (local.get $x))
     (local.set $q (local.get $dst))
     (block $bdone
       (loop $bl
         (br_if $bdone (i32.ge_u (local.get $b) (local.get $n)))
-        (local.set $ds (i32.add (local.get $q) (i32.shl (local.get $cols) (i32.const 1))))
+        (local.set $dc (i32.add (local.get $q) (i32.shl (local.get $cols) (i32.const 1))))
+        (local.set $ds (i32.add (local.get $dc) (i32.shl (local.get $nb) (i32.const 4))))
         (local.set $blk (i32.const 0))
         (block $kdone
           (loop $kl
@@ -586,25 +608,33 @@
                 (then (f32.div (f32.const 1) (local.get $d)))
                 (else (f32.const 0)))))
             (f32.store (local.get $ds) (call $round_f16 (local.get $d)))
-            (v128.store offset=0 (local.get $q) (i16x8.narrow_i32x4_s
+            (local.set $q0 (i16x8.narrow_i32x4_s
               (i32x4.trunc_sat_f32x4_s (f32x4.nearest (f32x4.mul (local.get $v0) (local.get $id))))
               (i32x4.trunc_sat_f32x4_s (f32x4.nearest (f32x4.mul (local.get $v1) (local.get $id))))))
-            (v128.store offset=16 (local.get $q) (i16x8.narrow_i32x4_s
+            (v128.store offset=0 (local.get $q) (local.get $q0))
+            (local.set $q1 (i16x8.narrow_i32x4_s
               (i32x4.trunc_sat_f32x4_s (f32x4.nearest (f32x4.mul (local.get $v2) (local.get $id))))
               (i32x4.trunc_sat_f32x4_s (f32x4.nearest (f32x4.mul (local.get $v3) (local.get $id))))))
-            (v128.store offset=32 (local.get $q) (i16x8.narrow_i32x4_s
+            (v128.store offset=16 (local.get $q) (local.get $q1))
+            (local.set $q2 (i16x8.narrow_i32x4_s
               (i32x4.trunc_sat_f32x4_s (f32x4.nearest (f32x4.mul (local.get $v4) (local.get $id))))
               (i32x4.trunc_sat_f32x4_s (f32x4.nearest (f32x4.mul (local.get $v5) (local.get $id))))))
-            (v128.store offset=48 (local.get $q) (i16x8.narrow_i32x4_s
+            (v128.store offset=32 (local.get $q) (local.get $q2))
+            (local.set $q3 (i16x8.narrow_i32x4_s
               (i32x4.trunc_sat_f32x4_s (f32x4.nearest (f32x4.mul (local.get $v6) (local.get $id))))
               (i32x4.trunc_sat_f32x4_s (f32x4.nearest (f32x4.mul (local.get $v7) (local.get $id))))))
+            (v128.store offset=48 (local.get $q) (local.get $q3))
+            (v128.store (local.get $dc) (i32x4.add
+              (i32x4.add (i32x4.dot_i16x8_s (local.get $q0) (local.get $eight)) (i32x4.dot_i16x8_s (local.get $q1) (local.get $eight)))
+              (i32x4.add (i32x4.dot_i16x8_s (local.get $q2) (local.get $eight)) (i32x4.dot_i16x8_s (local.get $q3) (local.get $eight)))))
             (local.set $s (i32.add (local.get $s) (i32.const 128)))
             (local.set $q (i32.add (local.get $q) (i32.const 64)))
+            (local.set $dc (i32.add (local.get $dc) (i32.const 16)))
             (local.set $ds (i32.add (local.get $ds) (i32.const 4)))
             (local.set $blk (i32.add (local.get $blk) (i32.const 1)))
             (br $kl)))
-        ;; next token: skip this token's scale array
-        (local.set $q (i32.add (local.get $q) (i32.shl (local.get $nb) (i32.const 2))))
+        ;; next token: skip this token's correction and scale arrays
+        (local.set $q (i32.add (local.get $q) (i32.mul (local.get $nb) (i32.const 20))))
         (local.set $b (i32.add (local.get $b) (i32.const 1)))
         (br $bl))))
 

@@ -109,7 +109,7 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
       k.prep_pairs(xAddr, dst, cols, n, dtype === 'f16' ? F16_X_SCALE : 1);
       xAddr = dst;
     } else if (isQuantized(dtype)) {
-      xStride = cols * 2 + cols / 8;
+      xStride = cols * 2 + (cols / QK) * 20;
       const dst = scratch(xStride * n);
       k.quant_q8(xAddr, dst, cols, n);
       xAddr = dst;
