@@ -36,9 +36,15 @@ export async function loadModel(path: string, options: ModelOptions = {}): Promi
   const file = basename(configPath);
   const name = options.name ?? (file === 'config.json' ? basename(dir) : file.replace(/\.json$/, ''));
   const files = (await readdir(dir)).filter((f) => f.endsWith('.safetensors')).sort();
-  if (files.length === 0 || options.bits !== undefined) return modelFromConfig(config, { ...options, name });
-  const headers = await Promise.all(files.map(async (f) => ({ file: f, header: await readHeader(join(dir, f)) })));
-  return withTensorSizes(config, tensorSizes(headers), { ...options, name });
+  try {
+    if (files.length === 0 || options.bits !== undefined) return modelFromConfig(config, { ...options, name });
+    const headers = await Promise.all(files.map(async (f) => ({ file: join(dir, f), header: await readHeader(join(dir, f)) })));
+    return withTensorSizes(config, tensorSizes(headers), { ...options, name });
+  } catch (err) {
+    // Say which file the bad field is in.
+    if (err instanceof InputError && err.source === 'model config') throw new InputError(`model config ${configPath}`, err.field, err.problem);
+    throw err;
+  }
 }
 
 async function readHeader(file: string): Promise<Uint8Array> {

@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -41,6 +41,15 @@ describe('orchard plan (CLI)', () => {
     expect(human.code).toBe(2);
     expect(human.stderr).toMatch(/links\[0\]\.kind/);
     expect(human.stderr).not.toMatch(/at .*\.ts:\d+/); // no stack trace
+  });
+
+  it('exits 2 naming the model file and field of a bad config', () => {
+    const model = join(dir, 'model');
+    mkdirSync(model);
+    writeFileSync(join(model, 'config.json'), JSON.stringify({ num_hidden_layers: 2, hidden_size: 'big' }));
+    const r = orchard(['--model', model, '--cluster', 'examples/clusters/2x-m4-max-tb5-rdma.json', '--json']);
+    expect(r.code).toBe(2);
+    expect(JSON.parse(r.stdout).error).toBe(`model config ${join(model, 'config.json')}: hidden_size must be a positive integer, got "big"`);
   });
 
   it('exits 2 with bytes needed vs available when nothing fits', () => {
