@@ -37,6 +37,14 @@ describe('model sizing from config.json', () => {
     expect(k.activeParams / B).toBeLessThan(34);
   });
 
+  it('sizes Mixtral (num_local_experts, experts as wide as intermediate_size)', () => {
+    const m = model('mixtral-8x7b');
+    expect(m.totalParams / B).toBeCloseTo(46.7, 1);
+    // Mistral's 12.9B "active" counts the embedding matrix; we count one row of it per token.
+    expect((m.activeParams + 32000 * 4096) / B).toBeCloseTo(12.9, 1);
+    expect(m.moe).toMatchObject({ experts: 8, expertsPerToken: 2, sharedExperts: 0, moeLayers: 32 });
+  });
+
   it('uses the MLA latent for the KV cache and GQA heads otherwise', () => {
     expect(model('deepseek-v3.1').kvBytesPerTokenPerLayer).toBe((512 + 64) * 2);
     expect(model('deepseek-v3.1').kvReplicated).toBe(true);
