@@ -1,0 +1,36 @@
+import { pino } from 'pino';
+import { afterAll, describe, expect, it } from 'vitest';
+import { buildApi, type ApiSources } from '../../src/api/server.js';
+
+const sources: ApiSources = {
+  cluster: () => ({ nodes: [], links: [], mode: 'open' }),
+  status: () => ({ mode: 'open' }),
+  remeasureCapability: async () => ({ capability: null }),
+  onChange: () => () => {},
+};
+const logger = pino({ level: 'silent' });
+
+describe('HTTP API', () => {
+  const open = buildApi(sources, { token: null, logger });
+  const guarded = buildApi(sources, { token: 's3cret', logger });
+  afterAll(async () => {
+    await open.close();
+    await guarded.close();
+  });
+
+  it('serves the cluster JSON and JSON 404s', async () => {
+    const r = await open.inject({ method: 'GET', url: '/api/cluster' });
+    expect(r.statusCode).toBe(200);
+    expect(r.json()).toEqual({ nodes: [], links: [], mode: 'open' });
+    const missing = await open.inject({ method: 'GET', url: '/api/nope' });
+    expect(missing.statusCode).toBe(404);
+    expect(missing.json().error.message).toMatch(/no route GET \/api\/nope/);
+  });
+
+  it('with a token, every route but /healthz needs the right Bearer token', async () => {
+    expect((await guarded.inject({ method: 'GET', url: '/api/cluster' })).statusCode).toBe(401);
+    expect((await guarded.inject({ method: 'GET', url: '/api/cluster', headers: { authorization: 'Bearer wrong!' } })).statusCode).toBe(401);
+    expect((await guarded.inject({ method: 'GET', url: '/api/cluster', headers: { authorization: 'Bearer s3cret' } })).statusCode).toBe(200);
+    expect((await guarded.inject({ method: 'GET', url: '/healthz' })).statusCode).toBe(200);
+  });
+});

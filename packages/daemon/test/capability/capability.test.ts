@@ -1,0 +1,30 @@
+import { mkdtempSync, readFileSync } from 'node:fs';
+import os from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { measureCapability, readCachedCapability } from '../../src/capability/cache.js';
+import { measureMatmulGflops, measureMemoryBandwidth } from '../../src/capability/microbench.js';
+
+describe('capability micro-benchmark', () => {
+  it('measures positive, finite figures', () => {
+    const bw = measureMemoryBandwidth(8 * 2 ** 20, 50);
+    const gf = measureMatmulGflops(null, 50);
+    expect(bw).toBeGreaterThan(0);
+    expect(Number.isFinite(bw)).toBe(true);
+    expect(gf).toBeGreaterThan(0);
+  });
+
+  it('is cached per machine and re-run on demand or when the machine differs', async () => {
+    const dir = mkdtempSync(join(os.tmpdir(), 'orchard-cap-'));
+    const bench = { budgetMs: 40, copyBytes: 4 * 2 ** 20 };
+    const first = await measureCapability(dir, { bench, machine: 'm1' });
+    expect(first.cached).toBe(false);
+    const second = await measureCapability(dir, { bench, machine: 'm1' });
+    expect(second).toEqual({ capability: first.capability, cached: true });
+    expect(readCachedCapability(dir, 'another-machine')).toBeNull();
+    const forced = await measureCapability(dir, { bench, machine: 'm1', force: true });
+    expect(forced.cached).toBe(false);
+    expect(forced.capability.measuredAt).toBeGreaterThanOrEqual(first.capability.measuredAt);
+    expect(JSON.parse(readFileSync(join(dir, 'capability.json'), 'utf8')).machine).toBe('m1');
+  });
+});

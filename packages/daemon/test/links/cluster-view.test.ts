@@ -1,0 +1,31 @@
+import { describe, expect, it } from 'vitest';
+import { applyEvents } from '../../src/state/apply.js';
+import { clusterView } from '../../src/state/cluster-view.js';
+import { emptyState } from '../../src/state/types.js';
+import { link, profile } from '../state/fixtures.js';
+
+describe("planner's cluster JSON from the shared state", () => {
+  const state = applyEvents(emptyState, [
+    { type: 'profile-updated', profile: profile('A', 'alpha') },
+    { type: 'profile-updated', profile: profile('B', 'beta', { capability: { memoryBandwidthGBps: 400, matmulGflops: 20_000, method: 't', measuredAt: 1 } }) },
+    { type: 'node-joined', peerId: 'C', name: 'no-profile-yet', at: 1 },
+    { type: 'profile-updated', profile: profile('D', 'delta') },
+    { type: 'node-left', peerId: 'D', at: 2, reason: 'silent' },
+    { type: 'link-measured', link: link('A', 'B', { kind: 'ethernet', aInterface: 'en0', bandwidthGbps: 1 }) },
+    { type: 'link-measured', link: link('A', 'B', { kind: 'thunderbolt', aInterface: 'en2', bInterface: 'en2', bandwidthGbps: 40, latencyUs: 30 }) },
+    { type: 'link-measured', link: link('A', 'B', { kind: 'wifi', aInterface: 'en1', bInterface: 'en1', bandwidthGbps: 0.5 }) },
+  ]);
+
+  it('lists live profiled nodes with planner fields and names', () => {
+    const v = clusterView(state, { mode: 'private', coordinator: 'A' });
+    expect(v.mode).toBe('private');
+    expect(v.nodes.map((n) => [n.id, n.name])).toEqual([['A', 'alpha'], ['B', 'beta']]);
+    expect(v.nodes[1]).toMatchObject({ memoryBytes: 16 * 2 ** 30, availableBytes: 12 * 2 ** 30, memoryBandwidthGBps: 400, tflops: 20 });
+  });
+
+  it('one link per pair: the best kind, with every path kept under paths', () => {
+    const v = clusterView(state, { mode: 'open', coordinator: 'A' });
+    expect(v.links).toEqual([{ a: 'A', b: 'B', kind: 'thunderbolt', latencyUs: 30, bandwidthGbps: 40 }]);
+    expect(v.paths).toHaveLength(3);
+  });
+});
