@@ -4,7 +4,8 @@
 ;; this file; a test rebuilds it and fails when the committed binary is stale.
 ;;
 ;; Memory map (addresses fixed here and in src/kernels/wasm/layout.ts):
-;;   [64, 128)        job descriptor, read by every thread in $run_job (see CTL_* below)
+;;   [64, 128)        job descriptor, read by every thread in $run_job (see below)
+;;   [128, 192)       attention parameters (kernel 12, see $attn_item)
 ;;   [4096, 266240)   f16 -> f32 table (65,536 f32), filled by the loader; used for block scales
 ;;   [266240, ...)    heap: weights, activations and scratch, handed out by the JS bump allocator
 ;;
@@ -638,6 +639,142 @@
         (local.set $b (i32.add (local.get $b) (i32.const 1)))
         (br $bl))))
 
+  ;; ---------------------------------------------------------------- attention over a KV cache
+  ;; Parameters at 128 + 4*i (i32 unless noted):
+  ;;   0 q  1 out  2 k cache  3 v cache  4 n  5 pos0  6 heads  7 headDim  8 kv row floats (kvHeads·hd)
+  ;;   9 group  10 headOffset  11 kvOffset  12 scale (f32)  13 window (0: none)  14 scratch  15 cap
+  ;; Work item i = b·heads + h: query b (position pos0+b) of head h against cache rows first..pos of KV
+  ;; head (h + headOffset)/group − kvOffset. Scores live in scratch + i·cap·4, so items are independent.
+  ;; Numerics follow the reference loop: s·scale stored as f32, e = exp(s − max) in f64 stored as f32,
+  ;; Σe in f64, p = f32(e/Σ), out += p·v in f32.
+
+  ;; e^x for x ≤ 0 in f64: x = k·ln2 + r, |r| ≤ ln2/2, e^r by its Taylor series to r^11 (relative error
+  ;; < 1e-14), times 2^k built from the exponent bits. Below −110 the f32 result is 0 anyway.
+  (func $exp_neg (param $x f64) (result f64)
+    (local $k f64) (local $r f64)
+    (if (f64.lt (local.get $x) (f64.const -110)) (then (return (f64.const 0))))
+    (local.set $k (f64.nearest (f64.mul (local.get $x) (f64.const 1.4426950408889634))))
+    (local.set $r (f64.sub (f64.sub (local.get $x) (f64.mul (local.get $k) (f64.const 0.6931471803691238)))
+                           (f64.mul (local.get $k) (f64.const 1.9082149292705877e-10))))
+    (f64.mul
+      (f64.add (f64.const 1) (f64.mul (local.get $r)
+      (f64.add (f64.const 1) (f64.mul (local.get $r)
+      (f64.add (f64.const 0.5) (f64.mul (local.get $r)
+      (f64.add (f64.const 0.16666666666666666) (f64.mul (local.get $r)
+      (f64.add (f64.const 0.041666666666666664) (f64.mul (local.get $r)
+      (f64.add (f64.const 0.008333333333333333) (f64.mul (local.get $r)
+      (f64.add (f64.const 0.001388888888888889) (f64.mul (local.get $r)
+      (f64.add (f64.const 1.984126984126984e-4) (f64.mul (local.get $r)
+      (f64.add (f64.const 2.48015873015873e-5) (f64.mul (local.get $r)
+      (f64.add (f64.const 2.7557319223985893e-6) (f64.mul (local.get $r)
+      (f64.add (f64.const 2.755731922398589e-7) (f64.mul (local.get $r)
+               (f64.const 2.505210838544172e-8)))))))))))))))))))))))
+      (f64.reinterpret_i64 (i64.shl (i64.add (i64.trunc_f64_s (local.get $k)) (i64.const 1023)) (i64.const 52)))))
+
+  (func (export "exp_neg") (param $x f64) (result f64) (call $exp_neg (local.get $x)))
+
+  (func $attn_item (param $i i32)
+    (local $heads i32) (local $hd i32) (local $b i32) (local $h i32) (local $pos i32) (local $first i32) (local $win i32)
+    (local $kvh i32) (local $qp i32) (local $op i32) (local $sc i32) (local $t i32) (local $kp i32) (local $j i32)
+    (local $hdv i32) (local $hdb i32) (local $rowb i32) (local $headb i32) (local $scale f32)
+    (local $acc v128) (local $pv v128) (local $s f32) (local $max f32) (local $sum f64) (local $e f64) (local $p f32)
+    (local.set $heads (i32.load offset=152 (i32.const 0)))
+    (local.set $hd (i32.load offset=156 (i32.const 0)))
+    (local.set $b (i32.div_u (local.get $i) (local.get $heads)))
+    (local.set $h (i32.rem_u (local.get $i) (local.get $heads)))
+    (local.set $pos (i32.add (i32.load offset=148 (i32.const 0)) (local.get $b)))
+    (local.set $win (i32.load offset=180 (i32.const 0)))
+    (if (i32.and (i32.gt_u (local.get $win) (i32.const 0)) (i32.gt_u (i32.add (local.get $pos) (i32.const 1)) (local.get $win)))
+      (then (local.set $first (i32.sub (i32.add (local.get $pos) (i32.const 1)) (local.get $win)))))
+    (local.set $kvh (i32.sub
+      (i32.div_u (i32.add (local.get $h) (i32.load offset=168 (i32.const 0))) (i32.load offset=164 (i32.const 0)))
+      (i32.load offset=172 (i32.const 0))))
+    (local.set $hdb (i32.shl (local.get $hd) (i32.const 2)))
+    (local.set $hdv (i32.shl (i32.and (local.get $hd) (i32.const -4)) (i32.const 2)))
+    (local.set $rowb (i32.shl (i32.load offset=160 (i32.const 0)) (i32.const 2)))
+    (local.set $headb (i32.mul (local.get $kvh) (local.get $hdb)))
+    (local.set $qp (i32.add (i32.load offset=128 (i32.const 0)) (i32.mul (local.get $i) (local.get $hdb))))
+    (local.set $op (i32.add (i32.load offset=132 (i32.const 0)) (i32.mul (local.get $i) (local.get $hdb))))
+    (local.set $sc (i32.add (i32.load offset=184 (i32.const 0))
+      (i32.shl (i32.mul (local.get $i) (i32.load offset=188 (i32.const 0))) (i32.const 2))))
+    (local.set $scale (f32.load offset=176 (i32.const 0)))
+    ;; scores
+    (local.set $max (f32.const -inf))
+    (local.set $t (local.get $first))
+    (block $sd
+      (loop $sl
+        (br_if $sd (i32.gt_u (local.get $t) (local.get $pos)))
+        (local.set $kp (i32.add (i32.add (i32.load offset=136 (i32.const 0)) (i32.mul (local.get $t) (local.get $rowb))) (local.get $headb)))
+        (local.set $acc (v128.const i32x4 0 0 0 0))
+        (local.set $j (i32.const 0))
+        (block $vd
+          (loop $vl
+            (br_if $vd (i32.ge_u (local.get $j) (local.get $hdv)))
+            (local.set $acc (f32x4.add (local.get $acc)
+              (f32x4.mul (v128.load (i32.add (local.get $qp) (local.get $j))) (v128.load (i32.add (local.get $kp) (local.get $j))))))
+            (local.set $j (i32.add (local.get $j) (i32.const 16)))
+            (br $vl)))
+        (local.set $s (call $hsum (local.get $acc)))
+        (block $td
+          (loop $tl
+            (br_if $td (i32.ge_u (local.get $j) (local.get $hdb)))
+            (local.set $s (f32.add (local.get $s)
+              (f32.mul (f32.load (i32.add (local.get $qp) (local.get $j))) (f32.load (i32.add (local.get $kp) (local.get $j))))))
+            (local.set $j (i32.add (local.get $j) (i32.const 4)))
+            (br $tl)))
+        (local.set $s (f32.mul (local.get $s) (local.get $scale)))
+        (f32.store (i32.add (local.get $sc) (i32.shl (i32.sub (local.get $t) (local.get $first)) (i32.const 2))) (local.get $s))
+        (if (f32.gt (local.get $s) (local.get $max)) (then (local.set $max (local.get $s))))
+        (local.set $t (i32.add (local.get $t) (i32.const 1)))
+        (br $sl)))
+    ;; softmax numerators and their f64 sum
+    (local.set $t (local.get $first))
+    (block $ed
+      (loop $el
+        (br_if $ed (i32.gt_u (local.get $t) (local.get $pos)))
+        (local.set $j (i32.add (local.get $sc) (i32.shl (i32.sub (local.get $t) (local.get $first)) (i32.const 2))))
+        (local.set $e (call $exp_neg (f64.sub (f64.promote_f32 (f32.load (local.get $j))) (f64.promote_f32 (local.get $max)))))
+        (f32.store (local.get $j) (f32.demote_f64 (local.get $e)))
+        (local.set $sum (f64.add (local.get $sum) (local.get $e)))
+        (local.set $t (i32.add (local.get $t) (i32.const 1)))
+        (br $el)))
+    ;; out = Σ p·v
+    (local.set $j (i32.const 0))
+    (block $zd
+      (loop $zl
+        (br_if $zd (i32.ge_u (local.get $j) (local.get $hdb)))
+        (f32.store (i32.add (local.get $op) (local.get $j)) (f32.const 0))
+        (local.set $j (i32.add (local.get $j) (i32.const 4)))
+        (br $zl)))
+    (local.set $t (local.get $first))
+    (block $wd
+      (loop $wl
+        (br_if $wd (i32.gt_u (local.get $t) (local.get $pos)))
+        (local.set $p (f32.demote_f64 (f64.div
+          (f64.promote_f32 (f32.load (i32.add (local.get $sc) (i32.shl (i32.sub (local.get $t) (local.get $first)) (i32.const 2)))))
+          (local.get $sum))))
+        (local.set $pv (f32x4.splat (local.get $p)))
+        (local.set $kp (i32.add (i32.add (i32.load offset=140 (i32.const 0)) (i32.mul (local.get $t) (local.get $rowb))) (local.get $headb)))
+        (local.set $j (i32.const 0))
+        (block $avd
+          (loop $avl
+            (br_if $avd (i32.ge_u (local.get $j) (local.get $hdv)))
+            (v128.store (i32.add (local.get $op) (local.get $j)) (f32x4.add
+              (v128.load (i32.add (local.get $op) (local.get $j)))
+              (f32x4.mul (local.get $pv) (v128.load (i32.add (local.get $kp) (local.get $j))))))
+            (local.set $j (i32.add (local.get $j) (i32.const 16)))
+            (br $avl)))
+        (block $atd
+          (loop $atl
+            (br_if $atd (i32.ge_u (local.get $j) (local.get $hdb)))
+            (f32.store (i32.add (local.get $op) (local.get $j)) (f32.add
+              (f32.load (i32.add (local.get $op) (local.get $j)))
+              (f32.mul (local.get $p) (f32.load (i32.add (local.get $kp) (local.get $j))))))
+            (local.set $j (i32.add (local.get $j) (i32.const 4)))
+            (br $atl)))
+        (local.set $t (i32.add (local.get $t) (i32.const 1)))
+        (br $wl))))
+
   ;; ---------------------------------------------------------------- job runner
   ;; Rows [r0, r1) of the current job for every token: groups of 4 rows, then single rows.
   (func $rows (param $k i32) (param $out i32) (param $w i32) (param $x i32) (param $rows i32) (param $cols i32)
@@ -684,7 +821,7 @@
   ;; Every participating thread calls this: take chunks of rows from the shared counter until none are
   ;; left. Returns the number of chunks this thread computed.
   (func (export "run_job") (result i32)
-    (local $chunk i32) (local $cr i32) (local $rows i32) (local $r0 i32) (local $r1 i32) (local $count i32)
+    (local $chunk i32) (local $cr i32) (local $rows i32) (local $r0 i32) (local $r1 i32) (local $count i32) (local $i i32)
     (local.set $rows (i32.load offset=20 (global.get $CTL)))
     (local.set $cr (i32.load offset=44 (global.get $CTL)))
     (block $done
@@ -696,6 +833,17 @@
         (br_if $done (i32.lt_u (local.get $r0) (local.get $chunk)))
         (local.set $r1 (i32.add (local.get $r0) (local.get $cr)))
         (if (i32.gt_u (local.get $r1) (local.get $rows)) (then (local.set $r1 (local.get $rows))))
+        (if (i32.eq (i32.load offset=4 (global.get $CTL)) (i32.const 12))
+          (then
+            (local.set $i (local.get $r0))
+            (block $ad
+              (loop $al
+                (br_if $ad (i32.ge_u (local.get $i) (local.get $r1)))
+                (call $attn_item (local.get $i))
+                (local.set $i (i32.add (local.get $i) (i32.const 1)))
+                (br $al)))
+            (local.set $count (i32.add (local.get $count) (i32.const 1)))
+            (br $l)))
         (call $rows
           (i32.load offset=4 (global.get $CTL))
           (i32.load offset=8 (global.get $CTL))

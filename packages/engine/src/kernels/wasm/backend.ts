@@ -15,7 +15,19 @@ import type { Backend, DType, Weight } from '../backend.js';
 import { Arena } from './arena.js';
 import { physicalCores } from './cores.js';
 import { QK, isQuantized, rowBytes, weightBytes } from './formats.js';
-import { CTL, CTL_ADDR, CTL_FIELDS, F16_TABLE_ADDR, HEAP_BASE, KERNEL, MAX_PAGES, PAGE_BYTES, READ_KERNEL } from './layout.js';
+import {
+  ATTN_ADDR,
+  ATTN_KERNEL,
+  CTL,
+  CTL_ADDR,
+  CTL_FIELDS,
+  F16_TABLE_ADDR,
+  HEAP_BASE,
+  KERNEL,
+  MAX_PAGES,
+  PAGE_BYTES,
+  READ_KERNEL,
+} from './layout.js';
 import { type KernelExports, WA, kernelModule } from './module.js';
 import { ThreadPool } from './pool.js';
 
@@ -31,6 +43,32 @@ export interface WasmBackendOptions {
   parallelThreshold?: number;
 }
 
+/**
+ * Causal attention of n new queries over a KV cache, in the forward pass's layout:
+ * q and out are [n, heads, headDim]; k and v are [capacity, kvHeads, headDim] and already hold
+ * positions 0 .. pos0+n−1. Query b sits at position pos0+b and attends to positions
+ * max(0, pos − window + 1) .. pos. Query head h reads KV head ⌊(h + headOffset)/group⌋ − kvOffset
+ * (headOffset/kvOffset: the first global head / KV head of a tensor-parallel slice).
+ * out = softmax(q·kᵀ·scale)·v per head.
+ */
+export interface AttentionArgs {
+  out: Float32Array;
+  q: Float32Array;
+  k: Float32Array;
+  v: Float32Array;
+  n: number;
+  pos0: number;
+  heads: number;
+  kvHeads: number;
+  headDim: number;
+  group: number;
+  headOffset?: number;
+  kvOffset?: number;
+  scale: number;
+  /** Sliding window in positions; 0 or absent: none. */
+  window?: number;
+}
+
 export interface WasmBackend extends Backend {
   readonly name: 'wasm';
   /** Threads per kernel, the calling thread included. */
@@ -44,6 +82,10 @@ export interface WasmBackend extends Backend {
    * through the same row split and threads as the kernels, one integer add per 16 bytes.
    */
   readSweep(bytes: Uint8Array, rows: number): void;
+  /** Optional kernel (not in the Backend contract): attention over a KV cache, threaded over (query, head). */
+  attention(args: AttentionArgs): void;
+  /** e^x (x ≤ 0) as the softmax in `attention` computes it; exposed for tests. */
+  expNeg(x: number): number;
   dispose(): void;
 }
 
@@ -129,9 +171,11 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
     rowBytesOf: number,
     xStride: number,
   ): void {
-    const parallel = pool.helpers > 0 && rows >= 8 && rows * cols * n >= threshold;
-    // About four chunks per thread so a thread the OS delays costs little; multiples of 4 rows.
-    const chunkRows = parallel ? Math.max(4, Math.ceil(rows / (threads * 4) / 4) * 4) : Math.ceil(rows / 4) * 4;
+    // Matrix kernels take rows in groups of 4; attention items are independent (unit 1).
+    const unit = kernel === ATTN_KERNEL ? 1 : 4;
+    const parallel = pool.helpers > 0 && rows >= 2 * unit && rows * cols * n >= threshold;
+    // About four chunks per thread so a thread the OS delays costs little.
+    const chunkRows = parallel ? Math.max(unit, Math.ceil(rows / (threads * 4) / unit) * unit) : Math.ceil(rows / unit) * unit;
     ctl[CTL.kernel] = kernel;
     ctl[CTL.out] = outAddr;
     ctl[CTL.w] = wAddr;
@@ -143,6 +187,50 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
     ctl[CTL.xStride] = xStride;
     ctl[CTL.chunkRows] = chunkRows;
     pool.run(parallel);
+  }
+
+  const attnParams = new Int32Array(memory.buffer, ATTN_ADDR, 16);
+  const attnScale = new Float32Array(memory.buffer, ATTN_ADDR, 16);
+  function attention(a: AttentionArgs): void {
+    const { n, pos0, heads, kvHeads, headDim: hd, group } = a;
+    const headOffset = a.headOffset ?? 0;
+    const kvOffset = a.kvOffset ?? 0;
+    const window = a.window ?? 0;
+    for (const [name, v] of Object.entries({ n, pos0, heads, kvHeads, headDim: hd, group, headOffset, kvOffset, window })) {
+      if (!Number.isInteger(v) || v < 0) throw new Error(`wasm attention: ${name} must be a non-negative integer, got ${v}`);
+    }
+    if (n === 0 || heads === 0) return;
+    if (group < 1 || hd < 1) throw new Error('wasm attention: group and headDim must be at least 1');
+    const kvOf = (h: number) => Math.floor((h + headOffset) / group) - kvOffset;
+    if (kvOf(0) < 0 || kvOf(heads - 1) >= kvHeads) {
+      throw new Error(`wasm attention: heads ${headOffset}..${headOffset + heads - 1} map to KV heads outside 0..${kvHeads - 1} (group ${group}, kvOffset ${kvOffset})`);
+    }
+    const len = pos0 + n;
+    if (a.q.length < n * heads * hd) throw new Error(`wasm attention: q has ${a.q.length} values, need ${n}×${heads}×${hd}`);
+    if (a.out.length < n * heads * hd) throw new Error(`wasm attention: out has ${a.out.length} values, need ${n}×${heads}×${hd}`);
+    for (const [name, c] of [['k', a.k], ['v', a.v]] as const) {
+      if (c.length < len * kvHeads * hd) throw new Error(`wasm attention: ${name} cache has ${c.length} values, need ${len}×${kvHeads}×${hd}`);
+    }
+    const scores = scratch(n * heads * len * 4);
+    const p = attnParams;
+    p[0] = arena.addressOf(a.q, 'attention q');
+    p[1] = arena.addressOf(a.out, 'attention out');
+    p[2] = arena.addressOf(a.k, 'K cache');
+    p[3] = arena.addressOf(a.v, 'V cache');
+    p[4] = n;
+    p[5] = pos0;
+    p[6] = heads;
+    p[7] = hd;
+    p[8] = kvHeads * hd;
+    p[9] = group;
+    p[10] = headOffset;
+    p[11] = kvOffset;
+    attnScale[12] = a.scale;
+    p[13] = window;
+    p[14] = scores;
+    p[15] = len;
+    // Threshold on the multiply-adds: n·heads items of about len·headDim·2 each.
+    dispatch(ATTN_KERNEL, 0, 0, 0, n * heads, Math.max(1, Math.min(len, window || len)) * hd * 2, 1, 0, 0);
   }
 
   let sweepOut: Float32Array | undefined;
@@ -174,6 +262,8 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
     usedBytes: () => arena.used,
     memoryBytes: () => memory.buffer.byteLength,
     readSweep,
+    attention,
+    expNeg: (x: number) => k.exp_neg(x),
     dispose() {
       if (disposed) return;
       disposed = true;

@@ -34,6 +34,9 @@ export const HEAP_BASE = F16_TABLE_ADDR + 65536 * 4;
 export const KERNEL = { f32: 0, f16: 2, bf16: 4, q8_0: 6, q4_0: 8 } as const;
 /** The memory-read probe (benchmark baseline). */
 export const READ_KERNEL = 10;
+/** Attention over a KV cache; its parameters live at ATTN_ADDR (16 fields, see kernels.wat). */
+export const ATTN_KERNEL = 12;
+export const ATTN_ADDR = 128;
 
 export const PAGE_BYTES = 65536;
 /** wasm32 addresses 4 GiB at most. */

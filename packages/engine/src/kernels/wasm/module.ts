@@ -55,4 +55,5 @@ export interface KernelExports {
   prep_pairs(x: number, dst: number, cols: number, n: number, scale: number): void;
   quant_q8(x: number, dst: number, cols: number, n: number): void;
   round_f16(v: number): number;
+  exp_neg(x: number): number;
 }
