@@ -236,9 +236,11 @@ function infeasible(model: ModelSpec, cluster: Cluster, req: PlanRequest): Infea
     if (bits !== undefined && model.totalParams > 0 && (bits + 0.5) * model.totalParams < model.totalBytes * 8) {
       suggestions.push(`fewer bits: --bits ${bits} brings the weights to about ${gb((model.totalParams * (bits + 0.5)) / 8)}`);
     }
-    if (kv > missing) {
+    if (kv > missing * 1.1) {
+      // 10% margin for headroom and per-node rounding; whole KiB of tokens when that large.
       const perToken = kv / req.contextTokens;
-      const context = Math.floor((kv - missing) / perToken);
+      const raw = Math.floor((kv - missing * 1.1) / perToken);
+      const context = raw >= 2048 ? raw - (raw % 1024) : raw;
       if (context >= 1) suggestions.push(`shorter context: --context ${context} frees ${gb(kv - context * perToken)} of KV cache`);
     }
     return new InfeasibleError(

@@ -5,6 +5,15 @@ import { kvHeadsPerMember } from '../src/layout.js';
 import { plan } from '../src/plan.js';
 import { exampleCluster, mesh, model, node } from './helpers.js';
 
+function catchError(fn: () => unknown): unknown {
+  try {
+    fn();
+  } catch (e) {
+    return e;
+  }
+  throw new Error('expected an error');
+}
+
 const layersOf = (p: ReturnType<typeof plan>, id: string) => {
   const s = p.stages.find((st) => st.nodes.includes(id))!;
   return s.layers[1] - s.layers[0];
@@ -101,8 +110,14 @@ describe('search', () => {
   it('suggests fewer bits or a shorter context when those close the gap', () => {
     const c: Cluster = { nodes: [node('a', 100, 500)], links: [] };
     expect(() => plan(model('llama-3.3-70b'), c)).toThrow(/--bits 8/);
-    const kvHeavy = () => plan(model('llama-3.1-8b', 4), { nodes: [node('a', 20, 500)], links: [] }, { contextTokens: 131072, sequences: 1 });
+    const small: Cluster = { nodes: [node('a', 20, 500)], links: [] };
+    const kvHeavy = () => plan(model('llama-3.1-8b', 4), small, { contextTokens: 131072, sequences: 1 });
     expect(kvHeavy).toThrow(/--context \d+/);
+    // Following the suggestions makes it fit.
+    const context = Number(/--context (\d+)/.exec(String(catchError(kvHeavy)))![1]);
+    expect(plan(model('llama-3.1-8b', 4), small, { contextTokens: context }).strategy).toBe('single');
+    const bits = Number(/--bits (\d+)/.exec(String(catchError(() => plan(model('llama-3.3-70b'), c))))![1]);
+    expect(plan(model('llama-3.3-70b', bits), c).strategy).toBe('single');
   });
 
   it('infeasible per node: enough memory in total but the nodes are not linked', () => {
