@@ -23,6 +23,9 @@ export interface PlanStage {
   transport: 'rdma' | 'tcp' | 'local';
   /** Query heads per node (uneven when nodes differ). */
   heads: number[];
+  /** Transport of the hop out of this stage (to the next; from the last, back to the first);
+   * absent for a one-stage plan. */
+  hopTransport?: 'rdma' | 'tcp';
 }
 
 export interface PlanPrediction {
@@ -130,6 +133,7 @@ function stagesOf(e: Evaluated): PlanStage[] {
     tensorParallel: s.nodes.length,
     transport: s.nodes.length > 1 ? e.prediction.stages[i].transport : n === 1 ? 'local' : e.prediction.hops[i].transport,
     heads: s.heads,
+    ...(n > 1 ? { hopTransport: e.prediction.hops[i].transport } : {}),
   }));
 }
 

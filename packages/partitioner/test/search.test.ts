@@ -87,6 +87,8 @@ describe('search', () => {
     expect(p.strategy).toBe('hybrid');
     expect(p.stages.map((s) => s.tensorParallel)).toEqual([2, 2]);
     expect(p.stages.map((s) => s.transport)).toEqual(['rdma', 'rdma']);
+    // Between the pairs only Ethernet: the hops are TCP.
+    expect(p.stages.map((s) => s.hopTransport)).toEqual(['tcp', 'tcp']);
     const pipeline = p.alternatives.find((a) => a.strategy === 'pipeline');
     expect(pipeline?.predicted?.decodeTokensPerSecond ?? 0).toBeLessThan(p.predicted.decodeTokensPerSecond);
   });

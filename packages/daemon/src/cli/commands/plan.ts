@@ -85,8 +85,10 @@ function render(p: Plan): string {
   const lines: string[] = [];
   lines.push(`strategy: ${p.strategy}    decode ${p.predicted.decodeTokensPerSecond} tok/s    prefill ${p.predicted.prefillTokensPerSecond} tok/s    TTFT ${p.predicted.ttftMs} ms (${p.request.promptTokens}-token prompt)`);
   lines.push('');
-  const rows = [['stage', 'nodes', 'layers', 'tp', 'heads', 'transport']];
-  p.stages.forEach((s, i) => rows.push([String(i), s.nodes.join(', '), `${s.layers[0]}-${s.layers[1] - 1}`, String(s.tensorParallel), s.heads.join('/'), s.transport]));
+  const rows = [['stage', 'nodes', 'layers', 'tp', 'heads', 'transport', 'hop out']];
+  p.stages.forEach((s, i) =>
+    rows.push([String(i), s.nodes.join(', '), `${s.layers[0]}-${s.layers[1] - 1}`, String(s.tensorParallel), s.heads.join('/'), s.transport, s.hopTransport ?? '-']),
+  );
   lines.push(...table(rows));
   lines.push('');
   const mem = [['node', 'weights', 'kv cache', 'workspace', 'headroom', 'total', 'available']];
