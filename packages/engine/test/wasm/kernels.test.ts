@@ -133,6 +133,37 @@ describe.each([1, 2])('wasm kernels, %i thread(s)', (threads) => {
 });
 
 /** Σ|w| per (row, block) of a block-format weight. */
+describe('threads', () => {
+  it('worker threads compute row chunks of shared kernels (and results stay exact)', () => {
+    const be = createWasmBackend({ threads: 2, parallelThreshold: 0, initialBytes: 8 << 20 });
+    backends.push(be);
+    const rng = new Prng(11);
+    const w = randomWeight(be, 'f32', 512, 256, rng);
+    const x = randomInput(be, 256, rng);
+    const out = be.allocF32(512);
+    const ref = exactMatmul(widened(w), 512, 256, x, 1);
+    // A worker joins a kernel only if it wakes before the caller runs out of chunks; on a busy
+    // machine that can take a few kernels. Every result must be right whoever computed it.
+    const deadline = Date.now() + 10_000;
+    while (be.threadStats().workerChunks === 0 && Date.now() < deadline) {
+      out.fill(0);
+      be.matvec(out, w, x);
+      for (let i = 0; i < 512; i++) expect(Math.abs(out[i] - ref.out[i])).toBeLessThanOrEqual(264 * U * ref.magnitude[i]);
+    }
+    expect(be.threadStats().sharedJobs).toBeGreaterThan(0);
+    expect(be.threadStats().workerChunks).toBeGreaterThan(0);
+  });
+
+  it('one thread never shares', () => {
+    const be = createWasmBackend({ threads: 1, parallelThreshold: 0, initialBytes: 1 << 20 });
+    backends.push(be);
+    const rng = new Prng(12);
+    be.matvec(be.allocF32(64), randomWeight(be, 'f16', 64, 64, rng), randomInput(be, 64, rng));
+    expect(be.threadStats()).toEqual({ sharedJobs: 0, workerChunks: 0 });
+  });
+});
+
+/** Σ|w| per (row, block) of a block-format weight. */
 function absWeightBlockSums(dtype: DType, bytes: Uint8Array, rows: number, cols: number): Float64Array {
   const nb = cols / QK;
   const sums = new Float64Array(rows * nb);

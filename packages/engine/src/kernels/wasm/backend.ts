@@ -84,6 +84,8 @@ export interface WasmBackend extends Backend {
   readSweep(bytes: Uint8Array, rows: number): void;
   /** Optional kernel (not in the Backend contract): attention over a KV cache, threaded over (query, head). */
   attention(args: AttentionArgs): void;
+  /** Kernels offered to the worker threads and row chunks the workers computed (the rest: caller). */
+  threadStats(): { sharedJobs: number; workerChunks: number };
   /** e^x (x ≤ 0) as the softmax in `attention` computes it; exposed for tests. */
   expNeg(x: number): number;
   dispose(): void;
@@ -264,6 +266,7 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
     readSweep,
     attention,
     expNeg: (x: number) => k.exp_neg(x),
+    threadStats: () => ({ ...pool.stats }),
     dispose() {
       if (disposed) return;
       disposed = true;
