@@ -18,6 +18,7 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -482,6 +483,8 @@ Napi::Value PostRecv(const Napi::CallbackInfo& info) {
   return env.Undefined();
 }
 
+Napi::Object WcToObject(Napi::Env env, const struct ibv_wc& wc);
+
 // pollCq(cq, max) -> [{wrId, status, opcode, byteLen, qpn}]
 Napi::Value PollCq(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
@@ -493,16 +496,77 @@ Napi::Value PollCq(const Napi::CallbackInfo& info) {
   int n = ibv_poll_cq(cq, max, wc);  // static inline: cq->context->ops.poll_cq
   if (n < 0) throw Napi::Error::New(env, "EIO: ibv_poll_cq failed");
   Napi::Array out = Napi::Array::New(env, static_cast<size_t>(n));
-  for (int i = 0; i < n; i++) {
-    Napi::Object o = Napi::Object::New(env);
-    o.Set("wrId", static_cast<double>(wc[i].wr_id));
-    o.Set("status", static_cast<int>(wc[i].status));
-    o.Set("opcode", (wc[i].opcode & IBV_WC_RECV) ? "recv" : "send");
-    o.Set("byteLen", wc[i].byte_len);
-    o.Set("qpn", wc[i].qp_num);
-    out.Set(static_cast<uint32_t>(i), o);
-  }
+  for (int i = 0; i < n; i++) out.Set(static_cast<uint32_t>(i), WcToObject(env, wc[i]));
   return out;
+}
+
+Napi::Object WcToObject(Napi::Env env, const struct ibv_wc& wc) {
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("wrId", static_cast<double>(wc.wr_id));
+  o.Set("status", static_cast<int>(wc.status));
+  o.Set("opcode", (wc.opcode & IBV_WC_RECV) ? "recv" : "send");
+  o.Set("byteLen", wc.byte_len);
+  o.Set("qpn", wc.qp_num);
+  return o;
+}
+
+// The busy-poll loop on a native (libuv pool) thread: spins on ibv_poll_cq until at least one completion
+// arrives or `timeoutUs` passes, then hands the batch to JavaScript as one resolved promise. The caller keeps
+// at most one of these in flight per completion queue and does not poll that queue meanwhile.
+class PollWorker : public Napi::AsyncWorker {
+ public:
+  PollWorker(Napi::Env env, struct ibv_cq* cq, int max, int64_t timeoutUs)
+      : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), cq_(cq), max_(max), timeoutUs_(timeoutUs) {}
+
+  Napi::Promise Promise() { return deferred_.Promise(); }
+
+  void Execute() override {
+    auto start = std::chrono::steady_clock::now();
+    for (;;) {
+      int n = ibv_poll_cq(cq_, max_, wc_);
+      if (n < 0) {
+        SetError("EIO: ibv_poll_cq failed");
+        return;
+      }
+      if (n > 0) {
+        n_ = n;
+        return;
+      }
+      auto us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start).count();
+      if (us >= timeoutUs_) return;
+    }
+  }
+
+  void OnOK() override {
+    Napi::Env env = Env();
+    Napi::Array out = Napi::Array::New(env, static_cast<size_t>(n_));
+    for (int i = 0; i < n_; i++) out.Set(static_cast<uint32_t>(i), WcToObject(env, wc_[i]));
+    deferred_.Resolve(out);
+  }
+
+  void OnError(const Napi::Error& e) override { deferred_.Reject(e.Value()); }
+
+ private:
+  Napi::Promise::Deferred deferred_;
+  struct ibv_cq* cq_;
+  int max_;
+  int64_t timeoutUs_;
+  int n_ = 0;
+  struct ibv_wc wc_[64];
+};
+
+// pollCqAsync(cq, max, timeoutUs) -> Promise<WorkCompletion[]> (empty on timeout)
+Napi::Value PollCqAsync(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  struct ibv_cq* cq = static_cast<struct ibv_cq*>(Get(env, info[0], Kind::Cq, "completion queue").ptr);
+  int max = info[1].As<Napi::Number>().Int32Value();
+  if (max < 1) max = 1;
+  if (max > 64) max = 64;
+  int64_t timeoutUs = info[2].As<Napi::Number>().Int64Value();
+  auto* worker = new PollWorker(env, cq, max, timeoutUs);
+  Napi::Promise p = worker->Promise();
+  worker->Queue();
+  return p;
 }
 
 #else  // no verbs.h at build time: the addon loads and says why it cannot help.
@@ -545,6 +609,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("postSend", Napi::Function::New(env, PostSend));
   exports.Set("postRecv", Napi::Function::New(env, PostRecv));
   exports.Set("pollCq", Napi::Function::New(env, PollCq));
+  exports.Set("pollCqAsync", Napi::Function::New(env, PollCqAsync));
 #endif
   return exports;
 }

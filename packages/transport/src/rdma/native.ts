@@ -58,7 +58,12 @@ export interface VerbsAddon {
   postSend(qp: number, wrId: number, mr: number, offset: number, length: number): void;
   postRecv(qp: number, wrId: number, mr: number, offset: number, length: number): void;
   pollCq(cq: number, max: number): WorkCompletion[];
+  /** Busy-polls on a libuv pool thread until a completion arrives or `timeoutUs` passes. */
+  pollCqAsync(cq: number, max: number, timeoutUs: number): Promise<WorkCompletion[]>;
 }
+
+/** How long one native busy-poll runs before JavaScript looks again (watchdog, close). */
+const NATIVE_POLL_SLICE_US = 50_000;
 
 const loaded = new Map<string, { addon: VerbsAddon | null; reason: string }>();
 
@@ -112,6 +117,11 @@ export function nativeVerbs(path = DEFAULT_ADDON_PATH): { verbs: Verbs | null; s
   if (status.state !== 'ready') return { verbs: null, status };
   const a = loadVerbsAddon(path).addon!;
   const slabs = new WeakMap<Uint8Array, ArrayBuffer>();
+  // The busy-poll loop runs on a native thread (pollCqAsync); completions it found wait here for pollCq.
+  // While it runs, nothing else polls that queue, and a queue is destroyed only after it returned.
+  const stash = new Map<number, WorkCompletion[]>();
+  const inflight = new Map<number, Promise<void>>();
+  const doomed = new Set<number>();
   const verbs: Verbs = {
     kind: status.kind,
     limits: status.kind === 'apple' ? APPLE_LIMITS : LINUX_LIMITS,
@@ -135,7 +145,11 @@ export function nativeVerbs(path = DEFAULT_ADDON_PATH): { verbs: Verbs | null; s
     },
     deregMr: (mr) => wrap(() => a.deregMr(mr)),
     createCq: (ctx, depth) => wrap(() => a.createCq(ctx, depth)),
-    destroyCq: (cq) => wrap(() => a.destroyCq(cq)),
+    destroyCq: (cq) => {
+      stash.delete(cq);
+      if (inflight.has(cq)) doomed.add(cq);
+      else wrap(() => a.destroyCq(cq));
+    },
     createQp: (pd, init: QpInit) => wrap(() => a.createQp(pd, init.type, init.sendCq, init.recvCq, init.maxSendWr, init.maxRecvWr)),
     destroyQp: (qp) => wrap(() => a.destroyQp(qp)),
     modifyQpInit: (qp, port) => wrap(() => a.modifyQpInit(qp, port)),
@@ -144,7 +158,38 @@ export function nativeVerbs(path = DEFAULT_ADDON_PATH): { verbs: Verbs | null; s
     modifyQpRts: (qp, psn) => wrap(() => a.modifyQpRts(qp, psn)),
     postSend: (qp: Handle, wrId, mr, offset, length) => wrap(() => a.postSend(qp, wrId, mr, offset, length)),
     postRecv: (qp: Handle, wrId, mr, offset, length) => wrap(() => a.postRecv(qp, wrId, mr, offset, length)),
-    pollCq: (cq, max) => a.pollCq(cq, max),
+    pollCq: (cq, max) => {
+      const ready = stash.get(cq);
+      if (ready && ready.length > 0) return ready.splice(0, max);
+      if (inflight.has(cq)) return [];
+      return wrap(() => a.pollCq(cq, max));
+    },
+    waitCq: (cq) => {
+      const running = inflight.get(cq);
+      if (running) return running;
+      if ((stash.get(cq)?.length ?? 0) > 0) return Promise.resolve();
+      let started: Promise<WorkCompletion[]>;
+      try {
+        started = a.pollCqAsync(cq, 64, NATIVE_POLL_SLICE_US);
+      } catch {
+        return Promise.resolve(); // a bad handle: the next synchronous pollCq throws the error
+      }
+      const p = started
+        .then(
+          (wcs) => {
+            if (wcs.length > 0) stash.set(cq, [...(stash.get(cq) ?? []), ...wcs]);
+          },
+          () => {
+            // the next synchronous pollCq reports the failure
+          },
+        )
+        .finally(() => {
+          inflight.delete(cq);
+          if (doomed.delete(cq)) a.destroyCq(cq);
+        });
+      inflight.set(cq, p);
+      return p;
+    },
   };
   return { verbs, status };
 }

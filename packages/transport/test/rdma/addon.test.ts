@@ -65,6 +65,8 @@ describe('RDMA addon loading', () => {
       expect(() => addon!.openDevice('rdma_en1')).toThrow(/ibv_get_device_list|no RDMA device/);
       // Handles are checked before anything reaches the library.
       expect(() => addon!.allocPd(12345)).toThrow(/EINVAL: unknown device handle 12345/);
+      // The native busy-poll entry point exists; without a device no completion queue can be made to run it.
+      expect(() => addon!.pollCqAsync(12345, 1, 10)).toThrow(/unknown completion queue handle 12345/);
       const slab = addon!.allocSlab(10);
       expect(slab.byteLength).toBe(4096);
     }
