@@ -98,6 +98,14 @@ describe.skipIf(!netnsAvailable())('daemon pod across network namespaces', () =>
     await waitFor('bootstrapped daemons to see 3 nodes', () => joined.every((d) => liveIds(d).length === 3), 60_000);
     await waitFor('identical shared state', () => new Set(joined.map(sharedState)).size === 1, 20_000);
     // The daemon with neither multicast nor bootstrap peers is alone: proves multicast is really blocked.
+    // A clean stop (SIGTERM) says goodbye: gone at once, without waiting for the silence timeout.
+    const leaving = daemons[2];
+    const leavingId = leaving.get('/api/status').self.peerId;
+    const stoppedAt = Date.now();
+    leaving.kill('SIGTERM');
+    await waitFor('the stopped daemon marked gone (shutdown)', () => daemons[0].get('/api/status').nodes.find((n: { peerId: string }) => n.peerId === leavingId)?.leftReason === 'shutdown', 10_000, 100);
+    expect(Date.now() - stoppedAt).toBeLessThan(3000); // well under the default 5 s silence timeout
+    await waitFor('the stopped daemon to exit', () => leaving.exited(), 10_000, 100);
     const loner = await waitFor('the lone daemon to list itself', () => liveIds(daemons[3]).length > 0 && liveIds(daemons[3]), 30_000);
     expect(loner).toHaveLength(1);
     expect(liveIds(daemons[0])).not.toContain(loner[0]);

@@ -135,7 +135,8 @@ export class Daemon {
     const clusterKey = options.clusterKeyFile ? readClusterKey(options.clusterKeyFile) : null;
     const { capability, cached } = await measureCapability(options.dataDir, { force: options.rebench });
     log.info({ ...capability, cached }, cached ? 'capability (cached)' : 'capability measured');
-    const probe = await startProbeServer({ host: '0.0.0.0', port: options.probePort, secret: probeSecret(clusterKey) });
+    // Peers probe us with 4 MiB; capping bulk transfers bounds what any client on the LAN can make us receive.
+    const probe = await startProbeServer({ host: '0.0.0.0', port: options.probePort, secret: probeSecret(clusterKey), maxBulkBytes: 16 * 2 ** 20 });
     let node: OrchardNode;
     try {
       node = await createNode({ privateKey: key, listen: options.listen, bootstrap: options.bootstrap, clusterKey, mdns: options.mdns });

@@ -35,7 +35,8 @@ function tokenMatches(header: string | undefined, token: string): boolean {
 
 export function buildApi(sources: ApiSources, options: Pick<ApiOptions, 'token' | 'logger'>): FastifyInstance {
   // No fastify request logging (one line per request drowns the daemon log); errors are logged below.
-  const app = Fastify({ logger: false, bodyLimit: 1 << 20 });
+  // forceCloseConnections: open SSE streams must not keep the daemon from stopping.
+  const app = Fastify({ logger: false, bodyLimit: 1 << 20, forceCloseConnections: true });
   const { token } = options;
   if (token) {
     app.addHook('onRequest', async (req, reply) => {

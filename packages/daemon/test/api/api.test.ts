@@ -34,3 +34,30 @@ describe('HTTP API', () => {
     expect((await guarded.inject({ method: 'GET', url: '/healthz' })).statusCode).toBe(200);
   });
 });
+
+describe('HTTP API server-sent events', () => {
+  it('streams the cluster on connect and on every change', async () => {
+    let notify: (what: string) => void = () => {};
+    let version = 0;
+    const app = buildApi(
+      { ...sources, cluster: () => ({ version }), onChange: (l) => ((notify = l), () => (notify = () => {})) },
+      { token: null, logger },
+    );
+    await app.listen({ host: '127.0.0.1', port: 0 });
+    try {
+      const port = (app.server.address() as { port: number }).port;
+      const ac = new AbortController();
+      const res = await fetch(`http://127.0.0.1:${port}/api/events`, { signal: ac.signal });
+      expect(res.headers.get('content-type')).toBe('text/event-stream');
+      const reader = res.body!.getReader();
+      const read = async () => new TextDecoder().decode((await reader.read()).value);
+      expect(await read()).toBe('event: cluster\ndata: {"version":0}\n\n');
+      version = 1;
+      notify('node-joined');
+      expect(await read()).toBe('event: cluster\ndata: {"change":"node-joined","version":1}\n\n');
+      ac.abort();
+    } finally {
+      await app.close();
+    }
+  });
+});
