@@ -22,7 +22,8 @@ export function parseCluster(raw: unknown): Cluster {
     if (ids.has(id)) throw new InputError(SOURCE, `${f}.id`, `"${id}" is used by two nodes`);
     ids.add(id);
     const memoryBytes = positive(o.memoryBytes, `${f}.memoryBytes`);
-    const availableBytes = positive(o.availableBytes, `${f}.availableBytes`);
+    // Zero is a node with nothing to give (the daemon reports what is free); it simply holds no layers.
+    const availableBytes = nonNegative(o.availableBytes, `${f}.availableBytes`);
     if (availableBytes > memoryBytes) throw new InputError(SOURCE, `${f}.availableBytes`, `(${availableBytes}) exceeds memoryBytes (${memoryBytes})`);
     if (o.chip !== undefined && typeof o.chip !== 'string') throw new InputError(SOURCE, `${f}.chip`, 'must be a string');
     const node: ClusterNode = { id, memoryBytes, availableBytes };
@@ -59,6 +60,13 @@ function record(v: unknown, field: string): Record<string, unknown> {
 function positive(v: unknown, field: string): number {
   if (typeof v !== 'number' || !Number.isFinite(v) || v <= 0) {
     throw new InputError(SOURCE, field, v === undefined ? 'is missing (expected a positive number)' : `must be a positive number, got ${JSON.stringify(v)}`);
+  }
+  return v;
+}
+
+function nonNegative(v: unknown, field: string): number {
+  if (typeof v !== 'number' || !Number.isFinite(v) || v < 0) {
+    throw new InputError(SOURCE, field, v === undefined ? 'is missing (expected a number of bytes)' : `must be a non-negative number, got ${JSON.stringify(v)}`);
   }
   return v;
 }

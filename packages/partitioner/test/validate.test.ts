@@ -21,6 +21,12 @@ describe('cluster validation names the offending field', () => {
     }
   });
 
+  it('accepts a node with nothing available (it just holds no layers)', () => {
+    const c = good();
+    c.nodes[3].availableBytes = 0;
+    expect(parseCluster(c).nodes[3].availableBytes).toBe(0);
+  });
+
   it('rejects bad nodes and links', () => {
     let c = good();
     c.nodes[2].availableBytes = 'lots';
@@ -43,6 +49,9 @@ describe('cluster validation names the offending field', () => {
     c = good();
     delete c.nodes[0].memoryBytes;
     expect(fieldOf(c)).toBe('nodes[0].memoryBytes');
+    c = good();
+    c.nodes[0].availableBytes = -5;
+    expect(fieldOf(c)).toBe('nodes[0].availableBytes');
     expect(fieldOf({ nodes: [] })).toBe('nodes');
     expect(fieldOf([])).toBe('(root)');
   });
