@@ -775,6 +775,55 @@
         (local.set $t (i32.add (local.get $t) (i32.const 1)))
         (br $wl))))
 
+  ;; ---------------------------------------------------------------- SiLU gate
+  ;; e^x for f32x4 (Cephes expf: x = k·ln2 + r with ln2 in two parts, degree-5 polynomial, ≈1 ulp);
+  ;; x is clamped to [−87.3, 88.3] so 2^k stays a normal float.
+  (func $expf4 (param $x v128) (result v128)
+    (local $k v128) (local $r v128) (local $y v128)
+    (local.set $x (f32x4.min (f32x4.max (local.get $x) (v128.const f32x4 -87.3 -87.3 -87.3 -87.3))
+                             (v128.const f32x4 88.3 88.3 88.3 88.3)))
+    (local.set $k (f32x4.nearest (f32x4.mul (local.get $x) (v128.const f32x4 1.44269504 1.44269504 1.44269504 1.44269504))))
+    (local.set $r (f32x4.sub (f32x4.sub (local.get $x)
+                    (f32x4.mul (local.get $k) (v128.const f32x4 0.693359375 0.693359375 0.693359375 0.693359375)))
+                    (f32x4.mul (local.get $k) (v128.const f32x4 -2.12194440e-4 -2.12194440e-4 -2.12194440e-4 -2.12194440e-4))))
+    (local.set $y (v128.const f32x4 1.9875691500e-4 1.9875691500e-4 1.9875691500e-4 1.9875691500e-4))
+    (local.set $y (f32x4.add (f32x4.mul (local.get $y) (local.get $r)) (v128.const f32x4 1.3981999507e-3 1.3981999507e-3 1.3981999507e-3 1.3981999507e-3)))
+    (local.set $y (f32x4.add (f32x4.mul (local.get $y) (local.get $r)) (v128.const f32x4 8.3334519073e-3 8.3334519073e-3 8.3334519073e-3 8.3334519073e-3)))
+    (local.set $y (f32x4.add (f32x4.mul (local.get $y) (local.get $r)) (v128.const f32x4 4.1665795894e-2 4.1665795894e-2 4.1665795894e-2 4.1665795894e-2)))
+    (local.set $y (f32x4.add (f32x4.mul (local.get $y) (local.get $r)) (v128.const f32x4 1.6666665459e-1 1.6666665459e-1 1.6666665459e-1 1.6666665459e-1)))
+    (local.set $y (f32x4.add (f32x4.mul (local.get $y) (local.get $r)) (v128.const f32x4 5.0000001201e-1 5.0000001201e-1 5.0000001201e-1 5.0000001201e-1)))
+    (local.set $y (f32x4.add (f32x4.add (f32x4.mul (local.get $y) (f32x4.mul (local.get $r) (local.get $r))) (local.get $r))
+                             (v128.const f32x4 1 1 1 1)))
+    (f32x4.mul (local.get $y)
+      (i32x4.shl (i32x4.add (i32x4.trunc_sat_f32x4_s (local.get $k)) (v128.const i32x4 127 127 127 127)) (i32.const 23))))
+
+  (func $silu_gate4 (param $g v128) (param $u v128) (result v128)
+    (f32x4.mul (f32x4.div (local.get $g)
+                          (f32x4.add (v128.const f32x4 1 1 1 1) (call $expf4 (f32x4.neg (local.get $g)))))
+               (local.get $u)))
+
+  ;; a[i] = silu(a[i])·b[i] = a[i]/(1 + e^−a[i])·b[i] for i < n.
+  (func (export "swiglu") (param $a i32) (param $b i32) (param $n i32)
+    (local $o i32) (local $end i32)
+    (local.set $end (i32.shl (i32.and (local.get $n) (i32.const -4)) (i32.const 2)))
+    (block $done
+      (loop $l
+        (br_if $done (i32.ge_u (local.get $o) (local.get $end)))
+        (v128.store (i32.add (local.get $a) (local.get $o))
+          (call $silu_gate4 (v128.load (i32.add (local.get $a) (local.get $o))) (v128.load (i32.add (local.get $b) (local.get $o)))))
+        (local.set $o (i32.add (local.get $o) (i32.const 16)))
+        (br $l)))
+    (local.set $end (i32.shl (local.get $n) (i32.const 2)))
+    (block $tdone
+      (loop $t
+        (br_if $tdone (i32.ge_u (local.get $o) (local.get $end)))
+        (f32.store (i32.add (local.get $a) (local.get $o))
+          (f32x4.extract_lane 0 (call $silu_gate4
+            (f32x4.splat (f32.load (i32.add (local.get $a) (local.get $o))))
+            (f32x4.splat (f32.load (i32.add (local.get $b) (local.get $o)))))))
+        (local.set $o (i32.add (local.get $o) (i32.const 4)))
+        (br $t))))
+
   ;; ---------------------------------------------------------------- job runner
   ;; Rows [r0, r1) of the current job for every token: groups of 4 rows, then single rows.
   (func $rows (param $k i32) (param $out i32) (param $w i32) (param $x i32) (param $rows i32) (param $cols i32)

@@ -4,7 +4,7 @@
  * batches of new tokens, head sizes with SIMD tails.
  */
 import { afterAll, describe, expect, it } from 'vitest';
-import { softmax } from '../../src/model/math.js';
+import { softmax, swiglu } from '../../src/model/math.js';
 import { Prng } from '../../src/numeric/prng.js';
 import { type AttentionArgs, type WasmBackend, createWasmBackend } from '../../src/kernels/wasm/backend.js';
 
@@ -101,5 +101,28 @@ describe('exp used by softmax', () => {
       expect(Math.abs(exp(x) - want)).toBeLessThanOrEqual(1e-14 * want);
     }
     expect(exp(-200)).toBe(0);
+  });
+});
+
+describe('swiglu', () => {
+  it('equals model/math.ts swiglu within 4 f32 ulp (+1e-30) over a wide range, tails included', () => {
+    const be = createWasmBackend({ threads: 1, initialBytes: 1 << 20 });
+    backends.push(be);
+    const rng = new Prng(9);
+    for (const n of [0, 1, 3, 4, 5, 17, 1000]) {
+      const a = be.allocF32(n);
+      const b = be.allocF32(n);
+      for (let i = 0; i < n; i++) {
+        // Gates from −120 to 120 (both clamps of the exp), ups of either sign.
+        a[i] = i % 7 === 0 ? rng.symmetric(120) : rng.symmetric(8);
+        b[i] = rng.symmetric(3);
+      }
+      const expected = a.slice();
+      swiglu(expected, b.slice(), n);
+      be.swiglu(a, b, n);
+      for (let i = 0; i < n; i++) {
+        expect(Math.abs(a[i] - expected[i]), `n=${n} i=${i}`).toBeLessThanOrEqual(4 * 2 ** -23 * Math.abs(expected[i]) + 1e-30);
+      }
+    }
   });
 });

@@ -84,6 +84,11 @@ export interface WasmBackend extends Backend {
   readSweep(bytes: Uint8Array, rows: number): void;
   /** Optional kernel (not in the Backend contract): attention over a KV cache, threaded over (query, head). */
   attention(args: AttentionArgs): void;
+  /**
+   * Optional kernel: a[i] = silu(a[i])·b[i] for i < n (the SwiGLU gate; SIMD exp, within a few f32
+   * ulp of model/math.ts's swiglu). Single-threaded: it is O(ffn) per token.
+   */
+  swiglu(a: Float32Array, b: Float32Array, n: number): void;
   /** Kernels offered to the worker threads and row chunks the workers computed (the rest: caller). */
   threadStats(): { sharedJobs: number; workerChunks: number };
   /** e^x (x ≤ 0) as the softmax in `attention` computes it; exposed for tests. */
@@ -266,6 +271,12 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
     readSweep,
     attention,
     expNeg: (x: number) => k.exp_neg(x),
+    swiglu(a: Float32Array, b: Float32Array, n: number) {
+      if (!Number.isInteger(n) || n < 0 || a.length < n || b.length < n) {
+        throw new Error(`wasm swiglu: need ${n} values, have ${a.length} and ${b.length}`);
+      }
+      k.swiglu(arena.addressOf(a, 'swiglu gate'), arena.addressOf(b, 'swiglu up'), n);
+    },
     threadStats: () => ({ ...pool.stats }),
     dispose() {
       if (disposed) return;

@@ -56,4 +56,5 @@ export interface KernelExports {
   quant_q8(x: number, dst: number, cols: number, n: number): void;
   round_f16(v: number): number;
   exp_neg(x: number): number;
+  swiglu(a: number, b: number, n: number): void;
 }
