@@ -62,6 +62,7 @@ export class Daemon {
   #linkFailures = new Map<string, string>();
   #measuring = false;
   #duplicate: DuplicateIdentity | null = null;
+  #duplicatePeers = new Set<string>();
   #dropped = new Map<string, { lastWarnAt: number; suppressed: number }>();
   #controlStats = { accepted: 0, dropped: 0 };
   #stopped = false;
@@ -110,6 +111,14 @@ export class Daemon {
         this.#notify('snapshot');
       },
       onDropped: (from, reason) => this.#dropMessage(from, reason),
+      onDuplicate: (peerId, bootIds) => {
+        if (peerId === selfId) this.#reportDuplicate([]);
+        else {
+          this.#duplicatePeers.add(peerId);
+          this.log.error({ peer: peerId, bootIds }, `peer ${peerId} runs on two machines at once (a copied data dir); on one of them stop orchard, delete its peer.key and restart`);
+          this.#notify('duplicate-peer');
+        }
+      },
     });
     this.#dialer = new AutoDialer(this.node, this.log.child({ part: 'dial' }), { privatePod: this.mode === 'private' });
     this.api = buildApi(
@@ -231,13 +240,18 @@ export class Daemon {
     const self = this.node.peerId.toString();
     if (peer.id.toString() !== self) return;
     const foreign = foreignAddresses(peer.multiaddrs.map(String), this.node.getMultiaddrs().map(String));
-    if (foreign.length === 0) return;
-    const first = this.#duplicate === null;
-    this.#duplicate = { peerId: self, addresses: foreign, detectedAt: Date.now(), message: duplicateIdentityMessage(self, foreign, this.peerKeyPath) };
-    if (first) {
-      this.log.error({ peer: self, addresses: foreign }, this.#duplicate.message);
-      this.#notify('duplicate-identity');
-    }
+    if (foreign.length > 0) this.#reportDuplicate(foreign);
+  }
+
+  /** Our identity is used by another daemon too: say so once (and again if we learn its addresses). */
+  #reportDuplicate(addresses: string[]): void {
+    const self = this.node.peerId.toString();
+    const known = this.#duplicate?.addresses ?? [];
+    if (this.#duplicate && addresses.every((a) => known.includes(a))) return;
+    const all = [...new Set([...known, ...addresses])];
+    this.#duplicate = { peerId: self, addresses: all, detectedAt: Date.now(), message: duplicateIdentityMessage(self, all, this.peerKeyPath) };
+    this.log.error({ peer: self, addresses: all }, this.#duplicate.message);
+    this.#notify('duplicate-identity');
   }
 
   async #redialBootstrap(): Promise<void> {
@@ -341,6 +355,8 @@ export class Daemon {
       notInCluster: this.#dialer.refused().filter((r) => r.reason === 'not-in-cluster'),
       unreachable: this.#dialer.refused().filter((r) => r.reason === 'unreachable'),
       duplicateIdentity: this.#duplicate,
+      /** Other peer ids seen running on two machines at once. */
+      duplicatePeers: [...this.#duplicatePeers],
       controlMessages: { ...this.#controlStats },
     };
   }

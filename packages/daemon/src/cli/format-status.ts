@@ -12,6 +12,7 @@ export interface StatusJson {
   notInCluster: { peerId: string; message: string }[];
   unreachable: { peerId: string; message: string }[];
   duplicateIdentity: { message: string } | null;
+  duplicatePeers?: string[];
 }
 
 const gib = (b: number) => `${(b / 2 ** 30).toFixed(1)} GiB`;
@@ -27,6 +28,7 @@ export function formatStatus(s: StatusJson): string {
       : `pod: open (any Orchard daemon on this network may join; \`orchard key new\` makes it private), ${live.length} node(s)`,
   );
   if (s.duplicateIdentity) lines.push(`WARNING: ${s.duplicateIdentity.message}`);
+  for (const p of s.duplicatePeers ?? []) lines.push(`WARNING: peer ${p} runs on two machines at once (copied data dir); delete peer.key on one of them and restart it`);
   lines.push('', 'nodes:');
   for (const n of [...s.nodes].sort((a, b) => (a.peerId < b.peerId ? -1 : 1))) {
     const p = n.profile;

@@ -38,12 +38,20 @@ export interface ReplicaOptions {
   onEvent?: (event: ClusterEvent, state: ClusterState) => void;
   onSnapshot?: (state: ClusterState, from: string) => void;
   onDropped?: (from: string, reason: string) => void;
+  /**
+   * Heartbeats for one peer id alternate between two process instances (boot ids): two machines
+   * share an identity (copied data dir). Reported once per peer.
+   */
+  onDuplicate?: (peerId: string, bootIds: string[]) => void;
 }
 
 interface Heard {
   at: number;
   name: string;
   log: LogPosition;
+  bootId?: string;
+  /** Boot ids seen for this peer id, most recent last (bounded). */
+  boots?: string[];
 }
 
 /** Fields that change every refresh without meaning anything for placement. */
@@ -67,6 +75,7 @@ export class Replica {
   #lastSyncRequest = -Infinity;
   #lastSnapshotSent = -Infinity;
   #adoptFrom: string | null = null;
+  #duplicates = new Set<string>();
   #stopped = false;
 
   constructor(options: ReplicaOptions) {
@@ -92,6 +101,11 @@ export class Replica {
     const ids = [this.selfId];
     for (const [id, h] of this.#heard) if (now - h.at <= this.#opts.goneAfterMs) ids.push(id);
     return ids.sort();
+  }
+
+  /** Peer ids seen running as two processes at once. */
+  duplicates(): string[] {
+    return [...this.#duplicates];
   }
 
   coordinator(): string {
@@ -138,11 +152,30 @@ export class Replica {
   }
 
   handle(msg: ControlMessage): void {
-    if (this.#stopped || msg.from === this.selfId) return;
+    if (this.#stopped) return;
+    if (msg.from === this.selfId) {
+      // Our own id from another process: this node's identity is in use elsewhere too.
+      if (msg.type === 'heartbeat' && msg.bootId !== this.#opts.bootId && !this.#duplicates.has(this.selfId)) {
+        this.#duplicates.add(this.selfId);
+        this.#opts.onDuplicate?.(this.selfId, [this.#opts.bootId, msg.bootId]);
+      }
+      return;
+    }
     const now = this.#opts.now();
     switch (msg.type) {
       case 'heartbeat': {
-        this.#heard.set(msg.from, { at: now, name: msg.name, log: msg.log });
+        const prev = this.#heard.get(msg.from);
+        const boots = [...(prev?.boots ?? [])];
+        if (boots[boots.length - 1] !== msg.bootId) {
+          // A restart moves to a new boot id for good; going back to an earlier one means two live copies.
+          if (boots.includes(msg.bootId) && !this.#duplicates.has(msg.from)) {
+            this.#duplicates.add(msg.from);
+            this.#opts.onDuplicate?.(msg.from, [...new Set([...boots, msg.bootId])]);
+          }
+          boots.push(msg.bootId);
+          if (boots.length > 8) boots.shift();
+        }
+        this.#heard.set(msg.from, { at: now, name: msg.name, log: msg.log, bootId: msg.bootId, boots });
         if (this.isCoordinator) {
           if (this.#state.nodes[msg.from]?.status !== 'live') this.#emit({ type: 'node-joined', peerId: msg.from, name: msg.name, at: now });
         } else if (msg.from === this.coordinator()) {

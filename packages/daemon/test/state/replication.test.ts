@@ -145,3 +145,30 @@ describe('replicated cluster state', () => {
     expect(rs[0].state.nodes.B).toMatchObject({ status: 'gone', leftReason: 'shutdown' });
   });
 });
+
+describe('duplicate identity seen in heartbeats', () => {
+  const hb = (from: string, bootId: string) => ({ type: 'heartbeat' as const, from, name: from, bootId, at: 0, log: { epoch: 0, leader: '', seq: 0 } });
+
+  it('a restart (new boot id for good) is not a duplicate; alternating boot ids are', () => {
+    const found: [string, string[]][] = [];
+    const r = new Replica({ selfId: 'A', name: 'a', bootId: 'a1', now: () => 0, send: () => {}, onDuplicate: (p, b) => found.push([p, b]) });
+    r.handle(hb('B', 'b1'));
+    r.handle(hb('B', 'b1'));
+    r.handle(hb('B', 'b2')); // restarted
+    r.handle(hb('B', 'b2'));
+    expect(found).toEqual([]);
+    r.handle(hb('B', 'b1')); // the old one is still alive: two copies
+    r.handle(hb('B', 'b2'));
+    expect(found).toEqual([['B', ['b1', 'b2']]]);
+    expect(r.duplicates()).toEqual(['B']);
+  });
+
+  it('a heartbeat carrying our own id from another process flags ourselves', () => {
+    const found: string[] = [];
+    const r = new Replica({ selfId: 'A', name: 'a', bootId: 'a1', now: () => 0, send: () => {}, onDuplicate: (p) => found.push(p) });
+    r.handle(hb('A', 'a1'));
+    expect(found).toEqual([]);
+    r.handle(hb('A', 'zz'));
+    expect(found).toEqual(['A']);
+  });
+});

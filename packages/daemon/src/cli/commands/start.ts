@@ -36,6 +36,8 @@ export function registerStart(program: Command): void {
         throw err;
       }
       const log = createLogger(options.logLevel);
+      // A stray rejection inside a network library must not take the whole pod member down.
+      process.on('unhandledRejection', (err) => log.error({ err }, 'unhandled rejection (ignored)'));
       let daemon: Daemon;
       try {
         daemon = await Daemon.start(options, log);
