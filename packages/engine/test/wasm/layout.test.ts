@@ -115,6 +115,21 @@ describe('errors', () => {
     expect(be.allocF32(4).length).toBe(4);
   });
 
+  it('reuses released buffers (zeroed) and refuses partial or double releases', () => {
+    const a = be.allocF32(1000);
+    a.fill(3);
+    const used = be.usedBytes();
+    be.release(a);
+    expect(be.usedBytes()).toBe(used - 4032);
+    const b = be.allocF32(1000);
+    expect(b.byteOffset).toBe(a.byteOffset);
+    expect(b.every((v) => v === 0)).toBe(true);
+    expect(() => be.release(b.subarray(1))).toThrow(/not a whole live allocation/);
+    be.release(b);
+    expect(() => be.release(b)).toThrow(/not a whole live allocation/);
+    expect(() => be.release(new Float32Array(4))).toThrow(/not allocated by this backend/);
+  });
+
   it('rejects a bad thread count', () => {
     expect(() => createWasmBackend({ threads: 0 })).toThrow(/threads must be an integer/);
   });

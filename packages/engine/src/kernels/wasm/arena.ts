@@ -1,7 +1,9 @@
 /**
- * A bump allocator over one shared, growable WasmMemory. Model weights and activations are
- * allocated once and live as long as the backend, so nothing is ever freed; that keeps every pointer
- * stable. Views created before a grow stay valid because shared memory never detaches its buffers.
+ * A bump allocator over one shared, growable WebAssembly memory. Weights and activation buffers are
+ * allocated once and live as long as the backend. Memory is only reused through an explicit
+ * `release` (KV caches of finished sequences, for example): released blocks go to a free list by
+ * size and the next allocation of the same rounded size takes one back, zeroed. Views created before
+ * a grow stay valid because shared memory never detaches its buffers.
  */
 import type { WasmMemory } from './module.js';
 import { HEAP_BASE, MAX_PAGES, PAGE_BYTES } from './layout.js';
@@ -15,22 +17,35 @@ export class Arena {
   #top = HEAP_BASE;
   /** Every SharedArrayBuffer object this memory has handed out (one per size after each grow). */
   readonly #buffers = new WeakSet<ArrayBufferLike>();
+  /** Live blocks: address → rounded size. */
+  readonly #live = new Map<number, number>();
+  /** Released blocks by rounded size. */
+  readonly #free = new Map<number, number[]>();
+  #freeBytes = 0;
 
   constructor(memory: WasmMemory) {
     this.memory = memory;
     this.#buffers.add(memory.buffer);
   }
 
-  /** Bytes handed out so far (including the fixed low area). */
+  /** Bytes in use: the heap's high-water mark (including the fixed low area) minus released blocks. */
   get used(): number {
-    return this.#top;
+    return this.#top - this.#freeBytes;
   }
 
-  /** Reserves `bytes` (64-byte aligned) and returns its address; the bytes are zero (never reused). */
+  /** Reserves `bytes` (64-byte aligned) and returns its address; the bytes are zero. */
   alloc(bytes: number, what: string): number {
     if (!Number.isInteger(bytes) || bytes < 0) throw new Error(`wasm backend: bad allocation size ${bytes} for ${what}`);
+    const size = Math.ceil(bytes / ALIGN) * ALIGN;
+    const reuse = this.#free.get(size)?.pop();
+    if (reuse !== undefined) {
+      this.#freeBytes -= size;
+      new Uint8Array(this.buffer(), reuse, size).fill(0);
+      this.#live.set(reuse, size);
+      return reuse;
+    }
     const start = Math.ceil(this.#top / ALIGN) * ALIGN;
-    const end = start + bytes;
+    const end = start + size;
     if (end > MAX_PAGES * PAGE_BYTES) {
       throw new Error(
         `wasm backend: allocating ${fmt(bytes)} for ${what} would exceed the 4 GiB wasm32 memory limit ` +
@@ -51,7 +66,26 @@ export class Arena {
       this.#buffers.add(this.memory.buffer);
     }
     this.#top = end;
+    if (size > 0) this.#live.set(start, size);
     return start;
+  }
+
+  /**
+   * Returns a whole allocation (the view alloc's caller received, not a part of it) for reuse. The
+   * caller must not touch it afterwards. Anything else is an error rather than a silent leak.
+   */
+  release(view: ArrayBufferView, what: string): void {
+    const addr = this.addressOf(view, what);
+    const size = this.#live.get(addr);
+    if (size === undefined || Math.ceil(view.byteLength / ALIGN) * ALIGN !== size) {
+      if (view.byteLength === 0) return;
+      throw new Error(`wasm backend: ${what} is not a whole live allocation of this backend (already released, or a subarray?)`);
+    }
+    this.#live.delete(addr);
+    let list = this.#free.get(size);
+    if (!list) this.#free.set(size, (list = []));
+    list.push(addr);
+    this.#freeBytes += size;
   }
 
   /** The current buffer, registered as ours. */

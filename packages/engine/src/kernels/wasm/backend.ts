@@ -73,8 +73,14 @@ export interface WasmBackend extends Backend {
   readonly name: 'wasm';
   /** Threads per kernel, the calling thread included. */
   readonly threads: number;
-  /** Bytes handed out by the allocators (weights, activations, scratch). */
+  /** Bytes held by live allocations (weights, activations, scratch): the shard's resident bytes. */
   usedBytes(): number;
+  /**
+   * Gives a buffer from allocF32/allocBytes back for reuse (e.g. a finished sequence's KV cache): the
+   * allocators never free on their own, so a long-running engine must release what it drops. A later
+   * allocation of the same size reuses it.
+   */
+  release(buf: Float32Array | Uint8Array): void;
   /** Current size of the shared memory. */
   memoryBytes(): number;
   /**
@@ -254,7 +260,7 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
   }
 
   let disposed = false;
-  return {
+  const backend: WasmBackend = {
     name: 'wasm',
     threads,
     allocF32,
@@ -267,6 +273,7 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
     },
     matmul,
     usedBytes: () => arena.used,
+    release: (buf: Float32Array | Uint8Array) => arena.release(buf, 'released buffer'),
     memoryBytes: () => memory.buffer.byteLength,
     readSweep,
     attention,
@@ -281,7 +288,13 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
     dispose() {
       if (disposed) return;
       disposed = true;
+      workerReaper.unregister(backend);
       pool.dispose();
     },
   };
+  // A backend dropped without dispose() would leave its workers asleep forever, holding the memory.
+  if (pool.helpers > 0) workerReaper.register(backend, pool, backend);
+  return backend;
 }
+
+const workerReaper = new FinalizationRegistry<ThreadPool>((pool) => pool.dispose());
