@@ -43,6 +43,12 @@ describe.skipIf(!netnsAvailable())('daemon pod across network namespaces', () =>
     await waitFor('a measured link for each of the 3 pairs', () => daemons.every((d) => d.get('/api/cluster').links.length === 3), 30_000);
     await waitFor('identical shared state on all daemons', () => new Set(daemons.map(sharedState)).size === 1, 20_000);
 
+    const conns = await waitFor<any[]>('libp2p ping round trips to both peers', () => {
+      const c = daemons[2].get('/api/status').connections.filter((x: { pingMs: number | null }) => x.pingMs !== null);
+      return new Set(c.map((x: { peer: string }) => x.peer)).size === 2 && c;
+    }, 15_000);
+    for (const c of conns) expect(c.pingMs).toBeGreaterThanOrEqual(0);
+
     const cluster = daemons[2].get('/api/cluster');
     expect(cluster.mode).toBe('open');
     expect(cluster.nodes.map((n: { name: string }) => n.name).sort()).toEqual(['h0', 'h1', 'h2']);

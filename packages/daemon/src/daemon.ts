@@ -63,6 +63,7 @@ export class Daemon {
   #measuring = false;
   #duplicate: DuplicateIdentity | null = null;
   #duplicatePeers = new Set<string>();
+  #rtt = new Map<string, number>();
   #dropped = new Map<string, { lastWarnAt: number; suppressed: number }>();
   #controlStats = { accepted: 0, dropped: 0 };
   #stopped = false;
@@ -203,6 +204,7 @@ export class Daemon {
     every(this.#timings.profileRefreshMs, () => this.#refreshProfile());
     every(this.#timings.linkCheckMs, () => this.#measureLinks());
     every(5000, () => this.#redialBootstrap());
+    every(5000, () => this.#pingPeers());
     this.replica.tick();
   }
 
@@ -265,6 +267,20 @@ export class Daemon {
         this.log.debug({ addr, err: (err as Error).message }, 'bootstrap dial failed');
       }
     }
+  }
+
+  /** Control-plane round trip per connected peer (libp2p ping), shown in status. */
+  async #pingPeers(): Promise<void> {
+    const peers = new Map(this.node.getConnections().map((c) => [c.remotePeer.toString(), c.remotePeer]));
+    await Promise.all(
+      [...peers].map(async ([id, peer]) => {
+        try {
+          this.#rtt.set(id, await this.node.services.ping.ping(peer, { signal: AbortSignal.timeout(2000) }));
+        } catch {
+          this.#rtt.delete(id);
+        }
+      }),
+    );
   }
 
   async #refreshProfile(): Promise<void> {
@@ -347,7 +363,7 @@ export class Daemon {
       clusterKeyId: this.clusterKeyId,
       coordinator: this.cluster().coordinator,
       log: this.replica.position,
-      connections: this.node.getConnections().map((c) => ({ peer: c.remotePeer.toString(), address: c.remoteAddr.toString() })),
+      connections: this.node.getConnections().map((c) => ({ peer: c.remotePeer.toString(), address: c.remoteAddr.toString(), pingMs: this.#rtt.get(c.remotePeer.toString()) ?? null })),
       nodes: Object.values(state.nodes),
       links: Object.values(state.links),
       thunderboltCables: this.#profile ? matchThunderboltPeers(this.#profile.thunderbolt, peers) : [],
