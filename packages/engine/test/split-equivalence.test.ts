@@ -18,6 +18,8 @@ const VARIANTS: Record<string, RandomModelOptions> = {
   'llama3 rope scaling': { variant: 'llama3' },
   'llama tied embeddings': { variant: 'llama', tiedEmbeddings: true, numKvHeads: 4 },
   mistral: { variant: 'mistral', numKvHeads: 1 },
+  'mistral sliding window': { variant: 'mistral', slidingWindow: 6 },
+  'llama attention_bias': { variant: 'llama', attentionBias: true },
   'llama 12 heads / 3 KV (groups straddle ranks)': { variant: 'llama', hiddenSize: 96, numHeads: 12, numKvHeads: 3 },
   'qwen2 qkv bias': { variant: 'qwen2' },
   'qwen3 q/k norm': { variant: 'qwen3' },

@@ -23,6 +23,8 @@ const VARIANTS: Record<string, RandomModelOptions> = {
   'llama GQA': { variant: 'llama' },
   'llama3 rope scaling': { variant: 'llama3' },
   'mistral, tied': { variant: 'mistral', tiedEmbeddings: true },
+  'mistral sliding window 5': { variant: 'mistral', slidingWindow: 5 },
+  'llama attention_bias (q/k/v/o)': { variant: 'llama', attentionBias: true },
   'qwen2 bias': { variant: 'qwen2' },
   'qwen3 q/k norm, head_dim ≠ hidden/heads': { variant: 'qwen3' },
   'llama bf16': { variant: 'llama', dtype: 'bf16' },

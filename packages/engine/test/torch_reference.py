@@ -91,7 +91,12 @@ def forward(d, ids):
     emb = torch.cat((freqs, freqs), dim=-1)
     cos, sin = emb.cos(), emb.sin()
     mask = torch.full((T, T), float("-inf"), dtype=torch.float64).triu(1)
+    window = cfg.get("sliding_window") if arch == "MistralForCausalLM" else None
+    if window:
+        # Mistral attends to key positions k with q - window < k <= q.
+        mask = mask + torch.full((T, T), float("-inf"), dtype=torch.float64).tril(-window)
     bias = arch == "Qwen2ForCausalLM" or cfg.get("attention_bias", False)
+    o_bias = arch != "Qwen2ForCausalLM" and cfg.get("attention_bias", False)
 
     x = w["model.embed_tokens.weight"][torch.tensor(ids)]
     for l in range(cfg["num_hidden_layers"]):
@@ -115,7 +120,10 @@ def forward(d, ids):
         k = k.repeat_interleave(H // KV, dim=0)
         v = v.repeat_interleave(H // KV, dim=0)
         att = torch.softmax(q @ k.transpose(1, 2) / math.sqrt(hd) + mask, dim=-1) @ v
-        x = x + att.transpose(0, 1).reshape(T, H * hd) @ w[p + "self_attn.o_proj.weight"].T
+        o = att.transpose(0, 1).reshape(T, H * hd) @ w[p + "self_attn.o_proj.weight"].T
+        if o_bias:
+            o = o + w[p + "self_attn.o_proj.bias"]
+        x = x + o
         h = rms_norm(x, w[p + "post_attention_layernorm.weight"], eps)
         g = h @ w[p + "mlp.gate_proj.weight"].T
         u = h @ w[p + "mlp.up_proj.weight"].T

@@ -36,6 +36,8 @@ export interface ModelConfig {
   tieWordEmbeddings: boolean;
   /** q/k/v projections have bias tensors. */
   qkvBias: boolean;
+  /** o_proj has a bias tensor. */
+  oBias: boolean;
   /** Attend only to the last `slidingWindow` positions (Mistral), or null. */
   slidingWindow: number | null;
   /** Stop token ids: generation_config.json `eos_token_id`, else config.json's. */
@@ -110,9 +112,9 @@ export function loadModelConfig(dir: string): ModelConfig {
   if (act !== 'silu') throw new UnsupportedModelError(`config.json: hidden_act ${JSON.stringify(act)} is not supported (only silu) in ${path}`);
   if (c.mlp_bias === true) throw new UnsupportedModelError(`config.json: mlp_bias=true is not supported in ${path}`);
 
-  let qkvBias: boolean;
-  if (caps.qkvBias === 'config') qkvBias = c.attention_bias === true;
-  else qkvBias = caps.qkvBias;
+  const configBias = caps.attentionBias === 'config' && c.attention_bias === true;
+  const qkvBias = caps.attentionBias === 'qkv' || configBias;
+  const oBias = configBias;
 
   let ropeScaling: RopeScaling | null = null;
   const rs = c.rope_scaling as Record<string, unknown> | null | undefined;
@@ -169,6 +171,7 @@ export function loadModelConfig(dir: string): ModelConfig {
     maxPositionEmbeddings: int('max_position_embeddings', 2048),
     tieWordEmbeddings: c.tie_word_embeddings === true,
     qkvBias,
+    oBias,
     slidingWindow,
     eosTokenIds,
     bosTokenId: bos.length ? bos[0] : null,

@@ -222,9 +222,10 @@ export class ModelShard {
         }
       }
 
-      // x += all_reduce(att·Woᵀ)   (each rank holds Wo's columns of its heads: a partial sum)
+      // x += all_reduce(att·Woᵀ) (+ bias)   (each rank holds Wo's columns of its heads: a partial sum)
       be.matmul(xb2, L.o, this.#att, n);
       await this.#allReduce(xb2.subarray(0, n * D));
+      if (L.oBias) addBias(xb2, L.oBias, n, D);
       for (let i = 0; i < n * D; i++) x[i] += xb2[i];
 
       // MLP: x += all_reduce(down(silu(gate(xb)) · up(xb))),  xb = rmsnorm(x)

@@ -31,6 +31,8 @@ export interface LayerWeights {
   kNorm: Float32Array | null;
   /** [hidden, localHeads·headDim] (input columns of this rank's heads). */
   o: Weight;
+  /** [hidden], added once after the all-reduce — Llama/Qwen3 with attention_bias. */
+  oBias: Float32Array | null;
   /** [hidden] */
   postNorm: Float32Array;
   /** [localFfn, hidden] */
@@ -123,6 +125,7 @@ export function loadShardWeights(ckpt: Checkpoint, config: ModelConfig, spec: Sh
       qNorm: config.caps.qkNorm ? rd.vector(`${a}.q_norm.weight`, hd) : null,
       kNorm: config.caps.qkNorm ? rd.vector(`${a}.k_norm.weight`, hd) : null,
       o: rd.matrix(`${a}.o_proj.weight`, D, H * hd, [0, D], qRows),
+      oBias: config.oBias ? rd.vector(`${a}.o_proj.bias`, D) : null,
       postNorm: rd.vector(`${p}.post_attention_layernorm.weight`, D),
       gate: rd.matrix(`${p}.mlp.gate_proj.weight`, I, D, slice.ffn),
       up: rd.matrix(`${p}.mlp.up_proj.weight`, I, D, slice.ffn),

@@ -50,6 +50,10 @@ export interface RandomModelOptions {
   shards?: number;
   /** @default 256 */
   maxPositionEmbeddings?: number;
+  /** llama/qwen3: write `attention_bias: true` and q/k/v/o biases. @default false */
+  attentionBias?: boolean;
+  /** mistral: `sliding_window` (attend to the last N positions). @default null */
+  slidingWindow?: number | null;
 }
 
 export interface RandomModelInfo {
@@ -124,8 +128,12 @@ export function writeRandomModel(dir: string, options: RandomModelOptions = {}):
     attention_dropout: 0,
   };
   if (options.headDim !== undefined || variant === 'qwen3') config.head_dim = headDim;
+  const attentionBias = options.attentionBias ?? false;
+  if (attentionBias && variant !== 'llama' && variant !== 'llama3' && variant !== 'qwen3') {
+    throw new Error(`writeRandomModel: attentionBias applies to llama/llama3/qwen3, not ${variant}`);
+  }
   if (variant === 'llama' || variant === 'llama3') {
-    config.attention_bias = false;
+    config.attention_bias = attentionBias;
     config.mlp_bias = false;
   }
   if (variant === 'llama3') {
@@ -138,14 +146,14 @@ export function writeRandomModel(dir: string, options: RandomModelOptions = {}):
       original_max_position_embeddings: 64,
     };
   }
-  if (variant === 'mistral') config.sliding_window = null;
+  if (variant === 'mistral') config.sliding_window = options.slidingWindow ?? null;
   if (variant === 'qwen2') {
     config.use_sliding_window = false;
     config.sliding_window = null;
     config.max_window_layers = layers;
   }
   if (variant === 'qwen3') {
-    config.attention_bias = false;
+    config.attention_bias = attentionBias;
     config.use_sliding_window = false;
     config.sliding_window = null;
   }
@@ -171,7 +179,7 @@ export function writeRandomModel(dir: string, options: RandomModelOptions = {}):
     linear(`${p}.self_attn.q_proj.weight`, heads * headDim, hidden);
     linear(`${p}.self_attn.k_proj.weight`, kvHeads * headDim, hidden);
     linear(`${p}.self_attn.v_proj.weight`, kvHeads * headDim, hidden);
-    if (variant === 'qwen2') {
+    if (variant === 'qwen2' || attentionBias) {
       bias(`${p}.self_attn.q_proj.bias`, heads * headDim);
       bias(`${p}.self_attn.k_proj.bias`, kvHeads * headDim);
       bias(`${p}.self_attn.v_proj.bias`, kvHeads * headDim);
@@ -181,6 +189,7 @@ export function writeRandomModel(dir: string, options: RandomModelOptions = {}):
       norm(`${p}.self_attn.k_norm.weight`, headDim);
     }
     linear(`${p}.self_attn.o_proj.weight`, hidden, heads * headDim);
+    if (attentionBias) bias(`${p}.self_attn.o_proj.bias`, hidden);
     norm(`${p}.post_attention_layernorm.weight`, hidden);
     linear(`${p}.mlp.gate_proj.weight`, inter, hidden);
     linear(`${p}.mlp.up_proj.weight`, inter, hidden);

@@ -5,8 +5,11 @@
 export interface ArchitectureCaps {
   /** The `architectures[0]` value in config.json. */
   name: string;
-  /** q/k/v projections carry a bias (`*.self_attn.{q,k,v}_proj.bias`). */
-  qkvBias: boolean | 'config';
+  /**
+   * Attention biases: `'qkv'` = always on q/k/v only (Qwen2); `'config'` = on q/k/v/o when config.json
+   * says `attention_bias: true` (Llama, Qwen3); `'none'`.
+   */
+  attentionBias: 'qkv' | 'config' | 'none';
   /** RMSNorm over each head of q and k before RoPE (`*.self_attn.{q,k}_norm.weight`). */
   qkNorm: boolean;
   /** `rope_scaling` types this architecture accepts besides none/default. */
