@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { argmax, generate, loadInProcessModel, loadTokenizer, Sampler, TextStream } from '../src/index.js';
 import { writeRandomModel } from '../src/testing/index.js';
+import { Prng } from '../src/numeric/prng.js';
 import { tempDir } from './helpers.js';
 
 const tmp = tempDir('generate');
@@ -33,6 +34,19 @@ describe('Sampler', () => {
     const s = new Sampler({ temperature: 5, topK: 3, seed: 1 });
     const seen = new Set(Array.from({ length: 500 }, () => s.sample(logits)));
     expect(seen).toEqual(new Set([1, 3, 4]));
+  });
+
+  it('top-k selects exactly the k best ids of a large vocabulary (ties to the lower id)', () => {
+    const rng = new Prng(9);
+    const big = Float32Array.from({ length: 5000 }, () => Math.round(rng.symmetric(50)));
+    const k = 37;
+    const sorted = Array.from(big.keys()).sort((a, b) => big[b] - big[a] || a - b);
+    const s = new Sampler({ temperature: 1e-3, topK: k, seed: 1 });
+    // At a tiny temperature, only the top id (or ids tied with it) can be drawn; at a huge one, any of the k.
+    expect(big[s.sample(big)]).toBe(big[sorted[0]]);
+    const hot = new Sampler({ temperature: 1e6, topK: k, seed: 2 });
+    const seen = new Set(Array.from({ length: 3000 }, () => hot.sample(big)));
+    expect(seen).toEqual(new Set(sorted.slice(0, k)));
   });
 
   it('top-p keeps the smallest set reaching p', () => {

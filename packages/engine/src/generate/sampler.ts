@@ -47,9 +47,8 @@ export class Sampler {
     if (this.temperature === 0 || this.topK === 1) return argmax(logits);
     const V = logits.length;
     // Candidates by descending logit (ties: lower id first); top-k cuts the list.
-    let ids = Array.from({ length: V }, (_, i) => i);
+    const ids = this.topK > 0 && this.topK < V ? topKIds(logits, this.topK) : Array.from({ length: V }, (_, i) => i);
     ids.sort((a, b) => logits[b] - logits[a] || a - b);
-    if (this.topK > 0 && this.topK < V) ids = ids.slice(0, this.topK);
     const max = logits[ids[0]];
     const probs = ids.map((i) => Math.exp((logits[i] - max) / this.temperature));
     let total = probs.reduce((a, b) => a + b, 0);
@@ -71,4 +70,38 @@ export class Sampler {
     }
     return ids[ids.length - 1];
   }
+}
+
+/** Ids of the k largest logits (ties: lower id wins), unordered — a size-k min-heap, O(V log k). */
+function topKIds(logits: ArrayLike<number>, k: number): number[] {
+  const heap: number[] = [];
+  // a is "smaller" than b when its logit is lower, or equal with a higher id.
+  const less = (a: number, b: number) => logits[a] < logits[b] || (logits[a] === logits[b] && a > b);
+  const down = (i: number) => {
+    for (;;) {
+      const l = 2 * i + 1;
+      const r = l + 1;
+      let m = i;
+      if (l < heap.length && less(heap[l], heap[m])) m = l;
+      if (r < heap.length && less(heap[r], heap[m])) m = r;
+      if (m === i) return;
+      [heap[i], heap[m]] = [heap[m], heap[i]];
+      i = m;
+    }
+  };
+  for (let id = 0; id < logits.length; id++) {
+    if (heap.length < k) {
+      heap.push(id);
+      for (let i = heap.length - 1; i > 0; ) {
+        const p = (i - 1) >> 1;
+        if (!less(heap[i], heap[p])) break;
+        [heap[i], heap[p]] = [heap[p], heap[i]];
+        i = p;
+      }
+    } else if (less(heap[0], id)) {
+      heap[0] = id;
+      down(0);
+    }
+  }
+  return heap;
 }
