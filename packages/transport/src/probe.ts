@@ -203,7 +203,7 @@ export async function probeLink(options: ProbeLinkOptions): Promise<LinkProbeRes
       purpose: Purpose.Probe,
       clientRank: 0,
       serverRank: 0,
-      encrypt: false,
+      flags: 0,
       timeoutMs,
     });
     const reader = new ExactReader(socket);

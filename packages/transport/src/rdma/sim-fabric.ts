@@ -72,6 +72,8 @@ interface PostedWr {
 
 /** Where a connected queue pair's traffic goes: another queue pair in this process or over a socket. */
 interface RemoteEnd {
+  /** Socket ends write at once (the receiving process applies the latency), so nothing sits in a timer. */
+  immediate?: boolean;
   credit(c: Credit): void;
   data(payload: Uint8Array, frames: number): void;
   mismatch(): void;
@@ -166,14 +168,19 @@ export class SimQp {
     if (this.recvQueue.length >= this.maxRecvWr) throw new VerbsError('ENOMEM', `receive queue of QP ${this.qpn} is full (${this.maxRecvWr} WRs)`);
     this.recvQueue.push(wr);
     const credit = { frames: framesOf(wr.length), bytes: wr.length };
-    if (this.remote) this.fabric.deliver(() => this.remote?.credit(credit));
+    if (this.remote) this.send(this.remote, (r) => r.credit(credit));
     else this.unannounced.push(credit);
   }
 
   connect(remote: RemoteEnd): void {
     this.remote = remote;
-    for (const c of this.unannounced) this.fabric.deliver(() => remote.credit(c));
+    for (const c of this.unannounced) this.send(remote, (r) => r.credit(c));
     this.unannounced = [];
+  }
+
+  private send(remote: RemoteEnd, fn: (r: RemoteEnd) => void): void {
+    if (remote.immediate) fn(remote);
+    else this.fabric.deliver(() => fn(remote));
   }
 
   onCredit(c: Credit): void {
@@ -198,7 +205,7 @@ export class SimQp {
       const frames = framesOf(wr.length);
       const mismatch = this.fabric.limits.frameCountMustMatch ? frames !== credit.frames : wr.length > credit.bytes;
       if (mismatch) {
-        this.fabric.deliver(() => this.remote?.mismatch());
+        this.send(this.remote!, (r) => r.mismatch());
         this.complete('send', wr, WcStatus.REM_INV_REQ_ERR);
         this.toErr();
         return;
@@ -207,8 +214,7 @@ export class SimQp {
       const payload = wr.mr.bytes.slice(wr.offset, wr.offset + wr.length);
       this.fabric.stats.sends++;
       this.complete('send', wr, WcStatus.SUCCESS);
-      const remote = this.remote!;
-      this.fabric.deliver(() => remote.data(payload, frames));
+      this.send(this.remote!, (r) => r.data(payload, frames));
     }
   }
 
@@ -441,10 +447,28 @@ export class SimFabric {
     return this.listenPort;
   }
 
+  /**
+   * Frames that already "left this host" (their send completed) are still in the socket's write buffer:
+   * outgoing sockets are ended, not destroyed, so they reach the peer — as they would on a real cable.
+   */
   async close(): Promise<void> {
-    for (const s of this.sockets.values()) s.destroy();
-    for (const s of this.accepted) s.destroy();
+    const outgoing = [...this.sockets.values()];
     this.sockets.clear();
+    await Promise.all(
+      outgoing.map(
+        (s) =>
+          new Promise<void>((resolve) => {
+            if (s.destroyed) return resolve();
+            const timer = setTimeout(() => s.destroy(), 2000);
+            s.once('close', () => {
+              clearTimeout(timer);
+              resolve();
+            });
+            s.end();
+          }),
+      ),
+    );
+    for (const s of this.accepted) s.destroy();
     const server = this.server;
     this.server = null;
     if (server) await new Promise<void>((resolve) => server.close(() => resolve()));
@@ -506,6 +530,7 @@ export class SimFabric {
       if (payload && payload.length > 0) s.write(payload);
     };
     return {
+      immediate: true,
       credit: (c) => write(WireType.Credit, c.frames, c.bytes),
       data: (p, f) => write(WireType.Data, f, p.length, p),
       mismatch: () => write(WireType.Mismatch, 0, 0),

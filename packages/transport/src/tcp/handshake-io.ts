@@ -48,6 +48,7 @@ export class ExactReader {
     socket.on('end', this.#onEnd);
     socket.on('close', this.#onEnd);
     socket.on('error', this.#onError);
+    socket.resume();
   }
 
   read(n: number): Promise<Buffer> {
@@ -143,7 +144,8 @@ export interface ClientHandshakeParams {
   purpose: Purpose;
   clientRank: number;
   serverRank: number;
-  encrypt: boolean;
+  /** Hello flags (FLAG_ENCRYPT and cipher choice); the server must run with the same. */
+  flags: number;
   timeoutMs: number;
   signal?: AbortSignal;
 }
@@ -152,7 +154,7 @@ export async function clientHandshake(socket: Socket, p: ClientHandshakeParams):
   const reader = new ExactReader(socket);
   const run = async (): Promise<HandshakeResult> => {
     const helloMsg: Hello = {
-      flags: p.encrypt ? FLAG_ENCRYPT : 0,
+      flags: p.flags,
       purpose: p.purpose,
       clientRank: p.clientRank,
       serverRank: p.serverRank,
@@ -168,7 +170,7 @@ export async function clientHandshake(socket: Socket, p: ClientHandshakeParams):
     socket.write(clientProof(p.secret, hello, challenge.serverNonce));
     const ok = await reader.read(OK_BYTES);
     if (!isOk(ok)) throw new AuthError('server refused the handshake');
-    const keys = p.encrypt ? deriveSessionKeys(p.secret, hello, challenge.serverNonce) : null;
+    const keys = p.flags & FLAG_ENCRYPT ? deriveSessionKeys(p.secret, hello, challenge.serverNonce) : null;
     return { hello: helloMsg, keys, leftover: reader.detach() };
   };
   try {

@@ -1,0 +1,328 @@
+/**
+ * One authenticated TCP connection to one peer: frames out, frames in, receives matched by tag in
+ * FIFO order, payloads copied straight from socket chunks into the posted receive buffer.
+ *
+ * Back-pressure: a send resolves only when the socket has handed its bytes to the kernel. A frame
+ * that arrives before its receive is posted is kept (up to `maxUnexpectedBytes`); beyond that the
+ * socket is paused until a receive is posted, so a fast sender cannot exhaust our memory.
+ *
+ * Failure: socket error/close, garbage, or no progress for an operation's timeout fails the
+ * connection: every pending operation rejects with an error naming the peer, the socket is destroyed.
+ */
+import type { Socket } from 'node:net';
+import { FrameError, PeerClosedError, PeerTimeoutError, TransportError, UsageError, describePeer, type PeerRef } from '../errors.js';
+import type { ExchangeOpOptions } from '../collectives/exchange.js';
+import { AEAD_TAG_BYTES, FrameOpener, FrameSealer, type CipherName } from '../wire/aead.js';
+import { FRAME_HEADER_BYTES, FrameDecoder, KIND_DATA, encodeHeader, type FrameHeader } from '../wire/frame.js';
+
+export interface ConnectionKeys {
+  cipher: CipherName;
+  sendKey: Buffer;
+  recvKey: Buffer;
+}
+
+export interface ConnectionOptions {
+  peer: PeerRef;
+  keys: ConnectionKeys | null;
+  /** Bytes of early frames kept while no receive is posted. */
+  maxUnexpectedBytes: number;
+  /** How often stalls are checked, ms. */
+  watchdogMs: number;
+}
+
+interface PendingRecv {
+  into: Uint8Array;
+  resolve: () => void;
+  reject: (err: unknown) => void;
+  postedAt: number;
+  timeoutMs: number;
+  started: boolean;
+  signal?: AbortSignal;
+  onAbort?: () => void;
+}
+
+interface PendingSend {
+  resolve: () => void;
+  reject: (err: unknown) => void;
+  at: number;
+  timeoutMs: number;
+  signal?: AbortSignal;
+  onAbort?: () => void;
+}
+
+/** Header slots written in order and reused once their write completed. */
+const HEADER_RING = 512;
+
+export class PeerConnection {
+  readonly peer: PeerRef;
+  readonly #socket: Socket;
+  readonly #decoder: FrameDecoder;
+  readonly #sealer: FrameSealer | null;
+  readonly #opener: FrameOpener | null;
+  readonly #maxUnexpected: number;
+  readonly #posted = new Map<number, PendingRecv[]>();
+  readonly #unexpected = new Map<number, Uint8Array[]>();
+  #unexpectedBytes = 0;
+  readonly #sends = new Set<PendingSend>();
+  readonly #headers = new Uint8Array(HEADER_RING * FRAME_HEADER_BYTES);
+  #headerNext = 0;
+  #headersInFlight = 0;
+  #txSeq = 0;
+  #current: PendingRecv | null = null;
+  #stash: Buffer | null = null;
+  #lastRx = performance.now();
+  #lastTx = performance.now();
+  #error: Error | null = null;
+  readonly #watchdog: NodeJS.Timeout;
+  readonly #aad = new Uint8Array(FRAME_HEADER_BYTES);
+
+  constructor(socket: Socket, leftover: Buffer, options: ConnectionOptions) {
+    this.peer = options.peer;
+    this.#socket = socket;
+    this.#maxUnexpected = options.maxUnexpectedBytes;
+    this.#sealer = options.keys ? new FrameSealer(options.keys.cipher, options.keys.sendKey) : null;
+    this.#opener = options.keys ? new FrameOpener(options.keys.cipher, options.keys.recvKey) : null;
+    this.#decoder = new FrameDecoder(
+      { target: (h) => this.#target(h), complete: (h, t, tr) => this.#complete(h, t, tr) },
+      { trailerBytes: options.keys ? AEAD_TAG_BYTES : 0 },
+    );
+    socket.setNoDelay(true);
+    socket.on('data', (chunk: Buffer) => this.#onData(chunk));
+    socket.on('error', (err) => this.fail(new PeerClosedError(this.peer, err.message, { cause: err })));
+    socket.on('end', () => this.fail(new PeerClosedError(this.peer, 'peer closed the connection')));
+    socket.on('close', () => this.fail(new PeerClosedError(this.peer, 'connection closed')));
+    this.#watchdog = setInterval(() => this.#checkStalls(), options.watchdogMs);
+    this.#watchdog.unref();
+    if (leftover.length) this.#onData(leftover);
+    socket.resume();
+  }
+
+  get error(): Error | null {
+    return this.#error;
+  }
+
+  send(tag: number, bytes: Uint8Array, o: ExchangeOpOptions): Promise<void> {
+    if (this.#error) return Promise.reject(this.#error);
+    if (o.signal?.aborted) return Promise.reject(o.signal.reason);
+    if (bytes.length > 0xffffffff) return Promise.reject(new UsageError(`message of ${bytes.length} bytes exceeds 4 GiB - 1`));
+    if (this.#txSeq === 0xffffffff) {
+      this.fail(new TransportError(`connection to ${describePeer(this.peer)} exhausted its frame sequence; reconnect`));
+      return Promise.reject(this.#error);
+    }
+    const seq = this.#txSeq++;
+    let header: Uint8Array;
+    if (this.#headersInFlight < HEADER_RING) {
+      header = this.#headers.subarray(this.#headerNext * FRAME_HEADER_BYTES, (this.#headerNext + 1) * FRAME_HEADER_BYTES);
+      this.#headerNext = (this.#headerNext + 1) % HEADER_RING;
+      this.#headersInFlight++;
+    } else {
+      header = new Uint8Array(FRAME_HEADER_BYTES); // more than HEADER_RING frames queued: rare
+      this.#headersInFlight++;
+    }
+    encodeHeader(header, 0, KIND_DATA, tag, seq, bytes.length);
+    return new Promise<void>((resolve, reject) => {
+      const entry: PendingSend = { resolve, reject, at: performance.now(), timeoutMs: o.timeoutMs };
+      this.#sends.add(entry);
+      if (o.signal) {
+        entry.signal = o.signal;
+        entry.onAbort = () => {
+          // Bytes already queued cannot be recalled: the stream is out of step, so the link fails.
+          this.#sends.delete(entry);
+          reject(o.signal!.reason);
+          this.fail(new PeerClosedError(this.peer, 'a send was aborted mid-transfer'));
+        };
+        o.signal.addEventListener('abort', entry.onAbort, { once: true });
+      }
+      const done = (err?: Error | null) => {
+        this.#headersInFlight--;
+        this.#lastTx = performance.now();
+        if (!this.#sends.delete(entry)) return;
+        if (entry.onAbort) entry.signal?.removeEventListener('abort', entry.onAbort);
+        if (err) {
+          const e = new PeerClosedError(this.peer, err.message, { cause: err });
+          reject(e);
+          this.fail(e);
+        } else resolve();
+      };
+      const s = this.#socket;
+      s.cork();
+      if (this.#sealer) {
+        const [ct, tagBytes] = this.#sealer.seal(seq, header, bytes);
+        s.write(header);
+        if (ct.length) s.write(ct);
+        s.write(tagBytes, done);
+      } else if (bytes.length) {
+        s.write(header);
+        s.write(bytes, done);
+      } else {
+        s.write(header, done);
+      }
+      s.uncork();
+    });
+  }
+
+  recv(tag: number, into: Uint8Array, o: ExchangeOpOptions): Promise<void> {
+    if (this.#error) return Promise.reject(this.#error);
+    if (o.signal?.aborted) return Promise.reject(o.signal.reason);
+    const early = this.#unexpected.get(tag);
+    if (early?.length && !this.#posted.get(tag)?.length) {
+      const data = early.shift()!;
+      if (early.length === 0) this.#unexpected.delete(tag);
+      this.#unexpectedBytes -= data.length;
+      if (data.length !== into.length) {
+        const err = this.#sizeMismatch(tag, data.length, into.length);
+        this.fail(err);
+        return Promise.reject(err);
+      }
+      into.set(data);
+      if (this.#decoder.paused) this.#tryResume();
+      return Promise.resolve();
+    }
+    return new Promise<void>((resolve, reject) => {
+      const p: PendingRecv = { into, resolve, reject, postedAt: performance.now(), timeoutMs: o.timeoutMs, started: false };
+      if (o.signal) {
+        p.signal = o.signal;
+        p.onAbort = () => {
+          if (p.started) {
+            reject(o.signal!.reason);
+            this.fail(new PeerClosedError(this.peer, 'a receive was aborted mid-transfer'));
+            return;
+          }
+          const q = this.#posted.get(tag);
+          const i = q?.indexOf(p) ?? -1;
+          if (q && i >= 0) q.splice(i, 1);
+          reject(o.signal!.reason);
+        };
+        o.signal.addEventListener('abort', p.onAbort, { once: true });
+      }
+      let q = this.#posted.get(tag);
+      if (!q) this.#posted.set(tag, (q = []));
+      q.push(p);
+      if (this.#decoder.paused) this.#tryResume();
+    });
+  }
+
+  /** Fails the connection: all pending operations reject with `err`; idempotent. */
+  fail(err: Error): void {
+    if (this.#error) return;
+    this.#error = err;
+    clearInterval(this.#watchdog);
+    this.#socket.destroy();
+    for (const q of this.#posted.values()) for (const p of q) this.#settleRecv(p, err);
+    this.#posted.clear();
+    for (const s of this.#sends) {
+      if (s.onAbort) s.signal?.removeEventListener('abort', s.onAbort);
+      s.reject(err);
+    }
+    this.#sends.clear();
+    this.#unexpected.clear();
+    this.#unexpectedBytes = 0;
+    this.#stash = null;
+  }
+
+  #settleRecv(p: PendingRecv, err?: unknown): void {
+    if (p.onAbort) p.signal?.removeEventListener('abort', p.onAbort);
+    if (err) p.reject(err);
+    else p.resolve();
+  }
+
+  #sizeMismatch(tag: number, sent: number, expected: number): FrameError {
+    return new FrameError(`${describePeer(this.peer)} sent a ${sent}-byte message (tag 0x${tag.toString(16)}) but the receive expects ${expected} bytes`);
+  }
+
+  #onData(chunk: Buffer): void {
+    this.#lastRx = performance.now();
+    if (this.#stash) {
+      this.#stash = Buffer.concat([this.#stash, chunk]);
+      return;
+    }
+    this.#feed(chunk);
+  }
+
+  #feed(chunk: Buffer): void {
+    try {
+      const used = this.#decoder.push(chunk);
+      if (used < chunk.length && !this.#error) {
+        this.#stash = chunk.subarray(used);
+        this.#socket.pause();
+      }
+    } catch (err) {
+      this.fail(err instanceof TransportError ? new PeerClosedError(this.peer, `protocol error: ${(err as Error).message}`, { cause: err }) : (err as Error));
+    }
+  }
+
+  #tryResume(): void {
+    try {
+      if (!this.#decoder.resume()) return;
+    } catch (err) {
+      this.fail(new PeerClosedError(this.peer, `protocol error: ${(err as Error).message}`, { cause: err }));
+      return;
+    }
+    const rest = this.#stash;
+    this.#stash = null;
+    if (rest) this.#feed(rest);
+    if (!this.#stash && !this.#error) this.#socket.resume();
+  }
+
+  #target(h: FrameHeader): Uint8Array | null {
+    const q = this.#posted.get(h.tag);
+    if (q?.length) {
+      const p = q[0];
+      if (p.into.length !== h.length) throw this.#sizeMismatch(h.tag, h.length, p.into.length);
+      p.started = true;
+      this.#current = p;
+      return p.into;
+    }
+    if (this.#unexpectedBytes + h.length > this.#maxUnexpected && this.#unexpectedBytes > 0) return null;
+    this.#current = null;
+    return Buffer.allocUnsafeSlow(h.length);
+  }
+
+  #complete(h: FrameHeader, target: Uint8Array, trailer: Uint8Array): void {
+    if (this.#opener) {
+      encodeHeader(this.#aad, 0, h.kind, h.tag, h.seq, h.length);
+      this.#opener.open(h.seq, this.#aad, target, trailer);
+    }
+    const p = this.#current;
+    this.#current = null;
+    if (p) {
+      const q = this.#posted.get(h.tag)!;
+      q.shift();
+      if (q.length === 0) this.#posted.delete(h.tag);
+      this.#settleRecv(p);
+      return;
+    }
+    // A receive may have been posted while this early frame was still arriving: it comes first.
+    const waiting = this.#posted.get(h.tag);
+    if (waiting?.length) {
+      const w = waiting.shift()!;
+      if (waiting.length === 0) this.#posted.delete(h.tag);
+      if (w.into.length !== target.length) throw this.#sizeMismatch(h.tag, target.length, w.into.length);
+      w.into.set(target);
+      this.#settleRecv(w);
+      return;
+    }
+    let early = this.#unexpected.get(h.tag);
+    if (!early) this.#unexpected.set(h.tag, (early = []));
+    early.push(target);
+    this.#unexpectedBytes += target.length;
+  }
+
+  #checkStalls(): void {
+    const now = performance.now();
+    for (const q of this.#posted.values()) {
+      for (const p of q) {
+        if (now - Math.max(p.postedAt, this.#lastRx) > p.timeoutMs) {
+          this.fail(new PeerTimeoutError(this.peer, p.timeoutMs, 'waiting for data from'));
+          return;
+        }
+      }
+    }
+    for (const s of this.#sends) {
+      if (now - Math.max(s.at, this.#lastTx) > s.timeoutMs) {
+        this.fail(new PeerTimeoutError(this.peer, s.timeoutMs, 'sending to'));
+        return;
+      }
+    }
+  }
+}
