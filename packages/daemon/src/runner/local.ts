@@ -1,0 +1,37 @@
+/**
+ * An instance inside one process over any set of groups (one per rank): loads every rank's shard,
+ * starts the followers and hands back the driver. For tests and the benchmark's baselines; the
+ * daemon runs each rank in its own runner process instead.
+ */
+import { loadModelConfig, loadShard, type Backend, type ModelShard } from '@orchard/engine';
+import { Driver, runFollower, stageAllReduce } from './shard-loop.js';
+import { type InstanceLayout, shardSpecOf, stageMembers, stageOf } from './layout.js';
+import type { Group } from './transport.js';
+
+export interface LoadRankOptions {
+  backend?: Backend;
+  maxBatch?: number;
+  maxSeqLen?: number;
+  stepMs?: number;
+}
+
+/** Loads the shard of `group.rank` with its stage's all-reduce wired to the group. */
+export function loadRankShard(dir: string, layout: InstanceLayout, group: Group, o: LoadRankOptions = {}): ModelShard {
+  const stepMs = o.stepMs ?? 30_000;
+  const { stage } = stageOf(layout, group.rank);
+  const config = loadModelConfig(dir);
+  return loadShard(dir, shardSpecOf(layout, group.rank), {
+    config,
+    backend: o.backend,
+    maxBatch: o.maxBatch,
+    maxSeqLen: o.maxSeqLen,
+    allReduce: layout.tensor > 1 ? stageAllReduce(group, stageMembers(layout, stage), stepMs) : undefined,
+  });
+}
+
+/** Starts a rank: the driver for rank 0 (returned), a follower loop otherwise (its promise in `done`). */
+export function startRank(group: Group, layout: InstanceLayout, shard: ModelShard, o: { stepMs?: number } = {}): { driver: Driver | null; done: Promise<void> } {
+  const ctx = { group, layout, shard, maxBatch: shard.maxBatch, stepMs: o.stepMs ?? 30_000 };
+  if (group.rank === 0) return { driver: new Driver(ctx), done: Promise.resolve() };
+  return { driver: null, done: runFollower(ctx) };
+}

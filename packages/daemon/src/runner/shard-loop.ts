@@ -1,0 +1,234 @@
+/**
+ * The data-plane protocol of one instance, run by every rank over one `Group`:
+ *
+ *   rank 0 (driver)  --header-->  every other rank          (what to do next: begin / forward / stop)
+ *   stage s, rank 0  --hidden-->  every rank of stage s+1    (activations, n·hidden f32)
+ *   sampler rank     --token--->  rank 0                     (the sampled id, only when asked)
+ *
+ * Only the last stage computes logits and samples; the driver never sees logits. A tensor stage
+ * sums partial results with a direct all-reduce among its members, added in rank order so every
+ * member ends with the same bits. Any failed operation (peer gone, timeout) rejects the request
+ * that was running and breaks the loop: the instance is then dead and gets replaced.
+ */
+import { Sampler, type KVCache, type ModelShard, type SamplingOptions } from '@orchard/engine';
+import type { Group } from './transport.js';
+import { type InstanceLayout, samplerRank, stageMembers, stageOf, worldSize, rankOf } from './layout.js';
+
+const OP_BEGIN = 1;
+const OP_FORWARD = 2;
+const OP_STOP = 3;
+/** Header fields before the token ids. */
+const H = 8;
+
+/** Waits on an idle data plane: followers wait for the next request as long as the instance lives. */
+const IDLE_TIMEOUT_MS = 2 ** 31 - 1;
+
+export interface LoopTimeouts {
+  /** One data-plane step (a stage's compute plus the hop), ms. @default 30000 */
+  stepMs?: number;
+}
+
+export interface GenerateRequest extends SamplingOptions {
+  promptIds: number[];
+  maxTokens: number;
+  stopTokenIds: number[];
+}
+
+export interface GenerateOutcome {
+  tokens: number[];
+  finishReason: 'stop' | 'length' | 'abort';
+  promptTokens: number;
+  prefillMs: number;
+  decodeMs: number;
+}
+
+/** Sums `buf` over the members of one stage (a subset of the group), in member order. */
+export function stageAllReduce(group: Group, members: number[], timeoutMs: number): (buf: Float32Array) => Promise<void> {
+  const me = group.rank;
+  let scratch: Float32Array[] = [];
+  return async (buf) => {
+    if (members.length === 1) return;
+    if (scratch.length !== members.length || scratch[0].length < buf.length) scratch = members.map(() => new Float32Array(buf.length));
+    const parts = members.map((m, i) => (m === me ? buf : scratch[i].subarray(0, buf.length)));
+    await Promise.all(
+      members.flatMap((m, i) => (m === me ? [] : [group.send(m, buf, { timeoutMs }), group.recv(m, parts[i], { timeoutMs })])),
+    );
+    const acc = new Float32Array(parts[0]);
+    for (let i = 1; i < parts.length; i++) {
+      const p = parts[i];
+      for (let j = 0; j < acc.length; j++) acc[j] += p[j];
+    }
+    buf.set(acc);
+  };
+}
+
+interface Ctx {
+  group: Group;
+  layout: InstanceLayout;
+  shard: ModelShard;
+  maxBatch: number;
+  stepMs: number;
+}
+
+/** The non-driver ranks: obey headers until a stop header or a failure. */
+export async function runFollower(ctx: Ctx): Promise<void> {
+  const { group, layout, shard } = ctx;
+  const { stage, tensorRank } = stageOf(layout, group.rank);
+  const header = new Float64Array(H + ctx.maxBatch);
+  const D = shard.config.hiddenSize;
+  const hidden = new Float32Array(ctx.maxBatch * D);
+  const isSampler = group.rank === samplerRank(layout);
+  const last = stage === layout.stages.length - 1;
+  let cache: KVCache | null = null;
+  let sampler: Sampler | null = null;
+  const token = new Int32Array(1);
+  for (;;) {
+    await group.recv(0, header, { timeoutMs: IDLE_TIMEOUT_MS });
+    const op = header[0];
+    if (op === OP_STOP) return;
+    if (op === OP_BEGIN) {
+      cache = shard.newCache(header[7]);
+      if (isSampler) sampler = new Sampler({ temperature: header[3], topP: header[4], topK: header[5], seed: header[6] });
+      continue;
+    }
+    if (op !== OP_FORWARD || !cache) throw new Error(`data plane: unexpected header op ${op} on rank ${group.rank}`);
+    const n = header[1];
+    const sample = header[2] === 1;
+    let out: Float32Array;
+    if (stage === 0) {
+      out = await shard.forward({ tokens: header.subarray(H, H + n) }, cache);
+    } else {
+      await group.recv(rankOf(layout, stage - 1, 0), hidden.subarray(0, n * D), { timeoutMs: ctx.stepMs });
+      out = await shard.forward({ hidden, n }, cache);
+    }
+    if (!last && tensorRank === 0) {
+      const view = out.subarray(0, n * D);
+      await Promise.all(stageMembers(layout, stage + 1).map((r) => group.send(r, view, { timeoutMs: ctx.stepMs })));
+    }
+    if (isSampler && sample) {
+      token[0] = sampler!.sample(out);
+      await group.send(0, token, { timeoutMs: ctx.stepMs });
+    }
+  }
+}
+
+/** Rank 0: turns requests into headers, feeds stage 0 and collects sampled tokens. One request at a time. */
+export class Driver {
+  readonly #ctx: Ctx;
+  readonly #header: Float64Array;
+  #busy = false;
+  #broken: Error | null = null;
+
+  constructor(ctx: Ctx) {
+    this.#ctx = ctx;
+    this.#header = new Float64Array(H + ctx.maxBatch);
+  }
+
+  get broken(): Error | null {
+    return this.#broken;
+  }
+
+  async #broadcast(): Promise<void> {
+    const g = this.#ctx.group;
+    const sends: Promise<void>[] = [];
+    for (let r = 1; r < g.size; r++) sends.push(g.send(r, this.#header, { timeoutMs: this.#ctx.stepMs }));
+    await Promise.all(sends);
+  }
+
+  /** One forward step over the whole instance; returns the sampled id when `sample`. */
+  async #step(ids: ArrayLike<number>, cache: KVCache, sampler: Sampler | null, sample: boolean): Promise<number> {
+    const { group, layout, shard, stepMs } = this.#ctx;
+    const h = this.#header;
+    const n = ids.length;
+    h.fill(0);
+    h[0] = OP_FORWARD;
+    h[1] = n;
+    h[2] = sample ? 1 : 0;
+    for (let i = 0; i < n; i++) h[H + i] = ids[i];
+    await this.#broadcast();
+    const out = await shard.forward({ tokens: h.subarray(H, H + n) }, cache);
+    const S = layout.stages.length;
+    if (S > 1) {
+      const view = out.subarray(0, n * shard.config.hiddenSize);
+      await Promise.all(stageMembers(layout, 1).map((r) => group.send(r, view, { timeoutMs: stepMs })));
+    }
+    if (!sample) return -1;
+    if (samplerRank(layout) === 0) return sampler!.sample(out);
+    const tok = new Int32Array(1);
+    await group.recv(samplerRank(layout), tok, { timeoutMs: stepMs * S });
+    return tok[0];
+  }
+
+  /**
+   * Runs one request: prefill in chunks, then decode until a stop id, the budget, `onToken`
+   * returning false (client gone / stop string) or the context is full.
+   */
+  async generate(req: GenerateRequest, onToken: (id: number) => boolean): Promise<GenerateOutcome> {
+    if (this.#broken) throw this.#broken;
+    if (this.#busy) throw new Error('driver: one request at a time');
+    this.#busy = true;
+    try {
+      return await this.#generate(req, onToken);
+    } catch (err) {
+      this.#broken = err as Error;
+      throw err;
+    } finally {
+      this.#busy = false;
+    }
+  }
+
+  async #generate(req: GenerateRequest, onToken: (id: number) => boolean): Promise<GenerateOutcome> {
+    const { shard, layout, maxBatch } = this.#ctx;
+    const prompt = req.promptIds;
+    const capacity = Math.min(shard.maxSeqLen, prompt.length + req.maxTokens);
+    if (prompt.length === 0) throw new RangeError('the prompt has no tokens');
+    if (prompt.length >= shard.maxSeqLen) throw new RangeError(`prompt of ${prompt.length} tokens does not fit the context of ${shard.maxSeqLen}`);
+    const h = this.#header;
+    h.fill(0);
+    h[0] = OP_BEGIN;
+    h[3] = req.temperature ?? 0;
+    h[4] = req.topP ?? 1;
+    h[5] = req.topK ?? 0;
+    h[6] = req.seed ?? 0;
+    h[7] = capacity;
+    await this.#broadcast();
+    const cache = shard.newCache(capacity);
+    const sampler = samplerRank(layout) === 0 ? new Sampler({ temperature: h[3], topP: h[4], topK: h[5], seed: h[6] }) : null;
+    const stop = new Set(req.stopTokenIds);
+    const t0 = performance.now();
+    let next = -1;
+    for (let at = 0; at < prompt.length; at += maxBatch) {
+      const chunk = prompt.slice(at, Math.min(prompt.length, at + maxBatch));
+      next = await this.#step(chunk, cache, sampler, at + maxBatch >= prompt.length);
+    }
+    const t1 = performance.now();
+    const tokens: number[] = [];
+    let finishReason: GenerateOutcome['finishReason'] = 'length';
+    if (req.maxTokens === 0) return { tokens, finishReason, promptTokens: prompt.length, prefillMs: t1 - t0, decodeMs: 0 };
+    for (;;) {
+      tokens.push(next);
+      const goOn = onToken(next);
+      if (stop.has(next)) {
+        finishReason = 'stop';
+        break;
+      }
+      if (!goOn) {
+        finishReason = 'abort';
+        break;
+      }
+      if (tokens.length >= req.maxTokens || cache.length >= capacity) break;
+      next = await this.#step([next], cache, sampler, true);
+    }
+    return { tokens, finishReason, promptTokens: prompt.length, prefillMs: t1 - t0, decodeMs: performance.now() - t1 };
+  }
+
+  /** Tells every follower to return. */
+  async stop(): Promise<void> {
+    if (this.#broken) return;
+    this.#header.fill(0);
+    this.#header[0] = OP_STOP;
+    await this.#broadcast().catch(() => undefined);
+  }
+}
+
+export { worldSize, type Ctx as LoopContext };
