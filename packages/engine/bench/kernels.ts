@@ -13,7 +13,7 @@ import { createReferenceBackend } from '../src/kernels/reference.js';
 import { createWasmBackend } from '../src/kernels/wasm/backend.js';
 import { physicalCores } from '../src/kernels/wasm/cores.js';
 import { weightBytes } from '../src/kernels/wasm/formats.js';
-import { quantizeQ4_0, quantizeQ8_0 } from '../src/kernels/wasm/quant-reference.js';
+import { dequantizeRow, quantizeQ4_0, quantizeQ8_0 } from '../src/kernels/wasm/quant-reference.js';
 import { f32ToBf16Bits, f32ToF16Bits } from '../src/numeric/half.js';
 import { Prng } from '../src/numeric/prng.js';
 
@@ -31,7 +31,37 @@ const batch = Number(args.batch);
 const seconds = Number(args.seconds);
 const threadList = (args.threads ?? [...new Set([1, physicalCores()])].join(',')).split(',').map(Number);
 const DTYPES: DType[] = ['f32', 'f16', 'bf16', 'q8_0', 'q4_0'];
-const REFERENCE_DTYPES = new Set<DType>(['f32', 'f16', 'bf16']);
+
+/**
+ * The baseline matmul: the reference backend where it supports the dtype; for block formats it does
+ * not know, the same plain-TS shape (widen a row, then f32 dots) with quant-reference's dequantizer.
+ */
+function baselineMatmul(reference: Backend, out: Float32Array, w: Weight, x: Float32Array, n: number): void {
+  try {
+    reference.matmul(out, w, x, n);
+    return;
+  } catch (err) {
+    if (w.dtype !== 'q8_0' && w.dtype !== 'q4_0') throw err;
+  }
+  const row = new Float32Array(w.cols);
+  for (let r = 0; r < w.rows; r++) {
+    dequantizeRow(w.dtype, w.bytes, w.cols, r, row);
+    for (let b = 0; b < n; b++) {
+      let s0 = 0;
+      let s1 = 0;
+      let s2 = 0;
+      let s3 = 0;
+      const xo = b * w.cols;
+      for (let c = 0; c < w.cols; c += 4) {
+        s0 += row[c] * x[xo + c];
+        s1 += row[c + 1] * x[xo + c + 1];
+        s2 += row[c + 2] * x[xo + c + 2];
+        s3 += row[c + 3] * x[xo + c + 3];
+      }
+      out[b * w.rows + r] = s0 + s1 + s2 + s3;
+    }
+  }
+}
 
 /**
  * Seconds per call: the best of 10 rounds of repeated calls, about `seconds` in all. On a busy machine
@@ -113,10 +143,10 @@ for (const threads of threadList) {
     const mv = time(() => be.matvec(out, w, x));
     const mm = time(() => be.matmul(out, w, x, batch));
     let ref = refCache.get(dtype);
-    if (!ref && REFERENCE_DTYPES.has(dtype)) {
-      // The reference is single-threaded whatever `threads` says: measure it once.
+    if (!ref) {
+      // The baseline is single-threaded whatever `threads` says: measure it once.
       const refOut = new Float32Array(size * batch);
-      ref = { mv: time(() => reference.matvec(refOut, w, x)), mm: time(() => reference.matmul(refOut, w, x, batch)) };
+      ref = { mv: time(() => baselineMatmul(reference, refOut, w, x, 1)), mm: time(() => baselineMatmul(reference, refOut, w, x, batch)) };
       refCache.set(dtype, ref);
     }
     const line: Line = {
@@ -140,7 +170,7 @@ if (args.json) {
   console.log(JSON.stringify({ size, batch, readGBs: baselines, lines }));
 } else {
   const f = (v: number | null, d = 1) => (v === null ? 'n/a' : v.toFixed(d));
-  console.log(`kernels ${size}x${size}, matmul batch ${batch}; reference = plain-TS backend, 1 thread`);
+  console.log(`kernels ${size}x${size}, matmul batch ${batch}; ref = plain-TS reference backend, 1 thread (q8_0/q4_0: same loop over quant-reference's dequantizer)`);
   for (const t of threadList) console.log(`memory read baseline, ${t} thread(s): ${baselines[t].toFixed(1)} GB/s`);
   console.log('dtype  thr | matvec GFLOP/s  GB/s  of-read | matmul GFLOP/s | ref matvec  ref matmul | ratio mv  ratio mm');
   for (const l of lines) {
