@@ -34,6 +34,12 @@ export interface DaemonTimings {
   linkCheckMs: number;
 }
 
+export interface DaemonExtensions {
+  timings?: Partial<DaemonTimings>;
+  /** Adds routes (OpenAI endpoints, dashboard) to the API before it starts listening. */
+  routes?: (app: FastifyInstance, daemon: Daemon) => void | Promise<void>;
+}
+
 const DEFAULT_TIMINGS: DaemonTimings = { profileRefreshMs: 10_000, linkRefreshMs: 300_000, linkCheckMs: 2000 };
 
 /** The probe server only serves holders of the cluster secret; an open pod uses the empty secret. */
@@ -139,7 +145,8 @@ export class Daemon {
     );
   }
 
-  static async start(options: DaemonOptions, log: Logger, timings: Partial<DaemonTimings> = {}): Promise<Daemon> {
+  static async start(options: DaemonOptions, log: Logger, extensions: DaemonExtensions = {}): Promise<Daemon> {
+    const timings = extensions.timings ?? {};
     mkdirSync(options.dataDir, { recursive: true, mode: 0o700 });
     const { key, path: peerKeyPath, created } = await loadOrCreatePeerKey(options.dataDir);
     const clusterKey = options.clusterKeyFile ? readClusterKey(options.clusterKeyFile) : null;
@@ -156,6 +163,7 @@ export class Daemon {
     }
     const daemon = new Daemon({ options, log, node, probe, capability, clusterKey, peerKeyPath, timings: { ...DEFAULT_TIMINGS, ...timings } });
     try {
+      await extensions.routes?.(daemon.api, daemon);
       await daemon.#run(created);
     } catch (err) {
       await daemon.stop();

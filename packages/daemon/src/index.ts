@@ -1,10 +1,10 @@
 /**
  * @orchard/daemon: the control plane others build on (serving, dashboard).
- * - `Daemon.start(options, logger)` runs one node; `daemon.api` is the fastify app (add routes before
- *   it listens — or use `daemon.replica.propose()` for coordinator decisions such as placements).
+ * - `Daemon.start(options, logger, { routes })` runs one node; `routes(app, daemon)` adds HTTP routes to
+ *   the fastify app before it listens; `daemon.replica.propose()` logs coordinator decisions (placements).
  * - `clusterView(state)` is the planner's `Cluster` plus names and pod mode (GET /api/cluster).
  */
-export { Daemon, type DaemonTimings } from './daemon.js';
+export { Daemon, type DaemonTimings, type DaemonExtensions } from './daemon.js';
 export { resolveOptions, OptionsError, type DaemonOptions, DEFAULT_API_PORT } from './config/options.js';
 export { clusterView, type ClusterView, type ClusterNodeView, type PodMode } from './state/cluster-view.js';
 export { Replica, type ReplicaOptions } from './state/replication.js';
