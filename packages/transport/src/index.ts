@@ -1,3 +1,13 @@
+/**
+ * @orchard/transport — links and collectives over TCP, RDMA and a simulated fabric.
+ *
+ * - `Group`: the collectives contract (send/recv/allReduce/allGather/barrier/close).
+ * - `listenTcp` + `createTcpGroup`: the authenticated TCP data plane.
+ * - `createSimGroup` / `createSimFabric`: in-process groups with injectable latency, bandwidth, failures.
+ * - `startProbeServer` + `probeLink`: latency/bandwidth of a link, for the planner's `links`.
+ * - `Exchange` + `groupOverExchange` + the schedules: for other backends (RDMA) to reuse.
+ * The conformance suite lives in `@orchard/transport/testing`.
+ */
 export type { Group, OpOptions, ReduceOp, ReducibleBuffer } from './group.js';
 export {
   TransportError,
@@ -19,3 +29,12 @@ export {
   type ProbeLinkOptions,
   type LinkProbeResult,
 } from './probe.js';
+export { createTcpGroup, type TcpGroupOptions, type TcpPeer } from './tcp/group.js';
+export { listenTcp, type TcpListener, type TcpAddress, type ListenTcpOptions } from './tcp/listener.js';
+export type { CipherName } from './wire/aead.js';
+export { createSimGroup, createSimFabric, type SimFabric, type SimFabricOptions, type SimFailure } from './sim/fabric.js';
+export { groupOverExchange, type CollectiveOptions } from './exchange-group.js';
+export { USER_TAG, collectiveTag, type Exchange, type ExchangeOpOptions } from './collectives/exchange.js';
+export { segments, chunks, ringSteps, chooseAllReduce, type Range, type RingStep, type AllReduceAlgorithm } from './collectives/schedule.js';
+export { combine, reduceInRankOrder, floatToHalf, halfToFloat } from './collectives/reduce.js';
+export { ALLREDUCE_DIRECT_MAX_BYTES, PIPELINE_CHUNK_BYTES, DEFAULT_TIMEOUT_MS } from './collectives/tuning.js';

@@ -6,7 +6,7 @@ export * from './verbs.js';
 export * from './errors.js';
 export * from './size-classes.js';
 export { SimFabric, type SimFabricOptions, type SimDeviceSpec } from './sim-fabric.js';
-export { RdmaLink, CompletionPoller, type PeerLink, type RdmaLinkOptions } from './link.js';
+export { RdmaLink, CompletionPoller, linkOverGroup, type PeerLink, type RdmaLinkOptions } from './link.js';
 export { connectRdmaMesh, findIpv4GidIndex, type ControlChannel, type LinkChoice, type RdmaMesh, type RdmaMeshOptions } from './connect.js';
 export { MeshGroup, DEFAULT_SMALL_ALL_REDUCE_BYTES, type MeshGroupOptions } from './mesh-group.js';
 export { addonStatus, loadVerbsAddon, nativeVerbs, DEFAULT_ADDON_PATH, type AddonStatus } from './native.js';

@@ -10,7 +10,7 @@
  * A failed link stays failed: after an error or a stall the frame accounting of the queue pair is unknown,
  * so nothing is retried on it.
  */
-import type { OpOptions } from '../group.js';
+import type { Group, OpOptions } from '../group.js';
 import {
   RdmaClosedError,
   RdmaCompletionError,
@@ -382,4 +382,17 @@ export class RdmaLink implements PeerLink {
     }
     return true;
   }
+}
+
+/**
+ * A non-RDMA link over another Group's point-to-point operations — the daemon passes its TCP group, so a
+ * link whose RDMA setup failed carries the same messages over TCP. The Group stays owned by the caller.
+ */
+export function linkOverGroup(group: Group, peer: number): PeerLink {
+  return {
+    transport: 'tcp',
+    send: (bytes, options) => group.send(peer, bytes, options),
+    recv: (into, options) => group.recv(peer, into, options),
+    close: async () => {},
+  };
 }

@@ -3,12 +3,18 @@
  * stand-in for TCP) and collectives stay correct. RTR is never retried (the simulated port would wedge).
  */
 import { afterEach, describe, expect, it } from 'vitest';
+import type { Group } from '../../src/group.js';
+import { linkOverGroup } from '../../src/rdma/index.js';
+import { createLocalTcpGroups } from '../../src/testing/local-tcp.js';
 import { deviceName, rankData, referenceReduce, simMesh, type SimMesh } from './helpers.js';
 
 let mesh: SimMesh | null = null;
+let tcp: Group[] = [];
 afterEach(async () => {
   await mesh?.close();
   mesh = null;
+  await Promise.all(tcp.map((g) => g.close()));
+  tcp = [];
 });
 
 async function checkAllReduce(m: SimMesh): Promise<void> {
@@ -43,6 +49,32 @@ describe('RDMA setup failure on one link falls back for that link only', () => {
     // Not retried: a second RTR would have wedged the port (the simulation takes it DOWN).
     expect(mesh.fabric.device('host0', deviceName(1)).portState).toBe('ACTIVE');
     expect(mesh.groups[0]!.transports()).toEqual(['self', 'fallback', 'rdma', 'rdma']);
+    await checkAllReduce(mesh);
+  });
+
+  it('the failed link runs over the real TCP transport (loopback) and results stay correct', async () => {
+    tcp = await createLocalTcpGroups(3, { timeoutMs: 5000 });
+    mesh = await simMesh({
+      size: 3,
+      beforeConnect: (f) => f.failNextRtr('host2', deviceName(0)),
+      fallbackFor: (rank) => async (peer) => linkOverGroup(tcp[rank]!, peer),
+    });
+    expect(mesh.groups.map((g) => g.transports())).toEqual([
+      ['self', 'rdma', 'tcp'],
+      ['rdma', 'self', 'rdma'],
+      ['tcp', 'rdma', 'self'],
+    ]);
+    await checkAllReduce(mesh);
+  });
+
+  it("Apple's 10-queue-pair limit: with one device serving 11 peers, the 11th link falls back", async () => {
+    mesh = await simMesh({ size: 12, singleDevice: true, sizeClasses: [4096], depth: 2 });
+    for (const choices of mesh.choices) {
+      const fallback = choices.filter((c) => c.transport === 'fallback');
+      expect(fallback.length).toBeGreaterThanOrEqual(1);
+      expect(choices.filter((c) => c.transport === 'rdma').length).toBeLessThanOrEqual(10);
+    }
+    expect(mesh.choices.flat().some((c) => /at most 10 queue pairs/.test(c.reason))).toBe(true);
     await checkAllReduce(mesh);
   });
 

@@ -119,6 +119,10 @@ export interface SimMeshOptions extends SimFabricOptions {
   beforeConnect?: (fabric: SimFabric) => void;
   /** Replace a rank's verbs (null: addon not built). */
   verbsFor?: (rank: number, verbs: Verbs) => Verbs | null;
+  /** Fallback links (default: in-memory stand-ins). */
+  fallbackFor?: (rank: number) => (peer: number, reason: string) => Promise<PeerLink>;
+  /** One device per host serving every peer (default: one cable, one device, per peer). */
+  singleDevice?: boolean;
 }
 
 export interface SimMesh {
@@ -135,11 +139,13 @@ export async function simMesh(o: SimMeshOptions): Promise<SimMesh> {
   const verbs: (Verbs | null)[] = [];
   for (let r = 0; r < o.size; r++) {
     const specs: SimDeviceSpec[] = [];
-    for (let p = 0; p < o.size; p++) {
-      if (p === r) continue;
-      const spec: SimDeviceSpec = { name: deviceName(p), ipv4: `10.${r}.${p}.1` };
-      specs.push(o.devices ? o.devices(r, p, spec) : spec);
-    }
+    if (o.singleDevice) specs.push({ name: 'rdma_en1', ipv4: `10.${r}.0.1` });
+    else
+      for (let p = 0; p < o.size; p++) {
+        if (p === r) continue;
+        const spec: SimDeviceSpec = { name: deviceName(p), ipv4: `10.${r}.${p}.1` };
+        specs.push(o.devices ? o.devices(r, p, spec) : spec);
+      }
     const v = fabric.addHost(`host${r}`, specs);
     verbs.push(o.verbsFor ? o.verbsFor(r, v) : v);
   }
@@ -150,9 +156,9 @@ export async function simMesh(o: SimMeshOptions): Promise<SimMesh> {
         rank,
         size: o.size,
         verbs: v,
-        deviceFor: (peer) => deviceName(peer),
+        deviceFor: (peer) => (o.singleDevice ? 'rdma_en1' : deviceName(peer)),
         control: control(rank),
-        fallback: fallbacks.forRank(rank),
+        fallback: o.fallbackFor ? o.fallbackFor(rank) : fallbacks.forRank(rank),
         timeoutMs: o.timeoutMs ?? 3000,
         depth: o.depth ?? 2,
         sizeClasses: o.sizeClasses ?? [4096, 16_384, 65_536],
