@@ -1,0 +1,39 @@
+import { mkdtempSync } from 'node:fs';
+import os from 'node:os';
+import { join } from 'node:path';
+import { pino } from 'pino';
+import { describe, expect, it } from 'vitest';
+import { resolveOptions } from '../src/config/options.js';
+import { Daemon } from '../src/daemon.js';
+
+describe('Daemon in process', () => {
+  it('starts on loopback, serves extra routes behind the token, lists itself, and stops cleanly', async () => {
+    const dataDir = mkdtempSync(join(os.tmpdir(), 'orchard-daemon-'));
+    const options = resolveOptions({ dataDir, apiPort: '0', listen: ['/ip4/127.0.0.1/tcp/0'], mdns: false, apiToken: 'tok' }, {});
+    const daemon = await Daemon.start(options, pino({ level: 'silent' }), {
+      routes: (app) => {
+        app.get('/v1/hello', async () => ({ hello: 'pod' }));
+      },
+    });
+    const base = `http://127.0.0.1:${daemon.apiPort}`;
+    try {
+      const auth = { authorization: 'Bearer tok' };
+      expect((await fetch(`${base}/v1/hello`)).status).toBe(401);
+      expect(await (await fetch(`${base}/v1/hello`, { headers: auth })).json()).toEqual({ hello: 'pod' });
+      const deadline = Date.now() + 15_000;
+      let cluster: any;
+      while (Date.now() < deadline) {
+        cluster = await (await fetch(`${base}/api/cluster`, { headers: auth })).json();
+        if (cluster.nodes.length === 1) break;
+        await new Promise((r) => setTimeout(r, 200));
+      }
+      expect(cluster.mode).toBe('open');
+      expect(cluster.nodes[0].id).toBe(daemon.node.peerId.toString());
+      expect(cluster.coordinator).toBe(daemon.node.peerId.toString());
+      expect(cluster.nodes[0].memoryBandwidthGBps).toBeGreaterThan(0);
+    } finally {
+      await daemon.stop();
+    }
+    await expect(fetch(`${base}/healthz`)).rejects.toThrow();
+  });
+});
