@@ -15,17 +15,21 @@ export interface LoadRankOptions {
   stepMs?: number;
 }
 
-/** Loads the shard of `group.rank` with its stage's all-reduce wired to the group. */
-export function loadRankShard(dir: string, layout: InstanceLayout, group: Group, o: LoadRankOptions = {}): ModelShard {
+/**
+ * Loads the shard of `rank` with its stage's all-reduce wired to the group. The group may be given
+ * later (a getter): a runner loads its weights while the other ranks are still starting.
+ */
+export function loadRankShard(dir: string, layout: InstanceLayout, rank: number, group: Group | (() => Group), o: LoadRankOptions = {}): ModelShard {
   const stepMs = o.stepMs ?? 30_000;
-  const { stage } = stageOf(layout, group.rank);
+  const groupOf = typeof group === 'function' ? group : () => group;
+  const { stage } = stageOf(layout, rank);
   const config = loadModelConfig(dir);
-  return loadShard(dir, shardSpecOf(layout, group.rank), {
+  return loadShard(dir, shardSpecOf(layout, rank), {
     config,
     backend: o.backend,
     maxBatch: o.maxBatch,
     maxSeqLen: o.maxSeqLen,
-    allReduce: layout.tensor > 1 ? stageAllReduce(group, stageMembers(layout, stage), stepMs) : undefined,
+    allReduce: layout.tensor > 1 ? stageAllReduce(groupOf, rank, stageMembers(layout, stage), stepMs) : undefined,
   });
 }
 

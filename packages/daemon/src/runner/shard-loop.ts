@@ -43,11 +43,11 @@ export interface GenerateOutcome {
 }
 
 /** Sums `buf` over the members of one stage (a subset of the group), in member order. */
-export function stageAllReduce(group: Group, members: number[], timeoutMs: number): (buf: Float32Array) => Promise<void> {
-  const me = group.rank;
+export function stageAllReduce(groupOf: () => Group, me: number, members: number[], timeoutMs: number): (buf: Float32Array) => Promise<void> {
   let scratch: Float32Array[] = [];
   return async (buf) => {
     if (members.length === 1) return;
+    const group = groupOf();
     if (scratch.length !== members.length || scratch[0].length < buf.length) scratch = members.map(() => new Float32Array(buf.length));
     const parts = members.map((m, i) => (m === me ? buf : scratch[i].subarray(0, buf.length)));
     await Promise.all(

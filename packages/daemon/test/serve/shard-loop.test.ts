@@ -20,7 +20,7 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 async function runDistributed(layout: InstanceLayout, maxTokens: number, sampling = {}) {
   const groups = createSimGroup(layout.stages.length * layout.tensor);
-  const ranks = groups.map((g) => startRank(g, layout, loadRankShard(dir, layout, g, { maxBatch: 4 })));
+  const ranks = groups.map((g) => startRank(g, layout, loadRankShard(dir, layout, g.rank, g, { maxBatch: 4 })));
   const driver = ranks[0].driver!;
   const seen: number[] = [];
   const out = await driver.generate({ promptIds: prompt, maxTokens, stopTokenIds: [], ...sampling }, (id) => {
@@ -64,7 +64,7 @@ describe('shard loop over a group', () => {
   it('a follower that dies fails the running request instead of hanging', async () => {
     const layout = { stages: pipelineStages(4, 2), tensor: 1 };
     const groups = createSimGroup(2);
-    const ranks = groups.map((g) => startRank(g, layout, loadRankShard(dir, layout, g), { stepMs: 2000 }));
+    const ranks = groups.map((g) => startRank(g, layout, loadRankShard(dir, layout, g.rank, g), { stepMs: 2000 }));
     ranks[1].done.catch(() => undefined);
     let n = 0;
     const t0 = Date.now();

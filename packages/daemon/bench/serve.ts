@@ -1,0 +1,55 @@
+/**
+ * `pnpm bench:serve`: decode tokens/s of one generated model (tens of millions of parameters) served
+ * by runner processes over the loopback TCP data plane, in one run:
+ *   - one process (the baseline),
+ *   - a 2-stage pipeline on 2 processes,
+ *   - tensor parallel 2 on 2 processes,
+ * each runner using the engine's single-threaded backend. Prints ratios against the baseline.
+ * Targets (issue 6): pipeline >= 0.9x single, tensor parallel >= 1.7x single.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import { join } from 'node:path';
+import { pipelineStages } from '@orchard/engine';
+import { writeRandomModel } from '@orchard/engine/testing';
+import { startLocalInstance } from '../src/runner/runner-process.js';
+import type { InstanceLayout } from '../src/runner/layout.js';
+
+const LAYERS = Number(process.env.BENCH_LAYERS ?? 8);
+const HIDDEN = Number(process.env.BENCH_HIDDEN ?? 512);
+const TOKENS = Number(process.env.BENCH_TOKENS ?? 48);
+
+const dir = mkdtempSync(join(os.tmpdir(), 'orchard-bench-serve-'));
+const info = writeRandomModel(dir, { numLayers: LAYERS, hiddenSize: HIDDEN, intermediateSize: HIDDEN * 3, numHeads: 8, numKvHeads: 4, maxPositionEmbeddings: 512, seed: 11 });
+const params = (LAYERS * (HIDDEN * HIDDEN * 3 + HIDDEN * HIDDEN * 3 * 3)) / 1e6;
+
+async function measure(name: string, layout: InstanceLayout): Promise<number> {
+  const runners = await startLocalInstance({ modelDir: dir, layout, groupId: `bench-${name}`, secret: '11'.repeat(16), listenHost: '127.0.0.1', maxSeqLen: 512 });
+  try {
+    const prompt = [1, 10, 20, 30, 40, 50, 60, 70];
+    await runners[0].generate({ promptIds: prompt, maxTokens: 4, stopTokenIds: [] }, () => undefined); // warm-up
+    let best = 0;
+    for (let i = 0; i < 2; i++) {
+      const out = await runners[0].generate({ promptIds: prompt, maxTokens: TOKENS, stopTokenIds: [] }, () => undefined);
+      best = Math.max(best, ((out.tokens.length - 1) * 1000) / out.decodeMs);
+    }
+    return best;
+  } finally {
+    await Promise.all(runners.map((r) => r.stop(1000)));
+  }
+}
+
+try {
+  console.log(`bench:serve — generated Llama, ${LAYERS} layers, hidden ${HIDDEN}, ~${params.toFixed(1)}M layer parameters (${info.dir}), ${TOKENS} decode tokens, best of 2`);
+  console.log(`machine: ${os.cpus().length} cores (${os.cpus()[0]?.model ?? '?'}), load average ${os.loadavg()[0].toFixed(2)}`);
+  const single = await measure('single', { stages: pipelineStages(LAYERS, 1), tensor: 1 });
+  const pipe = await measure('pipeline', { stages: pipelineStages(LAYERS, 2), tensor: 1 });
+  const tensor = await measure('tensor', { stages: pipelineStages(LAYERS, 1), tensor: 2 });
+  const row = (name: string, v: number, target?: number) =>
+    console.log(`${name.padEnd(36)} ${v.toFixed(1).padStart(7)} tok/s  ${(v / single).toFixed(2)}x single${target ? `  (target >= ${target}x: ${v / single >= target ? 'met' : 'NOT met'})` : ''}`);
+  row('single process (1 thread)', single);
+  row('2-stage pipeline, 2 processes', pipe, 0.9);
+  row('tensor parallel 2, 2 processes x 1 thread', tensor, 1.7);
+} finally {
+  rmSync(dir, { recursive: true, force: true });
+}

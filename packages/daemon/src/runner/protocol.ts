@@ -1,0 +1,36 @@
+/** Messages between a daemon and its runner processes (node IPC, structured clone). */
+import type { GenerateOutcome, GenerateRequest } from './shard-loop.js';
+import type { InstanceLayout } from './layout.js';
+import type { TcpPeer } from './transport.js';
+
+export interface RunnerInit {
+  modelDir: string;
+  layout: InstanceLayout;
+  rank: number;
+  groupId: string;
+  /** Per-instance data-plane secret (hex) handed out by the control plane. */
+  secret: string;
+  /** Address the data-plane port binds to. */
+  listenHost: string;
+  maxSeqLen?: number;
+  maxBatch?: number;
+  /** Per data-plane step timeout, ms. */
+  stepMs?: number;
+}
+
+export type ToRunner =
+  | { type: 'init'; init: RunnerInit }
+  | { type: 'peers'; peers: TcpPeer[] }
+  | { type: 'generate'; id: number; req: GenerateRequest }
+  | { type: 'cancel'; id: number }
+  | { type: 'shutdown' };
+
+export type FromRunner =
+  | { type: 'listening'; port: number }
+  | { type: 'loaded'; loadMs: number; bytesRead: number }
+  | { type: 'ready' }
+  | { type: 'token'; id: number; token: number }
+  | { type: 'done'; id: number; outcome: GenerateOutcome }
+  | { type: 'failed'; id: number; message: string }
+  /** The rank can no longer serve (peer lost, load failed); the process exits after this. */
+  | { type: 'dead'; message: string };

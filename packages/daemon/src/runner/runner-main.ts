@@ -1,0 +1,112 @@
+/**
+ * A runner process: one rank of one instance. Loads its shard, binds its data-plane port, joins the
+ * instance's group once the daemon sends the peers' endpoints, then either drives requests (rank 0)
+ * or follows headers. Runs outside the daemon so a long prefill never stalls the daemon's event loop,
+ * and exits when the daemon goes away (IPC disconnect), closing its sockets so the peers notice at once.
+ */
+import { createTcpGroup, listenTcp, type Group } from './transport.js';
+import { loadRankShard, startRank } from './local.js';
+import type { FromRunner, RunnerInit, ToRunner } from './protocol.js';
+import type { Driver } from './shard-loop.js';
+
+function send(m: FromRunner): void {
+  process.send?.(m);
+}
+
+function die(message: string): void {
+  process.stderr.write(`orchard runner: ${message}\n`);
+  send({ type: 'dead', message });
+  setTimeout(() => process.exit(1), 50);
+}
+
+let group: Group | null = null;
+let driver: Driver | null = null;
+const cancelled = new Set<number>();
+let init: RunnerInit | null = null;
+let peersReady: ((p: Extract<ToRunner, { type: 'peers' }>['peers']) => void) | null = null;
+const peers = new Promise<Extract<ToRunner, { type: 'peers' }>['peers']>((resolve) => (peersReady = resolve));
+const queue: Extract<ToRunner, { type: 'generate' }>[] = [];
+let running = false;
+
+process.on('disconnect', () => process.exit(0));
+process.on('message', (raw) => {
+  const m = raw as ToRunner;
+  switch (m.type) {
+    case 'init':
+      init = m.init;
+      void start(m.init).catch((err) => die(`runner rank ${m.init.rank}: ${(err as Error).message}`));
+      return;
+    case 'peers':
+      peersReady?.(m.peers);
+      return;
+    case 'generate':
+      queue.push(m);
+      void pump();
+      return;
+    case 'cancel':
+      cancelled.add(m.id);
+      return;
+    case 'shutdown':
+      void shutdown();
+      return;
+  }
+});
+
+async function start(i: RunnerInit): Promise<void> {
+  const listener = await listenTcp({ host: i.listenHost });
+  send({ type: 'listening', port: listener.address.port });
+  const t0 = performance.now();
+  // The shard's all-reduce needs the group, which exists only after every rank is listening.
+  const shard = loadRankShard(i.modelDir, i.layout, i.rank, () => group!, { maxBatch: i.maxBatch, maxSeqLen: i.maxSeqLen, stepMs: i.stepMs });
+  send({ type: 'loaded', loadMs: performance.now() - t0, bytesRead: shard.bytesRead });
+  const endpoints = await peers;
+  group = await createTcpGroup({ rank: i.rank, peers: endpoints, groupId: i.groupId, secret: Buffer.from(i.secret, 'hex'), listener, connectTimeoutMs: 20_000 });
+  await group.barrier({ timeoutMs: 20_000 });
+  const started = startRank(group, i.layout, shard, { stepMs: i.stepMs });
+  driver = started.driver;
+  send({ type: 'ready' });
+  if (!driver)
+    started.done.then(
+      () => shutdown(),
+      (err) => die(`rank ${i.rank}: data plane failed: ${(err as Error).message}`),
+    );
+}
+
+async function pump(): Promise<void> {
+  if (running || !driver) return;
+  running = true;
+  try {
+    while (queue.length) {
+      const { id, req } = queue.shift()!;
+      if (cancelled.delete(id)) continue;
+      try {
+        const outcome = await driver.generate(req, (token) => {
+          send({ type: 'token', id, token });
+          return !cancelled.has(id);
+        });
+        cancelled.delete(id);
+        send({ type: 'done', id, outcome });
+      } catch (err) {
+        send({ type: 'failed', id, message: (err as Error).message });
+        if (driver.broken) die(`rank 0: data plane failed: ${driver.broken.message}`);
+      }
+    }
+  } finally {
+    running = false;
+  }
+}
+
+async function shutdown(): Promise<void> {
+  try {
+    await driver?.stop();
+    await group?.close();
+  } finally {
+    process.exit(0);
+  }
+}
+
+// Requests that arrive before the group is up wait in the queue; start draining once ready.
+setInterval(() => {
+  if (driver && queue.length) void pump();
+}, 200).unref();
+void init;
