@@ -62,6 +62,23 @@ function dot(w: Float32Array, wo: number, x: Float32Array, xo: number, n: number
   return s0 + s1 + s2 + s3;
 }
 
+/** Σ table[w[wo+c]]·x[c] for c < n: a 16-bit weight row widened through `table` on the fly. */
+function dotHalf(table: Float32Array, w: Uint16Array, wo: number, x: Float32Array, n: number): number {
+  let s0 = 0;
+  let s1 = 0;
+  let s2 = 0;
+  let s3 = 0;
+  let c = 0;
+  for (; c + 3 < n; c += 4) {
+    s0 += table[w[wo + c]] * x[c];
+    s1 += table[w[wo + c + 1]] * x[c + 1];
+    s2 += table[w[wo + c + 2]] * x[c + 2];
+    s3 += table[w[wo + c + 3]] * x[c + 3];
+  }
+  for (; c < n; c++) s0 += table[w[wo + c]] * x[c];
+  return s0 + s1 + s2 + s3;
+}
+
 export function createReferenceBackend(): Backend {
   let scratch = new Float32Array(0);
   const rowBuf = (cols: number) => (scratch.length >= cols ? scratch : (scratch = new Float32Array(cols)));
@@ -82,6 +99,13 @@ export function createReferenceBackend(): Backend {
         for (let r = 0; r < rows; r++) {
           for (let b = 0; b < n; b++) out[b * rows + r] = dot(all, r * cols, x, b * cols, cols);
         }
+        return;
+      }
+      if (n === 1 && (w.dtype === 'f16' || w.dtype === 'bf16')) {
+        // One input: look the weights up as they are multiplied (no second pass over a widened row).
+        const src = u16View(w);
+        const table = w.dtype === 'f16' ? F16_TO_F32 : BF16_TO_F32;
+        for (let r = 0; r < rows; r++) out[r] = dotHalf(table, src, r * cols, x, cols);
         return;
       }
       const row = rowBuf(cols);
