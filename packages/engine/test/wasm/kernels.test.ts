@@ -133,6 +133,34 @@ describe.each([1, 2])('wasm kernels, %i thread(s)', (threads) => {
 });
 
 /** Σ|w| per (row, block) of a block-format weight. */
+describe('determinism', () => {
+  // Each output is computed by one thread in a fixed order that does not depend on the batch (the
+  // 4-row×2-token tiles sum each token exactly as the 4-row kernel does) or on the thread count, so
+  // prompt processing and decode produce the same bits, as with the reference.
+  it.each(['f32', 'f16', 'bf16', 'q8_0', 'q4_0'] as DType[])('%s: matmul rows equal matvec, 1 thread equals 2, bit for bit', (dtype) => {
+    const one = backend(1);
+    const two = backend(2);
+    const rng = new Prng(31 + dtype.length);
+    for (const [rows, cols, n] of [[37, 96, 5], [8, 64, 2], [3, 160, 4]] as const) {
+      const seed = Math.floor(rng.next() * 1e9);
+      const w1 = randomWeight(one, dtype, rows, cols, new Prng(seed));
+      const w2 = randomWeight(two, dtype, rows, cols, new Prng(seed));
+      const x1 = randomInput(one, cols * n, new Prng(seed + 1));
+      const x2 = randomInput(two, cols * n, new Prng(seed + 1));
+      const batch1 = one.allocF32(rows * n);
+      const batch2 = two.allocF32(rows * n);
+      one.matmul(batch1, w1, x1, n);
+      two.matmul(batch2, w2, x2, n);
+      expect([...batch2]).toEqual([...batch1]);
+      const single = one.allocF32(rows);
+      for (let b = 0; b < n; b++) {
+        one.matvec(single, w1, x1.subarray(b * cols, (b + 1) * cols));
+        expect([...single], `token ${b}`).toEqual([...batch1.subarray(b * rows, (b + 1) * rows)]);
+      }
+    }
+  });
+});
+
 describe('threads', () => {
   it('worker threads compute row chunks of shared kernels (and results stay exact)', () => {
     const be = createWasmBackend({ threads: 2, parallelThreshold: 0, initialBytes: 8 << 20 });
