@@ -125,6 +125,8 @@ export class CompletionPoller {
 
   private async run(): Promise<void> {
     this.running = true;
+    // `running` must turn false in the same tick the loop sees no work, or a receive posted by a
+    // continuation of the last completion would find a poller that is about to stop.
     try {
       while (!this.closed && this.busy()) {
         const wcs = this.verbs.pollCq(this.cq, 64);
@@ -139,6 +141,11 @@ export class CompletionPoller {
         } else {
           await new Promise<void>((resolve) => setImmediate(resolve));
         }
+      }
+    } catch (err) {
+      // The library itself failed (ibv_poll_cq error): every link on this queue fails with it.
+      for (const l of [...this.links.values()]) {
+        l.fail(new RdmaProtocolError(`polling completions failed: ${(err as Error).message}`, { cause: err }));
       }
     } finally {
       this.running = false;

@@ -8,6 +8,7 @@
  * - collectives run one at a time in call order, so the per-link message order matches on every rank.
  */
 import { reduceInRankOrder } from '../collectives/reduce.js';
+import { ScratchArena } from '../collectives/scratch.js';
 import { UsageError } from '../errors.js';
 import type { Group, OpOptions, ReduceOp, ReducibleBuffer } from '../group.js';
 import { RdmaClosedError } from './errors.js';
@@ -40,6 +41,9 @@ export class MeshGroup implements Group {
   private chain: Promise<unknown> = Promise.resolve();
   private closed = false;
   private broken: RdmaClosedError | null = null;
+  /** Grow-only receive staging and f32 accumulator: no allocation per collective once warm. */
+  private readonly stage = new ScratchArena();
+  private readonly accumulator = new ScratchArena();
   private readonly onClose?: () => Promise<void>;
 
   constructor(o: MeshGroupOptions) {
@@ -126,7 +130,15 @@ export class MeshGroup implements Group {
       if (this.size === 1 || buf.length === 0) return;
       const o = this.opts(options);
       const elem = buf.BYTES_PER_ELEMENT;
+      // Staging views for `count` elements from each of the size-1 peers, same element type as buf.
+      const staging = (count: number) => {
+        const ab = this.stage.get(count * elem * (this.size - 1));
+        let slot = 0;
+        return () => (buf instanceof Float32Array ? new Float32Array(ab, count * elem * slot++, count) : new Uint16Array(ab, count * elem * slot++, count));
+      };
+      const acc = (count: number) => new Float32Array(this.accumulator.get(count * 4), 0, count);
       if (this.size === 2 || buf.byteLength <= this.small) {
+        const next = staging(buf.length);
         const contributions: ReducibleBuffer[] = [];
         const recvs: Array<[number, Uint8Array]> = [];
         const sends: Array<[number, Uint8Array]> = [];
@@ -135,13 +147,13 @@ export class MeshGroup implements Group {
             contributions.push(buf);
             continue;
           }
-          const scratch = buf instanceof Float32Array ? new Float32Array(buf.length) : new Uint16Array(buf.length);
+          const scratch = next();
           contributions.push(scratch);
           recvs.push([p, bytesOf(scratch)]);
           sends.push([p, bytesOf(buf)]);
         }
         await this.step(recvs, sends, o);
-        reduceInRankOrder(op, buf, contributions, 0, buf.length, new Float32Array(buf.length));
+        reduceInRankOrder(op, buf, contributions, 0, buf.length, acc(buf.length));
         return;
       }
       // Reduce-scatter: segment s (elements [bounds[s], bounds[s+1])) is reduced by rank s.
@@ -149,6 +161,7 @@ export class MeshGroup implements Group {
       const bounds = [...Array(this.size + 1).keys()].map((s) => Math.floor((s * n) / this.size));
       const seg = (s: number) => (buf instanceof Float32Array ? buf.subarray(bounds[s], bounds[s + 1]) : buf.subarray(bounds[s], bounds[s + 1]));
       const mine = seg(this.rank);
+      const next = staging(mine.length);
       const contributions: ReducibleBuffer[] = [];
       const recvs: Array<[number, Uint8Array]> = [];
       const sends: Array<[number, Uint8Array]> = [];
@@ -157,13 +170,13 @@ export class MeshGroup implements Group {
           contributions.push(mine);
           continue;
         }
-        const scratch = buf instanceof Float32Array ? new Float32Array(mine.length) : new Uint16Array(mine.length);
+        const scratch = next();
         contributions.push(scratch);
         recvs.push([p, bytesOf(scratch)]);
         sends.push([p, bytesOf(seg(p))]);
       }
       await this.step(recvs, sends, o);
-      reduceInRankOrder(op, mine, contributions, 0, mine.length, new Float32Array(mine.length));
+      reduceInRankOrder(op, mine, contributions, 0, mine.length, acc(mine.length));
       // All-gather of the reduced segments straight into place.
       const agRecvs: Array<[number, Uint8Array]> = [];
       const agSends: Array<[number, Uint8Array]> = [];
@@ -217,5 +230,7 @@ export class MeshGroup implements Group {
     this.closed = true;
     await Promise.allSettled(this.links.map((l) => l?.close()));
     await this.onClose?.();
+    this.stage.release();
+    this.accumulator.release();
   }
 }

@@ -9,6 +9,7 @@ import {
   CHALLENGE_BYTES,
   FLAG_ENCRYPT,
   HELLO_FIXED_BYTES,
+  HELLO_MAGIC,
   OK_BYTES,
   PROOF_BYTES,
   clientProof,
@@ -192,7 +193,10 @@ export interface ServerHandshakeParams {
 export async function serverHandshake(socket: Socket, p: ServerHandshakeParams): Promise<HandshakeResult> {
   const reader = new ExactReader(socket);
   const run = async (): Promise<HandshakeResult> => {
-    const fixed = await reader.read(HELLO_FIXED_BYTES);
+    // Check the magic before waiting for the rest, so a stranger is dropped on its first bytes.
+    const magic = await reader.read(4);
+    if (magic.readUInt32BE(0) !== HELLO_MAGIC) throw new AuthError('not an Orchard data-plane client (bad hello magic)');
+    const fixed = Buffer.concat([magic, await reader.read(HELLO_FIXED_BYTES - 4)]);
     const { idLength } = parseHelloFixed(fixed);
     const hello = Buffer.concat([fixed, idLength ? await reader.read(idLength) : Buffer.alloc(0)]);
     const parsed = parseHello(hello);

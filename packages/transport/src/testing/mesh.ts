@@ -48,7 +48,8 @@ export async function startMesh(size: number, options: MeshOptions = {}): Promis
   }
   return {
     ranks,
-    all: (cmd, args, timeoutMs) => Promise.all(ranks.map((p, r) => p.request(cmd, args?.(r) ?? {}, timeoutMs))),
+    all: <T,>(cmd: string, args?: (rank: number) => Record<string, unknown>, timeoutMs?: number) =>
+      Promise.all(ranks.map((p, r) => p.request<T>(cmd, args?.(r) ?? {}, timeoutMs))),
     async close() {
       await Promise.allSettled(ranks.map((p) => p.request('close', {}, 5000)));
       killRanks(ranks);

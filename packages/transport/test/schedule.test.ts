@@ -1,0 +1,79 @@
+import { describe, expect, it } from 'vitest';
+import { collectiveTag } from '../src/collectives/exchange.js';
+import { floatToHalf, halfToFloat } from '../src/collectives/reduce.js';
+import { chooseAllReduce, chunks, ringSteps, segments } from '../src/collectives/schedule.js';
+
+describe('schedules', () => {
+  it('segments cover the range exactly, sizes differing by at most one', () => {
+    for (const [count, parts] of [[0, 3], [1, 4], [10, 3], [1_000_003, 4], [7, 7]]) {
+      const s = segments(count, parts);
+      expect(s).toHaveLength(parts);
+      expect(s[0][0]).toBe(0);
+      expect(s[parts - 1][1]).toBe(count);
+      for (let j = 1; j < parts; j++) expect(s[j][0]).toBe(s[j - 1][1]);
+      const sizes = s.map(([a, b]) => b - a);
+      expect(Math.max(...sizes) - Math.min(...sizes)).toBeLessThanOrEqual(1);
+    }
+  });
+
+  it('chunks split a range into pieces of at most the chunk size', () => {
+    expect(chunks([5, 17], 5)).toEqual([[5, 10], [10, 15], [15, 17]]);
+    expect(chunks([3, 3], 5)).toEqual([[3, 3]]);
+  });
+
+  it('the ring leaves every rank with every segment reduced over all ranks exactly once', () => {
+    for (let size = 2; size <= 8; size++) {
+      // Symbolic simulation: each rank holds, per segment, the multiset of contributions.
+      const held = Array.from({ length: size }, (_, r) => Array.from({ length: size }, () => [r]));
+      const steps = Array.from({ length: size }, (_, r) => ringSteps(r, size));
+      for (let s = 0; s < 2 * (size - 1); s++) {
+        const sent = steps.map((st, r) => ({ seg: st[s].send, data: [...held[r][st[s].send]] }));
+        for (let r = 0; r < size; r++) {
+          const st = steps[r][s];
+          const from = sent[(r - 1 + size) % size];
+          expect(from.seg, `size ${size} step ${s} rank ${r}`).toBe(st.recv);
+          held[r][st.recv] = st.reduce ? [...from.data, ...held[r][st.recv]] : from.data;
+          // Pipelining relies on this: what is sent next was received in this step.
+          if (s + 1 < 2 * (size - 1)) expect(steps[r][s + 1].send).toBe(st.recv);
+        }
+      }
+      for (let r = 0; r < size; r++) {
+        for (let j = 0; j < size; j++) expect([...held[r][j]].sort()).toEqual(Array.from({ length: size }, (_, i) => i));
+      }
+    }
+  });
+
+  it('chooses direct for two ranks or small payloads, ring otherwise', () => {
+    expect(chooseAllReduce(64 << 20, 2, 32768)).toBe('direct');
+    expect(chooseAllReduce(32768, 4, 32768)).toBe('direct');
+    expect(chooseAllReduce(32769, 3, 32768)).toBe('ring');
+  });
+
+  it('collective tags are distinct per operation and step, and never the user tag', () => {
+    const seen = new Set<number>();
+    for (let op = 0; op < 300; op++) for (let s = 0; s < 8; s++) seen.add(collectiveTag(op, s));
+    expect(seen.size).toBe(2400);
+    expect(seen.has(0)).toBe(false);
+    expect(() => collectiveTag(0, 256)).toThrow(RangeError);
+  });
+});
+
+describe('f16 conversion', () => {
+  it('round-trips every finite half exactly', () => {
+    const bad: number[] = [];
+    for (let h = 0; h < 65536; h++) {
+      if (((h >> 10) & 0x1f) === 31) continue;
+      if (floatToHalf(halfToFloat(h)) !== h) bad.push(h);
+    }
+    expect(bad).toEqual([]);
+  });
+
+  it('rounds to nearest even, overflows to infinity, keeps NaN', () => {
+    expect(floatToHalf(1 + 2 ** -11)).toBe(0x3c00); // tie -> even (1.0)
+    expect(floatToHalf(1 + 3 * 2 ** -11)).toBe(0x3c02); // tie -> even (upper)
+    expect(floatToHalf(65520)).toBe(0x7c00);
+    expect(floatToHalf(2 ** -25)).toBe(0); // tie at the smallest subnormal -> 0 (even)
+    expect(floatToHalf(3 * 2 ** -26)).toBe(1);
+    expect(Number.isNaN(halfToFloat(floatToHalf(NaN)))).toBe(true);
+  });
+});
