@@ -81,6 +81,13 @@ export class Arena {
       if (view.byteLength === 0) return;
       throw new Error(`wasm backend: ${what} is not a whole live allocation of this backend (already released, or a subarray?)`);
     }
+    this.free(addr);
+  }
+
+  /** Returns the live block at `addr` (an address alloc returned) to the free list. */
+  free(addr: number): void {
+    const size = this.#live.get(addr);
+    if (size === undefined) throw new Error(`wasm backend: no live block at ${addr}`);
     this.#live.delete(addr);
     let list = this.#free.get(size);
     if (!list) this.#free.set(size, (list = []));

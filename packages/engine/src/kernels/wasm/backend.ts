@@ -127,6 +127,7 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
   const scratch = (bytes: number): number => {
     if (bytes > scratchBytes) {
       const size = Math.max(bytes, scratchBytes * 2, 64 * 1024);
+      if (scratchBytes > 0) arena.free(scratchAddr);
       scratchAddr = arena.alloc(size, 'activation scratch');
       scratchBytes = size;
     }
