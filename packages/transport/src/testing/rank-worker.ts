@@ -8,6 +8,7 @@
  *   sendrecv {peer, bytes, iterations, role: 'send'|'recv'} -> {ms[]}
  *   raw-listen {host} / raw-connect {host, port} / raw-pingpong {iterations} / raw-bulk {bytes}
  *       node:net baseline for the benchmark (no framing, no auth).
+ *   probe-listen {host, secret} -> {port};  probe {host, port, secret, ...} -> LinkProbeResult
  *   close -> {}
  */
 import { createHash } from 'node:crypto';
@@ -16,8 +17,10 @@ import { createInterface } from 'node:readline';
 import type { Group } from '../group.js';
 import { createTcpGroup } from '../tcp/group.js';
 import { listenTcp, type TcpListener } from '../tcp/listener.js';
+import { probeLink, startProbeServer, type ProbeServer } from '../probe.js';
 
 let listener: TcpListener | null = null;
+let probeServer: ProbeServer | null = null;
 let group: Group | null = null;
 let rank = -1;
 let rawServer: net.Server | null = null;
@@ -207,7 +210,16 @@ async function handle(m: any): Promise<Record<string, unknown>> {
       }
       return { ms };
     }
+    case 'probe-listen': {
+      probeServer = await startProbeServer({ host: m.host ?? '127.0.0.1', secret: m.secret });
+      return { port: probeServer.port };
+    }
+    case 'probe': {
+      const r = await probeLink({ host: m.host, port: m.port, secret: m.secret, pings: m.pings, bulkBytes: m.bulkBytes, timeoutMs: m.timeoutMs });
+      return { ...r };
+    }
     case 'close':
+      await probeServer?.close();
       await group?.close();
       await listener?.close();
       raw?.destroy();

@@ -100,6 +100,35 @@ describe('RDMA faults on the simulated fabric', () => {
     for (const e of errs) expect(e).toBeInstanceOf(RdmaStallError);
   });
 
+  it('a failing completion poll (library error) rejects the pending operations instead of hanging', async () => {
+    let broken = false;
+    mesh = await simMesh({
+      size: 2,
+      timeoutMs: 5000,
+      verbsFor: (r, v) =>
+        r === 0
+          ? new Proxy(v, {
+              get(target, prop, receiver) {
+                if (prop === 'pollCq') {
+                  return (cq: number, max: number) => {
+                    if (broken) throw new Error('EIO: ibv_poll_cq failed');
+                    return target.pollCq(cq, max);
+                  };
+                }
+                const value = Reflect.get(target, prop, receiver);
+                return typeof value === 'function' ? value.bind(target) : value;
+              },
+            })
+          : v,
+    });
+    expect(mesh.choices[0]![0]!.transport).toBe('rdma');
+    broken = true;
+    const t0 = performance.now();
+    const err = await within(mesh.groups[0]!.recv(1, new Uint8Array(4)).catch((e: Error) => e), 3000, 'recv with a broken poll');
+    expect((err as Error).message).toMatch(/polling completions failed: EIO: ibv_poll_cq failed/);
+    expect(performance.now() - t0).toBeLessThan(1000);
+  });
+
   it('a per-operation timeout overrides the group default', async () => {
     mesh = await simMesh({ size: 2, timeoutMs: 10_000 });
     const t0 = performance.now();
