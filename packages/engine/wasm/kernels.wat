@@ -25,8 +25,8 @@
 ;;          and a final ·2^48 restore the scale without a multiply per weight. Inf/NaN f16 weights are
 ;;          not representable this way (they widen to finite values); checkpoints never contain them.
 ;;   bf16   same even/odd order, unscaled (a bf16 is the top half of an f32).
-;;   q8_0, q4_0   x quantized like llama.cpp's Q8_0 activations: per 32-block d = f16(amax/127),
-;;          q = nearest(x·127/amax) as i16 (cols i16), then per block an i32x4 correction for q4_0's
+;;   q8_0, q4_0   x quantized like llama.cpp's (x86) Q8_0 activations: per 32-block d = f16(amax/127),
+;;          q = nearest-even(x·(127/amax)) as i16 (cols i16), then per block an i32x4 correction for q4_0's
 ;;          offset, then per block the f32 scale (see quant_q8). Integer dot products.
 (module
   (import "env" "memory" (memory 1 65536 shared))
@@ -839,9 +839,10 @@
               (f32.max (f32x4.extract_lane 0 (local.get $mx)) (f32x4.extract_lane 1 (local.get $mx)))
               (f32.max (f32x4.extract_lane 2 (local.get $mx)) (f32x4.extract_lane 3 (local.get $mx)))))
             (local.set $d (f32.div (local.get $amax) (f32.const 127)))
+            ;; 127/amax rather than 1/d, as llama.cpp's x86 quantize_row_q8_0 does
             (local.set $id (f32x4.splat
-              (if (result f32) (f32.gt (local.get $d) (f32.const 0))
-                (then (f32.div (f32.const 1) (local.get $d)))
+              (if (result f32) (f32.gt (local.get $amax) (f32.const 0))
+                (then (f32.div (f32.const 127) (local.get $amax)))
                 (else (f32.const 0)))))
             (f32.store (local.get $ds) (call $round_f16 (local.get $d)))
             (local.set $q0 (i16x8.narrow_i32x4_s

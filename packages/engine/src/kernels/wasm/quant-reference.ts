@@ -4,7 +4,7 @@
  * checked against:
  * - exact: dequantized weights · f32 activations, accumulated in f64;
  * - q8 activations: the activations first quantized per 32-block like llama.cpp's Q8_0 activations
- *   (d = f16(amax/127), q = nearest-even(x·(1/d))), integer block dots, accumulated in f64.
+ *   (d = f16(amax/127), q = nearest-even(x·(127/amax))), integer block dots, accumulated in f64.
  * The WASM kernels compute the second; tests bound their distance to the first.
  */
 import { F16_TO_F32, f32ToF16Bits } from '../../numeric/half.js';
@@ -134,7 +134,8 @@ export function quantizeActivations(x: Float32Array, offset: number, cols: numbe
     let amax = 0;
     for (let j = 0; j < QK; j++) amax = Math.max(amax, Math.abs(x[offset + b * QK + j]));
     const dr = fround(amax / 127);
-    const id = dr > 0 ? fround(1 / dr) : 0;
+    // 127/amax (not 1/d): llama.cpp's x86 quantize_row_q8_0, which the end-to-end comparison runs.
+    const id = amax > 0 ? fround(127 / amax) : 0;
     dRaw[b] = dr;
     d[b] = F16_TO_F32[f32ToF16Bits(dr)];
     for (let j = 0; j < QK; j++) q[b * QK + j] = roundHalfEven(fround(x[offset + b * QK + j] * id));
