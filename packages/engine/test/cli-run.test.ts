@@ -4,7 +4,7 @@ import { truncateSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
-import { generate, loadInProcessModel } from '../src/index.js';
+import { createWasmBackend, generate, loadInProcessModel } from '../src/index.js';
 import { writeRandomModel } from '../src/testing/index.js';
 import { tempDir } from './helpers.js';
 
@@ -38,6 +38,20 @@ describe('orchard run', () => {
     expect(plain.stderr).toMatch(/tokens\/s/);
     const split = await orchard([...args, '--pipeline', '2', '--tensor', '2']);
     expect(split.stdout).toBe(plain.stdout);
+  });
+
+  it('--backend wasm runs the same generation on the WASM kernels', async () => {
+    const prompt = [10, 20, 30];
+    const wasm = loadInProcessModel(info.dir, { backend: () => createWasmBackend({ threads: 1 }) });
+    const expected = await generate(wasm, prompt, { maxTokens: 8, stopTokenIds: [] });
+    wasm.dispose();
+    const r = await orchard(['run', '--model', info.dir, '--prompt-ids', prompt.join(','), '--max-tokens', '8', '--temperature', '0', '--ignore-eos', '--json', '--backend', 'wasm', '--threads', '1']);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toBe(`${JSON.stringify({ tokens: expected.tokens })}\n`);
+    expect(r.stderr).toMatch(/wasm backend/);
+    const bad = await orchard(['run', '--model', info.dir, '--prompt', 'x', '--backend', 'gpu9000']);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(/--backend must be reference or wasm/);
   });
 
   it('streams text for --prompt (same seed, same text)', async () => {

@@ -72,6 +72,11 @@ export class InProcessModel implements LanguageModel {
     this.maxSeqLen = stages[0][0].maxSeqLen;
   }
 
+  /** Releases every shard's backend. */
+  dispose(): void {
+    for (const s of this.stages.flat()) s.dispose();
+  }
+
   /** Tensor bytes read by all shards together. */
   get bytesRead(): number {
     return this.stages.flat().reduce((s, sh) => s + sh.bytesRead, 0);

@@ -250,6 +250,11 @@ export class ModelShard {
     return this.#logits;
   }
 
+  /** Releases the backend's threads and memory (a WASM backend has workers). */
+  dispose(): void {
+    this.backend.dispose?.();
+  }
+
   #checkBatch(n: number, pos0: number, cache: KVCache): void {
     if (n < 1 || n > this.maxBatch) throw new RangeError(`forward: ${n} tokens per call; this shard takes 1..${this.maxBatch}`);
     if (pos0 + n > cache.capacity) throw new RangeError(`sequence of ${pos0 + n} tokens exceeds the KV cache capacity ${cache.capacity}`);

@@ -1,13 +1,17 @@
 import type { Command } from 'commander';
 import { existsSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import {
+  createReferenceBackend,
+  createWasmBackend,
   generate,
   loadInProcessModel,
   loadTokenizer,
   ModelFormatError,
   UnsupportedModelError,
+  type Backend,
   type GenerateOptions,
 } from '@orchard/engine';
 import { CliError } from '../errors.js';
@@ -55,6 +59,8 @@ interface RunOptions {
   pipeline: number;
   tensor: number;
   json?: boolean;
+  backend: string;
+  threads?: number;
 }
 
 export function registerRun(program: Command): void {
@@ -75,6 +81,8 @@ export function registerRun(program: Command): void {
     .option('--pipeline <n>', 'run as n in-process pipeline stages', int('--pipeline', 1), 1)
     .option('--tensor <n>', 'run as n in-process tensor-parallel ranks', int('--tensor', 1), 1)
     .option('--json', 'print {"tokens":[...]} (generated ids) instead of streaming text')
+    .option('--backend <name>', 'matrix kernels: reference (plain TypeScript) or wasm (SIMD + threads)', 'reference')
+    .option('--threads <n>', 'wasm backend: threads per shard (default: physical cores / shards)', int('--threads', 1))
     .action(async (opts: RunOptions) => {
       await runCommand(opts);
     });
@@ -84,9 +92,16 @@ async function runCommand(opts: RunOptions): Promise<void> {
   if ((opts.prompt === undefined) === (opts.promptIds === undefined)) throw new CliError('give exactly one of --prompt or --prompt-ids', 2);
   const dir = resolve(opts.model ?? BUNDLED_MODEL);
   if (!existsSync(dir)) throw new CliError(`model directory not found: ${dir}`, 2);
+  let backend: () => Backend;
+  if (opts.backend === 'reference') backend = createReferenceBackend;
+  else if (opts.backend === 'wasm') {
+    const threads = opts.threads;
+    backend = () => createWasmBackend(threads ? { threads } : { threads: Math.max(1, Math.floor(availableParallelism() / (opts.pipeline * opts.tensor))) });
+  } else throw new CliError(`--backend must be reference or wasm, got ${JSON.stringify(opts.backend)}`, 2);
 
+  let model: ReturnType<typeof loadInProcessModel> | undefined;
   try {
-    const model = loadInProcessModel(dir, { pipeline: opts.pipeline, tensor: opts.tensor });
+    model = loadInProcessModel(dir, { pipeline: opts.pipeline, tensor: opts.tensor, backend });
     const tokenizer = opts.promptIds && opts.json ? null : loadTokenizer(dir);
     let promptIds: number[];
     if (opts.promptIds) promptIds = opts.promptIds;
@@ -116,12 +131,14 @@ async function runCommand(opts: RunOptions): Promise<void> {
     const speed = Number.isFinite(result.tokensPerSecond) ? result.tokensPerSecond.toFixed(1) : 'n/a';
     process.stderr.write(
       `orchard run: ${result.promptTokens} prompt tokens in ${result.prefillMs.toFixed(0)} ms, ` +
-        `${result.tokens.length} tokens generated, ${speed} tokens/s (reference engine, pipeline ${opts.pipeline} × tensor ${opts.tensor}, ${result.finishReason})\n`,
+        `${result.tokens.length} tokens generated, ${speed} tokens/s (${opts.backend} backend, pipeline ${opts.pipeline} × tensor ${opts.tensor}, ${result.finishReason})\n`,
     );
   } catch (err) {
     if (err instanceof ModelFormatError || err instanceof UnsupportedModelError || err instanceof RangeError) {
       throw new CliError(err.message, 1);
     }
     throw err;
+  } finally {
+    model?.dispose();
   }
 }
