@@ -14,11 +14,13 @@ import { canonicalJson } from '../../packages/daemon/src/state/canonical-json.js
 const GONE_AFTER_SEC = 3;
 let net: TestNet | undefined;
 let daemons: TestDaemon[] = [];
+const everStarted: TestDaemon[] = [];
 
 afterEach(async (ctx) => {
   if (ctx.task.result?.state === 'fail') {
     for (const d of daemons) console.error(`--- ${d.host.ns} log (tail) ---\n${d.log().split('\n').slice(-40).join('\n')}`);
   }
+  everStarted.push(...daemons);
   await net?.destroy();
   net = undefined;
   daemons = [];
@@ -134,6 +136,7 @@ describe.skipIf(!netnsAvailable())('daemon pod across network namespaces', () =>
     expect(st.mode).toBe('open');
     for (const r of st.notInCluster) expect(r.message).toMatch(/not in this cluster/);
     expect(JSON.stringify(st.notInCluster)).not.toMatch(/noise|decrypt|nonce|ECONNRESET|EOF/i);
+    await waitFor('outsider to list itself', () => liveIds(outsider).length > 0, 20_000);
     expect(liveIds(outsider)).toEqual([outsiderId]);
     expect(Object.keys(outsider.get('/api/status').nodes)).toHaveLength(1);
     for (const d of [a, b]) {
@@ -163,5 +166,14 @@ describe.skipIf(!netnsAvailable())('duplicate identity', () => {
       expect(dup.addresses.join(' ')).toContain(d === first ? net.hosts[1].ip : net.hosts[0].ip);
       expect(d.exited()).toBe(false);
     }
+  });
+});
+
+describe.skipIf(!netnsAvailable())('teardown', () => {
+  it('left no daemon process and no namespace behind (runs last, after the tests above)', async () => {
+    expect(everStarted.length).toBeGreaterThan(0);
+    await waitFor('every daemon process to be gone', () => everStarted.every((d) => d.exited()), 5000, 100);
+    const { execFileSync } = await import('node:child_process');
+    expect(execFileSync('ip', ['netns', 'list'], { encoding: 'utf8' })).not.toContain(`orch-${process.pid}-`);
   });
 });

@@ -76,6 +76,7 @@ export class Replica {
   #lastSnapshotSent = -Infinity;
   #adoptFrom: string | null = null;
   #duplicates = new Set<string>();
+  #saidGoodbye = new Set<string>();
   #stopped = false;
 
   constructor(options: ReplicaOptions) {
@@ -176,6 +177,7 @@ export class Replica {
           if (boots.length > 8) boots.shift();
         }
         this.#heard.set(msg.from, { at: now, name: msg.name, log: msg.log, bootId: msg.bootId, boots });
+        this.#saidGoodbye.delete(msg.from);
         if (this.isCoordinator) {
           if (this.#state.nodes[msg.from]?.status !== 'live') this.#emit({ type: 'node-joined', peerId: msg.from, name: msg.name, at: now });
         } else if (msg.from === this.coordinator()) {
@@ -246,6 +248,8 @@ export class Replica {
       }
       case 'goodbye': {
         this.#heard.delete(msg.from);
+        // Remembered so that whoever leads next records a clean shutdown, not silence.
+        this.#saidGoodbye.add(msg.from);
         if (this.isCoordinator && this.#state.nodes[msg.from]?.status === 'live') {
           this.#emit({ type: 'node-left', peerId: msg.from, at: now, reason: 'shutdown' });
         }
@@ -279,7 +283,7 @@ export class Replica {
     this.#pos = { epoch, leader: this.selfId, seq: this.#pos.seq };
     // Nodes the state says are live but we never heard get one full timeout from now.
     for (const n of Object.values(this.#state.nodes)) {
-      if (n.status === 'live' && n.peerId !== this.selfId && !this.#heard.has(n.peerId)) {
+      if (n.status === 'live' && n.peerId !== this.selfId && !this.#heard.has(n.peerId) && !this.#saidGoodbye.has(n.peerId)) {
         this.#heard.set(n.peerId, { at: now, name: n.name, log: { epoch: 0, leader: '', seq: 0 } });
       }
     }
@@ -292,7 +296,9 @@ export class Replica {
     for (const n of Object.values(this.#state.nodes)) {
       if (n.status !== 'live' || n.peerId === this.selfId) continue;
       const h = this.#heard.get(n.peerId);
-      if (!h || now - h.at > this.#opts.goneAfterMs) this.#emit({ type: 'node-left', peerId: n.peerId, at: now, reason: 'silent' });
+      if (!h || now - h.at > this.#opts.goneAfterMs) {
+        this.#emit({ type: 'node-left', peerId: n.peerId, at: now, reason: this.#saidGoodbye.has(n.peerId) ? 'shutdown' : 'silent' });
+      }
     }
     for (const [id, h] of this.#heard) {
       if (now - h.at <= this.#opts.goneAfterMs && this.#state.nodes[id]?.status !== 'live') this.#emit({ type: 'node-joined', peerId: id, name: h.name, at: now });

@@ -136,6 +136,18 @@ describe('replicated cluster state', () => {
     expect(Object.keys(rs[3].state.links)).toHaveLength(3);
   });
 
+  it('a coordinator that says goodbye is recorded as shut down by the next one, within a heartbeat', () => {
+    const pod = new Pod();
+    const rs = ['A', 'B', 'C'].map((id) => pod.add(id));
+    pod.run(5);
+    rs[0].stop();
+    pod.deliver();
+    pod.replicas.delete('A');
+    pod.run(1);
+    expect(rs[1].isCoordinator).toBe(true);
+    for (const r of rs.slice(1)) expect(r.state.nodes.A).toMatchObject({ status: 'gone', leftReason: 'shutdown' });
+  });
+
   it('a clean goodbye marks the node gone at once', () => {
     const pod = new Pod();
     const rs = ['A', 'B'].map((id) => pod.add(id));
