@@ -105,6 +105,14 @@ export async function connectRdmaMesh(options: RdmaMeshOptions): Promise<RdmaMes
   const depth = options.depth ?? 4;
   const classes = options.sizeClasses ?? DEFAULT_SIZE_CLASSES;
   validateSizeClasses(classes);
+  if (!Number.isInteger(depth) || depth < 2) throw new RangeError(`RDMA depth must be an integer >= 2 (double buffering), got ${depth}`);
+  if (verbs) {
+    const largest = classes[classes.length - 1]!;
+    if (largest > verbs.limits.maxMessageBytes) {
+      throw new RangeError(`size class ${largest} exceeds the library's ${verbs.limits.maxMessageBytes}-byte message limit`);
+    }
+    if (depth > verbs.limits.maxWr) throw new RangeError(`depth ${depth} exceeds ${verbs.limits.maxWr} outstanding work requests`);
+  }
   const setupTimeoutMs = options.setupTimeoutMs ?? 10_000;
   const log = options.log ?? (() => {});
   const perLinkBytes = RdmaLink.slabBytes(depth, classes);

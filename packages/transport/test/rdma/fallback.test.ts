@@ -100,6 +100,12 @@ describe('RDMA setup failure on one link falls back for that link only', () => {
     await checkAllReduce(mesh);
   });
 
+  it('refuses size classes above Apple\'s message limit and depths below double buffering', async () => {
+    await expect(simMesh({ size: 2, sizeClasses: [4096, 16_773_120 + 4096] })).rejects.toThrow(/exceeds the library's 16773120-byte message limit/);
+    await expect(simMesh({ size: 2, depth: 1 })).rejects.toThrow(/depth must be an integer >= 2/);
+    await expect(simMesh({ size: 2, sizeClasses: [5000] })).rejects.toThrow(/not a positive multiple of 4096/);
+  });
+
   it('a rank without the addon (no verbs library) runs every link on the fallback', async () => {
     mesh = await simMesh({ size: 3, verbsFor: (r, v) => (r === 1 ? null : v) });
     expect(mesh.choices[1]!.map((c) => c.transport)).toEqual(['fallback', 'fallback']);
