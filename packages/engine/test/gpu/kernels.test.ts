@@ -135,7 +135,8 @@ describe.skipIf(!gpu.ctx)(`WGSL kernels vs CPU reference${gpu.skip ? ` (skipped:
     await expect(uploadWeight(ctx, { ...w, rows: 5 }, 'model.layers.0.mlp.up_proj.weight')).rejects.toThrow(
       /model\.layers\.0\.mlp\.up_proj\.weight: 64 bytes but \[5, 8\] f16 needs 80/,
     );
-    await expect(uploadWeight(ctx, randomWeight('f32', 2, 40, new Prng(1)), 'q') .then(() => uploadWeight(ctx, { ...randomWeight('f32', 2, 40, new Prng(1)), dtype: 'q8_0' }, 'qw'))).rejects.toThrow(/qw: q8_0 needs columns in whole 32-element blocks, got 40/);
+    const notBlocks = { ...randomWeight('f32', 2, 40, new Prng(1)), dtype: 'q8_0' as const };
+    await expect(uploadWeight(ctx, notBlocks, 'qw')).rejects.toThrow(/qw: q8_0 needs columns in whole 32-element blocks, got 40/);
   });
 
   it('embedding gather over a split table (bf16)', async () => {

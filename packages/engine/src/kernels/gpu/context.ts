@@ -5,7 +5,8 @@
  * is used only with `allowSoftware`, because it runs on the CPU and would be slower than the CPU
  * backends — it exists here so the WGSL kernels can be tested for correctness on machines without a GPU.
  */
-import type {} from '@webgpu/types';
+// The WebGPU DOM types (GPUDevice, GPUBuffer, …) come in through the webgpu package's declarations.
+import type {} from 'webgpu';
 
 export class GpuUnavailableError extends Error {
   constructor(message: string) {
@@ -65,6 +66,8 @@ export interface GpuContextOptions {
 }
 
 export interface GpuContext {
+  /** The Dawn instance; must stay reachable while the device is used. */
+  readonly gpu: GPU;
   readonly device: GPUDevice;
   readonly adapter: GpuAdapterSummary;
   /** The limits the device was created with (after `maxBindingBytes`). */
@@ -169,6 +172,9 @@ export async function createGpuContext(options: GpuContextOptions = {}): Promise
   let pendingError: GPUError | null = null;
 
   return {
+    // Dawn frees its instance when the GPU object is collected, even with devices alive (then mutexes
+    // crash inside the driver), so the context keeps it reachable for the device's lifetime.
+    gpu,
     device,
     adapter: summary,
     limits,
