@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { resolveOptions, OptionsError } from '../../config/options.js';
 import { Daemon } from '../../daemon.js';
+import { installServing } from '../../instances/install.js';
 import { createLogger } from '../../logger.js';
 import { CliError } from '../errors.js';
 
@@ -40,7 +41,7 @@ export function registerStart(program: Command): void {
       process.on('unhandledRejection', (err) => log.error({ err }, 'unhandled rejection (ignored)'));
       let daemon: Daemon;
       try {
-        daemon = await Daemon.start(options, log);
+        daemon = await Daemon.start(options, log, { routes: async (app, d) => void (await installServing(app, d)) });
       } catch (err) {
         const e = err as NodeJS.ErrnoException;
         if (e.code === 'EADDRINUSE') throw new CliError(`address in use (${e.message}); is another orchard daemon running? Use --api-port/--listen to pick others`, 1);

@@ -1,0 +1,393 @@
+/**
+ * Serving on one daemon: starts and stops this node's runners to match the instances in the
+ * replicated state, wires their data planes (endpoint gossip), publishes the status of instances it
+ * drives, routes requests to a ready instance, and — on the coordinator — places models, removes
+ * instances whose nodes died or whose runners failed, and places them again on the survivors.
+ */
+import { randomBytes } from 'node:crypto';
+import os from 'node:os';
+import type { Logger } from 'pino';
+import { loadModelConfig } from '@orchard/engine';
+import { modelFromConfig, type Cluster } from '@orchard/partitioner';
+import type { ClusterEvent } from '../state/events.js';
+import type { ClusterState, InstanceEntry } from '../state/types.js';
+import { place, PlacementError, type InstancePlan, type ModelShape, type PlacementRequest } from '../placement/place.js';
+import { RunnerProcess } from '../runner/runner-process.js';
+import type { TcpAddress } from '../runner/transport.js';
+import { InstanceExecutor } from './executor.js';
+import type { ServeMessage } from './messages.js';
+import { ModelCatalog, UnknownModelError } from './models.js';
+import { ServeError } from './requests.js';
+
+/** What an instance entry's `plan` holds (the replicated state keeps it opaque). */
+export interface PlacedPlan extends InstancePlan {
+  secret: string;
+  requested: PlacementRequest;
+  shape: ModelShape;
+  /** The model's config.json, so any coordinator can plan it again without the files. */
+  config: unknown;
+}
+
+export interface ManagerDeps {
+  selfId: string;
+  log: Logger;
+  dataDir: string;
+  state(): ClusterState;
+  cluster(): Cluster;
+  isCoordinator(): boolean;
+  propose(event: ClusterEvent): boolean;
+  publish(m: ServeMessage): void;
+  /** Requests waiting per instance before 429. @default 64 */
+  maxQueue?: number;
+  maxSeqLen?: number;
+  runnerEnv?: NodeJS.ProcessEnv;
+}
+
+interface LocalInstance {
+  entry: InstanceEntry;
+  plan: PlacedPlan;
+  runners: Map<number, RunnerProcess>;
+  endpoints: Map<number, TcpAddress[]>;
+  connected: boolean;
+  executor: InstanceExecutor | null;
+  startedAt: number;
+  failed: boolean;
+}
+
+interface InstanceStatus {
+  ready: boolean;
+  active: number;
+  queued: number;
+  capacity: number;
+  at: number;
+}
+
+const STATUS_FRESH_MS = 3500;
+const READY_TIMEOUT_MS = 120_000;
+
+export function localAddresses(port: number): TcpAddress[] {
+  const out: TcpAddress[] = [];
+  for (const list of Object.values(os.networkInterfaces())) {
+    for (const a of list ?? []) if (a.family === 'IPv4' && !a.internal) out.push({ host: a.address, port });
+  }
+  out.push({ host: '127.0.0.1', port });
+  return out.slice(0, 16);
+}
+
+export class InstanceManager {
+  readonly catalog: ModelCatalog;
+  readonly #d: ManagerDeps;
+  readonly #local = new Map<string, LocalInstance>();
+  /** Endpoints heard before this node started its own runners for the instance. */
+  readonly #early = new Map<string, Map<number, TcpAddress[]>>();
+  readonly #status = new Map<string, InstanceStatus>();
+  readonly #failed = new Map<string, string>();
+  /** Coordinator: instances already replaced (so a late failure report does not replace twice). */
+  readonly #replaced = new Set<string>();
+  #timer: NodeJS.Timeout | null = null;
+  #ticks = 0;
+  #closed = false;
+
+  constructor(deps: ManagerDeps) {
+    this.#d = deps;
+    this.catalog = new ModelCatalog(deps.dataDir);
+  }
+
+  start(): void {
+    this.#timer = setInterval(() => {
+      try {
+        this.tick();
+      } catch (err) {
+        this.#d.log.error({ err }, 'serving tick failed');
+      }
+    }, 500);
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    if (this.#timer) clearInterval(this.#timer);
+    await Promise.all([...this.#local.values()].flatMap((l) => [...l.runners.values()].map((r) => r.stop(1000))));
+    this.#local.clear();
+  }
+
+  // ---------------------------------------------------------------- messages
+
+  onMessage(m: ServeMessage): void {
+    switch (m.type) {
+      case 'endpoint': {
+        const local = this.#local.get(m.instance);
+        const map = local?.endpoints ?? this.#early.get(m.instance) ?? new Map<number, TcpAddress[]>();
+        map.set(m.rank, m.addresses);
+        if (local) this.#maybeConnect(local);
+        else {
+          this.#early.set(m.instance, map);
+          if (this.#early.size > 256) this.#early.delete(this.#early.keys().next().value!);
+        }
+        return;
+      }
+      case 'status':
+        if (this.#d.state().instances[m.instance]?.nodes[0] === m.from) this.#status.set(m.instance, { ready: m.ready, active: m.active, queued: m.queued, capacity: m.capacity, at: Date.now() });
+        return;
+      case 'failed':
+        if (this.#d.isCoordinator()) this.#replace(m.instance, `a runner failed on ${m.from}: ${m.reason}`);
+        return;
+      case 'place':
+        if (this.#d.isCoordinator()) this.#placeAsCoordinator(m.model, { strategy: m.strategy, nodes: m.nodes }, m.exclusive, m.shape, m.config);
+        return;
+      case 'remove':
+        if (this.#d.isCoordinator()) this.#removeAsCoordinator(m.instance);
+        return;
+    }
+  }
+
+  // ---------------------------------------------------------------- periodic work
+
+  tick(): void {
+    if (this.#closed) return;
+    this.#ticks++;
+    const state = this.#d.state();
+    // Runners follow the replicated instances.
+    for (const entry of Object.values(state.instances)) {
+      const plan = entry.plan as PlacedPlan;
+      if (!this.#local.has(entry.id) && plan?.ranks?.includes(this.#d.selfId) && !this.#failed.has(entry.id)) this.#startLocal(entry, plan);
+    }
+    for (const [id, local] of this.#local) {
+      if (!state.instances[id]) {
+        this.#d.log.info({ instance: id }, 'instance removed: stopping its runners');
+        for (const r of local.runners.values()) void r.stop(1000);
+        this.#local.delete(id);
+        continue;
+      }
+      // Endpoints are gossiped until every rank is connected (a message may be missed).
+      if (!local.connected) this.#publishEndpoints(local);
+      if (!local.failed && !this.#localReady(local) && Date.now() - local.startedAt > READY_TIMEOUT_MS) this.#reportFailed(local, `not ready after ${READY_TIMEOUT_MS / 1000} s`);
+      if (local.executor && this.#ticks % 2 === 0) {
+        const load = local.executor.load;
+        const ready = local.executor.runner.ready;
+        this.#d.publish({ type: 'status', from: this.#d.selfId, instance: id, ready, ...load });
+        this.#status.set(id, { ready, ...load, at: Date.now() });
+      }
+    }
+    if (this.#d.isCoordinator()) {
+      const live = new Set(Object.values(state.nodes).filter((n) => n.status === 'live').map((n) => n.peerId));
+      for (const entry of Object.values(state.instances)) {
+        const gone = entry.nodes.filter((n) => !live.has(n));
+        if (gone.length) this.#replace(entry.id, `node(s) ${gone.join(', ')} left`);
+      }
+    }
+  }
+
+  #localReady(l: LocalInstance): boolean {
+    return [...l.runners.values()].every((r) => r.ready);
+  }
+
+  #startLocal(entry: InstanceEntry, plan: PlacedPlan): void {
+    const dir = this.catalog.dirOf(entry.model);
+    const local: LocalInstance = { entry, plan, runners: new Map(), endpoints: this.#early.get(entry.id) ?? new Map(), connected: false, executor: null, startedAt: Date.now(), failed: false };
+    this.#early.delete(entry.id);
+    this.#local.set(entry.id, local);
+    if (!dir) {
+      this.#reportFailed(local, `model ${entry.model} is not on node ${this.#d.selfId}`);
+      return;
+    }
+    const maxSeqLen = this.#d.maxSeqLen;
+    plan.ranks.forEach((node, rank) => {
+      if (node !== this.#d.selfId) return;
+      const runner = new RunnerProcess(
+        { modelDir: dir, layout: plan.layout, rank, groupId: entry.id, secret: plan.secret, listenHost: '0.0.0.0', maxSeqLen, stepMs: 30_000 },
+        {
+          onListening: (port) => {
+            local.endpoints.set(rank, localAddresses(port));
+            this.#publishEndpoints(local);
+            this.#maybeConnect(local);
+          },
+          onReady: () => this.#d.log.info({ instance: entry.id, rank }, 'runner ready'),
+          onDead: (message) => {
+            if (!this.#closed && this.#local.get(entry.id) === local) this.#reportFailed(local, message);
+          },
+        },
+        this.#d.runnerEnv,
+      );
+      local.runners.set(rank, runner);
+      if (rank === 0) {
+        const config = loadModelConfig(dir);
+        const seq = Math.min(maxSeqLen ?? 4096, config.maxPositionEmbeddings, 4096);
+        local.executor = new InstanceExecutor(runner, dir, config, seq, { maxQueue: this.#d.maxQueue ?? 64, defaultMaxTokens: 256 });
+      }
+    });
+    this.#d.log.info({ instance: entry.id, model: entry.model, ranks: [...local.runners.keys()], strategy: plan.strategy }, 'starting runners');
+  }
+
+  #publishEndpoints(local: LocalInstance): void {
+    for (const rank of local.runners.keys()) {
+      const addresses = local.endpoints.get(rank);
+      if (addresses) this.#d.publish({ type: 'endpoint', from: this.#d.selfId, instance: local.entry.id, rank, addresses });
+    }
+  }
+
+  #maybeConnect(local: LocalInstance): void {
+    if (local.connected) return;
+    const n = local.plan.ranks.length;
+    for (let r = 0; r < n; r++) if (!local.endpoints.has(r)) return;
+    local.connected = true;
+    const peers = Array.from({ length: n }, (_, r) => ({ addresses: local.endpoints.get(r)! }));
+    for (const runner of local.runners.values()) runner.connect(peers);
+  }
+
+  #reportFailed(local: LocalInstance, reason: string): void {
+    if (local.failed) return;
+    local.failed = true;
+    this.#failed.set(local.entry.id, reason);
+    this.#d.log.warn({ instance: local.entry.id, reason }, 'instance failed on this node');
+    for (const r of local.runners.values()) void r.stop(500);
+    const msg: ServeMessage = { type: 'failed', from: this.#d.selfId, instance: local.entry.id, reason: reason.slice(0, 1000) };
+    if (this.#d.isCoordinator()) this.onMessage(msg);
+    else this.#d.publish(msg);
+  }
+
+  // ---------------------------------------------------------------- coordinator
+
+  /** Plans `model` on the current cluster (any node can; the coordinator's decision is the one logged). */
+  planFor(model: string, req: PlacementRequest, shape?: ModelShape, config?: unknown): { plan: InstancePlan; shape: ModelShape; config: unknown } {
+    let s = shape;
+    let c = config;
+    if (!s || !c) {
+      const info = this.catalog.info(model);
+      s = info.shape;
+      c = info.rawConfig;
+    }
+    const spec = modelFromConfig(c, { name: model });
+    return { plan: place(s, spec, this.#d.cluster(), req), shape: s, config: c };
+  }
+
+  #findExisting(model: string, req: PlacementRequest, exclusive: boolean): InstanceEntry | undefined {
+    return Object.values(this.#d.state().instances).find((e) => {
+      if (e.model !== model) return false;
+      if (!exclusive) return true;
+      const r = (e.plan as PlacedPlan).requested;
+      return r.strategy === req.strategy && (r.nodes ?? 2) === (req.nodes ?? 2);
+    });
+  }
+
+  #placeAsCoordinator(model: string, req: PlacementRequest, exclusive: boolean, shape?: ModelShape, config?: unknown): InstanceEntry {
+    const existing = this.#findExisting(model, req, exclusive);
+    if (existing) return existing;
+    const planned = this.planFor(model, req, shape, config);
+    const id = `${model.replace(/[^\w.-]/g, '_').slice(0, 100)}-${randomBytes(4).toString('hex')}`;
+    const plan: PlacedPlan = { ...planned.plan, secret: randomBytes(32).toString('hex'), requested: req, shape: planned.shape, config: planned.config };
+    const entry: InstanceEntry = { id, model, placedAt: Date.now(), nodes: plan.ranks, plan };
+    this.#d.propose({ type: 'instance-placed', instance: { ...entry, nodes: [...entry.nodes] } });
+    this.#d.log.info({ instance: id, model, strategy: plan.strategy, ranks: plan.ranks, stages: plan.layout.stages, tensor: plan.layout.tensor }, 'instance placed');
+    return entry;
+  }
+
+  #removeAsCoordinator(id: string): void {
+    if (this.#d.state().instances[id]) this.#d.propose({ type: 'instance-removed', id, at: Date.now() });
+  }
+
+  /** Removes a broken instance and places its model again on the live nodes (forced layout if it still fits, else auto). */
+  #replace(id: string, reason: string): void {
+    const entry = this.#d.state().instances[id];
+    if (!entry || this.#replaced.has(id)) return;
+    this.#replaced.add(id);
+    this.#d.log.warn({ instance: id, reason }, 'replacing instance');
+    this.#removeAsCoordinator(id);
+    const old = entry.plan as PlacedPlan;
+    // Wait a moment: a node that just died may still count as live until its silence times out.
+    setTimeout(() => {
+      if (this.#closed || !this.#d.isCoordinator()) return;
+      const attempts: PlacementRequest[] = [old.requested, { strategy: 'auto' }];
+      for (const req of attempts) {
+        try {
+          this.#placeAsCoordinator(entry.model, req, req.strategy !== 'auto', old.shape, old.config);
+          return;
+        } catch (err) {
+          this.#d.log.warn({ model: entry.model, strategy: req.strategy, err: (err as Error).message }, 're-placement failed');
+        }
+      }
+    }, 1000);
+  }
+
+  // ---------------------------------------------------------------- API side
+
+  /** Places `model` (or finds an instance of it) through the coordinator; returns the instance id once placed. */
+  async ensurePlaced(model: string, req: PlacementRequest, exclusive: boolean, timeoutMs = 30_000): Promise<InstanceEntry> {
+    const existing = this.#findExisting(model, req, exclusive);
+    if (existing) return existing;
+    let planned;
+    try {
+      planned = this.planFor(model, req);
+    } catch (err) {
+      if (err instanceof UnknownModelError) throw new ServeError(404, 'model_not_found', err.message);
+      if (err instanceof PlacementError) throw new ServeError(503, 'placement_failed', `cannot place ${model}: ${err.message}`);
+      throw err;
+    }
+    const deadline = Date.now() + timeoutMs;
+    let lastAsk = 0;
+    while (Date.now() < deadline) {
+      const found = this.#findExisting(model, req, exclusive);
+      if (found) return found;
+      if (Date.now() - lastAsk > 2000) {
+        lastAsk = Date.now();
+        if (this.#d.isCoordinator()) this.#placeAsCoordinator(model, req, exclusive, planned.shape, planned.config);
+        else this.#d.publish({ type: 'place', from: this.#d.selfId, model, strategy: req.strategy, nodes: req.nodes, exclusive, shape: planned.shape, config: planned.config as Record<string, unknown> });
+      }
+      await sleep(100);
+    }
+    throw new ServeError(503, 'placement_timeout', `the coordinator did not place ${model} within ${timeoutMs / 1000} s`);
+  }
+
+  async remove(id: string): Promise<boolean> {
+    if (!this.#d.state().instances[id]) return false;
+    if (this.#d.isCoordinator()) this.#removeAsCoordinator(id);
+    else this.#d.publish({ type: 'remove', from: this.#d.selfId, instance: id });
+    const deadline = Date.now() + 10_000;
+    while (Date.now() < deadline && this.#d.state().instances[id]) await sleep(100);
+    if (this.#d.state().instances[id]) throw new ServeError(503, 'remove_timeout', `instance ${id} was not removed within 10 s`);
+    return true;
+  }
+
+  isReady(id: string): boolean {
+    const local = this.#local.get(id);
+    if (local?.executor) return local.executor.runner.ready;
+    const s = this.#status.get(id);
+    return !!s && s.ready && Date.now() - s.at < STATUS_FRESH_MS;
+  }
+
+  statusOf(id: string): (InstanceStatus & { failed: string | null }) | null {
+    const s = this.#status.get(id);
+    return s ? { ...s, ready: this.isReady(id), failed: this.#failed.get(id) ?? null } : this.#failed.has(id) ? { ready: false, active: 0, queued: 0, capacity: 0, at: 0, failed: this.#failed.get(id)! } : null;
+  }
+
+  /** A ready instance of `model`, least loaded first; waits up to `timeoutMs` for one to become ready. */
+  async pick(model: string, timeoutMs: number): Promise<InstanceEntry> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const ready = Object.values(this.#d.state().instances).filter((e) => e.model === model && this.isReady(e.id));
+      if (ready.length) {
+        const load = (e: InstanceEntry) => {
+          const s = this.#status.get(e.id);
+          return s ? (s.active + s.queued) / Math.max(1, s.capacity + 1) : 0;
+        };
+        return ready.sort((a, b) => load(a) - load(b) || (a.id < b.id ? -1 : 1))[0];
+      }
+      if (Date.now() > deadline) throw new ServeError(503, 'model_not_ready', `no instance of ${model} became ready within ${Math.round(timeoutMs / 1000)} s`);
+      if (!Object.values(this.#d.state().instances).some((e) => e.model === model)) await this.ensurePlaced(model, { strategy: 'auto' }, false, Math.max(1000, deadline - Date.now()));
+      await sleep(100);
+    }
+  }
+
+  instances(): ClusterState['instances'] {
+    return this.#d.state().instances;
+  }
+
+  /** The executor when this node drives `id`. */
+  executor(id: string): InstanceExecutor | null {
+    const l = this.#local.get(id);
+    return l?.executor && !l.failed ? l.executor : null;
+  }
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}

@@ -1,0 +1,55 @@
+/**
+ * Serving messages on their own gossip topic (not part of the replicated log): data-plane endpoints,
+ * instance status (readiness and load, from the node driving it), failures, and requests to the
+ * coordinator. Untrusted input: validated here, dropped when malformed.
+ */
+import { z } from 'zod';
+
+export const SERVE_TOPIC = 'orchard/serve/1';
+export const MAX_SERVE_BYTES = 64 * 1024;
+
+const peerId = z.string().min(1).max(128);
+const instanceId = z.string().min(1).max(160);
+
+export const serveMessageSchema = z.discriminatedUnion('type', [
+  /** A runner bound its data-plane port: where rank `rank` of `instance` listens. */
+  z.object({
+    type: z.literal('endpoint'),
+    from: peerId,
+    instance: instanceId,
+    rank: z.number().int().min(0).max(255),
+    addresses: z.array(z.object({ host: z.string().max(64), port: z.number().int().min(1).max(65535) })).min(1).max(16),
+  }),
+  /** From the node running rank 0, every second: is the instance serving and how busy is it. */
+  z.object({ type: z.literal('status'), from: peerId, instance: instanceId, ready: z.boolean(), active: z.number().int().min(0), queued: z.number().int().min(0), capacity: z.number().int().min(0) }),
+  /** A rank of the instance died or never came up: the coordinator replaces the instance. */
+  z.object({ type: z.literal('failed'), from: peerId, instance: instanceId, reason: z.string().max(1000) }),
+  /** Ask the coordinator to place a model (forced strategy optional). */
+  z.object({ type: z.literal('place'), from: peerId, model: z.string().min(1).max(512), strategy: z.enum(['auto', 'pipeline', 'tensor']), nodes: z.number().int().min(1).max(64).optional(),
+    exclusive: z.boolean(),
+    shape: z.object({ numLayers: z.number().int().min(1), numHeads: z.number().int().min(1), numKvHeads: z.number().int().min(1), intermediateSize: z.number().int().min(1), weightsBytes: z.number().min(0) }),
+    config: z.record(z.string(), z.unknown()),
+  }),
+  /** Ask the coordinator to remove an instance. */
+  z.object({ type: z.literal('remove'), from: peerId, instance: instanceId }),
+]);
+
+export type ServeMessage = z.infer<typeof serveMessageSchema>;
+
+export function decodeServe(bytes: Uint8Array, from: string): { ok: true; message: ServeMessage } | { ok: false; reason: string } {
+  if (bytes.byteLength > MAX_SERVE_BYTES) return { ok: false, reason: `serve message of ${bytes.byteLength} bytes exceeds ${MAX_SERVE_BYTES}` };
+  let raw: unknown;
+  try {
+    raw = JSON.parse(new TextDecoder().decode(bytes));
+  } catch {
+    return { ok: false, reason: 'serve message is not JSON' };
+  }
+  const r = serveMessageSchema.safeParse(raw);
+  if (!r.success) return { ok: false, reason: `bad serve message: ${r.error.issues[0]?.message ?? 'invalid'}` };
+  if (r.data.from !== from) return { ok: false, reason: `serve message claims to be from ${r.data.from}` };
+  return { ok: true, message: r.data };
+}
+
+export function encodeServe(m: ServeMessage): Uint8Array {
+  return new TextEncoder().encode(JSON.stringify(m));
+}

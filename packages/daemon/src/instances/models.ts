@@ -1,0 +1,94 @@
+/**
+ * Which models this node can serve and where their files are: the bundled demo model (always,
+ * offline, id "orchard-demo") and complete models in the store (`orchard pull ORG/NAME`).
+ */
+import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { loadModelConfig } from '@orchard/engine';
+import { modelFromConfig, type ModelSpec } from '@orchard/partitioner';
+import type { ModelShape } from '../placement/place.js';
+
+export const DEMO_MODEL_ID = 'orchard-demo';
+export const BUNDLED_DEMO_DIR = resolve(dirname(fileURLToPath(import.meta.url)), '../../../../models/orchard-demo');
+
+export interface ModelInfo {
+  id: string;
+  dir: string;
+  shape: ModelShape;
+  spec: ModelSpec;
+  /** config.json as read. */
+  rawConfig: Record<string, unknown>;
+}
+
+export class UnknownModelError extends Error {
+  override name = 'UnknownModelError';
+}
+
+const REPO_ID = /^[A-Za-z0-9][\w.-]{0,95}\/[A-Za-z0-9][\w.-]{0,95}$/;
+
+export class ModelCatalog {
+  readonly #storeRoot: string;
+  readonly #demoDir: string;
+  readonly #cache = new Map<string, ModelInfo>();
+
+  constructor(dataDir: string, demoDir = process.env.ORCHARD_DEMO_MODEL_DIR ?? BUNDLED_DEMO_DIR) {
+    this.#storeRoot = resolve(dataDir, 'models');
+    this.#demoDir = demoDir;
+  }
+
+  /** The directory of `id` on this node, or null when this node does not have it. */
+  dirOf(id: string): string | null {
+    if (id === DEMO_MODEL_ID) return existsSync(join(this.#demoDir, 'config.json')) ? this.#demoDir : null;
+    if (!REPO_ID.test(id) || id.includes('..')) return null;
+    const dir = join(this.#storeRoot, ...id.split('/'));
+    return existsSync(join(dir, 'config.json')) ? dir : null;
+  }
+
+  has(id: string): boolean {
+    return this.dirOf(id) !== null;
+  }
+
+  /** Ids of the models this node holds. */
+  list(): string[] {
+    const out: string[] = [];
+    if (this.has(DEMO_MODEL_ID)) out.push(DEMO_MODEL_ID);
+    for (const org of safeDir(this.#storeRoot)) {
+      for (const name of safeDir(join(this.#storeRoot, org))) {
+        const id = `${org}/${name}`;
+        if (this.has(id)) out.push(id);
+      }
+    }
+    return out;
+  }
+
+  info(id: string): ModelInfo {
+    const dir = this.dirOf(id);
+    if (!dir) throw new UnknownModelError(`model '${id}' is not on this node (the bundled '${DEMO_MODEL_ID}' or one pulled with \`orchard pull ORG/NAME\`)`);
+    const hit = this.#cache.get(id);
+    if (hit && hit.dir === dir) return hit;
+    const config = loadModelConfig(dir);
+    const raw = JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8')) as Record<string, unknown>;
+    const spec = modelFromConfig(raw, { name: id });
+    const weightsBytes = safeDir(dir)
+      .filter((f) => f.endsWith('.safetensors'))
+      .reduce((s, f) => s + statSync(join(dir, f)).size, 0);
+    const info: ModelInfo = {
+      id,
+      dir,
+      spec,
+      rawConfig: raw,
+      shape: { numLayers: config.numLayers, numHeads: config.numHeads, numKvHeads: config.numKvHeads, intermediateSize: config.intermediateSize, weightsBytes },
+    };
+    this.#cache.set(id, info);
+    return info;
+  }
+}
+
+function safeDir(dir: string): string[] {
+  try {
+    return readdirSync(dir).sort();
+  } catch {
+    return [];
+  }
+}

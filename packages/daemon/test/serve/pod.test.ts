@@ -1,0 +1,86 @@
+/**
+ * Two daemons in this process (loopback, no mDNS, the second bootstraps to the first): a model
+ * placed as a 2-stage pipeline and as tensor parallel 2 answers through the OpenAI endpoints of
+ * either daemon with the unsplit model's greedy text.
+ */
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import { join } from 'node:path';
+import pino from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { generate, loadInProcessModel, loadTokenizer } from '@orchard/engine';
+import { writeRandomModel } from '@orchard/engine/testing';
+import { Daemon } from '../../src/daemon.js';
+import { resolveOptions } from '../../src/config/options.js';
+import { installServing } from '../../src/instances/install.js';
+
+const MODEL = 'test/rand-llama';
+let dirs: string[] = [];
+let daemons: Daemon[] = [];
+let modelDir: string;
+
+async function startDaemon(port: number, bootstrap: string[]): Promise<Daemon> {
+  const dataDir = mkdtempSync(join(os.tmpdir(), 'orchard-serve-pod-'));
+  dirs.push(dataDir);
+  const mdir = join(dataDir, 'models', ...MODEL.split('/'));
+  mkdirSync(mdir, { recursive: true });
+  writeRandomModel(mdir, { numLayers: 4, hiddenSize: 64, seed: 5, maxPositionEmbeddings: 256 });
+  modelDir = mdir;
+  const options = resolveOptions({ dataDir, listen: [`/ip4/127.0.0.1/tcp/${port}`], bootstrap, apiPort: 0, mdns: false, goneAfter: 3, heartbeatMs: 300 } as never);
+  return Daemon.start(options, pino({ level: process.env.SERVE_TEST_LOG ?? 'silent' }), { routes: async (app, d) => void (await installServing(app, d)) });
+}
+
+async function waitFor<T>(what: string, f: () => Promise<T | undefined> | T | undefined, ms: number): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const v = await f();
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+const api = (d: Daemon, path: string, init?: RequestInit) =>
+  fetch(`http://127.0.0.1:${d.apiPort}${path}`, { ...init, headers: init?.body ? { 'content-type': 'application/json' } : {} });
+
+beforeAll(async () => {
+  const a = await startDaemon(45301, []);
+  const b = await startDaemon(45302, [`/ip4/127.0.0.1/tcp/45301/p2p/${a.node.peerId.toString()}`]);
+  daemons = [a, b];
+  await waitFor('both nodes with profiles in both states', () => daemons.every((d) => d.cluster().nodes.length === 2) || undefined, 30_000);
+}, 60_000);
+
+afterAll(async () => {
+  await Promise.all(daemons.map((d) => d.stop()));
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
+
+const prompt = 'In the beginning';
+
+async function expected(maxTokens: number): Promise<string> {
+  const tok = loadTokenizer(modelDir);
+  const r = await generate(loadInProcessModel(modelDir), tok.encode(prompt), { maxTokens, tokenizer: tok });
+  return r.text;
+}
+
+describe('serving on a 2-daemon pod', () => {
+  for (const strategy of ['pipeline', 'tensor'] as const) {
+    it(`${strategy} over 2 nodes: completions equal the unsplit greedy text, from either daemon`, async () => {
+      const placed = await api(daemons[1], '/api/instances', { method: 'POST', body: JSON.stringify({ model: MODEL, strategy, nodes: 2 }) });
+      const body = (await placed.json()) as any;
+      expect(placed.status, JSON.stringify(body)).toBe(201);
+      expect(body.instance.strategy).toBe(strategy);
+      expect(new Set(body.instance.nodes).size).toBe(2);
+      const want = await expected(16);
+      for (const d of daemons) {
+        const res = await api(d, '/v1/completions', { method: 'POST', body: JSON.stringify({ model: MODEL, prompt, max_tokens: 16, temperature: 0 }) });
+        const out = (await res.json()) as any;
+        expect(res.status, JSON.stringify(out)).toBe(200);
+        expect(out.choices[0].text).toBe(want);
+        expect(out.usage.completion_tokens).toBeGreaterThan(0);
+      }
+      const del = await api(daemons[0], `/api/instances/${body.instance.id}`, { method: 'DELETE' });
+      expect(del.status).toBe(204);
+    }, 120_000);
+  }
+});
