@@ -23,8 +23,13 @@ export interface LanguageModel {
 export interface Session {
   /** Tokens processed so far. */
   readonly length: number;
-  /** Feeds `tokens` (any number; prompts go in batches) and returns the logits after the last one. */
+  /**
+   * Feeds `tokens` (any number; prompts go in batches) and returns the logits after the last one.
+   * The array belongs to the model and is valid until the next call.
+   */
   forward(tokens: ArrayLike<number>): Promise<Float32Array>;
+  /** Frees the KV caches; the session is unusable afterwards. */
+  dispose?(): void;
 }
 
 export interface InProcessOptions {
@@ -109,6 +114,9 @@ export class InProcessModel implements LanguageModel {
           }
         }
         return logits!;
+      },
+      dispose() {
+        stages.forEach((ranks, s) => ranks.forEach((sh, r) => sh.releaseCache(caches[s][r])));
       },
     };
   }

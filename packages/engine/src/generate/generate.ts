@@ -56,28 +56,33 @@ export async function generate(model: LanguageModel, promptIds: number[], option
   const tokens: number[] = [];
   let finishReason: GenerateResult['finishReason'] = 'length';
   const t0 = performance.now();
-  let logits = await session.forward(promptIds);
-  const t1 = performance.now();
-  while (tokens.length < maxTokens) {
-    if (options.signal?.aborted) {
-      finishReason = 'abort';
-      break;
+  let t1 = t0;
+  try {
+    let logits = await session.forward(promptIds);
+    t1 = performance.now();
+    while (tokens.length < maxTokens) {
+      if (options.signal?.aborted) {
+        finishReason = 'abort';
+        break;
+      }
+      const id = sampler.sample(logits);
+      tokens.push(id);
+      options.onToken?.(id);
+      if (stopIds.has(id)) {
+        finishReason = 'stop';
+        break;
+      }
+      const piece = stream ? stream.push(id) : { text: '', stopped: false };
+      if (piece.text) options.onText?.(piece.text);
+      if (piece.stopped) {
+        finishReason = 'stop';
+        break;
+      }
+      if (tokens.length >= maxTokens || session.length >= capacity) break;
+      logits = await session.forward([id]);
     }
-    const id = sampler.sample(logits);
-    tokens.push(id);
-    options.onToken?.(id);
-    if (stopIds.has(id)) {
-      finishReason = 'stop';
-      break;
-    }
-    const piece = stream ? stream.push(id) : { text: '', stopped: false };
-    if (piece.text) options.onText?.(piece.text);
-    if (piece.stopped) {
-      finishReason = 'stop';
-      break;
-    }
-    if (tokens.length >= maxTokens || session.length >= capacity) break;
-    logits = await session.forward([id]);
+  } finally {
+    session.dispose?.();
   }
   const t2 = performance.now();
   if (stream) {

@@ -38,4 +38,39 @@ export interface Backend {
 
   /** Release threads and memory. */
   dispose?(): void;
+
+  // Optional kernels. The forward pass uses them when a backend offers them and its own plain
+  // TypeScript loops otherwise; an implementation must match those loops within f32 rounding.
+
+  /** Causal attention of n new queries over a KV cache (see AttentionArgs). */
+  attention?(args: AttentionArgs): void;
+  /** a[i] = silu(a[i])·b[i] for i < n (the SwiGLU gate). */
+  swiglu?(a: Float32Array, b: Float32Array, n: number): void;
+  /** Hands a buffer from allocF32/allocBytes back for reuse (a finished sequence's KV cache). */
+  release?(buf: Float32Array | Uint8Array): void;
+}
+
+/**
+ * Causal attention of n new queries over a KV cache, in the forward pass's layout:
+ * q and out are [n, heads, headDim]; k and v are [capacity, kvHeads, headDim] and already hold
+ * positions 0 .. pos0+n−1. Query b sits at position pos0+b and attends to positions
+ * max(0, pos − window + 1) .. pos (window 0 or absent: all). Query head h reads KV head
+ * ⌊(h + headOffset)/group⌋ − kvOffset (the first global head / KV head of a tensor-parallel slice).
+ * out = softmax(q·kᵀ·scale)·v per head.
+ */
+export interface AttentionArgs {
+  out: Float32Array;
+  q: Float32Array;
+  k: Float32Array;
+  v: Float32Array;
+  n: number;
+  pos0: number;
+  heads: number;
+  kvHeads: number;
+  headDim: number;
+  group: number;
+  headOffset?: number;
+  kvOffset?: number;
+  scale: number;
+  window?: number;
 }

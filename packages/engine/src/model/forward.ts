@@ -8,11 +8,11 @@
 import { Checkpoint } from '../safetensors/checkpoint.js';
 import { loadModelConfig, type ModelConfig } from '../config/config.js';
 import { UnsupportedModelError } from '../errors.js';
-import type { Backend } from '../kernels/backend.js';
+import type { AttentionArgs, Backend } from '../kernels/backend.js';
 import { createReferenceBackend } from '../kernels/reference.js';
 import { BF16_TO_F32, F16_TO_F32 } from '../numeric/half.js';
 import type { AllReduce, ShardSpec } from '../shard.js';
-import { rmsnorm, softmax, swiglu } from './math.js';
+import { attention, rmsnorm, swiglu } from './math.js';
 import { applyRope, ropeInverseFrequencies, ropeTables } from './rope.js';
 import { tensorSlice, type TensorSlice } from './tensor-split.js';
 import { loadShardWeights, type ShardWeights } from './weights.js';
@@ -59,8 +59,6 @@ export class ModelShard {
   readonly #invFreq: Float64Array;
   readonly #localHeads: number;
   readonly #localKv: number;
-  /** Query head h of this rank reads local KV head kvOf[h]. */
-  readonly #kvOf: Int32Array;
   // Run state, [maxBatch, ·] each, allocated once.
   readonly #x: Float32Array; // residual stream [B, hidden]
   readonly #xb: Float32Array; // normed input [B, hidden]
@@ -93,9 +91,6 @@ export class ModelShard {
     const { hiddenSize: D, headDim: hd } = config;
     this.#localHeads = slice.heads[1] - slice.heads[0];
     this.#localKv = slice.kvHeads[1] - slice.kvHeads[0];
-    const group = config.numHeads / config.numKvHeads;
-    this.#kvOf = new Int32Array(this.#localHeads);
-    for (let h = 0; h < this.#localHeads; h++) this.#kvOf[h] = Math.floor((slice.heads[0] + h) / group) - slice.kvHeads[0];
     const B = this.maxBatch;
     const ffn = slice.ffn[1] - slice.ffn[0];
     const f = (n: number) => backend.allocF32(n);
@@ -196,31 +191,24 @@ export class ModelShard {
       }
 
       // att = softmax(q·Kᵀ / √hd, causal [and sliding window]) · V, per query head over its KV head.
-      const scale = 1 / Math.sqrt(hd);
-      const scores = this.#scores;
-      for (let b = 0; b < n; b++) {
-        const pos = pos0 + b;
-        const first = c.slidingWindow ? Math.max(0, pos - c.slidingWindow + 1) : 0;
-        const len = pos - first + 1;
-        for (let h = 0; h < nh; h++) {
-          const qo = b * qw + h * hd;
-          const kvo = this.#kvOf[h] * hd;
-          for (let t = first; t <= pos; t++) {
-            const ko = t * kvw + kvo;
-            let s = 0;
-            for (let i = 0; i < hd; i++) s += this.#q[qo + i] * kCache[ko + i];
-            scores[t - first] = s * scale;
-          }
-          softmax(scores, 0, len);
-          const ao = b * qw + h * hd;
-          this.#att.fill(0, ao, ao + hd);
-          for (let t = first; t <= pos; t++) {
-            const p = scores[t - first];
-            const vo = t * kvw + kvo;
-            for (let i = 0; i < hd; i++) this.#att[ao + i] += p * vCache[vo + i];
-          }
-        }
-      }
+      const args: AttentionArgs = {
+        out: this.#att,
+        q: this.#q,
+        k: kCache,
+        v: vCache,
+        n,
+        pos0,
+        heads: nh,
+        kvHeads: nkv,
+        headDim: hd,
+        group: c.numHeads / c.numKvHeads,
+        headOffset: this.slice.heads[0],
+        kvOffset: this.slice.kvHeads[0],
+        scale: 1 / Math.sqrt(hd),
+        window: c.slidingWindow ?? 0,
+      };
+      if (be.attention) be.attention(args);
+      else attention(args, this.#scores);
 
       // x += all_reduce(att·Woᵀ) (+ bias)   (each rank holds Wo's columns of its heads: a partial sum)
       be.matmul(xb2, L.o, this.#att, n);
@@ -232,7 +220,8 @@ export class ModelShard {
       for (let b = 0; b < n; b++) rmsnorm(xb, b * D, x, b * D, L.postNorm, D, c.rmsNormEps);
       be.matmul(this.#hb, L.gate, xb, n);
       be.matmul(this.#hb2, L.up, xb, n);
-      swiglu(this.#hb, this.#hb2, n * ffn);
+      if (be.swiglu) be.swiglu(this.#hb, this.#hb2, n * ffn);
+      else swiglu(this.#hb, this.#hb2, n * ffn);
       be.matmul(xb2, L.down, this.#hb, n);
       await this.#allReduce(xb2.subarray(0, n * D));
       for (let i = 0; i < n * D; i++) x[i] += xb2[i];
@@ -248,6 +237,14 @@ export class ModelShard {
     this.#logits.set(this.#localLogits, this.slice.vocab[0]);
     await this.#allReduce(this.#logits);
     return this.#logits;
+  }
+
+  /** Hands a finished sequence's KV cache back to the backend for reuse. */
+  releaseCache(cache: KVCache): void {
+    if (!this.backend.release) return;
+    for (const buf of [...cache.k, ...cache.v]) this.backend.release(buf);
+    cache.k.length = 0;
+    cache.v.length = 0;
   }
 
   /** Releases the backend's threads and memory (a WASM backend has workers). */

@@ -1,4 +1,5 @@
-/** Small element-wise kernels the forward pass keeps in plain TypeScript (norms, activations). */
+/** Small kernels the forward pass keeps in plain TypeScript (norms, activations, attention). */
+import type { AttentionArgs } from '../kernels/backend.js';
 
 /** out[o..o+n) = x[xo..xo+n) / rms(x) · weight. Sum of squares in f64. */
 export function rmsnorm(out: Float32Array, oo: number, x: Float32Array, xo: number, weight: Float32Array, n: number, eps: number): void {
@@ -26,5 +27,41 @@ export function swiglu(a: Float32Array, b: Float32Array, n: number): void {
   for (let i = 0; i < n; i++) {
     const g = a[i];
     a[i] = (g / (1 + Math.exp(-g))) * b[i];
+  }
+}
+
+/**
+ * The reference attention (contract in kernels/backend.ts): for each new query b at position
+ * pos0 + b and each local head h, softmax over the visible cached positions of q·k·scale, then the
+ * probability-weighted sum of v. `scores` is scratch of at least (pos0 + n) floats.
+ */
+export function attention(a: AttentionArgs, scores: Float32Array): void {
+  const { out, q, k, v, n, pos0, heads, kvHeads, headDim: hd, group, scale } = a;
+  const headOffset = a.headOffset ?? 0;
+  const kvOffset = a.kvOffset ?? 0;
+  const window = a.window ?? 0;
+  const qw = heads * hd;
+  const kvw = kvHeads * hd;
+  for (let b = 0; b < n; b++) {
+    const pos = pos0 + b;
+    const first = window > 0 ? Math.max(0, pos - window + 1) : 0;
+    const len = pos - first + 1;
+    for (let h = 0; h < heads; h++) {
+      const qo = b * qw + h * hd;
+      const kvo = (Math.floor((h + headOffset) / group) - kvOffset) * hd;
+      for (let t = first; t <= pos; t++) {
+        const ko = t * kvw + kvo;
+        let s = 0;
+        for (let i = 0; i < hd; i++) s += q[qo + i] * k[ko + i];
+        scores[t - first] = s * scale;
+      }
+      softmax(scores, 0, len);
+      out.fill(0, qo, qo + hd);
+      for (let t = first; t <= pos; t++) {
+        const p = scores[t - first];
+        const vo = t * kvw + kvo;
+        for (let i = 0; i < hd; i++) out[qo + i] += p * v[vo + i];
+      }
+    }
   }
 }
