@@ -224,8 +224,9 @@ export class RdmaLink implements PeerLink {
     const plan = planChunks(bytes.byteLength, this.o.sizeClasses);
     if (plan.count === 0) return Promise.resolve();
     return new Promise<void>((resolve, reject) => {
-      this.track(options, reject);
-      this.sendQ.push({ bytes, plan, next: 0, resolve, reject, timeoutMs: options.timeoutMs ?? this.o.timeoutMs });
+      const untrack = this.track(options, reject);
+      const settle = { resolve: () => (untrack(), resolve()), reject: (e: Error) => (untrack(), reject(e)) };
+      this.sendQ.push({ bytes, plan, next: 0, ...settle, timeoutMs: options.timeoutMs ?? this.o.timeoutMs });
       this.pumpSend();
     });
   }
@@ -235,8 +236,9 @@ export class RdmaLink implements PeerLink {
     const plan = planChunks(into.byteLength, this.o.sizeClasses);
     if (plan.count === 0) return Promise.resolve();
     return new Promise<void>((resolve, reject) => {
-      this.track(options, reject);
-      this.recvQ.push({ into, plan, posted: 0, done: 0, resolve, reject, timeoutMs: options.timeoutMs ?? this.o.timeoutMs });
+      const untrack = this.track(options, reject);
+      const settle = { resolve: () => (untrack(), resolve()), reject: (e: Error) => (untrack(), reject(e)) };
+      this.recvQ.push({ into, plan, posted: 0, done: 0, ...settle, timeoutMs: options.timeoutMs ?? this.o.timeoutMs });
       this.pumpRecv();
     });
   }
@@ -272,18 +274,23 @@ export class RdmaLink implements PeerLink {
     this.drained?.();
   }
 
-  private track(options: OpOptions, reject: (e: unknown) => void): void {
+  /** Starts the stall clock if idle and wires the abort signal; returns the clean-up for when the op settles. */
+  private track(options: OpOptions, reject: (e: unknown) => void): () => void {
     if (this.outstanding() === 0) this.lastProgress = performance.now();
     const signal = options.signal;
-    if (!signal) return;
+    if (!signal) return () => {};
     // The aborted operation rejects with the signal's reason. Its receive may already be posted, so the queue
     // pair's frame accounting is off: the link fails rather than pretending the next message lines up.
     const abort = () => {
       reject(signal.reason);
       this.fail(new RdmaClosedError(`RDMA link to ${describeRdmaPeer(this.peer)} unusable after an aborted operation`, { cause: signal.reason }));
     };
-    if (signal.aborted) abort();
-    else signal.addEventListener('abort', abort, { once: true });
+    if (signal.aborted) {
+      queueMicrotask(abort);
+      return () => {};
+    }
+    signal.addEventListener('abort', abort, { once: true });
+    return () => signal.removeEventListener('abort', abort);
   }
 
   private slotOffset(kind: number, slot: number): number {

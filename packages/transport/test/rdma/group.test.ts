@@ -2,6 +2,7 @@
  * Collectives of the RDMA Group on the simulated fabric in Apple mode (UC, frame-count rule, credit flow).
  * Verified here only against the simulation, not against Thunderbolt hardware.
  */
+import { getEventListeners } from 'node:events';
 import { afterEach, describe, expect, it } from 'vitest';
 import { floatToHalf as f32ToF16, halfToFloat as f16ToF32 } from '../../src/collectives/reduce.js';
 import { referenceReduce, rankData, simMesh, within, type SimMesh } from './helpers.js';
@@ -121,6 +122,22 @@ describe('RDMA group on the simulated fabric (Apple rules)', () => {
     await within(b!.recv(0, got), 3000, 'recv after the sender closed');
     await closing;
     expect(got).toEqual(msg);
+  });
+
+  it('one long-lived abort signal over many operations leaves no listeners behind; an aborted one rejects with its reason', async () => {
+    mesh = await simMesh({ size: 2 });
+    const [a, b] = mesh.groups;
+    const ac = new AbortController();
+    for (let i = 0; i < 50; i++) {
+      await Promise.all([a!.send(1, new Uint8Array(8), { signal: ac.signal }), b!.recv(0, new Uint8Array(8), { signal: ac.signal })]);
+    }
+    expect(getEventListeners(ac.signal, 'abort')).toHaveLength(0);
+    const reason = new Error('gave up');
+    const pending = b!.recv(0, new Uint8Array(8), { signal: ac.signal });
+    ac.abort(reason);
+    await expect(pending).rejects.toBe(reason);
+    const already = AbortSignal.abort(reason);
+    await expect(a!.recv(1, new Uint8Array(8), { signal: already })).rejects.toBe(reason);
   });
 
   it('size-1 group makes every collective a no-op', async () => {
