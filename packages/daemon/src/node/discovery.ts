@@ -7,6 +7,10 @@ import type { Logger } from 'pino';
 import { classifyDialError, dialFailureMessage, type DialFailure } from './dial-errors.js';
 import type { OrchardNode } from './create-node.js';
 
+export function isLoopbackAddr(addr: string): boolean {
+  return addr.startsWith('/ip4/127.') || addr.startsWith('/ip6/::1/');
+}
+
 export interface RefusedPeer {
   peerId: string;
   addresses: string[];
@@ -47,7 +51,10 @@ export class AutoDialer {
     if (prev && Date.now() - prev.lastTriedAt < this.#retryMs) return;
     this.#inFlight.add(id);
     try {
-      await this.#node.dial(peer.id as never, { signal: AbortSignal.timeout(this.#timeoutMs) });
+      // mDNS answers list the peer's loopback addresses too; on another host those reach our own
+      // listener (a confusing handshake failure), so dial the LAN addresses when there are any.
+      const lan = peer.multiaddrs.filter((a) => !isLoopbackAddr(String(a)) && String(a).includes(`/p2p/${id}`));
+      await this.#node.dial((lan.length ? lan : peer.id) as never, { signal: AbortSignal.timeout(this.#timeoutMs) });
       if (prev) this.#log.info({ peer: id }, 'peer reachable again');
       this.#refused.delete(id);
     } catch (err) {
