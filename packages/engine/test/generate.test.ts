@@ -136,6 +136,16 @@ describe('generate', () => {
   });
 });
 
+describe('ModelShard', () => {
+  it('refuses overlapping forward calls instead of corrupting its run state', async () => {
+    const shard = model.stages[0][0];
+    const a = shard.forward({ tokens: [1, 2] }, shard.newCache(8));
+    await expect(shard.forward({ tokens: [3] }, shard.newCache(8))).rejects.toThrow(/already running/);
+    await a;
+    await expect(shard.forward({ tokens: [3] }, shard.newCache(8))).resolves.toBeInstanceOf(Float32Array);
+  });
+});
+
 describe('TextStream', () => {
   const bytes = (ids: number[]) => Buffer.from(ids).toString('utf8');
 

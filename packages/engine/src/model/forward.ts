@@ -56,6 +56,7 @@ export class ModelShard {
   readonly bytesRead: number;
 
   readonly #allReduce: AllReduce;
+  #busy = false;
   readonly #invFreq: Float64Array;
   readonly #localHeads: number;
   readonly #localKv: number;
@@ -124,9 +125,20 @@ export class ModelShard {
   /**
    * Runs up to `maxBatch` tokens at positions cache.length ... through this shard and appends their K/V.
    * Returns logits of the last token ([vocab], head shards) or hidden states ([n, hidden], others).
-   * The returned array is this shard's buffer: copy it before the next call.
+   * The returned array is this shard's buffer: copy it before the next call. One call at a time.
    */
   async forward(input: ShardInput, cache: KVCache): Promise<Float32Array> {
+    // The run state is shared: a second forward while one waits on an all-reduce would corrupt it.
+    if (this.#busy) throw new Error('forward: this shard is already running a forward; calls must not overlap');
+    this.#busy = true;
+    try {
+      return await this.#forward(input, cache);
+    } finally {
+      this.#busy = false;
+    }
+  }
+
+  async #forward(input: ShardInput, cache: KVCache): Promise<Float32Array> {
     const c = this.config;
     const w = this.weights;
     const be = this.backend;
