@@ -1,7 +1,9 @@
 import type { Command } from 'commander';
+import { registerChat } from './chat.js';
 import { registerCluster } from './cluster.js';
 import { registerDoctor } from './doctor.js';
 import { registerKey } from './key.js';
+import { registerLoad } from './load.js';
 import { registerLogs } from './logs.js';
 import { registerPlan } from './plan.js';
 import { registerPull } from './pull.js';
@@ -13,4 +15,4 @@ import { registerStatus } from './status.js';
 /** Each CLI command lives in its own file and adds itself to the program here. */
 export type RegisterCommand = (program: Command) => void;
 
-export const commands: RegisterCommand[] = [registerStart, registerStatus, registerCluster, registerKey, registerService, registerLogs, registerPull, registerDoctor, registerRun, registerPlan];
+export const commands: RegisterCommand[] = [registerStart, registerStatus, registerCluster, registerKey, registerService, registerLogs, registerPull, registerDoctor, registerRun, registerPlan, registerLoad, registerChat];

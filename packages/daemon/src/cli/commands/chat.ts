@@ -1,0 +1,111 @@
+/**
+ * `orchard chat [MODEL] [--url]`: a terminal chat with the pod. Streams the reply as it is generated,
+ * keeps the conversation, and prints tokens/s after each answer. Commands: /reset, /exit.
+ */
+import type { Command } from 'commander';
+import { createInterface } from 'node:readline/promises';
+import { DEFAULT_URL } from '../client.js';
+import { CliError } from '../errors.js';
+import { call, sseData } from './serve-client.js';
+
+interface ChatOptions {
+  url: string;
+  token?: string;
+  maxTokens: string;
+  temperature: string;
+  system?: string;
+  message?: string;
+}
+
+function number(name: string, v: string, ok: (n: number) => boolean): number {
+  const n = Number(v);
+  if (v.trim() === '' || !Number.isFinite(n) || !ok(n)) throw new CliError(`${name}: bad value ${JSON.stringify(v)}`, 2);
+  return n;
+}
+
+/** Streams one answer to stdout; returns the text and the speed seen by the client. */
+export async function streamReply(opts: ChatOptions, model: string, messages: { role: string; content: string }[], out: (s: string) => void) {
+  const body = {
+    model,
+    messages,
+    stream: true,
+    stream_options: { include_usage: true },
+    max_tokens: number('--max-tokens', opts.maxTokens, (n) => Number.isInteger(n) && n >= 1),
+    temperature: number('--temperature', opts.temperature, (n) => n >= 0 && n <= 2),
+  };
+  const res = await call(opts, 'POST', '/v1/chat/completions', body, 600_000);
+  const t0 = performance.now();
+  let first = 0;
+  let text = '';
+  let tokens = 0;
+  for await (const data of sseData(res)) {
+    if (data === '[DONE]') break;
+    const chunk = JSON.parse(data) as { error?: { message: string }; choices?: { delta?: { content?: string } }[]; usage?: { completion_tokens: number } };
+    if (chunk.error) throw new CliError(`the pod stopped answering: ${chunk.error.message}`, 1);
+    const piece = chunk.choices?.[0]?.delta?.content;
+    if (piece) {
+      if (!first) first = performance.now();
+      text += piece;
+      out(piece);
+    }
+    if (chunk.usage) tokens = chunk.usage.completion_tokens;
+  }
+  const secs = first ? (performance.now() - first) / 1000 : 0;
+  return { text, tokens, tokensPerSecond: secs > 0 && tokens > 1 ? (tokens - 1) / secs : null, firstTokenMs: first ? first - t0 : null };
+}
+
+export function registerChat(program: Command): void {
+  program
+    .command('chat')
+    .description('chat with a model served by the pod (streams tokens, keeps the conversation)')
+    .argument('[model]', 'model id (default: the only model the pod serves, else orchard-demo)')
+    .option('--url <url>', 'daemon API', process.env.ORCHARD_URL ?? DEFAULT_URL)
+    .option('--token <token>', 'API token (env ORCHARD_API_TOKEN)')
+    .option('--max-tokens <n>', 'most tokens per answer', '256')
+    .option('--temperature <t>', 'sampling temperature (0 = greedy)', '0.7')
+    .option('--system <text>', 'system message')
+    .option('-m, --message <text>', 'send one message, print the answer and exit')
+    .action(async (modelArg: string | undefined, opts: ChatOptions) => {
+      let model = modelArg;
+      if (!model) {
+        const { data } = (await (await call(opts, 'GET', '/v1/models')).json()) as { data: { id: string }[] };
+        model = data.length === 1 ? data[0].id : data.some((m) => m.id === 'orchard-demo') ? 'orchard-demo' : undefined;
+        if (!model) throw new CliError(data.length ? `the pod serves ${data.map((m) => m.id).join(', ')}: name one` : 'the pod serves no model yet', 2);
+      }
+      const history: { role: string; content: string }[] = opts.system ? [{ role: 'system', content: opts.system }] : [];
+      const ask = async (content: string) => {
+        history.push({ role: 'user', content });
+        const r = await streamReply(opts, model!, history, (s) => process.stdout.write(s));
+        history.push({ role: 'assistant', content: r.text });
+        const speed = r.tokensPerSecond ? `${r.tokensPerSecond.toFixed(1)} tok/s` : 'n/a tok/s';
+        process.stderr.write(`\n[${r.tokens} tokens, ${speed}${r.firstTokenMs !== null ? `, first token ${r.firstTokenMs.toFixed(0)} ms` : ''}]\n`);
+      };
+      if (opts.message !== undefined) {
+        await ask(opts.message);
+        return;
+      }
+      const rl = createInterface({ input: process.stdin, output: process.stdout, terminal: process.stdin.isTTY });
+      process.stderr.write(`chatting with ${model} at ${opts.url} — /reset clears the conversation, /exit or Ctrl-D quits\n`);
+      try {
+        for (;;) {
+          let line: string;
+          try {
+            line = await rl.question('> ');
+          } catch {
+            break; // stdin closed
+          }
+          const text = line.trim();
+          if (!text) continue;
+          if (text === '/exit' || text === '/quit') break;
+          if (text === '/reset') {
+            history.splice(opts.system ? 1 : 0);
+            process.stderr.write('(conversation cleared)\n');
+            continue;
+          }
+          await ask(text);
+        }
+      } finally {
+        rl.close();
+      }
+    });
+}
