@@ -48,6 +48,20 @@ describe('orchard CLI (control plane commands)', () => {
     expect(r.err).toMatch(/--api-token/);
   });
 
+  it('start says in one line when its address is taken', async () => {
+    const net = await import('node:net');
+    const blocker = net.createServer();
+    await new Promise<void>((r) => blocker.listen(0, '127.0.0.1', () => r()));
+    const port = (blocker.address() as { port: number }).port;
+    try {
+      const r = await run(['start', '--data-dir', mkdtempSync(join(os.tmpdir(), 'orchard-cli-')), '--listen', `/ip4/127.0.0.1/tcp/${port}`, '--api-port', '0', '--no-mdns']);
+      expect(r.code).toBe(1);
+      expect(r.err).toBe(`orchard: address 127.0.0.1:${port} already in use; is another orchard daemon running? Pick others with --listen and --api-port\n`);
+    } finally {
+      blocker.close();
+    }
+  });
+
   it('status text shows mode, nodes, links and refusals', () => {
     const s: StatusJson = {
       self: { peerId: 'A', name: 'alpha' },

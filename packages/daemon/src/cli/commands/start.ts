@@ -43,9 +43,13 @@ export function registerStart(program: Command): void {
       try {
         daemon = await Daemon.start(options, log, { routes: async (app, d) => void (await installServing(app, d)) });
       } catch (err) {
-        const e = err as NodeJS.ErrnoException;
-        if (e.code === 'EADDRINUSE') throw new CliError(`address in use (${e.message}); is another orchard daemon running? Use --api-port/--listen to pick others`, 1);
-        throw new CliError(e.message, 1);
+        const message = (err as Error)?.message ?? String(err);
+        if ((err as NodeJS.ErrnoException).code === 'EADDRINUSE' || /EADDRINUSE/.test(message)) {
+          const addr = /address already in use (\S+)/.exec(message)?.[1] ?? '';
+          throw new CliError(`address ${addr} already in use; is another orchard daemon running? Pick others with --listen and --api-port`, 1);
+        }
+        // Library errors can span lines (with stacks); the user gets the first line.
+        throw new CliError(message.split('\n')[0], 1);
       }
       await new Promise<void>((resolve) => {
         const stop = (signal: string) => {
