@@ -64,22 +64,22 @@ function baselineMatmul(reference: Backend, out: Float32Array, w: Weight, x: Flo
 }
 
 /**
- * Seconds per call: the best of 10 rounds of repeated calls, about `seconds` in all. On a busy machine
- * the best round is the one least disturbed by other processes.
+ * Seconds per call of each function: they run in turn, round after round, for about `seconds` in
+ * all, and each keeps its best round. Interleaving gives every function the same share of whatever
+ * else the machine is doing, so ratios within one call stay meaningful on a busy machine.
  */
-function time(fn: () => void): number {
-  fn();
-  let best = Infinity;
-  for (let round = 0; round < 10; round++) {
-    let iters = 0;
-    const start = performance.now();
-    let now = start;
-    do {
+function timeAll(fns: Array<() => void>, budget: number): number[] {
+  for (const fn of fns) fn();
+  const best = fns.map(() => Infinity);
+  const start = performance.now();
+  let rounds = 0;
+  while (rounds < 3 || (performance.now() - start < budget * 1000 && rounds < 200)) {
+    fns.forEach((fn, i) => {
+      const t0 = performance.now();
       fn();
-      iters++;
-      now = performance.now();
-    } while (now - start < (seconds * 1000) / 10);
-    best = Math.min(best, (now - start) / 1000 / iters);
+      best[i] = Math.min(best[i], (performance.now() - t0) / 1000);
+    });
+    rounds++;
   }
   return best;
 }
@@ -123,46 +123,49 @@ const rng = new Prng(42);
 const reference = createReferenceBackend();
 const lines: Line[] = [];
 const baselines: Record<number, number> = {};
-const refCache = new Map<DType, { mv: number; mm: number }>();
 
+const seenWeights = new Map<DType, { mv: number; mm: number }>();
 for (const threads of threadList) {
   const be = createWasmBackend({ threads, initialBytes: 512 * 2 ** 20 });
-  // Read baseline: 256 MiB, well past any cache, split by rows like a kernel.
+  // Read baseline: 256 MiB, well past any cache, split by rows like a kernel; timed interleaved with
+  // the matvecs so both see the same machine.
   const sweepRows = 4096;
   const sweep = be.allocBytes(256 * 2 ** 20);
   for (let i = 0; i < sweep.length; i += 4096) sweep[i] = i & 0xff;
-  const readGBs = sweep.byteLength / time(() => be.readSweep(sweep, sweepRows)) / 1e9;
-  baselines[threads] = readGBs;
 
   const x = be.allocF32(size * batch);
   for (let i = 0; i < x.length; i++) x[i] = rng.symmetric(1);
   const out = be.allocF32(size * batch);
-  for (const dtype of DTYPES) {
-    const w = fillWeight(be, dtype, size, size, rng);
+  const weights = DTYPES.map((dtype) => fillWeight(be, dtype, size, size, rng));
+  const mvTimes = timeAll([() => be.readSweep(sweep, sweepRows), ...weights.map((w) => () => be.matvec(out, w, x))], 3 * seconds);
+  const readGBs = sweep.byteLength / mvTimes[0] / 1e9;
+  baselines[threads] = readGBs;
+  const mmTimes = timeAll(weights.map((w) => () => be.matmul(out, w, x, batch)), 3 * seconds);
+  if (seenWeights.size === 0) {
+    // The baseline is single-threaded whatever `threads` says: measure it once.
+    const refOut = new Float32Array(size * batch);
+    const refMv = timeAll(weights.map((w) => () => baselineMatmul(reference, refOut, w, x, 1)), 2 * seconds);
+    const refMm = timeAll(weights.map((w) => () => baselineMatmul(reference, refOut, w, x, batch)), 2 * seconds);
+    DTYPES.forEach((d, i) => seenWeights.set(d, { mv: refMv[i], mm: refMm[i] }));
+  }
+  weights.forEach((w, i) => {
     const flop = 2 * size * size;
-    const mv = time(() => be.matvec(out, w, x));
-    const mm = time(() => be.matmul(out, w, x, batch));
-    let ref = refCache.get(dtype);
-    if (!ref) {
-      // The baseline is single-threaded whatever `threads` says: measure it once.
-      const refOut = new Float32Array(size * batch);
-      ref = { mv: time(() => baselineMatmul(reference, refOut, w, x, 1)), mm: time(() => baselineMatmul(reference, refOut, w, x, batch)) };
-      refCache.set(dtype, ref);
-    }
-    const line: Line = {
-      dtype,
+    const mv = mvTimes[i + 1];
+    const mm = mmTimes[i];
+    const ref = seenWeights.get(w.dtype)!;
+    lines.push({
+      dtype: w.dtype,
       threads,
       matvecGflops: flop / mv / 1e9,
       matvecGBs: w.bytes.byteLength / mv / 1e9,
       ofReadBandwidth: w.bytes.byteLength / mv / 1e9 / readGBs,
       matmulGflops: (flop * batch) / mm / 1e9,
-      referenceMatvecGflops: ref ? flop / ref.mv / 1e9 : null,
-      referenceMatmulGflops: ref ? (flop * batch) / ref.mm / 1e9 : null,
-      matvecRatio: ref ? ref.mv / mv : null,
-      matmulRatio: ref ? ref.mm / mm : null,
-    };
-    lines.push(line);
-  }
+      referenceMatvecGflops: flop / ref.mv / 1e9,
+      referenceMatmulGflops: (flop * batch) / ref.mm / 1e9,
+      matvecRatio: ref.mv / mv,
+      matmulRatio: ref.mm / mm,
+    });
+  });
   be.dispose();
 }
 
