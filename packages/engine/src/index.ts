@@ -33,7 +33,7 @@ export {
 } from './tokenizer/byte-level.js';
 
 // Shards and the forward pass.
-export { loadShard, ModelShard, KVCache, type LoadShardOptions, type ShardInput } from './model/forward.js';
+export { loadShard, loadShardAsync, ModelShard, KVCache, type LoadShardOptions, type ShardInput } from './model/forward.js';
 export { tensorSlice, type TensorSlice } from './model/tensor-split.js';
 
 // Whole models in one process (unsplit, or as N pipeline stages × M tensor ranks).

@@ -10,6 +10,7 @@ import {
   loadInProcessModel,
   loadModelConfig,
   loadShard,
+  loadShardAsync,
   ModelFormatError,
   SafetensorsFile,
   UnsupportedModelError,
@@ -81,6 +82,21 @@ describe('bytes read by a shard', () => {
     const a = await loadInProcessModel(base.dir).newSession().forward([1, 2, 3]);
     const b = await loadInProcessModel(sharded.dir).newSession().forward([1, 2, 3]);
     expect(maxAbsDiff(a, b)).toBe(0);
+  });
+});
+
+describe('loadShardAsync', () => {
+  it('loads the same weights as loadShard without blocking, and stops when aborted', async () => {
+    const spec = { layers: [1, 3] as [number, number], tensor: { rank: 0, size: 1 }, embed: true, head: true };
+    const a = loadShard(base.dir, spec);
+    const b = await loadShardAsync(base.dir, spec);
+    expect(b.bytesRead).toBe(a.bytesRead);
+    const la = Float32Array.from(await a.forward({ tokens: [5, 6, 7] }, a.newCache(8)));
+    const lb = await b.forward({ tokens: [5, 6, 7] }, b.newCache(8));
+    expect(maxAbsDiff(la, lb)).toBe(0);
+    const ac = new AbortController();
+    ac.abort(new Error('user cancelled'));
+    await expect(loadShardAsync(base.dir, spec, { signal: ac.signal })).rejects.toThrow(/user cancelled/);
   });
 });
 

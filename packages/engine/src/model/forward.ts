@@ -15,7 +15,7 @@ import type { AllReduce, ShardSpec } from '../shard.js';
 import { attention, rmsnorm, swiglu } from './math.js';
 import { applyRope, ropeInverseFrequencies, ropeTables } from './rope.js';
 import { tensorSlice, type TensorSlice } from './tensor-split.js';
-import { loadShardWeights, type ShardWeights } from './weights.js';
+import { planShardWeights, readPlanAsync, readPlanSync, type ShardWeights } from './weights.js';
 
 export interface LoadShardOptions {
   /** @default the reference backend */
@@ -291,6 +291,35 @@ function widenRow(dst: Float32Array, w: { dtype: string; cols: number; bytes: Ui
  * (KV heads are replicated when there are fewer of them than ranks — see tensor-split.ts).
  */
 export function loadShard(dir: string, spec: ShardSpec, options: LoadShardOptions = {}): ModelShard {
+  const { config, slice, backend, ckpt } = prepare(dir, spec, options);
+  try {
+    const { weights, reads } = planShardWeights(ckpt, config, spec, slice, backend);
+    readPlanSync(reads);
+    return build(config, spec, weights, slice, backend, options, ckpt.bytesRead);
+  } catch (err) {
+    if (!options.backend) backend.dispose?.();
+    throw err;
+  } finally {
+    ckpt.close();
+  }
+}
+
+/** `loadShard` with reads that do not block the event loop (for a daemon); abortable. */
+export async function loadShardAsync(dir: string, spec: ShardSpec, options: LoadShardOptions & { signal?: AbortSignal } = {}): Promise<ModelShard> {
+  const { config, slice, backend, ckpt } = prepare(dir, spec, options);
+  try {
+    const { weights, reads } = planShardWeights(ckpt, config, spec, slice, backend);
+    await readPlanAsync(reads, options.signal);
+    return build(config, spec, weights, slice, backend, options, ckpt.bytesRead);
+  } catch (err) {
+    if (!options.backend) backend.dispose?.();
+    throw err;
+  } finally {
+    ckpt.close();
+  }
+}
+
+function prepare(dir: string, spec: ShardSpec, options: LoadShardOptions) {
   const config = options.config ?? loadModelConfig(dir);
   const [start, end] = spec.layers;
   if (!Number.isInteger(start) || !Number.isInteger(end) || start < 0 || end > config.numLayers || start > end) {
@@ -298,17 +327,15 @@ export function loadShard(dir: string, spec: ShardSpec, options: LoadShardOption
   }
   if (spec.tensor.size > 1 && !options.allReduce) throw new UnsupportedModelError('a tensor-parallel shard needs an allReduce callback');
   const slice = tensorSlice(config, spec.tensor.rank, spec.tensor.size);
-  const backend = options.backend ?? createReferenceBackend();
   const ckpt = Checkpoint.open(dir);
-  try {
-    const weights = loadShardWeights(ckpt, config, spec, slice, backend);
-    return new ModelShard(config, spec, weights, slice, backend, {
-      allReduce: options.allReduce,
-      maxBatch: options.maxBatch ?? 32,
-      maxSeqLen: options.maxSeqLen ?? Math.min(config.maxPositionEmbeddings, 4096),
-      bytesRead: ckpt.bytesRead,
-    });
-  } finally {
-    ckpt.close();
-  }
+  return { config, slice, backend: options.backend ?? createReferenceBackend(), ckpt };
+}
+
+function build(config: ModelConfig, spec: ShardSpec, weights: ShardWeights, slice: TensorSlice, backend: Backend, options: LoadShardOptions, bytesRead: number): ModelShard {
+  return new ModelShard(config, spec, weights, slice, backend, {
+    allReduce: options.allReduce,
+    maxBatch: options.maxBatch ?? 32,
+    maxSeqLen: options.maxSeqLen ?? Math.min(config.maxPositionEmbeddings, 4096),
+    bytesRead,
+  });
 }

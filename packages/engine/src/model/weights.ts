@@ -1,7 +1,7 @@
 /**
  * Loads the weights one shard needs, reading only their byte ranges: the layers [start, end) sliced
  * for one tensor rank, plus the embedding and/or final norm + LM head when the shard holds them.
- * Shapes are checked against config.json before anything is read.
+ * Every shape and dtype is checked against config.json before anything is read.
  */
 import { basename } from 'node:path';
 import type { ModelConfig } from '../config/config.js';
@@ -9,6 +9,7 @@ import { ModelFormatError } from '../errors.js';
 import type { Backend, DType, Weight } from '../kernels/backend.js';
 import { BF16_TO_F32, F16_TO_F32 } from '../numeric/half.js';
 import type { Checkpoint } from '../safetensors/checkpoint.js';
+import type { SafetensorsFile } from '../safetensors/reader.js';
 import { SAFETENSORS_DTYPE_SIZES } from '../safetensors/format.js';
 import type { ShardSpec } from '../shard.js';
 import type { TensorSlice } from './tensor-split.js';
@@ -55,7 +56,23 @@ export interface ShardWeights {
 
 const DTYPES: Record<string, DType> = { F32: 'f32', F16: 'f16', BF16: 'bf16' };
 
-class WeightReader {
+/** One block of one tensor to read into `dest`, then `after` (widening) once it is in. */
+interface PendingRead {
+  file: SafetensorsFile;
+  name: string;
+  dest: Uint8Array;
+  rows: [number, number];
+  cols: [number, number];
+  after?: () => void;
+}
+
+/**
+ * Plans a shard's weights: checks every tensor's dtype and shape and allocates its buffer, recording
+ * the reads; nothing is read until the plan is complete, so a bad tensor fails before any I/O.
+ */
+class WeightPlanner {
+  readonly reads: PendingRead[] = [];
+
   constructor(
     readonly ckpt: Checkpoint,
     readonly backend: Backend,
@@ -83,7 +100,7 @@ class WeightReader {
   matrix(name: string, rows: number, cols: number, r: [number, number], c: [number, number] = [0, cols]): Weight {
     const { file, dtype, el } = this.#check(name, [rows, cols]);
     const w: Weight = { dtype, rows: r[1] - r[0], cols: c[1] - c[0], bytes: this.backend.allocBytes((r[1] - r[0]) * (c[1] - c[0]) * el) };
-    file.readBlock(name, w.bytes, r[0], r[1], c[0], c[1]);
+    this.reads.push({ file, name, dest: w.bytes, rows: r, cols: c });
     return w;
   }
 
@@ -92,20 +109,45 @@ class WeightReader {
     const { file, dtype, el } = this.#check(name, [n]);
     const len = range[1] - range[0];
     const bytes = new Uint8Array(len * el);
-    file.readBlock(name, bytes, 0, 1, range[0], range[1]);
     const out = this.backend.allocF32(len);
-    if (dtype === 'f32') out.set(new Float32Array(bytes.buffer, 0, len));
-    else {
-      const src = new Uint16Array(bytes.buffer, 0, len);
-      const table = dtype === 'f16' ? F16_TO_F32 : BF16_TO_F32;
-      for (let i = 0; i < len; i++) out[i] = table[src[i]];
-    }
+    const after = () => {
+      if (dtype === 'f32') out.set(new Float32Array(bytes.buffer, 0, len));
+      else {
+        const src = new Uint16Array(bytes.buffer, 0, len);
+        const table = dtype === 'f16' ? F16_TO_F32 : BF16_TO_F32;
+        for (let i = 0; i < len; i++) out[i] = table[src[i]];
+      }
+    };
+    this.reads.push({ file, name, dest: bytes, rows: [0, 1], cols: range, after });
     return out;
   }
 }
 
-export function loadShardWeights(ckpt: Checkpoint, config: ModelConfig, spec: ShardSpec, slice: TensorSlice, backend: Backend): ShardWeights {
-  const rd = new WeightReader(ckpt, backend);
+/** Reads a planned shard's bytes, blocking. */
+export function readPlanSync(reads: readonly PendingRead[]): void {
+  for (const r of reads) {
+    r.file.readBlock(r.name, r.dest, r.rows[0], r.rows[1], r.cols[0], r.cols[1]);
+    r.after?.();
+  }
+}
+
+/** Reads a planned shard's bytes without blocking the event loop; stops when `signal` aborts. */
+export async function readPlanAsync(reads: readonly PendingRead[], signal?: AbortSignal): Promise<void> {
+  for (const r of reads) {
+    await r.file.readBlockAsync(r.name, r.dest, r.rows[0], r.rows[1], r.cols[0], r.cols[1], signal);
+    r.after?.();
+  }
+}
+
+/** The buffers of one shard's weights (allocated, still empty) and the reads that fill them. */
+export function planShardWeights(
+  ckpt: Checkpoint,
+  config: ModelConfig,
+  spec: ShardSpec,
+  slice: TensorSlice,
+  backend: Backend,
+): { weights: ShardWeights; reads: PendingRead[] } {
+  const rd = new WeightPlanner(ckpt, backend);
   const { hiddenSize: D, headDim: hd, numHeads: H, numKvHeads: KV, intermediateSize: I, vocabSize: V } = config;
   const qRows: [number, number] = [slice.heads[0] * hd, slice.heads[1] * hd];
   const kvRows: [number, number] = [slice.kvHeads[0] * hd, slice.kvHeads[1] * hd];
@@ -141,5 +183,5 @@ export function loadShardWeights(ckpt: Checkpoint, config: ModelConfig, spec: Sh
     if (config.tieWordEmbeddings) head = embed ?? rd.matrix('model.embed_tokens.weight', V, D, slice.vocab);
     else head = rd.matrix('lm_head.weight', V, D, slice.vocab);
   }
-  return { embed, layers, finalNorm, head };
+  return { weights: { embed, layers, finalNorm, head }, reads: rd.reads };
 }

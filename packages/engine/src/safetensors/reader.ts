@@ -3,7 +3,8 @@
  * bytes of the tensors (or the row/column blocks of tensors) a shard needs are read with positioned
  * reads. `bytesRead` counts tensor data actually read, so tests can check what a shard costs.
  */
-import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
+import { closeSync, fstatSync, openSync, read, readSync } from 'node:fs';
+import { promisify } from 'node:util';
 import { basename } from 'node:path';
 import { ModelFormatError } from '../errors.js';
 import { SAFETENSORS_DTYPE_SIZES, type TensorInfo } from './format.js';
@@ -88,6 +89,27 @@ export class SafetensorsFile {
    * A 1-D tensor is treated as a single row.
    */
   readBlock(tensor: string, dest: Uint8Array, rowStart: number, rowEnd: number, colStart: number, colEnd: number): void {
+    for (const [offset, length, position] of this.#ranges(tensor, dest, rowStart, rowEnd, colStart, colEnd)) {
+      this.#read(dest, offset, length, position, tensor);
+    }
+  }
+
+  /** `readBlock` without blocking the event loop (reads run on libuv's thread pool). */
+  async readBlockAsync(tensor: string, dest: Uint8Array, rowStart: number, rowEnd: number, colStart: number, colEnd: number, signal?: AbortSignal): Promise<void> {
+    for (const [offset, length, position] of this.#ranges(tensor, dest, rowStart, rowEnd, colStart, colEnd)) {
+      signal?.throwIfAborted();
+      let done = 0;
+      while (done < length) {
+        const { bytesRead } = await readAsync(this.#fd, dest, offset + done, length - done, position + done);
+        if (bytesRead === 0) throw new ModelFormatError(`${basename(this.path)}: truncated while reading tensor ${tensor}`, this.path, tensor);
+        done += bytesRead;
+      }
+      this.bytesRead += length;
+    }
+  }
+
+  /** [destination offset, length, file position] of each contiguous piece of a block. */
+  #ranges(tensor: string, dest: Uint8Array, rowStart: number, rowEnd: number, colStart: number, colEnd: number): [number, number, number][] {
     const t = this.info(tensor);
     const el = SAFETENSORS_DTYPE_SIZES[t.dtype];
     const [rows, cols] = t.shape.length === 1 ? [1, t.shape[0]] : [t.shape[0], t.shape.slice(1).reduce((a, b) => a * b, 1)];
@@ -98,13 +120,10 @@ export class SafetensorsFile {
     const need = (rowEnd - rowStart) * rowBytes;
     if (dest.byteLength < need) throw new Error(`readBlock: destination has ${dest.byteLength} bytes, ${tensor} block needs ${need}`);
     const base = this.#dataStart + t.dataOffsets[0];
-    if (colStart === 0 && colEnd === cols) {
-      this.#read(dest, 0, need, base + rowStart * cols * el, tensor);
-    } else {
-      for (let r = rowStart; r < rowEnd; r++) {
-        this.#read(dest, (r - rowStart) * rowBytes, rowBytes, base + (r * cols + colStart) * el, tensor);
-      }
-    }
+    if (colStart === 0 && colEnd === cols) return [[0, need, base + rowStart * cols * el]];
+    const ranges: [number, number, number][] = [];
+    for (let r = rowStart; r < rowEnd; r++) ranges.push([(r - rowStart) * rowBytes, rowBytes, base + (r * cols + colStart) * el]);
+    return ranges;
   }
 
   #read(dest: Uint8Array, offset: number, length: number, position: number, tensor: string): void {
@@ -122,6 +141,8 @@ export class SafetensorsFile {
     this.#fd = -1;
   }
 }
+
+const readAsync = promisify(read);
 
 function validateEntry(file: string, path: string, tensor: string, entry: unknown, dataLen: number): TensorInfo {
   const bad = (why: string) => new ModelFormatError(`${file}: tensor ${tensor}: ${why}`, path, tensor);

@@ -9,6 +9,7 @@ import type { DType } from '../backend.js';
 import { guarded, type GpuContext } from './context.js';
 import { Usage, type GpuWeight } from './buffers.js';
 import {
+  ADD,
   ATTENTION,
   KV_STORE,
   ROPE,
@@ -67,12 +68,19 @@ const flat = (total: number): Grid => split(Math.ceil(total / WG));
 
 type Field = ['u32' | 'f32', number];
 
+/** Compiled pipelines per device: compiling is the slow part (seconds per kernel on lavapipe). */
+const PIPELINES = new WeakMap<GPUDevice, Map<string, GPUComputePipeline>>();
+
 export class GpuKernels {
-  readonly #pipelines = new Map<string, GPUComputePipeline>();
+  readonly #pipelines: Map<string, GPUComputePipeline>;
   readonly #owned: GPUBuffer[] = [];
   #dummy: GPUBuffer | null = null;
 
-  constructor(readonly ctx: GpuContext) {}
+  constructor(readonly ctx: GpuContext) {
+    let cache = PIPELINES.get(ctx.device);
+    if (!cache) PIPELINES.set(ctx.device, (cache = new Map()));
+    this.#pipelines = cache;
+  }
 
   pipeline(key: string, code: () => string): GPUComputePipeline {
     let p = this.#pipelines.get(key);
@@ -98,6 +106,7 @@ export class GpuKernels {
       this.pipeline('kv_store', () => KV_STORE);
       this.pipeline('attention', () => ATTENTION);
       this.pipeline('silu_gate', () => SILU_GATE);
+      this.pipeline('add', () => ADD);
       this.pipeline('softmax', () => SOFTMAX);
       this.pipeline('sample', () => SAMPLE);
     });
@@ -140,9 +149,19 @@ export class GpuKernels {
     x: GPUBuffer,
     out: GPUBuffer,
     step: StepUniform,
-    opts: { bias?: GPUBuffer; accumulate?: boolean; outStride?: number; xStride?: number; rowOffset?: number; only?: 'matvec' | 'matmul' } = {},
+    opts: {
+      bias?: GPUBuffer;
+      accumulate?: boolean;
+      outStride?: number;
+      xStride?: number;
+      rowOffset?: number;
+      only?: 'matvec' | 'matmul';
+      /** Only the batch's last token (x row n - 1 → out row 0), e.g. the LM head. Uses matvec. */
+      lastToken?: boolean;
+    } = {},
   ): Dispatch[] {
-    const flags = (opts.bias ? 1 : 0) | (opts.accumulate ? 2 : 0);
+    const flags = (opts.bias ? 1 : 0) | (opts.accumulate ? 2 : 0) | (opts.lastToken ? 4 : 0);
+    if (opts.lastToken) opts = { ...opts, only: 'matvec' };
     const out_: Dispatch[] = [];
     const matvec = this.pipeline(`matvec_${w.dtype}`, () => matvecShader(w.dtype));
     const matmul = this.pipeline(`matmul_${w.dtype}`, () => matmulShader(w.dtype));
@@ -180,14 +199,17 @@ export class GpuKernels {
     return out_;
   }
 
-  /** OUT[b] = row TOK[b] of the embedding table `w`, widened to f32. */
-  embed(w: GpuWeight, tokens: GPUBuffer, out: GPUBuffer, step: StepUniform): Dispatch[] {
+  /**
+   * OUT[b] = row TOK[b] - firstToken of the embedding table `w`, widened to f32. A vocab-split table
+   * holds tokens [firstToken, firstToken + rows); rows of other tokens are left untouched.
+   */
+  embed(w: GpuWeight, tokens: GPUBuffer, out: GPUBuffer, step: StepUniform, firstToken = 0): Dispatch[] {
     const pipeline = this.pipeline(`embed_${w.dtype}`, () => embedShader(w.dtype));
     return w.chunks.map((chunk) => {
       const params = this.params('embed.params', [
         ['u32', chunk.rows],
         ['u32', w.cols],
-        ['u32', chunk.rowStart],
+        ['u32', firstToken + chunk.rowStart],
       ]);
       return {
         label: 'embed',
@@ -244,7 +266,17 @@ export class GpuKernels {
     vCache: GPUBuffer,
     scratch: GPUBuffer,
     out: GPUBuffer,
-    shape: { heads: number; kvHeads: number; headDim: number; maxSeq: number; window: number | null },
+    shape: {
+      heads: number;
+      kvHeads: number;
+      headDim: number;
+      maxSeq: number;
+      window: number | null;
+      /** Query heads per KV head in the whole model. @default heads / kvHeads */
+      group?: number;
+      headOffset?: number;
+      kvOffset?: number;
+    },
     step: StepUniform,
   ): Dispatch {
     const pipeline = this.pipeline('attention', () => ATTENTION);
@@ -255,12 +287,30 @@ export class GpuKernels {
       ['u32', shape.maxSeq],
       ['u32', shape.window ?? 0],
       ['f32', 1 / Math.sqrt(shape.headDim)],
+      ['u32', shape.group ?? shape.heads / shape.kvHeads],
+      ['u32', shape.headOffset ?? 0],
+      ['u32', shape.kvOffset ?? 0],
     ]);
     return {
       label: 'attention',
       pipeline,
       bindGroup: this.bind('attention', pipeline, [params, step.buffer, q, kCache, vCache, scratch, out]),
       grid: (n) => [shape.heads, n, 1],
+    };
+  }
+
+  /** x += y (+ bias) over [n, width]. */
+  add(x: GPUBuffer, y: GPUBuffer, bias: GPUBuffer | null, width: number, step: StepUniform): Dispatch {
+    const pipeline = this.pipeline('add', () => ADD);
+    const params = this.params('add.params', [
+      ['u32', width],
+      ['u32', bias ? 1 : 0],
+    ]);
+    return {
+      label: 'add',
+      pipeline,
+      bindGroup: this.bind('add', pipeline, [params, step.buffer, x, y, bias ?? this.dummy()]),
+      grid: (n) => flat(n * width),
     };
   }
 
@@ -284,12 +334,16 @@ export class GpuKernels {
     return { label: 'softmax', pipeline, bindGroup: this.bind('softmax', pipeline, [params, step.buffer, x]), grid: (n) => split(n * groups) };
   }
 
-  /** Picks a token from the last row of `logits` [n, count] into `result` ([token, score bits]). */
-  sample(logits: GPUBuffer, result: GPUBuffer, count: number, temperature: number, step: StepUniform): Dispatch {
+  /**
+   * Picks a token from `logits` into `result` ([token, score bits]): from row n - 1 of [n, count] when
+   * `lastRow`, else from row 0.
+   */
+  sample(logits: GPUBuffer, result: GPUBuffer, count: number, temperature: number, step: StepUniform, lastRow = true): Dispatch {
     const pipeline = this.pipeline('sample', () => SAMPLE);
     const params = this.params('sample.params', [
       ['u32', count],
       ['f32', temperature],
+      ['u32', lastRow ? 1 : 0],
     ]);
     return { label: 'sample', pipeline, bindGroup: this.bind('sample', pipeline, [params, step.buffer, logits, result]), grid: () => [1, 1, 1] };
   }

@@ -88,7 +88,8 @@ fn w_at(r: u32, c: u32) -> f32 {
 /**
  * Bindings shared by the weight kernels. `rows` are the rows of this chunk (a tensor larger than the
  * binding limit is split by rows), `rowOffset` where they land in `OUT`'s rows.
- * flags: bit 0 add bias B[rowOffset + r], bit 1 accumulate into OUT (fused residual add).
+ * flags: bit 0 add bias B[rowOffset + r], bit 1 accumulate into OUT (fused residual add), bit 2 only the
+ * batch's last token (x row n - 1 into out row 0: the LM head). Bit 2 is for the matvec kernel only.
  */
 const WEIGHT_HEADER = /* wgsl */ `
 struct Params { rows: u32, cols: u32, rowOffset: u32, outStride: u32, xStride: u32, flags: u32, pad0: u32, pad1: u32 }
@@ -115,9 +116,11 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
         @builtin(local_invocation_index) tid: u32) {
   let r = wg_linear(wid, nwg);
   if (r >= P.rows) { return; }
-  for (var b = 0u; b < S.n; b = b + 1u) {
+  let last = (P.flags & 4u) != 0u;
+  let count = select(S.n, 1u, last);
+  for (var b = 0u; b < count; b = b + 1u) {
     var acc = 0.0;
-    let xo = b * P.xStride;
+    let xo = select(b, S.n - 1u, last) * P.xStride;
     for (var c = tid; c < P.cols; c = c + ${WG}u) { acc = acc + w_at(r, c) * X[xo + c]; }
     let sum = reduce_sum(tid, acc);
     if (tid == 0u) { store(b, r, sum); }
@@ -265,10 +268,10 @@ fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg:
  * Causal attention of the batch's queries Q [n, heads·headDim] over the KV cache, one workgroup per
  * (head, token). Token b sits at position pos0 + b and sees positions [start, pos0 + b], start > 0
  * only with a sliding window (`window` > 0: the last `window` positions). GQA: query head h reads
- * KV head h / (heads / kvHeads). Scores go through `SC` [n·heads, maxSeq] in global memory.
+ * KV head (h + headOffset) / group - kvOffset (offsets of a tensor-parallel slice, as in AttentionArgs). Scores go through `SC` [n·heads, maxSeq] in global memory.
  */
 export const ATTENTION = `${STEP}${REDUCE_SUM}
-struct Params { heads: u32, kvHeads: u32, headDim: u32, maxSeq: u32, window: u32, scale: f32, pad0: u32, pad1: u32 }
+struct Params { heads: u32, kvHeads: u32, headDim: u32, maxSeq: u32, window: u32, scale: f32, group: u32, headOffset: u32, kvOffset: u32, pad0: u32, pad1: u32, pad2: u32 }
 @group(0) @binding(0) var<uniform> P: Params;
 @group(0) @binding(1) var<uniform> S: Step;
 @group(0) @binding(2) var<storage, read> Q: array<f32>;
@@ -285,7 +288,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) tid:
   var start = 0u;
   if (P.window > 0u && pos + 1u > P.window) { start = pos + 1u - P.window; }
   let kvDim = P.kvHeads * P.headDim;
-  let kh = h / (P.heads / P.kvHeads);
+  let kh = (h + P.headOffset) / P.group - P.kvOffset;
   let qo = (b * P.heads + h) * P.headDim;
   let so = (b * P.heads + h) * P.maxSeq;
   var m = -3.4e38;
@@ -312,6 +315,24 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) tid:
     for (var t = start; t <= pos; t = t + 1u) { acc = acc + SC[so + t] * VC[t * kvDim + kh * P.headDim + i]; }
     OUT[qo + i] = acc / total;
   }
+}
+`;
+
+/** X[b, i] += Y[b, i] (+ B[i]) over [n, width]: the residual add after an all-reduce. */
+export const ADD = `${STEP}
+struct Params { width: u32, bias: u32, pad0: u32, pad1: u32 }
+@group(0) @binding(0) var<uniform> P: Params;
+@group(0) @binding(1) var<uniform> S: Step;
+@group(0) @binding(2) var<storage, read_write> X: array<f32>;
+@group(0) @binding(3) var<storage, read> Y: array<f32>;
+@group(0) @binding(4) var<storage, read> B: array<f32>;
+@compute @workgroup_size(${WG})
+fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
+  let i = gid.x + gid.y * nwg.x * ${WG}u;
+  if (i >= S.n * P.width) { return; }
+  var y = Y[i];
+  if (P.bias != 0u) { y = y + B[i % P.width]; }
+  X[i] = X[i] + y;
 }
 `;
 
@@ -354,13 +375,14 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
 `;
 
 /**
- * Picks a token from the last token's logits (row n - 1 of X [n, count]) without reading logits back.
+ * Picks a token from logits X (row n - 1 of [n, count] when `lastRow`, else row 0: the LM head writes
+ * only the last token's) without reading logits back.
  * temperature == 0: argmax (lowest index on ties). Otherwise Gumbel-max: argmax(logit / T + g_i) with
  * g_i = -log(-log(u_i)), u_i a hash of (seed, i) — an exact sample from softmax(logit / T) that is
  * reproducible for a seed. RES = [token, bits of its score].
  */
 export const SAMPLE = `${STEP}
-struct Params { count: u32, temperature: f32, pad0: u32, pad1: u32 }
+struct Params { count: u32, temperature: f32, lastRow: u32, pad1: u32 }
 @group(0) @binding(0) var<uniform> P: Params;
 @group(0) @binding(1) var<uniform> S: Step;
 @group(0) @binding(2) var<storage, read> X: array<f32>;
@@ -380,7 +402,7 @@ fn uniform01(i: u32) -> f32 {
 }
 @compute @workgroup_size(${WG})
 fn main(@builtin(local_invocation_index) tid: u32) {
-  let base = (S.n - 1u) * P.count;
+  let base = select(0u, (S.n - 1u) * P.count, P.lastRow != 0u);
   var best = -3.4e38;
   var idx = 0xffffffffu;
   for (var i = tid; i < P.count; i = i + ${WG}u) {

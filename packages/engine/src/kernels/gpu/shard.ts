@@ -1,0 +1,425 @@
+/**
+ * One shard of a Llama-family decoder on the GPU, with the same contract as model/forward.ts's
+ * ModelShard: layers [start, end) and/or a tensor slice, token ids or hidden states in, hidden states
+ * or last-token logits out. Weights are uploaded once (storage dtype, row-split when over the binding
+ * limit); the KV cache lives on the GPU; every dispatch of a call is recorded into one command buffer
+ * and submitted once. Only what must leave the GPU is read back: the hidden states a pipeline stage
+ * hands on, the logits (or just the sampled token id with `forwardSample`), and — for tensor-parallel
+ * shards — the partial sums the caller's all-reduce joins (each one ends a submission).
+ */
+import type { ModelConfig } from '../../config/config.js';
+import type { ShardWeights } from '../../model/weights.js';
+import type { TensorSlice } from '../../model/tensor-split.js';
+import type { AllReduce, ShardSpec } from '../../shard.js';
+import { GpuValidationError, type GpuContext } from './context.js';
+import { Readback, createStorage, uploadF32, uploadWeight, type GpuWeight } from './buffers.js';
+import { GpuKernels, StepUniform, recordPass, type Dispatch } from './ops.js';
+import { ropeCosSin, ropeInvFreq } from './rope.js';
+
+export interface GpuShardOptions {
+  config: ModelConfig;
+  spec: ShardSpec;
+  slice: TensorSlice;
+  weights: ShardWeights;
+  /** Tokens per call. @default 32 */
+  maxBatch?: number;
+  /** @default min(max_position_embeddings, 4096) */
+  maxSeqLen?: number;
+  /** Required when spec.tensor.size > 1. */
+  allReduce?: AllReduce;
+}
+
+/** A sequence's KV cache in GPU memory, with the forward program bound to it. */
+export class GpuKVCache {
+  length = 0;
+  /** @internal */ program: Segment[] = [];
+  constructor(
+    readonly capacity: number,
+    readonly k: GPUBuffer[],
+    readonly v: GPUBuffer[],
+  ) {}
+  destroy(): void {
+    for (const b of [...this.k, ...this.v]) b.destroy();
+    this.k.length = 0;
+    this.v.length = 0;
+  }
+}
+
+/** Dispatches up to a point where the tensor ranks must meet (all-reduce of `reduce`), or the end. */
+interface Segment {
+  dispatches: Dispatch[];
+  /** Read back `width`·n floats (or `width` when `fixed`), all-reduce them, write them back. */
+  reduce?: { buffer: GPUBuffer; width: number; fixed?: boolean; place?: (local: Float32Array) => Float32Array; back?: (full: Float32Array) => Float32Array };
+}
+
+interface LayerBuffers {
+  inputNorm: GPUBuffer;
+  postNorm: GPUBuffer;
+  q: GpuWeight;
+  k: GpuWeight;
+  v: GpuWeight;
+  o: GpuWeight;
+  gate: GpuWeight;
+  up: GpuWeight;
+  down: GpuWeight;
+  qBias: GPUBuffer | null;
+  kBias: GPUBuffer | null;
+  vBias: GPUBuffer | null;
+  oBias: GPUBuffer | null;
+  qNorm: GPUBuffer | null;
+  kNorm: GPUBuffer | null;
+}
+
+export class GpuShard {
+  readonly maxBatch: number;
+  readonly maxSeqLen: number;
+  /** Bytes of weights held on the GPU. */
+  weightBytes = 0;
+  /** Readback bytes and submissions of the last call (measurement). */
+  lastCall = { submissions: 0, readbackBytes: 0 };
+
+  readonly #ctx: GpuContext;
+  readonly #config: ModelConfig;
+  readonly #spec: ShardSpec;
+  readonly #slice: TensorSlice;
+  readonly #allReduce: AllReduce | null;
+  readonly #kernels: GpuKernels;
+  readonly #step: StepUniform;
+  readonly #invFreq: Float64Array;
+  readonly #nh: number;
+  readonly #nkv: number;
+  readonly #ffn: number;
+  readonly #vocabSlice: number;
+  #layers: LayerBuffers[] = [];
+  #embed: GpuWeight | null = null;
+  #head: GpuWeight | null = null;
+  #finalNorm: GPUBuffer | null = null;
+  #owned: GPUBuffer[] = [];
+  #act!: Record<'x' | 'xb' | 'xb2' | 'q' | 'k' | 'v' | 'att' | 'hb' | 'hb2' | 'cs' | 'tokens' | 'scores' | 'logits' | 'result', GPUBuffer>;
+  #readback!: Readback;
+  #sampleDispatch: Map<number, Dispatch> = new Map();
+  #cs: Float32Array;
+  #logitsHost: Float32Array;
+
+  private constructor(ctx: GpuContext, o: GpuShardOptions) {
+    this.#ctx = ctx;
+    this.#config = o.config;
+    this.#spec = o.spec;
+    this.#slice = o.slice;
+    this.maxBatch = o.maxBatch ?? 32;
+    this.maxSeqLen = o.maxSeqLen ?? Math.min(o.config.maxPositionEmbeddings, 4096);
+    if (o.spec.tensor.size > 1 && !o.allReduce) throw new GpuValidationError('a tensor-parallel GPU shard needs an allReduce callback');
+    this.#allReduce = o.spec.tensor.size > 1 ? o.allReduce! : null;
+    this.#kernels = new GpuKernels(ctx);
+    this.#step = new StepUniform(ctx);
+    this.#invFreq = ropeInvFreq(o.config.headDim, o.config.ropeTheta, o.config.ropeScaling);
+    this.#nh = o.slice.heads[1] - o.slice.heads[0];
+    this.#nkv = o.slice.kvHeads[1] - o.slice.kvHeads[0];
+    this.#ffn = o.slice.ffn[1] - o.slice.ffn[0];
+    this.#vocabSlice = o.slice.vocab[1] - o.slice.vocab[0];
+    this.#cs = new Float32Array(this.maxBatch * o.config.headDim);
+    this.#logitsHost = new Float32Array(o.spec.head ? o.config.vocabSize : 0);
+  }
+
+  /** Uploads the shard's weights (loaded by model/weights.ts) and allocates its activations. */
+  static async create(ctx: GpuContext, options: GpuShardOptions): Promise<GpuShard> {
+    const s = new GpuShard(ctx, options);
+    try {
+      await s.#upload(options.weights);
+      await s.#allocate();
+      const dtypes = new Set(options.weights.layers.flatMap((l) => [l.q.dtype, l.gate.dtype, l.down.dtype]));
+      if (options.weights.embed) dtypes.add(options.weights.embed.dtype);
+      if (options.weights.head) dtypes.add(options.weights.head.dtype);
+      await s.#kernels.warm([...dtypes]);
+    } catch (err) {
+      s.dispose();
+      throw err;
+    }
+    return s;
+  }
+
+  async #upload(w: ShardWeights): Promise<void> {
+    const ctx = this.#ctx;
+    const vec = async (a: Float32Array | null, name: string) => {
+      if (!a) return null;
+      const b = await uploadF32(ctx, a, name);
+      this.#owned.push(b);
+      return b;
+    };
+    const mat = async (m: Parameters<typeof uploadWeight>[1], name: string) => {
+      const g = await uploadWeight(ctx, m, name);
+      this.weightBytes += g.bytes;
+      return g;
+    };
+    for (let i = 0; i < w.layers.length; i++) {
+      const L = w.layers[i];
+      const p = `model.layers.${this.#spec.layers[0] + i}`;
+      this.#layers.push({
+        inputNorm: (await vec(L.inputNorm, `${p}.input_layernorm.weight`))!,
+        postNorm: (await vec(L.postNorm, `${p}.post_attention_layernorm.weight`))!,
+        q: await mat(L.q, `${p}.self_attn.q_proj.weight`),
+        k: await mat(L.k, `${p}.self_attn.k_proj.weight`),
+        v: await mat(L.v, `${p}.self_attn.v_proj.weight`),
+        o: await mat(L.o, `${p}.self_attn.o_proj.weight`),
+        gate: await mat(L.gate, `${p}.mlp.gate_proj.weight`),
+        up: await mat(L.up, `${p}.mlp.up_proj.weight`),
+        down: await mat(L.down, `${p}.mlp.down_proj.weight`),
+        qBias: await vec(L.qBias, `${p}.self_attn.q_proj.bias`),
+        kBias: await vec(L.kBias, `${p}.self_attn.k_proj.bias`),
+        vBias: await vec(L.vBias, `${p}.self_attn.v_proj.bias`),
+        oBias: await vec(L.oBias, `${p}.self_attn.o_proj.bias`),
+        qNorm: await vec(L.qNorm, `${p}.self_attn.q_norm.weight`),
+        kNorm: await vec(L.kNorm, `${p}.self_attn.k_norm.weight`),
+      });
+    }
+    if (w.embed) this.#embed = await mat(w.embed, 'model.embed_tokens.weight');
+    if (w.head) this.#head = w.head === w.embed && this.#embed ? this.#embed : await mat(w.head, 'lm_head.weight');
+    this.#finalNorm = await vec(w.finalNorm, 'model.norm.weight');
+  }
+
+  async #allocate(): Promise<void> {
+    const c = this.#config;
+    const B = this.maxBatch;
+    const D = c.hiddenSize;
+    const hd = c.headDim;
+    const f = async (name: string, floats: number, usage = 0) => {
+      const b = await createStorage(this.#ctx, floats * 4, `activation ${name}`, usage);
+      this.#owned.push(b);
+      return b;
+    };
+    this.#act = {
+      x: await f('x', B * D),
+      xb: await f('xb', B * D),
+      xb2: await f('xb2', B * D),
+      q: await f('q', B * this.#nh * hd),
+      k: await f('k', B * this.#nkv * hd),
+      v: await f('v', B * this.#nkv * hd),
+      att: await f('att', B * this.#nh * hd),
+      hb: await f('hb', B * this.#ffn),
+      hb2: await f('hb2', B * this.#ffn),
+      cs: await f('rope cos/sin', B * hd),
+      tokens: await f('tokens', B),
+      scores: await f('attention scores', B * this.#nh * this.maxSeqLen),
+      logits: await f('logits', Math.max(1, this.#vocabSlice)),
+      result: await f('sample result', 2),
+    };
+    const readbackFloats = Math.max(B * D, this.#spec.head ? this.#vocabSlice : 0, 2);
+    this.#readback = new Readback(this.#ctx, readbackFloats * 4);
+  }
+
+  /** A fresh KV cache on the GPU for one sequence of up to `capacity` tokens. */
+  async newCache(capacity = this.maxSeqLen): Promise<GpuKVCache> {
+    if (capacity > this.maxSeqLen) throw new RangeError(`KV cache capacity ${capacity} exceeds maxSeqLen ${this.maxSeqLen}`);
+    const width = this.#nkv * this.#config.headDim;
+    const k: GPUBuffer[] = [];
+    const v: GPUBuffer[] = [];
+    const cache = new GpuKVCache(capacity, k, v);
+    try {
+      for (let l = 0; l < this.#layers.length; l++) {
+        k.push(await createStorage(this.#ctx, capacity * width * 4, `KV cache k, layer ${this.#spec.layers[0] + l}`));
+        v.push(await createStorage(this.#ctx, capacity * width * 4, `KV cache v, layer ${this.#spec.layers[0] + l}`));
+      }
+    } catch (err) {
+      cache.destroy();
+      throw err;
+    }
+    cache.program = this.#buildProgram(cache);
+    return cache;
+  }
+
+  /** Bind groups are made once per cache; a call only records dispatches and writes the Step uniform. */
+  #buildProgram(cache: GpuKVCache): Segment[] {
+    const K = this.#kernels;
+    const st = this.#step;
+    const a = this.#act;
+    const c = this.#config;
+    const D = c.hiddenSize;
+    const hd = c.headDim;
+    const nh = this.#nh;
+    const nkv = this.#nkv;
+    const tp = this.#allReduce !== null;
+    const segments: Segment[] = [];
+    let cur: Dispatch[] = [];
+    const cut = (reduce: Segment['reduce']) => {
+      segments.push({ dispatches: cur, reduce });
+      cur = [];
+    };
+
+    if (this.#embed) {
+      cur.push(...K.embed(this.#embed, a.tokens, a.x, st, this.#slice.vocab[0]));
+      // Vocab-split embedding: each rank fills its own rows, zeros elsewhere; the all-reduce joins them.
+      if (tp) cut({ buffer: a.x, width: D });
+    }
+    this.#layers.forEach((L, li) => {
+      cur.push(K.rmsnorm(a.x, L.inputNorm, a.xb, D, 1, c.rmsNormEps, st));
+      cur.push(...K.linear('q_proj', L.q, a.xb, a.q, st, { bias: L.qBias ?? undefined }));
+      cur.push(...K.linear('k_proj', L.k, a.xb, a.k, st, { bias: L.kBias ?? undefined }));
+      cur.push(...K.linear('v_proj', L.v, a.xb, a.v, st, { bias: L.vBias ?? undefined }));
+      if (L.qNorm) cur.push(K.rmsnorm(a.q, L.qNorm, null, hd, nh, c.rmsNormEps, st));
+      if (L.kNorm) cur.push(K.rmsnorm(a.k, L.kNorm, null, hd, nkv, c.rmsNormEps, st));
+      cur.push(K.rope(a.q, a.cs, nh, hd, st));
+      cur.push(K.rope(a.k, a.cs, nkv, hd, st));
+      cur.push(K.kvStore(a.k, a.v, cache.k[li], cache.v[li], nkv * hd, st));
+      cur.push(
+        K.attention(a.q, cache.k[li], cache.v[li], a.scores, a.att, {
+          heads: nh,
+          kvHeads: nkv,
+          headDim: hd,
+          maxSeq: cache.capacity,
+          window: c.slidingWindow,
+          group: c.numHeads / c.numKvHeads,
+          headOffset: this.#slice.heads[0],
+          kvOffset: this.#slice.kvHeads[0],
+        }, st),
+      );
+      if (tp) {
+        cur.push(...K.linear('o_proj', L.o, a.att, a.xb2, st));
+        cut({ buffer: a.xb2, width: D });
+        cur.push(K.add(a.x, a.xb2, L.oBias, D, st));
+      } else {
+        cur.push(...K.linear('o_proj', L.o, a.att, a.x, st, { accumulate: true, bias: L.oBias ?? undefined }));
+      }
+      cur.push(K.rmsnorm(a.x, L.postNorm, a.xb, D, 1, c.rmsNormEps, st));
+      cur.push(...K.linear('gate_proj', L.gate, a.xb, a.hb, st));
+      cur.push(...K.linear('up_proj', L.up, a.xb, a.hb2, st));
+      cur.push(K.siluGate(a.hb, a.hb2, this.#ffn, st));
+      if (tp) {
+        cur.push(...K.linear('down_proj', L.down, a.hb, a.xb2, st));
+        cut({ buffer: a.xb2, width: D });
+        cur.push(K.add(a.x, a.xb2, null, D, st));
+      } else {
+        cur.push(...K.linear('down_proj', L.down, a.hb, a.x, st, { accumulate: true }));
+      }
+    });
+    if (this.#head) {
+      cur.push(K.rmsnorm(a.x, this.#finalNorm!, a.xb, D, 1, c.rmsNormEps, st));
+      cur.push(...K.linear('lm_head', this.#head, a.xb, a.logits, st, { lastToken: true }));
+    }
+    cut(undefined);
+    return segments;
+  }
+
+  #check(n: number, cache: GpuKVCache): void {
+    this.#ctx.assertAlive();
+    if (!cache.program.length) throw new Error('forward: this KV cache was destroyed');
+    if (n < 1 || n > this.maxBatch) throw new RangeError(`forward: ${n} tokens per call; this shard takes 1..${this.maxBatch}`);
+    if (cache.length + n > cache.capacity) throw new RangeError(`sequence of ${cache.length + n} tokens exceeds the KV cache capacity ${cache.capacity}`);
+  }
+
+  /** Writes the call's inputs (Step uniform, RoPE table, tokens or hidden states) ahead of the submission. */
+  #writeInputs(input: { tokens: ArrayLike<number> } | { hidden: Float32Array; n: number }, cache: GpuKVCache, seed: number): number {
+    const q = this.#ctx.device.queue;
+    const c = this.#config;
+    let n: number;
+    if ('tokens' in input) {
+      if (!this.#embed) throw new Error('forward: tokens given to a shard without the embedding');
+      n = input.tokens.length;
+      this.#check(n, cache);
+      const ids = new Uint32Array(n);
+      for (let b = 0; b < n; b++) {
+        const t = input.tokens[b];
+        if (!Number.isInteger(t) || t < 0 || t >= c.vocabSize) throw new RangeError(`token id ${t} is outside the vocabulary 0..${c.vocabSize - 1}`);
+        ids[b] = t;
+      }
+      q.writeBuffer(this.#act.tokens, 0, ids);
+    } else {
+      n = input.n;
+      this.#check(n, cache);
+      q.writeBuffer(this.#act.x, 0, input.hidden, 0, n * c.hiddenSize);
+    }
+    this.#step.write(this.#ctx, cache.length, n, seed);
+    const cs = ropeCosSin(cache.length, n, this.#invFreq, this.#cs);
+    q.writeBuffer(this.#act.cs, 0, cs, 0, n * c.headDim);
+    return n;
+  }
+
+  /**
+   * Runs the program's segments. Each all-reduce point ends a submission: the partial sums are read
+   * back, joined by the caller, written back, and the next segment is submitted.
+   */
+  async #run(cache: GpuKVCache, n: number, tail?: (enc: GPUCommandEncoder) => void): Promise<void> {
+    const dev = this.#ctx.device;
+    this.lastCall = { submissions: 0, readbackBytes: 0 };
+    const segs = cache.program;
+    for (let i = 0; i < segs.length; i++) {
+      const seg = segs[i];
+      const enc = dev.createCommandEncoder();
+      if (i === 0 && this.#embed && this.#allReduce) enc.clearBuffer(this.#act.x, 0, n * this.#config.hiddenSize * 4);
+      recordPass(enc, seg.dispatches, n);
+      if (seg.reduce) {
+        const count = seg.reduce.width * n;
+        this.#readback.encodeCopy(enc, seg.reduce.buffer, count * 4);
+        dev.queue.submit([enc.finish()]);
+        this.lastCall.submissions++;
+        const part = new Float32Array(await this.#readback.read(count * 4));
+        this.lastCall.readbackBytes += count * 4;
+        await this.#allReduce!(part);
+        dev.queue.writeBuffer(seg.reduce.buffer, 0, part);
+      } else {
+        tail?.(enc);
+        dev.queue.submit([enc.finish()]);
+        this.lastCall.submissions++;
+      }
+    }
+  }
+
+  /**
+   * Same contract as ModelShard.forward: `n` tokens (or hidden states) at positions cache.length ...;
+   * returns last-token logits [vocab] on head shards, hidden states [n, hidden] otherwise. The array is
+   * this shard's and valid until the next call.
+   */
+  async forward(input: { tokens: ArrayLike<number> } | { hidden: Float32Array; n: number }, cache: GpuKVCache): Promise<Float32Array> {
+    const n = this.#writeInputs(input, cache, 0);
+    const D = this.#config.hiddenSize;
+    const bytes = this.#head ? this.#vocabSlice * 4 : n * D * 4;
+    const src = this.#head ? this.#act.logits : this.#act.x;
+    await this.#run(cache, n, (enc) => this.#readback.encodeCopy(enc, src, bytes));
+    const out = new Float32Array(await this.#readback.read(bytes));
+    this.lastCall.readbackBytes += bytes;
+    cache.length += n;
+    if (!this.#head) return out;
+    if (!this.#allReduce) return out;
+    // Vocab-split head: place this rank's rows and let the ranks sum the full vector.
+    this.#logitsHost.fill(0);
+    this.#logitsHost.set(out, this.#slice.vocab[0]);
+    await this.#allReduce(this.#logitsHost);
+    return this.#logitsHost;
+  }
+
+  /**
+   * Runs the tokens and picks the next one on the GPU (temperature 0: argmax; else an exact sample from
+   * softmax(logits / T) keyed by `seed`), reading back 8 bytes instead of the logits. Head shards
+   * without a tensor split only (a vocab-split head needs the ranks' logits joined first).
+   */
+  async forwardSample(tokens: ArrayLike<number>, cache: GpuKVCache, sampling: { temperature?: number; seed?: number } = {}): Promise<number> {
+    if (!this.#head || this.#allReduce) throw new Error('forwardSample: needs a head shard without a tensor split; use forward()');
+    const n = this.#writeInputs({ tokens }, cache, sampling.seed ?? 0);
+    const T = sampling.temperature ?? 0;
+    let d = this.#sampleDispatch.get(T);
+    if (!d) {
+      d = this.#kernels.sample(this.#act.logits, this.#act.result, this.#vocabSlice, T, this.#step, false);
+      this.#sampleDispatch.set(T, d);
+    }
+    const sample = d;
+    await this.#run(cache, n, (enc) => {
+      recordPass(enc, [sample], n, 'sample');
+      this.#readback.encodeCopy(enc, this.#act.result, 8);
+    });
+    const r = new Uint32Array(await this.#readback.read(8));
+    this.lastCall.readbackBytes += 8;
+    cache.length += n;
+    return r[0];
+  }
+
+  dispose(): void {
+    for (const L of this.#layers) for (const w of [L.q, L.k, L.v, L.o, L.gate, L.up, L.down]) w.destroy();
+    this.#layers = [];
+    this.#embed?.destroy();
+    if (this.#head !== this.#embed) this.#head?.destroy();
+    for (const b of this.#owned) b.destroy();
+    this.#owned = [];
+    this.#readback?.destroy();
+    this.#kernels.destroy();
+    this.#step.destroy();
+  }
+}
