@@ -15,6 +15,9 @@ import { parseDisplays, parseHardware, parseThunderbolt } from './macos/system-p
 import { pairedInterface, parseIbvDevices, parseIbvDevinfo, parseRdmaCtlStatus } from './rdma.js';
 import type { Capability, NetInterface, NodeProfile, RdmaState, ThunderboltPort } from './types.js';
 
+/** Runs a probe; null when the tool is missing, fails or times out. */
+export type ProbeRunner = (cmd: string, args: string[], timeoutMs?: number) => Promise<string | null>;
+
 function run(cmd: string, args: string[], timeoutMs = 5000): Promise<string | null> {
   return new Promise((resolve) => {
     execFile(cmd, args, { timeout: timeoutMs, maxBuffer: 4 << 20 }, (err, stdout) => resolve(err ? null : stdout));
@@ -30,9 +33,12 @@ function safe<T>(f: () => T, fallback: T): T {
 }
 
 /** Addresses from the OS, kinds from the platform's hardware-port table. */
-export function listInterfaces(kindOf: (name: string) => Pick<NetInterface, 'kind' | 'hardwarePort'>): NetInterface[] {
+export function listInterfaces(
+  kindOf: (name: string) => Pick<NetInterface, 'kind' | 'hardwarePort'>,
+  source: () => NodeJS.Dict<os.NetworkInterfaceInfo[]> = os.networkInterfaces,
+): NetInterface[] {
   const out: NetInterface[] = [];
-  for (const [name, addrs] of Object.entries(os.networkInterfaces())) {
+  for (const [name, addrs] of Object.entries(source())) {
     if (!addrs) continue;
     const { kind, hardwarePort } = kindOf(name);
     out.push({
@@ -47,7 +53,7 @@ export function listInterfaces(kindOf: (name: string) => Pick<NetInterface, 'kin
   return out;
 }
 
-async function rdmaState(onMac: boolean): Promise<RdmaState> {
+async function rdmaState(onMac: boolean, run: ProbeRunner): Promise<RdmaState> {
   const enabled = onMac ? parseRdmaCtlStatus((await run('rdma_ctl', ['status'])) ?? '') : null;
   const devinfo = await run('ibv_devinfo', ['-v']);
   let devices = devinfo ? parseIbvDevinfo(devinfo) : [];
@@ -69,12 +75,23 @@ export interface ProfileInput {
 
 /** Static facts (chip, cores, ports) are probed once; memory and disk on every refresh. */
 export class ProfileCollector {
+  #platform: NodeJS.Platform;
+  #run: ProbeRunner;
+  #interfaces: () => NodeJS.Dict<os.NetworkInterfaceInfo[]>;
+
+  /** Platform, probe runner and interface list are injectable so the macOS path runs in tests on recorded outputs. */
+  constructor(deps: { platform?: NodeJS.Platform; run?: ProbeRunner; networkInterfaces?: () => NodeJS.Dict<os.NetworkInterfaceInfo[]> } = {}) {
+    this.#platform = deps.platform ?? process.platform;
+    this.#run = deps.run ?? run;
+    this.#interfaces = deps.networkInterfaces ?? os.networkInterfaces;
+  }
+
   #static: Promise<Omit<NodeProfile, 'peerId' | 'name' | 'memory' | 'diskFreeBytes' | 'capability' | 'probePort' | 'updatedAt' | 'interfaces'> & { ports: HardwarePort[] }> | null = null;
 
   async collect(input: ProfileInput): Promise<NodeProfile> {
     this.#static ??= this.#probeStatic();
     const st = await this.#static;
-    const onMac = process.platform === 'darwin';
+    const onMac = this.#platform === 'darwin';
     let memory = { totalBytes: os.totalmem(), availableBytes: os.freemem() };
     if (!onMac) {
       const mi = safe(() => parseMeminfo(readFileSync('/proc/meminfo', 'utf8')), { totalBytes: null, availableBytes: null });
@@ -97,7 +114,7 @@ export class ProfileCollector {
           driver: safe(() => basename(readlinkSync(`/sys/class/net/${name}/device/driver`)), null),
         }),
       };
-    });
+    }, this.#interfaces);
     const { ports: _ports, ...rest } = st;
     return {
       ...rest,
@@ -113,10 +130,11 @@ export class ProfileCollector {
   }
 
   async #probeStatic() {
-    const onMac = process.platform === 'darwin';
+    const onMac = this.#platform === 'darwin';
+    const run = this.#run;
     const base = {
       hostname: os.hostname(),
-      os: { platform: process.platform, release: os.release(), arch: process.arch },
+      os: { platform: this.#platform as string, release: os.release(), arch: process.arch },
       chip: os.cpus()[0]?.model ?? 'unknown',
       cpu: { cores: os.cpus().length, performanceCores: null as number | null, efficiencyCores: null as number | null },
       gpuCores: null as number | null,
@@ -154,7 +172,7 @@ export class ProfileCollector {
         base.cpu.efficiencyCores = cpu.efficiencyCores;
       }
     }
-    base.rdma = await rdmaState(onMac);
+    base.rdma = await rdmaState(onMac, run);
     return base;
   }
 }

@@ -1,0 +1,71 @@
+import { mkdtempSync, readFileSync } from 'node:fs';
+import os from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { ProfileCollector, type ProbeRunner } from '../../src/profile/collect.js';
+import { nodeProfileSchema } from '../../src/profile/types.js';
+
+const fixture = (name: string) => readFileSync(new URL(`../fixtures/macos/${name}`, import.meta.url), 'utf8');
+const input = { peerId: 'P', name: 'studio', dataDir: mkdtempSync(join(os.tmpdir(), 'orchard-prof-')), probePort: 4000, capability: null };
+
+/** Answers each macOS probe with its recorded output (hand-written, see fixtures/macos/README.md). */
+const macRunner: ProbeRunner = async (cmd, args) => {
+  const key = `${cmd} ${args.join(' ')}`;
+  if (cmd === 'sysctl') return fixture('sysctl.txt');
+  if (key === 'system_profiler SPHardwareDataType -json') return fixture('SPHardwareDataType.json');
+  if (key === 'system_profiler SPDisplaysDataType -json') return fixture('SPDisplaysDataType.json');
+  if (key === 'system_profiler SPThunderboltDataType -json') return fixture('SPThunderboltDataType.json');
+  if (key === 'networksetup -listallhardwareports') return fixture('networksetup-listallhardwareports.txt');
+  if (key === 'rdma_ctl status') return fixture('rdma_ctl-status.txt');
+  if (key === 'ibv_devinfo -v') return fixture('ibv_devinfo.txt');
+  return null;
+};
+
+const iface = (address: string, cidr: string, family: 'IPv4' | 'IPv6' = 'IPv4') => ({ address, cidr, family, netmask: '', mac: '36:ab:cd:00:00:01', internal: false }) as os.NetworkInterfaceInfo;
+
+describe('profile collection', () => {
+  it('macOS: assembles chip, P/E cores, GPU cores, port kinds, Thunderbolt ports with their interfaces, RDMA', async () => {
+    const collector = new ProfileCollector({
+      platform: 'darwin',
+      run: macRunner,
+      networkInterfaces: () => ({
+        lo0: [iface('127.0.0.1', '127.0.0.1/8')],
+        en0: [iface('192.168.1.10', '192.168.1.10/24')],
+        en1: [iface('192.168.1.11', '192.168.1.11/24')],
+        en2: [iface('169.254.1.2', '169.254.1.2/16')],
+      }),
+    });
+    const p = await collector.collect(input);
+    expect(nodeProfileSchema.safeParse(p).success).toBe(true);
+    expect(p).toMatchObject({ chip: 'Apple M3 Ultra', cpu: { performanceCores: 24, efficiencyCores: 8 }, gpuCores: 80, os: { platform: 'darwin', release: '26.2' } });
+    expect(p.interfaces.map((i) => [i.name, i.kind, i.hardwarePort ?? null])).toEqual([
+      ['lo0', 'loopback', null],
+      ['en0', 'ethernet', 'Ethernet'],
+      ['en1', 'wifi', 'Wi-Fi'],
+      ['en2', 'thunderbolt', 'Thunderbolt 1'],
+    ]);
+    expect(p.thunderbolt.map((t) => [t.receptacle, t.interface, t.speedGbps, t.remoteDomainUuids.length])).toEqual([
+      [1, 'en2', 80, 1],
+      [2, 'en3', 80, 1],
+      [3, 'en4', 80, 0],
+    ]);
+    expect(p.rdma.enabled).toBe(true);
+    expect(p.rdma.devices.filter((d) => d.active && d.ipv4Gid).map((d) => d.interface)).toEqual(['en2']);
+  });
+
+  it('macOS with every probe missing still yields a valid profile', async () => {
+    const p = await new ProfileCollector({ platform: 'darwin', run: async () => null, networkInterfaces: () => ({}) }).collect(input);
+    expect(nodeProfileSchema.safeParse(p).success).toBe(true);
+    expect(p).toMatchObject({ gpuCores: null, thunderbolt: [], rdma: { enabled: null, devices: [] } });
+  });
+
+  it.skipIf(process.platform !== 'linux')('Linux: this machine, from /proc and the OS', async () => {
+    const p = await new ProfileCollector().collect(input);
+    expect(nodeProfileSchema.safeParse(p).success).toBe(true);
+    expect(p.memory.totalBytes).toBeGreaterThan(0);
+    expect(p.memory.availableBytes).toBeLessThanOrEqual(p.memory.totalBytes);
+    expect(p.cpu.cores).toBe(os.cpus().length);
+    expect(p.diskFreeBytes).toBeGreaterThan(0);
+    expect(p.interfaces.find((i) => i.name === 'lo')?.kind).toBe('loopback');
+  });
+});
