@@ -11,7 +11,7 @@
  *   weights · f32 activations is that of 8-bit activations (bounded in the tests).
  */
 import { F16_TO_F32 } from '../../numeric/half.js';
-import type { Backend, DType, Weight } from '../backend.js';
+import type { AttentionArgs, Backend, DType, Weight } from '../backend.js';
 import { Arena } from './arena.js';
 import { physicalCores } from './cores.js';
 import { QK, isQuantized, rowBytes, weightBytes } from './formats.js';
@@ -43,31 +43,7 @@ export interface WasmBackendOptions {
   parallelThreshold?: number;
 }
 
-/**
- * Causal attention of n new queries over a KV cache, in the forward pass's layout:
- * q and out are [n, heads, headDim]; k and v are [capacity, kvHeads, headDim] and already hold
- * positions 0 .. pos0+n−1. Query b sits at position pos0+b and attends to positions
- * max(0, pos − window + 1) .. pos. Query head h reads KV head ⌊(h + headOffset)/group⌋ − kvOffset
- * (headOffset/kvOffset: the first global head / KV head of a tensor-parallel slice).
- * out = softmax(q·kᵀ·scale)·v per head.
- */
-export interface AttentionArgs {
-  out: Float32Array;
-  q: Float32Array;
-  k: Float32Array;
-  v: Float32Array;
-  n: number;
-  pos0: number;
-  heads: number;
-  kvHeads: number;
-  headDim: number;
-  group: number;
-  headOffset?: number;
-  kvOffset?: number;
-  scale: number;
-  /** Sliding window in positions; 0 or absent: none. */
-  window?: number;
-}
+export type { AttentionArgs };
 
 export interface WasmBackend extends Backend {
   readonly name: 'wasm';
