@@ -91,7 +91,6 @@ async function ring(ex: Exchange, buf: ReducibleBuffer, op: ReduceOp, p: AllRedu
   const slice = ([a, b]: Range) => bytes.subarray(a * es, b * es);
 
   const all: Promise<void>[] = [];
-  const sentBySegment = new Map<number, Promise<void>[]>();
   let received: Promise<void>[] | null = null;
   ringSteps(rank, size).forEach((step, s) => {
     const tag = collectiveTag(p.opSeq, s);
@@ -100,17 +99,16 @@ async function ring(ex: Exchange, buf: ReducibleBuffer, op: ReduceOp, p: AllRedu
       const send = () => ex.send(next, tag, slice(c), p.io);
       return gate ? gate[k].then(send) : send();
     });
-    sentBySegment.set(step.send, sends);
     const recvs = segChunks[step.recv].map((c, k) => {
       if (step.reduce) {
         const base = s * maxSeg - segs[step.recv][0];
         const into = new Uint8Array(stage.buffer, stage.byteOffset + (base + c[0]) * es, (c[1] - c[0]) * es);
         return ex.recv(prev, tag, into, p.io).then(() => combine(op, buf, buf, stage, c[0], c[1], base + c[0]));
       }
-      // All-gather overwrites a segment we sent during reduce-scatter: wait until that send is done.
-      const earlier = sentBySegment.get(step.recv)?.[k];
-      const recv = () => ex.recv(prev, tag, slice(c), p.io);
-      return earlier ? earlier.then(recv) : recv();
+      // All-gather overwrites a chunk we sent during reduce-scatter. No need to wait for that send:
+      // the incoming data is the chunk's full reduction, which exists only after our contribution
+      // was received by our successor, so our buffer has been read by then (on any backend).
+      return ex.recv(prev, tag, slice(c), p.io);
     });
     all.push(...sends, ...recvs);
     received = recvs;

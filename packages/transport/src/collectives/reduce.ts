@@ -77,7 +77,7 @@ export function combine(op: ReduceOp, dst: ReducibleBuffer, a: ReducibleBuffer, 
  * Reduces `sources` (one per rank, in rank order, all indexed like the output) over [start, end)
  * into `out`, strictly left to right: ((s0 op s1) op s2) ... The order never depends on arrival,
  * so every rank computes bit-identical results. `acc` is an f32 scratch of at least end-start
- * elements; f16 inputs are accumulated in f32 and rounded once.
+ * elements; f16 inputs are accumulated in f32 and rounded once. `out` may be one of the sources.
  */
 export function reduceInRankOrder(
   op: ReduceOp,
@@ -87,22 +87,43 @@ export function reduceInRankOrder(
   end: number,
   acc: Float32Array,
 ): void {
+  if (out instanceof Float32Array) reduceF32(op, out, sources as Float32Array[], start, end, acc);
+  else reduceF16(op, out, sources as Uint16Array[], start, end, acc);
+}
+
+// Separate monomorphic loops: V8 keeps each one specialised to a single array type.
+function reduceF32(op: ReduceOp, out: Float32Array, sources: Float32Array[], start: number, end: number, acc: Float32Array): void {
+  if (sources.length === 2) {
+    // Element-wise, so safe in place even when out is a source.
+    const a = sources[0];
+    const b = sources[1];
+    if (op === 'sum') for (let i = start; i < end; i++) out[i] = a[i] + b[i];
+    else if (op === 'max') for (let i = start; i < end; i++) out[i] = Math.max(a[i], b[i]);
+    else for (let i = start; i < end; i++) out[i] = Math.min(a[i], b[i]);
+    return;
+  }
   const n = end - start;
-  const read = out instanceof Float32Array ? null : HALF_TO_FLOAT;
   const s0 = sources[0];
-  for (let i = 0; i < n; i++) acc[i] = read ? read[s0[start + i]] : s0[start + i];
+  for (let i = 0; i < n; i++) acc[i] = s0[start + i];
   for (let r = 1; r < sources.length; r++) {
     const s = sources[r];
-    if (read) {
-      if (op === 'sum') for (let i = 0; i < n; i++) acc[i] += read[s[start + i]];
-      else if (op === 'max') for (let i = 0; i < n; i++) acc[i] = Math.max(acc[i], read[s[start + i]]);
-      else for (let i = 0; i < n; i++) acc[i] = Math.min(acc[i], read[s[start + i]]);
-    } else {
-      if (op === 'sum') for (let i = 0; i < n; i++) acc[i] += s[start + i];
-      else if (op === 'max') for (let i = 0; i < n; i++) acc[i] = Math.max(acc[i], s[start + i]);
-      else for (let i = 0; i < n; i++) acc[i] = Math.min(acc[i], s[start + i]);
-    }
+    if (op === 'sum') for (let i = 0; i < n; i++) acc[i] += s[start + i];
+    else if (op === 'max') for (let i = 0; i < n; i++) acc[i] = Math.max(acc[i], s[start + i]);
+    else for (let i = 0; i < n; i++) acc[i] = Math.min(acc[i], s[start + i]);
   }
-  if (read) for (let i = 0; i < n; i++) out[start + i] = floatToHalf(acc[i]);
-  else (out as Float32Array).set(acc.subarray(0, n), start);
+  out.set(acc.subarray(0, n), start);
+}
+
+function reduceF16(op: ReduceOp, out: Uint16Array, sources: Uint16Array[], start: number, end: number, acc: Float32Array): void {
+  const t = HALF_TO_FLOAT;
+  const n = end - start;
+  const s0 = sources[0];
+  for (let i = 0; i < n; i++) acc[i] = t[s0[start + i]];
+  for (let r = 1; r < sources.length; r++) {
+    const s = sources[r];
+    if (op === 'sum') for (let i = 0; i < n; i++) acc[i] += t[s[start + i]];
+    else if (op === 'max') for (let i = 0; i < n; i++) acc[i] = Math.max(acc[i], t[s[start + i]]);
+    else for (let i = 0; i < n; i++) acc[i] = Math.min(acc[i], t[s[start + i]]);
+  }
+  for (let i = 0; i < n; i++) out[start + i] = floatToHalf(acc[i]);
 }

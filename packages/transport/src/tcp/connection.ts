@@ -13,6 +13,7 @@ import type { Socket } from 'node:net';
 import { FrameError, PeerClosedError, PeerTimeoutError, TransportError, UsageError, describePeer, type PeerRef } from '../errors.js';
 import type { ExchangeOpOptions } from '../collectives/exchange.js';
 import { AEAD_TAG_BYTES, FrameOpener, FrameSealer, type CipherName } from '../wire/aead.js';
+import { SendSlab } from './send-slab.js';
 import { FRAME_HEADER_BYTES, FrameDecoder, KIND_DATA, encodeHeader, type FrameHeader } from '../wire/frame.js';
 
 export interface ConnectionKeys {
@@ -52,6 +53,10 @@ interface PendingSend {
 
 /** Header slots written in order and reused once their write completed. */
 const HEADER_RING = 512;
+/** Payloads up to this size are copied next to their header and sent with one write. */
+const SMALL_FRAME_MAX = 32 * 1024;
+/** Ring for small frames: room for many in-flight small messages per connection. */
+const SLAB_BYTES = 1024 * 1024;
 
 export class PeerConnection {
   readonly peer: PeerRef;
@@ -75,6 +80,7 @@ export class PeerConnection {
   #error: Error | null = null;
   readonly #watchdog: NodeJS.Timeout;
   readonly #aad = new Uint8Array(FRAME_HEADER_BYTES);
+  readonly #slab = new SendSlab(SLAB_BYTES);
 
   constructor(socket: Socket, leftover: Buffer, options: ConnectionOptions) {
     this.peer = options.peer;
@@ -145,6 +151,16 @@ export class PeerConnection {
         } else resolve();
       };
       const s = this.#socket;
+      const small = this.#sealer || bytes.length > SMALL_FRAME_MAX ? null : this.#slab.reserve(FRAME_HEADER_BYTES + bytes.length);
+      if (small) {
+        small.set(header.subarray(0, FRAME_HEADER_BYTES));
+        small.set(bytes, FRAME_HEADER_BYTES);
+        s.write(small, (err) => {
+          this.#slab.release();
+          done(err);
+        });
+        return;
+      }
       s.cork();
       if (this.#sealer) {
         const [ct, tagBytes] = this.#sealer.seal(seq, header, bytes);
@@ -198,6 +214,20 @@ export class PeerConnection {
       let q = this.#posted.get(tag);
       if (!q) this.#posted.set(tag, (q = []));
       q.push(p);
+      // The frame for this receive may already be arriving into an early buffer: take it over, so
+      // the rest of it lands in the caller's buffer directly.
+      if (q.length === 1 && this.#current === null && this.#decoder.payloadTag === tag) {
+        try {
+          this.#decoder.redirect(into);
+        } catch (e) {
+          const err = new FrameError(`${describePeer(this.peer)}: ${(e as Error).message}`);
+          reject(err);
+          this.fail(err);
+          return;
+        }
+        p.started = true;
+        this.#current = p;
+      }
       if (this.#decoder.paused) this.#tryResume();
     });
   }

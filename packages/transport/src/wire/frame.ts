@@ -133,6 +133,24 @@ export class FrameDecoder {
     return i;
   }
 
+  /** Tag of the frame whose payload is arriving now, or -1 between payloads. */
+  get payloadTag(): number {
+    return this.#state === State.Payload ? this.#header.tag : -1;
+  }
+
+  /**
+   * Moves the payload arriving now to `target` (same length): what arrived so far is copied, the
+   * rest goes straight there. Lets a receive posted mid-frame take over an early frame.
+   */
+  redirect(target: Uint8Array): void {
+    if (this.#state !== State.Payload) throw new FrameError('no payload in progress to redirect');
+    if (target.length !== this.#header.length) {
+      throw new FrameError(`redirect target has ${target.length} bytes for a ${this.#header.length}-byte payload`);
+    }
+    target.set(this.#target.subarray(0, this.#fill));
+    this.#target = target;
+  }
+
   /** Asks the sink again for a destination; true when the decoder can take more bytes. */
   resume(): boolean {
     if (this.#state !== State.Paused) return this.#state !== State.Failed;

@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { registerChat } from './chat.js';
+import { registerBench } from './bench/index.js';
 import { registerCluster } from './cluster.js';
 import { registerDoctor } from './doctor.js';
 import { registerKey } from './key.js';
@@ -15,4 +16,4 @@ import { registerStatus } from './status.js';
 /** Each CLI command lives in its own file and adds itself to the program here. */
 export type RegisterCommand = (program: Command) => void;
 
-export const commands: RegisterCommand[] = [registerStart, registerStatus, registerCluster, registerKey, registerService, registerLogs, registerPull, registerDoctor, registerRun, registerPlan, registerLoad, registerChat];
+export const commands: RegisterCommand[] = [registerStart, registerStatus, registerCluster, registerKey, registerService, registerLogs, registerPull, registerDoctor, registerRun, registerPlan, registerLoad, registerChat, registerBench];

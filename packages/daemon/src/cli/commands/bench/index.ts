@@ -1,0 +1,12 @@
+import type { Command } from 'commander';
+import { registerBenchTransport } from './transport.js';
+
+/** `orchard bench <what>`: one file per benchmark in this folder, each adding its subcommand here. */
+export type RegisterBench = (bench: Command) => void;
+
+export const benches: RegisterBench[] = [registerBenchTransport];
+
+export function registerBench(program: Command): void {
+  const bench = program.command('bench').description('Measure this machine: run a benchmark and print its numbers with ratios to a baseline.');
+  for (const register of benches) register(bench);
+}

@@ -1,0 +1,14 @@
+/**
+ * `pnpm bench:transport [--json] [--quick] [--no-encryption]` — see run.ts for what is measured.
+ * Not a test: prints numbers and ratios, never fails on them.
+ */
+import { formatTable, runTransportBench } from './run.js';
+
+const args = new Set(process.argv.slice(2));
+const json = args.has('--json');
+const result = await runTransportBench({
+  quick: args.has('--quick'),
+  encryption: !args.has('--no-encryption'),
+  log: json ? undefined : (l) => process.stderr.write(`${l}\n`),
+});
+process.stdout.write(json ? `${JSON.stringify(result)}\n` : `${formatTable(result)}\n`);
