@@ -11,6 +11,7 @@ import { parseCpuinfo, parseMeminfo } from './linux/proc.js';
 import { linuxInterfaceKind } from './linux/interfaces.js';
 import { parseHardwarePorts, type HardwarePort } from './macos/networksetup.js';
 import { parseSysctl, sysctlFacts } from './macos/sysctl.js';
+import { parseVmStat } from './macos/vm-stat.js';
 import { parseDisplays, parseHardware, parseThunderbolt } from './macos/system-profiler.js';
 import { pairedInterface, parseIbvDevices, parseIbvDevinfo, parseRdmaCtlStatus } from './rdma.js';
 import type { Capability, NetInterface, NodeProfile, RdmaState, ThunderboltPort } from './types.js';
@@ -93,7 +94,10 @@ export class ProfileCollector {
     const st = await this.#static;
     const onMac = this.#platform === 'darwin';
     let memory = { totalBytes: os.totalmem(), availableBytes: os.freemem() };
-    if (!onMac) {
+    if (onMac) {
+      const vm = parseVmStat((await this.#run('vm_stat', [])) ?? '');
+      if (vm) memory = { ...memory, availableBytes: Math.min(vm.availableBytes, memory.totalBytes) };
+    } else {
       const mi = safe(() => parseMeminfo(readFileSync('/proc/meminfo', 'utf8')), { totalBytes: null, availableBytes: null });
       memory = { totalBytes: mi.totalBytes ?? memory.totalBytes, availableBytes: mi.availableBytes ?? memory.availableBytes };
     }

@@ -18,6 +18,7 @@ const macRunner: ProbeRunner = async (cmd, args) => {
   if (key === 'networksetup -listallhardwareports') return fixture('networksetup-listallhardwareports.txt');
   if (key === 'rdma_ctl status') return fixture('rdma_ctl-status.txt');
   if (key === 'ibv_devinfo -v') return fixture('ibv_devinfo.txt');
+  if (cmd === 'vm_stat') return fixture('vm_stat.txt');
   return null;
 };
 
@@ -49,6 +50,7 @@ describe('profile collection', () => {
       [2, 'en3', 80, 1],
       [3, 'en4', 80, 0],
     ]);
+    expect(p.memory.availableBytes).toBe(Math.min((1843200 + 8192000) * 16384, os.totalmem()));
     expect(p.rdma.enabled).toBe(true);
     expect(p.rdma.devices.filter((d) => d.active && d.ipv4Gid).map((d) => d.interface)).toEqual(['en2']);
   });

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { parseHardwarePorts } from '../../src/profile/macos/networksetup.js';
 import { parseSysctl, sysctlFacts } from '../../src/profile/macos/sysctl.js';
+import { parseVmStat } from '../../src/profile/macos/vm-stat.js';
 import { parseDisplays, parseHardware, parseMemorySize, parseThunderbolt } from '../../src/profile/macos/system-profiler.js';
 import { isIpv4MappedGid, parseIbvDevices, parseIbvDevinfo, parseRdmaCtlStatus } from '../../src/profile/rdma.js';
 import { matchThunderboltPeers } from '../../src/profile/thunderbolt-match.js';
@@ -70,6 +71,11 @@ describe('macOS probe parsers on recorded outputs', () => {
       ['Thunderbolt Bridge', 'bridge0', 'other'],
     ]);
     expect(ports[0].mac).toBe('1c:57:dc:01:02:03');
+  });
+
+  it('vm_stat: free + inactive pages as available memory', () => {
+    expect(parseVmStat(fixture('vm_stat.txt'))).toEqual({ pageSize: 16384, availableBytes: (1843200 + 8192000) * 16384 });
+    expect(parseVmStat('garbage')).toBeNull();
   });
 
   it('rdma_ctl status', () => {
