@@ -183,6 +183,44 @@ describe('threads', () => {
     expect(be.threadStats().workerChunks).toBeGreaterThan(0);
   });
 
+  // Back-to-back kernels of changing shapes and dtypes: a worker that joined late, or read a
+  // descriptor being rewritten, would leave a wrong or stale row somewhere. Every output is compared
+  // bit for bit with a single-threaded backend given the same data.
+  it('hundreds of back-to-back shared kernels stay exact', () => {
+    const two = backend(2);
+    const one = backend(1);
+    const shapes: Array<[DType, number, number, number]> = [
+      ['f32', 67, 40, 1],
+      ['f32', 520, 256, 1],
+      ['q4_0', 9, 64, 3],
+      ['f16', 130, 24, 1],
+      ['f16', 300, 384, 1],
+      ['bf16', 12, 17, 2],
+      ['q8_0', 45, 96, 1],
+      ['q8_0', 400, 512, 1],
+    ];
+    const setups = shapes.map(([dtype, rows, cols, n], i) => {
+      const seed = 500 + i;
+      const w2 = randomWeight(two, dtype, rows, cols, new Prng(seed));
+      const w1 = randomWeight(one, dtype, rows, cols, new Prng(seed));
+      const x2 = randomInput(two, cols * n, new Prng(seed + 1));
+      const x1 = randomInput(one, cols * n, new Prng(seed + 1));
+      const expected = one.allocF32(rows * n);
+      one.matmul(expected, w1, x1, n);
+      return { w2, x2, n, expected, out: two.allocF32(rows * n) };
+    });
+    const rng = new Prng(77);
+    for (let k = 0; k < 1500; k++) {
+      const s = setups[Math.floor(rng.next() * setups.length)];
+      s.out.fill(NaN);
+      two.matmul(s.out, s.w2, s.x2, s.n);
+      // Last rows first: the caller takes the first chunks, so a late worker's rows are at the end.
+      for (let i = s.out.length - 1; i >= 0; i--) {
+        if (!Object.is(s.out[i], s.expected[i])) throw new Error(`kernel ${k} (${s.w2.dtype}) out[${i}] = ${s.out[i]}, expected ${s.expected[i]}`);
+      }
+    }
+  });
+
   it('one thread never shares', () => {
     const be = createWasmBackend({ threads: 1, parallelThreshold: 0, initialBytes: 1 << 20 });
     backends.push(be);
