@@ -314,6 +314,9 @@ export class InstanceManager {
   async ensurePlaced(model: string, req: PlacementRequest, exclusive: boolean, timeoutMs = 30_000): Promise<InstanceEntry> {
     const existing = this.#findExisting(model, req, exclusive);
     if (existing) return existing;
+    // Just after start-up the shared state may not hold any profile yet: give it a moment.
+    const settle = Date.now() + Math.min(timeoutMs, 10_000);
+    while (this.#d.cluster().nodes.length === 0 && Date.now() < settle) await sleep(200);
     let planned;
     try {
       planned = this.planFor(model, req);
