@@ -13,6 +13,7 @@ export interface StatusJson {
   unreachable: { peerId: string; message: string }[];
   duplicateIdentity: { message: string } | null;
   duplicatePeers?: string[];
+  thunderboltCables?: { bus: string; peerId: string; peerBus: string; speedGbps: number | null }[];
 }
 
 const gib = (b: number) => `${(b / 2 ** 30).toFixed(1)} GiB`;
@@ -48,5 +49,9 @@ export function formatStatus(s: StatusJson): string {
     );
   }
   for (const r of s.notInCluster) lines.push(`  ${r.message}`);
+  if (s.thunderboltCables?.length) {
+    lines.push('', 'thunderbolt cables (this node):');
+    for (const c of s.thunderboltCables) lines.push(`  ${c.bus} -> ${names.get(c.peerId) ?? short(c.peerId)} (${c.peerBus})${c.speedGbps ? `, ${c.speedGbps} Gb/s` : ''}`);
+  }
   return `${lines.join('\n')}\n`;
 }

@@ -96,7 +96,7 @@ export function resolveOptions(flags: RawOptions, env: NodeJS.ProcessEnv = proce
   };
   const apiPort = parse(portSchema('--api-port'), pick('apiPort') ?? DEFAULT_API_PORT);
   const probePort = parse(portSchema('--probe-port'), pick('probePort') ?? 0);
-  const goneAfterSec = parse(z.coerce.number({ error: '--gone-after must be a number of seconds' }).min(1, '--gone-after must be at least 1 second').max(600, '--gone-after must be at most 600 seconds'), pick('goneAfter') ?? 5);
+  const goneAfterSec = parse(z.coerce.number({ error: '--gone-after must be a number of seconds' }).min(2, '--gone-after must be at least 2 seconds (heartbeats are 1 s apart)').max(600, '--gone-after must be at most 600 seconds'), pick('goneAfter') ?? 5);
   const heartbeatMs = parse(z.coerce.number().int().min(100).max(10_000), pick('heartbeatMs') ?? 1000);
   if (!isLoopback(apiHost) && !apiToken) {
     throw new OptionsError(`--api-host ${apiHost} is not a loopback address: anyone on the network could use the API, so --api-token (or ORCHARD_API_TOKEN) is required`);

@@ -76,8 +76,10 @@ describe('orchard CLI (control plane commands)', () => {
       notInCluster: [{ peerId: 'Z', message: 'peer Z is not in this cluster (it has no cluster key or a different one)' }],
       unreachable: [],
       duplicateIdentity: null,
+      thunderboltCables: [{ bus: 'thunderboltusb4_bus_0', peerId: 'B', peerBus: 'thunderboltusb4_bus_1', speedGbps: 80 }],
     };
     const text = formatStatus(s);
+    expect(text).toMatch(/thunderboltusb4_bus_0 -> beta \(thunderboltusb4_bus_1\), 80 Gb\/s/);
     expect(text).toMatch(/pod: private \(cluster key abcdef012345\), 1 node/);
     expect(text).toMatch(/● alpha A \[this node, coordinator\]/);
     expect(text).toMatch(/○ beta B gone \(silent\)/);
