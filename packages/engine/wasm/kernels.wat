@@ -43,7 +43,6 @@
   (elem (i32.const 20) $dot4x2_bf16)
 
   (global $CTL i32 (i32.const 64))
-  (global $F16TAB i32 (i32.const 4096))
 
   (func $hsum (param $v v128) (result f32)
     (f32.add

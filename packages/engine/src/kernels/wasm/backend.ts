@@ -64,10 +64,10 @@ export interface WasmBackend extends Backend {
    * through the same row split and threads as the kernels, one integer add per 16 bytes.
    */
   readSweep(bytes: Uint8Array, rows: number): void;
-  /** Optional kernel (not in the Backend contract): attention over a KV cache, threaded over (query, head). */
+  /** The contract's optional attention over a KV cache; threaded over (query, head) pairs. */
   attention(args: AttentionArgs): void;
   /**
-   * Optional kernel: a[i] = silu(a[i])·b[i] for i < n (the SwiGLU gate; SIMD exp, within a few f32
+   * The contract's optional SwiGLU gate: a[i] = silu(a[i])·b[i] for i < n (SIMD exp, within a few f32
    * ulp of model/math.ts's swiglu). Single-threaded: it is O(ffn) per token.
    */
   swiglu(a: Float32Array, b: Float32Array, n: number): void;
