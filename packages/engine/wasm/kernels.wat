@@ -6,6 +6,7 @@
 ;; Memory map (addresses fixed here and in src/kernels/wasm/layout.ts):
 ;;   [64, 128)        job descriptor, read by every thread in $run_job (see below)
 ;;   [128, 192)       attention parameters (kernel 12, see $attn_item)
+;;   [192, 200)       per-thread weight scratch: base, bytes per thread (f16 prompt batches, $rows)
 ;;   [4096, 266240)   f16 -> f32 table (65,536 f32), filled by the loader; used for block scales
 ;;   [266240, ...)    heap: weights, activations and scratch, handed out by the JS bump allocator
 ;;
@@ -499,6 +500,116 @@
         (local.set $sa3 (f32.add (local.get $sa3) (f32.mul (local.get $s) (local.get $ya))))
         (local.set $sb3 (f32.add (local.get $sb3) (f32.mul (local.get $s) (local.get $yb))))
         (local.set $o (i32.add (local.get $o) (i32.const 2)))
+        (br $t)))
+    (f32.store offset=0 (local.get $out) (local.get $sa0))
+    (f32.store offset=4 (local.get $out) (local.get $sa1))
+    (f32.store offset=8 (local.get $out) (local.get $sa2))
+    (f32.store offset=12 (local.get $out) (local.get $sa3))
+    (local.set $out (i32.add (local.get $out) (local.get $os)))
+    (f32.store offset=0 (local.get $out) (local.get $sb0))
+    (f32.store offset=4 (local.get $out) (local.get $sb1))
+    (f32.store offset=8 (local.get $out) (local.get $sb2))
+    (f32.store offset=12 (local.get $out) (local.get $sb3)))
+
+  ;; ---------------------------------------------------------------- f16 prompt batches
+  ;; For n >= 4 tokens an f16 row group is widened once into the calling thread's scratch (the same
+  ;; w·2^-112 bit patterns the f16 kernels compute, in the same even/odd order; tail columns as plain
+  ;; f32), then 4 rows x 2 tokens run from there: identical arithmetic to $dot4x2_f16, without
+  ;; widening every weight again for every token pair.
+  (func $widen4_f16 (param $w i32) (param $rb i32) (param $dst i32) (param $cols i32)
+    (local $r i32) (local $o i32) (local $end i32) (local $full i32) (local $src i32) (local $d i32) (local $v v128) (local $m v128)
+    (local.set $m (v128.const i32x4 0x8FFFE000 0x8FFFE000 0x8FFFE000 0x8FFFE000))
+    (local.set $full (i32.shl (i32.and (local.get $cols) (i32.const -8)) (i32.const 1)))
+    (local.set $end (i32.shl (local.get $cols) (i32.const 1)))
+    (block $rdone
+      (loop $rl
+        (br_if $rdone (i32.ge_u (local.get $r) (i32.const 4)))
+        (local.set $src (i32.add (local.get $w) (i32.mul (local.get $r) (local.get $rb))))
+        (local.set $d (i32.add (local.get $dst) (i32.shl (i32.mul (local.get $r) (local.get $cols)) (i32.const 2))))
+        (local.set $o (i32.const 0))
+        (block $gdone
+          (loop $gl
+            (br_if $gdone (i32.ge_u (local.get $o) (local.get $full)))
+            (local.set $v (v128.load (i32.add (local.get $src) (local.get $o))))
+            (v128.store offset=0 (i32.add (local.get $d) (i32.shl (local.get $o) (i32.const 1)))
+              (v128.and (i32x4.shr_s (i32x4.shl (local.get $v) (i32.const 16)) (i32.const 3)) (local.get $m)))
+            (v128.store offset=16 (i32.add (local.get $d) (i32.shl (local.get $o) (i32.const 1)))
+              (v128.and (i32x4.shr_s (local.get $v) (i32.const 3)) (local.get $m)))
+            (local.set $o (i32.add (local.get $o) (i32.const 16)))
+            (br $gl)))
+        (block $tdone
+          (loop $tl
+            (br_if $tdone (i32.ge_u (local.get $o) (local.get $end)))
+            (f32.store (i32.add (local.get $d) (i32.shl (local.get $o) (i32.const 1)))
+              (f32.load offset=4096 (i32.shl (i32.load16_u (i32.add (local.get $src) (local.get $o))) (i32.const 2))))
+            (local.set $o (i32.add (local.get $o) (i32.const 2)))
+            (br $tl)))
+        (local.set $r (i32.add (local.get $r) (i32.const 1)))
+        (br $rl))))
+
+  ;; w: 4 widened rows (cols f32 each, $rb = cols*4 apart) in the layout of the prepared activations.
+  (func $dot4x2_wpairs (param $w i32) (param $rb i32) (param $x i32) (param $cols i32) (param $out i32) (param $xs i32) (param $os i32)
+    (local $w1 i32) (local $w2 i32) (local $w3 i32) (local $o i32) (local $end i32) (local $x2 i32)
+    (local $a0 v128) (local $b0 v128) (local $a1 v128) (local $b1 v128) (local $a2 v128) (local $b2 v128) (local $a3 v128) (local $b3 v128)
+    (local $xa v128) (local $xb v128) (local $xc v128) (local $xd v128) (local $e v128) (local $d v128)
+    (local $sa0 f32) (local $sb0 f32) (local $sa1 f32) (local $sb1 f32) (local $sa2 f32) (local $sb2 f32) (local $sa3 f32) (local $sb3 f32) (local $ya f32) (local $yb f32) (local $s f32)
+    (local.set $w1 (i32.add (local.get $w) (local.get $rb)))
+    (local.set $w2 (i32.add (local.get $w1) (local.get $rb)))
+    (local.set $w3 (i32.add (local.get $w2) (local.get $rb)))
+    (local.set $x2 (i32.add (local.get $x) (local.get $xs)))
+    (local.set $end (i32.shl (i32.and (local.get $cols) (i32.const -8)) (i32.const 2)))
+    (block $done
+      (loop $l
+        (br_if $done (i32.ge_u (local.get $o) (local.get $end)))
+        (local.set $xa (v128.load offset=0 (i32.add (local.get $x) (local.get $o))))
+        (local.set $xb (v128.load offset=16 (i32.add (local.get $x) (local.get $o))))
+        (local.set $xc (v128.load offset=0 (i32.add (local.get $x2) (local.get $o))))
+        (local.set $xd (v128.load offset=16 (i32.add (local.get $x2) (local.get $o))))
+        (local.set $e (v128.load offset=0 (i32.add (local.get $w) (local.get $o))))
+        (local.set $d (v128.load offset=16 (i32.add (local.get $w) (local.get $o))))
+        (local.set $a0 (f32x4.add (local.get $a0) (f32x4.add (f32x4.mul (local.get $e) (local.get $xa)) (f32x4.mul (local.get $d) (local.get $xb)))))
+        (local.set $b0 (f32x4.add (local.get $b0) (f32x4.add (f32x4.mul (local.get $e) (local.get $xc)) (f32x4.mul (local.get $d) (local.get $xd)))))
+        (local.set $e (v128.load offset=0 (i32.add (local.get $w1) (local.get $o))))
+        (local.set $d (v128.load offset=16 (i32.add (local.get $w1) (local.get $o))))
+        (local.set $a1 (f32x4.add (local.get $a1) (f32x4.add (f32x4.mul (local.get $e) (local.get $xa)) (f32x4.mul (local.get $d) (local.get $xb)))))
+        (local.set $b1 (f32x4.add (local.get $b1) (f32x4.add (f32x4.mul (local.get $e) (local.get $xc)) (f32x4.mul (local.get $d) (local.get $xd)))))
+        (local.set $e (v128.load offset=0 (i32.add (local.get $w2) (local.get $o))))
+        (local.set $d (v128.load offset=16 (i32.add (local.get $w2) (local.get $o))))
+        (local.set $a2 (f32x4.add (local.get $a2) (f32x4.add (f32x4.mul (local.get $e) (local.get $xa)) (f32x4.mul (local.get $d) (local.get $xb)))))
+        (local.set $b2 (f32x4.add (local.get $b2) (f32x4.add (f32x4.mul (local.get $e) (local.get $xc)) (f32x4.mul (local.get $d) (local.get $xd)))))
+        (local.set $e (v128.load offset=0 (i32.add (local.get $w3) (local.get $o))))
+        (local.set $d (v128.load offset=16 (i32.add (local.get $w3) (local.get $o))))
+        (local.set $a3 (f32x4.add (local.get $a3) (f32x4.add (f32x4.mul (local.get $e) (local.get $xa)) (f32x4.mul (local.get $d) (local.get $xb)))))
+        (local.set $b3 (f32x4.add (local.get $b3) (f32x4.add (f32x4.mul (local.get $e) (local.get $xc)) (f32x4.mul (local.get $d) (local.get $xd)))))
+        (local.set $o (i32.add (local.get $o) (i32.const 32)))
+        (br $l)))
+    (local.set $sa0 (f32.mul (call $hsum (local.get $a0)) (f32.const 0x1p48)))
+    (local.set $sb0 (f32.mul (call $hsum (local.get $b0)) (f32.const 0x1p48)))
+    (local.set $sa1 (f32.mul (call $hsum (local.get $a1)) (f32.const 0x1p48)))
+    (local.set $sb1 (f32.mul (call $hsum (local.get $b1)) (f32.const 0x1p48)))
+    (local.set $sa2 (f32.mul (call $hsum (local.get $a2)) (f32.const 0x1p48)))
+    (local.set $sb2 (f32.mul (call $hsum (local.get $b2)) (f32.const 0x1p48)))
+    (local.set $sa3 (f32.mul (call $hsum (local.get $a3)) (f32.const 0x1p48)))
+    (local.set $sb3 (f32.mul (call $hsum (local.get $b3)) (f32.const 0x1p48)))
+    (local.set $end (i32.shl (local.get $cols) (i32.const 2)))
+    (block $tdone
+      (loop $t
+        (br_if $tdone (i32.ge_u (local.get $o) (local.get $end)))
+        (local.set $ya (f32.load (i32.add (local.get $x) (local.get $o))))
+        (local.set $yb (f32.load (i32.add (local.get $x2) (local.get $o))))
+        (local.set $s (f32.load (i32.add (local.get $w) (local.get $o))))
+        (local.set $sa0 (f32.add (local.get $sa0) (f32.mul (local.get $s) (local.get $ya))))
+        (local.set $sb0 (f32.add (local.get $sb0) (f32.mul (local.get $s) (local.get $yb))))
+        (local.set $s (f32.load (i32.add (local.get $w1) (local.get $o))))
+        (local.set $sa1 (f32.add (local.get $sa1) (f32.mul (local.get $s) (local.get $ya))))
+        (local.set $sb1 (f32.add (local.get $sb1) (f32.mul (local.get $s) (local.get $yb))))
+        (local.set $s (f32.load (i32.add (local.get $w2) (local.get $o))))
+        (local.set $sa2 (f32.add (local.get $sa2) (f32.mul (local.get $s) (local.get $ya))))
+        (local.set $sb2 (f32.add (local.get $sb2) (f32.mul (local.get $s) (local.get $yb))))
+        (local.set $s (f32.load (i32.add (local.get $w3) (local.get $o))))
+        (local.set $sa3 (f32.add (local.get $sa3) (f32.mul (local.get $s) (local.get $ya))))
+        (local.set $sb3 (f32.add (local.get $sb3) (f32.mul (local.get $s) (local.get $yb))))
+        (local.set $o (i32.add (local.get $o) (i32.const 4)))
         (br $t)))
     (f32.store offset=0 (local.get $out) (local.get $sa0))
     (f32.store offset=4 (local.get $out) (local.get $sa1))
@@ -1062,14 +1173,33 @@
   ;; ---------------------------------------------------------------- job runner
   ;; Rows [r0, r1) of the current job for every token: groups of 4 rows, then single rows.
   (func $rows (param $k i32) (param $out i32) (param $w i32) (param $x i32) (param $rows i32) (param $cols i32)
-              (param $n i32) (param $rb i32) (param $xs i32) (param $r0 i32) (param $r1 i32)
-    (local $r i32) (local $b i32) (local $wr i32)
+              (param $n i32) (param $rb i32) (param $xs i32) (param $r0 i32) (param $r1 i32) (param $tid i32)
+    (local $r i32) (local $b i32) (local $wr i32) (local $wide i32) (local $scr i32)
+    ;; f16 with 4+ tokens: widen each row group once into this thread's scratch (base at 192, bytes
+    ;; per thread at 196), then run the 4x2 kernel from it.
+    (local.set $wide (i32.and (i32.eq (local.get $k) (i32.const 2)) (i32.ge_u (local.get $n) (i32.const 4))))
+    (local.set $scr (i32.add (i32.load offset=192 (i32.const 0)) (i32.mul (local.get $tid) (i32.load offset=196 (i32.const 0)))))
     (local.set $r (local.get $r0))
     (block $gdone
       (loop $gl
         (br_if $gdone (i32.gt_u (i32.add (local.get $r) (i32.const 4)) (local.get $r1)))
         (local.set $wr (i32.add (local.get $w) (i32.mul (local.get $r) (local.get $rb))))
         (local.set $b (i32.const 0))
+        (if (local.get $wide)
+          (then
+            (call $widen4_f16 (local.get $wr) (local.get $rb) (local.get $scr) (local.get $cols))
+            (block $wdone
+              (loop $wl
+                (br_if $wdone (i32.gt_u (i32.add (local.get $b) (i32.const 2)) (local.get $n)))
+                (call $dot4x2_wpairs
+                  (local.get $scr) (i32.shl (local.get $cols) (i32.const 2))
+                  (i32.add (local.get $x) (i32.mul (local.get $b) (local.get $xs)))
+                  (local.get $cols)
+                  (i32.add (local.get $out) (i32.shl (i32.add (i32.mul (local.get $b) (local.get $rows)) (local.get $r)) (i32.const 2)))
+                  (local.get $xs)
+                  (i32.shl (local.get $rows) (i32.const 2)))
+                (local.set $b (i32.add (local.get $b) (i32.const 2)))
+                (br $wl)))))
         (if (i32.lt_u (local.get $k) (i32.const 6))
           (then
             (block $pdone
@@ -1119,7 +1249,7 @@
 
   ;; Every participating thread calls this: take chunks of rows from the shared counter until none are
   ;; left. Returns the number of chunks this thread computed.
-  (func (export "run_job") (result i32)
+  (func (export "run_job") (param $tid i32) (result i32)
     (local $chunk i32) (local $cr i32) (local $rows i32) (local $r0 i32) (local $r1 i32) (local $count i32) (local $i i32)
     (local.set $rows (i32.load offset=20 (global.get $CTL)))
     (local.set $cr (i32.load offset=44 (global.get $CTL)))
@@ -1153,7 +1283,7 @@
           (i32.load offset=28 (global.get $CTL))
           (i32.load offset=32 (global.get $CTL))
           (i32.load offset=36 (global.get $CTL))
-          (local.get $r0) (local.get $r1))
+          (local.get $r0) (local.get $r1) (local.get $tid))
         (local.set $count (i32.add (local.get $count) (i32.const 1)))
         (br $l)))
     (local.get $count))

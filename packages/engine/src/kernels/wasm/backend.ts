@@ -27,6 +27,7 @@ import {
   MAX_PAGES,
   PAGE_BYTES,
   READ_KERNEL,
+  WIDE_ADDR,
 } from './layout.js';
 import { type KernelExports, WA, kernelModule } from './module.js';
 import { ThreadPool } from './pool.js';
@@ -110,6 +111,18 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
     return scratchAddr;
   };
 
+  // f16 prompt batches widen each 4-row group once per thread (wasm $rows): 4·cols f32 per thread.
+  const wide = new Int32Array(memory.buffer, WIDE_ADDR, 2);
+  let wideBytes = 0;
+  const wideScratch = (cols: number): void => {
+    const perThread = 16 * cols;
+    if (perThread <= wideBytes) return;
+    if (wideBytes > 0) arena.free(wide[0]);
+    wide[0] = arena.alloc(perThread * threads, 'f16 prompt scratch');
+    wide[1] = perThread;
+    wideBytes = perThread;
+  };
+
   function check(out: Float32Array, w: Weight, x: Float32Array, n: number): void {
     const { dtype, rows, cols } = w;
     if (!(dtype in KERNEL)) throw new Error(`wasm backend: unsupported weight dtype ${String(dtype)}`);
@@ -137,6 +150,7 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
     let xAddr = arena.addressOf(x, 'input buffer');
     let xStride = cols * 4;
     if (dtype === 'f16' || dtype === 'bf16') {
+      if (dtype === 'f16' && n >= 4) wideScratch(cols);
       const dst = scratch(cols * n * 4);
       k.prep_pairs(xAddr, dst, cols, n, dtype === 'f16' ? F16_X_SCALE : 1);
       xAddr = dst;

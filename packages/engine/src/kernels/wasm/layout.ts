@@ -37,6 +37,8 @@ export const READ_KERNEL = 10;
 /** Attention over a KV cache; its parameters live at ATTN_ADDR (16 fields, see kernels.wat). */
 export const ATTN_KERNEL = 12;
 export const ATTN_ADDR = 128;
+/** Per-thread weight scratch for f16 prompt batches: base address, bytes per thread (2 × i32). */
+export const WIDE_ADDR = 192;
 
 export const PAGE_BYTES = 65536;
 /** wasm32 addresses 4 GiB at most. */

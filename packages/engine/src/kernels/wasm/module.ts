@@ -51,7 +51,8 @@ export function kernelModule(): WasmModule {
 
 /** What the module exports (see kernels.wat). */
 export interface KernelExports {
-  run_job(): number;
+  /** Computes chunks of the published job; `tid` picks the thread's scratch (0: caller). */
+  run_job(tid: number): number;
   prep_pairs(x: number, dst: number, cols: number, n: number, scale: number): void;
   quant_q8(x: number, dst: number, cols: number, n: number): void;
   round_f16(v: number): number;

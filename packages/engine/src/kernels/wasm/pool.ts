@@ -28,7 +28,7 @@ const CLOSED = 1 << 30;
 // Runs inside each worker (CommonJS, eval'd): instantiate the shared module, then serve jobs.
 const WORKER_SOURCE = `
 const { workerData } = require('node:worker_threads');
-const { module, memory, ctlAddr, f, spins, CLOSED } = workerData;
+const { module, memory, ctlAddr, f, spins, CLOSED, index } = workerData;
 const ctl = new Int32Array(memory.buffer, ctlAddr, ${CTL_FIELDS});
 let exports;
 try {
@@ -55,7 +55,7 @@ while (exports) {
   }
   if (!joined) continue;
   try {
-    exports.run_job();
+    exports.run_job(index);
   } catch (err) {
     Atomics.store(ctl, f.error, 2);
   }
@@ -82,7 +82,7 @@ export class ThreadPool {
     for (let i = 0; i < helpers; i++) {
       const worker = new Worker(WORKER_SOURCE, {
         eval: true,
-        workerData: { module, memory, ctlAddr: CTL_ADDR, f: CTL, spins: WORKER_SPINS, CLOSED },
+        workerData: { module, memory, ctlAddr: CTL_ADDR, f: CTL, spins: WORKER_SPINS, CLOSED, index: i + 1 },
       });
       worker.unref();
       this.#workers.push(worker);
@@ -123,7 +123,7 @@ export class ThreadPool {
     }
     let mine = 0;
     try {
-      mine = this.#exports.run_job();
+      mine = this.#exports.run_job(0);
     } finally {
       if (share) this.#close();
     }
