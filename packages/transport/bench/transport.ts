@@ -1,10 +1,15 @@
 /**
  * `pnpm bench:transport [--json] [--quick] [--no-encryption]` — see run.ts for what is measured.
+ * `pnpm bench:transport --threshold` — the direct/ring crossover measurement (threshold.ts).
  * Not a test: prints numbers and ratios, never fails on them.
  */
 import { formatTable, runTransportBench } from './run.js';
 
 const args = new Set(process.argv.slice(2));
+if (args.has('--threshold')) {
+  await import('./threshold.js');
+  process.exit(0);
+}
 const json = args.has('--json');
 const result = await runTransportBench({
   quick: args.has('--quick'),

@@ -8,12 +8,15 @@ import { allGather, barrier } from './collectives/all-gather.js';
 import { allReduce } from './collectives/all-reduce.js';
 import { USER_TAG, type Exchange, type ExchangeOpOptions } from './collectives/exchange.js';
 import { ScratchArena } from './collectives/scratch.js';
-import { ALLREDUCE_DIRECT_MAX_BYTES, DEFAULT_TIMEOUT_MS, PIPELINE_CHUNK_BYTES } from './collectives/tuning.js';
+import { ALLREDUCE_DIRECT_MAX_SEND_BYTES, DEFAULT_TIMEOUT_MS, PIPELINE_CHUNK_BYTES } from './collectives/tuning.js';
 
 export interface CollectiveOptions {
   /** Default per-operation timeout, ms. @default 5000 */
   timeoutMs?: number;
-  /** Direct/ring switch for all-reduce, bytes. @default ALLREDUCE_DIRECT_MAX_BYTES (measured) */
+  /**
+   * All-reduce uses the direct algorithm while `bytes * (size - 1)` is at most this, else the ring.
+   * @default ALLREDUCE_DIRECT_MAX_SEND_BYTES (measured, see collectives/tuning.ts)
+   */
   thresholdBytes?: number;
   /** Pipeline chunk, bytes. @default PIPELINE_CHUNK_BYTES */
   chunkBytes?: number;
@@ -55,7 +58,7 @@ class ExchangeGroup implements Group {
     this.rank = ex.rank;
     this.size = ex.size;
     this.#timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
-    this.#threshold = options.thresholdBytes ?? ALLREDUCE_DIRECT_MAX_BYTES;
+    this.#threshold = options.thresholdBytes ?? ALLREDUCE_DIRECT_MAX_SEND_BYTES;
     this.#chunk = options.chunkBytes ?? PIPELINE_CHUNK_BYTES;
   }
 

@@ -37,7 +37,7 @@ export { groupOverExchange, type CollectiveOptions } from './exchange-group.js';
 export { USER_TAG, collectiveTag, type Exchange, type ExchangeOpOptions } from './collectives/exchange.js';
 export { segments, chunks, ringSteps, chooseAllReduce, type Range, type RingStep, type AllReduceAlgorithm } from './collectives/schedule.js';
 export { combine, reduceInRankOrder, floatToHalf, halfToFloat } from './collectives/reduce.js';
-export { ALLREDUCE_DIRECT_MAX_BYTES, PIPELINE_CHUNK_BYTES, DEFAULT_TIMEOUT_MS } from './collectives/tuning.js';
+export { ALLREDUCE_DIRECT_MAX_SEND_BYTES, PIPELINE_CHUNK_BYTES, DEFAULT_TIMEOUT_MS } from './collectives/tuning.js';
 // RDMA over Thunderbolt (issue 8): everything under `rdma`; the daemon's entry points also directly.
 export * as rdma from './rdma/index.js';
 export { createRdmaGroup, rdmaReadiness, linkOverGroup, type RdmaReadiness, type LinkChoice, type RdmaGroupOptions } from './rdma/index.js';

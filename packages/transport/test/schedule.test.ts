@@ -43,10 +43,12 @@ describe('schedules', () => {
     }
   });
 
-  it('chooses direct for two ranks or small payloads, ring otherwise', () => {
-    expect(chooseAllReduce(64 << 20, 2, 32768)).toBe('direct');
-    expect(chooseAllReduce(32768, 4, 32768)).toBe('direct');
-    expect(chooseAllReduce(32769, 3, 32768)).toBe('ring');
+  it('chooses direct for two ranks or while one rank sends at most the threshold, ring otherwise', () => {
+    expect(chooseAllReduce(64 << 20, 2, 65536)).toBe('direct');
+    expect(chooseAllReduce(32768, 3, 65536)).toBe('direct');
+    expect(chooseAllReduce(32772, 3, 65536)).toBe('ring');
+    expect(chooseAllReduce(16384, 4, 65536)).toBe('direct');
+    expect(chooseAllReduce(32768, 4, 65536)).toBe('ring');
   });
 
   it('collective tags are distinct per operation and step, and never the user tag', () => {

@@ -15,7 +15,7 @@ import type { ScratchArena } from './scratch.js';
 export interface AllReduceParams {
   /** Operation counter, identical on all ranks for the same call. */
   opSeq: number;
-  /** Use the ring above this many bytes (with more than two ranks). */
+  /** Use the ring when one rank would send more than this with direct (more than two ranks). */
   thresholdBytes: number;
   /** Pipeline chunk size in bytes. */
   chunkBytes: number;

@@ -55,8 +55,9 @@ export type AllReduceAlgorithm = 'direct' | 'ring';
 /**
  * Direct (everyone sends everything to everyone, reduced in rank order) costs one latency and
  * (size-1)x the bytes per link; the ring costs 2(size-1) latencies and 2(size-1)/size x the bytes.
- * Two ranks move the same bytes either way, so they always use direct.
+ * Two ranks move the same bytes either way, so they always use direct. The switch compares what
+ * one rank would send with direct, `bytes * (size - 1)`, with `maxDirectSendBytes`.
  */
-export function chooseAllReduce(bytes: number, size: number, thresholdBytes: number): AllReduceAlgorithm {
-  return size <= 2 || bytes <= thresholdBytes ? 'direct' : 'ring';
+export function chooseAllReduce(bytes: number, size: number, maxDirectSendBytes: number): AllReduceAlgorithm {
+  return size <= 2 || bytes * (size - 1) <= maxDirectSendBytes ? 'direct' : 'ring';
 }

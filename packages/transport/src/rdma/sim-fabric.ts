@@ -172,6 +172,11 @@ export class SimQp {
     else this.unannounced.push(credit);
   }
 
+  /** RECV credits from the peer not yet matched by a SEND (for tests and diagnostics). */
+  get pendingCredits(): number {
+    return this.credits.length;
+  }
+
   connect(remote: RemoteEnd): void {
     this.remote = remote;
     for (const c of this.unannounced) this.send(remote, (r) => r.credit(c));

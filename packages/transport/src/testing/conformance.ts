@@ -8,7 +8,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Group } from '../group.js';
 import { floatToHalf, halfToFloat } from '../collectives/reduce.js';
-import { ALLREDUCE_DIRECT_MAX_BYTES, PIPELINE_CHUNK_BYTES } from '../collectives/tuning.js';
+import { ALLREDUCE_DIRECT_MAX_SEND_BYTES, PIPELINE_CHUNK_BYTES } from '../collectives/tuning.js';
 
 export type GroupFactory = (size: number) => Promise<Group[]>;
 
@@ -17,7 +17,7 @@ export interface ConformanceOptions {
   sizes?: number[];
   /** Bytes of the large all-reduce case (run for 2 and 3 ranks). @default 64 MiB */
   largeBytes?: number;
-  /** The threshold the backend was built with. @default ALLREDUCE_DIRECT_MAX_BYTES */
+  /** The direct/ring threshold the backend was built with (bytes one rank sends). @default ALLREDUCE_DIRECT_MAX_SEND_BYTES */
   thresholdBytes?: number;
 }
 
@@ -66,11 +66,10 @@ function firstMismatch(a: ArrayLike<number>, b: ArrayLike<number>): string {
 export function runGroupConformance(name: string, factory: GroupFactory, options: ConformanceOptions = {}): void {
   const sizes = options.sizes ?? [1, 2, 3, 4];
   const largeBytes = options.largeBytes ?? 64 * 1024 * 1024;
-  const threshold = options.thresholdBytes ?? ALLREDUCE_DIRECT_MAX_BYTES;
-  const below = Math.floor(threshold / 4) - 3;
-  const above = Math.floor(threshold / 4) + 13;
+  const threshold = options.thresholdBytes ?? ALLREDUCE_DIRECT_MAX_SEND_BYTES;
   const multiChunk = Math.floor((3 * PIPELINE_CHUNK_BYTES) / 4) + 5;
-  const lengths = [0, 1, 7, 1023, below, above, multiChunk];
+  /** Largest element count that still uses direct at this size (for elements of `es` bytes). */
+  const edge = (size: number, es: number) => Math.floor(threshold / (Math.max(3, size) - 1) / es);
 
   describe(`Group conformance: ${name}`, () => {
     let open: Group[] = [];
@@ -86,6 +85,9 @@ export function runGroupConformance(name: string, factory: GroupFactory, options
     });
 
     for (const size of sizes) {
+      const below = edge(size, 4) - 3;
+      const above = edge(size, 4) + 13;
+      const lengths = [0, 1, 7, 1023, below, above, multiChunk];
       it(`all-reduce f32 sum/max/min equals the reference on every rank (${size} ranks, ${lengths.join('/')} elements)`, async () => {
         const gs = await make(size);
         let seed = 1;
@@ -131,7 +133,7 @@ export function runGroupConformance(name: string, factory: GroupFactory, options
 
       it(`all-reduce f16 (Uint16Array) is exact on integers and identical on every rank (${size} ranks)`, async () => {
         const gs = await make(size);
-        for (const n of [1, 7, below * 2, above * 2, multiChunk]) {
+        for (const n of [1, 7, edge(size, 2) - 1, edge(size, 2) + 1, multiChunk]) {
           const ints = gs.map((g) => toHalf(intData(g.rank, n, n + 5)));
           const bufs = ints.map((x) => x.slice());
           await Promise.all(gs.map((g, r) => g.allReduce(bufs[r], 'sum')));

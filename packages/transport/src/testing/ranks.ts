@@ -43,6 +43,8 @@ export async function spawnRanks(count: number, options: SpawnRanksOptions = {})
     const child = options.spawner
       ? options.spawner(i, command, args)
       : spawn(command, args, { stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env, ...options.env } });
+    // Writing to a rank that was just killed fails with EPIPE; the request then fails on exit.
+    child.stdin?.on('error', () => {});
     let err = '';
     child.stderr?.on('data', (d) => {
       err = (err + d).slice(-8000);

@@ -56,6 +56,16 @@ const tick = (ms = 5) => new Promise((r) => setTimeout(r, ms));
 function poll(e: End): WorkCompletion[] {
   return e.verbs.pollCq(e.cq, 100);
 }
+/** Collects completions until `n` arrived or 2 s passed (timer order is not a delivery guarantee under load). */
+async function completions(e: End, n: number): Promise<WorkCompletion[]> {
+  const got: WorkCompletion[] = [];
+  const deadline = performance.now() + 2000;
+  while (got.length < n && performance.now() < deadline) {
+    got.push(...poll(e));
+    if (got.length < n) await tick(1);
+  }
+  return got;
+}
 
 describe('simulated fabric: Apple rules', () => {
   it('accepts only UC queue pairs, at most 10 per device', () => {
@@ -96,9 +106,8 @@ describe('simulated fabric: Apple rules', () => {
     await tick();
     expect(poll(a)).toEqual([]);
     b.verbs.postRecv(b.qp, 9, b.mr, 100, 4096);
-    await tick();
-    expect(poll(a)).toMatchObject([{ wrId: 7, status: WcStatus.SUCCESS, opcode: 'send' }]);
-    expect(poll(b)).toMatchObject([{ wrId: 9, status: WcStatus.SUCCESS, opcode: 'recv', byteLen: 3 }]);
+    expect(await completions(a, 1)).toMatchObject([{ wrId: 7, status: WcStatus.SUCCESS, opcode: 'send' }]);
+    expect(await completions(b, 1)).toMatchObject([{ wrId: 9, status: WcStatus.SUCCESS, opcode: 'recv', byteLen: 3 }]);
     expect(Array.from(b.slab.subarray(100, 103))).toEqual([1, 2, 3]);
   });
 
@@ -107,9 +116,8 @@ describe('simulated fabric: Apple rules', () => {
     b.verbs.postRecv(b.qp, 1, b.mr, 0, 4096); // 1 frame
     b.verbs.postRecv(b.qp, 2, b.mr, 4096, 4096);
     a.verbs.postSend(a.qp, 3, a.mr, 0, 4097); // 2 frames
-    await tick();
-    expect(poll(a)).toMatchObject([{ wrId: 3, status: WcStatus.REM_INV_REQ_ERR }]);
-    expect(poll(b)).toMatchObject([
+    expect(await completions(a, 1)).toMatchObject([{ wrId: 3, status: WcStatus.REM_INV_REQ_ERR }]);
+    expect(await completions(b, 2)).toMatchObject([
       { wrId: 1, status: WcStatus.LOC_LEN_ERR },
       { wrId: 2, status: WcStatus.WR_FLUSH_ERR },
     ]);
@@ -119,8 +127,7 @@ describe('simulated fabric: Apple rules', () => {
     const [a, b] = pair('linux');
     b.verbs.postRecv(b.qp, 1, b.mr, 0, 8192);
     a.verbs.postSend(a.qp, 2, a.mr, 0, 10);
-    await tick();
-    expect(poll(b)).toMatchObject([{ wrId: 1, status: WcStatus.SUCCESS, byteLen: 10 }]);
+    expect(await completions(b, 1)).toMatchObject([{ wrId: 1, status: WcStatus.SUCCESS, byteLen: 10 }]);
   });
 
   it('delivers in FIFO order per queue pair', async () => {
@@ -130,20 +137,20 @@ describe('simulated fabric: Apple rules', () => {
       a.slab[i * 4096] = i + 1;
       a.verbs.postSend(a.qp, i, a.mr, i * 4096, 1);
     }
-    await tick();
-    expect(poll(b).map((c) => c.wrId)).toEqual([100, 101, 102, 103, 104]);
+    expect((await completions(b, 5)).map((c) => c.wrId)).toEqual([100, 101, 102, 103, 104]);
     expect([0, 1, 2, 3, 4].map((i) => b.slab[i * 4096])).toEqual([1, 2, 3, 4, 5]);
   });
 
   it('a send completion means "left this host", not "arrived"', async () => {
     const [a, b] = pair('apple', 30_000);
     b.verbs.postRecv(b.qp, 1, b.mr, 0, 4096);
-    await tick(45); // the credit needs one latency to reach the sender
+    while (fabric.qp(a.qpn).pendingCredits === 0) await tick(1); // the credit needs one latency to arrive
     a.verbs.postSend(a.qp, 2, a.mr, 0, 8);
+    const sentAt = performance.now();
     expect(poll(a)).toMatchObject([{ wrId: 2, status: WcStatus.SUCCESS }]);
     expect(poll(b)).toEqual([]);
-    await tick(45);
-    expect(poll(b)).toMatchObject([{ wrId: 1, status: WcStatus.SUCCESS }]);
+    expect(await completions(b, 1)).toMatchObject([{ wrId: 1, status: WcStatus.SUCCESS }]);
+    expect(performance.now() - sentAt).toBeGreaterThanOrEqual(25);
   });
 
   it('injected error completions move the queue pair to ERR', async () => {
@@ -152,8 +159,7 @@ describe('simulated fabric: Apple rules', () => {
     b.verbs.postRecv(b.qp, 1, b.mr, 0, 4096);
     b.verbs.postRecv(b.qp, 2, b.mr, 0, 4096);
     a.verbs.postSend(a.qp, 3, a.mr, 0, 10);
-    await tick();
-    expect(poll(b)).toMatchObject([
+    expect(await completions(b, 2)).toMatchObject([
       { wrId: 1, status: WcStatus.LOC_PROT_ERR },
       { wrId: 2, status: WcStatus.WR_FLUSH_ERR },
     ]);
@@ -168,8 +174,7 @@ describe('simulated fabric: Apple rules', () => {
     expect(poll(a)).toEqual([]);
     expect(poll(b)).toEqual([]);
     fabric.resume(a.qpn);
-    await tick();
-    expect(poll(b)).toHaveLength(1);
+    expect(await completions(b, 1)).toHaveLength(1);
   });
 
   it('port loss: UC goes silent, RC reports retry exhaustion', async () => {
@@ -186,8 +191,7 @@ describe('simulated fabric: Apple rules', () => {
     b.verbs.postRecv(b.qp, 1, b.mr, 0, 4096);
     fabric.killHost('b');
     a.verbs.postSend(a.qp, 2, a.mr, 0, 10);
-    await tick(300);
-    expect(poll(a)).toMatchObject([{ wrId: 2, status: WcStatus.RETRY_EXC_ERR }]);
+    expect(await completions(a, 1)).toMatchObject([{ wrId: 2, status: WcStatus.RETRY_EXC_ERR }]);
   });
 
   it('RTR needs an IPv4-mapped GID, and a retried RTR wedges the port', () => {
