@@ -15,7 +15,8 @@ function describe(err: unknown) {
 }
 
 async function streamChat(body: Record<string, unknown>, onPiece?: (p: string) => void) {
-  const stream = await client.chat.completions.create({ ...(body as never), stream: true, stream_options: { include_usage: true } });
+  const params = { ...body, stream: true, stream_options: { include_usage: true } } as unknown as OpenAI.Chat.ChatCompletionCreateParamsStreaming;
+  const stream = await client.chat.completions.create(params);
   let text = '';
   let finish: string | null = null;
   let usage: unknown = null;
@@ -32,7 +33,7 @@ async function streamChat(body: Record<string, unknown>, onPiece?: (p: string) =
 }
 
 async function streamCompletion(body: Record<string, unknown>) {
-  const stream = await client.completions.create({ ...(body as never), stream: true });
+  const stream = await client.completions.create({ ...body, stream: true } as unknown as OpenAI.CompletionCreateParamsStreaming);
   let text = '';
   let finish: string | null = null;
   for await (const chunk of stream) {

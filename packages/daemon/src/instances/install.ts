@@ -5,7 +5,15 @@
 import type { FastifyInstance } from 'fastify';
 import type { Daemon } from '../daemon.js';
 import { openAiRoutes } from '../openai/routes.js';
+import { HubClient, ModelStore } from '../store/index.js';
+import { StoreError } from '../store/errors.js';
+import { serveChunks } from './chunk-protocol.js';
+import { fetchModel } from './fetch-model.js';
 import { callRemote, serveInfer } from './forward.js';
+import { sendError } from '../openai/errors.js';
+import { z } from 'zod';
+import { multiaddr } from '@multiformats/multiaddr';
+import { peerIdFromString } from '@libp2p/peer-id';
 import { InstanceManager } from './manager.js';
 import { SERVE_TOPIC, decodeServe, encodeServe, type ServeMessage } from './messages.js';
 import { ServeError, type ServeEvent, type ServeRequest } from './requests.js';
@@ -22,6 +30,20 @@ export async function installServing(app: FastifyInstance, daemon: Daemon, o: Se
   const selfId = daemon.node.peerId.toString();
   const pubsub = daemon.node.services.pubsub;
   const envQueue = Number(process.env.ORCHARD_MAX_QUEUE);
+  const store = new ModelStore(daemon.options.dataDir, new HubClient());
+  const livePeers = () =>
+    Object.values(daemon.replica.state.nodes)
+      .filter((n) => n.status === 'live' && n.peerId !== selfId)
+      .map((n) => n.peerId);
+  const pulls = new Map<string, ReturnType<typeof fetchModel>>();
+  /** One pull per model at a time on this node. */
+  const pull = (repo: string, selection?: Parameters<typeof fetchModel>[4]) => {
+    const running = pulls.get(repo);
+    if (running) return running;
+    const p = fetchModel(daemon.node, store, repo, livePeers(), selection).finally(() => pulls.delete(repo));
+    pulls.set(repo, p);
+    return p;
+  };
   const manager = new InstanceManager({
     selfId,
     log,
@@ -33,8 +55,14 @@ export async function installServing(app: FastifyInstance, daemon: Daemon, o: Se
     publish: (m: ServeMessage) => {
       pubsub.publish(SERVE_TOPIC, encodeServe(m)).catch((err: Error) => log.debug({ err: err.message, type: m.type }, 'serve publish failed'));
     },
+    addrs: () => daemon.node.getMultiaddrs().map(String),
     maxQueue: o.maxQueue ?? (Number.isInteger(envQueue) && envQueue >= 0 ? envQueue : 64),
+    fetchModel: async (repo, selection) => {
+      const r = await pull(repo, selection);
+      log.info({ repo, hubBytes: r.hubBytes, peerBytes: r.peerBytes, holders: r.holders, sources: r.sources }, 'model fetched');
+    },
   });
+  await serveChunks(daemon.node, store);
   pubsub.subscribe(SERVE_TOPIC);
   pubsub.addEventListener('message', (evt) => {
     const msg = evt.detail;
@@ -64,11 +92,36 @@ export async function installServing(app: FastifyInstance, daemon: Daemon, o: Se
     const entry = await manager.pick(model, readyTimeoutMs);
     const exec = manager.executor(entry.id);
     if (exec) return exec.run(req, emit, signal);
-    return callRemote(daemon.node, entry.nodes[0], entry.id, req, emit, signal);
+    const driver = entry.nodes[0];
+    // Reached only through gossip so far (bootstrap pods): dial the addresses it announced.
+    if (!daemon.node.getConnections().some((c) => c.remotePeer.toString() === driver)) {
+      const addrs = manager.addrsOf(driver).flatMap((a) => {
+        try {
+          return [multiaddr(a)];
+        } catch {
+          return [];
+        }
+      });
+      if (addrs.length) await daemon.node.peerStore.merge(peerIdFromString(driver), { multiaddrs: addrs }).catch(() => undefined);
+    }
+    return callRemote(daemon.node, driver, entry.id, req, emit, signal);
   };
   const models = () => [...new Set([...manager.catalog.list(), ...Object.values(manager.instances()).map((e) => e.model)])].sort();
 
   await app.register(async (scope) => openAiRoutes(scope, { manager, run, models }));
+  // A pull through the daemon asks the pod's peers for the bytes before the hub.
+  const pullBody = z.object({ repo: z.string().min(3).max(200) });
+  app.post('/api/models/pull', async (req, reply) => {
+    const b = pullBody.safeParse(req.body ?? {});
+    if (!b.success) return sendError(reply, 400, b.error.issues[0]?.message ?? 'bad body', 'invalid_value');
+    try {
+      const r = await pull(b.data.repo);
+      return { repo: b.data.repo, dir: r.dir, commit: r.commit, sources: r.sources, hubBytes: r.hubBytes, peerBytes: r.peerBytes, peersHolding: r.holders };
+    } catch (err) {
+      if (err instanceof StoreError) return sendError(reply, 502, err.message, 'pull_failed');
+      throw err;
+    }
+  });
   app.addHook('onClose', async () => manager.close());
   manager.start();
   return manager;

@@ -14,6 +14,7 @@ import type { ClusterState, InstanceEntry } from '../state/types.js';
 import { place, PlacementError, type InstancePlan, type ModelShape, type PlacementRequest } from '../placement/place.js';
 import { RunnerProcess } from '../runner/runner-process.js';
 import type { TcpAddress } from '../runner/transport.js';
+import type { TensorSelection } from '../store/safetensors-range.js';
 import { InstanceExecutor } from './executor.js';
 import type { ServeMessage } from './messages.js';
 import { ModelCatalog, UnknownModelError } from './models.js';
@@ -37,10 +38,14 @@ export interface ManagerDeps {
   isCoordinator(): boolean;
   propose(event: ClusterEvent): boolean;
   publish(m: ServeMessage): void;
+  /** This node's libp2p addresses (sent with instance status). */
+  addrs?: () => string[];
   /** Requests waiting per instance before 429. @default 64 */
   maxQueue?: number;
   maxSeqLen?: number;
   runnerEnv?: NodeJS.ProcessEnv;
+  /** Brings a model this node lacks into its store (peers first); `selection`: only these layers. */
+  fetchModel?: (repo: string, selection: TensorSelection | undefined) => Promise<void>;
 }
 
 interface LocalInstance {
@@ -82,6 +87,7 @@ export class InstanceManager {
   readonly #early = new Map<string, Map<number, TcpAddress[]>>();
   readonly #status = new Map<string, InstanceStatus>();
   readonly #failed = new Map<string, string>();
+  readonly #addrs = new Map<string, string[]>();
   /** Coordinator: instances already replaced (so a late failure report does not replace twice). */
   readonly #replaced = new Set<string>();
   #timer: NodeJS.Timeout | null = null;
@@ -126,6 +132,7 @@ export class InstanceManager {
         return;
       }
       case 'status':
+        if (m.addrs?.length) this.#addrs.set(m.from, m.addrs);
         if (this.#d.state().instances[m.instance]?.nodes[0] === m.from) this.#status.set(m.instance, { ready: m.ready, active: m.active, queued: m.queued, capacity: m.capacity, at: Date.now() });
         return;
       case 'failed':
@@ -164,7 +171,7 @@ export class InstanceManager {
       if (local.executor && this.#ticks % 2 === 0) {
         const load = local.executor.load;
         const ready = local.executor.runner.ready;
-        this.#d.publish({ type: 'status', from: this.#d.selfId, instance: id, ready, ...load });
+        this.#d.publish({ type: 'status', from: this.#d.selfId, instance: id, ready, ...load, addrs: this.#d.addrs?.().slice(0, 16) });
         this.#status.set(id, { ready, ...load, at: Date.now() });
       }
     }
@@ -181,15 +188,44 @@ export class InstanceManager {
     return [...l.runners.values()].every((r) => r.ready);
   }
 
+  /** The layers this node's ranks need, when they all belong to one stage (else: everything). */
+  #selection(plan: PlacedPlan): TensorSelection | undefined {
+    const stages = new Set(plan.ranks.flatMap((n, r) => (n === this.#d.selfId ? [Math.floor(r / plan.layout.tensor)] : [])));
+    if (stages.size !== 1 || plan.layout.stages.length === 1) return undefined;
+    const s = [...stages][0];
+    const tied = (plan.config as { tie_word_embeddings?: unknown })?.tie_word_embeddings === true;
+    return { layers: plan.layout.stages[s], embed: s === 0, head: s === plan.layout.stages.length - 1, tiedEmbeddings: tied };
+  }
+
   #startLocal(entry: InstanceEntry, plan: PlacedPlan): void {
     const dir = this.catalog.dirOf(entry.model);
     const local: LocalInstance = { entry, plan, runners: new Map(), endpoints: this.#early.get(entry.id) ?? new Map(), connected: false, executor: null, startedAt: Date.now(), failed: false };
     this.#early.delete(entry.id);
     this.#local.set(entry.id, local);
-    if (!dir) {
+    if (dir) return this.#spawnRunners(local, dir);
+    const fetch = this.#d.fetchModel;
+    if (!fetch || !entry.model.includes('/')) {
       this.#reportFailed(local, `model ${entry.model} is not on node ${this.#d.selfId}`);
       return;
     }
+    const selection = this.#selection(plan);
+    this.#d.log.info({ instance: entry.id, model: entry.model, layers: selection?.layers ?? 'all' }, 'fetching the model for this node (peers first)');
+    fetch(entry.model, selection).then(
+      () => {
+        const got = this.catalog.dirOf(entry.model);
+        if (this.#local.get(entry.id) !== local || local.failed) return;
+        if (!got) this.#reportFailed(local, `model ${entry.model} still missing after the fetch`);
+        else this.#spawnRunners(local, got);
+      },
+      (err: Error) => {
+        if (this.#local.get(entry.id) === local) this.#reportFailed(local, `cannot fetch ${entry.model}: ${err.message}`);
+      },
+    );
+  }
+
+  #spawnRunners(local: LocalInstance, dir: string): void {
+    const { entry, plan } = local;
+    local.startedAt = Date.now();
     const maxSeqLen = this.#d.maxSeqLen;
     plan.ranks.forEach((node, rank) => {
       if (node !== this.#d.selfId) return;
@@ -378,6 +414,11 @@ export class InstanceManager {
       if (!Object.values(this.#d.state().instances).some((e) => e.model === model)) await this.ensurePlaced(model, { strategy: 'auto' }, false, Math.max(1000, deadline - Date.now()));
       await sleep(100);
     }
+  }
+
+  /** libp2p addresses a driving node announced. */
+  addrsOf(peer: string): string[] {
+    return this.#addrs.get(peer) ?? [];
   }
 
   instances(): ClusterState['instances'] {

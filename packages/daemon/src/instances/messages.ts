@@ -21,7 +21,10 @@ export const serveMessageSchema = z.discriminatedUnion('type', [
     addresses: z.array(z.object({ host: z.string().max(64), port: z.number().int().min(1).max(65535) })).min(1).max(16),
   }),
   /** From the node running rank 0, every second: is the instance serving and how busy is it. */
-  z.object({ type: z.literal('status'), from: peerId, instance: instanceId, ready: z.boolean(), active: z.number().int().min(0), queued: z.number().int().min(0), capacity: z.number().int().min(0) }),
+  z.object({ type: z.literal('status'), from: peerId, instance: instanceId, ready: z.boolean(), active: z.number().int().min(0), queued: z.number().int().min(0), capacity: z.number().int().min(0),
+    /** The sender's libp2p addresses, so nodes that only know it through gossip can dial it. */
+    addrs: z.array(z.string().max(256)).max(16).optional(),
+  }),
   /** A rank of the instance died or never came up: the coordinator replaces the instance. */
   z.object({ type: z.literal('failed'), from: peerId, instance: instanceId, reason: z.string().max(1000) }),
   /** Ask the coordinator to place a model (forced strategy optional). */

@@ -1,0 +1,104 @@
+/**
+ * Model bytes within a pod: the first daemon pulls from the (local test) hub, the second gets the
+ * weights from the first over /orchard/chunks/1 instead of the hub, a stage-only fetch reads about
+ * its share, and a node placed in a pipeline without the model fetches it from its peers and serves.
+ */
+import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import os from 'node:os';
+import { join } from 'node:path';
+import pino from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { generate, loadInProcessModel, loadTokenizer } from '@orchard/engine';
+import { writeRandomModel } from '@orchard/engine/testing';
+import { startFakeHub, type FakeHub } from '../../../../test/harness/fake-hub.js';
+import { Daemon } from '../../src/daemon.js';
+import { resolveOptions } from '../../src/config/options.js';
+import { installServing } from '../../src/instances/install.js';
+import { fetchModel } from '../../src/instances/fetch-model.js';
+import { HubClient, ModelStore } from '../../src/store/index.js';
+
+const REPO = 'test-org/pod-llama';
+let hub: FakeHub;
+let srcDir: string;
+const dirs: string[] = [];
+const daemons: Daemon[] = [];
+const savedEndpoint = process.env.HF_ENDPOINT;
+
+async function startDaemon(port: number, bootstrap: string[]): Promise<Daemon> {
+  const dataDir = mkdtempSync(join(os.tmpdir(), 'orchard-serve-dl-'));
+  dirs.push(dataDir);
+  const options = resolveOptions({ dataDir, listen: [`/ip4/127.0.0.1/tcp/${port}`], bootstrap, apiPort: 0, mdns: false, goneAfter: 3, heartbeatMs: 300 } as never);
+  const d = await Daemon.start(options, pino({ level: process.env.SERVE_TEST_LOG ?? 'silent' }), { routes: async (app, dd) => void (await installServing(app, dd)) });
+  daemons.push(d);
+  return d;
+}
+
+const post = async (d: Daemon, path: string, body: unknown) => {
+  const res = await fetch(`http://127.0.0.1:${d.apiPort}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  return { status: res.status, json: (await res.json()) as any };
+};
+
+beforeAll(async () => {
+  srcDir = mkdtempSync(join(os.tmpdir(), 'orchard-serve-dl-src-'));
+  writeRandomModel(srcDir, { numLayers: 4, hiddenSize: 128, intermediateSize: 256, seed: 13, maxPositionEmbeddings: 256 });
+  hub = await startFakeHub({ [REPO]: srcDir });
+  process.env.HF_ENDPOINT = hub.url;
+  const a = await startDaemon(45321, []);
+  const boot = [`/ip4/127.0.0.1/tcp/45321/p2p/${a.node.peerId.toString()}`];
+  await startDaemon(45322, boot);
+  await startDaemon(45323, boot);
+  const deadline = Date.now() + 30_000;
+  while (!daemons.every((d) => d.cluster().nodes.length === 3)) {
+    if (Date.now() > deadline) throw new Error('pod did not form');
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}, 90_000);
+
+afterAll(async () => {
+  await Promise.all(daemons.map((d) => d.stop()));
+  await hub?.close();
+  if (savedEndpoint === undefined) delete process.env.HF_ENDPOINT;
+  else process.env.HF_ENDPOINT = savedEndpoint;
+  for (const d of [...dirs, srcDir]) rmSync(d, { recursive: true, force: true });
+});
+
+describe('model bytes in a pod', () => {
+  it('the second node gets the weights from the first, not from the hub', async () => {
+    const weights = statSync(join(srcDir, 'model.safetensors')).size;
+    const first = await post(daemons[0], '/api/models/pull', { repo: REPO });
+    expect(first.status, JSON.stringify(first.json)).toBe(200);
+    expect(first.json.sources['model.safetensors']).toBe('hub');
+    expect(hub.servedBytes.get('model.safetensors')).toBe(weights);
+    const second = await post(daemons[1], '/api/models/pull', { repo: REPO });
+    expect(second.status, JSON.stringify(second.json)).toBe(200);
+    expect(second.json.sources['model.safetensors']).toBe('peer');
+    expect(second.json.peerBytes).toBe(weights);
+    expect(second.json.peersHolding).toEqual([daemons[0].node.peerId.toString()]);
+    expect(hub.servedBytes.get('model.safetensors')).toBe(weights); // still one hub download
+  }, 60_000);
+
+  it('a stage-only fetch reads about its share of the weights', async () => {
+    const dir = mkdtempSync(join(os.tmpdir(), 'orchard-serve-dl-stage-'));
+    dirs.push(dir);
+    const before = hub.servedBytes.get('model.safetensors') ?? 0;
+    const weights = statSync(join(srcDir, 'model.safetensors')).size;
+    const r = await fetchModel(daemons[0].node, new ModelStore(dir, new HubClient()), REPO, [], { layers: [2, 4], embed: false, head: true });
+    expect(r.sources['model.safetensors']).toBe('hub-range');
+    const read = (hub.servedBytes.get('model.safetensors') ?? 0) - before;
+    expect(read).toBeGreaterThan(0);
+    expect(read).toBeLessThan(0.75 * weights);
+  }, 60_000);
+
+  it('a node placed in a pipeline without the model fetches it from its peers and serves', async () => {
+    const hubBefore = hub.servedBytes.get('model.safetensors');
+    const placed = await post(daemons[0], '/api/instances', { model: REPO, strategy: 'pipeline', nodes: 3 });
+    expect(placed.status, JSON.stringify(placed.json)).toBe(201);
+    expect(placed.json.instance.nodes).toHaveLength(3);
+    const tok = loadTokenizer(srcDir);
+    const want = await generate(loadInProcessModel(srcDir), tok.encode('Let there be'), { maxTokens: 12, tokenizer: tok });
+    const res = await post(daemons[2], '/v1/completions', { model: REPO, prompt: 'Let there be', max_tokens: 12, temperature: 0 });
+    expect(res.status, JSON.stringify(res.json)).toBe(200);
+    expect(res.json.choices[0].text).toBe(want.text);
+    expect(hub.servedBytes.get('model.safetensors')).toBe(hubBefore);
+  }, 120_000);
+});
