@@ -23,8 +23,12 @@ export class Arena {
   readonly #free = new Map<number, number[]>();
   #freeBytes = 0;
 
-  constructor(memory: WasmMemory) {
+  /** The memory's maximum size in pages (4 GiB unless the reservation had to be smaller). */
+  readonly maxPages: number;
+
+  constructor(memory: WasmMemory, maxPages = MAX_PAGES) {
     this.memory = memory;
+    this.maxPages = maxPages;
     this.#buffers.add(memory.buffer);
   }
 
@@ -46,15 +50,16 @@ export class Arena {
     }
     const start = Math.ceil(this.#top / ALIGN) * ALIGN;
     const end = start + size;
-    if (end > MAX_PAGES * PAGE_BYTES) {
+    if (end > this.maxPages * PAGE_BYTES) {
+      const limit = this.maxPages === MAX_PAGES ? 'the 4 GiB wasm32 memory limit' : `this backend's ${fmt(this.maxPages * PAGE_BYTES)} memory reservation`;
       throw new Error(
-        `wasm backend: allocating ${fmt(bytes)} for ${what} would exceed the 4 GiB wasm32 memory limit ` +
+        `wasm backend: allocating ${fmt(bytes)} for ${what} would exceed ${limit} ` +
           `(${fmt(this.#top)} already in use); use a smaller shard or a quantized model`,
       );
     }
     const have = this.memory.buffer.byteLength;
     if (end > have) {
-      const wantBytes = Math.min(MAX_PAGES * PAGE_BYTES, Math.max(end, have + GROW_STEP));
+      const wantBytes = Math.min(this.maxPages * PAGE_BYTES, Math.max(end, have + GROW_STEP));
       const pages = Math.ceil((wantBytes - have) / PAGE_BYTES);
       try {
         this.memory.grow(pages);

@@ -29,7 +29,7 @@ import {
   READ_KERNEL,
   WIDE_ADDR,
 } from './layout.js';
-import { type KernelExports, WA, kernelModule } from './module.js';
+import { type KernelExports, WA, type WasmMemory, kernelModule } from './module.js';
 import { ThreadPool } from './pool.js';
 
 export interface WasmBackendOptions {
@@ -91,10 +91,10 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
   const initialPages = Math.min(MAX_PAGES, Math.ceil((HEAP_BASE + initialBytes) / PAGE_BYTES));
 
   const module = kernelModule();
-  const memory = new WA.Memory({ initial: initialPages, maximum: MAX_PAGES, shared: true });
+  const { memory, maxPages } = reserveMemory(initialPages);
   const instance = new WA.Instance(module, { env: { memory } });
   const k = instance.exports as unknown as KernelExports;
-  const arena = new Arena(memory);
+  const arena = new Arena(memory, maxPages);
   new Float32Array(memory.buffer, F16_TABLE_ADDR, 65536).set(F16_TO_F32);
   const ctl = new Int32Array(memory.buffer, CTL_ADDR, CTL_FIELDS);
   const pool = new ThreadPool(module, memory, k, threads - 1);
@@ -286,6 +286,23 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
   // A backend dropped without dispose() would leave its workers asleep forever, holding the memory.
   if (pool.helpers > 0) workerReaper.register(backend, pool, backend);
   return backend;
+}
+
+/**
+ * A shared memory cannot move, so V8 reserves its maximum (4 GiB) of address space up front. Where
+ * that reservation fails (a capped address space, e.g. `ulimit -v`), settle for less rather than
+ * not at all; allocations past it then fail with a message naming the smaller limit.
+ */
+function reserveMemory(initialPages: number): { memory: WasmMemory; maxPages: number } {
+  let lastError: unknown;
+  for (let maxPages = MAX_PAGES; maxPages >= initialPages; maxPages = Math.floor(maxPages / 2)) {
+    try {
+      return { memory: new WA.Memory({ initial: initialPages, maximum: maxPages, shared: true }), maxPages };
+    } catch (err) {
+      lastError = err;
+    }
+  }
+  throw new Error(`wasm backend: cannot reserve a shared WebAssembly memory of ${initialPages} pages: ${(lastError as Error)?.message}`);
 }
 
 const workerReaper = new FinalizationRegistry<ThreadPool>((pool) => pool.dispose());
