@@ -188,8 +188,11 @@ export async function rdmaSimLines(iterations = ITER): Promise<{ baseline: Recor
     lines.push({ name: `rdma-sim-allreduce-4KiB-2ranks-lat${lat}us`, value: ar, unit: 'us', ratio: ar / raw });
   }
   const raw0 = baseline['rawVerbsPingPongUs@0us']!;
+  const round = (x: number) => Math.round(x * 100) / 100;
   const ar8 = await allReduceLatency(8, 4096, 0, Math.max(20, iterations / 8));
   lines.push({ name: 'rdma-sim-allreduce-4KiB-8ranks-lat0us', value: ar8, unit: 'us', ratio: ar8 / raw0 });
+  for (const l of lines) Object.assign(l, { value: round(l.value), ratio: round(l.ratio) });
+  for (const k of Object.keys(baseline)) baseline[k] = round(baseline[k]!);
   return { baseline, lines };
 }
 
