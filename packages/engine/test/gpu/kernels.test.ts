@@ -8,6 +8,7 @@ import { readF32, uploadF32, uploadWeight, createStorage, Readback } from '../..
 import type { GpuContext } from '../../src/kernels/gpu/context.js';
 import { GpuKernels, StepUniform, submit, type Dispatch } from '../../src/kernels/gpu/ops.js';
 import { ropeCosSin, ropeInvFreq } from '../../src/kernels/gpu/rope.js';
+import { vectorWidth } from '../../src/kernels/gpu/wgsl.js';
 import { Prng } from '../../src/numeric/prng.js';
 import {
   attentionRef,
@@ -56,6 +57,8 @@ const SHAPES: Record<'float' | 'quant', [number, number, number][]> = {
     [33, 65, 2],
     [64, 100, 17],
     [130, 257, 5],
+    [9, 64, 1],
+    [70, 136, 3],
   ],
   quant: [
     [5, 32, 1],
@@ -74,8 +77,11 @@ describe.skipIf(!gpu.ctx)(`WGSL kernels vs CPU reference${gpu.skip ? ` (skipped:
   for (const dtype of DTYPES) {
     const quant = dtype === 'q8_0' || dtype === 'q4_0';
     for (const [rows, cols, n] of SHAPES[quant ? 'quant' : 'float']) {
-      for (const only of ['matvec', 'matmul'] as const) {
-        it(`${only} ${dtype} [${rows}x${cols}] x ${n} tokens, with bias and accumulate`, async () => {
+      const vectorised = cols % vectorWidth(dtype) === 0;
+      for (const mode of ['matvec', ...(vectorised ? ['matvec (vectorised)'] : []), 'matmul'] as const) {
+        const only = mode === 'matmul' ? 'matmul' : 'matvec';
+        const generic = mode === 'matvec';
+        it(`${mode} ${dtype} [${rows}x${cols}] x ${n} tokens, with bias and accumulate`, async () => {
           const rng = new Prng(rows * 1000 + cols * 10 + n);
           const w = randomWeight(dtype, rows, cols, rng);
           const x = randomF32(n * cols, rng);
@@ -88,8 +94,8 @@ describe.skipIf(!gpu.ctx)(`WGSL kernels vs CPU reference${gpu.skip ? ` (skipped:
           const acc = await uploadF32(ctx, prior, 'acc');
           await run(
             [
-              ...kernels.linear('plain', gw, gx, plain, step, { only }),
-              ...kernels.linear('acc', gw, gx, acc, step, { only, bias: gb, accumulate: true }),
+              ...kernels.linear('plain', gw, gx, plain, step, { only, generic }),
+              ...kernels.linear('acc', gw, gx, acc, step, { only, generic, bias: gb, accumulate: true }),
             ],
             n,
           );
@@ -110,6 +116,8 @@ describe.skipIf(!gpu.ctx)(`WGSL kernels vs CPU reference${gpu.skip ? ` (skipped:
       ['f16', 97, 33],
       ['q4_0', 150, 64],
       ['f32', 41, 50],
+      ['q8_0', 60, 32],
+      ['f16', 97, 16],
     ] as [DType, number, number][]) {
       const rng = new Prng(rows);
       const w = randomWeight(dtype, rows, cols, rng);

@@ -20,7 +20,9 @@ import {
   WG,
   embedShader,
   matmulShader,
+  matvecFastShader,
   matvecShader,
+  vectorWidth,
   rmsnormShader,
 } from './wgsl.js';
 
@@ -97,6 +99,7 @@ export class GpuKernels {
     await guarded(this.ctx, 'WGSL pipelines', () => {
       for (const d of dtypes) {
         this.pipeline(`matvec_${d}`, () => matvecShader(d));
+        this.pipeline(`matvec_fast_${d}`, () => matvecFastShader(d));
         this.pipeline(`matmul_${d}`, () => matmulShader(d));
         this.pipeline(`embed_${d}`, () => embedShader(d));
       }
@@ -158,12 +161,19 @@ export class GpuKernels {
       only?: 'matvec' | 'matmul';
       /** Only the batch's last token (x row n - 1 → out row 0), e.g. the LM head. Uses matvec. */
       lastToken?: boolean;
+      /** Use the per-element matvec even where the vectorised one applies (tests compare both). */
+      generic?: boolean;
     } = {},
   ): Dispatch[] {
     const flags = (opts.bias ? 1 : 0) | (opts.accumulate ? 2 : 0) | (opts.lastToken ? 4 : 0);
     if (opts.lastToken) opts = { ...opts, only: 'matvec' };
     const out_: Dispatch[] = [];
-    const matvec = this.pipeline(`matvec_${w.dtype}`, () => matvecShader(w.dtype));
+    // 16-byte loads when every row (and x row) starts on a vector boundary.
+    const vw = vectorWidth(w.dtype);
+    const fast = w.cols % vw === 0 && (opts.xStride ?? w.cols) % vw === 0 && !opts.generic;
+    const matvec = fast
+      ? this.pipeline(`matvec_fast_${w.dtype}`, () => matvecFastShader(w.dtype))
+      : this.pipeline(`matvec_${w.dtype}`, () => matvecShader(w.dtype));
     const matmul = this.pipeline(`matmul_${w.dtype}`, () => matmulShader(w.dtype));
     for (const chunk of w.chunks) {
       const params = this.params(`${label}.params`, [

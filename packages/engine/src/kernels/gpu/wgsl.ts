@@ -129,6 +129,108 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
 `;
 }
 
+/**
+ * Vectorised matvec: 16-byte loads of weights and activations, a whole GGUF block per thread step for
+ * Q8_0/Q4_0. Needs cols (and the x stride) divisible by `vectorWidth(dtype)`; `linear` falls back to
+ * `matvecShader` otherwise.
+ */
+export function vectorWidth(dtype: DType): number {
+  return dtype === 'f32' ? 4 : dtype === 'f16' || dtype === 'bf16' ? 8 : 32;
+}
+
+export function matvecFastShader(dtype: DType): string {
+  const header = WEIGHT_HEADER.replace(
+    'var<storage, read> W: array<u32>;',
+    dtype === 'q8_0' || dtype === 'q4_0' ? 'var<storage, read> W: array<u32>;' : 'var<storage, read> W: array<vec4<u32>>;',
+  ).replace('var<storage, read> X: array<f32>;', 'var<storage, read> X: array<vec4<f32>>;');
+  let body: string;
+  switch (dtype) {
+    case 'f32':
+      body = `
+  let per = P.cols / 4u;
+  for (var k = tid; k < per; k = k + ${WG}u) { acc = acc + dot(bitcast<vec4<f32>>(W[r * per + k]), X[xo / 4u + k]); }`;
+      break;
+    case 'f16':
+    case 'bf16': {
+      const un =
+        dtype === 'f16'
+          ? (w: string) => `unpack2x16float(${w})`
+          : (w: string) => `vec2<f32>(bitcast<f32>(${w} << 16u), bitcast<f32>(${w} & 0xffff0000u))`;
+      body = `
+  let per = P.cols / 8u;
+  for (var k = tid; k < per; k = k + ${WG}u) {
+    let w = W[r * per + k];
+    let a = vec4<f32>(${un('w.x')}, ${un('w.y')});
+    let b = vec4<f32>(${un('w.z')}, ${un('w.w')});
+    acc = acc + dot(a, X[xo / 4u + 2u * k]) + dot(b, X[xo / 4u + 2u * k + 1u]);
+  }`;
+      break;
+    }
+    case 'q8_0':
+      body = `
+  let nb = P.cols / 32u;
+  for (var kb = tid; kb < nb; kb = kb + ${WG}u) {
+    let o = (r * nb + kb) * 34u;
+    let d = unpack2x16float(rd_u16(o)).x;
+    let q0 = o + 2u;
+    let xb = xo / 4u + kb * 8u;
+    var s = 0.0;
+    for (var j = 0u; j < 8u; j = j + 1u) {
+      let q = rd_u32(q0 + 4u * j);
+      let v = vec4<f32>(f32(bitcast<i32>(q << 24u) >> 24u), f32(bitcast<i32>(q << 16u) >> 24u),
+                        f32(bitcast<i32>(q << 8u) >> 24u), f32(bitcast<i32>(q) >> 24u));
+      s = s + dot(v, X[xb + j]);
+    }
+    acc = acc + s * d;
+  }`;
+      break;
+    case 'q4_0':
+      body = `
+  let nb = P.cols / 32u;
+  for (var kb = tid; kb < nb; kb = kb + ${WG}u) {
+    let o = (r * nb + kb) * 18u;
+    let d = unpack2x16float(rd_u16(o)).x;
+    let xb = xo / 4u + kb * 8u;
+    var s = 0.0;
+    for (var j = 0u; j < 4u; j = j + 1u) {
+      let q = rd_u32(o + 2u + 4u * j);
+      let lo = vec4<f32>(f32(q & 15u), f32((q >> 8u) & 15u), f32((q >> 16u) & 15u), f32((q >> 24u) & 15u)) - 8.0;
+      let hi = vec4<f32>(f32((q >> 4u) & 15u), f32((q >> 12u) & 15u), f32((q >> 20u) & 15u), f32(q >> 28u)) - 8.0;
+      s = s + dot(lo, X[xb + j]) + dot(hi, X[xb + 4u + j]);
+    }
+    acc = acc + s * d;
+  }`;
+      break;
+  }
+  const bytes =
+    dtype === 'q8_0' || dtype === 'q4_0'
+      ? `
+fn rd_u16(o: u32) -> u32 { return (W[o >> 2u] >> ((o & 2u) * 8u)) & 0xffffu; }
+// Four bytes from a 2-byte-aligned offset (GGUF blocks are 34 and 18 bytes long).
+fn rd_u32(o: u32) -> u32 {
+  let i = o >> 2u;
+  if ((o & 2u) == 0u) { return W[i]; }
+  return (W[i] >> 16u) | (W[i + 1u] << 16u);
+}`
+      : '';
+  return `${STEP}${LINEAR}${header}${REDUCE_SUM}${bytes}
+@compute @workgroup_size(${WG})
+fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
+        @builtin(local_invocation_index) tid: u32) {
+  let r = wg_linear(wid, nwg);
+  if (r >= P.rows) { return; }
+  let last = (P.flags & 4u) != 0u;
+  let count = select(S.n, 1u, last);
+  for (var b = 0u; b < count; b = b + 1u) {
+    var acc = 0.0;
+    let xo = select(b, S.n - 1u, last) * P.xStride;${body}
+    let sum = reduce_sum(tid, acc);
+    if (tid == 0u) { store(b, r, sum); }
+  }
+}
+`;
+}
+
 export const TILE = 16;
 
 /** 16x16 output tiles (rows x tokens) with both operands staged in workgroup memory. Prompt batches. */
