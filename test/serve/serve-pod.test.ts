@@ -68,7 +68,7 @@ function curlJson(d: TestDaemon, method: string, path: string, body?: unknown): 
 
 /** `orchard run` in this process: the single-process greedy reference. */
 function orchardRun(prompt: string, maxTokens: number): string {
-  const out = execFileSync(process.execPath, ['--import', 'tsx', CLI, 'run', '--model', modelDir, '--prompt', prompt, '--temperature', '0', '--max-tokens', String(maxTokens)], {
+  const out = execFileSync(process.execPath, ['--import', 'tsx', CLI, 'run', '--model', modelDir, '--prompt', prompt, '--temperature', '0', '--max-tokens', String(maxTokens), '--backend', 'wasm', '--threads', '1'], {
     cwd: REPO_ROOT,
     encoding: 'utf8',
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -4,7 +4,7 @@
  *   - one process (the baseline),
  *   - a 2-stage pipeline on 2 processes,
  *   - tensor parallel 2 on 2 processes,
- * each runner using the engine's single-threaded backend. Prints ratios against the baseline.
+ * each runner with 1 engine thread (wasm SIMD kernels; BENCH_BACKEND=reference for the plain ones). Prints ratios against the baseline.
  * Targets (issue 6): pipeline >= 0.9x single, tensor parallel >= 1.7x single.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -18,13 +18,14 @@ import type { InstanceLayout } from '../src/runner/layout.js';
 const LAYERS = Number(process.env.BENCH_LAYERS ?? 8);
 const HIDDEN = Number(process.env.BENCH_HIDDEN ?? 512);
 const TOKENS = Number(process.env.BENCH_TOKENS ?? 48);
+const BACKEND = (process.env.BENCH_BACKEND ?? 'wasm') as 'wasm' | 'reference';
 
 const dir = mkdtempSync(join(os.tmpdir(), 'orchard-bench-serve-'));
 const info = writeRandomModel(dir, { numLayers: LAYERS, hiddenSize: HIDDEN, intermediateSize: HIDDEN * 3, numHeads: 8, numKvHeads: 4, maxPositionEmbeddings: 512, seed: 11 });
 const params = (LAYERS * (HIDDEN * HIDDEN * 3 + HIDDEN * HIDDEN * 3 * 3)) / 1e6;
 
 async function measure(name: string, layout: InstanceLayout): Promise<number> {
-  const runners = await startLocalInstance({ modelDir: dir, layout, groupId: `bench-${name}`, secret: '11'.repeat(16), listenHost: '127.0.0.1', maxSeqLen: 512 });
+  const runners = await startLocalInstance({ modelDir: dir, layout, groupId: `bench-${name}`, secret: '11'.repeat(16), listenHost: '127.0.0.1', maxSeqLen: 512, backend: { kind: BACKEND, threads: 1 } });
   try {
     const prompt = [1, 10, 20, 30, 40, 50, 60, 70];
     await runners[0].generate({ promptIds: prompt, maxTokens: 4, stopTokenIds: [] }, () => undefined); // warm-up
@@ -40,7 +41,7 @@ async function measure(name: string, layout: InstanceLayout): Promise<number> {
 }
 
 try {
-  console.log(`bench:serve — generated Llama, ${LAYERS} layers, hidden ${HIDDEN}, ~${params.toFixed(1)}M layer parameters (${info.dir}), ${TOKENS} decode tokens, best of 2`);
+  console.log(`bench:serve — generated Llama, ${LAYERS} layers, hidden ${HIDDEN}, ~${params.toFixed(1)}M layer parameters (${info.dir}), ${TOKENS} decode tokens, best of 2, ${BACKEND} backend with 1 engine thread per process`);
   console.log(`machine: ${os.cpus().length} cores (${os.cpus()[0]?.model ?? '?'}), load average ${os.loadavg()[0].toFixed(2)}`);
   const single = await measure('single', { stages: pipelineStages(LAYERS, 1), tensor: 1 });
   const pipe = await measure('pipeline', { stages: pipelineStages(LAYERS, 2), tensor: 1 });

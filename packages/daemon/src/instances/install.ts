@@ -56,6 +56,8 @@ export async function installServing(app: FastifyInstance, daemon: Daemon, o: Se
       pubsub.publish(SERVE_TOPIC, encodeServe(m)).catch((err: Error) => log.debug({ err: err.message, type: m.type }, 'serve publish failed'));
     },
     addrs: () => daemon.node.getMultiaddrs().map(String),
+    backend: process.env.ORCHARD_ENGINE_BACKEND === 'reference' ? 'reference' : 'wasm',
+    threads: Number(process.env.ORCHARD_ENGINE_THREADS) > 0 ? Math.floor(Number(process.env.ORCHARD_ENGINE_THREADS)) : undefined,
     maxQueue: o.maxQueue ?? (Number.isInteger(envQueue) && envQueue >= 0 ? envQueue : 64),
     fetchModel: async (repo, selection) => {
       const r = await pull(repo, selection);

@@ -44,6 +44,9 @@ export interface ManagerDeps {
   maxQueue?: number;
   maxSeqLen?: number;
   runnerEnv?: NodeJS.ProcessEnv;
+  /** Matrix kernels for runners. @default wasm, threads = available cores / ranks on this node */
+  backend?: 'reference' | 'wasm';
+  threads?: number;
   /** Brings a model this node lacks into its store (peers first); `selection`: only these layers. */
   fetchModel?: (repo: string, selection: TensorSelection | undefined) => Promise<void>;
 }
@@ -227,10 +230,13 @@ export class InstanceManager {
     const { entry, plan } = local;
     local.startedAt = Date.now();
     const maxSeqLen = this.#d.maxSeqLen;
+    const mine = plan.ranks.filter((n) => n === this.#d.selfId).length;
+    const kind = this.#d.backend ?? 'wasm';
+    const backend = { kind, threads: this.#d.threads ?? Math.max(1, Math.floor(os.availableParallelism() / mine)) };
     plan.ranks.forEach((node, rank) => {
       if (node !== this.#d.selfId) return;
       const runner = new RunnerProcess(
-        { modelDir: dir, layout: plan.layout, rank, groupId: entry.id, secret: plan.secret, listenHost: '0.0.0.0', maxSeqLen, stepMs: 30_000 },
+        { modelDir: dir, layout: plan.layout, rank, groupId: entry.id, secret: plan.secret, listenHost: '0.0.0.0', maxSeqLen, stepMs: 30_000, backend },
         {
           onListening: (port) => {
             local.endpoints.set(rank, localAddresses(port));

@@ -16,6 +16,8 @@ export interface RunnerInit {
   maxBatch?: number;
   /** Per data-plane step timeout, ms. */
   stepMs?: number;
+  /** Matrix kernels of this rank. @default reference */
+  backend?: { kind: 'reference' | 'wasm'; threads?: number };
 }
 
 export type ToRunner =

@@ -4,6 +4,7 @@
  * or follows headers. Runs outside the daemon so a long prefill never stalls the daemon's event loop,
  * and exits when the daemon goes away (IPC disconnect), closing its sockets so the peers notice at once.
  */
+import { createReferenceBackend, createWasmBackend } from '@orchard/engine';
 import { createTcpGroup, listenTcp, type Group } from './transport.js';
 import { loadRankShard, startRank } from './local.js';
 import type { FromRunner, RunnerInit, ToRunner } from './protocol.js';
@@ -57,7 +58,8 @@ async function start(i: RunnerInit): Promise<void> {
   send({ type: 'listening', port: listener.address.port });
   const t0 = performance.now();
   // The shard's all-reduce needs the group, which exists only after every rank is listening.
-  const shard = loadRankShard(i.modelDir, i.layout, i.rank, () => group!, { maxBatch: i.maxBatch, maxSeqLen: i.maxSeqLen, stepMs: i.stepMs });
+  const backend = i.backend?.kind === 'wasm' ? createWasmBackend({ threads: i.backend.threads ?? 1 }) : createReferenceBackend();
+  const shard = loadRankShard(i.modelDir, i.layout, i.rank, () => group!, { backend, maxBatch: i.maxBatch, maxSeqLen: i.maxSeqLen, stepMs: i.stepMs });
   send({ type: 'loaded', loadMs: performance.now() - t0, bytesRead: shard.bytesRead });
   const endpoints = await peers;
   group = await createTcpGroup({ rank: i.rank, peers: endpoints, groupId: i.groupId, secret: Buffer.from(i.secret, 'hex'), listener, connectTimeoutMs: 20_000 });
