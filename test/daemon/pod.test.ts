@@ -10,6 +10,7 @@ import { startDaemon, waitFor, type TestDaemon } from '../harness/daemons.js';
 import { createTestNet, netnsAvailable, type TestNet } from '../harness/netns.js';
 import { newClusterKey } from '../../packages/daemon/src/identity/cluster-key.js';
 import { canonicalJson } from '../../packages/daemon/src/state/canonical-json.js';
+import { parseCluster } from '@orchard/partitioner';
 
 const GONE_AFTER_SEC = 3;
 let net: TestNet | undefined;
@@ -67,6 +68,8 @@ describe.skipIf(!netnsAvailable())('daemon pod across network namespaces', () =>
       expect(l.bandwidthGbps).toBeGreaterThan(0);
     }
     expect(cluster.coordinator).toBe(ids[0]);
+    // What `orchard cluster --json` prints is accepted by the planner as is.
+    expect(parseCluster(cluster).links).toHaveLength(3);
 
     // Kill the coordinator (the hardest case: the others must take over, then mark it gone).
     const victim = daemons.find((d) => d.get('/api/status').self.peerId === ids[0])!;

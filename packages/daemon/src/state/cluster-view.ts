@@ -46,7 +46,7 @@ export function clusterView(state: ClusterState, meta: { mode: PodMode; coordina
     chip: p!.chip,
     memoryBytes: p!.memory.totalBytes,
     availableBytes: p!.memory.availableBytes,
-    ...(p!.capability ? { memoryBandwidthGBps: round(p!.capability.memoryBandwidthGBps), tflops: round(p!.capability.matmulGflops / 1000, 6) } : {}),
+    ...(p!.capability ? { memoryBandwidthGBps: sig(p!.capability.memoryBandwidthGBps), tflops: sig(p!.capability.matmulGflops / 1000) } : {}),
     gpuCores: p!.gpuCores,
     cpuCores: p!.cpu.cores,
     os: `${p!.os.platform} ${p!.os.release}`,
@@ -59,13 +59,13 @@ export function clusterView(state: ClusterState, meta: { mode: PodMode; coordina
   }
   const links: ClusterLink[] = [...byPair.values()].map((ps) => {
     const b = bestPath(ps)!;
-    return { a: b.a, b: b.b, kind: b.kind, latencyUs: round(b.latencyUs), bandwidthGbps: round(b.bandwidthGbps) };
+    return { a: b.a, b: b.b, kind: b.kind, latencyUs: sig(b.latencyUs), bandwidthGbps: sig(b.bandwidthGbps) };
   });
   links.sort((x, y) => (x.a + x.b < y.a + y.b ? -1 : 1));
   return { nodes, links, mode: meta.mode, coordinator: meta.coordinator, paths };
 }
 
-function round(x: number, digits = 2): number {
-  const f = 10 ** digits;
-  return Math.round(x * f) / f;
+/** Four significant digits: readable, and a small positive figure never rounds to 0 (the planner rejects 0). */
+function sig(x: number): number {
+  return Number(x.toPrecision(4));
 }

@@ -1,3 +1,4 @@
+import { parseCluster } from '@orchard/partitioner';
 import { describe, expect, it } from 'vitest';
 import { applyEvents } from '../../src/state/apply.js';
 import { clusterView } from '../../src/state/cluster-view.js';
@@ -27,5 +28,14 @@ describe("planner's cluster JSON from the shared state", () => {
     const v = clusterView(state, { mode: 'open', coordinator: 'A' });
     expect(v.links).toEqual([{ a: 'A', b: 'B', kind: 'thunderbolt', latencyUs: 30, bandwidthGbps: 40 }]);
     expect(v.paths).toHaveLength(3);
+  });
+
+  it("passes the planner's own cluster validation, tiny figures included", () => {
+    const tiny = applyEvents(state, [{ type: 'link-measured', link: link('A', 'B', { kind: 'rdma', aInterface: 'en3', bandwidthGbps: 0.0001234, latencyUs: 0.4 }) }]);
+    const v = clusterView(tiny, { mode: 'open', coordinator: 'A' });
+    expect(v.links[0]).toMatchObject({ kind: 'rdma', bandwidthGbps: 0.0001234 });
+    const parsed = parseCluster(JSON.parse(JSON.stringify(v)));
+    expect(parsed.nodes.map((n) => n.id)).toEqual(['A', 'B']);
+    expect(parsed.links).toHaveLength(1);
   });
 });

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { classifyLink, linkPaths, sameSubnet } from '../../src/links/paths.js';
-import { measurePeer } from '../../src/links/measurer.js';
+import { measurePeer, pathSignature } from '../../src/links/measurer.js';
 import { profile } from '../state/fixtures.js';
 
 const rdmaDev = (iface: string, active = true, ipv4Gid = true) => ({ name: `rdma_${iface}`, interface: iface, portState: active ? 'PORT_ACTIVE' : 'PORT_DOWN', active, ipv4Gid });
@@ -47,6 +47,15 @@ describe('link paths', () => {
     expect(linkPaths(a, noGid).find((p) => p.kind === 'thunderbolt')?.rdmaCapable).toBe(false);
     const disabled = { ...b, rdma: { enabled: false, devices: [rdmaDev('en5')] } };
     expect(linkPaths(a, disabled).find((p) => p.kind === 'thunderbolt')?.rdmaCapable).toBe(false);
+  });
+
+  it('re-measure trigger: the signature changes when addresses or the probe port change, not otherwise', () => {
+    const a = profile('A');
+    const b = profile('B', 'b', { interfaces: [{ name: 'eth0', kind: 'ethernet', ipv4: ['10.0.0.2/24'], ipv6: [] }] });
+    const sig = pathSignature(a, b);
+    expect(pathSignature(a, { ...b, memory: { totalBytes: 1, availableBytes: 1 }, updatedAt: 99 })).toBe(sig);
+    expect(pathSignature(a, { ...b, probePort: 4001 })).not.toBe(sig);
+    expect(pathSignature(a, { ...b, interfaces: [{ name: 'eth0', kind: 'ethernet', ipv4: ['10.0.0.3/24'], ipv6: [] }] })).not.toBe(sig);
   });
 
   it('measurePeer reports measurements as rdma kind when capable, and failures by address', async () => {
