@@ -169,7 +169,13 @@ export async function connectRdmaMesh(options: RdmaMeshOptions): Promise<RdmaMes
       }
     }
     hello = qp && dev ? { ready: true, info: { lid: dev.lid, qpn: qp.qpn, psn, gid: dev.gid, mtu: dev.mtu } } : { ready: false, reason };
-    const theirs = (await withTimeout(control.exchange(peer, 'rdma-hello', hello), setupTimeoutMs, `RDMA setup with ${describeRdmaPeer(ref)}`)) as HelloMessage;
+    let theirs: HelloMessage;
+    try {
+      theirs = (await withTimeout(control.exchange(peer, 'rdma-hello', hello), setupTimeoutMs, `RDMA setup with ${describeRdmaPeer(ref)}`)) as HelloMessage;
+    } catch (err) {
+      if (qp && verbs) verbs.destroyQp(qp.qp);
+      throw err;
+    }
 
     let ok = false;
     if (hello.ready && theirs?.ready && theirs.info && qp && dev && verbs) {
@@ -189,10 +195,13 @@ export async function connectRdmaMesh(options: RdmaMeshOptions): Promise<RdmaMes
     } else if (hello.ready) {
       reason = `rank ${peer} is not RDMA-ready: ${theirs?.reason ?? 'no answer'}`;
     }
-    const done = (await withTimeout(control.exchange(peer, 'rdma-ready', { ok, reason }), setupTimeoutMs, `RDMA setup with ${describeRdmaPeer(ref)}`)) as {
-      ok: boolean;
-      reason?: string;
-    };
+    let done: { ok: boolean; reason?: string };
+    try {
+      done = (await withTimeout(control.exchange(peer, 'rdma-ready', { ok, reason }), setupTimeoutMs, `RDMA setup with ${describeRdmaPeer(ref)}`)) as typeof done;
+    } catch (err) {
+      if (qp && verbs) verbs.destroyQp(qp.qp);
+      throw err;
+    }
     if (ok && done?.ok && qp && dev && verbs) {
       const index = dev.nextSlot++;
       const q = qp.qp;

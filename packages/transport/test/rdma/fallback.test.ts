@@ -4,7 +4,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Group } from '../../src/group.js';
-import { linkOverGroup } from '../../src/rdma/index.js';
+import { connectRdmaMesh, linkOverGroup, RdmaSetupError, SimFabric } from '../../src/rdma/index.js';
 import { createLocalTcpGroups } from '../../src/testing/local-tcp.js';
 import { deviceName, rankData, referenceReduce, simMesh, type SimMesh } from './helpers.js';
 
@@ -104,6 +104,29 @@ describe('RDMA setup failure on one link falls back for that link only', () => {
     await expect(simMesh({ size: 2, sizeClasses: [4096, 16_773_120 + 4096] })).rejects.toThrow(/exceeds the library's 16773120-byte message limit/);
     await expect(simMesh({ size: 2, depth: 1 })).rejects.toThrow(/depth must be an integer >= 2/);
     await expect(simMesh({ size: 2, sizeClasses: [5000] })).rejects.toThrow(/not a positive multiple of 4096/);
+  });
+
+  it('a peer that never answers on the control plane fails setup within the setup timeout, naming it', async () => {
+    const fabric = new SimFabric();
+    const verbs = fabric.addHost('h0', [{ name: 'rdma_en2', ipv4: '10.0.1.1' }]);
+    const t0 = performance.now();
+    const err = await connectRdmaMesh({
+      rank: 0,
+      size: 2,
+      verbs,
+      deviceFor: () => 'rdma_en2',
+      control: { exchange: () => new Promise(() => {}) },
+      fallback: async () => {
+        throw new Error('not reached');
+      },
+      setupTimeoutMs: 200,
+    }).catch((e) => e);
+    expect(err).toBeInstanceOf(RdmaSetupError);
+    expect(err.message).toMatch(/RDMA setup with rank 1 \(rdma_en2\): no answer within 200 ms/);
+    expect(performance.now() - t0).toBeLessThan(3000);
+    // Everything it had opened was released.
+    expect(fabric.queuePairs()).toHaveLength(0);
+    expect(fabric.device('h0', 'rdma_en2').mrCount).toBe(0);
   });
 
   it('a rank without the addon (no verbs library) runs every link on the fallback', async () => {
