@@ -104,4 +104,25 @@ describe('frame codec', () => {
   it('refuses lengths that do not fit the header', () => {
     expect(() => encodeHeader(new Uint8Array(16), 0, KIND_DATA, 0, 0, 2 ** 32)).toThrow(FrameError);
   });
+
+  it('takes payload bytes written in place through the window, then mixes with copied chunks', () => {
+    const payload = Uint8Array.from({ length: 5000 }, (_, i) => (i * 11) & 255);
+    const all = frame(3, 0, payload);
+    const dest = new Uint8Array(5000);
+    const done: number[] = [];
+    const d = new FrameDecoder({ target: () => dest, complete: (h) => done.push(h.tag) });
+    expect(d.payloadWindow(1)).toBeNull(); // no header yet
+    d.push(all.subarray(0, FRAME_HEADER_BYTES + 100)); // header + 100 payload bytes copied
+    const w = d.payloadWindow(1000)!;
+    expect(w.length).toBe(4900);
+    expect(d.isWindow(w)).toBe(true);
+    expect(d.isWindow(dest)).toBe(false);
+    w.set(all.subarray(FRAME_HEADER_BYTES + 100, FRAME_HEADER_BYTES + 3000)); // "the socket read 2900 bytes"
+    d.advanceInPlace(2900);
+    expect(d.payloadWindow(2101)).toBeNull(); // only 2000 left
+    d.push(all.subarray(FRAME_HEADER_BYTES + 3000));
+    expect(done).toEqual([3]);
+    expect(Buffer.from(dest).equals(Buffer.from(payload))).toBe(true);
+    expect(() => d.advanceInPlace(1)).toThrow(FrameError);
+  });
 });

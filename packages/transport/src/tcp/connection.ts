@@ -13,6 +13,7 @@ import type { Socket } from 'node:net';
 import { FrameError, PeerClosedError, PeerTimeoutError, TransportError, UsageError, describePeer, type PeerRef } from '../errors.js';
 import type { ExchangeOpOptions } from '../collectives/exchange.js';
 import { AEAD_TAG_BYTES, FrameOpener, FrameSealer, type CipherName } from '../wire/aead.js';
+import type { ReadRouter } from './read-router.js';
 import { SendSlab } from './send-slab.js';
 import { FRAME_HEADER_BYTES, FrameDecoder, KIND_DATA, encodeHeader, type FrameHeader } from '../wire/frame.js';
 
@@ -29,7 +30,12 @@ export interface ConnectionOptions {
   maxUnexpectedBytes: number;
   /** How often stalls are checked, ms. */
   watchdogMs: number;
+  /** Present for sockets we dialed: reads go straight into receive buffers. */
+  router?: ReadRouter;
 }
+
+/** Below this many payload bytes left, a read goes to staging and is copied (not worth a syscall per piece). */
+const MIN_DIRECT_READ = 16 * 1024;
 
 interface PendingRecv {
   into: Uint8Array;
@@ -93,7 +99,14 @@ export class PeerConnection {
       { trailerBytes: options.keys ? AEAD_TAG_BYTES : 0 },
     );
     socket.setNoDelay(true);
-    socket.on('data', (chunk: Buffer) => this.#onData(chunk));
+    if (options.router) {
+      options.router.attach({
+        window: () => (this.#stash || this.#error ? null : this.#decoder.payloadWindow(MIN_DIRECT_READ)),
+        onRead: (buf, n) => this.#onRead(buf, n),
+      });
+    } else {
+      socket.on('data', (chunk: Buffer) => this.#onData(chunk));
+    }
     socket.on('error', (err) => this.fail(new PeerClosedError(this.peer, err.message, { cause: err })));
     socket.on('end', () => this.fail(new PeerClosedError(this.peer, 'peer closed the connection')));
     socket.on('close', () => this.fail(new PeerClosedError(this.peer, 'connection closed')));
@@ -260,10 +273,26 @@ export class PeerConnection {
     return new FrameError(`${describePeer(this.peer)} sent a ${sent}-byte message (tag 0x${tag.toString(16)}) but the receive expects ${expected} bytes`);
   }
 
+  /** A read from a dialed socket: in place when it landed in the payload window, else copied. */
+  #onRead(buf: Uint8Array, n: number): void {
+    if (this.#error || n <= 0) return;
+    if (!this.#stash && this.#decoder.isWindow(buf)) {
+      this.#lastRx = performance.now();
+      try {
+        this.#decoder.advanceInPlace(n);
+      } catch (err) {
+        this.fail(new PeerClosedError(this.peer, `protocol error: ${(err as Error).message}`, { cause: err }));
+      }
+      return;
+    }
+    // Staging is reused by the next read: the decoder copies what it takes, the rest is stashed.
+    this.#onData(Buffer.from(buf.buffer, buf.byteOffset, n));
+  }
+
   #onData(chunk: Buffer): void {
     this.#lastRx = performance.now();
     if (this.#stash) {
-      this.#stash = Buffer.concat([this.#stash, chunk]);
+      this.#stash = Buffer.concat([this.#stash, chunk]); // copies, so staging reuse is safe
       return;
     }
     this.#feed(chunk);
@@ -273,7 +302,7 @@ export class PeerConnection {
     try {
       const used = this.#decoder.push(chunk);
       if (used < chunk.length && !this.#error) {
-        this.#stash = chunk.subarray(used);
+        this.#stash = Buffer.from(chunk.subarray(used)); // copy: the chunk may be reused staging
         this.#socket.pause();
       }
     } catch (err) {

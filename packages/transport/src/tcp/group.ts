@@ -2,7 +2,7 @@
  * The TCP backend: a full mesh with one authenticated socket per pair of ranks. Rank r dials every
  * lower rank and accepts every higher one, so each pair connects exactly once.
  */
-import net, { type Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import { AuthError, ConnectError, GroupClosedError, UsageError, describePeer } from '../errors.js';
 import type { Group } from '../group.js';
 import type { Exchange, ExchangeOpOptions } from '../collectives/exchange.js';
@@ -12,6 +12,7 @@ import { FLAG_ENCRYPT, Purpose, secretBytes, type Hello } from '../wire/handshak
 import type { CipherName } from '../wire/aead.js';
 import { PeerConnection, type ConnectionKeys } from './connection.js';
 import { clientHandshake, serverHandshake, type HandshakeResult } from './handshake-io.js';
+import { ReadRouter } from './read-router.js';
 import { listenTcp, type TcpAddress, type TcpListener, type TcpListenerInternal } from './listener.js';
 
 /** Bit 1 of the hello flags selects ChaCha20-Poly1305 instead of AES-256-GCM. */
@@ -135,7 +136,7 @@ export async function createTcpGroup(options: TcpGroupOptions): Promise<Group> {
   const deadline = performance.now() + connectTimeoutMs;
   const dialed = Promise.all(
     Array.from({ length: rank }, (_, r) => r).map(async (r) => {
-      const { socket, address } = await dial(r, peers[r].addresses, deadline, abort.signal);
+      const { socket, address, router } = await dial(r, peers[r].addresses, deadline, abort.signal);
       const hs = await clientHandshake(socket, {
         secret,
         groupId,
@@ -148,7 +149,7 @@ export async function createTcpGroup(options: TcpGroupOptions): Promise<Group> {
       }).catch((err) => {
         throw err instanceof AuthError ? new AuthError(`rank ${r} (${address}): ${err.message}`, { cause: err }) : err;
       });
-      conns[r] = new PeerConnection(socket, hs.leftover, { ...connOptions, peer: { rank: r, address }, keys: keysFor(hs, true) });
+      conns[r] = new PeerConnection(socket, hs.leftover, { ...connOptions, peer: { rank: r, address }, keys: keysFor(hs, true), router });
     }),
   );
 
@@ -187,7 +188,7 @@ function abortPromise(signal: AbortSignal): Promise<never> {
 }
 
 /** Tries each address in turn, retrying refused connections until the deadline (peers start at different times). */
-async function dial(rank: number, addresses: TcpAddress[], deadline: number, signal: AbortSignal): Promise<{ socket: Socket; address: string }> {
+async function dial(rank: number, addresses: TcpAddress[], deadline: number, signal: AbortSignal): Promise<{ socket: Socket; address: string; router: ReadRouter }> {
   let delay = 20;
   let lastError = 'no address';
   while (performance.now() < deadline) {
@@ -195,8 +196,9 @@ async function dial(rank: number, addresses: TcpAddress[], deadline: number, sig
       signal.throwIfAborted();
       const address = `${a.host}:${a.port}`;
       try {
+        const router = new ReadRouter();
         const socket = await new Promise<Socket>((resolve, reject) => {
-          const s = net.connect({ host: a.host, port: a.port, noDelay: true });
+          const s = router.connect({ host: a.host, port: a.port, noDelay: true });
           const t = setTimeout(() => {
             s.destroy();
             reject(new Error('connect timed out'));
@@ -213,7 +215,7 @@ async function dial(rank: number, addresses: TcpAddress[], deadline: number, sig
           });
         });
         socket.on('error', () => {});
-        return { socket, address };
+        return { socket, address, router };
       } catch (err) {
         lastError = `${address}: ${(err as Error).message}`;
       }

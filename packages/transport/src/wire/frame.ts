@@ -151,6 +151,33 @@ export class FrameDecoder {
     this.#target = target;
   }
 
+  /**
+   * Where the rest of the payload arriving now goes, when at least `min` bytes of it remain: a
+   * socket can read straight into it (then call `advanceInPlace`). Null otherwise.
+   */
+  payloadWindow(min: number): Uint8Array | null {
+    if (this.#state !== State.Payload) return null;
+    const rest = this.#target.length - this.#fill;
+    return rest >= min ? this.#target.subarray(this.#fill) : null;
+  }
+
+  /** True if `buf` starts exactly where the next payload byte belongs. */
+  isWindow(buf: Uint8Array): boolean {
+    return this.#state === State.Payload && buf.buffer === this.#target.buffer && buf.byteOffset === this.#target.byteOffset + this.#fill;
+  }
+
+  /** `n` payload bytes were written in place at the current window (see payloadWindow). */
+  advanceInPlace(n: number): void {
+    if (this.#state !== State.Payload || n > this.#target.length - this.#fill) throw new FrameError('in-place read outside the payload');
+    this.#fill += n;
+    try {
+      if (this.#fill === this.#target.length) this.#afterPayload();
+    } catch (err) {
+      this.#state = State.Failed;
+      throw err;
+    }
+  }
+
   /** Asks the sink again for a destination; true when the decoder can take more bytes. */
   resume(): boolean {
     if (this.#state !== State.Paused) return this.#state !== State.Failed;
