@@ -11,7 +11,7 @@ import { loadModelConfig } from '@orchard/engine';
 import { modelFromConfig, type Cluster } from '@orchard/partitioner';
 import type { ClusterEvent } from '../state/events.js';
 import type { ClusterState, InstanceEntry } from '../state/types.js';
-import { place, PlacementError, type InstancePlan, type ModelShape, type PlacementRequest } from '../placement/place.js';
+import { place, PlacementError, shouldUpgrade, type InstancePlan, type ModelShape, type PlacementRequest } from '../placement/place.js';
 import { RunnerProcess } from '../runner/runner-process.js';
 import type { TcpAddress } from '../runner/transport.js';
 import type { TensorSelection } from '../store/safetensors-range.js';
@@ -27,6 +27,8 @@ export interface PlacedPlan extends InstancePlan {
   shape: ModelShape;
   /** The model's config.json, so any coordinator can plan it again without the files. */
   config: unknown;
+  /** A better plan placed while this instance ran: it takes new requests once ready, then this one retires. */
+  supersedes?: string;
 }
 
 export interface ManagerDeps {
@@ -184,6 +186,40 @@ export class InstanceManager {
         const gone = entry.nodes.filter((n) => !live.has(n));
         if (gone.length) this.#replace(entry.id, `node(s) ${gone.join(', ')} left`);
       }
+      if (this.#ticks % 10 === 0) this.#upgrade();
+    }
+  }
+
+  /**
+   * Coordinator: when the pod changed (a node joined), an auto-placed instance whose model now has a
+   * clearly faster plan gets a successor; new requests go to the successor once it serves, and the old
+   * instance is removed when it has no request running or queued (running streams are not broken).
+   */
+  #upgrade(): void {
+    const all = Object.values(this.#d.state().instances);
+    for (const e of all) {
+      const p = e.plan as PlacedPlan;
+      if (p.requested?.strategy !== 'auto' || !this.isReady(e.id) || all.some((o) => (o.plan as PlacedPlan).supersedes === e.id)) continue;
+      if (all.some((o) => o.model === e.model && o.id !== e.id && (o.plan as PlacedPlan).supersedes)) continue; // one upgrade at a time
+      let next: InstancePlan;
+      try {
+        next = place(p.shape, modelFromConfig(p.config, { name: e.model }), this.#d.cluster(), { strategy: 'auto' });
+      } catch {
+        continue;
+      }
+      if (!shouldUpgrade(p, next)) continue;
+      this.#d.log.info({ instance: e.id, from: p.predicted?.decodeTokensPerSecond, to: next.predicted?.decodeTokensPerSecond, ranks: next.ranks }, 'a faster plan exists: placing a successor');
+      this.#propose(e.model, next, p.requested, p.shape, p.config, e.id);
+    }
+    for (const e of all) {
+      const old = (e.plan as PlacedPlan).supersedes;
+      if (!old || !this.#d.state().instances[old] || !this.isReady(e.id)) continue;
+      const s = this.#status.get(old);
+      const idle = !s || (s.active === 0 && s.queued === 0);
+      if (idle || Date.now() - e.placedAt > 600_000) {
+        this.#d.log.info({ instance: old, successor: e.id }, 'retiring the superseded instance');
+        this.#removeAsCoordinator(old);
+      }
     }
   }
 
@@ -315,8 +351,12 @@ export class InstanceManager {
     const existing = this.#findExisting(model, req, exclusive);
     if (existing) return existing;
     const planned = this.planFor(model, req, shape, config);
+    return this.#propose(model, planned.plan, req, planned.shape, planned.config);
+  }
+
+  #propose(model: string, placed: InstancePlan, req: PlacementRequest, shape: ModelShape, config: unknown, supersedes?: string): InstanceEntry {
     const id = `${model.replace(/[^\w.-]/g, '_').slice(0, 100)}-${randomBytes(4).toString('hex')}`;
-    const plan: PlacedPlan = { ...planned.plan, secret: randomBytes(32).toString('hex'), requested: req, shape: planned.shape, config: planned.config };
+    const plan: PlacedPlan = { ...placed, secret: randomBytes(32).toString('hex'), requested: req, shape, config, ...(supersedes ? { supersedes } : {}) };
     const entry: InstanceEntry = { id, model, placedAt: Date.now(), nodes: plan.ranks, plan };
     this.#d.propose({ type: 'instance-placed', instance: { ...entry, nodes: [...entry.nodes] } });
     this.#d.log.info({ instance: id, model, strategy: plan.strategy, ranks: plan.ranks, stages: plan.layout.stages, tensor: plan.layout.tensor }, 'instance placed');
@@ -408,7 +448,9 @@ export class InstanceManager {
   async pick(model: string, timeoutMs: number): Promise<InstanceEntry> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
-      const ready = Object.values(this.#d.state().instances).filter((e) => e.model === model && this.isReady(e.id));
+      const all = Object.values(this.#d.state().instances);
+      // An instance whose successor serves takes no new requests (it finishes what it has, then retires).
+      const ready = all.filter((e) => e.model === model && this.isReady(e.id) && !all.some((o) => (o.plan as PlacedPlan).supersedes === e.id && this.isReady(o.id)));
       if (ready.length) {
         const load = (e: InstanceEntry) => {
           const s = this.#status.get(e.id);

@@ -121,3 +121,16 @@ export function place(shape: ModelShape, spec: ModelSpec, cluster: Cluster, req:
   if (cluster.nodes.length === 0) throw new PlacementError('no live node with a profile yet');
   return req.strategy === 'auto' ? placeAuto(shape, spec, cluster) : placeForced(shape, cluster, req);
 }
+
+/** How much faster (predicted decode tokens/s) a new plan must be to replace a running instance. */
+export const UPGRADE_GAIN = 1.15;
+
+/**
+ * Whether an auto-placed instance should give way to `next` (e.g. after a node joined): a different
+ * layout predicted at least UPGRADE_GAIN× faster. Forced placements are never changed.
+ */
+export function shouldUpgrade(current: Pick<InstancePlan, 'ranks' | 'layout' | 'predicted'>, next: Pick<InstancePlan, 'ranks' | 'layout' | 'predicted'>): boolean {
+  if (!current.predicted || !next.predicted) return false;
+  const same = JSON.stringify(current.ranks) === JSON.stringify(next.ranks) && JSON.stringify(current.layout) === JSON.stringify(next.layout);
+  return !same && next.predicted.decodeTokensPerSecond >= current.predicted.decodeTokensPerSecond * UPGRADE_GAIN;
+}

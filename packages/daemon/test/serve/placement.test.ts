@@ -43,3 +43,14 @@ describe('planner layouts', () => {
     expect(p.ranks).toEqual(['a', 'b', 'c']);
   });
 });
+
+describe('upgrading an auto placement', () => {
+  const plan = (ranks: string[], tps: number) => ({ ranks, layout: { stages: [[0, 8]] as [number, number][], tensor: ranks.length }, predicted: { decodeTokensPerSecond: tps } as unknown as Plan['predicted'] });
+  it('only for a different layout that is clearly faster', async () => {
+    const { shouldUpgrade } = await import('../../src/placement/place.js');
+    expect(shouldUpgrade(plan(['a'], 10), plan(['a', 'b'], 20))).toBe(true);
+    expect(shouldUpgrade(plan(['a'], 10), plan(['a', 'b'], 11))).toBe(false);
+    expect(shouldUpgrade(plan(['a'], 10), plan(['a'], 30))).toBe(false);
+    expect(shouldUpgrade({ ...plan(['a'], 10), predicted: null }, plan(['a', 'b'], 30))).toBe(false);
+  });
+});
