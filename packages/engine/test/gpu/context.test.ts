@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { createStorage, readF32, uploadF32 } from '../../src/kernels/gpu/buffers.js';
 import { GpuDeviceLostError, GpuValidationError, createGpuContext } from '../../src/kernels/gpu/context.js';
+import { chooseGpu, profileGpu } from '../../src/kernels/gpu/probe.js';
 import { openTestGpu, useLavapipe } from './gpu-env.js';
 
 const gpu = await openTestGpu();
@@ -56,6 +57,30 @@ describe('GPU context errors', () => {
       await expect(createStorage(ctx, (1 << 20) + 4, 'KV cache k, layer 3')).rejects.toThrow(
         /KV cache k, layer 3: 1048580 bytes exceeds the GPU storage binding limit of 1048576 bytes/,
       );
+    } finally {
+      ctx.destroy();
+    }
+  });
+});
+
+describe('GPU choice and profile', () => {
+  it.skipIf(!gpu.ctx?.adapter.software)('auto falls back to the CPU (null + reason) when only a software adapter exists; gpu with allowSoftware opens it', async () => {
+    const auto = await chooseGpu('auto');
+    expect(auto.ctx).toBeNull();
+    expect(auto.reason).toMatch(/software/);
+    const forced = await chooseGpu('gpu', { allowSoftware: true });
+    expect(forced.ctx?.adapter.software).toBe(true);
+    forced.ctx?.destroy();
+  });
+
+  it.skipIf(!gpu.ctx)('profile reports the adapter, limits and a positive copy bandwidth', async () => {
+    const ctx = (await openTestGpu()).ctx!;
+    try {
+      const p = await profileGpu(ctx, 8 << 20);
+      expect(p.name).toContain(ctx.adapter.description || ctx.adapter.device);
+      expect(p.maxBufferSize).toBe(ctx.limits.maxBufferSize);
+      expect(p.copyBandwidth).toBeGreaterThan(1e7);
+      expect(p.copyBandwidth).toBeLessThan(1e13);
     } finally {
       ctx.destroy();
     }
