@@ -11,7 +11,10 @@ import { runMicrobench, type MicrobenchOptions } from './microbench.js';
 
 export const CAPABILITY_FILE = 'capability.json';
 
-const cacheSchema = z.object({ machine: z.string(), capability: capabilitySchema });
+/** Bump when the benchmark changes, so cached figures from an older benchmark are re-measured. */
+export const BENCH_VERSION = 2;
+
+const cacheSchema = z.object({ machine: z.string(), version: z.literal(BENCH_VERSION), capability: capabilitySchema });
 
 /** What must stay the same for a cached figure to still describe this machine. */
 export function machineFingerprint(): string {
@@ -40,6 +43,6 @@ export async function measureCapability(
     if (cached) return { capability: cached, cached: true };
   }
   const capability = await runMicrobench(opts.bench);
-  writeFileSync(join(dataDir, CAPABILITY_FILE), JSON.stringify({ machine, capability }, null, 2));
+  writeFileSync(join(dataDir, CAPABILITY_FILE), JSON.stringify({ machine, version: BENCH_VERSION, capability }, null, 2));
   return { capability, cached: false };
 }

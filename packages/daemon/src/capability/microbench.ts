@@ -15,14 +15,27 @@ export interface MicrobenchOptions {
   copyBytes?: number;
 }
 
+/**
+ * The fastest CPU backend the engine offers (the one a runner would use): WASM SIMD + threads, else
+ * the plain-TypeScript reference; null when neither loads.
+ */
 export async function loadEngineBackend(): Promise<Backend | null> {
+  let engine: Record<string, unknown>;
   try {
-    const engine = (await import('@orchard/engine')) as Record<string, unknown>;
-    const factory = engine.createReferenceBackend;
-    return typeof factory === 'function' ? (factory as () => Backend)() : null;
+    engine = (await import('@orchard/engine')) as Record<string, unknown>;
   } catch {
     return null;
   }
+  for (const name of ['createWasmBackend', 'createReferenceBackend']) {
+    const factory = engine[name];
+    if (typeof factory !== 'function') continue;
+    try {
+      return (factory as () => Backend)();
+    } catch {
+      /* e.g. no WebAssembly SIMD on this CPU: try the next one */
+    }
+  }
+  return null;
 }
 
 /** Copy bandwidth: each copy reads and writes `bytes`, counted as 2x bytes moved. */
@@ -55,8 +68,9 @@ function localMatmul(out: Float32Array, w: Weight, x: Float32Array, n: number): 
 }
 
 export function measureMatmulGflops(backend: Backend | null, budgetMs: number): number {
-  const rows = 256;
-  const cols = 256;
+  // Big enough that a threaded backend parallelises it, small enough for a few rounds in the budget.
+  const rows = 512;
+  const cols = 512;
   const n = 16;
   const bytes = backend ? backend.allocBytes(rows * cols * 4) : new Uint8Array(rows * cols * 4);
   const wf = new Float32Array(bytes.buffer, bytes.byteOffset, rows * cols);
@@ -87,7 +101,7 @@ export async function runMicrobench(options: MicrobenchOptions = {}): Promise<Ca
   return {
     memoryBandwidthGBps,
     matmulGflops,
-    method: backend ? `copy 64MiB; f32 matmul 256x256x16 on engine backend "${backend.name}"` : 'copy 64MiB; f32 matmul 256x256x16 on a local loop (engine backend not exported yet)',
+    method: backend ? `copy 64MiB; f32 matmul 512x512x16 on engine backend "${backend.name}"` : 'copy 64MiB; f32 matmul 512x512x16 on a local loop (no engine backend loaded)',
     measuredAt: Date.now(),
   };
 }

@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -25,6 +25,18 @@ describe('capability micro-benchmark', () => {
     const forced = await measureCapability(dir, { bench, machine: 'm1', force: true });
     expect(forced.cached).toBe(false);
     expect(forced.capability.measuredAt).toBeGreaterThanOrEqual(first.capability.measuredAt);
-    expect(JSON.parse(readFileSync(join(dir, 'capability.json'), 'utf8')).machine).toBe('m1');
+    const file = JSON.parse(readFileSync(join(dir, 'capability.json'), 'utf8'));
+    expect(file.machine).toBe('m1');
+    writeFileSync(join(dir, 'capability.json'), JSON.stringify({ ...file, version: 1 }));
+    expect(readCachedCapability(dir, 'm1')).toBeNull(); // figures from an older benchmark are not reused
+  });
+
+  it("uses the engine's fastest CPU backend", async () => {
+    const { loadEngineBackend } = await import('../../src/capability/microbench.js');
+    const backend = await loadEngineBackend();
+    expect(backend?.name).toMatch(/^(wasm|reference)$/);
+    const gflops = measureMatmulGflops(backend, 100);
+    backend?.dispose?.();
+    expect(gflops).toBeGreaterThan(0);
   });
 });
