@@ -12,6 +12,8 @@ class Pod {
   cut = new Set<string>();
   /** Probability of dropping a message, with a deterministic generator. */
   dropRate = 0;
+  /** When set, messages only reach replicas in the same group. */
+  group: Map<string, number> | null = null;
   #rng = 12345;
   queue: { from: string; bytes: Uint8Array }[] = [];
 
@@ -39,6 +41,7 @@ class Pod {
       if (this.cut.has(from)) continue;
       for (const [id, r] of this.replicas) {
         if (id === from || this.cut.has(id) || this.#drop()) continue;
+        if (this.group && this.group.get(id) !== this.group.get(from)) continue;
         const d = decodeControl(bytes, from);
         if (!d.ok) throw new Error(d.reason);
         r.handle(d.message);
@@ -120,6 +123,24 @@ describe('replicated cluster state', () => {
     expect(a2.state.instances.i1).toBeDefined();
     expect(new Set(pod.states()).size).toBe(1);
     expect(liveNodeIds(a2.state)).toEqual(['A', 'B', 'C']);
+  });
+
+  it('a healed partition converges on the smaller coordinator, with every node and its facts', () => {
+    const pod = new Pod();
+    pod.group = new Map([['A', 1], ['B', 1], ['C', 2], ['D', 2]]);
+    const rs = ['A', 'B', 'C', 'D'].map((id) => pod.add(id));
+    for (const r of rs) r.setProfile(profile(r.selfId));
+    rs[2].setLinks([link('C', 'D')]);
+    pod.run(6);
+    expect(rs[2].isCoordinator).toBe(true); // each side led by its own smallest id
+    expect(liveNodeIds(rs[3].state)).toEqual(['C', 'D']);
+    pod.group = null;
+    pod.run(6);
+    expect(new Set(pod.states()).size).toBe(1);
+    expect(rs[0].isCoordinator && !rs[2].isCoordinator).toBe(true);
+    expect(liveNodeIds(rs[3].state)).toEqual(['A', 'B', 'C', 'D']);
+    expect(Object.values(rs[3].state.nodes).every((n) => n.profile)).toBe(true);
+    expect(Object.keys(rs[3].state.links)).toHaveLength(1);
   });
 
   it('converges despite 30% message loss', () => {
