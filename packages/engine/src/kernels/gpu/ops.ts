@@ -23,6 +23,7 @@ import {
   matvecFastShader,
   matvecShader,
   vectorWidth,
+  MATVEC_ROWS,
   rmsnormShader,
 } from './wgsl.js';
 
@@ -192,7 +193,7 @@ export class GpuKernels {
           label: `${label} (matvec)`,
           pipeline: matvec,
           bindGroup: this.bind(label, matvec, buffers),
-          grid: () => split(rows),
+          grid: () => split(fast ? Math.ceil(rows / MATVEC_ROWS) : rows),
           when: opts.only === 'matvec' ? undefined : (n) => n <= MATVEC_MAX_BATCH,
         });
       }

@@ -138,6 +138,10 @@ export function vectorWidth(dtype: DType): number {
   return dtype === 'f32' ? 4 : dtype === 'f16' || dtype === 'bf16' ? 8 : 32;
 }
 
+/** Rows per workgroup of the vectorised matvec, and threads per row. */
+export const MATVEC_ROWS = 4;
+const LANES = WG / MATVEC_ROWS;
+
 export function matvecFastShader(dtype: DType): string {
   const header = WEIGHT_HEADER.replace(
     'var<storage, read> W: array<u32>;',
@@ -148,7 +152,7 @@ export function matvecFastShader(dtype: DType): string {
     case 'f32':
       body = `
   let per = P.cols / 4u;
-  for (var k = tid; k < per; k = k + ${WG}u) { acc = acc + dot(bitcast<vec4<f32>>(W[r * per + k]), X[xo / 4u + k]); }`;
+  for (var k = lane; k < per; k = k + ${LANES}u) { acc = acc + dot(bitcast<vec4<f32>>(W[r * per + k]), X[xo / 4u + k]); }`;
       break;
     case 'f16':
     case 'bf16': {
@@ -158,7 +162,7 @@ export function matvecFastShader(dtype: DType): string {
           : (w: string) => `vec2<f32>(bitcast<f32>(${w} << 16u), bitcast<f32>(${w} & 0xffff0000u))`;
       body = `
   let per = P.cols / 8u;
-  for (var k = tid; k < per; k = k + ${WG}u) {
+  for (var k = lane; k < per; k = k + ${LANES}u) {
     let w = W[r * per + k];
     let a = vec4<f32>(${un('w.x')}, ${un('w.y')});
     let b = vec4<f32>(${un('w.z')}, ${un('w.w')});
@@ -169,7 +173,7 @@ export function matvecFastShader(dtype: DType): string {
     case 'q8_0':
       body = `
   let nb = P.cols / 32u;
-  for (var kb = tid; kb < nb; kb = kb + ${WG}u) {
+  for (var kb = lane; kb < nb; kb = kb + ${LANES}u) {
     let o = (r * nb + kb) * 34u;
     let d = unpack2x16float(rd_u16(o)).x;
     let q0 = o + 2u;
@@ -187,7 +191,7 @@ export function matvecFastShader(dtype: DType): string {
     case 'q4_0':
       body = `
   let nb = P.cols / 32u;
-  for (var kb = tid; kb < nb; kb = kb + ${WG}u) {
+  for (var kb = lane; kb < nb; kb = kb + ${LANES}u) {
     let o = (r * nb + kb) * 18u;
     let d = unpack2x16float(rd_u16(o)).x;
     let xb = xo / 4u + kb * 8u;
@@ -213,19 +217,31 @@ fn rd_u32(o: u32) -> u32 {
   return (W[i] >> 16u) | (W[i + 1u] << 16u);
 }`
       : '';
-  return `${STEP}${LINEAR}${header}${REDUCE_SUM}${bytes}
+  return `${STEP}${LINEAR}${header}${bytes}
+var<workgroup> red: array<f32, ${WG}>;
 @compute @workgroup_size(${WG})
 fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
         @builtin(local_invocation_index) tid: u32) {
-  let r = wg_linear(wid, nwg);
-  if (r >= P.rows) { return; }
+  let r0 = wg_linear(wid, nwg) * ${MATVEC_ROWS}u;
+  if (r0 >= P.rows) { return; }
+  let lane = tid % ${LANES}u;
+  let r = r0 + tid / ${LANES}u;
+  let valid = r < P.rows;
   let last = (P.flags & 4u) != 0u;
   let count = select(S.n, 1u, last);
   for (var b = 0u; b < count; b = b + 1u) {
     var acc = 0.0;
-    let xo = select(b, S.n - 1u, last) * P.xStride;${body}
-    let sum = reduce_sum(tid, acc);
-    if (tid == 0u) { store(b, r, sum); }
+    let xo = select(b, S.n - 1u, last) * P.xStride;
+    if (valid) {${body.replace(/\n/g, '\n  ')}
+    }
+    red[tid] = acc;
+    workgroupBarrier();
+    for (var s = ${LANES / 2}u; s > 0u; s = s >> 1u) {
+      if (lane < s) { red[tid] = red[tid] + red[tid + s]; }
+      workgroupBarrier();
+    }
+    if (lane == 0u && valid) { store(b, r, red[tid]); }
+    workgroupBarrier();
   }
 }
 `;
