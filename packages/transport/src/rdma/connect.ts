@@ -34,6 +34,8 @@ export interface RdmaMeshOptions {
   verbs: Verbs | null;
   /** Which RDMA device (cable) reaches `peer`; undefined when none does. */
   deviceFor: (peer: number) => string | undefined;
+  /** Ranks to link with. @default every other rank (a mesh); a ring passes rank±1. */
+  peers?: number[];
   control: ControlChannel;
   /** Opens the non-RDMA link to `peer` (TCP in the daemon). */
   fallback: (peer: number, reason: string) => Promise<PeerLink>;
@@ -116,7 +118,7 @@ export async function connectRdmaMesh(options: RdmaMeshOptions): Promise<RdmaMes
   const setupTimeoutMs = options.setupTimeoutMs ?? 10_000;
   const log = options.log ?? (() => {});
   const perLinkBytes = RdmaLink.slabBytes(depth, classes);
-  const peers = [...Array(size).keys()].filter((p) => p !== rank);
+  const peers = options.peers ?? [...Array(size).keys()].filter((p) => p !== rank);
 
   // Devices are opened once and their slab registered once, sized for every peer that cable could serve.
   const devices = new Map<string, DeviceState | RdmaSetupError>();

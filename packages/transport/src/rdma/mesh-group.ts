@@ -6,18 +6,28 @@
  * - larger: reduce-scatter (rank r owns segment r, reduces it from all ranks in rank order) then all-gather;
  * - every step posts all its receives before any of its sends (a SEND waits for the peer's RECV);
  * - collectives run one at a time in call order, so the per-link message order matches on every rank.
+ * With `topology: 'ring'` (cables only between neighbours, like JACCL's ring) only the links to rank±1 are
+ * needed: all-reduce is a ring reduce-scatter + all-gather, all-gather and barrier go around the ring, one
+ * step at a time so each link carries its messages in the same order on both ends. Partial sums travel in
+ * the buffer's own type, so f16 rounds at each hop (results are still bit-identical on every rank).
  */
-import { reduceInRankOrder } from '../collectives/reduce.js';
+import { combine, reduceInRankOrder } from '../collectives/reduce.js';
+import { ringSteps, segments } from '../collectives/schedule.js';
 import { ScratchArena } from '../collectives/scratch.js';
 import { UsageError } from '../errors.js';
 import type { Group, OpOptions, ReduceOp, ReducibleBuffer } from '../group.js';
 import { RdmaClosedError } from './errors.js';
 import type { PeerLink } from './link.js';
 
+export type Topology = 'mesh' | 'ring';
+
 export interface MeshGroupOptions {
   rank: number;
   size: number;
+  /** One link per rank (undefined at this rank; in a ring, only rank±1 are required). */
   links: (PeerLink | undefined)[];
+  /** @default 'mesh' */
+  topology?: Topology;
   /** Direct all-reduce at or below this many bytes. */
   smallAllReduceBytes?: number;
   timeoutMs?: number;
@@ -27,6 +37,12 @@ export interface MeshGroupOptions {
 
 /** JACCL's switch point; the TCP transport measures its own. */
 export const DEFAULT_SMALL_ALL_REDUCE_BYTES = 32 * 1024;
+
+/** The ranks a ring member talks to (one rank for a 2-ring, none alone). */
+export function ringNeighbours(rank: number, size: number): number[] {
+  if (size < 2) return [];
+  return [...new Set([(rank - 1 + size) % size, (rank + 1) % size])].filter((p) => p !== rank);
+}
 
 function bytesOf(v: ArrayBufferView): Uint8Array {
   return new Uint8Array(v.buffer, v.byteOffset, v.byteLength);
@@ -46,11 +62,13 @@ export class MeshGroup implements Group {
   private readonly accumulator = new ScratchArena();
   private readonly onClose?: () => Promise<void>;
 
+  readonly topology: Topology;
+
   constructor(o: MeshGroupOptions) {
     if (o.links.length !== o.size) throw new RangeError(`need ${o.size} link slots, got ${o.links.length}`);
-    for (let p = 0; p < o.size; p++) {
-      if (p !== o.rank && !o.links[p]) throw new RangeError(`no link to rank ${p}`);
-    }
+    this.topology = o.topology ?? 'mesh';
+    const required = this.topology === 'ring' ? ringNeighbours(o.rank, o.size) : [...Array(o.size).keys()].filter((p) => p !== o.rank);
+    for (const p of required) if (!o.links[p]) throw new RangeError(`no link to rank ${p}`);
     this.rank = o.rank;
     this.size = o.size;
     this.links = o.links;
@@ -69,7 +87,9 @@ export class MeshGroup implements Group {
     if (!Number.isInteger(peer) || peer < 0 || peer >= this.size || peer === this.rank) {
       throw new UsageError(`${what}: peer must be a rank in 0..${this.size - 1} other than this rank (${this.rank}), got ${peer}`);
     }
-    return this.links[peer]!;
+    const link = this.links[peer];
+    if (!link) throw new UsageError(`${what}: no link to rank ${peer} (ring topology: only ranks ${ringNeighbours(this.rank, this.size).join(' and ')})`);
+    return link;
   }
 
   private opts(o?: OpOptions): OpOptions {
@@ -137,6 +157,7 @@ export class MeshGroup implements Group {
         return () => (buf instanceof Float32Array ? new Float32Array(ab, count * elem * slot++, count) : new Uint16Array(ab, count * elem * slot++, count));
       };
       const acc = (count: number) => new Float32Array(this.accumulator.get(count * 4), 0, count);
+      if (this.topology === 'ring' && this.size > 2) return this.ringAllReduce(buf, op, o);
       if (this.size === 2 || buf.byteLength <= this.small) {
         const next = staging(buf.length);
         const contributions: ReducibleBuffer[] = [];
@@ -189,6 +210,27 @@ export class MeshGroup implements Group {
     });
   }
 
+  /** Ring reduce-scatter then all-gather (collectives/schedule.ts), one step at a time. */
+  private async ringAllReduce(buf: ReducibleBuffer, op: ReduceOp, o: OpOptions): Promise<void> {
+    const n = this.size;
+    const next = (this.rank + 1) % n;
+    const prev = (this.rank - 1 + n) % n;
+    const elem = buf.BYTES_PER_ELEMENT;
+    const segs = segments(buf.length, n);
+    const maxSeg = Math.max(...segs.map(([a, b]) => b - a));
+    const ab = this.stage.get(maxSeg * elem);
+    const stage = buf instanceof Float32Array ? new Float32Array(ab, 0, maxSeg) : new Uint16Array(ab, 0, maxSeg);
+    const part = (a: number, b: number) => new Uint8Array(buf.buffer, buf.byteOffset + a * elem, (b - a) * elem);
+    for (const step of ringSteps(this.rank, n)) {
+      const [ra, rb] = segs[step.recv]!;
+      const [sa, sb] = segs[step.send]!;
+      const into = step.reduce ? new Uint8Array(ab, 0, (rb - ra) * elem) : part(ra, rb);
+      await this.step([[prev, into]], [[next, part(sa, sb)]], o);
+      // buf[i] = buf[i] op stage[i - ra]
+      if (step.reduce) combine(op, buf, buf, stage, ra, rb, 0);
+    }
+  }
+
   allGather(input: ArrayBufferView, output: ArrayBufferView, options?: OpOptions): Promise<void> {
     if (output.byteLength !== input.byteLength * this.size) {
       return Promise.reject(
@@ -199,6 +241,17 @@ export class MeshGroup implements Group {
       const out = bytesOf(output);
       const len = input.byteLength;
       out.set(bytesOf(input), this.rank * len);
+      if (this.topology === 'ring' && this.size > 2) {
+        // Block (rank - s) moves one hop per step; after size-1 steps every rank holds every block.
+        const n = this.size;
+        const block = (k: number) => out.subarray(k * len, (k + 1) * len);
+        for (let s = 0; s < n - 1; s++) {
+          const sendBlock = (this.rank - s + n) % n;
+          const recvBlock = (this.rank - s - 1 + n) % n;
+          await this.step([[(this.rank - 1 + n) % n, block(recvBlock)]], [[(this.rank + 1) % n, block(sendBlock)]], this.opts(options));
+        }
+        return;
+      }
       const recvs: Array<[number, Uint8Array]> = [];
       const sends: Array<[number, Uint8Array]> = [];
       for (let p = 0; p < this.size; p++) {
@@ -211,6 +264,10 @@ export class MeshGroup implements Group {
   }
 
   barrier(options?: OpOptions): Promise<void> {
+    if (this.topology === 'ring' && this.size > 2) {
+      // An all-gather of one byte per rank: nobody finishes before every rank's byte went round.
+      return this.allGather(new Uint8Array(1), new Uint8Array(this.size), options);
+    }
     return this.serial(async () => {
       if (this.size === 1) return;
       const token = new Uint8Array([1]);

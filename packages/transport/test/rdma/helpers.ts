@@ -123,6 +123,7 @@ export interface SimMeshOptions extends SimFabricOptions {
   fallbackFor?: (rank: number) => (peer: number, reason: string) => Promise<PeerLink>;
   /** One device per host serving every peer (default: one cable, one device, per peer). */
   singleDevice?: boolean;
+  topology?: 'mesh' | 'ring';
 }
 
 export interface SimMesh {
@@ -163,6 +164,7 @@ export async function simMesh(o: SimMeshOptions): Promise<SimMesh> {
         depth: o.depth ?? 2,
         sizeClasses: o.sizeClasses ?? [4096, 16_384, 65_536],
         smallAllReduceBytes: o.smallAllReduceBytes,
+        topology: o.topology,
       }),
     ),
   );
