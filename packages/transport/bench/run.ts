@@ -73,11 +73,15 @@ async function rawBaseline(quick: boolean): Promise<{ pingPongUs: number; bulkMB
 }
 
 /**
- * All-reduce latency: every rank runs the operations back to back and times each one; the result
- * is the slowest rank's median, after dropping warm-up iterations.
+ * All-reduce latency, OSU-style: a barrier (not timed) lines the ranks up before each operation,
+ * every rank times each operation; the result is the slowest rank's median after warm-up.
  */
 async function allReduceMs(mesh: Mesh, bytes: number, iterations: number, warmup: number): Promise<number> {
-  const rs = await mesh.all<{ ms: number[] }>('allreduce', () => ({ elements: bytes / 4, iterations: iterations + warmup, verify: false }), 300_000);
+  const rs = await mesh.all<{ ms: number[] }>(
+    'allreduce',
+    () => ({ elements: bytes / 4, iterations: iterations + warmup, verify: false, barrier: true }),
+    300_000,
+  );
   return Math.max(...rs.map((r) => median(r.ms.slice(warmup))));
 }
 

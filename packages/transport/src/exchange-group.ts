@@ -50,6 +50,8 @@ class ExchangeGroup implements Group {
   /** Collectives run one at a time, in call order; the counter tags their messages. */
   #opSeq = 0;
   #tail: Promise<unknown> = Promise.resolve();
+  /** Collectives started or queued and not yet finished. */
+  #running = 0;
   /** Set once the group is closed or broken; every later call rejects with it. */
   #broken: GroupClosedError | null = null;
 
@@ -144,11 +146,17 @@ class ExchangeGroup implements Group {
     }
     // The counter is taken at call time so that the tag depends only on call order.
     const opSeq = this.#opSeq++;
-    const result = this.#tail.then(async () => {
-      this.#ready();
-      options?.signal?.throwIfAborted();
-      await run(opSeq, io, (err) => this.#fail(err));
-    });
+    const start = async () => {
+      try {
+        this.#ready();
+        options?.signal?.throwIfAborted();
+        await run(opSeq, io, (err) => this.#fail(err));
+      } finally {
+        this.#running--;
+      }
+    };
+    // Fast path: nothing queued, start now instead of behind an already-settled tail.
+    const result = this.#running++ === 0 ? start() : this.#tail.then(start);
     this.#tail = result.catch(() => {});
     return result;
   }

@@ -49,12 +49,26 @@ async function direct(ex: Exchange, buf: ReducibleBuffer, op: ReduceOp, p: AllRe
   const count = buf.length;
   const tag = collectiveTag(p.opSeq, 0);
   const bytes = view(buf);
-  const parts = chunks([0, count], Math.max(1, Math.floor(p.chunkBytes / es)));
+  const chunkElems = Math.max(1, Math.floor(p.chunkBytes / es));
   const stage = p.scratch.get(count * es * (size - 1));
-  const acc = new Float32Array(p.accumulator.get(Math.min(count, parts[0][1] - parts[0][0]) * 4));
+  const acc = new Float32Array(p.accumulator.get(Math.min(count, chunkElems) * 4));
   // sources[r] is rank r's contribution, indexed like buf.
   const sources: ReducibleBuffer[] = [];
   for (let r = 0, slot = 0; r < size; r++) sources.push(r === rank ? buf : sameKind(buf, stage, count * slot++, count));
+
+  if (count <= chunkElems) {
+    // One chunk (the latency-bound case): no per-chunk promise chains.
+    const ops: Promise<void>[] = [];
+    for (let k = 1; k < size; k++) ops.push(ex.send((rank + k) % size, tag, bytes, p.io));
+    for (let k = 1; k < size; k++) {
+      const peer = (rank - k + size) % size;
+      ops.push(ex.recv(peer, tag, view(sources[peer]), p.io));
+    }
+    await settleAll(ops, p.onError);
+    reduceInRankOrder(op, buf, sources, 0, count, acc);
+    return;
+  }
+  const parts = chunks([0, count], chunkElems);
 
   const pending: Promise<void>[] = [];
   for (const [a, b] of parts) {
@@ -122,15 +136,11 @@ async function ring(ex: Exchange, buf: ReducibleBuffer, op: ReduceOp, p: AllRedu
  * failure; the group uses it to fail all links, which settles the rest promptly.
  */
 export async function settleAll(ps: Promise<unknown>[], onError: (err: unknown) => void): Promise<void> {
-  let first: { err: unknown } | null = null;
-  const watched = ps.map((pr) =>
-    pr.catch((err) => {
-      if (!first) {
-        first = { err };
-        onError(err);
-      }
-    }),
-  );
-  await Promise.all(watched);
-  if (first) throw (first as { err: unknown }).err;
+  try {
+    await Promise.all(ps);
+  } catch (err) {
+    onError(err);
+    await Promise.allSettled(ps);
+    throw err;
+  }
 }

@@ -129,6 +129,21 @@ export class PeerConnection {
       return Promise.reject(this.#error);
     }
     const seq = this.#txSeq++;
+    // Small frame: header and payload copied into one slot of the send ring, one write.
+    const slot = this.#sealer || bytes.length > SMALL_FRAME_MAX ? null : this.#slab.reserve(FRAME_HEADER_BYTES + bytes.length);
+    if (slot) {
+      encodeHeader(slot, 0, KIND_DATA, tag, seq, bytes.length);
+      slot.set(bytes, FRAME_HEADER_BYTES);
+      return new Promise<void>((resolve, reject) => {
+        const entry: PendingSend = { resolve, reject, at: performance.now(), timeoutMs: o.timeoutMs };
+        this.#sends.add(entry);
+        if (o.signal) this.#watchAbort(entry, o.signal);
+        this.#socket.write(slot, (err) => {
+          this.#slab.release();
+          this.#sent(entry, err);
+        });
+      });
+    }
     let header: Uint8Array;
     if (this.#headersInFlight < HEADER_RING) {
       header = this.#headers.subarray(this.#headerNext * FRAME_HEADER_BYTES, (this.#headerNext + 1) * FRAME_HEADER_BYTES);
@@ -142,38 +157,12 @@ export class PeerConnection {
     return new Promise<void>((resolve, reject) => {
       const entry: PendingSend = { resolve, reject, at: performance.now(), timeoutMs: o.timeoutMs };
       this.#sends.add(entry);
-      if (o.signal) {
-        entry.signal = o.signal;
-        entry.onAbort = () => {
-          // Bytes already queued cannot be recalled: the stream is out of step, so the link fails.
-          this.#sends.delete(entry);
-          reject(o.signal!.reason);
-          this.fail(new PeerClosedError(this.peer, 'a send was aborted mid-transfer'));
-        };
-        o.signal.addEventListener('abort', entry.onAbort, { once: true });
-      }
+      if (o.signal) this.#watchAbort(entry, o.signal);
       const done = (err?: Error | null) => {
         this.#headersInFlight--;
-        this.#lastTx = performance.now();
-        if (!this.#sends.delete(entry)) return;
-        if (entry.onAbort) entry.signal?.removeEventListener('abort', entry.onAbort);
-        if (err) {
-          const e = new PeerClosedError(this.peer, err.message, { cause: err });
-          reject(e);
-          this.fail(e);
-        } else resolve();
+        this.#sent(entry, err);
       };
       const s = this.#socket;
-      const small = this.#sealer || bytes.length > SMALL_FRAME_MAX ? null : this.#slab.reserve(FRAME_HEADER_BYTES + bytes.length);
-      if (small) {
-        small.set(header.subarray(0, FRAME_HEADER_BYTES));
-        small.set(bytes, FRAME_HEADER_BYTES);
-        s.write(small, (err) => {
-          this.#slab.release();
-          done(err);
-        });
-        return;
-      }
       s.cork();
       if (this.#sealer) {
         const [ct, tagBytes] = this.#sealer.seal(seq, header, bytes);
@@ -188,6 +177,29 @@ export class PeerConnection {
       }
       s.uncork();
     });
+  }
+
+  #watchAbort(entry: PendingSend, signal: AbortSignal): void {
+    entry.signal = signal;
+    entry.onAbort = () => {
+      // Bytes already queued cannot be recalled: the stream is out of step, so the link fails.
+      this.#sends.delete(entry);
+      entry.reject(signal.reason);
+      this.fail(new PeerClosedError(this.peer, 'a send was aborted mid-transfer'));
+    };
+    signal.addEventListener('abort', entry.onAbort, { once: true });
+  }
+
+  /** A write finished (or failed). */
+  #sent(entry: PendingSend, err: Error | null | undefined): void {
+    this.#lastTx = performance.now();
+    if (!this.#sends.delete(entry)) return;
+    if (entry.onAbort) entry.signal?.removeEventListener('abort', entry.onAbort);
+    if (err) {
+      const e = new PeerClosedError(this.peer, err.message, { cause: err });
+      entry.reject(e);
+      this.fail(e);
+    } else entry.resolve();
   }
 
   recv(tag: number, into: Uint8Array, o: ExchangeOpOptions): Promise<void> {

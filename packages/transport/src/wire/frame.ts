@@ -32,13 +32,22 @@ export function encodeHeader(out: Uint8Array, offset: number, kind: number, tag:
   if (!Number.isInteger(length) || length < 0 || length > 0xffffffff) {
     throw new FrameError(`frame length must be 0..4294967295, got ${length}`);
   }
-  const v = new DataView(out.buffer, out.byteOffset + offset, FRAME_HEADER_BYTES);
-  v.setUint16(0, FRAME_MAGIC);
-  v.setUint8(2, kind);
-  v.setUint8(3, 0);
-  v.setUint32(4, tag >>> 0);
-  v.setUint32(8, seq >>> 0);
-  v.setUint32(12, length);
+  // Byte by byte (big-endian): no DataView allocated per frame.
+  const o = offset;
+  out[o] = FRAME_MAGIC >>> 8;
+  out[o + 1] = FRAME_MAGIC & 0xff;
+  out[o + 2] = kind;
+  out[o + 3] = 0;
+  writeU32(out, o + 4, tag >>> 0);
+  writeU32(out, o + 8, seq >>> 0);
+  writeU32(out, o + 12, length);
+}
+
+function writeU32(out: Uint8Array, o: number, v: number): void {
+  out[o] = v >>> 24;
+  out[o + 1] = (v >>> 16) & 0xff;
+  out[o + 2] = (v >>> 8) & 0xff;
+  out[o + 3] = v & 0xff;
 }
 
 export interface FrameSink {
