@@ -177,4 +177,26 @@ describe.skipIf(!netnsAvailable())('serving across network namespaces', () => {
     expect(after.length).toBeGreaterThan(0);
     expect(after.every((i: any) => !i.nodes.includes(victimId))).toBe(true);
   }, 180_000);
+
+  it('killing the node that drives the instance ends a stream served through another node with an error within 5 s', async () => {
+    const alive = daemons.filter((d) => !d.exited());
+    expect(alive).toHaveLength(2);
+    const instance = await load(alive[0], 'pipeline');
+    const ids = alive.map(peerOf);
+    const driver = alive[ids.indexOf(instance.stages[0].nodes[0])];
+    const api = alive.find((d) => d !== driver)!;
+    let killedAt = 0;
+    let pieces = 0;
+    const lines = await client(api.host, 'stream-log', { body: { model: MODEL, messages: [{ role: 'user', content: 'Tell it again' }], max_tokens: 1800, temperature: 0 } }, (v) => {
+      if (v.kind === 'piece' && ++pieces === 5) {
+        killedAt = Date.now();
+        driver.kill('SIGKILL');
+      }
+    });
+    const last = lines[lines.length - 1];
+    expect(killedAt).toBeGreaterThan(0);
+    expect(last.kind, JSON.stringify(last)).toBe('error');
+    expect(last.t - killedAt).toBeLessThan(5000);
+    console.log(`driver killed: stream error after ${last.t - killedAt} ms`);
+  }, 120_000);
 });

@@ -4,8 +4,10 @@
  * either daemon with the unsplit model's greedy text.
  */
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { spawn } from 'node:child_process';
 import os from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generate, loadInProcessModel, loadTokenizer } from '@orchard/engine';
@@ -56,6 +58,18 @@ afterAll(async () => {
 });
 
 const prompt = 'In the beginning';
+const CLI = join(dirname(fileURLToPath(import.meta.url)), '../../src/cli/main.ts');
+
+function runCli(args: string[]): Promise<{ stdout: string; stderr: string; code: number | null }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', CLI, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    child.on('exit', (code) => resolve({ stdout, stderr, code }));
+  });
+}
 
 async function expected(maxTokens: number): Promise<string> {
   const tok = loadTokenizer(modelDir);
@@ -78,6 +92,13 @@ describe('serving on a 2-daemon pod', () => {
         expect(res.status, JSON.stringify(out)).toBe(200);
         expect(out.choices[0].text).toBe(want);
         expect(out.usage.completion_tokens).toBeGreaterThan(0);
+      }
+      if (strategy === 'pipeline') {
+        // The terminal client against the same daemon: streams the reply and reports tokens/s.
+        const out = await runCli(['chat', MODEL, '--url', `http://127.0.0.1:${daemons[0].apiPort}`, '-m', 'hello', '--temperature', '0', '--max-tokens', '12']);
+        const viaApi = (await (await api(daemons[0], '/v1/chat/completions', { method: 'POST', body: JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'hello' }], max_tokens: 12, temperature: 0 }) })).json()) as any;
+        expect(out.stdout).toBe(viaApi.choices[0].message.content);
+        expect(out.stderr).toMatch(/\[\d+ tokens, [\d.]+ tok\/s/);
       }
       const del = await api(daemons[0], `/api/instances/${body.instance.id}`, { method: 'DELETE' });
       expect(del.status).toBe(204);
