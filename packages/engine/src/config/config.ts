@@ -8,6 +8,8 @@ import { join } from 'node:path';
 import { ModelFormatError, UnsupportedModelError } from '../errors.js';
 import { lookupArchitecture, supportedArchitectures } from './architectures/registry.js';
 import type { ArchitectureCaps } from './architectures/types.js';
+import { isGgufPath } from '../gguf/read.js';
+import { loadGgufConfig } from '../gguf/read-model.js';
 
 export interface RopeScaling {
   type: 'llama3' | 'linear';
@@ -69,6 +71,7 @@ function ids(v: unknown): number[] {
 
 /** Loads and validates `dir/config.json` (+ `generation_config.json` when present). */
 export function loadModelConfig(dir: string): ModelConfig {
+  if (isGgufPath(dir)) return loadGgufConfig(dir);
   const path = join(dir, 'config.json');
   const c = readJson(path, true)!;
   const gen = readJson(join(dir, 'generation_config.json'), false);

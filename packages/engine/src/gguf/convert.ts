@@ -18,6 +18,7 @@ import { loadModelConfig, type ModelConfig } from '../config/config.js';
 import { ModelFormatError, UnsupportedModelError } from '../errors.js';
 import { BF16_TO_F32, F16_TO_F32, f32ToF16Bits } from '../numeric/half.js';
 import { Checkpoint } from '../safetensors/checkpoint.js';
+import { quantizeQ4_0, quantizeQ8_0 } from '../kernels/wasm/quant-reference.js';
 import { gguf, writeGguf, type GgufMetadata, type GgufTensorSource, type GgufTensorType, type WrittenGguf } from './write.js';
 
 export type GgufArch = 'llama' | 'qwen2' | 'qwen3';
@@ -33,8 +34,12 @@ const ARCH_OF: Record<string, GgufArch> = {
 const TOKEN_TYPE = { NORMAL: 1, CONTROL: 3, USER_DEFINED: 4, UNUSED: 5 } as const;
 
 export interface HfToGgufOptions {
-  /** Type of 2-D tensors. @default 'f16' when the checkpoint's matrices are all F16, else 'f32' */
-  dtype?: 'f32' | 'f16';
+  /**
+   * Type of 2-D tensors. @default 'f16' when the checkpoint's matrices are all F16, else 'f32'.
+   * 'q8_0'/'q4_0' quantize every matrix (embedding and output included, like llama-quantize --pure)
+   * with ggml's reference quantizers; a matrix whose rows are not whole 32-blocks stays F16.
+   */
+  dtype?: 'f32' | 'f16' | 'q8_0' | 'q4_0';
   /** `general.name`. @default the directory's base name */
   name?: string;
 }
@@ -60,7 +65,9 @@ export function hfToGguf(dir: string, outFile: string, options: HfToGgufOptions 
     const dtype = options.dtype ?? (matrixDtypes.every((d) => d === 'F16') ? 'f16' : 'f32');
     const tensors: GgufTensorSource[] = hfNames.map(({ hf, gguf: name, permuteHeads }) => {
       const info = ckpt.info(hf);
-      const type: GgufTensorType = info.shape.length >= 2 && dtype === 'f16' ? 'F16' : 'F32';
+      const matrix = info.shape.length >= 2;
+      const cols = info.shape[info.shape.length - 1];
+      const type: GgufTensorType = !matrix || dtype === 'f32' ? 'F32' : dtype === 'f16' || cols % 32 ? 'F16' : dtype === 'q8_0' ? 'Q8_0' : 'Q4_0';
       return {
         name,
         type,
@@ -68,7 +75,7 @@ export function hfToGguf(dir: string, outFile: string, options: HfToGgufOptions 
         data: () => {
           let values = readAsF32(ckpt, hf);
           if (permuteHeads) values = permuteRope(values, info.shape, permuteHeads, cfg.headDim, hf);
-          return encode(values, type);
+          return encode(values, type, info.shape);
         },
       };
     });
@@ -80,7 +87,7 @@ export function hfToGguf(dir: string, outFile: string, options: HfToGgufOptions 
     const metadata: GgufMetadata = {
       'general.architecture': gguf.str(arch),
       'general.name': gguf.str(options.name ?? basename(dir)),
-      'general.file_type': gguf.u32(dtype === 'f16' ? 1 : 0),
+      'general.file_type': gguf.u32({ f32: 0, f16: 1, q4_0: 2, q8_0: 7 }[dtype]),
       ...hyperParameters(arch, cfg),
       ...tokenizerMetadata(dir, cfg),
     };
@@ -119,6 +126,7 @@ function tensorPlan(cfg: ModelConfig, ckpt: Checkpoint): PlannedTensor[] {
       plan.push({ hf: `${p}.self_attn.k_norm.weight`, gguf: `${b}.attn_k_norm.weight` });
     }
     plan.push({ hf: `${p}.self_attn.o_proj.weight`, gguf: `${b}.attn_output.weight` });
+    if (cfg.oBias) plan.push({ hf: `${p}.self_attn.o_proj.bias`, gguf: `${b}.attn_output.bias` });
     plan.push({ hf: `${p}.post_attention_layernorm.weight`, gguf: `${b}.ffn_norm.weight` });
     plan.push({ hf: `${p}.mlp.gate_proj.weight`, gguf: `${b}.ffn_gate.weight` });
     plan.push({ hf: `${p}.mlp.up_proj.weight`, gguf: `${b}.ffn_up.weight` });
@@ -179,8 +187,12 @@ export function permuteRope(values: Float32Array, shape: readonly number[], head
   return out;
 }
 
-function encode(values: Float32Array, type: GgufTensorType): Uint8Array {
+function encode(values: Float32Array, type: GgufTensorType, shape: readonly number[] = [values.length]): Uint8Array {
   if (type === 'F32') return new Uint8Array(values.buffer, values.byteOffset, values.byteLength);
+  if (type === 'Q8_0' || type === 'Q4_0') {
+    const cols = shape[shape.length - 1];
+    return (type === 'Q8_0' ? quantizeQ8_0 : quantizeQ4_0)(values, values.length / cols, cols);
+  }
   const bits = new Uint16Array(values.length);
   for (let i = 0; i < values.length; i++) bits[i] = f32ToF16Bits(values[i]);
   return new Uint8Array(bits.buffer);

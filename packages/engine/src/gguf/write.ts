@@ -33,10 +33,11 @@ export const GgufValueType = {
 } as const;
 export type GgufScalarType = Exclude<keyof typeof GgufValueType, 'ARRAY'>;
 
-/** ggml tensor type ids this writer produces. */
-export const GgmlType = { F32: 0, F16: 1 } as const;
+/** ggml tensor type ids this writer produces (Q8_0/Q4_0: blocks of 32 along the innermost dimension). */
+export const GgmlType = { F32: 0, F16: 1, Q4_0: 2, Q8_0: 8 } as const;
 export type GgufTensorType = keyof typeof GgmlType;
-const GGML_TYPE_SIZE: Record<GgufTensorType, number> = { F32: 4, F16: 2 };
+/** [elements, bytes] per block. */
+const GGML_BLOCK: Record<GgufTensorType, [number, number]> = { F32: [1, 4], F16: [1, 2], Q4_0: [32, 18], Q8_0: [32, 34] };
 
 export type GgufMetadataValue =
   | { type: GgufScalarType; value: number | bigint | boolean | string }
@@ -189,10 +190,12 @@ export function writeGguf(path: string, metadata: GgufMetadata, tensors: readonl
   for (const t of tensors) {
     if (names.has(t.name)) throw new Error(`GGUF: tensor ${t.name} given twice`);
     names.add(t.name);
-    if (!(t.type in GgmlType)) throw new Error(`GGUF: tensor ${t.name} has unsupported type ${t.type} (F32 or F16)`);
+    if (!(t.type in GgmlType)) throw new Error(`GGUF: tensor ${t.name} has unsupported type ${t.type} (F32, F16, Q8_0 or Q4_0)`);
     if (t.shape.length < 1 || t.shape.length > 4 || !t.shape.every((d) => Number.isSafeInteger(d) && d > 0)) {
       throw new Error(`GGUF: tensor ${t.name} has invalid shape [${t.shape}] (1 to 4 positive dimensions)`);
     }
+    const inner = t.shape[t.shape.length - 1];
+    if (inner % GGML_BLOCK[t.type][0]) throw new Error(`GGUF: tensor ${t.name} is ${t.type} but its innermost dimension ${inner} is not a multiple of ${GGML_BLOCK[t.type][0]}`);
   }
 
   const h = new ByteWriter();
@@ -216,7 +219,8 @@ export function writeGguf(path: string, metadata: GgufMetadata, tensors: readonl
   let offset = 0;
   for (const t of tensors) {
     const dims = [...t.shape].reverse();
-    const bytes = t.shape.reduce((a, b) => a * b, 1) * GGML_TYPE_SIZE[t.type];
+    const [blockElems, blockBytes] = GGML_BLOCK[t.type];
+    const bytes = (t.shape.reduce((a, b) => a * b, 1) / blockElems) * blockBytes;
     h.string(t.name);
     h.u32(dims.length);
     for (const d of dims) h.u64(d);

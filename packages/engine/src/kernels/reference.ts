@@ -6,6 +6,7 @@
  */
 import { BF16_TO_F32, F16_TO_F32 } from '../numeric/half.js';
 import type { Backend, Weight } from './backend.js';
+import { dequantizeRow } from './wasm/quant-reference.js';
 
 /** Row `r` of `w` as f32 into `dst` (cols values). */
 function widenRow(dst: Float32Array, w: Weight, r: number): void {
@@ -26,6 +27,12 @@ function widenRow(dst: Float32Array, w: Weight, r: number): void {
       for (let c = 0; c < cols; c++) dst[c] = BF16_TO_F32[src[start + c]];
       return;
     }
+    case 'q8_0':
+    case 'q4_0':
+      // GGUF blocks dequantized exactly (q·d in f32); activations stay f32, unlike the WASM kernels.
+      if (cols % 32) throw new Error(`reference backend: ${w.dtype} weight [${w.rows}, ${cols}] needs a column count that is a multiple of 32`);
+      dequantizeRow(w.dtype, w.bytes, cols, r, dst);
+      return;
     default:
       throw new Error(`reference backend: dtype ${w.dtype} not implemented`);
   }

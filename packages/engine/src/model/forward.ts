@@ -6,6 +6,9 @@
  * (vocab-split) embedding lookup and after the (vocab-split) LM head.
  */
 import { Checkpoint } from '../safetensors/checkpoint.js';
+import { GgufCheckpoint } from '../gguf/read-model.js';
+import { isGgufPath } from '../gguf/read.js';
+import { dequantizeRow } from '../kernels/wasm/quant-reference.js';
 import { loadModelConfig, type ModelConfig } from '../config/config.js';
 import { UnsupportedModelError } from '../errors.js';
 import type { AttentionArgs, Backend } from '../kernels/backend.js';
@@ -280,6 +283,10 @@ function widenRow(dst: Float32Array, w: { dtype: string; cols: number; bytes: Ui
     dst.set(new Float32Array(w.bytes.buffer, w.bytes.byteOffset + r * cols * 4, cols));
     return;
   }
+  if (w.dtype === 'q8_0' || w.dtype === 'q4_0') {
+    dequantizeRow(w.dtype, w.bytes, cols, r, dst);
+    return;
+  }
   const src = new Uint16Array(w.bytes.buffer, w.bytes.byteOffset + r * cols * 2, cols);
   const table = w.dtype === 'f16' ? F16_TO_F32 : BF16_TO_F32;
   for (let i = 0; i < cols; i++) dst[i] = table[src[i]];
@@ -327,7 +334,8 @@ function prepare(dir: string, spec: ShardSpec, options: LoadShardOptions) {
   }
   if (spec.tensor.size > 1 && !options.allReduce) throw new UnsupportedModelError('a tensor-parallel shard needs an allReduce callback');
   const slice = tensorSlice(config, spec.tensor.rank, spec.tensor.size);
-  const ckpt = Checkpoint.open(dir);
+  // `dir` may also name a GGUF file: its tensors are read under their Hugging Face names.
+  const ckpt = isGgufPath(dir) ? GgufCheckpoint.open(dir, config) : Checkpoint.open(dir);
   return { config, slice, backend: options.backend ?? createReferenceBackend(), ckpt };
 }
 

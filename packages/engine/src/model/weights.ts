@@ -5,12 +5,14 @@
  */
 import { basename } from 'node:path';
 import type { ModelConfig } from '../config/config.js';
-import { ModelFormatError } from '../errors.js';
+import { ModelFormatError, UnsupportedModelError } from '../errors.js';
 import type { Backend, DType, Weight } from '../kernels/backend.js';
+import { QK, isQuantized, weightBytes } from '../kernels/wasm/formats.js';
 import { BF16_TO_F32, F16_TO_F32 } from '../numeric/half.js';
 import type { Checkpoint } from '../safetensors/checkpoint.js';
 import type { SafetensorsFile } from '../safetensors/reader.js';
 import { SAFETENSORS_DTYPE_SIZES } from '../safetensors/format.js';
+import type { GgufCheckpoint } from '../gguf/read-model.js';
 import type { ShardSpec } from '../shard.js';
 import type { TensorSlice } from './tensor-split.js';
 
@@ -54,11 +56,16 @@ export interface ShardWeights {
   head: Weight | null;
 }
 
-const DTYPES: Record<string, DType> = { F32: 'f32', F16: 'f16', BF16: 'bf16' };
+// Q8_0/Q4_0 come from GGUF files (gguf/read-model.ts); they stay in their 32-element blocks.
+const DTYPES: Record<string, DType> = { F32: 'f32', F16: 'f16', BF16: 'bf16', Q8_0: 'q8_0', Q4_0: 'q4_0' };
+
+/** Where weights come from: a safetensors checkpoint or a GGUF file presenting Hugging Face names. */
+export type WeightSource = Checkpoint | GgufCheckpoint;
+type WeightFile = SafetensorsFile | GgufCheckpoint;
 
 /** One block of one tensor to read into `dest`, then `after` (widening) once it is in. */
 interface PendingRead {
-  file: SafetensorsFile;
+  file: WeightFile;
   name: string;
   dest: Uint8Array;
   rows: [number, number];
@@ -74,7 +81,7 @@ class WeightPlanner {
   readonly reads: PendingRead[] = [];
 
   constructor(
-    readonly ckpt: Checkpoint,
+    readonly ckpt: WeightSource,
     readonly backend: Backend,
   ) {}
 
@@ -84,7 +91,7 @@ class WeightPlanner {
     const info = file.info(name);
     const fname = basename(file.path);
     if (!(info.dtype in DTYPES)) {
-      throw new ModelFormatError(`${fname}: tensor ${name} has dtype ${info.dtype}; expected F32, F16 or BF16`, file.path, name);
+      throw new ModelFormatError(`${fname}: tensor ${name} has dtype ${info.dtype}; expected F32, F16, BF16 (or Q8_0/Q4_0 in GGUF)`, file.path, name);
     }
     if (info.shape.length !== shape.length || info.shape.some((d, i) => d !== shape[i])) {
       throw new ModelFormatError(
@@ -93,13 +100,19 @@ class WeightPlanner {
         name,
       );
     }
-    return { file, dtype: DTYPES[info.dtype], el: SAFETENSORS_DTYPE_SIZES[info.dtype] };
+    return { file, dtype: DTYPES[info.dtype], el: SAFETENSORS_DTYPE_SIZES[info.dtype] ?? 0 };
   }
 
   /** Rows [r0, r1) × columns [c0, c1) of a [rows, cols] matrix, kept in its storage dtype. */
   matrix(name: string, rows: number, cols: number, r: [number, number], c: [number, number] = [0, cols]): Weight {
     const { file, dtype, el } = this.#check(name, [rows, cols]);
-    const w: Weight = { dtype, rows: r[1] - r[0], cols: c[1] - c[0], bytes: this.backend.allocBytes((r[1] - r[0]) * (c[1] - c[0]) * el) };
+    if (isQuantized(dtype) && (c[0] % QK || c[1] % QK)) {
+      throw new UnsupportedModelError(
+        `${basename(file.path)}: cannot split ${name} (${dtype}) at columns [${c[0]}, ${c[1]}): a tensor-parallel slice of a quantized matrix must start and end on a ${QK}-element block boundary`,
+      );
+    }
+    const size = isQuantized(dtype) ? weightBytes(dtype, r[1] - r[0], c[1] - c[0]) : (r[1] - r[0]) * (c[1] - c[0]) * el;
+    const w: Weight = { dtype, rows: r[1] - r[0], cols: c[1] - c[0], bytes: this.backend.allocBytes(size) };
     this.reads.push({ file, name, dest: w.bytes, rows: r, cols: c });
     return w;
   }
@@ -107,6 +120,7 @@ class WeightPlanner {
   /** Elements [a, b) of a 1-D tensor of length n, widened to f32. */
   vector(name: string, n: number, range: [number, number] = [0, n]): Float32Array {
     const { file, dtype, el } = this.#check(name, [n]);
+    if (isQuantized(dtype)) throw new ModelFormatError(`${basename(file.path)}: 1-D tensor ${name} is ${dtype}; norms and biases must be F32, F16 or BF16`, file.path, name);
     const len = range[1] - range[0];
     const bytes = new Uint8Array(len * el);
     const out = this.backend.allocF32(len);
@@ -141,7 +155,7 @@ export async function readPlanAsync(reads: readonly PendingRead[], signal?: Abor
 
 /** The buffers of one shard's weights (allocated, still empty) and the reads that fill them. */
 export function planShardWeights(
-  ckpt: Checkpoint,
+  ckpt: WeightSource,
   config: ModelConfig,
   spec: ShardSpec,
   slice: TensorSlice,
