@@ -95,6 +95,24 @@ describe.skipIf(!gpu.ctx)(`GPU shard vs CPU forward${gpu.skip ? ` (skipped: ${gp
     });
   }
 
+  it('bad calls fail clearly: token outside the vocabulary, cache overflow, concurrent calls on one shard', async () => {
+    const dir = join(root, 'errors');
+    writeRandomModel(dir, { numLayers: 1, seed: 5 });
+    const cpu = loadShard(dir, full(1), { maxBatch: 16, maxSeqLen: 64 });
+    const g = await gpuFrom(cpu);
+    try {
+      const cache = await g.newCache(4);
+      await expect(g.forward({ tokens: [1, 99999] }, cache)).rejects.toThrow(/token id 99999 is outside the vocabulary 0\.\.263/);
+      await expect(g.forward({ tokens: [1, 2, 3, 4, 5] }, cache)).rejects.toThrow(/sequence of 5 tokens exceeds the KV cache capacity 4/);
+      const first = g.forward({ tokens: [1, 2] }, cache);
+      await expect(g.forward({ tokens: [3] }, cache)).rejects.toThrow(/already running on this shard/);
+      await first;
+      expect(cache.length).toBe(2);
+    } finally {
+      g.dispose();
+    }
+  });
+
   it('pipeline split (2 stages: hidden states cross) and tensor split (2 ranks: all-reduce) equal the unsplit CPU run', async () => {
     const dir = join(root, 'splits');
     writeRandomModel(dir, { variant: 'qwen2', numLayers: 3, numHeads: 4, numKvHeads: 2, seed: 3 });

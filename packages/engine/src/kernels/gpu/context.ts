@@ -211,8 +211,8 @@ export async function guarded<T>(ctx: GpuContext, what: string, fn: () => T): Pr
   try {
     value = fn();
   } finally {
-    const validation = await device.popErrorScope();
-    const oom = await device.popErrorScope();
+    // Both scopes are popped before awaiting, so concurrent callers cannot interleave with them.
+    const [validation, oom] = await Promise.all([device.popErrorScope(), device.popErrorScope()]);
     if (oom) throw new GpuOutOfMemoryError(`GPU out of memory allocating ${what}: ${oom.message}`);
     if (validation) throw new GpuValidationError(`GPU rejected ${what}: ${validation.message}`);
   }

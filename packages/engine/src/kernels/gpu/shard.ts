@@ -99,6 +99,7 @@ export class GpuShard {
   #readback!: Readback;
   #sampleDispatch: Map<number, Dispatch> = new Map();
   #cs: Float32Array;
+  #busy = false;
   #logitsHost: Float32Array;
 
   private constructor(ctx: GpuContext, o: GpuShardOptions) {
@@ -369,6 +370,10 @@ export class GpuShard {
    * this shard's and valid until the next call.
    */
   async forward(input: { tokens: ArrayLike<number> } | { hidden: Float32Array; n: number }, cache: GpuKVCache): Promise<Float32Array> {
+    return this.#exclusive(() => this.#forward(input, cache));
+  }
+
+  async #forward(input: { tokens: ArrayLike<number> } | { hidden: Float32Array; n: number }, cache: GpuKVCache): Promise<Float32Array> {
     const n = this.#writeInputs(input, cache, 0);
     const D = this.#config.hiddenSize;
     const bytes = this.#head ? this.#vocabSlice * 4 : n * D * 4;
@@ -392,6 +397,10 @@ export class GpuShard {
    * without a tensor split only (a vocab-split head needs the ranks' logits joined first).
    */
   async forwardSample(tokens: ArrayLike<number>, cache: GpuKVCache, sampling: { temperature?: number; seed?: number } = {}): Promise<number> {
+    return this.#exclusive(() => this.#forwardSample(tokens, cache, sampling));
+  }
+
+  async #forwardSample(tokens: ArrayLike<number>, cache: GpuKVCache, sampling: { temperature?: number; seed?: number }): Promise<number> {
     if (!this.#head || this.#allReduce) throw new Error('forwardSample: needs a head shard without a tensor split; use forward()');
     const n = this.#writeInputs({ tokens }, cache, sampling.seed ?? 0);
     const T = sampling.temperature ?? 0;
@@ -409,6 +418,17 @@ export class GpuShard {
     this.lastCall.readbackBytes += 8;
     cache.length += n;
     return r[0];
+  }
+
+  /** Activations and the staging buffer are shared by all calls: one call at a time per shard. */
+  async #exclusive<T>(fn: () => Promise<T>): Promise<T> {
+    if (this.#busy) throw new Error('GpuShard: a forward call is already running on this shard; await it first');
+    this.#busy = true;
+    try {
+      return await fn();
+    } finally {
+      this.#busy = false;
+    }
   }
 
   dispose(): void {
