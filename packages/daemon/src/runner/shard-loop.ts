@@ -23,10 +23,13 @@ const H = 8;
 /** Waits on an idle data plane: followers wait for the next request as long as the instance lives. */
 const IDLE_TIMEOUT_MS = 2 ** 31 - 1;
 
-export interface LoopTimeouts {
-  /** One data-plane step (a stage's compute plus the hop), ms. @default 30000 */
-  stepMs?: number;
-}
+/**
+ * A decode step that takes this many times longer than the recent average means a stage is gone
+ * silently (power, cable): the request fails then instead of after the generous `stepMs`.
+ */
+const STALL_FACTOR = 20;
+/** Never fail a decode step faster than this (scheduling noise on a busy machine). */
+const MIN_DECODE_TIMEOUT_MS = 2000;
 
 export interface GenerateRequest extends SamplingOptions {
   promptIds: number[];
@@ -118,6 +121,8 @@ export class Driver {
   readonly #header: Float64Array;
   #busy = false;
   #broken: Error | null = null;
+  /** Moving average of one decode step over the whole ring, ms (0 = none measured yet). */
+  #stepAvgMs = 0;
 
   constructor(ctx: Ctx) {
     this.#ctx = ctx;
@@ -128,16 +133,25 @@ export class Driver {
     return this.#broken;
   }
 
-  async #broadcast(): Promise<void> {
+  async #broadcast(timeoutMs = this.#ctx.stepMs): Promise<void> {
     const g = this.#ctx.group;
     const sends: Promise<void>[] = [];
-    for (let r = 1; r < g.size; r++) sends.push(g.send(r, this.#header, { timeoutMs: this.#ctx.stepMs }));
+    for (let r = 1; r < g.size; r++) sends.push(g.send(r, this.#header, { timeoutMs }));
     await Promise.all(sends);
+  }
+
+  /** Deadline for one decode step: generous until measured, then a multiple of the usual time. */
+  get decodeTimeoutMs(): number {
+    if (!this.#stepAvgMs) return this.#ctx.stepMs;
+    return Math.min(this.#ctx.stepMs, Math.max(MIN_DECODE_TIMEOUT_MS, STALL_FACTOR * this.#stepAvgMs));
   }
 
   /** One forward step over the whole instance; returns the sampled id when `sample`. */
   async #step(ids: ArrayLike<number>, cache: KVCache, sampler: Sampler | null, sample: boolean): Promise<number> {
-    const { group, layout, shard, stepMs } = this.#ctx;
+    const { group, layout, shard } = this.#ctx;
+    const decoding = ids.length === 1;
+    const stepMs = decoding ? this.decodeTimeoutMs : this.#ctx.stepMs;
+    const t0 = performance.now();
     const h = this.#header;
     const n = ids.length;
     h.fill(0);
@@ -145,7 +159,7 @@ export class Driver {
     h[1] = n;
     h[2] = sample ? 1 : 0;
     for (let i = 0; i < n; i++) h[H + i] = ids[i];
-    await this.#broadcast();
+    await this.#broadcast(stepMs);
     const out = await shard.forward({ tokens: h.subarray(H, H + n) }, cache);
     const S = layout.stages.length;
     if (S > 1) {
@@ -153,10 +167,18 @@ export class Driver {
       await Promise.all(stageMembers(layout, 1).map((r) => group.send(r, view, { timeoutMs: stepMs })));
     }
     if (!sample) return -1;
-    if (samplerRank(layout) === 0) return sampler!.sample(out);
-    const tok = new Int32Array(1);
-    await group.recv(samplerRank(layout), tok, { timeoutMs: stepMs * S });
-    return tok[0];
+    let id: number;
+    if (samplerRank(layout) === 0) id = sampler!.sample(out);
+    else {
+      const tok = new Int32Array(1);
+      await group.recv(samplerRank(layout), tok, { timeoutMs: decoding ? stepMs : stepMs * S });
+      id = tok[0];
+    }
+    if (decoding) {
+      const ms = performance.now() - t0;
+      this.#stepAvgMs = this.#stepAvgMs ? 0.9 * this.#stepAvgMs + 0.1 * ms : ms;
+    }
+    return id;
   }
 
   /**

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generate, loadInProcessModel } from '@orchard/engine';
 import { writeRandomModel } from '@orchard/engine/testing';
-import { createSimGroup } from '../../src/runner/transport.js';
+import { createSimFabric, createSimGroup } from '../../src/runner/transport.js';
 import { loadRankShard, startRank } from '../../src/runner/local.js';
 import { pipelineStages } from '@orchard/engine';
 import type { InstanceLayout } from '../../src/runner/layout.js';
@@ -77,4 +77,26 @@ describe('shard loop over a group', () => {
     expect(ranks[0].driver!.broken).not.toBeNull();
     await groups[0].close();
   });
+
+  it('a stage that goes silent (no close) fails the decode within a few seconds, not the 30 s step limit', async () => {
+    const layout = { stages: pipelineStages(4, 2), tensor: 1 };
+    const fabric = createSimFabric(2, { timeoutMs: 60_000 });
+    const ranks = fabric.groups.map((g) => startRank(g, layout, loadRankShard(dir, layout, g.rank, g), { stepMs: 30_000 }));
+    ranks[1].done.catch(() => undefined);
+    const driver = ranks[0].driver!;
+    let n = 0;
+    let stalledAt = 0;
+    const run = driver.generate({ promptIds: prompt, maxTokens: 10_000, stopTokenIds: [] }, () => {
+      if (++n === 20) {
+        stalledAt = Date.now();
+        fabric.stall(1);
+      }
+      return true;
+    });
+    await expect(run).rejects.toThrow();
+    expect(driver.decodeTimeoutMs).toBeLessThan(5000);
+    expect(Date.now() - stalledAt).toBeLessThan(5000);
+    fabric.kill(1);
+    await fabric.groups[0].close();
+  }, 20_000);
 });
