@@ -29,7 +29,7 @@ const IDLE_TIMEOUT_MS = 2 ** 31 - 1;
  */
 const STALL_FACTOR = 20;
 /** Never fail a decode step faster than this (scheduling noise on a busy machine). */
-const MIN_DECODE_TIMEOUT_MS = 2000;
+const MIN_DECODE_TIMEOUT_MS = 3000;
 
 export interface GenerateRequest extends SamplingOptions {
   promptIds: number[];
