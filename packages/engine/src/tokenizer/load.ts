@@ -7,6 +7,8 @@ import { join } from 'node:path';
 import { Template } from '@huggingface/jinja';
 import { Tokenizer } from '@huggingface/tokenizers';
 import { ModelFormatError } from '../errors.js';
+import { isGgufPath } from '../gguf/read.js';
+import { loadGgufTokenizer } from '../gguf/read-tokenizer.js';
 
 export interface ChatMessage {
   role: string;
@@ -44,6 +46,7 @@ function tokenText(v: unknown): string {
 }
 
 export function loadTokenizer(dir: string): ModelTokenizer {
+  if (isGgufPath(dir)) return loadGgufTokenizer(dir);
   const tjPath = join(dir, 'tokenizer.json');
   const tcPath = join(dir, 'tokenizer_config.json');
   const tokenizerJson = readJson(tjPath);

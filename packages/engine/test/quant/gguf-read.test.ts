@@ -15,6 +15,7 @@ import {
   loadInProcessModel,
   loadModelConfig,
   loadShard,
+  loadTokenizer,
   ModelFormatError,
   UnsupportedModelError,
 } from '@orchard/engine';
@@ -182,6 +183,18 @@ describe('GGUF models', () => {
     })();
     expect(err).toBeInstanceOf(UnsupportedModelError);
     expect(err!.message).toMatch(/model-q4_0\.gguf: cannot split model\.layers\.0\.self_attn\.o_proj\.weight \(q4_0\) at columns \[16, 32\).*32-element block/);
+  });
+
+  it('the GGUF tokenizer encodes and decodes like the HF directory it came from', () => {
+    const dir = model('tok', { variant: 'qwen2' });
+    const path = join(dir, 'm.gguf');
+    hfToGguf(dir, path, { dtype: 'f16' });
+    const a = loadTokenizer(dir);
+    const b = loadTokenizer(path);
+    for (const text of ['In the beginning', 'héllo wörld 123 <|im_end|>', '']) {
+      expect(b.encode(text), text).toEqual(a.encode(text));
+      expect(b.decode(a.encode(text))).toBe(a.decode(a.encode(text)));
+    }
   });
 
   it('refuses unsupported architectures and missing tensors by name', () => {
