@@ -83,7 +83,14 @@ bool LoadLibrary() {
   if (g_tried) return g_lib.handle != nullptr && g_lib.error.empty();
   g_tried = true;
   std::string errors;
-  for (const char* name : kLibraries) {
+  // ORCHARD_VERBS_LIBRARY names another library (a non-standard install, or the test suite's fake one).
+  std::vector<std::string> names;
+  const char* override_path = getenv("ORCHARD_VERBS_LIBRARY");
+  if (override_path && *override_path) names.push_back(override_path);
+  else
+    for (const char* name : kLibraries) names.push_back(name);
+  for (const std::string& n : names) {
+    const char* name = n.c_str();
     g_lib.handle = dlopen(name, RTLD_NOW | RTLD_LOCAL);
     if (g_lib.handle) {
       g_lib.library = name;

@@ -5,7 +5,9 @@
  * Nothing here talks to RDMA hardware: there is none on these machines.
  */
 import { spawnSync } from 'node:child_process';
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { addonStatus, DEFAULT_ADDON_PATH, loadVerbsAddon, nativeVerbs } from '../../src/rdma/native.js';
@@ -13,6 +15,8 @@ import { createRdmaGroup } from '../../src/rdma/index.js';
 import { memoryControl, memoryFallbacks } from './helpers.js';
 
 const INSTALL = fileURLToPath(new URL('../../native/install.mjs', import.meta.url));
+const FAKE_SRC = fileURLToPath(new URL('./fixtures/fake-verbs.c', import.meta.url));
+const FAKE_RUN = fileURLToPath(new URL('./fixtures/native-fake-run.ts', import.meta.url));
 const HAVE_HEADERS = existsSync('/usr/include/infiniband/verbs.h');
 const HAVE_COMPILER = spawnSync('c++', ['--version']).status === 0;
 const KERNEL_HAS_RDMA = existsSync('/sys/class/infiniband') && readdirSync('/sys/class/infiniband').length > 0;
@@ -71,4 +75,42 @@ describe('RDMA addon loading', () => {
       expect(slab.byteLength).toBe(4096);
     }
   });
+
+  it.runIf(HAVE_HEADERS && HAVE_COMPILER)(
+    'end to end through the real addon against a fake verbs library: control path, inline data path, native poll thread',
+    () => {
+      if (!existsSync(DEFAULT_ADDON_PATH)) spawnSync(process.execPath, [INSTALL], { encoding: 'utf8', timeout: 300_000 });
+      const dir = mkdtempSync(path.join(os.tmpdir(), 'orchard-fake-verbs-'));
+      try {
+        const lib = path.join(dir, 'libfakeverbs.so');
+        const cc = spawnSync('cc', ['-shared', '-fPIC', '-o', lib, FAKE_SRC, '-lpthread'], { encoding: 'utf8' });
+        expect(cc.status, cc.stderr).toBe(0);
+        const run = spawnSync(process.execPath, ['--import', 'tsx', FAKE_RUN], {
+          env: { ...process.env, ORCHARD_VERBS_LIBRARY: lib },
+          encoding: 'utf8',
+          timeout: 60_000,
+        });
+        expect(run.status, run.stderr).toBe(0);
+        const out = JSON.parse(run.stdout.trim().split('\n').pop()!);
+        expect(out.status).toMatchObject({ state: 'ready', library: lib, devices: ['rdma_en9'] });
+        expect(out.choices).toEqual([
+          [{ peer: 1, transport: 'rdma', reason: 'rdma_en9' }],
+          [{ peer: 0, transport: 'rdma', reason: 'rdma_en9' }],
+        ]);
+        expect(out.checks).toEqual({
+          'allReduce-1': true,
+          'allReduce-1023': true,
+          'allReduce-40003': true,
+          'send-1MB': true,
+          allGather: true,
+          barrier: true,
+        });
+        expect(out.nativeWaits).toBeGreaterThan(0);
+        // The fake puts the IPv4-mapped GID at index 2 and refuses RTR with any other sgid_index.
+        expect(out.readiness.devices[0]).toMatchObject({ device: 'rdma_en9', ready: true, ipv4Gid: { index: 2, ipv4: '10.9.9.9' } });
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    },
+  );
 });
