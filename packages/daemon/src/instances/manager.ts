@@ -439,9 +439,10 @@ export class InstanceManager {
     return !!s && s.ready && Date.now() - s.at < STATUS_FRESH_MS;
   }
 
-  statusOf(id: string): (InstanceStatus & { failed: string | null }) | null {
+  statusOf(id: string): InstanceStatus & { failed: string | null } {
+    const local = this.#local.get(id)?.executor?.load;
     const s = this.#status.get(id);
-    return s ? { ...s, ready: this.isReady(id), failed: this.#failed.get(id) ?? null } : this.#failed.has(id) ? { ready: false, active: 0, queued: 0, capacity: 0, at: 0, failed: this.#failed.get(id)! } : null;
+    return { active: 0, queued: 0, capacity: 0, at: 0, ...(s ?? {}), ...(local ?? {}), ready: this.isReady(id), failed: this.#failed.get(id) ?? null };
   }
 
   /** A ready instance of `model`, least loaded first; waits up to `timeoutMs` for one to become ready. */

@@ -49,7 +49,7 @@ function publicInstance(manager: InstanceManager, e: { id: string; model: string
     tensorParallel: p.layout.tensor,
     requested: p.requested,
     predicted: p.predicted,
-    status: manager.statusOf(e.id) ?? { ready: false },
+    status: manager.statusOf(e.id),
   };
 }
 

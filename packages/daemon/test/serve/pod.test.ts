@@ -85,6 +85,14 @@ describe('serving on a 2-daemon pod', () => {
       expect(placed.status, JSON.stringify(body)).toBe(201);
       expect(body.instance.strategy).toBe(strategy);
       expect(new Set(body.instance.nodes).size).toBe(2);
+      const plan = (await (await api(daemons[0], `/api/plan?model=${encodeURIComponent(MODEL)}&strategy=${strategy}&nodes=2`)).json()) as any;
+      expect(plan.plan.layout.tensor).toBe(strategy === 'tensor' ? 2 : 1);
+      expect(plan.plan.ranks).toHaveLength(2);
+      const listed = await waitFor('the instance listed as ready on the other daemon', async () => {
+        const l = (await (await api(daemons[0], '/api/instances')).json()) as any;
+        return l.instances.find((i: any) => i.id === body.instance.id)?.status.ready ? l : undefined;
+      }, 10_000);
+      expect(JSON.stringify(listed)).not.toContain('secret');
       const want = await expected(16);
       for (const d of daemons) {
         const res = await api(d, '/v1/completions', { method: 'POST', body: JSON.stringify({ model: MODEL, prompt, max_tokens: 16, temperature: 0 }) });
