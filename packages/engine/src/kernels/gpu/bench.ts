@@ -9,6 +9,7 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createReferenceBackend } from '../reference.js';
+import { createInProcessAllReduce } from '../../drivers/all-reduce.js';
 import { loadShard } from '../../model/forward.js';
 import { writeRandomModel } from '../../testing/random-model.js';
 import { Readback, createStorage, uploadWeight } from './buffers.js';
@@ -160,6 +161,24 @@ async function main(): Promise<void> {
     line(`decode, random llama ${layers}L d256 f16: GPU (${gshard.lastCall.submissions} submission, ${gshard.lastCall.readbackBytes} B back)`, `${gpuTokS.toFixed(1)} tok/s (${gbs(perToken * gpuTokS, 1)} weights)`);
     line(`decode, same model: CPU reference backend, 1 thread`, `${cpuTokS.toFixed(1)} tok/s (GPU/CPU ${(gpuTokS / cpuTokS).toFixed(2)}x)`);
     gshard.dispose();
+
+    // Tensor split across 2 in-process ranks: every all-reduce ends a submission and reads back n·hidden floats.
+    const reduces = createInProcessAllReduce(2);
+    const ranks = await Promise.all(
+      [0, 1].map(async (rank) => {
+        const rspec = { ...spec, tensor: { rank, size: 2 } };
+        const c = loadShard(dir, rspec, { allReduce: reduces[rank], maxBatch: 1, maxSeqLen: 1 });
+        return GpuShard.create(ctx, { config: c.config, spec: rspec, slice: c.slice, weights: c.weights, allReduce: reduces[rank], maxBatch: 16, maxSeqLen: 256 });
+      }),
+    );
+    const rcaches = await Promise.all(ranks.map((r) => r.newCache(256)));
+    await Promise.all(ranks.map((r, i) => r.forward({ tokens: [1, 2, 3, 4] }, rcaches[i])));
+    const s3 = performance.now();
+    for (let i = 0; i < tokens; i++) await Promise.all(ranks.map((r, j) => r.forward({ tokens: [i + 5] }, rcaches[j])));
+    const tpTokS = tokens / ((performance.now() - s3) / 1000);
+    const lc = ranks[0].lastCall;
+    line(`decode, same model, tensor split 2 ranks in-process (${lc.submissions} submissions, ${lc.readbackBytes} B back/rank)`, `${tpTokS.toFixed(1)} tok/s`);
+    ranks.forEach((r) => r.dispose());
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
