@@ -13,6 +13,7 @@ import type { Checkpoint } from '../safetensors/checkpoint.js';
 import type { SafetensorsFile } from '../safetensors/reader.js';
 import { SAFETENSORS_DTYPE_SIZES } from '../safetensors/format.js';
 import type { GgufCheckpoint } from '../gguf/read-model.js';
+import { mlxQuantOf, planMlxMatrix } from '../quant/mlx.js';
 import type { ShardSpec } from '../shard.js';
 import type { TensorSlice } from './tensor-split.js';
 
@@ -105,6 +106,13 @@ class WeightPlanner {
 
   /** Rows [r0, r1) × columns [c0, c1) of a [rows, cols] matrix, kept in its storage dtype. */
   matrix(name: string, rows: number, cols: number, r: [number, number], c: [number, number] = [0, cols]): Weight {
+    // MLX affine-quantized linear (weight + scales + biases): dequantized at load, see quant/mlx.ts.
+    const mlx = mlxQuantOf(this.ckpt, name, rows, cols);
+    if (mlx) {
+      const planned = planMlxMatrix(this.ckpt as Checkpoint, name, mlx, r, c, this.backend);
+      this.reads.push(...planned.reads);
+      return planned.weight;
+    }
     const { file, dtype, el } = this.#check(name, [rows, cols]);
     if (isQuantized(dtype) && (c[0] % QK || c[1] % QK)) {
       throw new UnsupportedModelError(
