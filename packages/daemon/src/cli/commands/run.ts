@@ -128,10 +128,12 @@ async function runCommand(opts: RunOptions): Promise<void> {
     const result = await generate(model, promptIds, options);
     if (opts.json) process.stdout.write(JSON.stringify({ tokens: result.tokens }) + '\n');
     else process.stdout.write('\n');
+    const contextFull = result.finishReason === 'length' && result.tokens.length < opts.maxTokens;
+    const finish = contextFull ? `stopped: the model's context of ${model.maxSeqLen} tokens is full` : result.finishReason;
     const speed = Number.isFinite(result.tokensPerSecond) ? result.tokensPerSecond.toFixed(1) : 'n/a';
     process.stderr.write(
       `orchard run: ${result.promptTokens} prompt tokens in ${result.prefillMs.toFixed(0)} ms, ` +
-        `${result.tokens.length} tokens generated, ${speed} tokens/s (${opts.backend} backend, pipeline ${opts.pipeline} × tensor ${opts.tensor}, ${result.finishReason})\n`,
+        `${result.tokens.length} tokens generated, ${speed} tokens/s (${opts.backend} backend, pipeline ${opts.pipeline} × tensor ${opts.tensor}, ${finish})\n`,
     );
   } catch (err) {
     if (err instanceof ModelFormatError || err instanceof UnsupportedModelError || err instanceof RangeError) {
