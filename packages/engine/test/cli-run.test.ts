@@ -1,6 +1,6 @@
 /** `orchard run` in a child process: the --json contract, split flags, streamed text, and one-line errors. */
 import { execFile } from 'node:child_process';
-import { truncateSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, truncateSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -82,5 +82,16 @@ describe('orchard run', () => {
     const t = await orchard(['run', '--model', info.dir, '--prompt', 'x', '--temperature', 'hot']);
     expect(t.code).toBe(2);
     expect(t.stderr).toMatch(/--temperature/);
+  });
+
+  const bundled = join(root, 'models/orchard-demo/model.safetensors');
+  it.skipIf(!existsSync(bundled))('on the bundled demo model (the default --model) writes English-looking text', async () => {
+    const r = await orchard(['run', '--prompt', 'And God said, Let there be', '--max-tokens', '60', '--seed', '1']);
+    expect(r.code).toBe(0);
+    const text = r.stdout.trim();
+    expect(text.length).toBeGreaterThan(30);
+    const letters = text.match(/[A-Za-z ,.;:'\n]/g)?.length ?? 0;
+    expect(letters / text.length).toBeGreaterThan(0.9);
+    expect(text).toMatch(/\b(the|and|of|unto)\b/);
   });
 });
