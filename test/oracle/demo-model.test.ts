@@ -71,20 +71,41 @@ describe('bundled demo model', () => {
     expect(loss).toBeLessThan(1.6);
   });
 
-  it('writes KJV-looking text from a prompt', async () => {
+  it('writes KJV-looking text from a prompt (sampled, as `orchard run` does by default)', async () => {
     const model = loadInProcessModel(DEMO);
     const tok = loadTokenizer(DEMO);
-    const r = await generate(model, tok.encode('And the LORD said unto Moses,'), { temperature: 0, maxTokens: 80, tokenizer: tok });
-    console.log(`demo model greedy: ${JSON.stringify(r.text)}`);
-    expect(r.tokens.length).toBeGreaterThan(20);
-    // Mostly letters and spaces, and several real words.
+    // Greedy decoding of a model this small falls into loops ("of the LORD of the LORD"); sampling at
+    // temperature 0.7 is what the model card and `orchard run` use. Seeded, so the run is reproducible.
+    const r = await generate(model, tok.encode('And the LORD said unto Moses,'), {
+      temperature: 0.7,
+      topK: 40,
+      seed: 1,
+      maxTokens: 90, // prompt (29) + 90 fits the 128-byte context
+      stopTokenIds: [],
+      tokenizer: tok,
+    });
+    console.log(`demo model sample: ${JSON.stringify(r.text)}`);
+    expect(r.tokens).toHaveLength(90);
     const letters = [...r.text].filter((c) => /[A-Za-z ]/.test(c)).length;
     expect(letters / r.text.length).toBeGreaterThan(0.85);
-    const words = r.text.split(/[^A-Za-z]+/).filter((w) => ['the', 'and', 'of', 'unto', 'him', 'them', 'LORD', 'said', 'that', 'shall'].includes(w));
-    expect(words.length).toBeGreaterThanOrEqual(3);
-    // Not a loop on one word: varied vocabulary and no word three times in a row.
-    const all = r.text.split(/[^A-Za-z]+/).filter(Boolean);
-    expect(new Set(all).size).toBeGreaterThanOrEqual(6);
-    expect(all.some((w, i) => i >= 2 && w === all[i - 1] && w === all[i - 2])).toBe(false);
+    const words = r.text.split(/[^A-Za-z]+/).filter(Boolean);
+    // Varied, not a loop on a few words...
+    expect(new Set(words).size).toBeGreaterThanOrEqual(10);
+    // ...and mostly real KJV words: these common ones cover over half of running KJV text.
+    const known = words.filter((w) => COMMON_KJV_WORDS.has(w.toLowerCase())).length;
+    expect(known / words.length).toBeGreaterThan(0.5);
   });
 });
+
+const COMMON_KJV_WORDS = new Set(
+  (
+    'the and of to that in he shall unto for i his a lord they be is him not them it with all thou thy was god ' +
+    'which my me said but ye their have thee from as are when this out were upon man by you israel king son up ' +
+    'there hath then people came had house into on her come one we children before your also day land men ' +
+    'against let go hand made our no even if these saying every so an at us away what she may because or ' +
+    'now did over earth will do sons david after should hast among great forth name behold things am make ' +
+    'father heart took saith neither brought jerusalem down who should own would thereof therefore brethren ' +
+    'moses city like whom nor against how thus both give say wherefore servant way place spake set again ' +
+    'say am word into mine art yet offering egypt how time upon'
+  ).split(' '),
+);
