@@ -4,6 +4,7 @@
  * the latter replicating KV heads) give last-token logits within 1e-5 of the unsplit run (f32) after a
  * multi-chunk prompt and after every greedy decode step, and the same greedy tokens.
  */
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadInProcessModel, type InProcessOptions, type LanguageModel } from '../src/index.js';
@@ -84,5 +85,23 @@ describe('prompt batching', () => {
     // And a different prompt really changes the logits (the comparison above can fail).
     const other = await model.newSession().forward([...PROMPT.slice(0, -1), (PROMPT[20] + 1) % 256]);
     expect(maxAbsDiff(batched, other)).toBeGreaterThan(1e-3);
+  });
+});
+
+const bundled = join(import.meta.dirname, '../../../models/orchard-demo');
+describe.skipIf(!existsSync(join(bundled, 'model.safetensors')))('bundled demo model (F16, 6 heads / 3 KV heads)', () => {
+  let base: Promise<{ logits: Float32Array[]; tokens: number[] }> | undefined;
+  const unsplit = () => (base ??= trace(loadInProcessModel(bundled, { maxBatch: 8 })));
+  it.each([
+    ['pipeline 4', { pipeline: 4 }],
+    ['pipeline 3 uneven (1,2,1)', { pipeline: [1, 2, 1] }],
+    ['tensor 2 (a KV head shared by both ranks)', { tensor: 2 }],
+    ['tensor 3', { tensor: 3 }],
+    ['pipeline 2 × tensor 2', { pipeline: 2, tensor: 2 }],
+  ] as [string, InProcessOptions][])('%s equals the unsplit model', async (_name, split) => {
+    const ref = await unsplit();
+    const got = await trace(loadInProcessModel(bundled, { maxBatch: 8, ...split }));
+    expect(got.tokens).toEqual(ref.tokens);
+    for (let i = 0; i < ref.logits.length; i++) expect(maxAbsDiff(got.logits[i], ref.logits[i])).toBeLessThanOrEqual(1e-5);
   });
 });

@@ -7,7 +7,8 @@
  *   own K/V, replication costs only duplicated K/V projection rows and cache, and it keeps models like
  *   Llama-3-70B (8 KV heads) runnable on 16 ranks and 6-head/3-KV models on 2. Splits that would cut
  *   a query head are refused with a message giving the numbers.
- * - MLP: gate/up rows and down columns split in equal blocks of intermediate_size.
+ * - MLP: gate/up rows and down columns split in blocks of intermediate_size as equal as possible
+ *   (they need not be equal: each rank's down columns match its own gate/up rows).
  * - Embedding and LM head: split by vocabulary rows (ceil(vocab / size) per rank); the partial
  *   results are joined by the same all-reduce (rows a rank does not hold contribute zeros).
  */
@@ -41,21 +42,17 @@ export function tensorSlice(dims: SplitDims, rank: number, size: number): Tensor
   if (H % size) {
     throw new UnsupportedModelError(`cannot split ${H} attention heads over ${size} tensor ranks: heads must divide evenly`);
   }
-  if (I % size) {
-    throw new UnsupportedModelError(`cannot split intermediate_size ${I} over ${size} tensor ranks: it must divide evenly`);
-  }
   const hPer = H / size;
   const group = H / KV;
   // KV heads [first, last] read by query heads [rank·hPer, (rank+1)·hPer), shared with neighbours as needed.
   const kvHeads: [number, number] = [Math.floor((rank * hPer) / group), Math.floor(((rank + 1) * hPer - 1) / group) + 1];
-  const iPer = I / size;
   const vPer = Math.ceil(V / size);
   return {
     rank,
     size,
     heads: [rank * hPer, (rank + 1) * hPer],
     kvHeads,
-    ffn: [rank * iPer, (rank + 1) * iPer],
+    ffn: [Math.floor((rank * I) / size), Math.floor(((rank + 1) * I) / size)],
     vocab: [Math.min(V, rank * vPer), Math.min(V, (rank + 1) * vPer)],
   };
 }
