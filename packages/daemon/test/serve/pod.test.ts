@@ -60,9 +60,10 @@ afterAll(async () => {
 const prompt = 'In the beginning';
 const CLI = join(dirname(fileURLToPath(import.meta.url)), '../../src/cli/main.ts');
 
-function runCli(args: string[]): Promise<{ stdout: string; stderr: string; code: number | null }> {
+function runCli(args: string[], stdin?: string): Promise<{ stdout: string; stderr: string; code: number | null }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', CLI, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, ['--import', 'tsx', CLI, ...args], { stdio: [stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
+    if (stdin !== undefined) child.stdin!.end(stdin);
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d) => (stdout += d));
@@ -107,6 +108,17 @@ describe('serving on a 2-daemon pod', () => {
         const viaApi = (await (await api(daemons[0], '/v1/chat/completions', { method: 'POST', body: JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'hello' }], max_tokens: 12, temperature: 0 }) })).json()) as any;
         expect(out.stdout).toBe(viaApi.choices[0].message.content);
         expect(out.stderr).toMatch(/\[\d+ tokens, [\d.]+ tok\/s/);
+        // Interactive: the second question is asked with the first exchange as history.
+        const url = `http://127.0.0.1:${daemons[1].apiPort}`;
+        const talk = await runCli(['chat', MODEL, '--url', url, '--temperature', '0', '--max-tokens', '6'], 'hello\nand then?\n');
+        expect(talk.code, talk.stderr).toBe(0);
+        const ask = async (messages: { role: string; content: string }[]) =>
+          ((await (await api(daemons[1], '/v1/chat/completions', { method: 'POST', body: JSON.stringify({ model: MODEL, messages, max_tokens: 6, temperature: 0 }) })).json()) as any).choices[0].message.content as string;
+        const first = await ask([{ role: 'user', content: 'hello' }]);
+        const second = await ask([{ role: 'user', content: 'hello' }, { role: 'assistant', content: first }, { role: 'user', content: 'and then?' }]);
+        expect(talk.stdout).toContain(first);
+        expect(talk.stdout).toContain(second);
+        expect(talk.stdout.indexOf(second, talk.stdout.indexOf(first) + first.length)).toBeGreaterThan(0);
       }
       const del = await api(daemons[0], `/api/instances/${body.instance.id}`, { method: 'DELETE' });
       expect(del.status).toBe(204);

@@ -3,7 +3,7 @@
  * keeps the conversation, and prints tokens/s after each answer. Commands: /reset, /exit.
  */
 import type { Command } from 'commander';
-import { createInterface } from 'node:readline/promises';
+import { createInterface } from 'node:readline';
 import { DEFAULT_URL } from '../client.js';
 import { CliError } from '../errors.js';
 import { call, sseData } from './serve-client.js';
@@ -84,28 +84,24 @@ export function registerChat(program: Command): void {
         await ask(opts.message);
         return;
       }
-      const rl = createInterface({ input: process.stdin, output: process.stdout, terminal: process.stdin.isTTY });
+      // The line iterator buffers lines typed (or piped) while an answer is streaming.
+      const rl = createInterface({ input: process.stdin, terminal: false });
       process.stderr.write(`chatting with ${model} at ${opts.url} — /reset clears the conversation, /exit or Ctrl-D quits\n`);
+      const prompt = () => process.stdout.write('> ');
       try {
-        for (;;) {
-          let line: string;
-          try {
-            line = await rl.question('> ');
-          } catch {
-            break; // stdin closed
-          }
+        prompt();
+        for await (const line of rl) {
           const text = line.trim();
-          if (!text) continue;
           if (text === '/exit' || text === '/quit') break;
           if (text === '/reset') {
             history.splice(opts.system ? 1 : 0);
             process.stderr.write('(conversation cleared)\n');
-            continue;
-          }
-          await ask(text);
+          } else if (text) await ask(text);
+          prompt();
         }
       } finally {
         rl.close();
+        process.stdout.write('\n');
       }
     });
 }
