@@ -176,6 +176,7 @@ export class ModelShard {
     } else {
       n = input.n;
       this.#checkBatch(n, pos0, cache);
+      if (input.hidden.length < n * D) throw new RangeError(`forward: hidden states hold ${input.hidden.length} values, ${n} tokens × ${D} need ${n * D}`);
       x.set(input.hidden.subarray(0, n * D));
     }
     ropeTables(this.#cos, this.#sin, this.#invFreq, pos0, n);
