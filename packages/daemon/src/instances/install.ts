@@ -108,7 +108,7 @@ export async function installServing(app: FastifyInstance, daemon: Daemon, o: Se
     }
     return callRemote(daemon.node, driver, entry.id, req, emit, signal);
   };
-  const models = () => [...new Set([...manager.catalog.list(), ...Object.values(manager.instances()).map((e) => e.model)])].sort();
+  const models = () => [...new Set([...manager.catalog.list(), ...manager.remoteModels().keys(), ...Object.values(manager.instances()).map((e) => e.model)])].sort();
 
   await app.register(async (scope) => openAiRoutes(scope, { manager, run, models }));
   // A pull through the daemon asks the pod's peers for the bytes before the hub.

@@ -93,6 +93,8 @@ export class InstanceManager {
   readonly #status = new Map<string, InstanceStatus>();
   readonly #failed = new Map<string, string>();
   readonly #addrs = new Map<string, string[]>();
+  /** Models other nodes hold: what planning needs, who holds them, when last heard. */
+  readonly #remote = new Map<string, { shape: ModelShape; config: Record<string, unknown>; holders: Map<string, number> }>();
   /** Coordinator: instances already replaced (so a late failure report does not replace twice). */
   readonly #replaced = new Set<string>();
   #timer: NodeJS.Timeout | null = null;
@@ -149,6 +151,15 @@ export class InstanceManager {
       case 'remove':
         if (this.#d.isCoordinator()) this.#removeAsCoordinator(m.instance);
         return;
+      case 'catalog':
+        for (const x of m.models) {
+          const r = this.#remote.get(x.id) ?? { shape: x.shape, config: x.config, holders: new Map<string, number>() };
+          r.shape = x.shape;
+          r.config = x.config;
+          r.holders.set(m.from, Date.now());
+          this.#remote.set(x.id, r);
+        }
+        return;
     }
   }
 
@@ -188,6 +199,33 @@ export class InstanceManager {
       }
       if (this.#ticks % 10 === 0) this.#upgrade();
     }
+    if (this.#ticks % 10 === 1) this.#publishCatalog();
+  }
+
+  #publishCatalog(): void {
+    const models = this.catalog
+      .list()
+      .slice(0, 32)
+      .flatMap((id) => {
+        try {
+          const info = this.catalog.info(id);
+          return JSON.stringify(info.rawConfig).length < 16_000 ? [{ id, shape: info.shape, config: info.rawConfig }] : [];
+        } catch {
+          return [];
+        }
+      });
+    if (models.length) this.#d.publish({ type: 'catalog', from: this.#d.selfId, models });
+  }
+
+  /** Models some live peer announced recently (with the peers holding them). */
+  remoteModels(): Map<string, string[]> {
+    const live = new Set(Object.values(this.#d.state().nodes).filter((n) => n.status === 'live').map((n) => n.peerId));
+    const out = new Map<string, string[]>();
+    for (const [id, r] of this.#remote) {
+      const holders = [...r.holders].filter(([p, at]) => live.has(p) && Date.now() - at < 20_000).map(([p]) => p);
+      if (holders.length) out.set(id, holders);
+    }
+    return out;
   }
 
   /**
@@ -330,9 +368,15 @@ export class InstanceManager {
     let s = shape;
     let c = config;
     if (!s || !c) {
-      const info = this.catalog.info(model);
-      s = info.shape;
-      c = info.rawConfig;
+      const remote = this.#remote.get(model);
+      if (!this.catalog.has(model) && remote && this.remoteModels().has(model)) {
+        s = remote.shape;
+        c = remote.config;
+      } else {
+        const info = this.catalog.info(model);
+        s = info.shape;
+        c = info.rawConfig;
+      }
     }
     const spec = modelFromConfig(c, { name: model });
     return { plan: place(s, spec, this.#d.cluster(), req), shape: s, config: c };

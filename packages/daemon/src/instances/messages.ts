@@ -10,6 +10,7 @@ export const MAX_SERVE_BYTES = 64 * 1024;
 
 const peerId = z.string().min(1).max(128);
 const instanceId = z.string().min(1).max(160);
+const shapeSchema = z.object({ numLayers: z.number().int().min(1), numHeads: z.number().int().min(1), numKvHeads: z.number().int().min(1), intermediateSize: z.number().int().min(1), weightsBytes: z.number().min(0) });
 
 export const serveMessageSchema = z.discriminatedUnion('type', [
   /** A runner bound its data-plane port: where rank `rank` of `instance` listens. */
@@ -30,8 +31,16 @@ export const serveMessageSchema = z.discriminatedUnion('type', [
   /** Ask the coordinator to place a model (forced strategy optional). */
   z.object({ type: z.literal('place'), from: peerId, model: z.string().min(1).max(512), strategy: z.enum(['auto', 'pipeline', 'tensor']), nodes: z.number().int().min(1).max(64).optional(),
     exclusive: z.boolean(),
-    shape: z.object({ numLayers: z.number().int().min(1), numHeads: z.number().int().min(1), numKvHeads: z.number().int().min(1), intermediateSize: z.number().int().min(1), weightsBytes: z.number().min(0) }),
+    shape: shapeSchema,
     config: z.record(z.string(), z.unknown()),
+  }),
+  /** Models this node holds (with what planning needs), every few seconds: any node can then serve them. */
+  z.object({
+    type: z.literal('catalog'),
+    from: peerId,
+    models: z
+      .array(z.object({ id: z.string().min(1).max(512), shape: shapeSchema, config: z.record(z.string(), z.unknown()) }))
+      .max(32),
   }),
   /** Ask the coordinator to remove an instance. */
   z.object({ type: z.literal('remove'), from: peerId, instance: instanceId }),

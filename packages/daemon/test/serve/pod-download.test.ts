@@ -89,6 +89,22 @@ describe('model bytes in a pod', () => {
     expect(read).toBeLessThan(0.75 * weights);
   }, 60_000);
 
+  it('a node without the model lists it (peers announce theirs) and serves a request naming it', async () => {
+    const c = daemons[2];
+    const deadline = Date.now() + 15_000;
+    let ids: string[] = [];
+    while (!ids.includes(REPO) && Date.now() < deadline) {
+      ids = ((await (await fetch(`http://127.0.0.1:${c.apiPort}/v1/models`)).json()) as any).data.map((m: any) => m.id);
+      if (!ids.includes(REPO)) await new Promise((r) => setTimeout(r, 300));
+    }
+    expect(ids).toContain(REPO);
+    const tok = loadTokenizer(srcDir);
+    const want = await generate(loadInProcessModel(srcDir), tok.encode('And the earth'), { maxTokens: 8, tokenizer: tok });
+    const res = await post(c, '/v1/completions', { model: REPO, prompt: 'And the earth', max_tokens: 8, temperature: 0 });
+    expect(res.status, JSON.stringify(res.json)).toBe(200);
+    expect(res.json.choices[0].text).toBe(want.text);
+  }, 120_000);
+
   it('a node placed in a pipeline without the model fetches it from its peers and serves', async () => {
     const hubBefore = hub.servedBytes.get('model.safetensors');
     const placed = await post(daemons[0], '/api/instances', { model: REPO, strategy: 'pipeline', nodes: 3 });
