@@ -66,8 +66,8 @@ function runCli(args: string[], stdin?: string): Promise<{ stdout: string; stder
     if (stdin !== undefined) child.stdin!.end(stdin);
     let stdout = '';
     let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr += d));
+    child.stdout!.on('data', (d) => (stdout += d));
+    child.stderr!.on('data', (d) => (stderr += d));
     child.on('exit', (code) => resolve({ stdout, stderr, code }));
   });
 }
