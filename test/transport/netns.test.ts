@@ -46,8 +46,32 @@ describe.skipIf(!netnsAvailable())('TCP group across network namespaces', () => 
     }
   });
 
+  it('a slow link (tc shaping to 40 Mbit/s) is not mistaken for a dead peer: a transfer far longer than the timeout completes', async () => {
+    expect(mesh).toBeDefined();
+    const host = net.hosts[0];
+    host.exec('tc', ['qdisc', 'add', 'dev', 'eth0', 'root', 'tbf', 'rate', '40mbit', 'burst', '32kbit', 'latency', '400ms']);
+    try {
+      // ~5 s at 40 Mbit/s against a 1.5 s stall timeout; far more than the kernel's send buffer
+      // can swallow, so the send itself lasts several timeouts. (The timeout must still exceed
+      // the time the kernel needs to drain its send buffer, ~0.8 s here, before the ack can come.)
+      const bytes = 24 * 1024 * 1024;
+      const timeoutMs = 1500;
+      const t0 = performance.now();
+      await Promise.all([
+        mesh!.ranks[0].request('sendrecv', { peer: 1, bytes, role: 'send', barrier: false, timeoutMs }, 60_000),
+        mesh!.ranks[1].request('sendrecv', { peer: 0, bytes, role: 'recv', prepost: true, barrier: false, timeoutMs }, 60_000),
+      ]);
+      expect(performance.now() - t0).toBeGreaterThan(3000);
+    } finally {
+      host.exec('tc', ['qdisc', 'del', 'dev', 'eth0', 'root']);
+    }
+  });
+
   it('a host whose link goes down makes the others reject within the timeout, naming it', async () => {
     expect(mesh).toBeDefined();
+    // The mesh must be healthy first, or this would pass on an earlier failure.
+    const ok = await mesh!.all<{ verified: boolean }>('allreduce', () => ({ elements: 1000 }));
+    expect(ok.every((r) => r.verified)).toBe(true);
     net.setLink(2, false);
     try {
       const t0 = performance.now();

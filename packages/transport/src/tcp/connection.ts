@@ -83,6 +83,8 @@ export class PeerConnection {
   #stash: Buffer | null = null;
   #lastRx = performance.now();
   #lastTx = performance.now();
+  /** libuv write queue size at the last watchdog check. */
+  #lastQueued = -1;
   #error: Error | null = null;
   readonly #watchdog: NodeJS.Timeout;
   readonly #aad = new Uint8Array(FRAME_HEADER_BYTES);
@@ -387,6 +389,15 @@ export class PeerConnection {
           this.fail(new PeerTimeoutError(this.peer, p.timeoutMs, 'waiting for data from'));
           return;
         }
+      }
+    }
+    if (this.#sends.size > 0) {
+      // A large write completes (and calls back) only at its end; meanwhile the kernel taking bytes
+      // from libuv's queue is the progress that tells a slow link from a dead peer.
+      const queued = (this.#socket as unknown as { _handle?: { writeQueueSize?: number } })._handle?.writeQueueSize;
+      if (queued !== undefined && queued !== this.#lastQueued) {
+        this.#lastQueued = queued;
+        this.#lastTx = now;
       }
     }
     for (const s of this.#sends) {

@@ -5,7 +5,8 @@
  *   allreduce {elements, dtype, iterations} -> {sha256, ms[], verified}
  *       data: x[i] = ((i * (rank + 3)) % 1001) - 500 (+ iteration); the result is checked against
  *       the closed-form sum, and its hash lets the parent compare ranks bit for bit.
- *   sendrecv {peer, bytes, iterations, role: 'send'|'recv'} -> {ms[]}
+ *   sendrecv {peer, bytes, iterations, role: 'send'|'recv', prepost?, barrier?} -> {ms[]}
+ *       (barrier: false when not every rank takes part)
  *   raw-listen {host} / raw-connect {host, port} / raw-pingpong {iterations} / raw-bulk {bytes}
  *       node:net baseline for the benchmark (no framing, no auth).
  *   probe-listen {host, secret} -> {port};  probe {host, port, secret, ...} -> LinkProbeResult
@@ -142,20 +143,21 @@ async function handle(m: any): Promise<Record<string, unknown>> {
     case 'sendrecv': {
       const g = group!;
       const buf = new Uint8Array(m.bytes);
+      const o = m.timeoutMs ? { timeoutMs: m.timeoutMs } : undefined;
       const ms: number[] = [];
       for (let it = 0; it < (m.iterations ?? 1); it++) {
-        const early = m.role === 'recv' && m.prepost ? g.recv(m.peer, buf) : null;
-        await g.barrier();
+        const early = m.role === 'recv' && m.prepost ? g.recv(m.peer, buf, o) : null;
+        if (m.barrier !== false) await g.barrier();
         const t0 = performance.now();
         if (early) {
           await early;
-          await g.send(m.peer, buf.subarray(0, 1));
+          await g.send(m.peer, buf.subarray(0, 1), o);
         } else if (m.role === 'send') {
-          await g.send(m.peer, buf);
-          await g.recv(m.peer, buf.subarray(0, 1)); // the receiver's ack: time covers delivery
+          await g.send(m.peer, buf, o);
+          await g.recv(m.peer, buf.subarray(0, 1), o); // the receiver's ack: time covers delivery
         } else {
-          await g.recv(m.peer, buf);
-          await g.send(m.peer, buf.subarray(0, 1));
+          await g.recv(m.peer, buf, o);
+          await g.send(m.peer, buf.subarray(0, 1), o);
         }
         ms.push(performance.now() - t0);
       }
