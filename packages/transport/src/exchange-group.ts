@@ -163,7 +163,9 @@ class ExchangeGroup implements Group {
 
   #io(options: OpOptions | undefined): ExchangeOpOptions {
     const timeoutMs = options?.timeoutMs ?? this.#timeoutMs;
-    checkPositive('timeoutMs', timeoutMs);
+    // Infinity is allowed per operation for waits that are idle by design (a follower waiting for
+    // the next request); a dead peer still fails them through the closed connection.
+    if (timeoutMs !== Infinity) checkPositive('timeoutMs', timeoutMs);
     return { timeoutMs, signal: options?.signal };
   }
 

@@ -17,6 +17,8 @@ export interface OpOptions {
   /**
    * Milliseconds to wait for a peer before rejecting with an error naming it.
    * @default the group's `timeoutMs` — no collective waits forever on a dead peer.
+   * `Infinity` is accepted for waits that are idle by design; a peer whose connection closes
+   * still fails them at once, but a stalled (silent, connected) peer is then never detected.
    */
   timeoutMs?: number;
 }

@@ -188,7 +188,7 @@ export function createSimFabric(size: number, options: SimFabricOptions = {}): S
             settle(p, new PeerTimeoutError(ref(peer), p.timeoutMs));
           }, ms);
         };
-        arm(o.timeoutMs);
+        if (Number.isFinite(o.timeoutMs)) arm(o.timeoutMs); // Infinity: wait until delivery or failure
         if (o.signal) {
           p.onAbort = () => {
             const q = posted.get(k);

@@ -233,6 +233,20 @@ export function runGroupConformance(name: string, factory: GroupFactory, options
         expect(ms).toBeLessThan(3000);
       });
 
+      it('timeoutMs: Infinity waits for a late message, and still fails at once when the peer closes', async () => {
+        const [a, b] = await make(2);
+        const got = new Uint8Array(2);
+        const late = a.recv(1, got, { timeoutMs: Infinity });
+        await new Promise((r) => setTimeout(r, 50));
+        await b.send(0, Uint8Array.of(4, 2));
+        await late;
+        expect([...got]).toEqual([4, 2]);
+        const waiting = a.recv(1, got, { timeoutMs: Infinity }).catch((e) => e);
+        await b.close();
+        const err = await waiting;
+        expect(err?.message).toMatch(/rank 1/);
+      });
+
       it('an abort signal rejects a pending receive with its reason', async () => {
         const [a] = await make(2);
         const ac = new AbortController();
