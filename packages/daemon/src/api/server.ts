@@ -40,7 +40,8 @@ export function buildApi(sources: ApiSources, options: Pick<ApiOptions, 'token' 
   const { token } = options;
   if (token) {
     app.addHook('onRequest', async (req, reply) => {
-      if (req.url === '/healthz') return;
+      // The liveness probe and routes marked `config: { public: true }` (the dashboard's static page) need no token.
+      if (req.url === '/healthz' || (req.routeOptions.config as { public?: boolean } | undefined)?.public === true) return;
       if (!tokenMatches(req.headers.authorization, token)) {
         await reply.code(401).header('www-authenticate', 'Bearer').send({ error: { message: 'missing or wrong API token (Authorization: Bearer <token>)', type: 'unauthorized' } });
       }

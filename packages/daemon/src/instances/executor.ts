@@ -22,6 +22,8 @@ export class InstanceExecutor {
   readonly #o: ExecutorOptions;
   #active = 0;
   #waiting: (() => void)[] = [];
+  /** Decode speed of the last request that produced 2+ tokens (measured on the data plane). */
+  #lastDecodeTps: number | null = null;
 
   constructor(runner: RunnerProcess, dir: string, config: ModelConfig, maxSeqLen: number, o: ExecutorOptions) {
     this.runner = runner;
@@ -31,8 +33,8 @@ export class InstanceExecutor {
     this.#o = o;
   }
 
-  get load(): { active: number; queued: number; capacity: number } {
-    return { active: this.#active, queued: this.#waiting.length, capacity: this.#o.maxQueue };
+  get load(): { active: number; queued: number; capacity: number; decodeTokensPerSecond: number | null } {
+    return { active: this.#active, queued: this.#waiting.length, capacity: this.#o.maxQueue, decodeTokensPerSecond: this.#lastDecodeTps };
   }
 
   #encode(req: ServeRequest): number[] {
@@ -113,7 +115,9 @@ export class InstanceExecutor {
         }
         const finishReason = stopped || outcome.finishReason === 'stop' ? 'stop' : 'length';
         const n = outcome.tokens.length;
-        emit({ type: 'done', finishReason, promptTokens: ids.length, completionTokens: completion, decodeTokensPerSecond: n > 1 && outcome.decodeMs > 0 ? ((n - 1) * 1000) / outcome.decodeMs : null });
+        const decodeTokensPerSecond = n > 1 && outcome.decodeMs > 0 ? ((n - 1) * 1000) / outcome.decodeMs : null;
+        if (decodeTokensPerSecond !== null) this.#lastDecodeTps = decodeTokensPerSecond;
+        emit({ type: 'done', finishReason, promptTokens: ids.length, completionTokens: completion, decodeTokensPerSecond });
       } finally {
         signal.removeEventListener('abort', onAbort);
       }

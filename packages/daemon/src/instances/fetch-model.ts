@@ -4,7 +4,7 @@
  * node's pipeline stage when it holds one stage of several.
  */
 import type { OrchardNode } from '../node/create-node.js';
-import type { ModelStore, PullResult } from '../store/store.js';
+import type { ModelStore, PullEvent, PullResult } from '../store/store.js';
 import type { TensorSelection } from '../store/safetensors-range.js';
 import { peerChunkSource, peerModels } from './chunk-protocol.js';
 
@@ -15,6 +15,7 @@ export async function fetchModel(
   livePeers: string[],
   selection: TensorSelection | undefined,
   signal?: AbortSignal,
+  onProgress?: (e: PullEvent) => void,
 ): Promise<PullResult & { holders: string[] }> {
   const holders: string[] = [];
   await Promise.all(
@@ -26,6 +27,6 @@ export async function fetchModel(
   holders.sort();
   const peers = holders.map((p) => peerChunkSource(node, p));
   // Peers hand out whole files only; a stage fetches its share from the hub when no peer has the model.
-  const result = await store.pull(repo, { peers, selection: holders.length ? undefined : selection, signal });
+  const result = await store.pull(repo, { peers, selection: holders.length ? undefined : selection, signal, onProgress });
   return { ...result, holders };
 }

@@ -23,6 +23,8 @@ export interface ServingOptions {
   maxQueue?: number;
   /** How long a request waits for an instance to become ready, ms. @default 90000 */
   readyTimeoutMs?: number;
+  /** Told about every pull on this node (the dashboard's download/load progress). */
+  pullProgress?: { pullEvent(model: string, e: { file: string; done: number; total: number }): void; pullEnded(model: string, error?: string): void };
 }
 
 export async function installServing(app: FastifyInstance, daemon: Daemon, o: ServingOptions = {}): Promise<InstanceManager> {
@@ -40,7 +42,9 @@ export async function installServing(app: FastifyInstance, daemon: Daemon, o: Se
   const pull = (repo: string, selection?: Parameters<typeof fetchModel>[4]) => {
     const running = pulls.get(repo);
     if (running) return running;
-    const p = fetchModel(daemon.node, store, repo, livePeers(), selection).finally(() => pulls.delete(repo));
+    const progress = o.pullProgress;
+    const p = fetchModel(daemon.node, store, repo, livePeers(), selection, undefined, progress && ((e) => progress.pullEvent(repo, e))).finally(() => pulls.delete(repo));
+    if (progress) p.then(() => progress.pullEnded(repo), (err: Error) => progress.pullEnded(repo, err.message));
     pulls.set(repo, p);
     return p;
   };

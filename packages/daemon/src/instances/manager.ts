@@ -70,6 +70,8 @@ interface InstanceStatus {
   queued: number;
   capacity: number;
   at: number;
+  /** Measured decode speed of the last request, when one produced 2+ tokens. */
+  decodeTokensPerSecond?: number | null;
 }
 
 const STATUS_FRESH_MS = 3500;
@@ -140,7 +142,7 @@ export class InstanceManager {
       }
       case 'status':
         if (m.addrs?.length) this.#addrs.set(m.from, m.addrs);
-        if (this.#d.state().instances[m.instance]?.nodes[0] === m.from) this.#status.set(m.instance, { ready: m.ready, active: m.active, queued: m.queued, capacity: m.capacity, at: Date.now() });
+        if (this.#d.state().instances[m.instance]?.nodes[0] === m.from) this.#status.set(m.instance, { ready: m.ready, active: m.active, queued: m.queued, capacity: m.capacity, decodeTokensPerSecond: m.decodeTokensPerSecond ?? null, at: Date.now() });
         return;
       case 'failed':
         if (this.#d.isCoordinator()) this.#replace(m.instance, `a runner failed on ${m.from}: ${m.reason}`);

@@ -25,6 +25,8 @@ export const serveMessageSchema = z.discriminatedUnion('type', [
   z.object({ type: z.literal('status'), from: peerId, instance: instanceId, ready: z.boolean(), active: z.number().int().min(0), queued: z.number().int().min(0), capacity: z.number().int().min(0),
     /** The sender's libp2p addresses, so nodes that only know it through gossip can dial it. */
     addrs: z.array(z.string().max(256)).max(16).optional(),
+    /** Decode speed of the instance's last request, tokens/s (shown next to the plan's prediction). */
+    decodeTokensPerSecond: z.number().min(0).max(1e7).nullable().optional(),
   }),
   /** A rank of the instance died or never came up: the coordinator replaces the instance. */
   z.object({ type: z.literal('failed'), from: peerId, instance: instanceId, reason: z.string().max(1000) }),

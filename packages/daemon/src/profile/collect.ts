@@ -126,6 +126,7 @@ export class ProfileCollector {
       name: input.name,
       memory,
       diskFreeBytes,
+      load: Number((os.loadavg()[0] / Math.max(1, os.availableParallelism())).toFixed(3)),
       interfaces,
       capability: input.capability,
       probePort: input.probePort,

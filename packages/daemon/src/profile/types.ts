@@ -77,6 +77,8 @@ export const nodeProfileSchema = z.object({
   gpuCores: z.number().int().nonnegative().nullable(),
   memory: z.object({ totalBytes: z.number().nonnegative(), availableBytes: z.number().nonnegative() }),
   diskFreeBytes: z.number().nonnegative().nullable(),
+  /** 1-minute load average per CPU core (1 = every core busy); absent from older daemons. */
+  load: z.number().nonnegative().max(1e4).optional(),
   interfaces: z.array(netInterfaceSchema).max(64),
   thunderbolt: z.array(thunderboltPortSchema).max(16),
   rdma: rdmaStateSchema,

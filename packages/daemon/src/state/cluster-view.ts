@@ -15,6 +15,8 @@ export interface ClusterNodeView extends ClusterNode {
   gpuCores: number | null;
   cpuCores: number;
   os: string;
+  /** 1-minute load average per core, when the node reports it. */
+  load: number | null;
 }
 
 export interface ClusterView extends Cluster {
@@ -50,6 +52,7 @@ export function clusterView(state: ClusterState, meta: { mode: PodMode; coordina
     gpuCores: p!.gpuCores,
     cpuCores: p!.cpu.cores,
     os: `${p!.os.platform} ${p!.os.release}`,
+    load: p!.load ?? null,
   }));
   const paths = Object.values(state.links).filter((l) => ids.has(l.a) && ids.has(l.b));
   const byPair = new Map<string, LinkMeasurement[]>();

@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { resolveOptions, OptionsError } from '../../config/options.js';
 import { Daemon } from '../../daemon.js';
+import { installDashboard } from '../../dashboard/routes.js';
 import { installServing } from '../../instances/install.js';
 import { createLogger } from '../../logger.js';
 import { CliError } from '../errors.js';
@@ -41,7 +42,12 @@ export function registerStart(program: Command): void {
       process.on('unhandledRejection', (err) => log.error({ err }, 'unhandled rejection (ignored)'));
       let daemon: Daemon;
       try {
-        daemon = await Daemon.start(options, log, { routes: async (app, d) => void (await installServing(app, d)) });
+        daemon = await Daemon.start(options, log, {
+          routes: async (app, d) => {
+            const dashboard = await installDashboard(app, d);
+            await dashboard.attach(await installServing(app, d, { pullProgress: dashboard.progress }));
+          },
+        });
       } catch (err) {
         const message = (err as Error)?.message ?? String(err);
         if ((err as NodeJS.ErrnoException).code === 'EADDRINUSE' || /EADDRINUSE/.test(message)) {

@@ -1,0 +1,57 @@
+/** Numbers for people. Pure. */
+export function bytes(n: number | null | undefined): string {
+  if (n == null || !Number.isFinite(n)) return '–';
+  const units = ['B', 'KB', 'MB', 'GB', 'TB'];
+  let v = n;
+  let i = 0;
+  while (Math.abs(v) >= 1000 && i < units.length - 1) {
+    v /= 1000;
+    i++;
+  }
+  return `${v >= 100 || i === 0 ? Math.round(v) : v.toFixed(1)} ${units[i]}`;
+}
+
+export function latency(us: number | null | undefined): string {
+  if (us == null || !Number.isFinite(us)) return '–';
+  return us >= 1000 ? `${(us / 1000).toFixed(us >= 10_000 ? 0 : 1)} ms` : `${Math.round(us)} µs`;
+}
+
+export function bandwidth(gbps: number | null | undefined): string {
+  if (gbps == null || !Number.isFinite(gbps)) return '–';
+  return gbps >= 1 ? `${gbps.toFixed(gbps >= 10 ? 0 : 1)} Gb/s` : `${Math.round(gbps * 1000)} Mb/s`;
+}
+
+export function rate(tps: number | null | undefined): string {
+  if (tps == null || !Number.isFinite(tps)) return '–';
+  return `${tps >= 100 ? Math.round(tps) : tps.toFixed(1)} tok/s`;
+}
+
+export function percent(done: number, total: number): string {
+  if (!(total > 0)) return '–';
+  return `${Math.min(100, Math.floor((done / total) * 100))}%`;
+}
+
+export const LINK_KINDS = {
+  rdma: { label: 'RDMA', color: '#a855f7', dash: '' },
+  thunderbolt: { label: 'Thunderbolt TCP', color: '#f59e0b', dash: '' },
+  ethernet: { label: 'Ethernet', color: '#3b82f6', dash: '' },
+  wifi: { label: 'Wi-Fi', color: '#94a3b8', dash: '6 5' },
+} as const;
+
+export type LinkKind = keyof typeof LINK_KINDS;
+
+export function linkKind(kind: string): (typeof LINK_KINDS)[LinkKind] {
+  return LINK_KINDS[kind as LinkKind] ?? { label: kind, color: '#64748b', dash: '2 4' };
+}
+
+/** Positions for n nodes on a circle inside a w×h box (one node in the middle, two side by side). */
+export function ringLayout(n: number, w: number, h: number, margin = 70): { x: number; y: number }[] {
+  const cx = w / 2;
+  const cy = h / 2;
+  if (n === 1) return [{ x: cx, y: cy }];
+  const r = Math.max(10, Math.min(w, h) / 2 - margin);
+  return Array.from({ length: n }, (_, i) => {
+    const a = -Math.PI / 2 + (2 * Math.PI * i) / n + (n === 2 ? Math.PI / 2 : 0);
+    return { x: Math.round(cx + r * Math.cos(a) * (w / Math.min(w, h)) * 0.9), y: Math.round(cy + r * Math.sin(a)) };
+  });
+}

@@ -1,0 +1,269 @@
+/** Running instances (which node holds which layers / tensor slices), load and unload, plan preview. */
+import { useEffect, useState } from 'preact/hooks';
+import { ApiError, getJson, sendJson } from './api.js';
+import { bytes, percent, rate } from './format.js';
+import type { InstanceView, PlanPreview, PlanStageView, ProgressView } from './types.js';
+
+type Names = Map<string, string>;
+
+function stateOf(i: InstanceView): { label: string; cls: string } {
+  if (i.status?.failed) return { label: `failed: ${i.status.failed}`, cls: 'bad' };
+  if (i.status?.ready) return { label: 'ready', cls: 'good' };
+  return { label: 'loading', cls: 'warn' };
+}
+
+function Instance({ i, names, progress, onChange }: { i: InstanceView; names: Names; progress: ProgressView[]; onChange: () => void }) {
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<string | null>(null);
+  const s = stateOf(i);
+  const T = i.tensorParallel;
+  const predicted = i.predicted ?? i.layoutPredicted ?? null;
+  const mine = progress.filter((p) => p.model === i.model && p.phase !== 'ready');
+  return (
+    <div class="instance" data-instance={i.id} data-model={i.model}>
+      <div class="instance-head">
+        <b>{i.model}</b>
+        <span class="tag">{i.strategy}</span>
+        <span class={`state ${s.cls}`} data-testid="instance-state">
+          {s.label}
+        </span>
+        <span class="spacer" />
+        <button
+          class="danger"
+          disabled={busy}
+          onClick={async () => {
+            setBusy(true);
+            setError(null);
+            try {
+              await sendJson('DELETE', `/api/instances/${encodeURIComponent(i.id)}`);
+              onChange();
+            } catch (err) {
+              setError((err as Error).message);
+            } finally {
+              setBusy(false);
+            }
+          }}
+        >
+          {busy ? 'unloading…' : 'Unload'}
+        </button>
+      </div>
+      <div class="speeds">
+        <span>
+          predicted <b data-testid="predicted-tps">{rate(predicted?.decodeTokensPerSecond)}</b>
+          {!i.predicted && i.layoutPredicted ? <small> (planner's estimate for this layout)</small> : null}
+        </span>
+        <span>
+          measured <b data-testid="measured-tps">{rate(i.status?.decodeTokensPerSecond)}</b>
+        </span>
+        {i.status && (
+          <span class="muted">
+            {i.status.active} running · {i.status.queued} queued
+          </span>
+        )}
+      </div>
+      <table class="ranks">
+        <thead>
+          <tr>
+            <th>stage</th>
+            <th>layers</th>
+            <th>node</th>
+            <th>slice</th>
+          </tr>
+        </thead>
+        <tbody>
+          {i.stages.flatMap((st, si) =>
+            st.nodes.map((n, t) => (
+              <tr key={`${si}-${t}`} data-placement-node={names.get(n) ?? n}>
+                <td>{si + 1}</td>
+                <td>
+                  {st.layers[0]}–{st.layers[1] - 1}
+                </td>
+                <td>{names.get(n) ?? <span title={n}>{n.slice(-8)} (gone)</span>}</td>
+                <td>{T > 1 ? `tensor ${t + 1}/${T}` : 'whole layers'}</td>
+              </tr>
+            )),
+          )}
+        </tbody>
+      </table>
+      {mine.map((p) => (
+        <ProgressBar key={`${p.node}|${p.model}`} p={p} names={names} />
+      ))}
+      {error && <p class="error">{error}</p>}
+    </div>
+  );
+}
+
+function ProgressBar({ p, names }: { p: ProgressView; names: Names }) {
+  const frac = p.total > 0 ? Math.min(1, p.done / p.total) : 0;
+  return (
+    <div class="progress" data-testid="progress">
+      <span>
+        {names.get(p.node) ?? p.node.slice(-8)}: {p.phase === 'download' ? `downloading ${p.file ?? ''}` : p.phase === 'load' ? 'loading weights' : p.phase}{' '}
+        {p.phase === 'download' ? `${bytes(p.done)} / ${bytes(p.total)} (${percent(p.done, p.total)})` : ''}
+        {p.message ? ` — ${p.message}` : ''}
+      </span>
+      <div class="bar">
+        <div style={{ width: `${p.phase === 'load' ? 100 : frac * 100}%` }} class={p.phase === 'load' ? 'indeterminate' : ''} />
+      </div>
+    </div>
+  );
+}
+
+function StageList({ stages, names }: { stages: PlanStageView[]; names: Names }) {
+  return (
+    <span>
+      {stages.map((s, i) => (
+        <span key={i} class="stage">
+          layers {s.layers[0]}–{s.layers[1] - 1} on {s.nodes.map((n) => names.get(n) ?? n.slice(-6)).join(' + ')}
+          {s.tensorParallel > 1 ? ` (tensor ×${s.tensorParallel})` : ''}
+        </span>
+      ))}
+    </span>
+  );
+}
+
+function Preview({ models, names }: { models: string[]; names: Names }) {
+  const [model, setModel] = useState('');
+  const [preview, setPreview] = useState<PlanPreview | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  useEffect(() => {
+    if (!model && models.length) setModel(models[0]);
+  }, [models, model]);
+  useEffect(() => {
+    if (!model) return;
+    let live = true;
+    const load = () =>
+      getJson<PlanPreview>(`/api/dashboard/plan?model=${encodeURIComponent(model)}`).then(
+        (p) => live && (setPreview(p), setError(null)),
+        (err: Error) => live && setError(err.message),
+      );
+    void load();
+    const t = setInterval(load, 5000);
+    return () => {
+      live = false;
+      clearInterval(t);
+    };
+  }, [model]);
+  const pl = preview?.planner;
+  return (
+    <div class="preview" data-testid="plan-preview">
+      <h3>
+        Plan preview{' '}
+        <select value={model} onChange={(e) => setModel((e.target as HTMLSelectElement).value)}>
+          {models.map((m) => (
+            <option key={m}>{m}</option>
+          ))}
+        </select>
+      </h3>
+      {error && <p class="error">{error}</p>}
+      {preview?.error && <p class="error" data-testid="plan-error">{preview.error}</p>}
+      {pl && (
+        <>
+          <p>
+            <b>{pl.strategy}</b> <StageList stages={pl.stages} names={names} /> — predicted <b>{rate(pl.predicted.decodeTokensPerSecond)}</b>, first token in {Math.round(pl.predicted.ttftMs)} ms; weights {bytes(pl.model.weightsBytes)}
+          </p>
+          {preview.placement && preview.placement.strategy !== pl.strategy && <p class="muted">The engine runs this as {preview.placement.strategy}: {preview.placement.explanation.at(-1)}</p>}
+          <ul class="explain">
+            {pl.explanation.map((e, k) => (
+              <li key={k}>{e}</li>
+            ))}
+          </ul>
+          {pl.alternatives.length > 0 && (
+            <table class="alternatives" data-testid="alternatives">
+              <thead>
+                <tr>
+                  <th>alternative</th>
+                  <th>predicted</th>
+                  <th>why it lost</th>
+                </tr>
+              </thead>
+              <tbody>
+                {pl.alternatives.map((a, k) => (
+                  <tr key={k}>
+                    <td>
+                      {a.strategy} {a.nodes.length ? `on ${a.nodes.map((n) => names.get(n) ?? n.slice(-6)).join(', ')}` : ''}
+                    </td>
+                    <td>{rate(a.predicted?.decodeTokensPerSecond)}</td>
+                    <td>{a.rejected}</td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          )}
+        </>
+      )}
+    </div>
+  );
+}
+
+function LoadForm({ models, onChange }: { models: string[]; onChange: () => void }) {
+  const [model, setModel] = useState('');
+  const [strategy, setStrategy] = useState('auto');
+  const [nodes, setNodes] = useState(2);
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<string | null>(null);
+  useEffect(() => {
+    if (!model && models.length) setModel(models[0]);
+  }, [models, model]);
+  return (
+    <form
+      class="load-form"
+      onSubmit={async (e) => {
+        e.preventDefault();
+        setBusy(true);
+        setError(null);
+        try {
+          await sendJson('POST', '/api/instances', { model, strategy, ...(strategy === 'auto' ? {} : { nodes }) });
+          onChange();
+        } catch (err) {
+          setError(err instanceof ApiError ? err.message : String(err));
+        } finally {
+          setBusy(false);
+        }
+      }}
+    >
+      <select name="model" value={model} onChange={(e) => setModel((e.target as HTMLSelectElement).value)}>
+        {models.length === 0 && <option value="">no models in the pod</option>}
+        {models.map((m) => (
+          <option key={m}>{m}</option>
+        ))}
+      </select>
+      <select name="strategy" value={strategy} onChange={(e) => setStrategy((e.target as HTMLSelectElement).value)}>
+        <option value="auto">auto (planner)</option>
+        <option value="pipeline">pipeline</option>
+        <option value="tensor">tensor</option>
+      </select>
+      {strategy !== 'auto' && (
+        <label>
+          over <input name="nodes" type="number" min={1} max={64} value={nodes} onInput={(e) => setNodes(Number((e.target as HTMLInputElement).value))} /> nodes
+        </label>
+      )}
+      <button type="submit" disabled={busy || !model}>
+        {busy ? 'placing…' : 'Load'}
+      </button>
+      {error && (
+        <p class="error" data-testid="load-error">
+          {error}
+        </p>
+      )}
+    </form>
+  );
+}
+
+export function Placement({ instances, models, names, progress, onChange }: { instances: InstanceView[]; models: string[]; names: Names; progress: ProgressView[]; onChange: () => void }) {
+  const placed = new Set(instances.map((i) => i.model));
+  const loose = progress.filter((p) => !placed.has(p.model) && p.phase === 'download');
+  return (
+    <div class="placement">
+      <LoadForm models={models} onChange={onChange} />
+      {instances.length === 0 && <p class="muted">No model is loaded.</p>}
+      {instances.map((i) => (
+        <Instance key={i.id} i={i} names={names} progress={progress} onChange={onChange} />
+      ))}
+      {loose.map((p) => (
+        <ProgressBar key={`${p.node}|${p.model}`} p={p} names={names} />
+      ))}
+      <Preview models={models} names={names} />
+    </div>
+  );
+}

@@ -1,0 +1,98 @@
+/** Shapes of the daemon's JSON this page reads (GET /api/cluster, /api/instances, /api/dashboard/*). */
+export interface NodeView {
+  id: string;
+  name: string;
+  hostname: string;
+  chip: string;
+  memoryBytes: number;
+  availableBytes: number;
+  gpuCores: number | null;
+  cpuCores: number;
+  os: string;
+  memoryBandwidthGBps?: number;
+  tflops?: number;
+  /** 1-minute load average divided by cores (0..1+), when the node reports it. */
+  load?: number | null;
+}
+
+export interface LinkView {
+  a: string;
+  b: string;
+  kind: string;
+  latencyUs: number;
+  bandwidthGbps: number;
+}
+
+export interface PathView extends LinkView {
+  aInterface: string;
+  bInterface: string;
+  address: string;
+  rdmaCapable: boolean;
+  measuredAt: number;
+}
+
+export interface ClusterView {
+  nodes: NodeView[];
+  links: LinkView[];
+  paths: PathView[];
+  mode: 'open' | 'private';
+  coordinator: string | null;
+  change?: string;
+}
+
+export interface Prediction {
+  decodeTokensPerSecond: number;
+  prefillTokensPerSecond: number;
+  ttftMs: number;
+}
+
+export interface InstanceView {
+  id: string;
+  model: string;
+  placedAt: number;
+  nodes: string[];
+  strategy: string;
+  stages: { layers: [number, number]; nodes: string[] }[];
+  tensorParallel: number;
+  requested: { strategy: string; nodes?: number };
+  predicted: Prediction | null;
+  status: { ready: boolean; active: number; queued: number; capacity: number; failed: string | null; decodeTokensPerSecond?: number | null } | null;
+  /** Added by the dashboard routes: the planner's prediction for this exact layout. */
+  layoutPredicted?: Prediction | null;
+}
+
+export interface PlanStageView {
+  nodes: string[];
+  layers: [number, number];
+  tensorParallel: number;
+  transport: string;
+  heads: number[];
+}
+
+export interface AlternativeView {
+  strategy: string;
+  nodes: string[];
+  stages: PlanStageView[];
+  predicted: Prediction | null;
+  rejected: string;
+}
+
+export interface PlanPreview {
+  model: string;
+  /** What a load with strategy auto would place (the layout the engine runs). */
+  placement: { strategy: string; layout: { stages: [number, number][]; tensor: number }; ranks: string[]; predicted: Prediction | null; explanation: string[] } | null;
+  /** The planner's view: the best plan, the runners-up and why each lost. */
+  planner: { strategy: string; stages: PlanStageView[]; predicted: Prediction; alternatives: AlternativeView[]; explanation: string[]; model: { weightsBytes: number; layers: number } } | null;
+  error: string | null;
+}
+
+export interface ProgressView {
+  node: string;
+  model: string;
+  phase: 'download' | 'load' | 'ready' | 'failed';
+  done: number;
+  total: number;
+  file?: string;
+  message?: string;
+  at: number;
+}
