@@ -16,7 +16,8 @@ import {
   SAMPLE,
   SILU_GATE,
   SOFTMAX,
-  TILE,
+  MM_ROWS,
+  MM_TOKENS,
   WG,
   embedShader,
   matmulShader,
@@ -202,7 +203,7 @@ export class GpuKernels {
           label: `${label} (matmul)`,
           pipeline: matmul,
           bindGroup: this.bind(label, matmul, buffers),
-          grid: (n) => [Math.ceil(rows / TILE), Math.ceil(n / TILE), 1],
+          grid: (n) => [Math.ceil(rows / MM_ROWS), Math.ceil(n / MM_TOKENS), 1],
           when: opts.only === 'matmul' ? undefined : (n) => n > MATVEC_MAX_BATCH,
         });
       }

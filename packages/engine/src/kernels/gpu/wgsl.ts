@@ -247,35 +247,67 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
 `;
 }
 
-export const TILE = 16;
+/** Output tile of the prompt-batch matmul: rows x tokens; each of the 16x8 threads computes 4x4 outputs. */
+export const MM_ROWS = 64;
+export const MM_TOKENS = 32;
+const MM_K = 16;
 
-/** 16x16 output tiles (rows x tokens) with both operands staged in workgroup memory. Prompt batches. */
+/**
+ * Register-blocked tiled matmul for prompt batches: a 64-row x 32-token output tile per workgroup,
+ * weights (widened once per element) and activations staged through workgroup memory 16 columns at
+ * a time, 4x4 accumulators per thread.
+ */
 export function matmulShader(dtype: DType): string {
   return `${STEP}${WEIGHT_HEADER}${weightAccessor(dtype)}
-var<workgroup> WT: array<array<f32, ${TILE}>, ${TILE}>;
-var<workgroup> XT: array<array<f32, ${TILE}>, ${TILE}>;
-@compute @workgroup_size(${TILE}, ${TILE})
-fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u) {
-  let rowBase = wid.x * ${TILE}u;
-  let tokBase = wid.y * ${TILE}u;
-  var acc = 0.0;
-  for (var k0 = 0u; k0 < P.cols; k0 = k0 + ${TILE}u) {
-    let kc = k0 + lid.x;
-    let wr = rowBase + lid.y;
-    var wv = 0.0;
-    if (wr < P.rows && kc < P.cols) { wv = w_at(wr, kc); }
-    WT[lid.y][lid.x] = wv;
-    let xb = tokBase + lid.y;
-    var xv = 0.0;
-    if (xb < S.n && kc < P.cols) { xv = X[xb * P.xStride + kc]; }
-    XT[lid.y][lid.x] = xv;
+var<workgroup> WT: array<f32, ${MM_ROWS * MM_K}>;
+var<workgroup> XT: array<f32, ${MM_TOKENS * MM_K}>;
+@compute @workgroup_size(16, 8)
+fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u,
+        @builtin(local_invocation_index) li: u32) {
+  let rowBase = wid.x * ${MM_ROWS}u;
+  let tokBase = wid.y * ${MM_TOKENS}u;
+  // Accumulators: acc_b holds rows lid.x + 16a (a = 0..3) of token lid.y + 8b. Plain vec4s rather than an
+  // indexed array keep the shader small for every compiler (llvmpipe takes minutes on the array form).
+  var acc0 = vec4<f32>();
+  var acc1 = vec4<f32>();
+  var acc2 = vec4<f32>();
+  var acc3 = vec4<f32>();
+  for (var k0 = 0u; k0 < P.cols; k0 = k0 + ${MM_K}u) {
+    for (var i = 0u; i < ${(MM_ROWS * MM_K) / 128}u; i = i + 1u) {
+      let e = li + i * 128u;
+      let r = rowBase + e / ${MM_K}u;
+      let c = k0 + e % ${MM_K}u;
+      var v = 0.0;
+      if (r < P.rows && c < P.cols) { v = w_at(r, c); }
+      WT[e] = v;
+    }
+    for (var i = 0u; i < ${(MM_TOKENS * MM_K) / 128}u; i = i + 1u) {
+      let e = li + i * 128u;
+      let t = tokBase + e / ${MM_K}u;
+      let c = k0 + e % ${MM_K}u;
+      var v = 0.0;
+      if (t < S.n && c < P.cols) { v = X[t * P.xStride + c]; }
+      XT[e] = v;
+    }
     workgroupBarrier();
-    for (var k = 0u; k < ${TILE}u; k = k + 1u) { acc = acc + WT[lid.x][k] * XT[lid.y][k]; }
+    for (var k = 0u; k < ${MM_K}u; k = k + 1u) {
+      let wv = vec4<f32>(WT[lid.x * ${MM_K}u + k], WT[(lid.x + 16u) * ${MM_K}u + k],
+                         WT[(lid.x + 32u) * ${MM_K}u + k], WT[(lid.x + 48u) * ${MM_K}u + k]);
+      acc0 = acc0 + wv * XT[lid.y * ${MM_K}u + k];
+      acc1 = acc1 + wv * XT[(lid.y + 8u) * ${MM_K}u + k];
+      acc2 = acc2 + wv * XT[(lid.y + 16u) * ${MM_K}u + k];
+      acc3 = acc3 + wv * XT[(lid.y + 24u) * ${MM_K}u + k];
+    }
     workgroupBarrier();
   }
-  let r = rowBase + lid.x;
-  let b = tokBase + lid.y;
-  if (r < P.rows && b < S.n) { store(b, r, acc); }
+  let accs = array<vec4<f32>, 4>(acc0, acc1, acc2, acc3);
+  for (var b = 0u; b < 4u; b = b + 1u) {
+    let t = tokBase + lid.y + b * 8u;
+    for (var a = 0u; a < 4u; a = a + 1u) {
+      let r = rowBase + lid.x + a * 16u;
+      if (r < P.rows && t < S.n) { store(t, r, accs[b][a]); }
+    }
+  }
 }
 `;
 }
