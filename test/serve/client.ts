@@ -97,8 +97,8 @@ switch (mode) {
     const results = await Promise.all(
       (args.prompts as string[]).map(async (content, i) => {
         try {
-          const r = await streamChat({ ...args.body, messages: [{ role: 'user', content }] });
-          return { i, ok: true, text: r.text, finish: r.finish, usage: r.usage };
+          const r = args.kind === 'completion' ? await streamCompletion({ ...args.body, prompt: content }) : await streamChat({ ...args.body, messages: [{ role: 'user', content }] });
+          return { i, ok: true, text: r.text, finish: r.finish };
         } catch (err) {
           return { i, ok: false, ...describe(err) };
         }

@@ -135,12 +135,13 @@ describe.skipIf(!netnsAvailable())('serving across network namespaces', () => {
   it('50 concurrent streams: each completes with its own prompt\'s text or gets a clean 429/503', async () => {
     const api = daemons[1];
     await load(api, 'pipeline');
-    const prompts = Array.from({ length: 50 }, (_, i) => `Verse ${i % 5}: in the beginning`);
+    const words = ['God', 'light', 'waters', 'earth', 'night'];
+    const prompts = Array.from({ length: 50 }, (_, i) => `In the beginning ${i % 5} the ${words[i % 5]} ${'!?.;,'[i % 5]}`);
     const body = { model: MODEL, max_tokens: 8, temperature: 0 };
     const singles = [];
-    for (let k = 0; k < 5; k++) singles.push((await client(api.host, 'chat', { body: { ...body, messages: [{ role: 'user', content: prompts[k] }] } }))[0].text);
+    for (let k = 0; k < 5; k++) singles.push((await client(api.host, 'completion', { body: { ...body, prompt: prompts[k] } }))[0].text);
     expect(new Set(singles).size).toBeGreaterThan(1); // the prompts really lead to different answers
-    const [results] = await client(api.host, 'concurrent', { body, prompts });
+    const [results] = await client(api.host, 'concurrent', { kind: 'completion', body, prompts });
     expect(results).toHaveLength(50);
     const ok = results.filter((r: any) => r.ok);
     for (const r of results) {
