@@ -120,8 +120,23 @@ describe('serving on a 2-daemon pod', () => {
         expect(talk.stdout).toContain(second);
         expect(talk.stdout.indexOf(second, talk.stdout.indexOf(first) + first.length)).toBeGreaterThan(0);
       }
-      const del = await api(daemons[0], `/api/instances/${body.instance.id}`, { method: 'DELETE' });
-      expect(del.status).toBe(204);
+      if (strategy === 'tensor') {
+        // The CLI side of instances: listed by `orchard models`, removed by `orchard unload`.
+        const url = `http://127.0.0.1:${daemons[0].apiPort}`;
+        const models = await runCli(['models', '--json', '--url', url]);
+        const listed = JSON.parse(models.stdout);
+        expect(listed.models).toContain(MODEL);
+        expect(listed.instances.map((i: any) => i.id)).toContain(body.instance.id);
+        const un = await runCli(['unload', body.instance.id, '--url', url]);
+        expect(un.code, un.stderr).toBe(0);
+        expect(un.stdout).toContain(`unloaded ${body.instance.id}`);
+        const again = await runCli(['unload', body.instance.id, '--url', url]);
+        expect(again.code).toBe(4);
+        expect(again.stderr).toMatch(/no instance or model/);
+      } else {
+        const del = await api(daemons[0], `/api/instances/${body.instance.id}`, { method: 'DELETE' });
+        expect(del.status).toBe(204);
+      }
     }, 120_000);
   }
 });
