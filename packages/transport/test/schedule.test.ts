@@ -79,3 +79,27 @@ describe('f16 conversion', () => {
     expect(Number.isNaN(halfToFloat(floatToHalf(NaN)))).toBe(true);
   });
 });
+
+describe('f32 SIMD sum', () => {
+  it('is available here and bit-identical to the scalar loop, at any length and offset, aliased or not', async () => {
+    const { addF32, simdAvailable } = await import('../src/collectives/simd.js');
+    expect(simdAvailable()).toBe(true);
+    let seed = 3;
+    const rnd = () => ((seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32 - 0.5) * 10 ** Math.floor(((seed >>> 8) % 12) - 6);
+    for (const n of [0, 1, 3, 255, 256, 257, 16383, 16384, 16385, 40_001]) {
+      const a = Float32Array.from({ length: n + 7 }, rnd);
+      const b = Float32Array.from({ length: n + 5 }, rnd);
+      a[3] = NaN;
+      b[4] = Infinity;
+      const simd = new Float32Array(n + 2);
+      const scalar = new Float32Array(n + 2);
+      addF32(simd, 2, a, 7 - 4, b, 5 - 3, n);
+      addF32(scalar, 2, a, 7 - 4, b, 5 - 3, n, true);
+      expect(Buffer.from(simd.buffer).equals(Buffer.from(scalar.buffer)), `n=${n}`).toBe(true);
+      // In place: a := a + b.
+      const inPlace = a.slice();
+      addF32(inPlace, 0, inPlace, 0, b, 0, n);
+      for (let i = 0; i < n; i++) if (!Object.is(inPlace[i], Math.fround(a[i] + b[i]))) throw new Error(`in place, n=${n}, i=${i}`);
+    }
+  });
+});

@@ -3,6 +3,7 @@
  * f16 values are widened to f32, combined, and rounded back to nearest-even.
  */
 import type { ReduceOp, ReducibleBuffer } from '../group.js';
+import { addF32 } from './simd.js';
 
 export type ElementKind = 'f32' | 'f16';
 
@@ -62,7 +63,7 @@ export function combine(op: ReduceOp, dst: ReducibleBuffer, a: ReducibleBuffer, 
   if (dst instanceof Float32Array) {
     const x = a as Float32Array;
     const y = b as Float32Array;
-    if (op === 'sum') for (let i = start; i < end; i++) dst[i] = x[i] + y[i + d];
+    if (op === 'sum') addF32(dst, start, x, start, y, bOffset, end - start);
     else if (op === 'max') for (let i = start; i < end; i++) dst[i] = Math.max(x[i], y[i + d]);
     else for (let i = start; i < end; i++) dst[i] = Math.min(x[i], y[i + d]);
     return;
@@ -97,7 +98,7 @@ function reduceF32(op: ReduceOp, out: Float32Array, sources: Float32Array[], sta
     // Element-wise, so safe in place even when out is a source.
     const a = sources[0];
     const b = sources[1];
-    if (op === 'sum') for (let i = start; i < end; i++) out[i] = a[i] + b[i];
+    if (op === 'sum') addF32(out, start, a, start, b, start, end - start);
     else if (op === 'max') for (let i = start; i < end; i++) out[i] = Math.max(a[i], b[i]);
     else for (let i = start; i < end; i++) out[i] = Math.min(a[i], b[i]);
     return;
@@ -107,7 +108,7 @@ function reduceF32(op: ReduceOp, out: Float32Array, sources: Float32Array[], sta
   for (let i = 0; i < n; i++) acc[i] = s0[start + i];
   for (let r = 1; r < sources.length; r++) {
     const s = sources[r];
-    if (op === 'sum') for (let i = 0; i < n; i++) acc[i] += s[start + i];
+    if (op === 'sum') addF32(acc, 0, acc, 0, s, start, n);
     else if (op === 'max') for (let i = 0; i < n; i++) acc[i] = Math.max(acc[i], s[start + i]);
     else for (let i = 0; i < n; i++) acc[i] = Math.min(acc[i], s[start + i]);
   }
