@@ -53,3 +53,21 @@ export { Sampler, argmax, validateSampling, type SamplingOptions } from './gener
 export { TextStream } from './generate/text-stream.js';
 
 export { F16_TO_F32, BF16_TO_F32, f32ToF16Bits, f32ToBf16Bits } from './numeric/half.js';
+
+// GPU (WebGPU through Dawn). Dawn itself is imported only when a context is created, so these exports
+// cost nothing on machines without a GPU or a Vulkan driver.
+export {
+  createGpuContext,
+  describeAdapter,
+  GpuUnavailableError,
+  GpuDeviceLostError,
+  GpuOutOfMemoryError,
+  GpuValidationError,
+  type GpuContext,
+  type GpuContextOptions,
+  type GpuAdapterSummary,
+  type GpuLimits,
+} from './kernels/gpu/context.js';
+export { chooseGpu, profileGpu, type GpuChoice, type GpuProfile } from './kernels/gpu/probe.js';
+export { GpuShard, GpuKVCache, type GpuShardOptions } from './kernels/gpu/shard.js';
+export { loadGpuModel, GpuModel, type GpuModelOptions } from './kernels/gpu/model.js';

@@ -7,6 +7,7 @@
  */
 // The WebGPU DOM types (GPUDevice, GPUBuffer, …) come in through the webgpu package's declarations.
 import type {} from 'webgpu';
+import { missingVulkanDriver } from './vulkan-icd.js';
 
 export class GpuUnavailableError extends Error {
   constructor(message: string) {
@@ -99,6 +100,9 @@ export function describeAdapter(a: GpuAdapterSummary): string {
   return `${name}${a.software ? ' (software)' : ''}`;
 }
 
+const LINUX_HINT =
+  ' (Linux: needs a Vulkan driver; for the CPU-only lavapipe driver install Mesa 25 mesa-vulkan-drivers and set VK_ICD_FILENAMES)';
+
 type Dawn = { create(options: string[]): GPU };
 
 async function loadDawn(): Promise<Dawn> {
@@ -113,16 +117,17 @@ async function loadDawn(): Promise<Dawn> {
 
 /** Finds an adapter and opens a device with the largest buffer limits the adapter offers. */
 export async function createGpuContext(options: GpuContextOptions = {}): Promise<GpuContext> {
+  if (process.platform === 'linux') {
+    const missing = missingVulkanDriver();
+    if (missing) throw new GpuUnavailableError(`no WebGPU adapter found: ${missing}${LINUX_HINT}`);
+  }
   const dawn = await loadDawn();
   const gpu = dawn.create(process.platform === 'linux' ? ['backend=vulkan'] : []);
 
   let adapter = await gpu.requestAdapter({ powerPreference: 'high-performance' });
   if (!adapter && options.allowSoftware) adapter = await gpu.requestAdapter({ forceFallbackAdapter: true });
   if (!adapter) {
-    const hint =
-      process.platform === 'linux'
-        ? ' (Linux: needs a Vulkan driver; for the CPU-only lavapipe driver install Mesa 25 mesa-vulkan-drivers and set VK_ICD_FILENAMES)'
-        : '';
+    const hint = process.platform === 'linux' ? LINUX_HINT : '';
     throw new GpuUnavailableError(`no WebGPU adapter found${hint}`);
   }
   const summary = summarize(adapter);
