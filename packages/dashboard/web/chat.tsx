@@ -97,7 +97,7 @@ export function Chat({ models, instances }: { models: string[]; instances: Insta
         {messages.length === 0 && <p class="muted">Ask the pod something.</p>}
         {messages.map((m, k) => (
           <div key={k} class={`msg ${m.role}`} data-role={m.role}>
-            <div class="content">{m.content || (m.role === 'assistant' && !m.error && running ? '…' : '')}</div>
+            {(m.content || !m.error) && <div class="content">{m.content || (m.role === 'assistant' && running ? '…' : '')}</div>}
             {m.error && <div class="error" data-testid="chat-error">{m.error}</div>}
             {m.stats && (
               <div class="stats" data-testid="chat-stats">
@@ -119,11 +119,11 @@ export function Chat({ models, instances }: { models: string[]; instances: Insta
       >
         <input name="prompt" placeholder={model ? `Message ${model}` : 'load a model first'} value={input} onInput={(e) => setInput((e.target as HTMLInputElement).value)} />
         {running ? (
-          <button type="button" class="danger" onClick={() => running.abort()}>
+          <button key="stop" type="button" class="danger" disabled={false} onClick={() => running.abort()}>
             Stop
           </button>
         ) : (
-          <button type="submit" disabled={!model || !input.trim()}>
+          <button key="send" type="submit" disabled={!model || !input.trim()}>
             Send
           </button>
         )}

@@ -26,6 +26,13 @@ export function rate(tps: number | null | undefined): string {
   return `${tps >= 100 ? Math.round(tps) : tps.toFixed(1)} tok/s`;
 }
 
+/** Replaces peer ids in planner text with node names. */
+export function withNames(text: string, names: Map<string, string>): string {
+  let out = text;
+  for (const [id, name] of names) if (id) out = out.split(id).join(name);
+  return out;
+}
+
 export function percent(done: number, total: number): string {
   if (!(total > 0)) return '–';
   return `${Math.min(100, Math.floor((done / total) * 100))}%`;

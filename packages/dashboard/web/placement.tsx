@@ -1,7 +1,7 @@
 /** Running instances (which node holds which layers / tensor slices), load and unload, plan preview. */
 import { useEffect, useState } from 'preact/hooks';
 import { ApiError, getJson, sendJson } from './api.js';
-import { bytes, percent, rate } from './format.js';
+import { bytes, percent, rate, withNames } from './format.js';
 import type { InstanceView, PlanPreview, PlanStageView, ProgressView } from './types.js';
 
 type Names = Map<string, string>;
@@ -162,10 +162,10 @@ function Preview({ models, names }: { models: string[]; names: Names }) {
           <p>
             <b>{pl.strategy}</b> <StageList stages={pl.stages} names={names} /> — predicted <b>{rate(pl.predicted.decodeTokensPerSecond)}</b>, first token in {Math.round(pl.predicted.ttftMs)} ms; weights {bytes(pl.model.weightsBytes)}
           </p>
-          {preview.placement && preview.placement.strategy !== pl.strategy && <p class="muted">The engine runs this as {preview.placement.strategy}: {preview.placement.explanation.at(-1)}</p>}
+          {preview.placement && preview.placement.strategy !== pl.strategy && <p class="muted">The engine runs this as {preview.placement.strategy}: {withNames(preview.placement.explanation.at(-1) ?? '', names)}</p>}
           <ul class="explain">
             {pl.explanation.map((e, k) => (
-              <li key={k}>{e}</li>
+              <li key={k}>{withNames(e, names)}</li>
             ))}
           </ul>
           {pl.alternatives.length > 0 && (
@@ -184,7 +184,7 @@ function Preview({ models, names }: { models: string[]; names: Names }) {
                       {a.strategy} {a.nodes.length ? `on ${a.nodes.map((n) => names.get(n) ?? n.slice(-6)).join(', ')}` : ''}
                     </td>
                     <td>{rate(a.predicted?.decodeTokensPerSecond)}</td>
-                    <td>{a.rejected}</td>
+                    <td>{withNames(a.rejected, names)}</td>
                   </tr>
                 ))}
               </tbody>

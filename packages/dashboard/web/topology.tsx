@@ -3,11 +3,11 @@ import { LINK_KINDS, bandwidth, bytes, latency, linkKind, ringLayout } from './f
 import type { ClusterView, InstanceView } from './types.js';
 
 const W = 620;
-const H = 330;
+const H = 380;
 
 export function Topology({ cluster, instances }: { cluster: ClusterView; instances: InstanceView[] }) {
   const nodes = cluster.nodes;
-  const pos = new Map(nodes.map((n, i) => [n.id, ringLayout(nodes.length, W, H)[i]]));
+  const pos = new Map(nodes.map((n, i) => [n.id, ringLayout(nodes.length, W, H, 48)[i]]));
   const name = (id: string) => nodes.find((n) => n.id === id)?.name ?? id.slice(-6);
   const ranksOn = (id: string) => instances.reduce((k, i) => k + i.nodes.filter((n) => n === id).length, 0);
   return (
@@ -69,7 +69,7 @@ export function Topology({ cluster, instances }: { cluster: ClusterView; instanc
             <th>chip</th>
             <th>memory used / total</th>
             <th>GPU cores</th>
-            <th>load</th>
+            <th title="1-minute load average per core; ranks of loaded models">load</th>
           </tr>
         </thead>
         <tbody>
@@ -85,7 +85,7 @@ export function Topology({ cluster, instances }: { cluster: ClusterView; instanc
               </td>
               <td>{n.gpuCores ?? '–'}</td>
               <td>
-                {n.load != null ? `${Math.round(n.load * 100)}% CPU` : '–'}
+                <span title="1-minute load average per CPU core (1.00 = every core busy)">{n.load != null ? n.load.toFixed(2) : '–'}</span>
                 {ranksOn(n.id) > 0 && ` · ${ranksOn(n.id)} rank${ranksOn(n.id) > 1 ? 's' : ''}`}
               </td>
             </tr>
