@@ -6,14 +6,15 @@
  * The direct all-reduce (one step of latency, but each rank sends its buffer to all size-1 peers)
  * is used while `bytes * (size - 1)` — what one rank sends — is at most this; beyond it, the
  * pipelined ring (2(size-1) steps, 2(size-1)/size of the buffer per rank) wins. Two ranks always
- * use direct (same bytes either way). = 32 KiB buffers at 3 ranks, ~21 KiB at 4.
+ * use direct (same bytes either way). = 24 KiB buffers at 3 ranks, 16 KiB at 4.
  *
- * Measured with packages/transport/bench/threshold.ts (loopback processes, 2026-11-30, shared
- * 2-core machine): 3 ranks: direct faster up to 32 KiB (450 vs 460 us), ring from 64 KiB
- * (451 vs 760 us); 4 ranks: equal at 16 KiB (823 vs 774 us), ring from 32 KiB (859 vs 2829 us).
- * Both crossovers sit at 32-64 KiB sent per rank; 64 KiB is the upper end. See README.
+ * Measured with `pnpm bench:transport --threshold` (loopback processes, shared 2-core machine,
+ * 2026-11-30, after the SIMD and zero-copy changes): 3 ranks: direct faster up to 16 KiB
+ * (314 vs 341 us), ring from 32 KiB (325 vs 365 us); 4 ranks: direct up to 16 KiB (717 vs 747 us),
+ * ring from 32 KiB (859 vs 918 us). The crossover lies between 48 KiB sent per rank (direct wins
+ * at 16 KiB x 3) and 64 KiB (ring wins at 32 KiB x 2): 48 KiB. Tables in the README.
  */
-export const ALLREDUCE_DIRECT_MAX_SEND_BYTES = 64 * 1024;
+export const ALLREDUCE_DIRECT_MAX_SEND_BYTES = 48 * 1024;
 
 /** Pipeline chunk: large enough to amortise per-frame costs, small enough to overlap steps. */
 export const PIPELINE_CHUNK_BYTES = 256 * 1024;
