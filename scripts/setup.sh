@@ -52,6 +52,22 @@ if ! install_verbs_headers; then
   echo "setup: warning: could not install libibverbs-dev; the RDMA addon will not build (links use TCP)" >&2
 fi
 
+# Optional: Debian's Chromium, for the dashboard's browser tests (test/dashboard, driven by playwright-core).
+# Root on Debian with apt only; any failure just prints a warning and those tests skip with the reason
+# (ORCHARD_REQUIRE_BROWSER_TESTS=1 makes them fail instead). ORCHARD_SKIP_CHROMIUM=1 turns it off.
+install_chromium() {
+  [ "${ORCHARD_SKIP_CHROMIUM:-0}" = 1 ] && return 0
+  [ "$(id -u)" = 0 ] || return 0
+  command -v apt-get >/dev/null 2>&1 || return 0
+  [ -f /etc/debian_version ] || return 0
+  [ -x /usr/bin/chromium ] && return 0
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null 2>&1 ||
+    { apt-get update -qq >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null 2>&1; }
+}
+if ! install_chromium; then
+  echo "setup: warning: could not install Debian's chromium; the dashboard browser tests will skip" >&2
+fi
+
 if ! command -v pnpm >/dev/null 2>&1; then
   npm install -g pnpm@10 >/dev/null
 fi
