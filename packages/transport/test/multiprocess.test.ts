@@ -15,7 +15,8 @@ type Result = { sha256: string; verified: boolean; ms: number[] };
 describe('TCP group across processes (loopback)', () => {
   it('3 processes: all-reduce 1, odd, below/above threshold and 64 MiB sizes, identical on every rank', async () => {
     mesh = await startMesh(3);
-    for (const elements of [1, 1001, 6000, 6400, 100_003, 16 * 1024 * 1024 + 1]) // 6000 x 4 B x 2 peers <= 48 KiB (direct) < 6400 x 4 x 2 (ring) {
+    // 6000 x 4 B x 2 peers <= 48 KiB (direct) < 6400 x 4 B x 2 (ring).
+    for (const elements of [1, 1001, 6000, 6400, 100_003, 16 * 1024 * 1024 + 1]) {
       const rs = await mesh.all<Result>('allreduce', () => ({ elements, verifyStride: elements > 1e6 ? 997 : 1 }), 120_000);
       for (const r of rs) expect(r.verified, `elements=${elements}`).toBe(true);
       expect(new Set(rs.map((r) => r.sha256)).size, `elements=${elements}`).toBe(1);
