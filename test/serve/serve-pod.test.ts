@@ -5,8 +5,9 @@
  * ends the stream with an error within 5 s and the pod answers again within 30 s; 50 concurrent
  * streams all complete or get a clean 429/503, none lost or mixed up.
  *
- * Model: the bundled demo model when models/orchard-demo exists, else a generated Llama written into
- * every daemon's store. Skips when not root / no iproute2; the net and its processes are always removed.
+ * Model: the bundled demo model (models/orchard-demo; a generated Llama in every store if it is
+ * missing). The kill tests use a generated model with a 2048-token context, so a stream lasts long
+ * enough to kill a node in the middle of it. Skips when not root / no iproute2; the net and its processes are always removed.
  */
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync } from 'node:fs';
@@ -19,7 +20,9 @@ import { createTestNet, netnsAvailable, type TestHost, type TestNet } from '../h
 
 const DEMO_DIR = join(REPO_ROOT, 'models/orchard-demo');
 const USE_DEMO = existsSync(join(DEMO_DIR, 'config.json'));
-const MODEL = USE_DEMO ? 'orchard-demo' : 'test/serve-llama';
+/** A generated model with a long context, in every store: streams long enough to kill a node mid-way. */
+const LONG_MODEL = 'test/serve-llama';
+const MODEL = USE_DEMO ? 'orchard-demo' : LONG_MODEL;
 const CLIENT = join(REPO_ROOT, 'test/serve/client.ts');
 const CLI = join(REPO_ROOT, 'packages/daemon/src/cli/main.ts');
 
@@ -78,9 +81,9 @@ function orchardRun(prompt: string, maxTokens: number): string {
 
 const peerOf = (d: TestDaemon): string => d.get('/api/status').self.peerId;
 
-async function load(d: TestDaemon, strategy: 'pipeline' | 'tensor'): Promise<any> {
+async function load(d: TestDaemon, strategy: 'pipeline' | 'tensor', model = MODEL): Promise<any> {
   for (const i of curlJson(d, 'GET', '/api/instances').json.instances) curlJson(d, 'DELETE', `/api/instances/${i.id}`);
-  const r = curlJson(d, 'POST', '/api/instances', { model: MODEL, strategy, nodes: 2 });
+  const r = curlJson(d, 'POST', '/api/instances', { model, strategy, nodes: 2 });
   expect(r.status, JSON.stringify(r.json)).toBe(201);
   return r.json.instance;
 }
@@ -90,11 +93,10 @@ describe.skipIf(!netnsAvailable())('serving across network namespaces', () => {
     net = await createTestNet({ hosts: 3 });
     daemons = net.hosts.map((h) => {
       const dataDir = mkdtempSync(join(os.tmpdir(), `orchard-serve-${h.ns}-`));
-      if (!USE_DEMO) {
-        modelDir = join(dataDir, 'models', ...MODEL.split('/'));
-        mkdirSync(modelDir, { recursive: true });
-        writeRandomModel(modelDir, { numLayers: 4, hiddenSize: 128, intermediateSize: 256, numHeads: 4, numKvHeads: 2, maxPositionEmbeddings: 2048, seed: 21 });
-      }
+      const longDir = join(dataDir, 'models', ...LONG_MODEL.split('/'));
+      mkdirSync(longDir, { recursive: true });
+      writeRandomModel(longDir, { numLayers: 4, hiddenSize: 128, intermediateSize: 256, numHeads: 4, numKvHeads: 2, maxPositionEmbeddings: 2048, seed: 21 });
+      if (!USE_DEMO) modelDir = longDir;
       return startDaemon(h, { dataDir, args: ['--gone-after', '3', '--name', h.ns.split('-').pop()!], env: { ORCHARD_MAX_QUEUE: '16', ORCHARD_LOG_LEVEL: 'info' } });
     });
     await waitFor('3 daemons with profiles in every cluster view', () => daemons.every((d) => d.tryGet('/api/cluster')?.nodes.length === 3), 60_000);
@@ -122,6 +124,7 @@ describe.skipIf(!netnsAvailable())('serving across network namespaces', () => {
       expect(plain.text).toBe(want);
       expect(streamed.text).toBe(want);
       expect(plain.usage.completion_tokens).toBeGreaterThan(0);
+      console.log(`${strategy} (${MODEL}): orchard run and the pod both say ${JSON.stringify(want)}`);
       const chatBody = { model: MODEL, messages: [{ role: 'user', content: 'Who made the light?' }], max_tokens: 16, temperature: 0 };
       const [chat] = await client(api.host, 'chat', { body: chatBody });
       const [chatStream] = await client(daemons[0].host, 'chat-stream', { body: chatBody });
@@ -153,14 +156,14 @@ describe.skipIf(!netnsAvailable())('serving across network namespaces', () => {
   }, 300_000);
 
   it('killing a stage mid-stream ends the stream with an error within 5 s; the pod answers again within 30 s', async () => {
-    const instance = await load(daemons[0], 'pipeline');
+    const instance = await load(daemons[0], 'pipeline', LONG_MODEL);
     const ids = daemons.map(peerOf);
     const victimId: string = instance.stages[1].nodes[0];
     const victim = daemons[ids.indexOf(victimId)];
     const api = daemons.find((d) => d !== victim)!;
     let killedAt = 0;
     let pieces = 0;
-    const lines = await client(api.host, 'stream-log', { body: { model: MODEL, messages: [{ role: 'user', content: 'Tell the whole story' }], max_tokens: 1800, temperature: 0 } }, (v) => {
+    const lines = await client(api.host, 'stream-log', { body: { model: LONG_MODEL, messages: [{ role: 'user', content: 'Tell the whole story' }], max_tokens: 1800, temperature: 0 } }, (v) => {
       if (v.kind === 'piece' && ++pieces === 5) {
         killedAt = Date.now();
         victim.kill('SIGKILL');
@@ -170,7 +173,7 @@ describe.skipIf(!netnsAvailable())('serving across network namespaces', () => {
     expect(killedAt).toBeGreaterThan(0);
     expect(last.kind, JSON.stringify(last)).toBe('error');
     expect(last.t - killedAt).toBeLessThan(5000);
-    const [again] = await client(api.host, 'until-ok', { withinMs: 30_000, body: { model: MODEL, messages: [{ role: 'user', content: 'Again' }], max_tokens: 8, temperature: 0 } });
+    const [again] = await client(api.host, 'until-ok', { withinMs: 30_000, body: { model: LONG_MODEL, messages: [{ role: 'user', content: 'Again' }], max_tokens: 8, temperature: 0 } });
     expect(again.ok, JSON.stringify(again.errors)).toBe(true);
     expect(again.t - killedAt).toBeLessThan(30_000);
     console.log(`stage killed: stream error after ${last.t - killedAt} ms, next answer after ${again.t - killedAt} ms`);
@@ -182,13 +185,13 @@ describe.skipIf(!netnsAvailable())('serving across network namespaces', () => {
   it('killing the node that drives the instance ends a stream served through another node with an error within 5 s', async () => {
     const alive = daemons.filter((d) => !d.exited());
     expect(alive).toHaveLength(2);
-    const instance = await load(alive[0], 'pipeline');
+    const instance = await load(alive[0], 'pipeline', LONG_MODEL);
     const ids = alive.map(peerOf);
     const driver = alive[ids.indexOf(instance.stages[0].nodes[0])];
     const api = alive.find((d) => d !== driver)!;
     let killedAt = 0;
     let pieces = 0;
-    const lines = await client(api.host, 'stream-log', { body: { model: MODEL, messages: [{ role: 'user', content: 'Tell it again' }], max_tokens: 1800, temperature: 0 } }, (v) => {
+    const lines = await client(api.host, 'stream-log', { body: { model: LONG_MODEL, messages: [{ role: 'user', content: 'Tell it again' }], max_tokens: 1800, temperature: 0 } }, (v) => {
       if (v.kind === 'piece' && ++pieces === 5) {
         killedAt = Date.now();
         driver.kill('SIGKILL');
