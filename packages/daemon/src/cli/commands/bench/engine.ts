@@ -19,12 +19,12 @@ export function registerBenchEngine(bench: Command): void {
     .option('--threads <n>', 'threads for both engines (default: physical cores)')
     .option('--rounds <n>', 'measured rounds per model, best kept (default 2)')
     .action(async (opts: { json?: boolean; threads?: string; rounds?: string }) => {
-      const missing = llamaCppMissingReason();
-      if (missing) throw new CliError(missing, 2);
       const threads = opts.threads === undefined ? defaultBenchThreads() : Number(opts.threads);
       if (!Number.isInteger(threads) || threads < 1) throw new CliError(`--threads must be an integer >= 1, got ${JSON.stringify(opts.threads)}`, 2);
       const rounds = opts.rounds === undefined ? undefined : Number(opts.rounds);
       if (rounds !== undefined && (!Number.isInteger(rounds) || rounds < 1)) throw new CliError(`--rounds must be an integer >= 1, got ${JSON.stringify(opts.rounds)}`, 2);
+      const missing = llamaCppMissingReason();
+      if (missing) throw new CliError(missing, 2);
       const result = await runEngineBench({ threads, rounds, log: opts.json ? undefined : (line) => process.stderr.write(`${line}\n`) });
       process.stdout.write(opts.json ? `${JSON.stringify(result)}\n` : `${formatEngineTable(result, threads)}\n`);
     });
