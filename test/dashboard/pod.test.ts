@@ -181,8 +181,13 @@ describe.skipIf(skip)('dashboard in Chromium on a 3-daemon pod', () => {
   it('a killed node disappears from the view', async () => {
     const victim = daemons[2];
     victim.kill('SIGKILL');
-    await page.waitForFunction((gone) => ![...document.querySelectorAll('svg[data-testid=topology] g.node')].some((g) => g.getAttribute('data-node') === gone), names[2], { timeout: 30_000 });
-    expect(await nodeNames(page)).toEqual([names[0], names[1]].sort());
+    // The view settles on the two survivors (a survivor may blink out while the pod elects a new coordinator on a busy machine).
+    await page.waitForFunction(
+      (want) => [...document.querySelectorAll('svg[data-testid=topology] g.node')].map((g: any) => g.getAttribute('data-node')).sort().join() === want && document.querySelectorAll('svg[data-testid=topology] g.link').length === 1,
+      [names[0], names[1]].sort().join(),
+      { timeout: 30_000 },
+    );
+    expect(await nodeNames(page)).not.toContain(names[2]);
     expect(await page.locator('svg[data-testid=topology] g.link').count()).toBe(1);
     expect(await page.locator('[data-testid=node-table] tbody tr').count()).toBe(2);
     await screenshot(page, '4-node-gone');

@@ -10,6 +10,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 export const WEB_DIR = resolve(dirname(fileURLToPath(import.meta.url)), '../web');
+const PACKAGE_DIR = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const DEFAULT_CACHE = resolve(dirname(fileURLToPath(import.meta.url)), '../dist');
 const require = createRequire(import.meta.url);
 
@@ -71,6 +72,8 @@ export async function buildDashboard(options: { cacheDir?: string; webDir?: stri
     outdir: '/out',
     logLevel: 'silent',
     legalComments: 'none',
+    // Preact comes from this package's dependencies, wherever the sources are.
+    nodePaths: [join(PACKAGE_DIR, 'node_modules')],
   });
   const pick = (suffix: string) => {
     const f = result.outputFiles.find((o) => o.path.endsWith(suffix));

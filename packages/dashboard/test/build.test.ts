@@ -1,0 +1,37 @@
+import { cpSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { buildDashboard, sourceHash, WEB_DIR } from '../src/build.js';
+
+describe('dashboard build', () => {
+  it('bundles the page offline (no external URLs), caches it, and rebuilds when a source changes', async () => {
+    const web = mkdtempSync(join(os.tmpdir(), 'orchard-dash-web-'));
+    cpSync(WEB_DIR, web, { recursive: true });
+    const cacheDir = mkdtempSync(join(os.tmpdir(), 'orchard-dash-cache-'));
+    const first = await buildDashboard({ webDir: web, cacheDir });
+    expect(first.built).toBe(true);
+    expect([...first.assets.keys()].sort()).toEqual(['/', '/dashboard/app.css', '/dashboard/app.js']);
+    const js = first.assets.get('/dashboard/app.js')!.body.toString();
+    const html = first.assets.get('/')!.body.toString();
+    expect(js.length).toBeGreaterThan(5000);
+    expect(js.length).toBeLessThan(200_000); // small bundle: Preact + our code
+    // Nothing fetched from a CDN at run time: only same-origin paths.
+    expect(html).not.toMatch(/https?:\/\//);
+    expect(js).not.toMatch(/(src|href)=["']https?:/);
+    expect(js).not.toMatch(/import\s*\(?["']https?:/);
+    expect(html).toContain('/dashboard/app.js');
+
+    const again = await buildDashboard({ webDir: web, cacheDir });
+    expect(again.built).toBe(false);
+    expect(again.hash).toBe(first.hash);
+    expect(again.assets.get('/dashboard/app.js')!.body.equals(first.assets.get('/dashboard/app.js')!.body)).toBe(true);
+
+    const css = join(web, 'style.css');
+    writeFileSync(css, readFileSync(css, 'utf8') + '\n.added-by-test { color: red; }\n');
+    expect(sourceHash(web)).not.toBe(first.hash);
+    const changed = await buildDashboard({ webDir: web, cacheDir });
+    expect(changed.built).toBe(true);
+    expect(changed.assets.get('/dashboard/app.css')!.body.toString()).toContain('.added-by-test');
+  }, 60_000);
+});

@@ -1,0 +1,46 @@
+import { describe, expect, it } from 'vitest';
+import { bandwidth, bytes, latency, linkKind, rate, ringLayout, withNames } from '../web/format.js';
+
+describe('dashboard formatting', () => {
+  it('writes sizes, latencies, bandwidths and speeds for people', () => {
+    expect(bytes(3_444_864)).toBe('3.4 MB');
+    expect(bytes(410e9)).toBe('410 GB');
+    expect(bytes(512)).toBe('512 B');
+    expect(bytes(null)).toBe('–');
+    expect(latency(42.4)).toBe('42 µs');
+    expect(latency(1500)).toBe('1.5 ms');
+    expect(latency(25_000)).toBe('25 ms');
+    expect(bandwidth(6.54)).toBe('6.5 Gb/s');
+    expect(bandwidth(80)).toBe('80 Gb/s');
+    expect(bandwidth(0.25)).toBe('250 Mb/s');
+    expect(rate(71.34)).toBe('71.3 tok/s');
+    expect(rate(640.9)).toBe('641 tok/s');
+    expect(rate(null)).toBe('–');
+  });
+
+  it('names every link kind and falls back for unknown ones', () => {
+    expect(linkKind('rdma').label).toBe('RDMA');
+    expect(linkKind('thunderbolt').label).toBe('Thunderbolt TCP');
+    expect(linkKind('ethernet').label).toBe('Ethernet');
+    expect(linkKind('wifi').dash).not.toBe('');
+    expect(linkKind('carrier-pigeon').label).toBe('carrier-pigeon');
+  });
+
+  it('puts nodes apart inside the box', () => {
+    for (let n = 1; n <= 8; n++) {
+      const pos = ringLayout(n, 620, 380, 48);
+      expect(pos).toHaveLength(n);
+      for (const p of pos) {
+        expect(p.x).toBeGreaterThanOrEqual(0);
+        expect(p.x).toBeLessThanOrEqual(620);
+        expect(p.y).toBeGreaterThanOrEqual(0);
+        expect(p.y).toBeLessThanOrEqual(380);
+      }
+      for (let i = 0; i < n; i++) for (let j = i + 1; j < n; j++) expect(Math.hypot(pos[i].x - pos[j].x, pos[i].y - pos[j].y), `${n} nodes: ${i}-${j}`).toBeGreaterThan(100);
+    }
+  });
+
+  it('replaces peer ids in planner text with names', () => {
+    expect(withNames('Fits on 12D3KooWabc, not on 12D3KooWxyz', new Map([['12D3KooWabc', 'pear'], ['12D3KooWxyz', 'apple']]))).toBe('Fits on pear, not on apple');
+  });
+});
