@@ -123,6 +123,8 @@ function StageList({ stages, names }: { stages: PlanStageView[]; names: Names })
 }
 
 function Preview({ models, names }: { models: string[]; names: Names }) {
+  // Plan again when the pod changes (a node joined or left).
+  const pod = [...names.keys()].sort().join();
   const [model, setModel] = useState('');
   const [preview, setPreview] = useState<PlanPreview | null>(null);
   const [error, setError] = useState<string | null>(null);
@@ -143,7 +145,7 @@ function Preview({ models, names }: { models: string[]; names: Names }) {
       live = false;
       clearInterval(t);
     };
-  }, [model]);
+  }, [model, pod]);
   const pl = preview?.planner;
   return (
     <div class="preview" data-testid="plan-preview">
@@ -250,9 +252,47 @@ function LoadForm({ models, onChange }: { models: string[]; onChange: () => void
   );
 }
 
+function PullForm({ onChange }: { onChange: () => void }) {
+  const [repo, setRepo] = useState('');
+  const [busy, setBusy] = useState<string | null>(null);
+  const [result, setResult] = useState<{ ok: boolean; text: string } | null>(null);
+  return (
+    <form
+      class="pull-form"
+      onSubmit={async (e) => {
+        e.preventDefault();
+        const r = repo.trim();
+        if (!r) return;
+        setBusy(r);
+        setResult(null);
+        try {
+          const out = await sendJson<{ hubBytes: number; peerBytes: number; peersHolding: string[] }>('POST', '/api/models/pull', { repo: r });
+          setResult({ ok: true, text: `${r} is on this node: ${bytes(out?.hubBytes ?? 0)} from the hub, ${bytes(out?.peerBytes ?? 0)} from peers` });
+          setRepo('');
+          onChange();
+        } catch (err) {
+          setResult({ ok: false, text: (err as Error).message });
+        } finally {
+          setBusy(null);
+        }
+      }}
+    >
+      <input name="repo" placeholder="download a model: org/name" value={repo} onInput={(e) => setRepo((e.target as HTMLInputElement).value)} />
+      <button type="submit" disabled={!!busy || !repo.trim()}>
+        {busy ? 'downloading…' : 'Download'}
+      </button>
+      {result && (
+        <p class={result.ok ? 'muted' : 'error'} data-testid="pull-result">
+          {result.text}
+        </p>
+      )}
+    </form>
+  );
+}
+
 export function Placement({ instances, models, names, progress, onChange }: { instances: InstanceView[]; models: string[]; names: Names; progress: ProgressView[]; onChange: () => void }) {
   const placed = new Set(instances.map((i) => i.model));
-  const loose = progress.filter((p) => !placed.has(p.model) && p.phase === 'download');
+  const loose = progress.filter((p) => !placed.has(p.model) && (p.phase === 'download' || p.phase === 'failed'));
   return (
     <div class="placement">
       <LoadForm models={models} onChange={onChange} />
@@ -263,6 +303,7 @@ export function Placement({ instances, models, names, progress, onChange }: { in
       {loose.map((p) => (
         <ProgressBar key={`${p.node}|${p.model}`} p={p} names={names} />
       ))}
+      <PullForm onChange={onChange} />
       <Preview models={models} names={names} />
     </div>
   );

@@ -1,0 +1,129 @@
+/**
+ * Download and load progress in the page: one daemon (this machine's loopback) pulls a model from a
+ * local stand-in for the hub behind a throttling proxy (so the download takes seconds); the page's
+ * Download form starts it, a progress bar shows the bytes and percentage growing, the result says
+ * where the bytes came from, and the model then loads with the Load button. Skips without Chromium
+ * unless ORCHARD_REQUIRE_BROWSER_TESTS=1.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer, request, type Server } from 'node:http';
+import { createServer as createNetServer } from 'node:net';
+import os from 'node:os';
+import { join } from 'node:path';
+import type { Browser } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { writeRandomModel } from '@orchard/engine/testing';
+import { startFakeHub, type FakeHub } from '../harness/fake-hub.js';
+import { REPO_ROOT, waitFor } from '../harness/daemons.js';
+import { browserMissing, launchBrowser, REQUIRE_BROWSER, screenshot } from './browser.js';
+
+const missing = browserMissing();
+const REPO = 'test-org/dash-dl';
+/** Bytes per second the proxy lets through. */
+const RATE = 4 * 2 ** 20;
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createNetServer();
+    s.listen(0, '127.0.0.1', () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => resolve(port));
+    });
+    s.on('error', reject);
+  });
+}
+
+/** An HTTP proxy to `target` that paces response bodies at RATE. */
+function throttlingProxy(target: string): Promise<Server & { url: string }> {
+  const t = new URL(target);
+  const server = createServer((req, res) => {
+    const up = request({ host: t.hostname, port: t.port, path: req.url, method: req.method, headers: { ...req.headers, host: t.host } }, (upRes) => {
+      res.writeHead(upRes.statusCode ?? 502, upRes.headers);
+      upRes.on('data', (chunk: Buffer) => {
+        upRes.pause();
+        res.write(chunk);
+        setTimeout(() => upRes.resume(), (chunk.length / RATE) * 1000);
+      });
+      upRes.on('end', () => res.end());
+      upRes.on('error', () => res.destroy());
+    });
+    up.on('error', () => res.destroy());
+    req.pipe(up);
+  });
+  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(Object.assign(server, { url: `http://127.0.0.1:${(server.address() as { port: number }).port}` }))));
+}
+
+let hub: FakeHub | undefined;
+let proxy: (Server & { url: string }) | undefined;
+let daemon: ChildProcess | undefined;
+let browser: Browser | undefined;
+const dirs: string[] = [];
+let base = '';
+
+describe.skipIf(!!missing && !REQUIRE_BROWSER)('dashboard download and load progress', () => {
+  beforeAll(async () => {
+    if (missing) throw new Error(`ORCHARD_REQUIRE_BROWSER_TESTS=1 but ${missing}`);
+    const src = mkdtempSync(join(os.tmpdir(), 'orchard-dash-src-'));
+    const dataDir = mkdtempSync(join(os.tmpdir(), 'orchard-dash-dl-'));
+    dirs.push(src, dataDir);
+    // About 24 MB of f32 weights: several seconds through the proxy.
+    writeRandomModel(src, { numLayers: 4, hiddenSize: 384, intermediateSize: 1024, numHeads: 6, numKvHeads: 2, maxPositionEmbeddings: 256, seed: 9 });
+    hub = await startFakeHub({ [REPO]: src });
+    proxy = await throttlingProxy(hub.url);
+    const port = await freePort();
+    base = `http://127.0.0.1:${port}`;
+    daemon = spawn(
+      process.execPath,
+      ['--import', 'tsx', join(REPO_ROOT, 'packages/daemon/src/cli/main.ts'), 'start', '--data-dir', dataDir, '--api-port', String(port), '--listen', '/ip4/127.0.0.1/tcp/0', '--no-mdns', '--name', 'fetcher'],
+      { cwd: REPO_ROOT, stdio: 'ignore', env: { ...process.env, HF_ENDPOINT: proxy.url, ORCHARD_LOG_LEVEL: 'info' } },
+    );
+    await waitFor('the daemon to answer /healthz', async () => (await fetch(`${base}/healthz`).catch(() => null))?.ok, 60_000);
+    browser = await launchBrowser();
+  }, 120_000);
+
+  afterAll(async () => {
+    await browser?.close().catch(() => {});
+    daemon?.kill('SIGKILL');
+    proxy?.close();
+    await hub?.close();
+    for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  });
+
+  it('the Download form shows a growing progress bar, then the model loads', async () => {
+    const page = await browser!.newPage({ viewport: { width: 1280, height: 900 } });
+    page.setDefaultTimeout(30_000);
+    await page.goto(`${base}/`);
+    await page.locator('svg[data-testid=topology] g.node').waitFor();
+    expect(await page.locator(`form.load-form select[name=model] option[value="${REPO}"]`).count()).toBe(0);
+    await page.fill('form.pull-form input[name=repo]', REPO);
+    await page.click('form.pull-form button[type=submit]');
+    const bar = page.locator('[data-testid=progress]').first();
+    await bar.waitFor({ timeout: 30_000 });
+    const seen: number[] = [];
+    for (let i = 0; i < 40 && seen.length < 3; i++) {
+      const text = (await bar.textContent().catch(() => '')) ?? '';
+      const m = /downloading .*\((\d+)%\)/.exec(text);
+      if (m && Number(m[1]) !== seen.at(-1)) seen.push(Number(m[1]));
+      if (seen.length === 2) await screenshot(page, '7-download-progress');
+      await page.waitForTimeout(400);
+    }
+    // The page followed the download: at least three different percentages, rising.
+    expect(seen.length, JSON.stringify(seen)).toBeGreaterThanOrEqual(3);
+    expect([...seen].sort((a, b) => a - b)).toEqual(seen);
+    const result = page.locator('[data-testid=pull-result]');
+    await result.waitFor({ timeout: 120_000 });
+    expect(await result.textContent()).toMatch(new RegExp(`^${REPO} is on this node: \\d+(\\.\\d)? MB from the hub, 0 B from peers$`));
+    await expect.poll(() => page.locator('[data-testid=progress]').count(), { timeout: 10_000 }).toBe(0);
+
+    await expect.poll(() => page.locator(`form.load-form select[name=model] option`).allTextContents(), { timeout: 15_000 }).toContain(REPO);
+    await page.selectOption('form.load-form select[name=model]', REPO);
+    await page.selectOption('form.load-form select[name=strategy]', 'auto');
+    await page.click('form.load-form button[type=submit]');
+    const inst = page.locator(`.instance[data-model="${REPO}"]`);
+    await inst.waitFor();
+    await expect.poll(() => inst.locator('[data-testid=instance-state]').textContent(), { timeout: 120_000, interval: 1000 }).toBe('ready');
+    expect(await inst.locator('[data-placement-node=fetcher]').count()).toBe(1);
+    await screenshot(page, '8-downloaded-and-loaded');
+  }, 240_000);
+});
