@@ -59,6 +59,7 @@ export { F16_TO_F32, BF16_TO_F32, f32ToF16Bits, f32ToBf16Bits } from './numeric/
 export {
   createGpuContext,
   describeAdapter,
+  summarizeAdapter,
   GpuUnavailableError,
   GpuDeviceLostError,
   GpuOutOfMemoryError,
@@ -68,6 +69,7 @@ export {
   type GpuAdapterSummary,
   type GpuLimits,
 } from './kernels/gpu/context.js';
+export { missingVulkanDriver } from './kernels/gpu/vulkan-icd.js';
 export { chooseGpu, profileGpu, type GpuChoice, type GpuProfile } from './kernels/gpu/probe.js';
 export { GpuShard, GpuKVCache, type GpuShardOptions } from './kernels/gpu/shard.js';
 export { loadGpuModel, GpuModel, type GpuModelOptions } from './kernels/gpu/model.js';

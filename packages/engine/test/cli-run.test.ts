@@ -31,7 +31,7 @@ describe('orchard run', () => {
   it('--json prints exactly the greedy generated ids, and --pipeline/--tensor give the same', async () => {
     const prompt = [72, 101, 108, 108, 111];
     const expected = await generate(loadInProcessModel(info.dir), prompt, { maxTokens: 12, stopTokenIds: [] });
-    const args = ['run', '--model', info.dir, '--prompt-ids', prompt.join(','), '--max-tokens', '12', '--temperature', '0', '--ignore-eos', '--json'];
+    const args = ['run', '--model', info.dir, '--prompt-ids', prompt.join(','), '--max-tokens', '12', '--temperature', '0', '--ignore-eos', '--json', '--backend', 'reference'];
     const plain = await orchard(args);
     expect(plain.code).toBe(0);
     expect(plain.stdout).toBe(`${JSON.stringify({ tokens: expected.tokens })}\n`);

@@ -6,14 +6,18 @@ import { fileURLToPath } from 'node:url';
 import {
   createReferenceBackend,
   createWasmBackend,
+  describeAdapter,
   generate,
+  loadGpuModel,
   loadInProcessModel,
   loadTokenizer,
   ModelFormatError,
   UnsupportedModelError,
   type Backend,
   type GenerateOptions,
+  type LanguageModel,
 } from '@orchard/engine';
+import { BACKEND_NAMES, chooseBackend, isBackendName, isGpuError, type BackendName, type CpuKernels } from '../../backend/select.js';
 import { CliError } from '../errors.js';
 
 /** The bundled demo model, relative to the repository root. */
@@ -61,6 +65,9 @@ interface RunOptions {
   json?: boolean;
   backend: string;
   threads?: number;
+  allowSoftwareGpu?: boolean;
+  /** --backend was given (not the default): then `auto` says why it did not use a GPU. */
+  explicitBackend?: boolean;
 }
 
 export function registerRun(program: Command): void {
@@ -81,10 +88,15 @@ export function registerRun(program: Command): void {
     .option('--pipeline <n>', 'run as n in-process pipeline stages', int('--pipeline', 1), 1)
     .option('--tensor <n>', 'run as n in-process tensor-parallel ranks', int('--tensor', 1), 1)
     .option('--json', 'print {"tokens":[...]} (generated ids) instead of streaming text')
-    .option('--backend <name>', 'matrix kernels: reference (plain TypeScript) or wasm (SIMD + threads)', 'reference')
+    .option(
+      '--backend <name>',
+      'auto (a hardware GPU if there is one, else cpu), cpu (= wasm), gpu (WebGPU), reference (plain TypeScript) or wasm (SIMD + threads)',
+      'auto',
+    )
     .option('--threads <n>', 'wasm backend: threads per shard (default: physical cores / shards)', int('--threads', 1))
-    .action(async (opts: RunOptions) => {
-      await runCommand(opts);
+    .option('--allow-software-gpu', 'let gpu/auto use a software WebGPU adapter (Mesa lavapipe: runs on the CPU, for testing)')
+    .action(async (opts: RunOptions, cmd: Command) => {
+      await runCommand({ ...opts, explicitBackend: cmd.getOptionValueSource('backend') === 'cli' });
     });
 }
 
@@ -92,16 +104,21 @@ async function runCommand(opts: RunOptions): Promise<void> {
   if ((opts.prompt === undefined) === (opts.promptIds === undefined)) throw new CliError('give exactly one of --prompt or --prompt-ids', 2);
   const dir = resolve(opts.model ?? BUNDLED_MODEL);
   if (!existsSync(dir)) throw new CliError(`model directory not found: ${dir}`, 2);
-  let backend: () => Backend;
-  if (opts.backend === 'reference') backend = createReferenceBackend;
-  else if (opts.backend === 'wasm') {
-    const threads = opts.threads;
-    backend = () => createWasmBackend(threads ? { threads } : { threads: Math.max(1, Math.floor(availableParallelism() / (opts.pipeline * opts.tensor))) });
-  } else throw new CliError(`--backend must be reference or wasm, got ${JSON.stringify(opts.backend)}`, 2);
+  if (!isBackendName(opts.backend)) {
+    throw new CliError(`--backend must be reference or wasm (or ${BACKEND_NAMES.filter((b) => b !== 'reference' && b !== 'wasm').join(', ')}), got ${JSON.stringify(opts.backend)}`, 2);
+  }
+  const cpuBackend = (kernels: CpuKernels): (() => Backend) => {
+    if (kernels === 'reference') return createReferenceBackend;
+    const threads = opts.threads ?? Math.max(1, Math.floor(availableParallelism() / (opts.pipeline * opts.tensor)));
+    return () => createWasmBackend({ threads });
+  };
 
-  let model: ReturnType<typeof loadInProcessModel> | undefined;
+  let model: (LanguageModel & { dispose(): void }) | undefined;
+  let used = '';
   try {
-    model = loadInProcessModel(dir, { pipeline: opts.pipeline, tensor: opts.tensor, backend });
+    const loaded = await loadModel(dir, opts.backend, opts, cpuBackend);
+    model = loaded.model;
+    used = loaded.used;
     const tokenizer = opts.promptIds && opts.json ? null : loadTokenizer(dir);
     let promptIds: number[];
     if (opts.promptIds) promptIds = opts.promptIds;
@@ -133,14 +150,66 @@ async function runCommand(opts: RunOptions): Promise<void> {
     const speed = Number.isFinite(result.tokensPerSecond) ? result.tokensPerSecond.toFixed(1) : 'n/a';
     process.stderr.write(
       `orchard run: ${result.promptTokens} prompt tokens in ${result.prefillMs.toFixed(0)} ms, ` +
-        `${result.tokens.length} tokens generated, ${speed} tokens/s (${opts.backend} backend, pipeline ${opts.pipeline} × tensor ${opts.tensor}, ${finish})\n`,
+        `${result.tokens.length} tokens generated, ${speed} tokens/s (${used}, pipeline ${opts.pipeline} × tensor ${opts.tensor}, ${finish})\n`,
     );
   } catch (err) {
     if (err instanceof ModelFormatError || err instanceof UnsupportedModelError || err instanceof RangeError) {
       throw new CliError(err.message, 1);
     }
+    // A GPU that fails mid-generation (device lost, out of memory): the tokens streamed so far are out,
+    // so this is not retried on the CPU; the message says how to run without the GPU.
+    if (isGpuError(err)) throw new CliError(`GPU failed during generation: ${oneLine(err.message)} (run with --backend cpu to avoid the GPU)`, 1);
     throw err;
   } finally {
     model?.dispose();
+  }
+}
+
+function oneLine(s: string): string {
+  return s.replace(/\s*\n\s*/g, ' ').trim();
+}
+
+/**
+ * Loads the model on the backend asked for. `gpu`: a GPU failure (no adapter, over a limit, out of
+ * memory) is a one-line error. `auto`: no usable GPU, or a GPU load that fails, is said in one line on
+ * stderr and the model runs on the CPU (wasm) instead.
+ */
+async function loadModel(
+  dir: string,
+  name: BackendName,
+  opts: RunOptions,
+  cpuBackend: (k: CpuKernels) => () => Backend,
+): Promise<{ model: LanguageModel & { dispose(): void }; used: string }> {
+  const onCpu = (kernels: CpuKernels) => ({
+    model: loadInProcessModel(dir, { pipeline: opts.pipeline, tensor: opts.tensor, backend: cpuBackend(kernels) }),
+    used: `${kernels} backend`,
+  });
+  let choice;
+  try {
+    choice = await chooseBackend(name, { allowSoftware: opts.allowSoftwareGpu });
+  } catch (err) {
+    if (isGpuError(err)) throw new CliError(`--backend gpu: ${oneLine(err.message)}`, 1);
+    throw err;
+  }
+  if (choice.kind === 'cpu') {
+    if (choice.fallback && opts.explicitBackend) process.stderr.write(`orchard run: no GPU used (${oneLine(choice.fallback)}); running on the CPU (wasm backend)\n`);
+    return onCpu(choice.kernels);
+  }
+  const ctx = choice.ctx;
+  try {
+    const gpu = await loadGpuModel(dir, { context: ctx, pipeline: opts.pipeline, tensor: opts.tensor });
+    // The context was handed in, so the model does not own it: destroy it with the model.
+    const dispose = gpu.dispose.bind(gpu);
+    gpu.dispose = () => {
+      dispose();
+      ctx.destroy();
+    };
+    return { model: gpu, used: `gpu backend on ${describeAdapter(ctx.adapter)}` };
+  } catch (err) {
+    ctx.destroy();
+    if (!isGpuError(err)) throw err;
+    if (name === 'gpu') throw new CliError(`--backend gpu: loading ${dir} on the GPU failed: ${oneLine(err.message)}`, 1);
+    process.stderr.write(`orchard run: GPU load failed (${oneLine(err.message)}); running on the CPU (wasm backend)\n`);
+    return onCpu('wasm');
   }
 }

@@ -84,6 +84,11 @@ export interface GpuContext {
 
 const SOFTWARE = /llvmpipe|lavapipe|swiftshader|software|softpipe|warp/i;
 
+/** Classifies an adapter from its `info` (also used on info reported by a probe in another process). */
+export function summarizeAdapter(adapter: { info?: Partial<GPUAdapterInfo> & { isFallbackAdapter?: boolean } }): GpuAdapterSummary {
+  return summarize(adapter as GPUAdapter);
+}
+
 function summarize(adapter: GPUAdapter): GpuAdapterSummary {
   const info = adapter.info;
   const vendor = info?.vendor ?? '';
