@@ -163,6 +163,19 @@ async function handle(m: any): Promise<Record<string, unknown>> {
       }
       return { ms };
     }
+    case 'exchange': {
+      // Group point-to-point: send `bytes` to the peer and receive as many, back to back.
+      const g = group!;
+      const out = new Uint8Array(m.bytes);
+      const into = new Uint8Array(m.bytes);
+      const ms: number[] = [];
+      for (let it = 0; it < m.iterations; it++) {
+        const t0 = performance.now();
+        await Promise.all([g.send(m.peer, out), g.recv(m.peer, into)]);
+        ms.push(performance.now() - t0);
+      }
+      return { ms };
+    }
     case 'raw-listen': {
       rawServer = net.createServer((s) => attachRaw(s));
       await new Promise<void>((r) => rawServer!.listen(0, m.host ?? '127.0.0.1', () => r()));
@@ -195,6 +208,19 @@ async function handle(m: any): Promise<Record<string, unknown>> {
         const t0 = performance.now();
         raw!.write(msg);
         await rawTake(n);
+        ms.push(performance.now() - t0);
+      }
+      return { ms };
+    }
+    case 'raw-exchange': {
+      // Both ends send `bytes` at once and wait for the other's: a raw socket's floor for a
+      // 2-rank all-reduce without the reduction.
+      const msg = Buffer.alloc(m.bytes);
+      const ms: number[] = [];
+      for (let i = 0; i < m.iterations; i++) {
+        const t0 = performance.now();
+        raw!.write(msg);
+        await rawTake(m.bytes);
         ms.push(performance.now() - t0);
       }
       return { ms };
