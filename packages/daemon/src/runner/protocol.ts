@@ -16,8 +16,11 @@ export interface RunnerInit {
   maxBatch?: number;
   /** Per data-plane step timeout, ms. */
   stepMs?: number;
-  /** Matrix kernels of this rank. @default reference */
-  backend?: { kind: 'reference' | 'wasm'; threads?: number };
+  /**
+   * Matrix kernels of this rank. @default reference. `gpu`: WebGPU (runner/gpu-shard.ts), falling back to
+   * wasm when the GPU cannot be used; `allowSoftware` accepts a software adapter (lavapipe).
+   */
+  backend?: { kind: 'reference' | 'wasm' | 'gpu'; threads?: number; allowSoftware?: boolean };
 }
 
 export type ToRunner =

@@ -1,0 +1,162 @@
+/**
+ * A runner rank on the GPU: a GpuShard (engine/kernels/gpu) behind the ModelShard surface the shard
+ * loop uses (config, maxBatch, maxSeqLen, bytesRead, forward, newCache, releaseCache, dispose).
+ *
+ * Two differences are bridged here. GPU caches are allocated asynchronously (out-of-memory shows up
+ * then), while the loop's newCache() is synchronous: the cache handed out is a placeholder whose GPU
+ * buffers are awaited by the first forward(). And a GpuShard takes one call at a time, while the loop
+ * may have several sequences in flight: calls are queued, with their inputs copied when queued.
+ * GPU caches are freed by releaseCache(), or when the placeholder is garbage-collected.
+ */
+import {
+  createGpuContext,
+  describeAdapter,
+  GpuShard,
+  loadModelConfig,
+  loadShard,
+  type GpuContext,
+  type GpuKVCache,
+  type ModelConfig,
+  type ModelShard,
+  type ShardInput,
+} from '@orchard/engine';
+import { loadRankShard, type LoadRankOptions } from './local.js';
+import { type InstanceLayout, shardSpecOf, stageMembers, stageOf } from './layout.js';
+import { stageAllReduce } from './shard-loop.js';
+import type { Group } from './transport.js';
+
+/** The KV cache the loop holds: `length` kept in step with the GPU cache it stands for. */
+export class GpuCacheHandle {
+  length = 0;
+  constructor(
+    readonly capacity: number,
+    /** @internal */ readonly gpu: Promise<GpuKVCache>,
+  ) {
+    gpu.catch(() => undefined); // reported by the forward() that awaits it
+  }
+}
+
+const freeOnCollect = new FinalizationRegistry<Promise<GpuKVCache>>((p) => {
+  void p.then((c) => c.destroy(), () => undefined);
+});
+
+export class GpuRankShard {
+  readonly config: ModelConfig;
+  readonly maxBatch: number;
+  readonly maxSeqLen: number;
+  readonly bytesRead: number;
+  /** The adapter this rank runs on, for logs. */
+  readonly adapter: string;
+  #chain: Promise<unknown> = Promise.resolve();
+
+  constructor(
+    readonly gpu: GpuShard,
+    readonly context: GpuContext,
+    config: ModelConfig,
+    bytesRead: number,
+    private readonly ownsContext: boolean,
+  ) {
+    this.config = config;
+    this.maxBatch = gpu.maxBatch;
+    this.maxSeqLen = gpu.maxSeqLen;
+    this.bytesRead = bytesRead;
+    this.adapter = describeAdapter(context.adapter);
+  }
+
+  newCache(capacity = this.maxSeqLen): GpuCacheHandle {
+    if (capacity > this.maxSeqLen) throw new RangeError(`KV cache capacity ${capacity} exceeds maxSeqLen ${this.maxSeqLen}`);
+    const handle = new GpuCacheHandle(capacity, this.gpu.newCache(capacity));
+    freeOnCollect.register(handle, handle.gpu, handle);
+    return handle;
+  }
+
+  forward(input: ShardInput, cache: GpuCacheHandle): Promise<Float32Array> {
+    const D = this.config.hiddenSize;
+    const own: ShardInput = 'tokens' in input ? { tokens: Array.from(input.tokens) } : { hidden: input.hidden.slice(0, input.n * D), n: input.n };
+    const run = this.#chain.then(async () => {
+      const kv = await cache.gpu;
+      const out = await this.gpu.forward(own, kv);
+      cache.length = kv.length;
+      return out;
+    });
+    this.#chain = run.catch(() => undefined);
+    return run;
+  }
+
+  releaseCache(cache: GpuCacheHandle): void {
+    freeOnCollect.unregister(cache);
+    void cache.gpu.then((c) => c.destroy(), () => undefined);
+  }
+
+  dispose(): void {
+    this.gpu.dispose();
+    if (this.ownsContext) this.context.destroy();
+  }
+}
+
+export interface LoadGpuRankOptions {
+  /** Use this device; otherwise the rank opens its own (and closes it on dispose). */
+  context?: GpuContext;
+  allowSoftware?: boolean;
+  maxBatch?: number;
+  maxSeqLen?: number;
+  stepMs?: number;
+}
+
+/** Loads `rank`'s shard onto the GPU, its stage's all-reduce wired to the group (as loadRankShard does on the CPU). */
+export async function loadRankGpuShard(dir: string, layout: InstanceLayout, rank: number, group: Group | (() => Group), o: LoadGpuRankOptions = {}): Promise<GpuRankShard> {
+  const groupOf = typeof group === 'function' ? group : () => group;
+  const config = loadModelConfig(dir);
+  const spec = shardSpecOf(layout, rank);
+  const allReduce = layout.tensor > 1 ? stageAllReduce(groupOf, rank, stageMembers(layout, stageOf(layout, rank).stage), o.stepMs ?? 30_000) : undefined;
+  const ctx = o.context ?? (await createGpuContext({ allowSoftware: o.allowSoftware }));
+  try {
+    // The CPU shard only reads this rank's bytes; its weights are uploaded and then dropped.
+    const cpu = loadShard(dir, spec, { config, allReduce, maxBatch: 1, maxSeqLen: 1 });
+    const gpu = await GpuShard.create(ctx, {
+      config,
+      spec,
+      slice: cpu.slice,
+      weights: cpu.weights,
+      allReduce,
+      maxBatch: o.maxBatch,
+      maxSeqLen: o.maxSeqLen ?? Math.min(config.maxPositionEmbeddings, 4096),
+    });
+    return new GpuRankShard(gpu, ctx, config, cpu.bytesRead, !o.context);
+  } catch (err) {
+    if (!o.context) ctx.destroy();
+    throw err;
+  }
+}
+
+/** What a runner was told to compute on. */
+export interface RankBackend {
+  kind: 'reference' | 'wasm' | 'gpu';
+  threads?: number;
+  /** gpu: accept a software adapter (lavapipe). */
+  allowSoftware?: boolean;
+}
+
+/**
+ * Loads a rank on `backend`. A GPU that cannot be used (no adapter, out of memory, over a limit) makes
+ * the rank fall back to the CPU (wasm) kernels, with the reason in `note`, so the instance still runs.
+ */
+export async function loadRankOn(
+  backend: RankBackend,
+  dir: string,
+  layout: InstanceLayout,
+  rank: number,
+  group: Group | (() => Group),
+  o: Omit<LoadRankOptions, 'backend'> & { cpuBackend: (kind: 'reference' | 'wasm') => LoadRankOptions['backend'] },
+): Promise<{ shard: ModelShard; note: string | null }> {
+  const cpu = (kind: 'reference' | 'wasm') => loadRankShard(dir, layout, rank, group, { ...o, backend: o.cpuBackend(kind) });
+  if (backend.kind !== 'gpu') return { shard: cpu(backend.kind), note: null };
+  try {
+    const g = await loadRankGpuShard(dir, layout, rank, group, { allowSoftware: backend.allowSoftware, maxBatch: o.maxBatch, maxSeqLen: o.maxSeqLen, stepMs: o.stepMs });
+    // The loop only uses the members GpuRankShard has (see the header comment).
+    return { shard: g as unknown as ModelShard, note: `rank ${rank} on the GPU (${g.adapter})` };
+  } catch (err) {
+    if (!/^Gpu\w+Error$/.test((err as Error).name)) throw err;
+    return { shard: cpu('wasm'), note: `rank ${rank}: GPU unusable (${(err as Error).message.split('\n')[0]}); running on the CPU (wasm)` };
+  }
+}

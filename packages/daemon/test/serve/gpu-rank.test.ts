@@ -1,0 +1,102 @@
+/**
+ * Runner ranks on the GPU (lavapipe here, a software adapter asked for explicitly): the shard loop over
+ * a simulated group with GPU shards gives the same greedy tokens as the CPU in-process model, for a
+ * 2-stage × 2-rank layout with two sequences one after the other; a rank whose GPU cannot be opened
+ * falls back to the CPU and says so.
+ */
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createGpuContext, createReferenceBackend, generate, loadInProcessModel, pipelineStages, type GpuContext } from '@orchard/engine';
+import { writeRandomModel } from '@orchard/engine/testing';
+import { createSimGroup } from '../../src/runner/transport.js';
+import { startRank } from '../../src/runner/local.js';
+import { GpuRankShard, loadRankGpuShard, loadRankOn } from '../../src/runner/gpu-shard.js';
+import type { InstanceLayout } from '../../src/runner/layout.js';
+
+const LAVAPIPE = '/usr/share/vulkan/icd.d/lvp_icd.json';
+if (process.platform === 'linux' && !process.env.VK_ICD_FILENAMES && existsSync(LAVAPIPE)) process.env.VK_ICD_FILENAMES = LAVAPIPE;
+if (!process.env.XDG_RUNTIME_DIR || !existsSync(process.env.XDG_RUNTIME_DIR)) {
+  process.env.XDG_RUNTIME_DIR = join(os.tmpdir(), `orchard-xdg-${process.pid}`);
+  mkdirSync(process.env.XDG_RUNTIME_DIR, { recursive: true });
+}
+let ctx: GpuContext | null = null;
+let skip = '';
+try {
+  ctx = await createGpuContext({ allowSoftware: true });
+} catch (err) {
+  skip = (err as Error).message;
+  if (process.env.ORCHARD_REQUIRE_GPU_TESTS === '1') throw new Error(`ORCHARD_REQUIRE_GPU_TESTS=1 but ${skip}`);
+}
+
+let dir: string;
+const prompt = [1, 40, 50, 60, 70, 80, 90, 100, 110, 120];
+beforeAll(() => {
+  dir = mkdtempSync(join(os.tmpdir(), 'orchard-gpu-rank-'));
+  writeRandomModel(dir, { numLayers: 4, hiddenSize: 64, numHeads: 4, numKvHeads: 2, seed: 7 });
+});
+afterAll(() => {
+  ctx?.destroy();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe.skipIf(!ctx)(`runner ranks on the GPU${skip ? ` (skipped: ${skip})` : ''}`, () => {
+  it('2 stages x 2 tensor ranks on GPU shards equal the CPU model, two sequences in a row', async () => {
+    const layout: InstanceLayout = { stages: pipelineStages(4, 2), tensor: 2 };
+    const cpu = loadInProcessModel(dir, { maxBatch: 4 });
+    const want1 = await generate(cpu, prompt, { maxTokens: 10, temperature: 0, stopTokenIds: [] });
+    const want2 = await generate(cpu, prompt.slice(0, 3), { maxTokens: 5, temperature: 0, stopTokenIds: [] });
+
+    const groups = createSimGroup(4);
+    const shards = await Promise.all(groups.map((g) => loadRankGpuShard(dir, layout, g.rank, g, { context: ctx!, maxBatch: 4, maxSeqLen: 64 })));
+    const ranks = groups.map((g, i) => startRank(g, layout, shards[i] as never));
+    const driver = ranks[0].driver!;
+    const first = await driver.generate({ promptIds: prompt, maxTokens: 10, stopTokenIds: [], temperature: 0 }, () => true);
+    const second = await driver.generate({ promptIds: prompt.slice(0, 3), maxTokens: 5, stopTokenIds: [], temperature: 0 }, () => true);
+    await driver.stop();
+    await Promise.all(ranks.map((r) => r.done));
+    await Promise.all(groups.map((g) => g.close()));
+    for (const s of shards) s.dispose();
+    expect(first.tokens).toEqual(want1.tokens);
+    expect(second.tokens).toEqual(want2.tokens);
+  });
+
+  it('queues concurrent forward calls and keeps each cache length', async () => {
+    const layout: InstanceLayout = { stages: pipelineStages(4, 1), tensor: 1 };
+    const [g] = createSimGroup(1);
+    const shard = await loadRankGpuShard(dir, layout, 0, g, { context: ctx!, maxBatch: 4, maxSeqLen: 32 });
+    const a = shard.newCache(16);
+    const b = shard.newCache(16);
+    const tokens = [5, 6, 7];
+    const [la, lb] = await Promise.all([shard.forward({ tokens }, a), shard.forward({ tokens }, b)]).then((o) => o.map((x) => Array.from(x)));
+    expect(a.length).toBe(3);
+    expect(b.length).toBe(3);
+    expect(lb).toEqual(la);
+    await expect(Promise.all([shard.forward({ tokens: [1] }, a), shard.forward({ tokens: [1] }, a)])).resolves.toHaveLength(2);
+    expect(a.length).toBe(5);
+    shard.releaseCache(a);
+    shard.releaseCache(b);
+    shard.dispose();
+    await g.close();
+  });
+});
+
+describe('a rank whose GPU cannot be opened', () => {
+  it.runIf(process.platform === 'linux')('falls back to the CPU with the reason', async () => {
+    const layout: InstanceLayout = { stages: pipelineStages(4, 1), tensor: 1 };
+    const [g] = createSimGroup(1);
+    const saved = process.env.VK_ICD_FILENAMES;
+    process.env.VK_ICD_FILENAMES = join(dir, 'no-such-icd.json');
+    try {
+      const { shard, note } = await loadRankOn({ kind: 'gpu', allowSoftware: true }, dir, layout, 0, g, { cpuBackend: () => createReferenceBackend() });
+      expect(shard).not.toBeInstanceOf(GpuRankShard);
+      expect(note).toMatch(/^rank 0: GPU unusable \(no WebGPU adapter found: no Vulkan driver.*\); running on the CPU \(wasm\)$/);
+      shard.dispose();
+    } finally {
+      if (saved === undefined) delete process.env.VK_ICD_FILENAMES;
+      else process.env.VK_ICD_FILENAMES = saved;
+      await g.close();
+    }
+  });
+});
