@@ -8,6 +8,8 @@ import type { RunnerProcess } from '../runner/runner-process.js';
 import { ServeError, type ServeEvent, type ServeRequest } from './requests.js';
 
 export interface ExecutorOptions {
+  /** Requests on the data plane at once (the driver's sequence slots: one per pipeline stage). @default 1 */
+  concurrency?: number;
   /** Requests waiting behind the running one before new ones get 429. */
   maxQueue: number;
   /** Tokens generated when the request gives no max_tokens. */
@@ -50,7 +52,7 @@ export class InstanceExecutor {
   }
 
   async #slot(signal: AbortSignal): Promise<void> {
-    if (this.#active === 0 && this.#waiting.length === 0) {
+    if (this.#active < (this.#o.concurrency ?? 1) && this.#waiting.length === 0) {
       this.#active++;
       return;
     }

@@ -15,6 +15,7 @@ import { z } from 'zod';
 import { multiaddr } from '@multiformats/multiaddr';
 import { peerIdFromString } from '@libp2p/peer-id';
 import { InstanceManager } from './manager.js';
+import { nodeBackend } from '../backend/node.js';
 import { SERVE_TOPIC, decodeServe, encodeServe, type ServeMessage } from './messages.js';
 import { ServeError, type ServeEvent, type ServeRequest } from './requests.js';
 
@@ -48,6 +49,7 @@ export async function installServing(app: FastifyInstance, daemon: Daemon, o: Se
     pulls.set(repo, p);
     return p;
   };
+  const engineBackend = daemon.engineBackend ?? (await nodeBackend());
   const manager = new InstanceManager({
     selfId,
     log,
@@ -60,8 +62,10 @@ export async function installServing(app: FastifyInstance, daemon: Daemon, o: Se
       pubsub.publish(SERVE_TOPIC, encodeServe(m)).catch((err: Error) => log.debug({ err: err.message, type: m.type }, 'serve publish failed'));
     },
     addrs: () => daemon.node.getMultiaddrs().map(String),
-    backend: process.env.ORCHARD_ENGINE_BACKEND === 'reference' ? 'reference' : 'wasm',
-    threads: Number(process.env.ORCHARD_ENGINE_THREADS) > 0 ? Math.floor(Number(process.env.ORCHARD_ENGINE_THREADS)) : undefined,
+    // Decided once at daemon start (backend/node.ts: ORCHARD_ENGINE_BACKEND, ORCHARD_ENGINE_THREADS, GPU probe).
+    backend: engineBackend.kind,
+    allowSoftwareGpu: engineBackend.allowSoftware,
+    threads: engineBackend.threads,
     maxQueue: o.maxQueue ?? (Number.isInteger(envQueue) && envQueue >= 0 ? envQueue : 64),
     fetchModel: async (repo, selection) => {
       const r = await pull(repo, selection);

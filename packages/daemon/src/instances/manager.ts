@@ -47,7 +47,9 @@ export interface ManagerDeps {
   maxSeqLen?: number;
   runnerEnv?: NodeJS.ProcessEnv;
   /** Matrix kernels for runners. @default wasm, threads = available cores / ranks on this node */
-  backend?: 'reference' | 'wasm';
+  backend?: 'reference' | 'wasm' | 'gpu';
+  /** gpu: runners may use a software adapter (lavapipe). */
+  allowSoftwareGpu?: boolean;
   threads?: number;
   /** Brings a model this node lacks into its store (peers first); `selection`: only these layers. */
   fetchModel?: (repo: string, selection: TensorSelection | undefined) => Promise<void>;
@@ -308,7 +310,7 @@ export class InstanceManager {
     const maxSeqLen = this.#d.maxSeqLen;
     const mine = plan.ranks.filter((n) => n === this.#d.selfId).length;
     const kind = this.#d.backend ?? 'wasm';
-    const backend = { kind, threads: this.#d.threads ?? Math.max(1, Math.floor(os.availableParallelism() / mine)) };
+    const backend = { kind, threads: this.#d.threads ?? Math.max(1, Math.floor(os.availableParallelism() / mine)), allowSoftware: this.#d.allowSoftwareGpu };
     plan.ranks.forEach((node, rank) => {
       if (node !== this.#d.selfId) return;
       const runner = new RunnerProcess(
@@ -330,7 +332,7 @@ export class InstanceManager {
       if (rank === 0) {
         const config = loadModelConfig(dir);
         const seq = Math.min(maxSeqLen ?? 4096, config.maxPositionEmbeddings, 4096);
-        local.executor = new InstanceExecutor(runner, dir, config, seq, { maxQueue: this.#d.maxQueue ?? 64, defaultMaxTokens: 256 });
+        local.executor = new InstanceExecutor(runner, dir, config, seq, { maxQueue: this.#d.maxQueue ?? 64, defaultMaxTokens: 256, concurrency: plan.layout.stages.length });
       }
     });
     this.#d.log.info({ instance: entry.id, model: entry.model, ranks: [...local.runners.keys()], strategy: plan.strategy }, 'starting runners');

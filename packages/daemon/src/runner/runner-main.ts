@@ -6,7 +6,8 @@
  */
 import { createReferenceBackend, createWasmBackend } from '@orchard/engine';
 import { createTcpGroup, listenTcp, type Group } from './transport.js';
-import { loadRankShard, startRank } from './local.js';
+import { startRank } from './local.js';
+import { loadRankOn } from './gpu-shard.js';
 import type { FromRunner, RunnerInit, ToRunner } from './protocol.js';
 import type { Driver } from './shard-loop.js';
 
@@ -27,7 +28,7 @@ let init: RunnerInit | null = null;
 let peersReady: ((p: Extract<ToRunner, { type: 'peers' }>['peers']) => void) | null = null;
 const peers = new Promise<Extract<ToRunner, { type: 'peers' }>['peers']>((resolve) => (peersReady = resolve));
 const queue: Extract<ToRunner, { type: 'generate' }>[] = [];
-let running = false;
+let active = 0;
 
 process.on('disconnect', () => process.exit(0));
 process.on('message', (raw) => {
@@ -42,7 +43,7 @@ process.on('message', (raw) => {
       return;
     case 'generate':
       queue.push(m);
-      void pump();
+      pump();
       return;
     case 'cancel':
       cancelled.add(m.id);
@@ -58,8 +59,14 @@ async function start(i: RunnerInit): Promise<void> {
   send({ type: 'listening', port: listener.address.port });
   const t0 = performance.now();
   // The shard's all-reduce needs the group, which exists only after every rank is listening.
-  const backend = i.backend?.kind === 'wasm' ? createWasmBackend({ threads: i.backend.threads ?? 1 }) : createReferenceBackend();
-  const shard = loadRankShard(i.modelDir, i.layout, i.rank, () => group!, { backend, maxBatch: i.maxBatch, maxSeqLen: i.maxSeqLen, stepMs: i.stepMs });
+  // gpu: WebGPU, or the wasm kernels when the GPU cannot be used (the note says why).
+  const { shard, note } = await loadRankOn(i.backend ?? { kind: 'reference' }, i.modelDir, i.layout, i.rank, () => group!, {
+    maxBatch: i.maxBatch,
+    maxSeqLen: i.maxSeqLen,
+    stepMs: i.stepMs,
+    cpuBackend: (kind) => (kind === 'wasm' ? createWasmBackend({ threads: i.backend?.threads ?? 1 }) : createReferenceBackend()),
+  });
+  if (note) process.stderr.write(`orchard runner: ${note}\n`);
   send({ type: 'loaded', loadMs: performance.now() - t0, bytesRead: shard.bytesRead });
   const endpoints = await peers;
   group = await createTcpGroup({ rank: i.rank, peers: endpoints, groupId: i.groupId, secret: Buffer.from(i.secret, 'hex'), listener, connectTimeoutMs: 20_000 });
@@ -74,27 +81,31 @@ async function start(i: RunnerInit): Promise<void> {
     );
 }
 
-async function pump(): Promise<void> {
-  if (running || !driver) return;
-  running = true;
+/** Starts queued requests while the driver has a free sequence slot. */
+function pump(): void {
+  if (!driver) return;
+  while (queue.length && active < driver.maxSequences) {
+    const m = queue.shift()!;
+    if (cancelled.delete(m.id)) continue;
+    active++;
+    void runOne(driver, m).finally(() => {
+      active--;
+      pump();
+    });
+  }
+}
+
+async function runOne(d: Driver, { id, req }: Extract<ToRunner, { type: 'generate' }>): Promise<void> {
   try {
-    while (queue.length) {
-      const { id, req } = queue.shift()!;
-      if (cancelled.delete(id)) continue;
-      try {
-        const outcome = await driver.generate(req, (token) => {
-          send({ type: 'token', id, token });
-          return !cancelled.has(id);
-        });
-        cancelled.delete(id);
-        send({ type: 'done', id, outcome });
-      } catch (err) {
-        send({ type: 'failed', id, message: (err as Error).message });
-        if (driver.broken) die(`rank 0: data plane failed: ${driver.broken.message}`);
-      }
-    }
-  } finally {
-    running = false;
+    const outcome = await d.generate(req, (token) => {
+      send({ type: 'token', id, token });
+      return !cancelled.has(id);
+    });
+    cancelled.delete(id);
+    send({ type: 'done', id, outcome });
+  } catch (err) {
+    send({ type: 'failed', id, message: (err as Error).message });
+    if (d.broken) die(`rank 0: data plane failed: ${d.broken.message}`);
   }
 }
 
@@ -109,6 +120,6 @@ async function shutdown(): Promise<void> {
 
 // Requests that arrive before the group is up wait in the queue; start draining once ready.
 setInterval(() => {
-  if (driver && queue.length) void pump();
+  if (driver && queue.length) pump();
 }, 200).unref();
 void init;

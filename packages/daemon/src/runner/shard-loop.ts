@@ -18,7 +18,9 @@ const OP_BEGIN = 1;
 const OP_FORWARD = 2;
 const OP_STOP = 3;
 /** Header fields before the token ids. */
-const H = 8;
+const H = 9;
+/** Header field: which of the driver's concurrent sequences (KV cache slot) the op is for. */
+const SLOT = 8;
 
 /** Waits on an idle data plane: followers wait for the next request as long as the instance lives. */
 const IDLE_TIMEOUT_MS = 2 ** 31 - 1;
@@ -82,19 +84,21 @@ export async function runFollower(ctx: Ctx): Promise<void> {
   const hidden = new Float32Array(ctx.maxBatch * D);
   const isSampler = group.rank === samplerRank(layout);
   const last = stage === layout.stages.length - 1;
-  let cache: KVCache | null = null;
-  let sampler: Sampler | null = null;
+  const caches = new Map<number, KVCache>();
+  const samplers = new Map<number, Sampler>();
   const token = new Int32Array(1);
   for (;;) {
     await group.recv(0, header, { timeoutMs: IDLE_TIMEOUT_MS });
     const op = header[0];
     if (op === OP_STOP) return;
+    const slot = header[SLOT];
     if (op === OP_BEGIN) {
-      cache = shard.newCache(header[7]);
-      if (isSampler) sampler = new Sampler({ temperature: header[3], topP: header[4], topK: header[5], seed: header[6] });
+      caches.set(slot, shard.newCache(header[7]));
+      if (isSampler) samplers.set(slot, new Sampler({ temperature: header[3], topP: header[4], topK: header[5], seed: header[6] }));
       continue;
     }
-    if (op !== OP_FORWARD || !cache) throw new Error(`data plane: unexpected header op ${op} on rank ${group.rank}`);
+    const cache = caches.get(slot);
+    if (op !== OP_FORWARD || !cache) throw new Error(`data plane: unexpected header op ${op} (slot ${slot}) on rank ${group.rank}`);
     const n = header[1];
     const sample = header[2] === 1;
     let out: Float32Array;
@@ -109,28 +113,56 @@ export async function runFollower(ctx: Ctx): Promise<void> {
       await Promise.all(stageMembers(layout, stage + 1).map((r) => group.send(r, view, { timeoutMs: ctx.stepMs })));
     }
     if (isSampler && sample) {
-      token[0] = sampler!.sample(out);
+      token[0] = samplers.get(slot)!.sample(out);
       await group.send(0, token, { timeoutMs: ctx.stepMs });
     }
   }
 }
 
-/** Rank 0: turns requests into headers, feeds stage 0 and collects sampled tokens. One request at a time. */
+/**
+ * Rank 0: turns requests into headers, feeds stage 0 and collects sampled tokens. Several sequences
+ * (up to `maxSequences`, one KV cache slot each) run at once: their steps are issued in one order
+ * (header, stage-0 compute, hidden out) and their tokens come back in that order, so while stage 1
+ * computes one sequence's token stage 0 computes the next one's — a pipeline is kept busy.
+ */
 export class Driver {
   readonly #ctx: Ctx;
   readonly #header: Float64Array;
-  #busy = false;
+  readonly maxSequences: number;
+  readonly #free: number[];
   #broken: Error | null = null;
   /** Moving average of one decode step over the whole ring, ms (0 = none measured yet). */
   #stepAvgMs = 0;
+  /** Issue sections run one at a time, in call order. */
+  #chain: Promise<unknown> = Promise.resolve();
+  /** Steps waiting for their sampled token, in issue order. */
+  #waiters: { resolve: (id: number) => void; reject: (e: Error) => void; timeoutMs: number }[] = [];
+  #receiving = false;
 
-  constructor(ctx: Ctx) {
+  constructor(ctx: Ctx, maxSequences = Math.max(1, ctx.layout.stages.length)) {
     this.#ctx = ctx;
     this.#header = new Float64Array(H + ctx.maxBatch);
+    this.maxSequences = maxSequences;
+    this.#free = Array.from({ length: maxSequences }, (_, i) => i);
   }
 
   get broken(): Error | null {
     return this.#broken;
+  }
+
+  #fail(err: Error): Error {
+    if (!this.#broken) this.#broken = err;
+    for (const w of this.#waiters.splice(0)) w.reject(this.#broken);
+    return this.#broken;
+  }
+
+  #serial<T>(f: () => Promise<T>): Promise<T> {
+    const run = this.#chain.then(() => {
+      if (this.#broken) throw this.#broken;
+      return f();
+    });
+    this.#chain = run.catch(() => undefined);
+    return run;
   }
 
   async #broadcast(timeoutMs = this.#ctx.stepMs): Promise<void> {
@@ -146,36 +178,57 @@ export class Driver {
     return Math.min(this.#ctx.stepMs, Math.max(MIN_DECODE_TIMEOUT_MS, STALL_FACTOR * this.#stepAvgMs));
   }
 
-  /** One forward step over the whole instance; returns the sampled id when `sample`. */
-  async #step(ids: ArrayLike<number>, cache: KVCache, sampler: Sampler | null, sample: boolean): Promise<number> {
+  /** Receives sampled tokens in issue order while steps wait for them. */
+  async #receive(): Promise<void> {
+    if (this.#receiving) return;
+    this.#receiving = true;
+    const tok = new Int32Array(1);
+    try {
+      while (this.#waiters.length) {
+        const w = this.#waiters[0];
+        await this.#ctx.group.recv(samplerRank(this.#ctx.layout), tok, { timeoutMs: w.timeoutMs });
+        this.#waiters.shift();
+        w.resolve(tok[0]);
+      }
+    } catch (err) {
+      this.#fail(err as Error);
+    } finally {
+      this.#receiving = false;
+    }
+  }
+
+  /** One forward step of sequence `slot` over the whole instance; returns the sampled id when `sample`. */
+  async #step(slot: number, ids: ArrayLike<number>, cache: KVCache, sampler: Sampler | null, sample: boolean): Promise<number> {
     const { group, layout, shard } = this.#ctx;
     const decoding = ids.length === 1;
+    const S = layout.stages.length;
     const stepMs = decoding ? this.decodeTimeoutMs : this.#ctx.stepMs;
     const t0 = performance.now();
-    const h = this.#header;
-    const n = ids.length;
-    h.fill(0);
-    h[0] = OP_FORWARD;
-    h[1] = n;
-    h[2] = sample ? 1 : 0;
-    for (let i = 0; i < n; i++) h[H + i] = ids[i];
-    await this.#broadcast(stepMs);
-    const out = await shard.forward({ tokens: h.subarray(H, H + n) }, cache);
-    const S = layout.stages.length;
-    if (S > 1) {
-      const view = out.subarray(0, n * shard.config.hiddenSize);
-      await Promise.all(stageMembers(layout, 1).map((r) => group.send(r, view, { timeoutMs: stepMs })));
-    }
-    if (!sample) return -1;
-    let id: number;
-    if (samplerRank(layout) === 0) id = sampler!.sample(out);
-    else {
-      const tok = new Int32Array(1);
-      await group.recv(samplerRank(layout), tok, { timeoutMs: decoding ? stepMs : stepMs * S });
-      id = tok[0];
-    }
-    if (decoding) {
-      const ms = performance.now() - t0;
+    const issued = await this.#serial(async () => {
+      const h = this.#header;
+      const n = ids.length;
+      h.fill(0);
+      h[0] = OP_FORWARD;
+      h[1] = n;
+      h[2] = sample ? 1 : 0;
+      h[SLOT] = slot;
+      for (let i = 0; i < n; i++) h[H + i] = ids[i];
+      await this.#broadcast(stepMs);
+      const out = await shard.forward({ tokens: h.subarray(H, H + n) }, cache);
+      if (S > 1) {
+        const view = out.subarray(0, n * shard.config.hiddenSize);
+        await Promise.all(stageMembers(layout, 1).map((r) => group.send(r, view, { timeoutMs: stepMs })));
+      }
+      if (!sample) return { id: -1 };
+      if (samplerRank(layout) === 0) return { id: sampler!.sample(out) };
+      // Registered inside the issue section, so waiters are in the order tokens will arrive.
+      const wait = new Promise<number>((resolve, reject) => this.#waiters.push({ resolve, reject, timeoutMs: decoding ? stepMs : this.#ctx.stepMs * S }));
+      void this.#receive();
+      return { wait };
+    });
+    const id = 'wait' in issued ? await issued.wait! : issued.id!;
+    if (decoding && sample) {
+      const ms = (performance.now() - t0) / this.maxSequences;
       this.#stepAvgMs = this.#stepAvgMs ? 0.9 * this.#stepAvgMs + 0.1 * ms : ms;
     }
     return id;
@@ -183,45 +236,50 @@ export class Driver {
 
   /**
    * Runs one request: prefill in chunks, then decode until a stop id, the budget, `onToken`
-   * returning false (client gone / stop string) or the context is full.
+   * returning false (client gone / stop string) or the context is full. At most `maxSequences`
+   * requests at once (the caller queues the rest).
    */
   async generate(req: GenerateRequest, onToken: (id: number) => boolean): Promise<GenerateOutcome> {
     if (this.#broken) throw this.#broken;
-    if (this.#busy) throw new Error('driver: one request at a time');
-    this.#busy = true;
+    const slot = this.#free.shift();
+    if (slot === undefined) throw new Error(`driver: ${this.maxSequences} sequences already running`);
     try {
-      return await this.#generate(req, onToken);
+      return await this.#generate(slot, req, onToken);
     } catch (err) {
-      this.#broken = err as Error;
+      if (!(err instanceof RangeError)) throw this.#fail(err as Error);
       throw err;
     } finally {
-      this.#busy = false;
+      this.#free.push(slot);
     }
   }
 
-  async #generate(req: GenerateRequest, onToken: (id: number) => boolean): Promise<GenerateOutcome> {
+  async #generate(slot: number, req: GenerateRequest, onToken: (id: number) => boolean): Promise<GenerateOutcome> {
     const { shard, layout, maxBatch } = this.#ctx;
     const prompt = req.promptIds;
     const capacity = Math.min(shard.maxSeqLen, prompt.length + req.maxTokens);
     if (prompt.length === 0) throw new RangeError('the prompt has no tokens');
     if (prompt.length >= shard.maxSeqLen) throw new RangeError(`prompt of ${prompt.length} tokens does not fit the context of ${shard.maxSeqLen}`);
-    const h = this.#header;
-    h.fill(0);
-    h[0] = OP_BEGIN;
-    h[3] = req.temperature ?? 0;
-    h[4] = req.topP ?? 1;
-    h[5] = req.topK ?? 0;
-    h[6] = req.seed ?? 0;
-    h[7] = capacity;
-    await this.#broadcast();
+    const sampling = { temperature: req.temperature ?? 0, topP: req.topP ?? 1, topK: req.topK ?? 0, seed: req.seed ?? 0 };
+    await this.#serial(async () => {
+      const h = this.#header;
+      h.fill(0);
+      h[0] = OP_BEGIN;
+      h[3] = sampling.temperature;
+      h[4] = sampling.topP;
+      h[5] = sampling.topK;
+      h[6] = sampling.seed;
+      h[7] = capacity;
+      h[SLOT] = slot;
+      await this.#broadcast();
+    });
     const cache = shard.newCache(capacity);
-    const sampler = samplerRank(layout) === 0 ? new Sampler({ temperature: h[3], topP: h[4], topK: h[5], seed: h[6] }) : null;
+    const sampler = samplerRank(layout) === 0 ? new Sampler(sampling) : null;
     const stop = new Set(req.stopTokenIds);
     const t0 = performance.now();
     let next = -1;
     for (let at = 0; at < prompt.length; at += maxBatch) {
       const chunk = prompt.slice(at, Math.min(prompt.length, at + maxBatch));
-      next = await this.#step(chunk, cache, sampler, at + maxBatch >= prompt.length);
+      next = await this.#step(slot, chunk, cache, sampler, at + maxBatch >= prompt.length);
     }
     const t1 = performance.now();
     const tokens: number[] = [];
@@ -239,7 +297,7 @@ export class Driver {
         break;
       }
       if (tokens.length >= req.maxTokens || cache.length >= capacity) break;
-      next = await this.#step([next], cache, sampler, true);
+      next = await this.#step(slot, [next], cache, sampler, true);
     }
     return { tokens, finishReason, promptTokens: prompt.length, prefillMs: t1 - t0, decodeMs: performance.now() - t1 };
   }
@@ -247,9 +305,11 @@ export class Driver {
   /** Tells every follower to return. */
   async stop(): Promise<void> {
     if (this.#broken) return;
-    this.#header.fill(0);
-    this.#header[0] = OP_STOP;
-    await this.#broadcast().catch(() => undefined);
+    await this.#serial(async () => {
+      this.#header.fill(0);
+      this.#header[0] = OP_STOP;
+      await this.#broadcast();
+    }).catch(() => undefined);
   }
 }
 

@@ -99,4 +99,25 @@ describe('shard loop over a group', () => {
     fabric.kill(1);
     await fabric.groups[0].close();
   }, 20_000);
+
+  it('several sequences at once through a 2-stage pipeline each get their own greedy tokens', async () => {
+    const layout = { stages: pipelineStages(4, 2), tensor: 1 };
+    const groups = createSimGroup(2);
+    const ranks = groups.map((g) => startRank(g, layout, loadRankShard(dir, layout, g.rank, g, { maxBatch: 4 })));
+    const driver = ranks[0].driver!;
+    expect(driver.maxSequences).toBe(2);
+    const prompts = [prompt, [1, 200, 150, 100], [1, 90, 91, 92, 93, 94]];
+    const wants = await Promise.all(prompts.map((p) => generate(single(), p, { maxTokens: 10, stopTokenIds: [] })));
+    const a = driver.generate({ promptIds: prompts[0], maxTokens: 10, stopTokenIds: [] }, () => true);
+    const b = driver.generate({ promptIds: prompts[1], maxTokens: 10, stopTokenIds: [] }, () => true);
+    await expect(driver.generate({ promptIds: prompts[2], maxTokens: 10, stopTokenIds: [] }, () => true)).rejects.toThrow(/already running/);
+    const [ra, rb] = await Promise.all([a, b]);
+    expect(ra.tokens).toEqual(wants[0].tokens);
+    expect(rb.tokens).toEqual(wants[1].tokens);
+    const rc = await driver.generate({ promptIds: prompts[2], maxTokens: 10, stopTokenIds: [] }, () => true);
+    expect(rc.tokens).toEqual(wants[2].tokens);
+    await driver.stop();
+    await Promise.all(ranks.map((r) => r.done));
+    await Promise.all(groups.map((g) => g.close()));
+  });
 });
