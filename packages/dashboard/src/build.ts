@@ -4,7 +4,7 @@
  * fresh clone needs no separate build step. Nothing here runs at install time.
  */
 import { createHash } from 'node:crypto';
-import { mkdirSync, readFileSync, readdirSync, renameSync, writeFileSync, existsSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -82,14 +82,19 @@ export async function buildDashboard(options: { cacheDir?: string; webDir?: stri
   };
   const out = { 'index.html': readFileSync(join(webDir, 'index.html')), 'app.js': pick('/app.js'), 'app.css': pick('/app-style.css') };
   // Several daemons on one machine may build at once: write to a private folder, then rename it into place.
-  mkdirSync(cacheDir, { recursive: true });
-  const tmp = join(cacheDir, `.tmp-${hash}-${process.pid}-${Date.now()}`);
-  mkdirSync(tmp);
-  for (const [name, body] of Object.entries(out)) writeFileSync(join(tmp, name), body);
+  // A read-only install still serves the page: the bundle is then kept in memory only.
   try {
-    renameSync(tmp, dir);
+    mkdirSync(cacheDir, { recursive: true });
+    const tmp = join(cacheDir, `.tmp-${hash}-${process.pid}-${Date.now()}`);
+    mkdirSync(tmp);
+    for (const [name, body] of Object.entries(out)) writeFileSync(join(tmp, name), body);
+    try {
+      renameSync(tmp, dir);
+    } catch {
+      rmSync(tmp, { recursive: true, force: true }); // another process won the race: its files are the same
+    }
   } catch {
-    /* another process won the race: its files are the same */
+    /* no cache this time */
   }
   return { assets: new Map(ASSETS.map((a) => [a.path, { body: out[a.file], type: a.type }])), hash, built: true };
 }

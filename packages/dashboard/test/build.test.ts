@@ -34,4 +34,12 @@ describe('dashboard build', () => {
     expect(changed.built).toBe(true);
     expect(changed.assets.get('/dashboard/app.css')!.body.toString()).toContain('.added-by-test');
   }, 60_000);
+
+  it('serves from memory when the cache folder cannot be written', async () => {
+    const blocker = join(mkdtempSync(join(os.tmpdir(), 'orchard-dash-ro-')), 'file');
+    writeFileSync(blocker, 'not a folder');
+    const r = await buildDashboard({ cacheDir: join(blocker, 'cache') });
+    expect(r.built).toBe(true);
+    expect(r.assets.get('/dashboard/app.js')!.body.length).toBeGreaterThan(5000);
+  }, 60_000);
 });
