@@ -63,6 +63,11 @@ describe.skipIf(!!missing && !REQUIRE_BROWSER)('dashboard with a token-protected
     // The API really is closed: no token, no data.
     expect((await fetch(`${base}/api/cluster`)).status).toBe(401);
     expect((await fetch(`${base}/api/cluster`, { headers: { authorization: `Bearer ${TOKEN}` } })).status).toBe(200);
+    for (const path of ['/api/dashboard/instances', '/api/dashboard/progress', '/api/dashboard/plan?model=orchard-demo', '/api/events', '/v1/models']) {
+      expect((await fetch(`${base}${path}`)).status, path).toBe(401);
+    }
+    // Only the page and its assets are public (they hold no data).
+    for (const path of ['/', '/dashboard/app.js', '/dashboard/app.css']) expect((await fetch(`${base}${path}`)).status, path).toBe(200);
 
     const page = await browser!.newPage({ viewport: { width: 1280, height: 800 } });
     page.setDefaultTimeout(30_000);
