@@ -22,6 +22,7 @@ import type { LinkMeasurement } from './links/types.js';
 import { createNode, type OrchardNode } from './node/create-node.js';
 import { AutoDialer } from './node/discovery.js';
 import { ProfileCollector } from './profile/collect.js';
+import { nodeBackend, type NodeBackend } from './backend/node.js';
 import { matchThunderboltPeers } from './profile/thunderbolt-match.js';
 import type { Capability, NodeProfile } from './profile/types.js';
 import { clusterView, type PodMode } from './state/cluster-view.js';
@@ -60,6 +61,8 @@ export class Daemon {
   #dialer: AutoDialer;
   #profiles = new ProfileCollector();
   #capability: Capability | null;
+  /** What this node's runners compute on (and the GPU profile when that is a GPU). */
+  #backend: NodeBackend | null = null;
   #profile: NodeProfile | null = null;
   #timers: NodeJS.Timeout[] = [];
   #listeners = new Set<(what: string) => void>();
@@ -152,6 +155,9 @@ export class Daemon {
     const clusterKey = options.clusterKeyFile ? readClusterKey(options.clusterKeyFile) : null;
     const { capability, cached } = await measureCapability(options.dataDir, { force: options.rebench });
     log.info({ ...capability, cached }, cached ? 'capability (cached)' : 'capability measured');
+    const backend = await nodeBackend();
+    if (backend.gpu) log.info({ ...backend.gpu }, 'runners use the GPU');
+    else log.info({ backend: backend.kind, ...(backend.note ? { note: backend.note } : {}) }, 'runners use the CPU');
     // Peers probe us with 4 MiB; capping bulk transfers bounds what any client on the LAN can make us receive.
     const probe = await startProbeServer({ host: '0.0.0.0', port: options.probePort, secret: probeSecret(clusterKey), maxBulkBytes: 16 * 2 ** 20 });
     let node: OrchardNode;
@@ -162,6 +168,7 @@ export class Daemon {
       throw err;
     }
     const daemon = new Daemon({ options, log, node, probe, capability, clusterKey, peerKeyPath, timings: { ...DEFAULT_TIMINGS, ...timings } });
+    daemon.#backend = backend;
     try {
       await extensions.routes?.(daemon.api, daemon);
       await daemon.#run(created);
@@ -298,9 +305,15 @@ export class Daemon {
       dataDir: this.options.dataDir,
       probePort: this.#probe.port,
       capability: this.#capability,
+      gpu: this.#backend?.gpu ?? null,
     });
     this.#profile = profile;
     this.replica.setProfile(profile);
+  }
+
+  /** This node's runner backend, decided at start (backend/node.ts). */
+  get engineBackend(): NodeBackend | null {
+    return this.#backend;
   }
 
   async remeasureCapability(): Promise<void> {

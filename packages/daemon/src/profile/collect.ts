@@ -15,6 +15,7 @@ import { parseVmStat } from './macos/vm-stat.js';
 import { parseDisplays, parseHardware, parseThunderbolt } from './macos/system-profiler.js';
 import { pairedInterface, parseIbvDevices, parseIbvDevinfo, parseRdmaCtlStatus } from './rdma.js';
 import type { Capability, NetInterface, NodeProfile, RdmaState, ThunderboltPort } from './types.js';
+import type { NodeGpu } from './gpu.js';
 
 /** Runs a probe; null when the tool is missing, fails or times out. */
 export type ProbeRunner = (cmd: string, args: string[], timeoutMs?: number) => Promise<string | null>;
@@ -72,6 +73,8 @@ export interface ProfileInput {
   dataDir: string;
   probePort: number;
   capability: Capability | null;
+  /** The GPU runners use (backend/node.ts), or null. */
+  gpu?: NodeGpu | null;
 }
 
 /** Static facts (chip, cores, ports) are probed once; memory and disk on every refresh. */
@@ -129,6 +132,7 @@ export class ProfileCollector {
       load: Number((os.loadavg()[0] / Math.max(1, os.availableParallelism())).toFixed(3)),
       interfaces,
       capability: input.capability,
+      gpu: input.gpu ?? null,
       probePort: input.probePort,
       updatedAt: Date.now(),
     };

@@ -3,6 +3,7 @@
  * validator for profiles received from peers (see control/messages.ts).
  */
 import { z } from 'zod';
+import { nodeGpuSchema } from './gpu.js';
 
 export const interfaceKindSchema = z.enum(['thunderbolt', 'ethernet', 'wifi', 'loopback', 'other']);
 export type InterfaceKind = z.infer<typeof interfaceKindSchema>;
@@ -83,6 +84,11 @@ export const nodeProfileSchema = z.object({
   thunderbolt: z.array(thunderboltPortSchema).max(16),
   rdma: rdmaStateSchema,
   capability: capabilitySchema.nullable(),
+  /**
+   * The GPU this node's runners compute on (WebGPU adapter, GPU-visible memory, measured copy bandwidth);
+   * null or absent when they run on the CPU. Software adapters appear only when explicitly allowed.
+   */
+  gpu: nodeGpuSchema.nullable().optional(),
   /** TCP port of this node's link-probe server (links/). */
   probePort: z.number().int().min(0).max(65535),
   updatedAt: z.number(),

@@ -48,7 +48,8 @@ export function clusterView(state: ClusterState, meta: { mode: PodMode; coordina
     chip: p!.chip,
     memoryBytes: p!.memory.totalBytes,
     availableBytes: p!.memory.availableBytes,
-    ...(p!.capability ? { memoryBandwidthGBps: sig(p!.capability.memoryBandwidthGBps), tflops: sig(p!.capability.matmulGflops / 1000) } : {}),
+    // Runners on a GPU stream weights from GPU memory: the measured GPU copy bandwidth is the node's speed.
+    ...(p!.capability ? { memoryBandwidthGBps: sig(p!.gpu?.copyBandwidthGBps ?? p!.capability.memoryBandwidthGBps), tflops: sig(p!.capability.matmulGflops / 1000) } : {}),
     gpuCores: p!.gpuCores,
     cpuCores: p!.cpu.cores,
     os: `${p!.os.platform} ${p!.os.release}`,

@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { resolveOptions, OptionsError } from '../../config/options.js';
+import { BackendSettingError, nodeBackendSetting } from '../../backend/node.js';
 import { Daemon } from '../../daemon.js';
 import { installDashboard } from '../../dashboard/routes.js';
 import { installServing } from '../../instances/install.js';
@@ -26,6 +27,8 @@ export function registerStart(program: Command): void {
     .option('--probe-port <port>', 'TCP port of the link-probe server (env ORCHARD_PROBE_PORT; default any free port)')
     .option('--no-mdns', 'do not use multicast discovery (bootstrap peers only)')
     .option('--rebench', 're-run the capability micro-benchmark instead of using the cached figures')
+    .option('--backend <name>', 'what runners compute on: auto (a hardware GPU if there is one, else cpu), cpu, gpu, reference or wasm (env ORCHARD_ENGINE_BACKEND; default auto)')
+    .option('--allow-software-gpu', 'let gpu/auto use a software WebGPU adapter such as lavapipe (env ORCHARD_ALLOW_SOFTWARE_GPU=1)')
     .option('--log-level <level>', 'pino level: trace, debug, info, warn, error (env ORCHARD_LOG_LEVEL; default info)')
     .action(async (flags: Record<string, unknown>) => {
       let options;
@@ -33,8 +36,13 @@ export function registerStart(program: Command): void {
         // commander's --no-mdns default (true) must not hide env/config values.
         const raw = { ...flags, mdns: flags.mdns === false ? false : undefined };
         options = resolveOptions(raw);
+        // The runners' backend is read from the environment (backend/node.ts), so the flags land there.
+        if (flags.backend !== undefined) process.env.ORCHARD_ENGINE_BACKEND = String(flags.backend);
+        if (flags.allowSoftwareGpu) process.env.ORCHARD_ALLOW_SOFTWARE_GPU = '1';
+        nodeBackendSetting();
       } catch (err) {
         if (err instanceof OptionsError) throw new CliError(err.message, 2);
+        if (err instanceof BackendSettingError) throw new CliError(flags.backend !== undefined ? err.message.replace(/^ORCHARD_ENGINE_BACKEND/, '--backend') : err.message, 2);
         throw err;
       }
       const log = createLogger(options.logLevel);
