@@ -32,7 +32,8 @@ export type ToRunner =
 
 export type FromRunner =
   | { type: 'listening'; port: number }
-  | { type: 'loaded'; loadMs: number; bytesRead: number }
+  /** `backend`: what the rank computes on ("gpu: <adapter>", "wasm", a GPU fallback with its reason). */
+  | { type: 'loaded'; loadMs: number; bytesRead: number; backend?: string }
   | { type: 'ready' }
   | { type: 'token'; id: number; token: number }
   | { type: 'done'; id: number; outcome: GenerateOutcome }

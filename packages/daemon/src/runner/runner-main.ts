@@ -67,7 +67,7 @@ async function start(i: RunnerInit): Promise<void> {
     cpuBackend: (kind) => (kind === 'wasm' ? createWasmBackend({ threads: i.backend?.threads ?? 1 }) : createReferenceBackend()),
   });
   if (note) process.stderr.write(`orchard runner: ${note}\n`);
-  send({ type: 'loaded', loadMs: performance.now() - t0, bytesRead: shard.bytesRead });
+  send({ type: 'loaded', loadMs: performance.now() - t0, bytesRead: shard.bytesRead, backend: note ?? i.backend?.kind ?? 'reference' });
   const endpoints = await peers;
   group = await createTcpGroup({ rank: i.rank, peers: endpoints, groupId: i.groupId, secret: Buffer.from(i.secret, 'hex'), listener, connectTimeoutMs: 20_000 });
   await group.barrier({ timeoutMs: 20_000 });

@@ -38,6 +38,7 @@ export class RunnerProcess {
   #dead: string | null = null;
   #ready = false;
   #port: Promise<number>;
+  #backend: string | null = null;
   #readyP: Promise<void>;
 
   constructor(init: RunnerInit, events: RunnerEvents = {}, env: NodeJS.ProcessEnv = process.env) {
@@ -68,6 +69,7 @@ export class RunnerProcess {
           events.onListening?.(m.port);
           return;
         case 'loaded':
+          this.#backend = m.backend ?? null;
           return;
         case 'ready':
           this.#ready = true;
@@ -101,6 +103,11 @@ export class RunnerProcess {
 
   get ready(): boolean {
     return this.#ready && !this.#dead;
+  }
+
+  /** What the rank computes on, once loaded (see FromRunner 'loaded'). */
+  get backend(): string | null {
+    return this.#backend;
   }
 
   get dead(): string | null {

@@ -54,6 +54,13 @@ describe.skipIf(!ctx)(`runner ranks on the GPU${skip ? ` (skipped: ${skip})` : '
     const driver = ranks[0].driver!;
     const first = await driver.generate({ promptIds: prompt, maxTokens: 10, stopTokenIds: [], temperature: 0 }, () => true);
     const second = await driver.generate({ promptIds: prompt.slice(0, 3), maxTokens: 5, stopTokenIds: [], temperature: 0 }, () => true);
+    // One sequence per pipeline stage in flight: both through the same GPU shards at once.
+    const [a, b] = await Promise.all([
+      driver.generate({ promptIds: prompt, maxTokens: 10, stopTokenIds: [], temperature: 0 }, () => true),
+      driver.generate({ promptIds: prompt.slice(0, 3), maxTokens: 5, stopTokenIds: [], temperature: 0 }, () => true),
+    ]);
+    expect(a.tokens).toEqual(want1.tokens);
+    expect(b.tokens).toEqual(want2.tokens);
     await driver.stop();
     await Promise.all(ranks.map((r) => r.done));
     await Promise.all(groups.map((g) => g.close()));
@@ -99,4 +106,22 @@ describe('a rank whose GPU cannot be opened', () => {
       await g.close();
     }
   });
+});
+
+describe.skipIf(!ctx)(`runner processes on the GPU${skip ? ` (skipped: ${skip})` : ''}`, () => {
+  it('a 2-stage pipeline of GPU runner processes streams the CPU greedy tokens', async () => {
+    const { startLocalInstance } = await import('../../src/runner/runner-process.js');
+    const want = await generate(loadInProcessModel(dir), prompt, { maxTokens: 8, temperature: 0, stopTokenIds: [] });
+    const runners = await startLocalInstance(
+      { modelDir: dir, layout: { stages: pipelineStages(4, 2), tensor: 1 }, groupId: 'gpu-1', secret: 'cd'.repeat(16), listenHost: '127.0.0.1', stepMs: 30_000, maxSeqLen: 64, backend: { kind: 'gpu', allowSoftware: true } },
+      { ...process.env },
+    );
+    try {
+      for (const r of runners) expect(r.backend).toMatch(/^rank \d on the GPU \((llvmpipe|lavapipe)/);
+      const out = await runners[0].generate({ promptIds: prompt, maxTokens: 8, stopTokenIds: [], temperature: 0 }, () => undefined);
+      expect(out.tokens).toEqual(want.tokens);
+    } finally {
+      await Promise.all(runners.map((r) => r.stop(1000)));
+    }
+  }, 120_000);
 });
