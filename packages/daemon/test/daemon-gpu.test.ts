@@ -1,0 +1,60 @@
+/**
+ * A daemon whose runners use the GPU (lavapipe here, allowed explicitly through the environment, as
+ * `orchard start --backend gpu --allow-software-gpu` sets it): its profile carries the GPU and the
+ * planner's cluster JSON gives the measured GPU copy bandwidth as the node's memory bandwidth.
+ */
+import { existsSync, mkdirSync, mkdtempSync } from 'node:fs';
+import os from 'node:os';
+import { join } from 'node:path';
+import { pino } from 'pino';
+import { describe, expect, it } from 'vitest';
+import { createGpuContext } from '@orchard/engine';
+import { resolveOptions } from '../src/config/options.js';
+import { Daemon } from '../src/daemon.js';
+
+const LAVAPIPE = '/usr/share/vulkan/icd.d/lvp_icd.json';
+if (process.platform === 'linux' && !process.env.VK_ICD_FILENAMES && existsSync(LAVAPIPE)) process.env.VK_ICD_FILENAMES = LAVAPIPE;
+if (!process.env.XDG_RUNTIME_DIR || !existsSync(process.env.XDG_RUNTIME_DIR)) {
+  process.env.XDG_RUNTIME_DIR = join(os.tmpdir(), `orchard-xdg-${process.pid}`);
+  mkdirSync(process.env.XDG_RUNTIME_DIR, { recursive: true });
+}
+let skip = '';
+try {
+  (await createGpuContext({ allowSoftware: true })).destroy();
+} catch (err) {
+  skip = (err as Error).message;
+  if (process.env.ORCHARD_REQUIRE_GPU_TESTS === '1') throw new Error(`ORCHARD_REQUIRE_GPU_TESTS=1 but ${skip}`);
+}
+
+describe.skipIf(!!skip)(`daemon with GPU runners${skip ? ` (skipped: ${skip})` : ''}`, () => {
+  it('reports the GPU in its profile and its copy bandwidth in the cluster JSON', async () => {
+    process.env.ORCHARD_ENGINE_BACKEND = 'gpu';
+    process.env.ORCHARD_ALLOW_SOFTWARE_GPU = '1';
+    const dataDir = mkdtempSync(join(os.tmpdir(), 'orchard-daemon-gpu-'));
+    const options = resolveOptions({ dataDir, apiPort: '0', listen: ['/ip4/127.0.0.1/tcp/0'], mdns: false }, {});
+    const daemon = await Daemon.start(options, pino({ level: 'silent' }));
+    try {
+      const backend = daemon.engineBackend!;
+      expect(backend.kind).toBe('gpu');
+      expect(backend.gpu!.adapter).toMatch(/llvmpipe|lavapipe/);
+      const base = `http://127.0.0.1:${daemon.apiPort}`;
+      let cluster: any;
+      const deadline = Date.now() + 15_000;
+      while (Date.now() < deadline) {
+        cluster = await (await fetch(`${base}/api/cluster`)).json();
+        if (cluster.nodes.length === 1) break;
+        await new Promise((r) => setTimeout(r, 200));
+      }
+      const self = daemon.replica.state.nodes[daemon.node.peerId.toString()].profile!;
+      expect(self.gpu).toEqual(backend.gpu);
+      const gpuGBps = backend.gpu!.copyBandwidthGBps;
+      // The cluster JSON rounds to a few significant digits.
+      expect(Math.abs(cluster.nodes[0].memoryBandwidthGBps / gpuGBps - 1)).toBeLessThan(0.01);
+      expect(Math.abs(cluster.nodes[0].memoryBandwidthGBps - self.capability!.memoryBandwidthGBps)).toBeGreaterThan(0.01);
+    } finally {
+      await daemon.stop();
+      delete process.env.ORCHARD_ENGINE_BACKEND;
+      delete process.env.ORCHARD_ALLOW_SOFTWARE_GPU;
+    }
+  }, 60_000);
+});
