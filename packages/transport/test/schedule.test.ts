@@ -70,6 +70,34 @@ describe('f16 conversion', () => {
     expect(bad).toEqual([]);
   });
 
+  it('bulk conversions agree with the scalar ones: every half, and f32 values across all ranges', async () => {
+    const { fromHalfBulk, toHalfBulk } = await import('../src/collectives/reduce.js');
+    const halves = Uint16Array.from({ length: 65536 }, (_, i) => i);
+    const f = new Float32Array(65536);
+    fromHalfBulk(f, new Int32Array(f.buffer), halves, 0, 65536);
+    const badFrom: number[] = [];
+    for (let h = 0; h < 65536; h++) if (!Object.is(f[h], halfToFloat(h)) && !(Number.isNaN(f[h]) && Number.isNaN(halfToFloat(h)))) badFrom.push(h);
+    expect(badFrom).toEqual([]);
+    // f32 inputs: random bit patterns plus edges around every half boundary and rounding tie.
+    const xs = new Float32Array(200_000);
+    const bits = new Uint32Array(xs.buffer);
+    let seed = 11;
+    for (let i = 0; i < 100_000; i++) bits[i] = seed = (seed * 1664525 + 1013904223) >>> 0;
+    for (let i = 0; i < 100_000; i++) {
+      const h = i % 65536;
+      xs[100_000 + i] = halfToFloat(h) * (1 + ((i % 3) - 1) * 2 ** -11); // on, just below, just above
+    }
+    xs[0] = 65520;
+    xs[1] = -65504;
+    xs[2] = 2 ** -24;
+    xs[3] = 2 ** -14;
+    const out = new Uint16Array(xs.length);
+    toHalfBulk(out, 0, xs, new Int32Array(xs.buffer), xs.length);
+    const badTo: number[] = [];
+    for (let i = 0; i < xs.length; i++) if (out[i] !== floatToHalf(xs[i])) badTo.push(i);
+    expect(badTo.slice(0, 5)).toEqual([]);
+  });
+
   it('rounds to nearest even, overflows to infinity, keeps NaN', () => {
     expect(floatToHalf(1 + 2 ** -11)).toBe(0x3c00); // tie -> even (1.0)
     expect(floatToHalf(1 + 3 * 2 ** -11)).toBe(0x3c02); // tie -> even (upper)
