@@ -15,6 +15,7 @@ import {
   loadInProcessModel,
   loadModelConfig,
   loadShard,
+  loadShardAsync,
   loadTokenizer,
   ModelFormatError,
   UnsupportedModelError,
@@ -195,6 +196,20 @@ describe('GGUF models', () => {
       expect(b.encode(text), text).toEqual(a.encode(text));
       expect(b.decode(a.encode(text))).toBe(a.decode(a.encode(text)));
     }
+  });
+
+  it('loadShardAsync reads a GGUF like loadShard (same bytes, same logits)', async () => {
+    const dir = model('async', { variant: 'llama', numHeads: 4, numKvHeads: 2 });
+    const path = join(dir, 'm.gguf');
+    hfToGguf(dir, path, { dtype: 'q4_0' });
+    const spec = { layers: [0, 2] as [number, number], tensor: { rank: 0, size: 1 }, embed: true, head: true };
+    const a = loadShard(path, spec);
+    const b = await loadShardAsync(path, spec);
+    expect(b.bytesRead).toBe(a.bytesRead);
+    expect(b.weights.layers[1].q.bytes).toEqual(a.weights.layers[1].q.bytes);
+    const la = Float32Array.from(await a.forward({ tokens: TOKENS }, a.newCache()));
+    const lb = await b.forward({ tokens: TOKENS }, b.newCache());
+    expect([...lb]).toEqual([...la]);
   });
 
   it('refuses unsupported architectures and missing tensors by name', () => {
