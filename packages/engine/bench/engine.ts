@@ -14,7 +14,7 @@
  * Needs tools/llama-oracle installed (npm ci --prefix tools/llama-oracle); says so otherwise.
  */
 import { existsSync, mkdirSync, mkdtempSync, renameSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -261,6 +261,13 @@ export async function runEngineBench(options: EngineBenchOptions = {}): Promise<
     promptTokens: options.promptTokens ?? 64,
     decodeTokens: options.decodeTokens ?? 32,
   };
+  const load = loadavg()[0];
+  if (o.threads > 1 && load > availableParallelism()) {
+    log(
+      `warning: load average ${load.toFixed(1)} on ${availableParallelism()} CPUs: llama.cpp's threads spin-wait at every barrier and collapse when ` +
+        `oversubscribed, so ratios with --threads ${o.threads} flatter Orchard here; --threads 1 compares like for like`,
+    );
+  }
   const lines: EngineBenchLine[] = [];
   const speedLines = (prefix: string, dt: Dtype, m: Awaited<ReturnType<typeof measure>>) => {
     lines.push({ name: `${prefix}decode-${dt}`, orchard: round3(m.orchard.decode), llamacpp: round3(m.llama.decode), unit: 'tok/s', ratio: round3(m.orchard.decode / m.llama.decode) });
