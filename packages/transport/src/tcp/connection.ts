@@ -57,6 +57,8 @@ interface PendingSend {
   onAbort?: () => void;
 }
 
+const RESOLVED = Promise.resolve();
+
 /** Header slots written in order and reused once their write completed. */
 const HEADER_RING = 512;
 /** Payloads up to this size are copied next to their header and sent with one write. */
@@ -136,15 +138,15 @@ export class PeerConnection {
     if (slot) {
       encodeHeader(slot, 0, KIND_DATA, tag, seq, bytes.length);
       slot.set(bytes, FRAME_HEADER_BYTES);
-      return new Promise<void>((resolve, reject) => {
-        const entry: PendingSend = { resolve, reject, at: performance.now(), timeoutMs: o.timeoutMs };
-        this.#sends.add(entry);
-        if (o.signal) this.#watchAbort(entry, o.signal);
-        this.#socket.write(slot, (err) => {
-          this.#slab.release();
-          this.#sent(entry, err);
-        });
+      // The bytes now live in the ring, so the caller's buffer is free at once: resolve without
+      // waiting for the write callback. Back-pressure still holds: when the ring is full, sends
+      // take the path below and wait for the kernel. A failed write fails the connection.
+      this.#socket.write(slot, (err) => {
+        this.#slab.release();
+        this.#lastTx = performance.now();
+        if (err) this.fail(new PeerClosedError(this.peer, err.message, { cause: err }));
       });
+      return RESOLVED;
     }
     let header: Uint8Array;
     if (this.#headersInFlight < HEADER_RING) {
