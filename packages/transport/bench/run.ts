@@ -100,7 +100,15 @@ async function rawPair(): Promise<RawPair> {
  * alternating with batches of raw ping-pong (`rawSamples` collects those): the baseline RTT and
  * the all-reduce then sample the same conditions.
  */
-async function allReduceMs(mesh: Mesh, bytes: number, iterations: number, warmup: number, raw?: RawPair, rawSamples?: number[]): Promise<number> {
+async function allReduceMs(
+  mesh: Mesh,
+  bytes: number,
+  iterations: number,
+  warmup: number,
+  raw?: RawPair,
+  rawSamples?: number[],
+  dtype: 'f32' | 'f16' = 'f32',
+): Promise<number> {
   const batches = raw ? Math.min(5, iterations) : 1;
   const per: number[][] = mesh.ranks.map(() => []);
   for (let b = 0; b < batches; b++) {
@@ -111,7 +119,7 @@ async function allReduceMs(mesh: Mesh, bytes: number, iterations: number, warmup
     const n = Math.ceil(iterations / batches);
     const rs = await mesh.all<{ ms: number[] }>(
       'allreduce',
-      () => ({ elements: bytes / 4, iterations: n + (b === 0 ? warmup : 0), verify: false }),
+      () => ({ elements: bytes / (dtype === 'f16' ? 2 : 4), dtype, iterations: n + (b === 0 ? warmup : 0), verify: false }),
       300_000,
     );
     rs.forEach((r, i) => per[i].push(...r.ms.slice(b === 0 ? warmup : 0)));
@@ -172,6 +180,8 @@ export async function runTransportBench(options: TransportBenchOptions = {}): Pr
           if (bytes >= MiB) throughput(`allreduce-${label}-${ranks}ranks-busbw`, ((2 * (ranks - 1)) / ranks) * (bytes / 1e6) / (ms / 1000));
           log(`  allreduce ${label}: ${(ms * 1000).toFixed(1)} us`);
         }
+        // f16 (what tensor-parallel engines exchange): a hidden state of 4096 halves.
+        latency(`allreduce-8KiB-f16-${ranks}ranks`, await allReduceMs(mesh, 8 * KiB, quick ? 100 : 1000, quick ? 300 : 2000, raw, rawRtt, 'f16'));
         const ms64 = await allReduceMs(mesh, 64 * MiB, quick ? 2 : 4, 1);
         const busbw = ((2 * (ranks - 1)) / ranks) * ((64 * MiB) / 1e6) / (ms64 / 1000);
         throughput(ranks === 3 ? 'ring-allreduce-64MiB-3ranks-busbw' : 'allreduce-64MiB-2ranks-busbw', busbw);
