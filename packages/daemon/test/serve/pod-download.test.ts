@@ -24,10 +24,10 @@ const dirs: string[] = [];
 const daemons: Daemon[] = [];
 const savedEndpoint = process.env.HF_ENDPOINT;
 
-async function startDaemon(port: number, bootstrap: string[]): Promise<Daemon> {
+async function startDaemon(bootstrap: string[]): Promise<Daemon> {
   const dataDir = mkdtempSync(join(os.tmpdir(), 'orchard-serve-dl-'));
   dirs.push(dataDir);
-  const options = resolveOptions({ dataDir, listen: [`/ip4/127.0.0.1/tcp/${port}`], bootstrap, apiPort: 0, mdns: false, goneAfter: 3, heartbeatMs: 300 } as never);
+  const options = resolveOptions({ dataDir, listen: ['/ip4/127.0.0.1/tcp/0'], bootstrap, apiPort: 0, mdns: false, goneAfter: 3, heartbeatMs: 300 } as never);
   const d = await Daemon.start(options, pino({ level: process.env.SERVE_TEST_LOG ?? 'silent' }), { routes: async (app, dd) => void (await installServing(app, dd)) });
   daemons.push(d);
   return d;
@@ -43,10 +43,10 @@ beforeAll(async () => {
   writeRandomModel(srcDir, { numLayers: 4, hiddenSize: 128, intermediateSize: 256, seed: 13, maxPositionEmbeddings: 256 });
   hub = await startFakeHub({ [REPO]: srcDir });
   process.env.HF_ENDPOINT = hub.url;
-  const a = await startDaemon(45321, []);
-  const boot = [`/ip4/127.0.0.1/tcp/45321/p2p/${a.node.peerId.toString()}`];
-  await startDaemon(45322, boot);
-  await startDaemon(45323, boot);
+  const a = await startDaemon([]);
+  const boot = [String(a.node.getMultiaddrs()[0])];
+  await startDaemon(boot);
+  await startDaemon(boot);
   const deadline = Date.now() + 30_000;
   while (!daemons.every((d) => d.cluster().nodes.length === 3)) {
     if (Date.now() > deadline) throw new Error('pod did not form');

@@ -21,14 +21,14 @@ let dirs: string[] = [];
 let daemons: Daemon[] = [];
 let modelDir: string;
 
-async function startDaemon(port: number, bootstrap: string[]): Promise<Daemon> {
+async function startDaemon(bootstrap: string[]): Promise<Daemon> {
   const dataDir = mkdtempSync(join(os.tmpdir(), 'orchard-serve-pod-'));
   dirs.push(dataDir);
   const mdir = join(dataDir, 'models', ...MODEL.split('/'));
   mkdirSync(mdir, { recursive: true });
   writeRandomModel(mdir, { numLayers: 4, hiddenSize: 64, seed: 5, maxPositionEmbeddings: 256 });
   modelDir = mdir;
-  const options = resolveOptions({ dataDir, listen: [`/ip4/127.0.0.1/tcp/${port}`], bootstrap, apiPort: 0, mdns: false, goneAfter: 3, heartbeatMs: 300 } as never);
+  const options = resolveOptions({ dataDir, listen: ['/ip4/127.0.0.1/tcp/0'], bootstrap, apiPort: 0, mdns: false, goneAfter: 3, heartbeatMs: 300 } as never);
   return Daemon.start(options, pino({ level: process.env.SERVE_TEST_LOG ?? 'silent' }), { routes: async (app, d) => void (await installServing(app, d)) });
 }
 
@@ -46,8 +46,8 @@ const api = (d: Daemon, path: string, init?: RequestInit) =>
   fetch(`http://127.0.0.1:${d.apiPort}${path}`, { ...init, headers: init?.body ? { 'content-type': 'application/json' } : {} });
 
 beforeAll(async () => {
-  const a = await startDaemon(45301, []);
-  const b = await startDaemon(45302, [`/ip4/127.0.0.1/tcp/45301/p2p/${a.node.peerId.toString()}`]);
+  const a = await startDaemon([]);
+  const b = await startDaemon([String(a.node.getMultiaddrs()[0])]);
   daemons = [a, b];
   await waitFor('both nodes with profiles in both states', () => daemons.every((d) => d.cluster().nodes.length === 2) || undefined, 30_000);
 }, 60_000);
