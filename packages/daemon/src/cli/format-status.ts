@@ -36,7 +36,8 @@ export function formatStatus(s: StatusJson): string {
     const tags = [n.peerId === s.self.peerId ? 'this node' : '', n.peerId === s.coordinator ? 'coordinator' : ''].filter(Boolean).join(', ');
     const hw = p
       ? `${p.chip}, ${p.cpu.cores} cores${p.cpu.performanceCores ? ` (${p.cpu.performanceCores}P+${p.cpu.efficiencyCores}E)` : ''}${p.gpuCores ? `, ${p.gpuCores} GPU cores` : ''}, ${gib(p.memory.availableBytes)} free of ${gib(p.memory.totalBytes)}` +
-        (p.capability ? `, ${p.capability.memoryBandwidthGBps.toFixed(1)} GB/s, ${p.capability.matmulGflops.toFixed(1)} GFLOP/s` : '')
+        (p.capability ? `, ${p.capability.memoryBandwidthGBps.toFixed(1)} GB/s, ${p.capability.matmulGflops.toFixed(1)} GFLOP/s` : '') +
+        (p.gpu ? `; runners on GPU ${p.gpu.adapter}, ${p.gpu.copyBandwidthGBps.toFixed(1)} GB/s copy${p.gpu.memoryBytes ? `, ${gib(p.gpu.memoryBytes)} GPU-visible` : ''}` : '')
       : 'profile pending';
     lines.push(`  ${n.status === 'live' ? '●' : '○'} ${n.name} ${short(n.peerId)}${tags ? ` [${tags}]` : ''}${n.status === 'gone' ? ` gone (${n.leftReason})` : ''}`);
     lines.push(`      ${hw}`);

@@ -15,6 +15,7 @@ import { applyEvents } from '../../src/state/apply.js';
 import { clusterView } from '../../src/state/cluster-view.js';
 import { emptyState } from '../../src/state/types.js';
 import { profile } from '../state/fixtures.js';
+import { formatStatus, type StatusJson } from '../../src/cli/format-status.js';
 
 describe('backend setting from the environment', () => {
   it('defaults to auto; ORCHARD_ENGINE_BACKEND wins over ORCHARD_BACKEND; threads and software flag', () => {
@@ -69,6 +70,26 @@ describe("planner's node bandwidth", () => {
     ]);
     const v = clusterView(state, { mode: 'open', coordinator: 'A' });
     expect(v.nodes.map((n) => n.memoryBandwidthGBps)).toEqual([10, 412.5]);
+  });
+  it('orchard status names the GPU runners use and its bandwidth', () => {
+    const s = {
+      self: { peerId: 'A', name: 'alpha' },
+      mode: 'open',
+      clusterKeyId: null,
+      coordinator: 'A',
+      nodes: [
+        { peerId: 'A', name: 'alpha', status: 'live', joinedAt: 1, leftAt: null, leftReason: null, profile: profile('A', 'alpha', { gpu }) },
+        { peerId: 'B', name: 'beta', status: 'live', joinedAt: 1, leftAt: null, leftReason: null, profile: profile('B', 'beta') },
+      ],
+      links: [],
+      notInCluster: [],
+      unreachable: [],
+      duplicateIdentity: null,
+      thunderboltCables: [],
+    } as unknown as StatusJson;
+    const text = formatStatus(s);
+    expect(text).toMatch(/runners on GPU Apple M4 Max, 412\.5 GB\/s copy, 128(\.0)? GiB GPU-visible/);
+    expect(text.match(/runners on GPU/g)).toHaveLength(1);
   });
   it('profiles with and without the gpu field validate (older daemons send none)', () => {
     expect(nodeProfileSchema.safeParse(profile('A')).success).toBe(true);
