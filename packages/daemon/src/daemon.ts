@@ -388,7 +388,8 @@ export class Daemon {
       nodes: Object.values(state.nodes),
       links: Object.values(state.links),
       thunderboltCables: this.#profile ? matchThunderboltPeers(this.#profile.thunderbolt, peers) : [],
-      instances: Object.values(state.instances),
+      // The data-plane secret of each instance stays inside the pod (runners); the API does not show it.
+      instances: Object.values(state.instances).map((i) => ({ ...i, plan: i.plan && typeof i.plan === 'object' ? { ...(i.plan as object), secret: undefined } : i.plan })),
       notInCluster: this.#dialer.refused().filter((r) => r.reason === 'not-in-cluster'),
       unreachable: this.#dialer.refused().filter((r) => r.reason === 'unreachable'),
       duplicateIdentity: this.#duplicate,

@@ -94,6 +94,9 @@ describe('serving on a 2-daemon pod', () => {
         return l.instances.find((i: any) => i.id === body.instance.id)?.status.ready ? l : undefined;
       }, 10_000);
       expect(JSON.stringify(listed)).not.toContain('secret');
+      const status = (await (await api(daemons[0], '/api/status')).json()) as any;
+      expect(status.instances.length).toBeGreaterThan(0);
+      expect(JSON.stringify(status.instances)).not.toContain('secret');
       const want = await expected(16);
       for (const d of daemons) {
         const res = await api(d, '/v1/completions', { method: 'POST', body: JSON.stringify({ model: MODEL, prompt, max_tokens: 16, temperature: 0 }) });
