@@ -6,6 +6,7 @@
 import type { Cluster, ClusterLink, ClusterNode } from '@orchard/partitioner';
 import type { LinkMeasurement } from '../links/types.js';
 import type { ClusterState } from './types.js';
+import type { NodeProfile } from '../profile/types.js';
 
 export type PodMode = 'open' | 'private';
 
@@ -46,8 +47,9 @@ export function clusterView(state: ClusterState, meta: { mode: PodMode; coordina
     name,
     hostname: p!.hostname,
     chip: p!.chip,
-    memoryBytes: p!.memory.totalBytes,
-    availableBytes: p!.memory.availableBytes,
+    // A discrete GPU holds the weights its runners use: its own memory bounds what the node can take.
+    memoryBytes: discreteGpuBytes(p!) ?? p!.memory.totalBytes,
+    availableBytes: Math.min(p!.memory.availableBytes, discreteGpuBytes(p!) ?? Infinity),
     // Runners on a GPU stream weights from GPU memory: the measured GPU copy bandwidth is the node's speed.
     ...(p!.capability ? { memoryBandwidthGBps: sig(p!.gpu?.copyBandwidthGBps ?? p!.capability.memoryBandwidthGBps), tflops: sig(p!.capability.matmulGflops / 1000) } : {}),
     gpuCores: p!.gpuCores,
@@ -70,6 +72,13 @@ export function clusterView(state: ClusterState, meta: { mode: PodMode; coordina
 }
 
 /** Four significant digits: readable, and a small positive figure never rounds to 0 (the planner rejects 0). */
+/** Memory of a discrete GPU the node's runners use (not unified/system memory), bytes, else null. */
+function discreteGpuBytes(p: NodeProfile): number | null {
+  const g = p.gpu;
+  if (!g || g.software || !g.memoryBytes) return null;
+  return g.memorySource === 'nvidia-smi' || g.memorySource === 'amdgpu vram' ? g.memoryBytes : null;
+}
+
 function sig(x: number): number {
   return Number(x.toPrecision(4));
 }

@@ -71,6 +71,18 @@ describe("planner's node bandwidth", () => {
     const v = clusterView(state, { mode: 'open', coordinator: 'A' });
     expect(v.nodes.map((n) => n.memoryBandwidthGBps)).toEqual([10, 412.5]);
   });
+  it('a discrete GPU bounds the memory the planner may fill; unified memory does not', () => {
+    const nvidia: NodeGpu = { ...gpu, adapter: 'NVIDIA H200', vendor: 'nvidia', memoryBytes: 24 * 2 ** 30, memorySource: 'nvidia-smi' };
+    const state = applyEvents(emptyState, [
+      { type: 'profile-updated', profile: profile('A', 'mac', { gpu }) },
+      { type: 'profile-updated', profile: profile('B', 'linux-nvidia', { gpu: nvidia, memory: { totalBytes: 128 * 2 ** 30, availableBytes: 100 * 2 ** 30 } }) },
+    ]);
+    const v = clusterView(state, { mode: 'open', coordinator: 'A' });
+    expect(v.nodes.map((n) => [n.memoryBytes, n.availableBytes])).toEqual([
+      [16 * 2 ** 30, 12 * 2 ** 30],
+      [24 * 2 ** 30, 24 * 2 ** 30],
+    ]);
+  });
   it('orchard status names the GPU runners use and its bandwidth', () => {
     const s = {
       self: { peerId: 'A', name: 'alpha' },
