@@ -76,7 +76,7 @@ try {
   row('tensor parallel 2, 2 processes x 1 thread', tensor, 1.7);
   row('(two independent singles at once, summed)', both);
   row('(2-stage pipeline, 2 streams at once, summed)', pipe2);
-  console.log('the last line is the parallel headroom this machine gave 2 processes in the same rounds (~2x on two idle cores): tensor parallel over 2 processes cannot exceed it');
+  console.log('"two independent singles" is the parallel headroom this machine gave 2 processes in the same rounds (~2x on two idle cores): tensor parallel over 2 processes cannot exceed it');
 } finally {
   rmSync(dir, { recursive: true, force: true });
 }
