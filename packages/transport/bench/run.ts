@@ -36,6 +36,12 @@ export interface TransportBenchOptions {
   encryption?: boolean;
   /** Progress messages (to stderr in the CLI). */
   log?: (line: string) => void;
+  /**
+   * Append the RDMA protocol lines measured on the simulated fabric (bench/rdma-sim.ts, by the
+   * RDMA work). Their ratios are against raw verbs on that fabric, not against the TCP baseline.
+   * @default false
+   */
+  rdmaSim?: boolean;
 }
 
 const KiB = 1024;
@@ -216,6 +222,12 @@ export async function runTransportBench(options: TransportBenchOptions = {}): Pr
     for (const l of lines) {
       l.ratio = round(l.unit === 'us' ? l.value / baseline.pingPongUs : l.value / baseline.bulkMBps);
     }
+    if (options.rdmaSim) {
+      log('RDMA protocol on the simulated fabric (ratios vs raw verbs on that fabric)');
+      const { rdmaSimLines } = await import('./rdma-sim.js');
+      const sim = await rdmaSimLines(quick ? 100 : 400);
+      for (const l of sim.lines) lines.push({ name: l.name, value: l.value, unit: 'us', ratio: l.ratio });
+    }
     return { baseline: { pingPongUs: round(baseline.pingPongUs), bulkMBps: round(baseline.bulkMBps) }, lines };
   } finally {
     raw.close();
@@ -239,6 +251,7 @@ export function formatTable(r: TransportBenchResult): string {
   for (const l of r.lines) {
     out.push(`${l.name.padEnd(42)} ${String(l.value).padStart(12)} ${l.unit.padEnd(5)} ${String(l.ratio).padStart(8)}  ${TARGETS[l.name] ?? ''}`);
   }
-  out.push('', 'latency ratios are against the raw ping-pong RTT; throughput ratios against raw bulk throughput.');
+  out.push('', 'latency ratios are against the raw ping-pong RTT; throughput ratios against raw bulk throughput;');
+  out.push('rdma-sim-* lines (with --rdma-sim) against raw verbs on the simulated fabric.');
   return out.join('\n');
 }
