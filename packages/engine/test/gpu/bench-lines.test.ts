@@ -16,15 +16,12 @@ afterAll(tmp.cleanup);
 describe.skipIf(!gpu.ctx)(`GPU bench lines${gpu.skip ? ` (skipped: ${gpu.skip})` : ''}`, () => {
   it('copy baseline, then decode/prefill/stream per model with ratios from the same run', async () => {
     const m = writeRandomModel(`${tmp.dir}/m`, { numLayers: 2, dtype: 'f16', seed: 4 });
-    const r = await runGpuBenchLines({ models: [{ label: 'tiny', dir: m.dir }], allowSoftware: true, promptTokens: 8, decodeTokens: 6, rounds: 1 });
+    const models = [{ label: 'tiny', dir: m.dir }, { label: 'big', dir: m.dir, skipOnSoftware: true }];
+    const r = await runGpuBenchLines({ models, allowSoftware: true, promptTokens: 8, decodeTokens: 6, rounds: 1 });
     expect(r.skipped).toBeNull();
     expect(r.adapter).toBeTruthy();
-    expect(r.lines.map((l) => [l.name, l.unit])).toEqual([
-      ['gpu-copy-baseline', 'GB/s'],
-      ['gpu-tiny-decode', 'tok/s'],
-      ['gpu-tiny-prefill', 'tok/s'],
-      ['gpu-tiny-stream', 'GB/s'],
-    ]);
+    const perModel = (label: string) => [[`gpu-${label}-decode`, 'tok/s'], [`gpu-${label}-prefill`, 'tok/s'], [`gpu-${label}-stream`, 'GB/s']];
+    expect(r.lines.map((l) => [l.name, l.unit])).toEqual([['gpu-copy-baseline', 'GB/s'], ...perModel('tiny'), ...(r.software ? [] : perModel('big'))]);
     for (const l of r.lines) expect(l.value).toBeGreaterThan(0);
     const [copy, , , stream] = r.lines;
     // The stream ratio is the stream figure over the copy baseline of the same run (3 significant digits).

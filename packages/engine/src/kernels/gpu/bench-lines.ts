@@ -22,7 +22,7 @@ export interface GpuBenchLine {
 
 export interface GpuBenchOptions {
   /** Models to run: line names are `gpu-<label>-decode`, `gpu-<label>-prefill`, `gpu-<label>-stream`. */
-  models: { label: string; dir: string }[];
+  models: { label: string; dir: string; /** Too big to be worth it on a software adapter (minutes of CPU). */ skipOnSoftware?: boolean }[];
   /** Accept a software adapter when no hardware one exists. @default false */
   allowSoftware?: boolean;
   /** Threads of the CPU (wasm) comparison. @default 1 */
@@ -83,6 +83,10 @@ export async function runGpuBenchLines(o: GpuBenchOptions): Promise<GpuBenchResu
     lines.push({ name: 'gpu-copy-baseline', value: round3(copyGBs), unit: 'GB/s', ratio: null });
     log(`GPU ${adapter}: copy bandwidth ${round3(copyGBs)} GB/s`);
     for (const m of o.models) {
+      if (m.skipOnSoftware && ctx.adapter.software) {
+        log(`  ${m.label}: left out on a software adapter`);
+        continue;
+      }
       const prompt = Array.from({ length: promptTokens }, (_, i) => (i * 37 + 11) % 256);
       const maxSeqLen = promptTokens + decodeTokens + 8;
       const gpu = await loadGpuModel(m.dir, { context: ctx, maxBatch: Math.min(64, promptTokens), maxSeqLen });
