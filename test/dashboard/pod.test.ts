@@ -54,7 +54,8 @@ describe.skipIf(skip)('dashboard in Chromium on a 3-daemon pod', () => {
     page.setDefaultTimeout(30_000);
   }, 150_000);
 
-  afterEach((ctx) => {
+  afterEach(async (ctx) => {
+    if (ctx.task.result?.state === 'fail' && page) await screenshot(page, `failed-${ctx.task.name.replace(/\W+/g, '-').slice(0, 60)}`).catch(() => {});
     if (ctx.task.result?.state === 'fail') for (const d of daemons) console.error(`--- ${d.host.ns} log (tail) ---\n${d.log().split('\n').slice(-25).join('\n')}`);
   });
 
@@ -110,6 +111,16 @@ describe.skipIf(skip)('dashboard in Chromium on a 3-daemon pod', () => {
     // Plan preview for the same model: the planner's choice with its runners-up.
     await page.selectOption('[data-testid=plan-preview] select', MODEL);
     await page.locator('[data-testid=plan-preview] ul.explain li').first().waitFor();
+    // Each runner-up is listed with a prediction or a reason it could not be placed, and why it lost.
+    const alternatives = await page.$$eval('[data-testid=alternatives] tbody tr', (trs) => trs.map((tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent ?? '')));
+    const planned = daemons[0].get(`/api/dashboard/plan?model=${encodeURIComponent(MODEL)}`);
+    expect(alternatives).toHaveLength(planned.planner.alternatives.length);
+    expect(alternatives.length).toBeGreaterThan(0);
+    for (const [what, , why] of alternatives) {
+      expect(what).toMatch(/^(single|pipeline|tensor|hybrid)/);
+      expect(why.length).toBeGreaterThan(10);
+      expect(why).not.toMatch(/12D3KooW/); // peer ids are shown as node names
+    }
     await screenshot(page, '2-placement');
   }, 200_000);
 
@@ -155,10 +166,22 @@ describe.skipIf(skip)('dashboard in Chromium on a 3-daemon pod', () => {
 
   it('Stop ends a reply that is waiting or streaming', async () => {
     await page.click('.chat-bar button.link');
-    // Keep the instance busy (it runs one request at a time) so the page's request is still waiting when Stop is pressed.
-    const busy = net!.hosts[0].spawn('curl', ['-s', '-m', '60', '-H', 'content-type: application/json', '-d', JSON.stringify({ model: MODEL, prompt: 'In the beginning', max_tokens: 100, temperature: 0 }), 'http://127.0.0.1:52415/v1/completions'], { stdio: 'ignore' });
-    const busyDone = new Promise((r) => busy.on('exit', r));
-    await new Promise((r) => setTimeout(r, 300));
+    // Keep the instance busy (it runs one request at a time, the rest wait in its queue) so the page's
+    // request is still waiting when Stop is pressed.
+    // The demo model decodes ~1000 tokens/s here: 40 sampled requests (greedy text can hit end-of-text
+    // within a few tokens) keep it busy for a few seconds.
+    const body = (seed: number) => JSON.stringify({ model: MODEL, prompt: 'In the beginning', max_tokens: 100, temperature: 1, seed });
+    const busy = Array.from({ length: 40 }, (_, i) => net!.hosts[0].spawn('curl', ['-s', '-m', '90', '-H', 'content-type: application/json', '-d', body(i), 'http://127.0.0.1:52415/v1/completions'], { stdio: 'ignore' }));
+    const busyDone = Promise.all(busy.map((c) => new Promise((r) => c.on('exit', r))));
+    await waitFor(
+      'the instance to have requests queued',
+      () => {
+        const s = daemons[0].tryGet('/api/dashboard/instances')?.instances[0]?.status;
+        return s && s.active >= 1 && s.queued >= 4;
+      },
+      30_000,
+      50,
+    );
     await page.fill('form.chat-input input[name=prompt]', 'Hello');
     await page.click('form.chat-input button[type=submit]');
     await page.locator('form.chat-input button.danger', { hasText: 'Stop' }).click();
@@ -185,8 +208,10 @@ describe.skipIf(skip)('dashboard in Chromium on a 3-daemon pod', () => {
     await page.waitForFunction(
       (want) => [...document.querySelectorAll('svg[data-testid=topology] g.node')].map((g: any) => g.getAttribute('data-node')).sort().join() === want && document.querySelectorAll('svg[data-testid=topology] g.link').length === 1,
       [names[0], names[1]].sort().join(),
-      { timeout: 30_000 },
-    );
+      { timeout: 45_000 },
+    ).catch(async (err) => {
+      throw new Error(`${(err as Error).message}; the page shows nodes ${JSON.stringify(await nodeNames(page))}, ${await page.locator('svg[data-testid=topology] g.link').count()} link(s); /api/cluster: ${JSON.stringify(daemons[0].tryGet('/api/cluster')?.links)} ${JSON.stringify(daemons[0].tryGet('/api/cluster')?.nodes.map((n: any) => n.name))}`);
+    });
     expect(await nodeNames(page)).not.toContain(names[2]);
     expect(await page.locator('svg[data-testid=topology] g.link').count()).toBe(1);
     expect(await page.locator('[data-testid=node-table] tbody tr').count()).toBe(2);
