@@ -48,6 +48,7 @@ export class GpuRankShard {
   /** The adapter this rank runs on, for logs. */
   readonly adapter: string;
   #chain: Promise<unknown> = Promise.resolve();
+  #live = 0;
 
   constructor(
     readonly gpu: GpuShard,
@@ -67,6 +68,7 @@ export class GpuRankShard {
     if (capacity > this.maxSeqLen) throw new RangeError(`KV cache capacity ${capacity} exceeds maxSeqLen ${this.maxSeqLen}`);
     const handle = new GpuCacheHandle(capacity, this.gpu.newCache(capacity));
     freeOnCollect.register(handle, handle.gpu, handle);
+    this.#live++;
     return handle;
   }
 
@@ -83,8 +85,14 @@ export class GpuRankShard {
     return run;
   }
 
+  /** KV caches handed out and not released yet (GPU memory held until then). */
+  get liveCaches(): number {
+    return this.#live;
+  }
+
   releaseCache(cache: GpuCacheHandle): void {
-    freeOnCollect.unregister(cache);
+    if (!freeOnCollect.unregister(cache)) return; // released already
+    this.#live--;
     void cache.gpu.then((c) => c.destroy(), () => undefined);
   }
 

@@ -93,6 +93,9 @@ export async function runFollower(ctx: Ctx): Promise<void> {
     if (op === OP_STOP) return;
     const slot = header[SLOT];
     if (op === OP_BEGIN) {
+      // The slot's previous sequence is over: hand its cache back (GPU memory is not freed by GC in time).
+      const done = caches.get(slot);
+      if (done) shard.releaseCache(done);
       caches.set(slot, shard.newCache(header[7]));
       if (isSampler) samplers.set(slot, new Sampler({ temperature: header[3], topP: header[4], topK: header[5], seed: header[6] }));
       continue;
@@ -273,6 +276,17 @@ export class Driver {
       await this.#broadcast();
     });
     const cache = shard.newCache(capacity);
+    try {
+      return await this.#decode(slot, req, cache, capacity, onToken);
+    } finally {
+      shard.releaseCache(cache);
+    }
+  }
+
+  async #decode(slot: number, req: GenerateRequest, cache: KVCache, capacity: number, onToken: (id: number) => boolean): Promise<GenerateOutcome> {
+    const { layout, maxBatch } = this.#ctx;
+    const prompt = req.promptIds;
+    const sampling = { temperature: req.temperature ?? 0, topP: req.topP ?? 1, topK: req.topK ?? 0, seed: req.seed ?? 0 };
     const sampler = samplerRank(layout) === 0 ? new Sampler(sampling) : null;
     const stop = new Set(req.stopTokenIds);
     const t0 = performance.now();

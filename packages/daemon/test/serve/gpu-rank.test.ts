@@ -61,6 +61,9 @@ describe.skipIf(!ctx)(`runner ranks on the GPU${skip ? ` (skipped: ${skip})` : '
     ]);
     expect(a.tokens).toEqual(want1.tokens);
     expect(b.tokens).toEqual(want2.tokens);
+    // GPU caches are handed back: none on the driver after its requests, at most one per slot elsewhere.
+    expect(shards[0].liveCaches).toBe(0);
+    for (const s of shards.slice(1)) expect(s.liveCaches).toBeLessThanOrEqual(driver.maxSequences);
     await driver.stop();
     await Promise.all(ranks.map((r) => r.done));
     await Promise.all(groups.map((g) => g.close()));
