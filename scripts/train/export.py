@@ -99,11 +99,19 @@ def write_safetensors(path: str, tensors: dict[str, torch.Tensor]) -> None:
 
 
 @torch.no_grad()
-def greedy(model: Llama, prompt: str, n: int) -> str:
+def sample(model: Llama, prompt: str, n: int, temperature: float, top_k: int, seed: int) -> str:
+    """Temperature 0 is greedy; otherwise top-k sampling with a fixed seed."""
+    gen = torch.Generator().manual_seed(seed)
     ids = list(prompt.encode("utf-8"))
     for _ in range(n):
         x = torch.tensor([ids[-model.cfg.max_position_embeddings:]])
-        ids.append(int(model(x)[0, -1].argmax()))
+        logits = model(x)[0, -1]
+        if temperature == 0:
+            ids.append(int(logits.argmax()))
+            continue
+        top = torch.topk(logits / temperature, top_k)
+        pick = torch.multinomial(top.values.softmax(-1), 1, generator=gen)
+        ids.append(int(top.indices[pick]))
     return bytes(ids).decode("utf-8", errors="replace")
 
 
@@ -170,7 +178,8 @@ def main() -> None:
         "top_k": 40,
     })
     sample_prompt = "And God said,"
-    sample = greedy(model, sample_prompt, 100)
+    samples = [sample(model, sample_prompt, 96, 0.7, 40, seed) for seed in (1, 2)]
+    greedy = sample(model, sample_prompt, 96, 0.0, 1, 0)
     with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "README.card.md"), encoding="utf-8") as f:
         card = f.read()
     card = card.format(
@@ -187,13 +196,14 @@ def main() -> None:
         valid_loss=f"{valid_loss:.4f}",
         bits_per_byte=f"{valid_loss / 0.6931471805599453:.3f}",
         sample_prompt=sample_prompt,
-        sample=sample.replace("\n", "\n    "),
+        samples="\n".join("    " + s.replace("\n", "\n    ") + "\n" for s in samples),
+        greedy=greedy.replace("\n", "\n    "),
         size_kb=f"{os.path.getsize(os.path.join(args.out, 'model.safetensors')) / 1024:.0f}",
     )
     with open(os.path.join(args.out, "README.md"), "w", encoding="utf-8") as f:
         f.write(card)
     print(f"exported {n_params} params, step {ck.get('total_steps', ck['step'])}, {ck.get('total_elapsed_s', ck['elapsed_s']) / 60:.1f} min, F16 valid loss {valid_loss:.4f} nats/byte")
-    print(sample)
+    print("\n".join(samples + [greedy]))
 
 
 if __name__ == "__main__":
