@@ -51,7 +51,7 @@ describe('orchard run', () => {
     expect(r.stderr).toMatch(/wasm backend/);
     const bad = await orchard(['run', '--model', info.dir, '--prompt', 'x', '--backend', 'gpu9000']);
     expect(bad.code).toBe(2);
-    expect(bad.stderr).toMatch(/--backend must be reference or wasm/);
+    expect(bad.stderr).toMatch(/--backend must be one of auto, cpu, gpu, reference, wasm, got "gpu9000"/);
   });
 
   it('streams text for --prompt (same seed, same text)', async () => {

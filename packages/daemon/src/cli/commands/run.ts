@@ -105,7 +105,7 @@ async function runCommand(opts: RunOptions): Promise<void> {
   const dir = resolve(opts.model ?? BUNDLED_MODEL);
   if (!existsSync(dir)) throw new CliError(`model directory not found: ${dir}`, 2);
   if (!isBackendName(opts.backend)) {
-    throw new CliError(`--backend must be reference or wasm (or ${BACKEND_NAMES.filter((b) => b !== 'reference' && b !== 'wasm').join(', ')}), got ${JSON.stringify(opts.backend)}`, 2);
+    throw new CliError(`--backend must be one of ${BACKEND_NAMES.join(', ')}, got ${JSON.stringify(opts.backend)}`, 2);
   }
   const cpuBackend = (kernels: CpuKernels): (() => Backend) => {
     if (kernels === 'reference') return createReferenceBackend;
