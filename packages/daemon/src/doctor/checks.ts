@@ -38,6 +38,8 @@ export interface DoctorEnv {
   /** Model directories in the store (ORG/NAME), or an error message when the store is unusable. */
   models(): Promise<string[] | { error: string }>;
   bundledModelPresent(): Promise<boolean>;
+  /** The GPU adapter `--backend auto` would use (software ones flagged), or null with the reason. */
+  gpuAdapter?(): Promise<{ adapter: { name: string; software: boolean } | null; reason: string }>;
 }
 
 const GiB = 1024 ** 3;
@@ -216,6 +218,19 @@ export async function checkModelStore(env: DoctorEnv): Promise<CheckResult> {
   };
 }
 
+/** Whether runners can compute on a GPU (WebGPU: Metal on macOS, Vulkan on Linux). Never a failure: the CPU works. */
+export async function checkGpu(env: DoctorEnv): Promise<CheckResult> {
+  const base = { id: 'gpu', title: 'GPU for the runners (WebGPU)' };
+  if (!env.gpuAdapter) return { ...base, status: 'skip', detail: 'not probed' };
+  const { adapter, reason } = await env.gpuAdapter();
+  if (adapter && !adapter.software) return { ...base, status: 'ok', detail: `${adapter.name}: \`--backend auto\` (the default) runs on it` };
+  const fix =
+    env.platform === 'linux'
+      ? "install the GPU's Vulkan driver (NVIDIA driver, or Mesa's mesa-vulkan-drivers for AMD/Intel); without one runners use the CPU"
+      : undefined;
+  return { ...base, status: 'warn', detail: `${reason}; runners use the CPU (wasm backend)`, ...(fix ? { fix } : {}) };
+}
+
 export async function runDoctor(env: DoctorEnv): Promise<CheckResult[]> {
   return [
     checkNode(env),
@@ -225,5 +240,6 @@ export async function runDoctor(env: DoctorEnv): Promise<CheckResult[]> {
     ...(await checkRdma(env)),
     await checkDisk(env),
     await checkModelStore(env),
+    await checkGpu(env),
   ];
 }

@@ -5,6 +5,8 @@ import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { CommandOutput, DoctorEnv } from './checks.js';
+import { describeAdapter } from '@orchard/engine';
+import { probeAdapter } from '../backend/select.js';
 
 const BUNDLED_MODEL = fileURLToPath(new URL('../../../../models/orchard-demo/config.json', import.meta.url));
 
@@ -54,5 +56,9 @@ export function realDoctorEnv(opts: { dataDir: string; apiHost: string; apiPort:
       }
     },
     bundledModelPresent: async () => existsSync(BUNDLED_MODEL),
+    gpuAdapter: async () => {
+      const r = await probeAdapter();
+      return { adapter: r.adapter && { name: describeAdapter(r.adapter), software: r.adapter.software }, reason: r.reason };
+    },
   };
 }
