@@ -1,3 +1,5 @@
+import { execFileSync } from 'node:child_process';
+import { createRequire } from 'node:module';
 import { cpSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
@@ -42,4 +44,17 @@ describe('dashboard build', () => {
     expect(r.built).toBe(true);
     expect(r.assets.get('/dashboard/app.js')!.body.length).toBeGreaterThan(5000);
   }, 60_000);
+
+  // esbuild strips types without checking them, and the workspace's typecheck has no DOM lib: check web/ here.
+  it('the page sources type-check against the DOM', () => {
+    const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
+    const out = (() => {
+      try {
+        return execFileSync(process.execPath, [tsc, '-p', join(WEB_DIR, 'tsconfig.json'), '--noEmit'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+      } catch (err) {
+        return String((err as { stdout?: string }).stdout ?? err);
+      }
+    })();
+    expect(out).toBe('');
+  }, 120_000);
 });
