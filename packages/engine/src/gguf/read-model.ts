@@ -13,13 +13,14 @@
  *   and end on a 32-element block boundary.
  * - Llama 3 rope scaling stored as `rope_freqs.weight` is refused (its parameters are not in the file).
  */
-import { closeSync, openSync, read as readCb, readSync } from 'node:fs';
+import { closeSync, read as readCb, readSync } from 'node:fs';
 import { promisify } from 'node:util';
 import { basename } from 'node:path';
 import type { ModelConfig, RopeScaling } from '../config/config.js';
 import { lookupArchitecture } from '../config/architectures/registry.js';
 import { ModelFormatError, UnsupportedModelError } from '../errors.js';
-import { GGML_TYPES, readGgufHeader, type GgufHeader, type GgufTensorInfo, type GgufValue } from './read.js';
+import { openModelFile } from '../open-model-file.js';
+import { GGML_TYPES, readGgufFile, readGgufHeader, type GgufHeader, type GgufTensorInfo, type GgufValue } from './read.js';
 
 const readAsync = promisify(readCb);
 
@@ -138,17 +139,7 @@ export function ggufConfig(h: GgufHeader, path: string): ModelConfig {
 
 /** Opens `path` and returns its config (closing the file). */
 export function loadGgufConfig(path: string): ModelConfig {
-  let fd: number;
-  try {
-    fd = openSync(path, 'r');
-  } catch (err) {
-    throw new ModelFormatError(`cannot open ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`, path);
-  }
-  try {
-    return ggufConfig(readGgufHeader(fd, path), path);
-  } finally {
-    closeSync(fd);
-  }
+  return ggufConfig(readGgufFile(path), path);
 }
 
 /** One contiguous copy from the file into a destination buffer. */
@@ -187,12 +178,7 @@ export class GgufCheckpoint {
   }
 
   static open(path: string, config?: ModelConfig): GgufCheckpoint {
-    let fd: number;
-    try {
-      fd = openSync(path, 'r');
-    } catch (err) {
-      throw new ModelFormatError(`cannot open ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`, path);
-    }
+    const fd = openModelFile(path);
     try {
       const header = readGgufHeader(fd, path);
       return new GgufCheckpoint(path, fd, header, config ?? ggufConfig(header, path));

@@ -8,9 +8,10 @@
  * ggml type u32, offset u64 relative to the data section), padding to `general.alignment` (default
  * 32), the data section. Strings are u64 length + UTF-8 bytes. Everything little-endian.
  */
-import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
+import { closeSync, fstatSync, readSync } from 'node:fs';
 import { basename } from 'node:path';
 import { ModelFormatError } from '../errors.js';
+import { openModelFile } from '../open-model-file.js';
 
 /** ggml tensor types this reader knows the size of. */
 export const GGML_TYPES = {
@@ -224,12 +225,7 @@ export function readGgufHeader(fd: number, path: string): GgufHeader {
 
 /** Opens and parses `path`'s GGUF header (closing the file again). */
 export function readGgufFile(path: string): GgufHeader {
-  let fd: number;
-  try {
-    fd = openSync(path, 'r');
-  } catch (err) {
-    throw new ModelFormatError(`cannot open ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`, path);
-  }
+  const fd = openModelFile(path);
   try {
     return readGgufHeader(fd, path);
   } finally {

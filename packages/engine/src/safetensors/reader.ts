@@ -3,10 +3,11 @@
  * bytes of the tensors (or the row/column blocks of tensors) a shard needs are read with positioned
  * reads. `bytesRead` counts tensor data actually read, so tests can check what a shard costs.
  */
-import { closeSync, fstatSync, openSync, read, readSync } from 'node:fs';
+import { closeSync, fstatSync, read, readSync } from 'node:fs';
 import { promisify } from 'node:util';
 import { basename } from 'node:path';
 import { ModelFormatError } from '../errors.js';
+import { openModelFile } from '../open-model-file.js';
 import { SAFETENSORS_DTYPE_SIZES, type TensorInfo } from './format.js';
 
 /** Headers larger than this are not plausible (HF caps them at 100 MB too). */
@@ -32,12 +33,7 @@ export class SafetensorsFile {
   /** Opens and validates `path`; throws ModelFormatError naming the file (and tensor) on any defect. */
   static open(path: string): SafetensorsFile {
     const name = basename(path);
-    let fd: number;
-    try {
-      fd = openSync(path, 'r');
-    } catch (err) {
-      throw new ModelFormatError(`cannot open ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`, path);
-    }
+    const fd = openModelFile(path);
     try {
       const size = fstatSync(fd).size;
       if (size < 8) throw new ModelFormatError(`${name}: truncated, ${size} bytes is shorter than the 8-byte header length`, path);
