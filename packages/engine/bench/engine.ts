@@ -25,6 +25,7 @@ import { physicalCores } from '../src/kernels/wasm/cores.js';
 import { loadShard } from '../src/model/forward.js';
 import { loadModelConfig } from '../src/config/config.js';
 import { writeRandomModel } from '../src/testing/random-model.js';
+import { runGpuBenchLines } from '../src/kernels/gpu/bench-lines.js';
 
 const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
 // ORCHARD_LLAMA_ORACLE_DIR points elsewhere (tests use it to check the missing-llama.cpp path).
@@ -303,6 +304,19 @@ export async function runEngineBench(options: EngineBenchOptions = {}): Promise<
       rmSync(demoDir, { recursive: true, force: true });
     }
   } else log('demo model (models/orchard-demo) not found: its lines are left out');
+  // GPU lines (docs/gpu.md): a hardware adapter, else lavapipe (a software adapter: overhead only, and the
+  // ~100M model is left out there). Ratios: GPU / wasm in this run (tok/s), effective / gpu-copy-baseline (GB/s).
+  const gpu = await runGpuBenchLines({
+    models: [{ label: 'f16', dir: big.dir, skipOnSoftware: true }, ...(existsSync(join(DEMO_DIR, 'config.json')) ? [{ label: 'demo', dir: DEMO_DIR }] : [])],
+    allowSoftware: true,
+    threads: o.threads,
+    promptTokens: o.promptTokens,
+    decodeTokens: o.decodeTokens,
+    rounds: o.rounds,
+    log,
+  });
+  if (gpu.skipped) log(`GPU lines left out: ${gpu.skipped}`);
+  for (const l of gpu.lines) lines.push({ name: l.name, orchard: l.value, llamacpp: null, unit: l.unit, ratio: l.ratio });
   return { lines };
 }
 
@@ -311,7 +325,7 @@ export function formatEngineTable(result: { lines: EngineBenchLine[] }, threads:
   for (const l of result.lines) rows.push([l.name, String(l.orchard), l.llamacpp === null ? '-' : String(l.llamacpp), l.unit, l.ratio === null ? '-' : `${l.ratio}x`]);
   const w = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
   const body = rows.map((r) => r.map((c, i) => (i === 0 ? c.padEnd(w[i]) : c.padStart(w[i]))).join('  ')).join('\n');
-  return `${body}\n(${threads} thread(s) each; stream-f16 = f16 weight bytes per decode step / the fastest step; ratio = Orchard's stream / the best read sweep over as many bytes, same backend and threads, same run)`;
+  return `${body}\n(${threads} thread(s) each; stream-f16 = f16 weight bytes per decode step / the fastest step; ratio = Orchard's stream / the best read sweep over as many bytes, same backend and threads, same run; gpu-* lines: decode/prefill ratio = GPU / wasm, stream ratio = / gpu-copy-baseline, same run)`;
 }
 
 async function main(): Promise<void> {
