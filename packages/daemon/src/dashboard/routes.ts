@@ -11,6 +11,7 @@ import { z } from 'zod';
 import type { Daemon } from '../daemon.js';
 import type { InstanceManager, PlacedPlan } from '../instances/manager.js';
 import { UnknownModelError } from '../instances/models.js';
+import { publicInstance } from '../instances/public-instance.js';
 import { PlacementError } from '../placement/place.js';
 import { sendError } from '../openai/errors.js';
 import { encodeProgress, PROGRESS_TOPIC, ProgressBoard } from './progress.js';
@@ -80,19 +81,13 @@ export async function installDashboard(app: FastifyInstance, daemon: Daemon): Pr
         return {
           instances: Object.values(manager.instances()).map((e) => {
             const p = e.plan as PlacedPlan;
+            // The /v1/instances view plus layoutPredicted, keys in the same order (status last).
+            const { status, ...placed } = publicInstance(manager, e);
             return {
-              id: e.id,
-              model: e.model,
-              placedAt: e.placedAt,
-              nodes: e.nodes,
-              strategy: p.strategy,
-              stages: p.layout.stages.map((layers, s) => ({ layers, nodes: p.ranks.slice(s * p.layout.tensor, (s + 1) * p.layout.tensor) })),
-              tensorParallel: p.layout.tensor,
-              requested: p.requested,
-              predicted: p.predicted,
+              ...placed,
               // Forced layouts carry no prediction: ask the planner's cost model about this exact layout.
               layoutPredicted: p.predicted ? null : predictLayout(p, e.model, cluster),
-              status: manager.statusOf(e.id),
+              status,
             };
           }),
         };

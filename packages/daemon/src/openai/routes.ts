@@ -5,7 +5,8 @@
  */
 import { randomBytes, randomInt } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { InstanceManager, PlacedPlan } from '../instances/manager.js';
+import type { InstanceManager } from '../instances/manager.js';
+import { publicInstance } from '../instances/public-instance.js';
 import { ServeError, type ServeEvent, type ServeRequest } from '../instances/requests.js';
 import { PlacementError } from '../placement/place.js';
 import { UnknownModelError } from '../instances/models.js';
@@ -35,22 +36,6 @@ function toServeRequest(body: ChatCompletionBody | CompletionBody, kind: 'chat' 
   if (kind === 'chat') return { ...base, messages: (body as ChatCompletionBody).messages.map((m) => ({ role: m.role, content: textOf(m.content) })) };
   const p = (body as CompletionBody).prompt;
   return { ...base, prompt: typeof p === 'string' ? p : p[0] };
-}
-
-function publicInstance(manager: InstanceManager, e: { id: string; model: string; placedAt: number; nodes: readonly string[]; plan: unknown }) {
-  const p = e.plan as PlacedPlan;
-  return {
-    id: e.id,
-    model: e.model,
-    placedAt: e.placedAt,
-    nodes: e.nodes,
-    strategy: p.strategy,
-    stages: p.layout.stages.map((layers, s) => ({ layers, nodes: p.ranks.slice(s * p.layout.tensor, (s + 1) * p.layout.tensor) })),
-    tensorParallel: p.layout.tensor,
-    requested: p.requested,
-    predicted: p.predicted,
-    status: manager.statusOf(e.id),
-  };
 }
 
 export async function openAiRoutes(app: FastifyInstance, deps: OpenAiDeps): Promise<void> {
