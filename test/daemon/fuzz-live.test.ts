@@ -6,7 +6,6 @@
 import '../../packages/daemon/src/polyfills.js';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, openSync, readFileSync } from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -14,16 +13,7 @@ import { CONTROL_TOPIC } from '../../packages/daemon/src/control/messages.js';
 import { loadOrCreatePeerKey } from '../../packages/daemon/src/identity/peer-key.js';
 import { createNode, type OrchardNode } from '../../packages/daemon/src/node/create-node.js';
 import { multiaddr } from '../../packages/daemon/src/node/multiaddr.js';
-import { REPO_ROOT, waitFor } from '../harness/daemons.js';
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as net.AddressInfo;
-      s.close(() => resolve(port));
-    });
-  });
-}
+import { freePort, REPO_ROOT, waitFor } from '../harness/daemons.js';
 
 let child: ChildProcess | undefined;
 let fuzzer: OrchardNode | undefined;

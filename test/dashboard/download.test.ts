@@ -8,31 +8,19 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, request, type Server } from 'node:http';
-import { createServer as createNetServer } from 'node:net';
 import os from 'node:os';
 import { join } from 'node:path';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { writeRandomModel } from '@orchard/engine/testing';
 import { startFakeHub, type FakeHub } from '../harness/fake-hub.js';
-import { REPO_ROOT, waitFor } from '../harness/daemons.js';
+import { freePort, REPO_ROOT, waitFor } from '../harness/daemons.js';
 import { browserMissing, launchBrowser, REQUIRE_BROWSER, screenshot } from './browser.js';
 
 const missing = browserMissing();
 const REPO = 'test-org/dash-dl';
 /** Bytes per second the proxy lets through. */
 const RATE = 4 * 2 ** 20;
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createNetServer();
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-    s.on('error', reject);
-  });
-}
 
 /** An HTTP proxy to `target` that paces response bodies at RATE. */
 function throttlingProxy(target: string): Promise<Server & { url: string }> {

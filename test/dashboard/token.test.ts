@@ -6,29 +6,17 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import os from 'node:os';
 import { join } from 'node:path';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { REPO_ROOT, waitFor } from '../harness/daemons.js';
+import { freePort, REPO_ROOT, waitFor } from '../harness/daemons.js';
 import { browserMissing, launchBrowser, REQUIRE_BROWSER, screenshot } from './browser.js';
 
 declare const document: any;
 
 const missing = browserMissing();
 const TOKEN = 'orchard-test-token-4b1d';
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-    s.on('error', reject);
-  });
-}
 
 let daemon: ChildProcess | undefined;
 let browser: Browser | undefined;
