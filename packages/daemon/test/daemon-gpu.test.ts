@@ -3,28 +3,17 @@
  * `orchard start --backend gpu --allow-software-gpu` sets it): its profile carries the GPU and the
  * planner's cluster JSON gives the measured GPU copy bandwidth as the node's memory bandwidth.
  */
-import { existsSync, mkdirSync, mkdtempSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
-import { createGpuContext } from '@orchard/engine';
 import { resolveOptions } from '../src/config/options.js';
 import { Daemon } from '../src/daemon.js';
+import { openTestGpu } from './gpu-env.js';
 
-const LAVAPIPE = '/usr/share/vulkan/icd.d/lvp_icd.json';
-if (process.platform === 'linux' && !process.env.VK_ICD_FILENAMES && existsSync(LAVAPIPE)) process.env.VK_ICD_FILENAMES = LAVAPIPE;
-if (!process.env.XDG_RUNTIME_DIR || !existsSync(process.env.XDG_RUNTIME_DIR)) {
-  process.env.XDG_RUNTIME_DIR = join(os.tmpdir(), `orchard-xdg-${process.pid}`);
-  mkdirSync(process.env.XDG_RUNTIME_DIR, { recursive: true });
-}
-let skip = '';
-try {
-  (await createGpuContext({ allowSoftware: true })).destroy();
-} catch (err) {
-  skip = (err as Error).message;
-  if (process.env.ORCHARD_REQUIRE_GPU_TESTS === '1') throw new Error(`ORCHARD_REQUIRE_GPU_TESTS=1 but ${skip}`);
-}
+const { ctx: probe, skip } = await openTestGpu();
+probe?.destroy();
 
 describe.skipIf(!!skip)(`daemon with GPU runners${skip ? ` (skipped: ${skip})` : ''}`, () => {
   it('reports the GPU in its profile and its copy bandwidth in the cluster JSON', async () => {

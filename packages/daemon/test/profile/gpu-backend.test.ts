@@ -3,11 +3,9 @@
  * from the OS, the GPU copy bandwidth replacing the CPU figure in the planner's cluster JSON, and — on
  * lavapipe, allowed explicitly — a measured GPU profile that the profile schema accepts.
  */
-import { existsSync, mkdirSync } from 'node:fs';
 import os from 'node:os';
-import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { chooseGpu, createGpuContext } from '@orchard/engine';
+import { chooseGpu } from '@orchard/engine';
 import { BackendSettingError, nodeBackendSetting, resolveNodeBackend } from '../../src/backend/node.js';
 import { gpuVisibleMemory, nodeGpuSchema, parseNvidiaSmiMemory, type NodeGpu } from '../../src/profile/gpu.js';
 import { nodeProfileSchema } from '../../src/profile/types.js';
@@ -16,6 +14,7 @@ import { clusterView } from '../../src/state/cluster-view.js';
 import { emptyState } from '../../src/state/types.js';
 import { profile } from '../state/fixtures.js';
 import { formatStatus, type StatusJson } from '../../src/cli/format-status.js';
+import { openTestGpu } from '../gpu-env.js';
 
 describe('backend setting from the environment', () => {
   it('defaults to auto; ORCHARD_ENGINE_BACKEND wins over ORCHARD_BACKEND; threads and software flag', () => {
@@ -111,19 +110,8 @@ describe("planner's node bandwidth", () => {
 });
 
 // lavapipe, if installed: Vulkan pointed at it in this process only.
-const LAVAPIPE = '/usr/share/vulkan/icd.d/lvp_icd.json';
-if (process.platform === 'linux' && !process.env.VK_ICD_FILENAMES && existsSync(LAVAPIPE)) process.env.VK_ICD_FILENAMES = LAVAPIPE;
-if (!process.env.XDG_RUNTIME_DIR || !existsSync(process.env.XDG_RUNTIME_DIR)) {
-  process.env.XDG_RUNTIME_DIR = join(os.tmpdir(), `orchard-xdg-${process.pid}`);
-  mkdirSync(process.env.XDG_RUNTIME_DIR, { recursive: true });
-}
-let skip = '';
-try {
-  (await createGpuContext({ allowSoftware: true })).destroy();
-} catch (err) {
-  skip = (err as Error).message;
-  if (process.env.ORCHARD_REQUIRE_GPU_TESTS === '1') throw new Error(`ORCHARD_REQUIRE_GPU_TESTS=1 but ${skip}`);
-}
+const { ctx: probe, skip } = await openTestGpu();
+probe?.destroy();
 const hardware = skip ? null : (await chooseGpu('auto')).ctx;
 hardware?.destroy();
 

@@ -4,31 +4,19 @@
  * 2-stage × 2-rank layout with two sequences one after the other; a rank whose GPU cannot be opened
  * falls back to the CPU and says so.
  */
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createGpuContext, createReferenceBackend, generate, loadInProcessModel, pipelineStages, type GpuContext } from '@orchard/engine';
+import { createReferenceBackend, generate, loadInProcessModel, pipelineStages } from '@orchard/engine';
 import { writeRandomModel } from '@orchard/engine/testing';
 import { createSimGroup } from '../../src/runner/transport.js';
 import { startRank } from '../../src/runner/local.js';
 import { GpuRankShard, loadRankGpuShard, loadRankOn } from '../../src/runner/gpu-shard.js';
 import type { InstanceLayout } from '../../src/runner/layout.js';
+import { openTestGpu } from '../gpu-env.js';
 
-const LAVAPIPE = '/usr/share/vulkan/icd.d/lvp_icd.json';
-if (process.platform === 'linux' && !process.env.VK_ICD_FILENAMES && existsSync(LAVAPIPE)) process.env.VK_ICD_FILENAMES = LAVAPIPE;
-if (!process.env.XDG_RUNTIME_DIR || !existsSync(process.env.XDG_RUNTIME_DIR)) {
-  process.env.XDG_RUNTIME_DIR = join(os.tmpdir(), `orchard-xdg-${process.pid}`);
-  mkdirSync(process.env.XDG_RUNTIME_DIR, { recursive: true });
-}
-let ctx: GpuContext | null = null;
-let skip = '';
-try {
-  ctx = await createGpuContext({ allowSoftware: true });
-} catch (err) {
-  skip = (err as Error).message;
-  if (process.env.ORCHARD_REQUIRE_GPU_TESTS === '1') throw new Error(`ORCHARD_REQUIRE_GPU_TESTS=1 but ${skip}`);
-}
+const { ctx, skip } = await openTestGpu();
 
 let dir: string;
 const prompt = [1, 40, 50, 60, 70, 80, 90, 100, 110, 120];
