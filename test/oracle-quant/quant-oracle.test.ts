@@ -20,6 +20,7 @@ import { hfToGguf } from '@orchard/engine/gguf';
 import { writeRandomModel, type RandomModelOptions } from '@orchard/engine/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ORACLE_REQUIRED, REPO_ROOT, loadOracleModule, oracleMissingReason, type OracleModule } from '../oracle/llama-oracle.js';
+import { softmax } from '../oracle/compare.js';
 
 const PROB_TOLERANCE = 2e-3;
 /**
@@ -35,15 +36,6 @@ const DEMO_PROB_TOLERANCE = 1e-2;
 const GREEDY_TOKENS = 32;
 const missing = oracleMissingReason();
 const DEMO = join(REPO_ROOT, 'models/orchard-demo');
-
-function softmax(logits: Float32Array): Float64Array {
-  let max = -Infinity;
-  for (const v of logits) if (v > max) max = v;
-  const out = new Float64Array(logits.length);
-  let sum = 0;
-  for (let i = 0; i < logits.length; i++) sum += out[i] = Math.exp(logits[i] - max);
-  return out.map((v) => v / sum);
-}
 
 interface Result {
   maxProbDiff: number;

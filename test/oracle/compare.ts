@@ -15,7 +15,8 @@ export interface Comparison {
   oracleGreedy: number[];
 }
 
-function softmax(logits: Float32Array): Float64Array {
+/** Probabilities from logits, in f64 (max subtracted first). */
+export function softmax(logits: Float32Array): Float64Array {
   let max = -Infinity;
   for (const v of logits) if (v > max) max = v;
   const out = new Float64Array(logits.length);
