@@ -11,6 +11,7 @@ import { basename } from 'node:path';
 import { Template } from '@huggingface/jinja';
 import { Tokenizer } from '@huggingface/tokenizers';
 import { ModelFormatError, UnsupportedModelError } from '../errors.js';
+import { byteLevelBpeTokenizerJson } from '../tokenizer/byte-level.js';
 import type { ModelTokenizer } from '../tokenizer/load.js';
 import { readGgufFile } from './read.js';
 
@@ -43,29 +44,7 @@ export function loadGgufTokenizer(path: string): ModelTokenizer {
     }
     if (!(t in vocab)) vocab[t] = id;
   });
-  const byteLevel = { type: 'ByteLevel', add_prefix_space: false, trim_offsets: true, use_regex: true };
-  const json = {
-    version: '1.0',
-    truncation: null,
-    padding: null,
-    added_tokens: added,
-    normalizer: null,
-    pre_tokenizer: byteLevel,
-    post_processor: { ...byteLevel, trim_offsets: false },
-    decoder: byteLevel,
-    model: {
-      type: 'BPE',
-      dropout: null,
-      unk_token: null,
-      continuing_subword_prefix: null,
-      end_of_word_suffix: null,
-      fuse_unk: false,
-      byte_fallback: false,
-      ignore_merges: false,
-      vocab,
-      merges: merges.map(String),
-    },
-  };
+  const json = byteLevelBpeTokenizerJson(added, vocab, merges.map(String), true);
   const tokenText = (key: string): string => {
     const id = m(key);
     return typeof id === 'number' && typeof tokens[id] === 'string' ? (tokens[id] as string) : '';

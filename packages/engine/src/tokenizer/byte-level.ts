@@ -33,6 +33,35 @@ export const CHATML_TEMPLATE =
   "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}{% endfor %}" +
   "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
 
+/**
+ * The `tokenizer.json` of a byte-level BPE vocabulary (GPT-2 style: ByteLevel pre-tokenizer, post
+ * processor and decoder around a BPE model). `useRegex` is the pre-tokenizer's GPT-2 split regex.
+ */
+export function byteLevelBpeTokenizerJson(addedTokens: unknown[], vocab: Record<string, number>, merges: string[], useRegex: boolean): Record<string, unknown> {
+  return {
+    version: '1.0',
+    truncation: null,
+    padding: null,
+    added_tokens: addedTokens,
+    normalizer: null,
+    pre_tokenizer: { type: 'ByteLevel', add_prefix_space: false, trim_offsets: true, use_regex: useRegex },
+    post_processor: { type: 'ByteLevel', add_prefix_space: false, trim_offsets: false, use_regex: useRegex },
+    decoder: { type: 'ByteLevel', add_prefix_space: false, trim_offsets: true, use_regex: useRegex },
+    model: {
+      type: 'BPE',
+      dropout: null,
+      unk_token: null,
+      continuing_subword_prefix: null,
+      end_of_word_suffix: null,
+      fuse_unk: false,
+      byte_fallback: false,
+      ignore_merges: false,
+      vocab,
+      merges,
+    },
+  };
+}
+
 export interface ByteLevelTokenizerOptions {
   /** Special tokens, given ids 256, 257, ... in order. @default BYTE_LEVEL_SPECIAL_TOKENS */
   specialTokens?: readonly string[];
@@ -70,28 +99,7 @@ export function buildByteLevelTokenizer(options: ByteLevelTokenizerOptions = {})
   });
   if (!(eos in specialIds)) throw new Error(`buildByteLevelTokenizer: eos token ${eos} is not among the special tokens`);
 
-  const tokenizer = {
-    version: '1.0',
-    truncation: null,
-    padding: null,
-    added_tokens: added,
-    normalizer: null,
-    pre_tokenizer: { type: 'ByteLevel', add_prefix_space: false, trim_offsets: true, use_regex: false },
-    post_processor: { type: 'ByteLevel', add_prefix_space: false, trim_offsets: false, use_regex: false },
-    decoder: { type: 'ByteLevel', add_prefix_space: false, trim_offsets: true, use_regex: false },
-    model: {
-      type: 'BPE',
-      dropout: null,
-      unk_token: null,
-      continuing_subword_prefix: null,
-      end_of_word_suffix: null,
-      fuse_unk: false,
-      byte_fallback: false,
-      ignore_merges: false,
-      vocab,
-      merges: [],
-    },
-  };
+  const tokenizer = byteLevelBpeTokenizerJson(added, vocab, [], false);
   const addedTokensDecoder: Record<string, unknown> = {};
   for (const a of added) addedTokensDecoder[String(a.id)] = { ...a, id: undefined };
   const tokenizerConfig: Record<string, unknown> = {
