@@ -4,6 +4,10 @@
  * measured in the same run with the same threads. Prints ratios.
  *
  *   pnpm bench:kernels [--size 4096] [--threads 1,2] [--batch 16] [--seconds 0.6] [--json]
+ *   pnpm bench:kernels --shapes 768x768,2304x768,768x2304,8192x768 [--dtypes f16,q8_0] [--threads 1]
+ *
+ * --shapes: decode matvec GB/s per [rows]x[cols] weight read cold, as in a forward pass (each call
+ * takes the next of enough copies to fill ~48 MiB, past the caches), against the read baseline.
  *
  * On a shared or busy machine the numbers are contended: compare ratios within one run.
  */
@@ -24,6 +28,8 @@ const { values: args } = parseArgs({
     batch: { type: 'string', default: '16' },
     seconds: { type: 'string', default: '0.6' },
     json: { type: 'boolean', default: false },
+    shapes: { type: 'string' },
+    dtypes: { type: 'string', default: 'f16,q8_0' },
   },
 });
 const size = Number(args.size);
@@ -120,6 +126,10 @@ interface Line {
 }
 
 const rng = new Prng(42);
+if (args.shapes) {
+  benchShapes(args.shapes, args.dtypes!);
+  process.exit(0);
+}
 const reference = createReferenceBackend();
 const lines: Line[] = [];
 const baselines: Record<number, number> = {};
@@ -182,5 +192,68 @@ if (args.json) {
         `${f(l.matmulGflops).padStart(14)} | ${f(l.referenceMatvecGflops, 2).padStart(10)} ${f(l.referenceMatmulGflops, 2).padStart(11)} | ` +
         `${f(l.matvecRatio).padStart(8)} ${f(l.matmulRatio).padStart(9)}`,
     );
+  }
+}
+
+/** --shapes: cold decode matvecs of the given shapes, interleaved with the read baseline. */
+function benchShapes(shapeList: string, dtypeList: string): void {
+  const shapes = shapeList.split(',').map((s) => {
+    const [rows, cols] = s.split('x').map(Number);
+    if (!(rows > 0 && cols > 0)) throw new Error(`--shapes: bad shape ${s} (want ROWSxCOLS)`);
+    return [rows, cols] as const;
+  });
+  const dtypes = dtypeList.split(',') as DType[];
+  for (const d of dtypes) if (!DTYPES.includes(d)) throw new Error(`--dtypes: unknown dtype ${d} (${DTYPES.join(', ')})`);
+  const setBytes = 48 * 2 ** 20;
+  const out: Array<{ dtype: DType; rows: number; cols: number; threads: number; matvecGBs: number; ofReadBandwidth: number }> = [];
+  const reads: Record<number, number> = {};
+  for (const threads of threadList) {
+    const perShape = dtypes.flatMap((d) => shapes.map(([r, c]) => Math.max(1, Math.ceil(setBytes / weightBytes(d, r, c))) * weightBytes(d, r, c)));
+    const total = perShape.reduce((a, b) => a + b, 0) + 256 * 2 ** 20;
+    const be = createWasmBackend({ threads, initialBytes: total + 64 * 2 ** 20 });
+    const sweep = be.allocBytes(256 * 2 ** 20);
+    for (let i = 0; i < sweep.length; i += 4096) sweep[i] = i & 0xff;
+    const maxCols = Math.max(...shapes.map(([, c]) => c));
+    const x = be.allocF32(maxCols);
+    for (let i = 0; i < x.length; i++) x[i] = rng.symmetric(1);
+    const y = be.allocF32(Math.max(...shapes.map(([r]) => r)));
+    const sets = dtypes.flatMap((dtype) =>
+      shapes.map(([rows, cols]) => {
+        const first = fillWeight(be, dtype, rows, cols, rng);
+        const copies = [first];
+        while (copies.length * first.bytes.byteLength < setBytes) {
+          const bytes = be.allocBytes(first.bytes.byteLength);
+          bytes.set(first.bytes);
+          copies.push({ ...first, bytes });
+        }
+        return { dtype, rows, cols, copies, next: 0 };
+      }),
+    );
+    // Each timed function runs one pass over its copies; seconds per pass → GB/s below.
+    const times = timeAll(
+      [
+        () => be.readSweep(sweep, 4096),
+        ...sets.map((s) => () => {
+          for (const w of s.copies) be.matvec(y, w, x.subarray(0, s.cols));
+        }),
+      ],
+      3 * seconds,
+    );
+    reads[threads] = sweep.byteLength / times[0] / 1e9;
+    sets.forEach((s, i) => {
+      const gbs = (s.copies.length * s.copies[0].bytes.byteLength) / times[i + 1] / 1e9;
+      out.push({ dtype: s.dtype, rows: s.rows, cols: s.cols, threads, matvecGBs: gbs, ofReadBandwidth: gbs / reads[threads] });
+    });
+    be.dispose();
+  }
+  if (args.json) {
+    console.log(JSON.stringify({ readGBs: reads, shapes: out }));
+    return;
+  }
+  console.log('decode matvec, weights read cold (rotating copies past the caches)');
+  for (const t of threadList) console.log(`memory read baseline, ${t} thread(s): ${reads[t].toFixed(1)} GB/s`);
+  console.log('dtype  thr  shape         | matvec GB/s  of-read');
+  for (const l of out) {
+    console.log(`${l.dtype.padEnd(5)} ${String(l.threads).padStart(4)}  ${`${l.rows}x${l.cols}`.padEnd(13)} | ${l.matvecGBs.toFixed(1).padStart(11)} ${l.ofReadBandwidth.toFixed(2).padStart(8)}`);
   }
 }
