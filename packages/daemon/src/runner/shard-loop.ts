@@ -47,23 +47,40 @@ export interface GenerateOutcome {
   decodeMs: number;
 }
 
-/** Sums `buf` over the members of one stage (a subset of the group), in member order. */
+/**
+ * Sums `buf` over the members of one stage (a subset of the group), in member order. Runs 2+ times
+ * per layer per token, so nothing is allocated per call: receive buffers and the accumulator are
+ * kept between calls (grown once for a larger prompt chunk).
+ */
 export function stageAllReduce(groupOf: () => Group, me: number, members: number[], timeoutMs: number): (buf: Float32Array) => Promise<void> {
+  const mine = members.indexOf(me);
+  const peers = members.filter((m) => m !== me);
+  const ops: Promise<void>[] = [];
   let scratch: Float32Array[] = [];
+  let acc = new Float32Array(0);
   return async (buf) => {
     if (members.length === 1) return;
     const group = groupOf();
-    if (scratch.length !== members.length || scratch[0].length < buf.length) scratch = members.map(() => new Float32Array(buf.length));
-    const parts = members.map((m, i) => (m === me ? buf : scratch[i].subarray(0, buf.length)));
-    await Promise.all(
-      members.flatMap((m, i) => (m === me ? [] : [group.send(m, buf, { timeoutMs }), group.recv(m, parts[i], { timeoutMs })])),
-    );
-    const acc = new Float32Array(parts[0]);
-    for (let i = 1; i < parts.length; i++) {
-      const p = parts[i];
-      for (let j = 0; j < acc.length; j++) acc[j] += p[j];
+    const n = buf.length;
+    if (acc.length < n) {
+      scratch = members.map(() => new Float32Array(n));
+      acc = new Float32Array(n);
     }
-    buf.set(acc);
+    ops.length = 0;
+    for (let i = 0, k = 0; i < members.length; i++) {
+      if (i === mine) continue;
+      const m = peers[k++];
+      ops.push(group.send(m, buf, { timeoutMs }), group.recv(m, scratch[i].subarray(0, n), { timeoutMs }));
+    }
+    await Promise.all(ops);
+    // Added in member order on every member, so all end with the same bits.
+    const a = acc.subarray(0, n);
+    a.set(mine === 0 ? buf : scratch[0].subarray(0, n));
+    for (let i = 1; i < members.length; i++) {
+      const p = i === mine ? buf : scratch[i];
+      for (let j = 0; j < n; j++) a[j] += p[j];
+    }
+    buf.set(a);
   };
 }
 
