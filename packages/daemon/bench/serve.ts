@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { pipelineStages } from '@orchard/engine';
 import { writeRandomModel } from '@orchard/engine/testing';
 import { startLocalInstance } from '../src/runner/runner-process.js';
+import { measureRendezvous } from './rendezvous.js';
 import type { InstanceLayout } from '../src/runner/layout.js';
 
 const LAYERS = Number(process.env.BENCH_LAYERS ?? 8);
@@ -26,6 +27,8 @@ const params = (LAYERS * (HIDDEN * HIDDEN * 3 + HIDDEN * HIDDEN * 3 * 3)) / 1e6;
 
 const PROMPT = [1, 10, 20, 30, 40, 50, 60, 70];
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+/** Times per token the ranks of a TP-2 instance meet in an all-reduce: embedding, o_proj and down_proj per layer, logits. */
+const MEETINGS = 2 * LAYERS + 2;
 
 function launch(name: string, layout: InstanceLayout) {
   return startLocalInstance({ modelDir: dir, layout, groupId: `bench-${name}`, secret: '11'.repeat(16), listenHost: '127.0.0.1', maxSeqLen: 512, backend: { kind: BACKEND, threads: 1 } });
@@ -40,7 +43,7 @@ async function decodeSpeed(runners: Awaited<ReturnType<typeof launch>>): Promise
  * All three configurations stay up (idle runners sleep on their sockets) and are measured in
  * alternating rounds, best round each, so a load change on a shared machine hits them alike.
  */
-async function measureAll(): Promise<{ single: number; pipe: number; tensor: number; both: number; pipe2: number }> {
+async function measureAll(): Promise<{ single: number; pipe: number; tensor: number; both: number; pipe2: number; ceiling: number; waitMs: number }> {
   const configs = {
     single: await launch('single', { stages: pipelineStages(LAYERS, 1), tensor: 1 }),
     singleB: await launch('single-b', { stages: pipelineStages(LAYERS, 1), tensor: 1 }),
@@ -48,10 +51,16 @@ async function measureAll(): Promise<{ single: number; pipe: number; tensor: num
     tensor: await launch('tensor', { stages: pipelineStages(LAYERS, 1), tensor: 2 }),
   };
   try {
-    const best = { single: 0, pipe: 0, tensor: 0, both: 0, pipe2: 0 };
+    const best = { single: 0, pipe: 0, tensor: 0, both: 0, pipe2: 0, ceiling: 0, waitMs: Infinity };
     for (const r of Object.values(configs)) await r[0].generate({ promptIds: PROMPT, maxTokens: 4, stopTokenIds: [] }, () => undefined); // warm-up
     for (let round = 0; round < ROUNDS; round++) {
       for (const k of ['single', 'pipe', 'tensor'] as const) best[k] = Math.max(best[k], await decodeSpeed(configs[k]));
+      // What the TP ranks' meetings cost in this round: two processes doing a TP-2 rank's share of the
+      // single's time between all-reduces (no model), the waits added to half the single's time.
+      const halfMs = 1000 / best.single / 2;
+      const waitMs = await measureRendezvous(halfMs / MEETINGS, MEETINGS * TOKENS);
+      best.waitMs = Math.min(best.waitMs, waitMs);
+      best.ceiling = Math.max(best.ceiling, 1000 / (halfMs + MEETINGS * waitMs));
       // Parallel headroom: two independent single processes decoding at the same time, summed.
       const [x, y] = await Promise.all([decodeSpeed(configs.single), decodeSpeed(configs.singleB)]);
       best.both = Math.max(best.both, x + y);
@@ -68,7 +77,7 @@ async function measureAll(): Promise<{ single: number; pipe: number; tensor: num
 try {
   console.log(`bench:serve — generated Llama, ${LAYERS} layers, hidden ${HIDDEN}, ~${params.toFixed(1)}M layer parameters (${info.dir}), ${TOKENS} decode tokens, best of ${ROUNDS} alternating rounds, ${BACKEND} backend with 1 engine thread per process`);
   console.log(`machine: ${os.cpus().length} cores (${os.cpus()[0]?.model ?? '?'}), load average ${os.loadavg()[0].toFixed(2)}`);
-  const { single, pipe, tensor, both, pipe2 } = await measureAll();
+  const { single, pipe, tensor, both, pipe2, ceiling, waitMs } = await measureAll();
   const row = (name: string, v: number, target?: number) =>
     console.log(`${name.padEnd(44)} ${v.toFixed(1).padStart(7)} tok/s  ${(v / single).toFixed(2)}x single${target ? `  (target >= ${target}x: ${v / single >= target ? 'met' : 'NOT met'})` : ''}`);
   row('single process (1 thread)', single);
@@ -76,7 +85,9 @@ try {
   row('tensor parallel 2, 2 processes x 1 thread', tensor, 1.7);
   row('(two independent singles at once, summed)', both);
   row('(2-stage pipeline, 2 streams at once, summed)', pipe2);
+  row('(TP-2 ceiling: maths/2 + measured waits)', ceiling);
   console.log('"two independent singles" is the parallel headroom this machine gave 2 processes in the same rounds (~2x on two idle cores): tensor parallel over 2 processes cannot exceed it');
+  console.log(`"TP-2 ceiling": two processes computing ${(((1000 / single / 2) / MEETINGS) * 1000).toFixed(0)} us then meeting in the runners' 2 KiB all-reduce waited ${(waitMs * 1000).toFixed(0)} us per meeting on average in the best round (median 30-50 us measured with each pinned to its own core): half the single's time plus ${MEETINGS} such waits per token`);
 } finally {
   rmSync(dir, { recursive: true, force: true });
 }
