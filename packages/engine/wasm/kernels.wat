@@ -1180,9 +1180,10 @@
     ;; cold 768-column q8_0 weight streamed at ~5 GB/s that way against ~15 GB/s row by row (1 thread,
     ;; this 2-core EPYC). Past ~12 KB of activations per token they no longer stay in L1 while a row
     ;; streams by, and the 4-row pass (which loads them once per 4 rows) wins again. dot1 sums in the
-    ;; same order as dot4, so results are unchanged. Matrix kernels only (not the read probe, k 10).
+    ;; same order as dot4, so results are unchanged. Not q4_0 (k 8): its kernel is compute-bound at
+    ;; ~6 GB/s either way, and on cache-resident weights the 4-row pass is faster. Nor the read probe.
     (local.set $seq (i32.and (i32.and (i32.eq (local.get $n) (i32.const 1)) (i32.le_u (local.get $xs) (i32.const 12288)))
-                             (i32.lt_u (local.get $k) (i32.const 10))))
+                             (i32.lt_u (local.get $k) (i32.const 8))))
     ;; f16 with 4+ tokens: widen each row group once into this thread's scratch (base at 192, bytes
     ;; per thread at 196), then run the 4x2 kernel from it.
     (local.set $wide (i32.and (i32.eq (local.get $k) (i32.const 2)) (i32.ge_u (local.get $n) (i32.const 4))))
