@@ -9,4 +9,13 @@ if [ "${ORCHARD_SKIP_ORACLE_INSTALL:-0}" != 1 ] && [ ! -d tools/llama-oracle/nod
   npm ci --prefix tools/llama-oracle --no-audit --no-fund >/dev/null
 fi
 pnpm -s typecheck
-exec pnpm -s exec vitest run "$@"
+summary="$(mktemp -t orchard-vitest-XXXXXX.json)"
+trap 'rm -f "$summary"' EXIT
+status=0
+pnpm -s exec vitest run --reporter=default --reporter=json --outputFile.json="$summary" "$@" || status=$?
+# One plain closing line that any CI reader understands.
+node -e '
+  const r = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
+  console.log(`${r.numPassedTests} passed, ${r.numFailedTests} failed, ${r.numPendingTests + r.numTodoTests} skipped`);
+' "$summary" 2>/dev/null || true
+exit "$status"
