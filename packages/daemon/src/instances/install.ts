@@ -57,6 +57,9 @@ export async function installServing(app: FastifyInstance, daemon: Daemon, o: Se
     state: () => daemon.replica.state,
     cluster: () => daemon.cluster(),
     isCoordinator: () => daemon.replica.isCoordinator,
+    heardAt: (peer) => daemon.replica.heardAt(peer),
+    // Heartbeats come every heartbeatMs: two and a half missed ones mark a node as not placeable.
+    suspectAfterMs: Math.max(1500, daemon.options.heartbeatMs * 2.5),
     propose: (e) => daemon.replica.propose(e),
     publish: (m: ServeMessage) => {
       pubsub.publish(SERVE_TOPIC, encodeServe(m)).catch((err: Error) => log.debug({ err: err.message, type: m.type }, 'serve publish failed'));

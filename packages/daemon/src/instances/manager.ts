@@ -51,6 +51,13 @@ export interface ManagerDeps {
   /** gpu: runners may use a software adapter (lavapipe). */
   allowSoftwareGpu?: boolean;
   threads?: number;
+  /** When this node last heard from a peer (heartbeats); lets placement skip a node that just went silent. */
+  heardAt?: (peerId: string) => number | undefined;
+  /**
+   * A node silent for longer than this is not placed on, even while the shared state still lists it
+   * as live (that takes the longer gone-after timeout). @default 2500
+   */
+  suspectAfterMs?: number;
   /** Brings a model this node lacks into its store (peers first); `selection`: only these layers. */
   fetchModel?: (repo: string, selection: TensorSelection | undefined) => Promise<void>;
 }
@@ -245,7 +252,7 @@ export class InstanceManager {
       if (all.some((o) => o.model === e.model && o.id !== e.id && (o.plan as PlacedPlan).supersedes)) continue; // one upgrade at a time
       let next: InstancePlan;
       try {
-        next = place(p.shape, modelFromConfig(p.config, { name: e.model }), this.#d.cluster(), { strategy: 'auto' });
+        next = place(p.shape, modelFromConfig(p.config, { name: e.model }), this.#placeableCluster(), { strategy: 'auto' });
       } catch {
         continue;
       }
@@ -383,7 +390,32 @@ export class InstanceManager {
       }
     }
     const spec = modelFromConfig(c, { name: model });
-    return { plan: place(s, spec, this.#d.cluster(), req), shape: s, config: c };
+    return { plan: place(s, spec, this.#placeableCluster(), req), shape: s, config: c };
+  }
+
+  get #suspectAfterMs(): number {
+    return this.#d.suspectAfterMs ?? 2500;
+  }
+
+  /**
+   * The cluster as placement should see it: without nodes that stopped answering heartbeats. A node
+   * killed a moment ago stays "live" in the shared state until the gone-after timeout; placing a
+   * replacement instance on it would fail again.
+   */
+  #placeableCluster(): Cluster {
+    const cluster = this.#d.cluster();
+    const heardAt = this.#d.heardAt;
+    if (!heardAt) return cluster;
+    const now = Date.now();
+    const silent = new Set(
+      cluster.nodes.filter((n) => n.id !== this.#d.selfId && now - (heardAt(n.id) ?? -Infinity) > this.#suspectAfterMs).map((n) => n.id),
+    );
+    if (silent.size === 0) return cluster;
+    return {
+      ...cluster,
+      nodes: cluster.nodes.filter((n) => !silent.has(n.id)),
+      links: cluster.links.filter((l) => !silent.has(l.a) && !silent.has(l.b)),
+    };
   }
 
   #findExisting(model: string, req: PlacementRequest, exclusive: boolean): InstanceEntry | undefined {
@@ -423,7 +455,8 @@ export class InstanceManager {
     this.#d.log.warn({ instance: id, reason }, 'replacing instance');
     this.#removeAsCoordinator(id);
     const old = entry.plan as PlacedPlan;
-    // Wait a moment: a node that just died may still count as live until its silence times out.
+    // Wait until a node that just died has been silent long enough to be left out of the plan
+    // (#placeableCluster); it still counts as live in the shared state until gone-after.
     setTimeout(() => {
       if (this.#closed || !this.#d.isCoordinator()) return;
       const attempts: PlacementRequest[] = [old.requested, { strategy: 'auto' }];
@@ -435,7 +468,7 @@ export class InstanceManager {
           this.#d.log.warn({ model: entry.model, strategy: req.strategy, err: (err as Error).message }, 're-placement failed');
         }
       }
-    }, 1000);
+    }, this.#d.heardAt ? this.#suspectAfterMs + 500 : 1000);
   }
 
   // ---------------------------------------------------------------- API side

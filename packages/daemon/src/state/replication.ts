@@ -104,6 +104,11 @@ export class Replica {
     return ids.sort();
   }
 
+  /** When this replica last heard from `peerId` (now for itself), or undefined if never. */
+  heardAt(peerId: string): number | undefined {
+    return peerId === this.selfId ? this.#opts.now() : this.#heard.get(peerId)?.at;
+  }
+
   /** Peer ids seen running as two processes at once. */
   duplicates(): string[] {
     return [...this.#duplicates];
