@@ -4,6 +4,7 @@
  * its own dispatch, so tensors like a 150k-row vocabulary projection fit any device's limits.
  */
 import type { DType, Weight } from '../backend.js';
+import { rowBytes } from '../wasm/formats.js';
 import { GpuValidationError, guarded, type GpuContext } from './context.js';
 
 /** GPUBufferUsage / GPUMapMode values (Dawn exposes them only on its module's globals). */
@@ -12,20 +13,8 @@ const MAP_READ_MODE = 1;
 
 const align4 = (n: number) => Math.max(4, Math.ceil(n / 4) * 4);
 
-/** Bytes of one row of `cols` elements in `dtype`'s storage layout. */
-export function rowBytes(dtype: DType, cols: number): number {
-  switch (dtype) {
-    case 'f32':
-      return cols * 4;
-    case 'f16':
-    case 'bf16':
-      return cols * 2;
-    case 'q8_0':
-      return (cols / 32) * 34;
-    case 'q4_0':
-      return (cols / 32) * 18;
-  }
-}
+/** Bytes of one row of `cols` elements in `dtype`'s storage layout (one definition for every backend). */
+export { rowBytes };
 
 /** A storage buffer for f32 activations; `label` names it in errors. Contents start zeroed. */
 export async function createStorage(ctx: GpuContext, bytes: number, label: string, extraUsage = 0): Promise<GPUBuffer> {
