@@ -167,18 +167,28 @@ export async function openAiRoutes(app: FastifyInstance, deps: OpenAiDeps): Prom
     const b = parsed.data;
     if (!deps.models().includes(b.model)) return sendError(reply, 404, `the model '${b.model}' does not exist in this pod`, 'model_not_found', 'model');
     try {
-      const entry = await manager.ensurePlaced(b.model, { strategy: b.strategy, nodes: b.nodes }, b.strategy !== 'auto');
-      if (b.wait) {
-        const deadline = Date.now() + 120_000;
-        while (!manager.isReady(entry.id)) {
-          const s = manager.statusOf(entry.id);
-          if (s?.failed) return sendError(reply, 503, `instance ${entry.id} failed: ${s.failed}`, 'instance_failed');
-          if (!manager.instances()[entry.id]) return sendError(reply, 503, `instance ${entry.id} was removed before it became ready`, 'instance_failed');
-          if (Date.now() > deadline) return sendError(reply, 503, `instance ${entry.id} did not become ready within 120 s`, 'instance_not_ready');
-          await new Promise((r) => setTimeout(r, 200));
+      const deadline = Date.now() + 120_000;
+      // The instance found or placed can be removed while we wait (a DELETE or a coordinator's
+      // re-placement racing with this call): then place again rather than fail the caller.
+      for (let attempt = 0; ; attempt++) {
+        const entry = await manager.ensurePlaced(b.model, { strategy: b.strategy, nodes: b.nodes }, b.strategy !== 'auto');
+        let removed = false;
+        if (b.wait) {
+          while (!manager.isReady(entry.id)) {
+            const s = manager.statusOf(entry.id);
+            if (s?.failed) return sendError(reply, 503, `instance ${entry.id} failed: ${s.failed}`, 'instance_failed');
+            if (!manager.instances()[entry.id]) {
+              removed = true;
+              break;
+            }
+            if (Date.now() > deadline) return sendError(reply, 503, `instance ${entry.id} did not become ready within 120 s`, 'instance_not_ready');
+            await new Promise((r) => setTimeout(r, 200));
+          }
         }
+        if (!removed) return reply.code(201).send({ instance: publicInstance(manager, manager.instances()[entry.id] ?? entry) });
+        if (attempt >= 2) return sendError(reply, 503, `instance ${entry.id} was removed before it became ready`, 'instance_failed');
+        await new Promise((r) => setTimeout(r, 500));
       }
-      return reply.code(201).send({ instance: publicInstance(manager, manager.instances()[entry.id] ?? entry) });
     } catch (err) {
       if (err instanceof ServeError) return sendError(reply, err.status, err.message, err.code);
       throw err;
