@@ -10,6 +10,7 @@ import type { Backend } from '../kernels/backend.js';
 import { createReferenceBackend } from '../kernels/reference.js';
 import { loadShard, type KVCache, type ModelShard } from '../model/forward.js';
 import { createInProcessAllReduce } from './all-reduce.js';
+import { forwardThroughStages } from './stages.js';
 
 /** Something that turns token ids into next-token logits, one sequence at a time. */
 export interface LanguageModel {
@@ -98,22 +99,8 @@ export class InProcessModel implements LanguageModel {
       get length() {
         return caches[0][0].length;
       },
-      async forward(tokens) {
-        if (tokens.length === 0) throw new RangeError('forward: no tokens');
-        let logits: Float32Array | null = null;
-        for (let at = 0; at < tokens.length; at += maxBatch) {
-          const chunk = Array.prototype.slice.call(tokens, at, Math.min(tokens.length, at + maxBatch)) as number[];
-          const n = chunk.length;
-          for (let s = 0; s < stages.length; s++) {
-            const outs = await Promise.all(
-              stages[s].map((sh, r) => sh.forward(s === 0 ? { tokens: chunk } : { hidden: transfer, n }, caches[s][r])),
-            );
-            // All ranks of a stage hold the same result after their all-reduces; rank 0's is passed on.
-            if (s < stages.length - 1) transfer.set(outs[0].subarray(0, n * D));
-            else logits = outs[0];
-          }
-        }
-        return logits!;
+      forward(tokens) {
+        return forwardThroughStages(stages, caches, tokens, maxBatch, transfer, D);
       },
       dispose() {
         stages.forEach((ranks, s) => ranks.forEach((sh, r) => sh.releaseCache(caches[s][r])));

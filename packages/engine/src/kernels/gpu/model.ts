@@ -8,6 +8,7 @@
 import { loadModelConfig, type ModelConfig } from '../../config/config.js';
 import { createInProcessAllReduce } from '../../drivers/all-reduce.js';
 import { pipelineStages, type LanguageModel, type Session } from '../../drivers/in-process.js';
+import { forwardThroughStages } from '../../drivers/stages.js';
 import { loadShard } from '../../model/forward.js';
 import { createGpuContext, type GpuContext } from './context.js';
 import { GpuShard, type GpuKVCache } from './shard.js';
@@ -63,20 +64,7 @@ export class GpuModel implements LanguageModel {
         // GPU caches are created on first use: allocation is asynchronous (out-of-memory is reported then).
         caches ??= Promise.all(stages.map((ranks) => Promise.all(ranks.map((sh) => sh.newCache(capacity)))));
         const kv = await caches;
-        let logits: Float32Array | null = null;
-        for (let at = 0; at < tokens.length; at += maxBatch) {
-          const chunk = Array.prototype.slice.call(tokens, at, Math.min(tokens.length, at + maxBatch)) as number[];
-          const n = chunk.length;
-          for (let s = 0; s < stages.length; s++) {
-            const outs = await Promise.all(
-              stages[s].map((sh, r) => sh.forward(s === 0 ? { tokens: chunk } : { hidden: transfer, n }, kv[s][r])),
-            );
-            if (s < stages.length - 1) transfer.set(outs[0].subarray(0, n * D));
-            else logits = outs[0];
-          }
-          length += n;
-        }
-        return logits!;
+        return forwardThroughStages(stages, kv, tokens, maxBatch, transfer, D, (n) => (length += n));
       },
       dispose() {
         disposed = true;
