@@ -93,7 +93,9 @@ export async function startFakeHub(repos: Record<string, string>, faults: FakeHu
     if (drop && drop.file === name && (dropCount.get(name) ?? 0) < drop.times && slice.length > drop.bytes) {
       dropCount.set(name, (dropCount.get(name) ?? 0) + 1);
       servedBytes.set(name, (servedBytes.get(name) ?? 0) + drop.bytes);
-      res.write(slice.subarray(0, drop.bytes), () => res.destroy());
+      // End the connection cleanly after exactly `bytes` (a reset could discard bytes still in flight,
+      // making the resume offset depend on timing).
+      res.write(slice.subarray(0, drop.bytes), () => req.socket.end());
       return;
     }
     servedBytes.set(name, (servedBytes.get(name) ?? 0) + slice.length);
