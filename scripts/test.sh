@@ -9,13 +9,29 @@ if [ "${ORCHARD_SKIP_ORACLE_INSTALL:-0}" != 1 ] && [ ! -d tools/llama-oracle/nod
   npm ci --prefix tools/llama-oracle --no-audit --no-fund >/dev/null
 fi
 pnpm -s typecheck
-summary="$(mktemp -t orchard-vitest-XXXXXX.json)"
-trap 'rm -f "$summary"' EXIT
+main_json="$(mktemp -t orchard-vitest-XXXXXX.json)"
+gpu_json="$(mktemp -t orchard-vitest-gpu-XXXXXX.json)"
+trap 'rm -f "$main_json" "$gpu_json"' EXIT
+vitest_json() { pnpm -s exec vitest run --reporter=default --reporter=json --outputFile.json="$1" "${@:2}"; }
 status=0
-pnpm -s exec vitest run --reporter=default --reporter=json --outputFile.json="$summary" "$@" || status=$?
+if [ $# -gt 0 ]; then
+  vitest_json "$main_json" "$@" || status=$?
+else
+  # The engine's WebGPU suites run on their own after the rest: under the full suite's parallel load,
+  # a vitest worker driving Dawn/lavapipe has been seen to die (twice in seven clean-clone runs, never
+  # when these files ran alone). Same tests, same assertions; only their scheduling differs.
+  vitest_json "$main_json" --exclude 'packages/engine/test/gpu/**' || status=$?
+  vitest_json "$gpu_json" packages/engine/test/gpu || status=$?
+fi
 # One plain closing line that any CI reader understands.
 node -e '
-  const r = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
-  console.log(`${r.numPassedTests} passed, ${r.numFailedTests} failed, ${r.numPendingTests + r.numTodoTests} skipped`);
-' "$summary" 2>/dev/null || true
+  const fs = require("fs");
+  let p = 0, f = 0, s = 0;
+  for (const file of process.argv.slice(1)) {
+    if (!fs.existsSync(file) || fs.statSync(file).size === 0) continue;
+    const r = JSON.parse(fs.readFileSync(file, "utf8"));
+    p += r.numPassedTests; f += r.numFailedTests; s += r.numPendingTests + r.numTodoTests;
+  }
+  console.log(`${p} passed, ${f} failed, ${s} skipped`);
+' "$main_json" "$gpu_json" 2>/dev/null || true
 exit "$status"
