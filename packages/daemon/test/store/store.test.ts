@@ -61,8 +61,14 @@ describe('model store: pull from the hub', () => {
       const store = new ModelStore(join(work, 'resume'), new HubClient({ endpoint: hub.url }));
       await store.pull(REPO);
       expect(readFileSync(join(store.dirFor(REPO), 'model.safetensors')).equals(readFileSync(join(model.dir, 'model.safetensors')))).toBe(true);
-      expect(hub.ranges.get('model.safetensors')).toContain(`bytes=${half}-`);
-      expect(hub.servedBytes.get('model.safetensors')).toBe(size);
+      // fetch() may drop the last chunks it had buffered when the body errors, so the resume point is
+      // what reached the disk: somewhere in (0, half], never a restart from 0.
+      const ranges = hub.ranges.get('model.safetensors') ?? [];
+      expect(ranges).toHaveLength(1);
+      const resumeAt = Number(/^bytes=(\d+)-$/.exec(ranges[0]!)?.[1]);
+      expect(resumeAt).toBeGreaterThan(0);
+      expect(resumeAt).toBeLessThanOrEqual(half);
+      expect(hub.servedBytes.get('model.safetensors')).toBe(half + (size - resumeAt));
     });
   });
 
