@@ -37,8 +37,9 @@ export function classifyLink(local: InterfaceKind, remote: InterfaceKind): LinkK
   return 'ethernet';
 }
 
+/** `available` is the transport's verdict (addon + library too), so a link is 'rdma' only where runners would try RDMA. */
 function rdmaActiveOn(profile: NodeProfile, iface: string): boolean {
-  return profile.rdma.enabled !== false && profile.rdma.devices.some((d) => d.interface === iface && d.active && d.ipv4Gid);
+  return profile.rdma.enabled !== false && profile.rdma.available !== false && profile.rdma.devices.some((d) => d.interface === iface && d.active && d.ipv4Gid);
 }
 
 export function linkPaths(local: NodeProfile, remote: NodeProfile): LinkPath[] {

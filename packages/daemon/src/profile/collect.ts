@@ -13,8 +13,9 @@ import { parseHardwarePorts, type HardwarePort } from './macos/networksetup.js';
 import { parseSysctl, sysctlFacts } from './macos/sysctl.js';
 import { parseVmStat } from './macos/vm-stat.js';
 import { parseDisplays, parseHardware, parseThunderbolt } from './macos/system-profiler.js';
-import { pairedInterface, parseIbvDevices, parseIbvDevinfo, parseRdmaCtlStatus } from './rdma.js';
-import type { Capability, NetInterface, NodeProfile, RdmaState, ThunderboltPort } from './types.js';
+import { rdma } from '@orchard/transport';
+import { parseRdmaCtlStatus, profileDevice } from './rdma.js';
+import type { Capability, NetInterface, NodeProfile, RdmaDevice, RdmaState, ThunderboltPort } from './types.js';
 import type { NodeGpu } from './gpu.js';
 
 /** Runs a probe; null when the tool is missing, fails or times out. */
@@ -55,16 +56,32 @@ export function listInterfaces(
   return out;
 }
 
-async function rdmaState(onMac: boolean, run: ProbeRunner): Promise<RdmaState> {
+/**
+ * Device facts plus the transport's readiness verdict: the planner marks a link RDMA only where the runner's
+ * per-link setup would try RDMA too (addon built, verbs library present, port active, IPv4-mapped GID).
+ * With a working addon the facts come from the library itself (rdmaReadiness), else from `ibv_devinfo -v`.
+ */
+async function rdmaState(onMac: boolean, run: ProbeRunner, addon: () => rdma.AddonStatus, interfaces: Record<string, string[]>): Promise<RdmaState> {
   const enabled = onMac ? parseRdmaCtlStatus((await run('rdma_ctl', ['status'])) ?? '') : null;
-  const devinfo = await run('ibv_devinfo', ['-v']);
-  let devices = devinfo ? parseIbvDevinfo(devinfo) : [];
-  if (devices.length === 0) {
-    // ibv_devinfo missing or failing: still list the devices ibv_devices knows.
-    const names = parseIbvDevices((await run('ibv_devices', [])) ?? '');
-    devices = names.map((name) => ({ name, interface: pairedInterface(name), portState: null, active: false, ipv4Gid: false }));
+  const status = addon();
+  let readiness: rdma.RdmaReadiness;
+  let devices: RdmaDevice[];
+  if (status.state === 'ready') {
+    readiness = await rdma.rdmaReadiness();
+    devices = readiness.devices.map((d) => ({ name: d.device, interface: d.netdev, portState: d.portState, active: /ACTIVE$/.test(d.portState), ipv4Gid: d.ipv4Gid !== null }));
+  } else {
+    const devinfo = await run('ibv_devinfo', ['-v']);
+    let parsed = devinfo ? rdma.parseIbvDevinfo(devinfo) : [];
+    if (parsed.length === 0) {
+      // ibv_devinfo missing or failing: still list the devices ibv_devices knows.
+      parsed = rdma.parseIbvDevices((await run('ibv_devices', [])) ?? '').map((d) => ({ name: d.name, transport: null, netdev: rdma.pairedNetdev(d.name), ports: [] }));
+    }
+    readiness = rdma.summarizeReadiness({ addon: status, devices: parsed, interfaces, source: devinfo ? 'ibv_devinfo' : 'none' });
+    devices = parsed.map(profileDevice);
   }
-  return { enabled, devices };
+  const available = readiness.available && enabled !== false;
+  const summary = enabled === false ? 'RDMA disabled (rdma_ctl status); links use TCP' : readiness.summary;
+  return { enabled, devices, available, summary };
 }
 
 export interface ProfileInput {
@@ -82,12 +99,19 @@ export class ProfileCollector {
   #platform: NodeJS.Platform;
   #run: ProbeRunner;
   #interfaces: () => NodeJS.Dict<os.NetworkInterfaceInfo[]>;
+  #addon: () => rdma.AddonStatus;
 
-  /** Platform, probe runner and interface list are injectable so the macOS path runs in tests on recorded outputs. */
-  constructor(deps: { platform?: NodeJS.Platform; run?: ProbeRunner; networkInterfaces?: () => NodeJS.Dict<os.NetworkInterfaceInfo[]> } = {}) {
+  /**
+   * Platform, probe runner, interface list and the RDMA addon's status are injectable so the macOS path runs
+   * in tests on recorded outputs.
+   */
+  constructor(
+    deps: { platform?: NodeJS.Platform; run?: ProbeRunner; networkInterfaces?: () => NodeJS.Dict<os.NetworkInterfaceInfo[]>; rdmaAddon?: () => rdma.AddonStatus } = {},
+  ) {
     this.#platform = deps.platform ?? process.platform;
     this.#run = deps.run ?? run;
     this.#interfaces = deps.networkInterfaces ?? os.networkInterfaces;
+    this.#addon = deps.rdmaAddon ?? (() => rdma.addonStatus());
   }
 
   #static: Promise<Omit<NodeProfile, 'peerId' | 'name' | 'memory' | 'diskFreeBytes' | 'capability' | 'probePort' | 'updatedAt' | 'interfaces'> & { ports: HardwarePort[] }> | null = null;
@@ -181,7 +205,9 @@ export class ProfileCollector {
         base.cpu.efficiencyCores = cpu.efficiencyCores;
       }
     }
-    base.rdma = await rdmaState(onMac, run);
+    const ipv4: Record<string, string[]> = {};
+    for (const [name, addrs] of Object.entries(this.#interfaces())) ipv4[name] = (addrs ?? []).filter((a) => a.family === 'IPv4').map((a) => a.address);
+    base.rdma = await rdmaState(onMac, run, this.#addon, ipv4);
     return base;
   }
 }

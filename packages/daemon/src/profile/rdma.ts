@@ -1,7 +1,9 @@
 /**
- * RDMA probes: `rdma_ctl status` (macOS only), `ibv_devices`, `ibv_devinfo -v` (macOS 26.2+ and
- * Linux rdma-core print the same layout).
+ * RDMA probes as the profile and `orchard doctor` see them. The `ibv_devices` / `ibv_devinfo -v` parsers
+ * live in the transport (rdma/discovery.ts), which makes the per-link choice: using them here keeps the
+ * profile (and so the planner's link kinds) reading the same facts the same way.
  */
+import { rdma } from '@orchard/transport';
 import type { RdmaDevice } from './types.js';
 
 /** `rdma_ctl status` prints "enabled" or "disabled". */
@@ -12,46 +14,27 @@ export function parseRdmaCtlStatus(text: string): boolean | null {
   return null;
 }
 
-/** `ibv_devices`: a header, a dashed rule, then "name  guid" rows. */
+/** Device names from `ibv_devices`. */
 export function parseIbvDevices(text: string): string[] {
-  const names: string[] = [];
-  for (const line of text.split('\n')) {
-    const cols = line.trim().split(/\s+/);
-    if (cols.length < 1 || !cols[0] || cols[0] === 'device' || /^-+$/.test(cols[0])) continue;
-    names.push(cols[0]);
-  }
-  return names;
+  return rdma.parseIbvDevices(text).map((d) => d.name);
 }
 
-/** rdma_en2 -> en2 (Apple pairs each device with its IP interface). */
-export function pairedInterface(device: string): string | null {
-  const m = /^rdma_(.+)$/.exec(device);
-  return m ? m[1] : null;
+export const isIpv4MappedGid = rdma.isIpv4MappedGid;
+
+/** The profile's view of one parsed device: port 1's state, and whether it has an IPv4-mapped GID. */
+export function profileDevice(d: rdma.IbvDevice): RdmaDevice {
+  const port = d.ports.find((p) => p.port === 1) ?? d.ports[0];
+  const portState = port?.state ?? null;
+  return {
+    name: d.name,
+    interface: d.netdev,
+    portState,
+    active: portState === 'PORT_ACTIVE' || portState === 'ACTIVE',
+    ipv4Gid: !!port?.gids.some((g) => rdma.ipv4FromMappedGid(g.gid) !== null),
+  };
 }
 
-/** True for ::ffff:a.b.c.d in either compressed or full hexadecimal form. */
-export function isIpv4MappedGid(gid: string): boolean {
-  const g = gid.trim().toLowerCase();
-  if (/^::ffff:\d+\.\d+\.\d+\.\d+$/.test(g)) return true;
-  return /^(0000:){5}ffff:[0-9a-f]{4}:[0-9a-f]{4}$/.test(g);
-}
-
-/** `ibv_devinfo [-v]`: blocks per `hca_id:`; the first port's state and GID table are used. */
+/** `ibv_devinfo [-v]`, one entry per device. */
 export function parseIbvDevinfo(text: string): RdmaDevice[] {
-  const devices: RdmaDevice[] = [];
-  let cur: RdmaDevice | null = null;
-  for (const raw of text.split('\n')) {
-    const line = raw.trim();
-    let m: RegExpExecArray | null;
-    if ((m = /^hca_id:\s*(\S+)/.exec(line))) {
-      cur = { name: m[1], interface: pairedInterface(m[1]), portState: null, active: false, ipv4Gid: false };
-      devices.push(cur);
-    } else if (cur && (m = /^state:\s*(\S+)/.exec(line)) && cur.portState === null) {
-      cur.portState = m[1];
-      cur.active = m[1] === 'PORT_ACTIVE';
-    } else if (cur && (m = /^GID\[\s*\d+\]:\s*([0-9a-fA-F:.]+)/.exec(line))) {
-      if (isIpv4MappedGid(m[1])) cur.ipv4Gid = true;
-    }
-  }
-  return devices;
+  return rdma.parseIbvDevinfo(text).map(profileDevice);
 }

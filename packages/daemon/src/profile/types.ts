@@ -52,6 +52,13 @@ export const rdmaStateSchema = z.object({
   /** `rdma_ctl status`: true/false on macOS, null where the tool does not exist. */
   enabled: z.boolean().nullable(),
   devices: z.array(rdmaDeviceSchema).max(32),
+  /**
+   * The transport's verdict (rdmaReadiness): the addon and verbs library work and a device is ready, so links
+   * from this node can use RDMA. Absent from older daemons (then only `devices` counts).
+   */
+  available: z.boolean().optional(),
+  /** One line for `orchard status`, e.g. "RDMA unavailable: no RDMA devices; links use TCP". */
+  summary: z.string().max(1000).optional(),
 });
 export type RdmaState = z.infer<typeof rdmaStateSchema>;
 

@@ -47,6 +47,9 @@ describe('link paths', () => {
     expect(linkPaths(a, noGid).find((p) => p.kind === 'thunderbolt')?.rdmaCapable).toBe(false);
     const disabled = { ...b, rdma: { enabled: false, devices: [rdmaDev('en5')] } };
     expect(linkPaths(a, disabled).find((p) => p.kind === 'thunderbolt')?.rdmaCapable).toBe(false);
+    // The transport says RDMA is unusable there (e.g. the addon is not built): not an RDMA link either.
+    const noAddon = { ...b, rdma: { enabled: true, devices: [rdmaDev('en5')], available: false, summary: 'RDMA unavailable: RDMA addon not built; links use TCP' } };
+    expect(linkPaths(a, noAddon).find((p) => p.kind === 'thunderbolt')?.rdmaCapable).toBe(false);
   });
 
   it('re-measure trigger: the signature changes when addresses or the probe port change, not otherwise', () => {

@@ -55,6 +55,25 @@ describe('profile collection', () => {
     expect(p.rdma.devices.filter((d) => d.active && d.ipv4Gid).map((d) => d.interface)).toEqual(['en2']);
   });
 
+  it("RDMA readiness is the transport's verdict: a ready device does not count while the addon is not built", async () => {
+    const collector = new ProfileCollector({
+      platform: 'darwin',
+      run: macRunner,
+      networkInterfaces: () => ({ en2: [iface('169.254.1.2', '169.254.1.2/16')] }),
+      rdmaAddon: () => ({ state: 'not-built', reason: 'RDMA addon not built' }),
+    });
+    const p = await collector.collect(input);
+    expect(p.rdma.devices.filter((d) => d.active && d.ipv4Gid).map((d) => d.name)).toEqual(['rdma_en2']);
+    expect(p.rdma.available).toBe(false);
+    expect(p.rdma.summary).toBe('RDMA unavailable: RDMA addon not built; links use TCP');
+  });
+
+  it('RDMA disabled by rdma_ctl: not available, and the summary says so', async () => {
+    const run: ProbeRunner = async (cmd, args) => (cmd === 'rdma_ctl' ? fixture('rdma_ctl-status-disabled.txt') : macRunner(cmd, args));
+    const p = await new ProfileCollector({ platform: 'darwin', run, networkInterfaces: () => ({}), rdmaAddon: () => ({ state: 'not-built', reason: 'RDMA addon not built' }) }).collect(input);
+    expect(p.rdma).toMatchObject({ enabled: false, available: false, summary: 'RDMA disabled (rdma_ctl status); links use TCP' });
+  });
+
   it('macOS with every probe missing still yields a valid profile', async () => {
     const p = await new ProfileCollector({ platform: 'darwin', run: async () => null, networkInterfaces: () => ({}) }).collect(input);
     expect(nodeProfileSchema.safeParse(p).success).toBe(true);
@@ -68,6 +87,9 @@ describe('profile collection', () => {
     expect(p.memory.availableBytes).toBeLessThanOrEqual(p.memory.totalBytes);
     expect(p.cpu.cores).toBe(os.cpus().length);
     expect(p.diskFreeBytes).toBeGreaterThan(0);
+    // No RDMA devices on the project's machines: the transport's one-line reason, links on TCP.
+    expect(p.rdma.available).toBe(false);
+    expect(p.rdma.summary).toMatch(/^RDMA unavailable: .*links use TCP$/);
     expect(p.interfaces.find((i) => i.name === 'lo')?.kind).toBe('loopback');
   });
 });
