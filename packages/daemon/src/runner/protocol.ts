@@ -23,6 +23,13 @@ export interface RunnerInit {
   backend?: { kind: 'reference' | 'wasm' | 'gpu'; threads?: number; allowSoftware?: boolean };
 }
 
+/** One link of a rank's data plane, as chosen at setup (see runner/data-plane.ts). */
+export interface RunnerLink {
+  peer: number;
+  transport: 'rdma' | 'tcp' | 'fallback';
+  reason: string;
+}
+
 export type ToRunner =
   | { type: 'init'; init: RunnerInit }
   | { type: 'peers'; peers: TcpPeer[] }
@@ -34,7 +41,8 @@ export type FromRunner =
   | { type: 'listening'; port: number }
   /** `backend`: what the rank computes on ("gpu: <adapter>", "wasm", a GPU fallback with its reason). */
   | { type: 'loaded'; loadMs: number; bytesRead: number; backend?: string }
-  | { type: 'ready' }
+  /** `links`: per peer rank, RDMA (reason = device) or TCP (reason = why not RDMA); `dataPlane`: one line. */
+  | { type: 'ready'; links?: RunnerLink[]; dataPlane?: string }
   | { type: 'token'; id: number; token: number }
   | { type: 'done'; id: number; outcome: GenerateOutcome }
   | { type: 'failed'; id: number; message: string }

@@ -7,7 +7,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import type { FromRunner, RunnerInit, ToRunner } from './protocol.js';
+import type { FromRunner, RunnerInit, RunnerLink, ToRunner } from './protocol.js';
 import type { GenerateOutcome, GenerateRequest } from './shard-loop.js';
 import type { TcpPeer } from './transport.js';
 
@@ -39,6 +39,8 @@ export class RunnerProcess {
   #ready = false;
   #port: Promise<number>;
   #backend: string | null = null;
+  #links: RunnerLink[] = [];
+  #dataPlane: string | null = null;
   #readyP: Promise<void>;
 
   constructor(init: RunnerInit, events: RunnerEvents = {}, env: NodeJS.ProcessEnv = process.env) {
@@ -72,6 +74,8 @@ export class RunnerProcess {
           this.#backend = m.backend ?? null;
           return;
         case 'ready':
+          this.#links = m.links ?? [];
+          this.#dataPlane = m.dataPlane ?? null;
           this.#ready = true;
           readyResolve();
           events.onReady?.();
@@ -108,6 +112,16 @@ export class RunnerProcess {
   /** What the rank computes on, once loaded (see FromRunner 'loaded'). */
   get backend(): string | null {
     return this.#backend;
+  }
+
+  /** This rank's links to its peers (RDMA or TCP, with the reason), once ready. */
+  get links(): RunnerLink[] {
+    return this.#links;
+  }
+
+  /** One line about the data plane, once ready (e.g. "all links TCP (no RDMA devices)"). */
+  get dataPlane(): string | null {
+    return this.#dataPlane;
   }
 
   get dead(): string | null {
