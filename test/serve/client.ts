@@ -73,6 +73,24 @@ switch (mode) {
     }
     break;
   }
+  case 'completion-stream-log': {
+    // Like stream-log, for a completion (a raw prompt, no chat template): pieces with timestamps, then the end or the error.
+    try {
+      const stream = await client.completions.create({ ...args.body, stream: true } as unknown as OpenAI.CompletionCreateParamsStreaming);
+      let text = '';
+      let finish: string | null = null;
+      for await (const chunk of stream) {
+        const piece = chunk.choices[0]?.text ?? '';
+        if (piece) print({ t: Date.now(), kind: 'piece', p: piece });
+        text += piece;
+        if (chunk.choices[0]?.finish_reason) finish = chunk.choices[0].finish_reason;
+      }
+      print({ t: Date.now(), kind: 'end', text, finish });
+    } catch (err) {
+      print({ t: Date.now(), kind: 'error', ...describe(err) });
+    }
+    break;
+  }
   case 'until-ok': {
     // Retries a non-streaming request until it succeeds or the deadline passes.
     const deadline = Date.now() + args.withinMs;

@@ -10,7 +10,7 @@
  * enough to kill a node in the middle of it. Skips when not root / no iproute2; the net and its processes are always removed.
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync } from 'node:fs';
+import { existsSync, linkSync, mkdirSync, mkdtempSync, readdirSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -71,12 +71,7 @@ function curlJson(d: TestDaemon, method: string, path: string, body?: unknown): 
 
 /** `orchard run` in this process: the single-process greedy reference. */
 function orchardRun(prompt: string, maxTokens: number): string {
-  const out = execFileSync(process.execPath, ['--import', 'tsx', CLI, 'run', '--model', modelDir, '--prompt', prompt, '--temperature', '0', '--max-tokens', String(maxTokens), '--backend', 'wasm', '--threads', '1'], {
-    cwd: REPO_ROOT,
-    encoding: 'utf8',
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  return out.endsWith('\n') ? out.slice(0, -1) : out;
+  return orchardRunOn(modelDir, prompt, maxTokens);
 }
 
 const peerOf = (d: TestDaemon): string => d.get('/api/status').self.peerId;
@@ -204,3 +199,112 @@ describe.skipIf(!netnsAvailable())('serving across network namespaces', () => {
     console.log(`driver killed: stream error after ${last.t - killedAt} ms`);
   }, 120_000);
 });
+
+/**
+ * A node joining while a stream runs: the coordinator places a faster successor (auto placement,
+ * re-planned on the bigger pod) for new requests, the running stream finishes on the old instance
+ * with orchard run's exact greedy text, and the old instance retires once idle. Its own 2-host net,
+ * started after the pod above is gone (one net at a time on a small machine).
+ *
+ * The model is large enough (8 layers of hidden 1024, f32, ~0.4 GB) that the planner predicts
+ * tensor parallel over 2 nodes clearly faster than one node, and that a stream of a few hundred
+ * tokens outlasts the joining node's start-up and the successor's loading.
+ */
+describe.skipIf(!netnsAvailable())('a node joining while a stream runs', () => {
+  const JOIN_MODEL = 'test/join-llama';
+  const TOKENS = 700;
+  let joinNet: TestNet | undefined;
+  let pair: TestDaemon[] = [];
+  let dirs: string[] = [];
+
+  beforeAll(async () => {
+    joinNet = await createTestNet({ hosts: 2 });
+    dirs = joinNet.hosts.map((h) => mkdtempSync(join(os.tmpdir(), `orchard-join-${h.ns}-`)));
+    const first = join(dirs[0], 'models', ...JOIN_MODEL.split('/'));
+    mkdirSync(first, { recursive: true });
+    writeRandomModel(first, { numLayers: 8, hiddenSize: 1024, intermediateSize: 3072, numHeads: 8, numKvHeads: 4, maxPositionEmbeddings: 2048, seed: 33 });
+    // The joining node holds the same files (hard links: no second 0.4 GB on disk).
+    const second = join(dirs[1], 'models', ...JOIN_MODEL.split('/'));
+    mkdirSync(second, { recursive: true });
+    for (const f of readdirSync(first)) linkSync(join(first, f), join(second, f));
+  }, 60_000);
+
+  afterEach((ctx) => {
+    if (ctx.task.result?.state === 'fail') for (const d of pair) console.error(`--- ${d.host.ns} log (tail) ---\n${d.log().split('\n').slice(-40).join('\n')}`);
+  });
+
+  afterAll(async () => {
+    await joinNet?.destroy();
+  });
+
+  it('the running stream completes intact; later requests go to the better plan over both nodes', async () => {
+    const net2 = joinNet!;
+    const modelPath = join(dirs[0], 'models', ...JOIN_MODEL.split('/'));
+    const prompt = 'Once upon a time';
+    const want = orchardRunOn(modelPath, prompt, TOKENS);
+    const start = (i: number) => startDaemon(net2.hosts[i], { dataDir: dirs[i], args: ['--gone-after', '3', '--name', `join-${i}`], env: { ORCHARD_LOG_LEVEL: 'info' } });
+    pair = [start(0)];
+    const a = pair[0];
+    await waitFor('the first daemon with its profile', () => a.tryGet('/api/cluster')?.nodes.length === 1, 60_000);
+
+    // What A's instance list looked like over time (polled from inside its namespace).
+    const seen: { t: number; instances: any[] }[] = [];
+    let polling = true;
+    const poll = (async () => {
+      while (polling) {
+        const list = a.tryGet('/api/instances')?.instances;
+        if (list) seen.push({ t: Date.now(), instances: list });
+        await new Promise((r) => setTimeout(r, 250));
+      }
+    })();
+
+    let joinedAt = 0;
+    const lines = await client(a.host, 'completion-stream-log', { body: { model: JOIN_MODEL, prompt, max_tokens: TOKENS, temperature: 0 } }, (v) => {
+      if (v.kind === 'piece' && !joinedAt) {
+        joinedAt = Date.now();
+        pair.push(start(1));
+      }
+    }, 240_000);
+    const end = lines[lines.length - 1];
+    polling = false;
+    await poll;
+
+    // The stream ran on a single-node instance placed before the join and finished intact.
+    expect(end.kind, JSON.stringify(end)).toBe('end');
+    expect(end.text).toBe(want);
+    const firstList = seen.find((s) => s.instances.some((i) => i.model === JOIN_MODEL))!.instances.filter((i) => i.model === JOIN_MODEL);
+    expect(firstList).toHaveLength(1);
+    const old = firstList[0];
+    expect(old.nodes).toHaveLength(1);
+    // A successor over both nodes was placed while the stream still ran, next to the old instance.
+    const withSuccessor = seen.find((s) => s.instances.some((i) => i.model === JOIN_MODEL && new Set(i.nodes).size === 2));
+    expect(withSuccessor, 'a 2-node successor placed while the stream ran').toBeDefined();
+    expect(withSuccessor!.t).toBeLessThan(end.t);
+    expect(withSuccessor!.instances.some((i) => i.id === old.id)).toBe(true);
+    const successor = withSuccessor!.instances.find((i) => new Set(i.nodes).size === 2);
+    expect(successor.predicted.decodeTokensPerSecond).toBeGreaterThan(old.predicted.decodeTokensPerSecond);
+
+    // Once idle the old instance retires; a later request is served by the successor.
+    await waitFor('the old instance retired and the successor ready', () => {
+      const list = a.tryGet('/api/instances')?.instances.filter((i: any) => i.model === JOIN_MODEL);
+      return list?.length === 1 && list[0].id === successor.id && list[0].status.ready;
+    }, 60_000);
+    const later = 'The king';
+    const wantLater = orchardRunOn(modelPath, later, 16);
+    const [plain] = await client(a.host, 'completion', { body: { model: JOIN_MODEL, prompt: later, max_tokens: 16, temperature: 0 } });
+    expect(plain.text).toBe(wantLater);
+    const after = await waitFor('the successor reports the decode speed of the request it served', () => {
+      const i = a.tryGet('/api/instances')?.instances.find((x: any) => x.id === successor.id);
+      return i?.status.decodeTokensPerSecond ? i : undefined;
+    }, 10_000);
+    console.log(
+      `join: successor ${successor.strategy} over ${successor.nodes.length} nodes placed ${withSuccessor!.t - joinedAt} ms after the join began, ${end.t - withSuccessor!.t} ms before the ${TOKENS}-token stream on the single-node instance ended intact; later request served at ${after.status.decodeTokensPerSecond.toFixed(1)} tok/s (predicted ${old.predicted.decodeTokensPerSecond.toFixed(1)} -> ${successor.predicted.decodeTokensPerSecond.toFixed(1)})`,
+    );
+  }, 300_000);
+});
+
+/** `orchard run` on the model in `dir` (wasm, 1 thread): the single-process greedy text. */
+function orchardRunOn(dir: string, prompt: string, maxTokens: number): string {
+  const out = execFileSync(process.execPath, ['--import', 'tsx', CLI, 'run', '--model', dir, '--prompt', prompt, '--temperature', '0', '--max-tokens', String(maxTokens), '--backend', 'wasm', '--threads', '1'], { cwd: REPO_ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  return out.endsWith('\n') ? out.slice(0, -1) : out;
+}
