@@ -5,7 +5,9 @@
  * and exits when the daemon goes away (IPC disconnect), closing its sockets so the peers notice at once.
  */
 import { createReferenceBackend, createWasmBackend } from '@orchard/engine';
-import { createTcpGroup, listenTcp, type Group } from './transport.js';
+import { listenTcp, type Group } from './transport.js';
+import { createDataPlane } from './data-plane.js';
+import { selectRdma, type RdmaSelection } from './rdma-select.js';
 import { startRank } from './local.js';
 import { loadRankOn } from './gpu-shard.js';
 import type { FromRunner, RunnerInit, ToRunner } from './protocol.js';
@@ -22,6 +24,7 @@ function die(message: string): void {
 }
 
 let group: Group | null = null;
+let rdmaSelection: RdmaSelection | null = null;
 let driver: Driver | null = null;
 const cancelled = new Set<number>();
 let init: RunnerInit | null = null;
@@ -69,11 +72,23 @@ async function start(i: RunnerInit): Promise<void> {
   if (note) process.stderr.write(`orchard runner: ${note}\n`);
   send({ type: 'loaded', loadMs: performance.now() - t0, bytesRead: shard.bytesRead, backend: note ?? i.backend?.kind ?? 'reference' });
   const endpoints = await peers;
-  group = await createTcpGroup({ rank: i.rank, peers: endpoints, groupId: i.groupId, secret: Buffer.from(i.secret, 'hex'), listener, connectTimeoutMs: 20_000 });
+  // RDMA where both ends of a link have it, TCP elsewhere; the choice per link goes to the daemon with 'ready'.
+  rdmaSelection = await selectRdma(i.rank, endpoints);
+  const plane = await createDataPlane({
+    rank: i.rank,
+    peers: endpoints,
+    groupId: i.groupId,
+    secret: Buffer.from(i.secret, 'hex'),
+    listener,
+    connectTimeoutMs: 20_000,
+    rdma: rdmaSelection,
+    log: (line) => process.stderr.write(`orchard runner: rank ${i.rank}: ${line}\n`),
+  });
+  group = plane.group;
   await group.barrier({ timeoutMs: 20_000 });
   const started = startRank(group, i.layout, shard, { stepMs: i.stepMs });
   driver = started.driver;
-  send({ type: 'ready' });
+  send({ type: 'ready', links: plane.links, dataPlane: plane.summary });
   if (!driver)
     started.done.then(
       () => shutdown(),
@@ -113,6 +128,7 @@ async function shutdown(): Promise<void> {
   try {
     await driver?.stop();
     await group?.close();
+    await rdmaSelection?.close();
   } finally {
     process.exit(0);
   }

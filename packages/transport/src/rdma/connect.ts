@@ -34,6 +34,8 @@ export interface RdmaMeshOptions {
   verbs: Verbs | null;
   /** Which RDMA device (cable) reaches `peer`; undefined when none does. */
   deviceFor: (peer: number) => string | undefined;
+  /** Why `deviceFor(peer)` found no device, when the caller knows better than "none reaches it" (e.g. ambiguous). */
+  noDeviceReason?: (peer: number) => string | undefined;
   /** Ranks to link with. @default every other rank (a mesh); a ring passes rank±1. */
   peers?: number[];
   control: ControlChannel;
@@ -153,7 +155,7 @@ export async function connectRdmaMesh(options: RdmaMeshOptions): Promise<RdmaMes
     const psn = Math.floor(Math.random() * 0xffffff);
     const deviceName = options.deviceFor(peer);
     if (!verbs) reason = 'RDMA addon not built or no verbs library';
-    else if (!deviceName) reason = `no RDMA device reaches rank ${peer}`;
+    else if (!deviceName) reason = options.noDeviceReason?.(peer) ?? `no RDMA device reaches rank ${peer}`;
     else {
       const d = openDevice(deviceName, linksPerDevice.get(deviceName) ?? 1);
       if (d instanceof RdmaSetupError) reason = d.message;
