@@ -7,7 +7,7 @@
  * Each round is one length-prefixed JSON message each way; rounds with one peer run one at a time so their
  * frames never interleave, and every wait is bounded and names the peer.
  */
-import type { Group, rdma } from '@orchard/transport';
+import type { Group, rdma } from './transport.js';
 
 /** A round carries a handful of numbers and a GID; anything bigger is a protocol error. */
 export const MAX_ROUND_BYTES = 64 * 1024;

@@ -8,7 +8,7 @@
  * RDMA mesh group over the mixed links. Without verbs on at least two ranks the per-link rounds are skipped:
  * the only cost over plain TCP is one one-byte all-gather.
  */
-import { createRdmaGroup, createTcpGroup, linkOverGroup, type Group, type LinkChoice, type TcpListener, type TcpPeer } from '@orchard/transport';
+import { createRdmaGroup, createTcpGroup, linkOverGroup, type Group, type LinkChoice, type TcpListener, type TcpPeer } from './transport.js';
 import { groupControlChannel } from './control-channel.js';
 import type { RdmaSelection } from './rdma-select.js';
 

@@ -9,7 +9,7 @@
  * Tests: `ORCHARD_RDMA_SIM` selects the simulated fabric instead (test-only; see below).
  */
 import os from 'node:os';
-import { rdma, type TcpPeer } from '@orchard/transport';
+import { rdma, type TcpPeer } from './transport.js';
 import { sameSubnet } from '../links/paths.js';
 
 export interface RdmaSelection {
