@@ -13,6 +13,7 @@ import type { ClusterEvent } from '../state/events.js';
 import type { ClusterState, InstanceEntry } from '../state/types.js';
 import { place, PlacementError, shouldUpgrade, type InstancePlan, type ModelShape, type PlacementRequest } from '../placement/place.js';
 import { RunnerProcess } from '../runner/runner-process.js';
+import { DataPlaneLinks, type InstanceLink } from '../runner/link-report.js';
 import type { TcpAddress } from '../runner/transport.js';
 import type { TensorSelection } from '../store/safetensors-range.js';
 import { InstanceExecutor } from './executor.js';
@@ -108,6 +109,8 @@ export class InstanceManager {
   readonly #remote = new Map<string, { shape: ModelShape; config: Record<string, unknown>; holders: Map<string, number> }>();
   /** Coordinator: instances already replaced (so a late failure report does not replace twice). */
   readonly #replaced = new Set<string>();
+  /** Each data-plane link's transport (RDMA or TCP, with the reason), from this node's runners and gossip. */
+  readonly #links = new DataPlaneLinks();
   #timer: NodeJS.Timeout | null = null;
   #ticks = 0;
   #closed = false;
@@ -162,6 +165,9 @@ export class InstanceManager {
       case 'remove':
         if (this.#d.isCoordinator()) this.#removeAsCoordinator(m.instance);
         return;
+      case 'links':
+        this.#links.accept(m, (this.#d.state().instances[m.instance]?.plan as PlacedPlan | undefined)?.ranks);
+        return;
       case 'catalog':
         for (const x of m.models) {
           const r = this.#remote.get(x.id) ?? { shape: x.shape, config: x.config, holders: new Map<string, number>() };
@@ -211,6 +217,15 @@ export class InstanceManager {
       if (this.#ticks % 10 === 0) this.#upgrade();
     }
     if (this.#ticks % 10 === 1) this.#publishCatalog();
+    if (this.#ticks % 10 === 6) {
+      this.#links.retain((id) => !!state.instances[id]);
+      for (const local of this.#local.values()) this.#publishLinks(local);
+    }
+  }
+
+  #publishLinks(local: LocalInstance): void {
+    const m = this.#links.message(this.#d.selfId, local.entry.id, local.runners.keys());
+    if (m) this.#d.publish(m);
   }
 
   #publishCatalog(): void {
@@ -328,7 +343,11 @@ export class InstanceManager {
             this.#publishEndpoints(local);
             this.#maybeConnect(local);
           },
-          onReady: () => this.#d.log.info({ instance: entry.id, rank }, 'runner ready'),
+          onReady: () => {
+            this.#links.record(entry.id, rank, runner.links);
+            this.#d.log.info({ instance: entry.id, rank, dataPlane: runner.dataPlane }, 'runner ready');
+            this.#publishLinks(local);
+          },
           onDead: (message) => {
             if (!this.#closed && this.#local.get(entry.id) === local) this.#reportFailed(local, message);
           },
@@ -544,6 +563,11 @@ export class InstanceManager {
       if (!Object.values(this.#d.state().instances).some((e) => e.model === model)) await this.ensurePlaced(model, { strategy: 'auto' }, false, Math.max(1000, deadline - Date.now()));
       await sleep(100);
     }
+  }
+
+  /** Each known link end of `id`'s data plane: RDMA with its device, or TCP with the reason. */
+  linksOf(id: string): InstanceLink[] {
+    return this.#links.of(id);
   }
 
   /** libp2p addresses a driving node announced. */

@@ -46,6 +46,20 @@ export const serveMessageSchema = z.discriminatedUnion('type', [
   }),
   /** Ask the coordinator to remove an instance. */
   z.object({ type: z.literal('remove'), from: peerId, instance: instanceId }),
+  /** The sender's runners' data-plane links (RDMA with the device, or TCP with the reason): runner/link-report.ts. */
+  z.object({
+    type: z.literal('links'),
+    from: peerId,
+    instance: instanceId,
+    ranks: z
+      .array(
+        z.object({
+          rank: z.number().int().min(0).max(255),
+          links: z.array(z.object({ peer: z.number().int().min(0).max(255), transport: z.enum(['rdma', 'tcp', 'fallback']), reason: z.string().max(300) })).max(255),
+        }),
+      )
+      .max(64),
+  }),
 ]);
 
 export type ServeMessage = z.infer<typeof serveMessageSchema>;

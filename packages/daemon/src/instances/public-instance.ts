@@ -16,6 +16,8 @@ export function publicInstance(manager: InstanceManager, e: { id: string; model:
     tensorParallel: p.layout.tensor,
     requested: p.requested,
     predicted: p.predicted,
+    /** Per rank and peer: the transport its data-plane link uses ('rdma' with the device, 'tcp' with why not RDMA). */
+    links: manager.linksOf(e.id),
     status: manager.statusOf(e.id),
   };
 }
