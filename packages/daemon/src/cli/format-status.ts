@@ -1,6 +1,15 @@
 /** Human-readable `orchard status`. Pure: JSON in, text out. */
 import type { LinkMeasurement } from '../links/types.js';
 import type { NodeEntry } from '../state/types.js';
+import type { InstanceLink } from '../runner/link-report.js';
+
+/** One instance's data-plane links as /api/instances reports them (each link end, per rank). */
+export interface DataPlaneJson {
+  instance: string;
+  model: string;
+  ranks: number;
+  links: InstanceLink[];
+}
 
 export interface StatusJson {
   self: { peerId: string; name: string };
@@ -14,6 +23,8 @@ export interface StatusJson {
   duplicateIdentity: { message: string } | null;
   duplicatePeers?: string[];
   thunderboltCables?: { bus: string; peerId: string; peerBus: string; speedGbps: number | null }[];
+  /** Added by `orchard status` from /api/instances: which transport each instance's links use, and why. */
+  dataPlane?: DataPlaneJson[];
 }
 
 const gib = (b: number) => `${(b / 2 ** 30).toFixed(1)} GiB`;
@@ -41,6 +52,7 @@ export function formatStatus(s: StatusJson): string {
       : 'profile pending';
     lines.push(`  ${n.status === 'live' ? '●' : '○'} ${n.name} ${short(n.peerId)}${tags ? ` [${tags}]` : ''}${n.status === 'gone' ? ` gone (${n.leftReason})` : ''}`);
     lines.push(`      ${hw}`);
+    if (p?.rdma.summary) lines.push(`      ${p.rdma.summary}`);
   }
   lines.push('', 'links:');
   if (s.links.length === 0) lines.push('  (none measured yet)');
@@ -54,5 +66,28 @@ export function formatStatus(s: StatusJson): string {
     lines.push('', 'thunderbolt cables (this node):');
     for (const c of s.thunderboltCables) lines.push(`  ${c.bus} -> ${names.get(c.peerId) ?? short(c.peerId)} (${c.peerBus})${c.speedGbps ? `, ${c.speedGbps} Gb/s` : ''}`);
   }
+  if (s.dataPlane?.length) lines.push('', 'data plane (per instance, rank <-> rank):', ...s.dataPlane.flatMap(formatDataPlane));
   return `${lines.join('\n')}\n`;
+}
+
+/** One line per pair of ranks: both ends agree on the transport; each end may say why differently. */
+export function formatDataPlane(d: DataPlaneJson): string[] {
+  const lines = [`  ${d.instance} (${d.model}, ${d.ranks} rank${d.ranks === 1 ? '' : 's'})`];
+  if (d.ranks > 1 && d.links.length === 0) lines.push('    links not reported yet (runners still starting)');
+  const pairs = new Map<string, InstanceLink[]>();
+  for (const l of d.links) {
+    const key = `${Math.min(l.rank, l.peer)}-${Math.max(l.rank, l.peer)}`;
+    pairs.set(key, [...(pairs.get(key) ?? []), l]);
+  }
+  const sorted = [...pairs].sort(([a], [b]) => a.localeCompare(b, 'en', { numeric: true }));
+  for (const [key, ends] of sorted) {
+    const [a, b] = key.split('-');
+    const rdmaEnds = ends.filter((e) => e.transport === 'rdma');
+    const text =
+      rdmaEnds.length === ends.length
+        ? `RDMA (${ends.map((e) => `rank ${e.rank} on ${e.reason}`).join(', ')})`
+        : `TCP (${[...new Set(ends.filter((e) => e.transport !== 'rdma').map((e) => e.reason))].join('; ')})`;
+    lines.push(`    ${a} <-> ${b}  ${text}`);
+  }
+  return lines;
 }

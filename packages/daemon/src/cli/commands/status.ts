@@ -1,8 +1,25 @@
 import type { Command } from 'commander';
-import { formatStatus, type StatusJson } from '../format-status.js';
+import { formatStatus, type DataPlaneJson, type StatusJson } from '../format-status.js';
 import { DEFAULT_URL, getJson } from '../client.js';
 
-/** `orchard status [--json]`: nodes, chips, memory, links and pod mode from the local daemon. */
+interface InstanceView {
+  id: string;
+  model: string;
+  nodes: string[];
+  links?: DataPlaneJson['links'];
+}
+
+/** Each instance's data-plane links (RDMA or TCP, and why); null from a daemon without instances API. */
+async function dataPlaneOf(url: string, token: string | undefined): Promise<DataPlaneJson[] | null> {
+  try {
+    const { instances } = (await getJson(url, '/api/instances', { token })) as { instances: InstanceView[] };
+    return instances.map((i) => ({ instance: i.id, model: i.model, ranks: i.nodes.length, links: i.links ?? [] }));
+  } catch {
+    return null;
+  }
+}
+
+/** `orchard status [--json]`: nodes, chips, memory, links, pod mode and each instance's data-plane links. */
 export function registerStatus(program: Command): void {
   program
     .command('status')
@@ -12,6 +29,8 @@ export function registerStatus(program: Command): void {
     .option('--token <token>', 'API token (env ORCHARD_API_TOKEN)')
     .action(async (opts: { json?: boolean; url: string; token?: string }) => {
       const status = (await getJson(opts.url, '/api/status', { token: opts.token })) as StatusJson;
+      const dataPlane = await dataPlaneOf(opts.url, opts.token);
+      if (dataPlane) status.dataPlane = dataPlane;
       if (opts.json) {
         const cluster = await getJson(opts.url, '/api/cluster', { token: opts.token });
         process.stdout.write(`${JSON.stringify({ ...status, cluster }, null, 2)}\n`);
