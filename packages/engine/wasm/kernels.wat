@@ -15,7 +15,9 @@
 ;;   10 next chunk (atomic)   11 chunk rows   12 done (atomic, JS)   13 stop   14 ready   15 error
 ;;
 ;; A kernel is a pair of functions in the table: dot4 (4 weight rows against one activation vector,
-;; 4 outputs) at index k and dot1 (one row) at k+1. All take (w, rowBytes, x, cols, out). Work is split
+;; 4 outputs) at index k and dot1 (one row) at k+1. All take (w, rowBytes, x, cols, out). Packed weights
+;; (4 rows interleaved, see "packed layouts") use kernels 22/24/26: a group kernel at k, which takes
+;; (w, cols, x, out, groups), and the row-major dot1 for the rows%4 tail at k+1. Work is split
 ;; by output rows: threads take chunks of `chunk rows` rows (a multiple of 4) from an atomic counter, so a
 ;; thread the OS delays simply takes fewer chunks.
 ;;
@@ -27,14 +29,17 @@
 ;;          not representable this way (they widen to finite values); checkpoints never contain them.
 ;;   bf16   same even/odd order, unscaled (a bf16 is the top half of an f32).
 ;;   q8_0, q4_0   x quantized like llama.cpp's (x86) Q8_0 activations: per 32-block d = f16(amax/127),
-;;          q = nearest-even(x·(127/amax)) as i16 (cols i16), then per block an i32x4 correction for q4_0's
-;;          offset, then per block the f32 scale (see quant_q8). Integer dot products.
+;;          q = nearest-even(x·(127/amax)) as i16 (cols i16; for q4_0 each block's second half as
+;;          q[j+16] − 16·q[j]), then per block the i32 correction 8·Σq for q4_0's offset, then per block
+;;          the f32 scale (see quant_q8). Integer dot products.
 (module
   (import "env" "memory" (memory 1 65536 shared))
 
   (type $dot (func (param i32 i32 i32 i32 i32)))
   (type $dot2 (func (param i32 i32 i32 i32 i32 i32 i32)))
-  (table 22 funcref)
+  ;; Group kernels of packed weights: (w, cols, x, out, groups).
+  (type $gdot (func (param i32 i32 i32 i32 i32)))
+  (table 28 funcref)
   (elem (i32.const 0)
     $dot4_f32 $dot1_f32 $dot4_f16 $dot1_f16 $dot4_bf16 $dot1_bf16
     $dot4_q8_0 $dot1_q8_0 $dot4_q4_0 $dot1_q4_0 $dot4_read $dot1_read)
@@ -42,6 +47,9 @@
   (elem (i32.const 16) $dot4x2_f32)
   (elem (i32.const 18) $dot4x2_f16)
   (elem (i32.const 20) $dot4x2_bf16)
+  ;; Packed weights (4 rows interleaved): the group kernel at k, the row-major 1-row kernel for the
+  ;; rows%4 tail at k+1.
+  (elem (i32.const 22) $g4_f16 $dot1_f16 $g4_q8_0 $dot1_q8_0 $g4_q4_0 $dot1_q4_0)
 
   (global $CTL i32 (i32.const 64))
 
@@ -516,33 +524,38 @@
   ;; w·2^-112 bit patterns the f16 kernels compute, in the same even/odd order; tail columns as plain
   ;; f32), then 4 rows x 2 tokens run from there: identical arithmetic to $dot4x2_f16, without
   ;; widening every weight again for every token pair.
-  (func $widen4_f16 (param $w i32) (param $rb i32) (param $dst i32) (param $cols i32)
-    (local $r i32) (local $o i32) (local $end i32) (local $full i32) (local $src i32) (local $d i32) (local $v v128) (local $m v128)
+  (func $widen4_f16 (param $w i32) (param $rowStep i32) (param $chunkStep i32) (param $tail0 i32) (param $tailStep i32) (param $dst i32) (param $cols i32)
+    ;; Row r's 8-column chunk k is at w + r·rowStep + k·chunkStep and its cols%8 tail at tail0 + r·tailStep:
+    ;; (rb, 16, w + full, rb) for row-major weights, (16, 64, w + (cols/8)·64, 2·(cols%8)) for packed ones.
+    (local $r i32) (local $k i32) (local $nk i32) (local $src i32) (local $d i32) (local $t i32) (local $c i32) (local $nt i32) (local $v v128) (local $m v128)
     (local.set $m (v128.const i32x4 0x8FFFE000 0x8FFFE000 0x8FFFE000 0x8FFFE000))
-    (local.set $full (i32.shl (i32.and (local.get $cols) (i32.const -8)) (i32.const 1)))
-    (local.set $end (i32.shl (local.get $cols) (i32.const 1)))
+    (local.set $nk (i32.shr_u (local.get $cols) (i32.const 3)))
+    (local.set $nt (i32.and (local.get $cols) (i32.const 7)))
     (block $rdone
       (loop $rl
         (br_if $rdone (i32.ge_u (local.get $r) (i32.const 4)))
-        (local.set $src (i32.add (local.get $w) (i32.mul (local.get $r) (local.get $rb))))
+        (local.set $src (i32.add (local.get $w) (i32.mul (local.get $r) (local.get $rowStep))))
         (local.set $d (i32.add (local.get $dst) (i32.shl (i32.mul (local.get $r) (local.get $cols)) (i32.const 2))))
-        (local.set $o (i32.const 0))
+        (local.set $k (i32.const 0))
         (block $gdone
           (loop $gl
-            (br_if $gdone (i32.ge_u (local.get $o) (local.get $full)))
-            (local.set $v (v128.load (i32.add (local.get $src) (local.get $o))))
-            (v128.store offset=0 (i32.add (local.get $d) (i32.shl (local.get $o) (i32.const 1)))
-              (v128.and (i32x4.shr_s (i32x4.shl (local.get $v) (i32.const 16)) (i32.const 3)) (local.get $m)))
-            (v128.store offset=16 (i32.add (local.get $d) (i32.shl (local.get $o) (i32.const 1)))
-              (v128.and (i32x4.shr_s (local.get $v) (i32.const 3)) (local.get $m)))
-            (local.set $o (i32.add (local.get $o) (i32.const 16)))
+            (br_if $gdone (i32.ge_u (local.get $k) (local.get $nk)))
+            (local.set $v (v128.load (local.get $src)))
+            (v128.store offset=0 (local.get $d) (v128.and (i32x4.shr_s (i32x4.shl (local.get $v) (i32.const 16)) (i32.const 3)) (local.get $m)))
+            (v128.store offset=16 (local.get $d) (v128.and (i32x4.shr_s (local.get $v) (i32.const 3)) (local.get $m)))
+            (local.set $src (i32.add (local.get $src) (local.get $chunkStep)))
+            (local.set $d (i32.add (local.get $d) (i32.const 32)))
+            (local.set $k (i32.add (local.get $k) (i32.const 1)))
             (br $gl)))
+        (local.set $t (i32.add (local.get $tail0) (i32.mul (local.get $r) (local.get $tailStep))))
+        (local.set $c (i32.const 0))
         (block $tdone
           (loop $tl
-            (br_if $tdone (i32.ge_u (local.get $o) (local.get $end)))
-            (f32.store (i32.add (local.get $d) (i32.shl (local.get $o) (i32.const 1)))
-              (f32.load offset=4096 (i32.shl (i32.load16_u (i32.add (local.get $src) (local.get $o))) (i32.const 2))))
-            (local.set $o (i32.add (local.get $o) (i32.const 2)))
+            (br_if $tdone (i32.ge_u (local.get $c) (local.get $nt)))
+            (f32.store (local.get $d) (f32.load offset=4096 (i32.shl (i32.load16_u (local.get $t)) (i32.const 2))))
+            (local.set $t (i32.add (local.get $t) (i32.const 2)))
+            (local.set $d (i32.add (local.get $d) (i32.const 4)))
+            (local.set $c (i32.add (local.get $c) (i32.const 1)))
             (br $tl)))
         (local.set $r (i32.add (local.get $r) (i32.const 1)))
         (br $rl))))
@@ -621,223 +634,294 @@
     (f32.store offset=8 (local.get $out) (local.get $sb2))
     (f32.store offset=12 (local.get $out) (local.get $sb3)))
 
-  ;; ---------------------------------------------------------------- q8_0
-  ;; Weight block: f16 d, 32 x int8 (34 bytes). Eight weights at a time are loaded sign-extended to
-  ;; i16 (v128.load8x8_s) and multiplied with the i16 activations by pmaddwd: exact i32 block sums,
-  ;; then one f32 multiply-add by d_w·d_x per block.
-  ;; (Generated 4-row/1-row bodies are spelled out: V8 does not inline wasm calls in hot loops.)
-  (func $dot4_q8_0 (type $dot) (param $w i32) (param $rb i32) (param $x i32) (param $cols i32) (param $out i32)
-    (local $w1 i32) (local $w2 i32) (local $w3 i32) (local $b i32) (local $nb i32) (local $xq i32) (local $xs i32) (local $xc i32) (local $wo i32) (local $p i32)
-    (local $a0 v128) (local $a1 v128) (local $a2 v128) (local $a3 v128)
-    (local $x0 v128) (local $x1 v128) (local $x2 v128) (local $x3 v128) (local $dx f32)
-    (local.set $w1 (i32.add (local.get $w) (local.get $rb)))
-    (local.set $w2 (i32.add (local.get $w1) (local.get $rb)))
-    (local.set $w3 (i32.add (local.get $w2) (local.get $rb)))
-    (local.set $nb (i32.shr_u (local.get $cols) (i32.const 5)))
-    (local.set $xq (local.get $x))
-    (local.set $xc (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 1))))
-    (local.set $xs (i32.add (local.get $xc) (i32.shl (local.get $nb) (i32.const 4))))
-    (block $done
-      (loop $l
-        (br_if $done (i32.ge_u (local.get $b) (local.get $nb)))
-        (local.set $x0 (v128.load offset=0 (local.get $xq)))
-        (local.set $x1 (v128.load offset=16 (local.get $xq)))
-        (local.set $x2 (v128.load offset=32 (local.get $xq)))
-        (local.set $x3 (v128.load offset=48 (local.get $xq)))
-        (local.set $dx (f32.load (local.get $xs)))
-        (local.set $p (i32.add (local.get $w) (local.get $wo)))
-        (local.set $a0 (f32x4.add (local.get $a0) (f32x4.mul
-          (f32x4.convert_i32x4_s (i32x4.add
-            (i32x4.add (i32x4.dot_i16x8_s (v128.load8x8_s offset=2 (local.get $p)) (local.get $x0))
-                       (i32x4.dot_i16x8_s (v128.load8x8_s offset=10 (local.get $p)) (local.get $x1)))
-            (i32x4.add (i32x4.dot_i16x8_s (v128.load8x8_s offset=18 (local.get $p)) (local.get $x2))
-                       (i32x4.dot_i16x8_s (v128.load8x8_s offset=26 (local.get $p)) (local.get $x3)))))
-          (f32x4.splat (f32.mul (local.get $dx) (f32.load offset=4096 (i32.shl (i32.load16_u (local.get $p)) (i32.const 2))))))))
-        (local.set $p (i32.add (local.get $w1) (local.get $wo)))
-        (local.set $a1 (f32x4.add (local.get $a1) (f32x4.mul
-          (f32x4.convert_i32x4_s (i32x4.add
-            (i32x4.add (i32x4.dot_i16x8_s (v128.load8x8_s offset=2 (local.get $p)) (local.get $x0))
-                       (i32x4.dot_i16x8_s (v128.load8x8_s offset=10 (local.get $p)) (local.get $x1)))
-            (i32x4.add (i32x4.dot_i16x8_s (v128.load8x8_s offset=18 (local.get $p)) (local.get $x2))
-                       (i32x4.dot_i16x8_s (v128.load8x8_s offset=26 (local.get $p)) (local.get $x3)))))
-          (f32x4.splat (f32.mul (local.get $dx) (f32.load offset=4096 (i32.shl (i32.load16_u (local.get $p)) (i32.const 2))))))))
-        (local.set $p (i32.add (local.get $w2) (local.get $wo)))
-        (local.set $a2 (f32x4.add (local.get $a2) (f32x4.mul
-          (f32x4.convert_i32x4_s (i32x4.add
-            (i32x4.add (i32x4.dot_i16x8_s (v128.load8x8_s offset=2 (local.get $p)) (local.get $x0))
-                       (i32x4.dot_i16x8_s (v128.load8x8_s offset=10 (local.get $p)) (local.get $x1)))
-            (i32x4.add (i32x4.dot_i16x8_s (v128.load8x8_s offset=18 (local.get $p)) (local.get $x2))
-                       (i32x4.dot_i16x8_s (v128.load8x8_s offset=26 (local.get $p)) (local.get $x3)))))
-          (f32x4.splat (f32.mul (local.get $dx) (f32.load offset=4096 (i32.shl (i32.load16_u (local.get $p)) (i32.const 2))))))))
-        (local.set $p (i32.add (local.get $w3) (local.get $wo)))
-        (local.set $a3 (f32x4.add (local.get $a3) (f32x4.mul
-          (f32x4.convert_i32x4_s (i32x4.add
-            (i32x4.add (i32x4.dot_i16x8_s (v128.load8x8_s offset=2 (local.get $p)) (local.get $x0))
-                       (i32x4.dot_i16x8_s (v128.load8x8_s offset=10 (local.get $p)) (local.get $x1)))
-            (i32x4.add (i32x4.dot_i16x8_s (v128.load8x8_s offset=18 (local.get $p)) (local.get $x2))
-                       (i32x4.dot_i16x8_s (v128.load8x8_s offset=26 (local.get $p)) (local.get $x3)))))
-          (f32x4.splat (f32.mul (local.get $dx) (f32.load offset=4096 (i32.shl (i32.load16_u (local.get $p)) (i32.const 2))))))))
-        (local.set $wo (i32.add (local.get $wo) (i32.const 34)))
-        (local.set $xq (i32.add (local.get $xq) (i32.const 64)))
-        (local.set $xc (i32.add (local.get $xc) (i32.const 16)))
-        (local.set $xs (i32.add (local.get $xs) (i32.const 4)))
-        (local.set $b (i32.add (local.get $b) (i32.const 1)))
-        (br $l)))
-    (f32.store offset=0 (local.get $out) (call $hsum (local.get $a0)))
-    (f32.store offset=4 (local.get $out) (call $hsum (local.get $a1)))
-    (f32.store offset=8 (local.get $out) (call $hsum (local.get $a2)))
-    (f32.store offset=12 (local.get $out) (call $hsum (local.get $a3))))
+  ;; ---------------------------------------------------------------- q8_0 / q4_0
+  ;; Every output is summed the same way whatever the layout: per 32-block an exact i32 dot product of
+  ;; the weights' integers with the 8-bit activations (i32x4.dot_i16x8_s, summed over lanes), then
+  ;; s += f32(isum)·(d_w·d_x) in block order (f32 multiply, f32 add). |isum| < 2^24, so f32(isum) is
+  ;; exact; packed, row-major, 1-row and prompt-batch kernels therefore give the same bits.
+  ;; Packed weights (see "packed layouts" below) compute 4 rows at once: the four rows' i32x4 block
+  ;; partials are transposed and added into one i32x4 of row totals, so the f32 step runs once per
+  ;; block for 4 rows instead of once per row.
+  ;;
+  ;; Activations (quant_q8): per token cols i16, then per block an i32 correction (q4_0 only), then per
+  ;; block the f32 scale d_x. For q4_0 the second half of each block is stored as x[j+16] − 16·x[j]:
+  ;; a weight byte b = lo + 16·hi then needs no mask, since b·x[j] + hi·(x[j+16] − 16·x[j]) =
+  ;; lo·x[j] + hi·x[j+16]; the −8 of every q4_0 weight is the correction 8·Σx, subtracted per block.
 
+  (func $hsum_i32 (param $v v128) (result i32)
+    (i32.add
+      (i32.add (i32x4.extract_lane 0 (local.get $v)) (i32x4.extract_lane 1 (local.get $v)))
+      (i32.add (i32x4.extract_lane 2 (local.get $v)) (i32x4.extract_lane 3 (local.get $v)))))
+
+  ;; Row-major q8_0 (weights not packed; the rows%4 tail of packed ones). Block: f16 d, 32 x int8.
   (func $dot1_q8_0 (type $dot) (param $w i32) (param $rb i32) (param $x i32) (param $cols i32) (param $out i32)
-    (local $b i32) (local $nb i32) (local $xq i32) (local $xs i32) (local $xc i32) (local $wo i32) (local $p i32)
-    (local $a0 v128)
-    (local $x0 v128) (local $x1 v128) (local $x2 v128) (local $x3 v128) (local $dx f32)
-    (local.set $nb (i32.shr_u (local.get $cols) (i32.const 5)))
+    (local $p i32) (local $end i32) (local $xq i32) (local $xd i32) (local $s f32)
+    (local.set $p (local.get $w))
+    (local.set $end (i32.add (local.get $w) (local.get $rb)))
     (local.set $xq (local.get $x))
-    (local.set $xc (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 1))))
-    (local.set $xs (i32.add (local.get $xc) (i32.shl (local.get $nb) (i32.const 4))))
+    (local.set $xd (i32.add (local.get $x) (i32.add (i32.shl (local.get $cols) (i32.const 1)) (i32.shr_u (local.get $cols) (i32.const 3)))))
     (block $done
       (loop $l
-        (br_if $done (i32.ge_u (local.get $b) (local.get $nb)))
-        (local.set $x0 (v128.load offset=0 (local.get $xq)))
-        (local.set $x1 (v128.load offset=16 (local.get $xq)))
-        (local.set $x2 (v128.load offset=32 (local.get $xq)))
-        (local.set $x3 (v128.load offset=48 (local.get $xq)))
-        (local.set $dx (f32.load (local.get $xs)))
-        (local.set $p (i32.add (local.get $w) (local.get $wo)))
-        (local.set $a0 (f32x4.add (local.get $a0) (f32x4.mul
-          (f32x4.convert_i32x4_s (i32x4.add
-            (i32x4.add (i32x4.dot_i16x8_s (v128.load8x8_s offset=2 (local.get $p)) (local.get $x0))
-                       (i32x4.dot_i16x8_s (v128.load8x8_s offset=10 (local.get $p)) (local.get $x1)))
-            (i32x4.add (i32x4.dot_i16x8_s (v128.load8x8_s offset=18 (local.get $p)) (local.get $x2))
-                       (i32x4.dot_i16x8_s (v128.load8x8_s offset=26 (local.get $p)) (local.get $x3)))))
-          (f32x4.splat (f32.mul (local.get $dx) (f32.load offset=4096 (i32.shl (i32.load16_u (local.get $p)) (i32.const 2))))))))
-        (local.set $wo (i32.add (local.get $wo) (i32.const 34)))
+        (br_if $done (i32.ge_u (local.get $p) (local.get $end)))
+        (local.set $s (f32.add (local.get $s) (f32.mul
+          (f32.convert_i32_s (call $hsum_i32 (i32x4.add
+            (i32x4.add (i32x4.dot_i16x8_s (v128.load8x8_s offset=2 (local.get $p)) (v128.load offset=0 (local.get $xq)))
+                       (i32x4.dot_i16x8_s (v128.load8x8_s offset=10 (local.get $p)) (v128.load offset=16 (local.get $xq))))
+            (i32x4.add (i32x4.dot_i16x8_s (v128.load8x8_s offset=18 (local.get $p)) (v128.load offset=32 (local.get $xq)))
+                       (i32x4.dot_i16x8_s (v128.load8x8_s offset=26 (local.get $p)) (v128.load offset=48 (local.get $xq)))))))
+          (f32.mul (f32.load offset=4096 (i32.shl (i32.load16_u (local.get $p)) (i32.const 2))) (f32.load (local.get $xd))))))
+        (local.set $p (i32.add (local.get $p) (i32.const 34)))
         (local.set $xq (i32.add (local.get $xq) (i32.const 64)))
-        (local.set $xc (i32.add (local.get $xc) (i32.const 16)))
-        (local.set $xs (i32.add (local.get $xs) (i32.const 4)))
-        (local.set $b (i32.add (local.get $b) (i32.const 1)))
+        (local.set $xd (i32.add (local.get $xd) (i32.const 4)))
         (br $l)))
-    (f32.store offset=0 (local.get $out) (call $hsum (local.get $a0))))
+    (f32.store (local.get $out) (local.get $s)))
 
-  ;; ---------------------------------------------------------------- q4_0
-  ;; Weight block: f16 d, 16 bytes; byte j holds element j (low nibble) and j+16 (high), value q-8.
-  ;; Bytes are loaded zero-extended to i16; nibbles come out with one and / one shift; the −8 is applied
-  ;; once per block through the activations' precomputed Σ 8·x (the correction vector).
-  (func $dot4_q4_0 (type $dot) (param $w i32) (param $rb i32) (param $x i32) (param $cols i32) (param $out i32)
-    (local $w1 i32) (local $w2 i32) (local $w3 i32) (local $b i32) (local $nb i32) (local $xq i32) (local $xs i32) (local $xc i32) (local $wo i32) (local $p i32)
-    (local $a0 v128) (local $a1 v128) (local $a2 v128) (local $a3 v128)
-    (local $x0 v128) (local $x1 v128) (local $x2 v128) (local $x3 v128) (local $dx f32)
-    (local $qa v128) (local $qb v128) (local $lo v128) (local $corr v128)
-    (local.set $lo (v128.const i16x8 15 15 15 15 15 15 15 15))
-    (local.set $w1 (i32.add (local.get $w) (local.get $rb)))
-    (local.set $w2 (i32.add (local.get $w1) (local.get $rb)))
-    (local.set $w3 (i32.add (local.get $w2) (local.get $rb)))
-    (local.set $nb (i32.shr_u (local.get $cols) (i32.const 5)))
-    (local.set $xq (local.get $x))
-    (local.set $xc (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 1))))
-    (local.set $xs (i32.add (local.get $xc) (i32.shl (local.get $nb) (i32.const 4))))
-    (block $done
-      (loop $l
-        (br_if $done (i32.ge_u (local.get $b) (local.get $nb)))
-        (local.set $x0 (v128.load offset=0 (local.get $xq)))
-        (local.set $x1 (v128.load offset=16 (local.get $xq)))
-        (local.set $x2 (v128.load offset=32 (local.get $xq)))
-        (local.set $x3 (v128.load offset=48 (local.get $xq)))
-        (local.set $dx (f32.load (local.get $xs)))
-        (local.set $corr (v128.load (local.get $xc)))
-        (local.set $p (i32.add (local.get $w) (local.get $wo)))
-        (local.set $qa (v128.load8x8_u offset=2 (local.get $p)))
-        (local.set $qb (v128.load8x8_u offset=10 (local.get $p)))
-        (local.set $a0 (f32x4.add (local.get $a0) (f32x4.mul
-          (f32x4.convert_i32x4_s (i32x4.sub (i32x4.add
-            (i32x4.add (i32x4.dot_i16x8_s (v128.and (local.get $qa) (local.get $lo)) (local.get $x0))
-                       (i32x4.dot_i16x8_s (v128.and (local.get $qb) (local.get $lo)) (local.get $x1)))
-            (i32x4.add (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $qa) (i32.const 4)) (local.get $x2))
-                       (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $qb) (i32.const 4)) (local.get $x3))))
-            (local.get $corr)))
-          (f32x4.splat (f32.mul (local.get $dx) (f32.load offset=4096 (i32.shl (i32.load16_u (local.get $p)) (i32.const 2))))))))
-        (local.set $p (i32.add (local.get $w1) (local.get $wo)))
-        (local.set $qa (v128.load8x8_u offset=2 (local.get $p)))
-        (local.set $qb (v128.load8x8_u offset=10 (local.get $p)))
-        (local.set $a1 (f32x4.add (local.get $a1) (f32x4.mul
-          (f32x4.convert_i32x4_s (i32x4.sub (i32x4.add
-            (i32x4.add (i32x4.dot_i16x8_s (v128.and (local.get $qa) (local.get $lo)) (local.get $x0))
-                       (i32x4.dot_i16x8_s (v128.and (local.get $qb) (local.get $lo)) (local.get $x1)))
-            (i32x4.add (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $qa) (i32.const 4)) (local.get $x2))
-                       (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $qb) (i32.const 4)) (local.get $x3))))
-            (local.get $corr)))
-          (f32x4.splat (f32.mul (local.get $dx) (f32.load offset=4096 (i32.shl (i32.load16_u (local.get $p)) (i32.const 2))))))))
-        (local.set $p (i32.add (local.get $w2) (local.get $wo)))
-        (local.set $qa (v128.load8x8_u offset=2 (local.get $p)))
-        (local.set $qb (v128.load8x8_u offset=10 (local.get $p)))
-        (local.set $a2 (f32x4.add (local.get $a2) (f32x4.mul
-          (f32x4.convert_i32x4_s (i32x4.sub (i32x4.add
-            (i32x4.add (i32x4.dot_i16x8_s (v128.and (local.get $qa) (local.get $lo)) (local.get $x0))
-                       (i32x4.dot_i16x8_s (v128.and (local.get $qb) (local.get $lo)) (local.get $x1)))
-            (i32x4.add (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $qa) (i32.const 4)) (local.get $x2))
-                       (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $qb) (i32.const 4)) (local.get $x3))))
-            (local.get $corr)))
-          (f32x4.splat (f32.mul (local.get $dx) (f32.load offset=4096 (i32.shl (i32.load16_u (local.get $p)) (i32.const 2))))))))
-        (local.set $p (i32.add (local.get $w3) (local.get $wo)))
-        (local.set $qa (v128.load8x8_u offset=2 (local.get $p)))
-        (local.set $qb (v128.load8x8_u offset=10 (local.get $p)))
-        (local.set $a3 (f32x4.add (local.get $a3) (f32x4.mul
-          (f32x4.convert_i32x4_s (i32x4.sub (i32x4.add
-            (i32x4.add (i32x4.dot_i16x8_s (v128.and (local.get $qa) (local.get $lo)) (local.get $x0))
-                       (i32x4.dot_i16x8_s (v128.and (local.get $qb) (local.get $lo)) (local.get $x1)))
-            (i32x4.add (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $qa) (i32.const 4)) (local.get $x2))
-                       (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $qb) (i32.const 4)) (local.get $x3))))
-            (local.get $corr)))
-          (f32x4.splat (f32.mul (local.get $dx) (f32.load offset=4096 (i32.shl (i32.load16_u (local.get $p)) (i32.const 2))))))))
-        (local.set $wo (i32.add (local.get $wo) (i32.const 18)))
-        (local.set $xq (i32.add (local.get $xq) (i32.const 64)))
-        (local.set $xc (i32.add (local.get $xc) (i32.const 16)))
-        (local.set $xs (i32.add (local.get $xs) (i32.const 4)))
-        (local.set $b (i32.add (local.get $b) (i32.const 1)))
-        (br $l)))
-    (f32.store offset=0 (local.get $out) (call $hsum (local.get $a0)))
-    (f32.store offset=4 (local.get $out) (call $hsum (local.get $a1)))
-    (f32.store offset=8 (local.get $out) (call $hsum (local.get $a2)))
-    (f32.store offset=12 (local.get $out) (call $hsum (local.get $a3))))
-
+  ;; Row-major q4_0. Block: f16 d, 16 bytes; byte j holds element j (low nibble) and j+16 (high), q−8.
   (func $dot1_q4_0 (type $dot) (param $w i32) (param $rb i32) (param $x i32) (param $cols i32) (param $out i32)
-    (local $b i32) (local $nb i32) (local $xq i32) (local $xs i32) (local $xc i32) (local $wo i32) (local $p i32)
-    (local $a0 v128)
-    (local $x0 v128) (local $x1 v128) (local $x2 v128) (local $x3 v128) (local $dx f32)
-    (local $qa v128) (local $qb v128) (local $lo v128) (local $corr v128)
-    (local.set $lo (v128.const i16x8 15 15 15 15 15 15 15 15))
-    (local.set $nb (i32.shr_u (local.get $cols) (i32.const 5)))
+    (local $p i32) (local $end i32) (local $xq i32) (local $xc i32) (local $s f32) (local $qa v128) (local $qb v128)
+    (local.set $p (local.get $w))
+    (local.set $end (i32.add (local.get $w) (local.get $rb)))
     (local.set $xq (local.get $x))
     (local.set $xc (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 1))))
-    (local.set $xs (i32.add (local.get $xc) (i32.shl (local.get $nb) (i32.const 4))))
     (block $done
       (loop $l
-        (br_if $done (i32.ge_u (local.get $b) (local.get $nb)))
-        (local.set $x0 (v128.load offset=0 (local.get $xq)))
-        (local.set $x1 (v128.load offset=16 (local.get $xq)))
-        (local.set $x2 (v128.load offset=32 (local.get $xq)))
-        (local.set $x3 (v128.load offset=48 (local.get $xq)))
-        (local.set $dx (f32.load (local.get $xs)))
-        (local.set $corr (v128.load (local.get $xc)))
-        (local.set $p (i32.add (local.get $w) (local.get $wo)))
+        (br_if $done (i32.ge_u (local.get $p) (local.get $end)))
         (local.set $qa (v128.load8x8_u offset=2 (local.get $p)))
         (local.set $qb (v128.load8x8_u offset=10 (local.get $p)))
-        (local.set $a0 (f32x4.add (local.get $a0) (f32x4.mul
-          (f32x4.convert_i32x4_s (i32x4.sub (i32x4.add
-            (i32x4.add (i32x4.dot_i16x8_s (v128.and (local.get $qa) (local.get $lo)) (local.get $x0))
-                       (i32x4.dot_i16x8_s (v128.and (local.get $qb) (local.get $lo)) (local.get $x1)))
-            (i32x4.add (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $qa) (i32.const 4)) (local.get $x2))
-                       (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $qb) (i32.const 4)) (local.get $x3))))
-            (local.get $corr)))
-          (f32x4.splat (f32.mul (local.get $dx) (f32.load offset=4096 (i32.shl (i32.load16_u (local.get $p)) (i32.const 2))))))))
-        (local.set $wo (i32.add (local.get $wo) (i32.const 18)))
+        (local.set $s (f32.add (local.get $s) (f32.mul
+          (f32.convert_i32_s (i32.sub (call $hsum_i32 (i32x4.add
+            (i32x4.add (i32x4.dot_i16x8_s (local.get $qa) (v128.load offset=0 (local.get $xq)))
+                       (i32x4.dot_i16x8_s (local.get $qb) (v128.load offset=16 (local.get $xq))))
+            (i32x4.add (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $qa) (i32.const 4)) (v128.load offset=32 (local.get $xq)))
+                       (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $qb) (i32.const 4)) (v128.load offset=48 (local.get $xq))))))
+            (i32.load (local.get $xc))))
+          (f32.mul (f32.load offset=4096 (i32.shl (i32.load16_u (local.get $p)) (i32.const 2)))
+                   (f32.load (i32.add (local.get $xc) (i32.shr_u (local.get $cols) (i32.const 3))))))))
+        (local.set $p (i32.add (local.get $p) (i32.const 18)))
         (local.set $xq (i32.add (local.get $xq) (i32.const 64)))
-        (local.set $xc (i32.add (local.get $xc) (i32.const 16)))
-        (local.set $xs (i32.add (local.get $xs) (i32.const 4)))
-        (local.set $b (i32.add (local.get $b) (i32.const 1)))
+        (local.set $xc (i32.add (local.get $xc) (i32.const 4)))
         (br $l)))
-    (f32.store offset=0 (local.get $out) (call $hsum (local.get $a0))))
+    (f32.store (local.get $out) (local.get $s)))
+
+  ;; 4 row-major rows: the 1-row kernel per row (only unpacked weights get here, e.g. a tied LM head).
+  (func $dot4_q8_0 (type $dot) (param $w i32) (param $rb i32) (param $x i32) (param $cols i32) (param $out i32)
+    (call $dot1_q8_0 (local.get $w) (local.get $rb) (local.get $x) (local.get $cols) (local.get $out))
+    (call $dot1_q8_0 (i32.add (local.get $w) (local.get $rb)) (local.get $rb) (local.get $x) (local.get $cols) (i32.add (local.get $out) (i32.const 4)))
+    (call $dot1_q8_0 (i32.add (local.get $w) (i32.shl (local.get $rb) (i32.const 1))) (local.get $rb) (local.get $x) (local.get $cols) (i32.add (local.get $out) (i32.const 8)))
+    (call $dot1_q8_0 (i32.add (local.get $w) (i32.mul (local.get $rb) (i32.const 3))) (local.get $rb) (local.get $x) (local.get $cols) (i32.add (local.get $out) (i32.const 12))))
+  (func $dot4_q4_0 (type $dot) (param $w i32) (param $rb i32) (param $x i32) (param $cols i32) (param $out i32)
+    (call $dot1_q4_0 (local.get $w) (local.get $rb) (local.get $x) (local.get $cols) (local.get $out))
+    (call $dot1_q4_0 (i32.add (local.get $w) (local.get $rb)) (local.get $rb) (local.get $x) (local.get $cols) (i32.add (local.get $out) (i32.const 4)))
+    (call $dot1_q4_0 (i32.add (local.get $w) (i32.shl (local.get $rb) (i32.const 1))) (local.get $rb) (local.get $x) (local.get $cols) (i32.add (local.get $out) (i32.const 8)))
+    (call $dot1_q4_0 (i32.add (local.get $w) (i32.mul (local.get $rb) (i32.const 3))) (local.get $rb) (local.get $x) (local.get $cols) (i32.add (local.get $out) (i32.const 12))))
+
+  ;; ---------------------------------------------------------------- packed layouts
+  ;; A packed weight (src/kernels/wasm/pack.ts) keeps rows in groups of 4, each group where its 4 rows
+  ;; were, interleaved so one pass reads one sequential stream and every activation load serves 4 rows:
+  ;;   f16   per 8 columns: row0 c..c+7, row1, row2, row3 (64 bytes); then the cols%8 tail row by row.
+  ;;   q8_0  per 32-block: the 4 rows' f16 scales (8 bytes), then their 4 x 32 int8 (136 bytes).
+  ;;   q4_0  per 32-block: the 4 rows' f16 scales (8 bytes), then their 4 x 16 bytes (72 bytes).
+  ;; The rows%4 tail rows stay row-major after the groups. Group kernels (type $gdot) take `groups`
+  ;; consecutive groups for one token and write 4 outputs per group.
+
+  ;; f16: the arithmetic of $dot4_f16 (same order, same bits), from the interleaved layout.
+  (func $g4_f16 (type $gdot) (param $w i32) (param $cols i32) (param $x i32) (param $out i32) (param $groups i32)
+    (local $g i32) (local $p i32) (local $xo i32) (local $xend i32) (local $tail i32) (local $t i32) (local $c i32)
+    (local $a0 v128) (local $a1 v128) (local $a2 v128) (local $a3 v128) (local $xe v128) (local $xd v128) (local $m v128) (local $v v128)
+    (local $s0 f32) (local $s1 f32) (local $s2 f32) (local $s3 f32) (local $xs f32)
+    (local.set $m (v128.const i32x4 0x8FFFE000 0x8FFFE000 0x8FFFE000 0x8FFFE000))
+    (local.set $xend (i32.add (local.get $x) (i32.shl (i32.and (local.get $cols) (i32.const -8)) (i32.const 2))))
+    (local.set $tail (i32.shl (i32.and (local.get $cols) (i32.const 7)) (i32.const 1)))
+    (local.set $p (local.get $w))
+    (block $gdone
+      (loop $gl
+        (br_if $gdone (i32.ge_u (local.get $g) (local.get $groups)))
+        (local.set $xo (local.get $x))
+        (local.set $a0 (v128.const i32x4 0 0 0 0))
+        (local.set $a1 (v128.const i32x4 0 0 0 0))
+        (local.set $a2 (v128.const i32x4 0 0 0 0))
+        (local.set $a3 (v128.const i32x4 0 0 0 0))
+        (block $done
+          (loop $l
+            (br_if $done (i32.ge_u (local.get $xo) (local.get $xend)))
+            (local.set $xe (v128.load offset=0 (local.get $xo)))
+            (local.set $xd (v128.load offset=16 (local.get $xo)))
+            (local.set $v (v128.load offset=0 (local.get $p)))
+            (local.set $a0 (f32x4.add (local.get $a0) (f32x4.add
+              (f32x4.mul (v128.and (i32x4.shr_s (i32x4.shl (local.get $v) (i32.const 16)) (i32.const 3)) (local.get $m)) (local.get $xe))
+              (f32x4.mul (v128.and (i32x4.shr_s (local.get $v) (i32.const 3)) (local.get $m)) (local.get $xd)))))
+            (local.set $v (v128.load offset=16 (local.get $p)))
+            (local.set $a1 (f32x4.add (local.get $a1) (f32x4.add
+              (f32x4.mul (v128.and (i32x4.shr_s (i32x4.shl (local.get $v) (i32.const 16)) (i32.const 3)) (local.get $m)) (local.get $xe))
+              (f32x4.mul (v128.and (i32x4.shr_s (local.get $v) (i32.const 3)) (local.get $m)) (local.get $xd)))))
+            (local.set $v (v128.load offset=32 (local.get $p)))
+            (local.set $a2 (f32x4.add (local.get $a2) (f32x4.add
+              (f32x4.mul (v128.and (i32x4.shr_s (i32x4.shl (local.get $v) (i32.const 16)) (i32.const 3)) (local.get $m)) (local.get $xe))
+              (f32x4.mul (v128.and (i32x4.shr_s (local.get $v) (i32.const 3)) (local.get $m)) (local.get $xd)))))
+            (local.set $v (v128.load offset=48 (local.get $p)))
+            (local.set $a3 (f32x4.add (local.get $a3) (f32x4.add
+              (f32x4.mul (v128.and (i32x4.shr_s (i32x4.shl (local.get $v) (i32.const 16)) (i32.const 3)) (local.get $m)) (local.get $xe))
+              (f32x4.mul (v128.and (i32x4.shr_s (local.get $v) (i32.const 3)) (local.get $m)) (local.get $xd)))))
+            (local.set $p (i32.add (local.get $p) (i32.const 64)))
+            (local.set $xo (i32.add (local.get $xo) (i32.const 32)))
+            (br $l)))
+        (local.set $s0 (f32.mul (call $hsum (local.get $a0)) (f32.const 0x1p48)))
+        (local.set $s1 (f32.mul (call $hsum (local.get $a1)) (f32.const 0x1p48)))
+        (local.set $s2 (f32.mul (call $hsum (local.get $a2)) (f32.const 0x1p48)))
+        (local.set $s3 (f32.mul (call $hsum (local.get $a3)) (f32.const 0x1p48)))
+        ;; tail columns (unscaled f32 activations), row r's at p + r·tail
+        (local.set $c (i32.const 0))
+        (block $tdone
+          (loop $tl
+            (br_if $tdone (i32.ge_u (local.get $c) (local.get $tail)))
+            (local.set $xs (f32.load (i32.add (local.get $xo) (i32.shl (local.get $c) (i32.const 1)))))
+            (local.set $t (i32.add (local.get $p) (local.get $c)))
+            (local.set $s0 (f32.add (local.get $s0) (f32.mul (f32.load offset=4096 (i32.shl (i32.load16_u (local.get $t)) (i32.const 2))) (local.get $xs))))
+            (local.set $t (i32.add (local.get $t) (local.get $tail)))
+            (local.set $s1 (f32.add (local.get $s1) (f32.mul (f32.load offset=4096 (i32.shl (i32.load16_u (local.get $t)) (i32.const 2))) (local.get $xs))))
+            (local.set $t (i32.add (local.get $t) (local.get $tail)))
+            (local.set $s2 (f32.add (local.get $s2) (f32.mul (f32.load offset=4096 (i32.shl (i32.load16_u (local.get $t)) (i32.const 2))) (local.get $xs))))
+            (local.set $t (i32.add (local.get $t) (local.get $tail)))
+            (local.set $s3 (f32.add (local.get $s3) (f32.mul (f32.load offset=4096 (i32.shl (i32.load16_u (local.get $t)) (i32.const 2))) (local.get $xs))))
+            (local.set $c (i32.add (local.get $c) (i32.const 2)))
+            (br $tl)))
+        (f32.store offset=0 (local.get $out) (local.get $s0))
+        (f32.store offset=4 (local.get $out) (local.get $s1))
+        (f32.store offset=8 (local.get $out) (local.get $s2))
+        (f32.store offset=12 (local.get $out) (local.get $s3))
+        (local.set $p (i32.add (local.get $p) (i32.shl (local.get $tail) (i32.const 2))))
+        (local.set $out (i32.add (local.get $out) (i32.const 16)))
+        (local.set $g (i32.add (local.get $g) (i32.const 1)))
+        (br $gl))))
+
+  ;; 4 f16 scales at $p (8 bytes) → f32x4 times d_x: widened exactly like f16 weights (bits of d·2^-112),
+  ;; times 2^112 (exact), then one rounding for d_w·d_x, as the row-major kernels' table value · d_x.
+  ;; (Written out in the kernels below; V8 does not inline wasm calls.)
+
+  ;; q8_0, 4 packed rows per group.
+  (func $g4_q8_0 (type $gdot) (param $w i32) (param $cols i32) (param $x i32) (param $out i32) (param $groups i32)
+    (local $g i32) (local $p i32) (local $nb i32) (local $b i32) (local $xq i32) (local $xd i32)
+    (local $x0 v128) (local $x1 v128) (local $x2 v128) (local $x3 v128) (local $m v128) (local $acc v128)
+    (local $s0 v128) (local $s1 v128) (local $s2 v128) (local $s3 v128) (local $t0 v128) (local $t1 v128)
+    (local.set $m (v128.const i32x4 0x8FFFE000 0x8FFFE000 0x8FFFE000 0x8FFFE000))
+    (local.set $nb (i32.shr_u (local.get $cols) (i32.const 5)))
+    (local.set $p (local.get $w))
+    (block $gdone
+      (loop $gl
+        (br_if $gdone (i32.ge_u (local.get $g) (local.get $groups)))
+        (local.set $xq (local.get $x))
+        (local.set $xd (i32.add (local.get $x) (i32.add (i32.shl (local.get $cols) (i32.const 1)) (i32.shl (local.get $nb) (i32.const 2)))))
+        (local.set $acc (v128.const i32x4 0 0 0 0))
+        (local.set $b (i32.const 0))
+        (block $done
+          (loop $l
+            (br_if $done (i32.ge_u (local.get $b) (local.get $nb)))
+            (local.set $x0 (v128.load offset=0 (local.get $xq)))
+            (local.set $x1 (v128.load offset=16 (local.get $xq)))
+            (local.set $x2 (v128.load offset=32 (local.get $xq)))
+            (local.set $x3 (v128.load offset=48 (local.get $xq)))
+            (local.set $s0 (i32x4.add
+              (i32x4.add (i32x4.dot_i16x8_s (v128.load8x8_s offset=8 (local.get $p)) (local.get $x0))
+                         (i32x4.dot_i16x8_s (v128.load8x8_s offset=16 (local.get $p)) (local.get $x1)))
+              (i32x4.add (i32x4.dot_i16x8_s (v128.load8x8_s offset=24 (local.get $p)) (local.get $x2))
+                         (i32x4.dot_i16x8_s (v128.load8x8_s offset=32 (local.get $p)) (local.get $x3)))))
+            (local.set $s1 (i32x4.add
+              (i32x4.add (i32x4.dot_i16x8_s (v128.load8x8_s offset=40 (local.get $p)) (local.get $x0))
+                         (i32x4.dot_i16x8_s (v128.load8x8_s offset=48 (local.get $p)) (local.get $x1)))
+              (i32x4.add (i32x4.dot_i16x8_s (v128.load8x8_s offset=56 (local.get $p)) (local.get $x2))
+                         (i32x4.dot_i16x8_s (v128.load8x8_s offset=64 (local.get $p)) (local.get $x3)))))
+            (local.set $s2 (i32x4.add
+              (i32x4.add (i32x4.dot_i16x8_s (v128.load8x8_s offset=72 (local.get $p)) (local.get $x0))
+                         (i32x4.dot_i16x8_s (v128.load8x8_s offset=80 (local.get $p)) (local.get $x1)))
+              (i32x4.add (i32x4.dot_i16x8_s (v128.load8x8_s offset=88 (local.get $p)) (local.get $x2))
+                         (i32x4.dot_i16x8_s (v128.load8x8_s offset=96 (local.get $p)) (local.get $x3)))))
+            (local.set $s3 (i32x4.add
+              (i32x4.add (i32x4.dot_i16x8_s (v128.load8x8_s offset=104 (local.get $p)) (local.get $x0))
+                         (i32x4.dot_i16x8_s (v128.load8x8_s offset=112 (local.get $p)) (local.get $x1)))
+              (i32x4.add (i32x4.dot_i16x8_s (v128.load8x8_s offset=120 (local.get $p)) (local.get $x2))
+                         (i32x4.dot_i16x8_s (v128.load8x8_s offset=128 (local.get $p)) (local.get $x3)))))
+            ;; transpose-add: lane r of t0 = row r's block total (exact integers)
+            (local.set $t0 (i32x4.add (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $s0) (local.get $s1))
+                                      (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $s0) (local.get $s1))))
+            (local.set $t1 (i32x4.add (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $s2) (local.get $s3))
+                                      (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $s2) (local.get $s3))))
+            (local.set $t0 (i32x4.add (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23 (local.get $t0) (local.get $t1))
+                                      (i8x16.shuffle 8 9 10 11 12 13 14 15 24 25 26 27 28 29 30 31 (local.get $t0) (local.get $t1))))
+            (local.set $acc (f32x4.add (local.get $acc) (f32x4.mul (f32x4.convert_i32x4_s (local.get $t0))
+              (f32x4.mul
+                (f32x4.mul (v128.and (i32x4.shr_s (i32x4.shl (v128.load16x4_u (local.get $p)) (i32.const 16)) (i32.const 3)) (local.get $m))
+                           (v128.const f32x4 0x1p112 0x1p112 0x1p112 0x1p112))
+                (f32x4.splat (f32.load (local.get $xd)))))))
+            (local.set $p (i32.add (local.get $p) (i32.const 136)))
+            (local.set $xq (i32.add (local.get $xq) (i32.const 64)))
+            (local.set $xd (i32.add (local.get $xd) (i32.const 4)))
+            (local.set $b (i32.add (local.get $b) (i32.const 1)))
+            (br $l)))
+        (v128.store (local.get $out) (local.get $acc))
+        (local.set $out (i32.add (local.get $out) (i32.const 16)))
+        (local.set $g (i32.add (local.get $g) (i32.const 1)))
+        (br $gl))))
+
+  ;; q4_0, 4 packed rows per group.
+  (func $g4_q4_0 (type $gdot) (param $w i32) (param $cols i32) (param $x i32) (param $out i32) (param $groups i32)
+    (local $g i32) (local $p i32) (local $nb i32) (local $b i32) (local $xq i32) (local $xc i32)
+    (local $x0 v128) (local $x1 v128) (local $x2 v128) (local $x3 v128) (local $m v128) (local $acc v128) (local $q v128)
+    (local $s0 v128) (local $s1 v128) (local $s2 v128) (local $s3 v128) (local $t0 v128) (local $t1 v128)
+    (local.set $m (v128.const i32x4 0x8FFFE000 0x8FFFE000 0x8FFFE000 0x8FFFE000))
+    (local.set $nb (i32.shr_u (local.get $cols) (i32.const 5)))
+    (local.set $p (local.get $w))
+    (block $gdone
+      (loop $gl
+        (br_if $gdone (i32.ge_u (local.get $g) (local.get $groups)))
+        (local.set $xq (local.get $x))
+        (local.set $xc (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 1))))
+        (local.set $acc (v128.const i32x4 0 0 0 0))
+        (local.set $b (i32.const 0))
+        (block $done
+          (loop $l
+            (br_if $done (i32.ge_u (local.get $b) (local.get $nb)))
+            (local.set $x0 (v128.load offset=0 (local.get $xq)))
+            (local.set $x1 (v128.load offset=16 (local.get $xq)))
+            (local.set $x2 (v128.load offset=32 (local.get $xq)))
+            (local.set $x3 (v128.load offset=48 (local.get $xq)))
+            (local.set $q (v128.load8x8_u offset=8 (local.get $p)))
+            (local.set $s0 (i32x4.add (i32x4.dot_i16x8_s (local.get $q) (local.get $x0)) (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $x2))))
+            (local.set $q (v128.load8x8_u offset=16 (local.get $p)))
+            (local.set $s0 (i32x4.add (local.get $s0) (i32x4.add (i32x4.dot_i16x8_s (local.get $q) (local.get $x1)) (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $x3)))))
+            (local.set $q (v128.load8x8_u offset=24 (local.get $p)))
+            (local.set $s1 (i32x4.add (i32x4.dot_i16x8_s (local.get $q) (local.get $x0)) (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $x2))))
+            (local.set $q (v128.load8x8_u offset=32 (local.get $p)))
+            (local.set $s1 (i32x4.add (local.get $s1) (i32x4.add (i32x4.dot_i16x8_s (local.get $q) (local.get $x1)) (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $x3)))))
+            (local.set $q (v128.load8x8_u offset=40 (local.get $p)))
+            (local.set $s2 (i32x4.add (i32x4.dot_i16x8_s (local.get $q) (local.get $x0)) (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $x2))))
+            (local.set $q (v128.load8x8_u offset=48 (local.get $p)))
+            (local.set $s2 (i32x4.add (local.get $s2) (i32x4.add (i32x4.dot_i16x8_s (local.get $q) (local.get $x1)) (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $x3)))))
+            (local.set $q (v128.load8x8_u offset=56 (local.get $p)))
+            (local.set $s3 (i32x4.add (i32x4.dot_i16x8_s (local.get $q) (local.get $x0)) (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $x2))))
+            (local.set $q (v128.load8x8_u offset=64 (local.get $p)))
+            (local.set $s3 (i32x4.add (local.get $s3) (i32x4.add (i32x4.dot_i16x8_s (local.get $q) (local.get $x1)) (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $x3)))))
+            (local.set $t0 (i32x4.add (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $s0) (local.get $s1))
+                                      (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $s0) (local.get $s1))))
+            (local.set $t1 (i32x4.add (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $s2) (local.get $s3))
+                                      (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $s2) (local.get $s3))))
+            (local.set $t0 (i32x4.sub
+              (i32x4.add (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23 (local.get $t0) (local.get $t1))
+                         (i8x16.shuffle 8 9 10 11 12 13 14 15 24 25 26 27 28 29 30 31 (local.get $t0) (local.get $t1)))
+              (i32x4.splat (i32.load (local.get $xc)))))
+            (local.set $acc (f32x4.add (local.get $acc) (f32x4.mul (f32x4.convert_i32x4_s (local.get $t0))
+              (f32x4.mul
+                (f32x4.mul (v128.and (i32x4.shr_s (i32x4.shl (v128.load16x4_u (local.get $p)) (i32.const 16)) (i32.const 3)) (local.get $m))
+                           (v128.const f32x4 0x1p112 0x1p112 0x1p112 0x1p112))
+                (f32x4.splat (f32.load (i32.add (local.get $xc) (i32.shl (local.get $nb) (i32.const 2)))))))))
+            (local.set $p (i32.add (local.get $p) (i32.const 72)))
+            (local.set $xq (i32.add (local.get $xq) (i32.const 64)))
+            (local.set $xc (i32.add (local.get $xc) (i32.const 4)))
+            (local.set $b (i32.add (local.get $b) (i32.const 1)))
+            (br $l)))
+        (v128.store (local.get $out) (local.get $acc))
+        (local.set $out (i32.add (local.get $out) (i32.const 16)))
+        (local.set $g (i32.add (local.get $g) (i32.const 1)))
+        (br $gl))))
 
   ;; ---------------------------------------------------------------- read bandwidth probe
   ;; Reads rowBytes (a multiple of 64) per row with one integer add per 16 bytes: the memory-read
@@ -912,9 +996,10 @@
   (func (export "round_f16") (param $v f32) (result f32) (call $round_f16 (local.get $v)))
 
   ;; Quantize n tokens of cols floats (cols % 32 == 0) into the 8-bit activation format; each token takes
-  ;; cols*2 + (cols/32)*20 bytes at dst: cols i16 values, then per block an i32x4 correction (the lanes
-  ;; of Σ pmaddwd(8, x) for q4_0's −8), then per block the f32 scale.
-  (func (export "quant_q8") (param $x i32) (param $dst i32) (param $cols i32) (param $n i32)
+  ;; cols*2 + (cols/32)*8 bytes at dst: cols i16 values, then per block the i32 correction 8·Σq (q4_0's
+  ;; −8), then per block the f32 scale. $q4 (1 for q4_0 weights): each block's second half is stored
+  ;; as q[j+16] − 16·q[j] (see the q8_0 / q4_0 kernels); |·| ≤ 127·17 fits i16.
+  (func (export "quant_q8") (param $x i32) (param $dst i32) (param $cols i32) (param $n i32) (param $q4 i32)
     (local $b i32) (local $blk i32) (local $nb i32) (local $s i32) (local $q i32) (local $ds i32) (local $dc i32)
     (local $q0 v128) (local $q1 v128) (local $q2 v128) (local $q3 v128) (local $eight v128)
     (local $v0 v128) (local $v1 v128) (local $v2 v128) (local $v3 v128) (local $v4 v128) (local $v5 v128) (local $v6 v128) (local $v7 v128)
@@ -927,7 +1012,7 @@
       (loop $bl
         (br_if $bdone (i32.ge_u (local.get $b) (local.get $n)))
         (local.set $dc (i32.add (local.get $q) (i32.shl (local.get $cols) (i32.const 1))))
-        (local.set $ds (i32.add (local.get $dc) (i32.shl (local.get $nb) (i32.const 4))))
+        (local.set $ds (i32.add (local.get $dc) (i32.shl (local.get $nb) (i32.const 2))))
         (local.set $blk (i32.const 0))
         (block $kdone
           (loop $kl
@@ -971,17 +1056,21 @@
               (i32x4.trunc_sat_f32x4_s (f32x4.nearest (f32x4.mul (local.get $v6) (local.get $id))))
               (i32x4.trunc_sat_f32x4_s (f32x4.nearest (f32x4.mul (local.get $v7) (local.get $id))))))
             (v128.store offset=48 (local.get $q) (local.get $q3))
-            (v128.store (local.get $dc) (i32x4.add
+            (if (local.get $q4)
+              (then
+                (v128.store offset=32 (local.get $q) (i16x8.sub (local.get $q2) (i16x8.shl (local.get $q0) (i32.const 4))))
+                (v128.store offset=48 (local.get $q) (i16x8.sub (local.get $q3) (i16x8.shl (local.get $q1) (i32.const 4))))))
+            (i32.store (local.get $dc) (call $hsum_i32 (i32x4.add
               (i32x4.add (i32x4.dot_i16x8_s (local.get $q0) (local.get $eight)) (i32x4.dot_i16x8_s (local.get $q1) (local.get $eight)))
-              (i32x4.add (i32x4.dot_i16x8_s (local.get $q2) (local.get $eight)) (i32x4.dot_i16x8_s (local.get $q3) (local.get $eight)))))
+              (i32x4.add (i32x4.dot_i16x8_s (local.get $q2) (local.get $eight)) (i32x4.dot_i16x8_s (local.get $q3) (local.get $eight))))))
             (local.set $s (i32.add (local.get $s) (i32.const 128)))
             (local.set $q (i32.add (local.get $q) (i32.const 64)))
-            (local.set $dc (i32.add (local.get $dc) (i32.const 16)))
+            (local.set $dc (i32.add (local.get $dc) (i32.const 4)))
             (local.set $ds (i32.add (local.get $ds) (i32.const 4)))
             (local.set $blk (i32.add (local.get $blk) (i32.const 1)))
             (br $kl)))
         ;; next token: skip this token's correction and scale arrays
-        (local.set $q (i32.add (local.get $q) (i32.mul (local.get $nb) (i32.const 20))))
+        (local.set $q (i32.add (local.get $q) (i32.shl (local.get $nb) (i32.const 3))))
         (local.set $b (i32.add (local.get $b) (i32.const 1)))
         (br $bl))))
 
@@ -1170,11 +1259,91 @@
         (local.set $o (i32.add (local.get $o) (i32.const 4)))
         (br $t))))
 
+  ;; Rows [r0, r1) of a packed weight (kernel k: group kernel at k, row-major 1-row kernel at k+1):
+  ;; whole groups first, then the rows%4 tail rows. One token: all of the chunk's groups in one call,
+  ;; a single sequential pass. A prompt batch: each group for every token while it is in cache; f16
+  ;; widens the group once into this thread's scratch and runs 4 rows x 2 tokens from there (the
+  ;; arithmetic of the 1-token kernels, so batch and decode results are equal).
+  (func $rows_packed (param $k i32) (param $out i32) (param $w i32) (param $x i32) (param $rows i32) (param $cols i32)
+                     (param $n i32) (param $rb i32) (param $xs i32) (param $r0 i32) (param $r1 i32) (param $tid i32)
+    (local $r i32) (local $gend i32) (local $b i32) (local $wr i32) (local $scr i32)
+    (local.set $gend (i32.and (local.get $rows) (i32.const -4)))
+    (if (i32.gt_u (local.get $gend) (local.get $r1)) (then (local.set $gend (local.get $r1))))
+    (local.set $r (local.get $r0))
+    (if (i32.and (i32.eq (local.get $n) (i32.const 1)) (i32.lt_u (local.get $r) (local.get $gend)))
+      (then
+        (call_indirect (type $gdot)
+          (i32.add (local.get $w) (i32.mul (local.get $r) (local.get $rb))) (local.get $cols) (local.get $x)
+          (i32.add (local.get $out) (i32.shl (local.get $r) (i32.const 2)))
+          (i32.shr_u (i32.sub (local.get $gend) (local.get $r)) (i32.const 2))
+          (local.get $k))
+        (local.set $r (local.get $gend))))
+    (local.set $scr (i32.add (i32.load offset=192 (i32.const 0)) (i32.mul (local.get $tid) (i32.load offset=196 (i32.const 0)))))
+    (block $gdone
+      (loop $gl
+        (br_if $gdone (i32.ge_u (local.get $r) (local.get $gend)))
+        (local.set $wr (i32.add (local.get $w) (i32.mul (local.get $r) (local.get $rb))))
+        (local.set $b (i32.const 0))
+        (if (i32.eq (local.get $k) (i32.const 22))
+          (then
+            (call $widen4_f16 (local.get $wr) (i32.const 16) (i32.const 64)
+              (i32.add (local.get $wr) (i32.shl (i32.shr_u (local.get $cols) (i32.const 3)) (i32.const 6)))
+              (i32.shl (i32.and (local.get $cols) (i32.const 7)) (i32.const 1))
+              (local.get $scr) (local.get $cols))
+            (block $wdone
+              (loop $wl
+                (br_if $wdone (i32.gt_u (i32.add (local.get $b) (i32.const 2)) (local.get $n)))
+                (call $dot4x2_wpairs
+                  (local.get $scr) (i32.shl (local.get $cols) (i32.const 2))
+                  (i32.add (local.get $x) (i32.mul (local.get $b) (local.get $xs)))
+                  (local.get $cols)
+                  (i32.add (local.get $out) (i32.shl (i32.add (i32.mul (local.get $b) (local.get $rows)) (local.get $r)) (i32.const 2)))
+                  (local.get $xs)
+                  (i32.shl (local.get $rows) (i32.const 2)))
+                (local.set $b (i32.add (local.get $b) (i32.const 2)))
+                (br $wl)))))
+        (block $bdone
+          (loop $bl
+            (br_if $bdone (i32.ge_u (local.get $b) (local.get $n)))
+            (call_indirect (type $gdot)
+              (local.get $wr) (local.get $cols)
+              (i32.add (local.get $x) (i32.mul (local.get $b) (local.get $xs)))
+              (i32.add (local.get $out) (i32.shl (i32.add (i32.mul (local.get $b) (local.get $rows)) (local.get $r)) (i32.const 2)))
+              (i32.const 1)
+              (local.get $k))
+            (local.set $b (i32.add (local.get $b) (i32.const 1)))
+            (br $bl)))
+        (local.set $r (i32.add (local.get $r) (i32.const 4)))
+        (br $gl)))
+    (block $sdone
+      (loop $sl
+        (br_if $sdone (i32.ge_u (local.get $r) (local.get $r1)))
+        (local.set $wr (i32.add (local.get $w) (i32.mul (local.get $r) (local.get $rb))))
+        (local.set $b (i32.const 0))
+        (block $bdone2
+          (loop $bl2
+            (br_if $bdone2 (i32.ge_u (local.get $b) (local.get $n)))
+            (call_indirect (type $dot)
+              (local.get $wr) (local.get $rb)
+              (i32.add (local.get $x) (i32.mul (local.get $b) (local.get $xs)))
+              (local.get $cols)
+              (i32.add (local.get $out) (i32.shl (i32.add (i32.mul (local.get $b) (local.get $rows)) (local.get $r)) (i32.const 2)))
+              (i32.add (local.get $k) (i32.const 1)))
+            (local.set $b (i32.add (local.get $b) (i32.const 1)))
+            (br $bl2)))
+        (local.set $r (i32.add (local.get $r) (i32.const 1)))
+        (br $sl))))
+
   ;; ---------------------------------------------------------------- job runner
   ;; Rows [r0, r1) of the current job for every token: groups of 4 rows, then single rows.
   (func $rows (param $k i32) (param $out i32) (param $w i32) (param $x i32) (param $rows i32) (param $cols i32)
               (param $n i32) (param $rb i32) (param $xs i32) (param $r0 i32) (param $r1 i32) (param $tid i32)
     (local $r i32) (local $b i32) (local $wr i32) (local $wide i32) (local $scr i32) (local $seq i32)
+    (if (i32.ge_u (local.get $k) (i32.const 22))
+      (then
+        (call $rows_packed (local.get $k) (local.get $out) (local.get $w) (local.get $x) (local.get $rows) (local.get $cols)
+          (local.get $n) (local.get $rb) (local.get $xs) (local.get $r0) (local.get $r1) (local.get $tid))
+        (return)))
     ;; One token (decode) over short rows: one row at a time, front to back. The 4-row pass reads four
     ;; streams a row apart, and on rows of a few KB the hardware prefetcher never locks onto them: a
     ;; cold 768-column q8_0 weight streamed at ~5 GB/s that way against ~15 GB/s row by row (1 thread,
@@ -1196,7 +1365,9 @@
         (local.set $b (i32.const 0))
         (if (local.get $wide)
           (then
-            (call $widen4_f16 (local.get $wr) (local.get $rb) (local.get $scr) (local.get $cols))
+            (call $widen4_f16 (local.get $wr) (local.get $rb) (i32.const 16)
+              (i32.add (local.get $wr) (i32.shl (i32.and (local.get $cols) (i32.const -8)) (i32.const 1))) (local.get $rb)
+              (local.get $scr) (local.get $cols))
             (block $wdone
               (loop $wl
                 (br_if $wdone (i32.gt_u (i32.add (local.get $b) (i32.const 2)) (local.get $n)))

@@ -22,6 +22,11 @@ export interface Weight {
   cols: number;
   /** Raw storage in `dtype`'s layout, row-major, allocated with `Backend.allocBytes`. */
   bytes: Uint8Array;
+  /**
+   * Set by `Backend.packWeight`: the bytes are rearranged for that backend's kernels ('rows4': the
+   * WASM backend's 4-row interleave, src/kernels/wasm/pack.ts) and only its matvec/matmul read them.
+   */
+  packed?: 'rows4';
 }
 
 export interface Backend {
@@ -38,6 +43,12 @@ export interface Backend {
 
   /** Release threads and memory. */
   dispose?(): void;
+  /**
+   * Rearranges a loaded matrix that is only ever used through matvec/matmul (not an embedding read
+   * row by row) into this backend's faster layout, in place — no second copy. Backends without one
+   * leave it out; the loader calls it when present.
+   */
+  packWeight?(w: Weight): void;
 
   // Optional kernels. The forward pass uses them when a backend offers them and its own plain
   // TypeScript loops otherwise; an implementation must match those loops within f32 rounding.

@@ -101,6 +101,7 @@ export function createReferenceBackend(): Backend {
 
     matmul(out, w, x, n) {
       const { rows, cols } = w;
+      if (w.packed) throw new Error(`reference backend: ${w.dtype} weight [${rows}, ${cols}] is packed (${w.packed}) for another backend's kernels`);
       if (w.dtype === 'f32') {
         const all = f32View(w);
         for (let r = 0; r < rows; r++) {

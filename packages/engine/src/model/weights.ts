@@ -104,13 +104,26 @@ class WeightPlanner {
     return { file, dtype: DTYPES[info.dtype], el: SAFETENSORS_DTYPE_SIZES[info.dtype] ?? 0 };
   }
 
-  /** Rows [r0, r1) × columns [c0, c1) of a [rows, cols] matrix, kept in its storage dtype. */
-  matrix(name: string, rows: number, cols: number, r: [number, number], c: [number, number] = [0, cols]): Weight {
+  /**
+   * Rows [r0, r1) × columns [c0, c1) of a [rows, cols] matrix, kept in its storage dtype. `linear`: the
+   * matrix is only used through matvec/matmul (not read row by row like an embedding), so once read
+   * the backend may repack it in place for its kernels (Backend.packWeight).
+   */
+  matrix(name: string, rows: number, cols: number, r: [number, number], c: [number, number] = [0, cols], linear = true): Weight {
     // MLX affine-quantized linear (weight + scales + biases): dequantized at load, see quant/mlx.ts.
     const mlx = mlxQuantOf(this.ckpt, name, rows, cols);
     if (mlx) {
       const planned = planMlxMatrix(this.ckpt as Checkpoint, name, mlx, r, c, this.backend);
       this.reads.push(...planned.reads);
+      // The last read's `after` dequantizes into the weight; pack after that.
+      const last = this.reads[this.reads.length - 1];
+      if (linear && this.backend.packWeight && last) {
+        const dequantize = last.after;
+        last.after = () => {
+          dequantize?.();
+          this.backend.packWeight!(planned.weight);
+        };
+      }
       return planned.weight;
     }
     const { file, dtype, el } = this.#check(name, [rows, cols]);
@@ -121,7 +134,8 @@ class WeightPlanner {
     }
     const size = isQuantized(dtype) ? weightBytes(dtype, r[1] - r[0], c[1] - c[0]) : (r[1] - r[0]) * (c[1] - c[0]) * el;
     const w: Weight = { dtype, rows: r[1] - r[0], cols: c[1] - c[0], bytes: this.backend.allocBytes(size) };
-    this.reads.push({ file, name, dest: w.bytes, rows: r, cols: c });
+    const pack = linear && this.backend.packWeight ? () => this.backend.packWeight!(w) : undefined;
+    this.reads.push({ file, name, dest: w.bytes, rows: r, cols: c, after: pack });
     return w;
   }
 
@@ -197,7 +211,9 @@ export function planShardWeights(
     });
   }
 
-  const embed = spec.embed ? rd.matrix('model.embed_tokens.weight', V, D, slice.vocab) : null;
+  // The embedding is read row by row (token lookup), so it keeps the row-major layout, and so does a
+  // tied LM head that is the embedding itself.
+  const embed = spec.embed ? rd.matrix('model.embed_tokens.weight', V, D, slice.vocab, [0, D], false) : null;
   let head: Weight | null = null;
   let finalNorm: Float32Array | null = null;
   if (spec.head) {

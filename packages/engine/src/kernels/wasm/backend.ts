@@ -25,11 +25,13 @@ import {
   HEAP_BASE,
   KERNEL,
   MAX_PAGES,
+  PACKED_KERNEL,
   PAGE_BYTES,
   READ_KERNEL,
   WIDE_ADDR,
 } from './layout.js';
 import { type KernelExports, WA, type WasmMemory, kernelModule } from './module.js';
+import { PACKABLE, packRows4 } from './pack.js';
 import { ThreadPool } from './pool.js';
 
 export interface WasmBackendOptions {
@@ -76,6 +78,13 @@ export interface WasmBackend extends Backend {
   threadStats(): { sharedJobs: number; workerChunks: number };
   /** e^x (x ≤ 0) as the softmax in `attention` computes it; exposed for tests. */
   expNeg(x: number): number;
+  /**
+   * The contract's packWeight: f16, q8_0 and q4_0 matrices of 4+ rows are interleaved in place in
+   * groups of 4 rows (pack.ts, llama.cpp's repacked x4 layouts), so decode reads one sequential stream
+   * and shares each activation load between 4 rows. Results are the same bits as unpacked. Other
+   * dtypes, and weights already packed, are left as they are.
+   */
+  packWeight(w: Weight): void;
   dispose(): void;
 }
 
@@ -150,17 +159,20 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
     let xAddr = arena.addressOf(x, 'input buffer');
     let xStride = cols * 4;
     if (dtype === 'f16' || dtype === 'bf16') {
-      if (dtype === 'f16' && n >= 4) wideScratch(cols);
+      // f16 prompt batches widen each 4-row group once: from 4 tokens on, or from 2 when packed.
+      if (dtype === 'f16' && n >= (w.packed ? 2 : 4)) wideScratch(cols);
       const dst = scratch(cols * n * 4);
       k.prep_pairs(xAddr, dst, cols, n, dtype === 'f16' ? F16_X_SCALE : 1);
       xAddr = dst;
     } else if (isQuantized(dtype)) {
-      xStride = cols * 2 + (cols / QK) * 20;
+      xStride = cols * 2 + (cols / QK) * 8;
       const dst = scratch(xStride * n);
-      k.quant_q8(xAddr, dst, cols, n);
+      k.quant_q8(xAddr, dst, cols, n, dtype === 'q4_0' ? 1 : 0);
       xAddr = dst;
     }
-    dispatch(KERNEL[dtype as DType], outAddr, wAddr, xAddr, rows, cols, n, rowBytes(dtype, cols), xStride);
+    const kernel = w.packed ? PACKED_KERNEL[dtype as keyof typeof PACKED_KERNEL] : KERNEL[dtype as DType];
+    if (kernel === undefined) throw new Error(`wasm backend: no packed kernel for ${dtype}`);
+    dispatch(kernel, outAddr, wAddr, xAddr, rows, cols, n, rowBytes(dtype, cols), xStride);
   }
 
   /** Publishes a job and runs it on the calling thread plus, for big enough jobs, the workers. */
@@ -269,6 +281,12 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
     readSweep,
     attention,
     expNeg: (x: number) => k.exp_neg(x),
+    packWeight(w: Weight) {
+      if (w.packed || !PACKABLE.has(w.dtype) || w.rows < 4) return;
+      arena.addressOf(w.bytes, `${w.dtype} weight [${w.rows}, ${w.cols}]`);
+      if (isQuantized(w.dtype) && w.cols % QK !== 0) return;
+      packRows4(w);
+    },
     swiglu(a: Float32Array, b: Float32Array, n: number) {
       if (!Number.isInteger(n) || n < 0 || a.length < n || b.length < n) {
         throw new Error(`wasm swiglu: need ${n} values, have ${a.length} and ${b.length}`);

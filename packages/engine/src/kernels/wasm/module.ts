@@ -54,7 +54,8 @@ export interface KernelExports {
   /** Computes chunks of the published job; `tid` picks the thread's scratch (0: caller). */
   run_job(tid: number): number;
   prep_pairs(x: number, dst: number, cols: number, n: number, scale: number): void;
-  quant_q8(x: number, dst: number, cols: number, n: number): void;
+  /** q4: 1 for q4_0 weights (second half of each block stored as x[j+16] − 16·x[j]), 0 for q8_0. */
+  quant_q8(x: number, dst: number, cols: number, n: number, q4: number): void;
   round_f16(v: number): number;
   exp_neg(x: number): number;
   swiglu(a: number, b: number, n: number): void;

@@ -1,0 +1,106 @@
+/**
+ * Packed weight layout of the WASM kernels (llama.cpp's repacked CPU layouts, block_q8_0x4 /
+ * block_q4_0x4, and the same idea for f16): rows in groups of 4, each group in the bytes its 4 rows
+ * occupied, interleaved so a decode pass reads one sequential stream and every activation load feeds 4
+ * rows (measurements in wasm/README.md).
+ *
+ *   f16   per 8 columns: row0 c..c+7, row1 c..c+7, row2, row3 (4 × 16 bytes); then the cols%8 tail
+ *         columns of row0, row1, row2, row3.
+ *   q8_0  per 32-column block: the 4 rows' f16 scales (8 bytes), then the 4 rows' 32 int8 (4 × 32).
+ *   q4_0  per 32-column block: the 4 rows' f16 scales (8 bytes), then the 4 rows' 16 nibble bytes.
+ *
+ * The rows%4 tail rows stay row-major after the last group. Packing rewrites the buffer in place (one
+ * group of scratch), so there is never a second copy of the weights. Afterwards only the WASM kernels
+ * may read the bytes: `w.packed` says so, and the reference backend refuses such a weight.
+ */
+import type { DType, Weight } from '../backend.js';
+import { Q4_0_BLOCK_BYTES, Q8_0_BLOCK_BYTES, QK, rowBytes } from './formats.js';
+
+/** The dtypes with a packed layout (the ones the decode speed targets are about). */
+export const PACKABLE: ReadonlySet<DType> = new Set<DType>(['f16', 'q8_0', 'q4_0']);
+
+/** Rewrites rows [0, rows − rows%4) of `w` into the packed layout, in place; marks it packed. */
+export function packRows4(w: Weight): void {
+  if (w.packed) throw new Error(`${w.dtype} weight [${w.rows}, ${w.cols}] is already packed`);
+  if (!PACKABLE.has(w.dtype)) throw new Error(`no packed layout for ${w.dtype} weights`);
+  const rb = rowBytes(w.dtype, w.cols);
+  const group = new Uint8Array(4 * rb);
+  const groups = Math.floor(w.rows / 4);
+  for (let g = 0; g < groups; g++) {
+    const dst = w.bytes.subarray(g * 4 * rb, (g + 1) * 4 * rb);
+    group.set(dst);
+    interleave(w.dtype, w.cols, rb, group, dst);
+  }
+  w.packed = 'rows4';
+}
+
+/** The inverse of packRows4 (tests, and anything that must read a packed weight's values). */
+export function unpackRows4(w: Weight): void {
+  if (w.packed !== 'rows4') throw new Error(`${w.dtype} weight [${w.rows}, ${w.cols}] is not packed`);
+  const rb = rowBytes(w.dtype, w.cols);
+  const group = new Uint8Array(4 * rb);
+  const groups = Math.floor(w.rows / 4);
+  for (let g = 0; g < groups; g++) {
+    const src = w.bytes.subarray(g * 4 * rb, (g + 1) * 4 * rb);
+    group.set(src);
+    deinterleave(w.dtype, w.cols, rb, group, src);
+  }
+  delete w.packed;
+}
+
+/**
+ * For each piece of the packed group, in packed order: [row, byte offset in the row, length]. The
+ * same list drives packing and unpacking, so the two are inverse by construction.
+ */
+function pieces(dtype: DType, cols: number, rb: number): Array<[number, number, number]> {
+  const out: Array<[number, number, number]> = [];
+  if (dtype === 'f16') {
+    const full = cols & ~7;
+    for (let c = 0; c < full; c += 8) for (let r = 0; r < 4; r++) out.push([r, c * 2, 16]);
+    if (cols > full) for (let r = 0; r < 4; r++) out.push([r, full * 2, (cols - full) * 2]);
+    return out;
+  }
+  const block = dtype === 'q8_0' ? Q8_0_BLOCK_BYTES : Q4_0_BLOCK_BYTES;
+  for (let b = 0; b < cols / QK; b++) {
+    for (let r = 0; r < 4; r++) out.push([r, b * block, 2]);
+    for (let r = 0; r < 4; r++) out.push([r, b * block + 2, block - 2]);
+  }
+  if (out.reduce((s, p) => s + p[2], 0) !== 4 * rb) throw new Error('packed layout does not cover the group');
+  return out;
+}
+
+// The piece lists depend only on (dtype, cols): computed once per shape.
+const pieceCache = new Map<string, Array<[number, number, number]>>();
+function piecesOf(dtype: DType, cols: number, rb: number) {
+  const key = `${dtype}:${cols}`;
+  let p = pieceCache.get(key);
+  if (!p) pieceCache.set(key, (p = pieces(dtype, cols, rb)));
+  return p;
+}
+
+// Every piece offset and length is even (f16 elements, 2-byte scales, 34/18-byte blocks), so the copies
+// run over 16-bit words; a plain loop beats a subarray().set() per piece (millions of pieces per model).
+function interleave(dtype: DType, cols: number, rb: number, rowMajor: Uint8Array, packed: Uint8Array): void {
+  const src = words(rowMajor);
+  const dst = words(packed);
+  let o = 0;
+  for (const [r, at, len] of piecesOf(dtype, cols, rb)) {
+    const s = (r * rb + at) >> 1;
+    for (let i = 0; i < len >> 1; i++) dst[o++] = src[s + i];
+  }
+}
+
+function deinterleave(dtype: DType, cols: number, rb: number, packed: Uint8Array, rowMajor: Uint8Array): void {
+  const src = words(packed);
+  const dst = words(rowMajor);
+  let o = 0;
+  for (const [r, at, len] of piecesOf(dtype, cols, rb)) {
+    const d = (r * rb + at) >> 1;
+    for (let i = 0; i < len >> 1; i++) dst[d + i] = src[o++];
+  }
+}
+
+function words(bytes: Uint8Array): Uint16Array {
+  if (bytes.byteOffset % 2 || bytes.byteLength % 2) throw new Error('packed weights need 2-byte aligned groups');
+  return new Uint16Array(bytes.buffer, bytes.byteOffset, bytes.byteLength >> 1);
+}
