@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { Group } from '../../src/group.js';
 import { connectRdmaMesh, linkOverGroup, RdmaSetupError, SimFabric } from '../../src/rdma/index.js';
 import { createLocalTcpGroups } from '../../src/testing/local-tcp.js';
-import { deviceName, rankData, referenceReduce, simMesh, type SimMesh } from './helpers.js';
+import { deviceName, memoryControl, memoryFallbacks, rankData, referenceReduce, simMesh, type SimMesh } from './helpers.js';
 
 let mesh: SimMesh | null = null;
 let tcp: Group[] = [];
@@ -135,5 +135,28 @@ describe('RDMA setup failure on one link falls back for that link only', () => {
     expect(mesh.choices[1]![0]!.reason).toMatch(/RDMA addon not built/);
     expect(mesh.choices[0]!.map((c) => c.transport)).toEqual(['fallback', 'rdma']);
     await checkAllReduce(mesh);
+  });
+
+  it('no device for a peer: the caller\'s reason (e.g. an ambiguous cable) is the link\'s reason, on the fallback', async () => {
+    const fabric = new SimFabric();
+    const control = memoryControl();
+    const fallbacks = memoryFallbacks();
+    const made = await Promise.all(
+      [0, 1].map((rank) =>
+        connectRdmaMesh({
+          rank,
+          size: 2,
+          verbs: fabric.addHost(`h${rank}`, [{ name: 'rdma_en2', ipv4: `10.0.${rank}.1` }]),
+          deviceFor: () => undefined,
+          noDeviceReason: (peer) => (rank === 0 ? `rdma_en2, rdma_en3 all share a subnet with rank ${peer}` : undefined),
+          control: control(rank),
+          fallback: fallbacks.forRank(rank),
+        }),
+      ),
+    );
+    expect(made[0]!.choices).toEqual([{ peer: 1, transport: 'fallback', reason: 'rdma_en2, rdma_en3 all share a subnet with rank 1' }]);
+    expect(made[1]!.choices).toEqual([{ peer: 0, transport: 'fallback', reason: 'no RDMA device reaches rank 0' }]);
+    await Promise.all(made.map((m) => m.close()));
+    await fabric.close();
   });
 });
