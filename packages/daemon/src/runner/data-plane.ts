@@ -56,6 +56,7 @@ function tcpLinks(rank: number, size: number, reasonFor: (peer: number) => strin
 }
 
 function summarize(links: LinkChoice[]): string {
+  if (links.length === 0) return 'one rank: no links';
   const rdmaLinks = links.filter((l) => l.transport === 'rdma');
   if (rdmaLinks.length === 0) {
     const reasons = [...new Set(links.map((l) => l.reason))];
@@ -81,6 +82,7 @@ export async function createDataPlane(o: DataPlaneOptions): Promise<DataPlane> {
       rank: o.rank,
       size,
       verbs: o.rdma.verbs,
+      noVerbsReason: o.rdma.verbs ? undefined : `RDMA unavailable: ${o.rdma.reason}`,
       deviceFor: (p) => o.rdma.deviceFor(p),
       noDeviceReason: (p) => o.rdma.noDeviceReason(p),
       control: groupControlChannel(tcp, { timeoutMs: setupTimeoutMs }),

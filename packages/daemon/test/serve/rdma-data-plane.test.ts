@@ -124,7 +124,8 @@ describe('runner data plane: RDMA per link, TCP elsewhere', () => {
       ['0:rdma', '2:tcp'],
       ['0:tcp', '1:tcp'],
     ]);
-    expect(made[0]!.links[1]!.reason).toMatch(/rank 2 is not RDMA-ready: RDMA addon not built or no verbs library/);
+    expect(made[0]!.links[1]!.reason).toBe(`rank 2 is not RDMA-ready: RDMA unavailable: no verbs on rank 2 (${RDMA_SIM_ENV} test setting)`);
+    expect(made[2]!.links[0]!.reason).toBe(`RDMA unavailable: no verbs on rank 2 (${RDMA_SIM_ENV} test setting)`);
     const want = await workload(await tcpGroups(3));
     expect(await workload(made.map((p) => p.group))).toEqual(want);
   });

@@ -32,6 +32,8 @@ export interface RdmaMeshOptions {
   size: number;
   /** null when the addon is not built or no verbs library exists: every link falls back. */
   verbs: Verbs | null;
+  /** Why `verbs` is null (the addon's status line), for both ends' reasons. */
+  noVerbsReason?: string;
   /** Which RDMA device (cable) reaches `peer`; undefined when none does. */
   deviceFor: (peer: number) => string | undefined;
   /** Why `deviceFor(peer)` found no device, when the caller knows better than "none reaches it" (e.g. ambiguous). */
@@ -154,7 +156,7 @@ export async function connectRdmaMesh(options: RdmaMeshOptions): Promise<RdmaMes
     let hello: HelloMessage;
     const psn = Math.floor(Math.random() * 0xffffff);
     const deviceName = options.deviceFor(peer);
-    if (!verbs) reason = 'RDMA addon not built or no verbs library';
+    if (!verbs) reason = options.noVerbsReason ?? 'RDMA addon not built or no verbs library';
     else if (!deviceName) reason = options.noDeviceReason?.(peer) ?? `no RDMA device reaches rank ${peer}`;
     else {
       const d = openDevice(deviceName, linksPerDevice.get(deviceName) ?? 1);
