@@ -1111,8 +1111,11 @@
   (func $attn_item (param $i i32)
     (local $heads i32) (local $hd i32) (local $b i32) (local $h i32) (local $pos i32) (local $first i32) (local $win i32)
     (local $kvh i32) (local $qp i32) (local $op i32) (local $sc i32) (local $t i32) (local $kp i32) (local $j i32)
-    (local $hdv i32) (local $hdb i32) (local $rowb i32) (local $headb i32) (local $scale f32)
-    (local $acc v128) (local $pv v128) (local $s f32) (local $max f32) (local $sum f64) (local $e f64) (local $p f32)
+    (local $hdv i32) (local $hdb i32) (local $rowb i32) (local $headb i32) (local $scale f32) (local $kbase i32)
+    (local $k1 i32) (local $k2 i32) (local $k3 i32) (local $qv v128)
+    (local $acc v128) (local $acc1 v128) (local $acc2 v128) (local $acc3 v128) (local $pv v128)
+    (local $s f32) (local $s1 f32) (local $s2 f32) (local $s3 f32) (local $max f32) (local $sum f64) (local $e f64) (local $p f32)
+    (local $c i32) (local $cend i32) (local $tp i32) (local $vp i32) (local $o0 v128) (local $o1 v128) (local $o2 v128) (local $o3 v128)
     (local.set $heads (i32.load offset=152 (i32.const 0)))
     (local.set $hd (i32.load offset=156 (i32.const 0)))
     (local.set $b (i32.div_u (local.get $i) (local.get $heads)))
@@ -1133,13 +1136,66 @@
     (local.set $sc (i32.add (i32.load offset=184 (i32.const 0))
       (i32.shl (i32.mul (local.get $i) (i32.load offset=188 (i32.const 0))) (i32.const 2))))
     (local.set $scale (f32.load offset=176 (i32.const 0)))
-    ;; scores
+    ;; scores, 4 cache positions at a time: four independent sums share each q load (each score is
+    ;; still summed in its own fixed order: SIMD lanes, horizontal sum, then the hd%4 tail)
     (local.set $max (f32.const -inf))
+    (local.set $kbase (i32.add (i32.load offset=136 (i32.const 0)) (local.get $headb)))
     (local.set $t (local.get $first))
+    (block $qd
+      (loop $ql
+        (br_if $qd (i32.gt_u (i32.add (local.get $t) (i32.const 3)) (local.get $pos)))
+        (local.set $kp (i32.add (local.get $kbase) (i32.mul (local.get $t) (local.get $rowb))))
+        (local.set $k1 (i32.add (local.get $kp) (local.get $rowb)))
+        (local.set $k2 (i32.add (local.get $k1) (local.get $rowb)))
+        (local.set $k3 (i32.add (local.get $k2) (local.get $rowb)))
+        (local.set $acc (v128.const i32x4 0 0 0 0))
+        (local.set $acc1 (v128.const i32x4 0 0 0 0))
+        (local.set $acc2 (v128.const i32x4 0 0 0 0))
+        (local.set $acc3 (v128.const i32x4 0 0 0 0))
+        (local.set $j (i32.const 0))
+        (block $vd4
+          (loop $vl4
+            (br_if $vd4 (i32.ge_u (local.get $j) (local.get $hdv)))
+            (local.set $qv (v128.load (i32.add (local.get $qp) (local.get $j))))
+            (local.set $acc (f32x4.add (local.get $acc) (f32x4.mul (local.get $qv) (v128.load (i32.add (local.get $kp) (local.get $j))))))
+            (local.set $acc1 (f32x4.add (local.get $acc1) (f32x4.mul (local.get $qv) (v128.load (i32.add (local.get $k1) (local.get $j))))))
+            (local.set $acc2 (f32x4.add (local.get $acc2) (f32x4.mul (local.get $qv) (v128.load (i32.add (local.get $k2) (local.get $j))))))
+            (local.set $acc3 (f32x4.add (local.get $acc3) (f32x4.mul (local.get $qv) (v128.load (i32.add (local.get $k3) (local.get $j))))))
+            (local.set $j (i32.add (local.get $j) (i32.const 16)))
+            (br $vl4)))
+        (local.set $s (call $hsum (local.get $acc)))
+        (local.set $s1 (call $hsum (local.get $acc1)))
+        (local.set $s2 (call $hsum (local.get $acc2)))
+        (local.set $s3 (call $hsum (local.get $acc3)))
+        (block $td4
+          (loop $tl4
+            (br_if $td4 (i32.ge_u (local.get $j) (local.get $hdb)))
+            (local.set $p (f32.load (i32.add (local.get $qp) (local.get $j))))
+            (local.set $s (f32.add (local.get $s) (f32.mul (local.get $p) (f32.load (i32.add (local.get $kp) (local.get $j))))))
+            (local.set $s1 (f32.add (local.get $s1) (f32.mul (local.get $p) (f32.load (i32.add (local.get $k1) (local.get $j))))))
+            (local.set $s2 (f32.add (local.get $s2) (f32.mul (local.get $p) (f32.load (i32.add (local.get $k2) (local.get $j))))))
+            (local.set $s3 (f32.add (local.get $s3) (f32.mul (local.get $p) (f32.load (i32.add (local.get $k3) (local.get $j))))))
+            (local.set $j (i32.add (local.get $j) (i32.const 4)))
+            (br $tl4)))
+        (local.set $tp (i32.add (local.get $sc) (i32.shl (i32.sub (local.get $t) (local.get $first)) (i32.const 2))))
+        (local.set $s (f32.mul (local.get $s) (local.get $scale)))
+        (local.set $s1 (f32.mul (local.get $s1) (local.get $scale)))
+        (local.set $s2 (f32.mul (local.get $s2) (local.get $scale)))
+        (local.set $s3 (f32.mul (local.get $s3) (local.get $scale)))
+        (f32.store offset=0 (local.get $tp) (local.get $s))
+        (f32.store offset=4 (local.get $tp) (local.get $s1))
+        (f32.store offset=8 (local.get $tp) (local.get $s2))
+        (f32.store offset=12 (local.get $tp) (local.get $s3))
+        (if (f32.gt (local.get $s) (local.get $max)) (then (local.set $max (local.get $s))))
+        (if (f32.gt (local.get $s1) (local.get $max)) (then (local.set $max (local.get $s1))))
+        (if (f32.gt (local.get $s2) (local.get $max)) (then (local.set $max (local.get $s2))))
+        (if (f32.gt (local.get $s3) (local.get $max)) (then (local.set $max (local.get $s3))))
+        (local.set $t (i32.add (local.get $t) (i32.const 4)))
+        (br $ql)))
     (block $sd
       (loop $sl
         (br_if $sd (i32.gt_u (local.get $t) (local.get $pos)))
-        (local.set $kp (i32.add (i32.add (i32.load offset=136 (i32.const 0)) (i32.mul (local.get $t) (local.get $rowb))) (local.get $headb)))
+        (local.set $kp (i32.add (local.get $kbase) (i32.mul (local.get $t) (local.get $rowb))))
         (local.set $acc (v128.const i32x4 0 0 0 0))
         (local.set $j (i32.const 0))
         (block $vd
@@ -1173,42 +1229,77 @@
         (local.set $sum (f64.add (local.get $sum) (local.get $e)))
         (local.set $t (i32.add (local.get $t) (i32.const 1)))
         (br $el)))
-    ;; out = Σ p·v
-    (local.set $j (i32.const 0))
-    (block $zd
-      (loop $zl
-        (br_if $zd (i32.ge_u (local.get $j) (local.get $hdb)))
-        (f32.store (i32.add (local.get $op) (local.get $j)) (f32.const 0))
-        (local.set $j (i32.add (local.get $j) (i32.const 4)))
-        (br $zl)))
-    (local.set $t (local.get $first))
-    (block $wd
-      (loop $wl
-        (br_if $wd (i32.gt_u (local.get $t) (local.get $pos)))
-        (local.set $p (f32.demote_f64 (f64.div
-          (f64.promote_f32 (f32.load (i32.add (local.get $sc) (i32.shl (i32.sub (local.get $t) (local.get $first)) (i32.const 2)))))
-          (local.get $sum))))
-        (local.set $pv (f32x4.splat (local.get $p)))
-        (local.set $kp (i32.add (i32.add (i32.load offset=140 (i32.const 0)) (i32.mul (local.get $t) (local.get $rowb))) (local.get $headb)))
-        (local.set $j (i32.const 0))
-        (block $avd
-          (loop $avl
-            (br_if $avd (i32.ge_u (local.get $j) (local.get $hdv)))
-            (v128.store (i32.add (local.get $op) (local.get $j)) (f32x4.add
-              (v128.load (i32.add (local.get $op) (local.get $j)))
-              (f32x4.mul (local.get $pv) (v128.load (i32.add (local.get $kp) (local.get $j))))))
-            (local.set $j (i32.add (local.get $j) (i32.const 16)))
-            (br $avl)))
-        (block $atd
-          (loop $atl
-            (br_if $atd (i32.ge_u (local.get $j) (local.get $hdb)))
-            (f32.store (i32.add (local.get $op) (local.get $j)) (f32.add
-              (f32.load (i32.add (local.get $op) (local.get $j)))
-              (f32.mul (local.get $p) (f32.load (i32.add (local.get $kp) (local.get $j))))))
-            (local.set $j (i32.add (local.get $j) (i32.const 4)))
-            (br $atl)))
-        (local.set $t (i32.add (local.get $t) (i32.const 1)))
-        (br $wl))))
+    ;; probabilities p = f32(e/Σ), in place
+    (local.set $tp (local.get $sc))
+    (local.set $cend (i32.add (local.get $sc) (i32.shl (i32.add (i32.sub (local.get $pos) (local.get $first)) (i32.const 1)) (i32.const 2))))
+    (block $pd
+      (loop $pl
+        (br_if $pd (i32.ge_u (local.get $tp) (local.get $cend)))
+        (f32.store (local.get $tp) (f32.demote_f64 (f64.div (f64.promote_f32 (f32.load (local.get $tp))) (local.get $sum))))
+        (local.set $tp (i32.add (local.get $tp) (i32.const 4)))
+        (br $pl)))
+    ;; out = Σ p·v, 16 columns at a time held in registers across all positions (each output still
+    ;; sums from 0 in position order, as the reference loop does), then 4 at a time, then the hd%4 tail
+    (local.set $vp (i32.add (i32.add (i32.load offset=140 (i32.const 0)) (i32.mul (local.get $first) (local.get $rowb))) (local.get $headb)))
+    (local.set $c (i32.const 0))
+    (block $cd
+      (loop $cl
+        (br_if $cd (i32.gt_u (i32.add (local.get $c) (i32.const 64)) (local.get $hdv)))
+        (local.set $o0 (v128.const i32x4 0 0 0 0))
+        (local.set $o1 (v128.const i32x4 0 0 0 0))
+        (local.set $o2 (v128.const i32x4 0 0 0 0))
+        (local.set $o3 (v128.const i32x4 0 0 0 0))
+        (local.set $tp (local.get $sc))
+        (local.set $kp (i32.add (local.get $vp) (local.get $c)))
+        (block $wd
+          (loop $wl
+            (br_if $wd (i32.ge_u (local.get $tp) (local.get $cend)))
+            (local.set $pv (v128.load32_splat (local.get $tp)))
+            (local.set $o0 (f32x4.add (local.get $o0) (f32x4.mul (local.get $pv) (v128.load offset=0 (local.get $kp)))))
+            (local.set $o1 (f32x4.add (local.get $o1) (f32x4.mul (local.get $pv) (v128.load offset=16 (local.get $kp)))))
+            (local.set $o2 (f32x4.add (local.get $o2) (f32x4.mul (local.get $pv) (v128.load offset=32 (local.get $kp)))))
+            (local.set $o3 (f32x4.add (local.get $o3) (f32x4.mul (local.get $pv) (v128.load offset=48 (local.get $kp)))))
+            (local.set $tp (i32.add (local.get $tp) (i32.const 4)))
+            (local.set $kp (i32.add (local.get $kp) (local.get $rowb)))
+            (br $wl)))
+        (v128.store offset=0 (i32.add (local.get $op) (local.get $c)) (local.get $o0))
+        (v128.store offset=16 (i32.add (local.get $op) (local.get $c)) (local.get $o1))
+        (v128.store offset=32 (i32.add (local.get $op) (local.get $c)) (local.get $o2))
+        (v128.store offset=48 (i32.add (local.get $op) (local.get $c)) (local.get $o3))
+        (local.set $c (i32.add (local.get $c) (i32.const 64)))
+        (br $cl)))
+    (block $cd1
+      (loop $cl1
+        (br_if $cd1 (i32.ge_u (local.get $c) (local.get $hdv)))
+        (local.set $o0 (v128.const i32x4 0 0 0 0))
+        (local.set $tp (local.get $sc))
+        (local.set $kp (i32.add (local.get $vp) (local.get $c)))
+        (block $wd1
+          (loop $wl1
+            (br_if $wd1 (i32.ge_u (local.get $tp) (local.get $cend)))
+            (local.set $o0 (f32x4.add (local.get $o0) (f32x4.mul (v128.load32_splat (local.get $tp)) (v128.load (local.get $kp)))))
+            (local.set $tp (i32.add (local.get $tp) (i32.const 4)))
+            (local.set $kp (i32.add (local.get $kp) (local.get $rowb)))
+            (br $wl1)))
+        (v128.store (i32.add (local.get $op) (local.get $c)) (local.get $o0))
+        (local.set $c (i32.add (local.get $c) (i32.const 16)))
+        (br $cl1)))
+    (block $cd2
+      (loop $cl2
+        (br_if $cd2 (i32.ge_u (local.get $c) (local.get $hdb)))
+        (local.set $s (f32.const 0))
+        (local.set $tp (local.get $sc))
+        (local.set $kp (i32.add (local.get $vp) (local.get $c)))
+        (block $wd2
+          (loop $wl2
+            (br_if $wd2 (i32.ge_u (local.get $tp) (local.get $cend)))
+            (local.set $s (f32.add (local.get $s) (f32.mul (f32.load (local.get $tp)) (f32.load (local.get $kp)))))
+            (local.set $tp (i32.add (local.get $tp) (i32.const 4)))
+            (local.set $kp (i32.add (local.get $kp) (local.get $rowb)))
+            (br $wl2)))
+        (f32.store (i32.add (local.get $op) (local.get $c)) (local.get $s))
+        (local.set $c (i32.add (local.get $c) (i32.const 4)))
+        (br $cl2))))
 
   ;; ---------------------------------------------------------------- SiLU gate
   ;; e^x for f32x4 (Cephes expf: x = k·ln2 + r with ln2 in two parts, degree-5 polynomial, ≈1 ulp);
