@@ -102,7 +102,7 @@ export async function createTcpGroup(options: TcpGroupOptions): Promise<Group> {
       (r) => new Promise<void>((resolve) => waiting.set(r, { resolve })),
     ),
   );
-  listener.take((socket: Socket) => {
+  listener.take((socket: Socket, router: ReadRouter | null) => {
     const address = `${socket.remoteAddress}:${socket.remotePort}`;
     serverHandshake(socket, {
       secret,
@@ -123,7 +123,7 @@ export async function createTcpGroup(options: TcpGroupOptions): Promise<Group> {
           return;
         }
         waiting.delete(hs.hello.clientRank);
-        conns[hs.hello.clientRank] = new PeerConnection(socket, hs.leftover, { ...connOptions, peer: { rank: hs.hello.clientRank, address }, keys: keysFor(hs, false) });
+        conns[hs.hello.clientRank] = new PeerConnection(socket, hs.leftover, { ...connOptions, peer: { rank: hs.hello.clientRank, address }, keys: keysFor(hs, false), router: router ?? undefined });
         w.resolve();
       },
       () => {

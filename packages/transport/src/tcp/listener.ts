@@ -5,6 +5,7 @@
  */
 import net, { type Socket } from 'node:net';
 import { ConnectError } from '../errors.js';
+import { ReadRouter } from './read-router.js';
 
 export interface TcpAddress {
   host: string;
@@ -20,8 +21,8 @@ export interface TcpListener {
 
 /** Internal view used by the TCP group. */
 export interface TcpListenerInternal extends TcpListener {
-  /** Route incoming sockets (including held ones) to `handler`. */
-  take(handler: (socket: Socket) => void): void;
+  /** Route incoming sockets (including held ones) to `handler`, with their zero-copy read router. */
+  take(handler: (socket: Socket, router: ReadRouter | null) => void): void;
 }
 
 export interface ListenTcpOptions {
@@ -36,18 +37,21 @@ export interface ListenTcpOptions {
 export async function listenTcp(options: ListenTcpOptions = {}): Promise<TcpListener> {
   const host = options.host ?? '127.0.0.1';
   const holdMs = options.holdMs ?? 30_000;
-  const held = new Set<Socket>();
+  const held = new Map<Socket, ReadRouter | null>();
   const live = new Set<Socket>();
-  let handler: ((socket: Socket) => void) | null = null;
-  const server = net.createServer({ pauseOnConnect: true, noDelay: true }, (socket) => {
+  let handler: ((socket: Socket, router: ReadRouter | null) => void) | null = null;
+  const server = net.createServer({ pauseOnConnect: true, noDelay: true }, (accepted) => {
+    const router = new ReadRouter();
+    const adopted = router.adopt(accepted);
+    const socket = adopted ?? accepted;
     live.add(socket);
     socket.once('close', () => {
       live.delete(socket);
       held.delete(socket);
     });
     socket.on('error', () => socket.destroy());
-    if (handler) return handler(socket);
-    held.add(socket);
+    if (handler) return handler(socket, adopted ? router : null);
+    held.set(socket, adopted ? router : null);
     setTimeout(() => {
       if (held.delete(socket)) socket.destroy();
     }, holdMs).unref();
@@ -62,7 +66,7 @@ export async function listenTcp(options: ListenTcpOptions = {}): Promise<TcpList
     address: { host, port },
     take(h) {
       handler = h;
-      for (const s of held) h(s);
+      for (const [s, r] of held) h(s, r);
       held.clear();
     },
     close() {
@@ -70,7 +74,7 @@ export async function listenTcp(options: ListenTcpOptions = {}): Promise<TcpList
       // them), so do not wait for server.close's callback, which waits for those too.
       closed ??= new Promise<void>((resolve) => {
         handler = null;
-        for (const s of held) s.destroy();
+        for (const s of held.keys()) s.destroy();
         held.clear();
         server.close();
         resolve();

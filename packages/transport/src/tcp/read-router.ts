@@ -2,7 +2,10 @@
  * Zero-copy receive for sockets we dial: Node's `onread` lets the socket read into memory we
  * choose, so while a large payload is arriving its bytes land directly in the caller's receive
  * buffer (no per-read allocation, no second copy). Between payloads, reads go to one reusable
- * staging buffer. Sockets we accept cannot take `onread` in Node 20; they use 'data' events.
+ * staging buffer. Node 20 cannot create accepted sockets with `onread`, so `adopt` moves an
+ * accepted socket's libuv handle into a new Socket that has it: both ends of every link then read
+ * the same way (without it the accepting rank paid an allocation and a copy per 64 KiB read, and
+ * was the slowest link of every ring).
  *
  * Until a connection takes over (during the handshake) the router re-emits reads as 'data'
  * events, so handshake code works the same for both kinds of socket.
@@ -34,6 +37,23 @@ export class ReadRouter {
 
   connect(options: net.NetConnectOpts): Socket {
     this.#socket = net.connect({ ...options, onread: this.onread } as net.NetConnectOpts);
+    return this.#socket;
+  }
+
+  /**
+   * Takes over a socket accepted by a net.Server that has not read yet (pauseOnConnect): returns a
+   * Socket on the same connection reading through this router, or null where this Node keeps the
+   * handle elsewhere (the caller then uses the accepted socket and 'data' events).
+   */
+  adopt(accepted: Socket): Socket | null {
+    const internal = accepted as unknown as { _handle?: object | null };
+    const handle = internal._handle;
+    if (!handle || accepted.readableFlowing === true) return null;
+    // The old Socket gives up the handle without closing it; destroying it then only releases
+    // the server's connection count.
+    internal._handle = null;
+    accepted.destroy();
+    this.#socket = new net.Socket({ handle, onread: this.onread, readable: true, writable: true, pauseOnCreate: true } as net.SocketConstructorOpts);
     return this.#socket;
   }
 
