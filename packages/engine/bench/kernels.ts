@@ -4,10 +4,12 @@
  * measured in the same run with the same threads. Prints ratios.
  *
  *   pnpm bench:kernels [--size 4096] [--threads 1,2] [--batch 16] [--seconds 0.6] [--json]
- *   pnpm bench:kernels --shapes 768x768,2304x768,768x2304,8192x768 [--dtypes f16,q8_0] [--threads 1]
+ *   pnpm bench:kernels --shapes 768x768,2304x768,768x2304,8192x768 [--dtypes f16,q8_0] [--threads 1] [--hot]
  *
  * --shapes: decode matvec GB/s per [rows]x[cols] weight read cold, as in a forward pass (each call
- * takes the next of enough copies to fill ~48 MiB, past the caches), against the read baseline.
+ * takes the next of enough copies to fill ~48 MiB, past the caches), against the read baseline; f16,
+ * q8_0 and q4_0 both row-major and packed (Backend.packWeight, as the loader does). --hot: one copy,
+ * read again and again from the caches (what the kernel computes when memory is not the limit).
  *
  * On a shared or busy machine the numbers are contended: compare ratios within one run.
  */
@@ -17,6 +19,7 @@ import { createReferenceBackend } from '../src/kernels/reference.js';
 import { createWasmBackend } from '../src/kernels/wasm/backend.js';
 import { physicalCores } from '../src/kernels/wasm/cores.js';
 import { weightBytes } from '../src/kernels/wasm/formats.js';
+import { PACKABLE } from '../src/kernels/wasm/pack.js';
 import { dequantizeRow, quantizeQ4_0, quantizeQ8_0 } from '../src/kernels/wasm/quant-reference.js';
 import { f32ToBf16Bits, f32ToF16Bits } from '../src/numeric/half.js';
 import { Prng } from '../src/numeric/prng.js';
@@ -30,6 +33,7 @@ const { values: args } = parseArgs({
     json: { type: 'boolean', default: false },
     shapes: { type: 'string' },
     dtypes: { type: 'string', default: 'f16,q8_0' },
+    hot: { type: 'boolean', default: false },
   },
 });
 const size = Number(args.size);
@@ -204,11 +208,12 @@ function benchShapes(shapeList: string, dtypeList: string): void {
   });
   const dtypes = dtypeList.split(',') as DType[];
   for (const d of dtypes) if (!DTYPES.includes(d)) throw new Error(`--dtypes: unknown dtype ${d} (${DTYPES.join(', ')})`);
-  const setBytes = 48 * 2 ** 20;
-  const out: Array<{ dtype: DType; rows: number; cols: number; threads: number; matvecGBs: number; ofReadBandwidth: number }> = [];
+  const setBytes = args.hot ? 0 : 48 * 2 ** 20;
+  const layouts = (d: DType) => (PACKABLE.has(d) ? (['row', 'packed'] as const) : (['row'] as const));
+  const out: Array<{ dtype: DType; layout: string; rows: number; cols: number; threads: number; matvecGBs: number; ofReadBandwidth: number }> = [];
   const reads: Record<number, number> = {};
   for (const threads of threadList) {
-    const perShape = dtypes.flatMap((d) => shapes.map(([r, c]) => Math.max(1, Math.ceil(setBytes / weightBytes(d, r, c))) * weightBytes(d, r, c)));
+    const perShape = dtypes.flatMap((d) => shapes.map(([r, c]) => layouts(d).length * Math.max(1, Math.ceil(setBytes / weightBytes(d, r, c))) * weightBytes(d, r, c)));
     const total = perShape.reduce((a, b) => a + b, 0) + 256 * 2 ** 20;
     const be = createWasmBackend({ threads, initialBytes: total + 64 * 2 ** 20 });
     const sweep = be.allocBytes(256 * 2 ** 20);
@@ -218,16 +223,19 @@ function benchShapes(shapeList: string, dtypeList: string): void {
     for (let i = 0; i < x.length; i++) x[i] = rng.symmetric(1);
     const y = be.allocF32(Math.max(...shapes.map(([r]) => r)));
     const sets = dtypes.flatMap((dtype) =>
-      shapes.map(([rows, cols]) => {
-        const first = fillWeight(be, dtype, rows, cols, rng);
-        const copies = [first];
-        while (copies.length * first.bytes.byteLength < setBytes) {
-          const bytes = be.allocBytes(first.bytes.byteLength);
-          bytes.set(first.bytes);
-          copies.push({ ...first, bytes });
-        }
-        return { dtype, rows, cols, copies, next: 0 };
-      }),
+      shapes.flatMap(([rows, cols]) =>
+        layouts(dtype).map((layout) => {
+          const first = fillWeight(be, dtype, rows, cols, rng);
+          const copies = [first];
+          while (copies.length * first.bytes.byteLength < setBytes) {
+            const bytes = be.allocBytes(first.bytes.byteLength);
+            bytes.set(first.bytes);
+            copies.push({ ...first, bytes });
+          }
+          if (layout === 'packed') copies.forEach((w) => be.packWeight(w));
+          return { dtype, layout, rows, cols, copies, next: 0 };
+        }),
+      ),
     );
     // Each timed function runs one pass over its copies; seconds per pass → GB/s below.
     const times = timeAll(
@@ -242,7 +250,7 @@ function benchShapes(shapeList: string, dtypeList: string): void {
     reads[threads] = sweep.byteLength / times[0] / 1e9;
     sets.forEach((s, i) => {
       const gbs = (s.copies.length * s.copies[0].bytes.byteLength) / times[i + 1] / 1e9;
-      out.push({ dtype: s.dtype, rows: s.rows, cols: s.cols, threads, matvecGBs: gbs, ofReadBandwidth: gbs / reads[threads] });
+      out.push({ dtype: s.dtype, layout: s.layout, rows: s.rows, cols: s.cols, threads, matvecGBs: gbs, ofReadBandwidth: gbs / reads[threads] });
     });
     be.dispose();
   }
@@ -250,10 +258,12 @@ function benchShapes(shapeList: string, dtypeList: string): void {
     console.log(JSON.stringify({ readGBs: reads, shapes: out }));
     return;
   }
-  console.log('decode matvec, weights read cold (rotating copies past the caches)');
+  console.log(args.hot ? 'decode matvec, one weight read again and again (cache-resident)' : 'decode matvec, weights read cold (rotating copies past the caches)');
   for (const t of threadList) console.log(`memory read baseline, ${t} thread(s): ${reads[t].toFixed(1)} GB/s`);
-  console.log('dtype  thr  shape         | matvec GB/s  of-read');
+  console.log('dtype  layout  thr  shape         | matvec GB/s  of-read');
   for (const l of out) {
-    console.log(`${l.dtype.padEnd(5)} ${String(l.threads).padStart(4)}  ${`${l.rows}x${l.cols}`.padEnd(13)} | ${l.matvecGBs.toFixed(1).padStart(11)} ${l.ofReadBandwidth.toFixed(2).padStart(8)}`);
+    console.log(
+      `${l.dtype.padEnd(5)}  ${l.layout.padEnd(6)} ${String(l.threads).padStart(4)}  ${`${l.rows}x${l.cols}`.padEnd(13)} | ${l.matvecGBs.toFixed(1).padStart(11)} ${l.ofReadBandwidth.toFixed(2).padStart(8)}`,
+    );
   }
 }

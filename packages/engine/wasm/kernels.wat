@@ -653,13 +653,67 @@
       (i32.add (i32x4.extract_lane 0 (local.get $v)) (i32x4.extract_lane 1 (local.get $v)))
       (i32.add (i32x4.extract_lane 2 (local.get $v)) (i32x4.extract_lane 3 (local.get $v)))))
 
-  ;; Row-major q8_0 (weights not packed; the rows%4 tail of packed ones). Block: f16 d, 32 x int8.
+  ;; Row-major q8_0 (weights not packed, e.g. a tied LM head; the rows%4 tail of packed ones). Block:
+  ;; f16 d, 32 x int8. Decode runs it row after row (one sequential stream), so it takes 4 blocks per
+  ;; step: their integer totals come out of one transpose-add and their 4 terms f32(isum)·(d_w·d_x)
+  ;; out of one vector multiply, then join the sum one by one in block order (the same bits as the
+  ;; 4-row kernels; only the adds form a chain). Then the nb%4 remaining blocks one at a time.
   (func $dot1_q8_0 (type $dot) (param $w i32) (param $rb i32) (param $x i32) (param $cols i32) (param $out i32)
-    (local $p i32) (local $end i32) (local $xq i32) (local $xd i32) (local $s f32)
+    (local $p i32) (local $end4 i32) (local $end i32) (local $xq i32) (local $xd i32) (local $s f32)
+    (local $s0 v128) (local $s1 v128) (local $s2 v128) (local $s3 v128) (local $t0 v128) (local $t1 v128) (local $d v128) (local $m v128)
+    (local.set $m (v128.const i32x4 0x8FFFE000 0x8FFFE000 0x8FFFE000 0x8FFFE000))
     (local.set $p (local.get $w))
     (local.set $end (i32.add (local.get $w) (local.get $rb)))
+    (local.set $end4 (i32.add (local.get $w) (i32.mul (i32.and (i32.shr_u (local.get $cols) (i32.const 5)) (i32.const -4)) (i32.const 34))))
     (local.set $xq (local.get $x))
     (local.set $xd (i32.add (local.get $x) (i32.add (i32.shl (local.get $cols) (i32.const 1)) (i32.shr_u (local.get $cols) (i32.const 3)))))
+    (block $done4
+      (loop $l4
+        (br_if $done4 (i32.ge_u (local.get $p) (local.get $end4)))
+        (local.set $s0 (i32x4.add
+          (i32x4.add (i32x4.dot_i16x8_s (v128.load8x8_s offset=2 (local.get $p)) (v128.load offset=0 (local.get $xq)))
+                     (i32x4.dot_i16x8_s (v128.load8x8_s offset=10 (local.get $p)) (v128.load offset=16 (local.get $xq))))
+          (i32x4.add (i32x4.dot_i16x8_s (v128.load8x8_s offset=18 (local.get $p)) (v128.load offset=32 (local.get $xq)))
+                     (i32x4.dot_i16x8_s (v128.load8x8_s offset=26 (local.get $p)) (v128.load offset=48 (local.get $xq))))))
+        (local.set $s1 (i32x4.add
+          (i32x4.add (i32x4.dot_i16x8_s (v128.load8x8_s offset=36 (local.get $p)) (v128.load offset=64 (local.get $xq)))
+                     (i32x4.dot_i16x8_s (v128.load8x8_s offset=44 (local.get $p)) (v128.load offset=80 (local.get $xq))))
+          (i32x4.add (i32x4.dot_i16x8_s (v128.load8x8_s offset=52 (local.get $p)) (v128.load offset=96 (local.get $xq)))
+                     (i32x4.dot_i16x8_s (v128.load8x8_s offset=60 (local.get $p)) (v128.load offset=112 (local.get $xq))))))
+        (local.set $s2 (i32x4.add
+          (i32x4.add (i32x4.dot_i16x8_s (v128.load8x8_s offset=70 (local.get $p)) (v128.load offset=128 (local.get $xq)))
+                     (i32x4.dot_i16x8_s (v128.load8x8_s offset=78 (local.get $p)) (v128.load offset=144 (local.get $xq))))
+          (i32x4.add (i32x4.dot_i16x8_s (v128.load8x8_s offset=86 (local.get $p)) (v128.load offset=160 (local.get $xq)))
+                     (i32x4.dot_i16x8_s (v128.load8x8_s offset=94 (local.get $p)) (v128.load offset=176 (local.get $xq))))))
+        (local.set $s3 (i32x4.add
+          (i32x4.add (i32x4.dot_i16x8_s (v128.load8x8_s offset=104 (local.get $p)) (v128.load offset=192 (local.get $xq)))
+                     (i32x4.dot_i16x8_s (v128.load8x8_s offset=112 (local.get $p)) (v128.load offset=208 (local.get $xq))))
+          (i32x4.add (i32x4.dot_i16x8_s (v128.load8x8_s offset=120 (local.get $p)) (v128.load offset=224 (local.get $xq)))
+                     (i32x4.dot_i16x8_s (v128.load8x8_s offset=128 (local.get $p)) (v128.load offset=240 (local.get $xq))))))
+        (local.set $t0 (i32x4.add (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $s0) (local.get $s1))
+                                  (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $s0) (local.get $s1))))
+        (local.set $t1 (i32x4.add (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $s2) (local.get $s3))
+                                  (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $s2) (local.get $s3))))
+        (local.set $t0 (i32x4.add (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23 (local.get $t0) (local.get $t1))
+                                  (i8x16.shuffle 8 9 10 11 12 13 14 15 24 25 26 27 28 29 30 31 (local.get $t0) (local.get $t1))))
+        (local.set $d (i32x4.replace_lane 3 (i32x4.replace_lane 2 (i32x4.replace_lane 1
+          (i32x4.splat (i32.load16_u offset=0 (local.get $p)))
+          (i32.load16_u offset=34 (local.get $p)))
+          (i32.load16_u offset=68 (local.get $p)))
+          (i32.load16_u offset=102 (local.get $p))))
+        (local.set $d (f32x4.mul (f32x4.convert_i32x4_s (local.get $t0))
+          (f32x4.mul
+            (f32x4.mul (v128.and (i32x4.shr_s (i32x4.shl (local.get $d) (i32.const 16)) (i32.const 3)) (local.get $m))
+                       (v128.const f32x4 0x1p112 0x1p112 0x1p112 0x1p112))
+            (v128.load (local.get $xd)))))
+        (local.set $s (f32.add (local.get $s) (f32x4.extract_lane 0 (local.get $d))))
+        (local.set $s (f32.add (local.get $s) (f32x4.extract_lane 1 (local.get $d))))
+        (local.set $s (f32.add (local.get $s) (f32x4.extract_lane 2 (local.get $d))))
+        (local.set $s (f32.add (local.get $s) (f32x4.extract_lane 3 (local.get $d))))
+        (local.set $p (i32.add (local.get $p) (i32.const 136)))
+        (local.set $xq (i32.add (local.get $xq) (i32.const 256)))
+        (local.set $xd (i32.add (local.get $xd) (i32.const 16)))
+        (br $l4)))
     (block $done
       (loop $l
         (br_if $done (i32.ge_u (local.get $p) (local.get $end)))
@@ -703,17 +757,137 @@
         (br $l)))
     (f32.store (local.get $out) (local.get $s)))
 
-  ;; 4 row-major rows: the 1-row kernel per row (only unpacked weights get here, e.g. a tied LM head).
+  ;; 4 row-major rows (unpacked weights, e.g. a tied LM head, or rows < 4 groups): the packed kernels'
+  ;; block step with 4 row pointers and the 4 scales gathered, so the same bits as every other kernel.
   (func $dot4_q8_0 (type $dot) (param $w i32) (param $rb i32) (param $x i32) (param $cols i32) (param $out i32)
-    (call $dot1_q8_0 (local.get $w) (local.get $rb) (local.get $x) (local.get $cols) (local.get $out))
-    (call $dot1_q8_0 (i32.add (local.get $w) (local.get $rb)) (local.get $rb) (local.get $x) (local.get $cols) (i32.add (local.get $out) (i32.const 4)))
-    (call $dot1_q8_0 (i32.add (local.get $w) (i32.shl (local.get $rb) (i32.const 1))) (local.get $rb) (local.get $x) (local.get $cols) (i32.add (local.get $out) (i32.const 8)))
-    (call $dot1_q8_0 (i32.add (local.get $w) (i32.mul (local.get $rb) (i32.const 3))) (local.get $rb) (local.get $x) (local.get $cols) (i32.add (local.get $out) (i32.const 12))))
+    (local $w1 i32) (local $w2 i32) (local $w3 i32) (local $o i32) (local $end i32) (local $p i32) (local $xq i32) (local $xc i32) (local $nb i32)
+    (local $x0 v128) (local $x1 v128) (local $x2 v128) (local $x3 v128) (local $m v128) (local $acc v128) (local $d v128) (local $q v128) (local $q1 v128)
+    (local $s0 v128) (local $s1 v128) (local $s2 v128) (local $s3 v128) (local $t0 v128) (local $t1 v128)
+    (local.set $m (v128.const i32x4 0x8FFFE000 0x8FFFE000 0x8FFFE000 0x8FFFE000))
+    (local.set $w1 (i32.add (local.get $w) (local.get $rb)))
+    (local.set $w2 (i32.add (local.get $w1) (local.get $rb)))
+    (local.set $w3 (i32.add (local.get $w2) (local.get $rb)))
+    (local.set $nb (i32.shr_u (local.get $cols) (i32.const 5)))
+    (local.set $xq (local.get $x))
+    (local.set $xc (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 1))))
+    (block $done
+      (loop $l
+        (br_if $done (i32.ge_u (local.get $o) (local.get $rb)))
+            (local.set $x0 (v128.load offset=0 (local.get $xq)))
+            (local.set $x1 (v128.load offset=16 (local.get $xq)))
+            (local.set $x2 (v128.load offset=32 (local.get $xq)))
+            (local.set $x3 (v128.load offset=48 (local.get $xq)))
+            (local.set $p (i32.add (local.get $w) (local.get $o)))
+            (local.set $s0 (i32x4.add
+              (i32x4.add (i32x4.dot_i16x8_s (v128.load8x8_s offset=2 (local.get $p)) (local.get $x0))
+                         (i32x4.dot_i16x8_s (v128.load8x8_s offset=10 (local.get $p)) (local.get $x1)))
+              (i32x4.add (i32x4.dot_i16x8_s (v128.load8x8_s offset=18 (local.get $p)) (local.get $x2))
+                         (i32x4.dot_i16x8_s (v128.load8x8_s offset=26 (local.get $p)) (local.get $x3)))))
+            (local.set $p (i32.add (local.get $w1) (local.get $o)))
+            (local.set $s1 (i32x4.add
+              (i32x4.add (i32x4.dot_i16x8_s (v128.load8x8_s offset=2 (local.get $p)) (local.get $x0))
+                         (i32x4.dot_i16x8_s (v128.load8x8_s offset=10 (local.get $p)) (local.get $x1)))
+              (i32x4.add (i32x4.dot_i16x8_s (v128.load8x8_s offset=18 (local.get $p)) (local.get $x2))
+                         (i32x4.dot_i16x8_s (v128.load8x8_s offset=26 (local.get $p)) (local.get $x3)))))
+            (local.set $p (i32.add (local.get $w2) (local.get $o)))
+            (local.set $s2 (i32x4.add
+              (i32x4.add (i32x4.dot_i16x8_s (v128.load8x8_s offset=2 (local.get $p)) (local.get $x0))
+                         (i32x4.dot_i16x8_s (v128.load8x8_s offset=10 (local.get $p)) (local.get $x1)))
+              (i32x4.add (i32x4.dot_i16x8_s (v128.load8x8_s offset=18 (local.get $p)) (local.get $x2))
+                         (i32x4.dot_i16x8_s (v128.load8x8_s offset=26 (local.get $p)) (local.get $x3)))))
+            (local.set $p (i32.add (local.get $w3) (local.get $o)))
+            (local.set $s3 (i32x4.add
+              (i32x4.add (i32x4.dot_i16x8_s (v128.load8x8_s offset=2 (local.get $p)) (local.get $x0))
+                         (i32x4.dot_i16x8_s (v128.load8x8_s offset=10 (local.get $p)) (local.get $x1)))
+              (i32x4.add (i32x4.dot_i16x8_s (v128.load8x8_s offset=18 (local.get $p)) (local.get $x2))
+                         (i32x4.dot_i16x8_s (v128.load8x8_s offset=26 (local.get $p)) (local.get $x3)))))
+            (local.set $t0 (i32x4.add (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $s0) (local.get $s1))
+                                      (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $s0) (local.get $s1))))
+            (local.set $t1 (i32x4.add (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $s2) (local.get $s3))
+                                      (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $s2) (local.get $s3))))
+            (local.set $t0 (i32x4.add (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23 (local.get $t0) (local.get $t1))
+                                      (i8x16.shuffle 8 9 10 11 12 13 14 15 24 25 26 27 28 29 30 31 (local.get $t0) (local.get $t1))))
+            ;; the 4 rows' f16 scales gathered into one vector, widened as in the packed kernels
+            (local.set $d (i32x4.replace_lane 3 (i32x4.replace_lane 2 (i32x4.replace_lane 1
+              (i32x4.splat (i32.load16_u (i32.add (local.get $w) (local.get $o))))
+              (i32.load16_u (i32.add (local.get $w1) (local.get $o))))
+              (i32.load16_u (i32.add (local.get $w2) (local.get $o))))
+              (i32.load16_u (i32.add (local.get $w3) (local.get $o)))))
+            (local.set $acc (f32x4.add (local.get $acc) (f32x4.mul (f32x4.convert_i32x4_s (local.get $t0))
+              (f32x4.mul
+                (f32x4.mul (v128.and (i32x4.shr_s (i32x4.shl (local.get $d) (i32.const 16)) (i32.const 3)) (local.get $m))
+                           (v128.const f32x4 0x1p112 0x1p112 0x1p112 0x1p112))
+                (f32x4.splat (f32.load (i32.add (local.get $xc) (i32.shl (local.get $nb) (i32.const 2)))))))))
+        (local.set $o (i32.add (local.get $o) (i32.const 34)))
+        (local.set $xq (i32.add (local.get $xq) (i32.const 64)))
+        (local.set $xc (i32.add (local.get $xc) (i32.const 4)))
+        (br $l)))
+    (v128.store (local.get $out) (local.get $acc)))
+
   (func $dot4_q4_0 (type $dot) (param $w i32) (param $rb i32) (param $x i32) (param $cols i32) (param $out i32)
-    (call $dot1_q4_0 (local.get $w) (local.get $rb) (local.get $x) (local.get $cols) (local.get $out))
-    (call $dot1_q4_0 (i32.add (local.get $w) (local.get $rb)) (local.get $rb) (local.get $x) (local.get $cols) (i32.add (local.get $out) (i32.const 4)))
-    (call $dot1_q4_0 (i32.add (local.get $w) (i32.shl (local.get $rb) (i32.const 1))) (local.get $rb) (local.get $x) (local.get $cols) (i32.add (local.get $out) (i32.const 8)))
-    (call $dot1_q4_0 (i32.add (local.get $w) (i32.mul (local.get $rb) (i32.const 3))) (local.get $rb) (local.get $x) (local.get $cols) (i32.add (local.get $out) (i32.const 12))))
+    (local $w1 i32) (local $w2 i32) (local $w3 i32) (local $o i32) (local $end i32) (local $p i32) (local $xq i32) (local $xc i32) (local $nb i32)
+    (local $x0 v128) (local $x1 v128) (local $x2 v128) (local $x3 v128) (local $m v128) (local $acc v128) (local $d v128) (local $q v128) (local $q1 v128)
+    (local $s0 v128) (local $s1 v128) (local $s2 v128) (local $s3 v128) (local $t0 v128) (local $t1 v128)
+    (local.set $m (v128.const i32x4 0x8FFFE000 0x8FFFE000 0x8FFFE000 0x8FFFE000))
+    (local.set $w1 (i32.add (local.get $w) (local.get $rb)))
+    (local.set $w2 (i32.add (local.get $w1) (local.get $rb)))
+    (local.set $w3 (i32.add (local.get $w2) (local.get $rb)))
+    (local.set $nb (i32.shr_u (local.get $cols) (i32.const 5)))
+    (local.set $xq (local.get $x))
+    (local.set $xc (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 1))))
+    (block $done
+      (loop $l
+        (br_if $done (i32.ge_u (local.get $o) (local.get $rb)))
+            (local.set $x0 (v128.load offset=0 (local.get $xq)))
+            (local.set $x1 (v128.load offset=16 (local.get $xq)))
+            (local.set $x2 (v128.load offset=32 (local.get $xq)))
+            (local.set $x3 (v128.load offset=48 (local.get $xq)))
+            (local.set $p (i32.add (local.get $w) (local.get $o)))
+            (local.set $q (v128.load8x8_u offset=2 (local.get $p)))
+            (local.set $q1 (v128.load8x8_u offset=10 (local.get $p)))
+            (local.set $s0 (i32x4.add
+              (i32x4.add (i32x4.dot_i16x8_s (local.get $q) (local.get $x0)) (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $x2)))
+              (i32x4.add (i32x4.dot_i16x8_s (local.get $q1) (local.get $x1)) (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q1) (i32.const 4)) (local.get $x3)))))
+            (local.set $p (i32.add (local.get $w1) (local.get $o)))
+            (local.set $q (v128.load8x8_u offset=2 (local.get $p)))
+            (local.set $q1 (v128.load8x8_u offset=10 (local.get $p)))
+            (local.set $s1 (i32x4.add
+              (i32x4.add (i32x4.dot_i16x8_s (local.get $q) (local.get $x0)) (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $x2)))
+              (i32x4.add (i32x4.dot_i16x8_s (local.get $q1) (local.get $x1)) (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q1) (i32.const 4)) (local.get $x3)))))
+            (local.set $p (i32.add (local.get $w2) (local.get $o)))
+            (local.set $q (v128.load8x8_u offset=2 (local.get $p)))
+            (local.set $q1 (v128.load8x8_u offset=10 (local.get $p)))
+            (local.set $s2 (i32x4.add
+              (i32x4.add (i32x4.dot_i16x8_s (local.get $q) (local.get $x0)) (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $x2)))
+              (i32x4.add (i32x4.dot_i16x8_s (local.get $q1) (local.get $x1)) (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q1) (i32.const 4)) (local.get $x3)))))
+            (local.set $p (i32.add (local.get $w3) (local.get $o)))
+            (local.set $q (v128.load8x8_u offset=2 (local.get $p)))
+            (local.set $q1 (v128.load8x8_u offset=10 (local.get $p)))
+            (local.set $s3 (i32x4.add
+              (i32x4.add (i32x4.dot_i16x8_s (local.get $q) (local.get $x0)) (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $x2)))
+              (i32x4.add (i32x4.dot_i16x8_s (local.get $q1) (local.get $x1)) (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q1) (i32.const 4)) (local.get $x3)))))
+            (local.set $t0 (i32x4.add (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $s0) (local.get $s1))
+                                      (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $s0) (local.get $s1))))
+            (local.set $t1 (i32x4.add (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $s2) (local.get $s3))
+                                      (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $s2) (local.get $s3))))
+            (local.set $t0 (i32x4.add (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23 (local.get $t0) (local.get $t1))
+                                      (i8x16.shuffle 8 9 10 11 12 13 14 15 24 25 26 27 28 29 30 31 (local.get $t0) (local.get $t1))))
+            ;; the 4 rows' f16 scales gathered into one vector, widened as in the packed kernels
+            (local.set $d (i32x4.replace_lane 3 (i32x4.replace_lane 2 (i32x4.replace_lane 1
+              (i32x4.splat (i32.load16_u (i32.add (local.get $w) (local.get $o))))
+              (i32.load16_u (i32.add (local.get $w1) (local.get $o))))
+              (i32.load16_u (i32.add (local.get $w2) (local.get $o))))
+              (i32.load16_u (i32.add (local.get $w3) (local.get $o)))))
+            (local.set $acc (f32x4.add (local.get $acc) (f32x4.mul (f32x4.convert_i32x4_s (i32x4.sub (local.get $t0) (i32x4.splat (i32.load (local.get $xc)))))
+              (f32x4.mul
+                (f32x4.mul (v128.and (i32x4.shr_s (i32x4.shl (local.get $d) (i32.const 16)) (i32.const 3)) (local.get $m))
+                           (v128.const f32x4 0x1p112 0x1p112 0x1p112 0x1p112))
+                (f32x4.splat (f32.load (i32.add (local.get $xc) (i32.shl (local.get $nb) (i32.const 2)))))))))
+        (local.set $o (i32.add (local.get $o) (i32.const 18)))
+        (local.set $xq (i32.add (local.get $xq) (i32.const 64)))
+        (local.set $xc (i32.add (local.get $xc) (i32.const 4)))
+        (br $l)))
+    (v128.store (local.get $out) (local.get $acc)))
 
   ;; ---------------------------------------------------------------- packed layouts
   ;; A packed weight (src/kernels/wasm/pack.ts) keeps rows in groups of 4, each group where its 4 rows
@@ -1440,8 +1614,9 @@
     ;; cold 768-column q8_0 weight streamed at ~5 GB/s that way against ~15 GB/s row by row (1 thread,
     ;; this 2-core EPYC). Past ~12 KB of activations per token they no longer stay in L1 while a row
     ;; streams by, and the 4-row pass (which loads them once per 4 rows) wins again. dot1 sums in the
-    ;; same order as dot4, so results are unchanged. Not q4_0 (k 8): its kernel is compute-bound at
-    ;; ~6 GB/s either way, and on cache-resident weights the 4-row pass is faster. Nor the read probe.
+    ;; same order as dot4, so results are unchanged. Not q4_0 (k 8): its kernel is compute-bound
+    ;; (~7 GB/s row-major either way). Nor the read probe. (Packed weights, above, avoid the question:
+    ;; their 4-row groups are one stream.)
     (local.set $seq (i32.and (i32.and (i32.eq (local.get $n) (i32.const 1)) (i32.le_u (local.get $xs) (i32.const 12288)))
                              (i32.lt_u (local.get $k) (i32.const 8))))
     ;; f16 with 4+ tokens: widen each row group once into this thread's scratch (base at 192, bytes
