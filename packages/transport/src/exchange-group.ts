@@ -54,6 +54,8 @@ class ExchangeGroup implements Group {
   #running = 0;
   /** Set once the group is closed or broken; every later call rejects with it. */
   #broken: GroupClosedError | null = null;
+  /** Made once: collectives are latency-bound, so nothing is allocated per call that can be kept. */
+  readonly #onError = (err: unknown): void => this.#fail(err);
 
   constructor(ex: Exchange, options: CollectiveOptions) {
     this.#ex = ex;
@@ -146,19 +148,31 @@ class ExchangeGroup implements Group {
     }
     // The counter is taken at call time so that the tag depends only on call order.
     const opSeq = this.#opSeq++;
-    const start = async () => {
-      try {
-        this.#ready();
-        options?.signal?.throwIfAborted();
-        await run(opSeq, io, (err) => this.#fail(err));
-      } finally {
-        this.#running--;
-      }
-    };
-    // Fast path: nothing queued, start now instead of behind an already-settled tail.
-    const result = this.#running++ === 0 ? start() : this.#tail.then(start);
-    this.#tail = result.catch(() => {});
+    // Fast path: nothing queued, start now instead of behind an already-settled tail (and without
+    // a closure for the queue). A queued call starts once the one before settles either way.
+    let result: Promise<void>;
+    if (this.#running++ === 0) result = this.#run(opSeq, io, options?.signal, run);
+    else {
+      const start = () => this.#run(opSeq, io, options?.signal, run);
+      result = this.#tail.then(start, start);
+    }
+    this.#tail = result;
     return result;
+  }
+
+  async #run(
+    opSeq: number,
+    io: ExchangeOpOptions,
+    signal: AbortSignal | undefined,
+    run: (opSeq: number, io: ExchangeOpOptions, onError: (err: unknown) => void) => Promise<void>,
+  ): Promise<void> {
+    try {
+      this.#ready();
+      signal?.throwIfAborted();
+      await run(opSeq, io, this.#onError);
+    } finally {
+      this.#running--;
+    }
   }
 
   #io(options: OpOptions | undefined): ExchangeOpOptions {

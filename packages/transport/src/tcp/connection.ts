@@ -91,6 +91,15 @@ export class PeerConnection {
   readonly #watchdog: NodeJS.Timeout;
   readonly #aad = new Uint8Array(FRAME_HEADER_BYTES);
   readonly #slab = new SendSlab(SLAB_BYTES);
+  /**
+   * One callback for every small write: slots are released in write order, so nothing needs to
+   * be captured per send (and Node batches consecutive completions of the same callback).
+   */
+  readonly #smallWritten = (err?: Error | null): void => {
+    this.#slab.release();
+    this.#lastTx = performance.now();
+    if (err) this.fail(new PeerClosedError(this.peer, err.message, { cause: err }));
+  };
 
   constructor(socket: Socket, leftover: Buffer, options: ConnectionOptions) {
     this.peer = options.peer;
@@ -141,11 +150,7 @@ export class PeerConnection {
       // The bytes now live in the ring, so the caller's buffer is free at once: resolve without
       // waiting for the write callback. Back-pressure still holds: when the ring is full, sends
       // take the path below and wait for the kernel. A failed write fails the connection.
-      this.#socket.write(slot, (err) => {
-        this.#slab.release();
-        this.#lastTx = performance.now();
-        if (err) this.fail(new PeerClosedError(this.peer, err.message, { cause: err }));
-      });
+      this.#socket.write(slot, this.#smallWritten);
       return RESOLVED;
     }
     let header: Uint8Array;
@@ -302,23 +307,24 @@ export class PeerConnection {
       return;
     }
     // Staging is reused by the next read: the decoder copies what it takes, the rest is stashed.
-    this.#onData(Buffer.from(buf.buffer, buf.byteOffset, n));
+    this.#onData(buf, n);
   }
 
-  #onData(chunk: Buffer): void {
+  /** The first `n` bytes of `chunk` arrived. */
+  #onData(chunk: Uint8Array, n = chunk.length): void {
     this.#lastRx = performance.now();
     if (this.#stash) {
-      this.#stash = Buffer.concat([this.#stash, chunk]); // copies, so staging reuse is safe
+      this.#stash = Buffer.concat([this.#stash, chunk.subarray(0, n)]); // copies, so staging reuse is safe
       return;
     }
-    this.#feed(chunk);
+    this.#feed(chunk, n);
   }
 
-  #feed(chunk: Buffer): void {
+  #feed(chunk: Uint8Array, n = chunk.length): void {
     try {
-      const used = this.#decoder.push(chunk);
-      if (used < chunk.length && !this.#error) {
-        this.#stash = Buffer.from(chunk.subarray(used)); // copy: the chunk may be reused staging
+      const used = this.#decoder.push(chunk, n);
+      if (used < n && !this.#error) {
+        this.#stash = Buffer.from(chunk.subarray(used, n)); // copy: the chunk may be reused staging
         this.#socket.pause();
       }
     } catch (err) {

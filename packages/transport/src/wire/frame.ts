@@ -102,15 +102,15 @@ export class FrameDecoder {
   }
 
   /**
-   * Consumes bytes from `chunk` and returns how many were consumed. Fewer than `chunk.length`
-   * only when the sink paused the decoder; push the rest after `resume()` returns true.
+   * Consumes bytes from the first `n` of `chunk` (a reused read buffer needs no view of its own)
+   * and returns how many were consumed. Fewer than `n` only when the sink paused the decoder;
+   * push the rest after `resume()` returns true.
    * Throws FrameError on garbage; the decoder then refuses further input.
    */
-  push(chunk: Uint8Array): number {
+  push(chunk: Uint8Array, n = chunk.length): number {
     if (this.#state === State.Failed) throw new FrameError('decoder already failed');
     if (this.#state === State.Paused) return 0;
     let i = 0;
-    const n = chunk.length;
     try {
       while (i < n) {
         if (this.#state === State.Header) {
