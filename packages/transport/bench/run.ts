@@ -9,7 +9,10 @@
  *                                                                            ring busbw >= 0.7)
  * Bus bandwidth of an all-reduce of B bytes over n ranks taking t seconds: 2(n-1)/n * B / t.
  * The line raw-exchange-4KiB-2ranks (raw sockets, both ends sending 4 KiB at once) is the floor a
- * 2-rank all-reduce can reach on the same machine, for reference.
+ * 2-rank all-reduce can reach on the same machine, for reference. Likewise raw-ring-64MiB-3ranks-busbw:
+ * 3 processes in a node:net ring, each streaming what one link of the 64 MiB ring all-reduce carries
+ * (2(n-1)/n x 64 MiB) while receiving as much, measured right before that all-reduce: the ceiling
+ * of its bus bandwidth on this machine (no framing, no reduction).
  * The raw ping-pong runs in batches interleaved with the latency-bound measurements (<= 64 KiB),
  * and the baseline RTT is the median over all of them, so on a shared machine both sides of each
  * ratio see the same load. Bulk baseline: the better of a run before and one after (conservative).
@@ -62,7 +65,8 @@ const round = (x: number, digits = 3) => Number(x.toPrecision(digits + 2));
  */
 interface RawPair {
   pingPong(iterations: number): Promise<number[]>;
-  exchange(iterations: number): Promise<number[]>;
+  /** ms: the slowest rank's median after `warmup` exchanges. */
+  exchange(iterations: number, warmup: number): Promise<number>;
   /** MB/s: the faster of 64 KiB writes and one 64 MiB write, so ratios never flatter the data plane. */
   bulk(iterations: number): Promise<number>;
   close(): void;
@@ -79,9 +83,12 @@ async function rawPair(): Promise<RawPair> {
       await echo;
       return pp.ms;
     },
-    async exchange(iterations) {
-      const ex = await Promise.all(procs.map((p) => p.request<{ ms: number[] }>('raw-exchange', { bytes: 4 * KiB, iterations }, 120_000)));
-      return ex[0].ms.map((_, i) => Math.max(ex[0].ms[i], ex[1].ms[i]));
+    async exchange(iterations, warmup) {
+      const ex = await Promise.all(procs.map((p) => p.request<{ ms: number[] }>('raw-exchange', { bytes: 4 * KiB, iterations: iterations + warmup }, 120_000)));
+      // Aggregated as the all-reduce is (allReduceMs): the slowest rank's median. The two ranks'
+      // iterations are offset from each other, so a per-iteration max would pair one rank's long
+      // iteration with the other's and overstate the floor (by ~45% measured here).
+      return Math.max(...ex.map((r) => median(r.ms.slice(warmup))));
     },
     async bulk(iterations) {
       let bulkMs = Infinity;
@@ -92,6 +99,29 @@ async function rawPair(): Promise<RawPair> {
         bulkMs = Math.min(bulkMs, median(bulk.ms.slice(1))); // first transfer is warm-up
       }
       return BULK_BYTES / 1e6 / (bulkMs / 1000);
+    },
+    close: () => killRanks(procs),
+  };
+}
+
+/** A node:net ring of `n` processes (each dials its successor); see raw-ring in rank-worker.ts. */
+async function rawRing(n: number): Promise<{ busbw(bytes: number, iterations: number): Promise<number>; close(): void }> {
+  const procs = await spawnRanks(n);
+  try {
+    const ports = await Promise.all(procs.map((p) => p.request<{ port: number }>('raw-ring-listen', {})));
+    await Promise.all(procs.map((p, r) => p.request('raw-ring-connect', { host: '127.0.0.1', port: ports[(r + 1) % n].port })));
+  } catch (err) {
+    killRanks(procs);
+    throw err;
+  }
+  return {
+    /** MB/s of one link while all links carry 2(n-1)/n x `bytes`: the bus bandwidth of a ring with nothing else to do. */
+    async busbw(bytes, iterations) {
+      const perLink = Math.floor(((2 * (n - 1)) / n) * bytes);
+      const rs = await Promise.all(procs.map((p) => p.request<{ ms: number[] }>('raw-ring', { bytes: perLink, iterations: iterations + 1 }, 120_000)));
+      // Slowest rank per round, first round is warm-up (as for the all-reduce).
+      const ms = rs[0].ms.map((_, i) => Math.max(...rs.map((r) => r.ms[i]))).slice(1);
+      return perLink / 1e6 / (median(ms) / 1000);
     },
     close: () => killRanks(procs),
   };
@@ -158,11 +188,11 @@ export async function runTransportBench(options: TransportBenchOptions = {}): Pr
   const rawRtt: number[] = [];
   try {
     rawRtt.push(...(await raw.pingPong(quick ? 300 : 2000)).slice(100));
-    const exchange = await raw.exchange(quick ? 300 : 2000);
+    const exchange = await raw.exchange(quick ? 300 : 2000, 100);
     const bulkBefore = await raw.bulk(quick ? 1 : 3);
     const baseline = { pingPongUs: median(rawRtt) * 1000, bulkMBps: bulkBefore };
     log(`  ping-pong ${baseline.pingPongUs.toFixed(1)} us, bulk ${baseline.bulkMBps.toFixed(0)} MB/s`);
-    lines.push({ name: 'raw-exchange-4KiB-2ranks', value: round(median(exchange.slice(100)) * 1000), unit: 'us', ratio: 0 });
+    lines.push({ name: 'raw-exchange-4KiB-2ranks', value: round(exchange * 1000), unit: 'us', ratio: 0 });
     const latency = (name: string, ms: number) => lines.push({ name, value: round(ms * 1000), unit: 'us', ratio: 0 });
     const throughput = (name: string, mbps: number) => lines.push({ name, value: round(mbps), unit: 'MB/s', ratio: 0 });
 
@@ -188,6 +218,14 @@ export async function runTransportBench(options: TransportBenchOptions = {}): Pr
         }
         // f16 (what tensor-parallel engines exchange): a hidden state of 4096 halves.
         latency(`allreduce-8KiB-f16-${ranks}ranks`, await allReduceMs(mesh, 8 * KiB, quick ? 100 : 1000, quick ? 300 : 2000, raw, rawRtt, 'f16'));
+        if (ranks === 3) {
+          const ring = await rawRing(3);
+          try {
+            throughput('raw-ring-64MiB-3ranks-busbw', await ring.busbw(64 * MiB, quick ? 2 : 4));
+          } finally {
+            ring.close();
+          }
+        }
         const ms64 = await allReduceMs(mesh, 64 * MiB, quick ? 2 : 4, 1);
         const busbw = ((2 * (ranks - 1)) / ranks) * ((64 * MiB) / 1e6) / (ms64 / 1000);
         throughput(ranks === 3 ? 'ring-allreduce-64MiB-3ranks-busbw' : 'allreduce-64MiB-2ranks-busbw', busbw);
@@ -240,6 +278,7 @@ export const TARGETS: Record<string, string> = {
   'transfer-64MiB': '>= 0.85',
   'ring-allreduce-64MiB-3ranks-busbw': '>= 0.7',
   'raw-exchange-4KiB-2ranks': '(raw floor, for reference)',
+  'raw-ring-64MiB-3ranks-busbw': '(raw ceiling, for reference)',
 };
 
 export function formatTable(r: TransportBenchResult): string {

@@ -9,6 +9,10 @@
  *       (barrier: false when not every rank takes part)
  *   raw-listen {host} / raw-connect {host, port} / raw-pingpong {iterations} / raw-bulk {bytes}
  *       node:net baseline for the benchmark (no framing, no auth).
+ *   raw-ring-listen {host} -> {port};  raw-ring-connect {host, port};  raw-ring {bytes, iterations}
+ *       -> {ms[]}: node:net ring (dial the successor, accept the predecessor), each rank streaming
+ *       `bytes` to its successor while taking as many from its predecessor: what the links of a
+ *       ring all-reduce carry, without framing or reduction.
  *   probe-listen {host, secret} -> {port};  probe {host, port, secret, ...} -> LinkProbeResult
  *   close -> {}
  */
@@ -29,6 +33,22 @@ let raw: Socket | null = null;
 let rawChunks: Buffer[] = [];
 let rawBuffered = 0;
 let rawWaiter: { n: number; resolve: () => void } | null = null;
+let ringServer: net.Server | null = null;
+let ringOut: Socket | null = null;
+let ringIn: Socket | null = null;
+let ringRx = 0;
+let ringWaiter: { n: number; resolve: () => void } | null = null;
+
+/** Waits until `n` more bytes came from the ring predecessor (they are discarded, as raw-sink does). */
+function ringTake(n: number): Promise<void> {
+  if (ringRx >= n) {
+    ringRx -= n;
+    return Promise.resolve();
+  }
+  return new Promise((resolve) => {
+    ringWaiter = { n, resolve };
+  });
+}
 
 function reply(msg: Record<string, unknown>): void {
   process.stdout.write(`${JSON.stringify(msg)}\n`);
@@ -176,6 +196,50 @@ async function handle(m: any): Promise<Record<string, unknown>> {
       }
       return { ms };
     }
+    case 'raw-ring-listen': {
+      const accepted = new Promise<Socket>((resolve) => {
+        ringServer = net.createServer((sock) => resolve(sock));
+      });
+      await new Promise<void>((r) => ringServer!.listen(0, m.host ?? '127.0.0.1', () => r()));
+      void accepted.then((sock) => {
+        ringIn = sock;
+        sock.setNoDelay(true);
+        sock.on('data', (c: Buffer) => {
+          ringRx += c.length;
+          if (ringWaiter && ringRx >= ringWaiter.n) {
+            const w = ringWaiter;
+            ringWaiter = null;
+            ringRx -= w.n;
+            w.resolve();
+          }
+        });
+      });
+      return { port: (ringServer!.address() as net.AddressInfo).port };
+    }
+    case 'raw-ring-connect': {
+      const s = net.connect({ host: m.host, port: m.port, noDelay: true });
+      await new Promise<void>((r, j) => {
+        s.once('connect', () => r());
+        s.once('error', j);
+      });
+      ringOut = s;
+      return {};
+    }
+    case 'raw-ring': {
+      const frame = Buffer.alloc(m.writeBytes ?? 64 * 1024);
+      const ms: number[] = [];
+      for (let i = 0; i < m.iterations; i++) {
+        const t0 = performance.now();
+        const received = ringTake(m.bytes);
+        for (let sent = 0; sent < m.bytes; sent += frame.length) {
+          const piece = m.bytes - sent < frame.length ? frame.subarray(0, m.bytes - sent) : frame;
+          if (!ringOut!.write(piece)) await new Promise((r) => ringOut!.once('drain', r));
+        }
+        await received;
+        ms.push(performance.now() - t0);
+      }
+      return { ms };
+    }
     case 'raw-listen': {
       rawServer = net.createServer((s) => attachRaw(s));
       await new Promise<void>((r) => rawServer!.listen(0, m.host ?? '127.0.0.1', () => r()));
@@ -260,6 +324,9 @@ async function handle(m: any): Promise<Record<string, unknown>> {
       await listener?.close();
       raw?.destroy();
       rawServer?.close();
+      ringOut?.destroy();
+      ringIn?.destroy();
+      ringServer?.close();
       group = null;
       return {};
     default:
