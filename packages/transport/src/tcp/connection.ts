@@ -65,6 +65,14 @@ const HEADER_RING = 512;
 const SMALL_FRAME_MAX = 32 * 1024;
 /** Ring for small frames: room for many in-flight small messages per connection. */
 const SLAB_BYTES = 1024 * 1024;
+/**
+ * Early frames up to this size are received into pooled buffers: in back-to-back collectives the
+ * peer's next message routinely arrives (in the same read as its previous one) before its
+ * receive is posted, and a fresh buffer per message was the hot path's one allocation.
+ */
+const EARLY_POOL_MAX_BYTES = 64 * 1024;
+/** Pooled buffers kept per size. */
+const EARLY_POOL_DEPTH = 4;
 
 export class PeerConnection {
   readonly peer: PeerRef;
@@ -75,6 +83,7 @@ export class PeerConnection {
   readonly #maxUnexpected: number;
   readonly #posted = new Map<number, PendingRecv[]>();
   readonly #unexpected = new Map<number, Uint8Array[]>();
+  readonly #earlyPool = new Map<number, Uint8Array[]>();
   #unexpectedBytes = 0;
   readonly #sends = new Set<PendingSend>();
   readonly #headers = new Uint8Array(HEADER_RING * FRAME_HEADER_BYTES);
@@ -225,6 +234,7 @@ export class PeerConnection {
         return Promise.reject(err);
       }
       into.set(data);
+      this.#recycle(data);
       if (this.#decoder.paused) this.#tryResume();
       return Promise.resolve();
     }
@@ -356,7 +366,15 @@ export class PeerConnection {
     }
     if (this.#unexpectedBytes + h.length > this.#maxUnexpected && this.#unexpectedBytes > 0) return null;
     this.#current = null;
-    return Buffer.allocUnsafeSlow(h.length);
+    return (h.length <= EARLY_POOL_MAX_BYTES ? this.#earlyPool.get(h.length)?.pop() : undefined) ?? Buffer.allocUnsafeSlow(h.length);
+  }
+
+  /** An early frame's buffer was copied out: keep it for the next one of its size. */
+  #recycle(buf: Uint8Array): void {
+    if (buf.length > EARLY_POOL_MAX_BYTES) return;
+    let free = this.#earlyPool.get(buf.length);
+    if (!free) this.#earlyPool.set(buf.length, (free = []));
+    if (free.length < EARLY_POOL_DEPTH) free.push(buf);
   }
 
   #complete(h: FrameHeader, target: Uint8Array, trailer: Uint8Array): void {
@@ -380,6 +398,7 @@ export class PeerConnection {
       if (waiting.length === 0) this.#posted.delete(h.tag);
       if (w.into.length !== target.length) throw this.#sizeMismatch(h.tag, target.length, w.into.length);
       w.into.set(target);
+      this.#recycle(target);
       this.#settleRecv(w);
       return;
     }
