@@ -1,6 +1,6 @@
 /**
  * What a tensor-parallel step costs on this machine apart from the maths: two processes that
- * compute for the same time, then meet in the runners' stage all-reduce (2 KiB over the loopback
+ * compute for the same time, then meet in the runners' stage all-reduce (one hidden vector over the loopback
  * TCP data plane), over and over, as the ranks of a TP-2 instance do twice per layer per token.
  * Both must be running at the same moment to meet quickly; on a shared machine a third busy process
  * preempts one of them and the other waits. The mean wait is that cost, measured now.
@@ -13,7 +13,6 @@ import { createTcpGroup, listenTcp, type Group } from '@orchard/transport';
 import { stageAllReduce } from '../src/runner/shard-loop.js';
 
 const SECRET = 'bench-rendezvous-secret';
-const HIDDEN = 512;
 
 function compute(ms: number): number {
   const end = performance.now() + ms;
@@ -23,9 +22,9 @@ function compute(ms: number): number {
 }
 
 /** Runs `iterations` of compute-then-all-reduce on this rank; returns the mean all-reduce wait, ms. */
-async function loop(group: Group, computeMs: number, iterations: number): Promise<number> {
+async function loop(group: Group, computeMs: number, iterations: number, hidden: number): Promise<number> {
   const allReduce = stageAllReduce(() => group, group.rank, [0, 1], 10_000);
-  const buf = new Float32Array(HIDDEN);
+  const buf = new Float32Array(hidden);
   let waited = 0;
   for (let i = 0; i < iterations; i++) {
     compute(computeMs);
@@ -37,9 +36,9 @@ async function loop(group: Group, computeMs: number, iterations: number): Promis
 }
 
 /** Mean wait per all-reduce between two processes that compute `computeMs` between all-reduces. */
-export async function measureRendezvous(computeMs: number, iterations: number): Promise<number> {
+export async function measureRendezvous(computeMs: number, iterations: number, hidden: number): Promise<number> {
   const listener = await listenTcp({ host: '127.0.0.1' });
-  const child = fork(fileURLToPath(import.meta.url), ['peer', String(listener.address.port), String(computeMs), String(iterations)], { execArgv: ['--import', 'tsx'] });
+  const child = fork(fileURLToPath(import.meta.url), ['peer', String(listener.address.port), String(computeMs), String(iterations), String(hidden)], { execArgv: ['--import', 'tsx'] });
   try {
     const port = await new Promise<number>((resolve, reject) => {
       child.once('message', (m) => resolve(m as number));
@@ -47,7 +46,7 @@ export async function measureRendezvous(computeMs: number, iterations: number): 
     });
     const group = await createTcpGroup({ rank: 0, peers: [{ addresses: [listener.address] }, { addresses: [{ host: '127.0.0.1', port }] }], groupId: 'rendezvous', secret: SECRET, listener, connectTimeoutMs: 20_000 });
     try {
-      return await loop(group, computeMs, iterations);
+      return await loop(group, computeMs, iterations, hidden);
     } finally {
       await group.close();
     }
@@ -57,12 +56,12 @@ export async function measureRendezvous(computeMs: number, iterations: number): 
 }
 
 if (process.argv[2] === 'peer') {
-  const [port, computeMs, iterations] = process.argv.slice(3).map(Number);
+  const [port, computeMs, iterations, hidden] = process.argv.slice(3).map(Number);
   const listener = await listenTcp({ host: '127.0.0.1' });
   process.send!(listener.address.port);
   const group = await createTcpGroup({ rank: 1, peers: [{ addresses: [{ host: '127.0.0.1', port }] }, { addresses: [listener.address] }], groupId: 'rendezvous', secret: SECRET, listener, connectTimeoutMs: 20_000 });
   // Rank 0 closes as soon as it has its number; a last receive cut short here does not matter.
-  await loop(group, computeMs, iterations).catch(() => undefined);
+  await loop(group, computeMs, iterations, hidden).catch(() => undefined);
   await group.close().catch(() => undefined);
   process.exit(0);
 }

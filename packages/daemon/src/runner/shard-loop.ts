@@ -48,6 +48,39 @@ export interface GenerateOutcome {
 }
 
 /**
+ * How long a rank keeps its event loop polling (instead of sleeping in the kernel) while it waits
+ * for a peer inside a forward step, ms. A tensor-parallel decode step meets the other ranks 2+ times
+ * per layer, each after well under a millisecond of compute on small models: a process that sleeps on
+ * its socket is woken by the scheduler at every meeting, which on a VM (halted vCPU, wake-up IPI)
+ * adds 100-300 us each — measured on the 2-core bench machine at low load, median wait of a 2 KiB
+ * all-reduce ~260 us sleeping vs ~55 us polling. Short, because a peer that has not answered within
+ * it has usually been preempted: then polling would only keep the core from whoever should run, and
+ * an idle instance must sleep. ORCHARD_DATA_PLANE_POLL_MS overrides it (0: never poll; benchmarks).
+ */
+export const POLL_MS = pollMsFromEnv(process.env.ORCHARD_DATA_PLANE_POLL_MS);
+
+function pollMsFromEnv(v: string | undefined): number {
+  const ms = v === undefined || v === '' ? 0.5 : Number(v);
+  return Number.isFinite(ms) && ms >= 0 && ms <= 100 ? ms : 0.5;
+}
+
+/**
+ * Resolves like `p`, keeping this process's event loop from blocking (setImmediate chain: libuv
+ * polls its sockets with a zero timeout) until `p` settles or `ms` pass.
+ */
+export function pollWhile<T>(p: Promise<T>, ms = POLL_MS): Promise<T> {
+  let settled = false;
+  const until = performance.now() + ms;
+  const spin = () => {
+    if (!settled && performance.now() < until) setImmediate(spin);
+  };
+  if (ms > 0) setImmediate(spin);
+  return p.finally(() => {
+    settled = true;
+  });
+}
+
+/**
  * Sums `buf` over the members of one stage (a subset of the group), in member order. Runs 2+ times
  * per layer per token, so nothing is allocated per call: receive buffers and the accumulator are
  * kept between calls (grown once for a larger prompt chunk).
@@ -72,7 +105,7 @@ export function stageAllReduce(groupOf: () => Group, me: number, members: number
       const m = peers[k++];
       ops.push(group.send(m, buf, { timeoutMs }), group.recv(m, scratch[i].subarray(0, n), { timeoutMs }));
     }
-    await Promise.all(ops);
+    await pollWhile(Promise.all(ops));
     // Added in member order on every member, so all end with the same bits.
     const a = acc.subarray(0, n);
     a.set(mine === 0 ? buf : scratch[0].subarray(0, n));
@@ -105,7 +138,7 @@ export async function runFollower(ctx: Ctx): Promise<void> {
   const samplers = new Map<number, Sampler>();
   const token = new Int32Array(1);
   for (;;) {
-    await group.recv(0, header, { timeoutMs: IDLE_TIMEOUT_MS });
+    await pollWhile(group.recv(0, header, { timeoutMs: IDLE_TIMEOUT_MS }));
     const op = header[0];
     if (op === OP_STOP) return;
     const slot = header[SLOT];
@@ -125,7 +158,7 @@ export async function runFollower(ctx: Ctx): Promise<void> {
     if (stage === 0) {
       out = await shard.forward({ tokens: header.subarray(H, H + n) }, cache);
     } else {
-      await group.recv(rankOf(layout, stage - 1, 0), hidden.subarray(0, n * D), { timeoutMs: ctx.stepMs });
+      await pollWhile(group.recv(rankOf(layout, stage - 1, 0), hidden.subarray(0, n * D), { timeoutMs: ctx.stepMs }));
       out = await shard.forward({ hidden, n }, cache);
     }
     if (!last && tensorRank === 0) {
@@ -206,7 +239,7 @@ export class Driver {
     try {
       while (this.#waiters.length) {
         const w = this.#waiters[0];
-        await this.#ctx.group.recv(samplerRank(this.#ctx.layout), tok, { timeoutMs: w.timeoutMs });
+        await pollWhile(this.#ctx.group.recv(samplerRank(this.#ctx.layout), tok, { timeoutMs: w.timeoutMs }));
         this.#waiters.shift();
         w.resolve(tok[0]);
       }
