@@ -7,6 +7,7 @@
 ;;   [64, 128)        job descriptor, read by every thread in $run_job (see below)
 ;;   [128, 192)       attention parameters (kernel 12, see $attn_item)
 ;;   [192, 200)       per-thread weight scratch: base, bytes per thread (f16 prompt batches, $rows)
+;;   [200, 208)       the current packed f16 weight's subnormal terms: row starts, entries (0: none)
 ;;   [4096, 266240)   f16 -> f32 table (65,536 f32), filled by the loader; used for block scales
 ;;   [266240, ...)    heap: weights, activations and scratch, handed out by the JS bump allocator
 ;;
@@ -1524,6 +1525,36 @@
         (local.set $o (i32.add (local.get $o) (i32.const 4)))
         (br $t))))
 
+  ;; Subnormal f16 weights of a packed matrix are kept out of its dense data (pack.ts: an f32 denormal
+  ;; operand makes a multiply take a microcode assist) and added here, after each row's dense sum, in
+  ;; column order: out[r] += v·x'[c] with v = w·2^-64 and x' the prepared (·2^64) activations. The table
+  ;; (addresses at 200, 204): i32 row starts (rows + 1), then entries (x' byte offset i32, v f32).
+  (func $corr_rows (param $out i32) (param $x i32) (param $r0 i32) (param $r1 i32)
+    (local $starts i32) (local $ent i32) (local $e i32) (local $eend i32) (local $p i32) (local $s f32)
+    (local.set $starts (i32.load offset=200 (i32.const 0)))
+    (if (i32.eqz (local.get $starts)) (then (return)))
+    (local.set $ent (i32.load offset=204 (i32.const 0)))
+    (block $rdone
+      (loop $rl
+        (br_if $rdone (i32.ge_u (local.get $r0) (local.get $r1)))
+        (local.set $e (i32.load (i32.add (local.get $starts) (i32.shl (local.get $r0) (i32.const 2)))))
+        (local.set $eend (i32.load offset=4 (i32.add (local.get $starts) (i32.shl (local.get $r0) (i32.const 2)))))
+        (if (i32.lt_u (local.get $e) (local.get $eend))
+          (then
+            (local.set $p (i32.add (local.get $out) (i32.shl (local.get $r0) (i32.const 2))))
+            (local.set $s (f32.load (local.get $p)))
+            (block $edone
+              (loop $el
+                (br_if $edone (i32.ge_u (local.get $e) (local.get $eend)))
+                (local.set $s (f32.add (local.get $s)
+                  (f32.mul (f32.load offset=4 (i32.add (local.get $ent) (i32.shl (local.get $e) (i32.const 3))))
+                           (f32.load (i32.add (local.get $x) (i32.load (i32.add (local.get $ent) (i32.shl (local.get $e) (i32.const 3)))))))))
+                (local.set $e (i32.add (local.get $e) (i32.const 1)))
+                (br $el)))
+            (f32.store (local.get $p) (local.get $s))))
+        (local.set $r0 (i32.add (local.get $r0) (i32.const 1)))
+        (br $rl))))
+
   ;; Rows [r0, r1) of a packed weight (kernel k: group kernel at k, row-major 1-row kernel at k+1):
   ;; whole groups first, then the rows%4 tail rows. One token: all of the chunk's groups in one call,
   ;; a single sequential pass. A prompt batch: each group for every token while it is in cache; f16
@@ -1542,6 +1573,7 @@
           (i32.add (local.get $out) (i32.shl (local.get $r) (i32.const 2)))
           (i32.shr_u (i32.sub (local.get $gend) (local.get $r)) (i32.const 2))
           (local.get $k))
+        (call $corr_rows (local.get $out) (local.get $x) (local.get $r) (local.get $gend))
         (local.set $r (local.get $gend))))
     (local.set $scr (i32.add (i32.load offset=192 (i32.const 0)) (i32.mul (local.get $tid) (i32.load offset=196 (i32.const 0)))))
     (block $gdone
@@ -1578,6 +1610,16 @@
               (local.get $k))
             (local.set $b (i32.add (local.get $b) (i32.const 1)))
             (br $bl)))
+        (local.set $b (i32.const 0))
+        (block $cdone
+          (loop $cl
+            (br_if $cdone (i32.ge_u (local.get $b) (local.get $n)))
+            (call $corr_rows
+              (i32.add (local.get $out) (i32.shl (i32.mul (local.get $b) (local.get $rows)) (i32.const 2)))
+              (i32.add (local.get $x) (i32.mul (local.get $b) (local.get $xs)))
+              (local.get $r) (i32.add (local.get $r) (i32.const 4)))
+            (local.set $b (i32.add (local.get $b) (i32.const 1)))
+            (br $cl)))
         (local.set $r (i32.add (local.get $r) (i32.const 4)))
         (br $gl)))
     (block $sdone

@@ -18,6 +18,7 @@ import { QK, isQuantized, rowBytes, weightBytes } from './formats.js';
 import {
   ATTN_ADDR,
   ATTN_KERNEL,
+  CORR_ADDR,
   CTL,
   CTL_ADDR,
   CTL_FIELDS,
@@ -31,7 +32,7 @@ import {
   WIDE_ADDR,
 } from './layout.js';
 import { type KernelExports, WA, type WasmMemory, kernelModule } from './module.js';
-import { PACKABLE, packRows4 } from './pack.js';
+import { PACKABLE, packRows4, packedSubnormals } from './pack.js';
 import { ThreadPool } from './pool.js';
 
 export interface WasmBackendOptions {
@@ -120,6 +121,32 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
     return scratchAddr;
   };
 
+  // A packed f16 weight's subnormal terms (pack.ts), as the kernels read them: row starts, entries.
+  const corr = new Int32Array(memory.buffer, CORR_ADDR, 2);
+  const subnormalTables = new WeakMap<Uint8Array, [number, number]>();
+  function subnormalTable(w: Weight): void {
+    const taken = packedSubnormals(w);
+    if (!taken) return;
+    const count = taken.length / 3;
+    // (allocate before taking views: an allocation may grow the memory, and views of the old buffer
+    // object end at its old size)
+    const startsAddr = arena.alloc((w.rows + 1) * 4, 'f16 subnormal rows');
+    const entriesAddr = arena.alloc(count * 8, 'f16 subnormal terms');
+    const starts = new Int32Array(arena.buffer(), startsAddr, w.rows + 1);
+    const at = new Int32Array(arena.buffer(), entriesAddr, count * 2);
+    const value = new Float32Array(at.buffer, at.byteOffset, count * 2);
+    for (let i = 0; i < count; i++) {
+      const [r, c, h] = [taken[3 * i], taken[3 * i + 1], taken[3 * i + 2]];
+      starts[r + 1]++;
+      // byte offset of column c in the prepared activations: per 8 columns the even ones, then the odd
+      const j = c & 7;
+      at[2 * i] = ((c & ~7) + (j & 1 ? 4 + (j >> 1) : j >> 1)) * 4;
+      value[2 * i + 1] = F16_TO_F32[h] * 2 ** -64;
+    }
+    for (let r = 0; r < w.rows; r++) starts[r + 1] += starts[r];
+    subnormalTables.set(w.bytes, [startsAddr, entriesAddr]);
+  }
+
   // f16 prompt batches widen each 4-row group once per thread (wasm $rows): 4·cols f32 per thread.
   const wide = new Int32Array(memory.buffer, WIDE_ADDR, 2);
   let wideBytes = 0;
@@ -172,6 +199,9 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
     }
     const kernel = w.packed ? PACKED_KERNEL[dtype as keyof typeof PACKED_KERNEL] : KERNEL[dtype as DType];
     if (kernel === undefined) throw new Error(`wasm backend: no packed kernel for ${dtype}`);
+    const table = w.packed ? subnormalTables.get(w.bytes) : undefined;
+    corr[0] = table ? table[0] : 0;
+    corr[1] = table ? table[1] : 0;
     dispatch(kernel, outAddr, wAddr, xAddr, rows, cols, n, rowBytes(dtype, cols), xStride);
   }
 
@@ -286,6 +316,7 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
       arena.addressOf(w.bytes, `${w.dtype} weight [${w.rows}, ${w.cols}]`);
       if (isQuantized(w.dtype) && w.cols % QK !== 0) return;
       packRows4(w);
+      subnormalTable(w);
     },
     swiglu(a: Float32Array, b: Float32Array, n: number) {
       if (!Number.isInteger(n) || n < 0 || a.length < n || b.length < n) {

@@ -41,6 +41,8 @@ export const ATTN_KERNEL = 12;
 export const ATTN_ADDR = 128;
 /** Per-thread weight scratch for f16 prompt batches: base address, bytes per thread (2 × i32). */
 export const WIDE_ADDR = 192;
+/** The current packed f16 weight's subnormal-term table: row starts address, entries address (0: none). */
+export const CORR_ADDR = 200;
 
 export const PAGE_BYTES = 65536;
 /** wasm32 addresses 4 GiB at most. */

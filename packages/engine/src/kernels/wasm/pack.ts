@@ -12,12 +12,26 @@
  * The rows%4 tail rows stay row-major after the last group. Packing rewrites the buffer in place (one
  * group of scratch), so there is never a second copy of the weights. Afterwards only the WASM kernels
  * may read the bytes: `w.packed` says so, and the reference backend refuses such a weight.
+ *
+ * f16 subnormal weights (|w| < 2^-14) in the 8-column chunks are taken out of the packed data (set to
+ * 0) and listed instead (`packedSubnormals`): the kernel widens f16 to the f32 bits of w·2^-112, which
+ * is an f32 denormal for them, and x86 multiplies with a denormal operand take a microcode assist —
+ * 0.9% of the ~100M bench model's 16-byte weight vectors hold one, and they cost 9% of f16 decode
+ * (15.1 vs 16.5 GB/s with them flushed). The kernels add the listed terms after each row's dense sum.
  */
 import type { DType, Weight } from '../backend.js';
 import { Q4_0_BLOCK_BYTES, Q8_0_BLOCK_BYTES, QK, rowBytes } from './formats.js';
 
 /** The dtypes with a packed layout (the ones the decode speed targets are about). */
 export const PACKABLE: ReadonlySet<DType> = new Set<DType>(['f16', 'q8_0', 'q4_0']);
+
+/** Subnormal f16 weights taken out of packed groups: [row, col, f16 bits] triples, by row then column. */
+const subnormals = new WeakMap<Uint8Array, Int32Array>();
+
+/** The f16 subnormals packRows4 took out of `w` (row, col, f16 bits per entry), or undefined. */
+export function packedSubnormals(w: Weight): Int32Array | undefined {
+  return w.packed ? subnormals.get(w.bytes) : undefined;
+}
 
 /** Rewrites rows [0, rows − rows%4) of `w` into the packed layout, in place; marks it packed. */
 export function packRows4(w: Weight): void {
@@ -26,12 +40,36 @@ export function packRows4(w: Weight): void {
   const rb = rowBytes(w.dtype, w.cols);
   const group = new Uint8Array(4 * rb);
   const groups = Math.floor(w.rows / 4);
+  const found: number[] = [];
   for (let g = 0; g < groups; g++) {
     const dst = w.bytes.subarray(g * 4 * rb, (g + 1) * 4 * rb);
     group.set(dst);
     interleave(w.dtype, w.cols, rb, group, dst);
+    if (w.dtype === 'f16') takeSubnormals(words(dst), g, w.cols, found);
   }
+  if (found.length) subnormals.set(w.bytes, Int32Array.from(found));
   w.packed = 'rows4';
+}
+
+/**
+ * Zeroes the subnormal f16 weights of one packed group's 8-column chunks (not its cols%8 tail, which
+ * the kernels widen through a table: no denormals there) and appends [row, col, bits] for each, in
+ * row-then-column order (the order the kernels add them back in).
+ */
+function takeSubnormals(packed: Uint16Array, g: number, cols: number, found: number[]): void {
+  const chunks = cols >> 3;
+  for (let r = 0; r < 4; r++) {
+    for (let k = 0; k < chunks; k++) {
+      const base = k * 32 + r * 8;
+      for (let j = 0; j < 8; j++) {
+        const h = packed[base + j];
+        if ((h & 0x7c00) === 0 && (h & 0x03ff) !== 0) {
+          found.push(g * 4 + r, k * 8 + j, h);
+          packed[base + j] = 0;
+        }
+      }
+    }
+  }
 }
 
 /** The inverse of packRows4 (tests, and anything that must read a packed weight's values). */
@@ -44,6 +82,12 @@ export function unpackRows4(w: Weight): void {
     const src = w.bytes.subarray(g * 4 * rb, (g + 1) * 4 * rb);
     group.set(src);
     deinterleave(w.dtype, w.cols, rb, group, src);
+  }
+  const taken = subnormals.get(w.bytes);
+  if (taken) {
+    const row = words(w.bytes);
+    for (let i = 0; i < taken.length; i += 3) row[taken[i] * w.cols + taken[i + 1]] = taken[i + 2];
+    subnormals.delete(w.bytes);
   }
   delete w.packed;
 }
