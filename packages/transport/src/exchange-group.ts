@@ -8,6 +8,7 @@ import { allGather, barrier } from './collectives/all-gather.js';
 import { allReduce } from './collectives/all-reduce.js';
 import { USER_TAG, type Exchange, type ExchangeOpOptions } from './collectives/exchange.js';
 import { ScratchArena } from './collectives/scratch.js';
+import { SimdStage } from './collectives/simd-stage.js';
 import { ALLREDUCE_DIRECT_MAX_SEND_BYTES, DEFAULT_TIMEOUT_MS, PIPELINE_CHUNK_BYTES } from './collectives/tuning.js';
 
 export interface CollectiveOptions {
@@ -47,6 +48,7 @@ class ExchangeGroup implements Group {
   readonly #chunk: number;
   readonly #scratch = new ScratchArena();
   readonly #accumulator = new ScratchArena();
+  readonly #simd = new SimdStage();
   /** Collectives run one at a time, in call order; the counter tags their messages. */
   #opSeq = 0;
   #tail: Promise<unknown> = Promise.resolve();
@@ -106,6 +108,7 @@ class ExchangeGroup implements Group {
         chunkBytes: this.#chunk,
         scratch: this.#scratch,
         accumulator: this.#accumulator,
+        simd: this.#simd,
       }),
     );
   }
@@ -134,6 +137,7 @@ class ExchangeGroup implements Group {
     await this.#ex.close(new GroupClosedError('group closed'));
     this.#scratch.release();
     this.#accumulator.release();
+    this.#simd.release();
   }
 
   #collective(

@@ -130,4 +130,25 @@ describe('f32 SIMD sum', () => {
       for (let i = 0; i < n; i++) if (!Object.is(inPlace[i], Math.fround(a[i] + b[i]))) throw new Error(`in place, n=${n}, i=${i}`);
     }
   });
+
+  it('adds from staging inside the kernel memory bit-identically, at unaligned offsets, across growth', async () => {
+    const { SimdStage } = await import('../src/collectives/simd-stage.js');
+    const stage = new SimdStage();
+    let seed = 11;
+    const rnd = () => ((seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32 - 0.5) * 10 ** Math.floor(((seed >>> 8) % 12) - 6);
+    // Growing sizes: each call may grow the memory and detach the previous view.
+    for (const n of [1, 3, 255, 256, 16383, 16385, 40_001, 3_000_001]) {
+      const s = stage.stage(n + 9)!;
+      expect(s.length).toBe(n + 9);
+      for (let i = 0; i < s.length; i++) s[i] = rnd();
+      s[7] = NaN;
+      const out = Float32Array.from({ length: n + 4 }, rnd);
+      out[5] = -Infinity;
+      const want = out.slice();
+      for (let i = 0; i < n; i++) want[3 + i] = Math.fround(out[3 + i] + s[6 + i]);
+      stage.addInto(out, 3, 6, n);
+      expect(Buffer.from(out.buffer).equals(Buffer.from(want.buffer)), `n=${n}`).toBe(true);
+    }
+    stage.release();
+  });
 });

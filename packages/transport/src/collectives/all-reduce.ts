@@ -11,6 +11,7 @@ import { collectiveTag, type Exchange, type ExchangeOpOptions } from './exchange
 import { combine, reduceInRankOrder } from './reduce.js';
 import { chooseAllReduce, chunks, ringSteps, segments, type Range } from './schedule.js';
 import type { ScratchArena } from './scratch.js';
+import type { SimdStage } from './simd-stage.js';
 
 export interface AllReduceParams {
   /** Operation counter, identical on all ranks for the same call. */
@@ -23,6 +24,8 @@ export interface AllReduceParams {
   scratch: ScratchArena;
   /** f32 accumulator memory for the direct algorithm. */
   accumulator: ScratchArena;
+  /** Receive staging inside the SIMD kernel's memory, for f32 sums on the ring (optional). */
+  simd?: SimdStage;
   io: ExchangeOpOptions;
   /** Called with the first failure, so the owner can fail the links at once (see settleAll). */
   onError: (err: unknown) => void;
@@ -100,7 +103,10 @@ async function ring(ex: Exchange, buf: ReducibleBuffer, op: ReduceOp, p: AllRedu
   const segChunks = segs.map((s) => chunks(s, chunkElems));
   const maxSeg = Math.max(...segs.map(([a, b]) => b - a));
   // One staging region per reduce-scatter step: chunks of different steps can be in flight together.
-  const stage = sameKind(buf, p.scratch.get(maxSeg * es * (size - 1)), 0, maxSeg * (size - 1));
+  // f32 sums stage inside the SIMD kernel's memory, where they are added without a copy in.
+  const simd = buf instanceof Float32Array && op === 'sum' && p.simd ? p.simd : null;
+  const simdStage = simd?.stage(maxSeg * (size - 1)) ?? null;
+  const stage = simdStage ?? sameKind(buf, p.scratch.get(maxSeg * es * (size - 1)), 0, maxSeg * (size - 1));
   const bytes = view(buf);
   const slice = ([a, b]: Range) => bytes.subarray(a * es, b * es);
 
@@ -117,6 +123,7 @@ async function ring(ex: Exchange, buf: ReducibleBuffer, op: ReduceOp, p: AllRedu
       if (step.reduce) {
         const base = s * maxSeg - segs[step.recv][0];
         const into = new Uint8Array(stage.buffer, stage.byteOffset + (base + c[0]) * es, (c[1] - c[0]) * es);
+        if (simdStage) return ex.recv(prev, tag, into, p.io).then(() => simd!.addInto(buf as Float32Array, c[0], base + c[0], c[1] - c[0]));
         return ex.recv(prev, tag, into, p.io).then(() => combine(op, buf, buf, stage, c[0], c[1], base + c[0]));
       }
       // All-gather overwrites a chunk we sent during reduce-scatter. No need to wait for that send:

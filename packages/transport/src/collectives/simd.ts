@@ -21,7 +21,7 @@ const WASM_BASE64 =
   'AGFzbQEAAAABCAFgBH9/f38AAwIBAAUDAQAEBw0CA21lbQIAA2FkZAAACjoBOAEBfwJAA0AgBCADTw0BIAAgBGogASAEav0ABAAgAiAEav0ABAD95AH9CwQAIARBEGohBAwACwsL';
 
 /** Elements per block: two operand blocks fit the module's 256 KiB memory. */
-const BLOCK = 16384;
+export const BLOCK = 16384;
 /** Below this many elements the copies cost more than they save. */
 const MIN_ELEMENTS = 256;
 
@@ -30,24 +30,40 @@ interface Kernel {
   add: (dst: number, a: number, b: number, nBytes: number) => void;
 }
 
+/** One instance of the module: its own (growable) memory and its add. */
+export interface KernelInstance {
+  memory: { buffer: ArrayBuffer; grow(pages: number): number };
+  /** f32x4 sums over byte offsets in `memory`: dst[i] = a[i] + b[i] for nBytes (a multiple of 16). */
+  add: Kernel['add'];
+}
+
 interface WasmApi {
   Module: new (bytes: Uint8Array) => object;
   Instance: new (module: object) => { exports: Record<string, unknown> };
+}
+
+let module: object | null | undefined;
+
+/** A fresh instance of the kernel, or null where WASM SIMD is unavailable. */
+export function instantiateKernel(): KernelInstance | null {
+  try {
+    // Typed locally: the project's TS lib (ES2023, no DOM) does not declare WebAssembly.
+    const wa = (globalThis as unknown as { WebAssembly: WasmApi }).WebAssembly;
+    module ??= new wa.Module(Buffer.from(WASM_BASE64, 'base64'));
+    const exports = new wa.Instance(module).exports as { mem: KernelInstance['memory']; add: Kernel['add'] };
+    return { memory: exports.mem, add: exports.add };
+  } catch {
+    module = null;
+    return null; // no WASM SIMD here: callers use the scalar loop
+  }
 }
 
 let kernel: Kernel | null | undefined;
 
 function load(): Kernel | null {
   if (kernel !== undefined) return kernel;
-  try {
-    // Typed locally: the project's TS lib (ES2023, no DOM) does not declare WebAssembly.
-    const wa = (globalThis as unknown as { WebAssembly: WasmApi }).WebAssembly;
-    const instance = new wa.Instance(new wa.Module(Buffer.from(WASM_BASE64, 'base64')));
-    const exports = instance.exports as { mem: { buffer: ArrayBuffer }; add: Kernel['add'] };
-    kernel = { mem: new Float32Array(exports.mem.buffer), add: exports.add };
-  } catch {
-    kernel = null; // no WASM SIMD here: callers use the scalar loop
-  }
+  const k = module === null ? null : instantiateKernel();
+  kernel = k ? { mem: new Float32Array(k.memory.buffer), add: k.add } : null;
   return kernel;
 }
 
