@@ -8,8 +8,9 @@
  *   throughput lines ("MB/s"):  ratio = throughput / raw bulk throughput    (targets: transfer >= 0.85,
  *                                                                            ring busbw >= 0.7)
  * Bus bandwidth of an all-reduce of B bytes over n ranks taking t seconds: 2(n-1)/n * B / t.
- * The line raw-exchange-4KiB-2ranks (raw sockets, both ends sending 4 KiB at once) is the floor a
- * 2-rank all-reduce can reach on the same machine, for reference. Likewise raw-ring-64MiB-3ranks-busbw:
+ * The line raw-exchange-4KiB-2ranks (raw sockets, both ends sending 4 KiB at once, in batches
+ * interleaved with the 2-rank 4 KiB all-reduce's, slowest rank's median) is the floor a 2-rank
+ * all-reduce can reach on the same machine, for reference. Likewise raw-ring-64MiB-3ranks-busbw:
  * 3 processes in a node:net ring, each streaming what one link of the 64 MiB ring all-reduce carries
  * (2(n-1)/n x 64 MiB) while receiving as much, measured right before that all-reduce: the ceiling
  * of its bus bandwidth on this machine (no framing, no reduction).
@@ -65,8 +66,8 @@ const round = (x: number, digits = 3) => Number(x.toPrecision(digits + 2));
  */
 interface RawPair {
   pingPong(iterations: number): Promise<number[]>;
-  /** ms: the slowest rank's median after `warmup` exchanges. */
-  exchange(iterations: number, warmup: number): Promise<number>;
+  /** ms of each exchange, per rank. */
+  exchange(iterations: number): Promise<number[][]>;
   /** MB/s: the faster of 64 KiB writes and one 64 MiB write, so ratios never flatter the data plane. */
   bulk(iterations: number): Promise<number>;
   close(): void;
@@ -83,12 +84,9 @@ async function rawPair(): Promise<RawPair> {
       await echo;
       return pp.ms;
     },
-    async exchange(iterations, warmup) {
-      const ex = await Promise.all(procs.map((p) => p.request<{ ms: number[] }>('raw-exchange', { bytes: 4 * KiB, iterations: iterations + warmup }, 120_000)));
-      // Aggregated as the all-reduce is (allReduceMs): the slowest rank's median. The two ranks'
-      // iterations are offset from each other, so a per-iteration max would pair one rank's long
-      // iteration with the other's and overstate the floor (by ~45% measured here).
-      return Math.max(...ex.map((r) => median(r.ms.slice(warmup))));
+    async exchange(iterations) {
+      const ex = await Promise.all(procs.map((p) => p.request<{ ms: number[] }>('raw-exchange', { bytes: 4 * KiB, iterations }, 120_000)));
+      return ex.map((r) => r.ms);
     },
     async bulk(iterations) {
       let bulkMs = Infinity;
@@ -134,7 +132,8 @@ async function rawRing(n: number): Promise<{ busbw(bytes: number, iterations: nu
  *
  * On a shared machine the load changes from second to second, so the iterations run in batches
  * alternating with batches of raw ping-pong (`rawSamples` collects those): the baseline RTT and
- * the all-reduce then sample the same conditions.
+ * the all-reduce then sample the same conditions. `floor` also runs a batch of the raw 4 KiB
+ * exchange before each batch (per-rank samples), for the raw floor line.
  */
 async function allReduceMs(
   mesh: Mesh,
@@ -144,15 +143,17 @@ async function allReduceMs(
   raw?: RawPair,
   rawSamples?: number[],
   dtype: 'f32' | 'f16' = 'f32',
+  floor?: { pair: RawPair; samples: number[][] },
 ): Promise<number> {
   const batches = raw ? Math.min(5, iterations) : 1;
   const per: number[][] = mesh.ranks.map(() => []);
   for (let b = 0; b < batches; b++) {
+    const n = Math.ceil(iterations / batches);
     if (raw && rawSamples) {
       const n = Math.max(50, Math.floor(iterations / batches));
       rawSamples.push(...(await raw.pingPong(n + 10)).slice(10));
     }
-    const n = Math.ceil(iterations / batches);
+    if (floor) (await floor.pair.exchange(n + 10)).forEach((ms, i) => floor.samples[i].push(...ms.slice(10)));
     const rs = await mesh.all<{ ms: number[] }>(
       'allreduce',
       () => ({ elements: bytes / (dtype === 'f16' ? 2 : 4), dtype, iterations: n + (b === 0 ? warmup : 0), verify: false }),
@@ -185,14 +186,23 @@ export async function runTransportBench(options: TransportBenchOptions = {}): Pr
   // a measurement before and one after the group measurements (conservative on a shared machine).
   log('baseline: raw node:net between 2 processes');
   const raw = await rawPair();
+  // The exchange floor runs on a pair of its own: an exchange leaves its two processes spread over
+  // the cores, which would change where the ping-pong pair's next batch runs.
+  const rawEx = await rawPair().catch((err) => {
+    raw.close();
+    rawEx.close();
+    throw err;
+  });
   const rawRtt: number[] = [];
   try {
     rawRtt.push(...(await raw.pingPong(quick ? 300 : 2000)).slice(100));
-    const exchange = await raw.exchange(quick ? 300 : 2000, 100);
+    await rawEx.exchange(quick ? 300 : 2000); // warm-up; the floor is sampled next to the all-reduce
     const bulkBefore = await raw.bulk(quick ? 1 : 3);
     const baseline = { pingPongUs: median(rawRtt) * 1000, bulkMBps: bulkBefore };
     log(`  ping-pong ${baseline.pingPongUs.toFixed(1)} us, bulk ${baseline.bulkMBps.toFixed(0)} MB/s`);
-    lines.push({ name: 'raw-exchange-4KiB-2ranks', value: round(exchange * 1000), unit: 'us', ratio: 0 });
+    // Filled in next to allreduce-4KiB-2ranks, sampled in the same batches.
+    const exchangeLine: BenchLine = { name: 'raw-exchange-4KiB-2ranks', value: 0, unit: 'us', ratio: 0 };
+    lines.push(exchangeLine);
     const latency = (name: string, ms: number) => lines.push({ name, value: round(ms * 1000), unit: 'us', ratio: 0 });
     const throughput = (name: string, mbps: number) => lines.push({ name, value: round(mbps), unit: 'MB/s', ratio: 0 });
 
@@ -211,7 +221,12 @@ export async function runTransportBench(options: TransportBenchOptions = {}): Pr
           // optimise the whole path (a few thousand operations), as a serving process would be.
           const small = bytes <= 64 * KiB;
           const warmup = small ? (quick ? 300 : 2000) : Math.max(2, Math.floor(iterations / 10));
-          const ms = await allReduceMs(mesh, bytes, iterations, warmup, small ? raw : undefined, rawRtt);
+          // The raw exchange floor is aggregated as the all-reduce is: the slowest rank's median.
+          // (The ranks' iterations are offset, so a per-iteration max would pair one rank's long
+          // iteration with the other's: ~45% higher, measured here.)
+          const floor = ranks === 2 && bytes === 4 * KiB ? { pair: rawEx, samples: [[], []] } : undefined;
+          const ms = await allReduceMs(mesh, bytes, iterations, warmup, small ? raw : undefined, rawRtt, 'f32', floor);
+          if (floor) exchangeLine.value = round(Math.max(...floor.samples.map((e) => median(e))) * 1000);
           latency(`allreduce-${label}-${ranks}ranks`, ms);
           if (bytes >= MiB) throughput(`allreduce-${label}-${ranks}ranks-busbw`, ((2 * (ranks - 1)) / ranks) * (bytes / 1e6) / (ms / 1000));
           log(`  allreduce ${label}: ${(ms * 1000).toFixed(1)} us`);
@@ -269,6 +284,7 @@ export async function runTransportBench(options: TransportBenchOptions = {}): Pr
     return { baseline: { pingPongUs: round(baseline.pingPongUs), bulkMBps: round(baseline.bulkMBps) }, lines };
   } finally {
     raw.close();
+    rawEx.close();
   }
 }
 
