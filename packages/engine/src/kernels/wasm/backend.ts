@@ -77,7 +77,7 @@ export interface WasmBackend extends Backend {
   swiglu(a: Float32Array, b: Float32Array, n: number): void;
   /** Kernels offered to the worker threads and row chunks the workers computed (the rest: caller). */
   threadStats(): { sharedJobs: number; workerChunks: number };
-  /** e^x (x ≤ 0) as the softmax in `attention` computes it; exposed for tests. */
+  /** e^x (x ≤ 0) as the softmax in `attention` computes it (f32 SIMD exp); exposed for tests. */
   expNeg(x: number): number;
   /**
    * The contract's packWeight: f16, q8_0 and q4_0 matrices of 4+ rows are interleaved in place in
