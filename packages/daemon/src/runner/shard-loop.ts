@@ -54,29 +54,43 @@ export interface GenerateOutcome {
  * its socket is woken by the scheduler at every meeting, which on a VM (halted vCPU, wake-up IPI)
  * adds 100-300 us each — measured on the 2-core bench machine at low load, median wait of a 2 KiB
  * all-reduce ~260 us sleeping vs ~55 us polling. Short, because a peer that has not answered within
- * it has usually been preempted: then polling would only keep the core from whoever should run, and
- * an idle instance must sleep. ORCHARD_DATA_PLANE_POLL_MS overrides it (0: never poll; benchmarks).
+ * it has usually been preempted: then polling only keeps the core from whoever should run, and an
+ * idle instance must sleep. ORCHARD_DATA_PLANE_POLL_MS overrides it (0: never poll; benchmarks).
  */
 export const POLL_MS = pollMsFromEnv(process.env.ORCHARD_DATA_PLANE_POLL_MS);
 
 function pollMsFromEnv(v: string | undefined): number {
-  const ms = v === undefined || v === '' ? 0.5 : Number(v);
-  return Number.isFinite(ms) && ms >= 0 && ms <= 100 ? ms : 0.5;
+  const ms = v === undefined || v === '' ? 0.25 : Number(v);
+  return Number.isFinite(ms) && ms >= 0 && ms <= 100 ? ms : 0.25;
 }
 
 /**
- * Resolves like `p`, keeping this process's event loop from blocking (setImmediate chain: libuv
- * polls its sockets with a zero timeout) until `p` settles or `ms` pass.
+ * Share of this process's recent waits that ended within the poll window (moving average over ~16).
+ * On a machine with more busy processes than cores most waits outlast the window — the peer was
+ * preempted — and polling then delays the peer: a core this rank leaves idle is where the scheduler
+ * would move the preempted peer. Polling pays (~200 us saved per quick wait, up to the window lost per
+ * slow one) only when most waits are quick: below three quarters, waits sleep at once until they come
+ * back quick again (measured the same way either way, so it recovers by itself).
+ */
+let quickShare = 1;
+
+/**
+ * Resolves like `p`. While waits have been quick (see `quickShare`), keeps this process's event loop
+ * from blocking (setImmediate chain: libuv polls its sockets with a zero timeout) until `p` settles
+ * or `ms` pass.
  */
 export function pollWhile<T>(p: Promise<T>, ms = POLL_MS): Promise<T> {
+  if (ms <= 0) return p;
+  const t0 = performance.now();
+  const until = t0 + ms;
   let settled = false;
-  const until = performance.now() + ms;
   const spin = () => {
     if (!settled && performance.now() < until) setImmediate(spin);
   };
-  if (ms > 0) setImmediate(spin);
+  if (quickShare >= 0.75) setImmediate(spin);
   return p.finally(() => {
     settled = true;
+    quickShare += ((performance.now() <= until ? 1 : 0) - quickShare) / 16;
   });
 }
 
