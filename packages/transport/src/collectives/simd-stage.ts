@@ -20,15 +20,22 @@ export class SimdStage {
   #mem = new Float32Array(0);
 
   /**
-   * `elements` f32 slots inside the kernel's memory, or null where WASM SIMD is unavailable.
-   * Valid until the next call (growing the memory detaches earlier views).
+   * `elements` f32 slots inside the kernel's memory, or null where WASM SIMD is unavailable or
+   * the memory cannot grow that far (wasm32 stops at 4 GiB): the caller then stages in ordinary
+   * memory. Valid until the next call (growing the memory detaches earlier views).
    */
   stage(elements: number): Float32Array | null {
     this.#kernel ??= instantiateKernel();
     const k = this.#kernel;
     if (!k) return null;
     const need = STAGE_OFFSET + elements * 4;
-    if (k.memory.buffer.byteLength < need) k.memory.grow(Math.ceil((need - k.memory.buffer.byteLength) / PAGE));
+    if (k.memory.buffer.byteLength < need) {
+      try {
+        k.memory.grow(Math.ceil((need - k.memory.buffer.byteLength) / PAGE));
+      } catch {
+        return null;
+      }
+    }
     if (this.#mem.buffer !== k.memory.buffer) this.#mem = new Float32Array(k.memory.buffer);
     return new Float32Array(k.memory.buffer, STAGE_OFFSET, elements);
   }
