@@ -82,8 +82,9 @@ export interface WasmBackend extends Backend {
   /**
    * The contract's packWeight: f16, q8_0 and q4_0 matrices of 4+ rows are interleaved in place in
    * groups of 4 rows (pack.ts, llama.cpp's repacked x4 layouts), so decode reads one sequential stream
-   * and shares each activation load between 4 rows. Results are the same bits as unpacked. Other
-   * dtypes, and weights already packed, are left as they are.
+   * and shares each activation load between 4 rows. Results are the same bits as unpacked, except
+   * f16 rows holding subnormal weights, whose terms are added after the dense sum (pack.ts; within
+   * the f16 kernels' bound). Other dtypes, and weights already packed, are left as they are.
    */
   packWeight(w: Weight): void;
   dispose(): void;
