@@ -9,6 +9,7 @@ import { allReduce } from './collectives/all-reduce.js';
 import { USER_TAG, type Exchange, type ExchangeOpOptions } from './collectives/exchange.js';
 import { ScratchArena } from './collectives/scratch.js';
 import { SimdStage } from './collectives/simd-stage.js';
+import { DirectViews } from './collectives/direct-views.js';
 import { ALLREDUCE_DIRECT_MAX_SEND_BYTES, DEFAULT_TIMEOUT_MS, PIPELINE_CHUNK_BYTES } from './collectives/tuning.js';
 
 export interface CollectiveOptions {
@@ -49,6 +50,7 @@ class ExchangeGroup implements Group {
   readonly #scratch = new ScratchArena();
   readonly #accumulator = new ScratchArena();
   readonly #simd = new SimdStage();
+  readonly #views = new DirectViews();
   /** Collectives run one at a time, in call order; the counter tags their messages. */
   #opSeq = 0;
   #tail: Promise<unknown> = Promise.resolve();
@@ -109,6 +111,7 @@ class ExchangeGroup implements Group {
         scratch: this.#scratch,
         accumulator: this.#accumulator,
         simd: this.#simd,
+        views: this.#views,
       }),
     );
   }
@@ -138,6 +141,7 @@ class ExchangeGroup implements Group {
     this.#scratch.release();
     this.#accumulator.release();
     this.#simd.release();
+    this.#views.release();
   }
 
   #collective(

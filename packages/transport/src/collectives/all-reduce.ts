@@ -12,6 +12,7 @@ import { combine, reduceInRankOrder } from './reduce.js';
 import { chooseAllReduce, chunks, ringSteps, segments, type Range } from './schedule.js';
 import type { ScratchArena } from './scratch.js';
 import type { SimdStage } from './simd-stage.js';
+import { DirectViews } from './direct-views.js';
 
 export interface AllReduceParams {
   /** Operation counter, identical on all ranks for the same call. */
@@ -26,6 +27,8 @@ export interface AllReduceParams {
   accumulator: ScratchArena;
   /** Receive staging inside the SIMD kernel's memory, for f32 sums on the ring (optional). */
   simd?: SimdStage;
+  /** Views for the direct algorithm, kept between calls (optional). */
+  views?: DirectViews;
   io: ExchangeOpOptions;
   /** Called with the first failure, so the owner can fail the links at once (see settleAll). */
   onError: (err: unknown) => void;
@@ -51,13 +54,10 @@ async function direct(ex: Exchange, buf: ReducibleBuffer, op: ReduceOp, p: AllRe
   const es = buf.BYTES_PER_ELEMENT;
   const count = buf.length;
   const tag = collectiveTag(p.opSeq, 0);
-  const bytes = view(buf);
   const chunkElems = Math.max(1, Math.floor(p.chunkBytes / es));
   const stage = p.scratch.get(count * es * (size - 1));
-  const acc = new Float32Array(p.accumulator.get(Math.min(count, chunkElems) * 4));
-  // sources[r] is rank r's contribution, indexed like buf.
-  const sources: ReducibleBuffer[] = [];
-  for (let r = 0, slot = 0; r < size; r++) sources.push(r === rank ? buf : sameKind(buf, stage, count * slot++, count));
+  const v = (p.views ?? new DirectViews()).update(buf, rank, size, stage, p.accumulator.get(Math.min(count, chunkElems) * 4));
+  const { bytes, sources, slots, acc } = v;
 
   if (count <= chunkElems) {
     // One chunk (the latency-bound case): no per-chunk promise chains.
@@ -65,7 +65,7 @@ async function direct(ex: Exchange, buf: ReducibleBuffer, op: ReduceOp, p: AllRe
     for (let k = 1; k < size; k++) ops.push(ex.send((rank + k) % size, tag, bytes, p.io));
     for (let k = 1; k < size; k++) {
       const peer = (rank - k + size) % size;
-      ops.push(ex.recv(peer, tag, view(sources[peer]), p.io));
+      ops.push(ex.recv(peer, tag, slots[peer], p.io));
     }
     await settleAll(ops, p.onError);
     reduceInRankOrder(op, buf, sources, 0, count, acc);
@@ -85,7 +85,7 @@ async function direct(ex: Exchange, buf: ReducibleBuffer, op: ReduceOp, p: AllRe
     }
     for (let k = 1; k < size; k++) {
       const peer = (rank - k + size) % size;
-      chunkRecvs.push(ex.recv(peer, tag, view(sources[peer]).subarray(a * es, b * es), p.io));
+      chunkRecvs.push(ex.recv(peer, tag, slots[peer].subarray(a * es, b * es), p.io));
     }
     // buf is overwritten only after our own sends of this chunk no longer need it.
     pending.push(Promise.all([...chunkSends, ...chunkRecvs]).then(() => reduceInRankOrder(op, buf, sources, a, b, acc)));

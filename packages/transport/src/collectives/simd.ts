@@ -85,8 +85,9 @@ export function addF32(out: Float32Array, o: number, a: Float32Array, ai: number
   const { mem, add } = k;
   for (let s = 0; s < n; s += BLOCK) {
     const m = Math.min(BLOCK, n - s);
-    mem.set(a.subarray(ai + s, ai + s + m), 0);
-    mem.set(b.subarray(bi + s, bi + s + m), BLOCK);
+    // Whole small arrays (the latency path) go in without a subarray view each.
+    mem.set(ai + s === 0 && m === a.length ? a : a.subarray(ai + s, ai + s + m), 0);
+    mem.set(bi + s === 0 && m === b.length ? b : b.subarray(bi + s, bi + s + m), BLOCK);
     const m4 = m & ~3;
     add(0, 0, BLOCK * 4, m4 * 4);
     for (let i = m4; i < m; i++) mem[i] = mem[i] + mem[BLOCK + i];
