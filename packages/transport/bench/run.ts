@@ -136,6 +136,12 @@ async function rawRing(n: number): Promise<{ busbw(bytes: number, iterations: nu
  * alternating with batches of raw ping-pong (`rawSamples` collects those): the baseline RTT and
  * the all-reduce then sample the same conditions. `floor` also runs a batch of the raw 4 KiB
  * exchange before each batch (per-rank samples), for the raw floor line.
+ *
+ * Warm-up for those interleaved measurements is the same pattern, discarded: `warmup` operations
+ * in 5 batches, each after a ping-pong (and exchange) batch of its own. Latencies here keep
+ * falling for the first second or so of such traffic, for the raw sockets too (measured: ping-pong
+ * 34 -> 26 us, raw exchange 45 -> 29 us, all-reduce 57 -> 31 us over four rounds of 5 batches),
+ * so a warm-up of all-reduces alone, back to back, left the first batches sampling that transient.
  */
 async function allReduceMs(
   mesh: Mesh,
@@ -148,20 +154,27 @@ async function allReduceMs(
   floor?: { pair: RawPair; samples: number[][] },
 ): Promise<number> {
   const batches = raw ? Math.min(5, iterations) : 1;
+  // Interleaved: 5 warm-up batches first; alone: the warm-up leads the one batch.
+  const warmBatches = raw ? 5 : 0;
   const per: number[][] = mesh.ranks.map(() => []);
-  for (let b = 0; b < batches; b++) {
-    const n = Math.ceil(iterations / batches);
+  for (let b = 0; b < warmBatches + batches; b++) {
+    const warm = b < warmBatches;
+    const n = warm ? Math.ceil(warmup / warmBatches) : Math.ceil(iterations / batches);
     if (raw && rawSamples) {
-      const n = Math.max(50, Math.floor(iterations / batches));
-      rawSamples.push(...(await raw.pingPong(n + 10)).slice(10));
+      const rtt = await raw.pingPong(Math.max(50, n) + 10);
+      if (!warm) rawSamples.push(...rtt.slice(10));
     }
-    if (floor) (await floor.pair.exchange(n + 10)).forEach((ms, i) => floor.samples[i].push(...ms.slice(10)));
+    if (floor) {
+      const ex = await floor.pair.exchange(n + 10);
+      if (!warm) ex.forEach((ms, i) => floor.samples[i].push(...ms.slice(10)));
+    }
+    const lead = !raw && b === 0 ? warmup : 0;
     const rs = await mesh.all<{ ms: number[] }>(
       'allreduce',
-      () => ({ elements: bytes / (dtype === 'f16' ? 2 : 4), dtype, iterations: n + (b === 0 ? warmup : 0), verify: false }),
+      () => ({ elements: bytes / (dtype === 'f16' ? 2 : 4), dtype, iterations: n + lead, verify: false }),
       300_000,
     );
-    rs.forEach((r, i) => per[i].push(...r.ms.slice(b === 0 ? warmup : 0)));
+    if (!warm) rs.forEach((r, i) => per[i].push(...r.ms.slice(lead)));
   }
   return Math.max(...per.map((ms) => median(ms)));
 }
@@ -192,15 +205,16 @@ export async function runTransportBench(options: TransportBenchOptions = {}): Pr
   // the cores, which would change where the ping-pong pair's next batch runs.
   const rawEx = await rawPair().catch((err) => {
     raw.close();
-    rawEx.close();
     throw err;
   });
   const rawRtt: number[] = [];
   try {
-    rawRtt.push(...(await raw.pingPong(quick ? 300 : 2000)).slice(100));
-    await rawEx.exchange(quick ? 300 : 2000); // warm-up; the floor is sampled next to the all-reduce
+    // Warm-ups, only logged: the RTT baseline is sampled next to the all-reduces (allReduceMs),
+    // after the same warm-up they get (the first second of traffic here is slower).
+    const firstRtt = (await raw.pingPong(quick ? 300 : 2000)).slice(100);
+    await rawEx.exchange(quick ? 300 : 2000);
     const bulkBefore = await raw.bulk(quick ? 1 : 3);
-    const baseline = { pingPongUs: median(rawRtt) * 1000, bulkMBps: bulkBefore };
+    const baseline = { pingPongUs: median(firstRtt) * 1000, bulkMBps: bulkBefore };
     log(`  ping-pong ${baseline.pingPongUs.toFixed(1)} us, bulk ${baseline.bulkMBps.toFixed(0)} MB/s`);
     // Filled in next to allreduce-4KiB-2ranks, sampled in the same batches.
     const exchangeLine: BenchLine = { name: 'raw-exchange-4KiB-2ranks', value: 0, unit: 'us', ratio: 0 };
@@ -219,10 +233,12 @@ export async function runTransportBench(options: TransportBenchOptions = {}): Pr
       const mesh = await startMesh(ranks, { timeoutMs: 30_000 });
       try {
         // The transfer, like the bulk baseline it is divided by, is the better of a measurement
-        // before and one after the all-reduce lines (seconds apart), so a load burst on a shared
-        // machine cannot decide the ratio from one side only.
-        const transferBefore = ranks === 2 ? await transferMBps(mesh, BULK_BYTES, quick ? 2 : 4) : 0;
+        // before and one after the large all-reduce lines (seconds apart), so a load burst on a
+        // shared machine cannot decide the ratio from one side only. (Not before the latency
+        // lines: those run first on a fresh mesh, before any 64 MiB buffer has come and gone.)
+        let transferBefore = 0;
         for (const [label, bytes, iterations] of sizes) {
+          if (ranks === 2 && bytes >= MiB && transferBefore === 0) transferBefore = await transferMBps(mesh, BULK_BYTES, quick ? 2 : 4);
           // Latency-bound sizes: sample the same load as the RTT, and warm up long enough for V8 to
           // optimise the whole path (a few thousand operations), as a serving process would be.
           const small = bytes <= 64 * KiB;
