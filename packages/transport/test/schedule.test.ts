@@ -91,6 +91,8 @@ describe('f16 conversion', () => {
     xs[1] = -65504;
     xs[2] = 2 ** -24;
     xs[3] = 2 ** -14;
+    xs[4] = 0;
+    xs[5] = -0;
     const out = new Uint16Array(xs.length);
     toHalfBulk(out, 0, xs, new Int32Array(xs.buffer), xs.length);
     const badTo: number[] = [];

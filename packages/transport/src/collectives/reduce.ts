@@ -60,7 +60,8 @@ export function floatToHalf(v: number): number {
 /**
  * out[o + i] = floatToHalf(f[i]) for i in [0, n), where `bits` views the same memory as `f` as
  * u32. Normal results take a branch-light path (rebias, round to nearest even by adding
- * 0xfff + lsb, shift); zeros, subnormals, overflow, infinities and NaN take floatToHalf.
+ * 0xfff + lsb, shift) and zeros keep their sign; subnormals, overflow, infinities and NaN take
+ * floatToHalf.
  * ~10x faster than calling floatToHalf per element.
  */
 export function toHalfBulk(out: Uint16Array, o: number, f: Float32Array, bits: Int32Array, n: number): void {
@@ -71,6 +72,8 @@ export function toHalfBulk(out: Uint16Array, o: number, f: Float32Array, bits: I
     if (((v - 0x38800000) >>> 0) < 0x47800000 - 0x38800000) {
       const w = v - 0x38000000;
       out[o + i] = ((x >>> 16) & 0x8000) | ((w + 0xfff + ((w >>> 13) & 1)) >>> 13);
+    } else if (v === 0) {
+      out[o + i] = (x >>> 16) & 0x8000; // ±0: common in activations, and 10x slower via floatToHalf
     } else {
       out[o + i] = floatToHalf(f[i]);
     }
