@@ -1521,34 +1521,27 @@
         (br $t))))
 
   ;; Subnormal f16 weights of a packed matrix are kept out of its dense data (pack.ts: an f32 denormal
-  ;; operand makes a multiply take a microcode assist) and added here, after each row's dense sum, in
-  ;; column order: out[r] += v·x'[c] with v = w·2^-64 and x' the prepared (·2^64) activations. The table
-  ;; (addresses at 200, 204): i32 row starts (rows + 1), then entries (x' byte offset i32, v f32).
+  ;; operand makes a multiply take a microcode assist) and added here, after the rows' dense sums, in
+  ;; column order per row: out[r] += v·x'[c] with v = w·2^-64 and x' the prepared (·2^64) activations.
+  ;; The table (addresses at 200, 204): i32 row starts (rows + 1: entries of rows [r0, r1) are
+  ;; starts[r0] .. starts[r1]), then entries of 12 bytes (output byte offset r·4, x' byte offset, v),
+  ;; by row then column. Entries are walked directly: most rows have none.
   (func $corr_rows (param $out i32) (param $x i32) (param $r0 i32) (param $r1 i32)
-    (local $starts i32) (local $ent i32) (local $e i32) (local $eend i32) (local $p i32) (local $s f32)
+    (local $starts i32) (local $e i32) (local $end i32) (local $o i32)
     (local.set $starts (i32.load offset=200 (i32.const 0)))
     (if (i32.eqz (local.get $starts)) (then (return)))
-    (local.set $ent (i32.load offset=204 (i32.const 0)))
-    (block $rdone
-      (loop $rl
-        (br_if $rdone (i32.ge_u (local.get $r0) (local.get $r1)))
-        (local.set $e (i32.load (i32.add (local.get $starts) (i32.shl (local.get $r0) (i32.const 2)))))
-        (local.set $eend (i32.load offset=4 (i32.add (local.get $starts) (i32.shl (local.get $r0) (i32.const 2)))))
-        (if (i32.lt_u (local.get $e) (local.get $eend))
-          (then
-            (local.set $p (i32.add (local.get $out) (i32.shl (local.get $r0) (i32.const 2))))
-            (local.set $s (f32.load (local.get $p)))
-            (block $edone
-              (loop $el
-                (br_if $edone (i32.ge_u (local.get $e) (local.get $eend)))
-                (local.set $s (f32.add (local.get $s)
-                  (f32.mul (f32.load offset=4 (i32.add (local.get $ent) (i32.shl (local.get $e) (i32.const 3))))
-                           (f32.load (i32.add (local.get $x) (i32.load (i32.add (local.get $ent) (i32.shl (local.get $e) (i32.const 3)))))))))
-                (local.set $e (i32.add (local.get $e) (i32.const 1)))
-                (br $el)))
-            (f32.store (local.get $p) (local.get $s))))
-        (local.set $r0 (i32.add (local.get $r0) (i32.const 1)))
-        (br $rl))))
+    (local.set $e (i32.load (i32.add (local.get $starts) (i32.shl (local.get $r0) (i32.const 2)))))
+    (local.set $end (i32.load (i32.add (local.get $starts) (i32.shl (local.get $r1) (i32.const 2)))))
+    (local.set $e (i32.add (i32.load offset=204 (i32.const 0)) (i32.mul (local.get $e) (i32.const 12))))
+    (local.set $end (i32.add (i32.load offset=204 (i32.const 0)) (i32.mul (local.get $end) (i32.const 12))))
+    (block $done
+      (loop $l
+        (br_if $done (i32.ge_u (local.get $e) (local.get $end)))
+        (local.set $o (i32.add (local.get $out) (i32.load (local.get $e))))
+        (f32.store (local.get $o) (f32.add (f32.load (local.get $o))
+          (f32.mul (f32.load offset=8 (local.get $e)) (f32.load (i32.add (local.get $x) (i32.load offset=4 (local.get $e)))))))
+        (local.set $e (i32.add (local.get $e) (i32.const 12)))
+        (br $l))))
 
   ;; Rows [r0, r1) of a packed weight (kernel k: group kernel at k, row-major 1-row kernel at k+1):
   ;; whole groups first, then the rows%4 tail rows. One token: all of the chunk's groups in one call,

@@ -132,17 +132,18 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
     // (allocate before taking views: an allocation may grow the memory, and views of the old buffer
     // object end at its old size)
     const startsAddr = arena.alloc((w.rows + 1) * 4, 'f16 subnormal rows');
-    const entriesAddr = arena.alloc(count * 8, 'f16 subnormal terms');
+    const entriesAddr = arena.alloc(count * 12, 'f16 subnormal terms');
     const starts = new Int32Array(arena.buffer(), startsAddr, w.rows + 1);
-    const at = new Int32Array(arena.buffer(), entriesAddr, count * 2);
-    const value = new Float32Array(at.buffer, at.byteOffset, count * 2);
+    const at = new Int32Array(arena.buffer(), entriesAddr, count * 3);
+    const value = new Float32Array(at.buffer, at.byteOffset, count * 3);
     for (let i = 0; i < count; i++) {
       const [r, c, h] = [taken[3 * i], taken[3 * i + 1], taken[3 * i + 2]];
       starts[r + 1]++;
+      at[3 * i] = r * 4;
       // byte offset of column c in the prepared activations: per 8 columns the even ones, then the odd
       const j = c & 7;
-      at[2 * i] = ((c & ~7) + (j & 1 ? 4 + (j >> 1) : j >> 1)) * 4;
-      value[2 * i + 1] = F16_TO_F32[h] * 2 ** -64;
+      at[3 * i + 1] = ((c & ~7) + (j & 1 ? 4 + (j >> 1) : j >> 1)) * 4;
+      value[3 * i + 2] = F16_TO_F32[h] * 2 ** -64;
     }
     for (let r = 0; r < w.rows; r++) starts[r + 1] += starts[r];
     subnormalTables.set(w.bytes, [startsAddr, entriesAddr]);
