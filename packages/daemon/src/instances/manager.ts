@@ -85,6 +85,14 @@ interface InstanceStatus {
 }
 
 const STATUS_FRESH_MS = 3500;
+/**
+ * A superseded instance retires on a status showing it idle that was heard this long after its
+ * successor became ready: nodes learn of the successor's readiness from statuses sent every second,
+ * and until then may still route requests to the old instance.
+ */
+const RETIRE_SETTLE_MS = 3000;
+/** A superseded instance is removed this long after its successor was placed even when never seen idle. */
+const RETIRE_AFTER_MS = 600_000;
 const READY_TIMEOUT_MS = 120_000;
 
 export function localAddresses(port: number): TcpAddress[] {
@@ -107,6 +115,8 @@ export class InstanceManager {
   readonly #addrs = new Map<string, string[]>();
   /** Models other nodes hold: what planning needs, who holds them, when last heard. */
   readonly #remote = new Map<string, { shape: ModelShape; config: Record<string, unknown>; holders: Map<string, number> }>();
+  /** Coordinator: when it first saw each successor instance ready (its predecessor retires after that). */
+  readonly #successorReadyAt = new Map<string, number>();
   /** Coordinator: instances already replaced (so a late failure report does not replace twice). */
   readonly #replaced = new Set<string>();
   /** Each data-plane link's transport (RDMA or TCP, with the reason), from this node's runners and gossip. */
@@ -275,12 +285,19 @@ export class InstanceManager {
       this.#d.log.info({ instance: e.id, from: p.predicted?.decodeTokensPerSecond, to: next.predicted?.decodeTokensPerSecond, ranks: next.ranks }, 'a faster plan exists: placing a successor');
       this.#propose(e.model, next, p.requested, p.shape, p.config, e.id);
     }
+    for (const id of this.#successorReadyAt.keys()) if (!this.#d.state().instances[id]) this.#successorReadyAt.delete(id);
     for (const e of all) {
       const old = (e.plan as PlacedPlan).supersedes;
       if (!old || !this.#d.state().instances[old] || !this.isReady(e.id)) continue;
+      let readyAt = this.#successorReadyAt.get(e.id);
+      if (readyAt === undefined) this.#successorReadyAt.set(e.id, (readyAt = Date.now()));
+      // Idle only by a status the old instance's driver sent a while after the successor was ready, so
+      // it counts every request routed to the old one before all nodes saw the successor ready. No
+      // status is not idle: a coordinator that just joined (or took over) has not heard one yet, and
+      // removing the instance then killed a stream running on it.
       const s = this.#status.get(old);
-      const idle = !s || (s.active === 0 && s.queued === 0);
-      if (idle || Date.now() - e.placedAt > 600_000) {
+      const idle = !!s && s.at > readyAt + RETIRE_SETTLE_MS && s.active === 0 && s.queued === 0;
+      if (idle || Date.now() - e.placedAt > RETIRE_AFTER_MS) {
         this.#d.log.info({ instance: old, successor: e.id }, 'retiring the superseded instance');
         this.#removeAsCoordinator(old);
       }
