@@ -7,7 +7,10 @@
  *   measurements, goodbyes) into sequenced events `(epoch, seq)` and broadcasts them. Followers apply
  *   them in order; a gap, a new epoch or a new coordinator makes them ask for a snapshot.
  * - A node that becomes coordinator starts a new epoch from the state it already follows (a fresh
- *   node first adopts the snapshot of the pod's previous coordinator, so history survives).
+ *   node first adopts the snapshot of the pod's previous coordinator, so history survives). One that
+ *   started leading before it heard the pod (a joiner with a smaller id whose first heartbeats had
+ *   not crossed yet) takes over the log of any peer that led an epoch at least as late, then leads a
+ *   later one; that peer does not follow it before, so the pod's instances are not dropped.
  * - Nodes own their facts: each keeps re-sending its profile and links until the shared state shows
  *   them, so nothing is lost to a dropped message or a coordinator change.
  *
@@ -184,6 +187,15 @@ export class Replica {
         this.#heard.set(msg.from, { at: now, name: msg.name, log: msg.log, bootId: msg.bootId, boots });
         this.#saidGoodbye.delete(msg.from);
         if (this.isCoordinator) {
+          // A peer that led an epoch at least as late as ours has history we lack: we started leading
+          // without hearing it (a node that joins with a smaller id, before its first heartbeats
+          // crossed). Take its log over, then lead a later epoch; it waits for that (see 'snapshot').
+          const p = msg.log;
+          if (p.leader === msg.from && p.epoch >= this.#pos.epoch && (this.#adoptFrom === null || now - this.#lastSyncRequest >= 2000)) {
+            this.#adoptFrom = msg.from;
+            this.#requestSync(msg.from, 'adopt', now, true);
+            return;
+          }
           if (this.#state.nodes[msg.from]?.status !== 'live') this.#emit({ type: 'node-joined', peerId: msg.from, name: msg.name, at: now });
         } else if (msg.from === this.coordinator()) {
           const p = msg.log;
@@ -244,7 +256,22 @@ export class Replica {
           this.#opts.onSnapshot?.(this.#state, msg.from);
           return;
         }
+        if (this.#adoptFrom === msg.from && this.isCoordinator) {
+          // The history of a peer that led before us (see 'heartbeat'): it becomes ours, in a new epoch.
+          this.#adoptFrom = null;
+          if (msg.epoch < this.#pos.epoch) return;
+          this.#state = msg.state as ClusterState;
+          this.#pos = { epoch: msg.epoch, leader: '', seq: msg.seq };
+          this.#opts.onSnapshot?.(this.#state, msg.from);
+          this.#lead(now);
+          this.#reconcileOwnFacts(true);
+          return;
+        }
         if (msg.from !== this.coordinator()) return;
+        // A new coordinator at an epoch no later than the one we led has not seen our history: it
+        // takes it over when it hears our heartbeat and then leads a later epoch; following it now
+        // would drop our history (the instances running in the pod).
+        if (this.#pos.leader === this.selfId && msg.epoch <= this.#pos.epoch) return;
         this.#state = msg.state as ClusterState;
         this.#pos = { epoch: msg.epoch, leader: msg.from, seq: msg.seq };
         this.#opts.onSnapshot?.(this.#state, msg.from);
@@ -283,6 +310,11 @@ export class Replica {
       if (this.#adoptFrom !== null && now - this.#lastSyncRequest < 2000) return; // still waiting for it
       this.#adoptFrom = null;
     }
+    this.#lead(now);
+  }
+
+  /** Starts leading a new epoch from the state this node holds. */
+  #lead(now: number): void {
     const seenEpochs = [...this.#heard.values()].map((h) => h.log.epoch);
     const epoch = Math.max(this.#pos.epoch, ...seenEpochs) + 1;
     this.#pos = { epoch, leader: this.selfId, seq: this.#pos.seq };

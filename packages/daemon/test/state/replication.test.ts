@@ -125,6 +125,31 @@ describe('replicated cluster state', () => {
     expect(liveNodeIds(a2.state)).toEqual(['A', 'B', 'C']);
   });
 
+  it('a joining node with the smallest id that starts leading before it hears the pod takes the pod history over', () => {
+    const pod = new Pod();
+    const rs = ['B', 'C'].map((id) => pod.add(id));
+    for (const r of rs) r.setProfile(profile(r.selfId));
+    pod.run(5);
+    expect(rs[0].propose({ type: 'instance-placed', instance: { id: 'i1', model: 'm', placedAt: 1, nodes: ['B'], plan: null } })).toBe(true);
+    pod.run(1);
+    // A's first heartbeats do not cross (discovery is slow): it leads an epoch of its own, empty.
+    const a = pod.add('A');
+    a.setProfile(profile('A'));
+    pod.group = new Map([['A', 2], ['B', 1], ['C', 1]]);
+    pod.run(3);
+    expect(a.isCoordinator).toBe(true);
+    expect(a.state.instances.i1).toBeUndefined();
+    pod.group = null;
+    pod.run(1);
+    expect(rs[0].state.instances.i1).toBeDefined(); // B did not follow A's empty state
+    pod.run(4);
+    expect(a.isCoordinator).toBe(true);
+    expect(a.state.instances.i1).toBeDefined();
+    expect(new Set(pod.states()).size).toBe(1);
+    expect(liveNodeIds(a.state)).toEqual(['A', 'B', 'C']);
+    expect(Object.values(a.state.nodes).every((n) => n.profile)).toBe(true);
+  });
+
   it('a healed partition converges on the smaller coordinator, with every node and its facts', () => {
     const pod = new Pod();
     pod.group = new Map([['A', 1], ['B', 1], ['C', 2], ['D', 2]]);
