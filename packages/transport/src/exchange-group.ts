@@ -5,7 +5,7 @@
 import { GroupClosedError, TransportError, UsageError } from './errors.js';
 import type { Group, OpOptions, ReduceOp, ReducibleBuffer } from './group.js';
 import { allGather, barrier } from './collectives/all-gather.js';
-import { allReduce } from './collectives/all-reduce.js';
+import { allReduce, type AllReduceParams } from './collectives/all-reduce.js';
 import { USER_TAG, type Exchange, type ExchangeOpOptions } from './collectives/exchange.js';
 import { ScratchArena } from './collectives/scratch.js';
 import { SimdStage } from './collectives/simd-stage.js';
@@ -60,6 +60,9 @@ class ExchangeGroup implements Group {
   #broken: GroupClosedError | null = null;
   /** Made once: collectives are latency-bound, so nothing is allocated per call that can be kept. */
   readonly #onError = (err: unknown): void => this.#fail(err);
+  /** Options of every operation called without any (never mutated). */
+  readonly #defaultIo: ExchangeOpOptions;
+  readonly #params: AllReduceParams;
 
   constructor(ex: Exchange, options: CollectiveOptions) {
     this.#ex = ex;
@@ -68,6 +71,18 @@ class ExchangeGroup implements Group {
     this.#timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     this.#threshold = options.thresholdBytes ?? ALLREDUCE_DIRECT_MAX_SEND_BYTES;
     this.#chunk = options.chunkBytes ?? PIPELINE_CHUNK_BYTES;
+    this.#defaultIo = { timeoutMs: this.#timeoutMs };
+    this.#params = {
+      opSeq: 0,
+      io: this.#defaultIo,
+      onError: this.#onError,
+      thresholdBytes: this.#threshold,
+      chunkBytes: this.#chunk,
+      scratch: this.#scratch,
+      accumulator: this.#accumulator,
+      simd: this.#simd,
+      views: this.#views,
+    };
   }
 
   async send(peer: number, buf: ArrayBufferView, options?: OpOptions): Promise<void> {
@@ -101,19 +116,14 @@ class ExchangeGroup implements Group {
       return Promise.reject(new UsageError('allReduce: buffer must be a Float32Array or a Uint16Array (f16 bits)'));
     }
     if (!OPS.includes(op)) return Promise.reject(new UsageError(`allReduce: op must be one of ${OPS.join(', ')}, got ${String(op)}`));
-    return this.#collective(options, (opSeq, io, onError) =>
-      allReduce(this.#ex, buf, op, {
-        opSeq,
-        io,
-        onError,
-        thresholdBytes: this.#threshold,
-        chunkBytes: this.#chunk,
-        scratch: this.#scratch,
-        accumulator: this.#accumulator,
-        simd: this.#simd,
-        views: this.#views,
-      }),
-    );
+    return this.#collective(options, (opSeq, io) => {
+      // One parameter object per group, set as each all-reduce starts: collectives on a group run
+      // one at a time, and each finishes (every send and receive settled) before the next starts.
+      const p = this.#params;
+      p.opSeq = opSeq;
+      p.io = io;
+      return allReduce(this.#ex, buf, op, p);
+    });
   }
 
   allGather(input: ArrayBufferView, output: ArrayBufferView, options?: OpOptions): Promise<void> {
@@ -184,6 +194,7 @@ class ExchangeGroup implements Group {
   }
 
   #io(options: OpOptions | undefined): ExchangeOpOptions {
+    if (options === undefined) return this.#defaultIo;
     const timeoutMs = options?.timeoutMs ?? this.#timeoutMs;
     // Infinity is allowed per operation for waits that are idle by design (a follower waiting for
     // the next request); a dead peer still fails them through the closed connection.
