@@ -42,11 +42,12 @@ function sameKind(buf: ReducibleBuffer, ab: ArrayBuffer, elemOffset: number, len
   return buf instanceof Float32Array ? new Float32Array(ab, elemOffset * 4, length) : new Uint16Array(ab, elemOffset * 2, length);
 }
 
-export async function allReduce(ex: Exchange, buf: ReducibleBuffer, op: ReduceOp, p: AllReduceParams): Promise<void> {
-  if (ex.size === 1 || buf.length === 0) return;
-  const algo = chooseAllReduce(buf.byteLength, ex.size, p.thresholdBytes);
-  if (algo === 'direct') await direct(ex, buf, op, p);
-  else await ring(ex, buf, op, p);
+const RESOLVED = Promise.resolve();
+
+/** Not async itself: the algorithm's promise is returned as is (one await fewer per operation). */
+export function allReduce(ex: Exchange, buf: ReducibleBuffer, op: ReduceOp, p: AllReduceParams): Promise<void> {
+  if (ex.size === 1 || buf.length === 0) return RESOLVED;
+  return chooseAllReduce(buf.byteLength, ex.size, p.thresholdBytes) === 'direct' ? direct(ex, buf, op, p) : ring(ex, buf, op, p);
 }
 
 async function direct(ex: Exchange, buf: ReducibleBuffer, op: ReduceOp, p: AllReduceParams): Promise<void> {

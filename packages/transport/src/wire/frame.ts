@@ -114,8 +114,10 @@ export class FrameDecoder {
     try {
       while (i < n) {
         if (this.#state === State.Header) {
+          // Byte by byte: 16 bytes do not repay a subarray view per frame.
           const take = Math.min(FRAME_HEADER_BYTES - this.#fill, n - i);
-          this.#headerBytes.set(chunk.subarray(i, i + take), this.#fill);
+          const h = this.#headerBytes;
+          for (let k = 0; k < take; k++) h[this.#fill + k] = chunk[i + k];
           this.#fill += take;
           i += take;
           if (this.#fill < FRAME_HEADER_BYTES) break;
