@@ -1102,6 +1102,298 @@
         (local.set $g (i32.add (local.get $g) (i32.const 1)))
         (br $gl))))
 
+  ;; ---------------------------------------------------------------- q8_0 / q4_0 prompt batches
+  ;; Packed weights, n >= 2 tokens ($rows_packed): each 4-row group is widened once into the calling
+  ;; thread's scratch ($qwiden4), then tiles of tokens run against it ($qtiles: $qtileT for T tokens at a
+  ;; time, then one smaller tile for the rest), so every widened weight vector is loaded once per tile.
+  ;; Scratch, per 32-block (272 bytes): the 4 rows' f32 scales d_w (widened exactly as the 1-token kernels
+  ;; do), then 16 i16x8 vectors; vector k holds columns 2k, 2k+1 of rows 0..3 (rows in the i32 lanes). One
+  ;; i32x4.dot_i16x8_s of vector k with the token's activation pair (x[2k], x[2k+1]) splatted then adds
+  ;; 2 products to each row's lane: 16 dots per block give the 4 rows' exact block totals without the
+  ;; transpose the 1-token kernels need. q8_0 weights widen as they are; q4_0 to match the activations'
+  ;; q4_0 form (quant_q8): columns j < 16 carry b − 136 = (lo − 8) + 16·(hi − 8) for the byte b = lo + 16·hi,
+  ;; columns j + 16 carry hi − 8, against x[j] and x[j+16] − 16·x[j]: lo·x[j] + hi·x[j+16] − 8·(x[j] + x[j+16])
+  ;; with the −8 included, so no correction term. Integer totals are exact, and each block then adds
+  ;; f32(isum)·(d_w·d_x) to the f32 sum exactly as $g4_q8_0 / $g4_q4_0 do: a batch gives the 1-token bits.
+  ;; The k loop runs 2 steps per iteration: fully unrolled, TurboFan hoisted all 16·T loads to the top of
+  ;; the block and spilled most of them (measured: no faster than the 1-token kernels).
+  ;; >>> qtile (generated)
+  (func $qwiden4 (param $w i32) (param $nb i32) (param $dst i32) (param $q4 i32)
+    (local $b i32) (local $p i32) (local $d i32) (local $m v128)
+    (local $r0 v128) (local $r1 v128) (local $r2 v128) (local $r3 v128) (local $h0 v128) (local $h1 v128) (local $h2 v128) (local $h3 v128)
+    (local $u v128) (local $v v128) (local $c0 v128) (local $c1 v128)
+    (local.set $m (v128.const i32x4 0x8FFFE000 0x8FFFE000 0x8FFFE000 0x8FFFE000))
+    (local.set $p (local.get $w))
+    (local.set $d (local.get $dst))
+    (block $done
+      (loop $l
+        (br_if $done (i32.ge_u (local.get $b) (local.get $nb)))
+        ;; the 4 rows' scales as the 1-token kernels widen them: f32 d_w (bits of d_w·2^-112, times 2^112)
+        (v128.store (local.get $d) (f32x4.mul (v128.and (i32x4.shr_s (i32x4.shl (v128.load16x4_u (local.get $p)) (i32.const 16)) (i32.const 3)) (local.get $m))
+                                             (v128.const f32x4 0x1p112 0x1p112 0x1p112 0x1p112)))
+        (if (local.get $q4)
+          (then
+            ;; q4_0: the raw bytes (lo + 16·hi) against x[j], the high nibbles against x[j+16] − 16·x[j]
+            (local.set $r0 (v128.load offset=8 (local.get $p)))
+            (local.set $r1 (v128.load offset=24 (local.get $p)))
+            (local.set $r2 (v128.load offset=40 (local.get $p)))
+            (local.set $r3 (v128.load offset=56 (local.get $p)))
+            (local.set $h0 (i8x16.shr_u (local.get $r0) (i32.const 4)))
+            (local.set $h1 (i8x16.shr_u (local.get $r1) (i32.const 4)))
+            (local.set $h2 (i8x16.shr_u (local.get $r2) (i32.const 4)))
+            (local.set $h3 (i8x16.shr_u (local.get $r3) (i32.const 4)))
+            (local.set $c0 (v128.const i16x8 136 136 136 136 136 136 136 136))
+            (local.set $c1 (v128.const i16x8 8 8 8 8 8 8 8 8))
+            (local.set $p (i32.add (local.get $p) (i32.const 72))))
+          (else
+            (local.set $r0 (v128.load offset=8 (local.get $p)))
+            (local.set $r1 (v128.load offset=40 (local.get $p)))
+            (local.set $r2 (v128.load offset=72 (local.get $p)))
+            (local.set $r3 (v128.load offset=104 (local.get $p)))
+            (local.set $h0 (v128.load offset=24 (local.get $p)))
+            (local.set $h1 (v128.load offset=56 (local.get $p)))
+            (local.set $h2 (v128.load offset=88 (local.get $p)))
+            (local.set $h3 (v128.load offset=120 (local.get $p)))
+            (local.set $p (i32.add (local.get $p) (i32.const 136)))))
+        (local.set $u (i8x16.shuffle 0 1 16 17 2 3 18 19 4 5 20 21 6 7 22 23 (local.get $r0) (local.get $r1)))
+        (local.set $v (i8x16.shuffle 0 1 16 17 2 3 18 19 4 5 20 21 6 7 22 23 (local.get $r2) (local.get $r3)))
+        (if (local.get $q4)
+          (then
+            (v128.store offset=16 (local.get $d) (i16x8.sub (i16x8.extend_low_i8x16_u (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $u) (local.get $v))) (local.get $c0)))
+            (v128.store offset=32 (local.get $d) (i16x8.sub (i16x8.extend_high_i8x16_u (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $u) (local.get $v))) (local.get $c0))))
+          (else
+            (v128.store offset=16 (local.get $d) (i16x8.extend_low_i8x16_s (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $u) (local.get $v))))
+            (v128.store offset=32 (local.get $d) (i16x8.extend_high_i8x16_s (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $u) (local.get $v))))))
+        (if (local.get $q4)
+          (then
+            (v128.store offset=48 (local.get $d) (i16x8.sub (i16x8.extend_low_i8x16_u (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $u) (local.get $v))) (local.get $c0)))
+            (v128.store offset=64 (local.get $d) (i16x8.sub (i16x8.extend_high_i8x16_u (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $u) (local.get $v))) (local.get $c0))))
+          (else
+            (v128.store offset=48 (local.get $d) (i16x8.extend_low_i8x16_s (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $u) (local.get $v))))
+            (v128.store offset=64 (local.get $d) (i16x8.extend_high_i8x16_s (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $u) (local.get $v))))))
+        (local.set $u (i8x16.shuffle 8 9 24 25 10 11 26 27 12 13 28 29 14 15 30 31 (local.get $r0) (local.get $r1)))
+        (local.set $v (i8x16.shuffle 8 9 24 25 10 11 26 27 12 13 28 29 14 15 30 31 (local.get $r2) (local.get $r3)))
+        (if (local.get $q4)
+          (then
+            (v128.store offset=80 (local.get $d) (i16x8.sub (i16x8.extend_low_i8x16_u (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $u) (local.get $v))) (local.get $c0)))
+            (v128.store offset=96 (local.get $d) (i16x8.sub (i16x8.extend_high_i8x16_u (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $u) (local.get $v))) (local.get $c0))))
+          (else
+            (v128.store offset=80 (local.get $d) (i16x8.extend_low_i8x16_s (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $u) (local.get $v))))
+            (v128.store offset=96 (local.get $d) (i16x8.extend_high_i8x16_s (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $u) (local.get $v))))))
+        (if (local.get $q4)
+          (then
+            (v128.store offset=112 (local.get $d) (i16x8.sub (i16x8.extend_low_i8x16_u (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $u) (local.get $v))) (local.get $c0)))
+            (v128.store offset=128 (local.get $d) (i16x8.sub (i16x8.extend_high_i8x16_u (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $u) (local.get $v))) (local.get $c0))))
+          (else
+            (v128.store offset=112 (local.get $d) (i16x8.extend_low_i8x16_s (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $u) (local.get $v))))
+            (v128.store offset=128 (local.get $d) (i16x8.extend_high_i8x16_s (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $u) (local.get $v))))))
+        (local.set $u (i8x16.shuffle 0 1 16 17 2 3 18 19 4 5 20 21 6 7 22 23 (local.get $h0) (local.get $h1)))
+        (local.set $v (i8x16.shuffle 0 1 16 17 2 3 18 19 4 5 20 21 6 7 22 23 (local.get $h2) (local.get $h3)))
+        (if (local.get $q4)
+          (then
+            (v128.store offset=144 (local.get $d) (i16x8.sub (i16x8.extend_low_i8x16_u (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $u) (local.get $v))) (local.get $c1)))
+            (v128.store offset=160 (local.get $d) (i16x8.sub (i16x8.extend_high_i8x16_u (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $u) (local.get $v))) (local.get $c1))))
+          (else
+            (v128.store offset=144 (local.get $d) (i16x8.extend_low_i8x16_s (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $u) (local.get $v))))
+            (v128.store offset=160 (local.get $d) (i16x8.extend_high_i8x16_s (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $u) (local.get $v))))))
+        (if (local.get $q4)
+          (then
+            (v128.store offset=176 (local.get $d) (i16x8.sub (i16x8.extend_low_i8x16_u (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $u) (local.get $v))) (local.get $c1)))
+            (v128.store offset=192 (local.get $d) (i16x8.sub (i16x8.extend_high_i8x16_u (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $u) (local.get $v))) (local.get $c1))))
+          (else
+            (v128.store offset=176 (local.get $d) (i16x8.extend_low_i8x16_s (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $u) (local.get $v))))
+            (v128.store offset=192 (local.get $d) (i16x8.extend_high_i8x16_s (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $u) (local.get $v))))))
+        (local.set $u (i8x16.shuffle 8 9 24 25 10 11 26 27 12 13 28 29 14 15 30 31 (local.get $h0) (local.get $h1)))
+        (local.set $v (i8x16.shuffle 8 9 24 25 10 11 26 27 12 13 28 29 14 15 30 31 (local.get $h2) (local.get $h3)))
+        (if (local.get $q4)
+          (then
+            (v128.store offset=208 (local.get $d) (i16x8.sub (i16x8.extend_low_i8x16_u (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $u) (local.get $v))) (local.get $c1)))
+            (v128.store offset=224 (local.get $d) (i16x8.sub (i16x8.extend_high_i8x16_u (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $u) (local.get $v))) (local.get $c1))))
+          (else
+            (v128.store offset=208 (local.get $d) (i16x8.extend_low_i8x16_s (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $u) (local.get $v))))
+            (v128.store offset=224 (local.get $d) (i16x8.extend_high_i8x16_s (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $u) (local.get $v))))))
+        (if (local.get $q4)
+          (then
+            (v128.store offset=240 (local.get $d) (i16x8.sub (i16x8.extend_low_i8x16_u (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $u) (local.get $v))) (local.get $c1)))
+            (v128.store offset=256 (local.get $d) (i16x8.sub (i16x8.extend_high_i8x16_u (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $u) (local.get $v))) (local.get $c1))))
+          (else
+            (v128.store offset=240 (local.get $d) (i16x8.extend_low_i8x16_s (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $u) (local.get $v))))
+            (v128.store offset=256 (local.get $d) (i16x8.extend_high_i8x16_s (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $u) (local.get $v))))))
+        (local.set $d (i32.add (local.get $d) (i32.const 272)))
+        (local.set $b (i32.add (local.get $b) (i32.const 1)))
+        (br $l))))
+
+  (func $qtile1 (param $s i32) (param $nb i32) (param $x i32) (param $xs i32) (param $out i32) (param $os i32)
+    (local $b i32) (local $k i32) (local $doff i32) (local $w v128) (local $dw v128)
+    (local $a0 v128) (local $f0 v128)
+    (local.set $doff (i32.mul (local.get $nb) (i32.const 68)))
+    (block $done
+      (loop $l
+        (br_if $done (i32.ge_u (local.get $b) (local.get $nb)))
+        (local.set $a0 (v128.const i32x4 0 0 0 0))
+        (local.set $k (i32.const 0))
+        (loop $kl
+          (local.set $w (v128.load offset=16 (i32.add (local.get $s) (i32.shl (local.get $k) (i32.const 2)))))
+          (local.set $a0 (i32x4.add (local.get $a0) (i32x4.dot_i16x8_s (local.get $w) (v128.load32_splat offset=0 (i32.add (local.get $x) (local.get $k))))))
+          (local.set $w (v128.load offset=32 (i32.add (local.get $s) (i32.shl (local.get $k) (i32.const 2)))))
+          (local.set $a0 (i32x4.add (local.get $a0) (i32x4.dot_i16x8_s (local.get $w) (v128.load32_splat offset=4 (i32.add (local.get $x) (local.get $k))))))
+          (local.set $k (i32.add (local.get $k) (i32.const 8)))
+          (br_if $kl (i32.lt_u (local.get $k) (i32.const 64))))
+        (local.set $dw (v128.load (local.get $s)))
+        (local.set $f0 (f32x4.add (local.get $f0) (f32x4.mul (f32x4.convert_i32x4_s (local.get $a0))
+          (f32x4.mul (local.get $dw) (f32x4.splat (f32.load (i32.add (local.get $x) (local.get $doff))))))))
+        (local.set $s (i32.add (local.get $s) (i32.const 272)))
+        (local.set $x (i32.add (local.get $x) (i32.const 64)))
+        (local.set $doff (i32.sub (local.get $doff) (i32.const 60)))
+        (local.set $b (i32.add (local.get $b) (i32.const 1)))
+        (br $l)))
+    (v128.store (local.get $out) (local.get $f0))
+  )
+
+  (func $qtile2 (param $s i32) (param $nb i32) (param $x i32) (param $xs i32) (param $out i32) (param $os i32)
+    (local $b i32) (local $k i32) (local $doff i32) (local $x1 i32) (local $w v128) (local $dw v128)
+    (local $a0 v128) (local $f0 v128) (local $a1 v128) (local $f1 v128)
+    (local.set $doff (i32.mul (local.get $nb) (i32.const 68)))
+    (block $done
+      (loop $l
+        (br_if $done (i32.ge_u (local.get $b) (local.get $nb)))
+        (local.set $a0 (v128.const i32x4 0 0 0 0))
+        (local.set $a1 (v128.const i32x4 0 0 0 0))
+        (local.set $x1 (i32.add (local.get $x) (local.get $xs)))
+        (local.set $k (i32.const 0))
+        (loop $kl
+          (local.set $w (v128.load offset=16 (i32.add (local.get $s) (i32.shl (local.get $k) (i32.const 2)))))
+          (local.set $a0 (i32x4.add (local.get $a0) (i32x4.dot_i16x8_s (local.get $w) (v128.load32_splat offset=0 (i32.add (local.get $x) (local.get $k))))))
+          (local.set $a1 (i32x4.add (local.get $a1) (i32x4.dot_i16x8_s (local.get $w) (v128.load32_splat offset=0 (i32.add (local.get $x1) (local.get $k))))))
+          (local.set $w (v128.load offset=32 (i32.add (local.get $s) (i32.shl (local.get $k) (i32.const 2)))))
+          (local.set $a0 (i32x4.add (local.get $a0) (i32x4.dot_i16x8_s (local.get $w) (v128.load32_splat offset=4 (i32.add (local.get $x) (local.get $k))))))
+          (local.set $a1 (i32x4.add (local.get $a1) (i32x4.dot_i16x8_s (local.get $w) (v128.load32_splat offset=4 (i32.add (local.get $x1) (local.get $k))))))
+          (local.set $k (i32.add (local.get $k) (i32.const 8)))
+          (br_if $kl (i32.lt_u (local.get $k) (i32.const 64))))
+        (local.set $dw (v128.load (local.get $s)))
+        (local.set $f0 (f32x4.add (local.get $f0) (f32x4.mul (f32x4.convert_i32x4_s (local.get $a0))
+          (f32x4.mul (local.get $dw) (f32x4.splat (f32.load (i32.add (local.get $x) (local.get $doff))))))))
+        (local.set $f1 (f32x4.add (local.get $f1) (f32x4.mul (f32x4.convert_i32x4_s (local.get $a1))
+          (f32x4.mul (local.get $dw) (f32x4.splat (f32.load (i32.add (local.get $x1) (local.get $doff))))))))
+        (local.set $s (i32.add (local.get $s) (i32.const 272)))
+        (local.set $x (i32.add (local.get $x) (i32.const 64)))
+        (local.set $doff (i32.sub (local.get $doff) (i32.const 60)))
+        (local.set $b (i32.add (local.get $b) (i32.const 1)))
+        (br $l)))
+    (v128.store (local.get $out) (local.get $f0))
+    (local.set $out (i32.add (local.get $out) (local.get $os)))
+    (v128.store (local.get $out) (local.get $f1))
+  )
+
+  (func $qtile3 (param $s i32) (param $nb i32) (param $x i32) (param $xs i32) (param $out i32) (param $os i32)
+    (local $b i32) (local $k i32) (local $doff i32) (local $x1 i32) (local $x2 i32) (local $w v128) (local $dw v128)
+    (local $a0 v128) (local $f0 v128) (local $a1 v128) (local $f1 v128) (local $a2 v128) (local $f2 v128)
+    (local.set $doff (i32.mul (local.get $nb) (i32.const 68)))
+    (block $done
+      (loop $l
+        (br_if $done (i32.ge_u (local.get $b) (local.get $nb)))
+        (local.set $a0 (v128.const i32x4 0 0 0 0))
+        (local.set $a1 (v128.const i32x4 0 0 0 0))
+        (local.set $a2 (v128.const i32x4 0 0 0 0))
+        (local.set $x1 (i32.add (local.get $x) (local.get $xs)))
+        (local.set $x2 (i32.add (local.get $x1) (local.get $xs)))
+        (local.set $k (i32.const 0))
+        (loop $kl
+          (local.set $w (v128.load offset=16 (i32.add (local.get $s) (i32.shl (local.get $k) (i32.const 2)))))
+          (local.set $a0 (i32x4.add (local.get $a0) (i32x4.dot_i16x8_s (local.get $w) (v128.load32_splat offset=0 (i32.add (local.get $x) (local.get $k))))))
+          (local.set $a1 (i32x4.add (local.get $a1) (i32x4.dot_i16x8_s (local.get $w) (v128.load32_splat offset=0 (i32.add (local.get $x1) (local.get $k))))))
+          (local.set $a2 (i32x4.add (local.get $a2) (i32x4.dot_i16x8_s (local.get $w) (v128.load32_splat offset=0 (i32.add (local.get $x2) (local.get $k))))))
+          (local.set $w (v128.load offset=32 (i32.add (local.get $s) (i32.shl (local.get $k) (i32.const 2)))))
+          (local.set $a0 (i32x4.add (local.get $a0) (i32x4.dot_i16x8_s (local.get $w) (v128.load32_splat offset=4 (i32.add (local.get $x) (local.get $k))))))
+          (local.set $a1 (i32x4.add (local.get $a1) (i32x4.dot_i16x8_s (local.get $w) (v128.load32_splat offset=4 (i32.add (local.get $x1) (local.get $k))))))
+          (local.set $a2 (i32x4.add (local.get $a2) (i32x4.dot_i16x8_s (local.get $w) (v128.load32_splat offset=4 (i32.add (local.get $x2) (local.get $k))))))
+          (local.set $k (i32.add (local.get $k) (i32.const 8)))
+          (br_if $kl (i32.lt_u (local.get $k) (i32.const 64))))
+        (local.set $dw (v128.load (local.get $s)))
+        (local.set $f0 (f32x4.add (local.get $f0) (f32x4.mul (f32x4.convert_i32x4_s (local.get $a0))
+          (f32x4.mul (local.get $dw) (f32x4.splat (f32.load (i32.add (local.get $x) (local.get $doff))))))))
+        (local.set $f1 (f32x4.add (local.get $f1) (f32x4.mul (f32x4.convert_i32x4_s (local.get $a1))
+          (f32x4.mul (local.get $dw) (f32x4.splat (f32.load (i32.add (local.get $x1) (local.get $doff))))))))
+        (local.set $f2 (f32x4.add (local.get $f2) (f32x4.mul (f32x4.convert_i32x4_s (local.get $a2))
+          (f32x4.mul (local.get $dw) (f32x4.splat (f32.load (i32.add (local.get $x2) (local.get $doff))))))))
+        (local.set $s (i32.add (local.get $s) (i32.const 272)))
+        (local.set $x (i32.add (local.get $x) (i32.const 64)))
+        (local.set $doff (i32.sub (local.get $doff) (i32.const 60)))
+        (local.set $b (i32.add (local.get $b) (i32.const 1)))
+        (br $l)))
+    (v128.store (local.get $out) (local.get $f0))
+    (local.set $out (i32.add (local.get $out) (local.get $os)))
+    (v128.store (local.get $out) (local.get $f1))
+    (local.set $out (i32.add (local.get $out) (local.get $os)))
+    (v128.store (local.get $out) (local.get $f2))
+  )
+
+  (func $qtile4 (param $s i32) (param $nb i32) (param $x i32) (param $xs i32) (param $out i32) (param $os i32)
+    (local $b i32) (local $k i32) (local $doff i32) (local $x1 i32) (local $x2 i32) (local $x3 i32) (local $w v128) (local $dw v128)
+    (local $a0 v128) (local $f0 v128) (local $a1 v128) (local $f1 v128) (local $a2 v128) (local $f2 v128) (local $a3 v128) (local $f3 v128)
+    (local.set $doff (i32.mul (local.get $nb) (i32.const 68)))
+    (block $done
+      (loop $l
+        (br_if $done (i32.ge_u (local.get $b) (local.get $nb)))
+        (local.set $a0 (v128.const i32x4 0 0 0 0))
+        (local.set $a1 (v128.const i32x4 0 0 0 0))
+        (local.set $a2 (v128.const i32x4 0 0 0 0))
+        (local.set $a3 (v128.const i32x4 0 0 0 0))
+        (local.set $x1 (i32.add (local.get $x) (local.get $xs)))
+        (local.set $x2 (i32.add (local.get $x1) (local.get $xs)))
+        (local.set $x3 (i32.add (local.get $x2) (local.get $xs)))
+        (local.set $k (i32.const 0))
+        (loop $kl
+          (local.set $w (v128.load offset=16 (i32.add (local.get $s) (i32.shl (local.get $k) (i32.const 2)))))
+          (local.set $a0 (i32x4.add (local.get $a0) (i32x4.dot_i16x8_s (local.get $w) (v128.load32_splat offset=0 (i32.add (local.get $x) (local.get $k))))))
+          (local.set $a1 (i32x4.add (local.get $a1) (i32x4.dot_i16x8_s (local.get $w) (v128.load32_splat offset=0 (i32.add (local.get $x1) (local.get $k))))))
+          (local.set $a2 (i32x4.add (local.get $a2) (i32x4.dot_i16x8_s (local.get $w) (v128.load32_splat offset=0 (i32.add (local.get $x2) (local.get $k))))))
+          (local.set $a3 (i32x4.add (local.get $a3) (i32x4.dot_i16x8_s (local.get $w) (v128.load32_splat offset=0 (i32.add (local.get $x3) (local.get $k))))))
+          (local.set $w (v128.load offset=32 (i32.add (local.get $s) (i32.shl (local.get $k) (i32.const 2)))))
+          (local.set $a0 (i32x4.add (local.get $a0) (i32x4.dot_i16x8_s (local.get $w) (v128.load32_splat offset=4 (i32.add (local.get $x) (local.get $k))))))
+          (local.set $a1 (i32x4.add (local.get $a1) (i32x4.dot_i16x8_s (local.get $w) (v128.load32_splat offset=4 (i32.add (local.get $x1) (local.get $k))))))
+          (local.set $a2 (i32x4.add (local.get $a2) (i32x4.dot_i16x8_s (local.get $w) (v128.load32_splat offset=4 (i32.add (local.get $x2) (local.get $k))))))
+          (local.set $a3 (i32x4.add (local.get $a3) (i32x4.dot_i16x8_s (local.get $w) (v128.load32_splat offset=4 (i32.add (local.get $x3) (local.get $k))))))
+          (local.set $k (i32.add (local.get $k) (i32.const 8)))
+          (br_if $kl (i32.lt_u (local.get $k) (i32.const 64))))
+        (local.set $dw (v128.load (local.get $s)))
+        (local.set $f0 (f32x4.add (local.get $f0) (f32x4.mul (f32x4.convert_i32x4_s (local.get $a0))
+          (f32x4.mul (local.get $dw) (f32x4.splat (f32.load (i32.add (local.get $x) (local.get $doff))))))))
+        (local.set $f1 (f32x4.add (local.get $f1) (f32x4.mul (f32x4.convert_i32x4_s (local.get $a1))
+          (f32x4.mul (local.get $dw) (f32x4.splat (f32.load (i32.add (local.get $x1) (local.get $doff))))))))
+        (local.set $f2 (f32x4.add (local.get $f2) (f32x4.mul (f32x4.convert_i32x4_s (local.get $a2))
+          (f32x4.mul (local.get $dw) (f32x4.splat (f32.load (i32.add (local.get $x2) (local.get $doff))))))))
+        (local.set $f3 (f32x4.add (local.get $f3) (f32x4.mul (f32x4.convert_i32x4_s (local.get $a3))
+          (f32x4.mul (local.get $dw) (f32x4.splat (f32.load (i32.add (local.get $x3) (local.get $doff))))))))
+        (local.set $s (i32.add (local.get $s) (i32.const 272)))
+        (local.set $x (i32.add (local.get $x) (i32.const 64)))
+        (local.set $doff (i32.sub (local.get $doff) (i32.const 60)))
+        (local.set $b (i32.add (local.get $b) (i32.const 1)))
+        (br $l)))
+    (v128.store (local.get $out) (local.get $f0))
+    (local.set $out (i32.add (local.get $out) (local.get $os)))
+    (v128.store (local.get $out) (local.get $f1))
+    (local.set $out (i32.add (local.get $out) (local.get $os)))
+    (v128.store (local.get $out) (local.get $f2))
+    (local.set $out (i32.add (local.get $out) (local.get $os)))
+    (v128.store (local.get $out) (local.get $f3))
+  )
+
+  (func $qtiles (param $s i32) (param $nb i32) (param $x i32) (param $xs i32) (param $out i32) (param $os i32) (param $n i32)
+    (block $done
+      (loop $l
+        (br_if $done (i32.lt_u (local.get $n) (i32.const 4)))
+        (call $qtile4 (local.get $s) (local.get $nb) (local.get $x) (local.get $xs) (local.get $out) (local.get $os))
+        (local.set $x (i32.add (local.get $x) (i32.mul (local.get $xs) (i32.const 4))))
+        (local.set $out (i32.add (local.get $out) (i32.mul (local.get $os) (i32.const 4))))
+        (local.set $n (i32.sub (local.get $n) (i32.const 4)))
+        (br $l)))
+    (if (i32.eq (local.get $n) (i32.const 1)) (then (call $qtile1 (local.get $s) (local.get $nb) (local.get $x) (local.get $xs) (local.get $out) (local.get $os))))
+    (if (i32.eq (local.get $n) (i32.const 2)) (then (call $qtile2 (local.get $s) (local.get $nb) (local.get $x) (local.get $xs) (local.get $out) (local.get $os))))
+    (if (i32.eq (local.get $n) (i32.const 3)) (then (call $qtile3 (local.get $s) (local.get $nb) (local.get $x) (local.get $xs) (local.get $out) (local.get $os))))
+  )
+  ;; <<< qtile
+
   ;; ---------------------------------------------------------------- read bandwidth probe
   ;; Reads rowBytes (a multiple of 64) per row with one integer add per 16 bytes: the memory-read
   ;; baseline the benchmark compares weight streaming against, through the same row split and threads.
@@ -1545,9 +1837,10 @@
 
   ;; Rows [r0, r1) of a packed weight (kernel k: group kernel at k, row-major 1-row kernel at k+1):
   ;; whole groups first, then the rows%4 tail rows. One token: all of the chunk's groups in one call,
-  ;; a single sequential pass. A prompt batch: each group for every token while it is in cache; f16
-  ;; widens the group once into this thread's scratch and runs 4 rows x 2 tokens from there (the
-  ;; arithmetic of the 1-token kernels, so batch and decode results are equal).
+  ;; a single sequential pass. A prompt batch: each group for every token while it is in cache; the
+  ;; group is widened once into this thread's scratch and the tokens run from there: f16 4 rows x 2
+  ;; tokens, q8_0/q4_0 4 rows x 4-token tiles ($qtiles). Both keep the arithmetic of the 1-token
+  ;; kernels, so batch and decode results are equal.
   (func $rows_packed (param $k i32) (param $out i32) (param $w i32) (param $x i32) (param $rows i32) (param $cols i32)
                      (param $n i32) (param $rb i32) (param $xs i32) (param $r0 i32) (param $r1 i32) (param $tid i32)
     (local $r i32) (local $gend i32) (local $b i32) (local $wr i32) (local $scr i32)
@@ -1564,6 +1857,19 @@
         (call $corr_rows (local.get $out) (local.get $x) (local.get $r) (local.get $gend))
         (local.set $r (local.get $gend))))
     (local.set $scr (i32.add (i32.load offset=192 (i32.const 0)) (i32.mul (local.get $tid) (i32.load offset=196 (i32.const 0)))))
+    ;; q8_0 / q4_0 prompt batches: each group widened once into this thread's scratch ($qwiden4), then
+    ;; tiles of tokens against it ($qtiles); same integers and f32 steps as $g4_q8_0 / $g4_q4_0.
+    (if (i32.ne (local.get $k) (i32.const 22))
+      (then
+        (block $qdone
+          (loop $ql
+            (br_if $qdone (i32.ge_u (local.get $r) (local.get $gend)))
+            (call $qwiden4 (i32.add (local.get $w) (i32.mul (local.get $r) (local.get $rb))) (i32.shr_u (local.get $cols) (i32.const 5))
+              (local.get $scr) (i32.eq (local.get $k) (i32.const 26)))
+            (call $qtiles (local.get $scr) (i32.shr_u (local.get $cols) (i32.const 5)) (local.get $x) (local.get $xs)
+              (i32.add (local.get $out) (i32.shl (local.get $r) (i32.const 2))) (i32.shl (local.get $rows) (i32.const 2)) (local.get $n))
+            (local.set $r (i32.add (local.get $r) (i32.const 4)))
+            (br $ql)))))
     (block $gdone
       (loop $gl
         (br_if $gdone (i32.ge_u (local.get $r) (local.get $gend)))

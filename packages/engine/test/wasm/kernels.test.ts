@@ -12,6 +12,7 @@ const ROWS = [1, 2, 3, 4, 5, 7, 8, 9, 13, 31, 67];
 const FLOAT_COLS = [1, 3, 7, 8, 9, 15, 16, 17, 33, 100, 257];
 const QUANT_COLS = [32, 64, 96, 160, 288];
 const BATCH = [1, 2, 3, 5];
+const PACKED_BATCH = [2, 3, 4, 5, 6, 7, 8, 9, 11, 13, 16, 19];
 
 const backends: WasmBackend[] = [];
 afterAll(() => backends.forEach((b) => b.dispose()));
@@ -59,20 +60,29 @@ describe.each([1, 2])('wasm kernels, %i thread(s)', (threads) => {
   // llama.cpp): only f32 rounding of block terms, ≤ (blocks + 8)·2^-23·Σ|terms|. Against dequantized
   // weights · f32 activations: plus the activation quantization error, per block at most
   // d/2 + 127·|d − f16(d)| (+ f32 slack) per element (d = amax/127), times Σ|w| over the block.
-  it.each(['q8_0', 'q4_0'] as DType[])('%s matvec and matmul equal the reference within the bounds', (dtype) => {
-    const rng = new Prng(99 + threads * 13 + dtype.length);
+  // Packed weights (as the loader leaves them) run prompt batches through the token-tile kernels
+  // ($qtiles): batches up to 19 tokens cover whole tiles, every smaller last tile, and rows%4 tails.
+  it.each([
+    ['q8_0', false],
+    ['q4_0', false],
+    ['q8_0', true],
+    ['q4_0', true],
+  ] as Array<[DType, boolean]>)('%s matvec and matmul equal the reference within the bounds (packed: %s)', (dtype, packed) => {
+    const rng = new Prng(99 + threads * 13 + dtype.length + (packed ? 1000 : 0));
     for (let trial = 0; trial < 30; trial++) {
       const rows = pick(rng, ROWS);
       const cols = pick(rng, QUANT_COLS);
-      const n = trial < 10 ? 1 : pick(rng, BATCH);
+      const n = trial < 10 ? 1 : pick(rng, packed ? PACKED_BATCH : BATCH);
       const w = randomWeight(be, dtype, rows, cols, rng);
+      const raw = w.bytes.slice();
+      if (packed) be.packWeight(w);
       const x = randomInput(be, cols * n, rng);
       const out = be.allocF32(rows * n);
       if (n === 1) be.matvec(out, w, x);
       else be.matmul(out, w, x, n);
-      const same = matmulQ8Activations(dtype, w.bytes, rows, cols, x, n);
-      const exact = matmulExact(dtype, w.bytes, rows, cols, x, n);
-      const absW = absWeightBlockSums(dtype, w.bytes, rows, cols);
+      const same = matmulQ8Activations(dtype, raw, rows, cols, x, n);
+      const exact = matmulExact(dtype, raw, rows, cols, x, n);
+      const absW = absWeightBlockSums(dtype, raw, rows, cols);
       for (let b = 0; b < n; b++) {
         const acts = quantizeActivations(x, b * cols, cols);
         for (let r = 0; r < rows; r++) {

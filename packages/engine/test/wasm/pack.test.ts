@@ -18,7 +18,7 @@ function backend(threads: number): WasmBackend {
 const ROWS = [1, 3, 4, 5, 7, 8, 9, 12, 13, 31, 67];
 const F16_COLS = [1, 3, 7, 8, 9, 15, 16, 17, 33, 100, 257];
 const QUANT_COLS = [32, 64, 96, 160, 288];
-const BATCH = [1, 1, 2, 3, 4, 5];
+const BATCH = [1, 1, 2, 3, 4, 5, 7, 9];
 const pick = <T>(rng: Prng, xs: T[]): T => xs[Math.floor(rng.next() * xs.length)];
 
 describe('packed weights (4-row interleave)', () => {
@@ -84,10 +84,11 @@ describe('packed weights (4-row interleave)', () => {
   it.each(['f16', 'q8_0', 'q4_0'] as DType[])('%s packed: prompt-batch rows equal one-token results, bit for bit', (dtype) => {
     const be = backend(1);
     const rng = new Prng(71 + dtype.length);
-    for (let trial = 0; trial < 20; trial++) {
+    for (let trial = 0; trial < 30; trial++) {
       const rows = pick(rng, ROWS);
       const cols = pick(rng, dtype === 'f16' ? F16_COLS : QUANT_COLS);
-      const n = pick(rng, [2, 3, 4, 5]);
+      // quantized: token tiles ($qtiles) with every last-tile size
+      const n = pick(rng, dtype === 'f16' ? [2, 3, 4, 5] : [2, 3, 4, 5, 6, 7, 9, 11, 13, 17]);
       const w = randomWeight(be, dtype, rows, cols, rng);
       be.packWeight(w);
       const x = randomInput(be, cols * n, rng);

@@ -194,6 +194,8 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
       k.prep_pairs(xAddr, dst, cols, n, dtype === 'f16' ? F16_X_SCALE : 1);
       xAddr = dst;
     } else if (isQuantized(dtype)) {
+      // packed prompt batches widen each 4-row group once per thread (wasm $qwiden4): 8.5·cols bytes
+      if (w.packed && n >= 2) wideScratch(cols);
       xStride = cols * 2 + (cols / QK) * 8;
       const dst = scratch(xStride * n);
       k.quant_q8(xAddr, dst, cols, n, dtype === 'q4_0' ? 1 : 0);
