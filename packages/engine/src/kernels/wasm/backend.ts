@@ -28,6 +28,7 @@ import {
   MAX_PAGES,
   PACKED_KERNEL,
   PAGE_BYTES,
+  QTILES_ADDR,
   READ_KERNEL,
   WIDE_ADDR,
 } from './layout.js';
@@ -149,17 +150,19 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
     subnormalTables.set(w.bytes, [startsAddr, entriesAddr]);
   }
 
-  // f16 prompt batches widen each 4-row group once per thread (wasm $rows): 4·cols f32 per thread.
+  // Prompt batches widen weight groups once per thread (wasm $rows): f16 4·cols f32, q8_0/q4_0 17·cols bytes.
   const wide = new Int32Array(memory.buffer, WIDE_ADDR, 2);
   let wideBytes = 0;
-  const wideScratch = (cols: number): void => {
-    const perThread = 16 * cols;
+  const wideScratch = (cols: number, perThread = 16 * cols): void => {
     if (perThread <= wideBytes) return;
     if (wideBytes > 0) arena.free(wide[0]);
-    wide[0] = arena.alloc(perThread * threads, 'f16 prompt scratch');
+    wide[0] = arena.alloc(perThread * threads, 'prompt-batch weight scratch');
     wide[1] = perThread;
     wideBytes = perThread;
   };
+
+  // Address of the current quantized prompt batch's activations in tile layout (wasm quant_tiles).
+  const qtiles = new Int32Array(memory.buffer, QTILES_ADDR, 1);
 
   function check(out: Float32Array, w: Weight, x: Float32Array, n: number): void {
     const { dtype, rows, cols } = w;
@@ -194,11 +197,18 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
       k.prep_pairs(xAddr, dst, cols, n, dtype === 'f16' ? F16_X_SCALE : 1);
       xAddr = dst;
     } else if (isQuantized(dtype)) {
-      // packed prompt batches widen each 4-row group once per thread (wasm $qwiden4): 8.5·cols bytes
-      if (w.packed && n >= 2) wideScratch(cols);
       xStride = cols * 2 + (cols / QK) * 8;
-      const dst = scratch(xStride * n);
+      // Packed prompt batches (wasm $qtiles4/8) widen two 4-row groups at a time per thread (17·cols
+      // bytes) and read the activations again in tile layout (quant_tiles: 68 bytes per token and block).
+      const tiles = w.packed !== undefined && n >= 2;
+      const stdBytes = Math.ceil((xStride * n) / 16) * 16;
+      if (tiles) wideScratch(cols, 17 * cols);
+      const dst = scratch(stdBytes + (tiles ? (cols / QK) * 68 * n : 0));
       k.quant_q8(xAddr, dst, cols, n, dtype === 'q4_0' ? 1 : 0);
+      if (tiles) {
+        k.quant_tiles(dst, dst + stdBytes, cols, n);
+        qtiles[0] = dst + stdBytes;
+      }
       xAddr = dst;
     }
     const kernel = w.packed ? PACKED_KERNEL[dtype as keyof typeof PACKED_KERNEL] : KERNEL[dtype as DType];

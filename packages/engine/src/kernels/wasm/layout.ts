@@ -43,6 +43,8 @@ export const ATTN_ADDR = 128;
 export const WIDE_ADDR = 192;
 /** The current packed f16 weight's subnormal-term table: row starts address, entries address (0: none). */
 export const CORR_ADDR = 200;
+/** The current q8_0/q4_0 prompt batch's activations in tile layout (wasm quant_tiles): address (i32). */
+export const QTILES_ADDR = 208;
 
 export const PAGE_BYTES = 65536;
 /** wasm32 addresses 4 GiB at most. */

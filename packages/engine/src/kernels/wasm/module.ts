@@ -56,6 +56,8 @@ export interface KernelExports {
   prep_pairs(x: number, dst: number, cols: number, n: number, scale: number): void;
   /** q4: 1 for q4_0 weights (second half of each block stored as x[j+16] − 16·x[j]), 0 for q8_0. */
   quant_q8(x: number, dst: number, cols: number, n: number, q4: number): void;
+  /** quant_q8's output of n tokens (q8_0 or q4_0 form) into tiles of 4 tokens for the prompt-batch kernels. */
+  quant_tiles(src: number, dst: number, cols: number, n: number): void;
   round_f16(v: number): number;
   exp_neg(x: number): number;
   swiglu(a: number, b: number, n: number): void;
