@@ -1,11 +1,17 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { WASM_PATH, buildKernels } from '../../wasm/build.js';
+import { WASM_PATH, WAT_PATH, buildKernels } from '../../wasm/build.js';
+import { withSection } from '../../wasm/qtiles.js';
 
 describe('kernels.wasm', () => {
   it('is the build of the committed kernels.wat (rebuild: pnpm --filter @orchard/engine build:wasm)', async () => {
     const built = Buffer.from(await buildKernels());
     const committed = readFileSync(WASM_PATH);
     expect(built.equals(committed), 'kernels.wasm is stale').toBe(true);
+  });
+
+  it("kernels.wat's q8_0/q4_0 prompt-batch section is wasm/qtiles.ts's output (rewrite: pnpm exec tsx packages/engine/wasm/qtiles.ts)", () => {
+    const wat = readFileSync(WAT_PATH, 'utf8');
+    expect(withSection(wat) === wat, 'the qtile section is stale').toBe(true);
   });
 });
