@@ -65,14 +65,17 @@ function pollMsFromEnv(v: string | undefined): number {
 }
 
 /**
- * Share of this process's recent waits that ended within the poll window (moving average over ~16).
- * On a machine with more busy processes than cores most waits outlast the window — the peer was
- * preempted — and polling then delays the peer: a core this rank leaves idle is where the scheduler
- * would move the preempted peer. Polling pays (~200 us saved per quick wait, up to the window lost per
- * slow one) only when most waits are quick: below three quarters, waits sleep at once until they come
- * back quick again (measured the same way either way, so it recovers by itself).
+ * Share of this process's recent polled waits that ended within the poll window (moving average
+ * over ~16). On a machine with more busy processes than cores most waits outlast the window — the
+ * peer was preempted — and polling then delays the peer: a core this rank leaves idle is where the
+ * scheduler would move the preempted peer. Polling pays (~200 us saved per quick wait, up to the
+ * window lost per slow one) only when most waits are quick: below three quarters, only every
+ * PROBE_EVERY-th wait polls, to notice when they are quick again. (Waits that sleep are not counted:
+ * the wake-up itself would make them look slow.)
  */
 let quickShare = 1;
+let sinceProbe = 0;
+const PROBE_EVERY = 8;
 
 /**
  * Resolves like `p`. While waits have been quick (see `quickShare`), keeps this process's event loop
@@ -81,13 +84,14 @@ let quickShare = 1;
  */
 export function pollWhile<T>(p: Promise<T>, ms = POLL_MS): Promise<T> {
   if (ms <= 0) return p;
-  const t0 = performance.now();
-  const until = t0 + ms;
+  if (quickShare < 0.75 && ++sinceProbe < PROBE_EVERY) return p;
+  sinceProbe = 0;
+  const until = performance.now() + ms;
   let settled = false;
   const spin = () => {
     if (!settled && performance.now() < until) setImmediate(spin);
   };
-  if (quickShare >= 0.75) setImmediate(spin);
+  setImmediate(spin);
   return p.finally(() => {
     settled = true;
     quickShare += ((performance.now() <= until ? 1 : 0) - quickShare) / 16;
