@@ -60,6 +60,8 @@ describe.each([1, 2])('wasm kernels, %i thread(s)', (threads) => {
   // llama.cpp): only f32 rounding of block terms, ≤ (blocks + 8)·2^-23·Σ|terms|. Against dequantized
   // weights · f32 activations: plus the activation quantization error, per block at most
   // d/2 + 127·|d − f16(d)| (+ f32 slack) per element (d = amax/127), times Σ|w| over the block.
+  // Against the reference backend (which sums dequantized weights · f32 activations in f32): plus its
+  // own (cols + 8)·2^-24·Σ|terms|.
   // Packed weights (as the loader leaves them) run prompt batches through the token-tile kernels
   // ($qtiles): batches up to 19 tokens cover whole tiles, every smaller last tile, and rows%4 tails.
   it.each([
@@ -69,6 +71,7 @@ describe.each([1, 2])('wasm kernels, %i thread(s)', (threads) => {
     ['q4_0', true],
   ] as Array<[DType, boolean]>)('%s matvec and matmul equal the reference within the bounds (packed: %s)', (dtype, packed) => {
     const rng = new Prng(99 + threads * 13 + dtype.length + (packed ? 1000 : 0));
+    const reference = createReferenceBackend();
     for (let trial = 0; trial < 30; trial++) {
       const rows = pick(rng, ROWS);
       const cols = pick(rng, QUANT_COLS);
@@ -83,6 +86,9 @@ describe.each([1, 2])('wasm kernels, %i thread(s)', (threads) => {
       const same = matmulQ8Activations(dtype, raw, rows, cols, x, n);
       const exact = matmulExact(dtype, raw, rows, cols, x, n);
       const absW = absWeightBlockSums(dtype, raw, rows, cols);
+      // the plain-TS reference backend (dequantized weights, f32 activations and sums) on the raw bytes
+      const refOut = new Float32Array(rows * n);
+      reference.matmul(refOut, { dtype, rows, cols, bytes: raw }, x, n);
       for (let b = 0; b < n; b++) {
         const acts = quantizeActivations(x, b * cols, cols);
         for (let r = 0; r < rows; r++) {
@@ -96,6 +102,9 @@ describe.each([1, 2])('wasm kernels, %i thread(s)', (threads) => {
             tolExact += absW[r * (cols / QK) + k] * e * (1 + 1e-6);
           }
           expect(Math.abs(out[i] - exact.out[i]), `${dtype} [${rows},${cols}] out[${i}] vs exact`).toBeLessThanOrEqual(tolExact);
+          // + the reference backend's own f32 summation error against the exact value
+          const tolRef = tolExact + (cols + 8) * U * exact.magnitude[i];
+          expect(Math.abs(out[i] - refOut[i]), `${dtype} [${rows},${cols}] out[${i}] vs reference backend`).toBeLessThanOrEqual(tolRef);
         }
       }
     }
