@@ -6,16 +6,13 @@
 import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
-import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { generate, loadInProcessModel, loadTokenizer } from '@orchard/engine';
 import { writeRandomModel } from '@orchard/engine/testing';
 import { startFakeHub, type FakeHub } from '../../../../test/harness/fake-hub.js';
-import { Daemon } from '../../src/daemon.js';
-import { resolveOptions } from '../../src/config/options.js';
-import { installServing } from '../../src/instances/install.js';
+import type { Daemon } from '../../src/daemon.js';
 import { fetchModel } from '../../src/instances/fetch-model.js';
 import { HubClient, ModelStore } from '../../src/store/index.js';
+import { greedyText, startServingDaemon, waitFor } from './in-process-pod.js';
 
 const REPO = 'test-org/pod-llama';
 let hub: FakeHub;
@@ -25,12 +22,10 @@ const daemons: Daemon[] = [];
 const savedEndpoint = process.env.HF_ENDPOINT;
 
 async function startDaemon(bootstrap: string[]): Promise<Daemon> {
-  const dataDir = mkdtempSync(join(os.tmpdir(), 'orchard-serve-dl-'));
+  const { daemon, dataDir } = await startServingDaemon({ tmpPrefix: 'orchard-serve-dl-', bootstrap });
   dirs.push(dataDir);
-  const options = resolveOptions({ dataDir, listen: ['/ip4/127.0.0.1/tcp/0'], bootstrap, apiPort: 0, mdns: false, goneAfter: 3, heartbeatMs: 300 } as never);
-  const d = await Daemon.start(options, pino({ level: process.env.SERVE_TEST_LOG ?? 'silent' }), { routes: async (app, dd) => void (await installServing(app, dd)) });
-  daemons.push(d);
-  return d;
+  daemons.push(daemon);
+  return daemon;
 }
 
 const post = async (d: Daemon, path: string, body: unknown) => {
@@ -47,11 +42,7 @@ beforeAll(async () => {
   const boot = [String(a.node.getMultiaddrs()[0])];
   await startDaemon(boot);
   await startDaemon(boot);
-  const deadline = Date.now() + 30_000;
-  while (!daemons.every((d) => d.cluster().nodes.length === 3)) {
-    if (Date.now() > deadline) throw new Error('pod did not form');
-    await new Promise((r) => setTimeout(r, 200));
-  }
+  await waitFor('the pod to form', () => daemons.every((d) => d.cluster().nodes.length === 3), 30_000, 200);
 }, 90_000);
 
 afterAll(async () => {
@@ -98,11 +89,10 @@ describe('model bytes in a pod', () => {
       if (!ids.includes(REPO)) await new Promise((r) => setTimeout(r, 300));
     }
     expect(ids).toContain(REPO);
-    const tok = loadTokenizer(srcDir);
-    const want = await generate(loadInProcessModel(srcDir), tok.encode('And the earth'), { maxTokens: 8, tokenizer: tok });
+    const want = await greedyText(srcDir, 'And the earth', 8);
     const res = await post(c, '/v1/completions', { model: REPO, prompt: 'And the earth', max_tokens: 8, temperature: 0 });
     expect(res.status, JSON.stringify(res.json)).toBe(200);
-    expect(res.json.choices[0].text).toBe(want.text);
+    expect(res.json.choices[0].text).toBe(want);
   }, 120_000);
 
   it('a node placed in a pipeline without the model fetches it from its peers and serves', async () => {
@@ -110,11 +100,10 @@ describe('model bytes in a pod', () => {
     const placed = await post(daemons[0], '/api/instances', { model: REPO, strategy: 'pipeline', nodes: 3 });
     expect(placed.status, JSON.stringify(placed.json)).toBe(201);
     expect(placed.json.instance.nodes).toHaveLength(3);
-    const tok = loadTokenizer(srcDir);
-    const want = await generate(loadInProcessModel(srcDir), tok.encode('Let there be'), { maxTokens: 12, tokenizer: tok });
+    const want = await greedyText(srcDir, 'Let there be', 12);
     const res = await post(daemons[2], '/v1/completions', { model: REPO, prompt: 'Let there be', max_tokens: 12, temperature: 0 });
     expect(res.status, JSON.stringify(res.json)).toBe(200);
-    expect(res.json.choices[0].text).toBe(want.text);
+    expect(res.json.choices[0].text).toBe(want);
     expect(hub.servedBytes.get('model.safetensors')).toBe(hubBefore);
   }, 120_000);
 });

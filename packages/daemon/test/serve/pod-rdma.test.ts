@@ -4,19 +4,11 @@
  * two serves the unsplit model's text over an RDMA link, and both daemons' /api/instances and
  * `orchard status` show the link's choice (one end from the local runner, the other from gossip).
  */
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
-import { spawn } from 'node:child_process';
-import os from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import pino from 'pino';
+import { rmSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { generate, loadInProcessModel, loadTokenizer } from '@orchard/engine';
-import { writeRandomModel } from '@orchard/engine/testing';
-import { Daemon } from '../../src/daemon.js';
-import { resolveOptions } from '../../src/config/options.js';
-import { installServing } from '../../src/instances/install.js';
+import type { Daemon } from '../../src/daemon.js';
 import { RDMA_SIM_ENV } from '../../src/runner/rdma-select.js';
+import { api, greedyText, runCli, startServingDaemon, waitFor } from './in-process-pod.js';
 
 const MODEL = 'test/rand-rdma';
 const dirs: string[] = [];
@@ -25,39 +17,10 @@ let modelDir: string;
 const savedSim = process.env[RDMA_SIM_ENV];
 
 async function startDaemon(bootstrap: string[]): Promise<Daemon> {
-  const dataDir = mkdtempSync(join(os.tmpdir(), 'orchard-pod-rdma-'));
-  dirs.push(dataDir);
-  const mdir = join(dataDir, 'models', ...MODEL.split('/'));
-  mkdirSync(mdir, { recursive: true });
-  writeRandomModel(mdir, { numLayers: 2, hiddenSize: 64, seed: 9, maxPositionEmbeddings: 256 });
-  modelDir = mdir;
-  const options = resolveOptions({ dataDir, listen: ['/ip4/127.0.0.1/tcp/0'], bootstrap, apiPort: 0, mdns: false, goneAfter: 3, heartbeatMs: 300 } as never);
-  return Daemon.start(options, pino({ level: 'silent' }), { routes: async (app, d) => void (await installServing(app, d)) });
-}
-
-async function waitFor<T>(what: string, f: () => Promise<T | undefined> | T | undefined, ms: number): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await f();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
-const api = (d: Daemon, path: string, init?: RequestInit) =>
-  fetch(`http://127.0.0.1:${d.apiPort}${path}`, { ...init, headers: init?.body ? { 'content-type': 'application/json' } : {} });
-
-const CLI = join(dirname(fileURLToPath(import.meta.url)), '../../src/cli/main.ts');
-function runCli(args: string[]): Promise<{ stdout: string; stderr: string; code: number | null }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', CLI, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout!.on('data', (d) => (stdout += d));
-    child.stderr!.on('data', (d) => (stderr += d));
-    child.on('exit', (code) => resolve({ stdout, stderr, code }));
-  });
+  const s = await startServingDaemon({ tmpPrefix: 'orchard-pod-rdma-', bootstrap, model: { repo: MODEL, options: { numLayers: 2, hiddenSize: 64, seed: 9, maxPositionEmbeddings: 256 } } });
+  dirs.push(s.dataDir);
+  modelDir = s.modelDir!;
+  return s.daemon;
 }
 
 beforeAll(async () => {
@@ -65,7 +28,7 @@ beforeAll(async () => {
   const a = await startDaemon([]);
   const b = await startDaemon([String(a.node.getMultiaddrs()[0])]);
   daemons = [a, b];
-  await waitFor('both nodes with profiles in both states', () => daemons.every((d) => d.cluster().nodes.length === 2) || undefined, 30_000);
+  await waitFor('both nodes with profiles in both states', () => daemons.every((d) => d.cluster().nodes.length === 2) || undefined, 30_000, 100);
 }, 60_000);
 
 afterAll(async () => {
@@ -83,14 +46,13 @@ describe('a 2-daemon pod whose runners connect over (simulated) RDMA', () => {
     const id = body.instance.id as string;
     const linksOn = async (d: Daemon) => ((await (await api(d, '/api/instances')).json()) as any).instances.find((i: any) => i.id === id)?.links ?? [];
     for (const d of daemons) {
-      const links = await waitFor('both ends of the link reported', async () => ((await linksOn(d)).length === 2 ? linksOn(d) : undefined), 20_000);
+      const links = await waitFor('both ends of the link reported', async () => ((await linksOn(d)).length === 2 ? linksOn(d) : undefined), 20_000, 100);
       expect(links).toEqual([
         { rank: 0, peer: 1, transport: 'rdma', reason: 'rdma_sim1' },
         { rank: 1, peer: 0, transport: 'rdma', reason: 'rdma_sim0' },
       ]);
     }
-    const tok = loadTokenizer(modelDir);
-    const want = (await generate(loadInProcessModel(modelDir), tok.encode('In the beginning'), { maxTokens: 8, tokenizer: tok })).text;
+    const want = await greedyText(modelDir, 'In the beginning', 8);
     const res = await api(daemons[1]!, '/v1/completions', { method: 'POST', body: JSON.stringify({ model: MODEL, prompt: 'In the beginning', max_tokens: 8, temperature: 0 }) });
     const out = (await res.json()) as any;
     expect(res.status, JSON.stringify(out)).toBe(200);

@@ -3,53 +3,29 @@
  * placed as a 2-stage pipeline and as tensor parallel 2 answers through the OpenAI endpoints of
  * either daemon with the unsplit model's greedy text.
  */
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
-import { spawn } from 'node:child_process';
-import os from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import pino from 'pino';
+import { rmSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { generate, loadInProcessModel, loadTokenizer } from '@orchard/engine';
-import { writeRandomModel } from '@orchard/engine/testing';
-import { Daemon } from '../../src/daemon.js';
-import { resolveOptions } from '../../src/config/options.js';
-import { installServing } from '../../src/instances/install.js';
+import type { Daemon } from '../../src/daemon.js';
+import { api, greedyText, runCli, startServingDaemon, waitFor } from './in-process-pod.js';
 
 const MODEL = 'test/rand-llama';
-let dirs: string[] = [];
+const prompt = 'In the beginning';
+const dirs: string[] = [];
 let daemons: Daemon[] = [];
 let modelDir: string;
 
 async function startDaemon(bootstrap: string[]): Promise<Daemon> {
-  const dataDir = mkdtempSync(join(os.tmpdir(), 'orchard-serve-pod-'));
-  dirs.push(dataDir);
-  const mdir = join(dataDir, 'models', ...MODEL.split('/'));
-  mkdirSync(mdir, { recursive: true });
-  writeRandomModel(mdir, { numLayers: 4, hiddenSize: 64, seed: 5, maxPositionEmbeddings: 256 });
-  modelDir = mdir;
-  const options = resolveOptions({ dataDir, listen: ['/ip4/127.0.0.1/tcp/0'], bootstrap, apiPort: 0, mdns: false, goneAfter: 3, heartbeatMs: 300 } as never);
-  return Daemon.start(options, pino({ level: process.env.SERVE_TEST_LOG ?? 'silent' }), { routes: async (app, d) => void (await installServing(app, d)) });
+  const s = await startServingDaemon({ tmpPrefix: 'orchard-serve-pod-', bootstrap, model: { repo: MODEL, options: { numLayers: 4, hiddenSize: 64, seed: 5, maxPositionEmbeddings: 256 } } });
+  dirs.push(s.dataDir);
+  modelDir = s.modelDir!;
+  return s.daemon;
 }
-
-async function waitFor<T>(what: string, f: () => Promise<T | undefined> | T | undefined, ms: number): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await f();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
-
-const api = (d: Daemon, path: string, init?: RequestInit) =>
-  fetch(`http://127.0.0.1:${d.apiPort}${path}`, { ...init, headers: init?.body ? { 'content-type': 'application/json' } : {} });
 
 beforeAll(async () => {
   const a = await startDaemon([]);
   const b = await startDaemon([String(a.node.getMultiaddrs()[0])]);
   daemons = [a, b];
-  await waitFor('both nodes with profiles in both states', () => daemons.every((d) => d.cluster().nodes.length === 2) || undefined, 30_000);
+  await waitFor('both nodes with profiles in both states', () => daemons.every((d) => d.cluster().nodes.length === 2) || undefined, 30_000, 200);
 }, 60_000);
 
 afterAll(async () => {
@@ -57,26 +33,7 @@ afterAll(async () => {
   for (const d of dirs) rmSync(d, { recursive: true, force: true });
 });
 
-const prompt = 'In the beginning';
-const CLI = join(dirname(fileURLToPath(import.meta.url)), '../../src/cli/main.ts');
-
-function runCli(args: string[], stdin?: string): Promise<{ stdout: string; stderr: string; code: number | null }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', CLI, ...args], { stdio: [stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
-    if (stdin !== undefined) child.stdin!.end(stdin);
-    let stdout = '';
-    let stderr = '';
-    child.stdout!.on('data', (d) => (stdout += d));
-    child.stderr!.on('data', (d) => (stderr += d));
-    child.on('exit', (code) => resolve({ stdout, stderr, code }));
-  });
-}
-
-async function expected(maxTokens: number): Promise<string> {
-  const tok = loadTokenizer(modelDir);
-  const r = await generate(loadInProcessModel(modelDir), tok.encode(prompt), { maxTokens, tokenizer: tok });
-  return r.text;
-}
+const expected = (maxTokens: number) => greedyText(modelDir, prompt, maxTokens);
 
 describe('serving on a 2-daemon pod', () => {
   for (const strategy of ['pipeline', 'tensor'] as const) {
@@ -92,7 +49,7 @@ describe('serving on a 2-daemon pod', () => {
       const listed = await waitFor('the instance listed as ready on the other daemon', async () => {
         const l = (await (await api(daemons[0], '/api/instances')).json()) as any;
         return l.instances.find((i: any) => i.id === body.instance.id)?.status.ready ? l : undefined;
-      }, 10_000);
+      }, 10_000, 200);
       expect(JSON.stringify(listed)).not.toContain('secret');
       const status = (await (await api(daemons[0], '/api/status')).json()) as any;
       expect(status.instances.length).toBeGreaterThan(0);

@@ -1,0 +1,65 @@
+/**
+ * Daemons inside the test process for the serving tests: loopback only, no mDNS (later ones bootstrap
+ * to the first), fast heartbeats, the serving routes installed — plus the API, CLI and greedy-text
+ * helpers those tests share. (Daemons as separate processes in network namespaces: test/harness.)
+ */
+import { mkdirSync, mkdtempSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import os from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import pino from 'pino';
+import { generate, loadInProcessModel, loadTokenizer } from '@orchard/engine';
+import { writeRandomModel, type RandomModelOptions } from '@orchard/engine/testing';
+import { Daemon } from '../../src/daemon.js';
+import { resolveOptions } from '../../src/config/options.js';
+import { installServing } from '../../src/instances/install.js';
+
+export { waitFor } from '../../../../test/harness/daemons.js';
+
+export interface ServingDaemonOptions {
+  /** Prefix of the temporary data dir (the caller removes `dataDir`). */
+  tmpPrefix: string;
+  bootstrap: string[];
+  /** A random model written into this daemon's store as `repo`. */
+  model?: { repo: string; options: RandomModelOptions };
+}
+
+export async function startServingDaemon(o: ServingDaemonOptions): Promise<{ daemon: Daemon; dataDir: string; modelDir?: string }> {
+  const dataDir = mkdtempSync(join(os.tmpdir(), o.tmpPrefix));
+  let modelDir: string | undefined;
+  if (o.model) {
+    modelDir = join(dataDir, 'models', ...o.model.repo.split('/'));
+    mkdirSync(modelDir, { recursive: true });
+    writeRandomModel(modelDir, o.model.options);
+  }
+  const options = resolveOptions({ dataDir, listen: ['/ip4/127.0.0.1/tcp/0'], bootstrap: o.bootstrap, apiPort: 0, mdns: false, goneAfter: 3, heartbeatMs: 300 } as never);
+  const daemon = await Daemon.start(options, pino({ level: process.env.SERVE_TEST_LOG ?? 'silent' }), {
+    routes: async (app, d) => void (await installServing(app, d)),
+  });
+  return { daemon, dataDir, modelDir };
+}
+
+export const api = (d: Daemon, path: string, init?: RequestInit) =>
+  fetch(`http://127.0.0.1:${d.apiPort}${path}`, { ...init, headers: init?.body ? { 'content-type': 'application/json' } : {} });
+
+const CLI = join(dirname(fileURLToPath(import.meta.url)), '../../src/cli/main.ts');
+
+/** `orchard <args>` as a child process, optionally fed `stdin`. */
+export function runCli(args: string[], stdin?: string): Promise<{ stdout: string; stderr: string; code: number | null }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', CLI, ...args], { stdio: [stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
+    if (stdin !== undefined) child.stdin!.end(stdin);
+    let stdout = '';
+    let stderr = '';
+    child.stdout!.on('data', (d) => (stdout += d));
+    child.stderr!.on('data', (d) => (stderr += d));
+    child.on('exit', (code) => resolve({ stdout, stderr, code }));
+  });
+}
+
+/** The unsplit model's greedy continuation of `prompt`, computed in this process. */
+export async function greedyText(modelDir: string, prompt: string, maxTokens: number): Promise<string> {
+  const tok = loadTokenizer(modelDir);
+  return (await generate(loadInProcessModel(modelDir), tok.encode(prompt), { maxTokens, tokenizer: tok })).text;
+}
