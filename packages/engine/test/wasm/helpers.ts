@@ -1,9 +1,27 @@
 /** Random weights in every dtype, written into a backend's own memory, plus an f64 oracle. */
+import { afterAll } from 'vitest';
 import type { Backend, DType, Weight } from '../../src/kernels/backend.js';
+import { type WasmBackend, createWasmBackend } from '../../src/kernels/wasm/backend.js';
 import { BF16_TO_F32, F16_TO_F32, f32ToBf16Bits, f32ToF16Bits } from '../../src/numeric/half.js';
 import { Prng } from '../../src/numeric/prng.js';
 import { weightBytes } from '../../src/kernels/wasm/formats.js';
 import { quantizeQ4_0, quantizeQ8_0 } from '../../src/kernels/wasm/quant-reference.js';
+
+/**
+ * A maker of WASM backends for one test file, disposed after it. parallelThreshold 0 makes even tiny
+ * kernels use the workers, so tails and chunking are exercised.
+ */
+export function wasmBackendsForFile(): (threads: number, initialBytes?: number) => WasmBackend {
+  const made: WasmBackend[] = [];
+  afterAll(() => made.forEach((b) => b.dispose()));
+  return (threads, initialBytes = 8 << 20) => {
+    const be = createWasmBackend({ threads, parallelThreshold: 0, initialBytes });
+    made.push(be);
+    return be;
+  };
+}
+
+export const pick = <T>(rng: Prng, xs: T[]): T => xs[Math.floor(rng.next() * xs.length)];
 
 /** A random finite f16 bit pattern: every exponent but Inf/NaN, subnormals included. */
 function randomF16Bits(rng: Prng): number {

@@ -1,11 +1,10 @@
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { DType } from '../../src/kernels/backend.js';
 import { Prng } from '../../src/numeric/prng.js';
 import { createReferenceBackend } from '../../src/kernels/reference.js';
-import { type WasmBackend, createWasmBackend } from '../../src/kernels/wasm/backend.js';
 import { QK } from '../../src/kernels/wasm/formats.js';
 import { dequantizeRow as dequantize, matmulExact, matmulQ8Activations, quantizeActivations } from '../../src/kernels/wasm/quant-reference.js';
-import { exactMatmul, randomInput, randomWeight, widened } from './helpers.js';
+import { exactMatmul, pick, randomInput, randomWeight, wasmBackendsForFile, widened } from './helpers.js';
 
 const U = 2 ** -24;
 const ROWS = [1, 2, 3, 4, 5, 7, 8, 9, 13, 31, 67];
@@ -14,19 +13,7 @@ const QUANT_COLS = [32, 64, 96, 160, 288];
 const BATCH = [1, 2, 3, 5];
 const PACKED_BATCH = [2, 3, 4, 5, 6, 7, 8, 9, 11, 13, 16, 19];
 
-const backends: WasmBackend[] = [];
-afterAll(() => backends.forEach((b) => b.dispose()));
-
-// parallelThreshold 0 makes even tiny kernels use the worker, so tails and chunking are exercised.
-function backend(threads: number): WasmBackend {
-  const be = createWasmBackend({ threads, parallelThreshold: 0, initialBytes: 8 << 20 });
-  backends.push(be);
-  return be;
-}
-
-function pick<T>(rng: Prng, xs: T[]): T {
-  return xs[Math.floor(rng.next() * xs.length)];
-}
+const backend = wasmBackendsForFile();
 
 describe.each([1, 2])('wasm kernels, %i thread(s)', (threads) => {
   const be = backend(threads);
@@ -184,8 +171,7 @@ describe('determinism', () => {
 
 describe('threads', () => {
   it('worker threads compute row chunks of shared kernels (and results stay exact)', () => {
-    const be = createWasmBackend({ threads: 2, parallelThreshold: 0, initialBytes: 8 << 20 });
-    backends.push(be);
+    const be = backend(2);
     const rng = new Prng(11);
     const w = randomWeight(be, 'f32', 512, 256, rng);
     const x = randomInput(be, 256, rng);
@@ -242,8 +228,7 @@ describe('threads', () => {
   });
 
   it('one thread never shares', () => {
-    const be = createWasmBackend({ threads: 1, parallelThreshold: 0, initialBytes: 1 << 20 });
-    backends.push(be);
+    const be = backend(1, 1 << 20);
     const rng = new Prng(12);
     be.matvec(be.allocF32(64), randomWeight(be, 'f16', 64, 64, rng), randomInput(be, 64, rng));
     expect(be.threadStats()).toEqual({ sharedJobs: 0, workerChunks: 0 });

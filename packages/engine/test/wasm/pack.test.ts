@@ -1,25 +1,16 @@
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { DType } from '../../src/kernels/backend.js';
 import { createReferenceBackend } from '../../src/kernels/reference.js';
-import { type WasmBackend, createWasmBackend } from '../../src/kernels/wasm/backend.js';
 import { packRows4, packedSubnormals, unpackRows4 } from '../../src/kernels/wasm/pack.js';
 import { Prng } from '../../src/numeric/prng.js';
-import { exactMatmul, randomInput, randomWeight, widened } from './helpers.js';
+import { exactMatmul, pick, randomInput, randomWeight, wasmBackendsForFile, widened } from './helpers.js';
 
-const backends: WasmBackend[] = [];
-afterAll(() => backends.forEach((b) => b.dispose()));
-
-function backend(threads: number): WasmBackend {
-  const be = createWasmBackend({ threads, parallelThreshold: 0, initialBytes: 8 << 20 });
-  backends.push(be);
-  return be;
-}
+const backend = wasmBackendsForFile();
 
 const ROWS = [1, 3, 4, 5, 7, 8, 9, 12, 13, 31, 67];
 const F16_COLS = [1, 3, 7, 8, 9, 15, 16, 17, 33, 100, 257];
 const QUANT_COLS = [32, 64, 96, 160, 288];
 const BATCH = [1, 1, 2, 3, 4, 5, 7, 9];
-const pick = <T>(rng: Prng, xs: T[]): T => xs[Math.floor(rng.next() * xs.length)];
 
 describe('packed weights (4-row interleave)', () => {
   it.each(['f16', 'q8_0', 'q4_0'] as DType[])('%s: pack then unpack restores every byte', (dtype) => {
