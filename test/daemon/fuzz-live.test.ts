@@ -4,8 +4,8 @@
  * keep serving its API and keep its state.
  */
 import '../../packages/daemon/src/polyfills.js';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, openSync, readFileSync } from 'node:fs';
+import type { ChildProcess } from 'node:child_process';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -13,7 +13,7 @@ import { CONTROL_TOPIC } from '../../packages/daemon/src/control/messages.js';
 import { loadOrCreatePeerKey } from '../../packages/daemon/src/identity/peer-key.js';
 import { createNode, type OrchardNode } from '../../packages/daemon/src/node/create-node.js';
 import { multiaddr } from '../../packages/daemon/src/node/multiaddr.js';
-import { freePort, REPO_ROOT, waitFor } from '../harness/daemons.js';
+import { startLoopbackDaemon, waitFor } from '../harness/daemons.js';
 
 let child: ChildProcess | undefined;
 let fuzzer: OrchardNode | undefined;
@@ -25,13 +25,9 @@ afterAll(async () => {
 describe('fuzzed control messages against a running daemon', () => {
   it('drops and logs every malformed message with its sender, stays up, keeps its state', async () => {
     const dataDir = mkdtempSync(join(os.tmpdir(), 'orchard-fuzz-'));
-    const apiPort = await freePort();
-    const logFile = join(dataDir, 'daemon.log');
-    child = spawn(
-      process.execPath,
-      ['--import', 'tsx', join(REPO_ROOT, 'packages/daemon/src/cli/main.ts'), 'start', '--data-dir', dataDir, '--api-port', String(apiPort), '--listen', '/ip4/127.0.0.1/tcp/0', '--no-mdns'],
-      { cwd: REPO_ROOT, stdio: ['ignore', openSync(logFile, 'a'), openSync(logFile, 'a')] },
-    );
+    const d = await startLoopbackDaemon(dataDir);
+    child = d.child;
+    const { apiPort, logFile } = d;
     const api = async (path: string): Promise<any> => (await fetch(`http://127.0.0.1:${apiPort}${path}`, { signal: AbortSignal.timeout(2000) })).json();
     const st = await waitFor<any>('daemon API', async () => api('/api/status').catch(() => undefined), 60_000);
     const daemonId: string = st.self.peerId;

@@ -5,7 +5,7 @@
  * where the bytes came from, and the model then loads with the Load button. Skips without Chromium
  * unless ORCHARD_REQUIRE_BROWSER_TESTS=1.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, request, type Server } from 'node:http';
 import os from 'node:os';
@@ -14,7 +14,7 @@ import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { writeRandomModel } from '@orchard/engine/testing';
 import { startFakeHub, type FakeHub } from '../harness/fake-hub.js';
-import { freePort, REPO_ROOT, waitFor } from '../harness/daemons.js';
+import { startLoopbackDaemon } from '../harness/daemons.js';
 import { browserMissing, launchBrowser, REQUIRE_BROWSER, screenshot } from './browser.js';
 
 const missing = browserMissing();
@@ -59,14 +59,9 @@ describe.skipIf(!!missing && !REQUIRE_BROWSER)('dashboard download and load prog
     writeRandomModel(src, { numLayers: 4, hiddenSize: 384, intermediateSize: 1024, numHeads: 6, numKvHeads: 2, maxPositionEmbeddings: 256, seed: 9 });
     hub = await startFakeHub({ [REPO]: src });
     proxy = await throttlingProxy(hub.url);
-    const port = await freePort();
-    base = `http://127.0.0.1:${port}`;
-    daemon = spawn(
-      process.execPath,
-      ['--import', 'tsx', join(REPO_ROOT, 'packages/daemon/src/cli/main.ts'), 'start', '--data-dir', dataDir, '--api-port', String(port), '--listen', '/ip4/127.0.0.1/tcp/0', '--no-mdns', '--name', 'fetcher'],
-      { cwd: REPO_ROOT, stdio: 'ignore', env: { ...process.env, HF_ENDPOINT: proxy.url, ORCHARD_LOG_LEVEL: 'info' } },
-    );
-    await waitFor('the daemon to answer /healthz', async () => (await fetch(`${base}/healthz`).catch(() => null))?.ok, 60_000);
+    const d = await startLoopbackDaemon(dataDir, { args: ['--name', 'fetcher'], env: { HF_ENDPOINT: proxy.url, ORCHARD_LOG_LEVEL: 'info' } });
+    daemon = d.child;
+    base = d.base;
     browser = await launchBrowser();
   }, 120_000);
 

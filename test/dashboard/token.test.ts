@@ -4,13 +4,13 @@
  * as a Bearer header, also on the fetch-streamed /api/events) shows the pod. One daemon on this
  * machine's loopback (no namespaces needed); skips without Chromium unless ORCHARD_REQUIRE_BROWSER_TESTS=1.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort, REPO_ROOT, waitFor } from '../harness/daemons.js';
+import { startLoopbackDaemon } from '../harness/daemons.js';
 import { browserMissing, launchBrowser, REQUIRE_BROWSER, screenshot } from './browser.js';
 
 declare const document: any;
@@ -22,22 +22,14 @@ let daemon: ChildProcess | undefined;
 let browser: Browser | undefined;
 let dataDir = '';
 let base = '';
-let log = '';
 
 describe.skipIf(!!missing && !REQUIRE_BROWSER)('dashboard with a token-protected API', () => {
   beforeAll(async () => {
     if (missing) throw new Error(`ORCHARD_REQUIRE_BROWSER_TESTS=1 but ${missing}`);
     dataDir = mkdtempSync(join(os.tmpdir(), 'orchard-dash-token-'));
-    const port = await freePort();
-    base = `http://127.0.0.1:${port}`;
-    daemon = spawn(
-      process.execPath,
-      ['--import', 'tsx', join(REPO_ROOT, 'packages/daemon/src/cli/main.ts'), 'start', '--data-dir', dataDir, '--api-port', String(port), '--api-token', TOKEN, '--listen', '/ip4/127.0.0.1/tcp/0', '--no-mdns', '--name', 'locked'],
-      { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ORCHARD_LOG_LEVEL: 'info' } },
-    );
-    daemon.stdout!.on('data', (d) => (log += d));
-    daemon.stderr!.on('data', (d) => (log += d));
-    await waitFor('the daemon to answer /healthz', async () => (await fetch(`${base}/healthz`).catch(() => null))?.ok, 60_000);
+    const d = await startLoopbackDaemon(dataDir, { args: ['--api-token', TOKEN, '--name', 'locked'], env: { ORCHARD_LOG_LEVEL: 'info' } });
+    daemon = d.child;
+    base = d.base;
     browser = await launchBrowser();
   }, 120_000);
 

@@ -6,7 +6,7 @@
  * The API stays on the namespace's 127.0.0.1:52415 (the default), so tests reach it with curl run
  * inside the namespace. Processes die with the net (`TestNet.destroy()`).
  */
-import type { ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, openSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import os from 'node:os';
@@ -70,6 +70,32 @@ export function startDaemon(host: TestHost, options: StartDaemonOptions = {}): T
     },
     exited: () => child.exitCode !== null || child.signalCode !== null,
   };
+}
+
+export interface LoopbackDaemon {
+  child: ChildProcess;
+  apiPort: number;
+  /** http://127.0.0.1:<apiPort> */
+  base: string;
+  logFile: string;
+}
+
+/**
+ * `orchard start` as a process on this machine's loopback (no namespace, no mDNS), on a free API port,
+ * its output in <dataDir>/daemon.log; resolves once /healthz answers. The caller kills it.
+ */
+export async function startLoopbackDaemon(dataDir: string, options: { args?: string[]; env?: Record<string, string> } = {}): Promise<LoopbackDaemon> {
+  const apiPort = await freePort();
+  const logFile = join(dataDir, 'daemon.log');
+  const out = openSync(logFile, 'a');
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', CLI, 'start', '--data-dir', dataDir, '--api-port', String(apiPort), '--listen', '/ip4/127.0.0.1/tcp/0', '--no-mdns', ...(options.args ?? [])],
+    { cwd: REPO_ROOT, stdio: ['ignore', out, out], env: { ...process.env, ...options.env } },
+  );
+  const base = `http://127.0.0.1:${apiPort}`;
+  await waitFor('the daemon to answer /healthz', async () => (await fetch(`${base}/healthz`).catch(() => null))?.ok, 60_000);
+  return { child, apiPort, base, logFile };
 }
 
 /** Polls `check` until it returns a truthy value or the deadline passes; the error names `what`. */
