@@ -64,8 +64,8 @@ const DTYPES: Record<string, DType> = { F32: 'f32', F16: 'f16', BF16: 'bf16', Q8
 export type WeightSource = Checkpoint | GgufCheckpoint;
 type WeightFile = SafetensorsFile | GgufCheckpoint;
 
-/** One block of one tensor to read into `dest`, then `after` (widening) once it is in. */
-interface PendingRead {
+/** One block of one tensor to read into `dest`, then `after` (widening) once it is in (also planned by quant/mlx.ts). */
+export interface PendingRead {
   file: WeightFile;
   name: string;
   dest: Uint8Array;

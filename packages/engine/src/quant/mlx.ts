@@ -18,22 +18,12 @@ import { ModelFormatError, UnsupportedModelError } from '../errors.js';
 import type { Backend, DType, Weight } from '../kernels/backend.js';
 import { BF16_TO_F32, F16_TO_F32, f32ToBf16Bits, f32ToF16Bits } from '../numeric/half.js';
 import type { Checkpoint } from '../safetensors/checkpoint.js';
-import type { SafetensorsFile } from '../safetensors/reader.js';
 import type { GgufCheckpoint } from '../gguf/read-model.js';
+import type { PendingRead } from '../model/weights.js';
 
 export interface MlxQuant {
   bits: 4 | 8;
   groupSize: number;
-}
-
-/** A read the shard loader performs (same shape as model/weights.ts's plan entries). */
-export interface MlxRead {
-  file: SafetensorsFile;
-  name: string;
-  dest: Uint8Array;
-  rows: [number, number];
-  cols: [number, number];
-  after?: () => void;
 }
 
 const SCALE_DTYPES: Record<string, DType> = { F16: 'f16', BF16: 'bf16', F32: 'f32' };
@@ -99,7 +89,7 @@ export function planMlxMatrix(
   r: [number, number],
   c: [number, number],
   backend: Backend,
-): { weight: Weight; reads: MlxRead[] } {
+): { weight: Weight; reads: PendingRead[] } {
   const base = name.slice(0, -'.weight'.length);
   const file = ckpt.file(name);
   const { bits, groupSize: g } = q;
@@ -120,7 +110,7 @@ export function planMlxMatrix(
   const biases = new Uint8Array(groups * el);
   const weight: Weight = { dtype, rows, cols, bytes: backend.allocBytes(rows * cols * el) };
   const gc: [number, number] = [c[0] / g, c[1] / g];
-  const reads: MlxRead[] = [
+  const reads: PendingRead[] = [
     { file, name, dest: new Uint8Array(words.buffer), rows: r, cols: [c[0] / perWord, c[1] / perWord] },
     { file: ckpt.file(`${base}.scales`), name: `${base}.scales`, dest: scales, rows: r, cols: gc },
     {
