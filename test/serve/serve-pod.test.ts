@@ -150,15 +150,11 @@ describe.skipIf(!netnsAvailable())('serving across network namespaces', () => {
     console.log(`50 concurrent streams: ${ok.length} completed, ${50 - ok.length} refused (${results.filter((r: any) => !r.ok).map((r: any) => r.status).join(',')})`);
   }, 300_000);
 
-  it('killing a stage mid-stream ends the stream with an error within 5 s; the pod answers again within 30 s', async () => {
-    const instance = await load(daemons[0], 'pipeline', LONG_MODEL);
-    const ids = daemons.map(peerOf);
-    const victimId: string = instance.stages[1].nodes[0];
-    const victim = daemons[ids.indexOf(victimId)];
-    const api = daemons.find((d) => d !== victim)!;
+  /** Streams a long completion through `via`, SIGKILLs `victim` at the 5th piece; the stream must end with an error within 5 s. */
+  async function killMidStream(via: TestDaemon, victim: TestDaemon, content: string) {
     let killedAt = 0;
     let pieces = 0;
-    const lines = await client(api.host, 'stream-log', { body: { model: LONG_MODEL, messages: [{ role: 'user', content: 'Tell the whole story' }], max_tokens: 1800, temperature: 0 } }, (v) => {
+    const lines = await client(via.host, 'stream-log', { body: { model: LONG_MODEL, messages: [{ role: 'user', content }], max_tokens: 1800, temperature: 0 } }, (v) => {
       if (v.kind === 'piece' && ++pieces === 5) {
         killedAt = Date.now();
         victim.kill('SIGKILL');
@@ -168,6 +164,16 @@ describe.skipIf(!netnsAvailable())('serving across network namespaces', () => {
     expect(killedAt).toBeGreaterThan(0);
     expect(last.kind, JSON.stringify(last)).toBe('error');
     expect(last.t - killedAt).toBeLessThan(5000);
+    return { killedAt, last };
+  }
+
+  it('killing a stage mid-stream ends the stream with an error within 5 s; the pod answers again within 30 s', async () => {
+    const instance = await load(daemons[0], 'pipeline', LONG_MODEL);
+    const ids = daemons.map(peerOf);
+    const victimId: string = instance.stages[1].nodes[0];
+    const victim = daemons[ids.indexOf(victimId)];
+    const api = daemons.find((d) => d !== victim)!;
+    const { killedAt, last } = await killMidStream(api, victim, 'Tell the whole story');
     const [again] = await client(api.host, 'until-ok', { withinMs: 30_000, body: { model: LONG_MODEL, messages: [{ role: 'user', content: 'Again' }], max_tokens: 8, temperature: 0 } });
     expect(again.ok, JSON.stringify(again.errors)).toBe(true);
     expect(again.t - killedAt).toBeLessThan(30_000);
@@ -184,18 +190,7 @@ describe.skipIf(!netnsAvailable())('serving across network namespaces', () => {
     const ids = alive.map(peerOf);
     const driver = alive[ids.indexOf(instance.stages[0].nodes[0])];
     const api = alive.find((d) => d !== driver)!;
-    let killedAt = 0;
-    let pieces = 0;
-    const lines = await client(api.host, 'stream-log', { body: { model: LONG_MODEL, messages: [{ role: 'user', content: 'Tell it again' }], max_tokens: 1800, temperature: 0 } }, (v) => {
-      if (v.kind === 'piece' && ++pieces === 5) {
-        killedAt = Date.now();
-        driver.kill('SIGKILL');
-      }
-    });
-    const last = lines[lines.length - 1];
-    expect(killedAt).toBeGreaterThan(0);
-    expect(last.kind, JSON.stringify(last)).toBe('error');
-    expect(last.t - killedAt).toBeLessThan(5000);
+    const { killedAt, last } = await killMidStream(api, driver, 'Tell it again');
     console.log(`driver killed: stream error after ${last.t - killedAt} ms`);
   }, 120_000);
 });
