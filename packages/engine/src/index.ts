@@ -34,7 +34,7 @@ export {
 
 // Shards and the forward pass.
 export { loadShard, loadShardAsync, ModelShard, KVCache, type LoadShardOptions, type ShardInput } from './model/forward.js';
-export { tensorSlice, type TensorSlice } from './model/tensor-split.js';
+export { tensorSlice, vocabSlice, joinLogitSlices, type TensorSlice } from './model/tensor-split.js';
 
 // Whole models in one process (unsplit, or as N pipeline stages × M tensor ranks).
 export {

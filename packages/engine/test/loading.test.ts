@@ -47,6 +47,14 @@ function rewrite(dir: string, edit: (t: { name: string; dtype: string; shape: nu
 
 const base = writeRandomModel(join(tmp.dir, 'base'), { variant: 'llama', numLayers: 4, hiddenSize: 64, intermediateSize: 192, seed: 2 });
 
+const tied = writeRandomModel(join(tmp.dir, 'tied'), { variant: 'llama', numLayers: 4, hiddenSize: 64, intermediateSize: 192, tiedEmbeddings: true, seed: 2 });
+
+/** Data bytes of one tensor in a single-file model. */
+function tensorBytes(dir: string, name: string): number {
+  const [a, b] = header(join(dir, 'model.safetensors'))[name].data_offsets;
+  return b - a;
+}
+
 describe('bytes read by a shard', () => {
   const total = base.weightBytes;
 
@@ -60,13 +68,21 @@ describe('bytes read by a shard', () => {
     expect(first.bytesRead + second.bytesRead).toBe(total);
   });
 
-  it('a tensor rank of 2 reads about half the weights, of 4 about a quarter (KV replicated)', () => {
+  it('a tensor rank reads its share of the layers and head (±10%, KV replicated); rank 0 the whole embedding, the others none', () => {
     const all = { layers: [0, 4] as [number, number], embed: true, head: true };
     const noop = async () => {};
-    const half = loadShard(base.dir, { ...all, tensor: { rank: 1, size: 2 } }, { allReduce: noop });
-    const quarter = loadShard(base.dir, { ...all, tensor: { rank: 3, size: 4 } }, { allReduce: noop });
-    expect(Math.abs(half.bytesRead / total - 0.5)).toBeLessThan(0.05);
-    expect(Math.abs(quarter.bytesRead / total - 0.25)).toBeLessThan(0.025);
+    for (const m of [base, tied]) {
+      const embedding = tensorBytes(m.dir, 'model.embed_tokens.weight');
+      // A tied head is the embedding's rows: each rank's share of it counts with the rest.
+      const split = m.weightBytes - (m.config.tie_word_embeddings ? 0 : embedding);
+      for (const [rank, size] of [[0, 2], [1, 2], [0, 4], [3, 4]]) {
+        const shard = loadShard(m.dir, { ...all, tensor: { rank, size } }, { allReduce: noop });
+        const rankZeroExtra = rank === 0 ? embedding - (m.config.tie_word_embeddings ? embedding / size : 0) : 0;
+        const expected = split / size + rankZeroExtra;
+        expect(Math.abs(shard.bytesRead / expected - 1), `${m.dir} rank ${rank} of ${size}`).toBeLessThan(0.1);
+        expect(shard.weights.embed?.rows ?? 0).toBe(rank === 0 ? m.config.vocab_size : 0);
+      }
+    }
   });
 
   it('the whole model reads every tensor byte exactly once', () => {

@@ -1,6 +1,7 @@
 /**
  * A runner rank on the GPU: a GpuShard (engine/kernels/gpu) behind the ModelShard surface the shard
- * loop uses (config, maxBatch, maxSeqLen, bytesRead, forward, newCache, releaseCache, dispose).
+ * loop uses (config, maxBatch, maxSeqLen, bytesRead, embed, forward, newCache, releaseCache, dispose);
+ * embed() is asynchronous here (the rows are read back from the GPU), which the loop awaits.
  *
  * Two differences are bridged here. GPU caches are allocated asynchronously (out-of-memory shows up
  * then), while the loop's newCache() is synchronous: the cache handed out is a placeholder whose GPU
@@ -75,12 +76,22 @@ export class GpuRankShard {
   forward(input: ShardInput, cache: GpuCacheHandle): Promise<Float32Array> {
     const D = this.config.hiddenSize;
     const own: ShardInput = 'tokens' in input ? { tokens: Array.from(input.tokens) } : { hidden: input.hidden.slice(0, input.n * D), n: input.n };
-    const run = this.#chain.then(async () => {
+    return this.#queue(async () => {
       const kv = await cache.gpu;
       const out = await this.gpu.forward(own, kv);
       cache.length = kv.length;
       return out;
     });
+  }
+
+  /** The tokens' embedding rows (tensor rank 0 of stage 0), queued behind the calls before it. */
+  embed(tokens: ArrayLike<number>): Promise<Float32Array> {
+    const own = Array.from(tokens);
+    return this.#queue(() => this.gpu.embed(own));
+  }
+
+  #queue<T>(call: () => Promise<T>): Promise<T> {
+    const run = this.#chain.then(call);
     this.#chain = run.catch(() => undefined);
     return run;
   }

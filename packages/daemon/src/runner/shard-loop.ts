@@ -1,16 +1,21 @@
 /**
  * The data-plane protocol of one instance, run by every rank over one `Group`:
  *
- *   rank 0 (driver)  --header-->  every other rank          (what to do next: begin / forward / stop)
- *   stage s, rank 0  --hidden-->  every rank of stage s+1    (activations, n·hidden f32)
- *   sampler rank     --token--->  rank 0                     (the sampled id, only when asked)
+ *   rank 0 (driver)   --header-->  every other rank          (what to do next: begin / forward / stop)
+ *   rank 0 (driver)   --rows---->  the other ranks of stage 0 (a forward's embedded tokens, n·hidden f32,
+ *                                                            right after its header)
+ *   stage s, rank 0   --hidden-->  every rank of stage s+1    (activations, n·hidden f32)
+ *   last stage, rank t --logits--> sampler rank              (rank t's vocabulary slice, only when asked)
+ *   sampler rank      --token--->  rank 0                     (the sampled id, only when asked)
  *
- * Only the last stage computes logits and samples; the driver never sees logits. A tensor stage
- * sums partial results with a direct all-reduce among its members, added in rank order so every
- * member ends with the same bits. Any failed operation (peer gone, timeout) rejects the request
- * that was running and breaks the loop: the instance is then dead and gets replaced.
+ * Only the driver holds the embedding, so its stage-0 peers need no meeting to embed; only the last
+ * stage computes logits, each tensor rank over its vocabulary rows, and only the sampler (tensor rank
+ * 0 of the last stage) joins them and samples. Inside a step a tensor stage meets only to sum partial
+ * results after o_proj and down_proj, with a direct all-reduce among its members, added in rank order
+ * so every member ends with the same bits. Any failed operation (peer gone, timeout) rejects the
+ * request that was running and breaks the loop: the instance is then dead and gets replaced.
  */
-import { Sampler, type KVCache, type ModelShard, type SamplingOptions } from '@orchard/engine';
+import { Sampler, vocabSlice, type KVCache, type ModelShard, type SamplingOptions } from '@orchard/engine';
 import type { Group } from './transport.js';
 import { type InstanceLayout, samplerRank, stageMembers, stageOf, worldSize, rankOf } from './layout.js';
 
@@ -143,6 +148,33 @@ interface Ctx {
   stepMs: number;
 }
 
+/**
+ * The sampler's full-vocabulary logits: its own slice (vocabulary rows from 0) and every other
+ * last-stage rank's, received straight into place in a buffer kept for the instance's life.
+ */
+class LogitGather {
+  readonly #full: Float32Array;
+  readonly #peers: { rank: number; rows: Float32Array }[];
+
+  constructor(layout: InstanceLayout, vocab: number) {
+    this.#full = new Float32Array(layout.tensor > 1 ? vocab : 0);
+    const members = stageMembers(layout, layout.stages.length - 1);
+    this.#peers = members.slice(1).map((rank, i) => {
+      const [v0, v1] = vocabSlice(vocab, i + 1, members.length);
+      return { rank, rows: this.#full.subarray(v0, v1) };
+    });
+  }
+
+  /** `own` (this rank's forward output) joined with the peers' slices; `own` itself without a tensor split. */
+  async join(group: Group, own: Float32Array, timeoutMs: number): Promise<Float32Array> {
+    if (!this.#peers.length) return own;
+    const recvs = this.#peers.map((p) => group.recv(p.rank, p.rows, { timeoutMs }));
+    this.#full.set(own);
+    await pollWhile(Promise.all(recvs));
+    return this.#full;
+  }
+}
+
 /** The non-driver ranks: obey headers until a stop header or a failure. */
 export async function runFollower(ctx: Ctx): Promise<void> {
   const { group, layout, shard } = ctx;
@@ -154,6 +186,9 @@ export async function runFollower(ctx: Ctx): Promise<void> {
   const last = stage === layout.stages.length - 1;
   const caches = new Map<number, KVCache>();
   const samplers = new Map<number, Sampler>();
+  const gather = isSampler ? new LogitGather(layout, shard.config.vocabSize) : null;
+  // Stage 0 takes the driver's embedded rows, later stages the previous stage's hidden states.
+  const source = stage === 0 ? 0 : rankOf(layout, stage - 1, 0);
   const token = new Int32Array(1);
   for (;;) {
     await pollWhile(group.recv(0, header, { timeoutMs: IDLE_TIMEOUT_MS }));
@@ -172,20 +207,18 @@ export async function runFollower(ctx: Ctx): Promise<void> {
     if (op !== OP_FORWARD || !cache) throw new Error(`data plane: unexpected header op ${op} (slot ${slot}) on rank ${group.rank}`);
     const n = header[1];
     const sample = header[2] === 1;
-    let out: Float32Array;
-    if (stage === 0) {
-      out = await shard.forward({ tokens: header.subarray(H, H + n) }, cache);
-    } else {
-      await pollWhile(group.recv(rankOf(layout, stage - 1, 0), hidden.subarray(0, n * D), { timeoutMs: ctx.stepMs }));
-      out = await shard.forward({ hidden, n }, cache);
-    }
+    await pollWhile(group.recv(source, hidden.subarray(0, n * D), { timeoutMs: ctx.stepMs }));
+    const out = await shard.forward({ hidden, n }, cache);
     if (!last && tensorRank === 0) {
       const view = out.subarray(0, n * D);
       await Promise.all(stageMembers(layout, stage + 1).map((r) => group.send(r, view, { timeoutMs: ctx.stepMs })));
     }
-    if (isSampler && sample) {
-      token[0] = samplers.get(slot)!.sample(out);
+    if (!last || !sample) continue;
+    if (isSampler) {
+      token[0] = samplers.get(slot)!.sample(await gather!.join(group, out, ctx.stepMs));
       await group.send(0, token, { timeoutMs: ctx.stepMs });
+    } else {
+      await group.send(samplerRank(layout), out, { timeoutMs: ctx.stepMs });
     }
   }
 }
@@ -201,6 +234,10 @@ export class Driver {
   readonly #header: Float64Array;
   readonly maxSequences: number;
   readonly #free: number[];
+  /** Stage-0 ranks that take the embedded rows after a forward header. */
+  readonly #rowPeers: number[];
+  /** Joins the head ranks' logits when the driver is also the sampler (a single stage). */
+  readonly #gather: LogitGather | null;
   #broken: Error | null = null;
   /** Moving average of one decode step over the whole ring, ms (0 = none measured yet). */
   #stepAvgMs = 0;
@@ -215,6 +252,8 @@ export class Driver {
     this.#header = new Float64Array(H + ctx.maxBatch);
     this.maxSequences = maxSequences;
     this.#free = Array.from({ length: maxSequences }, (_, i) => i);
+    this.#rowPeers = stageMembers(ctx.layout, 0).slice(1);
+    this.#gather = samplerRank(ctx.layout) === 0 ? new LogitGather(ctx.layout, ctx.shard.config.vocabSize) : null;
   }
 
   get broken(): Error | null {
@@ -236,11 +275,29 @@ export class Driver {
     return run;
   }
 
-  async #broadcast(timeoutMs = this.#ctx.stepMs): Promise<void> {
+  /** Sends the header to every other rank, followed by `rows` to the stage-0 ranks (same link, in order). */
+  async #broadcast(timeoutMs = this.#ctx.stepMs, rows?: Float32Array): Promise<void> {
     const g = this.#ctx.group;
     const sends: Promise<void>[] = [];
     for (let r = 1; r < g.size; r++) sends.push(g.send(r, this.#header, { timeoutMs }));
+    if (rows) for (const r of this.#rowPeers) sends.push(g.send(r, rows, { timeoutMs }));
     await Promise.all(sends);
+  }
+
+  /**
+   * The driver's own forward of `ids`, after the header: with tensor peers in stage 0 it embeds, sends
+   * them the rows and runs the rows itself; alone in its stage it runs the token ids directly.
+   */
+  async #forwardFirst(ids: Float64Array, cache: KVCache, timeoutMs: number): Promise<Float32Array> {
+    const { shard } = this.#ctx;
+    if (!this.#rowPeers.length) {
+      await this.#broadcast(timeoutMs);
+      return shard.forward({ tokens: ids }, cache);
+    }
+    // Awaited: a GPU rank embeds on the device and reads the rows back.
+    const rows = await shard.embed(ids);
+    await this.#broadcast(timeoutMs, rows);
+    return shard.forward({ hidden: rows, n: ids.length }, cache);
   }
 
   /** Deadline for one decode step: generous until measured, then a multiple of the usual time. */
@@ -284,14 +341,13 @@ export class Driver {
       h[2] = sample ? 1 : 0;
       h[SLOT] = slot;
       for (let i = 0; i < n; i++) h[H + i] = ids[i];
-      await this.#broadcast(stepMs);
-      const out = await shard.forward({ tokens: h.subarray(H, H + n) }, cache);
+      const out = await this.#forwardFirst(h.subarray(H, H + n), cache, stepMs);
       if (S > 1) {
         const view = out.subarray(0, n * shard.config.hiddenSize);
         await Promise.all(stageMembers(layout, 1).map((r) => group.send(r, view, { timeoutMs: stepMs })));
       }
       if (!sample) return { id: -1 };
-      if (samplerRank(layout) === 0) return { id: sampler!.sample(out) };
+      if (this.#gather) return { id: sampler!.sample(await this.#gather.join(group, out, stepMs)) };
       // Registered inside the issue section, so waiters are in the order tokens will arrive.
       const wait = new Promise<number>((resolve, reject) => this.#waiters.push({ resolve, reject, timeoutMs: decoding ? stepMs : this.#ctx.stepMs * S }));
       void this.#receive();

@@ -1,6 +1,7 @@
 /**
  * Runs a whole model in this process as a grid of shards: `pipeline` stages (layer ranges) × `tensor`
- * ranks per stage, joined by an in-process all-reduce. One stage × one rank is the plain unsplit model.
+ * ranks per stage, joined by an in-process all-reduce (stages.ts moves the embedding rows, hidden states
+ * and logit slices between them). One stage × one rank is the plain unsplit model.
  * Used by `orchard run --pipeline N / --tensor N`, by tests proving split equivalence, and as the
  * shape the daemon's distributed runners follow (one shard per machine instead of per array slot).
  */
@@ -93,14 +94,13 @@ export class InProcessModel implements LanguageModel {
     const stages = this.stages;
     const D = this.config.hiddenSize;
     const maxBatch = Math.min(...stages.flat().map((s) => s.maxBatch));
-    // Hidden states handed from one stage to the next (what would cross the network).
-    const transfer = new Float32Array(maxBatch * D);
+    const buffers = { transfer: new Float32Array(maxBatch * D), logits: new Float32Array(this.config.vocabSize) };
     return {
       get length() {
         return caches[0][0].length;
       },
       forward(tokens) {
-        return forwardThroughStages(stages, caches, tokens, maxBatch, transfer, D);
+        return forwardThroughStages(stages, caches, tokens, maxBatch, buffers, D);
       },
       dispose() {
         stages.forEach((ranks, s) => ranks.forEach((sh, r) => sh.releaseCache(caches[s][r])));

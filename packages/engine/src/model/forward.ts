@@ -1,20 +1,20 @@
 /**
  * One shard of a Llama-family decoder, llama2.c style: weights, a run state allocated once, and a
  * `forward` that reads like the maths. A shard is a layer range [start, end) and/or one tensor rank;
- * the first pipeline stage embeds tokens, the last computes logits, the others take and return
- * hidden states. Tensor ranks meet at the caller's all-reduce after o_proj, after down_proj, after the
- * (vocab-split) embedding lookup and after the (vocab-split) LM head.
+ * tensor rank 0 of the first pipeline stage embeds tokens (its stage-0 peers are given its rows as
+ * hidden states), the last stage computes logits, the others take and return hidden states. Tensor
+ * ranks meet at the caller's all-reduce after o_proj and after down_proj only: a head rank returns the
+ * logits of its own vocabulary rows, and whoever samples joins the slices (joinLogitSlices).
  */
 import { Checkpoint } from '../safetensors/checkpoint.js';
 import { GgufCheckpoint } from '../gguf/read-model.js';
 import { isGgufPath } from '../gguf/read.js';
-import { dequantizeRow } from '../kernels/wasm/quant-reference.js';
 import { loadModelConfig, type ModelConfig } from '../config/config.js';
 import { UnsupportedModelError } from '../errors.js';
 import type { AttentionArgs, Backend } from '../kernels/backend.js';
 import { createReferenceBackend } from '../kernels/reference.js';
-import { BF16_TO_F32, F16_TO_F32 } from '../numeric/half.js';
 import type { AllReduce, ShardSpec } from '../shard.js';
+import { checkTokenIds, embedRows, noEmbeddingError } from './embedding.js';
 import { attention, rmsnorm, swiglu } from './math.js';
 import { applyRope, ropeInverseFrequencies, ropeTables } from './rope.js';
 import { tensorSlice, type TensorSlice } from './tensor-split.js';
@@ -44,7 +44,7 @@ export class KVCache {
   ) {}
 }
 
-/** What a shard consumes: token ids (embedding shard) or hidden states [n, hidden] from the previous stage. */
+/** What a shard consumes: token ids (a shard holding the embedding) or hidden states [n, hidden] (rows embedded by rank 0, or the previous stage's output). */
 export type ShardInput = { tokens: ArrayLike<number> } | { hidden: Float32Array; n: number };
 
 export class ModelShard {
@@ -76,9 +76,8 @@ export class ModelShard {
   readonly #hb2: Float32Array; // [B, localFfn]
   readonly #cos: Float32Array; // [B, hd/2]
   readonly #sin: Float32Array;
-  readonly #embedRow: Float32Array; // [hidden]
-  readonly #logits: Float32Array; // [vocab]
-  readonly #localLogits: Float32Array; // [vocabSlice]
+  readonly #embedded: Float32Array; // [B, hidden], embedding holders only
+  readonly #logits: Float32Array; // [vocabSlice]
 
   constructor(config: ModelConfig, spec: ShardSpec, weights: ShardWeights, slice: TensorSlice, backend: Backend, opts: { allReduce?: AllReduce; maxBatch: number; maxSeqLen: number; bytesRead: number }) {
     this.config = config;
@@ -110,9 +109,8 @@ export class ModelShard {
     this.#hb2 = f(B * ffn);
     this.#cos = f((B * hd) / 2);
     this.#sin = f((B * hd) / 2);
-    this.#embedRow = f(D);
-    this.#logits = f(spec.head ? config.vocabSize : 0);
-    this.#localLogits = f(spec.head ? slice.vocab[1] - slice.vocab[0] : 0);
+    this.#embedded = f(weights.embed ? B * D : 0);
+    this.#logits = f(spec.head ? slice.vocab[1] - slice.vocab[0] : 0);
   }
 
   /** A fresh KV cache for one sequence of up to `capacity` tokens. */
@@ -126,8 +124,25 @@ export class ModelShard {
   }
 
   /**
+   * The embedding rows of `tokens`, widened: [n, hidden] f32, in `out` or else in a buffer of this
+   * shard's that the next embed() overwrites (forward() does not touch it, so the rows can be sent to
+   * the stage's other ranks while this one runs them). Needs the embedding (tensor rank 0 of stage 0).
+   */
+  embed(tokens: ArrayLike<number>, out?: Float32Array): Float32Array {
+    const table = this.weights.embed;
+    if (!table) throw noEmbeddingError(this.spec);
+    const n = tokens.length;
+    if (n < 1 || n > this.maxBatch) throw new RangeError(`embed: ${n} tokens per call; this shard takes 1..${this.maxBatch}`);
+    checkTokenIds(tokens, this.config.vocabSize);
+    const rows = (out ?? this.#embedded).subarray(0, n * this.config.hiddenSize);
+    embedRows(rows, table, tokens);
+    return rows;
+  }
+
+  /**
    * Runs up to `maxBatch` tokens at positions cache.length ... through this shard and appends their K/V.
-   * Returns logits of the last token ([vocab], head shards) or hidden states ([n, hidden], others).
+   * Returns the last token's logits over this rank's vocabulary rows `slice.vocab` (head shards; the
+   * whole vocabulary without a tensor split) or hidden states ([n, hidden], others).
    * The returned array is this shard's buffer: copy it before the next call. One call at a time.
    */
   async forward(input: ShardInput, cache: KVCache): Promise<Float32Array> {
@@ -157,22 +172,13 @@ export class ModelShard {
     const xb2 = this.#xb2;
     const pos0 = cache.length;
 
-    // Input: embedding rows of the tokens (summed over vocab-split ranks), or the previous stage's hidden states.
+    // Input: the tokens' embedding rows, or hidden states (rank 0's rows, or the previous stage's output).
     let n: number;
     if ('tokens' in input) {
-      if (!w.embed) throw new Error('forward: tokens given to a shard without the embedding');
+      if (!w.embed) throw noEmbeddingError(this.spec);
       n = input.tokens.length;
       this.#checkBatch(n, pos0, cache);
-      const [v0, v1] = this.slice.vocab;
-      for (let b = 0; b < n; b++) {
-        const t = input.tokens[b];
-        if (!Number.isInteger(t) || t < 0 || t >= c.vocabSize) throw new RangeError(`token id ${t} is outside the vocabulary 0..${c.vocabSize - 1}`);
-        if (t >= v0 && t < v1) {
-          widenRow(this.#embedRow, w.embed, t - v0);
-          x.set(this.#embedRow, b * D);
-        } else x.fill(0, b * D, (b + 1) * D);
-      }
-      await this.#allReduce(x.subarray(0, n * D));
+      this.embed(input.tokens, x);
     } else {
       n = input.n;
       this.#checkBatch(n, pos0, cache);
@@ -246,12 +252,9 @@ export class ModelShard {
 
     if (!this.spec.head) return x.subarray(0, n * D);
 
-    // Logits of the last token: rmsnorm, then this rank's vocabulary rows, joined by all-reduce.
+    // Logits of the last token over this rank's vocabulary rows; only the sampler needs them all.
     rmsnorm(xb, 0, x, (n - 1) * D, w.finalNorm!, D, c.rmsNormEps);
-    be.matvec(this.#localLogits, w.head!, xb);
-    this.#logits.fill(0);
-    this.#logits.set(this.#localLogits, this.slice.vocab[0]);
-    await this.#allReduce(this.#logits);
+    be.matvec(this.#logits, w.head!, xb);
     return this.#logits;
   }
 
@@ -276,21 +279,6 @@ export class ModelShard {
 
 function addBias(y: Float32Array, bias: Float32Array, n: number, width: number): void {
   for (let b = 0; b < n; b++) for (let i = 0; i < width; i++) y[b * width + i] += bias[i];
-}
-
-function widenRow(dst: Float32Array, w: { dtype: string; cols: number; bytes: Uint8Array }, r: number): void {
-  const cols = w.cols;
-  if (w.dtype === 'f32') {
-    dst.set(new Float32Array(w.bytes.buffer, w.bytes.byteOffset + r * cols * 4, cols));
-    return;
-  }
-  if (w.dtype === 'q8_0' || w.dtype === 'q4_0') {
-    dequantizeRow(w.dtype, w.bytes, cols, r, dst);
-    return;
-  }
-  const src = new Uint16Array(w.bytes.buffer, w.bytes.byteOffset + r * cols * 2, cols);
-  const table = w.dtype === 'f16' ? F16_TO_F32 : BF16_TO_F32;
-  for (let i = 0; i < cols; i++) dst[i] = table[src[i]];
 }
 
 /**

@@ -9,8 +9,9 @@
  *   a query head are refused with a message giving the numbers.
  * - MLP: gate/up rows and down columns split in blocks of intermediate_size as equal as possible
  *   (they need not be equal: each rank's down columns match its own gate/up rows).
- * - Embedding and LM head: split by vocabulary rows (ceil(vocab / size) per rank); the partial
- *   results are joined by the same all-reduce (rows a rank does not hold contribute zeros).
+ * - LM head: split by vocabulary rows (ceil(vocab / size) per rank); each rank computes the logits
+ *   of its rows and the sampler joins the slices (joinLogitSlices) — no all-reduce. The embedding is
+ *   not split: rank 0 of the first stage holds it whole (see embedding.ts).
  */
 import { UnsupportedModelError } from '../errors.js';
 
@@ -23,7 +24,7 @@ export interface TensorSlice {
   kvHeads: [number, number];
   /** intermediate_size rows [start, end). */
   ffn: [number, number];
-  /** Vocabulary rows [start, end) of the embedding / LM head. */
+  /** Vocabulary rows [start, end) of the LM head (and of its logits). */
   vocab: [number, number];
 }
 
@@ -46,13 +47,31 @@ export function tensorSlice(dims: SplitDims, rank: number, size: number): Tensor
   const group = H / KV;
   // KV heads [first, last] read by query heads [rank·hPer, (rank+1)·hPer), shared with neighbours as needed.
   const kvHeads: [number, number] = [Math.floor((rank * hPer) / group), Math.floor(((rank + 1) * hPer - 1) / group) + 1];
-  const vPer = Math.ceil(V / size);
   return {
     rank,
     size,
     heads: [rank * hPer, (rank + 1) * hPer],
     kvHeads,
     ffn: [Math.floor((rank * I) / size), Math.floor(((rank + 1) * I) / size)],
-    vocab: [Math.min(V, rank * vPer), Math.min(V, (rank + 1) * vPer)],
+    vocab: vocabSlice(V, rank, size),
   };
+}
+
+/** Vocabulary rows [start, end) of tensor rank `rank` of `size`: ceil(vocab / size) each, the last one short. */
+export function vocabSlice(vocab: number, rank: number, size: number): [number, number] {
+  const per = Math.ceil(vocab / size);
+  return [Math.min(vocab, rank * per), Math.min(vocab, (rank + 1) * per)];
+}
+
+/**
+ * Joins the head ranks' logit slices (rank order, as forward() returns them) into `out`, the full
+ * vocabulary: each slice goes to its rank's rows. Returns `out`.
+ */
+export function joinLogitSlices(out: Float32Array, slices: readonly Float32Array[]): Float32Array {
+  slices.forEach((part, rank) => {
+    const [v0, v1] = vocabSlice(out.length, rank, slices.length);
+    if (part.length !== v1 - v0) throw new RangeError(`joinLogitSlices: rank ${rank} of ${slices.length} gave ${part.length} logits, its rows ${v0}..${v1} need ${v1 - v0}`);
+    out.set(part, v0);
+  });
+  return out;
 }

@@ -48,7 +48,10 @@ export interface LayerWeights {
 }
 
 export interface ShardWeights {
-  /** [vocabSlice, hidden] token embedding rows [vocab[0], vocab[1]) — embed shards only. */
+  /**
+   * [vocab, hidden] the whole token embedding — tensor rank 0 of the embed stage only: it embeds for
+   * its stage-0 peers, which are fed its rows (a split table would need an all-reduce per step).
+   */
   embed: Weight | null;
   layers: LayerWeights[];
   /** [hidden] — head shards only. */
@@ -212,14 +215,21 @@ export function planShardWeights(
   }
 
   // The embedding is read row by row (token lookup), so it keeps the row-major layout, and so does a
-  // tied LM head that is the embedding itself.
-  const embed = spec.embed ? rd.matrix('model.embed_tokens.weight', V, D, slice.vocab, [0, D], false) : null;
+  // tied LM head that shares its rows.
+  const embed = spec.embed && slice.rank === 0 ? rd.matrix('model.embed_tokens.weight', V, D, [0, V], [0, D], false) : null;
   let head: Weight | null = null;
   let finalNorm: Float32Array | null = null;
   if (spec.head) {
     finalNorm = rd.vector('model.norm.weight', D);
-    if (config.tieWordEmbeddings) head = embed ?? rd.matrix('model.embed_tokens.weight', V, D, slice.vocab);
+    // Rank 0's vocabulary slice starts at row 0: a tied head there is the table's leading rows, not a second read.
+    if (config.tieWordEmbeddings) head = embed ? leadingRows(embed, slice.vocab[1]) : rd.matrix('model.embed_tokens.weight', V, D, slice.vocab);
     else head = rd.matrix('lm_head.weight', V, D, slice.vocab);
   }
   return { weights: { embed, layers, finalNorm, head }, reads: rd.reads };
+}
+
+/** The first `rows` rows of a row-major weight, sharing its bytes (the whole weight when it has no more). */
+function leadingRows(w: Weight, rows: number): Weight {
+  if (rows === w.rows) return w;
+  return { dtype: w.dtype, rows, cols: w.cols, bytes: w.bytes.subarray(0, weightBytes(w.dtype, rows, w.cols)) };
 }

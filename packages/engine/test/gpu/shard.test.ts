@@ -11,6 +11,7 @@ import { createInProcessAllReduce } from '../../src/drivers/all-reduce.js';
 import type { GpuContext } from '../../src/kernels/gpu/context.js';
 import { GpuShard } from '../../src/kernels/gpu/shard.js';
 import { loadShard, type ModelShard } from '../../src/model/forward.js';
+import { joinLogitSlices, vocabSlice } from '../../src/model/tensor-split.js';
 import { argmax } from '../../src/generate/sampler.js';
 import { writeRandomModel, type RandomModelOptions } from '../../src/testing/index.js';
 import type { ShardSpec } from '../../src/shard.js';
@@ -116,7 +117,9 @@ describe.skipIf(!gpu.ctx)(`GPU shard vs CPU forward${gpu.skip ? ` (skipped: ${gp
   it('pipeline split (2 stages: hidden states cross) and tensor split (2 ranks: all-reduce) equal the unsplit CPU run', async () => {
     const dir = join(root, 'splits');
     writeRandomModel(dir, { variant: 'qwen2', numLayers: 3, numHeads: 4, numKvHeads: 2, seed: 3 });
-    const want = await cpuRun(loadShard(dir, full(3), { maxBatch: 16, maxSeqLen: 64 }));
+    const whole = loadShard(dir, full(3), { maxBatch: 16, maxSeqLen: 64 });
+    const { vocabSize: V, hiddenSize: D } = whole.config;
+    const want = await cpuRun(whole);
 
     const s0 = await gpuFrom(loadShard(dir, { layers: [0, 1], tensor: { rank: 0, size: 1 }, embed: true, head: false }, { maxBatch: 16, maxSeqLen: 64 }));
     const s1 = await gpuFrom(loadShard(dir, { layers: [1, 3], tensor: { rank: 0, size: 1 }, embed: false, head: true }, { maxBatch: 16, maxSeqLen: 64 }));
@@ -129,6 +132,7 @@ describe.skipIf(!gpu.ctx)(`GPU shard vs CPU forward${gpu.skip ? ` (skipped: ${gp
       ),
     );
     try {
+      await expect(ranks[1].forward({ tokens: PROMPT }, await ranks[1].newCache(64))).rejects.toThrow(/tensor rank 1 of the first stage holds no embedding/);
       const c0 = await s0.newCache(64);
       const c1 = await s1.newCache(64);
       const rc = await Promise.all(ranks.map((r) => r.newCache(64)));
@@ -137,11 +141,14 @@ describe.skipIf(!gpu.ctx)(`GPU shard vs CPU forward${gpu.skip ? ` (skipped: ${gp
         const hidden = new Float32Array(await s0.forward({ tokens: feed }, c0));
         const piped = await s1.forward({ hidden, n: feed.length }, c1);
         expect(logitError(piped, want.logits[s])).toBeLessThan(2e-5);
-        const tensor = await Promise.all(ranks.map((r, i) => r.forward({ tokens: feed }, rc[i]).then((x) => new Float32Array(x))));
-        expect(logitError(tensor[0], want.logits[s])).toBeLessThan(2e-5);
-        expect(maxAbsDiff(tensor[0], tensor[1])).toBe(0);
-        // embed, 2 layers x (o_proj, down_proj), logits: 1 + 3·2 + 1 submissions per call for rank 0.
-        expect(ranks[0].lastCall.submissions).toBe(1 + 3 * 2 + 1);
+        // Rank 0 embeds (one submission, n·hidden floats back) and both ranks take its rows.
+        const rows = await ranks[0].embed(feed);
+        expect(ranks[0].lastCall).toEqual({ submissions: 1, readbackBytes: feed.length * D * 4 });
+        const slices = await Promise.all(ranks.map((r, i) => r.forward({ hidden: rows, n: feed.length }, rc[i])));
+        expect(slices.map((x) => x.length)).toEqual(ranks.map((_, rank) => vocabSlice(V, rank, 2)).map(([a, b]) => b - a));
+        expect(logitError(joinLogitSlices(new Float32Array(V), slices), want.logits[s])).toBeLessThan(2e-5);
+        // 3 layers x (o_proj, down_proj) all-reduces, then the logits: 3·2 + 1 submissions; no all-reduce for embedding or logits.
+        expect(ranks[0].lastCall.submissions).toBe(3 * 2 + 1);
         feed = [want.tokens[s]];
       }
     } finally {

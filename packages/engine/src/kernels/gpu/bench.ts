@@ -172,9 +172,14 @@ async function main(): Promise<void> {
       }),
     );
     const rcaches = await Promise.all(ranks.map((r) => r.newCache(256)));
-    await Promise.all(ranks.map((r, i) => r.forward({ tokens: [1, 2, 3, 4] }, rcaches[i])));
+    // Rank 0 embeds and both ranks take its rows, as the runners do.
+    const step = async (ids: number[]) => {
+      const rows = await ranks[0].embed(ids);
+      await Promise.all(ranks.map((r, j) => r.forward({ hidden: rows, n: ids.length }, rcaches[j])));
+    };
+    await step([1, 2, 3, 4]);
     const s3 = performance.now();
-    for (let i = 0; i < tokens; i++) await Promise.all(ranks.map((r, j) => r.forward({ tokens: [i + 5] }, rcaches[j])));
+    for (let i = 0; i < tokens; i++) await step([i + 5]);
     const tpTokS = tokens / ((performance.now() - s3) / 1000);
     const lc = ranks[0].lastCall;
     line(`decode, same model, tensor split 2 ranks in-process (${lc.submissions} submissions, ${lc.readbackBytes} B back/rank)`, `${tpTokS.toFixed(1)} tok/s`);

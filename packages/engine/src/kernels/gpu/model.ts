@@ -50,7 +50,7 @@ export class GpuModel implements LanguageModel {
     const stages = this.stages;
     const D = this.config.hiddenSize;
     const maxBatch = Math.min(...stages.flat().map((s) => s.maxBatch));
-    const transfer = new Float32Array(maxBatch * D);
+    const buffers = { transfer: new Float32Array(maxBatch * D), logits: new Float32Array(this.config.vocabSize) };
     let caches: Promise<GpuKVCache[][]> | null = null;
     let length = 0;
     let disposed = false;
@@ -64,7 +64,7 @@ export class GpuModel implements LanguageModel {
         // GPU caches are created on first use: allocation is asynchronous (out-of-memory is reported then).
         caches ??= Promise.all(stages.map((ranks) => Promise.all(ranks.map((sh) => sh.newCache(capacity)))));
         const kv = await caches;
-        return forwardThroughStages(stages, kv, tokens, maxBatch, transfer, D, (n) => (length += n));
+        return forwardThroughStages(stages, kv, tokens, maxBatch, buffers, D, (n) => (length += n));
       },
       dispose() {
         disposed = true;

@@ -4,13 +4,16 @@
  * or last-token logits out. Weights are uploaded once (storage dtype, row-split when over the binding
  * limit); the KV cache lives on the GPU; every dispatch of a call is recorded into one command buffer
  * and submitted once. Only what must leave the GPU is read back: the hidden states a pipeline stage
- * hands on, the logits (or just the sampled token id with `forwardSample`), and — for tensor-parallel
- * shards — the partial sums the caller's all-reduce joins (each one ends a submission).
+ * hands on, the logits of this rank's vocabulary rows (or just the sampled token id with
+ * `forwardSample`), the partial sums the caller's all-reduce joins after o_proj and down_proj of a
+ * tensor-parallel shard (each one ends a submission), and the embedding rows `embed()` reads back.
  */
 import type { ModelConfig } from '../../config/config.js';
 import type { ShardWeights } from '../../model/weights.js';
 import type { TensorSlice } from '../../model/tensor-split.js';
 import type { AllReduce, ShardSpec } from '../../shard.js';
+import { checkTokenIds, noEmbeddingError } from '../../model/embedding.js';
+import type { ShardInput } from '../../model/forward.js';
 import { GpuValidationError, type GpuContext } from './context.js';
 import { Readback, createStorage, uploadF32, uploadWeight, type GpuWeight } from './buffers.js';
 import { GpuKernels, StepUniform, recordPass, type Dispatch } from './ops.js';
@@ -48,8 +51,8 @@ export class GpuKVCache {
 /** Dispatches up to a point where the tensor ranks must meet (all-reduce of `reduce`), or the end. */
 interface Segment {
   dispatches: Dispatch[];
-  /** Read back `width`·n floats (or `width` when `fixed`), all-reduce them, write them back. */
-  reduce?: { buffer: GPUBuffer; width: number; fixed?: boolean; place?: (local: Float32Array) => Float32Array; back?: (full: Float32Array) => Float32Array };
+  /** Read back `width`·n floats, all-reduce them, write them back. */
+  reduce?: { buffer: GPUBuffer; width: number };
 }
 
 interface LayerBuffers {
@@ -98,9 +101,10 @@ export class GpuShard {
   #act!: Record<'x' | 'xb' | 'xb2' | 'q' | 'k' | 'v' | 'att' | 'hb' | 'hb2' | 'cs' | 'tokens' | 'scores' | 'logits' | 'result', GPUBuffer>;
   #readback!: Readback;
   #sampleDispatch: Map<number, Dispatch> = new Map();
+  /** Token ids → rows of x, recorded ahead of the program when a call gets token ids. */
+  #embedDispatches: Dispatch[] = [];
   #cs: Float32Array;
   #busy = false;
-  #logitsHost: Float32Array;
 
   private constructor(ctx: GpuContext, o: GpuShardOptions) {
     this.#ctx = ctx;
@@ -119,7 +123,6 @@ export class GpuShard {
     this.#ffn = o.slice.ffn[1] - o.slice.ffn[0];
     this.#vocabSlice = o.slice.vocab[1] - o.slice.vocab[0];
     this.#cs = new Float32Array(this.maxBatch * o.config.headDim);
-    this.#logitsHost = new Float32Array(o.spec.head ? o.config.vocabSize : 0);
   }
 
   /** Uploads the shard's weights (loaded by model/weights.ts) and allocates its activations. */
@@ -174,6 +177,8 @@ export class GpuShard {
       });
     }
     if (w.embed) this.#embed = await mat(w.embed, 'model.embed_tokens.weight');
+    // A tied head shares the table's buffer when it is the whole table; a tensor rank 0's tied head (the
+    // table's leading rows) is uploaded on its own, as GPU weights have no row views.
     if (w.head) this.#head = w.head === w.embed && this.#embed ? this.#embed : await mat(w.head, 'lm_head.weight');
     this.#finalNorm = await vec(w.finalNorm, 'model.norm.weight');
   }
@@ -206,6 +211,7 @@ export class GpuShard {
     };
     const readbackFloats = Math.max(B * D, this.#spec.head ? this.#vocabSlice : 0, 2);
     this.#readback = new Readback(this.#ctx, readbackFloats * 4);
+    if (this.#embed) this.#embedDispatches = this.#kernels.embed(this.#embed, this.#act.tokens, this.#act.x, this.#step);
   }
 
   /** A fresh KV cache on the GPU for one sequence of up to `capacity` tokens. */
@@ -246,11 +252,6 @@ export class GpuShard {
       cur = [];
     };
 
-    if (this.#embed) {
-      cur.push(...K.embed(this.#embed, a.tokens, a.x, st, this.#slice.vocab[0]));
-      // Vocab-split embedding: each rank fills its own rows, zeros elsewhere; the all-reduce joins them.
-      if (tp) cut({ buffer: a.x, width: D });
-    }
     this.#layers.forEach((L, li) => {
       cur.push(K.rmsnorm(a.x, L.inputNorm, a.xb, D, 1, c.rmsNormEps, st));
       cur.push(...K.linear('q_proj', L.q, a.xb, a.q, st, { bias: L.qBias ?? undefined }));
@@ -308,21 +309,14 @@ export class GpuShard {
   }
 
   /** Writes the call's inputs (Step uniform, RoPE table, tokens or hidden states) ahead of the submission. */
-  #writeInputs(input: { tokens: ArrayLike<number> } | { hidden: Float32Array; n: number }, cache: GpuKVCache, seed: number): number {
+  #writeInputs(input: ShardInput, cache: GpuKVCache, seed: number): number {
     const q = this.#ctx.device.queue;
     const c = this.#config;
     let n: number;
     if ('tokens' in input) {
-      if (!this.#embed) throw new Error('forward: tokens given to a shard without the embedding');
       n = input.tokens.length;
       this.#check(n, cache);
-      const ids = new Uint32Array(n);
-      for (let b = 0; b < n; b++) {
-        const t = input.tokens[b];
-        if (!Number.isInteger(t) || t < 0 || t >= c.vocabSize) throw new RangeError(`token id ${t} is outside the vocabulary 0..${c.vocabSize - 1}`);
-        ids[b] = t;
-      }
-      q.writeBuffer(this.#act.tokens, 0, ids);
+      this.#writeTokens(input.tokens);
     } else {
       n = input.n;
       this.#check(n, cache);
@@ -334,18 +328,26 @@ export class GpuShard {
     return n;
   }
 
+  /** Checks token ids and writes them for the embed dispatches (which need the table). */
+  #writeTokens(tokens: ArrayLike<number>): void {
+    if (!this.#embed) throw noEmbeddingError(this.#spec);
+    checkTokenIds(tokens, this.#config.vocabSize);
+    this.#ctx.device.queue.writeBuffer(this.#act.tokens, 0, Uint32Array.from(tokens));
+  }
+
   /**
-   * Runs the program's segments. Each all-reduce point ends a submission: the partial sums are read
-   * back, joined by the caller, written back, and the next segment is submitted.
+   * Runs the program's segments, after the embed dispatches when the call got token ids. Each
+   * all-reduce point ends a submission: the partial sums are read back, joined by the caller,
+   * written back, and the next segment is submitted.
    */
-  async #run(cache: GpuKVCache, n: number, tail?: (enc: GPUCommandEncoder) => void): Promise<void> {
+  async #run(cache: GpuKVCache, n: number, embed: boolean, tail?: (enc: GPUCommandEncoder) => void): Promise<void> {
     const dev = this.#ctx.device;
     this.lastCall = { submissions: 0, readbackBytes: 0 };
     const segs = cache.program;
     for (let i = 0; i < segs.length; i++) {
       const seg = segs[i];
       const enc = dev.createCommandEncoder();
-      if (i === 0 && this.#embed && this.#allReduce) enc.clearBuffer(this.#act.x, 0, n * this.#config.hiddenSize * 4);
+      if (i === 0 && embed) recordPass(enc, this.#embedDispatches, n, 'embed');
       recordPass(enc, seg.dispatches, n);
       if (seg.reduce) {
         const count = seg.reduce.width * n;
@@ -366,29 +368,49 @@ export class GpuShard {
 
   /**
    * Same contract as ModelShard.forward: `n` tokens (or hidden states) at positions cache.length ...;
-   * returns last-token logits [vocab] on head shards, hidden states [n, hidden] otherwise. The array is
-   * this shard's and valid until the next call.
+   * returns the last token's logits over this rank's vocabulary rows on head shards, hidden states
+   * [n, hidden] otherwise.
    */
-  async forward(input: { tokens: ArrayLike<number> } | { hidden: Float32Array; n: number }, cache: GpuKVCache): Promise<Float32Array> {
+  async forward(input: ShardInput, cache: GpuKVCache): Promise<Float32Array> {
     return this.#exclusive(() => this.#forward(input, cache));
   }
 
-  async #forward(input: { tokens: ArrayLike<number> } | { hidden: Float32Array; n: number }, cache: GpuKVCache): Promise<Float32Array> {
+  async #forward(input: ShardInput, cache: GpuKVCache): Promise<Float32Array> {
     const n = this.#writeInputs(input, cache, 0);
     const D = this.#config.hiddenSize;
     const bytes = this.#head ? this.#vocabSlice * 4 : n * D * 4;
     const src = this.#head ? this.#act.logits : this.#act.x;
-    await this.#run(cache, n, (enc) => this.#readback.encodeCopy(enc, src, bytes));
+    await this.#run(cache, n, 'tokens' in input, (enc) => this.#readback.encodeCopy(enc, src, bytes));
     const out = new Float32Array(await this.#readback.read(bytes));
     this.lastCall.readbackBytes += bytes;
     cache.length += n;
-    if (!this.#head) return out;
-    if (!this.#allReduce) return out;
-    // Vocab-split head: place this rank's rows and let the ranks sum the full vector.
-    this.#logitsHost.fill(0);
-    this.#logitsHost.set(out, this.#slice.vocab[0]);
-    await this.#allReduce(this.#logitsHost);
-    return this.#logitsHost;
+    return out;
+  }
+
+  /**
+   * The tokens' embedding rows [n, hidden], embedded on the GPU and read back, for the first stage's
+   * other tensor ranks (ModelShard.embed's contract). Read back rather than widened from a host copy
+   * of the table: the table is often the largest tensor (vocab × hidden) and would sit in memory
+   * twice, while the rows are n·hidden floats in one submission, next to the 2 per layer that a
+   * tensor-parallel step already reads back. Leaves x to be overwritten by the next forward.
+   */
+  async embed(tokens: ArrayLike<number>): Promise<Float32Array> {
+    return this.#exclusive(() => this.#embedRows(tokens));
+  }
+
+  async #embedRows(tokens: ArrayLike<number>): Promise<Float32Array> {
+    this.#ctx.assertAlive();
+    const n = tokens.length;
+    if (n < 1 || n > this.maxBatch) throw new RangeError(`embed: ${n} tokens per call; this shard takes 1..${this.maxBatch}`);
+    this.#writeTokens(tokens);
+    this.#step.write(this.#ctx, 0, n);
+    const bytes = n * this.#config.hiddenSize * 4;
+    const enc = this.#ctx.device.createCommandEncoder();
+    recordPass(enc, this.#embedDispatches, n, 'embed');
+    this.#readback.encodeCopy(enc, this.#act.x, bytes);
+    this.#ctx.device.queue.submit([enc.finish()]);
+    this.lastCall = { submissions: 1, readbackBytes: bytes };
+    return new Float32Array(await this.#readback.read(bytes));
   }
 
   /**
@@ -410,7 +432,7 @@ export class GpuShard {
       this.#sampleDispatch.set(T, d);
     }
     const sample = d;
-    await this.#run(cache, n, (enc) => {
+    await this.#run(cache, n, true, (enc) => {
       recordPass(enc, [sample], n, 'sample');
       this.#readback.encodeCopy(enc, this.#act.result, 8);
     });
