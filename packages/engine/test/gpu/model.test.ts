@@ -27,6 +27,7 @@ const CASES: [string, RandomModelOptions, { pipeline?: number; tensor?: number }
   ['llama f16, unsplit', { variant: 'llama', dtype: 'f16' }, {}],
   ['qwen3, unsplit', { variant: 'qwen3' }, {}],
   ['qwen2, 2 stages x 2 ranks', { variant: 'qwen2', numLayers: 4 }, { pipeline: 2, tensor: 2 }],
+  ['llama tied f16, 2 ranks (rank 0 embeds; its head is the table’s leading rows)', { variant: 'llama', tiedEmbeddings: true, dtype: 'f16' }, { tensor: 2 }],
 ];
 
 describe.skipIf(!gpu.ctx)(`GPU model: generate() equals the CPU${gpu.skip ? ` (skipped: ${gpu.skip})` : ''}`, () => {

@@ -212,16 +212,16 @@ export class GpuKernels {
   }
 
   /**
-   * OUT[b] = row TOK[b] - firstToken of the embedding table `w`, widened to f32. A vocab-split table
-   * holds tokens [firstToken, firstToken + rows); rows of other tokens are left untouched.
+   * OUT[b] = row TOK[b] of the embedding table `w`, widened to f32 (one dispatch per row chunk, each
+   * writing the tokens its rows hold).
    */
-  embed(w: GpuWeight, tokens: GPUBuffer, out: GPUBuffer, step: StepUniform, firstToken = 0): Dispatch[] {
+  embed(w: GpuWeight, tokens: GPUBuffer, out: GPUBuffer, step: StepUniform): Dispatch[] {
     const pipeline = this.pipeline(`embed_${w.dtype}`, () => embedShader(w.dtype));
     return w.chunks.map((chunk) => {
       const params = this.params('embed.params', [
         ['u32', chunk.rows],
         ['u32', w.cols],
-        ['u32', firstToken + chunk.rowStart],
+        ['u32', chunk.rowStart],
       ]);
       return {
         label: 'embed',
