@@ -7,7 +7,9 @@
  *   const r = await generate(model, tokenizer.encode('In the beginning'), { tokenizer, maxTokens: 64, onText: write });
  *
  * A distributed runner loads one `ModelShard` per process with `loadShard(dir, spec, { allReduce })`
- * and moves the hidden states `shard.forward()` returns between pipeline stages itself.
+ * and moves between processes itself: the rows `shard.embed()` gives on the first stage's tensor rank
+ * 0, the hidden states `shard.forward()` returns between pipeline stages, and the head ranks' logit
+ * slices (`joinLogitSlices`).
  */
 export type { ShardSpec, AllReduce } from './shard.js';
 export type { Backend, Weight, DType } from './kernels/backend.js';

@@ -8,9 +8,9 @@ export interface ShardSpec {
   layers: [number, number];
   /** Tensor-parallel slice: rank `rank` of `size` equal-head slices. `{rank: 0, size: 1}` = whole layers. */
   tensor: { rank: number; size: number };
-  /** Holds the token embedding (first pipeline stage). */
+  /** First pipeline stage: its tensor rank 0 holds the whole token embedding and embeds; the stage's other ranks are given those rows. */
   embed: boolean;
-  /** Holds the final norm and the LM head, and computes logits (last pipeline stage). */
+  /** Holds the final norm and the LM head (its vocabulary slice on a tensor rank), and computes logits (last pipeline stage). */
   head: boolean;
 }
 
