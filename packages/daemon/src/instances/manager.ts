@@ -314,7 +314,8 @@ export class InstanceManager {
     if (stages.size !== 1 || plan.layout.stages.length === 1) return undefined;
     const s = [...stages][0];
     const tied = (plan.config as { tie_word_embeddings?: unknown })?.tie_word_embeddings === true;
-    return { layers: plan.layout.stages[s], embed: s === 0, head: s === plan.layout.stages.length - 1, tiedEmbeddings: tied };
+    // Only rank 0 holds the embedding (it embeds for its stage-0 tensor peers).
+    return { layers: plan.layout.stages[s], embed: plan.ranks[0] === this.#d.selfId, head: s === plan.layout.stages.length - 1, tiedEmbeddings: tied };
   }
 
   #startLocal(entry: InstanceEntry, plan: PlacedPlan): void {
