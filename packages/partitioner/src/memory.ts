@@ -54,7 +54,7 @@ export function layoutMemory(model: ModelSpec, cluster: Cluster, layout: Layout,
     const shares = memberShares(model, stage);
     stage.nodes.forEach((id, i) => {
       const node = cluster.nodes.find((x) => x.id === id)!;
-      const w = stageWeightBytes(model, stage, shares[i], si === 0, si === n - 1);
+      const w = stageWeightBytes(model, stage, shares[i], si === 0, si === n - 1, { index: i, size: stage.nodes.length });
       const kv = (stage.layers[1] - stage.layers[0]) * memberKvBytesPerToken(model, shares[i]) * req.contextTokens * req.sequences;
       const ws = workspaceBytes(model, shares[i], req, si === n - 1);
       const used = w + kv + ws;
@@ -72,17 +72,36 @@ export function layoutMemory(model: ModelSpec, cluster: Cluster, layout: Layout,
   return out;
 }
 
-/** Weights a member of a stage holds: its slice of each layer, plus embedding / head if first / last. */
-export function stageWeightBytes(model: ModelSpec, stage: StageLayout, m: MemberShare, first: boolean, last: boolean): number {
+/** Weights a member of a stage holds: its slice of each layer, plus its embedding / head bytes if first / last. */
+export function stageWeightBytes(model: ModelSpec, stage: StageLayout, m: MemberShare, first: boolean, last: boolean, member: TensorMember = SOLE): number {
   let w = 0;
   for (let l = stage.layers[0]; l < stage.layers[1]; l++) w += memberLayerBytes(model.layers[l], m);
-  return w + endBytes(model, first, last);
+  return w + endBytes(model, first, last, member);
 }
 
-/** Embedding on the first stage, head on the last; a tied head on a single stage is stored once. */
-export function endBytes(model: ModelSpec, first: boolean, last: boolean): number {
-  let w = 0;
-  if (first) w += model.embeddingBytes;
-  if (last) w += first && model.tiedEmbeddings ? model.lmHeadBytes - model.embeddingBytes : model.lmHeadBytes;
+/** Which of a stage's tensor ranks a node is. */
+export interface TensorMember {
+  index: number;
+  size: number;
+}
+
+const SOLE: TensorMember = { index: 0, size: 1 };
+
+/**
+ * Embedding and LM head bytes one tensor rank holds, as the engine loads them: the first stage's rank
+ * 0 holds the whole embedding (it embeds for its stage-0 peers, which hold none); every last-stage
+ * rank holds its block of ceil(vocab / size) head rows. A tied head on the rank that holds the table
+ * is the table's leading rows, stored once. (lmHeadBytes includes the final norm, a few KB: spread
+ * over the blocks, kept whole where the head is the table.)
+ */
+export function endBytes(model: ModelSpec, first: boolean, last: boolean, member: TensorMember = SOLE): number {
+  const embeds = first && member.index === 0;
+  let w = embeds ? model.embeddingBytes : 0;
+  if (last && embeds && model.tiedEmbeddings) w += model.lmHeadBytes - model.embeddingBytes;
+  else if (last) {
+    const per = Math.ceil(model.vocabSize / member.size);
+    const rows = Math.max(0, Math.min(model.vocabSize, (member.index + 1) * per) - member.index * per);
+    w += (model.lmHeadBytes * rows) / model.vocabSize;
+  }
   return w;
 }

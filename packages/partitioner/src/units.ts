@@ -84,11 +84,11 @@ export function buildUnit(model: ModelSpec, nodes: ClusterNode[], heads: number[
   };
 }
 
-/** Does layers [b, e) fit on every member, with the embedding / head if first / last stage? */
+/** Does layers [b, e) fit on every member, with its embedding / head bytes if first / last stage? */
 export function fits(unit: Unit, model: ModelSpec, b: number, e: number, first: boolean, last: boolean): boolean {
-  const extra = endBytes(model, first, last);
-  for (let i = 0; i < unit.nodes.length; i++) {
-    if (unit.memPrefix[i][e] - unit.memPrefix[i][b] + extra > unit.caps[i]) return false;
+  const size = unit.nodes.length;
+  for (let i = 0; i < size; i++) {
+    if (unit.memPrefix[i][e] - unit.memPrefix[i][b] + endBytes(model, first, last, { index: i, size }) > unit.caps[i]) return false;
   }
   return true;
 }

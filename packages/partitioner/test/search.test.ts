@@ -30,7 +30,8 @@ describe('search', () => {
   });
 
   it('heterogeneous nodes: the fast node takes as many layers as its memory allows, not a RAM-proportional half', () => {
-    const c: Cluster = { nodes: [node('slow', 60, 200), node('fast', 60, 800)], links: mesh(['slow', 'fast'], 'ethernet', 100, 10) };
+    // A 1 ms link: tensor parallel's 160 all-reduces per token lose to the pipeline's one hop.
+    const c: Cluster = { nodes: [node('slow', 60, 200), node('fast', 60, 800)], links: mesh(['slow', 'fast'], 'ethernet', 1000, 10) };
     const p = plan(m70, c);
     expect(p.strategy).toBe('pipeline');
     const fast = layersOf(p, 'fast');
