@@ -322,11 +322,14 @@ function overheadSeconds(layer: LayerSpec, f: EfficiencyFactors): number {
   return (f.denseLayerUs + (layer.kind === 'moe' ? f.moeLayerUs : 0)) * 1e-6;
 }
 
-/** Seconds for the output head on the last stage: read the lm_head (replicated on every member). */
-export function headDecodeSeconds(model: ModelSpec, node: NodePerf, req: PlanRequest): number {
+/**
+ * Seconds for the output head on one member of the last stage: its block of `share` of the vocabulary
+ * rows (a tensor group splits the lm_head by rows; the sampler joins the blocks).
+ */
+export function headDecodeSeconds(model: ModelSpec, node: NodePerf, req: PlanRequest, share = 1): number {
   const f = node.factors;
-  const memory = model.lmHeadBytes / (node.bandwidthBytesPerS * f.bandwidth);
-  const compute = (2 * req.sequences * model.vocabSize * model.hiddenSize) / (node.flopsPerS * f.compute);
+  const memory = (share * model.lmHeadBytes) / (node.bandwidthBytesPerS * f.bandwidth);
+  const compute = (2 * share * req.sequences * model.vocabSize * model.hiddenSize) / (node.flopsPerS * f.compute);
   return Math.max(memory, compute) + f.tokenUs * 1e-6;
 }
 
@@ -407,7 +410,8 @@ export function predict(model: ModelSpec, cluster: Cluster, layout: Layout, req:
   }
   const last = layout.stages[n - 1];
   const headPerfs = perfsOf(last);
-  const head = Math.max(...headPerfs.map((p) => headDecodeSeconds(model, p, req)));
+  const headShare = Math.ceil(model.vocabSize / last.nodes.length) / model.vocabSize;
+  const head = Math.max(...headPerfs.map((p) => headDecodeSeconds(model, p, req, headShare)));
   const compute = stages.reduce((a, s) => a + s.decodeSeconds - s.allReduceSeconds, 0);
   const allReduce = stages.reduce((a, s) => a + s.allReduceSeconds, 0);
   const step = compute + allReduce + hopsDecode + head;

@@ -30,11 +30,12 @@ describe('cost model, hand-checkable', () => {
     expect(p.breakdown.hopsMs).toBeCloseTo((hop + back) * 1000, 6);
   });
 
-  it('two equal nodes, tensor parallel: half the sharded bytes each, two all-reduces per layer', () => {
+  it('two equal nodes, tensor parallel: half the sharded bytes and half the head rows each, two all-reduces per layer', () => {
     const p = predict(m, two, { stages: [{ nodes: ['a', 'b'], heads: [16, 16], layers: [0, 32] }] }, req);
     const perLayer = (l: (typeof m.layers)[number]) => (l.replicatedBytes + (l.activeBytes - l.replicatedBytes) / 2 + m.kvBytesPerTokenPerLayer / 2) / BW + f.denseLayerUs * 1e-6;
     const allReduce = 8e-6 + (4096 * 2) / (80e9 / 8); // one-shot over a per-pair cable
-    const expected = m.layers.reduce((a, l) => a + perLayer(l) + 2 * allReduce, 0) + head;
+    const halfHead = ((Math.ceil(m.vocabSize / 2) / m.vocabSize) * m.lmHeadBytes) / BW + f.tokenUs * 1e-6;
+    const expected = m.layers.reduce((a, l) => a + perLayer(l) + 2 * allReduce, 0) + halfHead;
     expect(1 / p.decodeTokensPerSecond).toBeCloseTo(expected, 9);
     expect(p.decodeTokensPerSecond).toBeGreaterThan(1.5 / single);
   });
