@@ -3,7 +3,7 @@
  * to the first), fast heartbeats, the serving routes installed — plus the API, CLI and greedy-text
  * helpers those tests share. (Daemons as separate processes in network namespaces: test/harness.)
  */
-import { mkdirSync, mkdtempSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { spawn } from 'node:child_process';
 import os from 'node:os';
 import { dirname, join } from 'node:path';
@@ -15,7 +15,9 @@ import { Daemon } from '../../src/daemon.js';
 import { resolveOptions } from '../../src/config/options.js';
 import { installServing } from '../../src/instances/install.js';
 
-export { waitFor } from '../../../../test/harness/daemons.js';
+import { waitFor } from '../../../../test/harness/daemons.js';
+
+export { waitFor };
 
 export interface ServingDaemonOptions {
   /** Prefix of the temporary data dir (the caller removes `dataDir`). */
@@ -38,6 +40,27 @@ export async function startServingDaemon(o: ServingDaemonOptions): Promise<{ dae
     routes: async (app, d) => void (await installServing(app, d)),
   });
   return { daemon, dataDir, modelDir };
+}
+
+/**
+ * Two serving daemons holding the same random model (the second bootstraps to the first), started once
+ * both see both nodes with profiles. `stop()` stops them and removes their data dirs.
+ */
+export async function startServingPair(tmpPrefix: string, model: { repo: string; options: RandomModelOptions }): Promise<{ daemons: Daemon[]; modelDir: string; stop: () => Promise<void> }> {
+  const a = await startServingDaemon({ tmpPrefix, bootstrap: [], model });
+  const b = await startServingDaemon({ tmpPrefix, bootstrap: [String(a.daemon.node.getMultiaddrs()[0])], model });
+  const daemons = [a.daemon, b.daemon];
+  const stop = async () => {
+    await Promise.all(daemons.map((d) => d.stop()));
+    for (const s of [a, b]) rmSync(s.dataDir, { recursive: true, force: true });
+  };
+  try {
+    await waitFor('both nodes with profiles in both states', () => daemons.every((d) => d.cluster().nodes.length === 2) || undefined, 30_000, 100);
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+  return { daemons, modelDir: b.modelDir!, stop };
 }
 
 export const api = (d: Daemon, path: string, init?: RequestInit) =>

@@ -4,36 +4,24 @@
  * two serves the unsplit model's text over an RDMA link, and both daemons' /api/instances and
  * `orchard status` show the link's choice (one end from the local runner, the other from gossip).
  */
-import { rmSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Daemon } from '../../src/daemon.js';
 import { RDMA_SIM_ENV } from '../../src/runner/rdma-select.js';
-import { api, greedyText, runCli, startServingDaemon, waitFor } from './in-process-pod.js';
+import { api, greedyText, runCli, startServingPair, waitFor } from './in-process-pod.js';
 
 const MODEL = 'test/rand-rdma';
-const dirs: string[] = [];
 let daemons: Daemon[] = [];
 let modelDir: string;
+let stopPair: () => Promise<void> = async () => {};
 const savedSim = process.env[RDMA_SIM_ENV];
-
-async function startDaemon(bootstrap: string[]): Promise<Daemon> {
-  const s = await startServingDaemon({ tmpPrefix: 'orchard-pod-rdma-', bootstrap, model: { repo: MODEL, options: { numLayers: 2, hiddenSize: 64, seed: 9, maxPositionEmbeddings: 256 } } });
-  dirs.push(s.dataDir);
-  modelDir = s.modelDir!;
-  return s.daemon;
-}
 
 beforeAll(async () => {
   process.env[RDMA_SIM_ENV] = '1';
-  const a = await startDaemon([]);
-  const b = await startDaemon([String(a.node.getMultiaddrs()[0])]);
-  daemons = [a, b];
-  await waitFor('both nodes with profiles in both states', () => daemons.every((d) => d.cluster().nodes.length === 2) || undefined, 30_000, 100);
+  ({ daemons, modelDir, stop: stopPair } = await startServingPair('orchard-pod-rdma-', { repo: MODEL, options: { numLayers: 2, hiddenSize: 64, seed: 9, maxPositionEmbeddings: 256 } }));
 }, 60_000);
 
 afterAll(async () => {
-  await Promise.all(daemons.map((d) => d.stop()));
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  await stopPair();
   if (savedSim === undefined) delete process.env[RDMA_SIM_ENV];
   else process.env[RDMA_SIM_ENV] = savedSim;
 });

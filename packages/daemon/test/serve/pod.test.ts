@@ -3,35 +3,21 @@
  * placed as a 2-stage pipeline and as tensor parallel 2 answers through the OpenAI endpoints of
  * either daemon with the unsplit model's greedy text.
  */
-import { rmSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Daemon } from '../../src/daemon.js';
-import { api, greedyText, runCli, startServingDaemon, waitFor } from './in-process-pod.js';
+import { api, greedyText, runCli, startServingPair, waitFor } from './in-process-pod.js';
 
 const MODEL = 'test/rand-llama';
 const prompt = 'In the beginning';
-const dirs: string[] = [];
 let daemons: Daemon[] = [];
 let modelDir: string;
-
-async function startDaemon(bootstrap: string[]): Promise<Daemon> {
-  const s = await startServingDaemon({ tmpPrefix: 'orchard-serve-pod-', bootstrap, model: { repo: MODEL, options: { numLayers: 4, hiddenSize: 64, seed: 5, maxPositionEmbeddings: 256 } } });
-  dirs.push(s.dataDir);
-  modelDir = s.modelDir!;
-  return s.daemon;
-}
+let stopPair: () => Promise<void> = async () => {};
 
 beforeAll(async () => {
-  const a = await startDaemon([]);
-  const b = await startDaemon([String(a.node.getMultiaddrs()[0])]);
-  daemons = [a, b];
-  await waitFor('both nodes with profiles in both states', () => daemons.every((d) => d.cluster().nodes.length === 2) || undefined, 30_000, 200);
+  ({ daemons, modelDir, stop: stopPair } = await startServingPair('orchard-serve-pod-', { repo: MODEL, options: { numLayers: 4, hiddenSize: 64, seed: 5, maxPositionEmbeddings: 256 } }));
 }, 60_000);
 
-afterAll(async () => {
-  await Promise.all(daemons.map((d) => d.stop()));
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
-});
+afterAll(() => stopPair());
 
 const expected = (maxTokens: number) => greedyText(modelDir, prompt, maxTokens);
 
