@@ -21,7 +21,7 @@ function openInChild(env: Record<string, string>, software: boolean) {
     env: { ...process.env, ...env },
     encoding: 'utf8',
     stdio: ['ignore', 'pipe', 'ignore'],
-    timeout: 60_000,
+    timeout: 30_000,
   });
   return JSON.parse(out.trim().split('\n').pop()!);
 }
@@ -60,6 +60,31 @@ describe('GPU context errors', () => {
     } finally {
       ctx.destroy();
     }
+  });
+});
+
+describe('Dawn instance lifetime', () => {
+  it.skipIf(!gpu.ctx)('every context, failed probes included, comes from one Dawn instance that outlives its devices', async () => {
+    const a = (await openTestGpu()).ctx!;
+    a.destroy();
+    await chooseGpu('auto');
+    const b = (await openTestGpu()).ctx!;
+    try {
+      // A second instance would be freed by the garbage collector once its context is dropped, while
+      // dawn.node may still run its queued callbacks: the crash this guards against.
+      expect(b.gpu).toBe(a.gpu);
+      expect(b.gpu).toBe(gpu.ctx!.gpu);
+    } finally {
+      b.destroy();
+    }
+  });
+
+  it.skipIf(!gpu.ctx)('a process that opened and destroyed a device exits on its own with the instance kept', () => {
+    // execFileSync waits for the child to exit; a kept instance that held the event loop open would
+    // hit the timeout here instead.
+    const r = openInChild({}, true);
+    expect(r.ok).toBe(true);
+    expect(r.adapter.software).toBe(true);
   });
 });
 

@@ -67,7 +67,7 @@ export interface GpuContextOptions {
 }
 
 export interface GpuContext {
-  /** The Dawn instance; must stay reachable while the device is used. */
+  /** The process-wide Dawn instance the device was opened on (shared by every context). */
   readonly gpu: GPU;
   readonly device: GPUDevice;
   readonly adapter: GpuAdapterSummary;
@@ -120,14 +120,30 @@ async function loadDawn(): Promise<Dawn> {
   }
 }
 
+/**
+ * One Dawn instance per process, created on first use and never released. dawn.node frees an instance
+ * when its GPU object is garbage-collected, but callbacks the instance queued on the event loop can
+ * still run afterwards and touch the freed memory: a vitest worker died that way under load (SIGSEGV in
+ * dawn::native::CallbackTaskManager::Flush via AsyncRunner, once in about ten runs of the GPU suites).
+ * Devices are opened and destroyed per context; the instance they come from stays. A process with a
+ * live instance and no live device still exits normally (tested in context.test.ts).
+ */
+let instance: Promise<GPU> | undefined;
+
+function dawnInstance(): Promise<GPU> {
+  instance ??= loadDawn().then((dawn) => dawn.create(process.platform === 'linux' ? ['backend=vulkan'] : []));
+  // A failed load is not cached, so a later call reports the same clear error again.
+  instance.catch(() => (instance = undefined));
+  return instance;
+}
+
 /** Finds an adapter and opens a device with the largest buffer limits the adapter offers. */
 export async function createGpuContext(options: GpuContextOptions = {}): Promise<GpuContext> {
   if (process.platform === 'linux') {
     const missing = missingVulkanDriver();
     if (missing) throw new GpuUnavailableError(`no WebGPU adapter found: ${missing}${LINUX_HINT}`);
   }
-  const dawn = await loadDawn();
-  const gpu = dawn.create(process.platform === 'linux' ? ['backend=vulkan'] : []);
+  const gpu = await dawnInstance();
 
   let adapter = await gpu.requestAdapter({ powerPreference: 'high-performance' });
   if (!adapter && options.allowSoftware) adapter = await gpu.requestAdapter({ forceFallbackAdapter: true });
@@ -182,8 +198,7 @@ export async function createGpuContext(options: GpuContextOptions = {}): Promise
   let pendingError: GPUError | null = null;
 
   return {
-    // Dawn frees its instance when the GPU object is collected, even with devices alive (then mutexes
-    // crash inside the driver), so the context keeps it reachable for the device's lifetime.
+    // The process-wide instance (see dawnInstance).
     gpu,
     device,
     adapter: summary,
