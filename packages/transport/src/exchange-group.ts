@@ -1,12 +1,15 @@
 /**
  * A `Group` on top of any Exchange: argument checks, operation ordering, failure handling and the
- * collective schedules. Backends (TCP, simulated fabric, RDMA) only provide the Exchange.
+ * collective schedules. Backends (TCP, simulated fabric) only provide the Exchange. A sub-group is the
+ * same `Group` over a `SubExchange` (rank mapping + a tag namespace per member set), so every backend
+ * with tags gets sub-groups from here.
  */
+import { setMaxListeners } from 'node:events';
 import { GroupClosedError, TransportError, UsageError } from './errors.js';
 import type { Group, OpOptions, ReduceOp, ReducibleBuffer } from './group.js';
 import { allGather, barrier } from './collectives/all-gather.js';
 import { allReduce, type AllReduceParams } from './collectives/all-reduce.js';
-import { USER_TAG, type Exchange, type ExchangeOpOptions } from './collectives/exchange.js';
+import { SUBGROUP_MAX_RANKS, USER_TAG, subgroupTag, type Exchange, type ExchangeOpOptions } from './collectives/exchange.js';
 import { ScratchArena } from './collectives/scratch.js';
 import { SimdStage } from './collectives/simd-stage.js';
 import { DirectViews } from './collectives/direct-views.js';
@@ -37,13 +40,97 @@ export function groupOverExchange(ex: Exchange, options: CollectiveOptions = {})
   checkPositive('timeoutMs', options.timeoutMs);
   checkPositive('thresholdBytes', options.thresholdBytes);
   checkPositive('chunkBytes', options.chunkBytes);
-  return new ExchangeGroup(ex, options);
+  return new ExchangeGroup(ex, options, null);
+}
+
+/**
+ * Checks a sub-group's member list for a group of `size` ranks seen from `rank` and returns the member
+ * set as a bit mask: bit `ranks[m]` (bit m without `ranks`) for each member m. Error messages name the
+ * bad value. Cheap for a valid list: callers may look sub-groups up per operation.
+ */
+export function memberMask(members: readonly number[], rank: number, size: number, ranks?: readonly number[]): number {
+  const list = () => (Array.isArray(members) ? `[${members.join(', ')}]` : String(members));
+  if (!Array.isArray(members) || members.length === 0) throw new UsageError(`subgroup: members must be a non-empty array of ranks, got ${list()}`);
+  let mask = 0;
+  let prev = -1;
+  let mine = false;
+  for (let i = 0; i < members.length; i++) {
+    const m = members[i];
+    if (!Number.isInteger(m) || m < 0 || m >= size) throw new UsageError(`subgroup: member ${m} is not a rank in 0..${size - 1} (members ${list()})`);
+    if (m <= prev) throw new UsageError(`subgroup: members must be ascending and distinct, got ${m} after ${prev} (members ${list()})`);
+    if (m === rank) mine = true;
+    mask += 2 ** (ranks ? ranks[m] : m);
+    prev = m;
+  }
+  if (!mine) throw new UsageError(`subgroup: members ${list()} do not include this rank (${rank})`);
+  return mask;
+}
+
+/**
+ * The Exchange of a sub-group: rank i is the parent's rank `ranks[i]`, and every tag moves into the
+ * member set's namespace (`subgroupTag`), so the parent's and other sub-groups' messages on the same
+ * links never match its receives. Closing it aborts only its own pending operations (through a signal
+ * given to each), never the parent's links; the parent closing or failing rejects them as its own.
+ */
+class SubExchange implements Exchange {
+  readonly rank: number;
+  readonly size: number;
+  readonly #parent: Exchange;
+  readonly #ranks: readonly number[];
+  readonly #mask: number;
+  readonly #closer = new AbortController();
+  /** The last options given and their translation (one collective passes the same object to every send and receive). */
+  #lastIn: ExchangeOpOptions | null = null;
+  #lastOut: ExchangeOpOptions | null = null;
+
+  constructor(parent: Exchange, ranks: readonly number[], mask: number) {
+    this.#parent = parent;
+    this.#ranks = ranks;
+    this.#mask = mask;
+    this.rank = ranks.indexOf(parent.rank);
+    this.size = ranks.length;
+    // Every pending receive listens on the closer: a ring all-reduce posts many at once.
+    setMaxListeners(0, this.#closer.signal);
+  }
+
+  send(peer: number, tag: number, bytes: Uint8Array, options: ExchangeOpOptions): Promise<void> {
+    return this.#parent.send(this.#ranks[peer], subgroupTag(this.#mask, tag), bytes, this.#io(options));
+  }
+
+  recv(peer: number, tag: number, into: Uint8Array, options: ExchangeOpOptions): Promise<void> {
+    return this.#parent.recv(this.#ranks[peer], subgroupTag(this.#mask, tag), into, this.#io(options));
+  }
+
+  async close(reason?: Error): Promise<void> {
+    if (!this.#closer.signal.aborted) this.#closer.abort(reason ?? new GroupClosedError('sub-group closed'));
+  }
+
+  #io(options: ExchangeOpOptions): ExchangeOpOptions {
+    if (options === this.#lastIn) return this.#lastOut!;
+    const closer = this.#closer.signal;
+    const signal = options.signal ? AbortSignal.any([options.signal, closer]) : closer;
+    this.#lastIn = options;
+    this.#lastOut = { timeoutMs: options.timeoutMs, signal };
+    return this.#lastOut;
+  }
 }
 
 class ExchangeGroup implements Group {
   readonly rank: number;
   readonly size: number;
   readonly #ex: Exchange;
+  readonly #options: CollectiveOptions;
+  /** The group sub-groups are made of (null for that group itself) and this sub-group's member mask there. */
+  readonly #root: ExchangeGroup | null;
+  readonly #mask: number;
+  /** Root ranks of this group's ranks (null for the root: the identity). */
+  readonly #ranks: readonly number[] | null;
+  /**
+   * The root's sub-groups by member mask; sub-groups of a sub-group are made of the root. A closed one
+   * stays: its member set cannot start over in the same tag namespace while messages of its last
+   * operations may still be on the way.
+   */
+  readonly #subgroups = new Map<number, ExchangeGroup>();
   readonly #timeoutMs: number;
   readonly #threshold: number;
   readonly #chunk: number;
@@ -64,8 +151,12 @@ class ExchangeGroup implements Group {
   readonly #defaultIo: ExchangeOpOptions;
   readonly #params: AllReduceParams;
 
-  constructor(ex: Exchange, options: CollectiveOptions) {
+  constructor(ex: Exchange, options: CollectiveOptions, root: ExchangeGroup | null, mask = 0, ranks: readonly number[] | null = null) {
     this.#ex = ex;
+    this.#options = options;
+    this.#root = root;
+    this.#mask = mask;
+    this.#ranks = ranks;
     this.rank = ex.rank;
     this.size = ex.size;
     this.#timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
@@ -145,8 +236,28 @@ class ExchangeGroup implements Group {
     return this.#collective(options, (opSeq, io, onError) => barrier(this.#ex, { opSeq, io, onError }));
   }
 
+  subgroup(members: readonly number[]): Group {
+    const root = this.#root ?? this;
+    if (root.size > SUBGROUP_MAX_RANKS) {
+      throw new UsageError(`subgroup: groups of at most ${SUBGROUP_MAX_RANKS} ranks have sub-groups (the member set travels in each message's tag), this one has ${root.size}`);
+    }
+    const mask = memberMask(members, this.rank, this.size, this.#ranks ?? undefined);
+    const known = root.#subgroups.get(mask);
+    if (known) return known;
+    this.#ready();
+    const ranks: number[] = [];
+    for (let r = 0; r < root.size; r++) if (mask & (1 << r)) ranks.push(r);
+    const sub = new ExchangeGroup(new SubExchange(root.#ex, ranks, mask), root.#options, root, mask, ranks);
+    root.#subgroups.set(mask, sub);
+    return sub;
+  }
+
   async close(): Promise<void> {
     this.#broken ??= new GroupClosedError('group closed');
+    if (!this.#root) {
+      for (const sub of this.#subgroups.values()) sub.#parentGone(new GroupClosedError('group closed: its parent group was closed'));
+      this.#subgroups.clear();
+    }
     await this.#ex.close(new GroupClosedError('group closed'));
     this.#scratch.release();
     this.#accumulator.release();
@@ -211,7 +322,17 @@ class ExchangeGroup implements Group {
     if (this.#broken) return;
     const reason = err instanceof Error ? err.message : String(err);
     this.#broken = new GroupClosedError(`group unusable after an earlier failure: ${reason}`, { cause: err });
+    if (!this.#root) {
+      for (const sub of this.#subgroups.values()) sub.#parentGone(new GroupClosedError(`group unusable: its parent group failed: ${reason}`, { cause: err }));
+      this.#subgroups.clear();
+    }
     void this.#ex.close(err instanceof Error ? err : new TransportError(reason));
+  }
+
+  /** A sub-group whose root closed or failed: later calls reject with `err`, pending ones now. */
+  #parentGone(err: GroupClosedError): void {
+    this.#broken ??= err;
+    void this.#ex.close(err);
   }
 
   /** Point-to-point failures break the group only when the link itself failed. */

@@ -45,6 +45,16 @@ export interface Group {
   allGather(input: ArrayBufferView, output: ArrayBufferView, options?: OpOptions): Promise<void>;
   /** Resolve once every rank has entered the barrier. */
   barrier(options?: OpOptions): Promise<void>;
+  /**
+   * The group of `members` (ranks of this group, ascending, distinct, this rank among them), like
+   * MLX's `group.split`: its rank i is this group's rank `members[i]`, and its operations behave as a
+   * group of `members.length` ranks. Every member must ask for the same list. Its messages never mix
+   * with this group's or another sub-group's on the same links (on RDMA links, which carry no tags,
+   * see `MeshGroup`). The same list always gives the same object, so callers may look it up per
+   * operation; once closed it stays closed (its messages may still be on the way, so its member set
+   * does not start over). Closing it leaves this group open; closing or breaking this group fails it.
+   */
+  subgroup(members: readonly number[]): Group;
   /** Release sockets, buffers and timers; pending operations reject. Idempotent. */
   close(): Promise<void>;
 }

@@ -10,11 +10,20 @@
  * needed: all-reduce is a ring reduce-scatter + all-gather, all-gather and barrier go around the ring, one
  * step at a time so each link carries its messages in the same order on both ends. Partial sums travel in
  * the buffer's own type, so f16 rounds at each hop (results are still bit-identical on every rank).
+ *
+ * Sub-groups (`subgroup`) use the same links. An RDMA link carries no tags: a message matches the next
+ * receive posted on that link, so the group's and its sub-groups' messages on a shared link are kept
+ * apart only by order. Their collectives therefore run in one queue (call order, as on every rank), and
+ * point-to-point messages of the group and of a sub-group between the same two ranks must be issued in
+ * the same order on both ends (the runner's data plane does). A sub-group collective that fails leaves
+ * the shared links out of step, so it breaks the whole group; closing a sub-group cancels nothing in
+ * flight (cancelling a posted RDMA receive would break the shared link).
  */
 import { combine, reduceInRankOrder } from '../collectives/reduce.js';
 import { ringSteps, segments } from '../collectives/schedule.js';
 import { ScratchArena } from '../collectives/scratch.js';
 import { UsageError } from '../errors.js';
+import { memberMask } from '../exchange-group.js';
 import type { Group, OpOptions, ReduceOp, ReducibleBuffer } from '../group.js';
 import { RdmaClosedError } from './errors.js';
 import type { PeerLink } from './link.js';
@@ -54,13 +63,19 @@ export class MeshGroup implements Group {
   private readonly links: (PeerLink | undefined)[];
   private readonly small: number;
   private readonly timeoutMs: number;
-  private chain: Promise<unknown> = Promise.resolve();
+  /** The collectives queue, shared with every sub-group (their messages share untagged links). */
+  private order: { chain: Promise<unknown> } = { chain: Promise.resolve() };
   private closed = false;
   private broken: RdmaClosedError | null = null;
   /** Grow-only receive staging and f32 accumulator: no allocation per collective once warm. */
   private readonly stage = new ScratchArena();
   private readonly accumulator = new ScratchArena();
   private readonly onClose?: () => Promise<void>;
+  /** Sub-groups: the group they are made of (null for that group), their member mask and root ranks. */
+  private root: MeshGroup | null = null;
+  private mask = 0;
+  private ranks: readonly number[] | null = null;
+  private readonly subgroups = new Map<number, MeshGroup>();
 
   readonly topology: Topology;
 
@@ -115,8 +130,8 @@ export class MeshGroup implements Group {
         throw err;
       }
     };
-    const run = this.chain.then(guarded, guarded);
-    this.chain = run.catch(() => {});
+    const run = this.order.chain.then(guarded, guarded);
+    this.order.chain = run.catch(() => {});
     return run;
   }
 
@@ -126,9 +141,47 @@ export class MeshGroup implements Group {
    */
   private breakGroup(err: unknown): void {
     if (this.broken || err instanceof UsageError) return;
+    // The links are shared and untagged: a sub-group out of step puts the whole group out of step.
+    if (this.root) return this.root.breakGroup(err);
     const reason = err instanceof Error ? err.message : String(err);
     this.broken = new RdmaClosedError(`group unusable after an earlier failure: ${reason}`, { cause: err });
+    for (const sub of this.subgroups.values()) sub.broken ??= this.broken;
+    this.subgroups.clear();
     for (const l of this.links) void l?.close();
+  }
+
+  /**
+   * The group of `members` over the same links (see the file comment for what sharing untagged links
+   * means); the same list always gives the same object (closed once closed).
+   */
+  subgroup(members: readonly number[]): Group {
+    const root = this.root ?? this;
+    const mask = memberMask(members, this.rank, this.size, this.ranks ?? undefined);
+    const known = root.subgroups.get(mask);
+    if (known) return known;
+    if (this.closed || root.closed) throw new RdmaClosedError('group is closed');
+    if (this.broken ?? root.broken) throw this.broken ?? root.broken;
+    const ranks: number[] = [];
+    for (let r = 0; r < root.size; r++) if (Math.floor(mask / 2 ** r) % 2 === 1) ranks.push(r);
+    let sub: MeshGroup;
+    try {
+      sub = new MeshGroup({
+        rank: ranks.indexOf(root.rank),
+        size: ranks.length,
+        links: ranks.map((r) => (r === root.rank ? undefined : root.links[r])),
+        topology: root.topology,
+        smallAllReduceBytes: root.small,
+        timeoutMs: root.timeoutMs,
+      });
+    } catch (err) {
+      throw new UsageError(`subgroup: members [${ranks.join(', ')}] are not linked to each other in this ${root.topology}: ${(err as Error).message}`);
+    }
+    sub.root = root;
+    sub.mask = mask;
+    sub.ranks = ranks;
+    sub.order = root.order;
+    root.subgroups.set(mask, sub);
+    return sub;
   }
 
   /** One exchange step: all receives first, then all sends, then wait for everything. */
@@ -285,6 +338,14 @@ export class MeshGroup implements Group {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    if (this.root) {
+      // A sub-group: leave the shared links to the group it was made of (it stays registered, closed).
+      this.stage.release();
+      this.accumulator.release();
+      return;
+    }
+    for (const sub of this.subgroups.values()) sub.closed = true;
+    this.subgroups.clear();
     await Promise.allSettled(this.links.map((l) => l?.close()));
     await this.onClose?.();
     this.stage.release();
