@@ -11,9 +11,10 @@
  * Only the driver holds the embedding, so its stage-0 peers need no meeting to embed; only the last
  * stage computes logits, each tensor rank over its vocabulary rows, and only the sampler (tensor rank
  * 0 of the last stage) joins them and samples. Inside a step a tensor stage meets only to sum partial
- * results after o_proj and down_proj, with a direct all-reduce among its members, added in rank order
- * so every member ends with the same bits. Any failed operation (peer gone, timeout) rejects the
- * request that was running and breaks the loop: the instance is then dead and gets replaced.
+ * results after o_proj and down_proj, with the transport's all-reduce on the stage's sub-group (its own
+ * messages on the shared links; every member ends with the same bits). Any failed operation (peer gone,
+ * timeout) rejects the request that was running and breaks the loop: the instance is then dead and gets
+ * replaced.
  */
 import { Sampler, vocabSlice, type KVCache, type ModelShard, type SamplingOptions } from '@orchard/engine';
 import type { Group } from './transport.js';
@@ -104,39 +105,22 @@ export function pollWhile<T>(p: Promise<T>, ms = POLL_MS): Promise<T> {
 }
 
 /**
- * Sums `buf` over the members of one stage (a subset of the group), in member order. Runs 2+ times
- * per layer per token, so nothing is allocated per call: receive buffers and the accumulator are
- * kept between calls (grown once for a larger prompt chunk).
+ * Sums `buf` over the members of one stage (ranks of the instance's group, ascending, `me` among them)
+ * with the transport's all-reduce on their sub-group. Runs 2+ times per layer per token: the sub-group
+ * is looked up again only when `groupOf` hands out another group (a runner's group may be replaced).
  */
-export function stageAllReduce(groupOf: () => Group, me: number, members: number[], timeoutMs: number): (buf: Float32Array) => Promise<void> {
-  const mine = members.indexOf(me);
-  const peers = members.filter((m) => m !== me);
-  const ops: Promise<void>[] = [];
-  let scratch: Float32Array[] = [];
-  let acc = new Float32Array(0);
+export function stageAllReduce(groupOf: () => Group, me: number, members: readonly number[], timeoutMs: number): (buf: Float32Array) => Promise<void> {
+  const options = { timeoutMs };
+  let parent: Group | null = null;
+  let stage: Group | null = null;
   return async (buf) => {
-    if (members.length === 1) return;
     const group = groupOf();
-    const n = buf.length;
-    if (acc.length < n) {
-      scratch = members.map(() => new Float32Array(n));
-      acc = new Float32Array(n);
+    if (group !== parent) {
+      if (group.rank !== me) throw new Error(`stage all-reduce of rank ${me} handed the group of rank ${group.rank}`);
+      stage = group.subgroup(members);
+      parent = group;
     }
-    ops.length = 0;
-    for (let i = 0, k = 0; i < members.length; i++) {
-      if (i === mine) continue;
-      const m = peers[k++];
-      ops.push(group.send(m, buf, { timeoutMs }), group.recv(m, scratch[i].subarray(0, n), { timeoutMs }));
-    }
-    await pollWhile(Promise.all(ops));
-    // Added in member order on every member, so all end with the same bits.
-    const a = acc.subarray(0, n);
-    a.set(mine === 0 ? buf : scratch[0].subarray(0, n));
-    for (let i = 1; i < members.length; i++) {
-      const p = i === mine ? buf : scratch[i];
-      for (let j = 0; j < n; j++) a[j] += p[j];
-    }
-    buf.set(a);
+    await pollWhile(stage!.allReduce(buf, 'sum', options));
   };
 }
 
