@@ -17,9 +17,9 @@ status=0
 if [ $# -gt 0 ]; then
   vitest_json "$main_json" "$@" || status=$?
 else
-  # The engine's WebGPU suites run on their own after the rest: under the full suite's parallel load,
-  # a vitest worker driving Dawn/lavapipe has been seen to die (twice in seven clean-clone runs, never
-  # when these files ran alone). Same tests, same assertions; only their scheduling differs.
+  # The engine's WebGPU suites run on their own after the rest, so lavapipe's render threads (one per
+  # core) do not compete with the timing-sensitive network suites. (Workers driving Dawn used to die
+  # now and then; the cause was a garbage-collected Dawn instance, fixed in kernels/gpu/context.ts.)
   vitest_json "$main_json" --exclude 'packages/engine/test/gpu/**' || status=$?
   vitest_json "$gpu_json" packages/engine/test/gpu || status=$?
 fi
