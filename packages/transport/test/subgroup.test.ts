@@ -6,7 +6,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { GroupClosedError, UsageError } from '../src/errors.js';
 import type { Group } from '../src/group.js';
-import { createSimGroup } from '../src/sim/fabric.js';
+import { createSimFabric, createSimGroup } from '../src/sim/fabric.js';
 import { createLocalTcpGroups } from '../src/testing/local-tcp.js';
 
 /** Deterministic floats of every magnitude, so a sum in another order would differ in its bits. */
@@ -196,6 +196,20 @@ describe.each(backends)('sub-groups: %s', (_name, make) => {
     await expect(pending).rejects.toThrow();
     await expect(sub.allReduce(new Float32Array(4))).rejects.toThrow(/parent group was closed/);
     expect(() => gs[0].subgroup([0, 1])).toThrow(GroupClosedError);
+  });
+});
+
+describe('sub-groups: failures', () => {
+  it('a parent that fails (a peer crashed mid-collective) fails its sub-groups, pending and later operations', async () => {
+    const fabric = createSimFabric(3, { timeoutMs: 3000 });
+    const gs = fabric.groups;
+    const sub = gs[0].subgroup([0, 1]);
+    const pending = sub.allReduce(new Float32Array(4)); // rank 1 never joins
+    fabric.kill(2);
+    await expect(gs[0].allReduce(new Float32Array(4))).rejects.toThrow();
+    await expect(pending).rejects.toThrow(/parent group failed/);
+    await expect(sub.barrier()).rejects.toThrow(/parent group failed/);
+    await Promise.all(gs.map((g) => g.close()));
   });
 });
 
