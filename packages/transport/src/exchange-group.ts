@@ -9,7 +9,7 @@ import { GroupClosedError, TransportError, UsageError } from './errors.js';
 import type { Group, OpOptions, ReduceOp, ReducibleBuffer } from './group.js';
 import { allGather, barrier } from './collectives/all-gather.js';
 import { allReduce, type AllReduceParams } from './collectives/all-reduce.js';
-import { SUBGROUP_MAX_RANKS, USER_TAG, subgroupTag, type Exchange, type ExchangeOpOptions } from './collectives/exchange.js';
+import { SUBGROUP_MASK_RANKS, SUBGROUP_MAX_RANKS, USER_TAG, subgroupTag, type Exchange, type ExchangeOpOptions } from './collectives/exchange.js';
 import { ScratchArena } from './collectives/scratch.js';
 import { SimdStage } from './collectives/simd-stage.js';
 import { DirectViews } from './collectives/direct-views.js';
@@ -44,14 +44,14 @@ export function groupOverExchange(ex: Exchange, options: CollectiveOptions = {})
 }
 
 /**
- * Checks a sub-group's member list for a group of `size` ranks seen from `rank` and returns the member
- * set as a bit mask: bit `ranks[m]` (bit m without `ranks`) for each member m. Error messages name the
- * bad value. Cheap for a valid list: callers may look sub-groups up per operation.
+ * Checks a sub-group's member list for a group of `size` ranks seen from `rank` and returns the members
+ * as ranks of the root group (`ranks[m]` for member m; m itself without `ranks`), ascending. Error
+ * messages name the bad value. Cheap for a valid list: callers may look sub-groups up per operation.
  */
-export function memberMask(members: readonly number[], rank: number, size: number, ranks?: readonly number[]): number {
+export function rootMembers(members: readonly number[], rank: number, size: number, ranks?: readonly number[]): number[] {
   const list = () => (Array.isArray(members) ? `[${members.join(', ')}]` : String(members));
   if (!Array.isArray(members) || members.length === 0) throw new UsageError(`subgroup: members must be a non-empty array of ranks, got ${list()}`);
-  let mask = 0;
+  const out: number[] = [];
   let prev = -1;
   let mine = false;
   for (let i = 0; i < members.length; i++) {
@@ -59,11 +59,32 @@ export function memberMask(members: readonly number[], rank: number, size: numbe
     if (!Number.isInteger(m) || m < 0 || m >= size) throw new UsageError(`subgroup: member ${m} is not a rank in 0..${size - 1} (members ${list()})`);
     if (m <= prev) throw new UsageError(`subgroup: members must be ascending and distinct, got ${m} after ${prev} (members ${list()})`);
     if (m === rank) mine = true;
-    mask += 2 ** (ranks ? ranks[m] : m);
+    out.push(ranks ? ranks[m] : m);
     prev = m;
   }
   if (!mine) throw new UsageError(`subgroup: members ${list()} do not include this rank (${rank})`);
-  return mask;
+  return out;
+}
+
+/**
+ * The tag namespace (`subgroupTag`) of a member set, given as ascending ranks of a root group of
+ * `size` ranks; the same on every rank, and distinct for distinct sets. Up to SUBGROUP_MASK_RANKS
+ * ranks it is the set itself as a bit mask, so any set works. Larger groups (up to
+ * SUBGROUP_MAX_RANKS) get consecutive ranks only, numbered by first rank and count: that covers the
+ * runner's use (a pipeline stage's tensor ranks are consecutive) within the tag's 16 bits.
+ */
+export function subgroupNamespace(ranks: readonly number[], size: number): number {
+  if (size <= SUBGROUP_MASK_RANKS) return ranks.reduce((mask, r) => mask | (1 << r), 0);
+  if (size > SUBGROUP_MAX_RANKS) {
+    throw new UsageError(`subgroup: groups of at most ${SUBGROUP_MAX_RANKS} ranks have sub-groups (the member set travels in each message's tag), this one has ${size}`);
+  }
+  const first = ranks[0];
+  if (ranks.some((r, i) => r !== first + i)) {
+    throw new UsageError(
+      `subgroup: in a group of more than ${SUBGROUP_MASK_RANKS} ranks (this one has ${size}) a sub-group's ranks must be consecutive, got [${ranks.join(', ')}]`,
+    );
+  }
+  return 1 + first * SUBGROUP_MAX_RANKS + (ranks.length - 1);
 }
 
 /**
@@ -77,16 +98,16 @@ class SubExchange implements Exchange {
   readonly size: number;
   readonly #parent: Exchange;
   readonly #ranks: readonly number[];
-  readonly #mask: number;
+  readonly #namespace: number;
   readonly #closer = new AbortController();
   /** The last options given and their translation (one collective passes the same object to every send and receive). */
   #lastIn: ExchangeOpOptions | null = null;
   #lastOut: ExchangeOpOptions | null = null;
 
-  constructor(parent: Exchange, ranks: readonly number[], mask: number) {
+  constructor(parent: Exchange, ranks: readonly number[], namespace: number) {
     this.#parent = parent;
     this.#ranks = ranks;
-    this.#mask = mask;
+    this.#namespace = namespace;
     this.rank = ranks.indexOf(parent.rank);
     this.size = ranks.length;
     // Every pending receive listens on the closer: a ring all-reduce posts many at once.
@@ -94,11 +115,11 @@ class SubExchange implements Exchange {
   }
 
   send(peer: number, tag: number, bytes: Uint8Array, options: ExchangeOpOptions): Promise<void> {
-    return this.#parent.send(this.#ranks[peer], subgroupTag(this.#mask, tag), bytes, this.#io(options));
+    return this.#parent.send(this.#ranks[peer], subgroupTag(this.#namespace, tag), bytes, this.#io(options));
   }
 
   recv(peer: number, tag: number, into: Uint8Array, options: ExchangeOpOptions): Promise<void> {
-    return this.#parent.recv(this.#ranks[peer], subgroupTag(this.#mask, tag), into, this.#io(options));
+    return this.#parent.recv(this.#ranks[peer], subgroupTag(this.#namespace, tag), into, this.#io(options));
   }
 
   async close(reason?: Error): Promise<void> {
@@ -120,13 +141,12 @@ class ExchangeGroup implements Group {
   readonly size: number;
   readonly #ex: Exchange;
   readonly #options: CollectiveOptions;
-  /** The group sub-groups are made of (null for that group itself) and this sub-group's member mask there. */
+  /** The group sub-groups are made of (null for that group itself). */
   readonly #root: ExchangeGroup | null;
-  readonly #mask: number;
   /** Root ranks of this group's ranks (null for the root: the identity). */
   readonly #ranks: readonly number[] | null;
   /**
-   * The root's sub-groups by member mask; sub-groups of a sub-group are made of the root. A closed one
+   * The root's sub-groups by tag namespace (`subgroupNamespace`); sub-groups of a sub-group are made of the root. A closed one
    * stays: its member set cannot start over in the same tag namespace while messages of its last
    * operations may still be on the way.
    */
@@ -151,11 +171,10 @@ class ExchangeGroup implements Group {
   readonly #defaultIo: ExchangeOpOptions;
   readonly #params: AllReduceParams;
 
-  constructor(ex: Exchange, options: CollectiveOptions, root: ExchangeGroup | null, mask = 0, ranks: readonly number[] | null = null) {
+  constructor(ex: Exchange, options: CollectiveOptions, root: ExchangeGroup | null, ranks: readonly number[] | null = null) {
     this.#ex = ex;
     this.#options = options;
     this.#root = root;
-    this.#mask = mask;
     this.#ranks = ranks;
     this.rank = ex.rank;
     this.size = ex.size;
@@ -238,17 +257,13 @@ class ExchangeGroup implements Group {
 
   subgroup(members: readonly number[]): Group {
     const root = this.#root ?? this;
-    if (root.size > SUBGROUP_MAX_RANKS) {
-      throw new UsageError(`subgroup: groups of at most ${SUBGROUP_MAX_RANKS} ranks have sub-groups (the member set travels in each message's tag), this one has ${root.size}`);
-    }
-    const mask = memberMask(members, this.rank, this.size, this.#ranks ?? undefined);
-    const known = root.#subgroups.get(mask);
+    const ranks = rootMembers(members, this.rank, this.size, this.#ranks ?? undefined);
+    const namespace = subgroupNamespace(ranks, root.size);
+    const known = root.#subgroups.get(namespace);
     if (known) return known;
     this.#ready();
-    const ranks: number[] = [];
-    for (let r = 0; r < root.size; r++) if (mask & (1 << r)) ranks.push(r);
-    const sub = new ExchangeGroup(new SubExchange(root.#ex, ranks, mask), root.#options, root, mask, ranks);
-    root.#subgroups.set(mask, sub);
+    const sub = new ExchangeGroup(new SubExchange(root.#ex, ranks, namespace), root.#options, root, ranks);
+    root.#subgroups.set(namespace, sub);
     return sub;
   }
 

@@ -48,7 +48,8 @@ export interface Group {
   /**
    * The group of `members` (ranks of this group, ascending, distinct, this rank among them), like
    * MLX's `group.split`: its rank i is this group's rank `members[i]`, and its operations behave as a
-   * group of `members.length` ranks. Every member must ask for the same list. Its messages never mix
+   * group of `members.length` ranks. Every member must ask for the same list. In a group of more than
+   * 16 ranks (up to 128) over TCP or the simulated fabric, the members must be consecutive ranks. Its messages never mix
    * with this group's or another sub-group's on the same links (on RDMA links, which carry no tags,
    * see `MeshGroup`). The same list always gives the same object, so callers may look it up per
    * operation; once closed it stays closed (its messages may still be on the way, so its member set

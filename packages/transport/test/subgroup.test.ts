@@ -213,10 +213,38 @@ describe('sub-groups: failures', () => {
   });
 });
 
-describe('sub-groups: limits', () => {
-  it('a group of more than 16 ranks has none (the member set travels in the 32-bit tag)', async () => {
-    const gs = createSimGroup(17);
-    expect(() => gs[0].subgroup([0, 1])).toThrow(/at most 16 ranks have sub-groups .* this one has 17/);
-    await Promise.all(gs.map((g) => g.close()));
+describe('sub-groups: groups of more than 16 ranks', () => {
+  it('consecutive ranks get sub-groups that all-reduce side by side; other sets and groups over 128 ranks are refused, saying why', async () => {
+    const gs = createSimGroup(20, { timeoutMs: 3000 });
+    try {
+      // A 2-stage x 10-tensor layout: ranks 0..9 and 10..19, as the runner asks for them.
+      const stages = [Array.from({ length: 10 }, (_, i) => i), Array.from({ length: 10 }, (_, i) => 10 + i)];
+      const subs = gs.map((g) => g.subgroup(stages[g.rank < 10 ? 0 : 1]));
+      expect(subs[13].rank).toBe(3);
+      expect(subs[13].size).toBe(10);
+      const inputs = gs.map((g) => data(g.rank, 777));
+      const bufs = inputs.map((x) => new Float32Array(x));
+      await Promise.all(subs.map((s, r) => s.allReduce(bufs[r])));
+      const want = [reference(inputs.slice(0, 10)), reference(inputs.slice(10))];
+      for (let r = 0; r < 20; r++) expect(same(bufs[r], want[r < 10 ? 0 : 1])).toBe(true);
+      // [0, 1] and [0, 1, 2] share their first rank: distinct sets still get distinct tags.
+      const pairs = [gs[0].subgroup([0, 1]), gs[1].subgroup([0, 1])];
+      const triples = [0, 1, 2].map((r) => gs[r].subgroup([0, 1, 2]));
+      const p = [data(1, 64), data(2, 64)].map((x) => new Float32Array(x));
+      const t = [data(3, 64), data(4, 64), data(5, 64)].map((x) => new Float32Array(x));
+      const [pIn, tIn] = [p.map((x) => new Float32Array(x)), t.map((x) => new Float32Array(x))];
+      await Promise.all([...pairs.map((g, i) => g.allReduce(p[i])), ...triples.map((g, i) => g.allReduce(t[i]))]);
+      expect(same(p[1], reference(pIn))).toBe(true);
+      expect(same(t[2], reference(tIn))).toBe(true);
+      expect(() => gs[0].subgroup([0, 2])).toThrow(/more than 16 ranks \(this one has 20\) a sub-group's ranks must be consecutive, got \[0, 2\]/);
+    } finally {
+      await Promise.all(gs.map((g) => g.close()));
+    }
+    const big = createSimGroup(129);
+    try {
+      expect(() => big[0].subgroup([0, 1])).toThrow(/at most 128 ranks have sub-groups .* this one has 129/);
+    } finally {
+      await Promise.all(big.map((g) => g.close()));
+    }
   });
 });

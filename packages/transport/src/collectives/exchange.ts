@@ -37,23 +37,26 @@ export function collectiveTag(opSeq: number, step: number): number {
 }
 
 /**
- * Most ranks a group may have for sub-groups to be made of it: a sub-group's member set travels in
- * each of its message tags as a bit mask over the ranks, beside the tag the group itself would use.
+ * Groups of up to this many ranks may make a sub-group of any member set: the set travels in each of
+ * the sub-group's message tags as a bit mask over the ranks (see subgroupNamespace).
  */
-export const SUBGROUP_MAX_RANKS = 16;
+export const SUBGROUP_MASK_RANKS = 16;
+
+/** Most ranks a group may have for sub-groups to be made of it (larger ones: consecutive ranks only). */
+export const SUBGROUP_MAX_RANKS = 128;
 
 /**
  * Tag of one message of a sub-group: `tag` (USER_TAG or a collectiveTag) moved into the namespace of
- * the member set `mask` (bit r: rank r of the group the sub-group was made of, nonzero, < 2^16).
- * High bit clear and the mask in bits 15..30, so it is never USER_TAG, never a collective tag of the
- * whole group, and never another member set's tag: traffic of the group and of its sub-groups can
- * share a link without matching each other's receives. Below the mask: bit 14 marks a collective,
- * bits 8..13 the low 6 bits of its counter (collectives of a group run one at a time and no rank gets
- * a whole collective ahead of a peer, so 64 values never meet an old one still in flight; messages of
- * one tag also keep their order), bits 0..7 its step.
+ * its member set (`namespace`: 1..65535, one per member set, see subgroupNamespace in
+ * exchange-group.ts). High bit clear and the namespace in bits 15..30, so it is never USER_TAG, never
+ * a collective tag of the whole group, and never another member set's tag: traffic of the group and of
+ * its sub-groups can share a link without matching each other's receives. Below the namespace: bit 14
+ * marks a collective, bits 8..13 the low 6 bits of its counter (collectives of a group run one at a
+ * time and no rank gets a whole collective ahead of a peer, so 64 values never meet an old one still
+ * in flight; messages of one tag also keep their order), bits 0..7 its step.
  */
-export function subgroupTag(mask: number, tag: number): number {
-  if (tag === USER_TAG) return mask << 15;
+export function subgroupTag(namespace: number, tag: number): number {
+  if (tag === USER_TAG) return namespace << 15;
   if (tag < 0x80000000) throw new RangeError(`tag 0x${tag.toString(16)} is neither USER_TAG nor a collective tag`);
-  return (mask << 15) | 0x4000 | (((tag >>> 8) & 0x3f) << 8) | (tag & 0xff);
+  return (namespace << 15) | 0x4000 | (((tag >>> 8) & 0x3f) << 8) | (tag & 0xff);
 }

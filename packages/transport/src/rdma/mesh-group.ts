@@ -23,7 +23,7 @@ import { combine, reduceInRankOrder } from '../collectives/reduce.js';
 import { ringSteps, segments } from '../collectives/schedule.js';
 import { ScratchArena } from '../collectives/scratch.js';
 import { UsageError } from '../errors.js';
-import { memberMask } from '../exchange-group.js';
+import { rootMembers } from '../exchange-group.js';
 import type { Group, OpOptions, ReduceOp, ReducibleBuffer } from '../group.js';
 import { RdmaClosedError } from './errors.js';
 import type { PeerLink } from './link.js';
@@ -71,11 +71,10 @@ export class MeshGroup implements Group {
   private readonly stage = new ScratchArena();
   private readonly accumulator = new ScratchArena();
   private readonly onClose?: () => Promise<void>;
-  /** Sub-groups: the group they are made of (null for that group), their member mask and root ranks. */
+  /** Sub-groups: the group they are made of (null for that group) and root ranks; the root's sub-groups by member list. */
   private root: MeshGroup | null = null;
-  private mask = 0;
   private ranks: readonly number[] | null = null;
-  private readonly subgroups = new Map<number, MeshGroup>();
+  private readonly subgroups = new Map<string, MeshGroup>();
 
   readonly topology: Topology;
 
@@ -156,13 +155,12 @@ export class MeshGroup implements Group {
    */
   subgroup(members: readonly number[]): Group {
     const root = this.root ?? this;
-    const mask = memberMask(members, this.rank, this.size, this.ranks ?? undefined);
-    const known = root.subgroups.get(mask);
+    const ranks = rootMembers(members, this.rank, this.size, this.ranks ?? undefined);
+    const key = ranks.join(',');
+    const known = root.subgroups.get(key);
     if (known) return known;
     if (this.closed || root.closed) throw new RdmaClosedError('group is closed');
     if (this.broken ?? root.broken) throw this.broken ?? root.broken;
-    const ranks: number[] = [];
-    for (let r = 0; r < root.size; r++) if (Math.floor(mask / 2 ** r) % 2 === 1) ranks.push(r);
     let sub: MeshGroup;
     try {
       sub = new MeshGroup({
@@ -177,10 +175,9 @@ export class MeshGroup implements Group {
       throw new UsageError(`subgroup: members [${ranks.join(', ')}] are not linked to each other in this ${root.topology}: ${(err as Error).message}`);
     }
     sub.root = root;
-    sub.mask = mask;
     sub.ranks = ranks;
     sub.order = root.order;
-    root.subgroups.set(mask, sub);
+    root.subgroups.set(key, sub);
     return sub;
   }
 
