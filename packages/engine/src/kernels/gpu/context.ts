@@ -131,9 +131,11 @@ async function loadDawn(): Promise<Dawn> {
 let instance: Promise<GPU> | undefined;
 
 function dawnInstance(): Promise<GPU> {
-  instance ??= loadDawn().then((dawn) => dawn.create(process.platform === 'linux' ? ['backend=vulkan'] : []));
-  // A failed load is not cached, so a later call reports the same clear error again.
-  instance.catch(() => (instance = undefined));
+  if (!instance) {
+    instance = loadDawn().then((dawn) => dawn.create(process.platform === 'linux' ? ['backend=vulkan'] : []));
+    // A failed load is not cached, so a later call reports the same clear error again.
+    instance.catch(() => (instance = undefined));
+  }
   return instance;
 }
 
