@@ -12,7 +12,7 @@
  *   own allocators, so a WASM backend can address them without copying (its memory is shared with
  *   its worker threads).
  */
-export type DType = 'f32' | 'f16' | 'bf16' | 'q8_0' | 'q4_0';
+export type DType = 'f32' | 'f16' | 'bf16' | 'q8_0' | 'q4_0' | 'q4_k' | 'q5_k' | 'q6_k' | 'mxfp4';
 
 export interface Weight {
   dtype: DType;

@@ -7,7 +7,7 @@ import { basename } from 'node:path';
 import type { ModelConfig } from '../config/config.js';
 import { ModelFormatError, UnsupportedModelError } from '../errors.js';
 import type { Backend, DType, Weight } from '../kernels/backend.js';
-import { QK, isQuantized, weightBytes } from '../kernels/wasm/formats.js';
+import { blockElems, isQuantized, weightBytes } from '../kernels/wasm/formats.js';
 import { BF16_TO_F32, F16_TO_F32 } from '../numeric/half.js';
 import type { Checkpoint } from '../safetensors/checkpoint.js';
 import type { SafetensorsFile } from '../safetensors/reader.js';
@@ -60,8 +60,8 @@ export interface ShardWeights {
   head: Weight | null;
 }
 
-// Q8_0/Q4_0 come from GGUF files (gguf/read-model.ts); they stay in their 32-element blocks.
-const DTYPES: Record<string, DType> = { F32: 'f32', F16: 'f16', BF16: 'bf16', Q8_0: 'q8_0', Q4_0: 'q4_0' };
+// The block formats come from GGUF files (gguf/read-model.ts); they stay in their blocks.
+const DTYPES: Record<string, DType> = { F32: 'f32', F16: 'f16', BF16: 'bf16', Q8_0: 'q8_0', Q4_0: 'q4_0', Q4_K: 'q4_k', Q5_K: 'q5_k', Q6_K: 'q6_k' };
 
 /** Where weights come from: a safetensors checkpoint or a GGUF file presenting Hugging Face names. */
 export type WeightSource = Checkpoint | GgufCheckpoint;
@@ -95,7 +95,7 @@ class WeightPlanner {
     const info = file.info(name);
     const fname = basename(file.path);
     if (!(info.dtype in DTYPES)) {
-      throw new ModelFormatError(`${fname}: tensor ${name} has dtype ${info.dtype}; expected F32, F16, BF16 (or Q8_0/Q4_0 in GGUF)`, file.path, name);
+      throw new ModelFormatError(`${fname}: tensor ${name} has dtype ${info.dtype}; expected F32, F16, BF16 (or Q8_0/Q4_0/Q4_K/Q5_K/Q6_K in GGUF)`, file.path, name);
     }
     if (info.shape.length !== shape.length || info.shape.some((d, i) => d !== shape[i])) {
       throw new ModelFormatError(
@@ -130,9 +130,10 @@ class WeightPlanner {
       return planned.weight;
     }
     const { file, dtype, el } = this.#check(name, [rows, cols]);
-    if (isQuantized(dtype) && (c[0] % QK || c[1] % QK)) {
+    const be = blockElems(dtype);
+    if (c[0] % be || c[1] % be) {
       throw new UnsupportedModelError(
-        `${basename(file.path)}: cannot split ${name} (${dtype}) at columns [${c[0]}, ${c[1]}): a tensor-parallel slice of a quantized matrix must start and end on a ${QK}-element block boundary`,
+        `${basename(file.path)}: cannot split ${name} (${dtype}) at columns [${c[0]}, ${c[1]}): a tensor-parallel slice of a quantized matrix must start and end on a ${be}-element block boundary`,
       );
     }
     const size = isQuantized(dtype) ? weightBytes(dtype, r[1] - r[0], c[1] - c[0]) : (r[1] - r[0]) * (c[1] - c[0]) * el;

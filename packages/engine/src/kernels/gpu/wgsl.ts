@@ -82,6 +82,8 @@ fn w_at(r: u32, c: u32) -> f32 {
   let q = select(b & 15u, b >> 4u, j >= 16u);
   return (f32(q) - 8.0) * f16_bits(rd_u16(o));
 }`;
+    default:
+      throw new Error(`WebGPU backend: no kernel for ${dtype} weights (run them on the cpu backend)`);
   }
 }
 
@@ -205,6 +207,8 @@ export function matvecFastShader(dtype: DType): string {
     acc = acc + s * d;
   }`;
       break;
+    default:
+      throw new Error(`WebGPU backend: no kernel for ${dtype} weights (run them on the cpu backend)`);
   }
   const bytes =
     dtype === 'q8_0' || dtype === 'q4_0'

@@ -14,7 +14,7 @@ import { F16_TO_F32 } from '../../numeric/half.js';
 import type { AttentionArgs, Backend, DType, Weight } from '../backend.js';
 import { Arena } from './arena.js';
 import { physicalCores } from './cores.js';
-import { QK, isQuantized, rowBytes, weightBytes } from './formats.js';
+import { QK, QK_K, blockElems, isKQuant, isQuantized, rowBytes, weightBytes } from './formats.js';
 import {
   ATTN_ADDR,
   ATTN_KERNEL,
@@ -170,9 +170,8 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
     if (!Number.isInteger(rows) || !Number.isInteger(cols) || rows < 0 || cols < 0) {
       throw new Error(`wasm backend: bad weight shape [${rows}, ${cols}]`);
     }
-    if (isQuantized(dtype) && cols % QK !== 0) {
-      throw new Error(`wasm backend: ${dtype} weight [${rows}, ${cols}] needs a column count that is a multiple of ${QK}`);
-    }
+    const be = blockElems(dtype);
+    if (cols % be !== 0) throw new Error(`wasm backend: ${dtype} weight [${rows}, ${cols}] needs a column count that is a multiple of ${be}`);
     const need = weightBytes(dtype, rows, cols);
     if (w.bytes.byteLength < need) {
       throw new Error(`wasm backend: ${dtype} weight [${rows}, ${cols}] needs ${need} bytes, has ${w.bytes.byteLength}`);
@@ -196,6 +195,12 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
       const dst = scratch(cols * n * 4);
       k.prep_pairs(xAddr, dst, cols, n, dtype === 'f16' ? F16_X_SCALE : 1);
       xAddr = dst;
+    } else if (isKQuant(dtype)) {
+      // ggml's Q8_K activations per 256 columns, plus each 32-column sub-block's sum (kquants.ts).
+      xStride = cols * 2 + (cols / QK_K) * 20;
+      const dst = scratch(Math.ceil((xStride * n) / 16) * 16);
+      k.quant_q8k(xAddr, dst, cols, n);
+      xAddr = dst;
     } else if (isQuantized(dtype)) {
       xStride = cols * 2 + (cols / QK) * 8;
       // Packed prompt batches (wasm $qtiles4/8) widen two 4-row groups at a time per thread (17·cols
@@ -211,7 +216,7 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
       }
       xAddr = dst;
     }
-    const kernel = w.packed ? PACKED_KERNEL[dtype as keyof typeof PACKED_KERNEL] : KERNEL[dtype as DType];
+    const kernel = w.packed ? PACKED_KERNEL[dtype as keyof typeof PACKED_KERNEL] : KERNEL[dtype as keyof typeof KERNEL];
     if (kernel === undefined) throw new Error(`wasm backend: no packed kernel for ${dtype}`);
     const table = w.packed ? subnormalTables.get(w.bytes) : undefined;
     corr[0] = table ? table[0] : 0;

@@ -1,0 +1,245 @@
+/**
+ * Writes the K-quant section of kernels.wat (between the `>>> kquant` / `<<< kquant` markers): the
+ * q4_k / q5_k / q6_k dot kernels and their activation quantizer. The three formats share one shape —
+ * widen a run of 8 packed weights to i16, multiply by the sub-block scale in i16, one
+ * `i32x4.dot_i16x8_s` with the 8-bit activations — and differ only in how the bits are unpacked, so
+ * they are generated. `pnpm exec tsx packages/engine/wasm/kquants.ts` rewrites the section (`--check`
+ * compares), then `pnpm --filter @orchard/engine build:wasm`.
+ */
+import { fileURLToPath } from 'node:url';
+import { type Section, runGenerator, withGenerated } from './sections.js';
+
+const HEADER = `  ;; ---------------------------------------------------------------- q4_k / q5_k / q6_k
+  ;; Super-blocks of 256 weights (layouts in src/quant/kquants.ts). Activations (quant_q8k, ggml's
+  ;; Q8_K): per token cols i16 q, then per super-block the f32 scale d_x, then per super-block 8 i16
+  ;; sums of q over each 32-column sub-block (for the q4_k/q5_k mins).
+  ;; Per super-block everything but two f32 steps is exact integer arithmetic: 8 weights are widened
+  ;; to i16 (q <= 31, or q - 32 for q6_k), multiplied in i16 by their sub-block's scale (|q·sc| <= 4096),
+  ;; and one i32x4.dot_i16x8_s with 8 activations adds them to the block's integer total, so the
+  ;; sub-block scales cost one multiply per 8 weights and no accumulator per sub-block. Then
+  ;;   s += f32(Σ sc·q·x)·(d_w·d_x) − f32(Σ m·Σx)·(dmin·d_x)      (q4_k, q5_k)
+  ;;   s += f32(Σ sc·(q − 32)·x)·(d_w·d_x)                          (q6_k)
+  ;; in super-block order. Totals stay below 2^31; past 2^24 their f32 conversion rounds (as ggml's).
+  ;; The 4-row kernels run the 1-row kernel row by row (one sequential stream each, same bits).
+`;
+
+const i16 = (v: number) => `(v128.const i16x8 ${Array(8).fill(v).join(' ')})`;
+
+/** Sub-block j's 6-bit scale from the decoded words $sl (j < 4) / $sh (j >= 4), splatted to i16x8. */
+const scaleSplat = (j: number) => `(i16x8.splat (i32.and (i32.shr_u (local.get $${j < 4 ? 'sl' : 'sh'}) (i32.const ${8 * (j % 4)})) (i32.const 255)))`;
+
+/** q4_k and q5_k: 4 runs of 32 bytes, run c holds sub-block 2c (low nibbles) and 2c+1 (high). */
+function q45(five: boolean): string[] {
+  const name = five ? 'q5_k' : 'q4_k';
+  const bb = five ? 176 : 144;
+  const qs = five ? 48 : 16;
+  const L: string[] = [];
+  const e = (s: string) => L.push(s);
+  e(`  ;; ${name}, one row. The 12 scale bytes decode into words $sl (sc 0-3), $sh (sc 4-7) and, for the mins,`);
+  e(`  ;; m 0-3 / m 4-7 (one byte each); ${five ? 'bit j of qh[l] is the fifth bit of element l of sub-block j.' : 'w = d·sc·q − dmin·m.'}`);
+  e(`  (func $dot1_${name} (type $dot) (param $w i32) (param $rb i32) (param $x i32) (param $cols i32) (param $out i32)`);
+  e(`    (local $p i32) (local $end i32) (local $xq i32) (local $xd i32) (local $xb i32)`);
+  e(`    (local $u0 i32) (local $u1 i32) (local $u2 i32) (local $sl i32) (local $sh i32)`);
+  e(`    (local $t v128) (local $v v128) (local $h v128) (local $a v128) (local $b v128) (local $s f32)`);
+  e(`    (local.set $p (local.get $w))`);
+  e(`    (local.set $end (i32.add (local.get $w) (local.get $rb)))`);
+  e(`    (local.set $xq (local.get $x))`);
+  e(`    (local.set $xd (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 1))))`);
+  e(`    (local.set $xb (i32.add (local.get $xd) (i32.shr_u (local.get $cols) (i32.const 6))))`);
+  e(`    (block $done`);
+  e(`      (loop $l`);
+  e(`        (br_if $done (i32.ge_u (local.get $p) (local.get $end)))`);
+  e(`        (local.set $u0 (i32.load offset=4 (local.get $p)))`);
+  e(`        (local.set $u1 (i32.load offset=8 (local.get $p)))`);
+  e(`        (local.set $u2 (i32.load offset=12 (local.get $p)))`);
+  e(`        (local.set $sl (i32.and (local.get $u0) (i32.const 0x3f3f3f3f)))`);
+  e(`        (local.set $sh (i32.or (i32.and (local.get $u2) (i32.const 0x0f0f0f0f))`);
+  e(`          (i32.shl (i32.and (i32.shr_u (local.get $u0) (i32.const 6)) (i32.const 0x03030303)) (i32.const 4))))`);
+  e(`        (local.set $t (v128.const i32x4 0 0 0 0))`);
+  for (let c = 0; c < 4; c++) {
+    e(`        ;; run ${c}: sub-blocks ${2 * c} (low nibbles) and ${2 * c + 1} (high)`);
+    e(`        (local.set $a ${scaleSplat(2 * c)})`);
+    e(`        (local.set $b ${scaleSplat(2 * c + 1)})`);
+    for (let h = 0; h < 4; h++) {
+      e(`        (local.set $v (v128.load8x8_u offset=${qs + 32 * c + 8 * h} (local.get $p)))`);
+      let lo = `(v128.and (local.get $v) ${i16(15)})`;
+      let hi = `(i16x8.shr_u (local.get $v) (i32.const 4))`;
+      if (five) {
+        e(`        (local.set $h (v128.load8x8_u offset=${16 + 8 * h} (local.get $p)))`);
+        // bit 2c (low sub-block) and 2c+1 (high) of qh, moved to bit 4
+        const bit = (k: number) => (k <= 4 ? `(i16x8.shl (local.get $h) (i32.const ${4 - k}))` : `(i16x8.shr_u (local.get $h) (i32.const ${k - 4}))`);
+        lo = `(v128.or ${lo} (v128.and ${bit(2 * c)} ${i16(16)}))`;
+        hi = `(v128.or ${hi} (v128.and ${bit(2 * c + 1)} ${i16(16)}))`;
+      }
+      e(`        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s (i16x8.mul ${lo} (local.get $a)) (v128.load offset=${2 * (64 * c + 8 * h)} (local.get $xq)))))`);
+      e(`        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s (i16x8.mul ${hi} (local.get $b)) (v128.load offset=${2 * (64 * c + 32 + 8 * h)} (local.get $xq)))))`);
+    }
+  }
+  e(`        ;; mins: m 0-7 as i16 against the 8 sub-block sums of the activations`);
+  e(`        (local.set $v (i32x4.dot_i16x8_s`);
+  e(`          (i16x8.extend_low_i8x16_u (i32x4.replace_lane 1 (i32x4.splat (i32.and (local.get $u1) (i32.const 0x3f3f3f3f)))`);
+  e(`            (i32.or (i32.and (i32.shr_u (local.get $u2) (i32.const 4)) (i32.const 0x0f0f0f0f))`);
+  e(`              (i32.shl (i32.and (i32.shr_u (local.get $u1) (i32.const 6)) (i32.const 0x03030303)) (i32.const 4)))))`);
+  e(`          (v128.load (local.get $xb))))`);
+  e(`        (local.set $s (f32.add (local.get $s) (f32.sub`);
+  e(`          (f32.mul (f32.convert_i32_s (call $hsum_i32 (local.get $t)))`);
+  e(`            (f32.mul (f32.load offset=4096 (i32.shl (i32.load16_u (local.get $p)) (i32.const 2))) (f32.load (local.get $xd))))`);
+  e(`          (f32.mul (f32.convert_i32_s (call $hsum_i32 (local.get $v)))`);
+  e(`            (f32.mul (f32.load offset=4096 (i32.shl (i32.load16_u offset=2 (local.get $p)) (i32.const 2))) (f32.load (local.get $xd)))))))`);
+  e(`        (local.set $p (i32.add (local.get $p) (i32.const ${bb})))`);
+  e(`        (local.set $xq (i32.add (local.get $xq) (i32.const 512)))`);
+  e(`        (local.set $xd (i32.add (local.get $xd) (i32.const 4)))`);
+  e(`        (local.set $xb (i32.add (local.get $xb) (i32.const 16)))`);
+  e(`        (br $l)))`);
+  e(`    (f32.store (local.get $out) (local.get $s)))`);
+  e(``);
+  return L;
+}
+
+/** q6_k: ql (128), qh (64), 16 int8 scales, f16 d at 208. */
+function q6(): string[] {
+  const L: string[] = [];
+  const e = (s: string) => L.push(s);
+  e(`  ;; q6_k, one row. Half n of the block: element 128n + 32k + l takes the low (k < 2) or high nibble of`);
+  e(`  ;; ql[64n + 32(k&1) + l] and bits 2k..2k+1 of qh[32n + l]; sub-blocks of 16, int8 scales.`);
+  e(`  (func $dot1_q6_k (type $dot) (param $w i32) (param $rb i32) (param $x i32) (param $cols i32) (param $out i32)`);
+  e(`    (local $p i32) (local $end i32) (local $xq i32) (local $xd i32)`);
+  e(`    (local $t v128) (local $la v128) (local $lb v128) (local $h v128)`);
+  e(`    (local $a0 v128) (local $a1 v128) (local $a2 v128) (local $a3 v128) (local $s f32)`);
+  e(`    (local.set $p (local.get $w))`);
+  e(`    (local.set $end (i32.add (local.get $w) (local.get $rb)))`);
+  e(`    (local.set $xq (local.get $x))`);
+  e(`    (local.set $xd (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 1))))`);
+  e(`    (block $done`);
+  e(`      (loop $l`);
+  e(`        (br_if $done (i32.ge_u (local.get $p) (local.get $end)))`);
+  e(`        (local.set $t (v128.const i32x4 0 0 0 0))`);
+  // the four element groups k of a run of 8: (low/high nibble of ql a/b, qh bits) → 6-bit q
+  const q = [
+    `(v128.or (v128.and (local.get $la) ${i16(15)}) (i16x8.shl (v128.and (local.get $h) ${i16(3)}) (i32.const 4)))`,
+    `(v128.or (v128.and (local.get $lb) ${i16(15)}) (i16x8.shl (v128.and (local.get $h) ${i16(12)}) (i32.const 2)))`,
+    `(v128.or (i16x8.shr_u (local.get $la) (i32.const 4)) (v128.and (local.get $h) ${i16(48)}))`,
+    `(v128.or (i16x8.shr_u (local.get $lb) (i32.const 4)) (i16x8.shr_u (v128.and (local.get $h) ${i16(192)}) (i32.const 2)))`,
+  ];
+  for (let n = 0; n < 2; n++) {
+    for (let lh = 0; lh < 2; lh++) {
+      e(`        ;; half ${n}, l ${16 * lh}..${16 * lh + 15}: sub-blocks ${8 * n + lh}, ${8 * n + lh + 2}, ${8 * n + lh + 4}, ${8 * n + lh + 6}`);
+      for (let k = 0; k < 4; k++) e(`        (local.set $a${k} (i16x8.splat (i32.load8_s offset=${192 + 8 * n + lh + 2 * k} (local.get $p))))`);
+      for (const h of [2 * lh, 2 * lh + 1]) {
+        e(`        (local.set $la (v128.load8x8_u offset=${64 * n + 8 * h} (local.get $p)))`);
+        e(`        (local.set $lb (v128.load8x8_u offset=${64 * n + 32 + 8 * h} (local.get $p)))`);
+        e(`        (local.set $h (v128.load8x8_u offset=${128 + 32 * n + 8 * h} (local.get $p)))`);
+        for (let k = 0; k < 4; k++) {
+          e(`        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s`);
+          e(`          (i16x8.mul (i16x8.sub ${q[k]} ${i16(32)}) (local.get $a${k}))`);
+          e(`          (v128.load offset=${2 * (128 * n + 32 * k + 8 * h)} (local.get $xq)))))`);
+        }
+      }
+    }
+  }
+  e(`        (local.set $s (f32.add (local.get $s) (f32.mul (f32.convert_i32_s (call $hsum_i32 (local.get $t)))`);
+  e(`          (f32.mul (f32.load offset=4096 (i32.shl (i32.load16_u offset=208 (local.get $p)) (i32.const 2))) (f32.load (local.get $xd))))))`);
+  e(`        (local.set $p (i32.add (local.get $p) (i32.const 210)))`);
+  e(`        (local.set $xq (i32.add (local.get $xq) (i32.const 512)))`);
+  e(`        (local.set $xd (i32.add (local.get $xd) (i32.const 4)))`);
+  e(`        (br $l)))`);
+  e(`    (f32.store (local.get $out) (local.get $s)))`);
+  e(``);
+  return L;
+}
+
+/** The 4-row kernel of a format: its 1-row kernel on each row (one stream at a time). */
+function dot4(name: string): string[] {
+  return [
+    `  (func $dot4_${name} (type $dot) (param $w i32) (param $rb i32) (param $x i32) (param $cols i32) (param $out i32)`,
+    `    (call $dot1_${name} (local.get $w) (local.get $rb) (local.get $x) (local.get $cols) (local.get $out))`,
+    `    (call $dot1_${name} (i32.add (local.get $w) (local.get $rb)) (local.get $rb) (local.get $x) (local.get $cols) (i32.add (local.get $out) (i32.const 4)))`,
+    `    (call $dot1_${name} (i32.add (local.get $w) (i32.shl (local.get $rb) (i32.const 1))) (local.get $rb) (local.get $x) (local.get $cols) (i32.add (local.get $out) (i32.const 8)))`,
+    `    (call $dot1_${name} (i32.add (local.get $w) (i32.mul (local.get $rb) (i32.const 3))) (local.get $rb) (local.get $x) (local.get $cols) (i32.add (local.get $out) (i32.const 12))))`,
+    ``,
+  ];
+}
+
+/** quant_q8k: n tokens of cols floats (cols % 256 == 0) into the K-quant activation format. */
+function quantQ8k(): string[] {
+  const L: string[] = [];
+  const e = (s: string) => L.push(s);
+  e(`  ;; n tokens of cols floats (cols % 256 == 0) into the K-quant activation format, cols·2 + (cols/256)·20`);
+  e(`  ;; bytes per token: per super-block iscale = 127/amax, d = 1/iscale (ggml's Q8_K: its −127/max flips`);
+  e(`  ;; the signs of both q and d), q = nearest-even(x·iscale); an all-zero block has d = 0, q = 0.`);
+  e(`  (func (export "quant_q8k") (param $x i32) (param $dst i32) (param $cols i32) (param $n i32)`);
+  e(`    (local $b i32) (local $nsb i32) (local $sb i32) (local $s i32) (local $q i32) (local $dd i32) (local $bs i32) (local $j i32)`);
+  e(`    (local $mx v128) (local $id v128) (local $q0 v128) (local $q1 v128) (local $amax f32) (local $is f32)`);
+  e(`    (local.set $nsb (i32.shr_u (local.get $cols) (i32.const 8)))`);
+  e(`    (local.set $s (local.get $x))`);
+  e(`    (local.set $q (local.get $dst))`);
+  e(`    (block $bdone`);
+  e(`      (loop $bl`);
+  e(`        (br_if $bdone (i32.ge_u (local.get $b) (local.get $n)))`);
+  e(`        (local.set $dd (i32.add (local.get $q) (i32.shl (local.get $cols) (i32.const 1))))`);
+  e(`        (local.set $bs (i32.add (local.get $dd) (i32.shl (local.get $nsb) (i32.const 2))))`);
+  e(`        (local.set $sb (i32.const 0))`);
+  e(`        (block $sdone`);
+  e(`          (loop $sl`);
+  e(`            (br_if $sdone (i32.ge_u (local.get $sb) (local.get $nsb)))`);
+  e(`            (local.set $mx (v128.const i32x4 0 0 0 0))`);
+  e(`            (local.set $j (i32.const 0))`);
+  e(`            (block $mdone`);
+  e(`              (loop $ml`);
+  e(`                (br_if $mdone (i32.ge_u (local.get $j) (i32.const 1024)))`);
+  e(`                (local.set $mx (f32x4.max (local.get $mx) (f32x4.abs (v128.load (i32.add (local.get $s) (local.get $j))))))`);
+  e(`                (local.set $j (i32.add (local.get $j) (i32.const 16)))`);
+  e(`                (br $ml)))`);
+  e(`            (local.set $amax (f32.max (f32.max (f32x4.extract_lane 0 (local.get $mx)) (f32x4.extract_lane 1 (local.get $mx)))`);
+  e(`                                      (f32.max (f32x4.extract_lane 2 (local.get $mx)) (f32x4.extract_lane 3 (local.get $mx)))))`);
+  e(`            (local.set $is (if (result f32) (f32.gt (local.get $amax) (f32.const 0))`);
+  e(`              (then (f32.div (f32.const 127) (local.get $amax))) (else (f32.const 0))))`);
+  e(`            (f32.store (local.get $dd) (if (result f32) (f32.gt (local.get $is) (f32.const 0))`);
+  e(`              (then (f32.div (f32.const 1) (local.get $is))) (else (f32.const 0))))`);
+  e(`            (local.set $id (f32x4.splat (local.get $is)))`);
+  e(`            (local.set $j (i32.const 0))`);
+  e(`            (block $qdone`);
+  e(`              (loop $ql`);
+  e(`                (br_if $qdone (i32.ge_u (local.get $j) (i32.const 8)))`);
+  for (const [k, v] of [[0, 'q0'], [1, 'q1']] as const) {
+    e(`                (local.set $${v} (i16x8.narrow_i32x4_s`);
+    e(`                  (i32x4.trunc_sat_f32x4_s (f32x4.nearest (f32x4.mul (v128.load offset=${32 * k} (local.get $s)) (local.get $id))))`);
+    e(`                  (i32x4.trunc_sat_f32x4_s (f32x4.nearest (f32x4.mul (v128.load offset=${32 * k + 16} (local.get $s)) (local.get $id))))))`);
+  }
+  e(`                (v128.store offset=0 (local.get $q) (local.get $q0))`);
+  e(`                (v128.store offset=16 (local.get $q) (local.get $q1))`);
+  e(`                (local.set $mx (i32x4.add (i32x4.extadd_pairwise_i16x8_s (local.get $q0)) (i32x4.extadd_pairwise_i16x8_s (local.get $q1))))`);
+  for (const [k, v] of [[2, 'q0'], [3, 'q1']] as const) {
+    e(`                (local.set $${v} (i16x8.narrow_i32x4_s`);
+    e(`                  (i32x4.trunc_sat_f32x4_s (f32x4.nearest (f32x4.mul (v128.load offset=${32 * k} (local.get $s)) (local.get $id))))`);
+    e(`                  (i32x4.trunc_sat_f32x4_s (f32x4.nearest (f32x4.mul (v128.load offset=${32 * k + 16} (local.get $s)) (local.get $id))))))`);
+  }
+  e(`                (v128.store offset=32 (local.get $q) (local.get $q0))`);
+  e(`                (v128.store offset=48 (local.get $q) (local.get $q1))`);
+  e(`                (local.set $mx (i32x4.add (local.get $mx) (i32x4.add (i32x4.extadd_pairwise_i16x8_s (local.get $q0)) (i32x4.extadd_pairwise_i16x8_s (local.get $q1)))))`);
+  e(`                (i32.store16 (i32.add (local.get $bs) (i32.shl (local.get $j) (i32.const 1))) (call $hsum_i32 (local.get $mx)))`);
+  e(`                (local.set $s (i32.add (local.get $s) (i32.const 128)))`);
+  e(`                (local.set $q (i32.add (local.get $q) (i32.const 64)))`);
+  e(`                (local.set $j (i32.add (local.get $j) (i32.const 1)))`);
+  e(`                (br $ql)))`);
+  e(`            (local.set $dd (i32.add (local.get $dd) (i32.const 4)))`);
+  e(`            (local.set $bs (i32.add (local.get $bs) (i32.const 16)))`);
+  e(`            (local.set $sb (i32.add (local.get $sb) (i32.const 1)))`);
+  e(`            (br $sl)))`);
+  e(`        ;; next token: past this token's scales and sums`);
+  e(`        (local.set $q (i32.add (local.get $q) (i32.mul (local.get $nsb) (i32.const 20))))`);
+  e(`        (local.set $b (i32.add (local.get $b) (i32.const 1)))`);
+  e(`        (br $bl))))`);
+  e(``);
+  return L;
+}
+
+export function kquantSection(): string {
+  return HEADER + [...q45(false), ...q45(true), ...q6(), ...dot4('q4_k'), ...dot4('q5_k'), ...dot4('q6_k'), ...quantQ8k()].join('\n');
+}
+
+export const KQUANT_SECTION: Section = { name: 'kquant', script: 'kquants.ts', text: kquantSection };
+
+export const withKquantSection = (wat: string) => withGenerated(wat, KQUANT_SECTION);
+
+if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) runGenerator(KQUANT_SECTION, process.argv);
