@@ -52,6 +52,8 @@ export interface EngineBenchOptions {
   rounds?: number;
   promptTokens?: number;
   decodeTokens?: number;
+  /** Weight formats to measure (default all: f16, q8_0, q4_0, q4_k). */
+  dtypes?: Dtype[];
   /** Progress lines. */
   log?: (line: string) => void;
 }
@@ -74,7 +76,7 @@ function parameterCount(c: typeof BIG): number {
 }
 
 /** The generated model's HF directory and its three GGUFs, written once into a cache directory. */
-function generatedModel(log: (s: string) => void): { dir: string; ggufs: Record<Dtype, string> } {
+function generatedModel(log: (s: string) => void, dtypes: readonly Dtype[]): { dir: string; ggufs: Record<Dtype, string> } {
   const root = join(tmpdir(), 'orchard-bench-engine-v1');
   const dir = join(root, 'hf');
   if (!existsSync(join(dir, 'model.safetensors'))) {
@@ -84,17 +86,17 @@ function generatedModel(log: (s: string) => void): { dir: string; ggufs: Record<
     writeRandomModel(tmp, BIG);
     renameSync(tmp, dir);
   }
-  return { dir, ggufs: ggufsOf(dir, root, log) };
+  return { dir, ggufs: ggufsOf(dir, root, log, dtypes) };
 }
 
-type Dtype = 'f16' | 'q8_0' | 'q4_0';
+export type Dtype = 'f16' | 'q8_0' | 'q4_0' | 'q4_k';
 /** A decode measurement stops early (after at least 4 tokens) past this, so a very slow engine cannot stretch the run. */
 const DECODE_CAP_MS = 3000;
-const DTYPES: Dtype[] = ['f16', 'q8_0', 'q4_0'];
+const DTYPES: Dtype[] = ['f16', 'q8_0', 'q4_0', 'q4_k'];
 
-function ggufsOf(dir: string, outDir: string, log: (s: string) => void): Record<Dtype, string> {
+function ggufsOf(dir: string, outDir: string, log: (s: string) => void, dtypes: readonly Dtype[] = DTYPES): Record<Dtype, string> {
   const out = {} as Record<Dtype, string>;
-  for (const dt of DTYPES) {
+  for (const dt of dtypes) {
     const path = join(outDir, `model-${dt}.gguf`);
     if (!existsSync(path)) {
       log(`converting ${dir} to ${dt} GGUF`);
@@ -204,7 +206,7 @@ async function llamaRunner(gguf: string, threads: number, promptTokens: number, 
 }
 
 /** Best round of each engine, rounds interleaved. */
-async function measure(gguf: string, o: Required<Omit<EngineBenchOptions, 'log'>>) {
+async function measure(gguf: string, o: Required<Omit<EngineBenchOptions, 'log' | 'dtypes'>>) {
   const orchard = await orchardRunner(gguf, o.threads, o.promptTokens, o.decodeTokens);
   const llama = await llamaRunner(gguf, o.threads, o.promptTokens, o.decodeTokens);
   const best = (a: Speeds, b: Speeds): Speeds => ({ prefill: Math.max(a.prefill, b.prefill), decode: Math.max(a.decode, b.decode), fastest: Math.max(a.fastest, b.fastest) });
@@ -262,6 +264,7 @@ export async function runEngineBench(options: EngineBenchOptions = {}): Promise<
     promptTokens: options.promptTokens ?? 64,
     decodeTokens: options.decodeTokens ?? 32,
   };
+  const dtypes = options.dtypes ?? DTYPES;
   const load = loadavg()[0];
   if (o.threads > 1 && load > availableParallelism()) {
     log(
@@ -275,8 +278,8 @@ export async function runEngineBench(options: EngineBenchOptions = {}): Promise<
     lines.push({ name: `${prefix}prefill-${dt}`, orchard: round3(m.orchard.prefill), llamacpp: round3(m.llama.prefill), unit: 'tok/s', ratio: round3(m.orchard.prefill / m.llama.prefill) });
   };
 
-  const big = generatedModel(log);
-  for (const dt of DTYPES) {
+  const big = generatedModel(log, dtypes);
+  for (const dt of dtypes) {
     log(`~100M model, ${dt}, ${o.threads} thread(s): Orchard vs llama.cpp`);
     const m = await measure(big.ggufs[dt], o);
     speedLines('', dt, m);
@@ -294,8 +297,10 @@ export async function runEngineBench(options: EngineBenchOptions = {}): Promise<
     // The demo model is converted afresh each run (it may have changed), into a directory removed after.
     const demoDir = mkdtempSync(join(tmpdir(), 'orchard-bench-engine-demo-'));
     try {
-      const demoGgufs = ggufsOf(DEMO_DIR, demoDir, () => {});
-      for (const dt of DTYPES) {
+      // The demo model's rows (192 columns) are not whole 256-blocks: no K-quant lines for it.
+      const demoDtypes = dtypes.filter((dt) => dt !== 'q4_k');
+      const demoGgufs = ggufsOf(DEMO_DIR, demoDir, () => {}, demoDtypes);
+      for (const dt of demoDtypes) {
         log(`demo model, ${dt}: Orchard vs llama.cpp`);
         speedLines('demo-', dt, await measure(demoGgufs[dt], { ...o, rounds: o.rounds + 1 }));
         log(lines.slice(-2).map((l) => `  ${l.name}: ${l.orchard} vs ${l.llamacpp} ${l.unit} (${l.ratio}x)`).join('\n'));
@@ -329,10 +334,16 @@ export function formatEngineTable(result: { lines: EngineBenchLine[] }, threads:
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({ options: { threads: { type: 'string' }, rounds: { type: 'string' }, json: { type: 'boolean', default: false } } });
+  const { values } = parseArgs({ options: { threads: { type: 'string' }, rounds: { type: 'string' }, dtypes: { type: 'string' }, json: { type: 'boolean', default: false } } });
+  const dtypes = values.dtypes?.split(',') as Dtype[] | undefined;
+  const bad = dtypes?.find((d) => !DTYPES.includes(d));
+  if (bad) {
+    process.stderr.write(`bench:engine: --dtypes: ${bad} is not one of ${DTYPES.join(', ')}\n`);
+    process.exit(2);
+  }
   const threads = values.threads ? Number(values.threads) : physicalCores();
   try {
-    const result = await runEngineBench({ threads, rounds: values.rounds ? Number(values.rounds) : undefined, log: (l) => process.stderr.write(`${l}\n`) });
+    const result = await runEngineBench({ threads, rounds: values.rounds ? Number(values.rounds) : undefined, dtypes, log: (l) => process.stderr.write(`${l}\n`) });
     process.stdout.write(values.json ? `${JSON.stringify(result)}\n` : `${formatEngineTable(result, threads)}\n`);
   } catch (err) {
     if (err instanceof LlamaCppMissingError) {

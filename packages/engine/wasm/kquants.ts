@@ -164,9 +164,10 @@ function dot4(name: string): string[] {
 function quantQ8k(): string[] {
   const L: string[] = [];
   const e = (s: string) => L.push(s);
-  e(`  ;; n tokens of cols floats (cols % 256 == 0) into the K-quant activation format, cols·2 + (cols/256)·20`);
-  e(`  ;; bytes per token: per super-block iscale = 127/amax, d = 1/iscale (ggml's Q8_K: its −127/max flips`);
-  e(`  ;; the signs of both q and d), q = nearest-even(x·iscale); an all-zero block has d = 0, q = 0.`);
+  e(`  ;; n tokens of cols floats (cols % 256 == 0) into the K-quant activation format, cols·4 + (cols/256)·20`);
+  e(`  ;; bytes per token: q, scales, sums (see the header), then q again in the q4 form. Per super-block`);
+  e(`  ;; iscale = 127/amax, d = 1/iscale (ggml's Q8_K: its −127/max flips the signs of both q and d),`);
+  e(`  ;; q = nearest-even(x·iscale); an all-zero block has d = 0, q = 0.`);
   e(`  (func (export "quant_q8k") (param $x i32) (param $dst i32) (param $cols i32) (param $n i32)`);
   e(`    (local $b i32) (local $nsb i32) (local $sb i32) (local $s i32) (local $q i32) (local $dd i32) (local $bs i32) (local $j i32)`);
   e(`    (local $mx v128) (local $id v128) (local $q0 v128) (local $q1 v128) (local $amax f32) (local $is f32)`);
@@ -226,16 +227,124 @@ function quantQ8k(): string[] {
   e(`            (local.set $bs (i32.add (local.get $bs) (i32.const 16)))`);
   e(`            (local.set $sb (i32.add (local.get $sb) (i32.const 1)))`);
   e(`            (br $sl)))`);
-  e(`        ;; next token: past this token's scales and sums`);
+  e(`        ;; the q4 form for packed q4_k (see $g4_q4_k): per 32, the second half as q[l+16] − 16·q[l]`);
   e(`        (local.set $q (i32.add (local.get $q) (i32.mul (local.get $nsb) (i32.const 20))))`);
+  e(`        (local.set $j (i32.const 0))`);
+  e(`        (block $fdone`);
+  e(`          (loop $fl`);
+  e(`            (br_if $fdone (i32.ge_u (local.get $j) (local.get $cols)))`);
+  e(`            (local.set $dd (i32.sub (local.get $q) (i32.add (i32.shl (local.get $cols) (i32.const 1)) (i32.mul (local.get $nsb) (i32.const 20)))))`);
+  e(`            (local.set $q0 (v128.load offset=0 (local.get $dd)))`);
+  e(`            (local.set $q1 (v128.load offset=16 (local.get $dd)))`);
+  e(`            (v128.store offset=0 (local.get $q) (local.get $q0))`);
+  e(`            (v128.store offset=16 (local.get $q) (local.get $q1))`);
+  e(`            (v128.store offset=32 (local.get $q) (i16x8.sub (v128.load offset=32 (local.get $dd)) (i16x8.shl (local.get $q0) (i32.const 4))))`);
+  e(`            (v128.store offset=48 (local.get $q) (i16x8.sub (v128.load offset=48 (local.get $dd)) (i16x8.shl (local.get $q1) (i32.const 4))))`);
+  e(`            (local.set $q (i32.add (local.get $q) (i32.const 64)))`);
+  e(`            (local.set $j (i32.add (local.get $j) (i32.const 32)))`);
+  e(`            (br $fl)))`);
+  e(`        ;; next token`);
   e(`        (local.set $b (i32.add (local.get $b) (i32.const 1)))`);
   e(`        (br $bl))))`);
   e(``);
   return L;
 }
 
+/**
+ * Packed q4_k (src/kernels/wasm/pack.ts): 4 rows per group, per sub-block both nibbles of a byte from
+ * the same sub-block, so q4_0's trick applies — byte b = lo + 16·hi times x[l] plus hi times
+ * x[l+16] − 16·x[l] (the q4 form) is lo·x[l] + hi·x[l+16] with no mask. Per sub-block the 4 rows'
+ * integer totals are transposed into one i32x4 and multiplied by the 4 rows' scales, per super-block
+ * the mins and the f32 step run once for 4 rows: the same integers and f32 operations as $dot1_q4_k,
+ * so packed and row-major weights give the same bits.
+ */
+function g4q4k(): string[] {
+  const L: string[] = [];
+  const e = (s: string) => L.push(s);
+  const mask = (m: string) => `(v128.const i32x4 ${m} ${m} ${m} ${m})`;
+  const byte = (v: string, shift: number) => `(v128.and (i32x4.shr_u ${v} (i32.const ${shift})) ${mask('255')})`;
+  const f16x4 = (offset: number) =>
+    `(f32x4.mul (v128.and (i32x4.shr_s (i32x4.shl (v128.load16x4_u offset=${offset} (local.get $p)) (i32.const 16)) (i32.const 3)) ${mask('0x8FFFE000')}) (v128.const f32x4 0x1p112 0x1p112 0x1p112 0x1p112))`;
+  e(`  (func $g4_q4_k (type $gdot) (param $w i32) (param $cols i32) (param $x i32) (param $out i32) (param $groups i32)`);
+  e(`    (local $g i32) (local $p i32) (local $pn i32) (local $j i32) (local $nsb i32) (local $end i32) (local $xq i32) (local $xd i32) (local $xb i32)`);
+  e(`    (local $x0 v128) (local $x1 v128) (local $x2 v128) (local $x3 v128) (local $q v128)`);
+  e(`    (local $s0 v128) (local $s1 v128) (local $s2 v128) (local $s3 v128) (local $t0 v128) (local $t1 v128)`);
+  e(`    (local $sc v128) (local $tot v128) (local $acc v128)`);
+  e(`    (local.set $nsb (i32.shr_u (local.get $cols) (i32.const 8)))`);
+  e(`    (local.set $p (local.get $w))`);
+  e(`    (block $gdone`);
+  e(`      (loop $gl`);
+  e(`        (br_if $gdone (i32.ge_u (local.get $g) (local.get $groups)))`);
+  e(`        (local.set $xd (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 1))))`);
+  e(`        (local.set $xb (i32.add (local.get $xd) (i32.shl (local.get $nsb) (i32.const 2))))`);
+  e(`        (local.set $xq (i32.add (local.get $xd) (i32.mul (local.get $nsb) (i32.const 20))))`);
+  e(`        (local.set $end (i32.add (local.get $p) (i32.mul (local.get $nsb) (i32.const 576))))`);
+  e(`        (local.set $acc (v128.const i32x4 0 0 0 0))`);
+  e(`        (block $done`);
+  e(`          (loop $l`);
+  e(`            (br_if $done (i32.ge_u (local.get $p) (local.get $end)))`);
+  e(`            (local.set $tot (v128.const i32x4 0 0 0 0))`);
+  e(`            (local.set $pn (i32.add (local.get $p) (i32.const 64)))`);
+  for (const half of [0, 1]) {
+    e(half === 0 ? `            ;; lane r: row r's scales 0-3, one byte each (taken lowest first)` : `            ;; scales 4-7`);
+    if (half === 0) e(`            (local.set $sc (v128.and (v128.load offset=16 (local.get $p)) ${mask('0x3f3f3f3f')}))`);
+    else {
+      e(`            (local.set $sc (v128.or (v128.and (v128.load offset=48 (local.get $p)) ${mask('0x0f0f0f0f')})`);
+      e(`              (i32x4.shl (v128.and (i32x4.shr_u (v128.load offset=16 (local.get $p)) (i32.const 6)) ${mask('0x03030303')}) (i32.const 4))))`);
+    }
+    e(`            (local.set $j (i32.const 0))`);
+    e(`            (block $jdone${half}`);
+    e(`              (loop $jl${half}`);
+    e(`                (br_if $jdone${half} (i32.ge_u (local.get $j) (i32.const 4)))`);
+    for (let k = 0; k < 4; k++) e(`                (local.set $x${k} (v128.load offset=${16 * k} (local.get $xq)))`);
+    for (let r = 0; r < 4; r++) {
+      e(`                (local.set $q (v128.load8x8_u offset=${16 * r} (local.get $pn)))`);
+      e(`                (local.set $s${r} (i32x4.add (i32x4.dot_i16x8_s (local.get $q) (local.get $x0)) (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $x2))))`);
+      e(`                (local.set $q (v128.load8x8_u offset=${16 * r + 8} (local.get $pn)))`);
+      e(`                (local.set $s${r} (i32x4.add (local.get $s${r}) (i32x4.add (i32x4.dot_i16x8_s (local.get $q) (local.get $x1)) (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $x3)))))`);
+    }
+    e(`                ;; lane r of the transposed sum = row r's sub-block total, times row r's scale`);
+    e(`                (local.set $t0 (i32x4.add (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $s0) (local.get $s1))`);
+    e(`                                          (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $s0) (local.get $s1))))`);
+    e(`                (local.set $t1 (i32x4.add (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $s2) (local.get $s3))`);
+    e(`                                          (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $s2) (local.get $s3))))`);
+    e(`                (local.set $tot (i32x4.add (local.get $tot) (i32x4.mul (v128.and (local.get $sc) ${mask('255')})`);
+    e(`                  (i32x4.add (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23 (local.get $t0) (local.get $t1))`);
+    e(`                             (i8x16.shuffle 8 9 10 11 12 13 14 15 24 25 26 27 28 29 30 31 (local.get $t0) (local.get $t1))))))`);
+    e(`                (local.set $sc (i32x4.shr_u (local.get $sc) (i32.const 8)))`);
+    e(`                (local.set $xq (i32.add (local.get $xq) (i32.const 64)))`);
+    e(`                (local.set $pn (i32.add (local.get $pn) (i32.const 64)))`);
+    e(`                (local.set $j (i32.add (local.get $j) (i32.const 1)))`);
+    e(`                (br $jl${half})))`);
+  }
+  e(`            ;; mins of the 4 rows (lane r) against the activations' sub-block sums`);
+  e(`            (local.set $sc (v128.and (v128.load offset=32 (local.get $p)) ${mask('0x3f3f3f3f')}))`);
+  e(`            (local.set $s0 (v128.const i32x4 0 0 0 0))`);
+  for (let j = 0; j < 8; j++) {
+    if (j === 4) {
+      e(`            (local.set $sc (v128.or (v128.and (i32x4.shr_u (v128.load offset=48 (local.get $p)) (i32.const 4)) ${mask('0x0f0f0f0f')})`);
+      e(`              (i32x4.shl (v128.and (i32x4.shr_u (v128.load offset=32 (local.get $p)) (i32.const 6)) ${mask('0x03030303')}) (i32.const 4))))`);
+    }
+    e(`            (local.set $s0 (i32x4.add (local.get $s0) (i32x4.mul ${byte('(local.get $sc)', 8 * (j % 4))} (i32x4.splat (i32.load16_s offset=${2 * j} (local.get $xb))))))`);
+  }
+  e(`            (local.set $x0 (f32x4.splat (f32.load (local.get $xd))))`);
+  e(`            (local.set $acc (f32x4.add (local.get $acc) (f32x4.sub`);
+  e(`              (f32x4.mul (f32x4.convert_i32x4_s (local.get $tot)) (f32x4.mul ${f16x4(0)} (local.get $x0)))`);
+  e(`              (f32x4.mul (f32x4.convert_i32x4_s (local.get $s0)) (f32x4.mul ${f16x4(8)} (local.get $x0))))))`);
+  e(`            (local.set $p (i32.add (local.get $p) (i32.const 576)))`);
+  e(`            (local.set $xd (i32.add (local.get $xd) (i32.const 4)))`);
+  e(`            (local.set $xb (i32.add (local.get $xb) (i32.const 16)))`);
+  e(`            (br $l)))`);
+  e(`        (v128.store (local.get $out) (local.get $acc))`);
+  e(`        (local.set $out (i32.add (local.get $out) (i32.const 16)))`);
+  e(`        (local.set $g (i32.add (local.get $g) (i32.const 1)))`);
+  e(`        (br $gl))))`);
+  e(``);
+  return L;
+}
+
 export function kquantSection(): string {
-  return HEADER + [...q45(false), ...q45(true), ...q6(), ...dot4('q4_k'), ...dot4('q5_k'), ...dot4('q6_k'), ...quantQ8k()].join('\n');
+  return HEADER + [...q45(false), ...q45(true), ...q6(), ...dot4('q4_k'), ...dot4('q5_k'), ...dot4('q6_k'), ...g4q4k(), ...quantQ8k()].join('\n');
 }
 
 export const KQUANT_SECTION: Section = { name: 'kquant', script: 'kquants.ts', text: kquantSection };

@@ -23,10 +23,11 @@ import { quantizeK } from '../quant/kquants.js';
 import { gguf, writeGguf, type GgufMetadata, type GgufTensorSource, type GgufTensorType, type WrittenGguf } from './write.js';
 
 export type GgufArch = 'llama' | 'qwen2' | 'qwen3';
-export type GgufExportDtype = 'f32' | 'f16' | 'q8_0' | 'q4_0' | 'q4_k_m' | 'q5_k_m' | 'q6_k';
+export type GgufExportDtype = 'f32' | 'f16' | 'q8_0' | 'q4_0' | 'q4_k' | 'q4_k_m' | 'q5_k_m' | 'q6_k';
+type KMix = 'q4_k' | 'q4_k_m' | 'q5_k_m' | 'q6_k';
 
-/** llama.cpp's general.file_type of each export dtype (LLAMA_FTYPE_*). */
-const FILE_TYPE: Record<GgufExportDtype, number> = { f32: 0, f16: 1, q4_0: 2, q8_0: 7, q4_k_m: 15, q5_k_m: 17, q6_k: 18 };
+/** llama.cpp's general.file_type of each export dtype (LLAMA_FTYPE_*; pure Q4_K is recorded as Q4_K_S). */
+const FILE_TYPE: Record<GgufExportDtype, number> = { f32: 0, f16: 1, q4_0: 2, q8_0: 7, q4_k: 14, q4_k_m: 15, q5_k_m: 17, q6_k: 18 };
 
 /** llama.cpp's use_more_bits: the layers whose attn_v / ffn_down get more bits in the _M mixes. */
 function useMoreBits(layer: number, layers: number): boolean {
@@ -35,14 +36,16 @@ function useMoreBits(layer: number, layers: number): boolean {
 }
 
 /**
- * The ggml type llama-quantize gives a matrix in a K-quant mix (llama_tensor_get_type, dense models):
+ * The ggml type llama-quantize gives a matrix in a K-quant mix (llama_tensor_get_type, dense models;
+ * 'q4_k' is the pure mix, every matrix Q4_K):
  * output.weight (or a tied token_embd) Q6_K; in Q4_K_M / Q5_K_M, attn_v and ffn_down Q6_K in the
  * use_more_bits layers; everything else the mix's base type. A matrix whose rows are not whole
  * 256-blocks falls back to Q8_0 (llama.cpp falls back to Q5_0/Q5_1/Q8_0, which we do not write).
  */
-export function kQuantMix(dtype: 'q4_k_m' | 'q5_k_m' | 'q6_k', gguf: string, cols: number, layers: number, tied: boolean): GgufTensorType {
+export function kQuantMix(dtype: KMix, gguf: string, cols: number, layers: number, tied: boolean): GgufTensorType {
   if (cols % 256) return 'Q8_0';
-  const base: GgufTensorType = dtype === 'q4_k_m' ? 'Q4_K' : dtype === 'q5_k_m' ? 'Q5_K' : 'Q6_K';
+  const base: GgufTensorType = dtype === 'q4_k' || dtype === 'q4_k_m' ? 'Q4_K' : dtype === 'q5_k_m' ? 'Q5_K' : 'Q6_K';
+  if (dtype === 'q4_k') return base;
   if (gguf === 'output.weight' || (tied && gguf === 'token_embd.weight')) return 'Q6_K';
   const m = /^blk\.(\d+)\.(attn_v|ffn_down)\.weight$/.exec(gguf);
   if (m && dtype !== 'q6_k' && useMoreBits(Number(m[1]), layers)) return 'Q6_K';
@@ -65,7 +68,7 @@ export interface HfToGgufOptions {
    * 'q8_0'/'q4_0' quantize every matrix (embedding and output included, like llama-quantize --pure)
    * with ggml's reference quantizers; a matrix whose rows are not whole 32-blocks stays F16.
    * 'q4_k_m', 'q5_k_m', 'q6_k': llama-quantize's mixes (see kQuantMix), quantized with our own
-   * K-quant quantizer (quant/kquants.ts).
+   * K-quant quantizer (quant/kquants.ts); 'q4_k': every matrix Q4_K (like llama-quantize --pure).
    */
   dtype?: GgufExportDtype;
   /** `general.name`. @default the directory's base name */
@@ -98,7 +101,7 @@ export function hfToGguf(dir: string, outFile: string, options: HfToGgufOptions 
       const type: GgufTensorType =
         !matrix || dtype === 'f32'
           ? 'F32'
-          : dtype === 'q4_k_m' || dtype === 'q5_k_m' || dtype === 'q6_k'
+          : dtype === 'q4_k' || dtype === 'q4_k_m' || dtype === 'q5_k_m' || dtype === 'q6_k'
             ? kQuantMix(dtype, name, cols, cfg.numLayers, !hfNames.some((t) => t.gguf === 'output.weight'))
             : dtype === 'f16' || cols % 32
               ? 'F16'

@@ -11,6 +11,7 @@ import type { Weight } from '../../src/kernels/backend.js';
 import { createReferenceBackend } from '../../src/kernels/reference.js';
 import { Prng } from '../../src/numeric/prng.js';
 import { type KQuant, dequantizeKRow, matmulKReference, quantizeActivationsK, quantizeK } from '../../src/quant/kquants.js';
+import { unpackRows4 } from '../../src/kernels/wasm/pack.js';
 import { pick, randomInput, wasmBackendsForFile } from './helpers.js';
 
 const ROWS = [1, 2, 3, 4, 5, 7, 9, 13, 31];
@@ -66,6 +67,31 @@ describe.each([1, 2])('wasm K-quant kernels, %i thread(s)', (threads) => {
         one.matvec(single, w1, xt);
         expect([...single]).toEqual([...out.subarray(t * rows, (t + 1) * rows)]);
       }
+    }
+  });
+});
+
+describe.each([1, 2])('wasm packed q4_k, %i thread(s)', (threads) => {
+  const be = backend(threads);
+  it('packed weights give the row-major bits for 1-token and batched products; unpacking restores the bytes', () => {
+    const rng = new Prng(900 + threads);
+    for (let trial = 0; trial < 12; trial++) {
+      const rows = pick(rng, [4, 5, 7, 8, 13, 31, 64]);
+      const cols = pick(rng, COLS);
+      const n = trial < 4 ? 1 : 1 + Math.floor(rng.next() * 6);
+      const w = randomK(be, 'q4_k', rows, cols, rng);
+      const raw = w.bytes.slice();
+      const x = randomInput(be, cols * n, rng);
+      const rowMajor = be.allocF32(rows * n);
+      be.matmul(rowMajor, w, x, n);
+      be.packWeight(w);
+      expect(w.packed).toBe('rows4');
+      expect(Buffer.from(w.bytes).equals(Buffer.from(raw)), 'packing moves the nibbles').toBe(false);
+      const packed = be.allocF32(rows * n);
+      be.matmul(packed, w, x, n);
+      expect([...packed]).toEqual([...rowMajor]);
+      unpackRows4(w);
+      expect(Buffer.from(w.bytes).equals(Buffer.from(raw))).toBe(true);
     }
   });
 });

@@ -196,8 +196,8 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
       k.prep_pairs(xAddr, dst, cols, n, dtype === 'f16' ? F16_X_SCALE : 1);
       xAddr = dst;
     } else if (isKQuant(dtype)) {
-      // ggml's Q8_K activations per 256 columns, plus each 32-column sub-block's sum (kquants.ts).
-      xStride = cols * 2 + (cols / QK_K) * 20;
+      // ggml's Q8_K activations per 256 columns, each 32-column sub-block's sum, and the q4 form (kquants.ts).
+      xStride = cols * 4 + (cols / QK_K) * 20;
       const dst = scratch(Math.ceil((xStride * n) / 16) * 16);
       k.quant_q8k(xAddr, dst, cols, n);
       xAddr = dst;

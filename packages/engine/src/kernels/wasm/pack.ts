@@ -23,7 +23,7 @@ import type { DType, Weight } from '../backend.js';
 import { Q4_0_BLOCK_BYTES, Q8_0_BLOCK_BYTES, QK, rowBytes } from './formats.js';
 
 /** The dtypes with a packed layout (the ones the decode speed targets are about). */
-export const PACKABLE: ReadonlySet<DType> = new Set<DType>(['f16', 'q8_0', 'q4_0']);
+export const PACKABLE: ReadonlySet<DType> = new Set<DType>(['f16', 'q8_0', 'q4_0', 'q4_k']);
 
 /** Subnormal f16 weights taken out of packed groups: [row, col, f16 bits] triples, by row then column. */
 const subnormals = new WeakMap<Uint8Array, Int32Array>();
@@ -44,6 +44,10 @@ export function packRows4(w: Weight): void {
   for (let g = 0; g < groups; g++) {
     const dst = w.bytes.subarray(g * 4 * rb, (g + 1) * 4 * rb);
     group.set(dst);
+    if (w.dtype === 'q4_k') {
+      q4kGroup(w.cols, group, dst, true);
+      continue;
+    }
     interleave(w.dtype, w.cols, rb, group, dst);
     if (w.dtype === 'f16') takeSubnormals(words(dst), g, w.cols, found);
   }
@@ -81,7 +85,8 @@ export function unpackRows4(w: Weight): void {
   for (let g = 0; g < groups; g++) {
     const src = w.bytes.subarray(g * 4 * rb, (g + 1) * 4 * rb);
     group.set(src);
-    deinterleave(w.dtype, w.cols, rb, group, src);
+    if (w.dtype === 'q4_k') q4kGroup(w.cols, src, group, false);
+    else deinterleave(w.dtype, w.cols, rb, group, src);
   }
   const taken = subnormals.get(w.bytes);
   if (taken) {
@@ -147,4 +152,48 @@ function deinterleave(dtype: DType, cols: number, rb: number, packed: Uint8Array
 function words(bytes: Uint8Array): Uint16Array {
   if (bytes.byteOffset % 2 || bytes.byteLength % 2) throw new Error('packed weights need 2-byte aligned groups');
   return new Uint16Array(bytes.buffer, bytes.byteOffset, bytes.byteLength >> 1);
+}
+
+/**
+ * q4_k's packed layout, per super-block of 4 rows (576 bytes, the 4 rows' 4 × 144): the rows' f16 d
+ * (8 bytes), f16 dmin (8), their 12 scale bytes as 3 words each, word w of row r at 16 + 16w + 4r (one
+ * i32x4 load gives a word of all 4 rows), then per sub-block j and row r 16 bytes at 64 + 64j + 16r
+ * whose byte l holds elements l (low nibble) and l + 16 (high) of that sub-block. Every nibble keeps
+ * its bits; only their places change, so that both nibbles of a byte share one sub-block scale and
+ * the kernel can use q4_0's trick (the high nibble's activations pre-combined, no mask; wasm/kquants.ts).
+ * `toPacked`: row-major `rm` → `packed`; else packed → row-major.
+ */
+function q4kGroup(cols: number, rm: Uint8Array, packed: Uint8Array, toPacked: boolean): void {
+  const nsb = cols / 256;
+  for (let sb = 0; sb < nsb; sb++) {
+    const po = sb * 576;
+    for (let r = 0; r < 4; r++) {
+      const ro = (r * nsb + sb) * 144;
+      const pairs: Array<[number, number]> = [
+        [ro, po + 2 * r],
+        [ro + 1, po + 2 * r + 1],
+        [ro + 2, po + 8 + 2 * r],
+        [ro + 3, po + 9 + 2 * r],
+      ];
+      for (let k = 0; k < 12; k++) pairs.push([ro + 4 + k, po + 16 + 16 * (k >> 2) + 4 * r + (k & 3)]);
+      for (const [a, b] of pairs) {
+        if (toPacked) packed[b] = rm[a];
+        else rm[a] = packed[b];
+      }
+      for (let j = 0; j < 8; j++) {
+        // row-major: run c = j >> 1 of 32 bytes; sub-block j is its low (even j) or high nibbles
+        const run = ro + 16 + 32 * (j >> 1);
+        const shift = (j & 1) * 4;
+        const dst = po + 64 + 64 * j + 16 * r;
+        for (let l = 0; l < 16; l++) {
+          if (toPacked) packed[dst + l] = ((rm[run + l] >> shift) & 15) | (((rm[run + l + 16] >> shift) & 15) << 4);
+          else {
+            const b = packed[dst + l];
+            rm[run + l] = (rm[run + l] & (0xf0 >> shift)) | ((b & 15) << shift);
+            rm[run + l + 16] = (rm[run + l + 16] & (0xf0 >> shift)) | ((b >> 4) << shift);
+          }
+        }
+      }
+    }
+  }
 }
