@@ -6,7 +6,7 @@
  */
 import { BF16_TO_F32, F16_TO_F32 } from '../numeric/half.js';
 import type { Backend, Weight } from './backend.js';
-import { blockElems } from './wasm/formats.js';
+import { blockElems, isMlx } from './wasm/formats.js';
 import { dequantizeRow } from './wasm/quant-reference.js';
 
 /** Row `r` of `w` as f32 into `dst` (cols values). */
@@ -40,6 +40,12 @@ function widenRow(dst: Float32Array, w: Weight, r: number): void {
       return;
     }
     default:
+      if (isMlx(w.dtype)) {
+        const g = blockElems(w.dtype);
+        if (cols % g) throw new Error(`reference backend: ${w.dtype} weight [${w.rows}, ${cols}] needs a column count that is a multiple of ${g}`);
+        dequantizeRow(w.dtype, w.bytes, cols, r, dst);
+        return;
+      }
       throw new Error(`reference backend: dtype ${w.dtype} not implemented`);
   }
 }

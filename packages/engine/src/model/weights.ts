@@ -13,7 +13,7 @@ import type { Checkpoint } from '../safetensors/checkpoint.js';
 import type { SafetensorsFile } from '../safetensors/reader.js';
 import { SAFETENSORS_DTYPE_SIZES } from '../safetensors/format.js';
 import type { GgufCheckpoint } from '../gguf/read-model.js';
-import { mlxQuantOf, planMlxMatrix } from '../quant/mlx.js';
+import { ReadScratch, mlxQuantOf, planMlxMatrix } from '../quant/mlx.js';
 import type { ShardSpec } from '../shard.js';
 import type { TensorSlice } from './tensor-split.js';
 
@@ -83,6 +83,7 @@ export interface PendingRead {
  */
 class WeightPlanner {
   readonly reads: PendingRead[] = [];
+  readonly #scratch = new ReadScratch();
 
   constructor(
     readonly ckpt: WeightSource,
@@ -113,20 +114,11 @@ class WeightPlanner {
    * the backend may repack it in place for its kernels (Backend.packWeight).
    */
   matrix(name: string, rows: number, cols: number, r: [number, number], c: [number, number] = [0, cols], linear = true): Weight {
-    // MLX affine-quantized linear (weight + scales + biases): dequantized at load, see quant/mlx.ts.
+    // MLX affine-quantized (weight + scales + biases): kept packed, see quant/mlx.ts.
     const mlx = mlxQuantOf(this.ckpt, name, rows, cols);
     if (mlx) {
-      const planned = planMlxMatrix(this.ckpt as Checkpoint, name, mlx, r, c, this.backend);
+      const planned = planMlxMatrix(this.ckpt as Checkpoint, name, mlx, r, c, this.backend, this.#scratch);
       this.reads.push(...planned.reads);
-      // The last read's `after` dequantizes into the weight; pack after that.
-      const last = this.reads[this.reads.length - 1];
-      if (linear && this.backend.packWeight && last) {
-        const dequantize = last.after;
-        last.after = () => {
-          dequantize?.();
-          this.backend.packWeight!(planned.weight);
-        };
-      }
       return planned.weight;
     }
     const { file, dtype, el } = this.#check(name, [rows, cols]);

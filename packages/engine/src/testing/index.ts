@@ -1,4 +1,4 @@
-/** Test helpers: random-weight models in Hugging Face layout. Not for production use. */
+/** Test helpers: random-weight models in Hugging Face layout (and MLX-quantized from them). Not for production use. */
 export {
   writeRandomModel,
   type RandomModelOptions,
@@ -7,6 +7,7 @@ export {
   type RandomModelDType,
 } from './random-model.js';
 export { writeSafetensors, type TensorToWrite } from '../safetensors/writer.js';
+export { writeMlxModel, type MlxModelOptions } from './mlx-model.js';
 export {
   buildByteLevelTokenizer,
   byteToUnicode,

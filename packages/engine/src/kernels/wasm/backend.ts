@@ -14,8 +14,9 @@ import { F16_TO_F32 } from '../../numeric/half.js';
 import type { AttentionArgs, Backend, DType, Weight } from '../backend.js';
 import { Arena } from './arena.js';
 import { physicalCores } from './cores.js';
-import { QK, QK_K, blockElems, isKQuant, isQuantized, rowBytes, weightBytes } from './formats.js';
+import { QK, QK_K, blockElems, isKQuant, isMlx, isQuantized, mlxLayout, rowBytes, weightBytes } from './formats.js';
 import {
+  AFFINE_ADDR,
   ATTN_ADDR,
   ATTN_KERNEL,
   CORR_ADDR,
@@ -26,6 +27,7 @@ import {
   HEAP_BASE,
   KERNEL,
   MAX_PAGES,
+  MLX_KERNEL,
   PACKED_KERNEL,
   PAGE_BYTES,
   QTILES_ADDR,
@@ -163,10 +165,12 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
 
   // Address of the current quantized prompt batch's activations in tile layout (wasm quant_tiles).
   const qtiles = new Int32Array(memory.buffer, QTILES_ADDR, 1);
+  // The current MLX weight's group size and scale dtype, read by the affine kernels.
+  const affine = new Int32Array(memory.buffer, AFFINE_ADDR, 2);
 
   function check(out: Float32Array, w: Weight, x: Float32Array, n: number): void {
     const { dtype, rows, cols } = w;
-    if (!(dtype in KERNEL)) throw new Error(`wasm backend: unsupported weight dtype ${String(dtype)}`);
+    if (!(dtype in KERNEL) && !isMlx(dtype)) throw new Error(`wasm backend: unsupported weight dtype ${String(dtype)}`);
     if (!Number.isInteger(rows) || !Number.isInteger(cols) || rows < 0 || cols < 0) {
       throw new Error(`wasm backend: bad weight shape [${rows}, ${cols}]`);
     }
@@ -195,6 +199,15 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
       const dst = scratch(cols * n * 4);
       k.prep_pairs(xAddr, dst, cols, n, dtype === 'f16' ? F16_X_SCALE : 1);
       xAddr = dst;
+    } else if (isMlx(dtype)) {
+      // f32 activations reordered to the packed lanes, plus each group's sum (wasm/affine.ts)
+      const { bits, groupSize, scales } = mlxLayout(dtype);
+      xStride = cols * 4 + (cols / groupSize) * 4;
+      const dst = scratch(xStride * n);
+      k.prep_affine(xAddr, dst, cols, n, bits === 3 || bits === 4 ? 8 : 4, groupSize);
+      affine[0] = groupSize;
+      affine[1] = scales === 'f16' ? 0 : scales === 'bf16' ? 1 : 2;
+      xAddr = dst;
     } else if (isKQuant(dtype)) {
       // ggml's Q8_K activations per 256 columns, each 32-column sub-block's sum, and the q4 form (kquants.ts).
       xStride = cols * 4 + (cols / QK_K) * 20;
@@ -216,7 +229,11 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
       }
       xAddr = dst;
     }
-    const kernel = w.packed ? PACKED_KERNEL[dtype as keyof typeof PACKED_KERNEL] : KERNEL[dtype as keyof typeof KERNEL];
+    const kernel = w.packed
+      ? PACKED_KERNEL[dtype as keyof typeof PACKED_KERNEL]
+      : isMlx(dtype)
+        ? MLX_KERNEL[mlxLayout(dtype).bits]
+        : KERNEL[dtype as keyof typeof KERNEL];
     if (kernel === undefined) throw new Error(`wasm backend: no packed kernel for ${dtype}`);
     const table = w.packed ? subnormalTables.get(w.bytes) : undefined;
     corr[0] = table ? table[0] : 0;

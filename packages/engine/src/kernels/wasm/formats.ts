@@ -8,8 +8,10 @@
  *   scales; layouts and formulas in src/quant/kquants.ts.
  * - mxfp4: blocks of 32 weights = an E8M0 exponent byte + 16 bytes of FP4 (E2M1) nibbles (17 bytes);
  *   src/quant/mxfp4.ts.
+ * - mlx<bits>_g<group>_<scale>: MLX affine groups (see MlxDType); per row the packed bits, then
+ *   (scale, bias) per group.
  */
-import type { DType } from '../backend.js';
+import type { DType, MlxDType } from '../backend.js';
 
 export const QK = 32;
 export const QK_K = 256;
@@ -40,8 +42,32 @@ export function isKQuant(dtype: DType): dtype is 'q4_k' | 'q5_k' | 'q6_k' {
   return dtype === 'q4_k' || dtype === 'q5_k' || dtype === 'q6_k';
 }
 
-/** Weights per block of a block dtype (1 for the float dtypes). */
+export interface MlxLayout {
+  bits: 2 | 3 | 4 | 6 | 8;
+  groupSize: 32 | 64 | 128;
+  scales: 'f16' | 'bf16' | 'f32';
+}
+
+const MLX_DTYPE = /^mlx([23468])_g(32|64|128)_(f16|bf16|f32)$/;
+
+export function isMlx(dtype: DType): dtype is MlxDType {
+  return MLX_DTYPE.test(dtype);
+}
+
+/** The layout an MLX dtype names. */
+export function mlxLayout(dtype: MlxDType): MlxLayout {
+  const m = MLX_DTYPE.exec(dtype);
+  if (!m) throw new Error(`not an MLX dtype: ${dtype}`);
+  return { bits: Number(m[1]) as MlxLayout['bits'], groupSize: Number(m[2]) as MlxLayout['groupSize'], scales: m[3] as MlxLayout['scales'] };
+}
+
+export function mlxDType(l: MlxLayout): MlxDType {
+  return `mlx${l.bits}_g${l.groupSize}_${l.scales}`;
+}
+
+/** Weights per block of a block dtype, per group of an MLX dtype (1 for the float dtypes). */
 export function blockElems(dtype: DType): number {
+  if (isMlx(dtype)) return mlxLayout(dtype).groupSize;
   return isQuantized(dtype) ? BLOCK_FORMATS[dtype][0] : 1;
 }
 
@@ -54,6 +80,10 @@ export function rowBytes(dtype: DType, cols: number): number {
     case 'bf16':
       return cols * 2;
     default: {
+      if (isMlx(dtype)) {
+        const { bits, groupSize, scales } = mlxLayout(dtype);
+        return (cols * bits) / 8 + (cols / groupSize) * (scales === 'f32' ? 8 : 4);
+      }
       if (!isQuantized(dtype)) throw new Error(`unknown weight dtype ${String(dtype)}`);
       const [elems, bytes] = BLOCK_FORMATS[dtype];
       return (cols / elems) * bytes;

@@ -60,6 +60,8 @@ export interface KernelExports {
   quant_tiles(src: number, dst: number, cols: number, n: number): void;
   /** n tokens into the K-quant activation format (ggml's Q8_K plus per-32 sums; kernels.wat's kquant section). */
   quant_q8k(x: number, dst: number, cols: number, n: number): void;
+  /** n tokens into the MLX affine activation order (e elements per lane) plus per-group sums (kernels.wat's affine section). */
+  prep_affine(x: number, dst: number, cols: number, n: number, e: number, g: number): void;
   round_f16(v: number): number;
   exp_neg(x: number): number;
   swiglu(a: number, b: number, n: number): void;

@@ -10,7 +10,8 @@
 import { F16_TO_F32, f32ToF16Bits } from '../../numeric/half.js';
 import type { DType } from '../backend.js';
 import { dequantizeKRow } from '../../quant/kquants.js';
-import { Q4_0_BLOCK_BYTES, Q8_0_BLOCK_BYTES, QK, weightBytes } from './formats.js';
+import { dequantizeMlxRow } from '../../quant/mlx.js';
+import { Q4_0_BLOCK_BYTES, Q8_0_BLOCK_BYTES, QK, isMlx, weightBytes } from './formats.js';
 
 const fround = Math.fround;
 
@@ -76,9 +77,10 @@ export function quantizeQ4_0(values: Float32Array, rows: number, cols: number, d
   return out;
 }
 
-/** Row `r` of a block-quantized weight (q8_0, q4_0, K-quants) as f32 values into `dst`. */
+/** Row `r` of a quantized weight (q8_0, q4_0, K-quants, MLX affine) as f32 values into `dst`. */
 export function dequantizeRow(dtype: DType, bytes: Uint8Array, cols: number, r: number, dst: Float32Array): void {
   if (dtype === 'q4_k' || dtype === 'q5_k' || dtype === 'q6_k') return dequantizeKRow(dtype, bytes, cols, r, dst);
+  if (isMlx(dtype)) return dequantizeMlxRow(dtype, bytes, cols, r, dst);
   const nb = cols / QK;
   if (dtype === 'q8_0') {
     let o = r * nb * Q8_0_BLOCK_BYTES;
