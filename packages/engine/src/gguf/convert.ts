@@ -20,19 +20,37 @@ import { BF16_TO_F32, F16_TO_F32, f32ToF16Bits } from '../numeric/half.js';
 import { Checkpoint } from '../safetensors/checkpoint.js';
 import { quantizeQ4_0, quantizeQ8_0 } from '../kernels/wasm/quant-reference.js';
 import { quantizeK } from '../quant/kquants.js';
+import { quantizeMxfp4 } from '../quant/mxfp4.js';
 import { gguf, writeGguf, type GgufMetadata, type GgufTensorSource, type GgufTensorType, type WrittenGguf } from './write.js';
 
 export type GgufArch = 'llama' | 'qwen2' | 'qwen3';
-export type GgufExportDtype = 'f32' | 'f16' | 'q8_0' | 'q4_0' | 'q4_k' | 'q4_k_m' | 'q5_k_m' | 'q6_k';
+export type GgufExportDtype = 'f32' | 'f16' | 'q8_0' | 'q4_0' | 'q4_k' | 'q4_k_m' | 'q5_k_m' | 'q6_k' | 'mxfp4';
 type KMix = 'q4_k' | 'q4_k_m' | 'q5_k_m' | 'q6_k';
 
 /** llama.cpp's general.file_type of each export dtype (LLAMA_FTYPE_*; pure Q4_K is recorded as Q4_K_S). */
-const FILE_TYPE: Record<GgufExportDtype, number> = { f32: 0, f16: 1, q4_0: 2, q8_0: 7, q4_k: 14, q4_k_m: 15, q5_k_m: 17, q6_k: 18 };
+const FILE_TYPE: Record<GgufExportDtype, number> = { f32: 0, f16: 1, q4_0: 2, q8_0: 7, q4_k: 14, q4_k_m: 15, q5_k_m: 17, q6_k: 18, mxfp4: 38 };
 
 /** llama.cpp's use_more_bits: the layers whose attn_v / ffn_down get more bits in the _M mixes. */
 function useMoreBits(layer: number, layers: number): boolean {
   const eighth = Math.floor(layers / 8);
   return layer < eighth || layer >= Math.floor((7 * layers) / 8) || (layer - eighth) % 3 === 2;
+}
+
+/** The ggml type of a matrix (`gguf`: its GGUF name) in an export of `dtype`; rows not of whole blocks fall back. */
+function matrixType(dtype: GgufExportDtype, gguf: string, cols: number, layers: number, tied: boolean): GgufTensorType {
+  switch (dtype) {
+    case 'f32':
+      return 'F32';
+    case 'f16':
+      return 'F16';
+    case 'q8_0':
+    case 'q4_0':
+      return cols % 32 ? 'F16' : dtype === 'q8_0' ? 'Q8_0' : 'Q4_0';
+    case 'mxfp4':
+      return cols % 32 ? 'F16' : gguf.startsWith('blk.') ? 'MXFP4' : 'Q8_0';
+    default:
+      return kQuantMix(dtype, gguf, cols, layers, tied);
+  }
 }
 
 /**
@@ -69,6 +87,8 @@ export interface HfToGgufOptions {
    * with ggml's reference quantizers; a matrix whose rows are not whole 32-blocks stays F16.
    * 'q4_k_m', 'q5_k_m', 'q6_k': llama-quantize's mixes (see kQuantMix), quantized with our own
    * K-quant quantizer (quant/kquants.ts); 'q4_k': every matrix Q4_K (like llama-quantize --pure).
+   * 'mxfp4': the layers' matrices MXFP4 (quant/mxfp4.ts), token_embd and output Q8_0 — llama-quantize's
+   * MXFP4_MOE choice for the tensors around the experts, here with the dense matrices in MXFP4.
    */
   dtype?: GgufExportDtype;
   /** `general.name`. @default the directory's base name */
@@ -98,16 +118,7 @@ export function hfToGguf(dir: string, outFile: string, options: HfToGgufOptions 
       const info = ckpt.info(hf);
       const matrix = info.shape.length >= 2;
       const cols = info.shape[info.shape.length - 1];
-      const type: GgufTensorType =
-        !matrix || dtype === 'f32'
-          ? 'F32'
-          : dtype === 'q4_k' || dtype === 'q4_k_m' || dtype === 'q5_k_m' || dtype === 'q6_k'
-            ? kQuantMix(dtype, name, cols, cfg.numLayers, !hfNames.some((t) => t.gguf === 'output.weight'))
-            : dtype === 'f16' || cols % 32
-              ? 'F16'
-              : dtype === 'q8_0'
-                ? 'Q8_0'
-                : 'Q4_0';
+      const type = matrix ? matrixType(dtype, name, cols, cfg.numLayers, !hfNames.some((t) => t.gguf === 'output.weight')) : 'F32';
       return {
         name,
         type,
@@ -231,6 +242,7 @@ function encode(values: Float32Array, type: GgufTensorType, shape: readonly numb
   if (type === 'F32') return new Uint8Array(values.buffer, values.byteOffset, values.byteLength);
   const cols = shape[shape.length - 1];
   if (type === 'Q8_0' || type === 'Q4_0') return (type === 'Q8_0' ? quantizeQ8_0 : quantizeQ4_0)(values, values.length / cols, cols);
+  if (type === 'MXFP4') return quantizeMxfp4(values, values.length / cols, cols);
   if (type === 'Q4_K' || type === 'Q5_K' || type === 'Q6_K') return quantizeK(type === 'Q4_K' ? 'q4_k' : type === 'Q5_K' ? 'q5_k' : 'q6_k', values, values.length / cols, cols);
   const bits = new Uint16Array(values.length);
   for (let i = 0; i < values.length; i++) bits[i] = f32ToF16Bits(values[i]);

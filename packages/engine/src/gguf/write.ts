@@ -34,7 +34,7 @@ export const GgufValueType = {
 export type GgufScalarType = Exclude<keyof typeof GgufValueType, 'ARRAY'>;
 
 /** ggml tensor type ids this writer produces (block types: blocks along the innermost dimension). */
-export const GgmlType = { F32: 0, F16: 1, Q4_0: 2, Q8_0: 8, Q4_K: 12, Q5_K: 13, Q6_K: 14 } as const;
+export const GgmlType = { F32: 0, F16: 1, Q4_0: 2, Q8_0: 8, Q4_K: 12, Q5_K: 13, Q6_K: 14, MXFP4: 39 } as const;
 export type GgufTensorType = keyof typeof GgmlType;
 /** [elements, bytes] per block. */
 const GGML_BLOCK: Record<GgufTensorType, [number, number]> = {
@@ -45,6 +45,7 @@ const GGML_BLOCK: Record<GgufTensorType, [number, number]> = {
   Q4_K: [256, 144],
   Q5_K: [256, 176],
   Q6_K: [256, 210],
+  MXFP4: [32, 17],
 };
 
 export type GgufMetadataValue =

@@ -32,7 +32,8 @@ function widenRow(dst: Float32Array, w: Weight, r: number): void {
     case 'q4_0':
     case 'q4_k':
     case 'q5_k':
-    case 'q6_k': {
+    case 'q6_k':
+    case 'mxfp4': {
       // GGUF blocks dequantized exactly as ggml does; activations stay f32, unlike the WASM kernels.
       const be = blockElems(w.dtype);
       if (cols % be) throw new Error(`reference backend: ${w.dtype} weight [${w.rows}, ${cols}] needs a column count that is a multiple of ${be}`);

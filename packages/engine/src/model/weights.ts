@@ -13,7 +13,8 @@ import type { Checkpoint } from '../safetensors/checkpoint.js';
 import type { SafetensorsFile } from '../safetensors/reader.js';
 import { SAFETENSORS_DTYPE_SIZES } from '../safetensors/format.js';
 import type { GgufCheckpoint } from '../gguf/read-model.js';
-import { ReadScratch, mlxQuantOf, planMlxMatrix } from '../quant/mlx.js';
+import { mlxQuantOf, planMlxMatrix } from '../quant/mlx.js';
+import { ReadScratch } from '../quant/read-scratch.js';
 import type { ShardSpec } from '../shard.js';
 import type { TensorSlice } from './tensor-split.js';
 
@@ -61,7 +62,7 @@ export interface ShardWeights {
 }
 
 // The block formats come from GGUF files (gguf/read-model.ts); they stay in their blocks.
-const DTYPES: Record<string, DType> = { F32: 'f32', F16: 'f16', BF16: 'bf16', Q8_0: 'q8_0', Q4_0: 'q4_0', Q4_K: 'q4_k', Q5_K: 'q5_k', Q6_K: 'q6_k' };
+const DTYPES: Record<string, DType> = { F32: 'f32', F16: 'f16', BF16: 'bf16', Q8_0: 'q8_0', Q4_0: 'q4_0', Q4_K: 'q4_k', Q5_K: 'q5_k', Q6_K: 'q6_k', MXFP4: 'mxfp4' };
 
 /** Where weights come from: a safetensors checkpoint or a GGUF file presenting Hugging Face names. */
 export type WeightSource = Checkpoint | GgufCheckpoint;
@@ -96,7 +97,7 @@ class WeightPlanner {
     const info = file.info(name);
     const fname = basename(file.path);
     if (!(info.dtype in DTYPES)) {
-      throw new ModelFormatError(`${fname}: tensor ${name} has dtype ${info.dtype}; expected F32, F16, BF16 (or Q8_0/Q4_0/Q4_K/Q5_K/Q6_K in GGUF)`, file.path, name);
+      throw new ModelFormatError(`${fname}: tensor ${name} has dtype ${info.dtype}; expected F32, F16, BF16 (or Q8_0/Q4_0/Q4_K/Q5_K/Q6_K/MXFP4 in GGUF)`, file.path, name);
     }
     if (info.shape.length !== shape.length || info.shape.some((d, i) => d !== shape[i])) {
       throw new ModelFormatError(

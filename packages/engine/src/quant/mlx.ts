@@ -23,6 +23,7 @@ import { BF16_TO_F32, F16_TO_F32 } from '../numeric/half.js';
 import type { Checkpoint } from '../safetensors/checkpoint.js';
 import type { GgufCheckpoint } from '../gguf/read-model.js';
 import type { PendingRead } from '../model/weights.js';
+import { CHUNK_BYTES, type ReadScratch, lazyRead } from './read-scratch.js';
 
 export interface MlxQuant {
   bits: MlxLayout['bits'];
@@ -85,26 +86,6 @@ export function mlxQuantOf(ckpt: Checkpoint | GgufCheckpoint, name: string, rows
 }
 
 /**
- * One reusable read buffer per load plan: MLX tensors are read a few MiB of rows at a time into it
- * and interleaved into their weights, so reading never holds a second copy of a tensor. Views are
- * taken when a read runs (reads run one after another), after planning has fixed the size.
- */
-export class ReadScratch {
-  #size = 0;
-  #buf: Uint8Array | null = null;
-  need(bytes: number): void {
-    this.#size = Math.max(this.#size, bytes);
-  }
-  view(offset: number, length: number): Uint8Array {
-    if (!this.#buf || this.#buf.byteLength < this.#size) this.#buf = new Uint8Array(this.#size);
-    return this.#buf.subarray(offset, offset + length);
-  }
-}
-
-/** Rows of packed words read per step: at most this many bytes of them. */
-const CHUNK_BYTES = 1 << 22;
-
-/**
  * Plans rows r × columns c of an MLX-quantized [rows, cols] weight: a packed weight of the slice and
  * the reads (words, scales, biases per chunk of rows) that fill it.
  */
@@ -151,23 +132,6 @@ export function planMlxMatrix(
     reads.push(lazyRead(ckpt.file(`${base}.biases`), `${base}.biases`, view(bOff, n * groups * el), fileRows, groupCols, interleave));
   }
   return { weight, reads };
-}
-
-/**
- * A read whose destination is looked up when it runs (a view of the plan's scratch, allocated once
- * planning has fixed its size). Not to be copied with a spread, which would look it up too early.
- */
-function lazyRead(file: PendingRead['file'], name: string, dest: () => Uint8Array, rows: [number, number], cols: [number, number], after?: () => void): PendingRead {
-  return {
-    file,
-    name,
-    get dest() {
-      return dest();
-    },
-    rows,
-    cols,
-    after,
-  };
 }
 
 /**

@@ -1,0 +1,98 @@
+/**
+ * MXFP4 formats: Hugging Face gpt-oss expert tensors (`X_blocks` / `X_scales`, element 2i in the low
+ * nibble of byte i) loaded per expert into the GGUF order dequantize to exactly what transformers'
+ * convert_moe_packed_tensors computes (FP4 table · 2^(scale − 127)), for whole experts and row/column
+ * blocks; misaligned column slices and malformed tensors are refused by name. The quantizer's codes
+ * round-trip to the nearest representable value.
+ */
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { Checkpoint, createReferenceBackend, ModelFormatError, UnsupportedModelError, writeSafetensors } from '@orchard/engine';
+import { readPlanSync } from '../../src/model/weights.js';
+import { dequantizeMxfp4Row, quantizeMxfp4 } from '../../src/quant/mxfp4.js';
+import { planMxfp4Expert } from '../../src/quant/mxfp4-hf.js';
+import { ReadScratch } from '../../src/quant/read-scratch.js';
+import { Prng } from '../../src/numeric/prng.js';
+
+const work = mkdtempSync(join(tmpdir(), 'orchard-mxfp4-'));
+afterAll(() => rmSync(work, { recursive: true, force: true }));
+
+/** transformers' FP4_VALUES. */
+const FP4 = [0, 0.5, 1, 1.5, 2, 3, 4, 6, -0, -0.5, -1, -1.5, -2, -3, -4, -6];
+
+describe('MXFP4', () => {
+  const E = 3;
+  const OUT = 12;
+  const IN = 96;
+  const rng = new Prng(8);
+  const blocks = Uint8Array.from({ length: E * OUT * (IN / 32) * 16 }, () => Math.floor(rng.next() * 256));
+  const scales = Uint8Array.from({ length: E * OUT * (IN / 32) }, () => 110 + Math.floor(rng.next() * 30));
+  const dir = join(work, 'gpt-oss');
+  mkdirSync(dir);
+  writeSafetensors(join(dir, 'model.safetensors'), [
+    { name: 'model.layers.0.mlp.experts.down_proj_blocks', dtype: 'U8', shape: [E, OUT, IN / 32, 16], data: blocks },
+    { name: 'model.layers.0.mlp.experts.down_proj_scales', dtype: 'U8', shape: [E, OUT, IN / 32], data: scales },
+    { name: 'bad_blocks', dtype: 'U8', shape: [E, OUT, IN / 32, 8], data: blocks.subarray(0, E * OUT * (IN / 32) * 8) },
+    { name: 'bad_scales', dtype: 'U8', shape: [E, OUT, IN / 32], data: scales },
+  ]);
+  /** transformers' dequantization of element (e, row, col). */
+  const hf = (e: number, row: number, col: number) => {
+    const g = (e * OUT + row) * (IN / 32) + Math.floor(col / 32);
+    const j = col % 32;
+    const byte = blocks[g * 16 + (j >> 1)];
+    return FP4[j & 1 ? byte >> 4 : byte & 15] * 2 ** (scales[g] - 127);
+  };
+
+  it('an expert read from Hugging Face blocks dequantizes as transformers does, whole and in row/column blocks', () => {
+    const ckpt = Checkpoint.open(dir);
+    try {
+      for (const [expert, r, c] of [[1, [0, OUT], [0, IN]], [2, [3, 9], [32, 96]], [0, [5, 6], [64, 96]]] as Array<[number, [number, number], [number, number]]>) {
+        const scratch = new ReadScratch();
+        const { weight, reads } = planMxfp4Expert(ckpt, 'model.layers.0.mlp.experts.down_proj', expert, r, c, createReferenceBackend(), scratch);
+        readPlanSync(reads);
+        expect(weight.dtype).toBe('mxfp4');
+        expect(weight.bytes.byteLength).toBe(((r[1] - r[0]) * (c[1] - c[0]) * 17) / 32);
+        const row = new Float32Array(weight.cols);
+        for (let i = 0; i < weight.rows; i++) {
+          dequantizeMxfp4Row(weight.bytes, weight.cols, i, row);
+          for (let j = 0; j < weight.cols; j++) expect(row[j], `expert ${expert} row ${r[0] + i} col ${c[0] + j}`).toBe(Math.fround(hf(expert, r[0] + i, c[0] + j)) + 0); // (+0: FP4 code 8 is −0, ggml's table 0)
+        }
+      }
+    } finally {
+      ckpt.close();
+    }
+  });
+
+  it('refuses a column slice inside a block and malformed tensors, naming them', () => {
+    const ckpt = Checkpoint.open(dir);
+    try {
+      const plan = (base: string, c: [number, number]) => () => planMxfp4Expert(ckpt, base, 0, [0, 2], c, createReferenceBackend(), new ReadScratch());
+      expect(plan('model.layers.0.mlp.experts.down_proj', [16, 64])).toThrow(UnsupportedModelError);
+      expect(plan('model.layers.0.mlp.experts.down_proj', [16, 64])).toThrow(/cannot split model\.layers\.0\.mlp\.experts\.down_proj \(mxfp4\) at columns \[16, 64\).*32-weight block/);
+      expect(plan('bad', [0, 32])).toThrow(ModelFormatError);
+      expect(plan('bad', [0, 32])).toThrow(/MXFP4 tensor bad_blocks: must be U8 \[experts, out, blocks, 16\], got U8 \[3,12,3,8\]/);
+    } finally {
+      ckpt.close();
+    }
+  });
+
+  it('the quantizer picks each block exponent to cover its largest value and rounds to the nearest FP4 value', () => {
+    const v = Float32Array.from({ length: 4 * 64 }, (_, i) => Math.sin(i * 0.7) * 2 ** ((i >> 5) - 3));
+    const q = quantizeMxfp4(v, 4, 64);
+    const out = new Float32Array(64);
+    for (let r = 0; r < 4; r++) {
+      dequantizeMxfp4Row(q, 64, r, out);
+      for (let j = 0; j < 64; j++) {
+        const b = r * 2 + (j >> 5);
+        const d = 2 ** (q[b * 17] - 128);
+        const x = v[r * 64 + j];
+        // the nearest of the block's representable values ±{0, 1, 2, 3, 4, 6, 8, 12}·d
+        const best = Math.min(...[0, 1, 2, 3, 4, 6, 8, 12].flatMap((k) => [k * d, -k * d]).map((c) => Math.abs(c - x)));
+        expect(Math.abs(out[j] - x), `row ${r} col ${j}`).toBeCloseTo(best, 12);
+        expect(Math.abs(x)).toBeLessThanOrEqual(12 * d);
+      }
+    }
+  });
+});
