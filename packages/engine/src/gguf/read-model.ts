@@ -26,35 +26,77 @@ const readAsync = promisify(readCb);
 
 const ARCHITECTURE_OF: Record<string, string> = { llama: 'LlamaForCausalLM', qwen2: 'Qwen2ForCausalLM', qwen3: 'Qwen3ForCausalLM' };
 
+/** llama.cpp's names of the tensors outside the layers, by Hugging Face name. */
+const FIXED_NAMES: Record<string, string> = {
+  'model.embed_tokens.weight': 'token_embd.weight',
+  'model.norm.weight': 'output_norm.weight',
+  'lm_head.weight': 'output.weight',
+};
+/** llama.cpp's names of a layer's tensors (after `blk.N.`), by Hugging Face name (after `model.layers.N.`). */
+const LAYER_NAMES: Record<string, string> = {
+  'input_layernorm.weight': 'attn_norm.weight',
+  'self_attn.q_proj.weight': 'attn_q.weight',
+  'self_attn.k_proj.weight': 'attn_k.weight',
+  'self_attn.v_proj.weight': 'attn_v.weight',
+  'self_attn.q_proj.bias': 'attn_q.bias',
+  'self_attn.k_proj.bias': 'attn_k.bias',
+  'self_attn.v_proj.bias': 'attn_v.bias',
+  'self_attn.q_norm.weight': 'attn_q_norm.weight',
+  'self_attn.k_norm.weight': 'attn_k_norm.weight',
+  'self_attn.o_proj.weight': 'attn_output.weight',
+  'self_attn.o_proj.bias': 'attn_output.bias',
+  'post_attention_layernorm.weight': 'ffn_norm.weight',
+  'mlp.gate_proj.weight': 'ffn_gate.weight',
+  'mlp.up_proj.weight': 'ffn_up.weight',
+  'mlp.down_proj.weight': 'ffn_down.weight',
+};
+const invert = (t: Record<string, string>) => Object.fromEntries(Object.entries(t).map(([k, v]) => [v, k]));
+const FIXED_HF = invert(FIXED_NAMES);
+const LAYER_HF = invert(LAYER_NAMES);
+
 /** HF tensor name → GGUF tensor name (llama.cpp's naming, as convert.ts writes it), or null. */
 export function ggufTensorName(hf: string): string | null {
-  const fixed: Record<string, string> = {
-    'model.embed_tokens.weight': 'token_embd.weight',
-    'model.norm.weight': 'output_norm.weight',
-    'lm_head.weight': 'output.weight',
-  };
-  if (fixed[hf]) return fixed[hf];
+  if (FIXED_NAMES[hf]) return FIXED_NAMES[hf];
   const m = /^model\.layers\.(\d+)\.(.+)$/.exec(hf);
-  if (!m) return null;
-  const per: Record<string, string> = {
-    'input_layernorm.weight': 'attn_norm.weight',
-    'self_attn.q_proj.weight': 'attn_q.weight',
-    'self_attn.k_proj.weight': 'attn_k.weight',
-    'self_attn.v_proj.weight': 'attn_v.weight',
-    'self_attn.q_proj.bias': 'attn_q.bias',
-    'self_attn.k_proj.bias': 'attn_k.bias',
-    'self_attn.v_proj.bias': 'attn_v.bias',
-    'self_attn.q_norm.weight': 'attn_q_norm.weight',
-    'self_attn.k_norm.weight': 'attn_k_norm.weight',
-    'self_attn.o_proj.weight': 'attn_output.weight',
-    'self_attn.o_proj.bias': 'attn_output.bias',
-    'post_attention_layernorm.weight': 'ffn_norm.weight',
-    'mlp.gate_proj.weight': 'ffn_gate.weight',
-    'mlp.up_proj.weight': 'ffn_up.weight',
-    'mlp.down_proj.weight': 'ffn_down.weight',
+  const g = m ? LAYER_NAMES[m[2]] : undefined;
+  return g ? `blk.${m![1]}.${g}` : null;
+}
+
+/** GGUF tensor name → Hugging Face name (the inverse of ggufTensorName), or null. */
+export function hfTensorName(gguf: string): string | null {
+  if (FIXED_HF[gguf]) return FIXED_HF[gguf];
+  const m = /^blk\.(\d+)\.(.+)$/.exec(gguf);
+  const h = m ? LAYER_HF[m[2]] : undefined;
+  return h ? `model.layers.${m![1]}.${h}` : null;
+}
+
+/**
+ * What the planner needs of a GGUF, in its terms: a Hugging Face style config (the hyper-parameters
+ * ggufConfig reads) and every tensor's exact byte size under its Hugging Face name — the bytes the
+ * engine loads (block formats stay packed; only 1-D F16/BF16 tensors, a few KB, are widened).
+ */
+export function ggufPlanInput(path: string): { config: Record<string, unknown>; tensors: { name: string; bytes: number }[] } {
+  const h = readGgufFile(path);
+  const c = ggufConfig(h, path);
+  const config = {
+    architectures: [c.architecture],
+    hidden_size: c.hiddenSize,
+    intermediate_size: c.intermediateSize,
+    num_hidden_layers: c.numLayers,
+    num_attention_heads: c.numHeads,
+    num_key_value_heads: c.numKvHeads,
+    head_dim: c.headDim,
+    vocab_size: c.vocabSize,
+    tie_word_embeddings: c.tieWordEmbeddings,
+    max_position_embeddings: c.maxPositionEmbeddings,
+    _name_or_path: basename(path),
   };
-  const g = per[m[2]];
-  return g ? `blk.${m[1]}.${g}` : null;
+  const tensors: { name: string; bytes: number }[] = [];
+  for (const t of h.tensors.values()) {
+    const name = hfTensorName(t.name);
+    if (name) tensors.push({ name, bytes: t.bytes });
+  }
+  return { config, tensors };
 }
 
 function meta(h: GgufHeader, path: string, key: string): GgufValue | undefined {

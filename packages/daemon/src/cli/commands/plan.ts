@@ -1,8 +1,8 @@
 import { readFile } from 'node:fs/promises';
 import type { Command } from 'commander';
 import { InfeasibleError, InputError, type Plan, gb, parseCluster, plan } from '@orchard/partitioner';
-import { loadModel } from '@orchard/partitioner/loader';
 import { CliError } from '../errors.js';
+import { planModel } from './plan-model.js';
 
 /**
  * `orchard plan --model PATH --cluster FILE [--bits B] [--context N] [--prompt-tokens N] [--json]`:
@@ -13,7 +13,7 @@ export function registerPlan(program: Command): void {
   program
     .command('plan')
     .description('choose how to split a model over the cluster (single, pipeline, tensor, hybrid) and predict its speed')
-    .requiredOption('--model <path>', 'config.json or a directory holding one (safetensors headers there give exact sizes)')
+    .requiredOption('--model <path>', 'config.json or a directory holding one (safetensors headers there give exact sizes), or a .gguf file')
     .requiredOption('--cluster <file>', "cluster JSON (as printed by 'orchard cluster --json')")
     .option('--bits <b>', 'plan as if weights were quantized to B bits (MLX-style, group 64)')
     .option('--context <n>', 'context length to reserve KV cache for', '4096')
@@ -44,7 +44,7 @@ async function makePlan(opts: { model: string; cluster: string; bits?: string; c
     promptTokens: number(opts.promptTokens, '--prompt-tokens', true),
     sequences: number(opts.sequences, '--sequences', true),
   };
-  const model = await loadModel(opts.model, { bits });
+  const model = await planModel(opts.model, { bits });
   const cluster = parseCluster(await readJson(opts.cluster));
   return plan(model, cluster, request);
 }
