@@ -1,11 +1,13 @@
 /**
  * Engine benchmark (not a test): Orchard (WASM backend) against llama.cpp (node-llama-cpp 3.21.1, CPU,
- * same thread count) on the SAME GGUF files — f16, Q8_0 and Q4_0 of a generated ~100M-parameter llama
- * model and of the demo model — decode tokens/s and prompt (prefill) tokens/s, each with its ratio;
+ * same thread count) on the SAME GGUF files — f16, Q8_0, Q4_0 and (pure) Q4_K of a generated
+ * ~100M-parameter llama model, f16/Q8_0/Q4_0 of the demo model — decode tokens/s and prompt (prefill)
+ * tokens/s, each with its ratio; decode-mlx4 / prefill-mlx4 run Orchard on the same model as an MLX
+ * 4-bit (groups of 64) directory against llama.cpp on its Q4_K file (the same parameters at ~4.5 bits);
  * plus the effective GB/s of f16 weight streaming during Orchard's decode against a memory-read sweep
  * measured in the same run with the same threads.
  *
- *   pnpm bench:engine [--threads N] [--rounds 2] [--json]
+ *   pnpm bench:engine [--threads N] [--rounds 2] [--dtypes f16,q8_0,q4_0,q4_k,mlx4] [--json]
  *   orchard bench engine --json
  *
  * Rounds interleave Orchard and llama.cpp and each keeps its best, so on a shared machine both get the
@@ -25,6 +27,7 @@ import { physicalCores } from '../src/kernels/wasm/cores.js';
 import { loadShard } from '../src/model/forward.js';
 import { loadModelConfig } from '../src/config/config.js';
 import { writeRandomModel } from '../src/testing/random-model.js';
+import { writeMlxModel } from '../src/testing/mlx-model.js';
 import { runGpuBenchLines } from '../src/kernels/gpu/bench-lines.js';
 
 const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
@@ -52,7 +55,7 @@ export interface EngineBenchOptions {
   rounds?: number;
   promptTokens?: number;
   decodeTokens?: number;
-  /** Weight formats to measure (default all: f16, q8_0, q4_0, q4_k). */
+  /** Weight formats to measure (default all: f16, q8_0, q4_0, q4_k, mlx4). */
   dtypes?: Dtype[];
   /** Progress lines. */
   log?: (line: string) => void;
@@ -76,7 +79,7 @@ function parameterCount(c: typeof BIG): number {
 }
 
 /** The generated model's HF directory and its three GGUFs, written once into a cache directory. */
-function generatedModel(log: (s: string) => void, dtypes: readonly Dtype[]): { dir: string; ggufs: Record<Dtype, string> } {
+function generatedModel(log: (s: string) => void, dtypes: readonly Dtype[]): { dir: string; ggufs: Record<GgufDtype, string>; mlx4: string } {
   const root = join(tmpdir(), 'orchard-bench-engine-v1');
   const dir = join(root, 'hf');
   if (!existsSync(join(dir, 'model.safetensors'))) {
@@ -86,16 +89,27 @@ function generatedModel(log: (s: string) => void, dtypes: readonly Dtype[]): { d
     writeRandomModel(tmp, BIG);
     renameSync(tmp, dir);
   }
-  return { dir, ggufs: ggufsOf(dir, root, log, dtypes) };
+  // decode-mlx4 runs against llama.cpp on the Q4_K file: the same parameters at ~4.5 bits per weight
+  const mlx4 = join(root, 'mlx4');
+  if (dtypes.includes('mlx4') && !existsSync(join(mlx4, 'model.safetensors'))) {
+    log(`converting ${dir} to MLX 4-bit (groups of 64)`);
+    const tmp = join(root, `mlx4-${process.pid}`);
+    writeMlxModel(dir, tmp, { bits: 4, groupSize: 64 });
+    renameSync(tmp, mlx4);
+  }
+  const ggufDtypes = [...new Set(dtypes.map((d) => (d === 'mlx4' ? 'q4_k' : d)))];
+  return { dir, ggufs: ggufsOf(dir, root, log, ggufDtypes), mlx4 };
 }
 
-export type Dtype = 'f16' | 'q8_0' | 'q4_0' | 'q4_k';
+export type Dtype = 'f16' | 'q8_0' | 'q4_0' | 'q4_k' | 'mlx4';
+/** Formats written as GGUF for both engines; 'mlx4' is an MLX 4-bit (g64) directory Orchard runs, against llama.cpp on the Q4_K file. */
+type GgufDtype = Exclude<Dtype, 'mlx4'>;
 /** A decode measurement stops early (after at least 4 tokens) past this, so a very slow engine cannot stretch the run. */
 const DECODE_CAP_MS = 3000;
-const DTYPES: Dtype[] = ['f16', 'q8_0', 'q4_0', 'q4_k'];
+const DTYPES: Dtype[] = ['f16', 'q8_0', 'q4_0', 'q4_k', 'mlx4'];
 
-function ggufsOf(dir: string, outDir: string, log: (s: string) => void, dtypes: readonly Dtype[] = DTYPES): Record<Dtype, string> {
-  const out = {} as Record<Dtype, string>;
+function ggufsOf(dir: string, outDir: string, log: (s: string) => void, dtypes: readonly GgufDtype[]): Record<GgufDtype, string> {
+  const out = {} as Record<GgufDtype, string>;
   for (const dt of dtypes) {
     const path = join(outDir, `model-${dt}.gguf`);
     if (!existsSync(path)) {
@@ -116,7 +130,7 @@ interface Speeds {
   fastest: number;
 }
 
-/** Orchard on one GGUF: loads once, then measures a prompt batch and token-by-token greedy decode per round. */
+/** Orchard on one model (GGUF or directory): loads once, then measures a prompt batch and token-by-token greedy decode per round. */
 async function orchardRunner(gguf: string, threads: number, promptTokens: number, decodeTokens: number) {
   const backend2 = createWasmBackend({ threads, initialBytes: 256 * 2 ** 20 });
   const L = loadModelConfig(gguf).numLayers;
@@ -205,9 +219,9 @@ async function llamaRunner(gguf: string, threads: number, promptTokens: number, 
   };
 }
 
-/** Best round of each engine, rounds interleaved. */
-async function measure(gguf: string, o: Required<Omit<EngineBenchOptions, 'log' | 'dtypes'>>) {
-  const orchard = await orchardRunner(gguf, o.threads, o.promptTokens, o.decodeTokens);
+/** Best round of each engine, rounds interleaved. Orchard runs `model`, llama.cpp `gguf` (the same file unless given). */
+async function measure(model: string, o: Required<Omit<EngineBenchOptions, 'log' | 'dtypes'>>, gguf = model) {
+  const orchard = await orchardRunner(model, o.threads, o.promptTokens, o.decodeTokens);
   const llama = await llamaRunner(gguf, o.threads, o.promptTokens, o.decodeTokens);
   const best = (a: Speeds, b: Speeds): Speeds => ({ prefill: Math.max(a.prefill, b.prefill), decode: Math.max(a.decode, b.decode), fastest: Math.max(a.fastest, b.fastest) });
   let ob: Speeds = { prefill: 0, decode: 0, fastest: 0 };
@@ -280,8 +294,8 @@ export async function runEngineBench(options: EngineBenchOptions = {}): Promise<
 
   const big = generatedModel(log, dtypes);
   for (const dt of dtypes) {
-    log(`~100M model, ${dt}, ${o.threads} thread(s): Orchard vs llama.cpp`);
-    const m = await measure(big.ggufs[dt], o);
+    log(`~100M model, ${dt}${dt === 'mlx4' ? ' (llama.cpp: Q4_K)' : ''}, ${o.threads} thread(s): Orchard vs llama.cpp`);
+    const m = dt === 'mlx4' ? await measure(big.mlx4, o, big.ggufs.q4_k) : await measure(big.ggufs[dt], o);
     speedLines('', dt, m);
     log(lines.slice(-2).map((l) => `  ${l.name}: ${l.orchard} vs ${l.llamacpp} ${l.unit} (${l.ratio}x)`).join('\n'));
     if (dt === 'f16') {
@@ -298,7 +312,7 @@ export async function runEngineBench(options: EngineBenchOptions = {}): Promise<
     const demoDir = mkdtempSync(join(tmpdir(), 'orchard-bench-engine-demo-'));
     try {
       // The demo model's rows (192 columns) are not whole 256-blocks: no K-quant lines for it.
-      const demoDtypes = dtypes.filter((dt) => dt !== 'q4_k');
+      const demoDtypes = dtypes.filter((dt): dt is GgufDtype => dt !== 'q4_k' && dt !== 'mlx4');
       const demoGgufs = ggufsOf(DEMO_DIR, demoDir, () => {}, demoDtypes);
       for (const dt of demoDtypes) {
         log(`demo model, ${dt}: Orchard vs llama.cpp`);
