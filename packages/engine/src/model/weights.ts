@@ -120,6 +120,15 @@ class WeightPlanner {
     if (mlx) {
       const planned = planMlxMatrix(this.ckpt as Checkpoint, name, mlx, r, c, this.backend, this.#scratch);
       this.reads.push(...planned.reads);
+      // the last chunk's read completes the weight; repack it for the backend's kernels after that
+      const last = planned.reads[planned.reads.length - 1];
+      if (linear && this.backend.packWeight && last) {
+        const complete = last.after;
+        last.after = () => {
+          complete?.();
+          this.backend.packWeight!(planned.weight);
+        };
+      }
       return planned.weight;
     }
     const { file, dtype, el } = this.#check(name, [rows, cols]);

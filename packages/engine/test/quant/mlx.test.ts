@@ -138,9 +138,11 @@ describe('MLX-quantized models (reference backend)', () => {
 });
 
 /**
- * The WASM kernels (f32 activations, as MLX computes) on whole models: 32 greedy tokens equal those of
- * the float reference — the reference backend on the F32 model of f32(scale·q + bias) — and logits
- * within 2e-4 of it; pipeline and tensor splits give the unsplit tokens.
+ * The WASM kernels on whole models (packed 4-bit weights with 15-bit integer activations, the other
+ * widths with f32 activations as MLX computes): 32 greedy tokens equal those of the float reference —
+ * the reference backend on the F32 model of f32(scale·q + bias) — and logits within 2e-3 of it
+ * (measured on the 4-bit case: 5.8e-4; 8-bit activations gave 5.7e-2 and different greedy tokens);
+ * pipeline and tensor splits give the unsplit tokens.
  */
 describe('MLX-quantized models on the WASM kernels', () => {
   const prompt = [72, 101, 108, 108, 111, 44, 32, 119, 111, 114, 108, 100];
@@ -170,7 +172,8 @@ describe('MLX-quantized models on the WASM kernels', () => {
       writeMlxModel(src, dst, { ...q, overrides, referenceDir: ref });
       const want = await greedy(ref, { backend: createReferenceBackend });
       const got = await greedy(dst, { backend: wasm });
-      expect(maxDiff(got.logits, want.logits)).toBeLessThan(2e-4);
+      // (4-bit weights run packed, with 15-bit integer activations; the other widths with f32 activations)
+      expect(maxDiff(got.logits, want.logits)).toBeLessThan(2e-3);
       expect(got.tokens).toHaveLength(32);
       expect(got.tokens).toEqual(want.tokens);
       expect((await greedy(dst, { backend: wasm, tensor: 2 })).tokens).toEqual(got.tokens);

@@ -11,6 +11,7 @@ import { type MlxLayout, mlxDType, weightBytes } from '../../src/kernels/wasm/fo
 import { BF16_TO_F32, F16_TO_F32, f32ToBf16Bits, f32ToF16Bits } from '../../src/numeric/half.js';
 import { Prng } from '../../src/numeric/prng.js';
 import { dequantizeMlxRow, mlxQ, packMlx, quantizeMlx } from '../../src/quant/mlx.js';
+import { unpackRows4 } from '../../src/kernels/wasm/pack.js';
 import { pick, randomInput, wasmBackendsForFile } from './helpers.js';
 
 const backend = wasmBackendsForFile();
@@ -104,6 +105,57 @@ describe.each([1, 2])('wasm MLX affine kernels, %i thread(s)', (threads) => {
         one.matvec(single, w1, xt);
         expect([...single]).toEqual([...out.subarray(t * rows, (t + 1) * rows)]);
       }
+    }
+  });
+});
+
+/**
+ * Packed 4-bit weights (as the loader leaves them: 4 rows interleaved) run with 15-bit integer activations
+ * per 32 columns (d_x = amax/16383): against the exact product the bound adds the activation rounding,
+ * d_x/2 per element times |scale·q| (+ f32 slack); batched rows equal the 1-token results bit for bit;
+ * unpacking restores the bytes.
+ */
+describe.each([1, 2])('wasm packed 4-bit MLX kernels, %i thread(s)', (threads) => {
+  const be = backend(threads);
+  it.each(LAYOUTS.filter((l) => l.bits === 4).map((l) => [mlxDType(l), l] as const))('%s: packed matvec and matmul within the 15-bit activation bound', (_, layout) => {
+    const rng = new Prng(700 + threads * 3 + layout.groupSize);
+    for (let trial = 0; trial < 10; trial++) {
+      const rows = pick(rng, [4, 5, 8, 9, 13, 32]);
+      const cols = layout.groupSize * pick(rng, [1, 2, 3]);
+      const n = trial < 4 ? 1 : 2 + Math.floor(rng.next() * 4);
+      const built = randomMlx(be, layout, rows, cols, rng);
+      const { w } = built;
+      const raw = w.bytes.slice();
+      be.packWeight(w);
+      expect(w.packed).toBe('rows4');
+      const x = randomInput(be, cols * n, rng);
+      const out = be.allocF32(rows * n);
+      be.matmul(out, w, x, n);
+      const want = exact({ ...built, w: { ...w, bytes: raw } }, layout, x, n);
+      const rb = weightBytes(w.dtype, 1, cols);
+      const groups = cols / layout.groupSize;
+      for (let t = 0; t < n; t++) {
+        for (let r = 0; r < rows; r++) {
+          let actErr = 0;
+          for (let b = 0; b < cols / 32; b++) {
+            let amax = 0;
+            for (let j = 0; j < 32; j++) amax = Math.max(amax, Math.abs(x[t * cols + 32 * b + j]));
+            for (let j = 0; j < 32; j++) {
+              const c = 32 * b + j;
+              actErr += Math.abs(built.s[r * groups + Math.floor(c / layout.groupSize)] * mlxQ(raw, r * rb, 4, c)) * (amax / 16383 / 2) * (1 + 2 ** -20);
+            }
+          }
+          const i = t * rows + r;
+          expect(Math.abs(out[i] - want.out[i]), `${w.dtype} [${rows},${cols}] n=${n} out[${i}]`).toBeLessThanOrEqual((cols + 16) * 2 ** -23 * want.mag[i] + actErr);
+        }
+        const single = be.allocF32(rows);
+        const xt = be.allocF32(cols);
+        xt.set(x.subarray(t * cols, (t + 1) * cols));
+        be.matvec(single, w, xt);
+        expect([...single]).toEqual([...out.subarray(t * rows, (t + 1) * rows)]);
+      }
+      unpackRows4(w);
+      expect(Buffer.from(w.bytes).equals(Buffer.from(raw))).toBe(true);
     }
   });
 });

@@ -35,7 +35,7 @@ import {
   WIDE_ADDR,
 } from './layout.js';
 import { type KernelExports, WA, type WasmMemory, kernelModule } from './module.js';
-import { PACKABLE, packRows4, packedSubnormals } from './pack.js';
+import { isPackable, packRows4, packedSubnormals } from './pack.js';
 import { ThreadPool } from './pool.js';
 
 export interface WasmBackendOptions {
@@ -200,14 +200,22 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
       k.prep_pairs(xAddr, dst, cols, n, dtype === 'f16' ? F16_X_SCALE : 1);
       xAddr = dst;
     } else if (isMlx(dtype)) {
-      // f32 activations reordered to the packed lanes, plus each group's sum (wasm/affine.ts)
       const { bits, groupSize, scales } = mlxLayout(dtype);
-      xStride = cols * 4 + (cols / groupSize) * 4;
-      const dst = scratch(xStride * n);
-      k.prep_affine(xAddr, dst, cols, n, bits === 3 || bits === 4 ? 8 : 4, groupSize);
+      if (w.packed) {
+        // packed 4-bit: 15-bit integer activations per 32 columns, plus each group's f32 sum
+        xStride = cols * 2 + (cols / 32) * 4 + (cols / groupSize) * 4;
+        const dst = scratch(xStride * n);
+        k.quant_mlx4(xAddr, dst, cols, n, groupSize);
+        xAddr = dst;
+      } else {
+        // f32 activations reordered to the packed lanes, plus each group's sum (wasm/affine.ts)
+        xStride = cols * 4 + (cols / groupSize) * 4;
+        const dst = scratch(xStride * n);
+        k.prep_affine(xAddr, dst, cols, n, bits === 3 || bits === 4 ? 8 : 4, groupSize);
+        xAddr = dst;
+      }
       affine[0] = groupSize;
       affine[1] = scales === 'f16' ? 0 : scales === 'bf16' ? 1 : 2;
-      xAddr = dst;
     } else if (isKQuant(dtype)) {
       // ggml's Q8_K activations per 256 columns, each 32-column sub-block's sum, and the q4 form (kquants.ts).
       xStride = cols * 4 + (cols / QK_K) * 20;
@@ -230,7 +238,7 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
       xAddr = dst;
     }
     const kernel = w.packed
-      ? PACKED_KERNEL[dtype as keyof typeof PACKED_KERNEL]
+      ? PACKED_KERNEL[isMlx(dtype) ? 'mlx4' : (dtype as keyof typeof PACKED_KERNEL)]
       : isMlx(dtype)
         ? MLX_KERNEL[mlxLayout(dtype).bits]
         : KERNEL[dtype as keyof typeof KERNEL];
@@ -348,7 +356,7 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
     attention,
     expNeg: (x: number) => k.exp_neg(x),
     packWeight(w: Weight) {
-      if (w.packed || !PACKABLE.has(w.dtype) || w.rows < 4) return;
+      if (w.packed || !isPackable(w.dtype) || w.rows < 4) return;
       arena.addressOf(w.bytes, `${w.dtype} weight [${w.rows}, ${w.cols}]`);
       if (isQuantized(w.dtype) && w.cols % QK !== 0) return;
       packRows4(w);

@@ -62,6 +62,8 @@ export interface KernelExports {
   quant_q8k(x: number, dst: number, cols: number, n: number): void;
   /** n tokens into the MLX affine activation order (e elements per lane) plus per-group sums (kernels.wat's affine section). */
   prep_affine(x: number, dst: number, cols: number, n: number, e: number, g: number): void;
+  /** n tokens into the 15-bit integer form of packed 4-bit MLX weights, with per-group f32 sums (group size g). */
+  quant_mlx4(x: number, dst: number, cols: number, n: number, g: number): void;
   round_f16(v: number): number;
   exp_neg(x: number): number;
   swiglu(a: number, b: number, n: number): void;

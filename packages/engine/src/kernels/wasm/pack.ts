@@ -20,10 +20,15 @@
  * (15.1 vs 16.5 GB/s with them flushed). The kernels add the listed terms after each row's dense sum.
  */
 import type { DType, Weight } from '../backend.js';
-import { Q4_0_BLOCK_BYTES, Q8_0_BLOCK_BYTES, QK, rowBytes } from './formats.js';
+import { type MlxLayout, Q4_0_BLOCK_BYTES, Q8_0_BLOCK_BYTES, QK, isMlx, mlxLayout, rowBytes } from './formats.js';
 
 /** The dtypes with a packed layout (the ones the decode speed targets are about). */
 export const PACKABLE: ReadonlySet<DType> = new Set<DType>(['f16', 'q8_0', 'q4_0', 'q4_k']);
+
+/** Whether `dtype` has a packed layout: PACKABLE, and 4-bit MLX (any group size and scale dtype). */
+export function isPackable(dtype: DType): boolean {
+  return PACKABLE.has(dtype) || (isMlx(dtype) && mlxLayout(dtype).bits === 4);
+}
 
 /** Subnormal f16 weights taken out of packed groups: [row, col, f16 bits] triples, by row then column. */
 const subnormals = new WeakMap<Uint8Array, Int32Array>();
@@ -36,7 +41,7 @@ export function packedSubnormals(w: Weight): Int32Array | undefined {
 /** Rewrites rows [0, rows − rows%4) of `w` into the packed layout, in place; marks it packed. */
 export function packRows4(w: Weight): void {
   if (w.packed) throw new Error(`${w.dtype} weight [${w.rows}, ${w.cols}] is already packed`);
-  if (!PACKABLE.has(w.dtype)) throw new Error(`no packed layout for ${w.dtype} weights`);
+  if (!isPackable(w.dtype)) throw new Error(`no packed layout for ${w.dtype} weights`);
   const rb = rowBytes(w.dtype, w.cols);
   const group = new Uint8Array(4 * rb);
   const groups = Math.floor(w.rows / 4);
@@ -46,6 +51,10 @@ export function packRows4(w: Weight): void {
     group.set(dst);
     if (w.dtype === 'q4_k') {
       q4kGroup(w.cols, group, dst, true);
+      continue;
+    }
+    if (isMlx(w.dtype)) {
+      mlx4Group(w.cols, mlxLayout(w.dtype), group, dst, true);
       continue;
     }
     interleave(w.dtype, w.cols, rb, group, dst);
@@ -86,6 +95,7 @@ export function unpackRows4(w: Weight): void {
     const src = w.bytes.subarray(g * 4 * rb, (g + 1) * 4 * rb);
     group.set(src);
     if (w.dtype === 'q4_k') q4kGroup(w.cols, src, group, false);
+    else if (isMlx(w.dtype)) mlx4Group(w.cols, mlxLayout(w.dtype), src, group, false);
     else deinterleave(w.dtype, w.cols, rb, group, src);
   }
   const taken = subnormals.get(w.bytes);
@@ -195,5 +205,25 @@ function q4kGroup(cols: number, rm: Uint8Array, packed: Uint8Array, toPacked: bo
         }
       }
     }
+  }
+}
+
+/**
+ * 4-bit MLX's packed layout, per group of 4 rows (the rows' 4 × row bytes, in place): per 32 columns the
+ * 4 rows' 16 packed bytes (64 bytes), then per MLX group the 4 rows' (scale, bias) pairs. The kernel
+ * then reads one stream and shares each activation load between 4 rows (wasm/affine.ts, $g4_mlx4).
+ */
+function mlx4Group(cols: number, layout: MlxLayout, rm: Uint8Array, packed: Uint8Array, toPacked: boolean): void {
+  const qBytes = cols / 2;
+  const pair = layout.scales === 'f32' ? 8 : 4;
+  const groups = cols / layout.groupSize;
+  const rb = qBytes + groups * pair;
+  const move = (from: number, to: number, len: number) => {
+    if (toPacked) packed.set(rm.subarray(from, from + len), to);
+    else rm.set(packed.subarray(to, to + len), from);
+  };
+  for (let r = 0; r < 4; r++) {
+    for (let b = 0; b < cols / 32; b++) move(r * rb + 16 * b, 64 * b + 16 * r, 16);
+    for (let k = 0; k < groups; k++) move(r * rb + qBytes + k * pair, 4 * qBytes + (4 * k + r) * pair, pair);
   }
 }
