@@ -8,7 +8,8 @@
  *   remove   an instance asked away
  *   failed   a runner of an instance failed: remove it, place the model again after a backoff; after
  *            MAX_ATTEMPTS failures in a row the model is marked failed and left alone until asked again
- *   tick     instances on nodes that left are replaced; due replacements are placed; a clearly faster
+ *   tick     instances on nodes that left are replaced; due replacements are placed; a failed model
+ *            whose files changed is cleared; a clearly faster
  *            plan after a pod change gets a successor, and the old instance retires once idle
  */
 import type { Cluster } from '@orchard/partitioner';
@@ -40,6 +41,8 @@ export interface View {
   ready(id: string): boolean;
   /** The driver's last status of `id`: load, and when it was heard. */
   status(id: string): { active: number; queued: number; at: number } | undefined;
+  /** When the model's files last changed on a node holding them (ms; 0: unknown). */
+  filesAt(model: string): number;
 }
 
 export interface Fresh {
@@ -168,6 +171,13 @@ function tick(view: View, step: Step, fresh: Fresh): Step {
   for (const entry of Object.values(state.instances)) {
     const gone = entry.nodes.filter((n) => !live.has(n));
     if (gone.length) replace(view, step, entry.id, `node(s) ${gone.join(', ')} left`, false);
+  }
+  // A failed model whose files changed since gets another chance.
+  for (const f of Object.values(state.failedModels)) {
+    if (view.filesAt(f.model) > f.at) {
+      step.events.push({ type: 'model-cleared', model: f.model, at: now });
+      step.notes.push(`the files of ${f.model} changed since it failed: it may be placed again`);
+    }
   }
   // An instance that serves clears its model's failure count.
   for (const entry of Object.values(state.instances)) {

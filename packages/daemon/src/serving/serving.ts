@@ -85,7 +85,14 @@ export async function startServing(daemon: Daemon, backend: NodeBackend, hooks: 
   /** Runs one coordinator step and logs its events (throws PlacementError for a place that cannot be done). */
   const coordinate = (command: Command) => {
     if (!daemon.replica.isCoordinator) return;
-    const view = { state: state(), cluster: placeableCluster(), now: Date.now(), ready: (id: string) => board.isReady(id), status: (id: string) => board.status(id) };
+    const view = {
+      state: state(),
+      cluster: placeableCluster(),
+      now: Date.now(),
+      ready: (id: string) => board.isReady(id),
+      status: (id: string) => board.status(id),
+      filesAt: (model: string) => Math.max(board.filesAt(model), catalog.filesAt(model) ?? 0),
+    };
     const step = decide(view, memory, command, fresh);
     memory = step.memory;
     for (const e of step.events) daemon.replica.propose(e);
@@ -187,7 +194,7 @@ export async function startServing(daemon: Daemon, backend: NodeBackend, hooks: 
   const announceCatalog = () => {
     for (const id of catalog.list().slice(0, 32)) {
       catalog.describe(id).then(
-        (description) => publish({ type: 'catalog', from: selfId, id, description }),
+        (description) => publish({ type: 'catalog', from: selfId, id, description, filesAt: catalog.filesAt(id) ?? undefined }),
         (err: Error) => log.debug({ model: id, err: err.message }, 'model not announced'),
       );
     }

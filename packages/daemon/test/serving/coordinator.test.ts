@@ -24,6 +24,7 @@ class Pod {
   ready = new Set<string>();
   statuses = new Map<string, { active: number; queued: number; at: number }>();
   events: ClusterEvent[] = [];
+  filesAt = new Map<string, number>();
   #n = 0;
 
   constructor(nodes: Cluster['nodes']) {
@@ -38,7 +39,7 @@ class Pod {
   }
 
   view(): View {
-    return { state: this.state, cluster: this.cluster, now: this.now, ready: (id) => this.ready.has(id), status: (id) => this.statuses.get(id) };
+    return { state: this.state, cluster: this.cluster, now: this.now, ready: (id) => this.ready.has(id), status: (id) => this.statuses.get(id), filesAt: (m) => this.filesAt.get(m) ?? 0 };
   }
 
   step(command: Command): ClusterEvent[] {
@@ -114,6 +115,21 @@ describe('coordinator: a broken model is placed a bounded number of times', () =
     expect(pod.place()).toEqual([]);
     expect(types(pod.place({ explicit: true }))).toEqual(['model-cleared', 'instance-placed']);
     expect(pod.state.failedModels).toEqual({});
+  });
+
+  it('a failed model whose files changed since is cleared and may be placed again', () => {
+    const pod = new Pod([node('a')]);
+    pod.place();
+    for (let i = 0; i < MAX_ATTEMPTS; i++) {
+      pod.step({ type: 'failed', id: pod.instances()[0].id, reason: 'truncated' });
+      pod.tick(BACKOFF_BASE_MS * 16);
+    }
+    expect(pod.state.failedModels.m).toBeDefined();
+    pod.filesAt.set('m', pod.state.failedModels.m.at - 1);
+    expect(pod.tick(500)).toEqual([]);
+    pod.filesAt.set('m', pod.now);
+    expect(types(pod.tick(500))).toEqual(['model-cleared']);
+    expect(types(pod.place())).toEqual(['instance-placed']);
   });
 
   it('the delays grow: the second replacement waits twice as long as the first', () => {
