@@ -92,6 +92,7 @@ export async function startServing(daemon: Daemon, backend: NodeBackend, hooks: 
       ready: (id: string) => board.isReady(id),
       status: (id: string) => board.status(id),
       filesAt: (model: string) => Math.max(board.filesAt(model), catalog.filesAt(model) ?? 0),
+      silenceMs: suspectAfterMs + 500,
     };
     const step = decide(view, memory, command, fresh);
     memory = step.memory;
@@ -108,7 +109,7 @@ export async function startServing(daemon: Daemon, backend: NodeBackend, hooks: 
     onFailed: (instance, reason, phase) => {
       board.fail(instance, { reason, from: selfId, phase });
       publish({ type: 'failed', from: selfId, instance, reason, phase });
-      coordinate({ type: 'failed', id: instance, reason: `${reason} (on ${selfId})` });
+      coordinate({ type: 'failed', id: instance, reason: `${reason} (on ${selfId})`, phase });
     },
     runners: { backend, pollMs: o.dataPlanePollMs, rdmaSim: o.rdmaSim },
     maxQueue: o.maxQueue,
@@ -157,7 +158,7 @@ export async function startServing(daemon: Daemon, backend: NodeBackend, hooks: 
         return supervisor.onEndpoint(m);
       case 'failed':
         board.accept(m);
-        return coordinate({ type: 'failed', id: m.instance, reason: `${m.reason} (on ${m.from})` });
+        return coordinate({ type: 'failed', id: m.instance, reason: `${m.reason} (on ${m.from})`, phase: m.phase });
       case 'place':
         try {
           return coordinate({ type: 'place', model: m.model, description: m.description, requested: m.requested, exclusive: m.exclusive, explicit: m.explicit });
