@@ -53,7 +53,18 @@ export { createInProcessAllReduce } from './drivers/all-reduce.js';
 
 // Generation.
 export { generate, type GenerateOptions, type GenerateResult } from './generate/generate.js';
-export { Sampler, argmax, validateSampling, type SamplingOptions } from './generate/sampler.js';
+export { Sampler, argmax, validateSampling, tokenLogprob, type SamplingOptions, type TokenLogprob } from './generate/sampler.js';
+export {
+  compileConstraint,
+  parseConstraintSpec,
+  ConstraintError,
+  type ConstraintSpec,
+  type StructuralFormat,
+  type TagFormat,
+  type JsonSchema,
+  type TokenConstraint,
+  type CompileOptions,
+} from './generate/constraint.js';
 export { TextStream } from './generate/text-stream.js';
 
 export { F16_TO_F32, BF16_TO_F32, f32ToF16Bits, f32ToBf16Bits } from './numeric/half.js';
