@@ -84,22 +84,27 @@ interface Compilers {
 
 /** The live xgrammar instance, replaced after a bad schema or grammar aborted it. */
 let instance: XgrammarInstance | null = null;
-/** Per instance, per vocabulary, per (logit count, stop ids): the preprocessed vocabulary and its compiler (which caches grammars). */
+/**
+ * Per instance, per vocabulary, per (logit count, stop ids, special tokens the grammar may write):
+ * the preprocessed vocabulary and its compiler (which caches grammars).
+ */
 const compilers = new WeakMap<XgrammarInstance, WeakMap<TokenVocabulary, Map<string, Promise<Compilers>>>>();
 
 function current(): XgrammarInstance {
   return (instance ??= loadXgrammar());
 }
 
-function compilerFor(x: XgrammarInstance, vocab: TokenVocabulary, o: CompileOptions): Promise<Compilers> {
+function compilerFor(x: XgrammarInstance, vocab: TokenVocabulary, o: CompileOptions, writable: number[]): Promise<Compilers> {
   let byVocab = compilers.get(x);
   if (!byVocab) compilers.set(x, (byVocab = new WeakMap()));
   let byKey = byVocab.get(vocab);
   if (!byKey) byVocab.set(vocab, (byKey = new Map()));
-  const key = `${o.vocabSize}:${o.stopIds.join(',')}`;
+  const key = `${o.vocabSize}:${o.stopIds.join(',')}:${writable.join(',')}`;
   let p = byKey.get(key);
   if (!p) {
-    const tokens = vocab.tokens.slice(0, o.vocabSize);
+    // A special token the grammar does not spell out is never text: it cannot sneak into a JSON
+    // string (where the reply's parser would take it for a marker).
+    const tokens = vocab.tokens.slice(0, o.vocabSize).map((t, id) => (id in vocab.specials && !writable.includes(id) ? '' : t));
     while (tokens.length < o.vocabSize) tokens.push('');
     p = (async () => {
       const info = await x.xg.TokenizerInfo.createTokenizerInfo(tokens, vocab.kind, vocab.prependSpace, o.vocabSize, o.stopIds);
@@ -146,10 +151,50 @@ async function compactFormat(x: XgrammarInstance, f: StructuralFormat): Promise<
   }
 }
 
+/** The literal strings a spec writes (tag markers, constants, separators). */
+function literals(spec: ConstraintSpec): string[] {
+  if (spec.type === 'grammar') return [spec.ebnf];
+  const out: string[] = [];
+  const walk = (f: StructuralFormat) => {
+    switch (f.type) {
+      case 'const_string':
+        out.push(f.value);
+        return;
+      case 'sequence':
+      case 'or':
+        f.elements.forEach(walk);
+        return;
+      case 'tag':
+        out.push(f.begin, f.end);
+        walk(f.content);
+        return;
+      case 'triggered_tags':
+        out.push(...f.triggers);
+        f.tags.forEach(walk);
+        return;
+      case 'tags_with_separator':
+        out.push(f.separator);
+        f.tags.forEach(walk);
+        return;
+      case 'grammar':
+        out.push(f.grammar);
+        return;
+      default:
+        return;
+    }
+  };
+  if (spec.type === 'structural') walk(spec.format);
+  return out;
+}
+
 /** Compiles `spec` against the vocabulary: the result constrains one sequence. */
 export async function compileConstraint(spec: ConstraintSpec, vocab: TokenVocabulary, o: CompileOptions): Promise<TokenConstraint> {
   const x = current();
-  const { compiler } = await compilerFor(x, vocab, o);
+  const written = literals(spec);
+  const writable = Object.entries(vocab.specials)
+    .filter(([, text]) => written.some((l) => l.includes(text)))
+    .map(([id]) => Number(id));
+  const { compiler } = await compilerFor(x, vocab, o, writable);
   let compiled;
   try {
     if (spec.type === 'json_schema') compiled = await compiler.compileGrammar(await compactJson(x, spec.schema));
@@ -193,9 +238,9 @@ function reason(printed: string[], err: unknown): string {
   return fatal ?? errorText(err);
 }
 
-/** xgrammar throws Emscripten exception objects or strings; make a sentence of them. */
+/** xgrammar throws Errors, strings, or (a C++ exception) a bare pointer: make a sentence of them. */
 function errorText(err: unknown): string {
   if (err instanceof Error) return err.message;
   if (typeof err === 'string') return err;
-  return String(err);
+  return 'xgrammar rejected it (it gives no reason for this kind of error)';
 }

@@ -15,6 +15,8 @@ export interface TokenVocabulary {
   kind: 'byte_level' | 'byte_fallback' | 'raw';
   /** The tokenizer puts a space before the text (SentencePiece's "▁" on the first word). */
   prependSpace: boolean;
+  /** Special tokens (`special: true` added tokens, dropped when decoding): id → text. */
+  specials: Record<number, string>;
 }
 
 type Json = Record<string, unknown>;
@@ -55,9 +57,12 @@ export function vocabularyOf(tokenizer: Json): TokenVocabulary {
   // Added tokens are stored as plain text; spell them like the rest so they decode to that text.
   const bytes = byteToUnicode();
   const spell = (text: string) => (kind === 'byte_level' ? Array.from(Buffer.from(text, 'utf8'), (b) => bytes[b]).join('') : kind === 'byte_fallback' ? text.replace(/ /g, '▁') : text);
+  const specials: Record<number, string> = {};
   for (const a of Array.isArray(tokenizer.added_tokens) ? (tokenizer.added_tokens as Json[]) : []) {
-    if (typeof a.content === 'string' && typeof a.id === 'number') put(a.id, spell(a.content));
+    if (typeof a.content !== 'string' || typeof a.id !== 'number') continue;
+    put(a.id, spell(a.content));
+    if (a.special === true) specials[a.id] = a.content;
   }
   for (let i = 0; i < tokens.length; i++) tokens[i] ??= '';
-  return { tokens, kind, prependSpace: prependsSpace(tokenizer) };
+  return { tokens, kind, prependSpace: prependsSpace(tokenizer), specials };
 }
