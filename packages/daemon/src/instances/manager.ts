@@ -376,7 +376,7 @@ export class InstanceManager {
       if (rank === 0) {
         const config = loadModelConfig(dir);
         const seq = Math.min(maxSeqLen ?? 4096, config.maxPositionEmbeddings, 4096);
-        local.executor = new InstanceExecutor(runner, dir, config, seq, { maxQueue: this.#d.maxQueue ?? 64, defaultMaxTokens: 256, concurrency: plan.layout.stages.length });
+        local.executor = new InstanceExecutor(runner, dir, config, seq, { maxQueue: this.#d.maxQueue ?? 64, defaultMaxTokens: 256, concurrency: plan.layout.stages.length, model: entry.model });
       }
     });
     this.#d.log.info({ instance: entry.id, model: entry.model, ranks: [...local.runners.keys()], strategy: plan.strategy }, 'starting runners');

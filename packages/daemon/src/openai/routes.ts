@@ -11,7 +11,9 @@ import { ServeError, type ServeEvent, type ServeRequest } from '../instances/req
 import { PlacementError } from '../placement/place.js';
 import { UnknownModelError } from '../instances/models.js';
 import { errorBody, sendError } from './errors.js';
-import { chatCompletionSchema, completionSchema, createInstanceSchema, describeIssue, planQuerySchema, textOf, type ChatCompletionBody, type CompletionBody } from './schemas.js';
+import { chatCompletionSchema, completionSchema, createInstanceSchema, describeIssue, planQuerySchema, type ChatCompletionBody, type CompletionBody } from './schemas.js';
+import { ChatReply, chatDeltas, chatLogprob, completionLogprobs, openAiChatFields, openAiCompletionFields } from '../dialects/openai-chat.js';
+import { DialectError } from '../dialects/tools/plan.js';
 
 export interface OpenAiDeps {
   manager: InstanceManager;
@@ -33,9 +35,9 @@ function toServeRequest(body: ChatCompletionBody | CompletionBody, kind: 'chat' 
     seed: body.seed ?? randomInt(0, 2 ** 31),
     stop,
   };
-  if (kind === 'chat') return { ...base, messages: (body as ChatCompletionBody).messages.map((m) => ({ role: m.role, content: textOf(m.content) })) };
+  if (kind === 'chat') return { ...base, ...openAiChatFields(body as Record<string, unknown>) };
   const p = (body as CompletionBody).prompt;
-  return { ...base, prompt: typeof p === 'string' ? p : p[0] };
+  return { ...base, prompt: typeof p === 'string' ? p : p[0], ...openAiCompletionFields(body as Record<string, unknown>) };
 }
 
 export async function openAiRoutes(app: FastifyInstance, deps: OpenAiDeps): Promise<void> {
@@ -56,7 +58,13 @@ export async function openAiRoutes(app: FastifyInstance, deps: OpenAiDeps): Prom
     }
     const body = parsed.data;
     if (!deps.models().includes(body.model)) return sendError(reply, 404, `the model '${body.model}' does not exist in this pod (see GET /v1/models)`, 'model_not_found', 'model');
-    const sreq = toServeRequest(body, kind);
+    let sreq: ServeRequest;
+    try {
+      sreq = toServeRequest(body, kind);
+    } catch (err) {
+      if (err instanceof DialectError) return sendError(reply, err.status, err.message, err.code, err.param);
+      throw err;
+    }
     const id = `${kind === 'chat' ? 'chatcmpl' : 'cmpl'}-${randomBytes(12).toString('hex')}`;
     const created = now();
     const abort = new AbortController();
@@ -65,11 +73,11 @@ export async function openAiRoutes(app: FastifyInstance, deps: OpenAiDeps): Prom
       if (!finished) abort.abort();
     });
     if (body.stream) return streamAnswer(reply, kind, id, created, body.model, sreq, abort, !!body.stream_options?.include_usage, () => (finished = true));
-    let text = '';
+    const answer = new ChatReply();
     let done: Extract<ServeEvent, { type: 'done' }> | null = null;
     try {
       await deps.run(body.model, sreq, (e) => {
-        if (e.type === 'text') text += e.text;
+        answer.add(e);
         if (e.type === 'done') done = e;
       }, abort.signal);
     } catch (err) {
@@ -81,10 +89,11 @@ export async function openAiRoutes(app: FastifyInstance, deps: OpenAiDeps): Prom
     const d = done as Extract<ServeEvent, { type: 'done' }> | null;
     if (!d) return sendError(reply, 503, 'the instance ended the request without an answer', 'instance_failed');
     const usage = { prompt_tokens: d.promptTokens, completion_tokens: d.completionTokens, total_tokens: d.promptTokens + d.completionTokens };
+    const lp = sreq.logprobs === undefined ? null : kind === 'chat' ? { content: answer.tokens.map(chatLogprob) } : completionLogprobs(answer.tokens);
     if (kind === 'chat') {
-      return { id, object: 'chat.completion', created, model: body.model, choices: [{ index: 0, message: { role: 'assistant', content: text, refusal: null }, logprobs: null, finish_reason: d.finishReason }], usage, system_fingerprint: null };
+      return { id, object: 'chat.completion', created, model: body.model, choices: [{ index: 0, message: answer.message(), logprobs: lp, finish_reason: d.finishReason }], usage, system_fingerprint: null };
     }
-    return { id, object: 'text_completion', created, model: body.model, choices: [{ index: 0, text, logprobs: null, finish_reason: d.finishReason }], usage };
+    return { id, object: 'text_completion', created, model: body.model, choices: [{ index: 0, text: answer.content, logprobs: lp, finish_reason: d.finishReason }], usage };
   };
 
   async function streamAnswer(reply: FastifyReply, kind: 'chat' | 'completion', id: string, created: number, model: string, sreq: ServeRequest, abort: AbortController, includeUsage: boolean, finish: () => void) {
@@ -94,10 +103,10 @@ export async function openAiRoutes(app: FastifyInstance, deps: OpenAiDeps): Prom
     const write = (data: unknown) => {
       if (!res.writableEnded) res.write(`data: ${JSON.stringify(data)}\n\n`);
     };
-    const chunk = (delta: { role?: string; content?: string } | string, finishReason: string | null) =>
+    const chunk = (delta: Record<string, unknown> | string, finishReason: string | null, logprobs: unknown = null) =>
       kind === 'chat'
-        ? { id, object: 'chat.completion.chunk', created, model, system_fingerprint: null, choices: [{ index: 0, delta, logprobs: null, finish_reason: finishReason }] }
-        : { id, object: 'text_completion', created, model, choices: [{ index: 0, text: delta as string, logprobs: null, finish_reason: finishReason }] };
+        ? { id, object: 'chat.completion.chunk', created, model, system_fingerprint: null, choices: [{ index: 0, delta, logprobs, finish_reason: finishReason }] }
+        : { id, object: 'text_completion', created, model, choices: [{ index: 0, text: delta as string, logprobs, finish_reason: finishReason }] };
     const begin = () => {
       if (started) return;
       started = true;
@@ -107,9 +116,13 @@ export async function openAiRoutes(app: FastifyInstance, deps: OpenAiDeps): Prom
     try {
       await deps.run(model, sreq, (e) => {
         if (e.type === 'start') begin();
-        else if (e.type === 'text') {
+        else if (kind === 'chat' && chatDeltas(e)) {
           begin();
-          write(chunk(kind === 'chat' ? { content: e.text } : e.text, null));
+          for (const d of chatDeltas(e)!) write(chunk(d.delta, null, d.logprobs ?? null));
+        } else if (e.type === 'text' || e.type === 'logprobs') {
+          begin();
+          if (e.type === 'text') write(chunk(e.text, null));
+          else write(chunk('', null, completionLogprobs(e.tokens)));
         } else if (e.type === 'done') {
           begin();
           write(chunk(kind === 'chat' ? {} : '', e.finishReason));

@@ -4,7 +4,7 @@
  * or follows headers. Runs outside the daemon so a long prefill never stalls the daemon's event loop,
  * and exits when the daemon goes away (IPC disconnect), closing its sockets so the peers notice at once.
  */
-import { createReferenceBackend, createWasmBackend } from '@orchard/engine';
+import { compileConstraint, createReferenceBackend, createWasmBackend, loadTokenizer, type TokenVocabulary } from '@orchard/engine';
 import { listenTcp, type Group } from './transport.js';
 import { createDataPlane } from './data-plane.js';
 import { selectRdma, type RdmaSelection } from './rdma-select.js';
@@ -86,7 +86,10 @@ async function start(i: RunnerInit): Promise<void> {
   });
   group = plane.group;
   await group.barrier({ timeoutMs: 20_000 });
-  const started = startRank(group, i.layout, shard, { stepMs: i.stepMs });
+  // Output constraints are compiled here, against this model's tokenizer, when a request brings one.
+  let vocab: TokenVocabulary | null = null;
+  const compile = (spec: Parameters<typeof compileConstraint>[0], stopIds: number[]) => compileConstraint(spec, (vocab ??= loadTokenizer(i.modelDir).vocabulary()), { vocabSize: shard.config.vocabSize, stopIds });
+  const started = startRank(group, i.layout, shard, { stepMs: i.stepMs, compile });
   driver = started.driver;
   send({ type: 'ready', links: plane.links, dataPlane: plane.summary });
   if (!driver)
@@ -112,14 +115,15 @@ function pump(): void {
 
 async function runOne(d: Driver, { id, req }: Extract<ToRunner, { type: 'generate' }>): Promise<void> {
   try {
-    const outcome = await d.generate(req, (token) => {
-      send({ type: 'token', id, token });
+    const outcome = await d.generate(req, (token, logprob) => {
+      send(logprob ? { type: 'token', id, token, logprob } : { type: 'token', id, token });
       return !cancelled.has(id);
     });
     cancelled.delete(id);
     send({ type: 'done', id, outcome });
   } catch (err) {
-    send({ type: 'failed', id, message: (err as Error).message });
+    const invalid = (err as Error).name === 'ConstraintError' || err instanceof RangeError;
+    send({ type: 'failed', id, message: (err as Error).message, ...(invalid ? { invalid } : {}) });
     if (d.broken) die(`rank 0: data plane failed: ${d.broken.message}`);
   }
 }

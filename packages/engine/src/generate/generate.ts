@@ -5,7 +5,8 @@
 import type { LanguageModel } from '../drivers/in-process.js';
 import type { ModelTokenizer } from '../tokenizer/load.js';
 import { compileConstraint, type ConstraintSpec, type TokenConstraint } from './constraint.js';
-import { Sampler, tokenLogprob, type SamplingOptions, type TokenLogprob } from './sampler.js';
+import { pickToken } from './pick.js';
+import { Sampler, type SamplingOptions, type TokenLogprob } from './sampler.js';
 import { TextStream } from './text-stream.js';
 
 export interface GenerateOptions extends SamplingOptions {
@@ -82,12 +83,7 @@ export async function generate(model: LanguageModel, promptIds: number[], option
         finishReason = 'abort';
         break;
       }
-      // The grammar masks in place: logprobs are of the model's own distribution, taken first.
-      const raw = logprobs && constraint ? logits.slice() : logits;
-      if (constraint) await constraint.mask(logits);
-      const id = sampler.sample(logits);
-      constraint?.accept(id);
-      const lp = logprobs ? tokenLogprob(raw, id, top!) : undefined;
+      const { id, logprob: lp } = await pickToken(logits, sampler, constraint, top);
       if (lp) logprobs!.push(lp);
       tokens.push(id);
       options.onToken?.(id, lp);
