@@ -144,7 +144,7 @@ export class Daemon {
           return () => this.#listeners.delete(l);
         },
       },
-      { token: init.options.apiToken, logger: this.log },
+      { token: init.options.apiToken, logger: this.log, corsOrigins: init.options.corsOrigins },
     );
   }
 

@@ -6,6 +6,7 @@
 import { timingSafeEqual } from 'node:crypto';
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
+import { installCors } from '../dialects/cors.js';
 
 export interface ApiSources {
   /** GET /api/cluster: the planner's cluster JSON plus names and mode. */
@@ -23,26 +24,31 @@ export interface ApiOptions {
   port: number;
   token: string | null;
   logger: Logger;
+  /** Extra origins allowed to call the API from a browser ('*': any); see dialects/cors.ts. */
+  corsOrigins?: string[];
 }
 
-function tokenMatches(header: string | undefined, token: string): boolean {
-  const m = /^Bearer\s+(.+)$/i.exec(header ?? '');
-  if (!m) return false;
-  const a = Buffer.from(m[1]);
+function tokenMatches(header: string | undefined, token: string, apiKey?: string | string[]): boolean {
+  // `Authorization: Bearer <token>`, or `x-api-key: <token>` as Anthropic clients send it.
+  const given = /^Bearer\s+(.+)$/i.exec(header ?? '')?.[1] ?? (typeof apiKey === 'string' ? apiKey : undefined);
+  if (!given) return false;
+  const a = Buffer.from(given);
   const b = Buffer.from(token);
   return a.length === b.length && timingSafeEqual(a, b);
 }
 
-export function buildApi(sources: ApiSources, options: Pick<ApiOptions, 'token' | 'logger'>): FastifyInstance {
+export function buildApi(sources: ApiSources, options: Pick<ApiOptions, 'token' | 'logger' | 'corsOrigins'>): FastifyInstance {
   // No fastify request logging (one line per request drowns the daemon log); errors are logged below.
   // forceCloseConnections: open SSE streams must not keep the daemon from stopping.
   const app = Fastify({ logger: false, bodyLimit: 1 << 20, forceCloseConnections: true });
   const { token } = options;
+  // Before the token check: preflights carry no token, and a foreign origin is refused outright.
+  installCors(app as unknown as FastifyInstance, options.corsOrigins ?? []);
   if (token) {
     app.addHook('onRequest', async (req, reply) => {
       // The liveness probe and routes marked `config: { public: true }` (the dashboard's static page) need no token.
       if (req.url === '/healthz' || (req.routeOptions.config as { public?: boolean } | undefined)?.public === true) return;
-      if (!tokenMatches(req.headers.authorization, token)) {
+      if (!tokenMatches(req.headers.authorization, token, req.headers['x-api-key'])) {
         await reply.code(401).header('www-authenticate', 'Bearer').send({ error: { message: 'missing or wrong API token (Authorization: Bearer <token>)', type: 'unauthorized' } });
       }
     });

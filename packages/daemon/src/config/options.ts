@@ -18,6 +18,8 @@ export interface DaemonOptions {
   apiHost: string;
   apiPort: number;
   apiToken: string | null;
+  /** Browser origins allowed besides the dashboard's own and localhost ('*': any). */
+  corsOrigins: string[];
   clusterKeyFile: string | null;
   name: string;
   /** Seconds of silence before a node is marked gone. */
@@ -33,7 +35,7 @@ export interface DaemonOptions {
 /** Raw values as strings/arrays, before validation. Keys are the flag names in camelCase. */
 export type RawOptions = Partial<Record<keyof DaemonOptions | 'config' | 'clusterKey', unknown>>;
 
-const KEYS = ['dataDir', 'listen', 'bootstrap', 'apiHost', 'apiPort', 'apiToken', 'clusterKey', 'name', 'goneAfter', 'heartbeatMs', 'probePort', 'mdns', 'logLevel'] as const;
+const KEYS = ['dataDir', 'listen', 'bootstrap', 'apiHost', 'apiPort', 'apiToken', 'corsOrigins', 'clusterKey', 'name', 'goneAfter', 'heartbeatMs', 'probePort', 'mdns', 'logLevel'] as const;
 type Key = (typeof KEYS)[number];
 
 const kebab = (k: string) => k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
@@ -110,6 +112,7 @@ export function resolveOptions(flags: RawOptions, env: NodeJS.ProcessEnv = proce
     apiHost,
     apiPort,
     apiToken,
+    corsOrigins: list(pick('corsOrigins')) ?? [],
     clusterKeyFile: clusterKey ? resolve(clusterKey) : null,
     name: String(pick('name') ?? os.hostname()),
     goneAfterSec,

@@ -154,7 +154,7 @@ export class InstanceExecutor {
             stopTokenIds: this.#eos,
             temperature: req.temperature,
             topP: req.topP,
-            topK: 0,
+            topK: req.topK ?? 0,
             seed: req.seed,
             ...(prep.constraint ? { constraint: prep.constraint } : {}),
             ...(req.logprobs !== undefined ? { logprobs: req.logprobs } : {}),

@@ -5,6 +5,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { Daemon } from '../daemon.js';
 import { openAiRoutes } from '../openai/routes.js';
+import { dialectRoutes } from '../dialects/http/routes.js';
 import { HubClient, ModelStore } from '../store/index.js';
 import { StoreError } from '../store/errors.js';
 import { serveChunks } from './chunk-protocol.js';
@@ -122,6 +123,7 @@ export async function installServing(app: FastifyInstance, daemon: Daemon, o: Se
   const models = () => [...new Set([...manager.catalog.list(), ...manager.remoteModels().keys(), ...Object.values(manager.instances()).map((e) => e.model)])].sort();
 
   await app.register(async (scope) => openAiRoutes(scope, { manager, run, models }));
+  await app.register(async (scope) => dialectRoutes(scope, { manager, run, models, pull: (repo, onProgress) => fetchModel(daemon.node, store, repo, livePeers(), undefined, undefined, onProgress) }));
   // A pull through the daemon asks the pod's peers for the bytes before the hub.
   const pullBody = z.object({ repo: z.string().min(3).max(200) });
   app.post('/api/models/pull', async (req, reply) => {

@@ -10,6 +10,8 @@ export const serveRequestSchema = z.object({
   maxTokens: z.number().int().min(0).optional(),
   temperature: z.number().min(0).max(2),
   topP: z.number().gt(0).max(1),
+  /** Keep the k most likely tokens (0 or absent: all). */
+  topK: z.number().int().min(0).max(1_000_000).optional(),
   seed: z.number().int(),
   stop: z.array(z.string().min(1).max(256)).max(8),
   ...dialectFields,

@@ -1,0 +1,9 @@
+/** Every client dialect's routes, registered together by serving (Anthropic Messages, Ollama). */
+import type { FastifyInstance } from 'fastify';
+import { anthropicRoutes } from './anthropic.js';
+import { ollamaRoutes, type OllamaDeps } from './ollama.js';
+
+export async function dialectRoutes(app: FastifyInstance, deps: OllamaDeps): Promise<void> {
+  await anthropicRoutes(app, deps);
+  await ollamaRoutes(app, deps);
+}
