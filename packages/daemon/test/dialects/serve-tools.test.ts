@@ -99,3 +99,89 @@ describe('OpenAI chat with tools on a served model', () => {
     expect(badTool.body.error.message).toMatch(/tool_choice names 'nope'/);
   }, 60_000);
 });
+
+const postJson = async (path: string, body: Record<string, unknown>, headers: Record<string, string> = {}) => {
+  const r = await fetch(`http://127.0.0.1:${daemon.apiPort}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+  const text = await r.text();
+  return { status: r.status, text, json: () => JSON.parse(text) };
+};
+
+describe('Anthropic Messages on the same model', () => {
+  const tools = [{ name: 'get_weather', description: 'Weather in a city', input_schema: weather.function.parameters }];
+
+  it('a forced tool_use, then the tool_result turn is accepted', async () => {
+    const r = await postJson('/v1/messages', { model: MODEL, max_tokens: 120, messages: [{ role: 'user', content: 'Weather in Paris?' }], tools, tool_choice: { type: 'tool', name: 'get_weather' } });
+    expect(r.status, r.text).toBe(200);
+    const m = r.json();
+    expect(m).toMatchObject({ type: 'message', role: 'assistant', model: MODEL, stop_reason: 'tool_use' });
+    const use = m.content.find((b: any) => b.type === 'tool_use');
+    expect(use.name).toBe('get_weather');
+    expect(typeof use.input.city).toBe('string');
+    const next = await postJson('/v1/messages', {
+      model: MODEL,
+      max_tokens: 5,
+      system: 'Be brief.',
+      messages: [{ role: 'user', content: 'Weather in Paris?' }, { role: 'assistant', content: m.content }, { role: 'user', content: [{ type: 'tool_result', tool_use_id: use.id, content: 'sunny' }] }],
+      tools,
+    });
+    expect(next.status, next.text).toBe(200);
+    expect(next.json().usage.input_tokens).toBeGreaterThan(m.usage.input_tokens);
+  }, 60_000);
+
+  it('streams the event sequence Anthropic clients expect', async () => {
+    const r = await postJson('/v1/messages', { model: MODEL, max_tokens: 6, stream: true, messages: [{ role: 'user', content: 'Hi' }] });
+    expect(r.status).toBe(200);
+    const events = [...r.text.matchAll(/^event: (\w+)$/gm)].map((x) => x[1]);
+    expect(events.slice(0, 2)).toEqual(['message_start', 'ping']);
+    expect(events.slice(-2)).toEqual(['message_delta', 'message_stop']);
+    if (events.includes('content_block_delta')) expect(events.indexOf('content_block_start')).toBeLessThan(events.indexOf('content_block_delta'));
+  }, 60_000);
+
+  it('count_tokens and the Anthropic error shape', async () => {
+    const c = await postJson('/v1/messages/count_tokens', { model: MODEL, messages: [{ role: 'user', content: 'Hello there' }] });
+    expect(c.status, c.text).toBe(200);
+    expect(c.json().input_tokens).toBeGreaterThan(5);
+    const bad = await postJson('/v1/messages', { model: MODEL, messages: [{ role: 'user', content: 'x' }] });
+    expect(bad.status).toBe(400);
+    expect(bad.json()).toMatchObject({ type: 'error', error: { type: 'invalid_request_error' } });
+    expect(bad.json().error.message).toMatch(/^max_tokens: /);
+    const img = await postJson('/v1/messages', { model: MODEL, max_tokens: 5, messages: [{ role: 'user', content: [{ type: 'image', source: {} }] }] });
+    expect(img.status).toBe(400);
+    expect(img.json().error.message).toMatch(/messages\[0\]\.content\[0\]: 'image' blocks are not supported/);
+  }, 60_000);
+});
+
+describe('Ollama API on the same model', () => {
+  it('tags, show, version, ps', async () => {
+    const tags = (await (await fetch(`http://127.0.0.1:${daemon.apiPort}/api/tags`)).json()) as any;
+    expect(tags.models.map((m: any) => m.name)).toContain(MODEL);
+    const show = await postJson('/api/show', { model: `${MODEL}:latest` });
+    expect(show.status).toBe(200);
+    expect(show.json().capabilities).toEqual(['completion', 'tools']);
+    expect(show.json().template).toContain('<tool_call>');
+    expect(((await (await fetch(`http://127.0.0.1:${daemon.apiPort}/api/version`)).json()) as any).version).toMatch(/^\d+\.\d+\.\d+$/);
+    expect(((await (await fetch(`http://127.0.0.1:${daemon.apiPort}/api/ps`)).json()) as any).models).toBeInstanceOf(Array);
+  });
+
+  it('chat streams NDJSON ending in a done line; format as a schema constrains the content', async () => {
+    const s = await postJson('/api/chat', { model: MODEL, messages: [{ role: 'user', content: 'hi' }], options: { num_predict: 6, seed: 1 } });
+    expect(s.status).toBe(200);
+    const lines = s.text.trim().split('\n').map((l) => JSON.parse(l));
+    expect(lines.at(-1)).toMatchObject({ model: MODEL, done: true, prompt_eval_count: expect.any(Number), eval_count: expect.any(Number) });
+    expect(lines.slice(0, -1).every((l) => l.done === false && l.message.role === 'assistant')).toBe(true);
+    const j = await postJson('/api/chat', { model: MODEL, stream: false, messages: [{ role: 'user', content: 'json' }], format: { type: 'object', properties: { a: { type: 'boolean' } }, required: ['a'] }, options: { num_predict: 40, seed: 2 } });
+    expect(j.status, j.text).toBe(200);
+    expect(typeof JSON.parse(j.json().message.content).a).toBe('boolean');
+  }, 60_000);
+
+  it('tool calls come back with object arguments; errors are {"error": ...}', async () => {
+    const r = await postJson('/api/chat', { model: MODEL, stream: false, messages: [{ role: 'user', content: 'Weather?' }], tools: [weather], options: { num_predict: 80, seed: 3 } });
+    expect(r.status, r.text).toBe(200);
+    const missing = await postJson('/api/chat', { model: 'nope', messages: [] });
+    expect(missing.status).toBe(404);
+    expect(missing.json()).toEqual({ error: "model 'nope' not found" });
+    const pen = await postJson('/api/generate', { model: MODEL, prompt: 'x', options: { repeat_penalty: 1.1 } });
+    expect(pen.status).toBe(400);
+    expect(pen.json().error).toMatch(/^options\.repeat_penalty: not supported/);
+  }, 60_000);
+});

@@ -123,11 +123,16 @@ export async function ollamaRoutes(app: FastifyInstance, deps: OllamaDeps): Prom
       const e = errorStatus(err);
       return fail(reply, e.status, e.message);
     }
-    return answer(reply, model, sreq, p.data.stream, ollamaMessagePart, ({ parts }) => {
+    const line = (e: ServeEvent) => {
+      const message = ollamaMessagePart(e);
+      return message ? { message } : null;
+    };
+    return answer(reply, model, sreq, p.data.stream, line, ({ parts }) => {
       // One object: the parts joined; the stream's last line: an empty message.
-      const msg: Record<string, unknown> = { role: 'assistant', content: (parts as { content?: string }[]).map((x) => x.content ?? '').join('') };
-      const thinking = (parts as { thinking?: string }[]).map((x) => x.thinking ?? '').join('');
-      const calls = (parts as { tool_calls?: unknown[] }[]).flatMap((x) => x.tool_calls ?? []);
+      const ms = (parts as { message: { content?: string; thinking?: string; tool_calls?: unknown[] } }[]).map((x) => x.message);
+      const msg: Record<string, unknown> = { role: 'assistant', content: ms.map((x) => x.content ?? '').join('') };
+      const thinking = ms.map((x) => x.thinking ?? '').join('');
+      const calls = ms.flatMap((x) => x.tool_calls ?? []);
       if (thinking) msg.thinking = thinking;
       if (calls.length) msg.tool_calls = calls;
       return { message: msg };
