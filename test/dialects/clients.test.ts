@@ -91,6 +91,34 @@ describe('openai', () => {
     }
   }, 300_000);
 
+  it('Responses API: a function call, its output, the answer; streaming through the SDK', async () => {
+    const oa = client();
+    const rtools: OpenAI.Responses.FunctionTool[] = [{ type: 'function', name: 'get_weather', description: 'Weather in a city', parameters: weatherParams, strict: true }];
+    const first = await oa.responses.create({ model: MODEL, input: 'Weather in Paris?', tools: rtools, tool_choice: 'required', parallel_tool_calls: false, max_output_tokens: 250 });
+    expect(first.status).toBe('completed');
+    const call = first.output.find((o): o is OpenAI.Responses.ResponseFunctionToolCall => o.type === 'function_call')!;
+    expect(call.name).toBe('get_weather');
+    expect(Object.keys(JSON.parse(call.arguments))).toEqual(['city']);
+    const answer = await oa.responses.create({ model: MODEL, instructions: 'Be brief.', input: [{ role: 'user', content: 'Weather in Paris?' }, call, { type: 'function_call_output', call_id: call.call_id, output: 'sunny' }], tools: rtools, max_output_tokens: 8 });
+    expect(['completed', 'incomplete']).toContain(answer.status);
+    expect(answer.usage!.input_tokens).toBeGreaterThan(first.usage!.input_tokens);
+    const stream = oa.responses.stream({ model: MODEL, input: 'Hi', max_output_tokens: 6 });
+    const types: string[] = [];
+    stream.on('event', (e) => types.push(e.type));
+    const final = await stream.finalResponse();
+    expect(types[0]).toBe('response.created');
+    expect(['response.completed', 'response.incomplete']).toContain(types.at(-1));
+    // (openai 5.x folds response.completed into its final response, not response.incomplete.)
+    expect(final.id).toMatch(/^resp_/);
+    if (types.includes('response.output_text.delta')) expect(types.indexOf('response.content_part.added')).toBeLessThan(types.indexOf('response.output_text.delta'));
+  }, 120_000);
+
+  it('GET /v1/models/{id}', async () => {
+    const m = await client().models.retrieve(MODEL);
+    expect(m.id).toBe(MODEL);
+    await expect(client().models.retrieve('nope/nope')).rejects.toMatchObject({ status: 404 });
+  });
+
   it('logprobs', async () => {
     const r = await client().chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'hi' }], logprobs: true, top_logprobs: 3, max_tokens: 4, seed: 5 });
     const lp = r.choices[0].logprobs!.content!;
