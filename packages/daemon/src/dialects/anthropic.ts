@@ -6,7 +6,7 @@
  */
 import { randomBytes, randomInt } from 'node:crypto';
 import { z } from 'zod';
-import type { FinishReason, ServeEvent, ServeRequest } from '../instances/requests.js';
+import type { FinishReason, ServeEvent, ServeRequest } from '../serving/requests.js';
 import { DialectError, type ToolChoice } from './tools/plan.js';
 
 const block = z.object({ type: z.string() }).passthrough();

@@ -5,7 +5,7 @@
  */
 import { randomInt } from 'node:crypto';
 import { z } from 'zod';
-import type { ServeEvent, ServeRequest } from '../instances/requests.js';
+import type { ServeEvent, ServeRequest } from '../serving/requests.js';
 import { DialectError } from './tools/plan.js';
 
 /** Options that change results and that Orchard does not implement: refused, by name. */
@@ -72,7 +72,7 @@ export function resolveOllamaModel(name: string, models: string[]): string | nul
   return models.includes(bare) ? bare : null;
 }
 
-function sampling(o: Options, defaultMax?: number): Pick<ServeRequest, 'temperature' | 'topP' | 'topK' | 'seed' | 'stop' | 'maxTokens'> {
+function sampling(o: Options, defaultMax?: number): Partial<ServeRequest> & Pick<ServeRequest, 'temperature' | 'topP' | 'seed' | 'stop'> {
   for (const k of UNSUPPORTED_OPTIONS) if (o && k in o) throw new DialectError(`options.${k}: not supported (it would change results and Orchard does not implement it)`, `options.${k}`);
   const n = o?.num_predict;
   return {
@@ -86,7 +86,7 @@ function sampling(o: Options, defaultMax?: number): Pick<ServeRequest, 'temperat
   };
 }
 
-function formatOf(f: z.infer<typeof format>): Pick<ServeRequest, 'responseFormat'> {
+function formatOf(f: z.infer<typeof format>): Partial<Pick<ServeRequest, 'responseFormat'>> {
   if (!f) return {};
   return f === 'json' ? { responseFormat: { type: 'json_object' } } : { responseFormat: { type: 'json_schema', schema: f } };
 }

@@ -4,7 +4,7 @@
  * serve events back into a message (tool_calls, logprobs) or stream chunks (tool_calls deltas as
  * OpenAI sends them: id, type and name first, then the arguments).
  */
-import type { ServeEvent, ServeRequest } from '../instances/requests.js';
+import type { ServeEvent, ServeRequest } from '../serving/requests.js';
 import type { TokenInfo } from './request-schema.js';
 import { DialectError, type ResponseFormat, type ToolChoice } from './tools/plan.js';
 
@@ -45,7 +45,7 @@ function responseFormatOf(v: unknown): ResponseFormat | undefined {
 }
 
 /** The OpenAI chat body's messages and extras as ServeRequest fields. */
-export function openAiChatFields(body: Json): Pick<ServeRequest, 'messages' | 'tools' | 'toolChoice' | 'parallelToolCalls' | 'responseFormat' | 'logprobs'> {
+export function openAiChatFields(body: Json): Partial<Pick<ServeRequest, 'messages' | 'tools' | 'toolChoice' | 'parallelToolCalls' | 'responseFormat' | 'logprobs'>> {
   const messages = (body.messages as Json[]).map((m, i) => {
     const role = m.role === 'developer' ? 'system' : m.role === 'function' ? 'tool' : String(m.role);
     const calls = Array.isArray(m.tool_calls) ? (m.tool_calls as Json[]) : [];
@@ -78,7 +78,7 @@ export function openAiChatFields(body: Json): Pick<ServeRequest, 'messages' | 't
 }
 
 /** Completions' `logprobs` (an integer: that many alternatives). */
-export function openAiCompletionFields(body: Json): Pick<ServeRequest, 'logprobs' | 'responseFormat'> {
+export function openAiCompletionFields(body: Json): Partial<Pick<ServeRequest, 'logprobs' | 'responseFormat'>> {
   const lp = body.logprobs;
   return typeof lp === 'number' ? { logprobs: lp } : {};
 }

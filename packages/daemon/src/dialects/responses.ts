@@ -6,7 +6,7 @@
  * naming previous_response_id is refused.
  */
 import { randomBytes, randomInt } from 'node:crypto';
-import type { ServeEvent, ServeRequest } from '../instances/requests.js';
+import type { ServeEvent, ServeRequest } from '../serving/requests.js';
 import { contentText } from './openai-chat.js';
 import { DialectError, type ResponseFormat, type ToolChoice } from './tools/plan.js';
 

@@ -1,11 +1,12 @@
 /** CORS on the daemon's API: which origins are answered, preflights before the token, foreign origins refused. */
 import { pino } from 'pino';
 import { afterAll, describe, expect, it } from 'vitest';
-import { buildApi, type ApiSources } from '../../src/api/server.js';
+import { buildApi } from '../../src/http/server.js';
+import type { PodSource } from '../../src/http/cluster.js';
 import { originAllowed } from '../../src/dialects/cors.js';
 import { resolveOptions } from '../../src/config/options.js';
 
-const sources: ApiSources = {
+const sources: PodSource = {
   cluster: () => ({ nodes: [], links: [], mode: 'open' }),
   status: () => ({ mode: 'open' }),
   remeasureCapability: async () => ({ capability: null }),
@@ -34,8 +35,8 @@ describe('which origins', () => {
 });
 
 describe('on the API', () => {
-  const open = buildApi(sources, { token: null, logger, corsOrigins: ['https://webui.lan'] });
-  const guarded = buildApi(sources, { token: 's3cret', logger });
+  const open = buildApi({ pod: sources, token: null, log: logger, corsOrigins: ['https://webui.lan'] });
+  const guarded = buildApi({ pod: sources, token: 's3cret', log: logger });
   afterAll(async () => {
     await open.close();
     await guarded.close();

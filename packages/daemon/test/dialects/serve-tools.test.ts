@@ -6,16 +6,18 @@
  */
 import { rmSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Daemon } from '../../src/daemon.js';
+import type { Orchard } from '../../src/orchard.js';
 import { familyModelOptions } from '../../../engine/test/fixtures/chat-templates/families.js';
-import { api, startServingDaemon } from '../serve/in-process-pod.js';
+import { api, startServingDaemon, waitFor } from '../serve/in-process-pod.js';
 
 const MODEL = 'test-org/qwen-tools';
-let daemon: Daemon;
+let daemon: Orchard;
 let dataDir: string;
 
 beforeAll(async () => {
   ({ daemon, dataDir } = await startServingDaemon({ tmpPrefix: 'orchard-serve-tools-', bootstrap: [], model: { repo: MODEL, options: familyModelOptions('qwen25', { seed: 7 }) } }));
+  // Placement needs this node's profile in the cluster state.
+  await waitFor('the node with its profile', () => daemon.daemon.cluster().nodes.length === 1 || undefined, 30_000, 100);
 }, 60_000);
 afterAll(async () => {
   await daemon?.stop();

@@ -3,16 +3,18 @@
  * and GET /v1/models/{id}, with OpenAI's error shape.
  */
 import type { FastifyInstance, FastifyReply } from 'fastify';
-import type { ServeEvent } from '../../instances/requests.js';
-import { errorBody, sendError } from '../../openai/errors.js';
-import { ResponseBuilder, responsesRequest } from '../responses.js';
-import { clientGone, errorStatus, type DialectDeps } from './deps.js';
+import type { Serving } from '../serving/serving.js';
+import type { ServeEvent } from '../serving/requests.js';
+import { ResponseBuilder, responsesRequest } from '../dialects/responses.js';
+import { clientGone, errorStatus, runOn } from './dialect-support.js';
+import { errorBody, sendError } from './errors.js';
 
-export async function responsesRoutes(app: FastifyInstance, deps: DialectDeps): Promise<void> {
+export function responsesRoutes(app: FastifyInstance, serving: Serving): void {
+  const run = runOn(serving);
   // Model ids contain a slash (org/name): the wildcard takes the rest of the path.
   app.get('/v1/models/*', async (req, reply) => {
     const id = decodeURIComponent((req.params as { '*': string })['*']);
-    if (!deps.models().includes(id)) return sendError(reply, 404, `the model '${id}' does not exist in this pod (see GET /v1/models)`, 'model_not_found', 'model');
+    if (!serving.router.models().includes(id)) return sendError(reply, 404, `the model '${id}' does not exist in this pod (see GET /v1/models)`, 'model_not_found', 'model');
     return { id, object: 'model', created: 0, owned_by: 'orchard' };
   });
 
@@ -27,13 +29,13 @@ export async function responsesRoutes(app: FastifyInstance, deps: DialectDeps): 
       return sendError(reply, e.status, e.message, e.code, e.param);
     }
     const model = b.model as string;
-    if (!deps.models().includes(model)) return sendError(reply, 404, `the model '${model}' does not exist in this pod (see GET /v1/models)`, 'model_not_found', 'model');
+    if (!serving.router.models().includes(model)) return sendError(reply, 404, `the model '${model}' does not exist in this pod (see GET /v1/models)`, 'model_not_found', 'model');
     const builder = new ResponseBuilder(model);
     const gone = clientGone(reply);
     if (b.stream !== true) {
       let done: Extract<ServeEvent, { type: 'done' }> | null = null;
       try {
-        await deps.run(model, sreq, (e) => (e.type === 'done' ? (done = e) : void builder.event(e)), gone.signal);
+        await run(model, sreq, (e) => (e.type === 'done' ? (done = e) : void builder.event(e)), gone.signal);
       } catch (err) {
         gone.finish();
         const e = errorStatus(err);
@@ -55,17 +57,12 @@ export async function responsesRoutes(app: FastifyInstance, deps: DialectDeps): 
       for (const ev of events) if (!res.writableEnded) res.write(`event: ${ev.event}\ndata: ${JSON.stringify(ev.data)}\n\n`);
     };
     try {
-      await deps.run(model, sreq, (e) => write(e.type === 'done' ? builder.finish(e).events : builder.event(e)), gone.signal);
+      await run(model, sreq, (e) => write(e.type === 'done' ? builder.finish(e).events : builder.event(e)), gone.signal);
       gone.finish();
       res.end();
     } catch (err) {
       gone.finish();
-      let e;
-      try {
-        e = errorStatus(err);
-      } catch {
-        e = { status: 500, code: 'internal_error', message: 'internal error', param: null };
-      }
+      const e = errorStatus(err);
       if (!started) {
         res.writeHead(e.status, { 'content-type': 'application/json' });
         res.end(JSON.stringify(errorBody(e.status, e.message, e.code)));

@@ -7,17 +7,15 @@
  */
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { ZodError } from 'zod';
-import type { ServeEvent, ServeRequest } from '../../instances/requests.js';
-import { ollamaChatRequest, ollamaChatSchema, ollamaDone, ollamaGenerateRequest, ollamaGenerateSchema, ollamaMessagePart, resolveOllamaModel } from '../ollama.js';
-import { clientGone, errorStatus, localTokenizer, type DialectDeps } from './deps.js';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Serving } from '../serving/serving.js';
+import type { ServeEvent, ServeRequest } from '../serving/requests.js';
+import { ollamaChatRequest, ollamaChatSchema, ollamaDone, ollamaGenerateRequest, ollamaGenerateSchema, ollamaMessagePart, resolveOllamaModel } from '../dialects/ollama.js';
+import { clientGone, errorStatus, localTokenizer, runOn } from './dialect-support.js';
 
 /** The Ollama version this API follows (clients check it). */
 export const OLLAMA_API_VERSION = '0.6.0';
-
-export interface OllamaDeps extends DialectDeps {
-  /** Downloads a model into this node's store, reporting bytes per file. */
-  pull(repo: string, onProgress: (e: { file: string; done: number; total: number }) => void): Promise<unknown>;
-}
 
 const fail = (reply: FastifyReply, status: number, error: string) => reply.code(status).send({ error });
 
@@ -26,23 +24,26 @@ function issue(err: ZodError): string {
   return `${i?.path.length ? `${i.path.join('.')}: ` : ''}${i?.message ?? 'invalid body'}`;
 }
 
-function details(deps: DialectDeps, model: string) {
-  let family = 'unknown';
-  let parameterSize = '';
-  let quantization = 'F16';
+/** The model's config.json (when this node holds it). */
+function configOf(serving: Serving, model: string): Record<string, unknown> {
+  const dir = serving.catalog.dirOf(model);
+  if (!dir || !existsSync(join(dir, 'config.json'))) return {};
   try {
-    const info = deps.manager.catalog.info(model);
-    family = String(info.rawConfig.model_type ?? family);
-    const params = info.shape.weightsBytes / 2;
-    parameterSize = params >= 1e9 ? `${(params / 1e9).toFixed(1)}B` : `${(params / 1e6).toFixed(1)}M`;
-    quantization = String(info.rawConfig.torch_dtype ?? 'F16').toUpperCase();
+    return JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8')) as Record<string, unknown>;
   } catch {
-    /* not on this node: generic details */
+    return {};
   }
-  return { parent_model: '', format: 'safetensors', family, families: [family], parameter_size: parameterSize, quantization_level: quantization };
 }
 
-export async function ollamaRoutes(app: FastifyInstance, deps: OllamaDeps): Promise<void> {
+function details(serving: Serving, model: string) {
+  const c = configOf(serving, model);
+  const family = String(c.model_type ?? 'unknown');
+  return { parent_model: '', format: 'safetensors', family, families: [family], parameter_size: '', quantization_level: String(c.torch_dtype ?? 'unknown').toUpperCase() };
+}
+
+export function ollamaRoutes(app: FastifyInstance, serving: Serving): void {
+  const run = runOn(serving);
+  const models = () => serving.router.models();
   const created = () => new Date().toISOString();
 
   /** Runs `sreq`, answering with NDJSON lines (stream) or one object; `line` shapes each event. */
@@ -54,7 +55,7 @@ export async function ollamaRoutes(app: FastifyInstance, deps: OllamaDeps): Prom
       const parts: Record<string, unknown>[] = [];
       let done: Extract<ServeEvent, { type: 'done' }> | null = null;
       try {
-        await deps.run(model, sreq, (e) => {
+        await run(model, sreq, (e) => {
           if (e.type === 'done') done = e;
           else {
             const l = line(e);
@@ -81,7 +82,7 @@ export async function ollamaRoutes(app: FastifyInstance, deps: OllamaDeps): Prom
       if (!res.writableEnded) res.write(JSON.stringify(v) + '\n');
     };
     try {
-      await deps.run(model, sreq, (e) => {
+      await run(model, sreq, (e) => {
         if (e.type === 'done') write({ model, created_at: created(), ...final({ parts: [] }), ...ollamaDone(e, t0, first) });
         else {
           const l = line(e);
@@ -95,12 +96,7 @@ export async function ollamaRoutes(app: FastifyInstance, deps: OllamaDeps): Prom
       res.end();
     } catch (err) {
       gone.finish();
-      let e;
-      try {
-        e = errorStatus(err);
-      } catch {
-        e = { status: 500, message: 'internal error' };
-      }
+      const e = errorStatus(err);
       if (!started) {
         res.writeHead(e.status, { 'content-type': 'application/json' });
         res.end(JSON.stringify({ error: e.message }));
@@ -114,7 +110,7 @@ export async function ollamaRoutes(app: FastifyInstance, deps: OllamaDeps): Prom
   app.post('/api/chat', async (req, reply) => {
     const p = ollamaChatSchema.safeParse(req.body ?? {});
     if (!p.success) return fail(reply, 400, issue(p.error));
-    const model = resolveOllamaModel(p.data.model, deps.models());
+    const model = resolveOllamaModel(p.data.model, models());
     if (!model) return fail(reply, 404, `model '${p.data.model}' not found`);
     let sreq;
     try {
@@ -142,7 +138,7 @@ export async function ollamaRoutes(app: FastifyInstance, deps: OllamaDeps): Prom
   app.post('/api/generate', async (req, reply) => {
     const p = ollamaGenerateSchema.safeParse(req.body ?? {});
     if (!p.success) return fail(reply, 400, issue(p.error));
-    const model = resolveOllamaModel(p.data.model, deps.models());
+    const model = resolveOllamaModel(p.data.model, models());
     if (!model) return fail(reply, 404, `model '${p.data.model}' not found`);
     // An empty prompt loads the model in Ollama; here every model is loaded on demand: answer done.
     if (!p.data.prompt && !p.data.system) return { model, created_at: created(), response: '', done: true, done_reason: 'load' };
@@ -158,29 +154,23 @@ export async function ollamaRoutes(app: FastifyInstance, deps: OllamaDeps): Prom
   });
 
   app.get('/api/tags', async () => ({
-    models: deps.models().map((name) => ({ name, model: name, modified_at: new Date(0).toISOString(), size: 0, digest: '', details: details(deps, name) })),
+    models: models().map((name) => ({ name, model: name, modified_at: new Date(0).toISOString(), size: 0, digest: '', details: details(serving, name) })),
   }));
 
   app.post('/api/show', async (req, reply) => {
     const b = (req.body ?? {}) as { model?: unknown; name?: unknown };
     const asked = typeof b.model === 'string' ? b.model : typeof b.name === 'string' ? b.name : null;
     if (!asked) return fail(reply, 400, 'model: required');
-    const model = resolveOllamaModel(asked, deps.models());
+    const model = resolveOllamaModel(asked, models());
     if (!model) return fail(reply, 404, `model '${asked}' not found`);
-    const tok = localTokenizer(deps, model);
+    const tok = localTokenizer(serving, model);
     const template = tok?.chatTemplate ?? '';
     const caps = tok?.chatTemplateCaps?.toolCalls ? ['completion', 'tools'] : ['completion'];
-    let info: Record<string, unknown> = {};
-    try {
-      info = deps.manager.catalog.info(model).rawConfig;
-    } catch {
-      /* remote model */
-    }
-    return { modelfile: `FROM ${model}\n`, parameters: '', template, details: details(deps, model), model_info: info, capabilities: caps, modified_at: new Date(0).toISOString() };
+    return { modelfile: `FROM ${model}\n`, parameters: '', template, details: details(serving, model), model_info: configOf(serving, model), capabilities: caps, modified_at: new Date(0).toISOString() };
   });
 
   app.get('/api/ps', async () => ({
-    models: Object.values(deps.manager.instances()).map((e) => ({ name: e.model, model: e.model, size: 0, digest: '', details: details(deps, e.model), expires_at: new Date(Date.now() + 3600_000).toISOString(), size_vram: 0 })),
+    models: Object.values(serving.router.instances()).map((e) => ({ name: e.model, model: e.model, size: 0, digest: '', details: details(serving, e.model), expires_at: new Date(Date.now() + 3600_000).toISOString(), size_vram: 0 })),
   }));
 
   app.get('/api/version', async () => ({ version: OLLAMA_API_VERSION }));
@@ -192,7 +182,7 @@ export async function ollamaRoutes(app: FastifyInstance, deps: OllamaDeps): Prom
     const name = repo.replace(/:latest$/, '');
     if (b.stream === false) {
       try {
-        await deps.pull(name, () => undefined);
+        await serving.pull(name);
         return { status: 'success' };
       } catch (err) {
         return fail(reply, 502, `pull ${name}: ${(err as Error).message}`);
@@ -204,7 +194,7 @@ export async function ollamaRoutes(app: FastifyInstance, deps: OllamaDeps): Prom
     const line = (v: unknown) => !res.writableEnded && res.write(JSON.stringify(v) + '\n');
     line({ status: 'pulling manifest' });
     try {
-      await deps.pull(name, (e) => line({ status: `pulling ${e.file}`, digest: e.file, total: e.total, completed: e.done }));
+      await serving.pull(name, undefined, (e) => line({ status: `pulling ${e.file}`, digest: e.file, total: e.total, completed: e.done }));
       line({ status: 'verifying sha256 digest' });
       line({ status: 'success' });
     } catch (err) {

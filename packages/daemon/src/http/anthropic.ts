@@ -1,13 +1,14 @@
 /**
  * Anthropic Messages API on the daemon's port: POST /v1/messages (JSON or SSE) and
  * POST /v1/messages/count_tokens, with Anthropic's error shape. The API token is accepted as
- * `x-api-key` as well (api/server.ts), which is how Anthropic clients send it.
+ * `x-api-key` as well (server.ts), which is how Anthropic clients send it.
  */
 import type { FastifyInstance, FastifyReply } from 'fastify';
-import { planChat } from '../tools/plan.js';
-import { AnthropicMessage, AnthropicStream, anthropicBodySchema, anthropicError, anthropicRequest, newMessageId } from '../anthropic.js';
-import type { ServeEvent } from '../../instances/requests.js';
-import { clientGone, errorStatus, localTokenizer, type DialectDeps } from './deps.js';
+import { planChat } from '../dialects/tools/plan.js';
+import { AnthropicMessage, AnthropicStream, anthropicBodySchema, anthropicError, anthropicRequest, newMessageId } from '../dialects/anthropic.js';
+import type { Serving } from '../serving/serving.js';
+import type { ServeEvent } from '../serving/requests.js';
+import { clientGone, errorStatus, localTokenizer, runOn } from './dialect-support.js';
 
 function fail(reply: FastifyReply, status: number, message: string) {
   if (status === 429 || status === 503) reply.header('retry-after', '1');
@@ -21,12 +22,13 @@ function parseBody(body: unknown) {
   return { error: `${i?.path.length ? `${i.path.join('.')}: ` : ''}${i?.message ?? 'invalid body'}` };
 }
 
-export async function anthropicRoutes(app: FastifyInstance, deps: DialectDeps): Promise<void> {
+export function anthropicRoutes(app: FastifyInstance, serving: Serving): void {
+  const run = runOn(serving);
   app.post('/v1/messages', async (req, reply) => {
     const p = parseBody(req.body);
     if (!p.body) return fail(reply, 400, p.error!);
     const b = p.body;
-    if (!deps.models().includes(b.model)) return fail(reply, 404, `model: '${b.model}' does not exist in this pod`);
+    if (!serving.router.models().includes(b.model)) return fail(reply, 404, `model: '${b.model}' does not exist in this pod`);
     let sreq;
     try {
       sreq = anthropicRequest(b);
@@ -40,7 +42,7 @@ export async function anthropicRoutes(app: FastifyInstance, deps: DialectDeps): 
       const msg = new AnthropicMessage();
       let done: Extract<ServeEvent, { type: 'done' }> | null = null;
       try {
-        await deps.run(b.model, sreq, (e) => (e.type === 'done' ? (done = e) : msg.add(e)), gone.signal);
+        await run(b.model, sreq, (e) => (e.type === 'done' ? (done = e) : msg.add(e)), gone.signal);
       } catch (err) {
         gone.finish();
         const e = errorStatus(err);
@@ -64,7 +66,7 @@ export async function anthropicRoutes(app: FastifyInstance, deps: DialectDeps): 
       write(stream.start(promptTokens));
     };
     try {
-      await deps.run(
+      await run(
         b.model,
         sreq,
         (e) => {
@@ -78,12 +80,7 @@ export async function anthropicRoutes(app: FastifyInstance, deps: DialectDeps): 
       res.end();
     } catch (err) {
       gone.finish();
-      let e;
-      try {
-        e = errorStatus(err);
-      } catch {
-        e = { status: 500, message: 'internal error' };
-      }
+      const e = errorStatus(err);
       if (!started) {
         res.writeHead(e.status, { 'content-type': 'application/json' });
         res.end(JSON.stringify(anthropicError(e.status, e.message)));
@@ -97,11 +94,11 @@ export async function anthropicRoutes(app: FastifyInstance, deps: DialectDeps): 
   app.post('/v1/messages/count_tokens', async (req, reply) => {
     const p = parseBody({ max_tokens: 1, ...((req.body as object) ?? {}) });
     if (!p.body) return fail(reply, 400, p.error!);
-    const tok = localTokenizer(deps, p.body.model);
+    const tok = localTokenizer(serving, p.body.model);
     if (!tok) return fail(reply, 404, `model: '${p.body.model}' has no files on this node (count_tokens reads its tokenizer)`);
     try {
       const s = anthropicRequest(p.body);
-      const text = tok.chatTemplate ? planChat(tok, p.body.model, { messages: s.messages ?? [], tools: s.tools, toolChoice: s.toolChoice }).prompt : (s.messages ?? []).map((m) => m.content ?? '').join('\n');
+      const text = tok.chatTemplate ? planChat(tok, p.body.model, { messages: s.messages ?? [], tools: s.tools, toolChoice: s.toolChoice }).prompt : (s.messages ?? []).map((m: { content: string | null }) => m.content ?? '').join('\n');
       return { input_tokens: tok.encode(text, { addSpecialTokens: !tok.chatTemplate }).length };
     } catch (err) {
       const e = errorStatus(err);
