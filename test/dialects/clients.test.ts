@@ -17,7 +17,7 @@ import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { writeRandomModel } from '@orchard/engine/testing';
 import { familyModelOptions } from '../../packages/engine/test/fixtures/chat-templates/families.js';
-import { startLoopbackDaemon, type LoopbackDaemon } from '../harness/daemons.js';
+import { startLoopbackDaemon, waitFor, type LoopbackDaemon } from '../harness/daemons.js';
 import { startFakeHub, type FakeHub } from '../harness/fake-hub.js';
 
 const MODEL = 'test-org/qwen-clients';
@@ -36,6 +36,8 @@ beforeAll(async () => {
   writeRandomModel(hubSrc, { numLayers: 1, hiddenSize: 32, intermediateSize: 64, numHeads: 2, numKvHeads: 1, seed: 2 });
   hub = await startFakeHub({ [PULLED]: hubSrc });
   daemon = await startLoopbackDaemon(dataDir, { args: ['--name', 'clients'], env: { HF_ENDPOINT: hub.url, ORCHARD_LOG_LEVEL: 'warn' } });
+  // Placement needs the node's profile in the cluster state (a request before it is a 503).
+  await waitFor('the node with its profile', async () => ((await (await fetch(`${daemon.base}/api/cluster`)).json()) as { nodes: unknown[] }).nodes.length === 1 || undefined, 60_000, 200);
 }, 120_000);
 
 afterAll(async () => {
