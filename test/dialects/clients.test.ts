@@ -5,9 +5,10 @@
  *           validated with ajv on 50 sampled runs at temperature 1; logprobs.
  *   @anthropic-ai/sdk: tool_use → tool_result → answer; the stream's events parsed by the SDK; count_tokens.
  *   ollama: list, show, chat (streaming and not), pull from a local mock hub.
- * docs/integrations.md points here for each client's request sequence.
+ * And the request sequences of the integrations in docs/integrations.md (Claude Code, Codex CLI, Open
+ * WebUI in both modes, Continue, Zed, the SDKs), replayed from test/dialects/recorded/*.json.
  */
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import Anthropic from '@anthropic-ai/sdk';
@@ -200,5 +201,41 @@ describe('ollama', () => {
     expect(statuses.at(-1)).toBe('success');
     expect(statuses.some((s) => s.startsWith('pulling ') && s !== 'pulling manifest')).toBe(true);
     expect((await ol.list()).models.map((m) => m.name)).toContain(PULLED);
+  }, 120_000);
+});
+
+describe('integrations: each client\'s request sequence (test/dialects/recorded)', () => {
+  const dir = join(import.meta.dirname, 'recorded');
+  type Step = { method: string; path: string; headers?: Record<string, string>; body?: unknown; expect: 'json' | 'sse-openai' | 'sse-anthropic' | 'sse-responses' | 'ndjson' };
+  const files = readdirSync(dir).filter((f) => f.endsWith('.json'));
+
+  it('covers every client docs/integrations.md names', () => {
+    expect(files.sort()).toEqual(['claude-code.json', 'codex-cli.json', 'continue.json', 'open-webui-ollama.json', 'open-webui-openai.json', 'openai-sdk.json', 'zed.json']);
+  });
+
+  it.each(files)('%s', async (file) => {
+    const seq = JSON.parse(readFileSync(join(dir, file), 'utf8').split('$MODEL').join(MODEL)) as { steps: Step[] };
+    for (const step of seq.steps) {
+      const r = await fetch(daemon.base + step.path, { method: step.method, headers: { ...(step.body ? { 'content-type': 'application/json' } : {}), ...step.headers }, body: step.body ? JSON.stringify(step.body) : undefined });
+      const text = await r.text();
+      const where = `${file}: ${step.method} ${step.path}`;
+      expect(r.status, `${where}: ${text.slice(0, 300)}`).toBe(200);
+      if (step.expect === 'json') JSON.parse(text);
+      else if (step.expect === 'ndjson') {
+        const lines = text.trim().split('\n').map((l) => JSON.parse(l));
+        expect(lines.at(-1).done, where).toBe(true);
+      } else if (step.expect === 'sse-openai') {
+        const data = text.split('\n\n').filter((b) => b.startsWith('data: ')).map((b) => b.slice(6));
+        expect(data.at(-1), where).toBe('[DONE]');
+        for (const d of data.slice(0, -1)) expect(JSON.parse(d).object, where).toBe('chat.completion.chunk');
+      } else {
+        const events = [...text.matchAll(/^event: ([\w.]+)$/gm)].map((m) => m[1]);
+        if (step.expect === 'sse-anthropic') expect([events[0], events.at(-1)], where).toEqual(['message_start', 'message_stop']);
+        else {
+          expect(events[0], where).toBe('response.created');
+          expect(['response.completed', 'response.incomplete'], where).toContain(events.at(-1));
+        }
+      }
+    }
   }, 120_000);
 });

@@ -1,6 +1,6 @@
 /**
- * The OpenAI routes beyond chat and completions: POST /v1/responses (the Responses API, JSON or SSE)
- * and GET /v1/models/{id}, with OpenAI's error shape.
+ * The OpenAI routes beyond chat and completions: POST /v1/responses (the Responses API, JSON or SSE),
+ * GET /v1/models/{id}, and POST /v1/embeddings (not yet: a 501 saying so), with OpenAI's error shape.
  */
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { Serving } from '../serving/serving.js';
@@ -11,6 +11,8 @@ import { errorBody, sendError } from './errors.js';
 
 export function responsesRoutes(app: FastifyInstance, serving: Serving): void {
   const run = runOn(serving);
+  app.post('/v1/embeddings', async (_req, reply) => sendError(reply, 501, 'embeddings are not supported by this Orchard version yet', 'not_implemented'));
+
   // Model ids contain a slash (org/name): the wildcard takes the rest of the path.
   app.get('/v1/models/*', async (req, reply) => {
     const id = decodeURIComponent((req.params as { '*': string })['*']);
