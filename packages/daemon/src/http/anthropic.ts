@@ -7,8 +7,7 @@ import type { FastifyInstance, FastifyReply } from 'fastify';
 import { planChat } from '../dialects/tools/plan.js';
 import { AnthropicMessage, AnthropicStream, anthropicBodySchema, anthropicError, anthropicRequest, newMessageId } from '../dialects/anthropic.js';
 import type { Serving } from '../serving/serving.js';
-import type { ServeEvent } from '../serving/requests.js';
-import { clientGone, errorStatus, localTokenizer, runOn } from './dialect-support.js';
+import { errorStatus, localTokenizer, namedEvents, runOn, runStreaming, runToEnd } from './dialect-support.js';
 
 function fail(reply: FastifyReply, status: number, message: string) {
   if (status === 429 || status === 503) reply.header('retry-after', '1');
@@ -37,58 +36,21 @@ export function anthropicRoutes(app: FastifyInstance, serving: Serving): void {
       return fail(reply, e.status, e.message);
     }
     const id = newMessageId();
-    const gone = clientGone(reply);
     if (!b.stream) {
       const msg = new AnthropicMessage();
-      let done: Extract<ServeEvent, { type: 'done' }> | null = null;
-      try {
-        await run(b.model, sreq, (e) => (e.type === 'done' ? (done = e) : msg.add(e)), gone.signal);
-      } catch (err) {
-        gone.finish();
-        const e = errorStatus(err);
-        return fail(reply, e.status, e.message);
-      }
-      gone.finish();
-      if (!done) return fail(reply, 503, 'the instance ended the request without an answer');
-      return msg.body(id, b.model, done);
+      const r = await runToEnd(run, b.model, sreq, reply, (e) => msg.add(e));
+      return 'error' in r ? fail(reply, r.error.status, r.error.message) : msg.body(id, b.model, r.done);
     }
-    reply.hijack();
-    const res = reply.raw;
     const stream = new AnthropicStream(id, b.model);
-    let started = false;
-    const write = (events: { event: string; data: unknown }[]) => {
-      for (const ev of events) if (!res.writableEnded) res.write(`event: ${ev.event}\ndata: ${JSON.stringify(ev.data)}\n\n`);
-    };
-    const begin = (promptTokens: number) => {
-      if (started) return;
-      started = true;
-      res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive', 'x-accel-buffering': 'no' });
-      write(stream.start(promptTokens));
-    };
-    try {
-      await run(
-        b.model,
-        sreq,
-        (e) => {
-          if (e.type === 'start') return begin(e.promptTokens);
-          begin(0);
-          write(e.type === 'done' ? stream.finish(e) : stream.event(e));
-        },
-        gone.signal,
-      );
-      gone.finish();
-      res.end();
-    } catch (err) {
-      gone.finish();
-      const e = errorStatus(err);
-      if (!started) {
-        res.writeHead(e.status, { 'content-type': 'application/json' });
-        res.end(JSON.stringify(anthropicError(e.status, e.message)));
-        return;
-      }
-      write([{ event: 'error', data: anthropicError(e.status, e.message) }]);
-      res.end();
-    }
+    let opened = false;
+    // message_start carries the prompt's token count: it waits for the 'start' event.
+    const open = (promptTokens: number) => (opened ? '' : ((opened = true), namedEvents(stream.start(promptTokens))));
+    await runStreaming(run, b.model, sreq, reply, {
+      contentType: 'text/event-stream; charset=utf-8',
+      frame: (e) => (e.type === 'start' ? open(e.promptTokens) : open(0) + namedEvents(e.type === 'done' ? stream.finish(e) : stream.event(e))),
+      errorBody: (e) => anthropicError(e.status, e.message),
+      midStreamError: (e) => namedEvents([{ event: 'error', data: anthropicError(e.status, e.message) }]),
+    });
   });
 
   app.post('/v1/messages/count_tokens', async (req, reply) => {

@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import type { Serving } from '../serving/serving.js';
 import type { ServeEvent, ServeRequest } from '../serving/requests.js';
 import { ollamaChatRequest, ollamaChatSchema, ollamaDone, ollamaGenerateRequest, ollamaGenerateSchema, ollamaMessagePart, resolveOllamaModel } from '../dialects/ollama.js';
-import { clientGone, errorStatus, localTokenizer, runOn } from './dialect-support.js';
+import { errorStatus, localTokenizer, runOn, runStreaming, runToEnd } from './dialect-support.js';
 
 /** The Ollama version this API follows (clients check it). */
 export const OLLAMA_API_VERSION = '0.6.0';
@@ -48,63 +48,30 @@ export function ollamaRoutes(app: FastifyInstance, serving: Serving): void {
 
   /** Runs `sreq`, answering with NDJSON lines (stream) or one object; `line` shapes each event. */
   async function answer(reply: FastifyReply, model: string, sreq: ServeRequest, stream: boolean, line: (e: ServeEvent) => Record<string, unknown> | null, final: (acc: Record<string, unknown>) => Record<string, unknown>) {
-    const gone = clientGone(reply);
     const t0 = performance.now();
     let first: number | null = null;
     if (!stream) {
       const parts: Record<string, unknown>[] = [];
-      let done: Extract<ServeEvent, { type: 'done' }> | null = null;
-      try {
-        await run(model, sreq, (e) => {
-          if (e.type === 'done') done = e;
-          else {
-            const l = line(e);
-            if (l) (first ??= performance.now()), parts.push(l);
-          }
-        }, gone.signal);
-      } catch (err) {
-        gone.finish();
-        const e = errorStatus(err);
-        return fail(reply, e.status, e.message);
-      }
-      gone.finish();
-      if (!done) return fail(reply, 503, 'the instance ended the request without an answer');
-      return { model, created_at: created(), ...final({ parts }), ...ollamaDone(done, t0, first) };
+      const r = await runToEnd(run, model, sreq, reply, (e) => {
+        const l = line(e);
+        if (l) (first ??= performance.now()), parts.push(l);
+      });
+      if ('error' in r) return fail(reply, r.error.status, r.error.message);
+      return { model, created_at: created(), ...final({ parts }), ...ollamaDone(r.done, t0, first) };
     }
-    reply.hijack();
-    const res = reply.raw;
-    let started = false;
-    const write = (v: unknown) => {
-      if (!started) {
-        started = true;
-        res.writeHead(200, { 'content-type': 'application/x-ndjson' });
-      }
-      if (!res.writableEnded) res.write(JSON.stringify(v) + '\n');
-    };
-    try {
-      await run(model, sreq, (e) => {
-        if (e.type === 'done') write({ model, created_at: created(), ...final({ parts: [] }), ...ollamaDone(e, t0, first) });
-        else {
-          const l = line(e);
-          if (l) {
-            first ??= performance.now();
-            write({ model, created_at: created(), ...l, done: false });
-          }
-        }
-      }, gone.signal);
-      gone.finish();
-      res.end();
-    } catch (err) {
-      gone.finish();
-      const e = errorStatus(err);
-      if (!started) {
-        res.writeHead(e.status, { 'content-type': 'application/json' });
-        res.end(JSON.stringify({ error: e.message }));
-        return;
-      }
-      write({ error: e.message });
-      res.end();
-    }
+    const json = (v: unknown) => JSON.stringify(v) + '\n';
+    await runStreaming(run, model, sreq, reply, {
+      contentType: 'application/x-ndjson',
+      frame: (e) => {
+        if (e.type === 'done') return json({ model, created_at: created(), ...final({ parts: [] }), ...ollamaDone(e, t0, first) });
+        const l = line(e);
+        if (!l) return '';
+        first ??= performance.now();
+        return json({ model, created_at: created(), ...l, done: false });
+      },
+      errorBody: (e) => ({ error: e.message }),
+      midStreamError: (e) => json({ error: e.message }),
+    });
   }
 
   app.post('/api/chat', async (req, reply) => {

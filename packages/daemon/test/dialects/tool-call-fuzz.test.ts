@@ -7,17 +7,12 @@ import { describe, expect, it } from 'vitest';
 import { coalesce, type ReplyEvent, type ReplyParser } from '../../src/dialects/tools/events.js';
 import { TOOL_CALL_FORMATS } from '../../src/dialects/tools/registry.js';
 import { withThinking } from '../../src/dialects/tools/thinking.js';
+import { Prng } from '../../../engine/src/numeric/prng.js';
 
-/** Small deterministic PRNG (mulberry32). */
+/** The engine's deterministic PRNG, as a function. */
 function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const p = new Prng(seed);
+  return () => p.next();
 }
 
 const VALID: Record<string, string[]> = {
