@@ -41,8 +41,8 @@ export interface Serving {
   readonly supervisor: Supervisor;
   /** How long a request waits for an instance to become ready, ms. */
   readonly readyTimeoutMs: number;
-  /** Pulls `repo` into this node's store, peers first (one pull per model at a time). */
-  pull(repo: string, selection?: TensorSelection): ReturnType<typeof fetchModel>;
+  /** Pulls `repo` into this node's store, peers first (one pull per model at a time); `onProgress` hears this pull's files. */
+  pull(repo: string, selection?: TensorSelection, onProgress?: (e: PullEvent) => void): ReturnType<typeof fetchModel>;
   /** Asks the coordinator to remove an instance and waits (10 s) until it is gone; false when unknown. */
   remove(id: string): Promise<boolean>;
   close(): Promise<void>;
@@ -63,11 +63,17 @@ export async function startServing(daemon: Daemon, backend: NodeBackend, hooks: 
   const livePeers = () => Object.values(state().nodes).filter((n) => n.status === 'live' && n.peerId !== selfId).map((n) => n.peerId);
 
   const pulls = new Map<string, ReturnType<typeof fetchModel>>();
+  /** Per-call progress listeners (an Ollama /api/pull stream), besides the dashboard's hook. */
+  const pullListeners = new Map<string, Set<(e: PullEvent) => void>>();
   const pull = (repo: string, selection?: TensorSelection, hub = true) => {
     const running = pulls.get(repo);
     if (running) return running;
     const progress = hooks.pullProgress;
-    const p = fetchModel(daemon.node, store, repo, livePeers(), selection, undefined, progress && ((e) => progress.pullEvent(repo, e)), { hub }).finally(() => pulls.delete(repo));
+    const onProgress = (e: PullEvent) => {
+      progress?.pullEvent(repo, e);
+      for (const l of pullListeners.get(repo) ?? []) l(e);
+    };
+    const p = fetchModel(daemon.node, store, repo, livePeers(), selection, undefined, onProgress, { hub }).finally(() => pulls.delete(repo));
     if (progress) p.then(() => progress.pullEnded(repo), (err: Error) => progress.pullEnded(repo, err.message));
     pulls.set(repo, p);
     return p;
@@ -221,7 +227,12 @@ export async function startServing(daemon: Daemon, backend: NodeBackend, hooks: 
     catalog,
     supervisor,
     readyTimeoutMs: 90_000,
-    pull: (repo, selection) => pull(repo, selection, true),
+    pull: (repo, selection, onProgress) => {
+      if (!onProgress) return pull(repo, selection, true);
+      const set = pullListeners.get(repo) ?? new Set();
+      pullListeners.set(repo, set.add(onProgress));
+      return pull(repo, selection, true).finally(() => set.delete(onProgress));
+    },
     async remove(id) {
       if (!state().instances[id]) return false;
       if (daemon.replica.isCoordinator) coordinate({ type: 'remove', id });
