@@ -18,7 +18,7 @@ import { hfToGguf } from '@orchard/engine/gguf';
 import { writeMlxModel, writeRandomModel } from '@orchard/engine/testing';
 import { formatFromConfig, layoutMemory, mlxBitsPerWeight, parseCluster, type Layout } from '@orchard/partitioner';
 import { mlxDType, weightBytes } from '../../packages/engine/src/kernels/wasm/formats.js';
-import { planModel } from '../../packages/daemon/src/cli/commands/plan-model.js';
+import { describeModel } from '../../packages/daemon/src/models/describe.js';
 
 const run = promisify(execFile);
 const root = resolve(import.meta.dirname, '../..');
@@ -87,7 +87,7 @@ describe('orchard plan predicts the weight memory the engine takes (±5%)', () =
       // the packed bytes, not 16-bit: ~4.5 bits per weight plus f32 norms
       expect(whole).toBeLessThan(0.4 * (4 * (2 * 512 * 512 + 2 * 512 * 256 + 3 * 512 * 1536) + 2 * 2048 * 512) * 2);
 
-      const model = await planModel(path, {});
+      const model = (await describeModel(path)).spec;
       const c = parseCluster(cluster);
       const layouts: Array<[Layout, ShardSpec[]]> = [
         [{ stages: [{ nodes: ['a'], heads: [8], layers: [0, 2] }, { nodes: ['b'], heads: [8], layers: [2, 4] }] }, [

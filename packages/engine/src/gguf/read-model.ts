@@ -71,32 +71,16 @@ export function hfTensorName(gguf: string): string | null {
 }
 
 /**
- * What the planner needs of a GGUF, in its terms: a Hugging Face style config (the hyper-parameters
- * ggufConfig reads) and every tensor's exact byte size under its Hugging Face name — the bytes the
- * engine loads (block formats stay packed; only 1-D F16/BF16 tensors, a few KB, are widened).
+ * Every tensor's exact byte size in a GGUF, under its Hugging Face name: what the planner sizes a GGUF
+ * model by (the bytes the engine loads: block formats stay packed, F32 norms stay F32).
  */
-export function ggufPlanInput(path: string): { config: Record<string, unknown>; tensors: { name: string; bytes: number }[] } {
-  const h = readGgufFile(path);
-  const c = ggufConfig(h, path);
-  const config = {
-    architectures: [c.architecture],
-    hidden_size: c.hiddenSize,
-    intermediate_size: c.intermediateSize,
-    num_hidden_layers: c.numLayers,
-    num_attention_heads: c.numHeads,
-    num_key_value_heads: c.numKvHeads,
-    head_dim: c.headDim,
-    vocab_size: c.vocabSize,
-    tie_word_embeddings: c.tieWordEmbeddings,
-    max_position_embeddings: c.maxPositionEmbeddings,
-    _name_or_path: basename(path),
-  };
-  const tensors: { name: string; bytes: number }[] = [];
-  for (const t of h.tensors.values()) {
+export function ggufTensorSizes(path: string): { name: string; bytes: number }[] {
+  const out: { name: string; bytes: number }[] = [];
+  for (const t of readGgufFile(path).tensors.values()) {
     const name = hfTensorName(t.name);
-    if (name) tensors.push({ name, bytes: t.bytes });
+    if (name) out.push({ name, bytes: t.bytes });
   }
-  return { config, tensors };
+  return out;
 }
 
 function meta(h: GgufHeader, path: string, key: string): GgufValue | undefined {
