@@ -43,6 +43,29 @@ const FORMATS: Bits[] = [
 
 const splat = (v: number) => `(v128.const i32x4 ${v} ${v} ${v} ${v})`;
 
+/**
+ * Lines loading one group's $sc and $bi at $sp in the scale dtype $kind (0 f16 through the table at 4096,
+ * 1 bf16, 2 f32) and moving $sp past the pair.
+ */
+function scaleBias(): string[] {
+  return [
+    `        (if (i32.eq (local.get $kind) (i32.const 2))`,
+    `          (then`,
+    `            (local.set $sc (f32.load (local.get $sp)))`,
+    `            (local.set $bi (f32.load offset=4 (local.get $sp)))`,
+    `            (local.set $sp (i32.add (local.get $sp) (i32.const 8))))`,
+    `          (else`,
+    `            (if (local.get $kind)`,
+    `              (then`,
+    `                (local.set $sc (f32.reinterpret_i32 (i32.shl (i32.load16_u (local.get $sp)) (i32.const 16))))`,
+    `                (local.set $bi (f32.reinterpret_i32 (i32.shl (i32.load16_u offset=2 (local.get $sp)) (i32.const 16)))))`,
+    `              (else`,
+    `                (local.set $sc (f32.load offset=4096 (i32.shl (i32.load16_u (local.get $sp)) (i32.const 2))))`,
+    `                (local.set $bi (f32.load offset=4096 (i32.shl (i32.load16_u offset=2 (local.get $sp)) (i32.const 2))))))`,
+    `            (local.set $sp (i32.add (local.get $sp) (i32.const 4)))))`,
+  ];
+}
+
 function dot1(f: Bits): string[] {
   const L: string[] = [];
   const e = (s: string) => L.push(s);
@@ -76,20 +99,7 @@ function dot1(f: Bits): string[] {
   e(`          (local.set $xo (i32.add (local.get $xo) (i32.const ${16 * f.e})))`);
   e(`          (br_if $cl (i32.lt_u (local.get $p) (local.get $ge))))`);
   e(`        ;; the group's scale and bias, in the weight's scale dtype`);
-  e(`        (if (i32.eq (local.get $kind) (i32.const 2))`);
-  e(`          (then`);
-  e(`            (local.set $sc (f32.load (local.get $sp)))`);
-  e(`            (local.set $bi (f32.load offset=4 (local.get $sp)))`);
-  e(`            (local.set $sp (i32.add (local.get $sp) (i32.const 8))))`);
-  e(`          (else`);
-  e(`            (if (local.get $kind)`);
-  e(`              (then`);
-  e(`                (local.set $sc (f32.reinterpret_i32 (i32.shl (i32.load16_u (local.get $sp)) (i32.const 16))))`);
-  e(`                (local.set $bi (f32.reinterpret_i32 (i32.shl (i32.load16_u offset=2 (local.get $sp)) (i32.const 16)))))`);
-  e(`              (else`);
-  e(`                (local.set $sc (f32.load offset=4096 (i32.shl (i32.load16_u (local.get $sp)) (i32.const 2))))`);
-  e(`                (local.set $bi (f32.load offset=4096 (i32.shl (i32.load16_u offset=2 (local.get $sp)) (i32.const 2))))))`);
-  e(`            (local.set $sp (i32.add (local.get $sp) (i32.const 4)))))`);
+  L.push(...scaleBias());
   e(`        (local.set $sv (f32x4.add (local.get $sv) (f32x4.mul (f32x4.splat (local.get $sc)) (local.get $acc))))`);
   e(`        (local.set $sb (f32.add (local.get $sb) (f32.mul (local.get $bi) (f32.load (local.get $xs)))))`);
   e(`        (local.set $xs (i32.add (local.get $xs) (i32.const 4)))`);
@@ -280,20 +290,7 @@ function packed4(): string[] {
   e(`          (local.set $xq (i32.add (local.get $xq) (i32.const 64)))`);
   e(`          (local.set $xd (i32.add (local.get $xd) (i32.const 4)))`);
   e(`          (br_if $bl (i32.lt_u (local.get $p) (local.get $ge))))`);
-  e(`        (if (i32.eq (local.get $kind) (i32.const 2))`);
-  e(`          (then`);
-  e(`            (local.set $sc (f32.load (local.get $sp)))`);
-  e(`            (local.set $bi (f32.load offset=4 (local.get $sp)))`);
-  e(`            (local.set $sp (i32.add (local.get $sp) (i32.const 8))))`);
-  e(`          (else`);
-  e(`            (if (local.get $kind)`);
-  e(`              (then`);
-  e(`                (local.set $sc (f32.reinterpret_i32 (i32.shl (i32.load16_u (local.get $sp)) (i32.const 16))))`);
-  e(`                (local.set $bi (f32.reinterpret_i32 (i32.shl (i32.load16_u offset=2 (local.get $sp)) (i32.const 16)))))`);
-  e(`              (else`);
-  e(`                (local.set $sc (f32.load offset=4096 (i32.shl (i32.load16_u (local.get $sp)) (i32.const 2))))`);
-  e(`                (local.set $bi (f32.load offset=4096 (i32.shl (i32.load16_u offset=2 (local.get $sp)) (i32.const 2))))))`);
-  e(`            (local.set $sp (i32.add (local.get $sp) (i32.const 4)))))`);
+  L.push(...scaleBias());
   e(`        (local.set $s (f32.add (local.get $s) (f32.add (f32.mul (local.get $sc) (local.get $gacc)) (f32.mul (local.get $bi) (f32.load (local.get $xs))))))`);
   e(`        (local.set $xs (i32.add (local.get $xs) (i32.const 4)))`);
   e(`        (br $l)))`);

@@ -102,8 +102,11 @@ export function superBlockAffine(dtype: KQuant, bytes: Uint8Array, o: number, a:
   }
 }
 
-/** Row `r` of a K-quant weight as f32 values into `dst` (llama.cpp's dequantize_row_q*_K). */
-export function dequantizeKRow(dtype: KQuant, bytes: Uint8Array, cols: number, r: number, dst: Float32Array): void {
+/**
+ * Calls visit(column, q, a, b) for every weight of row `r`: w = a·q + b with a, b the f32 values ggml
+ * computes per sub-block (q6_k: q already minus 32 and b = 0, as ggml's d·sc·(q − 32)).
+ */
+function eachWeight(dtype: KQuant, bytes: Uint8Array, cols: number, r: number, visit: (c: number, q: number, a: number, b: number) => void): void {
   const nb = cols / QK_K;
   const bb = blockBytes(dtype);
   const sub = dtype === 'q6_k' ? 16 : 32;
@@ -116,10 +119,15 @@ export function dequantizeKRow(dtype: KQuant, bytes: Uint8Array, cols: number, r
     superBlockAffine(dtype, bytes, o, a, b);
     for (let e = 0; e < QK_K; e++) {
       const j = (e / sub) | 0;
-      // q6_k: d·sc·(q − 32) exactly as ggml (the offset folded into the integer first).
-      dst[i * QK_K + e] = dtype === 'q6_k' ? fround(a[j] * (q[e] - 32)) : fround(fround(a[j] * q[e]) + b[j]);
+      if (dtype === 'q6_k') visit(i * QK_K + e, q[e] - 32, a[j], 0);
+      else visit(i * QK_K + e, q[e], a[j], b[j]);
     }
   }
+}
+
+/** Row `r` of a K-quant weight as f32 values into `dst` (llama.cpp's dequantize_row_q*_K). */
+export function dequantizeKRow(dtype: KQuant, bytes: Uint8Array, cols: number, r: number, dst: Float32Array): void {
+  eachWeight(dtype, bytes, cols, r, (c, q, a, b) => (dst[c] = fround(fround(a * q) + b)));
 }
 
 /**
@@ -247,9 +255,6 @@ export interface KProduct {
  * activations x (`q8k` false) or ggml's Q8_K activations d·q (`q8k` true, the WASM kernels' scheme).
  */
 export function matmulKReference(dtype: KQuant, bytes: Uint8Array, rows: number, cols: number, x: Float32Array, n: number, q8k: boolean): KProduct {
-  const nb = cols / QK_K;
-  const bb = blockBytes(dtype);
-  const sub = dtype === 'q6_k' ? 16 : 32;
   const out = new Float64Array(rows * n);
   const magnitude = new Float64Array(rows * n);
   const xs = Array.from({ length: n }, (_, t) => {
@@ -257,26 +262,15 @@ export function matmulKReference(dtype: KQuant, bytes: Uint8Array, rows: number,
     const a = quantizeActivationsK(x, t * cols, cols);
     return Float64Array.from(a.q, (v, c) => v * a.d[(c / QK_K) | 0]);
   });
-  const q = new Int32Array(QK_K);
-  const a = new Float32Array(16);
-  const b = new Float32Array(16);
   for (let r = 0; r < rows; r++) {
-    for (let i = 0; i < nb; i++) {
-      const o = (r * nb + i) * bb;
-      superBlockInts(dtype, bytes, o, q);
-      superBlockAffine(dtype, bytes, o, a, b);
-      for (let e = 0; e < QK_K; e++) {
-        const j = (e / sub) | 0;
-        // q6_k's b is −32·a: the same value as a·(q − 32), term by term
-        const w = dtype === 'q6_k' ? a[j] * (q[e] - 32) : a[j] * q[e] + b[j];
-        const m = dtype === 'q6_k' ? Math.abs(w) : Math.abs(a[j] * q[e]) + Math.abs(b[j]);
-        for (let t = 0; t < n; t++) {
-          const xv = xs[t][i * QK_K + e];
-          out[t * rows + r] += w * xv;
-          magnitude[t * rows + r] += m * Math.abs(xv);
-        }
+    eachWeight(dtype, bytes, cols, r, (c, q, a, b) => {
+      const w = a * q + b;
+      const m = Math.abs(a * q) + Math.abs(b);
+      for (let t = 0; t < n; t++) {
+        out[t * rows + r] += w * xs[t][c];
+        magnitude[t * rows + r] += m * Math.abs(xs[t][c]);
       }
-    }
+    });
   }
   return { out, magnitude };
 }
