@@ -7,26 +7,29 @@
  * compares), then `pnpm --filter @orchard/engine build:wasm`.
  */
 import { fileURLToPath } from 'node:url';
+import { HI16, HI32, LO16, LO32, tileKernels } from './qtiles.js';
 import { type Section, runGenerator, withGenerated } from './sections.js';
 
 const HEADER = `  ;; ---------------------------------------------------------------- q4_k / q5_k / q6_k
   ;; Super-blocks of 256 weights (layouts in src/quant/kquants.ts). Activations (quant_q8k, ggml's
   ;; Q8_K): per token cols i16 q, then per super-block the f32 scale d_x, then per super-block 8 i16
   ;; sums of q over each 32-column sub-block (for the q4_k/q5_k mins).
-  ;; Per super-block everything but two f32 steps is exact integer arithmetic: 8 weights are widened
-  ;; to i16 (q <= 31, or q - 32 for q6_k), multiplied in i16 by their sub-block's scale (|q·sc| <= 4096),
-  ;; and one i32x4.dot_i16x8_s with 8 activations adds them to the block's integer total, so the
-  ;; sub-block scales cost one multiply per 8 weights and no accumulator per sub-block. Then
-  ;;   s += f32(Σ sc·q·x)·(d_w·d_x) − f32(Σ m·Σx)·(dmin·d_x)      (q4_k, q5_k)
-  ;;   s += f32(Σ sc·(q − 32)·x)·(d_w·d_x)                          (q6_k)
+  ;; Per super-block everything but the f32 steps is exact integer arithmetic: 8 weights are widened to
+  ;; i16 (q <= 31, or q − 32 for q6_k), multiplied in i16 by their sub-block's scale (|q·sc| <= 4096), and
+  ;; one i32x4.dot_i16x8_s with 8 activations adds them to the super-block's integer total. Then, as ggml's
+  ;; x86 kernels (separate accumulators for the mins):
+  ;;   s += f32(Σ sc·q·x)·(d_w·d_x);   m += f32(Σ m·Σx)·(dmin·d_x);   out = s − m   (q4_k, q5_k)
+  ;;   s += f32(Σ sc·(q − 32)·x)·(d_w·d_x)                                          (q6_k)
   ;; in super-block order. Totals stay below 2^31; past 2^24 their f32 conversion rounds (as ggml's).
+  ;; Packed q4_k's prompt batches run the token tiles over whole super-blocks on the same integers and
+  ;; f32 steps ($ktiles8/4, $kmins4), so a batch gives the 1-token bits.
   ;; The 4-row kernels run the 1-row kernel row by row (one sequential stream each, same bits).
 `;
 
 const i16 = (v: number) => `(v128.const i16x8 ${Array(8).fill(v).join(' ')})`;
 
-/** Sub-block j's 6-bit scale from the decoded words $sl (j < 4) / $sh (j >= 4), splatted to i16x8. */
-const scaleSplat = (j: number) => `(i16x8.splat (i32.and (i32.shr_u (local.get $${j < 4 ? 'sl' : 'sh'}) (i32.const ${8 * (j % 4)})) (i32.const 255)))`;
+/** Sub-block j's 6-bit scale from the decoded words $sl (j < 4) / $sh (j >= 4). */
+const scaleOf = (j: number) => `(i32.and (i32.shr_u (local.get $${j < 4 ? 'sl' : 'sh'}) (i32.const ${8 * (j % 4)})) (i32.const 255))`;
 
 /** q4_k and q5_k: 4 runs of 32 bytes, run c holds sub-block 2c (low nibbles) and 2c+1 (high). */
 function q45(five: boolean): string[] {
@@ -40,7 +43,7 @@ function q45(five: boolean): string[] {
   e(`  (func $dot1_${name} (type $dot) (param $w i32) (param $rb i32) (param $x i32) (param $cols i32) (param $out i32)`);
   e(`    (local $p i32) (local $end i32) (local $xq i32) (local $xd i32) (local $xb i32)`);
   e(`    (local $u0 i32) (local $u1 i32) (local $u2 i32) (local $sl i32) (local $sh i32)`);
-  e(`    (local $t v128) (local $v v128) (local $h v128) (local $a v128) (local $b v128) (local $s f32)`);
+  e(`    (local $t v128) (local $v v128) (local $h v128) (local $a v128) (local $b v128) (local $s f32) (local $m f32)`);
   e(`    (local.set $p (local.get $w))`);
   e(`    (local.set $end (i32.add (local.get $w) (local.get $rb)))`);
   e(`    (local.set $xq (local.get $x))`);
@@ -58,8 +61,8 @@ function q45(five: boolean): string[] {
   e(`        (local.set $t (v128.const i32x4 0 0 0 0))`);
   for (let c = 0; c < 4; c++) {
     e(`        ;; run ${c}: sub-blocks ${2 * c} (low nibbles) and ${2 * c + 1} (high)`);
-    e(`        (local.set $a ${scaleSplat(2 * c)})`);
-    e(`        (local.set $b ${scaleSplat(2 * c + 1)})`);
+    e(`        (local.set $a (i16x8.splat ${scaleOf(2 * c)}))`);
+    e(`        (local.set $b (i16x8.splat ${scaleOf(2 * c + 1)}))`);
     for (let h = 0; h < 4; h++) {
       e(`        (local.set $v (v128.load8x8_u offset=${qs + 32 * c + 8 * h} (local.get $p)))`);
       let lo = `(v128.and (local.get $v) ${i16(15)})`;
@@ -75,23 +78,22 @@ function q45(five: boolean): string[] {
       e(`        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s (i16x8.mul ${hi} (local.get $b)) (v128.load offset=${2 * (64 * c + 32 + 8 * h)} (local.get $xq)))))`);
     }
   }
+  e(`        (local.set $s (f32.add (local.get $s) (f32.mul (f32.convert_i32_s (call $hsum_i32 (local.get $t)))`);
+  e(`          (f32.mul (f32.load offset=4096 (i32.shl (i32.load16_u (local.get $p)) (i32.const 2))) (f32.load (local.get $xd))))))`);
   e(`        ;; mins: m 0-7 as i16 against the 8 sub-block sums of the activations`);
   e(`        (local.set $v (i32x4.dot_i16x8_s`);
   e(`          (i16x8.extend_low_i8x16_u (i32x4.replace_lane 1 (i32x4.splat (i32.and (local.get $u1) (i32.const 0x3f3f3f3f)))`);
   e(`            (i32.or (i32.and (i32.shr_u (local.get $u2) (i32.const 4)) (i32.const 0x0f0f0f0f))`);
   e(`              (i32.shl (i32.and (i32.shr_u (local.get $u1) (i32.const 6)) (i32.const 0x03030303)) (i32.const 4)))))`);
   e(`          (v128.load (local.get $xb))))`);
-  e(`        (local.set $s (f32.add (local.get $s) (f32.sub`);
-  e(`          (f32.mul (f32.convert_i32_s (call $hsum_i32 (local.get $t)))`);
-  e(`            (f32.mul (f32.load offset=4096 (i32.shl (i32.load16_u (local.get $p)) (i32.const 2))) (f32.load (local.get $xd))))`);
-  e(`          (f32.mul (f32.convert_i32_s (call $hsum_i32 (local.get $v)))`);
-  e(`            (f32.mul (f32.load offset=4096 (i32.shl (i32.load16_u offset=2 (local.get $p)) (i32.const 2))) (f32.load (local.get $xd)))))))`);
+  e(`        (local.set $m (f32.add (local.get $m) (f32.mul (f32.convert_i32_s (call $hsum_i32 (local.get $v)))`);
+  e(`          (f32.mul (f32.load offset=4096 (i32.shl (i32.load16_u offset=2 (local.get $p)) (i32.const 2))) (f32.load (local.get $xd))))))`);
   e(`        (local.set $p (i32.add (local.get $p) (i32.const ${bb})))`);
   e(`        (local.set $xq (i32.add (local.get $xq) (i32.const 512)))`);
   e(`        (local.set $xd (i32.add (local.get $xd) (i32.const 4)))`);
   e(`        (local.set $xb (i32.add (local.get $xb) (i32.const 16)))`);
   e(`        (br $l)))`);
-  e(`    (f32.store (local.get $out) (local.get $s)))`);
+  e(`    (f32.store (local.get $out) (f32.sub (local.get $s) (local.get $m))))`);
   e(``);
   return L;
 }
@@ -269,7 +271,7 @@ function g4q4k(): string[] {
   e(`    (local $g i32) (local $p i32) (local $pn i32) (local $j i32) (local $nsb i32) (local $end i32) (local $xq i32) (local $xd i32) (local $xb i32)`);
   e(`    (local $x0 v128) (local $x1 v128) (local $x2 v128) (local $x3 v128) (local $q v128)`);
   e(`    (local $s0 v128) (local $s1 v128) (local $s2 v128) (local $s3 v128) (local $t0 v128) (local $t1 v128)`);
-  e(`    (local $sc v128) (local $tot v128) (local $acc v128)`);
+  e(`    (local $sc v128) (local $tot v128) (local $acc v128) (local $macc v128)`);
   e(`    (local.set $nsb (i32.shr_u (local.get $cols) (i32.const 8)))`);
   e(`    (local.set $p (local.get $w))`);
   e(`    (block $gdone`);
@@ -280,6 +282,7 @@ function g4q4k(): string[] {
   e(`        (local.set $xq (i32.add (local.get $xd) (i32.mul (local.get $nsb) (i32.const 20))))`);
   e(`        (local.set $end (i32.add (local.get $p) (i32.mul (local.get $nsb) (i32.const 576))))`);
   e(`        (local.set $acc (v128.const i32x4 0 0 0 0))`);
+  e(`        (local.set $macc (v128.const i32x4 0 0 0 0))`);
   e(`        (block $done`);
   e(`          (loop $l`);
   e(`            (br_if $done (i32.ge_u (local.get $p) (local.get $end)))`);
@@ -317,25 +320,14 @@ function g4q4k(): string[] {
     e(`                (local.set $j (i32.add (local.get $j) (i32.const 1)))`);
     e(`                (br $jl${half})))`);
   }
-  e(`            ;; mins of the 4 rows (lane r) against the activations' sub-block sums`);
-  e(`            (local.set $sc (v128.and (v128.load offset=32 (local.get $p)) ${mask('0x3f3f3f3f')}))`);
-  e(`            (local.set $s0 (v128.const i32x4 0 0 0 0))`);
-  for (let j = 0; j < 8; j++) {
-    if (j === 4) {
-      e(`            (local.set $sc (v128.or (v128.and (i32x4.shr_u (v128.load offset=48 (local.get $p)) (i32.const 4)) ${mask('0x0f0f0f0f')})`);
-      e(`              (i32x4.shl (v128.and (i32x4.shr_u (v128.load offset=32 (local.get $p)) (i32.const 6)) ${mask('0x03030303')}) (i32.const 4))))`);
-    }
-    e(`            (local.set $s0 (i32x4.add (local.get $s0) (i32x4.mul ${byte('(local.get $sc)', 8 * (j % 4))} (i32x4.splat (i32.load16_s offset=${2 * j} (local.get $xb))))))`);
-  }
-  e(`            (local.set $x0 (f32x4.splat (f32.load (local.get $xd))))`);
-  e(`            (local.set $acc (f32x4.add (local.get $acc) (f32x4.sub`);
-  e(`              (f32x4.mul (f32x4.convert_i32x4_s (local.get $tot)) (f32x4.mul ${f16x4(0)} (local.get $x0)))`);
-  e(`              (f32x4.mul (f32x4.convert_i32x4_s (local.get $s0)) (f32x4.mul ${f16x4(8)} (local.get $x0))))))`);
+  e(`            (local.set $acc (f32x4.add (local.get $acc)`);
+  e(`              (f32x4.mul (f32x4.convert_i32x4_s (local.get $tot)) (f32x4.mul ${f16x4(0)} (f32x4.splat (f32.load (local.get $xd)))))))`);
+  L.push(...mins('$p', '            '));
   e(`            (local.set $p (i32.add (local.get $p) (i32.const 576)))`);
   e(`            (local.set $xd (i32.add (local.get $xd) (i32.const 4)))`);
   e(`            (local.set $xb (i32.add (local.get $xb) (i32.const 16)))`);
   e(`            (br $l)))`);
-  e(`        (v128.store (local.get $out) (local.get $acc))`);
+  e(`        (v128.store (local.get $out) (f32x4.sub (local.get $acc) (local.get $macc)))`);
   e(`        (local.set $out (i32.add (local.get $out) (i32.const 16)))`);
   e(`        (local.set $g (i32.add (local.get $g) (i32.const 1)))`);
   e(`        (br $gl))))`);
@@ -343,8 +335,117 @@ function g4q4k(): string[] {
   return L;
 }
 
+/**
+ * Packed q4_k prompt batches: each 4-row group is widened once into the token-tile format of wasm/
+ * qtiles.ts over whole super-blocks (128 i16x8 vectors of the 4 rows' column pairs, then the 4 rows' d),
+ * with the sub-block scale folded into the weights (column l < 16 of a sub-block carries sc·b for the
+ * byte b = lo + 16·hi, column l + 16 carries sc·hi: against q4-form activations that is
+ * sc·(lo·x[l] + hi·x[l + 16]), |·| <= 255·63), so $ktiles4/8 (tileKernels('k', 128)) compute exactly
+ * $g4_q4_k's integer super-block totals and f32 steps; $kmins4 then subtracts the mins as $g4_q4_k does.
+ * Activations: the q4 form per super-block in tiles of 4 tokens, then their d_x (backend.ts kTiles).
+ */
+function ktiles(): string[] {
+  const L: string[] = [];
+  const e = (s: string) => L.push(s);
+  const mask = (m: string) => `(v128.const i32x4 ${m} ${m} ${m} ${m})`;
+  for (const ws of [16, 32]) {
+    e(`  ;; One packed q4_k group widened for $ktile${ws / 4}x*: per super-block the 128 column-pair vectors at d + ${ws}k`);
+    e(`  ;; (sub-block j's pair k is vector 16j + k), the 4 rows' d at d + ${128 * ws}; super-blocks ${129 * ws} bytes apart.`);
+    e(`  (func $kwiden${ws} (param $w i32) (param $nsb i32) (param $d i32)`);
+    e(`    (local $sb i32) (local $dw v128) (local $lo v128) (local $hi v128) (local $sc v128) (local $u v128) (local $v v128)`);
+    e(`    (local $r0 v128) (local $r1 v128) (local $r2 v128) (local $r3 v128) (local $h0 v128) (local $h1 v128) (local $h2 v128) (local $h3 v128)`);
+    e(`    (block $done`);
+    e(`      (loop $l`);
+    e(`        (br_if $done (i32.ge_u (local.get $sb) (local.get $nsb)))`);
+    e(`        (local.set $dw (f32x4.mul (v128.and (i32x4.shr_s (i32x4.shl (v128.load16x4_u (local.get $w)) (i32.const 16)) (i32.const 3)) ${mask('0x8FFFE000')})`);
+    e(`          (v128.const f32x4 0x1p112 0x1p112 0x1p112 0x1p112)))`);
+    e(`        (local.set $lo (v128.and (v128.load offset=16 (local.get $w)) ${mask('0x3f3f3f3f')}))`);
+    e(`        (local.set $hi (v128.or (v128.and (v128.load offset=48 (local.get $w)) ${mask('0x0f0f0f0f')})`);
+    e(`          (i32x4.shl (v128.and (i32x4.shr_u (v128.load offset=16 (local.get $w)) (i32.const 6)) ${mask('0x03030303')}) (i32.const 4))))`);
+    for (let j = 0; j < 8; j++) {
+      e(`        ;; sub-block ${j}: row r's scale in both i16 lanes of its i32 lane`);
+      e(`        (local.set $sc (v128.and (i32x4.shr_u (local.get $${j < 4 ? 'lo' : 'hi'}) (i32.const ${8 * (j % 4)})) ${mask('255')}))`);
+      e(`        (local.set $sc (v128.or (local.get $sc) (i32x4.shl (local.get $sc) (i32.const 16))))`);
+      for (let r = 0; r < 4; r++) e(`        (local.set $r${r} (v128.load offset=${64 + 64 * j + 16 * r} (local.get $w)))`);
+      for (let r = 0; r < 4; r++) e(`        (local.set $h${r} (i8x16.shr_u (local.get $r${r}) (i32.const 4)))`);
+      for (const [half, v] of [[0, 'r'], [1, 'h']] as const) {
+        for (const [part, s16] of [[0, LO16], [1, HI16]] as const) {
+          e(`        (local.set $u (i8x16.shuffle ${s16} (local.get $${v}0) (local.get $${v}1)))`);
+          e(`        (local.set $v (i8x16.shuffle ${s16} (local.get $${v}2) (local.get $${v}3)))`);
+          for (const [q, s32] of [[0, LO32], [1, HI32]] as const) {
+            const k = half * 8 + part * 4 + q * 2;
+            const bytes = `(i8x16.shuffle ${s32} (local.get $u) (local.get $v))`;
+            for (const [dk, side] of [[0, 'low'], [1, 'high']] as const) {
+              e(`        (v128.store offset=${ws * (16 * j + k + dk)} (local.get $d) (i16x8.mul (i16x8.extend_${side}_i8x16_u ${bytes}) (local.get $sc)))`);
+            }
+          }
+        }
+      }
+    }
+    e(`        (v128.store offset=${128 * ws} (local.get $d) (local.get $dw))`);
+    e(`        (local.set $d (i32.add (local.get $d) (i32.const ${129 * ws})))`);
+    e(`        (local.set $w (i32.add (local.get $w) (i32.const 576)))`);
+    e(`        (local.set $sb (i32.add (local.get $sb) (i32.const 1)))`);
+    e(`        (br $l))))`);
+    e(``);
+  }
+  e(`  ;; out[0..3] −= the 4 rows' super-block mins for one token (x: its K activations), as $g4_q4_k.`);
+  e(`  (func $kmins4 (param $w i32) (param $nsb i32) (param $x i32) (param $out i32)`);
+  e(`    (local $sb i32) (local $xd i32) (local $xb i32) (local $sc v128) (local $s0 v128) (local $macc v128)`);
+  e(`    (local.set $xd (i32.add (local.get $x) (i32.shl (local.get $nsb) (i32.const 9))))`);
+  e(`    (local.set $xb (i32.add (local.get $xd) (i32.shl (local.get $nsb) (i32.const 2))))`);
+  e(`    (block $done`);
+  e(`      (loop $l`);
+  e(`        (br_if $done (i32.ge_u (local.get $sb) (local.get $nsb)))`);
+  L.push(...mins('$w', '        '));
+  e(`        (local.set $w (i32.add (local.get $w) (i32.const 576)))`);
+  e(`        (local.set $xd (i32.add (local.get $xd) (i32.const 4)))`);
+  e(`        (local.set $xb (i32.add (local.get $xb) (i32.const 16)))`);
+  e(`        (local.set $sb (i32.add (local.get $sb) (i32.const 1)))`);
+  e(`        (br $l)))`);
+  e(`    (v128.store (local.get $out) (f32x4.sub (v128.load (local.get $out)) (local.get $macc))))`);
+  e(``);
+  e(`  ;; $kmins4 for each of n tokens (x: K activations, xs apart; out: outputs, os apart).`);
+  e(`  (func $kmins_tokens (param $w i32) (param $nsb i32) (param $x i32) (param $xs i32) (param $out i32) (param $os i32) (param $n i32)`);
+  e(`    (local $b i32)`);
+  e(`    (block $done`);
+  e(`      (loop $l`);
+  e(`        (br_if $done (i32.ge_u (local.get $b) (local.get $n)))`);
+  e(`        (call $kmins4 (local.get $w) (local.get $nsb) (local.get $x) (local.get $out))`);
+  e(`        (local.set $x (i32.add (local.get $x) (local.get $xs)))`);
+  e(`        (local.set $out (i32.add (local.get $out) (local.get $os)))`);
+  e(`        (local.set $b (i32.add (local.get $b) (i32.const 1)))`);
+  e(`        (br $l))))`);
+  e(``);
+  return L;
+}
+
+/** The super-block mins of 4 packed q4_k rows at `ptr` added to $macc (lane r): $g4_q4_k's and $kmins4's one code. */
+function mins(ptr: string, ind: string): string[] {
+  const mask = (m: string) => `(v128.const i32x4 ${m} ${m} ${m} ${m})`;
+  const byte = (shift: number) => `(v128.and (i32x4.shr_u (local.get $sc) (i32.const ${shift})) ${mask('255')})`;
+  const L: string[] = [];
+  L.push(`${ind};; mins of the 4 rows (lane r) against the activations' sub-block sums`);
+  L.push(`${ind}(local.set $sc (v128.and (v128.load offset=32 (local.get ${ptr})) ${mask('0x3f3f3f3f')}))`);
+  L.push(`${ind}(local.set $s0 (v128.const i32x4 0 0 0 0))`);
+  for (let j = 0; j < 8; j++) {
+    if (j === 4) {
+      L.push(`${ind}(local.set $sc (v128.or (v128.and (i32x4.shr_u (v128.load offset=48 (local.get ${ptr})) (i32.const 4)) ${mask('0x0f0f0f0f')})`);
+      L.push(`${ind}  (i32x4.shl (v128.and (i32x4.shr_u (v128.load offset=32 (local.get ${ptr})) (i32.const 6)) ${mask('0x03030303')}) (i32.const 4))))`);
+    }
+    L.push(`${ind}(local.set $s0 (i32x4.add (local.get $s0) (i32x4.mul ${byte(8 * (j % 4))} (i32x4.splat (i32.load16_s offset=${2 * j} (local.get $xb))))))`);
+  }
+  L.push(`${ind}(local.set $macc (f32x4.add (local.get $macc)`);
+  L.push(`${ind}  (f32x4.mul (f32x4.convert_i32x4_s (local.get $s0)) (f32x4.mul ${f16x4At(8, ptr)} (f32x4.splat (f32.load (local.get $xd)))))))`);
+  return L;
+}
+
+/** 4 f16 at `ptr` + offset widened exactly to f32 (bits of d·2^-112, times 2^112). */
+const f16x4At = (offset: number, ptr: string) =>
+  `(f32x4.mul (v128.and (i32x4.shr_s (i32x4.shl (v128.load16x4_u offset=${offset} (local.get ${ptr})) (i32.const 16)) (i32.const 3)) (v128.const i32x4 0x8FFFE000 0x8FFFE000 0x8FFFE000 0x8FFFE000)) (v128.const f32x4 0x1p112 0x1p112 0x1p112 0x1p112))`;
+
 export function kquantSection(): string {
-  return HEADER + [...q45(false), ...q45(true), ...q6(), ...dot4('q4_k'), ...dot4('q5_k'), ...dot4('q6_k'), ...g4q4k(), ...quantQ8k()].join('\n');
+  return HEADER + [...q45(false), ...q45(true), ...q6(), ...dot4('q4_k'), ...dot4('q5_k'), ...dot4('q6_k'), ...g4q4k(), ...ktiles(), ...tileKernels('k', 128), ...quantQ8k()].join('\n');
 }
 
 export const KQUANT_SECTION: Section = { name: 'kquant', script: 'kquants.ts', text: kquantSection };

@@ -41,10 +41,10 @@ const HEADER = `  ;; -----------------------------------------------------------
   ;; steps 26.5, 8x5 25).
 `;
 
-const LO16 = '0 1 16 17 2 3 18 19 4 5 20 21 6 7 22 23';
-const HI16 = '8 9 24 25 10 11 26 27 12 13 28 29 14 15 30 31';
-const LO32 = '0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23';
-const HI32 = '8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31';
+export const LO16 = '0 1 16 17 2 3 18 19 4 5 20 21 6 7 22 23';
+export const HI16 = '8 9 24 25 10 11 26 27 12 13 28 29 14 15 30 31';
+export const LO32 = '0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23';
+export const HI32 = '8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31';
 
 /** The generated section, markers excluded. */
 export function qtilesSection(): string {
@@ -103,69 +103,7 @@ export function qtilesSection(): string {
     e(``);
   }
 
-  // ---- tiles: G groups (4·G rows) x t tokens
-  for (const G of [1, 2] as const) {
-    const steps = STEPS[G];
-    const ws = 16 * G;
-    const gs = [...Array(G).keys()];
-    for (let t = 1; t <= T; t++) {
-      const toks = [...Array(t).keys()];
-      const acc = gs.flatMap((g) => toks.map((i) => `${g}${i}`));
-      e(`  ;; ${4 * G} rows x ${t} token(s): s = widened blocks, x = the tile's activations; out + i·os: token i's ${4 * G} outputs.`);
-      e(`  (func $qtile${4 * G}x${t} (param $s i32) (param $nb i32) (param $x i32) (param $out i32) (param $os i32)`);
-      e(`    (local $b i32) (local $end i32)${gs.map((g) => ` (local $w${g} v128) (local $dw${g} v128)`).join('')} (local $c v128) (local $dx v128)`);
-      e(`   ${acc.map((a) => ` (local $a${a} v128) (local $f${a} v128)`).join('')}`);
-      e(`    (block $done`);
-      e(`      (loop $l`);
-      e(`        (br_if $done (i32.ge_u (local.get $b) (local.get $nb)))`);
-      for (const a of acc) e(`        (local.set $a${a} (v128.const i32x4 0 0 0 0))`);
-      e(`        (local.set $end (i32.add (local.get $x) (i32.const ${64 * t})))`);
-      e(`        (loop $kl`);
-      for (let u = 0; u < steps; u++) {
-        for (const g of gs) e(`          (local.set $w${g} (v128.load offset=${ws * u + 16 * g} (local.get $s)))`);
-        for (const i of toks) {
-          e(`          (local.set $c (v128.load32_splat offset=${4 * (u * t + i)} (local.get $x)))`);
-          for (const g of gs) e(`          (local.set $a${g}${i} (i32x4.add (local.get $a${g}${i}) (i32x4.dot_i16x8_s (local.get $w${g}) (local.get $c))))`);
-        }
-      }
-      e(`          (local.set $s (i32.add (local.get $s) (i32.const ${ws * steps})))`);
-      e(`          (local.set $x (i32.add (local.get $x) (i32.const ${4 * t * steps})))`);
-      e(`          (br_if $kl (i32.lt_u (local.get $x) (local.get $end))))`);
-      for (const g of gs) e(`        (local.set $dw${g} (v128.load offset=${16 * g} (local.get $s)))`);
-      for (const i of toks) {
-        e(`        (local.set $dx (f32x4.splat (f32.load offset=${4 * i} (local.get $x))))`);
-        for (const g of gs) {
-          e(`        (local.set $f${g}${i} (f32x4.add (local.get $f${g}${i})`);
-          e(`          (f32x4.mul (f32x4.convert_i32x4_s (local.get $a${g}${i})) (f32x4.mul (local.get $dw${g}) (local.get $dx)))))`);
-        }
-      }
-      e(`        (local.set $s (i32.add (local.get $s) (i32.const ${ws})))`);
-      e(`        (local.set $x (i32.add (local.get $x) (i32.const ${4 * t})))`);
-      e(`        (local.set $b (i32.add (local.get $b) (i32.const 1)))`);
-      e(`        (br $l)))`);
-      for (const i of toks) {
-        if (i > 0) e(`    (local.set $out (i32.add (local.get $out) (local.get $os)))`);
-        for (const g of gs) e(`    (v128.store offset=${16 * g} (local.get $out) (local.get $f${g}${i}))`);
-      }
-      e(`  )`);
-      e(``);
-    }
-    e(`  ;; All n tokens of the batch against ${4 * G} widened rows: tiles of ${T}, then one of the rest.`);
-    e(`  (func $qtiles${4 * G} (param $s i32) (param $nb i32) (param $x i32) (param $out i32) (param $os i32) (param $n i32)`);
-    e(`    (block $done`);
-    e(`      (loop $l`);
-    e(`        (br_if $done (i32.lt_u (local.get $n) (i32.const ${T})))`);
-    e(`        (call $qtile${4 * G}x${T} (local.get $s) (local.get $nb) (local.get $x) (local.get $out) (local.get $os))`);
-    e(`        (local.set $x (i32.add (local.get $x) (i32.mul (local.get $nb) (i32.const ${68 * T}))))`);
-    e(`        (local.set $out (i32.add (local.get $out) (i32.mul (local.get $os) (i32.const ${T}))))`);
-    e(`        (local.set $n (i32.sub (local.get $n) (i32.const ${T})))`);
-    e(`        (br $l)))`);
-    for (let t = 1; t < T; t++) {
-      e(`    (if (i32.eq (local.get $n) (i32.const ${t})) (then (call $qtile${4 * G}x${t} (local.get $s) (local.get $nb) (local.get $x) (local.get $out) (local.get $os))))`);
-    }
-    e(`  )`);
-    e(``);
-  }
+  L.push(...tileKernels('q', 16));
 
   // ---- activations into the tile layout
   e(`  ;; n tokens of quant_q8 output at src (cols·2 + (cols/32)·8 bytes each) into tiles of ${T} tokens at dst.`);
@@ -213,6 +151,80 @@ export function qtilesSection(): string {
   e(`        (local.set $t0 (i32.add (local.get $t0) (local.get $tn)))`);
   e(`        (br $tl))))`);
   return HEADER + L.join('\n') + '\n';
+}
+
+/**
+ * The token-tile kernels `$<p>tile{4,8}x{1..${T}}` and `$<p>tiles{4,8}` over blocks of `pairs` column pairs
+ * (16: the 32-weight blocks of q8_0/q4_0; 128: the 256-weight super-blocks of packed q4_k, wasm/kquants.ts):
+ * per block an exact i32 total per row and token, then one f32 step f += f32(isum)·(d_w·d_x).
+ */
+export function tileKernels(p: string, pairs: number): string[] {
+  const L: string[] = [];
+  const e = (s: string) => L.push(s);
+  for (const G of [1, 2] as const) {
+    const steps = STEPS[G];
+    const ws = 16 * G;
+    const gs = [...Array(G).keys()];
+    for (let t = 1; t <= T; t++) {
+      const toks = [...Array(t).keys()];
+      const acc = gs.flatMap((g) => toks.map((i) => `${g}${i}`));
+      e(`  ;; ${4 * G} rows x ${t} token(s): s = widened blocks, x = the tile's activations; out + i·os: token i's ${4 * G} outputs.`);
+      e(`  (func $${p}tile${4 * G}x${t} (param $s i32) (param $nb i32) (param $x i32) (param $out i32) (param $os i32)`);
+      e(`    (local $b i32) (local $end i32)${gs.map((g) => ` (local $w${g} v128) (local $dw${g} v128)`).join('')} (local $c v128) (local $dx v128)`);
+      e(`   ${acc.map((a) => ` (local $a${a} v128) (local $f${a} v128)`).join('')}`);
+      e(`    (block $done`);
+      e(`      (loop $l`);
+      e(`        (br_if $done (i32.ge_u (local.get $b) (local.get $nb)))`);
+      for (const a of acc) e(`        (local.set $a${a} (v128.const i32x4 0 0 0 0))`);
+      e(`        (local.set $end (i32.add (local.get $x) (i32.const ${4 * pairs * t})))`);
+      e(`        (loop $kl`);
+      for (let u = 0; u < steps; u++) {
+        for (const g of gs) e(`          (local.set $w${g} (v128.load offset=${ws * u + 16 * g} (local.get $s)))`);
+        for (const i of toks) {
+          e(`          (local.set $c (v128.load32_splat offset=${4 * (u * t + i)} (local.get $x)))`);
+          for (const g of gs) e(`          (local.set $a${g}${i} (i32x4.add (local.get $a${g}${i}) (i32x4.dot_i16x8_s (local.get $w${g}) (local.get $c))))`);
+        }
+      }
+      e(`          (local.set $s (i32.add (local.get $s) (i32.const ${ws * steps})))`);
+      e(`          (local.set $x (i32.add (local.get $x) (i32.const ${4 * t * steps})))`);
+      e(`          (br_if $kl (i32.lt_u (local.get $x) (local.get $end))))`);
+      for (const g of gs) e(`        (local.set $dw${g} (v128.load offset=${16 * g} (local.get $s)))`);
+      for (const i of toks) {
+        e(`        (local.set $dx (f32x4.splat (f32.load offset=${4 * i} (local.get $x))))`);
+        for (const g of gs) {
+          e(`        (local.set $f${g}${i} (f32x4.add (local.get $f${g}${i})`);
+          e(`          (f32x4.mul (f32x4.convert_i32x4_s (local.get $a${g}${i})) (f32x4.mul (local.get $dw${g}) (local.get $dx)))))`);
+        }
+      }
+      e(`        (local.set $s (i32.add (local.get $s) (i32.const ${ws})))`);
+      e(`        (local.set $x (i32.add (local.get $x) (i32.const ${4 * t})))`);
+      e(`        (local.set $b (i32.add (local.get $b) (i32.const 1)))`);
+      e(`        (br $l)))`);
+      for (const i of toks) {
+        if (i > 0) e(`    (local.set $out (i32.add (local.get $out) (local.get $os)))`);
+        for (const g of gs) e(`    (v128.store offset=${16 * g} (local.get $out) (local.get $f${g}${i}))`);
+      }
+      e(`  )`);
+      e(``);
+    }
+    e(`  ;; All n tokens of the batch against ${4 * G} widened rows: tiles of ${T}, then one of the rest.`);
+    e(`  (func $${p}tiles${4 * G} (param $s i32) (param $nb i32) (param $x i32) (param $out i32) (param $os i32) (param $n i32)`);
+    e(`    (block $done`);
+    e(`      (loop $l`);
+    e(`        (br_if $done (i32.lt_u (local.get $n) (i32.const ${T})))`);
+    e(`        (call $${p}tile${4 * G}x${T} (local.get $s) (local.get $nb) (local.get $x) (local.get $out) (local.get $os))`);
+    e(`        (local.set $x (i32.add (local.get $x) (i32.mul (local.get $nb) (i32.const ${(4 * pairs + 4) * T}))))`);
+    e(`        (local.set $out (i32.add (local.get $out) (i32.mul (local.get $os) (i32.const ${T}))))`);
+    e(`        (local.set $n (i32.sub (local.get $n) (i32.const ${T})))`);
+    e(`        (br $l)))`);
+    for (let t = 1; t < T; t++) {
+      e(`    (if (i32.eq (local.get $n) (i32.const ${t})) (then (call $${p}tile${4 * G}x${t} (local.get $s) (local.get $nb) (local.get $x) (local.get $out) (local.get $os))))`);
+    }
+    e(`  )`);
+    e(``);
+  }
+
+  return L;
 }
 
 export const QTILE_SECTION: Section = { name: 'qtile', script: 'qtiles.ts', text: qtilesSection };

@@ -168,6 +168,27 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
   // The current MLX weight's group size and scale dtype, read by the affine kernels.
   const affine = new Int32Array(memory.buffer, AFFINE_ADDR, 2);
 
+  /**
+   * K activations (quant_q8k, tokens kStride apart) into the super-block token tiles $ktiles8/4 read: tiles
+   * of 4 tokens (the last: the rest); in a tile of t tokens, per super-block 516·t bytes: for each of the
+   * 128 column pairs each token's pair of q4-form values as one i32, then each token's d_x.
+   */
+  function kTiles(src: number, dst: number, cols: number, n: number, kStride: number): void {
+    const nsb = cols / QK_K;
+    const i32 = new Int32Array(memory.buffer);
+    let o = dst >> 2;
+    for (let t0 = 0; t0 < n; t0 += 4) {
+      const tn = Math.min(4, n - t0);
+      for (let sb = 0; sb < nsb; sb++) {
+        for (let k = 0; k < 128; k++) {
+          for (let i = 0; i < tn; i++) i32[o++] = i32[((src + (t0 + i) * kStride + cols * 2 + nsb * 20) >> 2) + sb * 128 + k];
+        }
+        // d_x as its bits
+        for (let i = 0; i < tn; i++) i32[o++] = i32[((src + (t0 + i) * kStride + cols * 2) >> 2) + sb];
+      }
+    }
+  }
+
   function check(out: Float32Array, w: Weight, x: Float32Array, n: number): void {
     const { dtype, rows, cols } = w;
     if (!(dtype in KERNEL) && !isMlx(dtype)) throw new Error(`wasm backend: unsupported weight dtype ${String(dtype)}`);
@@ -219,8 +240,16 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
     } else if (isKQuant(dtype)) {
       // ggml's Q8_K activations per 256 columns, each 32-column sub-block's sum, and the q4 form (kquants.ts).
       xStride = cols * 4 + (cols / QK_K) * 20;
-      const dst = scratch(Math.ceil((xStride * n) / 16) * 16);
+      const kBytes = Math.ceil((xStride * n) / 16) * 16;
+      // packed q4_k prompt batches run token tiles over whole super-blocks (wasm $kwiden32, $ktiles8)
+      const tiles = dtype === 'q4_k' && w.packed !== undefined && n >= 2;
+      if (tiles) wideScratch(cols, 17 * cols);
+      const dst = scratch(kBytes + (tiles ? (cols / QK_K) * 516 * n : 0));
       k.quant_q8k(xAddr, dst, cols, n);
+      if (tiles) {
+        kTiles(dst, dst + kBytes, cols, n, xStride);
+        qtiles[0] = dst + kBytes;
+      }
       xAddr = dst;
     } else if (isQuantized(dtype)) {
       xStride = cols * 2 + (cols / QK) * 8;
