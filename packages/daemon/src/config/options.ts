@@ -27,13 +27,17 @@ export interface DaemonOptions {
   mdns: boolean;
   rebench: boolean;
   logLevel: string;
+  /** Console log lines: pretty on a terminal, JSON otherwise (`auto`), as asked, or none (the service: the file has them). */
+  logFormat: 'auto' | 'pretty' | 'json' | 'none';
+  /** The JSON log file `orchard logs` reads (rotated by size); null: none. */
+  logFile: string | null;
   configFile: string | null;
 }
 
 /** Raw values as strings/arrays, before validation. Keys are the flag names in camelCase. */
 export type RawOptions = Partial<Record<keyof DaemonOptions | 'config' | 'clusterKey', unknown>>;
 
-const KEYS = ['dataDir', 'listen', 'bootstrap', 'apiHost', 'apiPort', 'apiToken', 'clusterKey', 'name', 'goneAfter', 'heartbeatMs', 'probePort', 'mdns', 'logLevel'] as const;
+const KEYS = ['dataDir', 'listen', 'bootstrap', 'apiHost', 'apiPort', 'apiToken', 'clusterKey', 'name', 'goneAfter', 'heartbeatMs', 'probePort', 'mdns', 'logLevel', 'logFormat', 'logFile'] as const;
 type Key = (typeof KEYS)[number];
 
 const kebab = (k: string) => k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
@@ -80,6 +84,13 @@ function isLoopback(host: string): boolean {
   return host === 'localhost' || host === '::1' || /^127\./.test(host);
 }
 
+/** `--log-file none` (or an empty value) turns the file off; the default lives in the data dir. */
+function logFileOf(v: unknown, dataDir: string): string | null {
+  if (v === undefined || v === null) return join(dataDir, 'logs', 'orchard.log');
+  const s = String(v);
+  return s === '' || s === 'none' ? null : resolve(s);
+}
+
 export function resolveOptions(flags: RawOptions, env: NodeJS.ProcessEnv = process.env): DaemonOptions {
   const envVals = fromEnv(env);
   const dataDir = resolve(String(flags.dataDir ?? envVals.dataDir ?? join(os.homedir(), '.orchard')));
@@ -118,6 +129,8 @@ export function resolveOptions(flags: RawOptions, env: NodeJS.ProcessEnv = proce
     mdns: !(mdnsRaw === false || mdnsRaw === 'false' || mdnsRaw === '0'),
     rebench: Boolean(flags.rebench),
     logLevel: String(pick('logLevel') ?? 'info'),
+    logFormat: parse(z.enum(['auto', 'pretty', 'json', 'none'], { error: '--log-format must be auto, pretty, json or none' }), pick('logFormat') ?? 'auto'),
+    logFile: logFileOf(pick('logFile'), dataDir),
     configFile: configFile ?? null,
   };
 }

@@ -30,6 +30,8 @@ export function registerStart(program: Command): void {
     .option('--backend <name>', 'what runners compute on: auto (a hardware GPU if there is one, else cpu), cpu, gpu, reference or wasm (env ORCHARD_ENGINE_BACKEND; default auto)')
     .option('--allow-software-gpu', 'let gpu/auto use a software WebGPU adapter such as lavapipe (env ORCHARD_ALLOW_SOFTWARE_GPU=1)')
     .option('--log-level <level>', 'pino level: trace, debug, info, warn, error (env ORCHARD_LOG_LEVEL; default info)')
+    .option('--log-format <format>', 'console lines: auto (readable on a terminal, JSON otherwise), pretty or json (env ORCHARD_LOG_FORMAT)')
+    .option('--log-file <file>', 'JSON log file read by `orchard logs`, rotated at 10 MB, 5 kept; none for no file (env ORCHARD_LOG_FILE; default <data-dir>/logs/orchard.log)')
     .action(async (flags: Record<string, unknown>) => {
       let options;
       try {
@@ -45,7 +47,7 @@ export function registerStart(program: Command): void {
         if (err instanceof BackendSettingError) throw new CliError(flags.backend !== undefined ? err.message.replace(/^ORCHARD_ENGINE_BACKEND/, '--backend') : err.message, 2);
         throw err;
       }
-      const log = createLogger(options.logLevel);
+      const log = createLogger({ level: options.logLevel, format: options.logFormat, file: options.logFile });
       // A stray rejection inside a network library must not take the whole pod member down.
       process.on('unhandledRejection', (err) => log.error({ err }, 'unhandled rejection (ignored)'));
       let daemon: Daemon;
