@@ -121,7 +121,7 @@ export async function installServing(app: FastifyInstance, daemon: Daemon, o: Se
   };
   const models = () => [...new Set([...manager.catalog.list(), ...manager.remoteModels().keys(), ...Object.values(manager.instances()).map((e) => e.model)])].sort();
 
-  await app.register(async (scope) => openAiRoutes(scope, { manager, run, models }));
+  await app.register(async (scope) => openAiRoutes(scope, { manager, run, models, log: daemon.log.child({ part: 'http' }) }));
   // A pull through the daemon asks the pod's peers for the bytes before the hub.
   const pullBody = z.object({ repo: z.string().min(3).max(200) });
   app.post('/api/models/pull', async (req, reply) => {

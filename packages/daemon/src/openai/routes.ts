@@ -11,6 +11,8 @@ import { ServeError, type ServeEvent, type ServeRequest } from '../instances/req
 import { PlacementError } from '../placement/place.js';
 import { UnknownModelError } from '../instances/models.js';
 import { errorBody, sendError } from './errors.js';
+import { logRequests } from '../request-log.js';
+import type { Logger } from 'pino';
 import { chatCompletionSchema, completionSchema, createInstanceSchema, describeIssue, planQuerySchema, textOf, type ChatCompletionBody, type CompletionBody } from './schemas.js';
 
 export interface OpenAiDeps {
@@ -19,6 +21,8 @@ export interface OpenAiDeps {
   run(model: string, req: ServeRequest, emit: (e: ServeEvent) => void, signal: AbortSignal): Promise<void>;
   /** Models served by the pod (local files and placed instances). */
   models(): string[];
+  /** Gets one line per generation request (request-log.ts). */
+  log?: Logger;
 }
 
 const now = () => Math.floor(Date.now() / 1000);
@@ -38,7 +42,8 @@ function toServeRequest(body: ChatCompletionBody | CompletionBody, kind: 'chat' 
   return { ...base, prompt: typeof p === 'string' ? p : p[0] };
 }
 
-export async function openAiRoutes(app: FastifyInstance, deps: OpenAiDeps): Promise<void> {
+export async function openAiRoutes(app: FastifyInstance, given: OpenAiDeps): Promise<void> {
+  const deps = given.log ? { ...given, run: logRequests(given.run, given.log) } : given;
   const { manager } = deps;
 
   app.get('/v1/models', async () => ({
