@@ -29,7 +29,7 @@ describe.skipIf(!tmuxAvailable())('orchard chat in a terminal', () => {
 
   it('survives ten turns with the 128-token model: old turns left out with a note, cut answers said', async () => {
     term = startTmux([process.execPath, '--import', 'tsx', CLI, 'chat', 'orchard-demo', '--url', `http://127.0.0.1:${daemon.apiPort}`, '--max-tokens', '40', '--temperature', '0'], { NO_COLOR: '1' });
-    await waitFor('the chat banner', () => /chatting with orchard-demo/.test(term!.screen()) || undefined, 30_000, 100);
+    await waitFor('the chat banner', () => /chatting with orchard-demo/.test(term!.screen()) || undefined, 90_000, 100);
     // Each turn ends with a statistics line or an error line on the terminal.
     const ends = () => (term!.screen().match(/^\[\d+ tokens, |^orchard: /gm) ?? []).length;
     for (let i = 1; i <= 10; i++) {

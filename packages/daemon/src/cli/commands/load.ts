@@ -6,6 +6,17 @@ import type { Command } from 'commander';
 import { DEFAULT_URL } from '../client.js';
 import { CliError } from '../errors.js';
 import { call } from './serve-client.js';
+import { readCatalog, type CatalogModel } from '../catalog.js';
+import { formatBytes } from '../pull-progress.js';
+
+/** The catalog as a table (or JSON): name, hub repo, size, parameters, context, gated. */
+export function formatCatalog(models: CatalogModel[], json = false): string {
+  if (json) return `${JSON.stringify(models, null, 2)}\n`;
+  const rows = [['NAME', 'REPO', 'SIZE', 'PARAMS', 'CONTEXT', ''], ...models.map((m) => [m.name, m.repo, formatBytes(m.bytes), m.parameters, String(m.context), m.gated ? 'gated: needs HF_TOKEN' : ''])];
+  const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
+  const table = rows.map((r) => r.map((c, i) => c.padEnd(widths[i])).join('  ').trimEnd()).join('\n');
+  return `${table}\n\nrun one with \`orchard run NAME\` (pulls it on first use); sizes are the hub's, rounded\n`;
+}
 
 interface InstanceJson {
   id: string;
@@ -66,11 +77,16 @@ export function registerLoad(program: Command): void {
 
   program
     .command('models')
-    .description('models the pod can serve and the instances running now')
+    .description('models the pod can serve and the instances running now; --available: models you can pull')
     .option('--json', 'machine-readable output')
     .option('--url <url>', 'daemon API', process.env.ORCHARD_URL ?? DEFAULT_URL)
     .option('--token <token>', 'API token (env ORCHARD_API_TOKEN)')
-    .action(async (opts: { json?: boolean; url: string; token?: string }) => {
+    .option('--available', 'the curated list of models known to fit the engine (short names for `orchard run NAME`), no daemon needed')
+    .action(async (opts: { json?: boolean; url: string; token?: string; available?: boolean }) => {
+      if (opts.available) {
+        process.stdout.write(formatCatalog(readCatalog(), opts.json));
+        return;
+      }
       const models = (await (await call(opts, 'GET', '/v1/models')).json()) as { data: { id: string }[] };
       const { instances } = (await (await call(opts, 'GET', '/api/instances')).json()) as { instances: InstanceJson[] };
       if (opts.json) {
