@@ -42,6 +42,10 @@ export function Chat({ models, instances }: { models: string[]; instances: Insta
     log.current?.scrollTo(0, log.current.scrollHeight);
   }, [messages]);
 
+  const instance = instances.find((i) => i.model === model);
+  const loaded = !!instance;
+  const contextTokens = instance?.contextTokens ?? (conversationModel.current === model ? conversation.current.contextTokens : null);
+
   async function send(text: string) {
     const history: Message[] = [...messages.filter((m) => !m.error), { role: 'user', content: text }];
     setMessages([...history, { role: 'assistant', content: '' }]);
@@ -108,6 +112,11 @@ export function Chat({ models, instances }: { models: string[]; instances: Insta
             <option key={m}>{m}</option>
           ))}
         </select>
+        {contextTokens ? (
+          <span class="muted" data-testid="chat-context">
+            context {contextTokens.toLocaleString('en-US')} tokens
+          </span>
+        ) : null}
         <button
           class="link"
           onClick={() => {
@@ -138,6 +147,11 @@ export function Chat({ models, instances }: { models: string[]; instances: Insta
           </div>
         ))}
       </div>
+      {model && !loaded && (
+        <p class="muted" data-testid="chat-hint">
+          {model} is not loaded yet: your first message loads it on the pod (a few seconds for a small model).
+        </p>
+      )}
       <form
         class="chat-input"
         onSubmit={(e) => {

@@ -14,7 +14,14 @@ import { UnknownModelError } from '../instances/models.js';
 import { publicInstance } from '../instances/public-instance.js';
 import { PlacementError } from '../placement/place.js';
 import { sendError } from '../openai/errors.js';
+import { servingContext } from '../serving-context.js';
 import { encodeProgress, PROGRESS_TOPIC, ProgressBoard } from './progress.js';
+
+/** The context an instance of a model with this config.json serves (what the chat can hold). */
+function contextOf(config: unknown): number | null {
+  const m = Number((config as { max_position_embeddings?: unknown } | null)?.max_position_embeddings);
+  return Number.isFinite(m) && m > 0 ? servingContext(m) : null;
+}
 
 /** The planner request placement uses (placement/place.ts), so previews predict what a load would get. */
 const PLAN_REQUEST = { contextTokens: 2048, promptTokens: 256 };
@@ -87,6 +94,7 @@ export async function installDashboard(app: FastifyInstance, daemon: Daemon): Pr
               ...placed,
               // Forced layouts carry no prediction: ask the planner's cost model about this exact layout.
               layoutPredicted: p.predicted ? null : predictLayout(p, e.model, cluster),
+              contextTokens: contextOf(p.config),
               status,
             };
           }),
@@ -118,6 +126,7 @@ export async function installDashboard(app: FastifyInstance, daemon: Daemon): Pr
         return {
           model,
           placement: { strategy: pl.strategy, layout: pl.layout, ranks: pl.ranks, predicted: pl.predicted, explanation: pl.explanation },
+          contextTokens: contextOf(placed.config),
           planner: planner && { strategy: planner.strategy, stages: planner.stages, predicted: planner.predicted, alternatives: planner.alternatives, explanation: planner.explanation, model: planner.model, memory: planner.memory },
           error,
         };

@@ -20,6 +20,7 @@ import { InstanceExecutor } from './executor.js';
 import type { ServeMessage } from './messages.js';
 import { ModelCatalog, UnknownModelError } from './models.js';
 import { ServeError } from './requests.js';
+import { servingContext } from '../serving-context.js';
 
 /** What an instance entry's `plan` holds (the replicated state keeps it opaque). */
 export interface PlacedPlan extends InstancePlan {
@@ -375,7 +376,7 @@ export class InstanceManager {
       local.runners.set(rank, runner);
       if (rank === 0) {
         const config = loadModelConfig(dir);
-        const seq = Math.min(maxSeqLen ?? 4096, config.maxPositionEmbeddings, 4096);
+        const seq = servingContext(config.maxPositionEmbeddings, maxSeqLen);
         local.executor = new InstanceExecutor(runner, dir, config, seq, { maxQueue: this.#d.maxQueue ?? 64, defaultMaxTokens: 256, concurrency: plan.layout.stages.length });
       }
     });
