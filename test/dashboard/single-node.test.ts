@@ -38,7 +38,7 @@ describe.skipIf(!!missing && !REQUIRE_BROWSER)('dashboard of a single fresh daem
     await page.waitForSelector('[data-node="solo"]', { timeout: 60_000 });
     await page.waitForSelector('[data-testid="plan-preview"] [data-testid="preview-context"]', { timeout: 60_000 });
     await screenshot(page, 'single-before');
-    const text = async (sel: string) => ((await page.locator(sel).first().textContent()) ?? "").replace(/\s+/g, " ").trim();
+    const text = async (sel: string) => ((await page.locator(sel).first().textContent()) ?? '').replace(/\s+/g, ' ').trim();
     // One node: the canvas says why it is alone and how to add a machine; the memory bar says what it is.
     expect(await text('[data-testid="topology-alone"]')).toMatch(/Only this machine so far/);
     expect(await text('[data-testid="node-memory"]')).toMatch(/^memory [\d.]+ [kMG]B \/ [\d.]+ GB$/);
@@ -55,7 +55,7 @@ describe.skipIf(!!missing && !REQUIRE_BROWSER)('dashboard of a single fresh daem
     for (let k = 1; k <= 4; k++) {
       await page.fill('input[name="prompt"]', `And the LORD spake unto Moses, saying ${k}`);
       await page.click('button[type="submit"]:has-text("Send")');
-      await page.waitForFunction((n) => document.querySelectorAll('[data-testid="chat-stats"]').length >= n, k, { timeout: 120_000 });
+      await page.locator('[data-testid="chat-stats"]').nth(k - 1).waitFor({ timeout: 120_000 });
     }
     expect(await answers()).toBe(4);
     expect(await page.locator('[data-testid="chat-error"]').count()).toBe(0);
