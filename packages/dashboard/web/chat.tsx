@@ -44,7 +44,7 @@ export function Chat({ models, instances }: { models: string[]; instances: Insta
 
   const instance = instances.find((i) => i.model === model);
   const loaded = !!instance;
-  const contextTokens = instance?.contextTokens ?? (conversationModel.current === model ? conversation.current.contextTokens : null);
+  const contextTokens = instance?.context ?? (conversationModel.current === model ? conversation.current.contextTokens : null);
 
   async function send(text: string) {
     const history: Message[] = [...messages.filter((m) => !m.error), { role: 'user', content: text }];

@@ -55,9 +55,9 @@ function Instance({ i, names, progress, onChange }: { i: InstanceView; names: Na
         <span>
           measured <b data-testid="measured-tps">{rate(i.status?.decodeTokensPerSecond)}</b>
         </span>
-        {i.contextTokens ? (
+        {i.context ? (
           <span data-testid="instance-context">
-            context <b>{i.contextTokens.toLocaleString('en-US')}</b> tokens
+            context <b>{i.context.toLocaleString('en-US')}</b> tokens
           </span>
         ) : null}
         {i.status && (

@@ -59,8 +59,8 @@ export interface InstanceView {
   status: { ready: boolean; active: number; queued: number; capacity: number; failed: string | null; decodeTokensPerSecond?: number | null } | null;
   /** Added by the dashboard routes: the planner's prediction for this exact layout. */
   layoutPredicted?: Prediction | null;
-  /** Added by the dashboard routes: tokens of context the instance serves (prompt + answer). */
-  contextTokens?: number | null;
+  /** Tokens of context the instance serves (prompt + answer). */
+  context?: number | null;
 }
 
 export interface PlanStageView {

@@ -43,6 +43,7 @@ export { tensorSlice, vocabSlice, joinLogitSlices, type TensorSlice, type SplitD
 export {
   canRun,
   checkLayout,
+  instanceLayoutOf,
   pipelineStages,
   rankOf,
   samplerRank,

@@ -8,14 +8,14 @@ import { rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Daemon } from '../../src/daemon.js';
+import type { Orchard } from '../../src/orchard.js';
 import { startServingDaemon, waitFor } from '../serve/in-process-pod.js';
 import { startTmux, tmuxAvailable, type TmuxSession } from './tmux.js';
 
 const CLI = join(dirname(fileURLToPath(import.meta.url)), '../../src/cli/main.ts');
 
 describe.skipIf(!tmuxAvailable())('orchard chat in a terminal', () => {
-  let daemon: Daemon;
+  let daemon: Orchard;
   let dataDir: string;
   let term: TmuxSession | undefined;
   beforeAll(async () => {

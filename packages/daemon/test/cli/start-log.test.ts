@@ -40,7 +40,7 @@ describe.skipIf(!tmuxAvailable())('the foreground daemon log', () => {
     const dataDir = mkdtempSync(join(os.tmpdir(), 'orchard-startlog-'));
     dirs.push(dataDir);
     term = startTmux([process.execPath, '--import', 'tsx', CLI, ...START(dataDir)], { NO_COLOR: '1' }, { cols: 400, rows: 60 });
-    const port = Number(await waitFor('the daemon to start', () => /orchard daemon started .*"api":"http:\/\/127\.0\.0\.1:(\d+)"/.exec(term!.screen())?.[1], 120_000, 200));
+    const port = Number(await waitFor('the daemon to start', () => /"api":"http:\/\/127\.0\.0\.1:(\d+)"/.exec(term!.screen())?.[1], 120_000, 200));
     await chat(port);
     const line = await waitFor('the request line', () => /^\[\d\d:\d\d:\d\d\.\d{3}\] INFO: request orchard-demo 200 · \d+\+\d+ tokens · .*TTFT \d+ ms · \d+ ms .*$/m.exec(term!.screen())?.[0], 30_000, 100);
     expect(line).toMatch(/"request":\{"model":"orchard-demo","kind":"chat","status":200,"promptTokens":\d+,"completionTokens":\d+/);
