@@ -56,9 +56,15 @@ export async function ensureDaemon(o: SessionOptions): Promise<{ dataDir: string
   child.stderr!.on('data', (d) => (stderr = (stderr + String(d)).slice(-2000)));
   const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
   const deadline = Date.now() + 120_000;
+  // Ready when it answers and knows its own profile (before that, placing a model fails).
+  const ready = async () => {
+    if (!(await statusOf(o).catch(() => null))) return false;
+    const cluster = (await (await call(o, 'GET', '/api/cluster', undefined, 2000)).json().catch(() => ({}))) as { nodes?: unknown[] };
+    return (cluster.nodes?.length ?? 0) > 0;
+  };
   for (;;) {
     if (child.exitCode !== null) throw new CliError(`the daemon this session started exited (${child.exitCode}): ${stderr.trim().split('\n').pop() ?? ''}`, 1);
-    if (await statusOf(o).catch(() => null)) break;
+    if (await ready().catch(() => false)) break;
     if (Date.now() > deadline) {
       child.kill('SIGTERM');
       throw new CliError(`the daemon this session started did not answer at ${o.url} within 120 s`, 1);
