@@ -22,6 +22,8 @@ export interface SessionOptions extends ClientOptions {
   dataDir?: string;
   /** Pull without asking. */
   yes?: boolean;
+  /** Tokens per sequence the instance holds (`--context`); default: the daemon's. */
+  context?: number;
 }
 
 export interface Session {
@@ -138,9 +140,10 @@ export async function openSession(ref: string, o: SessionOptions): Promise<Sessi
   try {
     const model = await resolveModel(ref, o, daemon.dataDir);
     process.stderr.write(paint.dim(`placing ${model} on the pod…\n`));
-    const res = await call(o, 'POST', '/api/instances', { model, wait: true }, 600_000);
-    const { instance } = (await res.json()) as { instance: { strategy: string; nodes: string[] } };
-    process.stderr.write(paint.dim(`${model} is ready (${instance.strategy} on ${new Set(instance.nodes).size} node${new Set(instance.nodes).size === 1 ? '' : 's'})\n`));
+    const res = await call(o, 'POST', '/api/instances', { model, wait: true, ...(o.context ? { context: o.context } : {}) }, 600_000);
+    const { instance } = (await res.json()) as { instance: { strategy: string; nodes: string[]; context?: number } };
+    const n = new Set(instance.nodes).size;
+    process.stderr.write(paint.dim(`${model} is ready (${instance.strategy} on ${n} node${n === 1 ? '' : 's'}${instance.context ? `, context ${instance.context} tokens` : ''})\n`));
     return { model, close: () => daemon.stop() };
   } catch (err) {
     await daemon.stop();

@@ -8,6 +8,7 @@ import type { Command } from 'commander';
 import { createInterface } from 'node:readline';
 import { DEFAULT_URL } from '../client.js';
 import { CliError } from '../errors.js';
+import { contextTokens } from './load.js';
 import { call, sseData } from './serve-client.js';
 import { Conversation, type ChatMessage } from '@orchard/dashboard/conversation';
 import { paint, paintOut } from '../colors.js';
@@ -132,6 +133,7 @@ export function registerChat(program: Command): void {
     .option('-m, --message <text>', 'send one message, print the answer and exit')
     .option('--data-dir <dir>', 'data directory of the daemon started for this session, when none runs (default ~/.orchard)')
     .option('-y, --yes', 'pull a missing model without asking')
+    .option('--context <tokens>', "tokens per sequence (prompt + answer) when the model is placed now; default: the daemon's", contextTokens)
     .action(async (modelArg: string | undefined, opts: ChatOptions & SessionOptions) => {
       if (modelArg) {
         const session = await openSession(modelArg, opts);

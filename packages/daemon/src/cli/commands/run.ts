@@ -19,6 +19,7 @@ import {
 } from '@orchard/engine';
 import { BACKEND_NAMES, chooseBackend, isBackendName, isGpuError, type BackendName, type CpuKernels } from '../../backend/select.js';
 import { CliError } from '../errors.js';
+import { contextTokens } from './load.js';
 import { DEFAULT_URL } from '../client.js';
 import { openSession, type SessionOptions } from '../model-session.js';
 import { runChat } from './chat.js';
@@ -105,6 +106,7 @@ export function registerRun(program: Command): void {
     .option('--data-dir <dir>', 'with MODEL: data directory of a daemon started for the session (default ~/.orchard)')
     .option('--system <text>', 'with MODEL: system message')
     .option('-y, --yes', 'with MODEL: pull without asking')
+    .option('--context <tokens>', "tokens per sequence (prompt + answer) when the model is placed now; default: the daemon's", contextTokens)
     .action(async (modelRef: string | undefined, prompt: string | undefined, opts: RunOptions & PodRunOptions, cmd: Command) => {
       if (modelRef !== undefined) {
         if (opts.model !== undefined || opts.promptIds !== undefined) throw new CliError('give a MODEL to run on the pod, or --model with --prompt/--prompt-ids to run in this process, not both', 2);
