@@ -129,7 +129,12 @@ export async function resolveModel(ref: string, o: SessionOptions, dataDir: stri
   if (process.stdin.isTTY && process.stderr.isTTY && !o.yes) {
     if (!(await confirm(`${repo} is not on this machine. Pull it from ${process.env.HF_ENDPOINT ?? 'https://huggingface.co'}?`))) throw new CliError('not pulled', 1);
   }
-  await pullWithProgress(full, { dataDir });
+  const pulled = await pullWithProgress(full, { dataDir });
+  const gguf = Object.keys(pulled.sources).find((f) => f.toLowerCase().endsWith('.gguf'));
+  if (gguf) {
+    // The engine reads GGUF in one process; the pod's placement and runners take Hugging Face directories only (so far).
+    throw new CliError(`pulled ${repo} (${gguf}) into ${pulled.dir}, but the pod serves Hugging Face model directories only so far: run it in this process with \`orchard run --model ${join(pulled.dir, gguf)} --prompt TEXT\``, 1);
+  }
   return repo;
 }
 
