@@ -15,11 +15,10 @@ const EXAMPLES: Record<string, string[]> = {
   chat: ['orchard chat', 'orchard chat Qwen/Qwen2.5-0.5B-Instruct --system "Answer briefly."', 'orchard chat orchard-demo -m "In the beginning"'],
   run: [
     'orchard run Qwen/Qwen2.5-0.5B-Instruct           # pull if needed, place on the pod, chat',
-    'orchard run bartowski/Llama-3.2-1B-Instruct-GGUF:Q4_K_M',
     'orchard run ./my-model --prompt "Once upon a time"  # one answer, in this process',
     'orchard run --model models/orchard-demo --prompt "In the beginning" --pipeline 2',
   ],
-  pull: ['orchard pull Qwen/Qwen2.5-0.5B-Instruct', 'orchard pull bartowski/Llama-3.2-1B-Instruct-GGUF:Q4_K_M', 'HF_TOKEN=hf_... orchard pull meta-llama/Llama-3.2-1B'],
+  pull: ['orchard pull Qwen/Qwen2.5-0.5B-Instruct', 'orchard pull qwen2.5-0.5b                 # a short name from `orchard models --available`', 'orchard pull Qwen/Qwen2.5-0.5B-Instruct-GGUF:Q8_0  # one GGUF file', 'HF_TOKEN=hf_... orchard pull meta-llama/Llama-3.2-1B'],
   load: ['orchard load orchard-demo', 'orchard load Qwen/Qwen2.5-0.5B-Instruct --strategy pipeline --nodes 2'],
   models: ['orchard models', 'orchard models --available'],
   plan: ['orchard plan --model models/orchard-demo --cluster examples/clusters/two-macs.json'],

@@ -5,6 +5,7 @@
 import type { Command } from 'commander';
 import { HubClient, ModelStore, StoreError, type PullResult } from '../../store/index.js';
 import { CliError } from '../errors.js';
+import { expandShortName } from '../catalog.js';
 import { paintOut } from '../colors.js';
 import { formatBytes, PullProgress } from '../pull-progress.js';
 import { defaultDataDir } from './service.js';
@@ -81,14 +82,15 @@ export function registerPull(program: Command): void {
   program
     .command('pull')
     .description('download a model from the Hugging Face hub into the store (honours HF_ENDPOINT and HF_TOKEN)')
-    .argument('<repo>', 'ORG/NAME, or ORG/NAME:QUANT for one GGUF file (e.g. :Q8_0); a GGUF-only repo without :QUANT gets the largest loadable file that fits in memory')
+    .argument('<repo>', 'ORG/NAME or a short name from `orchard models --available`; or ORG/NAME:QUANT for one GGUF file (e.g. :Q8_0); a GGUF-only repo without :QUANT gets the largest loadable file that fits in memory')
     .option('--revision <rev>', 'branch, tag or commit', 'main')
     .option('--data-dir <dir>', 'data directory (default ~/.orchard)')
     .option('--layers <start:end>', 'fetch only these decoder layers (a pipeline stage)')
     .option('--embed', 'with --layers: also the token embedding')
     .option('--head', 'with --layers: also the final norm and LM head')
     .option('--json', 'print the result as JSON')
-    .action(async (ref: string, opts: PullCliOptions & { json?: boolean }) => {
+    .action(async (given: string, opts: PullCliOptions & { json?: boolean }) => {
+      const ref = expandShortName(given);
       const result = await pullWithProgress(ref, { ...opts, quiet: opts.json });
       if (opts.json) process.stdout.write(`${JSON.stringify(result)}\n`);
       else {
