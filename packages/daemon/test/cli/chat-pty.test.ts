@@ -52,5 +52,5 @@ describe.skipIf(!tmuxAvailable())('orchard chat in a terminal', () => {
     await waitFor('the chat to end on /exit', () => term!.exited() !== null || undefined, 20_000, 100);
     if (process.env.ORCHARD_SHOW_PTY) console.log(screen);
     expect(term.exited(), term.screen()).toBe(0);
-  });
+  }, 400_000);
 });

@@ -36,7 +36,7 @@ describe('orchard run MODEL', () => {
     expect(r.code, r.stderr).toBe(0);
     expect(r.stderr).toMatch(/no daemon at http:\/\/127\.0\.0\.1:\d+: starting one for this session/);
     expect(r.stderr).toMatch(/test-org\/tiny-chat: \d+ files, [\d.]+ [kM]B/);
-    expect(r.stderr).toMatch(/test-org\/tiny-chat is ready \(\w+ on 1 node\)/);
+    expect(r.stderr).toMatch(/test-org\/tiny-chat is ready \(\w+ on 1 node, context 256 tokens\)/);
     expect(r.stderr).toMatch(/\[12 tokens, /);
     expect(r.stdout.trim().length).toBeGreaterThan(0);
     expect(hub.servedBytes.get('model.safetensors')).toBeGreaterThan(0);

@@ -43,15 +43,18 @@ export async function pullWithProgress(ref: string, opts: PullCliOptions): Promi
   const tty = !!out.isTTY;
   let lastDraw = 0;
   let drawn = false;
+  let lastLine = '';
   const draw = (force = false) => {
     if (opts.quiet) return;
     const now = Date.now();
     if (!force && now - lastDraw < (tty ? 100 : 5000)) return;
     lastDraw = now;
+    const line = progress.line();
     if (tty) {
-      out.write(`\r\x1b[K${progress.line()}`);
+      out.write(`\r\x1b[K${line}`);
       drawn = true;
-    } else out.write(`${progress.line()}\n`);
+    } else if (line !== lastLine) out.write(`${line}\n`);
+    lastLine = line;
   };
   try {
     const result = await store.pull(repo, {
