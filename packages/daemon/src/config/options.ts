@@ -19,6 +19,8 @@ export interface DaemonOptions {
   apiHost: string;
   apiPort: number;
   apiToken: string | null;
+  /** Browser origins allowed besides the dashboard's own and localhost ('*': any). */
+  corsOrigins: string[];
   clusterKeyFile: string | null;
   name: string;
   /** Seconds of silence before a node is marked gone. */
@@ -64,6 +66,7 @@ const KEYS = [
   'apiHost',
   'apiPort',
   'apiToken',
+  'corsOrigins',
   'clusterKey',
   'name',
   'goneAfter',
@@ -180,6 +183,7 @@ export function resolveOptions(flags: RawOptions, env: NodeJS.ProcessEnv = proce
     apiHost,
     apiPort,
     apiToken,
+    corsOrigins: list(pick('corsOrigins')) ?? [],
     clusterKeyFile: clusterKey ? resolve(clusterKey) : null,
     name: String(pick('name') ?? os.hostname()),
     goneAfterSec,
