@@ -49,7 +49,7 @@ describe.skipIf(!tmuxAvailable())('orchard chat in a terminal', () => {
     await waitFor('an answer after the error', () => ends() >= 12 || undefined, 60_000, 100);
     expect(term.exited()).toBeNull();
     term.type('/exit');
-    await waitFor('the chat to end on /exit', () => term!.exited() !== null || undefined, 20_000, 100);
+    await waitFor('the chat to end on /exit', () => term!.exited() !== null || undefined, 60_000, 100);
     if (process.env.ORCHARD_SHOW_PTY) console.log(screen);
     expect(term.exited(), term.screen()).toBe(0);
   }, 400_000);
