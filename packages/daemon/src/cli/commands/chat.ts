@@ -47,7 +47,11 @@ export async function streamReply(opts: ChatOptions, model: string, messages: Ch
   let promptTokens: number | null = null;
   let finishReason: string | null = null;
   for await (const data of sseData(res)) {
-    if (data === '[DONE]') break;
+    if (data === '[DONE]') {
+      // Let go of the connection now: a server that keeps it open would keep this process alive.
+      await res.body?.cancel().catch(() => undefined);
+      break;
+    }
     const chunk = JSON.parse(data) as {
       error?: { message: string };
       choices?: { delta?: { content?: string }; finish_reason?: string | null }[];
