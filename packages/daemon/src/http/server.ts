@@ -69,7 +69,7 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
   }
   clusterRoutes(app, deps.pod);
   if (deps.serving) {
-    openAiRoutes(app, deps.serving);
+    openAiRoutes(app, deps.serving, deps.log.child({ part: 'http' }));
     responsesRoutes(app, deps.serving);
     anthropicRoutes(app, deps.serving);
     ollamaRoutes(app, deps.serving);
