@@ -39,4 +39,15 @@ describe('daemon options', () => {
     writeFileSync(join(dir, 'config.json'), '{"apiPortt": 1}');
     expect(() => resolveOptions({ dataDir: dir }, {})).toThrow(/unknown setting "apiPortt"/);
   });
+
+  it('keep-alive: durations as Ollama takes them, never, and a clear error', () => {
+    const dir = tmp();
+    expect(resolveOptions({ dataDir: dir }, {}).keepAliveMs).toBe(30 * 60_000);
+    expect(resolveOptions({ dataDir: dir, keepAlive: '2h' }, {}).keepAliveMs).toBe(7_200_000);
+    expect(resolveOptions({ dataDir: dir }, { ORCHARD_KEEP_ALIVE: '90s' }).keepAliveMs).toBe(90_000);
+    expect(resolveOptions({ dataDir: dir, keepAlive: '45' }, {}).keepAliveMs).toBe(45_000);
+    expect(resolveOptions({ dataDir: dir, keepAlive: 'never' }, {}).keepAliveMs).toBeNull();
+    expect(resolveOptions({ dataDir: dir, keepAlive: '-1' }, {}).keepAliveMs).toBeNull();
+    expect(() => resolveOptions({ dataDir: dir, keepAlive: 'soon' }, {})).toThrow(/--keep-alive must be a duration such as 30m/);
+  });
 });

@@ -49,6 +49,8 @@ export interface DaemonOptions {
   demoModelDir: string | null;
   /** Runners poll their event loop this long inside a data-plane wait, ms (0: never). */
   dataPlanePollMs: number;
+  /** Unload an instance after this long without requests, ms (`--keep-alive 30m`); null: never. */
+  keepAliveMs: number | null;
   /** Test only: runners use the simulated RDMA verbs with these settings (ORCHARD_RDMA_SIM). */
   rdmaSim: string | null;
   /** The Hugging Face hub (HF_ENDPOINT) and token (HF_TOKEN / HUGGING_FACE_HUB_TOKEN). */
@@ -57,7 +59,7 @@ export interface DaemonOptions {
 }
 
 /** Raw values as strings/arrays, before validation. Keys are the flag names in camelCase. */
-export type RawOptions = Partial<Record<keyof DaemonOptions | 'config' | 'clusterKey' | 'goneAfter', unknown>>;
+export type RawOptions = Partial<Record<keyof DaemonOptions | 'config' | 'clusterKey' | 'goneAfter' | 'keepAlive', unknown>>;
 
 const KEYS = [
   'dataDir',
@@ -84,6 +86,7 @@ const KEYS = [
   'demoModelDir',
   'dataPlanePollMs',
   'rdmaSim',
+  'keepAlive',
 ] as const;
 type Key = (typeof KEYS)[number];
 
@@ -141,6 +144,18 @@ function logFileOf(v: unknown, dataDir: string): string | null {
   return s === '' || s === 'none' ? null : resolve(s);
 }
 
+/**
+ * A duration as Ollama's keep_alive takes it: `30m`, `1h`, `90s`, `500ms`, a number of seconds, or
+ * `never` / a negative number for never. Null means never.
+ */
+export function durationMs(v: unknown, what: string): number | null {
+  const text = String(v).trim().toLowerCase();
+  if (text === 'never' || /^-\d/.test(text)) return null;
+  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(text);
+  if (!m) throw new OptionsError(`${what} must be a duration such as 30m, 1h, 90s or never, got ${JSON.stringify(v)}`);
+  return Math.round(Number(m[1]) * { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[(m[2] ?? 's') as 'ms' | 's' | 'm' | 'h']);
+}
+
 export function resolveOptions(flags: RawOptions, env: NodeJS.ProcessEnv = process.env): DaemonOptions {
   const envVals = fromEnv(env);
   const dataDir = resolve(String(flags.dataDir ?? envVals.dataDir ?? join(os.homedir(), '.orchard')));
@@ -172,6 +187,7 @@ export function resolveOptions(flags: RawOptions, env: NodeJS.ProcessEnv = proce
   const maxQueue = parse(z.coerce.number({ error: '--max-queue must be a number' }).int('--max-queue must be an integer').min(0, '--max-queue must be 0 or more').max(100_000), pick('maxQueue') ?? 64);
   const contextRaw = pick('context');
   const context = contextRaw === undefined ? null : parse(z.coerce.number({ error: '--context must be a number of tokens' }).int('--context must be a whole number of tokens').min(2, '--context must be at least 2 tokens').max(1 << 24), contextRaw);
+  const keepAliveMs = durationMs(pick('keepAlive') ?? '30m', '--keep-alive');
   const dataPlanePollMs = parse(z.coerce.number({ error: 'ORCHARD_DATA_PLANE_POLL_MS must be a number' }).min(0).max(100, 'ORCHARD_DATA_PLANE_POLL_MS must be at most 100'), pick('dataPlanePollMs') ?? 0.25);
   const bool = (v: unknown) => v === true || /^(1|true|yes)$/i.test(String(v ?? ''));
   const mdnsRaw = pick('mdns');
@@ -203,6 +219,7 @@ export function resolveOptions(flags: RawOptions, env: NodeJS.ProcessEnv = proce
     demoModelDir: pick('demoModelDir') === undefined ? null : resolve(String(pick('demoModelDir'))),
     dataPlanePollMs,
     rdmaSim: pick('rdmaSim') === undefined ? null : String(pick('rdmaSim')),
+    keepAliveMs,
     hfEndpoint: (env.HF_ENDPOINT || 'https://huggingface.co').replace(/\/+$/, ''),
     hfToken: env.HF_TOKEN || env.HUGGING_FACE_HUB_TOKEN || null,
   };

@@ -99,6 +99,7 @@ export async function startServing(daemon: Daemon, backend: NodeBackend, hooks: 
       status: (id: string) => board.status(id),
       filesAt: (model: string) => Math.max(board.filesAt(model), catalog.filesAt(model) ?? 0),
       silenceMs: suspectAfterMs + 500,
+      keepAliveMs: o.keepAliveMs,
     };
     const step = decide(view, memory, command, fresh);
     memory = step.memory;

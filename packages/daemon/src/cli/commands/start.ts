@@ -29,6 +29,7 @@ export function registerStart(program: Command): void {
     .option('--allow-software-gpu', 'let gpu/auto use a software WebGPU adapter such as lavapipe (env ORCHARD_ALLOW_SOFTWARE_GPU=1)')
     .option('--engine-threads <n>', 'kernel threads per runner (env ORCHARD_ENGINE_THREADS; default the cores divided among the ranks here)')
     .option('--context <tokens>', "tokens per sequence instances serve unless a load asks for another (env ORCHARD_CONTEXT; default 4096 or the model's maximum if smaller)")
+    .option('--keep-alive <duration>', 'unload a model after this long without requests, e.g. 30m, 2h, never (env ORCHARD_KEEP_ALIVE; default 30m); the next request loads it again')
     .option('--max-queue <n>', 'requests waiting per instance before 429 (env ORCHARD_MAX_QUEUE; default 64)')
     .option('--log-level <level>', 'pino level: trace, debug, info, warn, error (env ORCHARD_LOG_LEVEL; default info)')
     .option('--log-format <format>', 'console lines: auto (readable on a terminal, JSON otherwise), pretty or json (env ORCHARD_LOG_FORMAT)')
