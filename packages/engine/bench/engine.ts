@@ -23,6 +23,7 @@ import type { Weight } from '../src/kernels/backend.js';
 import { createWasmBackend } from '../src/kernels/wasm/backend.js';
 import { physicalCores } from '../src/kernels/wasm/cores.js';
 import { loadShard } from '../src/model/forward.js';
+import { layerMatrices } from '../src/model/weights.js';
 import { loadModelConfig } from '../src/config/config.js';
 import { writeRandomModel } from '../src/testing/random-model.js';
 import { runGpuBenchLines } from '../src/kernels/gpu/bench-lines.js';
@@ -122,7 +123,7 @@ async function orchardRunner(gguf: string, threads: number, promptTokens: number
   const vocab = model.config.vocabSize;
   const prompt = Array.from({ length: promptTokens }, (_, i) => (i * 37 + 11) % Math.min(256, vocab));
   const weights = model.weights;
-  const matrices: Weight[] = [...weights.layers.flatMap((l) => [l.q, l.k, l.v, l.o, l.gate, l.up, l.down]), weights.head!];
+  const matrices: Weight[] = [...weights.layers.flatMap(layerMatrices), weights.head!];
   const streamedBytes = matrices.reduce((s, w) => s + w.bytes.byteLength, 0);
   return {
     streamedBytes,

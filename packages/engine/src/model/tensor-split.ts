@@ -9,6 +9,11 @@
  *   a query head are refused with a message giving the numbers.
  * - MLP: gate/up rows and down columns split in blocks of intermediate_size as equal as possible
  *   (they need not be equal: each rank's down columns match its own gate/up rows).
+ * - Mixture of experts (expert parallelism): each rank holds whole routed experts, a contiguous block
+ *   of them as equal as possible, and computes only the chosen experts it holds; shared experts split
+ *   like the MLP. Every rank holds the router (all scores are needed to choose). The layer's output is
+ *   a partial sum like down_proj's, so the same one all-reduce finishes it. A group larger than the
+ *   expert count is refused (a rank would hold no expert).
  * - LM head: split by vocabulary rows (ceil(vocab / size) per rank); each rank computes the logits
  *   of its rows and the sampler joins the slices (joinLogitSlices) — no all-reduce. The embedding is
  *   not split: rank 0 of the first stage holds it whole (see embedding.ts).
@@ -24,6 +29,10 @@ export interface TensorSlice {
   kvHeads: [number, number];
   /** intermediate_size rows [start, end). */
   ffn: [number, number];
+  /** Routed experts [start, end) of each MoE layer ([0, 0) for a dense model). */
+  experts: [number, number];
+  /** Rows [start, end) of the shared experts' combined intermediate (DeepSeek). */
+  sharedFfn: [number, number];
   /** Vocabulary rows [start, end) of the LM head (and of its logits). */
   vocab: [number, number];
 }
@@ -33,6 +42,7 @@ export interface SplitDims {
   numKvHeads: number;
   intermediateSize: number;
   vocabSize: number;
+  moe?: { experts: number; sharedIntermediate: number };
 }
 
 export function tensorSlice(dims: SplitDims, rank: number, size: number): TensorSlice {
@@ -43,6 +53,11 @@ export function tensorSlice(dims: SplitDims, rank: number, size: number): Tensor
   if (H % size) {
     throw new UnsupportedModelError(`cannot split ${H} attention heads over ${size} tensor ranks: heads must divide evenly`);
   }
+  const E = dims.moe?.experts ?? 0;
+  if (E && E < size) {
+    throw new UnsupportedModelError(`cannot split ${E} experts over ${size} tensor ranks: each rank must hold at least one whole expert`);
+  }
+  const S = dims.moe?.sharedIntermediate ?? 0;
   const hPer = H / size;
   const group = H / KV;
   // KV heads [first, last] read by query heads [rank·hPer, (rank+1)·hPer), shared with neighbours as needed.
@@ -52,9 +67,16 @@ export function tensorSlice(dims: SplitDims, rank: number, size: number): Tensor
     size,
     heads: [rank * hPer, (rank + 1) * hPer],
     kvHeads,
-    ffn: [Math.floor((rank * I) / size), Math.floor(((rank + 1) * I) / size)],
+    ffn: evenBlock(I, rank, size),
+    experts: evenBlock(E, rank, size),
+    sharedFfn: evenBlock(S, rank, size),
     vocab: vocabSlice(V, rank, size),
   };
+}
+
+/** Block `rank` of `size` blocks of [0, n) as equal as possible. */
+function evenBlock(n: number, rank: number, size: number): [number, number] {
+  return [Math.floor((rank * n) / size), Math.floor(((rank + 1) * n) / size)];
 }
 
 /** Vocabulary rows [start, end) of tensor rank `rank` of `size`: ceil(vocab / size) each, the last one short. */

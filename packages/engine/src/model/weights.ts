@@ -16,10 +16,15 @@ import type { GgufCheckpoint } from '../gguf/read-model.js';
 import { mlxQuantOf, planMlxMatrix } from '../quant/mlx.js';
 import type { ShardSpec } from '../shard.js';
 import type { TensorSlice } from './tensor-split.js';
+import { planMla, type MlaWeights } from './weights-mla.js';
+import { planMoe, type MoeWeights } from './weights-moe.js';
 
-export interface LayerWeights {
-  /** [hidden] */
-  inputNorm: Float32Array;
+export type { MlaWeights } from './weights-mla.js';
+export type { ExpertWeights, MoeWeights } from './weights-moe.js';
+
+/** Grouped-query attention (Llama family, Qwen, Mistral, gpt-oss). */
+export interface GqaWeights {
+  kind: 'gqa';
   /** [localHeads·headDim, hidden] */
   q: Weight;
   /** [localKv·headDim, hidden] */
@@ -37,14 +42,48 @@ export interface LayerWeights {
   o: Weight;
   /** [hidden], added once after the all-reduce — Llama/Qwen3 with attention_bias. */
   oBias: Float32Array | null;
-  /** [hidden] */
-  postNorm: Float32Array;
+  /** [localHeads] learned sink logits — gpt-oss. */
+  sinks: Float32Array | null;
+}
+
+/** A SwiGLU MLP: down(silu(gate(x))·up(x)) over this rank's intermediate rows. */
+export interface DenseMlpWeights {
+  kind: 'dense';
   /** [localFfn, hidden] */
   gate: Weight;
   /** [localFfn, hidden] */
   up: Weight;
   /** [hidden, localFfn] */
   down: Weight;
+}
+
+export interface LayerWeights {
+  /** [hidden] */
+  inputNorm: Float32Array;
+  /** [hidden] */
+  postNorm: Float32Array;
+  attention: GqaWeights | MlaWeights;
+  mlp: DenseMlpWeights | MoeWeights;
+}
+
+/** Every matrix of a layer (attention, MLP, router, experts), e.g. to count the bytes a shard streams. */
+export function layerMatrices(layer: LayerWeights): Weight[] {
+  const a = layer.attention;
+  const m = layer.mlp;
+  const attention = a.kind === 'gqa' ? [a.q, a.k, a.v, a.o] : [...(a.qA ? [a.qA] : []), a.q, a.kvA, a.kvB, a.o];
+  const mlp = m.kind === 'dense' ? [m.gate, m.up, m.down] : [m.router, ...m.experts.flatMap((e) => [e.gate, e.up, e.down]), ...(m.shared ? [m.shared.gate, m.shared.up, m.shared.down] : [])];
+  return [...attention, ...mlp];
+}
+
+/** A Llama-family layer with its parts side by side (what the GPU shard runs). */
+export type LlamaLayerWeights = Omit<GqaWeights, 'kind'> & Omit<DenseMlpWeights, 'kind'> & { inputNorm: Float32Array; postNorm: Float32Array };
+
+/** `layer` as a Llama-family layer, or an UnsupportedModelError naming what it has instead (for backends that run only those). */
+export function llamaLayer(layer: LayerWeights, index: number, backend: string): LlamaLayerWeights {
+  const { attention: a, mlp: m } = layer;
+  if (a.kind !== 'gqa' || a.sinks) throw new UnsupportedModelError(`the ${backend} backend does not run ${a.kind === 'mla' ? 'latent attention' : 'attention sinks'} (layer ${index})`);
+  if (m.kind !== 'dense') throw new UnsupportedModelError(`the ${backend} backend does not run mixture-of-experts layers (layer ${index})`);
+  return { inputNorm: layer.inputNorm, postNorm: layer.postNorm, ...a, ...m };
 }
 
 export interface ShardWeights {
@@ -81,7 +120,7 @@ export interface PendingRead {
  * Plans a shard's weights: checks every tensor's dtype and shape and allocates its buffer, recording
  * the reads; nothing is read until the plan is complete, so a bad tensor fails before any I/O.
  */
-class WeightPlanner {
+export class WeightPlanner {
   readonly reads: PendingRead[] = [];
 
   constructor(
@@ -195,22 +234,27 @@ export function planShardWeights(
   for (let l = spec.layers[0]; l < spec.layers[1]; l++) {
     const p = `model.layers.${l}`;
     const a = `${p}.self_attn`;
+    const attention: GqaWeights | MlaWeights = config.mla
+      ? planMla(rd, config, config.mla, slice, a)
+      : {
+          kind: 'gqa',
+          q: rd.matrix(`${a}.q_proj.weight`, H * hd, D, qRows),
+          k: rd.matrix(`${a}.k_proj.weight`, KV * hd, D, kvRows),
+          v: rd.matrix(`${a}.v_proj.weight`, KV * hd, D, kvRows),
+          qBias: config.qkvBias ? rd.vector(`${a}.q_proj.bias`, H * hd, qRows) : null,
+          kBias: config.qkvBias ? rd.vector(`${a}.k_proj.bias`, KV * hd, kvRows) : null,
+          vBias: config.qkvBias ? rd.vector(`${a}.v_proj.bias`, KV * hd, kvRows) : null,
+          qNorm: config.caps.qkNorm ? rd.vector(`${a}.q_norm.weight`, hd) : null,
+          kNorm: config.caps.qkNorm ? rd.vector(`${a}.k_norm.weight`, hd) : null,
+          o: rd.matrix(`${a}.o_proj.weight`, D, H * hd, [0, D], qRows),
+          oBias: config.oBias ? rd.vector(`${a}.o_proj.bias`, D) : null,
+          sinks: config.attentionSinks ? rd.vector(`${a}.sinks`, H, slice.heads) : null,
+        };
     layers.push({
       inputNorm: rd.vector(`${p}.input_layernorm.weight`, D),
-      q: rd.matrix(`${a}.q_proj.weight`, H * hd, D, qRows),
-      k: rd.matrix(`${a}.k_proj.weight`, KV * hd, D, kvRows),
-      v: rd.matrix(`${a}.v_proj.weight`, KV * hd, D, kvRows),
-      qBias: config.qkvBias ? rd.vector(`${a}.q_proj.bias`, H * hd, qRows) : null,
-      kBias: config.qkvBias ? rd.vector(`${a}.k_proj.bias`, KV * hd, kvRows) : null,
-      vBias: config.qkvBias ? rd.vector(`${a}.v_proj.bias`, KV * hd, kvRows) : null,
-      qNorm: config.caps.qkNorm ? rd.vector(`${a}.q_norm.weight`, hd) : null,
-      kNorm: config.caps.qkNorm ? rd.vector(`${a}.k_norm.weight`, hd) : null,
-      o: rd.matrix(`${a}.o_proj.weight`, D, H * hd, [0, D], qRows),
-      oBias: config.oBias ? rd.vector(`${a}.o_proj.bias`, D) : null,
+      attention,
       postNorm: rd.vector(`${p}.post_attention_layernorm.weight`, D),
-      gate: rd.matrix(`${p}.mlp.gate_proj.weight`, I, D, slice.ffn),
-      up: rd.matrix(`${p}.mlp.up_proj.weight`, I, D, slice.ffn),
-      down: rd.matrix(`${p}.mlp.down_proj.weight`, D, I, [0, D], slice.ffn),
+      mlp: config.moe?.sparse[l] ? planMoe(rd, config, config.moe, slice, p) : planDenseMlp(rd, `${p}.mlp`, I, D, slice.ffn),
     });
   }
 
@@ -226,6 +270,16 @@ export function planShardWeights(
     else head = rd.matrix('lm_head.weight', V, D, slice.vocab);
   }
   return { weights: { embed, layers, finalNorm, head }, reads: rd.reads };
+}
+
+/** A SwiGLU MLP's gate/up rows and down columns `rows` of intermediate size `I` (`prefix`.gate_proj etc.). */
+export function planDenseMlp(rd: WeightPlanner, prefix: string, I: number, D: number, rows: [number, number], names: readonly [string, string, string] = ['gate_proj', 'up_proj', 'down_proj']): DenseMlpWeights {
+  return {
+    kind: 'dense',
+    gate: rd.matrix(`${prefix}.${names[0]}.weight`, I, D, rows),
+    up: rd.matrix(`${prefix}.${names[1]}.weight`, I, D, rows),
+    down: rd.matrix(`${prefix}.${names[2]}.weight`, D, I, [0, D], rows),
+  };
 }
 
 /** The first `rows` rows of a row-major weight, sharing its bytes (the whole weight when it has no more). */

@@ -9,7 +9,8 @@
  * tensor-parallel shard (each one ends a submission), and the embedding rows `embed()` reads back.
  */
 import type { ModelConfig } from '../../config/config.js';
-import type { ShardWeights } from '../../model/weights.js';
+import { layerMatrices, llamaLayer, type ShardWeights } from '../../model/weights.js';
+import { gpuRopeScaling } from './model-support.js';
 import type { TensorSlice } from '../../model/tensor-split.js';
 import type { AllReduce, ShardSpec } from '../../shard.js';
 import { checkTokenIds, noEmbeddingError } from '../../model/embedding.js';
@@ -117,7 +118,7 @@ export class GpuShard {
     this.#allReduce = o.spec.tensor.size > 1 ? o.allReduce! : null;
     this.#kernels = new GpuKernels(ctx);
     this.#step = new StepUniform(ctx);
-    this.#invFreq = ropeInvFreq(o.config.headDim, o.config.ropeTheta, o.config.ropeScaling);
+    this.#invFreq = ropeInvFreq(o.config.headDim, o.config.ropeTheta, gpuRopeScaling(o.config));
     this.#nh = o.slice.heads[1] - o.slice.heads[0];
     this.#nkv = o.slice.kvHeads[1] - o.slice.kvHeads[0];
     this.#ffn = o.slice.ffn[1] - o.slice.ffn[0];
@@ -131,7 +132,7 @@ export class GpuShard {
     try {
       await s.#upload(options.weights);
       await s.#allocate();
-      const dtypes = new Set(options.weights.layers.flatMap((l) => [l.q.dtype, l.gate.dtype, l.down.dtype]));
+      const dtypes = new Set(options.weights.layers.flatMap((l) => layerMatrices(l).map((m) => m.dtype)));
       if (options.weights.embed) dtypes.add(options.weights.embed.dtype);
       if (options.weights.head) dtypes.add(options.weights.head.dtype);
       await s.#kernels.warm([...dtypes]);
@@ -156,7 +157,7 @@ export class GpuShard {
       return g;
     };
     for (let i = 0; i < w.layers.length; i++) {
-      const L = w.layers[i];
+      const L = llamaLayer(w.layers[i], this.#spec.layers[0] + i, 'WebGPU');
       const p = `model.layers.${this.#spec.layers[0] + i}`;
       this.#layers.push({
         inputNorm: (await vec(L.inputNorm, `${p}.input_layernorm.weight`))!,
