@@ -18,7 +18,7 @@ export { createWasmBackend, type WasmBackend, type WasmBackendOptions } from './
 export { ModelFormatError, UnsupportedModelError } from './errors.js';
 
 // Model directory: config, weights, tokenizer.
-export { loadModelConfig, type ModelConfig, type RopeScaling } from './config/config.js';
+export { loadModelConfig, type ModelConfig, type RopeScaling, type MoeConfig, type MlaConfig } from './config/config.js';
 export { lookupArchitecture, supportedArchitectures } from './config/architectures/registry.js';
 export type { ArchitectureCaps } from './config/architectures/types.js';
 export { SafetensorsFile } from './safetensors/reader.js';
@@ -37,6 +37,7 @@ export {
 // Shards and the forward pass.
 export { loadShard, loadShardAsync, ModelShard, KVCache, type LoadShardOptions, type ShardInput } from './model/forward.js';
 export { tensorSlice, vocabSlice, joinLogitSlices, type TensorSlice } from './model/tensor-split.js';
+export { kvCacheValuesPerToken } from './model/kv-cache-size.js';
 
 // Whole models in one process (unsplit, or as N pipeline stages × M tensor ranks).
 export {

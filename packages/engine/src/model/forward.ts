@@ -24,7 +24,7 @@ import { MoeBlock } from './moe.js';
 import { applyRope, ropeAttentionFactor, ropeInverseFrequencies, ropeTables } from './rope.js';
 import { tensorSlice, type TensorSlice } from './tensor-split.js';
 import { planShardWeights, readPlanAsync, readPlanSync, type GqaWeights, type ShardWeights } from './weights.js';
-import { mlaLatentWidth } from '../config/mla-config.js';
+import { kvCacheValuesPerToken } from './kv-cache-size.js';
 
 export interface LoadShardOptions {
   /** @default the reference backend */
@@ -135,11 +135,12 @@ export class ModelShard {
   /** A fresh KV cache for one sequence of up to `capacity` tokens. */
   newCache(capacity = this.maxSeqLen): KVCache {
     if (capacity > this.maxSeqLen) throw new RangeError(`KV cache capacity ${capacity} exceeds maxSeqLen ${this.maxSeqLen}`);
-    const mla = this.config.mla;
-    const width = mla ? mlaLatentWidth(mla) : this.#localKv * this.config.headDim;
+    // K and V take half each; a latent cache keeps everything in k.
+    const mla = !!this.config.mla;
+    const perToken = kvCacheValuesPerToken(this.config, this.slice);
     const layers = this.spec.layers[1] - this.spec.layers[0];
-    const k = Array.from({ length: layers }, () => this.backend.allocF32(capacity * width));
-    const v = Array.from({ length: layers }, () => this.backend.allocF32(mla ? 0 : capacity * width));
+    const k = Array.from({ length: layers }, () => this.backend.allocF32(capacity * (mla ? perToken : perToken / 2)));
+    const v = Array.from({ length: layers }, () => this.backend.allocF32(mla ? 0 : (capacity * perToken) / 2));
     return new KVCache(capacity, k, v);
   }
 

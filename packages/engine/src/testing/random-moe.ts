@@ -30,6 +30,11 @@ export interface MoeOptions {
   /** deepseek-v3: `q_lora_rank`; null = a plain q_proj. @default 32 */
   qLoraRank?: number | null;
   /**
+   * deepseek-v3 as Kimi K2 configures it: one expert group (n_group = topk_group = 1), yarn with
+   * beta_fast = beta_slow = 1, routed_scaling_factor 2.827. @default false
+   */
+  kimiLayout?: boolean;
+  /**
    * Give some experts identical router rows (and, for DeepSeek, correction biases), so their scores tie
    * exactly on every token and the choice among them is decided by top-k's tie rule. @default false
    */
@@ -59,14 +64,15 @@ export function moeConfigFields(variant: string, layers: number, hidden: number,
     return { num_local_experts: experts, num_experts_per_tok: o.expertsPerToken ?? 2, router_aux_loss_coef: 0.02, output_router_logits: false, router_jitter_noise: 0 };
   }
   // deepseek-v3: yarn with the factor equal to max_position_embeddings / original, as in DeepSeek's own configs.
+  const kimi = o.kimiLayout ?? false;
   return {
     n_routed_experts: experts,
     num_experts_per_tok: o.expertsPerToken ?? 3,
     moe_intermediate_size: inter,
     n_shared_experts: 1,
-    n_group: 4,
-    topk_group: 2,
-    routed_scaling_factor: 2.5,
+    n_group: kimi ? 1 : 4,
+    topk_group: kimi ? 1 : 2,
+    routed_scaling_factor: kimi ? 2.827 : 2.5,
     norm_topk_prob: o.normTopK ?? true,
     scoring_func: 'sigmoid',
     topk_method: 'noaux_tc',
@@ -78,7 +84,7 @@ export function moeConfigFields(variant: string, layers: number, hidden: number,
     qk_rope_head_dim: 8,
     v_head_dim: 16,
     rope_interleave: true,
-    rope_scaling: { type: 'yarn', factor: 4, original_max_position_embeddings: 64, beta_fast: 32, beta_slow: 1, mscale: 1, mscale_all_dim: 1 },
+    rope_scaling: { type: 'yarn', factor: 4, original_max_position_embeddings: 64, beta_fast: kimi ? 1 : 32, beta_slow: 1, mscale: 1, mscale_all_dim: 1 },
     max_position_embeddings: 256,
     attention_bias: false,
     num_nextn_predict_layers: 0,

@@ -72,7 +72,7 @@ function expertsUsed(shard: ModelShard, used: Weight[]): number[][] {
 
 describe.each(Object.entries(MODELS))('%s split by experts', (name, options) => {
   const model = writeRandomModel(join(tmp.dir, name), { seed: 9, ...options });
-  const E = model.config.n_routed_experts ?? model.config.num_experts;
+  const E = (model.config.n_routed_experts ?? model.config.num_experts) as number;
   const K = model.config.num_experts_per_tok as number;
 
   it('each rank reads its own experts and its share of the bytes (±10%); rank 0 also the embedding', () => {
