@@ -32,6 +32,7 @@ const VARIANTS: Record<string, RandomModelOptions> = {
   mixtral: { variant: 'mixtral' },
   'deepseek-v3 (MLA, shared expert, grouped routing)': { variant: 'deepseek-v3' },
   'deepseek-v3 plain q_proj, bf16': { variant: 'deepseek-v3', qLoraRank: null, dtype: 'bf16' },
+  'gpt-oss (sinks, sliding/full layers, merged experts)': { variant: 'gpt-oss' },
 };
 
 const SPLITS: Record<string, InProcessOptions> = {

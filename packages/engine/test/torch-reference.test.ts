@@ -38,6 +38,8 @@ const VARIANTS: Record<string, RandomModelOptions> = {
   'deepseek-v3 (MLA q_lora, yarn, grouped sigmoid routing, shared expert)': { variant: 'deepseek-v3' },
   'deepseek-v3 plain q_proj, tied router rows, 16 experts top-4': { variant: 'deepseek-v3', qLoraRank: null, routerTies: true, numExperts: 16, expertsPerToken: 4 },
   'kimi k2 layout (one expert group, yarn beta_fast 1), bf16': { variant: 'deepseek-v3', kimiLayout: true, dtype: 'bf16' },
+  'gpt-oss (sinks, sliding/full layers, yarn, merged experts, clamped SwiGLU)': { variant: 'gpt-oss' },
+  'gpt-oss bf16, tied router rows, top-3': { variant: 'gpt-oss', dtype: 'bf16', routerTies: true, expertsPerToken: 3 },
 };
 
 describe.skipIf(!hasTorch).each(Object.entries(VARIANTS))('%s vs PyTorch', (name, options) => {

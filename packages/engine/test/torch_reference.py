@@ -1,11 +1,14 @@
 """
 An independent reference for the engine's forward pass, written from Hugging Face transformers'
 modeling_llama / modeling_qwen2 / modeling_qwen3 / modeling_qwen3_moe / modeling_mixtral /
-modeling_deepseek_v3 semantics in PyTorch (float64, no KV cache, the whole sequence at once):
+modeling_deepseek_v3 / modeling_gpt_oss semantics in PyTorch (float64, no KV cache, the whole sequence at once):
 rotate_half RoPE (with Llama 3 frequency scaling), repeat_kv for GQA, q/k/v bias, per-head q/k RMSNorm,
 tied embeddings; sparse MoE blocks (routing in float32 with torch.topk, as the HF code does: softmax
 top-k, DeepSeek's sigmoid + correction bias + group-limited top-k + routed scaling + shared experts);
-DeepSeek's multi-head latent attention with yarn RoPE (interleaved) and its mscale on the softmax scale.
+DeepSeek's multi-head latent attention with yarn RoPE (interleaved) and its mscale on the softmax scale;
+gpt-oss's attention sinks, alternating sliding/full layers, yarn attention factor, biased router with
+softmax over the top-k logits and merged experts with the clamped SwiGLU (its inference path: every
+expert computed, weighted by zero for those not chosen).
 Reads the HF model directory directly (safetensors by hand).
 
 usage: torch_reference.py MODEL_DIR  < {"ids": [...]}   →  {"logits": [[vocab floats] per position]}
@@ -169,6 +172,26 @@ def moe_block(h, w, p, arch, cfg):
     return out
 
 
+def gpt_oss_moe(h, w, p, cfg):
+    """GptOssMLP: GptOssTopKRouter then GptOssExperts' inference branch."""
+    E, k = cfg["num_local_experts"], cfg["num_experts_per_tok"]
+    b = p + "mlp."
+    logits = h @ w[b + "router.weight"].T + w[b + "router.bias"]
+    top, idx = torch.topk(logits, k, dim=-1)
+    top = torch.softmax(top, dim=1)
+    scores = torch.zeros_like(logits).scatter_(1, idx, top)
+    T = h.shape[0]
+    limit, alpha = cfg.get("swiglu_limit", 7.0), 1.702
+    hs = h.repeat(E, 1).view(E, T, -1)
+    gate_up = torch.bmm(hs, w[b + "experts.gate_up_proj"]) + w[b + "experts.gate_up_proj_bias"][..., None, :]
+    gate, up = gate_up[..., ::2], gate_up[..., 1::2]
+    gate = gate.clamp(min=None, max=limit)
+    up = up.clamp(min=-limit, max=limit)
+    glu = gate * torch.sigmoid(gate * alpha)
+    out = torch.bmm((up + 1) * glu, w[b + "experts.down_proj"]) + w[b + "experts.down_proj_bias"][..., None, :]
+    return (out * scores.transpose(0, 1)[..., None]).sum(dim=0)
+
+
 def is_sparse(arch, cfg, l):
     if arch == "Qwen3MoeForCausalLM":
         return l not in cfg.get("mlp_only_layers", []) and (l + 1) % cfg.get("decoder_sparse_step", 1) == 0
@@ -235,14 +258,23 @@ def forward(d, ids):
     eps = cfg["rms_norm_eps"]
     T = len(ids)
     pos = torch.arange(T, dtype=torch.float64)
-    freqs = torch.outer(pos, inv_freq(cfg, hd))
+    rs = cfg.get("rope_scaling")
+    if arch == "GptOssForCausalLM" and rs and rs.get("rope_type", rs.get("type")) == "yarn":
+        inv, af = yarn_inv_freq(cfg, hd)
+    else:
+        inv, af = inv_freq(cfg, hd), 1.0
+    freqs = torch.outer(pos, inv)
     emb = torch.cat((freqs, freqs), dim=-1)
-    cos, sin = emb.cos(), emb.sin()
+    cos, sin = emb.cos() * af, emb.sin() * af
     mask = torch.full((T, T), float("-inf"), dtype=torch.float64).triu(1)
     window = cfg.get("sliding_window") if arch in ("MistralForCausalLM", "MixtralForCausalLM") else None
     if window:
         # Mistral attends to key positions k with q - window < k <= q.
         mask = mask + torch.full((T, T), float("-inf"), dtype=torch.float64).tril(-window)
+    full_mask = mask
+    if arch == "GptOssForCausalLM":
+        # sliding_attention layers see keys k with q - window < k <= q.
+        sliding_mask = mask + torch.full((T, T), float("-inf"), dtype=torch.float64).tril(-cfg["sliding_window"])
     bias = arch == "Qwen2ForCausalLM" or cfg.get("attention_bias", False)
     o_bias = arch != "Qwen2ForCausalLM" and cfg.get("attention_bias", False)
 
@@ -272,12 +304,24 @@ def forward(d, ids):
         k = k * cos + rotate_half(k) * sin
         k = k.repeat_interleave(H // KV, dim=0)
         v = v.repeat_interleave(H // KV, dim=0)
-        att = torch.softmax(q @ k.transpose(1, 2) / math.sqrt(hd) + mask, dim=-1) @ v
+        if arch == "GptOssForCausalLM":
+            # eager_attention_forward with s_aux: a per-head sink logit joins the softmax, then is dropped.
+            m = sliding_mask if cfg["layer_types"][l] == "sliding_attention" else full_mask
+            logits = q @ k.transpose(1, 2) / math.sqrt(hd) + m
+            sinks = w[p + "self_attn.sinks"].reshape(H, 1, 1).expand(H, T, 1)
+            combined = torch.cat([logits, sinks], dim=-1)
+            combined = combined - combined.max(dim=-1, keepdim=True).values
+            att = torch.softmax(combined, dim=-1)[..., :-1] @ v
+        else:
+            att = torch.softmax(q @ k.transpose(1, 2) / math.sqrt(hd) + mask, dim=-1) @ v
         o = att.transpose(0, 1).reshape(T, H * hd) @ w[p + "self_attn.o_proj.weight"].T
         if o_bias:
             o = o + w[p + "self_attn.o_proj.bias"]
         x = x + o
         h = rms_norm(x, w[p + "post_attention_layernorm.weight"], eps)
+        if arch == "GptOssForCausalLM":
+            x = x + gpt_oss_moe(h, w, p, cfg)
+            continue
         x = x + (moe_block(h, w, p, arch, cfg) if is_sparse(arch, cfg, l) else swiglu_mlp(h, w, p + "mlp"))
     x = rms_norm(x, w["model.norm.weight"], eps)
     head = w["model.embed_tokens.weight"] if cfg.get("tie_word_embeddings") else w["lm_head.weight"]

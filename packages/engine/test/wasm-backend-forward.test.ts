@@ -22,6 +22,7 @@ const CASES: [string, RandomModelOptions, InProcessOptions][] = [
   ['qwen3-moe f16, experts over tensor 2', { variant: 'qwen3-moe', dtype: 'f16' }, { tensor: 2 }],
   ['mixtral bf16', { variant: 'mixtral', dtype: 'bf16' }, {}],
   ['deepseek-v3 f16 (MLA), pipeline 2 × tensor 2', { variant: 'deepseek-v3', dtype: 'f16' }, { pipeline: 2, tensor: 2 }],
+  ['gpt-oss f16 (sinks, merged experts), tensor 2', { variant: 'gpt-oss', dtype: 'f16' }, { tensor: 2 }],
 ];
 
 describe.each(CASES)('%s on the wasm backend', (name, modelOptions, split) => {

@@ -46,18 +46,25 @@ export function planMoe(rd: WeightPlanner, config: ModelConfig, moe: MoeConfig, 
   const I = moe.expertIntermediate;
   const p = `${layer}.${block}`;
   const all: [number, number] = [0, I];
+  const merged = caps.tensors.layout === 'merged';
   const experts: ExpertWeights[] = [];
-  for (let e = slice.experts[0]; e < slice.experts[1]; e++) {
-    const mlp = planDenseMlp(rd, `${p}.experts.${e}`, I, D, all, projections);
-    experts.push({ gate: mlp.gate, up: mlp.up, down: mlp.down, gateBias: null, upBias: null, downBias: null });
-  }
+  for (let e = slice.experts[0]; e < slice.experts[1]; e++) experts.push(merged ? mergedExpert(rd, p, E, D, I, e) : { ...planDenseMlp(rd, `${p}.experts.${e}`, I, D, all, projections), gateBias: null, upBias: null, downBias: null });
   return {
     kind: 'moe',
     router: rd.matrix(`${p}.${router}.weight`, E, D, [0, E]),
-    routerBias: null,
+    routerBias: merged ? rd.vector(`${p}.${router}.bias`, E) : null,
     correctionBias: moe.routing === 'sigmoid-grouped' ? rd.vector(`${p}.${router}.e_score_correction_bias`, E) : null,
     firstExpert: slice.experts[0],
     experts,
     shared: moe.sharedIntermediate ? planDenseMlp(rd, `${p}.shared_experts`, moe.sharedIntermediate, D, slice.sharedFfn) : null,
   };
+}
+
+/** gpt-oss expert `e` from `experts.gate_up_proj` [E, D, 2I] (gate even columns, up odd), `experts.down_proj` [E, I, D] and their biases. */
+function mergedExpert(rd: WeightPlanner, p: string, E: number, D: number, I: number, e: number): ExpertWeights {
+  const [gate, up] = rd.mergedExpert(`${p}.experts.gate_up_proj`, E, D, I, 2, e);
+  const [gateBias, upBias] = rd.mergedExpertVector(`${p}.experts.gate_up_proj_bias`, E, I, 2, e);
+  const [down] = rd.mergedExpert(`${p}.experts.down_proj`, E, I, D, 1, e);
+  const [downBias] = rd.mergedExpertVector(`${p}.experts.down_proj_bias`, E, D, 1, e);
+  return { gate, up, down, gateBias, upBias, downBias };
 }

@@ -181,6 +181,47 @@ export class WeightPlanner {
     return w;
   }
 
+  /**
+   * Expert `e` of a merged, input-major expert tensor [experts, in, out·parts] (gpt-oss's
+   * `gate_up_proj`, `down_proj`): its `parts` column-interleaved outputs (column c·parts + p is output c of
+   * part p) as [out, in] weights — transposed and de-interleaved after reading, an exact permutation.
+   * Only the expert's own [in, out·parts] slab is read.
+   */
+  mergedExpert(name: string, experts: number, inDim: number, outDim: number, parts: number, e: number): Weight[] {
+    const { file, dtype, el } = this.#check(name, [experts, inDim, outDim * parts]);
+    if (isQuantized(dtype)) throw new UnsupportedModelError(`${basename(file.path)}: merged expert tensor ${name} is ${dtype}; only F32, F16 and BF16 are supported`);
+    const slab = new Uint8Array(inDim * outDim * parts * el);
+    const out = Array.from({ length: parts }, (): Weight => ({ dtype, rows: outDim, cols: inDim, bytes: this.backend.allocBytes(outDim * inDim * el) }));
+    const after = () => {
+      for (let p = 0; p < parts; p++) {
+        const dst = out[p].bytes;
+        for (let o = 0; o < outDim; o++) {
+          for (let i = 0; i < inDim; i++) {
+            const from = (i * outDim * parts + o * parts + p) * el;
+            dst.set(slab.subarray(from, from + el), (o * inDim + i) * el);
+          }
+        }
+        this.backend.packWeight?.(out[p]);
+      }
+    };
+    this.reads.push({ file, name, dest: slab, rows: [e, e + 1], cols: [0, inDim * outDim * parts], after });
+    return out;
+  }
+
+  /** Row `e` of a merged [experts, n·parts] bias, de-interleaved into `parts` f32 vectors of n. */
+  mergedExpertVector(name: string, experts: number, n: number, parts: number, e: number): Float32Array[] {
+    const { file, dtype, el } = this.#check(name, [experts, n * parts]);
+    if (isQuantized(dtype)) throw new ModelFormatError(`${basename(file.path)}: ${name} is ${dtype}; biases must be F32, F16 or BF16`, file.path, name);
+    const bytes = new Uint8Array(n * parts * el);
+    const out = Array.from({ length: parts }, () => this.backend.allocF32(n));
+    const after = () => {
+      const v = widenVector(bytes, dtype, n * parts);
+      for (let p = 0; p < parts; p++) for (let c = 0; c < n; c++) out[p][c] = v[c * parts + p];
+    };
+    this.reads.push({ file, name, dest: bytes, rows: [e, e + 1], cols: [0, n * parts], after });
+    return out;
+  }
+
   /** Elements [a, b) of a 1-D tensor of length n, widened to f32. */
   vector(name: string, n: number, range: [number, number] = [0, n]): Float32Array {
     const { file, dtype, el } = this.#check(name, [n]);
@@ -188,17 +229,18 @@ export class WeightPlanner {
     const len = range[1] - range[0];
     const bytes = new Uint8Array(len * el);
     const out = this.backend.allocF32(len);
-    const after = () => {
-      if (dtype === 'f32') out.set(new Float32Array(bytes.buffer, 0, len));
-      else {
-        const src = new Uint16Array(bytes.buffer, 0, len);
-        const table = dtype === 'f16' ? F16_TO_F32 : BF16_TO_F32;
-        for (let i = 0; i < len; i++) out[i] = table[src[i]];
-      }
-    };
+    const after = () => out.set(widenVector(bytes, dtype, len));
     this.reads.push({ file, name, dest: bytes, rows: [0, 1], cols: range, after });
     return out;
   }
+}
+
+/** `len` f32/f16/bf16 values stored in `bytes`, as f32. */
+function widenVector(bytes: Uint8Array, dtype: DType, len: number): Float32Array {
+  if (dtype === 'f32') return new Float32Array(bytes.buffer, bytes.byteOffset, len);
+  const src = new Uint16Array(bytes.buffer, bytes.byteOffset, len);
+  const table = dtype === 'f16' ? F16_TO_F32 : BF16_TO_F32;
+  return Float32Array.from(src, (h) => table[h]);
 }
 
 /** Reads a planned shard's bytes, blocking. */

@@ -26,9 +26,12 @@ import { isSparseLayer, moeConfigFields, writeMlaAttention, writeMoeMlp, type Mo
  * - `deepseek-v3`: DeepseekV3ForCausalLM, the Kimi K2 layout: latent attention (q_lora_rank 32,
  *   kv_lora_rank 32, nope 16 / rope 8 / v 16, interleaved yarn RoPE), 8 routed experts in 4 groups
  *   (top-3 of the best 2 groups, sigmoid + correction bias), 1 shared expert, layer 0 dense.
+ * - `gpt-oss`: GptOssForCausalLM: q/k/v/o biases, attention sinks, sliding (window 6) and full layers
+ *   alternating, yarn RoPE, 8 merged experts (top-2 biased router, softmax over the chosen), clamped
+ *   SwiGLU with biases; head_dim 16, experts' size = intermediate_size (default 32).
  * MoE options: see MoeOptions (random-moe.ts).
  */
-export type RandomModelVariant = 'llama' | 'llama3' | 'mistral' | 'qwen2' | 'qwen3' | 'qwen3-moe' | 'mixtral' | 'deepseek-v3';
+export type RandomModelVariant = 'llama' | 'llama3' | 'mistral' | 'qwen2' | 'qwen3' | 'qwen3-moe' | 'mixtral' | 'deepseek-v3' | 'gpt-oss';
 export type RandomModelDType = 'f32' | 'f16' | 'bf16';
 
 export interface RandomModelOptions extends MoeOptions {
@@ -84,10 +87,11 @@ const ARCH: Record<RandomModelVariant, { architecture: string; modelType: string
   'qwen3-moe': { architecture: 'Qwen3MoeForCausalLM', modelType: 'qwen3_moe' },
   mixtral: { architecture: 'MixtralForCausalLM', modelType: 'mixtral' },
   'deepseek-v3': { architecture: 'DeepseekV3ForCausalLM', modelType: 'deepseek_v3' },
+  'gpt-oss': { architecture: 'GptOssForCausalLM', modelType: 'gpt_oss' },
 };
 
 const QWEN3_LIKE = new Set<RandomModelVariant>(['qwen3', 'qwen3-moe']);
-const MOE = new Set<RandomModelVariant>(['qwen3-moe', 'mixtral', 'deepseek-v3']);
+const MOE = new Set<RandomModelVariant>(['qwen3-moe', 'mixtral', 'deepseek-v3', 'gpt-oss']);
 
 const TORCH_DTYPE: Record<RandomModelDType, string> = { f32: 'float32', f16: 'float16', bf16: 'bfloat16' };
 const ST_DTYPE: Record<RandomModelDType, string> = { f32: 'F32', f16: 'F16', bf16: 'BF16' };
@@ -104,11 +108,12 @@ function encode(values: Float32Array, dtype: RandomModelDType): Uint8Array {
 export function writeRandomModel(dir: string, options: RandomModelOptions = {}): RandomModelInfo {
   const variant = options.variant ?? 'llama';
   const hidden = options.hiddenSize ?? 64;
-  const inter = options.intermediateSize ?? (variant === 'mixtral' ? 32 : 128);
+  const inter = options.intermediateSize ?? (variant === 'mixtral' || variant === 'gpt-oss' ? 32 : 128);
   const layers = options.numLayers ?? 4;
   const heads = options.numHeads ?? 4;
   const kvHeads = options.numKvHeads ?? 2;
   const headDim = options.headDim ?? (QWEN3_LIKE.has(variant) ? 32 : hidden / heads);
+  const gptOss = variant === 'gpt-oss';
   const dtype = options.dtype ?? 'f32';
   const tied = options.tiedEmbeddings ?? false;
   const shards = options.shards ?? 1;
@@ -140,7 +145,7 @@ export function writeRandomModel(dir: string, options: RandomModelOptions = {}):
     eos_token_id: eos,
     attention_dropout: 0,
   };
-  if (options.headDim !== undefined || QWEN3_LIKE.has(variant)) config.head_dim = headDim;
+  if (options.headDim !== undefined || QWEN3_LIKE.has(variant) || gptOss) config.head_dim = headDim;
   const attentionBias = options.attentionBias ?? false;
   if (attentionBias && variant !== 'llama' && variant !== 'llama3' && !QWEN3_LIKE.has(variant)) {
     throw new Error(`writeRandomModel: attentionBias applies to llama/llama3/qwen3, not ${variant}`);
@@ -210,7 +215,7 @@ export function writeRandomModel(dir: string, options: RandomModelOptions = {}):
     linear(`${p}.self_attn.q_proj.weight`, heads * headDim, hidden);
     linear(`${p}.self_attn.k_proj.weight`, kvHeads * headDim, hidden);
     linear(`${p}.self_attn.v_proj.weight`, kvHeads * headDim, hidden);
-    if (variant === 'qwen2' || attentionBias) {
+    if (variant === 'qwen2' || attentionBias || gptOss) {
       bias(`${p}.self_attn.q_proj.bias`, heads * headDim);
       bias(`${p}.self_attn.k_proj.bias`, kvHeads * headDim);
       bias(`${p}.self_attn.v_proj.bias`, kvHeads * headDim);
@@ -220,7 +225,8 @@ export function writeRandomModel(dir: string, options: RandomModelOptions = {}):
       norm(`${p}.self_attn.k_norm.weight`, headDim);
     }
     linear(`${p}.self_attn.o_proj.weight`, hidden, heads * headDim);
-    if (attentionBias) bias(`${p}.self_attn.o_proj.bias`, hidden);
+    if (attentionBias || gptOss) bias(`${p}.self_attn.o_proj.bias`, hidden);
+    if (gptOss) add(`${p}.self_attn.sinks`, [heads], () => rng.symmetric(1));
   }
 
   const weightBytes = tensors.reduce((s, t) => s + t.data.byteLength, 0);

@@ -1,8 +1,9 @@
 /**
  * The mixture-of-experts and latent-attention parts of writeRandomModel's variants, in Hugging Face's
  * config fields and tensor names: Qwen3-MoE (`mlp.gate`, `mlp.experts.E.*_proj`), Mixtral
- * (`block_sparse_moe.gate`, `experts.E.w1/w2/w3`) and DeepSeek V3 (MLA projections, `mlp.gate` with
- * `e_score_correction_bias`, routed and shared experts).
+ * (`block_sparse_moe.gate`, `experts.E.w1/w2/w3`), DeepSeek V3 (MLA projections, `mlp.gate` with
+ * `e_score_correction_bias`, routed and shared experts) and gpt-oss (`mlp.router` with bias, merged
+ * input-major `experts.gate_up_proj` / `experts.down_proj` with biases, attention sinks).
  */
 
 /** Writes one tensor of `shape` filled by `fill` / a linear layer's weight / an RMSNorm weight. */
@@ -57,6 +58,23 @@ export function moeConfigFields(variant: string, layers: number, hidden: number,
       mlp_only_layers: (o.mlpOnlyLayers ?? [1]).filter((l) => l < layers),
       norm_topk_prob: o.normTopK ?? true,
       router_aux_loss_coef: 0.001,
+      output_router_logits: false,
+    };
+  }
+  if (variant === 'gpt-oss') {
+    // Sliding and full layers alternate; a short window so it matters in tests; yarn without truncation as gpt-oss ships it.
+    return {
+      num_local_experts: experts,
+      num_experts_per_tok: o.expertsPerToken ?? 2,
+      experts_per_token: o.expertsPerToken ?? 2,
+      swiglu_limit: 7.0,
+      layer_types: Array.from({ length: layers }, (_, l) => (l % 2 ? 'full_attention' : 'sliding_attention')),
+      sliding_window: 6,
+      attention_bias: true,
+      rope_theta: 150000,
+      rope_scaling: { rope_type: 'yarn', factor: 4, original_max_position_embeddings: 64, beta_fast: 32, beta_slow: 1, truncate: false },
+      max_position_embeddings: 256,
+      router_aux_loss_coef: 0.9,
       output_router_logits: false,
     };
   }
@@ -119,6 +137,7 @@ export function isSparseLayer(variant: string, config: Record<string, unknown>, 
 /** Layer `p`'s sparse MLP: router (+ DeepSeek's correction bias), routed experts, shared experts. */
 export function writeMoeMlp(t: TensorMaker, p: string, variant: string, config: Record<string, unknown>, hidden: number, o: MoeOptions): void {
   const experts = o.numExperts ?? 8;
+  if (variant === 'gpt-oss') return writeMergedMoe(t, `${p}.mlp`, experts, config.intermediate_size as number, hidden, o);
   const inter = variant === 'mixtral' ? (config.intermediate_size as number) : (config.moe_intermediate_size as number);
   const block = variant === 'mixtral' ? `${p}.block_sparse_moe` : `${p}.mlp`;
   const [gate, up, down] = variant === 'mixtral' ? ['w1', 'w3', 'w2'] : ['gate_proj', 'up_proj', 'down_proj'];
@@ -145,4 +164,20 @@ export function writeMoeMlp(t: TensorMaker, p: string, variant: string, config: 
     t.linear(`${block}.shared_experts.up_proj.weight`, shared, hidden);
     t.linear(`${block}.shared_experts.down_proj.weight`, hidden, shared);
   }
+}
+
+/** gpt-oss: router with bias, merged input-major expert tensors [E, in, out] with biases. */
+function writeMergedMoe(t: TensorMaker, block: string, experts: number, inter: number, hidden: number, o: MoeOptions): void {
+  const rows: number[][] = Array.from({ length: experts }, () => Array.from({ length: hidden }, () => t.symmetric(Math.sqrt(3 / hidden))));
+  const bias = Array.from({ length: experts }, () => t.symmetric(0.2));
+  if (o.routerTies) for (const e of TIED) if (e < experts) [rows[e], bias[e]] = [rows[1], bias[1]];
+  const flat = rows.flat();
+  let i = 0;
+  let j = 0;
+  t.add(`${block}.router.weight`, [experts, hidden], () => flat[i++]);
+  t.add(`${block}.router.bias`, [experts], () => bias[j++]);
+  t.add(`${block}.experts.gate_up_proj`, [experts, hidden, 2 * inter], () => t.symmetric(Math.sqrt(3 / hidden)));
+  t.add(`${block}.experts.gate_up_proj_bias`, [experts, 2 * inter], () => t.symmetric(0.5));
+  t.add(`${block}.experts.down_proj`, [experts, inter, hidden], () => t.symmetric(Math.sqrt(3 / inter)));
+  t.add(`${block}.experts.down_proj_bias`, [experts, hidden], () => t.symmetric(0.5));
 }
