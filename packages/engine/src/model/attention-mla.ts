@@ -11,7 +11,6 @@
  */
 import type { MlaConfig, ModelConfig } from '../config/config.js';
 import type { Backend } from '../kernels/backend.js';
-import { widenRow } from './embedding.js';
 import { rmsnorm, softmax } from './math.js';
 import { applyRope, applyRopeInterleaved } from './rope.js';
 import type { MlaWeights } from './weights-mla.js';
@@ -28,7 +27,6 @@ export class MlaAttention {
   readonly #kva: Float32Array; // [B, kvLoraRank + rope]
   readonly #qlat: Float32Array; // [kvLoraRank]
   readonly #olat: Float32Array; // [kvLoraRank]
-  readonly #row: Float32Array; // [kvLoraRank] a widened W_UK row
   readonly #scores: Float32Array; // [maxSeqLen]
 
   constructor(config: ModelConfig, heads: number, backend: Backend, maxBatch: number, maxSeqLen: number) {
@@ -40,9 +38,8 @@ export class MlaAttention {
     this.#qa = f(maxBatch * m.qLoraRank);
     this.#q = f(maxBatch * heads * (m.nopeDim + m.ropeDim));
     this.#kva = f(maxBatch * (m.kvLoraRank + m.ropeDim));
-    this.#qlat = new Float32Array(m.kvLoraRank);
+    this.#qlat = f(m.kvLoraRank);
     this.#olat = f(m.kvLoraRank);
-    this.#row = new Float32Array(m.kvLoraRank);
     this.#scores = new Float32Array(maxSeqLen);
   }
 
@@ -81,14 +78,8 @@ export class MlaAttention {
       const pos = pos0 + b;
       for (let h = 0; h < H; h++) {
         const qo = b * H * qk + h * qk;
-        // qlat = W_UK_hᵀ·q_nope: q_nope's weighted sum of head h's key rows.
-        qlat.fill(0);
-        const uk = w.uk[h];
-        for (let i = 0; i < m.nopeDim; i++) {
-          widenRow(this.#row, uk, i);
-          const qi = this.#q[qo + i];
-          for (let j = 0; j < L; j++) qlat[j] += qi * this.#row[j];
-        }
+        // qlat = W_UK_hᵀ·q_nope (kb[h] holds W_UK_hᵀ)
+        be.matvec(qlat, w.kb[h], this.#q.subarray(qo, qo + m.nopeDim));
         // score_t = scale·(qlat·c_t + q_rope·kr_t), causal.
         for (let t = 0; t <= pos; t++) {
           const c = t * width;
@@ -105,7 +96,7 @@ export class MlaAttention {
           const c = t * width;
           for (let j = 0; j < L; j++) olat[j] += p * latents[c + j];
         }
-        be.matvec(att.subarray((b * H + h) * m.vDim, (b * H + h + 1) * m.vDim), w.uv[h], olat);
+        be.matvec(att.subarray((b * H + h) * m.vDim, (b * H + h + 1) * m.vDim), w.vb[h], olat);
       }
     }
   }

@@ -8,6 +8,7 @@ import type { ModelConfig } from '../config/config.js';
 import { ModelFormatError, UnsupportedModelError } from '../errors.js';
 import type { Backend, DType, Weight } from '../kernels/backend.js';
 import { QK, isQuantized, weightBytes } from '../kernels/wasm/formats.js';
+import { dequantizeRow } from '../kernels/wasm/quant-reference.js';
 import { BF16_TO_F32, F16_TO_F32 } from '../numeric/half.js';
 import type { Checkpoint } from '../safetensors/checkpoint.js';
 import type { SafetensorsFile } from '../safetensors/reader.js';
@@ -70,7 +71,7 @@ export interface LayerWeights {
 export function layerMatrices(layer: LayerWeights): Weight[] {
   const a = layer.attention;
   const m = layer.mlp;
-  const attention = a.kind === 'gqa' ? [a.q, a.k, a.v, a.o] : [...(a.qA ? [a.qA] : []), a.q, a.kvA, a.kvB, a.o];
+  const attention = a.kind === 'gqa' ? [a.q, a.k, a.v, a.o] : [...(a.qA ? [a.qA] : []), a.q, a.kvA, ...a.kb, ...a.vb, a.o];
   const mlp = m.kind === 'dense' ? [m.gate, m.up, m.down] : [m.router, ...m.experts.flatMap((e) => [e.gate, e.up, e.down]), ...(m.shared ? [m.shared.gate, m.shared.up, m.shared.down] : [])];
   return [...attention, ...mlp];
 }
@@ -222,6 +223,59 @@ export class WeightPlanner {
     return out;
   }
 
+  /** Whether the checkpoint has a tensor of this name (alternative layouts of the same weights). */
+  has(name: string): boolean {
+    return this.ckpt.has(name);
+  }
+
+  /** Slab `i` of a 3-D tensor [n, rows, cols] as a [rows, cols] weight (kept in storage dtype, packed when linear). */
+  slab(name: string, shape: [number, number, number], i: number): Weight {
+    const { file, dtype, el } = this.#check(name, shape);
+    const [, rows, cols] = shape;
+    const size = isQuantized(dtype) ? weightBytes(dtype, rows, cols) : rows * cols * el;
+    const w: Weight = { dtype, rows, cols, bytes: this.backend.allocBytes(size) };
+    const pack = this.backend.packWeight ? () => this.backend.packWeight!(w) : undefined;
+    this.reads.push({ file, name, dest: w.bytes, rows: [i, i + 1], cols: [0, rows * cols], after: pack });
+    return w;
+  }
+
+  /**
+   * Heads [h0, h1) of HF's kv_b_proj [H·(nope+v), kvLoraRank]: per head its key rows transposed to
+   * [kvLoraRank, nope] and its value rows [v, kvLoraRank] (an exact permutation for f32/f16/bf16;
+   * quantized rows are dequantized to f32 first).
+   */
+  kvBHeads(name: string, H: number, m: { nopeDim: number; vDim: number; kvLoraRank: number }, [h0, h1]: [number, number]): { kb: Weight[]; vb: Weight[] } {
+    const { nopeDim: nope, vDim: v, kvLoraRank: L } = m;
+    const per = nope + v;
+    const { file, dtype, el } = this.#check(name, [H * per, L]);
+    const quant = isQuantized(dtype);
+    const rowBytesIn = quant ? weightBytes(dtype, 1, L) : L * el;
+    const block = new Uint8Array((h1 - h0) * per * rowBytesIn);
+    const outDtype: DType = quant ? 'f32' : dtype;
+    const oel = quant ? 4 : el;
+    const alloc = (rows: number, cols: number): Weight => ({ dtype: outDtype, rows, cols, bytes: this.backend.allocBytes(rows * cols * oel) });
+    const kb = Array.from({ length: h1 - h0 }, () => alloc(L, nope));
+    const vb = Array.from({ length: h1 - h0 }, () => alloc(v, L));
+    const after = () => {
+      // Every row as outDtype elements: the stored bytes, or dequantized f32.
+      const src = quant ? dequantizeRows(dtype, block, (h1 - h0) * per, L) : block;
+      for (let h = 0; h < h1 - h0; h++) {
+        const base = h * per;
+        for (let i = 0; i < nope; i++) {
+          for (let j = 0; j < L; j++) {
+            const from = ((base + i) * L + j) * oel;
+            kb[h].bytes.set(src.subarray(from, from + oel), (j * nope + i) * oel);
+          }
+        }
+        vb[h].bytes.set(src.subarray((base + nope) * L * oel, (base + per) * L * oel));
+        this.backend.packWeight?.(kb[h]);
+        this.backend.packWeight?.(vb[h]);
+      }
+    };
+    this.reads.push({ file, name, dest: block, rows: [h0 * per, h1 * per], cols: [0, L], after });
+    return { kb, vb };
+  }
+
   /** Elements [a, b) of a 1-D tensor of length n, widened to f32. */
   vector(name: string, n: number, range: [number, number] = [0, n]): Float32Array {
     const { file, dtype, el } = this.#check(name, [n]);
@@ -233,6 +287,13 @@ export class WeightPlanner {
     this.reads.push({ file, name, dest: bytes, rows: [0, 1], cols: range, after });
     return out;
   }
+}
+
+/** `rows` quantized rows of `cols` as f32 bytes. */
+function dequantizeRows(dtype: DType, bytes: Uint8Array, rows: number, cols: number): Uint8Array {
+  const out = new Float32Array(rows * cols);
+  for (let r = 0; r < rows; r++) dequantizeRow(dtype as 'q8_0' | 'q4_0', bytes, cols, r, out.subarray(r * cols, (r + 1) * cols));
+  return new Uint8Array(out.buffer);
 }
 
 /** `len` f32/f16/bf16 values stored in `bytes`, as f32. */
