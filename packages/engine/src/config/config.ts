@@ -35,6 +35,8 @@ export interface YarnParameters {
   attentionFactor: number;
   /** Round the correction range outwards to whole dimensions (default true; gpt-oss says false). */
   truncate: boolean;
+  /** `mscale_all_dim` (DeepSeek: the softmax scale's yarn correction), 0 when absent. */
+  mscaleAllDim: number;
 }
 
 export interface ModelConfig {
@@ -223,6 +225,7 @@ function yarnScaling(rs: Record<string, unknown>, f: (k: string, d?: number) => 
       betaSlow: typeof rs.beta_slow === 'number' && rs.beta_slow ? rs.beta_slow : 1,
       attentionFactor,
       truncate: rs.truncate !== false,
+      mscaleAllDim,
     },
   };
 }

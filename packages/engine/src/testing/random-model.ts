@@ -135,7 +135,7 @@ export function writeRandomModel(dir: string, options: RandomModelOptions = {}):
     num_key_value_heads: kvHeads,
     hidden_act: 'silu',
     max_position_embeddings: options.maxPositionEmbeddings ?? 256,
-    rms_norm_eps: 1e-5,
+    rms_norm_eps: variant === 'deepseek-v3' ? 1e-6 : 1e-5,
     rope_theta: variant === 'qwen2' || QWEN3_LIKE.has(variant) ? 1000000 : 10000,
     rope_scaling: null,
     vocab_size: vocab,
