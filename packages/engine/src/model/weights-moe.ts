@@ -46,13 +46,25 @@ export function planMoe(rd: WeightPlanner, config: ModelConfig, moe: MoeConfig, 
   const I = moe.expertIntermediate;
   const p = `${layer}.${block}`;
   const all: [number, number] = [0, I];
-  const merged = caps.tensors.layout === 'merged';
+  // gpt-oss's merged tensors are HF's layout; a GGUF presents the same experts one by one (with biases).
+  const merged = caps.tensors.layout === 'merged' && rd.has(`${p}.experts.gate_up_proj`);
+  const names = caps.tensors.layout === 'merged' ? (['gate_proj', 'up_proj', 'down_proj'] as const) : projections;
+  const biased = moe.activation === 'clamped-swiglu';
   const experts: ExpertWeights[] = [];
-  for (let e = slice.experts[0]; e < slice.experts[1]; e++) experts.push(merged ? mergedExpert(rd, p, E, D, I, e) : { ...planDenseMlp(rd, `${p}.experts.${e}`, I, D, all, projections), gateBias: null, upBias: null, downBias: null });
+  for (let e = slice.experts[0]; e < slice.experts[1]; e++) {
+    if (merged) {
+      experts.push(mergedExpert(rd, p, E, D, I, e));
+      continue;
+    }
+    const x = `${p}.experts.${e}`;
+    const { gate, up, down } = planDenseMlp(rd, x, I, D, all, names);
+    const bias = (proj: string, n: number) => (biased ? rd.vector(`${x}.${proj}.bias`, n) : null);
+    experts.push({ gate, up, down, gateBias: bias(names[0], I), upBias: bias(names[1], I), downBias: bias(names[2], D) });
+  }
   return {
     kind: 'moe',
     router: rd.matrix(`${p}.${router}.weight`, E, D, [0, E]),
-    routerBias: merged ? rd.vector(`${p}.${router}.bias`, E) : null,
+    routerBias: biased ? rd.vector(`${p}.${router}.bias`, E) : null,
     correctionBias: moe.routing === 'sigmoid-grouped' ? rd.vector(`${p}.${router}.e_score_correction_bias`, E) : null,
     firstExpert: slice.experts[0],
     experts,
