@@ -43,6 +43,7 @@ export { kvCacheValuesPerToken } from './model/kv-cache-size.js';
 export {
   canRun,
   checkLayout,
+  instanceLayoutOf,
   pipelineStages,
   rankOf,
   samplerRank,
