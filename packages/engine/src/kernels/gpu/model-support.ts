@@ -4,6 +4,7 @@
  * `--backend gpu` says why in one line.
  */
 import type { ModelConfig } from '../../config/config.js';
+import type { GqaWeights, LayerWeights } from '../../model/weights.js';
 import { GpuUnavailableError } from './context.js';
 import type { RopeScalingSpec } from './rope.js';
 
@@ -12,7 +13,6 @@ export function gpuRopeScaling(config: ModelConfig): RopeScalingSpec | null {
   const refuse = (what: string) => {
     throw new GpuUnavailableError(`the WebGPU backend does not run ${what} yet (${config.architecture}); the CPU backends do`);
   };
-  if (config.moe) refuse('mixture-of-experts layers');
   if (config.mla) refuse('latent attention');
   if (config.attentionSinks) refuse('attention sinks');
   if (config.slidingLayers) refuse('per-layer sliding windows');
@@ -20,4 +20,11 @@ export function gpuRopeScaling(config: ModelConfig): RopeScalingSpec | null {
   if (!s) return null;
   if (s.type === 'yarn') return refuse('yarn rope scaling');
   return { ...s, type: s.type };
+}
+
+/** A layer's attention as the GPU runs it: grouped-query, without sinks. */
+export function gpuAttention(layer: LayerWeights, index: number): GqaWeights {
+  const a = layer.attention;
+  if (a.kind !== 'gqa' || a.sinks) throw new GpuUnavailableError(`the WebGPU backend does not run ${a.kind === 'mla' ? 'latent attention' : 'attention sinks'} yet (layer ${index})`);
+  return a;
 }

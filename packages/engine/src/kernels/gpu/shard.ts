@@ -9,8 +9,9 @@
  * tensor-parallel shard (each one ends a submission), and the embedding rows `embed()` reads back.
  */
 import type { ModelConfig } from '../../config/config.js';
-import { layerMatrices, llamaLayer, type ShardWeights } from '../../model/weights.js';
-import { gpuRopeScaling } from './model-support.js';
+import { layerMatrices, type ShardWeights } from '../../model/weights.js';
+import { gpuAttention, gpuRopeScaling } from './model-support.js';
+import { allocateMoeActivations, destroyMoeLayer, moeDispatches, uploadMoeLayer, type GpuMoeActivations, type GpuMoeLayer } from './moe.js';
 import type { TensorSlice } from '../../model/tensor-split.js';
 import type { AllReduce, ShardSpec } from '../../shard.js';
 import { checkTokenIds, noEmbeddingError } from '../../model/embedding.js';
@@ -63,9 +64,11 @@ interface LayerBuffers {
   k: GpuWeight;
   v: GpuWeight;
   o: GpuWeight;
-  gate: GpuWeight;
-  up: GpuWeight;
-  down: GpuWeight;
+  /** Dense MLP (null on mixture-of-experts layers, which have `moe`). */
+  gate: GpuWeight | null;
+  up: GpuWeight | null;
+  down: GpuWeight | null;
+  moe: GpuMoeLayer | null;
   qBias: GPUBuffer | null;
   kBias: GPUBuffer | null;
   vBias: GPUBuffer | null;
@@ -101,6 +104,7 @@ export class GpuShard {
   #owned: GPUBuffer[] = [];
   #act!: Record<'x' | 'xb' | 'xb2' | 'q' | 'k' | 'v' | 'att' | 'hb' | 'hb2' | 'cs' | 'tokens' | 'scores' | 'logits' | 'result', GPUBuffer>;
   #readback!: Readback;
+  #moeAct: GpuMoeActivations | null = null;
   #sampleDispatch: Map<number, Dispatch> = new Map();
   /** Token ids → rows of x, recorded ahead of the program when a call gets token ids. */
   #embedDispatches: Dispatch[] = [];
@@ -157,18 +161,21 @@ export class GpuShard {
       return g;
     };
     for (let i = 0; i < w.layers.length; i++) {
-      const L = llamaLayer(w.layers[i], this.#spec.layers[0] + i, 'WebGPU');
+      const layer = w.layers[i];
+      const L = gpuAttention(layer, this.#spec.layers[0] + i);
+      const mlp = layer.mlp;
       const p = `model.layers.${this.#spec.layers[0] + i}`;
       this.#layers.push({
-        inputNorm: (await vec(L.inputNorm, `${p}.input_layernorm.weight`))!,
-        postNorm: (await vec(L.postNorm, `${p}.post_attention_layernorm.weight`))!,
+        inputNorm: (await vec(layer.inputNorm, `${p}.input_layernorm.weight`))!,
+        postNorm: (await vec(layer.postNorm, `${p}.post_attention_layernorm.weight`))!,
         q: await mat(L.q, `${p}.self_attn.q_proj.weight`),
         k: await mat(L.k, `${p}.self_attn.k_proj.weight`),
         v: await mat(L.v, `${p}.self_attn.v_proj.weight`),
         o: await mat(L.o, `${p}.self_attn.o_proj.weight`),
-        gate: await mat(L.gate, `${p}.mlp.gate_proj.weight`),
-        up: await mat(L.up, `${p}.mlp.up_proj.weight`),
-        down: await mat(L.down, `${p}.mlp.down_proj.weight`),
+        gate: mlp.kind === 'dense' ? await mat(mlp.gate, `${p}.mlp.gate_proj.weight`) : null,
+        up: mlp.kind === 'dense' ? await mat(mlp.up, `${p}.mlp.up_proj.weight`) : null,
+        down: mlp.kind === 'dense' ? await mat(mlp.down, `${p}.mlp.down_proj.weight`) : null,
+        moe: mlp.kind === 'moe' ? await uploadMoeLayer(ctx, mlp, `${p}.mlp`) : null,
         qBias: await vec(L.qBias, `${p}.self_attn.q_proj.bias`),
         kBias: await vec(L.kBias, `${p}.self_attn.k_proj.bias`),
         vBias: await vec(L.vBias, `${p}.self_attn.v_proj.bias`),
@@ -210,6 +217,10 @@ export class GpuShard {
       logits: await f('logits', Math.max(1, this.#vocabSlice)),
       result: await f('sample result', 2),
     };
+    if (this.#layers.some((L) => L.moe)) {
+      const shared = this.#slice.sharedFfn[1] - this.#slice.sharedFfn[0];
+      this.#moeAct = await allocateMoeActivations(this.#ctx, c.moe!, D, shared, B);
+    }
     const readbackFloats = Math.max(B * D, this.#spec.head ? this.#vocabSlice : 0, 2);
     this.#readback = new Readback(this.#ctx, readbackFloats * 4);
     if (this.#embed) this.#embedDispatches = this.#kernels.embed(this.#embed, this.#act.tokens, this.#act.x, this.#step);
@@ -283,15 +294,24 @@ export class GpuShard {
         cur.push(...K.linear('o_proj', L.o, a.att, a.x, st, { accumulate: true, bias: L.oBias ?? undefined }));
       }
       cur.push(K.rmsnorm(a.x, L.postNorm, a.xb, D, 1, c.rmsNormEps, st));
-      cur.push(...K.linear('gate_proj', L.gate, a.xb, a.hb, st));
-      cur.push(...K.linear('up_proj', L.up, a.xb, a.hb2, st));
+      if (L.moe) {
+        // Mixture of experts (moe.ts): unsplit it adds into the residual; a tensor rank's share is all-reduced.
+        cur.push(...moeDispatches(K, L.moe, c.moe!, this.#moeAct!, a.xb, tp ? a.xb2 : a.x, D, !tp, st));
+        if (tp) {
+          cut({ buffer: a.xb2, width: D });
+          cur.push(K.add(a.x, a.xb2, null, D, st));
+        }
+        return;
+      }
+      cur.push(...K.linear('gate_proj', L.gate!, a.xb, a.hb, st));
+      cur.push(...K.linear('up_proj', L.up!, a.xb, a.hb2, st));
       cur.push(K.siluGate(a.hb, a.hb2, this.#ffn, st));
       if (tp) {
-        cur.push(...K.linear('down_proj', L.down, a.hb, a.xb2, st));
+        cur.push(...K.linear('down_proj', L.down!, a.hb, a.xb2, st));
         cut({ buffer: a.xb2, width: D });
         cur.push(K.add(a.x, a.xb2, null, D, st));
       } else {
-        cur.push(...K.linear('down_proj', L.down, a.hb, a.x, st, { accumulate: true }));
+        cur.push(...K.linear('down_proj', L.down!, a.hb, a.x, st, { accumulate: true }));
       }
     });
     if (this.#head) {
@@ -455,7 +475,11 @@ export class GpuShard {
   }
 
   dispose(): void {
-    for (const L of this.#layers) for (const w of [L.q, L.k, L.v, L.o, L.gate, L.up, L.down]) w.destroy();
+    for (const L of this.#layers) {
+      for (const w of [L.q, L.k, L.v, L.o, L.gate, L.up, L.down]) w?.destroy();
+      if (L.moe) destroyMoeLayer(L.moe);
+    }
+    if (this.#moeAct) for (const b of Object.values(this.#moeAct)) b.destroy();
     this.#layers = [];
     this.#embed?.destroy();
     if (this.#head !== this.#embed) this.#head?.destroy();

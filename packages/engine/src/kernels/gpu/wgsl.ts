@@ -11,16 +11,16 @@ import type { DType } from '../backend.js';
 
 export const WG = 64;
 
-const STEP = /* wgsl */ `
+export const STEP = /* wgsl */ `
 struct Step { pos0: u32, n: u32, seed: u32, pad: u32 }
 `;
 
 /** Linear workgroup index for grids split over x and y (a dimension is limited to 65,535). */
-const LINEAR = /* wgsl */ `
+export const LINEAR = /* wgsl */ `
 fn wg_linear(wid: vec3u, nwg: vec3u) -> u32 { return wid.x + wid.y * nwg.x; }
 `;
 
-const REDUCE_SUM = /* wgsl */ `
+export const REDUCE_SUM = /* wgsl */ `
 var<workgroup> red: array<f32, ${WG}>;
 fn reduce_sum(tid: u32, v: f32) -> f32 {
   red[tid] = v;
