@@ -2,7 +2,8 @@
  * Mixture-of-experts layers on the GPU (kernels/gpu/moe.ts, wgsl-moe.ts) against the engine's CPU
  * forward pass (reference backend): routing on the GPU with the torch tie rule (models with tied
  * router rows), the gathered-expert matvec over the chosen experts only, shared experts, dense layers
- * among sparse ones, a q8_0 GGUF, and experts split over two tensor ranks (each holding half, partial
+ * among sparse ones, a q8_0 GGUF, gpt-oss (attention sinks, alternating sliding/full layers, yarn,
+ * biased router and experts, clamped SwiGLU), and experts split over two tensor ranks (each holding half, partial
  * sums all-reduced) — logits within 2e-5 of the logit scale and identical greedy tokens picked on the GPU.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -61,6 +62,8 @@ const VARIANTS: [string, RandomModelOptions, boolean][] = [
   ['qwen3-moe top-3, tied router rows', { variant: 'qwen3-moe', routerTies: true, expertsPerToken: 3 }, false],
   ['mixtral bf16, tied router rows', { variant: 'mixtral', dtype: 'bf16', routerTies: true }, false],
   ['qwen3-moe from a q8_0 GGUF', { variant: 'qwen3-moe', mlpOnlyLayers: [], moeIntermediateSize: 64 }, true],
+  ['gpt-oss (sinks, sliding/full layers, yarn, biased router and experts, clamped SwiGLU)', { variant: 'gpt-oss' }, false],
+  ['gpt-oss bf16, tied router rows', { variant: 'gpt-oss', dtype: 'bf16', routerTies: true }, false],
 ];
 
 describe.skipIf(!gpu.ctx)(`GPU mixture of experts vs CPU forward${gpu.skip ? ` (skipped: ${gpu.skip})` : ''}`, () => {

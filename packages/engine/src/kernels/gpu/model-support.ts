@@ -7,6 +7,7 @@ import type { ModelConfig } from '../../config/config.js';
 import type { GqaWeights, LayerWeights } from '../../model/weights.js';
 import { GpuUnavailableError } from './context.js';
 import type { RopeScalingSpec } from './rope.js';
+import { ropeInverseFrequencies } from '../../model/rope.js';
 
 /** The model's RoPE scaling as the GPU rope table takes it, after checking the GPU runs the model at all. */
 export function gpuRopeScaling(config: ModelConfig): RopeScalingSpec | null {
@@ -14,17 +15,19 @@ export function gpuRopeScaling(config: ModelConfig): RopeScalingSpec | null {
     throw new GpuUnavailableError(`the WebGPU backend does not run ${what} yet (${config.architecture}); the CPU backends do`);
   };
   if (config.mla) refuse('latent attention');
-  if (config.attentionSinks) refuse('attention sinks');
-  if (config.slidingLayers) refuse('per-layer sliding windows');
   const s = config.ropeScaling;
-  if (!s) return null;
-  if (s.type === 'yarn') return refuse('yarn rope scaling');
+  if (!s || s.type === 'yarn') return null; // yarn: gpuInvFreq
   return { ...s, type: s.type };
 }
 
-/** A layer's attention as the GPU runs it: grouped-query, without sinks. */
+/** Yarn's inverse frequencies (the engine's own, model/rope.ts); null for the scalings the GPU rope table computes itself. */
+export function gpuInvFreq(config: ModelConfig): Float64Array | null {
+  return config.ropeScaling?.type === 'yarn' ? ropeInverseFrequencies(config) : null;
+}
+
+/** A layer's attention as the GPU runs it: grouped-query. */
 export function gpuAttention(layer: LayerWeights, index: number): GqaWeights {
   const a = layer.attention;
-  if (a.kind !== 'gqa' || a.sinks) throw new GpuUnavailableError(`the WebGPU backend does not run ${a.kind === 'mla' ? 'latent attention' : 'attention sinks'} yet (layer ${index})`);
+  if (a.kind !== 'gqa') throw new GpuUnavailableError(`the WebGPU backend does not run latent attention yet (layer ${index})`);
   return a;
 }

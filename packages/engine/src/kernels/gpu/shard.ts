@@ -10,7 +10,8 @@
  */
 import type { ModelConfig } from '../../config/config.js';
 import { layerMatrices, type ShardWeights } from '../../model/weights.js';
-import { gpuAttention, gpuRopeScaling } from './model-support.js';
+import { gpuAttention, gpuInvFreq, gpuRopeScaling } from './model-support.js';
+import { ropeAttentionFactor } from '../../model/rope.js';
 import { allocateMoeActivations, destroyMoeLayer, moeDispatches, uploadMoeLayer, type GpuMoeActivations, type GpuMoeLayer } from './moe.js';
 import type { TensorSlice } from '../../model/tensor-split.js';
 import type { AllReduce, ShardSpec } from '../../shard.js';
@@ -75,6 +76,8 @@ interface LayerBuffers {
   oBias: GPUBuffer | null;
   qNorm: GPUBuffer | null;
   kNorm: GPUBuffer | null;
+  /** gpt-oss's per-head sink logits, or null. */
+  sinks: GPUBuffer | null;
 }
 
 export class GpuShard {
@@ -93,6 +96,8 @@ export class GpuShard {
   readonly #kernels: GpuKernels;
   readonly #step: StepUniform;
   readonly #invFreq: Float64Array;
+  /** Yarn's attention factor on cos/sin (1 otherwise). */
+  readonly #ropeScale: number;
   readonly #nh: number;
   readonly #nkv: number;
   readonly #ffn: number;
@@ -122,7 +127,8 @@ export class GpuShard {
     this.#allReduce = o.spec.tensor.size > 1 ? o.allReduce! : null;
     this.#kernels = new GpuKernels(ctx);
     this.#step = new StepUniform(ctx);
-    this.#invFreq = ropeInvFreq(o.config.headDim, o.config.ropeTheta, gpuRopeScaling(o.config));
+    this.#invFreq = gpuInvFreq(o.config) ?? ropeInvFreq(o.config.headDim, o.config.ropeTheta, gpuRopeScaling(o.config));
+    this.#ropeScale = ropeAttentionFactor(o.config);
     this.#nh = o.slice.heads[1] - o.slice.heads[0];
     this.#nkv = o.slice.kvHeads[1] - o.slice.kvHeads[0];
     this.#ffn = o.slice.ffn[1] - o.slice.ffn[0];
@@ -182,6 +188,7 @@ export class GpuShard {
         oBias: await vec(L.oBias, `${p}.self_attn.o_proj.bias`),
         qNorm: await vec(L.qNorm, `${p}.self_attn.q_norm.weight`),
         kNorm: await vec(L.kNorm, `${p}.self_attn.k_norm.weight`),
+        sinks: await vec(L.sinks, `${p}.self_attn.sinks`),
       });
     }
     if (w.embed) this.#embed = await mat(w.embed, 'model.embed_tokens.weight');
@@ -280,10 +287,12 @@ export class GpuShard {
           kvHeads: nkv,
           headDim: hd,
           maxSeq: cache.capacity,
-          window: c.slidingWindow,
+          // gpt-oss alternates sliding-window and full layers.
+          window: c.slidingLayers && !c.slidingLayers[this.#spec.layers[0] + li] ? null : c.slidingWindow,
           group: c.numHeads / c.numKvHeads,
           headOffset: this.#slice.heads[0],
           kvOffset: this.#slice.kvHeads[0],
+          sinks: L.sinks,
         }, st),
       );
       if (tp) {
@@ -345,6 +354,7 @@ export class GpuShard {
     }
     this.#step.write(this.#ctx, cache.length, n, seed);
     const cs = ropeCosSin(cache.length, n, this.#invFreq, this.#cs);
+    if (this.#ropeScale !== 1) for (let i = 0; i < n * c.headDim; i++) cs[i] *= this.#ropeScale;
     q.writeBuffer(this.#act.cs, 0, cs, 0, n * c.headDim);
     return n;
   }
