@@ -3,7 +3,9 @@
  * forward pass (reference backend): routing on the GPU with the torch tie rule (models with tied
  * router rows), the gathered-expert matvec over the chosen experts only, shared experts, dense layers
  * among sparse ones, a q8_0 GGUF, gpt-oss (attention sinks, alternating sliding/full layers, yarn,
- * biased router and experts, clamped SwiGLU), and experts split over two tensor ranks (each holding half, partial
+ * biased router and experts, clamped SwiGLU), DeepSeek V3 / Kimi K2 (latent attention with the compressed
+ * cache, grouped sigmoid routing, shared experts), and experts (and latent-attention heads) split over two
+ * tensor ranks (each holding half, partial
  * sums all-reduced) — logits within 2e-5 of the logit scale and identical greedy tokens picked on the GPU.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -64,6 +66,9 @@ const VARIANTS: [string, RandomModelOptions, boolean][] = [
   ['qwen3-moe from a q8_0 GGUF', { variant: 'qwen3-moe', mlpOnlyLayers: [], moeIntermediateSize: 64 }, true],
   ['gpt-oss (sinks, sliding/full layers, yarn, biased router and experts, clamped SwiGLU)', { variant: 'gpt-oss' }, false],
   ['gpt-oss bf16, tied router rows', { variant: 'gpt-oss', dtype: 'bf16', routerTies: true }, false],
+  ['deepseek-v3 (MLA, yarn, grouped sigmoid routing, shared expert, dense layer 0)', { variant: 'deepseek-v3' }, false],
+  ['deepseek-v3 plain q_proj, f16, tied router rows', { variant: 'deepseek-v3', qLoraRank: null, dtype: 'f16', routerTies: true }, false],
+  ['kimi k2 layout (one expert group) from a q8_0 GGUF', { variant: 'deepseek-v3', kimiLayout: true }, true],
 ];
 
 describe.skipIf(!gpu.ctx)(`GPU mixture of experts vs CPU forward${gpu.skip ? ` (skipped: ${gpu.skip})` : ''}`, () => {
@@ -96,9 +101,12 @@ describe.skipIf(!gpu.ctx)(`GPU mixture of experts vs CPU forward${gpu.skip ? ` (
     });
   }
 
-  it('experts split over 2 tensor ranks: each holds half, the joined logits equal the unsplit CPU run', async () => {
-    const dir = join(root, 'tp');
-    writeRandomModel(dir, { variant: 'qwen3-moe', numLayers: LAYERS, seed: 9 });
+  it.each([
+    ['qwen3-moe', { variant: 'qwen3-moe' }],
+    ['deepseek-v3 (MLA by heads)', { variant: 'deepseek-v3' }],
+  ] as [string, RandomModelOptions][])('%s, experts split over 2 tensor ranks: the joined logits equal the unsplit CPU run', async (name, opts) => {
+    const dir = join(root, `tp-${name.replace(/\W+/g, '-')}`);
+    writeRandomModel(dir, { numLayers: LAYERS, seed: 9, ...opts });
     const want = await cpuRun(loadShard(dir, spec(), { maxBatch: 16, maxSeqLen: 64 }));
     const reduces = createInProcessAllReduce(2);
     const cpus = [0, 1].map((r) => loadShard(dir, spec(r, 2), { maxBatch: 16, maxSeqLen: 64, allReduce: reduces[r] }));

@@ -1,33 +1,20 @@
-/**
- * What the WebGPU shard runs of a model's config. The rest is refused up front with
- * GpuUnavailableError naming it, so `--backend auto` runs such a model on the CPU instead and
- * `--backend gpu` says why in one line.
- */
+/** RoPE for the WebGPU shard: which table computes the inverse frequencies of a model's config. */
 import type { ModelConfig } from '../../config/config.js';
-import type { GqaWeights, LayerWeights } from '../../model/weights.js';
-import { GpuUnavailableError } from './context.js';
 import type { RopeScalingSpec } from './rope.js';
 import { ropeInverseFrequencies } from '../../model/rope.js';
 
-/** The model's RoPE scaling as the GPU rope table takes it, after checking the GPU runs the model at all. */
+/** The model's RoPE scaling as the GPU rope table takes it (llama3, linear); yarn and latent attention use gpuInvFreq. */
 export function gpuRopeScaling(config: ModelConfig): RopeScalingSpec | null {
-  const refuse = (what: string) => {
-    throw new GpuUnavailableError(`the WebGPU backend does not run ${what} yet (${config.architecture}); the CPU backends do`);
-  };
-  if (config.mla) refuse('latent attention');
   const s = config.ropeScaling;
-  if (!s || s.type === 'yarn') return null; // yarn: gpuInvFreq
+  if (!s || s.type === 'yarn') return null;
   return { ...s, type: s.type };
 }
 
-/** Yarn's inverse frequencies (the engine's own, model/rope.ts); null for the scalings the GPU rope table computes itself. */
+/**
+ * The engine's own inverse frequencies (model/rope.ts) where the GPU rope table has none: yarn, and latent
+ * attention (which rotates only each head's RoPE part); null otherwise.
+ */
 export function gpuInvFreq(config: ModelConfig): Float64Array | null {
-  return config.ropeScaling?.type === 'yarn' ? ropeInverseFrequencies(config) : null;
-}
-
-/** A layer's attention as the GPU runs it: grouped-query. */
-export function gpuAttention(layer: LayerWeights, index: number): GqaWeights {
-  const a = layer.attention;
-  if (a.kind !== 'gqa') throw new GpuUnavailableError(`the WebGPU backend does not run latent attention yet (layer ${index})`);
-  return a;
+  if (config.ropeScaling?.type !== 'yarn' && !config.mla) return null;
+  return ropeInverseFrequencies({ ...config, headDim: config.mla?.ropeDim ?? config.headDim });
 }

@@ -10,7 +10,9 @@
  */
 import type { ModelConfig } from '../../config/config.js';
 import { layerMatrices, type ShardWeights } from '../../model/weights.js';
-import { gpuAttention, gpuInvFreq, gpuRopeScaling } from './model-support.js';
+import { gpuInvFreq, gpuRopeScaling } from './model-support.js';
+import { allocateMlaActivations, destroyMlaLayer, mlaDispatches, uploadMlaLayer, type GpuMlaActivations, type GpuMlaLayer } from './mla.js';
+import { kvCacheValuesPerToken } from '../../model/kv-cache-size.js';
 import { ropeAttentionFactor } from '../../model/rope.js';
 import { allocateMoeActivations, destroyMoeLayer, moeDispatches, uploadMoeLayer, type GpuMoeActivations, type GpuMoeLayer } from './moe.js';
 import type { TensorSlice } from '../../model/tensor-split.js';
@@ -61,10 +63,12 @@ interface Segment {
 interface LayerBuffers {
   inputNorm: GPUBuffer;
   postNorm: GPUBuffer;
-  q: GpuWeight;
-  k: GpuWeight;
-  v: GpuWeight;
-  o: GpuWeight;
+  /** Grouped-query attention (null on latent-attention layers, which have `mla`). */
+  q: GpuWeight | null;
+  k: GpuWeight | null;
+  v: GpuWeight | null;
+  o: GpuWeight | null;
+  mla: GpuMlaLayer | null;
   /** Dense MLP (null on mixture-of-experts layers, which have `moe`). */
   gate: GpuWeight | null;
   up: GpuWeight | null;
@@ -110,6 +114,7 @@ export class GpuShard {
   #act!: Record<'x' | 'xb' | 'xb2' | 'q' | 'k' | 'v' | 'att' | 'hb' | 'hb2' | 'cs' | 'tokens' | 'scores' | 'logits' | 'result', GPUBuffer>;
   #readback!: Readback;
   #moeAct: GpuMoeActivations | null = null;
+  #mlaAct: GpuMlaActivations | null = null;
   #sampleDispatch: Map<number, Dispatch> = new Map();
   /** Token ids → rows of x, recorded ahead of the program when a call gets token ids. */
   #embedDispatches: Dispatch[] = [];
@@ -168,27 +173,29 @@ export class GpuShard {
     };
     for (let i = 0; i < w.layers.length; i++) {
       const layer = w.layers[i];
-      const L = gpuAttention(layer, this.#spec.layers[0] + i);
+      const A = layer.attention;
+      const L = A.kind === 'gqa' ? A : null;
       const mlp = layer.mlp;
       const p = `model.layers.${this.#spec.layers[0] + i}`;
       this.#layers.push({
         inputNorm: (await vec(layer.inputNorm, `${p}.input_layernorm.weight`))!,
         postNorm: (await vec(layer.postNorm, `${p}.post_attention_layernorm.weight`))!,
-        q: await mat(L.q, `${p}.self_attn.q_proj.weight`),
-        k: await mat(L.k, `${p}.self_attn.k_proj.weight`),
-        v: await mat(L.v, `${p}.self_attn.v_proj.weight`),
-        o: await mat(L.o, `${p}.self_attn.o_proj.weight`),
+        q: L && (await mat(L.q, `${p}.self_attn.q_proj.weight`)),
+        k: L && (await mat(L.k, `${p}.self_attn.k_proj.weight`)),
+        v: L && (await mat(L.v, `${p}.self_attn.v_proj.weight`)),
+        o: L && (await mat(L.o, `${p}.self_attn.o_proj.weight`)),
+        mla: A.kind === 'mla' ? await uploadMlaLayer(ctx, A, `${p}.self_attn`) : null,
         gate: mlp.kind === 'dense' ? await mat(mlp.gate, `${p}.mlp.gate_proj.weight`) : null,
         up: mlp.kind === 'dense' ? await mat(mlp.up, `${p}.mlp.up_proj.weight`) : null,
         down: mlp.kind === 'dense' ? await mat(mlp.down, `${p}.mlp.down_proj.weight`) : null,
         moe: mlp.kind === 'moe' ? await uploadMoeLayer(ctx, mlp, `${p}.mlp`) : null,
-        qBias: await vec(L.qBias, `${p}.self_attn.q_proj.bias`),
-        kBias: await vec(L.kBias, `${p}.self_attn.k_proj.bias`),
-        vBias: await vec(L.vBias, `${p}.self_attn.v_proj.bias`),
-        oBias: await vec(L.oBias, `${p}.self_attn.o_proj.bias`),
-        qNorm: await vec(L.qNorm, `${p}.self_attn.q_norm.weight`),
-        kNorm: await vec(L.kNorm, `${p}.self_attn.k_norm.weight`),
-        sinks: await vec(L.sinks, `${p}.self_attn.sinks`),
+        qBias: await vec(L?.qBias ?? null, `${p}.self_attn.q_proj.bias`),
+        kBias: await vec(L?.kBias ?? null, `${p}.self_attn.k_proj.bias`),
+        vBias: await vec(L?.vBias ?? null, `${p}.self_attn.v_proj.bias`),
+        oBias: await vec(L?.oBias ?? null, `${p}.self_attn.o_proj.bias`),
+        qNorm: await vec(L?.qNorm ?? null, `${p}.self_attn.q_norm.weight`),
+        kNorm: await vec(L?.kNorm ?? null, `${p}.self_attn.k_norm.weight`),
+        sinks: await vec(L?.sinks ?? null, `${p}.self_attn.sinks`),
       });
     }
     if (w.embed) this.#embed = await mat(w.embed, 'model.embed_tokens.weight');
@@ -224,6 +231,7 @@ export class GpuShard {
       logits: await f('logits', Math.max(1, this.#vocabSlice)),
       result: await f('sample result', 2),
     };
+    if (c.mla) this.#mlaAct = await allocateMlaActivations(this.#ctx, c.mla, this.#nh, B);
     if (this.#layers.some((L) => L.moe)) {
       const shared = this.#slice.sharedFfn[1] - this.#slice.sharedFfn[0];
       this.#moeAct = await allocateMoeActivations(this.#ctx, c.moe!, D, shared, B);
@@ -236,14 +244,17 @@ export class GpuShard {
   /** A fresh KV cache on the GPU for one sequence of up to `capacity` tokens. */
   async newCache(capacity = this.maxSeqLen): Promise<GpuKVCache> {
     if (capacity > this.maxSeqLen) throw new RangeError(`KV cache capacity ${capacity} exceeds maxSeqLen ${this.maxSeqLen}`);
-    const width = this.#nkv * this.#config.headDim;
+    // Latent attention caches [latent, rope key] rows in k (the same formula as the CPU, kv-cache-size.ts); v is unused.
+    const mla = !!this.#config.mla;
+    const perToken = kvCacheValuesPerToken(this.#config, this.#slice);
+    const width = mla ? perToken : perToken / 2;
     const k: GPUBuffer[] = [];
     const v: GPUBuffer[] = [];
     const cache = new GpuKVCache(capacity, k, v);
     try {
       for (let l = 0; l < this.#layers.length; l++) {
         k.push(await createStorage(this.#ctx, capacity * width * 4, `KV cache k, layer ${this.#spec.layers[0] + l}`));
-        v.push(await createStorage(this.#ctx, capacity * width * 4, `KV cache v, layer ${this.#spec.layers[0] + l}`));
+        v.push(await createStorage(this.#ctx, mla ? 4 : capacity * width * 4, `KV cache v, layer ${this.#spec.layers[0] + l}`));
       }
     } catch (err) {
       cache.destroy();
@@ -273,34 +284,40 @@ export class GpuShard {
 
     this.#layers.forEach((L, li) => {
       cur.push(K.rmsnorm(a.x, L.inputNorm, a.xb, D, 1, c.rmsNormEps, st));
-      cur.push(...K.linear('q_proj', L.q, a.xb, a.q, st, { bias: L.qBias ?? undefined }));
-      cur.push(...K.linear('k_proj', L.k, a.xb, a.k, st, { bias: L.kBias ?? undefined }));
-      cur.push(...K.linear('v_proj', L.v, a.xb, a.v, st, { bias: L.vBias ?? undefined }));
-      if (L.qNorm) cur.push(K.rmsnorm(a.q, L.qNorm, null, hd, nh, c.rmsNormEps, st));
-      if (L.kNorm) cur.push(K.rmsnorm(a.k, L.kNorm, null, hd, nkv, c.rmsNormEps, st));
-      cur.push(K.rope(a.q, a.cs, nh, hd, st));
-      cur.push(K.rope(a.k, a.cs, nkv, hd, st));
-      cur.push(K.kvStore(a.k, a.v, cache.k[li], cache.v[li], nkv * hd, st));
-      cur.push(
-        K.attention(a.q, cache.k[li], cache.v[li], a.scores, a.att, {
-          heads: nh,
-          kvHeads: nkv,
-          headDim: hd,
-          maxSeq: cache.capacity,
-          // gpt-oss alternates sliding-window and full layers.
-          window: c.slidingLayers && !c.slidingLayers[this.#spec.layers[0] + li] ? null : c.slidingWindow,
-          group: c.numHeads / c.numKvHeads,
-          headOffset: this.#slice.heads[0],
-          kvOffset: this.#slice.kvHeads[0],
-          sinks: L.sinks,
-        }, st),
-      );
+      if (L.mla) {
+        // Latent attention (mla.ts): att from the compressed cache.
+        cur.push(...mlaDispatches(K, L.mla, c.mla!, this.#mlaAct!, { x: a.xb, q: a.q, att: a.att, scores: a.scores, cs: a.cs, cache: cache.k[li], maxSeq: cache.capacity }, nh, st));
+      } else {
+        cur.push(...K.linear('q_proj', L.q!, a.xb, a.q, st, { bias: L.qBias ?? undefined }));
+        cur.push(...K.linear('k_proj', L.k!, a.xb, a.k, st, { bias: L.kBias ?? undefined }));
+        cur.push(...K.linear('v_proj', L.v!, a.xb, a.v, st, { bias: L.vBias ?? undefined }));
+        if (L.qNorm) cur.push(K.rmsnorm(a.q, L.qNorm, null, hd, nh, c.rmsNormEps, st));
+        if (L.kNorm) cur.push(K.rmsnorm(a.k, L.kNorm, null, hd, nkv, c.rmsNormEps, st));
+        cur.push(K.rope(a.q, a.cs, nh, hd, st));
+        cur.push(K.rope(a.k, a.cs, nkv, hd, st));
+        cur.push(K.kvStore(a.k, a.v, cache.k[li], cache.v[li], nkv * hd, st));
+        cur.push(
+          K.attention(a.q, cache.k[li], cache.v[li], a.scores, a.att, {
+            heads: nh,
+            kvHeads: nkv,
+            headDim: hd,
+            maxSeq: cache.capacity,
+            // gpt-oss alternates sliding-window and full layers.
+            window: c.slidingLayers && !c.slidingLayers[this.#spec.layers[0] + li] ? null : c.slidingWindow,
+            group: c.numHeads / c.numKvHeads,
+            headOffset: this.#slice.heads[0],
+            kvOffset: this.#slice.kvHeads[0],
+            sinks: L.sinks,
+          }, st),
+        );
+      }
+      const o = L.mla ? L.mla.o : L.o!;
       if (tp) {
-        cur.push(...K.linear('o_proj', L.o, a.att, a.xb2, st));
+        cur.push(...K.linear('o_proj', o, a.att, a.xb2, st));
         cut({ buffer: a.xb2, width: D });
         cur.push(K.add(a.x, a.xb2, L.oBias, D, st));
       } else {
-        cur.push(...K.linear('o_proj', L.o, a.att, a.x, st, { accumulate: true, bias: L.oBias ?? undefined }));
+        cur.push(...K.linear('o_proj', o, a.att, a.x, st, { accumulate: true, bias: L.oBias ?? undefined }));
       }
       cur.push(K.rmsnorm(a.x, L.postNorm, a.xb, D, 1, c.rmsNormEps, st));
       if (L.moe) {
@@ -488,8 +505,10 @@ export class GpuShard {
     for (const L of this.#layers) {
       for (const w of [L.q, L.k, L.v, L.o, L.gate, L.up, L.down]) w?.destroy();
       if (L.moe) destroyMoeLayer(L.moe);
+      if (L.mla) destroyMlaLayer(L.mla);
     }
     if (this.#moeAct) for (const b of Object.values(this.#moeAct)) b.destroy();
+    if (this.#mlaAct) for (const b of Object.values(this.#mlaAct)) b.destroy();
     this.#layers = [];
     this.#embed?.destroy();
     if (this.#head !== this.#embed) this.#head?.destroy();
