@@ -18,10 +18,9 @@ import type { GpuContext } from '../../src/kernels/gpu/context.js';
 import { GpuShard } from '../../src/kernels/gpu/shard.js';
 import { loadShard, type ModelShard } from '../../src/model/forward.js';
 import { joinLogitSlices } from '../../src/model/tensor-split.js';
-import { argmax } from '../../src/generate/sampler.js';
 import { writeRandomModel, type RandomModelOptions } from '../../src/testing/index.js';
 import type { ShardSpec } from '../../src/shard.js';
-import { maxAbsDiff } from './cpu-ref.js';
+import { cpuGreedyRun, logitError } from './cpu-ref.js';
 import { openTestGpu } from './gpu-env.js';
 
 const gpu = await openTestGpu();
@@ -36,25 +35,6 @@ const LAYERS = 3;
 const spec = (rank = 0, size = 1): ShardSpec => ({ layers: [0, LAYERS], tensor: { rank, size }, embed: true, head: true });
 const PROMPT = [72, 101, 108, 108, 111, 44, 32, 119, 111, 114, 108];
 const STEPS = 6;
-
-function logitError(a: Float32Array, b: Float32Array): number {
-  let scale = 0;
-  for (const v of b) scale = Math.max(scale, Math.abs(v));
-  return maxAbsDiff(a, b) / Math.max(1, scale);
-}
-
-async function cpuRun(cpu: ModelShard): Promise<{ logits: Float32Array[]; tokens: number[] }> {
-  const cache = cpu.newCache(64);
-  const logits: Float32Array[] = [];
-  const tokens: number[] = [];
-  let l = new Float32Array(await cpu.forward({ tokens: PROMPT }, cache));
-  for (let s = 0; s < STEPS; s++) {
-    logits.push(l);
-    tokens.push(argmax(l));
-    l = new Float32Array(await cpu.forward({ tokens: [tokens[s]] }, cache));
-  }
-  return { logits, tokens };
-}
 
 const gpuFrom = (cpu: ModelShard, allReduce?: (b: Float32Array) => Promise<void>) =>
   GpuShard.create(ctx, { config: cpu.config, spec: cpu.spec, slice: cpu.slice, weights: cpu.weights, maxBatch: 16, maxSeqLen: 64, allReduce });
@@ -79,7 +59,7 @@ describe.skipIf(!gpu.ctx)(`GPU mixture of experts vs CPU forward${gpu.skip ? ` (
       let path = dir;
       if (q8) hfToGguf(dir, (path = join(dir, 'm.gguf')), { dtype: 'q8_0' });
       const cpu = loadShard(path, spec(), { maxBatch: 16, maxSeqLen: 64 });
-      const want = await cpuRun(cpu);
+      const want = await cpuGreedyRun(cpu, PROMPT, STEPS);
       const g = await gpuFrom(cpu);
       try {
         const cache = await g.newCache(64);
@@ -107,7 +87,7 @@ describe.skipIf(!gpu.ctx)(`GPU mixture of experts vs CPU forward${gpu.skip ? ` (
   ] as [string, RandomModelOptions][])('%s, experts split over 2 tensor ranks: the joined logits equal the unsplit CPU run', async (name, opts) => {
     const dir = join(root, `tp-${name.replace(/\W+/g, '-')}`);
     writeRandomModel(dir, { numLayers: LAYERS, seed: 9, ...opts });
-    const want = await cpuRun(loadShard(dir, spec(), { maxBatch: 16, maxSeqLen: 64 }));
+    const want = await cpuGreedyRun(loadShard(dir, spec(), { maxBatch: 16, maxSeqLen: 64 }), PROMPT, STEPS);
     const reduces = createInProcessAllReduce(2);
     const cpus = [0, 1].map((r) => loadShard(dir, spec(r, 2), { maxBatch: 16, maxSeqLen: 64, allReduce: reduces[r] }));
     const ranks = await Promise.all(cpus.map((c, r) => gpuFrom(c, reduces[r])));

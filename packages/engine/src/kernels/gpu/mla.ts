@@ -10,7 +10,8 @@ import type { MlaConfig } from '../../config/config.js';
 import type { Weight } from '../backend.js';
 import type { MlaWeights } from '../../model/weights-mla.js';
 import type { GpuContext } from './context.js';
-import { createStorage, uploadBytes, uploadF32, uploadWeight, type GpuWeight } from './buffers.js';
+import { createStorage, type GpuWeight } from './buffers.js';
+import { LayerUploads } from './uploads.js';
 import { split, type Dispatch, type GpuKernels, type StepUniform } from './ops.js';
 import { MLA_CORE, MLA_LATENT, MLA_ROPE, headMatvecShader } from './wgsl-mla.js';
 import { WG } from './wgsl.js';
@@ -35,8 +36,7 @@ export interface GpuMlaLayer {
   kb: HeadStack;
   vb: HeadStack;
   o: GpuWeight;
-  buffers: GPUBuffer[];
-  weights: GpuWeight[];
+  uploads: LayerUploads;
 }
 
 /** Scratch for a shard's MLA layers, [maxBatch, ·] each. */
@@ -58,43 +58,24 @@ export async function allocateMlaActivations(ctx: GpuContext, m: MlaConfig, head
 }
 
 export async function uploadMlaLayer(ctx: GpuContext, w: MlaWeights, label: string): Promise<GpuMlaLayer> {
-  const buffers: GPUBuffer[] = [];
-  const weights: GpuWeight[] = [];
-  const mat = async (m: Weight, name: string) => {
-    const g = await uploadWeight(ctx, m, `${label}.${name}`);
-    weights.push(g);
-    return g;
-  };
-  const vec = async (a: Float32Array, name: string) => {
-    const b = await uploadF32(ctx, a, `${label}.${name}`);
-    buffers.push(b);
-    return b;
-  };
+  const up = new LayerUploads(ctx, label);
   const stack = async (heads: Weight[], name: string): Promise<HeadStack> => {
     const one = heads[0].bytes.byteLength;
     const bytes = new Uint8Array(heads.length * one);
     heads.forEach((h, i) => bytes.set(h.bytes.subarray(0, one), i * one));
-    const buffer = await uploadBytes(ctx, bytes, `${label}.${name}`);
-    buffers.push(buffer);
-    return { buffer, dtype: heads[0].dtype, rows: heads[0].rows, cols: heads[0].cols };
+    return { buffer: await up.bytes(bytes, name), dtype: heads[0].dtype, rows: heads[0].rows, cols: heads[0].cols };
   };
   return {
-    qA: w.qA ? await mat(w.qA, 'q_a_proj') : null,
-    qANorm: w.qANorm ? await vec(w.qANorm, 'q_a_layernorm') : null,
-    q: await mat(w.q, w.qA ? 'q_b_proj' : 'q_proj'),
-    kvA: await mat(w.kvA, 'kv_a_proj_with_mqa'),
-    kvANorm: await vec(w.kvANorm, 'kv_a_layernorm'),
+    qA: w.qA ? await up.matrix(w.qA, 'q_a_proj') : null,
+    qANorm: w.qANorm ? await up.vector(w.qANorm, 'q_a_layernorm') : null,
+    q: await up.matrix(w.q, w.qA ? 'q_b_proj' : 'q_proj'),
+    kvA: await up.matrix(w.kvA, 'kv_a_proj_with_mqa'),
+    kvANorm: await up.vector(w.kvANorm, 'kv_a_layernorm'),
     kb: await stack(w.kb, 'k_b (per head)'),
     vb: await stack(w.vb, 'v_b (per head)'),
-    o: await mat(w.o, 'o_proj'),
-    buffers,
-    weights,
+    o: await up.matrix(w.o, 'o_proj'),
+    uploads: up,
   };
-}
-
-export function destroyMlaLayer(L: GpuMlaLayer): void {
-  for (const b of L.buffers) b.destroy();
-  for (const w of L.weights) w.destroy();
 }
 
 /** The dispatches from the normed input x to att [n, heads·v] (before o_proj), storing the tokens' latents in `cache`. */

@@ -12,7 +12,8 @@ import type { Weight } from '../backend.js';
 import { rowBytes } from '../wasm/formats.js';
 import type { MoeWeights } from '../../model/weights-moe.js';
 import type { GpuContext } from './context.js';
-import { createStorage, uploadBytes, uploadF32, uploadWeight, type GpuWeight } from './buffers.js';
+import { createStorage, type GpuWeight } from './buffers.js';
+import { LayerUploads } from './uploads.js';
 import { split, type Dispatch, type GpuKernels, type StepUniform } from './ops.js';
 import { CLAMPED_SWIGLU, COMBINE, expertShader, routeShader } from './wgsl-moe.js';
 import { WG } from './wgsl.js';
@@ -38,8 +39,7 @@ export interface GpuMoeLayer {
   up: ExpertStack;
   down: ExpertStack;
   shared: { gate: GpuWeight; up: GpuWeight; down: GpuWeight } | null;
-  buffers: GPUBuffer[];
-  weights: GpuWeight[];
+  uploads: LayerUploads;
 }
 
 /** Scratch shared by a shard's MoE layers, [maxBatch, ·] each. */
@@ -72,19 +72,8 @@ export async function allocateMoeActivations(ctx: GpuContext, moe: MoeConfig, hi
 
 /** Uploads one MoE layer's weights (this rank's experts only). */
 export async function uploadMoeLayer(ctx: GpuContext, w: MoeWeights, label: string): Promise<GpuMoeLayer> {
-  const buffers: GPUBuffer[] = [];
-  const weights: GpuWeight[] = [];
-  const vec = async (a: Float32Array | null, name: string) => {
-    if (!a) return null;
-    const b = await uploadF32(ctx, a, `${label}.${name}`);
-    buffers.push(b);
-    return b;
-  };
-  const mat = async (m: Weight, name: string) => {
-    const g = await uploadWeight(ctx, m, `${label}.${name}`);
-    weights.push(g);
-    return g;
-  };
+  const up = new LayerUploads(ctx, label);
+  const vec = (a: Float32Array | null, name: string) => (a ? up.vector(a, name) : null);
   const e0 = w.firstExpert;
   const e1 = e0 + w.experts.length;
   const stack = async (pick: (e: MoeWeights['experts'][number]) => Weight, biasOf: (e: MoeWeights['experts'][number]) => Float32Array | null, name: string): Promise<ExpertStack> => {
@@ -97,9 +86,7 @@ export async function uploadMoeLayer(ctx: GpuContext, w: MoeWeights, label: stri
       const b = Math.min(w.experts.length, a + fit);
       const bytes = new Uint8Array((b - a) * perExpert);
       for (let e = a; e < b; e++) bytes.set(pick(w.experts[e]).bytes.subarray(0, perExpert), (e - a) * perExpert);
-      const buffer = await uploadBytes(ctx, bytes, `${label}.experts.${name} [${e0 + a}, ${e0 + b})`);
-      buffers.push(buffer);
-      parts.push({ buffer, e0: e0 + a, e1: e0 + b });
+      parts.push({ buffer: await up.bytes(bytes, `experts.${name} [${e0 + a}, ${e0 + b})`), e0: e0 + a, e1: e0 + b });
     }
     const biases = w.experts.map(biasOf);
     let bias: GPUBuffer | null = null;
@@ -111,7 +98,7 @@ export async function uploadMoeLayer(ctx: GpuContext, w: MoeWeights, label: stri
     return { weight: first, rows: first.rows, cols: first.cols, parts, bias };
   };
   return {
-    router: await mat(w.router, 'router'),
+    router: await up.matrix(w.router, 'router'),
     routerBias: await vec(w.routerBias, 'router.bias'),
     correction: await vec(w.correctionBias, 'e_score_correction_bias'),
     e0,
@@ -119,15 +106,9 @@ export async function uploadMoeLayer(ctx: GpuContext, w: MoeWeights, label: stri
     gate: await stack((e) => e.gate, (e) => e.gateBias, 'gate'),
     up: await stack((e) => e.up, (e) => e.upBias, 'up'),
     down: await stack((e) => e.down, (e) => e.downBias, 'down'),
-    shared: w.shared ? { gate: await mat(w.shared.gate, 'shared.gate'), up: await mat(w.shared.up, 'shared.up'), down: await mat(w.shared.down, 'shared.down') } : null,
-    buffers,
-    weights,
+    shared: w.shared ? { gate: await up.matrix(w.shared.gate, 'shared.gate'), up: await up.matrix(w.shared.up, 'shared.up'), down: await up.matrix(w.shared.down, 'shared.down') } : null,
+    uploads: up,
   };
-}
-
-export function destroyMoeLayer(m: GpuMoeLayer): void {
-  for (const b of m.buffers) b.destroy();
-  for (const w of m.weights) w.destroy();
 }
 
 /**

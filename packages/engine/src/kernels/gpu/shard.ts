@@ -11,10 +11,10 @@
 import type { ModelConfig } from '../../config/config.js';
 import { layerMatrices, type ShardWeights } from '../../model/weights.js';
 import { gpuInvFreq, gpuRopeScaling } from './model-support.js';
-import { allocateMlaActivations, destroyMlaLayer, mlaDispatches, uploadMlaLayer, type GpuMlaActivations, type GpuMlaLayer } from './mla.js';
+import { allocateMlaActivations, mlaDispatches, uploadMlaLayer, type GpuMlaActivations, type GpuMlaLayer } from './mla.js';
 import { kvCacheValuesPerToken } from '../../model/kv-cache-size.js';
 import { ropeAttentionFactor } from '../../model/rope.js';
-import { allocateMoeActivations, destroyMoeLayer, moeDispatches, uploadMoeLayer, type GpuMoeActivations, type GpuMoeLayer } from './moe.js';
+import { allocateMoeActivations, moeDispatches, uploadMoeLayer, type GpuMoeActivations, type GpuMoeLayer } from './moe.js';
 import type { TensorSlice } from '../../model/tensor-split.js';
 import type { AllReduce, ShardSpec } from '../../shard.js';
 import { checkTokenIds, noEmbeddingError } from '../../model/embedding.js';
@@ -504,8 +504,8 @@ export class GpuShard {
   dispose(): void {
     for (const L of this.#layers) {
       for (const w of [L.q, L.k, L.v, L.o, L.gate, L.up, L.down]) w?.destroy();
-      if (L.moe) destroyMoeLayer(L.moe);
-      if (L.mla) destroyMlaLayer(L.mla);
+      L.moe?.uploads.destroy();
+      L.mla?.uploads.destroy();
     }
     if (this.#moeAct) for (const b of Object.values(this.#moeAct)) b.destroy();
     if (this.#mlaAct) for (const b of Object.values(this.#mlaAct)) b.destroy();
