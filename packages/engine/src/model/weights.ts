@@ -76,17 +76,6 @@ export function layerMatrices(layer: LayerWeights): Weight[] {
   return [...attention, ...mlp];
 }
 
-/** A Llama-family layer with its parts side by side (what the GPU shard runs). */
-export type LlamaLayerWeights = Omit<GqaWeights, 'kind'> & Omit<DenseMlpWeights, 'kind'> & { inputNorm: Float32Array; postNorm: Float32Array };
-
-/** `layer` as a Llama-family layer, or an UnsupportedModelError naming what it has instead (for backends that run only those). */
-export function llamaLayer(layer: LayerWeights, index: number, backend: string): LlamaLayerWeights {
-  const { attention: a, mlp: m } = layer;
-  if (a.kind !== 'gqa' || a.sinks) throw new UnsupportedModelError(`the ${backend} backend does not run ${a.kind === 'mla' ? 'latent attention' : 'attention sinks'} (layer ${index})`);
-  if (m.kind !== 'dense') throw new UnsupportedModelError(`the ${backend} backend does not run mixture-of-experts layers (layer ${index})`);
-  return { inputNorm: layer.inputNorm, postNorm: layer.postNorm, ...a, ...m };
-}
-
 export interface ShardWeights {
   /**
    * [vocab, hidden] the whole token embedding — tensor rank 0 of the embed stage only: it embeds for
