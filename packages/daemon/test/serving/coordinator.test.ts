@@ -24,6 +24,7 @@ class Pod {
   ready = new Set<string>();
   statuses = new Map<string, { active: number; queued: number; at: number }>();
   events: ClusterEvent[] = [];
+  filesAt = new Map<string, number>();
   #n = 0;
 
   constructor(nodes: Cluster['nodes']) {
@@ -38,7 +39,7 @@ class Pod {
   }
 
   view(): View {
-    return { state: this.state, cluster: this.cluster, now: this.now, ready: (id) => this.ready.has(id), status: (id) => this.statuses.get(id) };
+    return { state: this.state, cluster: this.cluster, now: this.now, ready: (id) => this.ready.has(id), status: (id) => this.statuses.get(id), filesAt: (m) => this.filesAt.get(m) ?? 0, silenceMs: SILENCE_MS };
   }
 
   step(command: Command): ClusterEvent[] {
@@ -65,6 +66,7 @@ class Pod {
 }
 
 const types = (es: ClusterEvent[]) => es.map((e) => e.type);
+const SILENCE_MS = 3000;
 
 describe('coordinator: place', () => {
   it("places a model once, with the serving profile's context, a secret and the description", () => {
@@ -101,7 +103,7 @@ describe('coordinator: a broken model is placed a bounded number of times', () =
     let placements = 1;
     for (let i = 0; i < 40; i++) {
       const live = pod.instances();
-      if (live.length) pod.step({ type: 'failed', id: live[0].id, reason: 'model.safetensors: file is truncated' });
+      if (live.length) pod.step({ type: 'failed', id: live[0].id, reason: 'model.safetensors: file is truncated', phase: 'load' });
       placements += types(pod.tick(BACKOFF_BASE_MS / 2)).filter((t) => t === 'instance-placed').length;
       // A request arriving meanwhile does not place it early (only someone loading it explicitly would).
       placements += types(pod.place()).filter((t) => t === 'instance-placed').length;
@@ -116,10 +118,25 @@ describe('coordinator: a broken model is placed a bounded number of times', () =
     expect(pod.state.failedModels).toEqual({});
   });
 
+  it('a failed model whose files changed since is cleared and may be placed again', () => {
+    const pod = new Pod([node('a')]);
+    pod.place();
+    for (let i = 0; i < MAX_ATTEMPTS; i++) {
+      pod.step({ type: 'failed', id: pod.instances()[0].id, reason: 'truncated', phase: 'load' });
+      pod.tick(BACKOFF_BASE_MS * 16);
+    }
+    expect(pod.state.failedModels.m).toBeDefined();
+    pod.filesAt.set('m', pod.state.failedModels.m.at - 1);
+    expect(pod.tick(500)).toEqual([]);
+    pod.filesAt.set('m', pod.now);
+    expect(types(pod.tick(500))).toEqual(['model-cleared']);
+    expect(types(pod.place())).toEqual(['instance-placed']);
+  });
+
   it('the delays grow: the second replacement waits twice as long as the first', () => {
     const pod = new Pod([node('a')]);
     pod.place();
-    const failOnce = () => pod.step({ type: 'failed', id: pod.instances()[0].id, reason: 'boom' });
+    const failOnce = () => pod.step({ type: 'failed', id: pod.instances()[0].id, reason: 'boom', phase: 'load' });
     const waitForPlacement = () => {
       let waited = 0;
       while (!types(pod.tick(100)).includes('instance-placed')) waited += 100;
@@ -137,7 +154,7 @@ describe('coordinator: a broken model is placed a bounded number of times', () =
     const pod = new Pod([node('a')]);
     pod.place();
     for (let i = 0; i < MAX_ATTEMPTS - 1; i++) {
-      pod.step({ type: 'failed', id: pod.instances()[0].id, reason: 'flaky' });
+      pod.step({ type: 'failed', id: pod.instances()[0].id, reason: 'flaky', phase: 'load' });
       pod.tick(BACKOFF_BASE_MS * 16);
     }
     expect(pod.memory.failures.m.count).toBe(MAX_ATTEMPTS - 1);
@@ -148,6 +165,16 @@ describe('coordinator: a broken model is placed a bounded number of times', () =
 });
 
 describe('coordinator: nodes leaving', () => {
+  it('runners that died serving (a peer lost) do not count against the model', () => {
+    const pod = new Pod([node('a'), node('b')]);
+    pod.place();
+    for (let i = 0; i < MAX_ATTEMPTS + 2; i++) {
+      pod.step({ type: 'failed', id: pod.instances()[0].id, reason: 'data plane failed: peer closed', phase: 'serve' });
+      expect(types(pod.tick(SILENCE_MS))).toEqual(['instance-placed']);
+    }
+    expect(pod.state.failedModels).toEqual({});
+  });
+
   it('an instance on a node that left is replaced on the survivors without counting as a model failure', () => {
     const pod = new Pod([node('a'), node('b')]);
     pod.place({ strategy: 'pipeline', nodes: 2 });
@@ -155,8 +182,10 @@ describe('coordinator: nodes leaving', () => {
     pod.cluster = { nodes: [node('a')], links: [] };
     expect(types(pod.tick(500))).toEqual(['instance-removed']);
     expect(pod.memory.failures).toEqual({});
-    // The forced two-node layout no longer fits: the planner's choice on what is left.
-    expect(types(pod.tick(BACKOFF_BASE_MS))).toEqual(['instance-placed']);
+    // Placed again once the silent node has dropped out of the cluster view; the forced two-node
+    // layout no longer fits: the planner's choice on what is left.
+    expect(types(pod.tick(SILENCE_MS - 100))).toEqual([]);
+    expect(types(pod.tick(100))).toEqual(['instance-placed']);
     expect(pod.instances()[0].plan.ranks).toEqual(['a']);
   });
 });
