@@ -70,11 +70,12 @@ interface SealedFrame {
 const RESOLVED = Promise.resolve();
 
 /**
- * An encrypted frame is sealed only this far ahead of the socket: beyond it the sender waits for
- * the kernel to take bytes, so encryption overlaps the transfer (and the receiver's decryption)
- * instead of preceding it, and ciphertext waiting in memory stays small.
+ * An encrypted frame is sealed only this far ahead of the socket (one piece waiting while the
+ * kernel holds the previous ones): beyond it the sender waits for the kernel to take bytes, so
+ * encryption overlaps the transfer (and the receiver's decryption) instead of preceding it, and
+ * ciphertext waiting in memory stays small.
  */
-const SEAL_AHEAD_BYTES = 256 * 1024;
+const SEAL_AHEAD_BYTES = AEAD_PIECE_BYTES;
 
 /** Header slots written in order and reused once their write completed. */
 const HEADER_RING = 512;
