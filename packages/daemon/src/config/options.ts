@@ -7,6 +7,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import { join, resolve } from 'node:path';
 import { z } from 'zod';
+import { isLoopbackHost } from './addresses.js';
 
 export const DEFAULT_API_PORT = 52415;
 export const DEFAULT_LISTEN = ['/ip4/0.0.0.0/tcp/52416'];
@@ -28,12 +29,24 @@ export interface DaemonOptions {
   rebench: boolean;
   logLevel: string;
   configFile: string | null;
+  /**
+   * Which data-plane links are encrypted: auto = every link but a direct cable (Thunderbolt) or
+   * this machine itself; always; never (this node asks for none; a peer may still ask).
+   */
+  dataPlaneEncryption: DataPlaneEncryption;
+  /** Cipher this node proposes: auto = the faster on this machine (measured by each runner). */
+  dataPlaneCipher: DataPlaneCipher;
 }
+
+export const DATA_PLANE_ENCRYPTION = ['auto', 'always', 'never'] as const;
+export type DataPlaneEncryption = (typeof DATA_PLANE_ENCRYPTION)[number];
+export const DATA_PLANE_CIPHERS = ['auto', 'aes-256-gcm', 'chacha20-poly1305'] as const;
+export type DataPlaneCipher = (typeof DATA_PLANE_CIPHERS)[number];
 
 /** Raw values as strings/arrays, before validation. Keys are the flag names in camelCase. */
 export type RawOptions = Partial<Record<keyof DaemonOptions | 'config' | 'clusterKey', unknown>>;
 
-const KEYS = ['dataDir', 'listen', 'bootstrap', 'apiHost', 'apiPort', 'apiToken', 'clusterKey', 'name', 'goneAfter', 'heartbeatMs', 'probePort', 'mdns', 'logLevel'] as const;
+const KEYS = ['dataDir', 'listen', 'bootstrap', 'apiHost', 'apiPort', 'apiToken', 'clusterKey', 'name', 'goneAfter', 'heartbeatMs', 'probePort', 'mdns', 'logLevel', 'dataPlaneEncryption', 'dataPlaneCipher'] as const;
 type Key = (typeof KEYS)[number];
 
 const kebab = (k: string) => k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
@@ -76,10 +89,6 @@ function fromFile(path: string): Partial<Record<Key, unknown>> {
 const portSchema = (what: string) =>
   z.coerce.number({ error: `${what} must be a number` }).int(`${what} must be an integer`).min(0, `${what} must be 0..65535`).max(65535, `${what} must be 0..65535`);
 
-function isLoopback(host: string): boolean {
-  return host === 'localhost' || host === '::1' || /^127\./.test(host);
-}
-
 export function resolveOptions(flags: RawOptions, env: NodeJS.ProcessEnv = process.env): DaemonOptions {
   const envVals = fromEnv(env);
   const dataDir = resolve(String(flags.dataDir ?? envVals.dataDir ?? join(os.homedir(), '.orchard')));
@@ -98,7 +107,10 @@ export function resolveOptions(flags: RawOptions, env: NodeJS.ProcessEnv = proce
   const probePort = parse(portSchema('--probe-port'), pick('probePort') ?? 0);
   const goneAfterSec = parse(z.coerce.number({ error: '--gone-after must be a number of seconds' }).min(2, '--gone-after must be at least 2 seconds (heartbeats are 1 s apart)').max(600, '--gone-after must be at most 600 seconds'), pick('goneAfter') ?? 5);
   const heartbeatMs = parse(z.coerce.number().int().min(100).max(10_000), pick('heartbeatMs') ?? 1000);
-  if (!isLoopback(apiHost) && !apiToken) {
+  const oneOf = <T extends string>(flag: string, values: readonly T[]) => z.enum(values as [T, ...T[]], { error: `${flag} must be one of ${values.join(', ')}` });
+  const dataPlaneEncryption = parse(oneOf('--data-plane-encryption', DATA_PLANE_ENCRYPTION), pick('dataPlaneEncryption') ?? 'auto');
+  const dataPlaneCipher = parse(oneOf('--data-plane-cipher', DATA_PLANE_CIPHERS), pick('dataPlaneCipher') ?? 'auto');
+  if (!isLoopbackHost(apiHost) && !apiToken) {
     throw new OptionsError(`--api-host ${apiHost} is not a loopback address: anyone on the network could use the API, so --api-token (or ORCHARD_API_TOKEN) is required`);
   }
   const mdnsRaw = pick('mdns');
@@ -119,5 +131,7 @@ export function resolveOptions(flags: RawOptions, env: NodeJS.ProcessEnv = proce
     rebench: Boolean(flags.rebench),
     logLevel: String(pick('logLevel') ?? 'info'),
     configFile: configFile ?? null,
+    dataPlaneEncryption,
+    dataPlaneCipher,
   };
 }

@@ -15,6 +15,7 @@ import { z } from 'zod';
 import { multiaddr } from '@multiformats/multiaddr';
 import { peerIdFromString } from '@libp2p/peer-id';
 import { InstanceManager } from './manager.js';
+import { directCidrsOf } from '../runner/link-security.js';
 import { nodeBackend } from '../backend/node.js';
 import { SERVE_TOPIC, decodeServe, encodeServe, type ServeMessage } from './messages.js';
 import { ServeError, type ServeEvent, type ServeRequest } from './requests.js';
@@ -70,6 +71,11 @@ export async function installServing(app: FastifyInstance, daemon: Daemon, o: Se
     allowSoftwareGpu: engineBackend.allowSoftware,
     threads: engineBackend.threads,
     maxQueue: o.maxQueue ?? (Number.isInteger(envQueue) && envQueue >= 0 ? envQueue : 64),
+    dataPlaneSecurity: () => ({
+      encryption: daemon.options.dataPlaneEncryption,
+      cipher: daemon.options.dataPlaneCipher,
+      directCidrs: directCidrsOf(daemon.replica.state.nodes[selfId]?.profile?.interfaces),
+    }),
     fetchModel: async (repo, selection) => {
       const r = await pull(repo, selection);
       log.info({ repo, hubBytes: r.hubBytes, peerBytes: r.peerBytes, holders: r.holders, sources: r.sources }, 'model fetched');

@@ -14,6 +14,7 @@ import type { ClusterState, InstanceEntry } from '../state/types.js';
 import { place, PlacementError, shouldUpgrade, type InstancePlan, type ModelShape, type PlacementRequest } from '../placement/place.js';
 import { RunnerProcess } from '../runner/runner-process.js';
 import { DataPlaneLinks, type InstanceLink } from '../runner/link-report.js';
+import type { DataPlaneSecurity } from '../runner/link-security.js';
 import type { TcpAddress } from '../runner/transport.js';
 import type { TensorSelection } from '../store/safetensors-range.js';
 import { InstanceExecutor } from './executor.js';
@@ -61,6 +62,8 @@ export interface ManagerDeps {
   suspectAfterMs?: number;
   /** Brings a model this node lacks into its store (peers first); `selection`: only these layers. */
   fetchModel?: (repo: string, selection: TensorSelection | undefined) => Promise<void>;
+  /** Which data-plane links runners encrypt (runner/link-security.ts), asked when runners start. */
+  dataPlaneSecurity?: () => DataPlaneSecurity;
 }
 
 interface LocalInstance {
@@ -354,7 +357,7 @@ export class InstanceManager {
     plan.ranks.forEach((node, rank) => {
       if (node !== this.#d.selfId) return;
       const runner = new RunnerProcess(
-        { modelDir: dir, layout: plan.layout, rank, groupId: entry.id, secret: plan.secret, listenHost: '0.0.0.0', maxSeqLen, stepMs: 30_000, backend },
+        { modelDir: dir, layout: plan.layout, rank, groupId: entry.id, secret: plan.secret, listenHost: '0.0.0.0', maxSeqLen, stepMs: 30_000, backend, security: this.#d.dataPlaneSecurity?.() },
         {
           onListening: (port) => {
             local.endpoints.set(rank, localAddresses(port));

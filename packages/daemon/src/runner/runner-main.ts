@@ -82,6 +82,7 @@ async function start(i: RunnerInit): Promise<void> {
     listener,
     connectTimeoutMs: 20_000,
     rdma: rdmaSelection,
+    security: i.security,
     log: (line) => process.stderr.write(`orchard runner: rank ${i.rank}: ${line}\n`),
   });
   group = plane.group;

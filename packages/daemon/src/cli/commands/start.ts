@@ -25,6 +25,8 @@ export function registerStart(program: Command): void {
     .option('--config <file>', 'JSON config file with the same settings (env ORCHARD_CONFIG; default <data-dir>/config.json)')
     .option('--gone-after <seconds>', 'mark a silent node gone after this many seconds (env ORCHARD_GONE_AFTER; default 5)')
     .option('--probe-port <port>', 'TCP port of the link-probe server (env ORCHARD_PROBE_PORT; default any free port)')
+    .option('--data-plane-encryption <mode>', 'encrypt tensor traffic: auto (every link but a Thunderbolt cable or this machine), always, never (env ORCHARD_DATA_PLANE_ENCRYPTION; default auto)')
+    .option('--data-plane-cipher <name>', 'cipher this node proposes: auto (the faster here), aes-256-gcm, chacha20-poly1305 (env ORCHARD_DATA_PLANE_CIPHER; default auto)')
     .option('--no-mdns', 'do not use multicast discovery (bootstrap peers only)')
     .option('--rebench', 're-run the capability micro-benchmark instead of using the cached figures')
     .option('--backend <name>', 'what runners compute on: auto (a hardware GPU if there is one, else cpu), cpu, gpu, reference or wasm (env ORCHARD_ENGINE_BACKEND; default auto)')
