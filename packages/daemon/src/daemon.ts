@@ -7,10 +7,10 @@ import './polyfills.js';
 import { multiaddr } from '@multiformats/multiaddr';
 import { probeLink } from '@orchard/transport';
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdirSync } from 'node:fs';
 import type { Logger } from 'pino';
 import { measureCapability } from './capability/cache.js';
 import type { DaemonOptions } from './config/options.js';
+import { prepareDataDir } from './config/data-dir.js';
 import { decodeControl, encodeControl } from './control/codec.js';
 import { CONTROL_TOPIC, type ControlMessage } from './control/messages.js';
 import { clusterKeyFingerprint, readClusterKey } from './identity/cluster-key.js';
@@ -135,7 +135,7 @@ export class Daemon {
 
   static async start(options: DaemonOptions, log: Logger, extensions: DaemonExtensions = {}): Promise<Daemon> {
     const timings = extensions.timings ?? {};
-    mkdirSync(options.dataDir, { recursive: true, mode: 0o700 });
+    prepareDataDir(options.dataDir);
     const { key, path: peerKeyPath, created } = await loadOrCreatePeerKey(options.dataDir);
     const clusterKey = options.clusterKeyFile ? readClusterKey(options.clusterKeyFile) : null;
     const { capability, cached } = await measureCapability(options.dataDir, { force: options.rebench });
