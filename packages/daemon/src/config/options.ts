@@ -20,6 +20,8 @@ export interface DaemonOptions {
   apiHost: string;
   apiPort: number;
   apiToken: string | null;
+  /** More Host names the API answers to (behind a proxy, a DNS name), besides loopback and --api-host. */
+  apiAllowedHosts: string[];
   clusterKeyFile: string | null;
   name: string;
   /** Seconds of silence before a node is marked gone. */
@@ -73,6 +75,7 @@ const KEYS = [
   'apiHost',
   'apiPort',
   'apiToken',
+  'apiAllowedHosts',
   'clusterKey',
   'name',
   'goneAfter',
@@ -181,6 +184,7 @@ export function resolveOptions(flags: RawOptions, env: NodeJS.ProcessEnv = proce
     apiHost,
     apiPort,
     apiToken,
+    apiAllowedHosts: list(pick('apiAllowedHosts')) ?? [],
     clusterKeyFile: clusterKey ? resolve(clusterKey) : null,
     name: String(pick('name') ?? os.hostname()),
     goneAfterSec,

@@ -3,6 +3,7 @@ import type { FastifyReply } from 'fastify';
 
 export function errorType(status: number): string {
   if (status === 401) return 'authentication_error';
+  if (status === 403) return 'permission_error';
   if (status === 404) return 'invalid_request_error';
   if (status === 429) return 'rate_limit_error';
   if (status >= 500) return 'server_error';
