@@ -55,6 +55,12 @@ describe('daemon options', () => {
     expect(() => resolveOptions({ dataDir: tmp(), dataPlaneCipher: 'rot13' }, {})).toThrow(/--data-plane-cipher must be one of/);
   });
 
+  it('more API host names from a flag list, the environment or the file', () => {
+    expect(resolveOptions({ dataDir: tmp() }, {}).apiAllowedHosts).toEqual([]);
+    expect(resolveOptions({ dataDir: tmp(), apiAllowedHosts: ['orchard.lan,studio.local', 'x.internal'] }, {}).apiAllowedHosts).toEqual(['orchard.lan', 'studio.local', 'x.internal']);
+    expect(resolveOptions({ dataDir: tmp() }, { ORCHARD_API_ALLOWED_HOSTS: 'a.lan b.lan' }).apiAllowedHosts).toEqual(['a.lan', 'b.lan']);
+  });
+
   it('bad values name the setting', () => {
     expect(() => resolveOptions({ dataDir: tmp(), apiPort: 'abc' }, {})).toThrow(/--api-port must be a number/);
     expect(() => resolveOptions({ dataDir: tmp(), apiPort: '70000' }, {})).toThrow(/--api-port must be 0..65535/);
