@@ -22,6 +22,8 @@ export interface DaemonOptions {
   apiToken: string | null;
   /** More Host names the API answers to (behind a proxy, a DNS name), besides loopback and --api-host. */
   apiAllowedHosts: string[];
+  /** Browser origins allowed besides the dashboard's own and localhost ('*': any). */
+  corsOrigins: string[];
   clusterKeyFile: string | null;
   name: string;
   /** Seconds of silence before a node is marked gone. */
@@ -76,6 +78,7 @@ const KEYS = [
   'apiPort',
   'apiToken',
   'apiAllowedHosts',
+  'corsOrigins',
   'clusterKey',
   'name',
   'goneAfter',
@@ -185,6 +188,7 @@ export function resolveOptions(flags: RawOptions, env: NodeJS.ProcessEnv = proce
     apiPort,
     apiToken,
     apiAllowedHosts: list(pick('apiAllowedHosts')) ?? [],
+    corsOrigins: list(pick('corsOrigins')) ?? [],
     clusterKeyFile: clusterKey ? resolve(clusterKey) : null,
     name: String(pick('name') ?? os.hostname()),
     goneAfterSec,

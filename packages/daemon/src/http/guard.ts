@@ -5,29 +5,34 @@
  *
  *   - `Host` must name this API: a loopback name or address, the configured API host, and, when the
  *     API listens on every address, this machine's addresses and host name (plus any names added
- *     with --api-allowed-host). A rebound page sends its own name: 403.
- *   - `Origin`, when sent, must be an http(s) origin on an allowed host; "null" and foreign sites
- *     get 403. `Sec-Fetch-Site: cross-site` (a fetch or form from another site) gets 403 too, except
- *     for a top-level navigation (following a link to the dashboard shows it to the user only).
- *   - Requests that change state (POST, PUT, PATCH, DELETE) must be JSON (415 otherwise, even with
- *     an empty body), which a page cannot send without a CORS preflight, which this API never
- *     grants; and one from another origin (an allowed host on another port, say) needs the token,
- *     so without a token it gets 403. The dashboard is served from the API's own origin.
+ *     with --api-allowed-hosts). A rebound page sends its own name: 403.
+ *   - `Origin`, when sent, must be one the API allows (dialects/cors.ts: the dashboard's own, local
+ *     front ends such as Open WebUI on localhost, --cors-origins); "null" and other sites get 403.
+ *     Without an Origin, `Sec-Fetch-Site: cross-site` (an image, script or form load from another
+ *     site) gets 403 too, except for a top-level navigation (following a link to the dashboard
+ *     shows it to the user only).
+ *   - Requests that change state (POST, PUT, PATCH, and DELETE with a body) must be JSON (415
+ *     otherwise, even with an empty body): a page cannot send JSON without a CORS preflight, which
+ *     only the allowed origins get. So a page from elsewhere can neither read nor change anything.
  *
  * Clients that are not browsers (curl, SDKs, the CLI) send no Origin and pass as before.
  */
 import os from 'node:os';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { isLoopbackHost } from '../config/addresses.js';
-import { sendError } from './errors.js';
+import { originAllowed } from '../dialects/cors.js';
+
+/** Answers a refused request in the error shape of the API its route belongs to. */
+export type Refuse = (req: FastifyRequest, reply: FastifyReply, status: number, message: string, code: string, param?: string | null) => FastifyReply;
 
 export interface GuardOptions {
   /** The address the API listens on (`--api-host`). */
   apiHost: string;
-  /** More host names clients may use (`--api-allowed-host`), e.g. a reverse proxy's. */
+  /** More host names clients may use (`--api-allowed-hosts`), e.g. a reverse proxy's. */
   allowedHosts?: readonly string[];
-  /** Whether a token is configured (then the token hook decides about cross-origin requests). */
-  hasToken: boolean;
+  /** Browser origins allowed besides the dashboard's own and localhost (`--cors-origins`, '*': any). */
+  corsOrigins: readonly string[];
+  refuse: Refuse;
 }
 
 const STATE_CHANGING = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
@@ -81,6 +86,7 @@ function isJson(contentType: string | undefined): boolean {
   return (contentType ?? '').split(';')[0].trim().toLowerCase() === 'application/json';
 }
 
+/** A request with a body (a DELETE without one needs no content type). */
 function hasBody(req: FastifyRequest): boolean {
   const length = req.headers['content-length'];
   return req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
@@ -88,38 +94,27 @@ function hasBody(req: FastifyRequest): boolean {
 
 export function guardRequests(app: FastifyInstance, o: GuardOptions): void {
   const allowed = hostAllowList(o);
+  const refuse = o.refuse;
   app.addHook('onRequest', async (req: FastifyRequest, reply: FastifyReply) => {
     const hostHeader = req.headers.host;
     if (hostHeader !== undefined) {
       const host = hostOfHeader(hostHeader);
       if (!host || !allowed(host)) {
-        return sendError(reply, 403, `host ${JSON.stringify(hostHeader.slice(0, 100))} is not an address of this API (a page whose name resolves here is refused; add a name with --api-allowed-host)`, 'forbidden_host', 'host');
+        return refuse(req, reply, 403, `host ${JSON.stringify(hostHeader.slice(0, 100))} is not an address of this API (a page whose name resolves here is refused; add a name with --api-allowed-hosts)`, 'forbidden_host', 'host');
       }
     }
     const origin = req.headers.origin;
-    let sameOrigin = origin === undefined;
     if (origin !== undefined) {
-      let url: URL | null = null;
-      try {
-        url = new URL(origin);
-      } catch {
-        /* "null" (sandboxed frames, files) and garbage */
+      if (!originAllowed(origin, hostHeader, o.corsOrigins)) {
+        return refuse(req, reply, 403, `cross-origin requests from ${origin.slice(0, 100)} are not allowed (allow it with --cors-origins or ORCHARD_CORS_ORIGINS)`, 'forbidden_origin', 'origin');
       }
-      if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:') || !allowed(url.hostname)) {
-        return sendError(reply, 403, `requests from origin ${JSON.stringify(origin.slice(0, 100))} are refused: this API serves its own dashboard only`, 'forbidden_origin', 'origin');
-      }
-      sameOrigin = hostHeader !== undefined && url.host.toLowerCase() === hostHeader.trim().toLowerCase();
+    } else if (req.headers['sec-fetch-site'] === 'cross-site' && !(req.method === 'GET' && req.headers['sec-fetch-mode'] === 'navigate')) {
+      return refuse(req, reply, 403, 'requests from other sites are refused', 'forbidden_origin', 'origin');
     }
-    const fetchSite = req.headers['sec-fetch-site'];
-    if (fetchSite === 'cross-site' && !(req.method === 'GET' && req.headers['sec-fetch-mode'] === 'navigate')) {
-      return sendError(reply, 403, 'requests from other sites are refused', 'forbidden_origin', 'origin');
-    }
-    if (!STATE_CHANGING.has(req.method)) return;
-    if ((req.method !== 'DELETE' || hasBody(req)) && !isJson(req.headers['content-type'])) {
-      return sendError(reply, 415, `${req.method} requests must send JSON (content-type: application/json), got ${JSON.stringify((req.headers['content-type'] ?? 'none').slice(0, 100))}`, 'unsupported_media_type', 'content-type');
-    }
-    if (!sameOrigin && !o.hasToken) {
-      return sendError(reply, 403, `origin ${JSON.stringify(origin!.slice(0, 100))} may not change this pod (only the dashboard's own origin may, or a client with the API token)`, 'forbidden_origin', 'origin');
+    if (!STATE_CHANGING.has(req.method) || (req.method === 'DELETE' && !hasBody(req))) return;
+    if (!isJson(req.headers['content-type'])) {
+      const got = (req.headers['content-type'] ?? 'none').slice(0, 100);
+      return refuse(req, reply, 415, `${req.method} requests must send JSON (content-type: application/json), got ${JSON.stringify(got)}${/urlencoded/.test(got) ? " (with curl: -H 'content-type: application/json')" : ''}`, 'unsupported_media_type', 'content-type');
     }
   });
 }

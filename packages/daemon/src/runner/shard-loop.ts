@@ -16,7 +16,7 @@
  * timeout) rejects the request that was running and breaks the loop: the instance is then dead and gets
  * replaced.
  */
-import { Sampler, vocabSlice, type KVCache, type ModelShard, type SamplingOptions } from '@orchard/engine';
+import { pickToken, Sampler, vocabSlice, type ConstraintSpec, type KVCache, type ModelShard, type SamplingOptions, type TokenConstraint, type TokenLogprob } from '@orchard/engine';
 import type { Group } from './transport.js';
 import { type InstanceLayout, samplerRank, stageMembers, stageOf, worldSize, rankOf } from '@orchard/engine';
 import { HeaderCodec, type Header } from './header.js';
@@ -36,7 +36,14 @@ export interface GenerateRequest extends SamplingOptions {
   promptIds: number[];
   maxTokens: number;
   stopTokenIds: number[];
+  /** What the output must match (applied where the driver samples). */
+  constraint?: ConstraintSpec;
+  /** Report each token's logprob and this many alternatives. */
+  logprobs?: number;
 }
+
+/** Compiles a request's constraint against this rank's tokenizer (runner-main provides it). */
+export type CompileConstraint = (spec: ConstraintSpec, stopIds: number[]) => Promise<TokenConstraint>;
 
 export interface GenerateOutcome {
   tokens: number[];
@@ -121,7 +128,11 @@ interface Ctx {
   stepMs: number;
   /** See POLL_MS. */
   pollMs: number;
+  compile?: CompileConstraint;
 }
+
+/** How the sampling rank turns logits into the next id (mask, sample, logprobs): per request. */
+type Pick = (logits: Float32Array) => Promise<number>;
 
 /**
  * The sampler's full-vocabulary logits: its own slice (vocabulary rows from 0) and every other
@@ -301,7 +312,7 @@ export class Driver {
   }
 
   /** One forward step of sequence `slot` over the whole instance; returns the sampled id when `sample`. */
-  async #step(slot: number, ids: ArrayLike<number>, cache: KVCache, sampler: Sampler | null, sample: boolean): Promise<number> {
+  async #step(slot: number, ids: ArrayLike<number>, cache: KVCache, pick: Pick | null, sample: boolean): Promise<number> {
     const { group, layout, shard } = this.#ctx;
     const decoding = ids.length === 1;
     const S = layout.stages.length;
@@ -315,7 +326,7 @@ export class Driver {
         await Promise.all(stageMembers(layout, 1).map((r) => group.send(r, view, { timeoutMs: stepMs })));
       }
       if (!sample) return { id: -1 };
-      if (this.#gather) return { id: sampler!.sample(await this.#gather.join(group, out, stepMs, this.#ctx.pollMs)) };
+      if (this.#gather) return { id: await pick!(await this.#gather.join(group, out, stepMs, this.#ctx.pollMs)) };
       // Registered inside the issue section, so waiters are in the order tokens will arrive.
       const wait = new Promise<number>((resolve, reject) => this.#waiters.push({ resolve, reject, timeoutMs: decoding ? stepMs : this.#ctx.stepMs * S }));
       void this.#receive();
@@ -334,7 +345,7 @@ export class Driver {
    * returning false (client gone / stop string) or the context is full. At most `maxSequences`
    * requests at once (the caller queues the rest).
    */
-  async generate(req: GenerateRequest, onToken: (id: number) => boolean): Promise<GenerateOutcome> {
+  async generate(req: GenerateRequest, onToken: (id: number, logprob?: TokenLogprob) => boolean): Promise<GenerateOutcome> {
     if (this.#broken) throw this.#broken;
     const slot = this.#free.shift();
     if (slot === undefined) throw new Error(`driver: ${this.maxSequences} sequences already running`);
@@ -348,7 +359,7 @@ export class Driver {
     }
   }
 
-  async #generate(slot: number, req: GenerateRequest, onToken: (id: number) => boolean): Promise<GenerateOutcome> {
+  async #generate(slot: number, req: GenerateRequest, onToken: (id: number, logprob?: TokenLogprob) => boolean): Promise<GenerateOutcome> {
     const { shard, layout, maxBatch } = this.#ctx;
     const prompt = req.promptIds;
     const capacity = Math.min(shard.maxSeqLen, prompt.length + req.maxTokens);
@@ -364,17 +375,48 @@ export class Driver {
     }
   }
 
-  async #decode(slot: number, req: GenerateRequest, cache: KVCache, capacity: number, onToken: (id: number) => boolean): Promise<GenerateOutcome> {
-    const { layout, maxBatch } = this.#ctx;
-    const prompt = req.promptIds;
+  async #decode(slot: number, req: GenerateRequest, cache: KVCache, capacity: number, onToken: (id: number, logprob?: TokenLogprob) => boolean): Promise<GenerateOutcome> {
+    const { layout } = this.#ctx;
     const sampling = { temperature: req.temperature ?? 0, topP: req.topP ?? 1, topK: req.topK ?? 0, seed: req.seed ?? 0 };
     const sampler = samplerRank(layout) === 0 ? new Sampler(sampling) : null;
+    if ((req.constraint || req.logprobs !== undefined) && !sampler) {
+      // The last stage samples; the BEGIN header does not carry a constraint to it yet.
+      throw new RangeError(`${req.constraint ? 'constrained output (tools, response_format)' : 'logprobs'} on an instance of ${layout.stages.length} pipeline stages is not supported yet: the last stage samples`);
+    }
+    if (req.constraint && !this.#ctx.compile) throw new RangeError('this runner cannot compile output constraints');
+    const constraint = req.constraint ? await this.#ctx.compile!(req.constraint, req.stopTokenIds) : null;
+    let logprob: TokenLogprob | undefined;
+    const pick: Pick | null = sampler
+      ? async (logits) => {
+          const r = await pickToken(logits, sampler, constraint, req.logprobs);
+          logprob = r.logprob;
+          return r.id;
+        }
+      : null;
+    try {
+      return await this.#decodeWith(slot, req, cache, capacity, pick, () => logprob, onToken);
+    } finally {
+      constraint?.dispose();
+    }
+  }
+
+  async #decodeWith(
+    slot: number,
+    req: GenerateRequest,
+    cache: KVCache,
+    capacity: number,
+    pick: Pick | null,
+    lastLogprob: () => TokenLogprob | undefined,
+    onToken: (id: number, logprob?: TokenLogprob) => boolean,
+  ): Promise<GenerateOutcome> {
+    const { maxBatch } = this.#ctx;
+    const prompt = req.promptIds;
     const stop = new Set(req.stopTokenIds);
     const t0 = performance.now();
     let next = -1;
     for (let at = 0; at < prompt.length; at += maxBatch) {
       const chunk = prompt.slice(at, Math.min(prompt.length, at + maxBatch));
-      next = await this.#step(slot, chunk, cache, sampler, at + maxBatch >= prompt.length);
+      next = await this.#step(slot, chunk, cache, pick, at + maxBatch >= prompt.length);
     }
     const t1 = performance.now();
     const tokens: number[] = [];
@@ -382,7 +424,7 @@ export class Driver {
     if (req.maxTokens === 0) return { tokens, finishReason, promptTokens: prompt.length, prefillMs: t1 - t0, decodeMs: 0 };
     for (;;) {
       tokens.push(next);
-      const goOn = onToken(next);
+      const goOn = onToken(next, lastLogprob());
       if (stop.has(next)) {
         finishReason = 'stop';
         break;
@@ -392,7 +434,7 @@ export class Driver {
         break;
       }
       if (tokens.length >= req.maxTokens || cache.length >= capacity) break;
-      next = await this.#step(slot, [next], cache, sampler, true);
+      next = await this.#step(slot, [next], cache, pick, true);
     }
     return { tokens, finishReason, promptTokens: prompt.length, prefillMs: t1 - t0, decodeMs: performance.now() - t1 };
   }

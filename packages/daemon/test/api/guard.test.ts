@@ -117,16 +117,23 @@ describe('state-changing requests', () => {
     expect(measured).toBe(2);
   });
 
-  it('from another origin they need the token: refused without one, allowed with it', async () => {
+  it('from another origin: only the origins the API allows (dashboard, local front ends, --cors-origins), and the token still applies', async () => {
     measured = 0;
     const json = { 'content-type': 'application/json' };
-    expect((await post({ ...json, origin: 'http://127.0.0.1:52415' }, '{}')).statusCode).toBe(200); // the dashboard
-    const other = await post({ ...json, origin: 'http://localhost:3000' }, '{}');
-    expect(other.statusCode).toBe(403);
-    expect(openAiError.parse(other.json()).error.code).toBe('forbidden_origin');
-    expect((await post({ ...json, origin: 'http://localhost:3000' }, '{}', guarded)).statusCode).toBe(401);
-    expect((await post({ ...json, origin: 'http://localhost:3000', authorization: 'Bearer tok' }, '{}', guarded)).statusCode).toBe(200);
-    expect(measured).toBe(2);
+    const listed = buildApi({ pod, token: null, log, corsOrigins: ['https://webui.example'] });
+    try {
+      expect((await post({ ...json, origin: 'http://127.0.0.1:52415' }, '{}')).statusCode).toBe(200); // the dashboard
+      expect((await post({ ...json, origin: 'http://localhost:3000' }, '{}')).statusCode).toBe(200); // a local front end (Open WebUI)
+      const other = await post({ ...json, origin: 'https://webui.example' }, '{}');
+      expect(other.statusCode).toBe(403);
+      expect(openAiError.parse(other.json()).error.code).toBe('forbidden_origin');
+      expect((await post({ ...json, origin: 'https://webui.example' }, '{}', listed)).statusCode).toBe(200);
+      expect((await post({ ...json, origin: 'http://localhost:3000' }, '{}', guarded)).statusCode).toBe(401);
+      expect((await post({ ...json, origin: 'http://localhost:3000', authorization: 'Bearer tok' }, '{}', guarded)).statusCode).toBe(200);
+      expect(measured).toBe(4);
+    } finally {
+      await listed.close();
+    }
   });
 
   it('DELETE needs no content type when it has no body', async () => {

@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { writeRandomModel } from '@orchard/engine/testing';
 import { startOrchard, type Orchard } from '../../src/orchard.js';
 import { resolveOptions } from '../../src/config/options.js';
-import { openAiError } from '../api/openai-error.js';
+import { anthropicErrorShape, ollamaErrorShape, openAiError } from '../api/openai-error.js';
 
 const MODEL = 'test/fuzz-llama';
 let daemon: Orchard;
@@ -143,6 +143,20 @@ function sendRaw(bytes: string): Promise<{ status: number; text: string }> {
 
 /** Every route of the API (http/*.ts), with a body that would be accepted where one is needed. */
 const ROUTES: [string, string, string?][] = [
+  ['POST', '/v1/responses', JSON.stringify({ model: MODEL, input: 'hi', max_output_tokens: 2 })],
+  ['GET', `/v1/models/${MODEL}`],
+  ['POST', '/v1/embeddings', JSON.stringify({ model: MODEL, input: 'hi' })],
+  ['POST', '/v1/messages', JSON.stringify({ model: MODEL, max_tokens: 2, messages: [{ role: 'user', content: 'hi' }] })],
+  ['POST', '/v1/messages/count_tokens', JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'hi' }] })],
+  ['POST', '/api/chat', JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'hi' }], stream: false })],
+  ['POST', '/api/generate', JSON.stringify({ model: MODEL, prompt: 'hi', stream: false })],
+  ['GET', '/api/tags'],
+  ['POST', '/api/show', JSON.stringify({ model: MODEL })],
+  ['GET', '/api/ps'],
+  ['GET', '/api/version'],
+  ['POST', '/api/pull', JSON.stringify({ model: 'org/name', stream: false })],
+  ['POST', '/api/embed', JSON.stringify({ model: MODEL, input: 'hi' })],
+  ['POST', '/api/embeddings', JSON.stringify({ model: MODEL, prompt: 'hi' })],
   ['GET', '/healthz'],
   ['GET', '/api/cluster'],
   ['GET', '/api/status'],
@@ -164,15 +178,28 @@ const ROUTES: [string, string, string?][] = [
   ['GET', '/api/dashboard/progress'],
 ];
 
+const OLLAMA = new Set(['/api/chat', '/api/generate', '/api/tags', '/api/show', '/api/ps', '/api/version', '/api/pull', '/api/embed', '/api/embeddings']);
+
+/** The error shape a request answers in: Anthropic's and Ollama's on their routes, OpenAI's everywhere else (unknown method or path too). */
+function shapeOf(method: string, path: string) {
+  const p = path.split('?')[0];
+  const route = ROUTES.some(([m, rp]) => rp.split('?')[0] === p && (m === method || (m === 'GET' && method === 'HEAD')));
+  if (route && (p === '/v1/messages' || p === '/v1/messages/count_tokens')) return anthropicErrorShape;
+  if (route && OLLAMA.has(p)) return ollamaErrorShape;
+  return openAiError;
+}
+
 describe('the whole API under hostile requests', () => {
-  it('every route refuses DNS-rebinding headers (a foreign Host, with or without its Origin) with 403 in OpenAI’s shape', async () => {
+  it('every route refuses DNS-rebinding headers (a foreign Host, with or without its Origin) with 403 in its API’s error shape', async () => {
     for (const [method, path, body] of ROUTES) {
-      expect(daemon.api.hasRoute({ method: method as 'GET', url: path.split('?')[0] === '/api/instances/some-id' ? '/api/instances/:id' : path.split('?')[0] }), `${method} ${path} is a route`).toBe(true);
+      const url = path.split('?')[0];
+      const route = url === '/api/instances/some-id' ? '/api/instances/:id' : url.startsWith('/v1/models/') ? '/v1/models/*' : url;
+      expect(daemon.api.hasRoute({ method: method as 'GET', url: route }), `${method} ${path} is a route`).toBe(true);
       const bads: Record<string, string>[] = [{ host: 'evil.example' }, { host: `evil.example:${daemon.apiPort}`, origin: `http://evil.example:${daemon.apiPort}` }, { host: `127.0.0.1:${daemon.apiPort}`, origin: 'http://evil.example' }];
       for (const bad of bads) {
         const r = await send({ method, path, headers: { ...bad, ...(body ? { 'content-type': 'application/json' } : {}) }, body });
         expect(r.status, `${method} ${path} ${JSON.stringify(bad)}`).toBe(403);
-        openAiError.parse(JSON.parse(r.text));
+        shapeOf(method, path).parse(JSON.parse(r.text));
       }
     }
   });
@@ -185,7 +212,7 @@ describe('the whole API under hostile requests', () => {
     }
   });
 
-  it('1,200 malformed requests: every error body is OpenAI’s error JSON, no 5xx but 503, and the daemon still serves', async () => {
+  it('1,200 malformed requests: every error body is its API’s error JSON (OpenAI’s but on the Anthropic and Ollama routes), no 5xx but 501/503, and the daemon still serves', async () => {
     const r = rng(20261201);
     const pick = <T,>(xs: readonly T[]): T => xs[Math.floor(r() * xs.length)];
     const port = daemon.apiPort;
@@ -199,9 +226,11 @@ describe('the whole API under hostile requests', () => {
     const garbage = () => pick(['', 'null', '[]', '{', '{"model":', '"\\u0000"', '{}'.repeat(1000), '\u0000\u0001\u0002', '{"__proto__":{"polluted":1}}', '1e999', '{"a":' + '['.repeat(2000), 'x'.repeat((1 << 20) + 10)]);
     const instanceBody = () => JSON.stringify({ model: pick([MODEL, '', 7, null, 'no/such']), strategy: pick(['pipeline', 'tensor', 'sideways', 1, null]), nodes: pick([0, 2, 65, -1, 'two', 1.5]) });
     const pullBody = () => JSON.stringify({ repo: pick(['../../x', '', 'x', 'a/b/c', 'a/' + 'b'.repeat(300), 42, null, ['org/name'], '..', 'org/..', 'org/.git', '/etc/passwd']) });
+    const ollamaPullBody = () => JSON.stringify({ model: pick(['../../x', '', 'x', 42, null, 'a/b/c', 'org/..x/y']), stream: pick([false, true, 'no']) });
     const bodies = (path: string): string => {
       if (path === '/api/instances') return r() < 0.7 ? instanceBody() : garbage();
       if (path === '/api/models/pull') return r() < 0.7 ? pullBody() : garbage();
+      if (path === '/api/pull') return r() < 0.7 ? ollamaPullBody() : garbage();
       return pick([() => JSON.stringify(mutate(r)), () => JSON.stringify({ model: MODEL, prompt: pick(weird) }), instanceBody, pullBody, garbage, garbage])();
     };
     const statuses = new Map<number, number>();
@@ -249,7 +278,7 @@ describe('the whole API under hostile requests', () => {
       }
       statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
       if (res.status < 400) continue;
-      expect(res.status === 503 || res.status < 500, `${what} -> ${res.status} ${res.text.slice(0, 300)}`).toBe(true);
+      expect(res.status === 501 || res.status === 503 || res.status < 500, `${what} -> ${res.status} ${res.text.slice(0, 300)}`).toBe(true);
       if (res.text === '') {
         expect(['HEAD'].some((m) => what.startsWith(m)), `${what} -> ${res.status} with an empty body`).toBe(true);
         continue;
@@ -260,7 +289,7 @@ describe('the whole API under hostile requests', () => {
       } catch {
         throw new Error(`${what} -> ${res.status} not JSON: ${res.text.slice(0, 300)}`);
       }
-      const v = openAiError.safeParse(json);
+      const v = (what.startsWith('raw ') ? openAiError : shapeOf(what.split(' ')[0], what.split(' ')[1])).safeParse(json);
       expect(v.success, `${what} -> ${res.status} ${res.text.slice(0, 300)}`).toBe(true);
       checked++;
     }

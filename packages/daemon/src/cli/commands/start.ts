@@ -18,6 +18,7 @@ export function registerStart(program: Command): void {
     .option('--api-port <port>', 'HTTP API port (env ORCHARD_API_PORT; default 52415)')
     .option('--api-token <token>', 'Bearer token for the API; required off loopback (env ORCHARD_API_TOKEN)')
     .option('--api-allowed-hosts <names>', 'more host names clients reach the API by (a proxy, a DNS name), comma-separated, repeatable; loopback and --api-host always work (env ORCHARD_API_ALLOWED_HOSTS)', collect)
+    .option('--cors-origins <origins>', 'browser origins allowed to call the API besides the dashboard and localhost, comma-separated, * for any (env ORCHARD_CORS_ORIGINS)')
     .option('--cluster-key <file>', 'private pod: only daemons with this key (orchard key new) may join (env ORCHARD_CLUSTER_KEY)')
     .option('--name <name>', 'node name shown to people (env ORCHARD_NAME; default hostname)')
     .option('--config <file>', 'JSON config file with the same settings (env ORCHARD_CONFIG; default <data-dir>/config.json)')
