@@ -165,7 +165,7 @@ describe.skipIf(!netnsAvailable())('daemon pod across network namespaces', () =>
     // it by (the bridge) besides 127.0.0.1, and nowhere else.
     await waitFor('the keyed pair to measure its link', () => a.get('/api/cluster').links.length === 1, 30_000);
     for (const [d, h] of [[a, h0], [b, h1]] as const) expect(d.get('/api/status').self.probeAddresses).toEqual([h.ip, '127.0.0.1'].sort());
-  });
+  }, 150_000);
 });
 
 describe.skipIf(!netnsAvailable())('duplicate identity', () => {
