@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { createTcpGroup, type EncryptionPolicy, type LinkEnds, type TcpGroup, type TcpGroupOptions } from '../src/tcp/group.js';
 import { ExactReader, clientHandshake } from '../src/tcp/handshake-io.js';
 import { listenTcp } from '../src/tcp/listener.js';
-import { AEAD_PIECE_BYTES, FrameSealer } from '../src/wire/aead.js';
+import { AEAD_PIECE_BYTES, FrameSealer, fastestCipher } from '../src/wire/aead.js';
 import { FRAME_HEADER_BYTES, KIND_DATA, encodeHeader } from '../src/wire/frame.js';
 import {
   FLAG_ENCRYPT,
@@ -87,6 +87,12 @@ describe('encryption negotiation', () => {
     const bufs = gs.map((g) => Float32Array.from({ length: AEAD_PIECE_BYTES + 17 }, (_, i) => (i % 97) * (g.rank + 1)));
     await Promise.all(gs.map((g, r) => g.allReduce(bufs[r])));
     for (const b of bufs) for (const i of [0, 1, 96, 97, b.length - 1]) expect(b[i]).toBe((i % 97) * 6);
+    await closeAll(gs);
+  });
+
+  it("a policy's default cipher is the one measured fastest on this machine", async () => {
+    const gs = await groups([false, { wants: () => true }]);
+    expect(gs[0].encryption[1]).toBe(fastestCipher());
     await closeAll(gs);
   });
 
