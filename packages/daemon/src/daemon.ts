@@ -378,7 +378,7 @@ export class Daemon {
       .filter((n) => n.profile && n.peerId !== self)
       .map((n) => ({ peerId: n.peerId, thunderbolt: n.profile!.thunderbolt }));
     return {
-      self: { peerId: self, name: this.options.name, addresses: this.node.getMultiaddrs().map(String), probePort: this.#probe.port, probeAddresses: this.#probe.addresses, uptimeSec: Math.round((Date.now() - this.#startedAt) / 1000) },
+      self: { peerId: self, name: this.options.name, addresses: this.node.getMultiaddrs().map(String), probePort: this.#probe.port, probeAddresses: this.#probe.addresses, uptimeSec: Math.round((Date.now() - this.#startedAt) / 1000), logFile: this.options.logFile, dataDir: this.options.dataDir },
       mode: this.mode,
       clusterKeyId: this.clusterKeyId,
       coordinator: this.cluster().coordinator,

@@ -19,6 +19,7 @@ export { ModelFormatError, UnsupportedModelError } from './errors.js';
 
 // Model directory: config, weights, tokenizer.
 export { loadModelConfig, modelConfigFromJson, type ModelConfig, type RopeScaling } from './config/config.js';
+export { GGUF_LOADABLE_TYPES, isGgufPath } from './gguf/read.js';
 export { lookupArchitecture, supportedArchitectures } from './config/architectures/registry.js';
 export type { ArchitectureCaps } from './config/architectures/types.js';
 export { SafetensorsFile } from './safetensors/reader.js';

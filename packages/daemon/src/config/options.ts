@@ -33,6 +33,10 @@ export interface DaemonOptions {
   mdns: boolean;
   rebench: boolean;
   logLevel: string;
+  /** Console log lines: pretty on a terminal, JSON otherwise (`auto`), as asked, or none (the service: the file has them). */
+  logFormat: 'auto' | 'pretty' | 'json' | 'none';
+  /** The JSON log file `orchard logs` reads (rotated by size); null: none. */
+  logFile: string | null;
   configFile: string | null;
   /** What runners compute on (`--backend`). */
   backend: BackendName;
@@ -86,6 +90,8 @@ const KEYS = [
   'probePort',
   'mdns',
   'logLevel',
+  'logFormat',
+  'logFile',
   'backend',
   'allowSoftwareGpu',
   'engineThreads',
@@ -142,6 +148,13 @@ function fromFile(path: string): Partial<Record<Key, unknown>> {
 const portSchema = (what: string) =>
   z.coerce.number({ error: `${what} must be a number` }).int(`${what} must be an integer`).min(0, `${what} must be 0..65535`).max(65535, `${what} must be 0..65535`);
 
+/** `--log-file none` (or an empty value) turns the file off; the default lives in the data dir. */
+function logFileOf(v: unknown, dataDir: string): string | null {
+  if (v === undefined || v === null) return join(dataDir, 'logs', 'orchard.log');
+  const s = String(v);
+  return s === '' || s === 'none' ? null : resolve(s);
+}
+
 export function resolveOptions(flags: RawOptions, env: NodeJS.ProcessEnv = process.env): DaemonOptions {
   const envVals = fromEnv(env);
   const dataDir = resolve(String(flags.dataDir ?? envVals.dataDir ?? join(os.homedir(), '.orchard')));
@@ -197,6 +210,8 @@ export function resolveOptions(flags: RawOptions, env: NodeJS.ProcessEnv = proce
     mdns: !(mdnsRaw === false || mdnsRaw === 'false' || mdnsRaw === '0'),
     rebench: Boolean(flags.rebench),
     logLevel: String(pick('logLevel') ?? 'info'),
+    logFormat: parse(z.enum(['auto', 'pretty', 'json', 'none'], { error: '--log-format must be auto, pretty, json or none' }), pick('logFormat') ?? 'auto'),
+    logFile: logFileOf(pick('logFile'), dataDir),
     configFile: configFile ?? null,
     backend,
     allowSoftwareGpu: bool(pick('allowSoftwareGpu')),

@@ -132,7 +132,7 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
   }
   clusterRoutes(app, deps.pod);
   if (deps.serving) {
-    openAiRoutes(app, deps.serving);
+    openAiRoutes(app, deps.serving, deps.log.child({ part: 'http' }));
     responsesRoutes(app, deps.serving);
     shapes.registering('anthropic', () => anthropicRoutes(app, deps.serving!));
     shapes.registering('ollama', () => ollamaRoutes(app, deps.serving!));

@@ -115,11 +115,6 @@ export class InstanceExecutor {
     if (this.runner.dead) throw new ServeError(503, 'instance_unavailable', `the instance is down: ${this.runner.dead}`);
     const prep = this.#prepare(req);
     const ids = prep.ids;
-    const stages = prep.constraint || req.logprobs !== undefined ? this.runner.init.layout.stages.length : 1;
-    if (stages > 1) {
-      const what = prep.constraint ? (req.responseFormat && req.responseFormat.type !== 'text' ? 'response_format' : 'tool_choice') : 'logprobs';
-      throw new ServeError(400, 'unsupported_on_instance', `${what}: not supported yet on an instance split into ${stages} pipeline stages (the last stage samples and cannot take the constraint yet)`);
-    }
     if (ids.length === 0) throw new ServeError(400, 'invalid_prompt', 'the prompt encodes to no tokens');
     if (ids.length >= this.#maxSeqLen) throw new ServeError(400, 'context_length_exceeded', `the prompt has ${ids.length} tokens; this model's context holds ${this.#maxSeqLen}`);
     const room = this.#maxSeqLen - ids.length;

@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { resolveOptions, OptionsError } from '../../config/options.js';
 import { createLogger } from '../../logger.js';
+import { DataDirError, prepareDataDir } from '../../config/data-dir.js';
 import { startOrchard, type Orchard } from '../../orchard.js';
 import { CliError } from '../errors.js';
 
@@ -34,6 +35,8 @@ export function registerStart(program: Command): void {
     .option('--context <tokens>', "tokens per sequence instances serve unless a load asks for another (env ORCHARD_CONTEXT; default 4096 or the model's maximum if smaller)")
     .option('--max-queue <n>', 'requests waiting per instance before 429 (env ORCHARD_MAX_QUEUE; default 64)')
     .option('--log-level <level>', 'pino level: trace, debug, info, warn, error (env ORCHARD_LOG_LEVEL; default info)')
+    .option('--log-format <format>', 'console lines: auto (readable on a terminal, JSON otherwise), pretty or json (env ORCHARD_LOG_FORMAT)')
+    .option('--log-file <file>', 'JSON log file read by `orchard logs`, rotated at 10 MB, 5 kept; none for no file (env ORCHARD_LOG_FILE; default <data-dir>/logs/orchard.log)')
     .action(async (flags: Record<string, unknown>) => {
       let options;
       try {
@@ -44,7 +47,14 @@ export function registerStart(program: Command): void {
         if (err instanceof OptionsError) throw new CliError(err.message, 2);
         throw err;
       }
-      const log = createLogger(options.logLevel);
+      // Before the log file (which lives in the data dir by default): one clear line if the dir is unusable.
+      try {
+        prepareDataDir(options.dataDir);
+      } catch (err) {
+        if (err instanceof DataDirError) throw new CliError(err.message, 1);
+        throw err;
+      }
+      const log = createLogger({ level: options.logLevel, format: options.logFormat, file: options.logFile });
       // A stray rejection inside a network library must not take the whole pod member down.
       process.on('unhandledRejection', (err) => log.error({ err }, 'unhandled rejection (ignored)'));
       let node: Orchard;
