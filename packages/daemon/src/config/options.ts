@@ -7,6 +7,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import { join, resolve } from 'node:path';
 import { z } from 'zod';
+import { isLoopbackHost } from './addresses.js';
 import { BACKEND_NAMES, isBackendName, type BackendName } from '../backend/select.js';
 
 export const DEFAULT_API_PORT = 52415;
@@ -19,6 +20,8 @@ export interface DaemonOptions {
   apiHost: string;
   apiPort: number;
   apiToken: string | null;
+  /** More Host names the API answers to (behind a proxy, a DNS name), besides loopback and --api-host. */
+  apiAllowedHosts: string[];
   /** Browser origins allowed besides the dashboard's own and localhost ('*': any). */
   corsOrigins: string[];
   clusterKeyFile: string | null;
@@ -56,7 +59,19 @@ export interface DaemonOptions {
   /** The Hugging Face hub (HF_ENDPOINT) and token (HF_TOKEN / HUGGING_FACE_HUB_TOKEN). */
   hfEndpoint: string;
   hfToken: string | null;
+  /**
+   * Which data-plane links are encrypted: auto = every link but a direct cable (Thunderbolt) or
+   * this machine itself; always; never (this node asks for none; a peer may still ask).
+   */
+  dataPlaneEncryption: DataPlaneEncryption;
+  /** Cipher this node proposes: auto = the faster on this machine (measured by each runner). */
+  dataPlaneCipher: DataPlaneCipher;
 }
+
+export const DATA_PLANE_ENCRYPTION = ['auto', 'always', 'never'] as const;
+export type DataPlaneEncryption = (typeof DATA_PLANE_ENCRYPTION)[number];
+export const DATA_PLANE_CIPHERS = ['auto', 'aes-256-gcm', 'chacha20-poly1305'] as const;
+export type DataPlaneCipher = (typeof DATA_PLANE_CIPHERS)[number];
 
 /** Raw values as strings/arrays, before validation. Keys are the flag names in camelCase. */
 export type RawOptions = Partial<Record<keyof DaemonOptions | 'config' | 'clusterKey' | 'goneAfter' | 'keepAlive', unknown>>;
@@ -68,6 +83,7 @@ const KEYS = [
   'apiHost',
   'apiPort',
   'apiToken',
+  'apiAllowedHosts',
   'corsOrigins',
   'clusterKey',
   'name',
@@ -87,6 +103,8 @@ const KEYS = [
   'dataPlanePollMs',
   'rdmaSim',
   'keepAlive',
+  'dataPlaneEncryption',
+  'dataPlaneCipher',
 ] as const;
 type Key = (typeof KEYS)[number];
 
@@ -133,10 +151,6 @@ function fromFile(path: string): Partial<Record<Key, unknown>> {
 const portSchema = (what: string) =>
   z.coerce.number({ error: `${what} must be a number` }).int(`${what} must be an integer`).min(0, `${what} must be 0..65535`).max(65535, `${what} must be 0..65535`);
 
-function isLoopback(host: string): boolean {
-  return host === 'localhost' || host === '::1' || /^127\./.test(host);
-}
-
 /** `--log-file none` (or an empty value) turns the file off; the default lives in the data dir. */
 function logFileOf(v: unknown, dataDir: string): string | null {
   if (v === undefined || v === null) return join(dataDir, 'logs', 'orchard.log');
@@ -174,7 +188,10 @@ export function resolveOptions(flags: RawOptions, env: NodeJS.ProcessEnv = proce
   const probePort = parse(portSchema('--probe-port'), pick('probePort') ?? 0);
   const goneAfterSec = parse(z.coerce.number({ error: '--gone-after must be a number of seconds' }).min(2, '--gone-after must be at least 2 seconds (heartbeats are 1 s apart)').max(600, '--gone-after must be at most 600 seconds'), pick('goneAfter') ?? 5);
   const heartbeatMs = parse(z.coerce.number().int().min(100).max(10_000), pick('heartbeatMs') ?? 1000);
-  if (!isLoopback(apiHost) && !apiToken) {
+  const oneOf = <T extends string>(flag: string, values: readonly T[]) => z.enum(values as [T, ...T[]], { error: `${flag} must be one of ${values.join(', ')}` });
+  const dataPlaneEncryption = parse(oneOf('--data-plane-encryption', DATA_PLANE_ENCRYPTION), pick('dataPlaneEncryption') ?? 'auto');
+  const dataPlaneCipher = parse(oneOf('--data-plane-cipher', DATA_PLANE_CIPHERS), pick('dataPlaneCipher') ?? 'auto');
+  if (!isLoopbackHost(apiHost) && !apiToken) {
     throw new OptionsError(`--api-host ${apiHost} is not a loopback address: anyone on the network could use the API, so --api-token (or ORCHARD_API_TOKEN) is required`);
   }
   const backend = String(pick('backend') ?? 'auto').trim();
@@ -199,6 +216,7 @@ export function resolveOptions(flags: RawOptions, env: NodeJS.ProcessEnv = proce
     apiHost,
     apiPort,
     apiToken,
+    apiAllowedHosts: list(pick('apiAllowedHosts')) ?? [],
     corsOrigins: list(pick('corsOrigins')) ?? [],
     clusterKeyFile: clusterKey ? resolve(clusterKey) : null,
     name: String(pick('name') ?? os.hostname()),
@@ -222,5 +240,7 @@ export function resolveOptions(flags: RawOptions, env: NodeJS.ProcessEnv = proce
     keepAliveMs,
     hfEndpoint: (env.HF_ENDPOINT || 'https://huggingface.co').replace(/\/+$/, ''),
     hfToken: env.HF_TOKEN || env.HUGGING_FACE_HUB_TOKEN || null,
+    dataPlaneEncryption,
+    dataPlaneCipher,
   };
 }

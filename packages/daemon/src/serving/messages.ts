@@ -58,7 +58,16 @@ export const serveMessageSchema = z.discriminatedUnion('type', [
       .array(
         z.object({
           rank: z.number().int().min(0).max(255),
-          links: z.array(z.object({ peer: z.number().int().min(0).max(255), transport: z.enum(['rdma', 'tcp', 'fallback']), reason: z.string().max(300) })).max(255),
+          links: z
+            .array(
+              z.object({
+                peer: z.number().int().min(0).max(255),
+                transport: z.enum(['rdma', 'tcp', 'fallback']),
+                reason: z.string().max(300),
+                encryption: z.string().max(40).nullable().optional(),
+              }),
+            )
+            .max(255),
         }),
       )
       .max(64),
