@@ -18,6 +18,7 @@ import { hfToGguf } from '@orchard/engine/gguf';
 import { writeMlxModel, writeRandomModel } from '@orchard/engine/testing';
 import { formatFromConfig, layoutMemory, mlxBitsPerWeight, parseCluster, type Layout } from '@orchard/partitioner';
 import { mlxDType, weightBytes } from '../../packages/engine/src/kernels/wasm/formats.js';
+import { layerMatrices } from '../../packages/engine/src/model/weights.js';
 import { describeModel } from '../../packages/daemon/src/models/describe.js';
 
 const run = promisify(execFile);
@@ -50,11 +51,11 @@ describe('MLX bits per weight: partitioner and engine agree', () => {
 function shardBytes(path: string, spec: ShardSpec): number {
   const s = loadShard(path, spec, { backend: createReferenceBackend(), allReduce: async () => {} });
   const w = s.weights;
-  const mats = new Set<Weight>([...w.layers.flatMap((l) => [l.q, l.k, l.v, l.o, l.gate, l.up, l.down]), ...(w.embed ? [w.embed] : []), ...(w.head ? [w.head] : [])]);
+  const mats = new Set<Weight>([...w.layers.flatMap(layerMatrices), ...(w.embed ? [w.embed] : []), ...(w.head ? [w.head] : [])]);
   let bytes = [...mats].reduce((a, m) => a + m.bytes.byteLength, 0);
   // a tied head on the embedding's rank is a view of the table, not a second copy
   if (w.head && w.embed && w.head !== w.embed && w.head.bytes.buffer === w.embed.bytes.buffer && w.head.bytes.byteOffset === w.embed.bytes.byteOffset) bytes -= w.head.bytes.byteLength;
-  const vecs = [...w.layers.flatMap((l) => [l.inputNorm, l.postNorm, l.qBias, l.kBias, l.vBias, l.qNorm, l.kNorm, l.oBias]), w.finalNorm];
+  const vecs = [...w.layers.flatMap((l) => [l.inputNorm, l.postNorm, ...(l.attention.kind === 'gqa' ? [l.attention.qBias, l.attention.kBias, l.attention.vBias, l.attention.qNorm, l.attention.kNorm, l.attention.oBias, l.attention.sinks] : [])]), w.finalNorm];
   for (const v of vecs) if (v) bytes += v.byteLength;
   s.dispose();
   return bytes;

@@ -13,6 +13,8 @@ import { chatCompletionSchema, completionSchema, describeIssue, type ChatComplet
 import { ChatReply, chatDeltas, chatLogprob, completionLogprobs, openAiChatFields, openAiCompletionFields } from '../dialects/openai-chat.js';
 import { DialectError } from '../dialects/tools/plan.js';
 import { sseStream } from './sse.js';
+import { logRequests } from '../request-log.js';
+import type { Logger } from 'pino';
 
 type Kind = 'chat' | 'completion';
 type Done = Extract<ServeEvent, { type: 'done' }>;
@@ -37,9 +39,11 @@ function toServeRequest(body: ChatCompletionBody | CompletionBody, kind: Kind): 
 
 const usageOf = (d: Done) => ({ prompt_tokens: d.promptTokens, completion_tokens: d.completionTokens, total_tokens: d.promptTokens + d.completionTokens });
 
-export function openAiRoutes(app: FastifyInstance, serving: Serving): void {
+export function openAiRoutes(app: FastifyInstance, serving: Serving, log?: Logger): void {
   const { router } = serving;
-  const run = (model: string, req: ServeRequest, emit: (e: ServeEvent) => void, signal: AbortSignal) => router.run(model, req, emit, signal, serving.readyTimeoutMs);
+  const direct = (model: string, req: ServeRequest, emit: (e: ServeEvent) => void, signal: AbortSignal) => router.run(model, req, emit, signal, serving.readyTimeoutMs);
+  // One log line per generation request (model, tokens, tok/s, TTFT, status).
+  const run = log ? logRequests(direct, log) : direct;
 
   app.get('/v1/models', async () => ({
     object: 'list',

@@ -41,6 +41,8 @@ export class InstanceExecutor {
   #waiting: (() => void)[] = [];
   /** Decode speed of the last request that produced 2+ tokens (measured on the data plane). */
   #lastDecodeTps: number | null = null;
+  /** When a request last started or ended here (ms; for unloading idle instances). */
+  #lastActivity = Date.now();
 
   constructor(runner: RunnerProcess, dir: string, config: ModelConfig, maxSeqLen: number, o: ExecutorOptions) {
     this.runner = runner;
@@ -51,8 +53,9 @@ export class InstanceExecutor {
     this.#o = o;
   }
 
-  get load(): { active: number; queued: number; capacity: number; decodeTokensPerSecond: number | null } {
-    return { active: this.#active, queued: this.#waiting.length, capacity: this.#o.maxQueue, decodeTokensPerSecond: this.#lastDecodeTps };
+  get load(): { active: number; queued: number; capacity: number; decodeTokensPerSecond: number | null; idleMs: number } {
+    const idleMs = this.#active || this.#waiting.length ? 0 : Date.now() - this.#lastActivity;
+    return { active: this.#active, queued: this.#waiting.length, capacity: this.#o.maxQueue, decodeTokensPerSecond: this.#lastDecodeTps, idleMs };
   }
 
   #prepare(req: ServeRequest): Prepared {
@@ -107,6 +110,7 @@ export class InstanceExecutor {
   }
 
   #release(): void {
+    this.#lastActivity = Date.now();
     this.#active--;
     this.#waiting.shift()?.();
   }
@@ -115,11 +119,6 @@ export class InstanceExecutor {
     if (this.runner.dead) throw new ServeError(503, 'instance_unavailable', `the instance is down: ${this.runner.dead}`);
     const prep = this.#prepare(req);
     const ids = prep.ids;
-    const stages = prep.constraint || req.logprobs !== undefined ? this.runner.init.layout.stages.length : 1;
-    if (stages > 1) {
-      const what = prep.constraint ? (req.responseFormat && req.responseFormat.type !== 'text' ? 'response_format' : 'tool_choice') : 'logprobs';
-      throw new ServeError(400, 'unsupported_on_instance', `${what}: not supported yet on an instance split into ${stages} pipeline stages (the last stage samples and cannot take the constraint yet)`);
-    }
     if (ids.length === 0) throw new ServeError(400, 'invalid_prompt', 'the prompt encodes to no tokens');
     if (ids.length >= this.#maxSeqLen) throw new ServeError(400, 'context_length_exceeded', `the prompt has ${ids.length} tokens; this model's context holds ${this.#maxSeqLen}`);
     const room = this.#maxSeqLen - ids.length;

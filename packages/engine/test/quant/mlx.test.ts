@@ -16,6 +16,7 @@ import { createReferenceBackend, createWasmBackend, generate, loadInProcessModel
 import { writeMlxModel, writeRandomModel } from '@orchard/engine/testing';
 import { mlxQ, quantizeMlx, type MlxQuant } from '../../src/quant/mlx.js';
 import { rowBytes } from '../../src/kernels/wasm/formats.js';
+import type { DenseMlpWeights, GqaWeights } from '../../src/model/weights.js';
 
 const work = mkdtempSync(join(tmpdir(), 'orchard-mlx-'));
 afterAll(() => rmSync(work, { recursive: true, force: true }));
@@ -102,7 +103,7 @@ describe('MLX-quantized models (reference backend)', () => {
       expect(maxDiff(await logits(src, tokens), want)).toBeGreaterThan(0);
       // packed in memory: every matrix is its packed bits plus (scale, bias) per group, nothing widened
       const shard = loadShard(dst, { layers: [0, 2], tensor: { rank: 0, size: 1 }, embed: true, head: true }, { backend: createReferenceBackend() });
-      const l0 = shard.weights.layers[0];
+      const l0 = { ...(shard.weights.layers[0].attention as GqaWeights), ...(shard.weights.layers[0].mlp as DenseMlpWeights) };
       expect(l0.q.dtype).toBe(`mlx${q.bits}_g${q.groupSize}_${dtype}`);
       const downQ = overrides?.['model.layers.0.mlp.down_proj'] ?? q;
       expect(l0.down.dtype).toBe(`mlx${downQ.bits}_g${downQ.groupSize}_${dtype}`);

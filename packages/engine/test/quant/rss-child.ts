@@ -5,6 +5,7 @@
  *   node --expose-gc --import tsx rss-child.ts MODEL_PATH
  */
 import { createWasmBackend, loadModelConfig, loadShard } from '../../src/index.js';
+import { layerMatrices } from '../../src/model/weights.js';
 
 const path = process.argv[2];
 const gc = (globalThis as { gc?: () => void }).gc;
@@ -17,7 +18,7 @@ const shard = loadShard(path, { layers: [0, config.numLayers], tensor: { rank: 0
 gc();
 const after = process.memoryUsage().rss;
 const w = shard.weights;
-const matrices = [...w.layers.flatMap((l) => [l.q, l.k, l.v, l.o, l.gate, l.up, l.down]), w.embed!, ...(w.head && w.head !== w.embed ? [w.head] : [])];
+const matrices = [...w.layers.flatMap(layerMatrices), w.embed!, ...(w.head && w.head !== w.embed ? [w.head] : [])];
 const weightBytes = matrices.reduce((s, m) => s + m.bytes.byteLength, 0);
 process.stdout.write(`${JSON.stringify({ before, after, weightBytes, dtypes: [...new Set(matrices.map((m) => m.dtype))], arena: backend.usedBytes() })}\n`);
 shard.dispose();
