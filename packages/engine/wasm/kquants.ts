@@ -7,7 +7,7 @@
  * compares), then `pnpm --filter @orchard/engine build:wasm`.
  */
 import { fileURLToPath } from 'node:url';
-import { HI16, HI32, LO16, LO32, tileKernels } from './qtiles.js';
+import { interleaveRows4, tileKernels } from './qtiles.js';
 import { type Section, runGenerator, withGenerated } from './sections.js';
 
 const HEADER = `  ;; ---------------------------------------------------------------- q4_k / q5_k / q6_k
@@ -368,19 +368,11 @@ function ktiles(): string[] {
       e(`        (local.set $sc (v128.or (local.get $sc) (i32x4.shl (local.get $sc) (i32.const 16))))`);
       for (let r = 0; r < 4; r++) e(`        (local.set $r${r} (v128.load offset=${64 + 64 * j + 16 * r} (local.get $w)))`);
       for (let r = 0; r < 4; r++) e(`        (local.set $h${r} (i8x16.shr_u (local.get $r${r}) (i32.const 4)))`);
-      for (const [half, v] of [[0, 'r'], [1, 'h']] as const) {
-        for (const [part, s16] of [[0, LO16], [1, HI16]] as const) {
-          e(`        (local.set $u (i8x16.shuffle ${s16} (local.get $${v}0) (local.get $${v}1)))`);
-          e(`        (local.set $v (i8x16.shuffle ${s16} (local.get $${v}2) (local.get $${v}3)))`);
-          for (const [q, s32] of [[0, LO32], [1, HI32]] as const) {
-            const k = half * 8 + part * 4 + q * 2;
-            const bytes = `(i8x16.shuffle ${s32} (local.get $u) (local.get $v))`;
-            for (const [dk, side] of [[0, 'low'], [1, 'high']] as const) {
-              e(`        (v128.store offset=${ws * (16 * j + k + dk)} (local.get $d) (i16x8.mul (i16x8.extend_${side}_i8x16_u ${bytes}) (local.get $sc)))`);
-            }
-          }
-        }
-      }
+      L.push(
+        ...interleaveRows4('        ', (k, bytes) =>
+          (['low', 'high'] as const).map((side, dk) => `        (v128.store offset=${ws * (16 * j + k + dk)} (local.get $d) (i16x8.mul (i16x8.extend_${side}_i8x16_u ${bytes}) (local.get $sc)))`),
+        ),
+      );
     }
     e(`        (v128.store offset=${128 * ws} (local.get $d) (local.get $dw))`);
     e(`        (local.set $d (i32.add (local.get $d) (i32.const ${129 * ws})))`);

@@ -41,10 +41,27 @@ const HEADER = `  ;; -----------------------------------------------------------
   ;; steps 26.5, 8x5 25).
 `;
 
-export const LO16 = '0 1 16 17 2 3 18 19 4 5 20 21 6 7 22 23';
-export const HI16 = '8 9 24 25 10 11 26 27 12 13 28 29 14 15 30 31';
-export const LO32 = '0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23';
-export const HI32 = '8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31';
+const LO16 = '0 1 16 17 2 3 18 19 4 5 20 21 6 7 22 23';
+const HI16 = '8 9 24 25 10 11 26 27 12 13 28 29 14 15 30 31';
+const LO32 = '0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23';
+const HI32 = '8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31';
+
+/**
+ * The 4 rows' 16 bytes in $r0..3 (then $h0..3) interleaved by 16, then by 32 bits: for each group of 4
+ * bytes per row, `store(k, bytes, half)` gets the shuffled bytes (8 per row, as the tile kernels read the
+ * pair vectors k and k + 1) and returns the lines that store them; $u, $v are scratch.
+ */
+export function interleaveRows4(ind: string, store: (k: number, bytes: string, half: 0 | 1) => string[]): string[] {
+  const L: string[] = [];
+  for (const [half, v] of [[0, 'r'], [1, 'h']] as const) {
+    for (const [part, s16] of [[0, LO16], [1, HI16]] as const) {
+      L.push(`${ind}(local.set $u (i8x16.shuffle ${s16} (local.get $${v}0) (local.get $${v}1)))`);
+      L.push(`${ind}(local.set $v (i8x16.shuffle ${s16} (local.get $${v}2) (local.get $${v}3)))`);
+      for (const [q, s32] of [[0, LO32], [1, HI32]] as const) L.push(...store(half * 8 + part * 4 + q * 2, `(i8x16.shuffle ${s32} (local.get $u) (local.get $v))`, half));
+    }
+  }
+  return L;
+}
 
 /** The generated section, markers excluded. */
 export function qtilesSection(): string {
@@ -78,23 +95,17 @@ export function qtilesSection(): string {
         for (let r = 0; r < 4; r++) e(`            (local.set $h${r} (v128.load offset=${24 + 32 * r} (local.get $w)))`);
       }
       e(`            ;; pairs of the 4 rows interleaved: (row 0, row 1) and (row 2, row 3) by 16 bits, then by 32`);
-      for (const [half, v] of [[0, 'r'], [1, 'h']] as const) {
-        for (const [part, s16] of [[0, LO16], [1, HI16]] as const) {
-          e(`            (local.set $u (i8x16.shuffle ${s16} (local.get $${v}0) (local.get $${v}1)))`);
-          e(`            (local.set $v (i8x16.shuffle ${s16} (local.get $${v}2) (local.get $${v}3)))`);
-          for (const [q, s32] of [[0, LO32], [1, HI32]] as const) {
-            const k = half * 8 + part * 4 + q * 2;
-            const bytes = `(i8x16.shuffle ${s32} (local.get $u) (local.get $v))`;
-            for (const [dk, side] of [[0, 'low'], [1, 'high']] as const) {
-              const at = `offset=${ws * (k + dk)} (local.get $d)`;
-              if (q4) {
-                const c = half === 0 ? 136 : 8;
-                e(`            (v128.store ${at} (i16x8.sub (i16x8.extend_${side}_i8x16_u ${bytes}) (v128.const i16x8 ${Array(8).fill(c).join(' ')})))`);
-              } else e(`            (v128.store ${at} (i16x8.extend_${side}_i8x16_s ${bytes}))`);
-            }
-          }
-        }
-      }
+      L.push(
+        ...interleaveRows4('            ', (k, bytes, half) =>
+          (['low', 'high'] as const).map((side, dk) => {
+            const at = `offset=${ws * (k + dk)} (local.get $d)`;
+            const c = half === 0 ? 136 : 8;
+            return q4
+              ? `            (v128.store ${at} (i16x8.sub (i16x8.extend_${side}_i8x16_u ${bytes}) (v128.const i16x8 ${Array(8).fill(c).join(' ')})))`
+              : `            (v128.store ${at} (i16x8.extend_${side}_i8x16_s ${bytes}))`;
+          }),
+        ),
+      );
       e(`            (local.set $w (i32.add (local.get $w) (i32.const ${q4 ? 72 : 136})))${q4 ? ')' : '))'}`);
     }
     e(`        (local.set $d (i32.add (local.get $d) (i32.const ${17 * ws})))`);
