@@ -123,7 +123,8 @@ export function hfToGguf(dir: string, outFile: string, options: HfToGgufOptions 
     const dtype = options.dtype ?? (sourceDtypes.every((d) => d === 'F16') ? 'f16' : 'f32');
     const tied = !plan.some((t) => t.gguf === 'output.weight');
     const tensors: GgufTensorSource[] = plan.map(({ gguf: name, shape, values }) => {
-      const matrix = shape.length >= 2;
+      // stacked expert biases ([experts, n]) are vectors to llama.cpp: F32 like every bias
+      const matrix = shape.length >= 2 && !name.endsWith('.bias');
       const cols = shape[shape.length - 1];
       const type = matrix ? matrixType(dtype, name, cols, cfg.numLayers, tied) : 'F32';
       return { name, type, shape, data: () => encode(values(), type, shape) };
