@@ -15,6 +15,7 @@ import type { SafetensorsFile } from '../safetensors/reader.js';
 import { SAFETENSORS_DTYPE_SIZES } from '../safetensors/format.js';
 import type { GgufCheckpoint } from '../gguf/read-model.js';
 import { mlxQuantOf, planMlxMatrix } from '../quant/mlx.js';
+import { mxfp4ExpertShape, planMxfp4Expert } from '../quant/mxfp4-hf.js';
 import { ReadScratch } from '../quant/read-scratch.js';
 import type { ShardSpec } from '../shard.js';
 import type { TensorSlice } from './tensor-split.js';
@@ -147,18 +148,7 @@ export class WeightPlanner {
     // MLX affine-quantized (weight + scales + biases): kept packed, see quant/mlx.ts.
     const mlx = mlxQuantOf(this.ckpt, name, rows, cols);
     if (mlx) {
-      const planned = planMlxMatrix(this.ckpt as Checkpoint, name, mlx, r, c, this.backend, this.#scratch);
-      this.reads.push(...planned.reads);
-      // the last chunk's read completes the weight; repack it for the backend's kernels after that
-      const last = planned.reads[planned.reads.length - 1];
-      if (linear && this.backend.packWeight && last) {
-        const complete = last.after;
-        last.after = () => {
-          complete?.();
-          this.backend.packWeight!(planned.weight);
-        };
-      }
-      return planned.weight;
+      return this.#chunked(planMlxMatrix(this.ckpt as Checkpoint, name, mlx, r, c, this.backend, this.#scratch), linear);
     }
     const { file, dtype, el } = this.#check(name, [rows, cols]);
     const be = blockElems(dtype);
@@ -213,6 +203,29 @@ export class WeightPlanner {
     };
     this.reads.push({ file, name, dest: bytes, rows: [e, e + 1], cols: [0, n * parts], after });
     return out;
+  }
+
+  /**
+   * Rows r (every `step`-th from r[0]) of expert `e` of a Hugging Face MXFP4 tensor (`base`_blocks /
+   * `base`_scales, gpt-oss), kept in MXFP4 blocks in GGUF order (quant/mxfp4-hf.ts).
+   */
+  mxfp4Expert(base: string, e: number, r: [number, number], step = 1): Weight {
+    const cols = mxfp4ExpertShape(this.ckpt as Checkpoint, base).cols;
+    return this.#chunked(planMxfp4Expert(this.ckpt as Checkpoint, base, e, r, [0, cols], this.backend, this.#scratch, step), true);
+  }
+
+  /** A weight filled by reads in chunks through the scratch: the last read completes it, then the backend may repack it. */
+  #chunked(planned: { weight: Weight; reads: PendingRead[] }, linear: boolean): Weight {
+    this.reads.push(...planned.reads);
+    const last = planned.reads[planned.reads.length - 1];
+    if (linear && this.backend.packWeight && last) {
+      const complete = last.after;
+      last.after = () => {
+        complete?.();
+        this.backend.packWeight!(planned.weight);
+      };
+    }
+    return planned.weight;
   }
 
   /** Whether the checkpoint has a tensor of this name (alternative layouts of the same weights). */

@@ -38,7 +38,8 @@ export function mxfp4ExpertShape(ckpt: Checkpoint, base: string): Mxfp4ExpertSha
 
 /**
  * Rows r × columns c of expert `expert` of the MXFP4 tensor `base`, as an 'mxfp4' weight and the reads
- * that fill it (a few MiB of rows per step through `scratch`).
+ * that fill it (a few MiB of rows per step through `scratch`). With `step` > 1 only every step-th row
+ * from r[0] is taken (gpt-oss's gate_up rows alternate gate, up).
  */
 export function planMxfp4Expert(
   ckpt: Checkpoint,
@@ -48,6 +49,7 @@ export function planMxfp4Expert(
   c: [number, number],
   backend: Backend,
   scratch: ReadScratch,
+  step = 1,
 ): { weight: Weight; reads: PendingRead[] } {
   const shape = mxfp4ExpertShape(ckpt, base);
   const bName = `${base}_blocks`;
@@ -60,7 +62,7 @@ export function planMxfp4Expert(
   if (c[0] % QK || c[1] % QK) {
     throw new UnsupportedModelError(`${fname}: cannot split ${base} (mxfp4) at columns [${c[0]}, ${c[1]}): a slice must start and end on a ${QK}-weight block boundary`);
   }
-  const rows = r[1] - r[0];
+  const rows = Math.ceil((r[1] - r[0]) / step);
   const groups = shape.cols / QK;
   const [g0, g1] = [c[0] / QK, c[1] / QK];
   const blocksPerRow = g1 - g0;
@@ -68,7 +70,7 @@ export function planMxfp4Expert(
   const chunk = Math.max(1, Math.floor(CHUNK_BYTES / (blocksPerRow * 16)));
   scratch.need(Math.min(chunk, rows) * blocksPerRow * 17);
   const reads: PendingRead[] = [];
-  const whole = g0 === 0 && g1 === groups;
+  const whole = g0 === 0 && g1 === groups && step === 1;
   for (let r0 = 0; r0 < rows; r0 += chunk) {
     const n = Math.min(chunk, rows - r0);
     const nb = n * blocksPerRow;
@@ -77,7 +79,7 @@ export function planMxfp4Expert(
     const reorder = () => hfBlocksToGguf(blocks(), scales(), nb, weight.bytes.subarray(r0 * blocksPerRow * MXFP4_BLOCK_BYTES, (r0 + n) * blocksPerRow * MXFP4_BLOCK_BYTES));
     // The tensors read as 2-D [experts, out·blocks·(16 | 1)]: expert `expert`'s rows are one span of a
     // row, or (a column slice) one span per output row.
-    const spans = whole ? [[r[0] + r0, r[0] + r0 + n]] : Array.from({ length: n }, (_, i) => [r[0] + r0 + i, r[0] + r0 + i + 1]);
+    const spans = whole ? [[r[0] + r0, r[0] + r0 + n]] : Array.from({ length: n }, (_, i) => [r[0] + (r0 + i) * step, r[0] + (r0 + i) * step + 1]);
     spans.forEach(([a, b], k) => {
       const at = k * (whole ? 0 : blocksPerRow);
       const len = (b - a) * blocksPerRow;

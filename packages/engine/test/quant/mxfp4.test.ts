@@ -5,9 +5,11 @@
  * blocks; misaligned column slices and malformed tensors are refused by name. The quantizer's codes
  * round-trip to the nearest representable value. A gpt-oss GGUF with MXFP4 experts (llama.cpp's layout
  * for the released gpt-oss files) keeps them in their blocks and runs: WASM equals the reference
- * backend's dequantized pass, a split by experts equals the unsplit model.
+ * backend's dequantized pass, a split by experts equals the unsplit model. gpt-oss as released on
+ * Hugging Face (merged experts as MXFP4 `_blocks` / `_scales`) runs the same function as the same model
+ * with those experts dequantized to f32, whole and split by experts.
  */
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -15,6 +17,7 @@ import { Checkpoint, createReferenceBackend, createWasmBackend, generate, loadIn
 import { writeRandomModel } from '@orchard/engine/testing';
 import { hfToGguf } from '../../src/gguf/index.js';
 import { readGgufFile } from '../../src/gguf/read.js';
+import { readAsF32 } from '../../src/gguf/convert.js';
 import { readPlanSync, type MoeWeights } from '../../src/model/weights.js';
 import { dequantizeMxfp4Row, quantizeMxfp4 } from '../../src/quant/mxfp4.js';
 import { planMxfp4Expert } from '../../src/quant/mxfp4-hf.js';
@@ -138,5 +141,91 @@ describe('gpt-oss GGUF with MXFP4 experts', () => {
     const split = await run(createReferenceBackend, { tensor: 2 });
     expect(maxDiff(split.logits, ref.logits)).toBeLessThanOrEqual(1e-5 * scale);
     expect(split.tokens).toEqual(ref.tokens);
+  });
+});
+
+/** GGUF-order MXFP4 blocks (quantizeMxfp4) of [rows, cols] to Hugging Face's `_blocks` / `_scales` (element 2i low nibble of byte i). */
+function ggufToHfBlocks(gguf: Uint8Array, nBlocks: number): { blocks: Uint8Array; scales: Uint8Array } {
+  const blocks = new Uint8Array(nBlocks * 16);
+  const scales = new Uint8Array(nBlocks);
+  for (let b = 0; b < nBlocks; b++) {
+    scales[b] = gguf[17 * b];
+    for (let k = 0; k < 32; k++) {
+      const q = gguf[17 * b + 1 + (k & 15)];
+      blocks[16 * b + (k >> 1)] |= (k < 16 ? q & 15 : q >> 4) << (4 * (k & 1));
+    }
+  }
+  return { blocks, scales };
+}
+
+describe('gpt-oss with Hugging Face MXFP4 experts (as released)', () => {
+  const src = join(work, 'gpt-oss-f32');
+  const info = writeRandomModel(src, { variant: 'gpt-oss', seed: 17, numLayers: 2 });
+  const mx = join(work, 'gpt-oss-hf-mxfp4');
+  const deq = join(work, 'gpt-oss-dequantized');
+  for (const d of [mx, deq]) {
+    mkdirSync(d);
+    for (const f of readdirSync(src)) if (f !== 'model.safetensors') copyFileSync(join(src, f), join(d, f));
+  }
+  writeFileSync(join(mx, 'config.json'), JSON.stringify({ ...info.config, quantization_config: { quant_method: 'mxfp4', modules_to_not_convert: ['model.layers.*.self_attn', 'model.layers.*.mlp.router', 'model.embed_tokens', 'lm_head'] } }));
+  const ckpt = Checkpoint.open(src);
+  const plain: { name: string; dtype: string; shape: number[]; data: Uint8Array }[] = [];
+  const packed: typeof plain = [];
+  for (const name of info.tensorNames) {
+    const shape = ckpt.info(name).shape;
+    const values = readAsF32(ckpt, name);
+    if (!/\.experts\.(gate_up|down)_proj$/.test(name)) {
+      const t = { name, dtype: 'F32', shape, data: new Uint8Array(values.buffer) };
+      plain.push(t);
+      packed.push(t);
+      continue;
+    }
+    // [E, in, out] input-major → per expert [out, in], quantized, then back to [E, in, out] dequantized
+    const [E, IN, OUT] = shape;
+    const nb = (OUT * IN) / 32;
+    const blocks = new Uint8Array(E * nb * 16);
+    const scales = new Uint8Array(E * nb);
+    const exact = new Float32Array(values.length);
+    const row = new Float32Array(IN);
+    for (let e = 0; e < E; e++) {
+      const w = new Float32Array(OUT * IN);
+      for (let o = 0; o < OUT; o++) for (let i = 0; i < IN; i++) w[o * IN + i] = values[(e * IN + i) * OUT + o];
+      const q = quantizeMxfp4(w, OUT, IN);
+      const hf = ggufToHfBlocks(q, nb);
+      blocks.set(hf.blocks, e * nb * 16);
+      scales.set(hf.scales, e * nb);
+      for (let o = 0; o < OUT; o++) {
+        dequantizeMxfp4Row(q, IN, o, row);
+        for (let i = 0; i < IN; i++) exact[(e * IN + i) * OUT + o] = row[i];
+      }
+    }
+    plain.push({ name, dtype: 'F32', shape, data: new Uint8Array(exact.buffer) });
+    packed.push({ name: `${name}_blocks`, dtype: 'U8', shape: [E, OUT, IN / 32, 16], data: blocks }, { name: `${name}_scales`, dtype: 'U8', shape: [E, OUT, IN / 32], data: scales });
+  }
+  ckpt.close();
+  writeSafetensors(join(mx, 'model.safetensors'), packed);
+  writeSafetensors(join(deq, 'model.safetensors'), plain);
+  const TOKENS = [4, 61, 150, 22, 9, 230];
+  const run = async (dir: string, split: { tensor?: number } = {}) => {
+    const m = loadInProcessModel(dir, { backend: createReferenceBackend, maxBatch: 8, ...split });
+    try {
+      return Float32Array.from(await m.newSession().forward(TOKENS));
+    } finally {
+      m.dispose();
+    }
+  };
+  const maxDiff = (a: Float32Array, b: Float32Array) => a.reduce((m, v, i) => Math.max(m, Math.abs(v - b[i])), 0);
+
+  it('keeps the experts in MXFP4 and runs the dequantized model\'s function, whole and split by experts', async () => {
+    const shard = loadShard(mx, { layers: [0, 2], tensor: { rank: 0, size: 1 }, embed: true, head: true }, { backend: createReferenceBackend() });
+    const ex = (shard.weights.layers[1].mlp as MoeWeights).experts[3];
+    expect([ex.gate.dtype, ex.up.dtype, ex.down.dtype]).toEqual(['mxfp4', 'mxfp4', 'mxfp4']);
+    shard.dispose();
+    const want = await run(deq);
+    const scale = want.reduce((m, v) => Math.max(m, Math.abs(v)), 0);
+    // the quantization is real: the f32 source model differs
+    expect(maxDiff(await run(src), want)).toBeGreaterThan(1e-3 * scale);
+    expect(maxDiff(await run(mx), want)).toBeLessThanOrEqual(1e-5 * scale);
+    expect(maxDiff(await run(mx, { tensor: 2 }), want)).toBeLessThanOrEqual(1e-5 * scale);
   });
 });
