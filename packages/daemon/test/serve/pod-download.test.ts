@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { writeRandomModel } from '@orchard/engine/testing';
 import { startFakeHub, type FakeHub } from '../../../../test/harness/fake-hub.js';
 import type { Daemon } from '../../src/daemon.js';
-import { fetchModel } from '../../src/instances/fetch-model.js';
+import { fetchModel } from '../../src/store/peers/fetch-model.js';
 import { HubClient, ModelStore } from '../../src/store/index.js';
 import { greedyText, startServingDaemon, waitFor } from './in-process-pod.js';
 

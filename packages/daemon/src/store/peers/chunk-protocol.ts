@@ -7,9 +7,9 @@
 import type { Stream } from '@libp2p/interface';
 import { peerIdFromString } from '@libp2p/peer-id';
 import { z } from 'zod';
-import type { OrchardNode } from '../node/create-node.js';
-import type { ChunkSource, FileManifest } from '../store/chunks.js';
-import type { ModelStore } from '../store/store.js';
+import type { OrchardNode } from '../../node/create-node.js';
+import type { ChunkSource, FileManifest } from '../chunks.js';
+import type { ModelStore } from '../store.js';
 
 export const CHUNKS_PROTOCOL = '/orchard/chunks/1';
 const TIMEOUT_MS = 30_000;

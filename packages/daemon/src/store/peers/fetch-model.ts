@@ -3,9 +3,9 @@
  * chunks over libp2p, no hub bytes for the weights), else from the hub — only the tensors of this
  * node's pipeline stage when it holds one stage of several.
  */
-import type { OrchardNode } from '../node/create-node.js';
-import type { ModelStore, PullEvent, PullResult } from '../store/store.js';
-import type { TensorSelection } from '../store/safetensors-range.js';
+import type { OrchardNode } from '../../node/create-node.js';
+import type { ModelStore, PullEvent, PullResult } from '../store.js';
+import type { TensorSelection } from '../safetensors-range.js';
 import { peerChunkSource, peerModels } from './chunk-protocol.js';
 
 export async function fetchModel(
