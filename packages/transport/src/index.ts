@@ -5,6 +5,8 @@
  * - `listenTcp` + `createTcpGroup`: the authenticated TCP data plane.
  * - `createSimGroup` / `createSimFabric`: in-process groups with injectable latency, bandwidth, failures.
  * - `startProbeServer` + `probeLink`: latency/bandwidth of a link, for the planner's `links`.
+ * - `connectAuthenticated` / `acceptAuthenticated`: a raw socket behind the same HMAC handshake, for
+ *   other protocols inside the pod's key (the daemon's weights).
  * - `Exchange` + `groupOverExchange` + the schedules: for other backends (RDMA) to reuse.
  * The conformance suite lives in `@orchard/transport/testing`.
  */
@@ -31,6 +33,7 @@ export {
 } from './probe.js';
 export { createTcpGroup, type TcpGroupOptions, type TcpPeer } from './tcp/group.js';
 export { listenTcp, type TcpListener, type TcpAddress, type ListenTcpOptions } from './tcp/listener.js';
+export { connectAuthenticated, acceptAuthenticated, type AuthenticatedSocket, type ConnectAuthenticatedOptions } from './tcp/authenticated-socket.js';
 export type { CipherName } from './wire/aead.js';
 export { createSimGroup, createSimFabric, type SimFabric, type SimFabricOptions, type SimFailure } from './sim/fabric.js';
 export { groupOverExchange, type CollectiveOptions } from './exchange-group.js';
