@@ -7,8 +7,8 @@ import type { Daemon } from '../daemon.js';
 import { openAiRoutes } from '../openai/routes.js';
 import { HubClient, ModelStore } from '../store/index.js';
 import { StoreError } from '../store/errors.js';
-import { serveChunks } from '../store/peers/chunk-protocol.js';
 import { fetchModel } from '../store/peers/fetch-model.js';
+import { startWeightsService } from '../store/peers/weights-service.js';
 import { callRemote, serveInfer } from './forward.js';
 import { sendError } from '../openai/errors.js';
 import { z } from 'zod';
@@ -18,6 +18,7 @@ import { InstanceManager } from './manager.js';
 import { nodeBackend } from '../backend/node.js';
 import { SERVE_TOPIC, decodeServe, encodeServe, type ServeMessage } from './messages.js';
 import { ServeError, type ServeEvent, type ServeRequest } from './requests.js';
+import type { TensorSelection } from '../store/safetensors-range.js';
 
 export interface ServingOptions {
   /** Requests queued per instance before 429. @default ORCHARD_MAX_QUEUE or 64 */
@@ -38,13 +39,20 @@ export async function installServing(app: FastifyInstance, daemon: Daemon, o: Se
     Object.values(daemon.replica.state.nodes)
       .filter((n) => n.status === 'live' && n.peerId !== selfId)
       .map((n) => n.peerId);
+  const weights = await startWeightsService({ node: daemon.node, store, selfId, livePeers, coordinator: () => daemon.replica.coordinator() });
   const pulls = new Map<string, ReturnType<typeof fetchModel>>();
   /** One pull per model at a time on this node. */
-  const pull = (repo: string, selection?: Parameters<typeof fetchModel>[4]) => {
+  const pull = (repo: string, selection?: TensorSelection, fromPod = false) => {
     const running = pulls.get(repo);
     if (running) return running;
     const progress = o.pullProgress;
-    const p = fetchModel(daemon.node, store, repo, livePeers(), selection, undefined, progress && ((e) => progress.pullEvent(repo, e))).finally(() => pulls.delete(repo));
+    const p = fetchModel(weights, store, repo, {
+      selection,
+      fromPod,
+      onProgress: progress && ((e) => progress.pullEvent(repo, e)),
+      onBadPeer: (peer, file, chunk, why) => log.warn({ repo, peer, file, chunk, why }, 'a peer served bytes that do not match the pod digest; dropped for this pull'),
+      onLedgerUnreachable: (err) => log.warn({ repo, err: err.message }, 'cannot ask the pod hub ledger; fetching unclaimed chunks from the hub'),
+    }).finally(() => pulls.delete(repo));
     if (progress) p.then(() => progress.pullEnded(repo), (err: Error) => progress.pullEnded(repo, err.message));
     pulls.set(repo, p);
     return p;
@@ -75,7 +83,6 @@ export async function installServing(app: FastifyInstance, daemon: Daemon, o: Se
       log.info({ repo, hubBytes: r.hubBytes, peerBytes: r.peerBytes, holders: r.holders, sources: r.sources }, 'model fetched');
     },
   });
-  await serveChunks(daemon.node, store);
   pubsub.subscribe(SERVE_TOPIC);
   pubsub.addEventListener('message', (evt) => {
     const msg = evt.detail;
@@ -123,19 +130,23 @@ export async function installServing(app: FastifyInstance, daemon: Daemon, o: Se
 
   await app.register(async (scope) => openAiRoutes(scope, { manager, run, models }));
   // A pull through the daemon asks the pod's peers for the bytes before the hub.
-  const pullBody = z.object({ repo: z.string().min(3).max(200) });
+  const pullBody = z.object({ repo: z.string().min(3).max(200), fromPod: z.boolean().optional() });
   app.post('/api/models/pull', async (req, reply) => {
     const b = pullBody.safeParse(req.body ?? {});
     if (!b.success) return sendError(reply, 400, b.error.issues[0]?.message ?? 'bad body', 'invalid_value');
     try {
-      const r = await pull(b.data.repo);
-      return { repo: b.data.repo, dir: r.dir, commit: r.commit, sources: r.sources, hubBytes: r.hubBytes, peerBytes: r.peerBytes, peersHolding: r.holders };
+      const r = await pull(b.data.repo, undefined, b.data.fromPod);
+      return { repo: b.data.repo, dir: r.dir, commit: r.commit, sources: r.sources, hubBytes: r.hubBytes, peerBytes: r.peerBytes, bySource: r.bySource, badPeers: r.badPeers, peersHolding: r.holders };
     } catch (err) {
       if (err instanceof StoreError) return sendError(reply, 502, err.message, 'pull_failed');
       throw err;
     }
   });
-  app.addHook('onClose', async () => manager.close());
+  app.addHook('onClose', async () => {
+    await manager.close();
+    await weights.close();
+    await store.close();
+  });
   manager.start();
   return manager;
 }

@@ -55,6 +55,8 @@ export function registerPull(program: Command): void {
         bar?.stop();
         if (err instanceof StoreError) throw new CliError(err.message, 1);
         throw err;
+      } finally {
+        await store.close();
       }
     });
 }

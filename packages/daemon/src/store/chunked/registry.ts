@@ -48,6 +48,11 @@ export class ChunkRegistry {
       this.#byPath.set(path, p);
     }
     return p.then((f) => {
+      if (f.closed) {
+        this.#byPath.delete(path);
+        if (this.#byKey.get(f.key) === f) this.#byKey.delete(f.key);
+        return this.open(path, info);
+      }
       if (f.key !== info.key || f.info.size !== info.size) {
         // Another revision under the same name: the old instance is closed and replaced.
         this.#byPath.delete(path);
@@ -61,7 +66,7 @@ export class ChunkRegistry {
   /** The file with `key`, opened from the store if it is there and not open yet. */
   async lookup(key: string): Promise<ChunkedFile | undefined> {
     const open = this.#byKey.get(key);
-    if (open) return open;
+    if (open && !open.closed) return open;
     const where = await this.#locate(key).catch(() => undefined);
     return where ? this.open(where.path, where.info) : undefined;
   }

@@ -1,32 +1,26 @@
 /**
- * Getting a model onto this node for an instance: from peers that hold it whole (content-addressed
- * chunks over libp2p, no hub bytes for the weights), else from the hub — only the tensors of this
- * node's pipeline stage when it holds one stage of several.
+ * Getting a model onto this node for an instance or a pull: every chunk it needs from the pod's
+ * peers first (striped over all of them and all their links), the rest from the hub once per pod —
+ * and for a node holding one pipeline stage, only that stage's tensors.
  */
-import type { OrchardNode } from '../../node/create-node.js';
-import type { ModelStore, PullEvent, PullResult } from '../store.js';
+import type { PullEvent, PullResult, ModelStore } from '../store.js';
 import type { TensorSelection } from '../safetensors-range.js';
-import { peerChunkSource, peerModels } from './chunk-protocol.js';
+import { HUB } from '../pod/fetch-file.js';
+import type { WeightsService } from './weights-service.js';
 
-export async function fetchModel(
-  node: OrchardNode,
-  store: ModelStore,
-  repo: string,
-  livePeers: string[],
-  selection: TensorSelection | undefined,
-  signal?: AbortSignal,
-  onProgress?: (e: PullEvent) => void,
-): Promise<PullResult & { holders: string[] }> {
-  const holders: string[] = [];
-  await Promise.all(
-    livePeers.map(async (p) => {
-      const models: string[] = await peerModels(node, p).catch(() => []);
-      if (models.includes(repo)) holders.push(p);
-    }),
-  );
-  holders.sort();
-  const peers = holders.map((p) => peerChunkSource(node, p));
-  // Peers hand out whole files only; a stage fetches its share from the hub when no peer has the model.
-  const result = await store.pull(repo, { peers, selection: holders.length ? undefined : selection, signal, onProgress });
+export interface FetchModelOptions {
+  selection?: TensorSelection;
+  /** Peers only: no listing or byte from the hub. */
+  fromPod?: boolean;
+  signal?: AbortSignal;
+  onProgress?: (e: PullEvent) => void;
+  onBadPeer?: (peer: string, file: string, chunk: number, why: string) => void;
+  onLedgerUnreachable?: (err: Error) => void;
+}
+
+export async function fetchModel(weights: WeightsService, store: ModelStore, repo: string, o: FetchModelOptions = {}): Promise<PullResult & { holders: string[] }> {
+  const result = await store.pull(repo, { ...o, pod: weights.pod });
+  // The peers the bytes came from.
+  const holders = Object.keys(result.bySource).filter((s) => s !== HUB && result.bySource[s] > 0).sort();
   return { ...result, holders };
 }
