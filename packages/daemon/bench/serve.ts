@@ -16,11 +16,10 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
-import { pipelineStages } from '@orchard/engine';
+import { pipelineStages, type InstanceLayout } from '@orchard/engine';
 import { writeRandomModel } from '@orchard/engine/testing';
 import { startLocalInstance } from '../src/runner/runner-process.js';
 import { measureRendezvous } from './rendezvous.js';
-import type { InstanceLayout } from '../src/runner/layout.js';
 
 const LAYERS = Number(process.env.BENCH_LAYERS ?? 6);
 const HIDDEN = Number(process.env.BENCH_HIDDEN ?? 1024);

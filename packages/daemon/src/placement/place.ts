@@ -9,7 +9,7 @@
  */
 import { InfeasibleError, plan as planModel, type Cluster, type ModelSpec, type Plan } from '@orchard/partitioner';
 import { pipelineStages } from '@orchard/engine';
-import type { InstanceLayout } from '../runner/layout.js';
+import type { InstanceLayout } from '@orchard/engine';
 
 export type StrategyRequest = 'auto' | 'pipeline' | 'tensor';
 

@@ -22,7 +22,7 @@ import {
   type ShardInput,
 } from '@orchard/engine';
 import { loadRankShard, type LoadRankOptions } from './local.js';
-import { type InstanceLayout, shardSpecOf, stageMembers, stageOf } from './layout.js';
+import { type InstanceLayout, shardSpecOf, stageMembers, stageOf } from '@orchard/engine';
 import { stageAllReduce } from './shard-loop.js';
 import type { Group } from './transport.js';
 

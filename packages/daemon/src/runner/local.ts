@@ -5,7 +5,7 @@
  */
 import { loadModelConfig, loadShard, type Backend, type ModelShard } from '@orchard/engine';
 import { Driver, runFollower, stageAllReduce } from './shard-loop.js';
-import { type InstanceLayout, shardSpecOf, stageMembers, stageOf } from './layout.js';
+import { type InstanceLayout, shardSpecOf, stageMembers, stageOf } from '@orchard/engine';
 import type { Group } from './transport.js';
 
 export interface LoadRankOptions {

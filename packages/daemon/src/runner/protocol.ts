@@ -1,6 +1,6 @@
 /** Messages between a daemon and its runner processes (node IPC, structured clone). */
 import type { GenerateOutcome, GenerateRequest } from './shard-loop.js';
-import type { InstanceLayout } from './layout.js';
+import type { InstanceLayout } from '@orchard/engine';
 import type { TcpPeer } from './transport.js';
 
 export interface RunnerInit {

@@ -18,7 +18,7 @@
  */
 import { Sampler, vocabSlice, type KVCache, type ModelShard, type SamplingOptions } from '@orchard/engine';
 import type { Group } from './transport.js';
-import { type InstanceLayout, samplerRank, stageMembers, stageOf, worldSize, rankOf } from './layout.js';
+import { type InstanceLayout, samplerRank, stageMembers, stageOf, worldSize, rankOf } from '@orchard/engine';
 
 const OP_BEGIN = 1;
 const OP_FORWARD = 2;

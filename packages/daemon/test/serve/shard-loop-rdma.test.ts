@@ -13,7 +13,7 @@ import { listenTcp } from '../../src/runner/transport.js';
 import { createDataPlane } from '../../src/runner/data-plane.js';
 import { RDMA_SIM_ENV, selectRdma } from '../../src/runner/rdma-select.js';
 import { loadRankShard, startRank } from '../../src/runner/local.js';
-import type { InstanceLayout } from '../../src/runner/layout.js';
+import type { InstanceLayout } from '@orchard/engine';
 
 let dir: string;
 const prompt = [1, 40, 50, 60, 70, 80, 90];
