@@ -5,7 +5,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { Daemon } from '../daemon.js';
 import { openAiRoutes } from '../openai/routes.js';
-import { HubClient, ModelStore } from '../store/index.js';
+import { HubClient, ModelStore, type PullEvent } from '../store/index.js';
 import { StoreError } from '../store/errors.js';
 import { fetchModel } from '../store/peers/fetch-model.js';
 import { startWeightsService } from '../store/peers/weights-service.js';
@@ -26,7 +26,7 @@ export interface ServingOptions {
   /** How long a request waits for an instance to become ready, ms. @default 90000 */
   readyTimeoutMs?: number;
   /** Told about every pull on this node (the dashboard's download/load progress). */
-  pullProgress?: { pullEvent(model: string, e: { file: string; done: number; total: number }): void; pullEnded(model: string, error?: string): void };
+  pullProgress?: { pullEvent(model: string, e: PullEvent): void; pullEnded(model: string, error?: string): void; badPeer?(model: string, peer: string): void };
 }
 
 export async function installServing(app: FastifyInstance, daemon: Daemon, o: ServingOptions = {}): Promise<InstanceManager> {
@@ -50,7 +50,10 @@ export async function installServing(app: FastifyInstance, daemon: Daemon, o: Se
       selection,
       fromPod,
       onProgress: progress && ((e) => progress.pullEvent(repo, e)),
-      onBadPeer: (peer, file, chunk, why) => log.warn({ repo, peer, file, chunk, why }, 'a peer served bytes that do not match the pod digest; dropped for this pull'),
+      onBadPeer: (peer, file, chunk, why) => {
+        log.warn({ repo, peer, file, chunk, why }, 'a peer served bytes that do not match the pod digest; dropped for this pull');
+        progress?.badPeer?.(repo, peer);
+      },
       onLedgerUnreachable: (err) => log.warn({ repo, err: err.message }, 'cannot ask the pod hub ledger; fetching unclaimed chunks from the hub'),
     }).finally(() => pulls.delete(repo));
     if (progress) p.then(() => progress.pullEnded(repo), (err: Error) => progress.pullEnded(repo, err.message));
