@@ -5,6 +5,7 @@ import { type Layout, type Strategy, strategyOf } from './layout.js';
 import { type MemoryBreakdown, layoutMemory, usableBytes, withHeadroom, workspaceBytes } from './memory.js';
 import type { ModelSpec } from './model.js';
 import { type PlanRequest, resolveRequest } from './request.js';
+import { expectedLoad, type LoadEstimate, type WeightSources } from './load-time.js';
 import { search } from './search.js';
 
 /**
@@ -55,8 +56,16 @@ export interface Plan {
   alternatives: Alternative[];
   model: { name: string; format: string; layers: number; weightsBytes: number; activeBytesPerToken: number; kvBytesPerToken: number; bytesFrom: string };
   request: PlanRequest;
+  /** Expected time to get the weights onto the nodes (when the caller said where they are). */
+  load?: LoadEstimate;
   /** A few sentences on why this plan. */
   explanation: string[];
+}
+
+export interface PlanOptions {
+  /** Where the model's bytes are now: with it, the plan predicts its load time, and between equally
+   * fast layouts prefers the one that loads sooner (nodes that already hold the model). */
+  weights?: WeightSources;
 }
 
 interface Evaluated {
@@ -65,11 +74,12 @@ interface Evaluated {
   prediction: Prediction;
   memory: Record<string, MemoryBreakdown>;
   nodes: string[];
+  load?: LoadEstimate;
 }
 
 const MAX_ALTERNATIVES = 8;
 
-export function plan(model: ModelSpec, cluster: Cluster, request: Partial<PlanRequest> = {}): Plan {
+export function plan(model: ModelSpec, cluster: Cluster, request: Partial<PlanRequest> = {}, options: PlanOptions = {}): Plan {
   const req = resolveRequest(request);
   const links = new LinkTable(cluster);
   const found = search(model, cluster, links, req);
@@ -79,7 +89,8 @@ export function plan(model: ModelSpec, cluster: Cluster, request: Partial<PlanRe
     if (Object.values(memory).some((m) => m.totalBytes > m.availableBytes)) continue;
     const prediction = predict(model, cluster, c.layout, req, links);
     if (!Number.isFinite(prediction.decodeTokensPerSecond) || prediction.decodeTokensPerSecond <= 0) continue;
-    evaluated.push({ layout: c.layout, strategy: strategyOf(c.layout), prediction, memory, nodes: c.layout.stages.flatMap((s) => s.nodes) });
+    const load = options.weights && expectedLoad(model, c.layout, options.weights, links);
+    evaluated.push({ layout: c.layout, strategy: strategyOf(c.layout), prediction, memory, nodes: c.layout.stages.flatMap((s) => s.nodes), ...(load ? { load } : {}) });
   }
   if (evaluated.length === 0) throw infeasible(model, cluster, req);
   evaluated.sort(compare);
@@ -109,16 +120,18 @@ export function plan(model: ModelSpec, cluster: Cluster, request: Partial<PlanRe
       bytesFrom: model.bytesFrom,
     },
     request: req,
+    ...(best.load ? { load: best.load } : {}),
     explanation: explain(model, best),
   };
 }
 
-/** Faster first; equal speed (within 0.1%): fewer nodes, shorter TTFT, then layout text. */
+/** Faster first; equal speed (within 0.1%): fewer nodes, sooner loaded, shorter TTFT, then layout text. */
 function compare(a: Evaluated, b: Evaluated): number {
   const ta = a.prediction.decodeTokensPerSecond;
   const tb = b.prediction.decodeTokensPerSecond;
   if (Math.abs(ta - tb) > 1e-3 * Math.max(ta, tb)) return tb - ta;
   if (a.nodes.length !== b.nodes.length) return a.nodes.length - b.nodes.length;
+  if (a.load && b.load && Math.abs(a.load.seconds - b.load.seconds) > 1e-3 * Math.max(a.load.seconds, b.load.seconds)) return a.load.seconds - b.load.seconds;
   if (a.prediction.ttftMs !== b.prediction.ttftMs) return a.prediction.ttftMs - b.prediction.ttftMs;
   const ka = JSON.stringify(a.layout);
   const kb = JSON.stringify(b.layout);
@@ -219,6 +232,10 @@ function explain(model: ModelSpec, best: Evaluated): string[] {
   lines.push(
     `Per token: ${p.breakdown.computeMs.toFixed(1)} ms in layers, ${p.breakdown.allReduceMs.toFixed(1)} ms all-reduce, ${p.breakdown.hopsMs.toFixed(2)} ms hops, ${p.breakdown.headMs.toFixed(1)} ms output head and sampling.`,
   );
+  if (best.load) {
+    const peers = Object.values(best.load.perNode).reduce((n, x) => n + x.fromPeersBytes, 0);
+    lines.push(`Loading: about ${best.load.seconds.toFixed(1)} s (${gb(peers)} from nodes that hold the model, ${gb(best.load.hubBytes)} from the hub).`);
+  }
   return lines;
 }
 
