@@ -5,6 +5,7 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 import net from 'node:net';
+import os from 'node:os';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -13,6 +14,7 @@ import { ChunkedFile, chunkDigest, contentKey } from '../../src/store/chunked/ch
 import { ChunkRegistry } from '../../src/store/chunked/registry.js';
 import { startWeightsServer, type WeightsServer } from '../../src/store/peers/weights-server.js';
 import { ChunkMissingError, LinkError, WeightsLink } from '../../src/store/peers/weights-link.js';
+import { connectLinks } from '../../src/store/peers/pod-access.js';
 import { AnswerDecoder, encodeAnswer, encodeRequest, Kind, RequestDecoder, WireError } from '../../src/store/peers/wire.js';
 
 const SECRET = randomBytes(32);
@@ -105,6 +107,30 @@ describe('weights data plane', () => {
     await s.close();
     await expect(pending).rejects.toThrow(LinkError);
     await reg.closeAll();
+  });
+});
+
+describe('links to a peer', () => {
+  it('one link per path: addresses reached from the same local address are one cable; loopback only when nothing else answers', async () => {
+    const s = await startWeightsServer({ secret: SECRET, registry, host: '0.0.0.0' });
+    try {
+      const lan = Object.values(os.networkInterfaces()).flat().find((a) => a && a.family === 'IPv4' && !a.internal)?.address;
+      const signal = new AbortController().signal;
+      // 127.0.0.1 and 127.0.0.2 both leave from 127.0.0.1: the same path.
+      const loop = await connectLinks([{ host: '127.0.0.1', port: s.port }, { host: '127.0.0.2', port: s.port }], SECRET, signal);
+      expect(loop).toHaveLength(1);
+      loop.forEach((l) => l.close());
+      if (lan) {
+        const links = await connectLinks([{ host: lan, port: s.port }, { host: '127.0.0.1', port: s.port }], SECRET, signal);
+        expect(links.map((l) => l.address)).toEqual([`${lan}:${s.port}`]);
+        expect((await links[0].get(req(0))).bytes.byteLength).toBe(file.chunkSize);
+        links.forEach((l) => l.close());
+      }
+      // A peer whose secret does not match gives no link at all.
+      expect(await connectLinks([{ host: '127.0.0.1', port: s.port }], randomBytes(32), signal)).toEqual([]);
+    } finally {
+      await s.close();
+    }
   });
 });
 

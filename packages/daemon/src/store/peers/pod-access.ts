@@ -19,22 +19,43 @@ export interface PodTransport {
 }
 
 const isLoopback = (host: string) => /^127\./.test(host);
+/** After the first link to a peer connects, how long the other addresses may take to join it. */
+const LINK_GRACE_MS = 250;
 
 /**
  * One link per path to a peer: every advertised address is tried; links leaving from the same local
  * address share a cable, so only the first of them is kept. Loopback only when nothing else works.
  */
 export async function connectLinks(endpoints: HaveAnswer['endpoints'], secret: Uint8Array, signal: AbortSignal): Promise<WeightsLink[]> {
-  const attempt = async (list: HaveAnswer['endpoints']) => {
-    const settled = await Promise.allSettled(list.map((e) => WeightsLink.connect({ host: e.host, port: e.port, secret, connectTimeoutMs: 3000, signal })));
-    const byPath = new Map<string, WeightsLink>();
-    for (const s of settled) {
-      if (s.status !== 'fulfilled') continue;
-      if (byPath.has(s.value.localAddress)) s.value.close('a second link over the same path');
-      else byPath.set(s.value.localAddress, s.value);
-    }
-    return [...byPath.values()];
-  };
+  const attempt = (list: HaveAnswer['endpoints']) =>
+    new Promise<WeightsLink[]>((resolve) => {
+      const byPath = new Map<string, WeightsLink>();
+      let pending = list.length;
+      let done = false;
+      let grace: NodeJS.Timeout | undefined;
+      const finish = () => {
+        if (done) return;
+        done = true;
+        clearTimeout(grace);
+        resolve([...byPath.values()]);
+      };
+      if (pending === 0) return finish();
+      for (const e of list) {
+        WeightsLink.connect({ host: e.host, port: e.port, secret, connectTimeoutMs: 3000, signal })
+          .then((link) => {
+            // Late (past the grace period) or a second link over the same path: not used.
+            if (done || byPath.has(link.localAddress)) return link.close('not needed');
+            byPath.set(link.localAddress, link);
+            // Cables of one machine answer within moments of each other; an address that does not
+            // answer soon (another network, a firewall) does not hold up the download.
+            grace ??= setTimeout(finish, LINK_GRACE_MS);
+          })
+          .catch(() => undefined)
+          .finally(() => {
+            if (--pending === 0) finish();
+          });
+      }
+    });
   const links = await attempt(endpoints.filter((e) => !isLoopback(e.host)));
   return links.length ? links : attempt(endpoints.filter((e) => isLoopback(e.host)));
 }
