@@ -25,6 +25,8 @@ export interface ServingDaemonOptions {
   bootstrap: string[];
   /** A random model written into this daemon's store as `repo`. */
   model?: { repo: string; options: RandomModelOptions };
+  /** The daemon's logger (default: silent, or SERVE_TEST_LOG's level). */
+  log?: pino.Logger;
 }
 
 export async function startServingDaemon(o: ServingDaemonOptions): Promise<{ daemon: Daemon; dataDir: string; modelDir?: string }> {
@@ -36,7 +38,7 @@ export async function startServingDaemon(o: ServingDaemonOptions): Promise<{ dae
     writeRandomModel(modelDir, o.model.options);
   }
   const options = resolveOptions({ dataDir, listen: ['/ip4/127.0.0.1/tcp/0'], bootstrap: o.bootstrap, apiPort: 0, mdns: false, goneAfter: 3, heartbeatMs: 300 } as never);
-  const daemon = await Daemon.start(options, pino({ level: process.env.SERVE_TEST_LOG ?? 'silent' }), {
+  const daemon = await Daemon.start(options, o.log ?? pino({ level: process.env.SERVE_TEST_LOG ?? 'silent' }), {
     routes: async (app, d) => void (await installServing(app, d)),
   });
   return { daemon, dataDir, modelDir };

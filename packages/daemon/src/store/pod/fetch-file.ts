@@ -10,7 +10,8 @@
  * over by the others, or by the hub when nobody else has them.
  */
 import { StoreError } from '../errors.js';
-import { chunkDigest, type ChunkedFile } from '../chunked/chunk-file.js';
+import type { ChunkedFile } from '../chunked/chunk-file.js';
+import { hashPool } from '../chunked/hash-pool.js';
 import { fromRuns, toRuns } from '../chunked/layout.js';
 import type { Availability, ChunkRegistry } from '../chunked/registry.js';
 import type { ClaimAnswer } from './hub-ledger.js';
@@ -273,7 +274,7 @@ class FileFetch {
   }
 
   async #onChunk(linkId: string, peer: string, c: number, answer: ChunkAnswer): Promise<void> {
-    const actual = chunkDigest(answer.bytes);
+    const { digest: actual, bytes } = await hashPool().digest(answer.bytes);
     const expected = this.#expected(c);
     const want = expected?.digest ?? answer.digest;
     if (!actual.equals(want) || !answer.digest.equals(want)) {
@@ -281,10 +282,10 @@ class FileFetch {
       this.#dropBad(peer, c, actual.equals(answer.digest) ? 'its record of the chunk differs from the pod digest' : 'its bytes do not match the digest');
       return;
     }
-    if (!this.#stripe.delivered(c, linkId, answer.bytes.byteLength, Date.now())) return;
-    await this.#file.writeChunk(c, answer.bytes, actual);
+    if (!this.#stripe.delivered(c, linkId, bytes.byteLength, Date.now())) return;
+    await this.#file.writeChunk(c, bytes, actual);
     if (expected?.fromComplete) this.#trusted.add(c);
-    this.#bySource[peer] = (this.#bySource[peer] ?? 0) + answer.bytes.byteLength;
+    this.#bySource[peer] = (this.#bySource[peer] ?? 0) + bytes.byteLength;
     this.#o.registry.settle(this.#file.key, c, true);
     this.#progress();
   }
@@ -347,8 +348,9 @@ class FileFetch {
           used += n;
           if (fill < buf.byteLength) continue;
           if (this.#stripe.delivered(next, linkId, buf.byteLength, Date.now())) {
-            await f.writeChunk(next, buf, chunkDigest(buf));
-            this.#bySource[HUB] = (this.#bySource[HUB] ?? 0) + buf.byteLength;
+            const h = await hashPool().digest(buf);
+            await f.writeChunk(next, h.bytes, h.digest);
+            this.#bySource[HUB] = (this.#bySource[HUB] ?? 0) + h.bytes.byteLength;
             this.#o.registry.settle(f.key, next, true);
             this.#progress();
           }
