@@ -27,6 +27,8 @@ export interface FakeHub {
   servedByRepo: Map<string, number>;
   /** Range headers seen per file path. */
   ranges: Map<string, string[]>;
+  /** Every request received, in order (method and path). */
+  requests: string[];
   faults: FakeHubFaults;
   close(): Promise<void>;
 }
@@ -40,7 +42,9 @@ export async function startFakeHub(repos: Record<string, string>, faults: FakeHu
   const ranges = new Map<string, string[]>();
   const dropCount = new Map<string, number>();
 
+  const requests: string[] = [];
   const server: Server = createServer((req, res) => {
+    requests.push(`${req.method} ${req.url}`);
     const u = new URL(req.url ?? '/', 'http://x');
     if (faults.token && req.headers.authorization !== `Bearer ${faults.token}`) {
       res.writeHead(401).end('{"error":"unauthorized"}');
@@ -121,6 +125,7 @@ export async function startFakeHub(repos: Record<string, string>, faults: FakeHu
     commit,
     servedBytes,
     servedByRepo,
+    requests,
     ranges,
     faults,
     close: () => new Promise<void>((r) => server.close(() => r())),

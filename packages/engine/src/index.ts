@@ -18,7 +18,7 @@ export { createWasmBackend, type WasmBackend, type WasmBackendOptions } from './
 export { ModelFormatError, UnsupportedModelError } from './errors.js';
 
 // Model directory: config, weights, tokenizer.
-export { loadModelConfig, type ModelConfig, type RopeScaling } from './config/config.js';
+export { loadModelConfig, modelConfigFromJson, type ModelConfig, type RopeScaling } from './config/config.js';
 export { lookupArchitecture, supportedArchitectures } from './config/architectures/registry.js';
 export type { ArchitectureCaps } from './config/architectures/types.js';
 export { SafetensorsFile } from './safetensors/reader.js';
@@ -42,6 +42,7 @@ export { tensorSlice, vocabSlice, joinLogitSlices, type TensorSlice, type SplitD
 export {
   canRun,
   checkLayout,
+  instanceLayoutOf,
   pipelineStages,
   rankOf,
   samplerRank,

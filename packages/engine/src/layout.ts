@@ -125,3 +125,22 @@ export function checkLayout(dims: LayoutDims, layout: InstanceLayout): void {
     for (let r = 0; r < tensor; r++) tensorSlice(dims, r, tensor, layout.heads?.[s]);
   });
 }
+
+/**
+ * The layout of a plan given stage by stage (layer range and heads per member, as the planner writes
+ * it). Refused when stages have different numbers of members: ranks are numbered stage-major with one
+ * tensor size. Equal head shares are left implicit, so an even plan gives the plain layout.
+ */
+export function instanceLayoutOf(stages: readonly { layers: readonly number[]; heads: readonly number[] }[]): InstanceLayout {
+  if (stages.length === 0) throw new UnsupportedModelError('a layout needs at least one stage');
+  const tensor = stages[0].heads.length;
+  if (stages.some((s) => s.heads.length !== tensor)) {
+    throw new UnsupportedModelError(`every stage needs the same number of tensor ranks (ranks are numbered stage-major); the stages have ${stages.map((s) => s.heads.length).join('/')}`);
+  }
+  const uneven = stages.some((s) => s.heads.some((h) => h !== s.heads[0]));
+  return {
+    stages: stages.map((s) => [s.layers[0], s.layers[1]] as [number, number]),
+    tensor,
+    ...(uneven ? { heads: stages.map((s) => [...s.heads]) } : {}),
+  };
+}

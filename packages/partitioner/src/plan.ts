@@ -62,7 +62,13 @@ export interface Plan {
   explanation: string[];
 }
 
+/** What the planner is told about the engine that will run the plan, and about the model's bytes. */
 export interface PlanOptions {
+  /**
+   * The engine's capabilities: whether it runs a layout (`true`), or why not. Layouts it refuses are
+   * never chosen; they appear among the alternatives with the engine's reason. @default every layout
+   */
+  runnable?: (layout: Layout) => true | string;
   /** Where the model's bytes are now: with it, the plan predicts its load time, and between equally
    * fast layouts prefers the one that loads sooner (nodes that already hold the model). */
   weights?: WeightSources;
@@ -84,15 +90,28 @@ export function plan(model: ModelSpec, cluster: Cluster, request: Partial<PlanRe
   const links = new LinkTable(cluster);
   const found = search(model, cluster, links, req);
   const evaluated: Evaluated[] = [];
+  const refused: Alternative[] = [];
   for (const c of found.candidates) {
     const memory = layoutMemory(model, cluster, c.layout, req);
     if (Object.values(memory).some((m) => m.totalBytes > m.availableBytes)) continue;
+    const verdict = options.runnable?.(c.layout) ?? true;
+    if (verdict !== true) {
+      const nodes = c.layout.stages.flatMap((s) => s.nodes);
+      const strategy = strategyOf(c.layout);
+      if (!refused.some((r) => r.strategy === strategy && r.nodes.length === nodes.length)) {
+        refused.push({ strategy, nodes, stages: [], predicted: null, rejected: `the engine cannot run it: ${verdict}` });
+      }
+      continue;
+    }
     const prediction = predict(model, cluster, c.layout, req, links);
     if (!Number.isFinite(prediction.decodeTokensPerSecond) || prediction.decodeTokensPerSecond <= 0) continue;
     const load = options.weights && expectedLoad(model, c.layout, options.weights, links);
     evaluated.push({ layout: c.layout, strategy: strategyOf(c.layout), prediction, memory, nodes: c.layout.stages.flatMap((s) => s.nodes), ...(load ? { load } : {}) });
   }
-  if (evaluated.length === 0) throw infeasible(model, cluster, req);
+  if (evaluated.length === 0) {
+    if (refused.length > 0) throw new InfeasibleError(`${model.name}: no layout that fits is one the engine runs (${refused.map((r) => `${r.strategy} over ${r.nodes.length} node(s): ${r.rejected.replace(/^the engine cannot run it: /, '')}`).join('; ')})`, 0, 0, []);
+    throw infeasible(model, cluster, req);
+  }
   evaluated.sort(compare);
   const best = evaluated[0];
   return {
@@ -109,7 +128,7 @@ export function plan(model: ModelSpec, cluster: Cluster, request: Partial<PlanRe
       },
     },
     memory: best.memory,
-    alternatives: alternatives(model, cluster, req, best, evaluated, found.notes),
+    alternatives: [...alternatives(model, cluster, req, best, evaluated, found.notes), ...refused].slice(0, MAX_ALTERNATIVES + 2),
     model: {
       name: model.name,
       format: model.format,

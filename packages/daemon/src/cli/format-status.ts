@@ -1,7 +1,7 @@
 /** Human-readable `orchard status`. Pure: JSON in, text out. */
 import type { LinkMeasurement } from '../links/types.js';
 import type { NodeEntry } from '../state/types.js';
-import type { InstanceLink } from '../runner/link-report.js';
+import type { InstanceLink } from '../serving/link-report.js';
 import type { Progress } from '../dashboard/progress.js';
 
 /** One instance's data-plane links as /api/instances reports them (each link end, per rank). */
@@ -28,6 +28,8 @@ export interface StatusJson {
   dataPlane?: DataPlaneJson[];
   /** Added by `orchard status` from /api/dashboard/progress: each node's downloads, by source and link. */
   downloads?: Progress[];
+  /** Models placement gave up on until someone loads them again. */
+  failedModels?: { model: string; reason: string; attempts: number }[];
 }
 
 const gib = (b: number) => `${(b / 2 ** 30).toFixed(1)} GiB`;
@@ -71,6 +73,10 @@ export function formatStatus(s: StatusJson): string {
   }
   if (s.dataPlane?.length) lines.push('', 'data plane (per instance, rank <-> rank):', ...s.dataPlane.flatMap(formatDataPlane));
   if (s.downloads?.length) lines.push('', 'downloads (per node, bytes by source):', ...s.downloads.flatMap((d) => formatDownload(d, names)));
+  if (s.failedModels?.length) {
+    lines.push('', 'failed models (not placed again until `orchard load MODEL`):');
+    for (const f of s.failedModels) lines.push(`  ${f.model}: ${f.reason} (${f.attempts} attempts)`);
+  }
   return `${lines.join('\n')}\n`;
 }
 
