@@ -1,6 +1,7 @@
 /**
- * Model bytes within a pod of three daemons in this process (libp2p on loopback, the real weights
- * data plane): three nodes pulling one model at once cost the hub each byte at most once, the rest
+ * Model bytes within a pod of three daemons in this process (libp2p on loopback, joined by bootstrap
+ * so two of them know each other only through gossip; the real weights data plane): three nodes
+ * pulling one model at once cost the hub each byte at most once, the rest
  * moving between them; the second node to pull a model gets it from the first (asked over
  * /orchard/weights/1) instead of the hub; nodes placed in a pipeline without the model fetch their
  * stages from peers only (counted by source, from each daemon's 'model fetched' log record) and serve.

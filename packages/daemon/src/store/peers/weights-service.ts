@@ -10,7 +10,9 @@ import { chunkCount, chunkSizeFor, fromRuns, toRuns } from '../chunked/layout.js
 import type { HubRepo } from '../hub.js';
 import { HubLedger, type ClaimAnswer } from '../pod/hub-ledger.js';
 import type { ModelStore, PodAccess } from '../store.js';
-import { askWeightsControl, claimAnswerSchema, haveAnswerSchema, listingAnswerSchema, serveWeightsControl, WEIGHTS_CONTROL_PROTOCOL } from './control.js';
+import type { z } from 'zod';
+import { askWeightsControl, claimAnswerSchema, haveAnswerSchema, listingAnswerSchema, serveWeightsControl, WEIGHTS_CONTROL_PROTOCOL, type ControlRequest } from './control.js';
+import { gossipAddresses } from './addresses.js';
 import { podAccess } from './pod-access.js';
 import { startWeightsServer } from './weights-server.js';
 
@@ -28,6 +30,8 @@ export interface WeightsServiceOptions {
   port?: number;
   /** Told about every chunk this node serves. */
   onServed?: (remote: string, bytes: number) => void;
+  /** How often this node gossips its libp2p addresses (peers known only through gossip need them). @default 5000 */
+  announceMs?: number;
 }
 
 export interface WeightsService {
@@ -71,10 +75,15 @@ export async function startWeightsService(o: WeightsServiceOptions): Promise<Wei
     },
   });
 
+  const addresses = gossipAddresses(o.node, o.announceMs ?? 5000);
+  const ask = async <T>(peer: string, req: ControlRequest, schema: z.ZodType<T>, signal?: AbortSignal) => {
+    await addresses.reach(peer);
+    return askWeightsControl(o.node, peer, req, schema, signal);
+  };
   const pod = podAccess({
     peers: o.livePeers,
-    have: (peer, key, signal) => askWeightsControl(o.node, peer, { op: 'have', key }, haveAnswerSchema, signal),
-    listing: async (peer, repo, signal) => (await askWeightsControl(o.node, peer, { op: 'listing', repo }, listingAnswerSchema, signal))?.listing,
+    have: (peer, key, signal) => ask(peer, { op: 'have', key }, haveAnswerSchema, signal),
+    listing: async (peer, repo, signal) => (await ask(peer, { op: 'listing', repo }, listingAnswerSchema, signal))?.listing,
     async claim(key, size, chunks, failed, signal): Promise<ClaimAnswer> {
       const coordinator = o.coordinator();
       if (!coordinator) throw new Error('the pod has no coordinator');
@@ -82,7 +91,7 @@ export async function startWeightsService(o: WeightsServiceOptions): Promise<Wei
         ledger.prune(live);
         return ledger.claim(key, chunks, o.selfId, { failed, live });
       }
-      const a = await askWeightsControl(o.node, coordinator, { op: 'claim', key, size, chunks: toRuns(chunks), failed }, claimAnswerSchema, signal);
+      const a = await ask(coordinator, { op: 'claim', key, size, chunks: toRuns(chunks), failed }, claimAnswerSchema, signal);
       if (!a) throw new Error(`the coordinator ${coordinator} does not keep the hub ledger (yet)`);
       return { granted: fromRuns(a.granted, limitFor(size)), elsewhere: new Map(a.elsewhere.map((e) => [e.node, fromRuns(e.chunks, limitFor(size))])) };
     },
@@ -92,6 +101,7 @@ export async function startWeightsService(o: WeightsServiceOptions): Promise<Wei
     pod,
     port: server.port,
     close: async () => {
+      addresses.stop();
       await o.node.unhandle(WEIGHTS_CONTROL_PROTOCOL).catch(() => undefined);
       await server.close();
     },

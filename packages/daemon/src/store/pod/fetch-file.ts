@@ -413,15 +413,15 @@ class FileFetch {
       const runs = toRuns(orphans).map(([a, b]) => (b - a === 1 ? `${a}` : `${a}-${b - 1}`));
       throw new StoreError(`${label}: no peer in the pod holds chunks ${runs.join(', ')} of ${this.#file.count} (and the hub is not to be used)`);
     }
-    if (!pod) return this.#stripe.grantHub(orphans);
+    if (!pod) return this.#grantHub(orphans);
     let answer: ClaimAnswer;
     try {
       answer = await pod.claim(orphans, [...this.#failed, ...this.#bad]);
     } catch (err) {
       this.#o.onLedgerUnreachable?.(err as Error);
-      return this.#stripe.grantHub(orphans);
+      return this.#grantHub(orphans);
     }
-    this.#stripe.grantHub(answer.granted);
+    this.#grantHub(answer.granted);
     for (const [node, chunks] of answer.elsewhere) {
       let state = this.#peers.get(node);
       if (!state) {
@@ -439,6 +439,15 @@ class FileFetch {
       for (const c of chunks) this.#stripe.addSource(c, node, false);
       this.#connect(state);
     }
+  }
+
+  /**
+   * This node fetches `chunks` from the hub. They count as in flight here from now on, so a peer the
+   * ledger sends here waits for them instead of hearing "not here" and claiming them again.
+   */
+  #grantHub(chunks: number[]): void {
+    this.#stripe.grantHub(chunks);
+    this.#o.registry.fetching(this.#file.key, chunks);
   }
 
   /** Nothing in flight, nothing to start, chunks still wanted: the download cannot finish. */
