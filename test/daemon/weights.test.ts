@@ -1,7 +1,7 @@
 /**
  * Weights over the cable, across network namespaces: three daemons and a stand-in for the hub
  * (its own host, counting the bytes it serves per repo and file). Proof of issue 22:
- * - a 3-stage load on a pod that has nothing: the hub serves each byte at most once, and the pod answers;
+ * - three nodes pulling a model at once: the hub serves each byte at most once, the rest moves between them;
  * - one node pulls a model, then a 3-stage load: the other two nodes' stages come from peers (by source);
  * - a peer whose disk corrupted a chunk is detected, reported and the chunk fetched again;
  * - a daemon killed mid-download and restarted fetches nothing it had verified;
@@ -21,7 +21,7 @@ import { chunkSizeFor } from '../../packages/daemon/src/store/chunked/layout.js'
 const HUB_PORT = 8088;
 const CLI = join(REPO_ROOT, 'packages/daemon/src/cli/main.ts');
 /** One model per scenario, so the hub's counters and the stores of one never mix with another's. */
-const REPOS = { load: 'test-org/stages', peers: 'test-org/from-peers', corrupt: 'test-org/corrupt', resume: 'test-org/resume', kill: 'test-org/kill' };
+const REPOS = { load: 'test-org/at-once', peers: 'test-org/from-peers', corrupt: 'test-org/corrupt', resume: 'test-org/resume', kill: 'test-org/kill' };
 const SIX_LAYERS = { numLayers: 6, hiddenSize: 128, intermediateSize: 256, numHeads: 4, numKvHeads: 2, maxPositionEmbeddings: 256 };
 const SMALL = { numLayers: 4, hiddenSize: 128, intermediateSize: 384, numHeads: 4, numKvHeads: 2, maxPositionEmbeddings: 256 };
 
@@ -107,18 +107,40 @@ describe.skipIf(!netnsAvailable())('weights over the cable (network namespaces)'
     await net?.destroy();
   });
 
-  it('a 3-stage load on a pod that has nothing: the hub serves each byte at most once, and the pod answers', async () => {
+  it('three nodes pulling one model at once: the hub serves each byte at most once, the rest moves between peers', async () => {
     const repo = REPOS.load;
-    const id = await loadPipeline(daemons[0], repo);
+    const started = daemons.map((d) =>
+      d.host.spawn('curl', ['-s', '-m', '200', '-X', 'POST', '-H', 'content-type: application/json', '-d', JSON.stringify({ repo }), `http://127.0.0.1:${d.apiPort}/api/models/pull`], { stdio: ['ignore', 'pipe', 'ignore'] }),
+    );
+    const answers = await Promise.all(
+      started.map(
+        (c) =>
+          new Promise<any>((resolve, reject) => {
+            let out = '';
+            c.stdout!.on('data', (d) => (out += d));
+            c.once('exit', () => {
+              try {
+                resolve(JSON.parse(out));
+              } catch {
+                reject(new Error(`pull answered ${out.slice(0, 300)}`));
+              }
+            });
+          }),
+      ),
+    );
     for (const f of ['config.json', 'model.safetensors', 'tokenizer.json']) expect(served(repo, f), f).toBeLessThanOrEqual(sizeOf(repo, f));
-    // Each node fetched only its stage: together well under three copies, the tokenizer shared.
-    const records = daemons.map((d) => fetchedRecords(d, repo));
-    expect(records.every((r) => r.length === 1)).toBe(true);
+    const weights = readFileSync(join(srcDirs[repo], 'model.safetensors'));
+    for (let i = 0; i < 3; i++) expect(readFileSync(storeFile(i, repo)).equals(weights), `node ${i}`).toBe(true);
+    // Three copies were made: the hub gave at most one, peers the others (counted by source).
+    const hubTotal = answers.reduce((n, a) => n + a.hubBytes, 0);
+    const peerTotal = answers.reduce((n, a) => n + a.peerBytes, 0);
+    expect(hubTotal).toBe(Object.entries(hubStats().servedByRepo).filter(([k]) => k.startsWith(`${repo}/`)).reduce((n, [, v]) => n + v, 0));
+    expect(peerTotal).toBeGreaterThanOrEqual(2 * weights.length);
+    // And the pod answers from it.
     const prompt = 'In the beginning';
     const r = curl(daemons[1], 'POST', '/v1/completions', { model: repo, prompt, max_tokens: 12, temperature: 0 });
     expect(r.status, JSON.stringify(r.json)).toBe(200);
     expect(r.json.choices[0].text).toBe(orchardRunOn(srcDirs[repo], prompt, 12));
-    curl(daemons[0], 'DELETE', `/api/instances/${id}`);
   }, 240_000);
 
   it('after one node pulled the model, the other nodes\' stages of a 3-stage load come from peers', async () => {

@@ -13,6 +13,7 @@ import { SafetensorsFile } from '@orchard/engine';
 import { writeRandomModel, type RandomModelInfo } from '@orchard/engine/testing';
 import { startFakeHub, type FakeHub } from '../../../../test/harness/fake-hub.js';
 import { HubClient, ModelStore } from '../../src/store/index.js';
+import { ChunkedFile } from '../../src/store/chunked/chunk-file.js';
 import { chunkSizeFor } from '../../src/store/chunked/layout.js';
 import { parseLayout } from '../../src/store/chunked/safetensors-layout.js';
 import { startLocalPod, type LocalPod } from './local-pod.js';
@@ -104,6 +105,24 @@ describe('weights from the pod', () => {
     expect(c.bySource.b).toBeGreaterThan(0);
     expect(hubServed()).toBe(fromHub);
     expect(identical('b') && identical('c')).toBe(true);
+  }, 60_000);
+
+  it('a download is finished only once every chunk is written, however late one write completes', async () => {
+    await newPod(['a', 'b']);
+    await node('a').store.pull(REPO, { pod: node('a').pod });
+    const write = ChunkedFile.prototype.writeChunk;
+    ChunkedFile.prototype.writeChunk = async function (this: ChunkedFile, i: number, bytes: Uint8Array, digest: Uint8Array) {
+      if (i === 1 && this.path.endsWith('model.safetensors')) await new Promise((r) => setTimeout(r, 500));
+      return write.call(this, i, bytes, digest);
+    };
+    try {
+      const b = await node('b').store.pull(REPO, { pod: node('b').pod });
+      expect(b.sources['model.safetensors']).toBe('peer');
+      expect((await node('b').store.readManifest(REPO))?.files['model.safetensors'].complete).toBe(true);
+      expect(identical('b')).toBe(true);
+    } finally {
+      ChunkedFile.prototype.writeChunk = write;
+    }
   }, 60_000);
 
   it('a peer that dies mid-transfer: the download finishes from the other', async () => {

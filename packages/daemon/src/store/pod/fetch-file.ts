@@ -107,6 +107,8 @@ class FileFetch {
   readonly #needed: number[];
   #stripe!: Stripe;
   #active = 0;
+  /** Chunks delivered (the stripe counts them done) whose bytes are still being written. */
+  #writing = 0;
   #hubFailures = 0;
   /** After a broken hub request, no new one starts before this time (ms). */
   #hubRestUntil = 0;
@@ -243,7 +245,10 @@ class FileFetch {
 
   #pumpAll(): void {
     if (this.#error) return;
-    if (this.#stripe.remaining === 0) return this.#settle.resolve();
+    if (this.#stripe.remaining === 0) {
+      if (this.#writing === 0) this.#settle.resolve();
+      return;
+    }
     for (const l of this.#stripe.links()) {
       if (l.peer === HUB) {
         if (l.inflight.length === 0 && Date.now() >= this.#hubRestUntil) this.#hubRun(l.id);
@@ -283,7 +288,7 @@ class FileFetch {
       return;
     }
     if (!this.#stripe.delivered(c, linkId, bytes.byteLength, Date.now())) return;
-    await this.#file.writeChunk(c, bytes, actual);
+    await this.#write(c, bytes, actual);
     if (expected?.fromComplete) this.#trusted.add(c);
     this.#bySource[peer] = (this.#bySource[peer] ?? 0) + bytes.byteLength;
     this.#o.registry.settle(this.#file.key, c, true);
@@ -349,7 +354,7 @@ class FileFetch {
           if (fill < buf.byteLength) continue;
           if (this.#stripe.delivered(next, linkId, buf.byteLength, Date.now())) {
             const h = await hashPool().digest(buf);
-            await f.writeChunk(next, h.bytes, h.digest);
+            await this.#write(next, h.bytes, h.digest);
             this.#bySource[HUB] = (this.#bySource[HUB] ?? 0) + h.bytes.byteLength;
             this.#o.registry.settle(f.key, next, true);
             this.#progress();
@@ -438,6 +443,16 @@ class FileFetch {
       }
       for (const c of chunks) this.#stripe.addSource(c, node, false);
       this.#connect(state);
+    }
+  }
+
+  /** Writes a delivered chunk; the download is not finished while any write is under way. */
+  async #write(c: number, bytes: Buffer, digest: Buffer): Promise<void> {
+    this.#writing++;
+    try {
+      await this.#file.writeChunk(c, bytes, digest);
+    } finally {
+      this.#writing--;
     }
   }
 

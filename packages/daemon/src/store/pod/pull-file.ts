@@ -5,6 +5,7 @@
  * complete file is checked against the hub's hash; a partial one gets a header listing the tensors
  * it holds, so the engine reads it as a valid checkpoint.
  */
+import { StoreError } from '../errors.js';
 import type { ChunkedFile, ChunkedFileInfo } from '../chunked/chunk-file.js';
 import { chunksCovering } from '../chunked/layout.js';
 import type { ChunkRegistry } from '../chunked/registry.js';
@@ -92,7 +93,8 @@ export async function pullFile(o: PullFileOptions): Promise<PullFileResult> {
     await file.verifyWhole({ trusted: trusted.size === file.count });
     return { complete: true, bySource, badPeers: [...badPeers], links };
   }
-  const present = await writePartialHeader(file, layout!);
+  if (!layout) throw new StoreError(`${o.info.label}: only ${file.verifiedCount} of ${file.count} chunks arrived`);
+  const present = await writePartialHeader(file, layout);
   await file.flush();
   return { complete: false, tensors: present, bySource, badPeers: [...badPeers], links };
 }
