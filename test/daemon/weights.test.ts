@@ -136,11 +136,6 @@ describe.skipIf(!netnsAvailable())('weights over the cable (network namespaces)'
     const peerTotal = answers.reduce((n, a) => n + a.peerBytes, 0);
     expect(hubTotal).toBe(Object.entries(hubStats().servedByRepo).filter(([k]) => k.startsWith(`${repo}/`)).reduce((n, [, v]) => n + v, 0));
     expect(peerTotal).toBeGreaterThanOrEqual(2 * weights.length);
-    // And the pod answers from it.
-    const prompt = 'In the beginning';
-    const r = curl(daemons[1], 'POST', '/v1/completions', { model: repo, prompt, max_tokens: 12, temperature: 0 });
-    expect(r.status, JSON.stringify(r.json)).toBe(200);
-    expect(r.json.choices[0].text).toBe(orchardRunOn(srcDirs[repo], prompt, 12));
   }, 240_000);
 
   it('after one node pulled the model, the other nodes\' stages of a 3-stage load come from peers', async () => {
