@@ -4,10 +4,10 @@
  *   serve DIR FILE PORT RAWPORT SECRET_HEX  — holds DIR/FILE whole (checked once), serves it over the
  *       weights data plane on PORT and, for the raw baseline, sends its bytes from memory to whoever
  *       connects to RAWPORT; prints one JSON line {availability} when ready.
- *   raw HOST RAWPORT BYTES                  — reads BYTES from the raw port into memory; prints {seconds}.
+ *   raw HOST RAWPORT BYTES                  — reads BYTES from the raw port into memory; prints {seconds, cpuSeconds}.
  *   pull HOST PORT SECRET_HEX DIR FILE AVAILABILITY_JSON_PATH — pulls the file into DIR as a node
  *       would from a peer (chunks striped over the link, each hashed and written, the file recorded);
- *       prints {seconds, bytes}.
+ *       prints {seconds, bytes, cpuSeconds} (the receiving process's CPU time, all its threads).
  */
 import { readFileSync } from 'node:fs';
 import net from 'node:net';
@@ -40,6 +40,7 @@ if (mode === 'serve') {
   print({ availability: registry.availability(f), sha256, size: bytes.length });
 } else if (mode === 'raw') {
   const [host, rawPort, total] = args;
+  const cpu0 = process.cpuUsage();
   const t0 = performance.now();
   let got = 0;
   await new Promise<void>((resolve, reject) => {
@@ -49,11 +50,13 @@ if (mode === 'serve') {
     s.on('error', reject);
   });
   if (got !== Number(total)) throw new Error(`raw: got ${got} of ${total} bytes`);
-  print({ seconds: (performance.now() - t0) / 1000 });
+  const cpu = process.cpuUsage(cpu0);
+  print({ seconds: (performance.now() - t0) / 1000, cpuSeconds: (cpu.user + cpu.system) / 1e6 });
 } else if (mode === 'pull') {
   const [host, port, secretHex, dir, file, availabilityPath] = args;
   const { availability, sha256, size } = JSON.parse(readFileSync(availabilityPath, 'utf8')) as { availability: Availability; sha256: string; size: number };
   const registry = new ChunkRegistry();
+  const cpu0 = process.cpuUsage();
   const t0 = performance.now();
   const r = await pullFile({
     registry,
@@ -64,9 +67,10 @@ if (mode === 'serve') {
     },
   });
   const seconds = (performance.now() - t0) / 1000;
+  const cpu = process.cpuUsage(cpu0);
   await registry.closeAll();
   if (!r.complete) throw new Error('pull: the file is not complete');
-  print({ seconds, bytes: r.bySource.server ?? 0 });
+  print({ seconds, bytes: r.bySource.server ?? 0, cpuSeconds: (cpu.user + cpu.system) / 1e6 });
 } else {
   throw new Error(`unknown mode ${mode}`);
 }

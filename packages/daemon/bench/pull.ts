@@ -32,11 +32,21 @@ const work = mkdtempSync(join(os.tmpdir(), 'orchard-bench-pull-'));
 const serveDir = join(work, 'serve');
 mkdirSync(serveDir);
 const FILE = 'model-00001-of-00002.safetensors';
+// A valid safetensors shard: one U8 tensor of random bytes filling the file to MIB MiB.
 const size = MIB * 1024 * 1024;
 {
+  let json = JSON.stringify({ shard: { dtype: 'U8', shape: [0], data_offsets: [0, 0] } });
+  const headerBytes = (n: number) => 8 + n + ((8 - (n % 8)) % 8);
+  const dataBytes = size - headerBytes(json.length + 32);
+  json = JSON.stringify({ shard: { dtype: 'U8', shape: [dataBytes], data_offsets: [0, dataBytes] } });
+  json += ' '.repeat(size - dataBytes - 8 - json.length);
+  const head = Buffer.alloc(8 + json.length);
+  head.writeBigUInt64LE(BigInt(json.length), 0);
+  head.write(json, 8);
   const fd = openSync(join(serveDir, FILE), 'w');
+  writeSync(fd, head);
   const piece = Buffer.alloc(64 * 1024 * 1024);
-  for (let done = 0; done < size; done += piece.length) writeSync(fd, randomFillSync(piece), 0, Math.min(piece.length, size - done));
+  for (let done = 0; done < dataBytes; done += piece.length) writeSync(fd, randomFillSync(piece), 0, Math.min(piece.length, dataBytes - done));
   closeSync(fd);
 }
 
@@ -71,13 +81,19 @@ try {
   const mbps = (seconds: number) => size / seconds / 1e6;
   const raw: number[] = [];
   const pulled: number[] = [];
+  /** Receiver CPU seconds per GB moved: what each byte costs, whatever else the machine is doing. */
+  const rawCpu: number[] = [];
+  const pullCpu: number[] = [];
   for (let r = 0; r < ROUNDS; r++) {
-    raw.push(mbps((await firstLine(run(1, ['raw', host, String(RAW_PORT), String(size)]))).seconds));
+    const q = await firstLine(run(1, ['raw', host, String(RAW_PORT), String(size)]));
+    raw.push(mbps(q.seconds));
+    rawCpu.push(q.cpuSeconds / (size / 1e9));
     const into = join(work, `pull-${r}`);
     mkdirSync(into);
     const p = await firstLine(run(1, ['pull', host, String(PORT), SECRET, into, FILE, availabilityPath]));
     if (p.bytes !== size) throw new Error(`pull moved ${p.bytes} bytes, expected ${size}`);
     pulled.push(mbps(p.seconds));
+    pullCpu.push(p.cpuSeconds / (size / 1e9));
     rmSync(into, { recursive: true, force: true });
   }
   server.kill();
@@ -87,6 +103,8 @@ try {
   console.log(`  raw TCP, memory to memory      ${best(raw).toFixed(0).padStart(6)} MB/s   (rounds: ${raw.map((x) => x.toFixed(0)).join(', ')})`);
   console.log(`  pod pull (hash + disk + log)   ${best(pulled).toFixed(0).padStart(6)} MB/s   (rounds: ${pulled.map((x) => x.toFixed(0)).join(', ')})`);
   console.log(`  ratio pull / raw               ${(best(pulled) / best(raw)).toFixed(2)}x   (target >= 0.8x)`);
+  const least = (xs: number[]) => Math.min(...xs);
+  console.log(`  receiver CPU per GB            raw ${least(rawCpu).toFixed(2)} s, pull ${least(pullCpu).toFixed(2)} s (all threads; least of the rounds)`);
   console.log(`  load average ${os.loadavg().map((x) => x.toFixed(2)).join(' ')} on ${os.availableParallelism()} cores`);
 } finally {
   await net?.destroy();

@@ -59,6 +59,19 @@ export async function startWeightsServer(o: WeightsServerOptions): Promise<Weigh
   };
 }
 
+/** Resolves when the socket can take more (or is gone), leaving no listener behind. */
+function drained(socket: Socket): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      socket.off('drain', done);
+      socket.off('close', done);
+      resolve();
+    };
+    socket.on('drain', done);
+    socket.on('close', done);
+  });
+}
+
 function serveConnection(socket: Socket, leftover: Buffer, o: WeightsServerOptions, waitMs: number, maxOutstanding: number): void {
   const remote = `${socket.remoteAddress}:${socket.remotePort}`;
   let outstanding = 0;
@@ -68,10 +81,7 @@ function serveConnection(socket: Socket, leftover: Buffer, o: WeightsServerOptio
     writing = writing.then(async () => {
       if (socket.destroyed) return;
       socket.write(head);
-      if (!socket.write(body)) await new Promise<void>((r) => {
-        socket.once('drain', r);
-        socket.once('close', r);
-      });
+      if (!socket.write(body)) await drained(socket);
     });
     return writing;
   };
