@@ -16,6 +16,8 @@ export interface FakeHubFaults {
   corrupt?: { file: string };
   /** Require this bearer token. */
   token?: string;
+  /** Pace file bodies at about this many bytes per second (in 8 KiB pieces), so a download takes a while. */
+  throttleBytesPerSecond?: number;
 }
 
 export interface FakeHub {
@@ -115,7 +117,19 @@ export async function startFakeHub(repos: Record<string, string>, faults: FakeHu
       return;
     }
     count(slice.length);
-    res.end(slice);
+    const rate = faults.throttleBytesPerSecond;
+    if (!rate) return void res.end(slice);
+    const piece = 8192;
+    let at = 0;
+    const next = () => {
+      if (res.destroyed) return;
+      const end = Math.min(at + piece, slice.length);
+      res.write(slice.subarray(at, end));
+      at = end;
+      if (at >= slice.length) res.end();
+      else setTimeout(next, (piece / rate) * 1000);
+    };
+    next();
   });
   const host = listen.host ?? '127.0.0.1';
   await new Promise<void>((r) => server.listen(listen.port ?? 0, host, r));

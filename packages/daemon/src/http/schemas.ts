@@ -3,13 +3,15 @@
  * send many); the ones we use are checked strictly, with bounds, so a bad value is a 400 naming it.
  */
 import { z } from 'zod';
+import { validateRepoId } from '../store/hub.js';
 
-const textPart = z.object({ type: z.literal('text'), text: z.string() }).passthrough();
-const content = z.union([z.string(), z.array(textPart).max(256)]);
+// Any part type is accepted here; dialects/openai-chat.ts refuses those the model cannot read, by name.
+const contentPart = z.object({ type: z.string(), text: z.string().optional() }).passthrough();
+const content = z.union([z.string(), z.array(contentPart).max(256)]);
 
 export const chatMessageSchema = z
   .object({
-    role: z.enum(['system', 'developer', 'user', 'assistant', 'tool']),
+    role: z.enum(['system', 'developer', 'user', 'assistant', 'tool', 'function']),
     content: content.nullable().optional(),
     name: z.string().max(256).optional(),
   })
@@ -27,7 +29,7 @@ const common = {
   stop: z.union([z.string().min(1).max(256), z.array(z.string().min(1).max(256)).max(4)]).nullable().optional(),
   stream: z.boolean().nullable().optional(),
   stream_options: z.object({ include_usage: z.boolean().optional() }).passthrough().nullable().optional(),
-  n: z.literal(1).nullable().optional(),
+  n: z.literal(1, { error: 'only n = 1 is supported (one choice per request)' }).nullable().optional(),
 };
 
 export const chatCompletionSchema = z.object({ ...common, messages: z.array(chatMessageSchema).min(1).max(1024) }).passthrough();
@@ -52,7 +54,24 @@ export const planQuerySchema = z.object({
   context: z.coerce.number().int().min(2).max(1 << 24).optional(),
 });
 
-export const pullBodySchema = z.object({ repo: z.string().min(3).max(200), fromPod: z.boolean().optional() });
+/** A Hugging Face repo id, ORG/NAME: nothing that could name a path outside the model store ("../../x"). */
+const repoId = z
+  .string()
+  .min(3)
+  .max(200)
+  .refine(
+    (r) => {
+      try {
+        validateRepoId(r);
+        return true;
+      } catch {
+        return false;
+      }
+    },
+    { message: 'must be a Hugging Face repo id, ORG/NAME (letters, digits, ".", "_", "-"; no "..")' },
+  );
+
+export const pullBodySchema = z.object({ repo: repoId, fromPod: z.boolean().optional() });
 
 /** "where: what is wrong" for the first issue. */
 export function describeIssue(err: z.ZodError): { message: string; param: string | null } {
@@ -63,5 +82,5 @@ export function describeIssue(err: z.ZodError): { message: string; param: string
 
 export function textOf(c: z.infer<typeof content> | null | undefined): string {
   if (c == null) return '';
-  return typeof c === 'string' ? c : c.map((p) => p.text).join('');
+  return typeof c === 'string' ? c : c.map((p) => p.text ?? '').join('');
 }

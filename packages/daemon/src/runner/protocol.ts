@@ -1,7 +1,9 @@
 /** Messages between a daemon and its runner processes (node IPC, structured clone). */
+import type { TokenLogprob } from '@orchard/engine';
 import type { GenerateOutcome, GenerateRequest } from './shard-loop.js';
 import type { InstanceLayout } from '@orchard/engine';
 import type { TcpPeer } from './transport.js';
+import type { DataPlaneSecurity } from './link-security.js';
 
 export interface RunnerInit {
   modelDir: string;
@@ -12,6 +14,8 @@ export interface RunnerInit {
   secret: string;
   /** Address the data-plane port binds to. */
   listenHost: string;
+  /** Which data-plane connections to encrypt (the daemon's setting and its direct cables). @default encrypt all that leave the machine */
+  security?: DataPlaneSecurity;
   maxSeqLen?: number;
   maxBatch?: number;
   /** Per data-plane step timeout, ms. */
@@ -32,6 +36,8 @@ export interface RunnerLink {
   peer: number;
   transport: 'rdma' | 'tcp' | 'fallback';
   reason: string;
+  /** TCP links: the cipher protecting it, or null when it is plain (a direct cable, this machine, or switched off). */
+  encryption?: string | null;
 }
 
 export type ToRunner =
@@ -47,8 +53,9 @@ export type FromRunner =
   | { type: 'loaded'; loadMs: number; bytesRead: number; backend?: string }
   /** `links`: per peer rank, RDMA (reason = device) or TCP (reason = why not RDMA); `dataPlane`: one line. */
   | { type: 'ready'; links?: RunnerLink[]; dataPlane?: string }
-  | { type: 'token'; id: number; token: number }
+  | { type: 'token'; id: number; token: number; logprob?: TokenLogprob }
   | { type: 'done'; id: number; outcome: GenerateOutcome }
-  | { type: 'failed'; id: number; message: string }
+  /** `invalid`: the request itself was at fault (a schema the grammar engine rejects), not the instance. */
+  | { type: 'failed'; id: number; message: string; invalid?: boolean }
   /** The rank can no longer serve (peer lost, load failed); the process exits after this. */
   | { type: 'dead'; message: string };

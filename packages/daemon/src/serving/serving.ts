@@ -25,6 +25,7 @@ import { PlacementError, withoutSilentNodes } from './placement.js';
 import { ServeError } from './requests.js';
 import { Router } from './router.js';
 import { Supervisor } from './supervisor.js';
+import { directCidrsOf } from '../runner/link-security.js';
 import { anyOf, until } from './wait.js';
 
 const TICK_MS = 500;
@@ -41,8 +42,11 @@ export interface Serving {
   readonly supervisor: Supervisor;
   /** How long a request waits for an instance to become ready, ms. */
   readonly readyTimeoutMs: number;
-  /** Pulls `repo` into this node's store, peers first (one pull per model at a time); `fromPod`: peers only. */
-  pull(repo: string, selection?: TensorSelection, o?: { fromPod?: boolean }): ReturnType<typeof fetchModel>;
+  /**
+   * Pulls `repo` into this node's store, peers first (one pull per model at a time); `fromPod`: peers
+   * only; `onProgress` hears this pull's files.
+   */
+  pull(repo: string, selection?: TensorSelection, o?: { fromPod?: boolean; onProgress?: (e: PullEvent) => void }): ReturnType<typeof fetchModel>;
   /** Asks the coordinator to remove an instance and waits (10 s) until it is gone; false when unknown. */
   remove(id: string): Promise<boolean>;
   close(): Promise<void>;
@@ -64,14 +68,20 @@ export async function startServing(daemon: Daemon, backend: NodeBackend, hooks: 
 
   const weights = await startWeightsService({ node: daemon.node, store, selfId, livePeers, coordinator: () => daemon.replica.coordinator() });
   const pulls = new Map<string, ReturnType<typeof fetchModel>>();
+  /** Per-call progress listeners (an Ollama /api/pull stream), besides the dashboard's hook. */
+  const pullListeners = new Map<string, Set<(e: PullEvent) => void>>();
   const pull = (repo: string, selection?: TensorSelection, hub = true) => {
     const running = pulls.get(repo);
     if (running) return running;
     const progress = hooks.pullProgress;
+    const onProgress = (e: PullEvent) => {
+      progress?.pullEvent(repo, e);
+      for (const l of pullListeners.get(repo) ?? []) l(e);
+    };
     const p = fetchModel(weights, store, repo, {
       selection,
       fromPod: !hub,
-      onProgress: progress && ((e) => progress.pullEvent(repo, e)),
+      onProgress,
       onBadPeer: (peer, file, chunk, why) => {
         log.warn({ repo, peer, file, chunk, why }, 'a peer served bytes that do not match the pod digest; dropped for this pull');
         progress?.badPeer?.(repo, peer);
@@ -102,6 +112,8 @@ export async function startServing(daemon: Daemon, backend: NodeBackend, hooks: 
       ready: (id: string) => board.isReady(id),
       status: (id: string) => board.status(id),
       filesAt: (model: string) => Math.max(board.filesAt(model), catalog.filesAt(model) ?? 0),
+      silenceMs: suspectAfterMs + 500,
+      keepAliveMs: o.keepAliveMs,
     };
     const step = decide(view, memory, command, fresh);
     memory = step.memory;
@@ -118,9 +130,14 @@ export async function startServing(daemon: Daemon, backend: NodeBackend, hooks: 
     onFailed: (instance, reason, phase) => {
       board.fail(instance, { reason, from: selfId, phase });
       publish({ type: 'failed', from: selfId, instance, reason, phase });
-      coordinate({ type: 'failed', id: instance, reason: `${reason} (on ${selfId})` });
+      coordinate({ type: 'failed', id: instance, reason: `${reason} (on ${selfId})`, phase });
     },
-    runners: { backend, pollMs: o.dataPlanePollMs, rdmaSim: o.rdmaSim },
+    runners: {
+      backend,
+      pollMs: o.dataPlanePollMs,
+      rdmaSim: o.rdmaSim,
+      security: () => ({ encryption: o.dataPlaneEncryption, cipher: o.dataPlaneCipher, directCidrs: directCidrsOf(state().nodes[selfId]?.profile?.interfaces) }),
+    },
     maxQueue: o.maxQueue,
     addrs: () => daemon.node.getMultiaddrs().map(String),
     // Runners never reach for the hub themselves: a model comes from the pod's peers, or is pulled on purpose.
@@ -167,7 +184,7 @@ export async function startServing(daemon: Daemon, backend: NodeBackend, hooks: 
         return supervisor.onEndpoint(m);
       case 'failed':
         board.accept(m);
-        return coordinate({ type: 'failed', id: m.instance, reason: `${m.reason} (on ${m.from})` });
+        return coordinate({ type: 'failed', id: m.instance, reason: `${m.reason} (on ${m.from})`, phase: m.phase });
       case 'place':
         try {
           return coordinate({ type: 'place', model: m.model, description: m.description, requested: m.requested, exclusive: m.exclusive, explicit: m.explicit });
@@ -229,7 +246,13 @@ export async function startServing(daemon: Daemon, backend: NodeBackend, hooks: 
     catalog,
     supervisor,
     readyTimeoutMs: 90_000,
-    pull: (repo, selection, po) => pull(repo, selection, !po?.fromPod),
+    pull: (repo, selection, po) => {
+      const onProgress = po?.onProgress;
+      if (!onProgress) return pull(repo, selection, !po?.fromPod);
+      const set = pullListeners.get(repo) ?? new Set();
+      pullListeners.set(repo, set.add(onProgress));
+      return pull(repo, selection, !po?.fromPod).finally(() => set.delete(onProgress));
+    },
     async remove(id) {
       if (!state().instances[id]) return false;
       if (daemon.replica.isCoordinator) coordinate({ type: 'remove', id });

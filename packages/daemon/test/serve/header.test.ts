@@ -9,11 +9,12 @@ describe('driver header codec', () => {
       rx.buffer.set(tx.encode(h));
       return rx.decode();
     };
-    expect(send({ op: 'begin', slot: 1, capacity: 300, sampling: { temperature: 0.7, topP: 0.9, topK: 40, seed: 2 ** 40 + 3 } })).toEqual({
+    expect(send({ op: 'begin', slot: 1, capacity: 300, sampling: { temperature: 0.7, topP: 0.9, topK: 40, seed: 2 ** 40 + 3 }, payloadBytes: 77 })).toEqual({
       op: 'begin',
       slot: 1,
       capacity: 300,
       sampling: { temperature: 0.7, topP: 0.9, topK: 40, seed: 2 ** 40 + 3 },
+      payloadBytes: 77,
     });
     const fwd = send({ op: 'forward', slot: 0, sample: true, tokens: Float64Array.from([5, 151_935, 7]) });
     expect(fwd).toMatchObject({ op: 'forward', slot: 0, sample: true });

@@ -22,9 +22,10 @@ class Pod {
   now = 1_000_000;
   cluster: Cluster;
   ready = new Set<string>();
-  statuses = new Map<string, { active: number; queued: number; at: number }>();
+  statuses = new Map<string, { active: number; queued: number; at: number; idleMs?: number }>();
   events: ClusterEvent[] = [];
   filesAt = new Map<string, number>();
+  keepAliveMs: number | null = null;
   #n = 0;
 
   constructor(nodes: Cluster['nodes']) {
@@ -39,7 +40,7 @@ class Pod {
   }
 
   view(): View {
-    return { state: this.state, cluster: this.cluster, now: this.now, ready: (id) => this.ready.has(id), status: (id) => this.statuses.get(id), filesAt: (m) => this.filesAt.get(m) ?? 0 };
+    return { state: this.state, cluster: this.cluster, now: this.now, ready: (id) => this.ready.has(id), status: (id) => this.statuses.get(id), filesAt: (m) => this.filesAt.get(m) ?? 0, silenceMs: SILENCE_MS, keepAliveMs: this.keepAliveMs };
   }
 
   step(command: Command): ClusterEvent[] {
@@ -66,6 +67,7 @@ class Pod {
 }
 
 const types = (es: ClusterEvent[]) => es.map((e) => e.type);
+const SILENCE_MS = 3000;
 
 describe('coordinator: place', () => {
   it("places a model once, with the serving profile's context, a secret and the description", () => {
@@ -102,7 +104,7 @@ describe('coordinator: a broken model is placed a bounded number of times', () =
     let placements = 1;
     for (let i = 0; i < 40; i++) {
       const live = pod.instances();
-      if (live.length) pod.step({ type: 'failed', id: live[0].id, reason: 'model.safetensors: file is truncated' });
+      if (live.length) pod.step({ type: 'failed', id: live[0].id, reason: 'model.safetensors: file is truncated', phase: 'load' });
       placements += types(pod.tick(BACKOFF_BASE_MS / 2)).filter((t) => t === 'instance-placed').length;
       // A request arriving meanwhile does not place it early (only someone loading it explicitly would).
       placements += types(pod.place()).filter((t) => t === 'instance-placed').length;
@@ -121,7 +123,7 @@ describe('coordinator: a broken model is placed a bounded number of times', () =
     const pod = new Pod([node('a')]);
     pod.place();
     for (let i = 0; i < MAX_ATTEMPTS; i++) {
-      pod.step({ type: 'failed', id: pod.instances()[0].id, reason: 'truncated' });
+      pod.step({ type: 'failed', id: pod.instances()[0].id, reason: 'truncated', phase: 'load' });
       pod.tick(BACKOFF_BASE_MS * 16);
     }
     expect(pod.state.failedModels.m).toBeDefined();
@@ -135,7 +137,7 @@ describe('coordinator: a broken model is placed a bounded number of times', () =
   it('the delays grow: the second replacement waits twice as long as the first', () => {
     const pod = new Pod([node('a')]);
     pod.place();
-    const failOnce = () => pod.step({ type: 'failed', id: pod.instances()[0].id, reason: 'boom' });
+    const failOnce = () => pod.step({ type: 'failed', id: pod.instances()[0].id, reason: 'boom', phase: 'load' });
     const waitForPlacement = () => {
       let waited = 0;
       while (!types(pod.tick(100)).includes('instance-placed')) waited += 100;
@@ -153,7 +155,7 @@ describe('coordinator: a broken model is placed a bounded number of times', () =
     const pod = new Pod([node('a')]);
     pod.place();
     for (let i = 0; i < MAX_ATTEMPTS - 1; i++) {
-      pod.step({ type: 'failed', id: pod.instances()[0].id, reason: 'flaky' });
+      pod.step({ type: 'failed', id: pod.instances()[0].id, reason: 'flaky', phase: 'load' });
       pod.tick(BACKOFF_BASE_MS * 16);
     }
     expect(pod.memory.failures.m.count).toBe(MAX_ATTEMPTS - 1);
@@ -164,6 +166,16 @@ describe('coordinator: a broken model is placed a bounded number of times', () =
 });
 
 describe('coordinator: nodes leaving', () => {
+  it('runners that died serving (a peer lost) do not count against the model', () => {
+    const pod = new Pod([node('a'), node('b')]);
+    pod.place();
+    for (let i = 0; i < MAX_ATTEMPTS + 2; i++) {
+      pod.step({ type: 'failed', id: pod.instances()[0].id, reason: 'data plane failed: peer closed', phase: 'serve' });
+      expect(types(pod.tick(SILENCE_MS))).toEqual(['instance-placed']);
+    }
+    expect(pod.state.failedModels).toEqual({});
+  });
+
   it('an instance on a node that left is replaced on the survivors without counting as a model failure', () => {
     const pod = new Pod([node('a'), node('b')]);
     pod.place({ strategy: 'pipeline', nodes: 2 });
@@ -171,9 +183,38 @@ describe('coordinator: nodes leaving', () => {
     pod.cluster = { nodes: [node('a')], links: [] };
     expect(types(pod.tick(500))).toEqual(['instance-removed']);
     expect(pod.memory.failures).toEqual({});
-    // The forced two-node layout no longer fits: the planner's choice on what is left.
-    expect(types(pod.tick(BACKOFF_BASE_MS))).toEqual(['instance-placed']);
+    // Placed again once the silent node has dropped out of the cluster view; the forced two-node
+    // layout no longer fits: the planner's choice on what is left.
+    expect(types(pod.tick(SILENCE_MS - 100))).toEqual([]);
+    expect(types(pod.tick(100))).toEqual(['instance-placed']);
     expect(pod.instances()[0].plan.ranks).toEqual(['a']);
+  });
+});
+
+describe('coordinator: idle instances', () => {
+  it('are unloaded once idle for the keep-alive time (by the driver status), busy or unready ones never', () => {
+    const pod = new Pod([node('a')]);
+    pod.keepAliveMs = 60_000;
+    pod.place();
+    const id = pod.instances()[0].id;
+    pod.ready.add(id);
+    pod.statuses.set(id, { active: 0, queued: 0, at: pod.now, idleMs: 50_000 });
+    expect(pod.tick(5_000)).toEqual([]); // idle 55 s
+    pod.statuses.set(id, { active: 1, queued: 0, at: pod.now, idleMs: 0 });
+    expect(pod.tick(120_000)).toEqual([]); // busy
+    pod.statuses.set(id, { active: 0, queued: 0, at: pod.now, idleMs: 59_000 });
+    expect(pod.tick(1_000)).toEqual([{ type: 'instance-removed', id, at: pod.now }]);
+    // The next request places it again.
+    expect(types(pod.place())).toEqual(['instance-placed']);
+  });
+
+  it('stay loaded when the keep-alive is never', () => {
+    const pod = new Pod([node('a')]);
+    pod.place();
+    const id = pod.instances()[0].id;
+    pod.ready.add(id);
+    pod.statuses.set(id, { active: 0, queued: 0, at: pod.now, idleMs: 10 * 3_600_000 });
+    expect(pod.tick(1000)).toEqual([]);
   });
 });
 

@@ -2,7 +2,7 @@
  * Byte ranges of one hub file: an HTTP Range request whose body is read as it arrives, with an idle
  * timeout, so a chunk is verified and offered to peers the moment its last byte is in.
  */
-import { StoreError } from '../errors.js';
+import { networkCause, StoreError } from '../errors.js';
 
 export interface HubSource {
   /** The bytes [start, end) of the file, as they arrive (exactly end - start bytes or an error). */
@@ -29,11 +29,12 @@ export function hubSource(o: HubSourceOptions): HubSource {
       const stalled = () => new StoreError(`${o.label}: the hub sent no data for ${idleMs} ms (bytes ${start}-${end - 1})`);
       try {
         const res = await fetchFn(o.url, { headers: { ...o.headers, range: `bytes=${start}-${end - 1}` }, signal: all, redirect: 'follow' }).catch((err: Error) => {
-          throw idle.signal.aborted ? stalled() : new StoreError(`${o.label}: range request failed (${err.message})`);
+          throw idle.signal.aborted ? stalled() : new StoreError(`${o.label}: range request failed (${networkCause(err, o.url)})`);
         });
         if (res.status !== 206) {
           await res.body?.cancel();
-          throw new StoreError(`${o.label}: the hub answered HTTP ${res.status} to a range request (bytes ${start}-${end - 1})`);
+          const refused = res.status === 401 || res.status === 403 ? (o.headers?.authorization ? ' although HF_TOKEN is set (no access to this gated or private repo?)' : ': gated or private, set HF_TOKEN') : '';
+          throw new StoreError(`${o.label}: the hub answered HTTP ${res.status} to a range request (bytes ${start}-${end - 1})${refused}`);
         }
         let got = 0;
         let finished = false;
