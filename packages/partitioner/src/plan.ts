@@ -253,7 +253,8 @@ function explain(model: ModelSpec, best: Evaluated): string[] {
   );
   if (best.load) {
     const peers = Object.values(best.load.perNode).reduce((n, x) => n + x.fromPeersBytes, 0);
-    lines.push(`Loading: about ${best.load.seconds.toFixed(1)} s (${gb(peers)} from nodes that hold the model, ${gb(best.load.hubBytes)} from the hub).`);
+    const from = [peers > 0 ? `${gb(peers)} from nodes that hold the model` : '', best.load.hubBytes > 0 ? `${gb(best.load.hubBytes)} from the hub` : ''].filter(Boolean).join(', ');
+    lines.push(`Loading: about ${best.load.seconds.toFixed(1)} s (${from || 'every byte already where it runs'}).`);
   }
   return lines;
 }

@@ -63,9 +63,10 @@ describe('expected load time', () => {
     expect(held.stages[0].nodes).toEqual(['b']);
     expect(held.predicted.decodeTokensPerSecond).toBe(without.predicted.decodeTokensPerSecond);
     expect(held.load?.seconds).toBe(0);
+    expect(held.explanation.at(-1)).toBe('Loading: about 0.0 s (every byte already where it runs).');
     const fresh = plan(model, cluster, { contextTokens: 2048 }, { weights: { holders: [], hubBytesPerSecond: 50e6 } });
     expect(fresh.load?.hubBytes).toBe(model.totalBytes);
     expect(fresh.load?.seconds).toBeCloseTo(model.totalBytes / 50e6, 3);
-    expect(fresh.explanation.at(-1)).toBe(`Loading: about ${(model.totalBytes / 50e6).toFixed(1)} s (0.0 GB from nodes that hold the model, ${(model.totalBytes / GB).toFixed(1)} GB from the hub).`);
+    expect(fresh.explanation.at(-1)).toBe(`Loading: about ${(model.totalBytes / 50e6).toFixed(1)} s (${(model.totalBytes / GB).toFixed(1)} GB from the hub).`);
   });
 });
