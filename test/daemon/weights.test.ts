@@ -8,8 +8,14 @@
  * - `orchard pull --from-pod` finishes from the other peer when a serving peer is killed mid-transfer.
  * Links are slowed with tc (tbf) where a transfer must last long enough to interrupt. Skips when not
  * root / no iproute2.
+ *
+ * CI runs the cheap part: the daemon restart and the greedy completion over the peer-fetched stages
+ * (each a Node process started under load: about a third of the file's time) run only with
+ * ORCHARD_WEIGHTS_FULL=1. Without them a restarted pull re-reading nothing verified is proven in
+ * process (packages/daemon/test/store/pod-fetch.test.ts), and the stages' bytes are compared with the
+ * model's tensor by tensor here.
  */
-import { closeSync, mkdtempSync, openSync, readFileSync, writeSync } from 'node:fs';
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -18,6 +24,7 @@ import { orchardRunOn, REPO_ROOT, startDaemon, waitFor, type TestDaemon } from '
 import { createTestNet, netnsAvailable, type TestHost, type TestNet } from '../harness/netns.js';
 import { chunkSizeFor } from '../../packages/daemon/src/store/chunked/layout.js';
 
+const FULL = process.env.ORCHARD_WEIGHTS_FULL === '1';
 const HUB_PORT = 8088;
 const CLI = join(REPO_ROOT, 'packages/daemon/src/cli/main.ts');
 /** One model per scenario, so the hub's counters and the stores of one never mix with another's. */
@@ -47,6 +54,26 @@ const storeFile = (i: number, repo: string, file = 'model.safetensors') => join(
 /** Bandwidth cap on a host's outgoing traffic (tc tbf); null removes it. */
 const shape = (host: TestHost, rate: string | null) =>
   rate ? host.exec('tc', ['qdisc', 'replace', 'dev', 'eth0', 'root', 'tbf', 'rate', rate, 'burst', '16kb', 'latency', '200ms']) : host.exec('tc', ['qdisc', 'del', 'dev', 'eth0', 'root']);
+
+/**
+ * A stage's partial safetensors file against the model's: the same header length (offsets never
+ * move), fewer tensors, and each tensor it lists holding the model's bytes. Returns the names it lists.
+ */
+function sameTensors(partialPath: string, wholePath: string): string[] {
+  const part = readFileSync(partialPath);
+  const whole = readFileSync(wholePath);
+  const n = Number(part.readBigUInt64LE(0));
+  expect(n).toBe(Number(whole.readBigUInt64LE(0)));
+  const listed = Object.entries(JSON.parse(part.subarray(8, 8 + n).toString('utf8')) as Record<string, { data_offsets: [number, number] }>).filter(([k]) => k !== '__metadata__');
+  const all = Object.keys(JSON.parse(whole.subarray(8, 8 + n).toString('utf8'))).filter((k) => k !== '__metadata__');
+  expect(listed.length).toBeGreaterThan(0);
+  expect(listed.length).toBeLessThan(all.length);
+  for (const [name, t] of listed) {
+    const [a, b] = t.data_offsets.map((x) => 8 + n + x);
+    expect(part.subarray(a, b).equals(whole.subarray(a, b)), name).toBe(true);
+  }
+  return listed.map(([name]) => name);
+}
 
 /** The 'model fetched' log records of a daemon for `repo` (pino JSON lines). */
 function fetchedRecords(d: TestDaemon, repo: string): Array<{ hubBytes: number; peerBytes: number; holders: string[] }> {
@@ -105,6 +132,7 @@ describe.skipIf(!netnsAvailable())('weights over the cable (network namespaces)'
 
   afterAll(async () => {
     await net?.destroy();
+    for (const d of [...Object.values(srcDirs), ...dataDirs]) rmSync(d, { recursive: true, force: true });
   });
 
   it('three nodes pulling one model at once: the hub serves each byte at most once, the rest moves between peers', async () => {
@@ -154,9 +182,14 @@ describe.skipIf(!netnsAvailable())('weights over the cable (network namespaces)'
       expect(rec.peerBytes, d.host.ns).toBeLessThan(sizeOf(repo, 'model.safetensors'));
       expect(rec.holders).toContain(seed);
     }
-    const prompt = 'And the earth';
-    const r = curl(daemons[2], 'POST', '/v1/completions', { model: repo, prompt, max_tokens: 12, temperature: 0 });
-    expect(r.json.choices[0].text).toBe(orchardRunOn(srcDirs[repo], prompt, 12));
+    // Every tensor the two stages hold is the model's, and between them they hold different ones.
+    const [held1, held2] = [1, 2].map((i) => sameTensors(storeFile(i, repo), join(srcDirs[repo], 'model.safetensors')));
+    expect(held1.filter((t) => /\.layers\./.test(t) && !held2.includes(t)).length).toBeGreaterThan(0);
+    if (FULL) {
+      const prompt = 'And the earth';
+      const r = curl(daemons[2], 'POST', '/v1/completions', { model: repo, prompt, max_tokens: 12, temperature: 0 });
+      expect(r.json.choices[0].text).toBe(orchardRunOn(srcDirs[repo], prompt, 12));
+    }
     curl(daemons[0], 'DELETE', `/api/instances/${id}`);
   }, 240_000);
 
@@ -178,7 +211,7 @@ describe.skipIf(!netnsAvailable())('weights over the cable (network namespaces)'
     expect(daemons[0].log()).toContain('a peer served bytes that do not match the pod digest');
   }, 120_000);
 
-  it('a daemon killed mid-download and restarted fetches nothing it had verified', async () => {
+  it.runIf(FULL)('a daemon killed mid-download and restarted fetches nothing it had verified', async () => {
     const repo = REPOS.resume;
     const size = sizeOf(repo, 'model.safetensors');
     const cs = chunkSizeFor(size);
@@ -231,8 +264,9 @@ describe.skipIf(!netnsAvailable())('weights over the cable (network namespaces)'
       return (p?.sources?.[victim] ?? 0) > 0;
     }, 60_000, 100);
     daemons[0].kill('SIGKILL');
-    expect(await exited, err).toBe(0);
+    // The rest need not crawl: the survivor's link is freed as soon as the victim is gone.
     shape(net!.hosts[1], null);
+    expect(await exited, err).toBe(0);
     const r = JSON.parse(out);
     expect(r.hubBytes).toBe(0);
     expect(r.bySource[other]).toBeGreaterThan(0);
