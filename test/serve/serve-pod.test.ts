@@ -9,13 +9,12 @@
  * missing). The kill tests use a generated model with a 2048-token context, so a stream lasts long
  * enough to kill a node in the middle of it. Skips when not root / no iproute2; the net and its processes are always removed.
  */
-import { execFileSync } from 'node:child_process';
 import { copyFileSync, existsSync, linkSync, mkdirSync, mkdtempSync, readdirSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { writeRandomModel } from '@orchard/engine/testing';
-import { REPO_ROOT, startDaemon, waitFor, type TestDaemon } from '../harness/daemons.js';
+import { orchardRunOn, REPO_ROOT, startDaemon, waitFor, type TestDaemon } from '../harness/daemons.js';
 import { createTestNet, netnsAvailable, type TestHost, type TestNet } from '../harness/netns.js';
 
 const DEMO_DIR = join(REPO_ROOT, 'models/orchard-demo');
@@ -24,7 +23,6 @@ const USE_DEMO = existsSync(join(DEMO_DIR, 'config.json'));
 const LONG_MODEL = 'test/serve-llama';
 const MODEL = USE_DEMO ? 'orchard-demo' : LONG_MODEL;
 const CLIENT = join(REPO_ROOT, 'test/serve/client.ts');
-const CLI = join(REPO_ROOT, 'packages/daemon/src/cli/main.ts');
 
 let net: TestNet | undefined;
 let daemons: TestDaemon[] = [];
@@ -322,9 +320,3 @@ describe.skipIf(!netnsAvailable())('a node joining while a stream runs', () => {
     );
   }, 300_000);
 });
-
-/** `orchard run` on the model in `dir` (wasm, 1 thread): the single-process greedy text. */
-function orchardRunOn(dir: string, prompt: string, maxTokens: number): string {
-  const out = execFileSync(process.execPath, ['--import', 'tsx', CLI, 'run', '--model', dir, '--prompt', prompt, '--temperature', '0', '--max-tokens', String(maxTokens), '--backend', 'wasm', '--threads', '1'], { cwd: REPO_ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
-  return out.endsWith('\n') ? out.slice(0, -1) : out;
-}
