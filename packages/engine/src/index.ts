@@ -38,7 +38,7 @@ export {
 } from './tokenizer/byte-level.js';
 
 // Shards and the forward pass.
-export { loadShard, loadShardAsync, ModelShard, KVCache, type LoadShardOptions, type ShardInput } from './model/forward.js';
+export { loadShard, loadShardAsync, ModelShard, KVCache, type LoadShardOptions, type ShardInput, type BatchSegment } from './model/forward.js';
 export { tensorSlice, vocabSlice, joinLogitSlices, type TensorSlice, type SplitDims } from './model/tensor-split.js';
 export { kvCacheValuesPerToken } from './model/kv-cache-size.js';
 
@@ -66,6 +66,7 @@ export {
   type LanguageModel,
   type Session,
   type InProcessOptions,
+  type BatchStep,
 } from './drivers/in-process.js';
 export { createInProcessAllReduce } from './drivers/all-reduce.js';
 

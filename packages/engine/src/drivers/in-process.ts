@@ -11,7 +11,7 @@ import { createReferenceBackend } from '../kernels/reference.js';
 import { loadShard, type KVCache, type ModelShard } from '../model/forward.js';
 import { checkLayout, pipelineStages, shardSpecOf, stageMembers, type InstanceLayout } from '../layout.js';
 import { createInProcessAllReduce } from './all-reduce.js';
-import { forwardThroughStages } from './stages.js';
+import { forwardThroughStages, stepThroughStages } from './stages.js';
 
 /** Something that turns token ids into next-token logits, one sequence at a time. */
 export interface LanguageModel {
@@ -32,6 +32,16 @@ export interface Session {
   forward(tokens: ArrayLike<number>): Promise<Float32Array>;
   /** Frees the KV caches; the session is unusable afterwards. */
   dispose?(): void;
+  /** Forgets every token after the first `length` (rejected draft tokens): the next forward continues from there. */
+  rewind?(length: number): void;
+}
+
+/** One sequence's part of a batched step (InProcessModel.forwardBatch). */
+export interface BatchStep {
+  session: Session;
+  tokens: ArrayLike<number>;
+  /** Logits of every token, [n, vocab], not only the last. */
+  allLogits?: boolean;
 }
 
 export interface InProcessOptions {
@@ -71,13 +81,34 @@ export class InProcessModel implements LanguageModel {
     return this.stages.flat().reduce((s, sh) => s + sh.bytesRead, 0);
   }
 
+  /**
+   * One step of several sessions together: their tokens (at most `maxBatch` in all) run through every
+   * shard in one forward each, the weights read once. Returns each session's logits (its last token's,
+   * or every token's with `allLogits`), owned by the caller.
+   */
+  async forwardBatch(steps: readonly BatchStep[]): Promise<Float32Array[]> {
+    const total = steps.reduce((a, st) => a + st.tokens.length, 0);
+    const maxBatch = Math.min(...this.stages.flat().map((s) => s.maxBatch));
+    if (total > maxBatch) throw new RangeError(`forwardBatch: ${total} tokens in one step; this model takes at most ${maxBatch} (maxBatch)`);
+    const withCaches = steps.map((st) => {
+      const caches = this.#caches.get(st.session);
+      if (!caches) throw new Error('forwardBatch: a session of another model, or one already disposed');
+      if (st.tokens.length === 0) throw new RangeError('forwardBatch: a session with no tokens in the step');
+      return { caches, tokens: st.tokens, allLogits: st.allLogits };
+    });
+    return stepThroughStages(this.stages, withCaches, this.config.hiddenSize, this.config.vocabSize);
+  }
+
+  readonly #caches = new WeakMap<Session, KVCache[][]>();
+
   newSession(capacity = this.maxSeqLen): Session {
     const caches: KVCache[][] = this.stages.map((ranks) => ranks.map((sh) => sh.newCache(capacity)));
+    const owners = this.#caches;
     const stages = this.stages;
     const D = this.config.hiddenSize;
     const maxBatch = Math.min(...stages.flat().map((s) => s.maxBatch));
     const buffers = { transfer: new Float32Array(maxBatch * D), logits: new Float32Array(this.config.vocabSize) };
-    return {
+    const session: Session = {
       get length() {
         return caches[0][0].length;
       },
@@ -85,9 +116,17 @@ export class InProcessModel implements LanguageModel {
         return forwardThroughStages(stages, caches, tokens, maxBatch, buffers, D);
       },
       dispose() {
+        owners.delete(session);
         stages.forEach((ranks, s) => ranks.forEach((sh, r) => sh.releaseCache(caches[s][r])));
       },
+      rewind(length) {
+        const now = caches[0][0].length;
+        if (!Number.isInteger(length) || length < 0 || length > now) throw new RangeError(`rewind: ${length} is not within the session's 0..${now} tokens`);
+        for (const c of caches.flat()) c.length = length;
+      },
     };
+    owners.set(session, caches);
+    return session;
   }
 }
 
