@@ -41,6 +41,7 @@ export {
 export { loadShard, loadShardAsync, ModelShard, KVCache, type LoadShardOptions, type ShardInput, type BatchSegment } from './model/forward.js';
 export { tensorSlice, vocabSlice, joinLogitSlices, type TensorSlice, type SplitDims } from './model/tensor-split.js';
 export { kvCacheValuesPerToken } from './model/kv-cache-size.js';
+export { PrefixCache, type PrefixCacheOptions } from './model/prefix-cache.js';
 
 // Layouts: how an instance's ranks split the model, and whether the engine runs a layout.
 export {

@@ -11,6 +11,7 @@ import { createReferenceBackend } from '../kernels/reference.js';
 import { loadShard, type KVCache, type ModelShard } from '../model/forward.js';
 import { checkLayout, pipelineStages, shardSpecOf, stageMembers, type InstanceLayout } from '../layout.js';
 import { createInProcessAllReduce } from './all-reduce.js';
+import { PrefixCache, type PrefixCacheOptions } from '../model/prefix-cache.js';
 import { forwardThroughStages, stepThroughStages } from './stages.js';
 
 /** Something that turns token ids into next-token logits, one sequence at a time. */
@@ -34,6 +35,13 @@ export interface Session {
   dispose?(): void;
   /** Forgets every token after the first `length` (rejected draft tokens): the next forward continues from there. */
   rewind?(length: number): void;
+  /**
+   * On a fresh session: copies the longest prefix of `tokens` the model's prefix cache holds into the
+   * KV caches and returns its length (0 without a prefix cache); feed the rest with forward().
+   */
+  reusePrefix?(tokens: ArrayLike<number>): number;
+  /** Offers the tokens this session has processed to the prefix cache (before dispose). */
+  keepPrefix?(): void;
 }
 
 /** One sequence's part of a batched step (InProcessModel.forwardBatch). */
@@ -57,6 +65,17 @@ export interface InProcessOptions {
   maxBatch?: number;
   /** @default min(max_position_embeddings, 4096) */
   maxSeqLen?: number;
+  /** Bytes of K/V each shard keeps for prefix reuse (prefix-cache.ts). @default 0: no prefix cache */
+  prefixCacheBytes?: number;
+  /** Tokens per prefix-cache block. @default 16 */
+  prefixBlockTokens?: number;
+}
+
+/** What the model keeps of a live session. */
+interface SessionState {
+  caches: KVCache[][];
+  /** The tokens its caches hold, in order: the prefix cache's keys. */
+  history: number[];
 }
 
 export class InProcessModel implements LanguageModel {
@@ -65,10 +84,14 @@ export class InProcessModel implements LanguageModel {
   readonly stages: ModelShard[][];
   readonly maxSeqLen: number;
 
-  constructor(config: ModelConfig, stages: ModelShard[][]) {
+  /** prefix[s][r]: the prefix cache of stage s, rank r; null without one. */
+  readonly prefix: PrefixCache[][] | null;
+
+  constructor(config: ModelConfig, stages: ModelShard[][], prefix: PrefixCacheOptions | null = null) {
     this.config = config;
     this.stages = stages;
     this.maxSeqLen = stages[0][0].maxSeqLen;
+    this.prefix = prefix && prefix.maxBytes > 0 ? stages.map((ranks) => ranks.map(() => new PrefixCache(prefix))) : null;
   }
 
   /** Releases every shard's backend. */
@@ -90,20 +113,25 @@ export class InProcessModel implements LanguageModel {
     const total = steps.reduce((a, st) => a + st.tokens.length, 0);
     const maxBatch = Math.min(...this.stages.flat().map((s) => s.maxBatch));
     if (total > maxBatch) throw new RangeError(`forwardBatch: ${total} tokens in one step; this model takes at most ${maxBatch} (maxBatch)`);
-    const withCaches = steps.map((st) => {
-      const caches = this.#caches.get(st.session);
-      if (!caches) throw new Error('forwardBatch: a session of another model, or one already disposed');
+    const states = steps.map((st) => {
+      const state = this.#sessions.get(st.session);
+      if (!state) throw new Error('forwardBatch: a session of another model, or one already disposed');
       if (st.tokens.length === 0) throw new RangeError('forwardBatch: a session with no tokens in the step');
-      return { caches, tokens: st.tokens, allLogits: st.allLogits };
+      return state;
     });
-    return stepThroughStages(this.stages, withCaches, this.config.hiddenSize, this.config.vocabSize);
+    const withCaches = steps.map((st, i) => ({ caches: states[i].caches, tokens: st.tokens, allLogits: st.allLogits }));
+    const out = await stepThroughStages(this.stages, withCaches, this.config.hiddenSize, this.config.vocabSize);
+    steps.forEach((st, i) => states[i].history.push(...Array.from(st.tokens)));
+    return out;
   }
 
-  readonly #caches = new WeakMap<Session, KVCache[][]>();
+  readonly #sessions = new WeakMap<Session, SessionState>();
 
   newSession(capacity = this.maxSeqLen): Session {
     const caches: KVCache[][] = this.stages.map((ranks) => ranks.map((sh) => sh.newCache(capacity)));
-    const owners = this.#caches;
+    const state: SessionState = { caches, history: [] };
+    const owners = this.#sessions;
+    const prefix = this.prefix;
     const stages = this.stages;
     const D = this.config.hiddenSize;
     const maxBatch = Math.min(...stages.flat().map((s) => s.maxBatch));
@@ -112,8 +140,10 @@ export class InProcessModel implements LanguageModel {
       get length() {
         return caches[0][0].length;
       },
-      forward(tokens) {
-        return forwardThroughStages(stages, caches, tokens, maxBatch, buffers, D);
+      async forward(tokens) {
+        const logits = await forwardThroughStages(stages, caches, tokens, maxBatch, buffers, D);
+        state.history.push(...Array.from(tokens));
+        return logits;
       },
       dispose() {
         owners.delete(session);
@@ -123,9 +153,22 @@ export class InProcessModel implements LanguageModel {
         const now = caches[0][0].length;
         if (!Number.isInteger(length) || length < 0 || length > now) throw new RangeError(`rewind: ${length} is not within the session's 0..${now} tokens`);
         for (const c of caches.flat()) c.length = length;
+        state.history.length = length;
+      },
+      reusePrefix(tokens) {
+        if (caches[0][0].length !== 0) throw new Error('reusePrefix: the session has already processed tokens');
+        if (!prefix) return 0;
+        // Each shard holds what its own byte budget allowed: the prefix all of them hold is reused.
+        const held = Math.min(...prefix.flatMap((ranks, s) => ranks.map((pc, r) => pc.restore(caches[s][r], tokens))));
+        for (const c of caches.flat()) c.length = held;
+        state.history = Array.from(tokens).slice(0, held);
+        return held;
+      },
+      keepPrefix() {
+        prefix?.forEach((ranks, s) => ranks.forEach((pc, r) => pc.store(caches[s][r], state.history)));
       },
     };
-    owners.set(session, caches);
+    owners.set(session, state);
     return session;
   }
 }
@@ -144,5 +187,6 @@ export function loadInProcessModel(dir: string, options: InProcessOptions = {}):
       loadShard(dir, shardSpecOf(layout, rank), { config, backend: newBackend(), allReduce: reduces[r], maxBatch: options.maxBatch, maxSeqLen: options.maxSeqLen }),
     );
   });
-  return new InProcessModel(config, shards);
+  const prefix = options.prefixCacheBytes ? { maxBytes: options.prefixCacheBytes, blockTokens: options.prefixBlockTokens } : null;
+  return new InProcessModel(config, shards, prefix);
 }

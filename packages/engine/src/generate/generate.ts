@@ -41,6 +41,8 @@ export interface GenerateResult {
   logprobs?: TokenLogprob[];
   finishReason: 'stop' | 'length' | 'abort';
   promptTokens: number;
+  /** Prompt tokens copied from the model's prefix cache instead of computed (the rest were prefilled). */
+  cachedPromptTokens: number;
   /** Prompt processing time, ms. */
   prefillMs: number;
   /** Time for the tokens after the first, ms. */
@@ -75,8 +77,10 @@ export async function generate(model: LanguageModel, promptIds: number[], option
   let finishReason: GenerateResult['finishReason'] = 'length';
   const t0 = performance.now();
   let t1 = t0;
+  let cached = 0;
   try {
-    let logits = await session.forward(promptIds);
+    cached = session.reusePrefix?.(promptIds) ?? 0;
+    let logits = await session.forward(promptIds.slice(cached));
     t1 = performance.now();
     while (tokens.length < maxTokens) {
       if (options.signal?.aborted) {
@@ -100,6 +104,7 @@ export async function generate(model: LanguageModel, promptIds: number[], option
       if (tokens.length >= maxTokens || session.length >= capacity) break;
       logits = await session.forward([id]);
     }
+    session.keepPrefix?.();
   } finally {
     session.dispose?.();
     constraint?.dispose();
@@ -116,6 +121,7 @@ export async function generate(model: LanguageModel, promptIds: number[], option
     ...(logprobs ? { logprobs } : {}),
     finishReason,
     promptTokens: promptIds.length,
+    cachedPromptTokens: cached,
     prefillMs: t1 - t0,
     decodeMs,
     tokensPerSecond: tokens.length > 1 ? ((tokens.length - 1) * 1000) / decodeMs : NaN,
