@@ -42,6 +42,8 @@ export interface Session {
   reusePrefix?(tokens: ArrayLike<number>): number;
   /** Offers the tokens this session has processed to the prefix cache (before dispose). */
   keepPrefix?(): void;
+  /** Feeds `tokens` (at most the model's maxBatch) and returns every one's logits, [n, vocab]: to verify drafted tokens. */
+  forwardAll?(tokens: ArrayLike<number>): Promise<Float32Array>;
 }
 
 /** One sequence's part of a batched step (InProcessModel.forwardBatch). */
@@ -132,6 +134,7 @@ export class InProcessModel implements LanguageModel {
     const state: SessionState = { caches, history: [] };
     const owners = this.#sessions;
     const prefix = this.prefix;
+    const model = this;
     const stages = this.stages;
     const D = this.config.hiddenSize;
     const maxBatch = Math.min(...stages.flat().map((s) => s.maxBatch));
@@ -144,6 +147,9 @@ export class InProcessModel implements LanguageModel {
         const logits = await forwardThroughStages(stages, caches, tokens, maxBatch, buffers, D);
         state.history.push(...Array.from(tokens));
         return logits;
+      },
+      async forwardAll(tokens) {
+        return (await model.forwardBatch([{ session, tokens, allLogits: true }]))[0];
       },
       dispose() {
         owners.delete(session);
