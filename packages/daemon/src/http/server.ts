@@ -132,10 +132,11 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
   }
   clusterRoutes(app, deps.pod);
   if (deps.serving) {
-    openAiRoutes(app, deps.serving, deps.log.child({ part: 'http' }));
-    responsesRoutes(app, deps.serving);
-    shapes.registering('anthropic', () => anthropicRoutes(app, deps.serving!));
-    shapes.registering('ollama', () => ollamaRoutes(app, deps.serving!));
+    const requestLog = deps.log.child({ part: 'http' });
+    openAiRoutes(app, deps.serving, requestLog);
+    responsesRoutes(app, deps.serving, requestLog);
+    shapes.registering('anthropic', () => anthropicRoutes(app, deps.serving!, requestLog));
+    shapes.registering('ollama', () => ollamaRoutes(app, deps.serving!, requestLog));
     instanceRoutes(app, deps.serving);
     modelRoutes(app, deps.serving);
     if (deps.dashboard) dashboardRoutes(app, deps.dashboard.daemon, deps.serving, deps.dashboard.progress);
