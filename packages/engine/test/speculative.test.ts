@@ -26,7 +26,8 @@ describe('draftFromContext', () => {
     expect(draftFromContext([5, 1, 2, 7, 1, 2, 8, 5, 1, 2], 3)).toEqual([7, 1, 2]);
     expect(draftFromContext([4, 1, 2, 7, 8, 1, 2], 3)).toEqual([7, 8, 1]);
     expect(draftFromContext([1, 2, 3], 4)).toEqual([]);
-    expect(draftFromContext([1, 2, 1], 4, { minNgram: 2 })).toEqual([]);
+    expect(draftFromContext([1, 2, 1], 4)).toEqual([]);
+    expect(draftFromContext([1, 2, 1], 4, { minNgram: 1 })).toEqual([2, 1]);
     expect(draftFromContext([1, 2, 1], 0)).toEqual([]);
   });
 });
@@ -53,7 +54,7 @@ describe.each(MODELS)('%s', (name, modelOptions) => {
     models.push(model);
     for (const sampling of [{}, { temperature: 0.9, seed: 3 }]) {
       const plain = await generate(model, PROMPT, { maxTokens: 24, stopTokenIds: [], ...sampling });
-      const fast = await generate(model, PROMPT, { maxTokens: 24, stopTokenIds: [], ...sampling, promptLookup: { draftTokens: 5 } });
+      const fast = await generate(model, PROMPT, { maxTokens: 24, stopTokenIds: [], ...sampling, promptLookup: { draftTokens: 5, minNgram: 1 } });
       expect(fast.tokens).toEqual(plain.tokens);
       expect(fast.speculation!.drafted).toBeGreaterThan(0);
       expect(fast.speculation!.accepted).toBeLessThanOrEqual(fast.speculation!.drafted);

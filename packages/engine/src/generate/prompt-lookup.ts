@@ -8,14 +8,14 @@ export interface PromptLookupOptions {
   draftTokens?: number;
   /** Longest suffix matched; shorter ones are tried down to `minNgram`. @default 3 */
   maxNgram?: number;
-  /** @default 1 */
+  /** Shortest suffix matched: a single repeated token guesses too often to pay for its verify rows. @default 2 */
   minNgram?: number;
 }
 
 /** Up to `limit` tokens guessed to follow `context`; none when its tail occurs nowhere earlier. */
 export function draftFromContext(context: readonly number[], limit: number, options: PromptLookupOptions = {}): number[] {
   const maxN = options.maxNgram ?? 3;
-  const minN = options.minNgram ?? 1;
+  const minN = options.minNgram ?? 2;
   const len = context.length;
   limit = Math.min(limit, options.draftTokens ?? 4);
   if (limit < 1) return [];
