@@ -7,7 +7,8 @@
  * prefix a finished one left in the prefix cache (a chat's history) and prefills only the rest.
  *
  * Split instances keep the data-plane Driver (shard-loop.ts): one sequence per step and stage.
- * A shard without forwardBatch (the GPU rank) runs the step's sequences one forward each.
+ * A shard without forwardBatch (the GPU rank) runs the step's sequences one forward each, with no
+ * prefix cache.
  */
 import { pickToken, PrefixCache, Sampler, type KVCache, type ModelShard, type TokenConstraint, type TokenLogprob } from '@orchard/engine';
 import type { CompileConstraint, GenerateOutcome, GenerateRequest } from './shard-loop.js';
@@ -51,6 +52,8 @@ export class BatchDriver {
   readonly maxSequences: number;
   readonly prefix: PrefixCache | null;
   readonly #shard: ModelShard;
+  /** A CPU shard (forwardBatch, KV caches in memory); a GPU rank runs a step's sequences one by one. */
+  readonly #batches: boolean;
   readonly #compile?: CompileConstraint;
   readonly #active: Sequence[] = [];
   #running: Promise<void> | null = null;
@@ -61,10 +64,12 @@ export class BatchDriver {
 
   constructor(shard: ModelShard, o: BatchDriverOptions = {}) {
     this.#shard = shard;
+    this.#batches = typeof shard.forwardBatch === 'function';
     this.#compile = o.compile;
     this.maxSequences = o.maxSequences ?? BATCH_SEQUENCES;
     const bytes = o.prefixCacheBytes ?? 64 * 2 ** 20;
-    this.prefix = bytes > 0 ? new PrefixCache({ maxBytes: bytes, blockTokens: o.prefixBlockTokens }) : null;
+    // The prefix cache copies CPU KV caches; a GPU rank's caches live on the device.
+    this.prefix = bytes > 0 && this.#batches ? new PrefixCache({ maxBytes: bytes, blockTokens: o.prefixBlockTokens }) : null;
   }
 
   get broken(): Error | null {
@@ -172,7 +177,7 @@ export class BatchDriver {
   /** The step's forward: one forwardBatch, or one forward per sequence where the shard has no batch. */
   async #forward(segments: { input: { tokens: number[] }; cache: KVCache }[]): Promise<Float32Array[]> {
     const shard = this.#shard;
-    if (typeof shard.forwardBatch === 'function') return shard.forwardBatch(segments);
+    if (this.#batches) return shard.forwardBatch(segments);
     const outs: Float32Array[] = [];
     for (const s of segments) outs.push(Float32Array.from(await shard.forward(s.input, s.cache)));
     return outs;
