@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { generate, loadInProcessModel, pipelineStages, type InProcessModel } from '@orchard/engine';
+import { generate, loadInProcessModel, pipelineStages, type GenerateResult, type InProcessModel } from '@orchard/engine';
 import { writeRandomModel } from '@orchard/engine/testing';
 import { BatchDriver } from '../../src/runner/batch-driver.js';
 import { loadRankShard, startRank } from '../../src/runner/local.js';
@@ -45,7 +45,7 @@ describe('batch driver', () => {
       stopTokenIds: [],
       ...(i % 3 === 2 ? { temperature: 0.8, seed: i } : {}),
     }));
-    const want = [];
+    const want: GenerateResult[] = [];
     for (const r of reqs) want.push(await generate(single, r.promptIds, { maxTokens: r.maxTokens, stopTokenIds: [], temperature: r.temperature, seed: r.seed }));
     const runs = [];
     let decoding: () => void = () => {};
