@@ -90,7 +90,7 @@ export async function generate(model: LanguageModel, promptIds: number[], option
   let t1 = t0;
   let cached = 0;
   try {
-    if (spec && !(session.forwardAll && session.rewind)) throw new Error('generate: promptLookup needs a model whose sessions verify drafts (forwardAll, rewind)');
+    if (spec && !(session.forwardAll && session.rewind)) throw new RangeError('promptLookup needs a model whose sessions verify drafts (forwardAll, rewind): the in-process CPU model; not the GPU one');
     cached = session.reusePrefix?.(promptIds) ?? 0;
     // rows[at] are the logits to pick from; drafted[at..] the tokens fed after it on a guess.
     let rows = [await session.forward(promptIds.slice(cached))];
