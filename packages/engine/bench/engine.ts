@@ -3,7 +3,10 @@
  * same thread count) on the SAME GGUF files — f16, Q8_0 and Q4_0 of a generated ~100M-parameter llama
  * model and of the demo model — decode tokens/s and prompt (prefill) tokens/s, each with its ratio;
  * plus the effective GB/s of f16 weight streaming during Orchard's decode against a memory-read sweep
- * measured in the same run with the same threads.
+ * measured in the same run with the same threads. Then the GPU: Orchard's WebGPU kernels against
+ * llama.cpp's Vulkan (Metal on macOS) build on the same adapter and GGUFs of a ~170M model
+ * (gpu-decode-<format>, gpu-prefill-<format> and Orchard's per-token overhead: bench/gpu.ts, also
+ * `pnpm bench:gpu` alone), on lavapipe when there is no hardware GPU.
  *
  *   pnpm bench:engine [--threads N] [--rounds 2] [--json]
  *   orchard bench engine --json
@@ -13,39 +16,31 @@
  * $TMPDIR/orchard-bench-engine-v1 (about 0.6 GB) so later runs skip writing it.
  * Needs tools/llama-oracle installed (npm ci --prefix tools/llama-oracle); says so otherwise.
  */
-import { existsSync, mkdirSync, mkdtempSync, renameSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { hfToGguf } from '../src/gguf/convert.js';
 import type { Weight } from '../src/kernels/backend.js';
 import { createWasmBackend } from '../src/kernels/wasm/backend.js';
 import { physicalCores } from '../src/kernels/wasm/cores.js';
 import { loadShard } from '../src/model/forward.js';
 import { loadModelConfig } from '../src/config/config.js';
-import { writeRandomModel } from '../src/testing/random-model.js';
 import { runGpuBenchLines } from '../src/kernels/gpu/bench-lines.js';
+import { argmax } from '../src/generate/sampler.js';
+import { runGpuBench } from './gpu.js';
+import { sig4, type BenchLine } from './line.js';
+import { DTYPES, generatedModel, ggufsOf, type BenchModelShape, type Dtype } from './models.js';
+import { LlamaCppMissingError, benchPrompt, llamaCppMissingReason, llamaRunner, timeRound, type Speeds } from './llama-cpp.js';
+
+export { LlamaCppMissingError, llamaCppMissingReason };
 
 const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
-// ORCHARD_LLAMA_ORACLE_DIR points elsewhere (tests use it to check the missing-llama.cpp path).
-const ORACLE_DIR = process.env.ORCHARD_LLAMA_ORACLE_DIR ?? join(REPO_ROOT, 'tools/llama-oracle');
-const LLAMA_ENTRY = join(ORACLE_DIR, 'node_modules/node-llama-cpp/dist/index.js');
-
 /** Threads both engines use unless told: the physical cores (the WASM backend's default). */
 export const defaultBenchThreads = (): number => physicalCores();
 const DEMO_DIR = join(REPO_ROOT, 'models/orchard-demo');
 
-export interface EngineBenchLine {
-  name: string;
-  /** Orchard's value (tokens/s or GB/s). */
-  orchard: number;
-  /** llama.cpp's value in the same unit, or null where the line has no llama.cpp counterpart. */
-  llamacpp: number | null;
-  unit: string;
-  /** orchard / llamacpp for speed lines; effective / read bandwidth for stream-* lines. */
-  ratio: number | null;
-}
+export type EngineBenchLine = BenchLine;
 
 export interface EngineBenchOptions {
   threads?: number;
@@ -56,63 +51,8 @@ export interface EngineBenchOptions {
   log?: (line: string) => void;
 }
 
-export class LlamaCppMissingError extends Error {}
-
-/** Why llama.cpp cannot run here, or null. */
-export function llamaCppMissingReason(): string | null {
-  if (!existsSync(LLAMA_ENTRY)) return `node-llama-cpp is not installed in ${ORACLE_DIR} (run: npm ci --prefix tools/llama-oracle); bench engine compares against llama.cpp and prints no numbers without it`;
-  return null;
-}
-
 /** ~100M parameters: 12 layers of hidden 768 (12 heads, 4 KV heads), FFN 2304, vocabulary 8192 (untied). */
-const BIG = { variant: 'llama' as const, hiddenSize: 768, intermediateSize: 2304, numLayers: 12, numHeads: 12, numKvHeads: 4, extraVocab: 8192 - 259, maxPositionEmbeddings: 512, dtype: 'f16' as const, seed: 1 };
-
-function parameterCount(c: typeof BIG): number {
-  const hd = c.hiddenSize / c.numHeads;
-  const perLayer = 2 * c.hiddenSize * c.hiddenSize + 2 * c.hiddenSize * c.numKvHeads * hd + 3 * c.hiddenSize * c.intermediateSize + 2 * c.hiddenSize;
-  return c.numLayers * perLayer + 2 * 8192 * c.hiddenSize + c.hiddenSize;
-}
-
-/** The generated model's HF directory and its three GGUFs, written once into a cache directory. */
-function generatedModel(log: (s: string) => void): { dir: string; ggufs: Record<Dtype, string> } {
-  const root = join(tmpdir(), 'orchard-bench-engine-v1');
-  const dir = join(root, 'hf');
-  if (!existsSync(join(dir, 'model.safetensors'))) {
-    log(`writing a ${(parameterCount(BIG) / 1e6).toFixed(0)}M-parameter random model to ${dir} (once)`);
-    const tmp = join(root, `hf-${process.pid}`);
-    mkdirSync(root, { recursive: true });
-    writeRandomModel(tmp, BIG);
-    renameSync(tmp, dir);
-  }
-  return { dir, ggufs: ggufsOf(dir, root, log) };
-}
-
-type Dtype = 'f16' | 'q8_0' | 'q4_0';
-/** A decode measurement stops early (after at least 4 tokens) past this, so a very slow engine cannot stretch the run. */
-const DECODE_CAP_MS = 3000;
-const DTYPES: Dtype[] = ['f16', 'q8_0', 'q4_0'];
-
-function ggufsOf(dir: string, outDir: string, log: (s: string) => void): Record<Dtype, string> {
-  const out = {} as Record<Dtype, string>;
-  for (const dt of DTYPES) {
-    const path = join(outDir, `model-${dt}.gguf`);
-    if (!existsSync(path)) {
-      log(`converting ${dir} to ${dt} GGUF`);
-      const tmp = `${path}.${process.pid}.tmp.gguf`;
-      hfToGguf(dir, tmp, { dtype: dt });
-      renameSync(tmp, path);
-    }
-    out[dt] = path;
-  }
-  return out;
-}
-
-interface Speeds {
-  prefill: number;
-  decode: number;
-  /** 1 / the fastest single decode step (s): the streaming measure, comparable to the best-of read sweep. */
-  fastest: number;
-}
+const BIG: BenchModelShape = { name: 'orchard-bench-engine-v1', hiddenSize: 768, intermediateSize: 2304, numLayers: 12, numHeads: 12, numKvHeads: 4, vocab: 8192 };
 
 /** Orchard on one GGUF: loads once, then measures a prompt batch and token-by-token greedy decode per round. */
 async function orchardRunner(gguf: string, threads: number, promptTokens: number, decodeTokens: number) {
@@ -120,7 +60,7 @@ async function orchardRunner(gguf: string, threads: number, promptTokens: number
   const L = loadModelConfig(gguf).numLayers;
   const model = loadShard(gguf, { layers: [0, L], tensor: { rank: 0, size: 1 }, embed: true, head: true }, { backend: backend2, maxBatch: promptTokens, maxSeqLen: promptTokens + decodeTokens + 8 });
   const vocab = model.config.vocabSize;
-  const prompt = Array.from({ length: promptTokens }, (_, i) => (i * 37 + 11) % Math.min(256, vocab));
+  const prompt = benchPrompt(promptTokens, vocab);
   const weights = model.weights;
   const matrices: Weight[] = [...weights.layers.flatMap((l) => [l.q, l.k, l.v, l.o, l.gate, l.up, l.down]), weights.head!];
   const streamedBytes = matrices.reduce((s, w) => s + w.bytes.byteLength, 0);
@@ -129,84 +69,25 @@ async function orchardRunner(gguf: string, threads: number, promptTokens: number
     backend: backend2,
     async round(): Promise<Speeds> {
       const cache = model.newCache();
-      let t0 = performance.now();
-      let logits = await model.forward({ tokens: prompt }, cache);
-      const prefill = promptTokens / ((performance.now() - t0) / 1000);
-      t0 = performance.now();
-      let done = 0;
-      let fastestMs = Infinity;
-      while (done < decodeTokens && !(done >= 4 && performance.now() - t0 > DECODE_CAP_MS)) {
-        let best = 0;
-        for (let v = 1; v < vocab; v++) if (logits[v] > logits[best]) best = v;
-        const s0 = performance.now();
-        logits = await model.forward({ tokens: [best] }, cache);
-        fastestMs = Math.min(fastestMs, performance.now() - s0);
-        done++;
+      try {
+        return await timeRound(
+          decodeTokens,
+          promptTokens,
+          async () => argmax(await model.forward({ tokens: prompt }, cache)),
+          async (t) => argmax(await model.forward({ tokens: [t] }, cache)),
+        );
+      } finally {
+        model.releaseCache(cache);
       }
-      const decode = done / ((performance.now() - t0) / 1000);
-      model.releaseCache(cache);
-      return { prefill, decode, fastest: 1000 / fastestMs };
     },
     dispose: () => model.dispose(),
-  };
-}
-
-type LlamaModule = { getLlama(o: Record<string, unknown>): Promise<any> };
-let llamaRuntime: Promise<any> | null = null;
-
-/** llama.cpp on one GGUF: same prompt, same token-by-token greedy decode, explicit threads, F32 KV cache like Orchard's. */
-async function llamaRunner(gguf: string, threads: number, promptTokens: number, decodeTokens: number) {
-  llamaRuntime ??= (import(pathToFileURL(LLAMA_ENTRY).href) as Promise<LlamaModule>).then((m) =>
-    m.getLlama({ gpu: false, build: 'never', logLevel: 'error', progressLogs: false, skipDownload: true }),
-  );
-  const llama = await llamaRuntime;
-  const model = await llama.loadModel({ modelPath: gguf, gpuLayers: 0, useMmap: true });
-  const contextSize = promptTokens + decodeTokens + 8;
-  const context = await model.createContext({
-    contextSize,
-    batchSize: promptTokens,
-    sequences: 1,
-    threads,
-    flashAttention: false,
-    experimentalKvCacheKeyType: 'F32',
-    experimentalKvCacheValueType: 'F32',
-  });
-  const sequence = context.getSequence();
-  const vocab = model.tokens?.count ?? 256;
-  const prompt = Array.from({ length: promptTokens }, (_, i) => (i * 37 + 11) % Math.min(256, vocab));
-  const next = { generateNext: { token: true, options: { temperature: 0 } } };
-  return {
-    async round(): Promise<Speeds> {
-      await sequence.clearHistory();
-      let t0 = performance.now();
-      let results = await sequence.controlledEvaluate([...prompt.slice(0, -1), [prompt[prompt.length - 1], next]]);
-      let last = results[prompt.length - 1]?.next?.token;
-      const prefill = promptTokens / ((performance.now() - t0) / 1000);
-      t0 = performance.now();
-      let done = 0;
-      let fastestMs = Infinity;
-      while (done < decodeTokens && !(done >= 4 && performance.now() - t0 > DECODE_CAP_MS)) {
-        const s0 = performance.now();
-        results = await sequence.controlledEvaluate([[last, next]]);
-        fastestMs = Math.min(fastestMs, performance.now() - s0);
-        last = results[0]?.next?.token;
-        if (last == null) throw new Error('llama.cpp returned no token');
-        done++;
-      }
-      const decode = done / ((performance.now() - t0) / 1000);
-      return { prefill, decode, fastest: 1000 / fastestMs };
-    },
-    async dispose() {
-      await context.dispose();
-      await model.dispose();
-    },
   };
 }
 
 /** Best round of each engine, rounds interleaved. */
 async function measure(gguf: string, o: Required<Omit<EngineBenchOptions, 'log'>>) {
   const orchard = await orchardRunner(gguf, o.threads, o.promptTokens, o.decodeTokens);
-  const llama = await llamaRunner(gguf, o.threads, o.promptTokens, o.decodeTokens);
+  const llama = await llamaRunner(gguf, o);
   const best = (a: Speeds, b: Speeds): Speeds => ({ prefill: Math.max(a.prefill, b.prefill), decode: Math.max(a.decode, b.decode), fastest: Math.max(a.fastest, b.fastest) });
   let ob: Speeds = { prefill: 0, decode: 0, fastest: 0 };
   let lb: Speeds = { prefill: 0, decode: 0, fastest: 0 };
@@ -250,7 +131,7 @@ function readSweepGBs(backend: ReturnType<typeof createWasmBackend>, bytes: numb
   return (rows * rowBytes) / (best / 1000) / 1e9;
 }
 
-const round3 = (v: number) => Number(v.toPrecision(4));
+const round3 = sig4;
 
 export async function runEngineBench(options: EngineBenchOptions = {}): Promise<{ lines: EngineBenchLine[] }> {
   const missing = llamaCppMissingReason();
@@ -275,7 +156,7 @@ export async function runEngineBench(options: EngineBenchOptions = {}): Promise<
     lines.push({ name: `${prefix}prefill-${dt}`, orchard: round3(m.orchard.prefill), llamacpp: round3(m.llama.prefill), unit: 'tok/s', ratio: round3(m.orchard.prefill / m.llama.prefill) });
   };
 
-  const big = generatedModel(log);
+  const big = generatedModel(BIG, log);
   for (const dt of DTYPES) {
     log(`~100M model, ${dt}, ${o.threads} thread(s): Orchard vs llama.cpp`);
     const m = await measure(big.ggufs[dt], o);
@@ -317,6 +198,10 @@ export async function runEngineBench(options: EngineBenchOptions = {}): Promise<
   });
   if (gpu.skipped) log(`GPU lines left out: ${gpu.skipped}`);
   for (const l of gpu.lines) lines.push({ name: l.name, orchard: l.value, llamacpp: null, unit: l.unit, ratio: l.ratio });
+  // Orchard's GPU kernels against llama.cpp's GPU build on the same adapter and GGUFs (bench/gpu.ts).
+  const vsLlama = await runGpuBench({ allowSoftware: true, threads: o.threads, rounds: o.rounds, promptTokens: o.promptTokens, decodeTokens: o.decodeTokens, log });
+  if (vsLlama.skipped) log(`gpu-decode/prefill lines against llama.cpp left out: ${vsLlama.skipped}`);
+  lines.push(...vsLlama.lines);
   return { lines };
 }
 
@@ -325,7 +210,7 @@ export function formatEngineTable(result: { lines: EngineBenchLine[] }, threads:
   for (const l of result.lines) rows.push([l.name, String(l.orchard), l.llamacpp === null ? '-' : String(l.llamacpp), l.unit, l.ratio === null ? '-' : `${l.ratio}x`]);
   const w = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
   const body = rows.map((r) => r.map((c, i) => (i === 0 ? c.padEnd(w[i]) : c.padStart(w[i]))).join('  ')).join('\n');
-  return `${body}\n(${threads} thread(s) each; stream-f16 = f16 weight bytes per decode step / the fastest step; ratio = Orchard's stream / the best read sweep over as many bytes, same backend and threads, same run; gpu-* lines: decode/prefill ratio = GPU / wasm, stream ratio = / gpu-copy-baseline, same run)`;
+  return `${body}\n(${threads} thread(s) each; stream-f16 = f16 weight bytes per decode step / the fastest step; ratio = Orchard's stream / the best read sweep over as many bytes, same backend and threads, same run; gpu-<model>-* lines: decode/prefill ratio = GPU / wasm, stream ratio = / gpu-copy-baseline, same run; gpu-decode/prefill-<format> lines: Orchard's GPU kernels / llama.cpp's GPU build on the same adapter and GGUF, same run)`;
 }
 
 async function main(): Promise<void> {

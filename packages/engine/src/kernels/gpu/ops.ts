@@ -368,9 +368,10 @@ export class GpuKernels {
   }
 }
 
-/** Records the dispatches that apply to a batch of `n` tokens into one compute pass. */
-export function recordPass(encoder: GPUCommandEncoder, dispatches: readonly Dispatch[], n: number, label = 'forward'): void {
+/** Records the dispatches that apply to a batch of `n` tokens into one compute pass; returns how many. */
+export function recordPass(encoder: GPUCommandEncoder, dispatches: readonly Dispatch[], n: number, label = 'forward'): number {
   const pass = encoder.beginComputePass({ label });
+  let count = 0;
   for (const d of dispatches) {
     if (d.when && !d.when(n)) continue;
     const [x, y, z] = d.grid(n);
@@ -378,8 +379,10 @@ export function recordPass(encoder: GPUCommandEncoder, dispatches: readonly Disp
     pass.setPipeline(d.pipeline);
     pass.setBindGroup(0, d.bindGroup);
     pass.dispatchWorkgroups(x, y, z);
+    count++;
   }
   pass.end();
+  return count;
 }
 
 /** Records `dispatches` for `n` tokens into one command buffer and submits it. */

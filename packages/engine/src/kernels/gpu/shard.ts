@@ -32,6 +32,22 @@ export interface GpuShardOptions {
   allReduce?: AllReduce;
 }
 
+/** Per-call overhead figures, for benchmarks and the closing notes of speed work. */
+export interface CallStats {
+  submissions: number;
+  readbackBytes: number;
+  /** Compute dispatches recorded (all submissions of the call). */
+  dispatches: number;
+  /** Host time recording command buffers (setPipeline/setBindGroup/dispatch calls), ms. */
+  encodeMs: number;
+  /** Host time in finish() + queue.submit(), ms. */
+  submitMs: number;
+  /** Host time from the last submission until its readback was in hand, ms (GPU work + completion + copy). */
+  waitMs: number;
+}
+
+const emptyStats = (): CallStats => ({ submissions: 0, readbackBytes: 0, dispatches: 0, encodeMs: 0, submitMs: 0, waitMs: 0 });
+
 /** A sequence's KV cache in GPU memory, with the forward program bound to it. */
 export class GpuKVCache {
   length = 0;
@@ -78,8 +94,8 @@ export class GpuShard {
   readonly maxSeqLen: number;
   /** Bytes of weights held on the GPU. */
   weightBytes = 0;
-  /** Readback bytes and submissions of the last call (measurement). */
-  lastCall = { submissions: 0, readbackBytes: 0 };
+  /** What the last call cost (measurement): see CallStats. */
+  lastCall: CallStats = emptyStats();
 
   readonly #ctx: GpuContext;
   readonly #config: ModelConfig;
@@ -340,30 +356,45 @@ export class GpuShard {
    * all-reduce point ends a submission: the partial sums are read back, joined by the caller,
    * written back, and the next segment is submitted.
    */
-  async #run(cache: GpuKVCache, n: number, embed: boolean, tail?: (enc: GPUCommandEncoder) => void): Promise<void> {
+  async #run(cache: GpuKVCache, n: number, embed: boolean, tail?: (enc: GPUCommandEncoder) => number): Promise<void> {
     const dev = this.#ctx.device;
-    this.lastCall = { submissions: 0, readbackBytes: 0 };
+    const stats = (this.lastCall = emptyStats());
     const segs = cache.program;
     for (let i = 0; i < segs.length; i++) {
       const seg = segs[i];
+      const t0 = performance.now();
       const enc = dev.createCommandEncoder();
-      if (i === 0 && embed) recordPass(enc, this.#embedDispatches, n, 'embed');
-      recordPass(enc, seg.dispatches, n);
+      if (i === 0 && embed) stats.dispatches += recordPass(enc, this.#embedDispatches, n, 'embed');
+      stats.dispatches += recordPass(enc, seg.dispatches, n);
       if (seg.reduce) {
         const count = seg.reduce.width * n;
         this.#readback.encodeCopy(enc, seg.reduce.buffer, count * 4);
-        dev.queue.submit([enc.finish()]);
-        this.lastCall.submissions++;
-        const part = new Float32Array(await this.#readback.read(count * 4));
-        this.lastCall.readbackBytes += count * 4;
+        this.#submit(enc, t0);
+        const part = new Float32Array(await this.#read(count * 4));
         await this.#allReduce!(part);
         dev.queue.writeBuffer(seg.reduce.buffer, 0, part);
       } else {
-        tail?.(enc);
-        dev.queue.submit([enc.finish()]);
-        this.lastCall.submissions++;
+        if (tail) stats.dispatches += tail(enc);
+        this.#submit(enc, t0);
       }
     }
+  }
+
+  #submit(enc: GPUCommandEncoder, recordingSince: number): void {
+    const t = performance.now();
+    this.#ctx.device.queue.submit([enc.finish()]);
+    this.lastCall.submissions++;
+    this.lastCall.encodeMs += t - recordingSince;
+    this.lastCall.submitMs += performance.now() - t;
+  }
+
+  /** Waits for the last submission's copy into the staging buffer and takes `bytes` of it. */
+  async #read(bytes: number): Promise<ArrayBuffer> {
+    const t0 = performance.now();
+    const out = await this.#readback.read(bytes);
+    this.lastCall.waitMs += performance.now() - t0;
+    this.lastCall.readbackBytes += bytes;
+    return out;
   }
 
   /**
@@ -380,9 +411,11 @@ export class GpuShard {
     const D = this.#config.hiddenSize;
     const bytes = this.#head ? this.#vocabSlice * 4 : n * D * 4;
     const src = this.#head ? this.#act.logits : this.#act.x;
-    await this.#run(cache, n, 'tokens' in input, (enc) => this.#readback.encodeCopy(enc, src, bytes));
-    const out = new Float32Array(await this.#readback.read(bytes));
-    this.lastCall.readbackBytes += bytes;
+    await this.#run(cache, n, 'tokens' in input, (enc) => {
+      this.#readback.encodeCopy(enc, src, bytes);
+      return 0;
+    });
+    const out = new Float32Array(await this.#read(bytes));
     cache.length += n;
     return out;
   }
@@ -405,12 +438,13 @@ export class GpuShard {
     this.#writeTokens(tokens);
     this.#step.write(this.#ctx, 0, n);
     const bytes = n * this.#config.hiddenSize * 4;
+    this.lastCall = emptyStats();
+    const t0 = performance.now();
     const enc = this.#ctx.device.createCommandEncoder();
-    recordPass(enc, this.#embedDispatches, n, 'embed');
+    this.lastCall.dispatches = recordPass(enc, this.#embedDispatches, n, 'embed');
     this.#readback.encodeCopy(enc, this.#act.x, bytes);
-    this.#ctx.device.queue.submit([enc.finish()]);
-    this.lastCall = { submissions: 1, readbackBytes: bytes };
-    return new Float32Array(await this.#readback.read(bytes));
+    this.#submit(enc, t0);
+    return new Float32Array(await this.#read(bytes));
   }
 
   /**
@@ -433,11 +467,11 @@ export class GpuShard {
     }
     const sample = d;
     await this.#run(cache, n, true, (enc) => {
-      recordPass(enc, [sample], n, 'sample');
+      const count = recordPass(enc, [sample], n, 'sample');
       this.#readback.encodeCopy(enc, this.#act.result, 8);
+      return count;
     });
-    const r = new Uint32Array(await this.#readback.read(8));
-    this.lastCall.readbackBytes += 8;
+    const r = new Uint32Array(await this.#read(8));
     cache.length += n;
     return r[0];
   }

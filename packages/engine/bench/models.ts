@@ -1,0 +1,60 @@
+/**
+ * Random-weight Llama models for the benchmarks, written once into $TMPDIR/<name> (HF directory plus
+ * f16, Q8_0 and Q4_0 GGUFs from the project's own converter) so later runs skip writing them. Both
+ * engines of a comparison read the same GGUF bytes.
+ */
+import { existsSync, mkdirSync, renameSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { hfToGguf } from '../src/gguf/convert.js';
+import { writeRandomModel } from '../src/testing/random-model.js';
+
+export type Dtype = 'f16' | 'q8_0' | 'q4_0';
+export const DTYPES: Dtype[] = ['f16', 'q8_0', 'q4_0'];
+
+/** A Llama shape with an untied head; `name` is the cache directory (change it when the shape changes). */
+export interface BenchModelShape {
+  name: string;
+  hiddenSize: number;
+  intermediateSize: number;
+  numLayers: number;
+  numHeads: number;
+  numKvHeads: number;
+  vocab: number;
+}
+
+export function parameterCount(c: BenchModelShape): number {
+  const hd = c.hiddenSize / c.numHeads;
+  const perLayer = 2 * c.hiddenSize * c.hiddenSize + 2 * c.hiddenSize * c.numKvHeads * hd + 3 * c.hiddenSize * c.intermediateSize + 2 * c.hiddenSize;
+  return c.numLayers * perLayer + 2 * c.vocab * c.hiddenSize + c.hiddenSize;
+}
+
+/** The model's HF directory and its three GGUFs, written on first use. */
+export function generatedModel(shape: BenchModelShape, log: (s: string) => void): { dir: string; ggufs: Record<Dtype, string> } {
+  const root = join(tmpdir(), shape.name);
+  const dir = join(root, 'hf');
+  if (!existsSync(join(dir, 'model.safetensors'))) {
+    log(`writing a ${(parameterCount(shape) / 1e6).toFixed(0)}M-parameter random model to ${dir} (once)`);
+    const tmp = join(root, `hf-${process.pid}`);
+    mkdirSync(root, { recursive: true });
+    const { name: _, vocab, ...dims } = shape;
+    writeRandomModel(tmp, { variant: 'llama', ...dims, extraVocab: vocab - 259, maxPositionEmbeddings: 512, dtype: 'f16', seed: 1 });
+    renameSync(tmp, dir);
+  }
+  return { dir, ggufs: ggufsOf(dir, root, log) };
+}
+
+export function ggufsOf(dir: string, outDir: string, log: (s: string) => void): Record<Dtype, string> {
+  const out = {} as Record<Dtype, string>;
+  for (const dt of DTYPES) {
+    const path = join(outDir, `model-${dt}.gguf`);
+    if (!existsSync(path)) {
+      log(`converting ${dir} to ${dt} GGUF`);
+      const tmp = `${path}.${process.pid}.tmp.gguf`;
+      hfToGguf(dir, tmp, { dtype: dt });
+      renameSync(tmp, path);
+    }
+    out[dt] = path;
+  }
+  return out;
+}
