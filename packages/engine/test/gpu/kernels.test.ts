@@ -8,7 +8,7 @@ import { readF32, uploadF32, uploadWeight, createStorage, Readback } from '../..
 import type { GpuContext } from '../../src/kernels/gpu/context.js';
 import { GpuKernels, StepUniform, submit, type Dispatch } from '../../src/kernels/gpu/ops.js';
 import { ropeCosSin, ropeInvFreq } from '../../src/kernels/gpu/rope.js';
-import { vectorWidth } from '../../src/kernels/gpu/wgsl.js';
+import { matvecLayout, vectorWidth } from '../../src/kernels/gpu/wgsl.js';
 import { Prng } from '../../src/numeric/prng.js';
 import {
   attentionRef,
@@ -25,10 +25,14 @@ import { openTestGpu } from './gpu-env.js';
 
 const gpu = await openTestGpu();
 const ctx = gpu.ctx as GpuContext;
-const kernels = gpu.ctx ? new GpuKernels(ctx) : (null as unknown as GpuKernels);
+const defaultKernels = gpu.ctx ? new GpuKernels(ctx) : (null as unknown as GpuKernels);
+const kernels = defaultKernels;
+// The decode matvec's fallback without subgroups, with the 32 lanes a hardware GPU would get.
+const sharedMemKernels = gpu.ctx ? new GpuKernels(ctx, { matvec: { lanes: 32, subgroups: false } }) : (null as unknown as GpuKernels);
 const step = gpu.ctx ? new StepUniform(ctx) : (null as unknown as StepUniform);
 afterAll(() => {
   kernels?.destroy();
+  sharedMemKernels?.destroy();
   step?.destroy();
   gpu.ctx?.destroy();
 });
@@ -76,13 +80,26 @@ describe.skipIf(!gpu.ctx)(`WGSL kernels vs CPU reference${gpu.skip ? ` (skipped:
     expect(ctx.limits.maxBufferSize).toBeGreaterThanOrEqual(ctx.limits.maxStorageBufferBindingSize);
   });
 
+  it('opens shader-f16 and subgroups when offered, and sizes the decode matvec workgroup to one subgroup', () => {
+    expect(ctx.features.subgroups).toBe(ctx.device.features.has('subgroups'));
+    expect(ctx.features.f16).toBe(ctx.device.features.has('shader-f16'));
+    const { lanes, subgroups } = defaultKernels.matvec;
+    expect(subgroups).toBe(ctx.features.subgroups && ctx.features.subgroupMinSize > 0);
+    if (ctx.features.subgroupMinSize > 0) expect(lanes).toBeLessThanOrEqual(ctx.features.subgroupMinSize);
+    expect(matvecLayout({ subgroups: false, subgroupMinSize: 0 })).toEqual({ lanes: 32, subgroups: false });
+    expect(matvecLayout({ subgroups: true, subgroupMinSize: 32 })).toEqual({ lanes: 32, subgroups: true });
+    expect(matvecLayout({ subgroups: true, subgroupMinSize: 128 })).toEqual({ lanes: 64, subgroups: true });
+  });
+
   for (const dtype of DTYPES) {
     const quant = dtype === 'q8_0' || dtype === 'q4_0';
     for (const [rows, cols, n] of SHAPES[quant ? 'quant' : 'float']) {
       const vectorised = cols % vectorWidth(dtype) === 0;
-      for (const mode of ['matvec', ...(vectorised ? ['matvec (vectorised)'] : []), 'matmul'] as const) {
+      const rowBlock = vectorised ? (['matvec (row-block)', 'matvec (row-block, 32 lanes, workgroup-memory sums)'] as const) : [];
+      for (const mode of ['matvec', ...rowBlock, 'matmul'] as const) {
         const only = mode === 'matmul' ? 'matmul' : 'matvec';
         const generic = mode === 'matvec';
+        const kernels = mode.includes('32 lanes') ? sharedMemKernels : defaultKernels;
         it(`${mode} ${dtype} [${rows}x${cols}] x ${n} tokens, with bias and accumulate`, async () => {
           const rng = new Prng(rows * 1000 + cols * 10 + n);
           const w = randomWeight(dtype, rows, cols, rng);

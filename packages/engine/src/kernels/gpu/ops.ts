@@ -25,7 +25,9 @@ import {
   matvecShader,
   vectorWidth,
   MATVEC_ROWS,
+  matvecLayout,
   rmsnormShader,
+  type MatvecLayout,
 } from './wgsl.js';
 
 export type Grid = [number, number, number];
@@ -76,11 +78,18 @@ type Field = ['u32' | 'f32', number];
 const PIPELINES = new WeakMap<GPUDevice, Map<string, GPUComputePipeline>>();
 
 export class GpuKernels {
+  /** Threads per workgroup and reduction of the decode matvec on this device. */
+  readonly matvec: MatvecLayout;
   readonly #pipelines: Map<string, GPUComputePipeline>;
   readonly #owned: GPUBuffer[] = [];
   #dummy: GPUBuffer | null = null;
 
-  constructor(readonly ctx: GpuContext) {
+  /** `matvec` overrides the device's layout (tests run the workgroup-memory reduction this way). */
+  constructor(
+    readonly ctx: GpuContext,
+    options: { matvec?: MatvecLayout } = {},
+  ) {
+    this.matvec = options.matvec ?? matvecLayout(ctx.features);
     let cache = PIPELINES.get(ctx.device);
     if (!cache) PIPELINES.set(ctx.device, (cache = new Map()));
     this.#pipelines = cache;
@@ -101,7 +110,7 @@ export class GpuKernels {
     await guarded(this.ctx, 'WGSL pipelines', () => {
       for (const d of dtypes) {
         this.pipeline(`matvec_${d}`, () => matvecShader(d));
-        this.pipeline(`matvec_fast_${d}`, () => matvecFastShader(d));
+        this.#matvecFast(d);
         this.pipeline(`matmul_${d}`, () => matmulShader(d));
         this.pipeline(`embed_${d}`, () => embedShader(d));
       }
@@ -115,6 +124,11 @@ export class GpuKernels {
       this.pipeline('softmax', () => SOFTMAX);
       this.pipeline('sample', () => SAMPLE);
     });
+  }
+
+  #matvecFast(dtype: DType): GPUComputePipeline {
+    const l = this.matvec;
+    return this.pipeline(`matvec_fast_${dtype}_${l.lanes}${l.subgroups ? '_sg' : ''}`, () => matvecFastShader(dtype, l));
   }
 
   /** A 16-byte-aligned uniform of u32/f32 fields, owned (destroyed) by these kernels. */
@@ -174,7 +188,7 @@ export class GpuKernels {
     const vw = vectorWidth(w.dtype);
     const fast = w.cols % vw === 0 && (opts.xStride ?? w.cols) % vw === 0 && !opts.generic;
     const matvec = fast
-      ? this.pipeline(`matvec_fast_${w.dtype}`, () => matvecFastShader(w.dtype))
+      ? this.#matvecFast(w.dtype)
       : this.pipeline(`matvec_${w.dtype}`, () => matvecShader(w.dtype));
     const matmul = this.pipeline(`matmul_${w.dtype}`, () => matmulShader(w.dtype));
     for (const chunk of w.chunks) {

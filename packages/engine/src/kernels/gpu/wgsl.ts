@@ -130,29 +130,62 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
 }
 
 /**
- * Vectorised matvec: 16-byte loads of weights and activations, a whole GGUF block per thread step for
- * Q8_0/Q4_0. Needs cols (and the x stride) divisible by `vectorWidth(dtype)`; `linear` falls back to
- * `matvecShader` otherwise.
+ * Elements per step of the row-block matvec: one 16-byte load of f32/f16/bf16, one whole 32-element
+ * GGUF block of Q8_0/Q4_0. The kernel needs cols (and the x stride) divisible by it; `linear` falls back
+ * to `matvecShader` otherwise.
  */
 export function vectorWidth(dtype: DType): number {
   return dtype === 'f32' ? 4 : dtype === 'f16' || dtype === 'bf16' ? 8 : 32;
 }
 
-/** Rows per workgroup of the vectorised matvec, and threads per row. */
+/** Rows per workgroup of the row-block matvec. */
 export const MATVEC_ROWS = 4;
-const LANES = WG / MATVEC_ROWS;
 
-export function matvecFastShader(dtype: DType): string {
-  const header = WEIGHT_HEADER.replace(
-    'var<storage, read> W: array<u32>;',
-    dtype === 'q8_0' || dtype === 'q4_0' ? 'var<storage, read> W: array<u32>;' : 'var<storage, read> W: array<vec4<u32>>;',
-  ).replace('var<storage, read> X: array<f32>;', 'var<storage, read> X: array<vec4<f32>>;');
-  let body: string;
+/**
+ * How the row-block matvec maps onto the device: `lanes` threads per workgroup, all working on the same
+ * MATVEC_ROWS rows, and whether their partial sums are joined with subgroupAdd (no workgroup memory, no
+ * barrier) or a workgroup-memory tree.
+ */
+export interface MatvecLayout {
+  lanes: number;
+  subgroups: boolean;
+}
+
+/**
+ * The layout for a device: one workgroup = `subgroupMinSize` lanes (32 on Apple and NVIDIA GPUs, 8 on
+ * lavapipe's 256-bit SIMD), so a workgroup is never split across subgroups and subgroupAdd over it is
+ * the row sum whatever the implementation's lane numbering. Without a known subgroup size: 32 lanes.
+ */
+export function matvecLayout(f: { subgroups: boolean; subgroupMinSize: number }): MatvecLayout {
+  const min = f.subgroupMinSize > 0 ? f.subgroupMinSize : 32;
+  const lanes = Math.min(64, Math.max(4, 2 ** Math.floor(Math.log2(min))));
+  return { lanes, subgroups: f.subgroups && f.subgroupMinSize > 0 };
+}
+
+/**
+ * Row-block matvec for decode (one or a few tokens): a workgroup of `lanes` threads computes
+ * MATVEC_ROWS output rows. In each step every lane takes the next 16-byte vector (or GGUF block) of
+ * the rows, so consecutive lanes read consecutive addresses of a row (coalesced), and the matching
+ * slice of x is loaded once into registers and used for all rows of the block. The lanes' partial sums
+ * are joined once per row at the end (subgroupAdd, or a workgroup-memory tree without subgroups).
+ */
+export function matvecFastShader(dtype: DType, layout: MatvecLayout): string {
+  const T = layout.lanes;
+  const R = MATVEC_ROWS;
+  const quant = dtype === 'q8_0' || dtype === 'q4_0';
+  const header = WEIGHT_HEADER.replace('var<storage, read> W: array<u32>;', quant ? 'var<storage, read> W: array<u32>;' : 'var<storage, read> W: array<vec4<u32>>;').replace(
+    'var<storage, read> X: array<f32>;',
+    'var<storage, read> X: array<vec4<f32>>;',
+  );
+  const rows = Array.from({ length: R }, (_, i) => i);
+  // Per dtype: loads of x for step k (into registers), then one row's contribution `dot_row(u)` for its
+  // vector (or block) u = row · units + k.
+  let xload: string;
+  let rowDot: string;
   switch (dtype) {
     case 'f32':
-      body = `
-  let per = P.cols / 4u;
-  for (var k = lane; k < per; k = k + ${LANES}u) { acc = acc + dot(bitcast<vec4<f32>>(W[r * per + k]), X[xo / 4u + k]); }`;
+      xload = 'let x0 = X[xv + k];';
+      rowDot = 'fn dot_row(u: u32, x0: vec4<f32>) -> f32 { return dot(bitcast<vec4<f32>>(W[u]), x0); }';
       break;
     case 'f16':
     case 'bf16': {
@@ -160,55 +193,45 @@ export function matvecFastShader(dtype: DType): string {
         dtype === 'f16'
           ? (w: string) => `unpack2x16float(${w})`
           : (w: string) => `vec2<f32>(bitcast<f32>(${w} << 16u), bitcast<f32>(${w} & 0xffff0000u))`;
-      body = `
-  let per = P.cols / 8u;
-  for (var k = lane; k < per; k = k + ${LANES}u) {
-    let w = W[r * per + k];
-    let a = vec4<f32>(${un('w.x')}, ${un('w.y')});
-    let b = vec4<f32>(${un('w.z')}, ${un('w.w')});
-    acc = acc + dot(a, X[xo / 4u + 2u * k]) + dot(b, X[xo / 4u + 2u * k + 1u]);
-  }`;
+      xload = 'let x0 = X[xv + 2u * k]; let x1 = X[xv + 2u * k + 1u];';
+      rowDot = `fn dot_row(u: u32, x0: vec4<f32>, x1: vec4<f32>) -> f32 {
+  let w = W[u];
+  return dot(vec4<f32>(${un('w.x')}, ${un('w.y')}), x0) + dot(vec4<f32>(${un('w.z')}, ${un('w.w')}), x1);
+}`;
       break;
     }
     case 'q8_0':
-      body = `
-  let nb = P.cols / 32u;
-  for (var kb = lane; kb < nb; kb = kb + ${LANES}u) {
-    let o = (r * nb + kb) * 34u;
-    let d = unpack2x16float(rd_u16(o)).x;
-    let q0 = o + 2u;
-    let xb = xo / 4u + kb * 8u;
-    var s = 0.0;
-    for (var j = 0u; j < 8u; j = j + 1u) {
-      let q = rd_u32(q0 + 4u * j);
-      let v = vec4<f32>(f32(bitcast<i32>(q << 24u) >> 24u), f32(bitcast<i32>(q << 16u) >> 24u),
-                        f32(bitcast<i32>(q << 8u) >> 24u), f32(bitcast<i32>(q) >> 24u));
-      s = s + dot(v, X[xb + j]);
-    }
-    acc = acc + s * d;
-  }`;
+      xload = 'var xs: array<vec4<f32>, 8>; for (var j = 0u; j < 8u; j++) { xs[j] = X[xv + 8u * k + j]; }';
+      rowDot = `fn dot_row(u: u32, xs: array<vec4<f32>, 8>) -> f32 {
+  let o = u * 34u;
+  var s = 0.0;
+  for (var j = 0u; j < 8u; j++) {
+    let q = rd_u32(o + 2u + 4u * j);
+    let v = vec4<f32>(f32(bitcast<i32>(q << 24u) >> 24u), f32(bitcast<i32>(q << 16u) >> 24u),
+                      f32(bitcast<i32>(q << 8u) >> 24u), f32(bitcast<i32>(q) >> 24u));
+    s += dot(v, xs[j]);
+  }
+  return s * unpack2x16float(rd_u16(o)).x;
+}`;
       break;
     case 'q4_0':
-      body = `
-  let nb = P.cols / 32u;
-  for (var kb = lane; kb < nb; kb = kb + ${LANES}u) {
-    let o = (r * nb + kb) * 18u;
-    let d = unpack2x16float(rd_u16(o)).x;
-    let xb = xo / 4u + kb * 8u;
-    var s = 0.0;
-    for (var j = 0u; j < 4u; j = j + 1u) {
-      let q = rd_u32(o + 2u + 4u * j);
-      let lo = vec4<f32>(f32(q & 15u), f32((q >> 8u) & 15u), f32((q >> 16u) & 15u), f32((q >> 24u) & 15u)) - 8.0;
-      let hi = vec4<f32>(f32((q >> 4u) & 15u), f32((q >> 12u) & 15u), f32((q >> 20u) & 15u), f32(q >> 28u)) - 8.0;
-      s = s + dot(lo, X[xb + j]) + dot(hi, X[xb + 4u + j]);
-    }
-    acc = acc + s * d;
-  }`;
+      xload = 'var xs: array<vec4<f32>, 8>; for (var j = 0u; j < 8u; j++) { xs[j] = X[xv + 8u * k + j]; }';
+      rowDot = `fn dot_row(u: u32, xs: array<vec4<f32>, 8>) -> f32 {
+  let o = u * 18u;
+  var s = 0.0;
+  for (var j = 0u; j < 4u; j++) {
+    let q = rd_u32(o + 2u + 4u * j);
+    let lo = vec4<f32>(f32(q & 15u), f32((q >> 8u) & 15u), f32((q >> 16u) & 15u), f32((q >> 24u) & 15u)) - 8.0;
+    let hi = vec4<f32>(f32((q >> 4u) & 15u), f32((q >> 12u) & 15u), f32((q >> 20u) & 15u), f32(q >> 28u)) - 8.0;
+    s += dot(lo, xs[j]) + dot(hi, xs[4u + j]);
+  }
+  return s * unpack2x16float(rd_u16(o)).x;
+}`;
       break;
   }
-  const bytes =
-    dtype === 'q8_0' || dtype === 'q4_0'
-      ? `
+  const xargs = dtype === 'f32' ? 'x0' : dtype === 'f16' || dtype === 'bf16' ? 'x0, x1' : 'xs';
+  const bytes = quant
+    ? `
 fn rd_u16(o: u32) -> u32 { return (W[o >> 2u] >> ((o & 2u) * 8u)) & 0xffffu; }
 // Four bytes from a 2-byte-aligned offset (GGUF blocks are 34 and 18 bytes long).
 fn rd_u32(o: u32) -> u32 {
@@ -216,32 +239,45 @@ fn rd_u32(o: u32) -> u32 {
   if ((o & 2u) == 0u) { return W[i]; }
   return (W[i] >> 16u) | (W[i + 1u] << 16u);
 }`
-      : '';
-  return `${STEP}${LINEAR}${header}${bytes}
-var<workgroup> red: array<f32, ${WG}>;
-@compute @workgroup_size(${WG})
-fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
-        @builtin(local_invocation_index) tid: u32) {
-  let r0 = wg_linear(wid, nwg) * ${MATVEC_ROWS}u;
-  if (r0 >= P.rows) { return; }
-  let lane = tid % ${LANES}u;
-  let r = r0 + tid / ${LANES}u;
-  let valid = r < P.rows;
-  let last = (P.flags & 4u) != 0u;
-  let count = select(S.n, 1u, last);
-  for (var b = 0u; b < count; b = b + 1u) {
-    var acc = 0.0;
-    let xo = select(b, S.n - 1u, last) * P.xStride;
-    if (valid) {${body.replace(/\n/g, '\n  ')}
-    }
-    red[tid] = acc;
+    : '';
+  // Rows past the end (last block of a weight) read the last row again and are not stored.
+  const accumulate = rows.map((i) => `      acc${i} += dot_row(min(r0 + ${i}u, P.rows - 1u) * units + k, ${xargs});`).join('\n');
+  const reduce = layout.subgroups
+    ? rows.map((i) => `    let s${i} = subgroupAdd(acc${i});`).join('\n') +
+      `
+    if (lane == 0u) {
+${rows.map((i) => `      if (r0 + ${i}u < P.rows) { store(b, r0 + ${i}u, s${i}); }`).join('\n')}
+    }`
+    : `${rows.map((i) => `    red[${i * T}u + lane] = acc${i};`).join('\n')}
     workgroupBarrier();
-    for (var s = ${LANES / 2}u; s > 0u; s = s >> 1u) {
-      if (lane < s) { red[tid] = red[tid] + red[tid + s]; }
+    for (var s = ${T / 2}u; s > 0u; s >>= 1u) {
+      if (lane < s) {
+${rows.map((i) => `        red[${i * T}u + lane] += red[${i * T}u + lane + s];`).join('\n')}
+      }
       workgroupBarrier();
     }
-    if (lane == 0u && valid) { store(b, r, red[tid]); }
-    workgroupBarrier();
+    if (lane < ${R}u && r0 + lane < P.rows) { store(b, r0 + lane, red[lane * ${T}u]); }
+    workgroupBarrier();`;
+  return `${layout.subgroups ? 'enable subgroups;\n' : ''}${STEP}${LINEAR}${header}${bytes}
+${layout.subgroups ? '' : `var<workgroup> red: array<f32, ${T * R}>;`}
+${rowDot}
+@compute @workgroup_size(${T})
+fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
+        @builtin(local_invocation_index) lane: u32) {
+  let r0 = wg_linear(wid, nwg) * ${R}u;
+  if (r0 >= P.rows) { return; }
+  let units = P.cols / ${vectorWidth(dtype)}u;
+  let last = (P.flags & 4u) != 0u;
+  let count = select(S.n, 1u, last);
+  for (var b = 0u; b < count; b++) {
+    // x row as vec4s.
+    let xv = select(b, S.n - 1u, last) * P.xStride / 4u;
+${rows.map((i) => `    var acc${i} = 0.0;`).join('\n')}
+    for (var k = lane; k < units; k += ${T}u) {
+      ${xload}
+${accumulate}
+    }
+${reduce}
   }
 }
 `;
