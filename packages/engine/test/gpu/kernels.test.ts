@@ -231,6 +231,38 @@ describe.skipIf(!gpu.ctx)(`WGSL kernels vs CPU reference${gpu.skip ? ` (skipped:
     expect(maxAbsDiff(await readF32(ctx, gg, g.length), want)).toBeLessThan(1e-5);
   });
 
+  for (const dtype of ['f16', 'q4_0', 'f32'] as const) {
+    it(`SwiGLU ${dtype}: fused row-block for 1-2 tokens, gate/up + gate kernel for batches, both reductions, split weights`, async () => {
+      const rng = new Prng(21);
+      const [ffn, dim] = [37, 96];
+      const small = { ...ctx, limits: { ...ctx.limits, maxStorageBufferBindingSize: 2048 } };
+      const gw = randomWeight(dtype, ffn, dim, rng);
+      const uw = randomWeight(dtype, ffn, dim, rng);
+      const [gate, up] = [await uploadWeight(small, gw, 'gate'), await uploadWeight(small, uw, 'up')];
+      expect(gate.chunks.length).toBeGreaterThan(1);
+      for (const n of [1, 2, 3, 12]) {
+        const x = randomF32(n * dim, rng);
+        const gx = await uploadF32(ctx, x, 'x');
+        const g = matmulRef(widen(gw), ffn, dim, x, n);
+        const u = matmulRef(widen(uw), ffn, dim, x, n);
+        const want = g.out.map((v, i) => (v / (1 + Math.exp(-v))) * u.out[i]);
+        const mag = g.mag.map((m, i) => m * (Math.abs(u.out[i]) + 1) + u.mag[i] * Math.abs(g.out[i]));
+        for (const k of [defaultKernels, sharedMemKernels]) {
+          const out = await createStorage(ctx, n * ffn * 4, 'out');
+          const tmp = await createStorage(ctx, n * ffn * 4, 'tmp');
+          const ds = k.glu('mlp', gate, up, gx, out, tmp, step);
+          await run(ds, n);
+          expectClose(await readF32(ctx, out, n * ffn), want, mag, 1e-5);
+          out.destroy();
+          tmp.destroy();
+        }
+        gx.destroy();
+      }
+      gate.destroy();
+      up.destroy();
+    });
+  }
+
   it('softmax rows', async () => {
     const rng = new Prng(13);
     const [cols, groups, n] = [131, 2, 3];

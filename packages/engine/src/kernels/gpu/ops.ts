@@ -7,7 +7,7 @@
  */
 import type { DType } from '../backend.js';
 import { guarded, type GpuContext } from './context.js';
-import { Usage, type GpuWeight } from './buffers.js';
+import { Usage, type GpuWeight, type GpuWeightChunk } from './buffers.js';
 import {
   ADD,
   ATTENTION,
@@ -42,8 +42,21 @@ export interface Dispatch {
   when?(n: number): boolean;
 }
 
-/** Batches up to this size use the per-row matvec kernel; larger ones the tiled matmul. */
+/** Batches up to this size use the matvec kernels (one token per workgroup); larger ones the tiled matmul. */
 export const MATVEC_MAX_BATCH = 2;
+
+export interface LinearOptions {
+  bias?: GPUBuffer;
+  accumulate?: boolean;
+  outStride?: number;
+  xStride?: number;
+  rowOffset?: number;
+  only?: 'matvec' | 'matmul';
+  /** Only the batch's last token (x row n - 1 → out row 0), e.g. the LM head. Uses matvec. */
+  lastToken?: boolean;
+  /** Use the per-element matvec even where the row-block one applies (tests compare both). */
+  generic?: boolean;
+}
 
 /** The per-submission uniform: position of the first token, batch size, sampling seed. */
 export class StepUniform {
@@ -111,6 +124,7 @@ export class GpuKernels {
       for (const d of dtypes) {
         this.pipeline(`matvec_${d}`, () => matvecShader(d));
         this.#matvecFast(d);
+        this.#matvecFast(d, true);
         this.pipeline(`matmul_${d}`, () => matmulShader(d));
         this.pipeline(`embed_${d}`, () => embedShader(d));
       }
@@ -126,9 +140,10 @@ export class GpuKernels {
     });
   }
 
-  #matvecFast(dtype: DType): GPUComputePipeline {
+  #matvecFast(dtype: DType, glu = false): GPUComputePipeline {
     const l = this.matvec;
-    return this.pipeline(`matvec_fast_${dtype}_${l.lanes}${l.subgroups ? '_sg' : ''}`, () => matvecFastShader(dtype, l));
+    const key = `matvec_fast_${dtype}_${l.lanes}${l.subgroups ? '_sg' : ''}${glu ? '_glu' : ''}`;
+    return this.pipeline(key, () => matvecFastShader(dtype, l, { glu }));
   }
 
   /** A 16-byte-aligned uniform of u32/f32 fields, owned (destroyed) by these kernels. */
@@ -159,70 +174,97 @@ export class GpuKernels {
   }
 
   /**
-   * out[b, rowOffset + r] (+)= Σ_c W[r, c] · x[b, c] (+ bias[r]) for every chunk of `w`, with the
-   * per-row matvec kernel for small batches and the tiled matmul for larger ones.
+   * out[b, rowOffset + r] (+)= Σ_c W[r, c] · x[b, c] (+ bias[r]) for every chunk of `w`: the row-block
+   * matvec for batches up to MATVEC_MAX_BATCH, the tiled matmul for larger ones.
    */
-  linear(
-    label: string,
-    w: GpuWeight,
-    x: GPUBuffer,
-    out: GPUBuffer,
-    step: StepUniform,
-    opts: {
-      bias?: GPUBuffer;
-      accumulate?: boolean;
-      outStride?: number;
-      xStride?: number;
-      rowOffset?: number;
-      only?: 'matvec' | 'matmul';
-      /** Only the batch's last token (x row n - 1 → out row 0), e.g. the LM head. Uses matvec. */
-      lastToken?: boolean;
-      /** Use the per-element matvec even where the vectorised one applies (tests compare both). */
-      generic?: boolean;
-    } = {},
-  ): Dispatch[] {
+  linear(label: string, w: GpuWeight, x: GPUBuffer, out: GPUBuffer, step: StepUniform, opts: LinearOptions = {}): Dispatch[] {
     const flags = (opts.bias ? 1 : 0) | (opts.accumulate ? 2 : 0) | (opts.lastToken ? 4 : 0);
     if (opts.lastToken) opts = { ...opts, only: 'matvec' };
-    const out_: Dispatch[] = [];
-    // 16-byte loads when every row (and x row) starts on a vector boundary.
-    const vw = vectorWidth(w.dtype);
-    const fast = w.cols % vw === 0 && (opts.xStride ?? w.cols) % vw === 0 && !opts.generic;
-    const matvec = fast
-      ? this.#matvecFast(w.dtype)
-      : this.pipeline(`matvec_${w.dtype}`, () => matvecShader(w.dtype));
-    const matmul = this.pipeline(`matmul_${w.dtype}`, () => matmulShader(w.dtype));
-    for (const chunk of w.chunks) {
-      const params = this.params(`${label}.params`, [
-        ['u32', chunk.rows],
-        ['u32', w.cols],
-        ['u32', (opts.rowOffset ?? 0) + chunk.rowStart],
-        ['u32', opts.outStride ?? w.rows],
-        ['u32', opts.xStride ?? w.cols],
-        ['u32', flags],
-      ]);
+    return w.chunks.flatMap((chunk) => {
+      const params = this.#weightParams(label, w, chunk, opts, flags);
       // The bias is indexed by rowOffset + r, so it is bound whole.
       const buffers = [params, step.buffer, chunk.buffer, x, out, opts.bias ?? this.dummy()];
-      const rows = chunk.rows;
-      if (opts.only !== 'matmul') {
-        out_.push({
-          label: `${label} (matvec)`,
-          pipeline: matvec,
-          bindGroup: this.bind(label, matvec, buffers),
-          grid: () => split(fast ? Math.ceil(rows / MATVEC_ROWS) : rows),
-          when: opts.only === 'matvec' ? undefined : (n) => n <= MATVEC_MAX_BATCH,
-        });
-      }
-      if (opts.only !== 'matvec') {
-        out_.push({
-          label: `${label} (matmul)`,
-          pipeline: matmul,
-          bindGroup: this.bind(label, matmul, buffers),
-          grid: (n) => [Math.ceil(rows / MM_ROWS), Math.ceil(n / MM_TOKENS), 1],
-          when: opts.only === 'matmul' ? undefined : (n) => n > MATVEC_MAX_BATCH,
-        });
+      return this.#linearChunk(label, w.dtype, w.cols, chunk.rows, buffers, opts);
+    });
+  }
+
+  /**
+   * SwiGLU: out = silu(gate·x) · (up·x) over [n, ffn]. For decode (n <= MATVEC_MAX_BATCH) one fused row-block kernel
+   * reads both weights (no gate/up activations written, no separate gate kernel); for a batch, the gate
+   * and up projections (`up` into `tmp`) and the elementwise gate.
+   */
+  glu(label: string, gate: GpuWeight, up: GpuWeight, x: GPUBuffer, out: GPUBuffer, tmp: GPUBuffer, step: StepUniform): Dispatch[] {
+    const same = gate.dtype === up.dtype && gate.rows === up.rows && gate.cols === up.cols && gate.chunks.length === up.chunks.length;
+    if (!same) throw new Error(`${label}: gate_proj and up_proj differ in shape or dtype`);
+    const gateDispatch = this.siluGate(out, tmp, gate.rows, step);
+    const unfused: Dispatch[] = [
+      ...this.linear(`${label}.gate`, gate, x, out, step),
+      ...this.linear(`${label}.up`, up, x, tmp, step),
+      gateDispatch,
+    ];
+    if (!this.#fast(gate.dtype, gate.cols, gate.cols)) return unfused;
+    const fused = gate.chunks.flatMap((chunk, i) => {
+      const params = this.#weightParams(label, gate, chunk, {}, 0);
+      const buffers = [params, step.buffer, chunk.buffer, x, out, this.dummy(), up.chunks[i].buffer];
+      return this.#rowBlock(label, gate.dtype, chunk.rows, buffers, true, (n) => n <= MATVEC_MAX_BATCH);
+    });
+    return [...fused, ...unfused.map((d) => ({ ...d, when: (n: number) => n > MATVEC_MAX_BATCH && (d.when?.(n) ?? true) }))];
+  }
+
+  #weightParams(label: string, w: GpuWeight, chunk: GpuWeightChunk, opts: LinearOptions, flags: number): GPUBuffer {
+    return this.params(`${label}.params`, [
+      ['u32', chunk.rows],
+      ['u32', w.cols],
+      ['u32', (opts.rowOffset ?? 0) + chunk.rowStart],
+      ['u32', opts.outStride ?? w.rows],
+      ['u32', opts.xStride ?? w.cols],
+      ['u32', flags],
+    ]);
+  }
+
+  /** 16-byte (or whole-block) steps need every row and x row to start on a step boundary. */
+  #fast(dtype: DType, cols: number, xStride: number): boolean {
+    const vw = vectorWidth(dtype);
+    return cols % vw === 0 && xStride % vw === 0;
+  }
+
+  #linearChunk(label: string, dtype: DType, cols: number, rows: number, buffers: GPUBuffer[], opts: LinearOptions): Dispatch[] {
+    const small = (n: number) => opts.only === 'matvec' || (opts.only !== 'matmul' && n <= MATVEC_MAX_BATCH);
+    const out: Dispatch[] = [];
+    if (opts.only !== 'matmul') {
+      if (this.#fast(dtype, cols, opts.xStride ?? cols) && !opts.generic) {
+        out.push(...this.#rowBlock(label, dtype, rows, buffers, false, small));
+      } else {
+        const generic = this.pipeline(`matvec_${dtype}`, () => matvecShader(dtype));
+        out.push({ label: `${label} (matvec)`, pipeline: generic, bindGroup: this.bind(label, generic, buffers), grid: () => split(rows), when: small });
       }
     }
-    return out_;
+    if (opts.only !== 'matvec') {
+      const matmul = this.pipeline(`matmul_${dtype}`, () => matmulShader(dtype));
+      out.push({
+        label: `${label} (matmul)`,
+        pipeline: matmul,
+        bindGroup: this.bind(label, matmul, buffers),
+        grid: (n) => [Math.ceil(rows / MM_ROWS), Math.ceil(n / MM_TOKENS), 1],
+        when: (n) => !small(n),
+      });
+    }
+    return out;
+  }
+
+  /** The row-block kernel, one workgroup per 4 rows and token. */
+  #rowBlock(label: string, dtype: DType, rows: number, buffers: GPUBuffer[], glu: boolean, when: (n: number) => boolean): Dispatch[] {
+    const blocks = split(Math.ceil(rows / MATVEC_ROWS));
+    const pipeline = this.#matvecFast(dtype, glu);
+    return [
+      {
+        label: `${label} (matvec)`,
+        pipeline,
+        bindGroup: this.bind(label, pipeline, buffers),
+        grid: (n: number): Grid => [blocks[0], blocks[1], n],
+        when,
+      },
+    ];
   }
 
   /**

@@ -298,9 +298,7 @@ export class GpuShard {
         cur.push(...K.linear('o_proj', L.o, a.att, a.x, st, { accumulate: true, bias: L.oBias ?? undefined }));
       }
       cur.push(K.rmsnorm(a.x, L.postNorm, a.xb, D, 1, c.rmsNormEps, st));
-      cur.push(...K.linear('gate_proj', L.gate, a.xb, a.hb, st));
-      cur.push(...K.linear('up_proj', L.up, a.xb, a.hb2, st));
-      cur.push(K.siluGate(a.hb, a.hb2, this.#ffn, st));
+      cur.push(...K.glu('mlp', L.gate, L.up, a.xb, a.hb, a.hb2, st));
       if (tp) {
         cur.push(...K.linear('down_proj', L.down, a.hb, a.xb2, st));
         cut({ buffer: a.xb2, width: D });

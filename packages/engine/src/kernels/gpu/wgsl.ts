@@ -162,123 +162,157 @@ export function matvecLayout(f: { subgroups: boolean; subgroupMinSize: number })
   return { lanes, subgroups: f.subgroups && f.subgroupMinSize > 0 };
 }
 
+/** 16-byte vectors per step of the row-block matvec: one for f32, two for f16/bf16, 8 for a 32-block. */
+const vecsPerStep = (dtype: DType) => vectorWidth(dtype) / 4;
+
 /**
- * Row-block matvec for decode (one or a few tokens): a workgroup of `lanes` threads computes
- * MATVEC_ROWS output rows. In each step every lane takes the next 16-byte vector (or GGUF block) of
- * the rows, so consecutive lanes read consecutive addresses of a row (coalesced), and the matching
- * slice of x is loaded once into registers and used for all rows of the block. The lanes' partial sums
- * are joined once per row at the end (subgroupAdd, or a workgroup-memory tree without subgroups).
+ * `wv_<name>(u)`: step u's weights of the buffer `name`, widened to f32 vectors (Q8_0/Q4_0 unscaled),
+ * and for Q8_0/Q4_0 `ws_<name>(u)`: the block's scale.
  */
-export function matvecFastShader(dtype: DType, layout: MatvecLayout): string {
+function stepDecoder(dtype: DType, name: string): string {
+  const V = vecsPerStep(dtype);
+  const ret = `array<vec4<f32>, ${V}>`;
+  switch (dtype) {
+    case 'f32':
+      return `fn wv_${name}(u: u32) -> ${ret} { return ${ret}(bitcast<vec4<f32>>(${name}[u])); }`;
+    case 'f16':
+      return `fn wv_${name}(u: u32) -> ${ret} {
+  let w = ${name}[u];
+  return ${ret}(vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y)), vec4<f32>(unpack2x16float(w.z), unpack2x16float(w.w)));
+}`;
+    case 'bf16': {
+      const un = (w: string) => `vec2<f32>(bitcast<f32>(${w} << 16u), bitcast<f32>(${w} & 0xffff0000u))`;
+      return `fn wv_${name}(u: u32) -> ${ret} {
+  let w = ${name}[u];
+  return ${ret}(vec4<f32>(${un('w.x')}, ${un('w.y')}), vec4<f32>(${un('w.z')}, ${un('w.w')}));
+}`;
+    }
+    case 'q8_0':
+      // 34-byte blocks: f16 scale, 32 signed bytes (2-byte aligned, read as shifted word pairs).
+      return `${quantBytes(name)}
+fn ws_${name}(u: u32) -> f32 { return unpack2x16float(rd16_${name}(u * 34u)).x; }
+fn wv_${name}(u: u32) -> ${ret} {
+  var v: ${ret};
+  for (var j = 0u; j < 8u; j++) {
+    let q = rd32_${name}(u * 34u + 2u + 4u * j);
+    v[j] = vec4<f32>(f32(bitcast<i32>(q << 24u) >> 24u), f32(bitcast<i32>(q << 16u) >> 24u), f32(bitcast<i32>(q << 8u) >> 24u), f32(bitcast<i32>(q) >> 24u));
+  }
+  return v;
+}`;
+    case 'q4_0':
+      // 18-byte blocks: f16 scale, 16 bytes; element j < 16 is the low nibble of byte j, j + 16 the high one.
+      return `${quantBytes(name)}
+fn ws_${name}(u: u32) -> f32 { return unpack2x16float(rd16_${name}(u * 18u)).x; }
+fn wv_${name}(u: u32) -> ${ret} {
+  var v: ${ret};
+  for (var j = 0u; j < 4u; j++) {
+    let q = rd32_${name}(u * 18u + 2u + 4u * j);
+    v[j] = vec4<f32>(f32(q & 15u), f32((q >> 8u) & 15u), f32((q >> 16u) & 15u), f32((q >> 24u) & 15u)) - 8.0;
+    v[j + 4u] = vec4<f32>(f32((q >> 4u) & 15u), f32((q >> 12u) & 15u), f32((q >> 20u) & 15u), f32(q >> 28u)) - 8.0;
+  }
+  return v;
+}`;
+  }
+}
+
+function quantBytes(name: string): string {
+  return `
+fn rd16_${name}(o: u32) -> u32 { return (${name}[o >> 2u] >> ((o & 2u) * 8u)) & 0xffffu; }
+// Four bytes from a 2-byte-aligned offset (GGUF blocks are 34 and 18 bytes long).
+fn rd32_${name}(o: u32) -> u32 {
+  let i = o >> 2u;
+  if ((o & 2u) == 0u) { return ${name}[i]; }
+  return (${name}[i] >> 16u) | (${name}[i + 1u] << 16u);
+}`;
+}
+
+export interface RowBlockOptions {
+  /**
+   * SwiGLU: W is gate_proj and W2 (binding 6) up_proj, same shape and chunking; stores silu(gate·x) ·
+   * (up·x) — one pass over both weights, no gate/up activations in memory, no separate gate kernel.
+   */
+  glu?: boolean;
+}
+
+/**
+ * Row-block matvec for decode: a workgroup of `lanes` threads computes MATVEC_ROWS output rows of one
+ * token (grid z: the token, for the few-token batches that take this kernel). In each step every lane
+ * takes the next 16-byte vector (or GGUF block) of the rows, so consecutive lanes read consecutive
+ * addresses of a row (coalesced), and the step's slice of x is loaded once and used for all rows. The
+ * lanes' partial sums are joined once per row at the end (subgroupAdd, or a workgroup-memory tree without
+ * subgroups). A form that kept 8 tokens per workgroup (weights read once per 8 tokens) was tried: its
+ * 32 accumulators made llvmpipe spend minutes compiling it, and prompt batches go to the tiled matmul.
+ */
+export function matvecFastShader(dtype: DType, layout: MatvecLayout, o: RowBlockOptions = {}): string {
   const T = layout.lanes;
   const R = MATVEC_ROWS;
+  const V = vecsPerStep(dtype);
   const quant = dtype === 'q8_0' || dtype === 'q4_0';
-  const header = WEIGHT_HEADER.replace('var<storage, read> W: array<u32>;', quant ? 'var<storage, read> W: array<u32>;' : 'var<storage, read> W: array<vec4<u32>>;').replace(
+  const wType = quant ? 'array<u32>' : 'array<vec4<u32>>';
+  const header = WEIGHT_HEADER.replace('var<storage, read> W: array<u32>;', `var<storage, read> W: ${wType};`).replace(
     'var<storage, read> X: array<f32>;',
     'var<storage, read> X: array<vec4<f32>>;',
   );
+  const w2 = o.glu ? `@group(0) @binding(6) var<storage, read> W2: ${wType};\n${stepDecoder(dtype, 'W2')}` : '';
+  const mats = o.glu ? ['W', 'W2'] : ['W'];
   const rows = Array.from({ length: R }, (_, i) => i);
-  // Per dtype: loads of x for step k (into registers), then one row's contribution `dot_row(u)` for its
-  // vector (or block) u = row · units + k.
-  let xload: string;
-  let rowDot: string;
-  switch (dtype) {
-    case 'f32':
-      xload = 'let x0 = X[xv + k];';
-      rowDot = 'fn dot_row(u: u32, x0: vec4<f32>) -> f32 { return dot(bitcast<vec4<f32>>(W[u]), x0); }';
-      break;
-    case 'f16':
-    case 'bf16': {
-      const un =
-        dtype === 'f16'
-          ? (w: string) => `unpack2x16float(${w})`
-          : (w: string) => `vec2<f32>(bitcast<f32>(${w} << 16u), bitcast<f32>(${w} & 0xffff0000u))`;
-      xload = 'let x0 = X[xv + 2u * k]; let x1 = X[xv + 2u * k + 1u];';
-      rowDot = `fn dot_row(u: u32, x0: vec4<f32>, x1: vec4<f32>) -> f32 {
-  let w = W[u];
-  return dot(vec4<f32>(${un('w.x')}, ${un('w.y')}), x0) + dot(vec4<f32>(${un('w.z')}, ${un('w.w')}), x1);
-}`;
-      break;
-    }
-    case 'q8_0':
-      xload = 'var xs: array<vec4<f32>, 8>; for (var j = 0u; j < 8u; j++) { xs[j] = X[xv + 8u * k + j]; }';
-      rowDot = `fn dot_row(u: u32, xs: array<vec4<f32>, 8>) -> f32 {
-  let o = u * 34u;
-  var s = 0.0;
-  for (var j = 0u; j < 8u; j++) {
-    let q = rd_u32(o + 2u + 4u * j);
-    let v = vec4<f32>(f32(bitcast<i32>(q << 24u) >> 24u), f32(bitcast<i32>(q << 16u) >> 24u),
-                      f32(bitcast<i32>(q << 8u) >> 24u), f32(bitcast<i32>(q) >> 24u));
-    s += dot(v, xs[j]);
-  }
-  return s * unpack2x16float(rd_u16(o)).x;
-}`;
-      break;
-    case 'q4_0':
-      xload = 'var xs: array<vec4<f32>, 8>; for (var j = 0u; j < 8u; j++) { xs[j] = X[xv + 8u * k + j]; }';
-      rowDot = `fn dot_row(u: u32, xs: array<vec4<f32>, 8>) -> f32 {
-  let o = u * 18u;
-  var s = 0.0;
-  for (var j = 0u; j < 4u; j++) {
-    let q = rd_u32(o + 2u + 4u * j);
-    let lo = vec4<f32>(f32(q & 15u), f32((q >> 8u) & 15u), f32((q >> 16u) & 15u), f32((q >> 24u) & 15u)) - 8.0;
-    let hi = vec4<f32>(f32((q >> 4u) & 15u), f32((q >> 12u) & 15u), f32((q >> 20u) & 15u), f32(q >> 28u)) - 8.0;
-    s += dot(lo, xs[j]) + dot(hi, xs[4u + j]);
-  }
-  return s * unpack2x16float(rd_u16(o)).x;
-}`;
-      break;
-  }
-  const xargs = dtype === 'f32' ? 'x0' : dtype === 'f16' || dtype === 'bf16' ? 'x0, x1' : 'xs';
-  const bytes = quant
-    ? `
-fn rd_u16(o: u32) -> u32 { return (W[o >> 2u] >> ((o & 2u) * 8u)) & 0xffffu; }
-// Four bytes from a 2-byte-aligned offset (GGUF blocks are 34 and 18 bytes long).
-fn rd_u32(o: u32) -> u32 {
-  let i = o >> 2u;
-  if ((o & 2u) == 0u) { return W[i]; }
-  return (W[i] >> 16u) | (W[i + 1u] << 16u);
-}`
-    : '';
-  // Rows past the end (last block of a weight) read the last row again and are not stored.
-  const accumulate = rows.map((i) => `      acc${i} += dot_row(min(r0 + ${i}u, P.rows - 1u) * units + k, ${xargs});`).join('\n');
+  // Accumulator acc<m>_<row> (m: 0 = W, 1 = W2).
+  const outs = mats.flatMap((_, m) => rows.map((i) => `${m}_${i}`));
+  const scaled = (m: number, dotExpr: string) => (quant ? `(${dotExpr}) * sc${m}` : dotExpr);
+  const step = rows
+    .map(
+      (i) => `      {
+        let u = min(r0 + ${i}u, P.rows - 1u) * units + k;
+${mats.map((mat, m) => `        let w${m} = wv_${mat}(u);${quant ? ` let sc${m} = ws_${mat}(u);` : ''}\n        acc${m}_${i} += ${scaled(m, `dotv(w${m}, x0)`)};`).join('\n')}
+      }`,
+    )
+    .join('\n');
+  // Row i's output from its joined sums (SwiGLU: silu(gate) · up).
+  const result = (v: (m: number) => string) => (o.glu ? `silu(${v(0)}) * ${v(1)}` : v(0));
+  const storeIf = (i: number, val: string) => `if (r0 + ${i}u < P.rows) { store(b, r0 + ${i}u, ${val}); }`;
   const reduce = layout.subgroups
-    ? rows.map((i) => `    let s${i} = subgroupAdd(acc${i});`).join('\n') +
-      `
-    if (lane == 0u) {
-${rows.map((i) => `      if (r0 + ${i}u < P.rows) { store(b, r0 + ${i}u, s${i}); }`).join('\n')}
-    }`
-    : `${rows.map((i) => `    red[${i * T}u + lane] = acc${i};`).join('\n')}
-    workgroupBarrier();
-    for (var s = ${T / 2}u; s > 0u; s >>= 1u) {
-      if (lane < s) {
-${rows.map((i) => `        red[${i * T}u + lane] += red[${i * T}u + lane + s];`).join('\n')}
-      }
-      workgroupBarrier();
+    ? `${outs.map((id) => `  let s${id} = subgroupAdd(acc${id});`).join('\n')}
+  if (lane == 0u) {
+${rows.map((i) => `    ${storeIf(i, result((m) => `s${m}_${i}`))}`).join('\n')}
+  }`
+    : `${outs.map((id, j) => `  red[${j * T}u + lane] = acc${id};`).join('\n')}
+  workgroupBarrier();
+  for (var s = ${T / 2}u; s > 0u; s >>= 1u) {
+    if (lane < s) {
+      for (var j = 0u; j < ${outs.length}u; j++) { red[j * ${T}u + lane] += red[j * ${T}u + lane + s]; }
     }
-    if (lane < ${R}u && r0 + lane < P.rows) { store(b, r0 + lane, red[lane * ${T}u]); }
-    workgroupBarrier();`;
-  return `${layout.subgroups ? 'enable subgroups;\n' : ''}${STEP}${LINEAR}${header}${bytes}
-${layout.subgroups ? '' : `var<workgroup> red: array<f32, ${T * R}>;`}
-${rowDot}
+    workgroupBarrier();
+  }
+  if (lane == 0u) {
+${rows.map((i) => `    ${storeIf(i, result((m) => `red[${outs.indexOf(`${m}_${i}`) * T}u]`))}`).join('\n')}
+  }`;
+  return `${layout.subgroups ? 'enable subgroups;\n' : ''}${STEP}${LINEAR}${header}
+${stepDecoder(dtype, 'W')}
+${w2}
+${layout.subgroups ? '' : `var<workgroup> red: array<f32, ${T * outs.length}>;`}
+fn dotv(a: array<vec4<f32>, ${V}>, b: array<vec4<f32>, ${V}>) -> f32 {
+  var s = 0.0;
+  for (var j = 0u; j < ${V}u; j++) { s += dot(a[j], b[j]); }
+  return s;
+}
+fn silu(g: f32) -> f32 { return g / (1.0 + exp(-g)); }
 @compute @workgroup_size(${T})
 fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
         @builtin(local_invocation_index) lane: u32) {
   let r0 = wg_linear(wid, nwg) * ${R}u;
   if (r0 >= P.rows) { return; }
   let units = P.cols / ${vectorWidth(dtype)}u;
+  // Grid z: the token. The LM head (flag 4) takes only the batch's last token and writes output row 0.
   let last = (P.flags & 4u) != 0u;
-  let count = select(S.n, 1u, last);
-  for (var b = 0u; b < count; b++) {
-    // x row as vec4s.
-    let xv = select(b, S.n - 1u, last) * P.xStride / 4u;
-${rows.map((i) => `    var acc${i} = 0.0;`).join('\n')}
-    for (var k = lane; k < units; k += ${T}u) {
-      ${xload}
-${accumulate}
-    }
-${reduce}
+  let b = select(wid.z, 0u, last);
+  let xbase = select(wid.z, S.n - 1u, last) * P.xStride / 4u;
+${outs.map((id) => `  var acc${id} = 0.0;`).join('\n')}
+  for (var k = lane; k < units; k += ${T}u) {
+    var x0: array<vec4<f32>, ${V}>;
+    for (var j = 0u; j < ${V}u; j++) { x0[j] = X[xbase + k * ${V}u + j]; }
+${step}
   }
+${reduce}
 }
 `;
 }
