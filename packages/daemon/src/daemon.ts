@@ -1,28 +1,28 @@
 /**
- * One Orchard daemon: identity, libp2p node, replicated cluster state, profile refresh, link
- * measurements, capability benchmark and the HTTP API, started and stopped as one unit.
+ * One Orchard daemon's control plane: identity, libp2p node, replicated cluster state, profile
+ * refresh, link measurements and capability benchmark, started and stopped as one unit. Serving
+ * (serving/) and the HTTP API (http/) are composed on top of it in orchard.ts.
  */
 import './polyfills.js';
 import { multiaddr } from '@multiformats/multiaddr';
-import { probeLink, startProbeServer, type ProbeServer } from '@orchard/transport';
+import { probeLink } from '@orchard/transport';
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdirSync } from 'node:fs';
-import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
-import { buildApi } from './api/server.js';
 import { measureCapability } from './capability/cache.js';
 import type { DaemonOptions } from './config/options.js';
+import { prepareDataDir } from './config/data-dir.js';
 import { decodeControl, encodeControl } from './control/codec.js';
 import { CONTROL_TOPIC, type ControlMessage } from './control/messages.js';
 import { clusterKeyFingerprint, readClusterKey } from './identity/cluster-key.js';
 import { duplicateIdentityMessage, foreignAddresses, type DuplicateIdentity } from './identity/duplicate.js';
 import { loadOrCreatePeerKey } from './identity/peer-key.js';
 import { measurePeer, pathSignature, type LinkProber } from './links/measurer.js';
+import { ProbeListeners, podFacingAddresses } from './links/probe-listeners.js';
 import type { LinkMeasurement } from './links/types.js';
 import { createNode, type OrchardNode } from './node/create-node.js';
 import { AutoDialer } from './node/discovery.js';
 import { ProfileCollector } from './profile/collect.js';
-import { nodeBackend, type NodeBackend } from './backend/node.js';
+import { backendSettingOf, nodeBackend, type NodeBackend } from './backend/node.js';
 import { matchThunderboltPeers } from './profile/thunderbolt-match.js';
 import type { Capability, NodeProfile } from './profile/types.js';
 import { clusterView, type PodMode } from './state/cluster-view.js';
@@ -37,11 +37,12 @@ export interface DaemonTimings {
 
 export interface DaemonExtensions {
   timings?: Partial<DaemonTimings>;
-  /** Adds routes (OpenAI endpoints, dashboard) to the API before it starts listening. */
-  routes?: (app: FastifyInstance, daemon: Daemon) => void | Promise<void>;
 }
 
 const DEFAULT_TIMINGS: DaemonTimings = { profileRefreshMs: 10_000, linkRefreshMs: 300_000, linkCheckMs: 2000 };
+
+/** A path whose probe failed is measured again after this long (not after the refresh interval). */
+const PROBE_RETRY_MS = 5000;
 
 /** The probe server only serves holders of the cluster secret; an open pod uses the empty secret. */
 function probeSecret(clusterKey: Uint8Array | null): Uint8Array | string {
@@ -53,11 +54,10 @@ export class Daemon {
   readonly log: Logger;
   readonly node: OrchardNode;
   readonly replica: Replica;
-  readonly api: FastifyInstance;
   readonly mode: PodMode;
   readonly peerKeyPath: string;
   readonly clusterKeyId: string | null;
-  #probe: ProbeServer;
+  #probe: ProbeListeners;
   #dialer: AutoDialer;
   #profiles = new ProfileCollector();
   #capability: Capability | null;
@@ -84,7 +84,7 @@ export class Daemon {
     options: DaemonOptions;
     log: Logger;
     node: OrchardNode;
-    probe: ProbeServer;
+    probe: ProbeListeners;
     capability: Capability | null;
     clusterKey: Uint8Array | null;
     peerKeyPath: string;
@@ -131,35 +131,27 @@ export class Daemon {
       },
     });
     this.#dialer = new AutoDialer(this.node, this.log.child({ part: 'dial' }), { privatePod: this.mode === 'private' });
-    this.api = buildApi(
-      {
-        cluster: () => this.cluster(),
-        status: () => this.status(),
-        remeasureCapability: async () => {
-          await this.remeasureCapability();
-          return { capability: this.#capability };
-        },
-        onChange: (l) => {
-          this.#listeners.add(l);
-          return () => this.#listeners.delete(l);
-        },
-      },
-      { token: init.options.apiToken, logger: this.log },
-    );
   }
 
   static async start(options: DaemonOptions, log: Logger, extensions: DaemonExtensions = {}): Promise<Daemon> {
     const timings = extensions.timings ?? {};
-    mkdirSync(options.dataDir, { recursive: true, mode: 0o700 });
+    prepareDataDir(options.dataDir);
     const { key, path: peerKeyPath, created } = await loadOrCreatePeerKey(options.dataDir);
     const clusterKey = options.clusterKeyFile ? readClusterKey(options.clusterKeyFile) : null;
     const { capability, cached } = await measureCapability(options.dataDir, { force: options.rebench });
     log.info({ ...capability, cached }, cached ? 'capability (cached)' : 'capability measured');
-    const backend = await nodeBackend();
+    const backend = await nodeBackend(backendSettingOf(options));
     if (backend.gpu) log.info({ ...backend.gpu }, 'runners use the GPU');
     else log.info({ backend: backend.kind, ...(backend.note ? { note: backend.note } : {}) }, 'runners use the CPU');
     // Peers probe us with 4 MiB; capping bulk transfers bounds what any client on the LAN can make us receive.
-    const probe = await startProbeServer({ host: '0.0.0.0', port: options.probePort, secret: probeSecret(clusterKey), maxBulkBytes: 16 * 2 ** 20 });
+    // In a private pod the port opens only on the addresses members reach us by (links/probe-listeners.ts).
+    const probe = await ProbeListeners.start({
+      port: options.probePort,
+      secret: probeSecret(clusterKey),
+      maxBulkBytes: 16 * 2 ** 20,
+      podOnly: clusterKey !== null,
+      onBindError: (address, err) => log.warn({ address, err: err.message }, 'link-probe port not opened on this address'),
+    });
     let node: OrchardNode;
     try {
       node = await createNode({ privateKey: key, listen: options.listen, bootstrap: options.bootstrap, clusterKey, mdns: options.mdns });
@@ -170,7 +162,6 @@ export class Daemon {
     const daemon = new Daemon({ options, log, node, probe, capability, clusterKey, peerKeyPath, timings: { ...DEFAULT_TIMINGS, ...timings } });
     daemon.#backend = backend;
     try {
-      await extensions.routes?.(daemon.api, daemon);
       await daemon.#run(created);
     } catch (err) {
       await daemon.stop();
@@ -200,7 +191,6 @@ export class Daemon {
     const mdnsService = (this.node.services as Record<string, unknown>).mdns as EventTarget | undefined;
     mdnsService?.addEventListener('peer', (evt) => this.#checkDuplicate((evt as CustomEvent).detail));
     await this.node.start();
-    await this.api.listen({ host: o.apiHost, port: o.apiPort });
     this.log.info(
       {
         peerId: this.node.peerId.toString(),
@@ -208,7 +198,6 @@ export class Daemon {
         addresses: this.node.getMultiaddrs().map(String),
         mode: this.mode,
         ...(this.clusterKeyId ? { clusterKeyId: this.clusterKeyId } : {}),
-        api: `http://${o.apiHost.includes(':') ? `[${o.apiHost}]` : o.apiHost}:${(this.api.server.address() as { port: number }).port}`,
         probePort: this.#probe.port,
       },
       'orchard daemon started',
@@ -223,8 +212,10 @@ export class Daemon {
     this.replica.tick();
   }
 
-  get apiPort(): number {
-    return (this.api.server.address() as { port: number }).port;
+  /** Listens to every change of the cluster state (and identity warnings); returns the unsubscribe. */
+  onChange(listener: (what: string) => void): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
   }
 
   #publish(message: ControlMessage): void {
@@ -311,6 +302,11 @@ export class Daemon {
     this.replica.setProfile(profile);
   }
 
+  /** This node's last capability benchmark. */
+  get capability(): Capability | null {
+    return this.#capability;
+  }
+
   /** This node's runner backend, decided at start (backend/node.ts). */
   get engineBackend(): NodeBackend | null {
     return this.#backend;
@@ -330,6 +326,8 @@ export class Daemon {
     try {
       const self = this.#profile;
       const state = this.replica.state;
+      const members = Object.values(state.nodes).flatMap((n) => (n.status === 'live' && n.profile ? [n.profile] : []));
+      await this.#probe.update(podFacingAddresses(self, members));
       const prober: LinkProber = (path, port) =>
         probeLink({ host: path.remoteAddress, port, secret: probeSecret(this.#clusterKey), pings: 20, bulkBytes: 4 * 2 ** 20, timeoutMs: 5000 });
       let changed = false;
@@ -343,7 +341,8 @@ export class Daemon {
         const prev = this.#measured.get(n.peerId);
         if (prev && prev.signature === signature && Date.now() - prev.at < this.#timings.linkRefreshMs) continue;
         const result = await measurePeer(self, n.profile, prober);
-        this.#measured.set(n.peerId, { signature, at: Date.now() });
+        // A failed probe is tried again soon (the peer may not have opened its port to us yet).
+        this.#measured.set(n.peerId, { signature, at: result.failures.length ? Date.now() - this.#timings.linkRefreshMs + PROBE_RETRY_MS : Date.now() });
         this.#links.set(n.peerId, result.measurements);
         for (const f of result.failures) {
           if (this.#linkFailures.get(`${f.peerId}|${f.address}`) !== f.error) this.log.warn(f, 'link probe failed');
@@ -379,7 +378,7 @@ export class Daemon {
       .filter((n) => n.profile && n.peerId !== self)
       .map((n) => ({ peerId: n.peerId, thunderbolt: n.profile!.thunderbolt }));
     return {
-      self: { peerId: self, name: this.options.name, addresses: this.node.getMultiaddrs().map(String), apiPort: this.apiPort, probePort: this.#probe.port, uptimeSec: Math.round((Date.now() - this.#startedAt) / 1000) },
+      self: { peerId: self, name: this.options.name, addresses: this.node.getMultiaddrs().map(String), probePort: this.#probe.port, probeAddresses: this.#probe.addresses, uptimeSec: Math.round((Date.now() - this.#startedAt) / 1000), logFile: this.options.logFile, dataDir: this.options.dataDir },
       mode: this.mode,
       clusterKeyId: this.clusterKeyId,
       coordinator: this.cluster().coordinator,
@@ -388,8 +387,13 @@ export class Daemon {
       nodes: Object.values(state.nodes),
       links: Object.values(state.links),
       thunderboltCables: this.#profile ? matchThunderboltPeers(this.#profile.thunderbolt, peers) : [],
-      // The data-plane secret of each instance stays inside the pod (runners); the API does not show it.
-      instances: Object.values(state.instances).map((i) => ({ ...i, plan: i.plan && typeof i.plan === 'object' ? { ...(i.plan as object), secret: undefined } : i.plan })),
+      // The data-plane secret of each instance stays inside the pod (runners); the API does not show it,
+      // nor the planner's per-layer description of the model (the dimensions are enough to read a plan).
+      instances: Object.values(state.instances).map((i) => {
+        const { secret: _secret, model, ...plan } = i.plan;
+        return { ...i, plan: { ...plan, model: { dims: model.dims, maxContext: model.maxContext } } };
+      }),
+      failedModels: Object.values(state.failedModels),
       notInCluster: this.#dialer.refused().filter((r) => r.reason === 'not-in-cluster'),
       unreachable: this.#dialer.refused().filter((r) => r.reason === 'unreachable'),
       duplicateIdentity: this.#duplicate,
@@ -406,7 +410,7 @@ export class Daemon {
     for (const t of this.#timers) clearInterval(t);
     this.#dialer.stop();
     await new Promise((r) => setTimeout(r, 100));
-    await Promise.allSettled([this.api.close(), this.#probe.close()]);
+    await this.#probe.close().catch(() => undefined);
     await Promise.resolve(this.node.stop()).catch(() => {});
   }
 }

@@ -1,19 +1,21 @@
 /**
  * Engine benchmark (not a test): Orchard (WASM backend) against llama.cpp (node-llama-cpp 3.21.1, CPU,
  * same thread count) on the SAME GGUF files — f16, Q8_0 and Q4_0 of a generated ~100M-parameter llama
- * model and of the demo model — decode tokens/s and prompt (prefill) tokens/s, each with its ratio;
+ * model and of the demo model, Q8_0 and Q4_0 of a generated Qwen3-MoE-shaped model with ~100M active
+ * parameters (decode-moe-*, prefill-moe-*) — decode tokens/s and prompt (prefill) tokens/s, each with its ratio;
  * plus the effective GB/s of f16 weight streaming during Orchard's decode against a memory-read sweep
  * measured in the same run with the same threads. Then the GPU: Orchard's WebGPU kernels against
  * llama.cpp's Vulkan (Metal on macOS) build on the same adapter and GGUFs of a ~170M model
  * (gpu-decode-<format>, gpu-prefill-<format> and Orchard's per-token overhead: bench/gpu.ts, also
  * `pnpm bench:gpu` alone), on lavapipe when there is no hardware GPU.
  *
- *   pnpm bench:engine [--threads N] [--rounds 2] [--json]
+ *   pnpm bench:engine [--threads N] [--rounds 2] [--only dense,moe,demo,gpu] [--json]
  *   orchard bench engine --json
  *
  * Rounds interleave Orchard and llama.cpp and each keeps its best, so on a shared machine both get the
- * same share of the noise; compare ratios within one run. The generated model is cached in
- * $TMPDIR/orchard-bench-engine-v1 (about 0.6 GB) so later runs skip writing it.
+ * same share of the noise; compare ratios within one run. The generated models are cached in
+ * $TMPDIR/orchard-bench-engine-v1 (about 0.6 GB) and $TMPDIR/orchard-bench-engine-moe-v1 (about 1.1 GB)
+ * so later runs skip writing them.
  * Needs tools/llama-oracle installed (npm ci --prefix tools/llama-oracle); says so otherwise.
  */
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
@@ -25,13 +27,14 @@ import type { Weight } from '../src/kernels/backend.js';
 import { createWasmBackend } from '../src/kernels/wasm/backend.js';
 import { physicalCores } from '../src/kernels/wasm/cores.js';
 import { loadShard } from '../src/model/forward.js';
+import { layerMatrices } from '../src/model/weights.js';
 import { loadModelConfig } from '../src/config/config.js';
 import { runGpuBenchLines } from '../src/kernels/gpu/bench-lines.js';
 import { argmax } from '../src/generate/sampler.js';
 import { runGpuBench } from './gpu.js';
 import { sig4, type BenchLine } from './line.js';
-import { DTYPES, generatedModel, ggufsOf, type BenchModelShape, type Dtype } from './models.js';
-import { LlamaCppMissingError, benchPrompt, llamaCppMissingReason, llamaRunner, timeRound, type Speeds } from './llama-cpp.js';
+import { DTYPES, cachedModel, generatedModel, ggufsOf, type BenchModelShape, type Dtype } from './models.js';
+import { LlamaCppMissingError, benchPrompt, bestSpeeds, llamaCppMissingReason, llamaRunner, noSpeeds, timeRound, type Speeds } from './llama-cpp.js';
 
 export { LlamaCppMissingError, llamaCppMissingReason };
 
@@ -47,12 +50,45 @@ export interface EngineBenchOptions {
   rounds?: number;
   promptTokens?: number;
   decodeTokens?: number;
+  /** Groups of lines to run. @default all: the ~100M llama, the MoE model, the demo model, the GPU lines */
+  only?: readonly BenchGroup[];
   /** Progress lines. */
   log?: (line: string) => void;
 }
 
+export type BenchGroup = 'dense' | 'moe' | 'demo' | 'gpu';
+export const BENCH_GROUPS: readonly BenchGroup[] = ['dense', 'moe', 'demo', 'gpu'];
+
 /** ~100M parameters: 12 layers of hidden 768 (12 heads, 4 KV heads), FFN 2304, vocabulary 8192 (untied). */
 const BIG: BenchModelShape = { name: 'orchard-bench-engine-v1', hiddenSize: 768, intermediateSize: 2304, numLayers: 12, numHeads: 12, numKvHeads: 4, vocab: 8192 };
+
+/**
+ * Qwen3-MoE-shaped (qwen3moe in GGUF): 12 layers of hidden 768 (12 heads of 64, 4 KV heads, q/k norms),
+ * 16 experts of intermediate 640, top-4 renormalised; vocabulary 8192 (untied). ~96M parameters active
+ * per token (attention, 4 experts, router, head) of ~315M.
+ */
+const MOE = {
+  variant: 'qwen3-moe' as const,
+  hiddenSize: 768,
+  numLayers: 12,
+  numHeads: 12,
+  numKvHeads: 4,
+  headDim: 64,
+  numExperts: 16,
+  expertsPerToken: 4,
+  moeIntermediateSize: 640,
+  mlpOnlyLayers: [],
+  extraVocab: 8192 - 259,
+  maxPositionEmbeddings: 512,
+  dtype: 'f16' as const,
+  seed: 2,
+};
+
+function activeParameters(c: typeof MOE): number {
+  const attention = 2 * c.hiddenSize * c.numHeads * c.headDim + 2 * c.hiddenSize * c.numKvHeads * c.headDim;
+  const experts = c.expertsPerToken * 3 * c.hiddenSize * c.moeIntermediateSize + c.numExperts * c.hiddenSize;
+  return c.numLayers * (attention + experts) + 8192 * c.hiddenSize;
+}
 
 /** Orchard on one GGUF: loads once, then measures a prompt batch and token-by-token greedy decode per round. */
 async function orchardRunner(gguf: string, threads: number, promptTokens: number, decodeTokens: number) {
@@ -62,7 +98,7 @@ async function orchardRunner(gguf: string, threads: number, promptTokens: number
   const vocab = model.config.vocabSize;
   const prompt = benchPrompt(promptTokens, vocab);
   const weights = model.weights;
-  const matrices: Weight[] = [...weights.layers.flatMap((l) => [l.q, l.k, l.v, l.o, l.gate, l.up, l.down]), weights.head!];
+  const matrices: Weight[] = [...weights.layers.flatMap(layerMatrices), weights.head!];
   const streamedBytes = matrices.reduce((s, w) => s + w.bytes.byteLength, 0);
   return {
     streamedBytes,
@@ -85,19 +121,18 @@ async function orchardRunner(gguf: string, threads: number, promptTokens: number
 }
 
 /** Best round of each engine, rounds interleaved. */
-async function measure(gguf: string, o: Required<Omit<EngineBenchOptions, 'log'>>) {
+async function measure(gguf: string, o: Required<Omit<EngineBenchOptions, 'log' | 'only'>>) {
   const orchard = await orchardRunner(gguf, o.threads, o.promptTokens, o.decodeTokens);
   const llama = await llamaRunner(gguf, o);
-  const best = (a: Speeds, b: Speeds): Speeds => ({ prefill: Math.max(a.prefill, b.prefill), decode: Math.max(a.decode, b.decode), fastest: Math.max(a.fastest, b.fastest) });
-  let ob: Speeds = { prefill: 0, decode: 0, fastest: 0 };
-  let lb: Speeds = { prefill: 0, decode: 0, fastest: 0 };
+  let ob = noSpeeds();
+  let lb = noSpeeds();
   let readGBs = 0;
   try {
     await orchard.round(); // warm-up (first-touch of memory, JIT)
     await llama.round();
     for (let r = 0; r < o.rounds; r++) {
-      ob = best(ob, await orchard.round());
-      lb = best(lb, await llama.round());
+      ob = bestSpeeds(ob, await orchard.round());
+      lb = bestSpeeds(lb, await llama.round());
       readGBs = Math.max(readGBs, readSweepGBs(orchard.backend, orchard.streamedBytes));
     }
   } finally {
@@ -156,10 +191,11 @@ export async function runEngineBench(options: EngineBenchOptions = {}): Promise<
     lines.push({ name: `${prefix}prefill-${dt}`, orchard: round3(m.orchard.prefill), llamacpp: round3(m.llama.prefill), unit: 'tok/s', ratio: round3(m.orchard.prefill / m.llama.prefill) });
   };
 
-  const big = generatedModel(BIG, log);
-  for (const dt of DTYPES) {
+  const only = new Set(options.only ?? BENCH_GROUPS);
+  const big = only.has('dense') || only.has('gpu') ? generatedModel(BIG, log) : null;
+  for (const dt of only.has('dense') ? DTYPES : []) {
     log(`~100M model, ${dt}, ${o.threads} thread(s): Orchard vs llama.cpp`);
-    const m = await measure(big.ggufs[dt], o);
+    const m = await measure(big!.ggufs[dt], o);
     speedLines('', dt, m);
     log(lines.slice(-2).map((l) => `  ${l.name}: ${l.orchard} vs ${l.llamacpp} ${l.unit} (${l.ratio}x)`).join('\n'));
     if (dt === 'f16') {
@@ -171,7 +207,19 @@ export async function runEngineBench(options: EngineBenchOptions = {}): Promise<
       lines.push({ name: 'stream-read-baseline', orchard: round3(m.readGBs), llamacpp: null, unit: 'GB/s', ratio: null });
     }
   }
-  if (existsSync(join(DEMO_DIR, 'config.json'))) {
+  const moe = only.has('moe') ? cachedModel('orchard-bench-engine-moe-v1', `Qwen3-MoE-shaped random model (${(activeParameters(MOE) / 1e6).toFixed(0)}M parameters active per token)`, MOE, log, ['q8_0', 'q4_0']) : null;
+  for (const dt of moe ? (['q8_0', 'q4_0'] as const) : []) {
+    log(`Qwen3-MoE-shaped model (~${(activeParameters(MOE) / 1e6).toFixed(0)}M active), ${dt}, ${o.threads} thread(s): Orchard vs llama.cpp`);
+    const m = await measure(moe!.ggufs[dt], o);
+    lines.push({ name: `decode-moe-${dt}`, orchard: round3(m.orchard.decode), llamacpp: round3(m.llama.decode), unit: 'tok/s', ratio: round3(m.orchard.decode / m.llama.decode) });
+    lines.push({ name: `prefill-moe-${dt}`, orchard: round3(m.orchard.prefill), llamacpp: round3(m.llama.prefill), unit: 'tok/s', ratio: round3(m.orchard.prefill / m.llama.prefill) });
+    // With one thread each, tokens per CPU-second compare the engines' own work even on a loaded machine.
+    if (o.threads === 1) lines.push({ name: `decode-moe-${dt}-cpu`, orchard: round3(m.orchard.decodeCpu), llamacpp: round3(m.llama.decodeCpu), unit: 'tok/cpu-s', ratio: round3(m.orchard.decodeCpu / m.llama.decodeCpu) });
+    log(lines.slice(-2).map((l) => `  ${l.name}: ${l.orchard} vs ${l.llamacpp} ${l.unit} (${l.ratio}x)`).join('\n'));
+  }
+  if (!only.has('demo')) {
+    // left out on request
+  } else if (existsSync(join(DEMO_DIR, 'config.json'))) {
     // The demo model is converted afresh each run (it may have changed), into a directory removed after.
     const demoDir = mkdtempSync(join(tmpdir(), 'orchard-bench-engine-demo-'));
     try {
@@ -187,8 +235,9 @@ export async function runEngineBench(options: EngineBenchOptions = {}): Promise<
   } else log('demo model (models/orchard-demo) not found: its lines are left out');
   // GPU lines (docs/gpu.md): a hardware adapter, else lavapipe (a software adapter: overhead only, and the
   // ~100M model is left out there). Ratios: GPU / wasm in this run (tok/s), effective / gpu-copy-baseline (GB/s).
+  if (!only.has('gpu')) return { lines };
   const gpu = await runGpuBenchLines({
-    models: [{ label: 'f16', dir: big.dir, skipOnSoftware: true }, ...(existsSync(join(DEMO_DIR, 'config.json')) ? [{ label: 'demo', dir: DEMO_DIR }] : [])],
+    models: [{ label: 'f16', dir: big!.dir, skipOnSoftware: true }, ...(existsSync(join(DEMO_DIR, 'config.json')) ? [{ label: 'demo', dir: DEMO_DIR }] : [])],
     allowSoftware: true,
     threads: o.threads,
     promptTokens: o.promptTokens,
@@ -210,14 +259,20 @@ export function formatEngineTable(result: { lines: EngineBenchLine[] }, threads:
   for (const l of result.lines) rows.push([l.name, String(l.orchard), l.llamacpp === null ? '-' : String(l.llamacpp), l.unit, l.ratio === null ? '-' : `${l.ratio}x`]);
   const w = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
   const body = rows.map((r) => r.map((c, i) => (i === 0 ? c.padEnd(w[i]) : c.padStart(w[i]))).join('  ')).join('\n');
-  return `${body}\n(${threads} thread(s) each; stream-f16 = f16 weight bytes per decode step / the fastest step; ratio = Orchard's stream / the best read sweep over as many bytes, same backend and threads, same run; gpu-<model>-* lines: decode/prefill ratio = GPU / wasm, stream ratio = / gpu-copy-baseline, same run; gpu-decode/prefill-<format> lines: Orchard's GPU kernels / llama.cpp's GPU build on the same adapter and GGUF, same run)`;
+  return `${body}\n(${threads} thread(s) each; *-cpu lines: decode tokens per CPU-second of the process (1 thread only; robust to a loaded machine); stream-f16 = f16 weight bytes per decode step / the fastest step; ratio = Orchard's stream / the best read sweep over as many bytes, same backend and threads, same run; gpu-<model>-* lines: decode/prefill ratio = GPU / wasm, stream ratio = / gpu-copy-baseline, same run; gpu-decode/prefill-<format> lines: Orchard's GPU kernels / llama.cpp's GPU build on the same adapter and GGUF, same run)`;
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({ options: { threads: { type: 'string' }, rounds: { type: 'string' }, json: { type: 'boolean', default: false } } });
+  const { values } = parseArgs({ options: { threads: { type: 'string' }, rounds: { type: 'string' }, only: { type: 'string' }, json: { type: 'boolean', default: false } } });
   const threads = values.threads ? Number(values.threads) : physicalCores();
+  const only = values.only?.split(',') as BenchGroup[] | undefined;
+  const unknown = only?.filter((g) => !BENCH_GROUPS.includes(g));
+  if (unknown?.length) {
+    process.stderr.write(`bench:engine: --only takes ${BENCH_GROUPS.join(', ')}; got ${unknown.join(', ')}\n`);
+    process.exit(2);
+  }
   try {
-    const result = await runEngineBench({ threads, rounds: values.rounds ? Number(values.rounds) : undefined, log: (l) => process.stderr.write(`${l}\n`) });
+    const result = await runEngineBench({ threads, rounds: values.rounds ? Number(values.rounds) : undefined, only, log: (l) => process.stderr.write(`${l}\n`) });
     process.stdout.write(values.json ? `${JSON.stringify(result)}\n` : `${formatEngineTable(result, threads)}\n`);
   } catch (err) {
     if (err instanceof LlamaCppMissingError) {

@@ -28,7 +28,7 @@ import { GpuShard, type CallStats } from '../src/kernels/gpu/shard.js';
 import { physicalCores } from '../src/kernels/wasm/cores.js';
 import { loadShard } from '../src/model/forward.js';
 import { sig4, type BenchLine } from './line.js';
-import { benchPrompt, llamaCppMissingReason, llamaGpuBinariesMissingReason, timeRound, type RunnerOptions, type Speeds } from './llama-cpp.js';
+import { benchPrompt, bestSpeeds, noSpeeds, llamaCppMissingReason, llamaGpuBinariesMissingReason, timeRound, type RunnerOptions, type Speeds } from './llama-cpp.js';
 import { DTYPES, generatedModel, type BenchModelShape, type Dtype } from './models.js';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
@@ -205,15 +205,14 @@ export async function runGpuBench(options: GpuBenchOptions = {}): Promise<GpuBen
       const orchard = await orchardGpuRunner(ctx, model.ggufs[dt], o);
       try {
         await child.request({ open: { gguf: model.ggufs[dt], options: runnerOptions } });
-        const best = (a: Speeds, b: Speeds): Speeds => ({ prefill: Math.max(a.prefill, b.prefill), decode: Math.max(a.decode, b.decode), fastest: Math.max(a.fastest, b.fastest) });
-        let ob: Speeds = { prefill: 0, decode: 0, fastest: 0 };
-        let lb: Speeds = { prefill: 0, decode: 0, fastest: 0 };
+        let ob = noSpeeds();
+        let lb = noSpeeds();
         // Warm-up round each (pipeline compilation, first-use allocation), then alternate.
         await orchard.round();
         await child.request({ round: true });
         for (let r = 0; r < o.rounds; r++) {
-          ob = best(ob, await orchard.round());
-          lb = best(lb, (await child.request({ round: true })).speeds);
+          ob = bestSpeeds(ob, await orchard.round());
+          lb = bestSpeeds(lb, (await child.request({ round: true })).speeds);
         }
         await child.request({ close: true });
         decodeStats ??= orchard.decodeStats;

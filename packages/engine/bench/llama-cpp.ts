@@ -39,8 +39,23 @@ export interface Speeds {
   prefill: number;
   /** Decoded tokens per second, token by token. */
   decode: number;
+  /** Decode tokens per CPU-second of this process (one thread: the engine's own time, unaffected by preemption). */
+  decodeCpu: number;
   /** 1 / the fastest single decode step (s). */
   fastest: number;
+}
+
+export const noSpeeds = (): Speeds => ({ prefill: 0, decode: 0, decodeCpu: 0, fastest: 0 });
+
+/** The better of two rounds, field by field (rounds keep each engine's best). */
+export function bestSpeeds(a: Speeds, b: Speeds): Speeds {
+  return { prefill: Math.max(a.prefill, b.prefill), decode: Math.max(a.decode, b.decode), decodeCpu: Math.max(a.decodeCpu, b.decodeCpu), fastest: Math.max(a.fastest, b.fastest) };
+}
+
+/** CPU seconds this process used since `start` (all threads). */
+function cpuSeconds(start: NodeJS.CpuUsage): number {
+  const u = process.cpuUsage(start);
+  return (u.user + u.system) / 1e6;
 }
 
 export interface RunnerOptions {
@@ -69,6 +84,7 @@ export async function timeRound(decodeTokens: number, promptTokens: number, pref
   let last = await prefill();
   const prefillTokS = promptTokens / ((performance.now() - t0) / 1000);
   t0 = performance.now();
+  const c0 = process.cpuUsage();
   let done = 0;
   let fastestMs = Infinity;
   while (done < decodeTokens && !(done >= 4 && performance.now() - t0 > DECODE_CAP_MS)) {
@@ -77,7 +93,7 @@ export async function timeRound(decodeTokens: number, promptTokens: number, pref
     fastestMs = Math.min(fastestMs, performance.now() - s0);
     done++;
   }
-  return { prefill: prefillTokS, decode: done / ((performance.now() - t0) / 1000), fastest: 1000 / fastestMs };
+  return { prefill: prefillTokS, decode: done / ((performance.now() - t0) / 1000), decodeCpu: done / cpuSeconds(c0), fastest: 1000 / fastestMs };
 }
 
 type LlamaModule = { getLlama(o: Record<string, unknown>): Promise<any> };

@@ -31,22 +31,34 @@ export function parameterCount(c: BenchModelShape): number {
 
 /** The model's HF directory and its three GGUFs, written on first use. */
 export function generatedModel(shape: BenchModelShape, log: (s: string) => void): { dir: string; ggufs: Record<Dtype, string> } {
-  const root = join(tmpdir(), shape.name);
-  const dir = join(root, 'hf');
-  if (!existsSync(join(dir, 'model.safetensors'))) {
-    log(`writing a ${(parameterCount(shape) / 1e6).toFixed(0)}M-parameter random model to ${dir} (once)`);
-    const tmp = join(root, `hf-${process.pid}`);
-    mkdirSync(root, { recursive: true });
-    const { name: _, vocab, ...dims } = shape;
-    writeRandomModel(tmp, { variant: 'llama', ...dims, extraVocab: vocab - 259, maxPositionEmbeddings: 512, dtype: 'f16', seed: 1 });
-    renameSync(tmp, dir);
-  }
-  return { dir, ggufs: ggufsOf(dir, root, log) };
+  const { name, vocab, ...dims } = shape;
+  const options = { variant: 'llama' as const, ...dims, extraVocab: vocab - 259, maxPositionEmbeddings: 512, dtype: 'f16' as const, seed: 1 };
+  return cachedModel(name, `${(parameterCount(shape) / 1e6).toFixed(0)}M-parameter random model`, options, log);
 }
 
-export function ggufsOf(dir: string, outDir: string, log: (s: string) => void): Record<Dtype, string> {
+/** Any random model (`writeRandomModel` options) and its GGUFs in `dtypes`, written once into $TMPDIR/<cache>. */
+export function cachedModel(
+  cache: string,
+  what: string,
+  options: Parameters<typeof writeRandomModel>[1],
+  log: (s: string) => void,
+  dtypes: Dtype[] = DTYPES,
+): { dir: string; ggufs: Record<Dtype, string> } {
+  const root = join(tmpdir(), cache);
+  const dir = join(root, 'hf');
+  if (!existsSync(join(dir, 'model.safetensors'))) {
+    log(`writing a ${what} to ${dir} (once)`);
+    const tmp = join(root, `hf-${process.pid}`);
+    mkdirSync(root, { recursive: true });
+    writeRandomModel(tmp, options);
+    renameSync(tmp, dir);
+  }
+  return { dir, ggufs: ggufsOf(dir, root, log, dtypes) };
+}
+
+export function ggufsOf(dir: string, outDir: string, log: (s: string) => void, dtypes: Dtype[] = DTYPES): Record<Dtype, string> {
   const out = {} as Record<Dtype, string>;
-  for (const dt of DTYPES) {
+  for (const dt of dtypes) {
     const path = join(outDir, `model-${dt}.gguf`);
     if (!existsSync(path)) {
       log(`converting ${dir} to ${dt} GGUF`);

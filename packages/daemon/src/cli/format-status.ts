@@ -1,7 +1,7 @@
 /** Human-readable `orchard status`. Pure: JSON in, text out. */
 import type { LinkMeasurement } from '../links/types.js';
 import type { NodeEntry } from '../state/types.js';
-import type { InstanceLink } from '../runner/link-report.js';
+import type { InstanceLink } from '../serving/link-report.js';
 
 /** One instance's data-plane links as /api/instances reports them (each link end, per rank). */
 export interface DataPlaneJson {
@@ -25,6 +25,8 @@ export interface StatusJson {
   thunderboltCables?: { bus: string; peerId: string; peerBus: string; speedGbps: number | null }[];
   /** Added by `orchard status` from /api/instances: which transport each instance's links use, and why. */
   dataPlane?: DataPlaneJson[];
+  /** Models placement gave up on until someone loads them again. */
+  failedModels?: { model: string; reason: string; attempts: number }[];
 }
 
 const gib = (b: number) => `${(b / 2 ** 30).toFixed(1)} GiB`;
@@ -67,7 +69,19 @@ export function formatStatus(s: StatusJson): string {
     for (const c of s.thunderboltCables) lines.push(`  ${c.bus} -> ${names.get(c.peerId) ?? short(c.peerId)} (${c.peerBus})${c.speedGbps ? `, ${c.speedGbps} Gb/s` : ''}`);
   }
   if (s.dataPlane?.length) lines.push('', 'data plane (per instance, rank <-> rank):', ...s.dataPlane.flatMap(formatDataPlane));
+  if (s.failedModels?.length) {
+    lines.push('', 'failed models (not placed again until `orchard load MODEL`):');
+    for (const f of s.failedModels) lines.push(`  ${f.model}: ${f.reason} (${f.attempts} attempts)`);
+  }
   return `${lines.join('\n')}\n`;
+}
+
+/** ", encrypted (aes-256-gcm)" / ", unencrypted" when the ends reported it (both ends see the same cipher). */
+function protection(ends: InstanceLink[]): string {
+  const known = ends.filter((e) => e.encryption !== undefined);
+  if (known.length === 0) return '';
+  const cipher = known.find((e) => e.encryption)?.encryption;
+  return cipher ? `, encrypted (${cipher})` : ', unencrypted';
 }
 
 /** One line per pair of ranks: both ends agree on the transport; each end may say why differently. */
@@ -86,7 +100,7 @@ export function formatDataPlane(d: DataPlaneJson): string[] {
     const text =
       rdmaEnds.length === ends.length
         ? `RDMA (${ends.map((e) => `rank ${e.rank} on ${e.reason}`).join(', ')})`
-        : `TCP (${[...new Set(ends.filter((e) => e.transport !== 'rdma').map((e) => e.reason))].join('; ')})`;
+        : `TCP (${[...new Set(ends.filter((e) => e.transport !== 'rdma').map((e) => e.reason))].join('; ')})${protection(ends)}`;
     lines.push(`    ${a} <-> ${b}  ${text}`);
   }
   return lines;

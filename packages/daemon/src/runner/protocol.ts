@@ -1,7 +1,9 @@
 /** Messages between a daemon and its runner processes (node IPC, structured clone). */
+import type { TokenLogprob } from '@orchard/engine';
 import type { GenerateOutcome, GenerateRequest } from './shard-loop.js';
-import type { InstanceLayout } from './layout.js';
+import type { InstanceLayout } from '@orchard/engine';
 import type { TcpPeer } from './transport.js';
+import type { DataPlaneSecurity } from './link-security.js';
 
 export interface RunnerInit {
   modelDir: string;
@@ -12,10 +14,16 @@ export interface RunnerInit {
   secret: string;
   /** Address the data-plane port binds to. */
   listenHost: string;
+  /** Which data-plane connections to encrypt (the daemon's setting and its direct cables). @default encrypt all that leave the machine */
+  security?: DataPlaneSecurity;
   maxSeqLen?: number;
   maxBatch?: number;
   /** Per data-plane step timeout, ms. */
   stepMs?: number;
+  /** How long a rank polls its event loop inside a data-plane wait, ms (0: never; see shard-loop.ts). */
+  pollMs?: number;
+  /** Test only: simulated RDMA verbs with these settings (ORCHARD_RDMA_SIM, see rdma-select.ts). */
+  rdmaSim?: string | null;
   /**
    * Matrix kernels of this rank. @default reference. `gpu`: WebGPU (runner/gpu-shard.ts), falling back to
    * wasm when the GPU cannot be used; `allowSoftware` accepts a software adapter (lavapipe).
@@ -28,6 +36,8 @@ export interface RunnerLink {
   peer: number;
   transport: 'rdma' | 'tcp' | 'fallback';
   reason: string;
+  /** TCP links: the cipher protecting it, or null when it is plain (a direct cable, this machine, or switched off). */
+  encryption?: string | null;
 }
 
 export type ToRunner =
@@ -43,8 +53,9 @@ export type FromRunner =
   | { type: 'loaded'; loadMs: number; bytesRead: number; backend?: string }
   /** `links`: per peer rank, RDMA (reason = device) or TCP (reason = why not RDMA); `dataPlane`: one line. */
   | { type: 'ready'; links?: RunnerLink[]; dataPlane?: string }
-  | { type: 'token'; id: number; token: number }
+  | { type: 'token'; id: number; token: number; logprob?: TokenLogprob }
   | { type: 'done'; id: number; outcome: GenerateOutcome }
-  | { type: 'failed'; id: number; message: string }
+  /** `invalid`: the request itself was at fault (a schema the grammar engine rejects), not the instance. */
+  | { type: 'failed'; id: number; message: string; invalid?: boolean }
   /** The rank can no longer serve (peer lost, load failed); the process exits after this. */
   | { type: 'dead'; message: string };

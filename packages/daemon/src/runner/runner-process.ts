@@ -7,15 +7,21 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import type { TokenLogprob } from '@orchard/engine';
 import type { FromRunner, RunnerInit, RunnerLink, ToRunner } from './protocol.js';
 import type { GenerateOutcome, GenerateRequest } from './shard-loop.js';
-import type { TcpPeer } from './transport.js';
+import { dataPlaneProcessEnv, type TcpPeer } from './transport.js';
 
 const RUNNER_MAIN = join(dirname(fileURLToPath(import.meta.url)), 'runner-main.ts');
 
 function tsxLoader(): string {
   const pkg = createRequire(import.meta.url).resolve('tsx/package.json');
   return pathToFileURL(join(dirname(pkg), 'dist/loader.mjs')).href;
+}
+
+/** The runner refused a request for what it asked (e.g. a JSON schema it cannot compile), not for a fault of its own. */
+export class InvalidRequestError extends Error {
+  override name = 'InvalidRequestError';
 }
 
 export interface RunnerEvents {
@@ -25,7 +31,7 @@ export interface RunnerEvents {
 }
 
 interface Pending {
-  onToken: (id: number) => void;
+  onToken: (id: number, logprob?: TokenLogprob) => void;
   resolve: (o: GenerateOutcome) => void;
   reject: (e: Error) => void;
 }
@@ -45,7 +51,7 @@ export class RunnerProcess {
 
   constructor(init: RunnerInit, events: RunnerEvents = {}, env: NodeJS.ProcessEnv = process.env) {
     this.init = init;
-    this.child = spawn(process.execPath, ['--import', tsxLoader(), RUNNER_MAIN], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], env });
+    this.child = spawn(process.execPath, ['--import', tsxLoader(), RUNNER_MAIN], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], env: dataPlaneProcessEnv(env) });
     let portResolve!: (p: number) => void;
     let readyResolve!: () => void;
     let readyReject!: (e: Error) => void;
@@ -81,7 +87,7 @@ export class RunnerProcess {
           events.onReady?.();
           return;
         case 'token':
-          this.#pending.get(m.id)?.onToken(m.token);
+          this.#pending.get(m.id)?.onToken(m.token, m.logprob);
           return;
         case 'done': {
           const p = this.#pending.get(m.id);
@@ -92,7 +98,7 @@ export class RunnerProcess {
         case 'failed': {
           const p = this.#pending.get(m.id);
           this.#pending.delete(m.id);
-          p?.reject(new Error(m.message));
+          p?.reject(m.invalid ? new InvalidRequestError(m.message) : new Error(m.message));
           return;
         }
         case 'dead':
@@ -146,7 +152,7 @@ export class RunnerProcess {
   }
 
   /** Runs one request on the driver rank; `onToken` sees ids as they are sampled. */
-  generate(req: GenerateRequest, onToken: (id: number) => void, signal?: AbortSignal): Promise<GenerateOutcome> {
+  generate(req: GenerateRequest, onToken: (id: number, logprob?: TokenLogprob) => void, signal?: AbortSignal): Promise<GenerateOutcome> {
     if (this.#dead) return Promise.reject(new Error(this.#dead));
     const id = this.#nextId++;
     return new Promise((resolve, reject) => {

@@ -13,6 +13,7 @@ import {
   ATTENTION,
   KV_STORE,
   ROPE,
+  ROPE_QK_STORE,
   SAMPLE,
   SILU_GATE,
   SOFTMAX,
@@ -28,6 +29,7 @@ import {
   matvecLayout,
   rmsnormShader,
   type MatvecLayout,
+  type RowBlockOptions,
 } from './wgsl.js';
 
 export type Grid = [number, number, number];
@@ -56,6 +58,14 @@ export interface LinearOptions {
   lastToken?: boolean;
   /** Use the per-element matvec even where the row-block one applies (tests compare both). */
   generic?: boolean;
+  /** x is un-normalised: the row-block kernel applies this RMSNorm itself (matvec only; see withNorm). */
+  norm?: RowNorm;
+}
+
+/** An RMSNorm folded into the row-block matvec: its weight [cols] and epsilon. */
+export interface RowNorm {
+  weight: GPUBuffer;
+  eps: number;
 }
 
 /** The per-submission uniform: position of the first token, batch size, sampling seed. */
@@ -84,6 +94,12 @@ export function split(count: number, maxPerDim = 65535): Grid {
 }
 
 const flat = (total: number): Grid => split(Math.ceil(total / WG));
+
+/** Batches the row-block (decode) kernels take. */
+const decode = (n: number): boolean => n <= MATVEC_MAX_BATCH;
+
+/** `d`, recorded only for batch sizes where `pred` also holds. */
+const onlyWhen = (d: Dispatch, pred: (n: number) => boolean): Dispatch => ({ ...d, when: (n) => pred(n) && (d.when?.(n) ?? true) });
 
 type Field = ['u32' | 'f32', number];
 
@@ -124,7 +140,8 @@ export class GpuKernels {
       for (const d of dtypes) {
         this.pipeline(`matvec_${d}`, () => matvecShader(d));
         this.#matvecFast(d);
-        this.#matvecFast(d, true);
+        this.#matvecFast(d, false, true);
+        this.#matvecFast(d, true, true);
         this.pipeline(`matmul_${d}`, () => matmulShader(d));
         this.pipeline(`embed_${d}`, () => embedShader(d));
       }
@@ -132,6 +149,7 @@ export class GpuKernels {
       this.pipeline('rmsnorm_inplace', () => rmsnormShader(true));
       this.pipeline('rope', () => ROPE);
       this.pipeline('kv_store', () => KV_STORE);
+      this.pipeline('rope_qk_store', () => ROPE_QK_STORE);
       this.pipeline('attention', () => ATTENTION);
       this.pipeline('silu_gate', () => SILU_GATE);
       this.pipeline('add', () => ADD);
@@ -140,10 +158,10 @@ export class GpuKernels {
     });
   }
 
-  #matvecFast(dtype: DType, glu = false): GPUComputePipeline {
+  #matvecFast(dtype: DType, glu = false, norm = false): GPUComputePipeline {
     const l = this.matvec;
-    const key = `matvec_fast_${dtype}_${l.lanes}${l.subgroups ? '_sg' : ''}${glu ? '_glu' : ''}`;
-    return this.pipeline(key, () => matvecFastShader(dtype, l, { glu }));
+    const key = `matvec_fast_${dtype}_${l.lanes}${l.subgroups ? '_sg' : ''}${glu ? '_glu' : ''}${norm ? '_norm' : ''}`;
+    return this.pipeline(key, () => matvecFastShader(dtype, l, { glu, norm }));
   }
 
   /** A 16-byte-aligned uniform of u32/f32 fields, owned (destroyed) by these kernels. */
@@ -165,11 +183,12 @@ export class GpuKernels {
     return this.#dummy;
   }
 
-  bind(label: string, pipeline: GPUComputePipeline, buffers: GPUBuffer[]): GPUBindGroup {
+  /** Binding i = buffers[i]; null leaves binding i out (a kernel form that does not declare it). */
+  bind(label: string, pipeline: GPUComputePipeline, buffers: (GPUBuffer | null)[]): GPUBindGroup {
     return this.ctx.device.createBindGroup({
       label,
       layout: pipeline.getBindGroupLayout(0),
-      entries: buffers.map((buffer, binding) => ({ binding, resource: { buffer } })),
+      entries: buffers.flatMap((buffer, binding) => (buffer ? [{ binding, resource: { buffer } }] : [])),
     });
   }
 
@@ -179,11 +198,14 @@ export class GpuKernels {
    */
   linear(label: string, w: GpuWeight, x: GPUBuffer, out: GPUBuffer, step: StepUniform, opts: LinearOptions = {}): Dispatch[] {
     const flags = (opts.bias ? 1 : 0) | (opts.accumulate ? 2 : 0) | (opts.lastToken ? 4 : 0);
-    if (opts.lastToken) opts = { ...opts, only: 'matvec' };
+    if (opts.lastToken || opts.norm) opts = { ...opts, only: 'matvec' };
+    if (opts.norm && (!this.rowBlocks(w) || opts.generic || (opts.xStride ?? w.cols) !== w.cols)) {
+      throw new Error(`${label}: a fused RMSNorm needs the row-block matvec (columns ${w.cols} in whole ${vectorWidth(w.dtype)}-element steps)`);
+    }
     return w.chunks.flatMap((chunk) => {
       const params = this.#weightParams(label, w, chunk, opts, flags);
       // The bias is indexed by rowOffset + r, so it is bound whole.
-      const buffers = [params, step.buffer, chunk.buffer, x, out, opts.bias ?? this.dummy()];
+      const buffers = [params, step.buffer, chunk.buffer, x, out, opts.bias ?? this.dummy(), null, opts.norm?.weight ?? null];
       return this.#linearChunk(label, w.dtype, w.cols, chunk.rows, buffers, opts);
     });
   }
@@ -193,22 +215,51 @@ export class GpuKernels {
    * reads both weights (no gate/up activations written, no separate gate kernel); for a batch, the gate
    * and up projections (`up` into `tmp`) and the elementwise gate.
    */
-  glu(label: string, gate: GpuWeight, up: GpuWeight, x: GPUBuffer, out: GPUBuffer, tmp: GPUBuffer, step: StepUniform): Dispatch[] {
+  glu(label: string, gate: GpuWeight, up: GpuWeight, x: GPUBuffer, out: GPUBuffer, tmp: GPUBuffer, step: StepUniform, norm?: RowNorm): Dispatch[] {
     const same = gate.dtype === up.dtype && gate.rows === up.rows && gate.cols === up.cols && gate.chunks.length === up.chunks.length;
     if (!same) throw new Error(`${label}: gate_proj and up_proj differ in shape or dtype`);
+    const fused = (when: (n: number) => boolean) =>
+      gate.chunks.flatMap((chunk, i) => {
+        const params = this.#weightParams(label, gate, chunk, { norm }, 0);
+        const buffers = [params, step.buffer, chunk.buffer, x, out, this.dummy(), up.chunks[i].buffer, norm?.weight ?? null];
+        return this.#rowBlock(label, gate.dtype, chunk.rows, buffers, { glu: true, norm: !!norm }, when);
+      });
+    if (norm) {
+      if (!this.rowBlocks(gate)) throw new Error(`${label}: a fused RMSNorm needs the row-block matvec`);
+      return fused(() => true);
+    }
     const gateDispatch = this.siluGate(out, tmp, gate.rows, step);
     const unfused: Dispatch[] = [
       ...this.linear(`${label}.gate`, gate, x, out, step),
       ...this.linear(`${label}.up`, up, x, tmp, step),
       gateDispatch,
     ];
-    if (!this.#fast(gate.dtype, gate.cols, gate.cols)) return unfused;
-    const fused = gate.chunks.flatMap((chunk, i) => {
-      const params = this.#weightParams(label, gate, chunk, {}, 0);
-      const buffers = [params, step.buffer, chunk.buffer, x, out, this.dummy(), up.chunks[i].buffer];
-      return this.#rowBlock(label, gate.dtype, chunk.rows, buffers, true, (n) => n <= MATVEC_MAX_BATCH);
-    });
-    return [...fused, ...unfused.map((d) => ({ ...d, when: (n: number) => n > MATVEC_MAX_BATCH && (d.when?.(n) ?? true) }))];
+    if (!this.rowBlocks(gate)) return unfused;
+    return [...fused(decode), ...unfused.map((d) => onlyWhen(d, (n) => !decode(n)))];
+  }
+
+  /**
+   * RMSNorm of x [n, dim] feeding the kernels `emit` records. `emit(input, norm)` is called twice: for
+   * decode batches (n <= MATVEC_MAX_BATCH), when every one of `weights` takes the row-block matvec, with
+   * x itself and the norm to fold into those kernels (no norm dispatch, no normalised copy of x);
+   * otherwise with `xn`, which one RMSNorm dispatch fills first.
+   */
+  withNorm(
+    x: GPUBuffer,
+    xn: GPUBuffer,
+    norm: RowNorm & { dim: number },
+    step: StepUniform,
+    weights: GpuWeight[],
+    emit: (input: GPUBuffer, norm?: RowNorm) => Dispatch[],
+  ): Dispatch[] {
+    const separate = [this.rmsnorm(x, norm.weight, xn, norm.dim, 1, norm.eps, step), ...emit(xn)];
+    if (!weights.every((w) => this.rowBlocks(w) && w.cols === norm.dim)) return separate;
+    return [...emit(x, norm).map((d) => onlyWhen(d, decode)), ...separate.map((d) => onlyWhen(d, (n) => !decode(n)))];
+  }
+
+  /** Whether `w` takes the row-block matvec (its rows in whole 16-byte steps or GGUF blocks). */
+  rowBlocks(w: GpuWeight): boolean {
+    return this.#fast(w.dtype, w.cols, w.cols);
   }
 
   #weightParams(label: string, w: GpuWeight, chunk: GpuWeightChunk, opts: LinearOptions, flags: number): GPUBuffer {
@@ -219,6 +270,7 @@ export class GpuKernels {
       ['u32', opts.outStride ?? w.rows],
       ['u32', opts.xStride ?? w.cols],
       ['u32', flags],
+      ['f32', opts.norm?.eps ?? 0],
     ]);
   }
 
@@ -228,15 +280,15 @@ export class GpuKernels {
     return cols % vw === 0 && xStride % vw === 0;
   }
 
-  #linearChunk(label: string, dtype: DType, cols: number, rows: number, buffers: GPUBuffer[], opts: LinearOptions): Dispatch[] {
+  #linearChunk(label: string, dtype: DType, cols: number, rows: number, buffers: (GPUBuffer | null)[], opts: LinearOptions): Dispatch[] {
     const small = (n: number) => opts.only === 'matvec' || (opts.only !== 'matmul' && n <= MATVEC_MAX_BATCH);
     const out: Dispatch[] = [];
     if (opts.only !== 'matmul') {
       if (this.#fast(dtype, cols, opts.xStride ?? cols) && !opts.generic) {
-        out.push(...this.#rowBlock(label, dtype, rows, buffers, false, small));
+        out.push(...this.#rowBlock(label, dtype, rows, buffers, { norm: !!opts.norm }, small));
       } else {
         const generic = this.pipeline(`matvec_${dtype}`, () => matvecShader(dtype));
-        out.push({ label: `${label} (matvec)`, pipeline: generic, bindGroup: this.bind(label, generic, buffers), grid: () => split(rows), when: small });
+        out.push({ label: `${label} (matvec)`, pipeline: generic, bindGroup: this.bind(label, generic, buffers.slice(0, 6)), grid: () => split(rows), when: small });
       }
     }
     if (opts.only !== 'matvec') {
@@ -244,7 +296,7 @@ export class GpuKernels {
       out.push({
         label: `${label} (matmul)`,
         pipeline: matmul,
-        bindGroup: this.bind(label, matmul, buffers),
+        bindGroup: this.bind(label, matmul, buffers.slice(0, 6)),
         grid: (n) => [Math.ceil(rows / MM_ROWS), Math.ceil(n / MM_TOKENS), 1],
         when: (n) => !small(n),
       });
@@ -253,9 +305,9 @@ export class GpuKernels {
   }
 
   /** The row-block kernel, one workgroup per 4 rows and token. */
-  #rowBlock(label: string, dtype: DType, rows: number, buffers: GPUBuffer[], glu: boolean, when: (n: number) => boolean): Dispatch[] {
+  #rowBlock(label: string, dtype: DType, rows: number, buffers: (GPUBuffer | null)[], form: RowBlockOptions, when: (n: number) => boolean): Dispatch[] {
     const blocks = split(Math.ceil(rows / MATVEC_ROWS));
-    const pipeline = this.#matvecFast(dtype, glu);
+    const pipeline = this.#matvecFast(dtype, !!form.glu, !!form.norm);
     return [
       {
         label: `${label} (matvec)`,
@@ -317,6 +369,25 @@ export class GpuKernels {
     };
   }
 
+  /**
+   * RoPE of q [n, heads, headDim] in place and of k [n, kvHeads, headDim] into the caches with v, at
+   * the batch's positions: ROPE_QK_STORE, one dispatch for rope(q), rope(k) and kvStore.
+   */
+  ropeStore(q: GPUBuffer, k: GPUBuffer, v: GPUBuffer, kCache: GPUBuffer, vCache: GPUBuffer, cs: GPUBuffer, shape: { heads: number; kvHeads: number; headDim: number }, step: StepUniform): Dispatch {
+    const pipeline = this.pipeline('rope_qk_store', () => ROPE_QK_STORE);
+    const params = this.params('rope_qk_store.params', [
+      ['u32', shape.heads],
+      ['u32', shape.kvHeads],
+      ['u32', shape.headDim],
+    ]);
+    return {
+      label: 'rope_qk_store',
+      pipeline,
+      bindGroup: this.bind('rope_qk_store', pipeline, [params, step.buffer, cs, q, k, v, kCache, vCache]),
+      grid: (n) => flat((n * (shape.heads + shape.kvHeads) * shape.headDim) / 2),
+    };
+  }
+
   kvStore(k: GPUBuffer, v: GPUBuffer, kCache: GPUBuffer, vCache: GPUBuffer, kvDim: number, step: StepUniform): Dispatch {
     const pipeline = this.pipeline('kv_store', () => KV_STORE);
     const params = this.params('kv_store.params', [['u32', kvDim]]);
@@ -344,6 +415,8 @@ export class GpuKernels {
       group?: number;
       headOffset?: number;
       kvOffset?: number;
+      /** Per local head sink logits (gpt-oss), joining each softmax. */
+      sinks?: GPUBuffer | null;
     },
     step: StepUniform,
   ): Dispatch {
@@ -358,11 +431,12 @@ export class GpuKernels {
       ['u32', shape.group ?? shape.heads / shape.kvHeads],
       ['u32', shape.headOffset ?? 0],
       ['u32', shape.kvOffset ?? 0],
+      ['u32', shape.sinks ? 1 : 0],
     ]);
     return {
       label: 'attention',
       pipeline,
-      bindGroup: this.bind('attention', pipeline, [params, step.buffer, q, kCache, vCache, scratch, out]),
+      bindGroup: this.bind('attention', pipeline, [params, step.buffer, q, kCache, vCache, scratch, out, shape.sinks ?? this.dummy()]),
       grid: (n) => [shape.heads, n, 1],
     };
   }

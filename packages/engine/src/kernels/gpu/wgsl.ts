@@ -11,16 +11,16 @@ import type { DType } from '../backend.js';
 
 export const WG = 64;
 
-const STEP = /* wgsl */ `
+export const STEP = /* wgsl */ `
 struct Step { pos0: u32, n: u32, seed: u32, pad: u32 }
 `;
 
 /** Linear workgroup index for grids split over x and y (a dimension is limited to 65,535). */
-const LINEAR = /* wgsl */ `
+export const LINEAR = /* wgsl */ `
 fn wg_linear(wid: vec3u, nwg: vec3u) -> u32 { return wid.x + wid.y * nwg.x; }
 `;
 
-const REDUCE_SUM = /* wgsl */ `
+export const REDUCE_SUM = /* wgsl */ `
 var<workgroup> red: array<f32, ${WG}>;
 fn reduce_sum(tid: u32, v: f32) -> f32 {
   red[tid] = v;
@@ -90,9 +90,10 @@ fn w_at(r: u32, c: u32) -> f32 {
  * binding limit is split by rows), `rowOffset` where they land in `OUT`'s rows.
  * flags: bit 0 add bias B[rowOffset + r], bit 1 accumulate into OUT (fused residual add), bit 2 only the
  * batch's last token (x row n - 1 into out row 0: the LM head). Bit 2 is for the matvec kernel only.
+ * `eps`: the RMSNorm epsilon of the row-block matvec's `norm` form.
  */
 const WEIGHT_HEADER = /* wgsl */ `
-struct Params { rows: u32, cols: u32, rowOffset: u32, outStride: u32, xStride: u32, flags: u32, pad0: u32, pad1: u32 }
+struct Params { rows: u32, cols: u32, rowOffset: u32, outStride: u32, xStride: u32, flags: u32, eps: f32, pad1: u32 }
 @group(0) @binding(0) var<uniform> P: Params;
 @group(0) @binding(1) var<uniform> S: Step;
 @group(0) @binding(2) var<storage, read> W: array<u32>;
@@ -232,6 +233,12 @@ export interface RowBlockOptions {
    * (up·x) — one pass over both weights, no gate/up activations in memory, no separate gate kernel.
    */
   glu?: boolean;
+  /**
+   * RMSNorm of x fused in (NW, binding 7: the norm weight; P.eps): every workgroup reads all of x anyway,
+   * so it also sums x² while streaming its rows and scales its dot products by 1/rms at the end — the
+   * separate norm dispatch and its normalised copy of x are gone (Σ w·(x∘g) / rms = (W · norm(x))).
+   */
+  norm?: boolean;
 }
 
 /**
@@ -258,6 +265,10 @@ export function matvecFastShader(dtype: DType, layout: MatvecLayout, o: RowBlock
   const rows = Array.from({ length: R }, (_, i) => i);
   // Accumulator acc<m>_<row> (m: 0 = W, 1 = W2).
   const outs = mats.flatMap((_, m) => rows.map((i) => `${m}_${i}`));
+  // Every lane-partial sum joined at the end: the accumulators, and Σx² for the fused norm.
+  const sums = [...outs.map((id) => `acc${id}`), ...(o.norm ? ['ss'] : [])];
+  const total = (name: string) => (layout.subgroups ? `t_${name}` : `red[${sums.indexOf(name) * T}u]`);
+  const inv = o.norm ? `1.0 / sqrt(${total('ss')} / f32(P.cols) + P.eps)` : '1.0';
   const scaled = (m: number, dotExpr: string) => (quant ? `(${dotExpr}) * sc${m}` : dotExpr);
   const step = rows
     .map(
@@ -268,28 +279,32 @@ ${mats.map((mat, m) => `        let w${m} = wv_${mat}(u);${quant ? ` let sc${m} 
     )
     .join('\n');
   // Row i's output from its joined sums (SwiGLU: silu(gate) · up).
-  const result = (v: (m: number) => string) => (o.glu ? `silu(${v(0)}) * ${v(1)}` : v(0));
+  const result = (i: number) => {
+    const v = (m: number) => `${total(`acc${m}_${i}`)} * inv`;
+    return o.glu ? `silu(${v(0)}) * ${v(1)}` : v(0);
+  };
   const storeIf = (i: number, val: string) => `if (r0 + ${i}u < P.rows) { store(b, r0 + ${i}u, ${val}); }`;
+  const stores = `  if (lane == 0u) {
+    let inv = ${inv};
+${rows.map((i) => `    ${storeIf(i, result(i))}`).join('\n')}
+  }`;
   const reduce = layout.subgroups
-    ? `${outs.map((id) => `  let s${id} = subgroupAdd(acc${id});`).join('\n')}
-  if (lane == 0u) {
-${rows.map((i) => `    ${storeIf(i, result((m) => `s${m}_${i}`))}`).join('\n')}
-  }`
-    : `${outs.map((id, j) => `  red[${j * T}u + lane] = acc${id};`).join('\n')}
+    ? `${sums.map((name) => `  let t_${name} = subgroupAdd(${name});`).join('\n')}
+${stores}`
+    : `${sums.map((name, j) => `  red[${j * T}u + lane] = ${name};`).join('\n')}
   workgroupBarrier();
   for (var s = ${T / 2}u; s > 0u; s >>= 1u) {
     if (lane < s) {
-      for (var j = 0u; j < ${outs.length}u; j++) { red[j * ${T}u + lane] += red[j * ${T}u + lane + s]; }
+      for (var j = 0u; j < ${sums.length}u; j++) { red[j * ${T}u + lane] += red[j * ${T}u + lane + s]; }
     }
     workgroupBarrier();
   }
-  if (lane == 0u) {
-${rows.map((i) => `    ${storeIf(i, result((m) => `red[${outs.indexOf(`${m}_${i}`) * T}u]`))}`).join('\n')}
-  }`;
+${stores}`;
   return `${layout.subgroups ? 'enable subgroups;\n' : ''}${STEP}${LINEAR}${header}
 ${stepDecoder(dtype, 'W')}
 ${w2}
-${layout.subgroups ? '' : `var<workgroup> red: array<f32, ${T * outs.length}>;`}
+${o.norm ? '@group(0) @binding(7) var<storage, read> NW: array<vec4<f32>>;' : ''}
+${layout.subgroups ? '' : `var<workgroup> red: array<f32, ${T * sums.length}>;`}
 fn dotv(a: array<vec4<f32>, ${V}>, b: array<vec4<f32>, ${V}>) -> f32 {
   var s = 0.0;
   for (var j = 0u; j < ${V}u; j++) { s += dot(a[j], b[j]); }
@@ -306,10 +321,14 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
   let last = (P.flags & 4u) != 0u;
   let b = select(wid.z, 0u, last);
   let xbase = select(wid.z, S.n - 1u, last) * P.xStride / 4u;
-${outs.map((id) => `  var acc${id} = 0.0;`).join('\n')}
+${sums.map((name) => `  var ${name} = 0.0;`).join('\n')}
   for (var k = lane; k < units; k += ${T}u) {
     var x0: array<vec4<f32>, ${V}>;
-    for (var j = 0u; j < ${V}u; j++) { x0[j] = X[xbase + k * ${V}u + j]; }
+    for (var j = 0u; j < ${V}u; j++) {
+      ${o.norm ? `let xr = X[xbase + k * ${V}u + j];
+      ss += dot(xr, xr);
+      x0[j] = xr * NW[k * ${V}u + j];` : `x0[j] = X[xbase + k * ${V}u + j];`}
+    }
 ${step}
   }
 ${reduce}
@@ -485,13 +504,62 @@ fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg:
 `;
 
 /**
+ * RoPE for attention in one dispatch: rotates the batch's q [n, heads, headDim] in place and k [n,
+ * kvHeads, headDim] into the cache, and appends v, at positions pos0.. (the work of ROPE on q and on k
+ * and of KV_STORE, in one pass: two fewer dispatches per layer, and k is not written back before it
+ * is copied). One thread per rotation pair (j, j + half) of one head of one token; the k heads'
+ * threads also move the matching pair of v.
+ */
+export const ROPE_QK_STORE = `${STEP}
+struct Params { heads: u32, kvHeads: u32, headDim: u32, pad0: u32 }
+@group(0) @binding(0) var<uniform> P: Params;
+@group(0) @binding(1) var<uniform> S: Step;
+@group(0) @binding(2) var<storage, read> CS: array<f32>;
+@group(0) @binding(3) var<storage, read_write> Q: array<f32>;
+@group(0) @binding(4) var<storage, read> K: array<f32>;
+@group(0) @binding(5) var<storage, read> V: array<f32>;
+@group(0) @binding(6) var<storage, read_write> KC: array<f32>;
+@group(0) @binding(7) var<storage, read_write> VC: array<f32>;
+@compute @workgroup_size(${WG})
+fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
+  let half = P.headDim / 2u;
+  let perToken = (P.heads + P.kvHeads) * half;
+  let i = gid.x + gid.y * nwg.x * ${WG}u;
+  if (i >= S.n * perToken) { return; }
+  let b = i / perToken;
+  let h = (i % perToken) / half;
+  let j = i % half;
+  let c = CS[(b * half + j) * 2u];
+  let s = CS[(b * half + j) * 2u + 1u];
+  if (h < P.heads) {
+    let o = (b * P.heads + h) * P.headDim + j;
+    let x1 = Q[o];
+    let x2 = Q[o + half];
+    Q[o] = x1 * c - x2 * s;
+    Q[o + half] = x2 * c + x1 * s;
+    return;
+  }
+  let kvDim = P.kvHeads * P.headDim;
+  let head = (h - P.heads) * P.headDim + j;
+  let src = b * kvDim + head;
+  let dst = (S.pos0 + b) * kvDim + head;
+  let x1 = K[src];
+  let x2 = K[src + half];
+  KC[dst] = x1 * c - x2 * s;
+  KC[dst + half] = x2 * c + x1 * s;
+  VC[dst] = V[src];
+  VC[dst + half] = V[src + half];
+}
+`;
+
+/**
  * Causal attention of the batch's queries Q [n, heads·headDim] over the KV cache, one workgroup per
  * (head, token). Token b sits at position pos0 + b and sees positions [start, pos0 + b], start > 0
  * only with a sliding window (`window` > 0: the last `window` positions). GQA: query head h reads
  * KV head (h + headOffset) / group - kvOffset (offsets of a tensor-parallel slice, as in AttentionArgs). Scores go through `SC` [n·heads, maxSeq] in global memory.
  */
 export const ATTENTION = `${STEP}${REDUCE_SUM}
-struct Params { heads: u32, kvHeads: u32, headDim: u32, maxSeq: u32, window: u32, scale: f32, group: u32, headOffset: u32, kvOffset: u32, pad0: u32, pad1: u32, pad2: u32 }
+struct Params { heads: u32, kvHeads: u32, headDim: u32, maxSeq: u32, window: u32, scale: f32, group: u32, headOffset: u32, kvOffset: u32, sinks: u32, pad1: u32, pad2: u32 }
 @group(0) @binding(0) var<uniform> P: Params;
 @group(0) @binding(1) var<uniform> S: Step;
 @group(0) @binding(2) var<storage, read> Q: array<f32>;
@@ -499,6 +567,7 @@ struct Params { heads: u32, kvHeads: u32, headDim: u32, maxSeq: u32, window: u32
 @group(0) @binding(4) var<storage, read> VC: array<f32>;
 @group(0) @binding(5) var<storage, read_write> SC: array<f32>;
 @group(0) @binding(6) var<storage, read_write> OUT: array<f32>;
+@group(0) @binding(7) var<storage, read> SK: array<f32>;
 @compute @workgroup_size(${WG})
 fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) tid: u32) {
   let h = wid.x;
@@ -520,14 +589,17 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) tid:
     SC[so + t] = d;
     m = max(m, d);
   }
-  let mx = reduce_max(tid, m);
+  // gpt-oss: a per-head sink logit joins the softmax (its max and its denominator) and takes no value.
+  let sink = SK[h];
+  let rm = reduce_max(tid, m);
+  let mx = select(rm, max(rm, sink), P.sinks != 0u);
   var sum = 0.0;
   for (var t = start + tid; t <= pos; t = t + ${WG}u) {
     let e = exp(SC[so + t] - mx);
     SC[so + t] = e;
     sum = sum + e;
   }
-  let total = reduce_sum(tid, sum);
+  let total = reduce_sum(tid, sum) + select(0.0, exp(sink - mx), P.sinks != 0u);
   storageBarrier();
   workgroupBarrier();
   for (var i = tid; i < P.headDim; i = i + ${WG}u) {
