@@ -213,7 +213,8 @@ export class GpuKernels {
   /**
    * SwiGLU: out = silu(gate·x) · (up·x) over [n, ffn]. For decode (n <= MATVEC_MAX_BATCH) one fused row-block kernel
    * reads both weights (no gate/up activations written, no separate gate kernel); for a batch, the gate
-   * and up projections (`up` into `tmp`) and the elementwise gate.
+   * and up projections (`up` into `tmp`) and the elementwise gate. With `norm` (from withNorm), x is
+   * un-normalised and only the fused kernel is returned, with that RMSNorm folded in.
    */
   glu(label: string, gate: GpuWeight, up: GpuWeight, x: GPUBuffer, out: GPUBuffer, tmp: GPUBuffer, step: StepUniform, norm?: RowNorm): Dispatch[] {
     const same = gate.dtype === up.dtype && gate.rows === up.rows && gate.cols === up.cols && gate.chunks.length === up.chunks.length;
