@@ -1,15 +1,17 @@
 /**
  * Engine benchmark (not a test): Orchard (WASM backend) against llama.cpp (node-llama-cpp 3.21.1, CPU,
- * same thread count) on the SAME GGUF files — f16, Q8_0 and Q4_0 of a generated ~100M-parameter llama
- * model and of the demo model, Q8_0 and Q4_0 of a generated Qwen3-MoE-shaped model with ~100M active
- * parameters (decode-moe-*, prefill-moe-*) — decode tokens/s and prompt (prefill) tokens/s, each with its ratio;
+ * same thread count) on the SAME GGUF files — f16, Q8_0, Q4_0 and (pure) Q4_K of a generated
+ * ~100M-parameter llama model, f16/Q8_0/Q4_0 of the demo model, Q8_0 and Q4_0 of a generated
+ * Qwen3-MoE-shaped model with ~100M active parameters (decode-moe-*, prefill-moe-*) — decode tokens/s and
+ * prompt (prefill) tokens/s, each with its ratio; decode-mlx4 / prefill-mlx4 run Orchard on the ~100M model
+ * as an MLX 4-bit (groups of 64) directory against llama.cpp on its Q4_K file (the same parameters at ~4.5 bits);
  * plus the effective GB/s of f16 weight streaming during Orchard's decode against a memory-read sweep
  * measured in the same run with the same threads. Then the GPU: Orchard's WebGPU kernels against
  * llama.cpp's Vulkan (Metal on macOS) build on the same adapter and GGUFs of a ~170M model
  * (gpu-decode-<format>, gpu-prefill-<format> and Orchard's per-token overhead: bench/gpu.ts, also
  * `pnpm bench:gpu` alone), on lavapipe when there is no hardware GPU.
  *
- *   pnpm bench:engine [--threads N] [--rounds 2] [--only dense,moe,demo,gpu] [--json]
+ *   pnpm bench:engine [--threads N] [--rounds 2] [--only dense,moe,demo,gpu] [--dtypes f16,q8_0,q4_0,q4_k,mlx4] [--json]
  *   orchard bench engine --json
  *
  * Rounds interleave Orchard and llama.cpp and each keeps its best, so on a shared machine both get the
@@ -18,32 +20,42 @@
  * so later runs skip writing them.
  * Needs tools/llama-oracle installed (npm ci --prefix tools/llama-oracle); says so otherwise.
  */
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, renameSync, rmSync } from 'node:fs';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
+import { hfToGguf } from '../src/gguf/convert.js';
 import type { Weight } from '../src/kernels/backend.js';
 import { createWasmBackend } from '../src/kernels/wasm/backend.js';
 import { physicalCores } from '../src/kernels/wasm/cores.js';
 import { loadShard } from '../src/model/forward.js';
 import { layerMatrices } from '../src/model/weights.js';
 import { loadModelConfig } from '../src/config/config.js';
+import { writeRandomModel } from '../src/testing/random-model.js';
+import { writeMlxModel } from '../src/testing/mlx-model.js';
 import { runGpuBenchLines } from '../src/kernels/gpu/bench-lines.js';
-import { argmax } from '../src/generate/sampler.js';
 import { runGpuBench } from './gpu.js';
-import { sig4, type BenchLine } from './line.js';
-import { DTYPES, cachedModel, generatedModel, ggufsOf, type BenchModelShape, type Dtype } from './models.js';
-import { LlamaCppMissingError, benchPrompt, bestSpeeds, llamaCppMissingReason, llamaRunner, noSpeeds, timeRound, type Speeds } from './llama-cpp.js';
-
-export { LlamaCppMissingError, llamaCppMissingReason };
 
 const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
+// ORCHARD_LLAMA_ORACLE_DIR points elsewhere (tests use it to check the missing-llama.cpp path).
+const ORACLE_DIR = process.env.ORCHARD_LLAMA_ORACLE_DIR ?? join(REPO_ROOT, 'tools/llama-oracle');
+const LLAMA_ENTRY = join(ORACLE_DIR, 'node_modules/node-llama-cpp/dist/index.js');
+
 /** Threads both engines use unless told: the physical cores (the WASM backend's default). */
 export const defaultBenchThreads = (): number => physicalCores();
 const DEMO_DIR = join(REPO_ROOT, 'models/orchard-demo');
 
-export type EngineBenchLine = BenchLine;
+export interface EngineBenchLine {
+  name: string;
+  /** Orchard's value (tokens/s or GB/s). */
+  orchard: number;
+  /** llama.cpp's value in the same unit, or null where the line has no llama.cpp counterpart. */
+  llamacpp: number | null;
+  unit: string;
+  /** orchard / llamacpp for speed lines; effective / read bandwidth for stream-* lines. */
+  ratio: number | null;
+}
 
 export interface EngineBenchOptions {
   threads?: number;
@@ -52,6 +64,8 @@ export interface EngineBenchOptions {
   decodeTokens?: number;
   /** Groups of lines to run. @default all: the ~100M llama, the MoE model, the demo model, the GPU lines */
   only?: readonly BenchGroup[];
+  /** Weight formats of the ~100M model's lines (the dense group). @default all: f16, q8_0, q4_0, q4_k, mlx4 */
+  dtypes?: readonly Dtype[];
   /** Progress lines. */
   log?: (line: string) => void;
 }
@@ -59,8 +73,22 @@ export interface EngineBenchOptions {
 export type BenchGroup = 'dense' | 'moe' | 'demo' | 'gpu';
 export const BENCH_GROUPS: readonly BenchGroup[] = ['dense', 'moe', 'demo', 'gpu'];
 
+export class LlamaCppMissingError extends Error {}
+
+/** Why llama.cpp cannot run here, or null. */
+export function llamaCppMissingReason(): string | null {
+  if (!existsSync(LLAMA_ENTRY)) return `node-llama-cpp is not installed in ${ORACLE_DIR} (run: npm ci --prefix tools/llama-oracle); bench engine compares against llama.cpp and prints no numbers without it`;
+  return null;
+}
+
 /** ~100M parameters: 12 layers of hidden 768 (12 heads, 4 KV heads), FFN 2304, vocabulary 8192 (untied). */
-const BIG: BenchModelShape = { name: 'orchard-bench-engine-v1', hiddenSize: 768, intermediateSize: 2304, numLayers: 12, numHeads: 12, numKvHeads: 4, vocab: 8192 };
+const BIG = { variant: 'llama' as const, hiddenSize: 768, intermediateSize: 2304, numLayers: 12, numHeads: 12, numKvHeads: 4, extraVocab: 8192 - 259, maxPositionEmbeddings: 512, dtype: 'f16' as const, seed: 1 };
+
+function parameterCount(c: typeof BIG): number {
+  const hd = c.hiddenSize / c.numHeads;
+  const perLayer = 2 * c.hiddenSize * c.hiddenSize + 2 * c.hiddenSize * c.numKvHeads * hd + 3 * c.hiddenSize * c.intermediateSize + 2 * c.hiddenSize;
+  return c.numLayers * perLayer + 2 * 8192 * c.hiddenSize + c.hiddenSize;
+}
 
 /**
  * Qwen3-MoE-shaped (qwen3moe in GGUF): 12 layers of hidden 768 (12 heads of 64, 4 KV heads, q/k norms),
@@ -90,13 +118,67 @@ function activeParameters(c: typeof MOE): number {
   return c.numLayers * (attention + experts) + 8192 * c.hiddenSize;
 }
 
-/** Orchard on one GGUF: loads once, then measures a prompt batch and token-by-token greedy decode per round. */
+/** A generated model's HF directory and its GGUFs, written once into a cache directory. */
+function generatedModel(log: (s: string) => void, cache = 'orchard-bench-engine-v1', options: Parameters<typeof writeRandomModel>[1] = BIG, dtypes: readonly Dtype[] = DTYPES, what = `${(parameterCount(BIG) / 1e6).toFixed(0)}M-parameter random model`): { dir: string; ggufs: Record<GgufDtype, string>; mlx4: string } {
+  const root = join(tmpdir(), cache);
+  const dir = join(root, 'hf');
+  if (!existsSync(join(dir, 'model.safetensors'))) {
+    log(`writing a ${what} to ${dir} (once)`);
+    const tmp = join(root, `hf-${process.pid}`);
+    mkdirSync(root, { recursive: true });
+    writeRandomModel(tmp, options);
+    renameSync(tmp, dir);
+  }
+  // decode-mlx4 runs against llama.cpp on the Q4_K file: the same parameters at ~4.5 bits per weight
+  const mlx4 = join(root, 'mlx4');
+  if (dtypes.includes('mlx4') && !existsSync(join(mlx4, 'model.safetensors'))) {
+    log(`converting ${dir} to MLX 4-bit (groups of 64)`);
+    const tmp = join(root, `mlx4-${process.pid}`);
+    writeMlxModel(dir, tmp, { bits: 4, groupSize: 64 });
+    renameSync(tmp, mlx4);
+  }
+  const ggufDtypes = [...new Set(dtypes.map((d) => (d === 'mlx4' ? 'q4_k' : d)))];
+  return { dir, ggufs: ggufsOf(dir, root, log, ggufDtypes), mlx4 };
+}
+
+export type Dtype = 'f16' | 'q8_0' | 'q4_0' | 'q4_k' | 'mlx4';
+/** Formats written as GGUF for both engines; 'mlx4' is an MLX 4-bit (g64) directory Orchard runs, against llama.cpp on the Q4_K file. */
+type GgufDtype = Exclude<Dtype, 'mlx4'>;
+/** A decode measurement stops early (after at least 4 tokens) past this, so a very slow engine cannot stretch the run. */
+const DECODE_CAP_MS = 3000;
+const DTYPES: Dtype[] = ['f16', 'q8_0', 'q4_0', 'q4_k', 'mlx4'];
+
+function ggufsOf(dir: string, outDir: string, log: (s: string) => void, dtypes: readonly GgufDtype[]): Record<GgufDtype, string> {
+  const out = {} as Record<GgufDtype, string>;
+  for (const dt of dtypes) {
+    const path = join(outDir, `model-${dt}.gguf`);
+    if (!existsSync(path)) {
+      log(`converting ${dir} to ${dt} GGUF`);
+      const tmp = `${path}.${process.pid}.tmp.gguf`;
+      hfToGguf(dir, tmp, { dtype: dt });
+      renameSync(tmp, path);
+    }
+    out[dt] = path;
+  }
+  return out;
+}
+
+interface Speeds {
+  prefill: number;
+  decode: number;
+  /** Decode tokens per CPU-second of this process (one thread: the engine's own time, unaffected by preemption). */
+  decodeCpu: number;
+  /** 1 / the fastest single decode step (s): the streaming measure, comparable to the best-of read sweep. */
+  fastest: number;
+}
+
+/** Orchard on one model (GGUF or directory): loads once, then measures a prompt batch and token-by-token greedy decode per round. */
 async function orchardRunner(gguf: string, threads: number, promptTokens: number, decodeTokens: number) {
   const backend2 = createWasmBackend({ threads, initialBytes: 256 * 2 ** 20 });
   const L = loadModelConfig(gguf).numLayers;
   const model = loadShard(gguf, { layers: [0, L], tensor: { rank: 0, size: 1 }, embed: true, head: true }, { backend: backend2, maxBatch: promptTokens, maxSeqLen: promptTokens + decodeTokens + 8 });
   const vocab = model.config.vocabSize;
-  const prompt = benchPrompt(promptTokens, vocab);
+  const prompt = Array.from({ length: promptTokens }, (_, i) => (i * 37 + 11) % Math.min(256, vocab));
   const weights = model.weights;
   const matrices: Weight[] = [...weights.layers.flatMap(layerMatrices), weights.head!];
   const streamedBytes = matrices.reduce((s, w) => s + w.bytes.byteLength, 0);
@@ -105,34 +187,97 @@ async function orchardRunner(gguf: string, threads: number, promptTokens: number
     backend: backend2,
     async round(): Promise<Speeds> {
       const cache = model.newCache();
-      try {
-        return await timeRound(
-          decodeTokens,
-          promptTokens,
-          async () => argmax(await model.forward({ tokens: prompt }, cache)),
-          async (t) => argmax(await model.forward({ tokens: [t] }, cache)),
-        );
-      } finally {
-        model.releaseCache(cache);
+      let t0 = performance.now();
+      let logits = await model.forward({ tokens: prompt }, cache);
+      const prefill = promptTokens / ((performance.now() - t0) / 1000);
+      t0 = performance.now();
+      const c0 = process.cpuUsage();
+      let done = 0;
+      let fastestMs = Infinity;
+      while (done < decodeTokens && !(done >= 4 && performance.now() - t0 > DECODE_CAP_MS)) {
+        let best = 0;
+        for (let v = 1; v < vocab; v++) if (logits[v] > logits[best]) best = v;
+        const s0 = performance.now();
+        logits = await model.forward({ tokens: [best] }, cache);
+        fastestMs = Math.min(fastestMs, performance.now() - s0);
+        done++;
       }
+      const decode = done / ((performance.now() - t0) / 1000);
+      const decodeCpu = done / cpuSeconds(c0);
+      model.releaseCache(cache);
+      return { prefill, decode, decodeCpu, fastest: 1000 / fastestMs };
     },
     dispose: () => model.dispose(),
   };
 }
 
-/** Best round of each engine, rounds interleaved. */
-async function measure(gguf: string, o: Required<Omit<EngineBenchOptions, 'log' | 'only'>>) {
-  const orchard = await orchardRunner(gguf, o.threads, o.promptTokens, o.decodeTokens);
-  const llama = await llamaRunner(gguf, o);
-  let ob = noSpeeds();
-  let lb = noSpeeds();
+type LlamaModule = { getLlama(o: Record<string, unknown>): Promise<any> };
+let llamaRuntime: Promise<any> | null = null;
+
+/** llama.cpp on one GGUF: same prompt, same token-by-token greedy decode, explicit threads, F32 KV cache like Orchard's. */
+async function llamaRunner(gguf: string, threads: number, promptTokens: number, decodeTokens: number) {
+  llamaRuntime ??= (import(pathToFileURL(LLAMA_ENTRY).href) as Promise<LlamaModule>).then((m) =>
+    m.getLlama({ gpu: false, build: 'never', logLevel: 'error', progressLogs: false, skipDownload: true }),
+  );
+  const llama = await llamaRuntime;
+  const model = await llama.loadModel({ modelPath: gguf, gpuLayers: 0, useMmap: true });
+  const contextSize = promptTokens + decodeTokens + 8;
+  const context = await model.createContext({
+    contextSize,
+    batchSize: promptTokens,
+    sequences: 1,
+    threads,
+    flashAttention: false,
+    experimentalKvCacheKeyType: 'F32',
+    experimentalKvCacheValueType: 'F32',
+  });
+  const sequence = context.getSequence();
+  const vocab = model.tokens?.count ?? 256;
+  const prompt = Array.from({ length: promptTokens }, (_, i) => (i * 37 + 11) % Math.min(256, vocab));
+  const next = { generateNext: { token: true, options: { temperature: 0 } } };
+  return {
+    async round(): Promise<Speeds> {
+      await sequence.clearHistory();
+      let t0 = performance.now();
+      let results = await sequence.controlledEvaluate([...prompt.slice(0, -1), [prompt[prompt.length - 1], next]]);
+      let last = results[prompt.length - 1]?.next?.token;
+      const prefill = promptTokens / ((performance.now() - t0) / 1000);
+      t0 = performance.now();
+      const c0 = process.cpuUsage();
+      let done = 0;
+      let fastestMs = Infinity;
+      while (done < decodeTokens && !(done >= 4 && performance.now() - t0 > DECODE_CAP_MS)) {
+        const s0 = performance.now();
+        results = await sequence.controlledEvaluate([[last, next]]);
+        fastestMs = Math.min(fastestMs, performance.now() - s0);
+        last = results[0]?.next?.token;
+        if (last == null) throw new Error('llama.cpp returned no token');
+        done++;
+      }
+      const decode = done / ((performance.now() - t0) / 1000);
+      return { prefill, decode, decodeCpu: done / cpuSeconds(c0), fastest: 1000 / fastestMs };
+    },
+    async dispose() {
+      await context.dispose();
+      await model.dispose();
+    },
+  };
+}
+
+/** Best round of each engine, rounds interleaved. Orchard runs `model`, llama.cpp `gguf` (the same file unless given). */
+async function measure(model: string, o: Required<Omit<EngineBenchOptions, 'log' | 'only' | 'dtypes'>>, gguf = model) {
+  const orchard = await orchardRunner(model, o.threads, o.promptTokens, o.decodeTokens);
+  const llama = await llamaRunner(gguf, o.threads, o.promptTokens, o.decodeTokens);
+  const best = (a: Speeds, b: Speeds): Speeds => ({ prefill: Math.max(a.prefill, b.prefill), decode: Math.max(a.decode, b.decode), decodeCpu: Math.max(a.decodeCpu, b.decodeCpu), fastest: Math.max(a.fastest, b.fastest) });
+  let ob: Speeds = { prefill: 0, decode: 0, decodeCpu: 0, fastest: 0 };
+  let lb: Speeds = { prefill: 0, decode: 0, decodeCpu: 0, fastest: 0 };
   let readGBs = 0;
   try {
     await orchard.round(); // warm-up (first-touch of memory, JIT)
     await llama.round();
     for (let r = 0; r < o.rounds; r++) {
-      ob = bestSpeeds(ob, await orchard.round());
-      lb = bestSpeeds(lb, await llama.round());
+      ob = best(ob, await orchard.round());
+      lb = best(lb, await llama.round());
       readGBs = Math.max(readGBs, readSweepGBs(orchard.backend, orchard.streamedBytes));
     }
   } finally {
@@ -166,7 +311,13 @@ function readSweepGBs(backend: ReturnType<typeof createWasmBackend>, bytes: numb
   return (rows * rowBytes) / (best / 1000) / 1e9;
 }
 
-const round3 = sig4;
+const round3 = (v: number) => Number(v.toPrecision(4));
+
+/** CPU seconds this process used since `start` (all threads). */
+function cpuSeconds(start: NodeJS.CpuUsage): number {
+  const u = process.cpuUsage(start);
+  return (u.user + u.system) / 1e6;
+}
 
 export async function runEngineBench(options: EngineBenchOptions = {}): Promise<{ lines: EngineBenchLine[] }> {
   const missing = llamaCppMissingReason();
@@ -192,10 +343,11 @@ export async function runEngineBench(options: EngineBenchOptions = {}): Promise<
   };
 
   const only = new Set(options.only ?? BENCH_GROUPS);
-  const big = only.has('dense') || only.has('gpu') ? generatedModel(BIG, log) : null;
-  for (const dt of only.has('dense') ? DTYPES : []) {
-    log(`~100M model, ${dt}, ${o.threads} thread(s): Orchard vs llama.cpp`);
-    const m = await measure(big!.ggufs[dt], o);
+  const dtypes = only.has('dense') ? (options.dtypes ?? DTYPES) : [];
+  const big = only.has('dense') || only.has('gpu') ? generatedModel(log, undefined, undefined, dtypes) : null;
+  for (const dt of dtypes) {
+    log(`~100M model, ${dt}${dt === 'mlx4' ? ' (llama.cpp: Q4_K)' : ''}, ${o.threads} thread(s): Orchard vs llama.cpp`);
+    const m = dt === 'mlx4' ? await measure(big!.mlx4, o, big!.ggufs.q4_k) : await measure(big!.ggufs[dt], o);
     speedLines('', dt, m);
     log(lines.slice(-2).map((l) => `  ${l.name}: ${l.orchard} vs ${l.llamacpp} ${l.unit} (${l.ratio}x)`).join('\n'));
     if (dt === 'f16') {
@@ -207,7 +359,7 @@ export async function runEngineBench(options: EngineBenchOptions = {}): Promise<
       lines.push({ name: 'stream-read-baseline', orchard: round3(m.readGBs), llamacpp: null, unit: 'GB/s', ratio: null });
     }
   }
-  const moe = only.has('moe') ? cachedModel('orchard-bench-engine-moe-v1', `Qwen3-MoE-shaped random model (${(activeParameters(MOE) / 1e6).toFixed(0)}M parameters active per token)`, MOE, log, ['q8_0', 'q4_0']) : null;
+  const moe = only.has('moe') ? generatedModel(log, 'orchard-bench-engine-moe-v1', MOE, ['q8_0', 'q4_0'], `Qwen3-MoE-shaped random model (${(activeParameters(MOE) / 1e6).toFixed(0)}M parameters active per token)`) : null;
   for (const dt of moe ? (['q8_0', 'q4_0'] as const) : []) {
     log(`Qwen3-MoE-shaped model (~${(activeParameters(MOE) / 1e6).toFixed(0)}M active), ${dt}, ${o.threads} thread(s): Orchard vs llama.cpp`);
     const m = await measure(moe!.ggufs[dt], o);
@@ -223,8 +375,10 @@ export async function runEngineBench(options: EngineBenchOptions = {}): Promise<
     // The demo model is converted afresh each run (it may have changed), into a directory removed after.
     const demoDir = mkdtempSync(join(tmpdir(), 'orchard-bench-engine-demo-'));
     try {
-      const demoGgufs = ggufsOf(DEMO_DIR, demoDir, () => {});
-      for (const dt of DTYPES) {
+      // The demo model's rows (192 columns) are not whole 256-blocks: no K-quant lines for it.
+      const demoDtypes = (options.dtypes ?? DTYPES).filter((dt): dt is GgufDtype => dt !== 'q4_k' && dt !== 'mlx4');
+      const demoGgufs = ggufsOf(DEMO_DIR, demoDir, () => {}, demoDtypes);
+      for (const dt of demoDtypes) {
         log(`demo model, ${dt}: Orchard vs llama.cpp`);
         speedLines('demo-', dt, await measure(demoGgufs[dt], { ...o, rounds: o.rounds + 1 }));
         log(lines.slice(-2).map((l) => `  ${l.name}: ${l.orchard} vs ${l.llamacpp} ${l.unit} (${l.ratio}x)`).join('\n'));
@@ -263,7 +417,7 @@ export function formatEngineTable(result: { lines: EngineBenchLine[] }, threads:
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({ options: { threads: { type: 'string' }, rounds: { type: 'string' }, only: { type: 'string' }, json: { type: 'boolean', default: false } } });
+  const { values } = parseArgs({ options: { threads: { type: 'string' }, rounds: { type: 'string' }, only: { type: 'string' }, dtypes: { type: 'string' }, json: { type: 'boolean', default: false } } });
   const threads = values.threads ? Number(values.threads) : physicalCores();
   const only = values.only?.split(',') as BenchGroup[] | undefined;
   const unknown = only?.filter((g) => !BENCH_GROUPS.includes(g));
@@ -271,8 +425,14 @@ async function main(): Promise<void> {
     process.stderr.write(`bench:engine: --only takes ${BENCH_GROUPS.join(', ')}; got ${unknown.join(', ')}\n`);
     process.exit(2);
   }
+  const dtypes = values.dtypes?.split(',') as Dtype[] | undefined;
+  const bad = dtypes?.find((d) => !DTYPES.includes(d));
+  if (bad) {
+    process.stderr.write(`bench:engine: --dtypes: ${bad} is not one of ${DTYPES.join(', ')}\n`);
+    process.exit(2);
+  }
   try {
-    const result = await runEngineBench({ threads, rounds: values.rounds ? Number(values.rounds) : undefined, only, log: (l) => process.stderr.write(`${l}\n`) });
+    const result = await runEngineBench({ threads, rounds: values.rounds ? Number(values.rounds) : undefined, only, dtypes, log: (l) => process.stderr.write(`${l}\n`) });
     process.stdout.write(values.json ? `${JSON.stringify(result)}\n` : `${formatEngineTable(result, threads)}\n`);
   } catch (err) {
     if (err instanceof LlamaCppMissingError) {

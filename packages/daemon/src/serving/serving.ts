@@ -10,6 +10,7 @@ import { peerIdFromString } from '@libp2p/peer-id';
 import type { Cluster } from '@orchard/partitioner';
 import type { Daemon } from '../daemon.js';
 import type { NodeBackend } from '../backend/node.js';
+import { Embedder } from './embedder.js';
 import { BUNDLED_DEMO_DIR, ModelCatalog } from '../models/catalog.js';
 import type { ModelDescription } from '../models/description.js';
 import { fetchModel } from '../instances/fetch-model.js';
@@ -40,6 +41,8 @@ export interface Serving {
   readonly board: Board;
   readonly catalog: ModelCatalog;
   readonly supervisor: Supervisor;
+  /** Embeddings, run whole on this node where the model's files are. */
+  readonly embedder: Embedder;
   /** How long a request waits for an instance to become ready, ms. */
   readonly readyTimeoutMs: number;
   /** Pulls `repo` into this node's store, peers first (one pull per model at a time); `onProgress` hears this pull's files. */
@@ -228,11 +231,14 @@ export async function startServing(daemon: Daemon, backend: NodeBackend, hooks: 
     }
   }, TICK_MS);
 
+  const embedder = new Embedder({ catalog, backend, maxSeqLen: o.context ?? 8192, keepAliveMs: o.keepAliveMs, log });
+
   return {
     router,
     board,
     catalog,
     supervisor,
+    embedder,
     readyTimeoutMs: 90_000,
     pull: (repo, selection, onProgress) => {
       if (!onProgress) return pull(repo, selection, true);
@@ -254,6 +260,7 @@ export async function startServing(daemon: Daemon, backend: NodeBackend, hooks: 
     async close() {
       clearInterval(timer);
       offState();
+      embedder.close();
       await supervisor.close();
     },
   };

@@ -139,9 +139,11 @@ export class GpuKernels {
     await guarded(this.ctx, 'WGSL pipelines', () => {
       for (const d of dtypes) {
         this.pipeline(`matvec_${d}`, () => matvecShader(d));
-        this.#matvecFast(d);
-        this.#matvecFast(d, false, true);
-        this.#matvecFast(d, true, true);
+        if (vectorWidth(d) > 0) {
+          this.#matvecFast(d);
+          this.#matvecFast(d, false, true);
+          this.#matvecFast(d, true, true);
+        }
         this.pipeline(`matmul_${d}`, () => matmulShader(d));
         this.pipeline(`embed_${d}`, () => embedShader(d));
       }
@@ -277,8 +279,9 @@ export class GpuKernels {
 
   /** 16-byte (or whole-block) steps need every row and x row to start on a step boundary. */
   #fast(dtype: DType, cols: number, xStride: number): boolean {
+    // vectorWidth 0: a format without a row-block decoder (the K-quants, MXFP4, MLX: per-element matvec).
     const vw = vectorWidth(dtype);
-    return cols % vw === 0 && xStride % vw === 0;
+    return vw > 0 && cols % vw === 0 && xStride % vw === 0;
   }
 
   #linearChunk(label: string, dtype: DType, cols: number, rows: number, buffers: (GPUBuffer | null)[], opts: LinearOptions): Dispatch[] {

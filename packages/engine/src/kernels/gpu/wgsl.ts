@@ -8,6 +8,7 @@
  * Layout is row-major [rows, cols] = [out, in], as in kernels/backend.ts.
  */
 import type { DType } from '../backend.js';
+import { quantWeightAccessor } from './quant-wgsl.js';
 
 export const WG = 64;
 
@@ -82,6 +83,9 @@ fn w_at(r: u32, c: u32) -> f32 {
   let q = select(b & 15u, b >> 4u, j >= 16u);
   return (f32(q) - 8.0) * f16_bits(rd_u16(o));
 }`;
+    default:
+      // K-quants, MXFP4, MLX affine: kernels/gpu/quant-wgsl.ts
+      return quantWeightAccessor(dtype);
   }
 }
 
@@ -132,11 +136,13 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
 
 /**
  * Elements per step of the row-block matvec: one 16-byte load of f32/f16/bf16, one whole 32-element
- * GGUF block of Q8_0/Q4_0. The kernel needs cols (and the x stride) divisible by it; `linear` falls back
- * to `matvecShader` otherwise.
+ * GGUF block of Q8_0/Q4_0; 0 for formats without a row-block decoder (the K-quants, MXFP4 and MLX of
+ * quant-wgsl.ts). The kernel needs cols (and the x stride) divisible by it; `linear` falls back to
+ * `matvecShader` otherwise.
  */
 export function vectorWidth(dtype: DType): number {
-  return dtype === 'f32' ? 4 : dtype === 'f16' || dtype === 'bf16' ? 8 : 32;
+  // 0: no vectorised kernel (the formats of quant-wgsl.ts run the per-element matvec)
+  return dtype === 'f32' ? 4 : dtype === 'f16' || dtype === 'bf16' ? 8 : dtype === 'q8_0' || dtype === 'q4_0' ? 32 : 0;
 }
 
 /** Rows per workgroup of the row-block matvec. */
@@ -213,6 +219,8 @@ fn wv_${name}(u: u32) -> ${ret} {
   }
   return v;
 }`;
+    default:
+      throw new Error(`WebGPU backend: no row-block matvec for ${dtype} weights (vectorWidth 0: the per-element matvec runs them)`);
   }
 }
 
