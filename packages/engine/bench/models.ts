@@ -6,7 +6,7 @@
 import { existsSync, mkdirSync, renameSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { hfToGguf } from '../src/gguf/convert.js';
+import { hfToGguf, type GgufExportDtype } from '../src/gguf/convert.js';
 import { writeRandomModel } from '../src/testing/random-model.js';
 
 export type Dtype = 'f16' | 'q8_0' | 'q4_0';
@@ -33,17 +33,12 @@ export function parameterCount(c: BenchModelShape): number {
 export function generatedModel(shape: BenchModelShape, log: (s: string) => void): { dir: string; ggufs: Record<Dtype, string> } {
   const { name, vocab, ...dims } = shape;
   const options = { variant: 'llama' as const, ...dims, extraVocab: vocab - 259, maxPositionEmbeddings: 512, dtype: 'f16' as const, seed: 1 };
-  return cachedModel(name, `${(parameterCount(shape) / 1e6).toFixed(0)}M-parameter random model`, options, log);
+  const dir = randomModelDir(name, `${(parameterCount(shape) / 1e6).toFixed(0)}M-parameter random model`, options, log);
+  return { dir, ggufs: ggufsOf(dir, join(tmpdir(), name), log, DTYPES) };
 }
 
-/** Any random model (`writeRandomModel` options) and its GGUFs in `dtypes`, written once into $TMPDIR/<cache>. */
-export function cachedModel(
-  cache: string,
-  what: string,
-  options: Parameters<typeof writeRandomModel>[1],
-  log: (s: string) => void,
-  dtypes: Dtype[] = DTYPES,
-): { dir: string; ggufs: Record<Dtype, string> } {
+/** A random model's HF directory (`writeRandomModel` options), written once as $TMPDIR/<cache>/hf. */
+export function randomModelDir(cache: string, what: string, options: Parameters<typeof writeRandomModel>[1], log: (s: string) => void): string {
   const root = join(tmpdir(), cache);
   const dir = join(root, 'hf');
   if (!existsSync(join(dir, 'model.safetensors'))) {
@@ -53,11 +48,12 @@ export function cachedModel(
     writeRandomModel(tmp, options);
     renameSync(tmp, dir);
   }
-  return { dir, ggufs: ggufsOf(dir, root, log, dtypes) };
+  return dir;
 }
 
-export function ggufsOf(dir: string, outDir: string, log: (s: string) => void, dtypes: Dtype[] = DTYPES): Record<Dtype, string> {
-  const out = {} as Record<Dtype, string>;
+/** GGUFs of `dir` in `dtypes` (any format hfToGguf writes), converted into `outDir` on first use. */
+export function ggufsOf<D extends GgufExportDtype = Dtype>(dir: string, outDir: string, log: (s: string) => void, dtypes: readonly D[]): Record<D, string> {
+  const out = {} as Record<D, string>;
   for (const dt of dtypes) {
     const path = join(outDir, `model-${dt}.gguf`);
     if (!existsSync(path)) {
