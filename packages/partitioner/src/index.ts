@@ -7,5 +7,6 @@ export { type Layout, type StageLayout, type Strategy, splitHeads, kvHeadsPerMem
 export { CHIPS, GENERIC_CPU, FACTORS, lookupChip, predict, LinkTable, type Prediction, type ChipSpec, type EfficiencyFactors } from './cost-model.js';
 export { type MemoryBreakdown, layoutMemory } from './memory.js';
 export { type Plan, type PlanStage, type PlanPrediction, type Alternative, type PlanOptions, plan, gb } from './plan.js';
+export { type WeightSources, type LoadEstimate, type NodeLoad, expectedLoad, fetchBytes } from './load-time.js';
 export { parseCluster } from './validate.js';
 export { parseSafetensorsHeader, tensorSizes } from './safetensors.js';

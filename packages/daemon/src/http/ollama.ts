@@ -163,7 +163,7 @@ export function ollamaRoutes(app: FastifyInstance, serving: Serving, log?: Logge
     const line = (v: unknown) => !res.writableEnded && res.write(JSON.stringify(v) + '\n');
     line({ status: 'pulling manifest' });
     try {
-      await serving.pull(name, undefined, (e) => line({ status: `pulling ${e.file}`, digest: e.file, total: e.total, completed: e.done }));
+      await serving.pull(name, undefined, { onProgress: (e) => line({ status: `pulling ${e.file}`, digest: e.file, total: e.total, completed: e.done }) });
       line({ status: 'verifying sha256 digest' });
       line({ status: 'success' });
     } catch (err) {

@@ -7,7 +7,7 @@
  */
 import os from 'node:os';
 import type { Logger } from 'pino';
-import { loadModelConfig } from '@orchard/engine';
+import { loadModelConfig, worldSize } from '@orchard/engine';
 import type { NodeBackend } from '../backend/node.js';
 import type { ModelCatalog } from '../models/catalog.js';
 import type { PlacedPlan } from '../state/placed-plan.js';
@@ -15,6 +15,7 @@ import type { ClusterState, InstanceEntry } from '../state/types.js';
 import type { TensorSelection } from '../store/safetensors-range.js';
 import type { DataPlaneSecurity } from '../runner/link-security.js';
 import { RunnerProcess } from '../runner/runner-process.js';
+import { BATCH_SEQUENCES } from '../runner/batch-driver.js';
 import type { TcpAddress } from '../runner/transport.js';
 import type { Board } from './board.js';
 import { InstanceExecutor } from './executor.js';
@@ -203,7 +204,7 @@ export class Supervisor {
       );
       local.runners.set(rank, runner);
       if (rank === 0) {
-        local.executor = new InstanceExecutor(runner, dir, loadModelConfig(dir), plan.context, { maxQueue: this.#d.maxQueue, defaultMaxTokens: 256, concurrency: plan.layout.stages.length, model: entry.model });
+        local.executor = new InstanceExecutor(runner, dir, loadModelConfig(dir), plan.context, { maxQueue: this.#d.maxQueue, defaultMaxTokens: 256, concurrency: worldSize(plan.layout) === 1 ? BATCH_SEQUENCES : plan.layout.stages.length, model: entry.model });
       }
     });
     this.#d.log.info({ instance: entry.id, model: entry.model, ranks: [...local.runners.keys()], strategy: plan.strategy }, 'starting runners');
