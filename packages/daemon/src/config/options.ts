@@ -78,7 +78,7 @@ export const DATA_PLANE_CIPHERS = ['auto', 'aes-256-gcm', 'chacha20-poly1305'] a
 export type DataPlaneCipher = (typeof DATA_PLANE_CIPHERS)[number];
 
 /** Raw values as strings/arrays, before validation. Keys are the flag names in camelCase. */
-export type RawOptions = Partial<Record<keyof DaemonOptions | 'config' | 'clusterKey' | 'goneAfter' | 'keepAlive', unknown>>;
+export type RawOptions = Partial<Record<keyof DaemonOptions | 'config' | 'clusterKey' | 'goneAfter' | 'keepAlive' | 'prefixCache', unknown>>;
 
 const KEYS = [
   'dataDir',
