@@ -53,7 +53,8 @@ export async function pullFile(o: PullFileOptions): Promise<PullFileResult> {
   const trusted = new Set<number>();
   let links: LinkStat[] = [];
   let base = { done: 0, total: 0 };
-  const fetch = async (needed: number[]) => {
+  // The header's own fetch is not reported: its few chunks would show the file at 100% before the rest starts.
+  const fetch = async (needed: number[], report = true) => {
     const r = await fetchFile({
       file,
       registry: o.registry,
@@ -64,7 +65,7 @@ export async function pullFile(o: PullFileOptions): Promise<PullFileResult> {
       signal: o.signal,
       onBadPeer: o.onBadPeer,
       onLedgerUnreachable: o.onLedgerUnreachable,
-      onProgress: (p) => o.onProgress?.({ ...p, bySource: sum(bySource, p.bySource), links: p.links }),
+      onProgress: (p) => report && o.onProgress?.({ ...p, bySource: sum(bySource, p.bySource), links: p.links }),
     });
     Object.assign(bySource, sum(bySource, r.bySource));
     for (const p of r.badPeers) badPeers.add(p);
@@ -79,7 +80,7 @@ export async function pullFile(o: PullFileOptions): Promise<PullFileResult> {
   let layout: SafetensorsLayout | undefined;
   let needed = all;
   if (safetensors) {
-    layout = await readLayout(file, fetch);
+    layout = await readLayout(file, (needed) => fetch(needed, false));
     if (o.keep) needed = chunksCovering(neededRanges(layout, o.keep), file.info.size, file.chunkSize);
     // Until it is complete, the file on disk lists only the tensors it holds: an engine that opens
     // it mid-download (or after a failed one) finds tensors missing, never zeros.
