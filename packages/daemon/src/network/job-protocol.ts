@@ -10,6 +10,7 @@
  * result against its ticket and countersigns it. Anything wrong ends the job with no receipt, so
  * nothing is charged for it.
  */
+import '../polyfills.js';
 import type { Stream } from '@libp2p/interface';
 import { lpStream, type LengthPrefixedStream } from '@libp2p/utils';
 import { ServeError, type ServeEvent, type ServeRequest } from '../instances/requests.js';

@@ -19,7 +19,7 @@ export const signedSchema = z.object({
   body: z.string().min(2).max(MAX_SIGNED_BODY),
   /** base64 of 64 signature bytes. */
   sig: z.string().min(80).max(100),
-});
+}).strict();
 export type Signed = z.infer<typeof signedSchema>;
 
 /** Something that signs as one peer: the node's libp2p key, or a test key. */
@@ -73,7 +73,9 @@ export async function openDocument<T>(domain: string, input: unknown, schema: z.
   const key = publicKeyOf(signer);
   if (!key) return { ok: false, reason: `${domain}: signer ${signer.slice(0, 64)} is not an Ed25519 peer id` };
   const sig = Buffer.from(env.data.sig, 'base64');
-  if (sig.length !== 64) return { ok: false, reason: `${domain}: signature is ${sig.length} bytes, not 64` };
+  // One spelling per signature (Node's decoder also takes unpadded or otherwise loose base64), so
+  // equal documents are equal text.
+  if (sig.length !== 64 || sig.toString('base64') !== env.data.sig) return { ok: false, reason: `${domain}: the signature is not 64 bytes of base64` };
   let good = false;
   try {
     good = await key.verify(tagged(domain, env.data.body), sig);
