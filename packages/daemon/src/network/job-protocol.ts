@@ -197,7 +197,8 @@ export interface JobClientDeps {
   timeouts?: Partial<JobTimeouts>;
 }
 
-const REFUSALS = new Set(['lending_off', 'peer_refused', 'model_not_lent', 'model_too_large', 'too_many_tokens', 'rate_limited', 'busy', 'price']);
+/** Declines a pod is entitled to (its lending policy), which cost it no reputation. */
+const REFUSALS = new Set(['lending_off', 'peer_refused', 'model_not_lent', 'model_too_large', 'too_many_tokens', 'rate_limited', 'busy', 'price', 'preempted']);
 
 /** Runs one job on an open stream to `job.server`; events for the caller arrive through `emit`. */
 export async function requestJob(stream: Stream, deps: JobClientDeps, job: JobRequest, emit: (e: ServeEvent) => void, signal: AbortSignal): Promise<JobOutcome> {

@@ -1,19 +1,23 @@
 /**
- * The offers this node currently believes: the newest valid offer per peer, dropped when it expires.
- * Bounded, because anyone on the network can mint peer ids: past `capacity` the offer closest to
- * expiry makes room.
+ * The offers this node currently believes: the newest valid offer per peer. Routing sees only live
+ * ones; an expired offer stays `retainMs` longer so the map can show the node as offline. Bounded,
+ * because anyone on the network can mint peer ids: past `capacity` the offer closest to expiry
+ * makes room.
  */
 import type { Offer, OfferBody } from './offer.js';
 
 export interface OfferBookOptions {
   /** @default 20000 */
   capacity?: number;
+  /** How long an expired offer is kept for the map. @default 600000 */
+  retainMs?: number;
 }
 
 export type AddResult = 'added' | 'updated' | 'stale';
 
 export class OfferBook {
   readonly #capacity: number;
+  readonly #retainMs: number;
   /** peer -> newest offer; the peer's own offer is kept here too (routing skips it). */
   #offers = new Map<string, Offer>();
   /** When each peer's offer was first seen (the map's "online since"). */
@@ -21,6 +25,7 @@ export class OfferBook {
 
   constructor(o: OfferBookOptions = {}) {
     this.#capacity = o.capacity ?? 20_000;
+    this.#retainMs = o.retainMs ?? 600_000;
   }
 
   /** Keeps `offer` unless a newer one (higher seq) of the same peer is already here. */
@@ -53,11 +58,11 @@ export class OfferBook {
     this.#firstSeen.delete(peer);
   }
 
-  /** Drops expired offers; returns the peers dropped. */
+  /** Drops offers expired more than `retainMs` ago; returns the peers dropped. */
   prune(now: number): string[] {
     const gone: string[] = [];
     for (const [peer, o] of this.#offers) {
-      if (o.body.expiresAt <= now) {
+      if (o.body.expiresAt + this.#retainMs <= now) {
         this.remove(peer);
         gone.push(peer);
       }
@@ -74,7 +79,12 @@ export class OfferBook {
     return this.#firstSeen.get(peer);
   }
 
-  /** Live offers (not expired at `now`). */
+  /** Every offer kept, live or recently expired (the map's view). */
+  all(): OfferBody[] {
+    return [...this.#offers.values()].map((o) => o.body);
+  }
+
+  /** Live offers (not expired at `now`): what routing may use. */
   list(now: number): OfferBody[] {
     const out: OfferBody[] = [];
     for (const o of this.#offers.values()) if (o.body.expiresAt > now) out.push(o.body);

@@ -55,7 +55,7 @@ describe('signed offers', () => {
 describe('offer book', () => {
   it('keeps the newest offer per peer and drops expired ones', async () => {
     const s = await newSigner();
-    const book = new OfferBook();
+    const book = new OfferBook({ retainMs: 1000 });
     const v1 = await signOffer(s, offerBody(s.peerId, { seq: 1 }));
     const v2 = await signOffer(s, offerBody(s.peerId, { seq: 2, pricePer1M: 5 }));
     expect(book.add(v2, NOW)).toBe('added');
@@ -63,7 +63,9 @@ describe('offer book', () => {
     expect(book.get(s.peerId, NOW)?.body.pricePer1M).toBe(5);
     expect(book.list(NOW)).toHaveLength(1);
     expect(book.list(NOW + 60_000)).toHaveLength(0);
-    expect(book.prune(NOW + 60_000)).toEqual([s.peerId]);
+    expect(book.all()).toHaveLength(1); // still on the map, as offline
+    expect(book.prune(NOW + 60_500)).toEqual([]);
+    expect(book.prune(NOW + 61_000)).toEqual([s.peerId]);
     expect(book.size).toBe(0);
   });
 
