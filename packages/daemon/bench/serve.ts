@@ -16,11 +16,10 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
-import { pipelineStages } from '@orchard/engine';
+import { pipelineStages, type InstanceLayout } from '@orchard/engine';
 import { writeRandomModel } from '@orchard/engine/testing';
 import { startLocalInstance } from '../src/runner/runner-process.js';
 import { measureRendezvous } from './rendezvous.js';
-import type { InstanceLayout } from '../src/runner/layout.js';
 
 const LAYERS = Number(process.env.BENCH_LAYERS ?? 6);
 const HIDDEN = Number(process.env.BENCH_HIDDEN ?? 1024);
@@ -47,8 +46,8 @@ const WARM_TOKENS = Number(process.env.BENCH_WARM_TOKENS ?? 96);
  */
 const MEETINGS = 2 * LAYERS;
 
-function launch(name: string, layout: InstanceLayout, env?: NodeJS.ProcessEnv) {
-  return startLocalInstance({ modelDir: dir, layout, groupId: `bench-${name}`, secret: '11'.repeat(16), listenHost: '127.0.0.1', maxSeqLen: 512, backend: { kind: BACKEND, threads: 1 } }, env);
+function launch(name: string, layout: InstanceLayout, o: { pollMs?: number } = {}) {
+  return startLocalInstance({ modelDir: dir, layout, groupId: `bench-${name}`, secret: '11'.repeat(16), listenHost: '127.0.0.1', maxSeqLen: 512, backend: { kind: BACKEND, threads: 1 }, ...o });
 }
 
 type Instance = Awaited<ReturnType<typeof launch>>;
@@ -75,7 +74,7 @@ async function measureAll() {
     pipe: await launch('pipeline', { stages: pipelineStages(LAYERS, 2), tensor: 1 }),
     tensor: await launch('tensor', { stages: pipelineStages(LAYERS, 1), tensor: 2 }),
     // The same without the runners' brief polling at each meeting (they sleep on their sockets).
-    tensorSleep: await launch('tensor-sleep', { stages: pipelineStages(LAYERS, 1), tensor: 2 }, { ...process.env, ORCHARD_DATA_PLANE_POLL_MS: '0' }),
+    tensorSleep: await launch('tensor-sleep', { stages: pipelineStages(LAYERS, 1), tensor: 2 }, { pollMs: 0 }),
   };
   try {
     const best = { single: 0, pipe: 0, tensor: 0, tensorCold: 0, tensorSleep: 0, both: 0, pipe2: 0, ceiling: 0, waitMs: Infinity };

@@ -1,15 +1,14 @@
 /**
- * One Orchard daemon: identity, libp2p node, replicated cluster state, profile refresh, link
- * measurements, capability benchmark and the HTTP API, started and stopped as one unit.
+ * One Orchard daemon's control plane: identity, libp2p node, replicated cluster state, profile
+ * refresh, link measurements and capability benchmark, started and stopped as one unit. Serving
+ * (serving/) and the HTTP API (http/) are composed on top of it in orchard.ts.
  */
 import './polyfills.js';
 import { multiaddr } from '@multiformats/multiaddr';
 import { probeLink, startProbeServer, type ProbeServer } from '@orchard/transport';
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
-import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
-import { buildApi } from './api/server.js';
 import { measureCapability } from './capability/cache.js';
 import type { DaemonOptions } from './config/options.js';
 import { decodeControl, encodeControl } from './control/codec.js';
@@ -22,7 +21,7 @@ import type { LinkMeasurement } from './links/types.js';
 import { createNode, type OrchardNode } from './node/create-node.js';
 import { AutoDialer } from './node/discovery.js';
 import { ProfileCollector } from './profile/collect.js';
-import { nodeBackend, type NodeBackend } from './backend/node.js';
+import { backendSettingOf, nodeBackend, type NodeBackend } from './backend/node.js';
 import { matchThunderboltPeers } from './profile/thunderbolt-match.js';
 import type { Capability, NodeProfile } from './profile/types.js';
 import { clusterView, type PodMode } from './state/cluster-view.js';
@@ -37,8 +36,6 @@ export interface DaemonTimings {
 
 export interface DaemonExtensions {
   timings?: Partial<DaemonTimings>;
-  /** Adds routes (OpenAI endpoints, dashboard) to the API before it starts listening. */
-  routes?: (app: FastifyInstance, daemon: Daemon) => void | Promise<void>;
 }
 
 const DEFAULT_TIMINGS: DaemonTimings = { profileRefreshMs: 10_000, linkRefreshMs: 300_000, linkCheckMs: 2000 };
@@ -53,7 +50,6 @@ export class Daemon {
   readonly log: Logger;
   readonly node: OrchardNode;
   readonly replica: Replica;
-  readonly api: FastifyInstance;
   readonly mode: PodMode;
   readonly peerKeyPath: string;
   readonly clusterKeyId: string | null;
@@ -131,21 +127,6 @@ export class Daemon {
       },
     });
     this.#dialer = new AutoDialer(this.node, this.log.child({ part: 'dial' }), { privatePod: this.mode === 'private' });
-    this.api = buildApi(
-      {
-        cluster: () => this.cluster(),
-        status: () => this.status(),
-        remeasureCapability: async () => {
-          await this.remeasureCapability();
-          return { capability: this.#capability };
-        },
-        onChange: (l) => {
-          this.#listeners.add(l);
-          return () => this.#listeners.delete(l);
-        },
-      },
-      { token: init.options.apiToken, logger: this.log },
-    );
   }
 
   static async start(options: DaemonOptions, log: Logger, extensions: DaemonExtensions = {}): Promise<Daemon> {
@@ -155,7 +136,7 @@ export class Daemon {
     const clusterKey = options.clusterKeyFile ? readClusterKey(options.clusterKeyFile) : null;
     const { capability, cached } = await measureCapability(options.dataDir, { force: options.rebench });
     log.info({ ...capability, cached }, cached ? 'capability (cached)' : 'capability measured');
-    const backend = await nodeBackend();
+    const backend = await nodeBackend(backendSettingOf(options));
     if (backend.gpu) log.info({ ...backend.gpu }, 'runners use the GPU');
     else log.info({ backend: backend.kind, ...(backend.note ? { note: backend.note } : {}) }, 'runners use the CPU');
     // Peers probe us with 4 MiB; capping bulk transfers bounds what any client on the LAN can make us receive.
@@ -170,7 +151,6 @@ export class Daemon {
     const daemon = new Daemon({ options, log, node, probe, capability, clusterKey, peerKeyPath, timings: { ...DEFAULT_TIMINGS, ...timings } });
     daemon.#backend = backend;
     try {
-      await extensions.routes?.(daemon.api, daemon);
       await daemon.#run(created);
     } catch (err) {
       await daemon.stop();
@@ -200,7 +180,6 @@ export class Daemon {
     const mdnsService = (this.node.services as Record<string, unknown>).mdns as EventTarget | undefined;
     mdnsService?.addEventListener('peer', (evt) => this.#checkDuplicate((evt as CustomEvent).detail));
     await this.node.start();
-    await this.api.listen({ host: o.apiHost, port: o.apiPort });
     this.log.info(
       {
         peerId: this.node.peerId.toString(),
@@ -208,7 +187,6 @@ export class Daemon {
         addresses: this.node.getMultiaddrs().map(String),
         mode: this.mode,
         ...(this.clusterKeyId ? { clusterKeyId: this.clusterKeyId } : {}),
-        api: `http://${o.apiHost.includes(':') ? `[${o.apiHost}]` : o.apiHost}:${(this.api.server.address() as { port: number }).port}`,
         probePort: this.#probe.port,
       },
       'orchard daemon started',
@@ -223,8 +201,10 @@ export class Daemon {
     this.replica.tick();
   }
 
-  get apiPort(): number {
-    return (this.api.server.address() as { port: number }).port;
+  /** Listens to every change of the cluster state (and identity warnings); returns the unsubscribe. */
+  onChange(listener: (what: string) => void): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
   }
 
   #publish(message: ControlMessage): void {
@@ -311,6 +291,11 @@ export class Daemon {
     this.replica.setProfile(profile);
   }
 
+  /** This node's last capability benchmark. */
+  get capability(): Capability | null {
+    return this.#capability;
+  }
+
   /** This node's runner backend, decided at start (backend/node.ts). */
   get engineBackend(): NodeBackend | null {
     return this.#backend;
@@ -379,7 +364,7 @@ export class Daemon {
       .filter((n) => n.profile && n.peerId !== self)
       .map((n) => ({ peerId: n.peerId, thunderbolt: n.profile!.thunderbolt }));
     return {
-      self: { peerId: self, name: this.options.name, addresses: this.node.getMultiaddrs().map(String), apiPort: this.apiPort, probePort: this.#probe.port, uptimeSec: Math.round((Date.now() - this.#startedAt) / 1000) },
+      self: { peerId: self, name: this.options.name, addresses: this.node.getMultiaddrs().map(String), probePort: this.#probe.port, uptimeSec: Math.round((Date.now() - this.#startedAt) / 1000) },
       mode: this.mode,
       clusterKeyId: this.clusterKeyId,
       coordinator: this.cluster().coordinator,
@@ -406,7 +391,7 @@ export class Daemon {
     for (const t of this.#timers) clearInterval(t);
     this.#dialer.stop();
     await new Promise((r) => setTimeout(r, 100));
-    await Promise.allSettled([this.api.close(), this.#probe.close()]);
+    await this.#probe.close().catch(() => undefined);
     await Promise.resolve(this.node.stop()).catch(() => {});
   }
 }

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { resolveOptions } from '../src/config/options.js';
-import { Daemon } from '../src/daemon.js';
+import { startOrchard } from '../src/orchard.js';
 import { openTestGpu } from './gpu-env.js';
 
 const { ctx: probe, skip } = await openTestGpu();
@@ -17,16 +17,15 @@ probe?.destroy();
 
 describe.skipIf(!!skip)(`daemon with GPU runners${skip ? ` (skipped: ${skip})` : ''}`, () => {
   it('reports the GPU in its profile and its copy bandwidth in the cluster JSON', async () => {
-    process.env.ORCHARD_ENGINE_BACKEND = 'gpu';
-    process.env.ORCHARD_ALLOW_SOFTWARE_GPU = '1';
     const dataDir = mkdtempSync(join(os.tmpdir(), 'orchard-daemon-gpu-'));
-    const options = resolveOptions({ dataDir, apiPort: '0', listen: ['/ip4/127.0.0.1/tcp/0'], mdns: false }, {});
-    const daemon = await Daemon.start(options, pino({ level: 'silent' }));
+    const options = resolveOptions({ dataDir, apiPort: '0', listen: ['/ip4/127.0.0.1/tcp/0'], mdns: false, backend: 'gpu', allowSoftwareGpu: true }, {});
+    const node = await startOrchard(options, pino({ level: 'silent' }), { serving: false, dashboard: false });
+    const { daemon } = node;
     try {
       const backend = daemon.engineBackend!;
       expect(backend.kind).toBe('gpu');
       expect(backend.gpu!.adapter).toMatch(/llvmpipe|lavapipe/);
-      const base = `http://127.0.0.1:${daemon.apiPort}`;
+      const base = `http://127.0.0.1:${node.apiPort}`;
       let cluster: any;
       const deadline = Date.now() + 15_000;
       while (Date.now() < deadline) {
@@ -41,9 +40,7 @@ describe.skipIf(!!skip)(`daemon with GPU runners${skip ? ` (skipped: ${skip})` :
       expect(Math.abs(cluster.nodes[0].memoryBandwidthGBps / gpuGBps - 1)).toBeLessThan(0.01);
       expect(Math.abs(cluster.nodes[0].memoryBandwidthGBps - self.capability!.memoryBandwidthGBps)).toBeGreaterThan(0.01);
     } finally {
-      await daemon.stop();
-      delete process.env.ORCHARD_ENGINE_BACKEND;
-      delete process.env.ORCHARD_ALLOW_SOFTWARE_GPU;
+      await node.stop();
     }
   }, 60_000);
 });

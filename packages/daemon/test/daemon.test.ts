@@ -4,22 +4,19 @@ import { join } from 'node:path';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { resolveOptions } from '../src/config/options.js';
-import { Daemon } from '../src/daemon.js';
+import { startOrchard } from '../src/orchard.js';
 
 describe('Daemon in process', () => {
-  it('starts on loopback, serves extra routes behind the token, lists itself, and stops cleanly', async () => {
+  it('starts on loopback, serves its routes behind the token, lists itself, and stops cleanly', async () => {
     const dataDir = mkdtempSync(join(os.tmpdir(), 'orchard-daemon-'));
     const options = resolveOptions({ dataDir, apiPort: '0', listen: ['/ip4/127.0.0.1/tcp/0'], mdns: false, apiToken: 'tok' }, {});
-    const daemon = await Daemon.start(options, pino({ level: 'silent' }), {
-      routes: (app) => {
-        app.get('/v1/hello', async () => ({ hello: 'pod' }));
-      },
-    });
-    const base = `http://127.0.0.1:${daemon.apiPort}`;
+    const node = await startOrchard(options, pino({ level: 'silent' }), { serving: false, dashboard: false });
+    const { daemon } = node;
+    const base = `http://127.0.0.1:${node.apiPort}`;
     try {
       const auth = { authorization: 'Bearer tok' };
-      expect((await fetch(`${base}/v1/hello`)).status).toBe(401);
-      expect(await (await fetch(`${base}/v1/hello`, { headers: auth })).json()).toEqual({ hello: 'pod' });
+      expect((await fetch(`${base}/api/status`)).status).toBe(401);
+      expect(((await (await fetch(`${base}/api/status`, { headers: auth })).json()) as { self: unknown }).self).toMatchObject({ peerId: daemon.node.peerId.toString(), apiPort: node.apiPort });
       const deadline = Date.now() + 15_000;
       let cluster: any;
       while (Date.now() < deadline) {
@@ -32,7 +29,7 @@ describe('Daemon in process', () => {
       expect(cluster.coordinator).toBe(daemon.node.peerId.toString());
       expect(cluster.nodes[0].memoryBandwidthGBps).toBeGreaterThan(0);
     } finally {
-      await daemon.stop();
+      await node.stop();
     }
     await expect(fetch(`${base}/healthz`)).rejects.toThrow();
   });

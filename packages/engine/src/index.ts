@@ -36,13 +36,29 @@ export {
 
 // Shards and the forward pass.
 export { loadShard, loadShardAsync, ModelShard, KVCache, type LoadShardOptions, type ShardInput } from './model/forward.js';
-export { tensorSlice, vocabSlice, joinLogitSlices, type TensorSlice } from './model/tensor-split.js';
+export { tensorSlice, vocabSlice, joinLogitSlices, type TensorSlice, type SplitDims } from './model/tensor-split.js';
+
+// Layouts: how an instance's ranks split the model, and whether the engine runs a layout.
+export {
+  canRun,
+  checkLayout,
+  instanceLayoutOf,
+  pipelineStages,
+  rankOf,
+  samplerRank,
+  shardSpecOf,
+  stageMembers,
+  stageOf,
+  worldSize,
+  type CanRun,
+  type InstanceLayout,
+  type LayoutDims,
+} from './layout.js';
 
 // Whole models in one process (unsplit, or as N pipeline stages × M tensor ranks).
 export {
   loadInProcessModel,
   InProcessModel,
-  pipelineStages,
   type LanguageModel,
   type Session,
   type InProcessOptions,

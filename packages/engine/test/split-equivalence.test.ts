@@ -1,13 +1,13 @@
 /**
  * Proof 1: every split of a model computes the same function as the unsplit model. For each
  * architecture variant, pipeline splits (2 stages, 3 uneven stages) and tensor splits (2 and 4 ranks,
- * the latter replicating KV heads) give last-token logits within 1e-5 of the unsplit run (f32) after a
+ * the latter replicating KV heads; uneven head counts per rank, 2 and 3 ranks) give last-token logits within 1e-5 of the unsplit run (f32) after a
  * multi-chunk prompt and after every greedy decode step, and the same greedy tokens.
  */
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { loadInProcessModel, type InProcessOptions, type LanguageModel } from '../src/index.js';
+import { loadInProcessModel, loadModelConfig, type InProcessOptions, type LanguageModel } from '../src/index.js';
 import { writeRandomModel, type RandomModelOptions } from '../src/testing/index.js';
 import { argmaxOf, maxAbsDiff, tempDir } from './helpers.js';
 
@@ -33,6 +33,13 @@ const SPLITS: Record<string, InProcessOptions> = {
   'tensor 2': { tensor: 2 },
   'tensor 4': { tensor: 4 },
   'pipeline 2 × tensor 2': { pipeline: 2, tensor: 2 },
+};
+
+/** Uneven head splits (groups of unequal members), given the model's head count H. */
+const UNEVEN: Record<string, (H: number) => InProcessOptions> = {
+  'tensor 2 uneven heads (1, H-1)': (H) => ({ tensor: 2, heads: [1, H - 1] }),
+  'tensor 3 uneven heads': (H) => ({ tensor: 3, heads: [Math.floor(H / 4), Math.ceil((3 * H) / 8), H - Math.floor(H / 4) - Math.ceil((3 * H) / 8)] }),
+  'pipeline 2 × tensor 2 uneven heads': (H) => ({ pipeline: 2, tensor: 2, heads: [H / 2 + 1, H / 2 - 1] }),
 };
 
 // 21 prompt tokens with maxBatch 8: three chunks (8, 8, 5), so batching across chunks is exercised.
@@ -67,6 +74,13 @@ describe.each(Object.entries(VARIANTS))('%s', (name, options) => {
   it.each(Object.entries(SPLITS))('%s equals the unsplit model', async (_split, split) => {
     const ref = await unsplit();
     const got = await trace(loadInProcessModel(dir, { maxBatch: 8, ...split }));
+    expect(got.tokens).toEqual(ref.tokens);
+    for (let i = 0; i < ref.logits.length; i++) expect(maxAbsDiff(got.logits[i], ref.logits[i])).toBeLessThanOrEqual(1e-5);
+  });
+
+  it.each(Object.entries(UNEVEN))('%s equals the unsplit model', async (_split, split) => {
+    const ref = await unsplit();
+    const got = await trace(loadInProcessModel(dir, { maxBatch: 8, ...split(loadModelConfig(dir).numHeads) }));
     expect(got.tokens).toEqual(ref.tokens);
     for (let i = 0; i < ref.logits.length; i++) expect(maxAbsDiff(got.logits[i], ref.logits[i])).toBeLessThanOrEqual(1e-5);
   });

@@ -6,6 +6,6 @@ export { type PlanRequest, DEFAULT_REQUEST, resolveRequest } from './request.js'
 export { type Layout, type StageLayout, type Strategy, splitHeads, kvHeadsPerMember, strategyOf } from './layout.js';
 export { CHIPS, GENERIC_CPU, FACTORS, lookupChip, predict, LinkTable, type Prediction, type ChipSpec, type EfficiencyFactors } from './cost-model.js';
 export { type MemoryBreakdown, layoutMemory } from './memory.js';
-export { type Plan, type PlanStage, type PlanPrediction, type Alternative, plan, gb } from './plan.js';
+export { type Plan, type PlanStage, type PlanPrediction, type Alternative, type PlanOptions, plan, gb } from './plan.js';
 export { parseCluster } from './validate.js';
 export { parseSafetensorsHeader, tensorSizes } from './safetensors.js';

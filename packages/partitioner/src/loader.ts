@@ -35,16 +35,23 @@ export async function loadModel(path: string, options: ModelOptions = {}): Promi
   // A directory or a config.json inside one is named after the directory, any other file after itself.
   const file = basename(configPath);
   const name = options.name ?? (file === 'config.json' ? basename(dir) : file.replace(/\.json$/, ''));
-  const files = (await readdir(dir)).filter((f) => f.endsWith('.safetensors')).sort();
   try {
-    if (files.length === 0 || options.bits !== undefined) return modelFromConfig(config, { ...options, name });
-    const headers = await Promise.all(files.map(async (f) => ({ file: join(dir, f), header: await readHeader(join(dir, f)) })));
-    return withTensorSizes(config, tensorSizes(headers), { ...options, name });
+    const sizes = options.bits === undefined ? await readTensorSizes(dir) : null;
+    if (!sizes) return modelFromConfig(config, { ...options, name });
+    return withTensorSizes(config, sizes, { ...options, name });
   } catch (err) {
     // Say which file the bad field is in.
     if (err instanceof InputError && err.source === 'model config') throw new InputError(`model config ${configPath}`, err.field, err.problem);
     throw err;
   }
+}
+
+/** Every tensor's byte size from the headers of the safetensors files in `dir`; null when it has none. */
+export async function readTensorSizes(dir: string): Promise<{ name: string; bytes: number }[] | null> {
+  const files = (await readdir(dir)).filter((f) => f.endsWith('.safetensors')).sort();
+  if (files.length === 0) return null;
+  const headers = await Promise.all(files.map(async (f) => ({ file: join(dir, f), header: await readHeader(join(dir, f)) })));
+  return tensorSizes(headers);
 }
 
 async function readHeader(file: string): Promise<Uint8Array> {

@@ -69,19 +69,41 @@ interface Evaluated {
 
 const MAX_ALTERNATIVES = 8;
 
-export function plan(model: ModelSpec, cluster: Cluster, request: Partial<PlanRequest> = {}): Plan {
+/** What the planner is told about the engine that will run the plan. */
+export interface PlanOptions {
+  /**
+   * The engine's capabilities: whether it runs a layout (`true`), or why not. Layouts it refuses are
+   * never chosen; they appear among the alternatives with the engine's reason. @default every layout
+   */
+  runnable?: (layout: Layout) => true | string;
+}
+
+export function plan(model: ModelSpec, cluster: Cluster, request: Partial<PlanRequest> = {}, options: PlanOptions = {}): Plan {
   const req = resolveRequest(request);
   const links = new LinkTable(cluster);
   const found = search(model, cluster, links, req);
   const evaluated: Evaluated[] = [];
+  const refused: Alternative[] = [];
   for (const c of found.candidates) {
     const memory = layoutMemory(model, cluster, c.layout, req);
     if (Object.values(memory).some((m) => m.totalBytes > m.availableBytes)) continue;
+    const verdict = options.runnable?.(c.layout) ?? true;
+    if (verdict !== true) {
+      const nodes = c.layout.stages.flatMap((s) => s.nodes);
+      const strategy = strategyOf(c.layout);
+      if (!refused.some((r) => r.strategy === strategy && r.nodes.length === nodes.length)) {
+        refused.push({ strategy, nodes, stages: [], predicted: null, rejected: `the engine cannot run it: ${verdict}` });
+      }
+      continue;
+    }
     const prediction = predict(model, cluster, c.layout, req, links);
     if (!Number.isFinite(prediction.decodeTokensPerSecond) || prediction.decodeTokensPerSecond <= 0) continue;
     evaluated.push({ layout: c.layout, strategy: strategyOf(c.layout), prediction, memory, nodes: c.layout.stages.flatMap((s) => s.nodes) });
   }
-  if (evaluated.length === 0) throw infeasible(model, cluster, req);
+  if (evaluated.length === 0) {
+    if (refused.length > 0) throw new InfeasibleError(`${model.name}: no layout that fits is one the engine runs (${refused.map((r) => `${r.strategy} over ${r.nodes.length} node(s): ${r.rejected.replace(/^the engine cannot run it: /, '')}`).join('; ')})`, 0, 0, []);
+    throw infeasible(model, cluster, req);
+  }
   evaluated.sort(compare);
   const best = evaluated[0];
   return {
@@ -98,7 +120,7 @@ export function plan(model: ModelSpec, cluster: Cluster, request: Partial<PlanRe
       },
     },
     memory: best.memory,
-    alternatives: alternatives(model, cluster, req, best, evaluated, found.notes),
+    alternatives: [...alternatives(model, cluster, req, best, evaluated, found.notes), ...refused].slice(0, MAX_ALTERNATIVES + 2),
     model: {
       name: model.name,
       format: model.format,

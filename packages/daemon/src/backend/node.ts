@@ -1,13 +1,13 @@
 /**
- * The compute backend of this node's runners, decided once when the daemon starts: from
- * `orchard start --backend` / ORCHARD_ENGINE_BACKEND (ORCHARD_BACKEND is read as the same setting),
- * ORCHARD_ENGINE_THREADS and ORCHARD_ALLOW_SOFTWARE_GPU=1. When it resolves to a GPU, the adapter is
+ * The compute backend of this node's runners, decided once when the daemon starts from its options
+ * (`--backend` / ORCHARD_ENGINE_BACKEND, ORCHARD_ENGINE_THREADS, ORCHARD_ALLOW_SOFTWARE_GPU=1; read in
+ * config/options.ts). When it resolves to a GPU, the adapter is
  * profiled (profileGpu: measured copy bandwidth) for the node profile, and the device is closed again —
  * each runner opens its own.
  */
 import { profileGpu } from '@orchard/engine';
 import { gpuVisibleMemory, type NodeGpu } from '../profile/gpu.js';
-import { chooseBackend, isBackendName, isGpuError, BACKEND_NAMES, type BackendName } from './select.js';
+import { chooseBackend, isGpuError, type BackendName } from './select.js';
 
 export interface NodeBackendSetting {
   name: BackendName;
@@ -15,19 +15,9 @@ export interface NodeBackendSetting {
   threads?: number;
 }
 
-export class BackendSettingError extends Error {}
-
-/** Reads the setting from the environment; an unknown name is an error naming the variable. */
-export function nodeBackendSetting(env: NodeJS.ProcessEnv = process.env): NodeBackendSetting {
-  const which = env.ORCHARD_ENGINE_BACKEND ? 'ORCHARD_ENGINE_BACKEND' : env.ORCHARD_BACKEND ? 'ORCHARD_BACKEND' : null;
-  const raw = which ? env[which]!.trim() : 'auto';
-  if (!isBackendName(raw)) throw new BackendSettingError(`${which} must be one of ${BACKEND_NAMES.join(', ')}, got ${JSON.stringify(raw)}`);
-  const threads = Number(env.ORCHARD_ENGINE_THREADS);
-  return {
-    name: raw,
-    allowSoftware: /^(1|true|yes)$/i.test(env.ORCHARD_ALLOW_SOFTWARE_GPU ?? ''),
-    threads: threads > 0 ? Math.floor(threads) : undefined,
-  };
+/** The runners' backend as the daemon's options set it (flags > environment > config file). */
+export function backendSettingOf(o: { backend: BackendName; allowSoftwareGpu: boolean; engineThreads: number | null }): NodeBackendSetting {
+  return { name: o.backend, allowSoftware: o.allowSoftwareGpu, threads: o.engineThreads ?? undefined };
 }
 
 export interface NodeBackend {
@@ -81,9 +71,8 @@ export async function resolveNodeBackend(setting: NodeBackendSetting, o: { copyB
 
 const resolved = new Map<string, Promise<NodeBackend>>();
 
-/** The node backend for the current environment, resolved once per process and setting. */
-export function nodeBackend(env: NodeJS.ProcessEnv = process.env): Promise<NodeBackend> {
-  const s = nodeBackendSetting(env);
+/** The node backend for a setting, resolved once per process and setting. */
+export function nodeBackend(s: NodeBackendSetting): Promise<NodeBackend> {
   const key = JSON.stringify(s);
   let p = resolved.get(key);
   if (!p) {

@@ -1,7 +1,7 @@
 /** Human-readable `orchard status`. Pure: JSON in, text out. */
 import type { LinkMeasurement } from '../links/types.js';
 import type { NodeEntry } from '../state/types.js';
-import type { InstanceLink } from '../runner/link-report.js';
+import type { InstanceLink } from '../serving/link-report.js';
 
 /** One instance's data-plane links as /api/instances reports them (each link end, per rank). */
 export interface DataPlaneJson {

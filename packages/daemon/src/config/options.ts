@@ -7,6 +7,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import { join, resolve } from 'node:path';
 import { z } from 'zod';
+import { BACKEND_NAMES, isBackendName, type BackendName } from '../backend/select.js';
 
 export const DEFAULT_API_PORT = 52415;
 export const DEFAULT_LISTEN = ['/ip4/0.0.0.0/tcp/52416'];
@@ -28,12 +29,53 @@ export interface DaemonOptions {
   rebench: boolean;
   logLevel: string;
   configFile: string | null;
+  /** What runners compute on (`--backend`). */
+  backend: BackendName;
+  /** gpu/auto may use a software adapter such as lavapipe. */
+  allowSoftwareGpu: boolean;
+  /** Kernel threads per runner; null: the cores divided among this node's ranks. */
+  engineThreads: number | null;
+  /** Requests waiting per instance before 429. */
+  maxQueue: number;
+  /** Context (tokens per sequence) instances serve unless a load asks for another; null: the serving profile's default. */
+  context: number | null;
+  /** Where the bundled demo model lives. */
+  demoModelDir: string | null;
+  /** Runners poll their event loop this long inside a data-plane wait, ms (0: never). */
+  dataPlanePollMs: number;
+  /** Test only: runners use the simulated RDMA verbs with these settings (ORCHARD_RDMA_SIM). */
+  rdmaSim: string | null;
+  /** The Hugging Face hub (HF_ENDPOINT) and token (HF_TOKEN / HUGGING_FACE_HUB_TOKEN). */
+  hfEndpoint: string;
+  hfToken: string | null;
 }
 
 /** Raw values as strings/arrays, before validation. Keys are the flag names in camelCase. */
-export type RawOptions = Partial<Record<keyof DaemonOptions | 'config' | 'clusterKey', unknown>>;
+export type RawOptions = Partial<Record<keyof DaemonOptions | 'config' | 'clusterKey' | 'goneAfter', unknown>>;
 
-const KEYS = ['dataDir', 'listen', 'bootstrap', 'apiHost', 'apiPort', 'apiToken', 'clusterKey', 'name', 'goneAfter', 'heartbeatMs', 'probePort', 'mdns', 'logLevel'] as const;
+const KEYS = [
+  'dataDir',
+  'listen',
+  'bootstrap',
+  'apiHost',
+  'apiPort',
+  'apiToken',
+  'clusterKey',
+  'name',
+  'goneAfter',
+  'heartbeatMs',
+  'probePort',
+  'mdns',
+  'logLevel',
+  'backend',
+  'allowSoftwareGpu',
+  'engineThreads',
+  'maxQueue',
+  'context',
+  'demoModelDir',
+  'dataPlanePollMs',
+  'rdmaSim',
+] as const;
 type Key = (typeof KEYS)[number];
 
 const kebab = (k: string) => k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
@@ -47,11 +89,14 @@ function list(v: unknown): string[] | undefined {
 
 export class OptionsError extends Error {}
 
+/** Settings whose environment variable is not ORCHARD_<FLAG>. */
+const ENV_NAMES: Partial<Record<Key, string[]>> = { backend: ['ORCHARD_ENGINE_BACKEND', 'ORCHARD_BACKEND'] };
+
 function fromEnv(env: NodeJS.ProcessEnv): Partial<Record<Key, string>> {
   const out: Partial<Record<Key, string>> = {};
   for (const k of KEYS) {
-    const v = env[envName(k)];
-    if (v !== undefined && v !== '') out[k] = v;
+    const name = (ENV_NAMES[k] ?? [envName(k)]).find((n) => env[n] !== undefined && env[n] !== '');
+    if (name) out[k] = env[name];
   }
   return out;
 }
@@ -85,7 +130,7 @@ export function resolveOptions(flags: RawOptions, env: NodeJS.ProcessEnv = proce
   const dataDir = resolve(String(flags.dataDir ?? envVals.dataDir ?? join(os.homedir(), '.orchard')));
   const configFile = (flags.config as string | undefined) ?? env.ORCHARD_CONFIG ?? (existsSync(join(dataDir, 'config.json')) ? join(dataDir, 'config.json') : undefined);
   const file = configFile ? fromFile(configFile) : {};
-  const pick = (k: Key): unknown => (flags as Record<string, unknown>)[k === 'goneAfter' ? 'goneAfter' : k] ?? envVals[k] ?? file[k];
+  const pick = (k: Key): unknown => (flags as Record<string, unknown>)[k] ?? envVals[k] ?? file[k];
 
   const apiHost = String(pick('apiHost') ?? '127.0.0.1');
   const apiToken = (pick('apiToken') as string | undefined) ?? null;
@@ -101,6 +146,18 @@ export function resolveOptions(flags: RawOptions, env: NodeJS.ProcessEnv = proce
   if (!isLoopback(apiHost) && !apiToken) {
     throw new OptionsError(`--api-host ${apiHost} is not a loopback address: anyone on the network could use the API, so --api-token (or ORCHARD_API_TOKEN) is required`);
   }
+  const backend = String(pick('backend') ?? 'auto').trim();
+  if (!isBackendName(backend)) {
+    const source = (flags as Record<string, unknown>).backend !== undefined ? '--backend' : envVals.backend !== undefined ? (ENV_NAMES.backend!.find((n) => env[n]) ?? 'ORCHARD_ENGINE_BACKEND') : 'backend';
+    throw new OptionsError(`${source} must be one of ${BACKEND_NAMES.join(', ')}, got ${JSON.stringify(backend)}`);
+  }
+  const threads = pick('engineThreads');
+  const engineThreads = threads === undefined ? null : parse(z.coerce.number({ error: '--engine-threads must be a number' }).int('--engine-threads must be an integer').min(1, '--engine-threads must be at least 1').max(256), threads);
+  const maxQueue = parse(z.coerce.number({ error: '--max-queue must be a number' }).int('--max-queue must be an integer').min(0, '--max-queue must be 0 or more').max(100_000), pick('maxQueue') ?? 64);
+  const contextRaw = pick('context');
+  const context = contextRaw === undefined ? null : parse(z.coerce.number({ error: '--context must be a number of tokens' }).int('--context must be a whole number of tokens').min(2, '--context must be at least 2 tokens').max(1 << 24), contextRaw);
+  const dataPlanePollMs = parse(z.coerce.number({ error: 'ORCHARD_DATA_PLANE_POLL_MS must be a number' }).min(0).max(100, 'ORCHARD_DATA_PLANE_POLL_MS must be at most 100'), pick('dataPlanePollMs') ?? 0.25);
+  const bool = (v: unknown) => v === true || /^(1|true|yes)$/i.test(String(v ?? ''));
   const mdnsRaw = pick('mdns');
   const clusterKey = pick('clusterKey') as string | undefined;
   return {
@@ -119,5 +176,15 @@ export function resolveOptions(flags: RawOptions, env: NodeJS.ProcessEnv = proce
     rebench: Boolean(flags.rebench),
     logLevel: String(pick('logLevel') ?? 'info'),
     configFile: configFile ?? null,
+    backend,
+    allowSoftwareGpu: bool(pick('allowSoftwareGpu')),
+    engineThreads,
+    maxQueue,
+    context,
+    demoModelDir: pick('demoModelDir') === undefined ? null : resolve(String(pick('demoModelDir'))),
+    dataPlanePollMs,
+    rdmaSim: pick('rdmaSim') === undefined ? null : String(pick('rdmaSim')),
+    hfEndpoint: (env.HF_ENDPOINT || 'https://huggingface.co').replace(/\/+$/, ''),
+    hfToken: env.HF_TOKEN || env.HUGGING_FACE_HUB_TOKEN || null,
   };
 }

@@ -3,6 +3,7 @@
  * these schemas, and a message that fails is dropped (and logged with its sender), never thrown.
  */
 import { z } from 'zod';
+import { placedPlanSchema } from '../state/placed-plan.js';
 import { clusterEventSchema } from '../state/events.js';
 import { linkMeasurementSchema } from '../links/types.js';
 import { nodeProfileSchema } from '../profile/types.js';
@@ -35,8 +36,11 @@ export const stateSchema = z.object({
   links: z.record(z.string().max(600), linkMeasurementSchema),
   instances: z.record(
     z.string().max(128),
-    z.object({ id: z.string().max(128), model: z.string().max(512), placedAt: z.number(), nodes: z.array(peerId).max(256), plan: z.unknown() }),
+    z.object({ id: z.string().max(128), model: z.string().max(512), placedAt: z.number(), nodes: z.array(peerId).max(256), plan: placedPlanSchema }),
   ),
+  failedModels: z
+    .record(z.string().max(512), z.object({ model: z.string().max(512), reason: z.string().max(1000), attempts: z.number().int().min(0), at: z.number() }))
+    .default({}),
 });
 
 export const controlMessageSchema = z.discriminatedUnion('type', [

@@ -22,7 +22,7 @@ import {
   type ShardInput,
 } from '@orchard/engine';
 import { loadRankShard, type LoadRankOptions } from './local.js';
-import { type InstanceLayout, shardSpecOf, stageMembers, stageOf } from './layout.js';
+import { type InstanceLayout, shardSpecOf, stageMembers, stageOf } from '@orchard/engine';
 import { stageAllReduce } from './shard-loop.js';
 import type { Group } from './transport.js';
 
@@ -120,6 +120,7 @@ export interface LoadGpuRankOptions {
   maxBatch?: number;
   maxSeqLen?: number;
   stepMs?: number;
+  pollMs?: number;
 }
 
 /** Loads `rank`'s shard onto the GPU, its stage's all-reduce wired to the group (as loadRankShard does on the CPU). */
@@ -127,7 +128,7 @@ export async function loadRankGpuShard(dir: string, layout: InstanceLayout, rank
   const groupOf = typeof group === 'function' ? group : () => group;
   const config = loadModelConfig(dir);
   const spec = shardSpecOf(layout, rank);
-  const allReduce = layout.tensor > 1 ? stageAllReduce(groupOf, rank, stageMembers(layout, stageOf(layout, rank).stage), o.stepMs ?? 30_000) : undefined;
+  const allReduce = layout.tensor > 1 ? stageAllReduce(groupOf, rank, stageMembers(layout, stageOf(layout, rank).stage), o.stepMs ?? 30_000, o.pollMs) : undefined;
   const ctx = o.context ?? (await createGpuContext({ allowSoftware: o.allowSoftware }));
   try {
     // The CPU shard only reads this rank's bytes; its weights are uploaded and then dropped.
@@ -171,7 +172,7 @@ export async function loadRankOn(
   const cpu = (kind: 'reference' | 'wasm') => loadRankShard(dir, layout, rank, group, { ...o, backend: o.cpuBackend(kind) });
   if (backend.kind !== 'gpu') return { shard: cpu(backend.kind), note: null };
   try {
-    const g = await loadRankGpuShard(dir, layout, rank, group, { allowSoftware: backend.allowSoftware, maxBatch: o.maxBatch, maxSeqLen: o.maxSeqLen, stepMs: o.stepMs });
+    const g = await loadRankGpuShard(dir, layout, rank, group, { allowSoftware: backend.allowSoftware, maxBatch: o.maxBatch, maxSeqLen: o.maxSeqLen, stepMs: o.stepMs, pollMs: o.pollMs });
     // The loop only uses the members GpuRankShard has (see the header comment).
     return { shard: g as unknown as ModelShard, note: `rank ${rank} on the GPU (${g.adapter})` };
   } catch (err) {

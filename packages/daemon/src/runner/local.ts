@@ -4,8 +4,8 @@
  * daemon runs each rank in its own runner process instead.
  */
 import { loadModelConfig, loadShard, type Backend, type ModelShard } from '@orchard/engine';
-import { Driver, runFollower, stageAllReduce } from './shard-loop.js';
-import { type InstanceLayout, shardSpecOf, stageMembers, stageOf } from './layout.js';
+import { Driver, POLL_MS, runFollower, stageAllReduce } from './shard-loop.js';
+import { type InstanceLayout, shardSpecOf, stageMembers, stageOf } from '@orchard/engine';
 import type { Group } from './transport.js';
 
 export interface LoadRankOptions {
@@ -13,6 +13,8 @@ export interface LoadRankOptions {
   maxBatch?: number;
   maxSeqLen?: number;
   stepMs?: number;
+  /** See POLL_MS in shard-loop.ts. */
+  pollMs?: number;
 }
 
 /**
@@ -29,13 +31,13 @@ export function loadRankShard(dir: string, layout: InstanceLayout, rank: number,
     backend: o.backend,
     maxBatch: o.maxBatch,
     maxSeqLen: o.maxSeqLen,
-    allReduce: layout.tensor > 1 ? stageAllReduce(groupOf, rank, stageMembers(layout, stage), stepMs) : undefined,
+    allReduce: layout.tensor > 1 ? stageAllReduce(groupOf, rank, stageMembers(layout, stage), stepMs, o.pollMs) : undefined,
   });
 }
 
 /** Starts a rank: the driver for rank 0 (returned), a follower loop otherwise (its promise in `done`). */
-export function startRank(group: Group, layout: InstanceLayout, shard: ModelShard, o: { stepMs?: number } = {}): { driver: Driver | null; done: Promise<void> } {
-  const ctx = { group, layout, shard, maxBatch: shard.maxBatch, stepMs: o.stepMs ?? 30_000 };
+export function startRank(group: Group, layout: InstanceLayout, shard: ModelShard, o: { stepMs?: number; pollMs?: number } = {}): { driver: Driver | null; done: Promise<void> } {
+  const ctx = { group, layout, shard, maxBatch: shard.maxBatch, stepMs: o.stepMs ?? 30_000, pollMs: o.pollMs ?? POLL_MS };
   if (group.rank === 0) return { driver: new Driver(ctx), done: Promise.resolve() };
   return { driver: null, done: runFollower(ctx) };
 }

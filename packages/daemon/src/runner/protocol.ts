@@ -1,6 +1,6 @@
 /** Messages between a daemon and its runner processes (node IPC, structured clone). */
 import type { GenerateOutcome, GenerateRequest } from './shard-loop.js';
-import type { InstanceLayout } from './layout.js';
+import type { InstanceLayout } from '@orchard/engine';
 import type { TcpPeer } from './transport.js';
 
 export interface RunnerInit {
@@ -16,6 +16,10 @@ export interface RunnerInit {
   maxBatch?: number;
   /** Per data-plane step timeout, ms. */
   stepMs?: number;
+  /** How long a rank polls its event loop inside a data-plane wait, ms (0: never; see shard-loop.ts). */
+  pollMs?: number;
+  /** Test only: simulated RDMA verbs with these settings (ORCHARD_RDMA_SIM, see rdma-select.ts). */
+  rdmaSim?: string | null;
   /**
    * Matrix kernels of this rank. @default reference. `gpu`: WebGPU (runner/gpu-shard.ts), falling back to
    * wasm when the GPU cannot be used; `allowSoftware` accepts a software adapter (lavapipe).

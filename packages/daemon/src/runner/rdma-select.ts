@@ -108,8 +108,8 @@ function nativeSelection(peers: TcpPeer[]): RdmaSelection {
   };
 }
 
-export async function selectRdma(rank: number, peers: TcpPeer[], env: NodeJS.ProcessEnv = process.env): Promise<RdmaSelection> {
-  const sim = env[RDMA_SIM_ENV];
+/** `sim`: the daemon's ORCHARD_RDMA_SIM setting (tests), null for the native verbs library. */
+export async function selectRdma(rank: number, peers: TcpPeer[], sim: string | null): Promise<RdmaSelection> {
   if (sim) return simSelection(rank, peers.length, parseSimSettings(sim));
   return nativeSelection(peers);
 }

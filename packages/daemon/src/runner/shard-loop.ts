@@ -18,15 +18,8 @@
  */
 import { Sampler, vocabSlice, type KVCache, type ModelShard, type SamplingOptions } from '@orchard/engine';
 import type { Group } from './transport.js';
-import { type InstanceLayout, samplerRank, stageMembers, stageOf, worldSize, rankOf } from './layout.js';
-
-const OP_BEGIN = 1;
-const OP_FORWARD = 2;
-const OP_STOP = 3;
-/** Header fields before the token ids. */
-const H = 9;
-/** Header field: which of the driver's concurrent sequences (KV cache slot) the op is for. */
-const SLOT = 8;
+import { type InstanceLayout, samplerRank, stageMembers, stageOf, worldSize, rankOf } from '@orchard/engine';
+import { HeaderCodec, type Header } from './header.js';
 
 /** Waits on an idle data plane: followers wait for the next request as long as the instance lives. */
 const IDLE_TIMEOUT_MS = 2 ** 31 - 1;
@@ -55,20 +48,16 @@ export interface GenerateOutcome {
 
 /**
  * How long a rank keeps its event loop polling (instead of sleeping in the kernel) while it waits
- * for a peer inside a forward step, ms. A tensor-parallel decode step meets the other ranks 2+ times
+ * for a peer inside a forward step, ms, unless the runner is told otherwise. A tensor-parallel decode step meets the other ranks 2+ times
  * per layer, each after well under a millisecond of compute on small models: a process that sleeps on
  * its socket is woken by the scheduler at every meeting, which on a VM (halted vCPU, wake-up IPI)
  * adds 100-300 us each — measured on the 2-core bench machine at low load, median wait of a 2 KiB
  * all-reduce ~260 us sleeping vs ~55 us polling. Short, because a peer that has not answered within
  * it has usually been preempted: then polling only keeps the core from whoever should run, and an
- * idle instance must sleep. ORCHARD_DATA_PLANE_POLL_MS overrides it (0: never poll; benchmarks).
+ * idle instance must sleep. The daemon's setting (ORCHARD_DATA_PLANE_POLL_MS) reaches the runners in
+ * their init (0: never poll; benchmarks).
  */
-export const POLL_MS = pollMsFromEnv(process.env.ORCHARD_DATA_PLANE_POLL_MS);
-
-function pollMsFromEnv(v: string | undefined): number {
-  const ms = v === undefined || v === '' ? 0.25 : Number(v);
-  return Number.isFinite(ms) && ms >= 0 && ms <= 100 ? ms : 0.25;
-}
+export const POLL_MS = 0.25;
 
 /**
  * Share of this process's recent polled waits that ended within the poll window (moving average
@@ -109,7 +98,7 @@ export function pollWhile<T>(p: Promise<T>, ms = POLL_MS): Promise<T> {
  * with the transport's all-reduce on their sub-group. Runs 2+ times per layer per token: the sub-group
  * is looked up again only when `groupOf` hands out another group (a runner's group may be replaced).
  */
-export function stageAllReduce(groupOf: () => Group, me: number, members: readonly number[], timeoutMs: number): (buf: Float32Array) => Promise<void> {
+export function stageAllReduce(groupOf: () => Group, me: number, members: readonly number[], timeoutMs: number, pollMs = POLL_MS): (buf: Float32Array) => Promise<void> {
   const options = { timeoutMs };
   let parent: Group | null = null;
   let stage: Group | null = null;
@@ -120,7 +109,7 @@ export function stageAllReduce(groupOf: () => Group, me: number, members: readon
       stage = group.subgroup(members);
       parent = group;
     }
-    await pollWhile(stage!.allReduce(buf, 'sum', options));
+    await pollWhile(stage!.allReduce(buf, 'sum', options), pollMs);
   };
 }
 
@@ -130,6 +119,8 @@ interface Ctx {
   shard: ModelShard;
   maxBatch: number;
   stepMs: number;
+  /** See POLL_MS. */
+  pollMs: number;
 }
 
 /**
@@ -150,20 +141,20 @@ class LogitGather {
   }
 
   /** `own` (this rank's forward output) joined with the peers' slices; `own` itself without a tensor split. */
-  async join(group: Group, own: Float32Array, timeoutMs: number): Promise<Float32Array> {
+  async join(group: Group, own: Float32Array, timeoutMs: number, pollMs: number): Promise<Float32Array> {
     if (!this.#peers.length) return own;
     const recvs = this.#peers.map((p) => group.recv(p.rank, p.rows, { timeoutMs }));
     this.#full.set(own);
-    await pollWhile(Promise.all(recvs));
+    await pollWhile(Promise.all(recvs), pollMs);
     return this.#full;
   }
 }
 
 /** The non-driver ranks: obey headers until a stop header or a failure. */
 export async function runFollower(ctx: Ctx): Promise<void> {
-  const { group, layout, shard } = ctx;
+  const { group, layout, shard, pollMs } = ctx;
   const { stage, tensorRank } = stageOf(layout, group.rank);
-  const header = new Float64Array(H + ctx.maxBatch);
+  const header = new HeaderCodec(ctx.maxBatch);
   const D = shard.config.hiddenSize;
   const hidden = new Float32Array(ctx.maxBatch * D);
   const isSampler = group.rank === samplerRank(layout);
@@ -175,31 +166,29 @@ export async function runFollower(ctx: Ctx): Promise<void> {
   const source = stage === 0 ? 0 : rankOf(layout, stage - 1, 0);
   const token = new Int32Array(1);
   for (;;) {
-    await pollWhile(group.recv(0, header, { timeoutMs: IDLE_TIMEOUT_MS }));
-    const op = header[0];
-    if (op === OP_STOP) return;
-    const slot = header[SLOT];
-    if (op === OP_BEGIN) {
+    await pollWhile(group.recv(0, header.buffer, { timeoutMs: IDLE_TIMEOUT_MS }), pollMs);
+    const h = header.decode();
+    if (h.op === 'stop') return;
+    if (h.op === 'begin') {
       // The slot's previous sequence is over: hand its cache back (GPU memory is not freed by GC in time).
-      const done = caches.get(slot);
+      const done = caches.get(h.slot);
       if (done) shard.releaseCache(done);
-      caches.set(slot, shard.newCache(header[7]));
-      if (isSampler) samplers.set(slot, new Sampler({ temperature: header[3], topP: header[4], topK: header[5], seed: header[6] }));
+      caches.set(h.slot, shard.newCache(h.capacity));
+      if (isSampler) samplers.set(h.slot, new Sampler(h.sampling));
       continue;
     }
-    const cache = caches.get(slot);
-    if (op !== OP_FORWARD || !cache) throw new Error(`data plane: unexpected header op ${op} (slot ${slot}) on rank ${group.rank}`);
-    const n = header[1];
-    const sample = header[2] === 1;
-    await pollWhile(group.recv(source, hidden.subarray(0, n * D), { timeoutMs: ctx.stepMs }));
+    const cache = caches.get(h.slot);
+    if (!cache) throw new Error(`data plane: forward for slot ${h.slot} before its begin, on rank ${group.rank}`);
+    const n = h.tokens.length;
+    await pollWhile(group.recv(source, hidden.subarray(0, n * D), { timeoutMs: ctx.stepMs }), pollMs);
     const out = await shard.forward({ hidden, n }, cache);
     if (!last && tensorRank === 0) {
       const view = out.subarray(0, n * D);
       await Promise.all(stageMembers(layout, stage + 1).map((r) => group.send(r, view, { timeoutMs: ctx.stepMs })));
     }
-    if (!last || !sample) continue;
+    if (!last || !h.sample) continue;
     if (isSampler) {
-      token[0] = samplers.get(slot)!.sample(await gather!.join(group, out, ctx.stepMs));
+      token[0] = samplers.get(h.slot)!.sample(await gather!.join(group, out, ctx.stepMs, pollMs));
       await group.send(0, token, { timeoutMs: ctx.stepMs });
     } else {
       await group.send(samplerRank(layout), out, { timeoutMs: ctx.stepMs });
@@ -215,7 +204,7 @@ export async function runFollower(ctx: Ctx): Promise<void> {
  */
 export class Driver {
   readonly #ctx: Ctx;
-  readonly #header: Float64Array;
+  readonly #header: HeaderCodec;
   readonly maxSequences: number;
   readonly #free: number[];
   /** Stage-0 ranks that take the embedded rows after a forward header. */
@@ -233,7 +222,7 @@ export class Driver {
 
   constructor(ctx: Ctx, maxSequences = Math.max(1, ctx.layout.stages.length)) {
     this.#ctx = ctx;
-    this.#header = new Float64Array(H + ctx.maxBatch);
+    this.#header = new HeaderCodec(ctx.maxBatch);
     this.maxSequences = maxSequences;
     this.#free = Array.from({ length: maxSequences }, (_, i) => i);
     this.#rowPeers = stageMembers(ctx.layout, 0).slice(1);
@@ -259,11 +248,12 @@ export class Driver {
     return run;
   }
 
-  /** Sends the header to every other rank, followed by `rows` to the stage-0 ranks (same link, in order). */
-  async #broadcast(timeoutMs = this.#ctx.stepMs, rows?: Float32Array): Promise<void> {
+  /** Sends `header` to every other rank, followed by `rows` to the stage-0 ranks (same link, in order). */
+  async #broadcast(header: Header, timeoutMs = this.#ctx.stepMs, rows?: Float32Array): Promise<void> {
     const g = this.#ctx.group;
+    const bytes = this.#header.encode(header);
     const sends: Promise<void>[] = [];
-    for (let r = 1; r < g.size; r++) sends.push(g.send(r, this.#header, { timeoutMs }));
+    for (let r = 1; r < g.size; r++) sends.push(g.send(r, bytes, { timeoutMs }));
     if (rows) for (const r of this.#rowPeers) sends.push(g.send(r, rows, { timeoutMs }));
     await Promise.all(sends);
   }
@@ -272,15 +262,16 @@ export class Driver {
    * The driver's own forward of `ids`, after the header: with tensor peers in stage 0 it embeds, sends
    * them the rows and runs the rows itself; alone in its stage it runs the token ids directly.
    */
-  async #forwardFirst(ids: Float64Array, cache: KVCache, timeoutMs: number): Promise<Float32Array> {
+  async #forwardFirst(header: Extract<Header, { op: 'forward' }>, cache: KVCache, timeoutMs: number): Promise<Float32Array> {
     const { shard } = this.#ctx;
+    const ids = header.tokens;
     if (!this.#rowPeers.length) {
-      await this.#broadcast(timeoutMs);
+      await this.#broadcast(header, timeoutMs);
       return shard.forward({ tokens: ids }, cache);
     }
     // Awaited: a GPU rank embeds on the device and reads the rows back.
     const rows = await shard.embed(ids);
-    await this.#broadcast(timeoutMs, rows);
+    await this.#broadcast(header, timeoutMs, rows);
     return shard.forward({ hidden: rows, n: ids.length }, cache);
   }
 
@@ -298,7 +289,7 @@ export class Driver {
     try {
       while (this.#waiters.length) {
         const w = this.#waiters[0];
-        await pollWhile(this.#ctx.group.recv(samplerRank(this.#ctx.layout), tok, { timeoutMs: w.timeoutMs }));
+        await pollWhile(this.#ctx.group.recv(samplerRank(this.#ctx.layout), tok, { timeoutMs: w.timeoutMs }), this.#ctx.pollMs);
         this.#waiters.shift();
         w.resolve(tok[0]);
       }
@@ -317,21 +308,14 @@ export class Driver {
     const stepMs = decoding ? this.decodeTimeoutMs : this.#ctx.stepMs;
     const t0 = performance.now();
     const issued = await this.#serial(async () => {
-      const h = this.#header;
       const n = ids.length;
-      h.fill(0);
-      h[0] = OP_FORWARD;
-      h[1] = n;
-      h[2] = sample ? 1 : 0;
-      h[SLOT] = slot;
-      for (let i = 0; i < n; i++) h[H + i] = ids[i];
-      const out = await this.#forwardFirst(h.subarray(H, H + n), cache, stepMs);
+      const out = await this.#forwardFirst({ op: 'forward', slot, sample, tokens: Float64Array.from(ids) }, cache, stepMs);
       if (S > 1) {
         const view = out.subarray(0, n * shard.config.hiddenSize);
         await Promise.all(stageMembers(layout, 1).map((r) => group.send(r, view, { timeoutMs: stepMs })));
       }
       if (!sample) return { id: -1 };
-      if (this.#gather) return { id: sampler!.sample(await this.#gather.join(group, out, stepMs)) };
+      if (this.#gather) return { id: sampler!.sample(await this.#gather.join(group, out, stepMs, this.#ctx.pollMs)) };
       // Registered inside the issue section, so waiters are in the order tokens will arrive.
       const wait = new Promise<number>((resolve, reject) => this.#waiters.push({ resolve, reject, timeoutMs: decoding ? stepMs : this.#ctx.stepMs * S }));
       void this.#receive();
@@ -371,18 +355,7 @@ export class Driver {
     if (prompt.length === 0) throw new RangeError('the prompt has no tokens');
     if (prompt.length >= shard.maxSeqLen) throw new RangeError(`prompt of ${prompt.length} tokens does not fit the context of ${shard.maxSeqLen}`);
     const sampling = { temperature: req.temperature ?? 0, topP: req.topP ?? 1, topK: req.topK ?? 0, seed: req.seed ?? 0 };
-    await this.#serial(async () => {
-      const h = this.#header;
-      h.fill(0);
-      h[0] = OP_BEGIN;
-      h[3] = sampling.temperature;
-      h[4] = sampling.topP;
-      h[5] = sampling.topK;
-      h[6] = sampling.seed;
-      h[7] = capacity;
-      h[SLOT] = slot;
-      await this.#broadcast();
-    });
+    await this.#serial(() => this.#broadcast({ op: 'begin', slot, capacity, sampling }));
     const cache = shard.newCache(capacity);
     try {
       return await this.#decode(slot, req, cache, capacity, onToken);
@@ -427,11 +400,7 @@ export class Driver {
   /** Tells every follower to return. */
   async stop(): Promise<void> {
     if (this.#broken) return;
-    await this.#serial(async () => {
-      this.#header.fill(0);
-      this.#header[0] = OP_STOP;
-      await this.#broadcast();
-    }).catch(() => undefined);
+    await this.#serial(() => this.#broadcast({ op: 'stop' })).catch(() => undefined);
   }
 }
 

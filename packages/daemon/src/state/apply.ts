@@ -1,6 +1,6 @@
 /** Folds one event into the state: one reducer per event type, exhaustive by construction. */
 import type { ClusterEvent } from './events.js';
-import { applyInstancePlaced, applyInstanceRemoved } from './reducers/instances.js';
+import { applyInstancePlaced, applyInstanceRemoved, applyModelCleared, applyModelFailed } from './reducers/instances.js';
 import { applyLinkMeasured } from './reducers/link-measured.js';
 import { applyNodeJoined } from './reducers/node-joined.js';
 import { applyNodeLeft } from './reducers/node-left.js';
@@ -21,6 +21,10 @@ export function applyEvent(state: ClusterState, event: ClusterEvent): ClusterSta
       return applyInstancePlaced(state, event);
     case 'instance-removed':
       return applyInstanceRemoved(state, event);
+    case 'model-failed':
+      return applyModelFailed(state, event);
+    case 'model-cleared':
+      return applyModelCleared(state, event);
     default: {
       const never: never = event;
       throw new Error(`unknown cluster event ${(never as { type: string }).type}`);

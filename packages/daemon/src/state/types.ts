@@ -4,6 +4,7 @@
  */
 import type { NodeProfile } from '../profile/types.js';
 import type { LinkMeasurement } from '../links/types.js';
+import type { PlacedPlan } from './placed-plan.js';
 
 export type NodeStatus = 'live' | 'gone';
 
@@ -18,13 +19,21 @@ export interface NodeEntry {
   readonly profile: NodeProfile | null;
 }
 
-/** A model instance placed on the pod (filled by the serving work; kept opaque here). */
+/** A model instance placed on the pod. */
 export interface InstanceEntry {
   readonly id: string;
   readonly model: string;
   readonly placedAt: number;
   readonly nodes: readonly string[];
-  readonly plan: unknown;
+  readonly plan: PlacedPlan;
+}
+
+/** A model placement gave up on, with the last failure's reason. */
+export interface FailedModel {
+  readonly model: string;
+  readonly reason: string;
+  readonly attempts: number;
+  readonly at: number;
 }
 
 export interface ClusterState {
@@ -32,10 +41,13 @@ export interface ClusterState {
   /** Keyed by linkKey(a, b, via): one entry per pair and network path. */
   readonly links: Readonly<Record<string, LinkMeasurement>>;
   readonly instances: Readonly<Record<string, InstanceEntry>>;
+  /** Models not placed again until asked for explicitly, by model id. */
+  readonly failedModels: Readonly<Record<string, FailedModel>>;
 }
 
 export const emptyState: ClusterState = Object.freeze({
   nodes: Object.freeze({}),
   links: Object.freeze({}),
   instances: Object.freeze({}),
+  failedModels: Object.freeze({}),
 });

@@ -1,8 +1,9 @@
 import { pino } from 'pino';
 import { afterAll, describe, expect, it } from 'vitest';
-import { buildApi, type ApiSources } from '../../src/api/server.js';
+import { buildApi } from '../../src/http/server.js';
+import type { PodSource } from '../../src/http/cluster.js';
 
-const sources: ApiSources = {
+const sources: PodSource = {
   cluster: () => ({ nodes: [], links: [], mode: 'open' }),
   status: () => ({ mode: 'open' }),
   remeasureCapability: async () => ({ capability: null }),
@@ -11,8 +12,8 @@ const sources: ApiSources = {
 const logger = pino({ level: 'silent' });
 
 describe('HTTP API', () => {
-  const open = buildApi(sources, { token: null, logger });
-  const guarded = buildApi(sources, { token: 's3cret', logger });
+  const open = buildApi({ pod: sources, token: null, log: logger });
+  const guarded = buildApi({ pod: sources, token: 's3cret', log: logger });
   afterAll(async () => {
     await open.close();
     await guarded.close();
@@ -39,10 +40,7 @@ describe('HTTP API server-sent events', () => {
   it('streams the cluster on connect and on every change', async () => {
     let notify: (what: string) => void = () => {};
     let version = 0;
-    const app = buildApi(
-      { ...sources, cluster: () => ({ version }), onChange: (l) => ((notify = l), () => (notify = () => {})) },
-      { token: null, logger },
-    );
+    const app = buildApi({ pod: { ...sources, cluster: () => ({ version }), onChange: (l) => ((notify = l), () => (notify = () => {})) }, token: null, log: logger });
     await app.listen({ host: '127.0.0.1', port: 0 });
     try {
       const port = (app.server.address() as { port: number }).port;

@@ -19,7 +19,7 @@ const valid: ControlMessage[] = [
   { type: 'links', from: 'P', links: [link('A', 'P', { measuredBy: 'P' })] },
   { type: 'event', from: 'P', epoch: 1, seq: 1, event: { type: 'node-joined', peerId: 'X', name: 'x', at: 1 } },
   { type: 'sync-request', from: 'P', to: 'A', purpose: 'follow' },
-  { type: 'snapshot', from: 'P', epoch: 1, seq: 1, state: { nodes: {}, links: {}, instances: {} } },
+  { type: 'snapshot', from: 'P', epoch: 1, seq: 1, state: { nodes: {}, links: {}, instances: {}, failedModels: {} } },
   { type: 'goodbye', from: 'P' },
 ];
 
@@ -100,7 +100,7 @@ describe('control message fuzzing', () => {
     const replica = replicaUnderTest(); // A leads itself
     const before = JSON.stringify(replica.state);
     replica.handle({ type: 'event', from: 'Z', epoch: 99, seq: 1, event: { type: 'node-left', peerId: 'A', at: 1, reason: 'silent' } });
-    replica.handle({ type: 'snapshot', from: 'Z', epoch: 99, seq: 5, state: { nodes: {}, links: {}, instances: {} } });
+    replica.handle({ type: 'snapshot', from: 'Z', epoch: 99, seq: 5, state: { nodes: {}, links: {}, instances: {}, failedModels: {} } });
     replica.handle({ type: 'profile', from: 'Z', profile: profile('A', 'hijacked') });
     replica.handle({ type: 'links', from: 'Z', links: [link('A', 'B')] });
     expect(JSON.stringify(replica.state)).toBe(before);

@@ -6,7 +6,8 @@
 import os from 'node:os';
 import { describe, expect, it } from 'vitest';
 import { chooseGpu } from '@orchard/engine';
-import { BackendSettingError, nodeBackendSetting, resolveNodeBackend } from '../../src/backend/node.js';
+import { backendSettingOf, resolveNodeBackend } from '../../src/backend/node.js';
+import { OptionsError, resolveOptions } from '../../src/config/options.js';
 import { gpuVisibleMemory, nodeGpuSchema, parseNvidiaSmiMemory, type NodeGpu } from '../../src/profile/gpu.js';
 import { nodeProfileSchema } from '../../src/profile/types.js';
 import { applyEvents } from '../../src/state/apply.js';
@@ -16,6 +17,9 @@ import { profile } from '../state/fixtures.js';
 import { formatStatus, type StatusJson } from '../../src/cli/format-status.js';
 import { openTestGpu } from '../gpu-env.js';
 
+/** The backend setting as the daemon's options resolve it from the environment (data dir: a fresh temp dir). */
+const nodeBackendSetting = (env: NodeJS.ProcessEnv) => backendSettingOf(resolveOptions({ dataDir: os.tmpdir() + '/orchard-backend-setting-test' }, env));
+
 describe('backend setting from the environment', () => {
   it('defaults to auto; ORCHARD_ENGINE_BACKEND wins over ORCHARD_BACKEND; threads and software flag', () => {
     expect(nodeBackendSetting({})).toEqual({ name: 'auto', allowSoftware: false, threads: undefined });
@@ -24,7 +28,7 @@ describe('backend setting from the environment', () => {
     expect(nodeBackendSetting({ ORCHARD_ENGINE_BACKEND: 'cpu', ORCHARD_ENGINE_THREADS: '3', ORCHARD_ALLOW_SOFTWARE_GPU: '1' })).toEqual({ name: 'cpu', allowSoftware: true, threads: 3 });
   });
   it('an unknown name is an error naming the variable', () => {
-    expect(() => nodeBackendSetting({ ORCHARD_BACKEND: 'cuda' })).toThrow(BackendSettingError);
+    expect(() => nodeBackendSetting({ ORCHARD_BACKEND: 'cuda' })).toThrow(OptionsError);
     expect(() => nodeBackendSetting({ ORCHARD_BACKEND: 'cuda' })).toThrow(/ORCHARD_BACKEND must be one of auto, cpu, gpu, reference, wasm, got "cuda"/);
   });
   it('cpu, wasm and reference never touch the GPU', async () => {

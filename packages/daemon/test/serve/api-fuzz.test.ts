@@ -8,12 +8,11 @@ import { join } from 'node:path';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { writeRandomModel } from '@orchard/engine/testing';
-import { Daemon } from '../../src/daemon.js';
+import { startOrchard, type Orchard } from '../../src/orchard.js';
 import { resolveOptions } from '../../src/config/options.js';
-import { installServing } from '../../src/instances/install.js';
 
 const MODEL = 'test/fuzz-llama';
-let daemon: Daemon;
+let daemon: Orchard;
 let dataDir: string;
 
 beforeAll(async () => {
@@ -22,9 +21,9 @@ beforeAll(async () => {
   mkdirSync(mdir, { recursive: true });
   writeRandomModel(mdir, { numLayers: 2, hiddenSize: 32, seed: 9, maxPositionEmbeddings: 128 });
   const options = resolveOptions({ dataDir, listen: ['/ip4/127.0.0.1/tcp/0'], apiPort: 0, mdns: false } as never);
-  daemon = await Daemon.start(options, pino({ level: 'silent' }), { routes: async (app, d) => void (await installServing(app, d)) });
+  daemon = await startOrchard(options, pino({ level: 'silent' }), { dashboard: false });
   const deadline = Date.now() + 20_000;
-  while (daemon.cluster().nodes.length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+  while (daemon.daemon.cluster().nodes.length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
 }, 60_000);
 
 afterAll(async () => {

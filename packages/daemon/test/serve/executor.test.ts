@@ -8,8 +8,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadModelConfig, loadTokenizer } from '@orchard/engine';
 import { writeRandomModel } from '@orchard/engine/testing';
-import { InstanceExecutor } from '../../src/instances/executor.js';
-import { ServeError, type ServeEvent, type ServeRequest } from '../../src/instances/requests.js';
+import { InstanceExecutor } from '../../src/serving/executor.js';
+import { ServeError, type ServeEvent, type ServeRequest } from '../../src/serving/requests.js';
 import type { RunnerProcess } from '../../src/runner/runner-process.js';
 import type { GenerateRequest } from '../../src/runner/shard-loop.js';
 

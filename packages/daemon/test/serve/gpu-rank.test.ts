@@ -13,7 +13,7 @@ import { writeRandomModel } from '@orchard/engine/testing';
 import { createSimGroup } from '../../src/runner/transport.js';
 import { startRank } from '../../src/runner/local.js';
 import { GpuRankShard, loadRankGpuShard, loadRankOn } from '../../src/runner/gpu-shard.js';
-import type { InstanceLayout } from '../../src/runner/layout.js';
+import type { InstanceLayout } from '@orchard/engine';
 import { openTestGpu } from '../gpu-env.js';
 
 const { ctx, skip } = await openTestGpu();

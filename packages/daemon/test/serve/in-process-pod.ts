@@ -11,9 +11,8 @@ import { fileURLToPath } from 'node:url';
 import pino from 'pino';
 import { generate, loadInProcessModel, loadTokenizer } from '@orchard/engine';
 import { writeRandomModel, type RandomModelOptions } from '@orchard/engine/testing';
-import { Daemon } from '../../src/daemon.js';
+import { startOrchard, type Orchard } from '../../src/orchard.js';
 import { resolveOptions } from '../../src/config/options.js';
-import { installServing } from '../../src/instances/install.js';
 
 import { waitFor } from '../../../../test/harness/daemons.js';
 
@@ -27,7 +26,7 @@ export interface ServingDaemonOptions {
   model?: { repo: string; options: RandomModelOptions };
 }
 
-export async function startServingDaemon(o: ServingDaemonOptions): Promise<{ daemon: Daemon; dataDir: string; modelDir?: string }> {
+export async function startServingDaemon(o: ServingDaemonOptions): Promise<{ daemon: Orchard; dataDir: string; modelDir?: string }> {
   const dataDir = mkdtempSync(join(os.tmpdir(), o.tmpPrefix));
   let modelDir: string | undefined;
   if (o.model) {
@@ -36,9 +35,7 @@ export async function startServingDaemon(o: ServingDaemonOptions): Promise<{ dae
     writeRandomModel(modelDir, o.model.options);
   }
   const options = resolveOptions({ dataDir, listen: ['/ip4/127.0.0.1/tcp/0'], bootstrap: o.bootstrap, apiPort: 0, mdns: false, goneAfter: 3, heartbeatMs: 300 } as never);
-  const daemon = await Daemon.start(options, pino({ level: process.env.SERVE_TEST_LOG ?? 'silent' }), {
-    routes: async (app, d) => void (await installServing(app, d)),
-  });
+  const daemon = await startOrchard(options, pino({ level: process.env.SERVE_TEST_LOG ?? 'silent' }), { dashboard: false });
   return { daemon, dataDir, modelDir };
 }
 
@@ -46,16 +43,16 @@ export async function startServingDaemon(o: ServingDaemonOptions): Promise<{ dae
  * Two serving daemons holding the same random model (the second bootstraps to the first), started once
  * both see both nodes with profiles. `stop()` stops them and removes their data dirs.
  */
-export async function startServingPair(tmpPrefix: string, model: { repo: string; options: RandomModelOptions }): Promise<{ daemons: Daemon[]; modelDir: string; stop: () => Promise<void> }> {
+export async function startServingPair(tmpPrefix: string, model: { repo: string; options: RandomModelOptions }): Promise<{ daemons: Orchard[]; modelDir: string; stop: () => Promise<void> }> {
   const a = await startServingDaemon({ tmpPrefix, bootstrap: [], model });
-  const b = await startServingDaemon({ tmpPrefix, bootstrap: [String(a.daemon.node.getMultiaddrs()[0])], model });
+  const b = await startServingDaemon({ tmpPrefix, bootstrap: [String(a.daemon.daemon.node.getMultiaddrs()[0])], model });
   const daemons = [a.daemon, b.daemon];
   const stop = async () => {
     await Promise.all(daemons.map((d) => d.stop()));
     for (const s of [a, b]) rmSync(s.dataDir, { recursive: true, force: true });
   };
   try {
-    await waitFor('both nodes with profiles in both states', () => daemons.every((d) => d.cluster().nodes.length === 2) || undefined, 30_000, 100);
+    await waitFor('both nodes with profiles in both states', () => daemons.every((d) => d.daemon.cluster().nodes.length === 2) || undefined, 30_000, 100);
   } catch (err) {
     await stop();
     throw err;
@@ -63,7 +60,7 @@ export async function startServingPair(tmpPrefix: string, model: { repo: string;
   return { daemons, modelDir: b.modelDir!, stop };
 }
 
-export const api = (d: Daemon, path: string, init?: RequestInit) =>
+export const api = (d: Orchard, path: string, init?: RequestInit) =>
   fetch(`http://127.0.0.1:${d.apiPort}${path}`, { ...init, headers: init?.body ? { 'content-type': 'application/json' } : {} });
 
 const CLI = join(dirname(fileURLToPath(import.meta.url)), '../../src/cli/main.ts');

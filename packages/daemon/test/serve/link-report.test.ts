@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { decodeServe, encodeServe } from '../../src/instances/messages.js';
-import { DataPlaneLinks } from '../../src/runner/link-report.js';
+import { decodeServe, encodeServe } from '../../src/serving/messages.js';
+import { DataPlaneLinks } from '../../src/serving/link-report.js';
 
 describe('data-plane link report', () => {
   it("a node's runners' choices travel in one serve message; only ranks the plan gives the sender are taken", () => {

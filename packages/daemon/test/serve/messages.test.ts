@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { decodeServe, encodeServe, MAX_SERVE_BYTES } from '../../src/instances/messages.js';
+import { decodeServe, encodeServe, MAX_SERVE_BYTES } from '../../src/serving/messages.js';
 
 const enc = (v: unknown) => new TextEncoder().encode(JSON.stringify(v));
 

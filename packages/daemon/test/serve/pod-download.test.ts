@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { writeRandomModel } from '@orchard/engine/testing';
 import { startFakeHub, type FakeHub } from '../../../../test/harness/fake-hub.js';
-import type { Daemon } from '../../src/daemon.js';
+import type { Orchard } from '../../src/orchard.js';
 import { fetchModel } from '../../src/instances/fetch-model.js';
 import { HubClient, ModelStore } from '../../src/store/index.js';
 import { greedyText, startServingDaemon, waitFor } from './in-process-pod.js';
@@ -18,17 +18,17 @@ const REPO = 'test-org/pod-llama';
 let hub: FakeHub;
 let srcDir: string;
 const dirs: string[] = [];
-const daemons: Daemon[] = [];
+const daemons: Orchard[] = [];
 const savedEndpoint = process.env.HF_ENDPOINT;
 
-async function startDaemon(bootstrap: string[]): Promise<Daemon> {
+async function startDaemon(bootstrap: string[]): Promise<Orchard> {
   const { daemon, dataDir } = await startServingDaemon({ tmpPrefix: 'orchard-serve-dl-', bootstrap });
   dirs.push(dataDir);
   daemons.push(daemon);
   return daemon;
 }
 
-const post = async (d: Daemon, path: string, body: unknown) => {
+const post = async (d: Orchard, path: string, body: unknown) => {
   const res = await fetch(`http://127.0.0.1:${d.apiPort}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
   return { status: res.status, json: (await res.json()) as any };
 };
@@ -39,10 +39,10 @@ beforeAll(async () => {
   hub = await startFakeHub({ [REPO]: srcDir });
   process.env.HF_ENDPOINT = hub.url;
   const a = await startDaemon([]);
-  const boot = [String(a.node.getMultiaddrs()[0])];
+  const boot = [String(a.daemon.node.getMultiaddrs()[0])];
   await startDaemon(boot);
   await startDaemon(boot);
-  await waitFor('the pod to form', () => daemons.every((d) => d.cluster().nodes.length === 3), 30_000, 200);
+  await waitFor('the pod to form', () => daemons.every((d) => d.daemon.cluster().nodes.length === 3), 30_000, 200);
 }, 90_000);
 
 afterAll(async () => {
@@ -64,7 +64,7 @@ describe('model bytes in a pod', () => {
     expect(second.status, JSON.stringify(second.json)).toBe(200);
     expect(second.json.sources['model.safetensors']).toBe('peer');
     expect(second.json.peerBytes).toBe(weights);
-    expect(second.json.peersHolding).toEqual([daemons[0].node.peerId.toString()]);
+    expect(second.json.peersHolding).toEqual([daemons[0].daemon.node.peerId.toString()]);
     expect(hub.servedBytes.get('model.safetensors')).toBe(weights); // still one hub download
   }, 60_000);
 
@@ -73,7 +73,7 @@ describe('model bytes in a pod', () => {
     dirs.push(dir);
     const before = hub.servedBytes.get('model.safetensors') ?? 0;
     const weights = statSync(join(srcDir, 'model.safetensors')).size;
-    const r = await fetchModel(daemons[0].node, new ModelStore(dir, new HubClient()), REPO, [], { layers: [2, 4], embed: false, head: true });
+    const r = await fetchModel(daemons[0].daemon.node, new ModelStore(dir, new HubClient()), REPO, [], { layers: [2, 4], embed: false, head: true });
     expect(r.sources['model.safetensors']).toBe('hub-range');
     const read = (hub.servedBytes.get('model.safetensors') ?? 0) - before;
     expect(read).toBeGreaterThan(0);

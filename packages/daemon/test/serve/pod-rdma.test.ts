@@ -5,12 +5,12 @@
  * `orchard status` show the link's choice (one end from the local runner, the other from gossip).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Daemon } from '../../src/daemon.js';
+import type { Orchard } from '../../src/orchard.js';
 import { RDMA_SIM_ENV } from '../../src/runner/rdma-select.js';
 import { api, greedyText, runCli, startServingPair, waitFor } from './in-process-pod.js';
 
 const MODEL = 'test/rand-rdma';
-let daemons: Daemon[] = [];
+let daemons: Orchard[] = [];
 let modelDir: string;
 let stopPair: () => Promise<void> = async () => {};
 const savedSim = process.env[RDMA_SIM_ENV];
@@ -32,7 +32,7 @@ describe('a 2-daemon pod whose runners connect over (simulated) RDMA', () => {
     const body = (await placed.json()) as any;
     expect(placed.status, JSON.stringify(body)).toBe(201);
     const id = body.instance.id as string;
-    const linksOn = async (d: Daemon) => ((await (await api(d, '/api/instances')).json()) as any).instances.find((i: any) => i.id === id)?.links ?? [];
+    const linksOn = async (d: Orchard) => ((await (await api(d, '/api/instances')).json()) as any).instances.find((i: any) => i.id === id)?.links ?? [];
     for (const d of daemons) {
       const links = await waitFor('both ends of the link reported', async () => ((await linksOn(d)).length === 2 ? linksOn(d) : undefined), 20_000, 100);
       expect(links).toEqual([

@@ -4,12 +4,12 @@
  * either daemon with the unsplit model's greedy text.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Daemon } from '../../src/daemon.js';
+import type { Orchard } from '../../src/orchard.js';
 import { api, greedyText, runCli, startServingPair, waitFor } from './in-process-pod.js';
 
 const MODEL = 'test/rand-llama';
 const prompt = 'In the beginning';
-let daemons: Daemon[] = [];
+let daemons: Orchard[] = [];
 let modelDir: string;
 let stopPair: () => Promise<void> = async () => {};
 

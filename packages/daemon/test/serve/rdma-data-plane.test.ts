@@ -25,7 +25,7 @@ afterEach(async () => {
 async function planes(size: number, env: NodeJS.ProcessEnv, groupId = 'dp-test'): Promise<{ planes: DataPlane[]; lines: string[][]; ms: number }> {
   const listeners = await Promise.all(Array.from({ length: size }, () => listenTcp({ host: '127.0.0.1' })));
   const peers = listeners.map((l) => ({ addresses: [l.address] }));
-  const selections = await Promise.all(listeners.map((_, rank) => selectRdma(rank, peers, env)));
+  const selections = await Promise.all(listeners.map((_, rank) => selectRdma(rank, peers, env[RDMA_SIM_ENV] ?? null)));
   const lines: string[][] = listeners.map(() => []);
   const t0 = performance.now();
   const made = await Promise.all(

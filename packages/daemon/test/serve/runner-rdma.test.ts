@@ -10,7 +10,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generate, loadInProcessModel, pipelineStages } from '@orchard/engine';
 import { writeRandomModel } from '@orchard/engine/testing';
 import { startLocalInstance } from '../../src/runner/runner-process.js';
-import { RDMA_SIM_ENV } from '../../src/runner/rdma-select.js';
 
 let dir: string;
 const prompt = [1, 33, 44, 55, 66, 77];
@@ -23,8 +22,7 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 async function run(sim: string) {
   const runners = await startLocalInstance(
-    { modelDir: dir, layout: { stages: pipelineStages(2, 1), tensor: 2 }, groupId: `rdma-${sim.length}`, secret: 'cd'.repeat(16), listenHost: '127.0.0.1', stepMs: 3000 },
-    { ...process.env, [RDMA_SIM_ENV]: sim },
+    { modelDir: dir, layout: { stages: pipelineStages(2, 1), tensor: 2 }, groupId: `rdma-${sim.length}`, secret: 'cd'.repeat(16), listenHost: '127.0.0.1', stepMs: 3000, rdmaSim: sim },
   );
   try {
     const out = await runners[0]!.generate({ promptIds: prompt, maxTokens: 8, stopTokenIds: [] }, () => undefined);

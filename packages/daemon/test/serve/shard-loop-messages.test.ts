@@ -11,7 +11,7 @@ import { pipelineStages, vocabSlice } from '@orchard/engine';
 import { writeRandomModel } from '@orchard/engine/testing';
 import { createSimFabric, type Group } from '../../src/runner/transport.js';
 import { loadRankShard, startRank } from '../../src/runner/local.js';
-import type { InstanceLayout } from '../../src/runner/layout.js';
+import type { InstanceLayout } from '@orchard/engine';
 
 const LAYERS = 6;
 const dir = mkdtempSync(join(os.tmpdir(), 'orchard-loop-messages-'));

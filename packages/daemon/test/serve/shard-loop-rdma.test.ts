@@ -13,7 +13,7 @@ import { listenTcp } from '../../src/runner/transport.js';
 import { createDataPlane } from '../../src/runner/data-plane.js';
 import { RDMA_SIM_ENV, selectRdma } from '../../src/runner/rdma-select.js';
 import { loadRankShard, startRank } from '../../src/runner/local.js';
-import type { InstanceLayout } from '../../src/runner/layout.js';
+import type { InstanceLayout } from '@orchard/engine';
 
 let dir: string;
 const prompt = [1, 40, 50, 60, 70, 80, 90];
@@ -31,7 +31,7 @@ describe('shard loop over the RDMA data plane (simulated fabric)', () => {
     const listeners = await Promise.all(Array.from({ length: size }, () => listenTcp({ host: '127.0.0.1' })));
     const peers = listeners.map((l) => ({ addresses: [l.address] }));
     const env = { [RDMA_SIM_ENV]: JSON.stringify({ failRtr: [[1, 3]] }) };
-    const selections = await Promise.all(listeners.map((_, rank) => selectRdma(rank, peers, env)));
+    const selections = await Promise.all(listeners.map((_, rank) => selectRdma(rank, peers, env[RDMA_SIM_ENV] ?? null)));
     const planes = await Promise.all(
       listeners.map((listener, rank) => createDataPlane({ rank, peers, groupId: 'loop', secret: new Uint8Array(32).fill(1), listener, connectTimeoutMs: 5000, rdma: selections[rank]! })),
     );

@@ -7,7 +7,7 @@ import { writeRandomModel } from '@orchard/engine/testing';
 import { createSimFabric, createSimGroup } from '../../src/runner/transport.js';
 import { loadRankShard, startRank } from '../../src/runner/local.js';
 import { pipelineStages } from '@orchard/engine';
-import type { InstanceLayout } from '../../src/runner/layout.js';
+import type { InstanceLayout } from '@orchard/engine';
 
 let dir: string;
 const prompt = [1, 40, 50, 60, 70, 80, 90, 100, 110, 120];

@@ -1,5 +1,7 @@
 import type { LinkMeasurement } from '../../src/links/types.js';
+import { modelFromConfig } from '@orchard/partitioner';
 import type { NodeProfile } from '../../src/profile/types.js';
+import type { PlacedPlan } from '../../src/state/placed-plan.js';
 
 export function profile(peerId: string, name = peerId, over: Partial<NodeProfile> = {}): NodeProfile {
   return {
@@ -35,6 +37,23 @@ export function link(a: string, b: string, over: Partial<LinkMeasurement> = {}):
     bandwidthGbps: 1,
     measuredAt: 1,
     measuredBy: a,
+    ...over,
+  };
+}
+
+/** A placed plan as the coordinator writes it: a one-node instance of a small model on `node`. */
+export function placedPlan(node: string, over: Partial<PlacedPlan> = {}): PlacedPlan {
+  const spec = modelFromConfig({ architectures: ['LlamaForCausalLM'], hidden_size: 64, intermediate_size: 128, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, vocab_size: 256 }, { name: 'm' });
+  return {
+    strategy: 'single',
+    layout: { stages: [[0, 2]], tensor: 1 },
+    ranks: [node],
+    predicted: null,
+    explanation: [],
+    secret: '0'.repeat(64),
+    requested: { strategy: 'auto' },
+    model: { spec, dims: { numLayers: 2, numHeads: 4, numKvHeads: 2, intermediateSize: 128, vocabSize: 256 }, maxContext: 128 },
+    context: 128,
     ...over,
   };
 }

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { applyEvent, applyEvents, liveNodeIds } from '../../src/state/apply.js';
 import { electCoordinator } from '../../src/state/coordinator.js';
 import { emptyState } from '../../src/state/types.js';
-import { link, profile } from './fixtures.js';
+import { link, placedPlan, profile } from './fixtures.js';
 
 describe('cluster state reducers', () => {
   it('node-joined adds a live node; node-left marks it gone and drops its links', () => {
@@ -51,7 +51,7 @@ describe('cluster state reducers', () => {
   });
 
   it('instances are placed and removed', () => {
-    let s = applyEvent(emptyState, { type: 'instance-placed', instance: { id: 'i1', model: 'm', placedAt: 1, nodes: ['A'], plan: { x: 1 } } });
+    let s = applyEvent(emptyState, { type: 'instance-placed', instance: { id: 'i1', model: 'm', placedAt: 1, nodes: ['A'], plan: placedPlan('A') } });
     expect(s.instances.i1.nodes).toEqual(['A']);
     s = applyEvent(s, { type: 'instance-removed', id: 'i1', at: 2 });
     expect(s.instances).toEqual({});

@@ -3,7 +3,7 @@ import { decodeControl, encodeControl } from '../../src/control/codec.js';
 import type { ControlMessage } from '../../src/control/messages.js';
 import { liveNodeIds } from '../../src/state/apply.js';
 import { Replica } from '../../src/state/replication.js';
-import { link, profile } from './fixtures.js';
+import { link, placedPlan, profile } from './fixtures.js';
 
 /** Replicas on an in-memory broadcast bus (through the real codec) with a shared fake clock. */
 class Pod {
@@ -112,8 +112,8 @@ describe('replicated cluster state', () => {
     const rs = ['A', 'B', 'C'].map((id) => pod.add(id));
     for (const r of rs) r.setProfile(profile(r.selfId));
     pod.run(5);
-    rs[1].propose({ type: 'instance-placed', instance: { id: 'i1', model: 'm', placedAt: 1, nodes: ['B'], plan: null } });
-    expect(rs[0].propose({ type: 'instance-placed', instance: { id: 'i1', model: 'm', placedAt: 1, nodes: ['B'], plan: null } })).toBe(true);
+    rs[1].propose({ type: 'instance-placed', instance: { id: 'i1', model: 'm', placedAt: 1, nodes: ['B'], plan: placedPlan('B') } });
+    expect(rs[0].propose({ type: 'instance-placed', instance: { id: 'i1', model: 'm', placedAt: 1, nodes: ['B'], plan: placedPlan('B') } })).toBe(true);
     pod.run(1);
     pod.replicas.delete('A');
     const a2 = pod.add('A');
@@ -130,7 +130,7 @@ describe('replicated cluster state', () => {
     const rs = ['B', 'C'].map((id) => pod.add(id));
     for (const r of rs) r.setProfile(profile(r.selfId));
     pod.run(5);
-    expect(rs[0].propose({ type: 'instance-placed', instance: { id: 'i1', model: 'm', placedAt: 1, nodes: ['B'], plan: null } })).toBe(true);
+    expect(rs[0].propose({ type: 'instance-placed', instance: { id: 'i1', model: 'm', placedAt: 1, nodes: ['B'], plan: placedPlan('B') } })).toBe(true);
     pod.run(1);
     // A's first heartbeats do not cross (discovery is slow): it leads an epoch of its own, empty.
     const a = pod.add('A');

@@ -6,10 +6,10 @@
  * shape the daemon's distributed runners follow (one shard per machine instead of per array slot).
  */
 import { loadModelConfig, type ModelConfig } from '../config/config.js';
-import { UnsupportedModelError } from '../errors.js';
 import type { Backend } from '../kernels/backend.js';
 import { createReferenceBackend } from '../kernels/reference.js';
 import { loadShard, type KVCache, type ModelShard } from '../model/forward.js';
+import { checkLayout, pipelineStages, shardSpecOf, stageMembers, type InstanceLayout } from '../layout.js';
 import { createInProcessAllReduce } from './all-reduce.js';
 import { forwardThroughStages } from './stages.js';
 
@@ -39,32 +39,14 @@ export interface InProcessOptions {
   pipeline?: number | number[];
   /** Tensor-parallel ranks per stage. @default 1 */
   tensor?: number;
+  /** Query heads of each tensor rank, for an uneven split (the same in every stage). @default equal shares */
+  heads?: number[];
   /** One backend per shard, created by this factory. @default the reference backend */
   backend?: () => Backend;
   /** Prompt chunk size. @default 32 */
   maxBatch?: number;
   /** @default min(max_position_embeddings, 4096) */
   maxSeqLen?: number;
-}
-
-/** Layer ranges for `pipeline` (a stage count or explicit per-stage layer counts). */
-export function pipelineStages(numLayers: number, pipeline: number | number[]): [number, number][] {
-  const counts =
-    typeof pipeline === 'number'
-      ? Array.from({ length: pipeline }, (_, i) => Math.floor(((i + 1) * numLayers) / pipeline) - Math.floor((i * numLayers) / pipeline))
-      : pipeline;
-  if (!counts.length || counts.some((c) => !Number.isInteger(c) || c < 1)) {
-    throw new UnsupportedModelError(`cannot split ${numLayers} layers into pipeline stages ${JSON.stringify(pipeline)}: every stage needs at least one layer`);
-  }
-  const total = counts.reduce((a, b) => a + b, 0);
-  if (total !== numLayers) throw new UnsupportedModelError(`pipeline stages hold ${total} layers but the model has ${numLayers}`);
-  const ranges: [number, number][] = [];
-  let start = 0;
-  for (const c of counts) {
-    ranges.push([start, start + c]);
-    start += c;
-  }
-  return ranges;
 }
 
 export class InProcessModel implements LanguageModel {
@@ -112,18 +94,16 @@ export class InProcessModel implements LanguageModel {
 /** Loads the model in `dir` as `pipeline` stages × `tensor` ranks in this process. */
 export function loadInProcessModel(dir: string, options: InProcessOptions = {}): InProcessModel {
   const config = loadModelConfig(dir);
-  const ranges = pipelineStages(config.numLayers, options.pipeline ?? 1);
-  const size = options.tensor ?? 1;
+  const stages = pipelineStages(config.numLayers, options.pipeline ?? 1);
+  const tensor = options.tensor ?? 1;
+  const layout: InstanceLayout = { stages, tensor, ...(options.heads ? { heads: stages.map(() => options.heads!) } : {}) };
+  checkLayout(config, layout);
   const newBackend = options.backend ?? createReferenceBackend;
-  const stages = ranges.map((layers, s) => {
-    const reduces = size > 1 ? createInProcessAllReduce(size) : [];
-    return Array.from({ length: size }, (_, rank) =>
-      loadShard(
-        dir,
-        { layers, tensor: { rank, size }, embed: s === 0, head: s === ranges.length - 1 },
-        { config, backend: newBackend(), allReduce: reduces[rank], maxBatch: options.maxBatch, maxSeqLen: options.maxSeqLen },
-      ),
+  const shards = stages.map((_, s) => {
+    const reduces = tensor > 1 ? createInProcessAllReduce(tensor) : [];
+    return stageMembers(layout, s).map((rank, r) =>
+      loadShard(dir, shardSpecOf(layout, rank), { config, backend: newBackend(), allReduce: reduces[r], maxBatch: options.maxBatch, maxSeqLen: options.maxSeqLen }),
     );
   });
-  return new InProcessModel(config, stages);
+  return new InProcessModel(config, shards);
 }

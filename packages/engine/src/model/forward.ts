@@ -322,7 +322,7 @@ function prepare(dir: string, spec: ShardSpec, options: LoadShardOptions) {
     throw new UnsupportedModelError(`shard layers [${start}, ${end}) are outside the model's ${config.numLayers} layers`);
   }
   if (spec.tensor.size > 1 && !options.allReduce) throw new UnsupportedModelError('a tensor-parallel shard needs an allReduce callback');
-  const slice = tensorSlice(config, spec.tensor.rank, spec.tensor.size);
+  const slice = tensorSlice(config, spec.tensor.rank, spec.tensor.size, spec.tensor.heads);
   // `dir` may also name a GGUF file: its tensors are read under their Hugging Face names.
   const ckpt = isGgufPath(dir) ? GgufCheckpoint.open(dir, config) : Checkpoint.open(dir);
   return { config, slice, backend: options.backend ?? createReferenceBackend(), ckpt };

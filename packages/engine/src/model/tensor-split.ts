@@ -1,14 +1,15 @@
 /**
  * Which slice of each tensor one tensor-parallel rank holds. Pure arithmetic, no I/O.
  *
- * - Attention: query heads split in equal whole-head blocks; each rank loads every KV head its query
- *   heads read (their GQA groups). When a group straddles two ranks — fewer KV heads than ranks, or
- *   e.g. 3 KV heads over 2 ranks — the KV head is REPLICATED on both: every query head must see its
+ * - Attention: query heads split in whole-head blocks — equal ones, or the counts the layout gives
+ *   for an uneven split; each rank loads every KV head its query heads read (their GQA groups).
+ *   When a group straddles two ranks — fewer KV heads than ranks, or e.g. 3 KV heads over 2 ranks —
+ *   the KV head is REPLICATED on both: every query head must see its
  *   own K/V, replication costs only duplicated K/V projection rows and cache, and it keeps models like
  *   Llama-3-70B (8 KV heads) runnable on 16 ranks and 6-head/3-KV models on 2. Splits that would cut
  *   a query head are refused with a message giving the numbers.
- * - MLP: gate/up rows and down columns split in blocks of intermediate_size as equal as possible
- *   (they need not be equal: each rank's down columns match its own gate/up rows).
+ * - MLP: gate/up rows and down columns split in proportion to each rank's heads (blocks of
+ *   intermediate_size, equal when the heads are; each rank's down columns match its own gate/up rows).
  * - LM head: split by vocabulary rows (ceil(vocab / size) per rank); each rank computes the logits
  *   of its rows and the sampler joins the slices (joinLogitSlices) — no all-reduce. The embedding is
  *   not split: rank 0 of the first stage holds it whole (see embedding.ts).
@@ -35,26 +36,45 @@ export interface SplitDims {
   vocabSize: number;
 }
 
-export function tensorSlice(dims: SplitDims, rank: number, size: number): TensorSlice {
+export function tensorSlice(dims: SplitDims, rank: number, size: number, heads?: readonly number[]): TensorSlice {
   const { numHeads: H, numKvHeads: KV, intermediateSize: I, vocabSize: V } = dims;
   if (H % KV) throw new UnsupportedModelError(`${H} attention heads are not a multiple of ${KV} KV heads`);
   if (!Number.isInteger(size) || size < 1) throw new UnsupportedModelError(`tensor size must be a positive integer, got ${size}`);
   if (!Number.isInteger(rank) || rank < 0 || rank >= size) throw new UnsupportedModelError(`tensor rank ${rank} is outside 0..${size - 1}`);
-  if (H % size) {
-    throw new UnsupportedModelError(`cannot split ${H} attention heads over ${size} tensor ranks: heads must divide evenly`);
-  }
-  const hPer = H / size;
+  const [h0, h1] = headRange(H, rank, size, heads);
   const group = H / KV;
-  // KV heads [first, last] read by query heads [rank·hPer, (rank+1)·hPer), shared with neighbours as needed.
-  const kvHeads: [number, number] = [Math.floor((rank * hPer) / group), Math.floor(((rank + 1) * hPer - 1) / group) + 1];
+  // A rank's MLP rows follow its share of the heads, so an uneven head split moves compute in proportion.
+  const ffn: [number, number] = [Math.floor((h0 * I) / H), Math.floor((h1 * I) / H)];
+  if (ffn[1] <= ffn[0]) throw new UnsupportedModelError(`tensor rank ${rank} of ${size} would hold no MLP rows (intermediate size ${I}, heads ${h0}..${h1} of ${H})`);
+  const vocab = vocabSlice(V, rank, size);
+  if (vocab[1] <= vocab[0]) throw new UnsupportedModelError(`tensor rank ${rank} of ${size} would hold no vocabulary rows (vocabulary of ${V})`);
   return {
     rank,
     size,
-    heads: [rank * hPer, (rank + 1) * hPer],
-    kvHeads,
-    ffn: [Math.floor((rank * I) / size), Math.floor(((rank + 1) * I) / size)],
-    vocab: vocabSlice(V, rank, size),
+    heads: [h0, h1],
+    // KV heads [first, last] read by query heads [h0, h1), shared with neighbours as needed.
+    kvHeads: [Math.floor(h0 / group), Math.floor((h1 - 1) / group) + 1],
+    ffn,
+    vocab,
   };
+}
+
+/**
+ * Query heads [start, end) of `rank`: from `heads` (whole heads per rank, summing to H) when given,
+ * else H / size each, refused when that is not whole.
+ */
+function headRange(H: number, rank: number, size: number, heads?: readonly number[]): [number, number] {
+  if (heads === undefined) {
+    if (H % size) throw new UnsupportedModelError(`cannot split ${H} attention heads over ${size} tensor ranks: heads must divide evenly (or the layout must give each rank its heads)`);
+    const per = H / size;
+    return [rank * per, (rank + 1) * per];
+  }
+  if (heads.length !== size) throw new UnsupportedModelError(`heads are given for ${heads.length} tensor ranks; the group has ${size}`);
+  if (heads.some((h) => !Number.isInteger(h) || h < 1)) throw new UnsupportedModelError(`every tensor rank needs a whole number of heads >= 1, got ${heads.join('/')}`);
+  const total = heads.reduce((a, b) => a + b, 0);
+  if (total !== H) throw new UnsupportedModelError(`the heads per tensor rank (${heads.join('/')}) sum to ${total}; the model has ${H}`);
+  const start = heads.slice(0, rank).reduce((a, b) => a + b, 0);
+  return [start, start + heads[rank]];
 }
 
 /** Vocabulary rows [start, end) of tensor rank `rank` of `size`: ceil(vocab / size) each, the last one short. */

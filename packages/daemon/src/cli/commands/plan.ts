@@ -1,7 +1,9 @@
 import { readFile } from 'node:fs/promises';
 import type { Command } from 'commander';
+import { ModelFormatError, UnsupportedModelError } from '@orchard/engine';
 import { InfeasibleError, InputError, type Plan, gb, parseCluster, plan } from '@orchard/partitioner';
-import { loadModel } from '@orchard/partitioner/loader';
+import { describeModel, engineCapabilities } from '../../models/describe.js';
+import { servingProfile } from '../../serving/profile.js';
 import { CliError } from '../errors.js';
 
 /**
@@ -16,11 +18,11 @@ export function registerPlan(program: Command): void {
     .requiredOption('--model <path>', 'config.json or a directory holding one (safetensors headers there give exact sizes)')
     .requiredOption('--cluster <file>', "cluster JSON (as printed by 'orchard cluster --json')")
     .option('--bits <b>', 'plan as if weights were quantized to B bits (MLX-style, group 64)')
-    .option('--context <n>', 'context length to reserve KV cache for', '4096')
-    .option('--prompt-tokens <n>', 'prompt length for the time-to-first-token prediction', '512')
-    .option('--sequences <n>', 'sequences decoded together', '1')
+    .option('--context <n>', "context length to reserve KV cache for (default: the serving profile's, 4096 or the model's maximum if smaller)")
+    .option('--prompt-tokens <n>', 'prompt length for the time-to-first-token prediction (default 512, or the context minus one if smaller)')
+    .option('--sequences <n>', 'sequences decoded together (default 1)')
     .option('--json', 'print the plan as JSON (stable contract)')
-    .action(async (opts: { model: string; cluster: string; bits?: string; context: string; promptTokens: string; sequences: string; json?: boolean }) => {
+    .action(async (opts: PlanFlags & { json?: boolean }) => {
       try {
         const result = await makePlan(opts);
         process.stdout.write(opts.json ? `${JSON.stringify(result, null, 2)}\n` : render(result));
@@ -37,16 +39,30 @@ export function registerPlan(program: Command): void {
     });
 }
 
-async function makePlan(opts: { model: string; cluster: string; bits?: string; context: string; promptTokens: string; sequences: string }): Promise<Plan> {
+interface PlanFlags {
+  model: string;
+  cluster: string;
+  bits?: string;
+  context?: string;
+  promptTokens?: string;
+  sequences?: string;
+}
+
+/** The same description, serving profile and engine capabilities the daemon plans with. */
+async function makePlan(opts: PlanFlags): Promise<Plan> {
   const bits = opts.bits === undefined ? undefined : number(opts.bits, '--bits', false);
+  const model = await describeModel(opts.model, { bits });
+  const profile = servingProfile(model, { context: opts.context === undefined ? undefined : number(opts.context, '--context', true) });
   const request = {
-    contextTokens: number(opts.context, '--context', true),
-    promptTokens: number(opts.promptTokens, '--prompt-tokens', true),
-    sequences: number(opts.sequences, '--sequences', true),
+    // An explicit --context is planned as asked, even past the model's trained maximum.
+    contextTokens: opts.context === undefined ? profile.contextTokens : number(opts.context, '--context', true),
+    promptTokens: opts.promptTokens === undefined ? profile.promptTokens : number(opts.promptTokens, '--prompt-tokens', true),
+    sequences: opts.sequences === undefined ? profile.sequences : number(opts.sequences, '--sequences', true),
   };
-  const model = await loadModel(opts.model, { bits });
   const cluster = parseCluster(await readJson(opts.cluster));
-  return plan(model, cluster, request);
+  const result = plan(model.spec, cluster, request, engineCapabilities(model));
+  if (model.unsupported) result.explanation.push(`Sizing only: ${model.unsupported}.`);
+  return result;
 }
 
 /** A one-line message for errors the user can fix; undefined for bugs. */
@@ -55,7 +71,7 @@ function describe(err: unknown, opts: { cluster: string }): string | undefined {
     if (err.source === 'cluster') return `cluster file ${opts.cluster}: ${err.field} ${err.problem}`;
     return err.message;
   }
-  if (err instanceof InfeasibleError || err instanceof CliError) return err.message;
+  if (err instanceof InfeasibleError || err instanceof CliError || err instanceof ModelFormatError || err instanceof UnsupportedModelError) return err.message;
   return undefined;
 }
 

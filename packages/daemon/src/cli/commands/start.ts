@@ -1,10 +1,7 @@
 import type { Command } from 'commander';
 import { resolveOptions, OptionsError } from '../../config/options.js';
-import { BackendSettingError, nodeBackendSetting } from '../../backend/node.js';
-import { Daemon } from '../../daemon.js';
-import { installDashboard } from '../../dashboard/routes.js';
-import { installServing } from '../../instances/install.js';
 import { createLogger } from '../../logger.js';
+import { startOrchard, type Orchard } from '../../orchard.js';
 import { CliError } from '../errors.js';
 
 const collect = (v: string, prev: string[] = []) => [...prev, v];
@@ -29,33 +26,26 @@ export function registerStart(program: Command): void {
     .option('--rebench', 're-run the capability micro-benchmark instead of using the cached figures')
     .option('--backend <name>', 'what runners compute on: auto (a hardware GPU if there is one, else cpu), cpu, gpu, reference or wasm (env ORCHARD_ENGINE_BACKEND; default auto)')
     .option('--allow-software-gpu', 'let gpu/auto use a software WebGPU adapter such as lavapipe (env ORCHARD_ALLOW_SOFTWARE_GPU=1)')
+    .option('--engine-threads <n>', 'kernel threads per runner (env ORCHARD_ENGINE_THREADS; default the cores divided among the ranks here)')
+    .option('--context <tokens>', "tokens per sequence instances serve unless a load asks for another (env ORCHARD_CONTEXT; default 4096 or the model's maximum if smaller)")
+    .option('--max-queue <n>', 'requests waiting per instance before 429 (env ORCHARD_MAX_QUEUE; default 64)')
     .option('--log-level <level>', 'pino level: trace, debug, info, warn, error (env ORCHARD_LOG_LEVEL; default info)')
     .action(async (flags: Record<string, unknown>) => {
       let options;
       try {
-        // commander's --no-mdns default (true) must not hide env/config values.
-        const raw = { ...flags, mdns: flags.mdns === false ? false : undefined };
+        // commander's --no-mdns default (true) must not hide env/config values; an absent switch is no setting.
+        const raw = { ...flags, mdns: flags.mdns === false ? false : undefined, allowSoftwareGpu: flags.allowSoftwareGpu ? true : undefined };
         options = resolveOptions(raw);
-        // The runners' backend is read from the environment (backend/node.ts), so the flags land there.
-        if (flags.backend !== undefined) process.env.ORCHARD_ENGINE_BACKEND = String(flags.backend);
-        if (flags.allowSoftwareGpu) process.env.ORCHARD_ALLOW_SOFTWARE_GPU = '1';
-        nodeBackendSetting();
       } catch (err) {
         if (err instanceof OptionsError) throw new CliError(err.message, 2);
-        if (err instanceof BackendSettingError) throw new CliError(flags.backend !== undefined ? err.message.replace(/^ORCHARD_ENGINE_BACKEND/, '--backend') : err.message, 2);
         throw err;
       }
       const log = createLogger(options.logLevel);
       // A stray rejection inside a network library must not take the whole pod member down.
       process.on('unhandledRejection', (err) => log.error({ err }, 'unhandled rejection (ignored)'));
-      let daemon: Daemon;
+      let node: Orchard;
       try {
-        daemon = await Daemon.start(options, log, {
-          routes: async (app, d) => {
-            const dashboard = await installDashboard(app, d);
-            await dashboard.attach(await installServing(app, d, { pullProgress: dashboard.progress }));
-          },
-        });
+        node = await startOrchard(options, log);
       } catch (err) {
         const message = (err as Error)?.message ?? String(err);
         if ((err as NodeJS.ErrnoException).code === 'EADDRINUSE' || /EADDRINUSE/.test(message)) {
@@ -68,7 +58,7 @@ export function registerStart(program: Command): void {
       await new Promise<void>((resolve) => {
         const stop = (signal: string) => {
           log.info({ signal }, 'stopping');
-          daemon.stop().finally(resolve);
+          node.stop().finally(resolve);
         };
         process.once('SIGINT', () => stop('SIGINT'));
         process.once('SIGTERM', () => stop('SIGTERM'));

@@ -12,3 +12,14 @@ export function applyInstanceRemoved(state: ClusterState, e: EventOf<'instance-r
   const { [e.id]: _removed, ...rest } = state.instances;
   return Object.freeze({ ...state, instances: Object.freeze(rest) });
 }
+
+export function applyModelFailed(state: ClusterState, e: EventOf<'model-failed'>): ClusterState {
+  const entry = Object.freeze({ model: e.model, reason: e.reason, attempts: e.attempts, at: e.at });
+  return Object.freeze({ ...state, failedModels: Object.freeze({ ...state.failedModels, [e.model]: entry }) });
+}
+
+export function applyModelCleared(state: ClusterState, e: EventOf<'model-cleared'>): ClusterState {
+  if (!(e.model in state.failedModels)) return state;
+  const { [e.model]: _cleared, ...rest } = state.failedModels;
+  return Object.freeze({ ...state, failedModels: Object.freeze(rest) });
+}

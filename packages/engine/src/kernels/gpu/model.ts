@@ -7,7 +7,8 @@
  */
 import { loadModelConfig, type ModelConfig } from '../../config/config.js';
 import { createInProcessAllReduce } from '../../drivers/all-reduce.js';
-import { pipelineStages, type LanguageModel, type Session } from '../../drivers/in-process.js';
+import { type LanguageModel, type Session } from '../../drivers/in-process.js';
+import { pipelineStages } from '../../layout.js';
 import { forwardThroughStages } from '../../drivers/stages.js';
 import { loadShard } from '../../model/forward.js';
 import { createGpuContext, type GpuContext } from './context.js';

@@ -4,13 +4,14 @@
  * coordinator. Untrusted input: validated here, dropped when malformed.
  */
 import { z } from 'zod';
+import { modelDescriptionSchema } from '../models/description.js';
+import { requestedPlacementSchema } from '../state/placed-plan.js';
 
 export const SERVE_TOPIC = 'orchard/serve/1';
 export const MAX_SERVE_BYTES = 64 * 1024;
 
 const peerId = z.string().min(1).max(128);
 const instanceId = z.string().min(1).max(160);
-const shapeSchema = z.object({ numLayers: z.number().int().min(1), numHeads: z.number().int().min(1), numKvHeads: z.number().int().min(1), intermediateSize: z.number().int().min(1), weightsBytes: z.number().min(0) });
 
 export const serveMessageSchema = z.discriminatedUnion('type', [
   /** A runner bound its data-plane port: where rank `rank` of `instance` listens. */
@@ -29,21 +30,18 @@ export const serveMessageSchema = z.discriminatedUnion('type', [
     decodeTokensPerSecond: z.number().min(0).max(1e7).nullable().optional(),
   }),
   /** A rank of the instance died or never came up: the coordinator replaces the instance. */
-  z.object({ type: z.literal('failed'), from: peerId, instance: instanceId, reason: z.string().max(1000) }),
-  /** Ask the coordinator to place a model (forced strategy optional). */
-  z.object({ type: z.literal('place'), from: peerId, model: z.string().min(1).max(512), strategy: z.enum(['auto', 'pipeline', 'tensor']), nodes: z.number().int().min(1).max(64).optional(),
-    exclusive: z.boolean(),
-    shape: shapeSchema,
-    config: z.record(z.string(), z.unknown()),
+  z.object({ type: z.literal('failed'), from: peerId, instance: instanceId, reason: z.string().max(1000),
+    /** `load`: the instance never served (model files, fetch, start-up); `serve`: it died while serving. */
+    phase: z.enum(['load', 'serve']),
   }),
-  /** Models this node holds (with what planning needs), every few seconds: any node can then serve them. */
-  z.object({
-    type: z.literal('catalog'),
-    from: peerId,
-    models: z
-      .array(z.object({ id: z.string().min(1).max(512), shape: shapeSchema, config: z.record(z.string(), z.unknown()) }))
-      .max(32),
+  /** Ask the coordinator to place a model (forced strategy optional); `exclusive`: not an instance placed another way. */
+  z.object({ type: z.literal('place'), from: peerId, model: z.string().min(1).max(512), requested: requestedPlacementSchema, exclusive: z.boolean(),
+    /** Asked for by someone (`orchard load`), not by a request: clears a failed mark and skips a pending replacement's wait. */
+    explicit: z.boolean(),
+    description: modelDescriptionSchema,
   }),
+  /** A model this node holds, with what planning needs, now and then: any node can then serve it. */
+  z.object({ type: z.literal('catalog'), from: peerId, id: z.string().min(1).max(512), description: modelDescriptionSchema }),
   /** Ask the coordinator to remove an instance. */
   z.object({ type: z.literal('remove'), from: peerId, instance: instanceId }),
   /** The sender's runners' data-plane links (RDMA with the device, or TCP with the reason): runner/link-report.ts. */

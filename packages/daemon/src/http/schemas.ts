@@ -39,6 +39,8 @@ export const createInstanceSchema = z.object({
   model: z.string().min(1).max(512),
   strategy: z.enum(['auto', 'pipeline', 'tensor']).default('auto'),
   nodes: z.number().int().min(1).max(64).optional(),
+  /** Tokens per sequence (prompt + answer); the model's own maximum still caps it. */
+  context: z.number().int().min(2).max(1 << 24).optional(),
   /** Wait until the instance serves (default) or return once it is placed. */
   wait: z.boolean().default(true),
 });
@@ -47,7 +49,10 @@ export const planQuerySchema = z.object({
   model: z.string().min(1).max(512),
   strategy: z.enum(['auto', 'pipeline', 'tensor']).default('auto'),
   nodes: z.coerce.number().int().min(1).max(64).optional(),
+  context: z.coerce.number().int().min(2).max(1 << 24).optional(),
 });
+
+export const pullBodySchema = z.object({ repo: z.string().min(3).max(200) });
 
 /** "where: what is wrong" for the first issue. */
 export function describeIssue(err: z.ZodError): { message: string; param: string | null } {

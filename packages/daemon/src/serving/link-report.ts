@@ -4,7 +4,7 @@
  * learns the other nodes' from a 'links' serve message, re-sent now and then because gossip may drop one;
  * `/api/instances` and `orchard status` show the union.
  */
-import type { RunnerLink } from './protocol.js';
+import type { RunnerLink } from '../runner/protocol.js';
 
 /** One end of one link: rank `rank`'s view of its link to `peer`. */
 export interface InstanceLink extends RunnerLink {

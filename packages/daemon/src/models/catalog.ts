@@ -2,24 +2,14 @@
  * Which models this node can serve and where their files are: the bundled demo model (always,
  * offline, id "orchard-demo") and complete models in the store (`orchard pull ORG/NAME`).
  */
-import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { loadModelConfig } from '@orchard/engine';
-import { modelFromConfig, type ModelSpec } from '@orchard/partitioner';
-import type { ModelShape } from '../placement/place.js';
+import { describeModel } from './describe.js';
+import type { ModelDescription } from './description.js';
 
 export const DEMO_MODEL_ID = 'orchard-demo';
 export const BUNDLED_DEMO_DIR = resolve(dirname(fileURLToPath(import.meta.url)), '../../../../models/orchard-demo');
-
-export interface ModelInfo {
-  id: string;
-  dir: string;
-  shape: ModelShape;
-  spec: ModelSpec;
-  /** config.json as read. */
-  rawConfig: Record<string, unknown>;
-}
 
 export class UnknownModelError extends Error {
   override name = 'UnknownModelError';
@@ -30,9 +20,9 @@ const REPO_ID = /^[A-Za-z0-9][\w.-]{0,95}\/[A-Za-z0-9][\w.-]{0,95}$/;
 export class ModelCatalog {
   readonly #storeRoot: string;
   readonly #demoDir: string;
-  readonly #cache = new Map<string, ModelInfo>();
+  readonly #cache = new Map<string, { dir: string; described: Promise<ModelDescription> }>();
 
-  constructor(dataDir: string, demoDir = process.env.ORCHARD_DEMO_MODEL_DIR ?? BUNDLED_DEMO_DIR) {
+  constructor(dataDir: string, demoDir = BUNDLED_DEMO_DIR) {
     this.#storeRoot = resolve(dataDir, 'models');
     this.#demoDir = demoDir;
   }
@@ -62,26 +52,16 @@ export class ModelCatalog {
     return out;
   }
 
-  info(id: string): ModelInfo {
+  /** What planning needs to know about `id` (read once per directory). */
+  describe(id: string): Promise<ModelDescription> {
     const dir = this.dirOf(id);
-    if (!dir) throw new UnknownModelError(`model '${id}' is not on this node (the bundled '${DEMO_MODEL_ID}' or one pulled with \`orchard pull ORG/NAME\`)`);
+    if (!dir) return Promise.reject(new UnknownModelError(`model '${id}' is not on this node (the bundled '${DEMO_MODEL_ID}' or one pulled with \`orchard pull ORG/NAME\`)`));
     const hit = this.#cache.get(id);
-    if (hit && hit.dir === dir) return hit;
-    const config = loadModelConfig(dir);
-    const raw = JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8')) as Record<string, unknown>;
-    const spec = modelFromConfig(raw, { name: id });
-    const weightsBytes = safeDir(dir)
-      .filter((f) => f.endsWith('.safetensors'))
-      .reduce((s, f) => s + statSync(join(dir, f)).size, 0);
-    const info: ModelInfo = {
-      id,
-      dir,
-      spec,
-      rawConfig: raw,
-      shape: { numLayers: config.numLayers, numHeads: config.numHeads, numKvHeads: config.numKvHeads, intermediateSize: config.intermediateSize, weightsBytes },
-    };
-    this.#cache.set(id, info);
-    return info;
+    if (hit && hit.dir === dir) return hit.described;
+    const described = describeModel(dir, { name: id });
+    described.catch(() => this.#cache.delete(id));
+    this.#cache.set(id, { dir, described });
+    return described;
   }
 }
 

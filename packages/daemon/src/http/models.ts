@@ -1,0 +1,20 @@
+/** Models on disk: POST /api/models/pull brings one into this node's store, asking the pod's peers for the bytes before the hub. */
+import type { FastifyInstance } from 'fastify';
+import type { Serving } from '../serving/serving.js';
+import { StoreError } from '../store/errors.js';
+import { sendError } from './errors.js';
+import { pullBodySchema } from './schemas.js';
+
+export function modelRoutes(app: FastifyInstance, serving: Serving): void {
+  app.post('/api/models/pull', async (req, reply) => {
+    const b = pullBodySchema.safeParse(req.body ?? {});
+    if (!b.success) return sendError(reply, 400, b.error.issues[0]?.message ?? 'bad body', 'invalid_value');
+    try {
+      const r = await serving.pull(b.data.repo);
+      return { repo: b.data.repo, dir: r.dir, commit: r.commit, sources: r.sources, hubBytes: r.hubBytes, peerBytes: r.peerBytes, peersHolding: r.holders };
+    } catch (err) {
+      if (err instanceof StoreError) return sendError(reply, 502, err.message, 'pull_failed');
+      throw err;
+    }
+  });
+}

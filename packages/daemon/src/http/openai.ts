@@ -1,0 +1,138 @@
+/**
+ * OpenAI-compatible endpoints: GET /v1/models, POST /v1/chat/completions and POST /v1/completions
+ * (server-sent events with `stream: true`). A request becomes a ServeRequest and goes to the router;
+ * its events become OpenAI's chunks. Every stream ends: `[DONE]` or an error event, then the end of
+ * the response.
+ */
+import { randomBytes, randomInt } from 'node:crypto';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Serving } from '../serving/serving.js';
+import { ServeError, type ServeEvent, type ServeRequest } from '../serving/requests.js';
+import { errorBody, sendError } from './errors.js';
+import { chatCompletionSchema, completionSchema, describeIssue, textOf, type ChatCompletionBody, type CompletionBody } from './schemas.js';
+import { sseStream } from './sse.js';
+
+type Kind = 'chat' | 'completion';
+type Done = Extract<ServeEvent, { type: 'done' }>;
+
+const now = () => Math.floor(Date.now() / 1000);
+
+function toServeRequest(body: ChatCompletionBody | CompletionBody, kind: Kind): ServeRequest {
+  const stop = body.stop == null ? [] : typeof body.stop === 'string' ? [body.stop] : body.stop;
+  const base = {
+    kind,
+    maxTokens: body.max_completion_tokens ?? body.max_tokens ?? undefined,
+    temperature: body.temperature ?? 1,
+    topP: body.top_p ?? 1,
+    seed: body.seed ?? randomInt(0, 2 ** 31),
+    stop,
+  };
+  if (kind === 'chat') return { ...base, messages: (body as ChatCompletionBody).messages.map((m) => ({ role: m.role, content: textOf(m.content) })) };
+  const p = (body as CompletionBody).prompt;
+  return { ...base, prompt: typeof p === 'string' ? p : p[0] };
+}
+
+const usageOf = (d: Done) => ({ prompt_tokens: d.promptTokens, completion_tokens: d.completionTokens, total_tokens: d.promptTokens + d.completionTokens });
+
+export function openAiRoutes(app: FastifyInstance, serving: Serving): void {
+  const { router } = serving;
+  const run = (model: string, req: ServeRequest, emit: (e: ServeEvent) => void, signal: AbortSignal) => router.run(model, req, emit, signal, serving.readyTimeoutMs);
+
+  app.get('/v1/models', async () => ({
+    object: 'list',
+    data: router.models().map((id) => ({ id, object: 'model', created: 0, owned_by: 'orchard' })),
+  }));
+
+  const handle = (kind: Kind) => async (req: FastifyRequest, reply: FastifyReply) => {
+    const schema = kind === 'chat' ? chatCompletionSchema : completionSchema;
+    if (req.body === null || typeof req.body !== 'object' || Array.isArray(req.body)) return sendError(reply, 400, 'the body must be a JSON object', 'invalid_body');
+    const parsed = schema.safeParse(req.body);
+    if (!parsed.success) {
+      const { message, param } = describeIssue(parsed.error);
+      return sendError(reply, 400, message, 'invalid_value', param);
+    }
+    const body = parsed.data;
+    if (!router.models().includes(body.model)) return sendError(reply, 404, `the model '${body.model}' does not exist in this pod (see GET /v1/models)`, 'model_not_found', 'model');
+    const sreq = toServeRequest(body, kind);
+    const id = `${kind === 'chat' ? 'chatcmpl' : 'cmpl'}-${randomBytes(12).toString('hex')}`;
+    const abort = new AbortController();
+    let finished = false;
+    reply.raw.on('close', () => {
+      if (!finished) abort.abort();
+    });
+    const meta = { kind, id, created: now(), model: body.model };
+    try {
+      if (body.stream) return await stream(reply, meta, sreq, abort.signal, !!body.stream_options?.include_usage);
+      return await answer(reply, meta, sreq, abort.signal);
+    } finally {
+      finished = true;
+    }
+  };
+
+  async function answer(reply: FastifyReply, m: { kind: Kind; id: string; created: number; model: string }, sreq: ServeRequest, signal: AbortSignal) {
+    let text = '';
+    let done: Done | null = null;
+    try {
+      await run(m.model, sreq, (e) => {
+        if (e.type === 'text') text += e.text;
+        if (e.type === 'done') done = e;
+      }, signal);
+    } catch (err) {
+      if (err instanceof ServeError) return sendError(reply, err.status === 499 ? 503 : err.status, err.message, err.code);
+      throw err;
+    }
+    const d = done as Done | null;
+    if (!d) return sendError(reply, 503, 'the instance ended the request without an answer', 'instance_failed');
+    if (m.kind === 'chat') {
+      return { id: m.id, object: 'chat.completion', created: m.created, model: m.model, choices: [{ index: 0, message: { role: 'assistant', content: text, refusal: null }, logprobs: null, finish_reason: d.finishReason }], usage: usageOf(d), system_fingerprint: null };
+    }
+    return { id: m.id, object: 'text_completion', created: m.created, model: m.model, choices: [{ index: 0, text, logprobs: null, finish_reason: d.finishReason }], usage: usageOf(d) };
+  }
+
+  async function stream(reply: FastifyReply, m: { kind: Kind; id: string; created: number; model: string }, sreq: ServeRequest, signal: AbortSignal, includeUsage: boolean) {
+    const sse = sseStream(reply);
+    const chat = m.kind === 'chat';
+    const chunk = (delta: { role?: string; content?: string } | string, finishReason: string | null) =>
+      chat
+        ? { id: m.id, object: 'chat.completion.chunk', created: m.created, model: m.model, system_fingerprint: null, choices: [{ index: 0, delta, logprobs: null, finish_reason: finishReason }] }
+        : { id: m.id, object: 'text_completion', created: m.created, model: m.model, choices: [{ index: 0, text: delta as string, logprobs: null, finish_reason: finishReason }] };
+    const begin = () => {
+      if (sse.started) return;
+      sse.begin();
+      if (chat) sse.send(chunk({ role: 'assistant', content: '' }, null));
+    };
+    try {
+      await run(m.model, sreq, (e) => {
+        if (e.type === 'start') begin();
+        else if (e.type === 'text') {
+          begin();
+          sse.send(chunk(chat ? { content: e.text } : e.text, null));
+        } else if (e.type === 'done') {
+          begin();
+          sse.send(chunk(chat ? {} : '', e.finishReason));
+          if (includeUsage) sse.send({ id: m.id, object: chat ? 'chat.completion.chunk' : 'text_completion', created: m.created, model: m.model, choices: [], usage: usageOf(e) });
+        }
+      }, signal);
+      if (!sse.started) return endWithError(reply, 503, 'the instance ended the request without an answer', 'instance_failed');
+      sse.end('data: [DONE]\n\n');
+    } catch (err) {
+      const e = err instanceof ServeError ? err : new ServeError(500, 'internal_error', 'internal error');
+      const status = e.status === 499 ? 503 : e.status;
+      if (!sse.started) return endWithError(reply, status, e.message, e.code);
+      // Mid-stream: an error event (the openai SDK raises it), then the end of the stream.
+      sse.send(errorBody(status, e.message, e.code));
+      sse.end();
+    }
+  }
+
+  /** An error before any event: a plain JSON error response on the hijacked reply. */
+  function endWithError(reply: FastifyReply, status: number, message: string, code: string) {
+    const res = reply.raw;
+    if (res.writableEnded) return;
+    res.writeHead(status, { 'content-type': 'application/json', ...(status === 429 || status === 503 ? { 'retry-after': '1' } : {}) });
+    res.end(JSON.stringify(errorBody(status, message, code)));
+  }
+
+  app.post('/v1/chat/completions', handle('chat'));
+  app.post('/v1/completions', handle('completion'));
+}

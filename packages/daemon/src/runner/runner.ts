@@ -1,0 +1,157 @@
+/**
+ * One rank of one instance, as a state machine driven by its daemon's messages:
+ *
+ *   idle --init--> loading --(shard loaded)--> waiting-for-peers --peers--> connecting --(group up)--> ready
+ *   any --shutdown--> stopping (exit 0);  any failure --> dead (report, exit 1)
+ *
+ * Rank 0 runs requests (`generate`) on its Driver; the daemon's executor is the request queue, so a
+ * request that arrives while the rank is not ready, or beyond the driver's sequence slots, is refused
+ * rather than queued here. Other ranks follow the driver's headers until told to stop.
+ */
+import { createReferenceBackend, createWasmBackend } from '@orchard/engine';
+import { createDataPlane } from './data-plane.js';
+import { loadRankOn } from './gpu-shard.js';
+import { startRank } from './local.js';
+import type { FromRunner, RunnerInit, ToRunner } from './protocol.js';
+import { selectRdma, type RdmaSelection } from './rdma-select.js';
+import { POLL_MS, type Driver } from './shard-loop.js';
+import { listenTcp, type Group, type TcpPeer } from './transport.js';
+
+export type RunnerState = 'idle' | 'loading' | 'waiting-for-peers' | 'connecting' | 'ready' | 'stopping' | 'dead';
+
+export interface RunnerHost {
+  send(m: FromRunner): void;
+  exit(code: number): void;
+  log(line: string): void;
+}
+
+export class Runner {
+  readonly #host: RunnerHost;
+  #state: RunnerState = 'idle';
+  #rank = -1;
+  #group: Group | null = null;
+  #rdma: RdmaSelection | null = null;
+  #driver: Driver | null = null;
+  #peers: TcpPeer[] | null = null;
+  #peersArrived: ((p: TcpPeer[]) => void) | null = null;
+  /** Requests running on the driver, and those the daemon cancelled. */
+  #active = 0;
+  readonly #cancelled = new Set<number>();
+
+  constructor(host: RunnerHost) {
+    this.#host = host;
+  }
+
+  get state(): RunnerState {
+    return this.#state;
+  }
+
+  handle(m: ToRunner): void {
+    switch (m.type) {
+      case 'init':
+        if (this.#state !== 'idle') return this.#host.log(`rank ${this.#rank}: a second init ignored`);
+        this.#rank = m.init.rank;
+        void this.#start(m.init).catch((err) => this.#die(`runner rank ${m.init.rank}: ${(err as Error).message}`));
+        return;
+      case 'peers':
+        this.#peers = m.peers;
+        this.#peersArrived?.(m.peers);
+        return;
+      case 'generate':
+        return this.#generate(m);
+      case 'cancel':
+        this.#cancelled.add(m.id);
+        return;
+      case 'shutdown':
+        void this.#stop();
+        return;
+    }
+  }
+
+  async #start(i: RunnerInit): Promise<void> {
+    this.#state = 'loading';
+    const listener = await listenTcp({ host: i.listenHost });
+    this.#host.send({ type: 'listening', port: listener.address.port });
+    const t0 = performance.now();
+    const pollMs = i.pollMs ?? POLL_MS;
+    // The shard's all-reduce needs the group, which exists only after every rank is listening.
+    // gpu: WebGPU, or the wasm kernels when the GPU cannot be used (the note says why).
+    const { shard, note } = await loadRankOn(i.backend ?? { kind: 'reference' }, i.modelDir, i.layout, i.rank, () => this.#group!, {
+      maxBatch: i.maxBatch,
+      maxSeqLen: i.maxSeqLen,
+      stepMs: i.stepMs,
+      pollMs,
+      cpuBackend: (kind) => (kind === 'wasm' ? createWasmBackend({ threads: i.backend?.threads ?? 1 }) : createReferenceBackend()),
+    });
+    if (note) this.#host.log(note);
+    this.#host.send({ type: 'loaded', loadMs: performance.now() - t0, bytesRead: shard.bytesRead, backend: note ?? i.backend?.kind ?? 'reference' });
+    if (this.#state !== 'loading') return; // stopped while loading
+    this.#state = 'waiting-for-peers';
+    const endpoints = this.#peers ?? (await new Promise<TcpPeer[]>((resolve) => (this.#peersArrived = resolve)));
+    this.#state = 'connecting';
+    // RDMA where both ends of a link have it, TCP elsewhere; the choice per link goes to the daemon with 'ready'.
+    this.#rdma = await selectRdma(i.rank, endpoints, i.rdmaSim ?? null);
+    const plane = await createDataPlane({
+      rank: i.rank,
+      peers: endpoints,
+      groupId: i.groupId,
+      secret: Buffer.from(i.secret, 'hex'),
+      listener,
+      connectTimeoutMs: 20_000,
+      rdma: this.#rdma,
+      log: (line) => this.#host.log(`rank ${i.rank}: ${line}`),
+    });
+    this.#group = plane.group;
+    await plane.group.barrier({ timeoutMs: 20_000 });
+    const started = startRank(plane.group, i.layout, shard, { stepMs: i.stepMs, pollMs });
+    this.#driver = started.driver;
+    this.#state = 'ready';
+    this.#host.send({ type: 'ready', links: plane.links, dataPlane: plane.summary });
+    if (!this.#driver)
+      started.done.then(
+        () => this.#stop(),
+        (err) => this.#die(`rank ${i.rank}: data plane failed: ${(err as Error).message}`),
+      );
+  }
+
+  #generate({ id, req }: Extract<ToRunner, { type: 'generate' }>): void {
+    const d = this.#driver;
+    const refuse = (message: string) => this.#host.send({ type: 'failed', id, message });
+    if (this.#state !== 'ready' || !d) return refuse(`rank ${this.#rank} is not ready (${this.#state})`);
+    if (this.#active >= d.maxSequences) return refuse(`rank ${this.#rank}: all ${d.maxSequences} sequence slots are busy`);
+    this.#active++;
+    d.generate(req, (token) => {
+      this.#host.send({ type: 'token', id, token });
+      return !this.#cancelled.has(id);
+    }).then(
+      (outcome) => this.#host.send({ type: 'done', id, outcome }),
+      (err) => {
+        refuse((err as Error).message);
+        if (d.broken) this.#die(`rank 0: data plane failed: ${d.broken.message}`);
+      },
+    ).finally(() => {
+      this.#active--;
+      this.#cancelled.delete(id);
+    });
+  }
+
+  async #stop(): Promise<void> {
+    if (this.#state === 'stopping' || this.#state === 'dead') return;
+    this.#state = 'stopping';
+    try {
+      await this.#driver?.stop();
+      await this.#group?.close();
+      await this.#rdma?.close();
+    } finally {
+      this.#host.exit(0);
+    }
+  }
+
+  #die(message: string): void {
+    if (this.#state === 'dead') return;
+    this.#state = 'dead';
+    this.#host.log(message);
+    this.#host.send({ type: 'dead', message });
+    setTimeout(() => this.#host.exit(1), 50);
+  }
+}

@@ -1,0 +1,189 @@
+/**
+ * The request's way to an instance: which models the pod serves, an instance of the model that is
+ * ready (least loaded first; placed on demand when there is none), and running the request there —
+ * on this node's queue, or forwarded whole to the node that drives the instance. Waits are woken by
+ * state changes and gossiped statuses, never by sleeping; a failure of the instance being waited for
+ * reaches the request at once, with its reason.
+ */
+import type { Cluster } from '@orchard/partitioner';
+import type { ModelCatalog } from '../models/catalog.js';
+import { UnknownModelError } from '../models/catalog.js';
+import type { ModelDescription } from '../models/description.js';
+import type { PlacementRequest } from '../state/placed-plan.js';
+import type { ClusterState, InstanceEntry } from '../state/types.js';
+import type { Board } from './board.js';
+import { findExisting } from './coordinator.js';
+import type { InstanceExecutor } from './executor.js';
+import { place, PlacementError, type InstancePlan } from './placement.js';
+import { servingProfile } from './profile.js';
+import { ServeError, type ServeEvent, type ServeRequest } from './requests.js';
+import { until, type Subscribe } from './wait.js';
+
+/** A placement request not seen in the state yet is sent to the coordinator again after this long. */
+const ASK_AGAIN_MS = 2000;
+
+export interface RouterDeps {
+  state(): ClusterState;
+  /** Fires on every state change and gossiped status. */
+  changes: Subscribe;
+  board: Board;
+  executor(id: string): InstanceExecutor | null;
+  catalog: ModelCatalog;
+  /** The cluster placement may use now. */
+  placeableCluster(): Cluster;
+  /** The context instances serve unless a placement asks for another. */
+  defaultContext: number | null;
+  /** Hands a placement to the coordinator (runs it at once when this node coordinates; may throw PlacementError). */
+  requestPlacement(model: string, description: ModelDescription, requested: PlacementRequest, o: { exclusive: boolean; explicit: boolean }): void;
+  /** Runs the request on the node driving `instance`. */
+  forward(driver: string, instance: string, req: ServeRequest, emit: (e: ServeEvent) => void, signal: AbortSignal): Promise<void>;
+}
+
+export class Router {
+  readonly #d: RouterDeps;
+
+  constructor(deps: RouterDeps) {
+    this.#d = deps;
+  }
+
+  /** Fires on every state change and gossiped status (for waiters outside the router). */
+  get changes(): Subscribe {
+    return this.#d.changes;
+  }
+
+  instances(): ClusterState['instances'] {
+    return this.#d.state().instances;
+  }
+
+  #live(): Set<string> {
+    return new Set(Object.values(this.#d.state().nodes).filter((n) => n.status === 'live').map((n) => n.peerId));
+  }
+
+  /** Models the pod serves: this node's files, live peers' announced models and placed instances. */
+  models(): string[] {
+    const ids = new Set([...this.#d.catalog.list(), ...this.#d.board.remoteModels(this.#live()).keys(), ...Object.values(this.#d.state().instances).map((e) => e.model)]);
+    return [...ids].sort();
+  }
+
+  /** The model's description: from this node's files, else from a live peer that holds it. */
+  async describe(model: string): Promise<ModelDescription> {
+    if (this.#d.catalog.has(model)) return this.#d.catalog.describe(model);
+    const remote = this.#d.board.remoteModels(this.#live()).get(model);
+    if (remote) return remote.description;
+    const placed = Object.values(this.#d.state().instances).find((e) => e.model === model);
+    if (placed) return placed.plan.model;
+    throw new UnknownModelError(`model '${model}' is not in this pod (see GET /v1/models; pull it with \`orchard pull ORG/NAME\`)`);
+  }
+
+  /** The placement `req` would get now (what `GET /api/plan` shows). */
+  async planFor(model: string, req: PlacementRequest): Promise<{ plan: InstancePlan; description: ModelDescription; context: number }> {
+    const description = await this.describe(model);
+    const profile = servingProfile(description, { context: req.context ?? this.#d.defaultContext ?? undefined });
+    return { plan: place(description, this.#d.placeableCluster(), req, profile), description, context: profile.contextTokens };
+  }
+
+  /** An instance of `model` placed as asked (an existing one, or a new one through the coordinator). */
+  async ensurePlaced(model: string, req: PlacementRequest, o: { exclusive: boolean; explicit: boolean }, timeoutMs = 30_000): Promise<InstanceEntry> {
+    const { exclusive } = o;
+    const existing = findExisting(this.#d.state(), model, req, exclusive);
+    if (existing) return existing;
+    const requested: PlacementRequest = { ...req, ...(req.context === undefined && this.#d.defaultContext ? { context: this.#d.defaultContext } : {}) };
+    let description: ModelDescription;
+    try {
+      // Planned here first, so an impossible placement is answered at once with the reason.
+      description = (await this.planFor(model, requested)).description;
+    } catch (err) {
+      if (err instanceof UnknownModelError) throw new ServeError(404, 'model_not_found', err.message);
+      if (err instanceof PlacementError) throw new ServeError(503, 'placement_failed', `cannot place ${model}: ${err.message}`);
+      throw err;
+    }
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      try {
+        this.#d.requestPlacement(model, description, requested, o);
+      } catch (err) {
+        if (err instanceof PlacementError) throw new ServeError(503, 'placement_failed', `cannot place ${model}: ${err.message}`);
+        throw err;
+      }
+      const wait = Math.min(ASK_AGAIN_MS, deadline - Date.now());
+      if (wait <= 0) throw new ServeError(503, 'placement_timeout', `the coordinator did not place ${model} within ${Math.round(timeoutMs / 1000)} s`);
+      try {
+        return await until(this.#d.changes, () => findExisting(this.#d.state(), model, req, exclusive), { timeoutMs: wait, timeout: () => new Error('not yet') });
+      } catch {
+        /* not placed yet: ask again (the message may have been lost, or the coordinator changed) */
+      }
+    }
+  }
+
+  /**
+   * A ready instance of `model`, least loaded first, placing one when there is none. Rejects at once when
+   * the model is marked failed or an instance being waited for fails, with the reason.
+   */
+  async pick(model: string, timeoutMs: number, signal?: AbortSignal): Promise<InstanceEntry> {
+    const deadline = Date.now() + timeoutMs;
+    const failedModel = () => this.#d.state().failedModels[model];
+    const refusal = () => {
+      const f = failedModel();
+      if (f) return new ServeError(503, 'model_failed', `${model} failed to load ${f.attempts} times and is not placed again until loaded explicitly (orchard load ${model}): ${f.reason}`);
+      return null;
+    };
+    for (;;) {
+      const refused = refusal();
+      if (refused) throw refused;
+      const found = this.#readyInstance(model);
+      if (found) return found;
+      let waitingFor = Object.values(this.#d.state().instances).filter((e) => e.model === model);
+      if (waitingFor.length === 0) {
+        waitingFor = [await this.ensurePlaced(model, { strategy: 'auto' }, { exclusive: false, explicit: false }, Math.max(1000, deadline - Date.now()))];
+      }
+      const ids = new Set(waitingFor.map((e) => e.id));
+      const remaining = deadline - Date.now();
+      if (remaining <= 0) throw new ServeError(503, 'model_not_ready', `no instance of ${model} became ready within ${Math.round(timeoutMs / 1000)} s`);
+      const outcome = await until<InstanceEntry | ServeError | 'replaced'>(
+        this.#d.changes,
+        () => {
+          const ready = this.#readyInstance(model);
+          if (ready) return ready;
+          const r = refusal();
+          if (r) return r;
+          for (const id of ids) {
+            // A load failure (model files, fetch) will not heal by waiting; an instance that died while
+            // serving (a node lost) is being replaced: wait for its successor.
+            const f = this.#d.board.failure(id);
+            if (f?.phase === 'load') return new ServeError(503, 'model_load_failed', `the instance of ${model} failed on node ${f.from}: ${f.reason}`);
+          }
+          // The instances waited for are gone (removed, retired): look again.
+          if (![...ids].some((id) => this.#d.state().instances[id])) return 'replaced';
+          return undefined;
+        },
+        { timeoutMs: remaining, signal, timeout: () => new ServeError(503, 'model_not_ready', `no instance of ${model} became ready within ${Math.round(timeoutMs / 1000)} s`) },
+      ).catch((err) => {
+        if (err instanceof ServeError) throw err;
+        throw new ServeError(499, 'cancelled', 'client went away');
+      });
+      if (outcome instanceof ServeError) throw outcome;
+      if (outcome !== 'replaced') return outcome;
+    }
+  }
+
+  #readyInstance(model: string): InstanceEntry | undefined {
+    const { board } = this.#d;
+    const all = Object.values(this.#d.state().instances);
+    // An instance whose successor serves takes no new requests (it finishes what it has, then retires).
+    const ready = all.filter((e) => e.model === model && board.isReady(e.id) && !all.some((o) => o.plan.supersedes === e.id && board.isReady(o.id)));
+    if (!ready.length) return undefined;
+    const load = (e: InstanceEntry) => {
+      const s = board.status(e.id);
+      return s ? (s.active + s.queued) / Math.max(1, s.capacity + 1) : 0;
+    };
+    return ready.sort((a, b) => load(a) - load(b) || (a.id < b.id ? -1 : 1))[0];
+  }
+
+  /** Runs `req` on a ready instance of `model`: here when this node drives it, else on its driver. */
+  async run(model: string, req: ServeRequest, emit: (e: ServeEvent) => void, signal: AbortSignal, readyTimeoutMs: number): Promise<void> {
+    const entry = await this.pick(model, readyTimeoutMs, signal);
+    const exec = this.#d.executor(entry.id);
+    if (exec) return exec.run(req, emit, signal);
+    return this.#d.forward(entry.nodes[0], entry.id, req, emit, signal);
+  }
+}

@@ -1,0 +1,234 @@
+/**
+ * Serving on one daemon, wired: the serve gossip topic feeds the board (statuses, catalog, links,
+ * failures) and the supervisor (endpoints); the coordinator's decisions run here when this node
+ * coordinates; the router takes requests from the HTTP rooms and from peers (`/orchard/infer/1`).
+ * Nothing here decides anything: see coordinator.ts, supervisor.ts, router.ts, board.ts.
+ */
+import { randomBytes } from 'node:crypto';
+import { multiaddr } from '@multiformats/multiaddr';
+import { peerIdFromString } from '@libp2p/peer-id';
+import type { Cluster } from '@orchard/partitioner';
+import type { Daemon } from '../daemon.js';
+import type { NodeBackend } from '../backend/node.js';
+import { BUNDLED_DEMO_DIR, ModelCatalog } from '../models/catalog.js';
+import type { ModelDescription } from '../models/description.js';
+import { fetchModel } from '../instances/fetch-model.js';
+import { serveChunks } from '../instances/chunk-protocol.js';
+import type { PlacementRequest } from '../state/placed-plan.js';
+import { HubClient, ModelStore, type PullEvent } from '../store/index.js';
+import type { TensorSelection } from '../store/safetensors-range.js';
+import { Board } from './board.js';
+import { decide, emptyMemory, type Command, type Memory } from './coordinator.js';
+import { callRemote, serveInfer } from './forward.js';
+import { SERVE_TOPIC, decodeServe, encodeServe, type ServeMessage } from './messages.js';
+import { PlacementError, withoutSilentNodes } from './placement.js';
+import { ServeError } from './requests.js';
+import { Router } from './router.js';
+import { Supervisor } from './supervisor.js';
+import { anyOf, until } from './wait.js';
+
+const TICK_MS = 500;
+
+export interface ServingHooks {
+  /** Told about every pull on this node (the dashboard's download/load progress). */
+  pullProgress?: { pullEvent(model: string, e: PullEvent): void; pullEnded(model: string, error?: string): void };
+}
+
+export interface Serving {
+  readonly router: Router;
+  readonly board: Board;
+  readonly catalog: ModelCatalog;
+  readonly supervisor: Supervisor;
+  /** How long a request waits for an instance to become ready, ms. */
+  readonly readyTimeoutMs: number;
+  /** Pulls `repo` into this node's store, peers first (one pull per model at a time). */
+  pull(repo: string, selection?: TensorSelection): ReturnType<typeof fetchModel>;
+  /** Asks the coordinator to remove an instance and waits (10 s) until it is gone; false when unknown. */
+  remove(id: string): Promise<boolean>;
+  close(): Promise<void>;
+}
+
+export async function startServing(daemon: Daemon, backend: NodeBackend, hooks: ServingHooks = {}): Promise<Serving> {
+  const o = daemon.options;
+  const log = daemon.log.child({ part: 'serve' });
+  const selfId = daemon.node.peerId.toString();
+  const pubsub = daemon.node.services.pubsub;
+  const state = () => daemon.replica.state;
+  const publish = (m: ServeMessage) => {
+    pubsub.publish(SERVE_TOPIC, encodeServe(m)).catch((err: Error) => log.debug({ err: err.message, type: m.type }, 'serve publish failed'));
+  };
+  const catalog = new ModelCatalog(o.dataDir, o.demoModelDir ?? BUNDLED_DEMO_DIR);
+  const store = new ModelStore(o.dataDir, new HubClient({ endpoint: o.hfEndpoint, token: o.hfToken ?? undefined }));
+  const board = new Board({ instances: () => state().instances });
+  const livePeers = () => Object.values(state().nodes).filter((n) => n.status === 'live' && n.peerId !== selfId).map((n) => n.peerId);
+
+  const pulls = new Map<string, ReturnType<typeof fetchModel>>();
+  const pull = (repo: string, selection?: TensorSelection, hub = true) => {
+    const running = pulls.get(repo);
+    if (running) return running;
+    const progress = hooks.pullProgress;
+    const p = fetchModel(daemon.node, store, repo, livePeers(), selection, undefined, progress && ((e) => progress.pullEvent(repo, e)), { hub }).finally(() => pulls.delete(repo));
+    if (progress) p.then(() => progress.pullEnded(repo), (err: Error) => progress.pullEnded(repo, err.message));
+    pulls.set(repo, p);
+    return p;
+  };
+
+  // ---- the coordinator's decisions, when this node coordinates
+  // Heartbeats come every heartbeatMs: two and a half missed ones mark a node as not placeable.
+  const suspectAfterMs = Math.max(1500, o.heartbeatMs * 2.5);
+  const placeableCluster = (): Cluster => withoutSilentNodes(daemon.cluster(), { selfId, heardAt: (p) => daemon.replica.heardAt(p), now: Date.now(), suspectAfterMs });
+  let memory: Memory = emptyMemory;
+  const fresh = {
+    instanceId: (model: string) => `${model.replace(/[^\w.-]/g, '_').slice(0, 100)}-${randomBytes(4).toString('hex')}`,
+    secret: () => randomBytes(32).toString('hex'),
+  };
+  /** Runs one coordinator step and logs its events (throws PlacementError for a place that cannot be done). */
+  const coordinate = (command: Command) => {
+    if (!daemon.replica.isCoordinator) return;
+    const view = { state: state(), cluster: placeableCluster(), now: Date.now(), ready: (id: string) => board.isReady(id), status: (id: string) => board.status(id) };
+    const step = decide(view, memory, command, fresh);
+    memory = step.memory;
+    for (const e of step.events) daemon.replica.propose(e);
+    for (const note of step.notes) log.info({ command: command.type }, note);
+  };
+
+  const supervisor = new Supervisor({
+    selfId,
+    log,
+    catalog,
+    board,
+    publish,
+    onFailed: (instance, reason, phase) => {
+      board.fail(instance, { reason, from: selfId, phase });
+      publish({ type: 'failed', from: selfId, instance, reason, phase });
+      coordinate({ type: 'failed', id: instance, reason: `${reason} (on ${selfId})` });
+    },
+    runners: { backend, pollMs: o.dataPlanePollMs, rdmaSim: o.rdmaSim },
+    maxQueue: o.maxQueue,
+    addrs: () => daemon.node.getMultiaddrs().map(String),
+    // Runners never reach for the hub themselves: a model comes from the pod's peers, or is pulled on purpose.
+    fetchModel: async (repo, selection) => {
+      const r = await pull(repo, selection, false);
+      log.info({ repo, hubBytes: r.hubBytes, peerBytes: r.peerBytes, holders: r.holders, sources: r.sources }, 'model fetched');
+    },
+  });
+
+  const requestPlacement = (model: string, description: ModelDescription, requested: PlacementRequest, p: { exclusive: boolean; explicit: boolean }) => {
+    if (daemon.replica.isCoordinator) coordinate({ type: 'place', model, description, requested, ...p });
+    else publish({ type: 'place', from: selfId, model, description, requested, ...p });
+  };
+
+  const router = new Router({
+    state,
+    changes: anyOf((l) => daemon.onChange(l), (l) => board.onChange(l)),
+    board,
+    executor: (id) => supervisor.executor(id),
+    catalog,
+    placeableCluster,
+    defaultContext: o.context,
+    requestPlacement,
+    forward: async (driver, instance, req, emit, signal) => {
+      // Reached only through gossip so far (bootstrap pods): dial the addresses it announced.
+      if (!daemon.node.getConnections().some((c) => c.remotePeer.toString() === driver)) {
+        const addrs = board.addrsOf(driver).flatMap((a) => {
+          try {
+            return [multiaddr(a)];
+          } catch {
+            return [];
+          }
+        });
+        if (addrs.length) await daemon.node.peerStore.merge(peerIdFromString(driver), { multiaddrs: addrs }).catch(() => undefined);
+      }
+      return callRemote(daemon.node, driver, instance, req, emit, signal);
+    },
+  });
+
+  // ---- gossip in
+  const onMessage = (m: ServeMessage) => {
+    switch (m.type) {
+      case 'endpoint':
+        return supervisor.onEndpoint(m);
+      case 'failed':
+        board.accept(m);
+        return coordinate({ type: 'failed', id: m.instance, reason: `${m.reason} (on ${m.from})` });
+      case 'place':
+        try {
+          return coordinate({ type: 'place', model: m.model, description: m.description, requested: m.requested, exclusive: m.exclusive, explicit: m.explicit });
+        } catch (err) {
+          if (err instanceof PlacementError) return log.warn({ model: m.model, from: m.from, err: err.message }, 'placement asked for by a peer failed');
+          throw err;
+        }
+      case 'remove':
+        return coordinate({ type: 'remove', id: m.instance });
+      default:
+        return board.accept(m);
+    }
+  };
+  pubsub.subscribe(SERVE_TOPIC);
+  pubsub.addEventListener('message', (evt) => {
+    const msg = evt.detail;
+    if (msg.topic !== SERVE_TOPIC || msg.type !== 'signed') return;
+    const decoded = decodeServe(msg.data, msg.from.toString());
+    if (!decoded.ok) return log.debug({ peer: msg.from.toString(), reason: decoded.reason }, 'dropped serve message');
+    try {
+      onMessage(decoded.message);
+    } catch (err) {
+      log.warn({ peer: msg.from.toString(), err: (err as Error).message }, 'serve message handler failed');
+    }
+  });
+  await serveChunks(daemon.node, store);
+  await serveInfer(daemon.node, async (instance, req, emit, signal) => {
+    const exec = supervisor.executor(instance);
+    if (!exec) throw new ServeError(503, 'instance_unavailable', `node ${selfId} does not drive instance ${instance} (any more)`);
+    await exec.run(req, emit, signal);
+  });
+
+  // ---- the clock: reconcile runners with the state, repeat gossip, let the coordinator act
+  const announceCatalog = () => {
+    for (const id of catalog.list().slice(0, 32)) {
+      catalog.describe(id).then(
+        (description) => publish({ type: 'catalog', from: selfId, id, description }),
+        (err: Error) => log.debug({ model: id, err: err.message }, 'model not announced'),
+      );
+    }
+  };
+  const offState = daemon.onChange(() => supervisor.reconcile(state()));
+  let ticks = 0;
+  const timer = setInterval(() => {
+    try {
+      ticks++;
+      supervisor.reconcile(state());
+      supervisor.tick(Date.now(), { status: ticks % 2 === 0, links: ticks % 10 === 6 });
+      if (ticks % 10 === 1) announceCatalog();
+      if (ticks % 10 === 6) board.retain();
+      coordinate({ type: 'tick' });
+    } catch (err) {
+      log.error({ err }, 'serving tick failed');
+    }
+  }, TICK_MS);
+
+  return {
+    router,
+    board,
+    catalog,
+    supervisor,
+    readyTimeoutMs: 90_000,
+    pull: (repo, selection) => pull(repo, selection, true),
+    async remove(id) {
+      if (!state().instances[id]) return false;
+      if (daemon.replica.isCoordinator) coordinate({ type: 'remove', id });
+      else publish({ type: 'remove', from: selfId, instance: id });
+      await until(
+        (l) => daemon.onChange(l),
+        () => (state().instances[id] ? undefined : true),
+        { timeoutMs: 10_000, timeout: () => new ServeError(503, 'remove_timeout', `instance ${id} was not removed within 10 s`) },
+      );
+      return true;
+    },
+    async close() {
+      clearInterval(timer);
+      offState();
+      await supervisor.close();
+    },
+  };
+}
