@@ -8,7 +8,7 @@ import type { PrivateKey, Stream } from '@libp2p/interface';
 import { peerIdFromString } from '@libp2p/peer-id';
 import { isPrivate } from '@libp2p/utils';
 import type { Logger } from 'pino';
-import { ServeError, type ServeEvent, type ServeRequest } from '../instances/requests.js';
+import { ServeError, type ServeEvent, type ServeRequest } from '../serving/requests.js';
 import { dispatchJob } from './dispatch.js';
 import { JOB_PROTOCOL } from './job-frames.js';
 import { JobFailure, requestJob, serveJob, type JobOutcome } from './job-protocol.js';

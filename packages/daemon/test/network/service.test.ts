@@ -10,7 +10,7 @@ import os from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { afterAll, beforeAll, beforeEach, describe, expect, it, onTestFailed } from 'vitest';
-import { ServeError, type ServeEvent, type ServeRequest } from '../../src/instances/requests.js';
+import { ServeError, type ServeEvent, type ServeRequest } from '../../src/serving/requests.js';
 import { DEFAULT_LENDING } from '../../src/network/lending.js';
 import { NetworkRelay } from '../../src/network/relay.js';
 import { NetworkService, type PodPort } from '../../src/network/service.js';
