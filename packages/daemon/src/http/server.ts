@@ -6,6 +6,7 @@
  *   instances.ts  /api/plan, /api/instances
  *   models.ts     /api/models/pull
  *   dashboard.ts  the page at / and the views it reads (/api/dashboard/*)
+ *   network.ts    /api/network, /api/network/lending (the wide-area network, when joined)
  *
  * Loopback by default; when a token is configured every route except the liveness probe and the
  * dashboard's static page needs `Authorization: Bearer <token>`.
@@ -20,6 +21,8 @@ import { clusterRoutes, type PodSource } from './cluster.js';
 import { dashboardRoutes } from './dashboard.js';
 import { instanceRoutes } from './instances.js';
 import { modelRoutes } from './models.js';
+import { networkRoutes } from './network.js';
+import type { NetworkService } from '../network/service.js';
 import { openAiRoutes } from './openai.js';
 
 export interface ApiDeps {
@@ -29,6 +32,8 @@ export interface ApiDeps {
   serving?: Serving;
   /** The dashboard's sources; absent: no dashboard. */
   dashboard?: { daemon: Daemon; progress: ProgressBoard };
+  /** The wide-area network this node joined, if any. */
+  network?: NetworkService | null;
   token: string | null;
   log: Logger;
 }
@@ -62,6 +67,7 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
     modelRoutes(app, deps.serving);
     if (deps.dashboard) dashboardRoutes(app, deps.dashboard.daemon, deps.serving, deps.dashboard.progress);
   }
+  networkRoutes(app, deps.network ?? null);
   app.setNotFoundHandler(async (req, reply) => reply.code(404).send({ error: { message: `no route ${req.method} ${req.url}`, type: 'not_found' } }));
   app.setErrorHandler(async (err, _req, reply) => {
     const status = (err as { statusCode?: number }).statusCode ?? 500;

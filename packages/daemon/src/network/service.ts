@@ -59,6 +59,8 @@ export interface PodPort {
   load(): { active: number; queued: number; capacity: number };
   /** Only the pod's coordinator publishes the pod's offer. */
   speaksForPod(): boolean;
+  /** Called before each offer: re-read what `models()` answers from. */
+  refresh?(): Promise<void>;
 }
 
 const DEFAULT_MAX_TOKENS = 256;
@@ -136,6 +138,7 @@ export class NetworkService {
 
   /** What this pod offers now: the models it lends (none while lending is off), its load and price. */
   async offerBody(): Promise<OfferBody> {
+    await this.#pod.refresh?.();
     const now = this.#now();
     const policy = this.#lender.policy;
     const lent = policy.enabled ? this.#pod.models().filter((m) => (!policy.models || policy.models.includes(m.name)) && (policy.maxModelBytes === null || m.bytes === null || m.bytes <= policy.maxModelBytes)) : [];
@@ -148,7 +151,8 @@ export class NetworkService {
       seq: this.#seq,
       issuedAt: now,
       expiresAt: now + (this.settings.offerTtlMs ?? 60_000),
-      pod: { name: this.#pod.name.slice(0, 128), nodes: this.#pod.nodes().slice(0, 64) },
+      // Before the first profile is in, the pod is this one node of unknown make.
+      pod: { name: this.#pod.name.slice(0, 128), nodes: (this.#pod.nodes().length ? this.#pod.nodes() : [{ name: this.#pod.name.slice(0, 128), chip: 'unknown', memoryBytes: 0 }]).slice(0, 64) },
       region: this.settings.region,
       models: lent.slice(0, 64).map(({ bytes: _bytes, ...m }) => m),
       load: { active: load.active, queued: load.queued },
