@@ -6,6 +6,7 @@
  */
 import type { PrivateKey, Stream } from '@libp2p/interface';
 import { peerIdFromString } from '@libp2p/peer-id';
+import { multiaddr } from '@multiformats/multiaddr';
 import { isPrivate } from '@libp2p/utils';
 import type { Logger } from 'pino';
 import { ServeError, type ServeEvent, type ServeRequest } from '../serving/requests.js';
@@ -80,6 +81,8 @@ export class NetworkService {
   #rtt = new Map<string, number>();
   /** Peers whose address this node learnt from a DHT lookup (reported per job). */
   #foundVia = new Map<string, 'dht'>();
+  /** Peers this node has been connected to (their addresses came from the peers themselves). */
+  #metBefore = new Set<string>();
   /** requester/job -> when claimed; tickets older than the clock-skew window are refused anyway. */
   #claimed = new Map<string, number>();
   #jobs: JobRecord[] = [];
@@ -124,12 +127,14 @@ export class NetworkService {
 
   async #start(): Promise<void> {
     this.#observer.attach();
+    this.node.addEventListener('peer:connect', (evt) => void this.#metBefore.add(evt.detail.toString()));
     await this.node.handle(JOB_PROTOCOL, (stream, connection) => this.#serve(stream, connection.remotePeer.toString()), { runOnLimitedConnection: true, maxInboundStreams: 64 });
     await this.node.start();
     this.#log.info({ network: this.settings.name, peerId: this.signer.peerId, addresses: this.node.getMultiaddrs().map(String) }, 'joined network');
     const every = (ms: number, f: () => unknown) => this.#timers.push(setInterval(() => void Promise.resolve().then(f).catch((err: Error) => this.#log.debug({ err: err.message }, 'network task failed')), ms));
     every(this.settings.offerIntervalMs ?? 10_000, () => this.publishOffer());
     every(10_000, () => this.#pingKnown());
+    every(5000, () => this.#redialBootstrap());
     every(30_000, () => this.#prune());
     setTimeout(() => void this.publishOffer().catch(() => undefined), 500).unref();
   }
@@ -200,7 +205,10 @@ export class NetworkService {
         now: this.#now,
         lend: (ticket) => {
           if (!this.#pod.models().some((m) => m.name === ticket.model)) return { ok: false, code: 'model_not_lent', message: `this pod does not serve ${ticket.model}` };
-          return this.#lender.decide(ticket, this.#lender.policy.pricePer1M);
+          const decision = this.#lender.decide(ticket, this.#lender.policy.pricePer1M);
+          if (decision.ok) this.#log.info({ peer: remotePeer, job: ticket.job, model: ticket.model, maxTokens: ticket.maxTokens }, 'network job accepted');
+          else this.#log.info({ peer: remotePeer, model: ticket.model, code: decision.code }, 'network job refused');
+          return decision;
         },
         run: (model, req, emit, signal) => this.#pod.run(model, req, emit, signal),
         claimJob: (requester, job) => {
@@ -326,12 +334,16 @@ export class NetworkService {
     return requestJob(stream, { signer: this.signer, network: this.settings.name, now: this.#now }, { server: peer, model, request: req, maxTokens, pricePer1M: offer.body.pricePer1M, maxPromptTokens }, relay, signal);
   }
 
-  /** Makes sure libp2p knows an address for `peer`: from earlier contact, or a DHT lookup. */
+  /**
+   * Makes sure libp2p can dial `peer`: a peer this node was connected to before is dialled at the
+   * addresses it learnt then; any other is looked up in the DHT (offers carry no addresses), falling
+   * back to what the DHT's own queries already left in the peer store.
+   */
   async #locate(peer: string, signal: AbortSignal): Promise<'dht' | 'known'> {
     const pid = peerIdFromString(peer);
     if (this.node.getConnections(pid).length) return 'known';
     const known = await this.node.peerStore.get(pid).then((p) => p.addresses.length > 0, () => false);
-    if (known) return 'known';
+    if (known && this.#metBefore.has(peer)) return 'known';
     // A peer's relay address reaches the DHT a moment after its reservation: ask again until the deadline.
     const deadline = AbortSignal.any([signal, AbortSignal.timeout(15_000)]);
     let last: Error | null = null;
@@ -348,7 +360,23 @@ export class NetworkService {
       }
     }
     if (signal.aborted) throw new ServeError(499, 'cancelled', 'client went away');
+    if (known) return 'known';
     throw new JobFailure('unreachable', `the DHT has no address for it: ${last?.message ?? 'no answer'}`, true, 'failed');
+  }
+
+  /** The bootstrap relays are this node's way into the network: keep a connection to each. */
+  async #redialBootstrap(): Promise<void> {
+    for (const addr of this.settings.bootstrap) {
+      try {
+        const ma = multiaddr(addr);
+        const id = ma.getComponents().findLast((c) => c.name === 'p2p')?.value;
+        if (!id || this.node.getConnections(peerIdFromString(id)).length) continue;
+        await this.node.dial(ma, { signal: AbortSignal.timeout(10_000) });
+        this.#log.info({ addr }, 'reconnected to a network bootstrap peer');
+      } catch (err) {
+        this.#log.debug({ addr, err: (err as Error).message }, 'network bootstrap dial failed');
+      }
+    }
   }
 
   async #ping(peers: string[], signal?: AbortSignal): Promise<void> {
