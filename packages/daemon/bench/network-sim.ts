@@ -112,13 +112,12 @@ export class NetworkSim {
     const verifyMs: number[] = [];
     reachedAt[origin] = 0;
     this.nodes[origin].book.add(offer, this.now);
-    // a binary heap would do; arrival events are few enough per node for a sorted queue
-    const queue: { at: number; to: number; from: number }[] = this.nodes[origin].links.map((l) => ({ at: l.ms, to: l.to, from: origin }));
-    let messages = queue.length;
+    const queue = new EventQueue();
+    for (const l of this.nodes[origin].links) queue.push({ at: l.ms, to: l.to, from: origin });
+    let messages = queue.size;
     const wire = JSON.parse(JSON.stringify(offer.signed));
-    while (queue.length) {
-      queue.sort((a, b) => b.at - a.at);
-      const ev = queue.pop()!;
+    while (queue.size) {
+      const ev = queue.pop();
       if (reachedAt[ev.to] <= ev.at) continue; // a duplicate: gossipsub drops it by message id
       const t0 = performance.now();
       const checked = await verifyOffer(wire, { network: this.network, now: this.now, from: offer.body.peer });
@@ -148,6 +147,52 @@ export class NetworkSim {
 
   static get models(): readonly string[] {
     return MODELS;
+  }
+}
+
+interface Arrival {
+  at: number;
+  to: number;
+  from: number;
+}
+
+/** Arrivals by time: a binary min-heap. */
+class EventQueue {
+  #h: Arrival[] = [];
+
+  get size(): number {
+    return this.#h.length;
+  }
+
+  push(e: Arrival): void {
+    const h = this.#h;
+    h.push(e);
+    for (let i = h.length - 1; i > 0; ) {
+      const p = (i - 1) >> 1;
+      if (h[p].at <= h[i].at) break;
+      [h[p], h[i]] = [h[i], h[p]];
+      i = p;
+    }
+  }
+
+  pop(): Arrival {
+    const h = this.#h;
+    const top = h[0];
+    const last = h.pop()!;
+    if (h.length) {
+      h[0] = last;
+      for (let i = 0; ; ) {
+        const l = 2 * i + 1;
+        const r = l + 1;
+        let m = i;
+        if (l < h.length && h[l].at < h[m].at) m = l;
+        if (r < h.length && h[r].at < h[m].at) m = r;
+        if (m === i) break;
+        [h[m], h[i]] = [h[i], h[m]];
+        i = m;
+      }
+    }
+    return top;
   }
 }
 
