@@ -68,6 +68,20 @@ if ! install_chromium; then
   echo "setup: warning: could not install Debian's chromium; the dashboard browser tests will skip" >&2
 fi
 
+# Optional: Debian's tmux, a pseudo-terminal for the tests that drive `orchard chat` as a person would
+# (packages/daemon/test/cli/chat-pty.test.ts). Root on Debian with apt only; without it those tests skip.
+install_tmux() {
+  [ "$(id -u)" = 0 ] || return 0
+  command -v apt-get >/dev/null 2>&1 || return 0
+  [ -f /etc/debian_version ] || return 0
+  command -v tmux >/dev/null 2>&1 && return 0
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux >/dev/null 2>&1 ||
+    { apt-get update -qq >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux >/dev/null 2>&1; }
+}
+if ! install_tmux; then
+  echo "setup: warning: could not install Debian's tmux; the terminal chat tests will skip" >&2
+fi
+
 # Optional: Debian's nftables, for the network test's NAT routers (test/network/internet.test.ts: home LANs
 # behind MASQUERADE in network namespaces). Root on Debian with apt only; any failure just prints a warning and
 # that test skips. ORCHARD_SKIP_NFT=1 turns it off.

@@ -15,6 +15,8 @@ export interface FakeHubFaults {
   corrupt?: { file: string };
   /** Require this bearer token. */
   token?: string;
+  /** Pace file bodies at about this many bytes per second (in 8 KiB pieces), so a download takes a while. */
+  throttleBytesPerSecond?: number;
 }
 
 export interface FakeHub {
@@ -24,6 +26,8 @@ export interface FakeHub {
   servedBytes: Map<string, number>;
   /** Range headers seen per file path. */
   ranges: Map<string, string[]>;
+  /** Every request received, in order (method and path). */
+  requests: string[];
   faults: FakeHubFaults;
   close(): Promise<void>;
 }
@@ -36,7 +40,9 @@ export async function startFakeHub(repos: Record<string, string>, faults: FakeHu
   const ranges = new Map<string, string[]>();
   const dropCount = new Map<string, number>();
 
+  const requests: string[] = [];
   const server: Server = createServer((req, res) => {
+    requests.push(`${req.method} ${req.url}`);
     const u = new URL(req.url ?? '/', 'http://x');
     if (faults.token && req.headers.authorization !== `Bearer ${faults.token}`) {
       res.writeHead(401).end('{"error":"unauthorized"}');
@@ -99,7 +105,19 @@ export async function startFakeHub(repos: Record<string, string>, faults: FakeHu
       return;
     }
     servedBytes.set(name, (servedBytes.get(name) ?? 0) + slice.length);
-    res.end(slice);
+    const rate = faults.throttleBytesPerSecond;
+    if (!rate) return void res.end(slice);
+    const piece = 8192;
+    let at = 0;
+    const next = () => {
+      if (res.destroyed) return;
+      const end = Math.min(at + piece, slice.length);
+      res.write(slice.subarray(at, end));
+      at = end;
+      if (at >= slice.length) res.end();
+      else setTimeout(next, (piece / rate) * 1000);
+    };
+    next();
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const addr = server.address() as { port: number };
@@ -107,6 +125,7 @@ export async function startFakeHub(repos: Record<string, string>, faults: FakeHu
     url: `http://127.0.0.1:${addr.port}`,
     commit,
     servedBytes,
+    requests,
     ranges,
     faults,
     close: () => new Promise<void>((r) => server.close(() => r())),

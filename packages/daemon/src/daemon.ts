@@ -364,7 +364,7 @@ export class Daemon {
       .filter((n) => n.profile && n.peerId !== self)
       .map((n) => ({ peerId: n.peerId, thunderbolt: n.profile!.thunderbolt }));
     return {
-      self: { peerId: self, name: this.options.name, addresses: this.node.getMultiaddrs().map(String), probePort: this.#probe.port, uptimeSec: Math.round((Date.now() - this.#startedAt) / 1000) },
+      self: { peerId: self, name: this.options.name, addresses: this.node.getMultiaddrs().map(String), probePort: this.#probe.port, uptimeSec: Math.round((Date.now() - this.#startedAt) / 1000), logFile: this.options.logFile, dataDir: this.options.dataDir },
       mode: this.mode,
       clusterKeyId: this.clusterKeyId,
       coordinator: this.cluster().coordinator,
@@ -373,8 +373,13 @@ export class Daemon {
       nodes: Object.values(state.nodes),
       links: Object.values(state.links),
       thunderboltCables: this.#profile ? matchThunderboltPeers(this.#profile.thunderbolt, peers) : [],
-      // The data-plane secret of each instance stays inside the pod (runners); the API does not show it.
-      instances: Object.values(state.instances).map((i) => ({ ...i, plan: i.plan && typeof i.plan === 'object' ? { ...(i.plan as object), secret: undefined } : i.plan })),
+      // The data-plane secret of each instance stays inside the pod (runners); the API does not show it,
+      // nor the planner's per-layer description of the model (the dimensions are enough to read a plan).
+      instances: Object.values(state.instances).map((i) => {
+        const { secret: _secret, model, ...plan } = i.plan;
+        return { ...i, plan: { ...plan, model: { dims: model.dims, maxContext: model.maxContext } } };
+      }),
+      failedModels: Object.values(state.failedModels),
       notInCluster: this.#dialer.refused().filter((r) => r.reason === 'not-in-cluster'),
       unreachable: this.#dialer.refused().filter((r) => r.reason === 'unreachable'),
       duplicateIdentity: this.#duplicate,

@@ -1,6 +1,11 @@
-/** Chat with a model of the pod: streamed replies (POST /v1/chat/completions, stream), stop, tokens/s. */
+/**
+ * Chat with a model of the pod: streamed replies (POST /v1/chat/completions, stream), stop, tokens/s.
+ * The conversation sent is fitted to the model's context (web/conversation.ts), with a note when old
+ * turns are left out or an answer is cut short; an error leaves the conversation as it was.
+ */
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, streamSse } from './api.js';
+import { Conversation } from './conversation.js';
 import { rate } from './format.js';
 import type { InstanceView } from './types.js';
 
@@ -8,8 +13,12 @@ interface Message {
   role: 'user' | 'assistant';
   content: string;
   stats?: string;
+  /** Said next to an answer: turns left out to fit the context, an answer cut short. */
+  notes?: string[];
   error?: string;
 }
+
+const MAX_TOKENS = 256;
 
 export function Chat({ models, instances }: { models: string[]; instances: InstanceView[] }) {
   const [model, setModel] = useState('');
@@ -18,6 +27,9 @@ export function Chat({ models, instances }: { models: string[]; instances: Insta
   const [running, setRunning] = useState<AbortController | null>(null);
   const [error, setError] = useState<string | null>(null);
   const log = useRef<HTMLDivElement>(null);
+  // What is sent: the conversation, fitted to the model's context (oldest turns left out first).
+  const conversation = useRef(new Conversation({ maxTokens: MAX_TOKENS }));
+  const conversationModel = useRef('');
 
   useEffect(() => {
     if (model && models.includes(model)) return;
@@ -30,6 +42,10 @@ export function Chat({ models, instances }: { models: string[]; instances: Insta
     log.current?.scrollTo(0, log.current.scrollHeight);
   }, [messages]);
 
+  const instance = instances.find((i) => i.model === model);
+  const loaded = !!instance;
+  const contextTokens = instance?.context ?? (conversationModel.current === model ? conversation.current.contextTokens : null);
+
   async function send(text: string) {
     const history: Message[] = [...messages.filter((m) => !m.error), { role: 'user', content: text }];
     setMessages([...history, { role: 'assistant', content: '' }]);
@@ -39,17 +55,21 @@ export function Chat({ models, instances }: { models: string[]; instances: Insta
     const started = performance.now();
     let first: number | null = null;
     let pieces = 0;
-    let completionTokens: number | null = null;
     let content = '';
     const update = (patch: Partial<Message>) => setMessages([...history, { role: 'assistant', content, ...patch }]);
-    try {
+    if (conversationModel.current !== model) {
+      conversation.current.modelChanged();
+      conversationModel.current = model;
+    }
+    const result = await conversation.current.ask(text, async (sent) => {
+      first = null;
+      pieces = 0;
+      content = '';
+      let finishReason: string | null = null;
+      let usage: { prompt_tokens: number; completion_tokens: number } | null = null;
       await streamSse(
         '/v1/chat/completions',
-        {
-          method: 'POST',
-          signal: abort.signal,
-          body: JSON.stringify({ model, messages: history.map(({ role, content }) => ({ role, content })), stream: true, stream_options: { include_usage: true }, max_tokens: 256 }),
-        },
+        { method: 'POST', signal: abort.signal, body: JSON.stringify({ model, messages: sent, stream: true, stream_options: { include_usage: true }, max_tokens: MAX_TOKENS }) },
         (e) => {
           if (e.data === '[DONE]') return;
           const j = JSON.parse(e.data);
@@ -61,22 +81,25 @@ export function Chat({ models, instances }: { models: string[]; instances: Insta
             content += piece;
             update({});
           }
-          if (j.usage) completionTokens = j.usage.completion_tokens;
+          finishReason = j.choices?.[0]?.finish_reason ?? finishReason;
+          if (j.usage) usage = j.usage;
         },
       );
+      const u = usage as { prompt_tokens: number; completion_tokens: number } | null;
+      return { text: content, finishReason, promptTokens: u?.prompt_tokens ?? null, completionTokens: u?.completion_tokens ?? null };
+    });
+    setRunning(null);
+    const err = result.error as Error | undefined;
+    if (err === undefined) {
       const end = performance.now();
-      const tokens = completionTokens ?? pieces;
+      const tokens = result.reply?.completionTokens ?? pieces;
       const tps = first != null && tokens > 1 && end > first ? ((tokens - 1) * 1000) / (end - first) : null;
-      update({ stats: `${tokens} tokens · ${rate(tps)} · first token after ${first != null ? Math.round(first - started) : '–'} ms` });
-    } catch (err) {
-      if ((err as Error).name === 'AbortError') update({ stats: `stopped after ${pieces} piece${pieces === 1 ? '' : 's'}` });
-      else {
-        const message = err instanceof ApiError ? err.message : `the stream broke: ${(err as Error).message}`;
-        update({ error: message });
-        setError(message);
-      }
-    } finally {
-      setRunning(null);
+      update({ stats: `${tokens} tokens · ${rate(tps)} · first token after ${first != null ? Math.round(first - started) : '–'} ms`, notes: result.notes });
+    } else if (err.name === 'AbortError') update({ stats: `stopped after ${pieces} piece${pieces === 1 ? '' : 's'} (left out of the conversation)` });
+    else {
+      const message = err instanceof ApiError || !(err instanceof TypeError) ? err.message : `the stream broke: ${err.message}`;
+      update({ error: message });
+      setError(message);
     }
   }
 
@@ -89,7 +112,19 @@ export function Chat({ models, instances }: { models: string[]; instances: Insta
             <option key={m}>{m}</option>
           ))}
         </select>
-        <button class="link" onClick={() => setMessages([])} disabled={!!running}>
+        {contextTokens ? (
+          <span class="muted" data-testid="chat-context">
+            context {contextTokens.toLocaleString('en-US')} tokens
+          </span>
+        ) : null}
+        <button
+          class="link"
+          onClick={() => {
+            setMessages([]);
+            conversation.current.reset();
+          }}
+          disabled={!!running}
+        >
           clear
         </button>
       </div>
@@ -104,9 +139,19 @@ export function Chat({ models, instances }: { models: string[]; instances: Insta
                 {m.stats}
               </div>
             )}
+            {m.notes?.map((n) => (
+              <div key={n} class="note" data-testid="chat-note">
+                {n}
+              </div>
+            ))}
           </div>
         ))}
       </div>
+      {model && !loaded && (
+        <p class="muted" data-testid="chat-hint">
+          {model} is not loaded yet: your first message loads it on the pod (a few seconds for a small model).
+        </p>
+      )}
       <form
         class="chat-input"
         onSubmit={(e) => {

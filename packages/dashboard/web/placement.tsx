@@ -55,6 +55,11 @@ function Instance({ i, names, progress, onChange }: { i: InstanceView; names: Na
         <span>
           measured <b data-testid="measured-tps">{rate(i.status?.decodeTokensPerSecond)}</b>
         </span>
+        {i.context ? (
+          <span data-testid="instance-context">
+            context <b>{i.context.toLocaleString('en-US')}</b> tokens
+          </span>
+        ) : null}
         {i.status && (
           <span class="muted">
             {i.status.active} running · {i.status.queued} queued
@@ -163,6 +168,7 @@ function Preview({ models, names }: { models: string[]; names: Names }) {
         <>
           <p>
             <b>{pl.strategy}</b> <StageList stages={pl.stages} names={names} /> — predicted <b>{rate(pl.predicted.decodeTokensPerSecond)}</b>, first token in {Math.round(pl.predicted.ttftMs)} ms; weights {bytes(pl.model.weightsBytes)}
+            {preview.contextTokens ? <span data-testid="preview-context">; context {preview.contextTokens.toLocaleString('en-US')} tokens</span> : null}
           </p>
           {preview.placement && preview.placement.strategy !== pl.strategy && <p class="muted">The engine runs this as {preview.placement.strategy}: {withNames(preview.placement.explanation.at(-1) ?? '', names)}</p>}
           <ul class="explain">
@@ -296,7 +302,13 @@ export function Placement({ instances, models, names, progress, onChange }: { in
   return (
     <div class="placement">
       <LoadForm models={models} onChange={onChange} />
-      {instances.length === 0 && <p class="muted">No model is loaded.</p>}
+      {instances.length === 0 && (
+        <p class="muted" data-testid="no-instance">
+          {models.length
+            ? `No model is loaded yet: ${models.length === 1 ? models[0] : 'a model'} loads on its first chat request (a few seconds), or press Load now.`
+            : 'No model here yet: download one below, or run `orchard pull ORG/NAME`.'}
+        </p>
+      )}
       {instances.map((i) => (
         <Instance key={i.id} i={i} names={names} progress={progress} onChange={onChange} />
       ))}

@@ -38,19 +38,35 @@ export function Topology({ cluster, instances }: { cluster: ClusterView; instanc
           const used = n.memoryBytes - n.availableBytes;
           const frac = n.memoryBytes > 0 ? Math.max(0, Math.min(1, used / n.memoryBytes)) : 0;
           return (
-            <g class="node" data-node={n.name} key={n.id} transform={`translate(${p.x - 62},${p.y - 30})`}>
-              <rect width={124} height={60} rx={10} class={n.id === cluster.coordinator ? 'node-box coordinator' : 'node-box'} />
+            <g class="node" data-node={n.name} key={n.id} transform={`translate(${p.x - 62},${p.y - 38})`}>
+              <rect width={124} height={76} rx={10} class={n.id === cluster.coordinator ? 'node-box coordinator' : 'node-box'} />
               <text x={62} y={22} text-anchor="middle" class="node-name">
                 {n.name}
               </text>
               <text x={62} y={38} text-anchor="middle" class="node-chip">
                 {n.chip.length > 20 ? `${n.chip.slice(0, 19)}…` : n.chip}
               </text>
-              <rect x={12} y={46} width={100} height={6} rx={3} class="mem-bg" />
+              <rect x={12} y={46} width={100} height={6} rx={3} class="mem-bg">
+                <title>memory in use</title>
+              </rect>
               <rect x={12} y={46} width={100 * frac} height={6} rx={3} class="mem-used" />
+              <text x={62} y={68} text-anchor="middle" class="node-mem" data-testid="node-memory">
+                memory {bytes(used)} / {bytes(n.memoryBytes)}
+              </text>
             </g>
           );
         })}
+        {nodes.length === 1 && (
+          <text x={W / 2} y={H - 40} text-anchor="middle" class="topology-hint" data-testid="topology-alone">
+            <tspan x={W / 2}>Only this machine so far. Run `orchard start` on another machine</tspan>
+            <tspan x={W / 2} dy={16}>on the same network (or with --bootstrap) and it appears here, linked.</tspan>
+          </text>
+        )}
+        {nodes.length === 0 && (
+          <text x={W / 2} y={H / 2} text-anchor="middle" class="topology-hint">
+            waiting for this node's first profile…
+          </text>
+        )}
       </svg>
       <div class="legend">
         {Object.entries(LINK_KINDS).map(([kind, k]) => (

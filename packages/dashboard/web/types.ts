@@ -59,6 +59,8 @@ export interface InstanceView {
   status: { ready: boolean; active: number; queued: number; capacity: number; failed: string | null; decodeTokensPerSecond?: number | null } | null;
   /** Added by the dashboard routes: the planner's prediction for this exact layout. */
   layoutPredicted?: Prediction | null;
+  /** Tokens of context the instance serves (prompt + answer). */
+  context?: number | null;
 }
 
 export interface PlanStageView {
@@ -81,6 +83,8 @@ export interface PlanPreview {
   model: string;
   /** What a load with strategy auto would place (the layout the engine runs). */
   placement: { strategy: string; layout: { stages: [number, number][]; tensor: number }; ranks: string[]; predicted: Prediction | null; explanation: string[] } | null;
+  /** Tokens of context an instance of this model serves. */
+  contextTokens?: number | null;
   /** The planner's view: the best plan, the runners-up and why each lost. */
   planner: { strategy: string; stages: PlanStageView[]; predicted: Prediction; alternatives: AlternativeView[]; explanation: string[]; model: { weightsBytes: number; layers: number } } | null;
   error: string | null;

@@ -18,13 +18,16 @@ export { createWasmBackend, type WasmBackend, type WasmBackendOptions } from './
 export { ModelFormatError, UnsupportedModelError } from './errors.js';
 
 // Model directory: config, weights, tokenizer.
-export { loadModelConfig, type ModelConfig, type RopeScaling } from './config/config.js';
+export { loadModelConfig, modelConfigFromJson, type ModelConfig, type RopeScaling } from './config/config.js';
+export { GGUF_LOADABLE_TYPES, isGgufPath } from './gguf/read.js';
 export { lookupArchitecture, supportedArchitectures } from './config/architectures/registry.js';
 export type { ArchitectureCaps } from './config/architectures/types.js';
 export { SafetensorsFile } from './safetensors/reader.js';
 export { Checkpoint } from './safetensors/checkpoint.js';
 export { writeSafetensors, type TensorToWrite } from './safetensors/writer.js';
 export { loadTokenizer, type ModelTokenizer, type ChatMessage } from './tokenizer/load.js';
+export { ChatTemplate, ChatTemplateError, type ChatTemplateCaps, type ToolDefinition, type ToolCall, type RenderOptions } from './tokenizer/chat-template.js';
+export { vocabularyOf, type TokenVocabulary } from './tokenizer/vocabulary.js';
 export {
   buildByteLevelTokenizer,
   byteToUnicode,
@@ -67,7 +70,19 @@ export { createInProcessAllReduce } from './drivers/all-reduce.js';
 
 // Generation.
 export { generate, type GenerateOptions, type GenerateResult } from './generate/generate.js';
-export { Sampler, argmax, validateSampling, type SamplingOptions } from './generate/sampler.js';
+export { Sampler, argmax, validateSampling, tokenLogprob, type SamplingOptions, type TokenLogprob } from './generate/sampler.js';
+export { pickToken } from './generate/pick.js';
+export {
+  compileConstraint,
+  parseConstraintSpec,
+  ConstraintError,
+  type ConstraintSpec,
+  type StructuralFormat,
+  type TagFormat,
+  type JsonSchema,
+  type TokenConstraint,
+  type CompileOptions,
+} from './generate/constraint.js';
 export { TextStream } from './generate/text-stream.js';
 
 export { F16_TO_F32, BF16_TO_F32, f32ToF16Bits, f32ToBf16Bits } from './numeric/half.js';

@@ -286,6 +286,7 @@ function infeasible(model: ModelSpec, cluster: Cluster, req: PlanRequest): Infea
   );
 }
 
+/** Bytes in the explanation's words: GB with one decimal, MB below 0.1 GB (a small model is not "0.0 GB"). */
 export function gb(bytes: number): string {
-  return `${(bytes / 1e9).toFixed(1)} GB`;
+  return bytes < 1e8 ? `${(bytes / 1e6).toFixed(1)} MB` : `${(bytes / 1e9).toFixed(1)} GB`;
 }

@@ -25,6 +25,8 @@ export interface StatusJson {
   thunderboltCables?: { bus: string; peerId: string; peerBus: string; speedGbps: number | null }[];
   /** Added by `orchard status` from /api/instances: which transport each instance's links use, and why. */
   dataPlane?: DataPlaneJson[];
+  /** Models placement gave up on until someone loads them again. */
+  failedModels?: { model: string; reason: string; attempts: number }[];
 }
 
 const gib = (b: number) => `${(b / 2 ** 30).toFixed(1)} GiB`;
@@ -67,6 +69,10 @@ export function formatStatus(s: StatusJson): string {
     for (const c of s.thunderboltCables) lines.push(`  ${c.bus} -> ${names.get(c.peerId) ?? short(c.peerId)} (${c.peerBus})${c.speedGbps ? `, ${c.speedGbps} Gb/s` : ''}`);
   }
   if (s.dataPlane?.length) lines.push('', 'data plane (per instance, rank <-> rank):', ...s.dataPlane.flatMap(formatDataPlane));
+  if (s.failedModels?.length) {
+    lines.push('', 'failed models (not placed again until `orchard load MODEL`):');
+    for (const f of s.failedModels) lines.push(`  ${f.model}: ${f.reason} (${f.attempts} attempts)`);
+  }
   return `${lines.join('\n')}\n`;
 }
 

@@ -3,20 +3,34 @@ import '../polyfills.js';
 import { Command, CommanderError } from 'commander';
 import { commands } from './commands/index.js';
 import { CliError } from './errors.js';
+import { addExamples, helpStyle } from './help.js';
+import { readFileSync } from 'node:fs';
+
+/** This package's version (package.json), shown by `orchard --version`. */
+export const VERSION = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
 export function buildProgram(): Command {
   const program = new Command('orchard')
     .description('Turn the machines on your desk into one inference machine.')
+    .version(`orchard ${VERSION} (Node.js ${process.versions.node})`, '-v, --version', 'print the version')
+    .configureHelp(helpStyle)
     .showHelpAfterError()
     .exitOverride();
   for (const register of commands) register(program);
+  addExamples(program);
   return program;
 }
 
 /** Runs the CLI; never lets a stack trace reach the terminal unless ORCHARD_DEBUG is set. */
 export async function main(argv: string[]): Promise<number> {
   try {
-    await buildProgram().parseAsync(argv, { from: 'user' });
+    const program = buildProgram();
+    // Bare `orchard` is a question, not a mistake: the overview, exit 0.
+    if (argv.length === 0) {
+      program.outputHelp();
+      return 0;
+    }
+    await program.parseAsync(argv, { from: 'user' });
     return 0;
   } catch (err) {
     if (err instanceof CommanderError) return err.exitCode;

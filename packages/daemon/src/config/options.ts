@@ -20,6 +20,8 @@ export interface DaemonOptions {
   apiHost: string;
   apiPort: number;
   apiToken: string | null;
+  /** Browser origins allowed besides the dashboard's own and localhost ('*': any). */
+  corsOrigins: string[];
   clusterKeyFile: string | null;
   name: string;
   /** Seconds of silence before a node is marked gone. */
@@ -29,6 +31,10 @@ export interface DaemonOptions {
   mdns: boolean;
   rebench: boolean;
   logLevel: string;
+  /** Console log lines: pretty on a terminal, JSON otherwise (`auto`), as asked, or none (the service: the file has them). */
+  logFormat: 'auto' | 'pretty' | 'json' | 'none';
+  /** The JSON log file `orchard logs` reads (rotated by size); null: none. */
+  logFile: string | null;
   configFile: string | null;
   /** What runners compute on (`--backend`). */
   backend: BackendName;
@@ -63,6 +69,7 @@ const KEYS = [
   'apiHost',
   'apiPort',
   'apiToken',
+  'corsOrigins',
   'clusterKey',
   'name',
   'goneAfter',
@@ -70,6 +77,8 @@ const KEYS = [
   'probePort',
   'mdns',
   'logLevel',
+  'logFormat',
+  'logFile',
   'backend',
   'allowSoftwareGpu',
   'engineThreads',
@@ -137,6 +146,13 @@ function isLoopback(host: string): boolean {
   return host === 'localhost' || host === '::1' || /^127\./.test(host);
 }
 
+/** `--log-file none` (or an empty value) turns the file off; the default lives in the data dir. */
+function logFileOf(v: unknown, dataDir: string): string | null {
+  if (v === undefined || v === null) return join(dataDir, 'logs', 'orchard.log');
+  const s = String(v);
+  return s === '' || s === 'none' ? null : resolve(s);
+}
+
 export function resolveOptions(flags: RawOptions, env: NodeJS.ProcessEnv = process.env): DaemonOptions {
   const envVals = fromEnv(env);
   const dataDir = resolve(String(flags.dataDir ?? envVals.dataDir ?? join(os.homedir(), '.orchard')));
@@ -180,6 +196,7 @@ export function resolveOptions(flags: RawOptions, env: NodeJS.ProcessEnv = proce
     apiHost,
     apiPort,
     apiToken,
+    corsOrigins: list(pick('corsOrigins')) ?? [],
     clusterKeyFile: clusterKey ? resolve(clusterKey) : null,
     name: String(pick('name') ?? os.hostname()),
     goneAfterSec,
@@ -188,6 +205,8 @@ export function resolveOptions(flags: RawOptions, env: NodeJS.ProcessEnv = proce
     mdns: !(mdnsRaw === false || mdnsRaw === 'false' || mdnsRaw === '0'),
     rebench: Boolean(flags.rebench),
     logLevel: String(pick('logLevel') ?? 'info'),
+    logFormat: parse(z.enum(['auto', 'pretty', 'json', 'none'], { error: '--log-format must be auto, pretty, json or none' }), pick('logFormat') ?? 'auto'),
+    logFile: logFileOf(pick('logFile'), dataDir),
     configFile: configFile ?? null,
     backend,
     allowSoftwareGpu: bool(pick('allowSoftwareGpu')),

@@ -87,6 +87,7 @@ export function dashboardRoutes(app: FastifyInstance, daemon: Daemon, serving: S
     return {
       model,
       placement: { strategy: pl.strategy, layout: pl.layout, ranks: pl.ranks, predicted: pl.predicted, explanation: pl.explanation },
+      contextTokens: placed.context,
       planner: planner && { strategy: planner.strategy, stages: planner.stages, predicted: planner.predicted, alternatives: planner.alternatives, explanation: planner.explanation, model: planner.model, memory: planner.memory },
       error,
     };

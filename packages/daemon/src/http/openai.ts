@@ -9,8 +9,12 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Serving } from '../serving/serving.js';
 import { ServeError, type ServeEvent, type ServeRequest } from '../serving/requests.js';
 import { errorBody, sendError } from './errors.js';
-import { chatCompletionSchema, completionSchema, describeIssue, textOf, type ChatCompletionBody, type CompletionBody } from './schemas.js';
+import { chatCompletionSchema, completionSchema, describeIssue, type ChatCompletionBody, type CompletionBody } from './schemas.js';
+import { ChatReply, chatDeltas, chatLogprob, completionLogprobs, openAiChatFields, openAiCompletionFields } from '../dialects/openai-chat.js';
+import { DialectError } from '../dialects/tools/plan.js';
 import { sseStream } from './sse.js';
+import { logRequests } from '../request-log.js';
+import type { Logger } from 'pino';
 
 type Kind = 'chat' | 'completion';
 type Done = Extract<ServeEvent, { type: 'done' }>;
@@ -27,16 +31,19 @@ function toServeRequest(body: ChatCompletionBody | CompletionBody, kind: Kind): 
     seed: body.seed ?? randomInt(0, 2 ** 31),
     stop,
   };
-  if (kind === 'chat') return { ...base, messages: (body as ChatCompletionBody).messages.map((m) => ({ role: m.role, content: textOf(m.content) })) };
+  // Tools, response_format, logprobs and tool messages: dialects/openai-chat.ts (400s name the field).
+  if (kind === 'chat') return { ...base, ...openAiChatFields(body as Record<string, unknown>) };
   const p = (body as CompletionBody).prompt;
-  return { ...base, prompt: typeof p === 'string' ? p : p[0] };
+  return { ...base, prompt: typeof p === 'string' ? p : p[0], ...openAiCompletionFields(body as Record<string, unknown>) };
 }
 
 const usageOf = (d: Done) => ({ prompt_tokens: d.promptTokens, completion_tokens: d.completionTokens, total_tokens: d.promptTokens + d.completionTokens });
 
-export function openAiRoutes(app: FastifyInstance, serving: Serving): void {
+export function openAiRoutes(app: FastifyInstance, serving: Serving, log?: Logger): void {
   const { router } = serving;
-  const run = (model: string, req: ServeRequest, emit: (e: ServeEvent) => void, signal: AbortSignal) => router.run(model, req, emit, signal, serving.readyTimeoutMs);
+  const direct = (model: string, req: ServeRequest, emit: (e: ServeEvent) => void, signal: AbortSignal) => router.run(model, req, emit, signal, serving.readyTimeoutMs);
+  // One log line per generation request (model, tokens, tok/s, TTFT, status).
+  const run = log ? logRequests(direct, log) : direct;
 
   app.get('/v1/models', async () => ({
     object: 'list',
@@ -53,7 +60,13 @@ export function openAiRoutes(app: FastifyInstance, serving: Serving): void {
     }
     const body = parsed.data;
     if (!router.models().includes(body.model)) return sendError(reply, 404, `the model '${body.model}' does not exist in this pod (see GET /v1/models)`, 'model_not_found', 'model');
-    const sreq = toServeRequest(body, kind);
+    let sreq: ServeRequest;
+    try {
+      sreq = toServeRequest(body, kind);
+    } catch (err) {
+      if (err instanceof DialectError) return sendError(reply, err.status, err.message, err.code, err.param);
+      throw err;
+    }
     const id = `${kind === 'chat' ? 'chatcmpl' : 'cmpl'}-${randomBytes(12).toString('hex')}`;
     const abort = new AbortController();
     let finished = false;
@@ -70,11 +83,11 @@ export function openAiRoutes(app: FastifyInstance, serving: Serving): void {
   };
 
   async function answer(reply: FastifyReply, m: { kind: Kind; id: string; created: number; model: string }, sreq: ServeRequest, signal: AbortSignal) {
-    let text = '';
+    const reply_ = new ChatReply();
     let done: Done | null = null;
     try {
       await run(m.model, sreq, (e) => {
-        if (e.type === 'text') text += e.text;
+        reply_.add(e);
         if (e.type === 'done') done = e;
       }, signal);
     } catch (err) {
@@ -83,19 +96,20 @@ export function openAiRoutes(app: FastifyInstance, serving: Serving): void {
     }
     const d = done as Done | null;
     if (!d) return sendError(reply, 503, 'the instance ended the request without an answer', 'instance_failed');
+    const logprobs = sreq.logprobs === undefined ? null : m.kind === 'chat' ? { content: reply_.tokens.map(chatLogprob) } : completionLogprobs(reply_.tokens);
     if (m.kind === 'chat') {
-      return { id: m.id, object: 'chat.completion', created: m.created, model: m.model, choices: [{ index: 0, message: { role: 'assistant', content: text, refusal: null }, logprobs: null, finish_reason: d.finishReason }], usage: usageOf(d), system_fingerprint: null };
+      return { id: m.id, object: 'chat.completion', created: m.created, model: m.model, choices: [{ index: 0, message: reply_.message(), logprobs, finish_reason: d.finishReason }], usage: usageOf(d), system_fingerprint: null };
     }
-    return { id: m.id, object: 'text_completion', created: m.created, model: m.model, choices: [{ index: 0, text, logprobs: null, finish_reason: d.finishReason }], usage: usageOf(d) };
+    return { id: m.id, object: 'text_completion', created: m.created, model: m.model, choices: [{ index: 0, text: reply_.content, logprobs, finish_reason: d.finishReason }], usage: usageOf(d) };
   }
 
   async function stream(reply: FastifyReply, m: { kind: Kind; id: string; created: number; model: string }, sreq: ServeRequest, signal: AbortSignal, includeUsage: boolean) {
     const sse = sseStream(reply);
     const chat = m.kind === 'chat';
-    const chunk = (delta: { role?: string; content?: string } | string, finishReason: string | null) =>
+    const chunk = (delta: Record<string, unknown> | string, finishReason: string | null, logprobs: unknown = null) =>
       chat
-        ? { id: m.id, object: 'chat.completion.chunk', created: m.created, model: m.model, system_fingerprint: null, choices: [{ index: 0, delta, logprobs: null, finish_reason: finishReason }] }
-        : { id: m.id, object: 'text_completion', created: m.created, model: m.model, choices: [{ index: 0, text: delta as string, logprobs: null, finish_reason: finishReason }] };
+        ? { id: m.id, object: 'chat.completion.chunk', created: m.created, model: m.model, system_fingerprint: null, choices: [{ index: 0, delta, logprobs, finish_reason: finishReason }] }
+        : { id: m.id, object: 'text_completion', created: m.created, model: m.model, choices: [{ index: 0, text: delta as string, logprobs, finish_reason: finishReason }] };
     const begin = () => {
       if (sse.started) return;
       sse.begin();
@@ -104,9 +118,13 @@ export function openAiRoutes(app: FastifyInstance, serving: Serving): void {
     try {
       await run(m.model, sreq, (e) => {
         if (e.type === 'start') begin();
-        else if (e.type === 'text') {
+        else if (chat && chatDeltas(e)) {
+          // Text, reasoning, tool_calls deltas (id, type, name first; then the arguments), logprobs.
           begin();
-          sse.send(chunk(chat ? { content: e.text } : e.text, null));
+          for (const d of chatDeltas(e)!) sse.send(chunk(d.delta, null, d.logprobs ?? null));
+        } else if (!chat && (e.type === 'text' || e.type === 'logprobs')) {
+          begin();
+          sse.send(e.type === 'text' ? chunk(e.text, null) : chunk('', null, completionLogprobs(e.tokens)));
         } else if (e.type === 'done') {
           begin();
           sse.send(chunk(chat ? {} : '', e.finishReason));

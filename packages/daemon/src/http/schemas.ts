@@ -4,12 +4,13 @@
  */
 import { z } from 'zod';
 
-const textPart = z.object({ type: z.literal('text'), text: z.string() }).passthrough();
-const content = z.union([z.string(), z.array(textPart).max(256)]);
+// Any part type is accepted here; dialects/openai-chat.ts refuses those the model cannot read, by name.
+const contentPart = z.object({ type: z.string(), text: z.string().optional() }).passthrough();
+const content = z.union([z.string(), z.array(contentPart).max(256)]);
 
 export const chatMessageSchema = z
   .object({
-    role: z.enum(['system', 'developer', 'user', 'assistant', 'tool']),
+    role: z.enum(['system', 'developer', 'user', 'assistant', 'tool', 'function']),
     content: content.nullable().optional(),
     name: z.string().max(256).optional(),
   })
@@ -27,7 +28,7 @@ const common = {
   stop: z.union([z.string().min(1).max(256), z.array(z.string().min(1).max(256)).max(4)]).nullable().optional(),
   stream: z.boolean().nullable().optional(),
   stream_options: z.object({ include_usage: z.boolean().optional() }).passthrough().nullable().optional(),
-  n: z.literal(1).nullable().optional(),
+  n: z.literal(1, { error: 'only n = 1 is supported (one choice per request)' }).nullable().optional(),
 };
 
 export const chatCompletionSchema = z.object({ ...common, messages: z.array(chatMessageSchema).min(1).max(1024) }).passthrough();
@@ -63,5 +64,5 @@ export function describeIssue(err: z.ZodError): { message: string; param: string
 
 export function textOf(c: z.infer<typeof content> | null | undefined): string {
   if (c == null) return '';
-  return typeof c === 'string' ? c : c.map((p) => p.text).join('');
+  return typeof c === 'string' ? c : c.map((p) => p.text ?? '').join('');
 }

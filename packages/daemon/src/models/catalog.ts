@@ -2,7 +2,7 @@
  * Which models this node can serve and where their files are: the bundled demo model (always,
  * offline, id "orchard-demo") and complete models in the store (`orchard pull ORG/NAME`).
  */
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync, readdirSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describeModel } from './describe.js';
@@ -50,6 +50,13 @@ export class ModelCatalog {
       }
     }
     return out;
+  }
+
+  /** When the files of `id` last changed here (newest modification time, ms), or null when it is not here. */
+  filesAt(id: string): number | null {
+    const dir = this.dirOf(id);
+    if (!dir) return null;
+    return Math.max(0, ...safeDir(dir).map((f) => statSync(join(dir, f), { throwIfNoEntry: false })?.mtimeMs ?? 0));
   }
 
   /** What planning needs to know about `id` (read once per directory). */

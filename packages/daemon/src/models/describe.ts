@@ -6,7 +6,7 @@
  */
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
-import { canRun, instanceLayoutOf, loadModelConfig, UnsupportedModelError, type ModelConfig } from '@orchard/engine';
+import { canRun, instanceLayoutOf, loadModelConfig, modelConfigFromJson, UnsupportedModelError, type ModelConfig } from '@orchard/engine';
 import { modelFromConfig, withTensorSizes, type Layout, type PlanOptions } from '@orchard/partitioner';
 import { loadModel, readTensorSizes } from '@orchard/partitioner/loader';
 import type { ModelDescription } from './description.js';
@@ -30,7 +30,7 @@ export async function describeModel(path: string, o: DescribeOptions = {}): Prom
   const name = o.name ?? (isJson && basename(path) !== 'config.json' ? basename(path).replace(/\.json$/, '') : basename(isFile && !isJson ? path : dir));
   let config: ModelConfig;
   try {
-    config = loadModelConfig(dir);
+    config = isJson ? modelConfigFromJson(readConfig(path), { path }) : loadModelConfig(dir);
   } catch (err) {
     if (!(err instanceof UnsupportedModelError) || !isJson && !existsSync(join(dir, 'config.json'))) throw err;
     return sizedOnly(isJson ? path : dir, name, o.bits, err.message);

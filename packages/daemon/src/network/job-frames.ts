@@ -3,7 +3,8 @@
  * untrusted: size-checked, parsed and validated here, and a bad one ends the job without a charge.
  *
  *   requester -> server: job {ticket, request}            then, after the result: ack | refuse
- *   server -> requester: start, text..., result {signed}  or error (before or instead of the result),
+ *   server -> requester: start, text / reasoning / tool_call / logprobs..., result {signed}
+ *                        or error (before or instead of the result),
  *                        then stored once the countersigned receipt is kept
  */
 import { z } from 'zod';
@@ -21,9 +22,14 @@ export const requesterFrameSchema = z.discriminatedUnion('t', [
 ]);
 export type RequesterFrame = z.infer<typeof requesterFrameSchema>;
 
+const tokenAlternative = z.object({ token: z.string().max(1024), bytes: z.array(z.number().int().min(0).max(255)).max(1024), logprob: z.number().max(0) }).strict();
+
 export const serverFrameSchema = z.discriminatedUnion('t', [
   z.object({ t: z.literal('start'), promptTokens: z.number().int().nonnegative().max(1e9) }).strict(),
   z.object({ t: z.literal('text'), text: z.string().max(64 * 1024) }).strict(),
+  z.object({ t: z.literal('reasoning'), text: z.string().max(64 * 1024) }).strict(),
+  z.object({ t: z.literal('tool_call'), index: z.number().int().min(0).max(1024), call: z.object({ id: z.string().max(128), name: z.string().min(1).max(128), arguments: z.string().max(256 * 1024) }).strict() }).strict(),
+  z.object({ t: z.literal('logprobs'), tokens: z.array(tokenAlternative.extend({ top: z.array(tokenAlternative).max(20) })).max(4096) }).strict(),
   z.object({ t: z.literal('result'), result: signedSchema, decodeTps: z.number().finite().positive().max(1e7).nullable() }).strict(),
   /** `retry`: nothing was generated, so the requester may ask another pod. */
   z.object({ t: z.literal('error'), code: z.string().max(64), message: z.string().max(2000), retry: z.boolean() }).strict(),

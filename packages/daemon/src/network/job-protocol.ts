@@ -109,10 +109,12 @@ export async function serveJob(stream: Stream, remotePeer: string, deps: JobServ
         request,
         (e) => {
           if (e.type === 'start') void send({ t: 'start', promptTokens: e.promptTokens });
-          else if (e.type === 'text') {
+          else if (e.type === 'done') done = e;
+          else if (e.type === 'text' || e.type === 'reasoning' || e.type === 'tool_call' || e.type === 'logprobs') {
+            // Any part of the answer counts as its first token: from here on the job cannot move.
             firstTextAt ??= deps.now();
-            void send({ t: 'text', text: e.text });
-          } else if (e.type === 'done') done = e;
+            void send(answerFrame(e));
+          }
           if (broken) cancel.abort(broken);
         },
         AbortSignal.any([cancel.signal, lent.signal]),
@@ -153,6 +155,22 @@ export async function serveJob(stream: Stream, remotePeer: string, deps: JobServ
     await writes;
     await stream.close({ signal: AbortSignal.timeout(2000) }).catch(() => stream.abort(new Error('close failed')));
   }
+}
+
+type AnswerEvent = Extract<ServeEvent, { type: 'text' | 'reasoning' | 'tool_call' | 'logprobs' }>;
+type AnswerFrame = Extract<ServerFrame, { t: 'text' | 'reasoning' | 'tool_call' | 'logprobs' }>;
+
+/** A part of the answer as a frame, and back. */
+function answerFrame(e: AnswerEvent): AnswerFrame {
+  if (e.type === 'tool_call') return { t: 'tool_call', index: e.index, call: e.call };
+  if (e.type === 'logprobs') return { t: 'logprobs', tokens: e.tokens };
+  return { t: e.type, text: e.text };
+}
+
+function answerEvent(f: AnswerFrame): AnswerEvent {
+  if (f.t === 'tool_call') return { type: 'tool_call', index: f.index, call: f.call };
+  if (f.t === 'logprobs') return { type: 'logprobs', tokens: f.tokens };
+  return { type: f.t, text: f.text };
 }
 
 /** Why a job did not complete; `beforeFirstToken` says whether another pod may be asked. */
@@ -234,10 +252,10 @@ export async function requestJob(stream: Stream, deps: JobClientDeps, job: JobRe
         throw new JobFailure('broken', `the stream from ${job.server} broke: ${(err as Error).message}`, firstText === null, 'broken');
       }
       if (f.t === 'start') emit({ type: 'start', promptTokens: f.promptTokens });
-      else if (f.t === 'text') {
+      else if (f.t === 'text' || f.t === 'reasoning' || f.t === 'tool_call' || f.t === 'logprobs') {
         firstText ??= deps.now();
         lastText = deps.now();
-        emit({ type: 'text', text: f.text });
+        emit(answerEvent(f));
       } else if (f.t === 'error') {
         const before = firstText === null;
         throw new JobFailure(f.code, f.message, before && f.retry, REFUSALS.has(f.code) ? 'refused' : 'failed');

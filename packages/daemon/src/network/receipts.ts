@@ -43,7 +43,7 @@ export const resultSchema = z
     ticket: hashSchema,
     promptTokens: count,
     completionTokens: count,
-    finishReason: z.enum(['stop', 'length']),
+    finishReason: z.enum(['stop', 'length', 'tool_calls']),
     firstTokenMs: ms,
     totalMs: ms,
     finishedAt: ms,

@@ -9,12 +9,14 @@
  *   [3..6]        begin: temperature, top_p, top_k, seed of the sequence's sampler
  *   [7] capacity  begin: tokens the sequence's KV cache holds
  *   [8] slot      begin/forward: which of the driver's concurrent sequences (KV cache slot)
- *   [9..9+n)      forward: the token ids
+ *   [9] payload   begin: bytes of the request payload that follows the header to the sampling rank
+ *                 (JSON: output constraint, logprobs), 0 for none
+ *   [10..10+n)    forward: the token ids
  */
 import type { SamplingOptions } from '@orchard/engine';
 
 export type Header =
-  | { op: 'begin'; slot: number; capacity: number; sampling: Required<SamplingOptions> }
+  | { op: 'begin'; slot: number; capacity: number; sampling: Required<SamplingOptions>; payloadBytes: number }
   | { op: 'forward'; slot: number; sample: boolean; tokens: Float64Array }
   | { op: 'stop' };
 
@@ -27,8 +29,9 @@ const TOP_K = 5;
 const SEED = 6;
 const CAPACITY = 7;
 const SLOT = 8;
+const PAYLOAD = 9;
 /** Fields before the token ids. */
-const FIELDS = 9;
+const FIELDS = 10;
 const OPS = { begin: 1, forward: 2, stop: 3 } as const;
 
 export class HeaderCodec {
@@ -54,6 +57,7 @@ export class HeaderCodec {
       b[TOP_K] = h.sampling.topK;
       b[SEED] = h.sampling.seed;
       b[CAPACITY] = h.capacity;
+      b[PAYLOAD] = h.payloadBytes;
       return b;
     }
     const n = h.tokens.length;
@@ -71,7 +75,7 @@ export class HeaderCodec {
       case OPS.stop:
         return { op: 'stop' };
       case OPS.begin:
-        return { op: 'begin', slot: b[SLOT], capacity: b[CAPACITY], sampling: { temperature: b[TEMPERATURE], topP: b[TOP_P], topK: b[TOP_K], seed: b[SEED] } };
+        return { op: 'begin', slot: b[SLOT], capacity: b[CAPACITY], sampling: { temperature: b[TEMPERATURE], topP: b[TOP_P], topK: b[TOP_K], seed: b[SEED] }, payloadBytes: b[PAYLOAD] };
       case OPS.forward: {
         const n = b[N];
         if (!Number.isInteger(n) || n < 1 || n > this.maxTokens) throw new Error(`data plane: forward header with ${n} tokens (1..${this.maxTokens})`);

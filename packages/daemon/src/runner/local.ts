@@ -4,7 +4,7 @@
  * daemon runs each rank in its own runner process instead.
  */
 import { loadModelConfig, loadShard, type Backend, type ModelShard } from '@orchard/engine';
-import { Driver, POLL_MS, runFollower, stageAllReduce } from './shard-loop.js';
+import { Driver, POLL_MS, runFollower, stageAllReduce, type CompileConstraint } from './shard-loop.js';
 import { type InstanceLayout, shardSpecOf, stageMembers, stageOf } from '@orchard/engine';
 import type { Group } from './transport.js';
 
@@ -36,8 +36,8 @@ export function loadRankShard(dir: string, layout: InstanceLayout, rank: number,
 }
 
 /** Starts a rank: the driver for rank 0 (returned), a follower loop otherwise (its promise in `done`). */
-export function startRank(group: Group, layout: InstanceLayout, shard: ModelShard, o: { stepMs?: number; pollMs?: number } = {}): { driver: Driver | null; done: Promise<void> } {
-  const ctx = { group, layout, shard, maxBatch: shard.maxBatch, stepMs: o.stepMs ?? 30_000, pollMs: o.pollMs ?? POLL_MS };
+export function startRank(group: Group, layout: InstanceLayout, shard: ModelShard, o: { stepMs?: number; pollMs?: number; compile?: CompileConstraint } = {}): { driver: Driver | null; done: Promise<void> } {
+  const ctx = { group, layout, shard, maxBatch: shard.maxBatch, stepMs: o.stepMs ?? 30_000, pollMs: o.pollMs ?? POLL_MS, compile: o.compile };
   if (group.rank === 0) return { driver: new Driver(ctx), done: Promise.resolve() };
   return { driver: null, done: runFollower(ctx) };
 }

@@ -1,4 +1,5 @@
 /** Messages between a daemon and its runner processes (node IPC, structured clone). */
+import type { TokenLogprob } from '@orchard/engine';
 import type { GenerateOutcome, GenerateRequest } from './shard-loop.js';
 import type { InstanceLayout } from '@orchard/engine';
 import type { TcpPeer } from './transport.js';
@@ -47,8 +48,9 @@ export type FromRunner =
   | { type: 'loaded'; loadMs: number; bytesRead: number; backend?: string }
   /** `links`: per peer rank, RDMA (reason = device) or TCP (reason = why not RDMA); `dataPlane`: one line. */
   | { type: 'ready'; links?: RunnerLink[]; dataPlane?: string }
-  | { type: 'token'; id: number; token: number }
+  | { type: 'token'; id: number; token: number; logprob?: TokenLogprob }
   | { type: 'done'; id: number; outcome: GenerateOutcome }
-  | { type: 'failed'; id: number; message: string }
+  /** `invalid`: the request itself was at fault (a schema the grammar engine rejects), not the instance. */
+  | { type: 'failed'; id: number; message: string; invalid?: boolean }
   /** The rank can no longer serve (peer lost, load failed); the process exits after this. */
   | { type: 'dead'; message: string };

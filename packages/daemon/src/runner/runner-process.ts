@@ -7,6 +7,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import type { TokenLogprob } from '@orchard/engine';
 import type { FromRunner, RunnerInit, RunnerLink, ToRunner } from './protocol.js';
 import type { GenerateOutcome, GenerateRequest } from './shard-loop.js';
 import type { TcpPeer } from './transport.js';
@@ -18,6 +19,11 @@ function tsxLoader(): string {
   return pathToFileURL(join(dirname(pkg), 'dist/loader.mjs')).href;
 }
 
+/** The runner refused a request for what it asked (e.g. a JSON schema it cannot compile), not for a fault of its own. */
+export class InvalidRequestError extends Error {
+  override name = 'InvalidRequestError';
+}
+
 export interface RunnerEvents {
   onListening?: (port: number) => void;
   onReady?: () => void;
@@ -25,7 +31,7 @@ export interface RunnerEvents {
 }
 
 interface Pending {
-  onToken: (id: number) => void;
+  onToken: (id: number, logprob?: TokenLogprob) => void;
   resolve: (o: GenerateOutcome) => void;
   reject: (e: Error) => void;
 }
@@ -81,7 +87,7 @@ export class RunnerProcess {
           events.onReady?.();
           return;
         case 'token':
-          this.#pending.get(m.id)?.onToken(m.token);
+          this.#pending.get(m.id)?.onToken(m.token, m.logprob);
           return;
         case 'done': {
           const p = this.#pending.get(m.id);
@@ -92,7 +98,7 @@ export class RunnerProcess {
         case 'failed': {
           const p = this.#pending.get(m.id);
           this.#pending.delete(m.id);
-          p?.reject(new Error(m.message));
+          p?.reject(m.invalid ? new InvalidRequestError(m.message) : new Error(m.message));
           return;
         }
         case 'dead':
@@ -146,7 +152,7 @@ export class RunnerProcess {
   }
 
   /** Runs one request on the driver rank; `onToken` sees ids as they are sampled. */
-  generate(req: GenerateRequest, onToken: (id: number) => void, signal?: AbortSignal): Promise<GenerateOutcome> {
+  generate(req: GenerateRequest, onToken: (id: number, logprob?: TokenLogprob) => void, signal?: AbortSignal): Promise<GenerateOutcome> {
     if (this.#dead) return Promise.reject(new Error(this.#dead));
     const id = this.#nextId++;
     return new Promise((resolve, reject) => {

@@ -8,7 +8,7 @@
  * request that arrives while the rank is not ready, or beyond the driver's sequence slots, is refused
  * rather than queued here. Other ranks follow the driver's headers until told to stop.
  */
-import { createReferenceBackend, createWasmBackend } from '@orchard/engine';
+import { compileConstraint, createReferenceBackend, createWasmBackend, loadTokenizer, type ConstraintSpec, type TokenVocabulary } from '@orchard/engine';
 import { createDataPlane } from './data-plane.js';
 import { loadRankOn } from './gpu-shard.js';
 import { startRank } from './local.js';
@@ -103,7 +103,10 @@ export class Runner {
     });
     this.#group = plane.group;
     await plane.group.barrier({ timeoutMs: 20_000 });
-    const started = startRank(plane.group, i.layout, shard, { stepMs: i.stepMs, pollMs });
+    // Output constraints are compiled here, against this model's tokenizer, when a request brings one.
+    let vocab: TokenVocabulary | null = null;
+    const compile = (spec: ConstraintSpec, stopIds: number[]) => compileConstraint(spec, (vocab ??= loadTokenizer(i.modelDir).vocabulary()), { vocabSize: shard.config.vocabSize, stopIds });
+    const started = startRank(plane.group, i.layout, shard, { stepMs: i.stepMs, pollMs, compile });
     this.#driver = started.driver;
     this.#state = 'ready';
     this.#host.send({ type: 'ready', links: plane.links, dataPlane: plane.summary });
@@ -120,13 +123,15 @@ export class Runner {
     if (this.#state !== 'ready' || !d) return refuse(`rank ${this.#rank} is not ready (${this.#state})`);
     if (this.#active >= d.maxSequences) return refuse(`rank ${this.#rank}: all ${d.maxSequences} sequence slots are busy`);
     this.#active++;
-    d.generate(req, (token) => {
-      this.#host.send({ type: 'token', id, token });
+    d.generate(req, (token, logprob) => {
+      this.#host.send(logprob ? { type: 'token', id, token, logprob } : { type: 'token', id, token });
       return !this.#cancelled.has(id);
     }).then(
       (outcome) => this.#host.send({ type: 'done', id, outcome }),
       (err) => {
-        refuse((err as Error).message);
+        // A constraint the grammar engine cannot compile, or a request the driver refuses: the request's fault.
+        const invalid = (err as Error).name === 'ConstraintError' || err instanceof RangeError;
+        this.#host.send({ type: 'failed', id, message: (err as Error).message, ...(invalid ? { invalid } : {}) });
         if (d.broken) this.#die(`rank 0: data plane failed: ${d.broken.message}`);
       },
     ).finally(() => {

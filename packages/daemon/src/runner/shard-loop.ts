@@ -16,10 +16,11 @@
  * timeout) rejects the request that was running and breaks the loop: the instance is then dead and gets
  * replaced.
  */
-import { Sampler, vocabSlice, type KVCache, type ModelShard, type SamplingOptions } from '@orchard/engine';
+import { pickToken, Sampler, vocabSlice, type ConstraintSpec, type KVCache, type ModelShard, type SamplingOptions, type TokenConstraint, type TokenLogprob } from '@orchard/engine';
 import type { Group } from './transport.js';
 import { type InstanceLayout, samplerRank, stageMembers, stageOf, worldSize, rankOf } from '@orchard/engine';
 import { HeaderCodec, type Header } from './header.js';
+import { decodePayload, encodePayload, TokenReply } from './sample-wire.js';
 
 /** Waits on an idle data plane: followers wait for the next request as long as the instance lives. */
 const IDLE_TIMEOUT_MS = 2 ** 31 - 1;
@@ -36,7 +37,14 @@ export interface GenerateRequest extends SamplingOptions {
   promptIds: number[];
   maxTokens: number;
   stopTokenIds: number[];
+  /** What the output must match (applied where the driver samples). */
+  constraint?: ConstraintSpec;
+  /** Report each token's logprob and this many alternatives. */
+  logprobs?: number;
 }
+
+/** Compiles a request's constraint against this rank's tokenizer (runner-main provides it). */
+export type CompileConstraint = (spec: ConstraintSpec, stopIds: number[]) => Promise<TokenConstraint>;
 
 export interface GenerateOutcome {
   tokens: number[];
@@ -121,7 +129,13 @@ interface Ctx {
   stepMs: number;
   /** See POLL_MS. */
   pollMs: number;
+  compile?: CompileConstraint;
 }
+
+/** A sampled id, with its logprobs when the request asked for them. */
+type Picked = { id: number; logprob?: TokenLogprob };
+/** How the driver, when it samples itself, turns logits into the next id (mask, sample, logprobs): per request. */
+type Pick = (logits: Float32Array) => Promise<Picked>;
 
 /**
  * The sampler's full-vocabulary logits: its own slice (vocabulary rows from 0) and every other
@@ -160,23 +174,41 @@ export async function runFollower(ctx: Ctx): Promise<void> {
   const isSampler = group.rank === samplerRank(layout);
   const last = stage === layout.stages.length - 1;
   const caches = new Map<number, KVCache>();
-  const samplers = new Map<number, Sampler>();
+  /** The sampling rank's per-sequence sampling: sampler, output constraint, reply format. */
+  const picks = new Map<number, { sampler: Sampler; constraint: TokenConstraint | null; logprobs?: number; reply: TokenReply }>();
   const gather = isSampler ? new LogitGather(layout, shard.config.vocabSize) : null;
   // Stage 0 takes the driver's embedded rows, later stages the previous stage's hidden states.
   const source = stage === 0 ? 0 : rankOf(layout, stage - 1, 0);
-  const token = new Int32Array(1);
-  for (;;) {
-    await pollWhile(group.recv(0, header.buffer, { timeoutMs: IDLE_TIMEOUT_MS }), pollMs);
-    const h = header.decode();
-    if (h.op === 'stop') return;
-    if (h.op === 'begin') {
-      // The slot's previous sequence is over: hand its cache back (GPU memory is not freed by GC in time).
-      const done = caches.get(h.slot);
-      if (done) shard.releaseCache(done);
-      caches.set(h.slot, shard.newCache(h.capacity));
-      if (isSampler) samplers.set(h.slot, new Sampler(h.sampling));
-      continue;
+  try {
+    for (;;) {
+      await pollWhile(group.recv(0, header.buffer, { timeoutMs: IDLE_TIMEOUT_MS }), pollMs);
+      const h = header.decode();
+      if (h.op === 'stop') return;
+      if (h.op === 'begin') {
+        // The slot's previous sequence is over: hand its cache back (GPU memory is not freed by GC in time).
+        const done = caches.get(h.slot);
+        if (done) shard.releaseCache(done);
+        caches.set(h.slot, shard.newCache(h.capacity));
+        if (!isSampler) continue;
+        picks.get(h.slot)?.constraint?.dispose();
+        let payload = null;
+        if (h.payloadBytes > 0) {
+          const bytes = new Uint8Array(h.payloadBytes);
+          await group.recv(0, bytes, { timeoutMs: ctx.stepMs });
+          payload = decodePayload(bytes);
+        }
+        // The driver compiled the same constraint first, so a request it refuses never gets here.
+        const constraint = payload?.constraint && ctx.compile ? await ctx.compile(payload.constraint, payload.stopTokenIds) : null;
+        picks.set(h.slot, { sampler: new Sampler(h.sampling), constraint, logprobs: payload?.logprobs, reply: new TokenReply(payload?.logprobs) });
+        continue;
+      }
+      await followStep(h);
     }
+  } finally {
+    for (const p of picks.values()) p.constraint?.dispose();
+  }
+
+  async function followStep(h: Extract<Header, { op: 'forward' }>): Promise<void> {
     const cache = caches.get(h.slot);
     if (!cache) throw new Error(`data plane: forward for slot ${h.slot} before its begin, on rank ${group.rank}`);
     const n = h.tokens.length;
@@ -186,10 +218,11 @@ export async function runFollower(ctx: Ctx): Promise<void> {
       const view = out.subarray(0, n * D);
       await Promise.all(stageMembers(layout, stage + 1).map((r) => group.send(r, view, { timeoutMs: ctx.stepMs })));
     }
-    if (!last || !h.sample) continue;
+    if (!last || !h.sample) return;
     if (isSampler) {
-      token[0] = samplers.get(h.slot)!.sample(await gather!.join(group, out, ctx.stepMs, pollMs));
-      await group.send(0, token, { timeoutMs: ctx.stepMs });
+      const p = picks.get(h.slot)!;
+      const r = await pickToken(await gather!.join(group, out, ctx.stepMs, pollMs), p.sampler, p.constraint, p.logprobs);
+      await group.send(0, p.reply.encode(r.id, r.logprob), { timeoutMs: ctx.stepMs });
     } else {
       await group.send(samplerRank(layout), out, { timeoutMs: ctx.stepMs });
     }
@@ -217,7 +250,7 @@ export class Driver {
   /** Issue sections run one at a time, in call order. */
   #chain: Promise<unknown> = Promise.resolve();
   /** Steps waiting for their sampled token, in issue order. */
-  #waiters: { resolve: (id: number) => void; reject: (e: Error) => void; timeoutMs: number }[] = [];
+  #waiters: { reply: TokenReply; resolve: (p: Picked) => void; reject: (e: Error) => void; timeoutMs: number }[] = [];
   #receiving = false;
 
   constructor(ctx: Ctx, maxSequences = Math.max(1, ctx.layout.stages.length)) {
@@ -248,13 +281,17 @@ export class Driver {
     return run;
   }
 
-  /** Sends `header` to every other rank, followed by `rows` to the stage-0 ranks (same link, in order). */
-  async #broadcast(header: Header, timeoutMs = this.#ctx.stepMs, rows?: Float32Array): Promise<void> {
+  /**
+   * Sends `header` to every other rank, followed on the same links by `rows` to the stage-0 ranks and
+   * a request's sampling `payload` to the sampling rank.
+   */
+  async #broadcast(header: Header, timeoutMs = this.#ctx.stepMs, rows?: Float32Array, payload?: Uint8Array): Promise<void> {
     const g = this.#ctx.group;
     const bytes = this.#header.encode(header);
     const sends: Promise<void>[] = [];
     for (let r = 1; r < g.size; r++) sends.push(g.send(r, bytes, { timeoutMs }));
     if (rows) for (const r of this.#rowPeers) sends.push(g.send(r, rows, { timeoutMs }));
+    if (payload) sends.push(g.send(samplerRank(this.#ctx.layout), payload, { timeoutMs }));
     await Promise.all(sends);
   }
 
@@ -285,13 +322,12 @@ export class Driver {
   async #receive(): Promise<void> {
     if (this.#receiving) return;
     this.#receiving = true;
-    const tok = new Int32Array(1);
     try {
       while (this.#waiters.length) {
         const w = this.#waiters[0];
-        await pollWhile(this.#ctx.group.recv(samplerRank(this.#ctx.layout), tok, { timeoutMs: w.timeoutMs }), this.#ctx.pollMs);
+        await pollWhile(this.#ctx.group.recv(samplerRank(this.#ctx.layout), w.reply.buffer, { timeoutMs: w.timeoutMs }), this.#ctx.pollMs);
         this.#waiters.shift();
-        w.resolve(tok[0]);
+        w.resolve(w.reply.decode());
       }
     } catch (err) {
       this.#fail(err as Error);
@@ -300,8 +336,11 @@ export class Driver {
     }
   }
 
-  /** One forward step of sequence `slot` over the whole instance; returns the sampled id when `sample`. */
-  async #step(slot: number, ids: ArrayLike<number>, cache: KVCache, sampler: Sampler | null, sample: boolean): Promise<number> {
+  /**
+   * One forward step of sequence `slot` over the whole instance; returns the sampled id when `sample`:
+   * picked here (`pick`) when the driver samples, else the sampling rank's `reply`.
+   */
+  async #step(slot: number, ids: ArrayLike<number>, cache: KVCache, sampling: { pick: Pick } | { reply: TokenReply }, sample: boolean): Promise<Picked> {
     const { group, layout, shard } = this.#ctx;
     const decoding = ids.length === 1;
     const S = layout.stages.length;
@@ -314,19 +353,19 @@ export class Driver {
         const view = out.subarray(0, n * shard.config.hiddenSize);
         await Promise.all(stageMembers(layout, 1).map((r) => group.send(r, view, { timeoutMs: stepMs })));
       }
-      if (!sample) return { id: -1 };
-      if (this.#gather) return { id: sampler!.sample(await this.#gather.join(group, out, stepMs, this.#ctx.pollMs)) };
+      if (!sample) return { picked: { id: -1 } };
+      if ('pick' in sampling) return { picked: await sampling.pick(await this.#gather!.join(group, out, stepMs, this.#ctx.pollMs)) };
       // Registered inside the issue section, so waiters are in the order tokens will arrive.
-      const wait = new Promise<number>((resolve, reject) => this.#waiters.push({ resolve, reject, timeoutMs: decoding ? stepMs : this.#ctx.stepMs * S }));
+      const wait = new Promise<Picked>((resolve, reject) => this.#waiters.push({ reply: sampling.reply, resolve, reject, timeoutMs: decoding ? stepMs : this.#ctx.stepMs * S }));
       void this.#receive();
       return { wait };
     });
-    const id = 'wait' in issued ? await issued.wait! : issued.id!;
+    const picked = 'wait' in issued ? await issued.wait! : issued.picked!;
     if (decoding && sample) {
       const ms = (performance.now() - t0) / this.maxSequences;
       this.#stepAvgMs = this.#stepAvgMs ? 0.9 * this.#stepAvgMs + 0.1 * ms : ms;
     }
-    return id;
+    return picked;
   }
 
   /**
@@ -334,7 +373,7 @@ export class Driver {
    * returning false (client gone / stop string) or the context is full. At most `maxSequences`
    * requests at once (the caller queues the rest).
    */
-  async generate(req: GenerateRequest, onToken: (id: number) => boolean): Promise<GenerateOutcome> {
+  async generate(req: GenerateRequest, onToken: (id: number, logprob?: TokenLogprob) => boolean): Promise<GenerateOutcome> {
     if (this.#broken) throw this.#broken;
     const slot = this.#free.shift();
     if (slot === undefined) throw new Error(`driver: ${this.maxSequences} sequences already running`);
@@ -348,42 +387,63 @@ export class Driver {
     }
   }
 
-  async #generate(slot: number, req: GenerateRequest, onToken: (id: number) => boolean): Promise<GenerateOutcome> {
-    const { shard, layout, maxBatch } = this.#ctx;
+  async #generate(slot: number, req: GenerateRequest, onToken: (id: number, logprob?: TokenLogprob) => boolean): Promise<GenerateOutcome> {
+    const { shard, layout } = this.#ctx;
     const prompt = req.promptIds;
     const capacity = Math.min(shard.maxSeqLen, prompt.length + req.maxTokens);
     if (prompt.length === 0) throw new RangeError('the prompt has no tokens');
     if (prompt.length >= shard.maxSeqLen) throw new RangeError(`prompt of ${prompt.length} tokens does not fit the context of ${shard.maxSeqLen}`);
     const sampling = { temperature: req.temperature ?? 0, topP: req.topP ?? 1, topK: req.topK ?? 0, seed: req.seed ?? 0 };
-    await this.#serial(() => this.#broadcast({ op: 'begin', slot, capacity, sampling }));
-    const cache = shard.newCache(capacity);
+    if (req.constraint && !this.#ctx.compile) throw new RangeError('this runner cannot compile output constraints');
+    // Compiled here even when another stage samples: a constraint the grammar engine refuses is this
+    // request's error, before anything reaches the other ranks.
+    let constraint = req.constraint ? await this.#ctx.compile!(req.constraint, req.stopTokenIds) : null;
+    const remote = samplerRank(layout) !== 0;
+    const payload = remote && (req.constraint || req.logprobs !== undefined) ? encodePayload({ constraint: req.constraint, logprobs: req.logprobs, stopTokenIds: req.stopTokenIds }) : undefined;
+    if (remote) {
+      constraint?.dispose();
+      constraint = null;
+    }
     try {
-      return await this.#decode(slot, req, cache, capacity, onToken);
+      await this.#serial(() => this.#broadcast({ op: 'begin', slot, capacity, sampling, payloadBytes: payload?.length ?? 0 }, undefined, undefined, payload));
+      const sampler = new Sampler(sampling);
+      const pick: Pick = (logits) => pickToken(logits, sampler, constraint, req.logprobs);
+      const cache = shard.newCache(capacity);
+      try {
+        return await this.#decode(slot, req, cache, capacity, remote ? { reply: new TokenReply(req.logprobs) } : { pick }, onToken);
+      } finally {
+        shard.releaseCache(cache);
+      }
     } finally {
-      shard.releaseCache(cache);
+      constraint?.dispose();
     }
   }
 
-  async #decode(slot: number, req: GenerateRequest, cache: KVCache, capacity: number, onToken: (id: number) => boolean): Promise<GenerateOutcome> {
-    const { layout, maxBatch } = this.#ctx;
+  async #decode(
+    slot: number,
+    req: GenerateRequest,
+    cache: KVCache,
+    capacity: number,
+    sampling: { pick: Pick } | { reply: TokenReply },
+    onToken: (id: number, logprob?: TokenLogprob) => boolean,
+  ): Promise<GenerateOutcome> {
+    const { maxBatch } = this.#ctx;
     const prompt = req.promptIds;
-    const sampling = { temperature: req.temperature ?? 0, topP: req.topP ?? 1, topK: req.topK ?? 0, seed: req.seed ?? 0 };
-    const sampler = samplerRank(layout) === 0 ? new Sampler(sampling) : null;
     const stop = new Set(req.stopTokenIds);
     const t0 = performance.now();
-    let next = -1;
+    let next: Picked = { id: -1 };
     for (let at = 0; at < prompt.length; at += maxBatch) {
       const chunk = prompt.slice(at, Math.min(prompt.length, at + maxBatch));
-      next = await this.#step(slot, chunk, cache, sampler, at + maxBatch >= prompt.length);
+      next = await this.#step(slot, chunk, cache, sampling, at + maxBatch >= prompt.length);
     }
     const t1 = performance.now();
     const tokens: number[] = [];
     let finishReason: GenerateOutcome['finishReason'] = 'length';
     if (req.maxTokens === 0) return { tokens, finishReason, promptTokens: prompt.length, prefillMs: t1 - t0, decodeMs: 0 };
     for (;;) {
-      tokens.push(next);
-      const goOn = onToken(next);
-      if (stop.has(next)) {
+      tokens.push(next.id);
+      const goOn = onToken(next.id, next.logprob);
+      if (stop.has(next.id)) {
         finishReason = 'stop';
         break;
       }
@@ -392,7 +452,7 @@ export class Driver {
         break;
       }
       if (tokens.length >= req.maxTokens || cache.length >= capacity) break;
-      next = await this.#step(slot, [next], cache, sampler, true);
+      next = await this.#step(slot, [next.id], cache, sampling, true);
     }
     return { tokens, finishReason, promptTokens: prompt.length, prefillMs: t1 - t0, decodeMs: performance.now() - t1 };
   }

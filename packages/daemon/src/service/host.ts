@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process';
 import { access, mkdir, rm, writeFile } from 'node:fs/promises';
-import { homedir } from 'node:os';
+import { homedir, userInfo } from 'node:os';
 import { dirname } from 'node:path';
 import type { RunResult, ServiceHost } from './manager.js';
 
@@ -10,6 +10,13 @@ export function realServiceHost(): ServiceHost {
     platform: process.platform,
     homeDir: homedir(),
     uid: process.getuid?.() ?? 0,
+    user: (() => {
+      try {
+        return userInfo().username;
+      } catch {
+        return undefined;
+      }
+    })(),
     run(command, args) {
       return new Promise<RunResult>((resolve) => {
         execFile(command, args, { timeout: 15_000, encoding: 'utf8' }, (err, stdout, stderr) => {

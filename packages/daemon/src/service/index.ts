@@ -1,4 +1,4 @@
-export { buildServiceSpec, SERVICE_LABEL, SYSTEMD_UNIT_NAME, type ServiceSpec, type ServiceSpecInput } from './spec.js';
+export { buildServiceSpec, logDirFor, servicePath, SERVICE_LABEL, SYSTEMD_UNIT_NAME, type ServiceSpec, type ServiceSpecInput } from './spec.js';
 export { renderLaunchAgent } from './launchd.js';
 export { renderSystemdUnit } from './systemd.js';
 export {

@@ -42,9 +42,9 @@ ${env}
     <key>ProcessType</key>
     <string>Interactive</string>
     <key>StandardOutPath</key>
-    ${str(spec.logFile)}
+    ${str(spec.outputFile)}
     <key>StandardErrorPath</key>
-    ${str(spec.logFile)}
+    ${str(spec.outputFile)}
   </dict>
 </plist>
 `;

@@ -17,6 +17,8 @@ export interface ServiceHost {
   platform: NodeJS.Platform;
   homeDir: string;
   uid: number;
+  /** Login name, for the commands install suggests. */
+  user?: string;
   run(command: string, args: string[]): Promise<RunResult>;
   writeFile(path: string, content: string): Promise<void>;
   /** Resolves false when there was nothing to remove. */
@@ -82,35 +84,65 @@ export function parseSystemctlShow(out: string): { running: boolean; pid?: numbe
   };
 }
 
-const SYSTEMD_UNAVAILABLE =
-  'the systemd user manager is not running here (no `systemctl --user`); the unit file is written and will start at next login, or start it by hand with `orchard start`';
-
-async function systemdUserAvailable(host: ServiceHost): Promise<boolean> {
-  const r = await host.run('systemctl', ['--user', 'show-environment']);
-  return r.code === 0;
+/** What to run when no systemd user manager answers: the unit is written, but nothing enabled or started it. */
+function systemdUnavailable(host: ServiceHost, why: string): string {
+  const user = host.user ?? '$USER';
+  return (
+    `the unit file is written but NOT enabled or started: no systemd user manager answers for this user (${why || '`systemctl --user` failed'}). ` +
+    `To run it: log in to a session that starts one (or, as root, \`loginctl enable-linger ${user}\` to keep one running), then ` +
+    `\`systemctl --user daemon-reload && systemctl --user enable --now ${SYSTEMD_UNIT_NAME}\`. Until then, run \`orchard start\` in a terminal.`
+  );
 }
 
-export async function installService(host: ServiceHost, spec: ServiceSpec): Promise<InstallResult> {
+async function systemdUser(host: ServiceHost): Promise<{ ok: boolean; why: string }> {
+  const r = await host.run('systemctl', ['--user', 'show-environment']);
+  return { ok: r.code === 0, why: (r.stderr || r.stdout).trim().split('\n')[0] ?? '' };
+}
+
+async function systemdUserAvailable(host: ServiceHost): Promise<boolean> {
+  return (await systemdUser(host)).ok;
+}
+
+/** How long install waits for the init system to report the daemon running. @default 3000 */
+const START_WAIT_MS = 3000;
+
+/** Polls the init system until the job runs (or the wait is over): install says what really happened. */
+async function waitRunning(host: ServiceHost, spec: ServiceSpec, waitMs: number): Promise<ServiceStatus> {
+  const deadline = Date.now() + waitMs;
+  for (;;) {
+    const s = await serviceStatus(host, spec);
+    if (s.running || Date.now() >= deadline) return s;
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+export async function installService(host: ServiceHost, spec: ServiceSpec, o: { startWaitMs?: number } = {}): Promise<InstallResult> {
   const file = serviceFilePath(host, spec);
   await host.writeFile(file, renderServiceFile(host.platform, spec));
+  const waitMs = o.startWaitMs ?? START_WAIT_MS;
   if (host.platform === 'darwin') {
     const domain = `gui/${host.uid}`;
     // Re-installing must replace a loaded job; bootout fails harmlessly when none is loaded.
     await host.run('launchctl', ['bootout', `${domain}/${spec.label}`]);
     const boot = await host.run('launchctl', ['bootstrap', domain, file]);
     if (boot.code !== 0) {
-      return { file, started: false, detail: `launchctl bootstrap failed: ${(boot.stderr || boot.stdout).trim()}` };
+      return { file, started: false, detail: `launchctl bootstrap failed: ${(boot.stderr || boot.stdout).trim()}; nothing is running. Retry with \`launchctl bootstrap ${domain} ${file}\`, or run \`orchard start\` in a terminal` };
     }
     await host.run('launchctl', ['enable', `${domain}/${spec.label}`]);
-    return { file, started: true, detail: `loaded into ${domain}; starts at login and restarts after a crash` };
+    const s = await waitRunning(host, spec, waitMs);
+    if (!s.running) return { file, started: false, detail: `loaded into ${domain} (it will start at login) but not running now (${s.detail}); see ${spec.outputFile} and \`orchard logs\`` };
+    return { file, started: true, detail: `loaded into ${domain} and running (pid ${s.pid ?? '?'}); starts at login and restarts after a crash; log: ${spec.logFile}` };
   }
-  if (!(await systemdUserAvailable(host))) return { file, started: false, detail: SYSTEMD_UNAVAILABLE };
+  const manager = await systemdUser(host);
+  if (!manager.ok) return { file, started: false, detail: systemdUnavailable(host, manager.why) };
   await host.run('systemctl', ['--user', 'daemon-reload']);
   const enable = await host.run('systemctl', ['--user', 'enable', '--now', SYSTEMD_UNIT_NAME]);
   if (enable.code !== 0) {
-    return { file, started: false, detail: `systemctl --user enable --now failed: ${(enable.stderr || enable.stdout).trim()}` };
+    return { file, started: false, detail: `systemctl --user enable --now failed: ${(enable.stderr || enable.stdout).trim()}; nothing is running. See \`systemctl --user status ${SYSTEMD_UNIT_NAME}\`` };
   }
-  return { file, started: true, detail: 'enabled and started; starts with your session and restarts on failure' };
+  const s = await waitRunning(host, spec, waitMs);
+  if (!s.running) return { file, started: false, detail: `enabled (it will start with your session) but not running now (${s.detail}); see \`journalctl --user -u ${SYSTEMD_UNIT_NAME}\`, ${spec.outputFile} and \`orchard logs\`` };
+  return { file, started: true, detail: `enabled and running (pid ${s.pid ?? '?'}); starts with your session and restarts on failure; log: ${spec.logFile}` };
 }
 
 export async function uninstallService(host: ServiceHost, spec: ServiceSpec): Promise<{ file: string; removed: boolean }> {
@@ -134,8 +166,9 @@ export async function serviceStatus(host: ServiceHost, spec: ServiceSpec): Promi
     const s = parseLaunchctlPrint(r.stdout);
     return { installed, running: s.running, pid: s.pid, file, detail: `launchd state: ${s.state}` };
   }
-  if (!(await systemdUserAvailable(host))) {
-    return { installed, running: false, file, detail: SYSTEMD_UNAVAILABLE };
+  const manager = await systemdUser(host);
+  if (!manager.ok) {
+    return { installed, running: false, file, detail: `no systemd user manager answers for this user (${manager.why}); the unit ${installed ? 'is written but cannot run' : 'is not installed'}` };
   }
   const r = await host.run('systemctl', ['--user', 'show', SYSTEMD_UNIT_NAME, '-p', 'ActiveState,SubState,MainPID,LoadState']);
   const s = parseSystemctlShow(r.stdout);

@@ -8,7 +8,8 @@ function quoteArg(arg: string): string {
 
 /**
  * A user unit (`systemctl --user`): starts with the user's session (default.target), restarts on
- * failure, appends output to the log file under the data dir so `orchard logs` can tail it.
+ * failure. The daemon writes its own rotated log (`orchard logs`); the unit appends only what the
+ * process prints outside it (a crash before the log is open) to the output file.
  */
 export function renderSystemdUnit(spec: ServiceSpec): string {
   const env = Object.entries(spec.environment)
@@ -26,8 +27,8 @@ WorkingDirectory=${quoteArg(spec.workingDirectory)}
 ${env}
 Restart=on-failure
 RestartSec=2
-StandardOutput=append:${spec.logFile}
-StandardError=append:${spec.logFile}
+StandardOutput=append:${spec.outputFile}
+StandardError=append:${spec.outputFile}
 
 [Install]
 WantedBy=default.target

@@ -40,7 +40,7 @@ export class Board {
   readonly #status = new Map<string, InstanceStatus & { local: boolean }>();
   readonly #failures = new Map<string, Failure>();
   readonly #addrs = new Map<string, string[]>();
-  readonly #catalog = new Map<string, { description: ModelDescription; holders: Map<string, number> }>();
+  readonly #catalog = new Map<string, { description: ModelDescription; holders: Map<string, number>; filesAt: number }>();
   readonly #listeners = new Set<() => void>();
 
   constructor(o: { instances: () => Readonly<Record<string, InstanceEntry>>; now?: () => number }) {
@@ -68,9 +68,10 @@ export class Board {
         this.links.accept(m, this.#instances()[m.instance]?.plan.ranks);
         return;
       case 'catalog': {
-        const entry = this.#catalog.get(m.id) ?? { description: m.description, holders: new Map<string, number>() };
+        const entry = this.#catalog.get(m.id) ?? { description: m.description, holders: new Map<string, number>(), filesAt: 0 };
         const known = entry.holders.has(m.from);
         entry.description = m.description;
+        entry.filesAt = Math.max(entry.filesAt, m.filesAt ?? 0);
         entry.holders.set(m.from, this.#now());
         this.#catalog.set(m.id, entry);
         if (!known) this.#changed();
@@ -118,6 +119,11 @@ export class Board {
       if (holders.length) out.set(id, { description: e.description, holders });
     }
     return out;
+  }
+
+  /** The newest change of the model's files any holder announced (ms), 0 when none said. */
+  filesAt(model: string): number {
+    return this.#catalog.get(model)?.filesAt ?? 0;
   }
 
   addrsOf(peer: string): string[] {

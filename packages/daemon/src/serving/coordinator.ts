@@ -8,7 +8,8 @@
  *   remove   an instance asked away
  *   failed   a runner of an instance failed: remove it, place the model again after a backoff; after
  *            MAX_ATTEMPTS failures in a row the model is marked failed and left alone until asked again
- *   tick     instances on nodes that left are replaced; due replacements are placed; a clearly faster
+ *   tick     instances on nodes that left are replaced; due replacements are placed; a failed model
+ *            whose files changed is cleared; a clearly faster
  *            plan after a pod change gets a successor, and the old instance retires once idle
  */
 import type { Cluster } from '@orchard/partitioner';
@@ -40,6 +41,13 @@ export interface View {
   ready(id: string): boolean;
   /** The driver's last status of `id`: load, and when it was heard. */
   status(id: string): { active: number; queued: number; at: number } | undefined;
+  /** When the model's files last changed on a node holding them (ms; 0: unknown). */
+  filesAt(model: string): number;
+  /**
+   * How long a node that stopped answering takes to drop out of `cluster` (ms): a replacement after a
+   * node's loss waits this long, so it is not placed on the dead node again.
+   */
+  silenceMs: number;
 }
 
 export interface Fresh {
@@ -65,7 +73,8 @@ export type Command =
   /** `explicit`: someone asked (`orchard load`), not a request: a failed mark is cleared and a pending replacement not waited for. */
   | { type: 'place'; model: string; description: ModelDescription; requested: PlacementRequest; exclusive: boolean; explicit: boolean }
   | { type: 'remove'; id: string }
-  | { type: 'failed'; id: string; reason: string }
+  /** `load`: the model never served (its files, its fetch): counts towards giving up on the model. `serve`: it died serving (a node or link lost). */
+  | { type: 'failed'; id: string; reason: string; phase: 'load' | 'serve' }
   | { type: 'tick' };
 
 export interface Step {
@@ -98,7 +107,7 @@ export function decide(view: View, memory: Memory, command: Command, fresh: Fres
       if (view.state.instances[command.id]) step.events.push(removed(command.id, view.now));
       return step;
     case 'failed':
-      return replace(view, step, command.id, `a runner failed: ${command.reason}`, true);
+      return replace(view, step, command.id, `a runner failed: ${command.reason}`, command.phase === 'load');
     case 'tick':
       return tick(view, step, fresh);
   }
@@ -155,8 +164,9 @@ function replace(view: View, step: Step, id: string, reason: string, modelFault:
     step.memory = { ...m, replaced, failures: without(failures, entry.model) };
     return step;
   }
-  // A node that died a moment ago is still live in the state: wait until the cluster view leaves it out.
-  const delay = count === 0 ? BACKOFF_BASE_MS : Math.min(BACKOFF_MAX_MS, BACKOFF_BASE_MS * 2 ** (count - 1));
+  // A model at fault waits out a growing backoff; a loss of nodes waits until the cluster view has left
+  // the silent node out (it is still live in the state for a while).
+  const delay = modelFault ? Math.min(BACKOFF_MAX_MS, BACKOFF_BASE_MS * 2 ** (count - 1)) : view.silenceMs;
   const pending = [...m.pending, { model: entry.model, requested: entry.plan.requested, description: entry.plan.model, dueAt: view.now + delay, reason }];
   step.memory = { ...m, replaced, failures, pending };
   return step;
@@ -168,6 +178,13 @@ function tick(view: View, step: Step, fresh: Fresh): Step {
   for (const entry of Object.values(state.instances)) {
     const gone = entry.nodes.filter((n) => !live.has(n));
     if (gone.length) replace(view, step, entry.id, `node(s) ${gone.join(', ')} left`, false);
+  }
+  // A failed model whose files changed since gets another chance.
+  for (const f of Object.values(state.failedModels)) {
+    if (view.filesAt(f.model) > f.at) {
+      step.events.push({ type: 'model-cleared', model: f.model, at: now });
+      step.notes.push(`the files of ${f.model} changed since it failed: it may be placed again`);
+    }
   }
   // An instance that serves clears its model's failure count.
   for (const entry of Object.values(state.instances)) {

@@ -3,8 +3,12 @@
  * request on the data plane at a time, a bounded queue behind it), streams text with stop strings
  * applied, and cancels the runner's loop when the client leaves or a stop string appears.
  */
-import { loadTokenizer, TextStream, type ModelConfig, type ModelTokenizer } from '@orchard/engine';
-import type { RunnerProcess } from '../runner/runner-process.js';
+import { loadTokenizer, TextStream, type ConstraintSpec, type ModelConfig, type ModelTokenizer, type TokenLogprob } from '@orchard/engine';
+import { InvalidRequestError, type RunnerProcess } from '../runner/runner-process.js';
+import type { TokenInfo } from '../dialects/request-schema.js';
+import type { ReplyParser } from '../dialects/tools/events.js';
+import { DialectError, planChat } from '../dialects/tools/plan.js';
+import { plainParser } from '../dialects/tools/thinking.js';
 import { ServeError, type ServeEvent, type ServeRequest } from './requests.js';
 
 export interface ExecutorOptions {
@@ -14,6 +18,16 @@ export interface ExecutorOptions {
   maxQueue: number;
   /** Tokens generated when the request gives no max_tokens. */
   defaultMaxTokens: number;
+  /** The model's name, in errors. @default the directory */
+  model?: string;
+}
+
+/** What a request becomes for this model: prompt ids, the output constraint, how to read the reply. */
+interface Prepared {
+  ids: number[];
+  constraint: ConstraintSpec | null;
+  keepSpecialTokens: boolean;
+  parser: ReplyParser;
 }
 
 export class InstanceExecutor {
@@ -22,6 +36,7 @@ export class InstanceExecutor {
   readonly #eos: number[];
   readonly #maxSeqLen: number;
   readonly #o: ExecutorOptions;
+  readonly #dir: string;
   #active = 0;
   #waiting: (() => void)[] = [];
   /** Decode speed of the last request that produced 2+ tokens (measured on the data plane). */
@@ -30,6 +45,7 @@ export class InstanceExecutor {
   constructor(runner: RunnerProcess, dir: string, config: ModelConfig, maxSeqLen: number, o: ExecutorOptions) {
     this.runner = runner;
     this.#tokenizer = loadTokenizer(dir);
+    this.#dir = dir;
     this.#eos = config.eosTokenIds;
     this.#maxSeqLen = maxSeqLen;
     this.#o = o;
@@ -39,16 +55,34 @@ export class InstanceExecutor {
     return { active: this.#active, queued: this.#waiting.length, capacity: this.#o.maxQueue, decodeTokensPerSecond: this.#lastDecodeTps };
   }
 
-  #encode(req: ServeRequest): number[] {
+  #prepare(req: ServeRequest): Prepared {
     const tok = this.#tokenizer;
-    if (req.kind === 'chat') {
-      const messages = req.messages ?? [];
-      if (tok.chatTemplate) return tok.encode(tok.applyChatTemplate(messages, { addGenerationPrompt: true }), { addSpecialTokens: false });
-      // A text-continuation model has no template: the conversation as plain text, ready for the reply.
-      const text = messages.map((m) => (m.role === 'system' ? `${m.content}\n\n` : `${m.role === 'assistant' ? 'Assistant' : 'User'}: ${m.content}\n`)).join('') + 'Assistant:';
-      return tok.encode(text);
+    const json = req.responseFormat && req.responseFormat.type !== 'text' ? (req.responseFormat.type === 'json_object' ? { type: 'object' } : req.responseFormat.schema) : null;
+    const plain = (text: string, addSpecialTokens = true): Prepared => ({
+      ids: tok.encode(text, { addSpecialTokens }),
+      constraint: json === null ? null : { type: 'json_schema', schema: json },
+      keepSpecialTokens: false,
+      parser: plainParser(),
+    });
+    if (req.kind !== 'chat') return plain(req.prompt ?? '');
+    const messages = req.messages ?? [];
+    if (tok.chatTemplate || req.tools?.length || messages.some((m) => m.role === 'tool' || m.tool_calls?.length)) {
+      try {
+        const plan = planChat(tok, this.#o.model ?? this.#dir, { messages, tools: req.tools, toolChoice: req.toolChoice, parallelToolCalls: req.parallelToolCalls, responseFormat: req.responseFormat });
+        return { ids: tok.encode(plan.prompt, { addSpecialTokens: false }), constraint: plan.constraint, keepSpecialTokens: plan.keepSpecialTokens, parser: plan.parser() };
+      } catch (err) {
+        if (err instanceof DialectError) throw new ServeError(err.status, err.code, err.param ? `${err.param}: ${err.message}` : err.message);
+        throw err;
+      }
     }
-    return tok.encode(req.prompt ?? '');
+    // A text-continuation model has no template: the conversation as plain text, ready for the reply.
+    return plain(messages.map((m) => (m.role === 'system' ? `${m.content ?? ''}\n\n` : `${m.role === 'assistant' ? 'Assistant' : 'User'}: ${m.content ?? ''}\n`)).join('') + 'Assistant:');
+  }
+
+  #tokenInfo(lp: TokenLogprob): TokenInfo {
+    const text = (id: number) => this.#tokenizer.decode([id], { skipSpecialTokens: false });
+    const entry = (id: number, logprob: number) => ({ token: text(id), bytes: [...Buffer.from(text(id), 'utf8')], logprob });
+    return { ...entry(lp.id, lp.logprob), top: lp.top.map((t) => entry(t.id, t.logprob)) };
   }
 
   async #slot(signal: AbortSignal): Promise<void> {
@@ -79,7 +113,8 @@ export class InstanceExecutor {
 
   async run(req: ServeRequest, emit: (e: ServeEvent) => void, signal: AbortSignal): Promise<void> {
     if (this.runner.dead) throw new ServeError(503, 'instance_unavailable', `the instance is down: ${this.runner.dead}`);
-    const ids = this.#encode(req);
+    const prep = this.#prepare(req);
+    const ids = prep.ids;
     if (ids.length === 0) throw new ServeError(400, 'invalid_prompt', 'the prompt encodes to no tokens');
     if (ids.length >= this.#maxSeqLen) throw new ServeError(400, 'context_length_exceeded', `the prompt has ${ids.length} tokens; this model's context holds ${this.#maxSeqLen}`);
     const room = this.#maxSeqLen - ids.length;
@@ -87,7 +122,19 @@ export class InstanceExecutor {
     await this.#slot(signal);
     try {
       emit({ type: 'start', promptTokens: ids.length });
-      const stream = new TextStream((t) => this.#tokenizer.decode(t), req.stop);
+      // The reply's parser reads the format's markers, some of which are special tokens.
+      const stream = new TextStream((t) => this.#tokenizer.decode(t, { skipSpecialTokens: !prep.keepSpecialTokens }), req.stop);
+      let calls = 0;
+      const out = (events: ReturnType<ReplyParser['push']>) => {
+        for (const e of events) {
+          if (e.type === 'content') emit({ type: 'text', text: e.text });
+          else if (e.type === 'reasoning') emit({ type: 'reasoning', text: e.text });
+          else {
+            calls++;
+            emit({ type: 'tool_call', index: e.index, call: e.call });
+          }
+        }
+      };
       const eos = new Set(this.#eos);
       let stopped = false;
       const cancel = new AbortController();
@@ -96,13 +143,24 @@ export class InstanceExecutor {
       let completion = 0;
       try {
         const outcome = await this.runner.generate(
-          { promptIds: ids, maxTokens, stopTokenIds: this.#eos, temperature: req.temperature, topP: req.topP, topK: 0, seed: req.seed },
-          (id) => {
+          {
+            promptIds: ids,
+            maxTokens,
+            stopTokenIds: this.#eos,
+            temperature: req.temperature,
+            topP: req.topP,
+            topK: req.topK ?? 0,
+            seed: req.seed,
+            ...(prep.constraint ? { constraint: prep.constraint } : {}),
+            ...(req.logprobs !== undefined ? { logprobs: req.logprobs } : {}),
+          },
+          (id, logprob) => {
             if (stopped) return;
             completion++;
+            if (logprob && !eos.has(id)) emit({ type: 'logprobs', tokens: [this.#tokenInfo(logprob)] });
             if (eos.has(id)) return;
             const piece = stream.push(id);
-            if (piece.text) emit({ type: 'text', text: piece.text });
+            if (piece.text) out(prep.parser.push(piece.text));
             if (piece.stopped) {
               stopped = true;
               cancel.abort();
@@ -113,9 +171,10 @@ export class InstanceExecutor {
         if (signal.aborted) return;
         if (!stopped) {
           const rest = stream.flush();
-          if (rest) emit({ type: 'text', text: rest });
+          if (rest) out(prep.parser.push(rest));
         }
-        const finishReason = stopped || outcome.finishReason === 'stop' ? 'stop' : 'length';
+        out(prep.parser.end());
+        const finishReason = stopped || outcome.finishReason === 'stop' ? (calls ? 'tool_calls' : 'stop') : 'length';
         const n = outcome.tokens.length;
         const decodeTokensPerSecond = n > 1 && outcome.decodeMs > 0 ? ((n - 1) * 1000) / outcome.decodeMs : null;
         if (decodeTokensPerSecond !== null) this.#lastDecodeTps = decodeTokensPerSecond;
@@ -125,6 +184,7 @@ export class InstanceExecutor {
       }
     } catch (err) {
       if (err instanceof ServeError) throw err;
+      if (err instanceof InvalidRequestError) throw new ServeError(400, 'invalid_request', err.message);
       throw new ServeError(503, 'instance_failed', `generation failed: ${(err as Error).message}`);
     } finally {
       this.#release();

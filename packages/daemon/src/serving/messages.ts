@@ -41,7 +41,10 @@ export const serveMessageSchema = z.discriminatedUnion('type', [
     description: modelDescriptionSchema,
   }),
   /** A model this node holds, with what planning needs, now and then: any node can then serve it. */
-  z.object({ type: z.literal('catalog'), from: peerId, id: z.string().min(1).max(512), description: modelDescriptionSchema }),
+  z.object({ type: z.literal('catalog'), from: peerId, id: z.string().min(1).max(512), description: modelDescriptionSchema,
+    /** When the model's files last changed on the sender (ms): a failed model gets another chance after that. */
+    filesAt: z.number().min(0).optional(),
+  }),
   /** Ask the coordinator to remove an instance. */
   z.object({ type: z.literal('remove'), from: peerId, instance: instanceId }),
   /** The sender's runners' data-plane links (RDMA with the device, or TCP with the reason): runner/link-report.ts. */

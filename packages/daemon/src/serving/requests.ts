@@ -1,23 +1,34 @@
 /** A generation request as it travels between daemons, and the events that answer it. */
 import { z } from 'zod';
+import { dialectFields, serveMessageSchema, type TokenInfo } from '../dialects/request-schema.js';
+import type { ParsedCall } from '../dialects/tools/events.js';
 
 export const serveRequestSchema = z.object({
   kind: z.enum(['chat', 'completion']),
-  messages: z.array(z.object({ role: z.string().max(64), content: z.string() })).max(1024).optional(),
+  messages: z.array(serveMessageSchema).max(1024).optional(),
   prompt: z.string().optional(),
   maxTokens: z.number().int().min(0).optional(),
   temperature: z.number().min(0).max(2),
   topP: z.number().gt(0).max(1),
+  /** Keep the k most likely tokens (0 or absent: all). */
+  topK: z.number().int().min(0).max(1_000_000).optional(),
   seed: z.number().int(),
   stop: z.array(z.string().min(1).max(256)).max(8),
+  ...dialectFields,
 });
 export type ServeRequest = z.infer<typeof serveRequestSchema>;
 
-export type FinishReason = 'stop' | 'length';
+export type FinishReason = 'stop' | 'length' | 'tool_calls';
 
 export type ServeEvent =
   | { type: 'start'; promptTokens: number }
   | { type: 'text'; text: string }
+  /** Reasoning the model's format keeps apart from the answer (<think>, harmony analysis). */
+  | { type: 'reasoning'; text: string }
+  /** A whole tool call (arguments complete, a JSON object). */
+  | { type: 'tool_call'; index: number; call: ParsedCall }
+  /** Logprobs of the tokens generated since the last such event (when the request asked). */
+  | { type: 'logprobs'; tokens: TokenInfo[] }
   | { type: 'done'; finishReason: FinishReason; promptTokens: number; completionTokens: number; decodeTokensPerSecond: number | null }
   /** `status`: the HTTP status to answer with when nothing was streamed yet. */
   | { type: 'error'; status: number; code: string; message: string };

@@ -109,6 +109,10 @@ export class Router {
     const existing = findExisting(this.#d.state(), model, req, exclusive);
     if (existing) return existing;
     const requested: PlacementRequest = { ...req, ...(req.context === undefined && this.#d.defaultContext ? { context: this.#d.defaultContext } : {}) };
+    // Just after start-up the state may hold no profile yet (not even this node's): wait for one, bounded.
+    if (this.#d.placeableCluster().nodes.length === 0) {
+      await until(this.#d.changes, () => (this.#d.placeableCluster().nodes.length > 0 ? true : undefined), { timeoutMs: Math.min(timeoutMs, 10_000), timeout: () => new Error('no profile yet') }).catch(() => undefined);
+    }
     let description: ModelDescription;
     try {
       // Planned here first, so an impossible placement is answered at once with the reason.

@@ -41,8 +41,8 @@ export interface Serving {
   readonly supervisor: Supervisor;
   /** How long a request waits for an instance to become ready, ms. */
   readonly readyTimeoutMs: number;
-  /** Pulls `repo` into this node's store, peers first (one pull per model at a time). */
-  pull(repo: string, selection?: TensorSelection): ReturnType<typeof fetchModel>;
+  /** Pulls `repo` into this node's store, peers first (one pull per model at a time); `onProgress` hears this pull's files. */
+  pull(repo: string, selection?: TensorSelection, onProgress?: (e: PullEvent) => void): ReturnType<typeof fetchModel>;
   /** Asks the coordinator to remove an instance and waits (10 s) until it is gone; false when unknown. */
   remove(id: string): Promise<boolean>;
   close(): Promise<void>;
@@ -63,11 +63,17 @@ export async function startServing(daemon: Daemon, backend: NodeBackend, hooks: 
   const livePeers = () => Object.values(state().nodes).filter((n) => n.status === 'live' && n.peerId !== selfId).map((n) => n.peerId);
 
   const pulls = new Map<string, ReturnType<typeof fetchModel>>();
+  /** Per-call progress listeners (an Ollama /api/pull stream), besides the dashboard's hook. */
+  const pullListeners = new Map<string, Set<(e: PullEvent) => void>>();
   const pull = (repo: string, selection?: TensorSelection, hub = true) => {
     const running = pulls.get(repo);
     if (running) return running;
     const progress = hooks.pullProgress;
-    const p = fetchModel(daemon.node, store, repo, livePeers(), selection, undefined, progress && ((e) => progress.pullEvent(repo, e)), { hub }).finally(() => pulls.delete(repo));
+    const onProgress = (e: PullEvent) => {
+      progress?.pullEvent(repo, e);
+      for (const l of pullListeners.get(repo) ?? []) l(e);
+    };
+    const p = fetchModel(daemon.node, store, repo, livePeers(), selection, undefined, onProgress, { hub }).finally(() => pulls.delete(repo));
     if (progress) p.then(() => progress.pullEnded(repo), (err: Error) => progress.pullEnded(repo, err.message));
     pulls.set(repo, p);
     return p;
@@ -85,7 +91,15 @@ export async function startServing(daemon: Daemon, backend: NodeBackend, hooks: 
   /** Runs one coordinator step and logs its events (throws PlacementError for a place that cannot be done). */
   const coordinate = (command: Command) => {
     if (!daemon.replica.isCoordinator) return;
-    const view = { state: state(), cluster: placeableCluster(), now: Date.now(), ready: (id: string) => board.isReady(id), status: (id: string) => board.status(id) };
+    const view = {
+      state: state(),
+      cluster: placeableCluster(),
+      now: Date.now(),
+      ready: (id: string) => board.isReady(id),
+      status: (id: string) => board.status(id),
+      filesAt: (model: string) => Math.max(board.filesAt(model), catalog.filesAt(model) ?? 0),
+      silenceMs: suspectAfterMs + 500,
+    };
     const step = decide(view, memory, command, fresh);
     memory = step.memory;
     for (const e of step.events) daemon.replica.propose(e);
@@ -101,7 +115,7 @@ export async function startServing(daemon: Daemon, backend: NodeBackend, hooks: 
     onFailed: (instance, reason, phase) => {
       board.fail(instance, { reason, from: selfId, phase });
       publish({ type: 'failed', from: selfId, instance, reason, phase });
-      coordinate({ type: 'failed', id: instance, reason: `${reason} (on ${selfId})` });
+      coordinate({ type: 'failed', id: instance, reason: `${reason} (on ${selfId})`, phase });
     },
     runners: { backend, pollMs: o.dataPlanePollMs, rdmaSim: o.rdmaSim },
     maxQueue: o.maxQueue,
@@ -150,7 +164,7 @@ export async function startServing(daemon: Daemon, backend: NodeBackend, hooks: 
         return supervisor.onEndpoint(m);
       case 'failed':
         board.accept(m);
-        return coordinate({ type: 'failed', id: m.instance, reason: `${m.reason} (on ${m.from})` });
+        return coordinate({ type: 'failed', id: m.instance, reason: `${m.reason} (on ${m.from})`, phase: m.phase });
       case 'place':
         try {
           return coordinate({ type: 'place', model: m.model, description: m.description, requested: m.requested, exclusive: m.exclusive, explicit: m.explicit });
@@ -187,7 +201,7 @@ export async function startServing(daemon: Daemon, backend: NodeBackend, hooks: 
   const announceCatalog = () => {
     for (const id of catalog.list().slice(0, 32)) {
       catalog.describe(id).then(
-        (description) => publish({ type: 'catalog', from: selfId, id, description }),
+        (description) => publish({ type: 'catalog', from: selfId, id, description, filesAt: catalog.filesAt(id) ?? undefined }),
         (err: Error) => log.debug({ model: id, err: err.message }, 'model not announced'),
       );
     }
@@ -213,7 +227,12 @@ export async function startServing(daemon: Daemon, backend: NodeBackend, hooks: 
     catalog,
     supervisor,
     readyTimeoutMs: 90_000,
-    pull: (repo, selection) => pull(repo, selection, true),
+    pull: (repo, selection, onProgress) => {
+      if (!onProgress) return pull(repo, selection, true);
+      const set = pullListeners.get(repo) ?? new Set();
+      pullListeners.set(repo, set.add(onProgress));
+      return pull(repo, selection, true).finally(() => set.delete(onProgress));
+    },
     async remove(id) {
       if (!state().instances[id]) return false;
       if (daemon.replica.isCoordinator) coordinate({ type: 'remove', id });

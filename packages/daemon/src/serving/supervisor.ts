@@ -200,7 +200,7 @@ export class Supervisor {
       );
       local.runners.set(rank, runner);
       if (rank === 0) {
-        local.executor = new InstanceExecutor(runner, dir, loadModelConfig(dir), plan.context, { maxQueue: this.#d.maxQueue, defaultMaxTokens: 256, concurrency: plan.layout.stages.length });
+        local.executor = new InstanceExecutor(runner, dir, loadModelConfig(dir), plan.context, { maxQueue: this.#d.maxQueue, defaultMaxTokens: 256, concurrency: plan.layout.stages.length, model: entry.model });
       }
     });
     this.#d.log.info({ instance: entry.id, model: entry.model, ranks: [...local.runners.keys()], strategy: plan.strategy }, 'starting runners');

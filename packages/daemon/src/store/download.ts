@@ -8,7 +8,7 @@ import { createHash, type Hash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { mkdir, open, rename, rm, stat, truncate } from 'node:fs/promises';
 import { dirname } from 'node:path';
-import { ChecksumError, StoreError } from './errors.js';
+import { ChecksumError, networkCause, StoreError } from './errors.js';
 
 export interface DownloadOptions {
   url: string;
@@ -89,7 +89,7 @@ export async function downloadFile(opts: DownloadOptions): Promise<DownloadResul
       }
       if (res.status !== 200 && res.status !== 206) {
         await res.body?.cancel();
-        throw new StoreError(`${opts.label}: server answered HTTP ${res.status}`);
+        throw new StoreError(`${opts.label}: server answered HTTP ${res.status}${res.status === 401 || res.status === 403 ? (opts.headers?.authorization ? ' although HF_TOKEN is set (no access to this gated or private repo?)' : ': gated or private, set HF_TOKEN') : ''}`);
       }
       if (res.status === 200 && offset > 0) {
         // The server ignored the Range header: start over rather than append a second copy.
@@ -120,7 +120,7 @@ export async function downloadFile(opts: DownloadOptions): Promise<DownloadResul
       if (opts.signal?.aborted) throw opts.signal.reason ?? err;
       if (err instanceof StoreError && /more than the expected|HTTP 4\d\d/.test(err.message)) throw err;
       if (attemptsLeft-- <= 0) {
-        const reason = signal.aborted ? (signal.reason as Error)?.message : (err as Error).message;
+        const reason = signal.aborted ? (signal.reason as Error)?.message : err instanceof StoreError ? err.message : networkCause(err, opts.url);
         throw new StoreError(`${opts.label}: download failed after retries (${reason}); ${offset} bytes kept for resume`);
       }
       offset = await sizeOf(partial);

@@ -17,3 +17,41 @@ export class ChecksumError extends StoreError {
     this.name = 'ChecksumError';
   }
 }
+
+const TLS_CODES = /^(CERT_|ERR_TLS_|ERR_SSL_|UNABLE_TO_|SELF_SIGNED_|DEPTH_ZERO_|HOSTNAME_MISMATCH|ERR_CERT)/;
+
+/**
+ * Why a request to `url` never got an answer, in words: fetch only says "fetch failed" and keeps the
+ * real cause (DNS, refused, TLS, timeout) in `err.cause`.
+ */
+export function networkCause(err: unknown, url: string): string {
+  let host = url;
+  try {
+    host = new URL(url).host;
+  } catch {
+    /* keep the text */
+  }
+  const e = err as Error & { cause?: Error & { code?: string; hostname?: string } };
+  if (e?.name === 'TimeoutError') return `no answer from ${host} in time`;
+  const c = e?.cause ?? (e as Error & { code?: string });
+  const code = (c as { code?: string })?.code ?? '';
+  if (code === 'ENOTFOUND' || code === 'EAI_AGAIN' || code === 'EAI_FAIL') {
+    return `cannot resolve ${new URL(url).hostname} (DNS ${code}): check the name, your network or a VPN/proxy`;
+  }
+  if (code === 'ECONNREFUSED') return `connection refused by ${host} (nothing listens there, or a firewall rejects it)`;
+  if (code === 'ECONNRESET' || code === 'UND_ERR_SOCKET') return `connection to ${host} reset (${code}); a proxy or firewall may cut it`;
+  if (code === 'ETIMEDOUT' || code === 'UND_ERR_CONNECT_TIMEOUT') return `timed out connecting to ${host} (${code})`;
+  if (code === 'ENETUNREACH' || code === 'EHOSTUNREACH') return `${host} is unreachable from here (${code}): no network route`;
+  if (TLS_CODES.test(code)) return `TLS with ${host} failed (${code}: ${c.message}); a proxy that intercepts HTTPS, or a wrong clock, causes this`;
+  return `${e?.message ?? String(err)}${c && c !== e && c.message ? ` (${code ? `${code}: ` : ''}${c.message})` : ''}`;
+}
+
+/** What a refused or missing repo means, with what to do: HF answers 401 for a missing repo too when no token is sent. */
+export function hubRefusal(repo: string, status: number, tokenSent: boolean, what = 'the file listing'): string {
+  if (status === 401 || status === 403) {
+    return tokenSent
+      ? `${repo}: the hub refused ${what} (HTTP ${status}) although HF_TOKEN is set: the token may lack access to this gated or private repo (accept its licence on its page), or the name is wrong`
+      : `${repo}: the hub refused ${what} (HTTP ${status}): the repo is gated or private (set HF_TOKEN to a token with access), or it does not exist`;
+  }
+  return `${repo}: the hub answered HTTP ${status} for ${what}`;
+}

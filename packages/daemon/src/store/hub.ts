@@ -3,7 +3,7 @@
  * a repo listing with per-file sizes and checksums, and `resolve` URLs for the bytes.
  * `HF_ENDPOINT` and `HF_TOKEN` are honoured as in the official clients.
  */
-import { StoreError } from './errors.js';
+import { hubRefusal, networkCause, StoreError } from './errors.js';
 
 export interface HubFile {
   /** Path inside the repo, e.g. `model-00001-of-00002.safetensors`. */
@@ -68,13 +68,10 @@ export class HubClient {
       headers: this.headers(),
       signal: signal ? AbortSignal.any([signal, AbortSignal.timeout(this.#timeoutMs)]) : AbortSignal.timeout(this.#timeoutMs),
     }).catch((err: Error) => {
-      throw new StoreError(`${repo}: cannot reach the hub at ${this.endpoint} (${err.message})`);
+      throw new StoreError(`${repo}: cannot reach the hub at ${this.endpoint}: ${networkCause(err, url)}`);
     });
-    if (res.status === 401 || res.status === 403) {
-      throw new StoreError(`${repo}: access denied by the hub (HTTP ${res.status}); set HF_TOKEN for gated or private models`);
-    }
-    if (res.status === 404) throw new StoreError(`${repo}: no such model or revision "${revision}" on ${this.endpoint}`);
-    if (!res.ok) throw new StoreError(`${repo}: hub answered HTTP ${res.status} for the file listing`);
+    if (res.status === 404) throw new StoreError(`${repo}: not found on ${this.endpoint} (HTTP 404): check the name (ORG/NAME; case matters) and the revision "${revision}"`);
+    if (!res.ok) throw new StoreError(hubRefusal(repo, res.status, !!this.#token));
     const body = (await res.json().catch(() => undefined)) as
       | { sha?: unknown; siblings?: Array<{ rfilename?: unknown; size?: unknown; blobId?: unknown; lfs?: { sha256?: unknown; size?: unknown } }> }
       | undefined;

@@ -11,6 +11,8 @@ import { join, resolve } from 'node:path';
 import { downloadFromPeers, manifestForFile, type ChunkSource, type FileManifest } from './chunks.js';
 import { downloadFile } from './download.js';
 import { StoreError } from './errors.js';
+import { pickGguf } from './gguf-pick.js';
+import os from 'node:os';
 import { HubClient, validateRepoId, type HubFile } from './hub.js';
 import { fetchSafetensorsSubset, stageTensorFilter, type TensorSelection } from './safetensors-range.js';
 
@@ -49,6 +51,12 @@ export interface PullOptions {
   peers?: ChunkSource[];
   signal?: AbortSignal;
   onProgress?: (e: PullEvent) => void;
+  /** GGUF repos: the quantisation to pull (`org/name:Q4_K_M`). */
+  quant?: string;
+  /** GGUF repos without a named quantisation: the largest loadable file under this many bytes. @default 75% of RAM */
+  budgetBytes?: number;
+  /** Told once, before any byte moves, which files the pull covers and their sizes (for an overall total). */
+  onPlan?: (files: { file: string; size: number }[]) => void;
 }
 
 export interface PullResult {
@@ -76,6 +84,20 @@ function wanted(file: HubFile): boolean {
     p === 'chat_template.jinja' ||
     p === 'chat_template.json'
   );
+}
+
+/**
+ * A Hugging Face model directory (config.json + safetensors + tokenizer), or — for a GGUF repo, or when
+ * a quantisation is named — the one .gguf file chosen by pickGguf.
+ */
+function chooseFiles(repo: string, all: HubFile[], o: PullOptions): HubFile[] {
+  const hf = all.filter(wanted);
+  const isHf = hf.some((f) => f.path === 'config.json') && hf.some((f) => f.path.endsWith('.safetensors'));
+  if (isHf && !o.quant) return hf;
+  if (hf.some((f) => f.path === 'config.json') && !all.some((f) => f.path.endsWith('.gguf'))) {
+    throw new StoreError(`${repo}: the repo has no .safetensors weights and no .gguf file (other formats are not supported)`);
+  }
+  return [pickGguf(repo, all, { quant: o.quant, budgetBytes: o.budgetBytes ?? Math.floor(os.totalmem() * 0.75) })];
 }
 
 export class ModelStore {
@@ -125,12 +147,9 @@ export class ModelStore {
       commit: listing.commit,
       files: previous?.commit === listing.commit ? { ...previous.files } : {},
     };
-    const files = listing.files.filter(wanted);
-    if (!files.some((f) => f.path === 'config.json')) throw new StoreError(`${repo}: the repo has no config.json`);
-    if (!files.some((f) => f.path.endsWith('.safetensors'))) {
-      throw new StoreError(`${repo}: the repo has no .safetensors weights (other formats are not supported)`);
-    }
+    const files = chooseFiles(repo, listing.files, options);
     const result: PullResult = { dir, commit: listing.commit, sources: {}, hubBytes: 0, peerBytes: 0 };
+    options.onPlan?.(files.map((f) => ({ file: f.path, size: f.size })));
     const keep = options.selection ? stageTensorFilter(options.selection) : undefined;
 
     for (const file of files) {
@@ -143,6 +162,7 @@ export class ModelStore {
       const partialWanted = keep && file.path.endsWith('.safetensors');
       if (have && onDisk && (have.complete ? have.size === onDisk.size : partialWanted)) {
         result.sources[file.path] = 'local';
+        progress('local')(file.size, file.size);
         continue;
       }
       const url = this.hub.fileUrl(repo, listing.commit, file.path);

@@ -76,6 +76,24 @@ describe('/orchard/job/1', () => {
     expect(mine.ticket).toMatchObject({ requester: a.peerId, server: c.peerId, maxTokens: 16 });
   });
 
+  it('carries every part of an answer: reasoning, tool calls and logprobs arrive as the pod emitted them', async () => {
+    const [a, c] = await Promise.all([newSigner(), newSigner()]);
+    const parts: ServeEvent[] = [
+      { type: 'reasoning', text: 'think' },
+      { type: 'logprobs', tokens: [{ token: 'x', bytes: [120], logprob: -0.5, top: [{ token: 'y', bytes: [121], logprob: -1.5 }] }] },
+      { type: 'tool_call', index: 0, call: { id: 'call_1', name: 'weather', arguments: '{"city":"Lisbon"}' } },
+    ];
+    const run: Run = async (_m, _r, emit) => {
+      emit({ type: 'start', promptTokens: 3 });
+      for (const p of parts) emit(p);
+      emit({ type: 'done', finishReason: 'tool_calls', promptTokens: 3, completionTokens: 9, decodeTokensPerSecond: null });
+    };
+    const s = await session({ server: c, requester: a, run });
+    expect(s.events.slice(1, 4)).toEqual(parts);
+    expect(s.events.at(-1)).toMatchObject({ type: 'done', finishReason: 'tool_calls', completionTokens: 9 });
+    expect(s.receipts[0].result.finishReason).toBe('tool_calls');
+  });
+
   it('a pod that declines (lending policy) fails before the first token, so the caller may try another', async () => {
     const [a, c] = await Promise.all([newSigner(), newSigner()]);
     let ran = false;

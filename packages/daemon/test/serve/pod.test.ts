@@ -1,9 +1,14 @@
 /**
  * Two daemons in this process (loopback, no mDNS, the second bootstraps to the first): a model
  * placed as a 2-stage pipeline and as tensor parallel 2 answers through the OpenAI endpoints of
- * either daemon with the unsplit model's greedy text.
+ * either daemon with the unsplit model's greedy text; `orchard plan`, `GET /api/plan` and the
+ * coordinator's placement make the same plan of the same model directory and cluster.
  */
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { instanceLayoutOf } from '@orchard/engine';
 import type { Orchard } from '../../src/orchard.js';
 import { api, greedyText, runCli, startServingPair, waitFor } from './in-process-pod.js';
 
@@ -22,6 +27,25 @@ afterAll(() => stopPair());
 const expected = (maxTokens: number) => greedyText(modelDir, prompt, maxTokens);
 
 describe('serving on a 2-daemon pod', () => {
+  it('orchard plan, GET /api/plan and the placement the coordinator makes are the same plan', async () => {
+    const cluster = await (await api(daemons[0], '/api/cluster')).text();
+    const file = join(mkdtempSync(join(os.tmpdir(), 'orchard-same-plan-')), 'cluster.json');
+    writeFileSync(file, cluster);
+    const cli = await runCli(['plan', '--model', modelDir, '--cluster', file, '--json']);
+    expect(cli.code, cli.stderr).toBe(0);
+    const planned = JSON.parse(cli.stdout);
+    const fromCli = { layout: instanceLayoutOf(planned.stages), ranks: planned.stages.flatMap((st: any) => st.nodes), decode: planned.predicted.decodeTokensPerSecond };
+    const viaApi = (await (await api(daemons[1], `/api/plan?model=${encodeURIComponent(MODEL)}`)).json()) as any;
+    expect({ layout: viaApi.plan.layout, ranks: viaApi.plan.ranks, decode: viaApi.plan.predicted.decodeTokensPerSecond }).toEqual(fromCli);
+    expect(viaApi.context).toBe(planned.request.contextTokens);
+    const placed = (await (await api(daemons[1], '/api/instances', { method: 'POST', body: JSON.stringify({ model: MODEL, wait: false }) })).json()) as any;
+    const entry = await waitFor('the instance in the shared state', () => daemons[0].daemon.replica.state.instances[placed.instance.id], 10_000, 100);
+    expect({ layout: entry.plan.layout, ranks: entry.plan.ranks, decode: entry.plan.predicted?.decodeTokensPerSecond }).toEqual(fromCli);
+    expect(entry.plan.context).toBe(planned.request.contextTokens);
+    const del = await api(daemons[0], `/api/instances/${placed.instance.id}`, { method: 'DELETE' });
+    expect(del.status).toBe(204);
+  }, 60_000);
+
   for (const strategy of ['pipeline', 'tensor'] as const) {
     it(`${strategy} over 2 nodes: completions equal the unsplit greedy text, from either daemon`, async () => {
       const placed = await api(daemons[1], '/api/instances', { method: 'POST', body: JSON.stringify({ model: MODEL, strategy, nodes: 2 }) });

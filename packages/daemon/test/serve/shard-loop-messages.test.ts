@@ -11,6 +11,7 @@ import { pipelineStages, vocabSlice } from '@orchard/engine';
 import { writeRandomModel } from '@orchard/engine/testing';
 import { createSimFabric, type Group } from '../../src/runner/transport.js';
 import { loadRankShard, startRank } from '../../src/runner/local.js';
+import { HeaderCodec } from '../../src/runner/header.js';
 import type { InstanceLayout } from '@orchard/engine';
 
 const LAYERS = 6;
@@ -70,7 +71,7 @@ describe('data plane of a tensor-parallel decode step', () => {
     await Promise.all(ranks.map((r) => r.done));
     await Promise.all(groups.map((g) => g.close()));
 
-    const headerValues = 9 + 4; // header fields + maxBatch token slots
+    const headerValues = new HeaderCodec(4).buffer.length; // header fields + maxBatch token slots
     const allReduce = (from: number): Sent[] => Array.from({ length: 2 * LAYERS }, () => ({ from, to: 1 - from, values: D }));
     const [s0, s1] = vocabSlice(V, 1, 2);
     // Between two tokens handed out lies exactly one decode step (the sampler is the driver, rank 0).

@@ -6,6 +6,8 @@ import { describe, expect, it } from 'vitest';
 import {
   buildServiceSpec,
   installService,
+  logDirFor,
+  servicePath,
   parseLaunchctlPrint,
   parseSystemctlShow,
   renderLaunchAgent,
@@ -55,9 +57,30 @@ describe('service spec', () => {
   it('refuses relative paths, which init systems cannot resolve', () => {
     expect(() => buildServiceSpec({ nodePath: 'node', cliPath: '/x', dataDir: '/d' })).toThrow(/node path must be an absolute path/);
   });
-  it('runs `orchard start` with the data dir and logs under it', () => {
-    expect(spec.programArguments.slice(2, 5)).toEqual(['start', '--data-dir', '/Users/ada/.orchard']);
+  it('runs `orchard start` with the data dir, its own rotated log file and no console lines', () => {
+    expect(spec.programArguments.slice(2, 9)).toEqual(['start', '--data-dir', '/Users/ada/.orchard', '--log-format', 'none', '--log-file', '/Users/ada/.orchard/logs/orchard.log']);
     expect(spec.logFile).toBe('/Users/ada/.orchard/logs/orchard.log');
+    expect(spec.outputFile).toBe('/Users/ada/.orchard/logs/orchard.out.log');
+  });
+  it('macOS keeps the logs in ~/Library/Logs/Orchard', () => {
+    const dir = logDirFor('darwin', '/Users/ada', '/Users/ada/.orchard');
+    expect(dir).toBe('/Users/ada/Library/Logs/Orchard');
+    expect(logDirFor('linux', '/home/ada', '/home/ada/.orchard')).toBe('/home/ada/.orchard/logs');
+    const mac = buildServiceSpec({ nodePath: '/opt/homebrew/bin/node', cliPath: '/c/orchard.js', dataDir: '/Users/ada/.orchard', logDir: dir });
+    expect(renderLaunchAgent(mac)).toContain('<string>/Users/ada/Library/Logs/Orchard/orchard.out.log</string>');
+    expect(mac.programArguments).toContain('/Users/ada/Library/Logs/Orchard/orchard.log');
+  });
+  it("PATH: the installing Node's folder first, only absolute entries, no package-manager folders", () => {
+    const pnpmPath = './node_modules/.bin:/work/orchard/node_modules/.bin:/root/.local/share/pnpm:/usr/local/bin:node_modules/.bin:/usr/bin:/usr/local/bin';
+    const p = servicePath('/opt/node-20/bin/node', pnpmPath);
+    expect(p.split(':')[0]).toBe('/opt/node-20/bin');
+    expect(p.split(':').every((e) => e.startsWith('/'))).toBe(true);
+    expect(p).not.toMatch(/node_modules/);
+    expect(p).toContain('/root/.local/share/pnpm');
+    expect(new Set(p.split(':')).size).toBe(p.split(':').length);
+    const s = buildServiceSpec({ nodePath: '/opt/node-20/bin/node', cliPath: '/c', dataDir: '/d', path: pnpmPath });
+    expect(s.programArguments[0]).toBe('/opt/node-20/bin/node');
+    expect(renderSystemdUnit(s)).toMatch(/^Environment=PATH=\/opt\/node-20\/bin(:\/[^:\n]+)*$/m);
   });
 });
 
@@ -66,7 +89,7 @@ describe('launchd LaunchAgent', () => {
   it('starts at login, restarts only after a crash, logs to the data dir', () => {
     expect(plist).toMatch(/<key>RunAtLoad<\/key>\s*<true\/>/);
     expect(plist).toMatch(/<key>KeepAlive<\/key>\s*<dict>\s*<key>SuccessfulExit<\/key>\s*<false\/>/);
-    expect(plist).toContain('<string>/Users/ada/.orchard/logs/orchard.log</string>');
+    expect(plist).toContain('<key>StandardOutPath</key>\n    <string>/Users/ada/.orchard/logs/orchard.out.log</string>');
     expect(plist).toContain('<string>/Users/ada/My Keys/pod.key</string>');
   });
   it('is well-formed XML', () => {
@@ -94,7 +117,7 @@ describe('systemd user unit', () => {
     expect(unit).toContain('Restart=on-failure');
     expect(unit).toContain('WantedBy=default.target');
     expect(unit).toContain('"/Users/ada/My Keys/pod.key"');
-    expect(unit).toContain('StandardOutput=append:/Users/ada/.orchard/logs/orchard.log');
+    expect(unit).toContain('StandardOutput=append:/Users/ada/.orchard/logs/orchard.out.log');
   });
   const hasAnalyze = spawnSync('sh', ['-c', 'command -v systemd-analyze']).status === 0;
   it.skipIf(!hasAnalyze)('passes systemd-analyze verify', () => {
@@ -120,43 +143,62 @@ describe('systemd user unit', () => {
   });
 });
 
+const RUNNING_LAUNCHD = { code: 0, stdout: 'gui/501/dev.orchard.daemon = {\n\tactive count = 1\n\tstate = running\n\tpid = 4242\n}' };
+const RUNNING_SYSTEMD = { code: 0, stdout: 'ActiveState=active\nSubState=running\nMainPID=77\nLoadState=loaded\n' };
+
 describe('service manager', () => {
-  it('macOS: writes the plist and bootstraps it into the gui domain', async () => {
-    const { host, files, calls } = fakeHost('darwin');
-    const r = await installService(host, spec);
+  it('macOS: writes the plist, bootstraps it into the gui domain, and says it runs only when launchd says so', async () => {
+    const { host, files, calls } = fakeHost('darwin', { 'launchctl print': RUNNING_LAUNCHD });
+    const r = await installService(host, spec, { startWaitMs: 0 });
     expect(r.started).toBe(true);
+    expect(r.detail).toMatch(/running \(pid 4242\)/);
     expect(files.get('/Users/ada/Library/LaunchAgents/dev.orchard.daemon.plist')).toContain('dev.orchard.daemon');
     expect(calls).toContain('launchctl bootstrap gui/501 /Users/ada/Library/LaunchAgents/dev.orchard.daemon.plist');
   });
+  it('macOS: loaded but not running is not called started', async () => {
+    const { host } = fakeHost('darwin', { 'launchctl print': { code: 0, stdout: 'state = not running\n' } });
+    const r = await installService(host, spec, { startWaitMs: 0 });
+    expect(r.started).toBe(false);
+    expect(r.detail).toMatch(/not running now \(launchd state: not running\); see \/Users\/ada\/\.orchard\/logs\/orchard\.out\.log/);
+  });
   it('macOS: a failed bootstrap is reported, not hidden', async () => {
     const { host } = fakeHost('darwin', { 'launchctl bootstrap': { code: 5, stderr: 'Bootstrap failed: 5: Input/output error' } });
-    const r = await installService(host, spec);
+    const r = await installService(host, spec, { startWaitMs: 0 });
     expect(r.started).toBe(false);
     expect(r.detail).toContain('Input/output error');
   });
   it('macOS: status reads launchctl print', async () => {
-    const { host } = fakeHost('darwin', {
-      'launchctl print': { code: 0, stdout: 'gui/501/dev.orchard.daemon = {\n\tactive count = 1\n\tstate = running\n\tpid = 4242\n}' },
-    });
-    await installService(host, spec);
+    const { host } = fakeHost('darwin', { 'launchctl print': RUNNING_LAUNCHD });
+    await installService(host, spec, { startWaitMs: 0 });
     const s = await serviceStatus(host, spec);
     expect(s).toMatchObject({ installed: true, running: true, pid: 4242 });
   });
   it('Linux with a user manager: enables and starts the unit; uninstall removes it', async () => {
-    const { host, files, calls } = fakeHost('linux');
-    const r = await installService(host, spec);
+    const { host, files, calls } = fakeHost('linux', { 'systemctl --user show orchard.service': RUNNING_SYSTEMD });
+    const r = await installService(host, spec, { startWaitMs: 0 });
     expect(r.started).toBe(true);
+    expect(r.detail).toMatch(/^enabled and running \(pid 77\)/);
     expect(calls).toContain('systemctl --user enable --now orchard.service');
     expect(files.has('/Users/ada/.config/systemd/user/orchard.service')).toBe(true);
     const u = await uninstallService(host, spec);
     expect(u.removed).toBe(true);
     expect(files.size).toBe(0);
   });
-  it('Linux without a user manager: writes the unit and says why it did not start', async () => {
-    const { host, files } = fakeHost('linux', { 'systemctl --user show-environment': { code: 1, stderr: 'Failed to connect to bus' } });
-    const r = await installService(host, spec);
+  it('Linux: enabled but failed at once is said, with where to look', async () => {
+    const { host } = fakeHost('linux', { 'systemctl --user show orchard.service': { code: 0, stdout: 'ActiveState=failed\nSubState=failed\nMainPID=0\n' } });
+    const r = await installService(host, spec, { startWaitMs: 0 });
     expect(r.started).toBe(false);
-    expect(r.detail).toMatch(/user manager is not running/);
+    expect(r.detail).toMatch(/enabled \(it will start with your session\) but not running now \(systemd state: failed \(failed\)\); see `journalctl --user -u orchard.service`/);
+  });
+  it('Linux without a user manager: writes the unit, does not claim it will start, says exactly what to run', async () => {
+    const { host, files } = fakeHost('linux', { 'systemctl --user show-environment': { code: 1, stderr: 'Failed to connect to bus: No medium found' } });
+    host.user = 'ada';
+    const r = await installService(host, spec, { startWaitMs: 0 });
+    expect(r.started).toBe(false);
+    expect(r.detail).toMatch(/NOT enabled or started: no systemd user manager answers for this user \(Failed to connect to bus: No medium found\)/);
+    expect(r.detail).toContain('`loginctl enable-linger ada`');
+    expect(r.detail).toContain('`systemctl --user daemon-reload && systemctl --user enable --now orchard.service`');
+    expect(r.detail).not.toMatch(/will start at next login/);
     expect(files.size).toBe(1);
   });
   it('parses systemctl show and launchctl print', () => {
@@ -181,9 +223,9 @@ describe('orchard logs', () => {
     rmSync(dir, { recursive: true });
   });
   it('exits 1 with a clear message when there is no log', () => {
-    const r = spawnSync('pnpm', ['-s', 'orchard', 'logs', '--data-dir', '/nonexistent-orchard'], { encoding: 'utf8' });
+    const r = spawnSync('pnpm', ['-s', 'orchard', 'logs', '--data-dir', '/nonexistent-orchard', '--url', 'http://127.0.0.1:1'], { encoding: 'utf8' });
     expect(r.status).toBe(1);
-    expect(r.stderr).toContain('no log at /nonexistent-orchard/logs/orchard.log');
+    expect(r.stderr).toMatch(/no log at \/nonexistent-orchard\/logs\/orchard\.log .*orchard start/);
     expect(r.stderr).not.toMatch(/\n\s+at /);
   });
 });

@@ -73,8 +73,17 @@ function ids(v: unknown): number[] {
 export function loadModelConfig(dir: string): ModelConfig {
   if (isGgufPath(dir)) return loadGgufConfig(dir);
   const path = join(dir, 'config.json');
-  const c = readJson(path, true)!;
-  const gen = readJson(join(dir, 'generation_config.json'), false);
+  return modelConfigFromJson(readJson(path, true)!, { path, dir, generation: readJson(join(dir, 'generation_config.json'), false) });
+}
+
+/**
+ * Validates a parsed config.json (for a config given as a file of its own, e.g. to plan a model
+ * whose weights are elsewhere). `path` names the file in errors; `dir` is where the weights would be.
+ */
+export function modelConfigFromJson(c: Record<string, unknown>, o: { path: string; dir?: string; generation?: Record<string, unknown> | null }): ModelConfig {
+  const { path } = o;
+  const dir = o.dir ?? path.replace(/\/[^/]*$/, '');
+  const gen = o.generation ?? null;
 
   const archs = c.architectures;
   const architecture = Array.isArray(archs) && typeof archs[0] === 'string' ? archs[0] : undefined;

@@ -4,7 +4,9 @@
  */
 import type { LanguageModel } from '../drivers/in-process.js';
 import type { ModelTokenizer } from '../tokenizer/load.js';
-import { Sampler, type SamplingOptions } from './sampler.js';
+import { compileConstraint, type ConstraintSpec, type TokenConstraint } from './constraint.js';
+import { pickToken } from './pick.js';
+import { Sampler, type SamplingOptions, type TokenLogprob } from './sampler.js';
 import { TextStream } from './text-stream.js';
 
 export interface GenerateOptions extends SamplingOptions {
@@ -16,8 +18,15 @@ export interface GenerateOptions extends SamplingOptions {
   stopStrings?: string[];
   /** Decodes streamed text and applies stop strings; without it only ids are produced. */
   tokenizer?: ModelTokenizer;
-  /** Called with each generated id, as soon as it is sampled. */
-  onToken?: (id: number) => void;
+  /**
+   * What the generated text must match (a JSON schema, a grammar, tool-call tags): tokens that cannot
+   * continue it are masked before sampling. Needs a tokenizer (its vocabulary spells the tokens).
+   */
+  constraint?: ConstraintSpec;
+  /** Report each token's log-probability and this many alternatives (0-20). @default none */
+  logprobs?: number;
+  /** Called with each generated id, as soon as it is sampled (and its logprobs when asked for). */
+  onToken?: (id: number, logprob?: TokenLogprob) => void;
   /** Called with each piece of text once it is final (needs a tokenizer); pieces concatenate to `text`. */
   onText?: (text: string) => void;
   signal?: AbortSignal;
@@ -28,6 +37,8 @@ export interface GenerateResult {
   tokens: number[];
   /** Decoded text (up to a stop string); '' without a tokenizer. */
   text: string;
+  /** Per generated token, when `logprobs` was asked for. */
+  logprobs?: TokenLogprob[];
   finishReason: 'stop' | 'length' | 'abort';
   promptTokens: number;
   /** Prompt processing time, ms. */
@@ -43,6 +54,9 @@ export async function generate(model: LanguageModel, promptIds: number[], option
   if (!Number.isInteger(maxTokens) || maxTokens < 0) throw new RangeError(`maxTokens must be an integer >= 0, got ${maxTokens}`);
   if (promptIds.length === 0) throw new RangeError('generate: the prompt has no tokens');
   if (options.stopStrings?.length && !options.tokenizer) throw new Error('generate: stop strings need a tokenizer');
+  if (options.constraint && !options.tokenizer) throw new Error('generate: a constraint needs a tokenizer');
+  const top = options.logprobs;
+  if (top !== undefined && !(Number.isInteger(top) && top >= 0 && top <= 20)) throw new RangeError(`logprobs must be an integer 0..20, got ${top}`);
   const capacity = Math.min(model.maxSeqLen, promptIds.length + maxTokens);
   if (promptIds.length >= model.maxSeqLen) {
     throw new RangeError(`prompt of ${promptIds.length} tokens does not fit the context of ${model.maxSeqLen}`);
@@ -51,9 +65,13 @@ export async function generate(model: LanguageModel, promptIds: number[], option
   const sampler = new Sampler(options);
   const tok = options.tokenizer;
   const stream = tok ? new TextStream((ids) => tok.decode(ids), options.stopStrings) : null;
+  const constraint: TokenConstraint | null = options.constraint
+    ? await compileConstraint(options.constraint, tok!.vocabulary(), { vocabSize: model.config.vocabSize, stopIds: [...stopIds] })
+    : null;
   const session = model.newSession(capacity);
 
   const tokens: number[] = [];
+  const logprobs: TokenLogprob[] | undefined = top === undefined ? undefined : [];
   let finishReason: GenerateResult['finishReason'] = 'length';
   const t0 = performance.now();
   let t1 = t0;
@@ -65,9 +83,10 @@ export async function generate(model: LanguageModel, promptIds: number[], option
         finishReason = 'abort';
         break;
       }
-      const id = sampler.sample(logits);
+      const { id, logprob: lp } = await pickToken(logits, sampler, constraint, top);
+      if (lp) logprobs!.push(lp);
       tokens.push(id);
-      options.onToken?.(id);
+      options.onToken?.(id, lp);
       if (stopIds.has(id)) {
         finishReason = 'stop';
         break;
@@ -83,6 +102,7 @@ export async function generate(model: LanguageModel, promptIds: number[], option
     }
   } finally {
     session.dispose?.();
+    constraint?.dispose();
   }
   const t2 = performance.now();
   if (stream) {
@@ -93,6 +113,7 @@ export async function generate(model: LanguageModel, promptIds: number[], option
   return {
     tokens,
     text: stream ? stream.text : '',
+    ...(logprobs ? { logprobs } : {}),
     finishReason,
     promptTokens: promptIds.length,
     prefillMs: t1 - t0,

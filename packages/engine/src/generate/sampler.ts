@@ -105,3 +105,25 @@ function topKIds(logits: ArrayLike<number>, k: number): number[] {
   }
   return heap;
 }
+
+/** A sampled token's log-probability and the most likely alternatives (OpenAI's `logprobs`). */
+export interface TokenLogprob {
+  id: number;
+  logprob: number;
+  /** The `top` most likely ids at this step, most likely first (ties: lower id first). */
+  top: { id: number; logprob: number }[];
+}
+
+/**
+ * Log-probabilities under the model's distribution at this step: log-softmax of the raw logits (before
+ * temperature, top-k/p or a grammar's mask, as OpenAI reports them). `top` alternatives, 0..20.
+ */
+export function tokenLogprob(logits: ArrayLike<number>, id: number, top: number): TokenLogprob {
+  let max = -Infinity;
+  for (let i = 0; i < logits.length; i++) if (logits[i] > max) max = logits[i];
+  let sum = 0;
+  for (let i = 0; i < logits.length; i++) sum += Math.exp(logits[i] - max);
+  const logZ = max + Math.log(sum);
+  const ids = top > 0 ? topKIds(logits, Math.min(top, logits.length)).sort((a, b) => logits[b] - logits[a] || a - b) : [];
+  return { id, logprob: logits[id] - logZ, top: ids.map((i) => ({ id: i, logprob: logits[i] - logZ })) };
+}

@@ -8,11 +8,10 @@
  * are refused with a message pointing to --prompt-ids.
  */
 import { basename } from 'node:path';
-import { Template } from '@huggingface/jinja';
 import { Tokenizer } from '@huggingface/tokenizers';
 import { ModelFormatError, UnsupportedModelError } from '../errors.js';
 import { byteLevelBpeTokenizerJson } from '../tokenizer/byte-level.js';
-import type { ModelTokenizer } from '../tokenizer/load.js';
+import { modelTokenizer, type ModelTokenizer } from '../tokenizer/load.js';
 import { readGgufFile } from './read.js';
 
 const CONTROL = 3;
@@ -58,24 +57,11 @@ export function loadGgufTokenizer(path: string): ModelTokenizer {
   }
   const ct = m('tokenizer.chat_template');
   const chatTemplate = typeof ct === 'string' ? ct : null;
-  let compiled: Template | null = null;
   const bos = config.add_bos_token ? (m('tokenizer.ggml.bos_token_id') as number | undefined) : undefined;
-  return {
-    encode: (text, options) => {
-      const ids = tok.encode(text, { add_special_tokens: options?.addSpecialTokens ?? true }).ids;
-      return (options?.addSpecialTokens ?? true) && typeof bos === 'number' && ids[0] !== bos ? [bos, ...ids] : ids;
-    },
-    decode: (ids, options) => (ids.length === 0 ? '' : tok.decode(Array.from(ids), { skip_special_tokens: options?.skipSpecialTokens ?? true })),
-    chatTemplate,
-    applyChatTemplate(messages, options) {
-      if (!chatTemplate) throw new ModelFormatError(`${file}: no tokenizer.chat_template`, path, 'tokenizer.chat_template');
-      compiled ??= new Template(chatTemplate);
-      return compiled.render({
-        messages,
-        add_generation_prompt: options?.addGenerationPrompt ?? true,
-        bos_token: config.bos_token,
-        eos_token: config.eos_token,
-      });
-    },
+  const encode: ModelTokenizer['encode'] = (text, options) => {
+    const ids = tok.encode(text, { add_special_tokens: options?.addSpecialTokens ?? true }).ids;
+    return (options?.addSpecialTokens ?? true) && typeof bos === 'number' && ids[0] !== bos ? [bos, ...ids] : ids;
   };
+  const specials = { bos_token: config.bos_token, eos_token: config.eos_token };
+  return modelTokenizer(tok, json, chatTemplate, specials, { message: `${file}: no tokenizer.chat_template`, path, field: 'tokenizer.chat_template' }, encode);
 }

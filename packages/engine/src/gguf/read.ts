@@ -22,6 +22,8 @@ export const GGML_TYPES = {
   30: { name: 'BF16', blockElems: 1, blockBytes: 2 },
 } as const;
 export type GgmlTypeName = (typeof GGML_TYPES)[keyof typeof GGML_TYPES]['name'];
+/** Tensor types a GGUF model may use and still load (what `orchard pull ORG/NAME` picks among). */
+export const GGUF_LOADABLE_TYPES: readonly GgmlTypeName[] = Object.values(GGML_TYPES).map((t) => t.name);
 
 export type GgufValue = number | bigint | boolean | string | GgufValue[];
 

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { f32ToBf16Bits, f32ToF16Bits } from '../numeric/half.js';
 import { Prng } from '../numeric/prng.js';
 import { writeSafetensors, type TensorToWrite } from '../safetensors/writer.js';
-import { buildByteLevelTokenizer } from '../tokenizer/byte-level.js';
+import { buildByteLevelTokenizer, type ByteLevelTokenizerOptions } from '../tokenizer/byte-level.js';
 
 /**
  * - `llama`: LlamaForCausalLM with GQA.
@@ -54,6 +54,13 @@ export interface RandomModelOptions {
   attentionBias?: boolean;
   /** mistral: `sliding_window` (attend to the last N positions). @default null */
   slidingWindow?: number | null;
+  /**
+   * The byte-level tokenizer's special tokens, chat template, eos/bos: e.g. a model family's own
+   * markers and published template, to drive chat-format code with a real tokenizer. @default ChatML
+   */
+  tokenizer?: ByteLevelTokenizerOptions;
+  /** More ids that end generation (generation_config.json's eos_token_id list), by token text. */
+  extraEosTokens?: string[];
 }
 
 export interface RandomModelInfo {
@@ -64,8 +71,10 @@ export interface RandomModelInfo {
   weightBytes: number;
   /** Tensor names in file order. */
   tensorNames: string[];
-  /** Id of `<|endoftext|>` (eos). */
+  /** Id of the eos token (`<|endoftext|>` unless `tokenizer.eosToken` says otherwise). */
   eosTokenId: number;
+  /** Id of each added token. */
+  specialIds: Record<string, number>;
 }
 
 const ARCH: Record<RandomModelVariant, { architecture: string; modelType: string }> = {
@@ -99,9 +108,9 @@ export function writeRandomModel(dir: string, options: RandomModelOptions = {}):
   const dtype = options.dtype ?? 'f32';
   const tied = options.tiedEmbeddings ?? false;
   const shards = options.shards ?? 1;
-  const tok = buildByteLevelTokenizer();
+  const tok = buildByteLevelTokenizer(options.tokenizer);
   const vocab = tok.vocabSize + (options.extraVocab ?? 5);
-  const eos = tok.specialIds['<|endoftext|>'];
+  const eos = tok.specialIds[options.tokenizer?.eosToken ?? '<|endoftext|>'];
   const rng = new Prng(options.seed ?? 1);
   if (!Number.isInteger(headDim) || headDim % 2) throw new Error(`writeRandomModel: head_dim ${headDim} must be an even integer`);
 
@@ -222,8 +231,13 @@ export function writeRandomModel(dir: string, options: RandomModelOptions = {}):
   writeJson(join(dir, 'config.json'), config);
   writeJson(join(dir, 'tokenizer.json'), tok.tokenizer);
   writeJson(join(dir, 'tokenizer_config.json'), tok.tokenizerConfig);
-  writeJson(join(dir, 'generation_config.json'), { bos_token_id: eos, eos_token_id: [eos], do_sample: false });
-  return { dir, config, weightBytes, tensorNames: tensors.map((t) => t.name), eosTokenId: eos };
+  const eosIds = [eos, ...(options.extraEosTokens ?? []).map((t) => {
+    const id = tok.specialIds[t];
+    if (id === undefined) throw new Error(`writeRandomModel: eos token ${t} is not among the tokenizer's special tokens`);
+    return id;
+  })];
+  writeJson(join(dir, 'generation_config.json'), { bos_token_id: eos, eos_token_id: eosIds, do_sample: false });
+  return { dir, config, weightBytes, tensorNames: tensors.map((t) => t.name), eosTokenId: eos, specialIds: tok.specialIds };
 }
 
 function writeJson(path: string, value: unknown): void {

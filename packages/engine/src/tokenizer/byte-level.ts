@@ -67,8 +67,12 @@ export interface ByteLevelTokenizerOptions {
   specialTokens?: readonly string[];
   /** Written to tokenizer_config.json. @default CHATML_TEMPLATE (set null to omit) */
   chatTemplate?: string | null;
+  /** Added tokens (among `specialTokens`) that are plain text to the tokenizer (`special: false`): decoding keeps them, as Qwen's `<tool_call>`. */
+  plainTokens?: readonly string[];
   /** @default '<|endoftext|>' */
   eosToken?: string;
+  /** Written as bos_token (templates print it). @default none */
+  bosToken?: string;
   /** Context length recorded in tokenizer_config.json. @default 2048 */
   modelMaxLength?: number;
 }
@@ -95,9 +99,10 @@ export function buildByteLevelTokenizer(options: ByteLevelTokenizerOptions = {})
     const id = 256 + i;
     vocab[content] = id;
     specialIds[content] = id;
-    return { id, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special: true };
+    return { id, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special: !options.plainTokens?.includes(content) };
   });
   if (!(eos in specialIds)) throw new Error(`buildByteLevelTokenizer: eos token ${eos} is not among the special tokens`);
+  if (options.bosToken !== undefined && !(options.bosToken in specialIds)) throw new Error(`buildByteLevelTokenizer: bos token ${options.bosToken} is not among the special tokens`);
 
   const tokenizer = byteLevelBpeTokenizerJson(added, vocab, [], false);
   const addedTokensDecoder: Record<string, unknown> = {};
@@ -106,7 +111,7 @@ export function buildByteLevelTokenizer(options: ByteLevelTokenizerOptions = {})
     tokenizer_class: 'PreTrainedTokenizerFast',
     add_bos_token: false,
     add_eos_token: false,
-    bos_token: null,
+    bos_token: options.bosToken ?? null,
     eos_token: eos,
     pad_token: eos,
     unk_token: null,

@@ -4,16 +4,14 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { Template } from '@huggingface/jinja';
 import { Tokenizer } from '@huggingface/tokenizers';
 import { ModelFormatError } from '../errors.js';
 import { isGgufPath } from '../gguf/read.js';
 import { loadGgufTokenizer } from '../gguf/read-tokenizer.js';
+import { ChatTemplate, type ChatMessage, type ChatTemplateCaps, type RenderOptions } from './chat-template.js';
+import { vocabularyOf, type TokenVocabulary } from './vocabulary.js';
 
-export interface ChatMessage {
-  role: string;
-  content: string;
-}
+export type { ChatMessage };
 
 export interface ModelTokenizer {
   /** Text → ids, with the special tokens tokenizer.json's post-processor adds (e.g. BOS). */
@@ -22,8 +20,47 @@ export interface ModelTokenizer {
   decode(ids: ArrayLike<number>, options?: { skipSpecialTokens?: boolean }): string;
   /** The chat template from tokenizer_config.json (or chat_template.jinja), if any. */
   readonly chatTemplate: string | null;
-  /** Renders `messages` with the chat template; throws if the model has none. */
-  applyChatTemplate(messages: ChatMessage[], options?: { addGenerationPrompt?: boolean }): string;
+  /** What the chat template takes (tools, argument form); null without a template. */
+  readonly chatTemplateCaps: ChatTemplateCaps | null;
+  /**
+   * Renders `messages` (and `tools`) with the chat template; throws ModelFormatError if the model has
+   * none, ChatTemplateError if the template rejects the conversation (its own raise_exception).
+   */
+  applyChatTemplate(messages: ChatMessage[], options?: RenderOptions): string;
+  /** Every id's token as text, for constrained decoding (built on first use). */
+  vocabulary(): TokenVocabulary;
+}
+
+/**
+ * The ModelTokenizer of a built tokenizer and its parsed tokenizer.json (also GGUF's, rebuilt as
+ * one). `where` says where a missing template was looked for; `specials` are the template's
+ * bos_token, eos_token, ...
+ */
+export function modelTokenizer(
+  tok: Tokenizer,
+  tokenizerJson: Record<string, unknown>,
+  chatTemplate: string | null,
+  specials: Record<string, string>,
+  where: { message: string; path: string; field: string },
+  encode?: ModelTokenizer['encode'],
+): ModelTokenizer {
+  let template: ChatTemplate | null = null;
+  const compiled = () => {
+    if (!chatTemplate) throw new ModelFormatError(where.message, where.path, where.field);
+    return (template ??= new ChatTemplate(chatTemplate, specials));
+  };
+  let vocab: TokenVocabulary | null = null;
+  return {
+    encode: encode ?? ((text, options) => tok.encode(text, { add_special_tokens: options?.addSpecialTokens ?? true }).ids),
+    decode: (ids, options) =>
+      ids.length === 0 ? '' : tok.decode(Array.from(ids), { skip_special_tokens: options?.skipSpecialTokens ?? true }),
+    chatTemplate,
+    get chatTemplateCaps() {
+      return chatTemplate ? compiled().caps : null;
+    },
+    applyChatTemplate: (messages, options) => compiled().render(messages, options),
+    vocabulary: () => (vocab ??= vocabularyOf(tokenizerJson)),
+  };
 }
 
 function readJson(path: string): Record<string, unknown> {
@@ -64,24 +101,11 @@ export function loadTokenizer(dir: string): ModelTokenizer {
   else if (Array.isArray(ct)) chatTemplate = (ct.find((t) => t?.name === 'default')?.template as string) ?? null;
   const jinjaFile = join(dir, 'chat_template.jinja');
   if (!chatTemplate && existsSync(jinjaFile)) chatTemplate = readFileSync(jinjaFile, 'utf8');
-  let compiled: Template | null = null;
-
-  return {
-    encode: (text, options) => tok.encode(text, { add_special_tokens: options?.addSpecialTokens ?? true }).ids,
-    decode: (ids, options) =>
-      ids.length === 0 ? '' : tok.decode(Array.from(ids), { skip_special_tokens: options?.skipSpecialTokens ?? true }),
-    chatTemplate,
-    applyChatTemplate(messages, options) {
-      if (!chatTemplate) throw new ModelFormatError(`tokenizer_config.json: no chat_template in ${dir}`, tcPath, 'chat_template');
-      compiled ??= new Template(chatTemplate);
-      return compiled.render({
-        messages,
-        add_generation_prompt: options?.addGenerationPrompt ?? true,
-        bos_token: tokenText(tokenizerConfig.bos_token),
-        eos_token: tokenText(tokenizerConfig.eos_token),
-        pad_token: tokenText(tokenizerConfig.pad_token),
-        unk_token: tokenText(tokenizerConfig.unk_token),
-      });
-    },
+  const specials = {
+    bos_token: tokenText(tokenizerConfig.bos_token),
+    eos_token: tokenText(tokenizerConfig.eos_token),
+    pad_token: tokenText(tokenizerConfig.pad_token),
+    unk_token: tokenText(tokenizerConfig.unk_token),
   };
+  return modelTokenizer(tok, tokenizerJson, chatTemplate, specials, { message: `tokenizer_config.json: no chat_template in ${dir}`, path: tcPath, field: 'chat_template' });
 }

@@ -1,12 +1,18 @@
 /**
  * `orchard chat [MODEL] [--url]`: a terminal chat with the pod. Streams the reply as it is generated,
- * keeps the conversation, and prints tokens/s after each answer. Commands: /reset, /exit.
+ * keeps the conversation (leaving out the oldest turns when it outgrows the model's context, with a
+ * note), and prints tokens/s after each answer. An error is said and the chat goes on. Commands:
+ * /reset, /exit.
  */
 import type { Command } from 'commander';
 import { createInterface } from 'node:readline';
 import { DEFAULT_URL } from '../client.js';
 import { CliError } from '../errors.js';
+import { contextTokens } from './load.js';
 import { call, sseData } from './serve-client.js';
+import { Conversation, type ChatMessage } from '@orchard/dashboard/conversation';
+import { paint, paintOut } from '../colors.js';
+import { ensureDaemon, openSession, type SessionOptions } from '../model-session.js';
 
 interface ChatOptions {
   url: string;
@@ -24,7 +30,7 @@ function number(name: string, v: string, ok: (n: number) => boolean): number {
 }
 
 /** Streams one answer to stdout; returns the text and the speed seen by the client. */
-export async function streamReply(opts: ChatOptions, model: string, messages: { role: string; content: string }[], out: (s: string) => void) {
+export async function streamReply(opts: ChatOptions, model: string, messages: ChatMessage[], out: (s: string) => void) {
   const body = {
     model,
     messages,
@@ -38,9 +44,19 @@ export async function streamReply(opts: ChatOptions, model: string, messages: { 
   let first = 0;
   let text = '';
   let tokens = 0;
+  let promptTokens: number | null = null;
+  let finishReason: string | null = null;
   for await (const data of sseData(res)) {
-    if (data === '[DONE]') break;
-    const chunk = JSON.parse(data) as { error?: { message: string }; choices?: { delta?: { content?: string } }[]; usage?: { completion_tokens: number } };
+    if (data === '[DONE]') {
+      // Let go of the connection now: a server that keeps it open would keep this process alive.
+      await res.body?.cancel().catch(() => undefined);
+      break;
+    }
+    const chunk = JSON.parse(data) as {
+      error?: { message: string };
+      choices?: { delta?: { content?: string }; finish_reason?: string | null }[];
+      usage?: { prompt_tokens: number; completion_tokens: number };
+    };
     if (chunk.error) throw new CliError(`the pod stopped answering: ${chunk.error.message}`, 1);
     const piece = chunk.choices?.[0]?.delta?.content;
     if (piece) {
@@ -48,60 +64,98 @@ export async function streamReply(opts: ChatOptions, model: string, messages: { 
       text += piece;
       out(piece);
     }
-    if (chunk.usage) tokens = chunk.usage.completion_tokens;
+    finishReason = chunk.choices?.[0]?.finish_reason ?? finishReason;
+    if (chunk.usage) {
+      tokens = chunk.usage.completion_tokens;
+      promptTokens = chunk.usage.prompt_tokens;
+    }
   }
-  const secs = first ? (performance.now() - first) / 1000 : 0;
-  return { text, tokens, tokensPerSecond: secs > 0 && tokens > 1 ? (tokens - 1) / secs : null, firstTokenMs: first ? first - t0 : null };
+  const end = performance.now();
+  // Pieces can arrive in one burst (a small model outruns the stream): then time the whole request.
+  const secs = first ? ((end - first > 20 ? end - first : end - t0) / 1000) : 0;
+  return { text, tokens, promptTokens, finishReason, tokensPerSecond: secs > 0 && tokens > 1 ? (tokens - 1) / secs : null, firstTokenMs: first ? first - t0 : null };
+}
+
+
+/** The chat itself, with a model the pod serves: questions from stdin (or one with -m), answers streamed. */
+export async function runChat(opts: ChatOptions, model: string): Promise<void> {
+  const maxTokens = number('--max-tokens', opts.maxTokens, (n) => Number.isInteger(n) && n >= 1);
+  const conversation = new Conversation({ system: opts.system, maxTokens });
+  /** One question; an error is said and the conversation goes on (unless `fatal`: one-shot `-m`). */
+  const ask = async (content: string, fatal: boolean) => {
+    let stats: Awaited<ReturnType<typeof streamReply>> | null = null;
+    const r = await conversation.ask(content, async (messages) => {
+      stats = await streamReply(opts, model, messages, (s) => process.stdout.write(s));
+      return { text: stats.text, finishReason: stats.finishReason, promptTokens: stats.promptTokens, completionTokens: stats.tokens };
+    });
+    if (r.error !== undefined) {
+      const message = (r.error as Error)?.message ?? String(r.error);
+      if (fatal) throw r.error instanceof CliError ? r.error : new CliError(message, 1);
+      process.stderr.write(`\n${paint.red(`orchard: ${message.replace(/^POST \/v1\/chat\/completions: /, '')}`)} ${paint.dim('(the conversation goes on)')}\n`);
+      return;
+    }
+    const s = stats!;
+    const speed = s.tokensPerSecond ? `${s.tokensPerSecond.toFixed(1)} tok/s` : 'n/a tok/s';
+    process.stderr.write(`\n${paint.dim(`[${s.tokens} tokens, ${speed}${s.firstTokenMs !== null ? `, first token ${s.firstTokenMs.toFixed(0)} ms` : ''}]`)}\n`);
+    for (const note of r.notes) process.stderr.write(`${paint.yellow(`(${note})`)}\n`);
+  };
+  if (opts.message !== undefined) {
+    await ask(opts.message, true);
+    return;
+  }
+  // The line iterator buffers lines typed (or piped) while an answer is streaming.
+  const rl = createInterface({ input: process.stdin, terminal: false });
+  process.stderr.write(`chatting with ${paint.bold(model)} at ${opts.url} — /reset clears the conversation, /exit or Ctrl-D quits\n`);
+  const prompt = () => process.stdout.write(paintOut.cyan('> '));
+  try {
+    prompt();
+    for await (const line of rl) {
+      const text = line.trim();
+      if (text === '/exit' || text === '/quit') break;
+      if (text === '/reset') {
+        conversation.reset();
+        process.stderr.write('(conversation cleared)\n');
+      } else if (text) await ask(text, false);
+      prompt();
+    }
+  } finally {
+    rl.close();
+    process.stdout.write('\n');
+  }
 }
 
 export function registerChat(program: Command): void {
   program
     .command('chat')
     .description('chat with a model served by the pod (streams tokens, keeps the conversation)')
-    .argument('[model]', 'model id (default: the only model the pod serves, else orchard-demo)')
+    .argument('[model]', 'orchard-demo, a name from `orchard models --available`, ORG/NAME[:QUANT] (pulled if missing) or a model directory (default: the only model the pod serves, else orchard-demo)')
     .option('--url <url>', 'daemon API', process.env.ORCHARD_URL ?? DEFAULT_URL)
     .option('--token <token>', 'API token (env ORCHARD_API_TOKEN)')
     .option('--max-tokens <n>', 'most tokens per answer', '256')
     .option('--temperature <t>', 'sampling temperature (0 = greedy)', '0.7')
     .option('--system <text>', 'system message')
     .option('-m, --message <text>', 'send one message, print the answer and exit')
-    .action(async (modelArg: string | undefined, opts: ChatOptions) => {
-      let model = modelArg;
-      if (!model) {
-        const { data } = (await (await call(opts, 'GET', '/v1/models')).json()) as { data: { id: string }[] };
-        model = data.length === 1 ? data[0].id : data.some((m) => m.id === 'orchard-demo') ? 'orchard-demo' : undefined;
-        if (!model) throw new CliError(data.length ? `the pod serves ${data.map((m) => m.id).join(', ')}: name one` : 'the pod serves no model yet', 2);
-      }
-      const history: { role: string; content: string }[] = opts.system ? [{ role: 'system', content: opts.system }] : [];
-      const ask = async (content: string) => {
-        history.push({ role: 'user', content });
-        const r = await streamReply(opts, model!, history, (s) => process.stdout.write(s));
-        history.push({ role: 'assistant', content: r.text });
-        const speed = r.tokensPerSecond ? `${r.tokensPerSecond.toFixed(1)} tok/s` : 'n/a tok/s';
-        process.stderr.write(`\n[${r.tokens} tokens, ${speed}${r.firstTokenMs !== null ? `, first token ${r.firstTokenMs.toFixed(0)} ms` : ''}]\n`);
-      };
-      if (opts.message !== undefined) {
-        await ask(opts.message);
+    .option('--data-dir <dir>', 'data directory of the daemon started for this session, when none runs (default ~/.orchard)')
+    .option('-y, --yes', 'pull a missing model without asking')
+    .option('--context <tokens>', "tokens per sequence (prompt + answer) when the model is placed now; default: the daemon's", contextTokens)
+    .action(async (modelArg: string | undefined, opts: ChatOptions & SessionOptions) => {
+      if (modelArg) {
+        const session = await openSession(modelArg, opts);
+        try {
+          await runChat(opts, session.model);
+        } finally {
+          await session.close();
+        }
         return;
       }
-      // The line iterator buffers lines typed (or piped) while an answer is streaming.
-      const rl = createInterface({ input: process.stdin, terminal: false });
-      process.stderr.write(`chatting with ${model} at ${opts.url} — /reset clears the conversation, /exit or Ctrl-D quits\n`);
-      const prompt = () => process.stdout.write('> ');
+      const daemon = await ensureDaemon(opts);
       try {
-        prompt();
-        for await (const line of rl) {
-          const text = line.trim();
-          if (text === '/exit' || text === '/quit') break;
-          if (text === '/reset') {
-            history.splice(opts.system ? 1 : 0);
-            process.stderr.write('(conversation cleared)\n');
-          } else if (text) await ask(text);
-          prompt();
-        }
+        const { data } = (await (await call(opts, 'GET', '/v1/models')).json()) as { data: { id: string }[] };
+        const model = data.length === 1 ? data[0].id : data.some((m) => m.id === 'orchard-demo') ? 'orchard-demo' : undefined;
+        if (!model) throw new CliError(data.length ? `the pod serves ${data.map((m) => m.id).join(', ')}: name one` : 'the pod serves no model yet', 2);
+        await runChat(opts, model);
       } finally {
-        rl.close();
-        process.stdout.write('\n');
+        await daemon.stop();
       }
     });
 }

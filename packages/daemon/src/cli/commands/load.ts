@@ -6,6 +6,17 @@ import type { Command } from 'commander';
 import { DEFAULT_URL } from '../client.js';
 import { CliError } from '../errors.js';
 import { call } from './serve-client.js';
+import { readCatalog, type CatalogModel } from '../catalog.js';
+import { formatBytes } from '../pull-progress.js';
+
+/** The catalog as a table (or JSON): name, hub repo, size, parameters, context, gated. */
+export function formatCatalog(models: CatalogModel[], json = false): string {
+  if (json) return `${JSON.stringify(models, null, 2)}\n`;
+  const rows = [['NAME', 'REPO', 'SIZE', 'PARAMS', 'CONTEXT', ''], ...models.map((m) => [m.name, m.repo, formatBytes(m.bytes), m.parameters, String(m.context), m.gated ? 'gated: needs HF_TOKEN' : ''])];
+  const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
+  const table = rows.map((r) => r.map((c, i) => c.padEnd(widths[i])).join('  ').trimEnd()).join('\n');
+  return `${table}\n\nrun one with \`orchard run NAME\` (pulls it on first use); sizes are the hub's, rounded\n`;
+}
 
 interface InstanceJson {
   id: string;
@@ -25,6 +36,13 @@ function describeInstance(i: InstanceJson): string {
   return `${i.id}  ${i.model}  ${i.strategy}${i.tensorParallel > 1 ? ` (tensor ${i.tensorParallel})` : ''}  ${i.status.ready ? 'ready' : 'starting'}${speed}\n    ${stages}\n`;
 }
 
+/** `--context N`: a whole number of tokens, at least 2 (a prompt token and an answer). */
+export function contextTokens(v: string): number {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 2) throw new CliError(`--context must be a whole number of tokens (2 or more), got ${JSON.stringify(v)}`, 2);
+  return n;
+}
+
 function positiveInt(v: string): number {
   const n = Number(v);
   if (!Number.isInteger(n) || n < 1) throw new CliError(`--nodes must be a positive integer, got ${JSON.stringify(v)}`, 2);
@@ -38,12 +56,13 @@ export function registerLoad(program: Command): void {
     .argument('<model>', "model id: 'orchard-demo' or ORG/NAME from `orchard pull`")
     .option('--strategy <s>', 'auto (the planner chooses), pipeline or tensor', 'auto')
     .option('--nodes <n>', 'nodes for a forced strategy (default 2)', positiveInt)
+    .option('--context <tokens>', "tokens per sequence (prompt + answer) the instance holds; default: the daemon's (4096, or the model's maximum if smaller)", contextTokens)
     .option('--json', 'print the instance as JSON')
     .option('--url <url>', 'daemon API', process.env.ORCHARD_URL ?? DEFAULT_URL)
     .option('--token <token>', 'API token (env ORCHARD_API_TOKEN)')
-    .action(async (model: string, opts: { strategy: string; nodes?: number; json?: boolean; url: string; token?: string }) => {
+    .action(async (model: string, opts: { strategy: string; nodes?: number; context?: number; json?: boolean; url: string; token?: string }) => {
       if (!['auto', 'pipeline', 'tensor'].includes(opts.strategy)) throw new CliError(`--strategy must be auto, pipeline or tensor, got ${JSON.stringify(opts.strategy)}`, 2);
-      const res = await call(opts, 'POST', '/api/instances', { model, strategy: opts.strategy, ...(opts.nodes ? { nodes: opts.nodes } : {}) });
+      const res = await call(opts, 'POST', '/api/instances', { model, strategy: opts.strategy, ...(opts.nodes ? { nodes: opts.nodes } : {}), ...(opts.context ? { context: opts.context } : {}) });
       const { instance } = (await res.json()) as { instance: InstanceJson };
       process.stdout.write(opts.json ? `${JSON.stringify(instance, null, 2)}\n` : describeInstance(instance));
     });
@@ -66,11 +85,16 @@ export function registerLoad(program: Command): void {
 
   program
     .command('models')
-    .description('models the pod can serve and the instances running now')
+    .description('models the pod can serve and the instances running now; --available: models you can pull')
     .option('--json', 'machine-readable output')
     .option('--url <url>', 'daemon API', process.env.ORCHARD_URL ?? DEFAULT_URL)
     .option('--token <token>', 'API token (env ORCHARD_API_TOKEN)')
-    .action(async (opts: { json?: boolean; url: string; token?: string }) => {
+    .option('--available', 'the curated list of models known to fit the engine (short names for `orchard run NAME`), no daemon needed')
+    .action(async (opts: { json?: boolean; url: string; token?: string; available?: boolean }) => {
+      if (opts.available) {
+        process.stdout.write(formatCatalog(readCatalog(), opts.json));
+        return;
+      }
       const models = (await (await call(opts, 'GET', '/v1/models')).json()) as { data: { id: string }[] };
       const { instances } = (await (await call(opts, 'GET', '/api/instances')).json()) as { instances: InstanceJson[] };
       if (opts.json) {

@@ -1,7 +1,17 @@
+/**
+ * `orchard logs [-n N] [-f]`: the running daemon's log, wherever it runs — in a terminal or as the
+ * background service. The file is found by asking the daemon (`/api/status` names it), else in the
+ * usual places; its JSON lines are shown readable on a terminal (`--json`: as they are).
+ */
 import type { Command } from 'commander';
-import { createReadStream } from 'node:fs';
+import { createReadStream, existsSync } from 'node:fs';
 import { open, stat } from 'node:fs/promises';
-import { resolve } from 'node:path';
+import { homedir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { logDirFor } from '../../service/index.js';
+import { prettyLine } from '../../logger.js';
+import { DEFAULT_URL, getJson } from '../client.js';
+import { colorsWanted } from '../colors.js';
 import { CliError } from '../errors.js';
 import { defaultDataDir } from './service.js';
 
@@ -28,35 +38,72 @@ export async function tailLines(file: string, lines: number): Promise<string> {
   }
 }
 
+/** Where the log may be, best first: the file the running daemon names, the data dir's, the service's. */
+export async function logCandidates(o: { dataDir?: string; url: string; token?: string }): Promise<{ running: string | null; candidates: string[] }> {
+  let running: string | null = null;
+  try {
+    const status = (await getJson(o.url, '/api/status', { token: o.token, timeoutMs: 1500 })) as { self?: { logFile?: string | null } };
+    running = status.self?.logFile ?? null;
+  } catch {
+    /* no daemon answering there: look in the usual places */
+  }
+  const dataDir = resolve(o.dataDir ?? defaultDataDir());
+  const candidates = [running, join(dataDir, 'logs', 'orchard.log'), join(logDirFor(process.platform, homedir(), dataDir), 'orchard.log')].filter((f): f is string => !!f);
+  return { running, candidates: [...new Set(candidates)] };
+}
+
 export function registerLogs(program: Command): void {
   program
     .command('logs')
-    .description("show the background service's log")
-    .option('--data-dir <dir>', 'data directory (default ~/.orchard)')
+    .description("show the running daemon's log (a terminal's or the background service's)")
     .option('-n, --lines <n>', 'lines to show', '100')
     .option('-f, --follow', 'keep printing new lines')
-    .action(async (opts) => {
-      const file = resolve(opts.dataDir ?? defaultDataDir(), 'logs', 'orchard.log');
+    .option('--json', 'print the JSON lines as they are')
+    .option('--file <file>', 'read this log file')
+    .option('--data-dir <dir>', 'data directory (default ~/.orchard)')
+    .option('--url <url>', 'daemon API to ask where its log is', process.env.ORCHARD_URL ?? DEFAULT_URL)
+    .option('--token <token>', 'API token (env ORCHARD_API_TOKEN)')
+    .action(async (opts: { lines: string; follow?: boolean; json?: boolean; file?: string; dataDir?: string; url: string; token?: string }) => {
       const n = Number(opts.lines);
       if (!Number.isInteger(n) || n < 0) throw new CliError(`--lines must be a non-negative integer, got "${opts.lines}"`, 2);
+      let file = opts.file ? resolve(opts.file) : undefined;
+      if (!file) {
+        const { running, candidates } = await logCandidates(opts);
+        file = candidates.find((f) => existsSync(f));
+        if (!file) {
+          const why = running ? `the daemon at ${opts.url} logs to ${running}, which is not on this machine` : `no daemon answers at ${opts.url}`;
+          throw new CliError(`no log at ${candidates.join(' or ')} (${why}); start one with \`orchard start\` or \`orchard service install\`, or name a file with --file`, 1);
+        }
+      }
       let size: number;
       try {
         size = (await stat(file)).size;
       } catch {
-        throw new CliError(`no log at ${file} (is the service installed? try \`orchard service install\`)`, 1);
+        throw new CliError(`no log at ${file}`, 1);
       }
-      process.stdout.write(await tailLines(file, n));
+      const show = opts.json ? (line: string) => `${line}\n` : prettyLine(colorsWanted(process.stdout));
+      const write = (text: string) => {
+        for (const line of text.split('\n')) if (line !== '') process.stdout.write(show(line));
+      };
+      write(await tailLines(file, n));
       if (!opts.follow) return;
       let offset = size;
-      // Polling rather than fs.watch: it works the same on macOS and Linux and survives log rotation.
+      let partial = '';
+      // Polling rather than fs.watch: it works the same on macOS and Linux and survives log rotation
+      // (a rotated file starts again small: read it from the start).
       await new Promise<void>(() => {
         setInterval(async () => {
-          const now = await stat(file).catch(() => undefined);
+          const now = await stat(file!).catch(() => undefined);
           if (!now) return;
           if (now.size < offset) offset = 0;
           if (now.size > offset) {
-            createReadStream(file, { start: offset, end: now.size - 1 }).pipe(process.stdout, { end: false });
+            const chunks: Buffer[] = [];
+            for await (const c of createReadStream(file!, { start: offset, end: now.size - 1 })) chunks.push(c as Buffer);
             offset = now.size;
+            const text = partial + Buffer.concat(chunks).toString('utf8');
+            const cut = text.lastIndexOf('\n') + 1;
+            partial = text.slice(cut);
+            write(text.slice(0, cut));
           }
         }, 500);
       });

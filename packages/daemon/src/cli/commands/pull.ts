@@ -1,7 +1,13 @@
+/**
+ * `orchard pull ORG/NAME[:QUANT]`: a model from the Hugging Face hub into the store, with per-file and
+ * overall bytes, speed and time left; network errors say their real cause.
+ */
 import type { Command } from 'commander';
-import cliProgress from 'cli-progress';
-import { HubClient, ModelStore, StoreError } from '../../store/index.js';
+import { HubClient, ModelStore, StoreError, type PullResult } from '../../store/index.js';
 import { CliError } from '../errors.js';
+import { expandShortName } from '../catalog.js';
+import { paintOut } from '../colors.js';
+import { formatBytes, PullProgress } from '../pull-progress.js';
 import { defaultDataDir } from './service.js';
 
 function parseLayers(text: string): [number, number] {
@@ -10,51 +16,89 @@ function parseLayers(text: string): [number, number] {
   return [Number(m[1]), Number(m[2])];
 }
 
+/** `org/name:Q4_K_M` → repo and quantisation. */
+export function splitModelRef(ref: string): { repo: string; quant?: string } {
+  const i = ref.indexOf(':');
+  return i < 0 ? { repo: ref } : { repo: ref.slice(0, i), quant: ref.slice(i + 1) || undefined };
+}
+
+export interface PullCliOptions {
+  revision?: string;
+  dataDir?: string;
+  layers?: string;
+  embed?: boolean;
+  head?: boolean;
+  /** Progress to this stream: rewritten in place on a terminal, a line every few seconds otherwise. */
+  progressTo?: NodeJS.WritableStream & { isTTY?: boolean };
+  quiet?: boolean;
+}
+
+/** A pull with its progress on stderr; shared by `orchard pull` and `orchard run/chat MODEL`. */
+export async function pullWithProgress(ref: string, opts: PullCliOptions): Promise<PullResult> {
+  const { repo, quant } = splitModelRef(ref);
+  const store = new ModelStore(opts.dataDir ?? defaultDataDir(), new HubClient());
+  const selection = opts.layers ? { layers: parseLayers(opts.layers), embed: !!opts.embed, head: !!opts.head } : undefined;
+  const out = opts.progressTo ?? process.stderr;
+  const progress = new PullProgress();
+  const tty = !!out.isTTY;
+  let lastDraw = 0;
+  let drawn = false;
+  let lastLine = '';
+  const draw = (force = false) => {
+    if (opts.quiet) return;
+    const now = Date.now();
+    if (!force && now - lastDraw < (tty ? 100 : 5000)) return;
+    lastDraw = now;
+    const line = progress.line();
+    if (tty) {
+      out.write(`\r\x1b[K${line}`);
+      drawn = true;
+    } else if (line !== lastLine) out.write(`${line}\n`);
+    lastLine = line;
+  };
+  try {
+    const result = await store.pull(repo, {
+      revision: opts.revision,
+      quant,
+      selection,
+      onPlan: (files) => {
+        progress.plan(files);
+        if (!opts.quiet) out.write(`${repo}: ${files.length} file${files.length === 1 ? '' : 's'}, ${formatBytes(progress.total)}\n`);
+      },
+      onProgress: (e) => {
+        progress.update(e);
+        // A finished file is always shown (off a terminal: one line per file at least).
+        draw(e.done >= e.total);
+      },
+    });
+    draw(true);
+    if (tty && drawn) out.write('\n');
+    return result;
+  } catch (err) {
+    if (tty && drawn) out.write('\n');
+    if (err instanceof StoreError) throw new CliError(err.message, 1);
+    throw err;
+  }
+}
+
 export function registerPull(program: Command): void {
   program
     .command('pull')
     .description('download a model from the Hugging Face hub into the store (honours HF_ENDPOINT and HF_TOKEN)')
-    .argument('<repo>', 'ORG/NAME')
+    .argument('<repo>', 'ORG/NAME or a short name from `orchard models --available`; or ORG/NAME:QUANT for one GGUF file (e.g. :Q8_0); a GGUF-only repo without :QUANT gets the largest loadable file that fits in memory')
     .option('--revision <rev>', 'branch, tag or commit', 'main')
     .option('--data-dir <dir>', 'data directory (default ~/.orchard)')
     .option('--layers <start:end>', 'fetch only these decoder layers (a pipeline stage)')
     .option('--embed', 'with --layers: also the token embedding')
     .option('--head', 'with --layers: also the final norm and LM head')
     .option('--json', 'print the result as JSON')
-    .action(async (repo: string, opts) => {
-      const store = new ModelStore(opts.dataDir ?? defaultDataDir(), new HubClient());
-      const selection = opts.layers
-        ? { layers: parseLayers(opts.layers), embed: !!opts.embed, head: !!opts.head }
-        : undefined;
-      const bar =
-        opts.json || !process.stderr.isTTY
-          ? undefined
-          : new cliProgress.SingleBar(
-              { format: '{file} [{bar}] {percentage}% {value}/{total} bytes ({source})', stream: process.stderr, hideCursor: true },
-              cliProgress.Presets.shades_classic,
-            );
-      let current = '';
-      try {
-        const result = await store.pull(repo, {
-          revision: opts.revision,
-          selection,
-          onProgress: (e) => {
-            if (!bar) return;
-            if (e.file !== current) {
-              if (current) bar.stop();
-              current = e.file;
-              bar.start(e.total, 0, { file: e.file, source: e.source });
-            }
-            bar.update(e.done, { file: e.file, source: e.source });
-          },
-        });
-        bar?.stop();
-        if (opts.json) process.stdout.write(`${JSON.stringify(result)}\n`);
-        else process.stdout.write(`${repo}@${result.commit.slice(0, 12)} in ${result.dir} (${result.hubBytes} bytes from the hub, ${result.peerBytes} from peers)\n`);
-      } catch (err) {
-        bar?.stop();
-        if (err instanceof StoreError) throw new CliError(err.message, 1);
-        throw err;
+    .action(async (given: string, opts: PullCliOptions & { json?: boolean }) => {
+      const ref = expandShortName(given);
+      const result = await pullWithProgress(ref, { ...opts, quiet: opts.json });
+      if (opts.json) process.stdout.write(`${JSON.stringify(result)}\n`);
+      else {
+        const from = [result.hubBytes ? `${formatBytes(result.hubBytes)} from the hub` : '', result.peerBytes ? `${formatBytes(result.peerBytes)} from peers` : ''].filter(Boolean).join(', ') || 'everything was already here';
+        process.stdout.write(`${paintOut.green('✓')} ${splitModelRef(ref).repo}@${result.commit.slice(0, 12)} in ${result.dir} (${from})\n`);
       }
     });
 }

@@ -19,6 +19,10 @@ import {
 } from '@orchard/engine';
 import { BACKEND_NAMES, chooseBackend, isBackendName, isGpuError, type BackendName, type CpuKernels } from '../../backend/select.js';
 import { CliError } from '../errors.js';
+import { contextTokens } from './load.js';
+import { DEFAULT_URL } from '../client.js';
+import { openSession, type SessionOptions } from '../model-session.js';
+import { runChat } from './chat.js';
 
 /** The bundled demo model, relative to the repository root. */
 const BUNDLED_MODEL = resolve(dirname(fileURLToPath(import.meta.url)), '../../../../../models/orchard-demo');
@@ -73,8 +77,10 @@ interface RunOptions {
 export function registerRun(program: Command): void {
   program
     .command('run')
-    .description('generate text with a model in this process (optionally split into pipeline stages / tensor ranks)')
-    .option('--model <dir>', 'Hugging Face model directory (default: the bundled models/orchard-demo)')
+    .description('run a model: `run MODEL [PROMPT]` pulls it if needed, places it on the pod and chats (or answers PROMPT); `run --model DIR --prompt TEXT` generates in this process')
+    .argument('[model]', 'orchard-demo, a name from `orchard models --available`, ORG/NAME[:QUANT] (pulled if missing) or a model directory: served by the pod')
+    .argument('[prompt]', 'answer this one message and exit (default: chat)')
+    .option('--model <dir>', 'in this process: Hugging Face model directory or .gguf file (default: the bundled models/orchard-demo)')
     .option('--prompt <text>', 'prompt text')
     .option('--prompt-ids <ids>', 'prompt as comma-separated token ids (instead of --prompt)', parseIds)
     .option('--chat', 'wrap --prompt as a user message with the model chat template')
@@ -95,9 +101,45 @@ export function registerRun(program: Command): void {
     )
     .option('--threads <n>', 'wasm backend: threads per shard (default: physical cores / shards)', int('--threads', 1))
     .option('--allow-software-gpu', 'let gpu/auto use a software WebGPU adapter (Mesa lavapipe: runs on the CPU, for testing)')
-    .action(async (opts: RunOptions, cmd: Command) => {
+    .option('--url <url>', 'with MODEL: the daemon API (one is started for the session when none answers)', process.env.ORCHARD_URL ?? DEFAULT_URL)
+    .option('--token <token>', 'with MODEL: API token (env ORCHARD_API_TOKEN)')
+    .option('--data-dir <dir>', 'with MODEL: data directory of a daemon started for the session (default ~/.orchard)')
+    .option('--system <text>', 'with MODEL: system message')
+    .option('-y, --yes', 'with MODEL: pull without asking')
+    .option('--context <tokens>', "tokens per sequence (prompt + answer) when the model is placed now; default: the daemon's", contextTokens)
+    .action(async (modelRef: string | undefined, prompt: string | undefined, opts: RunOptions & PodRunOptions, cmd: Command) => {
+      if (modelRef !== undefined) {
+        if (opts.model !== undefined || opts.promptIds !== undefined) throw new CliError('give a MODEL to run on the pod, or --model with --prompt/--prompt-ids to run in this process, not both', 2);
+        return runOnPod(modelRef, prompt ?? opts.prompt, opts, cmd);
+      }
       await runCommand({ ...opts, explicitBackend: cmd.getOptionValueSource('backend') === 'cli' });
     });
+}
+
+interface PodRunOptions extends SessionOptions {
+  system?: string;
+}
+
+/** `orchard run MODEL [PROMPT]`: through the pod, like `orchard chat MODEL` (one answer when PROMPT is given). */
+async function runOnPod(ref: string, prompt: string | undefined, opts: RunOptions & PodRunOptions, cmd: Command): Promise<void> {
+  const session = await openSession(ref, opts);
+  try {
+    // `run`'s defaults suit text continuation in this process; on the pod, chat's defaults apply unless given.
+    const given = (name: string) => cmd.getOptionValueSource(name) === 'cli';
+    await runChat(
+      {
+        url: opts.url,
+        token: opts.token,
+        system: opts.system,
+        message: prompt,
+        maxTokens: String(given('maxTokens') ? opts.maxTokens : 256),
+        temperature: String(given('temperature') ? opts.temperature : 0.7),
+      },
+      session.model,
+    );
+  } finally {
+    await session.close();
+  }
 }
 
 async function runCommand(opts: RunOptions): Promise<void> {

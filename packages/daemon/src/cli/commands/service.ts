@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { homedir } from 'node:os';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { buildServiceSpec, installService, realServiceHost, serviceStatus, uninstallService } from '../../service/index.js';
+import { buildServiceSpec, installService, logDirFor, realServiceHost, serviceStatus, uninstallService } from '../../service/index.js';
 import { CliError } from '../errors.js';
 
 const CLI_ENTRY = fileURLToPath(new URL('../../../bin/orchard.js', import.meta.url));
@@ -11,13 +11,16 @@ export function defaultDataDir(): string {
   return resolve(process.env.ORCHARD_DATA_DIR ?? `${homedir()}/.orchard`);
 }
 
-function specFrom(opts: { dataDir?: string; startArg?: string[] }) {
+export function specFrom(opts: { dataDir?: string; startArg?: string[] }) {
+  const dataDir = resolve(opts.dataDir ?? defaultDataDir());
   return buildServiceSpec({
+    // Absolute already (the Node running this command); the CLI entry is this checkout's bin.
     nodePath: process.execPath,
     cliPath: CLI_ENTRY,
-    dataDir: resolve(opts.dataDir ?? defaultDataDir()),
+    dataDir,
     startArgs: opts.startArg ?? [],
     path: process.env.PATH,
+    logDir: logDirFor(process.platform, homedir(), dataDir),
   });
 }
 
@@ -34,7 +37,9 @@ export function registerService(program: Command): void {
     .action(async (opts) => {
       const result = await installService(realServiceHost(), specFrom(opts));
       if (opts.json) process.stdout.write(`${JSON.stringify(result)}\n`);
-      else process.stdout.write(`wrote ${result.file}\n${result.started ? 'started' : 'not started'}: ${result.detail}\n`);
+      else process.stdout.write(`wrote ${result.file}\n${result.started ? 'started' : 'NOT started'}: ${result.detail}\n`);
+      // Written but not running is not success: scripts must not take it for one.
+      if (!result.started) process.exitCode = 1;
     });
 
   common(service.command('uninstall'))

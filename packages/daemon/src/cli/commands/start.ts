@@ -17,6 +17,7 @@ export function registerStart(program: Command): void {
     .option('--api-host <host>', 'HTTP API address (env ORCHARD_API_HOST; default 127.0.0.1)')
     .option('--api-port <port>', 'HTTP API port (env ORCHARD_API_PORT; default 52415)')
     .option('--api-token <token>', 'Bearer token for the API; required off loopback (env ORCHARD_API_TOKEN)')
+    .option('--cors-origins <origins>', 'browser origins allowed to call the API besides the dashboard and localhost, comma-separated, * for any (env ORCHARD_CORS_ORIGINS)')
     .option('--cluster-key <file>', 'private pod: only daemons with this key (orchard key new) may join (env ORCHARD_CLUSTER_KEY)')
     .option('--name <name>', 'node name shown to people (env ORCHARD_NAME; default hostname)')
     .option('--config <file>', 'JSON config file with the same settings (env ORCHARD_CONFIG; default <data-dir>/config.json)')
@@ -39,6 +40,8 @@ export function registerStart(program: Command): void {
     .option('--no-network-route', 'do not send requests for models this pod lacks to the network')
     .option('--network-private-addresses', 'keep private (LAN) addresses in the DHT: a network inside one site, or tests')
     .option('--log-level <level>', 'pino level: trace, debug, info, warn, error (env ORCHARD_LOG_LEVEL; default info)')
+    .option('--log-format <format>', 'console lines: auto (readable on a terminal, JSON otherwise), pretty or json (env ORCHARD_LOG_FORMAT)')
+    .option('--log-file <file>', 'JSON log file read by `orchard logs`, rotated at 10 MB, 5 kept; none for no file (env ORCHARD_LOG_FILE; default <data-dir>/logs/orchard.log)')
     .action(async (flags: Record<string, unknown>) => {
       let options;
       try {
@@ -55,7 +58,7 @@ export function registerStart(program: Command): void {
         if (err instanceof OptionsError) throw new CliError(err.message, 2);
         throw err;
       }
-      const log = createLogger(options.logLevel);
+      const log = createLogger({ level: options.logLevel, format: options.logFormat, file: options.logFile });
       // A stray rejection inside a network library must not take the whole pod member down.
       process.on('unhandledRejection', (err) => log.error({ err }, 'unhandled rejection (ignored)'));
       let node: Orchard;

@@ -8,6 +8,6 @@ export type RegisterBench = (bench: Command) => void;
 export const benches: RegisterBench[] = [registerBenchTransport, registerBenchEngine];
 
 export function registerBench(program: Command): void {
-  const bench = program.command('bench').description('Measure this machine: run a benchmark and print its numbers with ratios to a baseline.');
+  const bench = program.command('bench').description('measure this machine: run a benchmark and print its numbers with ratios to a baseline');
   for (const register of benches) register(bench);
 }

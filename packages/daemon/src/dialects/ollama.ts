@@ -1,0 +1,161 @@
+/**
+ * Ollama's native API ⇄ Orchard: /api/chat and /api/generate bodies into ServeRequests (options,
+ * format as JSON or a schema, tools with object arguments and id-less tool results), and serve events
+ * into Ollama's NDJSON lines. Model names may carry Ollama's ":latest" tag.
+ */
+import { randomInt } from 'node:crypto';
+import { z } from 'zod';
+import type { ServeEvent, ServeRequest } from '../serving/requests.js';
+import { DialectError } from './tools/plan.js';
+
+/** Options that change results and that Orchard does not implement: refused, by name. */
+const UNSUPPORTED_OPTIONS = ['repeat_penalty', 'repeat_last_n', 'presence_penalty', 'frequency_penalty', 'mirostat', 'mirostat_eta', 'mirostat_tau', 'min_p', 'typical_p', 'tfs_z', 'penalize_newline'];
+
+const options = z
+  .object({
+    temperature: z.number().min(0).max(2).optional(),
+    top_p: z.number().gt(0).max(1).optional(),
+    top_k: z.number().int().min(0).optional(),
+    seed: z.number().int().optional(),
+    num_predict: z.number().int().optional(),
+    stop: z.array(z.string().min(1).max(256)).max(8).optional(),
+  })
+  .passthrough()
+  .optional();
+
+const format = z.union([z.literal('json'), z.literal(''), z.record(z.string(), z.unknown())]).optional();
+
+export const ollamaChatSchema = z
+  .object({
+    model: z.string().min(1).max(512),
+    messages: z
+      .array(
+        z
+          .object({
+            role: z.enum(['system', 'user', 'assistant', 'tool']),
+            content: z.string().default(''),
+            images: z.array(z.string()).optional(),
+            tool_calls: z.array(z.object({ function: z.object({ name: z.string(), arguments: z.union([z.record(z.string(), z.unknown()), z.string()]).optional() }) })).optional(),
+            tool_name: z.string().optional(),
+          })
+          .passthrough(),
+      )
+      .max(1024)
+      .default([]),
+    tools: z.array(z.object({ type: z.literal('function').default('function'), function: z.object({ name: z.string(), description: z.string().optional(), parameters: z.record(z.string(), z.unknown()).optional() }) })).max(128).optional(),
+    format,
+    options,
+    stream: z.boolean().default(true),
+    think: z.union([z.boolean(), z.string()]).optional(),
+  })
+  .passthrough();
+
+export const ollamaGenerateSchema = z
+  .object({
+    model: z.string().min(1).max(512),
+    prompt: z.string().default(''),
+    system: z.string().optional(),
+    raw: z.boolean().optional(),
+    images: z.array(z.string()).optional(),
+    format,
+    options,
+    stream: z.boolean().default(true),
+  })
+  .passthrough();
+
+type Options = z.infer<typeof options>;
+
+/** A model name as Ollama clients write it, resolved against the pod's models ("name:latest" → "name"). */
+export function resolveOllamaModel(name: string, models: string[]): string | null {
+  if (models.includes(name)) return name;
+  const bare = name.replace(/:latest$/, '');
+  return models.includes(bare) ? bare : null;
+}
+
+function sampling(o: Options, defaultMax?: number): Partial<ServeRequest> & Pick<ServeRequest, 'temperature' | 'topP' | 'seed' | 'stop'> {
+  for (const k of UNSUPPORTED_OPTIONS) if (o && k in o) throw new DialectError(`options.${k}: not supported (it would change results and Orchard does not implement it)`, `options.${k}`);
+  const n = o?.num_predict;
+  return {
+    temperature: o?.temperature ?? 0.8,
+    topP: o?.top_p ?? 0.9,
+    ...(o?.top_k ? { topK: o.top_k } : {}),
+    seed: o?.seed ?? randomInt(0, 2 ** 31),
+    stop: o?.stop ?? [],
+    // Ollama: -1 is "until the context is full", -2 "fill the context".
+    ...(n !== undefined && n >= 0 ? { maxTokens: n } : defaultMax !== undefined ? { maxTokens: defaultMax } : {}),
+  };
+}
+
+function formatOf(f: z.infer<typeof format>): Partial<Pick<ServeRequest, 'responseFormat'>> {
+  if (!f) return {};
+  return f === 'json' ? { responseFormat: { type: 'json_object' } } : { responseFormat: { type: 'json_schema', schema: f } };
+}
+
+export function ollamaChatRequest(b: z.infer<typeof ollamaChatSchema>): ServeRequest {
+  const messages: NonNullable<ServeRequest['messages']> = [];
+  // Ollama's calls have no ids: give each one, and match tool results to pending calls in order.
+  const pending: string[] = [];
+  b.messages.forEach((m, i) => {
+    if (m.images?.length) throw new DialectError(`messages[${i}].images: images are not supported: the models Orchard runs read text only`, `messages[${i}].images`, 'unsupported_content');
+    if (m.role === 'assistant' && m.tool_calls?.length) {
+      const calls = m.tool_calls.map((c, j) => {
+        const id = `call_${i}_${j}`;
+        pending.push(id);
+        const args = c.function.arguments;
+        return { id, type: 'function' as const, function: { name: c.function.name, arguments: typeof args === 'string' ? args : JSON.stringify(args ?? {}) } };
+      });
+      messages.push({ role: 'assistant', content: m.content || null, tool_calls: calls });
+    } else if (m.role === 'tool') {
+      messages.push({ role: 'tool', content: m.content, tool_call_id: pending.shift() ?? `call_${i}`, ...(m.tool_name ? { name: m.tool_name } : {}) });
+    } else messages.push({ role: m.role, content: m.content });
+  });
+  return {
+    kind: 'chat',
+    messages,
+    ...sampling(b.options),
+    ...formatOf(b.format),
+    ...(b.tools?.length ? { tools: b.tools.map((t) => ({ type: 'function' as const, function: t.function })) } : {}),
+  };
+}
+
+export function ollamaGenerateRequest(b: z.infer<typeof ollamaGenerateSchema>): ServeRequest {
+  if (b.images?.length) throw new DialectError('images: not supported: the models Orchard runs read text only', 'images', 'unsupported_content');
+  const base = { ...sampling(b.options), ...formatOf(b.format) };
+  // raw: the prompt as is; otherwise through the model's chat template, as Ollama does.
+  if (b.raw) return { kind: 'completion', prompt: b.prompt, ...base };
+  return { kind: 'chat', messages: [...(b.system ? [{ role: 'system', content: b.system }] : []), { role: 'user', content: b.prompt }], ...base };
+}
+
+const ns = (ms: number) => Math.round(ms * 1e6);
+
+/** The final line's counters (Ollama reports durations in nanoseconds). */
+export function ollamaDone(done: Extract<ServeEvent, { type: 'done' }>, startedAt: number, firstTokenAt: number | null) {
+  const now = performance.now();
+  const evalMs = firstTokenAt === null ? 0 : now - firstTokenAt;
+  return {
+    done: true,
+    done_reason: done.finishReason === 'length' ? 'length' : 'stop',
+    total_duration: ns(now - startedAt),
+    load_duration: 0,
+    prompt_eval_count: done.promptTokens,
+    prompt_eval_duration: ns((firstTokenAt ?? now) - startedAt),
+    eval_count: done.completionTokens,
+    eval_duration: ns(evalMs),
+  };
+}
+
+/** A chat line's message for one event (null for events a line does not carry). */
+export function ollamaMessagePart(e: ServeEvent): Record<string, unknown> | null {
+  if (e.type === 'text') return { role: 'assistant', content: e.text };
+  if (e.type === 'reasoning') return { role: 'assistant', content: '', thinking: e.text };
+  if (e.type === 'tool_call') {
+    let args: unknown = {};
+    try {
+      args = JSON.parse(e.call.arguments);
+    } catch {
+      /* parsers only emit JSON objects */
+    }
+    return { role: 'assistant', content: '', tool_calls: [{ function: { name: e.call.name, arguments: args } }] };
+  }
+  return null;
+}

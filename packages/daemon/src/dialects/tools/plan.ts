@@ -1,0 +1,144 @@
+/**
+ * Turns a chat request with tools and an output format into what generation needs, for one model:
+ * the prompt (rendered by the model's own template, tools included), the constraint that forces a
+ * tool call or JSON when the client asked for it, and the parser that reads the reply back.
+ *
+ * tool_choice: `none` renders no tools and reads no calls; `auto` renders them and reads calls if the
+ * model writes them; `required` and a named tool also constrain the reply to calls in the model's own
+ * format (arguments matching each tool's schema). A template that cannot write tool calls is a 400
+ * naming the model, never a silent prose answer. A forced reply on a template that opens <think> for
+ * the model skips the reasoning (it starts with </think>).
+ */
+import { randomBytes } from 'node:crypto';
+import { ChatTemplateError, type ChatMessage, type ConstraintSpec, type JsonSchema, type ModelTokenizer, type StructuralFormat, type ToolDefinition } from '@orchard/engine';
+import type { ReplyParser } from './events.js';
+import type { ToolCallFormat } from './format.js';
+import { harmony } from './formats/harmony.js';
+import { detectToolCallFormat } from './registry.js';
+import { plainParser, withThinking } from './thinking.js';
+
+export type ToolChoice = 'none' | 'auto' | 'required' | { name: string };
+
+export type ResponseFormat = { type: 'text' } | { type: 'json_object' } | { type: 'json_schema'; schema: JsonSchema; name?: string };
+
+export interface ChatToolsRequest {
+  messages: ChatMessage[];
+  tools?: ToolDefinition[];
+  /** @default 'auto' (with tools) */
+  toolChoice?: ToolChoice;
+  /** More than one call in a reply. @default true */
+  parallelToolCalls?: boolean;
+  responseFormat?: ResponseFormat;
+}
+
+export interface ChatPlan {
+  prompt: string;
+  constraint: ConstraintSpec | null;
+  /** Decode keeping special tokens: the parser reads the format's markers (some are special tokens). */
+  keepSpecialTokens: boolean;
+  /** The tool-call format the model's template speaks, if any. */
+  format: string | null;
+  /** A fresh parser for the reply. */
+  parser(): ReplyParser;
+}
+
+/** A request this model cannot serve as asked: HTTP 400 with the field at fault. */
+export class DialectError extends Error {
+  override name = 'DialectError';
+  constructor(
+    message: string,
+    readonly param: string | null = null,
+    readonly code = 'invalid_request',
+    readonly status = 400,
+  ) {
+    super(message);
+  }
+}
+
+function defaultId(): string {
+  return `call_${randomBytes(12).toString('hex')}`;
+}
+
+/** Tool descriptions for a template that writes calls but never reads `tools` (DeepSeek), as a system message. */
+function toolsSystemText(tools: ToolDefinition[], format: ToolCallFormat): string {
+  const lines = tools.map((t) => JSON.stringify({ name: t.function.name, description: t.function.description ?? '', parameters: t.function.parameters ?? {} }));
+  const example = format.example?.('tool_name', '{"argument": "value"}');
+  return `## Tools\nYou can call the following functions:\n${lines.join('\n')}${example ? `\n\nTo call one, write exactly:\n${example}` : ''}`;
+}
+
+function withSystemText(messages: ChatMessage[], text: string): ChatMessage[] {
+  if (messages[0]?.role === 'system') return [{ ...messages[0], content: `${messages[0].content ?? ''}\n\n${text}` }, ...messages.slice(1)];
+  return [{ role: 'system', content: text }, ...messages];
+}
+
+function jsonConstraint(f: ResponseFormat | undefined): JsonSchema | null {
+  if (!f || f.type === 'text') return null;
+  return f.type === 'json_object' ? { type: 'object' } : f.schema;
+}
+
+export function planChat(tok: ModelTokenizer, model: string, req: ChatToolsRequest): ChatPlan {
+  const tools = req.tools ?? [];
+  const choice: ToolChoice = req.toolChoice ?? (tools.length ? 'auto' : 'none');
+  if (choice !== 'none' && choice !== 'auto' && !tools.length) throw new DialectError(`tool_choice ${JSON.stringify(choice)} needs tools`, 'tool_choice');
+  const active = tools.length > 0 && choice !== 'none';
+  const caps = tok.chatTemplateCaps;
+  const format = detectToolCallFormat(tok.chatTemplate);
+  const history = req.messages.some((m) => m.role === 'tool' || m.tool_calls?.length);
+
+  if ((active || history) && !caps?.toolCalls) {
+    throw new DialectError(`the model '${model}' does not support tools: its chat template ${caps ? 'never writes tool calls' : 'is missing'}`, active ? 'tools' : 'messages', 'tools_unsupported');
+  }
+  if (active && !format) throw new DialectError(`the model '${model}' writes tool calls in a format Orchard does not read (known: Hermes/Qwen, Llama 3 JSON, Mistral, DeepSeek V3, Kimi K2, gpt-oss)`, 'tools', 'tools_unsupported');
+  const names = new Set(tools.map((t) => t.function.name));
+  if (typeof choice === 'object' && !names.has(choice.name)) throw new DialectError(`tool_choice names '${choice.name}', which is not among the tools`, 'tool_choice');
+
+  let messages = req.messages;
+  if (format?.historyId) {
+    const id = format.historyId.bind(format);
+    messages = messages.map((m) => ({
+      ...m,
+      ...(m.tool_calls ? { tool_calls: m.tool_calls.map((c) => ({ ...c, id: id(c.id) })) } : {}),
+      ...(m.tool_call_id !== undefined ? { tool_call_id: id(m.tool_call_id) } : {}),
+    }));
+  }
+  if (active && !caps!.tools) messages = withSystemText(messages, toolsSystemText(tools, format!));
+
+  let prompt: string;
+  try {
+    prompt = tok.applyChatTemplate(messages, { addGenerationPrompt: true, tools: active ? tools : undefined });
+  } catch (err) {
+    if (err instanceof ChatTemplateError) throw new DialectError(`the chat template of '${model}' rejected the conversation: ${err.message.replace(/^the chat template failed: /, '')}`, 'messages', 'invalid_messages');
+    throw err;
+  }
+
+  const json = jsonConstraint(req.responseFormat);
+  const forced = active && choice !== 'auto' ? format!.grammar(typeof choice === 'object' ? tools.filter((t) => t.function.name === choice.name) : tools, typeof choice === 'object' ? false : req.parallelToolCalls !== false) : null;
+  let constraint: ConstraintSpec | null = null;
+  if (forced) constraint = { type: 'structural', format: forced };
+  else if (json && active) {
+    // The reply is either calls (in the model's format) or the JSON asked for.
+    const calls: StructuralFormat = format!.grammar(tools, req.parallelToolCalls !== false);
+    constraint = { type: 'structural', format: { type: 'or', elements: [calls, { type: 'json_schema', json_schema: json }] } };
+  } else if (json) constraint = { type: 'json_schema', schema: json };
+
+  const thinking = tok.chatTemplate?.includes('</think>') ?? false;
+  const startsThinking = thinking && /<think>\s*$/.test(prompt);
+  // The template opened <think> (DeepSeek R1): a forced reply closes it at once, then calls or JSON.
+  if (constraint && startsThinking) {
+    const rest: StructuralFormat = constraint.type === 'structural' ? constraint.format : { type: 'json_schema', json_schema: (constraint as { schema: JsonSchema }).schema };
+    constraint = { type: 'structural', format: { type: 'sequence', elements: [{ type: 'const_string', value: '</think>\n\n' }, rest] } };
+  }
+
+  const newId = format?.newId?.bind(format) ?? defaultId;
+  const reads = active ? format : format === harmony ? harmony : null;
+  return {
+    prompt,
+    constraint,
+    keepSpecialTokens: reads !== null,
+    format: format?.name ?? null,
+    parser() {
+      const p = reads ? reads.parser(newId) : plainParser();
+      return thinking ? withThinking(p, startsThinking) : p;
+    },
+  };
+}

@@ -1,0 +1,70 @@
+/**
+ * Anthropic Messages API on the daemon's port: POST /v1/messages (JSON or SSE) and
+ * POST /v1/messages/count_tokens, with Anthropic's error shape. The API token is accepted as
+ * `x-api-key` as well (server.ts), which is how Anthropic clients send it.
+ */
+import type { FastifyInstance, FastifyReply } from 'fastify';
+import { planChat } from '../dialects/tools/plan.js';
+import { AnthropicMessage, AnthropicStream, anthropicBodySchema, anthropicError, anthropicRequest, newMessageId } from '../dialects/anthropic.js';
+import type { Serving } from '../serving/serving.js';
+import { errorStatus, localTokenizer, namedEvents, runOn, runStreaming, runToEnd } from './dialect-support.js';
+
+function fail(reply: FastifyReply, status: number, message: string) {
+  if (status === 429 || status === 503) reply.header('retry-after', '1');
+  return reply.code(status).send(anthropicError(status, message));
+}
+
+function parseBody(body: unknown) {
+  const parsed = anthropicBodySchema.safeParse(body ?? {});
+  if (parsed.success) return { body: parsed.data };
+  const i = parsed.error.issues[0];
+  return { error: `${i?.path.length ? `${i.path.join('.')}: ` : ''}${i?.message ?? 'invalid body'}` };
+}
+
+export function anthropicRoutes(app: FastifyInstance, serving: Serving): void {
+  const run = runOn(serving);
+  app.post('/v1/messages', async (req, reply) => {
+    const p = parseBody(req.body);
+    if (!p.body) return fail(reply, 400, p.error!);
+    const b = p.body;
+    if (!serving.router.models().includes(b.model)) return fail(reply, 404, `model: '${b.model}' does not exist in this pod`);
+    let sreq;
+    try {
+      sreq = anthropicRequest(b);
+    } catch (err) {
+      const e = errorStatus(err);
+      return fail(reply, e.status, e.message);
+    }
+    const id = newMessageId();
+    if (!b.stream) {
+      const msg = new AnthropicMessage();
+      const r = await runToEnd(run, b.model, sreq, reply, (e) => msg.add(e));
+      return 'error' in r ? fail(reply, r.error.status, r.error.message) : msg.body(id, b.model, r.done);
+    }
+    const stream = new AnthropicStream(id, b.model);
+    let opened = false;
+    // message_start carries the prompt's token count: it waits for the 'start' event.
+    const open = (promptTokens: number) => (opened ? '' : ((opened = true), namedEvents(stream.start(promptTokens))));
+    await runStreaming(run, b.model, sreq, reply, {
+      contentType: 'text/event-stream; charset=utf-8',
+      frame: (e) => (e.type === 'start' ? open(e.promptTokens) : open(0) + namedEvents(e.type === 'done' ? stream.finish(e) : stream.event(e))),
+      errorBody: (e) => anthropicError(e.status, e.message),
+      midStreamError: (e) => namedEvents([{ event: 'error', data: anthropicError(e.status, e.message) }]),
+    });
+  });
+
+  app.post('/v1/messages/count_tokens', async (req, reply) => {
+    const p = parseBody({ max_tokens: 1, ...((req.body as object) ?? {}) });
+    if (!p.body) return fail(reply, 400, p.error!);
+    const tok = localTokenizer(serving, p.body.model);
+    if (!tok) return fail(reply, 404, `model: '${p.body.model}' has no files on this node (count_tokens reads its tokenizer)`);
+    try {
+      const s = anthropicRequest(p.body);
+      const text = tok.chatTemplate ? planChat(tok, p.body.model, { messages: s.messages ?? [], tools: s.tools, toolChoice: s.toolChoice }).prompt : (s.messages ?? []).map((m: { content: string | null }) => m.content ?? '').join('\n');
+      return { input_tokens: tok.encode(text, { addSpecialTokens: !tok.chatTemplate }).length };
+    } catch (err) {
+      const e = errorStatus(err);
+      return fail(reply, e.status, e.message);
+    }
+  });
+}

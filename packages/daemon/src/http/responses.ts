@@ -1,0 +1,47 @@
+/**
+ * The OpenAI routes beyond chat and completions: POST /v1/responses (the Responses API, JSON or SSE),
+ * GET /v1/models/{id}, and POST /v1/embeddings (not yet: a 501 saying so), with OpenAI's error shape.
+ */
+import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { Serving } from '../serving/serving.js';
+import { ResponseBuilder, responsesRequest } from '../dialects/responses.js';
+import { errorStatus, namedEvents, runOn, runStreaming, runToEnd } from './dialect-support.js';
+import { errorBody, sendError } from './errors.js';
+
+export function responsesRoutes(app: FastifyInstance, serving: Serving): void {
+  const run = runOn(serving);
+  app.post('/v1/embeddings', async (_req, reply) => sendError(reply, 501, 'embeddings are not supported by this Orchard version yet', 'not_implemented'));
+
+  // Model ids contain a slash (org/name): the wildcard takes the rest of the path.
+  app.get('/v1/models/*', async (req, reply) => {
+    const id = decodeURIComponent((req.params as { '*': string })['*']);
+    if (!serving.router.models().includes(id)) return sendError(reply, 404, `the model '${id}' does not exist in this pod (see GET /v1/models)`, 'model_not_found', 'model');
+    return { id, object: 'model', created: 0, owned_by: 'orchard' };
+  });
+
+  app.post('/v1/responses', async (req, reply: FastifyReply) => {
+    const b = (req.body ?? {}) as Record<string, unknown>;
+    if (typeof b !== 'object' || Array.isArray(b)) return sendError(reply, 400, 'the body must be a JSON object', 'invalid_body');
+    let sreq;
+    try {
+      sreq = responsesRequest(b);
+    } catch (err) {
+      const e = errorStatus(err);
+      return sendError(reply, e.status, e.message, e.code, e.param);
+    }
+    const model = b.model as string;
+    if (!serving.router.models().includes(model)) return sendError(reply, 404, `the model '${model}' does not exist in this pod (see GET /v1/models)`, 'model_not_found', 'model');
+    const builder = new ResponseBuilder(model);
+    if (b.stream !== true) {
+      const r = await runToEnd(run, model, sreq, reply, (e) => void builder.event(e));
+      return 'error' in r ? sendError(reply, r.error.status, r.error.message, r.error.code, r.error.param) : builder.finish(r.done).response;
+    }
+    await runStreaming(run, model, sreq, reply, {
+      contentType: 'text/event-stream; charset=utf-8',
+      opening: () => namedEvents(builder.start()),
+      frame: (e) => namedEvents(e.type === 'done' ? builder.finish(e).events : builder.event(e)),
+      errorBody: (e) => errorBody(e.status, e.message, e.code),
+      midStreamError: (e) => namedEvents([{ event: 'error', data: { type: 'error', sequence_number: 0, code: e.code, message: e.message, param: null } }]),
+    });
+  });
+}

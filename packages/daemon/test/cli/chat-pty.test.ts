@@ -1,0 +1,56 @@
+/**
+ * `orchard chat` as a person uses it: in a pseudo-terminal (tmux), ten questions to the bundled
+ * 128-token model. The conversation outgrows the context after a couple of turns; the chat must leave
+ * out old turns with a note, say when an answer was cut, refuse a message too long for any window
+ * with a one-line error, and never exit.
+ */
+import { rmSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Orchard } from '../../src/orchard.js';
+import { startServingDaemon, waitFor } from '../serve/in-process-pod.js';
+import { startTmux, tmuxAvailable, type TmuxSession } from './tmux.js';
+
+const CLI = join(dirname(fileURLToPath(import.meta.url)), '../../src/cli/main.ts');
+
+describe.skipIf(!tmuxAvailable())('orchard chat in a terminal', () => {
+  let daemon: Orchard;
+  let dataDir: string;
+  let term: TmuxSession | undefined;
+  beforeAll(async () => {
+    ({ daemon, dataDir } = await startServingDaemon({ tmpPrefix: 'orchard-chat-pty-', bootstrap: [] }));
+  });
+  afterAll(async () => {
+    term?.kill();
+    await daemon?.stop();
+    if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('survives ten turns with the 128-token model: old turns left out with a note, cut answers said', async () => {
+    term = startTmux([process.execPath, '--import', 'tsx', CLI, 'chat', 'orchard-demo', '--url', `http://127.0.0.1:${daemon.apiPort}`, '--max-tokens', '40', '--temperature', '0'], { NO_COLOR: '1' });
+    await waitFor('the chat banner', () => /chatting with orchard-demo/.test(term!.screen()) || undefined, 90_000, 100);
+    // Each turn ends with a statistics line or an error line on the terminal.
+    const ends = () => (term!.screen().match(/^\[\d+ tokens, |^orchard: /gm) ?? []).length;
+    for (let i = 1; i <= 10; i++) {
+      term.type(`And the LORD spake unto Moses, saying ${i}`);
+      await waitFor(`the answer to question ${i}`, () => ends() >= i || term!.exited() !== null || undefined, 120_000, 100);
+      expect(term.exited(), term.screen()).toBeNull();
+    }
+    const screen = term.screen();
+    expect(screen).not.toMatch(/^orchard: /m);
+    expect(screen).toMatch(/left out \d+ more old turns? to fit the model's context of 128 tokens/);
+    expect(screen.match(/^\[\d+ tokens, /gm)).toHaveLength(10);
+    expect(screen).toMatch(/\(the answer was cut off at the limit of 40 tokens per answer\)/);
+    // A message that cannot fit any window is an error line, and the chat goes on.
+    term.type('behold '.repeat(30));
+    await waitFor('the too-long message to be refused', () => /^orchard: your message is about \d+ tokens, too long for the model's context of 128 tokens/m.test(term!.screen()) || undefined, 60_000, 100);
+    term.type('And God said');
+    await waitFor('an answer after the error', () => ends() >= 12 || undefined, 60_000, 100);
+    expect(term.exited()).toBeNull();
+    term.type('/exit');
+    await waitFor('the chat to end on /exit', () => term!.exited() !== null || undefined, 60_000, 100);
+    if (process.env.ORCHARD_SHOW_PTY) console.log(screen);
+    expect(term.exited(), term.screen()).toBe(0);
+  }, 400_000);
+});

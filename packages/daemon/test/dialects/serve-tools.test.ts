@@ -1,0 +1,189 @@
+/**
+ * A serving daemon with a random Qwen-2.5-format model (its published template and special tokens):
+ * OpenAI chat with tools (required, named, auto, tool results fed back), streaming tool_calls deltas,
+ * response_format json_schema, logprobs, and the 400s for what cannot be served — over HTTP, through
+ * the executor and a runner process.
+ */
+import { rmSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Orchard } from '../../src/orchard.js';
+import { familyModelOptions } from '../../../engine/test/fixtures/chat-templates/families.js';
+import { api, startServingDaemon, waitFor } from '../serve/in-process-pod.js';
+
+const MODEL = 'test-org/qwen-tools';
+let daemon: Orchard;
+let dataDir: string;
+
+beforeAll(async () => {
+  ({ daemon, dataDir } = await startServingDaemon({ tmpPrefix: 'orchard-serve-tools-', bootstrap: [], model: { repo: MODEL, options: familyModelOptions('qwen25', { seed: 7 }) } }));
+  // Placement needs this node's profile in the cluster state.
+  await waitFor('the node with its profile', () => daemon.daemon.cluster().nodes.length === 1 || undefined, 30_000, 100);
+}, 60_000);
+afterAll(async () => {
+  await daemon?.stop();
+  rmSync(dataDir, { recursive: true, force: true });
+});
+
+const weather = { type: 'function', function: { name: 'get_weather', description: 'Weather in a city', parameters: { type: 'object', properties: { city: { type: 'string', maxLength: 10 } }, required: ['city'], additionalProperties: false } } };
+const post = async (body: Record<string, unknown>) => {
+  const r = await api(daemon, '/v1/chat/completions', { method: 'POST', body: JSON.stringify({ model: MODEL, max_tokens: 120, temperature: 1, ...body }) });
+  return { status: r.status, body: (await (r.headers.get('content-type')?.includes('json') ? r.json() : r.text())) as any };
+};
+
+describe('OpenAI chat with tools on a served model', () => {
+  it('tool_choice required: a tool call comes back, then the result goes back through the template', async () => {
+    const r = await post({ messages: [{ role: 'user', content: 'Weather in Paris?' }], tools: [weather], tool_choice: 'required', parallel_tool_calls: false, seed: 1 });
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    const choice = r.body.choices[0];
+    expect(choice.finish_reason).toBe('tool_calls');
+    const call = choice.message.tool_calls[0];
+    expect(call.type).toBe('function');
+    expect(call.function.name).toBe('get_weather');
+    expect(Object.keys(JSON.parse(call.function.arguments))).toEqual(['city']);
+    expect(call.id).toMatch(/^call_/);
+    const next = await post({
+      messages: [{ role: 'user', content: 'Weather in Paris?' }, choice.message, { role: 'tool', tool_call_id: call.id, content: 'sunny' }],
+      tools: [weather],
+      seed: 2,
+      max_tokens: 8,
+    });
+    expect(next.status, JSON.stringify(next.body)).toBe(200);
+    expect(['stop', 'length', 'tool_calls']).toContain(next.body.choices[0].finish_reason);
+    expect(next.body.usage.prompt_tokens).toBeGreaterThan(r.body.usage.prompt_tokens);
+  }, 60_000);
+
+  it('streams a call as OpenAI does: id, type and name first, then the arguments', async () => {
+    const r = await post({ messages: [{ role: 'user', content: 'Weather?' }], tools: [weather], tool_choice: { type: 'function', function: { name: 'get_weather' } }, stream: true, seed: 3 });
+    expect(r.status).toBe(200);
+    const chunks = (r.body as string).split('\n\n').filter((l) => l.startsWith('data: {')).map((l) => JSON.parse(l.slice(6)));
+    const deltas = chunks.flatMap((c) => c.choices[0]?.delta?.tool_calls ?? []);
+    expect(deltas[0]).toMatchObject({ index: 0, type: 'function', function: { name: 'get_weather', arguments: '' } });
+    expect(deltas[0].id).toMatch(/^call_/);
+    const args = deltas.map((d: any) => d.function?.arguments ?? '').join('');
+    expect(JSON.parse(args).city).toBeTypeOf('string');
+    expect(chunks.at(-1).choices[0].finish_reason).toBe('tool_calls');
+  }, 60_000);
+
+  it('response_format json_schema: the content parses and matches', async () => {
+    const schema = { type: 'object', properties: { ok: { type: 'boolean' }, n: { type: 'integer', minimum: 0, maximum: 9 } }, required: ['ok', 'n'], additionalProperties: false };
+    for (const seed of [1, 2, 3]) {
+      const r = await post({ messages: [{ role: 'user', content: 'JSON please' }], response_format: { type: 'json_schema', json_schema: { name: 'x', schema, strict: true } }, seed });
+      expect(r.status).toBe(200);
+      const v = JSON.parse(r.body.choices[0].message.content);
+      expect(typeof v.ok).toBe('boolean');
+      expect(v.n).toBeGreaterThanOrEqual(0);
+      expect(v.n).toBeLessThanOrEqual(9);
+    }
+  }, 60_000);
+
+  it('logprobs with top_logprobs', async () => {
+    const r = await post({ messages: [{ role: 'user', content: 'hi' }], logprobs: true, top_logprobs: 2, max_tokens: 5, seed: 4 });
+    expect(r.status).toBe(200);
+    const lp = r.body.choices[0].logprobs.content;
+    expect(lp.length).toBeGreaterThan(0);
+    for (const t of lp) {
+      expect(t.logprob).toBeLessThanOrEqual(0);
+      expect(t.top_logprobs).toHaveLength(2);
+      expect(t.bytes).toEqual([...Buffer.from(t.token, 'utf8')]);
+    }
+  }, 60_000);
+
+  it('what cannot be served is a 400 naming the field', async () => {
+    const image = await post({ messages: [{ role: 'user', content: [{ type: 'text', text: 'what is this' }, { type: 'image_url', image_url: { url: 'data:,' } }] }] });
+    expect(image.status).toBe(400);
+    expect(image.body.error.param).toBe('messages[0].content[1]');
+    expect(image.body.error.message).toMatch(/'image_url' content parts are not supported/);
+    const n = await post({ messages: [{ role: 'user', content: 'hi' }], n: 2 });
+    expect(n.status).toBe(400);
+    expect(n.body.error.message).toMatch(/^n: only n = 1 is supported/);
+    const badTool = await post({ messages: [{ role: 'user', content: 'hi' }], tools: [weather], tool_choice: { type: 'function', function: { name: 'nope' } } });
+    expect(badTool.status).toBe(400);
+    expect(badTool.body.error.message).toMatch(/tool_choice names 'nope'/);
+  }, 60_000);
+});
+
+const postJson = async (path: string, body: Record<string, unknown>, headers: Record<string, string> = {}) => {
+  const r = await fetch(`http://127.0.0.1:${daemon.apiPort}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+  const text = await r.text();
+  return { status: r.status, text, json: () => JSON.parse(text) };
+};
+
+describe('Anthropic Messages on the same model', () => {
+  const tools = [{ name: 'get_weather', description: 'Weather in a city', input_schema: weather.function.parameters }];
+
+  it('a forced tool_use, then the tool_result turn is accepted', async () => {
+    const r = await postJson('/v1/messages', { model: MODEL, max_tokens: 120, messages: [{ role: 'user', content: 'Weather in Paris?' }], tools, tool_choice: { type: 'tool', name: 'get_weather' } });
+    expect(r.status, r.text).toBe(200);
+    const m = r.json();
+    expect(m).toMatchObject({ type: 'message', role: 'assistant', model: MODEL, stop_reason: 'tool_use' });
+    const use = m.content.find((b: any) => b.type === 'tool_use');
+    expect(use.name).toBe('get_weather');
+    expect(typeof use.input.city).toBe('string');
+    const next = await postJson('/v1/messages', {
+      model: MODEL,
+      max_tokens: 5,
+      system: 'Be brief.',
+      messages: [{ role: 'user', content: 'Weather in Paris?' }, { role: 'assistant', content: m.content }, { role: 'user', content: [{ type: 'tool_result', tool_use_id: use.id, content: 'sunny' }] }],
+      tools,
+    });
+    expect(next.status, next.text).toBe(200);
+    expect(next.json().usage.input_tokens).toBeGreaterThan(m.usage.input_tokens);
+  }, 60_000);
+
+  it('streams the event sequence Anthropic clients expect', async () => {
+    const r = await postJson('/v1/messages', { model: MODEL, max_tokens: 6, stream: true, messages: [{ role: 'user', content: 'Hi' }] });
+    expect(r.status).toBe(200);
+    const events = [...r.text.matchAll(/^event: (\w+)$/gm)].map((x) => x[1]);
+    expect(events.slice(0, 2)).toEqual(['message_start', 'ping']);
+    expect(events.slice(-2)).toEqual(['message_delta', 'message_stop']);
+    if (events.includes('content_block_delta')) expect(events.indexOf('content_block_start')).toBeLessThan(events.indexOf('content_block_delta'));
+  }, 60_000);
+
+  it('count_tokens and the Anthropic error shape', async () => {
+    const c = await postJson('/v1/messages/count_tokens', { model: MODEL, messages: [{ role: 'user', content: 'Hello there' }] });
+    expect(c.status, c.text).toBe(200);
+    expect(c.json().input_tokens).toBeGreaterThan(5);
+    const bad = await postJson('/v1/messages', { model: MODEL, messages: [{ role: 'user', content: 'x' }] });
+    expect(bad.status).toBe(400);
+    expect(bad.json()).toMatchObject({ type: 'error', error: { type: 'invalid_request_error' } });
+    expect(bad.json().error.message).toMatch(/^max_tokens: /);
+    const img = await postJson('/v1/messages', { model: MODEL, max_tokens: 5, messages: [{ role: 'user', content: [{ type: 'image', source: {} }] }] });
+    expect(img.status).toBe(400);
+    expect(img.json().error.message).toMatch(/messages\[0\]\.content\[0\]: 'image' blocks are not supported/);
+  }, 60_000);
+});
+
+describe('Ollama API on the same model', () => {
+  it('tags, show, version, ps', async () => {
+    const tags = (await (await fetch(`http://127.0.0.1:${daemon.apiPort}/api/tags`)).json()) as any;
+    expect(tags.models.map((m: any) => m.name)).toContain(MODEL);
+    const show = await postJson('/api/show', { model: `${MODEL}:latest` });
+    expect(show.status).toBe(200);
+    expect(show.json().capabilities).toEqual(['completion', 'tools']);
+    expect(show.json().template).toContain('<tool_call>');
+    expect(((await (await fetch(`http://127.0.0.1:${daemon.apiPort}/api/version`)).json()) as any).version).toMatch(/^\d+\.\d+\.\d+$/);
+    expect(((await (await fetch(`http://127.0.0.1:${daemon.apiPort}/api/ps`)).json()) as any).models).toBeInstanceOf(Array);
+  });
+
+  it('chat streams NDJSON ending in a done line; format as a schema constrains the content', async () => {
+    const s = await postJson('/api/chat', { model: MODEL, messages: [{ role: 'user', content: 'hi' }], options: { num_predict: 6, seed: 1 } });
+    expect(s.status).toBe(200);
+    const lines = s.text.trim().split('\n').map((l) => JSON.parse(l));
+    expect(lines.at(-1)).toMatchObject({ model: MODEL, done: true, prompt_eval_count: expect.any(Number), eval_count: expect.any(Number) });
+    expect(lines.slice(0, -1).every((l) => l.done === false && l.message.role === 'assistant')).toBe(true);
+    const j = await postJson('/api/chat', { model: MODEL, stream: false, messages: [{ role: 'user', content: 'json' }], format: { type: 'object', properties: { a: { type: 'boolean' } }, required: ['a'] }, options: { num_predict: 40, seed: 2 } });
+    expect(j.status, j.text).toBe(200);
+    expect(typeof JSON.parse(j.json().message.content).a).toBe('boolean');
+  }, 60_000);
+
+  it('tool calls come back with object arguments; errors are {"error": ...}', async () => {
+    const r = await postJson('/api/chat', { model: MODEL, stream: false, messages: [{ role: 'user', content: 'Weather?' }], tools: [weather], options: { num_predict: 80, seed: 3 } });
+    expect(r.status, r.text).toBe(200);
+    const missing = await postJson('/api/chat', { model: 'nope', messages: [] });
+    expect(missing.status).toBe(404);
+    expect(missing.json()).toEqual({ error: "model 'nope' not found" });
+    const pen = await postJson('/api/generate', { model: MODEL, prompt: 'x', options: { repeat_penalty: 1.1 } });
+    expect(pen.status).toBe(400);
+    expect(pen.json().error).toMatch(/^options\.repeat_penalty: not supported/);
+  }, 60_000);
+});

@@ -1,0 +1,117 @@
+/**
+ * A model that cannot load, as a person would meet it: its `model.safetensors` in the store is
+ * truncated. The request that placed it is answered at once with the runner's reason (naming the
+ * file), placement gives up after a bounded number of attempts and marks the model failed in the
+ * cluster state, and nothing is fetched from the hub meanwhile (a mock hub counts its requests). The
+ * same daemon also shows that a stream ends right after `[DONE]` when the client sends
+ * `Connection: close`.
+ */
+import { mkdirSync, mkdtempSync, rmSync, statSync, truncateSync } from 'node:fs';
+import { request } from 'node:http';
+import os from 'node:os';
+import { join } from 'node:path';
+import pino from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { writeRandomModel } from '@orchard/engine/testing';
+import { startFakeHub, type FakeHub } from '../../../../test/harness/fake-hub.js';
+import { resolveOptions } from '../../src/config/options.js';
+import { startOrchard, type Orchard } from '../../src/orchard.js';
+import { MAX_ATTEMPTS } from '../../src/serving/coordinator.js';
+import { waitFor } from './in-process-pod.js';
+
+const BROKEN = 'test/truncated-llama';
+const GOOD = 'test/good-llama';
+let node: Orchard;
+let hub: FakeHub;
+let dataDir: string;
+/** Every instance id of the broken model placed while the test ran. */
+const placed = new Set<string>();
+
+beforeAll(async () => {
+  dataDir = mkdtempSync(join(os.tmpdir(), 'orchard-broken-'));
+  for (const repo of [BROKEN, GOOD]) {
+    const dir = join(dataDir, 'models', ...repo.split('/'));
+    mkdirSync(dir, { recursive: true });
+    writeRandomModel(dir, { numLayers: 2, hiddenSize: 64, seed: 21, maxPositionEmbeddings: 256 });
+  }
+  const weights = join(dataDir, 'models', ...BROKEN.split('/'), 'model.safetensors');
+  truncateSync(weights, Math.floor(statSync(weights).size / 2));
+  // The hub holds the model: a daemon that reached for it would be seen here.
+  hub = await startFakeHub({ [BROKEN]: join(dataDir, 'models', ...GOOD.split('/')) });
+  const options = resolveOptions({ dataDir, listen: ['/ip4/127.0.0.1/tcp/0'], apiPort: 0, mdns: false, heartbeatMs: 300 } as never, { HF_ENDPOINT: hub.url });
+  node = await startOrchard(options, pino({ level: process.env.SERVE_TEST_LOG ?? 'silent' }), { dashboard: false });
+  node.daemon.onChange(() => {
+    for (const e of Object.values(node.daemon.replica.state.instances)) if (e.model === BROKEN) placed.add(e.id);
+  });
+  await waitFor('a profile in the state', () => node.daemon.cluster().nodes.length === 1 || undefined, 30_000, 100);
+}, 60_000);
+
+afterAll(async () => {
+  await node?.stop();
+  await hub?.close();
+  rmSync(dataDir, { recursive: true, force: true });
+});
+
+const complete = async (model: string) => {
+  const res = await fetch(`http://127.0.0.1:${node.apiPort}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model, prompt: 'In the beginning', max_tokens: 4, temperature: 0 }) });
+  return { status: res.status, body: (await res.json()) as { error?: { message: string; code: string } } };
+};
+
+describe('a model that cannot load', () => {
+  it('is answered within a second of the runner failing, naming the file; placed a bounded number of times; never fetched from the hub', async () => {
+    const first = await complete(BROKEN);
+    const answeredAt = Date.now();
+    expect(first.status, JSON.stringify(first.body)).toBe(503);
+    expect(first.body.error!.code).toBe('model_load_failed');
+    expect(first.body.error!.message).toMatch(/model\.safetensors/);
+    const failures = [...placed].map((id) => node.serving!.board.failure(id)).filter((f) => f !== undefined);
+    expect(failures.length).toBeGreaterThan(0);
+    expect(answeredAt - Math.min(...failures.map((f) => f!.at))).toBeLessThan(1000);
+
+    // Requests keep coming: the coordinator replaces the instance with growing pauses, then gives up.
+    const failed = await waitFor(
+      'the model marked failed in the cluster state',
+      async () => {
+        const r = await complete(BROKEN);
+        expect(r.status).toBe(503);
+        return node.daemon.replica.state.failedModels[BROKEN];
+      },
+      90_000,
+      1000,
+    );
+    expect(failed.reason).toMatch(/model\.safetensors/);
+    expect(placed.size).toBeLessThanOrEqual(MAX_ATTEMPTS);
+    const refused = await complete(BROKEN);
+    expect(refused.status).toBe(503);
+    expect(refused.body.error!.code).toBe('model_failed');
+    expect(refused.body.error!.message).toMatch(/orchard load/);
+    const status = (await (await fetch(`http://127.0.0.1:${node.apiPort}/api/status`)).json()) as { failedModels: { model: string }[] };
+    expect(status.failedModels.map((f) => f.model)).toEqual([BROKEN]);
+    expect(hub.requests).toEqual([]);
+    expect(placed.size).toBeLessThanOrEqual(MAX_ATTEMPTS);
+  }, 150_000);
+});
+
+describe('streams end', () => {
+  it('with Connection: close the response ends right after [DONE]', async () => {
+    expect((await complete(GOOD)).status).toBe(200); // loaded
+    const body = JSON.stringify({ model: GOOD, prompt: 'And God said', max_tokens: 8, temperature: 0, stream: true });
+    const { doneAt, endAt, text } = await new Promise<{ doneAt: number; endAt: number; text: string }>((resolve, reject) => {
+      const req = request({ host: '127.0.0.1', port: node.apiPort, path: '/v1/completions', method: 'POST', headers: { 'content-type': 'application/json', connection: 'close', 'content-length': Buffer.byteLength(body) } }, (res) => {
+        let text = '';
+        let doneAt = 0;
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => {
+          text += chunk;
+          if (!doneAt && text.includes('data: [DONE]')) doneAt = Date.now();
+        });
+        res.socket.on('close', () => resolve({ doneAt, endAt: Date.now(), text }));
+      });
+      req.on('error', reject);
+      req.end(body);
+    });
+    expect(text).toContain('data: [DONE]');
+    expect(doneAt).toBeGreaterThan(0);
+    expect(endAt - doneAt).toBeLessThan(1000);
+  }, 60_000);
+});

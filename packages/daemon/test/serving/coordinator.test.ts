@@ -1,0 +1,222 @@
+/**
+ * The coordinator's decisions as pure functions, like the reducers: a state, a cluster view and a clock
+ * in, events out, the events folded into the state for the next step.
+ */
+import { describe, expect, it } from 'vitest';
+import type { Cluster } from '@orchard/partitioner';
+import { applyEvents } from '../../src/state/apply.js';
+import type { ClusterEvent } from '../../src/state/events.js';
+import { emptyState, type ClusterState } from '../../src/state/types.js';
+import { BACKOFF_BASE_MS, decide, emptyMemory, MAX_ATTEMPTS, RETIRE_SETTLE_MS, type Command, type Memory, type View } from '../../src/serving/coordinator.js';
+import { profile } from '../state/fixtures.js';
+import { description } from './fixtures.js';
+
+const model = description({ weightsBytes: 2 ** 30, maxContext: 2048 });
+const node = (id: string, freeGiB = 32, bandwidth = 100) => ({ id, memoryBytes: 64 * 2 ** 30, availableBytes: freeGiB * 2 ** 30, memoryBandwidthGBps: bandwidth, tflops: 10 });
+const linked = (ids: string[]): Cluster['links'] => ids.flatMap((a, i) => ids.slice(i + 1).map((b) => ({ a, b, kind: 'ethernet' as const, latencyUs: 50, bandwidthGbps: 10 })));
+
+/** A small pod the tests step through: state, memory and clock, with events applied as the replica would. */
+class Pod {
+  state: ClusterState;
+  memory: Memory = emptyMemory;
+  now = 1_000_000;
+  cluster: Cluster;
+  ready = new Set<string>();
+  statuses = new Map<string, { active: number; queued: number; at: number }>();
+  events: ClusterEvent[] = [];
+  filesAt = new Map<string, number>();
+  #n = 0;
+
+  constructor(nodes: Cluster['nodes']) {
+    this.cluster = { nodes, links: linked(nodes.map((n) => n.id)) };
+    this.state = applyEvents(
+      emptyState,
+      nodes.flatMap((n): ClusterEvent[] => [
+        { type: 'node-joined', peerId: n.id, name: n.id, at: 1 },
+        { type: 'profile-updated', profile: profile(n.id) },
+      ]),
+    );
+  }
+
+  view(): View {
+    return { state: this.state, cluster: this.cluster, now: this.now, ready: (id) => this.ready.has(id), status: (id) => this.statuses.get(id), filesAt: (m) => this.filesAt.get(m) ?? 0, silenceMs: SILENCE_MS };
+  }
+
+  step(command: Command): ClusterEvent[] {
+    const s = decide(this.view(), this.memory, command, { instanceId: (m) => `${m}-${++this.#n}`, secret: () => 'ab'.repeat(32) });
+    this.memory = s.memory;
+    this.state = applyEvents(this.state, s.events);
+    this.events.push(...s.events);
+    return s.events;
+  }
+
+  place(o: { explicit?: boolean; strategy?: 'auto' | 'pipeline' | 'tensor'; nodes?: number } = {}): ClusterEvent[] {
+    return this.step({ type: 'place', model: 'm', description: model, requested: { strategy: o.strategy ?? 'auto', ...(o.nodes ? { nodes: o.nodes } : {}) }, exclusive: (o.strategy ?? 'auto') !== 'auto', explicit: o.explicit ?? false });
+  }
+
+  instances() {
+    return Object.values(this.state.instances);
+  }
+
+  /** Advances the clock and ticks. */
+  tick(ms: number): ClusterEvent[] {
+    this.now += ms;
+    return this.step({ type: 'tick' });
+  }
+}
+
+const types = (es: ClusterEvent[]) => es.map((e) => e.type);
+const SILENCE_MS = 3000;
+
+describe('coordinator: place', () => {
+  it("places a model once, with the serving profile's context, a secret and the description", () => {
+    const pod = new Pod([node('a'), node('b')]);
+    const [e] = pod.place();
+    expect(e.type).toBe('instance-placed');
+    const plan = pod.instances()[0].plan;
+    expect(plan).toMatchObject({ context: 2048, secret: 'ab'.repeat(32), requested: { strategy: 'auto' }, model: { dims: model.dims } });
+    expect(plan.ranks.length).toBeGreaterThan(0);
+    // Asked again: the existing instance serves; a forced layout asked exclusively gets its own.
+    expect(pod.place()).toEqual([]);
+    expect(types(pod.place({ strategy: 'pipeline', nodes: 2 }))).toEqual(['instance-placed']);
+    expect(pod.instances().map((i) => i.plan.layout.stages.length).sort()).toEqual([1, 2]);
+  });
+
+  it('an impossible placement throws the planner reason (the requester answers with it)', () => {
+    const pod = new Pod([node('a')]);
+    expect(() => pod.place({ strategy: 'tensor', nodes: 2 })).toThrow(/needs 2 live nodes; the pod has 1/);
+  });
+
+  it('remove takes an instance away; unknown ids are ignored', () => {
+    const pod = new Pod([node('a')]);
+    pod.place();
+    const id = pod.instances()[0].id;
+    expect(types(pod.step({ type: 'remove', id }))).toEqual(['instance-removed']);
+    expect(pod.step({ type: 'remove', id })).toEqual([]);
+  });
+});
+
+describe('coordinator: a broken model is placed a bounded number of times', () => {
+  it('each failure removes the instance, the next placement waits out a growing backoff, then the model is marked failed', () => {
+    const pod = new Pod([node('a'), node('b')]);
+    pod.place();
+    let placements = 1;
+    for (let i = 0; i < 40; i++) {
+      const live = pod.instances();
+      if (live.length) pod.step({ type: 'failed', id: live[0].id, reason: 'model.safetensors: file is truncated', phase: 'load' });
+      placements += types(pod.tick(BACKOFF_BASE_MS / 2)).filter((t) => t === 'instance-placed').length;
+      // A request arriving meanwhile does not place it early (only someone loading it explicitly would).
+      placements += types(pod.place()).filter((t) => t === 'instance-placed').length;
+    }
+    for (let i = 0; i < 200; i++) placements += types(pod.tick(BACKOFF_BASE_MS * 8)).filter((t) => t === 'instance-placed').length;
+    expect(placements).toBe(MAX_ATTEMPTS);
+    expect(pod.state.failedModels.m).toMatchObject({ attempts: MAX_ATTEMPTS, reason: expect.stringContaining('file is truncated') });
+    expect(pod.instances()).toEqual([]);
+    // Requests do not bring it back; an explicit load does, with a clean slate.
+    expect(pod.place()).toEqual([]);
+    expect(types(pod.place({ explicit: true }))).toEqual(['model-cleared', 'instance-placed']);
+    expect(pod.state.failedModels).toEqual({});
+  });
+
+  it('a failed model whose files changed since is cleared and may be placed again', () => {
+    const pod = new Pod([node('a')]);
+    pod.place();
+    for (let i = 0; i < MAX_ATTEMPTS; i++) {
+      pod.step({ type: 'failed', id: pod.instances()[0].id, reason: 'truncated', phase: 'load' });
+      pod.tick(BACKOFF_BASE_MS * 16);
+    }
+    expect(pod.state.failedModels.m).toBeDefined();
+    pod.filesAt.set('m', pod.state.failedModels.m.at - 1);
+    expect(pod.tick(500)).toEqual([]);
+    pod.filesAt.set('m', pod.now);
+    expect(types(pod.tick(500))).toEqual(['model-cleared']);
+    expect(types(pod.place())).toEqual(['instance-placed']);
+  });
+
+  it('the delays grow: the second replacement waits twice as long as the first', () => {
+    const pod = new Pod([node('a')]);
+    pod.place();
+    const failOnce = () => pod.step({ type: 'failed', id: pod.instances()[0].id, reason: 'boom', phase: 'load' });
+    const waitForPlacement = () => {
+      let waited = 0;
+      while (!types(pod.tick(100)).includes('instance-placed')) waited += 100;
+      return waited + 100;
+    };
+    failOnce();
+    const first = waitForPlacement();
+    failOnce();
+    const second = waitForPlacement();
+    expect(first).toBe(BACKOFF_BASE_MS);
+    expect(second).toBe(2 * BACKOFF_BASE_MS);
+  });
+
+  it('an instance that serves clears the count', () => {
+    const pod = new Pod([node('a')]);
+    pod.place();
+    for (let i = 0; i < MAX_ATTEMPTS - 1; i++) {
+      pod.step({ type: 'failed', id: pod.instances()[0].id, reason: 'flaky', phase: 'load' });
+      pod.tick(BACKOFF_BASE_MS * 16);
+    }
+    expect(pod.memory.failures.m.count).toBe(MAX_ATTEMPTS - 1);
+    pod.ready.add(pod.instances()[0].id);
+    pod.tick(500);
+    expect(pod.memory.failures.m).toBeUndefined();
+  });
+});
+
+describe('coordinator: nodes leaving', () => {
+  it('runners that died serving (a peer lost) do not count against the model', () => {
+    const pod = new Pod([node('a'), node('b')]);
+    pod.place();
+    for (let i = 0; i < MAX_ATTEMPTS + 2; i++) {
+      pod.step({ type: 'failed', id: pod.instances()[0].id, reason: 'data plane failed: peer closed', phase: 'serve' });
+      expect(types(pod.tick(SILENCE_MS))).toEqual(['instance-placed']);
+    }
+    expect(pod.state.failedModels).toEqual({});
+  });
+
+  it('an instance on a node that left is replaced on the survivors without counting as a model failure', () => {
+    const pod = new Pod([node('a'), node('b')]);
+    pod.place({ strategy: 'pipeline', nodes: 2 });
+    pod.state = applyEvents(pod.state, [{ type: 'node-left', peerId: 'b', at: pod.now, reason: 'silent' }]);
+    pod.cluster = { nodes: [node('a')], links: [] };
+    expect(types(pod.tick(500))).toEqual(['instance-removed']);
+    expect(pod.memory.failures).toEqual({});
+    // Placed again once the silent node has dropped out of the cluster view; the forced two-node
+    // layout no longer fits: the planner's choice on what is left.
+    expect(types(pod.tick(SILENCE_MS - 100))).toEqual([]);
+    expect(types(pod.tick(100))).toEqual(['instance-placed']);
+    expect(pod.instances()[0].plan.ranks).toEqual(['a']);
+  });
+});
+
+describe('coordinator: a faster plan after the pod grows', () => {
+  it('places a successor, then retires the old instance once its driver reports it idle after the settle time', () => {
+    const pod = new Pod([node('a', 32, 10)]);
+    pod.place();
+    const old = pod.instances()[0];
+    pod.ready.add(old.id);
+    // A much faster node joins.
+    pod.state = applyEvents(pod.state, [
+      { type: 'node-joined', peerId: 'b', name: 'b', at: 2 },
+      { type: 'profile-updated', profile: profile('b') },
+    ]);
+    pod.cluster = { nodes: [node('a', 32, 10), node('b', 32, 1000)], links: linked(['a', 'b']) };
+    const placed = pod.tick(5000).filter((e) => e.type === 'instance-placed');
+    expect(placed).toHaveLength(1);
+    const successor = pod.instances().find((i) => i.plan.supersedes === old.id)!;
+    expect(successor).toBeDefined();
+    // One upgrade at a time.
+    expect(pod.tick(5000).filter((e) => e.type === 'instance-placed')).toEqual([]);
+    pod.ready.add(successor.id);
+    pod.tick(100); // the successor is first seen ready
+    const readySince = pod.now;
+    // Busy, or idle but heard before the successor was ready for a while: the old one stays.
+    pod.statuses.set(old.id, { active: 1, queued: 0, at: readySince + RETIRE_SETTLE_MS + 1 });
+    expect(types(pod.tick(RETIRE_SETTLE_MS + 100))).toEqual([]);
+    pod.statuses.set(old.id, { active: 0, queued: 0, at: readySince + RETIRE_SETTLE_MS - 1 });
+    expect(types(pod.tick(100))).toEqual([]);
+    pod.statuses.set(old.id, { active: 0, queued: 0, at: pod.now });
+    expect(pod.tick(100)).toEqual([{ type: 'instance-removed', id: old.id, at: pod.now }]);
+  });
+});

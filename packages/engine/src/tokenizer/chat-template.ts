@@ -1,0 +1,160 @@
+/**
+ * A model's chat template (Jinja, as Hugging Face tokenizer configs define it), rendered with
+ * @huggingface/jinja, and what it can take: tool definitions, tool calls in assistant messages,
+ * tool results. Messages use the Hugging Face message format (`tool_calls`, `tool_call_id`), which
+ * is also OpenAI's, so a conversation from any API arrives here unchanged.
+ *
+ * Templates disagree on one thing their users must get right: whether a tool call's `arguments` is
+ * an object (Qwen, Llama 3, Mistral, Kimi render it with `tojson`) or the JSON text itself (DeepSeek
+ * concatenates it). Instead of naming families, the template is asked once: a probe conversation is
+ * rendered with object arguments and the output is checked for them.
+ */
+import { Template } from '@huggingface/jinja';
+
+/** A function the model may call (OpenAI's and Hugging Face's tool format). */
+export interface ToolDefinition {
+  type: 'function';
+  function: { name: string; description?: string; parameters?: Record<string, unknown>; strict?: boolean };
+}
+
+/** A call the assistant made. `arguments` is JSON text (as OpenAI sends it) or the parsed object. */
+export interface ToolCall {
+  id: string;
+  type: 'function';
+  function: { name: string; arguments: string | Record<string, unknown> };
+}
+
+export interface ChatMessage {
+  role: string;
+  /** null for an assistant message that only calls tools. */
+  content: string | null;
+  /** Assistant messages: the calls it made. */
+  tool_calls?: ToolCall[];
+  /** Tool messages: which call this is the result of. */
+  tool_call_id?: string;
+  /** Tool messages: the function's name (some templates print it). */
+  name?: string;
+  /** Assistant messages: reasoning text, for templates that keep it apart (gpt-oss `thinking`). */
+  thinking?: string;
+}
+
+export interface ChatTemplateCaps {
+  /** The template reads `tools`: tool definitions reach the model. */
+  tools: boolean;
+  /**
+   * The template reads `tool_calls`: past calls (and their results) are written in the model's own
+   * format. DeepSeek's templates do this without reading `tools`: the caller must describe the tools
+   * (in the system message) itself.
+   */
+  toolCalls: boolean;
+  /** Tool-call arguments must be passed as objects (false: as JSON text). */
+  objectArguments: boolean;
+  /**
+   * An assistant message that only calls tools may have `content: null` (false: the template fails
+   * on null, e.g. Qwen3 and gpt-oss concatenate it, so '' is passed; DeepSeek's need null).
+   */
+  nullContent: boolean;
+}
+
+export interface RenderOptions {
+  /** End with the assistant header, ready for the reply. @default true */
+  addGenerationPrompt?: boolean;
+  /** Tool definitions; only passed when non-empty (templates test `tools is not none`). */
+  tools?: ToolDefinition[];
+}
+
+export class ChatTemplateError extends Error {
+  override name = 'ChatTemplateError';
+}
+
+export class ChatTemplate {
+  readonly source: string;
+  readonly caps: ChatTemplateCaps;
+  readonly #compiled: Template;
+  readonly #specials: Record<string, string>;
+
+  /** `specials`: bos_token, eos_token, ... as the tokenizer config names them. */
+  constructor(source: string, specials: Record<string, string> = {}) {
+    this.source = source;
+    this.#specials = specials;
+    this.#compiled = new Template(source);
+    this.caps = { tools: /\btools\b/.test(source), toolCalls: /\btool_calls\b/.test(source), objectArguments: true, nullContent: true };
+    if (this.caps.toolCalls) Object.assign(this.caps, this.#probe());
+  }
+
+  render(messages: ChatMessage[], options: RenderOptions = {}): string {
+    const tools = options.tools?.length ? options.tools : undefined;
+    const context: Record<string, unknown> = {
+      ...this.#specials,
+      messages: messages.map((m) => this.#prepare(m)),
+      add_generation_prompt: options.addGenerationPrompt ?? true,
+    };
+    if (tools) context.tools = tools;
+    try {
+      return this.#compiled.render(context);
+    } catch (err) {
+      throw new ChatTemplateError(`the chat template failed: ${(err as Error).message}`);
+    }
+  }
+
+  /** The message as the template expects it: no undefined keys (`'x' in message` tests), arguments in its form. */
+  #prepare(m: ChatMessage): Record<string, unknown> {
+    const out: Record<string, unknown> = { role: m.role, content: m.content ?? (this.caps.nullContent ? null : '') };
+    if (m.tool_calls?.length) {
+      out.tool_calls = m.tool_calls.map((c) => ({
+        id: c.id,
+        type: 'function',
+        function: { name: c.function.name, arguments: this.#arguments(c.function.arguments) },
+      }));
+    }
+    if (m.tool_call_id !== undefined) out.tool_call_id = m.tool_call_id;
+    if (m.name !== undefined) out.name = m.name;
+    if (m.thinking !== undefined) out.thinking = m.thinking;
+    return out;
+  }
+
+  #arguments(a: string | Record<string, unknown>): string | Record<string, unknown> {
+    if (!this.caps.objectArguments) return typeof a === 'string' ? a : pythonJson(a);
+    if (typeof a !== 'string') return a;
+    try {
+      const v = JSON.parse(a);
+      return v && typeof v === 'object' && !Array.isArray(v) ? v : { value: v };
+    } catch {
+      throw new ChatTemplateError(`a tool call's arguments are not a JSON object: ${a.slice(0, 80)}`);
+    }
+  }
+
+  /**
+   * Renders a probe call: with object arguments they must come out as JSON (not "[object Map]" or
+   * nothing); a template that fails on `content: null` gets ''.
+   */
+  #probe(): Pick<ChatTemplateCaps, 'objectArguments' | 'nullContent'> {
+    const render = (args: unknown, content: string | null) =>
+      this.#compiled.render({
+        ...this.#specials,
+        add_generation_prompt: true,
+        tools: [{ type: 'function', function: { name: 'probe_fn', description: 'probe', parameters: { type: 'object', properties: {} } } }],
+        messages: [
+          { role: 'user', content: 'probe' },
+          { role: 'assistant', content, tool_calls: [{ id: 'probe0001', type: 'function', function: { name: 'probe_fn', arguments: args } }] },
+          { role: 'tool', tool_call_id: 'probe0001', name: 'probe_fn', content: 'ok' },
+        ],
+      });
+    const objectShown = (content: string | null) => /"probe_arg":\s*"probe_value"/.test(render({ probe_arg: 'probe_value' }, content));
+    for (const content of [null, '']) {
+      try {
+        return { objectArguments: objectShown(content), nullContent: content === null };
+      } catch {
+        // Try the next content form; a template that rejects both gets the Hugging Face defaults.
+      }
+    }
+    return { objectArguments: true, nullContent: true };
+  }
+}
+
+/** JSON as Python's json.dumps writes it (", " and ": "), the form templates' models were trained on. */
+export function pythonJson(v: unknown): string {
+  if (Array.isArray(v)) return `[${v.map(pythonJson).join(', ')}]`;
+  if (v && typeof v === 'object') return `{${Object.entries(v).map(([k, x]) => `${JSON.stringify(k)}: ${pythonJson(x)}`).join(', ')}}`;
+  return JSON.stringify(v) ?? 'null';
+}
