@@ -9,6 +9,7 @@
  * scoring, packet loss, NAT (the relays) and CPU contention between simulated nodes.
  */
 import { generateKeyPair } from '@libp2p/crypto/keys';
+import { Prng } from '@orchard/engine/testing';
 import { OfferBook } from '../src/network/offer-book.js';
 import { signOffer, verifyOffer, type Offer, type OfferBody } from '../src/network/offer.js';
 import { rankCandidates, type Route } from '../src/network/routing.js';
@@ -24,16 +25,10 @@ export interface SimOptions {
   network?: string;
 }
 
-/** Deterministic PRNG (mulberry32), so a run is repeatable. */
+/** A repeatable uniform [0, 1) source (the engine's seeded PRNG). */
 export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const p = new Prng(seed);
+  return () => p.next();
 }
 
 const MODELS = ['llama-3.1-8b', 'qwen2.5-7b', 'mistral-7b', 'llama-3.1-70b', 'qwen3-32b', 'deepseek-v3', 'gemma-2-9b', 'phi-4'];

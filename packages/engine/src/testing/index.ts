@@ -7,6 +7,8 @@ export {
   type RandomModelDType,
 } from './random-model.js';
 export { writeSafetensors, type TensorToWrite } from '../safetensors/writer.js';
+/** The engine's seeded PRNG, for tests and simulations that must repeat exactly. */
+export { Prng } from '../numeric/prng.js';
 export {
   buildByteLevelTokenizer,
   byteToUnicode,
