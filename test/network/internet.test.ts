@@ -49,7 +49,10 @@ function dataDir(name: string, o: { model: boolean; lending?: object }): string 
     const modelDir = join(dir, 'models', ...MODEL.split('/'));
     mkdirSync(modelDir, { recursive: true });
     // Big enough that a long local answer keeps B busy for seconds, small enough to load in one.
-    writeRandomModel(modelDir, { numLayers: 4, hiddenSize: 384, intermediateSize: 1024, numHeads: 6, numKvHeads: 2, maxPositionEmbeddings: 2048, seed: 5 });
+    const info = writeRandomModel(modelDir, { numLayers: 4, hiddenSize: 384, intermediateSize: 1024, numHeads: 6, numKvHeads: 2, maxPositionEmbeddings: 2048, seed: 5 });
+    // A random model says its eos early (137 tokens into B's local answer); an id past the vocabulary
+    // never comes, so every answer runs to max_tokens and B's local stream lasts as long as the test asks.
+    writeFileSync(join(modelDir, 'generation_config.json'), JSON.stringify({ eos_token_id: [info.config.vocab_size], do_sample: false }));
   }
   if (o.lending) {
     mkdirSync(join(dir, 'network', NETWORK), { recursive: true });
