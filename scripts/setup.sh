@@ -68,6 +68,22 @@ if ! install_chromium; then
   echo "setup: warning: could not install Debian's chromium; the dashboard browser tests will skip" >&2
 fi
 
+# Optional: Debian's python3-torch (with OpenBLAS), for the engine's float64 PyTorch reference test
+# (packages/engine/test/torch-reference.test.ts runs /usr/bin/python3). Root on Debian with apt only; any
+# failure just prints a warning and that test skips with the reason. ORCHARD_SKIP_TORCH=1 turns it off.
+install_torch() {
+  [ "${ORCHARD_SKIP_TORCH:-0}" = 1 ] && return 0
+  [ "$(id -u)" = 0 ] || return 0
+  command -v apt-get >/dev/null 2>&1 || return 0
+  [ -f /etc/debian_version ] || return 0
+  /usr/bin/python3 -c 'import torch, numpy' >/dev/null 2>&1 && return 0
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-torch libopenblas0-pthread >/dev/null 2>&1 ||
+    { apt-get update -qq >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-torch libopenblas0-pthread >/dev/null 2>&1; }
+}
+if ! install_torch; then
+  echo "setup: warning: could not install Debian's python3-torch; the PyTorch reference test will skip" >&2
+fi
+
 # Optional: Debian's tmux, a pseudo-terminal for the tests that drive `orchard chat` as a person would
 # (packages/daemon/test/cli/chat-pty.test.ts). Root on Debian with apt only; without it those tests skip.
 install_tmux() {

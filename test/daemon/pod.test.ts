@@ -161,7 +161,11 @@ describe.skipIf(!netnsAvailable())('daemon pod across network namespaces', () =>
       expect(s.clusterKeyId).toMatch(/^[0-9a-f]{12}$/);
       expect(liveIds(d)).not.toContain(outsiderId);
     }
-  });
+    // The keyed pair measures its link: each opened its probe port on the address the other reaches
+    // it by (the bridge) besides 127.0.0.1, and nowhere else.
+    await waitFor('the keyed pair to measure its link', () => a.get('/api/cluster').links.length === 1, 30_000);
+    for (const [d, h] of [[a, h0], [b, h1]] as const) expect(d.get('/api/status').self.probeAddresses).toEqual([h.ip, '127.0.0.1'].sort());
+  }, 150_000);
 });
 
 describe.skipIf(!netnsAvailable())('duplicate identity', () => {

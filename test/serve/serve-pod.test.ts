@@ -127,6 +127,16 @@ describe.skipIf(!netnsAvailable())('serving across network namespaces', () => {
       expect(chatStream.text).toBe(chat.text);
       expect(chatStream.usage.completion_tokens).toBe(chat.usage.completion_tokens);
       expect(await client(api.host, 'models', {}).then((l) => l[0])).toContain(MODEL);
+      // The hosts share an Ethernet bridge, not a cable: their data plane is encrypted by default.
+      const links = await waitFor(
+        'both ends of the data-plane link reported',
+        () => {
+          const l = curlJson(api, 'GET', '/api/instances').json.instances.find((i: any) => i.id === instance.id)?.links ?? [];
+          return l.length >= 2 && l;
+        },
+        30_000,
+      );
+      for (const l of links) expect(l, JSON.stringify(links)).toMatchObject({ transport: 'tcp', encryption: expect.stringMatching(/^(aes-256-gcm|chacha20-poly1305)$/) });
     }, 240_000);
   }
 

@@ -5,18 +5,19 @@
  */
 import './polyfills.js';
 import { multiaddr } from '@multiformats/multiaddr';
-import { probeLink, startProbeServer, type ProbeServer } from '@orchard/transport';
+import { probeLink } from '@orchard/transport';
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdirSync } from 'node:fs';
 import type { Logger } from 'pino';
 import { measureCapability } from './capability/cache.js';
 import type { DaemonOptions } from './config/options.js';
+import { prepareDataDir } from './config/data-dir.js';
 import { decodeControl, encodeControl } from './control/codec.js';
 import { CONTROL_TOPIC, type ControlMessage } from './control/messages.js';
 import { clusterKeyFingerprint, readClusterKey } from './identity/cluster-key.js';
 import { duplicateIdentityMessage, foreignAddresses, type DuplicateIdentity } from './identity/duplicate.js';
 import { loadOrCreatePeerKey } from './identity/peer-key.js';
 import { measurePeer, pathSignature, type LinkProber } from './links/measurer.js';
+import { ProbeListeners, podFacingAddresses } from './links/probe-listeners.js';
 import type { LinkMeasurement } from './links/types.js';
 import { createNode, type OrchardNode } from './node/create-node.js';
 import { AutoDialer } from './node/discovery.js';
@@ -40,6 +41,9 @@ export interface DaemonExtensions {
 
 const DEFAULT_TIMINGS: DaemonTimings = { profileRefreshMs: 10_000, linkRefreshMs: 300_000, linkCheckMs: 2000 };
 
+/** A path whose probe failed is measured again after this long (not after the refresh interval). */
+const PROBE_RETRY_MS = 5000;
+
 /** The probe server only serves holders of the cluster secret; an open pod uses the empty secret. */
 function probeSecret(clusterKey: Uint8Array | null): Uint8Array | string {
   return clusterKey ? createHash('sha256').update('orchard-link-probe\0').update(clusterKey).digest() : '';
@@ -53,7 +57,7 @@ export class Daemon {
   readonly mode: PodMode;
   readonly peerKeyPath: string;
   readonly clusterKeyId: string | null;
-  #probe: ProbeServer;
+  #probe: ProbeListeners;
   #dialer: AutoDialer;
   #profiles = new ProfileCollector();
   #capability: Capability | null;
@@ -80,7 +84,7 @@ export class Daemon {
     options: DaemonOptions;
     log: Logger;
     node: OrchardNode;
-    probe: ProbeServer;
+    probe: ProbeListeners;
     capability: Capability | null;
     clusterKey: Uint8Array | null;
     peerKeyPath: string;
@@ -131,7 +135,7 @@ export class Daemon {
 
   static async start(options: DaemonOptions, log: Logger, extensions: DaemonExtensions = {}): Promise<Daemon> {
     const timings = extensions.timings ?? {};
-    mkdirSync(options.dataDir, { recursive: true, mode: 0o700 });
+    prepareDataDir(options.dataDir);
     const { key, path: peerKeyPath, created } = await loadOrCreatePeerKey(options.dataDir);
     const clusterKey = options.clusterKeyFile ? readClusterKey(options.clusterKeyFile) : null;
     const { capability, cached } = await measureCapability(options.dataDir, { force: options.rebench });
@@ -140,7 +144,14 @@ export class Daemon {
     if (backend.gpu) log.info({ ...backend.gpu }, 'runners use the GPU');
     else log.info({ backend: backend.kind, ...(backend.note ? { note: backend.note } : {}) }, 'runners use the CPU');
     // Peers probe us with 4 MiB; capping bulk transfers bounds what any client on the LAN can make us receive.
-    const probe = await startProbeServer({ host: '0.0.0.0', port: options.probePort, secret: probeSecret(clusterKey), maxBulkBytes: 16 * 2 ** 20 });
+    // In a private pod the port opens only on the addresses members reach us by (links/probe-listeners.ts).
+    const probe = await ProbeListeners.start({
+      port: options.probePort,
+      secret: probeSecret(clusterKey),
+      maxBulkBytes: 16 * 2 ** 20,
+      podOnly: clusterKey !== null,
+      onBindError: (address, err) => log.warn({ address, err: err.message }, 'link-probe port not opened on this address'),
+    });
     let node: OrchardNode;
     try {
       node = await createNode({ privateKey: key, listen: options.listen, bootstrap: options.bootstrap, clusterKey, mdns: options.mdns });
@@ -315,6 +326,8 @@ export class Daemon {
     try {
       const self = this.#profile;
       const state = this.replica.state;
+      const members = Object.values(state.nodes).flatMap((n) => (n.status === 'live' && n.profile ? [n.profile] : []));
+      await this.#probe.update(podFacingAddresses(self, members));
       const prober: LinkProber = (path, port) =>
         probeLink({ host: path.remoteAddress, port, secret: probeSecret(this.#clusterKey), pings: 20, bulkBytes: 4 * 2 ** 20, timeoutMs: 5000 });
       let changed = false;
@@ -328,7 +341,8 @@ export class Daemon {
         const prev = this.#measured.get(n.peerId);
         if (prev && prev.signature === signature && Date.now() - prev.at < this.#timings.linkRefreshMs) continue;
         const result = await measurePeer(self, n.profile, prober);
-        this.#measured.set(n.peerId, { signature, at: Date.now() });
+        // A failed probe is tried again soon (the peer may not have opened its port to us yet).
+        this.#measured.set(n.peerId, { signature, at: result.failures.length ? Date.now() - this.#timings.linkRefreshMs + PROBE_RETRY_MS : Date.now() });
         this.#links.set(n.peerId, result.measurements);
         for (const f of result.failures) {
           if (this.#linkFailures.get(`${f.peerId}|${f.address}`) !== f.error) this.log.warn(f, 'link probe failed');
@@ -364,7 +378,7 @@ export class Daemon {
       .filter((n) => n.profile && n.peerId !== self)
       .map((n) => ({ peerId: n.peerId, thunderbolt: n.profile!.thunderbolt }));
     return {
-      self: { peerId: self, name: this.options.name, addresses: this.node.getMultiaddrs().map(String), probePort: this.#probe.port, uptimeSec: Math.round((Date.now() - this.#startedAt) / 1000), logFile: this.options.logFile, dataDir: this.options.dataDir },
+      self: { peerId: self, name: this.options.name, addresses: this.node.getMultiaddrs().map(String), probePort: this.#probe.port, probeAddresses: this.#probe.addresses, uptimeSec: Math.round((Date.now() - this.#startedAt) / 1000), logFile: this.options.logFile, dataDir: this.options.dataDir },
       mode: this.mode,
       clusterKeyId: this.clusterKeyId,
       coordinator: this.cluster().coordinator,

@@ -93,7 +93,17 @@ export async function startOrchard(options: DaemonOptions, log: Logger, parts: O
       },
       onChange: (l: (what: string) => void) => daemon.onChange(l),
     };
-    api = buildApi({ pod, serving: serving ?? undefined, network, dashboard: progress ? { daemon, progress: progress.board } : undefined, token: options.apiToken, corsOrigins: options.corsOrigins, log });
+    api = buildApi({
+      pod,
+      serving: serving ?? undefined,
+      network,
+      dashboard: progress ? { daemon, progress: progress.board } : undefined,
+      token: options.apiToken,
+      corsOrigins: options.corsOrigins,
+      log,
+      apiHost: options.apiHost,
+      allowedHosts: options.apiAllowedHosts,
+    });
     await api.listen({ host: options.apiHost, port: options.apiPort });
   } catch (err) {
     await stop();

@@ -1,10 +1,12 @@
 import { mkdtempSync } from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { resolveOptions } from '../src/config/options.js';
 import { startOrchard } from '../src/orchard.js';
+import { writeClusterKey } from '../src/identity/cluster-key.js';
 
 describe('Daemon in process', () => {
   it('starts on loopback, serves its routes behind the token, lists itself, and stops cleanly', async () => {
@@ -32,5 +34,26 @@ describe('Daemon in process', () => {
       await node.stop();
     }
     await expect(fetch(`${base}/healthz`)).rejects.toThrow();
+  });
+
+  it('in a private pod the link-probe port is open only where pod members reach it (here: none yet, so 127.0.0.1 alone)', async () => {
+    const dataDir = mkdtempSync(join(os.tmpdir(), 'orchard-daemon-'));
+    const keyFile = join(dataDir, 'pod.key');
+    writeClusterKey(keyFile);
+    const options = resolveOptions({ dataDir, apiPort: '0', listen: ['/ip4/127.0.0.1/tcp/0'], mdns: false, clusterKey: keyFile }, {});
+    const node = await startOrchard(options, pino({ level: 'silent' }), { serving: false, dashboard: false });
+    try {
+      const self = node.daemon.status().self;
+      expect(self.probeAddresses).toEqual(['127.0.0.1']);
+      // Another address of this machine (Linux routes 127/8 to lo): closed, where before every address was open.
+      const open = await new Promise<boolean>((resolve) => {
+        const s = net.connect({ host: '127.0.0.2', port: self.probePort });
+        s.once('connect', () => (s.destroy(), resolve(true)));
+        s.once('error', () => resolve(false));
+      });
+      expect(open).toBe(false);
+    } finally {
+      await node.stop();
+    }
   });
 });

@@ -62,8 +62,10 @@ describe('the daemon log', () => {
     expect(out.text()).toBe('');
     // Rotation renames files in the background: wait until the set settles.
     const want = ['orchard.log', 'orchard.log.1', 'orchard.log.2', 'orchard.log.3', 'orchard.log.4', 'orchard.log.5'];
-    const settled = () => JSON.stringify(readdirSync(join(dir, 'logs')).sort()) === JSON.stringify(want);
-    for (let t = 0; t < 100 && !settled(); t++) await new Promise((r) => setTimeout(r, 100));
+    // and until the last entry has reached the current file (writes are asynchronous too).
+    const lastLine = () => (existsSync(file) ? readFileSync(file, 'utf8').trim().split('\n').at(-1) ?? '' : '');
+    const settled = () => JSON.stringify(readdirSync(join(dir, 'logs')).sort()) === JSON.stringify(want) && lastLine().includes('"i":399');
+    for (let t = 0; t < 150 && !settled(); t++) await new Promise((r) => setTimeout(r, 100));
     const files = readdirSync(join(dir, 'logs')).sort();
     expect(files).toEqual(['orchard.log', 'orchard.log.1', 'orchard.log.2', 'orchard.log.3', 'orchard.log.4', 'orchard.log.5']);
     const last = readFileSync(file, 'utf8').trim().split('\n').map((l) => JSON.parse(l));

@@ -32,11 +32,51 @@ describe('daemon options', () => {
     expect(resolveOptions({ dataDir: tmp(), apiHost: '0.0.0.0' }, { ORCHARD_API_TOKEN: 's3cret' }).apiToken).toBe('s3cret');
   });
 
+  it('loopback is decided on the parsed address: 127.example.com is a host name and needs a token', () => {
+    for (const host of ['127.example.com', '127.0.0.1.nip.io', 'localhost.example', '0.0.0.0', '::', '128.0.0.1']) {
+      expect(() => resolveOptions({ dataDir: tmp(), apiHost: host }, {}), host).toThrow(/--api-token/);
+    }
+    for (const host of ['127.0.0.1', '127.1.2.3', 'localhost', 'LOCALHOST', '::1', '[::1]', '::ffff:127.0.0.1']) {
+      expect(resolveOptions({ dataDir: tmp(), apiHost: host }, {}).apiToken, host).toBeNull();
+    }
+  });
+
+  it('data-plane encryption and cipher: auto by default, from flags, environment or file, bad values named', () => {
+    expect(resolveOptions({ dataDir: tmp() }, {})).toMatchObject({ dataPlaneEncryption: 'auto', dataPlaneCipher: 'auto' });
+    expect(resolveOptions({ dataDir: tmp(), dataPlaneEncryption: 'always' }, {}).dataPlaneEncryption).toBe('always');
+    expect(resolveOptions({ dataDir: tmp() }, { ORCHARD_DATA_PLANE_ENCRYPTION: 'never', ORCHARD_DATA_PLANE_CIPHER: 'chacha20-poly1305' })).toMatchObject({
+      dataPlaneEncryption: 'never',
+      dataPlaneCipher: 'chacha20-poly1305',
+    });
+    const dir = tmp();
+    writeFileSync(join(dir, 'config.json'), JSON.stringify({ 'data-plane-cipher': 'aes-256-gcm' }));
+    expect(resolveOptions({ dataDir: dir }, {}).dataPlaneCipher).toBe('aes-256-gcm');
+    expect(() => resolveOptions({ dataDir: tmp(), dataPlaneEncryption: 'sometimes' }, {})).toThrow(/--data-plane-encryption must be one of auto, always, never/);
+    expect(() => resolveOptions({ dataDir: tmp(), dataPlaneCipher: 'rot13' }, {})).toThrow(/--data-plane-cipher must be one of/);
+  });
+
+  it('more API host names from a flag list, the environment or the file', () => {
+    expect(resolveOptions({ dataDir: tmp() }, {}).apiAllowedHosts).toEqual([]);
+    expect(resolveOptions({ dataDir: tmp(), apiAllowedHosts: ['orchard.lan,studio.local', 'x.internal'] }, {}).apiAllowedHosts).toEqual(['orchard.lan', 'studio.local', 'x.internal']);
+    expect(resolveOptions({ dataDir: tmp() }, { ORCHARD_API_ALLOWED_HOSTS: 'a.lan b.lan' }).apiAllowedHosts).toEqual(['a.lan', 'b.lan']);
+  });
+
   it('bad values name the setting', () => {
     expect(() => resolveOptions({ dataDir: tmp(), apiPort: 'abc' }, {})).toThrow(/--api-port must be a number/);
     expect(() => resolveOptions({ dataDir: tmp(), apiPort: '70000' }, {})).toThrow(/--api-port must be 0..65535/);
     const dir = tmp();
     writeFileSync(join(dir, 'config.json'), '{"apiPortt": 1}');
     expect(() => resolveOptions({ dataDir: dir }, {})).toThrow(/unknown setting "apiPortt"/);
+  });
+
+  it('keep-alive: durations as Ollama takes them, never, and a clear error', () => {
+    const dir = tmp();
+    expect(resolveOptions({ dataDir: dir }, {}).keepAliveMs).toBe(30 * 60_000);
+    expect(resolveOptions({ dataDir: dir, keepAlive: '2h' }, {}).keepAliveMs).toBe(7_200_000);
+    expect(resolveOptions({ dataDir: dir }, { ORCHARD_KEEP_ALIVE: '90s' }).keepAliveMs).toBe(90_000);
+    expect(resolveOptions({ dataDir: dir, keepAlive: '45' }, {}).keepAliveMs).toBe(45_000);
+    expect(resolveOptions({ dataDir: dir, keepAlive: 'never' }, {}).keepAliveMs).toBeNull();
+    expect(resolveOptions({ dataDir: dir, keepAlive: '-1' }, {}).keepAliveMs).toBeNull();
+    expect(() => resolveOptions({ dataDir: dir, keepAlive: 'soon' }, {})).toThrow(/--keep-alive must be a duration such as 30m/);
   });
 });

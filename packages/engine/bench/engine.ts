@@ -1,16 +1,18 @@
 /**
  * Engine benchmark (not a test): Orchard (WASM backend) against llama.cpp (node-llama-cpp 3.21.1, CPU,
  * same thread count) on the SAME GGUF files — f16, Q8_0 and Q4_0 of a generated ~100M-parameter llama
- * model and of the demo model — decode tokens/s and prompt (prefill) tokens/s, each with its ratio;
+ * model and of the demo model, Q8_0 and Q4_0 of a generated Qwen3-MoE-shaped model with ~100M active
+ * parameters (decode-moe-*, prefill-moe-*) — decode tokens/s and prompt (prefill) tokens/s, each with its ratio;
  * plus the effective GB/s of f16 weight streaming during Orchard's decode against a memory-read sweep
  * measured in the same run with the same threads.
  *
- *   pnpm bench:engine [--threads N] [--rounds 2] [--json]
+ *   pnpm bench:engine [--threads N] [--rounds 2] [--only dense,moe,demo,gpu] [--json]
  *   orchard bench engine --json
  *
  * Rounds interleave Orchard and llama.cpp and each keeps its best, so on a shared machine both get the
- * same share of the noise; compare ratios within one run. The generated model is cached in
- * $TMPDIR/orchard-bench-engine-v1 (about 0.6 GB) so later runs skip writing it.
+ * same share of the noise; compare ratios within one run. The generated models are cached in
+ * $TMPDIR/orchard-bench-engine-v1 (about 0.6 GB) and $TMPDIR/orchard-bench-engine-moe-v1 (about 1.1 GB)
+ * so later runs skip writing them.
  * Needs tools/llama-oracle installed (npm ci --prefix tools/llama-oracle); says so otherwise.
  */
 import { existsSync, mkdirSync, mkdtempSync, renameSync, rmSync } from 'node:fs';
@@ -23,6 +25,7 @@ import type { Weight } from '../src/kernels/backend.js';
 import { createWasmBackend } from '../src/kernels/wasm/backend.js';
 import { physicalCores } from '../src/kernels/wasm/cores.js';
 import { loadShard } from '../src/model/forward.js';
+import { layerMatrices } from '../src/model/weights.js';
 import { loadModelConfig } from '../src/config/config.js';
 import { writeRandomModel } from '../src/testing/random-model.js';
 import { runGpuBenchLines } from '../src/kernels/gpu/bench-lines.js';
@@ -52,9 +55,14 @@ export interface EngineBenchOptions {
   rounds?: number;
   promptTokens?: number;
   decodeTokens?: number;
+  /** Groups of lines to run. @default all: the ~100M llama, the MoE model, the demo model, the GPU lines */
+  only?: readonly BenchGroup[];
   /** Progress lines. */
   log?: (line: string) => void;
 }
+
+export type BenchGroup = 'dense' | 'moe' | 'demo' | 'gpu';
+export const BENCH_GROUPS: readonly BenchGroup[] = ['dense', 'moe', 'demo', 'gpu'];
 
 export class LlamaCppMissingError extends Error {}
 
@@ -73,18 +81,46 @@ function parameterCount(c: typeof BIG): number {
   return c.numLayers * perLayer + 2 * 8192 * c.hiddenSize + c.hiddenSize;
 }
 
-/** The generated model's HF directory and its three GGUFs, written once into a cache directory. */
-function generatedModel(log: (s: string) => void): { dir: string; ggufs: Record<Dtype, string> } {
-  const root = join(tmpdir(), 'orchard-bench-engine-v1');
+/**
+ * Qwen3-MoE-shaped (qwen3moe in GGUF): 12 layers of hidden 768 (12 heads of 64, 4 KV heads, q/k norms),
+ * 16 experts of intermediate 640, top-4 renormalised; vocabulary 8192 (untied). ~96M parameters active
+ * per token (attention, 4 experts, router, head) of ~315M.
+ */
+const MOE = {
+  variant: 'qwen3-moe' as const,
+  hiddenSize: 768,
+  numLayers: 12,
+  numHeads: 12,
+  numKvHeads: 4,
+  headDim: 64,
+  numExperts: 16,
+  expertsPerToken: 4,
+  moeIntermediateSize: 640,
+  mlpOnlyLayers: [],
+  extraVocab: 8192 - 259,
+  maxPositionEmbeddings: 512,
+  dtype: 'f16' as const,
+  seed: 2,
+};
+
+function activeParameters(c: typeof MOE): number {
+  const attention = 2 * c.hiddenSize * c.numHeads * c.headDim + 2 * c.hiddenSize * c.numKvHeads * c.headDim;
+  const experts = c.expertsPerToken * 3 * c.hiddenSize * c.moeIntermediateSize + c.numExperts * c.hiddenSize;
+  return c.numLayers * (attention + experts) + 8192 * c.hiddenSize;
+}
+
+/** A generated model's HF directory and its GGUFs, written once into a cache directory. */
+function generatedModel(log: (s: string) => void, cache = 'orchard-bench-engine-v1', options: Parameters<typeof writeRandomModel>[1] = BIG, dtypes: Dtype[] = DTYPES, what = `${(parameterCount(BIG) / 1e6).toFixed(0)}M-parameter random model`): { dir: string; ggufs: Record<Dtype, string> } {
+  const root = join(tmpdir(), cache);
   const dir = join(root, 'hf');
   if (!existsSync(join(dir, 'model.safetensors'))) {
-    log(`writing a ${(parameterCount(BIG) / 1e6).toFixed(0)}M-parameter random model to ${dir} (once)`);
+    log(`writing a ${what} to ${dir} (once)`);
     const tmp = join(root, `hf-${process.pid}`);
     mkdirSync(root, { recursive: true });
-    writeRandomModel(tmp, BIG);
+    writeRandomModel(tmp, options);
     renameSync(tmp, dir);
   }
-  return { dir, ggufs: ggufsOf(dir, root, log) };
+  return { dir, ggufs: ggufsOf(dir, root, log, dtypes) };
 }
 
 type Dtype = 'f16' | 'q8_0' | 'q4_0';
@@ -92,9 +128,9 @@ type Dtype = 'f16' | 'q8_0' | 'q4_0';
 const DECODE_CAP_MS = 3000;
 const DTYPES: Dtype[] = ['f16', 'q8_0', 'q4_0'];
 
-function ggufsOf(dir: string, outDir: string, log: (s: string) => void): Record<Dtype, string> {
+function ggufsOf(dir: string, outDir: string, log: (s: string) => void, dtypes: Dtype[] = DTYPES): Record<Dtype, string> {
   const out = {} as Record<Dtype, string>;
-  for (const dt of DTYPES) {
+  for (const dt of dtypes) {
     const path = join(outDir, `model-${dt}.gguf`);
     if (!existsSync(path)) {
       log(`converting ${dir} to ${dt} GGUF`);
@@ -110,6 +146,8 @@ function ggufsOf(dir: string, outDir: string, log: (s: string) => void): Record<
 interface Speeds {
   prefill: number;
   decode: number;
+  /** Decode tokens per CPU-second of this process (one thread: the engine's own time, unaffected by preemption). */
+  decodeCpu: number;
   /** 1 / the fastest single decode step (s): the streaming measure, comparable to the best-of read sweep. */
   fastest: number;
 }
@@ -122,7 +160,7 @@ async function orchardRunner(gguf: string, threads: number, promptTokens: number
   const vocab = model.config.vocabSize;
   const prompt = Array.from({ length: promptTokens }, (_, i) => (i * 37 + 11) % Math.min(256, vocab));
   const weights = model.weights;
-  const matrices: Weight[] = [...weights.layers.flatMap((l) => [l.q, l.k, l.v, l.o, l.gate, l.up, l.down]), weights.head!];
+  const matrices: Weight[] = [...weights.layers.flatMap(layerMatrices), weights.head!];
   const streamedBytes = matrices.reduce((s, w) => s + w.bytes.byteLength, 0);
   return {
     streamedBytes,
@@ -133,6 +171,7 @@ async function orchardRunner(gguf: string, threads: number, promptTokens: number
       let logits = await model.forward({ tokens: prompt }, cache);
       const prefill = promptTokens / ((performance.now() - t0) / 1000);
       t0 = performance.now();
+      const c0 = process.cpuUsage();
       let done = 0;
       let fastestMs = Infinity;
       while (done < decodeTokens && !(done >= 4 && performance.now() - t0 > DECODE_CAP_MS)) {
@@ -144,8 +183,9 @@ async function orchardRunner(gguf: string, threads: number, promptTokens: number
         done++;
       }
       const decode = done / ((performance.now() - t0) / 1000);
+      const decodeCpu = done / cpuSeconds(c0);
       model.releaseCache(cache);
-      return { prefill, decode, fastest: 1000 / fastestMs };
+      return { prefill, decode, decodeCpu, fastest: 1000 / fastestMs };
     },
     dispose: () => model.dispose(),
   };
@@ -183,6 +223,7 @@ async function llamaRunner(gguf: string, threads: number, promptTokens: number, 
       let last = results[prompt.length - 1]?.next?.token;
       const prefill = promptTokens / ((performance.now() - t0) / 1000);
       t0 = performance.now();
+      const c0 = process.cpuUsage();
       let done = 0;
       let fastestMs = Infinity;
       while (done < decodeTokens && !(done >= 4 && performance.now() - t0 > DECODE_CAP_MS)) {
@@ -194,7 +235,7 @@ async function llamaRunner(gguf: string, threads: number, promptTokens: number, 
         done++;
       }
       const decode = done / ((performance.now() - t0) / 1000);
-      return { prefill, decode, fastest: 1000 / fastestMs };
+      return { prefill, decode, decodeCpu: done / cpuSeconds(c0), fastest: 1000 / fastestMs };
     },
     async dispose() {
       await context.dispose();
@@ -204,12 +245,12 @@ async function llamaRunner(gguf: string, threads: number, promptTokens: number, 
 }
 
 /** Best round of each engine, rounds interleaved. */
-async function measure(gguf: string, o: Required<Omit<EngineBenchOptions, 'log'>>) {
+async function measure(gguf: string, o: Required<Omit<EngineBenchOptions, 'log' | 'only'>>) {
   const orchard = await orchardRunner(gguf, o.threads, o.promptTokens, o.decodeTokens);
   const llama = await llamaRunner(gguf, o.threads, o.promptTokens, o.decodeTokens);
-  const best = (a: Speeds, b: Speeds): Speeds => ({ prefill: Math.max(a.prefill, b.prefill), decode: Math.max(a.decode, b.decode), fastest: Math.max(a.fastest, b.fastest) });
-  let ob: Speeds = { prefill: 0, decode: 0, fastest: 0 };
-  let lb: Speeds = { prefill: 0, decode: 0, fastest: 0 };
+  const best = (a: Speeds, b: Speeds): Speeds => ({ prefill: Math.max(a.prefill, b.prefill), decode: Math.max(a.decode, b.decode), decodeCpu: Math.max(a.decodeCpu, b.decodeCpu), fastest: Math.max(a.fastest, b.fastest) });
+  let ob: Speeds = { prefill: 0, decode: 0, decodeCpu: 0, fastest: 0 };
+  let lb: Speeds = { prefill: 0, decode: 0, decodeCpu: 0, fastest: 0 };
   let readGBs = 0;
   try {
     await orchard.round(); // warm-up (first-touch of memory, JIT)
@@ -252,6 +293,12 @@ function readSweepGBs(backend: ReturnType<typeof createWasmBackend>, bytes: numb
 
 const round3 = (v: number) => Number(v.toPrecision(4));
 
+/** CPU seconds this process used since `start` (all threads). */
+function cpuSeconds(start: NodeJS.CpuUsage): number {
+  const u = process.cpuUsage(start);
+  return (u.user + u.system) / 1e6;
+}
+
 export async function runEngineBench(options: EngineBenchOptions = {}): Promise<{ lines: EngineBenchLine[] }> {
   const missing = llamaCppMissingReason();
   if (missing) throw new LlamaCppMissingError(missing);
@@ -275,10 +322,11 @@ export async function runEngineBench(options: EngineBenchOptions = {}): Promise<
     lines.push({ name: `${prefix}prefill-${dt}`, orchard: round3(m.orchard.prefill), llamacpp: round3(m.llama.prefill), unit: 'tok/s', ratio: round3(m.orchard.prefill / m.llama.prefill) });
   };
 
-  const big = generatedModel(log);
-  for (const dt of DTYPES) {
+  const only = new Set(options.only ?? BENCH_GROUPS);
+  const big = only.has('dense') || only.has('gpu') ? generatedModel(log) : null;
+  for (const dt of only.has('dense') ? DTYPES : []) {
     log(`~100M model, ${dt}, ${o.threads} thread(s): Orchard vs llama.cpp`);
-    const m = await measure(big.ggufs[dt], o);
+    const m = await measure(big!.ggufs[dt], o);
     speedLines('', dt, m);
     log(lines.slice(-2).map((l) => `  ${l.name}: ${l.orchard} vs ${l.llamacpp} ${l.unit} (${l.ratio}x)`).join('\n'));
     if (dt === 'f16') {
@@ -290,7 +338,19 @@ export async function runEngineBench(options: EngineBenchOptions = {}): Promise<
       lines.push({ name: 'stream-read-baseline', orchard: round3(m.readGBs), llamacpp: null, unit: 'GB/s', ratio: null });
     }
   }
-  if (existsSync(join(DEMO_DIR, 'config.json'))) {
+  const moe = only.has('moe') ? generatedModel(log, 'orchard-bench-engine-moe-v1', MOE, ['q8_0', 'q4_0'], `Qwen3-MoE-shaped random model (${(activeParameters(MOE) / 1e6).toFixed(0)}M parameters active per token)`) : null;
+  for (const dt of moe ? (['q8_0', 'q4_0'] as const) : []) {
+    log(`Qwen3-MoE-shaped model (~${(activeParameters(MOE) / 1e6).toFixed(0)}M active), ${dt}, ${o.threads} thread(s): Orchard vs llama.cpp`);
+    const m = await measure(moe!.ggufs[dt], o);
+    lines.push({ name: `decode-moe-${dt}`, orchard: round3(m.orchard.decode), llamacpp: round3(m.llama.decode), unit: 'tok/s', ratio: round3(m.orchard.decode / m.llama.decode) });
+    lines.push({ name: `prefill-moe-${dt}`, orchard: round3(m.orchard.prefill), llamacpp: round3(m.llama.prefill), unit: 'tok/s', ratio: round3(m.orchard.prefill / m.llama.prefill) });
+    // With one thread each, tokens per CPU-second compare the engines' own work even on a loaded machine.
+    if (o.threads === 1) lines.push({ name: `decode-moe-${dt}-cpu`, orchard: round3(m.orchard.decodeCpu), llamacpp: round3(m.llama.decodeCpu), unit: 'tok/cpu-s', ratio: round3(m.orchard.decodeCpu / m.llama.decodeCpu) });
+    log(lines.slice(-2).map((l) => `  ${l.name}: ${l.orchard} vs ${l.llamacpp} ${l.unit} (${l.ratio}x)`).join('\n'));
+  }
+  if (!only.has('demo')) {
+    // left out on request
+  } else if (existsSync(join(DEMO_DIR, 'config.json'))) {
     // The demo model is converted afresh each run (it may have changed), into a directory removed after.
     const demoDir = mkdtempSync(join(tmpdir(), 'orchard-bench-engine-demo-'));
     try {
@@ -306,8 +366,9 @@ export async function runEngineBench(options: EngineBenchOptions = {}): Promise<
   } else log('demo model (models/orchard-demo) not found: its lines are left out');
   // GPU lines (docs/gpu.md): a hardware adapter, else lavapipe (a software adapter: overhead only, and the
   // ~100M model is left out there). Ratios: GPU / wasm in this run (tok/s), effective / gpu-copy-baseline (GB/s).
+  if (!only.has('gpu')) return { lines };
   const gpu = await runGpuBenchLines({
-    models: [{ label: 'f16', dir: big.dir, skipOnSoftware: true }, ...(existsSync(join(DEMO_DIR, 'config.json')) ? [{ label: 'demo', dir: DEMO_DIR }] : [])],
+    models: [{ label: 'f16', dir: big!.dir, skipOnSoftware: true }, ...(existsSync(join(DEMO_DIR, 'config.json')) ? [{ label: 'demo', dir: DEMO_DIR }] : [])],
     allowSoftware: true,
     threads: o.threads,
     promptTokens: o.promptTokens,
@@ -325,14 +386,20 @@ export function formatEngineTable(result: { lines: EngineBenchLine[] }, threads:
   for (const l of result.lines) rows.push([l.name, String(l.orchard), l.llamacpp === null ? '-' : String(l.llamacpp), l.unit, l.ratio === null ? '-' : `${l.ratio}x`]);
   const w = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
   const body = rows.map((r) => r.map((c, i) => (i === 0 ? c.padEnd(w[i]) : c.padStart(w[i]))).join('  ')).join('\n');
-  return `${body}\n(${threads} thread(s) each; stream-f16 = f16 weight bytes per decode step / the fastest step; ratio = Orchard's stream / the best read sweep over as many bytes, same backend and threads, same run; gpu-* lines: decode/prefill ratio = GPU / wasm, stream ratio = / gpu-copy-baseline, same run)`;
+  return `${body}\n(${threads} thread(s) each; *-cpu lines: decode tokens per CPU-second of the process (1 thread only; robust to a loaded machine); stream-f16 = f16 weight bytes per decode step / the fastest step; ratio = Orchard's stream / the best read sweep over as many bytes, same backend and threads, same run; gpu-* lines: decode/prefill ratio = GPU / wasm, stream ratio = / gpu-copy-baseline, same run)`;
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({ options: { threads: { type: 'string' }, rounds: { type: 'string' }, json: { type: 'boolean', default: false } } });
+  const { values } = parseArgs({ options: { threads: { type: 'string' }, rounds: { type: 'string' }, only: { type: 'string' }, json: { type: 'boolean', default: false } } });
   const threads = values.threads ? Number(values.threads) : physicalCores();
+  const only = values.only?.split(',') as BenchGroup[] | undefined;
+  const unknown = only?.filter((g) => !BENCH_GROUPS.includes(g));
+  if (unknown?.length) {
+    process.stderr.write(`bench:engine: --only takes ${BENCH_GROUPS.join(', ')}; got ${unknown.join(', ')}\n`);
+    process.exit(2);
+  }
   try {
-    const result = await runEngineBench({ threads, rounds: values.rounds ? Number(values.rounds) : undefined, log: (l) => process.stderr.write(`${l}\n`) });
+    const result = await runEngineBench({ threads, rounds: values.rounds ? Number(values.rounds) : undefined, only, log: (l) => process.stderr.write(`${l}\n`) });
     process.stdout.write(values.json ? `${JSON.stringify(result)}\n` : `${formatEngineTable(result, threads)}\n`);
   } catch (err) {
     if (err instanceof LlamaCppMissingError) {

@@ -18,7 +18,7 @@ export { createWasmBackend, type WasmBackend, type WasmBackendOptions } from './
 export { ModelFormatError, UnsupportedModelError } from './errors.js';
 
 // Model directory: config, weights, tokenizer.
-export { loadModelConfig, modelConfigFromJson, type ModelConfig, type RopeScaling } from './config/config.js';
+export { loadModelConfig, modelConfigFromJson, type ModelConfig, type RopeScaling, type MoeConfig, type MlaConfig } from './config/config.js';
 export { GGUF_LOADABLE_TYPES, isGgufPath } from './gguf/read.js';
 export { lookupArchitecture, supportedArchitectures } from './config/architectures/registry.js';
 export type { ArchitectureCaps } from './config/architectures/types.js';
@@ -40,6 +40,7 @@ export {
 // Shards and the forward pass.
 export { loadShard, loadShardAsync, ModelShard, KVCache, type LoadShardOptions, type ShardInput } from './model/forward.js';
 export { tensorSlice, vocabSlice, joinLogitSlices, type TensorSlice, type SplitDims } from './model/tensor-split.js';
+export { kvCacheValuesPerToken } from './model/kv-cache-size.js';
 
 // Layouts: how an instance's ranks split the model, and whether the engine runs a layout.
 export {

@@ -1,7 +1,8 @@
 /**
  * Proof 1: every split of a model computes the same function as the unsplit model. For each
  * architecture variant, pipeline splits (2 stages, 3 uneven stages) and tensor splits (2 and 4 ranks,
- * the latter replicating KV heads; uneven head counts per rank, 2 and 3 ranks) give last-token logits within 1e-5 of the unsplit run (f32) after a
+ * the latter replicating KV heads; uneven head counts per rank, 2 and 3 ranks; for mixtures of
+ * experts, each rank holding its block of experts) give last-token logits within 1e-5 of the unsplit run (f32) after a
  * multi-chunk prompt and after every greedy decode step, and the same greedy tokens.
  */
 import { existsSync } from 'node:fs';
@@ -25,6 +26,13 @@ const VARIANTS: Record<string, RandomModelOptions> = {
   'qwen2 qkv bias': { variant: 'qwen2' },
   'qwen3 q/k norm': { variant: 'qwen3' },
   'qwen3 tied, 3 shard files': { variant: 'qwen3', tiedEmbeddings: true, shards: 3 },
+  // Mixtures of experts: tensor ranks hold whole experts (2 or 4 of 8 each); MLA splits by heads.
+  'qwen3-moe (layer 1 dense)': { variant: 'qwen3-moe' },
+  'qwen3-moe tied router rows': { variant: 'qwen3-moe', routerTies: true, expertsPerToken: 3 },
+  mixtral: { variant: 'mixtral' },
+  'deepseek-v3 (MLA, shared expert, grouped routing)': { variant: 'deepseek-v3' },
+  'deepseek-v3 plain q_proj, bf16': { variant: 'deepseek-v3', qLoraRank: null, dtype: 'bf16' },
+  'gpt-oss (sinks, sliding/full layers, merged experts)': { variant: 'gpt-oss' },
 };
 
 const SPLITS: Record<string, InProcessOptions> = {

@@ -3,7 +3,9 @@
  * (test/torch_reference.py, float64, whole sequence, no KV cache). Runs where Debian's python3-torch
  * is installed (/usr/bin/python3, or ORCHARD_TORCH_PYTHON); skipped elsewhere, saying so.
  * It checks the maths the split-equivalence tests cannot: RoPE layout and scaling, GQA mapping,
- * biases, q/k norms, tied heads, and the KV cache against full recomputation.
+ * biases, q/k norms, tied heads, expert routing (ties included: some variants give experts identical
+ * router rows, so torch.topk's tie rule decides), latent attention with its compressed cache, and the KV
+ * cache against full recomputation.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import { join } from 'node:path';
@@ -29,6 +31,15 @@ const VARIANTS: Record<string, RandomModelOptions> = {
   'qwen3 q/k norm, head_dim ≠ hidden/heads': { variant: 'qwen3' },
   'llama bf16': { variant: 'llama', dtype: 'bf16' },
   'qwen3 f16, 2 files': { variant: 'qwen3', dtype: 'f16', shards: 2 },
+  'qwen3-moe (layer 1 dense, top-2 renormalised)': { variant: 'qwen3-moe' },
+  'qwen3-moe top-3 not renormalised, tied router rows': { variant: 'qwen3-moe', expertsPerToken: 3, normTopK: false, routerTies: true },
+  'mixtral, sliding window 5': { variant: 'mixtral', slidingWindow: 5 },
+  'mixtral bf16, tied router rows': { variant: 'mixtral', dtype: 'bf16', routerTies: true },
+  'deepseek-v3 (MLA q_lora, yarn, grouped sigmoid routing, shared expert)': { variant: 'deepseek-v3' },
+  'deepseek-v3 plain q_proj, tied router rows, 16 experts top-4': { variant: 'deepseek-v3', qLoraRank: null, routerTies: true, numExperts: 16, expertsPerToken: 4 },
+  'kimi k2 layout (one expert group, yarn beta_fast 1), bf16': { variant: 'deepseek-v3', kimiLayout: true, dtype: 'bf16' },
+  'gpt-oss (sinks, sliding/full layers, yarn, merged experts, clamped SwiGLU)': { variant: 'gpt-oss' },
+  'gpt-oss bf16, tied router rows, top-3': { variant: 'gpt-oss', dtype: 'bf16', routerTies: true, expertsPerToken: 3 },
 };
 
 describe.skipIf(!hasTorch).each(Object.entries(VARIANTS))('%s vs PyTorch', (name, options) => {

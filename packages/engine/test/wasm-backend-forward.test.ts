@@ -19,6 +19,10 @@ const CASES: [string, RandomModelOptions, InProcessOptions][] = [
   ['llama3 f16', { variant: 'llama3', dtype: 'f16' }, {}],
   ['qwen3 bf16, tensor 2', { variant: 'qwen3', dtype: 'bf16' }, { tensor: 2 }],
   ['mistral sliding window f32, pipeline 2 × tensor 4', { variant: 'mistral', slidingWindow: 7, numKvHeads: 1 }, { pipeline: 2, tensor: 4 }],
+  ['qwen3-moe f16, experts over tensor 2', { variant: 'qwen3-moe', dtype: 'f16' }, { tensor: 2 }],
+  ['mixtral bf16', { variant: 'mixtral', dtype: 'bf16' }, {}],
+  ['deepseek-v3 f16 (MLA), pipeline 2 × tensor 2', { variant: 'deepseek-v3', dtype: 'f16' }, { pipeline: 2, tensor: 2 }],
+  ['gpt-oss f16 (sinks, merged experts), tensor 2', { variant: 'gpt-oss', dtype: 'f16' }, { tensor: 2 }],
 ];
 
 describe.each(CASES)('%s on the wasm backend', (name, modelOptions, split) => {

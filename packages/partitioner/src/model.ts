@@ -56,7 +56,7 @@ export interface ModelSpec {
   /** Output head bytes (last stage); with tied embeddings the last stage needs its own copy. */
   lmHeadBytes: number;
   tiedEmbeddings: boolean;
-  /** KV-cache bytes per token per layer for all KV heads (bf16). */
+  /** KV-cache bytes per token per layer for all KV heads (f32, as the engine keeps it; MLA: the latent). */
   kvBytesPerTokenPerLayer: number;
   /** MLA caches one latent per token that every tensor-parallel member needs whole. */
   kvReplicated: boolean;
@@ -84,7 +84,8 @@ export interface ModelOptions {
 }
 
 const SOURCE = 'model config';
-const KV_BYTES = 2; // bf16 cache
+/** The engine keeps its KV cache in f32 (engine: kvCacheValuesPerToken values per token per layer). */
+const KV_BYTES = 4;
 const ACT_BYTES = 2; // bf16 activations
 
 /** The numbers that describe the architecture, validated. */

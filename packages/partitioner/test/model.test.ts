@@ -46,10 +46,11 @@ describe('model sizing from config.json', () => {
   });
 
   it('uses the MLA latent for the KV cache and GQA heads otherwise', () => {
-    expect(model('deepseek-v3.1').kvBytesPerTokenPerLayer).toBe((512 + 64) * 2);
+    // f32 values, as the engine caches them (kvCacheValuesPerToken).
+    expect(model('deepseek-v3.1').kvBytesPerTokenPerLayer).toBe((512 + 64) * 4);
     expect(model('deepseek-v3.1').kvReplicated).toBe(true);
-    expect(model('qwen3-235b-a22b').kvBytesPerTokenPerLayer).toBe(2 * 4 * 128 * 2);
-    expect(model('llama-3.3-70b').kvBytesPerTokenPerLayer).toBe(2 * 8 * 128 * 2);
+    expect(model('qwen3-235b-a22b').kvBytesPerTokenPerLayer).toBe(2 * 4 * 128 * 4);
+    expect(model('llama-3.3-70b').kvBytesPerTokenPerLayer).toBe(2 * 8 * 128 * 4);
   });
 
   it('reads bits from quantization_config, MLX quantization, dtype, or --bits', () => {

@@ -29,9 +29,10 @@ export {
   type ProbeLinkOptions,
   type LinkProbeResult,
 } from './probe.js';
-export { createTcpGroup, type TcpGroupOptions, type TcpPeer } from './tcp/group.js';
+export { createTcpGroup, type TcpGroup, type TcpGroupOptions, type TcpPeer, type EncryptionPolicy, type LinkEnds } from './tcp/group.js';
 export { listenTcp, type TcpListener, type TcpAddress, type ListenTcpOptions } from './tcp/listener.js';
-export type { CipherName } from './wire/aead.js';
+export { fastestCipher, measureCiphers, CIPHERS, type CipherName } from './wire/aead.js';
+export { dataPlaneProcessEnv, DATA_PLANE_MALLOC_TUNABLES } from './process-env.js';
 export { createSimGroup, createSimFabric, type SimFabric, type SimFabricOptions, type SimFailure } from './sim/fabric.js';
 export { groupOverExchange, type CollectiveOptions } from './exchange-group.js';
 export { USER_TAG, collectiveTag, type Exchange, type ExchangeOpOptions } from './collectives/exchange.js';

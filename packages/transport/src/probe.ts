@@ -36,6 +36,8 @@ export interface ProbeServerOptions {
   idleTimeoutMs?: number;
   /** Handshake deadline, ms. @default 3000 */
   handshakeTimeoutMs?: number;
+  /** Connections served at once; more are refused at accept. @default unlimited */
+  maxConnections?: number;
 }
 
 export interface ProbeServer {
@@ -96,6 +98,7 @@ export async function startProbeServer(options: ProbeServerOptions = {}): Promis
     );
   });
   const host = options.host ?? '127.0.0.1';
+  if (options.maxConnections !== undefined) server.maxConnections = options.maxConnections;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(options.port ?? 0, host, () => {

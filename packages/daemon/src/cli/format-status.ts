@@ -76,6 +76,14 @@ export function formatStatus(s: StatusJson): string {
   return `${lines.join('\n')}\n`;
 }
 
+/** ", encrypted (aes-256-gcm)" / ", unencrypted" when the ends reported it (both ends see the same cipher). */
+function protection(ends: InstanceLink[]): string {
+  const known = ends.filter((e) => e.encryption !== undefined);
+  if (known.length === 0) return '';
+  const cipher = known.find((e) => e.encryption)?.encryption;
+  return cipher ? `, encrypted (${cipher})` : ', unencrypted';
+}
+
 /** One line per pair of ranks: both ends agree on the transport; each end may say why differently. */
 export function formatDataPlane(d: DataPlaneJson): string[] {
   const lines = [`  ${d.instance} (${d.model}, ${d.ranks} rank${d.ranks === 1 ? '' : 's'})`];
@@ -92,7 +100,7 @@ export function formatDataPlane(d: DataPlaneJson): string[] {
     const text =
       rdmaEnds.length === ends.length
         ? `RDMA (${ends.map((e) => `rank ${e.rank} on ${e.reason}`).join(', ')})`
-        : `TCP (${[...new Set(ends.filter((e) => e.transport !== 'rdma').map((e) => e.reason))].join('; ')})`;
+        : `TCP (${[...new Set(ends.filter((e) => e.transport !== 'rdma').map((e) => e.reason))].join('; ')})${protection(ends)}`;
     lines.push(`    ${a} <-> ${b}  ${text}`);
   }
   return lines;

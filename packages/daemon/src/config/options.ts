@@ -7,6 +7,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import { join, resolve } from 'node:path';
 import { z } from 'zod';
+import { isLoopbackHost } from './addresses.js';
 import { BACKEND_NAMES, isBackendName, type BackendName } from '../backend/select.js';
 import { DEFAULT_NETWORK_LISTEN, parseNetworkName, parseRegion, type NetworkOptions } from '../network/settings.js';
 
@@ -20,6 +21,8 @@ export interface DaemonOptions {
   apiHost: string;
   apiPort: number;
   apiToken: string | null;
+  /** More Host names the API answers to (behind a proxy, a DNS name), besides loopback and --api-host. */
+  apiAllowedHosts: string[];
   /** Browser origins allowed besides the dashboard's own and localhost ('*': any). */
   corsOrigins: string[];
   clusterKeyFile: string | null;
@@ -50,6 +53,8 @@ export interface DaemonOptions {
   demoModelDir: string | null;
   /** Runners poll their event loop this long inside a data-plane wait, ms (0: never). */
   dataPlanePollMs: number;
+  /** Unload an instance after this long without requests, ms (`--keep-alive 30m`); null: never. */
+  keepAliveMs: number | null;
   /** Test only: runners use the simulated RDMA verbs with these settings (ORCHARD_RDMA_SIM). */
   rdmaSim: string | null;
   /** The Hugging Face hub (HF_ENDPOINT) and token (HF_TOKEN / HUGGING_FACE_HUB_TOKEN). */
@@ -57,7 +62,19 @@ export interface DaemonOptions {
   hfToken: string | null;
   /** The wide-area network this node joined (`--network NAME`); null: none, and no wide-area node runs. */
   network: NetworkOptions | null;
+  /**
+   * Which data-plane links are encrypted: auto = every link but a direct cable (Thunderbolt) or
+   * this machine itself; always; never (this node asks for none; a peer may still ask).
+   */
+  dataPlaneEncryption: DataPlaneEncryption;
+  /** Cipher this node proposes: auto = the faster on this machine (measured by each runner). */
+  dataPlaneCipher: DataPlaneCipher;
 }
+
+export const DATA_PLANE_ENCRYPTION = ['auto', 'always', 'never'] as const;
+export type DataPlaneEncryption = (typeof DATA_PLANE_ENCRYPTION)[number];
+export const DATA_PLANE_CIPHERS = ['auto', 'aes-256-gcm', 'chacha20-poly1305'] as const;
+export type DataPlaneCipher = (typeof DATA_PLANE_CIPHERS)[number];
 
 /** Raw values as strings/arrays, before validation. Keys are the flag names in camelCase. */
 export type RawOptions = Partial<Record<keyof DaemonOptions | (typeof KEYS)[number] | 'config', unknown>>;
@@ -69,6 +86,7 @@ const KEYS = [
   'apiHost',
   'apiPort',
   'apiToken',
+  'apiAllowedHosts',
   'corsOrigins',
   'clusterKey',
   'name',
@@ -87,6 +105,9 @@ const KEYS = [
   'demoModelDir',
   'dataPlanePollMs',
   'rdmaSim',
+  'keepAlive',
+  'dataPlaneEncryption',
+  'dataPlaneCipher',
   'network',
   'networkBootstrap',
   'networkListen',
@@ -142,15 +163,23 @@ function fromFile(path: string): Partial<Record<Key, unknown>> {
 const portSchema = (what: string) =>
   z.coerce.number({ error: `${what} must be a number` }).int(`${what} must be an integer`).min(0, `${what} must be 0..65535`).max(65535, `${what} must be 0..65535`);
 
-function isLoopback(host: string): boolean {
-  return host === 'localhost' || host === '::1' || /^127\./.test(host);
-}
-
 /** `--log-file none` (or an empty value) turns the file off; the default lives in the data dir. */
 function logFileOf(v: unknown, dataDir: string): string | null {
   if (v === undefined || v === null) return join(dataDir, 'logs', 'orchard.log');
   const s = String(v);
   return s === '' || s === 'none' ? null : resolve(s);
+}
+
+/**
+ * A duration as Ollama's keep_alive takes it: `30m`, `1h`, `90s`, `500ms`, a number of seconds, or
+ * `never` / a negative number for never. Null means never.
+ */
+export function durationMs(v: unknown, what: string): number | null {
+  const text = String(v).trim().toLowerCase();
+  if (text === 'never' || /^-\d/.test(text)) return null;
+  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(text);
+  if (!m) throw new OptionsError(`${what} must be a duration such as 30m, 1h, 90s or never, got ${JSON.stringify(v)}`);
+  return Math.round(Number(m[1]) * { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[(m[2] ?? 's') as 'ms' | 's' | 'm' | 'h']);
 }
 
 export function resolveOptions(flags: RawOptions, env: NodeJS.ProcessEnv = process.env): DaemonOptions {
@@ -171,7 +200,10 @@ export function resolveOptions(flags: RawOptions, env: NodeJS.ProcessEnv = proce
   const probePort = parse(portSchema('--probe-port'), pick('probePort') ?? 0);
   const goneAfterSec = parse(z.coerce.number({ error: '--gone-after must be a number of seconds' }).min(2, '--gone-after must be at least 2 seconds (heartbeats are 1 s apart)').max(600, '--gone-after must be at most 600 seconds'), pick('goneAfter') ?? 5);
   const heartbeatMs = parse(z.coerce.number().int().min(100).max(10_000), pick('heartbeatMs') ?? 1000);
-  if (!isLoopback(apiHost) && !apiToken) {
+  const oneOf = <T extends string>(flag: string, values: readonly T[]) => z.enum(values as [T, ...T[]], { error: `${flag} must be one of ${values.join(', ')}` });
+  const dataPlaneEncryption = parse(oneOf('--data-plane-encryption', DATA_PLANE_ENCRYPTION), pick('dataPlaneEncryption') ?? 'auto');
+  const dataPlaneCipher = parse(oneOf('--data-plane-cipher', DATA_PLANE_CIPHERS), pick('dataPlaneCipher') ?? 'auto');
+  if (!isLoopbackHost(apiHost) && !apiToken) {
     throw new OptionsError(`--api-host ${apiHost} is not a loopback address: anyone on the network could use the API, so --api-token (or ORCHARD_API_TOKEN) is required`);
   }
   const backend = String(pick('backend') ?? 'auto').trim();
@@ -184,6 +216,7 @@ export function resolveOptions(flags: RawOptions, env: NodeJS.ProcessEnv = proce
   const maxQueue = parse(z.coerce.number({ error: '--max-queue must be a number' }).int('--max-queue must be an integer').min(0, '--max-queue must be 0 or more').max(100_000), pick('maxQueue') ?? 64);
   const contextRaw = pick('context');
   const context = contextRaw === undefined ? null : parse(z.coerce.number({ error: '--context must be a number of tokens' }).int('--context must be a whole number of tokens').min(2, '--context must be at least 2 tokens').max(1 << 24), contextRaw);
+  const keepAliveMs = durationMs(pick('keepAlive') ?? '30m', '--keep-alive');
   const dataPlanePollMs = parse(z.coerce.number({ error: 'ORCHARD_DATA_PLANE_POLL_MS must be a number' }).min(0).max(100, 'ORCHARD_DATA_PLANE_POLL_MS must be at most 100'), pick('dataPlanePollMs') ?? 0.25);
   const bool = (v: unknown) => v === true || /^(1|true|yes)$/i.test(String(v ?? ''));
   const network = networkOptions(pick, list, bool);
@@ -196,6 +229,7 @@ export function resolveOptions(flags: RawOptions, env: NodeJS.ProcessEnv = proce
     apiHost,
     apiPort,
     apiToken,
+    apiAllowedHosts: list(pick('apiAllowedHosts')) ?? [],
     corsOrigins: list(pick('corsOrigins')) ?? [],
     clusterKeyFile: clusterKey ? resolve(clusterKey) : null,
     name: String(pick('name') ?? os.hostname()),
@@ -216,8 +250,11 @@ export function resolveOptions(flags: RawOptions, env: NodeJS.ProcessEnv = proce
     demoModelDir: pick('demoModelDir') === undefined ? null : resolve(String(pick('demoModelDir'))),
     dataPlanePollMs,
     rdmaSim: pick('rdmaSim') === undefined ? null : String(pick('rdmaSim')),
+    keepAliveMs,
     hfEndpoint: (env.HF_ENDPOINT || 'https://huggingface.co').replace(/\/+$/, ''),
     hfToken: env.HF_TOKEN || env.HUGGING_FACE_HUB_TOKEN || null,
+    dataPlaneEncryption,
+    dataPlaneCipher,
     network,
   };
 }

@@ -2,9 +2,10 @@
  * Cross-origin requests. Browsers send `Origin` with cross-site requests; the API answers only the
  * origins it allows: the dashboard's own (same host and port as the API), localhost front ends
  * (http(s)://localhost, 127.x, [::1], any port), and those listed in --cors-origins ('*' for any).
- * A request from any other origin is refused with 403 before it runs — a web page the user happens to
- * visit cannot drive the pod. Preflights (OPTIONS) are answered here, before the token check (they
- * carry no token); the request that follows still needs the token when the API has one.
+ * A request from any other origin is refused with 403 before it runs (http/guard.ts, which uses
+ * originAllowed) — a web page the user happens to visit cannot drive the pod. Preflights (OPTIONS)
+ * are answered here, before the token check (they carry no token); the request that follows still
+ * needs the token when the API has one.
  */
 import type { FastifyInstance } from 'fastify';
 
@@ -30,10 +31,8 @@ export function installCors(app: FastifyInstance, allowed: readonly string[]): v
   app.addHook('onRequest', async (req, reply) => {
     const origin = req.headers.origin;
     if (!origin) return;
-    if (!originAllowed(origin, req.headers.host, allowed)) {
-      await reply.code(403).send({ error: { message: `cross-origin requests from ${origin} are not allowed (allow it with --cors-origins or ORCHARD_CORS_ORIGINS)`, type: 'forbidden' } });
-      return;
-    }
+    // Origins not allowed were refused before this hook (http/guard.ts); nothing is granted to them.
+    if (!originAllowed(origin, req.headers.host, allowed)) return;
     reply.header('access-control-allow-origin', origin);
     reply.header('vary', 'Origin');
     if (req.method === 'OPTIONS' && req.headers['access-control-request-method']) {

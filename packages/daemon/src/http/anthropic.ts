@@ -3,6 +3,7 @@
  * POST /v1/messages/count_tokens, with Anthropic's error shape. The API token is accepted as
  * `x-api-key` as well (server.ts), which is how Anthropic clients send it.
  */
+import type { Logger } from 'pino';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { planChat } from '../dialects/tools/plan.js';
 import { AnthropicMessage, AnthropicStream, anthropicBodySchema, anthropicError, anthropicRequest, newMessageId } from '../dialects/anthropic.js';
@@ -21,8 +22,8 @@ function parseBody(body: unknown) {
   return { error: `${i?.path.length ? `${i.path.join('.')}: ` : ''}${i?.message ?? 'invalid body'}` };
 }
 
-export function anthropicRoutes(app: FastifyInstance, serving: Serving): void {
-  const run = runOn(serving);
+export function anthropicRoutes(app: FastifyInstance, serving: Serving, log?: Logger): void {
+  const run = runOn(serving, log);
   app.post('/v1/messages', async (req, reply) => {
     const p = parseBody(req.body);
     if (!p.body) return fail(reply, 400, p.error!);

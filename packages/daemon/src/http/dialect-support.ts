@@ -1,13 +1,16 @@
 /** Shared by the dialect route files (anthropic.ts, ollama.ts, responses.ts): running a request, errors, client aborts, tokenizers. */
 import { loadTokenizer, type ModelTokenizer } from '@orchard/engine';
 import type { FastifyReply } from 'fastify';
+import type { Logger } from 'pino';
 import type { Serving } from '../serving/serving.js';
 import { ServeError, type ServeEvent, type ServeRequest } from '../serving/requests.js';
 import { DialectError } from '../dialects/tools/plan.js';
+import { logRequests, type RunRequest } from '../request-log.js';
 
-/** Runs a request on the pod (the router picks or places an instance). */
-export function runOn(serving: Serving): (model: string, req: ServeRequest, emit: (e: ServeEvent) => void, signal: AbortSignal) => Promise<void> {
-  return (model, req, emit, signal) => serving.router.run(model, req, emit, signal, serving.readyTimeoutMs);
+/** Runs a request on the pod (the router picks or places an instance), with one log line per request when given a logger. */
+export function runOn(serving: Serving, log?: Logger): RunRequest {
+  const direct: RunRequest = (model, req, emit, signal) => serving.router.run(model, req, emit, signal, serving.readyTimeoutMs);
+  return log ? logRequests(direct, log) : direct;
 }
 
 const tokenizers = new Map<string, ModelTokenizer>();

@@ -3,12 +3,15 @@ import type { FastifyInstance } from 'fastify';
 import type { Serving } from '../serving/serving.js';
 import { StoreError } from '../store/errors.js';
 import { sendError } from './errors.js';
-import { pullBodySchema } from './schemas.js';
+import { describeIssue, pullBodySchema } from './schemas.js';
 
 export function modelRoutes(app: FastifyInstance, serving: Serving): void {
   app.post('/api/models/pull', async (req, reply) => {
     const b = pullBodySchema.safeParse(req.body ?? {});
-    if (!b.success) return sendError(reply, 400, b.error.issues[0]?.message ?? 'bad body', 'invalid_value');
+    if (!b.success) {
+      const { message, param } = describeIssue(b.error);
+      return sendError(reply, 400, message, 'invalid_value', param);
+    }
     try {
       const r = await serving.pull(b.data.repo);
       return { repo: b.data.repo, dir: r.dir, commit: r.commit, sources: r.sources, hubBytes: r.hubBytes, peerBytes: r.peerBytes, peersHolding: r.holders };

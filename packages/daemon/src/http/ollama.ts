@@ -5,6 +5,7 @@
  * 501 saying so). Orchard's own /api routes (cluster, status, events, plan, instances, models/pull)
  * do not collide with these paths.
  */
+import type { Logger } from 'pino';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { ZodError } from 'zod';
 import { existsSync, readFileSync } from 'node:fs';
@@ -41,8 +42,8 @@ function details(serving: Serving, model: string) {
   return { parent_model: '', format: 'safetensors', family, families: [family], parameter_size: '', quantization_level: String(c.torch_dtype ?? 'unknown').toUpperCase() };
 }
 
-export function ollamaRoutes(app: FastifyInstance, serving: Serving): void {
-  const run = runOn(serving);
+export function ollamaRoutes(app: FastifyInstance, serving: Serving, log?: Logger): void {
+  const run = runOn(serving, log);
   const models = () => serving.router.models();
   const created = () => new Date().toISOString();
 

@@ -13,7 +13,7 @@ import { chatCompletionSchema, completionSchema, describeIssue, type ChatComplet
 import { ChatReply, chatDeltas, chatLogprob, completionLogprobs, openAiChatFields, openAiCompletionFields } from '../dialects/openai-chat.js';
 import { DialectError } from '../dialects/tools/plan.js';
 import { sseStream } from './sse.js';
-import { logRequests } from '../request-log.js';
+import { runOn } from './dialect-support.js';
 import type { Logger } from 'pino';
 
 type Kind = 'chat' | 'completion';
@@ -41,9 +41,8 @@ const usageOf = (d: Done) => ({ prompt_tokens: d.promptTokens, completion_tokens
 
 export function openAiRoutes(app: FastifyInstance, serving: Serving, log?: Logger): void {
   const { router } = serving;
-  const direct = (model: string, req: ServeRequest, emit: (e: ServeEvent) => void, signal: AbortSignal) => router.run(model, req, emit, signal, serving.readyTimeoutMs);
   // One log line per generation request (model, tokens, tok/s, TTFT, status).
-  const run = log ? logRequests(direct, log) : direct;
+  const run = runOn(serving, log);
 
   app.get('/v1/models', async () => ({
     object: 'list',

@@ -2,14 +2,15 @@
  * The OpenAI routes beyond chat and completions: POST /v1/responses (the Responses API, JSON or SSE),
  * GET /v1/models/{id}, and POST /v1/embeddings (not yet: a 501 saying so), with OpenAI's error shape.
  */
+import type { Logger } from 'pino';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { Serving } from '../serving/serving.js';
 import { ResponseBuilder, responsesRequest } from '../dialects/responses.js';
 import { errorStatus, namedEvents, runOn, runStreaming, runToEnd } from './dialect-support.js';
 import { errorBody, sendError } from './errors.js';
 
-export function responsesRoutes(app: FastifyInstance, serving: Serving): void {
-  const run = runOn(serving);
+export function responsesRoutes(app: FastifyInstance, serving: Serving, log?: Logger): void {
+  const run = runOn(serving, log);
   app.post('/v1/embeddings', async (_req, reply) => sendError(reply, 501, 'embeddings are not supported by this Orchard version yet', 'not_implemented'));
 
   // Model ids contain a slash (org/name): the wildcard takes the rest of the path.

@@ -3,6 +3,7 @@
  * send many); the ones we use are checked strictly, with bounds, so a bad value is a 400 naming it.
  */
 import { z } from 'zod';
+import { validateRepoId } from '../store/hub.js';
 
 // Any part type is accepted here; dialects/openai-chat.ts refuses those the model cannot read, by name.
 const contentPart = z.object({ type: z.string(), text: z.string().optional() }).passthrough();
@@ -53,7 +54,24 @@ export const planQuerySchema = z.object({
   context: z.coerce.number().int().min(2).max(1 << 24).optional(),
 });
 
-export const pullBodySchema = z.object({ repo: z.string().min(3).max(200) });
+/** A Hugging Face repo id, ORG/NAME: nothing that could name a path outside the model store ("../../x"). */
+const repoId = z
+  .string()
+  .min(3)
+  .max(200)
+  .refine(
+    (r) => {
+      try {
+        validateRepoId(r);
+        return true;
+      } catch {
+        return false;
+      }
+    },
+    { message: 'must be a Hugging Face repo id, ORG/NAME (letters, digits, ".", "_", "-"; no "..")' },
+  );
+
+export const pullBodySchema = z.object({ repo: repoId });
 
 /** "where: what is wrong" for the first issue. */
 export function describeIssue(err: z.ZodError): { message: string; param: string | null } {

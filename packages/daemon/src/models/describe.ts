@@ -6,7 +6,7 @@
  */
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
-import { canRun, instanceLayoutOf, loadModelConfig, modelConfigFromJson, UnsupportedModelError, type ModelConfig } from '@orchard/engine';
+import { canRun, instanceLayoutOf, loadModelConfig, ModelFormatError, modelConfigFromJson, UnsupportedModelError, type ModelConfig } from '@orchard/engine';
 import { modelFromConfig, withTensorSizes, type Layout, type PlanOptions } from '@orchard/partitioner';
 import { loadModel, readTensorSizes } from '@orchard/partitioner/loader';
 import type { ModelDescription } from './description.js';
@@ -32,7 +32,10 @@ export async function describeModel(path: string, o: DescribeOptions = {}): Prom
   try {
     config = isJson ? modelConfigFromJson(readConfig(path), { path }) : loadModelConfig(dir);
   } catch (err) {
-    if (!(err instanceof UnsupportedModelError) || !isJson && !existsSync(join(dir, 'config.json'))) throw err;
+    // A config the engine refuses is still sized by the planner's own reading, whose field errors are
+    // the more precise ones (the engine stops at the first thing it cannot run, e.g. no architectures).
+    const refused = err instanceof UnsupportedModelError || err instanceof ModelFormatError;
+    if (!refused || !isJson && !existsSync(join(dir, 'config.json'))) throw err;
     return sizedOnly(isJson ? path : dir, name, o.bits, err.message);
   }
   const raw = existsSync(join(dir, 'config.json')) && !isFile ? readConfig(join(dir, 'config.json')) : isJson ? readConfig(path) : configOf(config);

@@ -8,8 +8,9 @@
  * RDMA mesh group over the mixed links. Without verbs on at least two ranks the per-link rounds are skipped:
  * the only cost over plain TCP is one one-byte all-gather.
  */
-import { createRdmaGroup, createTcpGroup, linkOverGroup, type Group, type LinkChoice, type TcpListener, type TcpPeer } from './transport.js';
+import { createRdmaGroup, createTcpGroup, linkOverGroup, type CipherName, type Group, type LinkChoice, type TcpListener, type TcpPeer } from './transport.js';
 import { groupControlChannel } from './control-channel.js';
+import { DEFAULT_SECURITY, describeEncryption, encryptionPolicy, type DataPlaneSecurity } from './link-security.js';
 import type { RdmaSelection } from './rdma-select.js';
 
 export interface DataPlaneOptions {
@@ -23,13 +24,18 @@ export interface DataPlaneOptions {
   /** Bound on each RDMA setup round (the peer is named when it runs out). @default 10 s */
   setupTimeoutMs?: number;
   rdma: RdmaSelection;
+  /** Which TCP connections to encrypt. @default every one that leaves the machine */
+  security?: DataPlaneSecurity;
   log?: (line: string) => void;
 }
 
+/** A link as chosen, with `encryption` on TCP links: the cipher, or null when plain. */
+export type DataPlaneLink = LinkChoice & { encryption?: CipherName | null };
+
 export interface DataPlane {
   group: Group;
-  /** One entry per peer: the transport its link uses and why (device name for RDMA). */
-  links: LinkChoice[];
+  /** One entry per peer: the transport its link uses and why (device name for RDMA), and a TCP link's cipher. */
+  links: DataPlaneLink[];
   /** One line for logs and status, e.g. "all links TCP (no RDMA devices)". */
   summary: string;
 }
@@ -55,7 +61,19 @@ function tcpLinks(rank: number, size: number, reasonFor: (peer: number) => strin
   return [...Array(size).keys()].filter((p) => p !== rank).map((peer) => ({ peer, transport: 'tcp' as const, reason: reasonFor(peer) }));
 }
 
-function summarize(links: LinkChoice[]): string {
+/** The links with each TCP link's cipher (null: plain) attached, as the daemon reports them. */
+function withEncryption(links: LinkChoice[], encryption: readonly (CipherName | null)[]): DataPlaneLink[] {
+  return links.map((l) => (l.transport === 'rdma' ? l : { ...l, encryption: encryption[l.peer] ?? null }));
+}
+
+/** The link summary plus how the TCP links are protected. */
+function summarize(links: LinkChoice[], encryption: readonly (CipherName | null)[]): string {
+  const tcpPeers = links.filter((l) => l.transport === 'tcp').map((l) => l.peer);
+  const protection = describeEncryption(encryption, tcpPeers);
+  return protection ? `${summarizeTransports(links)}; TCP ${protection}` : summarizeTransports(links);
+}
+
+function summarizeTransports(links: LinkChoice[]): string {
   if (links.length === 0) return 'one rank: no links';
   const rdmaLinks = links.filter((l) => l.transport === 'rdma');
   if (rdmaLinks.length === 0) {
@@ -68,15 +86,23 @@ function summarize(links: LinkChoice[]): string {
 export async function createDataPlane(o: DataPlaneOptions): Promise<DataPlane> {
   const log = o.log ?? (() => {});
   const setupTimeoutMs = o.setupTimeoutMs ?? 10_000;
-  const tcp = await createTcpGroup({ rank: o.rank, peers: o.peers, groupId: o.groupId, secret: o.secret, listener: o.listener, connectTimeoutMs: o.connectTimeoutMs });
+  const tcp = await createTcpGroup({
+    rank: o.rank,
+    peers: o.peers,
+    groupId: o.groupId,
+    secret: o.secret,
+    listener: o.listener,
+    connectTimeoutMs: o.connectTimeoutMs,
+    encrypt: encryptionPolicy(o.security ?? DEFAULT_SECURITY),
+  });
   try {
     const size = tcp.size;
     const withVerbs = await allFlags(tcp, !!o.rdma.verbs, setupTimeoutMs, 'which ranks have RDMA');
     if (withVerbs.filter((f) => f === 1).length < 2) {
       const links = tcpLinks(o.rank, size, (p) => (o.rdma.verbs ? `rank ${p} has no RDMA (no addon, verbs library or device)` : `RDMA unavailable: ${o.rdma.reason}`));
-      const summary = summarize(links);
+      const summary = summarize(links, tcp.encryption);
       log(`data plane: ${summary}`);
-      return { group: tcp, links, summary };
+      return { group: tcp, links: withEncryption(links, tcp.encryption), summary };
     }
     const made = await createRdmaGroup({
       rank: o.rank,
@@ -96,12 +122,12 @@ export async function createDataPlane(o: DataPlaneOptions): Promise<DataPlane> {
       await made.group.close();
       throw err;
     });
-    const summary = summarize(links);
+    const summary = summarize(links, tcp.encryption);
     if (anyRdma.every((f) => f === 0)) {
       // Nothing to gain from the mesh schedules: keep TCP's own collectives, release the queue pairs.
       await made.group.close();
       log(`data plane: ${summary}`);
-      return { group: tcp, links, summary };
+      return { group: tcp, links: withEncryption(links, tcp.encryption), summary };
     }
     // The mesh group owns the RDMA links; the TCP group under the fallback links closes with it.
     const closeMesh = made.group.close.bind(made.group);
@@ -110,7 +136,7 @@ export async function createDataPlane(o: DataPlaneOptions): Promise<DataPlane> {
       await tcp.close();
     };
     log(`data plane: ${summary}`);
-    return { group: made.group, links, summary };
+    return { group: made.group, links: withEncryption(links, tcp.encryption), summary };
   } catch (err) {
     await tcp.close();
     throw err;

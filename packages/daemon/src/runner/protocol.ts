@@ -3,6 +3,7 @@ import type { TokenLogprob } from '@orchard/engine';
 import type { GenerateOutcome, GenerateRequest } from './shard-loop.js';
 import type { InstanceLayout } from '@orchard/engine';
 import type { TcpPeer } from './transport.js';
+import type { DataPlaneSecurity } from './link-security.js';
 
 export interface RunnerInit {
   modelDir: string;
@@ -13,6 +14,8 @@ export interface RunnerInit {
   secret: string;
   /** Address the data-plane port binds to. */
   listenHost: string;
+  /** Which data-plane connections to encrypt (the daemon's setting and its direct cables). @default encrypt all that leave the machine */
+  security?: DataPlaneSecurity;
   maxSeqLen?: number;
   maxBatch?: number;
   /** Per data-plane step timeout, ms. */
@@ -33,6 +36,8 @@ export interface RunnerLink {
   peer: number;
   transport: 'rdma' | 'tcp' | 'fallback';
   reason: string;
+  /** TCP links: the cipher protecting it, or null when it is plain (a direct cable, this machine, or switched off). */
+  encryption?: string | null;
 }
 
 export type ToRunner =

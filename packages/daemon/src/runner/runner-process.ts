@@ -10,7 +10,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { TokenLogprob } from '@orchard/engine';
 import type { FromRunner, RunnerInit, RunnerLink, ToRunner } from './protocol.js';
 import type { GenerateOutcome, GenerateRequest } from './shard-loop.js';
-import type { TcpPeer } from './transport.js';
+import { dataPlaneProcessEnv, type TcpPeer } from './transport.js';
 
 const RUNNER_MAIN = join(dirname(fileURLToPath(import.meta.url)), 'runner-main.ts');
 
@@ -51,7 +51,7 @@ export class RunnerProcess {
 
   constructor(init: RunnerInit, events: RunnerEvents = {}, env: NodeJS.ProcessEnv = process.env) {
     this.init = init;
-    this.child = spawn(process.execPath, ['--import', tsxLoader(), RUNNER_MAIN], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], env });
+    this.child = spawn(process.execPath, ['--import', tsxLoader(), RUNNER_MAIN], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], env: dataPlaneProcessEnv(env) });
     let portResolve!: (p: number) => void;
     let readyResolve!: () => void;
     let readyReject!: (e: Error) => void;

@@ -99,6 +99,7 @@ export class Runner {
       listener,
       connectTimeoutMs: 20_000,
       rdma: this.#rdma,
+      security: i.security,
       log: (line) => this.#host.log(`rank ${i.rank}: ${line}`),
     });
     this.#group = plane.group;

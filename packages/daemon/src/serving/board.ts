@@ -18,6 +18,8 @@ export interface InstanceStatus {
   at: number;
   /** Measured decode speed of the last request, when one produced 2+ tokens. */
   decodeTokensPerSecond?: number | null;
+  /** How long the instance has been idle when the status was taken, ms. */
+  idleMs?: number;
 }
 
 /** A remote status older than this no longer says the instance is ready. */

@@ -9,7 +9,7 @@
  *   failed   a runner of an instance failed: remove it, place the model again after a backoff; after
  *            MAX_ATTEMPTS failures in a row the model is marked failed and left alone until asked again
  *   tick     instances on nodes that left are replaced; due replacements are placed; a failed model
- *            whose files changed is cleared; a clearly faster
+ *            whose files changed is cleared; instances idle past the keep-alive are unloaded; a clearly faster
  *            plan after a pod change gets a successor, and the old instance retires once idle
  */
 import type { Cluster } from '@orchard/partitioner';
@@ -39,8 +39,8 @@ export interface View {
   cluster: Cluster;
   now: number;
   ready(id: string): boolean;
-  /** The driver's last status of `id`: load, and when it was heard. */
-  status(id: string): { active: number; queued: number; at: number } | undefined;
+  /** The driver's last status of `id`: load, how long it had been idle, and when it was heard. */
+  status(id: string): { active: number; queued: number; at: number; idleMs?: number } | undefined;
   /** When the model's files last changed on a node holding them (ms; 0: unknown). */
   filesAt(model: string): number;
   /**
@@ -48,6 +48,8 @@ export interface View {
    * node's loss waits this long, so it is not placed on the dead node again.
    */
   silenceMs: number;
+  /** Instances idle this long are unloaded (the next request places the model again); null: never. */
+  keepAliveMs: number | null;
 }
 
 export interface Fresh {
@@ -191,9 +193,24 @@ function tick(view: View, step: Step, fresh: Fresh): Step {
     if (step.memory.failures[entry.model] && view.ready(entry.id)) step.memory = { ...step.memory, failures: without(step.memory.failures, entry.model) };
   }
   placeDue(view, step, fresh);
+  unloadIdle(view, step);
   upgrade(view, step, fresh);
   retire(view, step);
   return step;
+}
+
+/** Unloads instances nobody used for the keep-alive time (as Ollama's keep_alive): memory back to the pod. */
+function unloadIdle(view: View, step: Step): void {
+  const keep = view.keepAliveMs;
+  if (keep === null) return;
+  for (const e of Object.values(view.state.instances)) {
+    const s = view.status(e.id);
+    if (!s || s.idleMs === undefined || s.active > 0 || s.queued > 0 || !view.ready(e.id)) continue;
+    const idle = s.idleMs + (view.now - s.at);
+    if (idle < keep) continue;
+    step.events.push(removed(e.id, view.now));
+    step.notes.push(`unloading ${e.id} (${e.model}): idle for ${Math.round(idle / 1000)} s; the next request places it again`);
+  }
 }
 
 /** Due replacements: the layout asked for if it still fits, else the planner's choice. */

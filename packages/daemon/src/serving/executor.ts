@@ -41,6 +41,8 @@ export class InstanceExecutor {
   #waiting: (() => void)[] = [];
   /** Decode speed of the last request that produced 2+ tokens (measured on the data plane). */
   #lastDecodeTps: number | null = null;
+  /** When a request last started or ended here (ms; for unloading idle instances). */
+  #lastActivity = Date.now();
 
   constructor(runner: RunnerProcess, dir: string, config: ModelConfig, maxSeqLen: number, o: ExecutorOptions) {
     this.runner = runner;
@@ -51,8 +53,9 @@ export class InstanceExecutor {
     this.#o = o;
   }
 
-  get load(): { active: number; queued: number; capacity: number; decodeTokensPerSecond: number | null } {
-    return { active: this.#active, queued: this.#waiting.length, capacity: this.#o.maxQueue, decodeTokensPerSecond: this.#lastDecodeTps };
+  get load(): { active: number; queued: number; capacity: number; decodeTokensPerSecond: number | null; idleMs: number } {
+    const idleMs = this.#active || this.#waiting.length ? 0 : Date.now() - this.#lastActivity;
+    return { active: this.#active, queued: this.#waiting.length, capacity: this.#o.maxQueue, decodeTokensPerSecond: this.#lastDecodeTps, idleMs };
   }
 
   #prepare(req: ServeRequest): Prepared {
@@ -107,6 +110,7 @@ export class InstanceExecutor {
   }
 
   #release(): void {
+    this.#lastActivity = Date.now();
     this.#active--;
     this.#waiting.shift()?.();
   }

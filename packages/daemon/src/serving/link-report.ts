@@ -27,7 +27,15 @@ export class DataPlaneLinks {
   record(instance: string, rank: number, links: RunnerLink[]): void {
     let ranks = this.#byInstance.get(instance);
     if (!ranks) this.#byInstance.set(instance, (ranks = new Map()));
-    ranks.set(rank, links.map((l) => ({ peer: l.peer, transport: l.transport === 'fallback' ? 'tcp' : l.transport, reason: l.reason.slice(0, MAX_REASON) })));
+    ranks.set(
+      rank,
+      links.map((l) => ({
+        peer: l.peer,
+        transport: l.transport === 'fallback' ? 'tcp' : l.transport,
+        reason: l.reason.slice(0, MAX_REASON),
+        ...(l.encryption !== undefined ? { encryption: l.encryption } : {}),
+      })),
+    );
   }
 
   /** Accepts only ranks the plan puts on the sender: a node cannot speak for another's runners. */

@@ -28,6 +28,8 @@ export const serveMessageSchema = z.discriminatedUnion('type', [
     addrs: z.array(z.string().max(256)).max(16).optional(),
     /** Decode speed of the instance's last request, tokens/s (shown next to the plan's prediction). */
     decodeTokensPerSecond: z.number().min(0).max(1e7).nullable().optional(),
+    /** How long the instance has had no request running or queued, ms (as the sender's clock measured it). */
+    idleMs: z.number().min(0).optional(),
   }),
   /** A rank of the instance died or never came up: the coordinator replaces the instance. */
   z.object({ type: z.literal('failed'), from: peerId, instance: instanceId, reason: z.string().max(1000),
@@ -56,7 +58,16 @@ export const serveMessageSchema = z.discriminatedUnion('type', [
       .array(
         z.object({
           rank: z.number().int().min(0).max(255),
-          links: z.array(z.object({ peer: z.number().int().min(0).max(255), transport: z.enum(['rdma', 'tcp', 'fallback']), reason: z.string().max(300) })).max(255),
+          links: z
+            .array(
+              z.object({
+                peer: z.number().int().min(0).max(255),
+                transport: z.enum(['rdma', 'tcp', 'fallback']),
+                reason: z.string().max(300),
+                encryption: z.string().max(40).nullable().optional(),
+              }),
+            )
+            .max(255),
         }),
       )
       .max(64),

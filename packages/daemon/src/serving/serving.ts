@@ -25,6 +25,7 @@ import { PlacementError, withoutSilentNodes } from './placement.js';
 import { ServeError } from './requests.js';
 import { Router } from './router.js';
 import { Supervisor } from './supervisor.js';
+import { directCidrsOf } from '../runner/link-security.js';
 import { anyOf, until } from './wait.js';
 
 const TICK_MS = 500;
@@ -99,6 +100,7 @@ export async function startServing(daemon: Daemon, backend: NodeBackend, hooks: 
       status: (id: string) => board.status(id),
       filesAt: (model: string) => Math.max(board.filesAt(model), catalog.filesAt(model) ?? 0),
       silenceMs: suspectAfterMs + 500,
+      keepAliveMs: o.keepAliveMs,
     };
     const step = decide(view, memory, command, fresh);
     memory = step.memory;
@@ -117,7 +119,12 @@ export async function startServing(daemon: Daemon, backend: NodeBackend, hooks: 
       publish({ type: 'failed', from: selfId, instance, reason, phase });
       coordinate({ type: 'failed', id: instance, reason: `${reason} (on ${selfId})`, phase });
     },
-    runners: { backend, pollMs: o.dataPlanePollMs, rdmaSim: o.rdmaSim },
+    runners: {
+      backend,
+      pollMs: o.dataPlanePollMs,
+      rdmaSim: o.rdmaSim,
+      security: () => ({ encryption: o.dataPlaneEncryption, cipher: o.dataPlaneCipher, directCidrs: directCidrsOf(state().nodes[selfId]?.profile?.interfaces) }),
+    },
     maxQueue: o.maxQueue,
     addrs: () => daemon.node.getMultiaddrs().map(String),
     // Runners never reach for the hub themselves: a model comes from the pod's peers, or is pulled on purpose.

@@ -13,6 +13,7 @@ import type { ModelCatalog } from '../models/catalog.js';
 import type { PlacedPlan } from '../state/placed-plan.js';
 import type { ClusterState, InstanceEntry } from '../state/types.js';
 import type { TensorSelection } from '../store/safetensors-range.js';
+import type { DataPlaneSecurity } from '../runner/link-security.js';
 import { RunnerProcess } from '../runner/runner-process.js';
 import type { TcpAddress } from '../runner/transport.js';
 import type { Board } from './board.js';
@@ -35,6 +36,8 @@ export interface SupervisorDeps {
     pollMs: number;
     rdmaSim: string | null;
     env?: NodeJS.ProcessEnv;
+    /** Which data-plane links runners encrypt (runner/link-security.ts), asked when runners start. */
+    security?: () => DataPlaneSecurity;
   };
   /** Requests waiting per instance before 429. */
   maxQueue: number;
@@ -178,7 +181,7 @@ export class Supervisor {
     plan.ranks.forEach((node, rank) => {
       if (node !== this.#d.selfId) return;
       const runner = new RunnerProcess(
-        { modelDir: dir, layout: plan.layout, rank, groupId: entry.id, secret: plan.secret, listenHost: '0.0.0.0', maxSeqLen: plan.context, stepMs: 30_000, backend: runnerBackend, pollMs, rdmaSim },
+        { modelDir: dir, layout: plan.layout, rank, groupId: entry.id, secret: plan.secret, listenHost: '0.0.0.0', maxSeqLen: plan.context, stepMs: 30_000, backend: runnerBackend, pollMs, rdmaSim, security: this.#d.runners.security?.() },
         {
           onListening: (port) => {
             local.endpoints.set(rank, localAddresses(port));

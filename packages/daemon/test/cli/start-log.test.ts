@@ -73,5 +73,13 @@ describe.skipIf(!tmuxAvailable())('the foreground daemon log', () => {
     expect(request.request).toMatchObject({ model: 'orchard-demo', status: 200, kind: 'chat' });
     expect(request.request.completionTokens).toBeGreaterThan(0);
     expect(request.request.ttftMs).toBeGreaterThanOrEqual(0);
+    // The other dialects' routes log the same line.
+    const post = (path: string, body: object) => fetch(`http://127.0.0.1:${port}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    expect((await post('/v1/messages', { model: 'orchard-demo', max_tokens: 4, messages: [{ role: 'user', content: 'Once' }] })).status).toBe(200);
+    expect((await post('/api/chat', { model: 'orchard-demo', stream: false, options: { num_predict: 4 }, messages: [{ role: 'user', content: 'Once' }] })).status).toBe(200);
+    expect((await post('/v1/responses', { model: 'orchard-demo', max_output_tokens: 4, input: 'Once' })).status).toBe(200);
+    const requests = () => out.trim().split('\n').map((l) => JSON.parse(l)).filter((e) => e.request);
+    await waitFor('a request line per dialect', () => requests().length >= 4 || undefined, 30_000, 100);
+    expect(requests().map((e) => e.request.status)).toEqual([200, 200, 200, 200]);
   }, 240_000);
 });

@@ -34,6 +34,16 @@ describe('orchard status: RDMA readiness and each link of the data plane', () =>
           ],
         },
         { instance: 'm-2', model: 'org/m', ranks: 2, links: [] },
+        {
+          instance: 'm-3',
+          model: 'org/m',
+          ranks: 3,
+          links: [
+            { rank: 0, peer: 1, transport: 'tcp', reason: 'RDMA unavailable: none', encryption: 'aes-256-gcm' },
+            { rank: 1, peer: 0, transport: 'tcp', reason: 'RDMA unavailable: none', encryption: 'aes-256-gcm' },
+            { rank: 0, peer: 2, transport: 'tcp', reason: 'RDMA unavailable: none', encryption: null },
+          ],
+        },
       ],
     };
     const text = formatStatus(s);
@@ -47,6 +57,9 @@ describe('orchard status: RDMA readiness and each link of the data plane', () =>
         '    0 <-> 2  TCP (RTR/RTS on rdma_en3 failed: EINVAL; rank 0 could not finish RDMA setup: RTR/RTS on rdma_en3 failed: EINVAL)',
         '  m-2 (org/m, 2 ranks)',
         '    links not reported yet (runners still starting)',
+        '  m-3 (org/m, 3 ranks)',
+        '    0 <-> 1  TCP (RDMA unavailable: none), encrypted (aes-256-gcm)',
+        '    0 <-> 2  TCP (RDMA unavailable: none), unencrypted',
       ].join('\n'),
     );
   });

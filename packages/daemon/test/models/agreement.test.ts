@@ -23,6 +23,10 @@ const VARIANTS: Record<string, RandomModelOptions> = {
   'mistral, one KV head': { variant: 'mistral', numLayers: 4, numKvHeads: 1 },
   'qwen2 bias': { variant: 'qwen2', numLayers: 3 },
   'qwen3 tied': { variant: 'qwen3', numLayers: 4, tiedEmbeddings: true },
+  // Mixtures of experts: tensor groups split the experts in proportion to their heads.
+  'qwen3-moe': { variant: 'qwen3-moe', numLayers: 4 },
+  'deepseek-v3 (MLA)': { variant: 'deepseek-v3', numLayers: 4 },
+  'gpt-oss': { variant: 'gpt-oss', numLayers: 4 },
 };
 
 /**

@@ -112,7 +112,8 @@ describe('runner data plane: RDMA per link, TCP elsewhere', () => {
     expect(made[0]!.links[0]!.reason).toMatch(/^RTR\/RTS on rdma_sim1 failed: .*injected RTR failure/);
     expect(made[1]!.links[0]!.reason).toMatch(/^rank 0 could not finish RDMA setup/);
     expect(lines[0]!.some((l) => /link to rank 1: TCP \(RTR\/RTS on rdma_sim1 failed/.test(l))).toBe(true);
-    expect(made[0]!.summary).toMatch(/^rank 1: TCP \(RTR.*\), rank 2: RDMA on rdma_sim2$/);
+    // The TCP link stays on loopback (one machine): plain.
+    expect(made[0]!.summary).toMatch(/^rank 1: TCP \(RTR.*\), rank 2: RDMA on rdma_sim2; TCP unencrypted$/);
     const want = await workload(await tcpGroups(3));
     expect(await workload(made.map((p) => p.group))).toEqual(want);
   });
@@ -135,7 +136,7 @@ describe('runner data plane: RDMA per link, TCP elsewhere', () => {
     for (const [rank, p] of made.entries()) {
       expect(p.links.every((l) => l.transport === 'tcp')).toBe(true);
       expect(p.group).not.toBeInstanceOf(rdma.MeshGroup); // TCP's own collectives, exactly as before
-      expect(p.summary).toBe(`all links TCP (RDMA unavailable: no verbs on rank ${rank} (${RDMA_SIM_ENV} test setting))`);
+      expect(p.summary).toBe(`all links TCP (RDMA unavailable: no verbs on rank ${rank} (${RDMA_SIM_ENV} test setting)); TCP unencrypted`);
     }
     expect(lines.map((l) => l.length)).toEqual([1, 1, 1]);
     // The reference: connecting the same TCP groups without the RDMA step.
@@ -152,7 +153,7 @@ describe('runner data plane: RDMA per link, TCP elsewhere', () => {
     const why = rdma.addonStatus().reason;
     for (const p of made) {
       expect(p.group).not.toBeInstanceOf(rdma.MeshGroup);
-      expect(p.summary).toBe(`all links TCP (RDMA unavailable: ${why})`);
+      expect(p.summary).toBe(`all links TCP (RDMA unavailable: ${why}); TCP unencrypted`);
     }
   });
 

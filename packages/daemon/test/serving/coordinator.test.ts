@@ -22,9 +22,10 @@ class Pod {
   now = 1_000_000;
   cluster: Cluster;
   ready = new Set<string>();
-  statuses = new Map<string, { active: number; queued: number; at: number }>();
+  statuses = new Map<string, { active: number; queued: number; at: number; idleMs?: number }>();
   events: ClusterEvent[] = [];
   filesAt = new Map<string, number>();
+  keepAliveMs: number | null = null;
   #n = 0;
 
   constructor(nodes: Cluster['nodes']) {
@@ -39,7 +40,7 @@ class Pod {
   }
 
   view(): View {
-    return { state: this.state, cluster: this.cluster, now: this.now, ready: (id) => this.ready.has(id), status: (id) => this.statuses.get(id), filesAt: (m) => this.filesAt.get(m) ?? 0, silenceMs: SILENCE_MS };
+    return { state: this.state, cluster: this.cluster, now: this.now, ready: (id) => this.ready.has(id), status: (id) => this.statuses.get(id), filesAt: (m) => this.filesAt.get(m) ?? 0, silenceMs: SILENCE_MS, keepAliveMs: this.keepAliveMs };
   }
 
   step(command: Command): ClusterEvent[] {
@@ -187,6 +188,33 @@ describe('coordinator: nodes leaving', () => {
     expect(types(pod.tick(SILENCE_MS - 100))).toEqual([]);
     expect(types(pod.tick(100))).toEqual(['instance-placed']);
     expect(pod.instances()[0].plan.ranks).toEqual(['a']);
+  });
+});
+
+describe('coordinator: idle instances', () => {
+  it('are unloaded once idle for the keep-alive time (by the driver status), busy or unready ones never', () => {
+    const pod = new Pod([node('a')]);
+    pod.keepAliveMs = 60_000;
+    pod.place();
+    const id = pod.instances()[0].id;
+    pod.ready.add(id);
+    pod.statuses.set(id, { active: 0, queued: 0, at: pod.now, idleMs: 50_000 });
+    expect(pod.tick(5_000)).toEqual([]); // idle 55 s
+    pod.statuses.set(id, { active: 1, queued: 0, at: pod.now, idleMs: 0 });
+    expect(pod.tick(120_000)).toEqual([]); // busy
+    pod.statuses.set(id, { active: 0, queued: 0, at: pod.now, idleMs: 59_000 });
+    expect(pod.tick(1_000)).toEqual([{ type: 'instance-removed', id, at: pod.now }]);
+    // The next request places it again.
+    expect(types(pod.place())).toEqual(['instance-placed']);
+  });
+
+  it('stay loaded when the keep-alive is never', () => {
+    const pod = new Pod([node('a')]);
+    pod.place();
+    const id = pod.instances()[0].id;
+    pod.ready.add(id);
+    pod.statuses.set(id, { active: 0, queued: 0, at: pod.now, idleMs: 10 * 3_600_000 });
+    expect(pod.tick(1000)).toEqual([]);
   });
 });
 

@@ -10,14 +10,33 @@ import { lookupArchitecture, supportedArchitectures } from './architectures/regi
 import type { ArchitectureCaps } from './architectures/types.js';
 import { isGgufPath } from '../gguf/read.js';
 import { loadGgufConfig } from '../gguf/read-model.js';
+import { configFields, type ConfigFields } from './fields.js';
+import { readMlaConfig, yarnMscale, type MlaConfig } from './mla-config.js';
+import { readMoeConfig, type MoeConfig } from './moe-config.js';
+
+export type { MlaConfig, MoeConfig };
 
 export interface RopeScaling {
-  type: 'llama3' | 'linear';
+  type: 'llama3' | 'linear' | 'yarn';
   factor: number;
   /** llama3 only. */
   lowFreqFactor: number;
   highFreqFactor: number;
+  /** llama3 and yarn. */
   originalMaxPositionEmbeddings: number;
+  /** yarn only (Hugging Face's `_compute_yarn_parameters`). */
+  yarn?: YarnParameters;
+}
+
+export interface YarnParameters {
+  betaFast: number;
+  betaSlow: number;
+  /** Multiplies cos and sin (so q·k by its square). */
+  attentionFactor: number;
+  /** Round the correction range outwards to whole dimensions (default true; gpt-oss says false). */
+  truncate: boolean;
+  /** `mscale_all_dim` (DeepSeek: the softmax scale's yarn correction), 0 when absent. */
+  mscaleAllDim: number;
 }
 
 export interface ModelConfig {
@@ -42,6 +61,14 @@ export interface ModelConfig {
   oBias: boolean;
   /** Attend only to the last `slidingWindow` positions (Mistral), or null. */
   slidingWindow: number | null;
+  /** Per layer: whether `slidingWindow` applies (gpt-oss alternates); absent = every layer. */
+  slidingLayers?: boolean[];
+  /** Mixture-of-experts layers (Qwen3-MoE, Mixtral, DeepSeek V3, gpt-oss); absent = dense. */
+  moe?: MoeConfig;
+  /** Multi-head latent attention (DeepSeek V3); absent = grouped-query attention. */
+  mla?: MlaConfig;
+  /** Learned per-head attention sinks (gpt-oss). */
+  attentionSinks?: boolean;
   /** Stop token ids: generation_config.json `eos_token_id`, else config.json's. */
   eosTokenIds: number[];
   bosTokenId: number | null;
@@ -95,31 +122,24 @@ export function modelConfigFromJson(c: Record<string, unknown>, o: { path: strin
     );
   }
 
-  const int = (field: string, fallback?: number): number => {
-    const v = c[field] ?? fallback;
-    if (typeof v !== 'number' || !Number.isInteger(v) || v <= 0) {
-      throw new ModelFormatError(`config.json: ${field} must be a positive integer, got ${JSON.stringify(c[field])}`, path, field);
-    }
-    return v;
-  };
-  const num = (field: string, fallback: number): number => {
-    const v = c[field] ?? fallback;
-    if (typeof v !== 'number' || !Number.isFinite(v) || v <= 0) {
-      throw new ModelFormatError(`config.json: ${field} must be a positive number, got ${JSON.stringify(c[field])}`, path, field);
-    }
-    return v;
-  };
+  const f = configFields(c, path);
+  const int = f.int;
+  const num = (field: string, fallback: number) => f.num(field, fallback);
 
   const hiddenSize = int('hidden_size');
+  const numLayers = int('num_hidden_layers');
   const numHeads = int('num_attention_heads');
-  const numKvHeads = int('num_key_value_heads', numHeads);
-  const headDim = c.head_dim == null ? hiddenSize / numHeads : int('head_dim');
+  const mla = caps.attention === 'mla' ? readMlaConfig(f) : undefined;
+  // Latent attention has one latent per token instead of KV heads: every head is its own "KV head".
+  const numKvHeads = mla ? numHeads : int('num_key_value_heads', numHeads);
+  const headDim = mla ? mla.nopeDim + mla.ropeDim : c.head_dim == null ? hiddenSize / numHeads : int('head_dim');
   if (!Number.isInteger(headDim) || headDim % 2) {
     throw new ModelFormatError(`config.json: head_dim ${headDim} must be an even integer`, path, 'head_dim');
   }
   if (numHeads % numKvHeads) {
     throw new ModelFormatError(`config.json: num_attention_heads ${numHeads} is not a multiple of num_key_value_heads ${numKvHeads}`, path, 'num_key_value_heads');
   }
+  const moe = caps.moe ? readMoeConfig(f, caps.moe, numLayers) : undefined;
   const act = c.hidden_act ?? 'silu';
   if (act !== 'silu') throw new UnsupportedModelError(`config.json: hidden_act ${JSON.stringify(act)} is not supported (only silu) in ${path}`);
   if (c.mlp_bias === true) throw new UnsupportedModelError(`config.json: mlp_bias=true is not supported in ${path}`);
@@ -143,22 +163,24 @@ export function modelConfigFromJson(c: Record<string, unknown>, o: { path: strin
         }
         return v;
       };
-      ropeScaling =
-        type === 'llama3'
-          ? {
-              type: 'llama3',
-              factor: f('factor'),
-              lowFreqFactor: f('low_freq_factor'),
-              highFreqFactor: f('high_freq_factor'),
-              originalMaxPositionEmbeddings: f('original_max_position_embeddings'),
-            }
-          : { type: 'linear', factor: f('factor'), lowFreqFactor: 0, highFreqFactor: 0, originalMaxPositionEmbeddings: 0 };
+      if (type === 'llama3') {
+        ropeScaling = {
+          type: 'llama3',
+          factor: f('factor'),
+          lowFreqFactor: f('low_freq_factor'),
+          highFreqFactor: f('high_freq_factor'),
+          originalMaxPositionEmbeddings: f('original_max_position_embeddings'),
+        };
+      } else if (type === 'yarn') ropeScaling = yarnScaling(rs, f, num('max_position_embeddings', 2048));
+      else ropeScaling = { type: 'linear', factor: f('factor'), lowFreqFactor: 0, highFreqFactor: 0, originalMaxPositionEmbeddings: 0 };
     }
   }
 
   let slidingWindow: number | null = null;
+  let slidingLayers: boolean[] | undefined;
   const sw = typeof c.sliding_window === 'number' ? c.sliding_window : null;
   if (caps.slidingWindow === 'config') slidingWindow = sw;
+  else if (caps.slidingWindow === 'layer_types') ({ slidingWindow, slidingLayers } = layerTypes(f, numLayers, sw));
   else if (caps.slidingWindow === 'use_sliding_window' && c.use_sliding_window === true && sw !== null) {
     throw new UnsupportedModelError(`config.json: use_sliding_window=true is not supported for ${architecture} in ${path}`);
   }
@@ -172,7 +194,7 @@ export function modelConfigFromJson(c: Record<string, unknown>, o: { path: strin
     caps,
     hiddenSize,
     intermediateSize: int('intermediate_size'),
-    numLayers: int('num_hidden_layers'),
+    numLayers,
     numHeads,
     numKvHeads,
     headDim,
@@ -185,7 +207,45 @@ export function modelConfigFromJson(c: Record<string, unknown>, o: { path: strin
     qkvBias,
     oBias,
     slidingWindow,
+    ...(slidingLayers && { slidingLayers }),
+    ...(moe && { moe }),
+    ...(mla && { mla }),
+    ...(caps.attentionSinks && { attentionSinks: true }),
     eosTokenIds,
     bosTokenId: bos.length ? bos[0] : null,
   };
+}
+
+/** Hugging Face's yarn parameters; `factor` as rope_scaling states it (HF warns, and keeps it, when it disagrees with the context lengths). */
+function yarnScaling(rs: Record<string, unknown>, f: (k: string, d?: number) => number, maxPositions: number): RopeScaling {
+  const factor = f('factor');
+  const mscale = typeof rs.mscale === 'number' ? rs.mscale : 0;
+  const mscaleAllDim = typeof rs.mscale_all_dim === 'number' ? rs.mscale_all_dim : 0;
+  const given = typeof rs.attention_factor === 'number' ? rs.attention_factor : null;
+  const attentionFactor = given ?? (mscale && mscaleAllDim ? yarnMscale(factor, mscale) / yarnMscale(factor, mscaleAllDim) : yarnMscale(factor, 1));
+  return {
+    type: 'yarn',
+    factor,
+    lowFreqFactor: 0,
+    highFreqFactor: 0,
+    originalMaxPositionEmbeddings: typeof rs.original_max_position_embeddings === 'number' ? f('original_max_position_embeddings') : maxPositions,
+    yarn: {
+      betaFast: typeof rs.beta_fast === 'number' && rs.beta_fast ? rs.beta_fast : 32,
+      betaSlow: typeof rs.beta_slow === 'number' && rs.beta_slow ? rs.beta_slow : 1,
+      attentionFactor,
+      truncate: rs.truncate !== false,
+      mscaleAllDim,
+    },
+  };
+}
+
+/** `layer_types` (`sliding_attention` / `full_attention` per layer) with `sliding_window`. */
+function layerTypes(f: ConfigFields, numLayers: number, window: number | null): { slidingWindow: number | null; slidingLayers: boolean[] } {
+  const types = f.get('layer_types');
+  if (!Array.isArray(types) || types.length !== numLayers || types.some((t) => t !== 'sliding_attention' && t !== 'full_attention')) {
+    throw new ModelFormatError(`config.json: layer_types must list sliding_attention or full_attention for each of the ${numLayers} layers`, f.path, 'layer_types');
+  }
+  const slidingLayers = types.map((t) => t === 'sliding_attention');
+  if (slidingLayers.some(Boolean) && !(window && window > 0)) throw new ModelFormatError('config.json: sliding_window must be a positive integer when layer_types has sliding_attention', f.path, 'sliding_window');
+  return { slidingWindow: window, slidingLayers };
 }

@@ -20,14 +20,20 @@ import { BF16_TO_F32, F16_TO_F32, f32ToF16Bits } from '../numeric/half.js';
 import { Checkpoint } from '../safetensors/checkpoint.js';
 import { quantizeQ4_0, quantizeQ8_0 } from '../kernels/wasm/quant-reference.js';
 import { gguf, writeGguf, type GgufMetadata, type GgufTensorSource, type GgufTensorType, type WrittenGguf } from './write.js';
+import { checkMoeExport, mlaPlan, moeHyperParameters, moePlan } from './convert-moe.js';
 
-export type GgufArch = 'llama' | 'qwen2' | 'qwen3';
+export type GgufArch = 'llama' | 'qwen2' | 'qwen3' | 'qwen3moe' | 'deepseek2' | 'gpt-oss';
 
 const ARCH_OF: Record<string, GgufArch> = {
   LlamaForCausalLM: 'llama',
   MistralForCausalLM: 'llama',
   Qwen2ForCausalLM: 'qwen2',
   Qwen3ForCausalLM: 'qwen3',
+  // llama.cpp runs Mixtral as arch llama with experts, DeepSeek V3 / Kimi K2 as deepseek2.
+  MixtralForCausalLM: 'llama',
+  Qwen3MoeForCausalLM: 'qwen3moe',
+  DeepseekV3ForCausalLM: 'deepseek2',
+  GptOssForCausalLM: 'gpt-oss',
 };
 
 /** llama.cpp token types. */
@@ -53,31 +59,22 @@ export function hfToGguf(dir: string, outFile: string, options: HfToGgufOptions 
   const cfg = loadModelConfig(dir);
   const arch = ARCH_OF[cfg.architecture];
   if (!arch) throw new UnsupportedModelError(`GGUF export: architecture ${cfg.architecture} has no llama.cpp mapping`);
-  if (cfg.slidingWindow !== null && cfg.slidingWindow < cfg.maxPositionEmbeddings) {
+  if (cfg.slidingWindow !== null && cfg.slidingWindow < cfg.maxPositionEmbeddings && !cfg.slidingLayers) {
     throw new UnsupportedModelError(`GGUF export: sliding_window ${cfg.slidingWindow} in ${dir} is not expressed for llama.cpp arch ${arch}`);
   }
-  if (arch === 'qwen3' && cfg.qkvBias) throw new UnsupportedModelError(`GGUF export: llama.cpp's qwen3 has no q/k/v bias (${dir})`);
+  if ((arch === 'qwen3' || arch === 'qwen3moe') && cfg.qkvBias) throw new UnsupportedModelError(`GGUF export: llama.cpp's ${arch} has no q/k/v bias (${dir})`);
+  checkMoeExport(arch, cfg, dir);
 
   const ckpt = Checkpoint.open(dir);
   try {
-    const hfNames = tensorPlan(cfg, ckpt);
-    const matrixDtypes = hfNames.filter((n) => ckpt.info(n.hf).shape.length === 2).map((n) => ckpt.info(n.hf).dtype);
-    const dtype = options.dtype ?? (matrixDtypes.every((d) => d === 'F16') ? 'f16' : 'f32');
-    const tensors: GgufTensorSource[] = hfNames.map(({ hf, gguf: name, permuteHeads }) => {
-      const info = ckpt.info(hf);
-      const matrix = info.shape.length >= 2;
-      const cols = info.shape[info.shape.length - 1];
+    const plan = tensorPlan(cfg, ckpt, arch);
+    const sourceDtypes = plan.filter((t) => t.shape.length >= 2).flatMap((t) => t.from.map((n) => ckpt.info(n).dtype));
+    const dtype = options.dtype ?? (sourceDtypes.every((d) => d === 'F16') ? 'f16' : 'f32');
+    const tensors: GgufTensorSource[] = plan.map(({ gguf: name, shape, values }) => {
+      const matrix = shape.length >= 2;
+      const cols = shape[shape.length - 1];
       const type: GgufTensorType = !matrix || dtype === 'f32' ? 'F32' : dtype === 'f16' || cols % 32 ? 'F16' : dtype === 'q8_0' ? 'Q8_0' : 'Q4_0';
-      return {
-        name,
-        type,
-        shape: info.shape,
-        data: () => {
-          let values = readAsF32(ckpt, hf);
-          if (permuteHeads) values = permuteRope(values, info.shape, permuteHeads, cfg.headDim, hf);
-          return encode(values, type, info.shape);
-        },
-      };
+      return { name, type, shape, data: () => encode(values(), type, shape) };
     });
     const ropeFactors = llama3RopeFactors(cfg);
     if (ropeFactors) {
@@ -89,6 +86,7 @@ export function hfToGguf(dir: string, outFile: string, options: HfToGgufOptions 
       'general.name': gguf.str(options.name ?? basename(dir)),
       'general.file_type': gguf.u32({ f32: 0, f16: 1, q4_0: 2, q8_0: 7 }[dtype]),
       ...hyperParameters(arch, cfg),
+      ...moeHyperParameters(arch, cfg),
       ...tokenizerMetadata(dir, cfg),
     };
     const written = writeGguf(outFile, metadata, tensors);
@@ -98,48 +96,71 @@ export function hfToGguf(dir: string, outFile: string, options: HfToGgufOptions 
   }
 }
 
-interface PlannedTensor {
-  hf: string;
+/** One GGUF tensor: its row-major shape, the HF tensors it is made of, and how to compute its values. */
+export interface PlannedTensor {
   gguf: string;
-  /** Number of heads whose rows get the rotate-half → adjacent-pairs permutation. */
-  permuteHeads?: number;
+  shape: number[];
+  from: string[];
+  values: () => Float32Array;
 }
 
-function tensorPlan(cfg: ModelConfig, ckpt: Checkpoint): PlannedTensor[] {
-  const permute = ARCH_OF[cfg.architecture] === 'llama';
-  const plan: PlannedTensor[] = [{ hf: 'model.embed_tokens.weight', gguf: 'token_embd.weight' }];
+/** An HF tensor copied as it is (q/k rows of `permuteHeads` heads permuted for llama.cpp's adjacent-pair RoPE). */
+export function directTensor(ckpt: Checkpoint, cfg: ModelConfig, hf: string, gguf: string, permuteHeads?: number): PlannedTensor {
+  const shape = ckpt.info(hf).shape;
+  return {
+    gguf,
+    shape,
+    from: [hf],
+    values: () => {
+      const values = readAsF32(ckpt, hf);
+      return permuteHeads ? permuteRope(values, shape, permuteHeads, cfg.headDim, hf) : values;
+    },
+  };
+}
+
+function tensorPlan(cfg: ModelConfig, ckpt: Checkpoint, arch: GgufArch): PlannedTensor[] {
+  const permute = arch === 'llama';
+  const direct = (hf: string, gguf: string, permuteHeads?: number) => directTensor(ckpt, cfg, hf, gguf, permuteHeads);
+  const plan: PlannedTensor[] = [direct('model.embed_tokens.weight', 'token_embd.weight')];
   for (let l = 0; l < cfg.numLayers; l++) {
     const p = `model.layers.${l}`;
     const b = `blk.${l}`;
-    plan.push({ hf: `${p}.input_layernorm.weight`, gguf: `${b}.attn_norm.weight` });
-    for (const [proj, short, heads] of [
-      ['q', 'q', cfg.numHeads],
-      ['k', 'k', cfg.numKvHeads],
-      ['v', 'v', 0],
-    ] as const) {
-      const permuteHeads = permute && heads ? heads : undefined;
-      plan.push({ hf: `${p}.self_attn.${proj}_proj.weight`, gguf: `${b}.attn_${short}.weight`, permuteHeads });
-      if (cfg.qkvBias) plan.push({ hf: `${p}.self_attn.${proj}_proj.bias`, gguf: `${b}.attn_${short}.bias`, permuteHeads });
+    plan.push(direct(`${p}.input_layernorm.weight`, `${b}.attn_norm.weight`));
+    if (cfg.mla) plan.push(...mlaPlan(ckpt, cfg, cfg.mla, l));
+    else {
+      for (const [proj, short, heads] of [
+        ['q', 'q', cfg.numHeads],
+        ['k', 'k', cfg.numKvHeads],
+        ['v', 'v', 0],
+      ] as const) {
+        const permuteHeads = permute && heads ? heads : undefined;
+        plan.push(direct(`${p}.self_attn.${proj}_proj.weight`, `${b}.attn_${short}.weight`, permuteHeads));
+        if (cfg.qkvBias) plan.push(direct(`${p}.self_attn.${proj}_proj.bias`, `${b}.attn_${short}.bias`, permuteHeads));
+      }
+      if (cfg.caps.qkNorm) {
+        plan.push(direct(`${p}.self_attn.q_norm.weight`, `${b}.attn_q_norm.weight`));
+        plan.push(direct(`${p}.self_attn.k_norm.weight`, `${b}.attn_k_norm.weight`));
+      }
+      plan.push(direct(`${p}.self_attn.o_proj.weight`, `${b}.attn_output.weight`));
+      if (cfg.oBias) plan.push(direct(`${p}.self_attn.o_proj.bias`, `${b}.attn_output.bias`));
+      if (cfg.attentionSinks) plan.push(direct(`${p}.self_attn.sinks`, `${b}.attn_sinks.weight`));
     }
-    if (cfg.caps.qkNorm) {
-      plan.push({ hf: `${p}.self_attn.q_norm.weight`, gguf: `${b}.attn_q_norm.weight` });
-      plan.push({ hf: `${p}.self_attn.k_norm.weight`, gguf: `${b}.attn_k_norm.weight` });
+    // gpt-oss's post-attention norm has its own name in llama.cpp.
+    plan.push(direct(`${p}.post_attention_layernorm.weight`, arch === 'gpt-oss' ? `${b}.post_attention_norm.weight` : `${b}.ffn_norm.weight`));
+    if (cfg.moe?.sparse[l]) plan.push(...moePlan(ckpt, cfg, cfg.moe, l));
+    else {
+      plan.push(direct(`${p}.mlp.gate_proj.weight`, `${b}.ffn_gate.weight`));
+      plan.push(direct(`${p}.mlp.up_proj.weight`, `${b}.ffn_up.weight`));
+      plan.push(direct(`${p}.mlp.down_proj.weight`, `${b}.ffn_down.weight`));
     }
-    plan.push({ hf: `${p}.self_attn.o_proj.weight`, gguf: `${b}.attn_output.weight` });
-    if (cfg.oBias) plan.push({ hf: `${p}.self_attn.o_proj.bias`, gguf: `${b}.attn_output.bias` });
-    plan.push({ hf: `${p}.post_attention_layernorm.weight`, gguf: `${b}.ffn_norm.weight` });
-    plan.push({ hf: `${p}.mlp.gate_proj.weight`, gguf: `${b}.ffn_gate.weight` });
-    plan.push({ hf: `${p}.mlp.up_proj.weight`, gguf: `${b}.ffn_up.weight` });
-    plan.push({ hf: `${p}.mlp.down_proj.weight`, gguf: `${b}.ffn_down.weight` });
   }
-  plan.push({ hf: 'model.norm.weight', gguf: 'output_norm.weight' });
+  plan.push(direct('model.norm.weight', 'output_norm.weight'));
   // Tied models have no lm_head: llama.cpp then reuses token_embd, as HF does.
-  if (!cfg.tieWordEmbeddings || ckpt.has('lm_head.weight')) plan.push({ hf: 'lm_head.weight', gguf: 'output.weight' });
-  for (const t of plan) ckpt.info(t.hf); // fail early, naming the missing tensor
+  if (!cfg.tieWordEmbeddings || ckpt.has('lm_head.weight')) plan.push(direct('lm_head.weight', 'output.weight'));
   return plan;
 }
 
-function readAsF32(ckpt: Checkpoint, name: string): Float32Array {
+export function readAsF32(ckpt: Checkpoint, name: string): Float32Array {
   const file = ckpt.file(name);
   const info = file.info(name);
   const n = info.shape.reduce((a, b) => a * b, 1);

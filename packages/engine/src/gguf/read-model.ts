@@ -21,10 +21,27 @@ import { lookupArchitecture } from '../config/architectures/registry.js';
 import { ModelFormatError, UnsupportedModelError } from '../errors.js';
 import { openModelFile } from '../open-model-file.js';
 import { GGML_TYPES, readGgufFile, readGgufHeader, type GgufHeader, type GgufTensorInfo, type GgufValue } from './read.js';
+import { ggufMlaConfig, ggufMoeConfig, ggufYarn, moeTensorRef, type GgufTensorRef } from './read-moe.js';
 
 const readAsync = promisify(readCb);
 
-const ARCHITECTURE_OF: Record<string, string> = { llama: 'LlamaForCausalLM', qwen2: 'Qwen2ForCausalLM', qwen3: 'Qwen3ForCausalLM' };
+const ARCHITECTURE_OF: Record<string, string> = {
+  llama: 'LlamaForCausalLM',
+  qwen2: 'Qwen2ForCausalLM',
+  qwen3: 'Qwen3ForCausalLM',
+  qwen3moe: 'Qwen3MoeForCausalLM',
+  deepseek2: 'DeepseekV3ForCausalLM',
+  'gpt-oss': 'GptOssForCausalLM',
+};
+
+/** HF tensor name → GGUF tensor (llama.cpp's naming, as convert.ts writes it; a slab of a stacked expert tensor), or null. */
+export function ggufTensorRef(hf: string, arch = 'llama'): GgufTensorRef | null {
+  const m = /^model\.layers\.(\d+)\.(.+)$/.exec(hf);
+  const moe = m ? moeTensorRef(m[2], m[1], arch) : undefined;
+  if (moe !== undefined) return moe;
+  const name = ggufTensorName(hf);
+  return name === null ? null : { name };
+}
 
 /** HF tensor name → GGUF tensor name (llama.cpp's naming, as convert.ts writes it), or null. */
 export function ggufTensorName(hf: string): string | null {
@@ -80,7 +97,8 @@ export function ggufConfig(h: GgufHeader, path: string): ModelConfig {
   const file = basename(path);
   const arch = meta(h, path, 'general.architecture');
   if (typeof arch !== 'string') throw new ModelFormatError(`${file}: missing general.architecture`, path, 'general.architecture');
-  const architecture = ARCHITECTURE_OF[arch];
+  // llama.cpp runs Mixtral as arch llama with experts.
+  const architecture = arch === 'llama' && Number(meta(h, path, 'llama.expert_count') ?? 0) > 0 ? 'MixtralForCausalLM' : ARCHITECTURE_OF[arch];
   if (!architecture) {
     throw new UnsupportedModelError(`${file}: GGUF architecture ${arch} is not supported (supported: ${Object.keys(ARCHITECTURE_OF).join(', ')})`);
   }
@@ -91,12 +109,21 @@ export function ggufConfig(h: GgufHeader, path: string): ModelConfig {
   const k = (s: string) => `${arch}.${s}`;
   const hiddenSize = posInt(h, path, k('embedding_length'));
   const numHeads = posInt(h, path, k('attention.head_count'));
-  const numKvHeads = posInt(h, path, k('attention.head_count_kv'), numHeads);
-  const headDim = posInt(h, path, k('attention.key_length'), hiddenSize / numHeads);
+  const m: Parameters<typeof ggufMoeConfig>[6] = {
+    int: (key, fallback) => posInt(h, path, key, fallback),
+    num: (key, fallback) => posNum(h, path, key, fallback),
+    get: (key) => meta(h, path, key),
+  };
+  const maxPositions = posInt(h, path, k('context_length'), 2048);
+  const yarn = meta(h, path, k('rope.scaling.type')) === 'yarn' ? ggufYarn(arch, m, maxPositions) : null;
+  const latent = caps.attention === 'mla' ? ggufMlaConfig(h, arch, numHeads, m, yarn) : null;
+  // Latent attention: every head is its own "KV head" in the engine (llama.cpp stores one shared latent head).
+  const numKvHeads = latent ? numHeads : posInt(h, path, k('attention.head_count_kv'), numHeads);
+  const headDim = latent ? latent.headDim : posInt(h, path, k('attention.key_length'), hiddenSize / numHeads);
   if (headDim % 2) throw new ModelFormatError(`${file}: head dimension ${headDim} must be even`, path, k('attention.key_length'));
   if (numHeads % numKvHeads) throw new ModelFormatError(`${file}: ${numHeads} heads are not a multiple of ${numKvHeads} KV heads`, path, k('attention.head_count_kv'));
   const rotDims = meta(h, path, k('rope.dimension_count'));
-  if (rotDims !== undefined && rotDims !== headDim) throw new UnsupportedModelError(`${file}: partial rotary embedding (${String(rotDims)} of ${headDim} dims) is not supported`);
+  if (!latent && rotDims !== undefined && rotDims !== headDim) throw new UnsupportedModelError(`${file}: partial rotary embedding (${String(rotDims)} of ${headDim} dims) is not supported`);
   const embd = h.tensors.get('token_embd.weight');
   if (!embd) throw new ModelFormatError(`${file}: missing tensor token_embd.weight`, path, 'token_embd.weight');
   const tokens = meta(h, path, 'tokenizer.ggml.tokens');
@@ -104,7 +131,10 @@ export function ggufConfig(h: GgufHeader, path: string): ModelConfig {
 
   let ropeScaling: RopeScaling | null = null;
   const scaling = meta(h, path, k('rope.scaling.type'));
-  if (scaling !== undefined && scaling !== 'none') {
+  if (yarn) {
+    if (!caps.ropeScaling.includes('yarn')) throw new UnsupportedModelError(`${file}: yarn rope scaling is not supported for ${architecture}`);
+    ropeScaling = yarn;
+  } else if (scaling !== undefined && scaling !== 'none') {
     if (scaling !== 'linear') throw new UnsupportedModelError(`${file}: rope scaling type ${String(scaling)} is not supported from GGUF`);
     ropeScaling = { type: 'linear', factor: posNum(h, path, k('rope.scaling.factor'), 1), lowFreqFactor: 0, highFreqFactor: 0, originalMaxPositionEmbeddings: 0 };
   }
@@ -113,13 +143,17 @@ export function ggufConfig(h: GgufHeader, path: string): ModelConfig {
   if (arch === 'qwen2' && !qkvBias) throw new ModelFormatError(`${file}: qwen2 model without blk.0.attn_q.bias`, path, 'blk.0.attn_q.bias');
   const eos = meta(h, path, 'tokenizer.ggml.eos_token_id');
   const bos = meta(h, path, 'tokenizer.ggml.bos_token_id');
+  const numLayers = posInt(h, path, k('block_count'));
+  const feedForward = posInt(h, path, k('feed_forward_length'));
+  const moe = caps.moe ? ggufMoeConfig(h, path, arch, caps, numLayers, feedForward, m) : undefined;
+  const gptOss = arch === 'gpt-oss';
   return {
     dir: path,
     architecture,
     caps,
     hiddenSize,
-    intermediateSize: posInt(h, path, k('feed_forward_length')),
-    numLayers: posInt(h, path, k('block_count')),
+    intermediateSize: feedForward,
+    numLayers,
     numHeads,
     numKvHeads,
     headDim,
@@ -127,11 +161,15 @@ export function ggufConfig(h: GgufHeader, path: string): ModelConfig {
     rmsNormEps: posNum(h, path, k('attention.layer_norm_rms_epsilon'), 1e-6),
     ropeTheta: posNum(h, path, k('rope.freq_base'), 10000),
     ropeScaling,
-    maxPositionEmbeddings: posInt(h, path, k('context_length'), 2048),
+    maxPositionEmbeddings: maxPositions,
     tieWordEmbeddings: !h.tensors.has('output.weight'),
     qkvBias: arch === 'qwen2' ? true : qkvBias,
     oBias: arch === 'qwen2' ? false : oBias,
-    slidingWindow: null,
+    slidingWindow: gptOss ? posInt(h, path, k('attention.sliding_window')) : null,
+    // gpt-oss: llama.cpp's default pattern, sliding on even layers.
+    ...(gptOss && { slidingLayers: Array.from({ length: numLayers }, (_, l) => l % 2 === 0), attentionSinks: true }),
+    ...(moe && { moe }),
+    ...(latent && { mla: latent.mla }),
     eosTokenIds: typeof eos === 'number' ? [eos] : [],
     bosTokenId: typeof bos === 'number' ? bos : null,
   };
@@ -161,12 +199,14 @@ export class GgufCheckpoint {
   /** Heads whose rows were permuted by llama.cpp's converter, per GGUF tensor name. */
   readonly #permuted = new Map<string, number>();
   readonly #headDim: number;
+  readonly #arch: string;
 
   private constructor(path: string, fd: number, header: GgufHeader, config: ModelConfig) {
     this.path = path;
     this.#fd = fd;
     this.header = header;
     this.#headDim = config.headDim;
+    this.#arch = String(header.metadata.get('general.architecture'));
     if (header.metadata.get('general.architecture') === 'llama') {
       for (let l = 0; l < config.numLayers; l++) {
         for (const kind of ['weight', 'bias']) {
@@ -195,26 +235,31 @@ export class GgufCheckpoint {
   }
 
   has(tensor: string): boolean {
-    const g = ggufTensorName(tensor);
-    return g !== null && this.header.tensors.has(g);
+    const g = ggufTensorRef(tensor, this.#arch);
+    const t = g && this.header.tensors.get(g.name);
+    return !!t && (g.index === undefined || g.index < t.shape[0]);
   }
 
-  /** dtype (F32/F16/BF16/Q8_0/Q4_0) and row-major shape of an HF-named tensor. */
+  /** dtype (F32/F16/BF16/Q8_0/Q4_0) and row-major shape of an HF-named tensor (one expert's slab of a stacked one). */
   info(tensor: string): { dtype: string; shape: number[] } {
-    const t = this.#tensor(tensor);
+    const { t } = this.#tensor(tensor);
     return { dtype: t.type, shape: t.shape };
   }
 
-  #tensor(hf: string): GgufTensorInfo {
-    const g = ggufTensorName(hf);
-    const t = g === null ? undefined : this.header.tensors.get(g);
-    if (!t) throw new ModelFormatError(`${basename(this.path)}: missing tensor ${g ?? hf} (${hf})`, this.path, g ?? hf);
-    return t;
+  /** The GGUF tensor behind an HF name, narrowed to its slab for one expert (offset and shape). */
+  #tensor(hf: string): { t: GgufTensorInfo; gguf: string } {
+    const g = ggufTensorRef(hf, this.#arch);
+    const t = g === null ? undefined : this.header.tensors.get(g.name);
+    if (!g || !t) throw new ModelFormatError(`${basename(this.path)}: missing tensor ${g?.name ?? hf} (${hf})`, this.path, g?.name ?? hf);
+    if (g.index === undefined) return { t, gguf: g.name };
+    if (g.index >= t.shape[0]) throw new ModelFormatError(`${basename(this.path)}: ${g.name} holds ${t.shape[0]} experts, not expert ${g.index} (${hf})`, this.path, g.name);
+    const slab = t.bytes / t.shape[0];
+    return { t: { ...t, shape: t.shape.slice(1), dims: t.dims.slice(0, -1), offset: t.offset + g.index * slab, bytes: slab }, gguf: g.name };
   }
 
   /** The file ranges holding rows [r0, r1) × columns [c0, c1) of `tensor`, in the order they go into dest. */
   #plan(tensor: string, dest: Uint8Array, r0: number, r1: number, c0: number, c1: number): Copy[] {
-    const t = this.#tensor(tensor);
+    const { t, gguf } = this.#tensor(tensor);
     const file = basename(this.path);
     const type = Object.values(GGML_TYPES).find((x) => x.name === t.type)!;
     // 1-D tensors: elements are the "rows" that RoPE permutes, each one element wide.
@@ -238,7 +283,7 @@ export class GgufCheckpoint {
     const segBytes = ((c1 - c0) / be) * type.blockBytes;
     const need = (r1 - r0) * segBytes;
     if (dest.byteLength < need) throw new Error(`readBlock: destination has ${dest.byteLength} bytes, ${tensor} block needs ${need}`);
-    const heads = this.#permuted.get(ggufTensorName(tensor)!);
+    const heads = this.#permuted.get(gguf);
     const hd = this.#headDim;
     if (heads !== undefined && rows !== heads * hd) {
       throw new ModelFormatError(`${file}: ${tensor} has ${rows} rows, expected ${heads} heads × ${hd}`, this.path, tensor);

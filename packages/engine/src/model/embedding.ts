@@ -30,7 +30,8 @@ export function embedRows(out: Float32Array, table: Weight, tokens: ArrayLike<nu
   for (let b = 0; b < tokens.length; b++) widenRow(out.subarray(b * D, (b + 1) * D), table, tokens[b]);
 }
 
-function widenRow(dst: Float32Array, w: Weight, r: number): void {
+/** Row `r` of `w` widened to f32 into `dst` (cols values). */
+export function widenRow(dst: Float32Array, w: Weight, r: number): void {
   const cols = w.cols;
   if (w.dtype === 'f32') {
     dst.set(new Float32Array(w.bytes.buffer, w.bytes.byteOffset + r * cols * 4, cols));

@@ -1,6 +1,8 @@
 /**
- * One shard of a Llama-family decoder, llama2.c style: weights, a run state allocated once, and a
- * `forward` that reads like the maths. A shard is a layer range [start, end) and/or one tensor rank;
+ * One shard of a decoder (Llama family, Qwen, Mistral, and the mixture-of-experts / latent-attention
+ * ones), llama2.c style: weights, a run state allocated once, and a `forward` that reads like the maths.
+ * Each layer is attention (grouped-query here, or latent: attention-mla.ts) and an MLP (dense SwiGLU,
+ * or mixture of experts: moe.ts). A shard is a layer range [start, end) and/or one tensor rank;
  * tensor rank 0 of the first pipeline stage embeds tokens (its stage-0 peers are given its rows as
  * hidden states), the last stage computes logits, the others take and return hidden states. Tensor
  * ranks meet at the caller's all-reduce after o_proj and after down_proj only: a head rank returns the
@@ -15,10 +17,14 @@ import type { AttentionArgs, Backend } from '../kernels/backend.js';
 import { createReferenceBackend } from '../kernels/reference.js';
 import type { AllReduce, ShardSpec } from '../shard.js';
 import { checkTokenIds, embedRows, noEmbeddingError } from './embedding.js';
-import { attention, rmsnorm, swiglu } from './math.js';
-import { applyRope, ropeInverseFrequencies, ropeTables } from './rope.js';
+import { MlaAttention } from './attention-mla.js';
+import { attention, rmsnorm } from './math.js';
+import { swigluMlp } from './mlp.js';
+import { MoeBlock } from './moe.js';
+import { applyRope, ropeAttentionFactor, ropeInverseFrequencies, ropeTables } from './rope.js';
 import { tensorSlice, type TensorSlice } from './tensor-split.js';
-import { planShardWeights, readPlanAsync, readPlanSync, type ShardWeights } from './weights.js';
+import { planShardWeights, readPlanAsync, readPlanSync, type GqaWeights, type ShardWeights } from './weights.js';
+import { kvCacheValuesPerToken } from './kv-cache-size.js';
 
 export interface LoadShardOptions {
   /** @default the reference backend */
@@ -33,7 +39,10 @@ export interface LoadShardOptions {
   config?: ModelConfig;
 }
 
-/** The KV cache of one sequence on one shard: per layer [capacity, localKv·headDim] for K and V. */
+/**
+ * The KV cache of one sequence on one shard: per layer [capacity, localKv·headDim] for K and V; with
+ * latent attention `k[l]` holds [capacity, kvLoraRank + rope] latents and `v[l]` is empty.
+ */
 export class KVCache {
   /** Tokens already processed. */
   length = 0;
@@ -61,6 +70,7 @@ export class ModelShard {
   readonly #allReduce: AllReduce;
   #busy = false;
   readonly #invFreq: Float64Array;
+  readonly #ropeScale: number;
   readonly #localHeads: number;
   readonly #localKv: number;
   // Run state, [maxBatch, ·] each, allocated once.
@@ -74,10 +84,12 @@ export class ModelShard {
   readonly #scores: Float32Array; // [maxSeqLen]
   readonly #hb: Float32Array; // [B, localFfn]
   readonly #hb2: Float32Array; // [B, localFfn]
-  readonly #cos: Float32Array; // [B, hd/2]
+  readonly #cos: Float32Array; // [B, rope dims/2]
   readonly #sin: Float32Array;
   readonly #embedded: Float32Array; // [B, hidden], embedding holders only
   readonly #logits: Float32Array; // [vocabSlice]
+  readonly #mla: MlaAttention | null;
+  readonly #moe: MoeBlock | null;
 
   constructor(config: ModelConfig, spec: ShardSpec, weights: ShardWeights, slice: TensorSlice, backend: Backend, opts: { allReduce?: AllReduce; maxBatch: number; maxSeqLen: number; bytesRead: number }) {
     this.config = config;
@@ -90,25 +102,32 @@ export class ModelShard {
     this.bytesRead = opts.bytesRead;
     const noReduce: AllReduce = async () => {};
     this.#allReduce = spec.tensor.size > 1 ? opts.allReduce! : noReduce;
-    this.#invFreq = ropeInverseFrequencies(config);
+    // Latent attention rotates only each head's RoPE part.
+    const ropeDim = config.mla?.ropeDim ?? config.headDim;
+    this.#invFreq = ropeInverseFrequencies({ ...config, headDim: ropeDim });
+    this.#ropeScale = ropeAttentionFactor(config);
     const { hiddenSize: D, headDim: hd } = config;
     this.#localHeads = slice.heads[1] - slice.heads[0];
     this.#localKv = slice.kvHeads[1] - slice.kvHeads[0];
     const B = this.maxBatch;
-    const ffn = slice.ffn[1] - slice.ffn[0];
+    const gqa = !config.mla;
+    const dense = !config.moe || config.moe.sparse.some((s, l) => !s && l >= spec.layers[0] && l < spec.layers[1]);
+    const ffn = dense ? slice.ffn[1] - slice.ffn[0] : 0;
     const f = (n: number) => backend.allocF32(n);
     this.#x = f(B * D);
     this.#xb = f(B * D);
     this.#xb2 = f(B * D);
-    this.#q = f(B * this.#localHeads * hd);
-    this.#k = f(B * this.#localKv * hd);
-    this.#v = f(B * this.#localKv * hd);
-    this.#att = f(B * this.#localHeads * hd);
-    this.#scores = f(this.maxSeqLen);
+    this.#q = f(gqa ? B * this.#localHeads * hd : 0);
+    this.#k = f(gqa ? B * this.#localKv * hd : 0);
+    this.#v = f(gqa ? B * this.#localKv * hd : 0);
+    this.#att = f(B * this.#localHeads * (config.mla?.vDim ?? hd));
+    this.#scores = f(gqa ? this.maxSeqLen : 0);
     this.#hb = f(B * ffn);
     this.#hb2 = f(B * ffn);
-    this.#cos = f((B * hd) / 2);
-    this.#sin = f((B * hd) / 2);
+    this.#cos = f((B * ropeDim) / 2);
+    this.#sin = f((B * ropeDim) / 2);
+    this.#mla = config.mla ? new MlaAttention(config, this.#localHeads, backend, B, this.maxSeqLen) : null;
+    this.#moe = config.moe?.sparse.slice(spec.layers[0], spec.layers[1]).some(Boolean) ? new MoeBlock(config, slice, backend, B) : null;
     this.#embedded = f(weights.embed ? B * D : 0);
     this.#logits = f(spec.head ? slice.vocab[1] - slice.vocab[0] : 0);
   }
@@ -116,10 +135,12 @@ export class ModelShard {
   /** A fresh KV cache for one sequence of up to `capacity` tokens. */
   newCache(capacity = this.maxSeqLen): KVCache {
     if (capacity > this.maxSeqLen) throw new RangeError(`KV cache capacity ${capacity} exceeds maxSeqLen ${this.maxSeqLen}`);
-    const width = this.#localKv * this.config.headDim;
+    // K and V take half each; a latent cache keeps everything in k.
+    const mla = !!this.config.mla;
+    const perToken = kvCacheValuesPerToken(this.config, this.slice);
     const layers = this.spec.layers[1] - this.spec.layers[0];
-    const k = Array.from({ length: layers }, () => this.backend.allocF32(capacity * width));
-    const v = Array.from({ length: layers }, () => this.backend.allocF32(capacity * width));
+    const k = Array.from({ length: layers }, () => this.backend.allocF32(capacity * (mla ? perToken : perToken / 2)));
+    const v = Array.from({ length: layers }, () => this.backend.allocF32(mla ? 0 : (capacity * perToken) / 2));
     return new KVCache(capacity, k, v);
   }
 
@@ -161,12 +182,6 @@ export class ModelShard {
     const w = this.weights;
     const be = this.backend;
     const D = c.hiddenSize;
-    const hd = c.headDim;
-    const nh = this.#localHeads;
-    const nkv = this.#localKv;
-    const qw = nh * hd;
-    const kvw = nkv * hd;
-    const ffn = this.slice.ffn[1] - this.slice.ffn[0];
     const x = this.#x;
     const xb = this.#xb;
     const xb2 = this.#xb2;
@@ -185,66 +200,27 @@ export class ModelShard {
       if (input.hidden.length < n * D) throw new RangeError(`forward: hidden states hold ${input.hidden.length} values, ${n} tokens × ${D} need ${n * D}`);
       x.set(input.hidden.subarray(0, n * D));
     }
-    ropeTables(this.#cos, this.#sin, this.#invFreq, pos0, n);
+    ropeTables(this.#cos, this.#sin, this.#invFreq, pos0, n, this.#ropeScale);
 
     for (let li = 0; li < w.layers.length; li++) {
       const L = w.layers[li];
-      const kCache = cache.k[li];
-      const vCache = cache.v[li];
+      const layer = this.spec.layers[0] + li;
 
-      // Attention: xb = rmsnorm(x); q, k, v = xb·Wqᵀ, xb·Wkᵀ, xb·Wvᵀ (+ bias)
+      // x += all_reduce(attention(rmsnorm(x)))   (this rank's heads: a partial sum of o_proj)
       for (let b = 0; b < n; b++) rmsnorm(xb, b * D, x, b * D, L.inputNorm, D, c.rmsNormEps);
-      be.matmul(this.#q, L.q, xb, n);
-      be.matmul(this.#k, L.k, xb, n);
-      be.matmul(this.#v, L.v, xb, n);
-      if (L.qBias) addBias(this.#q, L.qBias, n, qw);
-      if (L.kBias) addBias(this.#k, L.kBias, n, kvw);
-      if (L.vBias) addBias(this.#v, L.vBias, n, kvw);
-
-      for (let b = 0; b < n; b++) {
-        // Qwen3: RMSNorm each head of q and k; then rotate both by position.
-        if (L.qNorm) for (let h = 0; h < nh; h++) rmsnorm(this.#q, b * qw + h * hd, this.#q, b * qw + h * hd, L.qNorm, hd, c.rmsNormEps);
-        if (L.kNorm) for (let h = 0; h < nkv; h++) rmsnorm(this.#k, b * kvw + h * hd, this.#k, b * kvw + h * hd, L.kNorm, hd, c.rmsNormEps);
-        applyRope(this.#q, b * qw, nh, hd, this.#cos, this.#sin, b);
-        applyRope(this.#k, b * kvw, nkv, hd, this.#cos, this.#sin, b);
-        // Append this token's K and V to the cache.
-        kCache.set(this.#k.subarray(b * kvw, (b + 1) * kvw), (pos0 + b) * kvw);
-        vCache.set(this.#v.subarray(b * kvw, (b + 1) * kvw), (pos0 + b) * kvw);
-      }
-
-      // att = softmax(q·Kᵀ / √hd, causal [and sliding window]) · V, per query head over its KV head.
-      const args: AttentionArgs = {
-        out: this.#att,
-        q: this.#q,
-        k: kCache,
-        v: vCache,
-        n,
-        pos0,
-        heads: nh,
-        kvHeads: nkv,
-        headDim: hd,
-        group: c.numHeads / c.numKvHeads,
-        headOffset: this.slice.heads[0],
-        kvOffset: this.slice.kvHeads[0],
-        scale: 1 / Math.sqrt(hd),
-        window: c.slidingWindow ?? 0,
-      };
-      if (be.attention) be.attention(args);
-      else attention(args, this.#scores);
-
-      // x += all_reduce(att·Woᵀ) (+ bias)   (each rank holds Wo's columns of its heads: a partial sum)
-      be.matmul(xb2, L.o, this.#att, n);
+      const A = L.attention;
+      if (A.kind === 'mla') {
+        this.#mla!.forward(this.#att, xb, n, pos0, cache.k[li], A, this.#cos, this.#sin);
+        be.matmul(xb2, A.o, this.#att, n);
+      } else this.#gqa(A, layer, n, pos0, cache.k[li], cache.v[li]);
       await this.#allReduce(xb2.subarray(0, n * D));
-      if (L.oBias) addBias(xb2, L.oBias, n, D);
+      if (A.kind === 'gqa' && A.oBias) addBias(xb2, A.oBias, n, D);
       for (let i = 0; i < n * D; i++) x[i] += xb2[i];
 
-      // MLP: x += all_reduce(down(silu(gate(xb)) · up(xb))),  xb = rmsnorm(x)
+      // x += all_reduce(mlp(rmsnorm(x)))   (dense: this rank's intermediate rows; MoE: its experts)
       for (let b = 0; b < n; b++) rmsnorm(xb, b * D, x, b * D, L.postNorm, D, c.rmsNormEps);
-      be.matmul(this.#hb, L.gate, xb, n);
-      be.matmul(this.#hb2, L.up, xb, n);
-      if (be.swiglu) be.swiglu(this.#hb, this.#hb2, n * ffn);
-      else swiglu(this.#hb, this.#hb2, n * ffn);
-      be.matmul(xb2, L.down, this.#hb, n);
+      if (L.mlp.kind === 'moe') this.#moe!.forward(xb2, xb, n, L.mlp);
+      else swigluMlp(be, xb2, xb, n, L.mlp, this.#hb, this.#hb2);
       await this.#allReduce(xb2.subarray(0, n * D));
       for (let i = 0; i < n * D; i++) x[i] += xb2[i];
     }
@@ -256,6 +232,62 @@ export class ModelShard {
     rmsnorm(xb, 0, x, (n - 1) * D, w.finalNorm!, D, c.rmsNormEps);
     be.matvec(this.#logits, w.head!, xb);
     return this.#logits;
+  }
+
+  /** Grouped-query attention of n tokens: xb2 = o_proj(attention(q, K, V)) over this rank's heads, K/V appended to the cache. */
+  #gqa(A: GqaWeights, layer: number, n: number, pos0: number, kCache: Float32Array, vCache: Float32Array): void {
+    const c = this.config;
+    const be = this.backend;
+    const xb = this.#xb;
+    const hd = c.headDim;
+    const nh = this.#localHeads;
+    const nkv = this.#localKv;
+    const qw = nh * hd;
+    const kvw = nkv * hd;
+
+    // q, k, v = xb·Wqᵀ, xb·Wkᵀ, xb·Wvᵀ (+ bias)
+    be.matmul(this.#q, A.q, xb, n);
+    be.matmul(this.#k, A.k, xb, n);
+    be.matmul(this.#v, A.v, xb, n);
+    if (A.qBias) addBias(this.#q, A.qBias, n, qw);
+    if (A.kBias) addBias(this.#k, A.kBias, n, kvw);
+    if (A.vBias) addBias(this.#v, A.vBias, n, kvw);
+
+    for (let b = 0; b < n; b++) {
+      // Qwen3: RMSNorm each head of q and k; then rotate both by position.
+      if (A.qNorm) for (let h = 0; h < nh; h++) rmsnorm(this.#q, b * qw + h * hd, this.#q, b * qw + h * hd, A.qNorm, hd, c.rmsNormEps);
+      if (A.kNorm) for (let h = 0; h < nkv; h++) rmsnorm(this.#k, b * kvw + h * hd, this.#k, b * kvw + h * hd, A.kNorm, hd, c.rmsNormEps);
+      applyRope(this.#q, b * qw, nh, hd, this.#cos, this.#sin, b);
+      applyRope(this.#k, b * kvw, nkv, hd, this.#cos, this.#sin, b);
+      // Append this token's K and V to the cache.
+      kCache.set(this.#k.subarray(b * kvw, (b + 1) * kvw), (pos0 + b) * kvw);
+      vCache.set(this.#v.subarray(b * kvw, (b + 1) * kvw), (pos0 + b) * kvw);
+    }
+
+    // att = softmax(q·Kᵀ / √hd, causal [and sliding window] [with sinks]) · V, per query head over its KV head.
+    const sliding = c.slidingLayers ? c.slidingLayers[layer] : true;
+    const args: AttentionArgs = {
+      out: this.#att,
+      q: this.#q,
+      k: kCache,
+      v: vCache,
+      n,
+      pos0,
+      heads: nh,
+      kvHeads: nkv,
+      headDim: hd,
+      group: c.numHeads / c.numKvHeads,
+      headOffset: this.slice.heads[0],
+      kvOffset: this.slice.kvHeads[0],
+      scale: 1 / Math.sqrt(hd),
+      window: sliding ? (c.slidingWindow ?? 0) : 0,
+    };
+    // Backend attention kernels know no sinks; the reference loop does.
+    if (be.attention && !A.sinks) be.attention(args);
+    else attention(args, this.#scores, A.sinks);
+
+    // xb2 = att·Woᵀ (each rank holds Wo's columns of its heads: a partial sum)
+    be.matmul(this.#xb2, A.o, this.#att, n);
   }
 
   /** Hands a finished sequence's KV cache back to the backend for reuse. */

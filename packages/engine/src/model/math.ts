@@ -33,9 +33,10 @@ export function swiglu(a: Float32Array, b: Float32Array, n: number): void {
 /**
  * The reference attention (contract in kernels/backend.ts): for each new query b at position
  * pos0 + b and each local head h, softmax over the visible cached positions of q·k·scale, then the
- * probability-weighted sum of v. `scores` is scratch of at least (pos0 + n) floats.
+ * probability-weighted sum of v. `scores` is scratch of at least (pos0 + n) floats. `sinks` (gpt-oss,
+ * one logit per local head) join each softmax's denominator and take no value.
  */
-export function attention(a: AttentionArgs, scores: Float32Array): void {
+export function attention(a: AttentionArgs, scores: Float32Array, sinks: Float32Array | null = null): void {
   const { out, q, k, v, n, pos0, heads, kvHeads, headDim: hd, group, scale } = a;
   const headOffset = a.headOffset ?? 0;
   const kvOffset = a.kvOffset ?? 0;
@@ -55,7 +56,8 @@ export function attention(a: AttentionArgs, scores: Float32Array): void {
         for (let i = 0; i < hd; i++) s += q[qo + i] * k[ko + i];
         scores[t - first] = s * scale;
       }
-      softmax(scores, 0, len);
+      if (sinks) softmaxWithSink(scores, len, sinks[h]);
+      else softmax(scores, 0, len);
       out.fill(0, qo, qo + hd);
       for (let t = first; t <= pos; t++) {
         const p = scores[t - first];
@@ -64,4 +66,17 @@ export function attention(a: AttentionArgs, scores: Float32Array): void {
       }
     }
   }
+}
+
+/** softmax over x[0..n) and one more logit `sink` that is then dropped: the n probabilities sum below 1. */
+function softmaxWithSink(x: Float32Array, n: number, sink: number): void {
+  let max = sink;
+  for (let i = 0; i < n; i++) if (x[i] > max) max = x[i];
+  let sum = Math.exp(sink - max);
+  for (let i = 0; i < n; i++) {
+    const e = Math.exp(x[i] - max);
+    x[i] = e;
+    sum += e;
+  }
+  for (let i = 0; i < n; i++) x[i] /= sum;
 }

@@ -10,6 +10,11 @@
  *   a query head are refused with a message giving the numbers.
  * - MLP: gate/up rows and down columns split in proportion to each rank's heads (blocks of
  *   intermediate_size, equal when the heads are; each rank's down columns match its own gate/up rows).
+ * - Mixture of experts (expert parallelism): each rank holds whole routed experts, a contiguous block
+ *   in proportion to its heads (equal when the heads are), and computes only the chosen experts it
+ *   holds; shared experts split like the MLP. Every rank holds the router (all scores are needed to
+ *   choose). The layer's output is a partial sum like down_proj's, so the same one all-reduce finishes
+ *   it. A split that would leave a rank no expert is refused.
  * - LM head: split by vocabulary rows (ceil(vocab / size) per rank); each rank computes the logits
  *   of its rows and the sampler joins the slices (joinLogitSlices) — no all-reduce. The embedding is
  *   not split: rank 0 of the first stage holds it whole (see embedding.ts).
@@ -25,6 +30,10 @@ export interface TensorSlice {
   kvHeads: [number, number];
   /** intermediate_size rows [start, end). */
   ffn: [number, number];
+  /** Routed experts [start, end) of each MoE layer ([0, 0) for a dense model). */
+  experts: [number, number];
+  /** Rows [start, end) of the shared experts' combined intermediate (DeepSeek). */
+  sharedFfn: [number, number];
   /** Vocabulary rows [start, end) of the LM head (and of its logits). */
   vocab: [number, number];
 }
@@ -34,6 +43,7 @@ export interface SplitDims {
   numKvHeads: number;
   intermediateSize: number;
   vocabSize: number;
+  moe?: { experts: number; sharedIntermediate: number };
 }
 
 export function tensorSlice(dims: SplitDims, rank: number, size: number, heads?: readonly number[]): TensorSlice {
@@ -48,6 +58,13 @@ export function tensorSlice(dims: SplitDims, rank: number, size: number, heads?:
   if (ffn[1] <= ffn[0]) throw new UnsupportedModelError(`tensor rank ${rank} of ${size} would hold no MLP rows (intermediate size ${I}, heads ${h0}..${h1} of ${H})`);
   const vocab = vocabSlice(V, rank, size);
   if (vocab[1] <= vocab[0]) throw new UnsupportedModelError(`tensor rank ${rank} of ${size} would hold no vocabulary rows (vocabulary of ${V})`);
+  // Routed experts (whole ones) and shared-expert rows follow the heads' share too.
+  const E = dims.moe?.experts ?? 0;
+  const S = dims.moe?.sharedIntermediate ?? 0;
+  const experts: [number, number] = [Math.floor((h0 * E) / H), Math.floor((h1 * E) / H)];
+  if (E && experts[1] <= experts[0]) {
+    throw new UnsupportedModelError(`cannot split ${E} experts over ${size} tensor ranks: tensor rank ${rank} (heads ${h0}..${h1} of ${H}) would hold no whole expert`);
+  }
   return {
     rank,
     size,
@@ -55,6 +72,8 @@ export function tensorSlice(dims: SplitDims, rank: number, size: number, heads?:
     // KV heads [first, last] read by query heads [h0, h1), shared with neighbours as needed.
     kvHeads: [Math.floor(h0 / group), Math.floor((h1 - 1) / group) + 1],
     ffn,
+    experts,
+    sharedFfn: [Math.floor((h0 * S) / H), Math.floor((h1 * S) / H)],
     vocab,
   };
 }

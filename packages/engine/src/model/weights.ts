@@ -8,6 +8,7 @@ import type { ModelConfig } from '../config/config.js';
 import { ModelFormatError, UnsupportedModelError } from '../errors.js';
 import type { Backend, DType, Weight } from '../kernels/backend.js';
 import { QK, isQuantized, weightBytes } from '../kernels/wasm/formats.js';
+import { dequantizeRow } from '../kernels/wasm/quant-reference.js';
 import { BF16_TO_F32, F16_TO_F32 } from '../numeric/half.js';
 import type { Checkpoint } from '../safetensors/checkpoint.js';
 import type { SafetensorsFile } from '../safetensors/reader.js';
@@ -16,10 +17,15 @@ import type { GgufCheckpoint } from '../gguf/read-model.js';
 import { mlxQuantOf, planMlxMatrix } from '../quant/mlx.js';
 import type { ShardSpec } from '../shard.js';
 import type { TensorSlice } from './tensor-split.js';
+import { planMla, type MlaWeights } from './weights-mla.js';
+import { planMoe, type MoeWeights } from './weights-moe.js';
 
-export interface LayerWeights {
-  /** [hidden] */
-  inputNorm: Float32Array;
+export type { MlaWeights } from './weights-mla.js';
+export type { ExpertWeights, MoeWeights } from './weights-moe.js';
+
+/** Grouped-query attention (Llama family, Qwen, Mistral, gpt-oss). */
+export interface GqaWeights {
+  kind: 'gqa';
   /** [localHeads·headDim, hidden] */
   q: Weight;
   /** [localKv·headDim, hidden] */
@@ -37,14 +43,37 @@ export interface LayerWeights {
   o: Weight;
   /** [hidden], added once after the all-reduce — Llama/Qwen3 with attention_bias. */
   oBias: Float32Array | null;
-  /** [hidden] */
-  postNorm: Float32Array;
+  /** [localHeads] learned sink logits — gpt-oss. */
+  sinks: Float32Array | null;
+}
+
+/** A SwiGLU MLP: down(silu(gate(x))·up(x)) over this rank's intermediate rows. */
+export interface DenseMlpWeights {
+  kind: 'dense';
   /** [localFfn, hidden] */
   gate: Weight;
   /** [localFfn, hidden] */
   up: Weight;
   /** [hidden, localFfn] */
   down: Weight;
+}
+
+export interface LayerWeights {
+  /** [hidden] */
+  inputNorm: Float32Array;
+  /** [hidden] */
+  postNorm: Float32Array;
+  attention: GqaWeights | MlaWeights;
+  mlp: DenseMlpWeights | MoeWeights;
+}
+
+/** Every matrix of a layer (attention, MLP, router, experts), e.g. to count the bytes a shard streams. */
+export function layerMatrices(layer: LayerWeights): Weight[] {
+  const a = layer.attention;
+  const m = layer.mlp;
+  const attention = a.kind === 'gqa' ? [a.q, a.k, a.v, a.o] : [...(a.qA ? [a.qA] : []), a.q, a.kvA, ...a.kb, ...a.vb, a.o];
+  const mlp = m.kind === 'dense' ? [m.gate, m.up, m.down] : [m.router, ...m.experts.flatMap((e) => [e.gate, e.up, e.down]), ...(m.shared ? [m.shared.gate, m.shared.up, m.shared.down] : [])];
+  return [...attention, ...mlp];
 }
 
 export interface ShardWeights {
@@ -81,7 +110,7 @@ export interface PendingRead {
  * Plans a shard's weights: checks every tensor's dtype and shape and allocates its buffer, recording
  * the reads; nothing is read until the plan is complete, so a bad tensor fails before any I/O.
  */
-class WeightPlanner {
+export class WeightPlanner {
   readonly reads: PendingRead[] = [];
 
   constructor(
@@ -142,6 +171,100 @@ class WeightPlanner {
     return w;
   }
 
+  /**
+   * Expert `e` of a merged, input-major expert tensor [experts, in, out·parts] (gpt-oss's
+   * `gate_up_proj`, `down_proj`): its `parts` column-interleaved outputs (column c·parts + p is output c of
+   * part p) as [out, in] weights — transposed and de-interleaved after reading, an exact permutation.
+   * Only the expert's own [in, out·parts] slab is read.
+   */
+  mergedExpert(name: string, experts: number, inDim: number, outDim: number, parts: number, e: number): Weight[] {
+    const { file, dtype, el } = this.#check(name, [experts, inDim, outDim * parts]);
+    if (isQuantized(dtype)) throw new UnsupportedModelError(`${basename(file.path)}: merged expert tensor ${name} is ${dtype}; only F32, F16 and BF16 are supported`);
+    const slab = new Uint8Array(inDim * outDim * parts * el);
+    const out = Array.from({ length: parts }, (): Weight => ({ dtype, rows: outDim, cols: inDim, bytes: this.backend.allocBytes(outDim * inDim * el) }));
+    const after = () => {
+      for (let p = 0; p < parts; p++) {
+        const dst = out[p].bytes;
+        for (let o = 0; o < outDim; o++) {
+          for (let i = 0; i < inDim; i++) {
+            const from = (i * outDim * parts + o * parts + p) * el;
+            dst.set(slab.subarray(from, from + el), (o * inDim + i) * el);
+          }
+        }
+        this.backend.packWeight?.(out[p]);
+      }
+    };
+    this.reads.push({ file, name, dest: slab, rows: [e, e + 1], cols: [0, inDim * outDim * parts], after });
+    return out;
+  }
+
+  /** Row `e` of a merged [experts, n·parts] bias, de-interleaved into `parts` f32 vectors of n. */
+  mergedExpertVector(name: string, experts: number, n: number, parts: number, e: number): Float32Array[] {
+    const { file, dtype, el } = this.#check(name, [experts, n * parts]);
+    if (isQuantized(dtype)) throw new ModelFormatError(`${basename(file.path)}: ${name} is ${dtype}; biases must be F32, F16 or BF16`, file.path, name);
+    const bytes = new Uint8Array(n * parts * el);
+    const out = Array.from({ length: parts }, () => this.backend.allocF32(n));
+    const after = () => {
+      const v = widenVector(bytes, dtype, n * parts);
+      for (let p = 0; p < parts; p++) for (let c = 0; c < n; c++) out[p][c] = v[c * parts + p];
+    };
+    this.reads.push({ file, name, dest: bytes, rows: [e, e + 1], cols: [0, n * parts], after });
+    return out;
+  }
+
+  /** Whether the checkpoint has a tensor of this name (alternative layouts of the same weights). */
+  has(name: string): boolean {
+    return this.ckpt.has(name);
+  }
+
+  /** Slab `i` of a 3-D tensor [n, rows, cols] as a [rows, cols] weight (kept in storage dtype, packed when linear). */
+  slab(name: string, shape: [number, number, number], i: number): Weight {
+    const { file, dtype, el } = this.#check(name, shape);
+    const [, rows, cols] = shape;
+    const size = isQuantized(dtype) ? weightBytes(dtype, rows, cols) : rows * cols * el;
+    const w: Weight = { dtype, rows, cols, bytes: this.backend.allocBytes(size) };
+    const pack = this.backend.packWeight ? () => this.backend.packWeight!(w) : undefined;
+    this.reads.push({ file, name, dest: w.bytes, rows: [i, i + 1], cols: [0, rows * cols], after: pack });
+    return w;
+  }
+
+  /**
+   * Heads [h0, h1) of HF's kv_b_proj [H·(nope+v), kvLoraRank]: per head its key rows transposed to
+   * [kvLoraRank, nope] and its value rows [v, kvLoraRank] (an exact permutation for f32/f16/bf16;
+   * quantized rows are dequantized to f32 first).
+   */
+  kvBHeads(name: string, H: number, m: { nopeDim: number; vDim: number; kvLoraRank: number }, [h0, h1]: [number, number]): { kb: Weight[]; vb: Weight[] } {
+    const { nopeDim: nope, vDim: v, kvLoraRank: L } = m;
+    const per = nope + v;
+    const { file, dtype, el } = this.#check(name, [H * per, L]);
+    const quant = isQuantized(dtype);
+    const rowBytesIn = quant ? weightBytes(dtype, 1, L) : L * el;
+    const block = new Uint8Array((h1 - h0) * per * rowBytesIn);
+    const outDtype: DType = quant ? 'f32' : dtype;
+    const oel = quant ? 4 : el;
+    const alloc = (rows: number, cols: number): Weight => ({ dtype: outDtype, rows, cols, bytes: this.backend.allocBytes(rows * cols * oel) });
+    const kb = Array.from({ length: h1 - h0 }, () => alloc(L, nope));
+    const vb = Array.from({ length: h1 - h0 }, () => alloc(v, L));
+    const after = () => {
+      // Every row as outDtype elements: the stored bytes, or dequantized f32.
+      const src = quant ? dequantizeRows(dtype, block, (h1 - h0) * per, L) : block;
+      for (let h = 0; h < h1 - h0; h++) {
+        const base = h * per;
+        for (let i = 0; i < nope; i++) {
+          for (let j = 0; j < L; j++) {
+            const from = ((base + i) * L + j) * oel;
+            kb[h].bytes.set(src.subarray(from, from + oel), (j * nope + i) * oel);
+          }
+        }
+        vb[h].bytes.set(src.subarray((base + nope) * L * oel, (base + per) * L * oel));
+        this.backend.packWeight?.(kb[h]);
+        this.backend.packWeight?.(vb[h]);
+      }
+    };
+    this.reads.push({ file, name, dest: block, rows: [h0 * per, h1 * per], cols: [0, L], after });
+    return { kb, vb };
+  }
+
   /** Elements [a, b) of a 1-D tensor of length n, widened to f32. */
   vector(name: string, n: number, range: [number, number] = [0, n]): Float32Array {
     const { file, dtype, el } = this.#check(name, [n]);
@@ -149,17 +272,25 @@ class WeightPlanner {
     const len = range[1] - range[0];
     const bytes = new Uint8Array(len * el);
     const out = this.backend.allocF32(len);
-    const after = () => {
-      if (dtype === 'f32') out.set(new Float32Array(bytes.buffer, 0, len));
-      else {
-        const src = new Uint16Array(bytes.buffer, 0, len);
-        const table = dtype === 'f16' ? F16_TO_F32 : BF16_TO_F32;
-        for (let i = 0; i < len; i++) out[i] = table[src[i]];
-      }
-    };
+    const after = () => out.set(widenVector(bytes, dtype, len));
     this.reads.push({ file, name, dest: bytes, rows: [0, 1], cols: range, after });
     return out;
   }
+}
+
+/** `rows` quantized rows of `cols` as f32 bytes. */
+function dequantizeRows(dtype: DType, bytes: Uint8Array, rows: number, cols: number): Uint8Array {
+  const out = new Float32Array(rows * cols);
+  for (let r = 0; r < rows; r++) dequantizeRow(dtype as 'q8_0' | 'q4_0', bytes, cols, r, out.subarray(r * cols, (r + 1) * cols));
+  return new Uint8Array(out.buffer);
+}
+
+/** `len` f32/f16/bf16 values stored in `bytes`, as f32. */
+function widenVector(bytes: Uint8Array, dtype: DType, len: number): Float32Array {
+  if (dtype === 'f32') return new Float32Array(bytes.buffer, bytes.byteOffset, len);
+  const src = new Uint16Array(bytes.buffer, bytes.byteOffset, len);
+  const table = dtype === 'f16' ? F16_TO_F32 : BF16_TO_F32;
+  return Float32Array.from(src, (h) => table[h]);
 }
 
 /** Reads a planned shard's bytes, blocking. */
@@ -195,22 +326,27 @@ export function planShardWeights(
   for (let l = spec.layers[0]; l < spec.layers[1]; l++) {
     const p = `model.layers.${l}`;
     const a = `${p}.self_attn`;
+    const attention: GqaWeights | MlaWeights = config.mla
+      ? planMla(rd, config, config.mla, slice, a)
+      : {
+          kind: 'gqa',
+          q: rd.matrix(`${a}.q_proj.weight`, H * hd, D, qRows),
+          k: rd.matrix(`${a}.k_proj.weight`, KV * hd, D, kvRows),
+          v: rd.matrix(`${a}.v_proj.weight`, KV * hd, D, kvRows),
+          qBias: config.qkvBias ? rd.vector(`${a}.q_proj.bias`, H * hd, qRows) : null,
+          kBias: config.qkvBias ? rd.vector(`${a}.k_proj.bias`, KV * hd, kvRows) : null,
+          vBias: config.qkvBias ? rd.vector(`${a}.v_proj.bias`, KV * hd, kvRows) : null,
+          qNorm: config.caps.qkNorm ? rd.vector(`${a}.q_norm.weight`, hd) : null,
+          kNorm: config.caps.qkNorm ? rd.vector(`${a}.k_norm.weight`, hd) : null,
+          o: rd.matrix(`${a}.o_proj.weight`, D, H * hd, [0, D], qRows),
+          oBias: config.oBias ? rd.vector(`${a}.o_proj.bias`, D) : null,
+          sinks: config.attentionSinks ? rd.vector(`${a}.sinks`, H, slice.heads) : null,
+        };
     layers.push({
       inputNorm: rd.vector(`${p}.input_layernorm.weight`, D),
-      q: rd.matrix(`${a}.q_proj.weight`, H * hd, D, qRows),
-      k: rd.matrix(`${a}.k_proj.weight`, KV * hd, D, kvRows),
-      v: rd.matrix(`${a}.v_proj.weight`, KV * hd, D, kvRows),
-      qBias: config.qkvBias ? rd.vector(`${a}.q_proj.bias`, H * hd, qRows) : null,
-      kBias: config.qkvBias ? rd.vector(`${a}.k_proj.bias`, KV * hd, kvRows) : null,
-      vBias: config.qkvBias ? rd.vector(`${a}.v_proj.bias`, KV * hd, kvRows) : null,
-      qNorm: config.caps.qkNorm ? rd.vector(`${a}.q_norm.weight`, hd) : null,
-      kNorm: config.caps.qkNorm ? rd.vector(`${a}.k_norm.weight`, hd) : null,
-      o: rd.matrix(`${a}.o_proj.weight`, D, H * hd, [0, D], qRows),
-      oBias: config.oBias ? rd.vector(`${a}.o_proj.bias`, D) : null,
+      attention,
       postNorm: rd.vector(`${p}.post_attention_layernorm.weight`, D),
-      gate: rd.matrix(`${p}.mlp.gate_proj.weight`, I, D, slice.ffn),
-      up: rd.matrix(`${p}.mlp.up_proj.weight`, I, D, slice.ffn),
-      down: rd.matrix(`${p}.mlp.down_proj.weight`, D, I, [0, D], slice.ffn),
+      mlp: config.moe?.sparse[l] ? planMoe(rd, config, config.moe, slice, p) : planDenseMlp(rd, `${p}.mlp`, I, D, slice.ffn),
     });
   }
 
@@ -226,6 +362,16 @@ export function planShardWeights(
     else head = rd.matrix('lm_head.weight', V, D, slice.vocab);
   }
   return { weights: { embed, layers, finalNorm, head }, reads: rd.reads };
+}
+
+/** A SwiGLU MLP's gate/up rows and down columns `rows` of intermediate size `I` (`prefix`.gate_proj etc.). */
+export function planDenseMlp(rd: WeightPlanner, prefix: string, I: number, D: number, rows: [number, number], names: readonly [string, string, string] = ['gate_proj', 'up_proj', 'down_proj']): DenseMlpWeights {
+  return {
+    kind: 'dense',
+    gate: rd.matrix(`${prefix}.${names[0]}.weight`, I, D, rows),
+    up: rd.matrix(`${prefix}.${names[1]}.weight`, I, D, rows),
+    down: rd.matrix(`${prefix}.${names[2]}.weight`, D, I, [0, D], rows),
+  };
 }
 
 /** The first `rows` rows of a row-major weight, sharing its bytes (the whole weight when it has no more). */

@@ -6,6 +6,7 @@ export {
   type RandomModelVariant,
   type RandomModelDType,
 } from './random-model.js';
+export type { MoeOptions } from './random-moe.js';
 export { writeSafetensors, type TensorToWrite } from '../safetensors/writer.js';
 /** The engine's seeded PRNG, for tests and simulations that must repeat exactly. */
 export { Prng } from '../numeric/prng.js';

@@ -12,6 +12,7 @@ import { f32ToBf16Bits, f32ToF16Bits } from '../numeric/half.js';
 import { Prng } from '../numeric/prng.js';
 import { writeSafetensors, type TensorToWrite } from '../safetensors/writer.js';
 import { buildByteLevelTokenizer, type ByteLevelTokenizerOptions } from '../tokenizer/byte-level.js';
+import { isSparseLayer, moeConfigFields, writeMlaAttention, writeMoeMlp, type MoeOptions, type TensorMaker } from './random-moe.js';
 
 /**
  * - `llama`: LlamaForCausalLM with GQA.
@@ -20,11 +21,20 @@ import { buildByteLevelTokenizer, type ByteLevelTokenizerOptions } from '../toke
  * - `mistral`: MistralForCausalLM.
  * - `qwen2`: Qwen2ForCausalLM, q/k/v projections with bias.
  * - `qwen3`: Qwen3ForCausalLM, RMSNorm on q and k per head, explicit head_dim.
+ * - `qwen3-moe`: Qwen3MoeForCausalLM (8 experts, top-2, layer 1 dense via `mlp_only_layers`).
+ * - `mixtral`: MixtralForCausalLM (8 experts, top-2, experts' size = intermediate_size).
+ * - `deepseek-v3`: DeepseekV3ForCausalLM, the Kimi K2 layout: latent attention (q_lora_rank 32,
+ *   kv_lora_rank 32, nope 16 / rope 8 / v 16, interleaved yarn RoPE), 8 routed experts in 4 groups
+ *   (top-3 of the best 2 groups, sigmoid + correction bias), 1 shared expert, layer 0 dense.
+ * - `gpt-oss`: GptOssForCausalLM: q/k/v/o biases, attention sinks, sliding (window 6) and full layers
+ *   alternating, yarn RoPE, 8 merged experts (top-2 biased router, softmax over the chosen), clamped
+ *   SwiGLU with biases; head_dim 16, experts' size = intermediate_size (default 32).
+ * MoE options: see MoeOptions (random-moe.ts).
  */
-export type RandomModelVariant = 'llama' | 'llama3' | 'mistral' | 'qwen2' | 'qwen3';
+export type RandomModelVariant = 'llama' | 'llama3' | 'mistral' | 'qwen2' | 'qwen3' | 'qwen3-moe' | 'mixtral' | 'deepseek-v3' | 'gpt-oss';
 export type RandomModelDType = 'f32' | 'f16' | 'bf16';
 
-export interface RandomModelOptions {
+export interface RandomModelOptions extends MoeOptions {
   variant?: RandomModelVariant;
   /** @default 64 */
   hiddenSize?: number;
@@ -83,7 +93,14 @@ const ARCH: Record<RandomModelVariant, { architecture: string; modelType: string
   mistral: { architecture: 'MistralForCausalLM', modelType: 'mistral' },
   qwen2: { architecture: 'Qwen2ForCausalLM', modelType: 'qwen2' },
   qwen3: { architecture: 'Qwen3ForCausalLM', modelType: 'qwen3' },
+  'qwen3-moe': { architecture: 'Qwen3MoeForCausalLM', modelType: 'qwen3_moe' },
+  mixtral: { architecture: 'MixtralForCausalLM', modelType: 'mixtral' },
+  'deepseek-v3': { architecture: 'DeepseekV3ForCausalLM', modelType: 'deepseek_v3' },
+  'gpt-oss': { architecture: 'GptOssForCausalLM', modelType: 'gpt_oss' },
 };
+
+const QWEN3_LIKE = new Set<RandomModelVariant>(['qwen3', 'qwen3-moe']);
+const MOE = new Set<RandomModelVariant>(['qwen3-moe', 'mixtral', 'deepseek-v3', 'gpt-oss']);
 
 const TORCH_DTYPE: Record<RandomModelDType, string> = { f32: 'float32', f16: 'float16', bf16: 'bfloat16' };
 const ST_DTYPE: Record<RandomModelDType, string> = { f32: 'F32', f16: 'F16', bf16: 'BF16' };
@@ -100,11 +117,12 @@ function encode(values: Float32Array, dtype: RandomModelDType): Uint8Array {
 export function writeRandomModel(dir: string, options: RandomModelOptions = {}): RandomModelInfo {
   const variant = options.variant ?? 'llama';
   const hidden = options.hiddenSize ?? 64;
-  const inter = options.intermediateSize ?? 128;
+  const inter = options.intermediateSize ?? (variant === 'mixtral' || variant === 'gpt-oss' ? 32 : 128);
   const layers = options.numLayers ?? 4;
   const heads = options.numHeads ?? 4;
   const kvHeads = options.numKvHeads ?? 2;
-  const headDim = options.headDim ?? (variant === 'qwen3' ? 32 : hidden / heads);
+  const headDim = options.headDim ?? (QWEN3_LIKE.has(variant) ? 32 : hidden / heads);
+  const gptOss = variant === 'gpt-oss';
   const dtype = options.dtype ?? 'f32';
   const tied = options.tiedEmbeddings ?? false;
   const shards = options.shards ?? 1;
@@ -126,8 +144,8 @@ export function writeRandomModel(dir: string, options: RandomModelOptions = {}):
     num_key_value_heads: kvHeads,
     hidden_act: 'silu',
     max_position_embeddings: options.maxPositionEmbeddings ?? 256,
-    rms_norm_eps: 1e-5,
-    rope_theta: variant === 'qwen2' || variant === 'qwen3' ? 1000000 : 10000,
+    rms_norm_eps: variant === 'deepseek-v3' ? 1e-6 : 1e-5,
+    rope_theta: variant === 'qwen2' || QWEN3_LIKE.has(variant) ? 1000000 : 10000,
     rope_scaling: null,
     vocab_size: vocab,
     tie_word_embeddings: tied,
@@ -136,9 +154,9 @@ export function writeRandomModel(dir: string, options: RandomModelOptions = {}):
     eos_token_id: eos,
     attention_dropout: 0,
   };
-  if (options.headDim !== undefined || variant === 'qwen3') config.head_dim = headDim;
+  if (options.headDim !== undefined || QWEN3_LIKE.has(variant) || gptOss) config.head_dim = headDim;
   const attentionBias = options.attentionBias ?? false;
-  if (attentionBias && variant !== 'llama' && variant !== 'llama3' && variant !== 'qwen3') {
+  if (attentionBias && variant !== 'llama' && variant !== 'llama3' && !QWEN3_LIKE.has(variant)) {
     throw new Error(`writeRandomModel: attentionBias applies to llama/llama3/qwen3, not ${variant}`);
   }
   if (variant === 'llama' || variant === 'llama3') {
@@ -155,17 +173,19 @@ export function writeRandomModel(dir: string, options: RandomModelOptions = {}):
       original_max_position_embeddings: 64,
     };
   }
-  if (variant === 'mistral') config.sliding_window = options.slidingWindow ?? null;
+  if (variant === 'mistral' || variant === 'mixtral') config.sliding_window = options.slidingWindow ?? null;
   if (variant === 'qwen2') {
     config.use_sliding_window = false;
     config.sliding_window = null;
     config.max_window_layers = layers;
   }
-  if (variant === 'qwen3') {
+  if (QWEN3_LIKE.has(variant)) {
     config.attention_bias = attentionBias;
     config.use_sliding_window = false;
     config.sliding_window = null;
   }
+  if (MOE.has(variant)) Object.assign(config, moeConfigFields(variant, layers, hidden, options));
+  if (variant === 'deepseek-v3') config.num_key_value_heads = heads;
 
   const tensors: TensorToWrite[] = [];
   const add = (name: string, shape: number[], fill: () => number) => {
@@ -182,30 +202,41 @@ export function writeRandomModel(dir: string, options: RandomModelOptions = {}):
   const bias = (name: string, n: number) => add(name, [n], () => rng.symmetric(0.5));
 
   add('model.embed_tokens.weight', [vocab, hidden], () => rng.symmetric(1));
+  const maker: TensorMaker = { add, linear, norm, symmetric: (a) => rng.symmetric(a) };
   for (let l = 0; l < layers; l++) {
     const p = `model.layers.${l}`;
     norm(`${p}.input_layernorm.weight`, hidden);
+    if (variant === 'deepseek-v3') writeMlaAttention(maker, `${p}.self_attn`, config, hidden, heads);
+    else writeGqaAttention(l);
+    norm(`${p}.post_attention_layernorm.weight`, hidden);
+    if (MOE.has(variant) && isSparseLayer(variant, config, l)) writeMoeMlp(maker, p, variant, config, hidden, options);
+    else {
+      linear(`${p}.mlp.gate_proj.weight`, inter, hidden);
+      linear(`${p}.mlp.up_proj.weight`, inter, hidden);
+      linear(`${p}.mlp.down_proj.weight`, hidden, inter);
+    }
+  }
+  norm('model.norm.weight', hidden);
+  if (!tied) linear('lm_head.weight', vocab, hidden);
+
+  function writeGqaAttention(l: number): void {
+    const p = `model.layers.${l}`;
     linear(`${p}.self_attn.q_proj.weight`, heads * headDim, hidden);
     linear(`${p}.self_attn.k_proj.weight`, kvHeads * headDim, hidden);
     linear(`${p}.self_attn.v_proj.weight`, kvHeads * headDim, hidden);
-    if (variant === 'qwen2' || attentionBias) {
+    if (variant === 'qwen2' || attentionBias || gptOss) {
       bias(`${p}.self_attn.q_proj.bias`, heads * headDim);
       bias(`${p}.self_attn.k_proj.bias`, kvHeads * headDim);
       bias(`${p}.self_attn.v_proj.bias`, kvHeads * headDim);
     }
-    if (variant === 'qwen3') {
+    if (QWEN3_LIKE.has(variant)) {
       norm(`${p}.self_attn.q_norm.weight`, headDim);
       norm(`${p}.self_attn.k_norm.weight`, headDim);
     }
     linear(`${p}.self_attn.o_proj.weight`, hidden, heads * headDim);
-    if (attentionBias) bias(`${p}.self_attn.o_proj.bias`, hidden);
-    norm(`${p}.post_attention_layernorm.weight`, hidden);
-    linear(`${p}.mlp.gate_proj.weight`, inter, hidden);
-    linear(`${p}.mlp.up_proj.weight`, inter, hidden);
-    linear(`${p}.mlp.down_proj.weight`, hidden, inter);
+    if (attentionBias || gptOss) bias(`${p}.self_attn.o_proj.bias`, hidden);
+    if (gptOss) add(`${p}.self_attn.sinks`, [heads], () => rng.symmetric(1));
   }
-  norm('model.norm.weight', hidden);
-  if (!tied) linear('lm_head.weight', vocab, hidden);
 
   const weightBytes = tensors.reduce((s, t) => s + t.data.byteLength, 0);
   if (shards <= 1) {

@@ -2,6 +2,8 @@
  * Plain CPU loops the WGSL kernels are checked against, written from the definitions (GGUF block
  * layouts, HF rotate-half RoPE, HF RMSNorm) independently of the shaders. Sums in double precision.
  */
+import type { ModelShard } from '../../src/model/forward.js';
+import { argmax } from '../../src/generate/sampler.js';
 import type { DType, Weight } from '../../src/kernels/backend.js';
 import { BF16_TO_F32, F16_TO_F32, f32ToBf16Bits, f32ToF16Bits } from '../../src/numeric/half.js';
 import { Prng } from '../../src/numeric/prng.js';
@@ -180,4 +182,25 @@ export function maxAbsDiff(a: ArrayLike<number>, b: ArrayLike<number>): number {
     if (!(d <= m)) m = Number.isNaN(d) ? Infinity : Math.max(m, d);
   }
   return m;
+}
+
+/** Largest |logit| difference relative to the logits' own scale (GPU shard tests). */
+export function logitError(a: Float32Array, b: Float32Array): number {
+  let scale = 0;
+  for (const v of b) scale = Math.max(scale, Math.abs(v));
+  return maxAbsDiff(a, b) / Math.max(1, scale);
+}
+
+/** Greedy run of a CPU shard: the logits after `prompt` and after each of `steps` − 1 fed-back tokens, and the `steps` tokens. */
+export async function cpuGreedyRun(cpu: ModelShard, prompt: number[], steps: number): Promise<{ logits: Float32Array[]; tokens: number[] }> {
+  const cache = cpu.newCache(64);
+  const logits: Float32Array[] = [];
+  const tokens: number[] = [];
+  let l = new Float32Array(await cpu.forward({ tokens: prompt }, cache));
+  for (let s = 0; s < steps; s++) {
+    logits.push(l);
+    tokens.push(argmax(l));
+    l = new Float32Array(await cpu.forward({ tokens: [tokens[s]] }, cache));
+  }
+  return { logits, tokens };
 }

@@ -12,10 +12,9 @@ import type { GpuContext } from '../../src/kernels/gpu/context.js';
 import { GpuShard } from '../../src/kernels/gpu/shard.js';
 import { loadShard, type ModelShard } from '../../src/model/forward.js';
 import { joinLogitSlices, vocabSlice } from '../../src/model/tensor-split.js';
-import { argmax } from '../../src/generate/sampler.js';
 import { writeRandomModel, type RandomModelOptions } from '../../src/testing/index.js';
 import type { ShardSpec } from '../../src/shard.js';
-import { maxAbsDiff } from './cpu-ref.js';
+import { cpuGreedyRun, logitError } from './cpu-ref.js';
 import { openTestGpu } from './gpu-env.js';
 
 const gpu = await openTestGpu();
@@ -34,28 +33,6 @@ function gpuFrom(cpu: ModelShard, extra: { allReduce?: (b: Float32Array) => Prom
   return GpuShard.create(ctx, { config: cpu.config, spec: cpu.spec, slice: cpu.slice, weights: cpu.weights, maxBatch: 16, maxSeqLen: 64, ...extra });
 }
 
-/** Greedy run on the CPU shard: logits after the prompt and after each fed-back token. */
-async function cpuRun(cpu: ModelShard): Promise<{ logits: Float32Array[]; tokens: number[] }> {
-  const cache = cpu.newCache(64);
-  const logits: Float32Array[] = [];
-  const tokens: number[] = [];
-  let l = new Float32Array(await cpu.forward({ tokens: PROMPT }, cache));
-  for (let s = 0; s < STEPS; s++) {
-    logits.push(l);
-    const t = argmax(l);
-    tokens.push(t);
-    l = new Float32Array(await cpu.forward({ tokens: [t] }, cache));
-  }
-  return { logits, tokens };
-}
-
-/** Largest |logit| difference relative to the logits' own scale. */
-function logitError(a: Float32Array, b: Float32Array): number {
-  let scale = 0;
-  for (const v of b) scale = Math.max(scale, Math.abs(v));
-  return maxAbsDiff(a, b) / Math.max(1, scale);
-}
-
 const VARIANTS: [string, RandomModelOptions][] = [
   ['llama GQA f32', { variant: 'llama' }],
   ['llama3 rope scaling, tied embeddings, f16', { variant: 'llama3', tiedEmbeddings: true, dtype: 'f16' }],
@@ -71,7 +48,7 @@ describe.skipIf(!gpu.ctx)(`GPU shard vs CPU forward${gpu.skip ? ` (skipped: ${gp
       const info = writeRandomModel(dir, { numLayers: 3, seed: 7, ...opts });
       const layers = info.config.num_hidden_layers as number;
       const cpu = loadShard(dir, full(layers), { maxBatch: 16, maxSeqLen: 64 });
-      const want = await cpuRun(cpu);
+      const want = await cpuGreedyRun(cpu, PROMPT, STEPS);
       const g = await gpuFrom(cpu);
       try {
         // Logits, fed the CPU's tokens so both see the same sequence.
@@ -119,7 +96,7 @@ describe.skipIf(!gpu.ctx)(`GPU shard vs CPU forward${gpu.skip ? ` (skipped: ${gp
     writeRandomModel(dir, { variant: 'qwen2', numLayers: 3, numHeads: 4, numKvHeads: 2, seed: 3 });
     const whole = loadShard(dir, full(3), { maxBatch: 16, maxSeqLen: 64 });
     const { vocabSize: V, hiddenSize: D } = whole.config;
-    const want = await cpuRun(whole);
+    const want = await cpuGreedyRun(whole, PROMPT, STEPS);
 
     const s0 = await gpuFrom(loadShard(dir, { layers: [0, 1], tensor: { rank: 0, size: 1 }, embed: true, head: false }, { maxBatch: 16, maxSeqLen: 64 }));
     const s1 = await gpuFrom(loadShard(dir, { layers: [1, 3], tensor: { rank: 0, size: 1 }, embed: false, head: true }, { maxBatch: 16, maxSeqLen: 64 }));

@@ -26,6 +26,7 @@ import { readGgufFile } from '../../src/gguf/read.js';
 import { GgufCheckpoint } from '../../src/gguf/read-model.js';
 import { quantizeQ4_0, quantizeQ8_0 } from '../../src/kernels/wasm/quant-reference.js';
 import { F16_TO_F32 } from '../../src/numeric/half.js';
+import type { DenseMlpWeights, GqaWeights } from '../../src/model/weights.js';
 
 const work = mkdtempSync(join(tmpdir(), 'orchard-gguf-read-'));
 afterAll(() => rmSync(work, { recursive: true, force: true }));
@@ -143,7 +144,7 @@ describe('GGUF models', () => {
       const path = join(dir, `model-${dtype}.gguf`);
       hfToGguf(dir, path, { dtype });
       const shard = loadShard(path, { layers: [0, 2], tensor: { rank: 0, size: 1 }, embed: true, head: true });
-      const L = shard.weights.layers[1];
+      const L = { ...(shard.weights.layers[1].attention as GqaWeights), ...(shard.weights.layers[1].mlp as DenseMlpWeights) };
       for (const [w, name] of [
         [L.q, 'model.layers.1.self_attn.q_proj.weight'],
         [L.k, 'model.layers.1.self_attn.k_proj.weight'],
@@ -206,7 +207,7 @@ describe('GGUF models', () => {
     const a = loadShard(path, spec);
     const b = await loadShardAsync(path, spec);
     expect(b.bytesRead).toBe(a.bytesRead);
-    expect(b.weights.layers[1].q.bytes).toEqual(a.weights.layers[1].q.bytes);
+    expect((b.weights.layers[1].attention as GqaWeights).q.bytes).toEqual((a.weights.layers[1].attention as GqaWeights).q.bytes);
     const la = Float32Array.from(await a.forward({ tokens: TOKENS }, a.newCache()));
     const lb = await b.forward({ tokens: TOKENS }, b.newCache());
     expect([...lb]).toEqual([...la]);

@@ -12,7 +12,7 @@
 import type { Socket } from 'node:net';
 import { FrameError, PeerClosedError, PeerTimeoutError, TransportError, UsageError, describePeer, type PeerRef } from '../errors.js';
 import type { ExchangeOpOptions } from '../collectives/exchange.js';
-import { AEAD_TAG_BYTES, FrameOpener, FrameSealer, type CipherName } from '../wire/aead.js';
+import { AEAD_PIECE_BYTES, AEAD_TAG_BYTES, FrameOpener, FrameSealer, type CipherName, type OpenStream, type SealStream } from '../wire/aead.js';
 import type { ReadRouter } from './read-router.js';
 import { SendSlab } from './send-slab.js';
 import { FRAME_HEADER_BYTES, FrameDecoder, KIND_DATA, encodeHeader, type FrameHeader } from '../wire/frame.js';
@@ -57,7 +57,25 @@ interface PendingSend {
   onAbort?: () => void;
 }
 
+/** An encrypted frame waiting for (or part-way through) its turn on the socket. */
+interface SealedFrame {
+  tag: number;
+  bytes: Uint8Array;
+  entry: PendingSend;
+  /** Payload bytes sealed and written so far. */
+  offset: number;
+  stream: SealStream | null;
+}
+
 const RESOLVED = Promise.resolve();
+
+/**
+ * An encrypted frame is sealed only this far ahead of the socket (one piece waiting while the
+ * kernel holds the previous ones): beyond it the sender waits for the kernel to take bytes, so
+ * encryption overlaps the transfer (and the receiver's decryption) instead of preceding it, and
+ * ciphertext waiting in memory stays small.
+ */
+const SEAL_AHEAD_BYTES = AEAD_PIECE_BYTES;
 
 /** Header slots written in order and reused once their write completed. */
 const HEADER_RING = 512;
@@ -91,6 +109,11 @@ export class PeerConnection {
   #headersInFlight = 0;
   #txSeq = 0;
   #current: PendingRecv | null = null;
+  /** Decryption of the frame arriving now (encrypted connections). */
+  #opening: OpenStream | null = null;
+  /** Encrypted frames in send order; the first may be part-way out. */
+  readonly #sealQueue: SealedFrame[] = [];
+  #drainWaiting = false;
   #stash: Buffer | null = null;
   #lastRx = performance.now();
   #lastTx = performance.now();
@@ -117,7 +140,11 @@ export class PeerConnection {
     this.#sealer = options.keys ? new FrameSealer(options.keys.cipher, options.keys.sendKey) : null;
     this.#opener = options.keys ? new FrameOpener(options.keys.cipher, options.keys.recvKey) : null;
     this.#decoder = new FrameDecoder(
-      { target: (h) => this.#target(h), complete: (h, t, tr) => this.#complete(h, t, tr) },
+      {
+        target: (h) => this.#target(h),
+        complete: (h, t, tr) => this.#complete(h, t, tr),
+        progress: this.#opener ? (_h, t, start, end) => this.#opening!.update(t.subarray(start, end)) : undefined,
+      },
       { trailerBytes: options.keys ? AEAD_TAG_BYTES : 0 },
     );
     socket.setNoDelay(true);
@@ -146,13 +173,11 @@ export class PeerConnection {
     if (this.#error) return Promise.reject(this.#error);
     if (o.signal?.aborted) return Promise.reject(o.signal.reason);
     if (bytes.length > 0xffffffff) return Promise.reject(new UsageError(`message of ${bytes.length} bytes exceeds 4 GiB - 1`));
-    if (this.#txSeq === 0xffffffff) {
-      this.fail(new TransportError(`connection to ${describePeer(this.peer)} exhausted its frame sequence; reconnect`));
-      return Promise.reject(this.#error);
-    }
-    const seq = this.#txSeq++;
+    if (this.#sealer) return this.#sendSealed(tag, bytes, o);
+    const seq = this.#nextSeq();
+    if (seq < 0) return Promise.reject(this.#error);
     // Small frame: header and payload copied into one slot of the send ring, one write.
-    const slot = this.#sealer || bytes.length > SMALL_FRAME_MAX ? null : this.#slab.reserve(FRAME_HEADER_BYTES + bytes.length);
+    const slot = bytes.length > SMALL_FRAME_MAX ? null : this.#slab.reserve(FRAME_HEADER_BYTES + bytes.length);
     if (slot) {
       encodeHeader(slot, 0, KIND_DATA, tag, seq, bytes.length);
       slot.set(bytes, FRAME_HEADER_BYTES);
@@ -182,12 +207,7 @@ export class PeerConnection {
       };
       const s = this.#socket;
       s.cork();
-      if (this.#sealer) {
-        const [ct, tagBytes] = this.#sealer.seal(seq, header, bytes);
-        s.write(header);
-        if (ct.length) s.write(ct);
-        s.write(tagBytes, done);
-      } else if (bytes.length) {
+      if (bytes.length) {
         s.write(header);
         s.write(bytes, done);
       } else {
@@ -195,6 +215,80 @@ export class PeerConnection {
       }
       s.uncork();
     });
+  }
+
+  /** The next frame sequence number, or -1 (and the connection failed) when they ran out. */
+  #nextSeq(): number {
+    if (this.#txSeq === 0xffffffff) {
+      this.fail(new TransportError(`connection to ${describePeer(this.peer)} exhausted its frame sequence; reconnect`));
+      return -1;
+    }
+    return this.#txSeq++;
+  }
+
+  /**
+   * Encrypted send. A small frame with nothing queued ahead of it is sealed into the send ring and
+   * resolves at once, like a plain one; anything else joins the queue, which seals and writes
+   * frames in order, piece by piece, never more than SEAL_AHEAD_BYTES ahead of the socket.
+   */
+  #sendSealed(tag: number, bytes: Uint8Array, o: ExchangeOpOptions): Promise<void> {
+    if (this.#sealQueue.length === 0 && bytes.length <= SMALL_FRAME_MAX) {
+      const slot = this.#slab.reserve(FRAME_HEADER_BYTES + bytes.length + AEAD_TAG_BYTES);
+      if (slot) {
+        const seq = this.#nextSeq();
+        if (seq < 0) return Promise.reject(this.#error);
+        const header = slot.subarray(0, FRAME_HEADER_BYTES);
+        encodeHeader(header, 0, KIND_DATA, tag, seq, bytes.length);
+        const [ct, tagBytes] = this.#sealer!.seal(seq, header, bytes);
+        slot.set(ct, FRAME_HEADER_BYTES);
+        slot.set(tagBytes, FRAME_HEADER_BYTES + bytes.length);
+        this.#socket.write(slot, this.#smallWritten);
+        return RESOLVED;
+      }
+    }
+    return new Promise<void>((resolve, reject) => {
+      const entry: PendingSend = { resolve, reject, at: performance.now(), timeoutMs: o.timeoutMs };
+      this.#sends.add(entry);
+      if (o.signal) this.#watchAbort(entry, o.signal);
+      this.#sealQueue.push({ tag, bytes, entry, offset: 0, stream: null });
+      if (this.#sealQueue.length === 1) this.#pumpSealed();
+    });
+  }
+
+  /** Seals and writes queued frames until the queue is empty or the socket is SEAL_AHEAD_BYTES behind. */
+  #pumpSealed(): void {
+    const s = this.#socket;
+    while (this.#sealQueue.length > 0 && !this.#error) {
+      const f = this.#sealQueue[0];
+      if (!f.stream) {
+        const seq = this.#nextSeq();
+        if (seq < 0) return;
+        const header = Buffer.allocUnsafe(FRAME_HEADER_BYTES);
+        encodeHeader(header, 0, KIND_DATA, f.tag, seq, f.bytes.length);
+        f.stream = this.#sealer!.begin(seq, header, f.bytes.length);
+        s.write(header);
+      }
+      while (f.offset < f.bytes.length) {
+        if (s.writableLength >= SEAL_AHEAD_BYTES) {
+          // Every write here exceeds the stream's high-water mark, so 'drain' follows when the
+          // kernel has taken what is queued.
+          if (!this.#drainWaiting) {
+            this.#drainWaiting = true;
+            s.once('drain', () => {
+              this.#drainWaiting = false;
+              this.#lastTx = performance.now();
+              this.#pumpSealed();
+            });
+          }
+          return;
+        }
+        const end = Math.min(f.bytes.length, f.offset + AEAD_PIECE_BYTES);
+        s.write(f.stream.update(f.bytes.subarray(f.offset, end)));
+        f.offset = end;
+      }
+      this.#sealQueue.shift();
+      s.write(f.stream.final(), (err) => this.#sent(f.entry, err));
+    }
   }
 
   #watchAbort(entry: PendingSend, signal: AbortSignal): void {
@@ -289,6 +383,8 @@ export class PeerConnection {
       s.reject(err);
     }
     this.#sends.clear();
+    this.#sealQueue.length = 0;
+    this.#opening = null;
     this.#unexpected.clear();
     this.#unexpectedBytes = 0;
     this.#stash = null;
@@ -356,6 +452,15 @@ export class PeerConnection {
   }
 
   #target(h: FrameHeader): Uint8Array | null {
+    const target = this.#targetFor(h);
+    if (target && this.#opener) {
+      encodeHeader(this.#aad, 0, h.kind, h.tag, h.seq, h.length);
+      this.#opening = this.#opener.begin(h.seq, this.#aad, h.length);
+    }
+    return target;
+  }
+
+  #targetFor(h: FrameHeader): Uint8Array | null {
     const q = this.#posted.get(h.tag);
     if (q?.length) {
       const p = q[0];
@@ -378,9 +483,11 @@ export class PeerConnection {
   }
 
   #complete(h: FrameHeader, target: Uint8Array, trailer: Uint8Array): void {
-    if (this.#opener) {
-      encodeHeader(this.#aad, 0, h.kind, h.tag, h.seq, h.length);
-      this.#opener.open(h.seq, this.#aad, target, trailer);
+    if (this.#opening) {
+      // The payload is already decrypted (as it arrived); the tag decides whether it stands.
+      const opening = this.#opening;
+      this.#opening = null;
+      opening.final(trailer);
     }
     const p = this.#current;
     this.#current = null;

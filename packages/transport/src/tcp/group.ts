@@ -8,19 +8,43 @@ import type { Group } from '../group.js';
 import type { Exchange, ExchangeOpOptions } from '../collectives/exchange.js';
 import { groupOverExchange, type CollectiveOptions } from '../exchange-group.js';
 import { DEFAULT_TIMEOUT_MS } from '../collectives/tuning.js';
-import { FLAG_ENCRYPT, Purpose, secretBytes, type Hello } from '../wire/handshake.js';
-import type { CipherName } from '../wire/aead.js';
+import { FLAG_ENCRYPT, Purpose, cipherFlag, secretBytes, type Hello } from '../wire/handshake.js';
+import { fastestCipher, type CipherName } from '../wire/aead.js';
 import { PeerConnection, type ConnectionKeys } from './connection.js';
 import { clientHandshake, serverHandshake, type HandshakeResult } from './handshake-io.js';
 import { ReadRouter } from './read-router.js';
 import { listenTcp, type TcpAddress, type TcpListener, type TcpListenerInternal } from './listener.js';
 
-/** Bit 1 of the hello flags selects ChaCha20-Poly1305 instead of AES-256-GCM. */
-const FLAG_CHACHA = 2;
-
 export interface TcpPeer {
   /** Addresses to try in order (one per cable or interface). */
   addresses: TcpAddress[];
+}
+
+/** The two ends of one connection, as this rank sees them. */
+export interface LinkEnds {
+  /** The other rank. */
+  peer: number;
+  /** This end's address on the connection (the interface it leaves by). */
+  localAddress: string;
+  /** The other end's address as seen from here. */
+  remoteAddress: string;
+}
+
+/**
+ * Which connections this rank wants encrypted. A connection is encrypted when either end wants
+ * it (negotiated in the handshake), with the cipher the dialing end proposes.
+ */
+export interface EncryptionPolicy {
+  /** Whether this end wants this connection encrypted. */
+  wants(link: LinkEnds): boolean;
+  /** Cipher proposed on connections this rank dials; 'auto' = the faster one here. @default 'auto' */
+  cipher?: CipherName | 'auto';
+}
+
+/** A TCP group, with what each link turned out to be. */
+export interface TcpGroup extends Group {
+  /** Per peer rank: the cipher protecting its connection, or null for plain (and for this rank). */
+  readonly encryption: readonly (CipherName | null)[];
 }
 
 export interface TcpGroupOptions extends CollectiveOptions {
@@ -34,8 +58,11 @@ export interface TcpGroupOptions extends CollectiveOptions {
   secret: Uint8Array | string;
   /** A listener bound earlier with `listenTcp`; the group takes it over and closes it. */
   listener?: TcpListener;
-  /** Encrypt frames (for untrusted networks). @default false */
-  encrypt?: false | CipherName;
+  /**
+   * Which connections to encrypt: false (this end asks for none; a peer may still ask), a cipher
+   * (every connection, proposing that cipher), or a per-connection policy. @default false
+   */
+  encrypt?: false | CipherName | EncryptionPolicy;
   /** Time to reach every peer, ms. @default 10000 */
   connectTimeoutMs?: number;
   /** Deadline for one handshake, ms. @default 3000 */
@@ -45,9 +72,14 @@ export interface TcpGroupOptions extends CollectiveOptions {
   signal?: AbortSignal;
 }
 
-function flagsFor(encrypt: false | CipherName): number {
-  if (!encrypt) return 0;
-  return FLAG_ENCRYPT | (encrypt === 'chacha20-poly1305' ? FLAG_CHACHA : 0);
+function policyOf(encrypt: false | CipherName | EncryptionPolicy): Required<EncryptionPolicy> {
+  if (encrypt === false) return { wants: () => false, cipher: 'aes-256-gcm' };
+  if (typeof encrypt === 'string') return { wants: () => true, cipher: encrypt };
+  return { wants: (l) => encrypt.wants(l), cipher: encrypt.cipher ?? 'auto' };
+}
+
+function endsOf(socket: Socket, peer: number): LinkEnds {
+  return { peer, localAddress: socket.localAddress ?? '', remoteAddress: socket.remoteAddress ?? '' };
 }
 
 function validate(o: TcpGroupOptions): void {
@@ -60,18 +92,20 @@ function validate(o: TcpGroupOptions): void {
     if (r !== o.rank && !p?.addresses?.length) throw new UsageError(`createTcpGroup: peers[${r}] has no addresses`);
   });
   if (typeof o.groupId !== 'string' || o.groupId.length === 0) throw new UsageError('createTcpGroup: groupId must be a non-empty string');
-  if (o.encrypt && o.encrypt !== 'aes-256-gcm' && o.encrypt !== 'chacha20-poly1305') {
-    throw new UsageError(`createTcpGroup: encrypt must be false, 'aes-256-gcm' or 'chacha20-poly1305', got ${String(o.encrypt)}`);
+  const e = o.encrypt;
+  if (e !== undefined && e !== false && e !== 'aes-256-gcm' && e !== 'chacha20-poly1305' && typeof (e as EncryptionPolicy).wants !== 'function') {
+    throw new UsageError(`createTcpGroup: encrypt must be false, 'aes-256-gcm', 'chacha20-poly1305' or a policy, got ${String(e)}`);
   }
 }
 
 /** Connects to every peer and returns the group once the mesh is complete. */
-export async function createTcpGroup(options: TcpGroupOptions): Promise<Group> {
+export async function createTcpGroup(options: TcpGroupOptions): Promise<TcpGroup> {
   validate(options);
   const { rank, peers, groupId } = options;
   const size = peers.length;
   const secret = secretBytes(options.secret);
-  const encrypt = options.encrypt ?? false;
+  const policy = policyOf(options.encrypt ?? false);
+  const proposed = (): CipherName => (policy.cipher === 'auto' ? fastestCipher() : policy.cipher);
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
   const connectTimeoutMs = options.connectTimeoutMs ?? 10_000;
   const handshakeTimeoutMs = options.handshakeTimeoutMs ?? 3000;
@@ -80,14 +114,19 @@ export async function createTcpGroup(options: TcpGroupOptions): Promise<Group> {
     watchdogMs: Math.max(5, Math.min(100, timeoutMs / 5)),
   };
   const conns: (PeerConnection | null)[] = new Array(size).fill(null);
-  const keysFor = (hs: HandshakeResult, asClient: boolean): ConnectionKeys | null =>
-    hs.keys && encrypt
-      ? { cipher: encrypt, sendKey: asClient ? hs.keys.clientToServer : hs.keys.serverToClient, recvKey: asClient ? hs.keys.serverToClient : hs.keys.clientToServer }
-      : null;
+  const encryption: (CipherName | null)[] = new Array(size).fill(null);
+  const keysFor = (hs: HandshakeResult, peer: number, asClient: boolean): ConnectionKeys | null => {
+    const e = hs.encryption;
+    encryption[peer] = e?.cipher ?? null;
+    if (!e) return null;
+    const { clientToServer: c2s, serverToClient: s2c } = e.keys;
+    return { cipher: e.cipher, sendKey: asClient ? c2s : s2c, recvKey: asClient ? s2c : c2s };
+  };
+  const tcpGroup = (): TcpGroup => Object.assign(groupOverExchange(new TcpExchange(rank, conns), options), { encryption });
 
   if (size === 1) {
     await options.listener?.close();
-    return groupOverExchange(new TcpExchange(rank, conns), options);
+    return tcpGroup();
   }
 
   const listener = (options.listener ?? (await listenTcp(peers[rank]?.addresses?.[0] ?? {}))) as TcpListenerInternal;
@@ -113,8 +152,8 @@ export async function createTcpGroup(options: TcpGroupOptions): Promise<Group> {
         if (h.serverRank !== rank) throw new AuthError(`${address}: dialed rank ${h.serverRank}, this is rank ${rank}`);
         if (h.clientRank <= rank || h.clientRank >= size) throw new AuthError(`${address}: rank ${h.clientRank} must not dial rank ${rank}`);
         if (!waiting.has(h.clientRank)) throw new AuthError(`${address}: rank ${h.clientRank} is already connected`);
-        if (h.flags !== flagsFor(encrypt)) throw new AuthError(`${address}: encryption settings differ`);
       },
+      wantsEncryption: (h: Hello) => policy.wants(endsOf(socket, h.clientRank)),
     }).then(
       (hs) => {
         const w = waiting.get(hs.hello.clientRank);
@@ -123,7 +162,8 @@ export async function createTcpGroup(options: TcpGroupOptions): Promise<Group> {
           return;
         }
         waiting.delete(hs.hello.clientRank);
-        conns[hs.hello.clientRank] = new PeerConnection(socket, hs.leftover, { ...connOptions, peer: { rank: hs.hello.clientRank, address }, keys: keysFor(hs, false), router: router ?? undefined });
+        const peer = hs.hello.clientRank;
+        conns[peer] = new PeerConnection(socket, hs.leftover, { ...connOptions, peer: { rank: peer, address }, keys: keysFor(hs, peer, false), router: router ?? undefined });
         w.resolve();
       },
       () => {
@@ -143,13 +183,13 @@ export async function createTcpGroup(options: TcpGroupOptions): Promise<Group> {
         purpose: Purpose.Data,
         clientRank: rank,
         serverRank: r,
-        flags: flagsFor(encrypt),
+        flags: (policy.wants(endsOf(socket, r)) ? FLAG_ENCRYPT : 0) | cipherFlag(proposed()),
         timeoutMs: handshakeTimeoutMs,
         signal: abort.signal,
       }).catch((err) => {
         throw err instanceof AuthError ? new AuthError(`rank ${r} (${address}): ${err.message}`, { cause: err }) : err;
       });
-      conns[r] = new PeerConnection(socket, hs.leftover, { ...connOptions, peer: { rank: r, address }, keys: keysFor(hs, true), router });
+      conns[r] = new PeerConnection(socket, hs.leftover, { ...connOptions, peer: { rank: r, address }, keys: keysFor(hs, r, true), router });
     }),
   );
 
@@ -177,7 +217,7 @@ export async function createTcpGroup(options: TcpGroupOptions): Promise<Group> {
     options.signal?.removeEventListener('abort', onOuterAbort);
   }
   await listener.close();
-  return groupOverExchange(new TcpExchange(rank, conns), options);
+  return tcpGroup();
 }
 
 function abortPromise(signal: AbortSignal): Promise<never> {

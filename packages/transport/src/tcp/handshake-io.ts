@@ -5,6 +5,7 @@
  */
 import type { Socket } from 'node:net';
 import { AuthError } from '../errors.js';
+import type { CipherName } from '../wire/aead.js';
 import {
   CHALLENGE_BYTES,
   FLAG_ENCRYPT,
@@ -12,6 +13,7 @@ import {
   HELLO_MAGIC,
   OK_BYTES,
   PROOF_BYTES,
+  cipherOf,
   clientProof,
   deriveSessionKeys,
   encodeChallenge,
@@ -133,8 +135,8 @@ function withDeadline<T>(p: Promise<T>, ms: number, socket: Socket, what: string
 
 export interface HandshakeResult {
   hello: Hello;
-  /** Present when both sides agreed on encryption. */
-  keys: SessionKeys | null;
+  /** The cipher and per-direction keys when the connection is encrypted, else null. */
+  encryption: { cipher: CipherName; keys: SessionKeys } | null;
   /** Bytes that arrived after the handshake and belong to the frame stream. */
   leftover: Buffer;
 }
@@ -145,7 +147,10 @@ export interface ClientHandshakeParams {
   purpose: Purpose;
   clientRank: number;
   serverRank: number;
-  /** Hello flags (FLAG_ENCRYPT and cipher choice); the server must run with the same. */
+  /**
+   * Hello flags: FLAG_ENCRYPT when this end wants the connection encrypted (the server may ask for
+   * it too), and the cipher proposed (cipherFlag), which is used if the connection is encrypted.
+   */
   flags: number;
   timeoutMs: number;
   signal?: AbortSignal;
@@ -165,14 +170,16 @@ export async function clientHandshake(socket: Socket, p: ClientHandshakeParams):
     const hello = encodeHello(helloMsg);
     socket.write(hello);
     const challenge = parseChallenge(await reader.read(CHALLENGE_BYTES));
-    if (!proofMatches(serverProof(p.secret, hello, challenge.serverNonce), challenge.proof)) {
+    if (!proofMatches(serverProof(p.secret, hello, challenge.flags, challenge.serverNonce), challenge.proof)) {
       throw new AuthError('server failed to prove the group secret (wrong secret or not our group)');
     }
-    socket.write(clientProof(p.secret, hello, challenge.serverNonce));
+    const encrypted = (challenge.flags & FLAG_ENCRYPT) !== 0;
+    if (p.flags & FLAG_ENCRYPT && !encrypted) throw new AuthError('server would not encrypt the connection, and this end requires it');
+    socket.write(clientProof(p.secret, hello, challenge.flags, challenge.serverNonce));
     const ok = await reader.read(OK_BYTES);
     if (!isOk(ok)) throw new AuthError('server refused the handshake');
-    const keys = p.flags & FLAG_ENCRYPT ? deriveSessionKeys(p.secret, hello, challenge.serverNonce) : null;
-    return { hello: helloMsg, keys, leftover: reader.detach() };
+    const encryption = encrypted ? { cipher: cipherOf(p.flags), keys: deriveSessionKeys(p.secret, hello, challenge.serverNonce) } : null;
+    return { hello: helloMsg, encryption, leftover: reader.detach() };
   };
   try {
     return await withDeadline(run(), p.timeoutMs, socket, 'handshake', p.signal);
@@ -187,6 +194,8 @@ export interface ServerHandshakeParams {
   secret: Uint8Array;
   /** Decides whether a hello is acceptable (group, ranks, purpose, flags); throws AuthError if not. */
   accept(hello: Hello): void;
+  /** Whether this end wants the connection encrypted (it is when either end does). @default never */
+  wantsEncryption?(hello: Hello): boolean;
   timeoutMs: number;
 }
 
@@ -201,16 +210,18 @@ export async function serverHandshake(socket: Socket, p: ServerHandshakeParams):
     const hello = Buffer.concat([fixed, idLength ? await reader.read(idLength) : Buffer.alloc(0)]);
     const parsed = parseHello(hello);
     p.accept(parsed);
+    const encrypted = (parsed.flags & FLAG_ENCRYPT) !== 0 || (p.wantsEncryption?.(parsed) ?? false);
+    const flags = encrypted ? FLAG_ENCRYPT : 0;
     const serverNonce = newNonce();
-    socket.write(encodeChallenge(serverNonce, serverProof(p.secret, hello, serverNonce)));
+    socket.write(encodeChallenge(flags, serverNonce, serverProof(p.secret, hello, flags, serverNonce)));
     const received = await reader.read(PROOF_BYTES);
-    if (!proofMatches(clientProof(p.secret, hello, serverNonce), received)) {
+    if (!proofMatches(clientProof(p.secret, hello, flags, serverNonce), received)) {
       throw new AuthError(`client claiming rank ${parsed.clientRank} failed to prove the group secret`);
     }
     if (reader.extra > 0) throw new AuthError('client sent data before the handshake finished');
     socket.write(encodeOk());
-    const keys = parsed.flags & FLAG_ENCRYPT ? deriveSessionKeys(p.secret, hello, serverNonce) : null;
-    return { hello: parsed, keys, leftover: reader.detach() };
+    const encryption = encrypted ? { cipher: cipherOf(parsed.flags), keys: deriveSessionKeys(p.secret, hello, serverNonce) } : null;
+    return { hello: parsed, encryption, leftover: reader.detach() };
   };
   try {
     return await withDeadline(run(), p.timeoutMs, socket, 'handshake');

@@ -7,6 +7,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { createInterface } from 'node:readline';
+import { dataPlaneProcessEnv } from '../process-env.js';
 
 export interface RankProcess {
   readonly index: number;
@@ -42,7 +43,7 @@ export async function spawnRanks(count: number, options: SpawnRanksOptions = {})
   for (let i = 0; i < count; i++) {
     const child = options.spawner
       ? options.spawner(i, command, args)
-      : spawn(command, args, { stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env, ...options.env } });
+      : spawn(command, args, { stdio: ['pipe', 'pipe', 'pipe'], env: dataPlaneProcessEnv({ ...process.env, ...options.env }) });
     // Writing to a rank that was just killed fails with EPIPE; the request then fails on exit.
     child.stdin?.on('error', () => {});
     let err = '';

@@ -58,6 +58,11 @@ export interface FrameSink {
   target(header: FrameHeader): Uint8Array | null;
   /** The whole payload (and trailer, if any) has arrived in `target`. */
   complete(header: FrameHeader, target: Uint8Array, trailer: Uint8Array): void;
+  /**
+   * Payload bytes `start..end` of `target` have just arrived (an encrypted connection decrypts
+   * them here, while the rest of the frame is still on its way). Optional.
+   */
+  progress?(header: FrameHeader, target: Uint8Array, start: number, end: number): void;
 }
 
 export interface FrameDecoderOptions {
@@ -126,9 +131,8 @@ export class FrameDecoder {
         } else if (this.#state === State.Payload) {
           const take = Math.min(this.#target.length - this.#fill, n - i);
           this.#target.set(chunk.subarray(i, i + take), this.#fill);
-          this.#fill += take;
+          this.#arrived(take);
           i += take;
-          if (this.#fill === this.#target.length) this.#afterPayload();
         } else {
           const take = Math.min(this.#trailer.length - this.#fill, n - i);
           this.#trailer.set(chunk.subarray(i, i + take), this.#fill);
@@ -180,9 +184,8 @@ export class FrameDecoder {
   /** `n` payload bytes were written in place at the current window (see payloadWindow). */
   advanceInPlace(n: number): void {
     if (this.#state !== State.Payload || n > this.#target.length - this.#fill) throw new FrameError('in-place read outside the payload');
-    this.#fill += n;
     try {
-      if (this.#fill === this.#target.length) this.#afterPayload();
+      this.#arrived(n);
     } catch (err) {
       this.#state = State.Failed;
       throw err;
@@ -231,6 +234,14 @@ export class FrameDecoder {
     this.#state = State.Payload;
     if (target.length === 0) this.#afterPayload();
     return true;
+  }
+
+  /** `n` more payload bytes are in the target. */
+  #arrived(n: number): void {
+    const start = this.#fill;
+    this.#fill += n;
+    if (n > 0) this.#sink.progress?.(this.#header, this.#target, start, this.#fill);
+    if (this.#fill === this.#target.length) this.#afterPayload();
   }
 
   #afterPayload(): void {

@@ -1,28 +1,36 @@
 /**
  * The data-plane handshake, as pure message codecs and proofs (no I/O).
  *
- *   client -> server  HELLO      magic "ORC1" | flags u8 | purpose u8 | idLen u8 | clientRank u32 |
+ *   client -> server  HELLO      magic "ORC2" | flags u8 | purpose u8 | idLen u8 | clientRank u32 |
  *                                serverRank u32 | clientNonce[32] | groupId[idLen]
- *   server -> client  CHALLENGE  magic "ORS1" | serverNonce[32] | serverProof[32]
+ *   server -> client  CHALLENGE  magic "ORS2" | flags u8 | serverNonce[32] | serverProof[32]
  *   client -> server  PROOF      clientProof[32]
  *   server -> client  OK         magic "ORK1"
  *
- * Proofs are HMAC-SHA256 under the group secret over the whole transcript (HELLO bytes and the
- * server nonce) with a role label, so both sides prove knowledge of the secret, a proof cannot be
- * replayed for another nonce, group, rank pair or role, and the server proves itself first only
- * over the client's fresh nonce. Nothing but these messages is read from a client before OK.
+ * Proofs are HMAC-SHA256 under the group secret over the whole transcript (HELLO bytes, the
+ * server's flags and nonce) with a role label, so both sides prove knowledge of the secret, a proof
+ * cannot be replayed for another nonce, group, rank pair or role, and the server proves itself
+ * first only over the client's fresh nonce. Nothing but these messages is read from a client
+ * before OK.
+ *
+ * Encryption is negotiated: the client's HELLO flags say whether it wants the connection encrypted
+ * and which cipher it proposes, the server's CHALLENGE flags say whether it will be (the client's
+ * wish or the server's own), and the client refuses a server that answers "plain" to a request for
+ * encryption. Both flag bytes are under the proofs, so no one without the secret can downgrade a
+ * connection. (Version 2; a version-1 peer fails at the first magic.)
  */
 import { createHmac, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto';
 import { AuthError } from '../errors.js';
+import type { CipherName } from './aead.js';
 
-export const HELLO_MAGIC = 0x4f524331; // "ORC1"
-export const CHALLENGE_MAGIC = 0x4f525331; // "ORS1"
+export const HELLO_MAGIC = 0x4f524332; // "ORC2"
+export const CHALLENGE_MAGIC = 0x4f525332; // "ORS2"
 export const OK_MAGIC = 0x4f524b31; // "ORK1"
 export const NONCE_BYTES = 32;
 export const PROOF_BYTES = 32;
 /** Fixed part of HELLO, before the group id. */
 export const HELLO_FIXED_BYTES = 4 + 1 + 1 + 1 + 4 + 4 + NONCE_BYTES;
-export const CHALLENGE_BYTES = 4 + NONCE_BYTES + PROOF_BYTES;
+export const CHALLENGE_BYTES = 4 + 1 + NONCE_BYTES + PROOF_BYTES;
 export const OK_BYTES = 4;
 export const MAX_GROUP_ID_BYTES = 255;
 
@@ -30,7 +38,20 @@ export const MAX_GROUP_ID_BYTES = 255;
 export const Purpose = { Data: 1, Probe: 2 } as const;
 export type Purpose = (typeof Purpose)[keyof typeof Purpose];
 
+/** HELLO: the client wants the connection encrypted. CHALLENGE: it will be. */
 export const FLAG_ENCRYPT = 1;
+/** HELLO: the client proposes ChaCha20-Poly1305 (else AES-256-GCM); the client's proposal is used. */
+export const FLAG_CHACHA = 2;
+
+/** The cipher bit of HELLO flags. */
+export function cipherFlag(cipher: CipherName): number {
+  return cipher === 'chacha20-poly1305' ? FLAG_CHACHA : 0;
+}
+
+/** The cipher a HELLO proposes. */
+export function cipherOf(helloFlags: number): CipherName {
+  return helloFlags & FLAG_CHACHA ? 'chacha20-poly1305' : 'aes-256-gcm';
+}
 
 export interface Hello {
   flags: number;
@@ -86,20 +107,21 @@ export function parseHello(bytes: Uint8Array): Hello {
   };
 }
 
-function proof(secret: Uint8Array, role: 'server' | 'client', hello: Uint8Array, serverNonce: Uint8Array): Buffer {
+function proof(secret: Uint8Array, role: 'server' | 'client', hello: Uint8Array, serverFlags: number, serverNonce: Uint8Array): Buffer {
   return createHmac('sha256', secret)
-    .update(`orchard-handshake-v1 ${role}\0`)
+    .update(`orchard-handshake-v2 ${role}\0`)
     .update(hello)
+    .update(Uint8Array.of(serverFlags))
     .update(serverNonce)
     .digest();
 }
 
-export function serverProof(secret: Uint8Array, hello: Uint8Array, serverNonce: Uint8Array): Buffer {
-  return proof(secret, 'server', hello, serverNonce);
+export function serverProof(secret: Uint8Array, hello: Uint8Array, serverFlags: number, serverNonce: Uint8Array): Buffer {
+  return proof(secret, 'server', hello, serverFlags, serverNonce);
 }
 
-export function clientProof(secret: Uint8Array, hello: Uint8Array, serverNonce: Uint8Array): Buffer {
-  return proof(secret, 'client', hello, serverNonce);
+export function clientProof(secret: Uint8Array, hello: Uint8Array, serverFlags: number, serverNonce: Uint8Array): Buffer {
+  return proof(secret, 'client', hello, serverFlags, serverNonce);
 }
 
 /** Constant-time comparison of a received proof with the expected one. */
@@ -107,20 +129,21 @@ export function proofMatches(expected: Uint8Array, received: Uint8Array): boolea
   return expected.length === received.length && timingSafeEqual(expected, received);
 }
 
-export function encodeChallenge(serverNonce: Uint8Array, proofBytes: Uint8Array): Buffer {
+export function encodeChallenge(serverFlags: number, serverNonce: Uint8Array, proofBytes: Uint8Array): Buffer {
   const out = Buffer.alloc(CHALLENGE_BYTES);
   out.writeUInt32BE(CHALLENGE_MAGIC, 0);
-  out.set(serverNonce, 4);
-  out.set(proofBytes, 4 + NONCE_BYTES);
+  out.writeUInt8(serverFlags, 4);
+  out.set(serverNonce, 5);
+  out.set(proofBytes, 5 + NONCE_BYTES);
   return out;
 }
 
-export function parseChallenge(bytes: Uint8Array): { serverNonce: Uint8Array; proof: Uint8Array } {
+export function parseChallenge(bytes: Uint8Array): { flags: number; serverNonce: Uint8Array; proof: Uint8Array } {
   const b = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   if (b.length !== CHALLENGE_BYTES || b.readUInt32BE(0) !== CHALLENGE_MAGIC) {
-    throw new AuthError('server is not an Orchard data-plane endpoint (bad challenge)');
+    throw new AuthError('server is not an Orchard data-plane endpoint of this version (bad challenge)');
   }
-  return { serverNonce: b.subarray(4, 4 + NONCE_BYTES), proof: b.subarray(4 + NONCE_BYTES) };
+  return { flags: b.readUInt8(4), serverNonce: b.subarray(5, 5 + NONCE_BYTES), proof: b.subarray(5 + NONCE_BYTES) };
 }
 
 export function encodeOk(): Buffer {

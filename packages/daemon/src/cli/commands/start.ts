@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { resolveOptions, OptionsError } from '../../config/options.js';
 import { createLogger } from '../../logger.js';
+import { DataDirError, prepareDataDir } from '../../config/data-dir.js';
 import { startOrchard, type Orchard } from '../../orchard.js';
 import { CliError } from '../errors.js';
 
@@ -17,18 +18,22 @@ export function registerStart(program: Command): void {
     .option('--api-host <host>', 'HTTP API address (env ORCHARD_API_HOST; default 127.0.0.1)')
     .option('--api-port <port>', 'HTTP API port (env ORCHARD_API_PORT; default 52415)')
     .option('--api-token <token>', 'Bearer token for the API; required off loopback (env ORCHARD_API_TOKEN)')
+    .option('--api-allowed-hosts <names>', 'more host names clients reach the API by (a proxy, a DNS name), comma-separated, repeatable; loopback and --api-host always work (env ORCHARD_API_ALLOWED_HOSTS)', collect)
     .option('--cors-origins <origins>', 'browser origins allowed to call the API besides the dashboard and localhost, comma-separated, * for any (env ORCHARD_CORS_ORIGINS)')
     .option('--cluster-key <file>', 'private pod: only daemons with this key (orchard key new) may join (env ORCHARD_CLUSTER_KEY)')
     .option('--name <name>', 'node name shown to people (env ORCHARD_NAME; default hostname)')
     .option('--config <file>', 'JSON config file with the same settings (env ORCHARD_CONFIG; default <data-dir>/config.json)')
     .option('--gone-after <seconds>', 'mark a silent node gone after this many seconds (env ORCHARD_GONE_AFTER; default 5)')
     .option('--probe-port <port>', 'TCP port of the link-probe server (env ORCHARD_PROBE_PORT; default any free port)')
+    .option('--data-plane-encryption <mode>', 'encrypt tensor traffic: auto (every link but a Thunderbolt cable or this machine), always, never (env ORCHARD_DATA_PLANE_ENCRYPTION; default auto)')
+    .option('--data-plane-cipher <name>', 'cipher this node proposes: auto (the faster here), aes-256-gcm, chacha20-poly1305 (env ORCHARD_DATA_PLANE_CIPHER; default auto)')
     .option('--no-mdns', 'do not use multicast discovery (bootstrap peers only)')
     .option('--rebench', 're-run the capability micro-benchmark instead of using the cached figures')
     .option('--backend <name>', 'what runners compute on: auto (a hardware GPU if there is one, else cpu), cpu, gpu, reference or wasm (env ORCHARD_ENGINE_BACKEND; default auto)')
     .option('--allow-software-gpu', 'let gpu/auto use a software WebGPU adapter such as lavapipe (env ORCHARD_ALLOW_SOFTWARE_GPU=1)')
     .option('--engine-threads <n>', 'kernel threads per runner (env ORCHARD_ENGINE_THREADS; default the cores divided among the ranks here)')
     .option('--context <tokens>', "tokens per sequence instances serve unless a load asks for another (env ORCHARD_CONTEXT; default 4096 or the model's maximum if smaller)")
+    .option('--keep-alive <duration>', 'unload a model after this long without requests, e.g. 30m, 2h, never (env ORCHARD_KEEP_ALIVE; default 30m); the next request loads it again')
     .option('--max-queue <n>', 'requests waiting per instance before 429 (env ORCHARD_MAX_QUEUE; default 64)')
     .option('--network <name>', 'join this wide-area network of pods (env ORCHARD_NETWORK; default none: nothing is lent, routed or seen)')
     .option('--network-bootstrap <multiaddr...>', 'relay/bootstrap nodes of the network, e.g. /ip4/203.0.113.7/tcp/52418/p2p/12D3... (env ORCHARD_NETWORK_BOOTSTRAP)')
@@ -56,6 +61,13 @@ export function registerStart(program: Command): void {
         options = resolveOptions(raw);
       } catch (err) {
         if (err instanceof OptionsError) throw new CliError(err.message, 2);
+        throw err;
+      }
+      // Before the log file (which lives in the data dir by default): one clear line if the dir is unusable.
+      try {
+        prepareDataDir(options.dataDir);
+      } catch (err) {
+        if (err instanceof DataDirError) throw new CliError(err.message, 1);
         throw err;
       }
       const log = createLogger({ level: options.logLevel, format: options.logFormat, file: options.logFile });

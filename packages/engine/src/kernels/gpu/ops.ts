@@ -288,6 +288,8 @@ export class GpuKernels {
       group?: number;
       headOffset?: number;
       kvOffset?: number;
+      /** Per local head sink logits (gpt-oss), joining each softmax. */
+      sinks?: GPUBuffer | null;
     },
     step: StepUniform,
   ): Dispatch {
@@ -302,11 +304,12 @@ export class GpuKernels {
       ['u32', shape.group ?? shape.heads / shape.kvHeads],
       ['u32', shape.headOffset ?? 0],
       ['u32', shape.kvOffset ?? 0],
+      ['u32', shape.sinks ? 1 : 0],
     ]);
     return {
       label: 'attention',
       pipeline,
-      bindGroup: this.bind('attention', pipeline, [params, step.buffer, q, kCache, vCache, scratch, out]),
+      bindGroup: this.bind('attention', pipeline, [params, step.buffer, q, kCache, vCache, scratch, out, shape.sinks ?? this.dummy()]),
       grid: (n) => [shape.heads, n, 1],
     };
   }

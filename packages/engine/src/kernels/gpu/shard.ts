@@ -9,7 +9,12 @@
  * tensor-parallel shard (each one ends a submission), and the embedding rows `embed()` reads back.
  */
 import type { ModelConfig } from '../../config/config.js';
-import type { ShardWeights } from '../../model/weights.js';
+import { layerMatrices, type ShardWeights } from '../../model/weights.js';
+import { gpuInvFreq, gpuRopeScaling } from './model-support.js';
+import { allocateMlaActivations, mlaDispatches, uploadMlaLayer, type GpuMlaActivations, type GpuMlaLayer } from './mla.js';
+import { kvCacheValuesPerToken } from '../../model/kv-cache-size.js';
+import { ropeAttentionFactor } from '../../model/rope.js';
+import { allocateMoeActivations, moeDispatches, uploadMoeLayer, type GpuMoeActivations, type GpuMoeLayer } from './moe.js';
 import type { TensorSlice } from '../../model/tensor-split.js';
 import type { AllReduce, ShardSpec } from '../../shard.js';
 import { checkTokenIds, noEmbeddingError } from '../../model/embedding.js';
@@ -58,19 +63,25 @@ interface Segment {
 interface LayerBuffers {
   inputNorm: GPUBuffer;
   postNorm: GPUBuffer;
-  q: GpuWeight;
-  k: GpuWeight;
-  v: GpuWeight;
-  o: GpuWeight;
-  gate: GpuWeight;
-  up: GpuWeight;
-  down: GpuWeight;
+  /** Grouped-query attention (null on latent-attention layers, which have `mla`). */
+  q: GpuWeight | null;
+  k: GpuWeight | null;
+  v: GpuWeight | null;
+  o: GpuWeight | null;
+  mla: GpuMlaLayer | null;
+  /** Dense MLP (null on mixture-of-experts layers, which have `moe`). */
+  gate: GpuWeight | null;
+  up: GpuWeight | null;
+  down: GpuWeight | null;
+  moe: GpuMoeLayer | null;
   qBias: GPUBuffer | null;
   kBias: GPUBuffer | null;
   vBias: GPUBuffer | null;
   oBias: GPUBuffer | null;
   qNorm: GPUBuffer | null;
   kNorm: GPUBuffer | null;
+  /** gpt-oss's per-head sink logits, or null. */
+  sinks: GPUBuffer | null;
 }
 
 export class GpuShard {
@@ -89,6 +100,8 @@ export class GpuShard {
   readonly #kernels: GpuKernels;
   readonly #step: StepUniform;
   readonly #invFreq: Float64Array;
+  /** Yarn's attention factor on cos/sin (1 otherwise). */
+  readonly #ropeScale: number;
   readonly #nh: number;
   readonly #nkv: number;
   readonly #ffn: number;
@@ -100,6 +113,8 @@ export class GpuShard {
   #owned: GPUBuffer[] = [];
   #act!: Record<'x' | 'xb' | 'xb2' | 'q' | 'k' | 'v' | 'att' | 'hb' | 'hb2' | 'cs' | 'tokens' | 'scores' | 'logits' | 'result', GPUBuffer>;
   #readback!: Readback;
+  #moeAct: GpuMoeActivations | null = null;
+  #mlaAct: GpuMlaActivations | null = null;
   #sampleDispatch: Map<number, Dispatch> = new Map();
   /** Token ids → rows of x, recorded ahead of the program when a call gets token ids. */
   #embedDispatches: Dispatch[] = [];
@@ -117,7 +132,8 @@ export class GpuShard {
     this.#allReduce = o.spec.tensor.size > 1 ? o.allReduce! : null;
     this.#kernels = new GpuKernels(ctx);
     this.#step = new StepUniform(ctx);
-    this.#invFreq = ropeInvFreq(o.config.headDim, o.config.ropeTheta, o.config.ropeScaling);
+    this.#invFreq = gpuInvFreq(o.config) ?? ropeInvFreq(o.config.headDim, o.config.ropeTheta, gpuRopeScaling(o.config));
+    this.#ropeScale = ropeAttentionFactor(o.config);
     this.#nh = o.slice.heads[1] - o.slice.heads[0];
     this.#nkv = o.slice.kvHeads[1] - o.slice.kvHeads[0];
     this.#ffn = o.slice.ffn[1] - o.slice.ffn[0];
@@ -131,7 +147,7 @@ export class GpuShard {
     try {
       await s.#upload(options.weights);
       await s.#allocate();
-      const dtypes = new Set(options.weights.layers.flatMap((l) => [l.q.dtype, l.gate.dtype, l.down.dtype]));
+      const dtypes = new Set(options.weights.layers.flatMap((l) => layerMatrices(l).map((m) => m.dtype)));
       if (options.weights.embed) dtypes.add(options.weights.embed.dtype);
       if (options.weights.head) dtypes.add(options.weights.head.dtype);
       await s.#kernels.warm([...dtypes]);
@@ -156,24 +172,30 @@ export class GpuShard {
       return g;
     };
     for (let i = 0; i < w.layers.length; i++) {
-      const L = w.layers[i];
+      const layer = w.layers[i];
+      const A = layer.attention;
+      const L = A.kind === 'gqa' ? A : null;
+      const mlp = layer.mlp;
       const p = `model.layers.${this.#spec.layers[0] + i}`;
       this.#layers.push({
-        inputNorm: (await vec(L.inputNorm, `${p}.input_layernorm.weight`))!,
-        postNorm: (await vec(L.postNorm, `${p}.post_attention_layernorm.weight`))!,
-        q: await mat(L.q, `${p}.self_attn.q_proj.weight`),
-        k: await mat(L.k, `${p}.self_attn.k_proj.weight`),
-        v: await mat(L.v, `${p}.self_attn.v_proj.weight`),
-        o: await mat(L.o, `${p}.self_attn.o_proj.weight`),
-        gate: await mat(L.gate, `${p}.mlp.gate_proj.weight`),
-        up: await mat(L.up, `${p}.mlp.up_proj.weight`),
-        down: await mat(L.down, `${p}.mlp.down_proj.weight`),
-        qBias: await vec(L.qBias, `${p}.self_attn.q_proj.bias`),
-        kBias: await vec(L.kBias, `${p}.self_attn.k_proj.bias`),
-        vBias: await vec(L.vBias, `${p}.self_attn.v_proj.bias`),
-        oBias: await vec(L.oBias, `${p}.self_attn.o_proj.bias`),
-        qNorm: await vec(L.qNorm, `${p}.self_attn.q_norm.weight`),
-        kNorm: await vec(L.kNorm, `${p}.self_attn.k_norm.weight`),
+        inputNorm: (await vec(layer.inputNorm, `${p}.input_layernorm.weight`))!,
+        postNorm: (await vec(layer.postNorm, `${p}.post_attention_layernorm.weight`))!,
+        q: L && (await mat(L.q, `${p}.self_attn.q_proj.weight`)),
+        k: L && (await mat(L.k, `${p}.self_attn.k_proj.weight`)),
+        v: L && (await mat(L.v, `${p}.self_attn.v_proj.weight`)),
+        o: L && (await mat(L.o, `${p}.self_attn.o_proj.weight`)),
+        mla: A.kind === 'mla' ? await uploadMlaLayer(ctx, A, `${p}.self_attn`) : null,
+        gate: mlp.kind === 'dense' ? await mat(mlp.gate, `${p}.mlp.gate_proj.weight`) : null,
+        up: mlp.kind === 'dense' ? await mat(mlp.up, `${p}.mlp.up_proj.weight`) : null,
+        down: mlp.kind === 'dense' ? await mat(mlp.down, `${p}.mlp.down_proj.weight`) : null,
+        moe: mlp.kind === 'moe' ? await uploadMoeLayer(ctx, mlp, `${p}.mlp`) : null,
+        qBias: await vec(L?.qBias ?? null, `${p}.self_attn.q_proj.bias`),
+        kBias: await vec(L?.kBias ?? null, `${p}.self_attn.k_proj.bias`),
+        vBias: await vec(L?.vBias ?? null, `${p}.self_attn.v_proj.bias`),
+        oBias: await vec(L?.oBias ?? null, `${p}.self_attn.o_proj.bias`),
+        qNorm: await vec(L?.qNorm ?? null, `${p}.self_attn.q_norm.weight`),
+        kNorm: await vec(L?.kNorm ?? null, `${p}.self_attn.k_norm.weight`),
+        sinks: await vec(L?.sinks ?? null, `${p}.self_attn.sinks`),
       });
     }
     if (w.embed) this.#embed = await mat(w.embed, 'model.embed_tokens.weight');
@@ -209,6 +231,11 @@ export class GpuShard {
       logits: await f('logits', Math.max(1, this.#vocabSlice)),
       result: await f('sample result', 2),
     };
+    if (c.mla) this.#mlaAct = await allocateMlaActivations(this.#ctx, c.mla, this.#nh, B);
+    if (this.#layers.some((L) => L.moe)) {
+      const shared = this.#slice.sharedFfn[1] - this.#slice.sharedFfn[0];
+      this.#moeAct = await allocateMoeActivations(this.#ctx, c.moe!, D, shared, B);
+    }
     const readbackFloats = Math.max(B * D, this.#spec.head ? this.#vocabSlice : 0, 2);
     this.#readback = new Readback(this.#ctx, readbackFloats * 4);
     if (this.#embed) this.#embedDispatches = this.#kernels.embed(this.#embed, this.#act.tokens, this.#act.x, this.#step);
@@ -217,14 +244,17 @@ export class GpuShard {
   /** A fresh KV cache on the GPU for one sequence of up to `capacity` tokens. */
   async newCache(capacity = this.maxSeqLen): Promise<GpuKVCache> {
     if (capacity > this.maxSeqLen) throw new RangeError(`KV cache capacity ${capacity} exceeds maxSeqLen ${this.maxSeqLen}`);
-    const width = this.#nkv * this.#config.headDim;
+    // Latent attention caches [latent, rope key] rows in k (the same formula as the CPU, kv-cache-size.ts); v is unused.
+    const mla = !!this.#config.mla;
+    const perToken = kvCacheValuesPerToken(this.#config, this.#slice);
+    const width = mla ? perToken : perToken / 2;
     const k: GPUBuffer[] = [];
     const v: GPUBuffer[] = [];
     const cache = new GpuKVCache(capacity, k, v);
     try {
       for (let l = 0; l < this.#layers.length; l++) {
         k.push(await createStorage(this.#ctx, capacity * width * 4, `KV cache k, layer ${this.#spec.layers[0] + l}`));
-        v.push(await createStorage(this.#ctx, capacity * width * 4, `KV cache v, layer ${this.#spec.layers[0] + l}`));
+        v.push(await createStorage(this.#ctx, mla ? 4 : capacity * width * 4, `KV cache v, layer ${this.#spec.layers[0] + l}`));
       }
     } catch (err) {
       cache.destroy();
@@ -254,43 +284,60 @@ export class GpuShard {
 
     this.#layers.forEach((L, li) => {
       cur.push(K.rmsnorm(a.x, L.inputNorm, a.xb, D, 1, c.rmsNormEps, st));
-      cur.push(...K.linear('q_proj', L.q, a.xb, a.q, st, { bias: L.qBias ?? undefined }));
-      cur.push(...K.linear('k_proj', L.k, a.xb, a.k, st, { bias: L.kBias ?? undefined }));
-      cur.push(...K.linear('v_proj', L.v, a.xb, a.v, st, { bias: L.vBias ?? undefined }));
-      if (L.qNorm) cur.push(K.rmsnorm(a.q, L.qNorm, null, hd, nh, c.rmsNormEps, st));
-      if (L.kNorm) cur.push(K.rmsnorm(a.k, L.kNorm, null, hd, nkv, c.rmsNormEps, st));
-      cur.push(K.rope(a.q, a.cs, nh, hd, st));
-      cur.push(K.rope(a.k, a.cs, nkv, hd, st));
-      cur.push(K.kvStore(a.k, a.v, cache.k[li], cache.v[li], nkv * hd, st));
-      cur.push(
-        K.attention(a.q, cache.k[li], cache.v[li], a.scores, a.att, {
-          heads: nh,
-          kvHeads: nkv,
-          headDim: hd,
-          maxSeq: cache.capacity,
-          window: c.slidingWindow,
-          group: c.numHeads / c.numKvHeads,
-          headOffset: this.#slice.heads[0],
-          kvOffset: this.#slice.kvHeads[0],
-        }, st),
-      );
+      if (L.mla) {
+        // Latent attention (mla.ts): att from the compressed cache.
+        cur.push(...mlaDispatches(K, L.mla, c.mla!, this.#mlaAct!, { x: a.xb, q: a.q, att: a.att, scores: a.scores, cs: a.cs, cache: cache.k[li], maxSeq: cache.capacity }, nh, st));
+      } else {
+        cur.push(...K.linear('q_proj', L.q!, a.xb, a.q, st, { bias: L.qBias ?? undefined }));
+        cur.push(...K.linear('k_proj', L.k!, a.xb, a.k, st, { bias: L.kBias ?? undefined }));
+        cur.push(...K.linear('v_proj', L.v!, a.xb, a.v, st, { bias: L.vBias ?? undefined }));
+        if (L.qNorm) cur.push(K.rmsnorm(a.q, L.qNorm, null, hd, nh, c.rmsNormEps, st));
+        if (L.kNorm) cur.push(K.rmsnorm(a.k, L.kNorm, null, hd, nkv, c.rmsNormEps, st));
+        cur.push(K.rope(a.q, a.cs, nh, hd, st));
+        cur.push(K.rope(a.k, a.cs, nkv, hd, st));
+        cur.push(K.kvStore(a.k, a.v, cache.k[li], cache.v[li], nkv * hd, st));
+        cur.push(
+          K.attention(a.q, cache.k[li], cache.v[li], a.scores, a.att, {
+            heads: nh,
+            kvHeads: nkv,
+            headDim: hd,
+            maxSeq: cache.capacity,
+            // gpt-oss alternates sliding-window and full layers.
+            window: c.slidingLayers && !c.slidingLayers[this.#spec.layers[0] + li] ? null : c.slidingWindow,
+            group: c.numHeads / c.numKvHeads,
+            headOffset: this.#slice.heads[0],
+            kvOffset: this.#slice.kvHeads[0],
+            sinks: L.sinks,
+          }, st),
+        );
+      }
+      const o = L.mla ? L.mla.o : L.o!;
       if (tp) {
-        cur.push(...K.linear('o_proj', L.o, a.att, a.xb2, st));
+        cur.push(...K.linear('o_proj', o, a.att, a.xb2, st));
         cut({ buffer: a.xb2, width: D });
         cur.push(K.add(a.x, a.xb2, L.oBias, D, st));
       } else {
-        cur.push(...K.linear('o_proj', L.o, a.att, a.x, st, { accumulate: true, bias: L.oBias ?? undefined }));
+        cur.push(...K.linear('o_proj', o, a.att, a.x, st, { accumulate: true, bias: L.oBias ?? undefined }));
       }
       cur.push(K.rmsnorm(a.x, L.postNorm, a.xb, D, 1, c.rmsNormEps, st));
-      cur.push(...K.linear('gate_proj', L.gate, a.xb, a.hb, st));
-      cur.push(...K.linear('up_proj', L.up, a.xb, a.hb2, st));
+      if (L.moe) {
+        // Mixture of experts (moe.ts): unsplit it adds into the residual; a tensor rank's share is all-reduced.
+        cur.push(...moeDispatches(K, L.moe, c.moe!, this.#moeAct!, a.xb, tp ? a.xb2 : a.x, D, !tp, st));
+        if (tp) {
+          cut({ buffer: a.xb2, width: D });
+          cur.push(K.add(a.x, a.xb2, null, D, st));
+        }
+        return;
+      }
+      cur.push(...K.linear('gate_proj', L.gate!, a.xb, a.hb, st));
+      cur.push(...K.linear('up_proj', L.up!, a.xb, a.hb2, st));
       cur.push(K.siluGate(a.hb, a.hb2, this.#ffn, st));
       if (tp) {
-        cur.push(...K.linear('down_proj', L.down, a.hb, a.xb2, st));
+        cur.push(...K.linear('down_proj', L.down!, a.hb, a.xb2, st));
         cut({ buffer: a.xb2, width: D });
         cur.push(K.add(a.x, a.xb2, null, D, st));
       } else {
-        cur.push(...K.linear('down_proj', L.down, a.hb, a.x, st, { accumulate: true }));
+        cur.push(...K.linear('down_proj', L.down!, a.hb, a.x, st, { accumulate: true }));
       }
     });
     if (this.#head) {
@@ -324,6 +371,7 @@ export class GpuShard {
     }
     this.#step.write(this.#ctx, cache.length, n, seed);
     const cs = ropeCosSin(cache.length, n, this.#invFreq, this.#cs);
+    if (this.#ropeScale !== 1) for (let i = 0; i < n * c.headDim; i++) cs[i] *= this.#ropeScale;
     q.writeBuffer(this.#act.cs, 0, cs, 0, n * c.headDim);
     return n;
   }
@@ -454,7 +502,13 @@ export class GpuShard {
   }
 
   dispose(): void {
-    for (const L of this.#layers) for (const w of [L.q, L.k, L.v, L.o, L.gate, L.up, L.down]) w.destroy();
+    for (const L of this.#layers) {
+      for (const w of [L.q, L.k, L.v, L.o, L.gate, L.up, L.down]) w?.destroy();
+      L.moe?.uploads.destroy();
+      L.mla?.uploads.destroy();
+    }
+    if (this.#moeAct) for (const b of Object.values(this.#moeAct)) b.destroy();
+    if (this.#mlaAct) for (const b of Object.values(this.#mlaAct)) b.destroy();
     this.#layers = [];
     this.#embed?.destroy();
     if (this.#head !== this.#embed) this.#head?.destroy();

@@ -11,16 +11,16 @@ import type { DType } from '../backend.js';
 
 export const WG = 64;
 
-const STEP = /* wgsl */ `
+export const STEP = /* wgsl */ `
 struct Step { pos0: u32, n: u32, seed: u32, pad: u32 }
 `;
 
 /** Linear workgroup index for grids split over x and y (a dimension is limited to 65,535). */
-const LINEAR = /* wgsl */ `
+export const LINEAR = /* wgsl */ `
 fn wg_linear(wid: vec3u, nwg: vec3u) -> u32 { return wid.x + wid.y * nwg.x; }
 `;
 
-const REDUCE_SUM = /* wgsl */ `
+export const REDUCE_SUM = /* wgsl */ `
 var<workgroup> red: array<f32, ${WG}>;
 fn reduce_sum(tid: u32, v: f32) -> f32 {
   red[tid] = v;
@@ -421,7 +421,7 @@ fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg:
  * KV head (h + headOffset) / group - kvOffset (offsets of a tensor-parallel slice, as in AttentionArgs). Scores go through `SC` [n·heads, maxSeq] in global memory.
  */
 export const ATTENTION = `${STEP}${REDUCE_SUM}
-struct Params { heads: u32, kvHeads: u32, headDim: u32, maxSeq: u32, window: u32, scale: f32, group: u32, headOffset: u32, kvOffset: u32, pad0: u32, pad1: u32, pad2: u32 }
+struct Params { heads: u32, kvHeads: u32, headDim: u32, maxSeq: u32, window: u32, scale: f32, group: u32, headOffset: u32, kvOffset: u32, sinks: u32, pad1: u32, pad2: u32 }
 @group(0) @binding(0) var<uniform> P: Params;
 @group(0) @binding(1) var<uniform> S: Step;
 @group(0) @binding(2) var<storage, read> Q: array<f32>;
@@ -429,6 +429,7 @@ struct Params { heads: u32, kvHeads: u32, headDim: u32, maxSeq: u32, window: u32
 @group(0) @binding(4) var<storage, read> VC: array<f32>;
 @group(0) @binding(5) var<storage, read_write> SC: array<f32>;
 @group(0) @binding(6) var<storage, read_write> OUT: array<f32>;
+@group(0) @binding(7) var<storage, read> SK: array<f32>;
 @compute @workgroup_size(${WG})
 fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) tid: u32) {
   let h = wid.x;
@@ -450,14 +451,17 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) tid:
     SC[so + t] = d;
     m = max(m, d);
   }
-  let mx = reduce_max(tid, m);
+  // gpt-oss: a per-head sink logit joins the softmax (its max and its denominator) and takes no value.
+  let sink = SK[h];
+  let rm = reduce_max(tid, m);
+  let mx = select(rm, max(rm, sink), P.sinks != 0u);
   var sum = 0.0;
   for (var t = start + tid; t <= pos; t = t + ${WG}u) {
     let e = exp(SC[so + t] - mx);
     SC[so + t] = e;
     sum = sum + e;
   }
-  let total = reduce_sum(tid, sum);
+  let total = reduce_sum(tid, sum) + select(0.0, exp(sink - mx), P.sinks != 0u);
   storageBarrier();
   workgroupBarrier();
   for (var i = tid; i < P.headDim; i = i + ${WG}u) {

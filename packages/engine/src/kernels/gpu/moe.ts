@@ -1,0 +1,182 @@
+/**
+ * A mixture-of-experts layer on the GPU (WGSL in wgsl-moe.ts). This rank's routed experts are uploaded
+ * stacked per projection ([experts·rows, cols], storage dtype; split into several buffers of whole
+ * experts where one would pass the binding limit). Per call, with no readback:
+ *   router logits (the existing linear kernel) → expert ids and weights per token (route kernel) →
+ *   gate and up rows of each token's chosen experts (gathered-expert matvec) → activation → down rows →
+ *   out (+)= Σ weight · expert output over the experts this rank holds → shared experts (linear kernels).
+ * Like the CPU MoE block, the result on a tensor rank is a partial sum for the caller's all-reduce.
+ */
+import type { MoeConfig } from '../../config/config.js';
+import type { Weight } from '../backend.js';
+import { rowBytes } from '../wasm/formats.js';
+import type { MoeWeights } from '../../model/weights-moe.js';
+import type { GpuContext } from './context.js';
+import { createStorage, type GpuWeight } from './buffers.js';
+import { LayerUploads } from './uploads.js';
+import { split, type Dispatch, type GpuKernels, type StepUniform } from './ops.js';
+import { CLAMPED_SWIGLU, COMBINE, expertShader, routeShader } from './wgsl-moe.js';
+import { WG } from './wgsl.js';
+
+/** One projection of this rank's experts, stacked: buffers of whole experts [e0, e1) each. */
+interface ExpertStack {
+  weight: Weight;
+  rows: number;
+  cols: number;
+  parts: { buffer: GPUBuffer; e0: number; e1: number }[];
+  /** [experts·rows] biases (gpt-oss), or null. */
+  bias: GPUBuffer | null;
+}
+
+export interface GpuMoeLayer {
+  router: GpuWeight;
+  routerBias: GPUBuffer | null;
+  correction: GPUBuffer | null;
+  /** Global ids of the routed experts this rank holds. */
+  e0: number;
+  e1: number;
+  gate: ExpertStack;
+  up: ExpertStack;
+  down: ExpertStack;
+  shared: { gate: GpuWeight; up: GpuWeight; down: GpuWeight } | null;
+  uploads: LayerUploads;
+}
+
+/** Scratch shared by a shard's MoE layers, [maxBatch, ·] each. */
+export interface GpuMoeActivations {
+  logits: GPUBuffer;
+  ids: GPUBuffer;
+  weights: GPUBuffer;
+  gate: GPUBuffer; // [B·k, I]
+  up: GPUBuffer; // [B·k, I]
+  y: GPUBuffer; // [B·k, hidden]
+  sharedGate: GPUBuffer; // [B, local shared rows]
+  sharedUp: GPUBuffer;
+}
+
+export async function allocateMoeActivations(ctx: GpuContext, moe: MoeConfig, hidden: number, sharedRows: number, maxBatch: number): Promise<GpuMoeActivations> {
+  const B = maxBatch;
+  const slots = B * moe.topK;
+  const f = (floats: number, name: string) => createStorage(ctx, Math.max(1, floats) * 4, `MoE ${name}`);
+  return {
+    logits: await f(B * moe.experts, 'router logits'),
+    ids: await f(slots, 'expert ids'),
+    weights: await f(slots, 'expert weights'),
+    gate: await f(slots * moe.expertIntermediate, 'expert gate'),
+    up: await f(slots * moe.expertIntermediate, 'expert up'),
+    y: await f(slots * hidden, 'expert outputs'),
+    sharedGate: await f(B * sharedRows, 'shared gate'),
+    sharedUp: await f(B * sharedRows, 'shared up'),
+  };
+}
+
+/** Uploads one MoE layer's weights (this rank's experts only). */
+export async function uploadMoeLayer(ctx: GpuContext, w: MoeWeights, label: string): Promise<GpuMoeLayer> {
+  const up = new LayerUploads(ctx, label);
+  const vec = (a: Float32Array | null, name: string) => (a ? up.vector(a, name) : null);
+  const e0 = w.firstExpert;
+  const e1 = e0 + w.experts.length;
+  const stack = async (pick: (e: MoeWeights['experts'][number]) => Weight, biasOf: (e: MoeWeights['experts'][number]) => Float32Array | null, name: string): Promise<ExpertStack> => {
+    const first = pick(w.experts[0]);
+    const perExpert = first.rows * rowBytes(first.dtype, first.cols);
+    // Whole experts per buffer, under the binding limit (and 4-byte aligned per expert for the u32 view).
+    const fit = Math.max(1, Math.floor(ctx.limits.maxStorageBufferBindingSize / perExpert));
+    const parts: ExpertStack['parts'] = [];
+    for (let a = 0; a < w.experts.length; a += fit) {
+      const b = Math.min(w.experts.length, a + fit);
+      const bytes = new Uint8Array((b - a) * perExpert);
+      for (let e = a; e < b; e++) bytes.set(pick(w.experts[e]).bytes.subarray(0, perExpert), (e - a) * perExpert);
+      parts.push({ buffer: await up.bytes(bytes, `experts.${name} [${e0 + a}, ${e0 + b})`), e0: e0 + a, e1: e0 + b });
+    }
+    const biases = w.experts.map(biasOf);
+    let bias: GPUBuffer | null = null;
+    if (biases[0]) {
+      const all = new Float32Array(w.experts.length * first.rows);
+      biases.forEach((v, e) => all.set(v!, e * first.rows));
+      bias = await vec(all, `experts.${name}.bias`);
+    }
+    return { weight: first, rows: first.rows, cols: first.cols, parts, bias };
+  };
+  return {
+    router: await up.matrix(w.router, 'router'),
+    routerBias: await vec(w.routerBias, 'router.bias'),
+    correction: await vec(w.correctionBias, 'e_score_correction_bias'),
+    e0,
+    e1,
+    gate: await stack((e) => e.gate, (e) => e.gateBias, 'gate'),
+    up: await stack((e) => e.up, (e) => e.upBias, 'up'),
+    down: await stack((e) => e.down, (e) => e.downBias, 'down'),
+    shared: w.shared ? { gate: await up.matrix(w.shared.gate, 'shared.gate'), up: await up.matrix(w.shared.up, 'shared.up'), down: await up.matrix(w.shared.down, 'shared.down') } : null,
+    uploads: up,
+  };
+}
+
+/**
+ * The dispatches of one MoE layer: x (normed input, [n, hidden]) → out. `accumulate`: add into out
+ * (the residual, unsplit shards) instead of writing it (a tensor rank's partial sum for the all-reduce).
+ */
+export function moeDispatches(K: GpuKernels, L: GpuMoeLayer, moe: MoeConfig, act: GpuMoeActivations, x: GPUBuffer, out: GPUBuffer, hidden: number, accumulate: boolean, st: StepUniform): Dispatch[] {
+  const k = moe.topK;
+  const I = moe.expertIntermediate;
+  const ds: Dispatch[] = [];
+  // Route: logits = x·Wrᵀ (+ bias), then each token's experts and weights.
+  ds.push(...K.linear('router', L.router, x, act.logits, st, { bias: L.routerBias ?? undefined }));
+  const routeKey = `moe_route_${moe.routing}_${moe.experts}_${k}_${moe.groups}_${moe.topkGroups}_${moe.normTopK}_${moe.scalingFactor}`;
+  const route = K.pipeline(routeKey, () => routeShader(moe));
+  ds.push({
+    label: 'moe route',
+    pipeline: route,
+    bindGroup: K.bind('moe route', route, [st.buffer, act.logits, L.correction ?? K.dummy(), act.ids, act.weights]),
+    grid: (n) => [Math.ceil(n / WG), 1, 1],
+  });
+  // Each slot's expert: gate and up rows over the slot's token, the activation, then down over the slot.
+  const experts = (s: ExpertStack, input: GPUBuffer, output: GPUBuffer, perSlotX: boolean) =>
+    s.parts.map((part): Dispatch => {
+      const pipeline = K.pipeline(`moe_expert_${s.weight.dtype}`, () => expertShader(s.weight.dtype));
+      const params = K.params('moe expert.params', [
+        ['u32', s.rows],
+        ['u32', s.cols],
+        ['u32', k],
+        ['u32', part.e0],
+        ['u32', part.e1],
+        ['u32', perSlotX ? 1 : 0],
+        ['u32', s.bias ? 1 : 0],
+      ]);
+      return {
+        label: 'moe expert',
+        pipeline,
+        bindGroup: K.bind('moe expert', pipeline, [params, st.buffer, part.buffer, input, act.ids, output, s.bias ?? K.dummy()]),
+        grid: (n) => [s.rows, n * k, 1],
+      };
+    });
+  ds.push(...experts(L.gate, x, act.gate, false), ...experts(L.up, x, act.up, false));
+  if (moe.activation === 'swiglu') ds.push(K.siluGate(act.gate, act.up, k * I, st));
+  else {
+    const pipeline = K.pipeline('moe_clamped_swiglu', () => CLAMPED_SWIGLU);
+    const params = K.params('clamped swiglu.params', [
+      ['u32', k * I],
+      ['f32', moe.swigluLimit],
+    ]);
+    ds.push({ label: 'clamped swiglu', pipeline, bindGroup: K.bind('clamped swiglu', pipeline, [params, st.buffer, act.gate, act.up]), grid: (n) => split(Math.ceil((n * k * I) / WG)) });
+  }
+  ds.push(...experts(L.down, act.gate, act.y, true));
+  // out (+)= Σ_j weight · expert output, over this rank's experts.
+  const combine = K.pipeline('moe_combine', () => COMBINE);
+  const params = K.params('moe combine.params', [
+    ['u32', hidden],
+    ['u32', k],
+    ['u32', L.e0],
+    ['u32', L.e1],
+    ['u32', accumulate ? 1 : 0],
+  ]);
+  ds.push({ label: 'moe combine', pipeline: combine, bindGroup: K.bind('moe combine', combine, [params, st.buffer, out, act.y, act.ids, act.weights]), grid: (n) => split(Math.ceil((n * hidden) / WG)) });
+  // Shared experts see every token: out += down(silu(gate(x))·up(x)) over this rank's rows.
+  if (L.shared) {
+    const rows = L.shared.gate.rows;
+    ds.push(...K.linear('shared gate', L.shared.gate, x, act.sharedGate, st));
+    ds.push(...K.linear('shared up', L.shared.up, x, act.sharedUp, st));
+    ds.push(K.siluGate(act.sharedGate, act.sharedUp, rows, st));
+    ds.push(...K.linear('shared down', L.shared.down, act.sharedGate, out, st, { accumulate: true }));
+  }
+  return ds;
+}

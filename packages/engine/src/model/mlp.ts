@@ -1,0 +1,17 @@
+/** The SwiGLU MLP, shared by dense layers, routed experts and shared experts. */
+import type { Backend } from '../kernels/backend.js';
+import { swiglu } from './math.js';
+import type { DenseMlpWeights } from './weights.js';
+
+/**
+ * out[n, hidden] = down(silu(gate(x))·up(x)) for x[n, hidden]; hb and hb2 are scratch of n·rows(gate).
+ * On a tensor rank the result is a partial sum over its intermediate rows.
+ */
+export function swigluMlp(be: Backend, out: Float32Array, x: Float32Array, n: number, w: Pick<DenseMlpWeights, 'gate' | 'up' | 'down'>, hb: Float32Array, hb2: Float32Array): void {
+  const ffn = w.gate.rows;
+  be.matmul(hb, w.gate, x, n);
+  be.matmul(hb2, w.up, x, n);
+  if (be.swiglu) be.swiglu(hb, hb2, n * ffn);
+  else swiglu(hb, hb2, n * ffn);
+  be.matmul(out, w.down, hb, n);
+}

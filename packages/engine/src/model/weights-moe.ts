@@ -1,0 +1,82 @@
+/**
+ * The weights of one mixture-of-experts layer for one tensor rank: the whole router (choosing needs
+ * every score), the routed experts the rank holds (`slice.experts`, whole experts: expert parallelism),
+ * and its rows of the shared experts. A rank reads only its own experts' bytes.
+ */
+import type { ModelConfig, MoeConfig } from '../config/config.js';
+import type { Weight } from '../kernels/backend.js';
+import type { TensorSlice } from './tensor-split.js';
+import { planDenseMlp, type DenseMlpWeights, type WeightPlanner } from './weights.js';
+
+/** One routed expert: down(act(gate(x), up(x))), intermediate = the expert's size. */
+export interface ExpertWeights {
+  /** [I, hidden] */
+  gate: Weight;
+  /** [I, hidden] */
+  up: Weight;
+  /** [hidden, I] */
+  down: Weight;
+  /** gpt-oss: [I], [I], [hidden]. */
+  gateBias: Float32Array | null;
+  upBias: Float32Array | null;
+  downBias: Float32Array | null;
+}
+
+export interface MoeWeights {
+  kind: 'moe';
+  /** [experts, hidden] */
+  router: Weight;
+  /** [experts] — gpt-oss's router bias. */
+  routerBias: Float32Array | null;
+  /** [experts] — DeepSeek's `e_score_correction_bias`, added to the scores only to choose. */
+  correctionBias: Float32Array | null;
+  /** Index of `experts[0]` among all routed experts (= slice.experts[0]). */
+  firstExpert: number;
+  /** Routed experts slice.experts[0] .. slice.experts[1]-1. */
+  experts: ExpertWeights[];
+  /** Shared experts as one MLP over this rank's rows of their combined intermediate, or null. */
+  shared: DenseMlpWeights | null;
+}
+
+export function planMoe(rd: WeightPlanner, config: ModelConfig, moe: MoeConfig, slice: TensorSlice, layer: string): MoeWeights {
+  const caps = config.caps.moe!;
+  const { block, router, projections } = caps.tensors;
+  const D = config.hiddenSize;
+  const E = moe.experts;
+  const I = moe.expertIntermediate;
+  const p = `${layer}.${block}`;
+  const all: [number, number] = [0, I];
+  // gpt-oss's merged tensors are HF's layout; a GGUF presents the same experts one by one (with biases).
+  const merged = caps.tensors.layout === 'merged' && rd.has(`${p}.experts.gate_up_proj`);
+  const names = caps.tensors.layout === 'merged' ? (['gate_proj', 'up_proj', 'down_proj'] as const) : projections;
+  const biased = moe.activation === 'clamped-swiglu';
+  const experts: ExpertWeights[] = [];
+  for (let e = slice.experts[0]; e < slice.experts[1]; e++) {
+    if (merged) {
+      experts.push(mergedExpert(rd, p, E, D, I, e));
+      continue;
+    }
+    const x = `${p}.experts.${e}`;
+    const { gate, up, down } = planDenseMlp(rd, x, I, D, all, names);
+    const bias = (proj: string, n: number) => (biased ? rd.vector(`${x}.${proj}.bias`, n) : null);
+    experts.push({ gate, up, down, gateBias: bias(names[0], I), upBias: bias(names[1], I), downBias: bias(names[2], D) });
+  }
+  return {
+    kind: 'moe',
+    router: rd.matrix(`${p}.${router}.weight`, E, D, [0, E]),
+    routerBias: biased ? rd.vector(`${p}.${router}.bias`, E) : null,
+    correctionBias: moe.routing === 'sigmoid-grouped' ? rd.vector(`${p}.${router}.e_score_correction_bias`, E) : null,
+    firstExpert: slice.experts[0],
+    experts,
+    shared: moe.sharedIntermediate ? planDenseMlp(rd, `${p}.shared_experts`, moe.sharedIntermediate, D, slice.sharedFfn) : null,
+  };
+}
+
+/** gpt-oss expert `e` from `experts.gate_up_proj` [E, D, 2I] (gate even columns, up odd), `experts.down_proj` [E, I, D] and their biases. */
+function mergedExpert(rd: WeightPlanner, p: string, E: number, D: number, I: number, e: number): ExpertWeights {
+  const [gate, up] = rd.mergedExpert(`${p}.experts.gate_up_proj`, E, D, I, 2, e);
+  const [gateBias, upBias] = rd.mergedExpertVector(`${p}.experts.gate_up_proj_bias`, E, I, 2, e);
+  const [down] = rd.mergedExpert(`${p}.experts.down_proj`, E, I, D, 1, e);
+  const [downBias] = rd.mergedExpertVector(`${p}.experts.down_proj_bias`, E, D, 1, e);
+  return { gate, up, down, gateBias, upBias, downBias };
+}
