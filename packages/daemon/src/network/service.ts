@@ -79,6 +79,13 @@ export class NetworkService {
   readonly #reputation = new Reputation();
   readonly #lender: Lender;
   #rtt = new Map<string, number>();
+  /**
+   * Pings in flight, one per peer: libp2p allows one outbound ping stream per connection and refuses
+   * a second with TooManyOutboundProtocolStreams. In one internet-test run a job stream to the same
+   * peer died with that very error (the periodic ping meeting a routing ping); how it reached the job
+   * stream was not reproduced in isolation, but one ping per peer at a time never raises it.
+   */
+  #pinging = new Map<string, Promise<void>>();
   /** Peers whose address this node learnt from a DHT lookup (reported per job). */
   #foundVia = new Map<string, 'dht'>();
   /** Peers this node has been connected to (their addresses came from the peers themselves). */
@@ -310,14 +317,18 @@ export class NetworkService {
     attempts.set(peer, { found: this.#foundVia.get(peer) ?? 'known' });
     let stream: Stream | null = null;
     // Retries: a stream opened while libp2p replaces a connection (a relayed one being upgraded, a
-    // second dial racing the first) can be closed under us; a fresh dial a moment later works.
+    // second dial racing the first) can be closed under us; a fresh dial a moment later works. The
+    // connection is hung up first: in one internet-test run every stream opened on a relayed
+    // connection that libp2p still held open was closed by the far end, three times in a row.
     for (let i = 0; !stream; i++) {
       try {
         stream = await this.node.dialProtocol(pid, JOB_PROTOCOL, { runOnLimitedConnection: true, signal: AbortSignal.any([signal, AbortSignal.timeout(20_000)]) });
       } catch (err) {
         if (signal.aborted) throw new ServeError(499, 'cancelled', 'client went away');
         if (i >= 2) throw new JobFailure('unreachable', `cannot reach it: ${(err as Error).message}`, true, 'failed');
-        this.#log.debug({ peer, err: (err as Error).message }, 'job stream not opened; retrying');
+        this.#log.info({ peer, err: (err as Error).message }, 'job stream not opened; redialling');
+        // Not a connection that carries other jobs: those would die with it.
+        for (const conn of this.node.getConnections(pid)) if (!conn.streams.some((st) => st.protocol === JOB_PROTOCOL)) await conn.close().catch(() => conn.abort(new Error('closed to redial')));
         await new Promise((r) => setTimeout(r, 250 * 3 ** i));
       }
     }
@@ -381,17 +392,25 @@ export class NetworkService {
 
   async #ping(peers: string[], signal?: AbortSignal): Promise<void> {
     await Promise.all(
-      peers.map(async (p) => {
-        try {
-          await this.#locate(p, signal ?? AbortSignal.timeout(5000));
-          // The first ping on a fresh connection also pays for opening its stream: keep the best of two.
-          const once = () => this.node.services.ping.ping(peerIdFromString(p), { signal: AbortSignal.any([...(signal ? [signal] : []), AbortSignal.timeout(3000)]) });
-          this.#rtt.set(p, Math.min(await once(), await once()));
-        } catch {
-          /* unreachable now: routing assumes a long RTT */
-        }
+      peers.map((p) => {
+        const inFlight = this.#pinging.get(p);
+        if (inFlight) return inFlight;
+        const measured = this.#pingOne(p, signal).finally(() => this.#pinging.delete(p));
+        this.#pinging.set(p, measured);
+        return measured;
       }),
     );
+  }
+
+  async #pingOne(p: string, signal?: AbortSignal): Promise<void> {
+    try {
+      await this.#locate(p, signal ?? AbortSignal.timeout(5000));
+      // The first ping on a fresh connection also pays for opening its stream: keep the best of two.
+      const once = () => this.node.services.ping.ping(peerIdFromString(p), { signal: AbortSignal.any([...(signal ? [signal] : []), AbortSignal.timeout(3000)]) });
+      this.#rtt.set(p, Math.min(await once(), await once()));
+    } catch {
+      /* unreachable now: routing assumes a long RTT */
+    }
   }
 
   async #pingKnown(): Promise<void> {
