@@ -27,6 +27,16 @@ const instance = {
   status: { ready: true, active: 1, queued: 0, capacity: 64, failed: null, decodeTokensPerSecond: 21.9 },
 };
 
+/** mini fetching its stage: most bytes from studio-a over two cables, the rest from the hub; air dropped. */
+const progress = [
+  {
+    node: id('mini'), model: instance.model, phase: 'download', done: 61e9, total: 122e9, file: 'model-00031-of-00062.safetensors', at: 0,
+    sources: { hub: 1.2e9, [id('studio-a')]: 52.4e9, [id('air')]: 0.1e9 },
+    links: [{ source: id('studio-a'), link: '10.10.0.1:46001', bytes: 30e9, rate: 5.1e9 }, { source: id('studio-a'), link: '10.10.1.1:46001', bytes: 22.4e9, rate: 4.2e9 }, { source: 'hub', link: 'hub', bytes: 1.2e9, rate: 0.11e9 }],
+    badPeers: [id('air')],
+  },
+];
+
 let browser: Browser | undefined;
 let build: DashboardBuild;
 
@@ -51,7 +61,7 @@ describe.skipIf(!!missing && !REQUIRE_BROWSER)('dashboard drawing (recorded answ
       if (url.pathname === '/api/events') return route.fulfill({ status: 200, contentType: 'text/event-stream', body: `event: cluster\ndata: ${JSON.stringify(cluster)}\n\n` });
       if (url.pathname === '/api/dashboard/instances') return json({ instances: [instance] });
       if (url.pathname === '/v1/models') return json({ object: 'list', data: [{ id: instance.model }, { id: 'meta-llama/Llama-3.1-405B' }] });
-      if (url.pathname === '/api/dashboard/progress') return json({ progress: [] });
+      if (url.pathname === '/api/dashboard/progress') return json({ progress });
       if (url.pathname === '/api/dashboard/plan') return json({ model: url.searchParams.get('model'), placement: null, planner: null, error: 'cannot place meta-llama/Llama-3.1-405B: needs 410 GB with KV cache; the pod has 384 GB free' });
       return json({ error: { message: `no route ${url.pathname}` } }, 404);
     });
@@ -75,6 +85,9 @@ describe.skipIf(!!missing && !REQUIRE_BROWSER)('dashboard drawing (recorded answ
     ]);
     expect(await page.textContent('[data-testid=predicted-tps]')).toBe('24.6 tok/s');
     expect(await page.textContent('[data-testid=measured-tps]')).toBe('21.9 tok/s');
+    expect(await page.textContent('[data-testid=progress-sources]')).toBe('from hub 1.2 GB · studio-a 52.4 GB · air 100 MB');
+    expect(await page.textContent('[data-testid=progress-links]')).toBe('links: studio-a 10.10.0.1:46001 5.1 GB/s · studio-a 10.10.1.1:46001 4.2 GB/s · hub 110 MB/s');
+    expect(await page.textContent('[data-testid=progress] small.error')).toBe('dropped air: it served bytes that do not match the pod digest');
     await page.selectOption('[data-testid=plan-preview] select', 'meta-llama/Llama-3.1-405B');
     await expect.poll(() => page.textContent('[data-testid=plan-error]').catch(() => null)).toBe('cannot place meta-llama/Llama-3.1-405B: needs 410 GB with KV cache; the pod has 384 GB free');
     await screenshot(page, '0-mac-pod-recorded');

@@ -8,7 +8,7 @@
  * And the request sequences of the integrations in docs/integrations.md (Claude Code, Codex CLI, Open
  * WebUI in both modes, Continue, Zed, the SDKs), replayed from test/dialects/recorded/*.json.
  */
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import Anthropic from '@anthropic-ai/sdk';
@@ -16,12 +16,15 @@ import { Ajv } from 'ajv';
 import { Ollama } from 'ollama';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createReferenceBackend, embedTokens, loadModelConfig, loadShard, loadTokenizer, readEmbeddingConfig } from '@orchard/engine';
 import { writeRandomModel } from '@orchard/engine/testing';
 import { familyModelOptions } from '../../packages/engine/test/fixtures/chat-templates/families.js';
 import { startLoopbackDaemon, waitFor, type LoopbackDaemon } from '../harness/daemons.js';
 import { startFakeHub, type FakeHub } from '../harness/fake-hub.js';
 
 const MODEL = 'test-org/qwen-clients';
+const EMBED = 'test-org/qwen3-embedding';
+let embedDir = '';
 const PULLED = 'test-org/pulled-model';
 let daemon: LoopbackDaemon;
 let hub: FakeHub;
@@ -34,6 +37,16 @@ beforeAll(async () => {
   const modelDir = join(dataDir, 'models', ...MODEL.split('/'));
   mkdirSync(modelDir, { recursive: true });
   writeRandomModel(modelDir, familyModelOptions('qwen25', { seed: 11 }));
+  // An embedding model in Qwen3-Embedding's layout: last-token pooling and a Normalize module.
+  embedDir = join(dataDir, 'models', ...EMBED.split('/'));
+  writeRandomModel(embedDir, { variant: 'qwen3', numLayers: 2, seed: 5 });
+  mkdirSync(join(embedDir, '1_Pooling'));
+  writeFileSync(join(embedDir, 'modules.json'), JSON.stringify([
+    { idx: 0, name: '0', path: '', type: 'sentence_transformers.models.Transformer' },
+    { idx: 1, name: '1', path: '1_Pooling', type: 'sentence_transformers.models.Pooling' },
+    { idx: 2, name: '2', path: '2_Normalize', type: 'sentence_transformers.models.Normalize' },
+  ]));
+  writeFileSync(join(embedDir, '1_Pooling', 'config.json'), JSON.stringify({ pooling_mode_lasttoken: true, pooling_mode_mean_tokens: false, pooling_mode_cls_token: false }));
   writeRandomModel(hubSrc, { numLayers: 1, hiddenSize: 32, intermediateSize: 64, numHeads: 2, numKvHeads: 1, seed: 2 });
   hub = await startFakeHub({ [PULLED]: hubSrc });
   daemon = await startLoopbackDaemon(dataDir, { args: ['--name', 'clients'], env: { HF_ENDPOINT: hub.url, ORCHARD_LOG_LEVEL: 'warn' } });
@@ -202,6 +215,47 @@ describe('ollama', () => {
     expect(statuses.some((s) => s.startsWith('pulling ') && s !== 'pulling manifest')).toBe(true);
     expect((await ol.list()).models.map((m) => m.name)).toContain(PULLED);
   }, 120_000);
+});
+
+describe('embeddings', () => {
+  const oa = () => new OpenAI({ baseURL: `${daemon.base}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 120_000 });
+  /** The engine's own embedding of `text`, in this process: what the daemon must answer. */
+  async function expected(text: string): Promise<Float32Array> {
+    const config = loadModelConfig(embedDir);
+    const shard = loadShard(embedDir, { layers: [0, config.numLayers], tensor: { rank: 0, size: 1 }, embed: true, head: true }, { backend: createReferenceBackend() });
+    return embedTokens(shard, loadTokenizer(embedDir).encode(text), readEmbeddingConfig(embedDir));
+  }
+  const maxDiff = (a: ArrayLike<number>, b: ArrayLike<number>) => Math.max(...Array.from(a, (x, i) => Math.abs(x - b[i])));
+
+  it('openai: a batch (base64, the SDK default) and single inputs (float) equal the engine’s pooled, normalised vectors; dimensions shortens', async () => {
+    const batch = await oa().embeddings.create({ model: EMBED, input: ['pears in the orchard', 'a quiet river'] });
+    expect(batch.data.map((d) => d.index)).toEqual([0, 1]);
+    expect(batch.usage.prompt_tokens).toBeGreaterThan(4);
+    const [a, b] = batch.data.map((d) => d.embedding);
+    expect(maxDiff(a, await expected('pears in the orchard'))).toBeLessThan(1e-3);
+    expect(maxDiff(b, await expected('a quiet river'))).toBeLessThan(1e-3);
+    expect(Math.hypot(...a)).toBeCloseTo(1, 4);
+    const single = await oa().embeddings.create({ model: EMBED, input: 'a quiet river', encoding_format: 'float' });
+    expect(maxDiff(single.data[0].embedding, b)).toBeLessThan(1e-6);
+    const short = await oa().embeddings.create({ model: EMBED, input: 'a quiet river', dimensions: 8, encoding_format: 'float' });
+    expect(short.data[0].embedding).toHaveLength(8);
+    expect(Math.hypot(...short.data[0].embedding)).toBeCloseTo(1, 4);
+    await expect(oa().embeddings.create({ model: EMBED, input: '' })).rejects.toMatchObject({ status: 400, message: expect.stringMatching(/input\[0\]: an empty string/) });
+    await expect(oa().embeddings.create({ model: 'test-org/absent', input: 'x' })).rejects.toMatchObject({ status: 404 });
+  }, 180_000);
+
+  it('ollama: embed equals the openai answer; an input past the limit is cut, or refused with truncate: false', async () => {
+    const ol = new Ollama({ host: daemon.base });
+    const r = await ol.embed({ model: EMBED, input: ['pears in the orchard', 'a quiet river'] });
+    expect(r.embeddings).toHaveLength(2);
+    const ref = await oa().embeddings.create({ model: EMBED, input: 'pears in the orchard', encoding_format: 'float' });
+    expect(maxDiff(r.embeddings[0], ref.data[0].embedding)).toBeLessThan(1e-6);
+    const legacy = await ol.embeddings({ model: EMBED, prompt: 'a quiet river' });
+    expect(maxDiff(legacy.embedding, r.embeddings[1])).toBeLessThan(1e-6);
+    const long = 'orchard '.repeat(5000);
+    expect((await ol.embed({ model: EMBED, input: long })).embeddings[0].length).toBe(r.embeddings[0].length);
+    await expect(ol.embed({ model: EMBED, input: long, truncate: false })).rejects.toThrow(/input\[0\] is \d+ tokens; this model embeds at most \d+/);
+  }, 180_000);
 });
 
 describe('integrations: each client\'s request sequence (test/dialects/recorded)', () => {

@@ -6,7 +6,7 @@
  * The API stays on the namespace's 127.0.0.1:52415 (the default), so tests reach it with curl run
  * inside the namespace. Processes die with the net (`TestNet.destroy()`).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, openSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import os from 'node:os';
@@ -96,6 +96,12 @@ export async function startLoopbackDaemon(dataDir: string, options: { args?: str
   const base = `http://127.0.0.1:${apiPort}`;
   await waitFor('the daemon to answer /healthz', async () => (await fetch(`${base}/healthz`).catch(() => null))?.ok, 60_000);
   return { child, apiPort, base, logFile };
+}
+
+/** `orchard run` on a model directory in this process: the single-process greedy reference text. */
+export function orchardRunOn(dir: string, prompt: string, maxTokens: number): string {
+  const out = execFileSync(process.execPath, ['--import', 'tsx', CLI, 'run', '--model', dir, '--prompt', prompt, '--temperature', '0', '--max-tokens', String(maxTokens), '--backend', 'wasm', '--threads', '1'], { cwd: REPO_ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  return out.endsWith('\n') ? out.slice(0, -1) : out;
 }
 
 /** Polls `check` until it returns a truthy value or the deadline passes; the error names `what`. */

@@ -1,7 +1,8 @@
 /**
  * A local stand-in for the Hugging Face hub, for tests: serves model directories at the hub's real
  * URL shapes (`/api/models/ORG/NAME/revision/REV?blobs=true`, `/ORG/NAME/resolve/REV/FILE` with
- * Range support) on 127.0.0.1, with faults to inject and counters to assert on.
+ * Range support) on 127.0.0.1 (or `host`), with faults to inject and counters to assert on —
+ * in-process, or as JSON from `GET /_stats` when it runs as its own process (fake-hub-main.ts).
  */
 import { createHash } from 'node:crypto';
 import { readFileSync, readdirSync, statSync } from 'node:fs';
@@ -24,6 +25,8 @@ export interface FakeHub {
   commit: string;
   /** Body bytes served per file path. */
   servedBytes: Map<string, number>;
+  /** Body bytes served per `ORG/NAME/FILE` (repos sharing file names kept apart). */
+  servedByRepo: Map<string, number>;
   /** Range headers seen per file path. */
   ranges: Map<string, string[]>;
   /** Every request received, in order (method and path). */
@@ -34,9 +37,10 @@ export interface FakeHub {
 
 const gitSha1 = (buf: Buffer) => createHash('sha1').update(`blob ${buf.length}\0`).update(buf).digest('hex');
 
-export async function startFakeHub(repos: Record<string, string>, faults: FakeHubFaults = {}): Promise<FakeHub> {
+export async function startFakeHub(repos: Record<string, string>, faults: FakeHubFaults = {}, listen: { host?: string; port?: number } = {}): Promise<FakeHub> {
   const commit = createHash('sha1').update(JSON.stringify(Object.keys(repos))).digest('hex');
   const servedBytes = new Map<string, number>();
+  const servedByRepo = new Map<string, number>();
   const ranges = new Map<string, string[]>();
   const dropCount = new Map<string, number>();
 
@@ -46,6 +50,10 @@ export async function startFakeHub(repos: Record<string, string>, faults: FakeHu
     const u = new URL(req.url ?? '/', 'http://x');
     if (faults.token && req.headers.authorization !== `Bearer ${faults.token}`) {
       res.writeHead(401).end('{"error":"unauthorized"}');
+      return;
+    }
+    if (u.pathname === '/_stats') {
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ servedBytes: Object.fromEntries(servedBytes), servedByRepo: Object.fromEntries(servedByRepo), ranges: Object.fromEntries(ranges) }));
       return;
     }
     const api = /^\/api\/models\/([^/]+\/[^/]+)\/revision\/([^/]+)$/.exec(u.pathname);
@@ -95,16 +103,20 @@ export async function startFakeHub(repos: Record<string, string>, faults: FakeHu
       return;
     }
     res.writeHead(range ? 206 : 200, headers);
+    const count = (n: number) => {
+      servedBytes.set(name, (servedBytes.get(name) ?? 0) + n);
+      servedByRepo.set(`${file[1]}/${name}`, (servedByRepo.get(`${file[1]}/${name}`) ?? 0) + n);
+    };
     const drop = faults.dropAfter;
     if (drop && drop.file === name && (dropCount.get(name) ?? 0) < drop.times && slice.length > drop.bytes) {
       dropCount.set(name, (dropCount.get(name) ?? 0) + 1);
-      servedBytes.set(name, (servedBytes.get(name) ?? 0) + drop.bytes);
+      count(drop.bytes);
       // End the connection cleanly after exactly `bytes` (a reset could discard bytes still in flight,
       // making the resume offset depend on timing).
       res.write(slice.subarray(0, drop.bytes), () => req.socket.end());
       return;
     }
-    servedBytes.set(name, (servedBytes.get(name) ?? 0) + slice.length);
+    count(slice.length);
     const rate = faults.throttleBytesPerSecond;
     if (!rate) return void res.end(slice);
     const piece = 8192;
@@ -119,12 +131,14 @@ export async function startFakeHub(repos: Record<string, string>, faults: FakeHu
     };
     next();
   });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const host = listen.host ?? '127.0.0.1';
+  await new Promise<void>((r) => server.listen(listen.port ?? 0, host, r));
   const addr = server.address() as { port: number };
   return {
-    url: `http://127.0.0.1:${addr.port}`,
+    url: `http://${host}:${addr.port}`,
     commit,
     servedBytes,
+    servedByRepo,
     requests,
     ranges,
     faults,

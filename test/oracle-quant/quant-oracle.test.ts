@@ -110,6 +110,54 @@ describe('quantized GGUF vs llama.cpp', () => {
     { name: 'qwen2 (q/k/v bias, tied)', options: { variant: 'qwen2', tiedEmbeddings: true } },
     { name: 'qwen3 (q/k norm)', options: { variant: 'qwen3' } },
   ];
+  // K-quant mixes as llama-quantize writes them (kQuantMix): rows of whole 256-blocks, so hidden 256
+  // and FFN 512; every matrix Q4_K/Q5_K/Q6_K (attn_v, ffn_down and the head Q6_K per the mix).
+  const kVariants: { name: string; options: RandomModelOptions }[] = [
+    { name: 'llama (GQA 4/2)', options: { variant: 'llama', numHeads: 4, numKvHeads: 2 } },
+    { name: 'qwen2 (q/k/v bias, tied)', options: { variant: 'qwen2', tiedEmbeddings: true } },
+    { name: 'qwen3 (q/k norm)', options: { variant: 'qwen3' } },
+  ];
+  for (const { name, options } of kVariants) {
+    it(`random ${name}: Q4_K_M, Q5_K_M, Q6_K greedy identical for ${GREEDY_TOKENS} tokens, probabilities within ${PROB_TOLERANCE}`, async () => {
+      const dir = mkdtempSync(join(work, 'kmodel-'));
+      writeRandomModel(join(dir, 'hf'), { hiddenSize: 256, intermediateSize: 512, numLayers: 3, seed: 11, ...options });
+      const prompt = Array.from({ length: 40 }, (_, i) => (i * 37 + 11) % 256);
+      const positions = [0, 17, 31, 32, 39];
+      for (const dtype of ['q4_k_m', 'q5_k_m', 'q6_k'] as const) {
+        const gguf = join(dir, `${dtype}.gguf`);
+        hfToGguf(join(dir, 'hf'), gguf, { dtype });
+        const r = await compare(oracle, gguf, prompt, positions, wasm);
+        console.log(`${name} ${dtype} (wasm): max |Δp| = ${r.maxProbDiff.toExponential(2)}, top p = ${r.maxProb.toFixed(3)}, greedy ${JSON.stringify(r.orchardGreedy) === JSON.stringify(r.llamaGreedy) ? 'identical' : 'differs'}`);
+        expect(r.maxProbDiff).toBeLessThanOrEqual(PROB_TOLERANCE);
+        expect(r.orchardGreedy).toHaveLength(GREEDY_TOKENS);
+        expect(r.orchardGreedy).toEqual(r.llamaGreedy);
+        const ref = await compare(oracle, gguf, prompt, [39], createReferenceBackend);
+        console.log(`${name} ${dtype} (reference): max |Δp| = ${ref.maxProbDiff.toExponential(2)}`);
+        expect(ref.maxProbDiff).toBeLessThanOrEqual(PROB_TOLERANCE);
+      }
+    }, 300_000);
+  }
+
+  // MXFP4 (gpt-oss's expert format) on a dense model: every layer matrix MXFP4, token_embd/output Q8_0.
+  for (const { name, options } of variants) {
+    it(`random ${name}: MXFP4 greedy identical for ${GREEDY_TOKENS} tokens, probabilities within ${PROB_TOLERANCE}`, async () => {
+      const dir = mkdtempSync(join(work, 'fp4model-'));
+      writeRandomModel(join(dir, 'hf'), { hiddenSize: 128, intermediateSize: 256, numLayers: 3, seed: 7, ...options });
+      const prompt = Array.from({ length: 40 }, (_, i) => (i * 37 + 11) % 256);
+      const gguf = join(dir, 'mxfp4.gguf');
+      const written = hfToGguf(join(dir, 'hf'), gguf, { dtype: 'mxfp4' });
+      expect(written.tensors.filter((t) => t.type === 'MXFP4')).toHaveLength(3 * 7);
+      const r = await compare(oracle, gguf, prompt, [0, 17, 31, 32, 39], wasm);
+      console.log(`${name} mxfp4 (wasm): max |Δp| = ${r.maxProbDiff.toExponential(2)}, top p = ${r.maxProb.toFixed(3)}`);
+      expect(r.maxProbDiff).toBeLessThanOrEqual(PROB_TOLERANCE);
+      expect(r.orchardGreedy).toHaveLength(GREEDY_TOKENS);
+      expect(r.orchardGreedy).toEqual(r.llamaGreedy);
+      const ref = await compare(oracle, gguf, prompt, [39], createReferenceBackend);
+      console.log(`${name} mxfp4 (reference): max |Δp| = ${ref.maxProbDiff.toExponential(2)}`);
+      expect(ref.maxProbDiff).toBeLessThanOrEqual(PROB_TOLERANCE);
+    }, 180_000);
+  }
+
   for (const { name, options } of variants) {
     it(`random ${name}: Q8_0 greedy identical for ${GREEDY_TOKENS} tokens, Q4_0 within ${PROB_TOLERANCE}`, async () => {
       const dir = mkdtempSync(join(work, 'model-'));

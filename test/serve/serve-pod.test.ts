@@ -9,13 +9,12 @@
  * missing). The kill tests use a generated model with a 2048-token context, so a stream lasts long
  * enough to kill a node in the middle of it. Skips when not root / no iproute2; the net and its processes are always removed.
  */
-import { execFileSync } from 'node:child_process';
 import { copyFileSync, existsSync, linkSync, mkdirSync, mkdtempSync, readdirSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { writeRandomModel } from '@orchard/engine/testing';
-import { REPO_ROOT, startDaemon, waitFor, type TestDaemon } from '../harness/daemons.js';
+import { orchardRunOn, REPO_ROOT, startDaemon, waitFor, type TestDaemon } from '../harness/daemons.js';
 import { createTestNet, netnsAvailable, type TestHost, type TestNet } from '../harness/netns.js';
 
 const DEMO_DIR = join(REPO_ROOT, 'models/orchard-demo');
@@ -24,7 +23,6 @@ const USE_DEMO = existsSync(join(DEMO_DIR, 'config.json'));
 const LONG_MODEL = 'test/serve-llama';
 const MODEL = USE_DEMO ? 'orchard-demo' : LONG_MODEL;
 const CLIENT = join(REPO_ROOT, 'test/serve/client.ts');
-const CLI = join(REPO_ROOT, 'packages/daemon/src/cli/main.ts');
 
 let net: TestNet | undefined;
 let daemons: TestDaemon[] = [];
@@ -160,8 +158,8 @@ describe.skipIf(!netnsAvailable())('serving across network namespaces', () => {
     console.log(`50 concurrent streams: ${ok.length} completed, ${50 - ok.length} refused (${results.filter((r: any) => !r.ok).map((r: any) => r.status).join(',')})`);
   }, 300_000);
 
-  /** Streams a long completion through `via`, SIGKILLs `victim` at the 5th piece; the stream must end with an error within 5 s. */
-  async function killMidStream(via: TestDaemon, victim: TestDaemon, content: string) {
+  /** Streams a long completion through `via`, SIGKILLs `victim` at the 5th piece; the stream must end with an error within `withinMs`. */
+  async function killMidStream(via: TestDaemon, victim: TestDaemon, content: string, withinMs: number) {
     let killedAt = 0;
     let pieces = 0;
     const lines = await client(via.host, 'stream-log', { body: { model: LONG_MODEL, messages: [{ role: 'user', content }], max_tokens: 1800, temperature: 0 } }, (v) => {
@@ -173,34 +171,43 @@ describe.skipIf(!netnsAvailable())('serving across network namespaces', () => {
     const last = lines[lines.length - 1];
     expect(killedAt).toBeGreaterThan(0);
     expect(last.kind, JSON.stringify(last)).toBe('error');
-    expect(last.t - killedAt).toBeLessThan(5000);
+    expect(last.t - killedAt).toBeLessThan(withinMs);
     return { killedAt, last };
   }
 
-  it('killing a stage mid-stream ends the stream with an error within 5 s; the pod answers again within 30 s', async () => {
-    const instance = await load(daemons[0], 'pipeline', LONG_MODEL);
-    const ids = daemons.map(peerOf);
-    const victimId: string = instance.stages[1].nodes[0];
-    const victim = daemons[ids.indexOf(victimId)];
-    const api = daemons.find((d) => d !== victim)!;
-    const { killedAt, last } = await killMidStream(api, victim, 'Tell the whole story');
-    const [again] = await client(api.host, 'until-ok', { withinMs: 30_000, body: { model: LONG_MODEL, messages: [{ role: 'user', content: 'Again' }], max_tokens: 8, temperature: 0 } });
-    expect(again.ok, JSON.stringify(again.errors)).toBe(true);
-    expect(again.t - killedAt).toBeLessThan(30_000);
-    console.log(`stage killed: stream error after ${last.t - killedAt} ms, next answer after ${again.t - killedAt} ms`);
-    const after = curlJson(api, 'GET', '/api/instances').json.instances;
-    expect(after.length).toBeGreaterThan(0);
-    expect(after.every((i: any) => !i.nodes.includes(victimId))).toBe(true);
-  }, 180_000);
+  it('killing a pipeline stage mid-stream, 5 times: the stream ends with an error within 2 s, and the next request (one try) succeeds within 10 s', async () => {
+    const times: string[] = [];
+    for (let run = 0; run < 5; run++) {
+      const instance = await load(daemons[run % 3 === 0 ? 1 : 0], 'pipeline', LONG_MODEL);
+      const ids = daemons.map(peerOf);
+      const victimId: string = instance.stages[1].nodes[0];
+      const at = ids.indexOf(victimId);
+      const victim = daemons[at];
+      const api = daemons.find((d) => d !== victim)!;
+      const { killedAt, last } = await killMidStream(api, victim, `Tell the whole story, part ${run}`, 2000);
+      // One try, no retry: a request arriving while the instance is replaced waits for the new one.
+      const [again] = await client(api.host, 'until-ok', { withinMs: 0, body: { model: LONG_MODEL, messages: [{ role: 'user', content: 'Again' }], max_tokens: 8, temperature: 0 } });
+      expect(again.ok, JSON.stringify(again.errors)).toBe(true);
+      expect(again.t - killedAt).toBeLessThan(10_000);
+      const after = curlJson(api, 'GET', '/api/instances').json.instances;
+      expect(after.length).toBeGreaterThan(0);
+      expect(after.every((i: any) => !i.nodes.includes(victimId))).toBe(true);
+      times.push(`${last.t - killedAt}/${again.t - killedAt}`);
+      // The same node comes back (same data dir, same identity) for the next run.
+      daemons[at] = startDaemon(victim.host, { dataDir: victim.dataDir, apiPort: victim.apiPort, args: ['--gone-after', '3', '--name', `${victim.host.ns.split('-').pop()}-${run}`], env: { ORCHARD_MAX_QUEUE: '16', ORCHARD_LOG_LEVEL: 'info' } });
+      await waitFor('the restarted node back in every cluster view', () => daemons.every((d) => d.tryGet('/api/cluster')?.nodes.filter((n: any) => n.status !== 'gone').length === 3), 90_000);
+    }
+    console.log(`stage killed 5 times: stream error / next answer after (ms) ${times.join(', ')}`);
+  }, 900_000);
 
   it('killing the node that drives the instance ends a stream served through another node with an error within 5 s', async () => {
     const alive = daemons.filter((d) => !d.exited());
-    expect(alive).toHaveLength(2);
+    expect(alive.length).toBeGreaterThanOrEqual(2);
     const instance = await load(alive[0], 'pipeline', LONG_MODEL);
     const ids = alive.map(peerOf);
     const driver = alive[ids.indexOf(instance.stages[0].nodes[0])];
     const api = alive.find((d) => d !== driver)!;
-    const { killedAt, last } = await killMidStream(api, driver, 'Tell it again');
+    const { killedAt, last } = await killMidStream(api, driver, 'Tell it again', 5000);
     console.log(`driver killed: stream error after ${last.t - killedAt} ms`);
   }, 120_000);
 });
@@ -313,9 +320,3 @@ describe.skipIf(!netnsAvailable())('a node joining while a stream runs', () => {
     );
   }, 300_000);
 });
-
-/** `orchard run` on the model in `dir` (wasm, 1 thread): the single-process greedy text. */
-function orchardRunOn(dir: string, prompt: string, maxTokens: number): string {
-  const out = execFileSync(process.execPath, ['--import', 'tsx', CLI, 'run', '--model', dir, '--prompt', prompt, '--temperature', '0', '--max-tokens', String(maxTokens), '--backend', 'wasm', '--threads', '1'], { cwd: REPO_ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
-  return out.endsWith('\n') ? out.slice(0, -1) : out;
-}

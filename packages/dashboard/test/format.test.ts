@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { bandwidth, bytes, latency, linkKind, rate, ringLayout, withNames } from '../web/format.js';
+import { bandwidth, bytes, downloadLinks, downloadSources, latency, linkKind, rate, ringLayout, withNames } from '../web/format.js';
 
 describe('dashboard formatting', () => {
   it('writes sizes, latencies, bandwidths and speeds for people', () => {
@@ -16,6 +16,13 @@ describe('dashboard formatting', () => {
     expect(rate(71.34)).toBe('71.3 tok/s');
     expect(rate(640.9)).toBe('641 tok/s');
     expect(rate(null)).toBe('–');
+  });
+
+  it('says where a download came from and which links it uses, peers by name', () => {
+    const names = new Map([['12D3KooWpeerA', 'studio-a']]);
+    expect(downloadSources({ hub: 10e6, '12D3KooWpeerA': 52.4e6, '12D3KooWpeerZZZZZZZZ': 0 }, names)).toBe('hub 10.0 MB · studio-a 52.4 MB');
+    expect(downloadSources(undefined, names)).toBe('');
+    expect(downloadLinks([{ source: '12D3KooWpeerA', link: '10.10.0.1:4000', rate: 950e6 }, { source: 'hub', link: 'hub', rate: 12e6 }], names)).toBe('studio-a 10.10.0.1:4000 950 MB/s · hub 12.0 MB/s');
   });
 
   it('names every link kind and falls back for unknown ones', () => {

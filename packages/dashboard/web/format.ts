@@ -33,6 +33,19 @@ export function withNames(text: string, names: Map<string, string>): string {
   return out;
 }
 
+/** Where a download's bytes came from: "hub 10 MB · studio-a 50 MB" (peers by name). */
+export function downloadSources(sources: Record<string, number> | undefined, names: Map<string, string>): string {
+  return Object.entries(sources ?? {})
+    .filter(([, n]) => n > 0)
+    .map(([k, n]) => `${k === 'hub' ? 'hub' : (names.get(k) ?? k.slice(-8))} ${bytes(n)}`)
+    .join(' · ');
+}
+
+/** The links a download uses and their measured rates: "studio-a 10.0.0.1:4000 950 MB/s · hub 12 MB/s". */
+export function downloadLinks(links: Array<{ source: string; link: string; rate: number }> | undefined, names: Map<string, string>): string {
+  return (links ?? []).map((l) => (l.source === 'hub' ? `hub ${bytes(l.rate)}/s` : `${names.get(l.source) ?? l.source.slice(-8)} ${l.link} ${bytes(l.rate)}/s`)).join(' · ');
+}
+
 export function percent(done: number, total: number): string {
   if (!(total > 0)) return '–';
   return `${Math.min(100, Math.floor((done / total) * 100))}%`;

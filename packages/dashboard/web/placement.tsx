@@ -1,7 +1,7 @@
 /** Running instances (which node holds which layers / tensor slices), load and unload, plan preview. */
 import { useEffect, useState } from 'preact/hooks';
 import { ApiError, getJson, sendJson } from './api.js';
-import { bytes, percent, rate, withNames } from './format.js';
+import { bytes, downloadLinks, downloadSources, percent, rate, withNames } from './format.js';
 import type { InstanceView, PlanPreview, PlanStageView, ProgressView } from './types.js';
 
 type Names = Map<string, string>;
@@ -110,6 +110,13 @@ function ProgressBar({ p, names }: { p: ProgressView; names: Names }) {
       <div class="bar">
         <div style={{ width: `${p.phase === 'load' ? 100 : frac * 100}%` }} class={p.phase === 'load' ? 'indeterminate' : ''} />
       </div>
+      {p.sources && Object.keys(p.sources).length > 0 && <small data-testid="progress-sources">from {downloadSources(p.sources, names)}</small>}
+      {p.phase === 'download' && p.links?.length ? <small data-testid="progress-links">links: {downloadLinks(p.links, names)}</small> : null}
+      {p.badPeers?.map((b) => (
+        <small key={b} class="error">
+          dropped {names.get(b) ?? b.slice(-8)}: it served bytes that do not match the pod digest
+        </small>
+      ))}
     </div>
   );
 }

@@ -98,6 +98,11 @@ export interface ProgressView {
   total: number;
   file?: string;
   message?: string;
+  /** Bytes by source: "hub" or a peer id. */
+  sources?: Record<string, number>;
+  links?: Array<{ source: string; link: string; bytes: number; rate: number }>;
+  /** Peers dropped for serving bad bytes. */
+  badPeers?: string[];
   at: number;
 }
 

@@ -1,12 +1,14 @@
 /**
  * Engine benchmark (not a test): Orchard (WASM backend) against llama.cpp (node-llama-cpp 3.21.1, CPU,
- * same thread count) on the SAME GGUF files — f16, Q8_0 and Q4_0 of a generated ~100M-parameter llama
- * model and of the demo model, Q8_0 and Q4_0 of a generated Qwen3-MoE-shaped model with ~100M active
- * parameters (decode-moe-*, prefill-moe-*) — decode tokens/s and prompt (prefill) tokens/s, each with its ratio;
+ * same thread count) on the SAME GGUF files — f16, Q8_0, Q4_0 and (pure) Q4_K of a generated
+ * ~100M-parameter llama model, f16/Q8_0/Q4_0 of the demo model, Q8_0 and Q4_0 of a generated
+ * Qwen3-MoE-shaped model with ~100M active parameters (decode-moe-*, prefill-moe-*) — decode tokens/s and
+ * prompt (prefill) tokens/s, each with its ratio; decode-mlx4 / prefill-mlx4 run Orchard on the ~100M model
+ * as an MLX 4-bit (groups of 64) directory against llama.cpp on its Q4_K file (the same parameters at ~4.5 bits);
  * plus the effective GB/s of f16 weight streaming during Orchard's decode against a memory-read sweep
  * measured in the same run with the same threads.
  *
- *   pnpm bench:engine [--threads N] [--rounds 2] [--only dense,moe,demo,gpu] [--json]
+ *   pnpm bench:engine [--threads N] [--rounds 2] [--only dense,moe,demo,gpu] [--dtypes f16,q8_0,q4_0,q4_k,mlx4] [--json]
  *   orchard bench engine --json
  *
  * Rounds interleave Orchard and llama.cpp and each keeps its best, so on a shared machine both get the
@@ -28,6 +30,7 @@ import { loadShard } from '../src/model/forward.js';
 import { layerMatrices } from '../src/model/weights.js';
 import { loadModelConfig } from '../src/config/config.js';
 import { writeRandomModel } from '../src/testing/random-model.js';
+import { writeMlxModel } from '../src/testing/mlx-model.js';
 import { runGpuBenchLines } from '../src/kernels/gpu/bench-lines.js';
 
 const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
@@ -57,6 +60,8 @@ export interface EngineBenchOptions {
   decodeTokens?: number;
   /** Groups of lines to run. @default all: the ~100M llama, the MoE model, the demo model, the GPU lines */
   only?: readonly BenchGroup[];
+  /** Weight formats of the ~100M model's lines (the dense group). @default all: f16, q8_0, q4_0, q4_k, mlx4 */
+  dtypes?: readonly Dtype[];
   /** Progress lines. */
   log?: (line: string) => void;
 }
@@ -110,7 +115,7 @@ function activeParameters(c: typeof MOE): number {
 }
 
 /** A generated model's HF directory and its GGUFs, written once into a cache directory. */
-function generatedModel(log: (s: string) => void, cache = 'orchard-bench-engine-v1', options: Parameters<typeof writeRandomModel>[1] = BIG, dtypes: Dtype[] = DTYPES, what = `${(parameterCount(BIG) / 1e6).toFixed(0)}M-parameter random model`): { dir: string; ggufs: Record<Dtype, string> } {
+function generatedModel(log: (s: string) => void, cache = 'orchard-bench-engine-v1', options: Parameters<typeof writeRandomModel>[1] = BIG, dtypes: readonly Dtype[] = DTYPES, what = `${(parameterCount(BIG) / 1e6).toFixed(0)}M-parameter random model`): { dir: string; ggufs: Record<GgufDtype, string>; mlx4: string } {
   const root = join(tmpdir(), cache);
   const dir = join(root, 'hf');
   if (!existsSync(join(dir, 'model.safetensors'))) {
@@ -120,16 +125,27 @@ function generatedModel(log: (s: string) => void, cache = 'orchard-bench-engine-
     writeRandomModel(tmp, options);
     renameSync(tmp, dir);
   }
-  return { dir, ggufs: ggufsOf(dir, root, log, dtypes) };
+  // decode-mlx4 runs against llama.cpp on the Q4_K file: the same parameters at ~4.5 bits per weight
+  const mlx4 = join(root, 'mlx4');
+  if (dtypes.includes('mlx4') && !existsSync(join(mlx4, 'model.safetensors'))) {
+    log(`converting ${dir} to MLX 4-bit (groups of 64)`);
+    const tmp = join(root, `mlx4-${process.pid}`);
+    writeMlxModel(dir, tmp, { bits: 4, groupSize: 64 });
+    renameSync(tmp, mlx4);
+  }
+  const ggufDtypes = [...new Set(dtypes.map((d) => (d === 'mlx4' ? 'q4_k' : d)))];
+  return { dir, ggufs: ggufsOf(dir, root, log, ggufDtypes), mlx4 };
 }
 
-type Dtype = 'f16' | 'q8_0' | 'q4_0';
+export type Dtype = 'f16' | 'q8_0' | 'q4_0' | 'q4_k' | 'mlx4';
+/** Formats written as GGUF for both engines; 'mlx4' is an MLX 4-bit (g64) directory Orchard runs, against llama.cpp on the Q4_K file. */
+type GgufDtype = Exclude<Dtype, 'mlx4'>;
 /** A decode measurement stops early (after at least 4 tokens) past this, so a very slow engine cannot stretch the run. */
 const DECODE_CAP_MS = 3000;
-const DTYPES: Dtype[] = ['f16', 'q8_0', 'q4_0'];
+const DTYPES: Dtype[] = ['f16', 'q8_0', 'q4_0', 'q4_k', 'mlx4'];
 
-function ggufsOf(dir: string, outDir: string, log: (s: string) => void, dtypes: Dtype[] = DTYPES): Record<Dtype, string> {
-  const out = {} as Record<Dtype, string>;
+function ggufsOf(dir: string, outDir: string, log: (s: string) => void, dtypes: readonly GgufDtype[]): Record<GgufDtype, string> {
+  const out = {} as Record<GgufDtype, string>;
   for (const dt of dtypes) {
     const path = join(outDir, `model-${dt}.gguf`);
     if (!existsSync(path)) {
@@ -152,7 +168,7 @@ interface Speeds {
   fastest: number;
 }
 
-/** Orchard on one GGUF: loads once, then measures a prompt batch and token-by-token greedy decode per round. */
+/** Orchard on one model (GGUF or directory): loads once, then measures a prompt batch and token-by-token greedy decode per round. */
 async function orchardRunner(gguf: string, threads: number, promptTokens: number, decodeTokens: number) {
   const backend2 = createWasmBackend({ threads, initialBytes: 256 * 2 ** 20 });
   const L = loadModelConfig(gguf).numLayers;
@@ -244,9 +260,9 @@ async function llamaRunner(gguf: string, threads: number, promptTokens: number, 
   };
 }
 
-/** Best round of each engine, rounds interleaved. */
-async function measure(gguf: string, o: Required<Omit<EngineBenchOptions, 'log' | 'only'>>) {
-  const orchard = await orchardRunner(gguf, o.threads, o.promptTokens, o.decodeTokens);
+/** Best round of each engine, rounds interleaved. Orchard runs `model`, llama.cpp `gguf` (the same file unless given). */
+async function measure(model: string, o: Required<Omit<EngineBenchOptions, 'log' | 'only' | 'dtypes'>>, gguf = model) {
+  const orchard = await orchardRunner(model, o.threads, o.promptTokens, o.decodeTokens);
   const llama = await llamaRunner(gguf, o.threads, o.promptTokens, o.decodeTokens);
   const best = (a: Speeds, b: Speeds): Speeds => ({ prefill: Math.max(a.prefill, b.prefill), decode: Math.max(a.decode, b.decode), decodeCpu: Math.max(a.decodeCpu, b.decodeCpu), fastest: Math.max(a.fastest, b.fastest) });
   let ob: Speeds = { prefill: 0, decode: 0, decodeCpu: 0, fastest: 0 };
@@ -323,10 +339,11 @@ export async function runEngineBench(options: EngineBenchOptions = {}): Promise<
   };
 
   const only = new Set(options.only ?? BENCH_GROUPS);
-  const big = only.has('dense') || only.has('gpu') ? generatedModel(log) : null;
-  for (const dt of only.has('dense') ? DTYPES : []) {
-    log(`~100M model, ${dt}, ${o.threads} thread(s): Orchard vs llama.cpp`);
-    const m = await measure(big!.ggufs[dt], o);
+  const dtypes = only.has('dense') ? (options.dtypes ?? DTYPES) : [];
+  const big = only.has('dense') || only.has('gpu') ? generatedModel(log, undefined, undefined, dtypes) : null;
+  for (const dt of dtypes) {
+    log(`~100M model, ${dt}${dt === 'mlx4' ? ' (llama.cpp: Q4_K)' : ''}, ${o.threads} thread(s): Orchard vs llama.cpp`);
+    const m = dt === 'mlx4' ? await measure(big!.mlx4, o, big!.ggufs.q4_k) : await measure(big!.ggufs[dt], o);
     speedLines('', dt, m);
     log(lines.slice(-2).map((l) => `  ${l.name}: ${l.orchard} vs ${l.llamacpp} ${l.unit} (${l.ratio}x)`).join('\n'));
     if (dt === 'f16') {
@@ -354,8 +371,10 @@ export async function runEngineBench(options: EngineBenchOptions = {}): Promise<
     // The demo model is converted afresh each run (it may have changed), into a directory removed after.
     const demoDir = mkdtempSync(join(tmpdir(), 'orchard-bench-engine-demo-'));
     try {
-      const demoGgufs = ggufsOf(DEMO_DIR, demoDir, () => {});
-      for (const dt of DTYPES) {
+      // The demo model's rows (192 columns) are not whole 256-blocks: no K-quant lines for it.
+      const demoDtypes = (options.dtypes ?? DTYPES).filter((dt): dt is GgufDtype => dt !== 'q4_k' && dt !== 'mlx4');
+      const demoGgufs = ggufsOf(DEMO_DIR, demoDir, () => {}, demoDtypes);
+      for (const dt of demoDtypes) {
         log(`demo model, ${dt}: Orchard vs llama.cpp`);
         speedLines('demo-', dt, await measure(demoGgufs[dt], { ...o, rounds: o.rounds + 1 }));
         log(lines.slice(-2).map((l) => `  ${l.name}: ${l.orchard} vs ${l.llamacpp} ${l.unit} (${l.ratio}x)`).join('\n'));
@@ -390,7 +409,7 @@ export function formatEngineTable(result: { lines: EngineBenchLine[] }, threads:
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({ options: { threads: { type: 'string' }, rounds: { type: 'string' }, only: { type: 'string' }, json: { type: 'boolean', default: false } } });
+  const { values } = parseArgs({ options: { threads: { type: 'string' }, rounds: { type: 'string' }, only: { type: 'string' }, dtypes: { type: 'string' }, json: { type: 'boolean', default: false } } });
   const threads = values.threads ? Number(values.threads) : physicalCores();
   const only = values.only?.split(',') as BenchGroup[] | undefined;
   const unknown = only?.filter((g) => !BENCH_GROUPS.includes(g));
@@ -398,8 +417,14 @@ async function main(): Promise<void> {
     process.stderr.write(`bench:engine: --only takes ${BENCH_GROUPS.join(', ')}; got ${unknown.join(', ')}\n`);
     process.exit(2);
   }
+  const dtypes = values.dtypes?.split(',') as Dtype[] | undefined;
+  const bad = dtypes?.find((d) => !DTYPES.includes(d));
+  if (bad) {
+    process.stderr.write(`bench:engine: --dtypes: ${bad} is not one of ${DTYPES.join(', ')}\n`);
+    process.exit(2);
+  }
   try {
-    const result = await runEngineBench({ threads, rounds: values.rounds ? Number(values.rounds) : undefined, only, log: (l) => process.stderr.write(`${l}\n`) });
+    const result = await runEngineBench({ threads, rounds: values.rounds ? Number(values.rounds) : undefined, only, dtypes, log: (l) => process.stderr.write(`${l}\n`) });
     process.stdout.write(values.json ? `${JSON.stringify(result)}\n` : `${formatEngineTable(result, threads)}\n`);
   } catch (err) {
     if (err instanceof LlamaCppMissingError) {

@@ -39,6 +39,7 @@ export {
 
 // Shards and the forward pass.
 export { loadShard, loadShardAsync, ModelShard, KVCache, type LoadShardOptions, type ShardInput } from './model/forward.js';
+export { embedTokens, readEmbeddingConfig, normalizeL2, type EmbeddingConfig, type Pooling } from './model/embed.js';
 export { tensorSlice, vocabSlice, joinLogitSlices, type TensorSlice, type SplitDims } from './model/tensor-split.js';
 export { kvCacheValuesPerToken } from './model/kv-cache-size.js';
 

@@ -177,6 +177,11 @@ export class LinkTable {
   connected(a: string, b: string): boolean {
     return this.#byPair.has(pairKey(a, b));
   }
+
+  /** Every link between a and b (two cables are two links). */
+  between(a: string, b: string): readonly ClusterLink[] {
+    return this.#byPair.get(pairKey(a, b)) ?? [];
+  }
 }
 
 function pairKey(a: string, b: string): string {

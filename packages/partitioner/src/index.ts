@@ -1,11 +1,12 @@
 export type { Cluster, ClusterNode, ClusterLink, LinkKind } from './cluster.js';
 export { InputError, InfeasibleError } from './errors.js';
 export { type ModelSpec, type LayerSpec, type ModelOptions, modelFromConfig, withTensorSizes, classifyTensor } from './model.js';
-export { type WeightFormat, type WeightRole, formatFromConfig, forcedBits } from './quantization.js';
+export { type WeightFormat, type WeightRole, formatFromConfig, forcedBits, mlxBitsPerWeight } from './quantization.js';
 export { type PlanRequest, DEFAULT_REQUEST, resolveRequest } from './request.js';
 export { type Layout, type StageLayout, type Strategy, splitHeads, kvHeadsPerMember, strategyOf } from './layout.js';
 export { CHIPS, GENERIC_CPU, FACTORS, lookupChip, predict, LinkTable, type Prediction, type ChipSpec, type EfficiencyFactors } from './cost-model.js';
 export { type MemoryBreakdown, layoutMemory } from './memory.js';
 export { type Plan, type PlanStage, type PlanPrediction, type Alternative, type PlanOptions, plan, gb } from './plan.js';
+export { type WeightSources, type LoadEstimate, type NodeLoad, expectedLoad, fetchBytes } from './load-time.js';
 export { parseCluster } from './validate.js';
 export { parseSafetensorsHeader, tensorSizes } from './safetensors.js';

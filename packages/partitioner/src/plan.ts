@@ -5,6 +5,7 @@ import { type Layout, type Strategy, strategyOf } from './layout.js';
 import { type MemoryBreakdown, layoutMemory, usableBytes, withHeadroom, workspaceBytes } from './memory.js';
 import type { ModelSpec } from './model.js';
 import { type PlanRequest, resolveRequest } from './request.js';
+import { expectedLoad, type LoadEstimate, type WeightSources } from './load-time.js';
 import { search } from './search.js';
 
 /**
@@ -55,8 +56,22 @@ export interface Plan {
   alternatives: Alternative[];
   model: { name: string; format: string; layers: number; weightsBytes: number; activeBytesPerToken: number; kvBytesPerToken: number; bytesFrom: string };
   request: PlanRequest;
+  /** Expected time to get the weights onto the nodes (when the caller said where they are). */
+  load?: LoadEstimate;
   /** A few sentences on why this plan. */
   explanation: string[];
+}
+
+/** What the planner is told about the engine that will run the plan, and about the model's bytes. */
+export interface PlanOptions {
+  /**
+   * The engine's capabilities: whether it runs a layout (`true`), or why not. Layouts it refuses are
+   * never chosen; they appear among the alternatives with the engine's reason. @default every layout
+   */
+  runnable?: (layout: Layout) => true | string;
+  /** Where the model's bytes are now: with it, the plan predicts its load time, and between equally
+   * fast layouts prefers the one that loads sooner (nodes that already hold the model). */
+  weights?: WeightSources;
 }
 
 interface Evaluated {
@@ -65,18 +80,10 @@ interface Evaluated {
   prediction: Prediction;
   memory: Record<string, MemoryBreakdown>;
   nodes: string[];
+  load?: LoadEstimate;
 }
 
 const MAX_ALTERNATIVES = 8;
-
-/** What the planner is told about the engine that will run the plan. */
-export interface PlanOptions {
-  /**
-   * The engine's capabilities: whether it runs a layout (`true`), or why not. Layouts it refuses are
-   * never chosen; they appear among the alternatives with the engine's reason. @default every layout
-   */
-  runnable?: (layout: Layout) => true | string;
-}
 
 export function plan(model: ModelSpec, cluster: Cluster, request: Partial<PlanRequest> = {}, options: PlanOptions = {}): Plan {
   const req = resolveRequest(request);
@@ -98,7 +105,8 @@ export function plan(model: ModelSpec, cluster: Cluster, request: Partial<PlanRe
     }
     const prediction = predict(model, cluster, c.layout, req, links);
     if (!Number.isFinite(prediction.decodeTokensPerSecond) || prediction.decodeTokensPerSecond <= 0) continue;
-    evaluated.push({ layout: c.layout, strategy: strategyOf(c.layout), prediction, memory, nodes: c.layout.stages.flatMap((s) => s.nodes) });
+    const load = options.weights && expectedLoad(model, c.layout, options.weights, links);
+    evaluated.push({ layout: c.layout, strategy: strategyOf(c.layout), prediction, memory, nodes: c.layout.stages.flatMap((s) => s.nodes), ...(load ? { load } : {}) });
   }
   if (evaluated.length === 0) {
     if (refused.length > 0) throw new InfeasibleError(`${model.name}: no layout that fits is one the engine runs (${refused.map((r) => `${r.strategy} over ${r.nodes.length} node(s): ${r.rejected.replace(/^the engine cannot run it: /, '')}`).join('; ')})`, 0, 0, []);
@@ -131,16 +139,18 @@ export function plan(model: ModelSpec, cluster: Cluster, request: Partial<PlanRe
       bytesFrom: model.bytesFrom,
     },
     request: req,
+    ...(best.load ? { load: best.load } : {}),
     explanation: explain(model, best),
   };
 }
 
-/** Faster first; equal speed (within 0.1%): fewer nodes, shorter TTFT, then layout text. */
+/** Faster first; equal speed (within 0.1%): fewer nodes, sooner loaded, shorter TTFT, then layout text. */
 function compare(a: Evaluated, b: Evaluated): number {
   const ta = a.prediction.decodeTokensPerSecond;
   const tb = b.prediction.decodeTokensPerSecond;
   if (Math.abs(ta - tb) > 1e-3 * Math.max(ta, tb)) return tb - ta;
   if (a.nodes.length !== b.nodes.length) return a.nodes.length - b.nodes.length;
+  if (a.load && b.load && Math.abs(a.load.seconds - b.load.seconds) > 1e-3 * Math.max(a.load.seconds, b.load.seconds)) return a.load.seconds - b.load.seconds;
   if (a.prediction.ttftMs !== b.prediction.ttftMs) return a.prediction.ttftMs - b.prediction.ttftMs;
   const ka = JSON.stringify(a.layout);
   const kb = JSON.stringify(b.layout);
@@ -241,6 +251,11 @@ function explain(model: ModelSpec, best: Evaluated): string[] {
   lines.push(
     `Per token: ${p.breakdown.computeMs.toFixed(1)} ms in layers, ${p.breakdown.allReduceMs.toFixed(1)} ms all-reduce, ${p.breakdown.hopsMs.toFixed(2)} ms hops, ${p.breakdown.headMs.toFixed(1)} ms output head and sampling.`,
   );
+  if (best.load) {
+    const peers = Object.values(best.load.perNode).reduce((n, x) => n + x.fromPeersBytes, 0);
+    const from = [peers > 0 ? `${gb(peers)} from nodes that hold the model` : '', best.load.hubBytes > 0 ? `${gb(best.load.hubBytes)} from the hub` : ''].filter(Boolean).join(', ');
+    lines.push(`Loading: about ${best.load.seconds.toFixed(1)} s (${from || 'every byte already where it runs'}).`);
+  }
   return lines;
 }
 

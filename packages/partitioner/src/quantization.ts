@@ -116,13 +116,30 @@ export function formatFromConfig(config: Record<string, unknown>): WeightFormat 
   }
 }
 
+/**
+ * Bits per weight of MLX affine quantization as stored (and as the engine keeps it in memory): the
+ * packed bits plus one scale and one bias per group, each in the model's dtype (`scaleBits`, 16 for
+ * F16/BF16 checkpoints). test/plan/quant-plan.test.ts checks the engine's row layout against it.
+ */
+export function mlxBitsPerWeight(bits: number, groupSize: number, scaleBits: number): number {
+  return bits + (2 * scaleBits) / groupSize;
+}
+
 function mlxFormat(q: Record<string, unknown>, base: number, field: string): WeightFormat {
   const bits = positive(q.bits, `${field}.bits`);
   const group = positive(q.group_size ?? 64, `${field}.group_size`);
-  const eff = bits + 32 / group;
+  const eff = mlxBitsPerWeight(bits, group, base);
+  // mlx-lm's per-module entries (mixed recipes): {bits, group_size} for that module, false for none
+  const own = (name: string): number | undefined => {
+    const m = q[name];
+    if (m === false) return base;
+    if (!isRecord(m)) return undefined;
+    return mlxBitsPerWeight(positive(m.bits ?? bits, `${field}.${name}.bits`), positive(m.group_size ?? group, `${field}.${name}.group_size`), base);
+  };
+  const overrides = Object.keys(q).filter((k) => isRecord(q[k]) || q[k] === false).length;
   return {
-    label: `${bits}-bit MLX, group ${group} = ${round(eff)} bits/weight`,
-    bitsFor: (_n, role) => (role === 'norm' || role === 'router' ? base : eff),
+    label: `${bits}-bit MLX, group ${group} = ${round(eff)} bits/weight${overrides ? ` (${overrides} per-module entries)` : ''}`,
+    bitsFor: (name, role) => (role === 'norm' || role === 'router' ? base : (own(name) ?? eff)),
   };
 }
 

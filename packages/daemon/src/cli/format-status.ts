@@ -2,6 +2,7 @@
 import type { LinkMeasurement } from '../links/types.js';
 import type { NodeEntry } from '../state/types.js';
 import type { InstanceLink } from '../serving/link-report.js';
+import type { Progress } from '../dashboard/progress.js';
 
 /** One instance's data-plane links as /api/instances reports them (each link end, per rank). */
 export interface DataPlaneJson {
@@ -25,6 +26,8 @@ export interface StatusJson {
   thunderboltCables?: { bus: string; peerId: string; peerBus: string; speedGbps: number | null }[];
   /** Added by `orchard status` from /api/instances: which transport each instance's links use, and why. */
   dataPlane?: DataPlaneJson[];
+  /** Added by `orchard status` from /api/dashboard/progress: each node's downloads, by source and link. */
+  downloads?: Progress[];
   /** Models placement gave up on until someone loads them again. */
   failedModels?: { model: string; reason: string; attempts: number }[];
 }
@@ -69,11 +72,33 @@ export function formatStatus(s: StatusJson): string {
     for (const c of s.thunderboltCables) lines.push(`  ${c.bus} -> ${names.get(c.peerId) ?? short(c.peerId)} (${c.peerBus})${c.speedGbps ? `, ${c.speedGbps} Gb/s` : ''}`);
   }
   if (s.dataPlane?.length) lines.push('', 'data plane (per instance, rank <-> rank):', ...s.dataPlane.flatMap(formatDataPlane));
+  if (s.downloads?.length) lines.push('', 'downloads (per node, bytes by source):', ...s.downloads.flatMap((d) => formatDownload(d, names)));
   if (s.failedModels?.length) {
     lines.push('', 'failed models (not placed again until `orchard load MODEL`):');
     for (const f of s.failedModels) lines.push(`  ${f.model}: ${f.reason} (${f.attempts} attempts)`);
   }
   return `${lines.join('\n')}\n`;
+}
+
+const mb = (b: number) => (b >= 1e9 ? `${(b / 1e9).toFixed(2)} GB` : `${(b / 1e6).toFixed(1)} MB`);
+
+/** A node's download: phase, share done, bytes from the hub and from each peer, each link's rate. */
+export function formatDownload(d: Progress, names: Map<string, string>): string[] {
+  const who = (id: string) => (id === 'hub' ? 'hub' : (names.get(id) ?? short(id)));
+  const phase =
+    d.phase === 'download'
+      ? `downloading ${d.total ? Math.floor((100 * d.done) / d.total) : 0}% of ${mb(d.total)}`
+      : d.phase === 'load'
+        ? `loading weights (${mb(d.total)})`
+        : d.phase === 'failed'
+          ? `failed: ${d.message ?? 'unknown error'}`
+          : 'ready';
+  const sources = Object.entries(d.sources ?? {}).filter(([, n]) => n > 0);
+  const from = sources.length ? `: ${sources.map(([k, n]) => `${who(k)} ${mb(n)}`).join(', ')}` : '';
+  const lines = [`  ${who(d.node)}  ${d.model}  ${phase}${from}`];
+  if (d.phase === 'download' && d.links?.length) lines.push(`      links: ${d.links.map((l) => `${who(l.source)}${l.source === 'hub' ? '' : ` ${l.link}`} ${mb(l.rate)}/s`).join(', ')}`);
+  for (const p of d.badPeers ?? []) lines.push(`      dropped ${who(p)}: it served bytes that do not match the pod digest`);
+  return lines;
 }
 
 /** ", encrypted (aes-256-gcm)" / ", unencrypted" when the ends reported it (both ends see the same cipher). */

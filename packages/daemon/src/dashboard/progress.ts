@@ -7,7 +7,8 @@
 import { z } from 'zod';
 
 export const PROGRESS_TOPIC = 'orchard/dashboard-progress/1';
-const MAX_BYTES = 4096;
+/** Room for a download's sources and links (peer ids are ~52 characters each). */
+const MAX_BYTES = 16384;
 
 export const progressSchema = z.object({
   node: z.string().min(1).max(128),
@@ -17,14 +18,31 @@ export const progressSchema = z.object({
   total: z.number().min(0),
   file: z.string().max(512).optional(),
   message: z.string().max(1000).optional(),
+  /** Bytes received by this download, by source: "hub" or a peer id. */
+  sources: z.record(z.string().max(128), z.number().min(0)).optional(),
+  /** Links in use, with their measured rates (bytes/s). */
+  links: z.array(z.object({ source: z.string().max(128), link: z.string().max(128), bytes: z.number().min(0), rate: z.number().min(0) })).max(32).optional(),
+  /** Peers dropped for serving bytes that did not match the pod digest. */
+  badPeers: z.array(z.string().max(128)).max(16).optional(),
   at: z.number(),
 });
 export type Progress = z.infer<typeof progressSchema>;
 
 /** A download seen through the store's per-file events: totals per file, summed over the model. */
 interface Pull {
-  files: Map<string, { done: number; total: number }>;
+  files: Map<string, { done: number; total: number; sources: Record<string, number> }>;
   current: string | undefined;
+  links: Progress['links'];
+  badPeers: Set<string>;
+}
+
+type PullEvent = { file: string; done: number; total: number; bySource?: Record<string, number>; links?: Progress['links'] };
+
+/** Bytes by source over a pull's files. */
+function sourcesOf(pull: Pull): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const f of pull.files.values()) for (const [k, v] of Object.entries(f.sources)) out[k] = (out[k] ?? 0) + v;
+  return out;
 }
 
 export class ProgressBoard {
@@ -44,34 +62,59 @@ export class ProgressBoard {
     this.#ttlMs = o.ttlMs ?? 15_000;
   }
 
-  /** A per-file progress event from this node's model store. */
-  pullEvent(model: string, e: { file: string; done: number; total: number }): void {
-    const pull = this.#pulls.get(model) ?? { files: new Map(), current: undefined };
-    pull.files.set(e.file, { done: e.done, total: e.total });
+  /** A per-file progress event from this node's model store (with its sources and links, if any). */
+  pullEvent(model: string, e: PullEvent): void {
+    const pull = this.#pull(model);
+    pull.files.set(e.file, { done: e.done, total: e.total, sources: e.bySource ?? pull.files.get(e.file)?.sources ?? {} });
     pull.current = e.file;
-    this.#pulls.set(model, pull);
+    if (e.links) pull.links = e.links.slice(0, 32);
     let done = 0;
     let total = 0;
     for (const f of pull.files.values()) {
       done += f.done;
       total += f.total;
     }
-    this.#local({ model, phase: 'download', done, total, file: e.file });
+    this.#local({ model, phase: 'download', done, total, file: e.file, ...this.#detail(pull) });
   }
 
-  /** The pull ended: the weights load next (or the pull failed). */
+  /** A peer served bad bytes to this node's pull of `model` (it was dropped). */
+  badPeer(model: string, peer: string): void {
+    const pull = this.#pull(model);
+    pull.badPeers.add(peer);
+    const e = this.#entries.get(`${this.#self}|${model}`);
+    if (e) this.#local({ ...e, ...this.#detail(pull) }, true);
+  }
+
+  /** The pull ended: the weights load next (or the pull failed). Where the bytes came from stays. */
   pullEnded(model: string, error?: string): void {
     const pull = this.#pulls.get(model);
     this.#pulls.delete(model);
     const total = pull ? [...pull.files.values()].reduce((n, f) => n + f.total, 0) : 0;
-    this.#local(error ? { model, phase: 'failed', done: 0, total, message: error } : { model, phase: 'load', done: total, total }, true);
+    const detail = pull ? this.#detail(pull, false) : {};
+    this.#local(error ? { model, phase: 'failed', done: 0, total, message: error, ...detail } : { model, phase: 'load', done: total, total, ...detail }, true);
+  }
+
+  #pull(model: string): Pull {
+    let pull = this.#pulls.get(model);
+    if (!pull) this.#pulls.set(model, (pull = { files: new Map(), current: undefined, links: undefined, badPeers: new Set() }));
+    return pull;
+  }
+
+  /** Sources, links and dropped peers, each only when there is something to say. */
+  #detail(pull: Pull, withLinks = true): Pick<Progress, 'sources' | 'links' | 'badPeers'> {
+    const sources = sourcesOf(pull);
+    return {
+      ...(Object.keys(sources).length ? { sources } : {}),
+      ...(withLinks && pull.links?.length ? { links: pull.links } : {}),
+      ...(pull.badPeers.size ? { badPeers: [...pull.badPeers].slice(0, 16) } : {}),
+    };
   }
 
   /** The instance of `model` serves: the node's entry is done. */
   ready(model: string): void {
     const key = `${this.#self}|${model}`;
     const e = this.#entries.get(key);
-    if (e && e.phase !== 'ready') this.#local({ model, phase: 'ready', done: e.total, total: e.total }, true);
+    if (e && e.phase !== 'ready') this.#local({ model, phase: 'ready', done: e.total, total: e.total, ...(e.sources ? { sources: e.sources } : {}), ...(e.badPeers ? { badPeers: e.badPeers } : {}) }, true);
   }
 
   /** Drops this node's entry for `model` (its instance went away). */
@@ -79,7 +122,7 @@ export class ProgressBoard {
     this.#entries.delete(`${this.#self}|${model}`);
   }
 
-  #local(p: Omit<Progress, 'node' | 'at'>, force = false): void {
+  #local(p: Omit<Progress, 'node' | 'at'> & { node?: string; at?: number }, force = false): void {
     const entry: Progress = { ...p, node: this.#self, at: this.#now() };
     this.#entries.set(`${entry.node}|${entry.model}`, entry);
     const last = this.#lastSent.get(entry.model) ?? 0;

@@ -1,4 +1,4 @@
-/** Models on disk: POST /api/models/pull brings one into this node's store, asking the pod's peers for the bytes before the hub. */
+/** Models on disk: POST /api/models/pull brings one into this node's store, asking the pod's peers for the bytes before the hub (`fromPod`: peers only). */
 import type { FastifyInstance } from 'fastify';
 import type { Serving } from '../serving/serving.js';
 import { StoreError } from '../store/errors.js';
@@ -13,8 +13,8 @@ export function modelRoutes(app: FastifyInstance, serving: Serving): void {
       return sendError(reply, 400, message, 'invalid_value', param);
     }
     try {
-      const r = await serving.pull(b.data.repo);
-      return { repo: b.data.repo, dir: r.dir, commit: r.commit, sources: r.sources, hubBytes: r.hubBytes, peerBytes: r.peerBytes, peersHolding: r.holders };
+      const r = await serving.pull(b.data.repo, undefined, { fromPod: b.data.fromPod });
+      return { repo: b.data.repo, dir: r.dir, commit: r.commit, sources: r.sources, hubBytes: r.hubBytes, peerBytes: r.peerBytes, bySource: r.bySource, badPeers: r.badPeers, peersHolding: r.holders };
     } catch (err) {
       if (err instanceof StoreError) return sendError(reply, 502, err.message, 'pull_failed');
       throw err;

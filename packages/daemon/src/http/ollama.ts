@@ -1,8 +1,8 @@
 /**
  * Ollama's API on the daemon's port, errors as {"error": "..."}: POST /api/chat and /api/generate
  * (NDJSON streams unless "stream": false), GET /api/tags, POST /api/show, GET /api/ps, GET
- * /api/version, POST /api/pull (NDJSON progress from the model store), POST /api/embed (not yet: a
- * 501 saying so). Orchard's own /api routes (cluster, status, events, plan, instances, models/pull)
+ * /api/version, POST /api/pull (NDJSON progress from the model store), POST /api/embed and the older
+ * /api/embeddings (serving/embedder.ts). Orchard's own /api routes (cluster, status, events, plan, instances, models/pull)
  * do not collide with these paths.
  */
 import type { Logger } from 'pino';
@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import type { Serving } from '../serving/serving.js';
 import type { ServeEvent, ServeRequest } from '../serving/requests.js';
 import { ollamaChatRequest, ollamaChatSchema, ollamaDone, ollamaGenerateRequest, ollamaGenerateSchema, ollamaMessagePart, resolveOllamaModel } from '../dialects/ollama.js';
+import { ollamaEmbedRequest, shaped } from '../dialects/embeddings.js';
 import { errorStatus, localTokenizer, runOn, runStreaming, runToEnd } from './dialect-support.js';
 
 /** The Ollama version this API follows (clients check it). */
@@ -162,7 +163,7 @@ export function ollamaRoutes(app: FastifyInstance, serving: Serving, log?: Logge
     const line = (v: unknown) => !res.writableEnded && res.write(JSON.stringify(v) + '\n');
     line({ status: 'pulling manifest' });
     try {
-      await serving.pull(name, undefined, (e) => line({ status: `pulling ${e.file}`, digest: e.file, total: e.total, completed: e.done }));
+      await serving.pull(name, undefined, { onProgress: (e) => line({ status: `pulling ${e.file}`, digest: e.file, total: e.total, completed: e.done }) });
       line({ status: 'verifying sha256 digest' });
       line({ status: 'success' });
     } catch (err) {
@@ -172,6 +173,21 @@ export function ollamaRoutes(app: FastifyInstance, serving: Serving, log?: Logge
   });
 
   for (const path of ['/api/embed', '/api/embeddings']) {
-    app.post(path, async (_req, reply) => fail(reply, 501, 'embeddings are not supported by this Orchard version yet'));
+    const legacy = path === '/api/embeddings';
+    app.post(path, async (req, reply) => {
+      const b = req.body;
+      if (b === null || typeof b !== 'object' || Array.isArray(b)) return fail(reply, 400, 'the body must be a JSON object');
+      const t0 = process.hrtime.bigint();
+      try {
+        const r = ollamaEmbedRequest(b as Record<string, unknown>, legacy);
+        const out = await serving.embedder.embed(r.model, r.inputs, r.truncate);
+        const vectors = shaped(out.vectors, r.dimensions);
+        if (legacy) return { embedding: vectors[0] };
+        return { model: r.model, embeddings: vectors, total_duration: Number(process.hrtime.bigint() - t0), prompt_eval_count: out.promptTokens };
+      } catch (err) {
+        const e = errorStatus(err);
+        return fail(reply, e.status, e.message);
+      }
+    });
   }
 }

@@ -1,17 +1,30 @@
 /**
  * The OpenAI routes beyond chat and completions: POST /v1/responses (the Responses API, JSON or SSE),
- * GET /v1/models/{id}, and POST /v1/embeddings (not yet: a 501 saying so), with OpenAI's error shape.
+ * GET /v1/models/{id}, and POST /v1/embeddings (serving/embedder.ts), with OpenAI's error shape.
  */
 import type { Logger } from 'pino';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { Serving } from '../serving/serving.js';
 import { ResponseBuilder, responsesRequest } from '../dialects/responses.js';
+import { openAiEmbedRequest, openAiEmbeddings, shaped } from '../dialects/embeddings.js';
 import { errorStatus, namedEvents, runOn, runStreaming, runToEnd } from './dialect-support.js';
 import { errorBody, sendError } from './errors.js';
 
 export function responsesRoutes(app: FastifyInstance, serving: Serving, log?: Logger): void {
   const run = runOn(serving, log);
-  app.post('/v1/embeddings', async (_req, reply) => sendError(reply, 501, 'embeddings are not supported by this Orchard version yet', 'not_implemented'));
+  app.post('/v1/embeddings', async (req, reply) => {
+    const b = req.body;
+    if (b === null || typeof b !== 'object' || Array.isArray(b)) return sendError(reply, 400, 'the body must be a JSON object', 'invalid_body');
+    try {
+      const r = openAiEmbedRequest(b as Record<string, unknown>);
+      const out = await serving.embedder.embed(r.model, r.inputs, r.truncate);
+      const format = (b as { encoding_format?: 'float' | 'base64' }).encoding_format ?? 'float';
+      return openAiEmbeddings(r.model, shaped(out.vectors, r.dimensions), out.promptTokens, format);
+    } catch (err) {
+      const e = errorStatus(err);
+      return sendError(reply, e.status, e.message, e.code, e.param);
+    }
+  });
 
   // Model ids contain a slash (org/name): the wildcard takes the rest of the path.
   app.get('/v1/models/*', async (req, reply) => {

@@ -71,7 +71,7 @@ const repoId = z
     { message: 'must be a Hugging Face repo id, ORG/NAME (letters, digits, ".", "_", "-"; no "..")' },
   );
 
-export const pullBodySchema = z.object({ repo: repoId });
+export const pullBodySchema = z.object({ repo: repoId, fromPod: z.boolean().optional() });
 
 /** "where: what is wrong" for the first issue. */
 export function describeIssue(err: z.ZodError): { message: string; param: string | null } {

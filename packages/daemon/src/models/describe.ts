@@ -7,6 +7,7 @@
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { canRun, instanceLayoutOf, loadModelConfig, ModelFormatError, modelConfigFromJson, UnsupportedModelError, type ModelConfig } from '@orchard/engine';
+import { ggufTensorSizes, isGgufPath } from '@orchard/engine/gguf';
 import { modelFromConfig, withTensorSizes, type Layout, type PlanOptions } from '@orchard/partitioner';
 import { loadModel, readTensorSizes } from '@orchard/partitioner/loader';
 import type { ModelDescription } from './description.js';
@@ -41,7 +42,8 @@ export async function describeModel(path: string, o: DescribeOptions = {}): Prom
   const raw = existsSync(join(dir, 'config.json')) && !isFile ? readConfig(join(dir, 'config.json')) : isJson ? readConfig(path) : configOf(config);
   // The engine's reading of the config wins where the file leaves a field to a default.
   raw.tie_word_embeddings = config.tieWordEmbeddings;
-  const sizes = o.bits === undefined && !isFile ? await readTensorSizes(dir) : null;
+  // exact sizes: safetensors headers of a directory, a GGUF's tensor table (packed K-quant/MXFP4 bytes)
+  const sizes = o.bits !== undefined ? null : !isFile ? await readTensorSizes(dir) : isGgufPath(path) ? ggufTensorSizes(path) : null;
   const spec = sizes ? withTensorSizes(raw, sizes, { name, bits: o.bits }) : modelFromConfig(raw, { name, bits: o.bits });
   return {
     spec,

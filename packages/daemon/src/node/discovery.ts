@@ -1,7 +1,9 @@
 /**
  * Dials every peer that discovery (mDNS, bootstrap) reports, with a short timeout, and remembers
  * the ones that refused us ("not in this cluster") so they are neither re-dialled in a tight loop
- * nor reported as crypto errors.
+ * nor reported as crypto errors. A refused peer is tried again every `retryMs`: discovery reports a
+ * peer it already knows only once, and a first dial that timed out on a busy machine must not keep
+ * two pod members apart for good.
  */
 import type { Logger } from 'pino';
 import { classifyDialError, dialFailureMessage, type DialFailure } from './dial-errors.js';
@@ -26,7 +28,10 @@ export class AutoDialer {
   #timeoutMs: number;
   #retryMs: number;
   #refused = new Map<string, RefusedPeer>();
+  /** What discovery last said about each refused peer, to dial it again with. */
+  #seen = new Map<string, { id: { toString(): string }; multiaddrs: { toString(): string }[] }>();
   #inFlight = new Set<string>();
+  #retry: NodeJS.Timeout;
   #onDiscovery = (evt: CustomEvent<{ id: { toString(): string }; multiaddrs: { toString(): string }[] }>) => void this.dial(evt.detail);
 
   constructor(node: OrchardNode, log: Logger, opts: { privatePod: boolean; timeoutMs?: number; retryMs?: number }) {
@@ -36,7 +41,14 @@ export class AutoDialer {
     this.#timeoutMs = opts.timeoutMs ?? 3000;
     this.#retryMs = opts.retryMs ?? 10_000;
     node.addEventListener('peer:discovery', this.#onDiscovery as never);
-    node.addEventListener('peer:connect', ((evt: CustomEvent<{ toString(): string }>) => this.#refused.delete(evt.detail.toString())) as never);
+    node.addEventListener('peer:connect', ((evt: CustomEvent<{ toString(): string }>) => {
+      this.#refused.delete(evt.detail.toString());
+      this.#seen.delete(evt.detail.toString());
+    }) as never);
+    this.#retry = setInterval(() => {
+      for (const [id, peer] of this.#seen) if (this.#refused.has(id)) void this.dial(peer);
+    }, Math.max(50, this.#retryMs / 2));
+    this.#retry.unref();
   }
 
   refused(): RefusedPeer[] {
@@ -50,6 +62,7 @@ export class AutoDialer {
     const prev = this.#refused.get(id);
     if (prev && Date.now() - prev.lastTriedAt < this.#retryMs) return;
     this.#inFlight.add(id);
+    this.#seen.set(id, peer);
     try {
       // mDNS answers list the peer's loopback addresses too; on another host those reach our own
       // listener (a confusing handshake failure), so dial the LAN addresses when there are any.
@@ -57,6 +70,7 @@ export class AutoDialer {
       await this.#node.dial((lan.length ? lan : peer.id) as never, { signal: AbortSignal.timeout(this.#timeoutMs) });
       if (prev) this.#log.info({ peer: id }, 'peer reachable again');
       this.#refused.delete(id);
+      this.#seen.delete(id);
     } catch (err) {
       const reason = classifyDialError(err);
       const message = dialFailureMessage(reason, id, this.#privatePod);
@@ -69,6 +83,7 @@ export class AutoDialer {
   }
 
   stop(): void {
+    clearInterval(this.#retry);
     this.#node.removeEventListener('peer:discovery', this.#onDiscovery as never);
   }
 }

@@ -14,7 +14,7 @@ import { dataPlaneProcessEnv, type TcpPeer } from './transport.js';
 
 const RUNNER_MAIN = join(dirname(fileURLToPath(import.meta.url)), 'runner-main.ts');
 
-function tsxLoader(): string {
+export function tsxLoader(): string {
   const pkg = createRequire(import.meta.url).resolve('tsx/package.json');
   return pathToFileURL(join(dirname(pkg), 'dist/loader.mjs')).href;
 }

@@ -10,10 +10,11 @@ import { peerIdFromString } from '@libp2p/peer-id';
 import type { Cluster } from '@orchard/partitioner';
 import type { Daemon } from '../daemon.js';
 import type { NodeBackend } from '../backend/node.js';
+import { Embedder } from './embedder.js';
 import { BUNDLED_DEMO_DIR, ModelCatalog } from '../models/catalog.js';
 import type { ModelDescription } from '../models/description.js';
-import { fetchModel } from '../instances/fetch-model.js';
-import { serveChunks } from '../instances/chunk-protocol.js';
+import { fetchModel } from '../store/peers/fetch-model.js';
+import { startWeightsService } from '../store/peers/weights-service.js';
 import type { PlacementRequest } from '../state/placed-plan.js';
 import { HubClient, ModelStore, type PullEvent } from '../store/index.js';
 import type { TensorSelection } from '../store/safetensors-range.js';
@@ -32,7 +33,7 @@ const TICK_MS = 500;
 
 export interface ServingHooks {
   /** Told about every pull on this node (the dashboard's download/load progress). */
-  pullProgress?: { pullEvent(model: string, e: PullEvent): void; pullEnded(model: string, error?: string): void };
+  pullProgress?: { pullEvent(model: string, e: PullEvent): void; pullEnded(model: string, error?: string): void; badPeer?(model: string, peer: string): void };
 }
 
 export interface Serving {
@@ -40,10 +41,15 @@ export interface Serving {
   readonly board: Board;
   readonly catalog: ModelCatalog;
   readonly supervisor: Supervisor;
+  /** Embeddings, run whole on this node where the model's files are. */
+  readonly embedder: Embedder;
   /** How long a request waits for an instance to become ready, ms. */
   readonly readyTimeoutMs: number;
-  /** Pulls `repo` into this node's store, peers first (one pull per model at a time); `onProgress` hears this pull's files. */
-  pull(repo: string, selection?: TensorSelection, onProgress?: (e: PullEvent) => void): ReturnType<typeof fetchModel>;
+  /**
+   * Pulls `repo` into this node's store, peers first (one pull per model at a time); `fromPod`: peers
+   * only; `onProgress` hears this pull's files.
+   */
+  pull(repo: string, selection?: TensorSelection, o?: { fromPod?: boolean; onProgress?: (e: PullEvent) => void }): ReturnType<typeof fetchModel>;
   /** Asks the coordinator to remove an instance and waits (10 s) until it is gone; false when unknown. */
   remove(id: string): Promise<boolean>;
   close(): Promise<void>;
@@ -63,6 +69,7 @@ export async function startServing(daemon: Daemon, backend: NodeBackend, hooks: 
   const board = new Board({ instances: () => state().instances });
   const livePeers = () => Object.values(state().nodes).filter((n) => n.status === 'live' && n.peerId !== selfId).map((n) => n.peerId);
 
+  const weights = await startWeightsService({ node: daemon.node, store, selfId, livePeers, coordinator: () => daemon.replica.coordinator() });
   const pulls = new Map<string, ReturnType<typeof fetchModel>>();
   /** Per-call progress listeners (an Ollama /api/pull stream), besides the dashboard's hook. */
   const pullListeners = new Map<string, Set<(e: PullEvent) => void>>();
@@ -74,7 +81,16 @@ export async function startServing(daemon: Daemon, backend: NodeBackend, hooks: 
       progress?.pullEvent(repo, e);
       for (const l of pullListeners.get(repo) ?? []) l(e);
     };
-    const p = fetchModel(daemon.node, store, repo, livePeers(), selection, undefined, onProgress, { hub }).finally(() => pulls.delete(repo));
+    const p = fetchModel(weights, store, repo, {
+      selection,
+      fromPod: !hub,
+      onProgress,
+      onBadPeer: (peer, file, chunk, why) => {
+        log.warn({ repo, peer, file, chunk, why }, 'a peer served bytes that do not match the pod digest; dropped for this pull');
+        progress?.badPeer?.(repo, peer);
+      },
+      onLedgerUnreachable: (err) => log.warn({ repo, err: err.message }, 'cannot ask the pod hub ledger; fetching unclaimed chunks from the hub'),
+    }).finally(() => pulls.delete(repo));
     if (progress) p.then(() => progress.pullEnded(repo), (err: Error) => progress.pullEnded(repo, err.message));
     pulls.set(repo, p);
     return p;
@@ -197,7 +213,6 @@ export async function startServing(daemon: Daemon, backend: NodeBackend, hooks: 
       log.warn({ peer: msg.from.toString(), err: (err as Error).message }, 'serve message handler failed');
     }
   });
-  await serveChunks(daemon.node, store);
   await serveInfer(daemon.node, async (instance, req, emit, signal) => {
     const exec = supervisor.executor(instance);
     if (!exec) throw new ServeError(503, 'instance_unavailable', `node ${selfId} does not drive instance ${instance} (any more)`);
@@ -228,17 +243,21 @@ export async function startServing(daemon: Daemon, backend: NodeBackend, hooks: 
     }
   }, TICK_MS);
 
+  const embedder = new Embedder({ catalog, backend, maxSeqLen: o.context ?? 8192, keepAliveMs: o.keepAliveMs, log });
+
   return {
     router,
     board,
     catalog,
     supervisor,
+    embedder,
     readyTimeoutMs: 90_000,
-    pull: (repo, selection, onProgress) => {
-      if (!onProgress) return pull(repo, selection, true);
+    pull: (repo, selection, po) => {
+      const onProgress = po?.onProgress;
+      if (!onProgress) return pull(repo, selection, !po?.fromPod);
       const set = pullListeners.get(repo) ?? new Set();
       pullListeners.set(repo, set.add(onProgress));
-      return pull(repo, selection, true).finally(() => set.delete(onProgress));
+      return pull(repo, selection, !po?.fromPod).finally(() => set.delete(onProgress));
     },
     async remove(id) {
       if (!state().instances[id]) return false;
@@ -254,7 +273,10 @@ export async function startServing(daemon: Daemon, backend: NodeBackend, hooks: 
     async close() {
       clearInterval(timer);
       offState();
+      embedder.close();
       await supervisor.close();
+      await weights.close();
+      await store.close();
     },
   };
 }

@@ -1,20 +1,25 @@
 /**
  * The model store (`<data-dir>/models/ORG/NAME/`): each model is a plain Hugging Face directory the
  * engine loads as is, plus `.orchard-manifest.json` recording the pinned commit and, per file, its
- * checksum, chunk CIDs and whether it is whole or only some tensors.
+ * checksum and whether it is whole or only some tensors; each file's verified chunks are logged in
+ * `.orchard-chunks/` (chunked/chunk-file.ts), which is what peers are served from.
  *
- * A pull takes each file from the cheapest place that has it: already on disk, a peer in the pod
- * (content-addressed chunks), or the hub — and for a pipeline stage only the tensors it needs.
+ * A pull takes each chunk from the cheapest place that has it: already on disk, peers in the pod
+ * (striped over every link, pod/fetch-file.ts), or the hub — once per pod — and for a pipeline stage
+ * only the chunks holding its tensors.
  */
 import { mkdir, readFile, stat, writeFile, readdir } from 'node:fs/promises';
+import os from 'node:os';
 import { join, resolve } from 'node:path';
-import { downloadFromPeers, manifestForFile, type ChunkSource, type FileManifest } from './chunks.js';
-import { downloadFile } from './download.js';
+import { contentKey, type ChunkedFileInfo } from './chunked/chunk-file.js';
+import { ChunkRegistry } from './chunked/registry.js';
 import { StoreError } from './errors.js';
 import { pickGguf } from './gguf-pick.js';
-import os from 'node:os';
-import { HubClient, validateRepoId, type HubFile } from './hub.js';
-import { fetchSafetensorsSubset, stageTensorFilter, type TensorSelection } from './safetensors-range.js';
+import { HubClient, validateRepoId, type HubFile, type HubRepo } from './hub.js';
+import { HUB, type LinkStat, type PeerHandle, type PodRoute } from './pod/fetch-file.js';
+import { hubSource } from './pod/hub-source.js';
+import { pullFile } from './pod/pull-file.js';
+import { stageTensorFilter, type TensorSelection } from './safetensors-range.js';
 
 export const MANIFEST_FILE = '.orchard-manifest.json';
 
@@ -22,11 +27,9 @@ export interface StoredFile {
   size: number;
   sha256?: string;
   gitSha1?: string;
-  /** Whole file on disk, or only the tensors listed. */
+  /** Whole file on disk and verified, or only the tensors listed. */
   complete: boolean;
   tensors?: string[];
-  /** Present for complete LFS files: lets peers fetch them from us by chunk. */
-  chunks?: FileManifest['chunks'];
 }
 
 export interface ModelManifest {
@@ -35,22 +38,43 @@ export interface ModelManifest {
   files: Record<string, StoredFile>;
 }
 
-export type FileSourceKind = 'local' | 'peer' | 'hub' | 'hub-range';
+/** Where a file's new bytes came from: none (local), peers, the hub (whole or a stage's range), or both. */
+export type FileSourceKind = 'local' | 'peer' | 'hub' | 'hub-range' | 'peer+hub';
 
 export interface PullEvent {
   file: string;
   source: FileSourceKind;
   done: number;
   total: number;
+  /** Bytes of this file received so far by source ("hub" or a peer id). */
+  bySource?: Record<string, number>;
+  /** The links in use and their measured rates. */
+  links?: LinkStat[];
+}
+
+/** The pod as the store sees it (implemented over libp2p in peers/pod-access.ts). */
+export interface PodAccess {
+  /** Peers that have, or are fetching, some of the file with `key`. */
+  holders(key: string, signal?: AbortSignal): Promise<PeerHandle[]>;
+  /** The hub ledger and named peers, for one file. */
+  route(key: string, size: number, signal?: AbortSignal): PodRoute;
+  /** A peer's listing of `repo` at the commit it holds (when the hub is not to be asked). */
+  listing(repo: string, signal?: AbortSignal): Promise<HubRepo | undefined>;
 }
 
 export interface PullOptions {
   revision?: string;
   /** Only these tensors of the safetensors files (a pipeline stage); everything else whole. */
   selection?: TensorSelection;
-  peers?: ChunkSource[];
+  pod?: PodAccess;
+  /** Peers only: neither the listing nor any byte from the hub. */
+  fromPod?: boolean;
   signal?: AbortSignal;
   onProgress?: (e: PullEvent) => void;
+  /** A peer served bytes that did not match the pod's digest (it was dropped for this pull). */
+  onBadPeer?: (peer: string, file: string, chunk: number, why: string) => void;
+  /** The pod's hub ledger could not be asked: chunks went to the hub without a claim. */
+  onLedgerUnreachable?: (err: Error) => void;
   /** GGUF repos: the quantisation to pull (`org/name:Q4_K_M`). */
   quant?: string;
   /** GGUF repos without a named quantisation: the largest loadable file under this many bytes. @default 75% of RAM */
@@ -68,6 +92,10 @@ export interface PullResult {
   hubBytes: number;
   /** Bytes fetched from peers by this pull. */
   peerBytes: number;
+  /** Bytes by source: "hub" or a peer id. */
+  bySource: Record<string, number>;
+  /** Peers dropped for serving bad bytes. */
+  badPeers: string[];
 }
 
 /** Files a text-generation model needs; READMEs, images and other formats are skipped. */
@@ -103,10 +131,13 @@ function chooseFiles(repo: string, all: HubFile[], o: PullOptions): HubFile[] {
 export class ModelStore {
   readonly root: string;
   readonly hub: HubClient;
+  /** Open chunked files by content key: shared by pulls and the weights server. */
+  readonly chunks: ChunkRegistry;
 
   constructor(dataDir: string, hub = new HubClient()) {
     this.root = resolve(dataDir, 'models');
     this.hub = hub;
+    this.chunks = new ChunkRegistry((key) => this.#locate(key));
   }
 
   dirFor(repo: string): string {
@@ -137,10 +168,20 @@ export class ModelStore {
     return out;
   }
 
+  /** Where the file with content `key` lies in this store, if anywhere (for the weights server). */
+  async #locate(key: string): Promise<{ path: string; info: ChunkedFileInfo } | undefined> {
+    for (const m of await this.list()) {
+      for (const [path, f] of Object.entries(m.files)) {
+        if (contentKey(f) === key) return { path: join(this.dirFor(m.repo), path), info: { key, size: f.size, sha256: f.sha256, gitSha1: f.gitSha1, label: `${m.repo}: ${path}` } };
+      }
+    }
+    return undefined;
+  }
+
   async pull(repo: string, options: PullOptions = {}): Promise<PullResult> {
     const dir = this.dirFor(repo);
     await mkdir(dir, { recursive: true });
-    const listing = await this.hub.listRepo(repo, options.revision ?? 'main', options.signal);
+    const listing = options.fromPod ? await this.#podListing(repo, options) : await this.hub.listRepo(repo, options.revision ?? 'main', options.signal);
     const previous = await this.readManifest(repo);
     const manifest: ModelManifest = {
       repo,
@@ -148,97 +189,65 @@ export class ModelStore {
       files: previous?.commit === listing.commit ? { ...previous.files } : {},
     };
     const files = chooseFiles(repo, listing.files, options);
-    const result: PullResult = { dir, commit: listing.commit, sources: {}, hubBytes: 0, peerBytes: 0 };
+    const result: PullResult = { dir, commit: listing.commit, sources: {}, hubBytes: 0, peerBytes: 0, bySource: {}, badPeers: [] };
     options.onPlan?.(files.map((f) => ({ file: f.path, size: f.size })));
     const keep = options.selection ? stageTensorFilter(options.selection) : undefined;
 
     for (const file of files) {
-      const dest = join(dir, file.path);
+      const key = contentKey(file) ?? `path:${repo}@${listing.commit}/${file.path}`;
       const label = `${repo}: ${file.path}`;
-      const progress = (source: FileSourceKind) => (done: number, total: number) =>
-        options.onProgress?.({ file: file.path, source, done, total });
-      const have = manifest.files[file.path];
-      const onDisk = await stat(dest).catch(() => undefined);
-      const partialWanted = keep && file.path.endsWith('.safetensors');
-      if (have && onDisk && (have.complete ? have.size === onDisk.size : partialWanted)) {
-        result.sources[file.path] = 'local';
-        progress('local')(file.size, file.size);
-        continue;
+      const partial = !!keep && file.path.endsWith('.safetensors');
+      const info: ChunkedFileInfo = { key, size: file.size, sha256: file.sha256, gitSha1: file.gitSha1, label };
+      const path = join(dir, file.path);
+      // A file an older store downloaded whole (no chunk log yet) is taken over after one hash check.
+      const had = manifest.files[file.path];
+      if (had?.complete && (await stat(path).catch(() => undefined))?.size === file.size) {
+        const f = await this.chunks.open(path, info);
+        if (f.verifiedCount === 0) await f.adopt();
       }
-      const url = this.hub.fileUrl(repo, listing.commit, file.path);
-      if (partialWanted) {
-        const r = await fetchSafetensorsSubset({ url, dest, label, keep: keep!, headers: this.hub.headers() });
-        manifest.files[file.path] = { size: file.size, sha256: file.sha256, complete: false, tensors: r.tensors };
-        result.sources[file.path] = 'hub-range';
-        result.hubBytes += r.fetchedBytes;
-        progress('hub-range')(r.fetchedBytes, r.fetchedBytes);
-        await this.#writeManifest(manifest);
-        continue;
+      const sourceOf = (bySource: Record<string, number>): FileSourceKind => {
+        const hub = (bySource[HUB] ?? 0) > 0;
+        const peer = Object.keys(bySource).some((k) => k !== HUB && bySource[k] > 0);
+        return hub && peer ? 'peer+hub' : peer ? 'peer' : hub ? (partial ? 'hub-range' : 'hub') : 'local';
+      };
+      const r = await pullFile({
+        registry: this.chunks,
+        path,
+        info,
+        keep: partial ? keep : undefined,
+        route: {
+          peers: async () => (options.pod ? await options.pod.holders(key, options.signal).catch(() => []) : []),
+          pod: options.pod?.route(key, file.size, options.signal),
+          hub: options.fromPod ? undefined : hubSource({ url: this.hub.fileUrl(repo, listing.commit, file.path), headers: this.hub.headers(), label }),
+        },
+        signal: options.signal,
+        onProgress: (p) => options.onProgress?.({ file: file.path, source: sourceOf(p.bySource), done: p.done, total: p.total, bySource: p.bySource, links: p.links }),
+        onBadPeer: (peer, chunk, why) => options.onBadPeer?.(peer, file.path, chunk, why),
+        onLedgerUnreachable: options.onLedgerUnreachable,
+      });
+      result.sources[file.path] = sourceOf(r.bySource);
+      for (const [source, n] of Object.entries(r.bySource)) {
+        result.bySource[source] = (result.bySource[source] ?? 0) + n;
+        if (source === HUB) result.hubBytes += n;
+        else result.peerBytes += n;
       }
-      let fromPeer = false;
-      if (file.sha256 && options.peers?.length) {
-        try {
-          const r = await downloadFromPeers(file.sha256, file.size, options.peers, dest, label, {
-            signal: options.signal,
-            onProgress: progress('peer'),
-          });
-          result.peerBytes += Object.values(r.bytesBySource).reduce((a, b) => a + b, 0);
-          fromPeer = true;
-        } catch {
-          /* fall back to the hub */
-        }
-      }
-      if (!fromPeer) {
-        const r = await downloadFile({
-          url,
-          dest,
-          size: file.size,
-          sha256: file.sha256,
-          gitSha1: file.gitSha1,
-          label,
-          headers: this.hub.headers(),
-          signal: options.signal,
-          onProgress: progress('hub'),
-        });
-        result.hubBytes += r.fetched;
-      }
-      result.sources[file.path] = fromPeer ? 'peer' : 'hub';
-      const chunks = file.sha256 ? (await manifestForFile(dest)).chunks : undefined;
-      manifest.files[file.path] = { size: file.size, sha256: file.sha256, gitSha1: file.gitSha1, complete: true, chunks };
+      for (const p of r.badPeers) if (!result.badPeers.includes(p)) result.badPeers.push(p);
+      manifest.files[file.path] = { size: file.size, sha256: file.sha256, gitSha1: file.gitSha1, complete: r.complete, ...(r.complete ? {} : { tensors: r.tensors }) };
       await this.#writeManifest(manifest);
     }
     await this.#writeManifest(manifest);
     return result;
   }
 
-  /** This node's store as a chunk source for peers: complete files only, looked up by SHA-256. */
-  localChunkSource(name = 'local'): ChunkSource {
-    const find = async (pred: (f: StoredFile, path: string, m: ModelManifest) => boolean) => {
-      for (const m of await this.list()) {
-        for (const [path, f] of Object.entries(m.files)) if (pred(f, path, m)) return { m, path, f };
-      }
-      return undefined;
-    };
-    return {
-      name,
-      manifest: async (sha256) => {
-        const hit = await find((f) => f.complete && f.sha256 === sha256 && !!f.chunks);
-        return hit ? { size: hit.f.size, sha256, chunks: hit.f.chunks! } : undefined;
-      },
-      chunk: async (cid) => {
-        const hit = await find((f) => !!f.complete && !!f.chunks?.some((c) => c.cid === cid));
-        if (!hit) throw new StoreError(`no local chunk ${cid}`);
-        const ref = hit.f.chunks!.find((c) => c.cid === cid)!;
-        const { open } = await import('node:fs/promises');
-        const fh = await open(join(this.dirFor(hit.m.repo), hit.path), 'r');
-        try {
-          const buf = new Uint8Array(ref.length);
-          await fh.read(buf, 0, ref.length, ref.offset);
-          return buf;
-        } finally {
-          await fh.close();
-        }
-      },
-    };
+  async #podListing(repo: string, options: PullOptions): Promise<HubRepo> {
+    validateRepoId(repo);
+    const listing = await options.pod?.listing(repo, options.signal).catch(() => undefined);
+    if (!listing) throw new StoreError(`${repo}: no peer in the pod holds this model (pull it from the hub on one node first)`);
+    return listing;
+  }
+
+  /** Stops serving and closes every open chunked file. */
+  close(): Promise<void> {
+    return this.chunks.closeAll();
   }
 }

@@ -27,6 +27,30 @@ describe('dashboard progress board', () => {
     expect(b.list()).toEqual([]);
   });
 
+  it('carries bytes by source over the files, the links in use and dropped peers, and keeps the sources after the download', () => {
+    const clock = { t: 1000 };
+    const sent: Progress[] = [];
+    const b = board('A', clock, sent);
+    const links = [{ source: 'B', link: '10.0.0.2:4000', bytes: 40, rate: 5e8 }];
+    b.pullEvent('org/m', { file: 'config.json', done: 10, total: 10, bySource: { hub: 10 } });
+    b.pullEvent('org/m', { file: 'model.safetensors', done: 60, total: 100, bySource: { B: 40, C: 20 }, links });
+    b.badPeer('org/m', 'C');
+    expect(b.list()[0]).toMatchObject({ phase: 'download', done: 70, total: 110, sources: { hub: 10, B: 40, C: 20 }, links, badPeers: ['C'] });
+    // The last event of a file replaces its sources (they are cumulative per file), others stay.
+    b.pullEvent('org/m', { file: 'model.safetensors', done: 100, total: 100, bySource: { B: 80, C: 20 } });
+    b.pullEnded('org/m');
+    const loading = b.list()[0];
+    expect(loading).toMatchObject({ phase: 'load', sources: { hub: 10, B: 80, C: 20 }, badPeers: ['C'] });
+    expect(loading.links).toBeUndefined();
+    expect(sent.at(-1)).toMatchObject({ phase: 'load', sources: { hub: 10, B: 80, C: 20 } });
+    b.ready('org/m');
+    expect(b.list()[0]).toMatchObject({ phase: 'ready', sources: { hub: 10, B: 80, C: 20 } });
+    // Gossiped entries are validated: a link list or sources of the wrong shape is refused.
+    const other = board('Z', clock);
+    expect(other.receive(encodeProgress(sent.at(-1)!), 'A')).toBe(true);
+    expect(other.receive(encodeProgress({ ...sent.at(-1)!, sources: { hub: -1 } }), 'A')).toBe(false);
+  });
+
   it('takes peers\' entries only from their sender, and forgets them when they go quiet or leave', () => {
     const clock = { t: 0 };
     const b = board('A', clock);

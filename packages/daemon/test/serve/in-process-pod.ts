@@ -24,6 +24,8 @@ export interface ServingDaemonOptions {
   bootstrap: string[];
   /** A random model written into this daemon's store as `repo`. */
   model?: { repo: string; options: RandomModelOptions };
+  /** The daemon's logger (default: silent, or SERVE_TEST_LOG's level). */
+  log?: pino.Logger;
 }
 
 export async function startServingDaemon(o: ServingDaemonOptions): Promise<{ daemon: Orchard; dataDir: string; modelDir?: string }> {
@@ -35,7 +37,7 @@ export async function startServingDaemon(o: ServingDaemonOptions): Promise<{ dae
     writeRandomModel(modelDir, o.model.options);
   }
   const options = resolveOptions({ dataDir, listen: ['/ip4/127.0.0.1/tcp/0'], bootstrap: o.bootstrap, apiPort: 0, mdns: false, goneAfter: 3, heartbeatMs: 300 } as never);
-  const daemon = await startOrchard(options, pino({ level: process.env.SERVE_TEST_LOG ?? 'silent' }), { dashboard: false });
+  const daemon = await startOrchard(options, o.log ?? pino({ level: process.env.SERVE_TEST_LOG ?? 'silent' }), { dashboard: false });
   return { daemon, dataDir, modelDir };
 }
 

@@ -19,10 +19,57 @@ import { ModelFormatError, UnsupportedModelError } from '../errors.js';
 import { BF16_TO_F32, F16_TO_F32, f32ToF16Bits } from '../numeric/half.js';
 import { Checkpoint } from '../safetensors/checkpoint.js';
 import { quantizeQ4_0, quantizeQ8_0 } from '../kernels/wasm/quant-reference.js';
+import { quantizeK } from '../quant/kquants.js';
+import { quantizeMxfp4 } from '../quant/mxfp4.js';
 import { gguf, writeGguf, type GgufMetadata, type GgufTensorSource, type GgufTensorType, type WrittenGguf } from './write.js';
 import { checkMoeExport, mlaPlan, moeHyperParameters, moePlan } from './convert-moe.js';
 
 export type GgufArch = 'llama' | 'qwen2' | 'qwen3' | 'qwen3moe' | 'deepseek2' | 'gpt-oss';
+export type GgufExportDtype = 'f32' | 'f16' | 'q8_0' | 'q4_0' | 'q4_k' | 'q4_k_m' | 'q5_k_m' | 'q6_k' | 'mxfp4';
+type KMix = 'q4_k' | 'q4_k_m' | 'q5_k_m' | 'q6_k';
+
+/** llama.cpp's general.file_type of each export dtype (LLAMA_FTYPE_*; pure Q4_K is recorded as Q4_K_S). */
+const FILE_TYPE: Record<GgufExportDtype, number> = { f32: 0, f16: 1, q4_0: 2, q8_0: 7, q4_k: 14, q4_k_m: 15, q5_k_m: 17, q6_k: 18, mxfp4: 38 };
+
+/** llama.cpp's use_more_bits: the layers whose attn_v / ffn_down get more bits in the _M mixes. */
+function useMoreBits(layer: number, layers: number): boolean {
+  const eighth = Math.floor(layers / 8);
+  return layer < eighth || layer >= Math.floor((7 * layers) / 8) || (layer - eighth) % 3 === 2;
+}
+
+/** The ggml type of a matrix (`gguf`: its GGUF name) in an export of `dtype`; rows not of whole blocks fall back. */
+function matrixType(dtype: GgufExportDtype, gguf: string, cols: number, layers: number, tied: boolean): GgufTensorType {
+  switch (dtype) {
+    case 'f32':
+      return 'F32';
+    case 'f16':
+      return 'F16';
+    case 'q8_0':
+    case 'q4_0':
+      return cols % 32 ? 'F16' : dtype === 'q8_0' ? 'Q8_0' : 'Q4_0';
+    case 'mxfp4':
+      return cols % 32 ? 'F16' : gguf.startsWith('blk.') ? 'MXFP4' : 'Q8_0';
+    default:
+      return kQuantMix(dtype, gguf, cols, layers, tied);
+  }
+}
+
+/**
+ * The ggml type llama-quantize gives a matrix in a K-quant mix (llama_tensor_get_type, dense models;
+ * 'q4_k' is the pure mix, every matrix Q4_K):
+ * output.weight (or a tied token_embd) Q6_K; in Q4_K_M / Q5_K_M, attn_v and ffn_down Q6_K in the
+ * use_more_bits layers; everything else the mix's base type. A matrix whose rows are not whole
+ * 256-blocks falls back to Q8_0 (llama.cpp falls back to Q5_0/Q5_1/Q8_0, which we do not write).
+ */
+export function kQuantMix(dtype: KMix, gguf: string, cols: number, layers: number, tied: boolean): GgufTensorType {
+  if (cols % 256) return 'Q8_0';
+  const base: GgufTensorType = dtype === 'q4_k' || dtype === 'q4_k_m' ? 'Q4_K' : dtype === 'q5_k_m' ? 'Q5_K' : 'Q6_K';
+  if (dtype === 'q4_k') return base;
+  if (gguf === 'output.weight' || (tied && gguf === 'token_embd.weight')) return 'Q6_K';
+  const m = /^blk\.(\d+)\.(attn_v|ffn_down)\.weight$/.exec(gguf);
+  if (m && dtype !== 'q6_k' && useMoreBits(Number(m[1]), layers)) return 'Q6_K';
+  return base;
+}
 
 const ARCH_OF: Record<string, GgufArch> = {
   LlamaForCausalLM: 'llama',
@@ -44,8 +91,12 @@ export interface HfToGgufOptions {
    * Type of 2-D tensors. @default 'f16' when the checkpoint's matrices are all F16, else 'f32'.
    * 'q8_0'/'q4_0' quantize every matrix (embedding and output included, like llama-quantize --pure)
    * with ggml's reference quantizers; a matrix whose rows are not whole 32-blocks stays F16.
+   * 'q4_k_m', 'q5_k_m', 'q6_k': llama-quantize's mixes (see kQuantMix), quantized with our own
+   * K-quant quantizer (quant/kquants.ts); 'q4_k': every matrix Q4_K (like llama-quantize --pure).
+   * 'mxfp4': the layers' matrices MXFP4 (quant/mxfp4.ts), token_embd and output Q8_0 — llama-quantize's
+   * MXFP4_MOE choice for the tensors around the experts, here with the dense matrices in MXFP4.
    */
-  dtype?: 'f32' | 'f16' | 'q8_0' | 'q4_0';
+  dtype?: GgufExportDtype;
   /** `general.name`. @default the directory's base name */
   name?: string;
 }
@@ -70,10 +121,12 @@ export function hfToGguf(dir: string, outFile: string, options: HfToGgufOptions 
     const plan = tensorPlan(cfg, ckpt, arch);
     const sourceDtypes = plan.filter((t) => t.shape.length >= 2).flatMap((t) => t.from.map((n) => ckpt.info(n).dtype));
     const dtype = options.dtype ?? (sourceDtypes.every((d) => d === 'F16') ? 'f16' : 'f32');
+    const tied = !plan.some((t) => t.gguf === 'output.weight');
     const tensors: GgufTensorSource[] = plan.map(({ gguf: name, shape, values }) => {
-      const matrix = shape.length >= 2;
+      // stacked expert biases ([experts, n]) are vectors to llama.cpp: F32 like every bias
+      const matrix = shape.length >= 2 && !name.endsWith('.bias');
       const cols = shape[shape.length - 1];
-      const type: GgufTensorType = !matrix || dtype === 'f32' ? 'F32' : dtype === 'f16' || cols % 32 ? 'F16' : dtype === 'q8_0' ? 'Q8_0' : 'Q4_0';
+      const type = matrix ? matrixType(dtype, name, cols, cfg.numLayers, tied) : 'F32';
       return { name, type, shape, data: () => encode(values(), type, shape) };
     });
     const ropeFactors = llama3RopeFactors(cfg);
@@ -84,7 +137,7 @@ export function hfToGguf(dir: string, outFile: string, options: HfToGgufOptions 
     const metadata: GgufMetadata = {
       'general.architecture': gguf.str(arch),
       'general.name': gguf.str(options.name ?? basename(dir)),
-      'general.file_type': gguf.u32({ f32: 0, f16: 1, q4_0: 2, q8_0: 7 }[dtype]),
+      'general.file_type': gguf.u32(FILE_TYPE[dtype]),
       ...hyperParameters(arch, cfg),
       ...moeHyperParameters(arch, cfg),
       ...tokenizerMetadata(dir, cfg),
@@ -210,10 +263,10 @@ export function permuteRope(values: Float32Array, shape: readonly number[], head
 
 function encode(values: Float32Array, type: GgufTensorType, shape: readonly number[] = [values.length]): Uint8Array {
   if (type === 'F32') return new Uint8Array(values.buffer, values.byteOffset, values.byteLength);
-  if (type === 'Q8_0' || type === 'Q4_0') {
-    const cols = shape[shape.length - 1];
-    return (type === 'Q8_0' ? quantizeQ8_0 : quantizeQ4_0)(values, values.length / cols, cols);
-  }
+  const cols = shape[shape.length - 1];
+  if (type === 'Q8_0' || type === 'Q4_0') return (type === 'Q8_0' ? quantizeQ8_0 : quantizeQ4_0)(values, values.length / cols, cols);
+  if (type === 'MXFP4') return quantizeMxfp4(values, values.length / cols, cols);
+  if (type === 'Q4_K' || type === 'Q5_K' || type === 'Q6_K') return quantizeK(type === 'Q4_K' ? 'q4_k' : type === 'Q5_K' ? 'q5_k' : 'q6_k', values, values.length / cols, cols);
   const bits = new Uint16Array(values.length);
   for (let i = 0; i < values.length; i++) bits[i] = f32ToF16Bits(values[i]);
   return new Uint8Array(bits.buffer);

@@ -15,3 +15,5 @@ export {
   type WrittenGguf,
 } from './write.js';
 export { hfToGguf, permuteRope, llama3RopeFactors, type GgufArch, type HfToGgufOptions, type HfToGgufResult } from './convert.js';
+export { ggufTensorSizes, ggufTensorName, hfTensorName } from './read-model.js';
+export { isGgufPath } from './read.js';

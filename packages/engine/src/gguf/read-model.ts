@@ -43,35 +43,61 @@ export function ggufTensorRef(hf: string, arch = 'llama'): GgufTensorRef | null 
   return name === null ? null : { name };
 }
 
+/** llama.cpp's names of the tensors outside the layers, by Hugging Face name. */
+const FIXED_NAMES: Record<string, string> = {
+  'model.embed_tokens.weight': 'token_embd.weight',
+  'model.norm.weight': 'output_norm.weight',
+  'lm_head.weight': 'output.weight',
+};
+/** llama.cpp's names of a layer's tensors (after `blk.N.`), by Hugging Face name (after `model.layers.N.`). */
+const LAYER_NAMES: Record<string, string> = {
+  'input_layernorm.weight': 'attn_norm.weight',
+  'self_attn.q_proj.weight': 'attn_q.weight',
+  'self_attn.k_proj.weight': 'attn_k.weight',
+  'self_attn.v_proj.weight': 'attn_v.weight',
+  'self_attn.q_proj.bias': 'attn_q.bias',
+  'self_attn.k_proj.bias': 'attn_k.bias',
+  'self_attn.v_proj.bias': 'attn_v.bias',
+  'self_attn.q_norm.weight': 'attn_q_norm.weight',
+  'self_attn.k_norm.weight': 'attn_k_norm.weight',
+  'self_attn.o_proj.weight': 'attn_output.weight',
+  'self_attn.o_proj.bias': 'attn_output.bias',
+  'post_attention_layernorm.weight': 'ffn_norm.weight',
+  'mlp.gate_proj.weight': 'ffn_gate.weight',
+  'mlp.up_proj.weight': 'ffn_up.weight',
+  'mlp.down_proj.weight': 'ffn_down.weight',
+};
+const invert = (t: Record<string, string>) => Object.fromEntries(Object.entries(t).map(([k, v]) => [v, k]));
+const FIXED_HF = invert(FIXED_NAMES);
+const LAYER_HF = invert(LAYER_NAMES);
+
 /** HF tensor name → GGUF tensor name (llama.cpp's naming, as convert.ts writes it), or null. */
 export function ggufTensorName(hf: string): string | null {
-  const fixed: Record<string, string> = {
-    'model.embed_tokens.weight': 'token_embd.weight',
-    'model.norm.weight': 'output_norm.weight',
-    'lm_head.weight': 'output.weight',
-  };
-  if (fixed[hf]) return fixed[hf];
+  if (FIXED_NAMES[hf]) return FIXED_NAMES[hf];
   const m = /^model\.layers\.(\d+)\.(.+)$/.exec(hf);
-  if (!m) return null;
-  const per: Record<string, string> = {
-    'input_layernorm.weight': 'attn_norm.weight',
-    'self_attn.q_proj.weight': 'attn_q.weight',
-    'self_attn.k_proj.weight': 'attn_k.weight',
-    'self_attn.v_proj.weight': 'attn_v.weight',
-    'self_attn.q_proj.bias': 'attn_q.bias',
-    'self_attn.k_proj.bias': 'attn_k.bias',
-    'self_attn.v_proj.bias': 'attn_v.bias',
-    'self_attn.q_norm.weight': 'attn_q_norm.weight',
-    'self_attn.k_norm.weight': 'attn_k_norm.weight',
-    'self_attn.o_proj.weight': 'attn_output.weight',
-    'self_attn.o_proj.bias': 'attn_output.bias',
-    'post_attention_layernorm.weight': 'ffn_norm.weight',
-    'mlp.gate_proj.weight': 'ffn_gate.weight',
-    'mlp.up_proj.weight': 'ffn_up.weight',
-    'mlp.down_proj.weight': 'ffn_down.weight',
-  };
-  const g = per[m[2]];
-  return g ? `blk.${m[1]}.${g}` : null;
+  const g = m ? LAYER_NAMES[m[2]] : undefined;
+  return g ? `blk.${m![1]}.${g}` : null;
+}
+
+/** GGUF tensor name → Hugging Face name (the inverse of ggufTensorName), or null. */
+export function hfTensorName(gguf: string): string | null {
+  if (FIXED_HF[gguf]) return FIXED_HF[gguf];
+  const m = /^blk\.(\d+)\.(.+)$/.exec(gguf);
+  const h = m ? LAYER_HF[m[2]] : undefined;
+  return h ? `model.layers.${m![1]}.${h}` : null;
+}
+
+/**
+ * Every tensor's exact byte size in a GGUF, under its Hugging Face name: what the planner sizes a GGUF
+ * model by (the bytes the engine loads: block formats stay packed, F32 norms stay F32).
+ */
+export function ggufTensorSizes(path: string): { name: string; bytes: number }[] {
+  const out: { name: string; bytes: number }[] = [];
+  for (const t of readGgufFile(path).tensors.values()) {
+    const name = hfTensorName(t.name);
+    if (name) out.push({ name, bytes: t.bytes });
+  }
+  return out;
 }
 
 function meta(h: GgufHeader, path: string, key: string): GgufValue | undefined {

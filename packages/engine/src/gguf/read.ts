@@ -19,6 +19,10 @@ export const GGML_TYPES = {
   1: { name: 'F16', blockElems: 1, blockBytes: 2 },
   2: { name: 'Q4_0', blockElems: 32, blockBytes: 18 },
   8: { name: 'Q8_0', blockElems: 32, blockBytes: 34 },
+  12: { name: 'Q4_K', blockElems: 256, blockBytes: 144 },
+  13: { name: 'Q5_K', blockElems: 256, blockBytes: 176 },
+  14: { name: 'Q6_K', blockElems: 256, blockBytes: 210 },
+  39: { name: 'MXFP4', blockElems: 32, blockBytes: 17 },
   30: { name: 'BF16', blockElems: 1, blockBytes: 2 },
 } as const;
 export type GgmlTypeName = (typeof GGML_TYPES)[keyof typeof GGML_TYPES]['name'];
@@ -208,7 +212,7 @@ export function readGgufHeader(fd: number, path: string): GgufHeader {
   const tensors = new Map<string, GgufTensorInfo>();
   for (const { name, dims, typeId, rel } of raw) {
     const t = GGML_TYPES[typeId as keyof typeof GGML_TYPES];
-    if (!t) throw new ModelFormatError(`${file}: tensor ${name} has ggml type ${typeId}, which Orchard does not load (F32, F16, BF16, Q8_0, Q4_0)`, path, name);
+    if (!t) throw new ModelFormatError(`${file}: tensor ${name} has ggml type ${typeId}, which Orchard does not load (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, MXFP4)`, path, name);
     if (tensors.has(name)) throw new ModelFormatError(`${file}: tensor ${name} is listed twice`, path, name);
     if (dims[0] % t.blockElems) {
       throw new ModelFormatError(`${file}: tensor ${name} is ${t.name} with ${dims[0]} columns, not a multiple of its ${t.blockElems}-element blocks`, path, name);

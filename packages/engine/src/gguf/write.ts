@@ -1,5 +1,5 @@
 /**
- * GGUF v3 writer (the file format llama.cpp reads), for F32 and F16 tensors.
+ * GGUF v3 writer (the file format llama.cpp reads), for F32, F16 and the block types in GgmlType.
  *
  * Layout: magic "GGUF", version 3, tensor count (u64), metadata count (u64), the metadata key/values,
  * the tensor infos (name, dims, type, offset), padding to `general.alignment`, then the tensor data,
@@ -33,11 +33,20 @@ export const GgufValueType = {
 } as const;
 export type GgufScalarType = Exclude<keyof typeof GgufValueType, 'ARRAY'>;
 
-/** ggml tensor type ids this writer produces (Q8_0/Q4_0: blocks of 32 along the innermost dimension). */
-export const GgmlType = { F32: 0, F16: 1, Q4_0: 2, Q8_0: 8 } as const;
+/** ggml tensor type ids this writer produces (block types: blocks along the innermost dimension). */
+export const GgmlType = { F32: 0, F16: 1, Q4_0: 2, Q8_0: 8, Q4_K: 12, Q5_K: 13, Q6_K: 14, MXFP4: 39 } as const;
 export type GgufTensorType = keyof typeof GgmlType;
 /** [elements, bytes] per block. */
-const GGML_BLOCK: Record<GgufTensorType, [number, number]> = { F32: [1, 4], F16: [1, 2], Q4_0: [32, 18], Q8_0: [32, 34] };
+const GGML_BLOCK: Record<GgufTensorType, [number, number]> = {
+  F32: [1, 4],
+  F16: [1, 2],
+  Q4_0: [32, 18],
+  Q8_0: [32, 34],
+  Q4_K: [256, 144],
+  Q5_K: [256, 176],
+  Q6_K: [256, 210],
+  MXFP4: [32, 17],
+};
 
 export type GgufMetadataValue =
   | { type: GgufScalarType; value: number | bigint | boolean | string }
@@ -190,7 +199,7 @@ export function writeGguf(path: string, metadata: GgufMetadata, tensors: readonl
   for (const t of tensors) {
     if (names.has(t.name)) throw new Error(`GGUF: tensor ${t.name} given twice`);
     names.add(t.name);
-    if (!(t.type in GgmlType)) throw new Error(`GGUF: tensor ${t.name} has unsupported type ${t.type} (F32, F16, Q8_0 or Q4_0)`);
+    if (!(t.type in GgmlType)) throw new Error(`GGUF: tensor ${t.name} has unsupported type ${t.type} (${Object.keys(GgmlType).join(', ')})`);
     if (t.shape.length < 1 || t.shape.length > 4 || !t.shape.every((d) => Number.isSafeInteger(d) && d > 0)) {
       throw new Error(`GGUF: tensor ${t.name} has invalid shape [${t.shape}] (1 to 4 positive dimensions)`);
     }

@@ -12,7 +12,14 @@
  *   own allocators, so a WASM backend can address them without copying (its memory is shared with
  *   its worker threads).
  */
-export type DType = 'f32' | 'f16' | 'bf16' | 'q8_0' | 'q4_0';
+export type DType = 'f32' | 'f16' | 'bf16' | 'q8_0' | 'q4_0' | 'q4_k' | 'q5_k' | 'q6_k' | 'mxfp4' | MlxDType;
+
+/**
+ * MLX affine quantization kept packed: `mlx<bits>_g<group>_<scale dtype>`, e.g. 'mlx4_g64_bf16'. Row
+ * layout (src/quant/mlx.ts): the row's packed bits (element j at bit j·bits of the row's little-endian
+ * bytes, as mlx-lm stores them), then per group its scale and bias in the scale dtype; w = scale·q + bias.
+ */
+export type MlxDType = `mlx${2 | 3 | 4 | 6 | 8}_g${32 | 64 | 128}_${'f16' | 'bf16' | 'f32'}`;
 
 export interface Weight {
   dtype: DType;

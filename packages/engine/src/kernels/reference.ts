@@ -6,6 +6,7 @@
  */
 import { BF16_TO_F32, F16_TO_F32 } from '../numeric/half.js';
 import type { Backend, Weight } from './backend.js';
+import { blockElems, isMlx } from './wasm/formats.js';
 import { dequantizeRow } from './wasm/quant-reference.js';
 
 /** Row `r` of `w` as f32 into `dst` (cols values). */
@@ -29,11 +30,23 @@ function widenRow(dst: Float32Array, w: Weight, r: number): void {
     }
     case 'q8_0':
     case 'q4_0':
-      // GGUF blocks dequantized exactly (q·d in f32); activations stay f32, unlike the WASM kernels.
-      if (cols % 32) throw new Error(`reference backend: ${w.dtype} weight [${w.rows}, ${cols}] needs a column count that is a multiple of 32`);
+    case 'q4_k':
+    case 'q5_k':
+    case 'q6_k':
+    case 'mxfp4': {
+      // GGUF blocks dequantized exactly as ggml does; activations stay f32, unlike the WASM kernels.
+      const be = blockElems(w.dtype);
+      if (cols % be) throw new Error(`reference backend: ${w.dtype} weight [${w.rows}, ${cols}] needs a column count that is a multiple of ${be}`);
       dequantizeRow(w.dtype, w.bytes, cols, r, dst);
       return;
+    }
     default:
+      if (isMlx(w.dtype)) {
+        const g = blockElems(w.dtype);
+        if (cols % g) throw new Error(`reference backend: ${w.dtype} weight [${w.rows}, ${cols}] needs a column count that is a multiple of ${g}`);
+        dequantizeRow(w.dtype, w.bytes, cols, r, dst);
+        return;
+      }
       throw new Error(`reference backend: dtype ${w.dtype} not implemented`);
   }
 }

@@ -4,6 +4,7 @@
  * meets the others before the first layer.
  */
 import type { Weight } from '../kernels/backend.js';
+import { isMlx, isQuantized } from '../kernels/wasm/formats.js';
 import { dequantizeRow } from '../kernels/wasm/quant-reference.js';
 import { BF16_TO_F32, F16_TO_F32 } from '../numeric/half.js';
 import type { ShardSpec } from '../shard.js';
@@ -37,7 +38,7 @@ export function widenRow(dst: Float32Array, w: Weight, r: number): void {
     dst.set(new Float32Array(w.bytes.buffer, w.bytes.byteOffset + r * cols * 4, cols));
     return;
   }
-  if (w.dtype === 'q8_0' || w.dtype === 'q4_0') {
+  if (isQuantized(w.dtype) || isMlx(w.dtype)) {
     dequantizeRow(w.dtype, w.bytes, cols, r, dst);
     return;
   }

@@ -290,6 +290,14 @@ export class ModelShard {
     be.matmul(this.#xb2, A.o, this.#att, n);
   }
 
+  /**
+   * The residual stream of the last forward's first `n` rows, [n, hidden], before the final norm (what
+   * embeddings pool; see embed.ts). This shard's buffer: the next forward overwrites it.
+   */
+  residual(n: number): Float32Array {
+    return this.#x.subarray(0, n * this.config.hiddenSize);
+  }
+
   /** Hands a finished sequence's KV cache back to the backend for reuse. */
   releaseCache(cache: KVCache): void {
     if (!this.backend.release) return;

@@ -4,7 +4,11 @@
  * and its rows of the shared experts. A rank reads only its own experts' bytes.
  */
 import type { ModelConfig, MoeConfig } from '../config/config.js';
+import { basename } from 'node:path';
+import { ModelFormatError } from '../errors.js';
 import type { Weight } from '../kernels/backend.js';
+import { mxfp4ExpertShape } from '../quant/mxfp4-hf.js';
+import type { Checkpoint } from '../safetensors/checkpoint.js';
 import type { TensorSlice } from './tensor-split.js';
 import { planDenseMlp, type DenseMlpWeights, type WeightPlanner } from './weights.js';
 
@@ -48,12 +52,14 @@ export function planMoe(rd: WeightPlanner, config: ModelConfig, moe: MoeConfig, 
   const all: [number, number] = [0, I];
   // gpt-oss's merged tensors are HF's layout; a GGUF presents the same experts one by one (with biases).
   const merged = caps.tensors.layout === 'merged' && rd.has(`${p}.experts.gate_up_proj`);
+  // gpt-oss as released: the merged experts in MXFP4 blocks, output-major (quant/mxfp4-hf.ts)
+  const mxfp4 = caps.tensors.layout === 'merged' && rd.has(`${p}.experts.gate_up_proj_blocks`);
   const names = caps.tensors.layout === 'merged' ? (['gate_proj', 'up_proj', 'down_proj'] as const) : projections;
   const biased = moe.activation === 'clamped-swiglu';
   const experts: ExpertWeights[] = [];
   for (let e = slice.experts[0]; e < slice.experts[1]; e++) {
-    if (merged) {
-      experts.push(mergedExpert(rd, p, E, D, I, e));
+    if (merged || mxfp4) {
+      experts.push(mxfp4 ? mergedMxfp4Expert(rd, p, E, D, I, e) : mergedExpert(rd, p, E, D, I, e));
       continue;
     }
     const x = `${p}.experts.${e}`;
@@ -77,6 +83,27 @@ function mergedExpert(rd: WeightPlanner, p: string, E: number, D: number, I: num
   const [gate, up] = rd.mergedExpert(`${p}.experts.gate_up_proj`, E, D, I, 2, e);
   const [gateBias, upBias] = rd.mergedExpertVector(`${p}.experts.gate_up_proj_bias`, E, I, 2, e);
   const [down] = rd.mergedExpert(`${p}.experts.down_proj`, E, I, D, 1, e);
+  const [downBias] = rd.mergedExpertVector(`${p}.experts.down_proj_bias`, E, D, 1, e);
+  return { gate, up, down, gateBias, upBias, downBias };
+}
+
+/**
+ * gpt-oss expert `e` from MXFP4 `experts.gate_up_proj_blocks/_scales` [E, 2I, D/32, …] (gate the even
+ * rows, up the odd: the same interleave as the bf16 tensor's columns) and `experts.down_proj_*` [E, D, I/32, …].
+ */
+function mergedMxfp4Expert(rd: WeightPlanner, p: string, E: number, D: number, I: number, e: number): ExpertWeights {
+  const expect = (base: string, rows: number, cols: number) => {
+    const s = mxfp4ExpertShape(rd.ckpt as Checkpoint, base);
+    if (s.experts !== E || s.rows !== rows || s.cols !== cols) {
+      throw new ModelFormatError(`${basename(rd.ckpt.file(`${base}_blocks`).path)}: ${base}_blocks holds ${s.experts} experts of [${s.rows}, ${s.cols}], config.json says ${E} of [${rows}, ${cols}]`, rd.ckpt.file(`${base}_blocks`).path, `${base}_blocks`);
+    }
+  };
+  expect(`${p}.experts.gate_up_proj`, 2 * I, D);
+  expect(`${p}.experts.down_proj`, D, I);
+  const gate = rd.mxfp4Expert(`${p}.experts.gate_up_proj`, e, [0, 2 * I], 2);
+  const up = rd.mxfp4Expert(`${p}.experts.gate_up_proj`, e, [1, 2 * I], 2);
+  const down = rd.mxfp4Expert(`${p}.experts.down_proj`, e, [0, D]);
+  const [gateBias, upBias] = rd.mergedExpertVector(`${p}.experts.gate_up_proj_bias`, E, I, 2, e);
   const [downBias] = rd.mergedExpertVector(`${p}.experts.down_proj_bias`, E, D, 1, e);
   return { gate, up, down, gateBias, upBias, downBias };
 }

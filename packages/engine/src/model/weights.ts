@@ -7,7 +7,7 @@ import { basename } from 'node:path';
 import type { ModelConfig } from '../config/config.js';
 import { ModelFormatError, UnsupportedModelError } from '../errors.js';
 import type { Backend, DType, Weight } from '../kernels/backend.js';
-import { QK, isQuantized, weightBytes } from '../kernels/wasm/formats.js';
+import { blockElems, isQuantized, weightBytes } from '../kernels/wasm/formats.js';
 import { dequantizeRow } from '../kernels/wasm/quant-reference.js';
 import { BF16_TO_F32, F16_TO_F32 } from '../numeric/half.js';
 import type { Checkpoint } from '../safetensors/checkpoint.js';
@@ -15,6 +15,8 @@ import type { SafetensorsFile } from '../safetensors/reader.js';
 import { SAFETENSORS_DTYPE_SIZES } from '../safetensors/format.js';
 import type { GgufCheckpoint } from '../gguf/read-model.js';
 import { mlxQuantOf, planMlxMatrix } from '../quant/mlx.js';
+import { mxfp4ExpertShape, planMxfp4Expert } from '../quant/mxfp4-hf.js';
+import { ReadScratch } from '../quant/read-scratch.js';
 import type { ShardSpec } from '../shard.js';
 import type { TensorSlice } from './tensor-split.js';
 import { planMla, type MlaWeights } from './weights-mla.js';
@@ -89,8 +91,8 @@ export interface ShardWeights {
   head: Weight | null;
 }
 
-// Q8_0/Q4_0 come from GGUF files (gguf/read-model.ts); they stay in their 32-element blocks.
-const DTYPES: Record<string, DType> = { F32: 'f32', F16: 'f16', BF16: 'bf16', Q8_0: 'q8_0', Q4_0: 'q4_0' };
+// The block formats come from GGUF files (gguf/read-model.ts); they stay in their blocks.
+const DTYPES: Record<string, DType> = { F32: 'f32', F16: 'f16', BF16: 'bf16', Q8_0: 'q8_0', Q4_0: 'q4_0', Q4_K: 'q4_k', Q5_K: 'q5_k', Q6_K: 'q6_k', MXFP4: 'mxfp4' };
 
 /** Where weights come from: a safetensors checkpoint or a GGUF file presenting Hugging Face names. */
 export type WeightSource = Checkpoint | GgufCheckpoint;
@@ -112,6 +114,7 @@ export interface PendingRead {
  */
 export class WeightPlanner {
   readonly reads: PendingRead[] = [];
+  readonly #scratch = new ReadScratch();
 
   constructor(
     readonly ckpt: WeightSource,
@@ -124,7 +127,7 @@ export class WeightPlanner {
     const info = file.info(name);
     const fname = basename(file.path);
     if (!(info.dtype in DTYPES)) {
-      throw new ModelFormatError(`${fname}: tensor ${name} has dtype ${info.dtype}; expected F32, F16, BF16 (or Q8_0/Q4_0 in GGUF)`, file.path, name);
+      throw new ModelFormatError(`${fname}: tensor ${name} has dtype ${info.dtype}; expected F32, F16, BF16 (or Q8_0/Q4_0/Q4_K/Q5_K/Q6_K/MXFP4 in GGUF)`, file.path, name);
     }
     if (info.shape.length !== shape.length || info.shape.some((d, i) => d !== shape[i])) {
       throw new ModelFormatError(
@@ -142,26 +145,16 @@ export class WeightPlanner {
    * the backend may repack it in place for its kernels (Backend.packWeight).
    */
   matrix(name: string, rows: number, cols: number, r: [number, number], c: [number, number] = [0, cols], linear = true): Weight {
-    // MLX affine-quantized linear (weight + scales + biases): dequantized at load, see quant/mlx.ts.
+    // MLX affine-quantized (weight + scales + biases): kept packed, see quant/mlx.ts.
     const mlx = mlxQuantOf(this.ckpt, name, rows, cols);
     if (mlx) {
-      const planned = planMlxMatrix(this.ckpt as Checkpoint, name, mlx, r, c, this.backend);
-      this.reads.push(...planned.reads);
-      // The last read's `after` dequantizes into the weight; pack after that.
-      const last = this.reads[this.reads.length - 1];
-      if (linear && this.backend.packWeight && last) {
-        const dequantize = last.after;
-        last.after = () => {
-          dequantize?.();
-          this.backend.packWeight!(planned.weight);
-        };
-      }
-      return planned.weight;
+      return this.#chunked(planMlxMatrix(this.ckpt as Checkpoint, name, mlx, r, c, this.backend, this.#scratch), linear);
     }
     const { file, dtype, el } = this.#check(name, [rows, cols]);
-    if (isQuantized(dtype) && (c[0] % QK || c[1] % QK)) {
+    const be = blockElems(dtype);
+    if (c[0] % be || c[1] % be) {
       throw new UnsupportedModelError(
-        `${basename(file.path)}: cannot split ${name} (${dtype}) at columns [${c[0]}, ${c[1]}): a tensor-parallel slice of a quantized matrix must start and end on a ${QK}-element block boundary`,
+        `${basename(file.path)}: cannot split ${name} (${dtype}) at columns [${c[0]}, ${c[1]}): a tensor-parallel slice of a quantized matrix must start and end on a ${be}-element block boundary`,
       );
     }
     const size = isQuantized(dtype) ? weightBytes(dtype, r[1] - r[0], c[1] - c[0]) : (r[1] - r[0]) * (c[1] - c[0]) * el;
@@ -210,6 +203,29 @@ export class WeightPlanner {
     };
     this.reads.push({ file, name, dest: bytes, rows: [e, e + 1], cols: [0, n * parts], after });
     return out;
+  }
+
+  /**
+   * Rows r (every `step`-th from r[0]) of expert `e` of a Hugging Face MXFP4 tensor (`base`_blocks /
+   * `base`_scales, gpt-oss), kept in MXFP4 blocks in GGUF order (quant/mxfp4-hf.ts).
+   */
+  mxfp4Expert(base: string, e: number, r: [number, number], step = 1): Weight {
+    const cols = mxfp4ExpertShape(this.ckpt as Checkpoint, base).cols;
+    return this.#chunked(planMxfp4Expert(this.ckpt as Checkpoint, base, e, r, [0, cols], this.backend, this.#scratch, step), true);
+  }
+
+  /** A weight filled by reads in chunks through the scratch: the last read completes it, then the backend may repack it. */
+  #chunked(planned: { weight: Weight; reads: PendingRead[] }, linear: boolean): Weight {
+    this.reads.push(...planned.reads);
+    const last = planned.reads[planned.reads.length - 1];
+    if (linear && this.backend.packWeight && last) {
+      const complete = last.after;
+      last.after = () => {
+        complete?.();
+        this.backend.packWeight!(planned.weight);
+      };
+    }
+    return planned.weight;
   }
 
   /** Whether the checkpoint has a tensor of this name (alternative layouts of the same weights). */
@@ -281,7 +297,7 @@ export class WeightPlanner {
 /** `rows` quantized rows of `cols` as f32 bytes. */
 function dequantizeRows(dtype: DType, bytes: Uint8Array, rows: number, cols: number): Uint8Array {
   const out = new Float32Array(rows * cols);
-  for (let r = 0; r < rows; r++) dequantizeRow(dtype as 'q8_0' | 'q4_0', bytes, cols, r, out.subarray(r * cols, (r + 1) * cols));
+  for (let r = 0; r < rows; r++) dequantizeRow(dtype, bytes, cols, r, out.subarray(r * cols, (r + 1) * cols));
   return new Uint8Array(out.buffer);
 }
 

@@ -1,34 +1,40 @@
 /**
- * MLX affine-quantized linears (mlx-community checkpoints; `quantization: {group_size, bits}` in
- * config.json). Each quantized `X.weight` is stored as three tensors:
- * - `X.weight`: uint32 [out, in·bits/32]; element j of a row sits in word ⌊j·bits/32⌋ at bit
- *   (j·bits) mod 32 (little end first);
- * - `X.scales`, `X.biases`: [out, in/group_size] in the model dtype;
- * - value = q·scale + bias, q unsigned (0..2^bits−1).
+ * MLX affine-quantized linears and embeddings (mlx-community checkpoints; `quantization` /
+ * `quantization_config` in config.json), KEPT PACKED in memory. Each quantized `X.weight` is stored
+ * by mlx-lm as three tensors:
+ * - `X.weight`: uint32 [out, in·bits/32]; the row is one little-endian bit stream, element j at bit
+ *   j·bits (bits 2, 4, 8 fill words evenly; bits 3 and 6 pack 8 and 4 elements into 3 bytes);
+ * - `X.scales`, `X.biases`: [out, in/group_size] in the model dtype (F16, BF16 or F32);
+ * - value = scale·q + bias, q unsigned (0 .. 2^bits − 1).
  *
- * Storage decision: value = q·s + b per group is not a GGUF block format (Q8_0/Q4_0 have no offset
- * term, so no exact repack exists) and the WASM kernels have no affine kernel, so the loader
- * DEQUANTIZES AT LOAD into the dtype of the scales (F16 → f16, BF16 → bf16, F32 → f32): value computed
- * in f32, rounded once to that dtype. Memory is therefore 16 bits per weight (not 4/8) on this path.
- * Bits 4 and 8, group sizes 32/64/128. A tensor-parallel column slice must start and end on a group.
+ * In memory a weight is one buffer of dtype `mlx<bits>_g<group>_<scale dtype>` (kernels/backend.ts
+ * MlxDType): per row its packed bits as the file has them, then per group (scale, bias) in the scale
+ * dtype, so a row is one contiguous stream for the kernels and a row slice is a byte range. Reading
+ * goes through a bounded scratch (a few MiB of rows at a time) and interleaves the scales and biases
+ * into place; nothing is widened. Bits 2, 3, 4, 6, 8; group sizes 32, 64, 128. A tensor-parallel
+ * column slice must start and end on a group (refused with the numbers otherwise).
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { ModelFormatError, UnsupportedModelError } from '../errors.js';
-import type { Backend, DType, Weight } from '../kernels/backend.js';
-import { BF16_TO_F32, F16_TO_F32, f32ToBf16Bits, f32ToF16Bits } from '../numeric/half.js';
+import type { Backend, MlxDType, Weight } from '../kernels/backend.js';
+import { type MlxLayout, mlxDType, mlxLayout, rowBytes } from '../kernels/wasm/formats.js';
+import { BF16_TO_F32, F16_TO_F32 } from '../numeric/half.js';
 import type { Checkpoint } from '../safetensors/checkpoint.js';
 import type { GgufCheckpoint } from '../gguf/read-model.js';
 import type { PendingRead } from '../model/weights.js';
+import { CHUNK_BYTES, type ReadScratch, lazyRead } from './read-scratch.js';
 
 export interface MlxQuant {
-  bits: 4 | 8;
-  groupSize: number;
+  bits: MlxLayout['bits'];
+  groupSize: MlxLayout['groupSize'];
 }
 
-const SCALE_DTYPES: Record<string, DType> = { F16: 'f16', BF16: 'bf16', F32: 'f32' };
+export const MLX_BITS: readonly number[] = [2, 3, 4, 6, 8];
+export const MLX_GROUPS: readonly number[] = [32, 64, 128];
+const SCALE_DTYPES: Record<string, MlxLayout['scales']> = { F16: 'f16', BF16: 'bf16', F32: 'f32' };
 
-/** config.json's `quantization` for module `base` (a per-module entry wins over the global one), or null. */
+/** config.json's quantization entry for module `base` (a per-module entry wins over the global one), or null. */
 function configQuant(dir: string, base: string): { bits?: unknown; group_size?: unknown } | null {
   const path = join(dir, 'config.json');
   if (!existsSync(path)) return null;
@@ -45,8 +51,8 @@ function configQuant(dir: string, base: string): { bits?: unknown; group_size?: 
 }
 
 /**
- * If `name` (a [rows, cols] linear weight) is MLX-quantized in `ckpt` — it has `.scales` next to it —
- * its bits and group size, checked against the shapes and config.json; null for a plain tensor.
+ * If `name` (a [rows, cols] linear or embedding weight) is MLX-quantized in `ckpt` — it has `.scales`
+ * next to it — its bits and group size, checked against the shapes and config.json; null otherwise.
  */
 export function mlxQuantOf(ckpt: Checkpoint | GgufCheckpoint, name: string, rows: number, cols: number): MlxQuant | null {
   if (!name.endsWith('.weight') || !('dir' in ckpt)) return null;
@@ -56,17 +62,18 @@ export function mlxQuantOf(ckpt: Checkpoint | GgufCheckpoint, name: string, rows
   const fname = basename(file.path);
   const w = ckpt.info(name);
   const s = ckpt.info(`${base}.scales`);
-  const b = ckpt.info(`${base}.biases`);
+  const b = ckpt.has(`${base}.biases`) ? ckpt.info(`${base}.biases`) : null;
   const bad = (why: string, t = name) => new ModelFormatError(`${fname}: MLX-quantized ${t}: ${why}`, file.path, t);
   if (w.dtype !== 'U32' || w.shape.length !== 2) throw bad(`weight must be U32 [rows, packed], got ${w.dtype} [${w.shape}]`);
   if (w.shape[0] !== rows) throw bad(`has ${w.shape[0]} rows, expected ${rows} from config.json`);
   const bits = (w.shape[1] * 32) / cols;
   if (!Number.isInteger(bits)) throw bad(`${w.shape[1]} packed words per row do not hold ${cols} columns at a whole number of bits`);
-  if (bits !== 4 && bits !== 8) throw new UnsupportedModelError(`${fname}: ${name} is ${bits}-bit MLX-quantized; Orchard loads 4 and 8 bits`);
+  if (!MLX_BITS.includes(bits)) throw new UnsupportedModelError(`${fname}: ${name} is ${bits}-bit MLX-quantized; Orchard loads ${MLX_BITS.join(', ')} bits`);
+  if (!b) throw bad(`has scales but no ${base}.biases (only MLX's affine mode is supported)`, `${base}.biases`);
   if (!(s.dtype in SCALE_DTYPES) || s.shape.length !== 2 || s.shape[0] !== rows) throw bad(`scales must be F16/BF16/F32 [${rows}, groups], got ${s.dtype} [${s.shape}]`, `${base}.scales`);
   if (b.dtype !== s.dtype || b.shape.join() !== s.shape.join()) throw bad(`biases must match scales (${s.dtype} [${s.shape}]), got ${b.dtype} [${b.shape}]`, `${base}.biases`);
   const groupSize = cols / s.shape[1];
-  if (![32, 64, 128].includes(groupSize)) throw new UnsupportedModelError(`${fname}: ${name} has MLX group size ${groupSize}; Orchard loads 32, 64 and 128`);
+  if (!MLX_GROUPS.includes(groupSize)) throw new UnsupportedModelError(`${fname}: ${name} has MLX group size ${groupSize}; Orchard loads ${MLX_GROUPS.join(', ')}`);
   const cq = configQuant(ckpt.dir, base);
   if (cq && ((cq.bits !== undefined && cq.bits !== bits) || (cq.group_size !== undefined && cq.group_size !== groupSize))) {
     throw new ModelFormatError(
@@ -75,12 +82,12 @@ export function mlxQuantOf(ckpt: Checkpoint | GgufCheckpoint, name: string, rows
       'quantization',
     );
   }
-  return { bits, groupSize };
+  return { bits: bits as MlxQuant['bits'], groupSize: groupSize as MlxQuant['groupSize'] };
 }
 
 /**
- * Plans rows r × columns c of an MLX-quantized [rows, cols] weight: reads the packed words, scales
- * and biases of the block, then dequantizes into a weight of the scales' dtype.
+ * Plans rows r × columns c of an MLX-quantized [rows, cols] weight: a packed weight of the slice and
+ * the reads (words, scales, biases per chunk of rows) that fill it.
  */
 export function planMlxMatrix(
   ckpt: Checkpoint,
@@ -89,93 +96,122 @@ export function planMlxMatrix(
   r: [number, number],
   c: [number, number],
   backend: Backend,
+  scratch: ReadScratch,
 ): { weight: Weight; reads: PendingRead[] } {
   const base = name.slice(0, -'.weight'.length);
   const file = ckpt.file(name);
   const { bits, groupSize: g } = q;
   if (c[0] % g || c[1] % g) {
     throw new UnsupportedModelError(
-      `${basename(file.path)}: cannot split ${name} (MLX ${bits}-bit, groups of ${g}) at columns [${c[0]}, ${c[1]}): a tensor-parallel slice must start and end on a group boundary`,
+      `${basename(file.path)}: cannot split ${name} (MLX ${bits}-bit, groups of ${g}) at columns [${c[0]}, ${c[1]}): a tensor-parallel slice must start and end on a group boundary (a multiple of ${g})`,
     );
   }
-  const sInfo = ckpt.info(`${base}.scales`);
-  const dtype = SCALE_DTYPES[sInfo.dtype];
+  const layout: MlxLayout = { bits, groupSize: g, scales: SCALE_DTYPES[ckpt.info(`${base}.scales`).dtype] };
+  const dtype = mlxDType(layout);
   const rows = r[1] - r[0];
   const cols = c[1] - c[0];
-  const perWord = 32 / bits;
-  const words = new Uint32Array((rows * cols) / perWord);
-  const groups = (rows * cols) / g;
-  const el = dtype === 'f32' ? 4 : 2;
-  const scales = new Uint8Array(groups * el);
-  const biases = new Uint8Array(groups * el);
-  const weight: Weight = { dtype, rows, cols, bytes: backend.allocBytes(rows * cols * el) };
-  const gc: [number, number] = [c[0] / g, c[1] / g];
-  const reads: PendingRead[] = [
-    { file, name, dest: new Uint8Array(words.buffer), rows: r, cols: [c[0] / perWord, c[1] / perWord] },
-    { file: ckpt.file(`${base}.scales`), name: `${base}.scales`, dest: scales, rows: r, cols: gc },
-    {
-      file: ckpt.file(`${base}.biases`),
-      name: `${base}.biases`,
-      dest: biases,
-      rows: r,
-      cols: gc,
-      after: () => dequantizeMlx(words, widen(scales, dtype), widen(biases, dtype), rows, cols, q, dtype, weight.bytes),
-    },
-  ];
+  const el = layout.scales === 'f32' ? 4 : 2;
+  const qBytes = (cols * bits) / 8;
+  const groups = cols / g;
+  const rb = rowBytes(dtype, cols);
+  const weight: Weight = { dtype, rows, cols, bytes: backend.allocBytes(rows * rb) };
+  const chunk = Math.max(1, Math.floor(CHUNK_BYTES / qBytes));
+  scratch.need(Math.min(chunk, rows) * (qBytes + 2 * groups * el));
+  const wordCols: [number, number] = [(c[0] * bits) / 32, (c[1] * bits) / 32];
+  const groupCols: [number, number] = [c[0] / g, c[1] / g];
+  const reads: PendingRead[] = [];
+  for (let r0 = 0; r0 < rows; r0 += chunk) {
+    const n = Math.min(chunk, rows - r0);
+    const fileRows: [number, number] = [r[0] + r0, r[0] + r0 + n];
+    const sOff = n * qBytes;
+    const bOff = sOff + n * groups * el;
+    const view = (o: number, len: number) => () => scratch.view(o, len);
+    reads.push(lazyRead(file, name, view(0, n * qBytes), fileRows, wordCols));
+    reads.push(lazyRead(ckpt.file(`${base}.scales`), `${base}.scales`, view(sOff, n * groups * el), fileRows, groupCols));
+    const interleave = () => interleaveRows(scratch.view(0, bOff + n * groups * el), n, qBytes, groups, el, weight.bytes.subarray(r0 * rb, (r0 + n) * rb));
+    reads.push(lazyRead(ckpt.file(`${base}.biases`), `${base}.biases`, view(bOff, n * groups * el), fileRows, groupCols, interleave));
+  }
   return { weight, reads };
 }
 
-function widen(bytes: Uint8Array, dtype: DType): Float32Array {
-  if (dtype === 'f32') return new Float32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 4);
-  const bits = new Uint16Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 2);
-  const table = dtype === 'f16' ? F16_TO_F32 : BF16_TO_F32;
-  return Float32Array.from(bits, (b) => table[b]);
-}
-
 /**
- * value[r, j] = q[r, j]·scale[r, ⌊j/g⌋] + bias[r, ⌊j/g⌋] (f32), written as `dtype` into `out`
- * ([rows, cols] row-major). `words` holds the rows' packed uint32 words back to back.
+ * `n` rows from the scratch (all rows' words, then all scales, then all biases) into the packed row
+ * layout: each row's words, then (scale, bias) per group.
  */
-export function dequantizeMlx(
-  words: Uint32Array,
-  scales: Float32Array,
-  biases: Float32Array,
-  rows: number,
-  cols: number,
-  q: MlxQuant,
-  dtype: DType,
-  out: Uint8Array,
-): void {
-  const { bits, groupSize: g } = q;
-  const perWord = 32 / bits;
-  const mask = (1 << bits) - 1;
-  const gpr = cols / g;
-  const f32 = dtype === 'f32' ? new Float32Array(out.buffer, out.byteOffset, rows * cols) : null;
-  const u16 = dtype === 'f32' ? null : new Uint16Array(out.buffer, out.byteOffset, rows * cols);
-  const toBits = dtype === 'bf16' ? f32ToBf16Bits : f32ToF16Bits;
-  for (let r = 0; r < rows; r++) {
-    for (let j = 0; j < cols; j++) {
-      const word = words[(r * cols + j) / perWord | 0];
-      const qv = (word >>> ((j % perWord) * bits)) & mask;
-      const gi = r * gpr + ((j / g) | 0);
-      const v = Math.fround(Math.fround(qv * scales[gi]) + biases[gi]);
-      if (f32) f32[r * cols + j] = v;
-      else u16![r * cols + j] = toBits(v);
+function interleaveRows(src: Uint8Array, n: number, qBytes: number, groups: number, el: number, dst: Uint8Array): void {
+  const rb = qBytes + 2 * groups * el;
+  const sOff = n * qBytes;
+  const bOff = sOff + n * groups * el;
+  for (let i = 0; i < n; i++) {
+    dst.set(src.subarray(i * qBytes, (i + 1) * qBytes), i * rb);
+    for (let k = 0; k < groups; k++) {
+      const o = i * rb + qBytes + 2 * k * el;
+      const s = sOff + (i * groups + k) * el;
+      const b = bOff + (i * groups + k) * el;
+      for (let e = 0; e < el; e++) {
+        dst[o + e] = src[s + e];
+        dst[o + el + e] = src[b + e];
+      }
     }
   }
 }
 
 /**
+ * A packed weight's bytes from mlx-lm's three tensors (words of all rows, then scales and biases
+ * [rows, groups] in the scale dtype): tests and benchmarks that build weights directly.
+ */
+export function packMlx(words: Uint8Array, scales: Uint8Array, biases: Uint8Array, rows: number, cols: number, layout: MlxLayout, dst: Uint8Array): void {
+  const qBytes = (cols * layout.bits) / 8;
+  const groups = cols / layout.groupSize;
+  const el = layout.scales === 'f32' ? 4 : 2;
+  const src = new Uint8Array(rows * (qBytes + 2 * groups * el));
+  src.set(words.subarray(0, rows * qBytes));
+  src.set(scales.subarray(0, rows * groups * el), rows * qBytes);
+  src.set(biases.subarray(0, rows * groups * el), rows * (qBytes + groups * el));
+  interleaveRows(src, rows, qBytes, groups, el, dst);
+}
+
+/** The scale and bias of group k of a packed row at byte `o` (row start), as f32. */
+function groupAffine(bytes: Uint8Array, o: number, layout: MlxLayout, qBytes: number, k: number): [number, number] {
+  if (layout.scales === 'f32') {
+    const v = new DataView(bytes.buffer, bytes.byteOffset + o + qBytes + 8 * k, 8);
+    return [v.getFloat32(0, true), v.getFloat32(4, true)];
+  }
+  const p = o + qBytes + 4 * k;
+  const table = layout.scales === 'f16' ? F16_TO_F32 : BF16_TO_F32;
+  return [table[bytes[p] | (bytes[p + 1] << 8)], table[bytes[p + 2] | (bytes[p + 3] << 8)]];
+}
+
+/** Element j's q from a row's packed bit stream starting at byte `o`. */
+export function mlxQ(bytes: Uint8Array, o: number, bits: number, j: number): number {
+  const bit = j * bits;
+  const at = o + (bit >> 3);
+  // (bit & 7) + bits <= 15: two bytes always hold the element
+  return ((bytes[at] | (bytes[at + 1] << 8)) >> (bit & 7)) & ((1 << bits) - 1);
+}
+
+/** Row `r` of a packed MLX weight as f32 values into `dst`: w = f32(f32(scale·q) + bias). */
+export function dequantizeMlxRow(dtype: MlxDType, bytes: Uint8Array, cols: number, r: number, dst: Float32Array): void {
+  const layout = mlxLayout(dtype);
+  const o = r * rowBytes(dtype, cols);
+  const qBytes = (cols * layout.bits) / 8;
+  const g = layout.groupSize;
+  for (let k = 0; k < cols / g; k++) {
+    const [s, b] = groupAffine(bytes, o, layout, qBytes, k);
+    for (let j = k * g; j < (k + 1) * g; j++) dst[j] = Math.fround(Math.fround(mlxQ(bytes, o, layout.bits, j) * s) + b);
+  }
+}
+
+/**
  * MLX's affine quantizer (mlx.core.quantize): per group, scale = (max − min)/(2^bits − 1), bias = min,
- * q = round((w − bias)/scale). For tests and benchmarks that build MLX-format checkpoints.
- * Returns packed words and f32 scales/biases (callers store them in their dtype).
+ * q = round((w − bias)/scale). For tests and benchmarks that build MLX-format checkpoints. Returns the
+ * rows' packed words (mlx-lm's layout) and f32 scales/biases (callers store them in their dtype).
  */
 export function quantizeMlx(values: Float32Array, rows: number, cols: number, q: MlxQuant): { words: Uint32Array; scales: Float32Array; biases: Float32Array } {
   const { bits, groupSize: g } = q;
   if (cols % g) throw new Error(`quantizeMlx: ${cols} columns are not whole groups of ${g}`);
   const levels = (1 << bits) - 1;
-  const perWord = 32 / bits;
-  const words = new Uint32Array((rows * cols) / perWord);
+  const words = new Uint32Array((rows * cols * bits) / 32);
   const scales = new Float32Array((rows * cols) / g);
   const biases = new Float32Array((rows * cols) / g);
   for (let gi = 0; gi < scales.length; gi++) {
@@ -191,8 +227,10 @@ export function quantizeMlx(values: Float32Array, rows: number, cols: number, q:
     biases[gi] = min;
     for (let j = 0; j < g; j++) {
       const qv = Math.max(0, Math.min(levels, Math.round((values[base + j] - min) / scale)));
-      const e = base + j;
-      words[(e / perWord) | 0] |= qv << ((e % perWord) * bits);
+      // element e of the whole matrix: rows are whole words (cols·bits is a multiple of 32)
+      const bit = (base + j) * bits;
+      words[bit >>> 5] |= qv << (bit & 31);
+      if ((bit & 31) + bits > 32) words[(bit >>> 5) + 1] |= qv >>> (32 - (bit & 31));
     }
   }
   return { words, scales, biases };

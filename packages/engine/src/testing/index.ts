@@ -1,4 +1,4 @@
-/** Test helpers: random-weight models in Hugging Face layout. Not for production use. */
+/** Test helpers: random-weight models in Hugging Face layout (and MLX-quantized from them). Not for production use. */
 export {
   writeRandomModel,
   type RandomModelOptions,
@@ -8,6 +8,7 @@ export {
 } from './random-model.js';
 export type { MoeOptions } from './random-moe.js';
 export { writeSafetensors, type TensorToWrite } from '../safetensors/writer.js';
+export { writeMlxModel, type MlxModelOptions } from './mlx-model.js';
 /** The engine's seeded PRNG, for tests and simulations that must repeat exactly. */
 export { Prng } from '../numeric/prng.js';
 export {

@@ -64,6 +64,8 @@ export function widen(w: Weight): Float32Array {
         }
       }
       return out;
+    default:
+      throw new Error(`no GPU reference for ${w.dtype}`);
   }
 }
 

@@ -1,6 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { WASM_PATH, WAT_PATH, buildKernels } from '../../wasm/build.js';
+import { withAffineSection } from '../../wasm/affine.js';
+import { withKquantSection } from '../../wasm/kquants.js';
 import { withSection } from '../../wasm/qtiles.js';
 
 describe('kernels.wasm', () => {
@@ -13,5 +15,15 @@ describe('kernels.wasm', () => {
   it("kernels.wat's q8_0/q4_0 prompt-batch section is wasm/qtiles.ts's output (rewrite: pnpm exec tsx packages/engine/wasm/qtiles.ts)", () => {
     const wat = readFileSync(WAT_PATH, 'utf8');
     expect(withSection(wat) === wat, 'the qtile section is stale').toBe(true);
+  });
+
+  it("kernels.wat's K-quant section is wasm/kquants.ts's output (rewrite: pnpm exec tsx packages/engine/wasm/kquants.ts)", () => {
+    const wat = readFileSync(WAT_PATH, 'utf8');
+    expect(withKquantSection(wat) === wat, 'the kquant section is stale').toBe(true);
+  });
+
+  it("kernels.wat's MLX affine section is wasm/affine.ts's output (rewrite: pnpm exec tsx packages/engine/wasm/affine.ts)", () => {
+    const wat = readFileSync(WAT_PATH, 'utf8');
+    expect(withAffineSection(wat) === wat, 'the affine section is stale').toBe(true);
   });
 });

@@ -6,6 +6,7 @@ import { BF16_TO_F32, F16_TO_F32, f32ToBf16Bits, f32ToF16Bits } from '../../src/
 import { Prng } from '../../src/numeric/prng.js';
 import { weightBytes } from '../../src/kernels/wasm/formats.js';
 import { quantizeQ4_0, quantizeQ8_0 } from '../../src/kernels/wasm/quant-reference.js';
+import { quantizeMxfp4 } from '../../src/quant/mxfp4.js';
 
 /**
  * A maker of WASM backends for one test file, disposed after it. parallelThreshold 0 makes even tiny
@@ -50,7 +51,14 @@ export function randomWeight(be: Backend, dtype: DType, rows: number, cols: numb
   } else {
     const values = new Float32Array(count);
     for (let i = 0; i < count; i++) values[i] = rng.symmetric(1) * (1 + 3 * (Math.floor(i / 32) % 3));
-    (dtype === 'q8_0' ? quantizeQ8_0 : quantizeQ4_0)(values, rows, cols, bytes);
+    if (dtype === 'mxfp4') {
+      // exponents from 2^-128 (subnormal block factors) to large: every e8m0 path of the kernels
+      for (let b = 0; b < count / 32; b++) {
+        const scale = b % 7 === 0 ? 2 ** -130 : 2 ** (((b * 5) % 17) - 8);
+        for (let j = 0; j < 32; j++) values[b * 32 + j] *= scale;
+      }
+      quantizeMxfp4(values, rows, cols, bytes);
+    } else (dtype === 'q8_0' ? quantizeQ8_0 : quantizeQ4_0)(values, rows, cols, bytes);
   }
   return { dtype, rows, cols, bytes };
 }

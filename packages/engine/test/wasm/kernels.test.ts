@@ -56,6 +56,7 @@ describe.each([1, 2])('wasm kernels, %i thread(s)', (threads) => {
     ['q4_0', false],
     ['q8_0', true],
     ['q4_0', true],
+    ['mxfp4', false],
   ] as Array<[DType, boolean]>)('%s matvec and matmul equal the reference within the bounds (packed: %s)', (dtype, packed) => {
     const rng = new Prng(99 + threads * 13 + dtype.length + (packed ? 1000 : 0));
     const reference = createReferenceBackend();

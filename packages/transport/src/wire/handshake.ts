@@ -34,8 +34,11 @@ export const CHALLENGE_BYTES = 4 + 1 + NONCE_BYTES + PROOF_BYTES;
 export const OK_BYTES = 4;
 export const MAX_GROUP_ID_BYTES = 255;
 
-/** What a connection is for; a probe secret cannot open a data connection and vice versa. */
-export const Purpose = { Data: 1, Probe: 2 } as const;
+/**
+ * What a connection is for; a probe secret cannot open a data connection and vice versa. `Stream`:
+ * an authenticated byte stream for another protocol (authenticated-socket.ts), named by its group id.
+ */
+export const Purpose = { Data: 1, Probe: 2, Stream: 3 } as const;
 export type Purpose = (typeof Purpose)[keyof typeof Purpose];
 
 /** HELLO: the client wants the connection encrypted. CHALLENGE: it will be. */

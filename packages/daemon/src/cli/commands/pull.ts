@@ -4,11 +4,32 @@
  */
 import type { Command } from 'commander';
 import { HubClient, ModelStore, StoreError, type PullResult } from '../../store/index.js';
+import { DEFAULT_URL } from '../client.js';
 import { CliError } from '../errors.js';
 import { expandShortName } from '../catalog.js';
 import { paintOut } from '../colors.js';
 import { formatBytes, PullProgress } from '../pull-progress.js';
+import { call } from './serve-client.js';
 import { defaultDataDir } from './service.js';
+
+interface PodPullAnswer {
+  dir: string;
+  commit: string;
+  hubBytes: number;
+  peerBytes: number;
+  bySource: Record<string, number>;
+  badPeers: string[];
+}
+
+/** `--from-pod`: the running daemon pulls from its peers only (no listing or byte from the hub). */
+async function pullFromPod(repo: string, opts: { url: string; token?: string; json?: boolean }): Promise<void> {
+  const res = await call({ url: opts.url, token: opts.token }, 'POST', '/api/models/pull', { repo, fromPod: true }, 24 * 3600_000);
+  const r = (await res.json()) as PodPullAnswer;
+  if (opts.json) return void process.stdout.write(`${JSON.stringify(r)}\n`);
+  const peers = Object.entries(r.bySource).filter(([k, n]) => k !== 'hub' && n > 0).map(([k, n]) => `${k.slice(-8)} ${n}`);
+  process.stdout.write(`${repo}@${r.commit.slice(0, 12)} in ${r.dir} (${r.peerBytes} bytes from peers${peers.length ? `: ${peers.join(', ')}` : ''}; none from the hub)\n`);
+  for (const p of r.badPeers) process.stdout.write(`dropped peer ${p}: it served bytes that do not match the pod digest\n`);
+}
 
 function parseLayers(text: string): [number, number] {
   const m = /^(\d+):(\d+)$/.exec(text);
@@ -78,6 +99,8 @@ export async function pullWithProgress(ref: string, opts: PullCliOptions): Promi
     if (tty && drawn) out.write('\n');
     if (err instanceof StoreError) throw new CliError(err.message, 1);
     throw err;
+  } finally {
+    await store.close();
   }
 }
 
@@ -92,8 +115,17 @@ export function registerPull(program: Command): void {
     .option('--embed', 'with --layers: also the token embedding')
     .option('--head', 'with --layers: also the final norm and LM head')
     .option('--json', 'print the result as JSON')
-    .action(async (given: string, opts: PullCliOptions & { json?: boolean }) => {
+    .option('--from-pod', "through the running daemon, from the pod's peers only (no hub)")
+    .option('--url <url>', 'with --from-pod: daemon API', process.env.ORCHARD_URL ?? DEFAULT_URL)
+    .option('--token <token>', 'with --from-pod: API token (env ORCHARD_API_TOKEN)')
+    .action(async (given: string, opts: PullCliOptions & { json?: boolean; fromPod?: boolean; url: string; token?: string }) => {
       const ref = expandShortName(given);
+      if (opts.fromPod) {
+        if (opts.layers) throw new CliError('--from-pod pulls whole models (a stage is fetched by `orchard load`); drop --layers', 2);
+        const { repo, quant } = splitModelRef(ref);
+        if (quant) throw new CliError(`--from-pod pulls the model as the pod holds it; drop :${quant}`, 2);
+        return pullFromPod(repo, opts);
+      }
       const result = await pullWithProgress(ref, { ...opts, quiet: opts.json });
       if (opts.json) process.stdout.write(`${JSON.stringify(result)}\n`);
       else {

@@ -19,11 +19,20 @@ async function dataPlaneOf(url: string, token: string | undefined): Promise<Data
   }
 }
 
+/** Every node's downloads (by source and link); null from a daemon without the dashboard API. */
+async function downloadsOf(url: string, token: string | undefined): Promise<StatusJson['downloads'] | null> {
+  try {
+    return ((await getJson(url, '/api/dashboard/progress', { token })) as { progress: NonNullable<StatusJson['downloads']> }).progress;
+  } catch {
+    return null;
+  }
+}
+
 /** `orchard status [--json]`: nodes, chips, memory, links, pod mode and each instance's data-plane links. */
 export function registerStatus(program: Command): void {
   program
     .command('status')
-    .description('show the pod: nodes, chips, memory, measured links, mode')
+    .description('show the pod: nodes, chips, memory, measured links, mode, downloads by source')
     .option('--json', 'machine-readable output')
     .option('--url <url>', 'daemon API', process.env.ORCHARD_URL ?? DEFAULT_URL)
     .option('--token <token>', 'API token (env ORCHARD_API_TOKEN)')
@@ -31,6 +40,8 @@ export function registerStatus(program: Command): void {
       const status = (await getJson(opts.url, '/api/status', { token: opts.token })) as StatusJson;
       const dataPlane = await dataPlaneOf(opts.url, opts.token);
       if (dataPlane) status.dataPlane = dataPlane;
+      const downloads = await downloadsOf(opts.url, opts.token);
+      if (downloads?.length) status.downloads = downloads;
       if (opts.json) {
         const cluster = await getJson(opts.url, '/api/cluster', { token: opts.token });
         process.stdout.write(`${JSON.stringify({ ...status, cluster }, null, 2)}\n`);

@@ -101,7 +101,7 @@ export class GpuKernels {
     await guarded(this.ctx, 'WGSL pipelines', () => {
       for (const d of dtypes) {
         this.pipeline(`matvec_${d}`, () => matvecShader(d));
-        this.pipeline(`matvec_fast_${d}`, () => matvecFastShader(d));
+        if (vectorWidth(d) > 0) this.pipeline(`matvec_fast_${d}`, () => matvecFastShader(d));
         this.pipeline(`matmul_${d}`, () => matmulShader(d));
         this.pipeline(`embed_${d}`, () => embedShader(d));
       }
@@ -172,7 +172,7 @@ export class GpuKernels {
     const out_: Dispatch[] = [];
     // 16-byte loads when every row (and x row) starts on a vector boundary.
     const vw = vectorWidth(w.dtype);
-    const fast = w.cols % vw === 0 && (opts.xStride ?? w.cols) % vw === 0 && !opts.generic;
+    const fast = vw > 0 && w.cols % vw === 0 && (opts.xStride ?? w.cols) % vw === 0 && !opts.generic;
     const matvec = fast
       ? this.pipeline(`matvec_fast_${w.dtype}`, () => matvecFastShader(w.dtype))
       : this.pipeline(`matvec_${w.dtype}`, () => matvecShader(w.dtype));

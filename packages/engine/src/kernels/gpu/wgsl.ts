@@ -8,6 +8,7 @@
  * Layout is row-major [rows, cols] = [out, in], as in kernels/backend.ts.
  */
 import type { DType } from '../backend.js';
+import { quantWeightAccessor } from './quant-wgsl.js';
 
 export const WG = 64;
 
@@ -82,6 +83,9 @@ fn w_at(r: u32, c: u32) -> f32 {
   let q = select(b & 15u, b >> 4u, j >= 16u);
   return (f32(q) - 8.0) * f16_bits(rd_u16(o));
 }`;
+    default:
+      // K-quants, MXFP4, MLX affine: kernels/gpu/quant-wgsl.ts
+      return quantWeightAccessor(dtype);
   }
 }
 
@@ -131,11 +135,12 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
 
 /**
  * Vectorised matvec: 16-byte loads of weights and activations, a whole GGUF block per thread step for
- * Q8_0/Q4_0. Needs cols (and the x stride) divisible by `vectorWidth(dtype)`; `linear` falls back to
- * `matvecShader` otherwise.
+ * Q8_0/Q4_0. Needs cols (and the x stride) divisible by `vectorWidth(dtype)` (0: no such kernel);
+ * `linear` falls back to `matvecShader` otherwise.
  */
 export function vectorWidth(dtype: DType): number {
-  return dtype === 'f32' ? 4 : dtype === 'f16' || dtype === 'bf16' ? 8 : 32;
+  // 0: no vectorised kernel (the formats of quant-wgsl.ts run the per-element matvec)
+  return dtype === 'f32' ? 4 : dtype === 'f16' || dtype === 'bf16' ? 8 : dtype === 'q8_0' || dtype === 'q4_0' ? 32 : 0;
 }
 
 /** Rows per workgroup of the vectorised matvec, and threads per row. */
@@ -205,6 +210,8 @@ export function matvecFastShader(dtype: DType): string {
     acc = acc + s * d;
   }`;
       break;
+    default:
+      throw new Error(`WebGPU backend: no kernel for ${dtype} weights (run them on the cpu backend)`);
   }
   const bytes =
     dtype === 'q8_0' || dtype === 'q4_0'

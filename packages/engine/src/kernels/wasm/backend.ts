@@ -14,8 +14,9 @@ import { F16_TO_F32 } from '../../numeric/half.js';
 import type { AttentionArgs, Backend, DType, Weight } from '../backend.js';
 import { Arena } from './arena.js';
 import { physicalCores } from './cores.js';
-import { QK, isQuantized, rowBytes, weightBytes } from './formats.js';
+import { QK, QK_K, blockElems, isKQuant, isMlx, isQuantized, mlxLayout, rowBytes, weightBytes } from './formats.js';
 import {
+  AFFINE_ADDR,
   ATTN_ADDR,
   ATTN_KERNEL,
   CORR_ADDR,
@@ -26,6 +27,7 @@ import {
   HEAP_BASE,
   KERNEL,
   MAX_PAGES,
+  MLX_KERNEL,
   PACKED_KERNEL,
   PAGE_BYTES,
   QTILES_ADDR,
@@ -33,7 +35,7 @@ import {
   WIDE_ADDR,
 } from './layout.js';
 import { type KernelExports, WA, type WasmMemory, kernelModule } from './module.js';
-import { PACKABLE, packRows4, packedSubnormals } from './pack.js';
+import { isPackable, packRows4, packedSubnormals } from './pack.js';
 import { ThreadPool } from './pool.js';
 
 export interface WasmBackendOptions {
@@ -163,16 +165,38 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
 
   // Address of the current quantized prompt batch's activations in tile layout (wasm quant_tiles).
   const qtiles = new Int32Array(memory.buffer, QTILES_ADDR, 1);
+  // The current MLX weight's group size and scale dtype, read by the affine kernels.
+  const affine = new Int32Array(memory.buffer, AFFINE_ADDR, 2);
+
+  /**
+   * K activations (quant_q8k, tokens kStride apart) into the super-block token tiles $ktiles8/4 read: tiles
+   * of 4 tokens (the last: the rest); in a tile of t tokens, per super-block 516·t bytes: for each of the
+   * 128 column pairs each token's pair of q4-form values as one i32, then each token's d_x.
+   */
+  function kTiles(src: number, dst: number, cols: number, n: number, kStride: number): void {
+    const nsb = cols / QK_K;
+    const i32 = new Int32Array(memory.buffer);
+    let o = dst >> 2;
+    for (let t0 = 0; t0 < n; t0 += 4) {
+      const tn = Math.min(4, n - t0);
+      for (let sb = 0; sb < nsb; sb++) {
+        for (let k = 0; k < 128; k++) {
+          for (let i = 0; i < tn; i++) i32[o++] = i32[((src + (t0 + i) * kStride + cols * 2 + nsb * 20) >> 2) + sb * 128 + k];
+        }
+        // d_x as its bits
+        for (let i = 0; i < tn; i++) i32[o++] = i32[((src + (t0 + i) * kStride + cols * 2) >> 2) + sb];
+      }
+    }
+  }
 
   function check(out: Float32Array, w: Weight, x: Float32Array, n: number): void {
     const { dtype, rows, cols } = w;
-    if (!(dtype in KERNEL)) throw new Error(`wasm backend: unsupported weight dtype ${String(dtype)}`);
+    if (!(dtype in KERNEL) && !isMlx(dtype)) throw new Error(`wasm backend: unsupported weight dtype ${String(dtype)}`);
     if (!Number.isInteger(rows) || !Number.isInteger(cols) || rows < 0 || cols < 0) {
       throw new Error(`wasm backend: bad weight shape [${rows}, ${cols}]`);
     }
-    if (isQuantized(dtype) && cols % QK !== 0) {
-      throw new Error(`wasm backend: ${dtype} weight [${rows}, ${cols}] needs a column count that is a multiple of ${QK}`);
-    }
+    const be = blockElems(dtype);
+    if (cols % be !== 0) throw new Error(`wasm backend: ${dtype} weight [${rows}, ${cols}] needs a column count that is a multiple of ${be}`);
     const need = weightBytes(dtype, rows, cols);
     if (w.bytes.byteLength < need) {
       throw new Error(`wasm backend: ${dtype} weight [${rows}, ${cols}] needs ${need} bytes, has ${w.bytes.byteLength}`);
@@ -196,6 +220,37 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
       const dst = scratch(cols * n * 4);
       k.prep_pairs(xAddr, dst, cols, n, dtype === 'f16' ? F16_X_SCALE : 1);
       xAddr = dst;
+    } else if (isMlx(dtype)) {
+      const { bits, groupSize, scales } = mlxLayout(dtype);
+      if (w.packed) {
+        // packed 4-bit: 15-bit integer activations per 32 columns, plus each group's f32 sum
+        xStride = cols * 2 + (cols / 32) * 4 + (cols / groupSize) * 4;
+        const dst = scratch(xStride * n);
+        k.quant_mlx4(xAddr, dst, cols, n, groupSize);
+        xAddr = dst;
+      } else {
+        // f32 activations reordered to the packed lanes, plus each group's sum (wasm/affine.ts)
+        xStride = cols * 4 + (cols / groupSize) * 4;
+        const dst = scratch(xStride * n);
+        k.prep_affine(xAddr, dst, cols, n, bits === 3 || bits === 4 ? 8 : 4, groupSize);
+        xAddr = dst;
+      }
+      affine[0] = groupSize;
+      affine[1] = scales === 'f16' ? 0 : scales === 'bf16' ? 1 : 2;
+    } else if (isKQuant(dtype)) {
+      // ggml's Q8_K activations per 256 columns, each 32-column sub-block's sum, and the q4 form (kquants.ts).
+      xStride = cols * 4 + (cols / QK_K) * 20;
+      const kBytes = Math.ceil((xStride * n) / 16) * 16;
+      // packed q4_k prompt batches run token tiles over whole super-blocks (wasm $kwiden32, $ktiles8)
+      const tiles = dtype === 'q4_k' && w.packed !== undefined && n >= 2;
+      if (tiles) wideScratch(cols, 17 * cols);
+      const dst = scratch(kBytes + (tiles ? (cols / QK_K) * 516 * n : 0));
+      k.quant_q8k(xAddr, dst, cols, n);
+      if (tiles) {
+        kTiles(dst, dst + kBytes, cols, n, xStride);
+        qtiles[0] = dst + kBytes;
+      }
+      xAddr = dst;
     } else if (isQuantized(dtype)) {
       xStride = cols * 2 + (cols / QK) * 8;
       // Packed prompt batches (wasm $qtiles4/8) widen two 4-row groups at a time per thread (17·cols
@@ -211,7 +266,11 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
       }
       xAddr = dst;
     }
-    const kernel = w.packed ? PACKED_KERNEL[dtype as keyof typeof PACKED_KERNEL] : KERNEL[dtype as DType];
+    const kernel = w.packed
+      ? PACKED_KERNEL[isMlx(dtype) ? 'mlx4' : (dtype as keyof typeof PACKED_KERNEL)]
+      : isMlx(dtype)
+        ? MLX_KERNEL[mlxLayout(dtype).bits]
+        : KERNEL[dtype as keyof typeof KERNEL];
     if (kernel === undefined) throw new Error(`wasm backend: no packed kernel for ${dtype}`);
     const table = w.packed ? subnormalTables.get(w.bytes) : undefined;
     corr[0] = table ? table[0] : 0;
@@ -326,7 +385,7 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
     attention,
     expNeg: (x: number) => k.exp_neg(x),
     packWeight(w: Weight) {
-      if (w.packed || !PACKABLE.has(w.dtype) || w.rows < 4) return;
+      if (w.packed || !isPackable(w.dtype) || w.rows < 4) return;
       arena.addressOf(w.bytes, `${w.dtype} weight [${w.rows}, ${w.cols}]`);
       if (isQuantized(w.dtype) && w.cols % QK !== 0) return;
       packRows4(w);

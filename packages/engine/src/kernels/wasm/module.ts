@@ -58,6 +58,12 @@ export interface KernelExports {
   quant_q8(x: number, dst: number, cols: number, n: number, q4: number): void;
   /** quant_q8's output of n tokens (q8_0 or q4_0 form) into tiles of 4 tokens for the prompt-batch kernels. */
   quant_tiles(src: number, dst: number, cols: number, n: number): void;
+  /** n tokens into the K-quant activation format (ggml's Q8_K plus per-32 sums; kernels.wat's kquant section). */
+  quant_q8k(x: number, dst: number, cols: number, n: number): void;
+  /** n tokens into the MLX affine activation order (e elements per lane) plus per-group sums (kernels.wat's affine section). */
+  prep_affine(x: number, dst: number, cols: number, n: number, e: number, g: number): void;
+  /** n tokens into the 15-bit integer form of packed 4-bit MLX weights, with per-group f32 sums (group size g). */
+  quant_mlx4(x: number, dst: number, cols: number, n: number, g: number): void;
   round_f16(v: number): number;
   exp_neg(x: number): number;
   swiglu(a: number, b: number, n: number): void;

@@ -20,10 +20,15 @@
  * (15.1 vs 16.5 GB/s with them flushed). The kernels add the listed terms after each row's dense sum.
  */
 import type { DType, Weight } from '../backend.js';
-import { Q4_0_BLOCK_BYTES, Q8_0_BLOCK_BYTES, QK, rowBytes } from './formats.js';
+import { type MlxLayout, Q4_0_BLOCK_BYTES, Q8_0_BLOCK_BYTES, QK, isMlx, mlxLayout, rowBytes } from './formats.js';
 
 /** The dtypes with a packed layout (the ones the decode speed targets are about). */
-export const PACKABLE: ReadonlySet<DType> = new Set<DType>(['f16', 'q8_0', 'q4_0']);
+export const PACKABLE: ReadonlySet<DType> = new Set<DType>(['f16', 'q8_0', 'q4_0', 'q4_k']);
+
+/** Whether `dtype` has a packed layout: PACKABLE, and 4-bit MLX (any group size and scale dtype). */
+export function isPackable(dtype: DType): boolean {
+  return PACKABLE.has(dtype) || (isMlx(dtype) && mlxLayout(dtype).bits === 4);
+}
 
 /** Subnormal f16 weights taken out of packed groups: [row, col, f16 bits] triples, by row then column. */
 const subnormals = new WeakMap<Uint8Array, Int32Array>();
@@ -36,7 +41,7 @@ export function packedSubnormals(w: Weight): Int32Array | undefined {
 /** Rewrites rows [0, rows − rows%4) of `w` into the packed layout, in place; marks it packed. */
 export function packRows4(w: Weight): void {
   if (w.packed) throw new Error(`${w.dtype} weight [${w.rows}, ${w.cols}] is already packed`);
-  if (!PACKABLE.has(w.dtype)) throw new Error(`no packed layout for ${w.dtype} weights`);
+  if (!isPackable(w.dtype)) throw new Error(`no packed layout for ${w.dtype} weights`);
   const rb = rowBytes(w.dtype, w.cols);
   const group = new Uint8Array(4 * rb);
   const groups = Math.floor(w.rows / 4);
@@ -44,6 +49,14 @@ export function packRows4(w: Weight): void {
   for (let g = 0; g < groups; g++) {
     const dst = w.bytes.subarray(g * 4 * rb, (g + 1) * 4 * rb);
     group.set(dst);
+    if (w.dtype === 'q4_k') {
+      q4kGroup(w.cols, group, dst, true);
+      continue;
+    }
+    if (isMlx(w.dtype)) {
+      mlx4Group(w.cols, mlxLayout(w.dtype), group, dst, true);
+      continue;
+    }
     interleave(w.dtype, w.cols, rb, group, dst);
     if (w.dtype === 'f16') takeSubnormals(words(dst), g, w.cols, found);
   }
@@ -81,7 +94,9 @@ export function unpackRows4(w: Weight): void {
   for (let g = 0; g < groups; g++) {
     const src = w.bytes.subarray(g * 4 * rb, (g + 1) * 4 * rb);
     group.set(src);
-    deinterleave(w.dtype, w.cols, rb, group, src);
+    if (w.dtype === 'q4_k') q4kGroup(w.cols, src, group, false);
+    else if (isMlx(w.dtype)) mlx4Group(w.cols, mlxLayout(w.dtype), src, group, false);
+    else deinterleave(w.dtype, w.cols, rb, group, src);
   }
   const taken = subnormals.get(w.bytes);
   if (taken) {
@@ -147,4 +162,68 @@ function deinterleave(dtype: DType, cols: number, rb: number, packed: Uint8Array
 function words(bytes: Uint8Array): Uint16Array {
   if (bytes.byteOffset % 2 || bytes.byteLength % 2) throw new Error('packed weights need 2-byte aligned groups');
   return new Uint16Array(bytes.buffer, bytes.byteOffset, bytes.byteLength >> 1);
+}
+
+/**
+ * q4_k's packed layout, per super-block of 4 rows (576 bytes, the 4 rows' 4 × 144): the rows' f16 d
+ * (8 bytes), f16 dmin (8), their 12 scale bytes as 3 words each, word w of row r at 16 + 16w + 4r (one
+ * i32x4 load gives a word of all 4 rows), then per sub-block j and row r 16 bytes at 64 + 64j + 16r
+ * whose byte l holds elements l (low nibble) and l + 16 (high) of that sub-block. Every nibble keeps
+ * its bits; only their places change, so that both nibbles of a byte share one sub-block scale and
+ * the kernel can use q4_0's trick (the high nibble's activations pre-combined, no mask; wasm/kquants.ts).
+ * `toPacked`: row-major `rm` → `packed`; else packed → row-major.
+ */
+function q4kGroup(cols: number, rm: Uint8Array, packed: Uint8Array, toPacked: boolean): void {
+  const nsb = cols / 256;
+  for (let sb = 0; sb < nsb; sb++) {
+    const po = sb * 576;
+    for (let r = 0; r < 4; r++) {
+      const ro = (r * nsb + sb) * 144;
+      const pairs: Array<[number, number]> = [
+        [ro, po + 2 * r],
+        [ro + 1, po + 2 * r + 1],
+        [ro + 2, po + 8 + 2 * r],
+        [ro + 3, po + 9 + 2 * r],
+      ];
+      for (let k = 0; k < 12; k++) pairs.push([ro + 4 + k, po + 16 + 16 * (k >> 2) + 4 * r + (k & 3)]);
+      for (const [a, b] of pairs) {
+        if (toPacked) packed[b] = rm[a];
+        else rm[a] = packed[b];
+      }
+      for (let j = 0; j < 8; j++) {
+        // row-major: run c = j >> 1 of 32 bytes; sub-block j is its low (even j) or high nibbles
+        const run = ro + 16 + 32 * (j >> 1);
+        const shift = (j & 1) * 4;
+        const dst = po + 64 + 64 * j + 16 * r;
+        for (let l = 0; l < 16; l++) {
+          if (toPacked) packed[dst + l] = ((rm[run + l] >> shift) & 15) | (((rm[run + l + 16] >> shift) & 15) << 4);
+          else {
+            const b = packed[dst + l];
+            rm[run + l] = (rm[run + l] & (0xf0 >> shift)) | ((b & 15) << shift);
+            rm[run + l + 16] = (rm[run + l + 16] & (0xf0 >> shift)) | ((b >> 4) << shift);
+          }
+        }
+      }
+    }
+  }
+}
+
+/**
+ * 4-bit MLX's packed layout, per group of 4 rows (the rows' 4 × row bytes, in place): per 32 columns the
+ * 4 rows' 16 packed bytes (64 bytes), then per MLX group the 4 rows' (scale, bias) pairs. The kernel
+ * then reads one stream and shares each activation load between 4 rows (wasm/affine.ts, $g4_mlx4).
+ */
+function mlx4Group(cols: number, layout: MlxLayout, rm: Uint8Array, packed: Uint8Array, toPacked: boolean): void {
+  const qBytes = cols / 2;
+  const pair = layout.scales === 'f32' ? 8 : 4;
+  const groups = cols / layout.groupSize;
+  const rb = qBytes + groups * pair;
+  const move = (from: number, to: number, len: number) => {
+    if (toPacked) packed.set(rm.subarray(from, from + len), to);
+    else rm.set(packed.subarray(to, to + len), from);
+  };
+  for (let r = 0; r < 4; r++) {
+    for (let b = 0; b < cols / 32; b++) move(r * rb + 16 * b, 64 * b + 16 * r, 16);
+    for (let k = 0; k < groups; k++) move(r * rb + qBytes + k * pair, 4 * qBytes + (4 * k + r) * pair, pair);
+  }
 }

@@ -9,7 +9,10 @@
  */
 import { F16_TO_F32, f32ToF16Bits } from '../../numeric/half.js';
 import type { DType } from '../backend.js';
-import { Q4_0_BLOCK_BYTES, Q8_0_BLOCK_BYTES, QK, weightBytes } from './formats.js';
+import { dequantizeKRow } from '../../quant/kquants.js';
+import { dequantizeMlxRow } from '../../quant/mlx.js';
+import { KVALUES, dequantizeMxfp4Row, e8m0Half } from '../../quant/mxfp4.js';
+import { MXFP4_BLOCK_BYTES, Q4_0_BLOCK_BYTES, Q8_0_BLOCK_BYTES, QK, isMlx, weightBytes } from './formats.js';
 
 const fround = Math.fround;
 
@@ -75,8 +78,11 @@ export function quantizeQ4_0(values: Float32Array, rows: number, cols: number, d
   return out;
 }
 
-/** Row `r` of a q8_0/q4_0 weight as f32 values into `dst`. */
+/** Row `r` of a quantized weight (q8_0, q4_0, K-quants, MXFP4, MLX affine) as f32 values into `dst`. */
 export function dequantizeRow(dtype: DType, bytes: Uint8Array, cols: number, r: number, dst: Float32Array): void {
+  if (dtype === 'q4_k' || dtype === 'q5_k' || dtype === 'q6_k') return dequantizeKRow(dtype, bytes, cols, r, dst);
+  if (isMlx(dtype)) return dequantizeMlxRow(dtype, bytes, cols, r, dst);
+  if (dtype === 'mxfp4') return dequantizeMxfp4Row(bytes, cols, r, dst);
   const nb = cols / QK;
   if (dtype === 'q8_0') {
     let o = r * nb * Q8_0_BLOCK_BYTES;
@@ -101,9 +107,20 @@ export function dequantizeRow(dtype: DType, bytes: Uint8Array, cols: number, r: 
   throw new Error(`dequantizeRow: ${dtype} is not a block format`);
 }
 
-/** Integer weight values (before the scale) of row `r`, and the row's block scales. */
+/** Integer weight values (before the scale) of row `r`, and the row's block scales (q8_0, q4_0, mxfp4). */
 function rowInts(dtype: DType, bytes: Uint8Array, cols: number, r: number, q: Int32Array, d: Float64Array): void {
   const nb = cols / QK;
+  if (dtype === 'mxfp4') {
+    // ggml's form: doubled FP4 integers times 2^(e − 128)
+    for (let b = 0, o = r * nb * MXFP4_BLOCK_BYTES; b < nb; b++, o += MXFP4_BLOCK_BYTES) {
+      d[b] = e8m0Half(bytes[o]);
+      for (let j = 0; j < 16; j++) {
+        q[b * QK + j] = KVALUES[bytes[o + 1 + j] & 15];
+        q[b * QK + j + 16] = KVALUES[bytes[o + 1 + j] >> 4];
+      }
+    }
+    return;
+  }
   const bb = dtype === 'q8_0' ? Q8_0_BLOCK_BYTES : Q4_0_BLOCK_BYTES;
   let o = r * nb * bb;
   for (let b = 0; b < nb; b++, o += bb) {

@@ -1,0 +1,94 @@
+/**
+ * WGSL element accessors (`w_at(r, c)`, the interface of kernels/gpu/wgsl.ts's weight kernels) for the
+ * formats of issue 17, read from their packed bytes as the CPU keeps them (no dequantized copy on the
+ * GPU): GGUF K-quants (q4_k, q5_k, q6_k; layouts in quant/kquants.ts), MXFP4 in GGUF order
+ * (quant/mxfp4.ts) and MLX affine rows (quant/mlx.ts: packed bits, then (scale, bias) per group).
+ * Each element decodes its own scale, so these are correctness-first: they run through the generic
+ * per-element matvec, the tiled matmul and the embedding lookup, not a vectorised decode kernel.
+ * Weights are row-major (`P.cols` columns), bound as `array<u32>`; rows start on 4-byte boundaries
+ * only for MLX, so the block formats read bytes.
+ */
+import type { DType, MlxDType } from '../backend.js';
+import { isMlx, mlxLayout } from '../wasm/formats.js';
+
+const BYTES = /* wgsl */ `
+fn rd_u8(o: u32) -> u32 { return (W[o >> 2u] >> ((o & 3u) * 8u)) & 0xffu; }
+fn rd_u16(o: u32) -> u32 { return rd_u8(o) | (rd_u8(o + 1u) << 8u); }
+fn rd_f16(o: u32) -> f32 { return unpack2x16float(rd_u16(o)).x; }
+`;
+
+/** `w_at` for the K-quant, MXFP4 and MLX dtypes; throws for any other. */
+export function quantWeightAccessor(dtype: DType): string {
+  if (isMlx(dtype)) return mlxAccessor(dtype);
+  switch (dtype) {
+    case 'q4_k':
+    case 'q5_k': {
+      const five = dtype === 'q5_k';
+      return `${BYTES}
+// sub-block j's 6-bit scale and min (llama.cpp's get_scale_min_k4) of the super-block at o
+fn scale_min(o: u32, j: u32) -> vec2<f32> {
+  if (j < 4u) { return vec2<f32>(f32(rd_u8(o + 4u + j) & 63u), f32(rd_u8(o + 8u + j) & 63u)); }
+  return vec2<f32>(f32((rd_u8(o + 8u + j) & 15u) | ((rd_u8(o + j) >> 6u) << 4u)),
+                   f32((rd_u8(o + 8u + j) >> 4u) | ((rd_u8(o + 4u + j) >> 6u) << 4u)));
+}
+fn w_at(r: u32, c: u32) -> f32 {
+  let o = (r * (P.cols / 256u) + c / 256u) * ${five ? 176 : 144}u;
+  let e = c % 256u;
+  let j = e / 32u;
+  let l = e % 32u;
+  let b = rd_u8(o + ${five ? 48 : 16}u + 32u * (j / 2u) + l);
+  var q = select(b & 15u, b >> 4u, (j & 1u) == 1u);${five ? `
+  q = q | (((rd_u8(o + 16u + l) >> j) & 1u) << 4u);` : ''}
+  let sm = scale_min(o, j);
+  return rd_f16(o) * sm.x * f32(q) - rd_f16(o + 2u) * sm.y;
+}`;
+    }
+    case 'q6_k':
+      return `${BYTES}
+fn w_at(r: u32, c: u32) -> f32 {
+  let o = (r * (P.cols / 256u) + c / 256u) * 210u;
+  let e = c % 256u;
+  let n = e / 128u;
+  let k = (e % 128u) / 32u;
+  let l = e % 32u;
+  let lb = rd_u8(o + 64u * n + 32u * (k & 1u) + l);
+  let q = select(lb & 15u, lb >> 4u, k >= 2u) | (((rd_u8(o + 128u + 32u * n + l) >> (2u * k)) & 3u) << 4u);
+  let sc = bitcast<i32>(rd_u8(o + 192u + e / 16u) << 24u) >> 24u;
+  return rd_f16(o + 208u) * f32(sc) * f32(i32(q) - 32);
+}`;
+    case 'mxfp4':
+      return `${BYTES}
+// ggml's doubled FP4 values: value = KV[code]·2^(e − 128)
+var<private> KV: array<f32, 16> = array<f32, 16>(0.0, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 0.0, -1.0, -2.0, -3.0, -4.0, -6.0, -8.0, -12.0);
+fn w_at(r: u32, c: u32) -> f32 {
+  let o = (r * (P.cols / 32u) + c / 32u) * 17u;
+  let j = c % 32u;
+  let b = rd_u8(o + 1u + (j & 15u));
+  return KV[select(b & 15u, b >> 4u, j >= 16u)] * exp2(f32(rd_u8(o)) - 128.0);
+}`;
+    default:
+      throw new Error(`WebGPU backend: no kernel for ${dtype} weights (run them on the cpu backend)`);
+  }
+}
+
+/** MLX rows: element c's bits start at bit c·bits of the row (two bytes always hold them). */
+function mlxAccessor(dtype: MlxDType): string {
+  const { bits, groupSize, scales } = mlxLayout(dtype);
+  const qBytes = `(P.cols * ${bits}u / 8u)`;
+  const pair =
+    scales === 'f32'
+      ? `vec2<f32>(bitcast<f32>(W[p >> 2u]), bitcast<f32>(W[(p >> 2u) + 1u]))`
+      : scales === 'f16'
+        ? `unpack2x16float(W[p >> 2u])`
+        : `vec2<f32>(bitcast<f32>(W[p >> 2u] << 16u), bitcast<f32>(W[p >> 2u] & 0xffff0000u))`;
+  return `${BYTES}
+fn w_at(r: u32, c: u32) -> f32 {
+  let o = r * (${qBytes} + (P.cols / ${groupSize}u) * ${scales === 'f32' ? 8 : 4}u);
+  let bit = c * ${bits}u;
+  let q = ((rd_u8(o + bit / 8u) | (rd_u8(o + bit / 8u + 1u) << 8u)) >> (bit & 7u)) & ${(1 << bits) - 1}u;
+  // (scale, bias) of the element's group; rows are whole u32 words, so are the pairs
+  let p = o + ${qBytes} + (c / ${groupSize}u) * ${scales === 'f32' ? 8 : 4}u;
+  let sb = ${pair};
+  return sb.x * f32(q) + sb.y;
+}`;
+}

@@ -1,0 +1,92 @@
+/**
+ * gpt-oss's MXFP4 experts in Hugging Face safetensors: `X_blocks` uint8 [experts, out, in/32, 16] and
+ * `X_scales` uint8 [experts, out, in/32] (e.g. `model.layers.0.mlp.experts.down_proj`). One expert's
+ * [out, in] matrix — or a block of its rows and columns — is planned as an 'mxfp4' weight in GGUF
+ * order (quant/mxfp4.ts): read through the plan's scratch and reordered, nothing widened, so an MoE
+ * loader gets the same bytes, kernels and splits as from a GGUF. Column slices must start and end on
+ * a 32-weight block (refused with the numbers otherwise).
+ */
+import { basename } from 'node:path';
+import { ModelFormatError, UnsupportedModelError } from '../errors.js';
+import type { Backend, Weight } from '../kernels/backend.js';
+import { MXFP4_BLOCK_BYTES, QK } from '../kernels/wasm/formats.js';
+import type { PendingRead } from '../model/weights.js';
+import type { Checkpoint } from '../safetensors/checkpoint.js';
+import { hfBlocksToGguf } from './mxfp4.js';
+import { CHUNK_BYTES, type ReadScratch, lazyRead } from './read-scratch.js';
+
+export interface Mxfp4ExpertShape {
+  experts: number;
+  /** Output features (rows of each expert's matrix). */
+  rows: number;
+  /** Input features (columns), a multiple of 32. */
+  cols: number;
+}
+
+/** Checks `${base}_blocks` / `${base}_scales` and returns their shape; errors name file and tensor. */
+export function mxfp4ExpertShape(ckpt: Checkpoint, base: string): Mxfp4ExpertShape {
+  const bName = `${base}_blocks`;
+  const sName = `${base}_scales`;
+  const file = ckpt.file(bName);
+  const b = ckpt.info(bName);
+  const s = ckpt.info(sName);
+  const bad = (t: string, why: string) => new ModelFormatError(`${basename(file.path)}: MXFP4 tensor ${t}: ${why}`, file.path, t);
+  if (b.dtype !== 'U8' || b.shape.length !== 4 || b.shape[3] !== 16) throw bad(bName, `must be U8 [experts, out, blocks, 16], got ${b.dtype} [${b.shape}]`);
+  if (s.dtype !== 'U8' || s.shape.join() !== b.shape.slice(0, 3).join()) throw bad(sName, `must be U8 [${b.shape.slice(0, 3)}] like its blocks, got ${s.dtype} [${s.shape}]`);
+  return { experts: b.shape[0], rows: b.shape[1], cols: b.shape[2] * QK };
+}
+
+/**
+ * Rows r × columns c of expert `expert` of the MXFP4 tensor `base`, as an 'mxfp4' weight and the reads
+ * that fill it (a few MiB of rows per step through `scratch`). With `step` > 1 only every step-th row
+ * from r[0] is taken (gpt-oss's gate_up rows alternate gate, up).
+ */
+export function planMxfp4Expert(
+  ckpt: Checkpoint,
+  base: string,
+  expert: number,
+  r: [number, number],
+  c: [number, number],
+  backend: Backend,
+  scratch: ReadScratch,
+  step = 1,
+): { weight: Weight; reads: PendingRead[] } {
+  const shape = mxfp4ExpertShape(ckpt, base);
+  const bName = `${base}_blocks`;
+  const sName = `${base}_scales`;
+  const fname = basename(ckpt.file(bName).path);
+  if (!Number.isInteger(expert) || expert < 0 || expert >= shape.experts) throw new RangeError(`${fname}: ${base} has experts 0..${shape.experts - 1}, asked for ${expert}`);
+  if (r[0] < 0 || r[1] > shape.rows || r[0] > r[1] || c[0] < 0 || c[1] > shape.cols || c[0] > c[1]) {
+    throw new RangeError(`${fname}: rows [${r}) × columns [${c}) outside ${base} expert [${shape.rows}, ${shape.cols}]`);
+  }
+  if (c[0] % QK || c[1] % QK) {
+    throw new UnsupportedModelError(`${fname}: cannot split ${base} (mxfp4) at columns [${c[0]}, ${c[1]}): a slice must start and end on a ${QK}-weight block boundary`);
+  }
+  const rows = Math.ceil((r[1] - r[0]) / step);
+  const groups = shape.cols / QK;
+  const [g0, g1] = [c[0] / QK, c[1] / QK];
+  const blocksPerRow = g1 - g0;
+  const weight: Weight = { dtype: 'mxfp4', rows, cols: c[1] - c[0], bytes: backend.allocBytes(rows * blocksPerRow * MXFP4_BLOCK_BYTES) };
+  const chunk = Math.max(1, Math.floor(CHUNK_BYTES / (blocksPerRow * 16)));
+  scratch.need(Math.min(chunk, rows) * blocksPerRow * 17);
+  const reads: PendingRead[] = [];
+  const whole = g0 === 0 && g1 === groups && step === 1;
+  for (let r0 = 0; r0 < rows; r0 += chunk) {
+    const n = Math.min(chunk, rows - r0);
+    const nb = n * blocksPerRow;
+    const blocks = () => scratch.view(0, nb * 16);
+    const scales = () => scratch.view(nb * 16, nb);
+    const reorder = () => hfBlocksToGguf(blocks(), scales(), nb, weight.bytes.subarray(r0 * blocksPerRow * MXFP4_BLOCK_BYTES, (r0 + n) * blocksPerRow * MXFP4_BLOCK_BYTES));
+    // The tensors read as 2-D [experts, out·blocks·(16 | 1)]: expert `expert`'s rows are one span of a
+    // row, or (a column slice) one span per output row.
+    const spans = whole ? [[r[0] + r0, r[0] + r0 + n]] : Array.from({ length: n }, (_, i) => [r[0] + (r0 + i) * step, r[0] + (r0 + i) * step + 1]);
+    spans.forEach(([a, b], k) => {
+      const at = k * (whole ? 0 : blocksPerRow);
+      const len = (b - a) * blocksPerRow;
+      reads.push(lazyRead(ckpt.file(bName), bName, () => scratch.view(at * 16, len * 16), [expert, expert + 1], [(a * groups + g0) * 16, (a * groups + g0 + len) * 16]));
+      const last = k === spans.length - 1;
+      reads.push(lazyRead(ckpt.file(sName), sName, () => scratch.view(nb * 16 + at, len), [expert, expert + 1], [a * groups + g0, a * groups + g0 + len], last ? reorder : undefined));
+    });
+  }
+  return { weight, reads };
+}

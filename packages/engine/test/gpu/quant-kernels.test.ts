@@ -1,0 +1,136 @@
+/**
+ * The WGSL accessors of the issue-17 formats (kernels/gpu/quant-wgsl.ts: K-quants, MXFP4, MLX affine)
+ * through the per-element matvec, the tiled matmul and the embedding lookup, against the plain-TS
+ * dequantizer (the formats' reference) on odd shapes; then whole models on the GPU against the CPU
+ * reference backend: a Q4_K_M GGUF, an MXFP4 GGUF and an MLX 4-bit directory give the same greedy tokens.
+ * Runs on lavapipe here; skips with the reason without an adapter.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import type { DType, Weight } from '../../src/kernels/backend.js';
+import { createStorage, readF32, uploadF32, uploadWeight } from '../../src/kernels/gpu/buffers.js';
+import type { GpuContext } from '../../src/kernels/gpu/context.js';
+import { GpuKernels, StepUniform, submit } from '../../src/kernels/gpu/ops.js';
+import { loadGpuModel } from '../../src/kernels/gpu/model.js';
+import { type MlxLayout, mlxDType, weightBytes } from '../../src/kernels/wasm/formats.js';
+import { dequantizeRow } from '../../src/kernels/wasm/quant-reference.js';
+import { loadInProcessModel } from '../../src/drivers/in-process.js';
+import { generate } from '../../src/generate/generate.js';
+import { hfToGguf } from '../../src/gguf/convert.js';
+import { f32ToBf16Bits, f32ToF16Bits } from '../../src/numeric/half.js';
+import { Prng } from '../../src/numeric/prng.js';
+import { quantizeK } from '../../src/quant/kquants.js';
+import { packMlx, quantizeMlx } from '../../src/quant/mlx.js';
+import { quantizeMxfp4 } from '../../src/quant/mxfp4.js';
+import { writeMlxModel, writeRandomModel } from '../../src/testing/index.js';
+import { matmulRef, randomF32 } from './cpu-ref.js';
+import { openTestGpu } from './gpu-env.js';
+
+const gpu = await openTestGpu();
+const ctx = gpu.ctx as GpuContext;
+const kernels = gpu.ctx ? new GpuKernels(ctx) : (null as unknown as GpuKernels);
+const step = gpu.ctx ? new StepUniform(ctx) : (null as unknown as StepUniform);
+const root = mkdtempSync(join(tmpdir(), 'orchard-gpu-quant-'));
+afterAll(() => {
+  kernels?.destroy();
+  step?.destroy();
+  gpu.ctx?.destroy();
+  rmSync(root, { recursive: true, force: true });
+});
+
+function quantWeight(dtype: DType, rows: number, cols: number, rng: Prng): Weight {
+  const v = Float32Array.from({ length: rows * cols }, (_, i) => rng.symmetric(1) * (1 + ((i >> 5) % 3)) + (((i >> 4) % 3) - 1) * 0.2);
+  if (dtype === 'q4_k' || dtype === 'q5_k' || dtype === 'q6_k') return { dtype, rows, cols, bytes: quantizeK(dtype, v, rows, cols) };
+  if (dtype === 'mxfp4') return { dtype, rows, cols, bytes: quantizeMxfp4(v, rows, cols) };
+  const m = /^mlx(\d)_g(\d+)_(\w+)$/.exec(dtype)!;
+  const layout = { bits: Number(m[1]), groupSize: Number(m[2]), scales: m[3] } as MlxLayout;
+  const { words, scales, biases } = quantizeMlx(v, rows, cols, layout);
+  const store = (a: Float32Array) =>
+    layout.scales === 'f32' ? new Uint8Array(a.buffer) : new Uint8Array(Uint16Array.from(a, layout.scales === 'f16' ? f32ToF16Bits : f32ToBf16Bits).buffer);
+  const bytes = new Uint8Array(weightBytes(mlxDType(layout), rows, cols));
+  packMlx(new Uint8Array(words.buffer), store(scales), store(biases), rows, cols, layout, bytes);
+  return { dtype: mlxDType(layout), rows, cols, bytes };
+}
+
+function dequantized(w: Weight): Float32Array {
+  const out = new Float32Array(w.rows * w.cols);
+  for (let r = 0; r < w.rows; r++) dequantizeRow(w.dtype, w.bytes, w.cols, r, out.subarray(r * w.cols, (r + 1) * w.cols));
+  return out;
+}
+
+const FORMATS: Array<[DType, number]> = [
+  ['q4_k', 256],
+  ['q5_k', 256],
+  ['q6_k', 256],
+  ['mxfp4', 32],
+  // the MLX accessor is one code path over bits, group and scale dtype: a 2-byte read, a shift, a mask
+  ['mlx4_g64_bf16', 64],
+  ['mlx3_g32_f16', 32],
+  ['mlx8_g128_f32', 128],
+];
+
+describe.skipIf(!gpu.ctx)(`WGSL accessors of the packed formats vs the dequantizer${gpu.skip ? ` (skipped: ${gpu.skip})` : ''}`, () => {
+  for (const [dtype, unit] of FORMATS) {
+    it(`${dtype}: matvec, matmul (odd rows, 1 and 40 tokens) and embedding rows`, async () => {
+      const rng = new Prng(unit + dtype.length);
+      for (const [rows, cols, n] of [[5, unit, 1], [70, 2 * unit, 40]]) {
+        const w = quantWeight(dtype, rows, cols, rng);
+        const x = randomF32(n * cols, rng);
+        const gw = await uploadWeight(ctx, w, dtype);
+        const gx = await uploadF32(ctx, x, 'x');
+        const out = await createStorage(ctx, n * rows * 4, 'out');
+        step.write(ctx, 0, n, 0);
+        submit(ctx, kernels.linear(dtype, gw, gx, out, step), n);
+        const ref = matmulRef(dequantized(w), rows, cols, x, n);
+        const got = await readF32(ctx, out, n * rows);
+        let worst = 0;
+        for (let i = 0; i < got.length; i++) worst = Math.max(worst, Math.abs(got[i] - ref.out[i]) / (ref.mag[i] + 1e-6));
+        expect(worst, `${dtype} [${rows}x${cols}] x ${n}`).toBeLessThanOrEqual(2e-5);
+        // embedding rows: exactly the dequantized values (one f32 multiply-add per element)
+        const toks = new Uint32Array([0, rows - 1, rows >> 1]);
+        const gt = await uploadF32(ctx, new Float32Array(toks.buffer), 'tokens');
+        const emb = await createStorage(ctx, toks.length * cols * 4, 'emb');
+        step.write(ctx, 0, toks.length, 0);
+        submit(ctx, kernels.embed(gw, gt, emb, step), toks.length);
+        const rowsGot = await readF32(ctx, emb, toks.length * cols);
+        const deq = dequantized(w);
+        toks.forEach((t, b) => {
+          for (let c = 0; c < cols; c++) {
+            const want = deq[t * cols + c];
+            expect(Math.abs(rowsGot[b * cols + c] - want), `${dtype} row ${t} col ${c}`).toBeLessThanOrEqual(Math.abs(want) * 2 ** -20 + 1e-30);
+          }
+        });
+        for (const b of [gx, out, gt, emb]) b.destroy();
+        gw.destroy();
+      }
+    }, 120_000);
+  }
+});
+
+describe.skipIf(!gpu.ctx)(`GPU models in the packed formats: greedy tokens equal the CPU reference${gpu.skip ? ` (skipped: ${gpu.skip})` : ''}`, () => {
+  const prompt = Array.from({ length: 21 }, (_, i) => (i * 37 + 11) % 256);
+  const hf = join(root, 'hf');
+  writeRandomModel(hf, { variant: 'llama', hiddenSize: 256, intermediateSize: 512, numLayers: 2, numHeads: 4, numKvHeads: 2, dtype: 'bf16', seed: 13 });
+  const cases: Array<[string, () => string]> = [
+    ['GGUF Q4_K_M', () => (hfToGguf(hf, join(root, 'q4km.gguf'), { dtype: 'q4_k_m' }), join(root, 'q4km.gguf'))],
+    ['GGUF MXFP4', () => (hfToGguf(hf, join(root, 'mxfp4.gguf'), { dtype: 'mxfp4' }), join(root, 'mxfp4.gguf'))],
+    ['MLX 4-bit g64', () => (writeMlxModel(hf, join(root, 'mlx4'), { bits: 4, groupSize: 64 }), join(root, 'mlx4'))],
+  ];
+  for (const [name, make] of cases) {
+    it(`${name}: 16 greedy tokens after a 21-token prompt`, async () => {
+      const path = make();
+      const cpu = loadInProcessModel(path, { maxBatch: 32, maxSeqLen: 64 });
+      const want = await generate(cpu, prompt, { maxTokens: 16, temperature: 0, stopTokenIds: [] });
+      const model = await loadGpuModel(path, { context: ctx, maxBatch: 32, maxSeqLen: 64 });
+      try {
+        const got = await generate(model, prompt, { maxTokens: 16, temperature: 0, stopTokenIds: [] });
+        expect(got.tokens).toEqual(want.tokens);
+      } finally {
+        model.dispose();
+        cpu.dispose();
+      }
+    }, 180_000);
+  }
+});

@@ -1,0 +1,372 @@
+/**
+ * Writes the MLX affine section of kernels.wat (between the `>>> affine` / `<<< affine` markers): dot
+ * kernels for packed MLX weights (src/quant/mlx.ts: per row the packed bits, then (scale, bias) per
+ * group) at 2, 3, 4, 6 and 8 bits, and their activation preparation. The five differ only in how a
+ * chunk of packed bytes becomes 4 lanes of integers, so they are generated:
+ * `pnpm exec tsx packages/engine/wasm/affine.ts` (`--check` compares), then rebuild kernels.wasm.
+ */
+import { fileURLToPath } from 'node:url';
+import { type Section, runGenerator, withGenerated } from './sections.js';
+
+const HEADER = `  ;; ---------------------------------------------------------------- MLX affine (mlx<bits>_g<group>_<scale>)
+  ;; w = scale·q + bias per group, activations kept in f32 as MLX computes in floats (no 8-bit rounding):
+  ;;   dot = Σ_groups scale·(Σ q·x) + bias·(Σ x)
+  ;; A chunk of packed bytes is spread over 4 i32 lanes, each holding E consecutive elements (E = 8 for
+  ;; 3 and 4 bits, 4 for 2, 6 and 8 bits); shift/mask k of the lanes gives elements k, E + k, 2E + k,
+  ;; 3E + k, converted to f32 and multiplied by the activations prepared in that order (prep_affine: per
+  ;; 4E columns, vector k holds x[E·i + k] in lane i; then per token one f32 sum of x per group). Per group
+  ;; the 4-lane sum is scaled (splat) into the row's vector sum and bias·Σx joins a scalar sum; the row is
+  ;; their sum. Within (cols + 16)·2^-23·Σ(|scale·q·x| + |bias·x|) of the exact product (tests).
+  ;; The group size and the scale dtype (0 f16, 1 bf16, 2 f32) of the current weight are at 212 and 216.
+  ;; A chunk load may read up to 4 bytes past the chunk: still inside the row (its scales follow).
+`;
+
+interface Bits {
+  bits: 2 | 3 | 4 | 6 | 8;
+  /** Elements per lane. */
+  e: 4 | 8;
+  /** Packed bytes per chunk of 4·e elements. */
+  bytes: number;
+  /** The chunk's bytes at $p spread to 4 lanes (lane i: elements e·i .. e·i + e − 1, lowest bits first). */
+  load: string;
+}
+
+const ZERO = '(v128.const i32x4 0 0 0 0)';
+const TRIPLES = `(i8x16.shuffle 0 1 2 16 3 4 5 16 6 7 8 16 9 10 11 16 (v128.load (local.get $p)) ${ZERO})`;
+const FORMATS: Bits[] = [
+  { bits: 2, e: 4, bytes: 4, load: '(i32x4.extend_low_i16x8_u (v128.load8x8_u (local.get $p)))' },
+  { bits: 3, e: 8, bytes: 12, load: TRIPLES },
+  { bits: 4, e: 8, bytes: 16, load: '(v128.load (local.get $p))' },
+  { bits: 6, e: 4, bytes: 12, load: TRIPLES },
+  { bits: 8, e: 4, bytes: 16, load: '(v128.load (local.get $p))' },
+];
+
+const splat = (v: number) => `(v128.const i32x4 ${v} ${v} ${v} ${v})`;
+
+/**
+ * Lines loading one group's $sc and $bi at $sp in the scale dtype $kind (0 f16 through the table at 4096,
+ * 1 bf16, 2 f32) and moving $sp past the pair.
+ */
+function scaleBias(): string[] {
+  return [
+    `        (if (i32.eq (local.get $kind) (i32.const 2))`,
+    `          (then`,
+    `            (local.set $sc (f32.load (local.get $sp)))`,
+    `            (local.set $bi (f32.load offset=4 (local.get $sp)))`,
+    `            (local.set $sp (i32.add (local.get $sp) (i32.const 8))))`,
+    `          (else`,
+    `            (if (local.get $kind)`,
+    `              (then`,
+    `                (local.set $sc (f32.reinterpret_i32 (i32.shl (i32.load16_u (local.get $sp)) (i32.const 16))))`,
+    `                (local.set $bi (f32.reinterpret_i32 (i32.shl (i32.load16_u offset=2 (local.get $sp)) (i32.const 16)))))`,
+    `              (else`,
+    `                (local.set $sc (f32.load offset=4096 (i32.shl (i32.load16_u (local.get $sp)) (i32.const 2))))`,
+    `                (local.set $bi (f32.load offset=4096 (i32.shl (i32.load16_u offset=2 (local.get $sp)) (i32.const 2))))))`,
+    `            (local.set $sp (i32.add (local.get $sp) (i32.const 4)))))`,
+  ];
+}
+
+function dot1(f: Bits): string[] {
+  const L: string[] = [];
+  const e = (s: string) => L.push(s);
+  const mask = (1 << f.bits) - 1;
+  e(`  ;; ${f.bits}-bit: ${f.bytes} bytes per ${4 * f.e} columns.`);
+  e(`  (func $dot1_mlx${f.bits} (type $dot) (param $w i32) (param $rb i32) (param $x i32) (param $cols i32) (param $out i32)`);
+  e(`    (local $p i32) (local $sp i32) (local $xo i32) (local $xs i32) (local $qend i32) (local $ge i32) (local $gb i32) (local $kind i32)`);
+  e(`    (local $v v128) (local $acc v128) (local $sv v128) (local $sb f32) (local $sc f32) (local $bi f32)`);
+  e(`    (local.set $gb (i32.shr_u (i32.mul (i32.load offset=212 (i32.const 0)) (i32.const ${f.bits})) (i32.const 3)))`);
+  e(`    (local.set $kind (i32.load offset=216 (i32.const 0)))`);
+  e(`    (local.set $p (local.get $w))`);
+  e(`    (local.set $qend (i32.add (local.get $w) (i32.shr_u (i32.mul (local.get $cols) (i32.const ${f.bits})) (i32.const 3))))`);
+  e(`    (local.set $sp (local.get $qend))`);
+  e(`    (local.set $xo (local.get $x))`);
+  e(`    (local.set $xs (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 2))))`);
+  e(`    (block $done`);
+  e(`      (loop $gl`);
+  e(`        (br_if $done (i32.ge_u (local.get $p) (local.get $qend)))`);
+  e(`        (local.set $ge (i32.add (local.get $p) (local.get $gb)))`);
+  e(`        (local.set $acc ${ZERO})`);
+  e(`        (loop $cl`);
+  e(`          (local.set $v ${f.load})`);
+  for (let k = 0; k < f.e; k++) {
+    const shift = f.bits * k;
+    let lanes = shift === 0 ? '(local.get $v)' : `(i32x4.shr_u (local.get $v) (i32.const ${shift}))`;
+    // the top element of a lane needs no mask (nothing above it)
+    if (shift + f.bits < (f.bytes === 12 ? 24 : f.bytes === 4 ? 8 : 32)) lanes = `(v128.and ${lanes} ${splat(mask)})`;
+    e(`          (local.set $acc (f32x4.add (local.get $acc) (f32x4.mul (f32x4.convert_i32x4_s ${lanes}) (v128.load offset=${16 * k} (local.get $xo)))))`);
+  }
+  e(`          (local.set $p (i32.add (local.get $p) (i32.const ${f.bytes})))`);
+  e(`          (local.set $xo (i32.add (local.get $xo) (i32.const ${16 * f.e})))`);
+  e(`          (br_if $cl (i32.lt_u (local.get $p) (local.get $ge))))`);
+  e(`        ;; the group's scale and bias, in the weight's scale dtype`);
+  L.push(...scaleBias());
+  e(`        (local.set $sv (f32x4.add (local.get $sv) (f32x4.mul (f32x4.splat (local.get $sc)) (local.get $acc))))`);
+  e(`        (local.set $sb (f32.add (local.get $sb) (f32.mul (local.get $bi) (f32.load (local.get $xs)))))`);
+  e(`        (local.set $xs (i32.add (local.get $xs) (i32.const 4)))`);
+  e(`        (br $gl)))`);
+  e(`    (f32.store (local.get $out) (f32.add (call $hsum (local.get $sv)) (local.get $sb))))`);
+  e(``);
+  e(`  (func $dot4_mlx${f.bits} (type $dot) (param $w i32) (param $rb i32) (param $x i32) (param $cols i32) (param $out i32)`);
+  for (let r = 0; r < 4; r++) {
+    const w = r === 0 ? '(local.get $w)' : `(i32.add (local.get $w) (i32.mul (local.get $rb) (i32.const ${r})))`;
+    e(`    (call $dot1_mlx${f.bits} ${w} (local.get $rb) (local.get $x) (local.get $cols) (i32.add (local.get $out) (i32.const ${4 * r})))${r === 3 ? ')' : ''}`);
+  }
+  e(``);
+  return L;
+}
+
+function prep(): string[] {
+  return `  ;; n tokens of cols floats into the affine activation order: per 4·e columns, e vectors, vector k lane i
+  ;; = x[e·i + k]; then per token the f32 sum of each group of g columns (in column order). Token stride
+  ;; cols·4 + (cols/g)·4 bytes.
+  (func (export "prep_affine") (param $x i32) (param $dst i32) (param $cols i32) (param $n i32) (param $e i32) (param $g i32)
+    (local $b i32) (local $c i32) (local $i i32) (local $k i32) (local $s i32) (local $d i32) (local $sum f32) (local $j i32)
+    (block $bdone
+      (loop $bl
+        (br_if $bdone (i32.ge_u (local.get $b) (local.get $n)))
+        (local.set $c (i32.const 0))
+        (block $cdone
+          (loop $cl
+            (br_if $cdone (i32.ge_u (local.get $c) (local.get $cols)))
+            ;; chunk at column c: element (i, k) is x[c + e·i + k]
+            (local.set $k (i32.const 0))
+            (block $kdone
+              (loop $kl
+                (br_if $kdone (i32.ge_u (local.get $k) (local.get $e)))
+                (local.set $i (i32.const 0))
+                (block $idone
+                  (loop $il
+                    (br_if $idone (i32.ge_u (local.get $i) (i32.const 4)))
+                    (f32.store (local.get $dst)
+                      (f32.load (i32.add (local.get $x) (i32.shl (i32.add (local.get $c) (i32.add (i32.mul (local.get $e) (local.get $i)) (local.get $k))) (i32.const 2)))))
+                    (local.set $dst (i32.add (local.get $dst) (i32.const 4)))
+                    (local.set $i (i32.add (local.get $i) (i32.const 1)))
+                    (br $il)))
+                (local.set $k (i32.add (local.get $k) (i32.const 1)))
+                (br $kl)))
+            (local.set $c (i32.add (local.get $c) (i32.shl (local.get $e) (i32.const 2))))
+            (br $cl)))
+        (local.set $c (i32.const 0))
+        (block $gdone
+          (loop $gl
+            (br_if $gdone (i32.ge_u (local.get $c) (local.get $cols)))
+            (local.set $sum (f32.const 0))
+            (local.set $j (i32.const 0))
+            (block $sdone
+              (loop $sl
+                (br_if $sdone (i32.ge_u (local.get $j) (local.get $g)))
+                (local.set $sum (f32.add (local.get $sum) (f32.load (i32.add (local.get $x) (i32.shl (i32.add (local.get $c) (local.get $j)) (i32.const 2))))))
+                (local.set $j (i32.add (local.get $j) (i32.const 1)))
+                (br $sl)))
+            (f32.store (local.get $dst) (local.get $sum))
+            (local.set $dst (i32.add (local.get $dst) (i32.const 4)))
+            (local.set $c (i32.add (local.get $c) (local.get $g)))
+            (br $gl)))
+        (local.set $x (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 2))))
+        (local.set $b (i32.add (local.get $b) (i32.const 1)))
+        (br $bl))))
+`.split('\n');
+}
+
+const I32 = (v: string) => `(v128.const i32x4 ${v} ${v} ${v} ${v})`;
+/** The low nibble of each byte widened to i16. */
+const LOW = '(v128.const i16x8 15 15 15 15 15 15 15 15)';
+/** Activation levels: 15-bit (±16383), so the block totals stay exact in i32 and far finer than 8 bits. */
+const LEVELS = 16383;
+
+/**
+ * Packed 4-bit MLX weights (pack.ts: 4 rows per group, per 32 columns the 4 rows' 16 bytes, then the 4
+ * rows' (scale, bias) pairs per MLX group) with integer activations: 15-bit per 32 columns (±16383,
+ * quant_mlx4) — integer dot products at the speed of the 8-bit formats, but ~128× finer than 8 bits, so
+ * results stay within ~1e-4 of MLX's float arithmetic (8-bit activations moved random models' logits by
+ * ~0.06 and their greedy tokens). Byte k of a row holds elements 2k (low nibble) and 2k + 1 (high);
+ * the activations come per 16 columns as the 8 even ones, then the 8 odd ones. |q·x| ≤ 15·16383, so a
+ * 32-column block's total is exact in i32 and in its f32 conversion (< 2^24). Per 32 columns the 4
+ * rows' totals are transposed into one i32x4 and scaled by that block's d_x; per MLX group the 4 rows'
+ * sums are scaled by their scales and their biases times the group's f32 sum of x are added.
+ */
+function packed4(): string[] {
+  const L: string[] = [];
+  const e = (s: string) => L.push(s);
+  const f16lo = (v: string) => `(f32x4.mul (v128.and (i32x4.shr_s (i32x4.shl ${v} (i32.const 16)) (i32.const 3)) ${I32('0x8FFFE000')}) (v128.const f32x4 0x1p112 0x1p112 0x1p112 0x1p112))`;
+  const f16hi = (v: string) => `(f32x4.mul (v128.and (i32x4.shr_s ${v} (i32.const 3)) ${I32('0x8FFFE000')}) (v128.const f32x4 0x1p112 0x1p112 0x1p112 0x1p112))`;
+  e(`  ;; 4 packed rows of a 4-bit MLX weight, 15-bit activations from quant_mlx4 (see above).`);
+  e(`  (func $g4_mlx4 (type $gdot) (param $w i32) (param $cols i32) (param $x i32) (param $out i32) (param $groups i32)`);
+  e(`    (local $g i32) (local $p i32) (local $sp i32) (local $qend i32) (local $ge i32) (local $gb i32) (local $kind i32) (local $xq i32) (local $xd i32) (local $xs i32)`);
+  e(`    (local $x0 v128) (local $x1 v128) (local $x2 v128) (local $x3 v128) (local $q v128)`);
+  e(`    (local $s0 v128) (local $s1 v128) (local $s2 v128) (local $s3 v128) (local $t0 v128) (local $t1 v128)`);
+  e(`    (local $gacc v128) (local $acc v128) (local $v v128) (local $sc v128) (local $bi v128)`);
+  e(`    ;; bytes of one group's columns in the 4 rows' block area, and the scale dtype`);
+  e(`    (local.set $gb (i32.shl (i32.load offset=212 (i32.const 0)) (i32.const 1)))`);
+  e(`    (local.set $kind (i32.load offset=216 (i32.const 0)))`);
+  e(`    (local.set $p (local.get $w))`);
+  e(`    (block $gdone`);
+  e(`      (loop $gl`);
+  e(`        (br_if $gdone (i32.ge_u (local.get $g) (local.get $groups)))`);
+  e(`        (local.set $qend (i32.add (local.get $p) (i32.shl (local.get $cols) (i32.const 1))))`);
+  e(`        (local.set $sp (local.get $qend))`);
+  e(`        (local.set $xq (local.get $x))`);
+  e(`        (local.set $xd (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 1))))`);
+  e(`        (local.set $xs (i32.add (local.get $xd) (i32.shr_u (local.get $cols) (i32.const 3))))`);
+  e(`        (local.set $acc ${I32('0')})`);
+  e(`        (block $done`);
+  e(`          (loop $l`);
+  e(`            (br_if $done (i32.ge_u (local.get $p) (local.get $qend)))`);
+  e(`            (local.set $ge (i32.add (local.get $p) (local.get $gb)))`);
+  e(`            (local.set $gacc ${I32('0')})`);
+  e(`            (loop $bl`);
+  for (let k = 0; k < 4; k++) e(`              (local.set $x${k} (v128.load offset=${16 * k} (local.get $xq)))`);
+  for (let r = 0; r < 4; r++) {
+    e(`              (local.set $q (v128.load8x8_u offset=${16 * r} (local.get $p)))`);
+    e(`              (local.set $s${r} (i32x4.add (i32x4.dot_i16x8_s (v128.and (local.get $q) ${LOW}) (local.get $x0)) (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $x1))))`);
+    e(`              (local.set $q (v128.load8x8_u offset=${16 * r + 8} (local.get $p)))`);
+    e(`              (local.set $s${r} (i32x4.add (local.get $s${r}) (i32x4.add (i32x4.dot_i16x8_s (v128.and (local.get $q) ${LOW}) (local.get $x2)) (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $x3)))))`);
+  }
+  e(`              (local.set $t0 (i32x4.add (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $s0) (local.get $s1))`);
+  e(`                                        (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $s0) (local.get $s1))))`);
+  e(`              (local.set $t1 (i32x4.add (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $s2) (local.get $s3))`);
+  e(`                                        (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $s2) (local.get $s3))))`);
+  e(`              ;; lane r: row r's block total (exact), times the block's d_x`);
+  e(`              (local.set $gacc (f32x4.add (local.get $gacc) (f32x4.mul (f32x4.convert_i32x4_s`);
+  e(`                (i32x4.add (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23 (local.get $t0) (local.get $t1))`);
+  e(`                           (i8x16.shuffle 8 9 10 11 12 13 14 15 24 25 26 27 28 29 30 31 (local.get $t0) (local.get $t1))))`);
+  e(`                (f32x4.splat (f32.load (local.get $xd))))))`);
+  e(`              (local.set $p (i32.add (local.get $p) (i32.const 64)))`);
+  e(`              (local.set $xq (i32.add (local.get $xq) (i32.const 64)))`);
+  e(`              (local.set $xd (i32.add (local.get $xd) (i32.const 4)))`);
+  e(`              (br_if $bl (i32.lt_u (local.get $p) (local.get $ge))))`);
+  e(`            ;; the 4 rows' scales and biases of this group (lane r), in the scale dtype`);
+  e(`            (if (i32.eq (local.get $kind) (i32.const 2))`);
+  e(`              (then`);
+  e(`                (local.set $sc (i8x16.shuffle 0 1 2 3 8 9 10 11 16 17 18 19 24 25 26 27 (v128.load (local.get $sp)) (v128.load offset=16 (local.get $sp))))`);
+  e(`                (local.set $bi (i8x16.shuffle 4 5 6 7 12 13 14 15 20 21 22 23 28 29 30 31 (v128.load (local.get $sp)) (v128.load offset=16 (local.get $sp))))`);
+  e(`                (local.set $sp (i32.add (local.get $sp) (i32.const 32))))`);
+  e(`              (else`);
+  e(`                (local.set $v (v128.load (local.get $sp)))`);
+  e(`                (if (local.get $kind)`);
+  e(`                  (then`);
+  e(`                    (local.set $sc (i32x4.shl (local.get $v) (i32.const 16)))`);
+  e(`                    (local.set $bi (v128.and (local.get $v) ${I32('0xFFFF0000')})))`);
+  e(`                  (else`);
+  e(`                    (local.set $sc ${f16lo('(local.get $v)')})`);
+  e(`                    (local.set $bi ${f16hi('(local.get $v)')})))`);
+  e(`                (local.set $sp (i32.add (local.get $sp) (i32.const 16)))))`);
+  e(`            (local.set $acc (f32x4.add (local.get $acc) (f32x4.add (f32x4.mul (local.get $sc) (local.get $gacc))`);
+  e(`              (f32x4.mul (local.get $bi) (f32x4.splat (f32.load (local.get $xs)))))))`);
+  e(`            (local.set $xs (i32.add (local.get $xs) (i32.const 4)))`);
+  e(`            (br $l)))`);
+  e(`        (v128.store (local.get $out) (local.get $acc))`);
+  e(`        (local.set $out (i32.add (local.get $out) (i32.const 16)))`);
+  e(`        (local.set $p (local.get $sp))`);
+  e(`        (local.set $g (i32.add (local.get $g) (i32.const 1)))`);
+  e(`        (br $gl))))`);
+  e(``);
+  e(`  ;; One row-major 4-bit row (the rows%4 tail of a packed weight) with quant_mlx4's activations: the`);
+  e(`  ;; group kernel's arithmetic for one row (same integers, same f32 steps and order).`);
+  e(`  (func $dot1q_mlx4 (type $dot) (param $w i32) (param $rb i32) (param $x i32) (param $cols i32) (param $out i32)`);
+  e(`    (local $p i32) (local $sp i32) (local $qend i32) (local $ge i32) (local $gb i32) (local $kind i32) (local $xq i32) (local $xd i32) (local $xs i32)`);
+  e(`    (local $q v128) (local $gacc f32) (local $s f32) (local $sc f32) (local $bi f32)`);
+  e(`    (local.set $gb (i32.shr_u (i32.load offset=212 (i32.const 0)) (i32.const 1)))`);
+  e(`    (local.set $kind (i32.load offset=216 (i32.const 0)))`);
+  e(`    (local.set $p (local.get $w))`);
+  e(`    (local.set $qend (i32.add (local.get $w) (i32.shr_u (local.get $cols) (i32.const 1))))`);
+  e(`    (local.set $sp (local.get $qend))`);
+  e(`    (local.set $xq (local.get $x))`);
+  e(`    (local.set $xd (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 1))))`);
+  e(`    (local.set $xs (i32.add (local.get $xd) (i32.shr_u (local.get $cols) (i32.const 3))))`);
+  e(`    (block $done`);
+  e(`      (loop $l`);
+  e(`        (br_if $done (i32.ge_u (local.get $p) (local.get $qend)))`);
+  e(`        (local.set $ge (i32.add (local.get $p) (local.get $gb)))`);
+  e(`        (local.set $gacc (f32.const 0))`);
+  e(`        (loop $bl`);
+  e(`          (local.set $q (v128.load8x8_u (local.get $p)))`);
+  e(`          (local.set $gacc (f32.add (local.get $gacc) (f32.mul (f32.convert_i32_s (call $hsum_i32 (i32x4.add`);
+  e(`            (i32x4.add (i32x4.dot_i16x8_s (v128.and (local.get $q) ${LOW}) (v128.load offset=0 (local.get $xq))) (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q) (i32.const 4)) (v128.load offset=16 (local.get $xq))))`);
+  e(`            (i32x4.add (i32x4.dot_i16x8_s (v128.and (local.tee $q (v128.load8x8_u offset=8 (local.get $p))) ${LOW}) (v128.load offset=32 (local.get $xq)))`);
+  e(`                       (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q) (i32.const 4)) (v128.load offset=48 (local.get $xq)))))))`);
+  e(`            (f32.load (local.get $xd)))))`);
+  e(`          (local.set $p (i32.add (local.get $p) (i32.const 16)))`);
+  e(`          (local.set $xq (i32.add (local.get $xq) (i32.const 64)))`);
+  e(`          (local.set $xd (i32.add (local.get $xd) (i32.const 4)))`);
+  e(`          (br_if $bl (i32.lt_u (local.get $p) (local.get $ge))))`);
+  L.push(...scaleBias());
+  e(`        (local.set $s (f32.add (local.get $s) (f32.add (f32.mul (local.get $sc) (local.get $gacc)) (f32.mul (local.get $bi) (f32.load (local.get $xs))))))`);
+  e(`        (local.set $xs (i32.add (local.get $xs) (i32.const 4)))`);
+  e(`        (br $l)))`);
+  e(`    (f32.store (local.get $out) (local.get $s)))`);
+  e(``);
+  e(`  ;; n tokens of cols floats into quant_mlx4's format, cols·2 + (cols/32)·4 + (cols/g)·4 bytes per token:`);
+  e(`  ;; per 32 columns d = amax/${LEVELS} and q = nearest-even(x·${LEVELS}/amax) laid out per 16 columns as the 8`);
+  e(`  ;; even q, then the 8 odd q; then the d per 32 columns; then each group's f32 sum of x (for the biases,`);
+  e(`  ;; as the f32 kernels).`);
+  e(`  (func (export "quant_mlx4") (param $x i32) (param $dst i32) (param $cols i32) (param $n i32) (param $g i32)`);
+  e(`    (local $b i32) (local $c i32) (local $s i32) (local $q i32) (local $dd i32) (local $j i32) (local $sum f32)`);
+  e(`    (local $mx v128) (local $id v128) (local $a v128) (local $bv v128) (local $amax f32)`);
+  e(`    (local.set $s (local.get $x))`);
+  e(`    (local.set $q (local.get $dst))`);
+  e(`    (block $bdone`);
+  e(`      (loop $bl`);
+  e(`        (br_if $bdone (i32.ge_u (local.get $b) (local.get $n)))`);
+  e(`        (local.set $dd (i32.add (local.get $q) (i32.shl (local.get $cols) (i32.const 1))))`);
+  e(`        (local.set $c (i32.const 0))`);
+  e(`        (block $cdone`);
+  e(`          (loop $cl`);
+  e(`            (br_if $cdone (i32.ge_u (local.get $c) (local.get $cols)))`);
+  e(`            (local.set $mx (f32x4.max (f32x4.max (f32x4.max (f32x4.abs (v128.load offset=0 (local.get $s))) (f32x4.abs (v128.load offset=16 (local.get $s))))`);
+  e(`                                                (f32x4.max (f32x4.abs (v128.load offset=32 (local.get $s))) (f32x4.abs (v128.load offset=48 (local.get $s)))))`);
+  e(`                                   (f32x4.max (f32x4.max (f32x4.abs (v128.load offset=64 (local.get $s))) (f32x4.abs (v128.load offset=80 (local.get $s))))`);
+  e(`                                                (f32x4.max (f32x4.abs (v128.load offset=96 (local.get $s))) (f32x4.abs (v128.load offset=112 (local.get $s)))))))`);
+  e(`            (local.set $amax (f32.max (f32.max (f32x4.extract_lane 0 (local.get $mx)) (f32x4.extract_lane 1 (local.get $mx)))`);
+  e(`                                      (f32.max (f32x4.extract_lane 2 (local.get $mx)) (f32x4.extract_lane 3 (local.get $mx)))))`);
+  e(`            (f32.store (local.get $dd) (f32.div (local.get $amax) (f32.const ${LEVELS})))`);
+  e(`            (local.set $id (f32x4.splat (if (result f32) (f32.gt (local.get $amax) (f32.const 0)) (then (f32.div (f32.const ${LEVELS}) (local.get $amax))) (else (f32.const 0)))))`);
+  for (const h of [0, 1]) {
+    e(`            ;; columns ${16 * h}..${16 * h + 15}: the even ones, then the odd ones`);
+    const qv = (k: number) => `(i32x4.trunc_sat_f32x4_s (f32x4.nearest (f32x4.mul (v128.load offset=${64 * h + 16 * k} (local.get $s)) (local.get $id))))`;
+    e(`            (local.set $a (i16x8.narrow_i32x4_s ${qv(0)} ${qv(1)}))`);
+    e(`            (local.set $bv (i16x8.narrow_i32x4_s ${qv(2)} ${qv(3)}))`);
+    e(`            (local.set $mx (i8x16.shuffle 0 1 4 5 8 9 12 13 16 17 20 21 24 25 28 29 (local.get $a) (local.get $bv)))`);
+    e(`            (v128.store offset=${32 * h} (local.get $q) (local.get $mx))`);
+    e(`            (v128.store offset=${32 * h + 16} (local.get $q) (i8x16.shuffle 2 3 6 7 10 11 14 15 18 19 22 23 26 27 30 31 (local.get $a) (local.get $bv)))`);
+  }
+  e(`            (local.set $s (i32.add (local.get $s) (i32.const 128)))`);
+  e(`            (local.set $q (i32.add (local.get $q) (i32.const 64)))`);
+  e(`            (local.set $dd (i32.add (local.get $dd) (i32.const 4)))`);
+  e(`            (local.set $c (i32.add (local.get $c) (i32.const 32)))`);
+  e(`            (br $cl)))`);
+  e(`        ;; group sums of this token's x (in column order)`);
+  e(`        (local.set $s (i32.sub (local.get $s) (i32.shl (local.get $cols) (i32.const 2))))`);
+  e(`        (local.set $c (i32.const 0))`);
+  e(`        (block $gdone`);
+  e(`          (loop $gl`);
+  e(`            (br_if $gdone (i32.ge_u (local.get $c) (local.get $cols)))`);
+  e(`            (local.set $sum (f32.const 0))`);
+  e(`            (local.set $j (i32.const 0))`);
+  e(`            (block $sdone`);
+  e(`              (loop $sl`);
+  e(`                (br_if $sdone (i32.ge_u (local.get $j) (local.get $g)))`);
+  e(`                (local.set $sum (f32.add (local.get $sum) (f32.load (local.get $s))))`);
+  e(`                (local.set $s (i32.add (local.get $s) (i32.const 4)))`);
+  e(`                (local.set $j (i32.add (local.get $j) (i32.const 1)))`);
+  e(`                (br $sl)))`);
+  e(`            (f32.store (local.get $dd) (local.get $sum))`);
+  e(`            (local.set $dd (i32.add (local.get $dd) (i32.const 4)))`);
+  e(`            (local.set $c (i32.add (local.get $c) (local.get $g)))`);
+  e(`            (br $gl)))`);
+  e(`        (local.set $q (local.get $dd))`);
+  e(`        (local.set $b (i32.add (local.get $b) (i32.const 1)))`);
+  e(`        (br $bl))))`);
+  e(``);
+  return L;
+}
+
+export function affineSection(): string {
+  return HEADER + [...FORMATS.flatMap(dot1), ...prep(), ...packed4()].join('\n');
+}
+
+export const AFFINE_SECTION: Section = { name: 'affine', script: 'affine.ts', text: affineSection };
+
+export const withAffineSection = (wat: string) => withGenerated(wat, AFFINE_SECTION);
+
+if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) runGenerator(AFFINE_SECTION, process.argv);

@@ -1,0 +1,447 @@
+/**
+ * Writes the K-quant section of kernels.wat (between the `>>> kquant` / `<<< kquant` markers): the
+ * q4_k / q5_k / q6_k dot kernels and their activation quantizer. The three formats share one shape —
+ * widen a run of 8 packed weights to i16, multiply by the sub-block scale in i16, one
+ * `i32x4.dot_i16x8_s` with the 8-bit activations — and differ only in how the bits are unpacked, so
+ * they are generated. `pnpm exec tsx packages/engine/wasm/kquants.ts` rewrites the section (`--check`
+ * compares), then `pnpm --filter @orchard/engine build:wasm`.
+ */
+import { fileURLToPath } from 'node:url';
+import { interleaveRows4, tileKernels } from './qtiles.js';
+import { type Section, runGenerator, withGenerated } from './sections.js';
+
+const HEADER = `  ;; ---------------------------------------------------------------- q4_k / q5_k / q6_k
+  ;; Super-blocks of 256 weights (layouts in src/quant/kquants.ts). Activations (quant_q8k, ggml's
+  ;; Q8_K): per token cols i16 q, then per super-block the f32 scale d_x, then per super-block 8 i16
+  ;; sums of q over each 32-column sub-block (for the q4_k/q5_k mins).
+  ;; Per super-block everything but the f32 steps is exact integer arithmetic: 8 weights are widened to
+  ;; i16 (q <= 31, or q − 32 for q6_k), multiplied in i16 by their sub-block's scale (|q·sc| <= 4096), and
+  ;; one i32x4.dot_i16x8_s with 8 activations adds them to the super-block's integer total. Then, as ggml's
+  ;; x86 kernels (separate accumulators for the mins):
+  ;;   s += f32(Σ sc·q·x)·(d_w·d_x);   m += f32(Σ m·Σx)·(dmin·d_x);   out = s − m   (q4_k, q5_k)
+  ;;   s += f32(Σ sc·(q − 32)·x)·(d_w·d_x)                                          (q6_k)
+  ;; in super-block order. Totals stay below 2^31; past 2^24 their f32 conversion rounds (as ggml's).
+  ;; Packed q4_k's prompt batches run the token tiles over whole super-blocks on the same integers and
+  ;; f32 steps ($ktiles8/4, $kmins4), so a batch gives the 1-token bits.
+  ;; The 4-row kernels run the 1-row kernel row by row (one sequential stream each, same bits).
+`;
+
+const i16 = (v: number) => `(v128.const i16x8 ${Array(8).fill(v).join(' ')})`;
+
+/** Sub-block j's 6-bit scale from the decoded words $sl (j < 4) / $sh (j >= 4). */
+const scaleOf = (j: number) => `(i32.and (i32.shr_u (local.get $${j < 4 ? 'sl' : 'sh'}) (i32.const ${8 * (j % 4)})) (i32.const 255))`;
+
+/** q4_k and q5_k: 4 runs of 32 bytes, run c holds sub-block 2c (low nibbles) and 2c+1 (high). */
+function q45(five: boolean): string[] {
+  const name = five ? 'q5_k' : 'q4_k';
+  const bb = five ? 176 : 144;
+  const qs = five ? 48 : 16;
+  const L: string[] = [];
+  const e = (s: string) => L.push(s);
+  e(`  ;; ${name}, one row. The 12 scale bytes decode into words $sl (sc 0-3), $sh (sc 4-7) and, for the mins,`);
+  e(`  ;; m 0-3 / m 4-7 (one byte each); ${five ? 'bit j of qh[l] is the fifth bit of element l of sub-block j.' : 'w = d·sc·q − dmin·m.'}`);
+  e(`  (func $dot1_${name} (type $dot) (param $w i32) (param $rb i32) (param $x i32) (param $cols i32) (param $out i32)`);
+  e(`    (local $p i32) (local $end i32) (local $xq i32) (local $xd i32) (local $xb i32)`);
+  e(`    (local $u0 i32) (local $u1 i32) (local $u2 i32) (local $sl i32) (local $sh i32)`);
+  e(`    (local $t v128) (local $v v128) (local $h v128) (local $a v128) (local $b v128) (local $s f32) (local $m f32)`);
+  e(`    (local.set $p (local.get $w))`);
+  e(`    (local.set $end (i32.add (local.get $w) (local.get $rb)))`);
+  e(`    (local.set $xq (local.get $x))`);
+  e(`    (local.set $xd (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 1))))`);
+  e(`    (local.set $xb (i32.add (local.get $xd) (i32.shr_u (local.get $cols) (i32.const 6))))`);
+  e(`    (block $done`);
+  e(`      (loop $l`);
+  e(`        (br_if $done (i32.ge_u (local.get $p) (local.get $end)))`);
+  e(`        (local.set $u0 (i32.load offset=4 (local.get $p)))`);
+  e(`        (local.set $u1 (i32.load offset=8 (local.get $p)))`);
+  e(`        (local.set $u2 (i32.load offset=12 (local.get $p)))`);
+  e(`        (local.set $sl (i32.and (local.get $u0) (i32.const 0x3f3f3f3f)))`);
+  e(`        (local.set $sh (i32.or (i32.and (local.get $u2) (i32.const 0x0f0f0f0f))`);
+  e(`          (i32.shl (i32.and (i32.shr_u (local.get $u0) (i32.const 6)) (i32.const 0x03030303)) (i32.const 4))))`);
+  e(`        (local.set $t (v128.const i32x4 0 0 0 0))`);
+  for (let c = 0; c < 4; c++) {
+    e(`        ;; run ${c}: sub-blocks ${2 * c} (low nibbles) and ${2 * c + 1} (high)`);
+    e(`        (local.set $a (i16x8.splat ${scaleOf(2 * c)}))`);
+    e(`        (local.set $b (i16x8.splat ${scaleOf(2 * c + 1)}))`);
+    for (let h = 0; h < 4; h++) {
+      e(`        (local.set $v (v128.load8x8_u offset=${qs + 32 * c + 8 * h} (local.get $p)))`);
+      let lo = `(v128.and (local.get $v) ${i16(15)})`;
+      let hi = `(i16x8.shr_u (local.get $v) (i32.const 4))`;
+      if (five) {
+        e(`        (local.set $h (v128.load8x8_u offset=${16 + 8 * h} (local.get $p)))`);
+        // bit 2c (low sub-block) and 2c+1 (high) of qh, moved to bit 4
+        const bit = (k: number) => (k <= 4 ? `(i16x8.shl (local.get $h) (i32.const ${4 - k}))` : `(i16x8.shr_u (local.get $h) (i32.const ${k - 4}))`);
+        lo = `(v128.or ${lo} (v128.and ${bit(2 * c)} ${i16(16)}))`;
+        hi = `(v128.or ${hi} (v128.and ${bit(2 * c + 1)} ${i16(16)}))`;
+      }
+      e(`        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s (i16x8.mul ${lo} (local.get $a)) (v128.load offset=${2 * (64 * c + 8 * h)} (local.get $xq)))))`);
+      e(`        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s (i16x8.mul ${hi} (local.get $b)) (v128.load offset=${2 * (64 * c + 32 + 8 * h)} (local.get $xq)))))`);
+    }
+  }
+  e(`        (local.set $s (f32.add (local.get $s) (f32.mul (f32.convert_i32_s (call $hsum_i32 (local.get $t)))`);
+  e(`          (f32.mul (f32.load offset=4096 (i32.shl (i32.load16_u (local.get $p)) (i32.const 2))) (f32.load (local.get $xd))))))`);
+  e(`        ;; mins: m 0-7 as i16 against the 8 sub-block sums of the activations`);
+  e(`        (local.set $v (i32x4.dot_i16x8_s`);
+  e(`          (i16x8.extend_low_i8x16_u (i32x4.replace_lane 1 (i32x4.splat (i32.and (local.get $u1) (i32.const 0x3f3f3f3f)))`);
+  e(`            (i32.or (i32.and (i32.shr_u (local.get $u2) (i32.const 4)) (i32.const 0x0f0f0f0f))`);
+  e(`              (i32.shl (i32.and (i32.shr_u (local.get $u1) (i32.const 6)) (i32.const 0x03030303)) (i32.const 4)))))`);
+  e(`          (v128.load (local.get $xb))))`);
+  e(`        (local.set $m (f32.add (local.get $m) (f32.mul (f32.convert_i32_s (call $hsum_i32 (local.get $v)))`);
+  e(`          (f32.mul (f32.load offset=4096 (i32.shl (i32.load16_u offset=2 (local.get $p)) (i32.const 2))) (f32.load (local.get $xd))))))`);
+  e(`        (local.set $p (i32.add (local.get $p) (i32.const ${bb})))`);
+  e(`        (local.set $xq (i32.add (local.get $xq) (i32.const 512)))`);
+  e(`        (local.set $xd (i32.add (local.get $xd) (i32.const 4)))`);
+  e(`        (local.set $xb (i32.add (local.get $xb) (i32.const 16)))`);
+  e(`        (br $l)))`);
+  e(`    (f32.store (local.get $out) (f32.sub (local.get $s) (local.get $m))))`);
+  e(``);
+  return L;
+}
+
+/** q6_k: ql (128), qh (64), 16 int8 scales, f16 d at 208. */
+function q6(): string[] {
+  const L: string[] = [];
+  const e = (s: string) => L.push(s);
+  e(`  ;; q6_k, one row. Half n of the block: element 128n + 32k + l takes the low (k < 2) or high nibble of`);
+  e(`  ;; ql[64n + 32(k&1) + l] and bits 2k..2k+1 of qh[32n + l]; sub-blocks of 16, int8 scales.`);
+  e(`  (func $dot1_q6_k (type $dot) (param $w i32) (param $rb i32) (param $x i32) (param $cols i32) (param $out i32)`);
+  e(`    (local $p i32) (local $end i32) (local $xq i32) (local $xd i32)`);
+  e(`    (local $t v128) (local $la v128) (local $lb v128) (local $h v128)`);
+  e(`    (local $a0 v128) (local $a1 v128) (local $a2 v128) (local $a3 v128) (local $s f32)`);
+  e(`    (local.set $p (local.get $w))`);
+  e(`    (local.set $end (i32.add (local.get $w) (local.get $rb)))`);
+  e(`    (local.set $xq (local.get $x))`);
+  e(`    (local.set $xd (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 1))))`);
+  e(`    (block $done`);
+  e(`      (loop $l`);
+  e(`        (br_if $done (i32.ge_u (local.get $p) (local.get $end)))`);
+  e(`        (local.set $t (v128.const i32x4 0 0 0 0))`);
+  // the four element groups k of a run of 8: (low/high nibble of ql a/b, qh bits) → 6-bit q
+  const q = [
+    `(v128.or (v128.and (local.get $la) ${i16(15)}) (i16x8.shl (v128.and (local.get $h) ${i16(3)}) (i32.const 4)))`,
+    `(v128.or (v128.and (local.get $lb) ${i16(15)}) (i16x8.shl (v128.and (local.get $h) ${i16(12)}) (i32.const 2)))`,
+    `(v128.or (i16x8.shr_u (local.get $la) (i32.const 4)) (v128.and (local.get $h) ${i16(48)}))`,
+    `(v128.or (i16x8.shr_u (local.get $lb) (i32.const 4)) (i16x8.shr_u (v128.and (local.get $h) ${i16(192)}) (i32.const 2)))`,
+  ];
+  for (let n = 0; n < 2; n++) {
+    for (let lh = 0; lh < 2; lh++) {
+      e(`        ;; half ${n}, l ${16 * lh}..${16 * lh + 15}: sub-blocks ${8 * n + lh}, ${8 * n + lh + 2}, ${8 * n + lh + 4}, ${8 * n + lh + 6}`);
+      for (let k = 0; k < 4; k++) e(`        (local.set $a${k} (i16x8.splat (i32.load8_s offset=${192 + 8 * n + lh + 2 * k} (local.get $p))))`);
+      for (const h of [2 * lh, 2 * lh + 1]) {
+        e(`        (local.set $la (v128.load8x8_u offset=${64 * n + 8 * h} (local.get $p)))`);
+        e(`        (local.set $lb (v128.load8x8_u offset=${64 * n + 32 + 8 * h} (local.get $p)))`);
+        e(`        (local.set $h (v128.load8x8_u offset=${128 + 32 * n + 8 * h} (local.get $p)))`);
+        for (let k = 0; k < 4; k++) {
+          e(`        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s`);
+          e(`          (i16x8.mul (i16x8.sub ${q[k]} ${i16(32)}) (local.get $a${k}))`);
+          e(`          (v128.load offset=${2 * (128 * n + 32 * k + 8 * h)} (local.get $xq)))))`);
+        }
+      }
+    }
+  }
+  e(`        (local.set $s (f32.add (local.get $s) (f32.mul (f32.convert_i32_s (call $hsum_i32 (local.get $t)))`);
+  e(`          (f32.mul (f32.load offset=4096 (i32.shl (i32.load16_u offset=208 (local.get $p)) (i32.const 2))) (f32.load (local.get $xd))))))`);
+  e(`        (local.set $p (i32.add (local.get $p) (i32.const 210)))`);
+  e(`        (local.set $xq (i32.add (local.get $xq) (i32.const 512)))`);
+  e(`        (local.set $xd (i32.add (local.get $xd) (i32.const 4)))`);
+  e(`        (br $l)))`);
+  e(`    (f32.store (local.get $out) (local.get $s)))`);
+  e(``);
+  return L;
+}
+
+/** The 4-row kernel of a format: its 1-row kernel on each row (one stream at a time). */
+function dot4(name: string): string[] {
+  return [
+    `  (func $dot4_${name} (type $dot) (param $w i32) (param $rb i32) (param $x i32) (param $cols i32) (param $out i32)`,
+    `    (call $dot1_${name} (local.get $w) (local.get $rb) (local.get $x) (local.get $cols) (local.get $out))`,
+    `    (call $dot1_${name} (i32.add (local.get $w) (local.get $rb)) (local.get $rb) (local.get $x) (local.get $cols) (i32.add (local.get $out) (i32.const 4)))`,
+    `    (call $dot1_${name} (i32.add (local.get $w) (i32.shl (local.get $rb) (i32.const 1))) (local.get $rb) (local.get $x) (local.get $cols) (i32.add (local.get $out) (i32.const 8)))`,
+    `    (call $dot1_${name} (i32.add (local.get $w) (i32.mul (local.get $rb) (i32.const 3))) (local.get $rb) (local.get $x) (local.get $cols) (i32.add (local.get $out) (i32.const 12))))`,
+    ``,
+  ];
+}
+
+/** quant_q8k: n tokens of cols floats (cols % 256 == 0) into the K-quant activation format. */
+function quantQ8k(): string[] {
+  const L: string[] = [];
+  const e = (s: string) => L.push(s);
+  e(`  ;; n tokens of cols floats (cols % 256 == 0) into the K-quant activation format, cols·4 + (cols/256)·20`);
+  e(`  ;; bytes per token: q, scales, sums (see the header), then q again in the q4 form. Per super-block`);
+  e(`  ;; iscale = 127/amax, d = 1/iscale (ggml's Q8_K: its −127/max flips the signs of both q and d),`);
+  e(`  ;; q = nearest-even(x·iscale); an all-zero block has d = 0, q = 0.`);
+  e(`  (func (export "quant_q8k") (param $x i32) (param $dst i32) (param $cols i32) (param $n i32)`);
+  e(`    (local $b i32) (local $nsb i32) (local $sb i32) (local $s i32) (local $q i32) (local $dd i32) (local $bs i32) (local $j i32)`);
+  e(`    (local $mx v128) (local $id v128) (local $q0 v128) (local $q1 v128) (local $amax f32) (local $is f32)`);
+  e(`    (local.set $nsb (i32.shr_u (local.get $cols) (i32.const 8)))`);
+  e(`    (local.set $s (local.get $x))`);
+  e(`    (local.set $q (local.get $dst))`);
+  e(`    (block $bdone`);
+  e(`      (loop $bl`);
+  e(`        (br_if $bdone (i32.ge_u (local.get $b) (local.get $n)))`);
+  e(`        (local.set $dd (i32.add (local.get $q) (i32.shl (local.get $cols) (i32.const 1))))`);
+  e(`        (local.set $bs (i32.add (local.get $dd) (i32.shl (local.get $nsb) (i32.const 2))))`);
+  e(`        (local.set $sb (i32.const 0))`);
+  e(`        (block $sdone`);
+  e(`          (loop $sl`);
+  e(`            (br_if $sdone (i32.ge_u (local.get $sb) (local.get $nsb)))`);
+  e(`            (local.set $mx (v128.const i32x4 0 0 0 0))`);
+  e(`            (local.set $j (i32.const 0))`);
+  e(`            (block $mdone`);
+  e(`              (loop $ml`);
+  e(`                (br_if $mdone (i32.ge_u (local.get $j) (i32.const 1024)))`);
+  e(`                (local.set $mx (f32x4.max (local.get $mx) (f32x4.abs (v128.load (i32.add (local.get $s) (local.get $j))))))`);
+  e(`                (local.set $j (i32.add (local.get $j) (i32.const 16)))`);
+  e(`                (br $ml)))`);
+  e(`            (local.set $amax (f32.max (f32.max (f32x4.extract_lane 0 (local.get $mx)) (f32x4.extract_lane 1 (local.get $mx)))`);
+  e(`                                      (f32.max (f32x4.extract_lane 2 (local.get $mx)) (f32x4.extract_lane 3 (local.get $mx)))))`);
+  e(`            (local.set $is (if (result f32) (f32.gt (local.get $amax) (f32.const 0))`);
+  e(`              (then (f32.div (f32.const 127) (local.get $amax))) (else (f32.const 0))))`);
+  e(`            (f32.store (local.get $dd) (if (result f32) (f32.gt (local.get $is) (f32.const 0))`);
+  e(`              (then (f32.div (f32.const 1) (local.get $is))) (else (f32.const 0))))`);
+  e(`            (local.set $id (f32x4.splat (local.get $is)))`);
+  e(`            (local.set $j (i32.const 0))`);
+  e(`            (block $qdone`);
+  e(`              (loop $ql`);
+  e(`                (br_if $qdone (i32.ge_u (local.get $j) (i32.const 8)))`);
+  for (const [k, v] of [[0, 'q0'], [1, 'q1']] as const) {
+    e(`                (local.set $${v} (i16x8.narrow_i32x4_s`);
+    e(`                  (i32x4.trunc_sat_f32x4_s (f32x4.nearest (f32x4.mul (v128.load offset=${32 * k} (local.get $s)) (local.get $id))))`);
+    e(`                  (i32x4.trunc_sat_f32x4_s (f32x4.nearest (f32x4.mul (v128.load offset=${32 * k + 16} (local.get $s)) (local.get $id))))))`);
+  }
+  e(`                (v128.store offset=0 (local.get $q) (local.get $q0))`);
+  e(`                (v128.store offset=16 (local.get $q) (local.get $q1))`);
+  e(`                (local.set $mx (i32x4.add (i32x4.extadd_pairwise_i16x8_s (local.get $q0)) (i32x4.extadd_pairwise_i16x8_s (local.get $q1))))`);
+  for (const [k, v] of [[2, 'q0'], [3, 'q1']] as const) {
+    e(`                (local.set $${v} (i16x8.narrow_i32x4_s`);
+    e(`                  (i32x4.trunc_sat_f32x4_s (f32x4.nearest (f32x4.mul (v128.load offset=${32 * k} (local.get $s)) (local.get $id))))`);
+    e(`                  (i32x4.trunc_sat_f32x4_s (f32x4.nearest (f32x4.mul (v128.load offset=${32 * k + 16} (local.get $s)) (local.get $id))))))`);
+  }
+  e(`                (v128.store offset=32 (local.get $q) (local.get $q0))`);
+  e(`                (v128.store offset=48 (local.get $q) (local.get $q1))`);
+  e(`                (local.set $mx (i32x4.add (local.get $mx) (i32x4.add (i32x4.extadd_pairwise_i16x8_s (local.get $q0)) (i32x4.extadd_pairwise_i16x8_s (local.get $q1)))))`);
+  e(`                (i32.store16 (i32.add (local.get $bs) (i32.shl (local.get $j) (i32.const 1))) (call $hsum_i32 (local.get $mx)))`);
+  e(`                (local.set $s (i32.add (local.get $s) (i32.const 128)))`);
+  e(`                (local.set $q (i32.add (local.get $q) (i32.const 64)))`);
+  e(`                (local.set $j (i32.add (local.get $j) (i32.const 1)))`);
+  e(`                (br $ql)))`);
+  e(`            (local.set $dd (i32.add (local.get $dd) (i32.const 4)))`);
+  e(`            (local.set $bs (i32.add (local.get $bs) (i32.const 16)))`);
+  e(`            (local.set $sb (i32.add (local.get $sb) (i32.const 1)))`);
+  e(`            (br $sl)))`);
+  e(`        ;; the q4 form for packed q4_k (see $g4_q4_k): per 32, the second half as q[l+16] − 16·q[l]`);
+  e(`        (local.set $q (i32.add (local.get $q) (i32.mul (local.get $nsb) (i32.const 20))))`);
+  e(`        (local.set $j (i32.const 0))`);
+  e(`        (block $fdone`);
+  e(`          (loop $fl`);
+  e(`            (br_if $fdone (i32.ge_u (local.get $j) (local.get $cols)))`);
+  e(`            (local.set $dd (i32.sub (local.get $q) (i32.add (i32.shl (local.get $cols) (i32.const 1)) (i32.mul (local.get $nsb) (i32.const 20)))))`);
+  e(`            (local.set $q0 (v128.load offset=0 (local.get $dd)))`);
+  e(`            (local.set $q1 (v128.load offset=16 (local.get $dd)))`);
+  e(`            (v128.store offset=0 (local.get $q) (local.get $q0))`);
+  e(`            (v128.store offset=16 (local.get $q) (local.get $q1))`);
+  e(`            (v128.store offset=32 (local.get $q) (i16x8.sub (v128.load offset=32 (local.get $dd)) (i16x8.shl (local.get $q0) (i32.const 4))))`);
+  e(`            (v128.store offset=48 (local.get $q) (i16x8.sub (v128.load offset=48 (local.get $dd)) (i16x8.shl (local.get $q1) (i32.const 4))))`);
+  e(`            (local.set $q (i32.add (local.get $q) (i32.const 64)))`);
+  e(`            (local.set $j (i32.add (local.get $j) (i32.const 32)))`);
+  e(`            (br $fl)))`);
+  e(`        ;; next token`);
+  e(`        (local.set $b (i32.add (local.get $b) (i32.const 1)))`);
+  e(`        (br $bl))))`);
+  e(``);
+  return L;
+}
+
+/**
+ * Packed q4_k (src/kernels/wasm/pack.ts): 4 rows per group, per sub-block both nibbles of a byte from
+ * the same sub-block, so q4_0's trick applies — byte b = lo + 16·hi times x[l] plus hi times
+ * x[l+16] − 16·x[l] (the q4 form) is lo·x[l] + hi·x[l+16] with no mask. Per sub-block the 4 rows'
+ * integer totals are transposed into one i32x4 and multiplied by the 4 rows' scales, per super-block
+ * the mins and the f32 step run once for 4 rows: the same integers and f32 operations as $dot1_q4_k,
+ * so packed and row-major weights give the same bits.
+ */
+function g4q4k(): string[] {
+  const L: string[] = [];
+  const e = (s: string) => L.push(s);
+  const mask = (m: string) => `(v128.const i32x4 ${m} ${m} ${m} ${m})`;
+  const byte = (v: string, shift: number) => `(v128.and (i32x4.shr_u ${v} (i32.const ${shift})) ${mask('255')})`;
+  const f16x4 = (offset: number) =>
+    `(f32x4.mul (v128.and (i32x4.shr_s (i32x4.shl (v128.load16x4_u offset=${offset} (local.get $p)) (i32.const 16)) (i32.const 3)) ${mask('0x8FFFE000')}) (v128.const f32x4 0x1p112 0x1p112 0x1p112 0x1p112))`;
+  e(`  (func $g4_q4_k (type $gdot) (param $w i32) (param $cols i32) (param $x i32) (param $out i32) (param $groups i32)`);
+  e(`    (local $g i32) (local $p i32) (local $pn i32) (local $j i32) (local $nsb i32) (local $end i32) (local $xq i32) (local $xd i32) (local $xb i32)`);
+  e(`    (local $x0 v128) (local $x1 v128) (local $x2 v128) (local $x3 v128) (local $q v128)`);
+  e(`    (local $s0 v128) (local $s1 v128) (local $s2 v128) (local $s3 v128) (local $t0 v128) (local $t1 v128)`);
+  e(`    (local $sc v128) (local $tot v128) (local $acc v128) (local $macc v128)`);
+  e(`    (local.set $nsb (i32.shr_u (local.get $cols) (i32.const 8)))`);
+  e(`    (local.set $p (local.get $w))`);
+  e(`    (block $gdone`);
+  e(`      (loop $gl`);
+  e(`        (br_if $gdone (i32.ge_u (local.get $g) (local.get $groups)))`);
+  e(`        (local.set $xd (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 1))))`);
+  e(`        (local.set $xb (i32.add (local.get $xd) (i32.shl (local.get $nsb) (i32.const 2))))`);
+  e(`        (local.set $xq (i32.add (local.get $xd) (i32.mul (local.get $nsb) (i32.const 20))))`);
+  e(`        (local.set $end (i32.add (local.get $p) (i32.mul (local.get $nsb) (i32.const 576))))`);
+  e(`        (local.set $acc (v128.const i32x4 0 0 0 0))`);
+  e(`        (local.set $macc (v128.const i32x4 0 0 0 0))`);
+  e(`        (block $done`);
+  e(`          (loop $l`);
+  e(`            (br_if $done (i32.ge_u (local.get $p) (local.get $end)))`);
+  e(`            (local.set $tot (v128.const i32x4 0 0 0 0))`);
+  e(`            (local.set $pn (i32.add (local.get $p) (i32.const 64)))`);
+  for (const half of [0, 1]) {
+    e(half === 0 ? `            ;; lane r: row r's scales 0-3, one byte each (taken lowest first)` : `            ;; scales 4-7`);
+    if (half === 0) e(`            (local.set $sc (v128.and (v128.load offset=16 (local.get $p)) ${mask('0x3f3f3f3f')}))`);
+    else {
+      e(`            (local.set $sc (v128.or (v128.and (v128.load offset=48 (local.get $p)) ${mask('0x0f0f0f0f')})`);
+      e(`              (i32x4.shl (v128.and (i32x4.shr_u (v128.load offset=16 (local.get $p)) (i32.const 6)) ${mask('0x03030303')}) (i32.const 4))))`);
+    }
+    e(`            (local.set $j (i32.const 0))`);
+    e(`            (block $jdone${half}`);
+    e(`              (loop $jl${half}`);
+    e(`                (br_if $jdone${half} (i32.ge_u (local.get $j) (i32.const 4)))`);
+    for (let k = 0; k < 4; k++) e(`                (local.set $x${k} (v128.load offset=${16 * k} (local.get $xq)))`);
+    for (let r = 0; r < 4; r++) {
+      e(`                (local.set $q (v128.load8x8_u offset=${16 * r} (local.get $pn)))`);
+      e(`                (local.set $s${r} (i32x4.add (i32x4.dot_i16x8_s (local.get $q) (local.get $x0)) (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $x2))))`);
+      e(`                (local.set $q (v128.load8x8_u offset=${16 * r + 8} (local.get $pn)))`);
+      e(`                (local.set $s${r} (i32x4.add (local.get $s${r}) (i32x4.add (i32x4.dot_i16x8_s (local.get $q) (local.get $x1)) (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $x3)))))`);
+    }
+    e(`                ;; lane r of the transposed sum = row r's sub-block total, times row r's scale`);
+    e(`                (local.set $t0 (i32x4.add (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $s0) (local.get $s1))`);
+    e(`                                          (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $s0) (local.get $s1))))`);
+    e(`                (local.set $t1 (i32x4.add (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $s2) (local.get $s3))`);
+    e(`                                          (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $s2) (local.get $s3))))`);
+    e(`                (local.set $tot (i32x4.add (local.get $tot) (i32x4.mul (v128.and (local.get $sc) ${mask('255')})`);
+    e(`                  (i32x4.add (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23 (local.get $t0) (local.get $t1))`);
+    e(`                             (i8x16.shuffle 8 9 10 11 12 13 14 15 24 25 26 27 28 29 30 31 (local.get $t0) (local.get $t1))))))`);
+    e(`                (local.set $sc (i32x4.shr_u (local.get $sc) (i32.const 8)))`);
+    e(`                (local.set $xq (i32.add (local.get $xq) (i32.const 64)))`);
+    e(`                (local.set $pn (i32.add (local.get $pn) (i32.const 64)))`);
+    e(`                (local.set $j (i32.add (local.get $j) (i32.const 1)))`);
+    e(`                (br $jl${half})))`);
+  }
+  e(`            (local.set $acc (f32x4.add (local.get $acc)`);
+  e(`              (f32x4.mul (f32x4.convert_i32x4_s (local.get $tot)) (f32x4.mul ${f16x4(0)} (f32x4.splat (f32.load (local.get $xd)))))))`);
+  L.push(...mins('$p', '            '));
+  e(`            (local.set $p (i32.add (local.get $p) (i32.const 576)))`);
+  e(`            (local.set $xd (i32.add (local.get $xd) (i32.const 4)))`);
+  e(`            (local.set $xb (i32.add (local.get $xb) (i32.const 16)))`);
+  e(`            (br $l)))`);
+  e(`        (v128.store (local.get $out) (f32x4.sub (local.get $acc) (local.get $macc)))`);
+  e(`        (local.set $out (i32.add (local.get $out) (i32.const 16)))`);
+  e(`        (local.set $g (i32.add (local.get $g) (i32.const 1)))`);
+  e(`        (br $gl))))`);
+  e(``);
+  return L;
+}
+
+/**
+ * Packed q4_k prompt batches: each 4-row group is widened once into the token-tile format of wasm/
+ * qtiles.ts over whole super-blocks (128 i16x8 vectors of the 4 rows' column pairs, then the 4 rows' d),
+ * with the sub-block scale folded into the weights (column l < 16 of a sub-block carries sc·b for the
+ * byte b = lo + 16·hi, column l + 16 carries sc·hi: against q4-form activations that is
+ * sc·(lo·x[l] + hi·x[l + 16]), |·| <= 255·63), so $ktiles4/8 (tileKernels('k', 128)) compute exactly
+ * $g4_q4_k's integer super-block totals and f32 steps; $kmins4 then subtracts the mins as $g4_q4_k does.
+ * Activations: the q4 form per super-block in tiles of 4 tokens, then their d_x (backend.ts kTiles).
+ */
+function ktiles(): string[] {
+  const L: string[] = [];
+  const e = (s: string) => L.push(s);
+  const mask = (m: string) => `(v128.const i32x4 ${m} ${m} ${m} ${m})`;
+  for (const ws of [16, 32]) {
+    e(`  ;; One packed q4_k group widened for $ktile${ws / 4}x*: per super-block the 128 column-pair vectors at d + ${ws}k`);
+    e(`  ;; (sub-block j's pair k is vector 16j + k), the 4 rows' d at d + ${128 * ws}; super-blocks ${129 * ws} bytes apart.`);
+    e(`  (func $kwiden${ws} (param $w i32) (param $nsb i32) (param $d i32)`);
+    e(`    (local $sb i32) (local $dw v128) (local $lo v128) (local $hi v128) (local $sc v128) (local $u v128) (local $v v128)`);
+    e(`    (local $r0 v128) (local $r1 v128) (local $r2 v128) (local $r3 v128) (local $h0 v128) (local $h1 v128) (local $h2 v128) (local $h3 v128)`);
+    e(`    (block $done`);
+    e(`      (loop $l`);
+    e(`        (br_if $done (i32.ge_u (local.get $sb) (local.get $nsb)))`);
+    e(`        (local.set $dw (f32x4.mul (v128.and (i32x4.shr_s (i32x4.shl (v128.load16x4_u (local.get $w)) (i32.const 16)) (i32.const 3)) ${mask('0x8FFFE000')})`);
+    e(`          (v128.const f32x4 0x1p112 0x1p112 0x1p112 0x1p112)))`);
+    e(`        (local.set $lo (v128.and (v128.load offset=16 (local.get $w)) ${mask('0x3f3f3f3f')}))`);
+    e(`        (local.set $hi (v128.or (v128.and (v128.load offset=48 (local.get $w)) ${mask('0x0f0f0f0f')})`);
+    e(`          (i32x4.shl (v128.and (i32x4.shr_u (v128.load offset=16 (local.get $w)) (i32.const 6)) ${mask('0x03030303')}) (i32.const 4))))`);
+    for (let j = 0; j < 8; j++) {
+      e(`        ;; sub-block ${j}: row r's scale in both i16 lanes of its i32 lane`);
+      e(`        (local.set $sc (v128.and (i32x4.shr_u (local.get $${j < 4 ? 'lo' : 'hi'}) (i32.const ${8 * (j % 4)})) ${mask('255')}))`);
+      e(`        (local.set $sc (v128.or (local.get $sc) (i32x4.shl (local.get $sc) (i32.const 16))))`);
+      for (let r = 0; r < 4; r++) e(`        (local.set $r${r} (v128.load offset=${64 + 64 * j + 16 * r} (local.get $w)))`);
+      for (let r = 0; r < 4; r++) e(`        (local.set $h${r} (i8x16.shr_u (local.get $r${r}) (i32.const 4)))`);
+      L.push(
+        ...interleaveRows4('        ', (k, bytes) =>
+          (['low', 'high'] as const).map((side, dk) => `        (v128.store offset=${ws * (16 * j + k + dk)} (local.get $d) (i16x8.mul (i16x8.extend_${side}_i8x16_u ${bytes}) (local.get $sc)))`),
+        ),
+      );
+    }
+    e(`        (v128.store offset=${128 * ws} (local.get $d) (local.get $dw))`);
+    e(`        (local.set $d (i32.add (local.get $d) (i32.const ${129 * ws})))`);
+    e(`        (local.set $w (i32.add (local.get $w) (i32.const 576)))`);
+    e(`        (local.set $sb (i32.add (local.get $sb) (i32.const 1)))`);
+    e(`        (br $l))))`);
+    e(``);
+  }
+  e(`  ;; out[0..3] −= the 4 rows' super-block mins for one token (x: its K activations), as $g4_q4_k.`);
+  e(`  (func $kmins4 (param $w i32) (param $nsb i32) (param $x i32) (param $out i32)`);
+  e(`    (local $sb i32) (local $xd i32) (local $xb i32) (local $sc v128) (local $s0 v128) (local $macc v128)`);
+  e(`    (local.set $xd (i32.add (local.get $x) (i32.shl (local.get $nsb) (i32.const 9))))`);
+  e(`    (local.set $xb (i32.add (local.get $xd) (i32.shl (local.get $nsb) (i32.const 2))))`);
+  e(`    (block $done`);
+  e(`      (loop $l`);
+  e(`        (br_if $done (i32.ge_u (local.get $sb) (local.get $nsb)))`);
+  L.push(...mins('$w', '        '));
+  e(`        (local.set $w (i32.add (local.get $w) (i32.const 576)))`);
+  e(`        (local.set $xd (i32.add (local.get $xd) (i32.const 4)))`);
+  e(`        (local.set $xb (i32.add (local.get $xb) (i32.const 16)))`);
+  e(`        (local.set $sb (i32.add (local.get $sb) (i32.const 1)))`);
+  e(`        (br $l)))`);
+  e(`    (v128.store (local.get $out) (f32x4.sub (v128.load (local.get $out)) (local.get $macc))))`);
+  e(``);
+  e(`  ;; $kmins4 for each of n tokens (x: K activations, xs apart; out: outputs, os apart).`);
+  e(`  (func $kmins_tokens (param $w i32) (param $nsb i32) (param $x i32) (param $xs i32) (param $out i32) (param $os i32) (param $n i32)`);
+  e(`    (local $b i32)`);
+  e(`    (block $done`);
+  e(`      (loop $l`);
+  e(`        (br_if $done (i32.ge_u (local.get $b) (local.get $n)))`);
+  e(`        (call $kmins4 (local.get $w) (local.get $nsb) (local.get $x) (local.get $out))`);
+  e(`        (local.set $x (i32.add (local.get $x) (local.get $xs)))`);
+  e(`        (local.set $out (i32.add (local.get $out) (local.get $os)))`);
+  e(`        (local.set $b (i32.add (local.get $b) (i32.const 1)))`);
+  e(`        (br $l))))`);
+  e(``);
+  return L;
+}
+
+/** The super-block mins of 4 packed q4_k rows at `ptr` added to $macc (lane r): $g4_q4_k's and $kmins4's one code. */
+function mins(ptr: string, ind: string): string[] {
+  const mask = (m: string) => `(v128.const i32x4 ${m} ${m} ${m} ${m})`;
+  const byte = (shift: number) => `(v128.and (i32x4.shr_u (local.get $sc) (i32.const ${shift})) ${mask('255')})`;
+  const L: string[] = [];
+  L.push(`${ind};; mins of the 4 rows (lane r) against the activations' sub-block sums`);
+  L.push(`${ind}(local.set $sc (v128.and (v128.load offset=32 (local.get ${ptr})) ${mask('0x3f3f3f3f')}))`);
+  L.push(`${ind}(local.set $s0 (v128.const i32x4 0 0 0 0))`);
+  for (let j = 0; j < 8; j++) {
+    if (j === 4) {
+      L.push(`${ind}(local.set $sc (v128.or (v128.and (i32x4.shr_u (v128.load offset=48 (local.get ${ptr})) (i32.const 4)) ${mask('0x0f0f0f0f')})`);
+      L.push(`${ind}  (i32x4.shl (v128.and (i32x4.shr_u (v128.load offset=32 (local.get ${ptr})) (i32.const 6)) ${mask('0x03030303')}) (i32.const 4))))`);
+    }
+    L.push(`${ind}(local.set $s0 (i32x4.add (local.get $s0) (i32x4.mul ${byte(8 * (j % 4))} (i32x4.splat (i32.load16_s offset=${2 * j} (local.get $xb))))))`);
+  }
+  L.push(`${ind}(local.set $macc (f32x4.add (local.get $macc)`);
+  L.push(`${ind}  (f32x4.mul (f32x4.convert_i32x4_s (local.get $s0)) (f32x4.mul ${f16x4At(8, ptr)} (f32x4.splat (f32.load (local.get $xd)))))))`);
+  return L;
+}
+
+/** 4 f16 at `ptr` + offset widened exactly to f32 (bits of d·2^-112, times 2^112). */
+const f16x4At = (offset: number, ptr: string) =>
+  `(f32x4.mul (v128.and (i32x4.shr_s (i32x4.shl (v128.load16x4_u offset=${offset} (local.get ${ptr})) (i32.const 16)) (i32.const 3)) (v128.const i32x4 0x8FFFE000 0x8FFFE000 0x8FFFE000 0x8FFFE000)) (v128.const f32x4 0x1p112 0x1p112 0x1p112 0x1p112))`;
+
+export function kquantSection(): string {
+  return HEADER + [...q45(false), ...q45(true), ...q6(), ...dot4('q4_k'), ...dot4('q5_k'), ...dot4('q6_k'), ...g4q4k(), ...ktiles(), ...tileKernels('k', 128), ...quantQ8k()].join('\n');
+}
+
+export const KQUANT_SECTION: Section = { name: 'kquant', script: 'kquants.ts', text: kquantSection };
+
+export const withKquantSection = (wat: string) => withGenerated(wat, KQUANT_SECTION);
+
+if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) runGenerator(KQUANT_SECTION, process.argv);
