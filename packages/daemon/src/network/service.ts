@@ -392,12 +392,16 @@ export class NetworkService {
 
   async #ping(peers: string[], signal?: AbortSignal): Promise<void> {
     await Promise.all(
-      peers.map((p) => {
+      peers.map(async (p) => {
+        // Wait for a ping already under way; if it measured nothing, this caller pings after it.
         const inFlight = this.#pinging.get(p);
-        if (inFlight) return inFlight;
+        if (inFlight) await inFlight;
+        if (inFlight && this.#rtt.has(p)) return;
+        const again = this.#pinging.get(p);
+        if (again) return again;
         const measured = this.#pingOne(p, signal).finally(() => this.#pinging.delete(p));
         this.#pinging.set(p, measured);
-        return measured;
+        await measured;
       }),
     );
   }
