@@ -6,6 +6,12 @@
  *   - tensor parallel 2 on 2 processes,
  * each runner with 1 engine thread (wasm SIMD kernels; BENCH_BACKEND=reference for the plain ones). Prints ratios against the baseline.
  * Targets (issue 6): pipeline >= 0.9x single, tensor parallel >= 1.7x single.
+ * Batching lines (issue 18), on the one-process instance (it batches its sequences, runner/batch-driver.ts):
+ *   - batch-8-throughput: 8 concurrent streams' summed decode tok/s against one stream alone, same run
+ *     (target >= 3x);
+ *   - prefix-turn-2-ttft: a chat's second turn (the first turn's BENCH_HISTORY-token prompt, its answer
+ *     and 8 new tokens) against the first turn's time to first token (target <= 0.2x).
+ * BENCH_PARTS=batch runs only these (a short run).
  *
  * The model: 6 layers of hidden 1024 (FFN 3072), ~75M layer parameters in f32. Compute dominates:
  * a TP-2 rank computes ~0.4 ms (attention) and ~1.2 ms (MLP) between its meetings with the other
@@ -102,9 +108,62 @@ async function measureAll() {
   }
 }
 
+/** Time from sending a request to its first token, ms, and the outcome. */
+async function ttft(runners: Instance, promptIds: number[], maxTokens: number) {
+  const t0 = performance.now();
+  let first = 0;
+  const out = await runners[0].generate({ promptIds, maxTokens, stopTokenIds: [] }, () => void (first ||= performance.now()));
+  return { ms: first - t0, out };
+}
+
+/** Continuous batching and the prefix cache on the one-process instance, best of ROUNDS each. */
+async function measureBatching() {
+  const single = await launch('batch', { stages: pipelineStages(LAYERS, 1), tensor: 1 });
+  try {
+    await single[0].generate({ promptIds: PROMPT, maxTokens: 4, stopTokenIds: [] }, () => undefined); // loads, JIT
+    const best = { one: 0, eight: 0, turn1Ms: Infinity, turn2Ms: Infinity, cached: 0, history: 0 };
+    for (let round = 0; round < ROUNDS; round++) {
+      best.one = Math.max(best.one, await warmSpeed(single));
+      // Eight streams start together; their summed decode rate runs from the last first token to the last token.
+      const firsts: number[] = [];
+      const outs = await Promise.all(
+        Array.from({ length: 8 }, (_, i) =>
+          single[0].generate({ promptIds: PROMPT.map((t) => (t + i) % 256), maxTokens: TOKENS, stopTokenIds: [] }, () => void (firsts[i] ||= performance.now())).then((o) => ({ o, end: performance.now() })),
+        ),
+      );
+      const tokens = outs.reduce((a, { o }) => a + o.tokens.length - 1, 0);
+      best.eight = Math.max(best.eight, (tokens * 1000) / (Math.max(...outs.map((x) => x.end)) - Math.min(...firsts)));
+      // A new conversation each round (different first tokens), so turn 1 is always cold.
+      const history = Array.from({ length: HISTORY }, (_, j) => (round * 101 + j * 7 + 3) % 256);
+      const turn1 = await ttft(single, history, 8);
+      const turn2 = await ttft(single, [...history, ...turn1.out.tokens, 5, 6, 7, 8, 9, 10, 11, 12], 8);
+      best.turn1Ms = Math.min(best.turn1Ms, turn1.ms);
+      best.turn2Ms = Math.min(best.turn2Ms, turn2.ms);
+      best.cached = turn2.out.cachedPromptTokens ?? 0;
+      best.history = history.length + turn1.out.tokens.length + 8;
+    }
+    return best;
+  } finally {
+    await Promise.all(single.map((r) => r.stop(1000)));
+  }
+}
+
+const HISTORY = Number(process.env.BENCH_HISTORY ?? 400);
+const PARTS = (process.env.BENCH_PARTS ?? 'split,batch').split(',');
+
 try {
   console.log(`bench:serve — generated Llama, ${LAYERS} layers, hidden ${HIDDEN}, ~${params.toFixed(1)}M layer parameters (${info.dir}), ${TOKENS} decode tokens, best of ${ROUNDS} alternating rounds, each run after ${WARM_TOKENS} unmeasured tokens, ${BACKEND} backend with 1 engine thread per process`);
   console.log(`machine: ${os.cpus().length} cores (${os.cpus()[0]?.model ?? '?'}), load average ${os.loadavg()[0].toFixed(2)}`);
+  if (PARTS.includes('batch')) {
+    const b = await measureBatching();
+    const ratio = (name: string, v: number, unit: string, base: number, note: string) => console.log(`${name.padEnd(44)} ${v.toFixed(1).padStart(7)} ${unit}  ${(v / base).toFixed(2)}x ${note}`);
+    ratio('one stream (batching instance)', b.one, 'tok/s', b.one, 'single');
+    ratio('batch-8-throughput', b.eight, 'tok/s', b.one, `single  (target >= 3x: ${b.eight / b.one >= 3 ? 'met' : 'NOT met'})`);
+    ratio(`prefix-turn-1-ttft (${HISTORY}-token prompt)`, b.turn1Ms, 'ms   ', b.turn1Ms, 'turn 1');
+    ratio(`prefix-turn-2-ttft (${b.history} tokens, ${b.cached} cached)`, b.turn2Ms, 'ms   ', b.turn1Ms, `turn 1  (target <= 0.2x: ${b.turn2Ms / b.turn1Ms <= 0.2 ? 'met' : 'NOT met'})`);
+    console.log(`load average after the batching lines: ${os.loadavg()[0].toFixed(2)}`);
+  }
+  if (!PARTS.includes('split')) process.exit(0);
   const { single, pipe, tensor, tensorCold, tensorSleep, both, pipe2, ceiling, waitMs } = await measureAll();
   const row = (name: string, v: number, target?: number) =>
     console.log(`${name.padEnd(44)} ${v.toFixed(1).padStart(7)} tok/s  ${(v / single).toFixed(2)}x single${target ? `  (target >= ${target}x: ${v / single >= target ? 'met' : 'NOT met'})` : ''}`);

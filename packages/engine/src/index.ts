@@ -38,10 +38,11 @@ export {
 } from './tokenizer/byte-level.js';
 
 // Shards and the forward pass.
-export { loadShard, loadShardAsync, ModelShard, KVCache, type LoadShardOptions, type ShardInput } from './model/forward.js';
+export { loadShard, loadShardAsync, ModelShard, KVCache, type LoadShardOptions, type ShardInput, type BatchSegment } from './model/forward.js';
 export { embedTokens, readEmbeddingConfig, normalizeL2, type EmbeddingConfig, type Pooling } from './model/embed.js';
 export { tensorSlice, vocabSlice, joinLogitSlices, type TensorSlice, type SplitDims } from './model/tensor-split.js';
 export { kvCacheValuesPerToken } from './model/kv-cache-size.js';
+export { PrefixCache, type PrefixCacheOptions } from './model/prefix-cache.js';
 
 // Layouts: how an instance's ranks split the model, and whether the engine runs a layout.
 export {
@@ -67,11 +68,13 @@ export {
   type LanguageModel,
   type Session,
   type InProcessOptions,
+  type BatchStep,
 } from './drivers/in-process.js';
 export { createInProcessAllReduce } from './drivers/all-reduce.js';
 
 // Generation.
 export { generate, type GenerateOptions, type GenerateResult } from './generate/generate.js';
+export { draftFromContext, type PromptLookupOptions } from './generate/prompt-lookup.js';
 export { Sampler, argmax, validateSampling, tokenLogprob, type SamplingOptions, type TokenLogprob } from './generate/sampler.js';
 export { pickToken } from './generate/pick.js';
 export {

@@ -38,6 +38,9 @@ describe('orchard run', () => {
     expect(plain.stderr).toMatch(/tokens\/s/);
     const split = await orchard([...args, '--pipeline', '2', '--tensor', '2']);
     expect(split.stdout).toBe(plain.stdout);
+    const lookup = await orchard([...args, '--prompt-lookup']);
+    expect(lookup.stdout).toBe(plain.stdout);
+    expect(lookup.stderr).toMatch(/prompt lookup: \d+ of \d+ drafted tokens accepted/);
   });
 
   it('--backend wasm runs the same generation on the WASM kernels', async () => {

@@ -1,7 +1,8 @@
 /**
  * A tensor-parallel decode step meets the other ranks only after o_proj and down_proj: 2 all-reduces
  * per layer, all of hidden width. The embedding (rank 0 embeds, its rows are handed to the others)
- * and the logits (each rank returns its vocabulary slice, joined by the caller) need none.
+ * and the logits (each rank returns its vocabulary slice, joined by the caller) need none. A batched
+ * step of several sequences meets as often, over all their rows.
  */
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -47,6 +48,20 @@ describe('tensor-parallel meetings per step (2 ranks, 6 layers)', () => {
       expect(slices.map((s) => s.length)).toEqual(ranks.map((r) => r.slice.vocab[1] - r.slice.vocab[0]));
       expect(maxAbsDiff(joinLogitSlices(logits, slices), want)).toBeLessThan(1e-5);
       feed = [(step * 37 + 11) % V];
+    }
+  });
+
+  it('a batched step of several sequences still meets 2 times per layer, over all their rows at once', async () => {
+    const feeds = [[9, 8, 7], [5], [2, 6]];
+    const caches = ranks.map((r) => feeds.map(() => r.newCache(16)));
+    for (const c of calls) c.length = 0;
+    const rows = feeds.map((f) => Float32Array.from(ranks[0].embed(f)));
+    const outs = await Promise.all(ranks.map((r, i) => r.forwardBatch(feeds.map((f, s) => ({ input: { hidden: rows[s], n: f.length }, cache: caches[i][s] })))));
+    for (const c of calls) expect(c).toEqual(new Array(2 * LAYERS).fill(6 * D));
+    // Each sequence's joined logits equal its own unsplit run.
+    for (let s = 0; s < feeds.length; s++) {
+      const want = await whole.forward({ tokens: feeds[s] }, whole.newCache(16));
+      expect(maxAbsDiff(joinLogitSlices(new Float32Array(V), outs.map((o) => o[s])), want)).toBeLessThan(1e-5);
     }
   });
 

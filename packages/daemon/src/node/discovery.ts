@@ -1,9 +1,10 @@
 /**
  * Dials every peer that discovery (mDNS, bootstrap) reports, with a short timeout, and remembers
  * the ones that refused us ("not in this cluster") so they are neither re-dialled in a tight loop
- * nor reported as crypto errors. A refused peer is tried again every `retryMs`: discovery reports a
- * peer it already knows only once, and a first dial that timed out on a busy machine must not keep
- * two pod members apart for good.
+ * nor reported as crypto errors. A refused peer is tried again after 1 s, then twice as long each time
+ * up to `retryMs`: discovery reports a peer it already knows only once, a first dial that timed out on
+ * a busy machine must not keep two pod members apart for good, and a peer refused only because it
+ * was still starting should join within a second or two, not a whole retry period later.
  */
 import type { Logger } from 'pino';
 import { classifyDialError, dialFailureMessage, type DialFailure } from './dial-errors.js';
@@ -19,7 +20,12 @@ export interface RefusedPeer {
   reason: DialFailure;
   message: string;
   lastTriedAt: number;
+  /** Failed dials in a row. */
+  attempts: number;
 }
+
+/** The first retry of a refused peer, ms; each further one waits twice as long, up to the retry period. */
+const FIRST_RETRY_MS = 1000;
 
 export class AutoDialer {
   #node: OrchardNode;
@@ -47,7 +53,7 @@ export class AutoDialer {
     }) as never);
     this.#retry = setInterval(() => {
       for (const [id, peer] of this.#seen) if (this.#refused.has(id)) void this.dial(peer);
-    }, Math.max(50, this.#retryMs / 2));
+    }, Math.max(50, Math.min(FIRST_RETRY_MS, this.#retryMs) / 2));
     this.#retry.unref();
   }
 
@@ -60,7 +66,7 @@ export class AutoDialer {
     if (id === this.#node.peerId.toString() || this.#inFlight.has(id)) return;
     if (this.#node.getConnections(peer.id as never).length > 0) return;
     const prev = this.#refused.get(id);
-    if (prev && Date.now() - prev.lastTriedAt < this.#retryMs) return;
+    if (prev && Date.now() - prev.lastTriedAt < Math.min(this.#retryMs, FIRST_RETRY_MS * 2 ** (prev.attempts - 1))) return;
     this.#inFlight.add(id);
     this.#seen.set(id, peer);
     try {
@@ -76,7 +82,7 @@ export class AutoDialer {
       const message = dialFailureMessage(reason, id, this.#privatePod);
       if (!prev || prev.reason !== reason) this.#log.warn({ peer: id, addresses: peer.multiaddrs.map(String) }, message);
       else this.#log.debug({ peer: id, err: (err as Error).message }, message);
-      this.#refused.set(id, { peerId: id, addresses: peer.multiaddrs.map(String), reason, message, lastTriedAt: Date.now() });
+      this.#refused.set(id, { peerId: id, addresses: peer.multiaddrs.map(String), reason, message, lastTriedAt: Date.now(), attempts: (prev?.attempts ?? 0) + 1 });
     } finally {
       this.#inFlight.delete(id);
     }

@@ -15,6 +15,7 @@ import { startRank } from './local.js';
 import type { FromRunner, RunnerInit, ToRunner } from './protocol.js';
 import { selectRdma, type RdmaSelection } from './rdma-select.js';
 import { POLL_MS, type Driver } from './shard-loop.js';
+import type { BatchDriver } from './batch-driver.js';
 import { listenTcp, type Group, type TcpPeer } from './transport.js';
 
 export type RunnerState = 'idle' | 'loading' | 'waiting-for-peers' | 'connecting' | 'ready' | 'stopping' | 'dead';
@@ -31,7 +32,7 @@ export class Runner {
   #rank = -1;
   #group: Group | null = null;
   #rdma: RdmaSelection | null = null;
-  #driver: Driver | null = null;
+  #driver: Driver | BatchDriver | null = null;
   #peers: TcpPeer[] | null = null;
   #peersArrived: ((p: TcpPeer[]) => void) | null = null;
   /** Requests running on the driver, and those the daemon cancelled. */
@@ -107,7 +108,7 @@ export class Runner {
     // Output constraints are compiled here, against this model's tokenizer, when a request brings one.
     let vocab: TokenVocabulary | null = null;
     const compile = (spec: ConstraintSpec, stopIds: number[]) => compileConstraint(spec, (vocab ??= loadTokenizer(i.modelDir).vocabulary()), { vocabSize: shard.config.vocabSize, stopIds });
-    const started = startRank(plane.group, i.layout, shard, { stepMs: i.stepMs, pollMs, compile });
+    const started = startRank(plane.group, i.layout, shard, { stepMs: i.stepMs, pollMs, compile, batch: i.batch });
     this.#driver = started.driver;
     this.#state = 'ready';
     this.#host.send({ type: 'ready', links: plane.links, dataPlane: plane.summary });

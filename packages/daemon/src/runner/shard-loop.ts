@@ -52,6 +52,8 @@ export interface GenerateOutcome {
   promptTokens: number;
   prefillMs: number;
   decodeMs: number;
+  /** Prompt tokens copied from the prefix cache instead of prefilled (one-rank instances). */
+  cachedPromptTokens?: number;
 }
 
 /**

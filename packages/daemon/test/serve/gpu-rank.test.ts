@@ -30,6 +30,25 @@ afterAll(() => {
 });
 
 describe.skipIf(!ctx)(`runner ranks on the GPU${skip ? ` (skipped: ${skip})` : ''}`, () => {
+  it('a one-rank GPU instance serves two sequences at once (one forward each per step), each with its own tokens', async () => {
+    const layout: InstanceLayout = { stages: pipelineStages(4, 1), tensor: 1 };
+    const cpu = loadInProcessModel(dir, { maxBatch: 4 });
+    const want1 = await generate(cpu, prompt, { maxTokens: 10, temperature: 0, stopTokenIds: [] });
+    const want2 = await generate(cpu, prompt.slice(0, 3), { maxTokens: 5, temperature: 0, stopTokenIds: [] });
+    const [group] = createSimGroup(1);
+    const shard = await loadRankGpuShard(dir, layout, 0, group, { context: ctx!, maxBatch: 4, maxSeqLen: 64 });
+    const driver = startRank(group, layout, shard as never).driver!;
+    const [a, b] = await Promise.all([
+      driver.generate({ promptIds: prompt, maxTokens: 10, stopTokenIds: [], temperature: 0 }, () => true),
+      driver.generate({ promptIds: prompt.slice(0, 3), maxTokens: 5, stopTokenIds: [], temperature: 0 }, () => true),
+    ]);
+    expect(a.tokens).toEqual(want1.tokens);
+    expect(b.tokens).toEqual(want2.tokens);
+    await driver.stop();
+    shard.dispose();
+    await group.close();
+  });
+
   it('2 stages x 2 tensor ranks on GPU shards equal the CPU model, two sequences in a row', async () => {
     const layout: InstanceLayout = { stages: pipelineStages(4, 2), tensor: 2 };
     const cpu = loadInProcessModel(dir, { maxBatch: 4 });

@@ -32,4 +32,28 @@ describe('runner processes over TCP', () => {
       await Promise.all(runners.map((r) => r.stop(500)));
     }
   }, 60_000);
+
+  it('a one-process instance serves 8 concurrent requests, each with its tokens alone, refuses a ninth, and ends a cancelled one with abort', async () => {
+    const single = loadInProcessModel(dir);
+    const prompts = Array.from({ length: 8 }, (_, i) => prompt.map((t) => (t + i * 13) % 256).slice(0, 3 + (i % 4)));
+    const want: number[][] = [];
+    for (const p of prompts) want.push((await generate(single, p, { maxTokens: 12, stopTokenIds: [] })).tokens);
+    const runners = await startLocalInstance({ modelDir: dir, layout: { stages: pipelineStages(4, 1), tensor: 1 }, groupId: 'test-2', secret: 'cd'.repeat(16), listenHost: '127.0.0.1' });
+    try {
+      const outs = await Promise.all(prompts.map((p) => runners[0].generate({ promptIds: p, maxTokens: 12, stopTokenIds: [] }, () => undefined)));
+      expect(outs.map((o) => o.tokens)).toEqual(want);
+      // A ninth at once is refused by the runner (the daemon's executor queues it instead).
+      const nine = [...prompts, prompt].map((p) => runners[0].generate({ promptIds: p, maxTokens: 200, stopTokenIds: [] }, () => undefined));
+      await expect(nine[8]).rejects.toThrow(/all 8 sequence slots are busy/);
+      // Cancelling one (the client went away) ends it with abort; the instance serves on.
+      const abort = new AbortController();
+      await Promise.allSettled(nine.slice(0, 8));
+      const long = runners[0].generate({ promptIds: prompt, maxTokens: 500, stopTokenIds: [] }, () => abort.abort(), abort.signal);
+      expect((await long).finishReason).toBe('abort');
+      const again = await runners[0].generate({ promptIds: prompts[1], maxTokens: 12, stopTokenIds: [] }, () => undefined);
+      expect(again.tokens).toEqual(want[1]);
+    } finally {
+      await Promise.all(runners.map((r) => r.stop(500)));
+    }
+  }, 60_000);
 });

@@ -6,6 +6,7 @@ import { generate, loadInProcessModel } from '@orchard/engine';
 import { writeRandomModel } from '@orchard/engine/testing';
 import { createSimFabric, createSimGroup } from '../../src/runner/transport.js';
 import { loadRankShard, startRank } from '../../src/runner/local.js';
+import type { Driver } from '../../src/runner/shard-loop.js';
 import { pipelineStages } from '@orchard/engine';
 import type { InstanceLayout } from '@orchard/engine';
 
@@ -94,7 +95,7 @@ describe('shard loop over a group', () => {
       return true;
     });
     await expect(run).rejects.toThrow();
-    expect(driver.decodeTimeoutMs).toBeLessThan(5000);
+    expect((driver as Driver).decodeTimeoutMs).toBeLessThan(5000);
     expect(Date.now() - stalledAt).toBeLessThan(5000);
     fabric.kill(1);
     await fabric.groups[0].close();

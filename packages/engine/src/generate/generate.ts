@@ -6,6 +6,7 @@ import type { LanguageModel } from '../drivers/in-process.js';
 import type { ModelTokenizer } from '../tokenizer/load.js';
 import { compileConstraint, type ConstraintSpec, type TokenConstraint } from './constraint.js';
 import { pickToken } from './pick.js';
+import { draftFromContext, type PromptLookupOptions } from './prompt-lookup.js';
 import { Sampler, type SamplingOptions, type TokenLogprob } from './sampler.js';
 import { TextStream } from './text-stream.js';
 
@@ -30,6 +31,12 @@ export interface GenerateOptions extends SamplingOptions {
   /** Called with each piece of text once it is final (needs a tokenizer); pieces concatenate to `text`. */
   onText?: (text: string) => void;
   signal?: AbortSignal;
+  /**
+   * Speculative decoding by prompt lookup: draft tokens from the context and verify them in one forward
+   * (the model's sessions need forwardAll and rewind). Every token is still picked from the model's own
+   * logits in order, so the output is the plain decode's (greedy, and seeded sampling too).
+   */
+  promptLookup?: PromptLookupOptions | boolean;
 }
 
 export interface GenerateResult {
@@ -41,12 +48,16 @@ export interface GenerateResult {
   logprobs?: TokenLogprob[];
   finishReason: 'stop' | 'length' | 'abort';
   promptTokens: number;
+  /** Prompt tokens copied from the model's prefix cache instead of computed (the rest were prefilled). */
+  cachedPromptTokens: number;
   /** Prompt processing time, ms. */
   prefillMs: number;
   /** Time for the tokens after the first, ms. */
   decodeMs: number;
   /** Decode speed: (tokens - 1) / decode time. NaN with fewer than 2 tokens. */
   tokensPerSecond: number;
+  /** With promptLookup: tokens drafted, and how many of them the model confirmed. */
+  speculation?: { drafted: number; accepted: number };
 }
 
 export async function generate(model: LanguageModel, promptIds: number[], options: GenerateOptions = {}): Promise<GenerateResult> {
@@ -69,21 +80,30 @@ export async function generate(model: LanguageModel, promptIds: number[], option
     ? await compileConstraint(options.constraint, tok!.vocabulary(), { vocabSize: model.config.vocabSize, stopIds: [...stopIds] })
     : null;
   const session = model.newSession(capacity);
+  const lookup = options.promptLookup;
+  const spec = lookup ? { options: lookup === true ? {} : lookup, drafted: 0, accepted: 0 } : null;
 
   const tokens: number[] = [];
   const logprobs: TokenLogprob[] | undefined = top === undefined ? undefined : [];
   let finishReason: GenerateResult['finishReason'] = 'length';
   const t0 = performance.now();
   let t1 = t0;
+  let cached = 0;
   try {
-    let logits = await session.forward(promptIds);
+    if (spec && !(session.forwardAll && session.rewind)) throw new RangeError('promptLookup needs a model whose sessions verify drafts (forwardAll, rewind): the in-process CPU model; not the GPU one');
+    cached = session.reusePrefix?.(promptIds) ?? 0;
+    // rows[at] are the logits to pick from; drafted[at..] the tokens fed after it on a guess.
+    let rows = [await session.forward(promptIds.slice(cached))];
+    let drafted: number[] = [];
+    let at = 0;
+    let base = 0;
     t1 = performance.now();
     while (tokens.length < maxTokens) {
       if (options.signal?.aborted) {
         finishReason = 'abort';
         break;
       }
-      const { id, logprob: lp } = await pickToken(logits, sampler, constraint, top);
+      const { id, logprob: lp } = await pickToken(rows[at], sampler, constraint, top);
       if (lp) logprobs!.push(lp);
       tokens.push(id);
       options.onToken?.(id, lp);
@@ -97,9 +117,28 @@ export async function generate(model: LanguageModel, promptIds: number[], option
         finishReason = 'stop';
         break;
       }
+      // The model confirmed the guess: its logits are already computed.
+      if (at < drafted.length && id === drafted[at]) {
+        at++;
+        if (spec) spec.accepted++;
+        continue;
+      }
+      // The rest of the guess is wrong: forget its rows.
+      if (drafted.length > at) session.rewind!(base + at + 1);
       if (tokens.length >= maxTokens || session.length >= capacity) break;
-      logits = await session.forward([id]);
+      base = session.length;
+      const draft = spec ? draftFromContext([...promptIds, ...tokens], Math.min(maxTokens - tokens.length - 1, capacity - base - 1), spec.options) : [];
+      at = 0;
+      drafted = draft;
+      if (draft.length === 0) rows = [await session.forward([id])];
+      else {
+        spec!.drafted += draft.length;
+        const all = await session.forwardAll!([id, ...draft]);
+        const V = all.length / (draft.length + 1);
+        rows = Array.from({ length: draft.length + 1 }, (_, j) => all.subarray(j * V, (j + 1) * V));
+      }
     }
+    session.keepPrefix?.();
   } finally {
     session.dispose?.();
     constraint?.dispose();
@@ -116,8 +155,10 @@ export async function generate(model: LanguageModel, promptIds: number[], option
     ...(logprobs ? { logprobs } : {}),
     finishReason,
     promptTokens: promptIds.length,
+    cachedPromptTokens: cached,
     prefillMs: t1 - t0,
     decodeMs,
     tokensPerSecond: tokens.length > 1 ? ((tokens.length - 1) * 1000) / decodeMs : NaN,
+    ...(spec ? { speculation: { drafted: spec.drafted, accepted: spec.accepted } } : {}),
   };
 }

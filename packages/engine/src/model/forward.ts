@@ -24,6 +24,7 @@ import { MoeBlock } from './moe.js';
 import { applyRope, ropeAttentionFactor, ropeInverseFrequencies, ropeTables } from './rope.js';
 import { tensorSlice, type TensorSlice } from './tensor-split.js';
 import { planShardWeights, readPlanAsync, readPlanSync, type GqaWeights, type ShardWeights } from './weights.js';
+import type { MlaWeights } from './weights-mla.js';
 import { kvCacheValuesPerToken } from './kv-cache-size.js';
 
 export interface LoadShardOptions {
@@ -56,6 +57,14 @@ export class KVCache {
 /** What a shard consumes: token ids (a shard holding the embedding) or hidden states [n, hidden] (rows embedded by rank 0, or the previous stage's output). */
 export type ShardInput = { tokens: ArrayLike<number> } | { hidden: Float32Array; n: number };
 
+/** One sequence's part of a batched step: its rows and its cache (positions continue from cache.length). */
+export interface BatchSegment {
+  input: ShardInput;
+  cache: KVCache;
+  /** Logits of every row of this segment, not only the last (to verify drafted tokens). Head shards only. */
+  allLogits?: boolean;
+}
+
 export class ModelShard {
   readonly config: ModelConfig;
   readonly spec: ShardSpec;
@@ -87,7 +96,7 @@ export class ModelShard {
   readonly #cos: Float32Array; // [B, rope dims/2]
   readonly #sin: Float32Array;
   readonly #embedded: Float32Array; // [B, hidden], embedding holders only
-  readonly #logits: Float32Array; // [vocabSlice]
+  #logits: Float32Array; // [rows, vocabSlice]: each segment's last row, or all its rows when asked
   readonly #mla: MlaAttention | null;
   readonly #moe: MoeBlock | null;
 
@@ -167,17 +176,28 @@ export class ModelShard {
    * The returned array is this shard's buffer: copy it before the next call. One call at a time.
    */
   async forward(input: ShardInput, cache: KVCache): Promise<Float32Array> {
+    return (await this.forwardBatch([{ input, cache }]))[0];
+  }
+
+  /**
+   * One step over several sequences: each segment's rows (`maxBatch` in all) continue its own cache.
+   * The projections and the MLP run once over every row (weights read once per step); RoPE and
+   * attention run per segment against its cache; tensor ranks all-reduce the whole step at once.
+   * Returns per segment its last token's logits (or, with `allLogits`, every row's: [n, vocabSlice])
+   * on a head shard, else its hidden rows [n, hidden]. The arrays are this shard's buffers.
+   */
+  async forwardBatch(segments: readonly BatchSegment[]): Promise<Float32Array[]> {
     // The run state is shared: a second forward while one waits on an all-reduce would corrupt it.
     if (this.#busy) throw new Error('forward: this shard is already running a forward; calls must not overlap');
     this.#busy = true;
     try {
-      return await this.#forward(input, cache);
+      return await this.#forward(segments);
     } finally {
       this.#busy = false;
     }
   }
 
-  async #forward(input: ShardInput, cache: KVCache): Promise<Float32Array> {
+  async #forward(segments: readonly BatchSegment[]): Promise<Float32Array[]> {
     const c = this.config;
     const w = this.weights;
     const be = this.backend;
@@ -185,22 +205,18 @@ export class ModelShard {
     const x = this.#x;
     const xb = this.#xb;
     const xb2 = this.#xb2;
-    const pos0 = cache.length;
+    const rows = this.#placeRows(segments);
+    const n = rows.total;
+    const half = this.#invFreq.length;
 
     // Input: the tokens' embedding rows, or hidden states (rank 0's rows, or the previous stage's output).
-    let n: number;
-    if ('tokens' in input) {
-      if (!w.embed) throw noEmbeddingError(this.spec);
-      n = input.tokens.length;
-      this.#checkBatch(n, pos0, cache);
-      this.embed(input.tokens, x);
-    } else {
-      n = input.n;
-      this.#checkBatch(n, pos0, cache);
-      if (input.hidden.length < n * D) throw new RangeError(`forward: hidden states hold ${input.hidden.length} values, ${n} tokens × ${D} need ${n * D}`);
-      x.set(input.hidden.subarray(0, n * D));
-    }
-    ropeTables(this.#cos, this.#sin, this.#invFreq, pos0, n, this.#ropeScale);
+    segments.forEach(({ input, cache }, s) => {
+      const at = rows.first[s];
+      const len = rows.count[s];
+      if ('tokens' in input) this.embed(input.tokens, x.subarray(at * D));
+      else x.set(input.hidden.subarray(0, len * D), at * D);
+      ropeTables(this.#cos.subarray(at * half), this.#sin.subarray(at * half), this.#invFreq, cache.length, len, this.#ropeScale);
+    });
 
     for (let li = 0; li < w.layers.length; li++) {
       const L = w.layers[li];
@@ -210,9 +226,9 @@ export class ModelShard {
       for (let b = 0; b < n; b++) rmsnorm(xb, b * D, x, b * D, L.inputNorm, D, c.rmsNormEps);
       const A = L.attention;
       if (A.kind === 'mla') {
-        this.#mla!.forward(this.#att, xb, n, pos0, cache.k[li], A, this.#cos, this.#sin);
+        this.#mlaSegments(A, segments, rows, li);
         be.matmul(xb2, A.o, this.#att, n);
-      } else this.#gqa(A, layer, n, pos0, cache.k[li], cache.v[li]);
+      } else this.#gqa(A, layer, segments, rows, li);
       await this.#allReduce(xb2.subarray(0, n * D));
       if (A.kind === 'gqa' && A.oBias) addBias(xb2, A.oBias, n, D);
       for (let i = 0; i < n * D; i++) x[i] += xb2[i];
@@ -224,18 +240,80 @@ export class ModelShard {
       await this.#allReduce(xb2.subarray(0, n * D));
       for (let i = 0; i < n * D; i++) x[i] += xb2[i];
     }
-    cache.length += n;
+    segments.forEach(({ cache }, s) => (cache.length += rows.count[s]));
 
-    if (!this.spec.head) return x.subarray(0, n * D);
+    if (!this.spec.head) return segments.map((_, s) => x.subarray(rows.first[s] * D, (rows.first[s] + rows.count[s]) * D));
 
-    // Logits of the last token over this rank's vocabulary rows; only the sampler needs them all.
-    rmsnorm(xb, 0, x, (n - 1) * D, w.finalNorm!, D, c.rmsNormEps);
-    be.matvec(this.#logits, w.head!, xb);
+    // Logits over this rank's vocabulary rows: each segment's last row, or all of them when asked.
+    const V = this.slice.vocab[1] - this.slice.vocab[0];
+    const wanted = segments.map((seg, s) => (seg.allLogits ? rows.count[s] : 1));
+    const logits = this.#logitRows(wanted.reduce((a, b) => a + b, 0) * V);
+    let out = 0;
+    return segments.map((_, s) => {
+      const from = rows.first[s] + rows.count[s] - wanted[s];
+      for (let b = 0; b < wanted[s]; b++) rmsnorm(xb, b * D, x, (from + b) * D, w.finalNorm!, D, c.rmsNormEps);
+      const dst = logits.subarray(out * V, (out + wanted[s]) * V);
+      if (wanted[s] === 1) be.matvec(dst, w.head!, xb);
+      else be.matmul(dst, w.head!, xb, wanted[s]);
+      out += wanted[s];
+      return dst;
+    });
+  }
+
+  /** Where each segment's rows sit in the run state, after checking the step fits. */
+  #placeRows(segments: readonly BatchSegment[]): { first: number[]; count: number[]; total: number } {
+    if (segments.length === 0) throw new RangeError('forward: no sequences in the step');
+    if (new Set(segments.map((s) => s.cache)).size !== segments.length) throw new RangeError('forward: a KV cache appears twice in one step');
+    const first: number[] = [];
+    const count: number[] = [];
+    let total = 0;
+    for (const { input, cache } of segments) {
+      let n: number;
+      if ('tokens' in input) {
+        if (!this.weights.embed) throw noEmbeddingError(this.spec);
+        n = input.tokens.length;
+      } else {
+        n = input.n;
+        const need = n * this.config.hiddenSize;
+        if (input.hidden.length < need) throw new RangeError(`forward: hidden states hold ${input.hidden.length} values, ${n} tokens × ${this.config.hiddenSize} need ${need}`);
+      }
+      if (n < 1) throw new RangeError(`forward: ${n} tokens for a sequence; each takes at least 1`);
+      if (cache.length + n > cache.capacity) throw new RangeError(`sequence of ${cache.length + n} tokens exceeds the KV cache capacity ${cache.capacity}`);
+      first.push(total);
+      count.push(n);
+      total += n;
+    }
+    if (total > this.maxBatch) throw new RangeError(`forward: ${total} tokens per call; this shard takes 1..${this.maxBatch}`);
+    return { first, count, total };
+  }
+
+  /** The logits buffer, grown (once per size) when a step asks for more rows than it holds. */
+  #logitRows(length: number): Float32Array {
+    if (this.#logits.length < length) {
+      this.backend.release?.(this.#logits);
+      this.#logits = this.backend.allocF32(length);
+    }
     return this.#logits;
   }
 
-  /** Grouped-query attention of n tokens: xb2 = o_proj(attention(q, K, V)) over this rank's heads, K/V appended to the cache. */
-  #gqa(A: GqaWeights, layer: number, n: number, pos0: number, kCache: Float32Array, vCache: Float32Array): void {
+  /** Latent attention per segment (its own cache and positions), into #att's rows. */
+  #mlaSegments(A: MlaWeights, segments: readonly BatchSegment[], rows: { first: number[]; count: number[] }, li: number): void {
+    const D = this.config.hiddenSize;
+    const half = this.#invFreq.length;
+    const width = this.#localHeads * this.config.mla!.vDim;
+    segments.forEach(({ cache }, s) => {
+      const at = rows.first[s];
+      const sub = (a: Float32Array, w: number) => a.subarray(at * w);
+      this.#mla!.forward(sub(this.#att, width), sub(this.#xb, D), rows.count[s], cache.length, cache.k[li], A, sub(this.#cos, half), sub(this.#sin, half));
+    });
+  }
+
+  /**
+   * Grouped-query attention of a step's rows: xb2 = o_proj(attention(q, K, V)) over this rank's heads.
+   * Projections run over all rows at once; each segment's K/V go to its cache and its queries attend to it.
+   */
+  #gqa(A: GqaWeights, layer: number, segments: readonly BatchSegment[], rows: { first: number[]; count: number[]; total: number }, li: number): void {
+    const n = rows.total;
     const c = this.config;
     const be = this.backend;
     const xb = this.#xb;
@@ -259,35 +337,43 @@ export class ModelShard {
       if (A.kNorm) for (let h = 0; h < nkv; h++) rmsnorm(this.#k, b * kvw + h * hd, this.#k, b * kvw + h * hd, A.kNorm, hd, c.rmsNormEps);
       applyRope(this.#q, b * qw, nh, hd, this.#cos, this.#sin, b);
       applyRope(this.#k, b * kvw, nkv, hd, this.#cos, this.#sin, b);
-      // Append this token's K and V to the cache.
-      kCache.set(this.#k.subarray(b * kvw, (b + 1) * kvw), (pos0 + b) * kvw);
-      vCache.set(this.#v.subarray(b * kvw, (b + 1) * kvw), (pos0 + b) * kvw);
     }
 
-    // att = softmax(q·Kᵀ / √hd, causal [and sliding window] [with sinks]) · V, per query head over its KV head.
     const sliding = c.slidingLayers ? c.slidingLayers[layer] : true;
-    const args: AttentionArgs = {
-      out: this.#att,
-      q: this.#q,
-      k: kCache,
-      v: vCache,
-      n,
-      pos0,
-      heads: nh,
-      kvHeads: nkv,
-      headDim: hd,
-      group: c.numHeads / c.numKvHeads,
-      headOffset: this.slice.heads[0],
-      kvOffset: this.slice.kvHeads[0],
-      scale: 1 / Math.sqrt(hd),
-      window: sliding ? (c.slidingWindow ?? 0) : 0,
-    };
-    // Backend attention kernels know no sinks; the reference loop does.
-    if (be.attention && !A.sinks) be.attention(args);
-    else attention(args, this.#scores, A.sinks);
+    segments.forEach(({ cache }, s) => {
+      const at = rows.first[s];
+      const count = rows.count[s];
+      const pos0 = cache.length;
+      // Append the segment's K and V to its cache.
+      cache.k[li].set(this.#k.subarray(at * kvw, (at + count) * kvw), pos0 * kvw);
+      cache.v[li].set(this.#v.subarray(at * kvw, (at + count) * kvw), pos0 * kvw);
+      // att = softmax(q·Kᵀ / √hd, causal [and sliding window] [with sinks]) · V, per query head over its KV head.
+      this.#attend(A, {
+        out: this.#att.subarray(at * qw),
+        q: this.#q.subarray(at * qw),
+        k: cache.k[li],
+        v: cache.v[li],
+        n: count,
+        pos0,
+        heads: nh,
+        kvHeads: nkv,
+        headDim: hd,
+        group: c.numHeads / c.numKvHeads,
+        headOffset: this.slice.heads[0],
+        kvOffset: this.slice.kvHeads[0],
+        scale: 1 / Math.sqrt(hd),
+        window: sliding ? (c.slidingWindow ?? 0) : 0,
+      });
+    });
 
     // xb2 = att·Woᵀ (each rank holds Wo's columns of its heads: a partial sum)
     be.matmul(this.#xb2, A.o, this.#att, n);
+  }
+
+  #attend(A: GqaWeights, args: AttentionArgs): void {
+    // Backend attention kernels know no sinks; the reference loop does.
+    if (this.backend.attention && !A.sinks) this.backend.attention(args);
+    else attention(args, this.#scores, A.sinks);
   }
 
   /**
@@ -309,11 +395,6 @@ export class ModelShard {
   /** Releases the backend's threads and memory (a WASM backend has workers). */
   dispose(): void {
     this.backend.dispose?.();
-  }
-
-  #checkBatch(n: number, pos0: number, cache: KVCache): void {
-    if (n < 1 || n > this.maxBatch) throw new RangeError(`forward: ${n} tokens per call; this shard takes 1..${this.maxBatch}`);
-    if (pos0 + n > cache.capacity) throw new RangeError(`sequence of ${pos0 + n} tokens exceeds the KV cache capacity ${cache.capacity}`);
   }
 }
 

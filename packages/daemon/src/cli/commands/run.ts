@@ -72,6 +72,7 @@ interface RunOptions {
   allowSoftwareGpu?: boolean;
   /** --backend was given (not the default): then `auto` says why it did not use a GPU. */
   explicitBackend?: boolean;
+  promptLookup?: boolean;
 }
 
 export function registerRun(program: Command): void {
@@ -94,6 +95,7 @@ export function registerRun(program: Command): void {
     .option('--pipeline <n>', 'run as n in-process pipeline stages', int('--pipeline', 1), 1)
     .option('--tensor <n>', 'run as n in-process tensor-parallel ranks', int('--tensor', 1), 1)
     .option('--json', 'print {"tokens":[...]} (generated ids) instead of streaming text')
+    .option('--prompt-lookup', 'speculative decoding: draft tokens from the context and verify them in one forward (same output; CPU backends)')
     .option(
       '--backend <name>',
       'auto (a hardware GPU if there is one, else cpu), cpu (= wasm), gpu (WebGPU), reference (plain TypeScript) or wasm (SIMD + threads)',
@@ -182,6 +184,7 @@ async function runCommand(opts: RunOptions): Promise<void> {
       stopTokenIds: opts.ignoreEos ? [] : undefined,
       stopStrings: opts.stop,
       tokenizer: tokenizer ?? undefined,
+      promptLookup: opts.promptLookup,
     };
     if (!opts.json) options.onText = (t) => process.stdout.write(t);
     const result = await generate(model, promptIds, options);
@@ -194,6 +197,8 @@ async function runCommand(opts: RunOptions): Promise<void> {
       `orchard run: ${result.promptTokens} prompt tokens in ${result.prefillMs.toFixed(0)} ms, ` +
         `${result.tokens.length} tokens generated, ${speed} tokens/s (${used}, pipeline ${opts.pipeline} × tensor ${opts.tensor}, ${finish})\n`,
     );
+    const spec = result.speculation;
+    if (spec) process.stderr.write(`orchard run: prompt lookup: ${spec.accepted} of ${spec.drafted} drafted tokens accepted\n`);
   } catch (err) {
     if (err instanceof ModelFormatError || err instanceof UnsupportedModelError || err instanceof RangeError) {
       throw new CliError(err.message, 1);

@@ -1,0 +1,31 @@
+/**
+ * Prompt-lookup drafting (n-gram speculation without a second model): the tokens that followed the
+ * most recent earlier occurrence of the context's last n tokens (longest n first) are guessed to come
+ * next. Text that repeats its prompt — code edits, quotes, summaries — drafts long runs correctly.
+ */
+export interface PromptLookupOptions {
+  /** Most tokens drafted per step (the verify forward feeds this many + 1). @default 4 */
+  draftTokens?: number;
+  /** Longest suffix matched; shorter ones are tried down to `minNgram`. @default 3 */
+  maxNgram?: number;
+  /** Shortest suffix matched: a single repeated token guesses too often to pay for its verify rows. @default 2 */
+  minNgram?: number;
+}
+
+/** Up to `limit` tokens guessed to follow `context`; none when its tail occurs nowhere earlier. */
+export function draftFromContext(context: readonly number[], limit: number, options: PromptLookupOptions = {}): number[] {
+  const maxN = options.maxNgram ?? 3;
+  const minN = options.minNgram ?? 2;
+  const len = context.length;
+  limit = Math.min(limit, options.draftTokens ?? 4);
+  if (limit < 1) return [];
+  for (let n = Math.min(maxN, len - 1); n >= minN; n--) {
+    // Latest start p < len - n whose n tokens equal the tail's.
+    for (let p = len - n - 1; p >= 0; p--) {
+      let k = 0;
+      while (k < n && context[p + k] === context[len - n + k]) k++;
+      if (k === n) return context.slice(p + n, Math.min(len, p + n + limit));
+    }
+  }
+  return [];
+}
