@@ -98,6 +98,22 @@ if ! install_tmux; then
   echo "setup: warning: could not install Debian's tmux; the terminal chat tests will skip" >&2
 fi
 
+# Optional: Debian's nftables, for the network test's NAT routers (test/network/internet.test.ts: home LANs
+# behind MASQUERADE in network namespaces). Root on Debian with apt only; any failure just prints a warning and
+# that test skips. ORCHARD_SKIP_NFT=1 turns it off.
+install_nft() {
+  [ "${ORCHARD_SKIP_NFT:-0}" = 1 ] && return 0
+  [ "$(id -u)" = 0 ] || return 0
+  command -v apt-get >/dev/null 2>&1 || return 0
+  [ -f /etc/debian_version ] || return 0
+  command -v nft >/dev/null 2>&1 && return 0
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nftables >/dev/null 2>&1 ||
+    { apt-get update -qq >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nftables >/dev/null 2>&1; }
+}
+if ! install_nft; then
+  echo "setup: warning: could not install Debian's nftables; the network NAT test will skip" >&2
+fi
+
 if ! command -v pnpm >/dev/null 2>&1; then
   npm install -g pnpm@10 >/dev/null
 fi

@@ -40,9 +40,41 @@ export interface TestNetOptions {
 
 const PREFIX = 'orch';
 let counter = 0;
-const live = new Set<TestNet>();
+const live = new Set<{ destroy(): Promise<void> }>();
 
-function ip(args: string[]): string {
+/** A namespace name for this process's next net (the sweep below removes it once the process is gone). */
+export function nextNetPrefix(): { prefix: string; index: number } {
+  const index = (process.pid * 7 + counter) % 250;
+  return { prefix: `${PREFIX}-${process.pid}-${counter++}`, index };
+}
+
+/** Destroys `net` when this process exits, if the test did not. */
+export function destroyOnExit(net: { destroy(): Promise<void> }): () => void {
+  live.add(net);
+  return () => live.delete(net);
+}
+
+/** Running things inside namespace `ns`; processes spawned are added to `children` (killed by the net's destroy). */
+export function namespaceHost(ns: string, address: string, children: Set<ChildProcess>): TestHost {
+  return {
+    ns,
+    ip: address,
+    exec(command, args = []) {
+      return execFileSync('ip', ['netns', 'exec', ns, command, ...args], {
+        encoding: 'utf8',
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+    },
+    spawn(command, args = [], spawnOptions = {}) {
+      const child = spawn('ip', ['netns', 'exec', ns, command, ...args], spawnOptions);
+      children.add(child);
+      child.once('exit', () => children.delete(child));
+      return child;
+    },
+  };
+}
+
+export function ip(args: string[]): string {
   return execFileSync('ip', args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
 }
 
@@ -88,8 +120,7 @@ export async function createTestNet(options: TestNetOptions): Promise<TestNet> {
   const { hosts: count, multicast = true } = options;
   if (count < 1 || count > 32) throw new Error(`createTestNet: hosts must be 1..32, got ${count}`);
   sweepStaleNamespaces();
-  const netIndex = (process.pid * 7 + counter) % 250;
-  const prefix = `${PREFIX}-${process.pid}-${counter++}`;
+  const { prefix, index: netIndex } = nextNetPrefix();
   const sw = `${prefix}-sw`;
   const created: string[] = [];
   const children = new Set<ChildProcess>();
@@ -129,34 +160,20 @@ export async function createTestNet(options: TestNetOptions): Promise<TestNet> {
       ip(['-n', ns, 'link', 'set', 'eth0', 'up']);
       ip(['-n', ns, 'link', 'set', 'lo', 'up']);
       if (multicast) ip(['-n', ns, 'route', 'add', '224.0.0.0/4', 'dev', 'eth0']);
-      hosts.push({
-        ns,
-        ip: addr,
-        exec(command, args = []) {
-          return execFileSync('ip', ['netns', 'exec', ns, command, ...args], {
-            encoding: 'utf8',
-            stdio: ['ignore', 'pipe', 'pipe'],
-          });
-        },
-        spawn(command, args = [], spawnOptions = {}) {
-          const child = spawn('ip', ['netns', 'exec', ns, command, ...args], spawnOptions);
-          children.add(child);
-          child.once('exit', () => children.delete(child));
-          return child;
-        },
-      });
+      hosts.push(namespaceHost(ns, addr, children));
     }
+    let untrack: () => void = () => {};
     const net: TestNet = {
       hosts,
       setLink(host, up) {
         ip(['-n', sw, 'link', 'set', `p${host}`, up ? 'up' : 'down']);
       },
       async destroy() {
-        live.delete(net);
+        untrack();
         destroySync();
       },
     };
-    live.add(net);
+    untrack = destroyOnExit(net);
     return net;
   } catch (err) {
     destroySync();

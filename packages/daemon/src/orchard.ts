@@ -11,6 +11,9 @@ import { Daemon, type DaemonTimings } from './daemon.js';
 import { encodeProgress, PROGRESS_TOPIC, ProgressBoard } from './dashboard/progress.js';
 import { buildApi } from './http/server.js';
 import { startServing, type Serving } from './serving/serving.js';
+import { loadOrCreatePeerKey } from './identity/peer-key.js';
+import { podPort } from './network/pod-port.js';
+import { NetworkService } from './network/service.js';
 
 export interface OrchardParts {
   timings?: Partial<DaemonTimings>;
@@ -23,6 +26,8 @@ export interface OrchardParts {
 export interface Orchard {
   readonly daemon: Daemon;
   readonly serving: Serving | null;
+  /** The wide-area network this node joined (`--network`), if any. */
+  readonly network: NetworkService | null;
   readonly api: FastifyInstance;
   readonly apiPort: number;
   stop(): Promise<void>;
@@ -49,11 +54,14 @@ function startProgress(daemon: Daemon): { board: ProgressBoard; stop(): void } {
 export async function startOrchard(options: DaemonOptions, log: Logger, parts: OrchardParts = {}): Promise<Orchard> {
   const daemon = await Daemon.start(options, log, { timings: parts.timings });
   let serving: Serving | null = null;
+  let network: NetworkService | null = null;
   let progress: ReturnType<typeof startProgress> | null = null;
   let api: FastifyInstance | null = null;
   const stop = async () => {
     progress?.stop();
     await api?.close().catch(() => undefined);
+    serving?.router.attachNetwork(null);
+    await network?.stop();
     await serving?.close();
     await daemon.stop();
   };
@@ -62,6 +70,19 @@ export async function startOrchard(options: DaemonOptions, log: Logger, parts: O
     if (parts.serving !== false) {
       const backend = daemon.engineBackend ?? (await nodeBackend(backendSettingOf(options)));
       serving = await startServing(daemon, backend, { pullProgress: progress?.board });
+      if (options.network) {
+        const n = options.network;
+        network = await NetworkService.start({
+          // The same key as the pod's node (written by Daemon.start): offers and receipts are signed by this node's peer id.
+          key: (await loadOrCreatePeerKey(options.dataDir)).key,
+          dataDir: options.dataDir,
+          log: log.child({ part: 'network' }),
+          pod: podPort(daemon, serving),
+          settings: { name: n.name, listen: n.listen, announce: n.announce, bootstrap: n.bootstrap, privateAddresses: n.privateAddresses, region: n.region, route: n.route, priceCap: n.maxPrice, trusted: n.trusted },
+        });
+        const joined = network;
+        serving.router.attachNetwork({ models: () => joined.offeredModels(), run: (m, r, e, s) => joined.run(m, r, e, s), localStarted: () => joined.localStarted() });
+      }
     }
     const pod = {
       cluster: () => daemon.cluster(),
@@ -75,6 +96,7 @@ export async function startOrchard(options: DaemonOptions, log: Logger, parts: O
     api = buildApi({
       pod,
       serving: serving ?? undefined,
+      network,
       dashboard: progress ? { daemon, progress: progress.board } : undefined,
       token: options.apiToken,
       corsOrigins: options.corsOrigins,
@@ -89,5 +111,5 @@ export async function startOrchard(options: DaemonOptions, log: Logger, parts: O
   }
   const apiPort = (api.server.address() as { port: number }).port;
   log.info({ api: `http://${options.apiHost.includes(':') ? `[${options.apiHost}]` : options.apiHost}:${apiPort}` }, 'api listening');
-  return { daemon, serving, api, apiPort, stop };
+  return { daemon, serving, network, api, apiPort, stop };
 }

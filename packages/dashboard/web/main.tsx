@@ -1,8 +1,9 @@
-/** The Orchard dashboard: topology, placement (with plan preview, load/unload), chat. */
+/** The Orchard dashboard: the pod (topology, placement with plan preview and load/unload, chat) and the network page. */
 import { render } from 'preact';
 import { useCallback, useEffect, useState } from 'preact/hooks';
 import { ApiError, getJson, getToken, onUnauthorized, setToken, streamSse } from './api.js';
 import { Chat } from './chat.js';
+import { Network } from './network.js';
 import { Placement } from './placement.js';
 import { Topology } from './topology.js';
 import type { ClusterView, InstanceView, ProgressView } from './types.js';
@@ -38,6 +39,11 @@ function App() {
   const [conn, setConn] = useState<Conn>('connecting');
   const [triedToken, setTriedToken] = useState(false);
   const [epoch, setEpoch] = useState(0);
+  const [page, setPage] = useState<'pod' | 'network'>(location.hash === '#network' ? 'network' : 'pod');
+  const go = (p: 'pod' | 'network') => {
+    setPage(p);
+    history.replaceState(null, '', p === 'network' ? '#network' : '#');
+  };
 
   useEffect(() => onUnauthorized(() => setConn('token')), []);
 
@@ -99,6 +105,14 @@ function App() {
     <>
       <header>
         <h1>Orchard</h1>
+        <nav class="tabs">
+          <button class={page === 'pod' ? 'active' : ''} onClick={() => go('pod')} data-testid="tab-pod">
+            Pod
+          </button>
+          <button class={page === 'network' ? 'active' : ''} onClick={() => go('network')} data-testid="tab-network">
+            Network
+          </button>
+        </nav>
         <span class={`badge conn-${conn}`} data-testid="connection">
           {conn === 'live' ? 'live' : conn === 'token' ? 'token needed' : conn}
         </span>
@@ -119,7 +133,8 @@ function App() {
           </button>
         )}
       </header>
-      <main>
+      {page === 'network' && conn !== 'token' && <Network />}
+      <main hidden={page !== 'pod'}>
         <section class="card topo-card">
           <h2>Topology</h2>
           {cluster ? <Topology cluster={cluster} instances={instances} /> : <p class="muted">waiting for the daemon…</p>}

@@ -105,3 +105,32 @@ export interface ProgressView {
   badPeers?: string[];
   at: number;
 }
+
+/** GET /api/network: the wide-area network as this node sees it (daemon: network/status.ts). */
+export interface NetworkNodeView {
+  peer: string;
+  self: boolean;
+  online: boolean;
+  pod: string;
+  nodes: { name: string; chip: string; memoryBytes: number }[];
+  region: { label: string; lat: number; lon: number } | null;
+  models: { name: string; state: 'serving' | 'loadable'; decodeTps: number | null }[];
+  lending: 'idle' | 'share' | null;
+  pricePer1M: number;
+  tokensServed: number;
+  jobsServed: number;
+  reputation: number;
+  rttMs: number | null;
+  path: 'direct' | 'relayed' | null;
+}
+
+export interface NetworkView {
+  network: string;
+  self: { peer: string; addresses: string[]; reachable: boolean | null; relayReservations: string[] };
+  routing: { enabled: boolean; priceCap: number | null; trusted: string[] | null };
+  lending: { enabled: boolean; mode: 'idle' | 'share'; share: number; pricePer1M: number; maxTokensPerJob: number; running: number; served: number; refused: number; preempted: number };
+  nodes: NetworkNodeView[];
+  balances: { peer: string; earned: number; spent: number; net: number; tokensServed: number; tokensRequested: number }[];
+  receipts: number;
+  jobs: { job: string; role: 'requested' | 'served'; peer: string; model: string; at: number; ok: boolean; tokens: number; charge: number; path: 'direct' | 'relayed' | null; found: 'dht' | 'known' | null; error: string | null }[];
+}

@@ -9,6 +9,7 @@ import { join, resolve } from 'node:path';
 import { z } from 'zod';
 import { isLoopbackHost } from './addresses.js';
 import { BACKEND_NAMES, isBackendName, type BackendName } from '../backend/select.js';
+import { DEFAULT_NETWORK_LISTEN, parseNetworkName, parseRegion, type NetworkOptions } from '../network/settings.js';
 
 export const DEFAULT_API_PORT = 52415;
 export const DEFAULT_LISTEN = ['/ip4/0.0.0.0/tcp/52416'];
@@ -63,6 +64,8 @@ export interface DaemonOptions {
   /** The Hugging Face hub (HF_ENDPOINT) and token (HF_TOKEN / HUGGING_FACE_HUB_TOKEN). */
   hfEndpoint: string;
   hfToken: string | null;
+  /** The wide-area network this node joined (`--network NAME`); null: none, and no wide-area node runs. */
+  network: NetworkOptions | null;
   /**
    * Which data-plane links are encrypted: auto = every link but a direct cable (Thunderbolt) or
    * this machine itself; always; never (this node asks for none; a peer may still ask).
@@ -78,7 +81,7 @@ export const DATA_PLANE_CIPHERS = ['auto', 'aes-256-gcm', 'chacha20-poly1305'] a
 export type DataPlaneCipher = (typeof DATA_PLANE_CIPHERS)[number];
 
 /** Raw values as strings/arrays, before validation. Keys are the flag names in camelCase. */
-export type RawOptions = Partial<Record<keyof DaemonOptions | 'config' | 'clusterKey' | 'goneAfter' | 'keepAlive' | 'prefixCache', unknown>>;
+export type RawOptions = Partial<Record<keyof DaemonOptions | (typeof KEYS)[number] | 'config', unknown>>;
 
 const KEYS = [
   'dataDir',
@@ -111,6 +114,15 @@ const KEYS = [
   'prefixCache',
   'dataPlaneEncryption',
   'dataPlaneCipher',
+  'network',
+  'networkBootstrap',
+  'networkListen',
+  'networkAnnounce',
+  'networkPrivateAddresses',
+  'networkRegion',
+  'networkRoute',
+  'networkMaxPrice',
+  'networkTrusted',
 ] as const;
 type Key = (typeof KEYS)[number];
 
@@ -225,6 +237,7 @@ export function resolveOptions(flags: RawOptions, env: NodeJS.ProcessEnv = proce
   const prefixCacheBytes = byteSize(pick('prefixCache') ?? '64MiB', '--prefix-cache');
   const dataPlanePollMs = parse(z.coerce.number({ error: 'ORCHARD_DATA_PLANE_POLL_MS must be a number' }).min(0).max(100, 'ORCHARD_DATA_PLANE_POLL_MS must be at most 100'), pick('dataPlanePollMs') ?? 0.25);
   const bool = (v: unknown) => v === true || /^(1|true|yes)$/i.test(String(v ?? ''));
+  const network = networkOptions(pick, list, bool);
   const mdnsRaw = pick('mdns');
   const clusterKey = pick('clusterKey') as string | undefined;
   return {
@@ -262,5 +275,36 @@ export function resolveOptions(flags: RawOptions, env: NodeJS.ProcessEnv = proce
     hfToken: env.HF_TOKEN || env.HUGGING_FACE_HUB_TOKEN || null,
     dataPlaneEncryption,
     dataPlaneCipher,
+    network,
   };
+}
+
+/** `--network NAME` and the settings that only mean something with it. */
+function networkOptions(pick: (k: Key) => unknown, list: (v: unknown) => string[] | undefined, bool: (v: unknown) => boolean): NetworkOptions | null {
+  const name = pick('network');
+  const others = KEYS.filter((k) => k.startsWith('network') && k !== 'network' && pick(k) !== undefined);
+  if (name === undefined || name === '') {
+    if (others.length) throw new OptionsError(`--${kebab(others[0])} needs --network NAME (the network to join)`);
+    return null;
+  }
+  try {
+    const maxPrice = pick('networkMaxPrice');
+    const price = maxPrice === undefined ? null : Number(maxPrice);
+    if (price !== null && (!Number.isInteger(price) || price < 0)) throw new Error(`--network-max-price must be a whole number of credits per 1M tokens, got ${JSON.stringify(maxPrice)}`);
+    const route = pick('networkRoute');
+    const trusted = list(pick('networkTrusted'));
+    return {
+      name: parseNetworkName(String(name)),
+      bootstrap: list(pick('networkBootstrap')) ?? [],
+      listen: list(pick('networkListen')) ?? DEFAULT_NETWORK_LISTEN,
+      announce: list(pick('networkAnnounce')) ?? [],
+      privateAddresses: bool(pick('networkPrivateAddresses')),
+      region: pick('networkRegion') === undefined ? null : parseRegion(String(pick('networkRegion'))),
+      route: route === undefined ? true : !(route === false || /^(0|false|no|off)$/i.test(String(route))),
+      maxPrice: price,
+      trusted: trusted?.length ? trusted : null,
+    };
+  } catch (err) {
+    throw new OptionsError((err as Error).message);
+  }
 }

@@ -9,6 +9,7 @@
  *   instances.ts  /api/plan, /api/instances
  *   models.ts     /api/models/pull
  *   dashboard.ts  the page at / and the views it reads (/api/dashboard/*)
+ *   network.ts    /api/network, /api/network/lending (the wide-area network, when joined)
  *
  * Loopback by default; when a token is configured every route except the liveness probe and the
  * dashboard's static page needs `Authorization: Bearer <token>` (or `x-api-key: <token>`, as
@@ -33,6 +34,8 @@ import { ErrorShapes, errorBody } from './errors.js';
 import { guardRequests, type Refuse } from './guard.js';
 import { instanceRoutes } from './instances.js';
 import { modelRoutes } from './models.js';
+import { networkRoutes } from './network.js';
+import type { NetworkService } from '../network/service.js';
 import { openAiRoutes } from './openai.js';
 import { anthropicRoutes } from './anthropic.js';
 import { ollamaRoutes } from './ollama.js';
@@ -46,6 +49,8 @@ export interface ApiDeps {
   serving?: Serving;
   /** The dashboard's sources; absent: no dashboard. */
   dashboard?: { daemon: Daemon; progress: ProgressBoard };
+  /** The wide-area network this node joined, if any. */
+  network?: NetworkService | null;
   token: string | null;
   /** Browser origins allowed besides the dashboard's own and localhost ('*': any). */
   corsOrigins?: string[];
@@ -141,6 +146,7 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
     modelRoutes(app, deps.serving);
     if (deps.dashboard) dashboardRoutes(app, deps.dashboard.daemon, deps.serving, deps.dashboard.progress);
   }
+  networkRoutes(app, deps.network ?? null);
   app.setNotFoundHandler(async (req, reply) => fail(req, reply, 404, `no route ${req.method} ${req.url.slice(0, 200)}`, 'not_found'));
   app.setErrorHandler(async (err: FastifyError, req, reply) => {
     const status = err.statusCode && err.statusCode >= 400 && err.statusCode < 600 ? err.statusCode : 500;

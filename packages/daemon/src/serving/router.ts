@@ -39,8 +39,19 @@ export interface RouterDeps {
   forward(driver: string, instance: string, req: ServeRequest, emit: (e: ServeEvent) => void, signal: AbortSignal): Promise<void>;
 }
 
+/** The wide-area network as the router sees it, when this node joined one (network/service.ts). */
+export interface NetworkRoute {
+  /** Models other pods on the network offer now. */
+  models(): string[];
+  /** Runs a request whole on another pod. */
+  run(model: string, req: ServeRequest, emit: (e: ServeEvent) => void, signal: AbortSignal): Promise<void>;
+  /** A local request started; the function returned ends it (lent time gives way to local work). */
+  localStarted(): () => void;
+}
+
 export class Router {
   readonly #d: RouterDeps;
+  #network: NetworkRoute | null = null;
 
   constructor(deps: RouterDeps) {
     this.#d = deps;
@@ -59,8 +70,18 @@ export class Router {
     return new Set(Object.values(this.#d.state().nodes).filter((n) => n.status === 'live').map((n) => n.peerId));
   }
 
-  /** Models the pod serves: this node's files, live peers' announced models and placed instances. */
+  /** Requests for models the pod does not serve go to `network` from now on (null: nowhere). */
+  attachNetwork(network: NetworkRoute | null): void {
+    this.#network = network;
+  }
+
+  /** Models requests may name: the pod's own, and those other pods offer when this node joined a network. */
   models(): string[] {
+    return [...new Set([...this.podModels(), ...(this.#network?.models() ?? [])])].sort();
+  }
+
+  /** Models the pod serves: this node's files, live peers' announced models and placed instances. */
+  podModels(): string[] {
     const ids = new Set([...this.#d.catalog.list(), ...this.#d.board.remoteModels(this.#live()).keys(), ...Object.values(this.#d.state().instances).map((e) => e.model)]);
     return [...ids].sort();
   }
@@ -183,8 +204,21 @@ export class Router {
     return ready.sort((a, b) => load(a) - load(b) || (a.id < b.id ? -1 : 1))[0];
   }
 
-  /** Runs `req` on a ready instance of `model`: here when this node drives it, else on its driver. */
+  /** Runs a local request: on the pod, or whole on another pod when the pod does not serve the model. */
   async run(model: string, req: ServeRequest, emit: (e: ServeEvent) => void, signal: AbortSignal, readyTimeoutMs: number): Promise<void> {
+    const network = this.#network;
+    if (!network) return this.runOnPod(model, req, emit, signal, readyTimeoutMs);
+    if (!this.podModels().includes(model)) return network.run(model, req, emit, signal);
+    const ended = network.localStarted();
+    try {
+      return await this.runOnPod(model, req, emit, signal, readyTimeoutMs);
+    } finally {
+      ended();
+    }
+  }
+
+  /** Runs `req` on a ready instance of `model`: here when this node drives it, else on its driver. */
+  async runOnPod(model: string, req: ServeRequest, emit: (e: ServeEvent) => void, signal: AbortSignal, readyTimeoutMs: number): Promise<void> {
     const entry = await this.pick(model, readyTimeoutMs, signal);
     const exec = this.#d.executor(entry.id);
     if (exec) return exec.run(req, emit, signal);

@@ -7,7 +7,10 @@ import { registerKey } from './key.js';
 import { registerLoad } from './load.js';
 import { registerLogs } from './logs.js';
 import { registerPlan } from './plan.js';
+import { registerLend } from './lend.js';
+import { registerNetwork } from './network.js';
 import { registerPull } from './pull.js';
+import { registerRelay } from './relay.js';
 import { registerRun } from './run.js';
 import { registerService } from './service.js';
 import { registerStart } from './start.js';
@@ -16,4 +19,4 @@ import { registerStatus } from './status.js';
 /** Each CLI command lives in its own file and adds itself to the program here. */
 export type RegisterCommand = (program: Command) => void;
 
-export const commands: RegisterCommand[] = [registerStart, registerStatus, registerCluster, registerKey, registerService, registerLogs, registerPull, registerDoctor, registerRun, registerPlan, registerLoad, registerChat, registerBench];
+export const commands: RegisterCommand[] = [registerStart, registerStatus, registerCluster, registerKey, registerService, registerLogs, registerPull, registerDoctor, registerRun, registerPlan, registerLoad, registerChat, registerBench, registerNetwork, registerLend, registerRelay];

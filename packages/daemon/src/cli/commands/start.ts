@@ -37,6 +37,15 @@ export function registerStart(program: Command): void {
     .option('--batch <n>', 'sequences an instance on one node decodes together in one step (env ORCHARD_BATCH; default 8)')
     .option('--prefix-cache <size>', 'KV cache kept per instance for reusing prompt prefixes, e.g. 64MiB, 1GiB, 0 for none (env ORCHARD_PREFIX_CACHE; default 64MiB)')
     .option('--max-queue <n>', 'requests waiting per instance before 429 (env ORCHARD_MAX_QUEUE; default 64)')
+    .option('--network <name>', 'join this wide-area network of pods (env ORCHARD_NETWORK; default none: nothing is lent, routed or seen)')
+    .option('--network-bootstrap <multiaddr...>', 'relay/bootstrap nodes of the network, e.g. /ip4/203.0.113.7/tcp/52418/p2p/12D3... (env ORCHARD_NETWORK_BOOTSTRAP)')
+    .option('--network-listen <multiaddr>', 'wide-area listen address, repeatable (env ORCHARD_NETWORK_LISTEN; default /ip4/0.0.0.0/tcp/52417)', collect)
+    .option('--network-announce <multiaddr>', 'address others should dial, when behind a port mapping (repeatable)', collect)
+    .option('--network-region <label@lat,lon>', 'where this pod says it is on the network map, rounded to whole degrees, e.g. Berlin@52.5,13.4 (default: not shown)')
+    .option('--network-max-price <credits>', 'pay at most this many credits per 1M tokens (default: any)')
+    .option('--network-trusted <peer...>', 'send jobs only to these peer ids (default: any peer of the network)')
+    .option('--no-network-route', 'do not send requests for models this pod lacks to the network')
+    .option('--network-private-addresses', 'keep private (LAN) addresses in the DHT: a network inside one site, or tests')
     .option('--log-level <level>', 'pino level: trace, debug, info, warn, error (env ORCHARD_LOG_LEVEL; default info)')
     .option('--log-format <format>', 'console lines: auto (readable on a terminal, JSON otherwise), pretty or json (env ORCHARD_LOG_FORMAT)')
     .option('--log-file <file>', 'JSON log file read by `orchard logs`, rotated at 10 MB, 5 kept; none for no file (env ORCHARD_LOG_FILE; default <data-dir>/logs/orchard.log)')
@@ -44,7 +53,13 @@ export function registerStart(program: Command): void {
       let options;
       try {
         // commander's --no-mdns default (true) must not hide env/config values; an absent switch is no setting.
-        const raw = { ...flags, mdns: flags.mdns === false ? false : undefined, allowSoftwareGpu: flags.allowSoftwareGpu ? true : undefined };
+        const raw = {
+          ...flags,
+          mdns: flags.mdns === false ? false : undefined,
+          allowSoftwareGpu: flags.allowSoftwareGpu ? true : undefined,
+          networkRoute: flags.networkRoute === false ? false : undefined,
+          networkPrivateAddresses: flags.networkPrivateAddresses ? true : undefined,
+        };
         options = resolveOptions(raw);
       } catch (err) {
         if (err instanceof OptionsError) throw new CliError(err.message, 2);
