@@ -79,4 +79,14 @@ describe('daemon options', () => {
     expect(resolveOptions({ dataDir: dir, keepAlive: '-1' }, {}).keepAliveMs).toBeNull();
     expect(() => resolveOptions({ dataDir: dir, keepAlive: 'soon' }, {})).toThrow(/--keep-alive must be a duration such as 30m/);
   });
+
+  it('batch and prefix cache: defaults, flags, environment, sizes and clear errors', () => {
+    const dir = tmp();
+    expect(resolveOptions({ dataDir: dir }, {})).toMatchObject({ batch: 8, prefixCacheBytes: 64 * 2 ** 20 });
+    expect(resolveOptions({ dataDir: dir, batch: '4', prefixCache: '1.5GiB' }, {})).toMatchObject({ batch: 4, prefixCacheBytes: 1.5 * 2 ** 30 });
+    expect(resolveOptions({ dataDir: dir }, { ORCHARD_BATCH: '2', ORCHARD_PREFIX_CACHE: '0' })).toMatchObject({ batch: 2, prefixCacheBytes: 0 });
+    expect(resolveOptions({ dataDir: dir, prefixCache: '512MB' }, {}).prefixCacheBytes).toBe(512e6);
+    expect(() => resolveOptions({ dataDir: dir, batch: '0' }, {})).toThrow(/--batch must be at least 1/);
+    expect(() => resolveOptions({ dataDir: dir, prefixCache: 'lots' }, {})).toThrow(/--prefix-cache must be a size such as 64MiB/);
+  });
 });

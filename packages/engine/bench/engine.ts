@@ -6,7 +6,10 @@
  * prompt (prefill) tokens/s, each with its ratio; decode-mlx4 / prefill-mlx4 run Orchard on the ~100M model
  * as an MLX 4-bit (groups of 64) directory against llama.cpp on its Q4_K file (the same parameters at ~4.5 bits);
  * plus the effective GB/s of f16 weight streaming during Orchard's decode against a memory-read sweep
- * measured in the same run with the same threads.
+ * measured in the same run with the same threads. Then the GPU: Orchard's WebGPU kernels against
+ * llama.cpp's Vulkan (Metal on macOS) build on the same adapter and GGUFs of a ~170M model
+ * (gpu-decode-<format>, gpu-prefill-<format> and Orchard's per-token overhead: bench/gpu.ts, also
+ * `pnpm bench:gpu` alone), on lavapipe when there is no hardware GPU.
  *
  *   pnpm bench:engine [--threads N] [--rounds 2] [--only dense,moe,demo,gpu] [--dtypes f16,q8_0,q4_0,q4_k,mlx4] [--json]
  *   orchard bench engine --json
@@ -17,21 +20,23 @@
  * so later runs skip writing them.
  * Needs tools/llama-oracle installed (npm ci --prefix tools/llama-oracle); says so otherwise.
  */
-import { existsSync, mkdirSync, mkdtempSync, renameSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, renameSync, rmSync } from 'node:fs';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { hfToGguf } from '../src/gguf/convert.js';
 import type { Weight } from '../src/kernels/backend.js';
 import { createWasmBackend } from '../src/kernels/wasm/backend.js';
 import { physicalCores } from '../src/kernels/wasm/cores.js';
 import { loadShard } from '../src/model/forward.js';
 import { layerMatrices } from '../src/model/weights.js';
 import { loadModelConfig } from '../src/config/config.js';
-import { writeRandomModel } from '../src/testing/random-model.js';
+import type { writeRandomModel } from '../src/testing/random-model.js';
 import { writeMlxModel } from '../src/testing/mlx-model.js';
 import { runGpuBenchLines } from '../src/kernels/gpu/bench-lines.js';
+import { runGpuBench } from './gpu.js';
+import { llamaRunner } from './llama-cpp.js';
+import { ggufsOf, randomModelDir } from './models.js';
 
 const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
 // ORCHARD_LLAMA_ORACLE_DIR points elsewhere (tests use it to check the missing-llama.cpp path).
@@ -117,14 +122,7 @@ function activeParameters(c: typeof MOE): number {
 /** A generated model's HF directory and its GGUFs, written once into a cache directory. */
 function generatedModel(log: (s: string) => void, cache = 'orchard-bench-engine-v1', options: Parameters<typeof writeRandomModel>[1] = BIG, dtypes: readonly Dtype[] = DTYPES, what = `${(parameterCount(BIG) / 1e6).toFixed(0)}M-parameter random model`): { dir: string; ggufs: Record<GgufDtype, string>; mlx4: string } {
   const root = join(tmpdir(), cache);
-  const dir = join(root, 'hf');
-  if (!existsSync(join(dir, 'model.safetensors'))) {
-    log(`writing a ${what} to ${dir} (once)`);
-    const tmp = join(root, `hf-${process.pid}`);
-    mkdirSync(root, { recursive: true });
-    writeRandomModel(tmp, options);
-    renameSync(tmp, dir);
-  }
+  const dir = randomModelDir(cache, what, options, log);
   // decode-mlx4 runs against llama.cpp on the Q4_K file: the same parameters at ~4.5 bits per weight
   const mlx4 = join(root, 'mlx4');
   if (dtypes.includes('mlx4') && !existsSync(join(mlx4, 'model.safetensors'))) {
@@ -143,21 +141,6 @@ type GgufDtype = Exclude<Dtype, 'mlx4'>;
 /** A decode measurement stops early (after at least 4 tokens) past this, so a very slow engine cannot stretch the run. */
 const DECODE_CAP_MS = 3000;
 const DTYPES: Dtype[] = ['f16', 'q8_0', 'q4_0', 'q4_k', 'mlx4'];
-
-function ggufsOf(dir: string, outDir: string, log: (s: string) => void, dtypes: readonly GgufDtype[]): Record<GgufDtype, string> {
-  const out = {} as Record<GgufDtype, string>;
-  for (const dt of dtypes) {
-    const path = join(outDir, `model-${dt}.gguf`);
-    if (!existsSync(path)) {
-      log(`converting ${dir} to ${dt} GGUF`);
-      const tmp = `${path}.${process.pid}.tmp.gguf`;
-      hfToGguf(dir, tmp, { dtype: dt });
-      renameSync(tmp, path);
-    }
-    out[dt] = path;
-  }
-  return out;
-}
 
 interface Speeds {
   prefill: number;
@@ -207,63 +190,10 @@ async function orchardRunner(gguf: string, threads: number, promptTokens: number
   };
 }
 
-type LlamaModule = { getLlama(o: Record<string, unknown>): Promise<any> };
-let llamaRuntime: Promise<any> | null = null;
-
-/** llama.cpp on one GGUF: same prompt, same token-by-token greedy decode, explicit threads, F32 KV cache like Orchard's. */
-async function llamaRunner(gguf: string, threads: number, promptTokens: number, decodeTokens: number) {
-  llamaRuntime ??= (import(pathToFileURL(LLAMA_ENTRY).href) as Promise<LlamaModule>).then((m) =>
-    m.getLlama({ gpu: false, build: 'never', logLevel: 'error', progressLogs: false, skipDownload: true }),
-  );
-  const llama = await llamaRuntime;
-  const model = await llama.loadModel({ modelPath: gguf, gpuLayers: 0, useMmap: true });
-  const contextSize = promptTokens + decodeTokens + 8;
-  const context = await model.createContext({
-    contextSize,
-    batchSize: promptTokens,
-    sequences: 1,
-    threads,
-    flashAttention: false,
-    experimentalKvCacheKeyType: 'F32',
-    experimentalKvCacheValueType: 'F32',
-  });
-  const sequence = context.getSequence();
-  const vocab = model.tokens?.count ?? 256;
-  const prompt = Array.from({ length: promptTokens }, (_, i) => (i * 37 + 11) % Math.min(256, vocab));
-  const next = { generateNext: { token: true, options: { temperature: 0 } } };
-  return {
-    async round(): Promise<Speeds> {
-      await sequence.clearHistory();
-      let t0 = performance.now();
-      let results = await sequence.controlledEvaluate([...prompt.slice(0, -1), [prompt[prompt.length - 1], next]]);
-      let last = results[prompt.length - 1]?.next?.token;
-      const prefill = promptTokens / ((performance.now() - t0) / 1000);
-      t0 = performance.now();
-      const c0 = process.cpuUsage();
-      let done = 0;
-      let fastestMs = Infinity;
-      while (done < decodeTokens && !(done >= 4 && performance.now() - t0 > DECODE_CAP_MS)) {
-        const s0 = performance.now();
-        results = await sequence.controlledEvaluate([[last, next]]);
-        fastestMs = Math.min(fastestMs, performance.now() - s0);
-        last = results[0]?.next?.token;
-        if (last == null) throw new Error('llama.cpp returned no token');
-        done++;
-      }
-      const decode = done / ((performance.now() - t0) / 1000);
-      return { prefill, decode, decodeCpu: done / cpuSeconds(c0), fastest: 1000 / fastestMs };
-    },
-    async dispose() {
-      await context.dispose();
-      await model.dispose();
-    },
-  };
-}
-
 /** Best round of each engine, rounds interleaved. Orchard runs `model`, llama.cpp `gguf` (the same file unless given). */
 async function measure(model: string, o: Required<Omit<EngineBenchOptions, 'log' | 'only' | 'dtypes'>>, gguf = model) {
   const orchard = await orchardRunner(model, o.threads, o.promptTokens, o.decodeTokens);
-  const llama = await llamaRunner(gguf, o.threads, o.promptTokens, o.decodeTokens);
+  const llama = await llamaRunner(gguf, o);
   const best = (a: Speeds, b: Speeds): Speeds => ({ prefill: Math.max(a.prefill, b.prefill), decode: Math.max(a.decode, b.decode), decodeCpu: Math.max(a.decodeCpu, b.decodeCpu), fastest: Math.max(a.fastest, b.fastest) });
   let ob: Speeds = { prefill: 0, decode: 0, decodeCpu: 0, fastest: 0 };
   let lb: Speeds = { prefill: 0, decode: 0, decodeCpu: 0, fastest: 0 };
@@ -401,6 +331,10 @@ export async function runEngineBench(options: EngineBenchOptions = {}): Promise<
   });
   if (gpu.skipped) log(`GPU lines left out: ${gpu.skipped}`);
   for (const l of gpu.lines) lines.push({ name: l.name, orchard: l.value, llamacpp: null, unit: l.unit, ratio: l.ratio });
+  // Orchard's GPU kernels against llama.cpp's GPU build on the same adapter and GGUFs (bench/gpu.ts).
+  const vsLlama = await runGpuBench({ allowSoftware: true, threads: o.threads, rounds: o.rounds, promptTokens: o.promptTokens, decodeTokens: o.decodeTokens, log });
+  if (vsLlama.skipped) log(`gpu-decode/prefill lines against llama.cpp left out: ${vsLlama.skipped}`);
+  lines.push(...vsLlama.lines);
   return { lines };
 }
 
@@ -442,7 +376,7 @@ export function formatEngineTable(result: { lines: EngineBenchLine[] }, threads:
   for (const l of result.lines) rows.push([l.name, String(l.orchard), l.llamacpp === null ? '-' : String(l.llamacpp), l.unit, l.ratio === null ? '-' : `${l.ratio}x`]);
   const w = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
   const body = rows.map((r) => r.map((c, i) => (i === 0 ? c.padEnd(w[i]) : c.padStart(w[i]))).join('  ')).join('\n');
-  return `${body}\n(${threads} thread(s) each; *-cpu lines: decode tokens per CPU-second of the process (1 thread only; robust to a loaded machine); stream-f16 = f16 weight bytes per decode step / the fastest step; ratio = Orchard's stream / the best read sweep over as many bytes, same backend and threads, same run; gpu-* lines: decode/prefill ratio = GPU / wasm, stream ratio = / gpu-copy-baseline, same run; spec-decode-repetitive: ratio = prompt-lookup / plain decode of the demo model, same run, identical output)`;
+  return `${body}\n(${threads} thread(s) each; *-cpu lines: decode tokens per CPU-second of the process (1 thread only; robust to a loaded machine); stream-f16 = f16 weight bytes per decode step / the fastest step; ratio = Orchard's stream / the best read sweep over as many bytes, same backend and threads, same run; gpu-<model>-* lines: decode/prefill ratio = GPU / wasm, stream ratio = / gpu-copy-baseline, same run; gpu-decode/prefill-<format> lines: Orchard's GPU kernels / llama.cpp's GPU build on the same adapter and GGUF, same run; spec-decode-repetitive: ratio = prompt-lookup / plain decode of the demo model, same run, identical output)`;
 }
 
 async function main(): Promise<void> {

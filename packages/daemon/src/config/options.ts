@@ -46,6 +46,10 @@ export interface DaemonOptions {
   engineThreads: number | null;
   /** Requests waiting per instance before 429. */
   maxQueue: number;
+  /** Sequences a one-rank instance decodes together in one step (`--batch`). */
+  batch: number;
+  /** Bytes of KV blocks a one-rank instance keeps for prompt-prefix reuse (`--prefix-cache 64MiB`; 0: none). */
+  prefixCacheBytes: number;
   /** Context (tokens per sequence) instances serve unless a load asks for another; null: the serving profile's default. */
   context: number | null;
   /** Where the bundled demo model lives. */
@@ -74,7 +78,7 @@ export const DATA_PLANE_CIPHERS = ['auto', 'aes-256-gcm', 'chacha20-poly1305'] a
 export type DataPlaneCipher = (typeof DATA_PLANE_CIPHERS)[number];
 
 /** Raw values as strings/arrays, before validation. Keys are the flag names in camelCase. */
-export type RawOptions = Partial<Record<keyof DaemonOptions | 'config' | 'clusterKey' | 'goneAfter' | 'keepAlive', unknown>>;
+export type RawOptions = Partial<Record<keyof DaemonOptions | 'config' | 'clusterKey' | 'goneAfter' | 'keepAlive' | 'prefixCache', unknown>>;
 
 const KEYS = [
   'dataDir',
@@ -103,6 +107,8 @@ const KEYS = [
   'dataPlanePollMs',
   'rdmaSim',
   'keepAlive',
+  'batch',
+  'prefixCache',
   'dataPlaneEncryption',
   'dataPlaneCipher',
 ] as const;
@@ -118,6 +124,16 @@ function list(v: unknown): string[] | undefined {
 }
 
 export class OptionsError extends Error {}
+
+const UNITS: Record<string, number> = { '': 1, b: 1, kb: 1e3, mb: 1e6, gb: 1e9, kib: 2 ** 10, mib: 2 ** 20, gib: 2 ** 30 };
+
+/** "64MiB", "1.5GB", "0" → bytes; anything else names the setting and the forms it takes. */
+function byteSize(v: unknown, name: string): number {
+  const m = /^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$/i.exec(String(v));
+  const unit = m ? UNITS[m[2].toLowerCase()] : undefined;
+  if (!m || unit === undefined) throw new OptionsError(`${name} must be a size such as 64MiB, 512MB, 2GiB or 0, got ${JSON.stringify(v)}`);
+  return Math.round(Number(m[1]) * unit);
+}
 
 /** Settings whose environment variable is not ORCHARD_<FLAG>. */
 const ENV_NAMES: Partial<Record<Key, string[]>> = { backend: ['ORCHARD_ENGINE_BACKEND', 'ORCHARD_BACKEND'] };
@@ -205,6 +221,8 @@ export function resolveOptions(flags: RawOptions, env: NodeJS.ProcessEnv = proce
   const contextRaw = pick('context');
   const context = contextRaw === undefined ? null : parse(z.coerce.number({ error: '--context must be a number of tokens' }).int('--context must be a whole number of tokens').min(2, '--context must be at least 2 tokens').max(1 << 24), contextRaw);
   const keepAliveMs = durationMs(pick('keepAlive') ?? '30m', '--keep-alive');
+  const batch = parse(z.coerce.number({ error: '--batch must be a number of sequences' }).int('--batch must be a whole number').min(1, '--batch must be at least 1').max(64, '--batch must be at most 64'), pick('batch') ?? 8);
+  const prefixCacheBytes = byteSize(pick('prefixCache') ?? '64MiB', '--prefix-cache');
   const dataPlanePollMs = parse(z.coerce.number({ error: 'ORCHARD_DATA_PLANE_POLL_MS must be a number' }).min(0).max(100, 'ORCHARD_DATA_PLANE_POLL_MS must be at most 100'), pick('dataPlanePollMs') ?? 0.25);
   const bool = (v: unknown) => v === true || /^(1|true|yes)$/i.test(String(v ?? ''));
   const mdnsRaw = pick('mdns');
@@ -233,6 +251,8 @@ export function resolveOptions(flags: RawOptions, env: NodeJS.ProcessEnv = proce
     allowSoftwareGpu: bool(pick('allowSoftwareGpu')),
     engineThreads,
     maxQueue,
+    batch,
+    prefixCacheBytes,
     context,
     demoModelDir: pick('demoModelDir') === undefined ? null : resolve(String(pick('demoModelDir'))),
     dataPlanePollMs,

@@ -40,8 +40,8 @@ export function loadRankShard(dir: string, layout: InstanceLayout, rank: number,
  * Starts a rank: the driver for rank 0 (returned), a follower loop otherwise (its promise in `done`).
  * A one-rank instance batches its sequences (batch-driver.ts); split ones run the data-plane Driver.
  */
-export function startRank(group: Group, layout: InstanceLayout, shard: ModelShard, o: { stepMs?: number; pollMs?: number; compile?: CompileConstraint } = {}): { driver: Driver | BatchDriver | null; done: Promise<void> } {
-  if (worldSize(layout) === 1) return { driver: new BatchDriver(shard, { compile: o.compile }), done: Promise.resolve() };
+export function startRank(group: Group, layout: InstanceLayout, shard: ModelShard, o: { stepMs?: number; pollMs?: number; compile?: CompileConstraint; batch?: { sequences: number; prefixCacheBytes: number } } = {}): { driver: Driver | BatchDriver | null; done: Promise<void> } {
+  if (worldSize(layout) === 1) return { driver: new BatchDriver(shard, { compile: o.compile, maxSequences: o.batch?.sequences, prefixCacheBytes: o.batch?.prefixCacheBytes }), done: Promise.resolve() };
   const ctx = { group, layout, shard, maxBatch: shard.maxBatch, stepMs: o.stepMs ?? 30_000, pollMs: o.pollMs ?? POLL_MS, compile: o.compile };
   if (group.rank === 0) return { driver: new Driver(ctx), done: Promise.resolve() };
   return { driver: null, done: runFollower(ctx) };

@@ -18,6 +18,8 @@ export interface RunnerInit {
   security?: DataPlaneSecurity;
   maxSeqLen?: number;
   maxBatch?: number;
+  /** A one-rank instance's continuous batching: sequences per step and prefix-cache bytes (batch-driver.ts defaults). */
+  batch?: { sequences: number; prefixCacheBytes: number };
   /** Per data-plane step timeout, ms. */
   stepMs?: number;
   /** How long a rank polls its event loop inside a data-plane wait, ms (0: never; see shard-loop.ts). */

@@ -108,7 +108,7 @@ export class Runner {
     // Output constraints are compiled here, against this model's tokenizer, when a request brings one.
     let vocab: TokenVocabulary | null = null;
     const compile = (spec: ConstraintSpec, stopIds: number[]) => compileConstraint(spec, (vocab ??= loadTokenizer(i.modelDir).vocabulary()), { vocabSize: shard.config.vocabSize, stopIds });
-    const started = startRank(plane.group, i.layout, shard, { stepMs: i.stepMs, pollMs, compile });
+    const started = startRank(plane.group, i.layout, shard, { stepMs: i.stepMs, pollMs, compile, batch: i.batch });
     this.#driver = started.driver;
     this.#state = 'ready';
     this.#host.send({ type: 'ready', links: plane.links, dataPlane: plane.summary });

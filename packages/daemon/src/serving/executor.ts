@@ -160,12 +160,19 @@ export class InstanceExecutor {
           },
           (id, logprob) => {
             if (stopped) return;
-            completion++;
-            if (logprob && !eos.has(id)) emit({ type: 'logprobs', tokens: [this.#tokenInfo(logprob)] });
-            if (eos.has(id)) return;
-            const piece = stream.push(id);
-            if (piece.text) out(prep.parser.push(piece.text));
-            if (piece.stopped) {
+            // Runs inside the runner process's message handler: a listener that throws (its connection
+            // just closed) must cancel this request, never escape and take the daemon down.
+            try {
+              completion++;
+              if (logprob && !eos.has(id)) emit({ type: 'logprobs', tokens: [this.#tokenInfo(logprob)] });
+              if (eos.has(id)) return;
+              const piece = stream.push(id);
+              if (piece.text) out(prep.parser.push(piece.text));
+              if (piece.stopped) {
+                stopped = true;
+                cancel.abort();
+              }
+            } catch {
               stopped = true;
               cancel.abort();
             }

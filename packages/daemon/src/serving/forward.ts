@@ -57,7 +57,16 @@ export async function serveInfer(node: OrchardNode, run: Run): Promise<void> {
             /* closed */
           }
         })();
-        await run(parsed.data.instance, parsed.data.request, (e) => sendLine(stream, e), abort.signal);
+        // The caller may be gone between two tokens: a closed stream cancels the run instead of throwing.
+        const emit = (e: ServeEvent) => {
+          if (stream.writeStatus !== 'writable') return abort.abort();
+          try {
+            sendLine(stream, e);
+          } catch {
+            abort.abort();
+          }
+        };
+        await run(parsed.data.instance, parsed.data.request, emit, abort.signal);
       } catch (err) {
         const e = err instanceof ServeError ? err : new ServeError(500, 'internal_error', (err as Error).message);
         try {

@@ -142,6 +142,7 @@ export async function startServing(daemon: Daemon, backend: NodeBackend, hooks: 
       security: () => ({ encryption: o.dataPlaneEncryption, cipher: o.dataPlaneCipher, directCidrs: directCidrsOf(state().nodes[selfId]?.profile?.interfaces) }),
     },
     maxQueue: o.maxQueue,
+    batch: { sequences: o.batch, prefixCacheBytes: o.prefixCacheBytes },
     addrs: () => daemon.node.getMultiaddrs().map(String),
     // Runners never reach for the hub themselves: a model comes from the pod's peers, or is pulled on purpose.
     fetchModel: async (repo, selection) => {

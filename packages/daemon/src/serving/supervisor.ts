@@ -15,7 +15,6 @@ import type { ClusterState, InstanceEntry } from '../state/types.js';
 import type { TensorSelection } from '../store/safetensors-range.js';
 import type { DataPlaneSecurity } from '../runner/link-security.js';
 import { RunnerProcess } from '../runner/runner-process.js';
-import { BATCH_SEQUENCES } from '../runner/batch-driver.js';
 import type { TcpAddress } from '../runner/transport.js';
 import type { Board } from './board.js';
 import { InstanceExecutor } from './executor.js';
@@ -42,6 +41,8 @@ export interface SupervisorDeps {
   };
   /** Requests waiting per instance before 429. */
   maxQueue: number;
+  /** A one-rank instance's continuous batching (--batch, --prefix-cache). */
+  batch: { sequences: number; prefixCacheBytes: number };
   /** This node's libp2p addresses (sent with instance status, so gossip-only peers can dial it). */
   addrs(): string[];
   /** Brings a model this node lacks from the pod's peers; `selection`: only these layers. */
@@ -182,7 +183,7 @@ export class Supervisor {
     plan.ranks.forEach((node, rank) => {
       if (node !== this.#d.selfId) return;
       const runner = new RunnerProcess(
-        { modelDir: dir, layout: plan.layout, rank, groupId: entry.id, secret: plan.secret, listenHost: '0.0.0.0', maxSeqLen: plan.context, stepMs: 30_000, backend: runnerBackend, pollMs, rdmaSim, security: this.#d.runners.security?.() },
+        { modelDir: dir, layout: plan.layout, rank, groupId: entry.id, secret: plan.secret, listenHost: '0.0.0.0', maxSeqLen: plan.context, batch: this.#d.batch, stepMs: 30_000, backend: runnerBackend, pollMs, rdmaSim, security: this.#d.runners.security?.() },
         {
           onListening: (port) => {
             local.endpoints.set(rank, localAddresses(port));
@@ -204,7 +205,7 @@ export class Supervisor {
       );
       local.runners.set(rank, runner);
       if (rank === 0) {
-        local.executor = new InstanceExecutor(runner, dir, loadModelConfig(dir), plan.context, { maxQueue: this.#d.maxQueue, defaultMaxTokens: 256, concurrency: worldSize(plan.layout) === 1 ? BATCH_SEQUENCES : plan.layout.stages.length, model: entry.model });
+        local.executor = new InstanceExecutor(runner, dir, loadModelConfig(dir), plan.context, { maxQueue: this.#d.maxQueue, defaultMaxTokens: 256, concurrency: worldSize(plan.layout) === 1 ? this.#d.batch.sequences : plan.layout.stages.length, model: entry.model });
       }
     });
     this.#d.log.info({ instance: entry.id, model: entry.model, ranks: [...local.runners.keys()], strategy: plan.strategy }, 'starting runners');

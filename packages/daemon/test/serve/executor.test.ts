@@ -100,4 +100,30 @@ describe('InstanceExecutor', () => {
     await ex.run(req({ prompt: 'abcd', maxTokens: 1000 }), () => undefined, new AbortController().signal);
     expect(runner.calls[0].maxTokens).toBe(16 - runner.calls[0].promptIds.length);
   });
+
+  it('a listener that throws (its connection closed) cancels the request; nothing escapes into the runner callback', async () => {
+    const tok = loadTokenizer(dir);
+    const ids = tok.encode('one two three four five six seven eight', { addSpecialTokens: false });
+    const runner = scriptedRunner(ids, 1);
+    let escaped = 0;
+    const generate = runner.generate.bind(runner);
+    runner.generate = (r, onToken, signal) =>
+      generate(r, (id) => {
+        try {
+          onToken(id);
+        } catch {
+          escaped++;
+        }
+      }, signal);
+    const ex = new InstanceExecutor(runner as unknown as RunnerProcess, dir, loadModelConfig(dir), 256, { maxQueue: 2, defaultMaxTokens: 50 });
+    let texts = 0;
+    const emit = (e: ServeEvent) => {
+      if (e.type === 'text' && ++texts === 2) throw new Error('Cannot write to a stream that is closed');
+    };
+    await ex.run(req(), emit, new AbortController().signal).catch(() => undefined);
+    expect(escaped).toBe(0);
+    expect(texts).toBe(2);
+    expect(ex.load.active).toBe(0);
+    expect(runner.calls).toHaveLength(1);
+  });
 });

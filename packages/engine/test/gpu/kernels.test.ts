@@ -8,7 +8,7 @@ import { readF32, uploadF32, uploadWeight, createStorage, Readback } from '../..
 import type { GpuContext } from '../../src/kernels/gpu/context.js';
 import { GpuKernels, StepUniform, submit, type Dispatch } from '../../src/kernels/gpu/ops.js';
 import { ropeCosSin, ropeInvFreq } from '../../src/kernels/gpu/rope.js';
-import { vectorWidth } from '../../src/kernels/gpu/wgsl.js';
+import { matvecLayout, vectorWidth } from '../../src/kernels/gpu/wgsl.js';
 import { Prng } from '../../src/numeric/prng.js';
 import {
   attentionRef,
@@ -25,10 +25,14 @@ import { openTestGpu } from './gpu-env.js';
 
 const gpu = await openTestGpu();
 const ctx = gpu.ctx as GpuContext;
-const kernels = gpu.ctx ? new GpuKernels(ctx) : (null as unknown as GpuKernels);
+const defaultKernels = gpu.ctx ? new GpuKernels(ctx) : (null as unknown as GpuKernels);
+const kernels = defaultKernels;
+// The decode matvec's fallback without subgroups, with the 32 lanes a hardware GPU would get.
+const sharedMemKernels = gpu.ctx ? new GpuKernels(ctx, { matvec: { lanes: 32, subgroups: false } }) : (null as unknown as GpuKernels);
 const step = gpu.ctx ? new StepUniform(ctx) : (null as unknown as StepUniform);
 afterAll(() => {
   kernels?.destroy();
+  sharedMemKernels?.destroy();
   step?.destroy();
   gpu.ctx?.destroy();
 });
@@ -47,6 +51,13 @@ function expectClose(got: Float32Array, want: Float32Array, mag: Float32Array, t
   }
   expect(worst).toBeLessThanOrEqual(tol);
 }
+
+/**
+ * The fused row-block kernels (SwiGLU, folded norm) of the GGUF formats are the largest shaders: llvmpipe
+ * compiles them at first dispatch, up to about a minute each on a busy 2-core machine (Mesa caches them
+ * in ~/.cache for later runs).
+ */
+const COLD_COMPILE_MS = 300_000;
 
 const DTYPES: DType[] = ['f32', 'f16', 'bf16', 'q8_0', 'q4_0'];
 const SHAPES: Record<'float' | 'quant', [number, number, number][]> = {
@@ -76,13 +87,26 @@ describe.skipIf(!gpu.ctx)(`WGSL kernels vs CPU reference${gpu.skip ? ` (skipped:
     expect(ctx.limits.maxBufferSize).toBeGreaterThanOrEqual(ctx.limits.maxStorageBufferBindingSize);
   });
 
+  it('opens shader-f16 and subgroups when offered, and sizes the decode matvec workgroup to one subgroup', () => {
+    expect(ctx.features.subgroups).toBe(ctx.device.features.has('subgroups'));
+    expect(ctx.features.f16).toBe(ctx.device.features.has('shader-f16'));
+    const { lanes, subgroups } = defaultKernels.matvec;
+    expect(subgroups).toBe(ctx.features.subgroups && ctx.features.subgroupMinSize > 0);
+    if (ctx.features.subgroupMinSize > 0) expect(lanes).toBeLessThanOrEqual(ctx.features.subgroupMinSize);
+    expect(matvecLayout({ subgroups: false, subgroupMinSize: 0 })).toEqual({ lanes: 32, subgroups: false });
+    expect(matvecLayout({ subgroups: true, subgroupMinSize: 32 })).toEqual({ lanes: 32, subgroups: true });
+    expect(matvecLayout({ subgroups: true, subgroupMinSize: 128 })).toEqual({ lanes: 64, subgroups: true });
+  });
+
   for (const dtype of DTYPES) {
     const quant = dtype === 'q8_0' || dtype === 'q4_0';
     for (const [rows, cols, n] of SHAPES[quant ? 'quant' : 'float']) {
       const vectorised = cols % vectorWidth(dtype) === 0;
-      for (const mode of ['matvec', ...(vectorised ? ['matvec (vectorised)'] : []), 'matmul'] as const) {
+      const rowBlock = vectorised ? (['matvec (row-block)', 'matvec (row-block, 32 lanes, workgroup-memory sums)'] as const) : [];
+      for (const mode of ['matvec', ...rowBlock, 'matmul'] as const) {
         const only = mode === 'matmul' ? 'matmul' : 'matvec';
         const generic = mode === 'matvec';
+        const kernels = mode.includes('32 lanes') ? sharedMemKernels : defaultKernels;
         it(`${mode} ${dtype} [${rows}x${cols}] x ${n} tokens, with bias and accumulate`, async () => {
           const rng = new Prng(rows * 1000 + cols * 10 + n);
           const w = randomWeight(dtype, rows, cols, rng);
@@ -202,6 +226,27 @@ describe.skipIf(!gpu.ctx)(`WGSL kernels vs CPU reference${gpu.skip ? ` (skipped:
     }
   });
 
+  it('RoPE of q and k with the k/v append in one dispatch (GQA 6:2, behind cached positions)', async () => {
+    const rng = new Prng(22);
+    const [heads, kvHeads, headDim, n, pos0, maxSeq] = [6, 2, 10, 3, 7, 16];
+    const kvDim = kvHeads * headDim;
+    const inv = ropeInvFreq(headDim, 10000, null);
+    const [q, k, v] = [randomF32(n * heads * headDim, rng), randomF32(n * kvDim, rng), randomF32(n * kvDim, rng)];
+    const past = randomF32(maxSeq * kvDim, rng);
+    const [gq, gk, gv] = [await uploadF32(ctx, q, 'q'), await uploadF32(ctx, k, 'k'), await uploadF32(ctx, v, 'v')];
+    const [kc, vc] = [await uploadF32(ctx, past, 'kc'), await uploadF32(ctx, past, 'vc')];
+    const cs = await uploadF32(ctx, ropeCosSin(pos0, n, inv), 'cs');
+    await run([kernels.ropeStore(gq, gk, gv, kc, vc, cs, { heads, kvHeads, headDim }, step)], n, pos0);
+    expect(maxAbsDiff(await readF32(ctx, gq, q.length), ropeRef(q, heads, headDim, pos0, inv))).toBeLessThan(1e-6);
+    // Positions before pos0 and after the batch keep their rows; the batch's rows hold rotated k and v.
+    const [wantK, wantV] = [new Float32Array(past), new Float32Array(past)];
+    wantK.set(ropeRef(k, kvHeads, headDim, pos0, inv), pos0 * kvDim);
+    wantV.set(v, pos0 * kvDim);
+    expect(maxAbsDiff(await readF32(ctx, kc, past.length), wantK)).toBeLessThan(1e-6);
+    expect(maxAbsDiff(await readF32(ctx, vc, past.length), wantV)).toBe(0);
+    for (const b of [gq, gk, gv, kc, vc, cs]) b.destroy();
+  });
+
   it('SiLU gate', async () => {
     const rng = new Prng(12);
     const [width, n] = [75, 3];
@@ -213,6 +258,75 @@ describe.skipIf(!gpu.ctx)(`WGSL kernels vs CPU reference${gpu.skip ? ` (skipped:
     const want = g.map((v, i) => (v / (1 + Math.exp(-v))) * u[i]);
     expect(maxAbsDiff(await readF32(ctx, gg, g.length), want)).toBeLessThan(1e-5);
   });
+
+  for (const dtype of ['f16', 'q4_0', 'f32'] as const) {
+    it(`SwiGLU ${dtype}: fused row-block for 1-2 tokens, gate/up + gate kernel for batches, both reductions, split weights`, async () => {
+      const rng = new Prng(21);
+      const [ffn, dim] = [37, 96];
+      const small = { ...ctx, limits: { ...ctx.limits, maxStorageBufferBindingSize: 2048 } };
+      const gw = randomWeight(dtype, ffn, dim, rng);
+      const uw = randomWeight(dtype, ffn, dim, rng);
+      const [gate, up] = [await uploadWeight(small, gw, 'gate'), await uploadWeight(small, uw, 'up')];
+      expect(gate.chunks.length).toBeGreaterThan(1);
+      for (const n of [1, 2, 3, 12]) {
+        const x = randomF32(n * dim, rng);
+        const gx = await uploadF32(ctx, x, 'x');
+        const g = matmulRef(widen(gw), ffn, dim, x, n);
+        const u = matmulRef(widen(uw), ffn, dim, x, n);
+        const want = g.out.map((v, i) => (v / (1 + Math.exp(-v))) * u.out[i]);
+        const mag = g.mag.map((m, i) => m * (Math.abs(u.out[i]) + 1) + u.mag[i] * Math.abs(g.out[i]));
+        for (const k of [defaultKernels, sharedMemKernels]) {
+          const out = await createStorage(ctx, n * ffn * 4, 'out');
+          const tmp = await createStorage(ctx, n * ffn * 4, 'tmp');
+          const ds = k.glu('mlp', gate, up, gx, out, tmp, step);
+          await run(ds, n);
+          expectClose(await readF32(ctx, out, n * ffn), want, mag, 1e-5);
+          out.destroy();
+          tmp.destroy();
+        }
+        gx.destroy();
+      }
+      gate.destroy();
+      up.destroy();
+    }, COLD_COMPILE_MS);
+  }
+
+  for (const dtype of ['f16', 'q8_0'] as const) {
+    it(`RMSNorm folded into the row-block matvec${dtype === 'f16' ? ' and SwiGLU' : ''} ${dtype}: 1-2 tokens without a norm dispatch, batches through one, both reductions`, async () => {
+      const rng = new Prng(23);
+      const [rows, dim, eps] = [37, 96, 1e-5];
+      const [wq, wu] = [randomWeight(dtype, rows, dim, rng), randomWeight(dtype, rows, dim, rng)];
+      const [gw, gu] = [await uploadWeight(ctx, wq, 'w'), await uploadWeight(ctx, wu, 'u')];
+      const [nw, bias] = [randomF32(dim, rng), randomF32(rows, rng)];
+      const [gnw, gbias] = [await uploadF32(ctx, nw, 'norm'), await uploadF32(ctx, bias, 'bias')];
+      const norm = { weight: gnw, eps, dim };
+      for (const n of [1, 2, 5]) {
+        const x = randomF32(n * dim, rng, 3);
+        const xn = rmsnormRef(x, nw, dim, eps);
+        const g = matmulRef(widen(wq), rows, dim, xn, n);
+        const u = matmulRef(widen(wu), rows, dim, xn, n);
+        const wantLinear = g.out.map((v, i) => v + bias[i % rows]);
+        const wantGlu = g.out.map((v, i) => (v / (1 + Math.exp(-v))) * u.out[i]);
+        const magGlu = g.mag.map((m, i) => m * (Math.abs(u.out[i]) + 1) + u.mag[i] * Math.abs(g.out[i]));
+        const gx = await uploadF32(ctx, x, 'x');
+        for (const k of [defaultKernels, sharedMemKernels]) {
+          const [xb, out, tmp] = [await createStorage(ctx, n * dim * 4, 'xb'), await createStorage(ctx, n * rows * 4, 'out'), await createStorage(ctx, n * rows * 4, 'tmp')];
+          const ds = k.withNorm(gx, xb, norm, step, [gw], (input, fused) => k.linear('q_proj', gw, input, out, step, { bias: gbias, norm: fused }));
+          const normDispatches = ds.filter((d) => d.label === 'rmsnorm' && (d.when?.(n) ?? true)).length;
+          expect(normDispatches).toBe(n <= 2 ? 0 : 1);
+          await run(ds, n);
+          expectClose(await readF32(ctx, out, n * rows), wantLinear, g.mag, 1e-5);
+          if (dtype === 'f16') {
+            await run(k.withNorm(gx, xb, norm, step, [gw, gu], (input, fused) => k.glu('mlp', gw, gu, input, out, tmp, step, fused)), n);
+            expectClose(await readF32(ctx, out, n * rows), wantGlu, magGlu, 1e-5);
+          }
+          for (const b of [xb, out, tmp]) b.destroy();
+        }
+        gx.destroy();
+      }
+      for (const b of [gw, gu, gnw, gbias]) b.destroy();
+    }, COLD_COMPILE_MS);
+  }
 
   it('softmax rows', async () => {
     const rng = new Prng(13);

@@ -120,7 +120,7 @@ describe.skipIf(!gpu.ctx)(`GPU shard vs CPU forward${gpu.skip ? ` (skipped: ${gp
         expect(logitError(piped, want.logits[s])).toBeLessThan(2e-5);
         // Rank 0 embeds (one submission, n·hidden floats back) and both ranks take its rows.
         const rows = await ranks[0].embed(feed);
-        expect(ranks[0].lastCall).toEqual({ submissions: 1, readbackBytes: feed.length * D * 4 });
+        expect(ranks[0].lastCall).toMatchObject({ submissions: 1, readbackBytes: feed.length * D * 4, dispatches: 1 });
         const slices = await Promise.all(ranks.map((r, i) => r.forward({ hidden: rows, n: feed.length }, rc[i])));
         expect(slices.map((x) => x.length)).toEqual(ranks.map((_, rank) => vocabSlice(V, rank, 2)).map(([a, b]) => b - a));
         expect(logitError(joinLogitSlices(new Float32Array(V), slices), want.logits[s])).toBeLessThan(2e-5);

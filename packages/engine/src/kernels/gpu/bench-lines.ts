@@ -45,7 +45,8 @@ export interface GpuBenchResult {
 
 const round3 = (x: number) => Number(x.toPrecision(3));
 
-async function openContext(allowSoftware: boolean): Promise<{ ctx: GpuContext | null; reason: string | null }> {
+/** A hardware adapter if there is one; else a software one when allowed; else null and why. */
+export async function openBenchGpu(allowSoftware: boolean): Promise<{ ctx: GpuContext | null; reason: string | null }> {
   const auto = await chooseGpu('auto');
   if (auto.ctx || !allowSoftware) return { ctx: auto.ctx, reason: auto.reason };
   try {
@@ -70,7 +71,7 @@ async function speeds(model: LanguageModel, prompt: number[], decodeTokens: numb
 
 export async function runGpuBenchLines(o: GpuBenchOptions): Promise<GpuBenchResult> {
   const log = o.log ?? (() => {});
-  const { ctx, reason } = await openContext(o.allowSoftware ?? false);
+  const { ctx, reason } = await openBenchGpu(o.allowSoftware ?? false);
   if (!ctx) return { lines: [], adapter: null, software: false, skipped: reason };
   const adapter = describeAdapter(ctx.adapter);
   const lines: GpuBenchLine[] = [];

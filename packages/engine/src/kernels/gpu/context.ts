@@ -56,6 +56,19 @@ export interface GpuLimits {
   maxStorageBuffersPerShaderStage: number;
 }
 
+/**
+ * Optional WebGPU features the kernels use when the adapter offers them (each has a fallback path):
+ * `shader-f16` (f16 arithmetic and storage in WGSL) and `subgroups` (subgroupAdd and friends: row sums
+ * without workgroup memory or barriers). `subgroupMinSize`/`subgroupMaxSize` come from the adapter
+ * (0 when unknown).
+ */
+export interface GpuFeatures {
+  f16: boolean;
+  subgroups: boolean;
+  subgroupMinSize: number;
+  subgroupMaxSize: number;
+}
+
 export interface GpuContextOptions {
   /** Accept a software (CPU) adapter when no hardware one exists. @default false */
   allowSoftware?: boolean;
@@ -64,6 +77,8 @@ export interface GpuContextOptions {
    * without allocating gigabytes). Only lowers the real limit.
    */
   maxBindingBytes?: number;
+  /** Leave these optional features off even where offered (tests run the fallback kernels this way). */
+  disableFeatures?: ('shader-f16' | 'subgroups')[];
 }
 
 export interface GpuContext {
@@ -73,6 +88,8 @@ export interface GpuContext {
   readonly adapter: GpuAdapterSummary;
   /** The limits the device was created with (after `maxBindingBytes`). */
   readonly limits: GpuLimits;
+  /** The optional features the device was opened with. */
+  readonly features: GpuFeatures;
   /** Resolves with the reason if the device is lost (driver reset, destroy()). */
   readonly lost: Promise<string>;
   /** True once the device was lost or destroyed. */
@@ -169,9 +186,10 @@ export async function createGpuContext(options: GpuContextOptions = {}): Promise
     maxComputeWorkgroupSizeX: a.maxComputeWorkgroupSizeX,
     maxStorageBuffersPerShaderStage: a.maxStorageBuffersPerShaderStage,
   };
+  const wanted = (['shader-f16', 'subgroups'] as const).filter((f) => adapter.features.has(f) && !options.disableFeatures?.includes(f));
   let device: GPUDevice;
   try {
-    device = await adapter.requestDevice({ requiredLimits });
+    device = await adapter.requestDevice({ requiredLimits, requiredFeatures: wanted as GPUFeatureName[] });
   } catch (err) {
     throw new GpuUnavailableError(`could not open a device on ${describeAdapter(summary)}: ${(err as Error).message}`);
   }
@@ -184,6 +202,14 @@ export async function createGpuContext(options: GpuContextOptions = {}): Promise
     maxComputeInvocationsPerWorkgroup: d.maxComputeInvocationsPerWorkgroup,
     maxComputeWorkgroupsPerDimension: d.maxComputeWorkgroupsPerDimension,
     maxStorageBuffersPerShaderStage: d.maxStorageBuffersPerShaderStage,
+  };
+
+  const info = adapter.info as GPUAdapterInfo & { subgroupMinSize?: number; subgroupMaxSize?: number };
+  const features: GpuFeatures = {
+    f16: device.features.has('shader-f16'),
+    subgroups: device.features.has('subgroups'),
+    subgroupMinSize: info?.subgroupMinSize ?? 0,
+    subgroupMaxSize: info?.subgroupMaxSize ?? 0,
   };
 
   let lostReason: string | null = null;
@@ -205,6 +231,7 @@ export async function createGpuContext(options: GpuContextOptions = {}): Promise
     device,
     adapter: summary,
     limits,
+    features,
     lost,
     isLost: () => lostReason !== null || destroyed,
     assertAlive() {

@@ -7,12 +7,13 @@
  */
 import type { DType } from '../backend.js';
 import { guarded, type GpuContext } from './context.js';
-import { Usage, type GpuWeight } from './buffers.js';
+import { Usage, type GpuWeight, type GpuWeightChunk } from './buffers.js';
 import {
   ADD,
   ATTENTION,
   KV_STORE,
   ROPE,
+  ROPE_QK_STORE,
   SAMPLE,
   SILU_GATE,
   SOFTMAX,
@@ -25,7 +26,10 @@ import {
   matvecShader,
   vectorWidth,
   MATVEC_ROWS,
+  matvecLayout,
   rmsnormShader,
+  type MatvecLayout,
+  type RowBlockOptions,
 } from './wgsl.js';
 
 export type Grid = [number, number, number];
@@ -40,8 +44,29 @@ export interface Dispatch {
   when?(n: number): boolean;
 }
 
-/** Batches up to this size use the per-row matvec kernel; larger ones the tiled matmul. */
+/** Batches up to this size use the matvec kernels (one token per workgroup); larger ones the tiled matmul. */
 export const MATVEC_MAX_BATCH = 2;
+
+export interface LinearOptions {
+  bias?: GPUBuffer;
+  accumulate?: boolean;
+  outStride?: number;
+  xStride?: number;
+  rowOffset?: number;
+  only?: 'matvec' | 'matmul';
+  /** Only the batch's last token (x row n - 1 → out row 0), e.g. the LM head. Uses matvec. */
+  lastToken?: boolean;
+  /** Use the per-element matvec even where the row-block one applies (tests compare both). */
+  generic?: boolean;
+  /** x is un-normalised: the row-block kernel applies this RMSNorm itself (matvec only; see withNorm). */
+  norm?: RowNorm;
+}
+
+/** An RMSNorm folded into the row-block matvec: its weight [cols] and epsilon. */
+export interface RowNorm {
+  weight: GPUBuffer;
+  eps: number;
+}
 
 /** The per-submission uniform: position of the first token, batch size, sampling seed. */
 export class StepUniform {
@@ -70,17 +95,30 @@ export function split(count: number, maxPerDim = 65535): Grid {
 
 const flat = (total: number): Grid => split(Math.ceil(total / WG));
 
+/** Batches the row-block (decode) kernels take. */
+const decode = (n: number): boolean => n <= MATVEC_MAX_BATCH;
+
+/** `d`, recorded only for batch sizes where `pred` also holds. */
+const onlyWhen = (d: Dispatch, pred: (n: number) => boolean): Dispatch => ({ ...d, when: (n) => pred(n) && (d.when?.(n) ?? true) });
+
 type Field = ['u32' | 'f32', number];
 
 /** Compiled pipelines per device: compiling is the slow part (seconds per kernel on lavapipe). */
 const PIPELINES = new WeakMap<GPUDevice, Map<string, GPUComputePipeline>>();
 
 export class GpuKernels {
+  /** Threads per workgroup and reduction of the decode matvec on this device. */
+  readonly matvec: MatvecLayout;
   readonly #pipelines: Map<string, GPUComputePipeline>;
   readonly #owned: GPUBuffer[] = [];
   #dummy: GPUBuffer | null = null;
 
-  constructor(readonly ctx: GpuContext) {
+  /** `matvec` overrides the device's layout (tests run the workgroup-memory reduction this way). */
+  constructor(
+    readonly ctx: GpuContext,
+    options: { matvec?: MatvecLayout } = {},
+  ) {
+    this.matvec = options.matvec ?? matvecLayout(ctx.features);
     let cache = PIPELINES.get(ctx.device);
     if (!cache) PIPELINES.set(ctx.device, (cache = new Map()));
     this.#pipelines = cache;
@@ -101,7 +139,11 @@ export class GpuKernels {
     await guarded(this.ctx, 'WGSL pipelines', () => {
       for (const d of dtypes) {
         this.pipeline(`matvec_${d}`, () => matvecShader(d));
-        if (vectorWidth(d) > 0) this.pipeline(`matvec_fast_${d}`, () => matvecFastShader(d));
+        if (vectorWidth(d) > 0) {
+          this.#matvecFast(d);
+          this.#matvecFast(d, false, true);
+          this.#matvecFast(d, true, true);
+        }
         this.pipeline(`matmul_${d}`, () => matmulShader(d));
         this.pipeline(`embed_${d}`, () => embedShader(d));
       }
@@ -109,12 +151,19 @@ export class GpuKernels {
       this.pipeline('rmsnorm_inplace', () => rmsnormShader(true));
       this.pipeline('rope', () => ROPE);
       this.pipeline('kv_store', () => KV_STORE);
+      this.pipeline('rope_qk_store', () => ROPE_QK_STORE);
       this.pipeline('attention', () => ATTENTION);
       this.pipeline('silu_gate', () => SILU_GATE);
       this.pipeline('add', () => ADD);
       this.pipeline('softmax', () => SOFTMAX);
       this.pipeline('sample', () => SAMPLE);
     });
+  }
+
+  #matvecFast(dtype: DType, glu = false, norm = false): GPUComputePipeline {
+    const l = this.matvec;
+    const key = `matvec_fast_${dtype}_${l.lanes}${l.subgroups ? '_sg' : ''}${glu ? '_glu' : ''}${norm ? '_norm' : ''}`;
+    return this.pipeline(key, () => matvecFastShader(dtype, l, { glu, norm }));
   }
 
   /** A 16-byte-aligned uniform of u32/f32 fields, owned (destroyed) by these kernels. */
@@ -136,79 +185,142 @@ export class GpuKernels {
     return this.#dummy;
   }
 
-  bind(label: string, pipeline: GPUComputePipeline, buffers: GPUBuffer[]): GPUBindGroup {
+  /** Binding i = buffers[i]; null leaves binding i out (a kernel form that does not declare it). */
+  bind(label: string, pipeline: GPUComputePipeline, buffers: (GPUBuffer | null)[]): GPUBindGroup {
     return this.ctx.device.createBindGroup({
       label,
       layout: pipeline.getBindGroupLayout(0),
-      entries: buffers.map((buffer, binding) => ({ binding, resource: { buffer } })),
+      entries: buffers.flatMap((buffer, binding) => (buffer ? [{ binding, resource: { buffer } }] : [])),
     });
   }
 
   /**
-   * out[b, rowOffset + r] (+)= Σ_c W[r, c] · x[b, c] (+ bias[r]) for every chunk of `w`, with the
-   * per-row matvec kernel for small batches and the tiled matmul for larger ones.
+   * out[b, rowOffset + r] (+)= Σ_c W[r, c] · x[b, c] (+ bias[r]) for every chunk of `w`: the row-block
+   * matvec for batches up to MATVEC_MAX_BATCH, the tiled matmul for larger ones.
    */
-  linear(
-    label: string,
-    w: GpuWeight,
-    x: GPUBuffer,
-    out: GPUBuffer,
-    step: StepUniform,
-    opts: {
-      bias?: GPUBuffer;
-      accumulate?: boolean;
-      outStride?: number;
-      xStride?: number;
-      rowOffset?: number;
-      only?: 'matvec' | 'matmul';
-      /** Only the batch's last token (x row n - 1 → out row 0), e.g. the LM head. Uses matvec. */
-      lastToken?: boolean;
-      /** Use the per-element matvec even where the vectorised one applies (tests compare both). */
-      generic?: boolean;
-    } = {},
-  ): Dispatch[] {
+  linear(label: string, w: GpuWeight, x: GPUBuffer, out: GPUBuffer, step: StepUniform, opts: LinearOptions = {}): Dispatch[] {
     const flags = (opts.bias ? 1 : 0) | (opts.accumulate ? 2 : 0) | (opts.lastToken ? 4 : 0);
-    if (opts.lastToken) opts = { ...opts, only: 'matvec' };
-    const out_: Dispatch[] = [];
-    // 16-byte loads when every row (and x row) starts on a vector boundary.
-    const vw = vectorWidth(w.dtype);
-    const fast = vw > 0 && w.cols % vw === 0 && (opts.xStride ?? w.cols) % vw === 0 && !opts.generic;
-    const matvec = fast
-      ? this.pipeline(`matvec_fast_${w.dtype}`, () => matvecFastShader(w.dtype))
-      : this.pipeline(`matvec_${w.dtype}`, () => matvecShader(w.dtype));
-    const matmul = this.pipeline(`matmul_${w.dtype}`, () => matmulShader(w.dtype));
-    for (const chunk of w.chunks) {
-      const params = this.params(`${label}.params`, [
-        ['u32', chunk.rows],
-        ['u32', w.cols],
-        ['u32', (opts.rowOffset ?? 0) + chunk.rowStart],
-        ['u32', opts.outStride ?? w.rows],
-        ['u32', opts.xStride ?? w.cols],
-        ['u32', flags],
-      ]);
+    if (opts.lastToken || opts.norm) opts = { ...opts, only: 'matvec' };
+    if (opts.norm && (!this.rowBlocks(w) || opts.generic || (opts.xStride ?? w.cols) !== w.cols)) {
+      throw new Error(`${label}: a fused RMSNorm needs the row-block matvec (columns ${w.cols} in whole ${vectorWidth(w.dtype)}-element steps)`);
+    }
+    return w.chunks.flatMap((chunk) => {
+      const params = this.#weightParams(label, w, chunk, opts, flags);
       // The bias is indexed by rowOffset + r, so it is bound whole.
-      const buffers = [params, step.buffer, chunk.buffer, x, out, opts.bias ?? this.dummy()];
-      const rows = chunk.rows;
-      if (opts.only !== 'matmul') {
-        out_.push({
-          label: `${label} (matvec)`,
-          pipeline: matvec,
-          bindGroup: this.bind(label, matvec, buffers),
-          grid: () => split(fast ? Math.ceil(rows / MATVEC_ROWS) : rows),
-          when: opts.only === 'matvec' ? undefined : (n) => n <= MATVEC_MAX_BATCH,
-        });
-      }
-      if (opts.only !== 'matvec') {
-        out_.push({
-          label: `${label} (matmul)`,
-          pipeline: matmul,
-          bindGroup: this.bind(label, matmul, buffers),
-          grid: (n) => [Math.ceil(rows / MM_ROWS), Math.ceil(n / MM_TOKENS), 1],
-          when: opts.only === 'matmul' ? undefined : (n) => n > MATVEC_MAX_BATCH,
-        });
+      const buffers = [params, step.buffer, chunk.buffer, x, out, opts.bias ?? this.dummy(), null, opts.norm?.weight ?? null];
+      return this.#linearChunk(label, w.dtype, w.cols, chunk.rows, buffers, opts);
+    });
+  }
+
+  /**
+   * SwiGLU: out = silu(gate·x) · (up·x) over [n, ffn]. For decode (n <= MATVEC_MAX_BATCH) one fused row-block kernel
+   * reads both weights (no gate/up activations written, no separate gate kernel); for a batch, the gate
+   * and up projections (`up` into `tmp`) and the elementwise gate. With `norm` (from withNorm), x is
+   * un-normalised and only the fused kernel is returned, with that RMSNorm folded in.
+   */
+  glu(label: string, gate: GpuWeight, up: GpuWeight, x: GPUBuffer, out: GPUBuffer, tmp: GPUBuffer, step: StepUniform, norm?: RowNorm): Dispatch[] {
+    const same = gate.dtype === up.dtype && gate.rows === up.rows && gate.cols === up.cols && gate.chunks.length === up.chunks.length;
+    if (!same) throw new Error(`${label}: gate_proj and up_proj differ in shape or dtype`);
+    const fused = (when: (n: number) => boolean) =>
+      gate.chunks.flatMap((chunk, i) => {
+        const params = this.#weightParams(label, gate, chunk, { norm }, 0);
+        const buffers = [params, step.buffer, chunk.buffer, x, out, this.dummy(), up.chunks[i].buffer, norm?.weight ?? null];
+        return this.#rowBlock(label, gate.dtype, chunk.rows, buffers, { glu: true, norm: !!norm }, when);
+      });
+    if (norm) {
+      if (!this.rowBlocks(gate)) throw new Error(`${label}: a fused RMSNorm needs the row-block matvec`);
+      return fused(() => true);
+    }
+    const gateDispatch = this.siluGate(out, tmp, gate.rows, step);
+    const unfused: Dispatch[] = [
+      ...this.linear(`${label}.gate`, gate, x, out, step),
+      ...this.linear(`${label}.up`, up, x, tmp, step),
+      gateDispatch,
+    ];
+    if (!this.rowBlocks(gate)) return unfused;
+    return [...fused(decode), ...unfused.map((d) => onlyWhen(d, (n) => !decode(n)))];
+  }
+
+  /**
+   * RMSNorm of x [n, dim] feeding the kernels `emit` records. `emit(input, norm)` is called twice: for
+   * decode batches (n <= MATVEC_MAX_BATCH), when every one of `weights` takes the row-block matvec, with
+   * x itself and the norm to fold into those kernels (no norm dispatch, no normalised copy of x);
+   * otherwise with `xn`, which one RMSNorm dispatch fills first.
+   */
+  withNorm(
+    x: GPUBuffer,
+    xn: GPUBuffer,
+    norm: RowNorm & { dim: number },
+    step: StepUniform,
+    weights: GpuWeight[],
+    emit: (input: GPUBuffer, norm?: RowNorm) => Dispatch[],
+  ): Dispatch[] {
+    const separate = [this.rmsnorm(x, norm.weight, xn, norm.dim, 1, norm.eps, step), ...emit(xn)];
+    if (!weights.every((w) => this.rowBlocks(w) && w.cols === norm.dim)) return separate;
+    return [...emit(x, norm).map((d) => onlyWhen(d, decode)), ...separate.map((d) => onlyWhen(d, (n) => !decode(n)))];
+  }
+
+  /** Whether `w` takes the row-block matvec (its rows in whole 16-byte steps or GGUF blocks). */
+  rowBlocks(w: GpuWeight): boolean {
+    return this.#fast(w.dtype, w.cols, w.cols);
+  }
+
+  #weightParams(label: string, w: GpuWeight, chunk: GpuWeightChunk, opts: LinearOptions, flags: number): GPUBuffer {
+    return this.params(`${label}.params`, [
+      ['u32', chunk.rows],
+      ['u32', w.cols],
+      ['u32', (opts.rowOffset ?? 0) + chunk.rowStart],
+      ['u32', opts.outStride ?? w.rows],
+      ['u32', opts.xStride ?? w.cols],
+      ['u32', flags],
+      ['f32', opts.norm?.eps ?? 0],
+    ]);
+  }
+
+  /** 16-byte (or whole-block) steps need every row and x row to start on a step boundary. */
+  #fast(dtype: DType, cols: number, xStride: number): boolean {
+    // vectorWidth 0: a format without a row-block decoder (the K-quants, MXFP4, MLX: per-element matvec).
+    const vw = vectorWidth(dtype);
+    return vw > 0 && cols % vw === 0 && xStride % vw === 0;
+  }
+
+  #linearChunk(label: string, dtype: DType, cols: number, rows: number, buffers: (GPUBuffer | null)[], opts: LinearOptions): Dispatch[] {
+    const small = (n: number) => opts.only === 'matvec' || (opts.only !== 'matmul' && n <= MATVEC_MAX_BATCH);
+    const out: Dispatch[] = [];
+    if (opts.only !== 'matmul') {
+      if (this.#fast(dtype, cols, opts.xStride ?? cols) && !opts.generic) {
+        out.push(...this.#rowBlock(label, dtype, rows, buffers, { norm: !!opts.norm }, small));
+      } else {
+        const generic = this.pipeline(`matvec_${dtype}`, () => matvecShader(dtype));
+        out.push({ label: `${label} (matvec)`, pipeline: generic, bindGroup: this.bind(label, generic, buffers.slice(0, 6)), grid: () => split(rows), when: small });
       }
     }
-    return out_;
+    if (opts.only !== 'matvec') {
+      const matmul = this.pipeline(`matmul_${dtype}`, () => matmulShader(dtype));
+      out.push({
+        label: `${label} (matmul)`,
+        pipeline: matmul,
+        bindGroup: this.bind(label, matmul, buffers.slice(0, 6)),
+        grid: (n) => [Math.ceil(rows / MM_ROWS), Math.ceil(n / MM_TOKENS), 1],
+        when: (n) => !small(n),
+      });
+    }
+    return out;
+  }
+
+  /** The row-block kernel, one workgroup per 4 rows and token. */
+  #rowBlock(label: string, dtype: DType, rows: number, buffers: (GPUBuffer | null)[], form: RowBlockOptions, when: (n: number) => boolean): Dispatch[] {
+    const blocks = split(Math.ceil(rows / MATVEC_ROWS));
+    const pipeline = this.#matvecFast(dtype, !!form.glu, !!form.norm);
+    return [
+      {
+        label: `${label} (matvec)`,
+        pipeline,
+        bindGroup: this.bind(label, pipeline, buffers),
+        grid: (n: number): Grid => [blocks[0], blocks[1], n],
+        when,
+      },
+    ];
   }
 
   /**
@@ -258,6 +370,25 @@ export class GpuKernels {
       pipeline,
       bindGroup: this.bind('rope', pipeline, [params, step.buffer, cs, x]),
       grid: (n) => flat((n * heads * headDim) / 2),
+    };
+  }
+
+  /**
+   * RoPE of q [n, heads, headDim] in place and of k [n, kvHeads, headDim] into the caches with v, at
+   * the batch's positions: ROPE_QK_STORE, one dispatch for rope(q), rope(k) and kvStore.
+   */
+  ropeStore(q: GPUBuffer, k: GPUBuffer, v: GPUBuffer, kCache: GPUBuffer, vCache: GPUBuffer, cs: GPUBuffer, shape: { heads: number; kvHeads: number; headDim: number }, step: StepUniform): Dispatch {
+    const pipeline = this.pipeline('rope_qk_store', () => ROPE_QK_STORE);
+    const params = this.params('rope_qk_store.params', [
+      ['u32', shape.heads],
+      ['u32', shape.kvHeads],
+      ['u32', shape.headDim],
+    ]);
+    return {
+      label: 'rope_qk_store',
+      pipeline,
+      bindGroup: this.bind('rope_qk_store', pipeline, [params, step.buffer, cs, q, k, v, kCache, vCache]),
+      grid: (n) => flat((n * (shape.heads + shape.kvHeads) * shape.headDim) / 2),
     };
   }
 
@@ -371,9 +502,10 @@ export class GpuKernels {
   }
 }
 
-/** Records the dispatches that apply to a batch of `n` tokens into one compute pass. */
-export function recordPass(encoder: GPUCommandEncoder, dispatches: readonly Dispatch[], n: number, label = 'forward'): void {
+/** Records the dispatches that apply to a batch of `n` tokens into one compute pass; returns how many. */
+export function recordPass(encoder: GPUCommandEncoder, dispatches: readonly Dispatch[], n: number, label = 'forward'): number {
   const pass = encoder.beginComputePass({ label });
+  let count = 0;
   for (const d of dispatches) {
     if (d.when && !d.when(n)) continue;
     const [x, y, z] = d.grid(n);
@@ -381,8 +513,10 @@ export function recordPass(encoder: GPUCommandEncoder, dispatches: readonly Disp
     pass.setPipeline(d.pipeline);
     pass.setBindGroup(0, d.bindGroup);
     pass.dispatchWorkgroups(x, y, z);
+    count++;
   }
   pass.end();
+  return count;
 }
 
 /** Records `dispatches` for `n` tokens into one command buffer and submits it. */

@@ -37,6 +37,22 @@ export interface GpuShardOptions {
   allReduce?: AllReduce;
 }
 
+/** Per-call overhead figures, for benchmarks and the closing notes of speed work. */
+export interface CallStats {
+  submissions: number;
+  readbackBytes: number;
+  /** Compute dispatches recorded (all submissions of the call). */
+  dispatches: number;
+  /** Host time recording command buffers (setPipeline/setBindGroup/dispatch calls), ms. */
+  encodeMs: number;
+  /** Host time in finish() + queue.submit(), ms. */
+  submitMs: number;
+  /** Host time from the last submission until its readback was in hand, ms (GPU work + completion + copy). */
+  waitMs: number;
+}
+
+const emptyStats = (): CallStats => ({ submissions: 0, readbackBytes: 0, dispatches: 0, encodeMs: 0, submitMs: 0, waitMs: 0 });
+
 /** A sequence's KV cache in GPU memory, with the forward program bound to it. */
 export class GpuKVCache {
   length = 0;
@@ -89,8 +105,8 @@ export class GpuShard {
   readonly maxSeqLen: number;
   /** Bytes of weights held on the GPU. */
   weightBytes = 0;
-  /** Readback bytes and submissions of the last call (measurement). */
-  lastCall = { submissions: 0, readbackBytes: 0 };
+  /** What the last call cost (measurement): see CallStats. */
+  lastCall: CallStats = emptyStats();
 
   readonly #ctx: GpuContext;
   readonly #config: ModelConfig;
@@ -283,19 +299,23 @@ export class GpuShard {
     };
 
     this.#layers.forEach((L, li) => {
-      cur.push(K.rmsnorm(a.x, L.inputNorm, a.xb, D, 1, c.rmsNormEps, st));
+      // Decode folds each RMSNorm into the row-block kernels that read it (K.withNorm).
+      const inputNorm = { weight: L.inputNorm, eps: c.rmsNormEps, dim: D };
       if (L.mla) {
         // Latent attention (mla.ts): att from the compressed cache.
+        cur.push(K.rmsnorm(a.x, L.inputNorm, a.xb, D, 1, c.rmsNormEps, st));
         cur.push(...mlaDispatches(K, L.mla, c.mla!, this.#mlaAct!, { x: a.xb, q: a.q, att: a.att, scores: a.scores, cs: a.cs, cache: cache.k[li], maxSeq: cache.capacity }, nh, st));
       } else {
-        cur.push(...K.linear('q_proj', L.q!, a.xb, a.q, st, { bias: L.qBias ?? undefined }));
-        cur.push(...K.linear('k_proj', L.k!, a.xb, a.k, st, { bias: L.kBias ?? undefined }));
-        cur.push(...K.linear('v_proj', L.v!, a.xb, a.v, st, { bias: L.vBias ?? undefined }));
+        cur.push(
+          ...K.withNorm(a.x, a.xb, inputNorm, st, [L.q!, L.k!, L.v!], (x, norm) => [
+            ...K.linear('q_proj', L.q!, x, a.q, st, { bias: L.qBias ?? undefined, norm }),
+            ...K.linear('k_proj', L.k!, x, a.k, st, { bias: L.kBias ?? undefined, norm }),
+            ...K.linear('v_proj', L.v!, x, a.v, st, { bias: L.vBias ?? undefined, norm }),
+          ]),
+        );
         if (L.qNorm) cur.push(K.rmsnorm(a.q, L.qNorm, null, hd, nh, c.rmsNormEps, st));
         if (L.kNorm) cur.push(K.rmsnorm(a.k, L.kNorm, null, hd, nkv, c.rmsNormEps, st));
-        cur.push(K.rope(a.q, a.cs, nh, hd, st));
-        cur.push(K.rope(a.k, a.cs, nkv, hd, st));
-        cur.push(K.kvStore(a.k, a.v, cache.k[li], cache.v[li], nkv * hd, st));
+        cur.push(K.ropeStore(a.q, a.k, a.v, cache.k[li], cache.v[li], a.cs, { heads: nh, kvHeads: nkv, headDim: hd }, st));
         cur.push(
           K.attention(a.q, cache.k[li], cache.v[li], a.scores, a.att, {
             heads: nh,
@@ -319,8 +339,9 @@ export class GpuShard {
       } else {
         cur.push(...K.linear('o_proj', o, a.att, a.x, st, { accumulate: true, bias: L.oBias ?? undefined }));
       }
-      cur.push(K.rmsnorm(a.x, L.postNorm, a.xb, D, 1, c.rmsNormEps, st));
+      const postNorm = { weight: L.postNorm, eps: c.rmsNormEps, dim: D };
       if (L.moe) {
+        cur.push(K.rmsnorm(a.x, L.postNorm, a.xb, D, 1, c.rmsNormEps, st));
         // Mixture of experts (moe.ts): unsplit it adds into the residual; a tensor rank's share is all-reduced.
         cur.push(...moeDispatches(K, L.moe, c.moe!, this.#moeAct!, a.xb, tp ? a.xb2 : a.x, D, !tp, st));
         if (tp) {
@@ -329,9 +350,7 @@ export class GpuShard {
         }
         return;
       }
-      cur.push(...K.linear('gate_proj', L.gate!, a.xb, a.hb, st));
-      cur.push(...K.linear('up_proj', L.up!, a.xb, a.hb2, st));
-      cur.push(K.siluGate(a.hb, a.hb2, this.#ffn, st));
+      cur.push(...K.withNorm(a.x, a.xb, postNorm, st, [L.gate!, L.up!], (x, norm) => K.glu('mlp', L.gate!, L.up!, x, a.hb, a.hb2, st, norm)));
       if (tp) {
         cur.push(...K.linear('down_proj', L.down!, a.hb, a.xb2, st));
         cut({ buffer: a.xb2, width: D });
@@ -341,8 +360,9 @@ export class GpuShard {
       }
     });
     if (this.#head) {
-      cur.push(K.rmsnorm(a.x, this.#finalNorm!, a.xb, D, 1, c.rmsNormEps, st));
-      cur.push(...K.linear('lm_head', this.#head, a.xb, a.logits, st, { lastToken: true }));
+      const head = this.#head;
+      const finalNorm = { weight: this.#finalNorm!, eps: c.rmsNormEps, dim: D };
+      cur.push(...K.withNorm(a.x, a.xb, finalNorm, st, [head], (x, norm) => K.linear('lm_head', head, x, a.logits, st, { lastToken: true, norm })));
     }
     cut(undefined);
     return segments;
@@ -388,30 +408,45 @@ export class GpuShard {
    * all-reduce point ends a submission: the partial sums are read back, joined by the caller,
    * written back, and the next segment is submitted.
    */
-  async #run(cache: GpuKVCache, n: number, embed: boolean, tail?: (enc: GPUCommandEncoder) => void): Promise<void> {
+  async #run(cache: GpuKVCache, n: number, embed: boolean, tail?: (enc: GPUCommandEncoder) => number): Promise<void> {
     const dev = this.#ctx.device;
-    this.lastCall = { submissions: 0, readbackBytes: 0 };
+    const stats = (this.lastCall = emptyStats());
     const segs = cache.program;
     for (let i = 0; i < segs.length; i++) {
       const seg = segs[i];
+      const t0 = performance.now();
       const enc = dev.createCommandEncoder();
-      if (i === 0 && embed) recordPass(enc, this.#embedDispatches, n, 'embed');
-      recordPass(enc, seg.dispatches, n);
+      if (i === 0 && embed) stats.dispatches += recordPass(enc, this.#embedDispatches, n, 'embed');
+      stats.dispatches += recordPass(enc, seg.dispatches, n);
       if (seg.reduce) {
         const count = seg.reduce.width * n;
         this.#readback.encodeCopy(enc, seg.reduce.buffer, count * 4);
-        dev.queue.submit([enc.finish()]);
-        this.lastCall.submissions++;
-        const part = new Float32Array(await this.#readback.read(count * 4));
-        this.lastCall.readbackBytes += count * 4;
+        this.#submit(enc, t0);
+        const part = new Float32Array(await this.#read(count * 4));
         await this.#allReduce!(part);
         dev.queue.writeBuffer(seg.reduce.buffer, 0, part);
       } else {
-        tail?.(enc);
-        dev.queue.submit([enc.finish()]);
-        this.lastCall.submissions++;
+        if (tail) stats.dispatches += tail(enc);
+        this.#submit(enc, t0);
       }
     }
+  }
+
+  #submit(enc: GPUCommandEncoder, recordingSince: number): void {
+    const t = performance.now();
+    this.#ctx.device.queue.submit([enc.finish()]);
+    this.lastCall.submissions++;
+    this.lastCall.encodeMs += t - recordingSince;
+    this.lastCall.submitMs += performance.now() - t;
+  }
+
+  /** Waits for the last submission's copy into the staging buffer and takes `bytes` of it. */
+  async #read(bytes: number): Promise<ArrayBuffer> {
+    const t0 = performance.now();
+    const out = await this.#readback.read(bytes);
+    this.lastCall.waitMs += performance.now() - t0;
+    this.lastCall.readbackBytes += bytes;
+    return out;
   }
 
   /**
@@ -428,9 +463,11 @@ export class GpuShard {
     const D = this.#config.hiddenSize;
     const bytes = this.#head ? this.#vocabSlice * 4 : n * D * 4;
     const src = this.#head ? this.#act.logits : this.#act.x;
-    await this.#run(cache, n, 'tokens' in input, (enc) => this.#readback.encodeCopy(enc, src, bytes));
-    const out = new Float32Array(await this.#readback.read(bytes));
-    this.lastCall.readbackBytes += bytes;
+    await this.#run(cache, n, 'tokens' in input, (enc) => {
+      this.#readback.encodeCopy(enc, src, bytes);
+      return 0;
+    });
+    const out = new Float32Array(await this.#read(bytes));
     cache.length += n;
     return out;
   }
@@ -453,12 +490,13 @@ export class GpuShard {
     this.#writeTokens(tokens);
     this.#step.write(this.#ctx, 0, n);
     const bytes = n * this.#config.hiddenSize * 4;
+    this.lastCall = emptyStats();
+    const t0 = performance.now();
     const enc = this.#ctx.device.createCommandEncoder();
-    recordPass(enc, this.#embedDispatches, n, 'embed');
+    this.lastCall.dispatches = recordPass(enc, this.#embedDispatches, n, 'embed');
     this.#readback.encodeCopy(enc, this.#act.x, bytes);
-    this.#ctx.device.queue.submit([enc.finish()]);
-    this.lastCall = { submissions: 1, readbackBytes: bytes };
-    return new Float32Array(await this.#readback.read(bytes));
+    this.#submit(enc, t0);
+    return new Float32Array(await this.#read(bytes));
   }
 
   /**
@@ -481,11 +519,11 @@ export class GpuShard {
     }
     const sample = d;
     await this.#run(cache, n, true, (enc) => {
-      recordPass(enc, [sample], n, 'sample');
+      const count = recordPass(enc, [sample], n, 'sample');
       this.#readback.encodeCopy(enc, this.#act.result, 8);
+      return count;
     });
-    const r = new Uint32Array(await this.#readback.read(8));
-    this.lastCall.readbackBytes += 8;
+    const r = new Uint32Array(await this.#read(8));
     cache.length += n;
     return r[0];
   }

@@ -94,9 +94,10 @@ fn w_at(r: u32, c: u32) -> f32 {
  * binding limit is split by rows), `rowOffset` where they land in `OUT`'s rows.
  * flags: bit 0 add bias B[rowOffset + r], bit 1 accumulate into OUT (fused residual add), bit 2 only the
  * batch's last token (x row n - 1 into out row 0: the LM head). Bit 2 is for the matvec kernel only.
+ * `eps`: the RMSNorm epsilon of the row-block matvec's `norm` form.
  */
 const WEIGHT_HEADER = /* wgsl */ `
-struct Params { rows: u32, cols: u32, rowOffset: u32, outStride: u32, xStride: u32, flags: u32, pad0: u32, pad1: u32 }
+struct Params { rows: u32, cols: u32, rowOffset: u32, outStride: u32, xStride: u32, flags: u32, eps: f32, pad1: u32 }
 @group(0) @binding(0) var<uniform> P: Params;
 @group(0) @binding(1) var<uniform> S: Step;
 @group(0) @binding(2) var<storage, read> W: array<u32>;
@@ -134,122 +135,211 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
 }
 
 /**
- * Vectorised matvec: 16-byte loads of weights and activations, a whole GGUF block per thread step for
- * Q8_0/Q4_0. Needs cols (and the x stride) divisible by `vectorWidth(dtype)` (0: no such kernel);
- * `linear` falls back to `matvecShader` otherwise.
+ * Elements per step of the row-block matvec: one 16-byte load of f32/f16/bf16, one whole 32-element
+ * GGUF block of Q8_0/Q4_0; 0 for formats without a row-block decoder (the K-quants, MXFP4 and MLX of
+ * quant-wgsl.ts). The kernel needs cols (and the x stride) divisible by it; `linear` falls back to
+ * `matvecShader` otherwise.
  */
 export function vectorWidth(dtype: DType): number {
   // 0: no vectorised kernel (the formats of quant-wgsl.ts run the per-element matvec)
   return dtype === 'f32' ? 4 : dtype === 'f16' || dtype === 'bf16' ? 8 : dtype === 'q8_0' || dtype === 'q4_0' ? 32 : 0;
 }
 
-/** Rows per workgroup of the vectorised matvec, and threads per row. */
+/** Rows per workgroup of the row-block matvec. */
 export const MATVEC_ROWS = 4;
-const LANES = WG / MATVEC_ROWS;
 
-export function matvecFastShader(dtype: DType): string {
-  const header = WEIGHT_HEADER.replace(
-    'var<storage, read> W: array<u32>;',
-    dtype === 'q8_0' || dtype === 'q4_0' ? 'var<storage, read> W: array<u32>;' : 'var<storage, read> W: array<vec4<u32>>;',
-  ).replace('var<storage, read> X: array<f32>;', 'var<storage, read> X: array<vec4<f32>>;');
-  let body: string;
+/**
+ * How the row-block matvec maps onto the device: `lanes` threads per workgroup, all working on the same
+ * MATVEC_ROWS rows, and whether their partial sums are joined with subgroupAdd (no workgroup memory, no
+ * barrier) or a workgroup-memory tree.
+ */
+export interface MatvecLayout {
+  lanes: number;
+  subgroups: boolean;
+}
+
+/**
+ * The layout for a device: one workgroup = `subgroupMinSize` lanes (32 on Apple and NVIDIA GPUs, 8 on
+ * lavapipe's 256-bit SIMD), so a workgroup is never split across subgroups and subgroupAdd over it is
+ * the row sum whatever the implementation's lane numbering. Without a known subgroup size: 32 lanes.
+ */
+export function matvecLayout(f: { subgroups: boolean; subgroupMinSize: number }): MatvecLayout {
+  const min = f.subgroupMinSize > 0 ? f.subgroupMinSize : 32;
+  const lanes = Math.min(64, Math.max(4, 2 ** Math.floor(Math.log2(min))));
+  return { lanes, subgroups: f.subgroups && f.subgroupMinSize > 0 };
+}
+
+/** 16-byte vectors per step of the row-block matvec: one for f32, two for f16/bf16, 8 for a 32-block. */
+const vecsPerStep = (dtype: DType) => vectorWidth(dtype) / 4;
+
+/**
+ * `wv_<name>(u)`: step u's weights of the buffer `name`, widened to f32 vectors (Q8_0/Q4_0 unscaled),
+ * and for Q8_0/Q4_0 `ws_<name>(u)`: the block's scale.
+ */
+function stepDecoder(dtype: DType, name: string): string {
+  const V = vecsPerStep(dtype);
+  const ret = `array<vec4<f32>, ${V}>`;
   switch (dtype) {
     case 'f32':
-      body = `
-  let per = P.cols / 4u;
-  for (var k = lane; k < per; k = k + ${LANES}u) { acc = acc + dot(bitcast<vec4<f32>>(W[r * per + k]), X[xo / 4u + k]); }`;
-      break;
+      return `fn wv_${name}(u: u32) -> ${ret} { return ${ret}(bitcast<vec4<f32>>(${name}[u])); }`;
     case 'f16':
+      return `fn wv_${name}(u: u32) -> ${ret} {
+  let w = ${name}[u];
+  return ${ret}(vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y)), vec4<f32>(unpack2x16float(w.z), unpack2x16float(w.w)));
+}`;
     case 'bf16': {
-      const un =
-        dtype === 'f16'
-          ? (w: string) => `unpack2x16float(${w})`
-          : (w: string) => `vec2<f32>(bitcast<f32>(${w} << 16u), bitcast<f32>(${w} & 0xffff0000u))`;
-      body = `
-  let per = P.cols / 8u;
-  for (var k = lane; k < per; k = k + ${LANES}u) {
-    let w = W[r * per + k];
-    let a = vec4<f32>(${un('w.x')}, ${un('w.y')});
-    let b = vec4<f32>(${un('w.z')}, ${un('w.w')});
-    acc = acc + dot(a, X[xo / 4u + 2u * k]) + dot(b, X[xo / 4u + 2u * k + 1u]);
-  }`;
-      break;
+      const un = (w: string) => `vec2<f32>(bitcast<f32>(${w} << 16u), bitcast<f32>(${w} & 0xffff0000u))`;
+      return `fn wv_${name}(u: u32) -> ${ret} {
+  let w = ${name}[u];
+  return ${ret}(vec4<f32>(${un('w.x')}, ${un('w.y')}), vec4<f32>(${un('w.z')}, ${un('w.w')}));
+}`;
     }
     case 'q8_0':
-      body = `
-  let nb = P.cols / 32u;
-  for (var kb = lane; kb < nb; kb = kb + ${LANES}u) {
-    let o = (r * nb + kb) * 34u;
-    let d = unpack2x16float(rd_u16(o)).x;
-    let q0 = o + 2u;
-    let xb = xo / 4u + kb * 8u;
-    var s = 0.0;
-    for (var j = 0u; j < 8u; j = j + 1u) {
-      let q = rd_u32(q0 + 4u * j);
-      let v = vec4<f32>(f32(bitcast<i32>(q << 24u) >> 24u), f32(bitcast<i32>(q << 16u) >> 24u),
-                        f32(bitcast<i32>(q << 8u) >> 24u), f32(bitcast<i32>(q) >> 24u));
-      s = s + dot(v, X[xb + j]);
-    }
-    acc = acc + s * d;
-  }`;
-      break;
+      // 34-byte blocks: f16 scale, 32 signed bytes (2-byte aligned, read as shifted word pairs).
+      return `${quantBytes(name)}
+fn ws_${name}(u: u32) -> f32 { return unpack2x16float(rd16_${name}(u * 34u)).x; }
+fn wv_${name}(u: u32) -> ${ret} {
+  var v: ${ret};
+  for (var j = 0u; j < 8u; j++) {
+    let q = rd32_${name}(u * 34u + 2u + 4u * j);
+    v[j] = vec4<f32>(f32(bitcast<i32>(q << 24u) >> 24u), f32(bitcast<i32>(q << 16u) >> 24u), f32(bitcast<i32>(q << 8u) >> 24u), f32(bitcast<i32>(q) >> 24u));
+  }
+  return v;
+}`;
     case 'q4_0':
-      body = `
-  let nb = P.cols / 32u;
-  for (var kb = lane; kb < nb; kb = kb + ${LANES}u) {
-    let o = (r * nb + kb) * 18u;
-    let d = unpack2x16float(rd_u16(o)).x;
-    let xb = xo / 4u + kb * 8u;
-    var s = 0.0;
-    for (var j = 0u; j < 4u; j = j + 1u) {
-      let q = rd_u32(o + 2u + 4u * j);
-      let lo = vec4<f32>(f32(q & 15u), f32((q >> 8u) & 15u), f32((q >> 16u) & 15u), f32((q >> 24u) & 15u)) - 8.0;
-      let hi = vec4<f32>(f32((q >> 4u) & 15u), f32((q >> 12u) & 15u), f32((q >> 20u) & 15u), f32(q >> 28u)) - 8.0;
-      s = s + dot(lo, X[xb + j]) + dot(hi, X[xb + 4u + j]);
-    }
-    acc = acc + s * d;
-  }`;
-      break;
+      // 18-byte blocks: f16 scale, 16 bytes; element j < 16 is the low nibble of byte j, j + 16 the high one.
+      return `${quantBytes(name)}
+fn ws_${name}(u: u32) -> f32 { return unpack2x16float(rd16_${name}(u * 18u)).x; }
+fn wv_${name}(u: u32) -> ${ret} {
+  var v: ${ret};
+  for (var j = 0u; j < 4u; j++) {
+    let q = rd32_${name}(u * 18u + 2u + 4u * j);
+    v[j] = vec4<f32>(f32(q & 15u), f32((q >> 8u) & 15u), f32((q >> 16u) & 15u), f32((q >> 24u) & 15u)) - 8.0;
+    v[j + 4u] = vec4<f32>(f32((q >> 4u) & 15u), f32((q >> 12u) & 15u), f32((q >> 20u) & 15u), f32(q >> 28u)) - 8.0;
+  }
+  return v;
+}`;
     default:
-      throw new Error(`WebGPU backend: no kernel for ${dtype} weights (run them on the cpu backend)`);
+      throw new Error(`WebGPU backend: no row-block matvec for ${dtype} weights (vectorWidth 0: the per-element matvec runs them)`);
   }
-  const bytes =
-    dtype === 'q8_0' || dtype === 'q4_0'
-      ? `
-fn rd_u16(o: u32) -> u32 { return (W[o >> 2u] >> ((o & 2u) * 8u)) & 0xffffu; }
+}
+
+function quantBytes(name: string): string {
+  return `
+fn rd16_${name}(o: u32) -> u32 { return (${name}[o >> 2u] >> ((o & 2u) * 8u)) & 0xffffu; }
 // Four bytes from a 2-byte-aligned offset (GGUF blocks are 34 and 18 bytes long).
-fn rd_u32(o: u32) -> u32 {
+fn rd32_${name}(o: u32) -> u32 {
   let i = o >> 2u;
-  if ((o & 2u) == 0u) { return W[i]; }
-  return (W[i] >> 16u) | (W[i + 1u] << 16u);
-}`
-      : '';
-  return `${STEP}${LINEAR}${header}${bytes}
-var<workgroup> red: array<f32, ${WG}>;
-@compute @workgroup_size(${WG})
-fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
-        @builtin(local_invocation_index) tid: u32) {
-  let r0 = wg_linear(wid, nwg) * ${MATVEC_ROWS}u;
-  if (r0 >= P.rows) { return; }
-  let lane = tid % ${LANES}u;
-  let r = r0 + tid / ${LANES}u;
-  let valid = r < P.rows;
-  let last = (P.flags & 4u) != 0u;
-  let count = select(S.n, 1u, last);
-  for (var b = 0u; b < count; b = b + 1u) {
-    var acc = 0.0;
-    let xo = select(b, S.n - 1u, last) * P.xStride;
-    if (valid) {${body.replace(/\n/g, '\n  ')}
+  if ((o & 2u) == 0u) { return ${name}[i]; }
+  return (${name}[i] >> 16u) | (${name}[i + 1u] << 16u);
+}`;
+}
+
+export interface RowBlockOptions {
+  /**
+   * SwiGLU: W is gate_proj and W2 (binding 6) up_proj, same shape and chunking; stores silu(gate·x) ·
+   * (up·x) — one pass over both weights, no gate/up activations in memory, no separate gate kernel.
+   */
+  glu?: boolean;
+  /**
+   * RMSNorm of x fused in (NW, binding 7: the norm weight; P.eps): every workgroup reads all of x anyway,
+   * so it also sums x² while streaming its rows and scales its dot products by 1/rms at the end — the
+   * separate norm dispatch and its normalised copy of x are gone (Σ w·(x∘g) / rms = (W · norm(x))).
+   */
+  norm?: boolean;
+}
+
+/**
+ * Row-block matvec for decode: a workgroup of `lanes` threads computes MATVEC_ROWS output rows of one
+ * token (grid z: the token, for the few-token batches that take this kernel). In each step every lane
+ * takes the next 16-byte vector (or GGUF block) of the rows, so consecutive lanes read consecutive
+ * addresses of a row (coalesced), and the step's slice of x is loaded once and used for all rows. The
+ * lanes' partial sums are joined once per row at the end (subgroupAdd, or a workgroup-memory tree without
+ * subgroups). A form that kept 8 tokens per workgroup (weights read once per 8 tokens) was tried: its
+ * 32 accumulators made llvmpipe spend minutes compiling it, and prompt batches go to the tiled matmul.
+ */
+export function matvecFastShader(dtype: DType, layout: MatvecLayout, o: RowBlockOptions = {}): string {
+  const T = layout.lanes;
+  const R = MATVEC_ROWS;
+  const V = vecsPerStep(dtype);
+  const quant = dtype === 'q8_0' || dtype === 'q4_0';
+  const wType = quant ? 'array<u32>' : 'array<vec4<u32>>';
+  const header = WEIGHT_HEADER.replace('var<storage, read> W: array<u32>;', `var<storage, read> W: ${wType};`).replace(
+    'var<storage, read> X: array<f32>;',
+    'var<storage, read> X: array<vec4<f32>>;',
+  );
+  const w2 = o.glu ? `@group(0) @binding(6) var<storage, read> W2: ${wType};\n${stepDecoder(dtype, 'W2')}` : '';
+  const mats = o.glu ? ['W', 'W2'] : ['W'];
+  const rows = Array.from({ length: R }, (_, i) => i);
+  // Accumulator acc<m>_<row> (m: 0 = W, 1 = W2).
+  const outs = mats.flatMap((_, m) => rows.map((i) => `${m}_${i}`));
+  // Every lane-partial sum joined at the end: the accumulators, and Σx² for the fused norm.
+  const sums = [...outs.map((id) => `acc${id}`), ...(o.norm ? ['ss'] : [])];
+  const total = (name: string) => (layout.subgroups ? `t_${name}` : `red[${sums.indexOf(name) * T}u]`);
+  const inv = o.norm ? `1.0 / sqrt(${total('ss')} / f32(P.cols) + P.eps)` : '1.0';
+  const scaled = (m: number, dotExpr: string) => (quant ? `(${dotExpr}) * sc${m}` : dotExpr);
+  const step = rows
+    .map(
+      (i) => `      {
+        let u = min(r0 + ${i}u, P.rows - 1u) * units + k;
+${mats.map((mat, m) => `        let w${m} = wv_${mat}(u);${quant ? ` let sc${m} = ws_${mat}(u);` : ''}\n        acc${m}_${i} += ${scaled(m, `dotv(w${m}, x0)`)};`).join('\n')}
+      }`,
+    )
+    .join('\n');
+  // Row i's output from its joined sums (SwiGLU: silu(gate) · up).
+  const result = (i: number) => {
+    const v = (m: number) => `${total(`acc${m}_${i}`)} * inv`;
+    return o.glu ? `silu(${v(0)}) * ${v(1)}` : v(0);
+  };
+  const storeIf = (i: number, val: string) => `if (r0 + ${i}u < P.rows) { store(b, r0 + ${i}u, ${val}); }`;
+  const stores = `  if (lane == 0u) {
+    let inv = ${inv};
+${rows.map((i) => `    ${storeIf(i, result(i))}`).join('\n')}
+  }`;
+  const reduce = layout.subgroups
+    ? `${sums.map((name) => `  let t_${name} = subgroupAdd(${name});`).join('\n')}
+${stores}`
+    : `${sums.map((name, j) => `  red[${j * T}u + lane] = ${name};`).join('\n')}
+  workgroupBarrier();
+  for (var s = ${T / 2}u; s > 0u; s >>= 1u) {
+    if (lane < s) {
+      for (var j = 0u; j < ${sums.length}u; j++) { red[j * ${T}u + lane] += red[j * ${T}u + lane + s]; }
     }
-    red[tid] = acc;
-    workgroupBarrier();
-    for (var s = ${LANES / 2}u; s > 0u; s = s >> 1u) {
-      if (lane < s) { red[tid] = red[tid] + red[tid + s]; }
-      workgroupBarrier();
-    }
-    if (lane == 0u && valid) { store(b, r, red[tid]); }
     workgroupBarrier();
   }
+${stores}`;
+  return `${layout.subgroups ? 'enable subgroups;\n' : ''}${STEP}${LINEAR}${header}
+${stepDecoder(dtype, 'W')}
+${w2}
+${o.norm ? '@group(0) @binding(7) var<storage, read> NW: array<vec4<f32>>;' : ''}
+${layout.subgroups ? '' : `var<workgroup> red: array<f32, ${T * sums.length}>;`}
+fn dotv(a: array<vec4<f32>, ${V}>, b: array<vec4<f32>, ${V}>) -> f32 {
+  var s = 0.0;
+  for (var j = 0u; j < ${V}u; j++) { s += dot(a[j], b[j]); }
+  return s;
+}
+fn silu(g: f32) -> f32 { return g / (1.0 + exp(-g)); }
+@compute @workgroup_size(${T})
+fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
+        @builtin(local_invocation_index) lane: u32) {
+  let r0 = wg_linear(wid, nwg) * ${R}u;
+  if (r0 >= P.rows) { return; }
+  let units = P.cols / ${vectorWidth(dtype)}u;
+  // Grid z: the token. The LM head (flag 4) takes only the batch's last token and writes output row 0.
+  let last = (P.flags & 4u) != 0u;
+  let b = select(wid.z, 0u, last);
+  let xbase = select(wid.z, S.n - 1u, last) * P.xStride / 4u;
+${sums.map((name) => `  var ${name} = 0.0;`).join('\n')}
+  for (var k = lane; k < units; k += ${T}u) {
+    var x0: array<vec4<f32>, ${V}>;
+    for (var j = 0u; j < ${V}u; j++) {
+      ${o.norm ? `let xr = X[xbase + k * ${V}u + j];
+      ss += dot(xr, xr);
+      x0[j] = xr * NW[k * ${V}u + j];` : `x0[j] = X[xbase + k * ${V}u + j];`}
+    }
+${step}
+  }
+${reduce}
 }
 `;
 }
@@ -418,6 +508,55 @@ fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg:
   let o = S.pos0 * P.kvDim + i;
   KC[o] = K[i];
   VC[o] = V[i];
+}
+`;
+
+/**
+ * RoPE for attention in one dispatch: rotates the batch's q [n, heads, headDim] in place and k [n,
+ * kvHeads, headDim] into the cache, and appends v, at positions pos0.. (the work of ROPE on q and on k
+ * and of KV_STORE, in one pass: two fewer dispatches per layer, and k is not written back before it
+ * is copied). One thread per rotation pair (j, j + half) of one head of one token; the k heads'
+ * threads also move the matching pair of v.
+ */
+export const ROPE_QK_STORE = `${STEP}
+struct Params { heads: u32, kvHeads: u32, headDim: u32, pad0: u32 }
+@group(0) @binding(0) var<uniform> P: Params;
+@group(0) @binding(1) var<uniform> S: Step;
+@group(0) @binding(2) var<storage, read> CS: array<f32>;
+@group(0) @binding(3) var<storage, read_write> Q: array<f32>;
+@group(0) @binding(4) var<storage, read> K: array<f32>;
+@group(0) @binding(5) var<storage, read> V: array<f32>;
+@group(0) @binding(6) var<storage, read_write> KC: array<f32>;
+@group(0) @binding(7) var<storage, read_write> VC: array<f32>;
+@compute @workgroup_size(${WG})
+fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
+  let half = P.headDim / 2u;
+  let perToken = (P.heads + P.kvHeads) * half;
+  let i = gid.x + gid.y * nwg.x * ${WG}u;
+  if (i >= S.n * perToken) { return; }
+  let b = i / perToken;
+  let h = (i % perToken) / half;
+  let j = i % half;
+  let c = CS[(b * half + j) * 2u];
+  let s = CS[(b * half + j) * 2u + 1u];
+  if (h < P.heads) {
+    let o = (b * P.heads + h) * P.headDim + j;
+    let x1 = Q[o];
+    let x2 = Q[o + half];
+    Q[o] = x1 * c - x2 * s;
+    Q[o + half] = x2 * c + x1 * s;
+    return;
+  }
+  let kvDim = P.kvHeads * P.headDim;
+  let head = (h - P.heads) * P.headDim + j;
+  let src = b * kvDim + head;
+  let dst = (S.pos0 + b) * kvDim + head;
+  let x1 = K[src];
+  let x2 = K[src + half];
+  KC[dst] = x1 * c - x2 * s;
+  KC[dst + half] = x2 * c + x1 * s;
+  VC[dst] = V[src];
+  VC[dst + half] = V[src + half];
 }
 `;
 

@@ -8,7 +8,9 @@ import { CliError } from '../../errors.js';
  * for f16/Q8_0/Q4_0 of a generated ~100M model and of the demo model, and f16 weight streaming against
  * a read sweep. `--json` prints exactly one object:
  * {"lines":[{"name","orchard","llamacpp","unit","ratio"}, ...]} (stable contract; lines include
- * decode-f16, decode-q8_0, decode-q4_0, prefill-f16 and stream-f16). Without node-llama-cpp installed
+ * decode-f16, decode-q8_0, decode-q4_0, prefill-f16 and stream-f16, and on a GPU (lavapipe if no other)
+ * gpu-decode-f16, gpu-decode-q8_0, gpu-decode-q4_0, gpu-prefill-f16 against llama.cpp's GPU build on the
+ * same device). Without node-llama-cpp installed
  * it says so and exits 2, printing no numbers.
  */
 export function registerBenchEngine(bench: Command): void {

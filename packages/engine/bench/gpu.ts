@@ -1,0 +1,294 @@
+/**
+ * GPU benchmark (not a test): Orchard's WebGPU shard against llama.cpp's GPU build (node-llama-cpp
+ * 3.21.1: Vulkan on Linux, Metal on macOS) on the SAME device and the SAME GGUF files — f16, Q8_0 and
+ * Q4_0 of a generated ~170M-parameter Llama — decode and prompt tokens/s with their ratio in the same
+ * run, plus Orchard's per-token overhead (dispatches, host recording time, submit + readback round trip).
+ *
+ *   pnpm bench:gpu [--allow-software-gpu] [--rounds 2] [--prompt 64] [--decode 32] [--dtypes f16,q8_0,q4_0] [--json]
+ *
+ * A hardware adapter is used when there is one. A software adapter (Mesa's lavapipe: "GPU" kernels run on
+ * the CPU) only with --allow-software-gpu or ORCHARD_ALLOW_SOFTWARE_GPU=1; then llama.cpp is pointed at
+ * the same driver (GGML_VK_VISIBLE_DEVICES=0, which lets ggml use a CPU-type Vulkan device, and the
+ * lavapipe manifest unless VK_ICD_FILENAMES is set). llama.cpp runs in a child process (bench/llama-child.ts).
+ * Rounds alternate Orchard and llama.cpp and each keeps its best, so both see the same share of a busy
+ * machine's noise; compare ratios within one run.
+ */
+import { fork, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { availableParallelism, loadavg } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { loadModelConfig } from '../src/config/config.js';
+import { argmax } from '../src/generate/sampler.js';
+import { Readback, createStorage } from '../src/kernels/gpu/buffers.js';
+import { describeAdapter, type GpuContext } from '../src/kernels/gpu/context.js';
+import { openBenchGpu } from '../src/kernels/gpu/bench-lines.js';
+import { GpuShard, type CallStats } from '../src/kernels/gpu/shard.js';
+import { physicalCores } from '../src/kernels/wasm/cores.js';
+import { loadShard } from '../src/model/forward.js';
+import { sig4, type BenchLine } from './line.js';
+import { benchPrompt, bestSpeeds, noSpeeds, llamaCppMissingReason, llamaGpuBinariesMissingReason, timeRound, type RunnerOptions, type Speeds } from './llama-cpp.js';
+import { DTYPES, generatedModel, type BenchModelShape, type Dtype } from './models.js';
+
+const HERE = dirname(fileURLToPath(import.meta.url));
+const REPO_ROOT = resolve(HERE, '../../..');
+const LAVAPIPE_ICD = '/usr/share/vulkan/icd.d/lvp_icd.json';
+
+/** ~170M parameters: 12 layers of hidden 1024 (16 heads, 4 KV heads), FFN 3328, vocabulary 8192 (untied). */
+export const GPU_BENCH_MODEL: BenchModelShape = { name: 'orchard-bench-gpu-v1', hiddenSize: 1024, intermediateSize: 3328, numLayers: 12, numHeads: 16, numKvHeads: 4, vocab: 8192 };
+
+export interface GpuBenchOptions {
+  /** Accept a software adapter (lavapipe) when no hardware one exists. @default false */
+  allowSoftware?: boolean;
+  /** @default 64 */
+  promptTokens?: number;
+  /** @default 32 */
+  decodeTokens?: number;
+  /** Measured rounds per engine and format, best kept. @default 2 */
+  rounds?: number;
+  /** llama.cpp's CPU threads (for what it keeps on the CPU). @default physical cores */
+  threads?: number;
+  /** @default GPU_BENCH_MODEL */
+  model?: BenchModelShape;
+  /** @default f16, q8_0, q4_0 */
+  dtypes?: Dtype[];
+  log?: (line: string) => void;
+}
+
+export interface GpuBenchResult {
+  lines: BenchLine[];
+  /** The adapter both engines ran on, or null. */
+  adapter: string | null;
+  software: boolean;
+  /** Why there are no lines (no adapter, no llama.cpp GPU build), or null. */
+  skipped: string | null;
+}
+
+/** Orchard's GPU shard on one GGUF: greedy decode through `forward` (logits read back, argmax on the CPU, as llama.cpp's binding does). */
+async function orchardGpuRunner(ctx: GpuContext, gguf: string, o: Required<Pick<GpuBenchOptions, 'promptTokens' | 'decodeTokens'>>) {
+  const config = loadModelConfig(gguf);
+  const spec = { layers: [0, config.numLayers] as [number, number], tensor: { rank: 0, size: 1 }, embed: true, head: true };
+  const maxSeqLen = o.promptTokens + o.decodeTokens + 8;
+  // The CPU shard is only the loader here: its weights are uploaded, then dropped.
+  const cpu = loadShard(gguf, spec, { config, maxBatch: 1, maxSeqLen: 1 });
+  const shard = await GpuShard.create(ctx, { config, spec, slice: cpu.slice, weights: cpu.weights, maxBatch: o.promptTokens, maxSeqLen });
+  const prompt = benchPrompt(o.promptTokens, config.vocabSize);
+  let decodeStats: CallStats | null = null;
+  let prefillStats: CallStats | null = null;
+  return {
+    get decodeStats() {
+      return decodeStats;
+    },
+    get prefillStats() {
+      return prefillStats;
+    },
+    async round(): Promise<Speeds> {
+      const cache = await shard.newCache(maxSeqLen);
+      try {
+        return await timeRound(
+          o.decodeTokens,
+          o.promptTokens,
+          async () => {
+            const t = argmax(await shard.forward({ tokens: prompt }, cache));
+            prefillStats = shard.lastCall;
+            return t;
+          },
+          async (t) => {
+            const next = argmax(await shard.forward({ tokens: [t] }, cache));
+            decodeStats = shard.lastCall;
+            return next;
+          },
+        );
+      } finally {
+        cache.destroy();
+      }
+    },
+    dispose: () => shard.dispose(),
+  };
+}
+
+/** llama.cpp's GPU build in a child process, one request at a time. */
+class LlamaChild {
+  readonly #child: ChildProcess;
+  #stderr = '';
+  #pending: { resolve: (m: any) => void; reject: (e: Error) => void } | null = null;
+
+  constructor(env: NodeJS.ProcessEnv) {
+    this.#child = fork(join(HERE, 'llama-child.ts'), [], { cwd: REPO_ROOT, env, execArgv: ['--import', 'tsx'], stdio: ['ignore', 'ignore', 'pipe', 'ipc'] });
+    this.#child.stderr!.on('data', (d: Buffer) => (this.#stderr = (this.#stderr + d.toString()).slice(-2000)));
+    this.#child.on('message', (m: any) => {
+      const p = this.#pending;
+      this.#pending = null;
+      if (!p) return;
+      if (m.error) p.reject(new Error(`llama.cpp: ${m.error}`));
+      else p.resolve(m);
+    });
+    this.#child.on('exit', (code, signal) => {
+      const p = this.#pending;
+      this.#pending = null;
+      p?.reject(new Error(`llama.cpp child exited (${signal ?? code})${this.#stderr ? `: ${this.#stderr.trim().split('\n').slice(-3).join(' | ')}` : ''}`));
+    });
+  }
+
+  request(m: unknown): Promise<any> {
+    if (this.#pending) throw new Error('LlamaChild: one request at a time');
+    return new Promise((resolve, reject) => {
+      this.#pending = { resolve, reject };
+      this.#child.send(m as any);
+    });
+  }
+
+  kill(): void {
+    this.#child.kill();
+  }
+}
+
+/** The environment that makes llama.cpp's Vulkan build use the adapter Orchard got. */
+function llamaEnv(software: boolean): NodeJS.ProcessEnv {
+  const env = { ...process.env };
+  if (software && process.platform === 'linux') {
+    // ggml skips CPU-type Vulkan devices unless they are named; with only lavapipe visible it is device 0.
+    env.GGML_VK_VISIBLE_DEVICES ??= '0';
+    if (!env.VK_ICD_FILENAMES && existsSync(LAVAPIPE_ICD)) env.VK_ICD_FILENAMES = LAVAPIPE_ICD;
+  }
+  return env;
+}
+
+/** Median of `reps` empty submissions each followed by a 4-byte readback: the floor of any token, ms. */
+async function roundTripMs(ctx: GpuContext, reps = 21): Promise<number> {
+  const src = await createStorage(ctx, 16, 'round trip');
+  const tick = new Readback(ctx, 4, 'round trip');
+  try {
+    const t: number[] = [];
+    for (let i = 0; i < reps; i++) {
+      const s = performance.now();
+      const enc = ctx.device.createCommandEncoder();
+      tick.encodeCopy(enc, src, 4);
+      ctx.device.queue.submit([enc.finish()]);
+      await tick.read(4);
+      t.push(performance.now() - s);
+    }
+    return t.sort((a, b) => a - b)[reps >> 1];
+  } finally {
+    src.destroy();
+    tick.destroy();
+  }
+}
+
+export async function runGpuBench(options: GpuBenchOptions = {}): Promise<GpuBenchResult> {
+  const log = options.log ?? (() => {});
+  const o = {
+    promptTokens: options.promptTokens ?? 64,
+    decodeTokens: options.decodeTokens ?? 32,
+    rounds: options.rounds ?? 2,
+    threads: options.threads ?? physicalCores(),
+  };
+  const gpu = process.platform === 'darwin' ? 'metal' : 'vulkan';
+  const missing = llamaCppMissingReason() ?? llamaGpuBinariesMissingReason(gpu);
+  if (missing) return { lines: [], adapter: null, software: false, skipped: missing };
+  const { ctx, reason } = await openBenchGpu(options.allowSoftware ?? false);
+  if (!ctx) return { lines: [], adapter: null, software: false, skipped: reason };
+  const adapter = describeAdapter(ctx.adapter);
+  const software = ctx.adapter.software;
+  const load = loadavg()[0];
+  log(`GPU bench on ${adapter}, llama.cpp ${gpu}; load average ${load.toFixed(1)} on ${availableParallelism()} CPUs`);
+  const lines: BenchLine[] = [];
+  const child = new LlamaChild(llamaEnv(software));
+  try {
+    const model = generatedModel(options.model ?? GPU_BENCH_MODEL, log);
+    const runnerOptions: RunnerOptions = { threads: o.threads, promptTokens: o.promptTokens, decodeTokens: o.decodeTokens, gpu };
+    let decodeStats: CallStats | null = null;
+    let prefillStats: CallStats | null = null;
+    for (const dt of options.dtypes ?? DTYPES) {
+      log(`  ${dt}: loading both engines`);
+      const orchard = await orchardGpuRunner(ctx, model.ggufs[dt], o);
+      try {
+        await child.request({ open: { gguf: model.ggufs[dt], options: runnerOptions } });
+        let ob = noSpeeds();
+        let lb = noSpeeds();
+        // Warm-up round each (pipeline compilation, first-use allocation), then alternate.
+        await orchard.round();
+        await child.request({ round: true });
+        for (let r = 0; r < o.rounds; r++) {
+          ob = bestSpeeds(ob, await orchard.round());
+          lb = bestSpeeds(lb, (await child.request({ round: true })).speeds);
+        }
+        await child.request({ close: true });
+        decodeStats ??= orchard.decodeStats;
+        prefillStats ??= orchard.prefillStats;
+        lines.push({ name: `gpu-decode-${dt}`, orchard: sig4(ob.decode), llamacpp: sig4(lb.decode), unit: 'tok/s', ratio: sig4(ob.decode / lb.decode) });
+        lines.push({ name: `gpu-prefill-${dt}`, orchard: sig4(ob.prefill), llamacpp: sig4(lb.prefill), unit: 'tok/s', ratio: sig4(ob.prefill / lb.prefill) });
+        log(lines.slice(-2).map((l) => `    ${l.name}: ${l.orchard} vs ${l.llamacpp} ${l.unit} (${l.ratio}x)`).join('\n'));
+      } finally {
+        orchard.dispose();
+      }
+    }
+    // Orchard's per-token overhead (no llama.cpp counterpart measured here).
+    if (decodeStats) {
+      lines.push({ name: 'gpu-dispatches-decode', orchard: decodeStats.dispatches, llamacpp: null, unit: 'dispatches/token', ratio: null });
+      lines.push({ name: 'gpu-submissions-decode', orchard: decodeStats.submissions, llamacpp: null, unit: 'submissions/token', ratio: null });
+      lines.push({ name: 'gpu-record-decode', orchard: sig4(decodeStats.encodeMs * 1000), llamacpp: null, unit: 'µs/token', ratio: null });
+      lines.push({ name: 'gpu-submit-decode', orchard: sig4(decodeStats.submitMs * 1000), llamacpp: null, unit: 'µs/token', ratio: null });
+      lines.push({ name: 'gpu-wait-decode', orchard: sig4(decodeStats.waitMs * 1000), llamacpp: null, unit: 'µs/token', ratio: null });
+    }
+    if (prefillStats) lines.push({ name: 'gpu-dispatches-prefill', orchard: prefillStats.dispatches, llamacpp: null, unit: `dispatches/${o.promptTokens} tokens`, ratio: null });
+    lines.push({ name: 'gpu-round-trip', orchard: sig4((await roundTripMs(ctx)) * 1000), llamacpp: null, unit: 'µs', ratio: null });
+  } finally {
+    child.kill();
+    ctx.destroy();
+  }
+  return { lines, adapter, software, skipped: null };
+}
+
+export function formatGpuTable(result: GpuBenchResult): string {
+  if (result.skipped) return `GPU lines left out: ${result.skipped}`;
+  const rows = [['line', 'orchard', 'llama.cpp', 'unit', 'ratio']];
+  for (const l of result.lines) rows.push([l.name, String(l.orchard), l.llamacpp === null ? '-' : String(l.llamacpp), l.unit, l.ratio === null ? '-' : `${l.ratio}x`]);
+  const w = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
+  const body = rows.map((r) => r.map((c, i) => (i === 0 ? c.padEnd(w[i]) : c.padStart(w[i]))).join('  ')).join('\n');
+  const note = result.software ? '; a software adapter: both engines ran their GPU kernels on the CPU' : '';
+  return `${body}\n(${result.adapter}${note}; ratio = Orchard / llama.cpp on the same device and GGUF, same run)`;
+}
+
+function dtypesOf(list: string): Dtype[] {
+  const out = list.split(',').map((d) => d.trim());
+  for (const d of out) if (!DTYPES.includes(d as Dtype)) throw new Error(`--dtypes: ${JSON.stringify(d)} is not one of ${DTYPES.join(', ')}`);
+  return out as Dtype[];
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: {
+      'allow-software-gpu': { type: 'boolean', default: false },
+      rounds: { type: 'string' },
+      prompt: { type: 'string' },
+      decode: { type: 'string' },
+      dtypes: { type: 'string' },
+      json: { type: 'boolean', default: false },
+    },
+  });
+  const int = (v: string | undefined, name: string) => {
+    if (v === undefined) return undefined;
+    const n = Number(v);
+    if (!Number.isInteger(n) || n < 1) throw new Error(`--${name} must be an integer >= 1, got ${JSON.stringify(v)}`);
+    return n;
+  };
+  const result = await runGpuBench({
+    allowSoftware: values['allow-software-gpu'] || process.env.ORCHARD_ALLOW_SOFTWARE_GPU === '1',
+    rounds: int(values.rounds, 'rounds'),
+    promptTokens: int(values.prompt, 'prompt'),
+    decodeTokens: int(values.decode, 'decode'),
+    dtypes: values.dtypes === undefined ? undefined : dtypesOf(values.dtypes),
+    log: (l) => process.stderr.write(`${l}\n`),
+  });
+  process.stdout.write(values.json ? `${JSON.stringify(result)}\n` : `${formatGpuTable(result)}\n`);
+  process.exit(result.skipped ? 2 : 0);
+}
+
+if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  main().catch((err) => {
+    process.stderr.write(`bench:gpu: ${(err as Error).message}\n`);
+    process.exit(1);
+  });
+}
