@@ -4927,8 +4927,15 @@
     ;; same order as dot4, so results are unchanged. Not q4_0 (k 8): its kernel is compute-bound
     ;; (~7 GB/s row-major either way). Nor the read probe. (Packed weights, above, avoid the question:
     ;; their 4-row groups are one stream.)
+    ;; q8_0 (k 6) with 2-3 tokens likewise (each row against every token while it is in L1, all the
+    ;; tokens' activations within the same 12 KB): the 4-row pass ran $dot4_q8_0 once per token over
+    ;; four streams, 7.8 GMAC/s per token against 10.6 row by row (a row-major 32000x768 tied head, 2
+    ;; tokens, 1 thread); from 4 tokens on the 4-row pass is faster again (13.5-14 against 11).
     (local.set $seq (i32.and (i32.and (i32.eq (local.get $n) (i32.const 1)) (i32.le_u (local.get $xs) (i32.const 12288)))
                              (i32.lt_u (local.get $k) (i32.const 8))))
+    (if (i32.and (i32.and (i32.eq (local.get $k) (i32.const 6)) (i32.le_u (local.get $n) (i32.const 3)))
+                 (i32.le_u (i32.mul (local.get $n) (local.get $xs)) (i32.const 12288)))
+      (then (local.set $seq (i32.const 1))))
     ;; f16 with 4+ tokens: widen each row group once into this thread's scratch (base at 192, bytes
     ;; per thread at 196), then run the 4x2 kernel from it.
     (local.set $wide (i32.and (i32.eq (local.get $k) (i32.const 2)) (i32.ge_u (local.get $n) (i32.const 4))))
