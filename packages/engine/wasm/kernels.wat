@@ -4736,10 +4736,10 @@
 
   ;; Rows [r0, r1) of a packed weight (kernel k: group kernel at k, row-major 1-row kernel at k+1):
   ;; whole groups first, then the rows%4 tail rows. One token: all of the chunk's groups in one call,
-  ;; a single sequential pass. A prompt batch: each group for every token while it is in cache; the
-  ;; group is widened once into this thread's scratch and the tokens run from there: f16 4 rows x 2
-  ;; tokens, q8_0/q4_0 4 rows x 4-token tiles ($qtiles). Both keep the arithmetic of the 1-token
-  ;; kernels, so batch and decode results are equal.
+  ;; a single sequential pass. A prompt batch: each group for every token while it is in cache: f16 with
+  ;; 2-8 tokens widened in registers (f16tile section), f16 with more widened once into this thread's
+  ;; scratch and run 4 rows x 2 tokens from there, q8_0/q4_0 4 rows x 4-token tiles ($qtiles). All keep
+  ;; the arithmetic of the 1-token kernels, so batch and decode results are equal.
   (func $rows_packed (param $k i32) (param $out i32) (param $w i32) (param $x i32) (param $rows i32) (param $cols i32)
                      (param $n i32) (param $rb i32) (param $xs i32) (param $r0 i32) (param $r1 i32) (param $tid i32)
     (local $r i32) (local $gend i32) (local $b i32) (local $wr i32) (local $scr i32)
