@@ -3,7 +3,8 @@
  * different prompt lengths, joining at different steps (their prompts prefilled in the same step as
  * the others' decode rows) and leaving after different token counts, each get exactly the greedy
  * tokens they get alone, with logits within f32 reordering error — unsplit, pipeline 2 and tensor 2,
- * on the reference and WASM backends, for plain, latent-attention (MLA) and sink (gpt-oss) models.
+ * on the reference and WASM backends, for plain, latent-attention (MLA) and sink (gpt-oss) models;
+ * f16 weights on the WASM backend (its small-batch kernels) bit for bit.
  */
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -85,6 +86,22 @@ async function together(model: InProcessModel, ps: Plan[]): Promise<{ traces: Tr
   return { traces, widest };
 }
 
+/** B = 1..8 of plans(8) together: each sequence gets its greedy tokens alone, logits within `tolerance`. */
+async function batchesMatchAlone(model: InProcessModel, tolerance: number): Promise<void> {
+  const all = plans(8);
+  const ref: Trace[] = [];
+  for (const p of all) ref.push(await alone(model, p));
+  for (let B = 1; B <= 8; B++) {
+    const { traces, widest } = await together(model, all.slice(0, B));
+    // At step 2 every sequence has joined and none has left: all B ran in one step.
+    expect(widest).toBe(B);
+    traces.forEach((t, i) => {
+      expect(t.tokens).toEqual(ref[i].tokens);
+      t.logits.forEach((l, k) => expect(maxAbsDiff(l, ref[i].logits[k]), `B=${B} sequence ${i} step ${k}`).toBeLessThanOrEqual(tolerance));
+    });
+  }
+}
+
 const MODELS: [string, RandomModelOptions][] = [
   ['qwen3 (q/k norm)', { variant: 'qwen3' }],
   ['mistral sliding window', { variant: 'mistral', slidingWindow: 6, numKvHeads: 1 }],
@@ -109,18 +126,7 @@ describe.each(MODELS)('%s', (name, modelOptions) => {
     it.each(SPLITS)('%s: B = 1..8 together give each sequence its tokens alone', async (_s, split) => {
       const model = loadInProcessModel(dir, { maxBatch: 32, ...split, ...backend });
       models.push(model);
-      const all = plans(8);
-      const ref: Trace[] = [];
-      for (const p of all) ref.push(await alone(model, p));
-      for (let B = 1; B <= 8; B++) {
-        const { traces, widest } = await together(model, all.slice(0, B));
-        // At step 2 every sequence has joined and none has left: all B ran in one step.
-        expect(widest).toBe(B);
-        traces.forEach((t, i) => {
-          expect(t.tokens).toEqual(ref[i].tokens);
-          t.logits.forEach((l, k) => expect(maxAbsDiff(l, ref[i].logits[k])).toBeLessThanOrEqual(1e-4));
-        });
-      }
+      await batchesMatchAlone(model, 1e-4);
     });
   });
 });
@@ -155,5 +161,20 @@ describe('forwardBatch input checks', () => {
       const l = await one.forward([tokens[i]]);
       expect(maxAbsDiff(rows.subarray(i * V, (i + 1) * V), l)).toBeLessThanOrEqual(1e-5);
     }
+  });
+});
+
+// Packed f16 weights on the WASM backend: a decode step of 2..8 rows runs the small-batch register
+// kernels (wasm/f16tiles.ts), prompts of 9+ rows the widened-scratch path; both keep the 1-row
+// kernel's arithmetic, so every sequence's logits are the ones it gets alone, bit for bit.
+describe('f16 weights, wasm backend', () => {
+  const dir = join(tmp.dir, 'f16');
+  // hidden 84 and FFN 140: rows of 8-column chunks plus a 4-column tail; 28 k/v rows
+  writeRandomModel(dir, { seed: 9, dtype: 'f16', hiddenSize: 84, intermediateSize: 140, numHeads: 6, numKvHeads: 2 });
+
+  it('B = 1..8 together give each sequence its logits alone, bit for bit', async () => {
+    const model = loadInProcessModel(dir, { maxBatch: 64, backend: () => createWasmBackend({ threads: 1 }) });
+    models.push(model);
+    await batchesMatchAlone(model, 0);
   });
 });

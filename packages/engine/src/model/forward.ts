@@ -247,17 +247,18 @@ export class ModelShard {
     // Logits over this rank's vocabulary rows: each segment's last row, or all of them when asked.
     const V = this.slice.vocab[1] - this.slice.vocab[0];
     const wanted = segments.map((seg, s) => (seg.allLogits ? rows.count[s] : 1));
-    const logits = this.#logitRows(wanted.reduce((a, b) => a + b, 0) * V);
+    const total = wanted.reduce((a, b) => a + b, 0);
+    const logits = this.#logitRows(total * V);
+    // Every segment's wanted rows side by side, then one head matmul: the head is read once per step.
     let out = 0;
-    return segments.map((_, s) => {
+    const at = segments.map((_, s) => {
       const from = rows.first[s] + rows.count[s] - wanted[s];
-      for (let b = 0; b < wanted[s]; b++) rmsnorm(xb, b * D, x, (from + b) * D, w.finalNorm!, D, c.rmsNormEps);
-      const dst = logits.subarray(out * V, (out + wanted[s]) * V);
-      if (wanted[s] === 1) be.matvec(dst, w.head!, xb);
-      else be.matmul(dst, w.head!, xb, wanted[s]);
+      for (let b = 0; b < wanted[s]; b++) rmsnorm(xb, (out + b) * D, x, (from + b) * D, w.finalNorm!, D, c.rmsNormEps);
       out += wanted[s];
-      return dst;
+      return out - wanted[s];
     });
+    be.matmul(logits, w.head!, xb, total);
+    return segments.map((_, s) => logits.subarray(at[s] * V, (at[s] + wanted[s]) * V));
   }
 
   /** Where each segment's rows sit in the run state, after checking the step fits. */

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { WASM_PATH, WAT_PATH, buildKernels } from '../../wasm/build.js';
 import { withAffineSection } from '../../wasm/affine.js';
+import { withF16Section } from '../../wasm/f16tiles.js';
 import { withKquantSection } from '../../wasm/kquants.js';
 import { withSection } from '../../wasm/qtiles.js';
 
@@ -25,5 +26,10 @@ describe('kernels.wasm', () => {
   it("kernels.wat's MLX affine section is wasm/affine.ts's output (rewrite: pnpm exec tsx packages/engine/wasm/affine.ts)", () => {
     const wat = readFileSync(WAT_PATH, 'utf8');
     expect(withAffineSection(wat) === wat, 'the affine section is stale').toBe(true);
+  });
+
+  it("kernels.wat's f16 small-batch section is wasm/f16tiles.ts's output (rewrite: pnpm exec tsx packages/engine/wasm/f16tiles.ts)", () => {
+    const wat = readFileSync(WAT_PATH, 'utf8');
+    expect(withF16Section(wat) === wat, 'the f16tile section is stale').toBe(true);
   });
 });
