@@ -139,23 +139,33 @@ export function registerChat(program: Command): void {
     .option('-y, --yes', 'pull a missing model without asking')
     .option('--context <tokens>', "tokens per sequence (prompt + answer) when the model is placed now; default: the daemon's", contextTokens)
     .action(async (modelArg: string | undefined, opts: ChatOptions & SessionOptions) => {
-      if (modelArg) {
-        const session = await openSession(modelArg, opts);
-        try {
-          await runChat(opts, session.model);
-        } finally {
-          await session.close();
-        }
-        return;
-      }
-      const daemon = await ensureDaemon(opts);
       try {
-        const { data } = (await (await call(opts, 'GET', '/v1/models')).json()) as { data: { id: string }[] };
-        const model = data.length === 1 ? data[0].id : data.some((m) => m.id === 'orchard-demo') ? 'orchard-demo' : undefined;
-        if (!model) throw new CliError(data.length ? `the pod serves ${data.map((m) => m.id).join(', ')}: name one` : 'the pod serves no model yet', 2);
-        await runChat(opts, model);
+        await chatCommand(modelArg, opts);
       } finally {
-        await daemon.stop();
+        // fetch keeps idle keep-alive sockets to the daemon (which hints 72 s); the chat is over once
+        // the conversation ends, so it does not wait for them: it exits a second later at the latest.
+        setTimeout(() => process.exit(), 1000).unref();
       }
     });
+}
+
+async function chatCommand(modelArg: string | undefined, opts: ChatOptions & SessionOptions): Promise<void> {
+  if (modelArg) {
+    const session = await openSession(modelArg, opts);
+    try {
+      await runChat(opts, session.model);
+    } finally {
+      await session.close();
+    }
+    return;
+  }
+  const daemon = await ensureDaemon(opts);
+  try {
+    const { data } = (await (await call(opts, 'GET', '/v1/models')).json()) as { data: { id: string }[] };
+    const model = data.length === 1 ? data[0].id : data.some((m) => m.id === 'orchard-demo') ? 'orchard-demo' : undefined;
+    if (!model) throw new CliError(data.length ? `the pod serves ${data.map((m) => m.id).join(', ')}: name one` : 'the pod serves no model yet', 2);
+    await runChat(opts, model);
+  } finally {
+    await daemon.stop();
+  }
 }
