@@ -5,6 +5,7 @@
  * (The namespace test, test/network/internet.test.ts, does the same with real daemons behind NAT.)
  */
 import { generateKeyPair } from '@libp2p/crypto/keys';
+import { peerIdFromString } from '@libp2p/peer-id';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
@@ -184,19 +185,28 @@ describe('network service over a relay (in process)', () => {
     const liarPod = fakePod('L', 100_000, 60);
     const liar = await member(liarPod, { lend: true });
     await seesOffer(a, liar.signer.peerId);
-    // Reached once (a ping measured its RTT): the offer arrives by gossip before A has a way to dial L,
-    // and a job sent then goes to B without testing what this test is about.
-    await waitFor('an RTT to L', () => typeof a.status().nodes.find((n) => n.peer === liar.signer.peerId)?.rttMs === 'number');
+    // L's relay address must be in the DHT: its offer arrives by gossip first, and a job sent before A
+    // can find L goes to B without testing what this test is about.
+    const findL = () => a.node.peerRouting.findPeer(peerIdFromString(liar.signer.peerId), { signal: AbortSignal.timeout(5000) });
+    await waitFor('L found through the DHT', () => findL().then(() => true, () => undefined), 60_000);
     const pair = [b.signer.peerId, liar.signer.peerId];
+    try {
+      await liarCase(pair, liarPod);
+    } finally {
+      await liar.stop();
+    }
+  }, 120_000);
+
+  async function liarCase(pair: string[], liarPod: ReturnType<typeof fakePod>) {
+    const liarId = pair[1];
     const first = await chat(a, pair);
     expect(first.text.startsWith('L0 ')).toBe(true); // its offer wins while nothing is measured
-    const seen = a.status().nodes.find((n) => n.peer === liar.signer.peerId)!;
+    const seen = a.status().nodes.find((n) => n.peer === liarId)!;
     expect(seen.reputation).toBeLessThan(1);
     const second = await chat(a, pair);
     expect(second.text.startsWith('B0 ')).toBe(true);
     expect(liarPod.runs).toBe(1);
-    await liar.stop();
-  });
+  }
 
   it('killing the chosen pod before its first token reroutes the job to another', async () => {
     podC.beforeFirst = () => c.stop();
