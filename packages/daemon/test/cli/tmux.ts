@@ -15,6 +15,8 @@ export interface TmuxSession {
   screen(): string;
   /** Exit status when the command has ended (128 + n after signal n), else null. */
   exited(): number | null;
+  /** Whether the command has ended, with or without an exit status (tmux does not always learn it). */
+  ended(): boolean;
   kill(): void;
 }
 
@@ -37,6 +39,7 @@ export function startTmux(command: string[], env: Record<string, string> = {}, s
       // Killed by a signal: the shell's convention, 128 + signal number.
       return status !== '' ? Number(status) : 128 + Number(signal);
     },
+    ended: () => tmux('display-message', '-p', '-t', 't', '#{pane_dead}').trim() === '1',
     kill() {
       spawnSync('tmux', ['-L', socket, 'kill-server']);
     },
