@@ -138,15 +138,7 @@ export function registerChat(program: Command): void {
     .option('--data-dir <dir>', 'data directory of the daemon started for this session, when none runs (default ~/.orchard)')
     .option('-y, --yes', 'pull a missing model without asking')
     .option('--context <tokens>', "tokens per sequence (prompt + answer) when the model is placed now; default: the daemon's", contextTokens)
-    .action(async (modelArg: string | undefined, opts: ChatOptions & SessionOptions) => {
-      try {
-        await chatCommand(modelArg, opts);
-      } finally {
-        // fetch keeps idle keep-alive sockets to the daemon (which hints 72 s); the chat is over once
-        // the conversation ends, so it does not wait for them: it exits a second later at the latest.
-        setTimeout(() => process.exit(), 1000).unref();
-      }
-    });
+    .action(chatCommand);
 }
 
 async function chatCommand(modelArg: string | undefined, opts: ChatOptions & SessionOptions): Promise<void> {
