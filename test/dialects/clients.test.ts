@@ -242,6 +242,7 @@ describe('embeddings', () => {
     expect(Math.hypot(...short.data[0].embedding)).toBeCloseTo(1, 4);
     await expect(oa().embeddings.create({ model: EMBED, input: '' })).rejects.toMatchObject({ status: 400, message: expect.stringMatching(/input\[0\]: an empty string/) });
     await expect(oa().embeddings.create({ model: 'test-org/absent', input: 'x' })).rejects.toMatchObject({ status: 404 });
+    await expect(oa().embeddings.create({ model: EMBED, input: [[1, 2, 1_000_000]] })).rejects.toMatchObject({ status: 400, message: expect.stringMatching(/input\[0\]: token id 1000000 is outside the vocabulary/) });
   }, 180_000);
 
   it('ollama: embed equals the openai answer; an input past the limit is cut, or refused with truncate: false', async () => {

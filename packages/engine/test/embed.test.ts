@@ -78,5 +78,6 @@ describe('embedTokens', () => {
     const other = await embedTokens(chunked, ids.slice(1), { ...raw('mean'), normalize: true });
     expect(unit.reduce((s, x, i) => s + x * other[i], 0)).toBeLessThan(0.9999);
     await expect(embedTokens(chunked, [], raw('mean'))).rejects.toThrow(/no tokens/);
+    await expect(embedTokens(chunked, [...ids.slice(0, 8), chunked.config.vocabSize], raw('mean'))).rejects.toThrow(`token id ${chunked.config.vocabSize} is outside the vocabulary`);
   });
 });

@@ -30,14 +30,17 @@ async function embed(m: Extract<ToEmbedder, { type: 'embed' }>): Promise<void> {
   let tokens = 0;
   for (const [i, input] of m.inputs.entries()) {
     let ids = typeof input === 'string' ? tokenizer.encode(input) : input;
-    if (ids.length === 0) return send({ type: 'embed-failed', id: m.id, status: 400, message: `input[${i}] has no tokens` });
     if (ids.length > maxSeqLen) {
       if (!m.truncate) return send({ type: 'embed-failed', id: m.id, status: 400, message: `input[${i}] is ${ids.length} tokens; this model embeds at most ${maxSeqLen}` });
       ids = ids.slice(0, maxSeqLen);
     }
-    const bad = ids.find((t) => !Number.isInteger(t) || t < 0 || t >= shard.config.vocabSize);
-    if (bad !== undefined) return send({ type: 'embed-failed', id: m.id, status: 400, message: `input[${i}]: token id ${bad} is outside the vocabulary (0..${shard.config.vocabSize - 1})` });
-    vectors.push(Array.from(await embedTokens(shard, ids, cfg)));
+    try {
+      vectors.push(Array.from(await embedTokens(shard, ids, cfg)));
+    } catch (err) {
+      // The engine refuses an empty input or an id outside the vocabulary before any work: the caller's fault.
+      if (err instanceof RangeError) return send({ type: 'embed-failed', id: m.id, status: 400, message: `input[${i}]: ${err.message}` });
+      throw err;
+    }
     tokens += ids.length;
   }
   send({ type: 'embedded', id: m.id, vectors, tokens });

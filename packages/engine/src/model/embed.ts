@@ -8,6 +8,7 @@
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { ModelFormatError } from '../errors.js';
+import { checkTokenIds } from './embedding.js';
 import { rmsnorm } from './math.js';
 import type { ModelShard } from './forward.js';
 
@@ -66,6 +67,8 @@ export async function embedTokens(shard: ModelShard, ids: ArrayLike<number>, cfg
     throw new Error('embeddings need the whole model on one shard (every layer, the embedding and the final norm)');
   const n = ids.length;
   if (n < 1) throw new RangeError('embeddings: the input has no tokens');
+  // All of them before any work: the forward checks each chunk only as it comes.
+  checkTokenIds(ids, c.vocabSize);
   const D = c.hiddenSize;
   const out = new Float32Array(D);
   const row = new Float32Array(D);
