@@ -74,6 +74,10 @@ function orchardRun(prompt: string, maxTokens: number): string {
 
 const peerOf = (d: TestDaemon): string => d.get('/api/status').self.peerId;
 
+/** A daemon of the 3-host pod (a restarted one keeps its data dir, so its identity). */
+const startPodDaemon = (h: TestHost, dataDir: string, name: string): TestDaemon =>
+  startDaemon(h, { dataDir, args: ['--gone-after', '3', '--name', name], env: { ORCHARD_MAX_QUEUE: '16', ORCHARD_LOG_LEVEL: 'info' } });
+
 async function load(d: TestDaemon, strategy: 'pipeline' | 'tensor', model = MODEL): Promise<any> {
   for (const i of curlJson(d, 'GET', '/api/instances').json.instances) curlJson(d, 'DELETE', `/api/instances/${i.id}`);
   const r = curlJson(d, 'POST', '/api/instances', { model, strategy, nodes: 2 });
@@ -90,7 +94,7 @@ describe.skipIf(!netnsAvailable())('serving across network namespaces', () => {
       mkdirSync(longDir, { recursive: true });
       writeRandomModel(longDir, { numLayers: 4, hiddenSize: 128, intermediateSize: 256, numHeads: 4, numKvHeads: 2, maxPositionEmbeddings: 2048, seed: 21 });
       if (!USE_DEMO) modelDir = longDir;
-      return startDaemon(h, { dataDir, args: ['--gone-after', '3', '--name', h.ns.split('-').pop()!], env: { ORCHARD_MAX_QUEUE: '16', ORCHARD_LOG_LEVEL: 'info' } });
+      return startPodDaemon(h, dataDir, h.ns.split('-').pop()!);
     });
     await waitFor('3 daemons with profiles in every cluster view', () => daemons.every((d) => d.tryGet('/api/cluster')?.nodes.length === 3), 60_000);
   }, 90_000);
@@ -194,7 +198,7 @@ describe.skipIf(!netnsAvailable())('serving across network namespaces', () => {
       expect(after.every((i: any) => !i.nodes.includes(victimId))).toBe(true);
       times.push(`${last.t - killedAt}/${again.t - killedAt}`);
       // The same node comes back (same data dir, same identity) for the next run.
-      daemons[at] = startDaemon(victim.host, { dataDir: victim.dataDir, apiPort: victim.apiPort, args: ['--gone-after', '3', '--name', `${victim.host.ns.split('-').pop()}-${run}`], env: { ORCHARD_MAX_QUEUE: '16', ORCHARD_LOG_LEVEL: 'info' } });
+      daemons[at] = startPodDaemon(victim.host, victim.dataDir, `${victim.host.ns.split('-').pop()}-${run}`);
       await waitFor('the restarted node back in every cluster view', () => daemons.every((d) => d.tryGet('/api/cluster')?.nodes.filter((n: any) => n.status !== 'gone').length === 3), 90_000);
     }
     console.log(`stage killed 5 times: stream error / next answer after (ms) ${times.join(', ')}`);
