@@ -330,6 +330,10 @@ export class NetworkService {
         // Not a connection that carries other jobs: those would die with it.
         for (const conn of this.node.getConnections(pid)) if (!conn.streams.some((st) => st.protocol === JOB_PROTOCOL)) await conn.close().catch(() => conn.abort(new Error('closed to redial')));
         await new Promise((r) => setTimeout(r, 250 * 3 ** i));
+        // With its connections closed the peer store may hold no address that still works (seen: an
+        // inbound connection was all we had, and the redial failed with "no valid addresses"): ask
+        // the DHT again rather than redial the same nothing.
+        await this.#locate(peer, signal, { fresh: true });
       }
     }
     // 'start' waits for the first text so a pod that fails before it leaves no trace with the caller.
@@ -350,17 +354,19 @@ export class NetworkService {
    * addresses it learnt then; any other is looked up in the DHT (offers carry no addresses), falling
    * back to what the DHT's own queries already left in the peer store.
    */
-  async #locate(peer: string, signal: AbortSignal): Promise<'dht' | 'known'> {
+  async #locate(peer: string, signal: AbortSignal, o: { fresh?: boolean } = {}): Promise<'dht' | 'known'> {
     const pid = peerIdFromString(peer);
-    if (this.node.getConnections(pid).length) return 'known';
+    if (!o.fresh && this.node.getConnections(pid).length) return 'known';
     const known = await this.node.peerStore.get(pid).then((p) => p.addresses.length > 0, () => false);
-    if (known && this.#metBefore.has(peer)) return 'known';
+    if (!o.fresh && known && this.#metBefore.has(peer)) return 'known';
     // A peer's relay address reaches the DHT a moment after its reservation: ask again until the deadline.
     const deadline = AbortSignal.any([signal, AbortSignal.timeout(15_000)]);
     let last: Error | null = null;
     while (!deadline.aborted) {
       try {
         const info = await this.node.peerRouting.findPeer(pid, { signal: deadline });
+        // An answer without addresses (a DHT peer that knows of it but not where it is) is no answer.
+        if (!info.multiaddrs.length) throw new Error('the DHT knows the peer but no address for it');
         await this.node.peerStore.merge(pid, { multiaddrs: info.multiaddrs });
         this.#log.info({ peer, addresses: info.multiaddrs.map(String) }, 'found network peer through the DHT');
         this.#foundVia.set(peer, 'dht');
