@@ -9,6 +9,7 @@ import type { GpuContext } from '../../src/kernels/gpu/context.js';
 import { GpuKernels, StepUniform, submit, type Dispatch } from '../../src/kernels/gpu/ops.js';
 import { ropeCosSin, ropeInvFreq } from '../../src/kernels/gpu/rope.js';
 import { matvecLayout, vectorWidth } from '../../src/kernels/gpu/wgsl.js';
+import { MATMUL_TILE, TILE_K, matmulLoader } from '../../src/kernels/gpu/wgsl-matmul.js';
 import { Prng } from '../../src/numeric/prng.js';
 import {
   attentionRef,
@@ -134,6 +135,43 @@ describe.skipIf(!gpu.ctx)(`WGSL kernels vs CPU reference${gpu.skip ? ` (skipped:
         });
       }
     }
+  }
+
+  // The prefill matmul's tile is 64 rows x 32 tokens x 32 columns (MATMUL_TILE, TILE_K): shapes ending
+  // inside a tile on every axis, through both weight loaders (whole 16-byte steps or GGUF blocks; per element).
+  const OFF_TILE: [DType, number, number, number][] = [
+    ['f16', 130, 72, 37],
+    ['f16', 67, 13, 33],
+    ['f32', 66, 36, 34],
+    ['bf16', 129, 40, 65],
+    ['bf16', 3, 7, 3],
+    ['q8_0', 70, 96, 35],
+    ['q4_0', 65, 160, 33],
+    ['q4_0', 1, 32, 63],
+  ];
+  for (const [dtype, rows, cols, n] of OFF_TILE) {
+    it(`tiled matmul ${dtype} [${rows}x${cols}] x ${n} tokens (${matmulLoader(dtype, cols)} loader), plain and with bias + accumulate`, async () => {
+      expect(rows % MATMUL_TILE.rows || cols % TILE_K || n % MATMUL_TILE.tokens).toBeTruthy();
+      const rng = new Prng(rows * 7 + cols * 3 + n);
+      const w = randomWeight(dtype, rows, cols, rng);
+      const x = randomF32(n * cols, rng);
+      const bias = randomF32(rows, rng);
+      const prior = randomF32(n * rows, rng);
+      const gw = await uploadWeight(ctx, w, 'w');
+      const gx = await uploadF32(ctx, x, 'x');
+      const gb = await uploadF32(ctx, bias, 'bias');
+      const plain = await createStorage(ctx, n * rows * 4, 'plain');
+      const acc = await uploadF32(ctx, prior, 'acc');
+      // Default routing (no `only`): a batch of more than MATVEC_MAX_BATCH tokens takes the tiled matmul.
+      const ds = [...kernels.linear('plain', gw, gx, plain, step), ...kernels.linear('acc', gw, gx, acc, step, { bias: gb, accumulate: true })];
+      expect(ds.filter((d) => !d.when || d.when(n)).map((d) => d.label)).toEqual(['plain (matmul)', 'acc (matmul)']);
+      await run(ds, n);
+      const { out, mag } = matmulRef(widen(w), rows, cols, x, n);
+      expectClose(await readF32(ctx, plain, n * rows), out, mag, 1e-5);
+      expectClose(await readF32(ctx, acc, n * rows), out.map((v, i) => v + bias[i % rows] + prior[i]), mag, 1e-5);
+      for (const b of [gx, gb, plain, acc]) b.destroy();
+      gw.destroy();
+    });
   }
 
   it('splits weights larger than the binding limit by rows and still matches (f16 odd cols, q4_0)', async () => {

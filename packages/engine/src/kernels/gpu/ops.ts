@@ -17,11 +17,8 @@ import {
   SAMPLE,
   SILU_GATE,
   SOFTMAX,
-  MM_ROWS,
-  MM_TOKENS,
   WG,
   embedShader,
-  matmulShader,
   matvecFastShader,
   matvecShader,
   vectorWidth,
@@ -31,6 +28,7 @@ import {
   type MatvecLayout,
   type RowBlockOptions,
 } from './wgsl.js';
+import { MATMUL_TILE, matmulLoader, tiledMatmulShader } from './wgsl-matmul.js';
 
 export type Grid = [number, number, number];
 
@@ -144,7 +142,7 @@ export class GpuKernels {
           this.#matvecFast(d, false, true);
           this.#matvecFast(d, true, true);
         }
-        this.pipeline(`matmul_${d}`, () => matmulShader(d));
+        this.#matmul(d, vectorWidth(d) > 0 ? 'step' : 'element');
         this.pipeline(`embed_${d}`, () => embedShader(d));
       }
       this.pipeline('rmsnorm', () => rmsnormShader(false));
@@ -164,6 +162,10 @@ export class GpuKernels {
     const l = this.matvec;
     const key = `matvec_fast_${dtype}_${l.lanes}${l.subgroups ? '_sg' : ''}${glu ? '_glu' : ''}${norm ? '_norm' : ''}`;
     return this.pipeline(key, () => matvecFastShader(dtype, l, { glu, norm }));
+  }
+
+  #matmul(dtype: DType, loader: 'step' | 'element'): GPUComputePipeline {
+    return this.pipeline(`matmul_${dtype}_${loader}`, () => tiledMatmulShader(dtype, loader));
   }
 
   /** A 16-byte-aligned uniform of u32/f32 fields, owned (destroyed) by these kernels. */
@@ -296,12 +298,13 @@ export class GpuKernels {
       }
     }
     if (opts.only !== 'matvec') {
-      const matmul = this.pipeline(`matmul_${dtype}`, () => matmulShader(dtype));
+      const matmul = this.#matmul(dtype, matmulLoader(dtype, cols));
+      const t = MATMUL_TILE;
       out.push({
         label: `${label} (matmul)`,
         pipeline: matmul,
         bindGroup: this.bind(label, matmul, buffers.slice(0, 6)),
-        grid: (n) => [Math.ceil(rows / MM_ROWS), Math.ceil(n / MM_TOKENS), 1],
+        grid: (n) => [Math.ceil(rows / t.rows), Math.ceil(n / t.tokens), 1],
         when: (n) => !small(n),
       });
     }

@@ -96,7 +96,7 @@ fn w_at(r: u32, c: u32) -> f32 {
  * batch's last token (x row n - 1 into out row 0: the LM head). Bit 2 is for the matvec kernel only.
  * `eps`: the RMSNorm epsilon of the row-block matvec's `norm` form.
  */
-const WEIGHT_HEADER = /* wgsl */ `
+export const WEIGHT_HEADER = /* wgsl */ `
 struct Params { rows: u32, cols: u32, rowOffset: u32, outStride: u32, xStride: u32, flags: u32, eps: f32, pad1: u32 }
 @group(0) @binding(0) var<uniform> P: Params;
 @group(0) @binding(1) var<uniform> S: Step;
@@ -176,7 +176,7 @@ const vecsPerStep = (dtype: DType) => vectorWidth(dtype) / 4;
  * `wv_<name>(u)`: step u's weights of the buffer `name`, widened to f32 vectors (Q8_0/Q4_0 unscaled),
  * and for Q8_0/Q4_0 `ws_<name>(u)`: the block's scale.
  */
-function stepDecoder(dtype: DType, name: string): string {
+export function stepDecoder(dtype: DType, name: string): string {
   const V = vecsPerStep(dtype);
   const ret = `array<vec4<f32>, ${V}>`;
   switch (dtype) {

@@ -1,0 +1,99 @@
+/**
+ * Where a GPU prompt batch spends its time, per kernel kind: the bench:gpu model's prefill program
+ * (one GGUF, `--prompt` tokens) is run once, then each kind of dispatch (q_proj (matmul), attention,
+ * ...) is recorded alone — all layers' dispatches of that kind in one submission, with the batch's Step
+ * uniform left as the real prefill wrote it — and timed to completion; the whole program is timed the
+ * same way. Shares are of the sum of the kinds (each submission also pays one round trip, shown).
+ *
+ *   pnpm exec tsx packages/engine/bench/gpu-prefill-profile.ts [--dtype f16] [--prompt 64] [--reps 1]
+ *
+ * Uses Mesa's lavapipe when no hardware adapter exists (its numbers are a CPU driver's: a proxy only).
+ */
+import { existsSync, mkdtempSync } from 'node:fs';
+import { loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { loadModelConfig } from '../src/config/config.js';
+import { Readback, createStorage } from '../src/kernels/gpu/buffers.js';
+import { openBenchGpu } from '../src/kernels/gpu/bench-lines.js';
+import { describeAdapter } from '../src/kernels/gpu/context.js';
+import { recordPass, type Dispatch } from '../src/kernels/gpu/ops.js';
+import { GpuShard } from '../src/kernels/gpu/shard.js';
+import { loadShard } from '../src/model/forward.js';
+import { benchPrompt } from './llama-cpp.js';
+import { DTYPES, generatedModel, type Dtype } from './models.js';
+import { GPU_BENCH_MODEL } from './gpu.js';
+
+const { values } = parseArgs({ options: { dtype: { type: 'string', default: 'f16' }, prompt: { type: 'string', default: '64' }, reps: { type: 'string', default: '1' } } });
+const dtype = values.dtype as Dtype;
+if (!DTYPES.includes(dtype)) throw new Error(`--dtype: one of ${DTYPES.join(', ')}`);
+const n = Number(values.prompt);
+const reps = Number(values.reps);
+
+if (process.platform === 'linux') {
+  const icd = '/usr/share/vulkan/icd.d/lvp_icd.json';
+  if (!process.env.VK_ICD_FILENAMES && existsSync(icd)) process.env.VK_ICD_FILENAMES = icd;
+  if (!process.env.XDG_RUNTIME_DIR) process.env.XDG_RUNTIME_DIR = mkdtempSync(join(tmpdir(), 'orchard-xdg-'));
+}
+
+async function main(): Promise<void> {
+  const { ctx, reason } = await openBenchGpu(true);
+  if (!ctx) throw new Error(`no adapter: ${reason}`);
+  const model = generatedModel(GPU_BENCH_MODEL, (l) => console.error(l));
+  const gguf = model.ggufs[dtype];
+  const config = loadModelConfig(gguf);
+  const spec = { layers: [0, config.numLayers] as [number, number], tensor: { rank: 0, size: 1 }, embed: true, head: true };
+  const cpu = loadShard(gguf, spec, { config, maxBatch: 1, maxSeqLen: 1 });
+  const shard = await GpuShard.create(ctx, { config, spec, slice: cpu.slice, weights: cpu.weights, maxBatch: n, maxSeqLen: n + 8 });
+  const cache = await shard.newCache(n + 8);
+  const prompt = benchPrompt(n, config.vocabSize);
+  const t0 = performance.now();
+  await shard.forward({ tokens: prompt }, cache); // warm-up: compiles the batch pipelines
+  console.error(`warm-up prefill ${(performance.now() - t0).toFixed(0)} ms`);
+  const c2 = await shard.newCache(n + 8);
+  const s = performance.now();
+  await shard.forward({ tokens: prompt }, c2);
+  const prefillMs = performance.now() - s;
+  const dispatchCount = shard.lastCall.dispatches;
+  // The Step uniform now holds this prefill's (pos0 0, n tokens): the kinds below replay it.
+
+  const all = c2.program.flatMap((seg) => seg.dispatches).filter((d) => !d.when || d.when(n));
+  const kinds = new Map<string, Dispatch[]>();
+  for (const d of all) kinds.set(d.label, [...(kinds.get(d.label) ?? []), d]);
+  const src = await createStorage(ctx, 16, 'tick');
+  const tick = new Readback(ctx, 4, 'tick');
+  const timeOf = async (ds: Dispatch[]) => {
+    const t: number[] = [];
+    for (let r = 0; r < reps; r++) {
+      const a = performance.now();
+      const enc = ctx.device.createCommandEncoder();
+      if (ds.length) recordPass(enc, ds, n);
+      tick.encodeCopy(enc, src, 4);
+      ctx.device.queue.submit([enc.finish()]);
+      await tick.read(4);
+      t.push(performance.now() - a);
+    }
+    return t.sort((x, y) => x - y)[t.length >> 1];
+  };
+  const empty = await timeOf([]);
+  const whole = await timeOf(all);
+  const rows: [string, number, number][] = [];
+  for (const [label, ds] of kinds) rows.push([label, ds.length, (await timeOf(ds)) - empty]);
+  const sum = rows.reduce((a, r) => a + r[2], 0);
+  rows.sort((a, b) => b[2] - a[2]);
+  console.log(`adapter ${describeAdapter(ctx.adapter)}; ${dtype}, ${n} prompt tokens; load average ${loadavg().map((x) => x.toFixed(2)).join(' ')}`);
+  console.log(`prefill through forward(): ${prefillMs.toFixed(1)} ms (${((n * 1000) / prefillMs).toFixed(1)} tok/s), ${dispatchCount} dispatches`);
+  console.log(`program replayed in one submission: ${whole.toFixed(1)} ms; empty submission + readback ${empty.toFixed(2)} ms`);
+  for (const [label, count, ms] of rows) console.log(`  ${label.padEnd(28)} ${String(count).padStart(3)} dispatches ${ms.toFixed(1).padStart(8)} ms ${((ms / sum) * 100).toFixed(1).padStart(5)}%  ${((ms / count) * 1000).toFixed(0).padStart(7)} µs each`);
+  src.destroy();
+  tick.destroy();
+  cache.destroy();
+  c2.destroy();
+  shard.dispose();
+  ctx.destroy();
+}
+
+main().catch((err) => {
+  console.error(`gpu-prefill-profile: ${(err as Error).stack}`);
+  process.exit(1);
+});

@@ -1,0 +1,119 @@
+/**
+ * The prompt-batch (prefill) matmul: OUT[t, r] = Σ_k W[r, k] · X[t, k] for M tokens × N weight rows ×
+ * K columns, tiled through workgroup memory with a register block per invocation. Layout and the
+ * reasons for it: README.md ("Prefill matmul").
+ */
+import type { DType } from '../backend.js';
+import { STEP, WEIGHT_HEADER, stepDecoder, vectorWidth, weightAccessor } from './wgsl.js';
+
+/** Columns (K) staged per tile: one GGUF block, four 16-byte f16 vectors per row. */
+export const TILE_K = 32;
+
+/** A workgroup's output tile and each invocation's register block. */
+export interface MatmulTile {
+  /** Weight rows per workgroup (output features). */
+  rows: number;
+  /** Tokens per workgroup. */
+  tokens: number;
+  /** Rows per invocation, a multiple of 4 (held as vec4 accumulators). */
+  rowsPer: number;
+  /** Tokens per invocation. */
+  tokensPer: number;
+}
+
+/** The tile `linear` uses: 64 rows × 64 tokens, 64 invocations of 8 rows × 8 tokens (README.md). */
+export const MATMUL_TILE: MatmulTile = { rows: 64, tokens: 64, rowsPer: 8, tokensPer: 8 };
+
+/**
+ * How the weight tile is loaded: `step` decodes whole 16-byte vectors or 32-element GGUF blocks
+ * (wgsl.ts's row-block decoders), which needs every row to start on such a step (cols a multiple of
+ * vectorWidth); `element` widens one element at a time with `w_at` (any format and shape).
+ */
+export function matmulLoader(dtype: DType, cols: number): 'step' | 'element' {
+  const vw = vectorWidth(dtype);
+  return vw > 0 && cols % vw === 0 ? 'step' : 'element';
+}
+
+/**
+ * WGSL of the tiled matmul for `dtype` weights. Grid: x over row tiles, y over token tiles. Each
+ * invocation (lid.x, lid.y) owns rows (g·TX + lid.x)·4 + 0..3 for g < rowsPer/4 and tokens h·TY + lid.y
+ * for h < tokensPer, interleaved so neighbouring invocations touch neighbouring words of both tiles.
+ */
+export function tiledMatmulShader(dtype: DType, loader: 'step' | 'element', t: MatmulTile = MATMUL_TILE): string {
+  if (t.rowsPer % 4 !== 0 || t.rows % t.rowsPer !== 0 || t.tokens % t.tokensPer !== 0) throw new Error(`tiled matmul: bad tile ${JSON.stringify(t)}`);
+  const TX = t.rows / t.rowsPer;
+  const TY = t.tokens / t.tokensPer;
+  const threads = TX * TY;
+  const G = t.rowsPer / 4;
+  const H = t.tokensPer;
+  const R4 = t.rows / 4;
+  const XS = TILE_K + 1; // padded row of the x tile: a token's k run starts on a different bank
+  const quant = dtype === 'q8_0' || dtype === 'q4_0';
+  const vw = loader === 'step' ? vectorWidth(dtype) : 1;
+  const unitsPerRow = TILE_K / vw;
+  const units = t.rows * unitsPerRow;
+  const wType = loader === 'element' || quant ? 'array<u32>' : 'array<vec4<u32>>';
+  const header = WEIGHT_HEADER.replace('var<storage, read> W: array<u32>;', `var<storage, read> W: ${wType};`);
+
+  // Weight tile: unit u of the tile is `vw` consecutive columns of one row, widened into WT[k][row].
+  const loadW =
+    loader === 'element'
+      ? `      var v = 0.0;
+      if (r < P.rows && c < P.cols) { v = w_at(r, c); }
+      WT[kk * ${R4}u + row / 4u][row % 4u] = v;`
+      : `      if (r < P.rows && c < P.cols) {
+        var w = wv_W(${quant ? `r * (P.cols / 32u) + c / 32u` : `(r * P.cols + c) / ${vw}u`});
+        ${quant ? 'let s = ws_W(r * (P.cols / 32u) + c / 32u);' : ''}
+        for (var j = 0u; j < ${vw}u; j++) { WT[(kk + j) * ${R4}u + row / 4u][row % 4u] = w[j / 4u][j % 4u]${quant ? ' * s' : ''}; }
+      } else {
+        for (var j = 0u; j < ${vw}u; j++) { WT[(kk + j) * ${R4}u + row / 4u][row % 4u] = 0.0; }
+      }`;
+  const accs = Array.from({ length: H }, (_, h) => Array.from({ length: G }, (_, g) => `a${h}_${g}`));
+  return `${STEP}${header}${loader === 'element' ? weightAccessor(dtype) : stepDecoder(dtype, 'W')}
+var<workgroup> WT: array<vec4<f32>, ${TILE_K * R4}>;
+var<workgroup> XT: array<f32, ${t.tokens * XS}>;
+@compute @workgroup_size(${TX}, ${TY})
+fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u,
+        @builtin(local_invocation_index) li: u32) {
+  let rowBase = wid.x * ${t.rows}u;
+  let tokBase = wid.y * ${t.tokens}u;
+${accs.flat().map((a) => `  var ${a} = vec4<f32>();`).join('\n')}
+  for (var k0 = 0u; k0 < P.cols; k0 += ${TILE_K}u) {
+    for (var u = li; u < ${units}u; u += ${threads}u) {
+      let row = u / ${unitsPerRow}u;
+      let kk = (u % ${unitsPerRow}u) * ${vw}u;
+      let r = rowBase + row;
+      let c = k0 + kk;
+${loadW}
+    }
+    for (var e = li; e < ${t.tokens * TILE_K}u; e += ${threads}u) {
+      let tok = e / ${TILE_K}u;
+      let kk = e % ${TILE_K}u;
+      var v = 0.0;
+      if (tokBase + tok < S.n && k0 + kk < P.cols) { v = X[(tokBase + tok) * P.xStride + k0 + kk]; }
+      XT[tok * ${XS}u + kk] = v;
+    }
+    workgroupBarrier();
+    for (var k = 0u; k < ${TILE_K}u; k++) {
+${Array.from({ length: G }, (_, g) => `      let w${g} = WT[k * ${R4}u + ${g * TX}u + lid.x];`).join('\n')}
+${Array.from({ length: H }, (_, h) => `      let x${h} = XT[(${h * TY}u + lid.y) * ${XS}u + k];`).join('\n')}
+${accs.map((row, h) => row.map((a, g) => `      ${a} = fma(w${g}, vec4<f32>(x${h}), ${a});`).join('\n')).join('\n')}
+    }
+    workgroupBarrier();
+  }
+${accs
+  .map((row, h) =>
+    row
+      .map(
+        (a, g) => `  {
+    let tok = tokBase + ${h * TY}u + lid.y;
+    let r0 = rowBase + (${g * TX}u + lid.x) * 4u;
+    if (tok < S.n) { for (var e = 0u; e < 4u; e++) { if (r0 + e < P.rows) { store(tok, r0 + e, ${a}[e]); } } }
+  }`,
+      )
+      .join('\n'),
+  )
+  .join('\n')}
+}
+`;
+}
