@@ -19,10 +19,12 @@ export interface MatmulTile {
   rowsPer: number;
   /** Tokens per invocation. */
   tokensPer: number;
+  /** x tile held as [k][tokens] vec4s (4 tokens per load; tokensPer a multiple of 4) instead of [tokens][k] scalars. */
+  xVec?: boolean;
 }
 
 /** The tile `linear` uses: 64 rows × 64 tokens, 64 invocations of 8 rows × 8 tokens (README.md). */
-export const MATMUL_TILE: MatmulTile = { rows: 64, tokens: 64, rowsPer: 8, tokensPer: 8 };
+export const MATMUL_TILE: MatmulTile = { rows: 64, tokens: 64, rowsPer: 8, tokensPer: 8, xVec: true };
 
 /**
  * How the weight tile is loaded: `step` decodes whole 16-byte vectors or 32-element GGUF blocks
@@ -47,6 +49,10 @@ export function tiledMatmulShader(dtype: DType, loader: 'step' | 'element', t: M
   const G = t.rowsPer / 4;
   const H = t.tokensPer;
   const R4 = t.rows / 4;
+  const T4 = t.tokens / 4;
+  if (t.xVec && H % 4 !== 0) throw new Error(`tiled matmul: xVec needs tokensPer in fours`);
+  // Token of accumulator row h: interleaved scalars, or 4 consecutive tokens per vec4 of the x tile.
+  const tokOf = (h: number) => (t.xVec ? `(${Math.floor(h / 4) * TY}u + lid.y) * 4u + ${h % 4}u` : `${h * TY}u + lid.y`);
   const XS = TILE_K + 1; // padded row of the x tile: a token's k run starts on a different bank
   const quant = dtype === 'q8_0' || dtype === 'q4_0';
   const vw = loader === 'step' ? vectorWidth(dtype) : 1;
@@ -71,7 +77,7 @@ export function tiledMatmulShader(dtype: DType, loader: 'step' | 'element', t: M
   const accs = Array.from({ length: H }, (_, h) => Array.from({ length: G }, (_, g) => `a${h}_${g}`));
   return `${STEP}${header}${loader === 'element' ? weightAccessor(dtype) : stepDecoder(dtype, 'W')}
 var<workgroup> WT: array<vec4<f32>, ${TILE_K * R4}>;
-var<workgroup> XT: array<f32, ${t.tokens * XS}>;
+var<workgroup> XT: ${t.xVec ? `array<vec4<f32>, ${TILE_K * T4}>` : `array<f32, ${t.tokens * XS}>`};
 @compute @workgroup_size(${TX}, ${TY})
 fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u,
         @builtin(local_invocation_index) li: u32) {
@@ -91,12 +97,18 @@ ${loadW}
       let kk = e % ${TILE_K}u;
       var v = 0.0;
       if (tokBase + tok < S.n && k0 + kk < P.cols) { v = X[(tokBase + tok) * P.xStride + k0 + kk]; }
-      XT[tok * ${XS}u + kk] = v;
+      ${t.xVec ? `XT[kk * ${T4}u + tok / 4u][tok % 4u] = v;` : `XT[tok * ${XS}u + kk] = v;`}
     }
     workgroupBarrier();
     for (var k = 0u; k < ${TILE_K}u; k++) {
 ${Array.from({ length: G }, (_, g) => `      let w${g} = WT[k * ${R4}u + ${g * TX}u + lid.x];`).join('\n')}
-${Array.from({ length: H }, (_, h) => `      let x${h} = XT[(${h * TY}u + lid.y) * ${XS}u + k];`).join('\n')}
+${
+  t.xVec
+    ? Array.from({ length: H / 4 }, (_, q) => `      let xv${q} = XT[k * ${T4}u + ${q * TY}u + lid.y];`).join('\n') +
+      '\n' +
+      Array.from({ length: H }, (_, h) => `      let x${h} = xv${Math.floor(h / 4)}[${h % 4}];`).join('\n')
+    : Array.from({ length: H }, (_, h) => `      let x${h} = XT[(${h * TY}u + lid.y) * ${XS}u + k];`).join('\n')
+}
 ${accs.map((row, h) => row.map((a, g) => `      ${a} = fma(w${g}, vec4<f32>(x${h}), ${a});`).join('\n')).join('\n')}
     }
     workgroupBarrier();
@@ -106,7 +118,7 @@ ${accs
     row
       .map(
         (a, g) => `  {
-    let tok = tokBase + ${h * TY}u + lid.y;
+    let tok = tokBase + ${tokOf(h)};
     let r0 = rowBase + (${g * TX}u + lid.x) * 4u;
     if (tok < S.n) { for (var e = 0u; e < 4u; e++) { if (r0 + e < P.rows) { store(tok, r0 + e, ${a}[e]); } } }
   }`,
