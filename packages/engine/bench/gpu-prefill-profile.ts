@@ -3,7 +3,7 @@
  * (one GGUF, `--prompt` tokens) is run once, then each kind of dispatch (q_proj (matmul), attention,
  * ...) is recorded alone — all layers' dispatches of that kind in one submission, with the batch's Step
  * uniform left as the real prefill wrote it — and timed to completion; the whole program is timed the
- * same way. Shares are of the sum of the kinds (each submission also pays one round trip, shown).
+ * same way, wall and CPU time (shares are of the CPU times' sum; each submission also pays one round trip, shown).
  *
  *   pnpm exec tsx packages/engine/bench/gpu-prefill-profile.ts [--dtype f16] [--prompt 64] [--reps 1]
  *
@@ -62,9 +62,14 @@ async function main(): Promise<void> {
   for (const d of all) kinds.set(d.label, [...(kinds.get(d.label) ?? []), d]);
   const src = await createStorage(ctx, 16, 'tick');
   const tick = new Readback(ctx, 4, 'tick');
-  const timeOf = async (ds: Dispatch[]) => {
+  // Wall time and this process's CPU time (lavapipe runs the kernels on this process's threads: on a
+  // shared machine CPU time is the steadier figure; on a hardware GPU only wall time means anything).
+  const cpuMs = (u: NodeJS.CpuUsage) => (u.user + u.system) / 1000;
+  const timeOf = async (ds: Dispatch[]): Promise<[number, number]> => {
     const t: number[] = [];
+    const c: number[] = [];
     for (let r = 0; r < reps; r++) {
+      const c0 = process.cpuUsage();
       const a = performance.now();
       const enc = ctx.device.createCommandEncoder();
       if (ds.length) recordPass(enc, ds, n);
@@ -72,19 +77,25 @@ async function main(): Promise<void> {
       ctx.device.queue.submit([enc.finish()]);
       await tick.read(4);
       t.push(performance.now() - a);
+      c.push(cpuMs(process.cpuUsage(c0)));
     }
-    return t.sort((x, y) => x - y)[t.length >> 1];
+    const mid = (v: number[]) => v.sort((x, y) => x - y)[v.length >> 1];
+    return [mid(t), mid(c)];
   };
-  const empty = await timeOf([]);
-  const whole = await timeOf(all);
-  const rows: [string, number, number][] = [];
-  for (const [label, ds] of kinds) rows.push([label, ds.length, (await timeOf(ds)) - empty]);
-  const sum = rows.reduce((a, r) => a + r[2], 0);
-  rows.sort((a, b) => b[2] - a[2]);
+  const [empty, emptyCpu] = await timeOf([]);
+  const [whole, wholeCpu] = await timeOf(all);
+  const rows: [string, number, number, number][] = [];
+  for (const [label, ds] of kinds) {
+    const [w, c] = await timeOf(ds);
+    rows.push([label, ds.length, w - empty, c - emptyCpu]);
+  }
+  const sum = rows.reduce((a, r) => a + r[3], 0);
+  rows.sort((a, b) => b[3] - a[3]);
   console.log(`adapter ${describeAdapter(ctx.adapter)}; ${dtype}, ${n} prompt tokens; load average ${loadavg().map((x) => x.toFixed(2)).join(' ')}`);
   console.log(`prefill through forward(): ${prefillMs.toFixed(1)} ms (${((n * 1000) / prefillMs).toFixed(1)} tok/s), ${dispatchCount} dispatches`);
-  console.log(`program replayed in one submission: ${whole.toFixed(1)} ms; empty submission + readback ${empty.toFixed(2)} ms`);
-  for (const [label, count, ms] of rows) console.log(`  ${label.padEnd(28)} ${String(count).padStart(3)} dispatches ${ms.toFixed(1).padStart(8)} ms ${((ms / sum) * 100).toFixed(1).padStart(5)}%  ${((ms / count) * 1000).toFixed(0).padStart(7)} µs each`);
+  console.log(`program replayed in one submission: ${whole.toFixed(1)} ms wall, ${wholeCpu.toFixed(0)} ms CPU; empty submission + readback ${empty.toFixed(2)} ms`);
+  console.log(`  ${'kind'.padEnd(28)} ${'count'.padStart(5)} ${'wall ms'.padStart(9)} ${'CPU ms'.padStart(9)} ${'CPU %'.padStart(6)} ${'CPU µs each'.padStart(12)}`);
+  for (const [label, count, ms, cms] of rows) console.log(`  ${label.padEnd(28)} ${String(count).padStart(5)} ${ms.toFixed(1).padStart(9)} ${cms.toFixed(0).padStart(9)} ${((cms / sum) * 100).toFixed(1).padStart(6)} ${((cms / count) * 1000).toFixed(0).padStart(12)}`);
   src.destroy();
   tick.destroy();
   cache.destroy();

@@ -174,6 +174,30 @@ describe.skipIf(!gpu.ctx)(`WGSL kernels vs CPU reference${gpu.skip ? ` (skipped:
     });
   }
 
+  it('LM head form (lastToken): only the batch\'s last token, into output row 0, with one grid layer (f16 row-block, f16 odd cols)', async () => {
+    for (const [rows, cols, n] of [
+      [70, 64, 9],
+      [37, 13, 4],
+    ]) {
+      const rng = new Prng(rows + cols + n);
+      const w = randomWeight('f16', rows, cols, rng);
+      const x = randomF32(n * cols, rng);
+      const gw = await uploadWeight(ctx, w, 'head');
+      const gx = await uploadF32(ctx, x, 'x');
+      const out = await uploadF32(ctx, new Float32Array(n * rows).fill(7), 'logits');
+      const ds = kernels.linear('head', gw, gx, out, step, { lastToken: true });
+      expect(ds.filter((d) => !d.when || d.when(n)).map((d) => d.grid(n)[2])).toEqual([1]);
+      await run(ds, n);
+      const ref = matmulRef(widen(w), rows, cols, x.subarray((n - 1) * cols), 1);
+      const got = await readF32(ctx, out, n * rows);
+      expectClose(got.subarray(0, rows), ref.out, ref.mag, 1e-5);
+      expect([...got.subarray(rows)].every((v) => v === 7)).toBe(true);
+      gx.destroy();
+      out.destroy();
+      gw.destroy();
+    }
+  });
+
   it('splits weights larger than the binding limit by rows and still matches (f16 odd cols, q4_0)', async () => {
     const small = { ...ctx, limits: { ...ctx.limits, maxStorageBufferBindingSize: 1000 } };
     for (const [dtype, rows, cols] of [

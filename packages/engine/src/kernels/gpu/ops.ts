@@ -291,7 +291,7 @@ export class GpuKernels {
     const out: Dispatch[] = [];
     if (opts.only !== 'matmul') {
       if (this.#fast(dtype, cols, opts.xStride ?? cols) && !opts.generic) {
-        out.push(...this.#rowBlock(label, dtype, rows, buffers, { norm: !!opts.norm }, small));
+        out.push(...this.#rowBlock(label, dtype, rows, buffers, { norm: !!opts.norm }, small, !!opts.lastToken));
       } else {
         const generic = this.pipeline(`matvec_${dtype}`, () => matvecShader(dtype));
         out.push({ label: `${label} (matvec)`, pipeline: generic, bindGroup: this.bind(label, generic, buffers.slice(0, 6)), grid: () => split(rows), when: small });
@@ -311,8 +311,8 @@ export class GpuKernels {
     return out;
   }
 
-  /** The row-block kernel, one workgroup per 4 rows and token. */
-  #rowBlock(label: string, dtype: DType, rows: number, buffers: (GPUBuffer | null)[], form: RowBlockOptions, when: (n: number) => boolean): Dispatch[] {
+  /** The row-block kernel, one workgroup per 4 rows and token (only the last token's with `lastToken`). */
+  #rowBlock(label: string, dtype: DType, rows: number, buffers: (GPUBuffer | null)[], form: RowBlockOptions, when: (n: number) => boolean, lastToken = false): Dispatch[] {
     const blocks = split(Math.ceil(rows / MATVEC_ROWS));
     const pipeline = this.#matvecFast(dtype, !!form.glu, !!form.norm);
     return [
@@ -320,7 +320,8 @@ export class GpuKernels {
         label: `${label} (matvec)`,
         pipeline,
         bindGroup: this.bind(label, pipeline, buffers),
-        grid: (n: number): Grid => [blocks[0], blocks[1], n],
+        // The LM head of a prompt batch reads one token's x: one grid layer, not n identical ones.
+        grid: (n: number): Grid => [blocks[0], blocks[1], lastToken ? 1 : n],
         when,
       },
     ];
