@@ -9,7 +9,7 @@ import type { GpuContext } from '../../src/kernels/gpu/context.js';
 import { GpuKernels, StepUniform, submit, type Dispatch } from '../../src/kernels/gpu/ops.js';
 import { ropeCosSin, ropeInvFreq } from '../../src/kernels/gpu/rope.js';
 import { matvecLayout, vectorWidth } from '../../src/kernels/gpu/wgsl.js';
-import { MATMUL_TILE, TILE_K, matmulLoader } from '../../src/kernels/gpu/wgsl-matmul.js';
+import { TILE_K, matmulLoader, matmulTileFor } from '../../src/kernels/gpu/wgsl-matmul.js';
 import { Prng } from '../../src/numeric/prng.js';
 import {
   attentionRef,
@@ -137,10 +137,14 @@ describe.skipIf(!gpu.ctx)(`WGSL kernels vs CPU reference${gpu.skip ? ` (skipped:
     }
   }
 
-  // The prefill matmul's tile is 64 rows x 32 tokens x 32 columns (MATMUL_TILE, TILE_K): shapes ending
-  // inside a tile on every axis, through both weight loaders (whole 16-byte steps or GGUF blocks; per element).
+  // The prefill matmul's tiles (MATMUL_TILES, picked by batch size; TILE_K columns): shapes ending inside a
+  // tile on every axis, for each tile, through both weight loaders (whole 16-byte steps or GGUF blocks; per element).
   const OFF_TILE: [DType, number, number, number][] = [
     ['f16', 130, 72, 37],
+    ['f16', 130, 72, 7],
+    ['f16', 67, 13, 13],
+    ['q8_0', 70, 96, 11],
+    ['q4_0', 65, 160, 5],
     ['f16', 67, 13, 33],
     ['f32', 66, 36, 34],
     ['bf16', 129, 40, 65],
@@ -150,8 +154,9 @@ describe.skipIf(!gpu.ctx)(`WGSL kernels vs CPU reference${gpu.skip ? ` (skipped:
     ['q4_0', 1, 32, 63],
   ];
   for (const [dtype, rows, cols, n] of OFF_TILE) {
-    it(`tiled matmul ${dtype} [${rows}x${cols}] x ${n} tokens (${matmulLoader(dtype, cols)} loader), plain and with bias + accumulate`, async () => {
-      expect(rows % MATMUL_TILE.rows || cols % TILE_K || n % MATMUL_TILE.tokens).toBeTruthy();
+    const tile = matmulTileFor(n);
+    it(`tiled matmul ${dtype} [${rows}x${cols}] x ${n} tokens (${tile.rows}x${tile.tokens} tile, ${matmulLoader(dtype, cols)} loader), plain and with bias + accumulate`, async () => {
+      expect(rows % tile.rows || cols % TILE_K || n % tile.tokens).toBeTruthy();
       const rng = new Prng(rows * 7 + cols * 3 + n);
       const w = randomWeight(dtype, rows, cols, rng);
       const x = randomF32(n * cols, rng);

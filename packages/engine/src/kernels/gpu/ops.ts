@@ -28,7 +28,7 @@ import {
   type MatvecLayout,
   type RowBlockOptions,
 } from './wgsl.js';
-import { MATMUL_TILE, matmulLoader, tiledMatmulShader } from './wgsl-matmul.js';
+import { MATMUL_TILES, matmulLoader, matmulTileFor, tiledMatmulShader, type MatmulTile } from './wgsl-matmul.js';
 
 export type Grid = [number, number, number];
 
@@ -142,7 +142,7 @@ export class GpuKernels {
           this.#matvecFast(d, false, true);
           this.#matvecFast(d, true, true);
         }
-        this.#matmul(d, vectorWidth(d) > 0 ? 'step' : 'element');
+        for (const { tile } of MATMUL_TILES) this.#matmul(d, vectorWidth(d) > 0 ? 'step' : 'element', tile);
         this.pipeline(`embed_${d}`, () => embedShader(d));
       }
       this.pipeline('rmsnorm', () => rmsnormShader(false));
@@ -164,8 +164,8 @@ export class GpuKernels {
     return this.pipeline(key, () => matvecFastShader(dtype, l, { glu, norm }));
   }
 
-  #matmul(dtype: DType, loader: 'step' | 'element'): GPUComputePipeline {
-    return this.pipeline(`matmul_${dtype}_${loader}`, () => tiledMatmulShader(dtype, loader));
+  #matmul(dtype: DType, loader: 'step' | 'element', t: MatmulTile): GPUComputePipeline {
+    return this.pipeline(`matmul_${dtype}_${loader}_${t.rows}x${t.tokens}`, () => tiledMatmulShader(dtype, loader, t));
   }
 
   /** A 16-byte-aligned uniform of u32/f32 fields, owned (destroyed) by these kernels. */
@@ -298,15 +298,17 @@ export class GpuKernels {
       }
     }
     if (opts.only !== 'matvec') {
-      const matmul = this.#matmul(dtype, matmulLoader(dtype, cols));
-      const t = MATMUL_TILE;
-      out.push({
-        label: `${label} (matmul)`,
-        pipeline: matmul,
-        bindGroup: this.bind(label, matmul, buffers.slice(0, 6)),
-        grid: (n) => [Math.ceil(rows / t.rows), Math.ceil(n / t.tokens), 1],
-        when: (n) => !small(n),
-      });
+      // One dispatch per tile shape; the batch size picks which one is recorded.
+      for (const { tile: t } of MATMUL_TILES) {
+        const matmul = this.#matmul(dtype, matmulLoader(dtype, cols), t);
+        out.push({
+          label: `${label} (matmul)`,
+          pipeline: matmul,
+          bindGroup: this.bind(label, matmul, buffers.slice(0, 6)),
+          grid: (n) => [Math.ceil(rows / t.rows), Math.ceil(n / t.tokens), 1],
+          when: (n) => !small(n) && matmulTileFor(n) === t,
+        });
+      }
     }
     return out;
   }

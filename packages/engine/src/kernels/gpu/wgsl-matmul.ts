@@ -23,8 +23,21 @@ export interface MatmulTile {
   xVec?: boolean;
 }
 
-/** The tile `linear` uses: 64 rows × 64 tokens, 64 invocations of 8 rows × 8 tokens (README.md). */
-export const MATMUL_TILE: MatmulTile = { rows: 64, tokens: 64, rowsPer: 8, tokensPer: 8, xVec: true };
+/**
+ * Tiles by batch size, first fit: a tile's token side is padding beyond the batch, so short prompts take
+ * short tiles. Each stays within WebGPU's portable 16 KiB of workgroup memory. README.md, "Prefill matmul".
+ */
+export const MATMUL_TILES: readonly { maxTokens: number; tile: MatmulTile }[] = [
+  // 32 invocations of 4 rows × 4 tokens
+  { maxTokens: 8, tile: { rows: 64, tokens: 8, rowsPer: 4, tokensPer: 4, xVec: true } },
+  // 32 invocations of 8 rows × 4 tokens
+  { maxTokens: 16, tile: { rows: 64, tokens: 16, rowsPer: 8, tokensPer: 4, xVec: true } },
+  // 64 invocations of 8 rows × 8 tokens
+  { maxTokens: Infinity, tile: { rows: 64, tokens: 64, rowsPer: 8, tokensPer: 8, xVec: true } },
+];
+
+/** The tile a batch of `n` tokens takes. */
+export const matmulTileFor = (n: number): MatmulTile => MATMUL_TILES.find((t) => n <= t.maxTokens)!.tile;
 
 /**
  * How the weight tile is loaded: `step` decodes whole 16-byte vectors or 32-element GGUF blocks
@@ -41,7 +54,7 @@ export function matmulLoader(dtype: DType, cols: number): 'step' | 'element' {
  * invocation (lid.x, lid.y) owns rows (g·TX + lid.x)·4 + 0..3 for g < rowsPer/4 and tokens h·TY + lid.y
  * for h < tokensPer, interleaved so neighbouring invocations touch neighbouring words of both tiles.
  */
-export function tiledMatmulShader(dtype: DType, loader: 'step' | 'element', t: MatmulTile = MATMUL_TILE): string {
+export function tiledMatmulShader(dtype: DType, loader: 'step' | 'element', t: MatmulTile): string {
   if (t.rowsPer % 4 !== 0 || t.rows % t.rowsPer !== 0 || t.tokens % t.tokensPer !== 0) throw new Error(`tiled matmul: bad tile ${JSON.stringify(t)}`);
   const TX = t.rows / t.rowsPer;
   const TY = t.tokens / t.tokensPer;
@@ -51,6 +64,9 @@ export function tiledMatmulShader(dtype: DType, loader: 'step' | 'element', t: M
   const R4 = t.rows / 4;
   const T4 = t.tokens / 4;
   if (t.xVec && H % 4 !== 0) throw new Error(`tiled matmul: xVec needs tokensPer in fours`);
+  // WebGPU guarantees 16 KiB of workgroup memory; staying within it keeps the kernel valid on every adapter.
+  const shared = TILE_K * t.rows * 4 + (t.xVec ? TILE_K * t.tokens * 4 : t.tokens * (TILE_K + 1) * 4);
+  if (shared > 16384) throw new Error(`tiled matmul: tile ${JSON.stringify(t)} needs ${shared} bytes of workgroup memory (16384 is the portable limit)`);
   // Token of accumulator row h: interleaved scalars, or 4 consecutive tokens per vec4 of the x tile.
   const tokOf = (h: number) => (t.xVec ? `(${Math.floor(h / 4) * TY}u + lid.y) * 4u + ${h % 4}u` : `${h * TY}u + lid.y`);
   const XS = TILE_K + 1; // padded row of the x tile: a token's k run starts on a different bank
