@@ -6,7 +6,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import type { DType } from '../../src/kernels/backend.js';
 import { readF32, uploadF32, uploadWeight, createStorage, Readback } from '../../src/kernels/gpu/buffers.js';
 import type { GpuContext } from '../../src/kernels/gpu/context.js';
-import { GpuKernels, StepUniform, submit, type Dispatch } from '../../src/kernels/gpu/ops.js';
+import { GpuKernels, StepUniform, submit, type Dispatch, type LinearOptions } from '../../src/kernels/gpu/ops.js';
 import { ropeCosSin, ropeInvFreq } from '../../src/kernels/gpu/rope.js';
 import { matvecLayout, vectorWidth } from '../../src/kernels/gpu/wgsl.js';
 import { TILE_K, matmulLoader, matmulTileFor } from '../../src/kernels/gpu/wgsl-matmul.js';
@@ -51,6 +51,31 @@ function expectClose(got: Float32Array, want: Float32Array, mag: Float32Array, t
     if (!(err <= worst)) worst = Number.isNaN(err) ? Infinity : err;
   }
   expect(worst).toBeLessThanOrEqual(tol);
+}
+
+/**
+ * `linear` with `opts` on a random [rows x cols] `dtype` weight and n random tokens, plain and with bias +
+ * accumulate into random prior outputs, against matmulRef; `labels`: the dispatches a batch of n records.
+ */
+async function checkLinear(k: GpuKernels, dtype: DType, [rows, cols, n]: [number, number, number], seed: number, opts: LinearOptions, labels?: string[]): Promise<void> {
+  const rng = new Prng(seed);
+  const w = randomWeight(dtype, rows, cols, rng);
+  const x = randomF32(n * cols, rng);
+  const bias = randomF32(rows, rng);
+  const prior = randomF32(n * rows, rng);
+  const gw = await uploadWeight(ctx, w, 'w');
+  const gx = await uploadF32(ctx, x, 'x');
+  const gb = await uploadF32(ctx, bias, 'bias');
+  const plain = await createStorage(ctx, n * rows * 4, 'plain');
+  const acc = await uploadF32(ctx, prior, 'acc');
+  const ds = [...k.linear('plain', gw, gx, plain, step, opts), ...k.linear('acc', gw, gx, acc, step, { ...opts, bias: gb, accumulate: true })];
+  if (labels) expect(ds.filter((d) => !d.when || d.when(n)).map((d) => d.label)).toEqual(labels);
+  await run(ds, n);
+  const { out, mag } = matmulRef(widen(w), rows, cols, x, n);
+  expectClose(await readF32(ctx, plain, n * rows), out, mag, 1e-5);
+  expectClose(await readF32(ctx, acc, n * rows), out.map((v, i) => v + bias[i % rows] + prior[i]), mag, 1e-5);
+  for (const b of [gx, gb, plain, acc]) b.destroy();
+  gw.destroy();
 }
 
 /**
@@ -109,29 +134,7 @@ describe.skipIf(!gpu.ctx)(`WGSL kernels vs CPU reference${gpu.skip ? ` (skipped:
         const generic = mode === 'matvec';
         const kernels = mode.includes('32 lanes') ? sharedMemKernels : defaultKernels;
         it(`${mode} ${dtype} [${rows}x${cols}] x ${n} tokens, with bias and accumulate`, async () => {
-          const rng = new Prng(rows * 1000 + cols * 10 + n);
-          const w = randomWeight(dtype, rows, cols, rng);
-          const x = randomF32(n * cols, rng);
-          const bias = randomF32(rows, rng);
-          const prior = randomF32(n * rows, rng);
-          const gw = await uploadWeight(ctx, w, 'w');
-          const gx = await uploadF32(ctx, x, 'x');
-          const gb = await uploadF32(ctx, bias, 'bias');
-          const plain = await createStorage(ctx, n * rows * 4, 'plain');
-          const acc = await uploadF32(ctx, prior, 'acc');
-          await run(
-            [
-              ...kernels.linear('plain', gw, gx, plain, step, { only, generic }),
-              ...kernels.linear('acc', gw, gx, acc, step, { only, generic, bias: gb, accumulate: true }),
-            ],
-            n,
-          );
-          const { out, mag } = matmulRef(widen(w), rows, cols, x, n);
-          expectClose(await readF32(ctx, plain, n * rows), out, mag, 1e-5);
-          const want = out.map((v, i) => v + bias[i % rows] + prior[i]);
-          expectClose(await readF32(ctx, acc, n * rows), want, mag, 1e-5);
-          for (const b of [gx, gb, plain, acc]) b.destroy();
-          gw.destroy();
+          await checkLinear(kernels, dtype, [rows, cols, n], rows * 1000 + cols * 10 + n, { only, generic });
         });
       }
     }
@@ -157,25 +160,8 @@ describe.skipIf(!gpu.ctx)(`WGSL kernels vs CPU reference${gpu.skip ? ` (skipped:
     const tile = matmulTileFor(n);
     it(`tiled matmul ${dtype} [${rows}x${cols}] x ${n} tokens (${tile.rows}x${tile.tokens} tile, ${matmulLoader(dtype, cols)} loader), plain and with bias + accumulate`, async () => {
       expect(rows % tile.rows || cols % TILE_K || n % tile.tokens).toBeTruthy();
-      const rng = new Prng(rows * 7 + cols * 3 + n);
-      const w = randomWeight(dtype, rows, cols, rng);
-      const x = randomF32(n * cols, rng);
-      const bias = randomF32(rows, rng);
-      const prior = randomF32(n * rows, rng);
-      const gw = await uploadWeight(ctx, w, 'w');
-      const gx = await uploadF32(ctx, x, 'x');
-      const gb = await uploadF32(ctx, bias, 'bias');
-      const plain = await createStorage(ctx, n * rows * 4, 'plain');
-      const acc = await uploadF32(ctx, prior, 'acc');
       // Default routing (no `only`): a batch of more than MATVEC_MAX_BATCH tokens takes the tiled matmul.
-      const ds = [...kernels.linear('plain', gw, gx, plain, step), ...kernels.linear('acc', gw, gx, acc, step, { bias: gb, accumulate: true })];
-      expect(ds.filter((d) => !d.when || d.when(n)).map((d) => d.label)).toEqual(['plain (matmul)', 'acc (matmul)']);
-      await run(ds, n);
-      const { out, mag } = matmulRef(widen(w), rows, cols, x, n);
-      expectClose(await readF32(ctx, plain, n * rows), out, mag, 1e-5);
-      expectClose(await readF32(ctx, acc, n * rows), out.map((v, i) => v + bias[i % rows] + prior[i]), mag, 1e-5);
-      for (const b of [gx, gb, plain, acc]) b.destroy();
-      gw.destroy();
+      await checkLinear(kernels, dtype, [rows, cols, n], rows * 7 + cols * 3 + n, {}, ['plain (matmul)', 'acc (matmul)']);
     });
   }
 
