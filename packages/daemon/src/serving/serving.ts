@@ -165,6 +165,7 @@ export async function startServing(daemon: Daemon, backend: NodeBackend, hooks: 
     catalog,
     placeableCluster,
     defaultContext: o.context,
+    defaultSequences: o.batch,
     requestPlacement,
     forward: async (driver, instance, req, emit, signal) => {
       // Reached only through gossip so far (bootstrap pods): dial the addresses it announced.
