@@ -6,6 +6,7 @@
  * `pnpm exec tsx packages/engine/wasm/affine.ts` (`--check` compares), then rebuild kernels.wasm.
  */
 import { fileURLToPath } from 'node:url';
+import { mlxTiles } from './mlxtiles.js';
 import { type Section, runGenerator, withGenerated } from './sections.js';
 
 const HEADER = `  ;; ---------------------------------------------------------------- MLX affine (mlx<bits>_g<group>_<scale>)
@@ -362,7 +363,7 @@ function packed4(): string[] {
 }
 
 export function affineSection(): string {
-  return HEADER + [...FORMATS.flatMap(dot1), ...prep(), ...packed4()].join('\n');
+  return HEADER + [...FORMATS.flatMap(dot1), ...prep(), ...packed4(), ...mlxTiles()].join('\n');
 }
 
 export const AFFINE_SECTION: Section = { name: 'affine', script: 'affine.ts', text: affineSection };
