@@ -2412,28 +2412,48 @@
         (local.set $b (i32.add (local.get $b) (i32.const 1)))
         (br $bl))))
 
+  ;; Bytes of one packed 4-row group of a 4-bit MLX weight: the 4 rows' nibbles and (scale, bias) pairs.
+  (func $mlx4_group_bytes (param $cols i32) (param $kind i32) (result i32)
+    (i32.add (i32.shl (local.get $cols) (i32.const 1))
+      (i32.mul (i32.div_u (local.get $cols) (i32.load offset=212 (i32.const 0))) (select (i32.const 32) (i32.const 16) (i32.eq (local.get $kind) (i32.const 2))))))
+
   ;; 4 packed rows of a 4-bit MLX weight, 15-bit activations from quant_mlx4 (see above).
   (func $g4_mlx4 (type $gdot) (param $w i32) (param $cols i32) (param $x i32) (param $out i32) (param $groups i32)
-    (local $g i32) (local $p i32) (local $sp i32) (local $qend i32) (local $ge i32) (local $gb i32) (local $kind i32) (local $xq i32) (local $xd i32) (local $xs i32)
+    (local $g i32) (local $p i32) (local $end i32) (local $ge i32) (local $gb i32) (local $kind i32) (local $xq i32) (local $xd i32) (local $xs i32)
     (local $x0 v128) (local $x1 v128) (local $x2 v128) (local $x3 v128) (local $q v128)
     (local $s0 v128) (local $s1 v128) (local $s2 v128) (local $s3 v128) (local $t0 v128) (local $t1 v128)
     (local $gacc v128) (local $acc v128) (local $v v128) (local $sc v128) (local $bi v128)
-    ;; bytes of one group's columns in the 4 rows' block area, and the scale dtype
+    ;; bytes of one MLX group's columns in the 4 rows' blocks, and the scale dtype
     (local.set $gb (i32.shl (i32.load offset=212 (i32.const 0)) (i32.const 1)))
     (local.set $kind (i32.load offset=216 (i32.const 0)))
     (local.set $p (local.get $w))
     (block $gdone
       (loop $gl
         (br_if $gdone (i32.ge_u (local.get $g) (local.get $groups)))
-        (local.set $qend (i32.add (local.get $p) (i32.shl (local.get $cols) (i32.const 1))))
-        (local.set $sp (local.get $qend))
+        (local.set $end (i32.add (local.get $p) (call $mlx4_group_bytes (local.get $cols) (local.get $kind))))
         (local.set $xq (local.get $x))
         (local.set $xd (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 1))))
         (local.set $xs (i32.add (local.get $xd) (i32.shr_u (local.get $cols) (i32.const 3))))
         (local.set $acc (v128.const i32x4 0 0 0 0))
         (block $done
           (loop $l
-            (br_if $done (i32.ge_u (local.get $p) (local.get $qend)))
+            (br_if $done (i32.ge_u (local.get $p) (local.get $end)))
+            ;; the 4 rows' scales and biases of this MLX group (lane r), then its blocks
+            (if (i32.eq (local.get $kind) (i32.const 2))
+              (then
+                (local.set $sc (i8x16.shuffle 0 1 2 3 8 9 10 11 16 17 18 19 24 25 26 27 (v128.load (local.get $p)) (v128.load offset=16 (local.get $p))))
+                (local.set $bi (i8x16.shuffle 4 5 6 7 12 13 14 15 20 21 22 23 28 29 30 31 (v128.load (local.get $p)) (v128.load offset=16 (local.get $p))))
+                (local.set $p (i32.add (local.get $p) (i32.const 32))))
+              (else
+                (local.set $v (v128.load (local.get $p)))
+                (if (local.get $kind)
+                  (then
+                    (local.set $sc (i32x4.shl (local.get $v) (i32.const 16)))
+                    (local.set $bi (v128.and (local.get $v) (v128.const i32x4 0xFFFF0000 0xFFFF0000 0xFFFF0000 0xFFFF0000))))
+                  (else
+                    (local.set $sc (f32x4.mul (v128.and (i32x4.shr_s (i32x4.shl (local.get $v) (i32.const 16)) (i32.const 3)) (v128.const i32x4 0x8FFFE000 0x8FFFE000 0x8FFFE000 0x8FFFE000)) (v128.const f32x4 0x1p112 0x1p112 0x1p112 0x1p112)))
+                    (local.set $bi (f32x4.mul (v128.and (i32x4.shr_s (local.get $v) (i32.const 3)) (v128.const i32x4 0x8FFFE000 0x8FFFE000 0x8FFFE000 0x8FFFE000)) (v128.const f32x4 0x1p112 0x1p112 0x1p112 0x1p112)))))
+                (local.set $p (i32.add (local.get $p) (i32.const 16)))))
             (local.set $ge (i32.add (local.get $p) (local.get $gb)))
             (local.set $gacc (v128.const i32x4 0 0 0 0))
             (loop $bl
@@ -2470,29 +2490,12 @@
               (local.set $xq (i32.add (local.get $xq) (i32.const 64)))
               (local.set $xd (i32.add (local.get $xd) (i32.const 4)))
               (br_if $bl (i32.lt_u (local.get $p) (local.get $ge))))
-            ;; the 4 rows' scales and biases of this group (lane r), in the scale dtype
-            (if (i32.eq (local.get $kind) (i32.const 2))
-              (then
-                (local.set $sc (i8x16.shuffle 0 1 2 3 8 9 10 11 16 17 18 19 24 25 26 27 (v128.load (local.get $sp)) (v128.load offset=16 (local.get $sp))))
-                (local.set $bi (i8x16.shuffle 4 5 6 7 12 13 14 15 20 21 22 23 28 29 30 31 (v128.load (local.get $sp)) (v128.load offset=16 (local.get $sp))))
-                (local.set $sp (i32.add (local.get $sp) (i32.const 32))))
-              (else
-                (local.set $v (v128.load (local.get $sp)))
-                (if (local.get $kind)
-                  (then
-                    (local.set $sc (i32x4.shl (local.get $v) (i32.const 16)))
-                    (local.set $bi (v128.and (local.get $v) (v128.const i32x4 0xFFFF0000 0xFFFF0000 0xFFFF0000 0xFFFF0000))))
-                  (else
-                    (local.set $sc (f32x4.mul (v128.and (i32x4.shr_s (i32x4.shl (local.get $v) (i32.const 16)) (i32.const 3)) (v128.const i32x4 0x8FFFE000 0x8FFFE000 0x8FFFE000 0x8FFFE000)) (v128.const f32x4 0x1p112 0x1p112 0x1p112 0x1p112)))
-                    (local.set $bi (f32x4.mul (v128.and (i32x4.shr_s (local.get $v) (i32.const 3)) (v128.const i32x4 0x8FFFE000 0x8FFFE000 0x8FFFE000 0x8FFFE000)) (v128.const f32x4 0x1p112 0x1p112 0x1p112 0x1p112)))))
-                (local.set $sp (i32.add (local.get $sp) (i32.const 16)))))
             (local.set $acc (f32x4.add (local.get $acc) (f32x4.add (f32x4.mul (local.get $sc) (local.get $gacc))
               (f32x4.mul (local.get $bi) (f32x4.splat (f32.load (local.get $xs)))))))
             (local.set $xs (i32.add (local.get $xs) (i32.const 4)))
             (br $l)))
         (v128.store (local.get $out) (local.get $acc))
         (local.set $out (i32.add (local.get $out) (i32.const 16)))
-        (local.set $p (local.get $sp))
         (local.set $g (i32.add (local.get $g) (i32.const 1)))
         (br $gl))))
 
@@ -2625,23 +2628,37 @@
 
   ;; One packed 4-bit group (w: its first block) widened for $mtile4x*: vector k of a block at d + 16k,
   ;; blocks 256 bytes apart, each MLX group's scales and biases at d + 0 / 16 past its blocks.
-  (func $mwiden16 (param $w i32) (param $cols i32) (param $d i32)
-    (local $sp i32) (local $qend i32) (local $ge i32) (local $gb i32) (local $kind i32) (local $u v128) (local $v v128)
+  (func $mwiden16 (param $p i32) (param $cols i32) (param $d i32)
+    (local $end i32) (local $ge i32) (local $gb i32) (local $kind i32) (local $u v128) (local $v v128) (local $sc v128) (local $bi v128)
     (local $r0 v128) (local $r1 v128) (local $r2 v128) (local $r3 v128) (local $h0 v128) (local $h1 v128) (local $h2 v128) (local $h3 v128)
     (local.set $gb (i32.shl (i32.load offset=212 (i32.const 0)) (i32.const 1)))
     (local.set $kind (i32.load offset=216 (i32.const 0)))
-    (local.set $qend (i32.add (local.get $w) (i32.shl (local.get $cols) (i32.const 1))))
-    (local.set $sp (local.get $qend))
+    (local.set $end (i32.add (local.get $p) (call $mlx4_group_bytes (local.get $cols) (local.get $kind))))
     (block $done
       (loop $l
-        (br_if $done (i32.ge_u (local.get $w) (local.get $qend)))
-        (local.set $ge (i32.add (local.get $w) (local.get $gb)))
+        (br_if $done (i32.ge_u (local.get $p) (local.get $end)))
+        (if (i32.eq (local.get $kind) (i32.const 2))
+          (then
+            (local.set $sc (i8x16.shuffle 0 1 2 3 8 9 10 11 16 17 18 19 24 25 26 27 (v128.load (local.get $p)) (v128.load offset=16 (local.get $p))))
+            (local.set $bi (i8x16.shuffle 4 5 6 7 12 13 14 15 20 21 22 23 28 29 30 31 (v128.load (local.get $p)) (v128.load offset=16 (local.get $p))))
+            (local.set $p (i32.add (local.get $p) (i32.const 32))))
+          (else
+            (local.set $v (v128.load (local.get $p)))
+            (if (local.get $kind)
+              (then
+                (local.set $sc (i32x4.shl (local.get $v) (i32.const 16)))
+                (local.set $bi (v128.and (local.get $v) (v128.const i32x4 0xFFFF0000 0xFFFF0000 0xFFFF0000 0xFFFF0000))))
+              (else
+                (local.set $sc (f32x4.mul (v128.and (i32x4.shr_s (i32x4.shl (local.get $v) (i32.const 16)) (i32.const 3)) (v128.const i32x4 0x8FFFE000 0x8FFFE000 0x8FFFE000 0x8FFFE000)) (v128.const f32x4 0x1p112 0x1p112 0x1p112 0x1p112)))
+                (local.set $bi (f32x4.mul (v128.and (i32x4.shr_s (local.get $v) (i32.const 3)) (v128.const i32x4 0x8FFFE000 0x8FFFE000 0x8FFFE000 0x8FFFE000)) (v128.const f32x4 0x1p112 0x1p112 0x1p112 0x1p112)))))
+            (local.set $p (i32.add (local.get $p) (i32.const 16)))))
+        (local.set $ge (i32.add (local.get $p) (local.get $gb)))
         (loop $bl
           ;; row r's 16 bytes: low nibbles (even columns), high nibbles (odd columns)
-          (local.set $h0 (v128.load offset=0 (local.get $w)))
-          (local.set $h1 (v128.load offset=16 (local.get $w)))
-          (local.set $h2 (v128.load offset=32 (local.get $w)))
-          (local.set $h3 (v128.load offset=48 (local.get $w)))
+          (local.set $h0 (v128.load offset=0 (local.get $p)))
+          (local.set $h1 (v128.load offset=16 (local.get $p)))
+          (local.set $h2 (v128.load offset=32 (local.get $p)))
+          (local.set $h3 (v128.load offset=48 (local.get $p)))
           (local.set $r0 (v128.and (local.get $h0) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15)))
           (local.set $r1 (v128.and (local.get $h1) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15)))
           (local.set $r2 (v128.and (local.get $h2) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15)))
@@ -2674,46 +2691,47 @@
           (v128.store offset=208 (local.get $d) (i16x8.extend_high_i8x16_u (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $u) (local.get $v))))
           (v128.store offset=224 (local.get $d) (i16x8.extend_low_i8x16_u (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $u) (local.get $v))))
           (v128.store offset=240 (local.get $d) (i16x8.extend_high_i8x16_u (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $u) (local.get $v))))
-          (local.set $w (i32.add (local.get $w) (i32.const 64)))
+          (local.set $p (i32.add (local.get $p) (i32.const 64)))
           (local.set $d (i32.add (local.get $d) (i32.const 256)))
-          (br_if $bl (i32.lt_u (local.get $w) (local.get $ge))))
-        (if (i32.eq (local.get $kind) (i32.const 2))
-          (then
-            (v128.store offset=0 (local.get $d) (i8x16.shuffle 0 1 2 3 8 9 10 11 16 17 18 19 24 25 26 27 (v128.load (local.get $sp)) (v128.load offset=16 (local.get $sp))))
-            (v128.store offset=16 (local.get $d) (i8x16.shuffle 4 5 6 7 12 13 14 15 20 21 22 23 28 29 30 31 (v128.load (local.get $sp)) (v128.load offset=16 (local.get $sp))))
-            (local.set $sp (i32.add (local.get $sp) (i32.const 32))))
-          (else
-            (local.set $u (v128.load (local.get $sp)))
-            (if (local.get $kind)
-              (then
-                (v128.store offset=0 (local.get $d) (i32x4.shl (local.get $u) (i32.const 16)))
-                (v128.store offset=16 (local.get $d) (v128.and (local.get $u) (v128.const i32x4 0xFFFF0000 0xFFFF0000 0xFFFF0000 0xFFFF0000))))
-              (else
-                (v128.store offset=0 (local.get $d) (f32x4.mul (v128.and (i32x4.shr_s (i32x4.shl (local.get $u) (i32.const 16)) (i32.const 3)) (v128.const i32x4 0x8FFFE000 0x8FFFE000 0x8FFFE000 0x8FFFE000)) (v128.const f32x4 0x1p112 0x1p112 0x1p112 0x1p112)))
-                (v128.store offset=16 (local.get $d) (f32x4.mul (v128.and (i32x4.shr_s (local.get $u) (i32.const 3)) (v128.const i32x4 0x8FFFE000 0x8FFFE000 0x8FFFE000 0x8FFFE000)) (v128.const f32x4 0x1p112 0x1p112 0x1p112 0x1p112)))))
-            (local.set $sp (i32.add (local.get $sp) (i32.const 16)))))
+          (br_if $bl (i32.lt_u (local.get $p) (local.get $ge))))
+        (v128.store (local.get $d) (local.get $sc))
+        (v128.store offset=16 (local.get $d) (local.get $bi))
         (local.set $d (i32.add (local.get $d) (i32.const 32)))
         (br $l))))
 
   ;; One packed 4-bit group (w: its first block) widened for $mtile8x*: vector k of a block at d + 32k,
   ;; blocks 512 bytes apart, each MLX group's scales and biases at d + 0 / 32 past its blocks.
-  (func $mwiden32 (param $w i32) (param $cols i32) (param $d i32)
-    (local $sp i32) (local $qend i32) (local $ge i32) (local $gb i32) (local $kind i32) (local $u v128) (local $v v128)
+  (func $mwiden32 (param $p i32) (param $cols i32) (param $d i32)
+    (local $end i32) (local $ge i32) (local $gb i32) (local $kind i32) (local $u v128) (local $v v128) (local $sc v128) (local $bi v128)
     (local $r0 v128) (local $r1 v128) (local $r2 v128) (local $r3 v128) (local $h0 v128) (local $h1 v128) (local $h2 v128) (local $h3 v128)
     (local.set $gb (i32.shl (i32.load offset=212 (i32.const 0)) (i32.const 1)))
     (local.set $kind (i32.load offset=216 (i32.const 0)))
-    (local.set $qend (i32.add (local.get $w) (i32.shl (local.get $cols) (i32.const 1))))
-    (local.set $sp (local.get $qend))
+    (local.set $end (i32.add (local.get $p) (call $mlx4_group_bytes (local.get $cols) (local.get $kind))))
     (block $done
       (loop $l
-        (br_if $done (i32.ge_u (local.get $w) (local.get $qend)))
-        (local.set $ge (i32.add (local.get $w) (local.get $gb)))
+        (br_if $done (i32.ge_u (local.get $p) (local.get $end)))
+        (if (i32.eq (local.get $kind) (i32.const 2))
+          (then
+            (local.set $sc (i8x16.shuffle 0 1 2 3 8 9 10 11 16 17 18 19 24 25 26 27 (v128.load (local.get $p)) (v128.load offset=16 (local.get $p))))
+            (local.set $bi (i8x16.shuffle 4 5 6 7 12 13 14 15 20 21 22 23 28 29 30 31 (v128.load (local.get $p)) (v128.load offset=16 (local.get $p))))
+            (local.set $p (i32.add (local.get $p) (i32.const 32))))
+          (else
+            (local.set $v (v128.load (local.get $p)))
+            (if (local.get $kind)
+              (then
+                (local.set $sc (i32x4.shl (local.get $v) (i32.const 16)))
+                (local.set $bi (v128.and (local.get $v) (v128.const i32x4 0xFFFF0000 0xFFFF0000 0xFFFF0000 0xFFFF0000))))
+              (else
+                (local.set $sc (f32x4.mul (v128.and (i32x4.shr_s (i32x4.shl (local.get $v) (i32.const 16)) (i32.const 3)) (v128.const i32x4 0x8FFFE000 0x8FFFE000 0x8FFFE000 0x8FFFE000)) (v128.const f32x4 0x1p112 0x1p112 0x1p112 0x1p112)))
+                (local.set $bi (f32x4.mul (v128.and (i32x4.shr_s (local.get $v) (i32.const 3)) (v128.const i32x4 0x8FFFE000 0x8FFFE000 0x8FFFE000 0x8FFFE000)) (v128.const f32x4 0x1p112 0x1p112 0x1p112 0x1p112)))))
+            (local.set $p (i32.add (local.get $p) (i32.const 16)))))
+        (local.set $ge (i32.add (local.get $p) (local.get $gb)))
         (loop $bl
           ;; row r's 16 bytes: low nibbles (even columns), high nibbles (odd columns)
-          (local.set $h0 (v128.load offset=0 (local.get $w)))
-          (local.set $h1 (v128.load offset=16 (local.get $w)))
-          (local.set $h2 (v128.load offset=32 (local.get $w)))
-          (local.set $h3 (v128.load offset=48 (local.get $w)))
+          (local.set $h0 (v128.load offset=0 (local.get $p)))
+          (local.set $h1 (v128.load offset=16 (local.get $p)))
+          (local.set $h2 (v128.load offset=32 (local.get $p)))
+          (local.set $h3 (v128.load offset=48 (local.get $p)))
           (local.set $r0 (v128.and (local.get $h0) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15)))
           (local.set $r1 (v128.and (local.get $h1) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15)))
           (local.set $r2 (v128.and (local.get $h2) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15)))
@@ -2746,24 +2764,11 @@
           (v128.store offset=416 (local.get $d) (i16x8.extend_high_i8x16_u (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $u) (local.get $v))))
           (v128.store offset=448 (local.get $d) (i16x8.extend_low_i8x16_u (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $u) (local.get $v))))
           (v128.store offset=480 (local.get $d) (i16x8.extend_high_i8x16_u (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $u) (local.get $v))))
-          (local.set $w (i32.add (local.get $w) (i32.const 64)))
+          (local.set $p (i32.add (local.get $p) (i32.const 64)))
           (local.set $d (i32.add (local.get $d) (i32.const 512)))
-          (br_if $bl (i32.lt_u (local.get $w) (local.get $ge))))
-        (if (i32.eq (local.get $kind) (i32.const 2))
-          (then
-            (v128.store offset=0 (local.get $d) (i8x16.shuffle 0 1 2 3 8 9 10 11 16 17 18 19 24 25 26 27 (v128.load (local.get $sp)) (v128.load offset=16 (local.get $sp))))
-            (v128.store offset=32 (local.get $d) (i8x16.shuffle 4 5 6 7 12 13 14 15 20 21 22 23 28 29 30 31 (v128.load (local.get $sp)) (v128.load offset=16 (local.get $sp))))
-            (local.set $sp (i32.add (local.get $sp) (i32.const 32))))
-          (else
-            (local.set $u (v128.load (local.get $sp)))
-            (if (local.get $kind)
-              (then
-                (v128.store offset=0 (local.get $d) (i32x4.shl (local.get $u) (i32.const 16)))
-                (v128.store offset=32 (local.get $d) (v128.and (local.get $u) (v128.const i32x4 0xFFFF0000 0xFFFF0000 0xFFFF0000 0xFFFF0000))))
-              (else
-                (v128.store offset=0 (local.get $d) (f32x4.mul (v128.and (i32x4.shr_s (i32x4.shl (local.get $u) (i32.const 16)) (i32.const 3)) (v128.const i32x4 0x8FFFE000 0x8FFFE000 0x8FFFE000 0x8FFFE000)) (v128.const f32x4 0x1p112 0x1p112 0x1p112 0x1p112)))
-                (v128.store offset=32 (local.get $d) (f32x4.mul (v128.and (i32x4.shr_s (local.get $u) (i32.const 3)) (v128.const i32x4 0x8FFFE000 0x8FFFE000 0x8FFFE000 0x8FFFE000)) (v128.const f32x4 0x1p112 0x1p112 0x1p112 0x1p112)))))
-            (local.set $sp (i32.add (local.get $sp) (i32.const 16)))))
+          (br_if $bl (i32.lt_u (local.get $p) (local.get $ge))))
+        (v128.store (local.get $d) (local.get $sc))
+        (v128.store offset=32 (local.get $d) (local.get $bi))
         (local.set $d (i32.add (local.get $d) (i32.const 64)))
         (br $l))))
 

@@ -29,25 +29,28 @@ const HEADER = `  ;; Packed 4-bit MLX prompt batches (n >= 2 tokens, $rows_packe
 const I32 = (v: string) => `(v128.const i32x4 ${v} ${v} ${v} ${v})`;
 const F16 = (v: string) => `(f32x4.mul (v128.and ${v} ${I32('0x8FFFE000')}) (v128.const f32x4 0x1p112 0x1p112 0x1p112 0x1p112))`;
 
-/** The group's 4 scale/bias pairs at $sp (scale dtype $kind) as f32 lanes, stored at $d + sc and $d + bi. */
-function widenScales(ind: string, sc: number, bi: number): string[] {
-  const st = (at: number, v: string) => `${ind}    (v128.store offset=${at} (local.get $d) ${v})`;
+/**
+ * Lines setting $sc and $bi (lane r: row r's scale and bias as f32) from the 4 (scale, bias) pairs at $p in
+ * the scale dtype $kind (0 f16, 1 bf16, 2 f32), and moving $p past them; $v is scratch. f16 widens with
+ * integer ops to the f32 bits of h·2^-112, then one multiply by 2^112 (exact for normal values).
+ */
+export function scaleBias4(ind: string): string[] {
   return [
     `${ind}(if (i32.eq (local.get $kind) (i32.const 2))`,
     `${ind}  (then`,
-    st(sc, '(i8x16.shuffle 0 1 2 3 8 9 10 11 16 17 18 19 24 25 26 27 (v128.load (local.get $sp)) (v128.load offset=16 (local.get $sp)))'),
-    st(bi, '(i8x16.shuffle 4 5 6 7 12 13 14 15 20 21 22 23 28 29 30 31 (v128.load (local.get $sp)) (v128.load offset=16 (local.get $sp)))'),
-    `${ind}    (local.set $sp (i32.add (local.get $sp) (i32.const 32))))`,
+    `${ind}    (local.set $sc (i8x16.shuffle 0 1 2 3 8 9 10 11 16 17 18 19 24 25 26 27 (v128.load (local.get $p)) (v128.load offset=16 (local.get $p))))`,
+    `${ind}    (local.set $bi (i8x16.shuffle 4 5 6 7 12 13 14 15 20 21 22 23 28 29 30 31 (v128.load (local.get $p)) (v128.load offset=16 (local.get $p))))`,
+    `${ind}    (local.set $p (i32.add (local.get $p) (i32.const 32))))`,
     `${ind}  (else`,
-    `${ind}    (local.set $u (v128.load (local.get $sp)))`,
+    `${ind}    (local.set $v (v128.load (local.get $p)))`,
     `${ind}    (if (local.get $kind)`,
     `${ind}      (then`,
-    `    ${st(sc, '(i32x4.shl (local.get $u) (i32.const 16))')}`,
-    `    ${st(bi, `(v128.and (local.get $u) ${I32('0xFFFF0000')})`)})`,
+    `${ind}        (local.set $sc (i32x4.shl (local.get $v) (i32.const 16)))`,
+    `${ind}        (local.set $bi (v128.and (local.get $v) ${I32('0xFFFF0000')})))`,
     `${ind}      (else`,
-    `    ${st(sc, F16('(i32x4.shr_s (i32x4.shl (local.get $u) (i32.const 16)) (i32.const 3))'))}`,
-    `    ${st(bi, F16('(i32x4.shr_s (local.get $u) (i32.const 3))'))}))`,
-    `${ind}    (local.set $sp (i32.add (local.get $sp) (i32.const 16)))))`,
+    `${ind}        (local.set $sc ${F16('(i32x4.shr_s (i32x4.shl (local.get $v) (i32.const 16)) (i32.const 3))')})`,
+    `${ind}        (local.set $bi ${F16('(i32x4.shr_s (local.get $v) (i32.const 3))')})))`,
+    `${ind}    (local.set $p (i32.add (local.get $p) (i32.const 16)))))`,
   ];
 }
 
@@ -59,20 +62,20 @@ export function mlxTiles(): string[] {
   for (const ws of [16, 32]) {
     e(`  ;; One packed 4-bit group (w: its first block) widened for $mtile${ws / 4}x*: vector k of a block at d + ${ws}k,`);
     e(`  ;; blocks ${16 * ws} bytes apart, each MLX group's scales and biases at d + 0 / ${ws} past its blocks.`);
-    e(`  (func $mwiden${ws} (param $w i32) (param $cols i32) (param $d i32)`);
-    e(`    (local $sp i32) (local $qend i32) (local $ge i32) (local $gb i32) (local $kind i32) (local $u v128) (local $v v128)`);
+    e(`  (func $mwiden${ws} (param $p i32) (param $cols i32) (param $d i32)`);
+    e(`    (local $end i32) (local $ge i32) (local $gb i32) (local $kind i32) (local $u v128) (local $v v128) (local $sc v128) (local $bi v128)`);
     e(`    (local $r0 v128) (local $r1 v128) (local $r2 v128) (local $r3 v128) (local $h0 v128) (local $h1 v128) (local $h2 v128) (local $h3 v128)`);
     e(`    (local.set $gb (i32.shl (i32.load offset=212 (i32.const 0)) (i32.const 1)))`);
     e(`    (local.set $kind (i32.load offset=216 (i32.const 0)))`);
-    e(`    (local.set $qend (i32.add (local.get $w) (i32.shl (local.get $cols) (i32.const 1))))`);
-    e(`    (local.set $sp (local.get $qend))`);
+    e(`    (local.set $end (i32.add (local.get $p) (call $mlx4_group_bytes (local.get $cols) (local.get $kind))))`);
     e(`    (block $done`);
     e(`      (loop $l`);
-    e(`        (br_if $done (i32.ge_u (local.get $w) (local.get $qend)))`);
-    e(`        (local.set $ge (i32.add (local.get $w) (local.get $gb)))`);
+    e(`        (br_if $done (i32.ge_u (local.get $p) (local.get $end)))`);
+    L.push(...scaleBias4('        '));
+    e(`        (local.set $ge (i32.add (local.get $p) (local.get $gb)))`);
     e(`        (loop $bl`);
     e(`          ;; row r's 16 bytes: low nibbles (even columns), high nibbles (odd columns)`);
-    for (let r = 0; r < 4; r++) e(`          (local.set $h${r} (v128.load offset=${16 * r} (local.get $w)))`);
+    for (let r = 0; r < 4; r++) e(`          (local.set $h${r} (v128.load offset=${16 * r} (local.get $p)))`);
     for (let r = 0; r < 4; r++) e(`          (local.set $r${r} (v128.and (local.get $h${r}) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15)))`);
     for (let r = 0; r < 4; r++) e(`          (local.set $h${r} (i8x16.shr_u (local.get $h${r}) (i32.const 4)))`);
     // interleaveRows4 hands byte pairs jj, jj + 1 (jj = 4·part + 2q) of the 4 rows; their low nibbles are
@@ -85,10 +88,11 @@ export function mlxTiles(): string[] {
         return (['low', 'high'] as const).map((side, dk) => `          (v128.store offset=${ws * (k + dk)} (local.get $d) (i16x8.extend_${side}_i8x16_u ${bytes}))`);
       }),
     );
-    e(`          (local.set $w (i32.add (local.get $w) (i32.const 64)))`);
+    e(`          (local.set $p (i32.add (local.get $p) (i32.const 64)))`);
     e(`          (local.set $d (i32.add (local.get $d) (i32.const ${16 * ws})))`);
-    e(`          (br_if $bl (i32.lt_u (local.get $w) (local.get $ge))))`);
-    L.push(...widenScales('        ', 0, ws));
+    e(`          (br_if $bl (i32.lt_u (local.get $p) (local.get $ge))))`);
+    e(`        (v128.store (local.get $d) (local.get $sc))`);
+    e(`        (v128.store offset=${ws} (local.get $d) (local.get $bi))`);
     e(`        (local.set $d (i32.add (local.get $d) (i32.const ${2 * ws})))`);
     e(`        (br $l))))`);
     e(``);
