@@ -3011,7 +3011,6 @@
       (loop $l
         (br_if $done (i32.lt_u (local.get $n) (i32.const 4)))
         (call $mtile4x4 (local.get $s) (local.get $ng) (local.get $nb) (local.get $x) (local.get $out) (local.get $os))
-        ;; a tile: per group (68·nb + 4)·4 bytes
         (local.set $x (i32.add (local.get $x) (i32.mul (local.get $ng) (i32.mul (i32.add (i32.mul (local.get $nb) (i32.const 68)) (i32.const 4)) (i32.const 4)))))
         (local.set $out (i32.add (local.get $out) (i32.mul (local.get $os) (i32.const 4))))
         (local.set $n (i32.sub (local.get $n) (i32.const 4)))
@@ -3310,7 +3309,6 @@
       (loop $l
         (br_if $done (i32.lt_u (local.get $n) (i32.const 4)))
         (call $mtile8x4 (local.get $s) (local.get $ng) (local.get $nb) (local.get $x) (local.get $out) (local.get $os))
-        ;; a tile: per group (68·nb + 4)·4 bytes
         (local.set $x (i32.add (local.get $x) (i32.mul (local.get $ng) (i32.mul (i32.add (i32.mul (local.get $nb) (i32.const 68)) (i32.const 4)) (i32.const 4)))))
         (local.set $out (i32.add (local.get $out) (i32.mul (local.get $os) (i32.const 4))))
         (local.set $n (i32.sub (local.get $n) (i32.const 4)))

@@ -4,12 +4,8 @@
  * widened once per matmul into i16 column pairs; then tiles of 4 tokens run against one or two widened
  * groups, so each widened weight vector is loaded once per 4 tokens instead of being unpacked per token.
  */
-import { interleaveRows4 } from './qtiles.js';
+import { T, interleaveRows4, tileKLoop, tileRuns, tileStores } from './qtiles.js';
 
-/** Tokens per tile. */
-const T = 4;
-/** k-steps per inner-loop iteration: one group (4 rows), two groups (8 rows) — as qtiles.ts measured. */
-const STEPS = { 1: 2, 2: 1 } as const;
 
 const HEADER = `  ;; Packed 4-bit MLX prompt batches (n >= 2 tokens, $rows_packed): two 4-row groups at a time widened into
   ;; the thread's scratch ($mwiden32 each; a chunk's last odd group alone, $mwiden16), then tiles of ${T} tokens
@@ -99,7 +95,6 @@ export function mlxTiles(): string[] {
   }
 
   for (const G of [1, 2] as const) {
-    const steps = STEPS[G];
     const ws = 16 * G;
     const gs = [...Array(G).keys()];
     for (let t = 1; t <= T; t++) {
@@ -117,17 +112,7 @@ export function mlxTiles(): string[] {
       e(`        (loop $bl`);
       for (const a of acc) e(`          (local.set $a${a} (v128.const i32x4 0 0 0 0))`);
       e(`          (local.set $end (i32.add (local.get $x) (i32.const ${64 * t})))`);
-      e(`          (loop $kl`);
-      for (let u = 0; u < steps; u++) {
-        for (const g of gs) e(`            (local.set $w${g} (v128.load offset=${ws * u + 16 * g} (local.get $s)))`);
-        for (const i of toks) {
-          e(`            (local.set $c (v128.load32_splat offset=${4 * (u * t + i)} (local.get $x)))`);
-          for (const g of gs) e(`            (local.set $a${g}${i} (i32x4.add (local.get $a${g}${i}) (i32x4.dot_i16x8_s (local.get $w${g}) (local.get $c))))`);
-        }
-      }
-      e(`            (local.set $s (i32.add (local.get $s) (i32.const ${ws * steps})))`);
-      e(`            (local.set $x (i32.add (local.get $x) (i32.const ${4 * t * steps})))`);
-      e(`            (br_if $kl (i32.lt_u (local.get $x) (local.get $end))))`);
+      L.push(...tileKLoop('          ', G, t));
       for (const i of toks) {
         e(`          (local.set $dx (f32x4.splat (f32.load offset=${4 * i} (local.get $x))))`);
         for (const g of gs) e(`          (local.set $q${g}${i} (f32x4.add (local.get $q${g}${i}) (f32x4.mul (f32x4.convert_i32x4_s (local.get $a${g}${i})) (local.get $dx))))`);
@@ -147,10 +132,7 @@ export function mlxTiles(): string[] {
       e(`        (local.set $x (i32.add (local.get $x) (i32.const ${4 * t})))`);
       e(`        (local.set $g (i32.add (local.get $g) (i32.const 1)))`);
       e(`        (br $l)))`);
-      for (const i of toks) {
-        if (i > 0) e(`    (local.set $out (i32.add (local.get $out) (local.get $os)))`);
-        for (const g of gs) e(`    (v128.store offset=${16 * g} (local.get $out) (local.get $f${g}${i}))`);
-      }
+      L.push(...tileStores(G, t));
       e(`  )`);
       e(``);
     }
@@ -159,18 +141,9 @@ export function mlxTiles(): string[] {
     e(`    (local $ng i32) (local $nb i32)`);
     e(`    (local.set $nb (i32.shr_u (i32.load offset=212 (i32.const 0)) (i32.const 5)))`);
     e(`    (local.set $ng (i32.div_u (local.get $cols) (i32.load offset=212 (i32.const 0))))`);
-    e(`    (block $done`);
-    e(`      (loop $l`);
-    e(`        (br_if $done (i32.lt_u (local.get $n) (i32.const ${T})))`);
-    e(`        (call $mtile${4 * G}x${T} (local.get $s) (local.get $ng) (local.get $nb) (local.get $x) (local.get $out) (local.get $os))`);
-    e(`        ;; a tile: per group (68·nb + 4)·${T} bytes`);
-    e(`        (local.set $x (i32.add (local.get $x) (i32.mul (local.get $ng) (i32.mul (i32.add (i32.mul (local.get $nb) (i32.const 68)) (i32.const 4)) (i32.const ${T})))))`);
-    e(`        (local.set $out (i32.add (local.get $out) (i32.mul (local.get $os) (i32.const ${T}))))`);
-    e(`        (local.set $n (i32.sub (local.get $n) (i32.const ${T})))`);
-    e(`        (br $l)))`);
-    for (let t = 1; t < T; t++) {
-      e(`    (if (i32.eq (local.get $n) (i32.const ${t})) (then (call $mtile${4 * G}x${t} (local.get $s) (local.get $ng) (local.get $nb) (local.get $x) (local.get $out) (local.get $os))))`);
-    }
+    // a tile of T tokens: per group (68·nb + 4)·T bytes
+    L.push(...tileRuns((t) => `(call $mtile${4 * G}x${t} (local.get $s) (local.get $ng) (local.get $nb) (local.get $x) (local.get $out) (local.get $os))`,
+      `(i32.mul (local.get $ng) (i32.mul (i32.add (i32.mul (local.get $nb) (i32.const 68)) (i32.const 4)) (i32.const ${T})))`));
     e(`  )`);
     e(``);
   }
