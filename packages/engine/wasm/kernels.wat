@@ -2626,7 +2626,7 @@
   ;; in its order (gacc += f32(total)·d_x per block; acc += scale·gacc + bias·Σx per group), so a batch gives
   ;; the 1-token bits.
 
-  ;; One packed 4-bit group (w: its first block) widened for $mtile4x*: vector k of a block at d + 16k,
+  ;; One packed 4-bit 4-row group (p: its start) widened for $mtile4x*: vector k of a block at d + 16k,
   ;; blocks 256 bytes apart, each MLX group's scales and biases at d + 0 / 16 past its blocks.
   (func $mwiden16 (param $p i32) (param $cols i32) (param $d i32)
     (local $end i32) (local $ge i32) (local $gb i32) (local $kind i32) (local $u v128) (local $v v128) (local $sc v128) (local $bi v128)
@@ -2699,7 +2699,7 @@
         (local.set $d (i32.add (local.get $d) (i32.const 32)))
         (br $l))))
 
-  ;; One packed 4-bit group (w: its first block) widened for $mtile8x*: vector k of a block at d + 32k,
+  ;; One packed 4-bit 4-row group (p: its start) widened for $mtile8x*: vector k of a block at d + 32k,
   ;; blocks 512 bytes apart, each MLX group's scales and biases at d + 0 / 32 past its blocks.
   (func $mwiden32 (param $p i32) (param $cols i32) (param $d i32)
     (local $end i32) (local $ge i32) (local $gb i32) (local $kind i32) (local $u v128) (local $v v128) (local $sc v128) (local $bi v128)

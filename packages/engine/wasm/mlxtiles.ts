@@ -6,7 +6,6 @@
  */
 import { T, interleaveRows4, tileKLoop, tileRuns, tileStores } from './qtiles.js';
 
-
 const HEADER = `  ;; Packed 4-bit MLX prompt batches (n >= 2 tokens, $rows_packed): two 4-row groups at a time widened into
   ;; the thread's scratch ($mwiden32 each; a chunk's last odd group alone, $mwiden16), then tiles of ${T} tokens
   ;; ($mtiles8 / $mtiles4; the last tile takes the 1-${T - 1} left).
@@ -56,7 +55,7 @@ export function mlxTiles(): string[] {
   const e = (s: string) => L.push(s);
 
   for (const ws of [16, 32]) {
-    e(`  ;; One packed 4-bit group (w: its first block) widened for $mtile${ws / 4}x*: vector k of a block at d + ${ws}k,`);
+    e(`  ;; One packed 4-bit 4-row group (p: its start) widened for $mtile${ws / 4}x*: vector k of a block at d + ${ws}k,`);
     e(`  ;; blocks ${16 * ws} bytes apart, each MLX group's scales and biases at d + 0 / ${ws} past its blocks.`);
     e(`  (func $mwiden${ws} (param $p i32) (param $cols i32) (param $d i32)`);
     e(`    (local $end i32) (local $ge i32) (local $gb i32) (local $kind i32) (local $u v128) (local $v v128) (local $sc v128) (local $bi v128)`);
