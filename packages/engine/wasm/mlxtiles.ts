@@ -4,7 +4,7 @@
  * widened once per matmul into i16 column pairs; then tiles of 4 tokens run against one or two widened
  * groups, so each widened weight vector is loaded once per 4 tokens instead of being unpacked per token.
  */
-import { T, interleaveRows4, tileKLoop, tileRuns, tileStores } from './qtiles.js';
+import { T, interleaveRows4, tileKLoop, tileRuns, tileShape, tileStores } from './qtiles.js';
 
 const HEADER = `  ;; Packed 4-bit MLX prompt batches (n >= 2 tokens, $rows_packed): two 4-row groups at a time widened into
   ;; the thread's scratch ($mwiden32 each; a chunk's last odd group alone, $mwiden16), then tiles of ${T} tokens
@@ -95,10 +95,8 @@ export function mlxTiles(): string[] {
 
   for (const G of [1, 2] as const) {
     const ws = 16 * G;
-    const gs = [...Array(G).keys()];
     for (let t = 1; t <= T; t++) {
-      const toks = [...Array(t).keys()];
-      const acc = gs.flatMap((g) => toks.map((i) => `${g}${i}`));
+      const { gs, toks, acc } = tileShape(G, t);
       e(`  ;; ${4 * G} rows x ${t} token(s): s = widened groups, x = the tile's activations; out + i·os: token i's ${4 * G} outputs.`);
       e(`  (func $mtile${4 * G}x${t} (param $s i32) (param $ng i32) (param $nb i32) (param $x i32) (param $out i32) (param $os i32)`);
       e(`    (local $g i32) (local $b i32) (local $end i32)${gs.map((g) => ` (local $w${g} v128)`).join('')} (local $c v128) (local $dx v128)`);

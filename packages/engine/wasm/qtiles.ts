@@ -185,6 +185,13 @@ export function tileKLoop(ind: string, G: 1 | 2, t: number): string[] {
   return L;
 }
 
+/** A tile of G 4-row groups and t tokens: group and token indices, and the accumulator suffixes `${g}${i}`. */
+export function tileShape(G: 1 | 2, t: number): { gs: number[]; toks: number[]; acc: string[] } {
+  const gs = [...Array(G).keys()];
+  const toks = [...Array(t).keys()];
+  return { gs, toks, acc: gs.flatMap((g) => toks.map((i) => `${g}${i}`)) };
+}
+
 /** A tile's results $f<g><i> stored: token i's 4·G rows at $out + i·$os. */
 export function tileStores(G: 1 | 2, t: number): string[] {
   const L: string[] = [];
@@ -224,10 +231,8 @@ export function tileKernels(p: string, pairs: number): string[] {
   const e = (s: string) => L.push(s);
   for (const G of [1, 2] as const) {
     const ws = 16 * G;
-    const gs = [...Array(G).keys()];
     for (let t = 1; t <= T; t++) {
-      const toks = [...Array(t).keys()];
-      const acc = gs.flatMap((g) => toks.map((i) => `${g}${i}`));
+      const { gs, toks, acc } = tileShape(G, t);
       e(`  ;; ${4 * G} rows x ${t} token(s): s = widened blocks, x = the tile's activations; out + i·os: token i's ${4 * G} outputs.`);
       e(`  (func $${p}tile${4 * G}x${t} (param $s i32) (param $nb i32) (param $x i32) (param $out i32) (param $os i32)`);
       e(`    (local $b i32) (local $end i32)${gs.map((g) => ` (local $w${g} v128) (local $dw${g} v128)`).join('')} (local $c v128) (local $dx v128)`);
