@@ -259,10 +259,14 @@ describe.skipIf(!netnsAvailable())('weights over the cable (network namespaces)'
     cli.stdout!.on('data', (d) => (out += d));
     cli.stderr!.on('data', (d) => (err += d));
     const exited = new Promise<number | null>((r) => cli.once('exit', r));
+    let peerLinks: Array<{ source: string; encryption?: string | null }> = [];
     await waitFor('bytes from the victim', () => {
       const p = daemons[2].tryGet('/api/dashboard/progress')?.progress.find((x: any) => x.model === repo && x.node === peerOf(daemons[2]));
-      return (p?.sources?.[victim] ?? 0) > 0;
+      peerLinks = (p?.links ?? []).filter((l: { source: string }) => l.source !== 'hub');
+      return (p?.sources?.[victim] ?? 0) > 0 && peerLinks.length > 0;
     }, 60_000, 100);
+    // The hosts meet through a bridge, not a direct cable: by default every weights link is sealed.
+    expect(peerLinks.map((l) => l.encryption)).toEqual(peerLinks.map(() => expect.stringMatching(/^(aes-256-gcm|chacha20-poly1305)$/)));
     daemons[0].kill('SIGKILL');
     // The rest need not crawl: the survivor's link is freed as soon as the victim is gone.
     shape(net!.hosts[1], null);
