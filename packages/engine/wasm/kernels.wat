@@ -381,6 +381,45 @@
     (f32.store offset=8 (local.get $out) (local.get $sb2))
     (f32.store offset=12 (local.get $out) (local.get $sb3)))
 
+  ;; One row-major f32 row against 2 tokens: decode of 2 sequences, or one decoding beside a one-row
+  ;; prompt chunk. Run row by row like 1-token decode, so the weights stream front to back (the 4-row
+  ;; passes read 4 streams a row apart, which the hardware prefetcher follows badly: 1024 columns,
+  ;; cold, 2 tokens took 1.5-2x one token's time that way, ~1.0-1.3x row by row). Same lanes and
+  ;; order as $dot1_f32 per token. Rows at $w; token t at $x + t·$xs; outputs at $out, $out + $os.
+  (func $dot1x2_f32 (param $w i32) (param $rb i32) (param $x i32) (param $xs i32) (param $cols i32) (param $out i32) (param $os i32)
+    (local $o i32) (local $end i32) (local $v v128) (local $u f32) (local $x1 i32)
+    (local $y0 v128) (local $y1 v128) (local $a00 v128) (local $a10 v128)
+    (local $s00 f32) (local $s10 f32) (local $z0 f32) (local $z1 f32)
+    (local.set $x1 (i32.add (local.get $x) (local.get $xs)))
+    (local.set $end (i32.shl (i32.and (local.get $cols) (i32.const -4)) (i32.const 2)))
+    (block $done
+      (loop $l
+        (br_if $done (i32.ge_u (local.get $o) (local.get $end)))
+        (local.set $y0 (v128.load (i32.add (local.get $x) (local.get $o))))
+        (local.set $y1 (v128.load (i32.add (local.get $x1) (local.get $o))))
+        (local.set $v (v128.load (i32.add (local.get $w) (local.get $o))))
+        (local.set $a00 (f32x4.add (local.get $a00) (f32x4.mul (local.get $v) (local.get $y0))))
+        (local.set $a10 (f32x4.add (local.get $a10) (f32x4.mul (local.get $v) (local.get $y1))))
+        (local.set $o (i32.add (local.get $o) (i32.const 16)))
+        (br $l)))
+    (local.set $s00 (call $hsum (local.get $a00)))
+    (local.set $s10 (call $hsum (local.get $a10)))
+    (local.set $end (i32.shl (local.get $cols) (i32.const 2)))
+    (block $tdone
+      (loop $tl
+        (br_if $tdone (i32.ge_u (local.get $o) (local.get $end)))
+        (local.set $z0 (f32.load (i32.add (local.get $x) (local.get $o))))
+        (local.set $z1 (f32.load (i32.add (local.get $x1) (local.get $o))))
+        (local.set $u (f32.load (i32.add (local.get $w) (local.get $o))))
+        (local.set $s00 (f32.add (local.get $s00) (f32.mul (local.get $u) (local.get $z0))))
+        (local.set $s10 (f32.add (local.get $s10) (f32.mul (local.get $u) (local.get $z1))))
+        (local.set $o (i32.add (local.get $o) (i32.const 4)))
+        (br $tl)))
+    (f32.store offset=0 (local.get $out) (local.get $s00))
+    (local.set $out (i32.add (local.get $out) (local.get $os)))
+    (f32.store offset=0 (local.get $out) (local.get $s10))
+  )
+
   (func $dot4x2_f16 (type $dot2) (param $w i32) (param $rb i32) (param $x i32) (param $cols i32) (param $out i32) (param $xs i32) (param $os i32)
     (local $w1 i32) (local $w2 i32) (local $w3 i32) (local $o i32) (local $end i32) (local $x2 i32) (local $xo i32) (local $xo2 i32)
     (local $a0 v128) (local $b0 v128) (local $a1 v128) (local $b1 v128) (local $a2 v128) (local $b2 v128) (local $a3 v128) (local $b3 v128)
@@ -5665,6 +5704,19 @@
     (if (i32.and (i32.and (i32.eq (local.get $k) (i32.const 6)) (i32.le_u (local.get $n) (i32.const 3)))
                  (i32.le_u (i32.mul (local.get $n) (local.get $xs)) (i32.const 12288)))
       (then (local.set $seq (i32.const 1))))
+    ;; f32, 2 tokens whose activations fit 12 KB (as q8_0 below): row by row, both tokens per row.
+    (if (i32.and (i32.and (i32.eqz (local.get $k)) (i32.eq (local.get $n) (i32.const 2)))
+                 (i32.le_u (i32.shl (local.get $xs) (i32.const 1)) (i32.const 12288)))
+      (then
+        (local.set $r (local.get $r0))
+        (block $pdone
+          (loop $pl
+            (br_if $pdone (i32.ge_u (local.get $r) (local.get $r1)))
+            (call $dot1x2_f32 (i32.add (local.get $w) (i32.mul (local.get $r) (local.get $rb))) (local.get $rb) (local.get $x) (local.get $xs) (local.get $cols)
+              (i32.add (local.get $out) (i32.shl (local.get $r) (i32.const 2))) (i32.shl (local.get $rows) (i32.const 2)))
+            (local.set $r (i32.add (local.get $r) (i32.const 1)))
+            (br $pl)))
+        (return)))
     ;; f16 with 4+ tokens: widen each row group once into this thread's scratch (base at 192, bytes
     ;; per thread at 196), then run the 4x2 kernel from it.
     (local.set $wide (i32.and (i32.eq (local.get $k) (i32.const 2)) (i32.ge_u (local.get $n) (i32.const 4))))
