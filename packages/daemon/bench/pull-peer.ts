@@ -5,9 +5,11 @@
  *       weights data plane on PORT and, for the raw baseline, sends its bytes from memory to whoever
  *       connects to RAWPORT; prints one JSON line {availability} when ready.
  *   raw HOST RAWPORT BYTES                  — reads BYTES from the raw port into memory; prints {seconds, cpuSeconds}.
- *   pull HOST PORT SECRET_HEX DIR FILE AVAILABILITY_JSON_PATH — pulls the file into DIR as a node
- *       would from a peer (chunks striped over the link, each hashed and written, the file recorded);
- *       prints {seconds, bytes, cpuSeconds} (the receiving process's CPU time, all its threads).
+ *   pull HOST PORT SECRET_HEX DIR FILE AVAILABILITY_JSON_PATH plain|sealed — pulls the file into DIR
+ *       as a node would from a peer (chunks striped over the link, each hashed and written, the file
+ *       recorded), over a plain link or one sealed by the daemon's default rule (every link but a
+ *       direct cable); prints {seconds, bytes, cpuSeconds, cipher} (CPU: the receiving process, all
+ *       its threads). The server never asks for encryption: the puller decides.
  */
 import { readFileSync } from 'node:fs';
 import net from 'node:net';
@@ -16,6 +18,7 @@ import { contentKey } from '../src/store/chunked/chunk-file.js';
 import { ChunkRegistry, type Availability } from '../src/store/chunked/registry.js';
 import { pullFile } from '../src/store/pod/pull-file.js';
 import { connectLinks } from '../src/store/peers/pod-access.js';
+import { DEFAULT_SECURITY, encryptionPolicy } from '../src/runner/link-security.js';
 import { startWeightsServer } from '../src/store/peers/weights-server.js';
 
 const [mode, ...args] = process.argv.slice(2);
@@ -53,7 +56,9 @@ if (mode === 'serve') {
   const cpu = process.cpuUsage(cpu0);
   print({ seconds: (performance.now() - t0) / 1000, cpuSeconds: (cpu.user + cpu.system) / 1e6 });
 } else if (mode === 'pull') {
-  const [host, port, secretHex, dir, file, availabilityPath] = args;
+  const [host, port, secretHex, dir, file, availabilityPath, how] = args;
+  const encryption = how === 'sealed' ? encryptionPolicy(DEFAULT_SECURITY) : undefined;
+  let cipher: string | null = null;
   const { availability, sha256, size } = JSON.parse(readFileSync(availabilityPath, 'utf8')) as { availability: Availability; sha256: string; size: number };
   const registry = new ChunkRegistry();
   const cpu0 = process.cpuUsage();
@@ -63,14 +68,24 @@ if (mode === 'serve') {
     path: join(dir, file),
     info: { key: availability.key, size, sha256, label: file },
     route: {
-      peers: async () => [{ id: 'server', availability, links: (signal) => connectLinks([{ host, port: Number(port) }], Buffer.from(secretHex, 'hex'), signal) }],
+      peers: async () => [
+        {
+          id: 'server',
+          availability,
+          links: async (signal) => {
+            const links = await connectLinks([{ host, port: Number(port) }], Buffer.from(secretHex, 'hex'), signal, encryption);
+            cipher = links[0]?.cipher ?? null;
+            return links;
+          },
+        },
+      ],
     },
   });
   const seconds = (performance.now() - t0) / 1000;
   const cpu = process.cpuUsage(cpu0);
   await registry.closeAll();
   if (!r.complete) throw new Error('pull: the file is not complete');
-  print({ seconds, bytes: r.bySource.server ?? 0, cpuSeconds: (cpu.user + cpu.system) / 1e6 });
+  print({ seconds, bytes: r.bySource.server ?? 0, cpuSeconds: (cpu.user + cpu.system) / 1e6, cipher });
 } else {
   throw new Error(`unknown mode ${mode}`);
 }

@@ -5,7 +5,9 @@
  * one side:
  *   - raw: the shard's bytes from memory down one plain TCP socket (no request, hash or disk),
  *   - pull: the shard as a node pulls it (weights data plane: authenticated link, chunks requested
- *     and pipelined, each SHA-256-checked against the peer's digest and written, the file recorded).
+ *     and pipelined, each SHA-256-checked against the peer's digest and written, the file recorded),
+ *   - sealed pull: the same over a link sealed as the daemon seals every link but a direct cable
+ *     (AEAD records, transport/tcp/sealed-stream.ts; over loopback it would stay plain).
  * Rounds alternate (BENCH_ROUNDS, default 3); the best of each is compared. BENCH_LINK_RATE (e.g.
  * "2gbit") caps the link with tc tbf, to stand for a cable slower than this machine's memory.
  * Target (issue 22): pull >= 0.8x raw.
@@ -81,19 +83,29 @@ try {
   const mbps = (seconds: number) => size / seconds / 1e6;
   const raw: number[] = [];
   const pulled: number[] = [];
+  const sealed: number[] = [];
+  let cipher: string | null = null;
   /** Receiver CPU seconds per GB moved: what each byte costs, whatever else the machine is doing. */
   const rawCpu: number[] = [];
   const pullCpu: number[] = [];
+  const sealedCpu: number[] = [];
   for (let r = 0; r < ROUNDS; r++) {
     const q = await firstLine(run(1, ['raw', host, String(RAW_PORT), String(size)]));
     raw.push(mbps(q.seconds));
     rawCpu.push(q.cpuSeconds / (size / 1e9));
     const into = join(work, `pull-${r}`);
     mkdirSync(into);
-    const p = await firstLine(run(1, ['pull', host, String(PORT), SECRET, into, FILE, availabilityPath]));
+    const p = await firstLine(run(1, ['pull', host, String(PORT), SECRET, into, FILE, availabilityPath, 'plain']));
     if (p.bytes !== size) throw new Error(`pull moved ${p.bytes} bytes, expected ${size}`);
     pulled.push(mbps(p.seconds));
     pullCpu.push(p.cpuSeconds / (size / 1e9));
+    rmSync(into, { recursive: true, force: true });
+    mkdirSync(into);
+    const e = await firstLine(run(1, ['pull', host, String(PORT), SECRET, into, FILE, availabilityPath, 'sealed']));
+    if (e.bytes !== size) throw new Error(`sealed pull moved ${e.bytes} bytes, expected ${size}`);
+    sealed.push(mbps(e.seconds));
+    sealedCpu.push(e.cpuSeconds / (size / 1e9));
+    cipher = e.cipher;
     rmSync(into, { recursive: true, force: true });
   }
   server.kill();
@@ -102,9 +114,11 @@ try {
   console.log(`bench:pull — a ${MIB} MiB shard over a ${where}, ${ROUNDS} rounds, best of each`);
   console.log(`  raw TCP, memory to memory      ${best(raw).toFixed(0).padStart(6)} MB/s   (rounds: ${raw.map((x) => x.toFixed(0)).join(', ')})`);
   console.log(`  pod pull (hash + disk + log)   ${best(pulled).toFixed(0).padStart(6)} MB/s   (rounds: ${pulled.map((x) => x.toFixed(0)).join(', ')})`);
+  console.log(`  pod pull, ${(cipher ?? 'plain').padEnd(20)} ${best(sealed).toFixed(0).padStart(6)} MB/s   (rounds: ${sealed.map((x) => x.toFixed(0)).join(', ')}; sealed as by default off a direct cable)`);
   console.log(`  ratio pull / raw               ${(best(pulled) / best(raw)).toFixed(2)}x   (target >= 0.8x)`);
+  console.log(`  ratio sealed pull / raw        ${(best(sealed) / best(raw)).toFixed(2)}x`);
   const least = (xs: number[]) => Math.min(...xs);
-  console.log(`  receiver CPU per GB            raw ${least(rawCpu).toFixed(2)} s, pull ${least(pullCpu).toFixed(2)} s (all threads; least of the rounds)`);
+  console.log(`  receiver CPU per GB            raw ${least(rawCpu).toFixed(2)} s, pull ${least(pullCpu).toFixed(2)} s, sealed pull ${least(sealedCpu).toFixed(2)} s (all threads; least of the rounds)`);
   console.log(`  load average ${os.loadavg().map((x) => x.toFixed(2)).join(' ')} on ${os.availableParallelism()} cores`);
 } finally {
   await net?.destroy();

@@ -10,8 +10,11 @@
  *   - batch-8-throughput: 8 concurrent streams' summed decode tok/s against one stream alone, same run
  *     (target >= 3x);
  *   - prefix-turn-2-ttft: a chat's second turn (the first turn's BENCH_HISTORY-token prompt, its answer
- *     and 8 new tokens) against the first turn's time to first token (target <= 0.2x).
- * BENCH_PARTS=batch runs only these (a short run).
+ *     and 8 new tokens) against the first turn's time to first token (target <= 0.2x);
+ *   - itl-during-prefill: p99 inter-token time of a running stream while a BENCH_LONG_PROMPT-token
+ *     (2,000) prompt is prefilled beside it, against the same stream's undisturbed p99 just before
+ *     (target <= 2x; the driver chunks the prompt from measured step times, runner/prefill-chunk.ts).
+ * BENCH_PARTS=batch runs only these (a short run); BENCH_PARTS=itl only itl-during-prefill.
  *
  * The model: 6 layers of hidden 1024 (FFN 3072), ~75M layer parameters in f32. Compute dominates:
  * a TP-2 rank computes ~0.4 ms (attention) and ~1.2 ms (MLP) between its meetings with the other
@@ -33,7 +36,8 @@ const TOKENS = Number(process.env.BENCH_TOKENS ?? 96);
 const BACKEND = (process.env.BENCH_BACKEND ?? 'wasm') as 'wasm' | 'reference';
 
 const dir = mkdtempSync(join(os.tmpdir(), 'orchard-bench-serve-'));
-const info = writeRandomModel(dir, { numLayers: LAYERS, hiddenSize: HIDDEN, intermediateSize: HIDDEN * 3, numHeads: 8, numKvHeads: 4, maxPositionEmbeddings: 512, seed: 11 });
+const LONG_PROMPT = Number(process.env.BENCH_LONG_PROMPT ?? 2000);
+const info = writeRandomModel(dir, { numLayers: LAYERS, hiddenSize: HIDDEN, intermediateSize: HIDDEN * 3, numHeads: 8, numKvHeads: 4, maxPositionEmbeddings: Math.max(512, LONG_PROMPT + 512), seed: 11 });
 const params = (LAYERS * (HIDDEN * HIDDEN * 3 + HIDDEN * HIDDEN * 3 * 3)) / 1e6;
 
 const PROMPT = [1, 10, 20, 30, 40, 50, 60, 70];
@@ -52,7 +56,7 @@ const WARM_TOKENS = Number(process.env.BENCH_WARM_TOKENS ?? 96);
  */
 const MEETINGS = 2 * LAYERS;
 
-function launch(name: string, layout: InstanceLayout, o: { pollMs?: number } = {}) {
+function launch(name: string, layout: InstanceLayout, o: { pollMs?: number; maxSeqLen?: number } = {}) {
   return startLocalInstance({ modelDir: dir, layout, groupId: `bench-${name}`, secret: '11'.repeat(16), listenHost: '127.0.0.1', maxSeqLen: 512, backend: { kind: BACKEND, threads: 1 }, ...o });
 }
 
@@ -148,19 +152,72 @@ async function measureBatching() {
   }
 }
 
+/** The q-th quantile of `xs` (nearest rank). */
+function quantile(xs: number[], q: number): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.ceil(q * s.length) - 1)];
+}
+
+/**
+ * A stream decodes UNDISTURBED tokens alone, then a LONG_PROMPT-token prompt arrives: the stream's
+ * inter-token times while that prompt is prefilled (until its first token), against its own undisturbed
+ * ones just before (the target's ratio) and, as many, just after (printed too: by then the stream is
+ * ~2,000 tokens longer and its own attention slower).
+ */
+async function measureItlDuringPrefill() {
+  const inst = await launch('itl', { stages: pipelineStages(LAYERS, 1), tensor: 1 }, { maxSeqLen: LONG_PROMPT + 512 });
+  const UNDISTURBED = 128;
+  try {
+    await inst[0].generate({ promptIds: PROMPT, maxTokens: 8, stopTokenIds: [] }, () => undefined); // loads, JIT
+    const stamps: number[] = [];
+    let alone: () => void = () => {};
+    const aloneDone = new Promise<void>((r) => (alone = r));
+    const stopA = new AbortController();
+    let stopAt = Infinity;
+    const runA = inst[0].generate({ promptIds: PROMPT, maxTokens: LONG_PROMPT + 512 - PROMPT.length - 1, stopTokenIds: [] }, () => {
+      stamps.push(performance.now());
+      if (stamps.length === UNDISTURBED + 8) alone();
+      if (stamps.length >= stopAt) stopA.abort();
+    }, stopA.signal);
+    await aloneDone;
+    const arrived = performance.now();
+    const long = Array.from({ length: LONG_PROMPT }, (_, j) => (j * 13 + 5) % 256);
+    const b = await ttft(inst, long, 1);
+    const firstB = arrived + b.ms;
+    stopAt = stamps.length + UNDISTURBED + 1;
+    const outA = await runA;
+    if (outA.finishReason !== 'abort') throw new Error('itl-during-prefill: the stream ended before its undisturbed tail');
+    const gaps = (from: number, to: number) => stamps.slice(1).map((t, i) => [stamps[i], t - stamps[i]]).filter(([t0]) => t0 >= from && t0 < to).map(([, g]) => g);
+    // undisturbed: the gaps after the first 8 tokens (warm) until the prompt arrived
+    const before = gaps(stamps[7], arrived);
+    const during = gaps(arrived, firstB);
+    // after: from the first gap that starts once B has its token
+    const after = gaps(firstB, Infinity);
+    return { beforeP99: quantile(before, 0.99), afterP99: quantile(after, 0.99), duringP99: quantile(during, 0.99), beforeP50: quantile(before, 0.5), afterP50: quantile(after, 0.5), duringP50: quantile(during, 0.5), beforeN: before.length, afterN: after.length, duringN: during.length, prefillMs: b.ms };
+  } finally {
+    await Promise.all(inst.map((r) => r.stop(1000)));
+  }
+}
+
 const HISTORY = Number(process.env.BENCH_HISTORY ?? 400);
 const PARTS = (process.env.BENCH_PARTS ?? 'split,batch').split(',');
 
 try {
   console.log(`bench:serve — generated Llama, ${LAYERS} layers, hidden ${HIDDEN}, ~${params.toFixed(1)}M layer parameters (${info.dir}), ${TOKENS} decode tokens, best of ${ROUNDS} alternating rounds, each run after ${WARM_TOKENS} unmeasured tokens, ${BACKEND} backend with 1 engine thread per process`);
   console.log(`machine: ${os.cpus().length} cores (${os.cpus()[0]?.model ?? '?'}), load average ${os.loadavg()[0].toFixed(2)}`);
+  const ratio = (name: string, v: number, unit: string, base: number, note: string) => console.log(`${name.padEnd(44)} ${v.toFixed(1).padStart(7)} ${unit}  ${(v / base).toFixed(2)}x ${note}`);
   if (PARTS.includes('batch')) {
     const b = await measureBatching();
-    const ratio = (name: string, v: number, unit: string, base: number, note: string) => console.log(`${name.padEnd(44)} ${v.toFixed(1).padStart(7)} ${unit}  ${(v / base).toFixed(2)}x ${note}`);
     ratio('one stream (batching instance)', b.one, 'tok/s', b.one, 'single');
     ratio('batch-8-throughput', b.eight, 'tok/s', b.one, `single  (target >= 3x: ${b.eight / b.one >= 3 ? 'met' : 'NOT met'})`);
     ratio(`prefix-turn-1-ttft (${HISTORY}-token prompt)`, b.turn1Ms, 'ms   ', b.turn1Ms, 'turn 1');
     ratio(`prefix-turn-2-ttft (${b.history} tokens, ${b.cached} cached)`, b.turn2Ms, 'ms   ', b.turn1Ms, `turn 1  (target <= 0.2x: ${b.turn2Ms / b.turn1Ms <= 0.2 ? 'met' : 'NOT met'})`);
+  }
+  if (PARTS.includes('batch') || PARTS.includes('itl')) {
+    const itl = await measureItlDuringPrefill();
+    ratio(`itl-during-prefill undisturbed p99 (${itl.beforeN} gaps)`, itl.beforeP99, 'ms   ', itl.beforeP99, 'undisturbed');
+    ratio(`itl-during-prefill (${LONG_PROMPT}-token prompt, ${itl.duringN} gaps)`, itl.duringP99, 'ms   ', itl.beforeP99, `undisturbed  (target <= 2x: ${itl.duringP99 / itl.beforeP99 <= 2 ? 'met' : 'NOT met'}; the prompt's first token after ${(itl.prefillMs / 1000).toFixed(1)} s; undisturbed p99 after it: ${itl.afterP99.toFixed(1)} ms)`);
+    console.log(`(median inter-token time: undisturbed before ${itl.beforeP50.toFixed(1)} ms / after ${itl.afterP50.toFixed(1)} ms, during the prefill ${itl.duringP50.toFixed(1)} ms; ${itl.beforeN} / ${itl.afterN} / ${itl.duringN} gaps)`);
     console.log(`load average after the batching lines: ${os.loadavg()[0].toFixed(2)}`);
   }
   if (!PARTS.includes('split')) process.exit(0);

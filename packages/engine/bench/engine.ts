@@ -147,6 +147,8 @@ interface Speeds {
   decode: number;
   /** Decode tokens per CPU-second of this process (one thread: the engine's own time, unaffected by preemption). */
   decodeCpu: number;
+  /** Prompt tokens per CPU-second of this process during the prompt batch (likewise). */
+  prefillCpu: number;
   /** 1 / the fastest single decode step (s): the streaming measure, comparable to the best-of read sweep. */
   fastest: number;
 }
@@ -167,8 +169,10 @@ async function orchardRunner(gguf: string, threads: number, promptTokens: number
     async round(): Promise<Speeds> {
       const cache = model.newCache();
       let t0 = performance.now();
+      const p0 = process.cpuUsage();
       let logits = await model.forward({ tokens: prompt }, cache);
       const prefill = promptTokens / ((performance.now() - t0) / 1000);
+      const prefillCpu = promptTokens / cpuSeconds(p0);
       t0 = performance.now();
       const c0 = process.cpuUsage();
       let done = 0;
@@ -184,7 +188,7 @@ async function orchardRunner(gguf: string, threads: number, promptTokens: number
       const decode = done / ((performance.now() - t0) / 1000);
       const decodeCpu = done / cpuSeconds(c0);
       model.releaseCache(cache);
-      return { prefill, decode, decodeCpu, fastest: 1000 / fastestMs };
+      return { prefill, decode, decodeCpu, prefillCpu, fastest: 1000 / fastestMs };
     },
     dispose: () => model.dispose(),
   };
@@ -194,9 +198,9 @@ async function orchardRunner(gguf: string, threads: number, promptTokens: number
 async function measure(model: string, o: Required<Omit<EngineBenchOptions, 'log' | 'only' | 'dtypes'>>, gguf = model) {
   const orchard = await orchardRunner(model, o.threads, o.promptTokens, o.decodeTokens);
   const llama = await llamaRunner(gguf, o);
-  const best = (a: Speeds, b: Speeds): Speeds => ({ prefill: Math.max(a.prefill, b.prefill), decode: Math.max(a.decode, b.decode), decodeCpu: Math.max(a.decodeCpu, b.decodeCpu), fastest: Math.max(a.fastest, b.fastest) });
-  let ob: Speeds = { prefill: 0, decode: 0, decodeCpu: 0, fastest: 0 };
-  let lb: Speeds = { prefill: 0, decode: 0, decodeCpu: 0, fastest: 0 };
+  const best = (a: Speeds, b: Speeds): Speeds => ({ prefill: Math.max(a.prefill, b.prefill), decode: Math.max(a.decode, b.decode), decodeCpu: Math.max(a.decodeCpu, b.decodeCpu), prefillCpu: Math.max(a.prefillCpu, b.prefillCpu), fastest: Math.max(a.fastest, b.fastest) });
+  let ob: Speeds = { prefill: 0, decode: 0, decodeCpu: 0, prefillCpu: 0, fastest: 0 };
+  let lb: Speeds = { prefill: 0, decode: 0, decodeCpu: 0, prefillCpu: 0, fastest: 0 };
   let readGBs = 0;
   try {
     await orchard.round(); // warm-up (first-touch of memory, JIT)
@@ -266,6 +270,12 @@ export async function runEngineBench(options: EngineBenchOptions = {}): Promise<
   const speedLines = (prefix: string, dt: Dtype, m: Awaited<ReturnType<typeof measure>>) => {
     lines.push({ name: `${prefix}decode-${dt}`, orchard: round3(m.orchard.decode), llamacpp: round3(m.llama.decode), unit: 'tok/s', ratio: round3(m.orchard.decode / m.llama.decode) });
     lines.push({ name: `${prefix}prefill-${dt}`, orchard: round3(m.orchard.prefill), llamacpp: round3(m.llama.prefill), unit: 'tok/s', ratio: round3(m.orchard.prefill / m.llama.prefill) });
+    // With one thread each, tokens per CPU-second compare the engines' own work even on a loaded machine.
+    if (o.threads === 1) {
+      for (const [what, a, b] of [['decode', m.orchard.decodeCpu, m.llama.decodeCpu], ['prefill', m.orchard.prefillCpu, m.llama.prefillCpu]] as const) {
+        lines.push({ name: `${prefix}${what}-${dt}-cpu`, orchard: round3(a), llamacpp: round3(b), unit: 'tok/cpu-s', ratio: round3(a / b) });
+      }
+    }
   };
 
   const only = new Set(options.only ?? BENCH_GROUPS);
@@ -275,7 +285,7 @@ export async function runEngineBench(options: EngineBenchOptions = {}): Promise<
     log(`~100M model, ${dt}${dt === 'mlx4' ? ' (llama.cpp: Q4_K)' : ''}, ${o.threads} thread(s): Orchard vs llama.cpp`);
     const m = dt === 'mlx4' ? await measure(big!.mlx4, o, big!.ggufs.q4_k) : await measure(big!.ggufs[dt], o);
     speedLines('', dt, m);
-    log(lines.slice(-2).map((l) => `  ${l.name}: ${l.orchard} vs ${l.llamacpp} ${l.unit} (${l.ratio}x)`).join('\n'));
+    log(lines.slice(o.threads === 1 ? -4 : -2).map((l) => `  ${l.name}: ${l.orchard} vs ${l.llamacpp} ${l.unit} (${l.ratio}x)`).join('\n'));
     if (dt === 'f16') {
       // Weight bytes of one decode step / the fastest step, against the best read sweep: both are
       // best-of short intervals, so a busy machine's preemptions affect them alike.
@@ -376,7 +386,7 @@ export function formatEngineTable(result: { lines: EngineBenchLine[] }, threads:
   for (const l of result.lines) rows.push([l.name, String(l.orchard), l.llamacpp === null ? '-' : String(l.llamacpp), l.unit, l.ratio === null ? '-' : `${l.ratio}x`]);
   const w = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
   const body = rows.map((r) => r.map((c, i) => (i === 0 ? c.padEnd(w[i]) : c.padStart(w[i]))).join('  ')).join('\n');
-  return `${body}\n(${threads} thread(s) each; *-cpu lines: decode tokens per CPU-second of the process (1 thread only; robust to a loaded machine); stream-f16 = f16 weight bytes per decode step / the fastest step; ratio = Orchard's stream / the best read sweep over as many bytes, same backend and threads, same run; gpu-<model>-* lines: decode/prefill ratio = GPU / wasm, stream ratio = / gpu-copy-baseline, same run; gpu-decode/prefill-<format> lines: Orchard's GPU kernels / llama.cpp's GPU build on the same adapter and GGUF, same run; spec-decode-repetitive: ratio = prompt-lookup / plain decode of the demo model, same run, identical output)`;
+  return `${body}\n(${threads} thread(s) each; *-cpu lines: decode / prompt tokens per CPU-second of the process (1 thread only; robust to a loaded machine); stream-f16 = f16 weight bytes per decode step / the fastest step; ratio = Orchard's stream / the best read sweep over as many bytes, same backend and threads, same run; gpu-<model>-* lines: decode/prefill ratio = GPU / wasm, stream ratio = / gpu-copy-baseline, same run; gpu-decode/prefill-<format> lines: Orchard's GPU kernels / llama.cpp's GPU build on the same adapter and GGUF, same run; spec-decode-repetitive: ratio = prompt-lookup / plain decode of the demo model, same run, identical output)`;
 }
 
 async function main(): Promise<void> {

@@ -41,15 +41,17 @@ export interface Speeds {
   decode: number;
   /** Decode tokens per CPU-second of this process (one thread: the engine's own time, unaffected by preemption). */
   decodeCpu: number;
+  /** Prompt tokens per CPU-second of this process during the prompt batch (likewise). */
+  prefillCpu: number;
   /** 1 / the fastest single decode step (s). */
   fastest: number;
 }
 
-export const noSpeeds = (): Speeds => ({ prefill: 0, decode: 0, decodeCpu: 0, fastest: 0 });
+export const noSpeeds = (): Speeds => ({ prefill: 0, decode: 0, decodeCpu: 0, prefillCpu: 0, fastest: 0 });
 
 /** The better of two rounds, field by field (rounds keep each engine's best). */
 export function bestSpeeds(a: Speeds, b: Speeds): Speeds {
-  return { prefill: Math.max(a.prefill, b.prefill), decode: Math.max(a.decode, b.decode), decodeCpu: Math.max(a.decodeCpu, b.decodeCpu), fastest: Math.max(a.fastest, b.fastest) };
+  return { prefill: Math.max(a.prefill, b.prefill), decode: Math.max(a.decode, b.decode), decodeCpu: Math.max(a.decodeCpu, b.decodeCpu), prefillCpu: Math.max(a.prefillCpu, b.prefillCpu), fastest: Math.max(a.fastest, b.fastest) };
 }
 
 /** CPU seconds this process used since `start` (all threads). */
@@ -81,8 +83,10 @@ export function benchPrompt(promptTokens: number, vocab: number): number[] {
  */
 export async function timeRound(decodeTokens: number, promptTokens: number, prefill: () => Promise<number>, step: (t: number) => Promise<number>): Promise<Speeds> {
   let t0 = performance.now();
+  const p0 = process.cpuUsage();
   let last = await prefill();
   const prefillTokS = promptTokens / ((performance.now() - t0) / 1000);
+  const prefillCpu = promptTokens / cpuSeconds(p0);
   t0 = performance.now();
   const c0 = process.cpuUsage();
   let done = 0;
@@ -93,7 +97,7 @@ export async function timeRound(decodeTokens: number, promptTokens: number, pref
     fastestMs = Math.min(fastestMs, performance.now() - s0);
     done++;
   }
-  return { prefill: prefillTokS, decode: done / ((performance.now() - t0) / 1000), decodeCpu: done / cpuSeconds(c0), fastest: 1000 / fastestMs };
+  return { prefill: prefillTokS, decode: done / ((performance.now() - t0) / 1000), decodeCpu: done / cpuSeconds(c0), prefillCpu, fastest: 1000 / fastestMs };
 }
 
 type LlamaModule = { getLlama(o: Record<string, unknown>): Promise<any> };

@@ -6,6 +6,7 @@
  * `pnpm exec tsx packages/engine/wasm/affine.ts` (`--check` compares), then rebuild kernels.wasm.
  */
 import { fileURLToPath } from 'node:url';
+import { mlxTiles, scaleBias4 } from './mlxtiles.js';
 import { type Section, runGenerator, withGenerated } from './sections.js';
 
 const HEADER = `  ;; ---------------------------------------------------------------- MLX affine (mlx<bits>_g<group>_<scale>)
@@ -175,8 +176,8 @@ const LOW = '(v128.const i16x8 15 15 15 15 15 15 15 15)';
 const LEVELS = 16383;
 
 /**
- * Packed 4-bit MLX weights (pack.ts: 4 rows per group, per 32 columns the 4 rows' 16 bytes, then the 4
- * rows' (scale, bias) pairs per MLX group) with integer activations: 15-bit per 32 columns (±16383,
+ * Packed 4-bit MLX weights (pack.ts: 4 rows per group; per MLX group the 4 rows' (scale, bias) pairs,
+ * then per 32 columns the 4 rows' 16 bytes) with integer activations: 15-bit per 32 columns (±16383,
  * quant_mlx4) — integer dot products at the speed of the 8-bit formats, but ~128× finer than 8 bits, so
  * results stay within ~1e-4 of MLX's float arithmetic (8-bit activations moved random models' logits by
  * ~0.06 and their greedy tokens). Byte k of a row holds elements 2k (low nibble) and 2k + 1 (high);
@@ -188,30 +189,34 @@ const LEVELS = 16383;
 function packed4(): string[] {
   const L: string[] = [];
   const e = (s: string) => L.push(s);
-  const f16lo = (v: string) => `(f32x4.mul (v128.and (i32x4.shr_s (i32x4.shl ${v} (i32.const 16)) (i32.const 3)) ${I32('0x8FFFE000')}) (v128.const f32x4 0x1p112 0x1p112 0x1p112 0x1p112))`;
-  const f16hi = (v: string) => `(f32x4.mul (v128.and (i32x4.shr_s ${v} (i32.const 3)) ${I32('0x8FFFE000')}) (v128.const f32x4 0x1p112 0x1p112 0x1p112 0x1p112))`;
+  e(`  ;; Bytes of one packed 4-row group of a 4-bit MLX weight: the 4 rows' nibbles and (scale, bias) pairs.`);
+  e(`  (func $mlx4_group_bytes (param $cols i32) (param $kind i32) (result i32)`);
+  e(`    (i32.add (i32.shl (local.get $cols) (i32.const 1))`);
+  e(`      (i32.mul (i32.div_u (local.get $cols) (i32.load offset=212 (i32.const 0))) (select (i32.const 32) (i32.const 16) (i32.eq (local.get $kind) (i32.const 2))))))`);
+  e(``);
   e(`  ;; 4 packed rows of a 4-bit MLX weight, 15-bit activations from quant_mlx4 (see above).`);
   e(`  (func $g4_mlx4 (type $gdot) (param $w i32) (param $cols i32) (param $x i32) (param $out i32) (param $groups i32)`);
-  e(`    (local $g i32) (local $p i32) (local $sp i32) (local $qend i32) (local $ge i32) (local $gb i32) (local $kind i32) (local $xq i32) (local $xd i32) (local $xs i32)`);
+  e(`    (local $g i32) (local $p i32) (local $end i32) (local $ge i32) (local $gb i32) (local $kind i32) (local $xq i32) (local $xd i32) (local $xs i32)`);
   e(`    (local $x0 v128) (local $x1 v128) (local $x2 v128) (local $x3 v128) (local $q v128)`);
   e(`    (local $s0 v128) (local $s1 v128) (local $s2 v128) (local $s3 v128) (local $t0 v128) (local $t1 v128)`);
   e(`    (local $gacc v128) (local $acc v128) (local $v v128) (local $sc v128) (local $bi v128)`);
-  e(`    ;; bytes of one group's columns in the 4 rows' block area, and the scale dtype`);
+  e(`    ;; bytes of one MLX group's columns in the 4 rows' blocks, and the scale dtype`);
   e(`    (local.set $gb (i32.shl (i32.load offset=212 (i32.const 0)) (i32.const 1)))`);
   e(`    (local.set $kind (i32.load offset=216 (i32.const 0)))`);
   e(`    (local.set $p (local.get $w))`);
   e(`    (block $gdone`);
   e(`      (loop $gl`);
   e(`        (br_if $gdone (i32.ge_u (local.get $g) (local.get $groups)))`);
-  e(`        (local.set $qend (i32.add (local.get $p) (i32.shl (local.get $cols) (i32.const 1))))`);
-  e(`        (local.set $sp (local.get $qend))`);
+  e(`        (local.set $end (i32.add (local.get $p) (call $mlx4_group_bytes (local.get $cols) (local.get $kind))))`);
   e(`        (local.set $xq (local.get $x))`);
   e(`        (local.set $xd (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 1))))`);
   e(`        (local.set $xs (i32.add (local.get $xd) (i32.shr_u (local.get $cols) (i32.const 3))))`);
   e(`        (local.set $acc ${I32('0')})`);
   e(`        (block $done`);
   e(`          (loop $l`);
-  e(`            (br_if $done (i32.ge_u (local.get $p) (local.get $qend)))`);
+  e(`            (br_if $done (i32.ge_u (local.get $p) (local.get $end)))`);
+  e(`            ;; the 4 rows' scales and biases of this MLX group (lane r), then its blocks`);
+  L.push(...scaleBias4('            '));
   e(`            (local.set $ge (i32.add (local.get $p) (local.get $gb)))`);
   e(`            (local.set $gacc ${I32('0')})`);
   e(`            (loop $bl`);
@@ -235,29 +240,12 @@ function packed4(): string[] {
   e(`              (local.set $xq (i32.add (local.get $xq) (i32.const 64)))`);
   e(`              (local.set $xd (i32.add (local.get $xd) (i32.const 4)))`);
   e(`              (br_if $bl (i32.lt_u (local.get $p) (local.get $ge))))`);
-  e(`            ;; the 4 rows' scales and biases of this group (lane r), in the scale dtype`);
-  e(`            (if (i32.eq (local.get $kind) (i32.const 2))`);
-  e(`              (then`);
-  e(`                (local.set $sc (i8x16.shuffle 0 1 2 3 8 9 10 11 16 17 18 19 24 25 26 27 (v128.load (local.get $sp)) (v128.load offset=16 (local.get $sp))))`);
-  e(`                (local.set $bi (i8x16.shuffle 4 5 6 7 12 13 14 15 20 21 22 23 28 29 30 31 (v128.load (local.get $sp)) (v128.load offset=16 (local.get $sp))))`);
-  e(`                (local.set $sp (i32.add (local.get $sp) (i32.const 32))))`);
-  e(`              (else`);
-  e(`                (local.set $v (v128.load (local.get $sp)))`);
-  e(`                (if (local.get $kind)`);
-  e(`                  (then`);
-  e(`                    (local.set $sc (i32x4.shl (local.get $v) (i32.const 16)))`);
-  e(`                    (local.set $bi (v128.and (local.get $v) ${I32('0xFFFF0000')})))`);
-  e(`                  (else`);
-  e(`                    (local.set $sc ${f16lo('(local.get $v)')})`);
-  e(`                    (local.set $bi ${f16hi('(local.get $v)')})))`);
-  e(`                (local.set $sp (i32.add (local.get $sp) (i32.const 16)))))`);
   e(`            (local.set $acc (f32x4.add (local.get $acc) (f32x4.add (f32x4.mul (local.get $sc) (local.get $gacc))`);
   e(`              (f32x4.mul (local.get $bi) (f32x4.splat (f32.load (local.get $xs)))))))`);
   e(`            (local.set $xs (i32.add (local.get $xs) (i32.const 4)))`);
   e(`            (br $l)))`);
   e(`        (v128.store (local.get $out) (local.get $acc))`);
   e(`        (local.set $out (i32.add (local.get $out) (i32.const 16)))`);
-  e(`        (local.set $p (local.get $sp))`);
   e(`        (local.set $g (i32.add (local.get $g) (i32.const 1)))`);
   e(`        (br $gl))))`);
   e(``);
@@ -362,7 +350,7 @@ function packed4(): string[] {
 }
 
 export function affineSection(): string {
-  return HEADER + [...FORMATS.flatMap(dot1), ...prep(), ...packed4()].join('\n');
+  return HEADER + [...FORMATS.flatMap(dot1), ...prep(), ...packed4(), ...mlxTiles()].join('\n');
 }
 
 export const AFFINE_SECTION: Section = { name: 'affine', script: 'affine.ts', text: affineSection };

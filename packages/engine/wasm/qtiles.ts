@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { type Section, runGenerator, withGenerated } from './sections.js';
 
 /** Tokens per tile. */
-const T = 4;
+export const T = 4;
 /** k-steps per inner-loop iteration: one group (4 rows), two groups (8 rows). */
 const STEPS = { 1: 2, 2: 1 } as const;
 
@@ -165,6 +165,63 @@ export function qtilesSection(): string {
 }
 
 /**
+ * A tile's inner loop (G 4-row groups, t tokens): per column pair one widened vector per group at $s and
+ * one splatted activation pair per token at $x, an i32x4.dot_i16x8_s into $a<g><i>, until $x reaches $end.
+ */
+export function tileKLoop(ind: string, G: 1 | 2, t: number): string[] {
+  const steps = STEPS[G];
+  const ws = 16 * G;
+  const L = [`${ind}(loop $kl`];
+  for (let u = 0; u < steps; u++) {
+    for (let g = 0; g < G; g++) L.push(`${ind}  (local.set $w${g} (v128.load offset=${ws * u + 16 * g} (local.get $s)))`);
+    for (let i = 0; i < t; i++) {
+      L.push(`${ind}  (local.set $c (v128.load32_splat offset=${4 * (u * t + i)} (local.get $x)))`);
+      for (let g = 0; g < G; g++) L.push(`${ind}  (local.set $a${g}${i} (i32x4.add (local.get $a${g}${i}) (i32x4.dot_i16x8_s (local.get $w${g}) (local.get $c))))`);
+    }
+  }
+  L.push(`${ind}  (local.set $s (i32.add (local.get $s) (i32.const ${ws * steps})))`);
+  L.push(`${ind}  (local.set $x (i32.add (local.get $x) (i32.const ${4 * t * steps})))`);
+  L.push(`${ind}  (br_if $kl (i32.lt_u (local.get $x) (local.get $end))))`);
+  return L;
+}
+
+/** A tile of G 4-row groups and t tokens: group and token indices, and the accumulator suffixes `${g}${i}`. */
+export function tileShape(G: 1 | 2, t: number): { gs: number[]; toks: number[]; acc: string[] } {
+  const gs = [...Array(G).keys()];
+  const toks = [...Array(t).keys()];
+  return { gs, toks, acc: gs.flatMap((g) => toks.map((i) => `${g}${i}`)) };
+}
+
+/** A tile's results $f<g><i> stored: token i's 4·G rows at $out + i·$os. */
+export function tileStores(G: 1 | 2, t: number): string[] {
+  const L: string[] = [];
+  for (let i = 0; i < t; i++) {
+    if (i > 0) L.push(`    (local.set $out (i32.add (local.get $out) (local.get $os)))`);
+    for (let g = 0; g < G; g++) L.push(`    (v128.store offset=${16 * g} (local.get $out) (local.get $f${g}${i}))`);
+  }
+  return L;
+}
+
+/**
+ * A tile driver's body: `call(${T})` while ${T}+ tokens are left ($x advancing by `tileBytes`, $out by ${T}·$os),
+ * then `call(t)` for the 1-${T - 1} left.
+ */
+export function tileRuns(call: (t: number) => string, tileBytes: string): string[] {
+  const L = [
+    `    (block $done`,
+    `      (loop $l`,
+    `        (br_if $done (i32.lt_u (local.get $n) (i32.const ${T})))`,
+    `        ${call(T)}`,
+    `        (local.set $x (i32.add (local.get $x) ${tileBytes}))`,
+    `        (local.set $out (i32.add (local.get $out) (i32.mul (local.get $os) (i32.const ${T}))))`,
+    `        (local.set $n (i32.sub (local.get $n) (i32.const ${T})))`,
+    `        (br $l)))`,
+  ];
+  for (let t = 1; t < T; t++) L.push(`    (if (i32.eq (local.get $n) (i32.const ${t})) (then ${call(t)}))`);
+  return L;
+}
+
+/**
  * The token-tile kernels `$<p>tile{4,8}x{1..${T}}` and `$<p>tiles{4,8}` over blocks of `pairs` column pairs
  * (16: the 32-weight blocks of q8_0/q4_0; 128: the 256-weight super-blocks of packed q4_k, wasm/kquants.ts):
  * per block an exact i32 total per row and token, then one f32 step f += f32(isum)·(d_w·d_x).
@@ -173,12 +230,9 @@ export function tileKernels(p: string, pairs: number): string[] {
   const L: string[] = [];
   const e = (s: string) => L.push(s);
   for (const G of [1, 2] as const) {
-    const steps = STEPS[G];
     const ws = 16 * G;
-    const gs = [...Array(G).keys()];
     for (let t = 1; t <= T; t++) {
-      const toks = [...Array(t).keys()];
-      const acc = gs.flatMap((g) => toks.map((i) => `${g}${i}`));
+      const { gs, toks, acc } = tileShape(G, t);
       e(`  ;; ${4 * G} rows x ${t} token(s): s = widened blocks, x = the tile's activations; out + i·os: token i's ${4 * G} outputs.`);
       e(`  (func $${p}tile${4 * G}x${t} (param $s i32) (param $nb i32) (param $x i32) (param $out i32) (param $os i32)`);
       e(`    (local $b i32) (local $end i32)${gs.map((g) => ` (local $w${g} v128) (local $dw${g} v128)`).join('')} (local $c v128) (local $dx v128)`);
@@ -188,17 +242,7 @@ export function tileKernels(p: string, pairs: number): string[] {
       e(`        (br_if $done (i32.ge_u (local.get $b) (local.get $nb)))`);
       for (const a of acc) e(`        (local.set $a${a} (v128.const i32x4 0 0 0 0))`);
       e(`        (local.set $end (i32.add (local.get $x) (i32.const ${4 * pairs * t})))`);
-      e(`        (loop $kl`);
-      for (let u = 0; u < steps; u++) {
-        for (const g of gs) e(`          (local.set $w${g} (v128.load offset=${ws * u + 16 * g} (local.get $s)))`);
-        for (const i of toks) {
-          e(`          (local.set $c (v128.load32_splat offset=${4 * (u * t + i)} (local.get $x)))`);
-          for (const g of gs) e(`          (local.set $a${g}${i} (i32x4.add (local.get $a${g}${i}) (i32x4.dot_i16x8_s (local.get $w${g}) (local.get $c))))`);
-        }
-      }
-      e(`          (local.set $s (i32.add (local.get $s) (i32.const ${ws * steps})))`);
-      e(`          (local.set $x (i32.add (local.get $x) (i32.const ${4 * t * steps})))`);
-      e(`          (br_if $kl (i32.lt_u (local.get $x) (local.get $end))))`);
+      L.push(...tileKLoop('        ', G, t));
       for (const g of gs) e(`        (local.set $dw${g} (v128.load offset=${16 * g} (local.get $s)))`);
       for (const i of toks) {
         e(`        (local.set $dx (f32x4.splat (f32.load offset=${4 * i} (local.get $x))))`);
@@ -211,26 +255,13 @@ export function tileKernels(p: string, pairs: number): string[] {
       e(`        (local.set $x (i32.add (local.get $x) (i32.const ${4 * t})))`);
       e(`        (local.set $b (i32.add (local.get $b) (i32.const 1)))`);
       e(`        (br $l)))`);
-      for (const i of toks) {
-        if (i > 0) e(`    (local.set $out (i32.add (local.get $out) (local.get $os)))`);
-        for (const g of gs) e(`    (v128.store offset=${16 * g} (local.get $out) (local.get $f${g}${i}))`);
-      }
+      L.push(...tileStores(G, t));
       e(`  )`);
       e(``);
     }
     e(`  ;; All n tokens of the batch against ${4 * G} widened rows: tiles of ${T}, then one of the rest.`);
     e(`  (func $${p}tiles${4 * G} (param $s i32) (param $nb i32) (param $x i32) (param $out i32) (param $os i32) (param $n i32)`);
-    e(`    (block $done`);
-    e(`      (loop $l`);
-    e(`        (br_if $done (i32.lt_u (local.get $n) (i32.const ${T})))`);
-    e(`        (call $${p}tile${4 * G}x${T} (local.get $s) (local.get $nb) (local.get $x) (local.get $out) (local.get $os))`);
-    e(`        (local.set $x (i32.add (local.get $x) (i32.mul (local.get $nb) (i32.const ${(4 * pairs + 4) * T}))))`);
-    e(`        (local.set $out (i32.add (local.get $out) (i32.mul (local.get $os) (i32.const ${T}))))`);
-    e(`        (local.set $n (i32.sub (local.get $n) (i32.const ${T})))`);
-    e(`        (br $l)))`);
-    for (let t = 1; t < T; t++) {
-      e(`    (if (i32.eq (local.get $n) (i32.const ${t})) (then (call $${p}tile${4 * G}x${t} (local.get $s) (local.get $nb) (local.get $x) (local.get $out) (local.get $os))))`);
-    }
+    L.push(...tileRuns((t) => `(call $${p}tile${4 * G}x${t} (local.get $s) (local.get $nb) (local.get $x) (local.get $out) (local.get $os))`, `(i32.mul (local.get $nb) (i32.const ${(4 * pairs + 4) * T}))`));
     e(`  )`);
     e(``);
   }

@@ -2,7 +2,7 @@ import type { Cluster } from './cluster.js';
 import { type MemberShare, PREFILL_CHUNK, memberKvBytesPerToken, memberLayerBytes, memberShares } from './cost-model.js';
 import type { Layout, StageLayout } from './layout.js';
 import type { ModelSpec } from './model.js';
-import type { PlanRequest } from './request.js';
+import { reservedSequences, type PlanRequest } from './request.js';
 
 /**
  * Memory a node needs for its part of a layout: weights, KV cache for the full context of every
@@ -55,7 +55,7 @@ export function layoutMemory(model: ModelSpec, cluster: Cluster, layout: Layout,
     stage.nodes.forEach((id, i) => {
       const node = cluster.nodes.find((x) => x.id === id)!;
       const w = stageWeightBytes(model, stage, shares[i], si === 0, si === n - 1, { index: i, size: stage.nodes.length });
-      const kv = (stage.layers[1] - stage.layers[0]) * memberKvBytesPerToken(model, shares[i]) * req.contextTokens * req.sequences;
+      const kv = (stage.layers[1] - stage.layers[0]) * memberKvBytesPerToken(model, shares[i]) * req.contextTokens * reservedSequences(req);
       const ws = workspaceBytes(model, shares[i], req, si === n - 1);
       const used = w + kv + ws;
       const headroom = withHeadroom(used);

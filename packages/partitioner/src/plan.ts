@@ -4,7 +4,7 @@ import { InfeasibleError } from './errors.js';
 import { type Layout, type Strategy, strategyOf } from './layout.js';
 import { type MemoryBreakdown, layoutMemory, usableBytes, withHeadroom, workspaceBytes } from './memory.js';
 import type { ModelSpec } from './model.js';
-import { type PlanRequest, resolveRequest } from './request.js';
+import { type PlanRequest, reservedSequences, resolveRequest } from './request.js';
 import { expectedLoad, type LoadEstimate, type WeightSources } from './load-time.js';
 import { search } from './search.js';
 
@@ -190,7 +190,7 @@ function alternatives(model: ModelSpec, cluster: Cluster, req: PlanRequest, best
     if (out.length >= MAX_ALTERNATIVES) break;
   }
   if (!all.some((e) => e.strategy === 'single')) {
-    const need = model.totalBytes + model.kvBytesPerTokenPerLayer * model.numLayers * req.contextTokens * req.sequences;
+    const need = model.totalBytes + model.kvBytesPerTokenPerLayer * model.numLayers * req.contextTokens * reservedSequences(req);
     const largest = [...cluster.nodes].sort((a, b) => b.availableBytes - a.availableBytes || (a.id < b.id ? -1 : 1))[0];
     out.push({
       strategy: 'single',
@@ -261,7 +261,7 @@ function explain(model: ModelSpec, best: Evaluated): string[] {
 
 /** Builds the "does not fit" error with the numbers and what would help. */
 function infeasible(model: ModelSpec, cluster: Cluster, req: PlanRequest): InfeasibleError {
-  const kv = model.kvBytesPerTokenPerLayer * model.numLayers * req.contextTokens * req.sequences;
+  const kv = model.kvBytesPerTokenPerLayer * model.numLayers * req.contextTokens * reservedSequences(req);
   const used = model.totalBytes + kv;
   // The least any placement needs: everything once, one workspace, headroom on that.
   const ws = workspaceBytes(model, { share: 1, kvShare: 1, heads: model.numHeads }, req, true);
@@ -285,7 +285,7 @@ function infeasible(model: ModelSpec, cluster: Cluster, req: PlanRequest): Infea
       if (context >= 1) suggestions.push(`shorter context: --context ${context} frees ${gb(kv - context * perToken)} of KV cache`);
     }
     return new InfeasibleError(
-      `${model.name} does not fit: needs ${gb(needed)} (weights ${gb(model.totalBytes)}, KV cache ${gb(kv)} for ${req.contextTokens} tokens x ${req.sequences}, plus workspace and headroom), the cluster has ${gb(available)} available. Would fit with: ${suggestions.join('; ') || 'a larger cluster'}.`,
+      `${model.name} does not fit: needs ${gb(needed)} (weights ${gb(model.totalBytes)}, KV cache ${gb(kv)} for ${req.contextTokens} tokens x ${reservedSequences(req)}, plus workspace and headroom), the cluster has ${gb(available)} available. Would fit with: ${suggestions.join('; ') || 'a larger cluster'}.`,
       needed,
       available,
       suggestions,

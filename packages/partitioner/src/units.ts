@@ -13,7 +13,7 @@ import {
 import { splitHeads } from './layout.js';
 import { endBytes, usableBytes, workspaceBytes } from './memory.js';
 import type { ModelSpec } from './model.js';
-import type { PlanRequest } from './request.js';
+import { reservedSequences, type PlanRequest } from './request.js';
 
 /**
  * A unit is what becomes one pipeline stage: a single node, or a tensor-parallel group with its
@@ -52,7 +52,7 @@ export function buildUnit(model: ModelSpec, nodes: ClusterNode[], heads: number[
   const arPerLayer = ids.length > 1 ? 2 * ar.seconds : 0;
   const decodePrefix = new Float64Array(L + 1);
   const memPrefix = ids.map(() => new Float64Array(L + 1));
-  const kvPerLayer = shares.map((m) => memberKvBytesPerToken(model, m) * req.contextTokens * req.sequences);
+  const kvPerLayer = shares.map((m) => memberKvBytesPerToken(model, m) * req.contextTokens * reservedSequences(req));
   for (let l = 0; l < L; l++) {
     const layer = model.layers[l];
     let slowest = 0;
@@ -117,7 +117,7 @@ export function headSplits(model: ModelSpec, nodes: ClusterNode[], req: PlanRequ
   const H = model.numHeads;
   if (nodes.length > H) return [];
   const speeds = nodes.map((n) => nodeSpeed(nodePerf(n)));
-  const need = model.totalBytes + model.kvBytesPerTokenPerLayer * model.numLayers * req.contextTokens * req.sequences;
+  const need = model.totalBytes + model.kvBytesPerTokenPerLayer * model.numLayers * req.contextTokens * reservedSequences(req);
   const caps = nodes.map((n) => Math.max(0, usableBytes(n.availableBytes, 0)) / need);
   const out: number[][] = [];
   const add = (heads: number[]) => {

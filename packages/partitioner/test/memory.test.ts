@@ -43,3 +43,29 @@ describe('embedding and head bytes per tensor rank (as the engine loads them)', 
     expect(p.memory[a].weightsBytes - p.memory[b].weightsBytes).toBeCloseTo(untied.embeddingBytes + untied.lmHeadBytes / 32001, -1);
   });
 });
+
+describe('KV cache for the configured batch (kvSequences)', () => {
+  const c: Cluster = { nodes: [node('a', 100, 546)], links: [] };
+
+  it('reserves KV cache for every sequence the instance holds, while the prediction stays one stream', () => {
+    const one = plan(untied, c, { contextTokens: 4096 });
+    const eight = plan(untied, c, { contextTokens: 4096, kvSequences: 8 });
+    expect(eight.memory.a.kvCacheBytes).toBeCloseTo(8 * one.memory.a.kvCacheBytes, -2);
+    expect(eight.memory.a.kvCacheBytes).toBeGreaterThan(0);
+    expect(eight.memory.a.weightsBytes).toBe(one.memory.a.weightsBytes);
+    expect(eight.predicted.decodeTokensPerSecond).toBe(one.predicted.decodeTokensPerSecond);
+  });
+
+  it('a batch whose KV cache does not fit is refused with the sequences named; fewer sequences fit', () => {
+    // Just room for the weights and one sequence's KV at this context.
+    const perSeq = plan(untied, { nodes: [node('a', 1000, 546)], links: [] }, { contextTokens: 4096 }).memory.a;
+    const fitsOne = (perSeq.weightsBytes + perSeq.kvCacheBytes + perSeq.workspaceBytes) * 1.3 + 2 * 2 ** 30;
+    const small: Cluster = { nodes: [{ ...node('a', 1, 546), availableBytes: fitsOne }], links: [] };
+    expect(() => plan(untied, small, { contextTokens: 4096, kvSequences: 1 })).not.toThrow();
+    expect(() => plan(untied, small, { contextTokens: 4096, kvSequences: 64 })).toThrow(/KV cache .* for 4096 tokens x 64/);
+  });
+
+  it('kvSequences must be a positive integer', () => {
+    expect(() => plan(untied, c, { kvSequences: 0 })).toThrow(/kvSequences/);
+  });
+});

@@ -5,8 +5,8 @@
  * - `listenTcp` + `createTcpGroup`: the authenticated TCP data plane.
  * - `createSimGroup` / `createSimFabric`: in-process groups with injectable latency, bandwidth, failures.
  * - `startProbeServer` + `probeLink`: latency/bandwidth of a link, for the planner's `links`.
- * - `connectAuthenticated` / `acceptAuthenticated`: a raw socket behind the same HMAC handshake, for
- *   other protocols inside the pod's key (the daemon's weights).
+ * - `connectAuthenticated` / `acceptAuthenticated`: a byte stream behind the same HMAC handshake, for
+ *   other protocols inside the pod's key (the daemon's weights), sealed when either end asks.
  * - `Exchange` + `groupOverExchange` + the schedules: for other backends (RDMA) to reuse.
  * The conformance suite lives in `@orchard/transport/testing`.
  */
@@ -33,7 +33,8 @@ export {
 } from './probe.js';
 export { createTcpGroup, type TcpGroup, type TcpGroupOptions, type TcpPeer, type EncryptionPolicy, type LinkEnds } from './tcp/group.js';
 export { listenTcp, type TcpListener, type TcpAddress, type ListenTcpOptions } from './tcp/listener.js';
-export { connectAuthenticated, acceptAuthenticated, type AuthenticatedSocket, type ConnectAuthenticatedOptions } from './tcp/authenticated-socket.js';
+export { connectAuthenticated, acceptAuthenticated, type AuthenticatedSocket, type ConnectAuthenticatedOptions, type SocketEnds, type StreamEncryption } from './tcp/authenticated-socket.js';
+export { SealedStream, RECORD_MAX_BYTES } from './tcp/sealed-stream.js';
 export { fastestCipher, measureCiphers, CIPHERS, type CipherName } from './wire/aead.js';
 export { dataPlaneProcessEnv, DATA_PLANE_MALLOC_TUNABLES } from './process-env.js';
 export { createSimGroup, createSimFabric, type SimFabric, type SimFabricOptions, type SimFailure } from './sim/fabric.js';

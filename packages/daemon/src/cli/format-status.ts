@@ -96,7 +96,7 @@ export function formatDownload(d: Progress, names: Map<string, string>): string[
   const sources = Object.entries(d.sources ?? {}).filter(([, n]) => n > 0);
   const from = sources.length ? `: ${sources.map(([k, n]) => `${who(k)} ${mb(n)}`).join(', ')}` : '';
   const lines = [`  ${who(d.node)}  ${d.model}  ${phase}${from}`];
-  if (d.phase === 'download' && d.links?.length) lines.push(`      links: ${d.links.map((l) => `${who(l.source)}${l.source === 'hub' ? '' : ` ${l.link}`} ${mb(l.rate)}/s`).join(', ')}`);
+  if (d.phase === 'download' && d.links?.length) lines.push(`      links: ${d.links.map((l) => `${who(l.source)}${l.source === 'hub' ? '' : ` ${l.link}`} ${mb(l.rate)}/s${l.encryption === undefined ? '' : l.encryption ? ` encrypted (${l.encryption})` : ' unencrypted'}`).join(', ')}`);
   for (const p of d.badPeers ?? []) lines.push(`      dropped ${who(p)}: it served bytes that do not match the pod digest`);
   return lines;
 }

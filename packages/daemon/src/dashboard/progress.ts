@@ -21,7 +21,7 @@ export const progressSchema = z.object({
   /** Bytes received by this download, by source: "hub" or a peer id. */
   sources: z.record(z.string().max(128), z.number().min(0)).optional(),
   /** Links in use, with their measured rates (bytes/s). */
-  links: z.array(z.object({ source: z.string().max(128), link: z.string().max(128), bytes: z.number().min(0), rate: z.number().min(0) })).max(32).optional(),
+  links: z.array(z.object({ source: z.string().max(128), link: z.string().max(128), bytes: z.number().min(0), rate: z.number().min(0), encryption: z.string().max(40).nullable().optional() })).max(32).optional(),
   /** Peers dropped for serving bytes that did not match the pod digest. */
   badPeers: z.array(z.string().max(128)).max(16).optional(),
   at: z.number(),

@@ -32,6 +32,8 @@ export function instanceView(serving: Serving, e: InstanceEntry) {
     stages: p.layout.stages.map((layers, s) => ({ layers, nodes: p.ranks.slice(s * p.layout.tensor, (s + 1) * p.layout.tensor), ...(p.layout.heads ? { heads: p.layout.heads[s] } : {}) })),
     tensorParallel: p.layout.tensor,
     context: p.context,
+    /** Sequences it holds at once, each with `context` tokens of KV cache (what the planner reserved). */
+    sequences: p.sequences ?? 1,
     requested: p.requested,
     predicted: p.predicted,
     /** Per rank and peer: the transport its data-plane link uses ('rdma' with the device, 'tcp' with why not RDMA). */

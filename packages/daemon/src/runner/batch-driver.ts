@@ -1,8 +1,10 @@
 /**
  * The driver of a one-rank instance (the whole model in this runner): continuous batching. Requests
  * join at the next step boundary and every step runs all active sequences in one forwardBatch — the
- * decoding ones one token each, the ones still prefilling a chunk of their prompt in the rows left
- * (so a long prompt does not stall the others' decode) — and sequences leave as they finish. A client
+ * decoding ones one token each, the ones still prefilling a chunk of their prompt — and sequences leave
+ * as they finish. While others decode, a prompt chunk is sized from measured step times
+ * (prefill-chunk.ts) so a long prompt stretches their inter-token time by a bounded share instead of
+ * stalling them; with nobody decoding a prompt takes every row of the step. A client
  * that goes away (onToken false) frees its slot at the next step. A new request copies the longest
  * prefix a finished one left in the prefix cache (a chat's history) and prefills only the rest.
  *
@@ -11,6 +13,7 @@
  * prefix cache.
  */
 import { pickToken, PrefixCache, Sampler, type KVCache, type ModelShard, type TokenConstraint, type TokenLogprob } from '@orchard/engine';
+import { PrefillChunker, type PrefillChunkOptions } from './prefill-chunk.js';
 import type { CompileConstraint, GenerateOutcome, GenerateRequest } from './shard-loop.js';
 
 /** Sequences a one-rank instance decodes together unless told otherwise (the executor's concurrency for it). */
@@ -24,6 +27,10 @@ export interface BatchDriverOptions {
   /** Tokens per prefix-cache block. @default 16 */
   prefixBlockTokens?: number;
   compile?: CompileConstraint;
+  /** Chunked prefill while others decode: how much a prompt chunk may stretch a decode step. */
+  prefill?: PrefillChunkOptions;
+  /** The clock steps are timed with, ms. @default performance.now */
+  now?: () => number;
 }
 
 type OnToken = (id: number, logprob?: TokenLogprob) => boolean;
@@ -56,16 +63,23 @@ export class BatchDriver {
   readonly #batches: boolean;
   readonly #compile?: CompileConstraint;
   readonly #active: Sequence[] = [];
+  readonly #chunker: PrefillChunker;
+  readonly #now: () => number;
   #running: Promise<void> | null = null;
   #broken: Error | null = null;
   #stopped = false;
-  /** Steps run, rows and sequences over all steps, the most sequences in one step, prompt tokens prefilled and reused. */
-  readonly stats = { steps: 0, rows: 0, sequences: 0, widest: 0, prefilledTokens: 0, cachedTokens: 0 };
+  /**
+   * Steps run, rows and sequences over all steps, the most sequences in one step, prompt tokens
+   * prefilled and reused, and steps that fed a prompt chunk while other sequences decoded.
+   */
+  readonly stats = { steps: 0, rows: 0, sequences: 0, widest: 0, prefilledTokens: 0, cachedTokens: 0, mixedSteps: 0 };
 
   constructor(shard: ModelShard, o: BatchDriverOptions = {}) {
     this.#shard = shard;
     this.#batches = typeof shard.forwardBatch === 'function';
     this.#compile = o.compile;
+    this.#chunker = new PrefillChunker(o.prefill);
+    this.#now = o.now ?? (() => performance.now());
     this.maxSequences = o.maxSequences ?? BATCH_SEQUENCES;
     const bytes = o.prefixCacheBytes ?? 64 * 2 ** 20;
     // The prefix cache copies CPU KV caches; a GPU rank's caches live on the device.
@@ -140,7 +154,11 @@ export class BatchDriver {
     }
   }
 
-  /** One forward of every active sequence: decode rows first, then prompt chunks in the rows left. */
+  /**
+   * One forward of every active sequence: decode rows first, then prompt chunks in the rows left —
+   * all of them when nobody decodes, else as many as the measured step times allow (prefill-chunk.ts),
+   * and at least one per waiting prompt.
+   */
   async #step(): Promise<void> {
     const shard = this.#shard;
     let room = shard.maxBatch;
@@ -150,14 +168,22 @@ export class BatchDriver {
       batch.push({ seq, ids: [seq.tokens[seq.tokens.length - 1]], last: true });
       room--;
     }
+    const decodeRows = batch.length;
+    let budget = decodeRows > 0 ? this.#chunker.rows(room) : room;
     for (const seq of this.#active.filter((s) => s.fed < s.req.promptIds.length)) {
       if (room === 0) break;
+      // Every waiting prompt advances at least a row per step, so all of them are in the batch at once.
       const prompt = seq.req.promptIds;
-      const ids = prompt.slice(seq.fed, seq.fed + room);
+      const ids = prompt.slice(seq.fed, seq.fed + Math.min(room, Math.max(1, budget)));
       batch.push({ seq, ids, last: seq.fed + ids.length === prompt.length });
+      budget -= ids.length;
       room -= ids.length;
     }
+    const promptRows = shard.maxBatch - room - decodeRows;
+    const t0 = this.#now();
     const outs = await this.#forward(batch.map(({ seq, ids }) => ({ input: { tokens: ids }, cache: seq.cache })));
+    this.#chunker.observe(decodeRows, promptRows, this.#now() - t0);
+    if (decodeRows > 0 && promptRows > 0) this.stats.mixedSteps++;
     this.stats.steps++;
     this.stats.sequences += batch.length;
     this.stats.widest = Math.max(this.stats.widest, batch.length);

@@ -8,12 +8,14 @@
  * Each end judges from its own side of the connection: its local address belongs to one of this
  * node's Thunderbolt interfaces and the peer's address is on that interface's subnet (the peer is
  * at the other end of that cable, not behind a router). The transport encrypts when either end
- * asks, so one node's doubt is enough. `always` and `never` override the rule on this node.
+ * asks, so one node's doubt is enough. `always` and `never` override the rule on this node. The
+ * weights plane (store/peers/) follows the same rule on its own links.
  */
 import type { NetInterface } from '../profile/types.js';
 import { isLoopbackAddress } from '../config/addresses.js';
 import { sameSubnet } from '../links/paths.js';
-import type { CipherName, EncryptionPolicy } from './transport.js';
+import type { StreamEncryption } from '@orchard/transport';
+import type { CipherName } from './transport.js';
 
 export interface DataPlaneSecurity {
   encryption: 'auto' | 'always' | 'never';
@@ -41,7 +43,8 @@ export function directLinkReason(localAddress: string, remoteAddress: string, di
   return cable ? `direct cable (${cable})` : null;
 }
 
-export function encryptionPolicy(s: DataPlaneSecurity): EncryptionPolicy {
+/** The rule as the transport asks it, for data-plane groups and weights links alike. */
+export function encryptionPolicy(s: DataPlaneSecurity): StreamEncryption {
   return {
     cipher: s.cipher,
     wants: (link) => {

@@ -131,9 +131,9 @@ function placed(view: View, model: string, description: ModelDescription, reques
 
 /** Where `description` would go now (throws PlacementError when nowhere). */
 function planned(view: View, description: ModelDescription, requested: PlacementRequest, supersedes?: string): Omit<PlacedPlan, 'secret'> {
-  const profile = servingProfile(description, { context: requested.context });
+  const profile = servingProfile(description, { context: requested.context, sequences: requested.sequences });
   const p = place(description, view.cluster, requested, profile);
-  return { ...p, requested, model: description, context: profile.contextTokens, ...(supersedes ? { supersedes } : {}) };
+  return { ...p, requested, model: description, context: profile.contextTokens, sequences: profile.kvSequences, ...(supersedes ? { supersedes } : {}) };
 }
 
 function placementEvent(view: View, model: string, p: Omit<PlacedPlan, 'secret'>, fresh: Fresh): Extract<ClusterEvent, { type: 'instance-placed' }> {
@@ -220,7 +220,7 @@ function placeDue(view: View, step: Step, fresh: Fresh): void {
   step.memory = { ...step.memory, pending: step.memory.pending.filter((p) => p.dueAt > view.now) };
   for (const p of due) {
     if (view.state.failedModels[p.model] || findExisting(view.state, p.model, p.requested, false)) continue;
-    const attempts: PlacementRequest[] = p.requested.strategy === 'auto' ? [p.requested] : [p.requested, { strategy: 'auto', context: p.requested.context }];
+    const attempts: PlacementRequest[] = p.requested.strategy === 'auto' ? [p.requested] : [p.requested, { strategy: 'auto', context: p.requested.context, sequences: p.requested.sequences }];
     for (const req of attempts) {
       try {
         step.events.push(placed(view, p.model, p.description, req, fresh));

@@ -17,8 +17,10 @@ export interface ServingProfile {
   /** Tokens per sequence (prompt + answer). */
   contextTokens: number;
   promptTokens: number;
-  /** Sequences decoded together. */
+  /** Sequences decoded together in the speed prediction (one stream's speed). */
   sequences: number;
+  /** Sequences the instance holds at once (its batch), each with KV cache for contextTokens. */
+  kvSequences: number;
   /** Prompt tokens per forward pass. */
   maxBatch: number;
 }
@@ -26,14 +28,16 @@ export interface ServingProfile {
 export interface ProfileSettings {
   /** Asked-for context; the model's own maximum still caps it. */
   context?: number;
+  /** Sequences held at once (--batch). @default 1 */
+  sequences?: number;
 }
 
 export function servingProfile(model: { maxContext: number }, settings: ProfileSettings = {}): ServingProfile {
   const contextTokens = Math.max(2, Math.min(model.maxContext, settings.context ?? DEFAULT_CONTEXT));
-  return { contextTokens, promptTokens: Math.min(PREDICTED_PROMPT_TOKENS, contextTokens - 1), sequences: 1, maxBatch: PROMPT_CHUNK };
+  return { contextTokens, promptTokens: Math.min(PREDICTED_PROMPT_TOKENS, contextTokens - 1), sequences: 1, kvSequences: settings.sequences ?? 1, maxBatch: PROMPT_CHUNK };
 }
 
 /** The planner's request for this profile. */
 export function planRequestOf(p: ServingProfile): PlanRequest {
-  return { contextTokens: p.contextTokens, promptTokens: p.promptTokens, sequences: p.sequences };
+  return { contextTokens: p.contextTokens, promptTokens: p.promptTokens, sequences: p.sequences, kvSequences: p.kvSequences };
 }

@@ -33,6 +33,8 @@ export interface RouterDeps {
   placeableCluster(): Cluster;
   /** The context instances serve unless a placement asks for another. */
   defaultContext: number | null;
+  /** Sequences an instance placed from here holds at once (this node's --batch). */
+  defaultSequences: number;
   /** Hands a placement to the coordinator (runs it at once when this node coordinates; may throw PlacementError). */
   requestPlacement(model: string, description: ModelDescription, requested: PlacementRequest, o: { exclusive: boolean; explicit: boolean }): void;
   /** Runs the request on the node driving `instance`. */
@@ -99,7 +101,7 @@ export class Router {
   /** The placement `req` would get now (what `GET /api/plan` shows). */
   async planFor(model: string, req: PlacementRequest): Promise<{ plan: InstancePlan; description: ModelDescription; context: number }> {
     const description = await this.describe(model);
-    const profile = servingProfile(description, { context: req.context ?? this.#d.defaultContext ?? undefined });
+    const profile = servingProfile(description, { context: req.context ?? this.#d.defaultContext ?? undefined, sequences: req.sequences ?? this.#d.defaultSequences });
     return { plan: place(description, this.#d.placeableCluster(), req, profile), description, context: profile.contextTokens };
   }
 
@@ -108,7 +110,7 @@ export class Router {
     const { exclusive } = o;
     const existing = findExisting(this.#d.state(), model, req, exclusive);
     if (existing) return existing;
-    const requested: PlacementRequest = { ...req, ...(req.context === undefined && this.#d.defaultContext ? { context: this.#d.defaultContext } : {}) };
+    const requested: PlacementRequest = { ...req, ...(req.context === undefined && this.#d.defaultContext ? { context: this.#d.defaultContext } : {}), sequences: req.sequences ?? this.#d.defaultSequences };
     // Just after start-up the state may hold no profile yet (not even this node's): wait for one, bounded.
     if (this.#d.placeableCluster().nodes.length === 0) {
       await until(this.#d.changes, () => (this.#d.placeableCluster().nodes.length > 0 ? true : undefined), { timeoutMs: Math.min(timeoutMs, 10_000), timeout: () => new Error('no profile yet') }).catch(() => undefined);

@@ -26,7 +26,7 @@ import { PlacementError, withoutSilentNodes } from './placement.js';
 import { ServeError } from './requests.js';
 import { Router } from './router.js';
 import { Supervisor } from './supervisor.js';
-import { directCidrsOf } from '../runner/link-security.js';
+import { directCidrsOf, encryptionPolicy, type DataPlaneSecurity } from '../runner/link-security.js';
 import { anyOf, until } from './wait.js';
 
 const TICK_MS = 500;
@@ -69,7 +69,8 @@ export async function startServing(daemon: Daemon, backend: NodeBackend, hooks: 
   const board = new Board({ instances: () => state().instances });
   const livePeers = () => Object.values(state().nodes).filter((n) => n.status === 'live' && n.peerId !== selfId).map((n) => n.peerId);
 
-  const weights = await startWeightsService({ node: daemon.node, store, selfId, livePeers, coordinator: () => daemon.replica.coordinator() });
+  const security = (): DataPlaneSecurity => ({ encryption: o.dataPlaneEncryption, cipher: o.dataPlaneCipher, directCidrs: directCidrsOf(state().nodes[selfId]?.profile?.interfaces) });
+  const weights = await startWeightsService({ node: daemon.node, store, selfId, livePeers, coordinator: () => daemon.replica.coordinator(), encryption: () => encryptionPolicy(security()) });
   const pulls = new Map<string, ReturnType<typeof fetchModel>>();
   /** Per-call progress listeners (an Ollama /api/pull stream), besides the dashboard's hook. */
   const pullListeners = new Map<string, Set<(e: PullEvent) => void>>();
@@ -139,7 +140,7 @@ export async function startServing(daemon: Daemon, backend: NodeBackend, hooks: 
       backend,
       pollMs: o.dataPlanePollMs,
       rdmaSim: o.rdmaSim,
-      security: () => ({ encryption: o.dataPlaneEncryption, cipher: o.dataPlaneCipher, directCidrs: directCidrsOf(state().nodes[selfId]?.profile?.interfaces) }),
+      security,
     },
     maxQueue: o.maxQueue,
     batch: { sequences: o.batch, prefixCacheBytes: o.prefixCacheBytes },
@@ -164,6 +165,7 @@ export async function startServing(daemon: Daemon, backend: NodeBackend, hooks: 
     catalog,
     placeableCluster,
     defaultContext: o.context,
+    defaultSequences: o.batch,
     requestPlacement,
     forward: async (driver, instance, req, emit, signal) => {
       // Reached only through gossip so far (bootstrap pods): dial the addresses it announced.

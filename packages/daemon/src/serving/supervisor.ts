@@ -180,10 +180,12 @@ export class Supervisor {
     const mine = plan.ranks.filter((n) => n === this.#d.selfId).length;
     const { backend, pollMs, rdmaSim, env } = this.#d.runners;
     const runnerBackend = { kind: backend.kind, threads: backend.threads ?? Math.max(1, Math.floor(os.availableParallelism() / mine)), allowSoftware: backend.allowSoftware };
+    // The plan's sequences are what the planner reserved KV cache for: never batch more than that.
+    const batch = { ...this.#d.batch, sequences: plan.sequences ?? this.#d.batch.sequences };
     plan.ranks.forEach((node, rank) => {
       if (node !== this.#d.selfId) return;
       const runner = new RunnerProcess(
-        { modelDir: dir, layout: plan.layout, rank, groupId: entry.id, secret: plan.secret, listenHost: '0.0.0.0', maxSeqLen: plan.context, batch: this.#d.batch, stepMs: 30_000, backend: runnerBackend, pollMs, rdmaSim, security: this.#d.runners.security?.() },
+        { modelDir: dir, layout: plan.layout, rank, groupId: entry.id, secret: plan.secret, listenHost: '0.0.0.0', maxSeqLen: plan.context, batch, stepMs: 30_000, backend: runnerBackend, pollMs, rdmaSim, security: this.#d.runners.security?.() },
         {
           onListening: (port) => {
             local.endpoints.set(rank, localAddresses(port));
@@ -205,7 +207,7 @@ export class Supervisor {
       );
       local.runners.set(rank, runner);
       if (rank === 0) {
-        local.executor = new InstanceExecutor(runner, dir, loadModelConfig(dir), plan.context, { maxQueue: this.#d.maxQueue, defaultMaxTokens: 256, concurrency: worldSize(plan.layout) === 1 ? this.#d.batch.sequences : plan.layout.stages.length, model: entry.model });
+        local.executor = new InstanceExecutor(runner, dir, loadModelConfig(dir), plan.context, { maxQueue: this.#d.maxQueue, defaultMaxTokens: 256, concurrency: worldSize(plan.layout) === 1 ? batch.sequences : plan.layout.stages.length, model: entry.model });
       }
     });
     this.#d.log.info({ instance: entry.id, model: entry.model, ranks: [...local.runners.keys()], strategy: plan.strategy }, 'starting runners');

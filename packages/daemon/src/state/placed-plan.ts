@@ -17,6 +17,8 @@ export const requestedPlacementSchema = z.object({
   nodes: z.number().int().min(1).max(64).optional(),
   /** Context asked for (tokens per sequence); the model's maximum still caps it. */
   context: z.number().int().min(2).max(1 << 24).optional(),
+  /** Sequences the instance is to hold at once (the placing node's --batch). @default 1 */
+  sequences: z.number().int().min(1).max(64).optional(),
 });
 export type PlacementRequest = z.infer<typeof requestedPlacementSchema>;
 
@@ -48,6 +50,11 @@ export const placedPlanSchema = z.object({
   model: modelDescriptionSchema,
   /** Tokens per sequence every rank allocates (the serving profile's context). */
   context: z.number().int().min(2).max(1 << 24),
+  /**
+   * Sequences every rank holds at once, each with `context` tokens of KV cache: what the planner
+   * reserved memory for, and the most the runners batch. Absent in plans placed before it existed (1).
+   */
+  sequences: z.number().int().min(1).max(64).optional(),
   /** A better plan placed while this instance ran: it takes new requests once ready, then this one retires. */
   supersedes: z.string().max(160).optional(),
 });

@@ -26,8 +26,8 @@ describe('orchard status: downloads by source', () => {
           total: 120e6,
           sources: { hub: 10e6, A: 50e6, C: 0 },
           links: [
-            { source: 'A', link: '10.10.0.1:40001', bytes: 30e6, rate: 950e6 },
-            { source: 'A', link: '10.10.1.1:40001', bytes: 20e6, rate: 610e6 },
+            { source: 'A', link: '10.10.0.1:40001', bytes: 30e6, rate: 950e6, encryption: null },
+            { source: 'A', link: '10.10.1.1:40001', bytes: 20e6, rate: 610e6, encryption: 'aes-256-gcm' },
             { source: 'hub', link: 'hub', bytes: 10e6, rate: 12e6 },
           ],
           badPeers: ['C'],
@@ -39,7 +39,7 @@ describe('orchard status: downloads by source', () => {
     const text = formatStatus(s);
     expect(text).toContain('downloads (per node, bytes by source):\n');
     expect(text).toContain('  beta  org/m  downloading 50% of 120.0 MB: hub 10.0 MB, alpha 50.0 MB\n');
-    expect(text).toContain('      links: alpha 10.10.0.1:40001 950.0 MB/s, alpha 10.10.1.1:40001 610.0 MB/s, hub 12.0 MB/s\n');
+    expect(text).toContain('      links: alpha 10.10.0.1:40001 950.0 MB/s unencrypted, alpha 10.10.1.1:40001 610.0 MB/s encrypted (aes-256-gcm), hub 12.0 MB/s\n');
     expect(text).toContain('      dropped C: it served bytes that do not match the pod digest\n');
     expect(text).toContain('  alpha  org/m  loading weights (120.0 MB): hub 120.0 MB\n');
   });

@@ -2,7 +2,9 @@
  * A one-rank instance's continuous batching (runner/batch-driver.ts, started by startRank): requests
  * arriving while others decode join at the next step and each gets exactly the tokens it gets alone
  * (greedy and seeded sampling); a client that goes away frees its slot; the prefix cache makes a chat's
- * second turn prefill only its new tokens, with the cold run's tokens.
+ * second turn prefill only its new tokens, with the cold run's tokens; a long prompt arriving mid-stream
+ * is fed in chunks sized from the (here simulated) step times while the running stream gets a token
+ * every step.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
@@ -34,6 +36,7 @@ function driverOf(maxBatch = 8): BatchDriver {
 }
 
 const tick = () => new Promise((r) => setTimeout(r, 0));
+const range = (from: number, to: number) => Array.from({ length: to - from + 1 }, (_, i) => from + i);
 const promptOf = (i: number, n: number) => Array.from({ length: n }, (_, j) => (i * 37 + j * 11 + 1) % 256);
 
 describe('batch driver', () => {
@@ -111,5 +114,60 @@ describe('batch driver', () => {
     await driver.stop();
     expect((await run).finishReason).toBe('abort');
     await expect(driver.generate({ promptIds: [1], maxTokens: 1, stopTokenIds: [] }, () => true)).rejects.toThrow(/stopped/);
+  });
+
+  // Steps timed by a simulated clock: a forward of r rows takes 20 + r ms, so a decode step of one
+  // sequence takes 21 ms and p prompt rows add p ms; a chunk may add stretch × 21 ms. The chunk grows a
+  // row per step while the sizes tried fit (each size measured once), one size past the budget is
+  // tried once, then the largest that fits is kept: 15 rows for stretch 0.75, 5 for 0.25.
+  it.each([
+    [0.75, [...range(1, 16), 15, 15, 15, 15, 4]],
+    [0.25, [...range(1, 6), ...Array(35).fill(5), 4]],
+  ])('a long prompt arriving mid-stream is prefilled in chunks sized from step times (stretch %s) while the running stream gets a token every step', async (stretch, chunks) => {
+    const [group] = createSimGroup(1);
+    const shard = loadRankShard(dir, layout, 0, group, { maxBatch: 32 });
+    let clock = 0;
+    const steps: { rows: number[]; a: boolean }[] = [];
+    const forwardBatch = shard.forwardBatch.bind(shard);
+    const a = { promptIds: promptOf(11, 5), maxTokens: 60, stopTokenIds: [] };
+    const b = { promptIds: promptOf(12, 200), maxTokens: 4, stopTokenIds: [] };
+    shard.forwardBatch = (segments) => {
+      const rows = segments.map((s) => ('tokens' in s.input ? s.input.tokens.length : s.input.n));
+      clock += 20 + rows.reduce((x, y) => x + y, 0);
+      steps.push({ rows, a: segments.some((s) => s.cache === cacheA) });
+      return forwardBatch(segments);
+    };
+    let cacheA: unknown;
+    const newCache = shard.newCache.bind(shard);
+    shard.newCache = (capacity) => {
+      const c = newCache(capacity);
+      cacheA ??= c;
+      return c;
+    };
+    const driver = new BatchDriver(shard, { prefill: { stretch }, now: () => clock, prefixCacheBytes: 0 });
+    const [wantA, wantB] = [await generate(single, a.promptIds, { maxTokens: 60, stopTokenIds: [] }), await generate(single, b.promptIds, { maxTokens: 4, stopTokenIds: [] })];
+    let started: () => void = () => {};
+    const decoding = new Promise<void>((r) => (started = r));
+    const streamedA: number[] = [];
+    const runA = driver.generate(a, (id) => (streamedA.push(id), streamedA.length === 3 && started(), true));
+    await decoding;
+    const firstB = steps.length;
+    const outB = await driver.generate(b, () => true);
+    const outA = await runA;
+    expect(outA.tokens).toEqual(wantA.tokens);
+    expect(outB.tokens).toEqual(wantB.tokens);
+    // A's 5-token prompt went in one step (nobody was decoding).
+    expect(steps[0].rows).toEqual([5]);
+    // B's prompt: every chunk in a step that also decoded A (one row: A gets a token every step).
+    const bPrompt: number[] = [];
+    for (const s of steps.slice(firstB)) {
+      if (bPrompt.reduce((x, y) => x + y, 0) === b.promptIds.length) break;
+      expect(s.a).toBe(true);
+      expect(s.rows[0]).toBe(1);
+      bPrompt.push(s.rows[1]);
+    }
+    expect(bPrompt).toEqual(chunks);
+    expect(driver.stats.mixedSteps).toBeGreaterThanOrEqual(bPrompt.length);
+    await driver.stop();
   });
 });

@@ -51,8 +51,9 @@ class Pod {
     return s.events;
   }
 
-  place(o: { explicit?: boolean; strategy?: 'auto' | 'pipeline' | 'tensor'; nodes?: number } = {}): ClusterEvent[] {
-    return this.step({ type: 'place', model: 'm', description: model, requested: { strategy: o.strategy ?? 'auto', ...(o.nodes ? { nodes: o.nodes } : {}) }, exclusive: (o.strategy ?? 'auto') !== 'auto', explicit: o.explicit ?? false });
+  place(o: { explicit?: boolean; strategy?: 'auto' | 'pipeline' | 'tensor'; nodes?: number; sequences?: number; context?: number; description?: typeof model } = {}): ClusterEvent[] {
+    const requested = { strategy: o.strategy ?? 'auto', ...(o.nodes ? { nodes: o.nodes } : {}), ...(o.sequences ? { sequences: o.sequences } : {}), ...(o.context ? { context: o.context } : {}) };
+    return this.step({ type: 'place', model: 'm', description: o.description ?? model, requested, exclusive: (o.strategy ?? 'auto') !== 'auto', explicit: o.explicit ?? false });
   }
 
   instances() {
@@ -81,6 +82,22 @@ describe('coordinator: place', () => {
     expect(pod.place()).toEqual([]);
     expect(types(pod.place({ strategy: 'pipeline', nodes: 2 }))).toEqual(['instance-placed']);
     expect(pod.instances().map((i) => i.plan.layout.stages.length).sort()).toEqual([1, 2]);
+  });
+
+  it('reserves KV cache for the sequences the instance holds (the batch): room for one sequence is not room for eight', () => {
+    // 8 layers x 8 KV heads x 16 x 2 (K and V) x 4 bytes = 8 KiB per token: 512 MiB per 65,536-token sequence.
+    const long = description({ weightsBytes: 2 ** 30, maxContext: 65536, kvHeads: 8 });
+    const ranksFor = (sequences: number) => {
+      const pod = new Pod([node('a', 4), node('b', 4)]);
+      pod.place({ description: long, sequences, context: 65536 });
+      const plan = pod.instances()[0].plan;
+      expect(plan.sequences).toBe(sequences);
+      expect(plan.context).toBe(65536);
+      return plan.ranks.length;
+    };
+    expect(ranksFor(1)).toBe(1);
+    expect(ranksFor(8)).toBe(2);
+    expect(() => new Pod([node('a', 4), node('b', 4)]).place({ description: long, sequences: 64, context: 65536 })).toThrow(/KV cache .* for 65536 tokens x 64/);
   });
 
   it('an impossible placement throws the planner reason (the requester answers with it)', () => {

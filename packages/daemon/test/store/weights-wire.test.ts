@@ -15,6 +15,7 @@ import { ChunkRegistry } from '../../src/store/chunked/registry.js';
 import { startWeightsServer, type WeightsServer } from '../../src/store/peers/weights-server.js';
 import { ChunkMissingError, LinkError, WeightsLink } from '../../src/store/peers/weights-link.js';
 import { connectLinks } from '../../src/store/peers/pod-access.js';
+import { DEFAULT_SECURITY, encryptionPolicy } from '../../src/runner/link-security.js';
 import { AnswerDecoder, encodeAnswer, encodeRequest, Kind, RequestDecoder, WireError } from '../../src/store/peers/wire.js';
 
 const SECRET = randomBytes(32);
@@ -63,6 +64,33 @@ describe('weights data plane', () => {
     await expect(link.get({ ...req(0), chunkSize: 1024 })).rejects.toThrow(ChunkMissingError);
     expect(link.closed).toBe(false);
     link.close();
+  });
+
+  it('links are sealed when either end wants it, every chunk arriving whole; the default rule keeps a loopback link plain', async () => {
+    const sealedServer = await startWeightsServer({ secret: SECRET, registry, host: '127.0.0.1', encryption: () => ({ wants: () => true }) });
+    try {
+      const want = Array.from({ length: file.count }, (_, i) => i).filter((i) => i % 2 === 0);
+      for (const [port, encryption] of [
+        [server.port, { wants: () => true, cipher: 'chacha20-poly1305' as const }],
+        [sealedServer.port, undefined],
+      ] as const) {
+        const link = await WeightsLink.connect({ host: '127.0.0.1', port, secret: SECRET, encryption });
+        expect(link.cipher).toBe(encryption?.cipher ?? link.cipher);
+        expect(link.cipher).not.toBeNull();
+        const answers = await Promise.all(want.map((i) => link.get(req(i))));
+        answers.forEach((a, k) => {
+          const [s, e] = file.span(want[k]);
+          expect(a.bytes.equals(bytes.subarray(s, e))).toBe(true);
+        });
+        link.close();
+      }
+      // The daemon's rule (runner/link-security.ts): a link that never leaves the machine stays plain.
+      const plain = await WeightsLink.connect({ host: '127.0.0.1', port: server.port, secret: SECRET, encryption: encryptionPolicy(DEFAULT_SECURITY) });
+      expect(plain.cipher).toBeNull();
+      plain.close();
+    } finally {
+      await sealedServer.close();
+    }
   });
 
   it('a chunk being fetched here is served once it arrives, without holding up the others', async () => {

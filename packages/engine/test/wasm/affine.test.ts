@@ -67,6 +67,7 @@ const LAYOUTS: MlxLayout[] = [
   { bits: 3, groupSize: 128, scales: 'f16' },
   { bits: 4, groupSize: 64, scales: 'bf16' },
   { bits: 4, groupSize: 32, scales: 'f32' },
+  { bits: 4, groupSize: 128, scales: 'f16' },
   { bits: 6, groupSize: 64, scales: 'f16' },
   { bits: 8, groupSize: 128, scales: 'bf16' },
   { bits: 8, groupSize: 32, scales: 'f16' },
@@ -119,10 +120,12 @@ describe.each([1, 2])('wasm packed 4-bit MLX kernels, %i thread(s)', (threads) =
   const be = backend(threads);
   it.each(LAYOUTS.filter((l) => l.bits === 4).map((l) => [mlxDType(l), l] as const))('%s: packed matvec and matmul within the 15-bit activation bound', (_, layout) => {
     const rng = new Prng(700 + threads * 3 + layout.groupSize);
-    for (let trial = 0; trial < 10; trial++) {
-      const rows = pick(rng, [4, 5, 8, 9, 13, 32]);
+    for (let trial = 0; trial < 14; trial++) {
+      // rows: whole 8-row pairs of groups, a last single group, row-major tail rows; n: token tiles of 4
+      // and every remainder (the prompt-batch kernels, wasm/mlxtiles.ts)
+      const rows = pick(rng, [4, 5, 8, 9, 12, 13, 15, 32, 35]);
       const cols = layout.groupSize * pick(rng, [1, 2, 3]);
-      const n = trial < 4 ? 1 : 2 + Math.floor(rng.next() * 4);
+      const n = trial < 3 ? 1 : pick(rng, [2, 3, 4, 5, 6, 7, 9, 13]);
       const built = randomMlx(be, layout, rows, cols, rng);
       const { w } = built;
       const raw = w.bytes.slice();

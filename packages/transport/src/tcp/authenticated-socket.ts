@@ -1,20 +1,42 @@
 /**
- * A raw TCP socket that passed the data plane's HMAC handshake (wire/handshake.ts), for protocols
+ * A TCP byte stream that passed the data plane's HMAC handshake (wire/handshake.ts), for protocols
  * other than the collectives that must stay inside a pod's key — the daemon moves model weights
  * over it. The protocol's name travels as the handshake's group id, so a secret handed out for one
- * protocol opens neither the data plane nor another protocol's sockets. After the handshake the
- * bytes are the caller's: plain TCP, no framing, no encryption.
+ * protocol opens neither the data plane nor another protocol's sockets. Encryption is negotiated
+ * as on the data plane (either end may ask; the cipher is the client's): an encrypted connection's
+ * bytes travel sealed (sealed-stream.ts), a plain one's as they are.
  */
 import net, { type Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
 import { AuthError, ConnectError } from '../errors.js';
-import { Purpose } from '../wire/handshake.js';
-import { clientHandshake, serverHandshake } from './handshake-io.js';
+import { fastestCipher, type CipherName } from '../wire/aead.js';
+import { cipherFlag, FLAG_CHACHA, FLAG_ENCRYPT, Purpose } from '../wire/handshake.js';
+import { clientHandshake, serverHandshake, type HandshakeResult } from './handshake-io.js';
+import { SealedStream } from './sealed-stream.js';
+
+/** The two ends of a connection, as this end sees them. */
+export interface SocketEnds {
+  localAddress: string;
+  remoteAddress: string;
+}
+
+/** Whether this end wants a connection encrypted, and the cipher it proposes when it dials. */
+export interface StreamEncryption {
+  wants(ends: SocketEnds): boolean;
+  /** @default 'auto' (the faster one on this machine) */
+  cipher?: CipherName | 'auto';
+}
 
 export interface AuthenticatedSocket {
-  /** Paused, so no byte is lost before the caller's listeners are attached: resume() it then. */
+  /** The TCP socket, for its addresses and options; its bytes are the stream's (sealed when encrypted). */
   socket: Socket;
-  /** Bytes that arrived right after the handshake; they belong to the caller's protocol. */
-  leftover: Buffer;
+  /**
+   * The caller's bytes, the first of them already in it; paused until the caller reads (a 'data'
+   * listener or resume()). The socket itself when the connection is plain.
+   */
+  stream: Duplex;
+  /** The cipher protecting the stream, or null for plain. */
+  cipher: CipherName | null;
 }
 
 export interface ConnectAuthenticatedOptions {
@@ -26,6 +48,23 @@ export interface ConnectAuthenticatedOptions {
   /** Connect and handshake deadline. @default 5000 */
   timeoutMs?: number;
   signal?: AbortSignal;
+  /** @default never (plain, unless the server asks) */
+  encryption?: StreamEncryption;
+}
+
+const endsOf = (socket: Socket): SocketEnds => ({ localAddress: socket.localAddress ?? '', remoteAddress: socket.remoteAddress ?? '' });
+
+/** The stream of a finished handshake; `client` says which of the session keys this end sends with. */
+function streamOf(socket: Socket, hs: HandshakeResult, client: boolean): AuthenticatedSocket {
+  if (!hs.encryption) {
+    if (hs.leftover.length) socket.unshift(hs.leftover);
+    return { socket, stream: socket, cipher: null };
+  }
+  const { cipher, keys } = hs.encryption;
+  const [sendKey, recvKey] = client ? [keys.clientToServer, keys.serverToClient] : [keys.serverToClient, keys.clientToServer];
+  const stream = new SealedStream(socket, hs.leftover, { cipher, sendKey, recvKey });
+  stream.pause();
+  return { socket, stream, cipher };
 }
 
 export async function connectAuthenticated(o: ConnectAuthenticatedOptions): Promise<AuthenticatedSocket> {
@@ -48,32 +87,35 @@ export async function connectAuthenticated(o: ConnectAuthenticatedOptions): Prom
     socket.destroy();
     throw err;
   }
-  const { leftover } = await clientHandshake(socket, {
+  const cipher = o.encryption?.cipher && o.encryption.cipher !== 'auto' ? o.encryption.cipher : fastestCipher();
+  const wants = o.encryption?.wants(endsOf(socket)) ?? false;
+  const hs = await clientHandshake(socket, {
     secret: o.secret,
     groupId: o.protocol,
     purpose: Purpose.Stream,
     clientRank: 0,
     serverRank: 0,
-    flags: 0,
+    flags: cipherFlag(cipher) | (wants ? FLAG_ENCRYPT : 0),
     timeoutMs,
     signal: o.signal,
   });
-  return { socket, leftover };
+  return streamOf(socket, hs, true);
 }
 
 /**
  * Runs the server half on an accepted socket; resolves once the client proved the secret. A client
  * that fails (wrong secret, other purpose or protocol, silence) has its socket destroyed and rejects.
  */
-export async function acceptAuthenticated(socket: Socket, o: { secret: Uint8Array; protocol: string; timeoutMs?: number }): Promise<AuthenticatedSocket> {
-  const { leftover } = await serverHandshake(socket, {
+export async function acceptAuthenticated(socket: Socket, o: { secret: Uint8Array; protocol: string; timeoutMs?: number; encryption?: StreamEncryption }): Promise<AuthenticatedSocket> {
+  const hs = await serverHandshake(socket, {
     secret: o.secret,
     timeoutMs: o.timeoutMs ?? 5000,
     accept(hello) {
-      if (hello.purpose !== Purpose.Stream || hello.groupId !== o.protocol || hello.flags !== 0) {
+      if (hello.purpose !== Purpose.Stream || hello.groupId !== o.protocol || (hello.flags & ~(FLAG_ENCRYPT | FLAG_CHACHA)) !== 0) {
         throw new AuthError(`not a ${o.protocol} client`);
       }
     },
+    wantsEncryption: () => o.encryption?.wants(endsOf(socket)) ?? false,
   });
-  return { socket, leftover };
+  return streamOf(socket, hs, false);
 }

@@ -2,6 +2,7 @@
  * The store's view of the pod (PodAccess) over any way of asking peers (PodTransport): libp2p in a
  * daemon (weights-service.ts), direct calls in tests. Bytes always move over the weights data plane.
  */
+import type { StreamEncryption } from '@orchard/transport';
 import type { ClaimAnswer } from '../pod/hub-ledger.js';
 import type { PeerHandle, PodRoute } from '../pod/fetch-file.js';
 import type { HubRepo } from '../hub.js';
@@ -16,6 +17,8 @@ export interface PodTransport {
   /** The hub ledger's answer for this node (from the coordinator, wherever it is). */
   claim(key: string, size: number, chunks: number[], failed: string[], signal?: AbortSignal): Promise<ClaimAnswer>;
   listing(peer: string, repo: string, signal?: AbortSignal): Promise<HubRepo | undefined>;
+  /** Whether this node wants a weights link encrypted (the server may ask too). @default never */
+  encryption?(): StreamEncryption;
 }
 
 const isLoopback = (host: string) => /^127\./.test(host);
@@ -26,7 +29,7 @@ const LINK_GRACE_MS = 250;
  * One link per path to a peer: every advertised address is tried; links leaving from the same local
  * address share a cable, so only the first of them is kept. Loopback only when nothing else works.
  */
-export async function connectLinks(endpoints: HaveAnswer['endpoints'], secret: Uint8Array, signal: AbortSignal): Promise<WeightsLink[]> {
+export async function connectLinks(endpoints: HaveAnswer['endpoints'], secret: Uint8Array, signal: AbortSignal, encryption?: StreamEncryption): Promise<WeightsLink[]> {
   const attempt = (list: HaveAnswer['endpoints']) =>
     new Promise<WeightsLink[]>((resolve) => {
       const byPath = new Map<string, WeightsLink>();
@@ -41,7 +44,7 @@ export async function connectLinks(endpoints: HaveAnswer['endpoints'], secret: U
       };
       if (pending === 0) return finish();
       for (const e of list) {
-        WeightsLink.connect({ host: e.host, port: e.port, secret, connectTimeoutMs: 3000, signal })
+        WeightsLink.connect({ host: e.host, port: e.port, secret, connectTimeoutMs: 3000, signal, encryption })
           .then((link) => {
             // Late (past the grace period) or a second link over the same path: not used.
             if (done || byPath.has(link.localAddress)) return link.close('not needed');
@@ -65,7 +68,7 @@ export function podAccess(t: PodTransport): PodAccess {
     const a = await t.have(peer, key, signal).catch(() => undefined);
     if (!a) return undefined;
     const secret = Buffer.from(a.secret, 'base64');
-    return { id: peer, availability: a.availability, links: (s) => connectLinks(a.endpoints, secret, s) };
+    return { id: peer, availability: a.availability, links: (s) => connectLinks(a.endpoints, secret, s, t.encryption?.()) };
   };
   return {
     async holders(key, signal) {

@@ -1,9 +1,10 @@
 /**
- * One link to a peer's weights server: an authenticated socket over one path (one cable, one
- * interface) with any number of chunk requests in flight, answered in any order.
+ * One link to a peer's weights server: an authenticated stream over one path (one cable, one
+ * interface), sealed unless both ends see a direct cable, with any number of chunk requests in
+ * flight, answered in any order.
  */
-import type { Socket } from 'node:net';
-import { connectAuthenticated } from '@orchard/transport';
+import type { Duplex } from 'node:stream';
+import { connectAuthenticated, type CipherName, type StreamEncryption } from '@orchard/transport';
 import { StoreError } from '../errors.js';
 import { AnswerDecoder, encodeRequest, Kind, WEIGHTS_PROTOCOL, type ChunkRequest } from './wire.js';
 
@@ -41,6 +42,8 @@ export interface WeightsLinkOptions {
   /** With requests outstanding, this long without a byte breaks the link (above the server's wait). @default 30000 */
   idleMs?: number;
   signal?: AbortSignal;
+  /** Whether this end wants the link encrypted (the server may ask too). @default never */
+  encryption?: StreamEncryption;
 }
 
 export class WeightsLink {
@@ -48,7 +51,9 @@ export class WeightsLink {
   readonly address: string;
   /** This end's address: links from the same local address share a path. */
   readonly localAddress: string;
-  readonly #socket: Socket;
+  /** The cipher sealing the link, or null when it is plain. */
+  readonly cipher: CipherName | null;
+  readonly #stream: Duplex;
   readonly #pending = new Map<number, { resolve: (a: ChunkAnswer) => void; reject: (e: Error) => void; what: string }>();
   readonly #idleMs: number;
   #nextId = 1;
@@ -56,25 +61,27 @@ export class WeightsLink {
   #timer: NodeJS.Timeout | undefined;
   #lastActivity = 0;
 
-  private constructor(socket: Socket, address: string, idleMs: number) {
-    this.#socket = socket;
+  private constructor(stream: Duplex, localAddress: string, cipher: CipherName | null, address: string, idleMs: number) {
+    this.#stream = stream;
     this.address = address;
-    this.localAddress = socket.localAddress ?? '';
+    this.localAddress = localAddress;
+    this.cipher = cipher;
     this.#idleMs = idleMs;
   }
 
   static async connect(o: WeightsLinkOptions): Promise<WeightsLink> {
     const address = `${o.host}:${o.port}`;
-    const { socket, leftover } = await connectAuthenticated({
+    const { socket, stream, cipher } = await connectAuthenticated({
       host: o.host,
       port: o.port,
       secret: o.secret,
       protocol: WEIGHTS_PROTOCOL,
       timeoutMs: o.connectTimeoutMs ?? 5000,
       signal: o.signal,
+      encryption: o.encryption,
     });
-    const link = new WeightsLink(socket, address, o.idleMs ?? 30_000);
-    link.#attach(leftover);
+    const link = new WeightsLink(stream, socket.localAddress ?? '', cipher, address, o.idleMs ?? 30_000);
+    link.#attach();
     return link;
   }
 
@@ -93,7 +100,7 @@ export class WeightsLink {
     const what = `chunk ${r.chunk} of ${r.key.slice(0, 20)}… from ${this.address}`;
     return new Promise((resolve, reject) => {
       this.#pending.set(id, { resolve, reject, what });
-      this.#socket.write(encodeRequest({ ...r, id }));
+      this.#stream.write(encodeRequest({ ...r, id }));
       this.#arm();
     });
   }
@@ -102,7 +109,7 @@ export class WeightsLink {
     this.#fail(new LinkError(`link to ${this.address}: ${reason}`));
   }
 
-  #attach(leftover: Buffer): void {
+  #attach(): void {
     const decoder = new AnswerDecoder((h, body) => {
       const p = this.#pending.get(h.id);
       if (!p) return this.#fail(new LinkError(`link to ${this.address}: answer to unknown request ${h.id}`));
@@ -118,11 +125,10 @@ export class WeightsLink {
         this.#fail(new LinkError(`link to ${this.address}: ${(err as Error).message}`));
       }
     };
-    this.#socket.on('data', onData);
-    this.#socket.on('error', (err) => this.#fail(new LinkError(`link to ${this.address}: ${err.message}`)));
-    this.#socket.on('close', () => this.#fail(new LinkError(`link to ${this.address}: closed by the peer`)));
-    if (leftover.length) onData(leftover);
-    this.#socket.resume();
+    this.#stream.on('data', onData);
+    this.#stream.on('error', (err) => this.#fail(new LinkError(`link to ${this.address}: ${err.message}`)));
+    this.#stream.on('close', () => this.#fail(new LinkError(`link to ${this.address}: closed by the peer`)));
+    this.#stream.resume();
   }
 
   /** Notes activity; one timer per idle period checks it (not a new timer per socket read). */
@@ -145,7 +151,7 @@ export class WeightsLink {
     if (this.#closed) return;
     this.#closed = err;
     clearTimeout(this.#timer);
-    this.#socket.destroy();
+    this.#stream.destroy();
     for (const p of this.#pending.values()) p.reject(err);
     this.#pending.clear();
   }

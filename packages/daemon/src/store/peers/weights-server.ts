@@ -2,10 +2,12 @@
  * The weights data plane's server: peers that proved the pod's weights secret (the transport's HMAC
  * handshake) ask for chunks by file key; any verified chunk of a file this node holds, complete or
  * partly, is served, and a chunk this node is fetching right now is served as soon as it arrives.
- * Plain TCP on every interface, so each cable to a peer is a link of its own.
+ * TCP on every interface, so each cable to a peer is a link of its own; sealed when either end
+ * wants it (by default every link but a direct cable).
  */
 import net, { type Socket } from 'node:net';
-import { acceptAuthenticated } from '@orchard/transport';
+import type { Duplex } from 'node:stream';
+import { acceptAuthenticated, type StreamEncryption } from '@orchard/transport';
 import type { ChunkRegistry } from '../chunked/registry.js';
 import { encodeAnswer, Kind, RequestDecoder, WEIGHTS_PROTOCOL, type ChunkRequest } from './wire.js';
 
@@ -22,6 +24,8 @@ export interface WeightsServerOptions {
   maxOutstanding?: number;
   /** Told about every chunk served: the client's address and the bytes. */
   onServed?: (remote: string, bytes: number) => void;
+  /** Whether this end wants a connection encrypted (the client may ask too); asked per connection. @default never */
+  encryption?: () => StreamEncryption;
 }
 
 export interface WeightsServer {
@@ -37,8 +41,11 @@ export async function startWeightsServer(o: WeightsServerOptions): Promise<Weigh
     sockets.add(raw);
     raw.once('close', () => sockets.delete(raw));
     raw.on('error', () => raw.destroy());
-    acceptAuthenticated(raw, { secret: o.secret, protocol: WEIGHTS_PROTOCOL }).then(
-      ({ socket, leftover }) => serveConnection(socket, leftover, o, waitMs, maxOutstanding),
+    acceptAuthenticated(raw, { secret: o.secret, protocol: WEIGHTS_PROTOCOL, encryption: o.encryption?.() }).then(
+      ({ stream }) => {
+        raw.setNoDelay(true);
+        serveConnection(stream, `${raw.remoteAddress}:${raw.remotePort}`, o, waitMs, maxOutstanding);
+      },
       () => raw.destroy(),
     );
   });
@@ -59,8 +66,8 @@ export async function startWeightsServer(o: WeightsServerOptions): Promise<Weigh
   };
 }
 
-/** Resolves when the socket can take more (or is gone), leaving no listener behind. */
-function drained(socket: Socket): Promise<void> {
+/** Resolves when the stream can take more (or is gone), leaving no listener behind. */
+function drained(socket: Duplex): Promise<void> {
   return new Promise((resolve) => {
     const done = () => {
       socket.off('drain', done);
@@ -72,8 +79,7 @@ function drained(socket: Socket): Promise<void> {
   });
 }
 
-function serveConnection(socket: Socket, leftover: Buffer, o: WeightsServerOptions, waitMs: number, maxOutstanding: number): void {
-  const remote = `${socket.remoteAddress}:${socket.remotePort}`;
+function serveConnection(socket: Duplex, remote: string, o: WeightsServerOptions, waitMs: number, maxOutstanding: number): void {
   let outstanding = 0;
   // Answers go out one at a time, each whole, waiting for the socket to drain between them.
   let writing: Promise<void> = Promise.resolve();
@@ -114,8 +120,7 @@ function serveConnection(socket: Socket, leftover: Buffer, o: WeightsServerOptio
       socket.destroy();
     }
   };
-  if (leftover.length) onData(leftover);
   socket.on('data', onData);
-  socket.setNoDelay(true);
+  socket.on('error', () => socket.destroy());
   socket.resume();
 }

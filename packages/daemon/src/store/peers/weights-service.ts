@@ -5,6 +5,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import os from 'node:os';
+import type { StreamEncryption } from '@orchard/transport';
 import type { OrchardNode } from '../../node/create-node.js';
 import { chunkCount, chunkSizeFor, fromRuns, toRuns } from '../chunked/layout.js';
 import type { HubRepo } from '../hub.js';
@@ -32,6 +33,11 @@ export interface WeightsServiceOptions {
   onServed?: (remote: string, bytes: number) => void;
   /** How often this node gossips its libp2p addresses (peers known only through gossip need them). @default 5000 */
   announceMs?: number;
+  /**
+   * Which weights links this node wants encrypted, asked per connection (the data plane's rule:
+   * every link but a direct cable, runner/link-security.ts). @default never
+   */
+  encryption?: () => StreamEncryption;
 }
 
 export interface WeightsService {
@@ -50,7 +56,7 @@ export function weightsHosts(): string[] {
 export async function startWeightsService(o: WeightsServiceOptions): Promise<WeightsService> {
   const secret = randomBytes(32);
   const registry = o.store.chunks;
-  const server = await startWeightsServer({ secret, registry, port: o.port, onServed: o.onServed });
+  const server = await startWeightsServer({ secret, registry, port: o.port, onServed: o.onServed, encryption: o.encryption });
   const hosts = o.hosts ?? weightsHosts;
   const ledger = new HubLedger();
   const live = (n: string) => n === o.selfId || o.livePeers().includes(n);
@@ -82,6 +88,7 @@ export async function startWeightsService(o: WeightsServiceOptions): Promise<Wei
   };
   const pod = podAccess({
     peers: o.livePeers,
+    encryption: o.encryption,
     have: (peer, key, signal) => ask(peer, { op: 'have', key }, haveAnswerSchema, signal),
     listing: async (peer, repo, signal) => (await ask(peer, { op: 'listing', repo }, listingAnswerSchema, signal))?.listing,
     async claim(key, size, chunks, failed, signal): Promise<ClaimAnswer> {

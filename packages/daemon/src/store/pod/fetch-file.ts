@@ -49,6 +49,8 @@ export interface LinkStat {
   bytes: number;
   /** Measured bytes per second. */
   rate: number;
+  /** Peer links: the cipher sealing the link, or null when it is plain. Absent for the hub. */
+  encryption?: string | null;
 }
 
 export interface FileFetchProgress {
@@ -163,10 +165,13 @@ class FileFetch {
 
   #linkStats(): LinkStat[] {
     const byLink = new Map<string, LinkStat>();
+    const cipherOf = (id: string, peer: string) => this.#peers.get(peer)?.links.get(id)?.cipher ?? null;
     for (const l of this.#stripe?.links() ?? []) {
       if (l.bytes === 0 && l.peer === HUB) continue;
       const id = l.peer === HUB ? HUB : l.id;
-      const s = byLink.get(id) ?? { source: l.peer, link: l.peer === HUB ? HUB : l.id.slice(l.peer.length + 1), bytes: 0, rate: 0 };
+      const s =
+        byLink.get(id) ??
+        (l.peer === HUB ? { source: l.peer, link: HUB, bytes: 0, rate: 0 } : { source: l.peer, link: l.id.slice(l.peer.length + 1), bytes: 0, rate: 0, encryption: cipherOf(l.id, l.peer) });
       s.bytes += l.bytes;
       s.rate += l.rate;
       byLink.set(id, s);
