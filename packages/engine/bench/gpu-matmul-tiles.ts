@@ -2,7 +2,7 @@
  * Tile shapes of the prefill matmul (wgsl-matmul.ts) compared on one device in one run: best ms of 4
  * rounds per [rows x cols] x tokens product and tile, rounds interleaving the tiles. For retuning
  * MATMUL_TILES on a real GPU; on lavapipe (a CPU driver) the numbers are only a proxy.
- *   pnpm exec tsx packages/engine/bench/gpu-matmul-tiles.ts [--dtype f16] [--tokens 64] [--tiles 64x64/8x8v,...]
+ *   pnpm exec tsx packages/engine/bench/gpu-matmul-tiles.ts [--dtype f16] [--tokens 64] [--tiles 64x64/8x8,...]
  */
 import { existsSync, mkdtempSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
@@ -22,13 +22,13 @@ if (process.platform === 'linux') {
 }
 const dtype = values.dtype as DType;
 const n = Number(values.tokens);
-/** "64x64/8x8v": rows x tokens per workgroup / rows x tokens per invocation, v: the x tile as vec4s. */
+/** "64x64/8x8": rows x tokens per workgroup / rows x tokens per invocation. */
 function parseTile(spec: string): MatmulTile {
-  const m = /^(\d+)x(\d+)\/(\d+)x(\d+)(v?)$/.exec(spec);
-  if (!m) throw new Error(`--tiles: ${JSON.stringify(spec)} is not like 64x64/8x8v`);
-  return { rows: +m[1], tokens: +m[2], rowsPer: +m[3], tokensPer: +m[4], xVec: m[5] === 'v' };
+  const m = /^(\d+)x(\d+)\/(\d+)x(\d+)$/.exec(spec);
+  if (!m) throw new Error(`--tiles: ${JSON.stringify(spec)} is not like 64x64/8x8`);
+  return { rows: +m[1], tokens: +m[2], rowsPer: +m[3], tokensPer: +m[4] };
 }
-const DEFAULT_TILES = '64x32/4x4,64x64/8x4,64x64/8x8,64x64/8x8v,64x64/16x8v,128x64/16x8v';
+const DEFAULT_TILES = '64x8/4x4,64x16/8x4,64x32/8x4,64x64/8x4,64x64/8x8,64x64/16x8';
 
 async function main() {
   const { ctx } = await openBenchGpu(true);

@@ -17,10 +17,8 @@ export interface MatmulTile {
   tokens: number;
   /** Rows per invocation, a multiple of 4 (held as vec4 accumulators). */
   rowsPer: number;
-  /** Tokens per invocation. */
+  /** Tokens per invocation, a multiple of 4 (read as vec4s of the x tile). */
   tokensPer: number;
-  /** x tile held as [k][tokens] vec4s (4 tokens per load; tokensPer a multiple of 4) instead of [tokens][k] scalars. */
-  xVec?: boolean;
 }
 
 /**
@@ -29,11 +27,11 @@ export interface MatmulTile {
  */
 export const MATMUL_TILES: readonly { maxTokens: number; tile: MatmulTile }[] = [
   // 32 invocations of 4 rows × 4 tokens
-  { maxTokens: 8, tile: { rows: 64, tokens: 8, rowsPer: 4, tokensPer: 4, xVec: true } },
+  { maxTokens: 8, tile: { rows: 64, tokens: 8, rowsPer: 4, tokensPer: 4 } },
   // 32 invocations of 8 rows × 4 tokens
-  { maxTokens: 16, tile: { rows: 64, tokens: 16, rowsPer: 8, tokensPer: 4, xVec: true } },
+  { maxTokens: 16, tile: { rows: 64, tokens: 16, rowsPer: 8, tokensPer: 4 } },
   // 64 invocations of 8 rows × 8 tokens
-  { maxTokens: Infinity, tile: { rows: 64, tokens: 64, rowsPer: 8, tokensPer: 8, xVec: true } },
+  { maxTokens: Infinity, tile: { rows: 64, tokens: 64, rowsPer: 8, tokensPer: 8 } },
 ];
 
 /** The tile a batch of `n` tokens takes. */
@@ -50,12 +48,13 @@ export function matmulLoader(dtype: DType, cols: number): 'step' | 'element' {
 }
 
 /**
- * WGSL of the tiled matmul for `dtype` weights. Grid: x over row tiles, y over token tiles. Each
- * invocation (lid.x, lid.y) owns rows (g·TX + lid.x)·4 + 0..3 for g < rowsPer/4 and tokens h·TY + lid.y
- * for h < tokensPer, interleaved so neighbouring invocations touch neighbouring words of both tiles.
+ * WGSL of the tiled matmul for `dtype` weights. Grid: x over row tiles, y over token tiles. Weights are
+ * staged as WT[k][row] and activations as XT[k][token], both in vec4s. Invocation (lid.x, lid.y) owns
+ * rows (g·TX + lid.x)·4 + 0..3 for g < rowsPer/4 and tokens (q·TY + lid.y)·4 + 0..3 for q < tokensPer/4,
+ * interleaved so neighbouring invocations read neighbouring vec4s of both tiles.
  */
 export function tiledMatmulShader(dtype: DType, loader: 'step' | 'element', t: MatmulTile): string {
-  if (t.rowsPer % 4 !== 0 || t.rows % t.rowsPer !== 0 || t.tokens % t.tokensPer !== 0) throw new Error(`tiled matmul: bad tile ${JSON.stringify(t)}`);
+  if (t.rowsPer % 4 !== 0 || t.tokensPer % 4 !== 0 || t.rows % t.rowsPer !== 0 || t.tokens % t.tokensPer !== 0) throw new Error(`tiled matmul: bad tile ${JSON.stringify(t)}`);
   const TX = t.rows / t.rowsPer;
   const TY = t.tokens / t.tokensPer;
   const threads = TX * TY;
@@ -63,13 +62,11 @@ export function tiledMatmulShader(dtype: DType, loader: 'step' | 'element', t: M
   const H = t.tokensPer;
   const R4 = t.rows / 4;
   const T4 = t.tokens / 4;
-  if (t.xVec && H % 4 !== 0) throw new Error(`tiled matmul: xVec needs tokensPer in fours`);
   // WebGPU guarantees 16 KiB of workgroup memory; staying within it keeps the kernel valid on every adapter.
-  const shared = TILE_K * t.rows * 4 + (t.xVec ? TILE_K * t.tokens * 4 : t.tokens * (TILE_K + 1) * 4);
+  const shared = TILE_K * (t.rows + t.tokens) * 4;
   if (shared > 16384) throw new Error(`tiled matmul: tile ${JSON.stringify(t)} needs ${shared} bytes of workgroup memory (16384 is the portable limit)`);
-  // Token of accumulator row h: interleaved scalars, or 4 consecutive tokens per vec4 of the x tile.
-  const tokOf = (h: number) => (t.xVec ? `(${Math.floor(h / 4) * TY}u + lid.y) * 4u + ${h % 4}u` : `${h * TY}u + lid.y`);
-  const XS = TILE_K + 1; // padded row of the x tile: a token's k run starts on a different bank
+  // Token of accumulator h: 4 consecutive tokens per vec4 of the x tile.
+  const tokOf = (h: number) => `(${Math.floor(h / 4) * TY}u + lid.y) * 4u + ${h % 4}u`;
   const quant = dtype === 'q8_0' || dtype === 'q4_0';
   const vw = loader === 'step' ? vectorWidth(dtype) : 1;
   const unitsPerRow = TILE_K / vw;
@@ -93,7 +90,7 @@ export function tiledMatmulShader(dtype: DType, loader: 'step' | 'element', t: M
   const accs = Array.from({ length: H }, (_, h) => Array.from({ length: G }, (_, g) => `a${h}_${g}`));
   return `${STEP}${header}${loader === 'element' ? weightAccessor(dtype) : stepDecoder(dtype, 'W')}
 var<workgroup> WT: array<vec4<f32>, ${TILE_K * R4}>;
-var<workgroup> XT: ${t.xVec ? `array<vec4<f32>, ${TILE_K * T4}>` : `array<f32, ${t.tokens * XS}>`};
+var<workgroup> XT: array<vec4<f32>, ${TILE_K * T4}>;
 @compute @workgroup_size(${TX}, ${TY})
 fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u,
         @builtin(local_invocation_index) li: u32) {
@@ -113,18 +110,13 @@ ${loadW}
       let kk = e % ${TILE_K}u;
       var v = 0.0;
       if (tokBase + tok < S.n && k0 + kk < P.cols) { v = X[(tokBase + tok) * P.xStride + k0 + kk]; }
-      ${t.xVec ? `XT[kk * ${T4}u + tok / 4u][tok % 4u] = v;` : `XT[tok * ${XS}u + kk] = v;`}
+      XT[kk * ${T4}u + tok / 4u][tok % 4u] = v;
     }
     workgroupBarrier();
     for (var k = 0u; k < ${TILE_K}u; k++) {
 ${Array.from({ length: G }, (_, g) => `      let w${g} = WT[k * ${R4}u + ${g * TX}u + lid.x];`).join('\n')}
-${
-  t.xVec
-    ? Array.from({ length: H / 4 }, (_, q) => `      let xv${q} = XT[k * ${T4}u + ${q * TY}u + lid.y];`).join('\n') +
-      '\n' +
-      Array.from({ length: H }, (_, h) => `      let x${h} = xv${Math.floor(h / 4)}[${h % 4}];`).join('\n')
-    : Array.from({ length: H }, (_, h) => `      let x${h} = XT[(${h * TY}u + lid.y) * ${XS}u + k];`).join('\n')
-}
+${Array.from({ length: H / 4 }, (_, q) => `      let xv${q} = XT[k * ${T4}u + ${q * TY}u + lid.y];`).join('\n')}
+${Array.from({ length: H }, (_, h) => `      let x${h} = xv${Math.floor(h / 4)}[${h % 4}];`).join('\n')}
 ${accs.map((row, h) => row.map((a, g) => `      ${a} = fma(w${g}, vec4<f32>(x${h}), ${a});`).join('\n')).join('\n')}
     }
     workgroupBarrier();
