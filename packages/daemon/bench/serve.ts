@@ -16,7 +16,10 @@
  *     (target <= 2x; the driver chunks the prompt from measured step times, runner/prefill-chunk.ts).
  * BENCH_PARTS=batch runs only these (a short run); BENCH_PARTS=itl only itl-during-prefill.
  *
- * The model: 6 layers of hidden 1024 (FFN 3072), ~75M layer parameters in f32. Compute dominates:
+ * The model: 6 layers of hidden 1024 (FFN 3072), ~75M layer parameters in f32 (BENCH_DTYPE=bf16 or f16
+ * for the weights real checkpoints ship; the engine keeps them 16-bit and widens in the kernels, which
+ * makes one stream faster and a batch compute-bound: batch-8-throughput 1.06-1.18x there against 1.89x
+ * in f32, same machine, load 2-5). Compute dominates:
  * a TP-2 rank computes ~0.4 ms (attention) and ~1.2 ms (MLP) between its meetings with the other
  * rank, against ~50-250 us per meeting on this kind of machine. The earlier default (8 layers of
  * hidden 512, 25M) met 2.5x more often per parameter, after ~0.1 / 0.3 ms of compute each: the
@@ -37,7 +40,8 @@ const BACKEND = (process.env.BENCH_BACKEND ?? 'wasm') as 'wasm' | 'reference';
 
 const dir = mkdtempSync(join(os.tmpdir(), 'orchard-bench-serve-'));
 const LONG_PROMPT = Number(process.env.BENCH_LONG_PROMPT ?? 2000);
-const info = writeRandomModel(dir, { numLayers: LAYERS, hiddenSize: HIDDEN, intermediateSize: HIDDEN * 3, numHeads: 8, numKvHeads: 4, maxPositionEmbeddings: Math.max(512, LONG_PROMPT + 512), seed: 11 });
+const DTYPE = (process.env.BENCH_DTYPE ?? 'f32') as 'f32' | 'f16' | 'bf16';
+const info = writeRandomModel(dir, { numLayers: LAYERS, hiddenSize: HIDDEN, intermediateSize: HIDDEN * 3, numHeads: 8, numKvHeads: 4, maxPositionEmbeddings: Math.max(512, LONG_PROMPT + 512), seed: 11, dtype: DTYPE });
 const params = (LAYERS * (HIDDEN * HIDDEN * 3 + HIDDEN * HIDDEN * 3 * 3)) / 1e6;
 
 const PROMPT = [1, 10, 20, 30, 40, 50, 60, 70];
