@@ -113,7 +113,7 @@ try {
   const where = inNs ? `namespace link (veth + bridge${RATE ? `, tc tbf ${RATE}` : ', unshaped'})` : 'loopback (not root: no namespaces)';
   console.log(`bench:pull — a ${MIB} MiB shard over a ${where}, ${ROUNDS} rounds, best of each`);
   console.log(`  raw TCP, memory to memory      ${best(raw).toFixed(0).padStart(6)} MB/s   (rounds: ${raw.map((x) => x.toFixed(0)).join(', ')})`);
-  console.log(`  pod pull (hash + disk + log)   ${best(pulled).toFixed(0).padStart(6)} MB/s   (rounds: ${pulled.map((x) => x.toFixed(0)).join(', ')})`);
+  console.log(`  pod pull (hash + disk + log)   ${best(pulled).toFixed(0).padStart(6)} MB/s   (rounds: ${pulled.map((x) => x.toFixed(0)).join(', ')}; plain, as over a direct cable)`);
   console.log(`  pod pull, ${(cipher ?? 'plain').padEnd(20)} ${best(sealed).toFixed(0).padStart(6)} MB/s   (rounds: ${sealed.map((x) => x.toFixed(0)).join(', ')}; sealed as by default off a direct cable)`);
   console.log(`  ratio pull / raw               ${(best(pulled) / best(raw)).toFixed(2)}x   (target >= 0.8x)`);
   console.log(`  ratio sealed pull / raw        ${(best(sealed) / best(raw)).toFixed(2)}x`);
