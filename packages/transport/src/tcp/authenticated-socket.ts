@@ -9,16 +9,12 @@
 import net, { type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { AuthError, ConnectError } from '../errors.js';
-import { fastestCipher, type CipherName } from '../wire/aead.js';
-import { cipherFlag, FLAG_CHACHA, FLAG_ENCRYPT, Purpose } from '../wire/handshake.js';
-import { clientHandshake, serverHandshake, type HandshakeResult } from './handshake-io.js';
+import { proposedCipher, type CipherName } from '../wire/aead.js';
+import { FLAG_CHACHA, FLAG_ENCRYPT, helloFlags, Purpose } from '../wire/handshake.js';
+import { clientHandshake, directionKeys, serverHandshake, socketEnds, type HandshakeResult, type SocketEnds } from './handshake-io.js';
 import { SealedStream } from './sealed-stream.js';
 
-/** The two ends of a connection, as this end sees them. */
-export interface SocketEnds {
-  localAddress: string;
-  remoteAddress: string;
-}
+export type { SocketEnds } from './handshake-io.js';
 
 /** Whether this end wants a connection encrypted, and the cipher it proposes when it dials. */
 export interface StreamEncryption {
@@ -52,19 +48,16 @@ export interface ConnectAuthenticatedOptions {
   encryption?: StreamEncryption;
 }
 
-const endsOf = (socket: Socket): SocketEnds => ({ localAddress: socket.localAddress ?? '', remoteAddress: socket.remoteAddress ?? '' });
-
 /** The stream of a finished handshake; `client` says which of the session keys this end sends with. */
 function streamOf(socket: Socket, hs: HandshakeResult, client: boolean): AuthenticatedSocket {
-  if (!hs.encryption) {
+  const keys = directionKeys(hs, client);
+  if (!keys) {
     if (hs.leftover.length) socket.unshift(hs.leftover);
     return { socket, stream: socket, cipher: null };
   }
-  const { cipher, keys } = hs.encryption;
-  const [sendKey, recvKey] = client ? [keys.clientToServer, keys.serverToClient] : [keys.serverToClient, keys.clientToServer];
-  const stream = new SealedStream(socket, hs.leftover, { cipher, sendKey, recvKey });
+  const stream = new SealedStream(socket, hs.leftover, keys);
   stream.pause();
-  return { socket, stream, cipher };
+  return { socket, stream, cipher: keys.cipher };
 }
 
 export async function connectAuthenticated(o: ConnectAuthenticatedOptions): Promise<AuthenticatedSocket> {
@@ -87,15 +80,13 @@ export async function connectAuthenticated(o: ConnectAuthenticatedOptions): Prom
     socket.destroy();
     throw err;
   }
-  const cipher = o.encryption?.cipher && o.encryption.cipher !== 'auto' ? o.encryption.cipher : fastestCipher();
-  const wants = o.encryption?.wants(endsOf(socket)) ?? false;
   const hs = await clientHandshake(socket, {
     secret: o.secret,
     groupId: o.protocol,
     purpose: Purpose.Stream,
     clientRank: 0,
     serverRank: 0,
-    flags: cipherFlag(cipher) | (wants ? FLAG_ENCRYPT : 0),
+    flags: helloFlags(o.encryption?.wants(socketEnds(socket)) ?? false, proposedCipher(o.encryption?.cipher)),
     timeoutMs,
     signal: o.signal,
   });
@@ -115,7 +106,7 @@ export async function acceptAuthenticated(socket: Socket, o: { secret: Uint8Arra
         throw new AuthError(`not a ${o.protocol} client`);
       }
     },
-    wantsEncryption: () => o.encryption?.wants(endsOf(socket)) ?? false,
+    wantsEncryption: () => o.encryption?.wants(socketEnds(socket)) ?? false,
   });
   return streamOf(socket, hs, false);
 }

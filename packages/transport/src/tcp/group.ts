@@ -8,10 +8,10 @@ import type { Group } from '../group.js';
 import type { Exchange, ExchangeOpOptions } from '../collectives/exchange.js';
 import { groupOverExchange, type CollectiveOptions } from '../exchange-group.js';
 import { DEFAULT_TIMEOUT_MS } from '../collectives/tuning.js';
-import { FLAG_ENCRYPT, Purpose, cipherFlag, secretBytes, type Hello } from '../wire/handshake.js';
-import { fastestCipher, type CipherName } from '../wire/aead.js';
+import { Purpose, helloFlags, secretBytes, type Hello } from '../wire/handshake.js';
+import { proposedCipher, type CipherName } from '../wire/aead.js';
 import { PeerConnection, type ConnectionKeys } from './connection.js';
-import { clientHandshake, serverHandshake, type HandshakeResult } from './handshake-io.js';
+import { clientHandshake, directionKeys, serverHandshake, socketEnds, type HandshakeResult, type SocketEnds } from './handshake-io.js';
 import { ReadRouter } from './read-router.js';
 import { listenTcp, type TcpAddress, type TcpListener, type TcpListenerInternal } from './listener.js';
 
@@ -21,13 +21,9 @@ export interface TcpPeer {
 }
 
 /** The two ends of one connection, as this rank sees them. */
-export interface LinkEnds {
+export interface LinkEnds extends SocketEnds {
   /** The other rank. */
   peer: number;
-  /** This end's address on the connection (the interface it leaves by). */
-  localAddress: string;
-  /** The other end's address as seen from here. */
-  remoteAddress: string;
 }
 
 /**
@@ -79,7 +75,7 @@ function policyOf(encrypt: false | CipherName | EncryptionPolicy): Required<Encr
 }
 
 function endsOf(socket: Socket, peer: number): LinkEnds {
-  return { peer, localAddress: socket.localAddress ?? '', remoteAddress: socket.remoteAddress ?? '' };
+  return { peer, ...socketEnds(socket) };
 }
 
 function validate(o: TcpGroupOptions): void {
@@ -105,7 +101,6 @@ export async function createTcpGroup(options: TcpGroupOptions): Promise<TcpGroup
   const size = peers.length;
   const secret = secretBytes(options.secret);
   const policy = policyOf(options.encrypt ?? false);
-  const proposed = (): CipherName => (policy.cipher === 'auto' ? fastestCipher() : policy.cipher);
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
   const connectTimeoutMs = options.connectTimeoutMs ?? 10_000;
   const handshakeTimeoutMs = options.handshakeTimeoutMs ?? 3000;
@@ -116,11 +111,8 @@ export async function createTcpGroup(options: TcpGroupOptions): Promise<TcpGroup
   const conns: (PeerConnection | null)[] = new Array(size).fill(null);
   const encryption: (CipherName | null)[] = new Array(size).fill(null);
   const keysFor = (hs: HandshakeResult, peer: number, asClient: boolean): ConnectionKeys | null => {
-    const e = hs.encryption;
-    encryption[peer] = e?.cipher ?? null;
-    if (!e) return null;
-    const { clientToServer: c2s, serverToClient: s2c } = e.keys;
-    return { cipher: e.cipher, sendKey: asClient ? c2s : s2c, recvKey: asClient ? s2c : c2s };
+    encryption[peer] = hs.encryption?.cipher ?? null;
+    return directionKeys(hs, asClient);
   };
   const tcpGroup = (): TcpGroup => Object.assign(groupOverExchange(new TcpExchange(rank, conns), options), { encryption });
 
@@ -183,7 +175,7 @@ export async function createTcpGroup(options: TcpGroupOptions): Promise<TcpGroup
         purpose: Purpose.Data,
         clientRank: rank,
         serverRank: r,
-        flags: (policy.wants(endsOf(socket, r)) ? FLAG_ENCRYPT : 0) | cipherFlag(proposed()),
+        flags: helloFlags(policy.wants(endsOf(socket, r)), proposedCipher(policy.cipher)),
         timeoutMs: handshakeTimeoutMs,
         signal: abort.signal,
       }).catch((err) => {

@@ -6,6 +6,7 @@
 import type { Socket } from 'node:net';
 import { AuthError } from '../errors.js';
 import type { CipherName } from '../wire/aead.js';
+import type { ConnectionKeys } from './connection.js';
 import {
   CHALLENGE_BYTES,
   FLAG_ENCRYPT,
@@ -131,6 +132,26 @@ function withDeadline<T>(p: Promise<T>, ms: number, socket: Socket, what: string
       },
     );
   });
+}
+
+/** The two ends of a connection, as this end sees them. */
+export interface SocketEnds {
+  /** This end's address on the connection (the interface it leaves by). */
+  localAddress: string;
+  /** The other end's address as seen from here. */
+  remoteAddress: string;
+}
+
+export function socketEnds(socket: Socket): SocketEnds {
+  return { localAddress: socket.localAddress ?? '', remoteAddress: socket.remoteAddress ?? '' };
+}
+
+/** This end's keys after an encrypted handshake (each end sends with its own direction's key), or null. */
+export function directionKeys(hs: HandshakeResult, asClient: boolean): ConnectionKeys | null {
+  const e = hs.encryption;
+  if (!e) return null;
+  const { clientToServer: c2s, serverToClient: s2c } = e.keys;
+  return { cipher: e.cipher, sendKey: asClient ? c2s : s2c, recvKey: asClient ? s2c : c2s };
 }
 
 export interface HandshakeResult {

@@ -15,18 +15,13 @@
 import type { Socket } from 'node:net';
 import { Duplex } from 'node:stream';
 import { FrameError } from '../errors.js';
-import { AEAD_TAG_BYTES, FrameOpener, FrameSealer, type CipherName } from '../wire/aead.js';
+import { AEAD_TAG_BYTES, FrameOpener, FrameSealer } from '../wire/aead.js';
+import type { ConnectionKeys } from './connection.js';
 
 export const RECORD_MAX_BYTES = 256 * 1024;
 const LENGTH_BYTES = 4;
 /** The nonce holds 32 bits of record number; a stream never reuses one (~1 PB at full records). */
 const MAX_RECORDS = 2 ** 32;
-
-export interface StreamKeys {
-  cipher: CipherName;
-  sendKey: Buffer;
-  recvKey: Buffer;
-}
 
 export class SealedStream extends Duplex {
   readonly #socket: Socket;
@@ -41,7 +36,7 @@ export class SealedStream extends Duplex {
   #recordHave = 0;
 
   /** `leftover`: bytes that arrived with the handshake; they are the first of the stream. */
-  constructor(socket: Socket, leftover: Buffer, keys: StreamKeys) {
+  constructor(socket: Socket, leftover: Buffer, keys: ConnectionKeys) {
     super({ allowHalfOpen: false });
     this.#socket = socket;
     this.#sealer = new FrameSealer(keys.cipher, keys.sendKey);

@@ -149,3 +149,8 @@ export function fastestCipher(): CipherName {
   }
   return fastest;
 }
+
+/** The cipher a dialer proposes: the one asked for, or the fastest here for 'auto' (and by default). */
+export function proposedCipher(cipher: CipherName | 'auto' = 'auto'): CipherName {
+  return cipher === 'auto' ? fastestCipher() : cipher;
+}

@@ -51,6 +51,11 @@ export function cipherFlag(cipher: CipherName): number {
   return cipher === 'chacha20-poly1305' ? FLAG_CHACHA : 0;
 }
 
+/** A dialer's HELLO flags: whether it wants the connection encrypted, and the cipher it proposes. */
+export function helloFlags(encrypt: boolean, cipher: CipherName): number {
+  return (encrypt ? FLAG_ENCRYPT : 0) | cipherFlag(cipher);
+}
+
 /** The cipher a HELLO proposes. */
 export function cipherOf(helloFlags: number): CipherName {
   return helloFlags & FLAG_CHACHA ? 'chacha20-poly1305' : 'aes-256-gcm';
