@@ -101,8 +101,14 @@ export class Router {
   /** The placement `req` would get now (what `GET /api/plan` shows). */
   async planFor(model: string, req: PlacementRequest): Promise<{ plan: InstancePlan; description: ModelDescription; context: number }> {
     const description = await this.describe(model);
-    const profile = servingProfile(description, { context: req.context ?? this.#d.defaultContext ?? undefined, sequences: req.sequences ?? this.#d.defaultSequences });
+    const { context, sequences } = this.#withDefaults(req);
+    const profile = servingProfile(description, { context, sequences });
     return { plan: place(description, this.#d.placeableCluster(), req, profile), description, context: profile.contextTokens };
+  }
+
+  /** `req` with this node's context and batch where it names none: what a placement from here asks for. */
+  #withDefaults(req: PlacementRequest): PlacementRequest {
+    return { ...req, ...(req.context === undefined && this.#d.defaultContext ? { context: this.#d.defaultContext } : {}), sequences: req.sequences ?? this.#d.defaultSequences };
   }
 
   /** An instance of `model` placed as asked (an existing one, or a new one through the coordinator). */
@@ -110,7 +116,7 @@ export class Router {
     const { exclusive } = o;
     const existing = findExisting(this.#d.state(), model, req, exclusive);
     if (existing) return existing;
-    const requested: PlacementRequest = { ...req, ...(req.context === undefined && this.#d.defaultContext ? { context: this.#d.defaultContext } : {}), sequences: req.sequences ?? this.#d.defaultSequences };
+    const requested = this.#withDefaults(req);
     // Just after start-up the state may hold no profile yet (not even this node's): wait for one, bounded.
     if (this.#d.placeableCluster().nodes.length === 0) {
       await until(this.#d.changes, () => (this.#d.placeableCluster().nodes.length > 0 ? true : undefined), { timeoutMs: Math.min(timeoutMs, 10_000), timeout: () => new Error('no profile yet') }).catch(() => undefined);
