@@ -20,15 +20,22 @@ afterAll(() => {
 
 describe('draftFromContext', () => {
   it('drafts what followed the latest earlier occurrence of the longest matching tail', () => {
-    expect(draftFromContext([1, 2, 3, 9, 1, 2], 8)).toEqual([3, 9, 1, 2]);
+    expect(draftFromContext([1, 2, 3, 9, 1, 2], 8)).toEqual([3, 9, 1, 2]); // draftTokens: 4
     expect(draftFromContext([1, 2, 3, 9, 1, 2], 2)).toEqual([3, 9]);
     // [5, 1, 2] (3-gram) beats the later [1, 2].
     expect(draftFromContext([5, 1, 2, 7, 1, 2, 8, 5, 1, 2], 3)).toEqual([7, 1, 2]);
     expect(draftFromContext([4, 1, 2, 7, 8, 1, 2], 3)).toEqual([7, 8, 1]);
     expect(draftFromContext([1, 2, 3], 4)).toEqual([]);
     expect(draftFromContext([1, 2, 1], 4)).toEqual([]);
-    expect(draftFromContext([1, 2, 1], 4, { minNgram: 1 })).toEqual([2, 1]);
+    expect(draftFromContext([1, 2, 1], 4, { minNgram: 1 })).toEqual([2, 1, 2, 1]);
     expect(draftFromContext([1, 2, 1], 0)).toEqual([]);
+  });
+
+  it('past the context end the guess goes on repeating the span (a cycle drafts as far as asked)', () => {
+    // Tail [7, 8] last seen at 3: followed by [9, 7, 8], then (the tail again) by 9, 7, 8, ...
+    expect(draftFromContext([5, 6, 7, 8, 9, 7, 8], 7, { draftTokens: 7 })).toEqual([9, 7, 8, 9, 7, 8, 9]);
+    expect(draftFromContext([3, 3, 3], 5, { draftTokens: 5 })).toEqual([3, 3, 3, 3, 3]);
+    expect(draftFromContext([1, 2, 3, 9, 1, 2], 6, { draftTokens: 6 })).toEqual([3, 9, 1, 2, 3, 9]);
   });
 });
 

@@ -10,7 +10,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { generate, loadInProcessModel, pipelineStages, type InProcessModel, type TokenLogprob } from '@orchard/engine';
+import { generate, loadInProcessModel, pipelineStages, type GenerateResult, type InProcessModel, type TokenLogprob } from '@orchard/engine';
 import { writeRandomModel } from '@orchard/engine/testing';
 import { BatchDriver, type BatchDriverOptions } from '../../src/runner/batch-driver.js';
 import { loadRankShard } from '../../src/runner/local.js';
@@ -66,7 +66,7 @@ describe('speculation in the batch driver', () => {
     // Not speculating, and a speculating one whose prompt does not repeat.
     reqs.push({ promptIds: seedOf(4, 9), maxTokens: 25, stopTokenIds: [] });
     reqs.push({ promptIds: seedOf(5, 7), maxTokens: 25, stopTokenIds: [], speculate: 'prompt-lookup', temperature: 1, topK: 20, seed: 9 });
-    const want = [];
+    const want: GenerateResult[] = [];
     for (const r of reqs) want.push(await generate(single, r.promptIds, { maxTokens: r.maxTokens, stopTokenIds: [], temperature: r.temperature, topK: r.topK, seed: r.seed }));
     const got = await Promise.all(reqs.map((r) => run(driver, r)));
     got.forEach(({ o, streamed }, i) => {
