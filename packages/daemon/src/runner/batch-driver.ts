@@ -21,6 +21,7 @@
  */
 import { DraftLength, draftFromContext, pickToken, pickVerified, PrefixCache, Sampler, type KVCache, type ModelShard, type PromptLookupOptions, type TokenConstraint, type TokenLogprob } from '@orchard/engine';
 import { PrefillChunker, type PrefillChunkOptions } from './prefill-chunk.js';
+import { batches, forwardSegments } from './step-forward.js';
 import type { CompileConstraint, GenerateOutcome, GenerateRequest, Speculate } from './shard-loop.js';
 
 /** Sequences a one-rank instance decodes together unless told otherwise (the executor's concurrency for it). */
@@ -99,7 +100,7 @@ export class BatchDriver {
 
   constructor(shard: ModelShard, o: BatchDriverOptions = {}) {
     this.#shard = shard;
-    this.#batches = typeof shard.forwardBatch === 'function';
+    this.#batches = batches(shard);
     this.#compile = o.compile;
     this.#chunker = new PrefillChunker(o.prefill);
     this.#now = o.now ?? (() => performance.now());
@@ -223,7 +224,7 @@ export class BatchDriver {
     }
     const promptRows = batch.slice(decodeRows).reduce((a, b) => a + b.ids.length, 0);
     const t0 = this.#now();
-    const outs = await this.#forward(batch.map(({ seq, ids, draft }) => ({ input: { tokens: ids }, cache: seq.cache, allLogits: draft.length > 0 })));
+    const outs = await forwardSegments(shard, batch.map(({ seq, ids, draft }) => ({ input: { tokens: ids }, cache: seq.cache, allLogits: draft.length > 0 })));
     this.#chunker.observe(decodeRows, promptRows, this.#now() - t0);
     if (decodeRows > 0 && promptRows > 0) this.stats.mixedSteps++;
     this.stats.steps++;
@@ -281,15 +282,6 @@ export class BatchDriver {
 
   #pick(seq: Sequence, logits: Float32Array): Promise<Picked> {
     return pickToken(logits, seq.sampler, seq.constraint, seq.req.logprobs);
-  }
-
-  /** The step's forward: one forwardBatch, or one forward per sequence where the shard has no batch. */
-  async #forward(segments: { input: { tokens: number[] }; cache: KVCache; allLogits: boolean }[]): Promise<Float32Array[]> {
-    const shard = this.#shard;
-    if (this.#batches) return shard.forwardBatch(segments);
-    const outs: Float32Array[] = [];
-    for (const s of segments) outs.push(Float32Array.from(await shard.forward(s.input, s.cache)));
-    return outs;
   }
 
   /**
