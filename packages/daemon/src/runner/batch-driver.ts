@@ -12,8 +12,8 @@
  * its own context (prompt lookup) and feed them after its last token as extra rows of the same step,
  * every row's logits kept; its tokens are then picked from those rows in order while they agree with
  * the draft (engine's pickVerified: the plain decode's tokens, greedy or sampled), and its KV cache
- * forgets the rows past the last picked token. Draft rows are given only from the rows no waiting
- * prompt needs, and their number adapts per sequence (DraftLength).
+ * forgets the rows past the last picked token. Draft rows are given only from the rows the step's
+ * prompt chunks leave, and their number adapts per sequence (DraftLength).
  *
  * Split instances keep the data-plane Driver (shard-loop.ts): one sequence per step and stage.
  * A shard without forwardBatch (the GPU rank) runs the step's sequences one forward each, with no
@@ -189,7 +189,7 @@ export class BatchDriver {
   /**
    * One forward of every active sequence: decode rows first, then prompt chunks in the rows left —
    * all of them when nobody decodes, else as many as the measured step times allow (prefill-chunk.ts),
-   * and at least one per waiting prompt — and draft rows of speculating sequences in what no prompt needs.
+   * and at least one per waiting prompt — then draft rows of speculating sequences in the rows left.
    */
   async #step(): Promise<void> {
     const shard = this.#shard;
@@ -203,15 +203,6 @@ export class BatchDriver {
       room--;
     }
     const decodeRows = batch.length;
-    let spare = room - waiting.length;
-    for (const b of batch) {
-      if (spare <= 0) break;
-      const draft = this.#draft(b.seq, spare);
-      b.ids.push(...draft);
-      b.draft = draft;
-      spare -= draft.length;
-      room -= draft.length;
-    }
     let budget = decodeRows > 0 ? this.#chunker.rows(room) : room;
     for (const seq of waiting) {
       if (room === 0) break;
@@ -221,6 +212,13 @@ export class BatchDriver {
       batch.push({ seq, ids, last: seq.fed + ids.length === prompt.length, draft: [] });
       budget -= ids.length;
       room -= ids.length;
+    }
+    // Drafts take what the prompts left: speculation never slows a new prompt's prefill.
+    for (const b of batch.slice(0, decodeRows)) {
+      if (room === 0) break;
+      b.draft = this.#draft(b.seq, room);
+      b.ids.push(...b.draft);
+      room -= b.draft.length;
     }
     const promptRows = batch.slice(decodeRows).reduce((a, b) => a + b.ids.length, 0);
     const t0 = this.#now();

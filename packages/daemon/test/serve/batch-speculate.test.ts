@@ -86,6 +86,25 @@ describe('speculation in the batch driver', () => {
     await driver.stop();
   });
 
+  it('few rows per step (maxBatch 4): drafts take only what prompt chunks leave; a prompt arriving mid-speculation is fed and every output is plain', async () => {
+    const driver = driverOf({ speculate: 'prompt-lookup' }, 4);
+    const a = { promptIds: await repetitive(9), maxTokens: 40, stopTokenIds: [] };
+    const b = { promptIds: await repetitive(10), maxTokens: 40, stopTokenIds: [] };
+    const late = { promptIds: seedOf(11, 30), maxTokens: 10, stopTokenIds: [] };
+    const want: number[][] = [];
+    for (const r of [a, b, late]) want.push((await generate(single, r.promptIds, { maxTokens: r.maxTokens, stopTokenIds: [] })).tokens);
+    let arrived: () => void = () => {};
+    const decoding = new Promise<void>((r) => (arrived = r));
+    const runs = [run(driver, a, (n) => (n === 3 && arrived(), true)), run(driver, b)];
+    await decoding;
+    runs.push(run(driver, late));
+    const got = await Promise.all(runs);
+    got.forEach(({ o }, i) => expect(o.tokens, `request ${i}`).toEqual(want[i]));
+    expect(driver.stats.mixedSteps).toBeGreaterThan(0);
+    expect(driver.stats.accepted).toBeGreaterThan(0);
+    await driver.stop();
+  });
+
   it("the driver's default speculates requests that do not say; 'off' on a request wins; logprobs equal plain decode's", async () => {
     const driver = driverOf({ speculate: 'prompt-lookup', promptLookup: { draftTokens: 3 } });
     const prompt = await repetitive(6);
