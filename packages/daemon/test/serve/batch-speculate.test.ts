@@ -166,6 +166,27 @@ describe('speculation in the batch driver', () => {
     await driver.stop();
   });
 
+  it('a shard without a batched forward (a GPU rank: last row logits only) does not speculate, and answers plainly', async () => {
+    const [group] = createSimGroup(1);
+    const shard = loadRankShard(dir, layout, 0, group, { maxBatch: 8 });
+    // The shard's methods, bound to it, without forwardBatch: what the driver sees of a GPU rank.
+    const gpuLike = new Proxy(shard, {
+      get: (t, k) => {
+        if (k === 'forwardBatch') return undefined;
+        const v = Reflect.get(t, k, t) as unknown;
+        return typeof v === 'function' ? v.bind(t) : v;
+      },
+    });
+    const driver = new BatchDriver(gpuLike, { speculate: 'prompt-lookup' });
+    const prompt = await repetitive(12);
+    const plain = await generate(single, prompt, { maxTokens: 20, stopTokenIds: [] });
+    const s = await run(driver, { promptIds: prompt, maxTokens: 20, stopTokenIds: [] });
+    expect(s.o.tokens).toEqual(plain.tokens);
+    expect(s.o.speculation).toBeUndefined();
+    expect(driver.stats.drafted).toBe(0);
+    await driver.stop();
+  });
+
   it('a prompt that does not repeat: hardly any draft rows, plain tokens', async () => {
     const driver = driverOf({ speculate: 'prompt-lookup' });
     // Ids that never repeat a pair, and a high temperature so the output does not cycle either.
