@@ -44,7 +44,12 @@ export interface GenerateRequest extends SamplingOptions {
   constraint?: ConstraintSpec;
   /** Report each token's logprob and this many alternatives. */
   logprobs?: number;
+  /** Speculative decoding for this request (one-rank instances); else the runner's setting. */
+  speculate?: Speculate;
 }
+
+/** How a runner speculates: prompt lookup (drafts from the sequence's own context), or not at all. */
+export type Speculate = 'prompt-lookup' | 'off';
 
 /** Compiles a request's constraint against this rank's tokenizer (runner-main provides it). */
 export type CompileConstraint = (spec: ConstraintSpec, stopIds: number[]) => Promise<TokenConstraint>;
@@ -57,6 +62,8 @@ export interface GenerateOutcome {
   decodeMs: number;
   /** Prompt tokens copied from the prefix cache instead of prefilled. */
   cachedPromptTokens?: number;
+  /** A speculating request: draft tokens fed, and how many of them the model confirmed. */
+  speculation?: { drafted: number; accepted: number };
 }
 
 /**
