@@ -20,9 +20,10 @@
  * A shard without forwardBatch (the GPU rank) runs the step's sequences one forward each, with no
  * prefix cache.
  */
-import { DraftLength, draftFromContext, pickToken, pickVerified, PrefixCache, Sampler, type KVCache, type ModelShard, type PromptLookupOptions, type TokenConstraint, type TokenLogprob } from '@orchard/engine';
+import { DraftLength, pickToken, pickVerified, PrefixCache, Sampler, type KVCache, type ModelShard, type PromptLookupOptions, type TokenConstraint, type TokenLogprob } from '@orchard/engine';
 import { PrefillChunker, type PrefillChunkOptions } from './prefill-chunk.js';
 import { batches, forwardSegments } from './step-forward.js';
+import { DRAFT_TOKENS, nextDraft } from './draft.js';
 import type { CompileConstraint, GenerateOutcome, GenerateRequest, Speculate } from './shard-loop.js';
 
 /** Sequences a one-rank instance decodes together unless told otherwise (the executor's concurrency for it). */
@@ -45,9 +46,6 @@ export interface BatchDriverOptions {
   /** Prompt lookup's most draft tokens per step and n-gram lengths. @default draftTokens 8 */
   promptLookup?: PromptLookupOptions;
 }
-
-/** Most draft tokens per step unless told: a memory-bound step reads its weights once for all its rows. */
-export const DRAFT_TOKENS = 8;
 
 type OnToken = (id: number, logprob?: TokenLogprob) => boolean;
 type Picked = { id: number; logprob?: TokenLogprob };
@@ -217,7 +215,7 @@ export class BatchDriver {
     // Drafts take what the prompts left: speculation never slows a new prompt's prefill.
     for (const b of batch.slice(0, decodeRows)) {
       if (room === 0) break;
-      b.draft = this.#draft(b.seq, room);
+      b.draft = nextDraft(b.seq, room, this.#lookup);
       b.ids.push(...b.draft);
       room -= b.draft.length;
     }
@@ -244,15 +242,6 @@ export class BatchDriver {
       }
       await this.#verify(seq, ids, draft, outs[i]);
     }
-  }
-
-  /** Tokens a speculating sequence guesses come next, at most `spare` (none when it does not speculate). */
-  #draft(seq: Sequence, spare: number): number[] {
-    const want = seq.draft?.next() ?? 0;
-    // The token picked after the last draft token must still fit the budget and the cache.
-    const limit = Math.min(want, spare, seq.req.maxTokens - seq.tokens.length - 1, seq.capacity - seq.cache.length - 1);
-    if (limit < 1) return [];
-    return draftFromContext([...seq.req.promptIds, ...seq.tokens], limit, { ...this.#lookup, draftTokens: limit });
   }
 
   /**

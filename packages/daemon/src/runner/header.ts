@@ -7,16 +7,19 @@
  *   [1] n         forward: tokens in this step, all sequences together
  *   [2] m         forward: sequences in this step (segments)
  *   [3..6]        begin: temperature, top_p, top_k, seed of the sequence's sampler
- *   [7] capacity  begin: tokens the sequence's KV cache holds
+ *   [7] capacity  begin: tokens the sequence's KV cache holds; end: tokens it holds at the end
  *   [8] slot      begin/end: which of the driver's concurrent sequences (KV cache slot)
  *   [9] payload   begin: bytes of the request payload that follows the header to the sampling rank
  *                 (JSON: output constraint, logprobs), 0 for none
  *   [10] cached   begin: prompt tokens every rank copies from its prefix cache (the driver sends those
  *                 tokens, Int32, to every rank right after the header)
  *   [11] blocks   begin: the blocks every rank's prefix cache keeps (0: no prefix cache)
- *   [10..10+n)    forward: the token ids, segment after segment
- *   [10+N+3i..)   forward: segment i's slot, its token count, and 1 when the last stage samples its last
- *                 row (N = the most tokens a step carries; a segment has at least one token)
+ *   [12..12+n)    forward: the token ids, segment after segment
+ *   [12+N+5i..)   forward: segment i's slot, its token count, 1 when the last stage samples its last
+ *                 row, the cache length its first row goes at (a rank whose cache holds more — rows of
+ *                 a draft that was rejected — drops them first), and how many of its rows are a draft
+ *                 to verify (every row's logits; the sampler answers with the tokens it confirms)
+ *                 (N = the most tokens a step carries; a segment has at least one token)
  */
 import type { SamplingOptions } from '@orchard/engine';
 
@@ -26,17 +29,23 @@ export interface Segment {
   n: number;
   /** The last stage samples a token from the segment's last row. */
   sample: boolean;
+  /** The cache length the segment's first row goes at. */
+  pos: number;
+  /** Rows after the first that are a draft to verify (0: none). */
+  draft: number;
 }
 
 export type Header =
   | { op: 'begin'; slot: number; capacity: number; sampling: Required<SamplingOptions>; payloadBytes: number; cached: number; prefixBlocks: number }
   | { op: 'forward'; segments: Segment[]; tokens: Float64Array }
-  | { op: 'end'; slot: number }
+  | { op: 'end'; slot: number; length: number }
   | { op: 'stop' };
 
 const OP = 0;
 const N = 1;
 const SEGMENTS = 2;
+/** Header values per segment. */
+const PER_SEGMENT = 5;
 const TEMPERATURE = 3;
 const TOP_P = 4;
 const TOP_K = 5;
@@ -57,7 +66,7 @@ export class HeaderCodec {
 
   constructor(maxTokens: number) {
     this.maxTokens = maxTokens;
-    this.buffer = new Float64Array(FIELDS + 4 * maxTokens);
+    this.buffer = new Float64Array(FIELDS + (1 + PER_SEGMENT) * maxTokens);
   }
 
   /** Writes `h` into the buffer and returns it (valid until the next encode). */
@@ -68,6 +77,7 @@ export class HeaderCodec {
     if (h.op === 'stop') return b;
     if (h.op === 'end') {
       b[SLOT] = h.slot;
+      b[CAPACITY] = h.length;
       return b;
     }
     if (h.op === 'begin') {
@@ -88,7 +98,7 @@ export class HeaderCodec {
     b[N] = n;
     b[SEGMENTS] = h.segments.length;
     b.set(h.tokens, FIELDS);
-    h.segments.forEach((s, i) => b.set([s.slot, s.n, s.sample ? 1 : 0], FIELDS + this.maxTokens + 3 * i));
+    h.segments.forEach((s, i) => b.set([s.slot, s.n, s.sample ? 1 : 0, s.pos, s.draft], FIELDS + this.maxTokens + PER_SEGMENT * i));
     return b;
   }
 
@@ -101,7 +111,7 @@ export class HeaderCodec {
       case OPS.begin:
         return { op: 'begin', slot: b[SLOT], capacity: b[CAPACITY], sampling: { temperature: b[TEMPERATURE], topP: b[TOP_P], topK: b[TOP_K], seed: b[SEED] }, payloadBytes: b[PAYLOAD], cached: b[CACHED], prefixBlocks: b[BLOCKS] };
       case OPS.end:
-        return { op: 'end', slot: b[SLOT] };
+        return { op: 'end', slot: b[SLOT], length: b[CAPACITY] };
       case OPS.forward: {
         const n = b[N];
         const m = b[SEGMENTS];
@@ -110,8 +120,9 @@ export class HeaderCodec {
         const segments: Segment[] = [];
         let total = 0;
         for (let i = 0; i < m; i++) {
-          const at = FIELDS + this.maxTokens + 3 * i;
-          segments.push({ slot: b[at], n: b[at + 1], sample: b[at + 2] === 1 });
+          const at = FIELDS + this.maxTokens + PER_SEGMENT * i;
+          segments.push({ slot: b[at], n: b[at + 1], sample: b[at + 2] === 1, pos: b[at + 3], draft: b[at + 4] });
+          if (!(b[at + 4] >= 0 && b[at + 4] < b[at + 1])) throw new Error(`data plane: forward header segment ${i} has a draft of ${b[at + 4]} in ${b[at + 1]} rows`);
           total += b[at + 1];
         }
         if (total !== n) throw new Error(`data plane: forward header whose segments hold ${total} of its ${n} tokens`);

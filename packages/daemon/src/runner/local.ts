@@ -44,7 +44,7 @@ export function loadRankShard(dir: string, layout: InstanceLayout, rank: number,
  */
 export function startRank(group: Group, layout: InstanceLayout, shard: ModelShard, o: { stepMs?: number; pollMs?: number; compile?: CompileConstraint; batch?: RunnerInit['batch'] } = {}): { driver: Driver | BatchDriver | null; done: Promise<void> } {
   if (worldSize(layout) === 1) return { driver: new BatchDriver(shard, { compile: o.compile, maxSequences: o.batch?.sequences, prefixCacheBytes: o.batch?.prefixCacheBytes, speculate: o.batch?.speculate }), done: Promise.resolve() };
-  const ctx = { group, layout, shard, maxBatch: shard.maxBatch, stepMs: o.stepMs ?? 30_000, pollMs: o.pollMs ?? POLL_MS, compile: o.compile, prefixCacheBytes: o.batch?.prefixCacheBytes };
+  const ctx = { group, layout, shard, maxBatch: shard.maxBatch, stepMs: o.stepMs ?? 30_000, pollMs: o.pollMs ?? POLL_MS, compile: o.compile, prefixCacheBytes: o.batch?.prefixCacheBytes, speculate: o.batch?.speculate };
   if (group.rank === 0) return { driver: new Driver(ctx, o.batch?.sequences), done: Promise.resolve() };
   return { driver: null, done: runFollower(ctx) };
 }

@@ -6,6 +6,7 @@
  *   payload  UTF-8 JSON { constraint?, logprobs?, stopTokenIds }
  *   reply    Int32Array [id]                                     without logprobs
  *            Float64Array [id, logprob, top ids (k), top logprobs (k)] with k = logprobs requested (<= 20)
+ *   verified Int32Array [n], then n replies                     a draft's check: the n tokens confirmed
  */
 import type { ConstraintSpec, TokenLogprob } from '@orchard/engine';
 

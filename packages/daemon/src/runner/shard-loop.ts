@@ -16,7 +16,7 @@
  * timeout) rejects the request that was running and breaks the loop: the instance is then dead and gets
  * replaced.
  */
-import { pickToken, Sampler, vocabSlice, type ConstraintSpec, type KVCache, type ModelShard, type SamplingOptions, type TokenConstraint, type TokenLogprob } from '@orchard/engine';
+import { DraftLength, pickToken, pickVerified, Sampler, vocabSlice, type PromptLookupOptions, type ConstraintSpec, type KVCache, type ModelShard, type SamplingOptions, type TokenConstraint, type TokenLogprob } from '@orchard/engine';
 import type { Group } from './transport.js';
 import { type InstanceLayout, samplerRank, stageMembers, stageOf, worldSize, rankOf } from '@orchard/engine';
 import { HeaderCodec, type Header, type Segment } from './header.js';
@@ -24,6 +24,7 @@ import { PrefillChunker } from './prefill-chunk.js';
 import { decodePayload, encodePayload, TokenReply } from './sample-wire.js';
 import { SplitPrefix } from './split-prefix.js';
 import { batches, forwardSegments } from './step-forward.js';
+import { DRAFT_TOKENS, nextDraft } from './draft.js';
 
 /** Waits on an idle data plane: followers wait for the next request as long as the instance lives. */
 const IDLE_TIMEOUT_MS = 2 ** 31 - 1;
@@ -144,6 +145,8 @@ interface Ctx {
   compile?: CompileConstraint;
   /** Bytes of K/V the driver keeps for prefix reuse (split-prefix.ts); 0 or absent: none. */
   prefixCacheBytes?: number;
+  /** Speculation of requests that do not say. @default 'off' */
+  speculate?: Speculate;
 }
 
 /** A sampled id, with its logprobs when the request asked for them. */
@@ -153,28 +156,44 @@ type Pick = (logits: Float32Array) => Promise<Picked>;
 
 /**
  * The sampler's full-vocabulary logits: its own slice (vocabulary rows from 0) and every other
- * last-stage rank's, received straight into place in a buffer kept for the instance's life.
+ * last-stage rank's, received straight into place in a buffer kept for the instance's life (one row),
+ * or row by row into a fresh one (a draft's check: every row's logits).
  */
 class LogitGather {
+  readonly #vocab: number;
   readonly #full: Float32Array;
-  readonly #peers: { rank: number; rows: Float32Array }[];
+  readonly #peers: { rank: number; from: number; width: number; rows: Float32Array }[];
 
   constructor(layout: InstanceLayout, vocab: number) {
+    this.#vocab = vocab;
     this.#full = new Float32Array(layout.tensor > 1 ? vocab : 0);
     const members = stageMembers(layout, layout.stages.length - 1);
     this.#peers = members.slice(1).map((rank, i) => {
       const [v0, v1] = vocabSlice(vocab, i + 1, members.length);
-      return { rank, rows: this.#full.subarray(v0, v1) };
+      return { rank, from: v0, width: v1 - v0, rows: this.#full.subarray(v0, v1) };
     });
   }
 
-  /** `own` (this rank's forward output) joined with the peers' slices; `own` itself without a tensor split. */
-  async join(group: Group, own: Float32Array, timeoutMs: number, pollMs: number): Promise<Float32Array> {
+  /** `own` (this rank's forward output, `rows` rows) joined with the peers' slices; `own` itself without a tensor split. */
+  async join(group: Group, own: Float32Array, timeoutMs: number, pollMs: number, rows = 1): Promise<Float32Array> {
     if (!this.#peers.length) return own;
-    const recvs = this.#peers.map((p) => group.recv(p.rank, p.rows, { timeoutMs }));
-    this.#full.set(own);
+    if (rows === 1) {
+      const recvs = this.#peers.map((p) => group.recv(p.rank, p.rows, { timeoutMs }));
+      this.#full.set(own);
+      await pollWhile(Promise.all(recvs), pollMs);
+      return this.#full;
+    }
+    const V = this.#vocab;
+    const parts = this.#peers.map((p) => new Float32Array(rows * p.width));
+    const recvs = this.#peers.map((p, i) => group.recv(p.rank, parts[i], { timeoutMs }));
+    const full = new Float32Array(rows * V);
+    const ownWidth = own.length / rows;
+    for (let r = 0; r < rows; r++) full.set(own.subarray(r * ownWidth, (r + 1) * ownWidth), r * V);
     await pollWhile(Promise.all(recvs), pollMs);
-    return this.#full;
+    this.#peers.forEach((p, i) => {
+      for (let r = 0; r < rows; r++) full.set(parts[i].subarray(r * p.width, (r + 1) * p.width), r * V + p.from);
+    });
+    return full;
   }
 }
 
@@ -196,7 +215,7 @@ export async function runFollower(ctx: Ctx): Promise<void> {
   const gather = isSampler ? new LogitGather(layout, shard.config.vocabSize) : null;
   // Stage 0 takes the driver's embedded rows, later stages the previous stage's hidden states.
   const source = stage === 0 ? 0 : rankOf(layout, stage - 1, 0);
-  // Whether this rank can keep a prefix cache (CPU K/V); the driver reuses prefixes only if all can.
+  // Whether this rank runs a CPU shard: the driver reuses prefixes and speculates only if all do.
   await group.send(0, Int32Array.of(prefix ? 1 : 0), { timeoutMs: ctx.stepMs });
   try {
     for (;;) {
@@ -207,6 +226,7 @@ export async function runFollower(ctx: Ctx): Promise<void> {
         // Hand the cache back now (GPU memory is not freed by GC in time), its blocks kept for reuse.
         const done = caches.get(h.slot);
         if (done) {
+          rewind(h.slot, done, h.length);
           prefix?.end(h.slot, done);
           shard.releaseCache(done);
           caches.delete(h.slot);
@@ -241,20 +261,29 @@ export async function runFollower(ctx: Ctx): Promise<void> {
     for (const p of picks.values()) p.constraint?.dispose();
   }
 
+  /** Drops a rejected draft's rows: the slot's cache continues at `length`. */
+  function rewind(slot: number, cache: KVCache, length: number): void {
+    if (cache.length < length) throw new Error(`data plane: slot ${slot} on rank ${group.rank} holds ${cache.length} tokens, the driver continues at ${length}: out of step`);
+    cache.length = length;
+    prefix?.rewind(slot, length);
+  }
+
   async function followStep(h: Extract<Header, { op: 'forward' }>): Promise<void> {
-    const caches_ = h.segments.map(({ slot }) => {
+    const caches_ = h.segments.map(({ slot, pos }) => {
       const cache = caches.get(slot);
       if (!cache) throw new Error(`data plane: forward for slot ${slot} before its begin, on rank ${group.rank}`);
+      rewind(slot, cache, pos);
       return cache;
     });
     const n = h.tokens.length;
     await pollWhile(group.recv(source, hidden.subarray(0, n * D), { timeoutMs: ctx.stepMs }), pollMs);
     let fed = 0;
-    for (const seg of h.segments) prefix?.fed(seg.slot, h.tokens.subarray(fed, (fed += seg.n)));
+    const tokenAt = h.segments.map((seg) => (fed += seg.n) - seg.n);
+    h.segments.forEach((seg, i) => prefix?.fed(seg.slot, h.tokens.subarray(tokenAt[i], tokenAt[i] + seg.n)));
     let at = 0;
     const outs = await forwardSegments(
       shard,
-      h.segments.map((seg, i) => ({ input: { hidden: hidden.subarray(at * D, (at += seg.n) * D), n: seg.n }, cache: caches_[i] })),
+      h.segments.map((seg, i) => ({ input: { hidden: hidden.subarray(at * D, (at += seg.n) * D), n: seg.n }, cache: caches_[i], allLogits: seg.draft > 0 })),
     );
     if (!last && tensorRank === 0) {
       const view = joinRows(outs, h.segments, D, rowsOut);
@@ -267,8 +296,21 @@ export async function runFollower(ctx: Ctx): Promise<void> {
       if (!seg.sample) continue;
       if (isSampler) {
         const p = picks.get(seg.slot)!;
-        const r = await pickToken(await gather!.join(group, outs[i], ctx.stepMs, pollMs), p.sampler, p.constraint, p.logprobs);
-        await group.send(0, p.reply.encode(r.id, r.logprob), { timeoutMs: ctx.stepMs });
+        const pick = (logits: Float32Array) => pickToken(logits, p.sampler, p.constraint, p.logprobs);
+        if (seg.draft === 0) {
+          const r = await pick(await gather!.join(group, outs[i], ctx.stepMs, pollMs));
+          await group.send(0, p.reply.encode(r.id, r.logprob), { timeoutMs: ctx.stepMs });
+          continue;
+        }
+        // A draft's check: the tokens picked while they agree with the draft, their count first.
+        const rows = seg.draft + 1;
+        const logits = await gather!.join(group, outs[i], ctx.stepMs, pollMs, rows);
+        const V = logits.length / rows;
+        const from = h.tokens.subarray(tokenAt[i] + 1, tokenAt[i] + seg.n);
+        const picked: Picked[] = [];
+        await pickVerified((j) => logits.subarray(j * V, (j + 1) * V), Array.from(from), pick, (r) => (picked.push(r), true));
+        await group.send(0, Int32Array.of(picked.length), { timeoutMs: ctx.stepMs });
+        for (const r of picked) await group.send(0, p.reply.encode(r.id, r.logprob), { timeoutMs: ctx.stepMs });
       } else {
         await group.send(samplerRank(layout), outs[i], { timeoutMs: ctx.stepMs });
       }
@@ -307,10 +349,25 @@ interface Running {
   /** Prompt tokens copied from the prefix caches. */
   cached: number;
   tokens: number[];
+  /** Its draft length when it speculates (prompt lookup), else null; drafted and confirmed so far. */
+  draft: DraftLength | null;
+  drafted: number;
+  accepted: number;
   t0: number;
   t1: number;
   resolve: (o: GenerateOutcome) => void;
 }
+
+/** A sequence's rows in a step: from cache position `pos`, the last `draft.length` of them a draft to check. */
+interface Part {
+  seq: Running;
+  ids: number[];
+  sample: boolean;
+  pos: number;
+  draft: number[];
+}
+
+type FinishReason = GenerateOutcome['finishReason'];
 
 /** A group of sequences that step together: one micro-batch of the pipeline. */
 interface Lane {
@@ -346,15 +403,19 @@ export class Driver {
   /** Issue sections run one at a time, in call order. */
   #chain: Promise<unknown> = Promise.resolve();
   /** Sampled tokens still to come from the sampling rank, in issue order. */
-  #waiters: { reply: TokenReply; resolve: (p: Picked) => void; reject: (e: Error) => void; timeoutMs: number }[] = [];
+  #waiters: { reply: TokenReply; draft: number; resolve: (p: Picked[]) => void; reject: (e: Error) => void; timeoutMs: number }[] = [];
   #receiving = false;
-  /** Steps run, rows and sequences over all steps, the most sequences in one step, prompt tokens reused. */
-  readonly stats = { steps: 0, rows: 0, sequences: 0, widest: 0, cachedTokens: 0 };
+  /** Steps run, rows and sequences over all steps, the most sequences in one step, prompt tokens reused, draft tokens checked and confirmed. */
+  readonly stats = { steps: 0, rows: 0, sequences: 0, widest: 0, cachedTokens: 0, drafted: 0, accepted: 0 };
+  readonly #lookup: PromptLookupOptions = { draftTokens: DRAFT_TOKENS };
   readonly #prefix = new SplitPrefix();
   /** Blocks every rank's prefix cache keeps: from --prefix-cache and this rank's K/V per block; 0 = none. */
   #prefixBlocks = 0;
-  /** Whether every rank can keep a prefix cache (each follower says so once, when it starts). */
-  readonly #prefixReady: Promise<boolean>;
+  /**
+   * Whether every rank runs a CPU shard (each follower says so once, when it starts): only then can
+   * every rank keep a prefix cache, give every row's logits and drop a rejected draft's rows.
+   */
+  readonly #allCpu: Promise<boolean>;
 
   constructor(ctx: Ctx, maxSequences = Math.max(1, ctx.layout.stages.length)) {
     this.#ctx = ctx;
@@ -370,8 +431,8 @@ export class Driver {
       const flag = new Int32Array(1);
       return g.recv(i + 1, flag, { timeoutMs: IDLE_TIMEOUT_MS }).then(() => flag[0] === 1);
     });
-    this.#prefixReady = Promise.all(said).then(
-      (all) => all.every(Boolean) && batches(ctx.shard) && (ctx.prefixCacheBytes ?? 0) > 0,
+    this.#allCpu = Promise.all(said).then(
+      (all) => all.every(Boolean) && batches(ctx.shard),
       (err: Error) => {
         this.#fail(err);
         return false;
@@ -425,12 +486,12 @@ export class Driver {
     let at = 0;
     if (!this.#rowPeers.length) {
       await this.#broadcast(header, timeoutMs);
-      return forwardSegments(shard, header.segments.map((seg, i) => ({ input: { tokens: ids.subarray(at, (at += seg.n)) }, cache: caches[i] })));
+      return forwardSegments(shard, header.segments.map((seg, i) => ({ input: { tokens: ids.subarray(at, (at += seg.n)) }, cache: caches[i], allLogits: seg.draft > 0 })));
     }
     // Awaited: a GPU rank embeds on the device and reads the rows back.
     const rows = await shard.embed(ids);
     await this.#broadcast(header, timeoutMs, rows);
-    return forwardSegments(shard, header.segments.map((seg, i) => ({ input: { hidden: rows.subarray(at * D, (at += seg.n) * D), n: seg.n }, cache: caches[i] })));
+    return forwardSegments(shard, header.segments.map((seg, i) => ({ input: { hidden: rows.subarray(at * D, (at += seg.n) * D), n: seg.n }, cache: caches[i], allLogits: seg.draft > 0 })));
   }
 
   /** Deadline for one decode step: generous until measured, then a multiple of the usual time. */
@@ -443,12 +504,26 @@ export class Driver {
   async #receive(): Promise<void> {
     if (this.#receiving) return;
     this.#receiving = true;
+    const { group, layout, pollMs } = this.#ctx;
+    const from = samplerRank(layout);
     try {
       while (this.#waiters.length) {
         const w = this.#waiters[0];
-        await pollWhile(this.#ctx.group.recv(samplerRank(this.#ctx.layout), w.reply.buffer, { timeoutMs: w.timeoutMs }), this.#ctx.pollMs);
+        // A draft's check answers with how many tokens it confirmed, then those tokens.
+        let n = 1;
+        if (w.draft > 0) {
+          const count = new Int32Array(1);
+          await pollWhile(group.recv(from, count, { timeoutMs: w.timeoutMs }), pollMs);
+          n = count[0];
+          if (!(n >= 1 && n <= w.draft + 1)) throw new Error(`data plane: the sampling rank confirmed ${n} tokens of a ${w.draft}-token draft`);
+        }
+        const got: Picked[] = [];
+        for (let k = 0; k < n; k++) {
+          await pollWhile(group.recv(from, w.reply.buffer, { timeoutMs: w.timeoutMs }), pollMs);
+          got.push(w.reply.decode());
+        }
         this.#waiters.shift();
-        w.resolve(w.reply.decode());
+        w.resolve(got);
       }
     } catch (err) {
       this.#fail(err as Error);
@@ -458,18 +533,18 @@ export class Driver {
   }
 
   /**
-   * One forward step of several sequences over the whole instance: each part's ids continue its
-   * cache; returns, per part, the sampled token when `sample` (picked here when the driver samples,
-   * else the sampling rank's reply), null otherwise.
+   * One forward step of several sequences over the whole instance: each part's ids continue its cache
+   * from `pos`; returns, per part, its tokens when `sample` — one, or those a draft's check confirmed —
+   * picked here when the driver samples, else the sampling rank's reply; null otherwise.
    */
-  async #step(parts: { seq: Running; ids: number[]; sample: boolean }[], decoding: boolean): Promise<(Picked | null)[]> {
+  async #step(parts: Part[], decoding: boolean): Promise<(Picked[] | null)[]> {
     const { group, layout, pollMs } = this.#ctx;
     const S = layout.stages.length;
     const stepMs = decoding ? this.decodeTimeoutMs : this.#ctx.stepMs;
     const t0 = performance.now();
     const header: Extract<Header, { op: 'forward' }> = {
       op: 'forward',
-      segments: parts.map((p) => ({ slot: p.seq.slot, n: p.ids.length, sample: p.sample })),
+      segments: parts.map((p) => ({ slot: p.seq.slot, n: p.ids.length, sample: p.sample, pos: p.pos, draft: p.draft.length })),
       tokens: Float64Array.from(parts.flatMap((p) => p.ids)),
     };
     const issued = await this.#serial(async () => {
@@ -478,14 +553,21 @@ export class Driver {
         const view = joinRows(outs, header.segments, this.#ctx.shard.config.hiddenSize, this.#rowsOut);
         await Promise.all(stageMembers(layout, 1).map((r) => group.send(r, view, { timeoutMs: stepMs })));
       }
-      const picks: (Promise<Picked> | null)[] = [];
+      const picks: (Promise<Picked[]> | null)[] = [];
       for (let i = 0; i < parts.length; i++) {
-        const { seq, sample } = parts[i];
+        const { seq, sample, draft } = parts[i];
         const sampling = seq.sampling;
         if (!sample) picks.push(null);
-        else if ('pick' in sampling) picks.push(Promise.resolve(await sampling.pick(await this.#gather!.join(group, outs[i], stepMs, pollMs))));
+        else if ('pick' in sampling) {
+          const rows = draft.length + 1;
+          const logits = await this.#gather!.join(group, outs[i], stepMs, pollMs, rows);
+          const V = logits.length / rows;
+          const got: Picked[] = [];
+          await pickVerified((j) => logits.subarray(j * V, (j + 1) * V), draft, sampling.pick, (r) => (got.push(r), true));
+          picks.push(Promise.resolve(got));
+        }
         // Registered inside the issue section, so waiters are in the order tokens will arrive.
-        else picks.push(new Promise<Picked>((resolve, reject) => this.#waiters.push({ reply: sampling.reply, resolve, reject, timeoutMs: decoding ? stepMs : this.#ctx.stepMs * S })));
+        else picks.push(new Promise<Picked[]>((resolve, reject) => this.#waiters.push({ reply: sampling.reply, draft: draft.length, resolve, reject, timeoutMs: decoding ? stepMs : this.#ctx.stepMs * S })));
       }
       if (this.#waiters.length) void this.#receive();
       return picks;
@@ -536,7 +618,9 @@ export class Driver {
       constraint = null;
     }
     try {
-      const reuse = await this.#prefixUsable();
+      const cpu = await this.#cpuEverywhere();
+      const reuse = cpu && (this.#ctx.prefixCacheBytes ?? 0) > 0;
+      const speculates = cpu && (req.speculate ?? this.#ctx.speculate ?? 'off') === 'prompt-lookup';
       const cache = shard.newCache(capacity);
       try {
         // The prefix is restored and the begin sent in one issue section: every rank restores it at the same point.
@@ -553,7 +637,7 @@ export class Driver {
         const t0 = performance.now();
         const lane = this.#lanes.reduce((a, b) => (b.seqs.length < a.seqs.length ? b : a));
         const done = new Promise<GenerateOutcome>((resolve) =>
-          lane.seqs.push({ slot, req, cache, capacity, sampling: remote ? { reply: new TokenReply(req.logprobs) } : { pick }, onToken, stop: new Set(req.stopTokenIds), fed: cached, cached, tokens: [], t0, t1: t0, resolve }),
+          lane.seqs.push({ slot, req, cache, capacity, sampling: remote ? { reply: new TokenReply(req.logprobs) } : { pick }, onToken, stop: new Set(req.stopTokenIds), fed: cached, cached, tokens: [], draft: speculates ? new DraftLength(this.#lookup.draftTokens!) : null, drafted: 0, accepted: 0, t0, t1: t0, resolve }),
         );
         lane.running ??= this.#laneLoop(lane);
         const failed = lane.running.then(() => (this.#broken ? Promise.reject(this.#broken) : new Promise<never>(() => undefined)));
@@ -562,7 +646,7 @@ export class Driver {
         // (A failure here breaks the instance for the next request; this one has its tokens already.)
         await this.#serial(async () => {
           this.#prefix.end(slot, cache);
-          await this.#broadcast({ op: 'end', slot });
+          await this.#broadcast({ op: 'end', slot, length: cache.length });
         }).catch((err: Error) => this.#fail(err));
         return outcome;
       } finally {
@@ -573,14 +657,14 @@ export class Driver {
     }
   }
 
-  /** Whether this instance reuses prefixes: every follower has said it can (waited for at most a step's time). */
-  async #prefixUsable(): Promise<boolean> {
+  /** Whether every rank runs a CPU shard (waited for at most a step's time: the followers said it when they started). */
+  async #cpuEverywhere(): Promise<boolean> {
     let timer: NodeJS.Timeout | undefined;
     const late = new Promise<never>((_, reject) => {
       timer = setTimeout(() => reject(new Error(`data plane: the other ranks did not report to the driver within ${this.#ctx.stepMs} ms`)), this.#ctx.stepMs);
     });
     try {
-      return await Promise.race([this.#prefixReady, late]);
+      return await Promise.race([this.#allCpu, late]);
     } finally {
       clearTimeout(timer);
     }
@@ -602,16 +686,16 @@ export class Driver {
   /**
    * One step of a lane: its decoding sequences a row each, then prompt chunks in the rows left — all of
    * them when nobody decodes, else as many as the measured step times allow (prefill-chunk.ts), and at
-   * least one per waiting prompt.
+   * least one per waiting prompt — then draft rows of speculating sequences in the rows still left.
    */
   async #laneStep(lane: Lane): Promise<void> {
     const { maxBatch } = this.#ctx;
     let room = maxBatch;
-    const parts: { seq: Running; ids: number[]; sample: boolean }[] = [];
+    const parts: Part[] = [];
     for (const seq of lane.seqs) {
       if (room === 0) break;
       if (seq.fed < seq.req.promptIds.length) continue;
-      parts.push({ seq, ids: [seq.tokens[seq.tokens.length - 1]], sample: true });
+      parts.push({ seq, ids: [seq.tokens[seq.tokens.length - 1]], sample: true, pos: seq.cache.length, draft: [] });
       room--;
     }
     const decodeRows = parts.length;
@@ -621,43 +705,76 @@ export class Driver {
       if (room === 0) break;
       if (seq.fed >= prompt.length) continue;
       const ids = prompt.slice(seq.fed, seq.fed + Math.min(room, Math.max(1, budget)));
-      parts.push({ seq, ids, sample: seq.fed + ids.length === prompt.length });
+      parts.push({ seq, ids, sample: seq.fed + ids.length === prompt.length, pos: seq.cache.length, draft: [] });
       budget -= ids.length;
       room -= ids.length;
     }
+    const promptRows = maxBatch - room - decodeRows;
+    // Drafts take what the prompts left: speculation never slows a new prompt's prefill.
+    for (const part of parts.slice(0, decodeRows)) {
+      if (room === 0) break;
+      part.draft = nextDraft(part.seq, room, this.#lookup);
+      part.ids.push(...part.draft);
+      room -= part.draft.length;
+    }
     const t0 = performance.now();
     const picked = await this.#step(parts, decodeRows === parts.length);
-    lane.chunker.observe(decodeRows, maxBatch - room - decodeRows, performance.now() - t0);
+    lane.chunker.observe(decodeRows, promptRows, performance.now() - t0);
     this.stats.steps++;
     this.stats.rows += maxBatch - room;
     this.stats.sequences += parts.length;
     this.stats.widest = Math.max(this.stats.widest, parts.length);
     for (let i = 0; i < parts.length; i++) {
-      const { seq, ids } = parts[i];
+      const { seq, ids, pos, draft } = parts[i];
+      const prompting = seq.fed < seq.req.promptIds.length;
       this.#prefix.fed(seq.slot, ids);
-      if (seq.fed < seq.req.promptIds.length) {
+      if (prompting) {
         seq.fed += ids.length;
         if (seq.fed === seq.req.promptIds.length) seq.t1 = performance.now();
       }
-      if (picked[i]) this.#advance(lane, seq, picked[i]!);
+      const got = picked[i];
+      if (!got) continue;
+      if (draft.length > 0) {
+        // The cache keeps the rows of the tokens picked from; every rank drops the rest at the next header.
+        seq.cache.length = pos + got.length;
+        this.#prefix.rewind(seq.slot, pos + got.length);
+        seq.draft!.observe(draft.length, got.length - 1);
+        seq.drafted += draft.length;
+        seq.accepted += got.length - 1;
+        this.stats.drafted += draft.length;
+        this.stats.accepted += got.length - 1;
+      }
+      // Each token is judged against the cache length plain decode would have had when picking it.
+      let ended: FinishReason | null = null;
+      for (let j = 0; j < got.length && !ended; j++) ended = this.#take(seq, got[j], prompting ? pos + ids.length : pos + j + 1);
+      if (ended) this.#finish(lane, seq, ended);
     }
   }
 
-  /** A sequence's new token: hand it out, and end the sequence if it is done. */
-  #advance(lane: Lane, seq: Running, picked: Picked): void {
+  /** A sequence's new token, picked with `length` tokens in its cache: hand it out; returns why the sequence ends here, or null. */
+  #take(seq: Running, picked: Picked, length: number): FinishReason | null {
     const { req } = seq;
-    if (req.maxTokens === 0) return this.#finish(lane, seq, 'length');
+    if (req.maxTokens === 0) return 'length';
     seq.tokens.push(picked.id);
     const goOn = seq.onToken(picked.id, picked.logprob);
-    if (seq.stop.has(picked.id)) return this.#finish(lane, seq, 'stop');
-    if (!goOn) return this.#finish(lane, seq, 'abort');
-    if (seq.tokens.length >= req.maxTokens || seq.cache.length >= seq.capacity) this.#finish(lane, seq, 'length');
+    if (seq.stop.has(picked.id)) return 'stop';
+    if (!goOn) return 'abort';
+    if (seq.tokens.length >= req.maxTokens || length >= seq.capacity) return 'length';
+    return null;
   }
 
-  #finish(lane: Lane, seq: Running, finishReason: GenerateOutcome['finishReason']): void {
+  #finish(lane: Lane, seq: Running, finishReason: FinishReason): void {
     lane.seqs.splice(lane.seqs.indexOf(seq), 1);
     const now = performance.now();
-    seq.resolve({ tokens: seq.tokens, finishReason, promptTokens: seq.req.promptIds.length, prefillMs: seq.t1 - seq.t0, decodeMs: seq.req.maxTokens === 0 ? 0 : now - seq.t1, cachedPromptTokens: seq.cached });
+    seq.resolve({
+      tokens: seq.tokens,
+      finishReason,
+      promptTokens: seq.req.promptIds.length,
+      prefillMs: seq.t1 - seq.t0,
+      decodeMs: seq.req.maxTokens === 0 ? 0 : now - seq.t1,
+      cachedPromptTokens: seq.cached,
+      ...(seq.draft ? { speculation: { drafted: seq.drafted, accepted: seq.accepted } } : {}),
+    });
   }
 
   /** Tells every follower to return. */

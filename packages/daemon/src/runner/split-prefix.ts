@@ -52,6 +52,12 @@ export class SplitPrefix {
     if (h) for (let i = 0; i < ids.length; i++) h.push(ids[i]);
   }
 
+  /** The slot's cache dropped its rows from `length` on (a rejected draft). */
+  rewind(slot: number, length: number): void {
+    const h = this.#history.get(slot);
+    if (h && h.length > length) h.length = length;
+  }
+
   /** The slot's sequence is over: its whole blocks go into the cache. */
   end(slot: number, cache: KVCache): void {
     const h = this.#history.get(slot);

@@ -18,16 +18,16 @@ describe('driver header codec', () => {
       cached: 32,
       prefixBlocks: 4096,
     });
-    expect(send({ op: 'end', slot: 5 })).toEqual({ op: 'end', slot: 5 });
+    expect(send({ op: 'end', slot: 5, length: 44 })).toEqual({ op: 'end', slot: 5, length: 44 });
     const segments = [
-      { slot: 3, n: 1, sample: true },
-      { slot: 0, n: 2, sample: false },
+      { slot: 3, n: 1, sample: true, pos: 17, draft: 0 },
+      { slot: 0, n: 2, sample: true, pos: 0, draft: 1 },
     ];
     const fwd = send({ op: 'forward', segments, tokens: Float64Array.from([5, 151_935, 7]) });
     expect(fwd).toMatchObject({ op: 'forward', segments });
     expect(Array.from((fwd as { tokens: Float64Array }).tokens)).toEqual([5, 151_935, 7]);
     // A full step: as many one-token segments as the header carries tokens.
-    const full = Array.from({ length: 4 }, (_, i) => ({ slot: i, n: 1, sample: true }));
+    const full = Array.from({ length: 4 }, (_, i) => ({ slot: i, n: 1, sample: true, pos: 100 + i, draft: 0 }));
     expect(send({ op: 'forward', segments: full, tokens: Float64Array.from([1, 2, 3, 4]) })).toMatchObject({ segments: full });
     expect(send({ op: 'stop' })).toEqual({ op: 'stop' });
     expect(tx.buffer.length).toBe(rx.buffer.length);
@@ -35,7 +35,7 @@ describe('driver header codec', () => {
 
   it('refuses what it cannot carry and headers it cannot read', () => {
     const c = new HeaderCodec(2);
-    const one = (n: number) => [{ slot: 0, n, sample: false }];
+    const one = (n: number) => [{ slot: 0, n, sample: false, pos: 0, draft: 0 }];
     expect(() => c.encode({ op: 'forward', segments: one(3), tokens: new Float64Array(3) })).toThrow(/1..2 tokens, got 3/);
     expect(() => c.encode({ op: 'forward', segments: one(0), tokens: new Float64Array(0) })).toThrow(/got 0/);
     expect(() => c.encode({ op: 'forward', segments: one(1), tokens: new Float64Array(2) })).toThrow(/segments must split its 2 tokens/);
