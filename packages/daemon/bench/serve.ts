@@ -22,6 +22,7 @@
  *     prompt is text whose continuation repeats it, made from the model's own greedy output: the seed
  *     prompt and its continuation up to where the output has cycled twice (a random model's greedy
  *     output falls into a cycle);
+ *   - pipeline-spec-decode-repetitive: the same prompt on the 2-process pipeline (split instances speculate);
  *   - spec-decode-non-repetitive: the same on a prompt of ids that do not repeat, sampled (temperature 1,
  *     seeded, so both runs give the same tokens: little to draft) and greedy (the output repeats itself
  *     in parts: drafts partly rejected, the draft length adapting): what speculation costs there.
@@ -322,7 +323,33 @@ async function measureSpeculation() {
         ({ accepted: x.accepted, drafted: x.drafted } = specOther.speculation!);
       }
     }
-    return { ...best, others, made, promptTokens: repetitive.length, otherTokens: other.length };
+    return { ...best, others, made, repetitive, promptTokens: repetitive.length, otherTokens: other.length };
+  } finally {
+    await Promise.all(inst.map((r) => r.stop(1000)));
+  }
+}
+
+/**
+ * The same repetitive prompt on the 2-process pipeline (split instances speculate too, shard-loop.ts):
+ * the draft rows cross the stage boundary with the token row, so a step confirms several tokens for
+ * one trip through the pipeline. Plain against speculative, same run, outputs compared.
+ */
+async function measurePipelineSpeculation(repetitive: number[]) {
+  const inst = await launch('spec-pipeline', { stages: pipelineStages(LAYERS, 2), tensor: 1 }, { batch: { sequences: 8, prefixCacheBytes: 0 } });
+  try {
+    const gen = (o: Partial<GenerateRequest> = {}) => inst[0].generate({ promptIds: repetitive, maxTokens: TOKENS, stopTokenIds: [], ...o }, () => undefined);
+    await gen({ maxTokens: 4 }); // loads, JIT
+    const speed = (o: GenerateOutcome) => ((o.tokens.length - 1) * 1000) / o.decodeMs;
+    const best = { plain: 0, spec: 0, accepted: 0, drafted: 0 };
+    for (let round = 0; round < ROUNDS; round++) {
+      const plain = await gen();
+      const spec = await gen({ speculate: 'prompt-lookup' });
+      if (spec.tokens.join() !== plain.tokens.join()) throw new Error('pipeline-spec-decode-repetitive: speculation changed the output');
+      best.plain = Math.max(best.plain, speed(plain));
+      best.spec = Math.max(best.spec, speed(spec));
+      ({ accepted: best.accepted, drafted: best.drafted } = spec.speculation!);
+    }
+    return best;
   } finally {
     await Promise.all(inst.map((r) => r.stop(1000)));
   }
@@ -359,6 +386,8 @@ try {
     console.log(`spec-decode prompt (${s.promptTokens} tokens): ${s.made}`);
     ratio('plain decode (repetitive prompt)', s.plain, 'tok/s', s.plain, 'plain');
     ratio('spec-decode-repetitive', s.spec, 'tok/s', s.plain, `plain  (target >= 1.5x: ${s.spec / s.plain >= 1.5 ? 'met' : 'NOT met'}; same ${TOKENS} tokens; ${s.accepted}/${s.drafted} draft tokens accepted)`);
+    const ps = await measurePipelineSpeculation(s.repetitive);
+    ratio('pipeline-spec-decode-repetitive', ps.spec, 'tok/s', ps.plain, `plain on the 2-stage pipeline  (same prompt and tokens; ${ps.accepted}/${ps.drafted} draft tokens accepted)`);
     for (const x of s.others) {
       ratio(`plain decode (non-repetitive, ${x.name})`, x.plain, 'tok/s', x.plain, 'plain');
       ratio(`spec-decode-non-repetitive (${x.name})`, x.spec, 'tok/s', x.plain, `plain  (same tokens; ${x.accepted}/${x.drafted} draft tokens accepted)`);
