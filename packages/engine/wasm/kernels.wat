@@ -3777,7 +3777,11 @@
         (br_if $gdone (i32.ge_u (local.get $g) (local.get $groups)))
         (local.set $xd (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 1))))
         (local.set $xb (i32.add (local.get $xd) (i32.shl (local.get $nsb) (i32.const 2))))
+        ;; @if relaxed
+        (local.set $xq (local.get $x))
+        ;; @else
         (local.set $xq (i32.add (local.get $xd) (i32.mul (local.get $nsb) (i32.const 20))))
+        ;; @end
         (local.set $end (i32.add (local.get $p) (i32.mul (local.get $nsb) (i32.const 576))))
         (local.set $acc (v128.const i32x4 0 0 0 0))
         (local.set $macc (v128.const i32x4 0 0 0 0))
@@ -3792,6 +3796,23 @@
             (block $jdone0
               (loop $jl0
                 (br_if $jdone0 (i32.ge_u (local.get $j) (i32.const 4)))
+                ;; @if relaxed
+                ;; the plain int8 activations (|q| <= 127) of the sub-block's low and high nibbles
+                (local.set $x0 (i8x16.narrow_i16x8_s (v128.load offset=0 (local.get $xq)) (v128.load offset=16 (local.get $xq))))
+                (local.set $x2 (i8x16.narrow_i16x8_s (v128.load offset=32 (local.get $xq)) (v128.load offset=48 (local.get $xq))))
+                (local.set $q (v128.load offset=0 (local.get $pn)))
+                (local.set $s0 (i32x4.relaxed_dot_i8x16_i7x16_add_s (local.get $x2) (i8x16.shr_u (local.get $q) (i32.const 4))
+                  (i32x4.relaxed_dot_i8x16_i7x16_add_s (local.get $x0) (v128.and (local.get $q) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)) (v128.const i32x4 0 0 0 0))))
+                (local.set $q (v128.load offset=16 (local.get $pn)))
+                (local.set $s1 (i32x4.relaxed_dot_i8x16_i7x16_add_s (local.get $x2) (i8x16.shr_u (local.get $q) (i32.const 4))
+                  (i32x4.relaxed_dot_i8x16_i7x16_add_s (local.get $x0) (v128.and (local.get $q) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)) (v128.const i32x4 0 0 0 0))))
+                (local.set $q (v128.load offset=32 (local.get $pn)))
+                (local.set $s2 (i32x4.relaxed_dot_i8x16_i7x16_add_s (local.get $x2) (i8x16.shr_u (local.get $q) (i32.const 4))
+                  (i32x4.relaxed_dot_i8x16_i7x16_add_s (local.get $x0) (v128.and (local.get $q) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)) (v128.const i32x4 0 0 0 0))))
+                (local.set $q (v128.load offset=48 (local.get $pn)))
+                (local.set $s3 (i32x4.relaxed_dot_i8x16_i7x16_add_s (local.get $x2) (i8x16.shr_u (local.get $q) (i32.const 4))
+                  (i32x4.relaxed_dot_i8x16_i7x16_add_s (local.get $x0) (v128.and (local.get $q) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)) (v128.const i32x4 0 0 0 0))))
+                ;; @else
                 (local.set $x0 (v128.load offset=0 (local.get $xq)))
                 (local.set $x1 (v128.load offset=16 (local.get $xq)))
                 (local.set $x2 (v128.load offset=32 (local.get $xq)))
@@ -3812,6 +3833,7 @@
                 (local.set $s3 (i32x4.add (i32x4.dot_i16x8_s (local.get $q) (local.get $x0)) (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $x2))))
                 (local.set $q (v128.load8x8_u offset=56 (local.get $pn)))
                 (local.set $s3 (i32x4.add (local.get $s3) (i32x4.add (i32x4.dot_i16x8_s (local.get $q) (local.get $x1)) (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $x3)))))
+                ;; @end
                 ;; lane r of the transposed sum = row r's sub-block total, times row r's scale
                 (local.set $t0 (i32x4.add (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $s0) (local.get $s1))
                                           (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $s0) (local.get $s1))))
@@ -3832,6 +3854,23 @@
             (block $jdone1
               (loop $jl1
                 (br_if $jdone1 (i32.ge_u (local.get $j) (i32.const 4)))
+                ;; @if relaxed
+                ;; the plain int8 activations (|q| <= 127) of the sub-block's low and high nibbles
+                (local.set $x0 (i8x16.narrow_i16x8_s (v128.load offset=0 (local.get $xq)) (v128.load offset=16 (local.get $xq))))
+                (local.set $x2 (i8x16.narrow_i16x8_s (v128.load offset=32 (local.get $xq)) (v128.load offset=48 (local.get $xq))))
+                (local.set $q (v128.load offset=0 (local.get $pn)))
+                (local.set $s0 (i32x4.relaxed_dot_i8x16_i7x16_add_s (local.get $x2) (i8x16.shr_u (local.get $q) (i32.const 4))
+                  (i32x4.relaxed_dot_i8x16_i7x16_add_s (local.get $x0) (v128.and (local.get $q) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)) (v128.const i32x4 0 0 0 0))))
+                (local.set $q (v128.load offset=16 (local.get $pn)))
+                (local.set $s1 (i32x4.relaxed_dot_i8x16_i7x16_add_s (local.get $x2) (i8x16.shr_u (local.get $q) (i32.const 4))
+                  (i32x4.relaxed_dot_i8x16_i7x16_add_s (local.get $x0) (v128.and (local.get $q) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)) (v128.const i32x4 0 0 0 0))))
+                (local.set $q (v128.load offset=32 (local.get $pn)))
+                (local.set $s2 (i32x4.relaxed_dot_i8x16_i7x16_add_s (local.get $x2) (i8x16.shr_u (local.get $q) (i32.const 4))
+                  (i32x4.relaxed_dot_i8x16_i7x16_add_s (local.get $x0) (v128.and (local.get $q) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)) (v128.const i32x4 0 0 0 0))))
+                (local.set $q (v128.load offset=48 (local.get $pn)))
+                (local.set $s3 (i32x4.relaxed_dot_i8x16_i7x16_add_s (local.get $x2) (i8x16.shr_u (local.get $q) (i32.const 4))
+                  (i32x4.relaxed_dot_i8x16_i7x16_add_s (local.get $x0) (v128.and (local.get $q) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)) (v128.const i32x4 0 0 0 0))))
+                ;; @else
                 (local.set $x0 (v128.load offset=0 (local.get $xq)))
                 (local.set $x1 (v128.load offset=16 (local.get $xq)))
                 (local.set $x2 (v128.load offset=32 (local.get $xq)))
@@ -3852,6 +3891,7 @@
                 (local.set $s3 (i32x4.add (i32x4.dot_i16x8_s (local.get $q) (local.get $x0)) (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $x2))))
                 (local.set $q (v128.load8x8_u offset=56 (local.get $pn)))
                 (local.set $s3 (i32x4.add (local.get $s3) (i32x4.add (i32x4.dot_i16x8_s (local.get $q) (local.get $x1)) (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $x3)))))
+                ;; @end
                 ;; lane r of the transposed sum = row r's sub-block total, times row r's scale
                 (local.set $t0 (i32x4.add (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $s0) (local.get $s1))
                                           (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $s0) (local.get $s1))))

@@ -9,6 +9,7 @@
 import { fileURLToPath } from 'node:url';
 import { interleaveRows4, tileKernels } from './qtiles.js';
 import { type Section, runGenerator, withGenerated } from './sections.js';
+import { bothVariants } from './variants.js';
 
 const HEADER = `  ;; ---------------------------------------------------------------- q4_k / q5_k / q6_k
   ;; Super-blocks of 256 weights (layouts in src/quant/kquants.ts). Activations (quant_q8k, ggml's
@@ -259,6 +260,10 @@ function quantQ8k(): string[] {
  * integer totals are transposed into one i32x4 and multiplied by the 4 rows' scales, per super-block
  * the mins and the f32 step run once for 4 rows: the same integers and f32 operations as $dot1_q4_k,
  * so packed and row-major weights give the same bits.
+ * The relaxed build (wasm/variants.ts) instead masks and shifts the 16 packed bytes of a row into its
+ * low and high nibbles (0..15, a valid i7 operand) and takes them against the plain int8 activations
+ * with two i32x4.relaxed_dot_i8x16_i7x16_add_s (16 products each, no widening to i16). Pair sums are at
+ * most 2·15·127, so no implementation saturates: the sub-block totals, hence the bits, are the baseline's.
  */
 function g4q4k(): string[] {
   const L: string[] = [];
@@ -279,7 +284,11 @@ function g4q4k(): string[] {
   e(`        (br_if $gdone (i32.ge_u (local.get $g) (local.get $groups)))`);
   e(`        (local.set $xd (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 1))))`);
   e(`        (local.set $xb (i32.add (local.get $xd) (i32.shl (local.get $nsb) (i32.const 2))))`);
-  e(`        (local.set $xq (i32.add (local.get $xd) (i32.mul (local.get $nsb) (i32.const 20))))`);
+  L.push(...bothVariants('        ', [
+    `        (local.set $xq (local.get $x))`,
+  ], [
+    `        (local.set $xq (i32.add (local.get $xd) (i32.mul (local.get $nsb) (i32.const 20))))`,
+  ]));
   e(`        (local.set $end (i32.add (local.get $p) (i32.mul (local.get $nsb) (i32.const 576))))`);
   e(`        (local.set $acc (v128.const i32x4 0 0 0 0))`);
   e(`        (local.set $macc (v128.const i32x4 0 0 0 0))`);
@@ -299,13 +308,25 @@ function g4q4k(): string[] {
     e(`            (block $jdone${half}`);
     e(`              (loop $jl${half}`);
     e(`                (br_if $jdone${half} (i32.ge_u (local.get $j) (i32.const 4)))`);
-    for (let k = 0; k < 4; k++) e(`                (local.set $x${k} (v128.load offset=${16 * k} (local.get $xq)))`);
+    const relaxed = [
+      `                ;; the plain int8 activations (|q| <= 127) of the sub-block's low and high nibbles`,
+      `                (local.set $x0 (i8x16.narrow_i16x8_s (v128.load offset=0 (local.get $xq)) (v128.load offset=16 (local.get $xq))))`,
+      `                (local.set $x2 (i8x16.narrow_i16x8_s (v128.load offset=32 (local.get $xq)) (v128.load offset=48 (local.get $xq))))`,
+    ];
     for (let r = 0; r < 4; r++) {
-      e(`                (local.set $q (v128.load8x8_u offset=${16 * r} (local.get $pn)))`);
-      e(`                (local.set $s${r} (i32x4.add (i32x4.dot_i16x8_s (local.get $q) (local.get $x0)) (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $x2))))`);
-      e(`                (local.set $q (v128.load8x8_u offset=${16 * r + 8} (local.get $pn)))`);
-      e(`                (local.set $s${r} (i32x4.add (local.get $s${r}) (i32x4.add (i32x4.dot_i16x8_s (local.get $q) (local.get $x1)) (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $x3)))))`);
+      relaxed.push(`                (local.set $q (v128.load offset=${16 * r} (local.get $pn)))`);
+      relaxed.push(`                (local.set $s${r} (i32x4.relaxed_dot_i8x16_i7x16_add_s (local.get $x2) (i8x16.shr_u (local.get $q) (i32.const 4))`);
+      relaxed.push(`                  (i32x4.relaxed_dot_i8x16_i7x16_add_s (local.get $x0) (v128.and (local.get $q) ${mask('0x0f0f0f0f')}) (v128.const i32x4 0 0 0 0))))`);
     }
+    const baseline: string[] = [];
+    for (let k = 0; k < 4; k++) baseline.push(`                (local.set $x${k} (v128.load offset=${16 * k} (local.get $xq)))`);
+    for (let r = 0; r < 4; r++) {
+      baseline.push(`                (local.set $q (v128.load8x8_u offset=${16 * r} (local.get $pn)))`);
+      baseline.push(`                (local.set $s${r} (i32x4.add (i32x4.dot_i16x8_s (local.get $q) (local.get $x0)) (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $x2))))`);
+      baseline.push(`                (local.set $q (v128.load8x8_u offset=${16 * r + 8} (local.get $pn)))`);
+      baseline.push(`                (local.set $s${r} (i32x4.add (local.get $s${r}) (i32x4.add (i32x4.dot_i16x8_s (local.get $q) (local.get $x1)) (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $x3)))))`);
+    }
+    L.push(...bothVariants('                ', relaxed, baseline));
     e(`                ;; lane r of the transposed sum = row r's sub-block total, times row r's scale`);
     e(`                (local.set $t0 (i32x4.add (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $s0) (local.get $s1))`);
     e(`                                          (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $s0) (local.get $s1))))`);

@@ -34,7 +34,7 @@ import {
   READ_KERNEL,
   WIDE_ADDR,
 } from './layout.js';
-import { type KernelExports, WA, type WasmMemory, kernelModule } from './module.js';
+import { type KernelExports, type SimdBuild, type SimdChoice, WA, type WasmMemory, kernelModule, resolveSimd } from './module.js';
 import { isPackable, packRows4, packedSubnormals } from './pack.js';
 import { ThreadPool } from './pool.js';
 
@@ -48,6 +48,12 @@ export interface WasmBackendOptions {
    * than it saves. Default 2^17.
    */
   parallelThreshold?: number;
+  /**
+   * Which build of the kernels (src/kernels/wasm/module.ts): 'auto' (default) the relaxed-SIMD one where
+   * the runtime runs it (turning Node 20's --experimental-wasm-relaxed-simd on), else the baseline;
+   * 'relaxed' or 'baseline' force one (tests and benches compare both in one process).
+   */
+  simd?: SimdChoice;
 }
 
 export type { AttentionArgs };
@@ -56,6 +62,8 @@ export interface WasmBackend extends Backend {
   readonly name: 'wasm';
   /** Threads per kernel, the calling thread included. */
   readonly threads: number;
+  /** The kernel build in use: 'relaxed' (relaxed SIMD: int8 dots, FMA) or 'baseline' (WASM SIMD 128). */
+  readonly simd: SimdBuild;
   /** Bytes held by live allocations (weights, activations, scratch): the shard's resident bytes. */
   usedBytes(): number;
   /**
@@ -104,7 +112,8 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
   const initialBytes = options.initialBytes ?? 64 * 2 ** 20;
   const initialPages = Math.min(MAX_PAGES, Math.ceil((HEAP_BASE + initialBytes) / PAGE_BYTES));
 
-  const module = kernelModule();
+  const simd = resolveSimd(options.simd ?? 'auto');
+  const module = kernelModule(simd);
   const { memory, maxPages } = reserveMemory(initialPages);
   const instance = new WA.Instance(module, { env: { memory } });
   const k = instance.exports as unknown as KernelExports;
@@ -403,6 +412,7 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
   const backend: WasmBackend = {
     name: 'wasm',
     threads,
+    simd,
     allocF32,
     allocBytes(length: number): Uint8Array {
       const addr = arena.alloc(length, `byte buffer of ${length}`);
