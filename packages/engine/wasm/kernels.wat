@@ -3770,8 +3770,16 @@
     (local $x0 v128) (local $x1 v128) (local $x2 v128) (local $x3 v128) (local $q v128)
     (local $s0 v128) (local $s1 v128) (local $s2 v128) (local $s3 v128) (local $t0 v128) (local $t1 v128)
     (local $sc v128) (local $tot v128) (local $acc v128) (local $macc v128)
+    ;; @if relaxed
+    (local $m v128)
+    ;; @else
+    ;; @end
     (local.set $nsb (i32.shr_u (local.get $cols) (i32.const 8)))
     (local.set $p (local.get $w))
+    ;; @if relaxed
+    (local.set $m (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f))
+    ;; @else
+    ;; @end
     (block $gdone
       (loop $gl
         (br_if $gdone (i32.ge_u (local.get $g) (local.get $groups)))
@@ -3801,17 +3809,21 @@
                 (local.set $x0 (i8x16.narrow_i16x8_s (v128.load offset=0 (local.get $xq)) (v128.load offset=16 (local.get $xq))))
                 (local.set $x2 (i8x16.narrow_i16x8_s (v128.load offset=32 (local.get $xq)) (v128.load offset=48 (local.get $xq))))
                 (local.set $q (v128.load offset=0 (local.get $pn)))
-                (local.set $s0 (i32x4.relaxed_dot_i8x16_i7x16_add_s (local.get $x2) (i8x16.shr_u (local.get $q) (i32.const 4))
-                  (i32x4.relaxed_dot_i8x16_i7x16_add_s (local.get $x0) (v128.and (local.get $q) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)) (v128.const i32x4 0 0 0 0))))
+                (local.set $s0 (i32x4.extadd_pairwise_i16x8_s (i16x8.add
+                  (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x0) (v128.and (local.get $q) (local.get $m)))
+                  (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x2) (v128.and (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $m))))))
                 (local.set $q (v128.load offset=16 (local.get $pn)))
-                (local.set $s1 (i32x4.relaxed_dot_i8x16_i7x16_add_s (local.get $x2) (i8x16.shr_u (local.get $q) (i32.const 4))
-                  (i32x4.relaxed_dot_i8x16_i7x16_add_s (local.get $x0) (v128.and (local.get $q) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)) (v128.const i32x4 0 0 0 0))))
+                (local.set $s1 (i32x4.extadd_pairwise_i16x8_s (i16x8.add
+                  (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x0) (v128.and (local.get $q) (local.get $m)))
+                  (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x2) (v128.and (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $m))))))
                 (local.set $q (v128.load offset=32 (local.get $pn)))
-                (local.set $s2 (i32x4.relaxed_dot_i8x16_i7x16_add_s (local.get $x2) (i8x16.shr_u (local.get $q) (i32.const 4))
-                  (i32x4.relaxed_dot_i8x16_i7x16_add_s (local.get $x0) (v128.and (local.get $q) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)) (v128.const i32x4 0 0 0 0))))
+                (local.set $s2 (i32x4.extadd_pairwise_i16x8_s (i16x8.add
+                  (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x0) (v128.and (local.get $q) (local.get $m)))
+                  (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x2) (v128.and (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $m))))))
                 (local.set $q (v128.load offset=48 (local.get $pn)))
-                (local.set $s3 (i32x4.relaxed_dot_i8x16_i7x16_add_s (local.get $x2) (i8x16.shr_u (local.get $q) (i32.const 4))
-                  (i32x4.relaxed_dot_i8x16_i7x16_add_s (local.get $x0) (v128.and (local.get $q) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)) (v128.const i32x4 0 0 0 0))))
+                (local.set $s3 (i32x4.extadd_pairwise_i16x8_s (i16x8.add
+                  (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x0) (v128.and (local.get $q) (local.get $m)))
+                  (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x2) (v128.and (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $m))))))
                 ;; @else
                 (local.set $x0 (v128.load offset=0 (local.get $xq)))
                 (local.set $x1 (v128.load offset=16 (local.get $xq)))
@@ -3859,17 +3871,21 @@
                 (local.set $x0 (i8x16.narrow_i16x8_s (v128.load offset=0 (local.get $xq)) (v128.load offset=16 (local.get $xq))))
                 (local.set $x2 (i8x16.narrow_i16x8_s (v128.load offset=32 (local.get $xq)) (v128.load offset=48 (local.get $xq))))
                 (local.set $q (v128.load offset=0 (local.get $pn)))
-                (local.set $s0 (i32x4.relaxed_dot_i8x16_i7x16_add_s (local.get $x2) (i8x16.shr_u (local.get $q) (i32.const 4))
-                  (i32x4.relaxed_dot_i8x16_i7x16_add_s (local.get $x0) (v128.and (local.get $q) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)) (v128.const i32x4 0 0 0 0))))
+                (local.set $s0 (i32x4.extadd_pairwise_i16x8_s (i16x8.add
+                  (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x0) (v128.and (local.get $q) (local.get $m)))
+                  (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x2) (v128.and (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $m))))))
                 (local.set $q (v128.load offset=16 (local.get $pn)))
-                (local.set $s1 (i32x4.relaxed_dot_i8x16_i7x16_add_s (local.get $x2) (i8x16.shr_u (local.get $q) (i32.const 4))
-                  (i32x4.relaxed_dot_i8x16_i7x16_add_s (local.get $x0) (v128.and (local.get $q) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)) (v128.const i32x4 0 0 0 0))))
+                (local.set $s1 (i32x4.extadd_pairwise_i16x8_s (i16x8.add
+                  (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x0) (v128.and (local.get $q) (local.get $m)))
+                  (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x2) (v128.and (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $m))))))
                 (local.set $q (v128.load offset=32 (local.get $pn)))
-                (local.set $s2 (i32x4.relaxed_dot_i8x16_i7x16_add_s (local.get $x2) (i8x16.shr_u (local.get $q) (i32.const 4))
-                  (i32x4.relaxed_dot_i8x16_i7x16_add_s (local.get $x0) (v128.and (local.get $q) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)) (v128.const i32x4 0 0 0 0))))
+                (local.set $s2 (i32x4.extadd_pairwise_i16x8_s (i16x8.add
+                  (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x0) (v128.and (local.get $q) (local.get $m)))
+                  (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x2) (v128.and (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $m))))))
                 (local.set $q (v128.load offset=48 (local.get $pn)))
-                (local.set $s3 (i32x4.relaxed_dot_i8x16_i7x16_add_s (local.get $x2) (i8x16.shr_u (local.get $q) (i32.const 4))
-                  (i32x4.relaxed_dot_i8x16_i7x16_add_s (local.get $x0) (v128.and (local.get $q) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)) (v128.const i32x4 0 0 0 0))))
+                (local.set $s3 (i32x4.extadd_pairwise_i16x8_s (i16x8.add
+                  (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x0) (v128.and (local.get $q) (local.get $m)))
+                  (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x2) (v128.and (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $m))))))
                 ;; @else
                 (local.set $x0 (v128.load offset=0 (local.get $xq)))
                 (local.set $x1 (v128.load offset=16 (local.get $xq)))

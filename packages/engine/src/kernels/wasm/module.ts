@@ -10,10 +10,12 @@
  *
  * Node 20's baseline wasm compiler (Liftoff) miscompiles i32x4.relaxed_dot_i8x16_i7x16_add_s when its
  * accumulator is a constant or a fresh value (it returns twice the dot product and drops the
- * accumulator; TurboFan, the tier a hot function moves to, is right). A kernel would then give wrong
- * results until it tiers up, so the relaxed build is compiled with --no-liftoff (straight to TurboFan;
- * process-wide, it only makes wasm compiled afterwards take longer to compile). test/wasm/relaxed.test.ts
- * compares the two builds bit for bit from the first call on.
+ * accumulator; TurboFan, the tier a hot function moves to, is right). A kernel would give wrong results
+ * until it tiers up. The kernels now use i16x8.relaxed_dot_i8x16_i7x16_s and f32x4.relaxed_madd, which
+ * Liftoff got right when probed, but relaxed SIMD is experimental in this V8, so the relaxed build is
+ * compiled with --no-liftoff all the same (straight to TurboFan; process-wide, it only makes wasm
+ * compiled afterwards slower to compile). test/wasm/relaxed.test.ts compares the two builds bit for bit
+ * from the first call on.
  */
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
