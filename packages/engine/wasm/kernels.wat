@@ -1391,6 +1391,10 @@
     (local $g i32) (local $p i32) (local $nb i32) (local $b i32) (local $xq i32) (local $xc i32)
     (local $x0 v128) (local $x1 v128) (local $x2 v128) (local $x3 v128) (local $m v128) (local $acc v128) (local $q v128)
     (local $s0 v128) (local $s1 v128) (local $s2 v128) (local $s3 v128) (local $t0 v128) (local $t1 v128)
+    ;; @if relaxed
+    (local $mn v128)
+    (local.set $mn (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f))
+    ;; @end
     (local.set $m (v128.const i32x4 0x8FFFE000 0x8FFFE000 0x8FFFE000 0x8FFFE000))
     (local.set $nb (i32.shr_u (local.get $cols) (i32.const 5)))
     (local.set $p (local.get $w))
@@ -1404,6 +1408,30 @@
         (block $done
           (loop $l
             (br_if $done (i32.ge_u (local.get $b) (local.get $nb)))
+            ;; @if relaxed
+            ;; int8 activations of the block's low nibbles (x[j]) and high nibbles (x[j+16], back from the q4 form)
+            (local.set $x0 (v128.load offset=0 (local.get $xq)))
+            (local.set $x1 (v128.load offset=16 (local.get $xq)))
+            (local.set $x2 (i8x16.narrow_i16x8_s (i16x8.add (v128.load offset=32 (local.get $xq)) (i16x8.shl (local.get $x0) (i32.const 4)))
+                                                 (i16x8.add (v128.load offset=48 (local.get $xq)) (i16x8.shl (local.get $x1) (i32.const 4)))))
+            (local.set $x0 (i8x16.narrow_i16x8_s (local.get $x0) (local.get $x1)))
+            (local.set $q (v128.load offset=8 (local.get $p)))
+            (local.set $s0 (i32x4.extadd_pairwise_i16x8_s (i16x8.add
+              (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x0) (v128.and (local.get $q) (local.get $mn)))
+              (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x2) (v128.and (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $mn))))))
+            (local.set $q (v128.load offset=24 (local.get $p)))
+            (local.set $s1 (i32x4.extadd_pairwise_i16x8_s (i16x8.add
+              (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x0) (v128.and (local.get $q) (local.get $mn)))
+              (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x2) (v128.and (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $mn))))))
+            (local.set $q (v128.load offset=40 (local.get $p)))
+            (local.set $s2 (i32x4.extadd_pairwise_i16x8_s (i16x8.add
+              (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x0) (v128.and (local.get $q) (local.get $mn)))
+              (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x2) (v128.and (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $mn))))))
+            (local.set $q (v128.load offset=56 (local.get $p)))
+            (local.set $s3 (i32x4.extadd_pairwise_i16x8_s (i16x8.add
+              (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x0) (v128.and (local.get $q) (local.get $mn)))
+              (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x2) (v128.and (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $mn))))))
+            ;; @else
             (local.set $x0 (v128.load offset=0 (local.get $xq)))
             (local.set $x1 (v128.load offset=16 (local.get $xq)))
             (local.set $x2 (v128.load offset=32 (local.get $xq)))
@@ -1424,6 +1452,7 @@
             (local.set $s3 (i32x4.add (i32x4.dot_i16x8_s (local.get $q) (local.get $x0)) (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $x2))))
             (local.set $q (v128.load8x8_u offset=64 (local.get $p)))
             (local.set $s3 (i32x4.add (local.get $s3) (i32x4.add (i32x4.dot_i16x8_s (local.get $q) (local.get $x1)) (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $x3)))))
+            ;; @end
             (local.set $t0 (i32x4.add (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $s0) (local.get $s1))
                                       (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $s0) (local.get $s1))))
             (local.set $t1 (i32x4.add (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $s2) (local.get $s3))
