@@ -29,6 +29,17 @@ describe('kernels.wasm', () => {
     expect(selectVariant(src, 'baseline', 'k.wat')).toBe('a\nb\nz');
   });
 
+  it('expands f32x4.muladd2 per build, nested operands included, and names a malformed one', () => {
+    const src = '(local.set $a (f32x4.muladd2 (local.get $a) (local.get $e) (v128.load (local.get $p)) (local.get $d) (local.get $x)))';
+    expect(selectVariant(src, 'baseline', 'k.wat')).toBe(
+      '(local.set $a (f32x4.add (local.get $a) (f32x4.add (f32x4.mul (local.get $e) (v128.load (local.get $p))) (f32x4.mul (local.get $d) (local.get $x)))))',
+    );
+    expect(selectVariant(src, 'relaxed', 'k.wat')).toBe(
+      '(local.set $a (f32x4.add (local.get $a) (f32x4.relaxed_madd (local.get $e) (v128.load (local.get $p)) (f32x4.mul (local.get $d) (local.get $x)))))',
+    );
+    expect(() => selectVariant('x\n(f32x4.muladd2 (local.get $a) (local.get $b))', 'relaxed', 'k.wat')).toThrow(/k\.wat:2: f32x4\.muladd2 takes 5 operands/);
+  });
+
   it("kernels.wat's q8_0/q4_0 prompt-batch section is wasm/qtiles.ts's output (rewrite: pnpm exec tsx packages/engine/wasm/qtiles.ts)", () => {
     const wat = readFileSync(WAT_PATH, 'utf8');
     expect(withSection(wat) === wat, 'the qtile section is stale').toBe(true);

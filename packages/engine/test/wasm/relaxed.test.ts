@@ -95,3 +95,27 @@ describe.each([1, 2])('relaxed and baseline builds give the same bits, %i thread
     }
   });
 });
+
+describe('f16 in the relaxed build', () => {
+  it('fuses the multiply-adds (results differ from the baseline build in the last bits, not more)', () => {
+    const relaxed = backend('relaxed', 1);
+    const baseline = backend('baseline', 1);
+    const rng = new Prng(77);
+    const rows = 12;
+    const cols = 4096;
+    const bytes = weightBytesOf('f16', rows, cols, rng, baseline);
+    const x = Float32Array.from({ length: cols }, () => rng.symmetric(2));
+    const [a, b] = [relaxed, baseline].map((be) => {
+      const w = place(be, 'f16', rows, cols, bytes);
+      be.packWeight(w);
+      const xb = be.allocF32(cols);
+      xb.set(x);
+      const out = be.allocF32(rows);
+      be.matvec(out, w, xb);
+      return out;
+    });
+    // the f16 accuracy bounds of both builds are test/wasm/kernels.test.ts's and pack.test.ts's
+    expect(bits(a)).not.toEqual(bits(b));
+    for (let r = 0; r < rows; r++) expect(Math.abs(a[r] - b[r])).toBeLessThan(1e-3 * (1 + Math.abs(b[r])));
+  });
+});
