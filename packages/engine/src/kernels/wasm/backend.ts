@@ -304,7 +304,9 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
       const dst = scratch(stdBytes + (tiles ? (cols / QK) * 68 * n : 0));
       k.quant_q8(xAddr, dst, cols, n, dtype === 'q4_0' ? 1 : 0);
       if (tiles) {
-        k.quant_tiles(dst, dst + stdBytes, cols, n);
+        // the relaxed build's q4_0 tiles take int8 quads of the plain activations (wasm/qtiles.ts)
+        if (dtype === 'q4_0' && k.quant_tiles_q4r) k.quant_tiles_q4r(dst, dst + stdBytes, cols, n);
+        else k.quant_tiles(dst, dst + stdBytes, cols, n);
         qtiles[0] = dst + stdBytes;
       }
       xAddr = dst;
