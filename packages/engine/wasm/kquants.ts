@@ -7,7 +7,7 @@
  * compares), then `pnpm --filter @orchard/engine build:wasm`.
  */
 import { fileURLToPath } from 'node:url';
-import { interleaveRows4, tileKernels } from './qtiles.js';
+import { T, interleaveRows4, tileKernels, tileRuns, tileShape, tileStores } from './qtiles.js';
 import { type Section, runGenerator, withGenerated } from './sections.js';
 import { bothVariants } from './variants.js';
 
@@ -393,15 +393,17 @@ function ktiles(): string[] {
       e(`        ;; sub-block ${j}: row r's scale in both i16 lanes of its i32 lane`);
       e(`        (local.set $sc (v128.and (i32x4.shr_u (local.get $${j < 4 ? 'lo' : 'hi'}) (i32.const ${8 * (j % 4)})) ${mask('255')}))`);
       e(`        (local.set $sc (v128.or (local.get $sc) (i32x4.shl (local.get $sc) (i32.const 16))))`);
-      for (let r = 0; r < 4; r++) e(`        (local.set $r${r} (v128.load offset=${64 + 64 * j + 16 * r} (local.get $w)))`);
-      for (let r = 0; r < 4; r++) e(`        (local.set $h${r} (i8x16.shr_u (local.get $r${r}) (i32.const 4)))`);
-      L.push(
+      const baseline: string[] = [];
+      for (let r = 0; r < 4; r++) baseline.push(`        (local.set $r${r} (v128.load offset=${64 + 64 * j + 16 * r} (local.get $w)))`);
+      for (let r = 0; r < 4; r++) baseline.push(`        (local.set $h${r} (i8x16.shr_u (local.get $r${r}) (i32.const 4)))`);
+      baseline.push(
         ...interleaveRows4('        ', (k, bytes) =>
           (['low', 'high'] as const).map((side, dk) => `        (v128.store offset=${ws * (16 * j + k + dk)} (local.get $d) (i16x8.mul (i16x8.extend_${side}_i8x16_u ${bytes}) (local.get $sc)))`),
         ),
       );
+      L.push(...bothVariants('        ', relaxedKWidenSubblock(ws, j), baseline));
     }
-    e(`        (v128.store offset=${128 * ws} (local.get $d) (local.get $dw))`);
+    L.push(...bothVariants('        ', [`        (v128.store offset=${72 * ws} (local.get $d) (local.get $dw))`], [`        (v128.store offset=${128 * ws} (local.get $d) (local.get $dw))`]));
     e(`        (local.set $d (i32.add (local.get $d) (i32.const ${129 * ws})))`);
     e(`        (local.set $w (i32.add (local.get $w) (i32.const 576)))`);
     e(`        (local.set $sb (i32.add (local.get $sb) (i32.const 1)))`);
@@ -439,6 +441,97 @@ function ktiles(): string[] {
   return L;
 }
 
+/**
+ * The relaxed build's packed q4_k prompt batches (wasm/variants.ts), as its q4_0 ones (qtiles.ts): per
+ * super-block and sub-block j of a widened group (ws = 16 per 4-row group), 8 vectors of the nibbles
+ * themselves (vector k: columns 4k..4k+3 of the 4 rows, row r in i32 lane r) at 9·ws·j + ws·k, then the
+ * 4 rows' sub-block scales (row r's in i16 lanes 2r, 2r+1) at 9·ws·j + 8·ws; the 4 rows' d at 72·ws;
+ * super-blocks stay 129·ws apart. Activations (backend.ts kTilesRelaxed) per super-block and tile of t
+ * tokens: per sub-block, for k < 8 each token's x[4k..4k+3] as int8 in one i32; then each token's d_x.
+ * Per sub-block 8 i16x8.relaxed_dot_i8x16_i7x16_s (at most 8·2·15·127 < 2^15 per i16 lane), then one
+ * i32x4.dot_i16x8_s with the scales: sc·(sub-block total) per row, exactly. The super-block's exact
+ * total then takes the baseline's f32 step ($ktile*), and $kmins_tokens subtracts the mins as before.
+ */
+function relaxedKWidenSubblock(ws: number, j: number): string[] {
+  const L: string[] = [];
+  const m = '(v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)';
+  for (let r = 0; r < 4; r++) L.push(`        (local.set $h${r} (v128.load offset=${64 + 64 * j + 16 * r} (local.get $w)))`);
+  for (let r = 0; r < 4; r++) L.push(`        (local.set $r${r} (v128.and (local.get $h${r}) ${m}))`);
+  for (let r = 0; r < 4; r++) L.push(`        (local.set $h${r} (v128.and (i16x8.shr_u (local.get $h${r}) (i32.const 4)) ${m}))`);
+  for (const [half, v] of [[0, 'r'], [1, 'h']] as const) {
+    for (const [part, lo] of [[0, '0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23'], [1, '8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31']] as const) {
+      L.push(`        (local.set $u (i8x16.shuffle ${lo} (local.get $${v}0) (local.get $${v}1)))`);
+      L.push(`        (local.set $v (i8x16.shuffle ${lo} (local.get $${v}2) (local.get $${v}3)))`);
+      const k = 4 * half + 2 * part;
+      L.push(`        (v128.store offset=${ws * (9 * j + k)} (local.get $d) (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23 (local.get $u) (local.get $v)))`);
+      L.push(`        (v128.store offset=${ws * (9 * j + k + 1)} (local.get $d) (i8x16.shuffle 8 9 10 11 12 13 14 15 24 25 26 27 28 29 30 31 (local.get $u) (local.get $v)))`);
+    }
+  }
+  L.push(`        (v128.store offset=${ws * (9 * j + 8)} (local.get $d) (local.get $sc))`);
+  return L;
+}
+
+/** The relaxed q4_k tile kernels $krtile{4,8}x{1..T} and their drivers $krtiles{4,8} (see relaxedKWidenSubblock). */
+function relaxedKTiles(): string[] {
+  const L: string[] = [];
+  const e = (s: string) => L.push(s);
+  for (const G of [1, 2] as const) {
+    const ws = 16 * G;
+    const steps = G === 1 ? 2 : 1;
+    for (let t = 1; t <= T; t++) {
+      const { gs, toks, acc } = tileShape(G, t);
+      e(`  (func $krtile${4 * G}x${t} (param $s i32) (param $nb i32) (param $x i32) (param $out i32) (param $os i32)`);
+      e(`    (local $b i32) (local $j i32) (local $end i32)${gs.map((g) => ` (local $w${g} v128) (local $dw${g} v128)`).join('')} (local $c v128) (local $dx v128)`);
+      e(`   ${acc.map((a) => ` (local $a${a} v128) (local $i${a} v128) (local $f${a} v128)`).join('')}`);
+      e(`    (block $done`);
+      e(`      (loop $l`);
+      e(`        (br_if $done (i32.ge_u (local.get $b) (local.get $nb)))`);
+      for (const a of acc) e(`        (local.set $i${a} (v128.const i32x4 0 0 0 0))`);
+      e(`        (local.set $j (i32.const 0))`);
+      e(`        (loop $jl`);
+      for (const a of acc) e(`          (local.set $a${a} (v128.const i32x4 0 0 0 0))`);
+      e(`          (local.set $end (i32.add (local.get $x) (i32.const ${32 * t})))`);
+      e(`          (loop $kl`);
+      for (let u = 0; u < steps; u++) {
+        for (const g of gs) e(`            (local.set $w${g} (v128.load offset=${ws * u + 16 * g} (local.get $s)))`);
+        for (const i of toks) {
+          e(`            (local.set $c (v128.load32_splat offset=${4 * (u * t + i)} (local.get $x)))`);
+          for (const g of gs) e(`            (local.set $a${g}${i} (i16x8.add (local.get $a${g}${i}) (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $c) (local.get $w${g}))))`);
+        }
+      }
+      e(`            (local.set $s (i32.add (local.get $s) (i32.const ${ws * steps})))`);
+      e(`            (local.set $x (i32.add (local.get $x) (i32.const ${4 * t * steps})))`);
+      e(`            (br_if $kl (i32.lt_u (local.get $x) (local.get $end))))`);
+      e(`          ;; times the sub-block's scales, widened to the rows' i32 lanes`);
+      for (const g of gs) e(`          (local.set $w${g} (v128.load offset=${16 * g} (local.get $s)))`);
+      for (const g of gs) for (const i of toks) e(`          (local.set $i${g}${i} (i32x4.add (local.get $i${g}${i}) (i32x4.dot_i16x8_s (local.get $a${g}${i}) (local.get $w${g}))))`);
+      e(`          (local.set $s (i32.add (local.get $s) (i32.const ${ws})))`);
+      e(`          (local.set $j (i32.add (local.get $j) (i32.const 1)))`);
+      e(`          (br_if $jl (i32.lt_u (local.get $j) (i32.const 8))))`);
+      for (const g of gs) e(`        (local.set $dw${g} (v128.load offset=${16 * g} (local.get $s)))`);
+      for (const i of toks) {
+        e(`        (local.set $dx (f32x4.splat (f32.load offset=${4 * i} (local.get $x))))`);
+        for (const g of gs) {
+          e(`        (local.set $f${g}${i} (f32x4.add (local.get $f${g}${i})`);
+          e(`          (f32x4.mul (f32x4.convert_i32x4_s (local.get $i${g}${i})) (f32x4.mul (local.get $dw${g}) (local.get $dx)))))`);
+        }
+      }
+      e(`        (local.set $s (i32.add (local.get $s) (i32.const ${57 * ws})))`);
+      e(`        (local.set $x (i32.add (local.get $x) (i32.const ${4 * t})))`);
+      e(`        (local.set $b (i32.add (local.get $b) (i32.const 1)))`);
+      e(`        (br $l)))`);
+      L.push(...tileStores(G, t));
+      e(`  )`);
+      e(``);
+    }
+    e(`  (func $krtiles${4 * G} (param $s i32) (param $nb i32) (param $x i32) (param $out i32) (param $os i32) (param $n i32)`);
+    L.push(...tileRuns((t) => `(call $krtile${4 * G}x${t} (local.get $s) (local.get $nb) (local.get $x) (local.get $out) (local.get $os))`, `(i32.mul (local.get $nb) (i32.const ${260 * T}))`));
+    e(`  )`);
+    e(``);
+  }
+  return L;
+}
+
 /** The super-block mins of 4 packed q4_k rows at `ptr` added to $macc (lane r): $g4_q4_k's and $kmins4's one code. */
 function mins(ptr: string, ind: string): string[] {
   const mask = (m: string) => `(v128.const i32x4 ${m} ${m} ${m} ${m})`;
@@ -464,7 +557,7 @@ const f16x4At = (offset: number, ptr: string) =>
   `(f32x4.mul (v128.and (i32x4.shr_s (i32x4.shl (v128.load16x4_u offset=${offset} (local.get ${ptr})) (i32.const 16)) (i32.const 3)) (v128.const i32x4 0x8FFFE000 0x8FFFE000 0x8FFFE000 0x8FFFE000)) (v128.const f32x4 0x1p112 0x1p112 0x1p112 0x1p112))`;
 
 export function kquantSection(): string {
-  return HEADER + [...q45(false), ...q45(true), ...q6(), ...dot4('q4_k'), ...dot4('q5_k'), ...dot4('q6_k'), ...g4q4k(), ...ktiles(), ...tileKernels('k', 128), ...quantQ8k()].join('\n');
+  return HEADER + [...q45(false), ...q45(true), ...q6(), ...dot4('q4_k'), ...dot4('q5_k'), ...dot4('q6_k'), ...g4q4k(), ...ktiles(), ...tileKernels('k', 128), ...bothVariants('  ', relaxedKTiles(), []), ...quantQ8k()].join('\n');
 }
 
 export const KQUANT_SECTION: Section = { name: 'kquant', script: 'kquants.ts', text: kquantSection };

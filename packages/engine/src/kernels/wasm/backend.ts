@@ -199,6 +199,32 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
   }
 
   /**
+   * The relaxed build's layout of the same tiles ($krtiles8/4, wasm/kquants.ts): per super-block, for each
+   * of its 8 sub-blocks and each 4 columns, each token's plain int8 activations as one i32, then each
+   * token's d_x: 260·t bytes per super-block.
+   */
+  function kTilesRelaxed(src: number, dst: number, cols: number, n: number, kStride: number): void {
+    const nsb = cols / QK_K;
+    const q = new Int16Array(memory.buffer);
+    const i32 = new Int32Array(memory.buffer);
+    const u8 = new Uint8Array(memory.buffer);
+    let o = dst;
+    for (let t0 = 0; t0 < n; t0 += 4) {
+      const tn = Math.min(4, n - t0);
+      for (let sb = 0; sb < nsb; sb++) {
+        for (let quad = 0; quad < 64; quad++) {
+          for (let i = 0; i < tn; i++) {
+            const at = ((src + (t0 + i) * kStride) >> 1) + sb * 256 + quad * 4;
+            for (let b = 0; b < 4; b++) u8[o + b] = q[at + b] & 0xff;
+            o += 4;
+          }
+        }
+        for (let i = 0; i < tn; i++, o += 4) i32[o >> 2] = i32[((src + (t0 + i) * kStride + cols * 2) >> 2) + sb];
+      }
+    }
+  }
+
+  /**
    * quant_mlx4 activations (tokens xStride apart) into the token tiles $mtiles8/4 read: tiles of 4 tokens
    * (the last: the rest); in a tile of t tokens, per MLX group: per 32-column block each of its 16 i32 pairs
    * for each token, then each token's d_x; then each token's group sum (wasm/mlxtiles.ts).
@@ -290,7 +316,7 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
       const dst = scratch(kBytes + (tiles ? (cols / QK_K) * 516 * n : 0));
       k.quant_q8k(xAddr, dst, cols, n);
       if (tiles) {
-        kTiles(dst, dst + kBytes, cols, n, xStride);
+        (simd === 'relaxed' ? kTilesRelaxed : kTiles)(dst, dst + kBytes, cols, n, xStride);
         qtiles[0] = dst + kBytes;
       }
       xAddr = dst;
