@@ -8,7 +8,8 @@
  * Targets (issue 6): pipeline >= 0.9x single, tensor parallel >= 1.7x single.
  * Batching lines (issue 18), on the one-process instance (it batches its sequences, runner/batch-driver.ts):
  *   - batch-8-throughput: 8 concurrent streams' summed decode tok/s against one stream alone, same run
- *     (target >= 3x);
+ *     (target >= 3x); pipeline-batch-8-throughput and tensor-batch-8-throughput the same on the 2-process
+ *     split instances (they batch too, runner/shard-loop.ts), each against its own single stream;
  *   - prefix-turn-2-ttft: a chat's second turn (the first turn's BENCH_HISTORY-token prompt, its answer
  *     and 8 new tokens) against the first turn's time to first token (target <= 0.2x);
  *   - itl-during-prefill: p99 inter-token time of a running stream while a BENCH_LONG_PROMPT-token
@@ -60,7 +61,7 @@ const WARM_TOKENS = Number(process.env.BENCH_WARM_TOKENS ?? 96);
  */
 const MEETINGS = 2 * LAYERS;
 
-function launch(name: string, layout: InstanceLayout, o: { pollMs?: number; maxSeqLen?: number } = {}) {
+function launch(name: string, layout: InstanceLayout, o: { pollMs?: number; maxSeqLen?: number; batch?: { sequences: number; prefixCacheBytes: number } } = {}) {
   return startLocalInstance({ modelDir: dir, layout, groupId: `bench-${name}`, secret: '11'.repeat(16), listenHost: '127.0.0.1', maxSeqLen: 512, backend: { kind: BACKEND, threads: 1 }, ...o });
 }
 
@@ -125,6 +126,49 @@ async function ttft(runners: Instance, promptIds: number[], maxTokens: number) {
 }
 
 /** Continuous batching and the prefix cache on the one-process instance, best of ROUNDS each. */
+/**
+ * Eight streams start together on `inst`. Their summed decode rate counts the tokens stamped while all
+ * eight decode: from the last stream's first token to the first stream's last token. (Before and after
+ * that window fewer streams run: the others' prompts are still being fed, chunked beside the first
+ * ones' decoding, or they have finished.)
+ */
+async function eightStreams(inst: Instance): Promise<number> {
+  const stamps: number[][] = Array.from({ length: 8 }, () => []);
+  await Promise.all(
+    Array.from({ length: 8 }, (_, i) =>
+      inst[0].generate({ promptIds: PROMPT.map((t) => (t + i) % 256), maxTokens: TOKENS, stopTokenIds: [] }, () => void stamps[i].push(performance.now())),
+    ),
+  );
+  const from = Math.max(...stamps.map((s) => s[0]));
+  const to = Math.min(...stamps.map((s) => s[s.length - 1]));
+  const inWindow = stamps.reduce((a, s) => a + s.filter((t) => t > from && t <= to).length, 0);
+  if (to - from < 0.5 * Math.max(...stamps.map((s) => s[s.length - 1] - s[0]))) throw new Error(`batch-8-throughput: the eight streams overlapped for only ${(to - from).toFixed(0)} ms; raise BENCH_TOKENS`);
+  return (inWindow * 1000) / (to - from);
+}
+
+/**
+ * Split instances batch too (shard-loop.ts): 8 streams against one stream on the same 2-process
+ * pipeline and tensor-parallel instances, best of rounds each.
+ */
+async function measureSplitBatching() {
+  const batch = { sequences: 8, prefixCacheBytes: 0 };
+  const pipe = await launch('pipeline-batch', { stages: pipelineStages(LAYERS, 2), tensor: 1 }, { batch });
+  const tensor = await launch('tensor-batch', { stages: pipelineStages(LAYERS, 1), tensor: 2 }, { batch });
+  try {
+    for (const r of [pipe, tensor]) await r[0].generate({ promptIds: PROMPT, maxTokens: 4, stopTokenIds: [] }, () => undefined); // loads, JIT
+    const best = { pipeOne: 0, pipeEight: 0, tensorOne: 0, tensorEight: 0 };
+    for (let round = 0; round < ROUNDS; round++) {
+      best.pipeOne = Math.max(best.pipeOne, await warmSpeed(pipe));
+      best.pipeEight = Math.max(best.pipeEight, await eightStreams(pipe));
+      best.tensorOne = Math.max(best.tensorOne, await warmSpeed(tensor));
+      best.tensorEight = Math.max(best.tensorEight, await eightStreams(tensor));
+    }
+    return best;
+  } finally {
+    await Promise.all([...pipe, ...tensor].map((r) => r.stop(1000)));
+  }
+}
+
 async function measureBatching() {
   const single = await launch('batch', { stages: pipelineStages(LAYERS, 1), tensor: 1 });
   try {
@@ -132,15 +176,7 @@ async function measureBatching() {
     const best = { one: 0, eight: 0, turn1Ms: Infinity, turn2Ms: Infinity, cached: 0, history: 0 };
     for (let round = 0; round < ROUNDS; round++) {
       best.one = Math.max(best.one, await warmSpeed(single));
-      // Eight streams start together; their summed decode rate runs from the last first token to the last token.
-      const firsts: number[] = [];
-      const outs = await Promise.all(
-        Array.from({ length: 8 }, (_, i) =>
-          single[0].generate({ promptIds: PROMPT.map((t) => (t + i) % 256), maxTokens: TOKENS, stopTokenIds: [] }, () => void (firsts[i] ||= performance.now())).then((o) => ({ o, end: performance.now() })),
-        ),
-      );
-      const tokens = outs.reduce((a, { o }) => a + o.tokens.length - 1, 0);
-      best.eight = Math.max(best.eight, (tokens * 1000) / (Math.max(...outs.map((x) => x.end)) - Math.min(...firsts)));
+      best.eight = Math.max(best.eight, await eightStreams(single));
       // A new conversation each round (different first tokens), so turn 1 is always cold.
       const history = Array.from({ length: HISTORY }, (_, j) => (round * 101 + j * 7 + 3) % 256);
       const turn1 = await ttft(single, history, 8);
@@ -214,6 +250,11 @@ try {
     const b = await measureBatching();
     ratio('one stream (batching instance)', b.one, 'tok/s', b.one, 'single');
     ratio('batch-8-throughput', b.eight, 'tok/s', b.one, `single  (target >= 3x: ${b.eight / b.one >= 3 ? 'met' : 'NOT met'})`);
+    const split = await measureSplitBatching();
+    ratio('one stream (2-stage pipeline, 2 processes)', split.pipeOne, 'tok/s', split.pipeOne, 'its single');
+    ratio('pipeline-batch-8-throughput', split.pipeEight, 'tok/s', split.pipeOne, 'its single stream (2 lanes of 4: each stage busy with one while the other computes)');
+    ratio('one stream (tensor parallel 2, 2 processes)', split.tensorOne, 'tok/s', split.tensorOne, 'its single');
+    ratio('tensor-batch-8-throughput', split.tensorEight, 'tok/s', split.tensorOne, 'its single stream');
     ratio(`prefix-turn-1-ttft (${HISTORY}-token prompt)`, b.turn1Ms, 'ms   ', b.turn1Ms, 'turn 1');
     ratio(`prefix-turn-2-ttft (${b.history} tokens, ${b.cached} cached)`, b.turn2Ms, 'ms   ', b.turn1Ms, `turn 1  (target <= 0.2x: ${b.turn2Ms / b.turn1Ms <= 0.2 ? 'met' : 'NOT met'})`);
   }

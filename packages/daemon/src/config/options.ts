@@ -47,7 +47,7 @@ export interface DaemonOptions {
   engineThreads: number | null;
   /** Requests waiting per instance before 429. */
   maxQueue: number;
-  /** Sequences a one-rank instance decodes together in one step (`--batch`). */
+  /** Sequences an instance decodes together in one step (`--batch`), split or not. */
   batch: number;
   /** Bytes of KV blocks a one-rank instance keeps for prompt-prefix reuse (`--prefix-cache 64MiB`; 0: none). */
   prefixCacheBytes: number;

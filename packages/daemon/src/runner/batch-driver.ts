@@ -14,6 +14,7 @@
  */
 import { pickToken, PrefixCache, Sampler, type KVCache, type ModelShard, type TokenConstraint, type TokenLogprob } from '@orchard/engine';
 import { PrefillChunker, type PrefillChunkOptions } from './prefill-chunk.js';
+import { batches, forwardSegments } from './step-forward.js';
 import type { CompileConstraint, GenerateOutcome, GenerateRequest } from './shard-loop.js';
 
 /** Sequences a one-rank instance decodes together unless told otherwise (the executor's concurrency for it). */
@@ -76,7 +77,7 @@ export class BatchDriver {
 
   constructor(shard: ModelShard, o: BatchDriverOptions = {}) {
     this.#shard = shard;
-    this.#batches = typeof shard.forwardBatch === 'function';
+    this.#batches = batches(shard);
     this.#compile = o.compile;
     this.#chunker = new PrefillChunker(o.prefill);
     this.#now = o.now ?? (() => performance.now());
@@ -181,7 +182,7 @@ export class BatchDriver {
     }
     const promptRows = shard.maxBatch - room - decodeRows;
     const t0 = this.#now();
-    const outs = await this.#forward(batch.map(({ seq, ids }) => ({ input: { tokens: ids }, cache: seq.cache })));
+    const outs = await forwardSegments(shard, batch.map(({ seq, ids }) => ({ input: { tokens: ids }, cache: seq.cache })));
     this.#chunker.observe(decodeRows, promptRows, this.#now() - t0);
     if (decodeRows > 0 && promptRows > 0) this.stats.mixedSteps++;
     this.stats.steps++;
@@ -198,15 +199,6 @@ export class BatchDriver {
       }
       if (last) this.#advance(seq, await pickToken(outs[i], seq.sampler, seq.constraint, seq.req.logprobs));
     }
-  }
-
-  /** The step's forward: one forwardBatch, or one forward per sequence where the shard has no batch. */
-  async #forward(segments: { input: { tokens: number[] }; cache: KVCache }[]): Promise<Float32Array[]> {
-    const shard = this.#shard;
-    if (this.#batches) return shard.forwardBatch(segments);
-    const outs: Float32Array[] = [];
-    for (const s of segments) outs.push(Float32Array.from(await shard.forward(s.input, s.cache)));
-    return outs;
   }
 
   /** A sequence's new token: hand it out, and end the sequence if it is done. */

@@ -4,25 +4,35 @@
  * for the instance's life:
  *
  *   [0] op        1 begin, 2 forward, 3 stop
- *   [1] n         forward: tokens in this step
- *   [2] sample    forward: 1 when the last stage samples after it
+ *   [1] n         forward: tokens in this step, all sequences together
+ *   [2] m         forward: sequences in this step (segments)
  *   [3..6]        begin: temperature, top_p, top_k, seed of the sequence's sampler
  *   [7] capacity  begin: tokens the sequence's KV cache holds
- *   [8] slot      begin/forward: which of the driver's concurrent sequences (KV cache slot)
+ *   [8] slot      begin: which of the driver's concurrent sequences (KV cache slot)
  *   [9] payload   begin: bytes of the request payload that follows the header to the sampling rank
  *                 (JSON: output constraint, logprobs), 0 for none
- *   [10..10+n)    forward: the token ids
+ *   [10..10+n)    forward: the token ids, segment after segment
+ *   [10+N+3i..)   forward: segment i's slot, its token count, and 1 when the last stage samples its last
+ *                 row (N = the most tokens a step carries; a segment has at least one token)
  */
 import type { SamplingOptions } from '@orchard/engine';
 
+/** One sequence's part of a forward step: its rows are the next `n` of the step's tokens. */
+export interface Segment {
+  slot: number;
+  n: number;
+  /** The last stage samples a token from the segment's last row. */
+  sample: boolean;
+}
+
 export type Header =
   | { op: 'begin'; slot: number; capacity: number; sampling: Required<SamplingOptions>; payloadBytes: number }
-  | { op: 'forward'; slot: number; sample: boolean; tokens: Float64Array }
+  | { op: 'forward'; segments: Segment[]; tokens: Float64Array }
   | { op: 'stop' };
 
 const OP = 0;
 const N = 1;
-const SAMPLE = 2;
+const SEGMENTS = 2;
 const TEMPERATURE = 3;
 const TOP_P = 4;
 const TOP_K = 5;
@@ -41,7 +51,7 @@ export class HeaderCodec {
 
   constructor(maxTokens: number) {
     this.maxTokens = maxTokens;
-    this.buffer = new Float64Array(FIELDS + maxTokens);
+    this.buffer = new Float64Array(FIELDS + 4 * maxTokens);
   }
 
   /** Writes `h` into the buffer and returns it (valid until the next encode). */
@@ -50,8 +60,8 @@ export class HeaderCodec {
     b.fill(0);
     b[OP] = OPS[h.op];
     if (h.op === 'stop') return b;
-    b[SLOT] = h.slot;
     if (h.op === 'begin') {
+      b[SLOT] = h.slot;
       b[TEMPERATURE] = h.sampling.temperature;
       b[TOP_P] = h.sampling.topP;
       b[TOP_K] = h.sampling.topK;
@@ -62,9 +72,11 @@ export class HeaderCodec {
     }
     const n = h.tokens.length;
     if (n < 1 || n > this.maxTokens) throw new RangeError(`a forward header carries 1..${this.maxTokens} tokens, got ${n}`);
+    if (h.segments.reduce((a, s) => a + s.n, 0) !== n || h.segments.some((s) => s.n < 1)) throw new RangeError(`a forward header's segments must split its ${n} tokens, each taking at least one`);
     b[N] = n;
-    b[SAMPLE] = h.sample ? 1 : 0;
+    b[SEGMENTS] = h.segments.length;
     b.set(h.tokens, FIELDS);
+    h.segments.forEach((s, i) => b.set([s.slot, s.n, s.sample ? 1 : 0], FIELDS + this.maxTokens + 3 * i));
     return b;
   }
 
@@ -78,8 +90,18 @@ export class HeaderCodec {
         return { op: 'begin', slot: b[SLOT], capacity: b[CAPACITY], sampling: { temperature: b[TEMPERATURE], topP: b[TOP_P], topK: b[TOP_K], seed: b[SEED] }, payloadBytes: b[PAYLOAD] };
       case OPS.forward: {
         const n = b[N];
+        const m = b[SEGMENTS];
         if (!Number.isInteger(n) || n < 1 || n > this.maxTokens) throw new Error(`data plane: forward header with ${n} tokens (1..${this.maxTokens})`);
-        return { op: 'forward', slot: b[SLOT], sample: b[SAMPLE] === 1, tokens: b.subarray(FIELDS, FIELDS + n) };
+        if (!Number.isInteger(m) || m < 1 || m > n) throw new Error(`data plane: forward header with ${m} segments for ${n} tokens`);
+        const segments: Segment[] = [];
+        let total = 0;
+        for (let i = 0; i < m; i++) {
+          const at = FIELDS + this.maxTokens + 3 * i;
+          segments.push({ slot: b[at], n: b[at + 1], sample: b[at + 2] === 1 });
+          total += b[at + 1];
+        }
+        if (total !== n) throw new Error(`data plane: forward header whose segments hold ${total} of its ${n} tokens`);
+        return { op: 'forward', segments, tokens: b.subarray(FIELDS, FIELDS + n) };
       }
       default:
         throw new Error(`data plane: unknown header op ${b[OP]}`);

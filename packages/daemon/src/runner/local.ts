@@ -38,11 +38,12 @@ export function loadRankShard(dir: string, layout: InstanceLayout, rank: number,
 
 /**
  * Starts a rank: the driver for rank 0 (returned), a follower loop otherwise (its promise in `done`).
- * A one-rank instance batches its sequences (batch-driver.ts); split ones run the data-plane Driver.
+ * A one-rank instance batches its sequences (batch-driver.ts); split ones run the data-plane Driver,
+ * which batches them too (`batch.sequences` at most; the prefix cache is the one-rank driver's only).
  */
 export function startRank(group: Group, layout: InstanceLayout, shard: ModelShard, o: { stepMs?: number; pollMs?: number; compile?: CompileConstraint; batch?: { sequences: number; prefixCacheBytes: number } } = {}): { driver: Driver | BatchDriver | null; done: Promise<void> } {
   if (worldSize(layout) === 1) return { driver: new BatchDriver(shard, { compile: o.compile, maxSequences: o.batch?.sequences, prefixCacheBytes: o.batch?.prefixCacheBytes }), done: Promise.resolve() };
   const ctx = { group, layout, shard, maxBatch: shard.maxBatch, stepMs: o.stepMs ?? 30_000, pollMs: o.pollMs ?? POLL_MS, compile: o.compile };
-  if (group.rank === 0) return { driver: new Driver(ctx), done: Promise.resolve() };
+  if (group.rank === 0) return { driver: new Driver(ctx, o.batch?.sequences), done: Promise.resolve() };
   return { driver: null, done: runFollower(ctx) };
 }

@@ -19,8 +19,10 @@
 import { pickToken, Sampler, vocabSlice, type ConstraintSpec, type KVCache, type ModelShard, type SamplingOptions, type TokenConstraint, type TokenLogprob } from '@orchard/engine';
 import type { Group } from './transport.js';
 import { type InstanceLayout, samplerRank, stageMembers, stageOf, worldSize, rankOf } from '@orchard/engine';
-import { HeaderCodec, type Header } from './header.js';
+import { HeaderCodec, type Header, type Segment } from './header.js';
+import { PrefillChunker } from './prefill-chunk.js';
 import { decodePayload, encodePayload, TokenReply } from './sample-wire.js';
+import { forwardSegments } from './step-forward.js';
 
 /** Waits on an idle data plane: followers wait for the next request as long as the instance lives. */
 const IDLE_TIMEOUT_MS = 2 ** 31 - 1;
@@ -173,6 +175,7 @@ export async function runFollower(ctx: Ctx): Promise<void> {
   const header = new HeaderCodec(ctx.maxBatch);
   const D = shard.config.hiddenSize;
   const hidden = new Float32Array(ctx.maxBatch * D);
+  const rowsOut = new Float32Array(ctx.maxBatch * D);
   const isSampler = group.rank === samplerRank(layout);
   const last = stage === layout.stages.length - 1;
   const caches = new Map<number, KVCache>();
@@ -211,63 +214,127 @@ export async function runFollower(ctx: Ctx): Promise<void> {
   }
 
   async function followStep(h: Extract<Header, { op: 'forward' }>): Promise<void> {
-    const cache = caches.get(h.slot);
-    if (!cache) throw new Error(`data plane: forward for slot ${h.slot} before its begin, on rank ${group.rank}`);
+    const caches_ = h.segments.map(({ slot }) => {
+      const cache = caches.get(slot);
+      if (!cache) throw new Error(`data plane: forward for slot ${slot} before its begin, on rank ${group.rank}`);
+      return cache;
+    });
     const n = h.tokens.length;
     await pollWhile(group.recv(source, hidden.subarray(0, n * D), { timeoutMs: ctx.stepMs }), pollMs);
-    const out = await shard.forward({ hidden, n }, cache);
+    let at = 0;
+    const outs = await forwardSegments(
+      shard,
+      h.segments.map((seg, i) => ({ input: { hidden: hidden.subarray(at * D, (at += seg.n) * D), n: seg.n }, cache: caches_[i] })),
+    );
     if (!last && tensorRank === 0) {
-      const view = out.subarray(0, n * D);
+      const view = joinRows(outs, h.segments, D, rowsOut);
       await Promise.all(stageMembers(layout, stage + 1).map((r) => group.send(r, view, { timeoutMs: ctx.stepMs })));
     }
-    if (!last || !h.sample) return;
-    if (isSampler) {
-      const p = picks.get(h.slot)!;
-      const r = await pickToken(await gather!.join(group, out, ctx.stepMs, pollMs), p.sampler, p.constraint, p.logprobs);
-      await group.send(0, p.reply.encode(r.id, r.logprob), { timeoutMs: ctx.stepMs });
-    } else {
-      await group.send(samplerRank(layout), out, { timeoutMs: ctx.stepMs });
+    if (!last) return;
+    // The sampled segments' logits, in segment order: the sampler replies to the driver in that order.
+    for (let i = 0; i < h.segments.length; i++) {
+      const seg = h.segments[i];
+      if (!seg.sample) continue;
+      if (isSampler) {
+        const p = picks.get(seg.slot)!;
+        const r = await pickToken(await gather!.join(group, outs[i], ctx.stepMs, pollMs), p.sampler, p.constraint, p.logprobs);
+        await group.send(0, p.reply.encode(r.id, r.logprob), { timeoutMs: ctx.stepMs });
+      } else {
+        await group.send(samplerRank(layout), outs[i], { timeoutMs: ctx.stepMs });
+      }
     }
   }
 }
 
 /**
- * Rank 0: turns requests into headers, feeds stage 0 and collects sampled tokens. Several sequences
- * (up to `maxSequences`, one KV cache slot each) run at once: their steps are issued in one order
- * (header, stage-0 compute, hidden out) and their tokens come back in that order, so while stage 1
- * computes one sequence's token stage 0 computes the next one's — a pipeline is kept busy.
+ * A step's hidden rows for the next stage, in segment order, as one array: the forward's own output
+ * when it is one segment, else copied side by side into `buf` (a GPU rank's outputs are separate copies).
+ */
+function joinRows(outs: Float32Array[], segments: readonly Segment[], D: number, buf: Float32Array): Float32Array {
+  if (outs.length === 1) return outs[0].subarray(0, segments[0].n * D);
+  let at = 0;
+  outs.forEach((o, i) => {
+    buf.set(o.subarray(0, segments[i].n * D), at);
+    at += segments[i].n * D;
+  });
+  return buf.subarray(0, at);
+}
+
+type OnToken = (id: number, logprob?: TokenLogprob) => boolean;
+
+/** One request the driver runs: its KV cache slot on every rank and where its prompt and tokens are. */
+interface Running {
+  slot: number;
+  req: GenerateRequest;
+  cache: KVCache;
+  capacity: number;
+  /** Picked here when the driver samples, else the sampling rank's reply (one in flight at a time). */
+  sampling: { pick: Pick } | { reply: TokenReply };
+  onToken: OnToken;
+  stop: Set<number>;
+  /** Prompt tokens fed so far. */
+  fed: number;
+  tokens: number[];
+  t0: number;
+  t1: number;
+  resolve: (o: GenerateOutcome) => void;
+}
+
+/** A group of sequences that step together: one micro-batch of the pipeline. */
+interface Lane {
+  seqs: Running[];
+  running: Promise<void> | null;
+  chunker: PrefillChunker;
+}
+
+/**
+ * Rank 0: turns requests into headers, feeds stage 0 and collects sampled tokens. Up to `maxSequences`
+ * requests run at once (one KV cache slot each on every rank), batched: they are spread over as many
+ * lanes as the pipeline has stages, and each step of a lane runs all its sequences — the decoding ones
+ * a token each, a prompt a chunk — in one forward on every rank (weights read once per step, tensor
+ * ranks meet twice per layer for the whole step). Steps are issued in one order (header, stage-0
+ * compute, hidden out) and their tokens come back in that order, so while stage 1 computes one lane's
+ * step stage 0 computes the next lane's: a pipeline is kept busy by micro-batches.
  */
 export class Driver {
   readonly #ctx: Ctx;
   readonly #header: HeaderCodec;
   readonly maxSequences: number;
   readonly #free: number[];
+  readonly #lanes: Lane[];
   /** Stage-0 ranks that take the embedded rows after a forward header. */
   readonly #rowPeers: number[];
   /** Joins the head ranks' logits when the driver is also the sampler (a single stage). */
   readonly #gather: LogitGather | null;
+  /** The step's hidden rows for stage 1 when they come from several forwards. */
+  readonly #rowsOut: Float32Array;
   #broken: Error | null = null;
   /** Moving average of one decode step over the whole ring, ms (0 = none measured yet). */
   #stepAvgMs = 0;
   /** Issue sections run one at a time, in call order. */
   #chain: Promise<unknown> = Promise.resolve();
-  /** Steps waiting for their sampled token, in issue order. */
+  /** Sampled tokens still to come from the sampling rank, in issue order. */
   #waiters: { reply: TokenReply; resolve: (p: Picked) => void; reject: (e: Error) => void; timeoutMs: number }[] = [];
   #receiving = false;
+  /** Steps run, rows and sequences over all steps, the most sequences in one step. */
+  readonly stats = { steps: 0, rows: 0, sequences: 0, widest: 0 };
 
   constructor(ctx: Ctx, maxSequences = Math.max(1, ctx.layout.stages.length)) {
     this.#ctx = ctx;
     this.#header = new HeaderCodec(ctx.maxBatch);
     this.maxSequences = maxSequences;
     this.#free = Array.from({ length: maxSequences }, (_, i) => i);
+    this.#lanes = Array.from({ length: Math.min(maxSequences, ctx.layout.stages.length) }, () => ({ seqs: [], running: null, chunker: new PrefillChunker() }));
     this.#rowPeers = stageMembers(ctx.layout, 0).slice(1);
     this.#gather = samplerRank(ctx.layout) === 0 ? new LogitGather(ctx.layout, ctx.shard.config.vocabSize) : null;
+    this.#rowsOut = new Float32Array(ctx.maxBatch * ctx.shard.config.hiddenSize);
   }
 
   get broken(): Error | null {
     return this.#broken;
   }
 
+  /** The instance is dead: every running request fails with the first error. */
   #fail(err: Error): Error {
     if (!this.#broken) this.#broken = err;
     for (const w of this.#waiters.splice(0)) w.reject(this.#broken);
@@ -298,20 +365,22 @@ export class Driver {
   }
 
   /**
-   * The driver's own forward of `ids`, after the header: with tensor peers in stage 0 it embeds, sends
+   * The driver's own forward of a step, after the header: with tensor peers in stage 0 it embeds, sends
    * them the rows and runs the rows itself; alone in its stage it runs the token ids directly.
    */
-  async #forwardFirst(header: Extract<Header, { op: 'forward' }>, cache: KVCache, timeoutMs: number): Promise<Float32Array> {
+  async #forwardFirst(header: Extract<Header, { op: 'forward' }>, caches: KVCache[], timeoutMs: number): Promise<Float32Array[]> {
     const { shard } = this.#ctx;
+    const D = shard.config.hiddenSize;
     const ids = header.tokens;
+    let at = 0;
     if (!this.#rowPeers.length) {
       await this.#broadcast(header, timeoutMs);
-      return shard.forward({ tokens: ids }, cache);
+      return forwardSegments(shard, header.segments.map((seg, i) => ({ input: { tokens: ids.subarray(at, (at += seg.n)) }, cache: caches[i] })));
     }
     // Awaited: a GPU rank embeds on the device and reads the rows back.
     const rows = await shard.embed(ids);
     await this.#broadcast(header, timeoutMs, rows);
-    return shard.forward({ hidden: rows, n: ids.length }, cache);
+    return forwardSegments(shard, header.segments.map((seg, i) => ({ input: { hidden: rows.subarray(at * D, (at += seg.n) * D), n: seg.n }, cache: caches[i] })));
   }
 
   /** Deadline for one decode step: generous until measured, then a multiple of the usual time. */
@@ -339,48 +408,58 @@ export class Driver {
   }
 
   /**
-   * One forward step of sequence `slot` over the whole instance; returns the sampled id when `sample`:
-   * picked here (`pick`) when the driver samples, else the sampling rank's `reply`.
+   * One forward step of several sequences over the whole instance: each part's ids continue its
+   * cache; returns, per part, the sampled token when `sample` (picked here when the driver samples,
+   * else the sampling rank's reply), null otherwise.
    */
-  async #step(slot: number, ids: ArrayLike<number>, cache: KVCache, sampling: { pick: Pick } | { reply: TokenReply }, sample: boolean): Promise<Picked> {
-    const { group, layout, shard } = this.#ctx;
-    const decoding = ids.length === 1;
+  async #step(parts: { seq: Running; ids: number[]; sample: boolean }[], decoding: boolean): Promise<(Picked | null)[]> {
+    const { group, layout, pollMs } = this.#ctx;
     const S = layout.stages.length;
     const stepMs = decoding ? this.decodeTimeoutMs : this.#ctx.stepMs;
     const t0 = performance.now();
+    const header: Extract<Header, { op: 'forward' }> = {
+      op: 'forward',
+      segments: parts.map((p) => ({ slot: p.seq.slot, n: p.ids.length, sample: p.sample })),
+      tokens: Float64Array.from(parts.flatMap((p) => p.ids)),
+    };
     const issued = await this.#serial(async () => {
-      const n = ids.length;
-      const out = await this.#forwardFirst({ op: 'forward', slot, sample, tokens: Float64Array.from(ids) }, cache, stepMs);
+      const outs = await this.#forwardFirst(header, parts.map((p) => p.seq.cache), stepMs);
       if (S > 1) {
-        const view = out.subarray(0, n * shard.config.hiddenSize);
+        const view = joinRows(outs, header.segments, this.#ctx.shard.config.hiddenSize, this.#rowsOut);
         await Promise.all(stageMembers(layout, 1).map((r) => group.send(r, view, { timeoutMs: stepMs })));
       }
-      if (!sample) return { picked: { id: -1 } };
-      if ('pick' in sampling) return { picked: await sampling.pick(await this.#gather!.join(group, out, stepMs, this.#ctx.pollMs)) };
-      // Registered inside the issue section, so waiters are in the order tokens will arrive.
-      const wait = new Promise<Picked>((resolve, reject) => this.#waiters.push({ reply: sampling.reply, resolve, reject, timeoutMs: decoding ? stepMs : this.#ctx.stepMs * S }));
-      void this.#receive();
-      return { wait };
+      const picks: (Promise<Picked> | null)[] = [];
+      for (let i = 0; i < parts.length; i++) {
+        const { seq, sample } = parts[i];
+        const sampling = seq.sampling;
+        if (!sample) picks.push(null);
+        else if ('pick' in sampling) picks.push(Promise.resolve(await sampling.pick(await this.#gather!.join(group, outs[i], stepMs, pollMs))));
+        // Registered inside the issue section, so waiters are in the order tokens will arrive.
+        else picks.push(new Promise<Picked>((resolve, reject) => this.#waiters.push({ reply: sampling.reply, resolve, reject, timeoutMs: decoding ? stepMs : this.#ctx.stepMs * S })));
+      }
+      if (this.#waiters.length) void this.#receive();
+      return picks;
     });
-    const picked = 'wait' in issued ? await issued.wait! : issued.picked!;
-    if (decoding && sample) {
-      const ms = (performance.now() - t0) / this.maxSequences;
+    const picked = await Promise.all(issued);
+    if (decoding) {
+      // A step's time includes the other lanes' steps on the shared stages.
+      const ms = (performance.now() - t0) / this.#lanes.length;
       this.#stepAvgMs = this.#stepAvgMs ? 0.9 * this.#stepAvgMs + 0.1 * ms : ms;
     }
     return picked;
   }
 
   /**
-   * Runs one request: prefill in chunks, then decode until a stop id, the budget, `onToken`
-   * returning false (client gone / stop string) or the context is full. At most `maxSequences`
-   * requests at once (the caller queues the rest).
+   * Runs one request among the others: it joins a lane at that lane's next step and resolves when it
+   * ends (a stop id, the budget, `onToken` returning false — client gone, stop string — or the context
+   * full). At most `maxSequences` requests at once (the caller queues the rest).
    */
-  async generate(req: GenerateRequest, onToken: (id: number, logprob?: TokenLogprob) => boolean): Promise<GenerateOutcome> {
+  async generate(req: GenerateRequest, onToken: OnToken): Promise<GenerateOutcome> {
     if (this.#broken) throw this.#broken;
     const slot = this.#free.shift();
     if (slot === undefined) throw new Error(`driver: ${this.maxSequences} sequences already running`);
     try {
-      return await this.#generate(slot, req, onToken);
+      return await this.#run(slot, req, onToken);
     } catch (err) {
       if (!(err instanceof RangeError)) throw this.#fail(err as Error);
       throw err;
@@ -389,7 +468,7 @@ export class Driver {
     }
   }
 
-  async #generate(slot: number, req: GenerateRequest, onToken: (id: number, logprob?: TokenLogprob) => boolean): Promise<GenerateOutcome> {
+  async #run(slot: number, req: GenerateRequest, onToken: OnToken): Promise<GenerateOutcome> {
     const { shard, layout } = this.#ctx;
     const prompt = req.promptIds;
     const capacity = Math.min(shard.maxSeqLen, prompt.length + req.maxTokens);
@@ -412,7 +491,14 @@ export class Driver {
       const pick: Pick = (logits) => pickToken(logits, sampler, constraint, req.logprobs);
       const cache = shard.newCache(capacity);
       try {
-        return await this.#decode(slot, req, cache, capacity, remote ? { reply: new TokenReply(req.logprobs) } : { pick }, onToken);
+        const t0 = performance.now();
+        const lane = this.#lanes.reduce((a, b) => (b.seqs.length < a.seqs.length ? b : a));
+        const done = new Promise<GenerateOutcome>((resolve) =>
+          lane.seqs.push({ slot, req, cache, capacity, sampling: remote ? { reply: new TokenReply(req.logprobs) } : { pick }, onToken, stop: new Set(req.stopTokenIds), fed: 0, tokens: [], t0, t1: t0, resolve }),
+        );
+        lane.running ??= this.#laneLoop(lane);
+        const failed = lane.running.then(() => (this.#broken ? Promise.reject(this.#broken) : new Promise<never>(() => undefined)));
+        return await Promise.race([done, failed]);
       } finally {
         shard.releaseCache(cache);
       }
@@ -421,42 +507,77 @@ export class Driver {
     }
   }
 
-  async #decode(
-    slot: number,
-    req: GenerateRequest,
-    cache: KVCache,
-    capacity: number,
-    sampling: { pick: Pick } | { reply: TokenReply },
-    onToken: (id: number, logprob?: TokenLogprob) => boolean,
-  ): Promise<GenerateOutcome> {
+  /** Steps a lane until none of its sequences is left (or the instance breaks). */
+  async #laneLoop(lane: Lane): Promise<void> {
+    try {
+      while (lane.seqs.length && !this.#broken) await this.#laneStep(lane);
+    } catch (err) {
+      this.#fail(err as Error);
+    } finally {
+      // Cleared in the same turn as the last look at the lane: a request arriving later starts a new loop.
+      lane.running = null;
+      if (this.#broken) lane.seqs.length = 0;
+    }
+  }
+
+  /**
+   * One step of a lane: its decoding sequences a row each, then prompt chunks in the rows left — all of
+   * them when nobody decodes, else as many as the measured step times allow (prefill-chunk.ts), and at
+   * least one per waiting prompt.
+   */
+  async #laneStep(lane: Lane): Promise<void> {
     const { maxBatch } = this.#ctx;
-    const prompt = req.promptIds;
-    const stop = new Set(req.stopTokenIds);
+    let room = maxBatch;
+    const parts: { seq: Running; ids: number[]; sample: boolean }[] = [];
+    for (const seq of lane.seqs) {
+      if (room === 0) break;
+      if (seq.fed < seq.req.promptIds.length) continue;
+      parts.push({ seq, ids: [seq.tokens[seq.tokens.length - 1]], sample: true });
+      room--;
+    }
+    const decodeRows = parts.length;
+    let budget = decodeRows > 0 ? lane.chunker.rows(room) : room;
+    for (const seq of lane.seqs) {
+      const prompt = seq.req.promptIds;
+      if (room === 0) break;
+      if (seq.fed >= prompt.length) continue;
+      const ids = prompt.slice(seq.fed, seq.fed + Math.min(room, Math.max(1, budget)));
+      parts.push({ seq, ids, sample: seq.fed + ids.length === prompt.length });
+      budget -= ids.length;
+      room -= ids.length;
+    }
     const t0 = performance.now();
-    let next: Picked = { id: -1 };
-    for (let at = 0; at < prompt.length; at += maxBatch) {
-      const chunk = prompt.slice(at, Math.min(prompt.length, at + maxBatch));
-      next = await this.#step(slot, chunk, cache, sampling, at + maxBatch >= prompt.length);
-    }
-    const t1 = performance.now();
-    const tokens: number[] = [];
-    let finishReason: GenerateOutcome['finishReason'] = 'length';
-    if (req.maxTokens === 0) return { tokens, finishReason, promptTokens: prompt.length, prefillMs: t1 - t0, decodeMs: 0 };
-    for (;;) {
-      tokens.push(next.id);
-      const goOn = onToken(next.id, next.logprob);
-      if (stop.has(next.id)) {
-        finishReason = 'stop';
-        break;
+    const picked = await this.#step(parts, decodeRows === parts.length);
+    lane.chunker.observe(decodeRows, maxBatch - room - decodeRows, performance.now() - t0);
+    this.stats.steps++;
+    this.stats.rows += maxBatch - room;
+    this.stats.sequences += parts.length;
+    this.stats.widest = Math.max(this.stats.widest, parts.length);
+    for (let i = 0; i < parts.length; i++) {
+      const { seq, ids } = parts[i];
+      if (seq.fed < seq.req.promptIds.length) {
+        seq.fed += ids.length;
+        if (seq.fed === seq.req.promptIds.length) seq.t1 = performance.now();
       }
-      if (!goOn) {
-        finishReason = 'abort';
-        break;
-      }
-      if (tokens.length >= req.maxTokens || cache.length >= capacity) break;
-      next = await this.#step(slot, [next.id], cache, sampling, true);
+      if (picked[i]) this.#advance(lane, seq, picked[i]!);
     }
-    return { tokens, finishReason, promptTokens: prompt.length, prefillMs: t1 - t0, decodeMs: performance.now() - t1 };
+  }
+
+  /** A sequence's new token: hand it out, and end the sequence if it is done. */
+  #advance(lane: Lane, seq: Running, picked: Picked): void {
+    const { req } = seq;
+    if (req.maxTokens === 0) return this.#finish(lane, seq, 'length');
+    seq.tokens.push(picked.id);
+    const goOn = seq.onToken(picked.id, picked.logprob);
+    if (seq.stop.has(picked.id)) return this.#finish(lane, seq, 'stop');
+    if (!goOn) return this.#finish(lane, seq, 'abort');
+    if (seq.tokens.length >= req.maxTokens || seq.cache.length >= seq.capacity) this.#finish(lane, seq, 'length');
+  }
+
+  #finish(lane: Lane, seq: Running, finishReason: GenerateOutcome['finishReason']): void {
+    lane.seqs.splice(lane.seqs.indexOf(seq), 1);
+    const now = performance.now();
+    seq.resolve({ tokens: seq.tokens, finishReason, promptTokens: seq.req.promptIds.length, prefillMs: seq.t1 - seq.t0, decodeMs: seq.req.maxTokens === 0 ? 0 : now - seq.t1 });
   }
 
   /** Tells every follower to return. */

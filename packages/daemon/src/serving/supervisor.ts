@@ -7,7 +7,7 @@
  */
 import os from 'node:os';
 import type { Logger } from 'pino';
-import { loadModelConfig, worldSize } from '@orchard/engine';
+import { loadModelConfig } from '@orchard/engine';
 import type { NodeBackend } from '../backend/node.js';
 import type { ModelCatalog } from '../models/catalog.js';
 import type { PlacedPlan } from '../state/placed-plan.js';
@@ -41,7 +41,7 @@ export interface SupervisorDeps {
   };
   /** Requests waiting per instance before 429. */
   maxQueue: number;
-  /** A one-rank instance's continuous batching (--batch, --prefix-cache). */
+  /** Continuous batching (--batch: sequences per instance; --prefix-cache: one-rank instances). */
   batch: { sequences: number; prefixCacheBytes: number };
   /** This node's libp2p addresses (sent with instance status, so gossip-only peers can dial it). */
   addrs(): string[];
@@ -207,7 +207,7 @@ export class Supervisor {
       );
       local.runners.set(rank, runner);
       if (rank === 0) {
-        local.executor = new InstanceExecutor(runner, dir, loadModelConfig(dir), plan.context, { maxQueue: this.#d.maxQueue, defaultMaxTokens: 256, concurrency: worldSize(plan.layout) === 1 ? batch.sequences : plan.layout.stages.length, model: entry.model });
+        local.executor = new InstanceExecutor(runner, dir, loadModelConfig(dir), plan.context, { maxQueue: this.#d.maxQueue, defaultMaxTokens: 256, concurrency: batch.sequences, model: entry.model });
       }
     });
     this.#d.log.info({ instance: entry.id, model: entry.model, ranks: [...local.runners.keys()], strategy: plan.strategy }, 'starting runners');

@@ -34,7 +34,7 @@ export function registerStart(program: Command): void {
     .option('--engine-threads <n>', 'kernel threads per runner (env ORCHARD_ENGINE_THREADS; default the cores divided among the ranks here)')
     .option('--context <tokens>', "tokens per sequence instances serve unless a load asks for another (env ORCHARD_CONTEXT; default 4096 or the model's maximum if smaller)")
     .option('--keep-alive <duration>', 'unload a model after this long without requests, e.g. 30m, 2h, never (env ORCHARD_KEEP_ALIVE; default 30m); the next request loads it again')
-    .option('--batch <n>', 'sequences an instance on one node decodes together in one step (env ORCHARD_BATCH; default 8)')
+    .option('--batch <n>', 'sequences an instance decodes together in one step, on one node or split (env ORCHARD_BATCH; default 8)')
     .option('--prefix-cache <size>', 'KV cache kept per instance for reusing prompt prefixes, e.g. 64MiB, 1GiB, 0 for none (env ORCHARD_PREFIX_CACHE; default 64MiB)')
     .option('--max-queue <n>', 'requests waiting per instance before 429 (env ORCHARD_MAX_QUEUE; default 64)')
     .option('--network <name>', 'join this wide-area network of pods (env ORCHARD_NETWORK; default none: nothing is lent, routed or seen)')
