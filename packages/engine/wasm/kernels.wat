@@ -1499,7 +1499,6 @@
         (if (local.get $q4)
           (then
             ;; @if relaxed
-            ;; row r's low nibbles (columns 0..15) in $r<r>, high nibbles (16..31) in $h<r>
             (local.set $h0 (v128.load offset=8 (local.get $w)))
             (local.set $h1 (v128.load offset=24 (local.get $w)))
             (local.set $h2 (v128.load offset=40 (local.get $w)))
@@ -1622,7 +1621,6 @@
         (if (local.get $q4)
           (then
             ;; @if relaxed
-            ;; row r's low nibbles (columns 0..15) in $r<r>, high nibbles (16..31) in $h<r>
             (local.set $h0 (v128.load offset=8 (local.get $w)))
             (local.set $h1 (v128.load offset=24 (local.get $w)))
             (local.set $h2 (v128.load offset=40 (local.get $w)))
@@ -2601,8 +2599,7 @@
 
   ;; n tokens of quant_q8's q4_0 output at src into the relaxed q4_0 tile layout at dst (see $qrtile*).
   (func (export "quant_tiles_q4r") (param $src i32) (param $dst i32) (param $cols i32) (param $n i32)
-    (local $xs i32) (local $nb i32) (local $t0 i32) (local $tn i32) (local $b i32) (local $k i32) (local $t i32) (local $p i32) (local $o i32)
-    (local $v0 v128) (local $v1 v128) (local $lo v128) (local $hi v128)
+    (local $xs i32) (local $nb i32) (local $t0 i32) (local $tn i32) (local $b i32) (local $k i32) (local $t i32) (local $p i32) (local $o i32) (local $v0 v128) (local $v1 v128) (local $lo v128) (local $hi v128)
     (local.set $nb (i32.shr_u (local.get $cols) (i32.const 5)))
     (local.set $xs (i32.add (i32.shl (local.get $cols) (i32.const 1)) (i32.shl (local.get $nb) (i32.const 3))))
     (block $tdone
@@ -4550,6 +4547,7 @@
         (local.set $h1 (v128.and (i16x8.shr_u (local.get $h1) (i32.const 4)) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)))
         (local.set $h2 (v128.and (i16x8.shr_u (local.get $h2) (i32.const 4)) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)))
         (local.set $h3 (v128.and (i16x8.shr_u (local.get $h3) (i32.const 4)) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)))
+        ;; the 4 rows' 32-bit words transposed: vector k = word k of rows 0..3
         (local.set $u (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $r0) (local.get $r1)))
         (local.set $v (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $r2) (local.get $r3)))
         (v128.store offset=0 (local.get $d) (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23 (local.get $u) (local.get $v)))
@@ -4617,6 +4615,7 @@
         (local.set $h1 (v128.and (i16x8.shr_u (local.get $h1) (i32.const 4)) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)))
         (local.set $h2 (v128.and (i16x8.shr_u (local.get $h2) (i32.const 4)) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)))
         (local.set $h3 (v128.and (i16x8.shr_u (local.get $h3) (i32.const 4)) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)))
+        ;; the 4 rows' 32-bit words transposed: vector k = word k of rows 0..3
         (local.set $u (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $r0) (local.get $r1)))
         (local.set $v (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $r2) (local.get $r3)))
         (v128.store offset=144 (local.get $d) (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23 (local.get $u) (local.get $v)))
@@ -4684,6 +4683,7 @@
         (local.set $h1 (v128.and (i16x8.shr_u (local.get $h1) (i32.const 4)) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)))
         (local.set $h2 (v128.and (i16x8.shr_u (local.get $h2) (i32.const 4)) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)))
         (local.set $h3 (v128.and (i16x8.shr_u (local.get $h3) (i32.const 4)) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)))
+        ;; the 4 rows' 32-bit words transposed: vector k = word k of rows 0..3
         (local.set $u (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $r0) (local.get $r1)))
         (local.set $v (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $r2) (local.get $r3)))
         (v128.store offset=288 (local.get $d) (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23 (local.get $u) (local.get $v)))
@@ -4751,6 +4751,7 @@
         (local.set $h1 (v128.and (i16x8.shr_u (local.get $h1) (i32.const 4)) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)))
         (local.set $h2 (v128.and (i16x8.shr_u (local.get $h2) (i32.const 4)) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)))
         (local.set $h3 (v128.and (i16x8.shr_u (local.get $h3) (i32.const 4)) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)))
+        ;; the 4 rows' 32-bit words transposed: vector k = word k of rows 0..3
         (local.set $u (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $r0) (local.get $r1)))
         (local.set $v (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $r2) (local.get $r3)))
         (v128.store offset=432 (local.get $d) (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23 (local.get $u) (local.get $v)))
@@ -4818,6 +4819,7 @@
         (local.set $h1 (v128.and (i16x8.shr_u (local.get $h1) (i32.const 4)) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)))
         (local.set $h2 (v128.and (i16x8.shr_u (local.get $h2) (i32.const 4)) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)))
         (local.set $h3 (v128.and (i16x8.shr_u (local.get $h3) (i32.const 4)) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)))
+        ;; the 4 rows' 32-bit words transposed: vector k = word k of rows 0..3
         (local.set $u (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $r0) (local.get $r1)))
         (local.set $v (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $r2) (local.get $r3)))
         (v128.store offset=576 (local.get $d) (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23 (local.get $u) (local.get $v)))
@@ -4885,6 +4887,7 @@
         (local.set $h1 (v128.and (i16x8.shr_u (local.get $h1) (i32.const 4)) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)))
         (local.set $h2 (v128.and (i16x8.shr_u (local.get $h2) (i32.const 4)) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)))
         (local.set $h3 (v128.and (i16x8.shr_u (local.get $h3) (i32.const 4)) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)))
+        ;; the 4 rows' 32-bit words transposed: vector k = word k of rows 0..3
         (local.set $u (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $r0) (local.get $r1)))
         (local.set $v (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $r2) (local.get $r3)))
         (v128.store offset=720 (local.get $d) (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23 (local.get $u) (local.get $v)))
@@ -4952,6 +4955,7 @@
         (local.set $h1 (v128.and (i16x8.shr_u (local.get $h1) (i32.const 4)) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)))
         (local.set $h2 (v128.and (i16x8.shr_u (local.get $h2) (i32.const 4)) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)))
         (local.set $h3 (v128.and (i16x8.shr_u (local.get $h3) (i32.const 4)) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)))
+        ;; the 4 rows' 32-bit words transposed: vector k = word k of rows 0..3
         (local.set $u (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $r0) (local.get $r1)))
         (local.set $v (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $r2) (local.get $r3)))
         (v128.store offset=864 (local.get $d) (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23 (local.get $u) (local.get $v)))
@@ -5019,6 +5023,7 @@
         (local.set $h1 (v128.and (i16x8.shr_u (local.get $h1) (i32.const 4)) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)))
         (local.set $h2 (v128.and (i16x8.shr_u (local.get $h2) (i32.const 4)) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)))
         (local.set $h3 (v128.and (i16x8.shr_u (local.get $h3) (i32.const 4)) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)))
+        ;; the 4 rows' 32-bit words transposed: vector k = word k of rows 0..3
         (local.set $u (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $r0) (local.get $r1)))
         (local.set $v (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $r2) (local.get $r3)))
         (v128.store offset=1008 (local.get $d) (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23 (local.get $u) (local.get $v)))
@@ -5109,6 +5114,7 @@
         (local.set $h1 (v128.and (i16x8.shr_u (local.get $h1) (i32.const 4)) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)))
         (local.set $h2 (v128.and (i16x8.shr_u (local.get $h2) (i32.const 4)) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)))
         (local.set $h3 (v128.and (i16x8.shr_u (local.get $h3) (i32.const 4)) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)))
+        ;; the 4 rows' 32-bit words transposed: vector k = word k of rows 0..3
         (local.set $u (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $r0) (local.get $r1)))
         (local.set $v (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $r2) (local.get $r3)))
         (v128.store offset=0 (local.get $d) (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23 (local.get $u) (local.get $v)))
@@ -5176,6 +5182,7 @@
         (local.set $h1 (v128.and (i16x8.shr_u (local.get $h1) (i32.const 4)) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)))
         (local.set $h2 (v128.and (i16x8.shr_u (local.get $h2) (i32.const 4)) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)))
         (local.set $h3 (v128.and (i16x8.shr_u (local.get $h3) (i32.const 4)) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)))
+        ;; the 4 rows' 32-bit words transposed: vector k = word k of rows 0..3
         (local.set $u (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $r0) (local.get $r1)))
         (local.set $v (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $r2) (local.get $r3)))
         (v128.store offset=288 (local.get $d) (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23 (local.get $u) (local.get $v)))
@@ -5243,6 +5250,7 @@
         (local.set $h1 (v128.and (i16x8.shr_u (local.get $h1) (i32.const 4)) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)))
         (local.set $h2 (v128.and (i16x8.shr_u (local.get $h2) (i32.const 4)) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)))
         (local.set $h3 (v128.and (i16x8.shr_u (local.get $h3) (i32.const 4)) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)))
+        ;; the 4 rows' 32-bit words transposed: vector k = word k of rows 0..3
         (local.set $u (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $r0) (local.get $r1)))
         (local.set $v (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $r2) (local.get $r3)))
         (v128.store offset=576 (local.get $d) (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23 (local.get $u) (local.get $v)))
@@ -5310,6 +5318,7 @@
         (local.set $h1 (v128.and (i16x8.shr_u (local.get $h1) (i32.const 4)) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)))
         (local.set $h2 (v128.and (i16x8.shr_u (local.get $h2) (i32.const 4)) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)))
         (local.set $h3 (v128.and (i16x8.shr_u (local.get $h3) (i32.const 4)) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)))
+        ;; the 4 rows' 32-bit words transposed: vector k = word k of rows 0..3
         (local.set $u (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $r0) (local.get $r1)))
         (local.set $v (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $r2) (local.get $r3)))
         (v128.store offset=864 (local.get $d) (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23 (local.get $u) (local.get $v)))
@@ -5377,6 +5386,7 @@
         (local.set $h1 (v128.and (i16x8.shr_u (local.get $h1) (i32.const 4)) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)))
         (local.set $h2 (v128.and (i16x8.shr_u (local.get $h2) (i32.const 4)) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)))
         (local.set $h3 (v128.and (i16x8.shr_u (local.get $h3) (i32.const 4)) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)))
+        ;; the 4 rows' 32-bit words transposed: vector k = word k of rows 0..3
         (local.set $u (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $r0) (local.get $r1)))
         (local.set $v (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $r2) (local.get $r3)))
         (v128.store offset=1152 (local.get $d) (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23 (local.get $u) (local.get $v)))
@@ -5444,6 +5454,7 @@
         (local.set $h1 (v128.and (i16x8.shr_u (local.get $h1) (i32.const 4)) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)))
         (local.set $h2 (v128.and (i16x8.shr_u (local.get $h2) (i32.const 4)) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)))
         (local.set $h3 (v128.and (i16x8.shr_u (local.get $h3) (i32.const 4)) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)))
+        ;; the 4 rows' 32-bit words transposed: vector k = word k of rows 0..3
         (local.set $u (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $r0) (local.get $r1)))
         (local.set $v (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $r2) (local.get $r3)))
         (v128.store offset=1440 (local.get $d) (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23 (local.get $u) (local.get $v)))
@@ -5511,6 +5522,7 @@
         (local.set $h1 (v128.and (i16x8.shr_u (local.get $h1) (i32.const 4)) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)))
         (local.set $h2 (v128.and (i16x8.shr_u (local.get $h2) (i32.const 4)) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)))
         (local.set $h3 (v128.and (i16x8.shr_u (local.get $h3) (i32.const 4)) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)))
+        ;; the 4 rows' 32-bit words transposed: vector k = word k of rows 0..3
         (local.set $u (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $r0) (local.get $r1)))
         (local.set $v (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $r2) (local.get $r3)))
         (v128.store offset=1728 (local.get $d) (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23 (local.get $u) (local.get $v)))
@@ -5578,6 +5590,7 @@
         (local.set $h1 (v128.and (i16x8.shr_u (local.get $h1) (i32.const 4)) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)))
         (local.set $h2 (v128.and (i16x8.shr_u (local.get $h2) (i32.const 4)) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)))
         (local.set $h3 (v128.and (i16x8.shr_u (local.get $h3) (i32.const 4)) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)))
+        ;; the 4 rows' 32-bit words transposed: vector k = word k of rows 0..3
         (local.set $u (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $r0) (local.get $r1)))
         (local.set $v (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $r2) (local.get $r3)))
         (v128.store offset=2016 (local.get $d) (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23 (local.get $u) (local.get $v)))

@@ -7,7 +7,7 @@
  * compares), then `pnpm --filter @orchard/engine build:wasm`.
  */
 import { fileURLToPath } from 'node:url';
-import { T, interleaveRows4, tileKernels, tileRuns, tileShape, tileStores } from './qtiles.js';
+import { T, interleaveRows4, nibbleQuads, relaxedKLoop, relaxedTileDriver, relaxedTileEnd, relaxedTileHead, tileKernels, tileShape } from './qtiles.js';
 import { type Section, runGenerator, withGenerated } from './sections.js';
 import { bothVariants } from './variants.js';
 
@@ -453,22 +453,10 @@ function ktiles(): string[] {
  * total then takes the baseline's f32 step ($ktile*), and $kmins_tokens subtracts the mins as before.
  */
 function relaxedKWidenSubblock(ws: number, j: number): string[] {
-  const L: string[] = [];
-  const m = '(v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)';
-  for (let r = 0; r < 4; r++) L.push(`        (local.set $h${r} (v128.load offset=${64 + 64 * j + 16 * r} (local.get $w)))`);
-  for (let r = 0; r < 4; r++) L.push(`        (local.set $r${r} (v128.and (local.get $h${r}) ${m}))`);
-  for (let r = 0; r < 4; r++) L.push(`        (local.set $h${r} (v128.and (i16x8.shr_u (local.get $h${r}) (i32.const 4)) ${m}))`);
-  for (const [half, v] of [[0, 'r'], [1, 'h']] as const) {
-    for (const [part, lo] of [[0, '0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23'], [1, '8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31']] as const) {
-      L.push(`        (local.set $u (i8x16.shuffle ${lo} (local.get $${v}0) (local.get $${v}1)))`);
-      L.push(`        (local.set $v (i8x16.shuffle ${lo} (local.get $${v}2) (local.get $${v}3)))`);
-      const k = 4 * half + 2 * part;
-      L.push(`        (v128.store offset=${ws * (9 * j + k)} (local.get $d) (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23 (local.get $u) (local.get $v)))`);
-      L.push(`        (v128.store offset=${ws * (9 * j + k + 1)} (local.get $d) (i8x16.shuffle 8 9 10 11 12 13 14 15 24 25 26 27 28 29 30 31 (local.get $u) (local.get $v)))`);
-    }
-  }
-  L.push(`        (v128.store offset=${ws * (9 * j + 8)} (local.get $d) (local.get $sc))`);
-  return L;
+  return [
+    ...nibbleQuads('        ', (r) => 64 + 64 * j + 16 * r, (k) => ws * (9 * j + k)),
+    `        (v128.store offset=${ws * (9 * j + 8)} (local.get $d) (local.get $sc))`,
+  ];
 }
 
 /** The relaxed q4_k tile kernels $krtile{4,8}x{1..T} and their drivers $krtiles{4,8} (see relaxedKWidenSubblock). */
@@ -477,31 +465,14 @@ function relaxedKTiles(): string[] {
   const e = (s: string) => L.push(s);
   for (const G of [1, 2] as const) {
     const ws = 16 * G;
-    const steps = G === 1 ? 2 : 1;
     for (let t = 1; t <= T; t++) {
       const { gs, toks, acc } = tileShape(G, t);
-      e(`  (func $krtile${4 * G}x${t} (param $s i32) (param $nb i32) (param $x i32) (param $out i32) (param $os i32)`);
-      e(`    (local $b i32) (local $j i32) (local $end i32)${gs.map((g) => ` (local $w${g} v128) (local $dw${g} v128)`).join('')} (local $c v128) (local $dx v128)`);
-      e(`   ${acc.map((a) => ` (local $a${a} v128) (local $i${a} v128) (local $f${a} v128)`).join('')}`);
-      e(`    (block $done`);
-      e(`      (loop $l`);
-      e(`        (br_if $done (i32.ge_u (local.get $b) (local.get $nb)))`);
+      L.push(...relaxedTileHead(`krtile${4 * G}x${t}`, G, t, ['j'], ['a', 'i', 'f']));
       for (const a of acc) e(`        (local.set $i${a} (v128.const i32x4 0 0 0 0))`);
       e(`        (local.set $j (i32.const 0))`);
       e(`        (loop $jl`);
       for (const a of acc) e(`          (local.set $a${a} (v128.const i32x4 0 0 0 0))`);
-      e(`          (local.set $end (i32.add (local.get $x) (i32.const ${32 * t})))`);
-      e(`          (loop $kl`);
-      for (let u = 0; u < steps; u++) {
-        for (const g of gs) e(`            (local.set $w${g} (v128.load offset=${ws * u + 16 * g} (local.get $s)))`);
-        for (const i of toks) {
-          e(`            (local.set $c (v128.load32_splat offset=${4 * (u * t + i)} (local.get $x)))`);
-          for (const g of gs) e(`            (local.set $a${g}${i} (i16x8.add (local.get $a${g}${i}) (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $c) (local.get $w${g}))))`);
-        }
-      }
-      e(`            (local.set $s (i32.add (local.get $s) (i32.const ${ws * steps})))`);
-      e(`            (local.set $x (i32.add (local.get $x) (i32.const ${4 * t * steps})))`);
-      e(`            (br_if $kl (i32.lt_u (local.get $x) (local.get $end))))`);
+      L.push(...relaxedKLoop('          ', G, t));
       e(`          ;; times the sub-block's scales, widened to the rows' i32 lanes`);
       for (const g of gs) e(`          (local.set $w${g} (v128.load offset=${16 * g} (local.get $s)))`);
       for (const g of gs) for (const i of toks) e(`          (local.set $i${g}${i} (i32x4.add (local.get $i${g}${i}) (i32x4.dot_i16x8_s (local.get $a${g}${i}) (local.get $w${g}))))`);
@@ -516,18 +487,9 @@ function relaxedKTiles(): string[] {
           e(`          (f32x4.mul (f32x4.convert_i32x4_s (local.get $i${g}${i})) (f32x4.mul (local.get $dw${g}) (local.get $dx)))))`);
         }
       }
-      e(`        (local.set $s (i32.add (local.get $s) (i32.const ${57 * ws})))`);
-      e(`        (local.set $x (i32.add (local.get $x) (i32.const ${4 * t})))`);
-      e(`        (local.set $b (i32.add (local.get $b) (i32.const 1)))`);
-      e(`        (br $l)))`);
-      L.push(...tileStores(G, t));
-      e(`  )`);
-      e(``);
+      L.push(...relaxedTileEnd(G, t, 57 * ws, 4 * t));
     }
-    e(`  (func $krtiles${4 * G} (param $s i32) (param $nb i32) (param $x i32) (param $out i32) (param $os i32) (param $n i32)`);
-    L.push(...tileRuns((t) => `(call $krtile${4 * G}x${t} (local.get $s) (local.get $nb) (local.get $x) (local.get $out) (local.get $os))`, `(i32.mul (local.get $nb) (i32.const ${260 * T}))`));
-    e(`  )`);
-    e(``);
+    L.push(...relaxedTileDriver(`krtiles${4 * G}`, `krtile${4 * G}`, 260));
   }
   return L;
 }
