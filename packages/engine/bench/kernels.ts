@@ -147,8 +147,15 @@ const lines: Line[] = [];
 const baselines: Record<number, number> = {};
 
 const seenWeights = new Map<DType, { mv: number; mm: number }>();
+let build = '';
+/** --simd for the default mode: one build ('both' is for --shapes). */
+function mainSimd(): SimdChoice {
+  if (args.simd === 'both') throw new Error("--simd both compares the builds with --shapes; the default mode takes auto, relaxed or baseline");
+  return args.simd as SimdChoice;
+}
 for (const threads of threadList) {
-  const be = createWasmBackend({ threads, initialBytes: 512 * 2 ** 20 });
+  const be = createWasmBackend({ threads, initialBytes: 512 * 2 ** 20, simd: mainSimd() });
+  build = be.simd;
   // Read baseline: 256 MiB, well past any cache, split by rows like a kernel; timed interleaved with
   // the matvecs so both see the same machine.
   const sweepRows = 4096;
@@ -192,10 +199,10 @@ for (const threads of threadList) {
 }
 
 if (args.json) {
-  console.log(JSON.stringify({ size, batch, readGBs: baselines, lines }));
+  console.log(JSON.stringify({ size, batch, simd: build, readGBs: baselines, lines }));
 } else {
   const f = (v: number | null, d = 1) => (v === null ? 'n/a' : v.toFixed(d));
-  console.log(`kernels ${size}x${size}, matmul batch ${batch}; ref = plain-TS reference backend, 1 thread (q8_0/q4_0: same loop over quant-reference's dequantizer)`);
+  console.log(`kernels ${size}x${size} (${build} build), matmul batch ${batch}; ref = plain-TS reference backend, 1 thread (q8_0/q4_0: same loop over quant-reference's dequantizer)`);
   for (const t of threadList) console.log(`memory read baseline, ${t} thread(s): ${baselines[t].toFixed(1)} GB/s`);
   console.log('dtype  thr | matvec GFLOP/s  GB/s  of-read | matmul GFLOP/s | ref matvec  ref matmul | ratio mv  ratio mm');
   for (const l of lines) {
