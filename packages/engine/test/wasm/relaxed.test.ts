@@ -68,10 +68,14 @@ describe.each([1, 2])('relaxed and baseline builds give the same bits, %i thread
   const scratch = backend('baseline', 1);
   it.each(CASES)('$dtype: decode and prompt batches, packed and row-major', ({ dtype, cols: colChoices }) => {
     const rng = new Prng(4100 + threads * 31 + dtype.charCodeAt(1) * 7 + dtype.length);
-    for (let trial = 0; trial < 10; trial++) {
-      const rows = pick(rng, [1, 3, 4, 5, 8, 13, 33]);
+    // every row count (one 4-row group, an odd number of groups for the single-group tiles, pairs of
+    // groups, row tails) meets 1-token, 1-tile and several-tile-plus-rest batches
+    const ROWS = [1, 3, 4, 5, 8, 13, 33];
+    const NS = [1, 2, 3, 4, 5, 9, 13];
+    for (let trial = 0; trial < 14; trial++) {
+      const rows = ROWS[trial % ROWS.length];
+      const n = NS[(trial + Math.floor(trial / ROWS.length) * 3) % NS.length];
       const cols = pick(rng, colChoices);
-      const n = trial < 3 ? 1 : pick(rng, [2, 3, 4, 5, 8, 9, 13]);
       const bytes = weightBytesOf(dtype, rows, cols, rng, scratch);
       const x = Float32Array.from({ length: cols * n }, () => (rng.next() < 0.05 ? 0 : rng.symmetric(2)));
       const results = [relaxed, baseline].map((be) => {
