@@ -16,6 +16,15 @@
  *     (2,000) prompt is prefilled beside it, against the same stream's undisturbed p99 just before
  *     (target <= 2x; the driver chunks the prompt from measured step times, runner/prefill-chunk.ts).
  * BENCH_PARTS=batch runs only these (a short run); BENCH_PARTS=itl only itl-during-prefill.
+ * Speculation (issue 18), BENCH_PARTS=spec, on the one-process instance:
+ *   - spec-decode-repetitive: prompt-lookup speculation against plain decode of the same prompt, same
+ *     run, outputs compared (the bench throws if they differ), acceptance printed (target >= 1.5x). The
+ *     prompt is text whose continuation repeats it, made from the model's own greedy output: the seed
+ *     prompt and its continuation up to where the output has cycled twice (a random model's greedy
+ *     output falls into a cycle);
+ *   - spec-decode-non-repetitive: the same on a prompt of ids that do not repeat, sampled (temperature 1,
+ *     seeded, so both runs give the same tokens: little to draft) and greedy (the output repeats itself
+ *     in parts: drafts partly rejected, the draft length adapting): what speculation costs there.
  *
  * The model: 6 layers of hidden 1024 (FFN 3072), ~75M layer parameters in f32 (BENCH_DTYPE=bf16 or f16
  * for the weights real checkpoints ship; the engine keeps them 16-bit and widens in the kernels, which
@@ -32,6 +41,7 @@ import { join } from 'node:path';
 import { pipelineStages, type InstanceLayout } from '@orchard/engine';
 import { writeRandomModel } from '@orchard/engine/testing';
 import { startLocalInstance } from '../src/runner/runner-process.js';
+import type { GenerateOutcome, GenerateRequest } from '../src/runner/shard-loop.js';
 import { measureRendezvous } from './rendezvous.js';
 
 const LAYERS = Number(process.env.BENCH_LAYERS ?? 6);
@@ -239,8 +249,87 @@ async function measureItlDuringPrefill() {
   }
 }
 
+/**
+ * The longest stretch of `out` that repeats itself with a period of 2..32 tokens, at least 3 periods long
+ * (a period of 1 — one token over and over — is left out: it makes drafting trivial).
+ */
+function periodicStretch(out: number[]): { start: number; period: number; length: number } | null {
+  let best: { start: number; period: number; length: number } | null = null;
+  for (let period = 2; period <= 32; period++) {
+    for (let i = 0, run = 0; i + period < out.length; i++) {
+      run = out[i] === out[i + period] ? run + 1 : 0;
+      const length = run + period;
+      if (run > 0 && length >= 3 * period && length > (best?.length ?? 0) && primitive(out.slice(i - run + 1, i - run + 1 + period))) best = { start: i - run + 1, period, length };
+    }
+  }
+  return best;
+}
+
+/** Whether `block` is not a shorter block repeated (1 1 is 1 twice; 3 5 3 5 is 3 5 twice). */
+function primitive(block: number[]): boolean {
+  const p = block.length;
+  for (let d = 1; d < p; d++) if (p % d === 0 && block.every((t, k) => t === block[(k + d) % p])) return false;
+  return true;
+}
+
+/** Seed prompts tried when looking for a repetitive prompt. */
+const SPEC_SEEDS = 6;
+/** Greedy tokens generated from each seed prompt to look for a stretch that repeats. */
+const SPEC_PROBE = 320;
+
+/** Plain decode against prompt-lookup speculation of the same prompts on the one-process instance, best of ROUNDS each. */
+async function measureSpeculation() {
+  const inst = await launch('spec', { stages: pipelineStages(LAYERS, 1), tensor: 1 });
+  try {
+    const gen = (promptIds: number[], o: Partial<GenerateRequest> = {}) => inst[0].generate({ promptIds, maxTokens: TOKENS, stopTokenIds: [], ...o }, () => undefined);
+    await gen(PROMPT, { maxTokens: 4 }); // loads, JIT
+    // Text that repeats its prompt, from the model's own greedy output: of a few seed prompts, the one whose
+    // output holds the longest stretch that repeats itself; the prompt is that seed and its output up to
+    // the stretch's second period, so the continuation goes on repeating what the prompt holds.
+    let pick: { seed: number[]; i: number; out: number[]; stretch: NonNullable<ReturnType<typeof periodicStretch>> } | null = null;
+    for (let i = 0; i < SPEC_SEEDS; i++) {
+      const seed = PROMPT.map((t) => (t + 17 * i) % 256);
+      const out = (await gen(seed, { maxTokens: SPEC_PROBE })).tokens;
+      const stretch = periodicStretch(out);
+      if (stretch && stretch.length > (pick?.stretch.length ?? 0)) pick = { seed, i, out, stretch };
+    }
+    if (!pick) throw new Error(`spec-decode-repetitive: no seed prompt's greedy output repeats itself within ${SPEC_PROBE} tokens`);
+    const { stretch } = pick;
+    const upTo = stretch.start + 2 * stretch.period;
+    const repetitive = [...pick.seed, ...pick.out.slice(0, upTo)];
+    const made = `seed prompt ${pick.i} of ${SPEC_SEEDS} (${PROMPT.length} ids) and its first ${upTo} greedy tokens: its output repeats a ${stretch.period}-token period for ${stretch.length} tokens from token ${stretch.start} (the longest such stretch of the ${SPEC_SEEDS} seeds' first ${SPEC_PROBE} tokens), and the prompt ends after that period's second time`;
+    const other = Array.from({ length: 64 }, (_, j) => (j * 29 + 3) % 256);
+    const sampled = { temperature: 1, seed: 7 };
+    const best = { plain: 0, spec: 0, accepted: 0, drafted: 0 };
+    const others = [
+      { name: 'sampled', o: sampled, plain: 0, spec: 0, accepted: 0, drafted: 0 },
+      { name: 'greedy', o: {}, plain: 0, spec: 0, accepted: 0, drafted: 0 },
+    ];
+    const speed = (o: GenerateOutcome) => ((o.tokens.length - 1) * 1000) / o.decodeMs;
+    for (let round = 0; round < ROUNDS; round++) {
+      const plain = await gen(repetitive);
+      const spec = await gen(repetitive, { speculate: 'prompt-lookup' });
+      if (spec.tokens.join() !== plain.tokens.join()) throw new Error(`spec-decode-repetitive: speculation changed the output\nplain ${plain.tokens}\nspec  ${spec.tokens}`);
+      best.plain = Math.max(best.plain, speed(plain));
+      best.spec = Math.max(best.spec, speed(spec));
+      ({ accepted: best.accepted, drafted: best.drafted } = spec.speculation!);
+      for (const x of others) {
+        const plainOther = await gen(other, x.o);
+        const specOther = await gen(other, { ...x.o, speculate: 'prompt-lookup' });
+        if (specOther.tokens.join() !== plainOther.tokens.join()) throw new Error(`spec-decode-non-repetitive (${x.name}): speculation changed the output`);
+        x.plain = Math.max(x.plain, speed(plainOther));
+        x.spec = Math.max(x.spec, speed(specOther));
+        ({ accepted: x.accepted, drafted: x.drafted } = specOther.speculation!);
+      }
+    }
+    return { ...best, others, made, promptTokens: repetitive.length, otherTokens: other.length };
+  } finally {
+    await Promise.all(inst.map((r) => r.stop(1000)));
+  }
+}
+
 const HISTORY = Number(process.env.BENCH_HISTORY ?? 400);
-const PARTS = (process.env.BENCH_PARTS ?? 'split,batch').split(',');
+const PARTS = (process.env.BENCH_PARTS ?? 'split,batch,spec').split(',');
 
 try {
   console.log(`bench:serve — generated Llama, ${LAYERS} layers, hidden ${HIDDEN}, ~${params.toFixed(1)}M layer parameters (${info.dir}), ${TOKENS} decode tokens, best of ${ROUNDS} alternating rounds, each run after ${WARM_TOKENS} unmeasured tokens, ${BACKEND} backend with 1 engine thread per process`);
@@ -264,6 +353,18 @@ try {
     ratio(`itl-during-prefill (${LONG_PROMPT}-token prompt, ${itl.duringN} gaps)`, itl.duringP99, 'ms   ', itl.beforeP99, `undisturbed  (target <= 2x: ${itl.duringP99 / itl.beforeP99 <= 2 ? 'met' : 'NOT met'}; the prompt's first token after ${(itl.prefillMs / 1000).toFixed(1)} s; undisturbed p99 after it: ${itl.afterP99.toFixed(1)} ms)`);
     console.log(`(median inter-token time: undisturbed before ${itl.beforeP50.toFixed(1)} ms / after ${itl.afterP50.toFixed(1)} ms, during the prefill ${itl.duringP50.toFixed(1)} ms; ${itl.beforeN} / ${itl.afterN} / ${itl.duringN} gaps)`);
     console.log(`load average after the batching lines: ${os.loadavg()[0].toFixed(2)}`);
+  }
+  if (PARTS.includes('spec')) {
+    const s = await measureSpeculation();
+    console.log(`spec-decode prompt (${s.promptTokens} tokens): ${s.made}`);
+    ratio('plain decode (repetitive prompt)', s.plain, 'tok/s', s.plain, 'plain');
+    ratio('spec-decode-repetitive', s.spec, 'tok/s', s.plain, `plain  (target >= 1.5x: ${s.spec / s.plain >= 1.5 ? 'met' : 'NOT met'}; same ${TOKENS} tokens; ${s.accepted}/${s.drafted} draft tokens accepted)`);
+    for (const x of s.others) {
+      ratio(`plain decode (non-repetitive, ${x.name})`, x.plain, 'tok/s', x.plain, 'plain');
+      ratio(`spec-decode-non-repetitive (${x.name})`, x.spec, 'tok/s', x.plain, `plain  (same tokens; ${x.accepted}/${x.drafted} draft tokens accepted)`);
+    }
+    console.log(`(non-repetitive: a ${s.otherTokens}-id prompt in which no two ids repeat; sampled at temperature 1 the output gives little to draft, greedy the model's own output repeats itself in parts)`);
+    console.log(`load average after the speculation lines: ${os.loadavg()[0].toFixed(2)}`);
   }
   if (!PARTS.includes('split')) process.exit(0);
   const { single, pipe, tensor, tensorCold, tensorSleep, both, pipe2, ceiling, waitMs } = await measureAll();

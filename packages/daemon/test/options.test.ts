@@ -86,6 +86,10 @@ describe('daemon options', () => {
     expect(resolveOptions({ dataDir: dir, batch: '4', prefixCache: '1.5GiB' }, {})).toMatchObject({ batch: 4, prefixCacheBytes: 1.5 * 2 ** 30 });
     expect(resolveOptions({ dataDir: dir }, { ORCHARD_BATCH: '2', ORCHARD_PREFIX_CACHE: '0' })).toMatchObject({ batch: 2, prefixCacheBytes: 0 });
     expect(resolveOptions({ dataDir: dir, prefixCache: '512MB' }, {}).prefixCacheBytes).toBe(512e6);
+    expect(resolveOptions({ dataDir: dir }, {}).speculate).toBe('off');
+    expect(resolveOptions({ dataDir: dir, speculate: 'prompt-lookup' }, {}).speculate).toBe('prompt-lookup');
+    expect(resolveOptions({ dataDir: dir }, { ORCHARD_SPECULATE: 'prompt-lookup' }).speculate).toBe('prompt-lookup');
+    expect(() => resolveOptions({ dataDir: dir, speculate: 'ngram' }, {})).toThrow(/--speculate must be prompt-lookup or off/);
     expect(() => resolveOptions({ dataDir: dir, batch: '0' }, {})).toThrow(/--batch must be at least 1/);
     expect(() => resolveOptions({ dataDir: dir, prefixCache: 'lots' }, {})).toThrow(/--prefix-cache must be a size such as 64MiB/);
   });

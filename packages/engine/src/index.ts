@@ -76,6 +76,7 @@ export { createInProcessAllReduce } from './drivers/all-reduce.js';
 // Generation.
 export { generate, type GenerateOptions, type GenerateResult } from './generate/generate.js';
 export { draftFromContext, type PromptLookupOptions } from './generate/prompt-lookup.js';
+export { DraftLength, pickVerified } from './generate/speculate.js';
 export { Sampler, argmax, validateSampling, tokenLogprob, type SamplingOptions, type TokenLogprob } from './generate/sampler.js';
 export { pickToken } from './generate/pick.js';
 export {

@@ -103,6 +103,17 @@ describe('PrefixCache', () => {
     expect([none.size, none.bytes]).toEqual([0, 0]);
   });
 
+  it('under a block limit evicts the same blocks as under the equal byte limit (what split ranks rely on)', async () => {
+    const shard = model.stages[0][0];
+    const byBlocks = new PrefixCache({ maxBytes: Infinity, maxBlocks: 3, blockTokens: BLOCK });
+    byBlocks.store(await filled(tokensA), tokensA);
+    byBlocks.store(await filled(tokensC), tokensC);
+    expect(byBlocks.size).toBe(3);
+    expect(byBlocks.restore(shard.newCache(32), tokensA)).toBe(4);
+    expect(byBlocks.restore(shard.newCache(32), tokensC)).toBe(8);
+    expect(() => new PrefixCache({ maxBytes: 1, maxBlocks: -1 })).toThrow(/maxBlocks must be >= 0/);
+  });
+
   it('two sequences that share a prefix then diverge reuse exactly the shared blocks, with the same logits', async () => {
     const shard = model.stages[0][0];
     const pc = new PrefixCache({ maxBytes: 1 << 20, blockTokens: BLOCK });

@@ -51,6 +51,8 @@ export interface DaemonOptions {
   batch: number;
   /** Bytes of KV blocks a one-rank instance keeps for prompt-prefix reuse (`--prefix-cache 64MiB`; 0: none). */
   prefixCacheBytes: number;
+  /** How a one-rank instance speculates for requests that do not say (`--speculate prompt-lookup|off`). */
+  speculate: 'prompt-lookup' | 'off';
   /** Context (tokens per sequence) instances serve unless a load asks for another; null: the serving profile's default. */
   context: number | null;
   /** Where the bundled demo model lives. */
@@ -112,6 +114,7 @@ const KEYS = [
   'keepAlive',
   'batch',
   'prefixCache',
+  'speculate',
   'dataPlaneEncryption',
   'dataPlaneCipher',
   'network',
@@ -235,6 +238,7 @@ export function resolveOptions(flags: RawOptions, env: NodeJS.ProcessEnv = proce
   const keepAliveMs = durationMs(pick('keepAlive') ?? '30m', '--keep-alive');
   const batch = parse(z.coerce.number({ error: '--batch must be a number of sequences' }).int('--batch must be a whole number').min(1, '--batch must be at least 1').max(64, '--batch must be at most 64'), pick('batch') ?? 8);
   const prefixCacheBytes = byteSize(pick('prefixCache') ?? '64MiB', '--prefix-cache');
+  const speculate = parse(z.enum(['prompt-lookup', 'off'], { error: '--speculate must be prompt-lookup or off' }), String(pick('speculate') ?? 'off').trim());
   const dataPlanePollMs = parse(z.coerce.number({ error: 'ORCHARD_DATA_PLANE_POLL_MS must be a number' }).min(0).max(100, 'ORCHARD_DATA_PLANE_POLL_MS must be at most 100'), pick('dataPlanePollMs') ?? 0.25);
   const bool = (v: unknown) => v === true || /^(1|true|yes)$/i.test(String(v ?? ''));
   const network = networkOptions(pick, list, bool);
@@ -266,6 +270,7 @@ export function resolveOptions(flags: RawOptions, env: NodeJS.ProcessEnv = proce
     maxQueue,
     batch,
     prefixCacheBytes,
+    speculate,
     context,
     demoModelDir: pick('demoModelDir') === undefined ? null : resolve(String(pick('demoModelDir'))),
     dataPlanePollMs,

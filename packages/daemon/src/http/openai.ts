@@ -30,6 +30,7 @@ function toServeRequest(body: ChatCompletionBody | CompletionBody, kind: Kind): 
     topP: body.top_p ?? 1,
     seed: body.seed ?? randomInt(0, 2 ** 31),
     stop,
+    ...(body.speculate ? { speculate: body.speculate } : {}),
   };
   // Tools, response_format, logprobs and tool messages: dialects/openai-chat.ts (400s name the field).
   if (kind === 'chat') return { ...base, ...openAiChatFields(body as Record<string, unknown>) };

@@ -8,14 +8,21 @@
  * that goes away (onToken false) frees its slot at the next step. A new request copies the longest
  * prefix a finished one left in the prefix cache (a chat's history) and prefills only the rest.
  *
+ * Speculation (a request's `speculate`, else the driver's): a decoding sequence may draft tokens from
+ * its own context (prompt lookup) and feed them after its last token as extra rows of the same step,
+ * every row's logits kept; its tokens are then picked from those rows in order while they agree with
+ * the draft (engine's pickVerified: the plain decode's tokens, greedy or sampled), and its KV cache
+ * forgets the rows past the last picked token. Draft rows are given only from the rows the step's
+ * prompt chunks leave, and their number adapts per sequence (DraftLength).
+ *
  * Split instances keep the data-plane Driver (shard-loop.ts): one sequence per step and stage.
  * A shard without forwardBatch (the GPU rank) runs the step's sequences one forward each, with no
  * prefix cache.
  */
-import { pickToken, PrefixCache, Sampler, type KVCache, type ModelShard, type TokenConstraint, type TokenLogprob } from '@orchard/engine';
+import { DraftLength, draftFromContext, pickToken, pickVerified, PrefixCache, Sampler, type KVCache, type ModelShard, type PromptLookupOptions, type TokenConstraint, type TokenLogprob } from '@orchard/engine';
 import { PrefillChunker, type PrefillChunkOptions } from './prefill-chunk.js';
 import { batches, forwardSegments } from './step-forward.js';
-import type { CompileConstraint, GenerateOutcome, GenerateRequest } from './shard-loop.js';
+import type { CompileConstraint, GenerateOutcome, GenerateRequest, Speculate } from './shard-loop.js';
 
 /** Sequences a one-rank instance decodes together unless told otherwise (the executor's concurrency for it). */
 export const BATCH_SEQUENCES = 8;
@@ -32,9 +39,18 @@ export interface BatchDriverOptions {
   prefill?: PrefillChunkOptions;
   /** The clock steps are timed with, ms. @default performance.now */
   now?: () => number;
+  /** Speculation of requests that do not say. @default 'off' */
+  speculate?: Speculate;
+  /** Prompt lookup's most draft tokens per step and n-gram lengths. @default draftTokens 8 */
+  promptLookup?: PromptLookupOptions;
 }
 
+/** Most draft tokens per step unless told: a memory-bound step reads its weights once for all its rows. */
+export const DRAFT_TOKENS = 8;
+
 type OnToken = (id: number, logprob?: TokenLogprob) => boolean;
+type Picked = { id: number; logprob?: TokenLogprob };
+type FinishReason = GenerateOutcome['finishReason'];
 
 /** One running request. */
 interface Sequence {
@@ -50,6 +66,10 @@ interface Sequence {
   history: number[];
   tokens: number[];
   cached: number;
+  /** The draft length of a speculating sequence; null when it does not speculate. */
+  draft: DraftLength | null;
+  drafted: number;
+  accepted: number;
   t0: number;
   t1: number;
   resolve: (o: GenerateOutcome) => void;
@@ -66,14 +86,17 @@ export class BatchDriver {
   readonly #active: Sequence[] = [];
   readonly #chunker: PrefillChunker;
   readonly #now: () => number;
+  readonly #speculate: Speculate;
+  readonly #lookup: PromptLookupOptions;
   #running: Promise<void> | null = null;
   #broken: Error | null = null;
   #stopped = false;
   /**
    * Steps run, rows and sequences over all steps, the most sequences in one step, prompt tokens
-   * prefilled and reused, and steps that fed a prompt chunk while other sequences decoded.
+   * prefilled and reused, steps that fed a prompt chunk while other sequences decoded, and draft
+   * tokens fed and confirmed.
    */
-  readonly stats = { steps: 0, rows: 0, sequences: 0, widest: 0, prefilledTokens: 0, cachedTokens: 0, mixedSteps: 0 };
+  readonly stats = { steps: 0, rows: 0, sequences: 0, widest: 0, prefilledTokens: 0, cachedTokens: 0, mixedSteps: 0, drafted: 0, accepted: 0 };
 
   constructor(shard: ModelShard, o: BatchDriverOptions = {}) {
     this.#shard = shard;
@@ -82,6 +105,9 @@ export class BatchDriver {
     this.#chunker = new PrefillChunker(o.prefill);
     this.#now = o.now ?? (() => performance.now());
     this.maxSequences = o.maxSequences ?? BATCH_SEQUENCES;
+    this.#speculate = o.speculate ?? 'off';
+    this.#lookup = { draftTokens: DRAFT_TOKENS, ...o.promptLookup };
+    new DraftLength(this.#lookup.draftTokens!); // checks it
     const bytes = o.prefixCacheBytes ?? 64 * 2 ** 20;
     // The prefix cache copies CPU KV caches; a GPU rank's caches live on the device.
     this.prefix = bytes > 0 && this.#batches ? new PrefixCache({ maxBytes: bytes, blockTokens: o.prefixBlockTokens }) : null;
@@ -110,6 +136,8 @@ export class BatchDriver {
     const cached = this.prefix?.restore(cache, prompt) ?? 0;
     const sampling = { temperature: req.temperature ?? 0, topP: req.topP ?? 1, topK: req.topK ?? 0, seed: req.seed ?? 0 };
     const t0 = performance.now();
+    // A GPU rank's forward gives only the last row's logits: it does not verify drafts.
+    const speculates = (req.speculate ?? this.#speculate) === 'prompt-lookup' && this.#batches;
     const done = new Promise<GenerateOutcome>((resolve, reject) => {
       this.#active.push({
         req,
@@ -122,6 +150,9 @@ export class BatchDriver {
         history: prompt.slice(0, cached),
         tokens: [],
         cached,
+        draft: speculates ? new DraftLength(this.#lookup.draftTokens!) : null,
+        drafted: 0,
+        accepted: 0,
         t0,
         t1: t0,
         resolve,
@@ -158,31 +189,40 @@ export class BatchDriver {
   /**
    * One forward of every active sequence: decode rows first, then prompt chunks in the rows left —
    * all of them when nobody decodes, else as many as the measured step times allow (prefill-chunk.ts),
-   * and at least one per waiting prompt.
+   * and at least one per waiting prompt — then draft rows of speculating sequences in the rows left.
    */
   async #step(): Promise<void> {
     const shard = this.#shard;
     let room = shard.maxBatch;
-    const batch: { seq: Sequence; ids: number[]; last: boolean }[] = [];
-    for (const seq of this.#active.filter((s) => s.fed >= s.req.promptIds.length)) {
+    const batch: { seq: Sequence; ids: number[]; last: boolean; draft: number[] }[] = [];
+    const decoding = this.#active.filter((s) => s.fed >= s.req.promptIds.length);
+    const waiting = this.#active.filter((s) => s.fed < s.req.promptIds.length);
+    for (const seq of decoding) {
       if (room === 0) break;
-      batch.push({ seq, ids: [seq.tokens[seq.tokens.length - 1]], last: true });
+      batch.push({ seq, ids: [seq.tokens[seq.tokens.length - 1]], last: true, draft: [] });
       room--;
     }
     const decodeRows = batch.length;
     let budget = decodeRows > 0 ? this.#chunker.rows(room) : room;
-    for (const seq of this.#active.filter((s) => s.fed < s.req.promptIds.length)) {
+    for (const seq of waiting) {
       if (room === 0) break;
       // Every waiting prompt advances at least a row per step, so all of them are in the batch at once.
       const prompt = seq.req.promptIds;
       const ids = prompt.slice(seq.fed, seq.fed + Math.min(room, Math.max(1, budget)));
-      batch.push({ seq, ids, last: seq.fed + ids.length === prompt.length });
+      batch.push({ seq, ids, last: seq.fed + ids.length === prompt.length, draft: [] });
       budget -= ids.length;
       room -= ids.length;
     }
-    const promptRows = shard.maxBatch - room - decodeRows;
+    // Drafts take what the prompts left: speculation never slows a new prompt's prefill.
+    for (const b of batch.slice(0, decodeRows)) {
+      if (room === 0) break;
+      b.draft = this.#draft(b.seq, room);
+      b.ids.push(...b.draft);
+      room -= b.draft.length;
+    }
+    const promptRows = batch.slice(decodeRows).reduce((a, b) => a + b.ids.length, 0);
     const t0 = this.#now();
-    const outs = await forwardSegments(shard, batch.map(({ seq, ids }) => ({ input: { tokens: ids }, cache: seq.cache })));
+    const outs = await forwardSegments(shard, batch.map(({ seq, ids, draft }) => ({ input: { tokens: ids }, cache: seq.cache, allLogits: draft.length > 0 })));
     this.#chunker.observe(decodeRows, promptRows, this.#now() - t0);
     if (decodeRows > 0 && promptRows > 0) this.stats.mixedSteps++;
     this.stats.steps++;
@@ -190,29 +230,74 @@ export class BatchDriver {
     this.stats.widest = Math.max(this.stats.widest, batch.length);
     this.stats.rows += shard.maxBatch - room;
     for (let i = 0; i < batch.length; i++) {
-      const { seq, ids, last } = batch[i];
-      seq.history.push(...ids);
+      const { seq, ids, last, draft } = batch[i];
       if (seq.fed < seq.req.promptIds.length) {
+        seq.history.push(...ids);
         seq.fed += ids.length;
         this.stats.prefilledTokens += ids.length;
-        if (last) seq.t1 = performance.now();
+        if (!last) continue;
+        seq.t1 = performance.now();
+        const ended = this.#take(seq, await this.#pick(seq, outs[i]), seq.cache.length);
+        if (ended) this.#finish(seq, ended);
+        continue;
       }
-      if (last) this.#advance(seq, await pickToken(outs[i], seq.sampler, seq.constraint, seq.req.logprobs));
+      await this.#verify(seq, ids, draft, outs[i]);
     }
   }
 
-  /** A sequence's new token: hand it out, and end the sequence if it is done. */
-  #advance(seq: Sequence, picked: { id: number; logprob?: TokenLogprob }): void {
-    const { req } = seq;
-    if (req.maxTokens === 0) return this.#finish(seq, 'length');
-    seq.tokens.push(picked.id);
-    const goOn = seq.onToken(picked.id, picked.logprob);
-    if (req.stopTokenIds.includes(picked.id)) return this.#finish(seq, 'stop');
-    if (!goOn) return this.#finish(seq, 'abort');
-    if (seq.tokens.length >= req.maxTokens || seq.cache.length >= seq.capacity) this.#finish(seq, 'length');
+  /** Tokens a speculating sequence guesses come next, at most `spare` (none when it does not speculate). */
+  #draft(seq: Sequence, spare: number): number[] {
+    const want = seq.draft?.next() ?? 0;
+    // The token picked after the last draft token must still fit the budget and the cache.
+    const limit = Math.min(want, spare, seq.req.maxTokens - seq.tokens.length - 1, seq.capacity - seq.cache.length - 1);
+    if (limit < 1) return [];
+    return draftFromContext([...seq.req.promptIds, ...seq.tokens], limit, { ...this.#lookup, draftTokens: limit });
   }
 
-  #finish(seq: Sequence, finishReason: GenerateOutcome['finishReason']): void {
+  /**
+   * A decoding sequence's tokens from its step: `ids` (its last token, then `draft`) were fed and
+   * `out` holds their logits (only the last row's without a draft). The cache keeps the rows of the
+   * tokens picked from; the sequence ends where plain decode would end it.
+   */
+  async #verify(seq: Sequence, ids: number[], draft: number[], out: Float32Array): Promise<void> {
+    const base = seq.cache.length - ids.length;
+    const V = out.length / (draft.length + 1);
+    let ended: FinishReason | null = null;
+    let at = 0;
+    // Each token is judged against the cache length plain decode would have had when picking it.
+    const picks = await pickVerified((j) => out.subarray(j * V, (j + 1) * V), draft, (logits) => this.#pick(seq, logits), (p) => !(ended = this.#take(seq, p, base + ++at)));
+    seq.cache.length = base + picks;
+    seq.history.push(...ids.slice(0, picks));
+    if (draft.length > 0) {
+      seq.draft!.observe(draft.length, picks - 1);
+      seq.drafted += draft.length;
+      seq.accepted += picks - 1;
+      this.stats.drafted += draft.length;
+      this.stats.accepted += picks - 1;
+    }
+    if (ended) this.#finish(seq, ended);
+  }
+
+  #pick(seq: Sequence, logits: Float32Array): Promise<Picked> {
+    return pickToken(logits, seq.sampler, seq.constraint, seq.req.logprobs);
+  }
+
+  /**
+   * A sequence's new token, picked with `length` tokens in its cache: hand it out; returns why the
+   * sequence ends here, or null.
+   */
+  #take(seq: Sequence, picked: Picked, length: number): FinishReason | null {
+    const { req } = seq;
+    if (req.maxTokens === 0) return 'length';
+    seq.tokens.push(picked.id);
+    const goOn = seq.onToken(picked.id, picked.logprob);
+    if (req.stopTokenIds.includes(picked.id)) return 'stop';
+    if (!goOn) return 'abort';
+    if (seq.tokens.length >= req.maxTokens || length >= seq.capacity) return 'length';
+    return null;
+  }
+
+  #finish(seq: Sequence, finishReason: FinishReason): void {
     this.#active.splice(this.#active.indexOf(seq), 1);
     this.prefix?.store(seq.cache, seq.history);
     this.#end(seq, {
@@ -222,6 +307,7 @@ export class BatchDriver {
       prefillMs: seq.t1 - seq.t0,
       decodeMs: seq.req.maxTokens === 0 ? 0 : performance.now() - seq.t1,
       cachedPromptTokens: seq.cached,
+      ...(seq.draft ? { speculation: { drafted: seq.drafted, accepted: seq.accepted } } : {}),
     });
   }
 

@@ -3,14 +3,17 @@
  * Float64Array (token ids and seeds are exact in f64), so a follower receives it into one buffer kept
  * for the instance's life:
  *
- *   [0] op        1 begin, 2 forward, 3 stop
+ *   [0] op        1 begin, 2 forward, 3 stop, 4 end
  *   [1] n         forward: tokens in this step, all sequences together
  *   [2] m         forward: sequences in this step (segments)
  *   [3..6]        begin: temperature, top_p, top_k, seed of the sequence's sampler
  *   [7] capacity  begin: tokens the sequence's KV cache holds
- *   [8] slot      begin: which of the driver's concurrent sequences (KV cache slot)
+ *   [8] slot      begin/end: which of the driver's concurrent sequences (KV cache slot)
  *   [9] payload   begin: bytes of the request payload that follows the header to the sampling rank
  *                 (JSON: output constraint, logprobs), 0 for none
+ *   [10] cached   begin: prompt tokens every rank copies from its prefix cache (the driver sends those
+ *                 tokens, Int32, to every rank right after the header)
+ *   [11] blocks   begin: the blocks every rank's prefix cache keeps (0: no prefix cache)
  *   [10..10+n)    forward: the token ids, segment after segment
  *   [10+N+3i..)   forward: segment i's slot, its token count, and 1 when the last stage samples its last
  *                 row (N = the most tokens a step carries; a segment has at least one token)
@@ -26,8 +29,9 @@ export interface Segment {
 }
 
 export type Header =
-  | { op: 'begin'; slot: number; capacity: number; sampling: Required<SamplingOptions>; payloadBytes: number }
+  | { op: 'begin'; slot: number; capacity: number; sampling: Required<SamplingOptions>; payloadBytes: number; cached: number; prefixBlocks: number }
   | { op: 'forward'; segments: Segment[]; tokens: Float64Array }
+  | { op: 'end'; slot: number }
   | { op: 'stop' };
 
 const OP = 0;
@@ -40,9 +44,11 @@ const SEED = 6;
 const CAPACITY = 7;
 const SLOT = 8;
 const PAYLOAD = 9;
+const CACHED = 10;
+const BLOCKS = 11;
 /** Fields before the token ids. */
-const FIELDS = 10;
-const OPS = { begin: 1, forward: 2, stop: 3 } as const;
+const FIELDS = 12;
+const OPS = { begin: 1, forward: 2, stop: 3, end: 4 } as const;
 
 export class HeaderCodec {
   /** The wire buffer: encode() fills it, recv() into it, then decode(). */
@@ -60,8 +66,14 @@ export class HeaderCodec {
     b.fill(0);
     b[OP] = OPS[h.op];
     if (h.op === 'stop') return b;
+    if (h.op === 'end') {
+      b[SLOT] = h.slot;
+      return b;
+    }
     if (h.op === 'begin') {
       b[SLOT] = h.slot;
+      b[CACHED] = h.cached;
+      b[BLOCKS] = h.prefixBlocks;
       b[TEMPERATURE] = h.sampling.temperature;
       b[TOP_P] = h.sampling.topP;
       b[TOP_K] = h.sampling.topK;
@@ -87,7 +99,9 @@ export class HeaderCodec {
       case OPS.stop:
         return { op: 'stop' };
       case OPS.begin:
-        return { op: 'begin', slot: b[SLOT], capacity: b[CAPACITY], sampling: { temperature: b[TEMPERATURE], topP: b[TOP_P], topK: b[TOP_K], seed: b[SEED] }, payloadBytes: b[PAYLOAD] };
+        return { op: 'begin', slot: b[SLOT], capacity: b[CAPACITY], sampling: { temperature: b[TEMPERATURE], topP: b[TOP_P], topK: b[TOP_K], seed: b[SEED] }, payloadBytes: b[PAYLOAD], cached: b[CACHED], prefixBlocks: b[BLOCKS] };
+      case OPS.end:
+        return { op: 'end', slot: b[SLOT] };
       case OPS.forward: {
         const n = b[N];
         const m = b[SEGMENTS];

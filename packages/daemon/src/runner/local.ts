@@ -8,6 +8,7 @@ import { Driver, POLL_MS, runFollower, stageAllReduce, type CompileConstraint } 
 import { type InstanceLayout, shardSpecOf, stageMembers, stageOf, worldSize } from '@orchard/engine';
 import { BatchDriver } from './batch-driver.js';
 import type { Group } from './transport.js';
+import type { RunnerInit } from './protocol.js';
 
 export interface LoadRankOptions {
   backend?: Backend;
@@ -39,11 +40,11 @@ export function loadRankShard(dir: string, layout: InstanceLayout, rank: number,
 /**
  * Starts a rank: the driver for rank 0 (returned), a follower loop otherwise (its promise in `done`).
  * A one-rank instance batches its sequences (batch-driver.ts); split ones run the data-plane Driver,
- * which batches them too (`batch.sequences` at most; the prefix cache is the one-rank driver's only).
+ * which batches them too (`batch.sequences` at most) and keeps a prefix cache on every rank (split-prefix.ts).
  */
-export function startRank(group: Group, layout: InstanceLayout, shard: ModelShard, o: { stepMs?: number; pollMs?: number; compile?: CompileConstraint; batch?: { sequences: number; prefixCacheBytes: number } } = {}): { driver: Driver | BatchDriver | null; done: Promise<void> } {
-  if (worldSize(layout) === 1) return { driver: new BatchDriver(shard, { compile: o.compile, maxSequences: o.batch?.sequences, prefixCacheBytes: o.batch?.prefixCacheBytes }), done: Promise.resolve() };
-  const ctx = { group, layout, shard, maxBatch: shard.maxBatch, stepMs: o.stepMs ?? 30_000, pollMs: o.pollMs ?? POLL_MS, compile: o.compile };
+export function startRank(group: Group, layout: InstanceLayout, shard: ModelShard, o: { stepMs?: number; pollMs?: number; compile?: CompileConstraint; batch?: RunnerInit['batch'] } = {}): { driver: Driver | BatchDriver | null; done: Promise<void> } {
+  if (worldSize(layout) === 1) return { driver: new BatchDriver(shard, { compile: o.compile, maxSequences: o.batch?.sequences, prefixCacheBytes: o.batch?.prefixCacheBytes, speculate: o.batch?.speculate }), done: Promise.resolve() };
+  const ctx = { group, layout, shard, maxBatch: shard.maxBatch, stepMs: o.stepMs ?? 30_000, pollMs: o.pollMs ?? POLL_MS, compile: o.compile, prefixCacheBytes: o.batch?.prefixCacheBytes };
   if (group.rank === 0) return { driver: new Driver(ctx, o.batch?.sequences), done: Promise.resolve() };
   return { driver: null, done: runFollower(ctx) };
 }

@@ -1,6 +1,6 @@
 /** Messages between a daemon and its runner processes (node IPC, structured clone). */
 import type { TokenLogprob } from '@orchard/engine';
-import type { GenerateOutcome, GenerateRequest } from './shard-loop.js';
+import type { GenerateOutcome, GenerateRequest, Speculate } from './shard-loop.js';
 import type { InstanceLayout } from '@orchard/engine';
 import type { TcpPeer } from './transport.js';
 import type { DataPlaneSecurity } from './link-security.js';
@@ -18,8 +18,11 @@ export interface RunnerInit {
   security?: DataPlaneSecurity;
   maxSeqLen?: number;
   maxBatch?: number;
-  /** A one-rank instance's continuous batching: sequences per step and prefix-cache bytes (batch-driver.ts defaults). */
-  batch?: { sequences: number; prefixCacheBytes: number };
+  /**
+   * A one-rank instance's continuous batching: sequences per step, prefix-cache bytes and how requests
+   * that do not say speculate (batch-driver.ts defaults).
+   */
+  batch?: { sequences: number; prefixCacheBytes: number; speculate?: Speculate };
   /** Per data-plane step timeout, ms. */
   stepMs?: number;
   /** How long a rank polls its event loop inside a data-plane wait, ms (0: never; see shard-loop.ts). */

@@ -22,7 +22,8 @@ import { type InstanceLayout, samplerRank, stageMembers, stageOf, worldSize, ran
 import { HeaderCodec, type Header, type Segment } from './header.js';
 import { PrefillChunker } from './prefill-chunk.js';
 import { decodePayload, encodePayload, TokenReply } from './sample-wire.js';
-import { forwardSegments } from './step-forward.js';
+import { SplitPrefix } from './split-prefix.js';
+import { batches, forwardSegments } from './step-forward.js';
 
 /** Waits on an idle data plane: followers wait for the next request as long as the instance lives. */
 const IDLE_TIMEOUT_MS = 2 ** 31 - 1;
@@ -43,7 +44,12 @@ export interface GenerateRequest extends SamplingOptions {
   constraint?: ConstraintSpec;
   /** Report each token's logprob and this many alternatives. */
   logprobs?: number;
+  /** Speculative decoding for this request (one-rank instances); else the runner's setting. */
+  speculate?: Speculate;
 }
+
+/** How a runner speculates: prompt lookup (drafts from the sequence's own context), or not at all. */
+export type Speculate = 'prompt-lookup' | 'off';
 
 /** Compiles a request's constraint against this rank's tokenizer (runner-main provides it). */
 export type CompileConstraint = (spec: ConstraintSpec, stopIds: number[]) => Promise<TokenConstraint>;
@@ -54,8 +60,10 @@ export interface GenerateOutcome {
   promptTokens: number;
   prefillMs: number;
   decodeMs: number;
-  /** Prompt tokens copied from the prefix cache instead of prefilled (one-rank instances). */
+  /** Prompt tokens copied from the prefix cache instead of prefilled. */
   cachedPromptTokens?: number;
+  /** A speculating request: draft tokens fed, and how many of them the model confirmed. */
+  speculation?: { drafted: number; accepted: number };
 }
 
 /**
@@ -134,6 +142,8 @@ interface Ctx {
   /** See POLL_MS. */
   pollMs: number;
   compile?: CompileConstraint;
+  /** Bytes of K/V the driver keeps for prefix reuse (split-prefix.ts); 0 or absent: none. */
+  prefixCacheBytes?: number;
 }
 
 /** A sampled id, with its logprobs when the request asked for them. */
@@ -179,21 +189,39 @@ export async function runFollower(ctx: Ctx): Promise<void> {
   const isSampler = group.rank === samplerRank(layout);
   const last = stage === layout.stages.length - 1;
   const caches = new Map<number, KVCache>();
+  // A GPU rank's K/V stay on the device: it keeps no prefix cache, and says so to the driver below.
+  const prefix = batches(shard) ? new SplitPrefix() : null;
   /** The sampling rank's per-sequence sampling: sampler, output constraint, reply format. */
   const picks = new Map<number, { sampler: Sampler; constraint: TokenConstraint | null; logprobs?: number; reply: TokenReply }>();
   const gather = isSampler ? new LogitGather(layout, shard.config.vocabSize) : null;
   // Stage 0 takes the driver's embedded rows, later stages the previous stage's hidden states.
   const source = stage === 0 ? 0 : rankOf(layout, stage - 1, 0);
+  // Whether this rank can keep a prefix cache (CPU K/V); the driver reuses prefixes only if all can.
+  await group.send(0, Int32Array.of(prefix ? 1 : 0), { timeoutMs: ctx.stepMs });
   try {
     for (;;) {
       await pollWhile(group.recv(0, header.buffer, { timeoutMs: IDLE_TIMEOUT_MS }), pollMs);
       const h = header.decode();
       if (h.op === 'stop') return;
-      if (h.op === 'begin') {
-        // The slot's previous sequence is over: hand its cache back (GPU memory is not freed by GC in time).
+      if (h.op === 'end') {
+        // Hand the cache back now (GPU memory is not freed by GC in time), its blocks kept for reuse.
         const done = caches.get(h.slot);
-        if (done) shard.releaseCache(done);
-        caches.set(h.slot, shard.newCache(h.capacity));
+        if (done) {
+          prefix?.end(h.slot, done);
+          shard.releaseCache(done);
+          caches.delete(h.slot);
+        }
+        continue;
+      }
+      if (h.op === 'begin') {
+        const stale = caches.get(h.slot);
+        if (stale) shard.releaseCache(stale);
+        const cache = shard.newCache(h.capacity);
+        caches.set(h.slot, cache);
+        const reused = new Int32Array(h.cached);
+        if (h.cached > 0) await group.recv(0, reused, { timeoutMs: ctx.stepMs });
+        if (prefix) prefix.restoreExactly(h.slot, cache, reused, h.prefixBlocks, group.rank);
+        else if (h.cached > 0) throw new Error(`data plane: rank ${group.rank} keeps no prefix cache but the driver reused ${h.cached} prompt tokens`);
         if (!isSampler) continue;
         picks.get(h.slot)?.constraint?.dispose();
         let payload = null;
@@ -221,6 +249,8 @@ export async function runFollower(ctx: Ctx): Promise<void> {
     });
     const n = h.tokens.length;
     await pollWhile(group.recv(source, hidden.subarray(0, n * D), { timeoutMs: ctx.stepMs }), pollMs);
+    let fed = 0;
+    for (const seg of h.segments) prefix?.fed(seg.slot, h.tokens.subarray(fed, (fed += seg.n)));
     let at = 0;
     const outs = await forwardSegments(
       shard,
@@ -272,8 +302,10 @@ interface Running {
   sampling: { pick: Pick } | { reply: TokenReply };
   onToken: OnToken;
   stop: Set<number>;
-  /** Prompt tokens fed so far. */
+  /** Prompt tokens fed so far (the reused ones first). */
   fed: number;
+  /** Prompt tokens copied from the prefix caches. */
+  cached: number;
   tokens: number[];
   t0: number;
   t1: number;
@@ -316,8 +348,13 @@ export class Driver {
   /** Sampled tokens still to come from the sampling rank, in issue order. */
   #waiters: { reply: TokenReply; resolve: (p: Picked) => void; reject: (e: Error) => void; timeoutMs: number }[] = [];
   #receiving = false;
-  /** Steps run, rows and sequences over all steps, the most sequences in one step. */
-  readonly stats = { steps: 0, rows: 0, sequences: 0, widest: 0 };
+  /** Steps run, rows and sequences over all steps, the most sequences in one step, prompt tokens reused. */
+  readonly stats = { steps: 0, rows: 0, sequences: 0, widest: 0, cachedTokens: 0 };
+  readonly #prefix = new SplitPrefix();
+  /** Blocks every rank's prefix cache keeps: from --prefix-cache and this rank's K/V per block; 0 = none. */
+  #prefixBlocks = 0;
+  /** Whether every rank can keep a prefix cache (each follower says so once, when it starts). */
+  readonly #prefixReady: Promise<boolean>;
 
   constructor(ctx: Ctx, maxSequences = Math.max(1, ctx.layout.stages.length)) {
     this.#ctx = ctx;
@@ -328,6 +365,18 @@ export class Driver {
     this.#rowPeers = stageMembers(ctx.layout, 0).slice(1);
     this.#gather = samplerRank(ctx.layout) === 0 ? new LogitGather(ctx.layout, ctx.shard.config.vocabSize) : null;
     this.#rowsOut = new Float32Array(ctx.maxBatch * ctx.shard.config.hiddenSize);
+    const g = ctx.group;
+    const said = Array.from({ length: g.size - 1 }, (_, i) => {
+      const flag = new Int32Array(1);
+      return g.recv(i + 1, flag, { timeoutMs: IDLE_TIMEOUT_MS }).then(() => flag[0] === 1);
+    });
+    this.#prefixReady = Promise.all(said).then(
+      (all) => all.every(Boolean) && batches(ctx.shard) && (ctx.prefixCacheBytes ?? 0) > 0,
+      (err: Error) => {
+        this.#fail(err);
+        return false;
+      },
+    );
   }
 
   get broken(): Error | null {
@@ -351,14 +400,15 @@ export class Driver {
   }
 
   /**
-   * Sends `header` to every other rank, followed on the same links by `rows` to the stage-0 ranks and
-   * a request's sampling `payload` to the sampling rank.
+   * Sends `header` to every other rank, followed on the same links by the `reused` prompt tokens to
+   * every rank, `rows` to the stage-0 ranks and a request's sampling `payload` to the sampling rank.
    */
-  async #broadcast(header: Header, timeoutMs = this.#ctx.stepMs, rows?: Float32Array, payload?: Uint8Array): Promise<void> {
+  async #broadcast(header: Header, timeoutMs = this.#ctx.stepMs, rows?: Float32Array, payload?: Uint8Array, reused?: Int32Array): Promise<void> {
     const g = this.#ctx.group;
     const bytes = this.#header.encode(header);
     const sends: Promise<void>[] = [];
     for (let r = 1; r < g.size; r++) sends.push(g.send(r, bytes, { timeoutMs }));
+    if (reused) for (let r = 1; r < g.size; r++) sends.push(g.send(r, reused, { timeoutMs }));
     if (rows) for (const r of this.#rowPeers) sends.push(g.send(r, rows, { timeoutMs }));
     if (payload) sends.push(g.send(samplerRank(this.#ctx.layout), payload, { timeoutMs }));
     await Promise.all(sends);
@@ -486,24 +536,53 @@ export class Driver {
       constraint = null;
     }
     try {
-      await this.#serial(() => this.#broadcast({ op: 'begin', slot, capacity, sampling, payloadBytes: payload?.length ?? 0 }, undefined, undefined, payload));
-      const sampler = new Sampler(sampling);
-      const pick: Pick = (logits) => pickToken(logits, sampler, constraint, req.logprobs);
+      const reuse = await this.#prefixUsable();
       const cache = shard.newCache(capacity);
       try {
+        // The prefix is restored and the begin sent in one issue section: every rank restores it at the same point.
+        const cached = await this.#serial(async () => {
+          this.#prefixBlocks ||= reuse ? this.#prefix.blocksFor(this.#ctx.prefixCacheBytes!, cache) : 0;
+          const n = this.#prefix.restore(slot, cache, prompt, this.#prefixBlocks);
+          const reused = n > 0 ? Int32Array.from(prompt.slice(0, n)) : undefined;
+          await this.#broadcast({ op: 'begin', slot, capacity, sampling, payloadBytes: payload?.length ?? 0, cached: n, prefixBlocks: this.#prefixBlocks }, undefined, undefined, payload, reused);
+          return n;
+        });
+        this.stats.cachedTokens += cached;
+        const sampler = new Sampler(sampling);
+        const pick: Pick = (logits) => pickToken(logits, sampler, constraint, req.logprobs);
         const t0 = performance.now();
         const lane = this.#lanes.reduce((a, b) => (b.seqs.length < a.seqs.length ? b : a));
         const done = new Promise<GenerateOutcome>((resolve) =>
-          lane.seqs.push({ slot, req, cache, capacity, sampling: remote ? { reply: new TokenReply(req.logprobs) } : { pick }, onToken, stop: new Set(req.stopTokenIds), fed: 0, tokens: [], t0, t1: t0, resolve }),
+          lane.seqs.push({ slot, req, cache, capacity, sampling: remote ? { reply: new TokenReply(req.logprobs) } : { pick }, onToken, stop: new Set(req.stopTokenIds), fed: cached, cached, tokens: [], t0, t1: t0, resolve }),
         );
         lane.running ??= this.#laneLoop(lane);
         const failed = lane.running.then(() => (this.#broken ? Promise.reject(this.#broken) : new Promise<never>(() => undefined)));
-        return await Promise.race([done, failed]);
+        const outcome = await Promise.race([done, failed]);
+        // Every rank keeps the sequence's blocks and frees its cache, at the same point of the header order.
+        // (A failure here breaks the instance for the next request; this one has its tokens already.)
+        await this.#serial(async () => {
+          this.#prefix.end(slot, cache);
+          await this.#broadcast({ op: 'end', slot });
+        }).catch((err: Error) => this.#fail(err));
+        return outcome;
       } finally {
         shard.releaseCache(cache);
       }
     } finally {
       constraint?.dispose();
+    }
+  }
+
+  /** Whether this instance reuses prefixes: every follower has said it can (waited for at most a step's time). */
+  async #prefixUsable(): Promise<boolean> {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`data plane: the other ranks did not report to the driver within ${this.#ctx.stepMs} ms`)), this.#ctx.stepMs);
+    });
+    try {
+      return await Promise.race([this.#prefixReady, late]);
+    } finally {
+      clearTimeout(timer);
     }
   }
 
@@ -555,6 +634,7 @@ export class Driver {
     this.stats.widest = Math.max(this.stats.widest, parts.length);
     for (let i = 0; i < parts.length; i++) {
       const { seq, ids } = parts[i];
+      this.#prefix.fed(seq.slot, ids);
       if (seq.fed < seq.req.promptIds.length) {
         seq.fed += ids.length;
         if (seq.fed === seq.req.promptIds.length) seq.t1 = performance.now();
@@ -577,7 +657,7 @@ export class Driver {
   #finish(lane: Lane, seq: Running, finishReason: GenerateOutcome['finishReason']): void {
     lane.seqs.splice(lane.seqs.indexOf(seq), 1);
     const now = performance.now();
-    seq.resolve({ tokens: seq.tokens, finishReason, promptTokens: seq.req.promptIds.length, prefillMs: seq.t1 - seq.t0, decodeMs: seq.req.maxTokens === 0 ? 0 : now - seq.t1 });
+    seq.resolve({ tokens: seq.tokens, finishReason, promptTokens: seq.req.promptIds.length, prefillMs: seq.t1 - seq.t0, decodeMs: seq.req.maxTokens === 0 ? 0 : now - seq.t1, cachedPromptTokens: seq.cached });
   }
 
   /** Tells every follower to return. */

@@ -157,6 +157,7 @@ export class InstanceExecutor {
             seed: req.seed,
             ...(prep.constraint ? { constraint: prep.constraint } : {}),
             ...(req.logprobs !== undefined ? { logprobs: req.logprobs } : {}),
+            ...(req.speculate ? { speculate: req.speculate } : {}),
           },
           (id, logprob) => {
             if (stopped) return;

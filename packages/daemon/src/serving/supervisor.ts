@@ -15,6 +15,7 @@ import type { ClusterState, InstanceEntry } from '../state/types.js';
 import type { TensorSelection } from '../store/safetensors-range.js';
 import type { DataPlaneSecurity } from '../runner/link-security.js';
 import { RunnerProcess } from '../runner/runner-process.js';
+import type { RunnerInit } from '../runner/protocol.js';
 import type { TcpAddress } from '../runner/transport.js';
 import type { Board } from './board.js';
 import { InstanceExecutor } from './executor.js';
@@ -41,8 +42,8 @@ export interface SupervisorDeps {
   };
   /** Requests waiting per instance before 429. */
   maxQueue: number;
-  /** Continuous batching (--batch: sequences per instance; --prefix-cache: one-rank instances). */
-  batch: { sequences: number; prefixCacheBytes: number };
+  /** Continuous batching (--batch: sequences per instance; --prefix-cache, --speculate: one-rank instances). */
+  batch: NonNullable<RunnerInit['batch']>;
   /** This node's libp2p addresses (sent with instance status, so gossip-only peers can dial it). */
   addrs(): string[];
   /** Brings a model this node lacks from the pod's peers; `selection`: only these layers. */

@@ -100,6 +100,19 @@ describe('OpenAI chat with tools on a served model', () => {
     expect(badTool.status).toBe(400);
     expect(badTool.body.error.message).toMatch(/tool_choice names 'nope'/);
   }, 60_000);
+
+  it("speculate: 'prompt-lookup' (Orchard's field) answers what plain decode answers; another value is a 400 naming it", async () => {
+    const schema = { type: 'object', properties: { ok: { type: 'boolean' }, n: { type: 'integer', minimum: 0, maximum: 9 } }, required: ['ok', 'n'], additionalProperties: false };
+    const body = { messages: [{ role: 'user', content: 'JSON please: {"ok": true, "n": 1} {"ok": true, "n": 1}' }], response_format: { type: 'json_schema', json_schema: { name: 'x', schema, strict: true } }, seed: 5 };
+    const plain = await post(body);
+    const spec = await post({ ...body, speculate: 'prompt-lookup' });
+    expect(spec.status, JSON.stringify(spec.body)).toBe(200);
+    expect(spec.body.choices[0].message.content).toBe(plain.body.choices[0].message.content);
+    expect(spec.body.usage).toEqual(plain.body.usage);
+    const bad = await post({ ...body, speculate: 'ngram' });
+    expect(bad.status).toBe(400);
+    expect(bad.body.error.param).toBe('speculate');
+  }, 60_000);
 });
 
 const postJson = async (path: string, body: Record<string, unknown>, headers: Record<string, string> = {}) => {

@@ -126,4 +126,30 @@ describe('InstanceExecutor', () => {
     expect(ex.load.active).toBe(0);
     expect(runner.calls).toHaveLength(1);
   });
+
+  it("hands a request's speculate to the runner; a stop string inside a burst of tokens (a speculating step's) cuts the text there", async () => {
+    const tok = loadTokenizer(dir);
+    const ids = tok.encode('abc STOP def ghi', { addSpecialTokens: false });
+    const calls: GenerateRequest[] = [];
+    // Every token of the answer arrives in one go, before a cancel could land: a step that accepted them all.
+    const runner = {
+      dead: null,
+      ready: true,
+      async generate(r: GenerateRequest, onToken: (id: number) => void) {
+        calls.push(r);
+        for (const id of ids) onToken(id);
+        return { tokens: ids, finishReason: 'length' as const, promptTokens: r.promptIds.length, prefillMs: 1, decodeMs: 1 };
+      },
+    };
+    const ex = new InstanceExecutor(runner as unknown as RunnerProcess, dir, loadModelConfig(dir), 256, { maxQueue: 2, defaultMaxTokens: 50 });
+    const c = collect();
+    await ex.run(req({ stop: [' STOP'], speculate: 'prompt-lookup' }), c.emit, new AbortController().signal);
+    expect(calls[0].speculate).toBe('prompt-lookup');
+    expect(c.text()).toBe('abc');
+    const done = c.events.at(-1) as Extract<ServeEvent, { type: 'done' }>;
+    expect(done.finishReason).toBe('stop');
+    expect(done.completionTokens).toBeLessThan(ids.length);
+    await ex.run(req(), collect().emit, new AbortController().signal);
+    expect(calls[1].speculate).toBeUndefined();
+  });
 });

@@ -2,20 +2,23 @@ import { describe, expect, it } from 'vitest';
 import { HeaderCodec } from '../../src/runner/header.js';
 
 describe('driver header codec', () => {
-  it('round-trips begin, forward and stop through one fixed-size buffer', () => {
+  it('round-trips begin, forward, end and stop through one fixed-size buffer', () => {
     const tx = new HeaderCodec(4);
     const rx = new HeaderCodec(4);
     const send = (h: Parameters<HeaderCodec['encode']>[0]) => {
       rx.buffer.set(tx.encode(h));
       return rx.decode();
     };
-    expect(send({ op: 'begin', slot: 1, capacity: 300, sampling: { temperature: 0.7, topP: 0.9, topK: 40, seed: 2 ** 40 + 3 }, payloadBytes: 77 })).toEqual({
+    expect(send({ op: 'begin', slot: 1, capacity: 300, sampling: { temperature: 0.7, topP: 0.9, topK: 40, seed: 2 ** 40 + 3 }, payloadBytes: 77, cached: 32, prefixBlocks: 4096 })).toEqual({
       op: 'begin',
       slot: 1,
       capacity: 300,
       sampling: { temperature: 0.7, topP: 0.9, topK: 40, seed: 2 ** 40 + 3 },
       payloadBytes: 77,
+      cached: 32,
+      prefixBlocks: 4096,
     });
+    expect(send({ op: 'end', slot: 5 })).toEqual({ op: 'end', slot: 5 });
     const segments = [
       { slot: 3, n: 1, sample: true },
       { slot: 0, n: 2, sample: false },
@@ -46,7 +49,7 @@ describe('driver header codec', () => {
     c.buffer[2] = 3;
     expect(() => c.decode()).toThrow(/3 segments for 2 tokens/);
     c.buffer[2] = 1;
-    c.buffer[10 + 2 + 1] = 1; // segment 0 says 1 token of the header's 2
+    c.buffer[12 + 2 + 1] = 1; // segment 0 says 1 token of the header's 2
     expect(() => c.decode()).toThrow(/segments hold 1 of its 2 tokens/);
   });
 });

@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { generate, loadInProcessModel, pipelineStages, type InstanceLayout } from '@orchard/engine';
+import { generate, loadInProcessModel, pipelineStages, type InstanceLayout, type ModelShard } from '@orchard/engine';
 import { writeRandomModel } from '@orchard/engine/testing';
 import { createSimGroup } from '../../src/runner/transport.js';
 import { loadRankShard, startRank } from '../../src/runner/local.js';
@@ -31,9 +31,9 @@ beforeAll(() => {
 });
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-async function start(layout: InstanceLayout, sequences: number) {
+async function start(layout: InstanceLayout, sequences: number, prefixCacheBytes = 0, shardOf = (s: ModelShard, _rank: number) => s) {
   const groups = createSimGroup(layout.stages.length * layout.tensor);
-  const ranks = groups.map((g) => startRank(g, layout, loadRankShard(dir, layout, g.rank, g, { maxBatch: 8 }), { batch: { sequences, prefixCacheBytes: 0 } }));
+  const ranks = groups.map((g) => startRank(g, layout, shardOf(loadRankShard(dir, layout, g.rank, g, { maxBatch: 8 }), g.rank), { batch: { sequences, prefixCacheBytes } }));
   const driver = ranks[0].driver as Driver;
   return {
     driver,
@@ -102,6 +102,65 @@ describe('batched steps in split instances', () => {
     const third = driver.generate({ promptIds: prompts[2], maxTokens: 3, stopTokenIds: [] }, () => true);
     expect((await third).tokens).toHaveLength(3);
     expect((await stayer).tokens).toEqual(want.tokens);
+    await close();
+  });
+
+  for (const [name, layout] of [
+    ['2-stage pipeline', { stages: pipelineStages(4, 2), tensor: 1 }],
+    ['tensor parallel 2', { stages: pipelineStages(4, 1), tensor: 2 }],
+    ['2 stages x tensor 2', { stages: pipelineStages(4, 2), tensor: 2 }],
+  ] as [string, InstanceLayout][]) {
+    it(`${name}: a chat's second turn reuses its history on every rank and answers as a cold run`, async () => {
+      const history = Array.from({ length: 70 }, (_, j) => (j * 11 + 3) % 250);
+      const { driver, close } = await start(layout, 4, 2 ** 20);
+      const turn1 = await driver.generate({ promptIds: history, maxTokens: 8, stopTokenIds: [] }, () => true);
+      expect(turn1.cachedPromptTokens).toBe(0);
+      const prompt2 = [...history, ...turn1.tokens, 5, 6, 7];
+      const want = await alone(prompt2, 6);
+      const rowsBefore = driver.stats.rows;
+      const turn2 = await driver.generate({ promptIds: prompt2, maxTokens: 6, stopTokenIds: [] }, () => true);
+      expect(turn2.tokens).toEqual(want.tokens);
+      // Turn 1 fed 77 tokens (its last token never was): 4 whole blocks of 16 are reused.
+      expect(turn2.cachedPromptTokens).toBe(64);
+      // Only the rest of the prompt was computed, then 5 decode rows.
+      expect(driver.stats.rows - rowsBefore).toBe(prompt2.length - 64 + 5);
+      await close();
+    });
+  }
+
+  it('under a budget of a few blocks the ranks evict alike: interleaved chats reuse what they can and stay exact', async () => {
+    const layout = { stages: pipelineStages(4, 2), tensor: 2 };
+    // The driver's shard: 2 layers x (K + V) x 1 KV head of 16 (its tensor share) = 64 floats a token,
+    // 4 KiB a block of 16: room for 3 blocks.
+    const { driver, close } = await start(layout, 4, 3 * 4096);
+    const chats = [0, 1, 2].map((c) => Array.from({ length: 40 + 9 * c }, (_, j) => (j * (c + 3) + c) % 240));
+    let reused = 0;
+    for (let turn = 0; turn < 3; turn++) {
+      const outs = await Promise.all(chats.map((p) => driver.generate({ promptIds: p, maxTokens: 4, stopTokenIds: [] }, () => true)));
+      for (let c = 0; c < chats.length; c++) {
+        expect(outs[c].tokens, `chat ${c} turn ${turn}`).toEqual((await alone(chats[c], 4)).tokens);
+        reused += outs[c].cachedPromptTokens ?? 0;
+        chats[c] = [...chats[c], ...outs[c].tokens, 9 + turn];
+      }
+    }
+    expect(reused).toBeGreaterThan(0);
+    expect(driver.broken).toBeNull();
+    await close();
+  });
+
+  it('a rank that keeps no prefix cache (a GPU rank) turns reuse off for the instance', async () => {
+    const layout = { stages: pipelineStages(4, 2), tensor: 1 };
+    // Rank 1 as a GPU rank looks to the loop: a shard without forwardBatch.
+    const withoutBatch = (s: ModelShard) =>
+      new Proxy(s, { get: (t, key) => (key === 'forwardBatch' ? undefined : typeof Reflect.get(t, key) === 'function' ? (Reflect.get(t, key) as Function).bind(t) : Reflect.get(t, key)) });
+    const noBatch = (s: ModelShard, rank: number) => (rank === 1 ? withoutBatch(s) : s);
+    const { driver, close } = await start(layout, 2, 2 ** 20, noBatch);
+    const history = Array.from({ length: 40 }, (_, j) => (j * 7 + 1) % 250);
+    const turn1 = await driver.generate({ promptIds: history, maxTokens: 4, stopTokenIds: [] }, () => true);
+    const prompt2 = [...history, ...turn1.tokens, 1];
+    const turn2 = await driver.generate({ promptIds: prompt2, maxTokens: 4, stopTokenIds: [] }, () => true);
+    expect(turn2.cachedPromptTokens).toBe(0);
+    expect(turn2.tokens).toEqual((await alone(prompt2, 4)).tokens);
     await close();
   });
 });

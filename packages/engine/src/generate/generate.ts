@@ -7,6 +7,7 @@ import type { ModelTokenizer } from '../tokenizer/load.js';
 import { compileConstraint, type ConstraintSpec, type TokenConstraint } from './constraint.js';
 import { pickToken } from './pick.js';
 import { draftFromContext, type PromptLookupOptions } from './prompt-lookup.js';
+import { pickVerified } from './speculate.js';
 import { Sampler, type SamplingOptions, type TokenLogprob } from './sampler.js';
 import { TextStream } from './text-stream.js';
 
@@ -92,50 +93,45 @@ export async function generate(model: LanguageModel, promptIds: number[], option
   try {
     if (spec && !(session.forwardAll && session.rewind)) throw new RangeError('promptLookup needs a model whose sessions verify drafts (forwardAll, rewind): the in-process CPU model; not the GPU one');
     cached = session.reusePrefix?.(promptIds) ?? 0;
-    // rows[at] are the logits to pick from; drafted[at..] the tokens fed after it on a guess.
-    let rows = [await session.forward(promptIds.slice(cached))];
+    // row(j) is the logits to pick the step's j-th token from; drafted the tokens fed after the first on a guess.
+    const first = await session.forward(promptIds.slice(cached));
+    let row = (_j: number) => first;
     let drafted: number[] = [];
-    let at = 0;
-    let base = 0;
+    let base = session.length;
     t1 = performance.now();
-    while (tokens.length < maxTokens) {
+    const pick = (logits: Float32Array) => pickToken(logits, sampler, constraint, top);
+    while (maxTokens > 0) {
       if (options.signal?.aborted) {
         finishReason = 'abort';
         break;
       }
-      const { id, logprob: lp } = await pickToken(rows[at], sampler, constraint, top);
-      if (lp) logprobs!.push(lp);
-      tokens.push(id);
-      options.onToken?.(id, lp);
-      if (stopIds.has(id)) {
-        finishReason = 'stop';
-        break;
-      }
-      const piece = stream ? stream.push(id) : { text: '', stopped: false };
-      if (piece.text) options.onText?.(piece.text);
-      if (piece.stopped) {
-        finishReason = 'stop';
-        break;
-      }
-      // The model confirmed the guess: its logits are already computed.
-      if (at < drafted.length && id === drafted[at]) {
-        at++;
-        if (spec) spec.accepted++;
-        continue;
-      }
-      // The rest of the guess is wrong: forget its rows.
-      if (drafted.length > at) session.rewind!(base + at + 1);
-      if (tokens.length >= maxTokens || session.length >= capacity) break;
+      let ended = false;
+      const picks = await pickVerified(row, drafted, pick, ({ id, logprob: lp }) => {
+        if (lp) logprobs!.push(lp);
+        tokens.push(id);
+        options.onToken?.(id, lp);
+        const piece = stopIds.has(id) ? { text: '', stopped: true } : stream ? stream.push(id) : { text: '', stopped: false };
+        if (piece.text) options.onText?.(piece.text);
+        if (piece.stopped) finishReason = 'stop';
+        ended = piece.stopped;
+        return !ended && !options.signal?.aborted;
+      });
+      if (spec) spec.accepted += picks - 1;
+      // The rows after the last picked token were a wrong guess: forget them.
+      if (drafted.length >= picks) session.rewind!(base + picks);
+      if (ended || tokens.length >= maxTokens || session.length >= capacity) break;
+      if (options.signal?.aborted) continue;
       base = session.length;
-      const draft = spec ? draftFromContext([...promptIds, ...tokens], Math.min(maxTokens - tokens.length - 1, capacity - base - 1), spec.options) : [];
-      at = 0;
-      drafted = draft;
-      if (draft.length === 0) rows = [await session.forward([id])];
-      else {
-        spec!.drafted += draft.length;
-        const all = await session.forwardAll!([id, ...draft]);
-        const V = all.length / (draft.length + 1);
-        rows = Array.from({ length: draft.length + 1 }, (_, j) => all.subarray(j * V, (j + 1) * V));
+      const id = tokens[tokens.length - 1];
+      drafted = spec ? draftFromContext([...promptIds, ...tokens], Math.min(maxTokens - tokens.length - 1, capacity - base - 1), spec.options) : [];
+      if (drafted.length === 0) {
+        const logits = await session.forward([id]);
+        row = () => logits;
+      } else {
+        spec!.drafted += drafted.length;
+        const all = await session.forwardAll!([id, ...drafted]);
+        const V = all.length / (drafted.length + 1);
+        row = (j) => all.subarray(j * V, (j + 1) * V);
       }
     }
     session.keepPrefix?.();

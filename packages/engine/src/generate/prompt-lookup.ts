@@ -2,6 +2,9 @@
  * Prompt-lookup drafting (n-gram speculation without a second model): the tokens that followed the
  * most recent earlier occurrence of the context's last n tokens (longest n first) are guessed to come
  * next. Text that repeats its prompt — code edits, quotes, summaries — drafts long runs correctly.
+ * When the tokens after the match run into the context's end, the guess goes on as the text has so far:
+ * the match was followed by what the tail is followed by, so the span repeats (an overlapping copy, as
+ * in LZ77) — a cycle of p tokens drafts as far as asked, not only p tokens.
  */
 export interface PromptLookupOptions {
   /** Most tokens drafted per step (the verify forward feeds this many + 1). @default 4 */
@@ -24,8 +27,16 @@ export function draftFromContext(context: readonly number[], limit: number, opti
     for (let p = len - n - 1; p >= 0; p--) {
       let k = 0;
       while (k < n && context[p + k] === context[len - n + k]) k++;
-      if (k === n) return context.slice(p + n, Math.min(len, p + n + limit));
+      if (k === n) return continuation(context, p + n, limit);
     }
   }
   return [];
+}
+
+/** `limit` tokens copied from `from` on, the copy continuing over its own output past the context's end. */
+function continuation(context: readonly number[], from: number, limit: number): number[] {
+  const span = context.length - from;
+  const out: number[] = [];
+  for (let k = 0; k < limit; k++) out.push(k < span ? context[from + k] : out[k - span]);
+  return out;
 }

@@ -3,9 +3,11 @@
  * starts like an earlier one (a chat re-sending its history) copies that prefix's K/V instead of
  * computing it again. Blocks hold `blockTokens` tokens; a block's key hashes its parent's key and its
  * own tokens (a hash chain), so it names the whole prefix, and every shard of a split — whatever
- * layers or heads it holds — derives the same keys from the same tokens. Bounded by bytes; the least
- * recently used block goes first, and a lookup touches a chain's blocks leaf-first so that leaves are
- * evicted before the blocks they extend.
+ * layers or heads it holds — derives the same keys from the same tokens. Bounded by bytes and/or by
+ * blocks; the least recently used block goes first, and a lookup touches a chain's blocks leaf-first so
+ * that leaves are evicted before the blocks they extend. The ranks of a split bound their caches by the
+ * same number of blocks (their blocks differ in bytes): given the same stores and restores in the same
+ * order they then hold the same prefixes, so what the driver finds every rank finds.
  */
 import { createHash } from 'node:crypto';
 import type { KVCache } from './forward.js';
@@ -13,6 +15,8 @@ import type { KVCache } from './forward.js';
 export interface PrefixCacheOptions {
   /** Most bytes of K/V kept. */
   maxBytes: number;
+  /** Most blocks kept. @default no limit */
+  maxBlocks?: number;
   /** Tokens per block: prefixes are reused in whole blocks. @default 16 */
   blockTokens?: number;
 }
@@ -25,14 +29,17 @@ interface Block {
 
 export class PrefixCache {
   readonly maxBytes: number;
+  readonly maxBlocks: number;
   readonly blockTokens: number;
   /** Insertion order is recency order: the first entry is the least recently used. */
   readonly #blocks = new Map<string, Block>();
   #bytes = 0;
 
   constructor(options: PrefixCacheOptions) {
-    const { maxBytes, blockTokens = 16 } = options;
+    const { maxBytes, maxBlocks = Infinity, blockTokens = 16 } = options;
     if (!(maxBytes >= 0)) throw new RangeError(`prefix cache: maxBytes must be >= 0, got ${maxBytes}`);
+    if (!(maxBlocks >= 0)) throw new RangeError(`prefix cache: maxBlocks must be >= 0, got ${maxBlocks}`);
+    this.maxBlocks = maxBlocks;
     if (!Number.isInteger(blockTokens) || blockTokens < 1) throw new RangeError(`prefix cache: blockTokens must be a positive integer, got ${blockTokens}`);
     this.maxBytes = maxBytes;
     this.blockTokens = blockTokens;
@@ -113,7 +120,7 @@ export class PrefixCache {
 
   #evict(): void {
     for (const [key, block] of this.#blocks) {
-      if (this.#bytes <= this.maxBytes) return;
+      if (this.#bytes <= this.maxBytes && this.#blocks.size <= this.maxBlocks) return;
       this.#blocks.delete(key);
       this.#bytes -= block.bytes;
     }

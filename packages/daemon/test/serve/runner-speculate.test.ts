@@ -1,0 +1,41 @@
+/**
+ * Speculation through a runner process (the daemon's path): the instance default (RunnerInit.batch
+ * .speculate, from --speculate) and a request's own `speculate` reach the batching driver over IPC,
+ * the streamed tokens are plain decode's, and the outcome says how many drafts were accepted.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { generate, loadInProcessModel, pipelineStages } from '@orchard/engine';
+import { writeRandomModel } from '@orchard/engine/testing';
+import { startLocalInstance } from '../../src/runner/runner-process.js';
+
+let dir: string;
+beforeAll(() => {
+  dir = mkdtempSync(join(os.tmpdir(), 'orchard-runner-spec-'));
+  writeRandomModel(dir, { numLayers: 2, hiddenSize: 64, seed: 5 });
+});
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+it('a one-process instance that speculates by default streams the plain tokens; a request can turn it off', async () => {
+  const model = loadInProcessModel(dir);
+  const seed = [1, 33, 44, 55, 66, 77];
+  // The model's own continuation as the prompt: text that goes on repeating what it holds.
+  const prompt = [...seed, ...(await generate(model, seed, { maxTokens: 40, stopTokenIds: [] })).tokens];
+  const want = await generate(model, prompt, { maxTokens: 30, stopTokenIds: [] });
+  model.dispose();
+  const runners = await startLocalInstance({ modelDir: dir, layout: { stages: pipelineStages(2, 1), tensor: 1 }, groupId: 'test-spec', secret: 'ef'.repeat(16), listenHost: '127.0.0.1', batch: { sequences: 4, prefixCacheBytes: 0, speculate: 'prompt-lookup' } });
+  try {
+    const seen: number[] = [];
+    const spec = await runners[0].generate({ promptIds: prompt, maxTokens: 30, stopTokenIds: [] }, (t) => seen.push(t));
+    expect(spec.tokens).toEqual(want.tokens);
+    expect(seen).toEqual(want.tokens);
+    expect(spec.speculation!.accepted).toBeGreaterThan(0);
+    const off = await runners[0].generate({ promptIds: prompt, maxTokens: 30, stopTokenIds: [], speculate: 'off' }, () => undefined);
+    expect(off.tokens).toEqual(want.tokens);
+    expect(off.speculation).toBeUndefined();
+  } finally {
+    await Promise.all(runners.map((r) => r.stop(500)));
+  }
+}, 60_000);
