@@ -4,7 +4,7 @@
  * measured in the same run with the same threads. Prints ratios.
  *
  *   pnpm bench:kernels [--size 4096] [--threads 1,2] [--batch 16] [--seconds 0.6] [--json]
- *   pnpm bench:kernels --shapes 768x768,2304x768,768x2304,8192x768 [--dtypes f16,q8_0,q4_k] [--threads 1] [--hot] [--simd both]
+ *   pnpm bench:kernels --shapes 768x768,2304x768,768x2304,8192x768 [--dtypes f16,q8_0,q4_k,q6_k] [--threads 1] [--hot] [--simd both]
  *
  * --shapes: decode matvec GB/s per [rows]x[cols] weight read cold, as in a forward pass (each call
  * takes the next of enough copies to fill ~48 MiB, past the caches), against the read baseline; f16,
@@ -102,7 +102,7 @@ function timeAll(fns: Array<() => void>, budget: number): number[] {
 function fillWeight(be: Backend, dtype: DType, rows: number, cols: number, rng: Prng): Weight {
   const bytes = be.allocBytes(weightBytes(dtype, rows, cols));
   const count = rows * cols;
-  if (dtype === 'q4_k') {
+  if (dtype === 'q4_k' || dtype === 'q5_k' || dtype === 'q6_k') {
     const values = Float32Array.from({ length: count }, () => rng.symmetric(1));
     quantizeK(dtype, values, rows, cols, bytes);
   } else if (dtype === 'q8_0' || dtype === 'q4_0') {
@@ -222,7 +222,7 @@ function benchShapes(shapeList: string, dtypeList: string): void {
     return [rows, cols] as const;
   });
   const dtypes = dtypeList.split(',') as DType[];
-  const known: DType[] = [...DTYPES, 'q4_k'];
+  const known: DType[] = [...DTYPES, 'q4_k', 'q5_k', 'q6_k'];
   for (const d of dtypes) if (!known.includes(d)) throw new Error(`--dtypes: unknown dtype ${d} (${known.join(', ')})`);
   const builds = args.simd === 'both' ? (['baseline', 'relaxed'] as const) : [args.simd as SimdChoice];
   const setBytes = args.hot ? 0 : 48 * 2 ** 20;

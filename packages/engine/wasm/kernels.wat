@@ -4156,6 +4156,145 @@
         (br $l)))
     (f32.store (local.get $out) (f32.sub (local.get $s) (local.get $m))))
 
+  ;; @if relaxed
+  (func $dot1_q6_k (type $dot) (param $w i32) (param $rb i32) (param $x i32) (param $cols i32) (param $out i32)
+    (local $p i32) (local $end i32) (local $xq i32) (local $xd i32) (local $xs i32)
+    (local $t v128) (local $q v128) (local $h v128) (local $s f32)
+    (local.set $p (local.get $w))
+    (local.set $end (i32.add (local.get $w) (local.get $rb)))
+    (local.set $xd (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 1))))
+    (local.set $xq (i32.add (local.get $xd) (i32.mul (i32.shr_u (local.get $cols) (i32.const 8)) (i32.const 20))))
+    (local.set $xs (i32.add (local.get $xq) (local.get $cols)))
+    (block $done
+      (loop $l
+        (br_if $done (i32.ge_u (local.get $p) (local.get $end)))
+        ;; the −32 offset: 32·Σ_j sc_j·Σx_j over the 16 sub-blocks, taken off first
+        (local.set $t (i32x4.mul (i32x4.add
+          (i32x4.dot_i16x8_s (i16x8.extend_low_i8x16_s (v128.load offset=192 (local.get $p))) (v128.load offset=0 (local.get $xs)))
+          (i32x4.dot_i16x8_s (i16x8.extend_high_i8x16_s (v128.load offset=192 (local.get $p))) (v128.load offset=16 (local.get $xs))))
+          (v128.const i32x4 -32 -32 -32 -32)))
+        ;; elements 0..15: sub-block 0
+        (local.set $h (v128.load offset=128 (local.get $p)))
+        (local.set $q (v128.or (v128.and (v128.load offset=0 (local.get $p)) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15))
+          (i16x8.shl (v128.and (local.get $h) (v128.const i8x16 3 3 3 3 3 3 3 3 3 3 3 3 3 3 3 3)) (i32.const 4))))
+        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=0 (local.get $xq)) (local.get $q))
+          (i16x8.splat (i32.load8_s offset=192 (local.get $p))))))
+        ;; elements 16..31: sub-block 1
+        (local.set $h (v128.load offset=144 (local.get $p)))
+        (local.set $q (v128.or (v128.and (v128.load offset=16 (local.get $p)) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15))
+          (i16x8.shl (v128.and (local.get $h) (v128.const i8x16 3 3 3 3 3 3 3 3 3 3 3 3 3 3 3 3)) (i32.const 4))))
+        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=16 (local.get $xq)) (local.get $q))
+          (i16x8.splat (i32.load8_s offset=193 (local.get $p))))))
+        ;; elements 32..47: sub-block 2
+        (local.set $h (v128.load offset=128 (local.get $p)))
+        (local.set $q (v128.or (v128.and (v128.load offset=32 (local.get $p)) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15))
+          (i16x8.shl (v128.and (i16x8.shr_u (local.get $h) (i32.const 2)) (v128.const i8x16 3 3 3 3 3 3 3 3 3 3 3 3 3 3 3 3)) (i32.const 4))))
+        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=32 (local.get $xq)) (local.get $q))
+          (i16x8.splat (i32.load8_s offset=194 (local.get $p))))))
+        ;; elements 48..63: sub-block 3
+        (local.set $h (v128.load offset=144 (local.get $p)))
+        (local.set $q (v128.or (v128.and (v128.load offset=48 (local.get $p)) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15))
+          (i16x8.shl (v128.and (i16x8.shr_u (local.get $h) (i32.const 2)) (v128.const i8x16 3 3 3 3 3 3 3 3 3 3 3 3 3 3 3 3)) (i32.const 4))))
+        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=48 (local.get $xq)) (local.get $q))
+          (i16x8.splat (i32.load8_s offset=195 (local.get $p))))))
+        ;; elements 64..79: sub-block 4
+        (local.set $h (v128.load offset=128 (local.get $p)))
+        (local.set $q (v128.or (v128.and (i16x8.shr_u (v128.load offset=0 (local.get $p)) (i32.const 4)) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15))
+          (i16x8.shl (v128.and (i16x8.shr_u (local.get $h) (i32.const 4)) (v128.const i8x16 3 3 3 3 3 3 3 3 3 3 3 3 3 3 3 3)) (i32.const 4))))
+        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=64 (local.get $xq)) (local.get $q))
+          (i16x8.splat (i32.load8_s offset=196 (local.get $p))))))
+        ;; elements 80..95: sub-block 5
+        (local.set $h (v128.load offset=144 (local.get $p)))
+        (local.set $q (v128.or (v128.and (i16x8.shr_u (v128.load offset=16 (local.get $p)) (i32.const 4)) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15))
+          (i16x8.shl (v128.and (i16x8.shr_u (local.get $h) (i32.const 4)) (v128.const i8x16 3 3 3 3 3 3 3 3 3 3 3 3 3 3 3 3)) (i32.const 4))))
+        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=80 (local.get $xq)) (local.get $q))
+          (i16x8.splat (i32.load8_s offset=197 (local.get $p))))))
+        ;; elements 96..111: sub-block 6
+        (local.set $h (v128.load offset=128 (local.get $p)))
+        (local.set $q (v128.or (v128.and (i16x8.shr_u (v128.load offset=32 (local.get $p)) (i32.const 4)) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15))
+          (i16x8.shl (v128.and (i16x8.shr_u (local.get $h) (i32.const 6)) (v128.const i8x16 3 3 3 3 3 3 3 3 3 3 3 3 3 3 3 3)) (i32.const 4))))
+        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=96 (local.get $xq)) (local.get $q))
+          (i16x8.splat (i32.load8_s offset=198 (local.get $p))))))
+        ;; elements 112..127: sub-block 7
+        (local.set $h (v128.load offset=144 (local.get $p)))
+        (local.set $q (v128.or (v128.and (i16x8.shr_u (v128.load offset=48 (local.get $p)) (i32.const 4)) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15))
+          (i16x8.shl (v128.and (i16x8.shr_u (local.get $h) (i32.const 6)) (v128.const i8x16 3 3 3 3 3 3 3 3 3 3 3 3 3 3 3 3)) (i32.const 4))))
+        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=112 (local.get $xq)) (local.get $q))
+          (i16x8.splat (i32.load8_s offset=199 (local.get $p))))))
+        ;; elements 128..143: sub-block 8
+        (local.set $h (v128.load offset=160 (local.get $p)))
+        (local.set $q (v128.or (v128.and (v128.load offset=64 (local.get $p)) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15))
+          (i16x8.shl (v128.and (local.get $h) (v128.const i8x16 3 3 3 3 3 3 3 3 3 3 3 3 3 3 3 3)) (i32.const 4))))
+        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=128 (local.get $xq)) (local.get $q))
+          (i16x8.splat (i32.load8_s offset=200 (local.get $p))))))
+        ;; elements 144..159: sub-block 9
+        (local.set $h (v128.load offset=176 (local.get $p)))
+        (local.set $q (v128.or (v128.and (v128.load offset=80 (local.get $p)) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15))
+          (i16x8.shl (v128.and (local.get $h) (v128.const i8x16 3 3 3 3 3 3 3 3 3 3 3 3 3 3 3 3)) (i32.const 4))))
+        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=144 (local.get $xq)) (local.get $q))
+          (i16x8.splat (i32.load8_s offset=201 (local.get $p))))))
+        ;; elements 160..175: sub-block 10
+        (local.set $h (v128.load offset=160 (local.get $p)))
+        (local.set $q (v128.or (v128.and (v128.load offset=96 (local.get $p)) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15))
+          (i16x8.shl (v128.and (i16x8.shr_u (local.get $h) (i32.const 2)) (v128.const i8x16 3 3 3 3 3 3 3 3 3 3 3 3 3 3 3 3)) (i32.const 4))))
+        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=160 (local.get $xq)) (local.get $q))
+          (i16x8.splat (i32.load8_s offset=202 (local.get $p))))))
+        ;; elements 176..191: sub-block 11
+        (local.set $h (v128.load offset=176 (local.get $p)))
+        (local.set $q (v128.or (v128.and (v128.load offset=112 (local.get $p)) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15))
+          (i16x8.shl (v128.and (i16x8.shr_u (local.get $h) (i32.const 2)) (v128.const i8x16 3 3 3 3 3 3 3 3 3 3 3 3 3 3 3 3)) (i32.const 4))))
+        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=176 (local.get $xq)) (local.get $q))
+          (i16x8.splat (i32.load8_s offset=203 (local.get $p))))))
+        ;; elements 192..207: sub-block 12
+        (local.set $h (v128.load offset=160 (local.get $p)))
+        (local.set $q (v128.or (v128.and (i16x8.shr_u (v128.load offset=64 (local.get $p)) (i32.const 4)) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15))
+          (i16x8.shl (v128.and (i16x8.shr_u (local.get $h) (i32.const 4)) (v128.const i8x16 3 3 3 3 3 3 3 3 3 3 3 3 3 3 3 3)) (i32.const 4))))
+        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=192 (local.get $xq)) (local.get $q))
+          (i16x8.splat (i32.load8_s offset=204 (local.get $p))))))
+        ;; elements 208..223: sub-block 13
+        (local.set $h (v128.load offset=176 (local.get $p)))
+        (local.set $q (v128.or (v128.and (i16x8.shr_u (v128.load offset=80 (local.get $p)) (i32.const 4)) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15))
+          (i16x8.shl (v128.and (i16x8.shr_u (local.get $h) (i32.const 4)) (v128.const i8x16 3 3 3 3 3 3 3 3 3 3 3 3 3 3 3 3)) (i32.const 4))))
+        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=208 (local.get $xq)) (local.get $q))
+          (i16x8.splat (i32.load8_s offset=205 (local.get $p))))))
+        ;; elements 224..239: sub-block 14
+        (local.set $h (v128.load offset=160 (local.get $p)))
+        (local.set $q (v128.or (v128.and (i16x8.shr_u (v128.load offset=96 (local.get $p)) (i32.const 4)) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15))
+          (i16x8.shl (v128.and (i16x8.shr_u (local.get $h) (i32.const 6)) (v128.const i8x16 3 3 3 3 3 3 3 3 3 3 3 3 3 3 3 3)) (i32.const 4))))
+        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=224 (local.get $xq)) (local.get $q))
+          (i16x8.splat (i32.load8_s offset=206 (local.get $p))))))
+        ;; elements 240..255: sub-block 15
+        (local.set $h (v128.load offset=176 (local.get $p)))
+        (local.set $q (v128.or (v128.and (i16x8.shr_u (v128.load offset=112 (local.get $p)) (i32.const 4)) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15))
+          (i16x8.shl (v128.and (i16x8.shr_u (local.get $h) (i32.const 6)) (v128.const i8x16 3 3 3 3 3 3 3 3 3 3 3 3 3 3 3 3)) (i32.const 4))))
+        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=240 (local.get $xq)) (local.get $q))
+          (i16x8.splat (i32.load8_s offset=207 (local.get $p))))))
+        (local.set $s (f32.add (local.get $s) (f32.mul (f32.convert_i32_s (call $hsum_i32 (local.get $t)))
+          (f32.mul (f32.load offset=4096 (i32.shl (i32.load16_u offset=208 (local.get $p)) (i32.const 2))) (f32.load (local.get $xd))))))
+        (local.set $p (i32.add (local.get $p) (i32.const 210)))
+        (local.set $xq (i32.add (local.get $xq) (i32.const 256)))
+        (local.set $xs (i32.add (local.get $xs) (i32.const 32)))
+        (local.set $xd (i32.add (local.get $xd) (i32.const 4)))
+        (br $l)))
+    (f32.store (local.get $out) (local.get $s)))
+
+  ;; @else
   ;; q6_k, one row. Half n of the block: element 128n + 32k + l takes the low (k < 2) or high nibble of
   ;; ql[64n + 32(k&1) + l] and bits 2k..2k+1 of qh[32n + l]; sub-blocks of 16, int8 scales.
   (func $dot1_q6_k (type $dot) (param $w i32) (param $rb i32) (param $x i32) (param $cols i32) (param $out i32)
@@ -4318,6 +4457,7 @@
         (br $l)))
     (f32.store (local.get $out) (local.get $s)))
 
+  ;; @end
   (func $dot4_q4_k (type $dot) (param $w i32) (param $rb i32) (param $x i32) (param $cols i32) (param $out i32)
     (call $dot1_q4_k (local.get $w) (local.get $rb) (local.get $x) (local.get $cols) (local.get $out))
     (call $dot1_q4_k (i32.add (local.get $w) (local.get $rb)) (local.get $rb) (local.get $x) (local.get $cols) (i32.add (local.get $out) (i32.const 4)))
@@ -6720,6 +6860,26 @@
             (local.set $bs (i32.add (local.get $bs) (i32.const 16)))
             (local.set $sb (i32.add (local.get $sb) (i32.const 1)))
             (br $sl)))
+        ;; @if relaxed
+        ;; relaxed build: the plain q as int8 (cols bytes), then each 16 columns' Σq as i16 ($dot1_q6_k)
+        (local.set $q (i32.add (local.get $q) (i32.mul (local.get $nsb) (i32.const 20))))
+        (local.set $j (i32.const 0))
+        (block $fdone
+          (loop $fl
+            (br_if $fdone (i32.ge_u (local.get $j) (local.get $cols)))
+            (local.set $dd (i32.add (i32.sub (local.get $q) (i32.add (i32.shl (local.get $cols) (i32.const 1)) (i32.mul (local.get $nsb) (i32.const 20))))
+              (i32.shl (local.get $j) (i32.const 1))))
+            (local.set $q0 (i8x16.narrow_i16x8_s (v128.load offset=0 (local.get $dd)) (v128.load offset=16 (local.get $dd))))
+            (local.set $q1 (i8x16.narrow_i16x8_s (v128.load offset=32 (local.get $dd)) (v128.load offset=48 (local.get $dd))))
+            (v128.store offset=0 (i32.add (local.get $q) (local.get $j)) (local.get $q0))
+            (v128.store offset=16 (i32.add (local.get $q) (local.get $j)) (local.get $q1))
+            (local.set $dd (i32.add (i32.add (local.get $q) (local.get $cols)) (i32.shr_u (local.get $j) (i32.const 3))))
+            (i32.store16 offset=0 (local.get $dd) (call $hsum_i32 (i32x4.extadd_pairwise_i16x8_s (i16x8.extadd_pairwise_i8x16_s (local.get $q0)))))
+            (i32.store16 offset=2 (local.get $dd) (call $hsum_i32 (i32x4.extadd_pairwise_i16x8_s (i16x8.extadd_pairwise_i8x16_s (local.get $q1)))))
+            (local.set $j (i32.add (local.get $j) (i32.const 32)))
+            (br $fl)))
+        (local.set $q (i32.add (local.get $q) (i32.shl (local.get $cols) (i32.const 1))))
+        ;; @else
         ;; the q4 form for packed q4_k (see $g4_q4_k): per 32, the second half as q[l+16] − 16·q[l]
         (local.set $q (i32.add (local.get $q) (i32.mul (local.get $nsb) (i32.const 20))))
         (local.set $j (i32.const 0))
@@ -6736,6 +6896,7 @@
             (local.set $q (i32.add (local.get $q) (i32.const 64)))
             (local.set $j (i32.add (local.get $j) (i32.const 32)))
             (br $fl)))
+        ;; @end
         ;; next token
         (local.set $b (i32.add (local.get $b) (i32.const 1)))
         (br $bl))))

@@ -100,7 +100,7 @@ function q45(five: boolean): string[] {
 }
 
 /** q6_k: ql (128), qh (64), 16 int8 scales, f16 d at 208. */
-function q6(): string[] {
+function q6Baseline(): string[] {
   const L: string[] = [];
   const e = (s: string) => L.push(s);
   e(`  ;; q6_k, one row. Half n of the block: element 128n + 32k + l takes the low (k < 2) or high nibble of`);
@@ -150,6 +150,66 @@ function q6(): string[] {
   e(``);
   return L;
 }
+
+/**
+ * q6_k, one row, in the relaxed build: per (half n, group k) the 32 elements 128n + 32k + l come from
+ * 32 consecutive ql and qh bytes, so their 6-bit values (0..63, a valid i7 operand) are built as bytes
+ * and taken against the int8 activations (quant_q8k's relaxed form) with one
+ * i16x8.relaxed_dot_i8x16_i7x16_s per 16 (pair sums ≤ 2·63·127), then one i32x4.dot_i16x8_s with the
+ * sub-block's scale. The −32 offset is one dot per super-block: 32·Σ sc·Σx over the 16-column sub-blocks
+ * (their sums are in the activations too). The integer total, hence the f32 step and the bits, is the
+ * baseline's.
+ */
+function q6Relaxed(): string[] {
+  const L: string[] = [];
+  const e = (s: string) => L.push(s);
+  const b16 = (v: number) => `(v128.const i8x16 ${Array(16).fill(v).join(' ')})`;
+  e(`  (func $dot1_q6_k (type $dot) (param $w i32) (param $rb i32) (param $x i32) (param $cols i32) (param $out i32)`);
+  e(`    (local $p i32) (local $end i32) (local $xq i32) (local $xd i32) (local $xs i32)`);
+  e(`    (local $t v128) (local $q v128) (local $h v128) (local $s f32)`);
+  e(`    (local.set $p (local.get $w))`);
+  e(`    (local.set $end (i32.add (local.get $w) (local.get $rb)))`);
+  e(`    (local.set $xd (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 1))))`);
+  e(`    (local.set $xq (i32.add (local.get $xd) (i32.mul (i32.shr_u (local.get $cols) (i32.const 8)) (i32.const 20))))`);
+  e(`    (local.set $xs (i32.add (local.get $xq) (local.get $cols)))`);
+  e(`    (block $done`);
+  e(`      (loop $l`);
+  e(`        (br_if $done (i32.ge_u (local.get $p) (local.get $end)))`);
+  e(`        ;; the −32 offset: 32·Σ_j sc_j·Σx_j over the 16 sub-blocks, taken off first`);
+  e(`        (local.set $t (i32x4.mul (i32x4.add`);
+  e(`          (i32x4.dot_i16x8_s (i16x8.extend_low_i8x16_s (v128.load offset=192 (local.get $p))) (v128.load offset=0 (local.get $xs)))`);
+  e(`          (i32x4.dot_i16x8_s (i16x8.extend_high_i8x16_s (v128.load offset=192 (local.get $p))) (v128.load offset=16 (local.get $xs))))`);
+  e(`          (v128.const i32x4 -32 -32 -32 -32)))`);
+  for (let n = 0; n < 2; n++) {
+    for (let k = 0; k < 4; k++) {
+      for (let half = 0; half < 2; half++) {
+        const j = 8 * n + 2 * k + half;
+        const ql = `(v128.load offset=${64 * n + 32 * (k & 1) + 16 * half} (local.get $p))`;
+        const lo = k < 2 ? `(v128.and ${ql} ${b16(15)})` : `(v128.and (i16x8.shr_u ${ql} (i32.const 4)) ${b16(15)})`;
+        e(`        ;; elements ${128 * n + 32 * k + 16 * half}..${128 * n + 32 * k + 16 * half + 15}: sub-block ${j}`);
+        e(`        (local.set $h (v128.load offset=${128 + 32 * n + 16 * half} (local.get $p)))`);
+        e(`        (local.set $q (v128.or ${lo}`);
+        e(`          (i16x8.shl (v128.and ${k ? `(i16x8.shr_u (local.get $h) (i32.const ${2 * k}))` : '(local.get $h)'} ${b16(3)}) (i32.const 4))))`);
+        e(`        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s`);
+        e(`          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=${128 * n + 32 * k + 16 * half} (local.get $xq)) (local.get $q))`);
+        e(`          (i16x8.splat (i32.load8_s offset=${192 + j} (local.get $p))))))`);
+      }
+    }
+  }
+  e(`        (local.set $s (f32.add (local.get $s) (f32.mul (f32.convert_i32_s (call $hsum_i32 (local.get $t)))`);
+  e(`          (f32.mul (f32.load offset=4096 (i32.shl (i32.load16_u offset=208 (local.get $p)) (i32.const 2))) (f32.load (local.get $xd))))))`);
+  e(`        (local.set $p (i32.add (local.get $p) (i32.const 210)))`);
+  e(`        (local.set $xq (i32.add (local.get $xq) (i32.const 256)))`);
+  e(`        (local.set $xs (i32.add (local.get $xs) (i32.const 32)))`);
+  e(`        (local.set $xd (i32.add (local.get $xd) (i32.const 4)))`);
+  e(`        (br $l)))`);
+  e(`    (f32.store (local.get $out) (local.get $s)))`);
+  e(``);
+  return L;
+}
+
+/** q6_k, one row: the relaxed build's kernel or the baseline's. */
+const q6 = (): string[] => bothVariants('  ', q6Relaxed(), q6Baseline());
 
 /** The 4-row kernel of a format: its 1-row kernel on each row (one stream at a time). */
 function dot4(name: string): string[] {
@@ -230,22 +290,47 @@ function quantQ8k(): string[] {
   e(`            (local.set $bs (i32.add (local.get $bs) (i32.const 16)))`);
   e(`            (local.set $sb (i32.add (local.get $sb) (i32.const 1)))`);
   e(`            (br $sl)))`);
-  e(`        ;; the q4 form for packed q4_k (see $g4_q4_k): per 32, the second half as q[l+16] − 16·q[l]`);
-  e(`        (local.set $q (i32.add (local.get $q) (i32.mul (local.get $nsb) (i32.const 20))))`);
-  e(`        (local.set $j (i32.const 0))`);
-  e(`        (block $fdone`);
-  e(`          (loop $fl`);
-  e(`            (br_if $fdone (i32.ge_u (local.get $j) (local.get $cols)))`);
-  e(`            (local.set $dd (i32.sub (local.get $q) (i32.add (i32.shl (local.get $cols) (i32.const 1)) (i32.mul (local.get $nsb) (i32.const 20)))))`);
-  e(`            (local.set $q0 (v128.load offset=0 (local.get $dd)))`);
-  e(`            (local.set $q1 (v128.load offset=16 (local.get $dd)))`);
-  e(`            (v128.store offset=0 (local.get $q) (local.get $q0))`);
-  e(`            (v128.store offset=16 (local.get $q) (local.get $q1))`);
-  e(`            (v128.store offset=32 (local.get $q) (i16x8.sub (v128.load offset=32 (local.get $dd)) (i16x8.shl (local.get $q0) (i32.const 4))))`);
-  e(`            (v128.store offset=48 (local.get $q) (i16x8.sub (v128.load offset=48 (local.get $dd)) (i16x8.shl (local.get $q1) (i32.const 4))))`);
-  e(`            (local.set $q (i32.add (local.get $q) (i32.const 64)))`);
-  e(`            (local.set $j (i32.add (local.get $j) (i32.const 32)))`);
-  e(`            (br $fl)))`);
+  const q4form: string[] = [];
+  {
+    const e = (s: string) => q4form.push(s);
+    e(`        ;; the q4 form for packed q4_k (see $g4_q4_k): per 32, the second half as q[l+16] − 16·q[l]`);
+    e(`        (local.set $q (i32.add (local.get $q) (i32.mul (local.get $nsb) (i32.const 20))))`);
+    e(`        (local.set $j (i32.const 0))`);
+    e(`        (block $fdone`);
+    e(`          (loop $fl`);
+    e(`            (br_if $fdone (i32.ge_u (local.get $j) (local.get $cols)))`);
+    e(`            (local.set $dd (i32.sub (local.get $q) (i32.add (i32.shl (local.get $cols) (i32.const 1)) (i32.mul (local.get $nsb) (i32.const 20)))))`);
+    e(`            (local.set $q0 (v128.load offset=0 (local.get $dd)))`);
+    e(`            (local.set $q1 (v128.load offset=16 (local.get $dd)))`);
+    e(`            (v128.store offset=0 (local.get $q) (local.get $q0))`);
+    e(`            (v128.store offset=16 (local.get $q) (local.get $q1))`);
+    e(`            (v128.store offset=32 (local.get $q) (i16x8.sub (v128.load offset=32 (local.get $dd)) (i16x8.shl (local.get $q0) (i32.const 4))))`);
+    e(`            (v128.store offset=48 (local.get $q) (i16x8.sub (v128.load offset=48 (local.get $dd)) (i16x8.shl (local.get $q1) (i32.const 4))))`);
+    e(`            (local.set $q (i32.add (local.get $q) (i32.const 64)))`);
+    e(`            (local.set $j (i32.add (local.get $j) (i32.const 32)))`);
+    e(`            (br $fl)))`);
+  }
+  const i8form = [
+    `        ;; relaxed build: the plain q as int8 (cols bytes), then each 16 columns' Σq as i16 ($dot1_q6_k)`,
+    `        (local.set $q (i32.add (local.get $q) (i32.mul (local.get $nsb) (i32.const 20))))`,
+    `        (local.set $j (i32.const 0))`,
+    `        (block $fdone`,
+    `          (loop $fl`,
+    `            (br_if $fdone (i32.ge_u (local.get $j) (local.get $cols)))`,
+    `            (local.set $dd (i32.add (i32.sub (local.get $q) (i32.add (i32.shl (local.get $cols) (i32.const 1)) (i32.mul (local.get $nsb) (i32.const 20))))`,
+    `              (i32.shl (local.get $j) (i32.const 1))))`,
+    `            (local.set $q0 (i8x16.narrow_i16x8_s (v128.load offset=0 (local.get $dd)) (v128.load offset=16 (local.get $dd))))`,
+    `            (local.set $q1 (i8x16.narrow_i16x8_s (v128.load offset=32 (local.get $dd)) (v128.load offset=48 (local.get $dd))))`,
+    `            (v128.store offset=0 (i32.add (local.get $q) (local.get $j)) (local.get $q0))`,
+    `            (v128.store offset=16 (i32.add (local.get $q) (local.get $j)) (local.get $q1))`,
+    `            (local.set $dd (i32.add (i32.add (local.get $q) (local.get $cols)) (i32.shr_u (local.get $j) (i32.const 3))))`,
+    `            (i32.store16 offset=0 (local.get $dd) (call $hsum_i32 (i32x4.extadd_pairwise_i16x8_s (i16x8.extadd_pairwise_i8x16_s (local.get $q0)))))`,
+    `            (i32.store16 offset=2 (local.get $dd) (call $hsum_i32 (i32x4.extadd_pairwise_i16x8_s (i16x8.extadd_pairwise_i8x16_s (local.get $q1)))))`,
+    `            (local.set $j (i32.add (local.get $j) (i32.const 32)))`,
+    `            (br $fl)))`,
+    `        (local.set $q (i32.add (local.get $q) (i32.shl (local.get $cols) (i32.const 1))))`,
+  ];
+  L.push(...bothVariants('        ', i8form, q4form));
   e(`        ;; next token`);
   e(`        (local.set $b (i32.add (local.get $b) (i32.const 1)))`);
   e(`        (br $bl))))`);
