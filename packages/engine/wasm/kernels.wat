@@ -3950,6 +3950,11 @@
     (local $p i32) (local $end i32) (local $xq i32) (local $xd i32) (local $xb i32)
     (local $u0 i32) (local $u1 i32) (local $u2 i32) (local $sl i32) (local $sh i32)
     (local $t v128) (local $v v128) (local $h v128) (local $a v128) (local $b v128) (local $s f32) (local $m f32)
+    ;; @if relaxed
+    (local $x8 i32)
+    (local.set $x8 (i32.add (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 1))) (i32.mul (i32.shr_u (local.get $cols) (i32.const 8)) (i32.const 20))))
+    ;; @else
+    ;; @end
     (local.set $p (local.get $w))
     (local.set $end (i32.add (local.get $w) (local.get $rb)))
     (local.set $xq (local.get $x))
@@ -3965,6 +3970,60 @@
         (local.set $sh (i32.or (i32.and (local.get $u2) (i32.const 0x0f0f0f0f))
           (i32.shl (i32.and (i32.shr_u (local.get $u0) (i32.const 6)) (i32.const 0x03030303)) (i32.const 4))))
         (local.set $t (v128.const i32x4 0 0 0 0))
+        ;; @if relaxed
+        ;; run 0: sub-blocks 0 (low nibbles) and 1 (high)
+        (local.set $a (i16x8.splat (i32.and (i32.shr_u (local.get $sl) (i32.const 0)) (i32.const 255))))
+        (local.set $b (i16x8.splat (i32.and (i32.shr_u (local.get $sl) (i32.const 8)) (i32.const 255))))
+        (local.set $v (v128.load offset=16 (local.get $p)))
+        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=0 (local.get $x8)) (v128.and (local.get $v) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15))) (local.get $a))))
+        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=32 (local.get $x8)) (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15))) (local.get $b))))
+        (local.set $v (v128.load offset=32 (local.get $p)))
+        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=16 (local.get $x8)) (v128.and (local.get $v) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15))) (local.get $a))))
+        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=48 (local.get $x8)) (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15))) (local.get $b))))
+        ;; run 1: sub-blocks 2 (low nibbles) and 3 (high)
+        (local.set $a (i16x8.splat (i32.and (i32.shr_u (local.get $sl) (i32.const 16)) (i32.const 255))))
+        (local.set $b (i16x8.splat (i32.and (i32.shr_u (local.get $sl) (i32.const 24)) (i32.const 255))))
+        (local.set $v (v128.load offset=48 (local.get $p)))
+        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=64 (local.get $x8)) (v128.and (local.get $v) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15))) (local.get $a))))
+        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=96 (local.get $x8)) (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15))) (local.get $b))))
+        (local.set $v (v128.load offset=64 (local.get $p)))
+        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=80 (local.get $x8)) (v128.and (local.get $v) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15))) (local.get $a))))
+        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=112 (local.get $x8)) (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15))) (local.get $b))))
+        ;; run 2: sub-blocks 4 (low nibbles) and 5 (high)
+        (local.set $a (i16x8.splat (i32.and (i32.shr_u (local.get $sh) (i32.const 0)) (i32.const 255))))
+        (local.set $b (i16x8.splat (i32.and (i32.shr_u (local.get $sh) (i32.const 8)) (i32.const 255))))
+        (local.set $v (v128.load offset=80 (local.get $p)))
+        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=128 (local.get $x8)) (v128.and (local.get $v) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15))) (local.get $a))))
+        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=160 (local.get $x8)) (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15))) (local.get $b))))
+        (local.set $v (v128.load offset=96 (local.get $p)))
+        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=144 (local.get $x8)) (v128.and (local.get $v) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15))) (local.get $a))))
+        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=176 (local.get $x8)) (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15))) (local.get $b))))
+        ;; run 3: sub-blocks 6 (low nibbles) and 7 (high)
+        (local.set $a (i16x8.splat (i32.and (i32.shr_u (local.get $sh) (i32.const 16)) (i32.const 255))))
+        (local.set $b (i16x8.splat (i32.and (i32.shr_u (local.get $sh) (i32.const 24)) (i32.const 255))))
+        (local.set $v (v128.load offset=112 (local.get $p)))
+        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=192 (local.get $x8)) (v128.and (local.get $v) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15))) (local.get $a))))
+        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=224 (local.get $x8)) (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15))) (local.get $b))))
+        (local.set $v (v128.load offset=128 (local.get $p)))
+        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=208 (local.get $x8)) (v128.and (local.get $v) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15))) (local.get $a))))
+        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=240 (local.get $x8)) (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15))) (local.get $b))))
+        ;; @else
         ;; run 0: sub-blocks 0 (low nibbles) and 1 (high)
         (local.set $a (i16x8.splat (i32.and (i32.shr_u (local.get $sl) (i32.const 0)) (i32.const 255))))
         (local.set $b (i16x8.splat (i32.and (i32.shr_u (local.get $sl) (i32.const 8)) (i32.const 255))))
@@ -4025,6 +4084,7 @@
         (local.set $v (v128.load8x8_u offset=136 (local.get $p)))
         (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s (i16x8.mul (v128.and (local.get $v) (v128.const i16x8 15 15 15 15 15 15 15 15)) (local.get $a)) (v128.load offset=432 (local.get $xq)))))
         (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s (i16x8.mul (i16x8.shr_u (local.get $v) (i32.const 4)) (local.get $b)) (v128.load offset=496 (local.get $xq)))))
+        ;; @end
         (local.set $s (f32.add (local.get $s) (f32.mul (f32.convert_i32_s (call $hsum_i32 (local.get $t)))
           (f32.mul (f32.load offset=4096 (i32.shl (i32.load16_u (local.get $p)) (i32.const 2))) (f32.load (local.get $xd))))))
         ;; mins: m 0-7 as i16 against the 8 sub-block sums of the activations
@@ -4037,6 +4097,10 @@
           (f32.mul (f32.load offset=4096 (i32.shl (i32.load16_u offset=2 (local.get $p)) (i32.const 2))) (f32.load (local.get $xd))))))
         (local.set $p (i32.add (local.get $p) (i32.const 144)))
         (local.set $xq (i32.add (local.get $xq) (i32.const 512)))
+        ;; @if relaxed
+        (local.set $x8 (i32.add (local.get $x8) (i32.const 256)))
+        ;; @else
+        ;; @end
         (local.set $xd (i32.add (local.get $xd) (i32.const 4)))
         (local.set $xb (i32.add (local.get $xb) (i32.const 16)))
         (br $l)))
@@ -4048,6 +4112,11 @@
     (local $p i32) (local $end i32) (local $xq i32) (local $xd i32) (local $xb i32)
     (local $u0 i32) (local $u1 i32) (local $u2 i32) (local $sl i32) (local $sh i32)
     (local $t v128) (local $v v128) (local $h v128) (local $a v128) (local $b v128) (local $s f32) (local $m f32)
+    ;; @if relaxed
+    (local $x8 i32)
+    (local.set $x8 (i32.add (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 1))) (i32.mul (i32.shr_u (local.get $cols) (i32.const 8)) (i32.const 20))))
+    ;; @else
+    ;; @end
     (local.set $p (local.get $w))
     (local.set $end (i32.add (local.get $w) (local.get $rb)))
     (local.set $xq (local.get $x))
@@ -4063,6 +4132,68 @@
         (local.set $sh (i32.or (i32.and (local.get $u2) (i32.const 0x0f0f0f0f))
           (i32.shl (i32.and (i32.shr_u (local.get $u0) (i32.const 6)) (i32.const 0x03030303)) (i32.const 4))))
         (local.set $t (v128.const i32x4 0 0 0 0))
+        ;; @if relaxed
+        ;; run 0: sub-blocks 0 (low nibbles) and 1 (high)
+        (local.set $a (i16x8.splat (i32.and (i32.shr_u (local.get $sl) (i32.const 0)) (i32.const 255))))
+        (local.set $b (i16x8.splat (i32.and (i32.shr_u (local.get $sl) (i32.const 8)) (i32.const 255))))
+        (local.set $v (v128.load offset=48 (local.get $p)))
+        (local.set $h (v128.load offset=16 (local.get $p)))
+        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=0 (local.get $x8)) (v128.or (v128.and (local.get $v) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15)) (i16x8.shl (v128.and (local.get $h) (v128.const i8x16 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1)) (i32.const 4)))) (local.get $a))))
+        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=32 (local.get $x8)) (v128.or (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15)) (i16x8.shl (v128.and (i16x8.shr_u (local.get $h) (i32.const 1)) (v128.const i8x16 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1)) (i32.const 4)))) (local.get $b))))
+        (local.set $v (v128.load offset=64 (local.get $p)))
+        (local.set $h (v128.load offset=32 (local.get $p)))
+        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=16 (local.get $x8)) (v128.or (v128.and (local.get $v) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15)) (i16x8.shl (v128.and (local.get $h) (v128.const i8x16 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1)) (i32.const 4)))) (local.get $a))))
+        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=48 (local.get $x8)) (v128.or (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15)) (i16x8.shl (v128.and (i16x8.shr_u (local.get $h) (i32.const 1)) (v128.const i8x16 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1)) (i32.const 4)))) (local.get $b))))
+        ;; run 1: sub-blocks 2 (low nibbles) and 3 (high)
+        (local.set $a (i16x8.splat (i32.and (i32.shr_u (local.get $sl) (i32.const 16)) (i32.const 255))))
+        (local.set $b (i16x8.splat (i32.and (i32.shr_u (local.get $sl) (i32.const 24)) (i32.const 255))))
+        (local.set $v (v128.load offset=80 (local.get $p)))
+        (local.set $h (v128.load offset=16 (local.get $p)))
+        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=64 (local.get $x8)) (v128.or (v128.and (local.get $v) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15)) (i16x8.shl (v128.and (i16x8.shr_u (local.get $h) (i32.const 2)) (v128.const i8x16 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1)) (i32.const 4)))) (local.get $a))))
+        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=96 (local.get $x8)) (v128.or (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15)) (i16x8.shl (v128.and (i16x8.shr_u (local.get $h) (i32.const 3)) (v128.const i8x16 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1)) (i32.const 4)))) (local.get $b))))
+        (local.set $v (v128.load offset=96 (local.get $p)))
+        (local.set $h (v128.load offset=32 (local.get $p)))
+        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=80 (local.get $x8)) (v128.or (v128.and (local.get $v) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15)) (i16x8.shl (v128.and (i16x8.shr_u (local.get $h) (i32.const 2)) (v128.const i8x16 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1)) (i32.const 4)))) (local.get $a))))
+        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=112 (local.get $x8)) (v128.or (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15)) (i16x8.shl (v128.and (i16x8.shr_u (local.get $h) (i32.const 3)) (v128.const i8x16 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1)) (i32.const 4)))) (local.get $b))))
+        ;; run 2: sub-blocks 4 (low nibbles) and 5 (high)
+        (local.set $a (i16x8.splat (i32.and (i32.shr_u (local.get $sh) (i32.const 0)) (i32.const 255))))
+        (local.set $b (i16x8.splat (i32.and (i32.shr_u (local.get $sh) (i32.const 8)) (i32.const 255))))
+        (local.set $v (v128.load offset=112 (local.get $p)))
+        (local.set $h (v128.load offset=16 (local.get $p)))
+        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=128 (local.get $x8)) (v128.or (v128.and (local.get $v) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15)) (i16x8.shl (v128.and (i16x8.shr_u (local.get $h) (i32.const 4)) (v128.const i8x16 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1)) (i32.const 4)))) (local.get $a))))
+        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=160 (local.get $x8)) (v128.or (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15)) (i16x8.shl (v128.and (i16x8.shr_u (local.get $h) (i32.const 5)) (v128.const i8x16 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1)) (i32.const 4)))) (local.get $b))))
+        (local.set $v (v128.load offset=128 (local.get $p)))
+        (local.set $h (v128.load offset=32 (local.get $p)))
+        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=144 (local.get $x8)) (v128.or (v128.and (local.get $v) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15)) (i16x8.shl (v128.and (i16x8.shr_u (local.get $h) (i32.const 4)) (v128.const i8x16 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1)) (i32.const 4)))) (local.get $a))))
+        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=176 (local.get $x8)) (v128.or (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15)) (i16x8.shl (v128.and (i16x8.shr_u (local.get $h) (i32.const 5)) (v128.const i8x16 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1)) (i32.const 4)))) (local.get $b))))
+        ;; run 3: sub-blocks 6 (low nibbles) and 7 (high)
+        (local.set $a (i16x8.splat (i32.and (i32.shr_u (local.get $sh) (i32.const 16)) (i32.const 255))))
+        (local.set $b (i16x8.splat (i32.and (i32.shr_u (local.get $sh) (i32.const 24)) (i32.const 255))))
+        (local.set $v (v128.load offset=144 (local.get $p)))
+        (local.set $h (v128.load offset=16 (local.get $p)))
+        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=192 (local.get $x8)) (v128.or (v128.and (local.get $v) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15)) (i16x8.shl (v128.and (i16x8.shr_u (local.get $h) (i32.const 6)) (v128.const i8x16 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1)) (i32.const 4)))) (local.get $a))))
+        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=224 (local.get $x8)) (v128.or (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15)) (i16x8.shl (v128.and (i16x8.shr_u (local.get $h) (i32.const 7)) (v128.const i8x16 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1)) (i32.const 4)))) (local.get $b))))
+        (local.set $v (v128.load offset=160 (local.get $p)))
+        (local.set $h (v128.load offset=32 (local.get $p)))
+        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=208 (local.get $x8)) (v128.or (v128.and (local.get $v) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15)) (i16x8.shl (v128.and (i16x8.shr_u (local.get $h) (i32.const 6)) (v128.const i8x16 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1)) (i32.const 4)))) (local.get $a))))
+        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=240 (local.get $x8)) (v128.or (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15)) (i16x8.shl (v128.and (i16x8.shr_u (local.get $h) (i32.const 7)) (v128.const i8x16 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1)) (i32.const 4)))) (local.get $b))))
+        ;; @else
         ;; run 0: sub-blocks 0 (low nibbles) and 1 (high)
         (local.set $a (i16x8.splat (i32.and (i32.shr_u (local.get $sl) (i32.const 0)) (i32.const 255))))
         (local.set $b (i16x8.splat (i32.and (i32.shr_u (local.get $sl) (i32.const 8)) (i32.const 255))))
@@ -4139,6 +4270,7 @@
         (local.set $h (v128.load8x8_u offset=40 (local.get $p)))
         (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s (i16x8.mul (v128.or (v128.and (local.get $v) (v128.const i16x8 15 15 15 15 15 15 15 15)) (v128.and (i16x8.shr_u (local.get $h) (i32.const 2)) (v128.const i16x8 16 16 16 16 16 16 16 16))) (local.get $a)) (v128.load offset=432 (local.get $xq)))))
         (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s (i16x8.mul (v128.or (i16x8.shr_u (local.get $v) (i32.const 4)) (v128.and (i16x8.shr_u (local.get $h) (i32.const 3)) (v128.const i16x8 16 16 16 16 16 16 16 16))) (local.get $b)) (v128.load offset=496 (local.get $xq)))))
+        ;; @end
         (local.set $s (f32.add (local.get $s) (f32.mul (f32.convert_i32_s (call $hsum_i32 (local.get $t)))
           (f32.mul (f32.load offset=4096 (i32.shl (i32.load16_u (local.get $p)) (i32.const 2))) (f32.load (local.get $xd))))))
         ;; mins: m 0-7 as i16 against the 8 sub-block sums of the activations
@@ -4151,6 +4283,10 @@
           (f32.mul (f32.load offset=4096 (i32.shl (i32.load16_u offset=2 (local.get $p)) (i32.const 2))) (f32.load (local.get $xd))))))
         (local.set $p (i32.add (local.get $p) (i32.const 176)))
         (local.set $xq (i32.add (local.get $xq) (i32.const 512)))
+        ;; @if relaxed
+        (local.set $x8 (i32.add (local.get $x8) (i32.const 256)))
+        ;; @else
+        ;; @end
         (local.set $xd (i32.add (local.get $xd) (i32.const 4)))
         (local.set $xb (i32.add (local.get $xb) (i32.const 16)))
         (br $l)))

@@ -45,6 +45,7 @@ function q45(five: boolean): string[] {
   e(`    (local $p i32) (local $end i32) (local $xq i32) (local $xd i32) (local $xb i32)`);
   e(`    (local $u0 i32) (local $u1 i32) (local $u2 i32) (local $sl i32) (local $sh i32)`);
   e(`    (local $t v128) (local $v v128) (local $h v128) (local $a v128) (local $b v128) (local $s f32) (local $m f32)`);
+  L.push(...bothVariants('    ', [`    (local $x8 i32)`, `    (local.set $x8 (i32.add (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 1))) (i32.mul (i32.shr_u (local.get $cols) (i32.const 8)) (i32.const 20))))`], []));
   e(`    (local.set $p (local.get $w))`);
   e(`    (local.set $end (i32.add (local.get $w) (local.get $rb)))`);
   e(`    (local.set $xq (local.get $x))`);
@@ -60,25 +61,30 @@ function q45(five: boolean): string[] {
   e(`        (local.set $sh (i32.or (i32.and (local.get $u2) (i32.const 0x0f0f0f0f))`);
   e(`          (i32.shl (i32.and (i32.shr_u (local.get $u0) (i32.const 6)) (i32.const 0x03030303)) (i32.const 4))))`);
   e(`        (local.set $t (v128.const i32x4 0 0 0 0))`);
-  for (let c = 0; c < 4; c++) {
-    e(`        ;; run ${c}: sub-blocks ${2 * c} (low nibbles) and ${2 * c + 1} (high)`);
-    e(`        (local.set $a (i16x8.splat ${scaleOf(2 * c)}))`);
-    e(`        (local.set $b (i16x8.splat ${scaleOf(2 * c + 1)}))`);
-    for (let h = 0; h < 4; h++) {
-      e(`        (local.set $v (v128.load8x8_u offset=${qs + 32 * c + 8 * h} (local.get $p)))`);
-      let lo = `(v128.and (local.get $v) ${i16(15)})`;
-      let hi = `(i16x8.shr_u (local.get $v) (i32.const 4))`;
-      if (five) {
-        e(`        (local.set $h (v128.load8x8_u offset=${16 + 8 * h} (local.get $p)))`);
-        // bit 2c (low sub-block) and 2c+1 (high) of qh, moved to bit 4
-        const bit = (k: number) => (k <= 4 ? `(i16x8.shl (local.get $h) (i32.const ${4 - k}))` : `(i16x8.shr_u (local.get $h) (i32.const ${k - 4}))`);
-        lo = `(v128.or ${lo} (v128.and ${bit(2 * c)} ${i16(16)}))`;
-        hi = `(v128.or ${hi} (v128.and ${bit(2 * c + 1)} ${i16(16)}))`;
+  const baseline: string[] = [];
+  {
+    const e = (s: string) => baseline.push(s);
+    for (let c = 0; c < 4; c++) {
+      e(`        ;; run ${c}: sub-blocks ${2 * c} (low nibbles) and ${2 * c + 1} (high)`);
+      e(`        (local.set $a (i16x8.splat ${scaleOf(2 * c)}))`);
+      e(`        (local.set $b (i16x8.splat ${scaleOf(2 * c + 1)}))`);
+      for (let h = 0; h < 4; h++) {
+        e(`        (local.set $v (v128.load8x8_u offset=${qs + 32 * c + 8 * h} (local.get $p)))`);
+        let lo = `(v128.and (local.get $v) ${i16(15)})`;
+        let hi = `(i16x8.shr_u (local.get $v) (i32.const 4))`;
+        if (five) {
+          e(`        (local.set $h (v128.load8x8_u offset=${16 + 8 * h} (local.get $p)))`);
+          // bit 2c (low sub-block) and 2c+1 (high) of qh, moved to bit 4
+          const bit = (k: number) => (k <= 4 ? `(i16x8.shl (local.get $h) (i32.const ${4 - k}))` : `(i16x8.shr_u (local.get $h) (i32.const ${k - 4}))`);
+          lo = `(v128.or ${lo} (v128.and ${bit(2 * c)} ${i16(16)}))`;
+          hi = `(v128.or ${hi} (v128.and ${bit(2 * c + 1)} ${i16(16)}))`;
+        }
+        e(`        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s (i16x8.mul ${lo} (local.get $a)) (v128.load offset=${2 * (64 * c + 8 * h)} (local.get $xq)))))`);
+        e(`        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s (i16x8.mul ${hi} (local.get $b)) (v128.load offset=${2 * (64 * c + 32 + 8 * h)} (local.get $xq)))))`);
       }
-      e(`        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s (i16x8.mul ${lo} (local.get $a)) (v128.load offset=${2 * (64 * c + 8 * h)} (local.get $xq)))))`);
-      e(`        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s (i16x8.mul ${hi} (local.get $b)) (v128.load offset=${2 * (64 * c + 32 + 8 * h)} (local.get $xq)))))`);
     }
   }
+  L.push(...bothVariants('        ', q45RelaxedRuns(five, qs), baseline));
   e(`        (local.set $s (f32.add (local.get $s) (f32.mul (f32.convert_i32_s (call $hsum_i32 (local.get $t)))`);
   e(`          (f32.mul (f32.load offset=4096 (i32.shl (i32.load16_u (local.get $p)) (i32.const 2))) (f32.load (local.get $xd))))))`);
   e(`        ;; mins: m 0-7 as i16 against the 8 sub-block sums of the activations`);
@@ -91,11 +97,45 @@ function q45(five: boolean): string[] {
   e(`          (f32.mul (f32.load offset=4096 (i32.shl (i32.load16_u offset=2 (local.get $p)) (i32.const 2))) (f32.load (local.get $xd))))))`);
   e(`        (local.set $p (i32.add (local.get $p) (i32.const ${bb})))`);
   e(`        (local.set $xq (i32.add (local.get $xq) (i32.const 512)))`);
+  L.push(...bothVariants('        ', [`        (local.set $x8 (i32.add (local.get $x8) (i32.const 256)))`], []));
   e(`        (local.set $xd (i32.add (local.get $xd) (i32.const 4)))`);
   e(`        (local.set $xb (i32.add (local.get $xb) (i32.const 16)))`);
   e(`        (br $l)))`);
   e(`    (f32.store (local.get $out) (f32.sub (local.get $s) (local.get $m))))`);
   e(``);
+  return L;
+}
+
+/**
+ * q4_k / q5_k runs in the relaxed build: per run c and 16-byte half, the low nibbles (sub-block 2c) and
+ * high nibbles (2c + 1), with q5_k's fifth bit from qh, as bytes (0..31, a valid i7 operand) against the
+ * int8 activations at $x8 (quant_q8k's relaxed form): one i16x8.relaxed_dot_i8x16_i7x16_s per 16
+ * elements, then one i32x4.dot_i16x8_s with the sub-block's scale. The same integer total as the baseline.
+ */
+function q45RelaxedRuns(five: boolean, qs: number): string[] {
+  const L: string[] = [];
+  const b16 = (v: number) => `(v128.const i8x16 ${Array(16).fill(v).join(' ')})`;
+  for (let c = 0; c < 4; c++) {
+    L.push(`        ;; run ${c}: sub-blocks ${2 * c} (low nibbles) and ${2 * c + 1} (high)`);
+    L.push(`        (local.set $a (i16x8.splat ${scaleOf(2 * c)}))`);
+    L.push(`        (local.set $b (i16x8.splat ${scaleOf(2 * c + 1)}))`);
+    for (let half = 0; half < 2; half++) {
+      L.push(`        (local.set $v (v128.load offset=${qs + 32 * c + 16 * half} (local.get $p)))`);
+      let lo = `(v128.and (local.get $v) ${b16(15)})`;
+      let hi = `(v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) ${b16(15)})`;
+      if (five) {
+        L.push(`        (local.set $h (v128.load offset=${16 + 16 * half} (local.get $p)))`);
+        // bit 2c (low sub-block) and 2c+1 (high) of qh, moved to bit 4 of each byte
+        const bit = (k: number) => `(i16x8.shl (v128.and ${k ? `(i16x8.shr_u (local.get $h) (i32.const ${k}))` : '(local.get $h)'} ${b16(1)}) (i32.const 4))`;
+        lo = `(v128.or ${lo} ${bit(2 * c)})`;
+        hi = `(v128.or ${hi} ${bit(2 * c + 1)})`;
+      }
+      for (const [q, sc, off] of [[lo, '$a', 64 * c + 16 * half], [hi, '$b', 64 * c + 32 + 16 * half]] as const) {
+        L.push(`        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s`);
+        L.push(`          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=${off} (local.get $x8)) ${q}) (local.get ${sc}))))`);
+      }
+    }
+  }
   return L;
 }
 
