@@ -3944,6 +3944,8 @@
   ;; Packed q4_k's prompt batches run the token tiles over whole super-blocks on the same integers and
   ;; f32 steps ($ktiles8/4, $kmins4), so a batch gives the 1-token bits.
   ;; The 4-row kernels run the 1-row kernel row by row (one sequential stream each, same bits).
+  ;; The relaxed build (wasm/variants.ts) writes, in place of the q4 form, the plain q as int8 and each
+  ;; 16 columns' Σq, and its kernels take the weights as bytes against those with relaxed int8 dots.
   ;; q4_k, one row. The 12 scale bytes decode into words $sl (sc 0-3), $sh (sc 4-7) and, for the mins,
   ;; m 0-3 / m 4-7 (one byte each); w = d·sc·q − dmin·m.
   (func $dot1_q4_k (type $dot) (param $w i32) (param $rb i32) (param $x i32) (param $cols i32) (param $out i32)

@@ -25,6 +25,8 @@ const HEADER = `  ;; -----------------------------------------------------------
   ;; Packed q4_k's prompt batches run the token tiles over whole super-blocks on the same integers and
   ;; f32 steps ($ktiles8/4, $kmins4), so a batch gives the 1-token bits.
   ;; The 4-row kernels run the 1-row kernel row by row (one sequential stream each, same bits).
+  ;; The relaxed build (wasm/variants.ts) writes, in place of the q4 form, the plain q as int8 and each
+  ;; 16 columns' Σq, and its kernels take the weights as bytes against those with relaxed int8 dots.
 `;
 
 const i16 = (v: number) => `(v128.const i16x8 ${Array(8).fill(v).join(' ')})`;
