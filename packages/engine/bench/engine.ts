@@ -11,7 +11,7 @@
  * (gpu-decode-<format>, gpu-prefill-<format> and Orchard's per-token overhead: bench/gpu.ts, also
  * `pnpm bench:gpu` alone), on lavapipe when there is no hardware GPU.
  *
- *   pnpm bench:engine [--threads N] [--rounds 2] [--only dense,moe,demo,gpu] [--dtypes f16,q8_0,q4_0,q4_k,mlx4] [--json]
+ *   pnpm bench:engine [--threads N] [--rounds 2] [--only dense,moe,demo,gpu] [--dtypes f16,q8_0,q4_0,q4_k,mlx4] [--simd auto|relaxed|baseline] [--json]
  *   orchard bench engine --json
  *
  * Rounds interleave Orchard and llama.cpp and each keeps its best, so on a shared machine both get the
@@ -27,6 +27,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import type { Weight } from '../src/kernels/backend.js';
 import { createWasmBackend } from '../src/kernels/wasm/backend.js';
+import { type SimdBuild, type SimdChoice, resolveSimd } from '../src/kernels/wasm/module.js';
 import { physicalCores } from '../src/kernels/wasm/cores.js';
 import { loadShard } from '../src/model/forward.js';
 import { layerMatrices } from '../src/model/weights.js';
@@ -67,6 +68,8 @@ export interface EngineBenchOptions {
   only?: readonly BenchGroup[];
   /** Weight formats of the ~100M model's lines (the dense group). @default all: f16, q8_0, q4_0, q4_k, mlx4 */
   dtypes?: readonly Dtype[];
+  /** Orchard's kernel build (createWasmBackend's simd). @default 'auto' */
+  simd?: SimdChoice;
   /** Progress lines. */
   log?: (line: string) => void;
 }
@@ -154,8 +157,8 @@ interface Speeds {
 }
 
 /** Orchard on one model (GGUF or directory): loads once, then measures a prompt batch and token-by-token greedy decode per round. */
-async function orchardRunner(gguf: string, threads: number, promptTokens: number, decodeTokens: number) {
-  const backend2 = createWasmBackend({ threads, initialBytes: 256 * 2 ** 20 });
+async function orchardRunner(gguf: string, threads: number, simd: SimdBuild, promptTokens: number, decodeTokens: number) {
+  const backend2 = createWasmBackend({ threads, simd, initialBytes: 256 * 2 ** 20 });
   const L = loadModelConfig(gguf).numLayers;
   const model = loadShard(gguf, { layers: [0, L], tensor: { rank: 0, size: 1 }, embed: true, head: true }, { backend: backend2, maxBatch: promptTokens, maxSeqLen: promptTokens + decodeTokens + 8 });
   const vocab = model.config.vocabSize;
@@ -195,8 +198,8 @@ async function orchardRunner(gguf: string, threads: number, promptTokens: number
 }
 
 /** Best round of each engine, rounds interleaved. Orchard runs `model`, llama.cpp `gguf` (the same file unless given). */
-async function measure(model: string, o: Required<Omit<EngineBenchOptions, 'log' | 'only' | 'dtypes'>>, gguf = model) {
-  const orchard = await orchardRunner(model, o.threads, o.promptTokens, o.decodeTokens);
+async function measure(model: string, o: Required<Omit<EngineBenchOptions, 'log' | 'only' | 'dtypes' | 'simd'>> & { simd: SimdBuild }, gguf = model) {
+  const orchard = await orchardRunner(model, o.threads, o.simd, o.promptTokens, o.decodeTokens);
   const llama = await llamaRunner(gguf, o);
   const best = (a: Speeds, b: Speeds): Speeds => ({ prefill: Math.max(a.prefill, b.prefill), decode: Math.max(a.decode, b.decode), decodeCpu: Math.max(a.decodeCpu, b.decodeCpu), prefillCpu: Math.max(a.prefillCpu, b.prefillCpu), fastest: Math.max(a.fastest, b.fastest) });
   let ob: Speeds = { prefill: 0, decode: 0, decodeCpu: 0, prefillCpu: 0, fastest: 0 };
@@ -249,7 +252,7 @@ function cpuSeconds(start: NodeJS.CpuUsage): number {
   return (u.user + u.system) / 1e6;
 }
 
-export async function runEngineBench(options: EngineBenchOptions = {}): Promise<{ lines: EngineBenchLine[] }> {
+export async function runEngineBench(options: EngineBenchOptions = {}): Promise<{ lines: EngineBenchLine[]; simd: SimdBuild }> {
   const missing = llamaCppMissingReason();
   if (missing) throw new LlamaCppMissingError(missing);
   const log = options.log ?? (() => {});
@@ -258,7 +261,9 @@ export async function runEngineBench(options: EngineBenchOptions = {}): Promise<
     rounds: options.rounds ?? 2,
     promptTokens: options.promptTokens ?? 64,
     decodeTokens: options.decodeTokens ?? 32,
+    simd: resolveSimd(options.simd ?? 'auto'),
   };
+  log(`Orchard's WASM kernels: the ${o.simd} build (${o.simd === 'relaxed' ? 'relaxed SIMD' : 'WASM SIMD 128'})`);
   const load = loadavg()[0];
   if (o.threads > 1 && load > availableParallelism()) {
     log(
@@ -329,7 +334,7 @@ export async function runEngineBench(options: EngineBenchOptions = {}): Promise<
   }
   // GPU lines (docs/gpu.md): a hardware adapter, else lavapipe (a software adapter: overhead only, and the
   // ~100M model is left out there). Ratios: GPU / wasm in this run (tok/s), effective / gpu-copy-baseline (GB/s).
-  if (!only.has('gpu')) return { lines };
+  if (!only.has('gpu')) return { lines, simd: o.simd };
   const gpu = await runGpuBenchLines({
     models: [{ label: 'f16', dir: big!.dir, skipOnSoftware: true }, ...(existsSync(join(DEMO_DIR, 'config.json')) ? [{ label: 'demo', dir: DEMO_DIR }] : [])],
     allowSoftware: true,
@@ -345,7 +350,7 @@ export async function runEngineBench(options: EngineBenchOptions = {}): Promise<
   const vsLlama = await runGpuBench({ allowSoftware: true, threads: o.threads, rounds: o.rounds, promptTokens: o.promptTokens, decodeTokens: o.decodeTokens, log });
   if (vsLlama.skipped) log(`gpu-decode/prefill lines against llama.cpp left out: ${vsLlama.skipped}`);
   lines.push(...vsLlama.lines);
-  return { lines };
+  return { lines, simd: o.simd };
 }
 
 /**
@@ -353,11 +358,11 @@ export async function runEngineBench(options: EngineBenchOptions = {}): Promise<
  * decoded plainly and with prompt-lookup drafts, alternating, best of rounds each; the outputs must be
  * identical. Ratio: speculative / plain decode tok/s in this run; the acceptance rate is logged.
  */
-async function specDecodeLine(o: { threads: number; rounds: number }, log: (s: string) => void): Promise<EngineBenchLine> {
+async function specDecodeLine(o: { threads: number; rounds: number; simd: SimdBuild }, log: (s: string) => void): Promise<EngineBenchLine> {
   const { loadInProcessModel } = await import('../src/drivers/in-process.js');
   const { loadTokenizer } = await import('../src/tokenizer/load.js');
   const { generate } = await import('../src/generate/generate.js');
-  const model = loadInProcessModel(DEMO_DIR, { maxBatch: 16, backend: () => createWasmBackend({ threads: o.threads }) });
+  const model = loadInProcessModel(DEMO_DIR, { maxBatch: 16, backend: () => createWasmBackend({ threads: o.threads, simd: o.simd }) });
   try {
     const verse = 'Let there be light: and there was light. ';
     const prompt = loadTokenizer(DEMO_DIR).encode(verse + verse + 'Let');
@@ -381,16 +386,16 @@ async function specDecodeLine(o: { threads: number; rounds: number }, log: (s: s
   }
 }
 
-export function formatEngineTable(result: { lines: EngineBenchLine[] }, threads: number): string {
+export function formatEngineTable(result: { lines: EngineBenchLine[]; simd?: SimdBuild }, threads: number): string {
   const rows = [['line', 'orchard', 'llama.cpp', 'unit', 'ratio']];
   for (const l of result.lines) rows.push([l.name, String(l.orchard), l.llamacpp === null ? '-' : String(l.llamacpp), l.unit, l.ratio === null ? '-' : `${l.ratio}x`]);
   const w = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
   const body = rows.map((r) => r.map((c, i) => (i === 0 ? c.padEnd(w[i]) : c.padStart(w[i]))).join('  ')).join('\n');
-  return `${body}\n(${threads} thread(s) each; *-cpu lines: decode / prompt tokens per CPU-second of the process (1 thread only; robust to a loaded machine); stream-f16 = f16 weight bytes per decode step / the fastest step; ratio = Orchard's stream / the best read sweep over as many bytes, same backend and threads, same run; gpu-<model>-* lines: decode/prefill ratio = GPU / wasm, stream ratio = / gpu-copy-baseline, same run; gpu-decode/prefill-<format> lines: Orchard's GPU kernels / llama.cpp's GPU build on the same adapter and GGUF, same run; spec-decode-repetitive: ratio = prompt-lookup / plain decode of the demo model, same run, identical output)`;
+  return `${body}\n(${threads} thread(s) each; ${result.simd ? `Orchard's WASM kernels: the ${result.simd} build; ` : ''}*-cpu lines: decode / prompt tokens per CPU-second of the process (1 thread only; robust to a loaded machine); stream-f16 = f16 weight bytes per decode step / the fastest step; ratio = Orchard's stream / the best read sweep over as many bytes, same backend and threads, same run; gpu-<model>-* lines: decode/prefill ratio = GPU / wasm, stream ratio = / gpu-copy-baseline, same run; gpu-decode/prefill-<format> lines: Orchard's GPU kernels / llama.cpp's GPU build on the same adapter and GGUF, same run; spec-decode-repetitive: ratio = prompt-lookup / plain decode of the demo model, same run, identical output)`;
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({ options: { threads: { type: 'string' }, rounds: { type: 'string' }, only: { type: 'string' }, dtypes: { type: 'string' }, json: { type: 'boolean', default: false } } });
+  const { values } = parseArgs({ options: { threads: { type: 'string' }, rounds: { type: 'string' }, only: { type: 'string' }, dtypes: { type: 'string' }, simd: { type: 'string' }, json: { type: 'boolean', default: false } } });
   const threads = values.threads ? Number(values.threads) : physicalCores();
   const only = values.only?.split(',') as BenchGroup[] | undefined;
   const unknown = only?.filter((g) => !BENCH_GROUPS.includes(g));
@@ -405,7 +410,7 @@ async function main(): Promise<void> {
     process.exit(2);
   }
   try {
-    const result = await runEngineBench({ threads, rounds: values.rounds ? Number(values.rounds) : undefined, only, dtypes, log: (l) => process.stderr.write(`${l}\n`) });
+    const result = await runEngineBench({ threads, rounds: values.rounds ? Number(values.rounds) : undefined, only, dtypes, simd: values.simd as SimdChoice | undefined, log: (l) => process.stderr.write(`${l}\n`) });
     process.stdout.write(values.json ? `${JSON.stringify(result)}\n` : `${formatEngineTable(result, threads)}\n`);
   } catch (err) {
     if (err instanceof LlamaCppMissingError) {

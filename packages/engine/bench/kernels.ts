@@ -4,12 +4,14 @@
  * measured in the same run with the same threads. Prints ratios.
  *
  *   pnpm bench:kernels [--size 4096] [--threads 1,2] [--batch 16] [--seconds 0.6] [--json]
- *   pnpm bench:kernels --shapes 768x768,2304x768,768x2304,8192x768 [--dtypes f16,q8_0] [--threads 1] [--hot]
+ *   pnpm bench:kernels --shapes 768x768,2304x768,768x2304,8192x768 [--dtypes f16,q8_0,q4_k,q6_k] [--threads 1] [--hot] [--simd both]
  *
  * --shapes: decode matvec GB/s per [rows]x[cols] weight read cold, as in a forward pass (each call
  * takes the next of enough copies to fill ~48 MiB, past the caches), against the read baseline; f16,
  * q8_0 and q4_0 both row-major and packed (Backend.packWeight, as the loader does). --hot: one copy,
  * read again and again from the caches (what the kernel computes when memory is not the limit).
+ * --simd auto|relaxed|baseline|both: which kernel build (createWasmBackend's simd); both: the two
+ * builds side by side, timed interleaved in one run, with the relaxed/baseline ratio per line.
  *
  * On a shared or busy machine the numbers are contended: compare ratios within one run.
  */
@@ -17,12 +19,14 @@ import { parseArgs } from 'node:util';
 import type { Backend, DType, Weight } from '../src/kernels/backend.js';
 import { createReferenceBackend } from '../src/kernels/reference.js';
 import { createWasmBackend } from '../src/kernels/wasm/backend.js';
+import type { SimdChoice } from '../src/kernels/wasm/module.js';
 import { physicalCores } from '../src/kernels/wasm/cores.js';
 import { weightBytes } from '../src/kernels/wasm/formats.js';
 import { PACKABLE } from '../src/kernels/wasm/pack.js';
 import { dequantizeRow, quantizeQ4_0, quantizeQ8_0 } from '../src/kernels/wasm/quant-reference.js';
 import { f32ToBf16Bits, f32ToF16Bits } from '../src/numeric/half.js';
 import { Prng } from '../src/numeric/prng.js';
+import { quantizeK } from '../src/quant/kquants.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -34,6 +38,7 @@ const { values: args } = parseArgs({
     shapes: { type: 'string' },
     dtypes: { type: 'string', default: 'f16,q8_0' },
     hot: { type: 'boolean', default: false },
+    simd: { type: 'string', default: 'auto' },
   },
 });
 const size = Number(args.size);
@@ -97,7 +102,10 @@ function timeAll(fns: Array<() => void>, budget: number): number[] {
 function fillWeight(be: Backend, dtype: DType, rows: number, cols: number, rng: Prng): Weight {
   const bytes = be.allocBytes(weightBytes(dtype, rows, cols));
   const count = rows * cols;
-  if (dtype === 'q8_0' || dtype === 'q4_0') {
+  if (dtype === 'q4_k' || dtype === 'q5_k' || dtype === 'q6_k') {
+    const values = Float32Array.from({ length: count }, () => rng.symmetric(1));
+    quantizeK(dtype, values, rows, cols, bytes);
+  } else if (dtype === 'q8_0' || dtype === 'q4_0') {
     // Quantize row by row so the f32 source never needs to exist whole.
     const row = new Float32Array(cols);
     const rb = bytes.byteLength / rows;
@@ -139,8 +147,15 @@ const lines: Line[] = [];
 const baselines: Record<number, number> = {};
 
 const seenWeights = new Map<DType, { mv: number; mm: number }>();
+let build = '';
+/** --simd for the default mode: one build ('both' is for --shapes). */
+function mainSimd(): SimdChoice {
+  if (args.simd === 'both') throw new Error("--simd both compares the builds with --shapes; the default mode takes auto, relaxed or baseline");
+  return args.simd as SimdChoice;
+}
 for (const threads of threadList) {
-  const be = createWasmBackend({ threads, initialBytes: 512 * 2 ** 20 });
+  const be = createWasmBackend({ threads, initialBytes: 512 * 2 ** 20, simd: mainSimd() });
+  build = be.simd;
   // Read baseline: 256 MiB, well past any cache, split by rows like a kernel; timed interleaved with
   // the matvecs so both see the same machine.
   const sweepRows = 4096;
@@ -184,10 +199,10 @@ for (const threads of threadList) {
 }
 
 if (args.json) {
-  console.log(JSON.stringify({ size, batch, readGBs: baselines, lines }));
+  console.log(JSON.stringify({ size, batch, simd: build, readGBs: baselines, lines }));
 } else {
   const f = (v: number | null, d = 1) => (v === null ? 'n/a' : v.toFixed(d));
-  console.log(`kernels ${size}x${size}, matmul batch ${batch}; ref = plain-TS reference backend, 1 thread (q8_0/q4_0: same loop over quant-reference's dequantizer)`);
+  console.log(`kernels ${size}x${size} (${build} build), matmul batch ${batch}; ref = plain-TS reference backend, 1 thread (q8_0/q4_0: same loop over quant-reference's dequantizer)`);
   for (const t of threadList) console.log(`memory read baseline, ${t} thread(s): ${baselines[t].toFixed(1)} GB/s`);
   console.log('dtype  thr | matvec GFLOP/s  GB/s  of-read | matmul GFLOP/s | ref matvec  ref matmul | ratio mv  ratio mm');
   for (const l of lines) {
@@ -207,42 +222,50 @@ function benchShapes(shapeList: string, dtypeList: string): void {
     return [rows, cols] as const;
   });
   const dtypes = dtypeList.split(',') as DType[];
-  for (const d of dtypes) if (!DTYPES.includes(d)) throw new Error(`--dtypes: unknown dtype ${d} (${DTYPES.join(', ')})`);
+  const known: DType[] = [...DTYPES, 'q4_k', 'q5_k', 'q6_k'];
+  for (const d of dtypes) if (!known.includes(d)) throw new Error(`--dtypes: unknown dtype ${d} (${known.join(', ')})`);
+  const builds = args.simd === 'both' ? (['baseline', 'relaxed'] as const) : [args.simd as SimdChoice];
   const setBytes = args.hot ? 0 : 48 * 2 ** 20;
   const layouts = (d: DType) => (PACKABLE.has(d) ? (['row', 'packed'] as const) : (['row'] as const));
-  const out: Array<{ dtype: DType; layout: string; rows: number; cols: number; threads: number; matvecGBs: number; ofReadBandwidth: number }> = [];
+  const out: Array<{ dtype: DType; simd: string; layout: string; rows: number; cols: number; threads: number; matvecGBs: number; ofReadBandwidth: number; vsBaseline?: number }> = [];
   const reads: Record<number, number> = {};
   for (const threads of threadList) {
     const perShape = dtypes.flatMap((d) => shapes.map(([r, c]) => layouts(d).length * Math.max(1, Math.ceil(setBytes / weightBytes(d, r, c))) * weightBytes(d, r, c)));
     const total = perShape.reduce((a, b) => a + b, 0) + 256 * 2 ** 20;
-    const be = createWasmBackend({ threads, initialBytes: total + 64 * 2 ** 20 });
-    const sweep = be.allocBytes(256 * 2 ** 20);
+    const backends = builds.map((simd) => createWasmBackend({ threads, simd, initialBytes: total + 64 * 2 ** 20 }));
+    const be0 = backends[0];
+    const sweep = be0.allocBytes(256 * 2 ** 20);
     for (let i = 0; i < sweep.length; i += 4096) sweep[i] = i & 0xff;
     const maxCols = Math.max(...shapes.map(([, c]) => c));
-    const x = be.allocF32(maxCols);
-    for (let i = 0; i < x.length; i++) x[i] = rng.symmetric(1);
-    const y = be.allocF32(Math.max(...shapes.map(([r]) => r)));
+    const xs = backends.map((be) => be.allocF32(maxCols));
+    for (let i = 0; i < maxCols; i++) {
+      const v = rng.symmetric(1);
+      xs.forEach((x) => (x[i] = v));
+    }
+    const ys = backends.map((be) => be.allocF32(Math.max(...shapes.map(([r]) => r))));
     const sets = dtypes.flatMap((dtype) =>
       shapes.flatMap(([rows, cols]) =>
-        layouts(dtype).map((layout) => {
-          const first = fillWeight(be, dtype, rows, cols, rng);
-          const copies = [first];
-          while (copies.length * first.bytes.byteLength < setBytes) {
-            const bytes = be.allocBytes(first.bytes.byteLength);
-            bytes.set(first.bytes);
-            copies.push({ ...first, bytes });
-          }
-          if (layout === 'packed') copies.forEach((w) => be.packWeight(w));
-          return { dtype, layout, rows, cols, copies, next: 0 };
+        layouts(dtype).flatMap((layout) => {
+          const first = fillWeight(be0, dtype, rows, cols, rng);
+          return backends.map((be, b) => {
+            const copies: Weight[] = [];
+            while (copies.length === 0 || copies.length * first.bytes.byteLength < setBytes) {
+              const bytes = be.allocBytes(first.bytes.byteLength);
+              bytes.set(first.bytes);
+              copies.push({ ...first, bytes });
+            }
+            if (layout === 'packed') copies.forEach((w) => be.packWeight(w));
+            return { dtype, layout, rows, cols, copies, be, b };
+          });
         }),
       ),
     );
     // Each timed function runs one pass over its copies; seconds per pass → GB/s below.
     const times = timeAll(
       [
-        () => be.readSweep(sweep, 4096),
+        () => be0.readSweep(sweep, 4096),
         ...sets.map((s) => () => {
-          for (const w of s.copies) be.matvec(y, w, x.subarray(0, s.cols));
+          for (const w of s.copies) s.be.matvec(ys[s.b], w, xs[s.b].subarray(0, s.cols));
         }),
       ],
       3 * seconds,
@@ -250,9 +273,11 @@ function benchShapes(shapeList: string, dtypeList: string): void {
     reads[threads] = sweep.byteLength / times[0] / 1e9;
     sets.forEach((s, i) => {
       const gbs = (s.copies.length * s.copies[0].bytes.byteLength) / times[i + 1] / 1e9;
-      out.push({ dtype: s.dtype, layout: s.layout, rows: s.rows, cols: s.cols, threads, matvecGBs: gbs, ofReadBandwidth: gbs / reads[threads] });
+      // with --simd both, each relaxed line follows its baseline line
+      const vsBaseline = s.b === 1 ? times[i] / times[i + 1] : undefined;
+      out.push({ dtype: s.dtype, simd: s.be.simd, layout: s.layout, rows: s.rows, cols: s.cols, threads, matvecGBs: gbs, ofReadBandwidth: gbs / reads[threads], vsBaseline });
     });
-    be.dispose();
+    backends.forEach((be) => be.dispose());
   }
   if (args.json) {
     console.log(JSON.stringify({ readGBs: reads, shapes: out }));
@@ -260,10 +285,11 @@ function benchShapes(shapeList: string, dtypeList: string): void {
   }
   console.log(args.hot ? 'decode matvec, one weight read again and again (cache-resident)' : 'decode matvec, weights read cold (rotating copies past the caches)');
   for (const t of threadList) console.log(`memory read baseline, ${t} thread(s): ${reads[t].toFixed(1)} GB/s`);
-  console.log('dtype  layout  thr  shape         | matvec GB/s  of-read');
+  console.log('dtype  simd      layout  thr  shape         | matvec GB/s  of-read  vs-baseline');
   for (const l of out) {
     console.log(
-      `${l.dtype.padEnd(5)}  ${l.layout.padEnd(6)} ${String(l.threads).padStart(4)}  ${`${l.rows}x${l.cols}`.padEnd(13)} | ${l.matvecGBs.toFixed(1).padStart(11)} ${l.ofReadBandwidth.toFixed(2).padStart(8)}`,
+      `${l.dtype.padEnd(5)}  ${l.simd.padEnd(8)}  ${l.layout.padEnd(6)} ${String(l.threads).padStart(4)}  ${`${l.rows}x${l.cols}`.padEnd(13)} | ${l.matvecGBs.toFixed(1).padStart(11)} ${l.ofReadBandwidth.toFixed(2).padStart(8)}` +
+        (l.vsBaseline === undefined ? '' : `  ${l.vsBaseline.toFixed(2).padStart(10)}x`),
     );
   }
 }

@@ -15,6 +15,7 @@ export type { ShardSpec, AllReduce } from './shard.js';
 export type { Backend, Weight, DType } from './kernels/backend.js';
 export { createReferenceBackend } from './kernels/reference.js';
 export { createWasmBackend, type WasmBackend, type WasmBackendOptions } from './kernels/wasm/backend.js';
+export { relaxedSimdAvailable, type SimdBuild, type SimdChoice } from './kernels/wasm/module.js';
 export { ModelFormatError, UnsupportedModelError } from './errors.js';
 
 // Model directory: config, weights, tokenizer.

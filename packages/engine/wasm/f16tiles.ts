@@ -52,7 +52,7 @@ function kernel(R: 2 | 4, T: number, e: (s: string) => void): void {
     e(`        (local.set $xd${t} (v128.load offset=16 (i32.add (local.get ${xp(t)}) (local.get $o))))`);
   };
   const fma = (t: number, r: number) =>
-    e(`        (local.set $a${t}${r} (f32x4.add (local.get $a${t}${r}) (f32x4.add (f32x4.mul (local.get $e${r}) (local.get $xe${t})) (f32x4.mul (local.get $d${r}) (local.get $xd${t})))))`);
+    e(`        (local.set $a${t}${r} (f32x4.muladd2 (local.get $a${t}${r}) (local.get $e${r}) (local.get $xe${t}) (local.get $d${r}) (local.get $xd${t})))`);
   if (R === 2) {
     // both rows widened first, then token by token (one token's activations live at a time)
     rs.forEach(widen);

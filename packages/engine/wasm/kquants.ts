@@ -7,8 +7,9 @@
  * compares), then `pnpm --filter @orchard/engine build:wasm`.
  */
 import { fileURLToPath } from 'node:url';
-import { interleaveRows4, tileKernels } from './qtiles.js';
+import { T, interleaveRows4, nibbleQuads, relaxedKLoop, relaxedTileDriver, relaxedTileEnd, relaxedTileHead, tileKernels, tileShape } from './qtiles.js';
 import { type Section, runGenerator, withGenerated } from './sections.js';
+import { bothVariants } from './variants.js';
 
 const HEADER = `  ;; ---------------------------------------------------------------- q4_k / q5_k / q6_k
   ;; Super-blocks of 256 weights (layouts in src/quant/kquants.ts). Activations (quant_q8k, ggml's
@@ -24,6 +25,8 @@ const HEADER = `  ;; -----------------------------------------------------------
   ;; Packed q4_k's prompt batches run the token tiles over whole super-blocks on the same integers and
   ;; f32 steps ($ktiles8/4, $kmins4), so a batch gives the 1-token bits.
   ;; The 4-row kernels run the 1-row kernel row by row (one sequential stream each, same bits).
+  ;; The relaxed build (wasm/variants.ts) writes, in place of the q4 form, the plain q as int8 and each
+  ;; 16 columns' Σq, and its kernels take the weights as bytes against those with relaxed int8 dots.
 `;
 
 const i16 = (v: number) => `(v128.const i16x8 ${Array(8).fill(v).join(' ')})`;
@@ -44,6 +47,7 @@ function q45(five: boolean): string[] {
   e(`    (local $p i32) (local $end i32) (local $xq i32) (local $xd i32) (local $xb i32)`);
   e(`    (local $u0 i32) (local $u1 i32) (local $u2 i32) (local $sl i32) (local $sh i32)`);
   e(`    (local $t v128) (local $v v128) (local $h v128) (local $a v128) (local $b v128) (local $s f32) (local $m f32)`);
+  L.push(...bothVariants('    ', [`    (local $x8 i32)`, `    (local.set $x8 (i32.add (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 1))) (i32.mul (i32.shr_u (local.get $cols) (i32.const 8)) (i32.const 20))))`], []));
   e(`    (local.set $p (local.get $w))`);
   e(`    (local.set $end (i32.add (local.get $w) (local.get $rb)))`);
   e(`    (local.set $xq (local.get $x))`);
@@ -59,25 +63,30 @@ function q45(five: boolean): string[] {
   e(`        (local.set $sh (i32.or (i32.and (local.get $u2) (i32.const 0x0f0f0f0f))`);
   e(`          (i32.shl (i32.and (i32.shr_u (local.get $u0) (i32.const 6)) (i32.const 0x03030303)) (i32.const 4))))`);
   e(`        (local.set $t (v128.const i32x4 0 0 0 0))`);
-  for (let c = 0; c < 4; c++) {
-    e(`        ;; run ${c}: sub-blocks ${2 * c} (low nibbles) and ${2 * c + 1} (high)`);
-    e(`        (local.set $a (i16x8.splat ${scaleOf(2 * c)}))`);
-    e(`        (local.set $b (i16x8.splat ${scaleOf(2 * c + 1)}))`);
-    for (let h = 0; h < 4; h++) {
-      e(`        (local.set $v (v128.load8x8_u offset=${qs + 32 * c + 8 * h} (local.get $p)))`);
-      let lo = `(v128.and (local.get $v) ${i16(15)})`;
-      let hi = `(i16x8.shr_u (local.get $v) (i32.const 4))`;
-      if (five) {
-        e(`        (local.set $h (v128.load8x8_u offset=${16 + 8 * h} (local.get $p)))`);
-        // bit 2c (low sub-block) and 2c+1 (high) of qh, moved to bit 4
-        const bit = (k: number) => (k <= 4 ? `(i16x8.shl (local.get $h) (i32.const ${4 - k}))` : `(i16x8.shr_u (local.get $h) (i32.const ${k - 4}))`);
-        lo = `(v128.or ${lo} (v128.and ${bit(2 * c)} ${i16(16)}))`;
-        hi = `(v128.or ${hi} (v128.and ${bit(2 * c + 1)} ${i16(16)}))`;
+  const baseline: string[] = [];
+  {
+    const e = (s: string) => baseline.push(s);
+    for (let c = 0; c < 4; c++) {
+      e(`        ;; run ${c}: sub-blocks ${2 * c} (low nibbles) and ${2 * c + 1} (high)`);
+      e(`        (local.set $a (i16x8.splat ${scaleOf(2 * c)}))`);
+      e(`        (local.set $b (i16x8.splat ${scaleOf(2 * c + 1)}))`);
+      for (let h = 0; h < 4; h++) {
+        e(`        (local.set $v (v128.load8x8_u offset=${qs + 32 * c + 8 * h} (local.get $p)))`);
+        let lo = `(v128.and (local.get $v) ${i16(15)})`;
+        let hi = `(i16x8.shr_u (local.get $v) (i32.const 4))`;
+        if (five) {
+          e(`        (local.set $h (v128.load8x8_u offset=${16 + 8 * h} (local.get $p)))`);
+          // bit 2c (low sub-block) and 2c+1 (high) of qh, moved to bit 4
+          const bit = (k: number) => (k <= 4 ? `(i16x8.shl (local.get $h) (i32.const ${4 - k}))` : `(i16x8.shr_u (local.get $h) (i32.const ${k - 4}))`);
+          lo = `(v128.or ${lo} (v128.and ${bit(2 * c)} ${i16(16)}))`;
+          hi = `(v128.or ${hi} (v128.and ${bit(2 * c + 1)} ${i16(16)}))`;
+        }
+        e(`        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s (i16x8.mul ${lo} (local.get $a)) (v128.load offset=${2 * (64 * c + 8 * h)} (local.get $xq)))))`);
+        e(`        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s (i16x8.mul ${hi} (local.get $b)) (v128.load offset=${2 * (64 * c + 32 + 8 * h)} (local.get $xq)))))`);
       }
-      e(`        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s (i16x8.mul ${lo} (local.get $a)) (v128.load offset=${2 * (64 * c + 8 * h)} (local.get $xq)))))`);
-      e(`        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s (i16x8.mul ${hi} (local.get $b)) (v128.load offset=${2 * (64 * c + 32 + 8 * h)} (local.get $xq)))))`);
     }
   }
+  L.push(...bothVariants('        ', q45RelaxedRuns(five, qs), baseline));
   e(`        (local.set $s (f32.add (local.get $s) (f32.mul (f32.convert_i32_s (call $hsum_i32 (local.get $t)))`);
   e(`          (f32.mul (f32.load offset=4096 (i32.shl (i32.load16_u (local.get $p)) (i32.const 2))) (f32.load (local.get $xd))))))`);
   e(`        ;; mins: m 0-7 as i16 against the 8 sub-block sums of the activations`);
@@ -90,6 +99,7 @@ function q45(five: boolean): string[] {
   e(`          (f32.mul (f32.load offset=4096 (i32.shl (i32.load16_u offset=2 (local.get $p)) (i32.const 2))) (f32.load (local.get $xd))))))`);
   e(`        (local.set $p (i32.add (local.get $p) (i32.const ${bb})))`);
   e(`        (local.set $xq (i32.add (local.get $xq) (i32.const 512)))`);
+  L.push(...bothVariants('        ', [`        (local.set $x8 (i32.add (local.get $x8) (i32.const 256)))`], []));
   e(`        (local.set $xd (i32.add (local.get $xd) (i32.const 4)))`);
   e(`        (local.set $xb (i32.add (local.get $xb) (i32.const 16)))`);
   e(`        (br $l)))`);
@@ -98,8 +108,41 @@ function q45(five: boolean): string[] {
   return L;
 }
 
+/**
+ * q4_k / q5_k runs in the relaxed build: per run c and 16-byte half, the low nibbles (sub-block 2c) and
+ * high nibbles (2c + 1), with q5_k's fifth bit from qh, as bytes (0..31, a valid i7 operand) against the
+ * int8 activations at $x8 (quant_q8k's relaxed form): one i16x8.relaxed_dot_i8x16_i7x16_s per 16
+ * elements, then one i32x4.dot_i16x8_s with the sub-block's scale. The same integer total as the baseline.
+ */
+function q45RelaxedRuns(five: boolean, qs: number): string[] {
+  const L: string[] = [];
+  const b16 = (v: number) => `(v128.const i8x16 ${Array(16).fill(v).join(' ')})`;
+  for (let c = 0; c < 4; c++) {
+    L.push(`        ;; run ${c}: sub-blocks ${2 * c} (low nibbles) and ${2 * c + 1} (high)`);
+    L.push(`        (local.set $a (i16x8.splat ${scaleOf(2 * c)}))`);
+    L.push(`        (local.set $b (i16x8.splat ${scaleOf(2 * c + 1)}))`);
+    for (let half = 0; half < 2; half++) {
+      L.push(`        (local.set $v (v128.load offset=${qs + 32 * c + 16 * half} (local.get $p)))`);
+      let lo = `(v128.and (local.get $v) ${b16(15)})`;
+      let hi = `(v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) ${b16(15)})`;
+      if (five) {
+        L.push(`        (local.set $h (v128.load offset=${16 + 16 * half} (local.get $p)))`);
+        // bit 2c (low sub-block) and 2c+1 (high) of qh, moved to bit 4 of each byte
+        const bit = (k: number) => `(i16x8.shl (v128.and ${k ? `(i16x8.shr_u (local.get $h) (i32.const ${k}))` : '(local.get $h)'} ${b16(1)}) (i32.const 4))`;
+        lo = `(v128.or ${lo} ${bit(2 * c)})`;
+        hi = `(v128.or ${hi} ${bit(2 * c + 1)})`;
+      }
+      for (const [q, sc, off] of [[lo, '$a', 64 * c + 16 * half], [hi, '$b', 64 * c + 32 + 16 * half]] as const) {
+        L.push(`        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s`);
+        L.push(`          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=${off} (local.get $x8)) ${q}) (local.get ${sc}))))`);
+      }
+    }
+  }
+  return L;
+}
+
 /** q6_k: ql (128), qh (64), 16 int8 scales, f16 d at 208. */
-function q6(): string[] {
+function q6Baseline(): string[] {
   const L: string[] = [];
   const e = (s: string) => L.push(s);
   e(`  ;; q6_k, one row. Half n of the block: element 128n + 32k + l takes the low (k < 2) or high nibble of`);
@@ -149,6 +192,66 @@ function q6(): string[] {
   e(``);
   return L;
 }
+
+/**
+ * q6_k, one row, in the relaxed build: per (half n, group k) the 32 elements 128n + 32k + l come from
+ * 32 consecutive ql and qh bytes, so their 6-bit values (0..63, a valid i7 operand) are built as bytes
+ * and taken against the int8 activations (quant_q8k's relaxed form) with one
+ * i16x8.relaxed_dot_i8x16_i7x16_s per 16 (pair sums ≤ 2·63·127), then one i32x4.dot_i16x8_s with the
+ * sub-block's scale. The −32 offset is one dot per super-block: 32·Σ sc·Σx over the 16-column sub-blocks
+ * (their sums are in the activations too). The integer total, hence the f32 step and the bits, is the
+ * baseline's.
+ */
+function q6Relaxed(): string[] {
+  const L: string[] = [];
+  const e = (s: string) => L.push(s);
+  const b16 = (v: number) => `(v128.const i8x16 ${Array(16).fill(v).join(' ')})`;
+  e(`  (func $dot1_q6_k (type $dot) (param $w i32) (param $rb i32) (param $x i32) (param $cols i32) (param $out i32)`);
+  e(`    (local $p i32) (local $end i32) (local $xq i32) (local $xd i32) (local $xs i32)`);
+  e(`    (local $t v128) (local $q v128) (local $h v128) (local $s f32)`);
+  e(`    (local.set $p (local.get $w))`);
+  e(`    (local.set $end (i32.add (local.get $w) (local.get $rb)))`);
+  e(`    (local.set $xd (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 1))))`);
+  e(`    (local.set $xq (i32.add (local.get $xd) (i32.mul (i32.shr_u (local.get $cols) (i32.const 8)) (i32.const 20))))`);
+  e(`    (local.set $xs (i32.add (local.get $xq) (local.get $cols)))`);
+  e(`    (block $done`);
+  e(`      (loop $l`);
+  e(`        (br_if $done (i32.ge_u (local.get $p) (local.get $end)))`);
+  e(`        ;; the −32 offset: 32·Σ_j sc_j·Σx_j over the 16 sub-blocks, taken off first`);
+  e(`        (local.set $t (i32x4.mul (i32x4.add`);
+  e(`          (i32x4.dot_i16x8_s (i16x8.extend_low_i8x16_s (v128.load offset=192 (local.get $p))) (v128.load offset=0 (local.get $xs)))`);
+  e(`          (i32x4.dot_i16x8_s (i16x8.extend_high_i8x16_s (v128.load offset=192 (local.get $p))) (v128.load offset=16 (local.get $xs))))`);
+  e(`          (v128.const i32x4 -32 -32 -32 -32)))`);
+  for (let n = 0; n < 2; n++) {
+    for (let k = 0; k < 4; k++) {
+      for (let half = 0; half < 2; half++) {
+        const j = 8 * n + 2 * k + half;
+        const ql = `(v128.load offset=${64 * n + 32 * (k & 1) + 16 * half} (local.get $p))`;
+        const lo = k < 2 ? `(v128.and ${ql} ${b16(15)})` : `(v128.and (i16x8.shr_u ${ql} (i32.const 4)) ${b16(15)})`;
+        e(`        ;; elements ${128 * n + 32 * k + 16 * half}..${128 * n + 32 * k + 16 * half + 15}: sub-block ${j}`);
+        e(`        (local.set $h (v128.load offset=${128 + 32 * n + 16 * half} (local.get $p)))`);
+        e(`        (local.set $q (v128.or ${lo}`);
+        e(`          (i16x8.shl (v128.and ${k ? `(i16x8.shr_u (local.get $h) (i32.const ${2 * k}))` : '(local.get $h)'} ${b16(3)}) (i32.const 4))))`);
+        e(`        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s`);
+        e(`          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=${128 * n + 32 * k + 16 * half} (local.get $xq)) (local.get $q))`);
+        e(`          (i16x8.splat (i32.load8_s offset=${192 + j} (local.get $p))))))`);
+      }
+    }
+  }
+  e(`        (local.set $s (f32.add (local.get $s) (f32.mul (f32.convert_i32_s (call $hsum_i32 (local.get $t)))`);
+  e(`          (f32.mul (f32.load offset=4096 (i32.shl (i32.load16_u offset=208 (local.get $p)) (i32.const 2))) (f32.load (local.get $xd))))))`);
+  e(`        (local.set $p (i32.add (local.get $p) (i32.const 210)))`);
+  e(`        (local.set $xq (i32.add (local.get $xq) (i32.const 256)))`);
+  e(`        (local.set $xs (i32.add (local.get $xs) (i32.const 32)))`);
+  e(`        (local.set $xd (i32.add (local.get $xd) (i32.const 4)))`);
+  e(`        (br $l)))`);
+  e(`    (f32.store (local.get $out) (local.get $s)))`);
+  e(``);
+  return L;
+}
+
+/** q6_k, one row: the relaxed build's kernel or the baseline's. */
+const q6 = (): string[] => bothVariants('  ', q6Relaxed(), q6Baseline());
 
 /** The 4-row kernel of a format: its 1-row kernel on each row (one stream at a time). */
 function dot4(name: string): string[] {
@@ -229,22 +332,47 @@ function quantQ8k(): string[] {
   e(`            (local.set $bs (i32.add (local.get $bs) (i32.const 16)))`);
   e(`            (local.set $sb (i32.add (local.get $sb) (i32.const 1)))`);
   e(`            (br $sl)))`);
-  e(`        ;; the q4 form for packed q4_k (see $g4_q4_k): per 32, the second half as q[l+16] − 16·q[l]`);
-  e(`        (local.set $q (i32.add (local.get $q) (i32.mul (local.get $nsb) (i32.const 20))))`);
-  e(`        (local.set $j (i32.const 0))`);
-  e(`        (block $fdone`);
-  e(`          (loop $fl`);
-  e(`            (br_if $fdone (i32.ge_u (local.get $j) (local.get $cols)))`);
-  e(`            (local.set $dd (i32.sub (local.get $q) (i32.add (i32.shl (local.get $cols) (i32.const 1)) (i32.mul (local.get $nsb) (i32.const 20)))))`);
-  e(`            (local.set $q0 (v128.load offset=0 (local.get $dd)))`);
-  e(`            (local.set $q1 (v128.load offset=16 (local.get $dd)))`);
-  e(`            (v128.store offset=0 (local.get $q) (local.get $q0))`);
-  e(`            (v128.store offset=16 (local.get $q) (local.get $q1))`);
-  e(`            (v128.store offset=32 (local.get $q) (i16x8.sub (v128.load offset=32 (local.get $dd)) (i16x8.shl (local.get $q0) (i32.const 4))))`);
-  e(`            (v128.store offset=48 (local.get $q) (i16x8.sub (v128.load offset=48 (local.get $dd)) (i16x8.shl (local.get $q1) (i32.const 4))))`);
-  e(`            (local.set $q (i32.add (local.get $q) (i32.const 64)))`);
-  e(`            (local.set $j (i32.add (local.get $j) (i32.const 32)))`);
-  e(`            (br $fl)))`);
+  const q4form: string[] = [];
+  {
+    const e = (s: string) => q4form.push(s);
+    e(`        ;; the q4 form for packed q4_k (see $g4_q4_k): per 32, the second half as q[l+16] − 16·q[l]`);
+    e(`        (local.set $q (i32.add (local.get $q) (i32.mul (local.get $nsb) (i32.const 20))))`);
+    e(`        (local.set $j (i32.const 0))`);
+    e(`        (block $fdone`);
+    e(`          (loop $fl`);
+    e(`            (br_if $fdone (i32.ge_u (local.get $j) (local.get $cols)))`);
+    e(`            (local.set $dd (i32.sub (local.get $q) (i32.add (i32.shl (local.get $cols) (i32.const 1)) (i32.mul (local.get $nsb) (i32.const 20)))))`);
+    e(`            (local.set $q0 (v128.load offset=0 (local.get $dd)))`);
+    e(`            (local.set $q1 (v128.load offset=16 (local.get $dd)))`);
+    e(`            (v128.store offset=0 (local.get $q) (local.get $q0))`);
+    e(`            (v128.store offset=16 (local.get $q) (local.get $q1))`);
+    e(`            (v128.store offset=32 (local.get $q) (i16x8.sub (v128.load offset=32 (local.get $dd)) (i16x8.shl (local.get $q0) (i32.const 4))))`);
+    e(`            (v128.store offset=48 (local.get $q) (i16x8.sub (v128.load offset=48 (local.get $dd)) (i16x8.shl (local.get $q1) (i32.const 4))))`);
+    e(`            (local.set $q (i32.add (local.get $q) (i32.const 64)))`);
+    e(`            (local.set $j (i32.add (local.get $j) (i32.const 32)))`);
+    e(`            (br $fl)))`);
+  }
+  const i8form = [
+    `        ;; relaxed build: the plain q as int8 (cols bytes), then each 16 columns' Σq as i16 ($dot1_q6_k)`,
+    `        (local.set $q (i32.add (local.get $q) (i32.mul (local.get $nsb) (i32.const 20))))`,
+    `        (local.set $j (i32.const 0))`,
+    `        (block $fdone`,
+    `          (loop $fl`,
+    `            (br_if $fdone (i32.ge_u (local.get $j) (local.get $cols)))`,
+    `            (local.set $dd (i32.add (i32.sub (local.get $q) (i32.add (i32.shl (local.get $cols) (i32.const 1)) (i32.mul (local.get $nsb) (i32.const 20))))`,
+    `              (i32.shl (local.get $j) (i32.const 1))))`,
+    `            (local.set $q0 (i8x16.narrow_i16x8_s (v128.load offset=0 (local.get $dd)) (v128.load offset=16 (local.get $dd))))`,
+    `            (local.set $q1 (i8x16.narrow_i16x8_s (v128.load offset=32 (local.get $dd)) (v128.load offset=48 (local.get $dd))))`,
+    `            (v128.store offset=0 (i32.add (local.get $q) (local.get $j)) (local.get $q0))`,
+    `            (v128.store offset=16 (i32.add (local.get $q) (local.get $j)) (local.get $q1))`,
+    `            (local.set $dd (i32.add (i32.add (local.get $q) (local.get $cols)) (i32.shr_u (local.get $j) (i32.const 3))))`,
+    `            (i32.store16 offset=0 (local.get $dd) (call $hsum_i32 (i32x4.extadd_pairwise_i16x8_s (i16x8.extadd_pairwise_i8x16_s (local.get $q0)))))`,
+    `            (i32.store16 offset=2 (local.get $dd) (call $hsum_i32 (i32x4.extadd_pairwise_i16x8_s (i16x8.extadd_pairwise_i8x16_s (local.get $q1)))))`,
+    `            (local.set $j (i32.add (local.get $j) (i32.const 32)))`,
+    `            (br $fl)))`,
+    `        (local.set $q (i32.add (local.get $q) (i32.shl (local.get $cols) (i32.const 1))))`,
+  ];
+  L.push(...bothVariants('        ', i8form, q4form));
   e(`        ;; next token`);
   e(`        (local.set $b (i32.add (local.get $b) (i32.const 1)))`);
   e(`        (br $bl))))`);
@@ -259,6 +387,13 @@ function quantQ8k(): string[] {
  * integer totals are transposed into one i32x4 and multiplied by the 4 rows' scales, per super-block
  * the mins and the f32 step run once for 4 rows: the same integers and f32 operations as $dot1_q4_k,
  * so packed and row-major weights give the same bits.
+ * The relaxed build (wasm/variants.ts) instead masks and shifts the 16 packed bytes of a row into its
+ * low and high nibbles (0..15, a valid i7 operand) and takes them against the plain int8 activations
+ * with two i16x8.relaxed_dot_i8x16_i7x16_s (16 products each, no widening to i16), adds the two in i16
+ * and widens once. Pair sums are at most 2·15·127 and the i16 sum 4·15·127, so no implementation
+ * saturates: the sub-block totals, hence the bits, are the baseline's. (Node 20's V8 has no AVX-VNNI
+ * path: a relaxed i32x4 dot-add costs pmaddubsw + pmaddwd + paddd, so one pmaddwd per two i16 dots
+ * is cheaper than two i32x4 dot-adds.)
  */
 function g4q4k(): string[] {
   const L: string[] = [];
@@ -272,14 +407,20 @@ function g4q4k(): string[] {
   e(`    (local $x0 v128) (local $x1 v128) (local $x2 v128) (local $x3 v128) (local $q v128)`);
   e(`    (local $s0 v128) (local $s1 v128) (local $s2 v128) (local $s3 v128) (local $t0 v128) (local $t1 v128)`);
   e(`    (local $sc v128) (local $tot v128) (local $acc v128) (local $macc v128)`);
+  L.push(...bothVariants('    ', [`    (local $m v128)`], []));
   e(`    (local.set $nsb (i32.shr_u (local.get $cols) (i32.const 8)))`);
   e(`    (local.set $p (local.get $w))`);
+  L.push(...bothVariants('    ', [`    (local.set $m ${mask('0x0f0f0f0f')})`], []));
   e(`    (block $gdone`);
   e(`      (loop $gl`);
   e(`        (br_if $gdone (i32.ge_u (local.get $g) (local.get $groups)))`);
   e(`        (local.set $xd (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 1))))`);
   e(`        (local.set $xb (i32.add (local.get $xd) (i32.shl (local.get $nsb) (i32.const 2))))`);
-  e(`        (local.set $xq (i32.add (local.get $xd) (i32.mul (local.get $nsb) (i32.const 20))))`);
+  L.push(...bothVariants('        ', [
+    `        (local.set $xq (local.get $x))`,
+  ], [
+    `        (local.set $xq (i32.add (local.get $xd) (i32.mul (local.get $nsb) (i32.const 20))))`,
+  ]));
   e(`        (local.set $end (i32.add (local.get $p) (i32.mul (local.get $nsb) (i32.const 576))))`);
   e(`        (local.set $acc (v128.const i32x4 0 0 0 0))`);
   e(`        (local.set $macc (v128.const i32x4 0 0 0 0))`);
@@ -299,13 +440,26 @@ function g4q4k(): string[] {
     e(`            (block $jdone${half}`);
     e(`              (loop $jl${half}`);
     e(`                (br_if $jdone${half} (i32.ge_u (local.get $j) (i32.const 4)))`);
-    for (let k = 0; k < 4; k++) e(`                (local.set $x${k} (v128.load offset=${16 * k} (local.get $xq)))`);
+    const relaxed = [
+      `                ;; the plain int8 activations (|q| <= 127) of the sub-block's low and high nibbles`,
+      `                (local.set $x0 (i8x16.narrow_i16x8_s (v128.load offset=0 (local.get $xq)) (v128.load offset=16 (local.get $xq))))`,
+      `                (local.set $x2 (i8x16.narrow_i16x8_s (v128.load offset=32 (local.get $xq)) (v128.load offset=48 (local.get $xq))))`,
+    ];
     for (let r = 0; r < 4; r++) {
-      e(`                (local.set $q (v128.load8x8_u offset=${16 * r} (local.get $pn)))`);
-      e(`                (local.set $s${r} (i32x4.add (i32x4.dot_i16x8_s (local.get $q) (local.get $x0)) (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $x2))))`);
-      e(`                (local.set $q (v128.load8x8_u offset=${16 * r + 8} (local.get $pn)))`);
-      e(`                (local.set $s${r} (i32x4.add (local.get $s${r}) (i32x4.add (i32x4.dot_i16x8_s (local.get $q) (local.get $x1)) (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $x3)))))`);
+      relaxed.push(`                (local.set $q (v128.load offset=${16 * r} (local.get $pn)))`);
+      relaxed.push(`                (local.set $s${r} (i32x4.extadd_pairwise_i16x8_s (i16x8.add`);
+      relaxed.push(`                  (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x0) (v128.and (local.get $q) (local.get $m)))`);
+      relaxed.push(`                  (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x2) (v128.and (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $m))))))`);
     }
+    const baseline: string[] = [];
+    for (let k = 0; k < 4; k++) baseline.push(`                (local.set $x${k} (v128.load offset=${16 * k} (local.get $xq)))`);
+    for (let r = 0; r < 4; r++) {
+      baseline.push(`                (local.set $q (v128.load8x8_u offset=${16 * r} (local.get $pn)))`);
+      baseline.push(`                (local.set $s${r} (i32x4.add (i32x4.dot_i16x8_s (local.get $q) (local.get $x0)) (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $x2))))`);
+      baseline.push(`                (local.set $q (v128.load8x8_u offset=${16 * r + 8} (local.get $pn)))`);
+      baseline.push(`                (local.set $s${r} (i32x4.add (local.get $s${r}) (i32x4.add (i32x4.dot_i16x8_s (local.get $q) (local.get $x1)) (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $x3)))))`);
+    }
+    L.push(...bothVariants('                ', relaxed, baseline));
     e(`                ;; lane r of the transposed sum = row r's sub-block total, times row r's scale`);
     e(`                (local.set $t0 (i32x4.add (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $s0) (local.get $s1))`);
     e(`                                          (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $s0) (local.get $s1))))`);
@@ -366,15 +520,17 @@ function ktiles(): string[] {
       e(`        ;; sub-block ${j}: row r's scale in both i16 lanes of its i32 lane`);
       e(`        (local.set $sc (v128.and (i32x4.shr_u (local.get $${j < 4 ? 'lo' : 'hi'}) (i32.const ${8 * (j % 4)})) ${mask('255')}))`);
       e(`        (local.set $sc (v128.or (local.get $sc) (i32x4.shl (local.get $sc) (i32.const 16))))`);
-      for (let r = 0; r < 4; r++) e(`        (local.set $r${r} (v128.load offset=${64 + 64 * j + 16 * r} (local.get $w)))`);
-      for (let r = 0; r < 4; r++) e(`        (local.set $h${r} (i8x16.shr_u (local.get $r${r}) (i32.const 4)))`);
-      L.push(
+      const baseline: string[] = [];
+      for (let r = 0; r < 4; r++) baseline.push(`        (local.set $r${r} (v128.load offset=${64 + 64 * j + 16 * r} (local.get $w)))`);
+      for (let r = 0; r < 4; r++) baseline.push(`        (local.set $h${r} (i8x16.shr_u (local.get $r${r}) (i32.const 4)))`);
+      baseline.push(
         ...interleaveRows4('        ', (k, bytes) =>
           (['low', 'high'] as const).map((side, dk) => `        (v128.store offset=${ws * (16 * j + k + dk)} (local.get $d) (i16x8.mul (i16x8.extend_${side}_i8x16_u ${bytes}) (local.get $sc)))`),
         ),
       );
+      L.push(...bothVariants('        ', relaxedKWidenSubblock(ws, j), baseline));
     }
-    e(`        (v128.store offset=${128 * ws} (local.get $d) (local.get $dw))`);
+    L.push(...bothVariants('        ', [`        (v128.store offset=${72 * ws} (local.get $d) (local.get $dw))`], [`        (v128.store offset=${128 * ws} (local.get $d) (local.get $dw))`]));
     e(`        (local.set $d (i32.add (local.get $d) (i32.const ${129 * ws})))`);
     e(`        (local.set $w (i32.add (local.get $w) (i32.const 576)))`);
     e(`        (local.set $sb (i32.add (local.get $sb) (i32.const 1)))`);
@@ -412,6 +568,59 @@ function ktiles(): string[] {
   return L;
 }
 
+/**
+ * The relaxed build's packed q4_k prompt batches (wasm/variants.ts), as its q4_0 ones (qtiles.ts): per
+ * super-block and sub-block j of a widened group (ws = 16 per 4-row group), 8 vectors of the nibbles
+ * themselves (vector k: columns 4k..4k+3 of the 4 rows, row r in i32 lane r) at 9·ws·j + ws·k, then the
+ * 4 rows' sub-block scales (row r's in i16 lanes 2r, 2r+1) at 9·ws·j + 8·ws; the 4 rows' d at 72·ws;
+ * super-blocks stay 129·ws apart. Activations (backend.ts kTilesRelaxed) per super-block and tile of t
+ * tokens: per sub-block, for k < 8 each token's x[4k..4k+3] as int8 in one i32; then each token's d_x.
+ * Per sub-block 8 i16x8.relaxed_dot_i8x16_i7x16_s (at most 8·2·15·127 < 2^15 per i16 lane), then one
+ * i32x4.dot_i16x8_s with the scales: sc·(sub-block total) per row, exactly. The super-block's exact
+ * total then takes the baseline's f32 step ($ktile*), and $kmins_tokens subtracts the mins as before.
+ */
+function relaxedKWidenSubblock(ws: number, j: number): string[] {
+  return [
+    ...nibbleQuads('        ', (r) => 64 + 64 * j + 16 * r, (k) => ws * (9 * j + k)),
+    `        (v128.store offset=${ws * (9 * j + 8)} (local.get $d) (local.get $sc))`,
+  ];
+}
+
+/** The relaxed q4_k tile kernels $krtile{4,8}x{1..T} and their drivers $krtiles{4,8} (see relaxedKWidenSubblock). */
+function relaxedKTiles(): string[] {
+  const L: string[] = [];
+  const e = (s: string) => L.push(s);
+  for (const G of [1, 2] as const) {
+    const ws = 16 * G;
+    for (let t = 1; t <= T; t++) {
+      const { gs, toks, acc } = tileShape(G, t);
+      L.push(...relaxedTileHead(`krtile${4 * G}x${t}`, G, t, ['j'], ['a', 'i', 'f']));
+      for (const a of acc) e(`        (local.set $i${a} (v128.const i32x4 0 0 0 0))`);
+      e(`        (local.set $j (i32.const 0))`);
+      e(`        (loop $jl`);
+      for (const a of acc) e(`          (local.set $a${a} (v128.const i32x4 0 0 0 0))`);
+      L.push(...relaxedKLoop('          ', G, t));
+      e(`          ;; times the sub-block's scales, widened to the rows' i32 lanes`);
+      for (const g of gs) e(`          (local.set $w${g} (v128.load offset=${16 * g} (local.get $s)))`);
+      for (const g of gs) for (const i of toks) e(`          (local.set $i${g}${i} (i32x4.add (local.get $i${g}${i}) (i32x4.dot_i16x8_s (local.get $a${g}${i}) (local.get $w${g}))))`);
+      e(`          (local.set $s (i32.add (local.get $s) (i32.const ${ws})))`);
+      e(`          (local.set $j (i32.add (local.get $j) (i32.const 1)))`);
+      e(`          (br_if $jl (i32.lt_u (local.get $j) (i32.const 8))))`);
+      for (const g of gs) e(`        (local.set $dw${g} (v128.load offset=${16 * g} (local.get $s)))`);
+      for (const i of toks) {
+        e(`        (local.set $dx (f32x4.splat (f32.load offset=${4 * i} (local.get $x))))`);
+        for (const g of gs) {
+          e(`        (local.set $f${g}${i} (f32x4.add (local.get $f${g}${i})`);
+          e(`          (f32x4.mul (f32x4.convert_i32x4_s (local.get $i${g}${i})) (f32x4.mul (local.get $dw${g}) (local.get $dx)))))`);
+        }
+      }
+      L.push(...relaxedTileEnd(G, t, 57 * ws, 4 * t));
+    }
+    L.push(...relaxedTileDriver(`krtiles${4 * G}`, `krtile${4 * G}`, 260));
+  }
+  return L;
+}
+
 /** The super-block mins of 4 packed q4_k rows at `ptr` added to $macc (lane r): $g4_q4_k's and $kmins4's one code. */
 function mins(ptr: string, ind: string): string[] {
   const mask = (m: string) => `(v128.const i32x4 ${m} ${m} ${m} ${m})`;
@@ -437,7 +646,7 @@ const f16x4At = (offset: number, ptr: string) =>
   `(f32x4.mul (v128.and (i32x4.shr_s (i32x4.shl (v128.load16x4_u offset=${offset} (local.get ${ptr})) (i32.const 16)) (i32.const 3)) (v128.const i32x4 0x8FFFE000 0x8FFFE000 0x8FFFE000 0x8FFFE000)) (v128.const f32x4 0x1p112 0x1p112 0x1p112 0x1p112))`;
 
 export function kquantSection(): string {
-  return HEADER + [...q45(false), ...q45(true), ...q6(), ...dot4('q4_k'), ...dot4('q5_k'), ...dot4('q6_k'), ...g4q4k(), ...ktiles(), ...tileKernels('k', 128), ...quantQ8k()].join('\n');
+  return HEADER + [...q45(false), ...q45(true), ...q6(), ...dot4('q4_k'), ...dot4('q5_k'), ...dot4('q6_k'), ...g4q4k(), ...ktiles(), ...tileKernels('k', 128), ...bothVariants('  ', relaxedKTiles(), []), ...quantQ8k()].join('\n');
 }
 
 export const KQUANT_SECTION: Section = { name: 'kquant', script: 'kquants.ts', text: kquantSection };

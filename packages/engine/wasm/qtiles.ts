@@ -7,6 +7,7 @@
  */
 import { fileURLToPath } from 'node:url';
 import { type Section, runGenerator, withGenerated } from './sections.js';
+import { bothVariants } from './variants.js';
 
 /** Tokens per tile. */
 export const T = 4;
@@ -85,17 +86,18 @@ export function qtilesSection(): string {
     e(`        (if (local.get $q4)`);
     for (const q4 of [true, false]) {
       e(q4 ? `          (then` : `          (else`);
+      const body: string[] = [];
       if (q4) {
-        e(`            ;; row r's 16 bytes b (columns j < 16), then their high nibbles (columns j + 16)`);
-        for (let r = 0; r < 4; r++) e(`            (local.set $r${r} (v128.load offset=${8 + 16 * r} (local.get $w)))`);
-        for (let r = 0; r < 4; r++) e(`            (local.set $h${r} (i8x16.shr_u (local.get $r${r}) (i32.const 4)))`);
+        body.push(`            ;; row r's 16 bytes b (columns j < 16), then their high nibbles (columns j + 16)`);
+        for (let r = 0; r < 4; r++) body.push(`            (local.set $r${r} (v128.load offset=${8 + 16 * r} (local.get $w)))`);
+        for (let r = 0; r < 4; r++) body.push(`            (local.set $h${r} (i8x16.shr_u (local.get $r${r}) (i32.const 4)))`);
       } else {
-        e(`            ;; row r's 32 int8: columns 0..15, 16..31`);
-        for (let r = 0; r < 4; r++) e(`            (local.set $r${r} (v128.load offset=${8 + 32 * r} (local.get $w)))`);
-        for (let r = 0; r < 4; r++) e(`            (local.set $h${r} (v128.load offset=${24 + 32 * r} (local.get $w)))`);
+        body.push(`            ;; row r's 32 int8: columns 0..15, 16..31`);
+        for (let r = 0; r < 4; r++) body.push(`            (local.set $r${r} (v128.load offset=${8 + 32 * r} (local.get $w)))`);
+        for (let r = 0; r < 4; r++) body.push(`            (local.set $h${r} (v128.load offset=${24 + 32 * r} (local.get $w)))`);
       }
-      e(`            ;; pairs of the 4 rows interleaved: (row 0, row 1) and (row 2, row 3) by 16 bits, then by 32`);
-      L.push(
+      body.push(`            ;; pairs of the 4 rows interleaved: (row 0, row 1) and (row 2, row 3) by 16 bits, then by 32`);
+      body.push(
         ...interleaveRows4('            ', (k, bytes, half) =>
           (['low', 'high'] as const).map((side, dk) => {
             const at = `offset=${ws * (k + dk)} (local.get $d)`;
@@ -106,6 +108,7 @@ export function qtilesSection(): string {
           }),
         ),
       );
+      L.push(...(q4 ? bothVariants('            ', relaxedQ4Widen(ws), body) : body));
       e(`            (local.set $w (i32.add (local.get $w) (i32.const ${q4 ? 72 : 136})))${q4 ? ')' : '))'}`);
     }
     e(`        (local.set $d (i32.add (local.get $d) (i32.const ${17 * ws})))`);
@@ -115,53 +118,67 @@ export function qtilesSection(): string {
   }
 
   L.push(...tileKernels('q', 16));
+  L.push(...bothVariants('  ', relaxedQ4Tiles(), []));
 
   // ---- activations into the tile layout
   e(`  ;; n tokens of quant_q8 output at src (cols·2 + (cols/32)·8 bytes each) into tiles of ${T} tokens at dst.`);
-  e(`  (func (export "quant_tiles") (param $src i32) (param $dst i32) (param $cols i32) (param $n i32)`);
-  e(`    (local $xs i32) (local $nb i32) (local $t0 i32) (local $tn i32) (local $b i32) (local $k i32) (local $t i32)`);
-  e(`    (local.set $nb (i32.shr_u (local.get $cols) (i32.const 5)))`);
-  e(`    (local.set $xs (i32.add (i32.shl (local.get $cols) (i32.const 1)) (i32.shl (local.get $nb) (i32.const 3))))`);
-  e(`    (block $tdone`);
-  e(`      (loop $tl`);
-  e(`        (br_if $tdone (i32.ge_u (local.get $t0) (local.get $n)))`);
-  e(`        (local.set $tn (i32.sub (local.get $n) (local.get $t0)))`);
-  e(`        (if (i32.gt_u (local.get $tn) (i32.const ${T})) (then (local.set $tn (i32.const ${T}))))`);
-  e(`        (local.set $b (i32.const 0))`);
-  e(`        (block $bdone`);
-  e(`          (loop $bl`);
-  e(`            (br_if $bdone (i32.ge_u (local.get $b) (local.get $nb)))`);
-  e(`            (local.set $k (i32.const 0))`);
-  e(`            (block $kdone`);
-  e(`              (loop $kl`);
-  e(`                (br_if $kdone (i32.ge_u (local.get $k) (i32.const 16)))`);
-  e(`                (local.set $t (i32.const 0))`);
-  e(`                (block $idone`);
-  e(`                  (loop $il`);
-  e(`                    (br_if $idone (i32.ge_u (local.get $t) (local.get $tn)))`);
-  e(`                    (i32.store (local.get $dst) (i32.load (i32.add`);
-  e(`                      (i32.add (local.get $src) (i32.mul (i32.add (local.get $t0) (local.get $t)) (local.get $xs)))`);
-  e(`                      (i32.add (i32.shl (local.get $b) (i32.const 6)) (i32.shl (local.get $k) (i32.const 2))))))`);
-  e(`                    (local.set $dst (i32.add (local.get $dst) (i32.const 4)))`);
-  e(`                    (local.set $t (i32.add (local.get $t) (i32.const 1)))`);
-  e(`                    (br $il)))`);
-  e(`                (local.set $k (i32.add (local.get $k) (i32.const 1)))`);
-  e(`                (br $kl)))`);
-  e(`            (local.set $t (i32.const 0))`);
-  e(`            (block $ddone`);
-  e(`              (loop $dl`);
-  e(`                (br_if $ddone (i32.ge_u (local.get $t) (local.get $tn)))`);
-  e(`                (f32.store (local.get $dst) (f32.load (i32.add`);
-  e(`                  (i32.add (local.get $src) (i32.mul (i32.add (local.get $t0) (local.get $t)) (local.get $xs)))`);
-  e(`                  (i32.add (i32.shl (local.get $cols) (i32.const 1)) (i32.shl (i32.add (local.get $nb) (local.get $b)) (i32.const 2))))))`);
-  e(`                (local.set $dst (i32.add (local.get $dst) (i32.const 4)))`);
-  e(`                (local.set $t (i32.add (local.get $t) (i32.const 1)))`);
-  e(`                (br $dl)))`);
-  e(`            (local.set $b (i32.add (local.get $b) (i32.const 1)))`);
-  e(`            (br $bl)))`);
-  e(`        (local.set $t0 (i32.add (local.get $t0) (local.get $tn)))`);
-  e(`        (br $tl))))`);
+  L.push(...tileActivationLoops('quant_tiles', '', [
+    `            (local.set $k (i32.const 0))`,
+    `            (block $kdone`,
+    `              (loop $kl`,
+    `                (br_if $kdone (i32.ge_u (local.get $k) (i32.const 16)))`,
+    `                (local.set $t (i32.const 0))`,
+    `                (block $idone`,
+    `                  (loop $il`,
+    `                    (br_if $idone (i32.ge_u (local.get $t) (local.get $tn)))`,
+    `                    (i32.store (local.get $dst) (i32.load (i32.add`,
+    `                      (i32.add (local.get $src) (i32.mul (i32.add (local.get $t0) (local.get $t)) (local.get $xs)))`,
+    `                      (i32.add (i32.shl (local.get $b) (i32.const 6)) (i32.shl (local.get $k) (i32.const 2))))))`,
+    `                    (local.set $dst (i32.add (local.get $dst) (i32.const 4)))`,
+    `                    (local.set $t (i32.add (local.get $t) (i32.const 1)))`,
+    `                    (br $il)))`,
+    `                (local.set $k (i32.add (local.get $k) (i32.const 1)))`,
+    `                (br $kl)))`,
+    `            (local.set $t (i32.const 0))`,
+    `            (block $ddone`,
+    `              (loop $dl`,
+    `                (br_if $ddone (i32.ge_u (local.get $t) (local.get $tn)))`,
+    `                (f32.store (local.get $dst) (f32.load (i32.add`,
+    `                  (i32.add (local.get $src) (i32.mul (i32.add (local.get $t0) (local.get $t)) (local.get $xs)))`,
+    `                  (i32.add (i32.shl (local.get $cols) (i32.const 1)) (i32.shl (i32.add (local.get $nb) (local.get $b)) (i32.const 2))))))`,
+    `                (local.set $dst (i32.add (local.get $dst) (i32.const 4)))`,
+    `                (local.set $t (i32.add (local.get $t) (i32.const 1)))`,
+    `                (br $dl)))`,
+  ]));
   return HEADER + L.join('\n') + '\n';
+}
+
+/**
+ * quant_tiles' loops over n tokens of quant_q8 output at $src ($xs bytes apart): tiles of ${T} tokens
+ * ($t0 the first, $tn how many), each tile block by block ($b < $nb); `block` writes one block of the
+ * tile at $dst and advances $dst. `locals`: the function's extra locals.
+ */
+function tileActivationLoops(name: string, locals: string, block: string[]): string[] {
+  return [
+    `  (func (export "${name}") (param $src i32) (param $dst i32) (param $cols i32) (param $n i32)`,
+    `    (local $xs i32) (local $nb i32) (local $t0 i32) (local $tn i32) (local $b i32) (local $k i32) (local $t i32)${locals}`,
+    `    (local.set $nb (i32.shr_u (local.get $cols) (i32.const 5)))`,
+    `    (local.set $xs (i32.add (i32.shl (local.get $cols) (i32.const 1)) (i32.shl (local.get $nb) (i32.const 3))))`,
+    `    (block $tdone`,
+    `      (loop $tl`,
+    `        (br_if $tdone (i32.ge_u (local.get $t0) (local.get $n)))`,
+    `        (local.set $tn (i32.sub (local.get $n) (local.get $t0)))`,
+    `        (if (i32.gt_u (local.get $tn) (i32.const ${T})) (then (local.set $tn (i32.const ${T}))))`,
+    `        (local.set $b (i32.const 0))`,
+    `        (block $bdone`,
+    `          (loop $bl`,
+    `            (br_if $bdone (i32.ge_u (local.get $b) (local.get $nb)))`,
+    ...block,
+    `            (local.set $b (i32.add (local.get $b) (i32.const 1)))`,
+    `            (br $bl)))`,
+    `        (local.set $t0 (i32.add (local.get $t0) (local.get $tn)))`,
+    `        (br $tl))))`,
+  ];
 }
 
 /**
@@ -266,6 +283,164 @@ export function tileKernels(p: string, pairs: number): string[] {
     e(``);
   }
 
+  return L;
+}
+
+/**
+ * The relaxed build's q4_0 prompt batches (wasm/variants.ts): a widened block holds the 4-bit values
+ * themselves (0..15, a valid i7 operand), vector k (k < 8) with columns 4k..4k+3 of the group's 4 rows
+ * (row r in i32 lane r), then the 4 rows' f32 d_w at 8·ws; blocks stay 17·ws bytes apart (half used).
+ * The activations' tile layout (quant_tiles_q4r) per block and tile of t tokens: for k < 8 each token's
+ * x[4k..4k+3] as int8 in one i32, then each token's 8·Σx (quant_q8's q4 correction), then its d_x.
+ * One i16x8.relaxed_dot_i8x16_i7x16_s of vector k with a token's quad splatted adds 2 products to each
+ * i16 lane (row r: lanes 2r, 2r+1); 8 of them sum to at most 8·2·15·127 < 2^15, then one widening gives
+ * each row's Σ nibble·x, minus 8·Σx: the baseline's exact block total, so the same f32 steps and bits.
+ */
+function relaxedQ4Widen(ws: number): string[] {
+  return [
+    ...nibbleQuads('            ', (r) => 8 + 16 * r, (k) => ws * k),
+    `            (v128.store offset=${8 * ws} (local.get $d) (v128.load offset=${16 * ws} (local.get $d)))`,
+  ];
+}
+
+/**
+ * 4 packed rows' 16 bytes (row r's at $w + `from(r)`: low nibbles columns 0..15, high nibbles 16..31)
+ * as 8 vectors of the 4-bit values (vector k: columns 4k..4k+3, row r in i32 lane r) stored at
+ * $d + `to(k)`: the relaxed build's widened q4_0 and q4_k blocks. Uses $r0..3, $h0..3, $u, $v.
+ */
+export function nibbleQuads(ind: string, from: (r: number) => number, to: (k: number) => number): string[] {
+  const L: string[] = [];
+  const m = '(v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)';
+  for (let r = 0; r < 4; r++) L.push(`${ind}(local.set $h${r} (v128.load offset=${from(r)} (local.get $w)))`);
+  for (let r = 0; r < 4; r++) L.push(`${ind}(local.set $r${r} (v128.and (local.get $h${r}) ${m}))`);
+  for (let r = 0; r < 4; r++) L.push(`${ind}(local.set $h${r} (v128.and (i16x8.shr_u (local.get $h${r}) (i32.const 4)) ${m}))`);
+  L.push(`${ind};; the 4 rows' 32-bit words transposed: vector k = word k of rows 0..3`);
+  for (const [half, v] of [[0, 'r'], [1, 'h']] as const) {
+    for (const [part, lo] of [[0, '0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23'], [1, '8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31']] as const) {
+      L.push(`${ind}(local.set $u (i8x16.shuffle ${lo} (local.get $${v}0) (local.get $${v}1)))`);
+      L.push(`${ind}(local.set $v (i8x16.shuffle ${lo} (local.get $${v}2) (local.get $${v}3)))`);
+      const k = 4 * half + 2 * part;
+      L.push(`${ind}(v128.store offset=${to(k)} (local.get $d) (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23 (local.get $u) (local.get $v)))`);
+      L.push(`${ind}(v128.store offset=${to(k + 1)} (local.get $d) (i8x16.shuffle 8 9 10 11 12 13 14 15 24 25 26 27 28 29 30 31 (local.get $u) (local.get $v)))`);
+    }
+  }
+  return L;
+}
+
+/**
+ * The relaxed tiles' inner loop over the 8 quads of one 32-column block (G 4-row groups, t tokens):
+ * per quad one nibble vector per group at $s and one splatted int8 quad per token at $x, an
+ * i16x8.relaxed_dot_i8x16_i7x16_s added into the i16 accumulators $a<g><i>, until $x reaches x + 32·t.
+ */
+export function relaxedKLoop(ind: string, G: 1 | 2, t: number): string[] {
+  const ws = 16 * G;
+  const steps = STEPS[G];
+  const { gs, toks } = tileShape(G, t);
+  const L = [`${ind}(local.set $end (i32.add (local.get $x) (i32.const ${32 * t})))`, `${ind}(loop $kl`];
+  for (let u = 0; u < steps; u++) {
+    for (const g of gs) L.push(`${ind}  (local.set $w${g} (v128.load offset=${ws * u + 16 * g} (local.get $s)))`);
+    for (const i of toks) {
+      L.push(`${ind}  (local.set $c (v128.load32_splat offset=${4 * (u * t + i)} (local.get $x)))`);
+      for (const g of gs) L.push(`${ind}  (local.set $a${g}${i} (i16x8.add (local.get $a${g}${i}) (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $c) (local.get $w${g}))))`);
+    }
+  }
+  L.push(`${ind}  (local.set $s (i32.add (local.get $s) (i32.const ${ws * steps})))`);
+  L.push(`${ind}  (local.set $x (i32.add (local.get $x) (i32.const ${4 * t * steps})))`);
+  L.push(`${ind}  (br_if $kl (i32.lt_u (local.get $x) (local.get $end))))`);
+  return L;
+}
+
+/**
+ * The start of a relaxed tile kernel `$<name>` (G 4-row groups, t tokens) up to its block loop's test:
+ * the i32 locals `ints` besides $b and $end, and per accumulator suffix the v128 locals `$<prefix><g><i>`.
+ */
+export function relaxedTileHead(name: string, G: 1 | 2, t: number, ints: string[], perAcc: string[]): string[] {
+  const { gs, acc } = tileShape(G, t);
+  return [
+    `  (func $${name} (param $s i32) (param $nb i32) (param $x i32) (param $out i32) (param $os i32)`,
+    `    (local $b i32)${ints.map((v) => ` (local $${v} i32)`).join('')} (local $end i32)${gs.map((g) => ` (local $w${g} v128) (local $dw${g} v128)`).join('')} (local $c v128) (local $dx v128)`,
+    `   ${acc.map((a) => perAcc.map((p) => ` (local $${p}${a} v128)`).join('')).join('')}`,
+    `    (block $done`,
+    `      (loop $l`,
+    `        (br_if $done (i32.ge_u (local.get $b) (local.get $nb)))`,
+  ];
+}
+
+/** The end of a relaxed tile kernel's block loop ($s, $x stepped to the next block) and its stores. */
+export function relaxedTileEnd(G: 1 | 2, t: number, sStep: number, xStep: number): string[] {
+  return [
+    `        (local.set $s (i32.add (local.get $s) (i32.const ${sStep})))`,
+    `        (local.set $x (i32.add (local.get $x) (i32.const ${xStep})))`,
+    `        (local.set $b (i32.add (local.get $b) (i32.const 1)))`,
+    `        (br $l)))`,
+    ...tileStores(G, t),
+    `  )`,
+    ``,
+  ];
+}
+
+/** A relaxed tile driver `$<name>` over the kernels `$<tile>x1..T` (tiles of T tokens, `blockBytes` per token and block). */
+export function relaxedTileDriver(name: string, tile: string, blockBytes: number): string[] {
+  return [
+    `  (func $${name} (param $s i32) (param $nb i32) (param $x i32) (param $out i32) (param $os i32) (param $n i32)`,
+    ...tileRuns((t) => `(call $${tile}x${t} (local.get $s) (local.get $nb) (local.get $x) (local.get $out) (local.get $os))`, `(i32.mul (local.get $nb) (i32.const ${blockBytes * T}))`),
+    `  )`,
+    ``,
+  ];
+}
+
+/** The relaxed q4_0 tile kernels $qrtile{4,8}x{1..T}, their drivers $qrtiles{4,8} and quant_tiles_q4r. */
+function relaxedQ4Tiles(): string[] {
+  const L: string[] = [];
+  const e = (s: string) => L.push(s);
+  for (const G of [1, 2] as const) {
+    const ws = 16 * G;
+    for (let t = 1; t <= T; t++) {
+      const { gs, toks, acc } = tileShape(G, t);
+      L.push(...relaxedTileHead(`qrtile${4 * G}x${t}`, G, t, [], ['a', 'f']));
+      for (const a of acc) e(`        (local.set $a${a} (v128.const i32x4 0 0 0 0))`);
+      L.push(...relaxedKLoop('        ', G, t));
+      for (const g of gs) e(`        (local.set $dw${g} (v128.load offset=${16 * g} (local.get $s)))`);
+      for (const i of toks) {
+        e(`        (local.set $dx (f32x4.splat (f32.load offset=${4 * (t + i)} (local.get $x))))`);
+        for (const g of gs) {
+          e(`        (local.set $f${g}${i} (f32x4.add (local.get $f${g}${i})`);
+          e(`          (f32x4.mul (f32x4.convert_i32x4_s (i32x4.sub (i32x4.extadd_pairwise_i16x8_s (local.get $a${g}${i})) (v128.load32_splat offset=${4 * i} (local.get $x))))`);
+          e(`            (f32x4.mul (local.get $dw${g}) (local.get $dx)))))`);
+        }
+      }
+      L.push(...relaxedTileEnd(G, t, 9 * ws, 8 * t));
+    }
+    L.push(...relaxedTileDriver(`qrtiles${4 * G}`, `qrtile${4 * G}`, 40));
+  }
+  e(`  ;; n tokens of quant_q8's q4_0 output at src into the relaxed q4_0 tile layout at dst (see $qrtile*).`);
+  L.push(...tileActivationLoops('quant_tiles_q4r', ' (local $p i32) (local $o i32) (local $v0 v128) (local $v1 v128) (local $lo v128) (local $hi v128)', [
+    `            (local.set $t (i32.const 0))`,
+    `            (block $idone`,
+    `              (loop $il`,
+    `                (br_if $idone (i32.ge_u (local.get $t) (local.get $tn)))`,
+    `                ;; token t0 + t: its block's plain int8 x (the high half back from the q4 form x[j+16] − 16·x[j])`,
+    `                (local.set $p (i32.add (local.get $src) (i32.mul (i32.add (local.get $t0) (local.get $t)) (local.get $xs))))`,
+    `                (local.set $o (i32.add (local.get $p) (i32.shl (local.get $b) (i32.const 6))))`,
+    `                (local.set $v0 (v128.load offset=0 (local.get $o)))`,
+    `                (local.set $v1 (v128.load offset=16 (local.get $o)))`,
+    `                (local.set $lo (i8x16.narrow_i16x8_s (local.get $v0) (local.get $v1)))`,
+    `                (local.set $hi (i8x16.narrow_i16x8_s (i16x8.add (v128.load offset=32 (local.get $o)) (i16x8.shl (local.get $v0) (i32.const 4)))`,
+    `                                                     (i16x8.add (v128.load offset=48 (local.get $o)) (i16x8.shl (local.get $v1) (i32.const 4)))))`,
+    `                (local.set $o (i32.add (local.get $dst) (i32.shl (local.get $t) (i32.const 2))))`,
+    ...[0, 1, 2, 3, 4, 5, 6, 7].map((k) => {
+      const [v, lane] = k < 4 ? ['lo', k] : ['hi', k - 4];
+      return `                (i32.store (i32.add (local.get $o) (i32.mul (local.get $tn) (i32.const ${4 * k}))) (i32x4.extract_lane ${lane} (local.get $${v})))`;
+    }),
+    `                ;; the q4 correction 8·Σx, then d_x`,
+    `                (local.set $p (i32.add (local.get $p) (i32.add (i32.shl (local.get $cols) (i32.const 1)) (i32.shl (local.get $b) (i32.const 2)))))`,
+    `                (i32.store (i32.add (local.get $o) (i32.shl (local.get $tn) (i32.const 5))) (i32.load (local.get $p)))`,
+    `                (f32.store (i32.add (local.get $o) (i32.mul (local.get $tn) (i32.const 36))) (f32.load (i32.add (local.get $p) (i32.shl (local.get $nb) (i32.const 2)))))`,
+    `                (local.set $t (i32.add (local.get $t) (i32.const 1)))`,
+    `                (br $il)))`,
+    `            (local.set $dst (i32.add (local.get $dst) (i32.mul (local.get $tn) (i32.const 40))))`,
+  ]));
+  e(``);
   return L;
 }
 

@@ -1,16 +1,43 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { WASM_PATH, WAT_PATH, buildKernels } from '../../wasm/build.js';
+import { WASM_PATHS, WAT_PATH, buildKernels } from '../../wasm/build.js';
 import { withAffineSection } from '../../wasm/affine.js';
 import { withF16Section } from '../../wasm/f16tiles.js';
 import { withKquantSection } from '../../wasm/kquants.js';
 import { withSection } from '../../wasm/qtiles.js';
+import { SIMD_VARIANTS, selectVariant } from '../../wasm/variants.js';
 
 describe('kernels.wasm', () => {
-  it('is the build of the committed kernels.wat (rebuild: pnpm --filter @orchard/engine build:wasm)', async () => {
-    const built = Buffer.from(await buildKernels());
-    const committed = readFileSync(WASM_PATH);
-    expect(built.equals(committed), 'kernels.wasm is stale').toBe(true);
+  it.each(SIMD_VARIANTS)('the %s binary is the build of the committed kernels.wat (rebuild: pnpm --filter @orchard/engine build:wasm)', async (variant) => {
+    const built = Buffer.from(await buildKernels(variant));
+    const committed = readFileSync(WASM_PATHS[variant]);
+    expect(built.equals(committed), `${WASM_PATHS[variant]} is stale`).toBe(true);
+  });
+
+  it('only the relaxed build uses relaxed SIMD, and it does', () => {
+    const wat = readFileSync(WAT_PATH, 'utf8');
+    expect(selectVariant(wat, 'baseline', WAT_PATH)).not.toMatch(/relaxed_/);
+    expect(selectVariant(wat, 'relaxed', WAT_PATH)).toMatch(/i16x8\.relaxed_dot_i8x16_i7x16_s/);
+  });
+
+  it('refuses unbalanced relaxed/baseline markers, naming the line', () => {
+    expect(() => selectVariant('a\n;; @if relaxed\nb\n', 'relaxed', 'k.wat')).toThrow(/k\.wat:2: ';; @if relaxed' is never closed/);
+    expect(() => selectVariant(';; @else\n', 'baseline', 'k.wat')).toThrow(/k\.wat:1: ';; @else' without/);
+    expect(() => selectVariant(';; @if relaxed\n;; @if relaxed\n', 'baseline', 'k.wat')).toThrow(/k\.wat:2: .*no nesting/);
+    const src = 'a\n  ;; @if relaxed\nr\n  ;; @else\nb\n  ;; @end\nz';
+    expect(selectVariant(src, 'relaxed', 'k.wat')).toBe('a\nr\nz');
+    expect(selectVariant(src, 'baseline', 'k.wat')).toBe('a\nb\nz');
+  });
+
+  it('expands f32x4.muladd2 per build, nested operands included, and names a malformed one', () => {
+    const src = '(local.set $a (f32x4.muladd2 (local.get $a) (local.get $e) (v128.load (local.get $p)) (local.get $d) (local.get $x)))';
+    expect(selectVariant(src, 'baseline', 'k.wat')).toBe(
+      '(local.set $a (f32x4.add (local.get $a) (f32x4.add (f32x4.mul (local.get $e) (v128.load (local.get $p))) (f32x4.mul (local.get $d) (local.get $x)))))',
+    );
+    expect(selectVariant(src, 'relaxed', 'k.wat')).toBe(
+      '(local.set $a (f32x4.add (local.get $a) (f32x4.relaxed_madd (local.get $e) (v128.load (local.get $p)) (f32x4.mul (local.get $d) (local.get $x)))))',
+    );
+    expect(() => selectVariant('x\n(f32x4.muladd2 (local.get $a) (local.get $b))', 'relaxed', 'k.wat')).toThrow(/k\.wat:2: f32x4\.muladd2 takes 5 operands/);
   });
 
   it("kernels.wat's q8_0/q4_0 prompt-batch section is wasm/qtiles.ts's output (rewrite: pnpm exec tsx packages/engine/wasm/qtiles.ts)", () => {

@@ -2,6 +2,10 @@
 import { afterAll } from 'vitest';
 import type { Backend, DType, Weight } from '../../src/kernels/backend.js';
 import { type WasmBackend, createWasmBackend } from '../../src/kernels/wasm/backend.js';
+import type { SimdChoice } from '../../src/kernels/wasm/module.js';
+
+/** Both kernel builds, for suites whose float results differ between them (f16 FMA in the relaxed build). */
+export const SIMD_BUILDS = ['relaxed', 'baseline'] as const;
 import { BF16_TO_F32, F16_TO_F32, f32ToBf16Bits, f32ToF16Bits } from '../../src/numeric/half.js';
 import { Prng } from '../../src/numeric/prng.js';
 import { weightBytes } from '../../src/kernels/wasm/formats.js';
@@ -10,13 +14,13 @@ import { quantizeMxfp4 } from '../../src/quant/mxfp4.js';
 
 /**
  * A maker of WASM backends for one test file, disposed after it. parallelThreshold 0 makes even tiny
- * kernels use the workers, so tails and chunking are exercised.
+ * kernels use the workers, so tails and chunking are exercised. `simd` picks the kernel build.
  */
-export function wasmBackendsForFile(): (threads: number, initialBytes?: number) => WasmBackend {
+export function wasmBackendsForFile(simd: SimdChoice = 'auto'): (threads: number, initialBytes?: number) => WasmBackend {
   const made: WasmBackend[] = [];
   afterAll(() => made.forEach((b) => b.dispose()));
   return (threads, initialBytes = 8 << 20) => {
-    const be = createWasmBackend({ threads, parallelThreshold: 0, initialBytes });
+    const be = createWasmBackend({ threads, simd, parallelThreshold: 0, initialBytes });
     made.push(be);
     return be;
   };

@@ -34,7 +34,7 @@ import {
   READ_KERNEL,
   WIDE_ADDR,
 } from './layout.js';
-import { type KernelExports, WA, type WasmMemory, kernelModule } from './module.js';
+import { type KernelExports, type SimdBuild, type SimdChoice, WA, type WasmMemory, kernelModule, resolveSimd } from './module.js';
 import { isPackable, packRows4, packedSubnormals } from './pack.js';
 import { ThreadPool } from './pool.js';
 
@@ -48,6 +48,12 @@ export interface WasmBackendOptions {
    * than it saves. Default 2^17.
    */
   parallelThreshold?: number;
+  /**
+   * Which build of the kernels (src/kernels/wasm/module.ts): 'auto' (default) the relaxed-SIMD one where
+   * the runtime runs it (turning Node 20's --experimental-wasm-relaxed-simd on), else the baseline;
+   * 'relaxed' or 'baseline' force one (tests and benches compare both in one process).
+   */
+  simd?: SimdChoice;
 }
 
 export type { AttentionArgs };
@@ -56,6 +62,8 @@ export interface WasmBackend extends Backend {
   readonly name: 'wasm';
   /** Threads per kernel, the calling thread included. */
   readonly threads: number;
+  /** The kernel build in use: 'relaxed' (relaxed SIMD: int8 dots, FMA) or 'baseline' (WASM SIMD 128). */
+  readonly simd: SimdBuild;
   /** Bytes held by live allocations (weights, activations, scratch): the shard's resident bytes. */
   usedBytes(): number;
   /**
@@ -104,7 +112,8 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
   const initialBytes = options.initialBytes ?? 64 * 2 ** 20;
   const initialPages = Math.min(MAX_PAGES, Math.ceil((HEAP_BASE + initialBytes) / PAGE_BYTES));
 
-  const module = kernelModule();
+  const simd = resolveSimd(options.simd ?? 'auto');
+  const module = kernelModule(simd);
   const { memory, maxPages } = reserveMemory(initialPages);
   const instance = new WA.Instance(module, { env: { memory } });
   const k = instance.exports as unknown as KernelExports;
@@ -185,6 +194,32 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
         }
         // d_x as its bits
         for (let i = 0; i < tn; i++) i32[o++] = i32[((src + (t0 + i) * kStride + cols * 2) >> 2) + sb];
+      }
+    }
+  }
+
+  /**
+   * The relaxed build's layout of the same tiles ($krtiles8/4, wasm/kquants.ts): per super-block, for each
+   * of its 8 sub-blocks and each 4 columns, each token's plain int8 activations as one i32, then each
+   * token's d_x: 260·t bytes per super-block.
+   */
+  function kTilesRelaxed(src: number, dst: number, cols: number, n: number, kStride: number): void {
+    const nsb = cols / QK_K;
+    const q = new Int16Array(memory.buffer);
+    const i32 = new Int32Array(memory.buffer);
+    const u8 = new Uint8Array(memory.buffer);
+    let o = dst;
+    for (let t0 = 0; t0 < n; t0 += 4) {
+      const tn = Math.min(4, n - t0);
+      for (let sb = 0; sb < nsb; sb++) {
+        for (let quad = 0; quad < 64; quad++) {
+          for (let i = 0; i < tn; i++) {
+            const at = ((src + (t0 + i) * kStride) >> 1) + sb * 256 + quad * 4;
+            for (let b = 0; b < 4; b++) u8[o + b] = q[at + b] & 0xff;
+            o += 4;
+          }
+        }
+        for (let i = 0; i < tn; i++, o += 4) i32[o >> 2] = i32[((src + (t0 + i) * kStride + cols * 2) >> 2) + sb];
       }
     }
   }
@@ -281,7 +316,7 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
       const dst = scratch(kBytes + (tiles ? (cols / QK_K) * 516 * n : 0));
       k.quant_q8k(xAddr, dst, cols, n);
       if (tiles) {
-        kTiles(dst, dst + kBytes, cols, n, xStride);
+        (simd === 'relaxed' ? kTilesRelaxed : kTiles)(dst, dst + kBytes, cols, n, xStride);
         qtiles[0] = dst + kBytes;
       }
       xAddr = dst;
@@ -295,7 +330,9 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
       const dst = scratch(stdBytes + (tiles ? (cols / QK) * 68 * n : 0));
       k.quant_q8(xAddr, dst, cols, n, dtype === 'q4_0' ? 1 : 0);
       if (tiles) {
-        k.quant_tiles(dst, dst + stdBytes, cols, n);
+        // the relaxed build's q4_0 tiles take int8 quads of the plain activations (wasm/qtiles.ts)
+        if (dtype === 'q4_0' && k.quant_tiles_q4r) k.quant_tiles_q4r(dst, dst + stdBytes, cols, n);
+        else k.quant_tiles(dst, dst + stdBytes, cols, n);
         qtiles[0] = dst + stdBytes;
       }
       xAddr = dst;
@@ -403,6 +440,7 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
   const backend: WasmBackend = {
     name: 'wasm',
     threads,
+    simd,
     allocF32,
     allocBytes(length: number): Uint8Array {
       const addr = arena.alloc(length, `byte buffer of ${length}`);

@@ -1,0 +1,125 @@
+/**
+ * The relaxed-SIMD build of the kernels (wasm/variants.ts, kernels-relaxed.wasm) against the baseline
+ * build in one process. Integer kernels are exact in both (4-bit weights are a valid i7 operand of
+ * i32x4.relaxed_dot_i8x16_i7x16_add_s and no pair sum can saturate), so every dtype here must give the
+ * baseline's bits: 1-token and batched products, packed and row-major weights, 1 and 2 threads.
+ */
+import { afterAll, describe, expect, it } from 'vitest';
+import type { DType, Weight } from '../../src/kernels/backend.js';
+import { type WasmBackend, createWasmBackend } from '../../src/kernels/wasm/backend.js';
+import { relaxedSimdAvailable } from '../../src/kernels/wasm/module.js';
+import { Prng } from '../../src/numeric/prng.js';
+import { quantizeK } from '../../src/quant/kquants.js';
+import { pick, randomWeight } from './helpers.js';
+
+const made: WasmBackend[] = [];
+afterAll(() => made.forEach((b) => b.dispose()));
+function backend(simd: 'relaxed' | 'baseline', threads: number): WasmBackend {
+  const be = createWasmBackend({ simd, threads, parallelThreshold: 0, initialBytes: 8 << 20 });
+  made.push(be);
+  return be;
+}
+
+/** Weight bytes of `dtype` (valid quantized blocks), made once and copied into each backend. */
+function weightBytesOf(dtype: DType, rows: number, cols: number, rng: Prng, scratch: WasmBackend): Uint8Array {
+  if (dtype === 'q4_k' || dtype === 'q5_k' || dtype === 'q6_k') {
+    const values = Float32Array.from({ length: rows * cols }, (_, i) => rng.symmetric(1) * (1 + ((i >> 5) % 4)) + (((i >> 4) % 3) - 1) * 0.3);
+    return quantizeK(dtype, values, rows, cols);
+  }
+  return randomWeight(scratch, dtype, rows, cols, rng).bytes.slice();
+}
+
+function place(be: WasmBackend, dtype: DType, rows: number, cols: number, bytes: Uint8Array): Weight {
+  const w: Weight = { dtype, rows, cols, bytes: be.allocBytes(bytes.length) };
+  w.bytes.set(bytes);
+  return w;
+}
+
+const bits = (a: Float32Array) => [...new Uint32Array(a.buffer, a.byteOffset, a.length)];
+
+const CASES: { dtype: DType; cols: number[] }[] = [
+  { dtype: 'q4_k', cols: [256, 512, 1280] },
+  { dtype: 'q5_k', cols: [256, 768] },
+  { dtype: 'q6_k', cols: [256, 768] },
+  { dtype: 'q4_0', cols: [32, 96, 768] },
+  { dtype: 'q8_0', cols: [32, 96, 768] },
+  { dtype: 'bf16', cols: [8, 37, 256] },
+  { dtype: 'f32', cols: [8, 37, 256] },
+];
+
+describe('the relaxed-SIMD build', () => {
+  it('runs on this Node (the backend turns V8 relaxed SIMD on), and auto picks it', () => {
+    expect(relaxedSimdAvailable()).toBe(true);
+    expect(backend('relaxed', 1).simd).toBe('relaxed');
+    expect(backend('baseline', 1).simd).toBe('baseline');
+    const auto = createWasmBackend({ threads: 1, initialBytes: 1 << 20 });
+    made.push(auto);
+    expect(auto.simd).toBe('relaxed');
+  });
+
+  it('refuses an unknown simd choice by name', () => {
+    expect(() => createWasmBackend({ threads: 1, simd: 'fast' as 'auto' })).toThrow(/simd must be 'auto', 'relaxed' or 'baseline', got "fast"/);
+  });
+});
+
+describe.each([1, 2])('relaxed and baseline builds give the same bits, %i thread(s)', (threads) => {
+  const relaxed = backend('relaxed', threads);
+  const baseline = backend('baseline', threads);
+  const scratch = backend('baseline', 1);
+  it.each(CASES)('$dtype: decode and prompt batches, packed and row-major', ({ dtype, cols: colChoices }) => {
+    const rng = new Prng(4100 + threads * 31 + dtype.charCodeAt(1) * 7 + dtype.length);
+    // every row count (one 4-row group, an odd number of groups for the single-group tiles, pairs of
+    // groups, row tails) meets 1-token, 1-tile and several-tile-plus-rest batches
+    const ROWS = [1, 3, 4, 5, 8, 13, 33];
+    const NS = [1, 2, 3, 4, 5, 9, 13];
+    for (let trial = 0; trial < 14; trial++) {
+      const rows = ROWS[trial % ROWS.length];
+      const n = NS[(trial + Math.floor(trial / ROWS.length) * 3) % NS.length];
+      const cols = pick(rng, colChoices);
+      const bytes = weightBytesOf(dtype, rows, cols, rng, scratch);
+      const x = Float32Array.from({ length: cols * n }, () => (rng.next() < 0.05 ? 0 : rng.symmetric(2)));
+      const results = [relaxed, baseline].map((be) => {
+        const w = place(be, dtype, rows, cols, bytes);
+        const xb = be.allocF32(x.length);
+        xb.set(x);
+        const rowMajor = be.allocF32(rows * n);
+        be.matmul(rowMajor, w, xb, n);
+        be.packWeight(w);
+        const packed = be.allocF32(rows * n);
+        be.matmul(packed, w, xb, n);
+        const decode = be.allocF32(rows);
+        be.matvec(decode, w, xb.subarray(0, cols));
+        return { rowMajor: bits(rowMajor), packed: bits(packed), decode: bits(decode), packedNow: w.packed };
+      });
+      const what = `${dtype} [${rows}, ${cols}] n=${n}`;
+      expect(results[0].packedNow, what).toBe(results[1].packedNow);
+      expect(results[0].rowMajor, `${what} row-major`).toEqual(results[1].rowMajor);
+      expect(results[0].packed, `${what} packed`).toEqual(results[1].packed);
+      expect(results[0].decode, `${what} packed decode`).toEqual(results[1].decode);
+    }
+  });
+});
+
+describe('f16 in the relaxed build', () => {
+  it('fuses the multiply-adds (results differ from the baseline build in the last bits, not more)', () => {
+    const relaxed = backend('relaxed', 1);
+    const baseline = backend('baseline', 1);
+    const rng = new Prng(77);
+    const rows = 12;
+    const cols = 4096;
+    const bytes = weightBytesOf('f16', rows, cols, rng, baseline);
+    const x = Float32Array.from({ length: cols }, () => rng.symmetric(2));
+    const [a, b] = [relaxed, baseline].map((be) => {
+      const w = place(be, 'f16', rows, cols, bytes);
+      be.packWeight(w);
+      const xb = be.allocF32(cols);
+      xb.set(x);
+      const out = be.allocF32(rows);
+      be.matvec(out, w, xb);
+      return out;
+    });
+    // the f16 accuracy bounds of both builds are test/wasm/kernels.test.ts's and pack.test.ts's
+    expect(bits(a)).not.toEqual(bits(b));
+    for (let r = 0; r < rows; r++) expect(Math.abs(a[r] - b[r])).toBeLessThan(1e-3 * (1 + Math.abs(b[r])));
+  });
+});
