@@ -6,7 +6,7 @@
  *   pnpm bench:kernels [--size 4096] [--threads 1,2] [--batch 16] [--seconds 0.6] [--json]
  *   pnpm bench:kernels --shapes 768x768,2304x768,768x2304,8192x768 [--dtypes f16,q8_0,q4_k,q6_k] [--threads 1] [--hot] [--simd both]
  *
- * --shapes: decode matvec GB/s per [rows]x[cols] weight read cold, as in a forward pass (each call
+ * --shapes: decode matvec GB/s per [rows]x[cols] weight (dtypes also mlx<bits>_g<group>_<scale>, e.g. mlx4_g64_bf16) read cold, as in a forward pass (each call
  * takes the next of enough copies to fill ~48 MiB, past the caches), against the read baseline; f16,
  * q8_0 and q4_0 both row-major and packed (Backend.packWeight, as the loader does). --hot: one copy,
  * read again and again from the caches (what the kernel computes when memory is not the limit).
@@ -21,12 +21,13 @@ import { createReferenceBackend } from '../src/kernels/reference.js';
 import { createWasmBackend } from '../src/kernels/wasm/backend.js';
 import type { SimdChoice } from '../src/kernels/wasm/module.js';
 import { physicalCores } from '../src/kernels/wasm/cores.js';
-import { weightBytes } from '../src/kernels/wasm/formats.js';
-import { PACKABLE } from '../src/kernels/wasm/pack.js';
+import { isMlx, mlxLayout, weightBytes } from '../src/kernels/wasm/formats.js';
+import { isPackable } from '../src/kernels/wasm/pack.js';
 import { dequantizeRow, quantizeQ4_0, quantizeQ8_0 } from '../src/kernels/wasm/quant-reference.js';
 import { f32ToBf16Bits, f32ToF16Bits } from '../src/numeric/half.js';
 import { Prng } from '../src/numeric/prng.js';
 import { quantizeK } from '../src/quant/kquants.js';
+import { packMlx, quantizeMlx } from '../src/quant/mlx.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -105,6 +106,12 @@ function fillWeight(be: Backend, dtype: DType, rows: number, cols: number, rng: 
   if (dtype === 'q4_k' || dtype === 'q5_k' || dtype === 'q6_k') {
     const values = Float32Array.from({ length: count }, () => rng.symmetric(1));
     quantizeK(dtype, values, rows, cols, bytes);
+  } else if (isMlx(dtype)) {
+    const layout = mlxLayout(dtype);
+    const { words, scales, biases } = quantizeMlx(Float32Array.from({ length: count }, () => rng.symmetric(1)), rows, cols, layout);
+    const store = (v: Float32Array) =>
+      layout.scales === 'f32' ? new Uint8Array(v.buffer) : new Uint8Array(Uint16Array.from(v, layout.scales === 'f16' ? f32ToF16Bits : f32ToBf16Bits).buffer);
+    packMlx(new Uint8Array(words.buffer), store(scales), store(biases), rows, cols, layout, bytes);
   } else if (dtype === 'q8_0' || dtype === 'q4_0') {
     // Quantize row by row so the f32 source never needs to exist whole.
     const row = new Float32Array(cols);
@@ -223,10 +230,10 @@ function benchShapes(shapeList: string, dtypeList: string): void {
   });
   const dtypes = dtypeList.split(',') as DType[];
   const known: DType[] = [...DTYPES, 'q4_k', 'q5_k', 'q6_k'];
-  for (const d of dtypes) if (!known.includes(d)) throw new Error(`--dtypes: unknown dtype ${d} (${known.join(', ')})`);
+  for (const d of dtypes) if (!known.includes(d) && !isMlx(d)) throw new Error(`--dtypes: unknown dtype ${d} (${known.join(', ')}, mlx<bits>_g<group>_<f16|bf16|f32>)`);
   const builds = args.simd === 'both' ? (['baseline', 'relaxed'] as const) : [args.simd as SimdChoice];
   const setBytes = args.hot ? 0 : 48 * 2 ** 20;
-  const layouts = (d: DType) => (PACKABLE.has(d) ? (['row', 'packed'] as const) : (['row'] as const));
+  const layouts = (d: DType) => (isPackable(d) ? (['row', 'packed'] as const) : (['row'] as const));
   const out: Array<{ dtype: DType; simd: string; layout: string; rows: number; cols: number; threads: number; matvecGBs: number; ofReadBandwidth: number; vsBaseline?: number }> = [];
   const reads: Record<number, number> = {};
   for (const threads of threadList) {

@@ -8,8 +8,11 @@ import { afterAll, describe, expect, it } from 'vitest';
 import type { DType, Weight } from '../../src/kernels/backend.js';
 import { type WasmBackend, createWasmBackend } from '../../src/kernels/wasm/backend.js';
 import { relaxedSimdAvailable } from '../../src/kernels/wasm/module.js';
+import { f32ToBf16Bits, f32ToF16Bits } from '../../src/numeric/half.js';
 import { Prng } from '../../src/numeric/prng.js';
+import { mlxDType, weightBytes } from '../../src/kernels/wasm/formats.js';
 import { quantizeK } from '../../src/quant/kquants.js';
+import { packMlx, quantizeMlx } from '../../src/quant/mlx.js';
 import { pick, randomWeight } from './helpers.js';
 
 const made: WasmBackend[] = [];
@@ -26,8 +29,25 @@ function weightBytesOf(dtype: DType, rows: number, cols: number, rng: Prng, scra
     const values = Float32Array.from({ length: rows * cols }, (_, i) => rng.symmetric(1) * (1 + ((i >> 5) % 4)) + (((i >> 4) % 3) - 1) * 0.3);
     return quantizeK(dtype, values, rows, cols);
   }
+  const mlx = MLX4.find((l) => mlxDType(l) === dtype);
+  if (mlx) {
+    const values = Float32Array.from({ length: rows * cols }, (_, i) => rng.symmetric(1) * (1 + ((i >> 5) % 3)) + (((i >> 6) % 3) - 1) * 0.5);
+    const { words, scales, biases } = quantizeMlx(values, rows, cols, mlx);
+    const store = (v: Float32Array) =>
+      mlx.scales === 'f32' ? new Uint8Array(v.buffer) : new Uint8Array(Uint16Array.from(v, mlx.scales === 'f16' ? f32ToF16Bits : f32ToBf16Bits).buffer);
+    const bytes = new Uint8Array(weightBytes(dtype, rows, cols));
+    packMlx(new Uint8Array(words.buffer), store(scales), store(biases), rows, cols, mlx, bytes);
+    return bytes;
+  }
   return randomWeight(scratch, dtype, rows, cols, rng).bytes.slice();
 }
+
+/** 4-bit MLX layouts (the relaxed build splits its 15-bit activations into an i8 high and a 7-bit low part). */
+const MLX4 = [
+  { bits: 4, groupSize: 64, scales: 'bf16' },
+  { bits: 4, groupSize: 32, scales: 'f16' },
+  { bits: 4, groupSize: 128, scales: 'f32' },
+] as const;
 
 function place(be: WasmBackend, dtype: DType, rows: number, cols: number, bytes: Uint8Array): Weight {
   const w: Weight = { dtype, rows, cols, bytes: be.allocBytes(bytes.length) };
@@ -42,6 +62,9 @@ const CASES: { dtype: DType; cols: number[] }[] = [
   { dtype: 'q5_k', cols: [256, 768] },
   { dtype: 'q6_k', cols: [256, 768] },
   { dtype: 'q4_0', cols: [32, 96, 768] },
+  { dtype: mlxDType(MLX4[0]), cols: [64, 192, 768] },
+  { dtype: mlxDType(MLX4[1]), cols: [32, 96, 256] },
+  { dtype: mlxDType(MLX4[2]), cols: [128, 384] },
   { dtype: 'q8_0', cols: [32, 96, 768] },
   { dtype: 'bf16', cols: [8, 37, 256] },
   { dtype: 'f32', cols: [8, 37, 256] },
