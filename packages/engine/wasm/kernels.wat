@@ -3033,10 +3033,6 @@
     (local $x0 v128) (local $x1 v128) (local $x2 v128) (local $x3 v128) (local $q v128)
     (local $s0 v128) (local $s1 v128) (local $s2 v128) (local $s3 v128) (local $t0 v128) (local $t1 v128)
     (local $gacc v128) (local $acc v128) (local $v v128) (local $sc v128) (local $bi v128)
-    ;; @if relaxed
-    (local $l0 v128) (local $l1 v128) (local $l2 v128) (local $l3 v128)
-    ;; @else
-    ;; @end
     ;; bytes of one MLX group's columns in the 4 rows' blocks, and the scale dtype
     (local.set $gb (i32.shl (i32.load offset=212 (i32.const 0)) (i32.const 1)))
     (local.set $kind (i32.load offset=216 (i32.const 0)))
@@ -3071,42 +3067,6 @@
             (local.set $ge (i32.add (local.get $p) (local.get $gb)))
             (local.set $gacc (v128.const i32x4 0 0 0 0))
             (loop $bl
-              ;; @if relaxed
-              (local.set $x0 (i8x16.narrow_i16x8_s (i16x8.shr_s (v128.load offset=0 (local.get $xq)) (i32.const 7)) (i16x8.shr_s (v128.load offset=32 (local.get $xq)) (i32.const 7))))
-              (local.set $x1 (i8x16.narrow_i16x8_s (i16x8.shr_s (v128.load offset=16 (local.get $xq)) (i32.const 7)) (i16x8.shr_s (v128.load offset=48 (local.get $xq)) (i32.const 7))))
-              (local.set $x2 (v128.and (i8x16.shuffle 0 2 4 6 8 10 12 14 16 18 20 22 24 26 28 30 (v128.load offset=0 (local.get $xq)) (v128.load offset=32 (local.get $xq))) (v128.const i32x4 0x7f7f7f7f 0x7f7f7f7f 0x7f7f7f7f 0x7f7f7f7f)))
-              (local.set $x3 (v128.and (i8x16.shuffle 0 2 4 6 8 10 12 14 16 18 20 22 24 26 28 30 (v128.load offset=16 (local.get $xq)) (v128.load offset=48 (local.get $xq))) (v128.const i32x4 0x7f7f7f7f 0x7f7f7f7f 0x7f7f7f7f 0x7f7f7f7f)))
-              (local.set $q (v128.load offset=0 (local.get $p)))
-              (local.set $t0 (v128.and (local.get $q) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)))
-              (local.set $t1 (v128.and (i16x8.shr_u (local.get $q) (i32.const 4)) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)))
-              (local.set $s0 (i16x8.add (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x0) (local.get $t0)) (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x1) (local.get $t1))))
-              (local.set $l0 (i16x8.add (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x2) (local.get $t0)) (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x3) (local.get $t1))))
-              (local.set $q (v128.load offset=16 (local.get $p)))
-              (local.set $t0 (v128.and (local.get $q) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)))
-              (local.set $t1 (v128.and (i16x8.shr_u (local.get $q) (i32.const 4)) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)))
-              (local.set $s1 (i16x8.add (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x0) (local.get $t0)) (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x1) (local.get $t1))))
-              (local.set $l1 (i16x8.add (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x2) (local.get $t0)) (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x3) (local.get $t1))))
-              (local.set $q (v128.load offset=32 (local.get $p)))
-              (local.set $t0 (v128.and (local.get $q) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)))
-              (local.set $t1 (v128.and (i16x8.shr_u (local.get $q) (i32.const 4)) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)))
-              (local.set $s2 (i16x8.add (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x0) (local.get $t0)) (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x1) (local.get $t1))))
-              (local.set $l2 (i16x8.add (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x2) (local.get $t0)) (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x3) (local.get $t1))))
-              (local.set $q (v128.load offset=48 (local.get $p)))
-              (local.set $t0 (v128.and (local.get $q) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)))
-              (local.set $t1 (v128.and (i16x8.shr_u (local.get $q) (i32.const 4)) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)))
-              (local.set $s3 (i16x8.add (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x0) (local.get $t0)) (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x1) (local.get $t1))))
-              (local.set $l3 (i16x8.add (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x2) (local.get $t0)) (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x3) (local.get $t1))))
-              (local.set $t0 (i16x8.add (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23 (local.get $s0) (local.get $s1)) (i8x16.shuffle 8 9 10 11 12 13 14 15 24 25 26 27 28 29 30 31 (local.get $s0) (local.get $s1))))
-              (local.set $t1 (i16x8.add (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23 (local.get $s2) (local.get $s3)) (i8x16.shuffle 8 9 10 11 12 13 14 15 24 25 26 27 28 29 30 31 (local.get $s2) (local.get $s3))))
-              (local.set $v (i16x8.add (i8x16.shuffle 0 1 2 3 8 9 10 11 16 17 18 19 24 25 26 27 (local.get $t0) (local.get $t1)) (i8x16.shuffle 4 5 6 7 12 13 14 15 20 21 22 23 28 29 30 31 (local.get $t0) (local.get $t1))))
-              (local.set $t0 (i16x8.add (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23 (local.get $l0) (local.get $l1)) (i8x16.shuffle 8 9 10 11 12 13 14 15 24 25 26 27 28 29 30 31 (local.get $l0) (local.get $l1))))
-              (local.set $t1 (i16x8.add (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23 (local.get $l2) (local.get $l3)) (i8x16.shuffle 8 9 10 11 12 13 14 15 24 25 26 27 28 29 30 31 (local.get $l2) (local.get $l3))))
-              (local.set $t1 (i16x8.add (i8x16.shuffle 0 1 2 3 8 9 10 11 16 17 18 19 24 25 26 27 (local.get $t0) (local.get $t1)) (i8x16.shuffle 4 5 6 7 12 13 14 15 20 21 22 23 28 29 30 31 (local.get $t0) (local.get $t1))))
-              ;; lane r: row r's block total (exact), times the block's d_x
-              (local.set $gacc (f32x4.add (local.get $gacc) (f32x4.mul (f32x4.convert_i32x4_s
-                (i32x4.add (i32x4.dot_i16x8_s (local.get $v) (v128.const i16x8 128 128 128 128 128 128 128 128)) (i32x4.extadd_pairwise_i16x8_s (local.get $t1))))
-                (f32x4.splat (f32.load (local.get $xd))))))
-              ;; @else
               (local.set $x0 (v128.load offset=0 (local.get $xq)))
               (local.set $x1 (v128.load offset=16 (local.get $xq)))
               (local.set $x2 (v128.load offset=32 (local.get $xq)))
@@ -3136,7 +3096,6 @@
                 (i32x4.add (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23 (local.get $t0) (local.get $t1))
                            (i8x16.shuffle 8 9 10 11 12 13 14 15 24 25 26 27 28 29 30 31 (local.get $t0) (local.get $t1))))
                 (f32x4.splat (f32.load (local.get $xd))))))
-              ;; @end
               (local.set $p (i32.add (local.get $p) (i32.const 64)))
               (local.set $xq (i32.add (local.get $xq) (i32.const 64)))
               (local.set $xd (i32.add (local.get $xd) (i32.const 4)))
