@@ -15,8 +15,8 @@
  * forgets the rows past the last picked token. Draft rows are given only from the rows the step's
  * prompt chunks leave, and their number adapts per sequence (DraftLength).
  *
- * Split instances run the data-plane Driver (shard-loop.ts), which batches and reuses prefixes the
- * same way over every rank but does not speculate.
+ * Split instances run the data-plane Driver (shard-loop.ts), which batches, reuses prefixes and
+ * speculates the same way over every rank.
  * A shard without forwardBatch (the GPU rank) runs the step's sequences one forward each, with no
  * prefix cache.
  */
