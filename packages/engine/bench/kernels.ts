@@ -27,7 +27,7 @@ import { dequantizeRow, quantizeQ4_0, quantizeQ8_0 } from '../src/kernels/wasm/q
 import { f32ToBf16Bits, f32ToF16Bits } from '../src/numeric/half.js';
 import { Prng } from '../src/numeric/prng.js';
 import { quantizeK } from '../src/quant/kquants.js';
-import { packMlx, quantizeMlx } from '../src/quant/mlx.js';
+import { quantizeMlxWeight } from '../src/quant/mlx.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -107,11 +107,7 @@ function fillWeight(be: Backend, dtype: DType, rows: number, cols: number, rng: 
     const values = Float32Array.from({ length: count }, () => rng.symmetric(1));
     quantizeK(dtype, values, rows, cols, bytes);
   } else if (isMlx(dtype)) {
-    const layout = mlxLayout(dtype);
-    const { words, scales, biases } = quantizeMlx(Float32Array.from({ length: count }, () => rng.symmetric(1)), rows, cols, layout);
-    const store = (v: Float32Array) =>
-      layout.scales === 'f32' ? new Uint8Array(v.buffer) : new Uint8Array(Uint16Array.from(v, layout.scales === 'f16' ? f32ToF16Bits : f32ToBf16Bits).buffer);
-    packMlx(new Uint8Array(words.buffer), store(scales), store(biases), rows, cols, layout, bytes);
+    quantizeMlxWeight(Float32Array.from({ length: count }, () => rng.symmetric(1)), rows, cols, mlxLayout(dtype), bytes);
   } else if (dtype === 'q8_0' || dtype === 'q4_0') {
     // Quantize row by row so the f32 source never needs to exist whole.
     const row = new Float32Array(cols);

@@ -19,7 +19,7 @@ import { basename, join } from 'node:path';
 import { ModelFormatError, UnsupportedModelError } from '../errors.js';
 import type { Backend, MlxDType, Weight } from '../kernels/backend.js';
 import { type MlxLayout, mlxDType, mlxLayout, rowBytes } from '../kernels/wasm/formats.js';
-import { BF16_TO_F32, F16_TO_F32 } from '../numeric/half.js';
+import { BF16_TO_F32, F16_TO_F32, f32ToBf16Bits, f32ToF16Bits } from '../numeric/half.js';
 import type { Checkpoint } from '../safetensors/checkpoint.js';
 import type { GgufCheckpoint } from '../gguf/read-model.js';
 import type { PendingRead } from '../model/weights.js';
@@ -169,6 +169,17 @@ export function packMlx(words: Uint8Array, scales: Uint8Array, biases: Uint8Arra
   src.set(scales.subarray(0, rows * groups * el), rows * qBytes);
   src.set(biases.subarray(0, rows * groups * el), rows * (qBytes + groups * el));
   interleaveRows(src, rows, qBytes, groups, el, dst);
+}
+
+/**
+ * `values` [rows, cols] quantized (quantizeMlx) into a weight of `layout` at `dst` (weightBytes of its
+ * dtype), scales and biases stored in the layout's scale dtype: tests and benchmarks.
+ */
+export function quantizeMlxWeight(values: Float32Array, rows: number, cols: number, layout: MlxLayout, dst: Uint8Array): void {
+  const { words, scales, biases } = quantizeMlx(values, rows, cols, layout);
+  const toBits = layout.scales === 'f16' ? f32ToF16Bits : f32ToBf16Bits;
+  const store = (v: Float32Array) => (layout.scales === 'f32' ? new Uint8Array(v.buffer) : new Uint8Array(Uint16Array.from(v, toBits).buffer));
+  packMlx(new Uint8Array(words.buffer), store(scales), store(biases), rows, cols, layout, dst);
 }
 
 /** The scale and bias of group k of a packed row at byte `o` (row start), as f32. */

@@ -8,11 +8,10 @@ import { afterAll, describe, expect, it } from 'vitest';
 import type { DType, Weight } from '../../src/kernels/backend.js';
 import { type WasmBackend, createWasmBackend } from '../../src/kernels/wasm/backend.js';
 import { relaxedSimdAvailable } from '../../src/kernels/wasm/module.js';
-import { f32ToBf16Bits, f32ToF16Bits } from '../../src/numeric/half.js';
 import { Prng } from '../../src/numeric/prng.js';
 import { mlxDType, weightBytes } from '../../src/kernels/wasm/formats.js';
 import { quantizeK } from '../../src/quant/kquants.js';
-import { packMlx, quantizeMlx } from '../../src/quant/mlx.js';
+import { quantizeMlxWeight } from '../../src/quant/mlx.js';
 import { pick, randomWeight } from './helpers.js';
 
 const made: WasmBackend[] = [];
@@ -32,11 +31,8 @@ function weightBytesOf(dtype: DType, rows: number, cols: number, rng: Prng, scra
   const mlx = MLX4.find((l) => mlxDType(l) === dtype);
   if (mlx) {
     const values = Float32Array.from({ length: rows * cols }, (_, i) => rng.symmetric(1) * (1 + ((i >> 5) % 3)) + (((i >> 6) % 3) - 1) * 0.5);
-    const { words, scales, biases } = quantizeMlx(values, rows, cols, mlx);
-    const store = (v: Float32Array) =>
-      mlx.scales === 'f32' ? new Uint8Array(v.buffer) : new Uint8Array(Uint16Array.from(v, mlx.scales === 'f16' ? f32ToF16Bits : f32ToBf16Bits).buffer);
     const bytes = new Uint8Array(weightBytes(dtype, rows, cols));
-    packMlx(new Uint8Array(words.buffer), store(scales), store(biases), rows, cols, mlx, bytes);
+    quantizeMlxWeight(values, rows, cols, mlx, bytes);
     return bytes;
   }
   return randomWeight(scratch, dtype, rows, cols, rng).bytes.slice();
