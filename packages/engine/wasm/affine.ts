@@ -8,7 +8,6 @@
 import { fileURLToPath } from 'node:url';
 import { mlxTiles, scaleBias4 } from './mlxtiles.js';
 import { type Section, runGenerator, withGenerated } from './sections.js';
-import { bothVariants } from './variants.js';
 
 const HEADER = `  ;; ---------------------------------------------------------------- MLX affine (mlx<bits>_g<group>_<scale>)
   ;; w = scale·q + bias per group, activations kept in f32 as MLX computes in floats (no 8-bit rounding):
@@ -173,63 +172,8 @@ function prep(): string[] {
 const I32 = (v: string) => `(v128.const i32x4 ${v} ${v} ${v} ${v})`;
 /** The low nibble of each byte widened to i16. */
 const LOW = '(v128.const i16x8 15 15 15 15 15 15 15 15)';
-const I8_0F = '(v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)';
-const I8_7F = '(v128.const i32x4 0x7f7f7f7f 0x7f7f7f7f 0x7f7f7f7f 0x7f7f7f7f)';
 /** Activation levels: 15-bit (±16383), so the block totals stay exact in i32 and far finer than 8 bits. */
 const LEVELS = 16383;
-
-/** Transposes 4 rows' i32x4 partial sums (s0..s3) into $v: lane r holds the sum of row r's 4 lanes. */
-const TRANSPOSE_I32 = (total: (tot: string) => string[]) => [
-  `(local.set $t0 (i32x4.add (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $s0) (local.get $s1))`,
-  `                          (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $s0) (local.get $s1))))`,
-  `(local.set $t1 (i32x4.add (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $s2) (local.get $s3))`,
-  `                          (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $s2) (local.get $s3))))`,
-  ...total(
-    `(i32x4.add (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23 (local.get $t0) (local.get $t1))\n${IND}             (i8x16.shuffle 8 9 10 11 12 13 14 15 24 25 26 27 28 29 30 31 (local.get $t0) (local.get $t1)))`,
-  ),
-];
-
-/** Lines adding the 4 rows' exact block totals (i32x4 expression, lane r = row r) times the block's d_x to $gacc. */
-const addBlock = (tot: string) => [
-  `;; lane r: row r's block total (exact), times the block's d_x`,
-  `(local.set $gacc (f32x4.add (local.get $gacc) (f32x4.mul (f32x4.convert_i32x4_s`,
-  `  ${tot})`,
-  `  (f32x4.splat (f32.load (local.get $xd))))))`,
-];
-const IND = '              ';
-
-/** Baseline: per row the nibbles widened to i16 and multiplied by the 15-bit activations (i32x4.dot_i16x8_s). */
-function baselineBlock4(): string[] {
-  const L: string[] = [];
-  for (let k = 0; k < 4; k++) L.push(`(local.set $x${k} (v128.load offset=${16 * k} (local.get $xq)))`);
-  for (let r = 0; r < 4; r++) {
-    L.push(`(local.set $q (v128.load8x8_u offset=${16 * r} (local.get $p)))`);
-    L.push(`(local.set $s${r} (i32x4.add (i32x4.dot_i16x8_s (v128.and (local.get $q) ${LOW}) (local.get $x0)) (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $x1))))`);
-    L.push(`(local.set $q (v128.load8x8_u offset=${16 * r + 8} (local.get $p)))`);
-    L.push(`(local.set $s${r} (i32x4.add (local.get $s${r}) (i32x4.add (i32x4.dot_i16x8_s (v128.and (local.get $q) ${LOW}) (local.get $x2)) (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $x3)))))`);
-  }
-  return [...L, ...TRANSPOSE_I32(addBlock)].map((l) => IND + l);
-}
-
-/**
- * Relaxed: each 15-bit activation split as x = 128·hi + lo (hi = x >> 7 in −128..127, an i8 operand; lo = x & 127)
- * once per block for the 4 rows; per row the 16 bytes' low and high nibbles (0..15, valid i7 operands) meet
- * hi and lo in four i16x8.relaxed_dot_i8x16_i7x16_s (pair sums ≤ 2·15·128). The 4 rows' i16 sums are
- * transposed in i16 (each lane ends with 16 products: |Σ| ≤ 16·15·128 = 30720 < 2^15), then one
- * i32x4.dot_i16x8_s by 128 for hi plus the pairwise-widened lo: row r's exact block total, as the baseline's.
- */
-function relaxedBlock4(): string[] {
-  const L: string[] = [];
-  const x = (k: number) => `(v128.load offset=${16 * k} (local.get $xq))`;
-  // EXPERIMENT: 8-bit activations (quant_mlx4 writes |q| <= 127 in the relaxed build)
-  L.push(`(local.set $x0 (i8x16.narrow_i16x8_s ${x(0)} ${x(2)}))`);
-  L.push(`(local.set $x1 (i8x16.narrow_i16x8_s ${x(1)} ${x(3)}))`);
-  for (let r = 0; r < 4; r++) {
-    L.push(`(local.set $q (v128.load offset=${16 * r} (local.get $p)))`);
-    L.push(`(local.set $s${r} (i32x4.extadd_pairwise_i16x8_s (i16x8.add (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x0) (v128.and (local.get $q) ${I8_0F})) (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x1) (v128.and (i16x8.shr_u (local.get $q) (i32.const 4)) ${I8_0F})))))`);
-  }
-  return [...L, ...TRANSPOSE_I32(addBlock)].map((l) => IND + l);
-}
 
 /**
  * Packed 4-bit MLX weights (pack.ts: 4 rows per group; per MLX group the 4 rows' (scale, bias) pairs,
@@ -276,7 +220,22 @@ function packed4(): string[] {
   e(`            (local.set $ge (i32.add (local.get $p) (local.get $gb)))`);
   e(`            (local.set $gacc ${I32('0')})`);
   e(`            (loop $bl`);
-  L.push(...bothVariants('              ', relaxedBlock4(), baselineBlock4()));
+  for (let k = 0; k < 4; k++) e(`              (local.set $x${k} (v128.load offset=${16 * k} (local.get $xq)))`);
+  for (let r = 0; r < 4; r++) {
+    e(`              (local.set $q (v128.load8x8_u offset=${16 * r} (local.get $p)))`);
+    e(`              (local.set $s${r} (i32x4.add (i32x4.dot_i16x8_s (v128.and (local.get $q) ${LOW}) (local.get $x0)) (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $x1))))`);
+    e(`              (local.set $q (v128.load8x8_u offset=${16 * r + 8} (local.get $p)))`);
+    e(`              (local.set $s${r} (i32x4.add (local.get $s${r}) (i32x4.add (i32x4.dot_i16x8_s (v128.and (local.get $q) ${LOW}) (local.get $x2)) (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $x3)))))`);
+  }
+  e(`              (local.set $t0 (i32x4.add (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $s0) (local.get $s1))`);
+  e(`                                        (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $s0) (local.get $s1))))`);
+  e(`              (local.set $t1 (i32x4.add (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $s2) (local.get $s3))`);
+  e(`                                        (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $s2) (local.get $s3))))`);
+  e(`              ;; lane r: row r's block total (exact), times the block's d_x`);
+  e(`              (local.set $gacc (f32x4.add (local.get $gacc) (f32x4.mul (f32x4.convert_i32x4_s`);
+  e(`                (i32x4.add (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23 (local.get $t0) (local.get $t1))`);
+  e(`                           (i8x16.shuffle 8 9 10 11 12 13 14 15 24 25 26 27 28 29 30 31 (local.get $t0) (local.get $t1))))`);
+  e(`                (f32x4.splat (f32.load (local.get $xd))))))`);
   e(`              (local.set $p (i32.add (local.get $p) (i32.const 64)))`);
   e(`              (local.set $xq (i32.add (local.get $xq) (i32.const 64)))`);
   e(`              (local.set $xd (i32.add (local.get $xd) (i32.const 4)))`);
@@ -350,7 +309,6 @@ function packed4(): string[] {
   e(`                                      (f32.max (f32x4.extract_lane 2 (local.get $mx)) (f32x4.extract_lane 3 (local.get $mx)))))`);
   e(`            (f32.store (local.get $dd) (f32.div (local.get $amax) (f32.const ${LEVELS})))`);
   e(`            (local.set $id (f32x4.splat (if (result f32) (f32.gt (local.get $amax) (f32.const 0)) (then (f32.div (f32.const ${LEVELS}) (local.get $amax))) (else (f32.const 0)))))`);
-  L.push(...bothVariants('            ', ['            (local.set $id (f32x4.mul (local.get $id) (v128.const f32x4 0.0077519379 0.0077519379 0.0077519379 0.0077519379)))', `            (f32.store (local.get $dd) (f32.div (local.get $amax) (f32.const 127)))`], []));
   for (const h of [0, 1]) {
     e(`            ;; columns ${16 * h}..${16 * h + 15}: the even ones, then the odd ones`);
     const qv = (k: number) => `(i32x4.trunc_sat_f32x4_s (f32x4.nearest (f32x4.mul (v128.load offset=${64 * h + 16 * k} (local.get $s)) (local.get $id))))`;

@@ -3067,27 +3067,6 @@
             (local.set $ge (i32.add (local.get $p) (local.get $gb)))
             (local.set $gacc (v128.const i32x4 0 0 0 0))
             (loop $bl
-              ;; @if relaxed
-              (local.set $x0 (i8x16.narrow_i16x8_s (v128.load offset=0 (local.get $xq)) (v128.load offset=32 (local.get $xq))))
-              (local.set $x1 (i8x16.narrow_i16x8_s (v128.load offset=16 (local.get $xq)) (v128.load offset=48 (local.get $xq))))
-              (local.set $q (v128.load offset=0 (local.get $p)))
-              (local.set $s0 (i32x4.extadd_pairwise_i16x8_s (i16x8.add (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x0) (v128.and (local.get $q) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f))) (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x1) (v128.and (i16x8.shr_u (local.get $q) (i32.const 4)) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f))))))
-              (local.set $q (v128.load offset=16 (local.get $p)))
-              (local.set $s1 (i32x4.extadd_pairwise_i16x8_s (i16x8.add (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x0) (v128.and (local.get $q) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f))) (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x1) (v128.and (i16x8.shr_u (local.get $q) (i32.const 4)) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f))))))
-              (local.set $q (v128.load offset=32 (local.get $p)))
-              (local.set $s2 (i32x4.extadd_pairwise_i16x8_s (i16x8.add (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x0) (v128.and (local.get $q) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f))) (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x1) (v128.and (i16x8.shr_u (local.get $q) (i32.const 4)) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f))))))
-              (local.set $q (v128.load offset=48 (local.get $p)))
-              (local.set $s3 (i32x4.extadd_pairwise_i16x8_s (i16x8.add (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x0) (v128.and (local.get $q) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f))) (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x1) (v128.and (i16x8.shr_u (local.get $q) (i32.const 4)) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f))))))
-              (local.set $t0 (i32x4.add (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $s0) (local.get $s1))
-                                        (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $s0) (local.get $s1))))
-              (local.set $t1 (i32x4.add (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $s2) (local.get $s3))
-                                        (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $s2) (local.get $s3))))
-              ;; lane r: row r's block total (exact), times the block's d_x
-              (local.set $gacc (f32x4.add (local.get $gacc) (f32x4.mul (f32x4.convert_i32x4_s
-                (i32x4.add (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23 (local.get $t0) (local.get $t1))
-                           (i8x16.shuffle 8 9 10 11 12 13 14 15 24 25 26 27 28 29 30 31 (local.get $t0) (local.get $t1))))
-                (f32x4.splat (f32.load (local.get $xd))))))
-              ;; @else
               (local.set $x0 (v128.load offset=0 (local.get $xq)))
               (local.set $x1 (v128.load offset=16 (local.get $xq)))
               (local.set $x2 (v128.load offset=32 (local.get $xq)))
@@ -3117,7 +3096,6 @@
                 (i32x4.add (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23 (local.get $t0) (local.get $t1))
                            (i8x16.shuffle 8 9 10 11 12 13 14 15 24 25 26 27 28 29 30 31 (local.get $t0) (local.get $t1))))
                 (f32x4.splat (f32.load (local.get $xd))))))
-              ;; @end
               (local.set $p (i32.add (local.get $p) (i32.const 64)))
               (local.set $xq (i32.add (local.get $xq) (i32.const 64)))
               (local.set $xd (i32.add (local.get $xd) (i32.const 4)))
@@ -3204,11 +3182,6 @@
                                       (f32.max (f32x4.extract_lane 2 (local.get $mx)) (f32x4.extract_lane 3 (local.get $mx)))))
             (f32.store (local.get $dd) (f32.div (local.get $amax) (f32.const 16383)))
             (local.set $id (f32x4.splat (if (result f32) (f32.gt (local.get $amax) (f32.const 0)) (then (f32.div (f32.const 16383) (local.get $amax))) (else (f32.const 0)))))
-            ;; @if relaxed
-            (local.set $id (f32x4.mul (local.get $id) (v128.const f32x4 0.0077519379 0.0077519379 0.0077519379 0.0077519379)))
-            (f32.store (local.get $dd) (f32.div (local.get $amax) (f32.const 127)))
-            ;; @else
-            ;; @end
             ;; columns 0..15: the even ones, then the odd ones
             (local.set $a (i16x8.narrow_i32x4_s (i32x4.trunc_sat_f32x4_s (f32x4.nearest (f32x4.mul (v128.load offset=0 (local.get $s)) (local.get $id)))) (i32x4.trunc_sat_f32x4_s (f32x4.nearest (f32x4.mul (v128.load offset=16 (local.get $s)) (local.get $id))))))
             (local.set $bv (i16x8.narrow_i32x4_s (i32x4.trunc_sat_f32x4_s (f32x4.nearest (f32x4.mul (v128.load offset=32 (local.get $s)) (local.get $id)))) (i32x4.trunc_sat_f32x4_s (f32x4.nearest (f32x4.mul (v128.load offset=48 (local.get $s)) (local.get $id))))))
