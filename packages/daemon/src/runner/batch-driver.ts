@@ -24,6 +24,7 @@ import { DraftLength, pickToken, pickVerified, PrefixCache, Sampler, type KVCach
 import { PrefillChunker, type PrefillChunkOptions } from './prefill-chunk.js';
 import { batches, forwardSegments } from './step-forward.js';
 import { DRAFT_TOKENS, nextDraft } from './draft.js';
+import { outcomeOf, takeToken, type FinishReason, type OnToken, type Picked, type SequenceState } from './sequence.js';
 import type { CompileConstraint, GenerateOutcome, GenerateRequest, Speculate } from './shard-loop.js';
 
 /** Sequences a one-rank instance decodes together unless told otherwise (the executor's concurrency for it). */
@@ -47,30 +48,16 @@ export interface BatchDriverOptions {
   promptLookup?: PromptLookupOptions;
 }
 
-type OnToken = (id: number, logprob?: TokenLogprob) => boolean;
-type Picked = { id: number; logprob?: TokenLogprob };
-type FinishReason = GenerateOutcome['finishReason'];
 
 /** One running request. */
-interface Sequence {
-  req: GenerateRequest;
+interface Sequence extends SequenceState {
   cache: KVCache;
-  capacity: number;
   sampler: Sampler;
   constraint: TokenConstraint | null;
-  onToken: OnToken;
   /** Prompt tokens not fed yet (from `fed`). */
   fed: number;
   /** Everything fed, in order: the prefix cache's keys. */
   history: number[];
-  tokens: number[];
-  cached: number;
-  /** The draft length of a speculating sequence; null when it does not speculate. */
-  draft: DraftLength | null;
-  drafted: number;
-  accepted: number;
-  t0: number;
-  t1: number;
   resolve: (o: GenerateOutcome) => void;
   reject: (e: Error) => void;
 }
@@ -236,7 +223,7 @@ export class BatchDriver {
         this.stats.prefilledTokens += ids.length;
         if (!last) continue;
         seq.t1 = performance.now();
-        const ended = this.#take(seq, await this.#pick(seq, outs[i]), seq.cache.length);
+        const ended = takeToken(seq, await this.#pick(seq, outs[i]), seq.cache.length);
         if (ended) this.#finish(seq, ended);
         continue;
       }
@@ -255,7 +242,7 @@ export class BatchDriver {
     let ended: FinishReason | null = null;
     let at = 0;
     // Each token is judged against the cache length plain decode would have had when picking it.
-    const picks = await pickVerified((j) => out.subarray(j * V, (j + 1) * V), draft, (logits) => this.#pick(seq, logits), (p) => !(ended = this.#take(seq, p, base + ++at)));
+    const picks = await pickVerified((j) => out.subarray(j * V, (j + 1) * V), draft, (logits) => this.#pick(seq, logits), (p) => !(ended = takeToken(seq, p, base + ++at)));
     seq.cache.length = base + picks;
     seq.history.push(...ids.slice(0, picks));
     if (draft.length > 0) {
@@ -272,33 +259,10 @@ export class BatchDriver {
     return pickToken(logits, seq.sampler, seq.constraint, seq.req.logprobs);
   }
 
-  /**
-   * A sequence's new token, picked with `length` tokens in its cache: hand it out; returns why the
-   * sequence ends here, or null.
-   */
-  #take(seq: Sequence, picked: Picked, length: number): FinishReason | null {
-    const { req } = seq;
-    if (req.maxTokens === 0) return 'length';
-    seq.tokens.push(picked.id);
-    const goOn = seq.onToken(picked.id, picked.logprob);
-    if (req.stopTokenIds.includes(picked.id)) return 'stop';
-    if (!goOn) return 'abort';
-    if (seq.tokens.length >= req.maxTokens || length >= seq.capacity) return 'length';
-    return null;
-  }
-
   #finish(seq: Sequence, finishReason: FinishReason): void {
     this.#active.splice(this.#active.indexOf(seq), 1);
     this.prefix?.store(seq.cache, seq.history);
-    this.#end(seq, {
-      tokens: seq.tokens,
-      finishReason,
-      promptTokens: seq.req.promptIds.length,
-      prefillMs: seq.t1 - seq.t0,
-      decodeMs: seq.req.maxTokens === 0 ? 0 : performance.now() - seq.t1,
-      cachedPromptTokens: seq.cached,
-      ...(seq.draft ? { speculation: { drafted: seq.drafted, accepted: seq.accepted } } : {}),
-    });
+    this.#end(seq, outcomeOf(seq, finishReason));
   }
 
   #end(seq: Sequence, outcome: GenerateOutcome | Error): void {

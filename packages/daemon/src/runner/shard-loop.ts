@@ -25,6 +25,7 @@ import { decodePayload, encodePayload, TokenReply } from './sample-wire.js';
 import { SplitPrefix } from './split-prefix.js';
 import { batches, forwardSegments } from './step-forward.js';
 import { DRAFT_TOKENS, nextDraft } from './draft.js';
+import { outcomeOf, takeToken, type FinishReason, type OnToken, type Picked, type SequenceState } from './sequence.js';
 
 /** Waits on an idle data plane: followers wait for the next request as long as the instance lives. */
 const IDLE_TIMEOUT_MS = 2 ** 31 - 1;
@@ -149,8 +150,6 @@ interface Ctx {
   speculate?: Speculate;
 }
 
-/** A sampled id, with its logprobs when the request asked for them. */
-type Picked = { id: number; logprob?: TokenLogprob };
 /** How the driver, when it samples itself, turns logits into the next id (mask, sample, logprobs): per request. */
 type Pick = (logits: Float32Array) => Promise<Picked>;
 
@@ -332,29 +331,14 @@ function joinRows(outs: Float32Array[], segments: readonly Segment[], D: number,
   return buf.subarray(0, at);
 }
 
-type OnToken = (id: number, logprob?: TokenLogprob) => boolean;
-
 /** One request the driver runs: its KV cache slot on every rank and where its prompt and tokens are. */
-interface Running {
+interface Running extends SequenceState {
   slot: number;
-  req: GenerateRequest;
   cache: KVCache;
-  capacity: number;
   /** Picked here when the driver samples, else the sampling rank's reply (one in flight at a time). */
   sampling: { pick: Pick } | { reply: TokenReply };
-  onToken: OnToken;
-  stop: Set<number>;
   /** Prompt tokens fed so far (the reused ones first). */
   fed: number;
-  /** Prompt tokens copied from the prefix caches. */
-  cached: number;
-  tokens: number[];
-  /** Its draft length when it speculates (prompt lookup), else null; drafted and confirmed so far. */
-  draft: DraftLength | null;
-  drafted: number;
-  accepted: number;
-  t0: number;
-  t1: number;
   resolve: (o: GenerateOutcome) => void;
 }
 
@@ -366,8 +350,6 @@ interface Part {
   pos: number;
   draft: number[];
 }
-
-type FinishReason = GenerateOutcome['finishReason'];
 
 /** A group of sequences that step together: one micro-batch of the pipeline. */
 interface Lane {
@@ -637,7 +619,7 @@ export class Driver {
         const t0 = performance.now();
         const lane = this.#lanes.reduce((a, b) => (b.seqs.length < a.seqs.length ? b : a));
         const done = new Promise<GenerateOutcome>((resolve) =>
-          lane.seqs.push({ slot, req, cache, capacity, sampling: remote ? { reply: new TokenReply(req.logprobs) } : { pick }, onToken, stop: new Set(req.stopTokenIds), fed: cached, cached, tokens: [], draft: speculates ? new DraftLength(this.#lookup.draftTokens!) : null, drafted: 0, accepted: 0, t0, t1: t0, resolve }),
+          lane.seqs.push({ slot, req, cache, capacity, sampling: remote ? { reply: new TokenReply(req.logprobs) } : { pick }, onToken, fed: cached, cached, tokens: [], draft: speculates ? new DraftLength(this.#lookup.draftTokens!) : null, drafted: 0, accepted: 0, t0, t1: t0, resolve }),
         );
         lane.running ??= this.#laneLoop(lane);
         const failed = lane.running.then(() => (this.#broken ? Promise.reject(this.#broken) : new Promise<never>(() => undefined)));
@@ -746,35 +728,14 @@ export class Driver {
       }
       // Each token is judged against the cache length plain decode would have had when picking it.
       let ended: FinishReason | null = null;
-      for (let j = 0; j < got.length && !ended; j++) ended = this.#take(seq, got[j], prompting ? pos + ids.length : pos + j + 1);
+      for (let j = 0; j < got.length && !ended; j++) ended = takeToken(seq, got[j], prompting ? pos + ids.length : pos + j + 1);
       if (ended) this.#finish(lane, seq, ended);
     }
   }
 
-  /** A sequence's new token, picked with `length` tokens in its cache: hand it out; returns why the sequence ends here, or null. */
-  #take(seq: Running, picked: Picked, length: number): FinishReason | null {
-    const { req } = seq;
-    if (req.maxTokens === 0) return 'length';
-    seq.tokens.push(picked.id);
-    const goOn = seq.onToken(picked.id, picked.logprob);
-    if (seq.stop.has(picked.id)) return 'stop';
-    if (!goOn) return 'abort';
-    if (seq.tokens.length >= req.maxTokens || length >= seq.capacity) return 'length';
-    return null;
-  }
-
   #finish(lane: Lane, seq: Running, finishReason: FinishReason): void {
     lane.seqs.splice(lane.seqs.indexOf(seq), 1);
-    const now = performance.now();
-    seq.resolve({
-      tokens: seq.tokens,
-      finishReason,
-      promptTokens: seq.req.promptIds.length,
-      prefillMs: seq.t1 - seq.t0,
-      decodeMs: seq.req.maxTokens === 0 ? 0 : now - seq.t1,
-      cachedPromptTokens: seq.cached,
-      ...(seq.draft ? { speculation: { drafted: seq.drafted, accepted: seq.accepted } } : {}),
-    });
+    seq.resolve(outcomeOf(seq, finishReason));
   }
 
   /** Tells every follower to return. */
