@@ -9,9 +9,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generate, loadInProcessModel, pipelineStages, type InstanceLayout, type ModelShard } from '@orchard/engine';
 import { writeRandomModel } from '@orchard/engine/testing';
-import { createSimGroup } from '../../src/runner/transport.js';
-import { loadRankShard, startRank } from '../../src/runner/local.js';
-import type { Driver } from '../../src/runner/shard-loop.js';
+import { startSplit } from './split-instance.js';
 
 let dir: string;
 const prompts = [
@@ -31,18 +29,8 @@ beforeAll(() => {
 });
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-async function start(layout: InstanceLayout, sequences: number, prefixCacheBytes = 0, shardOf = (s: ModelShard, _rank: number) => s) {
-  const groups = createSimGroup(layout.stages.length * layout.tensor);
-  const ranks = groups.map((g) => startRank(g, layout, shardOf(loadRankShard(dir, layout, g.rank, g, { maxBatch: 8 }), g.rank), { batch: { sequences, prefixCacheBytes } }));
-  const driver = ranks[0].driver as Driver;
-  return {
-    driver,
-    async close() {
-      await driver.stop();
-      await Promise.all(ranks.map((r) => r.done));
-      await Promise.all(groups.map((g) => g.close()));
-    },
-  };
+function start(layout: InstanceLayout, sequences: number, prefixCacheBytes = 0, shardOf?: (s: ModelShard, rank: number) => ModelShard) {
+  return startSplit(dir, layout, { maxBatch: 8, batch: { sequences, prefixCacheBytes }, shardOf });
 }
 
 describe('batched steps in split instances', () => {

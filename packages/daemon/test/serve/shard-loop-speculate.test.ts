@@ -11,9 +11,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generate, loadInProcessModel, pipelineStages, type InstanceLayout } from '@orchard/engine';
 import { writeRandomModel } from '@orchard/engine/testing';
-import { createSimGroup } from '../../src/runner/transport.js';
-import { loadRankShard, startRank } from '../../src/runner/local.js';
-import type { Driver, GenerateRequest } from '../../src/runner/shard-loop.js';
+import type { GenerateRequest } from '../../src/runner/shard-loop.js';
+import { startSplit } from './split-instance.js';
 
 let dir: string;
 /** A prompt the model's own greedy continuation repeats (built in beforeAll): drafts get confirmed. */
@@ -49,18 +48,8 @@ function alone(p: number[], maxTokens: number, extra: Partial<GenerateRequest> =
   return generate(loadInProcessModel(dir, { maxBatch: 16 }), p, { maxTokens, stopTokenIds: [], ...extra });
 }
 
-async function start(layout: InstanceLayout) {
-  const groups = createSimGroup(layout.stages.length * layout.tensor);
-  const ranks = groups.map((g) => startRank(g, layout, loadRankShard(dir, layout, g.rank, g, { maxBatch: 16 }), { batch: { sequences: 4, prefixCacheBytes: 2 ** 20, speculate: 'prompt-lookup' } }));
-  const driver = ranks[0].driver as Driver;
-  return {
-    driver,
-    async close() {
-      await driver.stop();
-      await Promise.all(ranks.map((r) => r.done));
-      await Promise.all(groups.map((g) => g.close()));
-    },
-  };
+function start(layout: InstanceLayout) {
+  return startSplit(dir, layout, { maxBatch: 16, batch: { sequences: 4, prefixCacheBytes: 2 ** 20, speculate: 'prompt-lookup' } });
 }
 
 describe('speculation in split instances', () => {

@@ -1,0 +1,24 @@
+/**
+ * A split instance inside the test process: every rank of `layout` over a simulated group, its driver,
+ * and a close that stops the followers and the group.
+ */
+import type { InstanceLayout, ModelShard } from '@orchard/engine';
+import { createSimGroup } from '../../src/runner/transport.js';
+import { loadRankShard, startRank } from '../../src/runner/local.js';
+import type { RunnerInit } from '../../src/runner/protocol.js';
+import type { Driver } from '../../src/runner/shard-loop.js';
+
+export async function startSplit(dir: string, layout: InstanceLayout, o: { maxBatch: number; batch: NonNullable<RunnerInit['batch']>; shardOf?: (s: ModelShard, rank: number) => ModelShard }) {
+  const groups = createSimGroup(layout.stages.length * layout.tensor);
+  const shardOf = o.shardOf ?? ((s) => s);
+  const ranks = groups.map((g) => startRank(g, layout, shardOf(loadRankShard(dir, layout, g.rank, g, { maxBatch: o.maxBatch }), g.rank), { batch: o.batch }));
+  const driver = ranks[0].driver as Driver;
+  return {
+    driver,
+    async close() {
+      await driver.stop();
+      await Promise.all(ranks.map((r) => r.done));
+      await Promise.all(groups.map((g) => g.close()));
+    },
+  };
+}
