@@ -66,6 +66,17 @@ afterAll(async () => {
   for (const d of [...dirs, srcDir, sharedDir]) rmSync(d, { recursive: true, force: true });
 });
 
+/** Waits (15 s at most) until `d` lists `repo` among its models: a peer's announcement has reached it. */
+async function listsModel(d: (typeof daemons)[number], repo: string): Promise<void> {
+  const deadline = Date.now() + 15_000;
+  let ids: string[] = [];
+  while (!ids.includes(repo) && Date.now() < deadline) {
+    ids = ((await (await fetch(`http://127.0.0.1:${d.apiPort}/v1/models`)).json()) as any).data.map((m: any) => m.id);
+    if (!ids.includes(repo)) await new Promise((r) => setTimeout(r, 300));
+  }
+  expect(ids).toContain(repo);
+}
+
 describe('model bytes in a pod', () => {
   it('three nodes pulling one model at once: the hub serves each byte at most once, the rest moves between peers', async () => {
     const pulls = await Promise.all(daemons.map((d) => post(d, '/api/models/pull', { repo: SHARED })));
@@ -88,6 +99,9 @@ describe('model bytes in a pod', () => {
     expect(first.status, JSON.stringify(first.json)).toBe(200);
     expect(first.json.sources['model.safetensors']).toBe('hub');
     expect(hub.servedByRepo.get(`${REPO}/model.safetensors`)).toBe(weights);
+    // Once the first node's holdings have reached the second (it lists the model), every file of the
+    // second pull comes from the first; before that the small files may still take another route.
+    await listsModel(daemons[1], REPO);
     const second = await post(daemons[1], '/api/models/pull', { repo: REPO });
     expect(second.status, JSON.stringify(second.json)).toBe(200);
     expect(second.json.sources['model.safetensors']).toBe('peer');
@@ -99,13 +113,7 @@ describe('model bytes in a pod', () => {
 
   it('a node without the model lists it (peers announce theirs) and serves a request naming it', async () => {
     const c = daemons[2];
-    const deadline = Date.now() + 15_000;
-    let ids: string[] = [];
-    while (!ids.includes(REPO) && Date.now() < deadline) {
-      ids = ((await (await fetch(`http://127.0.0.1:${c.apiPort}/v1/models`)).json()) as any).data.map((m: any) => m.id);
-      if (!ids.includes(REPO)) await new Promise((r) => setTimeout(r, 300));
-    }
-    expect(ids).toContain(REPO);
+    await listsModel(c, REPO);
     const want = await greedyText(srcDir, 'And the earth', 8);
     const res = await post(c, '/v1/completions', { model: REPO, prompt: 'And the earth', max_tokens: 8, temperature: 0 });
     expect(res.status, JSON.stringify(res.json)).toBe(200);
