@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generate, loadInProcessModel, pipelineStages, type InstanceLayout, type ModelShard } from '@orchard/engine';
 import { writeRandomModel } from '@orchard/engine/testing';
-import { startSplit } from './split-instance.js';
+import { asGpuRank, startSplit } from './split-instance.js';
 
 let dir: string;
 const prompts = [
@@ -138,10 +138,7 @@ describe('batched steps in split instances', () => {
 
   it('a rank that keeps no prefix cache (a GPU rank) turns reuse off for the instance', async () => {
     const layout = { stages: pipelineStages(4, 2), tensor: 1 };
-    // Rank 1 as a GPU rank looks to the loop: a shard without forwardBatch.
-    const withoutBatch = (s: ModelShard) =>
-      new Proxy(s, { get: (t, key) => (key === 'forwardBatch' ? undefined : typeof Reflect.get(t, key) === 'function' ? (Reflect.get(t, key) as Function).bind(t) : Reflect.get(t, key)) });
-    const noBatch = (s: ModelShard, rank: number) => (rank === 1 ? withoutBatch(s) : s);
+    const noBatch = (s: ModelShard, rank: number) => (rank === 1 ? asGpuRank(s) : s);
     const { driver, close } = await start(layout, 2, 2 ** 20, noBatch);
     const history = Array.from({ length: 40 }, (_, j) => (j * 7 + 1) % 250);
     const turn1 = await driver.generate({ promptIds: history, maxTokens: 4, stopTokenIds: [] }, () => true);

@@ -9,10 +9,10 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { generate, loadInProcessModel, pipelineStages, type InstanceLayout } from '@orchard/engine';
+import { generate, loadInProcessModel, pipelineStages, type InstanceLayout, type ModelShard } from '@orchard/engine';
 import { writeRandomModel } from '@orchard/engine/testing';
 import type { GenerateRequest } from '../../src/runner/shard-loop.js';
-import { startSplit } from './split-instance.js';
+import { asGpuRank, startSplit } from './split-instance.js';
 
 let dir: string;
 /** A prompt the model's own greedy continuation repeats (built in beforeAll): drafts get confirmed. */
@@ -48,8 +48,8 @@ function alone(p: number[], maxTokens: number, extra: Partial<GenerateRequest> =
   return generate(loadInProcessModel(dir, { maxBatch: 16 }), p, { maxTokens, stopTokenIds: [], ...extra });
 }
 
-function start(layout: InstanceLayout) {
-  return startSplit(dir, layout, { maxBatch: 16, batch: { sequences: 4, prefixCacheBytes: 2 ** 20, speculate: 'prompt-lookup' } });
+function start(layout: InstanceLayout, shardOf?: (s: ModelShard, rank: number) => ModelShard) {
+  return startSplit(dir, layout, { maxBatch: 16, batch: { sequences: 4, prefixCacheBytes: 2 ** 20, speculate: 'prompt-lookup' }, shardOf });
 }
 
 describe('speculation in split instances', () => {
@@ -104,6 +104,17 @@ describe('speculation in split instances', () => {
     expect(spec.out.speculation!.accepted).toBeGreaterThan(0);
     expect(spec.got.map((g) => [g.id, g.top])).toEqual(plain.got.map((g) => [g.id, g.top]));
     spec.got.forEach((g, i) => expect(g.logprob).toBeCloseTo(plain.got[i].logprob, 5));
+    await close();
+  });
+
+  it('an instance with a GPU rank (no every-row logits, no rewind) answers plainly when asked to speculate', async () => {
+    const layout = { stages: pipelineStages(4, 2), tensor: 1 };
+    const { driver, close } = await start(layout, (s, rank) => (rank === 1 ? asGpuRank(s) : s));
+    const want = await alone(repetitive, 20);
+    const out = await driver.generate({ promptIds: repetitive, maxTokens: 20, stopTokenIds: [], speculate: 'prompt-lookup' }, () => true);
+    expect(out.tokens).toEqual(want.tokens);
+    expect(out.speculation).toBeUndefined();
+    expect(driver.stats.drafted).toBe(0);
     await close();
   });
 });
