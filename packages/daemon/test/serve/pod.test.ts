@@ -1,7 +1,8 @@
 /**
  * Two daemons in this process (loopback, no mDNS, the second bootstraps to the first): a model
  * placed as a 2-stage pipeline and as tensor parallel 2 answers through the OpenAI endpoints of
- * either daemon with the unsplit model's greedy text; `orchard plan`, `GET /api/plan` and the
+ * either daemon with the unsplit model's greedy text (also four requests at once, one speculating, which
+ * the split instance batches); `orchard plan`, `GET /api/plan` and the
  * coordinator's placement make the same plan of the same model directory and cluster.
  */
 import { mkdtempSync, writeFileSync } from 'node:fs';
@@ -72,6 +73,20 @@ describe('serving on a 2-daemon pod', () => {
         expect(out.choices[0].text).toBe(want);
         expect(out.usage.completion_tokens).toBeGreaterThan(0);
       }
+      // Several requests at once, through both daemons, share the split instance's steps (batched on
+      // every rank); one speculates. Each answer is the unsplit greedy text of its own prompt.
+      const prompts = ['In the beginning', 'And God said', 'Let there be light', 'the earth was'];
+      const wants = await Promise.all(prompts.map((p) => greedyText(modelDir, p, 12)));
+      const outs = await Promise.all(
+        prompts.map(async (p, i) => {
+          const res = await api(daemons[i % 2], '/v1/completions', { method: 'POST', body: JSON.stringify({ model: MODEL, prompt: p, max_tokens: 12, temperature: 0, ...(i === 0 ? { speculate: 'prompt-lookup' } : {}) }) });
+          return { status: res.status, json: (await res.json()) as any };
+        }),
+      );
+      outs.forEach((o, i) => {
+        expect(o.status, JSON.stringify(o.json)).toBe(200);
+        expect(o.json.choices[0].text, prompts[i]).toBe(wants[i]);
+      });
       if (strategy === 'pipeline') {
         // The terminal client against the same daemon: streams the reply and reports tokens/s.
         const out = await runCli(['chat', MODEL, '--url', `http://127.0.0.1:${daemons[0].apiPort}`, '-m', 'hello', '--temperature', '0', '--max-tokens', '12']);
