@@ -20,11 +20,12 @@
  * A shard without forwardBatch (the GPU rank) runs the step's sequences one forward each, with no
  * prefix cache.
  */
-import { DraftLength, pickToken, pickVerified, PrefixCache, Sampler, type KVCache, type ModelShard, type PromptLookupOptions, type TokenConstraint, type TokenLogprob } from '@orchard/engine';
+import { DraftLength, pickToken, pickVerified, PrefixCache, Sampler, type KVCache, type ModelShard, type PromptLookupOptions, type TokenConstraint } from '@orchard/engine';
 import { PrefillChunker, type PrefillChunkOptions } from './prefill-chunk.js';
 import { batches, forwardSegments } from './step-forward.js';
 import { DRAFT_TOKENS, nextDraft } from './draft.js';
-import { outcomeOf, takeToken, type FinishReason, type OnToken, type Picked, type SequenceState } from './sequence.js';
+import { planStep } from './step-plan.js';
+import { countDraft, outcomeOf, takeToken, type FinishReason, type OnToken, type Picked, type SequenceState } from './sequence.js';
 import type { CompileConstraint, GenerateOutcome, GenerateRequest, Speculate } from './shard-loop.js';
 
 /** Sequences a one-rank instance decodes together unless told otherwise (the executor's concurrency for it). */
@@ -172,41 +173,10 @@ export class BatchDriver {
     }
   }
 
-  /**
-   * One forward of every active sequence: decode rows first, then prompt chunks in the rows left —
-   * all of them when nobody decodes, else as many as the measured step times allow (prefill-chunk.ts),
-   * and at least one per waiting prompt — then draft rows of speculating sequences in the rows left.
-   */
+  /** One forward of every active sequence, its rows as planStep (step-plan.ts) lays them out. */
   async #step(): Promise<void> {
     const shard = this.#shard;
-    let room = shard.maxBatch;
-    const batch: { seq: Sequence; ids: number[]; last: boolean; draft: number[] }[] = [];
-    const decoding = this.#active.filter((s) => s.fed >= s.req.promptIds.length);
-    const waiting = this.#active.filter((s) => s.fed < s.req.promptIds.length);
-    for (const seq of decoding) {
-      if (room === 0) break;
-      batch.push({ seq, ids: [seq.tokens[seq.tokens.length - 1]], last: true, draft: [] });
-      room--;
-    }
-    const decodeRows = batch.length;
-    let budget = decodeRows > 0 ? this.#chunker.rows(room) : room;
-    for (const seq of waiting) {
-      if (room === 0) break;
-      // Every waiting prompt advances at least a row per step, so all of them are in the batch at once.
-      const prompt = seq.req.promptIds;
-      const ids = prompt.slice(seq.fed, seq.fed + Math.min(room, Math.max(1, budget)));
-      batch.push({ seq, ids, last: seq.fed + ids.length === prompt.length, draft: [] });
-      budget -= ids.length;
-      room -= ids.length;
-    }
-    // Drafts take what the prompts left: speculation never slows a new prompt's prefill.
-    for (const b of batch.slice(0, decodeRows)) {
-      if (room === 0) break;
-      b.draft = nextDraft(b.seq, room, this.#lookup);
-      b.ids.push(...b.draft);
-      room -= b.draft.length;
-    }
-    const promptRows = batch.slice(decodeRows).reduce((a, b) => a + b.ids.length, 0);
+    const { parts: batch, decodeRows, promptRows, rows } = planStep(this.#active, shard.maxBatch, this.#chunker, (seq, spare) => nextDraft(seq, spare, this.#lookup));
     const t0 = this.#now();
     const outs = await forwardSegments(shard, batch.map(({ seq, ids, draft }) => ({ input: { tokens: ids }, cache: seq.cache, allLogits: draft.length > 0 })));
     this.#chunker.observe(decodeRows, promptRows, this.#now() - t0);
@@ -214,7 +184,7 @@ export class BatchDriver {
     this.stats.steps++;
     this.stats.sequences += batch.length;
     this.stats.widest = Math.max(this.stats.widest, batch.length);
-    this.stats.rows += shard.maxBatch - room;
+    this.stats.rows += rows;
     for (let i = 0; i < batch.length; i++) {
       const { seq, ids, last, draft } = batch[i];
       if (seq.fed < seq.req.promptIds.length) {
@@ -245,13 +215,7 @@ export class BatchDriver {
     const picks = await pickVerified((j) => out.subarray(j * V, (j + 1) * V), draft, (logits) => this.#pick(seq, logits), (p) => !(ended = takeToken(seq, p, base + ++at)));
     seq.cache.length = base + picks;
     seq.history.push(...ids.slice(0, picks));
-    if (draft.length > 0) {
-      seq.draft!.observe(draft.length, picks - 1);
-      seq.drafted += draft.length;
-      seq.accepted += picks - 1;
-      this.stats.drafted += draft.length;
-      this.stats.accepted += picks - 1;
-    }
+    countDraft(seq, this.stats, draft.length, picks - 1);
     if (ended) this.#finish(seq, ended);
   }
 

@@ -11,6 +11,7 @@ import type { TokenLogprob } from '@orchard/engine';
 import type { FromRunner, RunnerInit, RunnerLink, ToRunner } from './protocol.js';
 import type { GenerateOutcome, GenerateRequest } from './shard-loop.js';
 import { dataPlaneProcessEnv, type TcpPeer } from './transport.js';
+import { withTimeout } from './with-timeout.js';
 
 const RUNNER_MAIN = join(dirname(fileURLToPath(import.meta.url)), 'runner-main.ts');
 
@@ -194,9 +195,4 @@ export async function startLocalInstance(base: Omit<RunnerInit, 'rank'>, env?: N
     await Promise.all(runners.map((r) => r.stop(500)));
     throw err;
   }
-}
-
-export function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let t: NodeJS.Timeout;
-  return Promise.race([p, new Promise<T>((_, rej) => (t = setTimeout(() => rej(new Error(`${what} within ${ms} ms`)), ms)))]).finally(() => clearTimeout(t));
 }

@@ -37,6 +37,16 @@ export function takeToken(seq: SequenceState, picked: Picked, length: number): F
   return null;
 }
 
+/** A draft's check: `drafted` tokens fed, `confirmed` of them picked; adapts the draft length and counts both, per sequence and in `stats`. */
+export function countDraft(seq: SequenceState, stats: { drafted: number; accepted: number }, drafted: number, confirmed: number): void {
+  if (drafted === 0) return;
+  seq.draft!.observe(drafted, confirmed);
+  seq.drafted += drafted;
+  seq.accepted += confirmed;
+  stats.drafted += drafted;
+  stats.accepted += confirmed;
+}
+
 export function outcomeOf(seq: SequenceState, finishReason: FinishReason): GenerateOutcome {
   return {
     tokens: seq.tokens,

@@ -16,16 +16,18 @@
  * timeout) rejects the request that was running and breaks the loop: the instance is then dead and gets
  * replaced.
  */
-import { DraftLength, pickToken, pickVerified, Sampler, vocabSlice, type PromptLookupOptions, type ConstraintSpec, type KVCache, type ModelShard, type SamplingOptions, type TokenConstraint, type TokenLogprob } from '@orchard/engine';
+import { DraftLength, pickToken, pickVerified, Sampler, vocabSlice, type BatchSegment, type PromptLookupOptions, type ConstraintSpec, type KVCache, type ModelShard, type SamplingOptions, type TokenConstraint } from '@orchard/engine';
 import type { Group } from './transport.js';
 import { type InstanceLayout, samplerRank, stageMembers, stageOf, worldSize, rankOf } from '@orchard/engine';
 import { HeaderCodec, type Header, type Segment } from './header.js';
 import { PrefillChunker } from './prefill-chunk.js';
 import { decodePayload, encodePayload, TokenReply } from './sample-wire.js';
 import { SplitPrefix } from './split-prefix.js';
+import { withTimeout } from './with-timeout.js';
 import { batches, forwardSegments } from './step-forward.js';
 import { DRAFT_TOKENS, nextDraft } from './draft.js';
-import { outcomeOf, takeToken, type FinishReason, type OnToken, type Picked, type SequenceState } from './sequence.js';
+import { planStep, type PlannedRows } from './step-plan.js';
+import { countDraft, outcomeOf, takeToken, type FinishReason, type OnToken, type Picked, type SequenceState } from './sequence.js';
 
 /** Waits on an idle data plane: followers wait for the next request as long as the instance lives. */
 const IDLE_TIMEOUT_MS = 2 ** 31 - 1;
@@ -279,11 +281,7 @@ export async function runFollower(ctx: Ctx): Promise<void> {
     let fed = 0;
     const tokenAt = h.segments.map((seg) => (fed += seg.n) - seg.n);
     h.segments.forEach((seg, i) => prefix?.fed(seg.slot, h.tokens.subarray(tokenAt[i], tokenAt[i] + seg.n)));
-    let at = 0;
-    const outs = await forwardSegments(
-      shard,
-      h.segments.map((seg, i) => ({ input: { hidden: hidden.subarray(at * D, (at += seg.n) * D), n: seg.n }, cache: caches_[i], allLogits: seg.draft > 0 })),
-    );
+    const outs = await forwardSegments(shard, hiddenSegments(hidden, D, h.segments, caches_));
     if (!last && tensorRank === 0) {
       const view = joinRows(outs, h.segments, D, rowsOut);
       await Promise.all(stageMembers(layout, stage + 1).map((r) => group.send(r, view, { timeoutMs: ctx.stepMs })));
@@ -302,12 +300,8 @@ export async function runFollower(ctx: Ctx): Promise<void> {
           continue;
         }
         // A draft's check: the tokens picked while they agree with the draft, their count first.
-        const rows = seg.draft + 1;
-        const logits = await gather!.join(group, outs[i], ctx.stepMs, pollMs, rows);
-        const V = logits.length / rows;
-        const from = h.tokens.subarray(tokenAt[i] + 1, tokenAt[i] + seg.n);
-        const picked: Picked[] = [];
-        await pickVerified((j) => logits.subarray(j * V, (j + 1) * V), Array.from(from), pick, (r) => (picked.push(r), true));
+        const draft = Array.from(h.tokens.subarray(tokenAt[i] + 1, tokenAt[i] + seg.n));
+        const picked = await confirmDraft(await gather!.join(group, outs[i], ctx.stepMs, pollMs, draft.length + 1), draft, pick);
         await group.send(0, Int32Array.of(picked.length), { timeoutMs: ctx.stepMs });
         for (const r of picked) await group.send(0, p.reply.encode(r.id, r.logprob), { timeoutMs: ctx.stepMs });
       } else {
@@ -315,6 +309,24 @@ export async function runFollower(ctx: Ctx): Promise<void> {
       }
     }
   }
+}
+
+/**
+ * The tokens a draft's check confirms: `logits` holds a row per fed token (the last token, then the
+ * draft); each row's pick is kept while it equals the draft token fed after it (pickVerified), all of
+ * them picked here — the driver then hands them out until the sequence ends.
+ */
+async function confirmDraft(logits: Float32Array, draft: readonly number[], pick: Pick): Promise<Picked[]> {
+  const V = logits.length / (draft.length + 1);
+  const picked: Picked[] = [];
+  await pickVerified((j) => logits.subarray(j * V, (j + 1) * V), draft, pick, (r) => (picked.push(r), true));
+  return picked;
+}
+
+/** A step's segments as forward inputs over `rows` (n·hidden f32 each, in segment order), each continuing its cache. */
+function hiddenSegments(rows: Float32Array, D: number, segments: readonly Segment[], caches: readonly KVCache[]): BatchSegment[] {
+  let at = 0;
+  return segments.map((seg, i) => ({ input: { hidden: rows.subarray(at * D, (at += seg.n) * D), n: seg.n }, cache: caches[i], allLogits: seg.draft > 0 }));
 }
 
 /**
@@ -342,13 +354,9 @@ interface Running extends SequenceState {
   resolve: (o: GenerateOutcome) => void;
 }
 
-/** A sequence's rows in a step: from cache position `pos`, the last `draft.length` of them a draft to check. */
-interface Part {
-  seq: Running;
-  ids: number[];
-  sample: boolean;
+/** A sequence's rows in a step, going into its cache from position `pos`. */
+interface Part extends PlannedRows<Running> {
   pos: number;
-  draft: number[];
 }
 
 /** A group of sequences that step together: one micro-batch of the pipeline. */
@@ -463,17 +471,16 @@ export class Driver {
    */
   async #forwardFirst(header: Extract<Header, { op: 'forward' }>, caches: KVCache[], timeoutMs: number): Promise<Float32Array[]> {
     const { shard } = this.#ctx;
-    const D = shard.config.hiddenSize;
     const ids = header.tokens;
-    let at = 0;
     if (!this.#rowPeers.length) {
+      let at = 0;
       await this.#broadcast(header, timeoutMs);
       return forwardSegments(shard, header.segments.map((seg, i) => ({ input: { tokens: ids.subarray(at, (at += seg.n)) }, cache: caches[i], allLogits: seg.draft > 0 })));
     }
     // Awaited: a GPU rank embeds on the device and reads the rows back.
     const rows = await shard.embed(ids);
     await this.#broadcast(header, timeoutMs, rows);
-    return forwardSegments(shard, header.segments.map((seg, i) => ({ input: { hidden: rows.subarray(at * D, (at += seg.n) * D), n: seg.n }, cache: caches[i], allLogits: seg.draft > 0 })));
+    return forwardSegments(shard, hiddenSegments(rows, shard.config.hiddenSize, header.segments, caches));
   }
 
   /** Deadline for one decode step: generous until measured, then a multiple of the usual time. */
@@ -526,7 +533,7 @@ export class Driver {
     const t0 = performance.now();
     const header: Extract<Header, { op: 'forward' }> = {
       op: 'forward',
-      segments: parts.map((p) => ({ slot: p.seq.slot, n: p.ids.length, sample: p.sample, pos: p.pos, draft: p.draft.length })),
+      segments: parts.map((p) => ({ slot: p.seq.slot, n: p.ids.length, sample: p.last, pos: p.pos, draft: p.draft.length })),
       tokens: Float64Array.from(parts.flatMap((p) => p.ids)),
     };
     const issued = await this.#serial(async () => {
@@ -537,17 +544,10 @@ export class Driver {
       }
       const picks: (Promise<Picked[]> | null)[] = [];
       for (let i = 0; i < parts.length; i++) {
-        const { seq, sample, draft } = parts[i];
+        const { seq, last: sample, draft } = parts[i];
         const sampling = seq.sampling;
         if (!sample) picks.push(null);
-        else if ('pick' in sampling) {
-          const rows = draft.length + 1;
-          const logits = await this.#gather!.join(group, outs[i], stepMs, pollMs, rows);
-          const V = logits.length / rows;
-          const got: Picked[] = [];
-          await pickVerified((j) => logits.subarray(j * V, (j + 1) * V), draft, sampling.pick, (r) => (got.push(r), true));
-          picks.push(Promise.resolve(got));
-        }
+        else if ('pick' in sampling) picks.push(Promise.resolve(await confirmDraft(await this.#gather!.join(group, outs[i], stepMs, pollMs, draft.length + 1), draft, sampling.pick)));
         // Registered inside the issue section, so waiters are in the order tokens will arrive.
         else picks.push(new Promise<Picked[]>((resolve, reject) => this.#waiters.push({ reply: sampling.reply, draft: draft.length, resolve, reject, timeoutMs: decoding ? stepMs : this.#ctx.stepMs * S })));
       }
@@ -640,16 +640,8 @@ export class Driver {
   }
 
   /** Whether every rank runs a CPU shard (waited for at most a step's time: the followers said it when they started). */
-  async #cpuEverywhere(): Promise<boolean> {
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`data plane: the other ranks did not report to the driver within ${this.#ctx.stepMs} ms`)), this.#ctx.stepMs);
-    });
-    try {
-      return await Promise.race([this.#allCpu, late]);
-    } finally {
-      clearTimeout(timer);
-    }
+  #cpuEverywhere(): Promise<boolean> {
+    return withTimeout(this.#allCpu, this.#ctx.stepMs, 'data plane: the other ranks did not report to the driver');
   }
 
   /** Steps a lane until none of its sequences is left (or the instance breaks). */
@@ -665,45 +657,16 @@ export class Driver {
     }
   }
 
-  /**
-   * One step of a lane: its decoding sequences a row each, then prompt chunks in the rows left — all of
-   * them when nobody decodes, else as many as the measured step times allow (prefill-chunk.ts), and at
-   * least one per waiting prompt — then draft rows of speculating sequences in the rows still left.
-   */
+  /** One step of a lane: all its sequences, their rows as planStep (step-plan.ts) lays them out. */
   async #laneStep(lane: Lane): Promise<void> {
-    const { maxBatch } = this.#ctx;
-    let room = maxBatch;
-    const parts: Part[] = [];
-    for (const seq of lane.seqs) {
-      if (room === 0) break;
-      if (seq.fed < seq.req.promptIds.length) continue;
-      parts.push({ seq, ids: [seq.tokens[seq.tokens.length - 1]], sample: true, pos: seq.cache.length, draft: [] });
-      room--;
-    }
-    const decodeRows = parts.length;
-    let budget = decodeRows > 0 ? lane.chunker.rows(room) : room;
-    for (const seq of lane.seqs) {
-      const prompt = seq.req.promptIds;
-      if (room === 0) break;
-      if (seq.fed >= prompt.length) continue;
-      const ids = prompt.slice(seq.fed, seq.fed + Math.min(room, Math.max(1, budget)));
-      parts.push({ seq, ids, sample: seq.fed + ids.length === prompt.length, pos: seq.cache.length, draft: [] });
-      budget -= ids.length;
-      room -= ids.length;
-    }
-    const promptRows = maxBatch - room - decodeRows;
-    // Drafts take what the prompts left: speculation never slows a new prompt's prefill.
-    for (const part of parts.slice(0, decodeRows)) {
-      if (room === 0) break;
-      part.draft = nextDraft(part.seq, room, this.#lookup);
-      part.ids.push(...part.draft);
-      room -= part.draft.length;
-    }
+    const plan = planStep(lane.seqs, this.#ctx.maxBatch, lane.chunker, (seq, spare) => nextDraft(seq, spare, this.#lookup));
+    const { decodeRows, promptRows } = plan;
+    const parts: Part[] = plan.parts.map((p) => ({ ...p, pos: p.seq.cache.length }));
     const t0 = performance.now();
     const picked = await this.#step(parts, decodeRows === parts.length);
     lane.chunker.observe(decodeRows, promptRows, performance.now() - t0);
     this.stats.steps++;
-    this.stats.rows += maxBatch - room;
+    this.stats.rows += plan.rows;
     this.stats.sequences += parts.length;
     this.stats.widest = Math.max(this.stats.widest, parts.length);
     for (let i = 0; i < parts.length; i++) {
@@ -720,12 +683,8 @@ export class Driver {
         // The cache keeps the rows of the tokens picked from; every rank drops the rest at the next header.
         seq.cache.length = pos + got.length;
         this.#prefix.rewind(seq.slot, pos + got.length);
-        seq.draft!.observe(draft.length, got.length - 1);
-        seq.drafted += draft.length;
-        seq.accepted += got.length - 1;
-        this.stats.drafted += draft.length;
-        this.stats.accepted += got.length - 1;
       }
+      countDraft(seq, this.stats, draft.length, got.length - 1);
       // Each token is judged against the cache length plain decode would have had when picking it.
       let ended: FinishReason | null = null;
       for (let j = 0; j < got.length && !ended; j++) ended = takeToken(seq, got[j], prompting ? pos + ids.length : pos + j + 1);

@@ -39,10 +39,9 @@ export class SplitPrefix {
 
   /** Follower: copies exactly the driver's reused `prefix` into the empty `cache`. */
   restoreExactly(slot: number, cache: KVCache, prefix: ArrayLike<number>, maxBlocks: number, rank: number): void {
-    const tokens = [...Array.from(prefix), 0]; // restore always leaves one token to compute
-    const n = prefix.length ? (this.#sized(maxBlocks)?.restore(cache, tokens) ?? 0) : 0;
+    const kept = this.#sized(maxBlocks);
+    const n = prefix.length && kept ? kept.restore(cache, [...Array.from(prefix), 0]) : 0; // restore always leaves one token to compute
     if (n !== prefix.length) throw new Error(`prefix cache of rank ${rank} holds ${n} of the ${prefix.length} prompt tokens the driver reused: the ranks' caches are out of step`);
-    this.#sized(maxBlocks);
     this.#history.set(slot, Array.from(prefix));
   }
 
