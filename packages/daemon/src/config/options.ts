@@ -49,9 +49,9 @@ export interface DaemonOptions {
   maxQueue: number;
   /** Sequences an instance decodes together in one step (`--batch`), split or not. */
   batch: number;
-  /** Bytes of KV blocks a one-rank instance keeps for prompt-prefix reuse (`--prefix-cache 64MiB`; 0: none). */
+  /** Bytes of KV blocks an instance keeps for prompt-prefix reuse (`--prefix-cache 64MiB`; 0: none); a split one on every rank, sized by its driver. */
   prefixCacheBytes: number;
-  /** How a one-rank instance speculates for requests that do not say (`--speculate prompt-lookup|off`). */
+  /** How an instance speculates for requests that do not say (`--speculate prompt-lookup|off`); not where a rank runs on a GPU. */
   speculate: 'prompt-lookup' | 'off';
   /** Context (tokens per sequence) instances serve unless a load asks for another; null: the serving profile's default. */
   context: number | null;

@@ -19,8 +19,8 @@ export interface RunnerInit {
   maxSeqLen?: number;
   maxBatch?: number;
   /**
-   * A one-rank instance's continuous batching: sequences per step, prefix-cache bytes and how requests
-   * that do not say speculate (batch-driver.ts defaults).
+   * Continuous batching, split or not: sequences per step, prefix-cache bytes and how requests that do
+   * not say speculate (batch-driver.ts / shard-loop.ts defaults).
    */
   batch?: { sequences: number; prefixCacheBytes: number; speculate?: Speculate };
   /** Per data-plane step timeout, ms. */

@@ -48,7 +48,7 @@ export interface GenerateRequest extends SamplingOptions {
   constraint?: ConstraintSpec;
   /** Report each token's logprob and this many alternatives. */
   logprobs?: number;
-  /** Speculative decoding for this request (one-rank instances); else the runner's setting. */
+  /** Speculative decoding for this request; else the runner's setting (off where a rank runs on a GPU). */
   speculate?: Speculate;
 }
 

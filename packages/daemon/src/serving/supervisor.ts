@@ -42,7 +42,7 @@ export interface SupervisorDeps {
   };
   /** Requests waiting per instance before 429. */
   maxQueue: number;
-  /** Continuous batching (--batch: sequences per instance; --prefix-cache, --speculate: one-rank instances). */
+  /** Continuous batching (--batch: sequences per instance; --prefix-cache, --speculate). */
   batch: NonNullable<RunnerInit['batch']>;
   /** This node's libp2p addresses (sent with instance status, so gossip-only peers can dial it). */
   addrs(): string[];
