@@ -79,8 +79,33 @@ function launch(name: string, layout: InstanceLayout, o: { pollMs?: number; maxS
 type Instance = Awaited<ReturnType<typeof launch>>;
 
 async function decodeSpeed(runners: Instance, tokens = TOKENS): Promise<number> {
-  const out = await runners[0].generate({ promptIds: PROMPT, maxTokens: tokens, stopTokenIds: [] }, () => undefined);
+  return decodeRate(await runners[0].generate({ promptIds: PROMPT, maxTokens: tokens, stopTokenIds: [] }, () => undefined));
+}
+
+/** Decode tokens per second of one run (its first token comes from the prefill). */
+function decodeRate(out: GenerateOutcome): number {
   return ((out.tokens.length - 1) * 1000) / out.decodeMs;
+}
+
+/** Best-of-rounds speeds of plain and speculative decode of one prompt, and the last run's acceptance. */
+interface SpecBest {
+  plain: number;
+  spec: number;
+  accepted: number;
+  drafted: number;
+}
+
+/**
+ * One round: `prompt` decoded plainly, then with prompt-lookup speculation (`o` for both); the outputs
+ * must be equal (the bench throws naming `line` otherwise); the speeds go into `best`.
+ */
+async function plainThenSpeculative(gen: (promptIds: number[], o?: Partial<GenerateRequest>) => Promise<GenerateOutcome>, prompt: number[], o: Partial<GenerateRequest>, best: SpecBest, line: string): Promise<void> {
+  const plain = await gen(prompt, o);
+  const spec = await gen(prompt, { ...o, speculate: 'prompt-lookup' });
+  if (spec.tokens.join() !== plain.tokens.join()) throw new Error(`${line}: speculation changed the output\nplain ${plain.tokens}\nspec  ${spec.tokens}`);
+  best.plain = Math.max(best.plain, decodeRate(plain));
+  best.spec = Math.max(best.spec, decodeRate(spec));
+  ({ accepted: best.accepted, drafted: best.drafted } = spec.speculation!);
 }
 
 /** Decode speed of a run that follows an unmeasured warm-up run on the same instance(s). */
@@ -301,27 +326,14 @@ async function measureSpeculation() {
     const made = `seed prompt ${pick.i} of ${SPEC_SEEDS} (${PROMPT.length} ids) and its first ${upTo} greedy tokens: its output repeats a ${stretch.period}-token period for ${stretch.length} tokens from token ${stretch.start} (the longest such stretch of the ${SPEC_SEEDS} seeds' first ${SPEC_PROBE} tokens), and the prompt ends after that period's second time`;
     const other = Array.from({ length: 64 }, (_, j) => (j * 29 + 3) % 256);
     const sampled = { temperature: 1, seed: 7 };
-    const best = { plain: 0, spec: 0, accepted: 0, drafted: 0 };
+    const best: SpecBest = { plain: 0, spec: 0, accepted: 0, drafted: 0 };
     const others = [
       { name: 'sampled', o: sampled, plain: 0, spec: 0, accepted: 0, drafted: 0 },
       { name: 'greedy', o: {}, plain: 0, spec: 0, accepted: 0, drafted: 0 },
     ];
-    const speed = (o: GenerateOutcome) => ((o.tokens.length - 1) * 1000) / o.decodeMs;
     for (let round = 0; round < ROUNDS; round++) {
-      const plain = await gen(repetitive);
-      const spec = await gen(repetitive, { speculate: 'prompt-lookup' });
-      if (spec.tokens.join() !== plain.tokens.join()) throw new Error(`spec-decode-repetitive: speculation changed the output\nplain ${plain.tokens}\nspec  ${spec.tokens}`);
-      best.plain = Math.max(best.plain, speed(plain));
-      best.spec = Math.max(best.spec, speed(spec));
-      ({ accepted: best.accepted, drafted: best.drafted } = spec.speculation!);
-      for (const x of others) {
-        const plainOther = await gen(other, x.o);
-        const specOther = await gen(other, { ...x.o, speculate: 'prompt-lookup' });
-        if (specOther.tokens.join() !== plainOther.tokens.join()) throw new Error(`spec-decode-non-repetitive (${x.name}): speculation changed the output`);
-        x.plain = Math.max(x.plain, speed(plainOther));
-        x.spec = Math.max(x.spec, speed(specOther));
-        ({ accepted: x.accepted, drafted: x.drafted } = specOther.speculation!);
-      }
+      await plainThenSpeculative(gen, repetitive, {}, best, 'spec-decode-repetitive');
+      for (const x of others) await plainThenSpeculative(gen, other, x.o, x, `spec-decode-non-repetitive (${x.name})`);
     }
     return { ...best, others, made, repetitive, promptTokens: repetitive.length, otherTokens: other.length };
   } finally {
@@ -337,18 +349,10 @@ async function measureSpeculation() {
 async function measurePipelineSpeculation(repetitive: number[]) {
   const inst = await launch('spec-pipeline', { stages: pipelineStages(LAYERS, 2), tensor: 1 }, { batch: { sequences: 8, prefixCacheBytes: 0 } });
   try {
-    const gen = (o: Partial<GenerateRequest> = {}) => inst[0].generate({ promptIds: repetitive, maxTokens: TOKENS, stopTokenIds: [], ...o }, () => undefined);
-    await gen({ maxTokens: 4 }); // loads, JIT
-    const speed = (o: GenerateOutcome) => ((o.tokens.length - 1) * 1000) / o.decodeMs;
-    const best = { plain: 0, spec: 0, accepted: 0, drafted: 0 };
-    for (let round = 0; round < ROUNDS; round++) {
-      const plain = await gen();
-      const spec = await gen({ speculate: 'prompt-lookup' });
-      if (spec.tokens.join() !== plain.tokens.join()) throw new Error('pipeline-spec-decode-repetitive: speculation changed the output');
-      best.plain = Math.max(best.plain, speed(plain));
-      best.spec = Math.max(best.spec, speed(spec));
-      ({ accepted: best.accepted, drafted: best.drafted } = spec.speculation!);
-    }
+    const gen = (promptIds: number[], o: Partial<GenerateRequest> = {}) => inst[0].generate({ promptIds, maxTokens: TOKENS, stopTokenIds: [], ...o }, () => undefined);
+    await gen(repetitive, { maxTokens: 4 }); // loads, JIT
+    const best: SpecBest = { plain: 0, spec: 0, accepted: 0, drafted: 0 };
+    for (let round = 0; round < ROUNDS; round++) await plainThenSpeculative(gen, repetitive, {}, best, 'pipeline-spec-decode-repetitive');
     return best;
   } finally {
     await Promise.all(inst.map((r) => r.stop(1000)));
