@@ -311,14 +311,15 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
       // ggml's Q8_K activations per 256 columns, each 32-column sub-block's sum, and the q4 form (kquants.ts).
       xStride = cols * 4 + (cols / QK_K) * 20;
       const kBytes = Math.ceil((xStride * n) / 16) * 16;
-      // packed q4_k and row-major q6_k prompt batches run token tiles over whole super-blocks (wasm $kwiden32 /
-      // $k6widen32, $ktiles8); q6_k's in both builds take the baseline's tiles of plain pairs
-      const tiles = n >= 2 && ((dtype === 'q4_k' && w.packed !== undefined) || dtype === 'q6_k');
+      // packed q4_k and row-major q5_k / q6_k prompt batches run token tiles over whole super-blocks (wasm
+      // $kwiden32 / $k5widen32 / $k6widen32, $ktiles8); q5_k's and q6_k's take the baseline's tiles of plain
+      // pairs in both builds
+      const tiles = n >= 2 && ((dtype === 'q4_k' && w.packed !== undefined) || dtype === 'q5_k' || dtype === 'q6_k');
       if (tiles) wideScratch(cols, 17 * cols);
       const dst = scratch(kBytes + (tiles ? (cols / QK_K) * 516 * n : 0));
       k.quant_q8k(xAddr, dst, cols, n);
       if (tiles) {
-        if (dtype === 'q6_k') kTiles(dst, dst + kBytes, cols, n, xStride, true);
+        if (dtype !== 'q4_k') kTiles(dst, dst + kBytes, cols, n, xStride, true);
         else (simd === 'relaxed' ? kTilesRelaxed : kTiles)(dst, dst + kBytes, cols, n, xStride);
         qtiles[0] = dst + kBytes;
       }
