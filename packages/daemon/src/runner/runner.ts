@@ -12,6 +12,7 @@ import { compileConstraint, createReferenceBackend, createWasmBackend, loadToken
 import { createDataPlane } from './data-plane.js';
 import { loadRankOn } from './gpu-shard.js';
 import { startRank } from './local.js';
+import { DraftModel } from './draft-model.js';
 import type { FromRunner, RunnerInit, ToRunner } from './protocol.js';
 import { selectRdma, type RdmaSelection } from './rdma-select.js';
 import { POLL_MS, type Driver } from './shard-loop.js';
@@ -85,7 +86,10 @@ export class Runner {
       cpuBackend: (kind) => (kind === 'wasm' ? createWasmBackend({ threads: i.backend?.threads ?? 1 }) : createReferenceBackend()),
     });
     if (note) this.#host.log(note);
-    this.#host.send({ type: 'loaded', loadMs: performance.now() - t0, bytesRead: shard.bytesRead, backend: note ?? i.backend?.kind ?? 'reference' });
+    // The driving rank runs the draft model on CPU (reference kernels), beside its own shard.
+    const draftModel = i.rank === 0 && i.batch?.draftModel ? DraftModel.load(i.batch.draftModel, i.modelDir, { maxBatch: i.maxBatch }) : undefined;
+    const bytesRead = shard.bytesRead + (draftModel?.bytesRead ?? 0);
+    this.#host.send({ type: 'loaded', loadMs: performance.now() - t0, bytesRead, backend: note ?? i.backend?.kind ?? 'reference' });
     if (this.#state !== 'loading') return; // stopped while loading
     this.#state = 'waiting-for-peers';
     const endpoints = this.#peers ?? (await new Promise<TcpPeer[]>((resolve) => (this.#peersArrived = resolve)));
@@ -108,7 +112,7 @@ export class Runner {
     // Output constraints are compiled here, against this model's tokenizer, when a request brings one.
     let vocab: TokenVocabulary | null = null;
     const compile = (spec: ConstraintSpec, stopIds: number[]) => compileConstraint(spec, (vocab ??= loadTokenizer(i.modelDir).vocabulary()), { vocabSize: shard.config.vocabSize, stopIds });
-    const started = startRank(plane.group, i.layout, shard, { stepMs: i.stepMs, pollMs, compile, batch: i.batch });
+    const started = startRank(plane.group, i.layout, shard, { stepMs: i.stepMs, pollMs, compile, batch: i.batch, draftModel });
     this.#driver = started.driver;
     this.#state = 'ready';
     this.#host.send({ type: 'ready', links: plane.links, dataPlane: plane.summary });
