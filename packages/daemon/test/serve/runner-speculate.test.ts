@@ -39,3 +39,25 @@ it('a one-process instance that speculates by default streams the plain tokens; 
     await Promise.all(runners.map((r) => r.stop(500)));
   }
 }, 60_000);
+
+it('a runner with a draft model (RunnerInit.batch.draftModel) speculates with it by default and streams the plain tokens; one whose draft model cannot load dies naming the path', async () => {
+  const model = loadInProcessModel(dir);
+  const prompt = [1, 12, 23, 34, 45];
+  const want = await generate(model, prompt, { maxTokens: 20, stopTokenIds: [] });
+  model.dispose();
+  const base = { modelDir: dir, layout: { stages: pipelineStages(2, 1), tensor: 1 }, groupId: 'test-draft', secret: 'ef'.repeat(16), listenHost: '127.0.0.1' };
+  // The model as its own draft: every drafted token is confirmed.
+  const runners = await startLocalInstance({ ...base, batch: { sequences: 2, prefixCacheBytes: 0, speculate: 'draft', draftModel: dir } });
+  try {
+    const seen: number[] = [];
+    const spec = await runners[0].generate({ promptIds: prompt, maxTokens: 20, stopTokenIds: [] }, (t) => seen.push(t));
+    expect(spec.tokens).toEqual(want.tokens);
+    expect(seen).toEqual(want.tokens);
+    expect(spec.speculation!.drafted).toBeGreaterThan(0);
+    expect(spec.speculation!.accepted).toBe(spec.speculation!.drafted);
+  } finally {
+    await Promise.all(runners.map((r) => r.stop(500)));
+  }
+  const missing = join(dir, 'no-such-draft');
+  await expect(startLocalInstance({ ...base, groupId: 'test-draft-missing', batch: { sequences: 2, prefixCacheBytes: 0, speculate: 'draft', draftModel: missing } })).rejects.toThrow(`draft model ${missing}`);
+}, 60_000);
