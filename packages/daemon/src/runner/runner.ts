@@ -78,16 +78,17 @@ export class Runner {
     const pollMs = i.pollMs ?? POLL_MS;
     // The shard's all-reduce needs the group, which exists only after every rank is listening.
     // gpu: WebGPU, or the wasm kernels when the GPU cannot be used (the note says why).
+    const cpuBackend = (kind: 'reference' | 'wasm') => (kind === 'wasm' ? createWasmBackend({ threads: i.backend?.threads ?? 1 }) : createReferenceBackend());
     const { shard, note } = await loadRankOn(i.backend ?? { kind: 'reference' }, i.modelDir, i.layout, i.rank, () => this.#group!, {
       maxBatch: i.maxBatch,
       maxSeqLen: i.maxSeqLen,
       stepMs: i.stepMs,
       pollMs,
-      cpuBackend: (kind) => (kind === 'wasm' ? createWasmBackend({ threads: i.backend?.threads ?? 1 }) : createReferenceBackend()),
+      cpuBackend,
     });
     if (note) this.#host.log(note);
-    // The driving rank runs the draft model on CPU (reference kernels), beside its own shard.
-    const draftModel = i.rank === 0 && i.batch?.draftModel ? DraftModel.load(i.batch.draftModel, i.modelDir, { maxBatch: i.maxBatch }) : undefined;
+    // The driving rank runs the draft model on CPU beside its own shard: the wasm kernels unless the rank runs the reference ones.
+    const draftModel = i.rank === 0 && i.batch?.draftModel ? DraftModel.load(i.batch.draftModel, i.modelDir, { maxBatch: i.maxBatch, backend: cpuBackend(i.backend?.kind === 'reference' || !i.backend ? 'reference' : 'wasm') }) : undefined;
     const bytesRead = shard.bytesRead + (draftModel?.bytesRead ?? 0);
     this.#host.send({ type: 'loaded', loadMs: performance.now() - t0, bytesRead, backend: note ?? i.backend?.kind ?? 'reference' });
     if (this.#state !== 'loading') return; // stopped while loading
