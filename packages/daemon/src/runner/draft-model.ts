@@ -42,8 +42,10 @@ export class DraftModel {
   readonly #states = new Map<Drafting, DraftState>();
   /** Ids past the target's vocabulary end a proposal (a draft whose rows are padded wider). */
   readonly #targetVocab: number;
-  /** Forwards run and rows fed, proposals made. */
+  /** Forwards run and rows fed. */
   readonly stats = { forwards: 0, rows: 0 };
+  /** Proposals run one at a time: a pipeline's lanes step concurrently, and a shard runs one forward at a time. */
+  #chain: Promise<void> = Promise.resolve();
 
   constructor(dir: string, shard: ModelShard, targetVocab: number) {
     this.dir = dir;
@@ -77,7 +79,13 @@ export class DraftModel {
    * Leaves in `proposal` the draft of every decoding sequence among `seqs` that drafts with this
    * model: each asks its draft length once per step, and at most `spare` tokens are proposed.
    */
-  async propose(seqs: readonly (Drafting & { fed: number })[], spare: number): Promise<void> {
+  propose(seqs: readonly (Drafting & { fed: number })[], spare: number): Promise<void> {
+    const run = this.#chain.then(() => this.#propose(seqs, spare));
+    this.#chain = run.catch(() => undefined);
+    return run;
+  }
+
+  async #propose(seqs: readonly (Drafting & { fed: number })[], spare: number): Promise<void> {
     const jobs: Job[] = [];
     for (const seq of seqs) {
       if (!seq.byModel || !seq.draft || seq.fed < seq.req.promptIds.length || seq.tokens.length === 0) continue;
