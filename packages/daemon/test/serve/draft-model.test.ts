@@ -150,6 +150,8 @@ describe('draft-model speculation, split instances', () => {
         { promptIds: promptOf(10, 7), maxTokens: 24, stopTokenIds: [] },
         { promptIds: promptOf(11, 7), maxTokens: 24, stopTokenIds: [], temperature: 0.7, seed: 5 },
         { promptIds: promptOf(12, 9), maxTokens: 12, stopTokenIds: [], speculate: 'off' },
+        // A fourth: the pipeline's two lanes both hold drafting sequences and propose at the same time.
+        { promptIds: promptOf(13, 5), maxTokens: 20, stopTokenIds: [] },
       ];
       const want = await inOrder(reqs);
       const got = await Promise.all(reqs.map((r) => driver.generate(r, () => true)));

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { generate, loadInProcessModel, pipelineStages } from '@orchard/engine';
 import { writeRandomModel } from '@orchard/engine/testing';
-import { startLocalInstance } from '../../src/runner/runner-process.js';
+import { InvalidRequestError, startLocalInstance } from '../../src/runner/runner-process.js';
 
 let dir: string;
 beforeAll(() => {
@@ -35,6 +35,11 @@ it('a one-process instance that speculates by default streams the plain tokens; 
     const off = await runners[0].generate({ promptIds: prompt, maxTokens: 30, stopTokenIds: [], speculate: 'off' }, () => undefined);
     expect(off.tokens).toEqual(want.tokens);
     expect(off.speculation).toBeUndefined();
+    // Asking for the draft model of an instance that has none is the request's fault (a 400), not the instance's.
+    const noDraft = runners[0].generate({ promptIds: prompt, maxTokens: 4, stopTokenIds: [], speculate: 'draft' }, () => undefined);
+    await expect(noDraft).rejects.toThrow(/no draft model/);
+    await expect(noDraft).rejects.toBeInstanceOf(InvalidRequestError);
+    expect(runners[0].dead).toBeNull();
   } finally {
     await Promise.all(runners.map((r) => r.stop(500)));
   }
