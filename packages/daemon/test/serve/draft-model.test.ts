@@ -143,7 +143,7 @@ describe('draft-model speculation, split instances', () => {
     ['2-stage pipeline', { stages: pipelineStages(4, 2), tensor: 1 }],
     ['tensor parallel 2', { stages: pipelineStages(4, 1), tensor: 2 }],
   ] as [string, InstanceLayout][]) {
-    it(`${name}: plain tokens (greedy and seeded sampling) beside a sequence that does not speculate; its own draft confirmed whole`, async () => {
+    it(`${name}: plain tokens (greedy and seeded sampling) beside a sequence that does not speculate; its own draft confirmed whole; a client gone mid-speculation frees its slot`, async () => {
       const draftModel = DraftModel.load(target, target, { maxBatch: 16 });
       const { driver, close } = await startSplit(target, layout, { maxBatch: 16, batch: { sequences: 4, prefixCacheBytes: 2 ** 20, speculate: 'draft' }, draftModel });
       const reqs: GenerateRequest[] = [
@@ -160,7 +160,14 @@ describe('draft-model speculation, split instances', () => {
       expect(got[0].speculation!.accepted).toBe(got[0].speculation!.drafted);
       expect(got[1].speculation!.drafted).toBeGreaterThan(0);
       expect(got[2].speculation).toBeUndefined();
+      // A client gone mid-speculation: the stream ends at that token, the slot and the draft cache are free.
+      let n = 0;
+      const gone = await driver.generate(reqs[0], () => ++n < 7);
+      expect(gone.finishReason).toBe('abort');
+      expect(gone.tokens).toEqual(want[0].tokens.slice(0, 7));
       expect(draftModel.held).toBe(0);
+      const again = await Promise.all(Array.from({ length: 4 }, () => driver.generate(reqs[0], () => true)));
+      for (const o of again) expect(o.tokens).toEqual(want[0].tokens);
       await close();
     });
   }
