@@ -153,20 +153,22 @@ export class DraftModel {
 }
 
 /**
- * Throws unless the models in `draftDir` and `targetDir` spell every id the same (tokenizer vocabulary,
- * added tokens included) and mark the same special tokens: then a draft's ids mean to the target what
- * they meant to the draft. The models' own vocabulary rows may differ in padding past the tokenizer's.
+ * Throws unless the models in `draftDir` and `targetDir` spell every id both define the same (tokenizer
+ * vocabulary, added tokens included) and mark the same of them special: then a draft's ids mean to the
+ * target what they meant to the draft. Ids only one side has are allowed — padding rows (a GGUF names
+ * them [PADn], a family's small and large models pad their vocabularies differently) or tokens the other
+ * lacks: verification is exact, so such a draft token is only ever rejected, never wrong.
  */
 export function checkSameTokenizer(draftDir: string, targetDir: string): void {
   const draft = loadTokenizer(draftDir).vocabulary();
   const target = loadTokenizer(targetDir).vocabulary();
+  const common = Math.min(draft.tokens.length, target.tokens.length);
   const differs = (what: string) => new Error(`draft model ${draftDir} does not share the tokenizer of ${targetDir}: ${what}`);
-  if (draft.tokens.length !== target.tokens.length) throw differs(`a vocabulary of ${draft.tokens.length} tokens vs ${target.tokens.length}`);
-  const at = draft.tokens.findIndex((t, id) => t !== target.tokens[id]);
-  if (at >= 0) throw differs(`token ${at} is ${JSON.stringify(draft.tokens[at] ?? '')} vs ${JSON.stringify(target.tokens[at] ?? '')}`);
-  const ids = new Set([...Object.keys(draft.specials), ...Object.keys(target.specials)].map(Number));
-  for (const id of [...ids].sort((a, b) => a - b))
-    if (draft.specials[id] !== target.specials[id]) throw differs(`special token ${id} is ${JSON.stringify(draft.specials[id] ?? 'not special')} vs ${JSON.stringify(target.specials[id] ?? 'not special')}`);
+  const kind = (special: string | undefined) => (special === undefined ? 'plain' : 'special');
+  for (let id = 0; id < common; id++) {
+    if (draft.tokens[id] !== target.tokens[id]) throw differs(`token ${id} is ${JSON.stringify(draft.tokens[id] ?? '')} vs ${JSON.stringify(target.tokens[id] ?? '')}`);
+    if (draft.specials[id] !== target.specials[id]) throw differs(`token ${id} (${JSON.stringify(draft.tokens[id])}) is ${kind(draft.specials[id])} in the draft and ${kind(target.specials[id])} in the target`);
+  }
 }
 
 /**

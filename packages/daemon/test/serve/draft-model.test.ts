@@ -1,8 +1,8 @@
 /**
  * Speculation with a draft model (runner/draft-model.ts) in both drivers: the output is plain decode's,
  * token for token (greedy and seeded sampling), unsplit, pipeline 2 and tensor 2, beside sequences that
- * do not speculate or speculate by prompt lookup. The target as its own draft has every draft token
- * confirmed; a smaller random draft of the same tokenizer fewer. A draft with another tokenizer is
+ * do not speculate or speculate by prompt lookup. The target as its own draft (its HF directory, or it
+ * converted to GGUF) has every draft token confirmed; a smaller random draft of the same tokenizer fewer. A draft with another tokenizer is
  * refused naming both models; `draft` without a draft model is the request's error; a client gone
  * mid-speculation frees its slot and its draft cache.
  */
@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generate, loadInProcessModel, pipelineStages, type InProcessModel, type InstanceLayout } from '@orchard/engine';
 import { writeRandomModel } from '@orchard/engine/testing';
+import { hfToGguf } from '@orchard/engine/gguf';
 import { BatchDriver } from '../../src/runner/batch-driver.js';
 import { DraftModel } from '../../src/runner/draft-model.js';
 import { loadRankShard } from '../../src/runner/local.js';
@@ -23,7 +24,7 @@ let root: string;
 let target: string;
 /** Same tokenizer, other weights, fewer layers. */
 let small: string;
-/** Another tokenizer: one special token more. */
+/** Another tokenizer: the same special tokens in another order. */
 let foreign: string;
 let single: InProcessModel;
 const one = { stages: pipelineStages(4, 1), tensor: 1 };
@@ -35,7 +36,7 @@ beforeAll(() => {
   foreign = join(root, 'foreign');
   writeRandomModel(target, { numLayers: 4, hiddenSize: 64, numHeads: 4, numKvHeads: 2, seed: 23 });
   writeRandomModel(small, { numLayers: 1, hiddenSize: 32, numHeads: 2, numKvHeads: 1, seed: 24 });
-  writeRandomModel(foreign, { numLayers: 1, hiddenSize: 32, numHeads: 2, numKvHeads: 1, seed: 24, tokenizer: { specialTokens: ['<|endoftext|>', '<|im_start|>', '<|im_end|>', '<|extra|>'] } });
+  writeRandomModel(foreign, { numLayers: 1, hiddenSize: 32, numHeads: 2, numKvHeads: 1, seed: 24, tokenizer: { specialTokens: ['<|im_start|>', '<|endoftext|>', '<|im_end|>'] } });
   single = loadInProcessModel(target, { maxBatch: 16 });
 });
 afterAll(() => {
@@ -127,8 +128,28 @@ describe('draft-model speculation, one rank', () => {
     await driver.stop();
   });
 
+  it('a GGUF draft (the target converted): its tokenizer, rebuilt from the GGUF, passes the check; plain tokens, every draft token confirmed', async () => {
+    const gguf = join(root, 'target-f32.gguf');
+    hfToGguf(target, gguf, { dtype: 'f32' });
+    const { driver, draftModel } = batchDriver(gguf);
+    const reqs: GenerateRequest[] = [
+      { promptIds: promptOf(14, 6), maxTokens: 20, stopTokenIds: [] },
+      { promptIds: promptOf(15, 9), maxTokens: 20, stopTokenIds: [], temperature: 0.9, seed: 2 },
+    ];
+    const want = await inOrder(reqs);
+    const got = await Promise.all(reqs.map((r) => driver.generate(r, () => true)));
+    got.forEach((o, i) => expect(o.tokens, `request ${i}`).toEqual(want[i].tokens));
+    expect(got[0].speculation!.drafted).toBeGreaterThan(0);
+    expect(got[0].speculation!.accepted).toBe(got[0].speculation!.drafted);
+    expect(draftModel.dir).toBe(gguf);
+    await driver.stop();
+  });
+
   it("a draft with another tokenizer is refused naming both models; 'draft' without a draft model is the request's error", async () => {
-    expect(() => DraftModel.load(foreign, target)).toThrow(`draft model ${foreign} does not share the tokenizer of ${target}: a vocabulary of 260 tokens vs 259`);
+    expect(() => DraftModel.load(foreign, target)).toThrow(`draft model ${foreign} does not share the tokenizer of ${target}: token 256 is "<|im_start|>" vs "<|endoftext|>"`);
+    const plainMarker = join(root, 'plain-marker');
+    writeRandomModel(plainMarker, { numLayers: 1, hiddenSize: 32, numHeads: 2, numKvHeads: 1, tokenizer: { plainTokens: ['<|im_start|>'] } });
+    expect(() => DraftModel.load(plainMarker, target)).toThrow(`draft model ${plainMarker} does not share the tokenizer of ${target}: token 257 ("<|im_start|>") is plain in the draft and special in the target`);
     expect(() => DraftModel.load(join(root, 'missing'), target)).toThrow(`draft model ${join(root, 'missing')}`);
     const [group] = createSimGroup(1);
     const driver = new BatchDriver(loadRankShard(target, one, 0, group, { maxBatch: 8 }));
