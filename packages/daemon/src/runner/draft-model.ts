@@ -2,8 +2,9 @@
  * Speculation with a small draft model, run on CPU by the driving process (a one-rank runner, or rank 0
  * of a split instance). Before a step is planned, every sequence that drafts with it gets up to its
  * adaptive length of tokens, proposed greedily: the draft model first takes the sequence's confirmed
- * tokens it has not seen (its own KV cache per sequence), then feeds back its own argmax, one row per
- * sequence per forward, all such sequences batched in one forwardBatch. Verification is the target's
+ * tokens it has not seen (its own KV cache per sequence; a prompt is taken chunk by chunk as the target
+ * prefills it), then feeds back its own argmax, one row per sequence per forward, all such sequences
+ * batched in one forwardBatch. Verification is the target's
  * (pickVerified): a deterministic draft needs nothing more for output identical to plain decode, greedy
  * or sampled. After verification the draft cache keeps only the rows of tokens the sequence confirmed
  * (the longest prefix it shares with the confirmed text), so a rejected proposal costs nothing later.
@@ -42,8 +43,8 @@ export class DraftModel {
   readonly #states = new Map<Drafting, DraftState>();
   /** Ids past the target's vocabulary end a proposal (a draft whose rows are padded wider). */
   readonly #targetVocab: number;
-  /** Forwards run and rows fed. */
-  readonly stats = { forwards: 0, rows: 0 };
+  /** Forwards run and rows fed; the most forwards one proposal (one step) ran. */
+  readonly stats = { forwards: 0, rows: 0, longest: 0 };
   /** Proposals run one at a time: a pipeline's lanes step concurrently, and a shard runs one forward at a time. */
   #chain: Promise<void> = Promise.resolve();
 
@@ -86,27 +87,37 @@ export class DraftModel {
   }
 
   async #propose(seqs: readonly (Drafting & { fed: number })[], spare: number): Promise<void> {
+    const max = this.shard.maxBatch;
     const jobs: Job[] = [];
     for (const seq of seqs) {
-      if (!seq.byModel || !seq.draft || seq.fed < seq.req.promptIds.length || seq.tokens.length === 0) continue;
-      seq.proposal = [];
-      const context = [...seq.req.promptIds, ...seq.tokens];
+      if (!seq.byModel || !seq.draft) continue;
+      const prompting = seq.fed < seq.req.promptIds.length;
+      if (!prompting) seq.proposal = [];
+      // What the target has taken so far; a decoding sequence's last token is always fed again (its logits draft).
+      const context = prompting ? seq.req.promptIds.slice(0, seq.fed) : [...seq.req.promptIds, ...seq.tokens];
       const state = this.#stateOf(seq);
-      // The draft cache holds at most context + want - 1 rows.
-      const want = Math.min(draftLimit(seq, seq.draft.next(), spare), state.cache.capacity - context.length + 1);
-      if (want < 1) continue;
-      // Rows of tokens the sequence did not confirm are dropped; the last token is always fed (its logits draft).
+      if (context.length > state.cache.capacity) continue;
+      // Rows of tokens the sequence did not confirm are dropped.
       let keep = 0;
-      while (keep < state.fed.length && keep < context.length - 1 && state.fed[keep] === context[keep]) keep++;
+      while (keep < state.fed.length && keep < context.length - (prompting ? 0 : 1) && state.fed[keep] === context[keep]) keep++;
       state.fed.length = keep;
       state.cache.length = keep;
-      jobs.push({ seq, state, pending: context.slice(keep), want, out: seq.proposal });
+      const behind = context.length - keep;
+      // Catching up — a prompt as the target prefills it, or a long stretch the draft has not seen (a
+      // restored prefix) — takes at most one forward's rows per step, so no step waits long on the draft.
+      if (prompting || behind > max) {
+        if (behind > 0) jobs.push({ seq, state, pending: context.slice(keep, keep + max), want: 0, out: [] });
+        continue;
+      }
+      // The draft cache holds at most context + want - 1 rows.
+      const want = Math.min(draftLimit(seq, seq.draft.next(), spare), state.cache.capacity - context.length + 1);
+      if (want >= 1) jobs.push({ seq, state, pending: context.slice(keep), want, out: seq.proposal! });
     }
-    const max = this.shard.maxBatch;
-    for (;;) {
-      // Sequences with the fewest ids to feed first: a newcomer's unseen prompt takes the rows left.
+    for (let forwards = 1; ; forwards++) {
+      // Sequences with the fewest ids to feed first: a long catch-up takes the rows left.
       const live = jobs.filter((j) => j.pending.length > 0).sort((a, b) => a.pending.length - b.pending.length);
       if (!live.length) return;
+      this.stats.longest = Math.max(this.stats.longest, forwards);
       const step: { job: Job; ids: number[] }[] = [];
       let room = max;
       for (const job of live) {
@@ -120,7 +131,7 @@ export class DraftModel {
       this.stats.rows += max - room;
       step.forEach(({ job, ids }, i) => {
         job.state.fed.push(...ids);
-        if (job.pending.length > 0) return;
+        if (job.pending.length > 0 || job.out.length >= job.want) return;
         const id = argmax(outs[i]);
         if (id >= this.#targetVocab) return;
         job.out.push(id);

@@ -53,8 +53,8 @@ async function inOrder(reqs: GenerateRequest[]) {
 }
 const plain = (r: GenerateRequest) => generate(single, r.promptIds, { maxTokens: r.maxTokens, stopTokenIds: r.stopTokenIds, temperature: r.temperature, topP: r.topP, seed: r.seed });
 
-function batchDriver(draftDir: string, o: { maxSequences?: number } = {}) {
-  const draftModel = DraftModel.load(draftDir, target, { maxBatch: 24 });
+function batchDriver(draftDir: string, o: { maxSequences?: number } = {}, draftRows = 24) {
+  const draftModel = DraftModel.load(draftDir, target, { maxBatch: draftRows });
   const [group] = createSimGroup(1);
   return { draftModel, driver: new BatchDriver(loadRankShard(target, one, 0, group, { maxBatch: 24 }), { speculate: 'draft', draftModel, ...o }) };
 }
@@ -97,6 +97,32 @@ describe('draft-model speculation, one rank', () => {
     expect(drafted).toBeGreaterThan(0);
     expect(accepted).toBeLessThan(drafted);
     expect(draftModel.stats.forwards).toBeGreaterThan(0);
+    await driver.stop();
+  });
+
+  it('a draft taking 4 rows per forward: long prompts and a restored prefix are caught up a forward per step; plain tokens, every draft token confirmed', async () => {
+    const { driver, draftModel } = batchDriver(target, {}, 4);
+    const long = promptOf(16, 40);
+    const reqs: GenerateRequest[] = [
+      { promptIds: long, maxTokens: 16, stopTokenIds: [] },
+      { promptIds: promptOf(17, 3), maxTokens: 24, stopTokenIds: [] },
+    ];
+    const want = await inOrder(reqs);
+    const got = await Promise.all(reqs.map((r) => driver.generate(r, () => true)));
+    got.forEach((o, i) => expect(o.tokens, `request ${i}`).toEqual(want[i].tokens));
+    // The same prompt again: the target restores it from the prefix cache, the draft feeds it anew.
+    const again = await driver.generate(reqs[0], () => true);
+    expect(again.cachedPromptTokens).toBeGreaterThan(0);
+    expect(again.tokens).toEqual(want[0].tokens);
+    for (const o of [...got, again]) {
+      expect(o.speculation!.drafted).toBeGreaterThan(0);
+      expect(o.speculation!.accepted).toBe(o.speculation!.drafted);
+    }
+    // Both times the draft fed the whole long prompt, but never in one step: a step's proposal runs at most
+    // two forwards of catch-up (4 rows of each sequence) and 7 for the rest of an 8-token draft (all of
+    // a 40-token prompt at once would take 10 forwards before drafting).
+    expect(draftModel.stats.rows).toBeGreaterThanOrEqual(2 * long.length);
+    expect(draftModel.stats.longest).toBeLessThanOrEqual(9);
     await driver.stop();
   });
 
