@@ -218,4 +218,13 @@ describe('draft-model speculation, split instances', () => {
       await close();
     });
   }
+
+  it("a split instance without a draft model refuses a request for 'draft' as the request's error and serves on", async () => {
+    const { driver, close } = await startSplit(target, { stages: pipelineStages(4, 2), tensor: 1 }, { maxBatch: 16, batch: { sequences: 2, prefixCacheBytes: 0 } });
+    const req = { promptIds: promptOf(18, 5), maxTokens: 8, stopTokenIds: [] };
+    await expect(driver.generate({ ...req, speculate: 'draft' }, () => true)).rejects.toThrow(RangeError);
+    expect(driver.broken).toBeNull();
+    expect((await driver.generate(req, () => true)).tokens).toEqual((await plain(req)).tokens);
+    await close();
+  });
 });
