@@ -20,6 +20,8 @@ export interface DraftModelOptions {
   maxBatch?: number;
   /** @default the reference kernels */
   backend?: Backend;
+  /** The target's context: the draft's KV caches hold as much, up to its own max_position_embeddings. @default 4096 */
+  maxSeqLen?: number;
 }
 
 /** A sequence's draft cache and the ids it holds rows of, in order. */
@@ -63,7 +65,8 @@ export class DraftModel {
       checkSameTokenizer(dir, targetDir);
       const config = loadModelConfig(dir);
       const layout = { stages: pipelineStages(config.numLayers, 1), tensor: 1 };
-      const shard = loadShard(dir, shardSpecOf(layout, 0), { config, backend: o.backend, maxBatch: o.maxBatch });
+      const maxSeqLen = Math.min(o.maxSeqLen ?? 4096, config.maxPositionEmbeddings);
+      const shard = loadShard(dir, shardSpecOf(layout, 0), { config, backend: o.backend, maxBatch: o.maxBatch, maxSeqLen });
       return new DraftModel(dir, shard, loadModelConfig(targetDir).vocabSize);
     } catch (err) {
       const message = (err as Error).message;

@@ -88,7 +88,7 @@ export class Runner {
     });
     if (note) this.#host.log(note);
     // The driving rank runs the draft model on CPU beside its own shard: the wasm kernels unless the rank runs the reference ones.
-    const draftModel = i.rank === 0 && i.batch?.draftModel ? DraftModel.load(i.batch.draftModel, i.modelDir, { maxBatch: i.maxBatch, backend: cpuBackend(i.backend?.kind === 'reference' || !i.backend ? 'reference' : 'wasm') }) : undefined;
+    const draftModel = i.rank === 0 && i.batch?.draftModel ? DraftModel.load(i.batch.draftModel, i.modelDir, { maxBatch: i.maxBatch, maxSeqLen: i.maxSeqLen, backend: cpuBackend(i.backend?.kind === 'reference' || !i.backend ? 'reference' : 'wasm') }) : undefined;
     const bytesRead = shard.bytesRead + (draftModel?.bytesRead ?? 0);
     this.#host.send({ type: 'loaded', loadMs: performance.now() - t0, bytesRead, backend: note ?? i.backend?.kind ?? 'reference' });
     if (this.#state !== 'loading') return; // stopped while loading

@@ -126,6 +126,21 @@ describe('draft-model speculation, one rank', () => {
     await driver.stop();
   });
 
+  it("a draft with a shorter context drafts while the sequence fits it, then the sequence decodes plainly", async () => {
+    const short = join(root, 'short-context');
+    writeRandomModel(short, { numLayers: 1, hiddenSize: 32, numHeads: 2, numKvHeads: 1, seed: 25, maxPositionEmbeddings: 16 });
+    const draftModel = DraftModel.load(short, target, { maxBatch: 8, maxSeqLen: 256 });
+    expect(draftModel.shard.maxSeqLen).toBe(16);
+    const [group] = createSimGroup(1);
+    const driver = new BatchDriver(loadRankShard(target, one, 0, group, { maxBatch: 24 }), { speculate: 'draft', draftModel });
+    const req = { promptIds: promptOf(19, 6), maxTokens: 30, stopTokenIds: [] };
+    const out = await driver.generate(req, () => true);
+    expect(out.tokens).toEqual((await plain(req)).tokens);
+    expect(out.speculation!.drafted).toBeGreaterThan(0);
+    expect(draftModel.held).toBe(0);
+    await driver.stop();
+  });
+
   it('a stop id and the budget end the stream where plain decode does', async () => {
     const { driver } = batchDriver(target);
     const prompt = promptOf(8, 6);
