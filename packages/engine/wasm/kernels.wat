@@ -8067,6 +8067,87 @@
                           (f32x4.add (v128.const f32x4 1 1 1 1) (call $expf4 (f32x4.neg (local.get $g)))))
                (local.get $u)))
 
+  ;; ---------------------------------------------------------------- RMSNorm, residual add
+  ;; n rows of dim floats: out = weight·(x·scale), scale = 1/√(Σx²/dim + eps), in f64 as the forward
+  ;; pass's TypeScript loop (model/math.ts rmsnorm) does: the products x·x are exact in f64 and each
+  ;; output is one f64 → f32 rounding, so only Σx²'s order differs (two f64x2 lanes of 4-column chunks).
+  (func (export "rmsnorm_rows") (param $out i32) (param $x i32) (param $w i32) (param $n i32) (param $dim i32) (param $eps f64)
+    (local $b i32) (local $i i32) (local $end i32) (local $xo i32) (local $oo i32) (local $v v128) (local $u v128)
+    (local $a0 v128) (local $a1 v128) (local $ss f64) (local $sc f64) (local $s v128) (local $f f64)
+    (local.set $end (i32.shl (i32.and (local.get $dim) (i32.const -4)) (i32.const 2)))
+    (block $bdone
+      (loop $bl
+        (br_if $bdone (i32.ge_u (local.get $b) (local.get $n)))
+        (local.set $xo (i32.add (local.get $x) (i32.shl (i32.mul (local.get $b) (local.get $dim)) (i32.const 2))))
+        (local.set $oo (i32.add (local.get $out) (i32.shl (i32.mul (local.get $b) (local.get $dim)) (i32.const 2))))
+        (local.set $a0 (v128.const i64x2 0 0))
+        (local.set $a1 (v128.const i64x2 0 0))
+        (local.set $i (i32.const 0))
+        (block $sdone
+          (loop $sl
+            (br_if $sdone (i32.ge_u (local.get $i) (local.get $end)))
+            (local.set $v (v128.load (i32.add (local.get $xo) (local.get $i))))
+            (local.set $u (f64x2.promote_low_f32x4 (local.get $v)))
+            (local.set $a0 (f64x2.add (local.get $a0) (f64x2.mul (local.get $u) (local.get $u))))
+            (local.set $u (f64x2.promote_low_f32x4 (i8x16.shuffle 8 9 10 11 12 13 14 15 0 1 2 3 4 5 6 7 (local.get $v) (local.get $v))))
+            (local.set $a1 (f64x2.add (local.get $a1) (f64x2.mul (local.get $u) (local.get $u))))
+            (local.set $i (i32.add (local.get $i) (i32.const 16)))
+            (br $sl)))
+        (local.set $ss (f64.add (f64.add (f64x2.extract_lane 0 (local.get $a0)) (f64x2.extract_lane 1 (local.get $a0)))
+                                (f64.add (f64x2.extract_lane 0 (local.get $a1)) (f64x2.extract_lane 1 (local.get $a1)))))
+        (block $tdone
+          (loop $tl
+            (br_if $tdone (i32.ge_u (local.get $i) (i32.shl (local.get $dim) (i32.const 2))))
+            (local.set $f (f64.promote_f32 (f32.load (i32.add (local.get $xo) (local.get $i)))))
+            (local.set $ss (f64.add (local.get $ss) (f64.mul (local.get $f) (local.get $f))))
+            (local.set $i (i32.add (local.get $i) (i32.const 4)))
+            (br $tl)))
+        (local.set $sc (f64.div (f64.const 1) (f64.sqrt (f64.add (f64.div (local.get $ss) (f64.convert_i32_u (local.get $dim))) (local.get $eps)))))
+        (local.set $s (f64x2.splat (local.get $sc)))
+        (local.set $i (i32.const 0))
+        (block $odone
+          (loop $ol
+            (br_if $odone (i32.ge_u (local.get $i) (local.get $end)))
+            (local.set $v (v128.load (i32.add (local.get $xo) (local.get $i))))
+            (local.set $u (v128.load (i32.add (local.get $w) (local.get $i))))
+            (v128.store (i32.add (local.get $oo) (local.get $i))
+              (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23
+                (f32x4.demote_f64x2_zero (f64x2.mul (f64x2.promote_low_f32x4 (local.get $u)) (f64x2.mul (f64x2.promote_low_f32x4 (local.get $v)) (local.get $s))))
+                (f32x4.demote_f64x2_zero (f64x2.mul
+                  (f64x2.promote_low_f32x4 (i8x16.shuffle 8 9 10 11 12 13 14 15 0 1 2 3 4 5 6 7 (local.get $u) (local.get $u)))
+                  (f64x2.mul (f64x2.promote_low_f32x4 (i8x16.shuffle 8 9 10 11 12 13 14 15 0 1 2 3 4 5 6 7 (local.get $v) (local.get $v))) (local.get $s))))))
+            (local.set $i (i32.add (local.get $i) (i32.const 16)))
+            (br $ol)))
+        (block $t2done
+          (loop $t2l
+            (br_if $t2done (i32.ge_u (local.get $i) (i32.shl (local.get $dim) (i32.const 2))))
+            (f32.store (i32.add (local.get $oo) (local.get $i))
+              (f32.demote_f64 (f64.mul (f64.promote_f32 (f32.load (i32.add (local.get $w) (local.get $i))))
+                (f64.mul (f64.promote_f32 (f32.load (i32.add (local.get $xo) (local.get $i)))) (local.get $sc)))))
+            (local.set $i (i32.add (local.get $i) (i32.const 4)))
+            (br $t2l)))
+        (local.set $b (i32.add (local.get $b) (i32.const 1)))
+        (br $bl))))
+
+  ;; x[i] += y[i] for i < n (the residual stream).
+  (func (export "add_f32") (param $x i32) (param $y i32) (param $n i32)
+    (local $i i32) (local $end i32)
+    (local.set $end (i32.shl (i32.and (local.get $n) (i32.const -4)) (i32.const 2)))
+    (block $done
+      (loop $l
+        (br_if $done (i32.ge_u (local.get $i) (local.get $end)))
+        (v128.store (i32.add (local.get $x) (local.get $i))
+          (f32x4.add (v128.load (i32.add (local.get $x) (local.get $i))) (v128.load (i32.add (local.get $y) (local.get $i)))))
+        (local.set $i (i32.add (local.get $i) (i32.const 16)))
+        (br $l)))
+    (block $tdone
+      (loop $t
+        (br_if $tdone (i32.ge_u (local.get $i) (i32.shl (local.get $n) (i32.const 2))))
+        (f32.store (i32.add (local.get $x) (local.get $i))
+          (f32.add (f32.load (i32.add (local.get $x) (local.get $i))) (f32.load (i32.add (local.get $y) (local.get $i)))))
+        (local.set $i (i32.add (local.get $i) (i32.const 4)))
+        (br $t))))
+
   ;; a[i] = silu(a[i])·b[i] = a[i]/(1 + e^−a[i])·b[i] for i < n.
   (func (export "swiglu") (param $a i32) (param $b i32) (param $n i32)
     (local $o i32) (local $end i32)

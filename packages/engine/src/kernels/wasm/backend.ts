@@ -269,10 +269,41 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
   function matmul(out: Float32Array, w: Weight, x: Float32Array, n: number): void {
     if (!Number.isInteger(n) || n < 0) throw new Error(`wasm backend: bad batch size ${n}`);
     check(out, w, x, n);
-    const { dtype, rows, cols } = w;
-    if (n === 0 || rows === 0) return;
-    const outAddr = arena.addressOf(out, 'output buffer');
-    const wAddr = arena.addressOf(w.bytes, `${dtype} weight [${rows}, ${cols}]`);
+    if (n === 0 || w.rows === 0) return;
+    run(out, w, n, prepare(w, x, n));
+  }
+
+  /**
+   * Several weights against one input (q/k/v, gate/up): the activations are prepared once per dtype and
+   * layout among them (the same preparation matmul does), then each weight's kernel runs on them.
+   */
+  function matmulShared(jobs: readonly { out: Float32Array; w: Weight }[], x: Float32Array, n: number): void {
+    if (!Number.isInteger(n) || n < 0) throw new Error(`wasm backend: bad batch size ${n}`);
+    for (const { out, w } of jobs) check(out, w, x, n);
+    if (n === 0) return;
+    const done = new Set<number>();
+    jobs.forEach((job, i) => {
+      if (done.has(i) || job.w.rows === 0) return;
+      const prep = prepare(job.w, x, n);
+      jobs.forEach((other, j) => {
+        if (done.has(j) || other.w.rows === 0 || other.w.dtype !== job.w.dtype || other.w.packed !== job.w.packed || other.w.cols !== job.w.cols) return;
+        done.add(j);
+        run(other.out, other.w, n, prep);
+      });
+    });
+  }
+
+  interface Prepared {
+    xAddr: number;
+    xStride: number;
+  }
+
+  /**
+   * The kernels' form of the activations for `w`'s dtype and layout, in scratch (plain f32 stays where it
+   * is); sets the tile address and MLX parameters the kernels read. Valid until the next prepare.
+   */
+  function prepare(w: Weight, x: Float32Array, n: number): Prepared {
+    const { dtype, cols } = w;
     let xAddr = arena.addressOf(x, 'input buffer');
     let xStride = cols * 4;
     if (dtype === 'f16' || dtype === 'bf16') {
@@ -341,6 +372,13 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
       }
       xAddr = dst;
     }
+    return { xAddr, xStride };
+  }
+
+  function run(out: Float32Array, w: Weight, n: number, { xAddr, xStride }: Prepared): void {
+    const { dtype, rows, cols } = w;
+    const outAddr = arena.addressOf(out, 'output buffer');
+    const wAddr = arena.addressOf(w.bytes, `${dtype} weight [${rows}, ${cols}]`);
     const kernel = w.packed
       ? PACKED_KERNEL[isMlx(dtype) ? 'mlx4' : (dtype as keyof typeof PACKED_KERNEL)]
       : isMlx(dtype)
@@ -454,6 +492,7 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
       matmul(out, w, x, 1);
     },
     matmul,
+    matmulShared,
     usedBytes: () => arena.used,
     release: (buf: Float32Array | Uint8Array) => arena.release(buf, 'released buffer'),
     memoryBytes: () => memory.buffer.byteLength,
@@ -472,6 +511,16 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
         throw new Error(`wasm swiglu: need ${n} values, have ${a.length} and ${b.length}`);
       }
       k.swiglu(arena.addressOf(a, 'swiglu gate'), arena.addressOf(b, 'swiglu up'), n);
+    },
+    rmsnorm(out: Float32Array, x: Float32Array, weight: Float32Array, n: number, dim: number, eps: number) {
+      if (!Number.isInteger(n) || !Number.isInteger(dim) || n < 0 || dim < 1 || x.length < n * dim || out.length < n * dim || weight.length < dim) {
+        throw new Error(`wasm rmsnorm: ${n} rows of ${dim} need ${n * dim} values and a weight of ${dim}; have ${x.length}, ${out.length}, ${weight.length}`);
+      }
+      k.rmsnorm_rows(arena.addressOf(out, 'rmsnorm output'), arena.addressOf(x, 'rmsnorm input'), arena.addressOf(weight, 'rmsnorm weight'), n, dim, eps);
+    },
+    add(x: Float32Array, y: Float32Array, n: number) {
+      if (!Number.isInteger(n) || n < 0 || x.length < n || y.length < n) throw new Error(`wasm add: need ${n} values, have ${x.length} and ${y.length}`);
+      k.add_f32(arena.addressOf(x, 'residual'), arena.addressOf(y, 'residual update'), n);
     },
     threadStats: () => ({ ...pool.stats }),
     dispose() {
