@@ -86,6 +86,12 @@ export interface WasmBackend extends Backend {
    * ulp of model/math.ts's swiglu). Single-threaded: it is O(ffn) per token.
    */
   swiglu(a: Float32Array, b: Float32Array, n: number): void;
+  /** The contract's optional RMSNorm rows (wasm rmsnorm_rows; single-threaded, O(hidden) per token). */
+  rmsnorm(out: Float32Array, x: Float32Array, weight: Float32Array, n: number, dim: number, eps: number): void;
+  /** The contract's optional residual add. */
+  add(x: Float32Array, y: Float32Array, n: number): void;
+  /** The contract's optional shared-input matmuls: the activations prepared once per weight format. */
+  matmulShared(jobs: readonly { out: Float32Array; w: Weight }[], x: Float32Array, n: number): void;
   /** Kernels offered to the worker threads and row chunks the workers computed (the rest: caller). */
   threadStats(): { sharedJobs: number; workerChunks: number };
   /** e^x (x ≤ 0) as the softmax in `attention` computes it (f32 SIMD exp); exposed for tests. */
