@@ -8,7 +8,7 @@
  * The result is this rank's partial sum; the forward pass's all-reduce adds the other ranks' experts.
  */
 import type { ModelConfig, MoeConfig } from '../config/config.js';
-import type { Backend } from '../kernels/backend.js';
+import { type Backend, matmuls } from '../kernels/backend.js';
 import { swigluMlp } from './mlp.js';
 import { Router } from './routing.js';
 import type { TensorSlice } from './tensor-split.js';
@@ -114,8 +114,7 @@ export class MoeBlock {
     const I = w.gate.rows;
     const be = this.#be;
     const limit = this.#moe.swigluLimit;
-    be.matmul(this.#hb, w.gate, this.#rows, m);
-    be.matmul(this.#hb2, w.up, this.#rows, m);
+    matmuls(be, [{ out: this.#hb, w: w.gate }, { out: this.#hb2, w: w.up }], this.#rows, m);
     for (let j = 0; j < m; j++) {
       for (let i = 0; i < I; i++) {
         const gate = Math.min(this.#hb[j * I + i] + w.gateBias![i], limit);

@@ -4,6 +4,7 @@ import { WASM_PATHS, WAT_PATH, buildKernels } from '../../wasm/build.js';
 import { withAffineSection } from '../../wasm/affine.js';
 import { withF16Section } from '../../wasm/f16tiles.js';
 import { withKquantSection } from '../../wasm/kquants.js';
+import { withMxtileSection } from '../../wasm/mxfp4tiles.js';
 import { withSection } from '../../wasm/qtiles.js';
 import { SIMD_VARIANTS, selectVariant } from '../../wasm/variants.js';
 
@@ -53,6 +54,11 @@ describe('kernels.wasm', () => {
   it("kernels.wat's MLX affine section is wasm/affine.ts's output (rewrite: pnpm exec tsx packages/engine/wasm/affine.ts)", () => {
     const wat = readFileSync(WAT_PATH, 'utf8');
     expect(withAffineSection(wat) === wat, 'the affine section is stale').toBe(true);
+  });
+
+  it("kernels.wat's MXFP4 prompt-batch section is wasm/mxfp4tiles.ts's output (rewrite: pnpm exec tsx packages/engine/wasm/mxfp4tiles.ts)", () => {
+    const wat = readFileSync(WAT_PATH, 'utf8');
+    expect(withMxtileSection(wat) === wat, 'the mxtile section is stale').toBe(true);
   });
 
   it("kernels.wat's f16 small-batch section is wasm/f16tiles.ts's output (rewrite: pnpm exec tsx packages/engine/wasm/f16tiles.ts)", () => {

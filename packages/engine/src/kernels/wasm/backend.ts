@@ -365,7 +365,8 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
       xStride = cols * 2 + (cols / QK) * 8;
       // Packed prompt batches (wasm $qtiles4/8) widen two 4-row groups at a time per thread (17·cols
       // bytes) and read the activations again in tile layout (quant_tiles: 68 bytes per token and block).
-      const tiles = w.packed !== undefined && n >= 2;
+      // Row-major MXFP4 (gpt-oss experts) takes the same tiles over groups widened from its blocks (wasm/mxfp4tiles.ts).
+      const tiles = (w.packed !== undefined || dtype === 'mxfp4') && n >= 2;
       const stdBytes = Math.ceil((xStride * n) / 16) * 16;
       if (tiles) wideScratch(cols, 17 * cols);
       const dst = scratch(stdBytes + (tiles ? (cols / QK) * 68 * n : 0));
