@@ -11,6 +11,7 @@ import { Usage, type GpuWeight, type GpuWeightChunk } from './buffers.js';
 import {
   ADD,
   ATTENTION,
+  GATHER_ROWS,
   KV_STORE,
   ROPE,
   ROPE_QK_STORE,
@@ -38,7 +39,11 @@ export interface Dispatch {
   readonly bindGroup: GPUBindGroup;
   /** Workgroups for a batch of n tokens. */
   grid(n: number): Grid;
-  /** Recorded only when this holds for the batch (picks matvec vs tiled matmul). */
+  /**
+   * Recorded only when this holds (picks matvec vs tiled matmul). Its argument is the batch size the
+   * kernels are chosen for: the rows of one sequence, which in a step of several sequences is the
+   * largest sequence's (so each row gets the kernels it gets alone), not the step's total.
+   */
   when?(n: number): boolean;
 }
 
@@ -66,7 +71,10 @@ export interface RowNorm {
   eps: number;
 }
 
-/** The per-submission uniform: position of the first token, batch size, sampling seed. */
+/**
+ * The per-submission uniform: position of the first token, batch size, sampling seed, and the row of
+ * the step's activations where these tokens start (a sequence's own Step in a step of several).
+ */
 export class StepUniform {
   readonly buffer: GPUBuffer;
   readonly #data = new Uint32Array(4);
@@ -74,10 +82,11 @@ export class StepUniform {
     this.buffer = ctx.device.createBuffer({ label: 'step', size: 16, usage: Usage.UNIFORM | Usage.COPY_DST });
   }
   /** Queues the write; it lands before the next submit on this queue. */
-  write(ctx: GpuContext, pos0: number, n: number, seed = 0): void {
+  write(ctx: GpuContext, pos0: number, n: number, seed = 0, row0 = 0): void {
     this.#data[0] = pos0;
     this.#data[1] = n;
     this.#data[2] = seed >>> 0;
+    this.#data[3] = row0;
     ctx.device.queue.writeBuffer(this.buffer, 0, this.#data);
   }
   destroy(): void {
@@ -153,6 +162,7 @@ export class GpuKernels {
       this.pipeline('attention', () => ATTENTION);
       this.pipeline('silu_gate', () => SILU_GATE);
       this.pipeline('add', () => ADD);
+      this.pipeline('gather_rows', () => GATHER_ROWS);
       this.pipeline('softmax', () => SOFTMAX);
       this.pipeline('sample', () => SAMPLE);
     });
@@ -466,6 +476,18 @@ export class GpuKernels {
     };
   }
 
+  /** OUT[b] = X[ROWS[b]] over [n, width] (`rows`: u32 row indices the caller writes per step). */
+  gatherRows(rows: GPUBuffer, x: GPUBuffer, out: GPUBuffer, width: number, step: StepUniform): Dispatch {
+    const pipeline = this.pipeline('gather_rows', () => GATHER_ROWS);
+    const params = this.params('gather_rows.params', [['u32', width]]);
+    return {
+      label: 'gather_rows',
+      pipeline,
+      bindGroup: this.bind('gather_rows', pipeline, [params, step.buffer, rows, x, out]),
+      grid: (n) => flat(n * width),
+    };
+  }
+
   siluGate(gate: GPUBuffer, up: GPUBuffer, width: number, step: StepUniform): Dispatch {
     const pipeline = this.pipeline('silu_gate', () => SILU_GATE);
     const params = this.params('silu_gate.params', [['u32', width]]);
@@ -511,9 +533,19 @@ export class GpuKernels {
 /** Records the dispatches that apply to a batch of `n` tokens into one compute pass; returns how many. */
 export function recordPass(encoder: GPUCommandEncoder, dispatches: readonly Dispatch[], n: number, label = 'forward'): number {
   const pass = encoder.beginComputePass({ label });
+  const count = recordInto(pass, dispatches, n);
+  pass.end();
+  return count;
+}
+
+/**
+ * Records into an open pass the dispatches that apply, for `n` rows with the kernels chosen for
+ * batches of `kernelRows` (see Dispatch.when); returns how many.
+ */
+export function recordInto(pass: GPUComputePassEncoder, dispatches: readonly Dispatch[], n: number, kernelRows = n): number {
   let count = 0;
   for (const d of dispatches) {
-    if (d.when && !d.when(n)) continue;
+    if (d.when && !d.when(kernelRows)) continue;
     const [x, y, z] = d.grid(n);
     if (x === 0 || y === 0 || z === 0) continue;
     pass.setPipeline(d.pipeline);
@@ -521,7 +553,6 @@ export function recordPass(encoder: GPUCommandEncoder, dispatches: readonly Disp
     pass.dispatchWorkgroups(x, y, z);
     count++;
   }
-  pass.end();
   return count;
 }
 

@@ -1,7 +1,9 @@
 /**
  * WGSL sources for the GPU backend. Every kernel reads the per-submission `Step` uniform
  * (`pos0`: position of the batch's first token, `n`: tokens in the batch) so bind groups are built
- * once and only that uniform changes between tokens.
+ * once and only that uniform changes between tokens. A step of several sequences gives each one's
+ * RoPE/KV-store and attention dispatches its own Step, whose `row0` says where its rows start in
+ * the step's activations (0 for a step of one sequence).
  *
  * Weights are bound as raw `array<u32>` in their storage dtype and widened per element by `w_at`
  * (f16/bf16 halves, GGUF Q8_0 and Q4_0 blocks), so no dequantized copy ever exists in GPU memory.
@@ -13,7 +15,7 @@ import { quantWeightAccessor } from './quant-wgsl.js';
 export const WG = 64;
 
 export const STEP = /* wgsl */ `
-struct Step { pos0: u32, n: u32, seed: u32, pad: u32 }
+struct Step { pos0: u32, n: u32, seed: u32, row0: u32 }
 `;
 
 /** Linear workgroup index for grids split over x and y (a dimension is limited to 65,535). */
@@ -448,7 +450,8 @@ fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg:
 
 /**
  * RoPE for attention in one dispatch: rotates the batch's q [n, heads, headDim] in place and k [n,
- * kvHeads, headDim] into the cache, and appends v, at positions pos0.. (the work of ROPE on q and on k
+ * kvHeads, headDim] into the cache, and appends v, at positions pos0.. (rows row0.. of q, k, v and the
+ * cos/sin table; the work of ROPE on q and on k
  * and of KV_STORE, in one pass: two fewer dispatches per layer, and k is not written back before it
  * is copied). One thread per rotation pair (j, j + half) of one head of one token; the k heads'
  * threads also move the matching pair of v.
@@ -470,12 +473,13 @@ fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg:
   let i = gid.x + gid.y * nwg.x * ${WG}u;
   if (i >= S.n * perToken) { return; }
   let b = i / perToken;
+  let r = S.row0 + b;
   let h = (i % perToken) / half;
   let j = i % half;
-  let c = CS[(b * half + j) * 2u];
-  let s = CS[(b * half + j) * 2u + 1u];
+  let c = CS[(r * half + j) * 2u];
+  let s = CS[(r * half + j) * 2u + 1u];
   if (h < P.heads) {
-    let o = (b * P.heads + h) * P.headDim + j;
+    let o = (r * P.heads + h) * P.headDim + j;
     let x1 = Q[o];
     let x2 = Q[o + half];
     Q[o] = x1 * c - x2 * s;
@@ -484,7 +488,7 @@ fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg:
   }
   let kvDim = P.kvHeads * P.headDim;
   let head = (h - P.heads) * P.headDim + j;
-  let src = b * kvDim + head;
+  let src = r * kvDim + head;
   let dst = (S.pos0 + b) * kvDim + head;
   let x1 = K[src];
   let x2 = K[src + half];
@@ -497,7 +501,7 @@ fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg:
 
 /**
  * Causal attention of the batch's queries Q [n, heads·headDim] over the KV cache, one workgroup per
- * (head, token). Token b sits at position pos0 + b and sees positions [start, pos0 + b], start > 0
+ * (head, token). Token b (row row0 + b of Q and OUT) sits at position pos0 + b and sees positions [start, pos0 + b], start > 0
  * only with a sliding window (`window` > 0: the last `window` positions). GQA: query head h reads
  * KV head (h + headOffset) / group - kvOffset (offsets of a tensor-parallel slice, as in AttentionArgs). Scores go through `SC` [n·heads, maxSeq] in global memory.
  */
@@ -521,8 +525,8 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) tid:
   if (P.window > 0u && pos + 1u > P.window) { start = pos + 1u - P.window; }
   let kvDim = P.kvHeads * P.headDim;
   let kh = (h + P.headOffset) / P.group - P.kvOffset;
-  let qo = (b * P.heads + h) * P.headDim;
-  let so = (b * P.heads + h) * P.maxSeq;
+  let qo = ((S.row0 + b) * P.heads + h) * P.headDim;
+  let so = ((S.row0 + b) * P.heads + h) * P.maxSeq;
   var m = -3.4e38;
   for (var t = start + tid; t <= pos; t = t + ${WG}u) {
     let ko = t * kvDim + kh * P.headDim;
@@ -550,6 +554,22 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) tid:
     for (var t = start; t <= pos; t = t + 1u) { acc = acc + SC[so + t] * VC[t * kvDim + kh * P.headDim + i]; }
     OUT[qo + i] = acc / total;
   }
+}
+`;
+
+/** OUT[b] = X[ROWS[b]] over [n, width]: the rows of a step that the LM head needs, side by side. */
+export const GATHER_ROWS = `${STEP}
+struct Params { width: u32, pad0: u32, pad1: u32, pad2: u32 }
+@group(0) @binding(0) var<uniform> P: Params;
+@group(0) @binding(1) var<uniform> S: Step;
+@group(0) @binding(2) var<storage, read> ROWS: array<u32>;
+@group(0) @binding(3) var<storage, read> X: array<f32>;
+@group(0) @binding(4) var<storage, read_write> OUT: array<f32>;
+@compute @workgroup_size(${WG})
+fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
+  let i = gid.x + gid.y * nwg.x * ${WG}u;
+  if (i >= S.n * P.width) { return; }
+  OUT[i] = X[ROWS[i / P.width] * P.width + i % P.width];
 }
 `;
 
