@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createInProcessAllReduce } from '../../src/drivers/all-reduce.js';
 import type { GpuContext } from '../../src/kernels/gpu/context.js';
-import { GpuShard, type GpuKVCache } from '../../src/kernels/gpu/shard.js';
+import { GpuShard, type GpuKVCache, type GpuShardOptions } from '../../src/kernels/gpu/shard.js';
 import { loadShard, type KVCache, type ModelShard } from '../../src/model/forward.js';
 import { joinLogitSlices } from '../../src/model/tensor-split.js';
 import { argmax } from '../../src/generate/sampler.js';
@@ -76,8 +76,9 @@ function expectClose(got: Float32Array, want: Float32Array, V: number): void {
   }
 }
 
-const VARIANTS: [string, RandomModelOptions][] = [
+const VARIANTS: [string, RandomModelOptions, GpuShardOptions['batchKernels']?][] = [
   ['llama GQA f32', { variant: 'llama' }],
+  ['llama GQA f32, kernels chosen by the step (tiled matmul for decode steps)', { variant: 'llama' }, 'step'],
   ['qwen3 q/k norm, f16', { variant: 'qwen3', numLayers: 2, dtype: 'f16' }],
   ['gpt-oss (mixture of experts, sinks, sliding/full layers, yarn)', { variant: 'gpt-oss' }],
   // Latent attention runs the step's sequences one after another (forwardBatch's doc).
@@ -85,7 +86,7 @@ const VARIANTS: [string, RandomModelOptions][] = [
 ];
 
 describe.skipIf(!gpu.ctx)(`GpuShard.forwardBatch${gpu.skip ? ` (skipped: ${gpu.skip})` : ''}`, () => {
-  for (const [name, opts] of VARIANTS) {
+  for (const [name, opts, batchKernels] of VARIANTS) {
     it(`${name}: mixed steps equal the CPU's forwardBatch, and the caches continue alone`, async () => {
       const dir = join(root, name.replace(/\W+/g, '-'));
       const info = writeRandomModel(dir, { numLayers: 3, seed: 11, ...opts });
@@ -93,7 +94,7 @@ describe.skipIf(!gpu.ctx)(`GpuShard.forwardBatch${gpu.skip ? ` (skipped: ${gpu.s
       const V = cpu.config.vocabSize;
       const cpuCaches = PROMPTS.map(() => cpu.newCache(64));
       const want = await cpuSchedule(cpu, cpuCaches);
-      const g = await GpuShard.create(ctx, { config: cpu.config, spec: cpu.spec, slice: cpu.slice, weights: cpu.weights, ...OPTS });
+      const g = await GpuShard.create(ctx, { config: cpu.config, spec: cpu.spec, slice: cpu.slice, weights: cpu.weights, ...OPTS, batchKernels });
       try {
         const caches = await Promise.all(PROMPTS.map(() => g.newCache(64)));
         for (let s = 0; s < SCHEDULE.length; s++) {

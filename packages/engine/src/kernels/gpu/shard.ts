@@ -35,6 +35,14 @@ export interface GpuShardOptions {
   maxSeqLen?: number;
   /** Required when spec.tensor.size > 1. */
   allReduce?: AllReduce;
+  /**
+   * Which kernels a step of several sequences takes. 'sequence': those the largest sequence's rows
+   * take alone, so a step of decode rows runs the row-block matvec (one grid layer per row) and gives
+   * each row the bits of its own decode; 'step': those the step's total rows take, so more than
+   * MATVEC_MAX_BATCH rows go through the tiled matmul (each weight tile read once for up to 64 rows;
+   * a decode row's logits then differ from its own decode's by rounding). @default 'sequence'
+   */
+  batchKernels?: 'sequence' | 'step';
 }
 
 /** Per-call overhead figures, for benchmarks and the closing notes of speed work. */
@@ -138,6 +146,7 @@ interface LayerBuffers {
 export class GpuShard {
   readonly maxBatch: number;
   readonly maxSeqLen: number;
+  readonly batchKernels: 'sequence' | 'step';
   /** Bytes of weights held on the GPU. */
   weightBytes = 0;
   /** What the last call cost (measurement): see CallStats. */
@@ -185,6 +194,7 @@ export class GpuShard {
     this.#slice = o.slice;
     this.maxBatch = o.maxBatch ?? 32;
     this.maxSeqLen = o.maxSeqLen ?? Math.min(o.config.maxPositionEmbeddings, 4096);
+    this.batchKernels = o.batchKernels ?? 'sequence';
     if (o.spec.tensor.size > 1 && !o.allReduce) throw new GpuValidationError('a tensor-parallel GPU shard needs an allReduce callback');
     this.#allReduce = o.spec.tensor.size > 1 ? o.allReduce! : null;
     this.#kernels = new GpuKernels(ctx);
@@ -499,7 +509,7 @@ export class GpuShard {
       total += n;
     }
     if (total > this.maxBatch) throw new RangeError(`forward: ${total} tokens per call; this shard takes 1..${this.maxBatch}`);
-    return { first, count, total, kernelRows: Math.max(...count), wanted };
+    return { first, count, total, kernelRows: this.batchKernels === 'step' ? total : Math.max(...count), wanted };
   }
 
   /**
