@@ -141,6 +141,17 @@ function q45RelaxedRuns(five: boolean, qs: number): string[] {
   return L;
 }
 
+/**
+ * q6_k's four element groups k of a run of 8 as i16 (0..63): from the ql bytes a (groups 0, 2) and b
+ * (1, 3), widened to i16, low or high nibble, and the qh byte's bits 2k..2k+1 on top.
+ */
+const q6Groups = (la: string, lb: string, h: string): string[] => [
+  `(v128.or (v128.and ${la} ${i16(15)}) (i16x8.shl (v128.and ${h} ${i16(3)}) (i32.const 4)))`,
+  `(v128.or (v128.and ${lb} ${i16(15)}) (i16x8.shl (v128.and ${h} ${i16(12)}) (i32.const 2)))`,
+  `(v128.or (i16x8.shr_u ${la} (i32.const 4)) (v128.and ${h} ${i16(48)}))`,
+  `(v128.or (i16x8.shr_u ${lb} (i32.const 4)) (i16x8.shr_u (v128.and ${h} ${i16(192)}) (i32.const 2)))`,
+];
+
 /** q6_k: ql (128), qh (64), 16 int8 scales, f16 d at 208. */
 function q6Baseline(): string[] {
   const L: string[] = [];
@@ -159,13 +170,7 @@ function q6Baseline(): string[] {
   e(`      (loop $l`);
   e(`        (br_if $done (i32.ge_u (local.get $p) (local.get $end)))`);
   e(`        (local.set $t (v128.const i32x4 0 0 0 0))`);
-  // the four element groups k of a run of 8: (low/high nibble of ql a/b, qh bits) → 6-bit q
-  const q = [
-    `(v128.or (v128.and (local.get $la) ${i16(15)}) (i16x8.shl (v128.and (local.get $h) ${i16(3)}) (i32.const 4)))`,
-    `(v128.or (v128.and (local.get $lb) ${i16(15)}) (i16x8.shl (v128.and (local.get $h) ${i16(12)}) (i32.const 2)))`,
-    `(v128.or (i16x8.shr_u (local.get $la) (i32.const 4)) (v128.and (local.get $h) ${i16(48)}))`,
-    `(v128.or (i16x8.shr_u (local.get $lb) (i32.const 4)) (i16x8.shr_u (v128.and (local.get $h) ${i16(192)}) (i32.const 2)))`,
-  ];
+  const q = q6Groups('(local.get $la)', '(local.get $lb)', '(local.get $h)');
   for (let n = 0; n < 2; n++) {
     for (let lh = 0; lh < 2; lh++) {
       e(`        ;; half ${n}, l ${16 * lh}..${16 * lh + 15}: sub-blocks ${8 * n + lh}, ${8 * n + lh + 2}, ${8 * n + lh + 4}, ${8 * n + lh + 6}`);
@@ -641,12 +646,115 @@ function mins(ptr: string, ind: string): string[] {
   return L;
 }
 
+/**
+ * q6_k prompt batches (row-major weights, 2+ tokens): 4 rows at a time widened once per thread into the
+ * baseline token-tile layout of packed q4_k ($kwiden: per super-block 128 i16x8 vectors of the 4 rows'
+ * column pairs at d + ws·k, the rows' d at d + 128·ws, super-blocks 129·ws apart), each value already
+ * times its sub-block's scale: sc·(q − 32), |·| <= 4096. Against the plain Q8_K activations in pairs
+ * (backend.ts kTiles), $ktiles8/4 then sum exactly $dot1_q6_k's integer super-block totals and take
+ * its f32 step, so a prompt batch gives each token the 1-token bits, in both builds. Per run of 8
+ * columns (n, h) and group k, each row's 8 values are built as $dot1_q6_k's baseline builds them; the
+ * 4 rows' i16x8 are then transposed as 4×4 i32 (column pairs) with shuffles.
+ */
+function k6widen(ws: number): string[] {
+  const L: string[] = [];
+  const e = (s: string) => L.push(s);
+  const rs = [0, 1, 2, 3];
+  const lo = '0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23';
+  const hi = '8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31';
+  const first = '0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23';
+  const second = '8 9 10 11 12 13 14 15 24 25 26 27 28 29 30 31';
+  e(`  (func $k6widen${ws} (param $w i32) (param $rb i32) (param $nsb i32) (param $d i32)`);
+  e(`    (local $sb i32) (local $m i32) (local $a i32) (local $hq i32) (local $sc i32) (local $o i32)${rs.map((r) => ` (local $p${r} i32) (local $r${r} v128)`).join('')}`);
+  e(`    (local $t0 v128) (local $t1 v128) (local $t2 v128) (local $t3 v128)`);
+  e(`    (local.set $p0 (local.get $w))`);
+  for (const r of rs.slice(1)) e(`    (local.set $p${r} (i32.add (local.get $p${r - 1}) (local.get $rb)))`);
+  e(`    (block $done`);
+  e(`      (loop $l`);
+  e(`        (br_if $done (i32.ge_u (local.get $sb) (local.get $nsb)))`);
+  e(`        (local.set $m (i32.const 0))`);
+  e(`        (loop $ml`);
+  e(`          ;; run m: half n = m >> 2, l = 8·(m & 3) .. + 7 of each group k`);
+  e(`          (local.set $a (i32.add (i32.shl (i32.shr_u (local.get $m) (i32.const 2)) (i32.const 6)) (i32.shl (i32.and (local.get $m) (i32.const 3)) (i32.const 3))))`);
+  e(`          (local.set $hq (i32.add (i32.shl (i32.shr_u (local.get $m) (i32.const 2)) (i32.const 5)) (i32.shl (i32.and (local.get $m) (i32.const 3)) (i32.const 3))))`);
+  e(`          (local.set $sc (i32.add (i32.shl (i32.shr_u (local.get $m) (i32.const 2)) (i32.const 3)) (i32.shr_u (i32.and (local.get $m) (i32.const 3)) (i32.const 1))))`);
+  e(`          ;; the run's first column pair: 64n + 4·(m & 3)`);
+  e(`          (local.set $o (i32.add (local.get $d) (i32.mul (i32.add (i32.shl (i32.shr_u (local.get $m) (i32.const 2)) (i32.const 6)) (i32.shl (i32.and (local.get $m) (i32.const 3)) (i32.const 2))) (i32.const ${ws}))))`);
+  for (let k = 0; k < 4; k++) {
+    for (const r of rs) {
+      const pa = `(i32.add (local.get $p${r}) (local.get $a))`;
+      const q = q6Groups(`(v128.load8x8_u ${pa})`, `(v128.load8x8_u offset=32 ${pa})`, `(v128.load8x8_u offset=128 (i32.add (local.get $p${r}) (local.get $hq)))`)[k];
+      e(`          (local.set $r${r} (i16x8.mul (i16x8.sub ${q} ${i16(32)})`);
+      e(`            (i16x8.splat (i32.load8_s offset=${192 + 2 * k} (i32.add (local.get $p${r}) (local.get $sc))))))`);
+    }
+    e(`          (local.set $t0 (i8x16.shuffle ${lo} (local.get $r0) (local.get $r1)))`);
+    e(`          (local.set $t1 (i8x16.shuffle ${lo} (local.get $r2) (local.get $r3)))`);
+    e(`          (local.set $t2 (i8x16.shuffle ${hi} (local.get $r0) (local.get $r1)))`);
+    e(`          (local.set $t3 (i8x16.shuffle ${hi} (local.get $r2) (local.get $r3)))`);
+    e(`          (v128.store offset=${ws * 16 * k} (local.get $o) (i8x16.shuffle ${first} (local.get $t0) (local.get $t1)))`);
+    e(`          (v128.store offset=${ws * (16 * k + 1)} (local.get $o) (i8x16.shuffle ${second} (local.get $t0) (local.get $t1)))`);
+    e(`          (v128.store offset=${ws * (16 * k + 2)} (local.get $o) (i8x16.shuffle ${first} (local.get $t2) (local.get $t3)))`);
+    e(`          (v128.store offset=${ws * (16 * k + 3)} (local.get $o) (i8x16.shuffle ${second} (local.get $t2) (local.get $t3)))`);
+  }
+  e(`          (local.set $m (i32.add (local.get $m) (i32.const 1)))`);
+  e(`          (br_if $ml (i32.lt_u (local.get $m) (i32.const 8))))`);
+  e(`        ;; the 4 rows' d`);
+  e(`        (v128.store offset=${128 * ws} (local.get $d) (f32x4.replace_lane 3 (f32x4.replace_lane 2 (f32x4.replace_lane 1`);
+  e(`          (f32x4.splat ${f16At('$p0')}) ${f16At('$p1')}) ${f16At('$p2')}) ${f16At('$p3')}))`);
+  for (const r of rs) e(`        (local.set $p${r} (i32.add (local.get $p${r}) (i32.const 210)))`);
+  e(`        (local.set $d (i32.add (local.get $d) (i32.const ${129 * ws})))`);
+  e(`        (local.set $sb (i32.add (local.get $sb) (i32.const 1)))`);
+  e(`        (br $l))))`);
+  e(``);
+  return L;
+}
+
+/** A q6_k super-block's f16 d (at 208 of the block at `ptr`) as f32, through the table. */
+const f16At = (ptr: string) => `(f32.load offset=4096 (i32.shl (i32.load16_u offset=208 (local.get ${ptr})) (i32.const 2)))`;
+
+/**
+ * q6_k prompt batches of rows [r0, r1): 8 rows at a time (two widened groups side by side), then 4;
+ * returns the first row left (the rows%4 tail runs the 1-token kernels per token in $rows).
+ */
+function rowsK6(): string[] {
+  const call = (ws: number, off: string, to: string) =>
+    `(call $k6widen${ws} ${off} (local.get $rb) (i32.shr_u (local.get $cols) (i32.const 8)) ${to})`;
+  const tiles = (rows: number) =>
+    `(call $ktiles${rows} (local.get $scr) (i32.shr_u (local.get $cols) (i32.const 8)) (i32.load offset=208 (i32.const 0)) ` +
+    `(i32.add (local.get $out) (i32.shl (local.get $r) (i32.const 2))) (i32.shl (local.get $rows) (i32.const 2)) (local.get $n))`;
+  return [
+    `  ;; q6_k prompt batches (kernel 32, 2+ tokens) of rows [r0, r1); the tile activations' address is at 208.`,
+    `  (func $rows_k6 (param $out i32) (param $w i32) (param $rows i32) (param $cols i32) (param $n i32) (param $rb i32)`,
+    `                 (param $r0 i32) (param $r1 i32) (param $tid i32) (result i32)`,
+    `    (local $r i32) (local $wr i32) (local $scr i32)`,
+    `    (local.set $scr (i32.add (i32.load offset=192 (i32.const 0)) (i32.mul (local.get $tid) (i32.load offset=196 (i32.const 0)))))`,
+    `    (local.set $r (local.get $r0))`,
+    `    (block $done`,
+    `      (loop $l`,
+    `        (br_if $done (i32.gt_u (i32.add (local.get $r) (i32.const 8)) (local.get $r1)))`,
+    `        (local.set $wr (i32.add (local.get $w) (i32.mul (local.get $r) (local.get $rb))))`,
+    `        ${call(32, '(local.get $wr)', '(local.get $scr)')}`,
+    `        ${call(32, '(i32.add (local.get $wr) (i32.shl (local.get $rb) (i32.const 2)))', '(i32.add (local.get $scr) (i32.const 16))')}`,
+    `        ${tiles(8)}`,
+    `        (local.set $r (i32.add (local.get $r) (i32.const 8)))`,
+    `        (br $l)))`,
+    `    (if (i32.le_u (i32.add (local.get $r) (i32.const 4)) (local.get $r1))`,
+    `      (then`,
+    `        (local.set $wr (i32.add (local.get $w) (i32.mul (local.get $r) (local.get $rb))))`,
+    `        ${call(16, '(local.get $wr)', '(local.get $scr)')}`,
+    `        ${tiles(4)}`,
+    `        (local.set $r (i32.add (local.get $r) (i32.const 4)))))`,
+    `    (local.get $r))`,
+    ``,
+  ];
+}
+
 /** 4 f16 at `ptr` + offset widened exactly to f32 (bits of d·2^-112, times 2^112). */
 const f16x4At = (offset: number, ptr: string) =>
   `(f32x4.mul (v128.and (i32x4.shr_s (i32x4.shl (v128.load16x4_u offset=${offset} (local.get ${ptr})) (i32.const 16)) (i32.const 3)) (v128.const i32x4 0x8FFFE000 0x8FFFE000 0x8FFFE000 0x8FFFE000)) (v128.const f32x4 0x1p112 0x1p112 0x1p112 0x1p112))`;
 
 export function kquantSection(): string {
-  return HEADER + [...q45(false), ...q45(true), ...q6(), ...dot4('q4_k'), ...dot4('q5_k'), ...dot4('q6_k'), ...g4q4k(), ...ktiles(), ...tileKernels('k', 128), ...bothVariants('  ', relaxedKTiles(), []), ...quantQ8k()].join('\n');
+  return HEADER + [...q45(false), ...q45(true), ...q6(), ...dot4('q4_k'), ...dot4('q5_k'), ...dot4('q6_k'), ...g4q4k(), ...ktiles(), ...tileKernels('k', 128), ...bothVariants('  ', relaxedKTiles(), []), ...k6widen(16), ...k6widen(32), ...rowsK6(), ...quantQ8k()].join('\n');
 }
 
 export const KQUANT_SECTION: Section = { name: 'kquant', script: 'kquants.ts', text: kquantSection };

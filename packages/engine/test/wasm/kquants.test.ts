@@ -4,7 +4,8 @@
  *   per-super-block steps, ≤ (2·blocks + 8)·2^-23·Σ(|a·q| + |b|)·|x|;
  * - the exact product (f32 activations): plus the activation rounding, ≤ d_x/2·(1 + 2^-20) per
  *   element times Σ|w| over its super-block.
- * Rows of a batch equal the 1-token results bit for bit, and 2 threads equal 1.
+ * Rows of a batch equal the 1-token results bit for bit, and 2 threads equal 1; q6_k prompt batches (token
+ * tiles over widened 4-row groups) likewise, in both kernel builds.
  */
 import { describe, expect, it } from 'vitest';
 import type { Weight } from '../../src/kernels/backend.js';
@@ -12,7 +13,7 @@ import { createReferenceBackend } from '../../src/kernels/reference.js';
 import { Prng } from '../../src/numeric/prng.js';
 import { type KQuant, dequantizeKRow, matmulKReference, quantizeActivationsK, quantizeK } from '../../src/quant/kquants.js';
 import { unpackRows4 } from '../../src/kernels/wasm/pack.js';
-import { pick, randomInput, wasmBackendsForFile } from './helpers.js';
+import { SIMD_BUILDS, pick, randomInput, wasmBackendsForFile } from './helpers.js';
 
 const ROWS = [1, 2, 3, 4, 5, 7, 9, 13, 31];
 const COLS = [256, 512, 768, 1280];
@@ -114,5 +115,26 @@ describe('reference backend, K-quant weights', () => {
     const ref = createReferenceBackend();
     const w: Weight = { dtype: 'q4_k', rows: 1, cols: 128, bytes: ref.allocBytes(144) };
     expect(() => ref.matvec(new Float32Array(1), w, new Float32Array(128))).toThrow(/q4_k weight \[1, 128\] needs a column count that is a multiple of 256/);
+  });
+});
+
+describe.each(SIMD_BUILDS)('wasm q6_k prompt batches, %s build', (simd) => {
+  const backend = wasmBackendsForFile(simd);
+  it.each([1, 2])('every token of a batch gets its 1-token bits, %i thread(s): 8-row and 4-row groups and the rows mod 4 tail', (threads) => {
+    const be = backend(threads);
+    const rng = new Prng(1200 + threads);
+    for (const [rows, cols, n] of [[4, 256, 2], [8, 512, 3], [12, 256, 64], [13, 768, 5], [31, 1280, 9], [64, 512, 17]]) {
+      const w = randomK(be, 'q6_k', rows, cols, rng);
+      const x = randomInput(be, cols * n, rng);
+      const out = be.allocF32(rows * n);
+      be.matmul(out, w, x, n);
+      const single = be.allocF32(rows);
+      const xt = be.allocF32(cols);
+      for (let t = 0; t < n; t++) {
+        xt.set(x.subarray(t * cols, (t + 1) * cols));
+        be.matvec(single, w, xt);
+        expect([...out.subarray(t * rows, (t + 1) * rows)], `[${rows},${cols}] n=${n} token ${t}`).toEqual([...single]);
+      }
+    }
   });
 });

@@ -180,9 +180,10 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
   /**
    * K activations (quant_q8k, tokens kStride apart) into the super-block token tiles $ktiles8/4 read: tiles
    * of 4 tokens (the last: the rest); in a tile of t tokens, per super-block 516·t bytes: for each of the
-   * 128 column pairs each token's pair of q4-form values as one i32, then each token's d_x.
+   * 128 column pairs each token's pair of values as one i32, then each token's d_x. The pairs: the q4 form
+   * (packed q4_k's widened weights expect it), or with `plain` the i16 q themselves (q6_k's).
    */
-  function kTiles(src: number, dst: number, cols: number, n: number, kStride: number): void {
+  function kTiles(src: number, dst: number, cols: number, n: number, kStride: number, plain = false): void {
     const nsb = cols / QK_K;
     const i32 = new Int32Array(memory.buffer);
     let o = dst >> 2;
@@ -190,7 +191,7 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
       const tn = Math.min(4, n - t0);
       for (let sb = 0; sb < nsb; sb++) {
         for (let k = 0; k < 128; k++) {
-          for (let i = 0; i < tn; i++) i32[o++] = i32[((src + (t0 + i) * kStride + cols * 2 + nsb * 20) >> 2) + sb * 128 + k];
+          for (let i = 0; i < tn; i++) i32[o++] = i32[((src + (t0 + i) * kStride + (plain ? 0 : cols * 2 + nsb * 20)) >> 2) + sb * 128 + k];
         }
         // d_x as its bits
         for (let i = 0; i < tn; i++) i32[o++] = i32[((src + (t0 + i) * kStride + cols * 2) >> 2) + sb];
@@ -310,13 +311,15 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
       // ggml's Q8_K activations per 256 columns, each 32-column sub-block's sum, and the q4 form (kquants.ts).
       xStride = cols * 4 + (cols / QK_K) * 20;
       const kBytes = Math.ceil((xStride * n) / 16) * 16;
-      // packed q4_k prompt batches run token tiles over whole super-blocks (wasm $kwiden32, $ktiles8)
-      const tiles = dtype === 'q4_k' && w.packed !== undefined && n >= 2;
+      // packed q4_k and row-major q6_k prompt batches run token tiles over whole super-blocks (wasm $kwiden32 /
+      // $k6widen32, $ktiles8); q6_k's in both builds take the baseline's tiles of plain pairs
+      const tiles = n >= 2 && ((dtype === 'q4_k' && w.packed !== undefined) || dtype === 'q6_k');
       if (tiles) wideScratch(cols, 17 * cols);
       const dst = scratch(kBytes + (tiles ? (cols / QK_K) * 516 * n : 0));
       k.quant_q8k(xAddr, dst, cols, n);
       if (tiles) {
-        (simd === 'relaxed' ? kTilesRelaxed : kTiles)(dst, dst + kBytes, cols, n, xStride);
+        if (dtype === 'q6_k') kTiles(dst, dst + kBytes, cols, n, xStride, true);
+        else (simd === 'relaxed' ? kTilesRelaxed : kTiles)(dst, dst + kBytes, cols, n, xStride);
         qtiles[0] = dst + kBytes;
       }
       xAddr = dst;
