@@ -1,12 +1,13 @@
 /**
  * One shard of a Llama-family decoder on the GPU, with the same contract as model/forward.ts's
  * ModelShard: layers [start, end) and/or a tensor slice, token ids or hidden states in, hidden states
- * or last-token logits out. Weights are uploaded once (storage dtype, row-split when over the binding
- * limit); the KV cache lives on the GPU; every dispatch of a call is recorded into one command buffer
- * and submitted once. Only what must leave the GPU is read back: the hidden states a pipeline stage
- * hands on, the logits of this rank's vocabulary rows (or just the sampled token id with
- * `forwardSample`), the partial sums the caller's all-reduce joins after o_proj and down_proj of a
- * tensor-parallel shard (each one ends a submission), and the embedding rows `embed()` reads back.
+ * or last-token logits out, for one sequence or a step of several (forwardBatch). Weights are uploaded
+ * once (storage dtype, row-split when over the binding limit); the KV caches live on the GPU; every
+ * dispatch of a call is recorded into one command buffer and submitted once. Only what must leave the
+ * GPU is read back: the hidden states a pipeline stage hands on, the logits of this rank's vocabulary
+ * rows (or just the sampled token id with `forwardSample`), the partial sums the caller's all-reduce
+ * joins after o_proj and down_proj of a tensor-parallel shard (each one ends a submission), and the
+ * embedding rows `embed()` reads back.
  */
 import type { ModelConfig } from '../../config/config.js';
 import { layerMatrices, type ShardWeights } from '../../model/weights.js';
@@ -628,6 +629,7 @@ export class GpuShard {
   async forwardBatch(segments: readonly GpuBatchSegment[]): Promise<Float32Array[]> {
     return this.#exclusive(async () => {
       if (!this.#config.mla || segments.length === 1) return this.#forward(segments);
+      this.#place(segments); // the whole step is checked before any sequence runs
       const outs: Float32Array[] = [];
       for (const s of segments) outs.push(...(await this.#forward([s])));
       return outs;
