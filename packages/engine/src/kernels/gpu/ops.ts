@@ -40,15 +40,22 @@ export interface Dispatch {
   /** Workgroups for a batch of n tokens. */
   grid(n: number): Grid;
   /**
-   * Recorded only when this holds (picks matvec vs tiled matmul). Its argument is the batch size the
-   * kernels are chosen for: the rows of one sequence, which in a step of several sequences is the
-   * largest sequence's (so each row gets the kernels it gets alone), not the step's total.
+   * Recorded only when this holds (picks matvec vs tiled matmul). `n`: the batch size the kernels are
+   * chosen for — the rows of one sequence, which in a step of several sequences is the largest
+   * sequence's (so each row gets the kernels it gets alone); `rows`: the step's rows (the grid's; n when absent).
    */
-  when?(n: number): boolean;
+  when?(n: number, rows?: number): boolean;
 }
 
 /** Batches up to this size use the matvec kernels (one token per workgroup); larger ones the tiled matmul. */
 export const MATVEC_MAX_BATCH = 2;
+
+/**
+ * Tokens per workgroup of the row-block kernel when a step of decode rows has more rows than
+ * MATVEC_MAX_BATCH (several sequences' decode rows): the weights are read once per this many rows,
+ * each row's result the bits of the one-token kernel.
+ */
+export const ROW_BLOCK_TOKENS = 4;
 
 export interface LinearOptions {
   bias?: GPUBuffer;
@@ -106,7 +113,7 @@ const flat = (total: number): Grid => split(Math.ceil(total / WG));
 const decode = (n: number): boolean => n <= MATVEC_MAX_BATCH;
 
 /** `d`, recorded only for batch sizes where `pred` also holds. */
-const onlyWhen = (d: Dispatch, pred: (n: number) => boolean): Dispatch => ({ ...d, when: (n) => pred(n) && (d.when?.(n) ?? true) });
+const onlyWhen = (d: Dispatch, pred: (n: number) => boolean): Dispatch => ({ ...d, when: (n, rows) => pred(n) && (d.when?.(n, rows) ?? true) });
 
 type Field = ['u32' | 'f32', number];
 
@@ -147,9 +154,11 @@ export class GpuKernels {
       for (const d of dtypes) {
         this.pipeline(`matvec_${d}`, () => matvecShader(d));
         if (vectorWidth(d) > 0) {
-          this.#matvecFast(d);
-          this.#matvecFast(d, false, true);
-          this.#matvecFast(d, true, true);
+          for (const tokens of [1, ROW_BLOCK_TOKENS]) {
+            this.#matvecFast(d, false, false, tokens);
+            this.#matvecFast(d, false, true, tokens);
+            this.#matvecFast(d, true, true, tokens);
+          }
         }
         for (const { tile } of MATMUL_TILES) this.#matmul(d, vectorWidth(d) > 0 ? 'step' : 'element', tile);
         this.pipeline(`embed_${d}`, () => embedShader(d));
@@ -168,10 +177,10 @@ export class GpuKernels {
     });
   }
 
-  #matvecFast(dtype: DType, glu = false, norm = false): GPUComputePipeline {
+  #matvecFast(dtype: DType, glu = false, norm = false, tokens = 1): GPUComputePipeline {
     const l = this.matvec;
-    const key = `matvec_fast_${dtype}_${l.lanes}${l.subgroups ? '_sg' : ''}${glu ? '_glu' : ''}${norm ? '_norm' : ''}`;
-    return this.pipeline(key, () => matvecFastShader(dtype, l, { glu, norm }));
+    const key = `matvec_fast_${dtype}_${l.lanes}${l.subgroups ? '_sg' : ''}${glu ? '_glu' : ''}${norm ? '_norm' : ''}${tokens > 1 ? `_tk${tokens}` : ''}`;
+    return this.pipeline(key, () => matvecFastShader(dtype, l, { glu, norm, tokens }));
   }
 
   #matmul(dtype: DType, loader: 'step' | 'element', t: MatmulTile): GPUComputePipeline {
@@ -323,18 +332,31 @@ export class GpuKernels {
     return out;
   }
 
-  /** The row-block kernel, one workgroup per 4 rows and token (only the last token's with `lastToken`). */
+  /**
+   * The row-block kernel, one workgroup per 4 rows and token (only the last token's with `lastToken`);
+   * for a step of more than MATVEC_MAX_BATCH rows, per 4 rows and ROW_BLOCK_TOKENS tokens.
+   */
   #rowBlock(label: string, dtype: DType, rows: number, buffers: (GPUBuffer | null)[], form: RowBlockOptions, when: (n: number) => boolean, lastToken = false): Dispatch[] {
     const blocks = split(Math.ceil(rows / MATVEC_ROWS));
     const pipeline = this.#matvecFast(dtype, !!form.glu, !!form.norm);
+    const one: Dispatch = {
+      label: `${label} (matvec)`,
+      pipeline,
+      bindGroup: this.bind(label, pipeline, buffers),
+      // The LM head of a prompt batch reads one token's x: one grid layer, not n identical ones.
+      grid: (n: number): Grid => [blocks[0], blocks[1], lastToken ? 1 : n],
+      when: lastToken ? when : (n, stepRows = n) => when(n) && stepRows <= MATVEC_MAX_BATCH,
+    };
+    if (lastToken) return [one];
+    const grouped = this.#matvecFast(dtype, !!form.glu, !!form.norm, ROW_BLOCK_TOKENS);
     return [
+      one,
       {
-        label: `${label} (matvec)`,
-        pipeline,
-        bindGroup: this.bind(label, pipeline, buffers),
-        // The LM head of a prompt batch reads one token's x: one grid layer, not n identical ones.
-        grid: (n: number): Grid => [blocks[0], blocks[1], lastToken ? 1 : n],
-        when,
+        label: `${label} (matvec ×${ROW_BLOCK_TOKENS})`,
+        pipeline: grouped,
+        bindGroup: this.bind(label, grouped, buffers),
+        grid: (n: number): Grid => [blocks[0], blocks[1], Math.ceil(n / ROW_BLOCK_TOKENS)],
+        when: (n, stepRows = n) => when(n) && stepRows > MATVEC_MAX_BATCH,
       },
     ];
   }
@@ -545,7 +567,7 @@ export function recordPass(encoder: GPUCommandEncoder, dispatches: readonly Disp
 export function recordInto(pass: GPUComputePassEncoder, dispatches: readonly Dispatch[], n: number, kernelRows = n): number {
   let count = 0;
   for (const d of dispatches) {
-    if (d.when && !d.when(kernelRows)) continue;
+    if (d.when && !d.when(kernelRows, n)) continue;
     const [x, y, z] = d.grid(n);
     if (x === 0 || y === 0 || z === 0) continue;
     pass.setPipeline(d.pipeline);

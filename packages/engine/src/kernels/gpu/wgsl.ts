@@ -249,6 +249,13 @@ export interface RowBlockOptions {
    * separate norm dispatch and its normalised copy of x are gone (Σ w·(x∘g) / rms = (W · norm(x))).
    */
   norm?: boolean;
+  /**
+   * Tokens per workgroup (default 1): each weight vector a lane loads meets this many tokens' x, so a
+   * step of several decode rows reads the weights once per `tokens` rows. Every token's sums are formed
+   * by the same operations in the same order as in the one-token kernel: a row's result does not
+   * depend on the tokens it shares a workgroup with. Not for the LM head's last-token form (flag 4).
+   */
+  tokens?: number;
 }
 
 /**
@@ -264,6 +271,10 @@ export function matvecFastShader(dtype: DType, layout: MatvecLayout, o: RowBlock
   const T = layout.lanes;
   const R = MATVEC_ROWS;
   const V = vecsPerStep(dtype);
+  const TK = o.tokens ?? 1;
+  const toks = Array.from({ length: TK }, (_, t) => t);
+  // Per-token names: unchanged for the one-token kernel.
+  const sfx = (t: number) => (TK === 1 ? '' : `_t${t}`);
   const quant = dtype === 'q8_0' || dtype === 'q4_0';
   const wType = quant ? 'array<u32>' : 'array<vec4<u32>>';
   const header = WEIGHT_HEADER.replace('var<storage, read> W: array<u32>;', `var<storage, read> W: ${wType};`).replace(
@@ -273,30 +284,42 @@ export function matvecFastShader(dtype: DType, layout: MatvecLayout, o: RowBlock
   const w2 = o.glu ? `@group(0) @binding(6) var<storage, read> W2: ${wType};\n${stepDecoder(dtype, 'W2')}` : '';
   const mats = o.glu ? ['W', 'W2'] : ['W'];
   const rows = Array.from({ length: R }, (_, i) => i);
-  // Accumulator acc<m>_<row> (m: 0 = W, 1 = W2).
-  const outs = mats.flatMap((_, m) => rows.map((i) => `${m}_${i}`));
+  // Accumulator acc<m>_<row><token> (m: 0 = W, 1 = W2).
+  const outs = toks.flatMap((t) => mats.flatMap((_, m) => rows.map((i) => `${m}_${i}${sfx(t)}`)));
   // Every lane-partial sum joined at the end: the accumulators, and Σx² for the fused norm.
-  const sums = [...outs.map((id) => `acc${id}`), ...(o.norm ? ['ss'] : [])];
+  const sums = [...outs.map((id) => `acc${id}`), ...(o.norm ? toks.map((t) => `ss${sfx(t)}`) : [])];
   const total = (name: string) => (layout.subgroups ? `t_${name}` : `red[${sums.indexOf(name) * T}u]`);
-  const inv = o.norm ? `1.0 / sqrt(${total('ss')} / f32(P.cols) + P.eps)` : '1.0';
+  const inv = (t: number) => (o.norm ? `1.0 / sqrt(${total(`ss${sfx(t)}`)} / f32(P.cols) + P.eps)` : '1.0');
   const scaled = (m: number, dotExpr: string) => (quant ? `(${dotExpr}) * sc${m}` : dotExpr);
   const step = rows
     .map(
       (i) => `      {
         let u = min(r0 + ${i}u, P.rows - 1u) * units + k;
-${mats.map((mat, m) => `        let w${m} = wv_${mat}(u);${quant ? ` let sc${m} = ws_${mat}(u);` : ''}\n        acc${m}_${i} += ${scaled(m, `dotv(w${m}, x0)`)};`).join('\n')}
+${mats.map((mat, m) => `        let w${m} = wv_${mat}(u);${quant ? ` let sc${m} = ws_${mat}(u);` : ''}\n${toks.map((t) => `        acc${m}_${i}${sfx(t)} += ${scaled(m, `dotv(w${m}, x0${sfx(t)})`)};`).join('\n')}`).join('\n')}
       }`,
     )
     .join('\n');
   // Row i's output from its joined sums (SwiGLU: silu(gate) · up).
-  const result = (i: number) => {
-    const v = (m: number) => `${total(`acc${m}_${i}`)} * inv`;
+  const result = (i: number, t: number) => {
+    const v = (m: number) => `${total(`acc${m}_${i}${sfx(t)}`)} * inv${sfx(t)}`;
     return o.glu ? `silu(${v(0)}) * ${v(1)}` : v(0);
   };
-  const storeIf = (i: number, val: string) => `if (r0 + ${i}u < P.rows) { store(b, r0 + ${i}u, ${val}); }`;
-  const stores = `  if (lane == 0u) {
-    let inv = ${inv};
-${rows.map((i) => `    ${storeIf(i, result(i))}`).join('\n')}
+  const storeIf = (i: number, t: number, b: string) => `if (r0 + ${i}u < P.rows) { store(${b}, r0 + ${i}u, ${result(i, t)}); }`;
+  const stores =
+    TK === 1
+      ? `  if (lane == 0u) {
+    let inv = ${inv(0)};
+${rows.map((i) => `    ${storeIf(i, 0, 'b')}`).join('\n')}
+  }`
+      : `  if (lane == 0u) {
+${toks
+  .map(
+    (t) => `    if (tb + ${t}u < S.n) {
+      let inv${sfx(t)} = ${inv(t)};
+${rows.map((i) => `      ${storeIf(i, t, `tb + ${t}u`)}`).join('\n')}
+    }`,
+  )
+  .join('\n')}
   }`;
   const reduce = layout.subgroups
     ? `${sums.map((name) => `  let t_${name} = subgroupAdd(${name});`).join('\n')}
@@ -327,18 +350,28 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
   let r0 = wg_linear(wid, nwg) * ${R}u;
   if (r0 >= P.rows) { return; }
   let units = P.cols / ${vectorWidth(dtype)}u;
-  // Grid z: the token. The LM head (flag 4) takes only the batch's last token and writes output row 0.
+${
+  TK === 1
+    ? `  // Grid z: the token. The LM head (flag 4) takes only the batch's last token and writes output row 0.
   let last = (P.flags & 4u) != 0u;
   let b = select(wid.z, 0u, last);
-  let xbase = select(wid.z, S.n - 1u, last) * P.xStride / 4u;
+  let xbase = select(wid.z, S.n - 1u, last) * P.xStride / 4u;`
+    : `  // Grid z: a group of ${TK} tokens (a short last group reads its last token again and stores none of those).
+  let tb = wid.z * ${TK}u;
+${toks.map((t) => `  let xbase${sfx(t)} = min(tb + ${t}u, S.n - 1u) * P.xStride / 4u;`).join('\n')}`
+}
 ${sums.map((name) => `  var ${name} = 0.0;`).join('\n')}
   for (var k = lane; k < units; k += ${T}u) {
-    var x0: array<vec4<f32>, ${V}>;
+${toks
+  .map(
+    (t) => `    var x0${sfx(t)}: array<vec4<f32>, ${V}>;
     for (var j = 0u; j < ${V}u; j++) {
-      ${o.norm ? `let xr = X[xbase + k * ${V}u + j];
-      ss += dot(xr, xr);
-      x0[j] = xr * NW[k * ${V}u + j];` : `x0[j] = X[xbase + k * ${V}u + j];`}
-    }
+      ${o.norm ? `let xr = X[xbase${sfx(t)} + k * ${V}u + j];
+      ss${sfx(t)} += dot(xr, xr);
+      x0${sfx(t)}[j] = xr * NW[k * ${V}u + j];` : `x0${sfx(t)}[j] = X[xbase${sfx(t)} + k * ${V}u + j];`}
+    }`,
+  )
+  .join('\n')}
 ${step}
   }
 ${reduce}
