@@ -264,8 +264,10 @@ export interface RowBlockOptions {
  * takes the next 16-byte vector (or GGUF block) of the rows, so consecutive lanes read consecutive
  * addresses of a row (coalesced), and the step's slice of x is loaded once and used for all rows. The
  * lanes' partial sums are joined once per row at the end (subgroupAdd, or a workgroup-memory tree without
- * subgroups). A form that kept 8 tokens per workgroup (weights read once per 8 tokens) was tried: its
- * 32 accumulators made llvmpipe spend minutes compiling it, and prompt batches go to the tiled matmul.
+ * subgroups). A form that kept 8 tokens per workgroup (weights read once per 8 tokens) was tried for
+ * prompt batches: its 32 accumulators made llvmpipe spend minutes compiling it, and prompt batches go to
+ * the tiled matmul. The grouped form here (`tokens`, 4 in use) serves steps of several sequences' decode
+ * rows, where each row must keep its one-token bits.
  */
 export function matvecFastShader(dtype: DType, layout: MatvecLayout, o: RowBlockOptions = {}): string {
   const T = layout.lanes;
