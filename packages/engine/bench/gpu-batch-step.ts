@@ -1,7 +1,7 @@
 /**
  * A GPU decode step of B sequences: one forward per sequence (what a GPU rank did before
  * GpuShard.forwardBatch) against one forwardBatch, with the kernels each sequence takes alone
- * (batchKernels 'sequence': row-block matvec per row, bit-exact) and with those the step's rows take
+ * (batchKernels 'sequence': the grouped row-block matvec, bit-exact) and with those the step's rows take
  * ('step': tiled matmul). Prints dispatches and submissions per step (lastCall), the median step's
  * wall time as a ratio to the one-by-one step measured in the same run, and how far each batched
  * form's logits are from the one-by-one ones.

@@ -38,10 +38,10 @@ export interface GpuShardOptions {
   allReduce?: AllReduce;
   /**
    * Which kernels a step of several sequences takes. 'sequence': those the largest sequence's rows
-   * take alone, so a step of decode rows runs the row-block matvec (one grid layer per row) and gives
-   * each row the bits of its own decode; 'step': those the step's total rows take, so more than
-   * MATVEC_MAX_BATCH rows go through the tiled matmul (each weight tile read once for up to 64 rows;
-   * a decode row's logits then differ from its own decode's by rounding). @default 'sequence'
+   * take alone, so a step of decode rows runs the row-block matvec (grouped: weights read once per
+   * ROW_BLOCK_TOKENS rows) and gives each row the bits of its own decode; 'step': those the step's
+   * total rows take, so more than MATVEC_MAX_BATCH rows go through the tiled matmul (a decode row's
+   * logits then differ from its own decode's by rounding). @default 'sequence'
    */
   batchKernels?: 'sequence' | 'step';
 }
