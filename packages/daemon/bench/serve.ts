@@ -25,7 +25,14 @@
  *   - pipeline-spec-decode-repetitive: the same prompt on the 2-process pipeline (split instances speculate);
  *   - spec-decode-non-repetitive: the same on a prompt of ids that do not repeat, sampled (temperature 1,
  *     seeded, so both runs give the same tokens: little to draft) and greedy (the output repeats itself
- *     in parts: drafts partly rejected, the draft length adapting): what speculation costs there.
+ *     in parts: drafts partly rejected, the draft length adapting): what speculation costs there;
+ *   - spec-decode-draft: speculation with a draft model (--draft-model, runner/draft-model.ts) against
+ *     plain decode of the same prompt, same run, outputs compared, acceptance printed, with two drafts
+ *     that bound it: the target as its own draft (every draft token confirmed, but each costs a whole
+ *     target forward: the acceptance ceiling, not a speed-up) and a 1-layer hidden-256 random model of
+ *     the same tokenizer (its guesses are all wrong: what a useless draft costs, the floor). A random
+ *     model has no small sibling trained to agree with it, so no line here shows a real draft's gain.
+ * BENCH_PARTS=draft runs only spec-decode-draft.
  *
  * The model: 6 layers of hidden 1024 (FFN 3072), ~75M layer parameters in f32 (BENCH_DTYPE=bf16 or f16
  * for the weights real checkpoints ship; the engine keeps them 16-bit and widens in the kernels, which
@@ -42,7 +49,7 @@ import { join } from 'node:path';
 import { pipelineStages, type InstanceLayout } from '@orchard/engine';
 import { writeRandomModel } from '@orchard/engine/testing';
 import { startLocalInstance } from '../src/runner/runner-process.js';
-import type { GenerateOutcome, GenerateRequest } from '../src/runner/shard-loop.js';
+import type { GenerateOutcome, GenerateRequest, Speculate } from '../src/runner/shard-loop.js';
 import { measureRendezvous } from './rendezvous.js';
 
 const LAYERS = Number(process.env.BENCH_LAYERS ?? 6);
@@ -72,7 +79,7 @@ const WARM_TOKENS = Number(process.env.BENCH_WARM_TOKENS ?? 96);
  */
 const MEETINGS = 2 * LAYERS;
 
-function launch(name: string, layout: InstanceLayout, o: { pollMs?: number; maxSeqLen?: number; batch?: { sequences: number; prefixCacheBytes: number } } = {}) {
+function launch(name: string, layout: InstanceLayout, o: { pollMs?: number; maxSeqLen?: number; batch?: { sequences: number; prefixCacheBytes: number; draftModel?: string } } = {}) {
   return startLocalInstance({ modelDir: dir, layout, groupId: `bench-${name}`, secret: '11'.repeat(16), listenHost: '127.0.0.1', maxSeqLen: 512, backend: { kind: BACKEND, threads: 1 }, ...o });
 }
 
@@ -96,12 +103,12 @@ interface SpecBest {
 }
 
 /**
- * One round: `prompt` decoded plainly, then with prompt-lookup speculation (`o` for both); the outputs
+ * One round: `prompt` decoded plainly, then with speculation (`mode`; `o` for both); the outputs
  * must be equal (the bench throws naming `line` otherwise); the speeds go into `best`.
  */
-async function plainThenSpeculative(gen: (promptIds: number[], o?: Partial<GenerateRequest>) => Promise<GenerateOutcome>, prompt: number[], o: Partial<GenerateRequest>, best: SpecBest, line: string): Promise<void> {
+async function plainThenSpeculative(gen: (promptIds: number[], o?: Partial<GenerateRequest>) => Promise<GenerateOutcome>, prompt: number[], o: Partial<GenerateRequest>, best: SpecBest, line: string, mode: Speculate = 'prompt-lookup'): Promise<void> {
   const plain = await gen(prompt, o);
-  const spec = await gen(prompt, { ...o, speculate: 'prompt-lookup' });
+  const spec = await gen(prompt, { ...o, speculate: mode });
   if (spec.tokens.join() !== plain.tokens.join()) throw new Error(`${line}: speculation changed the output\nplain ${plain.tokens}\nspec  ${spec.tokens}`);
   best.plain = Math.max(best.plain, decodeRate(plain));
   best.spec = Math.max(best.spec, decodeRate(spec));
@@ -359,6 +366,42 @@ async function measurePipelineSpeculation(repetitive: number[]) {
   }
 }
 
+/**
+ * Plain decode against draft-model speculation of PROMPT on one-process instances whose runner holds
+ * the draft (`self`: the target's own directory; `small`: a 1-layer random model of the same
+ * tokenizer), best of ROUNDS each.
+ */
+async function measureDraftSpeculation() {
+  const smallDir = join(dir, 'draft-small');
+  writeRandomModel(smallDir, { numLayers: 1, hiddenSize: 256, intermediateSize: 768, numHeads: 4, numKvHeads: 2, maxPositionEmbeddings: Math.max(512, LONG_PROMPT + 512), seed: 12, dtype: DTYPE });
+  const out: { name: string; plain: number; spec: number; accepted: number; drafted: number }[] = [];
+  for (const [name, draftModel] of [
+    ['the target as its own draft', dir],
+    ['a 1-layer hidden-256 random draft', smallDir],
+  ]) {
+    const inst = await launch(`spec-draft-${out.length}`, { stages: pipelineStages(LAYERS, 1), tensor: 1 }, { batch: { sequences: 8, prefixCacheBytes: 0, draftModel } });
+    try {
+      const gen = (promptIds: number[], o: Partial<GenerateRequest> = {}) => inst[0].generate({ promptIds, maxTokens: TOKENS, stopTokenIds: [], ...o }, () => undefined);
+      await gen(PROMPT, { maxTokens: 4, speculate: 'draft' }); // loads, JIT
+      const best = { name, plain: 0, spec: 0, accepted: 0, drafted: 0 };
+      for (let round = 0; round < ROUNDS; round++) await plainThenSpeculative(gen, PROMPT, {}, best, `spec-decode-draft (${name})`, 'draft');
+      out.push(best);
+    } finally {
+      await Promise.all(inst.map((r) => r.stop(1000)));
+    }
+  }
+  return out;
+}
+
+/** The spec-decode-draft lines. */
+async function printDraftSpeculation(ratio: (name: string, v: number, unit: string, base: number, note: string) => void) {
+  for (const d of await measureDraftSpeculation()) {
+    ratio(`plain decode (draft-model instance)`, d.plain, 'tok/s', d.plain, 'plain');
+    ratio(`spec-decode-draft`, d.spec, 'tok/s', d.plain, `plain  (${d.name}; same ${TOKENS} greedy tokens; ${d.accepted}/${d.drafted} draft tokens accepted)`);
+  }
+  console.log('(spec-decode-draft: the draft runs in the driving runner on the same kernels and thread; the self-draft is the acceptance ceiling at a full target forward per draft token, the 1-layer random draft what a draft that never agrees costs)');
+}
+
 const HISTORY = Number(process.env.BENCH_HISTORY ?? 400);
 const PARTS = (process.env.BENCH_PARTS ?? 'split,batch,spec').split(',');
 
@@ -397,7 +440,12 @@ try {
       ratio(`spec-decode-non-repetitive (${x.name})`, x.spec, 'tok/s', x.plain, `plain  (same tokens; ${x.accepted}/${x.drafted} draft tokens accepted)`);
     }
     console.log(`(non-repetitive: a ${s.otherTokens}-id prompt in which no two ids repeat; sampled at temperature 1 the output gives little to draft, greedy the model's own output repeats itself in parts)`);
+    await printDraftSpeculation(ratio);
     console.log(`load average after the speculation lines: ${os.loadavg()[0].toFixed(2)}`);
+  }
+  if (PARTS.includes('draft') && !PARTS.includes('spec')) {
+    await printDraftSpeculation(ratio);
+    console.log(`load average after the draft-model lines: ${os.loadavg()[0].toFixed(2)}`);
   }
   if (!PARTS.includes('split')) process.exit(0);
   const { single, pipe, tensor, tensorCold, tensorSleep, both, pipe2, ceiling, waitMs } = await measureAll();

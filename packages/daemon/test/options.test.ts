@@ -89,7 +89,11 @@ describe('daemon options', () => {
     expect(resolveOptions({ dataDir: dir }, {}).speculate).toBe('off');
     expect(resolveOptions({ dataDir: dir, speculate: 'prompt-lookup' }, {}).speculate).toBe('prompt-lookup');
     expect(resolveOptions({ dataDir: dir }, { ORCHARD_SPECULATE: 'prompt-lookup' }).speculate).toBe('prompt-lookup');
-    expect(() => resolveOptions({ dataDir: dir, speculate: 'ngram' }, {})).toThrow(/--speculate must be prompt-lookup or off/);
+    expect(() => resolveOptions({ dataDir: dir, speculate: 'ngram' }, {})).toThrow(/--speculate must be prompt-lookup, draft or off/);
+    expect(resolveOptions({ dataDir: dir }, {}).draftModel).toBeNull();
+    expect(() => resolveOptions({ dataDir: dir, speculate: 'draft' }, {})).toThrow('--speculate draft needs --draft-model <dir> (or ORCHARD_DRAFT_MODEL)');
+    expect(() => resolveOptions({ dataDir: dir, draftModel: join(dir, 'nowhere') }, {})).toThrow(`--draft-model ${join(dir, 'nowhere')}: no such file or directory`);
+    expect(resolveOptions({ dataDir: dir }, { ORCHARD_SPECULATE: 'draft', ORCHARD_DRAFT_MODEL: dir })).toMatchObject({ speculate: 'draft', draftModel: dir });
     expect(() => resolveOptions({ dataDir: dir, batch: '0' }, {})).toThrow(/--batch must be at least 1/);
     expect(() => resolveOptions({ dataDir: dir, prefixCache: 'lots' }, {})).toThrow(/--prefix-cache must be a size such as 64MiB/);
   });

@@ -1,6 +1,6 @@
 /**
  * Engine benchmark (not a test): Orchard (WASM backend) against llama.cpp (node-llama-cpp 3.21.1, CPU,
- * same thread count) on the SAME GGUF files — f16, Q8_0, Q4_0, (pure) Q4_K and Q4_K_M (llama-quantize's mix: Q6_K head, attn_v and ffn_down in half the layers) of a generated
+ * same thread count) on the SAME GGUF files — f16, Q8_0, Q4_0, (pure) Q4_K, Q4_K_M and Q5_K_M (llama-quantize's mixes: Q6_K head, attn_v and ffn_down in half the layers) of a generated
  * ~100M-parameter llama model, f16/Q8_0/Q4_0 of the demo model, Q8_0 and Q4_0 of a generated
  * Qwen3-MoE-shaped model with ~100M active parameters (decode-moe-*, prefill-moe-*) — decode tokens/s and
  * prompt (prefill) tokens/s, each with its ratio; decode-mlx4 / prefill-mlx4 run Orchard on the ~100M model
@@ -11,7 +11,7 @@
  * (gpu-decode-<format>, gpu-prefill-<format> and Orchard's per-token overhead: bench/gpu.ts, also
  * `pnpm bench:gpu` alone), on lavapipe when there is no hardware GPU.
  *
- *   pnpm bench:engine [--threads N] [--rounds 2] [--only dense,moe,demo,gpu] [--dtypes f16,q8_0,q4_0,q4_k,q4_k_m,mlx4] [--simd auto|relaxed|baseline] [--json]
+ *   pnpm bench:engine [--threads N] [--rounds 2] [--only dense,moe,demo,gpu] [--dtypes f16,q8_0,q4_0,q4_k,q4_k_m,q5_k_m,mlx4] [--simd auto|relaxed|baseline] [--json]
  *   orchard bench engine --json
  *
  * Rounds interleave Orchard and llama.cpp and each keeps its best, so on a shared machine both get the
@@ -66,7 +66,7 @@ export interface EngineBenchOptions {
   decodeTokens?: number;
   /** Groups of lines to run. @default all: the ~100M llama, the MoE model, the demo model, the GPU lines */
   only?: readonly BenchGroup[];
-  /** Weight formats of the ~100M model's lines (the dense group). @default all: f16, q8_0, q4_0, q4_k, q4_k_m, mlx4 */
+  /** Weight formats of the ~100M model's lines (the dense group). @default all: f16, q8_0, q4_0, q4_k, q4_k_m, q5_k_m, mlx4 */
   dtypes?: readonly Dtype[];
   /** Orchard's kernel build (createWasmBackend's simd). @default 'auto' */
   simd?: SimdChoice;
@@ -138,12 +138,12 @@ function generatedModel(log: (s: string) => void, cache = 'orchard-bench-engine-
   return { dir, ggufs: ggufsOf(dir, root, log, ggufDtypes), mlx4 };
 }
 
-export type Dtype = 'f16' | 'q8_0' | 'q4_0' | 'q4_k' | 'q4_k_m' | 'mlx4';
+export type Dtype = 'f16' | 'q8_0' | 'q4_0' | 'q4_k' | 'q4_k_m' | 'q5_k_m' | 'mlx4';
 /** Formats written as GGUF for both engines; 'mlx4' is an MLX 4-bit (g64) directory Orchard runs, against llama.cpp on the Q4_K file. */
 type GgufDtype = Exclude<Dtype, 'mlx4'>;
 /** A decode measurement stops early (after at least 4 tokens) past this, so a very slow engine cannot stretch the run. */
 const DECODE_CAP_MS = 3000;
-const DTYPES: Dtype[] = ['f16', 'q8_0', 'q4_0', 'q4_k', 'q4_k_m', 'mlx4'];
+const DTYPES: Dtype[] = ['f16', 'q8_0', 'q4_0', 'q4_k', 'q4_k_m', 'q5_k_m', 'mlx4'];
 
 interface Speeds {
   prefill: number;
@@ -317,7 +317,7 @@ export async function runEngineBench(options: EngineBenchOptions = {}): Promise<
     const demoDir = mkdtempSync(join(tmpdir(), 'orchard-bench-engine-demo-'));
     try {
       // The demo model's rows (192 columns) are not whole 256-blocks: no K-quant lines for it.
-      const demoDtypes = (options.dtypes ?? DTYPES).filter((dt): dt is GgufDtype => dt !== 'q4_k' && dt !== 'q4_k_m' && dt !== 'mlx4');
+      const demoDtypes = (options.dtypes ?? DTYPES).filter((dt): dt is GgufDtype => dt !== 'q4_k' && dt !== 'q4_k_m' && dt !== 'q5_k_m' && dt !== 'mlx4');
       const demoGgufs = ggufsOf(DEMO_DIR, demoDir, () => {}, demoDtypes);
       for (const dt of demoDtypes) {
         log(`demo model, ${dt}: Orchard vs llama.cpp`);

@@ -660,10 +660,6 @@ function k6widen(ws: number): string[] {
   const L: string[] = [];
   const e = (s: string) => L.push(s);
   const rs = [0, 1, 2, 3];
-  const lo = '0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23';
-  const hi = '8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31';
-  const first = '0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23';
-  const second = '8 9 10 11 12 13 14 15 24 25 26 27 28 29 30 31';
   e(`  (func $k6widen${ws} (param $w i32) (param $rb i32) (param $nsb i32) (param $d i32)`);
   e(`    (local $sb i32) (local $m i32) (local $a i32) (local $hq i32) (local $sc i32) (local $o i32)${rs.map((r) => ` (local $p${r} i32) (local $r${r} v128)`).join('')}`);
   e(`    (local $t0 v128) (local $t1 v128) (local $t2 v128) (local $t3 v128)`);
@@ -687,14 +683,7 @@ function k6widen(ws: number): string[] {
       e(`          (local.set $r${r} (i16x8.mul (i16x8.sub ${q} ${i16(32)})`);
       e(`            (i16x8.splat (i32.load8_s offset=${192 + 2 * k} (i32.add (local.get $p${r}) (local.get $sc))))))`);
     }
-    e(`          (local.set $t0 (i8x16.shuffle ${lo} (local.get $r0) (local.get $r1)))`);
-    e(`          (local.set $t1 (i8x16.shuffle ${lo} (local.get $r2) (local.get $r3)))`);
-    e(`          (local.set $t2 (i8x16.shuffle ${hi} (local.get $r0) (local.get $r1)))`);
-    e(`          (local.set $t3 (i8x16.shuffle ${hi} (local.get $r2) (local.get $r3)))`);
-    e(`          (v128.store offset=${ws * 16 * k} (local.get $o) (i8x16.shuffle ${first} (local.get $t0) (local.get $t1)))`);
-    e(`          (v128.store offset=${ws * (16 * k + 1)} (local.get $o) (i8x16.shuffle ${second} (local.get $t0) (local.get $t1)))`);
-    e(`          (v128.store offset=${ws * (16 * k + 2)} (local.get $o) (i8x16.shuffle ${first} (local.get $t2) (local.get $t3)))`);
-    e(`          (v128.store offset=${ws * (16 * k + 3)} (local.get $o) (i8x16.shuffle ${second} (local.get $t2) (local.get $t3)))`);
+    L.push(...transposeStore4(ws, 16 * k, '          '));
   }
   e(`          (local.set $m (i32.add (local.get $m) (i32.const 1)))`);
   e(`          (br_if $ml (i32.lt_u (local.get $m) (i32.const 8))))`);
@@ -709,23 +698,158 @@ function k6widen(ws: number): string[] {
   return L;
 }
 
-/** A q6_k super-block's f16 d (at 208 of the block at `ptr`) as f32, through the table. */
-const f16At = (ptr: string) => `(f32.load offset=4096 (i32.shl (i32.load16_u offset=208 (local.get ${ptr})) (i32.const 2)))`;
+/**
+ * q5_k prompt batches likewise: 4 row-major rows widened into the same layout with sc·q (q the 5-bit
+ * value, |·| <= 63·31; run c's low nibbles are sub-block 2c, columns 64c..64c+31, its high ones 2c+1),
+ * the rows' d after them; $ktiles8/4 then give the 1-token kernel's s, and $k5mins_tokens subtracts its
+ * m (the same super-block steps), so a batch gives the 1-token bits.
+ */
+function k5widen(ws: number): string[] {
+  const L: string[] = [];
+  const e = (s: string) => L.push(s);
+  const rs = [0, 1, 2, 3];
+  const bit = (k: number, h: string) => (k <= 4 ? `(i16x8.shl ${h} (i32.const ${4 - k}))` : `(i16x8.shr_u ${h} (i32.const ${k - 4}))`);
+  e(`  (func $k5widen${ws} (param $w i32) (param $rb i32) (param $nsb i32) (param $d i32)`);
+  e(`    (local $sb i32) (local $h8 i32) (local $o i32) (local $u0 i32) (local $u2 i32)${rs.map((r) => ` (local $p${r} i32) (local $r${r} v128)`).join('')}`);
+  e(`    (local $t0 v128) (local $t1 v128) (local $t2 v128) (local $t3 v128)`);
+  e(`    (local.set $p0 (local.get $w))`);
+  for (const r of rs.slice(1)) e(`    (local.set $p${r} (i32.add (local.get $p${r - 1}) (local.get $rb)))`);
+  e(`    (block $done`);
+  e(`      (loop $l`);
+  e(`        (br_if $done (i32.ge_u (local.get $sb) (local.get $nsb)))`);
+  e(`        (local.set $h8 (i32.const 0))`);
+  e(`        (loop $hl`);
+  e(`          ;; columns 64c + h8 .. + 7 (low nibbles) and 64c + 32 + h8 .. + 7 (high), pairs from (64c + h8) / 2`);
+  e(`          (local.set $o (i32.add (local.get $d) (i32.mul (i32.shr_u (local.get $h8) (i32.const 1)) (i32.const ${ws}))))`);
+  for (let c = 0; c < 4; c++) {
+    for (const side of [0, 1]) {
+      const j = 2 * c + side;
+      for (const r of rs) {
+        const v = `(v128.load8x8_u offset=${48 + 32 * c} (i32.add (local.get $p${r}) (local.get $h8)))`;
+        const qh = `(v128.load8x8_u offset=16 (i32.add (local.get $p${r}) (local.get $h8)))`;
+        const nib = side ? `(i16x8.shr_u ${v} (i32.const 4))` : `(v128.and ${v} ${i16(15)})`;
+        e(`          (local.set $u0 (i32.load offset=4 (local.get $p${r})))`);
+        if (j >= 4) e(`          (local.set $u2 (i32.load offset=12 (local.get $p${r})))`);
+        const sc = j < 4
+          ? `(i32.and (i32.shr_u (local.get $u0) (i32.const ${8 * j})) (i32.const 63))`
+          : `(i32.or (i32.and (i32.shr_u (local.get $u2) (i32.const ${8 * (j - 4)})) (i32.const 15)) (i32.shl (i32.and (i32.shr_u (local.get $u0) (i32.const ${8 * (j - 4) + 6})) (i32.const 3)) (i32.const 4)))`;
+        e(`          (local.set $r${r} (i16x8.mul (v128.or ${nib} (v128.and ${bit(j, qh)} ${i16(16)})) (i16x8.splat ${sc})))`);
+      }
+      L.push(...transposeStore4(ws, 32 * c + 16 * side, '          '));
+    }
+  }
+  e(`          (local.set $h8 (i32.add (local.get $h8) (i32.const 8)))`);
+  e(`          (br_if $hl (i32.lt_u (local.get $h8) (i32.const 32))))`);
+  e(`        ;; the 4 rows' d`);
+  e(`        (v128.store offset=${128 * ws} (local.get $d) (f32x4.replace_lane 3 (f32x4.replace_lane 2 (f32x4.replace_lane 1`);
+  e(`          (f32x4.splat ${f16At('$p0', 0)}) ${f16At('$p1', 0)}) ${f16At('$p2', 0)}) ${f16At('$p3', 0)}))`);
+  for (const r of rs) e(`        (local.set $p${r} (i32.add (local.get $p${r}) (i32.const 176)))`);
+  e(`        (local.set $d (i32.add (local.get $d) (i32.const ${129 * ws})))`);
+  e(`        (local.set $sb (i32.add (local.get $sb) (i32.const 1)))`);
+  e(`        (br $l))))`);
+  e(``);
+  return L;
+}
 
 /**
- * q6_k prompt batches of rows [r0, r1): 8 rows at a time (two widened groups side by side), then 4;
- * returns the first row left (the rows%4 tail runs the 1-token kernels per token in $rows).
+ * $k5mins_tokens: the q5_k mins of 4 row-major rows taken off a batch's tile outputs, the 4 rows in the
+ * i32 lanes as $kmins4 does for packed q4_k (their scale words gathered per super-block): per lane the
+ * integer Σ m_j·Σx_j, f32, times dmin·d_x, summed in super-block order, then out − m: $dot1_q5_k's steps.
  */
-function rowsK6(): string[] {
-  const call = (ws: number, off: string, to: string) =>
-    `(call $k6widen${ws} ${off} (local.get $rb) (i32.shr_u (local.get $cols) (i32.const 8)) ${to})`;
-  const tiles = (rows: number) =>
-    `(call $ktiles${rows} (local.get $scr) (i32.shr_u (local.get $cols) (i32.const 8)) (i32.load offset=208 (i32.const 0)) ` +
-    `(i32.add (local.get $out) (i32.shl (local.get $r) (i32.const 2))) (i32.shl (local.get $rows) (i32.const 2)) (local.get $n))`;
+function k5mins(): string[] {
+  const L: string[] = [];
+  const e = (s: string) => L.push(s);
+  const mask = (m: string) => `(v128.const i32x4 ${m} ${m} ${m} ${m})`;
+  const lanes = (at: (r: number) => string) =>
+    `(i32x4.replace_lane 3 (i32x4.replace_lane 2 (i32x4.replace_lane 1 (i32x4.splat ${at(0)}) ${at(1)}) ${at(2)}) ${at(3)})`;
+  const byte = (shift: number) => `(v128.and (i32x4.shr_u (local.get $sc) (i32.const ${shift})) ${mask('255')})`;
+  e(`  ;; out[r] −= row r's q5_k mins (rows w + r·rb, r < 4) for each of n tokens (K activations x, xs apart;`);
+  e(`  ;; outputs os apart).`);
+  e(`  (func $k5mins_tokens (param $w i32) (param $rb i32) (param $nsb i32) (param $x i32) (param $xs i32) (param $out i32) (param $os i32) (param $n i32)`);
+  e(`    (local $b i32) (local $sb i32) (local $xd i32) (local $xb i32) (local $p0 i32) (local $p1 i32) (local $p2 i32) (local $p3 i32)`);
+  e(`    (local $u1 v128) (local $u2 v128) (local $sc v128) (local $s0 v128) (local $macc v128)`);
+  e(`    (block $bdone`);
+  e(`      (loop $bl`);
+  e(`        (br_if $bdone (i32.ge_u (local.get $b) (local.get $n)))`);
+  e(`        (local.set $p0 (local.get $w))`);
+  for (const r of [1, 2, 3]) e(`        (local.set $p${r} (i32.add (local.get $p${r - 1}) (local.get $rb)))`);
+  e(`        (local.set $xd (i32.add (local.get $x) (i32.shl (local.get $nsb) (i32.const 9))))`);
+  e(`        (local.set $xb (i32.add (local.get $xd) (i32.shl (local.get $nsb) (i32.const 2))))`);
+  e(`        (local.set $macc (v128.const i32x4 0 0 0 0))`);
+  e(`        (local.set $sb (i32.const 0))`);
+  e(`        (block $sdone`);
+  e(`          (loop $sl`);
+  e(`            (br_if $sdone (i32.ge_u (local.get $sb) (local.get $nsb)))`);
+  e(`            (local.set $u1 ${lanes((r) => `(i32.load offset=8 (local.get $p${r}))`)})`);
+  e(`            (local.set $u2 ${lanes((r) => `(i32.load offset=12 (local.get $p${r}))`)})`);
+  e(`            (local.set $sc (v128.and (local.get $u1) ${mask('0x3f3f3f3f')}))`);
+  e(`            (local.set $s0 (v128.const i32x4 0 0 0 0))`);
+  for (let j = 0; j < 8; j++) {
+    if (j === 4) {
+      e(`            (local.set $sc (v128.or (v128.and (i32x4.shr_u (local.get $u2) (i32.const 4)) ${mask('0x0f0f0f0f')})`);
+      e(`              (i32x4.shl (v128.and (i32x4.shr_u (local.get $u1) (i32.const 6)) ${mask('0x03030303')}) (i32.const 4))))`);
+    }
+    e(`            (local.set $s0 (i32x4.add (local.get $s0) (i32x4.mul ${byte(8 * (j % 4))} (i32x4.splat (i32.load16_s offset=${2 * j} (local.get $xb))))))`);
+  }
+  e(`            (local.set $macc (f32x4.add (local.get $macc) (f32x4.mul (f32x4.convert_i32x4_s (local.get $s0))`);
+  e(`              (f32x4.mul (f32x4.replace_lane 3 (f32x4.replace_lane 2 (f32x4.replace_lane 1 (f32x4.splat ${f16At('$p0', 2)}) ${f16At('$p1', 2)}) ${f16At('$p2', 2)}) ${f16At('$p3', 2)})`);
+  e(`                (f32x4.splat (f32.load (local.get $xd)))))))`);
+  for (const r of [0, 1, 2, 3]) e(`            (local.set $p${r} (i32.add (local.get $p${r}) (i32.const 176)))`);
+  e(`            (local.set $xd (i32.add (local.get $xd) (i32.const 4)))`);
+  e(`            (local.set $xb (i32.add (local.get $xb) (i32.const 16)))`);
+  e(`            (local.set $sb (i32.add (local.get $sb) (i32.const 1)))`);
+  e(`            (br $sl)))`);
+  e(`        (v128.store (local.get $out) (f32x4.sub (v128.load (local.get $out)) (local.get $macc)))`);
+  e(`        (local.set $x (i32.add (local.get $x) (local.get $xs)))`);
+  e(`        (local.set $out (i32.add (local.get $out) (local.get $os)))`);
+  e(`        (local.set $b (i32.add (local.get $b) (i32.const 1)))`);
+  e(`        (br $bl))))`);
+  e(``);
+  return L;
+}
+
+/**
+ * Rows r0..r3's i16x8 of 8 consecutive columns ($r0..$r3: 4 column pairs each) transposed as 4×4 i32 and
+ * stored as the column-pair vectors `pair`..`pair` + 3 of the widened layout at $o (vector k at ws·k).
+ */
+function transposeStore4(ws: number, pair: number, ind: string): string[] {
+  const lo = '0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23';
+  const hi = '8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31';
+  const first = '0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23';
+  const second = '8 9 10 11 12 13 14 15 24 25 26 27 28 29 30 31';
   return [
-    `  ;; q6_k prompt batches (kernel 32, 2+ tokens) of rows [r0, r1); the tile activations' address is at 208.`,
-    `  (func $rows_k6 (param $out i32) (param $w i32) (param $rows i32) (param $cols i32) (param $n i32) (param $rb i32)`,
-    `                 (param $r0 i32) (param $r1 i32) (param $tid i32) (result i32)`,
+    `${ind}(local.set $t0 (i8x16.shuffle ${lo} (local.get $r0) (local.get $r1)))`,
+    `${ind}(local.set $t1 (i8x16.shuffle ${lo} (local.get $r2) (local.get $r3)))`,
+    `${ind}(local.set $t2 (i8x16.shuffle ${hi} (local.get $r0) (local.get $r1)))`,
+    `${ind}(local.set $t3 (i8x16.shuffle ${hi} (local.get $r2) (local.get $r3)))`,
+    `${ind}(v128.store offset=${ws * pair} (local.get $o) (i8x16.shuffle ${first} (local.get $t0) (local.get $t1)))`,
+    `${ind}(v128.store offset=${ws * (pair + 1)} (local.get $o) (i8x16.shuffle ${second} (local.get $t0) (local.get $t1)))`,
+    `${ind}(v128.store offset=${ws * (pair + 2)} (local.get $o) (i8x16.shuffle ${first} (local.get $t2) (local.get $t3)))`,
+    `${ind}(v128.store offset=${ws * (pair + 3)} (local.get $o) (i8x16.shuffle ${second} (local.get $t2) (local.get $t3)))`,
+  ];
+}
+
+/** A K-quant super-block's f16 d (q6_k: at 208 of the block at `ptr`; q5_k: at 0) as f32, through the table. */
+const f16At = (ptr: string, at = 208) => `(f32.load offset=4096 (i32.shl (i32.load16_u offset=${at} (local.get ${ptr})) (i32.const 2)))`;
+
+/**
+ * q5_k / q6_k prompt batches of rows [r0, r1): 8 rows at a time (two widened groups side by side), then 4;
+ * q5_k's mins taken off per group and token after its tiles. Returns the first row left (the rows%4 tail
+ * runs the 1-token kernels per token in $rows).
+ */
+function rowsK(f: 5 | 6): string[] {
+  const nsb = '(i32.shr_u (local.get $cols) (i32.const 8))';
+  const widen = (ws: number, off: string, to: string) => `(call $k${f}widen${ws} ${off} (local.get $rb) ${nsb} ${to})`;
+  const outAt = (r: string) => `(i32.add (local.get $out) (i32.shl ${r} (i32.const 2)))`;
+  const tiles = (rows: number) =>
+    `(call $ktiles${rows} (local.get $scr) ${nsb} (i32.load offset=208 (i32.const 0)) ${outAt('(local.get $r)')} (i32.shl (local.get $rows) (i32.const 2)) (local.get $n))`;
+  const mins = (wr: string, r: string) =>
+    f === 5 ? [`        (call $k5mins_tokens ${wr} (local.get $rb) ${nsb} (local.get $x) (local.get $xs) ${outAt(r)} (i32.shl (local.get $rows) (i32.const 2)) (local.get $n))`] : [];
+  const second = '(i32.add (local.get $wr) (i32.shl (local.get $rb) (i32.const 2)))';
+  return [
+    `  ;; q${f}_k prompt batches (kernel ${f === 5 ? 30 : 32}, 2+ tokens) of rows [r0, r1); the tile activations' address is at 208.`,
+    `  (func $rows_k${f} (param $out i32) (param $w i32) (param $x i32) (param $rows i32) (param $cols i32) (param $n i32) (param $rb i32)`,
+    `                 (param $xs i32) (param $r0 i32) (param $r1 i32) (param $tid i32) (result i32)`,
     `    (local $r i32) (local $wr i32) (local $scr i32)`,
     `    (local.set $scr (i32.add (i32.load offset=192 (i32.const 0)) (i32.mul (local.get $tid) (i32.load offset=196 (i32.const 0)))))`,
     `    (local.set $r (local.get $r0))`,
@@ -733,16 +857,19 @@ function rowsK6(): string[] {
     `      (loop $l`,
     `        (br_if $done (i32.gt_u (i32.add (local.get $r) (i32.const 8)) (local.get $r1)))`,
     `        (local.set $wr (i32.add (local.get $w) (i32.mul (local.get $r) (local.get $rb))))`,
-    `        ${call(32, '(local.get $wr)', '(local.get $scr)')}`,
-    `        ${call(32, '(i32.add (local.get $wr) (i32.shl (local.get $rb) (i32.const 2)))', '(i32.add (local.get $scr) (i32.const 16))')}`,
+    `        ${widen(32, '(local.get $wr)', '(local.get $scr)')}`,
+    `        ${widen(32, second, '(i32.add (local.get $scr) (i32.const 16))')}`,
     `        ${tiles(8)}`,
+    ...mins('(local.get $wr)', '(local.get $r)'),
+    ...mins(second, '(i32.add (local.get $r) (i32.const 4))'),
     `        (local.set $r (i32.add (local.get $r) (i32.const 8)))`,
     `        (br $l)))`,
     `    (if (i32.le_u (i32.add (local.get $r) (i32.const 4)) (local.get $r1))`,
     `      (then`,
     `        (local.set $wr (i32.add (local.get $w) (i32.mul (local.get $r) (local.get $rb))))`,
-    `        ${call(16, '(local.get $wr)', '(local.get $scr)')}`,
+    `        ${widen(16, '(local.get $wr)', '(local.get $scr)')}`,
     `        ${tiles(4)}`,
+    ...mins('(local.get $wr)', '(local.get $r)'),
     `        (local.set $r (i32.add (local.get $r) (i32.const 4)))))`,
     `    (local.get $r))`,
     ``,
@@ -754,7 +881,7 @@ const f16x4At = (offset: number, ptr: string) =>
   `(f32x4.mul (v128.and (i32x4.shr_s (i32x4.shl (v128.load16x4_u offset=${offset} (local.get ${ptr})) (i32.const 16)) (i32.const 3)) (v128.const i32x4 0x8FFFE000 0x8FFFE000 0x8FFFE000 0x8FFFE000)) (v128.const f32x4 0x1p112 0x1p112 0x1p112 0x1p112))`;
 
 export function kquantSection(): string {
-  return HEADER + [...q45(false), ...q45(true), ...q6(), ...dot4('q4_k'), ...dot4('q5_k'), ...dot4('q6_k'), ...g4q4k(), ...ktiles(), ...tileKernels('k', 128), ...bothVariants('  ', relaxedKTiles(), []), ...k6widen(16), ...k6widen(32), ...rowsK6(), ...quantQ8k()].join('\n');
+  return HEADER + [...q45(false), ...q45(true), ...q6(), ...dot4('q4_k'), ...dot4('q5_k'), ...dot4('q6_k'), ...g4q4k(), ...ktiles(), ...tileKernels('k', 128), ...bothVariants('  ', relaxedKTiles(), []), ...k6widen(16), ...k6widen(32), ...k5widen(16), ...k5widen(32), ...k5mins(), ...rowsK(5), ...rowsK(6), ...quantQ8k()].join('\n');
 }
 
 export const KQUANT_SECTION: Section = { name: 'kquant', script: 'kquants.ts', text: kquantSection };

@@ -51,8 +51,10 @@ export interface DaemonOptions {
   batch: number;
   /** Bytes of KV blocks an instance keeps for prompt-prefix reuse (`--prefix-cache 64MiB`; 0: none); a split one on every rank, sized by its driver. */
   prefixCacheBytes: number;
-  /** How an instance speculates for requests that do not say (`--speculate prompt-lookup|off`); not where a rank runs on a GPU. */
-  speculate: 'prompt-lookup' | 'off';
+  /** How an instance speculates for requests that do not say (`--speculate prompt-lookup|draft|off`); not where a rank runs on a GPU. */
+  speculate: 'prompt-lookup' | 'draft' | 'off';
+  /** The small model (HF directory or GGUF, same tokenizer) an instance's driving runner drafts with (`--draft-model`); null: none. */
+  draftModel: string | null;
   /** Context (tokens per sequence) instances serve unless a load asks for another; null: the serving profile's default. */
   context: number | null;
   /** Where the bundled demo model lives. */
@@ -115,6 +117,7 @@ const KEYS = [
   'batch',
   'prefixCache',
   'speculate',
+  'draftModel',
   'dataPlaneEncryption',
   'dataPlaneCipher',
   'network',
@@ -238,7 +241,11 @@ export function resolveOptions(flags: RawOptions, env: NodeJS.ProcessEnv = proce
   const keepAliveMs = durationMs(pick('keepAlive') ?? '30m', '--keep-alive');
   const batch = parse(z.coerce.number({ error: '--batch must be a number of sequences' }).int('--batch must be a whole number').min(1, '--batch must be at least 1').max(64, '--batch must be at most 64'), pick('batch') ?? 8);
   const prefixCacheBytes = byteSize(pick('prefixCache') ?? '64MiB', '--prefix-cache');
-  const speculate = parse(z.enum(['prompt-lookup', 'off'], { error: '--speculate must be prompt-lookup or off' }), String(pick('speculate') ?? 'off').trim());
+  const speculate = parse(z.enum(['prompt-lookup', 'draft', 'off'], { error: '--speculate must be prompt-lookup, draft or off' }), String(pick('speculate') ?? 'off').trim());
+  const draftRaw = pick('draftModel');
+  const draftModel = draftRaw === undefined || String(draftRaw).trim() === '' ? null : resolve(String(draftRaw).trim());
+  if (draftModel && !existsSync(draftModel)) throw new OptionsError(`--draft-model ${draftModel}: no such file or directory`);
+  if (speculate === 'draft' && !draftModel) throw new OptionsError('--speculate draft needs --draft-model <dir> (or ORCHARD_DRAFT_MODEL): the small model to draft with');
   const dataPlanePollMs = parse(z.coerce.number({ error: 'ORCHARD_DATA_PLANE_POLL_MS must be a number' }).min(0).max(100, 'ORCHARD_DATA_PLANE_POLL_MS must be at most 100'), pick('dataPlanePollMs') ?? 0.25);
   const bool = (v: unknown) => v === true || /^(1|true|yes)$/i.test(String(v ?? ''));
   const network = networkOptions(pick, list, bool);
@@ -271,6 +278,7 @@ export function resolveOptions(flags: RawOptions, env: NodeJS.ProcessEnv = proce
     batch,
     prefixCacheBytes,
     speculate,
+    draftModel,
     context,
     demoModelDir: pick('demoModelDir') === undefined ? null : resolve(String(pick('demoModelDir'))),
     dataPlanePollMs,

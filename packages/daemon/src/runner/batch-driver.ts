@@ -25,6 +25,7 @@ import { DraftLength, pickToken, pickVerified, PrefixCache, Sampler, type KVCach
 import { PrefillChunker, type PrefillChunkOptions } from './prefill-chunk.js';
 import { forwardSegments, keepsCpuCaches } from './step-forward.js';
 import { DRAFT_TOKENS, nextDraft } from './draft.js';
+import { speculationOf, type DraftModel } from './draft-model.js';
 import { planStep } from './step-plan.js';
 import { countDraft, outcomeOf, takeToken, type FinishReason, type OnToken, type Picked, type SequenceState } from './sequence.js';
 import type { CompileConstraint, GenerateOutcome, GenerateRequest, Speculate } from './shard-loop.js';
@@ -48,6 +49,8 @@ export interface BatchDriverOptions {
   speculate?: Speculate;
   /** Prompt lookup's most draft tokens per step and n-gram lengths. @default draftTokens 8 */
   promptLookup?: PromptLookupOptions;
+  /** The draft model for requests that speculate with `draft` (draft-model.ts). */
+  draftModel?: DraftModel;
 }
 
 
@@ -76,6 +79,7 @@ export class BatchDriver {
   readonly #now: () => number;
   readonly #speculate: Speculate;
   readonly #lookup: PromptLookupOptions;
+  readonly #draftModel?: DraftModel;
   #running: Promise<void> | null = null;
   #broken: Error | null = null;
   #stopped = false;
@@ -95,6 +99,7 @@ export class BatchDriver {
     this.maxSequences = o.maxSequences ?? BATCH_SEQUENCES;
     this.#speculate = o.speculate ?? 'off';
     this.#lookup = { draftTokens: DRAFT_TOKENS, ...o.promptLookup };
+    this.#draftModel = o.draftModel;
     new DraftLength(this.#lookup.draftTokens!); // checks it
     const bytes = o.prefixCacheBytes ?? 64 * 2 ** 20;
     // The prefix cache copies CPU KV caches; a GPU rank's caches live on the device.
@@ -118,14 +123,14 @@ export class BatchDriver {
     if (prompt.length === 0) throw new RangeError('the prompt has no tokens');
     if (prompt.length >= shard.maxSeqLen) throw new RangeError(`prompt of ${prompt.length} tokens does not fit the context of ${shard.maxSeqLen}`);
     if (req.constraint && !this.#compile) throw new RangeError('this runner cannot compile output constraints');
+    // A GPU rank's caches are not cut back after a rejected draft: it does not speculate.
+    const speculates = this.#cpuCaches ? speculationOf(req.speculate ?? this.#speculate, this.#draftModel) : null;
     const constraint = req.constraint ? await this.#compile!(req.constraint, req.stopTokenIds) : null;
     const capacity = Math.min(shard.maxSeqLen, prompt.length + req.maxTokens);
     const cache = shard.newCache(capacity);
     const cached = this.prefix?.restore(cache, prompt) ?? 0;
     const sampling = { temperature: req.temperature ?? 0, topP: req.topP ?? 1, topK: req.topK ?? 0, seed: req.seed ?? 0 };
     const t0 = performance.now();
-    // A GPU rank's caches are not cut back after a rejected draft: it does not speculate.
-    const speculates = (req.speculate ?? this.#speculate) === 'prompt-lookup' && this.#cpuCaches;
     const done = new Promise<GenerateOutcome>((resolve, reject) => {
       this.#active.push({
         req,
@@ -139,6 +144,7 @@ export class BatchDriver {
         tokens: [],
         cached,
         draft: speculates ? new DraftLength(this.#lookup.draftTokens!) : null,
+        byModel: speculates === 'draft',
         drafted: 0,
         accepted: 0,
         t0,
@@ -177,6 +183,7 @@ export class BatchDriver {
   /** One forward of every active sequence, its rows as planStep (step-plan.ts) lays them out. */
   async #step(): Promise<void> {
     const shard = this.#shard;
+    await this.#draftModel?.propose(this.#active, shard.maxBatch - this.#active.length);
     const { parts: batch, decodeRows, promptRows, rows } = planStep(this.#active, shard.maxBatch, this.#chunker, (seq, spare) => nextDraft(seq, spare, this.#lookup));
     const t0 = this.#now();
     const outs = await forwardSegments(shard, batch.map(({ seq, ids, draft }) => ({ input: { tokens: ids }, cache: seq.cache, allLogits: draft.length > 0 })));
@@ -232,6 +239,7 @@ export class BatchDriver {
 
   #end(seq: Sequence, outcome: GenerateOutcome | Error): void {
     this.#shard.releaseCache(seq.cache);
+    this.#draftModel?.release(seq);
     seq.constraint?.dispose();
     if (outcome instanceof Error) seq.reject(outcome);
     else seq.resolve(outcome);

@@ -9,6 +9,7 @@ import { type InstanceLayout, shardSpecOf, stageMembers, stageOf, worldSize } fr
 import { BatchDriver } from './batch-driver.js';
 import type { Group } from './transport.js';
 import type { RunnerInit } from './protocol.js';
+import type { DraftModel } from './draft-model.js';
 
 export interface LoadRankOptions {
   backend?: Backend;
@@ -42,9 +43,15 @@ export function loadRankShard(dir: string, layout: InstanceLayout, rank: number,
  * A one-rank instance batches its sequences (batch-driver.ts); split ones run the data-plane Driver,
  * which batches them too (`batch.sequences` at most) and keeps a prefix cache on every rank (split-prefix.ts).
  */
-export function startRank(group: Group, layout: InstanceLayout, shard: ModelShard, o: { stepMs?: number; pollMs?: number; compile?: CompileConstraint; batch?: RunnerInit['batch'] } = {}): { driver: Driver | BatchDriver | null; done: Promise<void> } {
-  if (worldSize(layout) === 1) return { driver: new BatchDriver(shard, { compile: o.compile, maxSequences: o.batch?.sequences, prefixCacheBytes: o.batch?.prefixCacheBytes, speculate: o.batch?.speculate }), done: Promise.resolve() };
-  const ctx = { group, layout, shard, maxBatch: shard.maxBatch, stepMs: o.stepMs ?? 30_000, pollMs: o.pollMs ?? POLL_MS, compile: o.compile, prefixCacheBytes: o.batch?.prefixCacheBytes, speculate: o.batch?.speculate };
+export function startRank(
+  group: Group,
+  layout: InstanceLayout,
+  shard: ModelShard,
+  o: { stepMs?: number; pollMs?: number; compile?: CompileConstraint; batch?: RunnerInit['batch']; draftModel?: DraftModel } = {},
+): { driver: Driver | BatchDriver | null; done: Promise<void> } {
+  const { draftModel } = o;
+  if (worldSize(layout) === 1) return { driver: new BatchDriver(shard, { compile: o.compile, maxSequences: o.batch?.sequences, prefixCacheBytes: o.batch?.prefixCacheBytes, speculate: o.batch?.speculate, draftModel }), done: Promise.resolve() };
+  const ctx = { group, layout, shard, maxBatch: shard.maxBatch, stepMs: o.stepMs ?? 30_000, pollMs: o.pollMs ?? POLL_MS, compile: o.compile, prefixCacheBytes: o.batch?.prefixCacheBytes, speculate: o.batch?.speculate, draftModel };
   if (group.rank === 0) return { driver: new Driver(ctx, o.batch?.sequences), done: Promise.resolve() };
   return { driver: null, done: runFollower(ctx) };
 }

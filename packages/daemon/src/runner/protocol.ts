@@ -20,9 +20,10 @@ export interface RunnerInit {
   maxBatch?: number;
   /**
    * Continuous batching, split or not: sequences per step, prefix-cache bytes and how requests that do
-   * not say speculate (batch-driver.ts / shard-loop.ts defaults).
+   * not say speculate (batch-driver.ts / shard-loop.ts defaults), and the draft model (HF directory or
+   * GGUF) that rank 0 loads for speculation with `draft` (draft-model.ts).
    */
-  batch?: { sequences: number; prefixCacheBytes: number; speculate?: Speculate };
+  batch?: { sequences: number; prefixCacheBytes: number; speculate?: Speculate; draftModel?: string };
   /** Per data-plane step timeout, ms. */
   stepMs?: number;
   /** How long a rank polls its event loop inside a data-plane wait, ms (0: never; see shard-loop.ts). */

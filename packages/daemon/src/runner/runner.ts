@@ -12,6 +12,7 @@ import { compileConstraint, createReferenceBackend, createWasmBackend, loadToken
 import { createDataPlane } from './data-plane.js';
 import { loadRankOn } from './gpu-shard.js';
 import { startRank } from './local.js';
+import { DraftModel } from './draft-model.js';
 import type { FromRunner, RunnerInit, ToRunner } from './protocol.js';
 import { selectRdma, type RdmaSelection } from './rdma-select.js';
 import { POLL_MS, type Driver } from './shard-loop.js';
@@ -77,15 +78,19 @@ export class Runner {
     const pollMs = i.pollMs ?? POLL_MS;
     // The shard's all-reduce needs the group, which exists only after every rank is listening.
     // gpu: WebGPU, or the wasm kernels when the GPU cannot be used (the note says why).
+    const cpuBackend = (kind: 'reference' | 'wasm') => (kind === 'wasm' ? createWasmBackend({ threads: i.backend?.threads ?? 1 }) : createReferenceBackend());
     const { shard, note } = await loadRankOn(i.backend ?? { kind: 'reference' }, i.modelDir, i.layout, i.rank, () => this.#group!, {
       maxBatch: i.maxBatch,
       maxSeqLen: i.maxSeqLen,
       stepMs: i.stepMs,
       pollMs,
-      cpuBackend: (kind) => (kind === 'wasm' ? createWasmBackend({ threads: i.backend?.threads ?? 1 }) : createReferenceBackend()),
+      cpuBackend,
     });
     if (note) this.#host.log(note);
-    this.#host.send({ type: 'loaded', loadMs: performance.now() - t0, bytesRead: shard.bytesRead, backend: note ?? i.backend?.kind ?? 'reference' });
+    // The driving rank runs the draft model on CPU beside its own shard: the wasm kernels unless the rank runs the reference ones.
+    const draftModel = i.rank === 0 && i.batch?.draftModel ? DraftModel.load(i.batch.draftModel, i.modelDir, { maxBatch: i.maxBatch, maxSeqLen: i.maxSeqLen, backend: cpuBackend(i.backend?.kind === 'reference' || !i.backend ? 'reference' : 'wasm') }) : undefined;
+    const bytesRead = shard.bytesRead + (draftModel?.bytesRead ?? 0);
+    this.#host.send({ type: 'loaded', loadMs: performance.now() - t0, bytesRead, backend: note ?? i.backend?.kind ?? 'reference' });
     if (this.#state !== 'loading') return; // stopped while loading
     this.#state = 'waiting-for-peers';
     const endpoints = this.#peers ?? (await new Promise<TcpPeer[]>((resolve) => (this.#peersArrived = resolve)));
@@ -108,7 +113,7 @@ export class Runner {
     // Output constraints are compiled here, against this model's tokenizer, when a request brings one.
     let vocab: TokenVocabulary | null = null;
     const compile = (spec: ConstraintSpec, stopIds: number[]) => compileConstraint(spec, (vocab ??= loadTokenizer(i.modelDir).vocabulary()), { vocabSize: shard.config.vocabSize, stopIds });
-    const started = startRank(plane.group, i.layout, shard, { stepMs: i.stepMs, pollMs, compile, batch: i.batch });
+    const started = startRank(plane.group, i.layout, shard, { stepMs: i.stepMs, pollMs, compile, batch: i.batch, draftModel });
     this.#driver = started.driver;
     this.#state = 'ready';
     this.#host.send({ type: 'ready', links: plane.links, dataPlane: plane.summary });

@@ -21,6 +21,9 @@ export interface SequenceState {
   t1: number;
   /** Its draft length when it speculates, else null; draft tokens checked and confirmed so far. */
   draft: DraftLength | null;
+  /** It drafts with the draft model, whose proposal for the step waits here (draft.ts). */
+  byModel?: boolean;
+  proposal?: number[];
   drafted: number;
   accepted: number;
 }

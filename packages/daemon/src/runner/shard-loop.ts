@@ -26,6 +26,7 @@ import { SplitPrefix } from './split-prefix.js';
 import { withTimeout } from './with-timeout.js';
 import { forwardSegments, keepsCpuCaches } from './step-forward.js';
 import { DRAFT_TOKENS, nextDraft } from './draft.js';
+import { speculationOf, type DraftModel } from './draft-model.js';
 import { planStep, type PlannedRows } from './step-plan.js';
 import { countDraft, outcomeOf, takeToken, type FinishReason, type OnToken, type Picked, type SequenceState } from './sequence.js';
 
@@ -52,8 +53,8 @@ export interface GenerateRequest extends SamplingOptions {
   speculate?: Speculate;
 }
 
-/** How a runner speculates: prompt lookup (drafts from the sequence's own context), or not at all. */
-export type Speculate = 'prompt-lookup' | 'off';
+/** How a runner speculates: prompt lookup (drafts from the sequence's own context), a draft model (draft-model.ts), or not at all. */
+export type Speculate = 'prompt-lookup' | 'draft' | 'off';
 
 /** Compiles a request's constraint against this rank's tokenizer (runner-main provides it). */
 export type CompileConstraint = (spec: ConstraintSpec, stopIds: number[]) => Promise<TokenConstraint>;
@@ -150,6 +151,8 @@ interface Ctx {
   prefixCacheBytes?: number;
   /** Speculation of requests that do not say. @default 'off' */
   speculate?: Speculate;
+  /** The draft model the driver runs for requests that speculate with `draft`. */
+  draftModel?: DraftModel;
 }
 
 /** How the driver, when it samples itself, turns logits into the next id (mask, sample, logprobs): per request. */
@@ -602,8 +605,9 @@ export class Driver {
     try {
       const cpu = await this.#cpuEverywhere();
       const reuse = cpu && (this.#ctx.prefixCacheBytes ?? 0) > 0;
-      const speculates = cpu && (req.speculate ?? this.#ctx.speculate ?? 'off') === 'prompt-lookup';
+      const speculates = cpu ? speculationOf(req.speculate ?? this.#ctx.speculate, this.#ctx.draftModel) : null;
       const cache = shard.newCache(capacity);
+      let entry: Running | undefined;
       try {
         // The prefix is restored and the begin sent in one issue section: every rank restores it at the same point.
         const cached = await this.#serial(async () => {
@@ -618,9 +622,12 @@ export class Driver {
         const pick: Pick = (logits) => pickToken(logits, sampler, constraint, req.logprobs);
         const t0 = performance.now();
         const lane = this.#lanes.reduce((a, b) => (b.seqs.length < a.seqs.length ? b : a));
-        const done = new Promise<GenerateOutcome>((resolve) =>
-          lane.seqs.push({ slot, req, cache, capacity, sampling: remote ? { reply: new TokenReply(req.logprobs) } : { pick }, onToken, fed: cached, cached, tokens: [], draft: speculates ? new DraftLength(this.#lookup.draftTokens!) : null, drafted: 0, accepted: 0, t0, t1: t0, resolve }),
-        );
+        let seq: Running | undefined;
+        const done = new Promise<GenerateOutcome>((resolve) => {
+          seq = { slot, req, cache, capacity, sampling: remote ? { reply: new TokenReply(req.logprobs) } : { pick }, onToken, fed: cached, cached, tokens: [], draft: speculates ? new DraftLength(this.#lookup.draftTokens!) : null, byModel: speculates === 'draft', drafted: 0, accepted: 0, t0, t1: t0, resolve };
+          lane.seqs.push(seq);
+        });
+        entry = seq;
         lane.running ??= this.#laneLoop(lane);
         const failed = lane.running.then(() => (this.#broken ? Promise.reject(this.#broken) : new Promise<never>(() => undefined)));
         const outcome = await Promise.race([done, failed]);
@@ -633,6 +640,7 @@ export class Driver {
         return outcome;
       } finally {
         shard.releaseCache(cache);
+        if (entry) this.#ctx.draftModel?.release(entry);
       }
     } finally {
       constraint?.dispose();
@@ -659,6 +667,7 @@ export class Driver {
 
   /** One step of a lane: all its sequences, their rows as planStep (step-plan.ts) lays them out. */
   async #laneStep(lane: Lane): Promise<void> {
+    await this.#ctx.draftModel?.propose(lane.seqs, this.#ctx.maxBatch - lane.seqs.length);
     const plan = planStep(lane.seqs, this.#ctx.maxBatch, lane.chunker, (seq, spare) => nextDraft(seq, spare, this.#lookup));
     const { decodeRows, promptRows } = plan;
     const parts: Part[] = plan.parts.map((p) => ({ ...p, pos: p.seq.cache.length }));

@@ -14,8 +14,8 @@ export const serveRequestSchema = z.object({
   topK: z.number().int().min(0).max(1_000_000).optional(),
   seed: z.number().int(),
   stop: z.array(z.string().min(1).max(256)).max(8),
-  /** Speculative decoding (prompt lookup) for this request; absent: the instance's setting (--speculate). */
-  speculate: z.enum(['prompt-lookup', 'off']).optional(),
+  /** Speculative decoding (prompt lookup, or the draft model of --draft-model) for this request; absent: the instance's setting (--speculate). */
+  speculate: z.enum(['prompt-lookup', 'draft', 'off']).optional(),
   ...dialectFields,
 });
 export type ServeRequest = z.infer<typeof serveRequestSchema>;

@@ -143,7 +143,7 @@ export async function startServing(daemon: Daemon, backend: NodeBackend, hooks: 
       security,
     },
     maxQueue: o.maxQueue,
-    batch: { sequences: o.batch, prefixCacheBytes: o.prefixCacheBytes, speculate: o.speculate },
+    batch: { sequences: o.batch, prefixCacheBytes: o.prefixCacheBytes, speculate: o.speculate, ...(o.draftModel ? { draftModel: o.draftModel } : {}) },
     addrs: () => daemon.node.getMultiaddrs().map(String),
     // Runners never reach for the hub themselves: a model comes from the pod's peers, or is pulled on purpose.
     fetchModel: async (repo, selection) => {

@@ -101,7 +101,7 @@ describe('OpenAI chat with tools on a served model', () => {
     expect(badTool.body.error.message).toMatch(/tool_choice names 'nope'/);
   }, 60_000);
 
-  it("speculate: 'prompt-lookup' (Orchard's field) answers what plain decode answers; another value is a 400 naming it", async () => {
+  it("speculate: 'prompt-lookup' (Orchard's field) answers what plain decode answers; 'draft' without a draft model and another value are 400s", async () => {
     const schema = { type: 'object', properties: { ok: { type: 'boolean' }, n: { type: 'integer', minimum: 0, maximum: 9 } }, required: ['ok', 'n'], additionalProperties: false };
     const body = { messages: [{ role: 'user', content: 'JSON please: {"ok": true, "n": 1} {"ok": true, "n": 1}' }], response_format: { type: 'json_schema', json_schema: { name: 'x', schema, strict: true } }, seed: 5 };
     const plain = await post(body);
@@ -112,6 +112,11 @@ describe('OpenAI chat with tools on a served model', () => {
     const bad = await post({ ...body, speculate: 'ngram' });
     expect(bad.status).toBe(400);
     expect(bad.body.error.param).toBe('speculate');
+    // 'draft' is a mode the API takes; this daemon has no --draft-model, so the request is refused, not the instance.
+    const noDraft = await post({ ...body, speculate: 'draft' });
+    expect(noDraft.status, JSON.stringify(noDraft.body)).toBe(400);
+    expect(noDraft.body.error.message).toMatch(/no draft model/);
+    expect((await post(body)).status).toBe(200);
   }, 60_000);
 });
 

@@ -26,6 +26,8 @@ export interface ServingDaemonOptions {
   model?: { repo: string; options: RandomModelOptions };
   /** The daemon's logger (default: silent, or SERVE_TEST_LOG's level). */
   log?: pino.Logger;
+  /** More `orchard start` flags (camelCase, as resolveOptions takes them), e.g. `{ speculate: 'draft' }`. */
+  flags?: Record<string, unknown>;
 }
 
 export async function startServingDaemon(o: ServingDaemonOptions): Promise<{ daemon: Orchard; dataDir: string; modelDir?: string }> {
@@ -36,7 +38,7 @@ export async function startServingDaemon(o: ServingDaemonOptions): Promise<{ dae
     mkdirSync(modelDir, { recursive: true });
     writeRandomModel(modelDir, o.model.options);
   }
-  const options = resolveOptions({ dataDir, listen: ['/ip4/127.0.0.1/tcp/0'], bootstrap: o.bootstrap, apiPort: 0, mdns: false, goneAfter: 3, heartbeatMs: 300 } as never);
+  const options = resolveOptions({ dataDir, listen: ['/ip4/127.0.0.1/tcp/0'], bootstrap: o.bootstrap, apiPort: 0, mdns: false, goneAfter: 3, heartbeatMs: 300, ...o.flags } as never);
   const daemon = await startOrchard(options, o.log ?? pino({ level: process.env.SERVE_TEST_LOG ?? 'silent' }), { dashboard: false });
   return { daemon, dataDir, modelDir };
 }

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { generate, loadInProcessModel, pipelineStages } from '@orchard/engine';
 import { writeRandomModel } from '@orchard/engine/testing';
-import { startLocalInstance } from '../../src/runner/runner-process.js';
+import { InvalidRequestError, startLocalInstance } from '../../src/runner/runner-process.js';
 
 let dir: string;
 beforeAll(() => {
@@ -35,7 +35,34 @@ it('a one-process instance that speculates by default streams the plain tokens; 
     const off = await runners[0].generate({ promptIds: prompt, maxTokens: 30, stopTokenIds: [], speculate: 'off' }, () => undefined);
     expect(off.tokens).toEqual(want.tokens);
     expect(off.speculation).toBeUndefined();
+    // Asking for the draft model of an instance that has none is the request's fault (a 400), not the instance's.
+    const noDraft = runners[0].generate({ promptIds: prompt, maxTokens: 4, stopTokenIds: [], speculate: 'draft' }, () => undefined);
+    await expect(noDraft).rejects.toThrow(/no draft model/);
+    await expect(noDraft).rejects.toBeInstanceOf(InvalidRequestError);
+    expect(runners[0].dead).toBeNull();
   } finally {
     await Promise.all(runners.map((r) => r.stop(500)));
   }
+}, 60_000);
+
+it('a runner with a draft model (RunnerInit.batch.draftModel) speculates with it by default and streams the plain tokens; one whose draft model cannot load dies naming the path', async () => {
+  const model = loadInProcessModel(dir);
+  const prompt = [1, 12, 23, 34, 45];
+  const want = await generate(model, prompt, { maxTokens: 20, stopTokenIds: [] });
+  model.dispose();
+  const base = { modelDir: dir, layout: { stages: pipelineStages(2, 1), tensor: 1 }, groupId: 'test-draft', secret: 'ef'.repeat(16), listenHost: '127.0.0.1' };
+  // The model as its own draft: every drafted token is confirmed.
+  const runners = await startLocalInstance({ ...base, batch: { sequences: 2, prefixCacheBytes: 0, speculate: 'draft', draftModel: dir } });
+  try {
+    const seen: number[] = [];
+    const spec = await runners[0].generate({ promptIds: prompt, maxTokens: 20, stopTokenIds: [] }, (t) => seen.push(t));
+    expect(spec.tokens).toEqual(want.tokens);
+    expect(seen).toEqual(want.tokens);
+    expect(spec.speculation!.drafted).toBeGreaterThan(0);
+    expect(spec.speculation!.accepted).toBe(spec.speculation!.drafted);
+  } finally {
+    await Promise.all(runners.map((r) => r.stop(500)));
+  }
+  const missing = join(dir, 'no-such-draft');
+  await expect(startLocalInstance({ ...base, groupId: 'test-draft-missing', batch: { sequences: 2, prefixCacheBytes: 0, speculate: 'draft', draftModel: missing } })).rejects.toThrow(`draft model ${missing}`);
 }, 60_000);

@@ -7,11 +7,12 @@ import { createSimGroup } from '../../src/runner/transport.js';
 import { loadRankShard, startRank } from '../../src/runner/local.js';
 import type { RunnerInit } from '../../src/runner/protocol.js';
 import type { Driver } from '../../src/runner/shard-loop.js';
+import type { DraftModel } from '../../src/runner/draft-model.js';
 
-export async function startSplit(dir: string, layout: InstanceLayout, o: { maxBatch: number; batch: NonNullable<RunnerInit['batch']>; shardOf?: (s: ModelShard, rank: number) => ModelShard }) {
+export async function startSplit(dir: string, layout: InstanceLayout, o: { maxBatch: number; batch: NonNullable<RunnerInit['batch']>; shardOf?: (s: ModelShard, rank: number) => ModelShard; draftModel?: DraftModel }) {
   const groups = createSimGroup(layout.stages.length * layout.tensor);
   const shardOf = o.shardOf ?? ((s) => s);
-  const ranks = groups.map((g) => startRank(g, layout, shardOf(loadRankShard(dir, layout, g.rank, g, { maxBatch: o.maxBatch }), g.rank), { batch: o.batch }));
+  const ranks = groups.map((g) => startRank(g, layout, shardOf(loadRankShard(dir, layout, g.rank, g, { maxBatch: o.maxBatch }), g.rank), { batch: o.batch, draftModel: g.rank === 0 ? o.draftModel : undefined }));
   const driver = ranks[0].driver as Driver;
   return {
     driver,

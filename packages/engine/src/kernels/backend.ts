@@ -62,6 +62,15 @@ export interface Backend {
 
   /** Causal attention of n new queries over a KV cache (see AttentionArgs). */
   attention?(args: AttentionArgs): void;
+  /**
+   * Several matmuls of one input (q/k/v, gate/up): for each job, out = W·x as `matmul` computes it (the
+   * same bits), the input's preparation shared where the weights' formats agree.
+   */
+  matmulShared?(jobs: readonly { out: Float32Array; w: Weight }[], x: Float32Array, n: number): void;
+  /** RMSNorm of n rows of dim values (x and out [n, dim]) as model/math.ts rmsnorm computes each row. */
+  rmsnorm?(out: Float32Array, x: Float32Array, weight: Float32Array, n: number, dim: number, eps: number): void;
+  /** x[i] += y[i] for i < n (the residual stream). */
+  add?(x: Float32Array, y: Float32Array, n: number): void;
   /** a[i] = silu(a[i])·b[i] for i < n (the SwiGLU gate). */
   swiglu?(a: Float32Array, b: Float32Array, n: number): void;
   /** Hands a buffer from allocF32/allocBytes back for reuse (a finished sequence's KV cache). */
@@ -91,4 +100,10 @@ export interface AttentionArgs {
   kvOffset?: number;
   scale: number;
   window?: number;
+}
+
+/** out = W·x for each job, through the backend's matmulShared where it has one (one input preparation). */
+export function matmuls(be: Backend, jobs: readonly { out: Float32Array; w: Weight }[], x: Float32Array, n: number): void {
+  if (be.matmulShared) be.matmulShared(jobs, x, n);
+  else for (const { out, w } of jobs) be.matmul(out, w, x, n);
 }

@@ -13,12 +13,12 @@ import { GgufCheckpoint } from '../gguf/read-model.js';
 import { isGgufPath } from '../gguf/read.js';
 import { loadModelConfig, type ModelConfig } from '../config/config.js';
 import { UnsupportedModelError } from '../errors.js';
-import type { AttentionArgs, Backend } from '../kernels/backend.js';
+import { type AttentionArgs, type Backend, matmuls } from '../kernels/backend.js';
 import { createReferenceBackend } from '../kernels/reference.js';
 import type { AllReduce, ShardSpec } from '../shard.js';
 import { checkTokenIds, embedRows, noEmbeddingError } from './embedding.js';
 import { MlaAttention } from './attention-mla.js';
-import { attention, rmsnorm } from './math.js';
+import { addInto, attention, rmsnorm, rmsnormRows } from './math.js';
 import { swigluMlp } from './mlp.js';
 import { MoeBlock } from './moe.js';
 import { applyRope, ropeAttentionFactor, ropeInverseFrequencies, ropeTables } from './rope.js';
@@ -223,7 +223,7 @@ export class ModelShard {
       const layer = this.spec.layers[0] + li;
 
       // x += all_reduce(attention(rmsnorm(x)))   (this rank's heads: a partial sum of o_proj)
-      for (let b = 0; b < n; b++) rmsnorm(xb, b * D, x, b * D, L.inputNorm, D, c.rmsNormEps);
+      rmsnormRows(be, xb, x, L.inputNorm, n, D, c.rmsNormEps);
       const A = L.attention;
       if (A.kind === 'mla') {
         this.#mlaSegments(A, segments, rows, li);
@@ -231,14 +231,14 @@ export class ModelShard {
       } else this.#gqa(A, layer, segments, rows, li);
       await this.#allReduce(xb2.subarray(0, n * D));
       if (A.kind === 'gqa' && A.oBias) addBias(xb2, A.oBias, n, D);
-      for (let i = 0; i < n * D; i++) x[i] += xb2[i];
+      addInto(be, x, xb2, n * D);
 
       // x += all_reduce(mlp(rmsnorm(x)))   (dense: this rank's intermediate rows; MoE: its experts)
-      for (let b = 0; b < n; b++) rmsnorm(xb, b * D, x, b * D, L.postNorm, D, c.rmsNormEps);
+      rmsnormRows(be, xb, x, L.postNorm, n, D, c.rmsNormEps);
       if (L.mlp.kind === 'moe') this.#moe!.forward(xb2, xb, n, L.mlp);
       else swigluMlp(be, xb2, xb, n, L.mlp, this.#hb, this.#hb2);
       await this.#allReduce(xb2.subarray(0, n * D));
-      for (let i = 0; i < n * D; i++) x[i] += xb2[i];
+      addInto(be, x, xb2, n * D);
     }
     segments.forEach(({ cache }, s) => (cache.length += rows.count[s]));
 
@@ -325,9 +325,7 @@ export class ModelShard {
     const kvw = nkv * hd;
 
     // q, k, v = xb·Wqᵀ, xb·Wkᵀ, xb·Wvᵀ (+ bias)
-    be.matmul(this.#q, A.q, xb, n);
-    be.matmul(this.#k, A.k, xb, n);
-    be.matmul(this.#v, A.v, xb, n);
+    matmuls(be, [{ out: this.#q, w: A.q }, { out: this.#k, w: A.k }, { out: this.#v, w: A.v }], xb, n);
     if (A.qBias) addBias(this.#q, A.qBias, n, qw);
     if (A.kBias) addBias(this.#k, A.kBias, n, kvw);
     if (A.vBias) addBias(this.#v, A.vBias, n, kvw);

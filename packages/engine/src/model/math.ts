@@ -1,5 +1,5 @@
 /** Small kernels the forward pass keeps in plain TypeScript (norms, activations, attention). */
-import type { AttentionArgs } from '../kernels/backend.js';
+import type { AttentionArgs, Backend } from '../kernels/backend.js';
 
 /** out[o..o+n) = x[xo..xo+n) / rms(x) · weight. Sum of squares in f64. */
 export function rmsnorm(out: Float32Array, oo: number, x: Float32Array, xo: number, weight: Float32Array, n: number, eps: number): void {
@@ -7,6 +7,18 @@ export function rmsnorm(out: Float32Array, oo: number, x: Float32Array, xo: numb
   for (let i = 0; i < n; i++) ss += x[xo + i] * x[xo + i];
   const scale = 1 / Math.sqrt(ss / n + eps);
   for (let i = 0; i < n; i++) out[oo + i] = weight[i] * (x[xo + i] * scale);
+}
+
+/** rmsnorm over n contiguous rows of dim values (out and x [n, dim]), in the backend's kernel when it has one. */
+export function rmsnormRows(be: Backend, out: Float32Array, x: Float32Array, weight: Float32Array, n: number, dim: number, eps: number): void {
+  if (be.rmsnorm) be.rmsnorm(out, x, weight, n, dim, eps);
+  else for (let b = 0; b < n; b++) rmsnorm(out, b * dim, x, b * dim, weight, dim, eps);
+}
+
+/** x[i] += y[i] for i < n: the residual stream. */
+export function addInto(be: Backend, x: Float32Array, y: Float32Array, n: number): void {
+  if (be.add) be.add(x, y, n);
+  else for (let i = 0; i < n; i++) x[i] += y[i];
 }
 
 /** In place over x[o..o+n): exp(x - max) / Σ. */

@@ -1,5 +1,5 @@
 /** The SwiGLU MLP, shared by dense layers, routed experts and shared experts. */
-import type { Backend } from '../kernels/backend.js';
+import { type Backend, matmuls } from '../kernels/backend.js';
 import { swiglu } from './math.js';
 import type { DenseMlpWeights } from './weights.js';
 
@@ -9,8 +9,7 @@ import type { DenseMlpWeights } from './weights.js';
  */
 export function swigluMlp(be: Backend, out: Float32Array, x: Float32Array, n: number, w: Pick<DenseMlpWeights, 'gate' | 'up' | 'down'>, hb: Float32Array, hb2: Float32Array): void {
   const ffn = w.gate.rows;
-  be.matmul(hb, w.gate, x, n);
-  be.matmul(hb2, w.up, x, n);
+  matmuls(be, [{ out: hb, w: w.gate }, { out: hb2, w: w.up }], x, n);
   if (be.swiglu) be.swiglu(hb, hb2, n * ffn);
   else swiglu(hb, hb2, n * ffn);
   be.matmul(out, w.down, hb, n);

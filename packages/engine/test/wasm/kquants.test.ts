@@ -4,8 +4,8 @@
  *   per-super-block steps, ≤ (2·blocks + 8)·2^-23·Σ(|a·q| + |b|)·|x|;
  * - the exact product (f32 activations): plus the activation rounding, ≤ d_x/2·(1 + 2^-20) per
  *   element times Σ|w| over its super-block.
- * Rows of a batch equal the 1-token results bit for bit, and 2 threads equal 1; q6_k prompt batches (token
- * tiles over widened 4-row groups) likewise, in both kernel builds.
+ * Rows of a batch equal the 1-token results bit for bit, and 2 threads equal 1; q5_k and q6_k prompt batches
+ * (token tiles over widened 4-row groups, q5_k's mins after them) likewise, in both kernel builds.
  */
 import { describe, expect, it } from 'vitest';
 import type { Weight } from '../../src/kernels/backend.js';
@@ -118,13 +118,18 @@ describe('reference backend, K-quant weights', () => {
   });
 });
 
-describe.each(SIMD_BUILDS)('wasm q6_k prompt batches, %s build', (simd) => {
+describe.each(SIMD_BUILDS)('wasm q5_k / q6_k prompt batches, %s build', (simd) => {
   const backend = wasmBackendsForFile(simd);
-  it.each([1, 2])('every token of a batch gets its 1-token bits, %i thread(s): 8-row and 4-row groups and the rows mod 4 tail', (threads) => {
+  it.each([
+    ['q5_k', 1],
+    ['q5_k', 2],
+    ['q6_k', 1],
+    ['q6_k', 2],
+  ] as const)('%s: every token of a batch gets its 1-token bits, %i thread(s): 8-row and 4-row groups and the rows mod 4 tail', (dtype, threads) => {
     const be = backend(threads);
     const rng = new Prng(1200 + threads);
     for (const [rows, cols, n] of [[4, 256, 2], [8, 512, 3], [12, 256, 64], [13, 768, 5], [31, 1280, 9], [64, 512, 17]]) {
-      const w = randomK(be, 'q6_k', rows, cols, rng);
+      const w = randomK(be, dtype, rows, cols, rng);
       const x = randomInput(be, cols * n, rng);
       const out = be.allocF32(rows * n);
       be.matmul(out, w, x, n);

@@ -86,6 +86,12 @@ export interface WasmBackend extends Backend {
    * ulp of model/math.ts's swiglu). Single-threaded: it is O(ffn) per token.
    */
   swiglu(a: Float32Array, b: Float32Array, n: number): void;
+  /** The contract's optional RMSNorm rows (wasm rmsnorm_rows; single-threaded, O(hidden) per token). */
+  rmsnorm(out: Float32Array, x: Float32Array, weight: Float32Array, n: number, dim: number, eps: number): void;
+  /** The contract's optional residual add. */
+  add(x: Float32Array, y: Float32Array, n: number): void;
+  /** The contract's optional shared-input matmuls: the activations prepared once per weight format. */
+  matmulShared(jobs: readonly { out: Float32Array; w: Weight }[], x: Float32Array, n: number): void;
   /** Kernels offered to the worker threads and row chunks the workers computed (the rest: caller). */
   threadStats(): { sharedJobs: number; workerChunks: number };
   /** e^x (x ≤ 0) as the softmax in `attention` computes it (f32 SIMD exp); exposed for tests. */
@@ -269,10 +275,41 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
   function matmul(out: Float32Array, w: Weight, x: Float32Array, n: number): void {
     if (!Number.isInteger(n) || n < 0) throw new Error(`wasm backend: bad batch size ${n}`);
     check(out, w, x, n);
-    const { dtype, rows, cols } = w;
-    if (n === 0 || rows === 0) return;
-    const outAddr = arena.addressOf(out, 'output buffer');
-    const wAddr = arena.addressOf(w.bytes, `${dtype} weight [${rows}, ${cols}]`);
+    if (n === 0 || w.rows === 0) return;
+    run(out, w, n, prepare(w, x, n));
+  }
+
+  /**
+   * Several weights against one input (q/k/v, gate/up): the activations are prepared once per dtype and
+   * layout among them (the same preparation matmul does), then each weight's kernel runs on them.
+   */
+  function matmulShared(jobs: readonly { out: Float32Array; w: Weight }[], x: Float32Array, n: number): void {
+    if (!Number.isInteger(n) || n < 0) throw new Error(`wasm backend: bad batch size ${n}`);
+    for (const { out, w } of jobs) check(out, w, x, n);
+    if (n === 0) return;
+    const done = new Set<number>();
+    jobs.forEach((job, i) => {
+      if (done.has(i) || job.w.rows === 0) return;
+      const prep = prepare(job.w, x, n);
+      jobs.forEach((other, j) => {
+        if (done.has(j) || other.w.rows === 0 || other.w.dtype !== job.w.dtype || other.w.packed !== job.w.packed || other.w.cols !== job.w.cols) return;
+        done.add(j);
+        run(other.out, other.w, n, prep);
+      });
+    });
+  }
+
+  interface Prepared {
+    xAddr: number;
+    xStride: number;
+  }
+
+  /**
+   * The kernels' form of the activations for `w`'s dtype and layout, in scratch (plain f32 stays where it
+   * is); sets the tile address and MLX parameters the kernels read. Valid until the next prepare.
+   */
+  function prepare(w: Weight, x: Float32Array, n: number): Prepared {
+    const { dtype, cols } = w;
     let xAddr = arena.addressOf(x, 'input buffer');
     let xStride = cols * 4;
     if (dtype === 'f16' || dtype === 'bf16') {
@@ -311,14 +348,15 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
       // ggml's Q8_K activations per 256 columns, each 32-column sub-block's sum, and the q4 form (kquants.ts).
       xStride = cols * 4 + (cols / QK_K) * 20;
       const kBytes = Math.ceil((xStride * n) / 16) * 16;
-      // packed q4_k and row-major q6_k prompt batches run token tiles over whole super-blocks (wasm $kwiden32 /
-      // $k6widen32, $ktiles8); q6_k's in both builds take the baseline's tiles of plain pairs
-      const tiles = n >= 2 && ((dtype === 'q4_k' && w.packed !== undefined) || dtype === 'q6_k');
+      // packed q4_k and row-major q5_k / q6_k prompt batches run token tiles over whole super-blocks (wasm
+      // $kwiden32 / $k5widen32 / $k6widen32, $ktiles8); q5_k's and q6_k's take the baseline's tiles of plain
+      // pairs in both builds
+      const tiles = n >= 2 && ((dtype === 'q4_k' && w.packed !== undefined) || dtype === 'q5_k' || dtype === 'q6_k');
       if (tiles) wideScratch(cols, 17 * cols);
       const dst = scratch(kBytes + (tiles ? (cols / QK_K) * 516 * n : 0));
       k.quant_q8k(xAddr, dst, cols, n);
       if (tiles) {
-        if (dtype === 'q6_k') kTiles(dst, dst + kBytes, cols, n, xStride, true);
+        if (dtype !== 'q4_k') kTiles(dst, dst + kBytes, cols, n, xStride, true);
         else (simd === 'relaxed' ? kTilesRelaxed : kTiles)(dst, dst + kBytes, cols, n, xStride);
         qtiles[0] = dst + kBytes;
       }
@@ -340,6 +378,13 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
       }
       xAddr = dst;
     }
+    return { xAddr, xStride };
+  }
+
+  function run(out: Float32Array, w: Weight, n: number, { xAddr, xStride }: Prepared): void {
+    const { dtype, rows, cols } = w;
+    const outAddr = arena.addressOf(out, 'output buffer');
+    const wAddr = arena.addressOf(w.bytes, `${dtype} weight [${rows}, ${cols}]`);
     const kernel = w.packed
       ? PACKED_KERNEL[isMlx(dtype) ? 'mlx4' : (dtype as keyof typeof PACKED_KERNEL)]
       : isMlx(dtype)
@@ -453,6 +498,7 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
       matmul(out, w, x, 1);
     },
     matmul,
+    matmulShared,
     usedBytes: () => arena.used,
     release: (buf: Float32Array | Uint8Array) => arena.release(buf, 'released buffer'),
     memoryBytes: () => memory.buffer.byteLength,
@@ -471,6 +517,16 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
         throw new Error(`wasm swiglu: need ${n} values, have ${a.length} and ${b.length}`);
       }
       k.swiglu(arena.addressOf(a, 'swiglu gate'), arena.addressOf(b, 'swiglu up'), n);
+    },
+    rmsnorm(out: Float32Array, x: Float32Array, weight: Float32Array, n: number, dim: number, eps: number) {
+      if (!Number.isInteger(n) || !Number.isInteger(dim) || n < 0 || dim < 1 || x.length < n * dim || out.length < n * dim || weight.length < dim) {
+        throw new Error(`wasm rmsnorm: ${n} rows of ${dim} need ${n * dim} values and a weight of ${dim}; have ${x.length}, ${out.length}, ${weight.length}`);
+      }
+      k.rmsnorm_rows(arena.addressOf(out, 'rmsnorm output'), arena.addressOf(x, 'rmsnorm input'), arena.addressOf(weight, 'rmsnorm weight'), n, dim, eps);
+    },
+    add(x: Float32Array, y: Float32Array, n: number) {
+      if (!Number.isInteger(n) || n < 0 || x.length < n || y.length < n) throw new Error(`wasm add: need ${n} values, have ${x.length} and ${y.length}`);
+      k.add_f32(arena.addressOf(x, 'residual'), arena.addressOf(y, 'residual update'), n);
     },
     threadStats: () => ({ ...pool.stats }),
     dispose() {

@@ -123,4 +123,6 @@ export interface KernelExports {
   round_f16(v: number): number;
   exp_neg(x: number): number;
   swiglu(a: number, b: number, n: number): void;
+  rmsnorm_rows(out: number, x: number, w: number, n: number, dim: number, eps: number): void;
+  add_f32(x: number, y: number, n: number): void;
 }
