@@ -152,6 +152,28 @@ describe.skipIf(!gpu.ctx)(`GpuShard.forwardBatch${gpu.skip ? ` (skipped: ${gpu.s
     }
   });
 
+  it("a destroyed cache frees its own dispatches' buffers, and the other caches run on", async () => {
+    const dir = join(root, 'free');
+    writeRandomModel(dir, { numLayers: 2, seed: 9 });
+    const cpu = loadShard(dir, full(2), OPTS);
+    const g = await GpuShard.create(ctx, { config: cpu.config, spec: cpu.spec, slice: cpu.slice, weights: cpu.weights, ...OPTS });
+    try {
+      const [a, b, c] = await Promise.all([g.newCache(64), g.newCache(64), g.newCache(64)]);
+      const [cb, cc] = [cpu.newCache(64), cpu.newCache(64)];
+      await g.forwardBatch([{ input: { tokens: PROMPTS[3] }, cache: a }, { input: { tokens: PROMPTS[1] }, cache: b }, { input: { tokens: PROMPTS[2] }, cache: c }]);
+      await cpu.forwardBatch([{ input: { tokens: PROMPTS[1] }, cache: cb }, { input: { tokens: PROMPTS[2] }, cache: cc }]);
+      // Two parameter buffers per layer (RoPE + KV append, attention).
+      expect(a.owned.length).toBe(2 * 2);
+      a.destroy();
+      expect(a.owned.length).toBe(0);
+      const got = await g.forwardBatch([{ input: { tokens: [7] }, cache: b }, { input: { tokens: [8] }, cache: c }]);
+      const want = await cpu.forwardBatch([{ input: { tokens: [7] }, cache: cb }, { input: { tokens: [8] }, cache: cc }]);
+      got.forEach((o, i) => expectClose(o, Float32Array.from(want[i]), cpu.config.vocabSize));
+    } finally {
+      g.dispose();
+    }
+  });
+
   it('bad steps fail clearly: a cache twice, token ids mixed with hidden rows, more rows than maxBatch', async () => {
     const dir = join(root, 'errors');
     writeRandomModel(dir, { numLayers: 1, seed: 5 });

@@ -125,6 +125,8 @@ export class GpuKernels {
   readonly matvec: MatvecLayout;
   readonly #pipelines: Map<string, GPUComputePipeline>;
   readonly #owned: GPUBuffer[] = [];
+  /** Where params() puts the buffers it makes while `ownedBy` runs (else #owned). */
+  #sink: GPUBuffer[] | null = null;
   #dummy: GPUBuffer | null = null;
 
   /** `matvec` overrides the device's layout (tests run the workgroup-memory reduction this way). */
@@ -196,8 +198,22 @@ export class GpuKernels {
     const f = new Float32Array(range);
     fields.forEach(([t, v], i) => (t === 'u32' ? (u[i] = v >>> 0) : (f[i] = v)));
     buf.unmap();
-    this.#owned.push(buf);
+    (this.#sink ?? this.#owned).push(buf);
     return buf;
+  }
+
+  /**
+   * Runs `build` with the parameter buffers it makes owned by `owner` instead of these kernels: the
+   * dispatches of something shorter-lived (a sequence's KV cache) are freed with it.
+   */
+  ownedBy<T>(owner: GPUBuffer[], build: () => T): T {
+    const prev = this.#sink;
+    this.#sink = owner;
+    try {
+      return build();
+    } finally {
+      this.#sink = prev;
+    }
   }
 
   /** Bound where a kernel's optional input (bias) is absent. */

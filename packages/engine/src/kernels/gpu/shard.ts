@@ -70,6 +70,7 @@ export class GpuKVCache {
   length = 0;
   /** @internal */ layers: Dispatch[][] = [];
   /** @internal pos0, n and the first row of this sequence's tokens in a step. */ step: StepUniform | null = null;
+  /** @internal The parameter buffers of `layers`, freed with the cache. */ readonly owned: GPUBuffer[] = [];
   #destroyed = false;
   constructor(
     readonly capacity: number,
@@ -84,6 +85,8 @@ export class GpuKVCache {
     this.k.length = 0;
     this.v.length = 0;
     this.layers = [];
+    for (const b of this.owned) b.destroy();
+    this.owned.length = 0;
     this.step?.destroy();
     this.step = null;
     this.#destroyed = true;
@@ -338,7 +341,8 @@ export class GpuShard {
       throw err;
     }
     cache.step = new StepUniform(this.#ctx);
-    cache.layers = this.#cacheLayers(cache, cache.step);
+    const step = cache.step;
+    cache.layers = this.#kernels.ownedBy(cache.owned, () => this.#cacheLayers(cache, step));
     return cache;
   }
 
