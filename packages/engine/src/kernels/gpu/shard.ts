@@ -22,7 +22,7 @@ import { checkTokenIds, noEmbeddingError } from '../../model/embedding.js';
 import type { ShardInput } from '../../model/forward.js';
 import { GpuValidationError, type GpuContext } from './context.js';
 import { Readback, createStorage, uploadF32, uploadWeight, type GpuWeight } from './buffers.js';
-import { GpuKernels, StepUniform, recordInto, recordPass, type Dispatch } from './ops.js';
+import { GpuKernels, MATVEC_MAX_BATCH, StepUniform, recordInto, recordPass, type Dispatch } from './ops.js';
 import { ropeCosSin, ropeInvFreq } from './rope.js';
 
 export interface GpuShardOptions {
@@ -37,11 +37,12 @@ export interface GpuShardOptions {
   /** Required when spec.tensor.size > 1. */
   allReduce?: AllReduce;
   /**
-   * Which kernels a step of several sequences takes. 'sequence': those the largest sequence's rows
-   * take alone, so a step of decode rows runs the row-block matvec (grouped: weights read once per
-   * ROW_BLOCK_TOKENS rows) and gives each row the bits of its own decode; 'step': those the step's
-   * total rows take, so more than MATVEC_MAX_BATCH rows go through the tiled matmul (a decode row's
-   * logits then differ from its own decode's by rounding). @default 'sequence'
+   * Which kernels a step of several sequences takes. 'sequence': each segment those it takes alone
+   * (decode rows the row-block matvec, grouped: weights read once per ROW_BLOCK_TOKENS rows; prompt
+   * chunks the tiled matmul; a step mixing both runs two passes), so each segment gets the bits of its
+   * own forward; 'step': those the step's total rows take, one pass, so more than MATVEC_MAX_BATCH rows
+   * go through the tiled matmul (a decode row's logits then differ from its own decode's by rounding).
+   * @default 'sequence'
    */
   batchKernels?: 'sequence' | 'step';
 }
@@ -626,18 +627,39 @@ export class GpuShard {
    * row (weights read once per step); RoPE + KV append and attention run per segment against its
    * cache; a tensor rank all-reduces the whole step at each point. Returns per segment its last
    * row's logits (every row's with `allLogits`: [n, vocabSlice]) on a head shard, else its hidden
-   * rows [n, hidden]. The kernels are those a segment of the step's largest size gets alone, so a step
-   * of decode rows gives each row the bits of its own decode (see the GPU README). Latent-attention
-   * models run the segments one after another (their kernels take one sequence's rows).
+   * rows [n, hidden]. With batchKernels 'sequence' every segment takes the kernels it takes alone:
+   * a step mixing decode rows (≤ MATVEC_MAX_BATCH per segment: row-block kernels) with prompt chunks
+   * (tiled matmul) runs as two passes, one per kind, so each segment gets the bits its own forward
+   * gives (see the GPU README). Latent-attention models run the segments one after another (their
+   * kernels take one sequence's rows). `lastCall` sums the passes.
    */
   async forwardBatch(segments: readonly GpuBatchSegment[]): Promise<Float32Array[]> {
     return this.#exclusive(async () => {
-      if (!this.#config.mla || segments.length === 1) return this.#forward(segments);
-      this.#place(segments); // the whole step is checked before any sequence runs
-      const outs: Float32Array[] = [];
-      for (const s of segments) outs.push(...(await this.#forward([s])));
+      const passes = this.#passes(segments);
+      if (passes.length === 1) return this.#forward(segments);
+      this.#place(segments); // the whole step is checked before any pass runs
+      const outs: Float32Array[] = new Array(segments.length);
+      const total = emptyStats();
+      for (const pass of passes) {
+        const got = await this.#forward(pass.map((i) => segments[i]));
+        pass.forEach((i, j) => (outs[i] = got[j]));
+        for (const key of Object.keys(total) as (keyof CallStats)[]) total[key] += this.lastCall[key];
+      }
+      this.lastCall = total;
       return outs;
     });
+  }
+
+  /** The step's segments (indices) grouped into the forwards that run them (see forwardBatch). */
+  #passes(segments: readonly GpuBatchSegment[]): number[][] {
+    const all = segments.map((_, i) => i);
+    if (segments.length === 1) return [all];
+    if (this.#config.mla) return all.map((i) => [i]);
+    if (this.batchKernels === 'step') return [all];
+    const rows = (s: GpuBatchSegment) => ('tokens' in s.input ? s.input.tokens.length : s.input.n);
+    const small = all.filter((i) => rows(segments[i]) <= MATVEC_MAX_BATCH);
+    const large = all.filter((i) => rows(segments[i]) > MATVEC_MAX_BATCH);
+    return small.length && large.length ? [small, large] : [all];
   }
 
   async #forward(segments: readonly GpuBatchSegment[]): Promise<Float32Array[]> {
