@@ -6934,7 +6934,7 @@
   ;; @else
   ;; @end
   (func $k6widen16 (param $w i32) (param $rb i32) (param $nsb i32) (param $d i32)
-    (local $sb i32) (local $m i32) (local $a i32) (local $hq i32) (local $sc i32) (local $o i32) (local $p0 i32) (local $r0 v128) (local $p1 i32) (local $r1 v128) (local $p2 i32) (local $r2 v128) (local $p3 i32) (local $r3 v128)
+    (local $sb i32) (local $o i32) (local $m i32) (local $a i32) (local $hq i32) (local $sc i32) (local $p0 i32) (local $r0 v128) (local $p1 i32) (local $r1 v128) (local $p2 i32) (local $r2 v128) (local $p3 i32) (local $r3 v128)
     (local $t0 v128) (local $t1 v128) (local $t2 v128) (local $t3 v128)
     (local.set $p0 (local.get $w))
     (local.set $p1 (i32.add (local.get $p0) (local.get $rb)))
@@ -7029,7 +7029,7 @@
         (br $l))))
 
   (func $k6widen32 (param $w i32) (param $rb i32) (param $nsb i32) (param $d i32)
-    (local $sb i32) (local $m i32) (local $a i32) (local $hq i32) (local $sc i32) (local $o i32) (local $p0 i32) (local $r0 v128) (local $p1 i32) (local $r1 v128) (local $p2 i32) (local $r2 v128) (local $p3 i32) (local $r3 v128)
+    (local $sb i32) (local $o i32) (local $m i32) (local $a i32) (local $hq i32) (local $sc i32) (local $p0 i32) (local $r0 v128) (local $p1 i32) (local $r1 v128) (local $p2 i32) (local $r2 v128) (local $p3 i32) (local $r3 v128)
     (local $t0 v128) (local $t1 v128) (local $t2 v128) (local $t3 v128)
     (local.set $p0 (local.get $w))
     (local.set $p1 (i32.add (local.get $p0) (local.get $rb)))
@@ -7124,7 +7124,7 @@
         (br $l))))
 
   (func $k5widen16 (param $w i32) (param $rb i32) (param $nsb i32) (param $d i32)
-    (local $sb i32) (local $h8 i32) (local $o i32) (local $u0 i32) (local $u2 i32) (local $p0 i32) (local $r0 v128) (local $p1 i32) (local $r1 v128) (local $p2 i32) (local $r2 v128) (local $p3 i32) (local $r3 v128)
+    (local $sb i32) (local $o i32) (local $h8 i32) (local $u0 i32) (local $u2 i32) (local $p0 i32) (local $r0 v128) (local $p1 i32) (local $r1 v128) (local $p2 i32) (local $r2 v128) (local $p3 i32) (local $r3 v128)
     (local $t0 v128) (local $t1 v128) (local $t2 v128) (local $t3 v128)
     (local.set $p0 (local.get $w))
     (local.set $p1 (i32.add (local.get $p0) (local.get $rb)))
@@ -7295,7 +7295,7 @@
         (br $l))))
 
   (func $k5widen32 (param $w i32) (param $rb i32) (param $nsb i32) (param $d i32)
-    (local $sb i32) (local $h8 i32) (local $o i32) (local $u0 i32) (local $u2 i32) (local $p0 i32) (local $r0 v128) (local $p1 i32) (local $r1 v128) (local $p2 i32) (local $r2 v128) (local $p3 i32) (local $r3 v128)
+    (local $sb i32) (local $o i32) (local $h8 i32) (local $u0 i32) (local $u2 i32) (local $p0 i32) (local $r0 v128) (local $p1 i32) (local $r1 v128) (local $p2 i32) (local $r2 v128) (local $p3 i32) (local $r3 v128)
     (local $t0 v128) (local $t1 v128) (local $t2 v128) (local $t3 v128)
     (local.set $p0 (local.get $w))
     (local.set $p1 (i32.add (local.get $p0) (local.get $rb)))

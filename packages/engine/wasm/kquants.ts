@@ -30,6 +30,8 @@ const HEADER = `  ;; -----------------------------------------------------------
 `;
 
 const i16 = (v: number) => `(v128.const i16x8 ${Array(8).fill(v).join(' ')})`;
+/** An i32x4 constant with `m` in every lane. */
+const mask = (m: string) => `(v128.const i32x4 ${m} ${m} ${m} ${m})`;
 
 /** Sub-block j's 6-bit scale from the decoded words $sl (j < 4) / $sh (j >= 4). */
 const scaleOf = (j: number) => `(i32.and (i32.shr_u (local.get $${j < 4 ? 'sl' : 'sh'}) (i32.const ${8 * (j % 4)})) (i32.const 255))`;
@@ -403,7 +405,6 @@ function quantQ8k(): string[] {
 function g4q4k(): string[] {
   const L: string[] = [];
   const e = (s: string) => L.push(s);
-  const mask = (m: string) => `(v128.const i32x4 ${m} ${m} ${m} ${m})`;
   const byte = (v: string, shift: number) => `(v128.and (i32x4.shr_u ${v} (i32.const ${shift})) ${mask('255')})`;
   const f16x4 = (offset: number) =>
     `(f32x4.mul (v128.and (i32x4.shr_s (i32x4.shl (v128.load16x4_u offset=${offset} (local.get $p)) (i32.const 16)) (i32.const 3)) ${mask('0x8FFFE000')}) (v128.const f32x4 0x1p112 0x1p112 0x1p112 0x1p112))`;
@@ -506,7 +507,6 @@ function g4q4k(): string[] {
 function ktiles(): string[] {
   const L: string[] = [];
   const e = (s: string) => L.push(s);
-  const mask = (m: string) => `(v128.const i32x4 ${m} ${m} ${m} ${m})`;
   for (const ws of [16, 32]) {
     e(`  ;; One packed q4_k group widened for $ktile${ws / 4}x*: per super-block the 128 column-pair vectors at d + ${ws}k`);
     e(`  ;; (sub-block j's pair k is vector 16j + k), the 4 rows' d at d + ${128 * ws}; super-blocks ${129 * ws} bytes apart.`);
@@ -628,7 +628,6 @@ function relaxedKTiles(): string[] {
 
 /** The super-block mins of 4 packed q4_k rows at `ptr` added to $macc (lane r): $g4_q4_k's and $kmins4's one code. */
 function mins(ptr: string, ind: string): string[] {
-  const mask = (m: string) => `(v128.const i32x4 ${m} ${m} ${m} ${m})`;
   const byte = (shift: number) => `(v128.and (i32x4.shr_u (local.get $sc) (i32.const ${shift})) ${mask('255')})`;
   const L: string[] = [];
   L.push(`${ind};; mins of the 4 rows (lane r) against the activations' sub-block sums`);
@@ -660,14 +659,7 @@ function k6widen(ws: number): string[] {
   const L: string[] = [];
   const e = (s: string) => L.push(s);
   const rs = [0, 1, 2, 3];
-  e(`  (func $k6widen${ws} (param $w i32) (param $rb i32) (param $nsb i32) (param $d i32)`);
-  e(`    (local $sb i32) (local $m i32) (local $a i32) (local $hq i32) (local $sc i32) (local $o i32)${rs.map((r) => ` (local $p${r} i32) (local $r${r} v128)`).join('')}`);
-  e(`    (local $t0 v128) (local $t1 v128) (local $t2 v128) (local $t3 v128)`);
-  e(`    (local.set $p0 (local.get $w))`);
-  for (const r of rs.slice(1)) e(`    (local.set $p${r} (i32.add (local.get $p${r - 1}) (local.get $rb)))`);
-  e(`    (block $done`);
-  e(`      (loop $l`);
-  e(`        (br_if $done (i32.ge_u (local.get $sb) (local.get $nsb)))`);
+  L.push(...widenHead(`k6widen${ws}`, '(local $m i32) (local $a i32) (local $hq i32) (local $sc i32)'));
   e(`        (local.set $m (i32.const 0))`);
   e(`        (loop $ml`);
   e(`          ;; run m: half n = m >> 2, l = 8·(m & 3) .. + 7 of each group k`);
@@ -687,14 +679,7 @@ function k6widen(ws: number): string[] {
   }
   e(`          (local.set $m (i32.add (local.get $m) (i32.const 1)))`);
   e(`          (br_if $ml (i32.lt_u (local.get $m) (i32.const 8))))`);
-  e(`        ;; the 4 rows' d`);
-  e(`        (v128.store offset=${128 * ws} (local.get $d) (f32x4.replace_lane 3 (f32x4.replace_lane 2 (f32x4.replace_lane 1`);
-  e(`          (f32x4.splat ${f16At('$p0')}) ${f16At('$p1')}) ${f16At('$p2')}) ${f16At('$p3')}))`);
-  for (const r of rs) e(`        (local.set $p${r} (i32.add (local.get $p${r}) (i32.const 210)))`);
-  e(`        (local.set $d (i32.add (local.get $d) (i32.const ${129 * ws})))`);
-  e(`        (local.set $sb (i32.add (local.get $sb) (i32.const 1)))`);
-  e(`        (br $l))))`);
-  e(``);
+  L.push(...widenNext(ws, 208, 210));
   return L;
 }
 
@@ -709,14 +694,7 @@ function k5widen(ws: number): string[] {
   const e = (s: string) => L.push(s);
   const rs = [0, 1, 2, 3];
   const bit = (k: number, h: string) => (k <= 4 ? `(i16x8.shl ${h} (i32.const ${4 - k}))` : `(i16x8.shr_u ${h} (i32.const ${k - 4}))`);
-  e(`  (func $k5widen${ws} (param $w i32) (param $rb i32) (param $nsb i32) (param $d i32)`);
-  e(`    (local $sb i32) (local $h8 i32) (local $o i32) (local $u0 i32) (local $u2 i32)${rs.map((r) => ` (local $p${r} i32) (local $r${r} v128)`).join('')}`);
-  e(`    (local $t0 v128) (local $t1 v128) (local $t2 v128) (local $t3 v128)`);
-  e(`    (local.set $p0 (local.get $w))`);
-  for (const r of rs.slice(1)) e(`    (local.set $p${r} (i32.add (local.get $p${r - 1}) (local.get $rb)))`);
-  e(`    (block $done`);
-  e(`      (loop $l`);
-  e(`        (br_if $done (i32.ge_u (local.get $sb) (local.get $nsb)))`);
+  L.push(...widenHead(`k5widen${ws}`, '(local $h8 i32) (local $u0 i32) (local $u2 i32)'));
   e(`        (local.set $h8 (i32.const 0))`);
   e(`        (loop $hl`);
   e(`          ;; columns 64c + h8 .. + 7 (low nibbles) and 64c + 32 + h8 .. + 7 (high), pairs from (64c + h8) / 2`);
@@ -740,15 +718,40 @@ function k5widen(ws: number): string[] {
   }
   e(`          (local.set $h8 (i32.add (local.get $h8) (i32.const 8)))`);
   e(`          (br_if $hl (i32.lt_u (local.get $h8) (i32.const 32))))`);
-  e(`        ;; the 4 rows' d`);
-  e(`        (v128.store offset=${128 * ws} (local.get $d) (f32x4.replace_lane 3 (f32x4.replace_lane 2 (f32x4.replace_lane 1`);
-  e(`          (f32x4.splat ${f16At('$p0', 0)}) ${f16At('$p1', 0)}) ${f16At('$p2', 0)}) ${f16At('$p3', 0)}))`);
-  for (const r of rs) e(`        (local.set $p${r} (i32.add (local.get $p${r}) (i32.const 176)))`);
-  e(`        (local.set $d (i32.add (local.get $d) (i32.const ${129 * ws})))`);
-  e(`        (local.set $sb (i32.add (local.get $sb) (i32.const 1)))`);
-  e(`        (br $l))))`);
-  e(``);
+  L.push(...widenNext(ws, 0, 176));
   return L;
+}
+
+/** The start of a K-quant widening function (w: 4 rows rb apart, nsb super-blocks, d: the widened group): up to its super-block loop. */
+function widenHead(name: string, locals: string): string[] {
+  const rs = [0, 1, 2, 3];
+  return [
+    `  (func $${name} (param $w i32) (param $rb i32) (param $nsb i32) (param $d i32)`,
+    `    (local $sb i32) (local $o i32) ${locals}${rs.map((r) => ` (local $p${r} i32) (local $r${r} v128)`).join('')}`,
+    `    (local $t0 v128) (local $t1 v128) (local $t2 v128) (local $t3 v128)`,
+    `    (local.set $p0 (local.get $w))`,
+    ...rs.slice(1).map((r) => `    (local.set $p${r} (i32.add (local.get $p${r - 1}) (local.get $rb)))`),
+    `    (block $done`,
+    `      (loop $l`,
+    `        (br_if $done (i32.ge_u (local.get $sb) (local.get $nsb)))`,
+  ];
+}
+
+/**
+ * The end of a K-quant widening super-block: the 4 rows' d (f16 at `dAt` of each row's block) stored
+ * after the column pairs, then the next super-block (rows' blocks `blockBytes` long).
+ */
+function widenNext(ws: number, dAt: number, blockBytes: number): string[] {
+  return [
+    `        ;; the 4 rows' d`,
+    `        (v128.store offset=${128 * ws} (local.get $d) (f32x4.replace_lane 3 (f32x4.replace_lane 2 (f32x4.replace_lane 1`,
+    `          (f32x4.splat ${f16At('$p0', dAt)}) ${f16At('$p1', dAt)}) ${f16At('$p2', dAt)}) ${f16At('$p3', dAt)}))`,
+    ...[0, 1, 2, 3].map((r) => `        (local.set $p${r} (i32.add (local.get $p${r}) (i32.const ${blockBytes})))`),
+    `        (local.set $d (i32.add (local.get $d) (i32.const ${129 * ws})))`,
+    `        (local.set $sb (i32.add (local.get $sb) (i32.const 1)))`,
+    `        (br $l))))`,
+    ``,
+  ];
 }
 
 /**
@@ -759,7 +762,6 @@ function k5widen(ws: number): string[] {
 function k5mins(): string[] {
   const L: string[] = [];
   const e = (s: string) => L.push(s);
-  const mask = (m: string) => `(v128.const i32x4 ${m} ${m} ${m} ${m})`;
   const lanes = (at: (r: number) => string) =>
     `(i32x4.replace_lane 3 (i32x4.replace_lane 2 (i32x4.replace_lane 1 (i32x4.splat ${at(0)}) ${at(1)}) ${at(2)}) ${at(3)})`;
   const byte = (shift: number) => `(v128.and (i32x4.shr_u (local.get $sc) (i32.const ${shift})) ${mask('255')})`;
