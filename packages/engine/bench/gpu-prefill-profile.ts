@@ -57,7 +57,8 @@ async function main(): Promise<void> {
   const dispatchCount = shard.lastCall.dispatches;
   // The Step uniform now holds this prefill's (pos0 0, n tokens): the kinds below replay it.
 
-  const all = c2.program.flatMap((seg) => seg.dispatches).filter((d) => !d.when || d.when(n));
+  // The head's kinds (gather_rows, lm_head) replay n rows here where a prefill runs 1: an upper bound.
+  const all = shard.dispatchesOf(c2).filter((d) => !d.when || d.when(n));
   const kinds = new Map<string, Dispatch[]>();
   for (const d of all) kinds.set(d.label, [...(kinds.get(d.label) ?? []), d]);
   const src = await createStorage(ctx, 16, 'tick');

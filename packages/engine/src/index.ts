@@ -111,5 +111,5 @@ export {
 } from './kernels/gpu/context.js';
 export { missingVulkanDriver } from './kernels/gpu/vulkan-icd.js';
 export { chooseGpu, profileGpu, type GpuChoice, type GpuProfile } from './kernels/gpu/probe.js';
-export { GpuShard, GpuKVCache, type GpuShardOptions } from './kernels/gpu/shard.js';
+export { GpuShard, GpuKVCache, type GpuShardOptions, type GpuBatchSegment } from './kernels/gpu/shard.js';
 export { loadGpuModel, GpuModel, type GpuModelOptions } from './kernels/gpu/model.js';

@@ -17,12 +17,13 @@
  *
  * Split instances run the data-plane Driver (shard-loop.ts), which batches, reuses prefixes and
  * speculates the same way over every rank.
- * A shard without forwardBatch (the GPU rank) runs the step's sequences one forward each, with no
- * prefix cache.
+ * A GPU rank batches its steps the same way (GpuShard.forwardBatch) but keeps its K/V on the device:
+ * no prefix cache and no speculation there (keepsCpuCaches). A shard without forwardBatch runs the
+ * step's sequences one forward each.
  */
 import { DraftLength, pickToken, pickVerified, PrefixCache, Sampler, type KVCache, type ModelShard, type PromptLookupOptions, type TokenConstraint } from '@orchard/engine';
 import { PrefillChunker, type PrefillChunkOptions } from './prefill-chunk.js';
-import { batches, forwardSegments } from './step-forward.js';
+import { forwardSegments, keepsCpuCaches } from './step-forward.js';
 import { DRAFT_TOKENS, nextDraft } from './draft.js';
 import { speculationOf, type DraftModel } from './draft-model.js';
 import { planStep } from './step-plan.js';
@@ -70,8 +71,8 @@ export class BatchDriver {
   readonly maxSequences: number;
   readonly prefix: PrefixCache | null;
   readonly #shard: ModelShard;
-  /** A CPU shard (forwardBatch, KV caches in memory); a GPU rank runs a step's sequences one by one. */
-  readonly #batches: boolean;
+  /** A CPU shard (KV caches in memory: prefix reuse, speculation); a GPU rank keeps them on the device. */
+  readonly #cpuCaches: boolean;
   readonly #compile?: CompileConstraint;
   readonly #active: Sequence[] = [];
   readonly #chunker: PrefillChunker;
@@ -91,7 +92,7 @@ export class BatchDriver {
 
   constructor(shard: ModelShard, o: BatchDriverOptions = {}) {
     this.#shard = shard;
-    this.#batches = batches(shard);
+    this.#cpuCaches = keepsCpuCaches(shard);
     this.#compile = o.compile;
     this.#chunker = new PrefillChunker(o.prefill);
     this.#now = o.now ?? (() => performance.now());
@@ -102,7 +103,7 @@ export class BatchDriver {
     new DraftLength(this.#lookup.draftTokens!); // checks it
     const bytes = o.prefixCacheBytes ?? 64 * 2 ** 20;
     // The prefix cache copies CPU KV caches; a GPU rank's caches live on the device.
-    this.prefix = bytes > 0 && this.#batches ? new PrefixCache({ maxBytes: bytes, blockTokens: o.prefixBlockTokens }) : null;
+    this.prefix = bytes > 0 && this.#cpuCaches ? new PrefixCache({ maxBytes: bytes, blockTokens: o.prefixBlockTokens }) : null;
   }
 
   get broken(): Error | null {
@@ -122,8 +123,8 @@ export class BatchDriver {
     if (prompt.length === 0) throw new RangeError('the prompt has no tokens');
     if (prompt.length >= shard.maxSeqLen) throw new RangeError(`prompt of ${prompt.length} tokens does not fit the context of ${shard.maxSeqLen}`);
     if (req.constraint && !this.#compile) throw new RangeError('this runner cannot compile output constraints');
-    // A GPU rank's forward gives only the last row's logits: it does not verify drafts.
-    const speculates = this.#batches ? speculationOf(req.speculate ?? this.#speculate, this.#draftModel) : null;
+    // A GPU rank's caches are not cut back after a rejected draft: it does not speculate.
+    const speculates = this.#cpuCaches ? speculationOf(req.speculate ?? this.#speculate, this.#draftModel) : null;
     const constraint = req.constraint ? await this.#compile!(req.constraint, req.stopTokenIds) : null;
     const capacity = Math.min(shard.maxSeqLen, prompt.length + req.maxTokens);
     const cache = shard.newCache(capacity);

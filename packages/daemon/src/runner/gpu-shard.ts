@@ -8,6 +8,9 @@
  * buffers are awaited by the first forward(). And a GpuShard takes one call at a time, while the loop
  * may have several sequences in flight: calls are queued, with their inputs copied when queued.
  * GPU caches are freed by releaseCache(), or when the placeholder is garbage-collected.
+ *
+ * A step of several sequences runs as one GpuShard.forwardBatch (weights read once per step). The K/V
+ * stay on the device (`cachesOnDevice`): the drivers keep prefix reuse and speculation off here.
  */
 import {
   createGpuContext,
@@ -18,6 +21,7 @@ import {
   type GpuContext,
   type GpuKVCache,
   type ModelConfig,
+  type BatchSegment,
   type ModelShard,
   type ShardInput,
 } from '@orchard/engine';
@@ -48,6 +52,8 @@ export class GpuRankShard {
   readonly bytesRead: number;
   /** The adapter this rank runs on, for logs. */
   readonly adapter: string;
+  /** Its KV caches live on the GPU (step-forward.ts keepsCpuCaches). */
+  readonly cachesOnDevice = true;
   #chain: Promise<unknown> = Promise.resolve();
   #live = 0;
 
@@ -74,14 +80,29 @@ export class GpuRankShard {
   }
 
   forward(input: ShardInput, cache: GpuCacheHandle): Promise<Float32Array> {
-    const D = this.config.hiddenSize;
-    const own: ShardInput = 'tokens' in input ? { tokens: Array.from(input.tokens) } : { hidden: input.hidden.slice(0, input.n * D), n: input.n };
+    const own = this.#own(input);
     return this.#queue(async () => {
       const kv = await cache.gpu;
       const out = await this.gpu.forward(own, kv);
       cache.length = kv.length;
       return out;
     });
+  }
+
+  /** One step over several sequences (ModelShard.forwardBatch's contract), queued like forward. */
+  forwardBatch(segments: readonly BatchSegment[]): Promise<Float32Array[]> {
+    const own = segments.map((s) => ({ input: this.#own(s.input), handle: s.cache as unknown as GpuCacheHandle, allLogits: s.allLogits }));
+    return this.#queue(async () => {
+      const kvs = await Promise.all(own.map((s) => s.handle.gpu));
+      const outs = await this.gpu.forwardBatch(own.map((s, i) => ({ input: s.input, cache: kvs[i], allLogits: s.allLogits })));
+      own.forEach((s, i) => (s.handle.length = kvs[i].length));
+      return outs;
+    });
+  }
+
+  /** The input copied: the caller may reuse its buffers before a queued call runs. */
+  #own(input: ShardInput): ShardInput {
+    return 'tokens' in input ? { tokens: Array.from(input.tokens) } : { hidden: input.hidden.slice(0, input.n * this.config.hiddenSize), n: input.n };
   }
 
   /** The tokens' embedding rows (tensor rank 0 of stage 0), queued behind the calls before it. */

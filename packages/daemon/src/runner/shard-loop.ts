@@ -24,7 +24,7 @@ import { PrefillChunker } from './prefill-chunk.js';
 import { decodePayload, encodePayload, TokenReply } from './sample-wire.js';
 import { SplitPrefix } from './split-prefix.js';
 import { withTimeout } from './with-timeout.js';
-import { batches, forwardSegments } from './step-forward.js';
+import { forwardSegments, keepsCpuCaches } from './step-forward.js';
 import { DRAFT_TOKENS, nextDraft } from './draft.js';
 import { speculationOf, type DraftModel } from './draft-model.js';
 import { planStep, type PlannedRows } from './step-plan.js';
@@ -213,7 +213,7 @@ export async function runFollower(ctx: Ctx): Promise<void> {
   const last = stage === layout.stages.length - 1;
   const caches = new Map<number, KVCache>();
   // A GPU rank's K/V stay on the device: it keeps no prefix cache, and says so to the driver below.
-  const prefix = batches(shard) ? new SplitPrefix() : null;
+  const prefix = keepsCpuCaches(shard) ? new SplitPrefix() : null;
   /** The sampling rank's per-sequence sampling: sampler, output constraint, reply format. */
   const picks = new Map<number, { sampler: Sampler; constraint: TokenConstraint | null; logprobs?: number; reply: TokenReply }>();
   const gather = isSampler ? new LogitGather(layout, shard.config.vocabSize) : null;
@@ -425,7 +425,7 @@ export class Driver {
       return g.recv(i + 1, flag, { timeoutMs: IDLE_TIMEOUT_MS }).then(() => flag[0] === 1);
     });
     this.#allCpu = Promise.all(said).then(
-      (all) => all.every(Boolean) && batches(ctx.shard),
+      (all) => all.every(Boolean) && keepsCpuCaches(ctx.shard),
       (err: Error) => {
         this.#fail(err);
         return false;

@@ -1,13 +1,23 @@
 /**
  * One step's forward over several sequences (segments), as both drivers and the followers run it: a
- * CPU shard runs them in one forwardBatch (the weights are read once for the whole step); a shard
- * without it (the GPU rank) runs one forward per segment, each output copied because the next forward
- * reuses the shard's buffer.
+ * shard with forwardBatch (a CPU shard, a GPU rank) runs them in one call (the weights are read once
+ * for the whole step); a shard without it runs one forward per segment, each output copied because
+ * the next forward reuses the shard's buffer.
  */
 import type { BatchSegment, ModelShard } from '@orchard/engine';
 
+/** Whether the shard runs a step's sequences in one forward. */
 export function batches(shard: ModelShard): boolean {
   return typeof shard.forwardBatch === 'function';
+}
+
+/**
+ * Whether the shard's KV caches are CPU memory that the prefix cache can copy and a rejected draft can
+ * be cut from: a CPU shard's. A GPU rank (`cachesOnDevice`) keeps its K/V on the device, so prefix
+ * reuse and speculation stay off wherever one takes part.
+ */
+export function keepsCpuCaches(shard: ModelShard): boolean {
+  return batches(shard) && !(shard as { cachesOnDevice?: boolean }).cachesOnDevice;
 }
 
 export async function forwardSegments(shard: ModelShard, segments: BatchSegment[]): Promise<Float32Array[]> {

@@ -1,8 +1,8 @@
 /**
- * Runner ranks on the GPU (lavapipe here, a software adapter asked for explicitly): the shard loop over
- * a simulated group with GPU shards gives the same greedy tokens as the CPU in-process model, for a
- * 2-stage × 2-rank layout with two sequences one after the other; a rank whose GPU cannot be opened
- * falls back to the CPU and says so.
+ * Runner ranks on the GPU (lavapipe here, a software adapter asked for explicitly): the drivers over a
+ * simulated group with GPU shards give each sequence the greedy tokens the CPU in-process model gives
+ * it alone, with four sequences in batched steps (GpuShard.forwardBatch) on a one-rank instance and on
+ * a 2-stage × 2-rank layout; a rank whose GPU cannot be opened falls back to the CPU and says so.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
@@ -30,44 +30,63 @@ afterAll(() => {
 });
 
 describe.skipIf(!ctx)(`runner ranks on the GPU${skip ? ` (skipped: ${skip})` : ''}`, () => {
-  it('a one-rank GPU instance serves two sequences at once (one forward each per step), each with its own tokens', async () => {
-    const layout: InstanceLayout = { stages: pipelineStages(4, 1), tensor: 1 };
+  /** The CPU model's greedy tokens for each of `reqs` alone. */
+  const alone = async (reqs: { promptIds: number[]; maxTokens: number }[]) => {
     const cpu = loadInProcessModel(dir, { maxBatch: 4 });
-    const want1 = await generate(cpu, prompt, { maxTokens: 10, temperature: 0, stopTokenIds: [] });
-    const want2 = await generate(cpu, prompt.slice(0, 3), { maxTokens: 5, temperature: 0, stopTokenIds: [] });
+    const out: number[][] = [];
+    for (const r of reqs) out.push((await generate(cpu, r.promptIds, { maxTokens: r.maxTokens, temperature: 0, stopTokenIds: [] })).tokens);
+    return out;
+  };
+  const four = [
+    { promptIds: prompt, maxTokens: 10 },
+    { promptIds: prompt.slice(0, 3), maxTokens: 5 },
+    { promptIds: [1, 200, 150, 100, 7], maxTokens: 8 },
+    { promptIds: [9], maxTokens: 6 },
+  ];
+  /** Counts the sequences of each GPU step (the widest step seen). */
+  const widestStep = (shard: GpuRankShard) => {
+    const seen = { widest: 0 };
+    const run = shard.gpu.forwardBatch.bind(shard.gpu);
+    shard.gpu.forwardBatch = (segments) => {
+      seen.widest = Math.max(seen.widest, segments.length);
+      return run(segments);
+    };
+    return seen;
+  };
+
+  it('a one-rank GPU instance batches four sequences in its steps, each with its own tokens', async () => {
+    const layout: InstanceLayout = { stages: pipelineStages(4, 1), tensor: 1 };
+    const wants = await alone(four);
     const [group] = createSimGroup(1);
-    const shard = await loadRankGpuShard(dir, layout, 0, group, { context: ctx!, maxBatch: 4, maxSeqLen: 64 });
+    const shard = await loadRankGpuShard(dir, layout, 0, group, { context: ctx!, maxBatch: 8, maxSeqLen: 64 });
+    const steps = widestStep(shard);
     const driver = startRank(group, layout, shard as never).driver!;
-    const [a, b] = await Promise.all([
-      driver.generate({ promptIds: prompt, maxTokens: 10, stopTokenIds: [], temperature: 0 }, () => true),
-      driver.generate({ promptIds: prompt.slice(0, 3), maxTokens: 5, stopTokenIds: [], temperature: 0 }, () => true),
-    ]);
-    expect(a.tokens).toEqual(want1.tokens);
-    expect(b.tokens).toEqual(want2.tokens);
+    const outs = await Promise.all(four.map((r) => driver.generate({ ...r, stopTokenIds: [], temperature: 0 }, () => true)));
+    expect(outs.map((o) => o.tokens)).toEqual(wants);
+    expect(steps.widest).toBe(4);
+    // The K/V stay on the device: no prefix cache on a GPU rank.
+    expect((driver as { prefix?: unknown }).prefix).toBeNull();
     await driver.stop();
     shard.dispose();
     await group.close();
   });
 
-  it('2 stages x 2 tensor ranks on GPU shards equal the CPU model, two sequences in a row', async () => {
+  it('2 stages x 2 tensor ranks on GPU shards equal the CPU model: two sequences in a row, then four batched', async () => {
     const layout: InstanceLayout = { stages: pipelineStages(4, 2), tensor: 2 };
-    const cpu = loadInProcessModel(dir, { maxBatch: 4 });
-    const want1 = await generate(cpu, prompt, { maxTokens: 10, temperature: 0, stopTokenIds: [] });
-    const want2 = await generate(cpu, prompt.slice(0, 3), { maxTokens: 5, temperature: 0, stopTokenIds: [] });
+    const wants = await alone(four);
 
     const groups = createSimGroup(4);
-    const shards = await Promise.all(groups.map((g) => loadRankGpuShard(dir, layout, g.rank, g, { context: ctx!, maxBatch: 4, maxSeqLen: 64 })));
-    const ranks = groups.map((g, i) => startRank(g, layout, shards[i] as never));
+    const shards = await Promise.all(groups.map((g) => loadRankGpuShard(dir, layout, g.rank, g, { context: ctx!, maxBatch: 8, maxSeqLen: 64 })));
+    const steps = shards.map(widestStep);
+    const ranks = groups.map((g, i) => startRank(g, layout, shards[i] as never, { batch: { sequences: 4, prefixCacheBytes: 2 ** 20 } }));
     const driver = ranks[0].driver!;
-    const first = await driver.generate({ promptIds: prompt, maxTokens: 10, stopTokenIds: [], temperature: 0 }, () => true);
-    const second = await driver.generate({ promptIds: prompt.slice(0, 3), maxTokens: 5, stopTokenIds: [], temperature: 0 }, () => true);
-    // One sequence per pipeline stage in flight: both through the same GPU shards at once.
-    const [a, b] = await Promise.all([
-      driver.generate({ promptIds: prompt, maxTokens: 10, stopTokenIds: [], temperature: 0 }, () => true),
-      driver.generate({ promptIds: prompt.slice(0, 3), maxTokens: 5, stopTokenIds: [], temperature: 0 }, () => true),
-    ]);
-    expect(a.tokens).toEqual(want1.tokens);
-    expect(b.tokens).toEqual(want2.tokens);
+    const first = await driver.generate({ ...four[0], stopTokenIds: [], temperature: 0 }, () => true);
+    const second = await driver.generate({ ...four[1], stopTokenIds: [], temperature: 0 }, () => true);
+    expect([first.tokens, second.tokens]).toEqual(wants.slice(0, 2));
+    const outs = await Promise.all(four.map((r) => driver.generate({ ...r, stopTokenIds: [], temperature: 0 }, () => true)));
+    expect(outs.map((o) => o.tokens)).toEqual(wants);
+    // Each stage's ranks ran steps of several sequences (lanes split the four between the stages' turns).
+    for (const s of steps) expect(s.widest).toBeGreaterThan(1);
     // GPU caches are handed back: none on the driver after its requests, at most one per slot elsewhere.
     expect(shards[0].liveCaches).toBe(0);
     for (const s of shards.slice(1)) expect(s.liveCaches).toBeLessThanOrEqual(driver.maxSequences);
@@ -75,8 +94,6 @@ describe.skipIf(!ctx)(`runner ranks on the GPU${skip ? ` (skipped: ${skip})` : '
     await Promise.all(ranks.map((r) => r.done));
     await Promise.all(groups.map((g) => g.close()));
     for (const s of shards) s.dispose();
-    expect(first.tokens).toEqual(want1.tokens);
-    expect(second.tokens).toEqual(want2.tokens);
   });
 
   it('queues concurrent forward calls and keeps each cache length', async () => {

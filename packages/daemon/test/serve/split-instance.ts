@@ -24,11 +24,11 @@ export async function startSplit(dir: string, layout: InstanceLayout, o: { maxBa
   };
 }
 
-/** `s` as the loops see a GPU rank: a shard without forwardBatch (no every-row logits, no CPU K/V). */
+/** `s` as the loops see a GPU rank: it batches, but its K/V live on the device (no prefix copies, no rewind). */
 export function asGpuRank(s: ModelShard): ModelShard {
   return new Proxy(s, {
     get: (t, key) => {
-      if (key === 'forwardBatch') return undefined;
+      if (key === 'cachesOnDevice') return true;
       const v = Reflect.get(t, key);
       return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(t) : v;
     },

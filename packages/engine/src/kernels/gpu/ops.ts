@@ -11,6 +11,7 @@ import { Usage, type GpuWeight, type GpuWeightChunk } from './buffers.js';
 import {
   ADD,
   ATTENTION,
+  GATHER_ROWS,
   KV_STORE,
   ROPE,
   ROPE_QK_STORE,
@@ -38,12 +39,23 @@ export interface Dispatch {
   readonly bindGroup: GPUBindGroup;
   /** Workgroups for a batch of n tokens. */
   grid(n: number): Grid;
-  /** Recorded only when this holds for the batch (picks matvec vs tiled matmul). */
-  when?(n: number): boolean;
+  /**
+   * Recorded only when this holds (picks matvec vs tiled matmul). `n`: the batch size the kernels are
+   * chosen for — the rows of one sequence, which in a step of several sequences is the largest
+   * sequence's (so each row gets the kernels it gets alone); `rows`: the step's rows (the grid's; n when absent).
+   */
+  when?(n: number, rows?: number): boolean;
 }
 
 /** Batches up to this size use the matvec kernels (one token per workgroup); larger ones the tiled matmul. */
 export const MATVEC_MAX_BATCH = 2;
+
+/**
+ * Tokens per workgroup of the row-block kernel when a step of decode rows has more rows than
+ * MATVEC_MAX_BATCH (several sequences' decode rows): the weights are read once per this many rows,
+ * each row's result the bits of the one-token kernel.
+ */
+export const ROW_BLOCK_TOKENS = 4;
 
 export interface LinearOptions {
   bias?: GPUBuffer;
@@ -66,7 +78,10 @@ export interface RowNorm {
   eps: number;
 }
 
-/** The per-submission uniform: position of the first token, batch size, sampling seed. */
+/**
+ * The per-submission uniform: position of the first token, batch size, sampling seed, and the row of
+ * the step's activations where these tokens start (a sequence's own Step in a step of several).
+ */
 export class StepUniform {
   readonly buffer: GPUBuffer;
   readonly #data = new Uint32Array(4);
@@ -74,10 +89,11 @@ export class StepUniform {
     this.buffer = ctx.device.createBuffer({ label: 'step', size: 16, usage: Usage.UNIFORM | Usage.COPY_DST });
   }
   /** Queues the write; it lands before the next submit on this queue. */
-  write(ctx: GpuContext, pos0: number, n: number, seed = 0): void {
+  write(ctx: GpuContext, pos0: number, n: number, seed = 0, row0 = 0): void {
     this.#data[0] = pos0;
     this.#data[1] = n;
     this.#data[2] = seed >>> 0;
+    this.#data[3] = row0;
     ctx.device.queue.writeBuffer(this.buffer, 0, this.#data);
   }
   destroy(): void {
@@ -97,7 +113,7 @@ const flat = (total: number): Grid => split(Math.ceil(total / WG));
 const decode = (n: number): boolean => n <= MATVEC_MAX_BATCH;
 
 /** `d`, recorded only for batch sizes where `pred` also holds. */
-const onlyWhen = (d: Dispatch, pred: (n: number) => boolean): Dispatch => ({ ...d, when: (n) => pred(n) && (d.when?.(n) ?? true) });
+const onlyWhen = (d: Dispatch, pred: (n: number) => boolean): Dispatch => ({ ...d, when: (n, rows) => pred(n) && (d.when?.(n, rows) ?? true) });
 
 type Field = ['u32' | 'f32', number];
 
@@ -109,6 +125,8 @@ export class GpuKernels {
   readonly matvec: MatvecLayout;
   readonly #pipelines: Map<string, GPUComputePipeline>;
   readonly #owned: GPUBuffer[] = [];
+  /** Where params() puts the buffers it makes while `ownedBy` runs (else #owned). */
+  #sink: GPUBuffer[] | null = null;
   #dummy: GPUBuffer | null = null;
 
   /** `matvec` overrides the device's layout (tests run the workgroup-memory reduction this way). */
@@ -138,9 +156,11 @@ export class GpuKernels {
       for (const d of dtypes) {
         this.pipeline(`matvec_${d}`, () => matvecShader(d));
         if (vectorWidth(d) > 0) {
-          this.#matvecFast(d);
-          this.#matvecFast(d, false, true);
-          this.#matvecFast(d, true, true);
+          for (const tokens of [1, ROW_BLOCK_TOKENS]) {
+            this.#matvecFast(d, false, false, tokens);
+            this.#matvecFast(d, false, true, tokens);
+            this.#matvecFast(d, true, true, tokens);
+          }
         }
         for (const { tile } of MATMUL_TILES) this.#matmul(d, vectorWidth(d) > 0 ? 'step' : 'element', tile);
         this.pipeline(`embed_${d}`, () => embedShader(d));
@@ -153,15 +173,16 @@ export class GpuKernels {
       this.pipeline('attention', () => ATTENTION);
       this.pipeline('silu_gate', () => SILU_GATE);
       this.pipeline('add', () => ADD);
+      this.pipeline('gather_rows', () => GATHER_ROWS);
       this.pipeline('softmax', () => SOFTMAX);
       this.pipeline('sample', () => SAMPLE);
     });
   }
 
-  #matvecFast(dtype: DType, glu = false, norm = false): GPUComputePipeline {
+  #matvecFast(dtype: DType, glu = false, norm = false, tokens = 1): GPUComputePipeline {
     const l = this.matvec;
-    const key = `matvec_fast_${dtype}_${l.lanes}${l.subgroups ? '_sg' : ''}${glu ? '_glu' : ''}${norm ? '_norm' : ''}`;
-    return this.pipeline(key, () => matvecFastShader(dtype, l, { glu, norm }));
+    const key = `matvec_fast_${dtype}_${l.lanes}${l.subgroups ? '_sg' : ''}${glu ? '_glu' : ''}${norm ? '_norm' : ''}${tokens > 1 ? `_tk${tokens}` : ''}`;
+    return this.pipeline(key, () => matvecFastShader(dtype, l, { glu, norm, tokens }));
   }
 
   #matmul(dtype: DType, loader: 'step' | 'element', t: MatmulTile): GPUComputePipeline {
@@ -177,8 +198,22 @@ export class GpuKernels {
     const f = new Float32Array(range);
     fields.forEach(([t, v], i) => (t === 'u32' ? (u[i] = v >>> 0) : (f[i] = v)));
     buf.unmap();
-    this.#owned.push(buf);
+    (this.#sink ?? this.#owned).push(buf);
     return buf;
+  }
+
+  /**
+   * Runs `build` with the parameter buffers it makes owned by `owner` instead of these kernels: the
+   * dispatches of something shorter-lived (a sequence's KV cache) are freed with it.
+   */
+  ownedBy<T>(owner: GPUBuffer[], build: () => T): T {
+    const prev = this.#sink;
+    this.#sink = owner;
+    try {
+      return build();
+    } finally {
+      this.#sink = prev;
+    }
   }
 
   /** Bound where a kernel's optional input (bias) is absent. */
@@ -313,18 +348,31 @@ export class GpuKernels {
     return out;
   }
 
-  /** The row-block kernel, one workgroup per 4 rows and token (only the last token's with `lastToken`). */
+  /**
+   * The row-block kernel, one workgroup per 4 rows and token (only the last token's with `lastToken`);
+   * for a step of more than MATVEC_MAX_BATCH rows, per 4 rows and ROW_BLOCK_TOKENS tokens.
+   */
   #rowBlock(label: string, dtype: DType, rows: number, buffers: (GPUBuffer | null)[], form: RowBlockOptions, when: (n: number) => boolean, lastToken = false): Dispatch[] {
     const blocks = split(Math.ceil(rows / MATVEC_ROWS));
     const pipeline = this.#matvecFast(dtype, !!form.glu, !!form.norm);
+    const one: Dispatch = {
+      label: `${label} (matvec)`,
+      pipeline,
+      bindGroup: this.bind(label, pipeline, buffers),
+      // The LM head of a prompt batch reads one token's x: one grid layer, not n identical ones.
+      grid: (n: number): Grid => [blocks[0], blocks[1], lastToken ? 1 : n],
+      when: lastToken ? when : (n, stepRows = n) => when(n) && stepRows <= MATVEC_MAX_BATCH,
+    };
+    if (lastToken) return [one];
+    const grouped = this.#matvecFast(dtype, !!form.glu, !!form.norm, ROW_BLOCK_TOKENS);
     return [
+      one,
       {
-        label: `${label} (matvec)`,
-        pipeline,
-        bindGroup: this.bind(label, pipeline, buffers),
-        // The LM head of a prompt batch reads one token's x: one grid layer, not n identical ones.
-        grid: (n: number): Grid => [blocks[0], blocks[1], lastToken ? 1 : n],
-        when,
+        label: `${label} (matvec ×${ROW_BLOCK_TOKENS})`,
+        pipeline: grouped,
+        bindGroup: this.bind(label, grouped, buffers),
+        grid: (n: number): Grid => [blocks[0], blocks[1], Math.ceil(n / ROW_BLOCK_TOKENS)],
+        when: (n, stepRows = n) => when(n) && stepRows > MATVEC_MAX_BATCH,
       },
     ];
   }
@@ -466,6 +514,18 @@ export class GpuKernels {
     };
   }
 
+  /** OUT[b] = X[ROWS[b]] over [n, width] (`rows`: u32 row indices the caller writes per step). */
+  gatherRows(rows: GPUBuffer, x: GPUBuffer, out: GPUBuffer, width: number, step: StepUniform): Dispatch {
+    const pipeline = this.pipeline('gather_rows', () => GATHER_ROWS);
+    const params = this.params('gather_rows.params', [['u32', width]]);
+    return {
+      label: 'gather_rows',
+      pipeline,
+      bindGroup: this.bind('gather_rows', pipeline, [params, step.buffer, rows, x, out]),
+      grid: (n) => flat(n * width),
+    };
+  }
+
   siluGate(gate: GPUBuffer, up: GPUBuffer, width: number, step: StepUniform): Dispatch {
     const pipeline = this.pipeline('silu_gate', () => SILU_GATE);
     const params = this.params('silu_gate.params', [['u32', width]]);
@@ -511,9 +571,19 @@ export class GpuKernels {
 /** Records the dispatches that apply to a batch of `n` tokens into one compute pass; returns how many. */
 export function recordPass(encoder: GPUCommandEncoder, dispatches: readonly Dispatch[], n: number, label = 'forward'): number {
   const pass = encoder.beginComputePass({ label });
+  const count = recordInto(pass, dispatches, n);
+  pass.end();
+  return count;
+}
+
+/**
+ * Records into an open pass the dispatches that apply, for `n` rows with the kernels chosen for
+ * batches of `kernelRows` (see Dispatch.when); returns how many.
+ */
+export function recordInto(pass: GPUComputePassEncoder, dispatches: readonly Dispatch[], n: number, kernelRows = n): number {
   let count = 0;
   for (const d of dispatches) {
-    if (d.when && !d.when(n)) continue;
+    if (d.when && !d.when(kernelRows, n)) continue;
     const [x, y, z] = d.grid(n);
     if (x === 0 || y === 0 || z === 0) continue;
     pass.setPipeline(d.pipeline);
@@ -521,7 +591,6 @@ export function recordPass(encoder: GPUCommandEncoder, dispatches: readonly Disp
     pass.dispatchWorkgroups(x, y, z);
     count++;
   }
-  pass.end();
   return count;
 }
 

@@ -1,12 +1,13 @@
 /**
  * One shard of a Llama-family decoder on the GPU, with the same contract as model/forward.ts's
  * ModelShard: layers [start, end) and/or a tensor slice, token ids or hidden states in, hidden states
- * or last-token logits out. Weights are uploaded once (storage dtype, row-split when over the binding
- * limit); the KV cache lives on the GPU; every dispatch of a call is recorded into one command buffer
- * and submitted once. Only what must leave the GPU is read back: the hidden states a pipeline stage
- * hands on, the logits of this rank's vocabulary rows (or just the sampled token id with
- * `forwardSample`), the partial sums the caller's all-reduce joins after o_proj and down_proj of a
- * tensor-parallel shard (each one ends a submission), and the embedding rows `embed()` reads back.
+ * or last-token logits out, for one sequence or a step of several (forwardBatch). Weights are uploaded
+ * once (storage dtype, row-split when over the binding limit); the KV caches live on the GPU; every
+ * dispatch of a call is recorded into one command buffer and submitted once. Only what must leave the
+ * GPU is read back: the hidden states a pipeline stage hands on, the logits of this rank's vocabulary
+ * rows (or just the sampled token id with `forwardSample`), the partial sums the caller's all-reduce
+ * joins after o_proj and down_proj of a tensor-parallel shard (each one ends a submission), and the
+ * embedding rows `embed()` reads back.
  */
 import type { ModelConfig } from '../../config/config.js';
 import { layerMatrices, type ShardWeights } from '../../model/weights.js';
@@ -21,7 +22,7 @@ import { checkTokenIds, noEmbeddingError } from '../../model/embedding.js';
 import type { ShardInput } from '../../model/forward.js';
 import { GpuValidationError, type GpuContext } from './context.js';
 import { Readback, createStorage, uploadF32, uploadWeight, type GpuWeight } from './buffers.js';
-import { GpuKernels, StepUniform, recordPass, type Dispatch } from './ops.js';
+import { GpuKernels, MATVEC_MAX_BATCH, StepUniform, recordInto, recordPass, type Dispatch } from './ops.js';
 import { ropeCosSin, ropeInvFreq } from './rope.js';
 
 export interface GpuShardOptions {
@@ -35,6 +36,15 @@ export interface GpuShardOptions {
   maxSeqLen?: number;
   /** Required when spec.tensor.size > 1. */
   allReduce?: AllReduce;
+  /**
+   * Which kernels a step of several sequences takes. 'sequence': each segment those it takes alone
+   * (decode rows the row-block matvec, grouped: weights read once per ROW_BLOCK_TOKENS rows; prompt
+   * chunks the tiled matmul; a step mixing both runs two passes), so each segment gets the bits of its
+   * own forward; 'step': those the step's total rows take, one pass, so more than MATVEC_MAX_BATCH rows
+   * go through the tiled matmul (a decode row's logits then differ from its own decode's by rounding).
+   * @default 'sequence'
+   */
+  batchKernels?: 'sequence' | 'step';
 }
 
 /** Per-call overhead figures, for benchmarks and the closing notes of speed work. */
@@ -53,27 +63,65 @@ export interface CallStats {
 
 const emptyStats = (): CallStats => ({ submissions: 0, readbackBytes: 0, dispatches: 0, encodeMs: 0, submitMs: 0, waitMs: 0 });
 
-/** A sequence's KV cache in GPU memory, with the forward program bound to it. */
+/**
+ * A sequence's KV cache in GPU memory, with the dispatches that read and write it (per layer: RoPE +
+ * KV append and attention, or the whole latent-attention chain) bound to it and to its own Step.
+ */
 export class GpuKVCache {
   length = 0;
-  /** @internal */ program: Segment[] = [];
+  /** @internal */ layers: Dispatch[][] = [];
+  /** @internal pos0, n and the first row of this sequence's tokens in a step. */ step: StepUniform | null = null;
+  /** @internal The parameter buffers of `layers`, freed with the cache. */ readonly owned: GPUBuffer[] = [];
+  #destroyed = false;
   constructor(
     readonly capacity: number,
     readonly k: GPUBuffer[],
     readonly v: GPUBuffer[],
   ) {}
+  get destroyed(): boolean {
+    return this.#destroyed;
+  }
   destroy(): void {
     for (const b of [...this.k, ...this.v]) b.destroy();
     this.k.length = 0;
     this.v.length = 0;
+    this.layers = [];
+    for (const b of this.owned) b.destroy();
+    this.owned.length = 0;
+    this.step?.destroy();
+    this.step = null;
+    this.#destroyed = true;
   }
 }
 
-/** Dispatches up to a point where the tensor ranks must meet (all-reduce of `reduce`), or the end. */
-interface Segment {
-  dispatches: Dispatch[];
+/** One sequence of a step (ModelShard's BatchSegment, with a GPU cache). */
+export interface GpuBatchSegment {
+  input: ShardInput;
+  cache: GpuKVCache;
+  /** Logits of every row of this segment, not only the last. Head shards only. */
+  allLogits?: boolean;
+}
+
+/**
+ * Dispatches up to a point where the tensor ranks must meet (all-reduce of `reduce`), or the end:
+ * dispatches shared by every row of a step, and the layers whose per-sequence dispatches (each
+ * cache's `layers[i]`) are recorded in their place.
+ */
+interface Span {
+  parts: (Dispatch[] | { layer: number })[];
   /** Read back `width`·n floats, all-reduce them, write them back. */
   reduce?: { buffer: GPUBuffer; width: number };
+}
+
+/** Where a step's sequences sit in the activations. */
+interface Placed {
+  first: number[];
+  count: number[];
+  total: number;
+  /** Rows of the largest sequence: the batch size the kernels are chosen for (Dispatch.when). */
+  kernelRows: number;
+  /** The rows the LM head reads, per sequence (its last, or all with allLogits), in order. */
+  wanted: number[];
 }
 
 interface LayerBuffers {
@@ -103,6 +151,7 @@ interface LayerBuffers {
 export class GpuShard {
   readonly maxBatch: number;
   readonly maxSeqLen: number;
+  readonly batchKernels: 'sequence' | 'step';
   /** Bytes of weights held on the GPU. */
   weightBytes = 0;
   /** What the last call cost (measurement): see CallStats. */
@@ -127,7 +176,13 @@ export class GpuShard {
   #head: GpuWeight | null = null;
   #finalNorm: GPUBuffer | null = null;
   #owned: GPUBuffer[] = [];
-  #act!: Record<'x' | 'xb' | 'xb2' | 'q' | 'k' | 'v' | 'att' | 'hb' | 'hb2' | 'cs' | 'tokens' | 'scores' | 'logits' | 'result', GPUBuffer>;
+  #act!: Record<'x' | 'xb' | 'xb2' | 'xg' | 'rows' | 'q' | 'k' | 'v' | 'att' | 'hb' | 'hb2' | 'cs' | 'tokens' | 'scores' | 'logits' | 'result', GPUBuffer>;
+  /** The layers' dispatches over a step's rows, built once. */
+  #program: Span[] = [];
+  /** The LM head over the step's rows (`all`, when it wants every row) or over the gathered ones. */
+  #headDispatches: { all: Dispatch[]; gathered: Dispatch[] } | null = null;
+  /** Step uniform of the head (n: the rows it reads). */
+  #headStep: StepUniform;
   #readback!: Readback;
   #moeAct: GpuMoeActivations | null = null;
   #mlaAct: GpuMlaActivations | null = null;
@@ -144,10 +199,12 @@ export class GpuShard {
     this.#slice = o.slice;
     this.maxBatch = o.maxBatch ?? 32;
     this.maxSeqLen = o.maxSeqLen ?? Math.min(o.config.maxPositionEmbeddings, 4096);
+    this.batchKernels = o.batchKernels ?? 'sequence';
     if (o.spec.tensor.size > 1 && !o.allReduce) throw new GpuValidationError('a tensor-parallel GPU shard needs an allReduce callback');
     this.#allReduce = o.spec.tensor.size > 1 ? o.allReduce! : null;
     this.#kernels = new GpuKernels(ctx);
     this.#step = new StepUniform(ctx);
+    this.#headStep = new StepUniform(ctx);
     this.#invFreq = gpuInvFreq(o.config) ?? ropeInvFreq(o.config.headDim, o.config.ropeTheta, gpuRopeScaling(o.config));
     this.#ropeScale = ropeAttentionFactor(o.config);
     this.#nh = o.slice.heads[1] - o.slice.heads[0];
@@ -235,6 +292,8 @@ export class GpuShard {
       x: await f('x', B * D),
       xb: await f('xb', B * D),
       xb2: await f('xb2', B * D),
+      xg: await f('head rows', B * D),
+      rows: await f('head row indices', B),
       q: await f('q', B * this.#nh * hd),
       k: await f('k', B * this.#nkv * hd),
       v: await f('v', B * this.#nkv * hd),
@@ -244,7 +303,7 @@ export class GpuShard {
       cs: await f('rope cos/sin', B * hd),
       tokens: await f('tokens', B),
       scores: await f('attention scores', B * this.#nh * this.maxSeqLen),
-      logits: await f('logits', Math.max(1, this.#vocabSlice)),
+      logits: await f('logits', B * Math.max(1, this.#vocabSlice)),
       result: await f('sample result', 2),
     };
     if (c.mla) this.#mlaAct = await allocateMlaActivations(this.#ctx, c.mla, this.#nh, B);
@@ -252,9 +311,15 @@ export class GpuShard {
       const shared = this.#slice.sharedFfn[1] - this.#slice.sharedFfn[0];
       this.#moeAct = await allocateMoeActivations(this.#ctx, c.moe!, D, shared, B);
     }
-    const readbackFloats = Math.max(B * D, this.#spec.head ? this.#vocabSlice : 0, 2);
+    const readbackFloats = Math.max(B * D, this.#spec.head ? B * this.#vocabSlice : 0, 2);
     this.#readback = new Readback(this.#ctx, readbackFloats * 4);
     if (this.#embed) this.#embedDispatches = this.#kernels.embed(this.#embed, this.#act.tokens, this.#act.x, this.#step);
+    this.#program = this.#buildProgram();
+    if (this.#head) {
+      const a = this.#act;
+      const gather = this.#kernels.gatherRows(a.rows, a.x, a.xg, this.#config.hiddenSize, this.#headStep);
+      this.#headDispatches = { all: this.#headOn(a.x), gathered: [gather, ...this.#headOn(a.xg)] };
+    }
   }
 
   /** A fresh KV cache on the GPU for one sequence of up to `capacity` tokens. */
@@ -276,12 +341,55 @@ export class GpuShard {
       cache.destroy();
       throw err;
     }
-    cache.program = this.#buildProgram(cache);
+    cache.step = new StepUniform(this.#ctx);
+    const step = cache.step;
+    cache.layers = this.#kernels.ownedBy(cache.owned, () => this.#cacheLayers(cache, step));
     return cache;
   }
 
-  /** Bind groups are made once per cache; a call only records dispatches and writes the Step uniform. */
-  #buildProgram(cache: GpuKVCache): Segment[] {
+  /**
+   * The dispatches of each layer that read or write one sequence's cache, bound to it and to its own
+   * Step (positions, and where its rows start in a step): RoPE + KV append and attention, or the
+   * whole latent-attention chain (whose kernels take rows from 0: a step of one sequence only).
+   */
+  #cacheLayers(cache: GpuKVCache, st: StepUniform): Dispatch[][] {
+    const K = this.#kernels;
+    const a = this.#act;
+    const c = this.#config;
+    const hd = c.headDim;
+    const nh = this.#nh;
+    const nkv = this.#nkv;
+    return this.#layers.map((L, li) => {
+      if (L.mla) {
+        // Latent attention (mla.ts): att from the compressed cache.
+        return [
+          K.rmsnorm(a.x, L.inputNorm, a.xb, c.hiddenSize, 1, c.rmsNormEps, st),
+          ...mlaDispatches(K, L.mla, c.mla!, this.#mlaAct!, { x: a.xb, q: a.q, att: a.att, scores: a.scores, cs: a.cs, cache: cache.k[li], maxSeq: cache.capacity }, nh, st),
+        ];
+      }
+      return [
+        K.ropeStore(a.q, a.k, a.v, cache.k[li], cache.v[li], a.cs, { heads: nh, kvHeads: nkv, headDim: hd }, st),
+        K.attention(a.q, cache.k[li], cache.v[li], a.scores, a.att, {
+          heads: nh,
+          kvHeads: nkv,
+          headDim: hd,
+          maxSeq: cache.capacity,
+          // gpt-oss alternates sliding-window and full layers.
+          window: c.slidingLayers && !c.slidingLayers[this.#spec.layers[0] + li] ? null : c.slidingWindow,
+          group: c.numHeads / c.numKvHeads,
+          headOffset: this.#slice.heads[0],
+          kvOffset: this.#slice.kvHeads[0],
+          sinks: L.sinks,
+        }, st),
+      ];
+    });
+  }
+
+  /**
+   * The layers over a step's rows, bound once: projections, norms and MLP read every row at once;
+   * each layer's per-sequence part (#cacheLayers) is recorded in its place for each sequence.
+   */
+  #buildProgram(): Span[] {
     const K = this.#kernels;
     const st = this.#step;
     const a = this.#act;
@@ -291,21 +399,24 @@ export class GpuShard {
     const nh = this.#nh;
     const nkv = this.#nkv;
     const tp = this.#allReduce !== null;
-    const segments: Segment[] = [];
+    const spans: Span[] = [];
+    let parts: Span['parts'] = [];
     let cur: Dispatch[] = [];
-    const cut = (reduce: Segment['reduce']) => {
-      segments.push({ dispatches: cur, reduce });
+    const perCache = (layer: number) => {
+      parts.push(cur, { layer });
+      cur = [];
+    };
+    const cut = (reduce: Span['reduce']) => {
+      parts.push(cur);
+      spans.push({ parts, reduce });
+      parts = [];
       cur = [];
     };
 
     this.#layers.forEach((L, li) => {
       // Decode folds each RMSNorm into the row-block kernels that read it (K.withNorm).
       const inputNorm = { weight: L.inputNorm, eps: c.rmsNormEps, dim: D };
-      if (L.mla) {
-        // Latent attention (mla.ts): att from the compressed cache.
-        cur.push(K.rmsnorm(a.x, L.inputNorm, a.xb, D, 1, c.rmsNormEps, st));
-        cur.push(...mlaDispatches(K, L.mla, c.mla!, this.#mlaAct!, { x: a.xb, q: a.q, att: a.att, scores: a.scores, cs: a.cs, cache: cache.k[li], maxSeq: cache.capacity }, nh, st));
-      } else {
+      if (!L.mla) {
         cur.push(
           ...K.withNorm(a.x, a.xb, inputNorm, st, [L.q!, L.k!, L.v!], (x, norm) => [
             ...K.linear('q_proj', L.q!, x, a.q, st, { bias: L.qBias ?? undefined, norm }),
@@ -315,22 +426,8 @@ export class GpuShard {
         );
         if (L.qNorm) cur.push(K.rmsnorm(a.q, L.qNorm, null, hd, nh, c.rmsNormEps, st));
         if (L.kNorm) cur.push(K.rmsnorm(a.k, L.kNorm, null, hd, nkv, c.rmsNormEps, st));
-        cur.push(K.ropeStore(a.q, a.k, a.v, cache.k[li], cache.v[li], a.cs, { heads: nh, kvHeads: nkv, headDim: hd }, st));
-        cur.push(
-          K.attention(a.q, cache.k[li], cache.v[li], a.scores, a.att, {
-            heads: nh,
-            kvHeads: nkv,
-            headDim: hd,
-            maxSeq: cache.capacity,
-            // gpt-oss alternates sliding-window and full layers.
-            window: c.slidingLayers && !c.slidingLayers[this.#spec.layers[0] + li] ? null : c.slidingWindow,
-            group: c.numHeads / c.numKvHeads,
-            headOffset: this.#slice.heads[0],
-            kvOffset: this.#slice.kvHeads[0],
-            sinks: L.sinks,
-          }, st),
-        );
       }
+      perCache(li);
       const o = L.mla ? L.mla.o : L.o!;
       if (tp) {
         cur.push(...K.linear('o_proj', o, a.att, a.xb2, st));
@@ -359,41 +456,96 @@ export class GpuShard {
         cur.push(...K.linear('down_proj', L.down!, a.hb, a.x, st, { accumulate: true }));
       }
     });
-    if (this.#head) {
-      const head = this.#head;
-      const finalNorm = { weight: this.#finalNorm!, eps: c.rmsNormEps, dim: D };
-      cur.push(...K.withNorm(a.x, a.xb, finalNorm, st, [head], (x, norm) => K.linear('lm_head', head, x, a.logits, st, { lastToken: true, norm })));
-    }
     cut(undefined);
-    return segments;
+    return spans;
   }
 
-  #check(n: number, cache: GpuKVCache): void {
-    this.#ctx.assertAlive();
-    if (!cache.program.length) throw new Error('forward: this KV cache was destroyed');
-    if (n < 1 || n > this.maxBatch) throw new RangeError(`forward: ${n} tokens per call; this shard takes 1..${this.maxBatch}`);
-    if (cache.length + n > cache.capacity) throw new RangeError(`sequence of ${cache.length + n} tokens exceeds the KV cache capacity ${cache.capacity}`);
-  }
-
-  /** Writes the call's inputs (Step uniform, RoPE table, tokens or hidden states) ahead of the submission. */
-  #writeInputs(input: ShardInput, cache: GpuKVCache, seed: number): number {
-    const q = this.#ctx.device.queue;
+  /**
+   * The LM head over rows of `x` ([n, hidden] → logits [n, vocabSlice], n in the head's Step). Always
+   * the row-block matvec, one workgroup row per token: a row's logits do not depend on which other
+   * rows share the step (the tiled matmul would be chosen for large n otherwise).
+   */
+  #headOn(x: GPUBuffer): Dispatch[] {
+    const head = this.#head!;
+    const st = this.#headStep;
     const c = this.#config;
-    let n: number;
-    if ('tokens' in input) {
-      n = input.tokens.length;
-      this.#check(n, cache);
-      this.#writeTokens(input.tokens);
-    } else {
-      n = input.n;
-      this.#check(n, cache);
-      q.writeBuffer(this.#act.x, 0, input.hidden, 0, n * c.hiddenSize);
+    const finalNorm = { weight: this.#finalNorm!, eps: c.rmsNormEps, dim: c.hiddenSize };
+    return [
+      ...this.#kernels.withNorm(x, this.#act.xb, finalNorm, st, [head], (input, norm) =>
+        this.#kernels.linear('lm_head', head, input, this.#act.logits, st, { only: 'matvec', norm }),
+      ),
+    ];
+  }
+
+  /**
+   * @internal Every dispatch a one-sequence call on `cache` may record, in order (the body, then the
+   * head over gathered rows), for the prefill profile (bench/gpu-prefill-profile.ts).
+   */
+  dispatchesOf(cache: GpuKVCache): Dispatch[] {
+    const body = this.#program.flatMap((span) => span.parts.flatMap((part) => (Array.isArray(part) ? part : cache.layers[part.layer])));
+    return [...body, ...(this.#headDispatches?.gathered ?? [])];
+  }
+
+  /** Checks a step's sequences and places their rows side by side (as ModelShard.forwardBatch does). */
+  #place(segments: readonly GpuBatchSegment[]): Placed {
+    this.#ctx.assertAlive();
+    if (segments.length === 0) throw new RangeError('forward: no sequences in the step');
+    if (new Set(segments.map((s) => s.cache)).size !== segments.length) throw new RangeError('forward: a KV cache appears twice in one step');
+    const tokens = segments.filter((s) => 'tokens' in s.input).length;
+    if (tokens !== 0 && tokens !== segments.length) throw new RangeError('forward: a GPU step takes token ids for every sequence or hidden states for every sequence, not both');
+    const first: number[] = [];
+    const count: number[] = [];
+    const wanted: number[] = [];
+    let total = 0;
+    for (const { input, cache, allLogits } of segments) {
+      if (cache.destroyed) throw new Error('forward: this KV cache was destroyed');
+      let n: number;
+      if ('tokens' in input) n = input.tokens.length;
+      else {
+        n = input.n;
+        const need = n * this.#config.hiddenSize;
+        if (input.hidden.length < need) throw new RangeError(`forward: hidden states hold ${input.hidden.length} values, ${n} tokens × ${this.#config.hiddenSize} need ${need}`);
+      }
+      if (n < 1) throw new RangeError(`forward: ${n} tokens for a sequence; each takes at least 1`);
+      if (cache.length + n > cache.capacity) throw new RangeError(`sequence of ${cache.length + n} tokens exceeds the KV cache capacity ${cache.capacity}`);
+      if (allLogits && !this.#head) throw new RangeError('forward: allLogits asks for logits from a shard without the LM head');
+      for (let b = allLogits ? 0 : n - 1; b < n; b++) wanted.push(total + b);
+      first.push(total);
+      count.push(n);
+      total += n;
     }
-    this.#step.write(this.#ctx, cache.length, n, seed);
-    const cs = ropeCosSin(cache.length, n, this.#invFreq, this.#cs);
-    if (this.#ropeScale !== 1) for (let i = 0; i < n * c.headDim; i++) cs[i] *= this.#ropeScale;
-    q.writeBuffer(this.#act.cs, 0, cs, 0, n * c.headDim);
-    return n;
+    if (total > this.maxBatch) throw new RangeError(`forward: ${total} tokens per call; this shard takes 1..${this.maxBatch}`);
+    return { first, count, total, kernelRows: this.batchKernels === 'step' ? total : Math.max(...count), wanted };
+  }
+
+  /**
+   * Writes a step's inputs ahead of its submission: the tokens (or hidden rows) side by side, the
+   * shard's Step (all rows), each sequence's Step (its positions and first row), the RoPE table at
+   * each sequence's positions, and the rows the head reads.
+   */
+  #writeInputs(segments: readonly GpuBatchSegment[], p: Placed, seed: number): void {
+    const q = this.#ctx.device.queue;
+    const D = this.#config.hiddenSize;
+    if ('tokens' in segments[0].input) {
+      this.#writeTokens(segments.flatMap((s) => Array.from((s.input as { tokens: ArrayLike<number> }).tokens)));
+    } else {
+      segments.forEach((s, i) => {
+        const input = s.input as { hidden: Float32Array; n: number };
+        q.writeBuffer(this.#act.x, p.first[i] * D * 4, input.hidden, 0, p.count[i] * D);
+      });
+    }
+    this.#step.write(this.#ctx, segments[0].cache.length, p.total, seed);
+    const width = 2 * this.#invFreq.length;
+    segments.forEach(({ cache }, i) => {
+      cache.step!.write(this.#ctx, cache.length, p.count[i], seed, p.first[i]);
+      ropeCosSin(cache.length, p.count[i], this.#invFreq, this.#cs.subarray(p.first[i] * width));
+    });
+    if (this.#ropeScale !== 1) for (let i = 0; i < p.total * width; i++) this.#cs[i] *= this.#ropeScale;
+    q.writeBuffer(this.#act.cs, 0, this.#cs, 0, p.total * width);
+    if (this.#head) {
+      this.#headStep.write(this.#ctx, 0, p.wanted.length, seed);
+      if (p.wanted.length !== p.total) q.writeBuffer(this.#act.rows, 0, Uint32Array.from(p.wanted));
+    }
   }
 
   /** Checks token ids and writes them for the embed dispatches (which need the table). */
@@ -404,29 +556,40 @@ export class GpuShard {
   }
 
   /**
-   * Runs the program's segments, after the embed dispatches when the call got token ids. Each
-   * all-reduce point ends a submission: the partial sums are read back, joined by the caller,
-   * written back, and the next segment is submitted.
+   * Runs the program over a step's rows, after the embed dispatches when the step got token ids, then
+   * the head over the wanted rows (gathered first unless it wants every row). Each all-reduce point
+   * ends a submission: the partial sums of all rows are read back, joined by the caller, written
+   * back, and the next span is submitted.
    */
-  async #run(cache: GpuKVCache, n: number, embed: boolean, tail?: (enc: GPUCommandEncoder) => number): Promise<void> {
+  async #run(segments: readonly GpuBatchSegment[], p: Placed, tail: (enc: GPUCommandEncoder) => number): Promise<void> {
     const dev = this.#ctx.device;
     const stats = (this.lastCall = emptyStats());
-    const segs = cache.program;
-    for (let i = 0; i < segs.length; i++) {
-      const seg = segs[i];
+    const embed = 'tokens' in segments[0].input;
+    const n = p.total;
+    for (let i = 0; i < this.#program.length; i++) {
+      const span = this.#program[i];
       const t0 = performance.now();
       const enc = dev.createCommandEncoder();
       if (i === 0 && embed) stats.dispatches += recordPass(enc, this.#embedDispatches, n, 'embed');
-      stats.dispatches += recordPass(enc, seg.dispatches, n);
-      if (seg.reduce) {
-        const count = seg.reduce.width * n;
-        this.#readback.encodeCopy(enc, seg.reduce.buffer, count * 4);
+      const pass = enc.beginComputePass({ label: 'forward' });
+      for (const part of span.parts) {
+        if (Array.isArray(part)) stats.dispatches += recordInto(pass, part, n, p.kernelRows);
+        else for (let s = 0; s < segments.length; s++) stats.dispatches += recordInto(pass, segments[s].cache.layers[part.layer], p.count[s]);
+      }
+      if (!span.reduce && this.#headDispatches) {
+        const m = p.wanted.length;
+        stats.dispatches += recordInto(pass, m === n ? this.#headDispatches.all : this.#headDispatches.gathered, m, p.kernelRows);
+      }
+      pass.end();
+      if (span.reduce) {
+        const count = span.reduce.width * n;
+        this.#readback.encodeCopy(enc, span.reduce.buffer, count * 4);
         this.#submit(enc, t0);
         const part = new Float32Array(await this.#read(count * 4));
         await this.#allReduce!(part);
-        dev.queue.writeBuffer(seg.reduce.buffer, 0, part);
+        dev.queue.writeBuffer(span.reduce.buffer, 0, part);
       } else {
-        if (tail) stats.dispatches += tail(enc);
+        stats.dispatches += tail(enc);
         this.#submit(enc, t0);
       }
     }
@@ -455,21 +618,70 @@ export class GpuShard {
    * [n, hidden] otherwise.
    */
   async forward(input: ShardInput, cache: GpuKVCache): Promise<Float32Array> {
-    return this.#exclusive(() => this.#forward(input, cache));
+    return this.#exclusive(async () => (await this.#forward([{ input, cache }]))[0]);
   }
 
-  async #forward(input: ShardInput, cache: GpuKVCache): Promise<Float32Array> {
-    const n = this.#writeInputs(input, cache, 0);
+  /**
+   * ModelShard.forwardBatch's contract: one step over several sequences, each segment's rows
+   * (`maxBatch` in all) continuing its own cache. Projections, norms and the MLP run once over every
+   * row (weights read once per step); RoPE + KV append and attention run per segment against its
+   * cache; a tensor rank all-reduces the whole step at each point. Returns per segment its last
+   * row's logits (every row's with `allLogits`: [n, vocabSlice]) on a head shard, else its hidden
+   * rows [n, hidden]. With batchKernels 'sequence' every segment takes the kernels it takes alone:
+   * a step mixing decode rows (≤ MATVEC_MAX_BATCH per segment: row-block kernels) with prompt chunks
+   * (tiled matmul) runs as two passes, one per kind, so each segment gets the bits its own forward
+   * gives (see the GPU README). Latent-attention models run the segments one after another (their
+   * kernels take one sequence's rows). `lastCall` sums the passes.
+   */
+  async forwardBatch(segments: readonly GpuBatchSegment[]): Promise<Float32Array[]> {
+    return this.#exclusive(async () => {
+      const passes = this.#passes(segments);
+      if (passes.length === 1) return this.#forward(segments);
+      this.#place(segments); // the whole step is checked before any pass runs
+      const outs: Float32Array[] = new Array(segments.length);
+      const total = emptyStats();
+      for (const pass of passes) {
+        const got = await this.#forward(pass.map((i) => segments[i]));
+        pass.forEach((i, j) => (outs[i] = got[j]));
+        for (const key of Object.keys(total) as (keyof CallStats)[]) total[key] += this.lastCall[key];
+      }
+      this.lastCall = total;
+      return outs;
+    });
+  }
+
+  /** The step's segments (indices) grouped into the forwards that run them (see forwardBatch). */
+  #passes(segments: readonly GpuBatchSegment[]): number[][] {
+    const all = segments.map((_, i) => i);
+    if (segments.length === 1) return [all];
+    if (this.#config.mla) return all.map((i) => [i]);
+    if (this.batchKernels === 'step') return [all];
+    const rows = (s: GpuBatchSegment) => ('tokens' in s.input ? s.input.tokens.length : s.input.n);
+    const small = all.filter((i) => rows(segments[i]) <= MATVEC_MAX_BATCH);
+    const large = all.filter((i) => rows(segments[i]) > MATVEC_MAX_BATCH);
+    return small.length && large.length ? [small, large] : [all];
+  }
+
+  async #forward(segments: readonly GpuBatchSegment[]): Promise<Float32Array[]> {
+    const p = this.#place(segments);
+    this.#writeInputs(segments, p, 0);
     const D = this.#config.hiddenSize;
-    const bytes = this.#head ? this.#vocabSlice * 4 : n * D * 4;
+    const V = this.#vocabSlice;
+    const floats = this.#head ? p.wanted.length * V : p.total * D;
     const src = this.#head ? this.#act.logits : this.#act.x;
-    await this.#run(cache, n, 'tokens' in input, (enc) => {
-      this.#readback.encodeCopy(enc, src, bytes);
+    await this.#run(segments, p, (enc) => {
+      this.#readback.encodeCopy(enc, src, floats * 4);
       return 0;
     });
-    const out = new Float32Array(await this.#read(bytes));
-    cache.length += n;
-    return out;
+    const out = new Float32Array(await this.#read(floats * 4));
+    segments.forEach(({ cache }, i) => (cache.length += p.count[i]));
+    if (!this.#head) return segments.map((_, i) => out.subarray(p.first[i] * D, (p.first[i] + p.count[i]) * D));
+    let at = 0;
+    return segments.map(({ allLogits }, i) => {
+      const rows = allLogits ? p.count[i] : 1;
+      at += rows;
+      return out.subarray((at - rows) * V, at * V);
+    });
   }
 
   /**
@@ -510,7 +722,9 @@ export class GpuShard {
 
   async #forwardSample(tokens: ArrayLike<number>, cache: GpuKVCache, sampling: { temperature?: number; seed?: number }): Promise<number> {
     if (!this.#head || this.#allReduce) throw new Error('forwardSample: needs a head shard without a tensor split; use forward()');
-    const n = this.#writeInputs({ tokens }, cache, sampling.seed ?? 0);
+    const segments = [{ input: { tokens }, cache }];
+    const p = this.#place(segments);
+    this.#writeInputs(segments, p, sampling.seed ?? 0);
     const T = sampling.temperature ?? 0;
     let d = this.#sampleDispatch.get(T);
     if (!d) {
@@ -518,13 +732,13 @@ export class GpuShard {
       this.#sampleDispatch.set(T, d);
     }
     const sample = d;
-    await this.#run(cache, n, true, (enc) => {
-      const count = recordPass(enc, [sample], n, 'sample');
+    await this.#run(segments, p, (enc) => {
+      const count = recordPass(enc, [sample], p.total, 'sample');
       this.#readback.encodeCopy(enc, this.#act.result, 8);
       return count;
     });
     const r = new Uint32Array(await this.#read(8));
-    cache.length += n;
+    cache.length += p.total;
     return r[0];
   }
 
@@ -555,5 +769,6 @@ export class GpuShard {
     this.#readback?.destroy();
     this.#kernels.destroy();
     this.#step.destroy();
+    this.#headStep.destroy();
   }
 }

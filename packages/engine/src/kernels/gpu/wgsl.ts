@@ -1,7 +1,9 @@
 /**
  * WGSL sources for the GPU backend. Every kernel reads the per-submission `Step` uniform
  * (`pos0`: position of the batch's first token, `n`: tokens in the batch) so bind groups are built
- * once and only that uniform changes between tokens.
+ * once and only that uniform changes between tokens. A step of several sequences gives each one's
+ * RoPE/KV-store and attention dispatches its own Step, whose `row0` says where its rows start in
+ * the step's activations (0 for a step of one sequence).
  *
  * Weights are bound as raw `array<u32>` in their storage dtype and widened per element by `w_at`
  * (f16/bf16 halves, GGUF Q8_0 and Q4_0 blocks), so no dequantized copy ever exists in GPU memory.
@@ -13,7 +15,7 @@ import { quantWeightAccessor } from './quant-wgsl.js';
 export const WG = 64;
 
 export const STEP = /* wgsl */ `
-struct Step { pos0: u32, n: u32, seed: u32, pad: u32 }
+struct Step { pos0: u32, n: u32, seed: u32, row0: u32 }
 `;
 
 /** Linear workgroup index for grids split over x and y (a dimension is limited to 65,535). */
@@ -247,6 +249,13 @@ export interface RowBlockOptions {
    * separate norm dispatch and its normalised copy of x are gone (Σ w·(x∘g) / rms = (W · norm(x))).
    */
   norm?: boolean;
+  /**
+   * Tokens per workgroup (default 1): each weight vector a lane loads meets this many tokens' x, so a
+   * step of several decode rows reads the weights once per `tokens` rows. Every token's sums are formed
+   * by the same operations in the same order as in the one-token kernel: a row's result does not
+   * depend on the tokens it shares a workgroup with. Not for the LM head's last-token form (flag 4).
+   */
+  tokens?: number;
 }
 
 /**
@@ -255,13 +264,19 @@ export interface RowBlockOptions {
  * takes the next 16-byte vector (or GGUF block) of the rows, so consecutive lanes read consecutive
  * addresses of a row (coalesced), and the step's slice of x is loaded once and used for all rows. The
  * lanes' partial sums are joined once per row at the end (subgroupAdd, or a workgroup-memory tree without
- * subgroups). A form that kept 8 tokens per workgroup (weights read once per 8 tokens) was tried: its
- * 32 accumulators made llvmpipe spend minutes compiling it, and prompt batches go to the tiled matmul.
+ * subgroups). A form that kept 8 tokens per workgroup (weights read once per 8 tokens) was tried for
+ * prompt batches: its 32 accumulators made llvmpipe spend minutes compiling it, and prompt batches go to
+ * the tiled matmul. The grouped form here (`tokens`, 4 in use) serves steps of several sequences' decode
+ * rows, where each row must keep its one-token bits.
  */
 export function matvecFastShader(dtype: DType, layout: MatvecLayout, o: RowBlockOptions = {}): string {
   const T = layout.lanes;
   const R = MATVEC_ROWS;
   const V = vecsPerStep(dtype);
+  const TK = o.tokens ?? 1;
+  const toks = Array.from({ length: TK }, (_, t) => t);
+  // Per-token names: unchanged for the one-token kernel.
+  const sfx = (t: number) => (TK === 1 ? '' : `_t${t}`);
   const quant = dtype === 'q8_0' || dtype === 'q4_0';
   const wType = quant ? 'array<u32>' : 'array<vec4<u32>>';
   const header = WEIGHT_HEADER.replace('var<storage, read> W: array<u32>;', `var<storage, read> W: ${wType};`).replace(
@@ -271,30 +286,42 @@ export function matvecFastShader(dtype: DType, layout: MatvecLayout, o: RowBlock
   const w2 = o.glu ? `@group(0) @binding(6) var<storage, read> W2: ${wType};\n${stepDecoder(dtype, 'W2')}` : '';
   const mats = o.glu ? ['W', 'W2'] : ['W'];
   const rows = Array.from({ length: R }, (_, i) => i);
-  // Accumulator acc<m>_<row> (m: 0 = W, 1 = W2).
-  const outs = mats.flatMap((_, m) => rows.map((i) => `${m}_${i}`));
+  // Accumulator acc<m>_<row><token> (m: 0 = W, 1 = W2).
+  const outs = toks.flatMap((t) => mats.flatMap((_, m) => rows.map((i) => `${m}_${i}${sfx(t)}`)));
   // Every lane-partial sum joined at the end: the accumulators, and Σx² for the fused norm.
-  const sums = [...outs.map((id) => `acc${id}`), ...(o.norm ? ['ss'] : [])];
+  const sums = [...outs.map((id) => `acc${id}`), ...(o.norm ? toks.map((t) => `ss${sfx(t)}`) : [])];
   const total = (name: string) => (layout.subgroups ? `t_${name}` : `red[${sums.indexOf(name) * T}u]`);
-  const inv = o.norm ? `1.0 / sqrt(${total('ss')} / f32(P.cols) + P.eps)` : '1.0';
+  const inv = (t: number) => (o.norm ? `1.0 / sqrt(${total(`ss${sfx(t)}`)} / f32(P.cols) + P.eps)` : '1.0');
   const scaled = (m: number, dotExpr: string) => (quant ? `(${dotExpr}) * sc${m}` : dotExpr);
   const step = rows
     .map(
       (i) => `      {
         let u = min(r0 + ${i}u, P.rows - 1u) * units + k;
-${mats.map((mat, m) => `        let w${m} = wv_${mat}(u);${quant ? ` let sc${m} = ws_${mat}(u);` : ''}\n        acc${m}_${i} += ${scaled(m, `dotv(w${m}, x0)`)};`).join('\n')}
+${mats.map((mat, m) => `        let w${m} = wv_${mat}(u);${quant ? ` let sc${m} = ws_${mat}(u);` : ''}\n${toks.map((t) => `        acc${m}_${i}${sfx(t)} += ${scaled(m, `dotv(w${m}, x0${sfx(t)})`)};`).join('\n')}`).join('\n')}
       }`,
     )
     .join('\n');
   // Row i's output from its joined sums (SwiGLU: silu(gate) · up).
-  const result = (i: number) => {
-    const v = (m: number) => `${total(`acc${m}_${i}`)} * inv`;
+  const result = (i: number, t: number) => {
+    const v = (m: number) => `${total(`acc${m}_${i}${sfx(t)}`)} * inv${sfx(t)}`;
     return o.glu ? `silu(${v(0)}) * ${v(1)}` : v(0);
   };
-  const storeIf = (i: number, val: string) => `if (r0 + ${i}u < P.rows) { store(b, r0 + ${i}u, ${val}); }`;
-  const stores = `  if (lane == 0u) {
-    let inv = ${inv};
-${rows.map((i) => `    ${storeIf(i, result(i))}`).join('\n')}
+  const storeIf = (i: number, t: number, b: string) => `if (r0 + ${i}u < P.rows) { store(${b}, r0 + ${i}u, ${result(i, t)}); }`;
+  const stores =
+    TK === 1
+      ? `  if (lane == 0u) {
+    let inv = ${inv(0)};
+${rows.map((i) => `    ${storeIf(i, 0, 'b')}`).join('\n')}
+  }`
+      : `  if (lane == 0u) {
+${toks
+  .map(
+    (t) => `    if (tb + ${t}u < S.n) {
+      let inv${sfx(t)} = ${inv(t)};
+${rows.map((i) => `      ${storeIf(i, t, `tb + ${t}u`)}`).join('\n')}
+    }`,
+  )
+  .join('\n')}
   }`;
   const reduce = layout.subgroups
     ? `${sums.map((name) => `  let t_${name} = subgroupAdd(${name});`).join('\n')}
@@ -325,18 +352,28 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
   let r0 = wg_linear(wid, nwg) * ${R}u;
   if (r0 >= P.rows) { return; }
   let units = P.cols / ${vectorWidth(dtype)}u;
-  // Grid z: the token. The LM head (flag 4) takes only the batch's last token and writes output row 0.
+${
+  TK === 1
+    ? `  // Grid z: the token. The LM head (flag 4) takes only the batch's last token and writes output row 0.
   let last = (P.flags & 4u) != 0u;
   let b = select(wid.z, 0u, last);
-  let xbase = select(wid.z, S.n - 1u, last) * P.xStride / 4u;
+  let xbase = select(wid.z, S.n - 1u, last) * P.xStride / 4u;`
+    : `  // Grid z: a group of ${TK} tokens (a short last group reads its last token again and stores none of those).
+  let tb = wid.z * ${TK}u;
+${toks.map((t) => `  let xbase${sfx(t)} = min(tb + ${t}u, S.n - 1u) * P.xStride / 4u;`).join('\n')}`
+}
 ${sums.map((name) => `  var ${name} = 0.0;`).join('\n')}
   for (var k = lane; k < units; k += ${T}u) {
-    var x0: array<vec4<f32>, ${V}>;
+${toks
+  .map(
+    (t) => `    var x0${sfx(t)}: array<vec4<f32>, ${V}>;
     for (var j = 0u; j < ${V}u; j++) {
-      ${o.norm ? `let xr = X[xbase + k * ${V}u + j];
-      ss += dot(xr, xr);
-      x0[j] = xr * NW[k * ${V}u + j];` : `x0[j] = X[xbase + k * ${V}u + j];`}
-    }
+      ${o.norm ? `let xr = X[xbase${sfx(t)} + k * ${V}u + j];
+      ss${sfx(t)} += dot(xr, xr);
+      x0${sfx(t)}[j] = xr * NW[k * ${V}u + j];` : `x0${sfx(t)}[j] = X[xbase${sfx(t)} + k * ${V}u + j];`}
+    }`,
+  )
+  .join('\n')}
 ${step}
   }
 ${reduce}
@@ -448,7 +485,8 @@ fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg:
 
 /**
  * RoPE for attention in one dispatch: rotates the batch's q [n, heads, headDim] in place and k [n,
- * kvHeads, headDim] into the cache, and appends v, at positions pos0.. (the work of ROPE on q and on k
+ * kvHeads, headDim] into the cache, and appends v, at positions pos0.. (rows row0.. of q, k, v and the
+ * cos/sin table; the work of ROPE on q and on k
  * and of KV_STORE, in one pass: two fewer dispatches per layer, and k is not written back before it
  * is copied). One thread per rotation pair (j, j + half) of one head of one token; the k heads'
  * threads also move the matching pair of v.
@@ -470,12 +508,13 @@ fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg:
   let i = gid.x + gid.y * nwg.x * ${WG}u;
   if (i >= S.n * perToken) { return; }
   let b = i / perToken;
+  let r = S.row0 + b;
   let h = (i % perToken) / half;
   let j = i % half;
-  let c = CS[(b * half + j) * 2u];
-  let s = CS[(b * half + j) * 2u + 1u];
+  let c = CS[(r * half + j) * 2u];
+  let s = CS[(r * half + j) * 2u + 1u];
   if (h < P.heads) {
-    let o = (b * P.heads + h) * P.headDim + j;
+    let o = (r * P.heads + h) * P.headDim + j;
     let x1 = Q[o];
     let x2 = Q[o + half];
     Q[o] = x1 * c - x2 * s;
@@ -484,7 +523,7 @@ fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg:
   }
   let kvDim = P.kvHeads * P.headDim;
   let head = (h - P.heads) * P.headDim + j;
-  let src = b * kvDim + head;
+  let src = r * kvDim + head;
   let dst = (S.pos0 + b) * kvDim + head;
   let x1 = K[src];
   let x2 = K[src + half];
@@ -497,7 +536,7 @@ fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg:
 
 /**
  * Causal attention of the batch's queries Q [n, heads·headDim] over the KV cache, one workgroup per
- * (head, token). Token b sits at position pos0 + b and sees positions [start, pos0 + b], start > 0
+ * (head, token). Token b (row row0 + b of Q and OUT) sits at position pos0 + b and sees positions [start, pos0 + b], start > 0
  * only with a sliding window (`window` > 0: the last `window` positions). GQA: query head h reads
  * KV head (h + headOffset) / group - kvOffset (offsets of a tensor-parallel slice, as in AttentionArgs). Scores go through `SC` [n·heads, maxSeq] in global memory.
  */
@@ -521,8 +560,8 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) tid:
   if (P.window > 0u && pos + 1u > P.window) { start = pos + 1u - P.window; }
   let kvDim = P.kvHeads * P.headDim;
   let kh = (h + P.headOffset) / P.group - P.kvOffset;
-  let qo = (b * P.heads + h) * P.headDim;
-  let so = (b * P.heads + h) * P.maxSeq;
+  let qo = ((S.row0 + b) * P.heads + h) * P.headDim;
+  let so = ((S.row0 + b) * P.heads + h) * P.maxSeq;
   var m = -3.4e38;
   for (var t = start + tid; t <= pos; t = t + ${WG}u) {
     let ko = t * kvDim + kh * P.headDim;
@@ -550,6 +589,22 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) tid:
     for (var t = start; t <= pos; t = t + 1u) { acc = acc + SC[so + t] * VC[t * kvDim + kh * P.headDim + i]; }
     OUT[qo + i] = acc / total;
   }
+}
+`;
+
+/** OUT[b] = X[ROWS[b]] over [n, width]: the rows of a step that the LM head needs, side by side. */
+export const GATHER_ROWS = `${STEP}
+struct Params { width: u32, pad0: u32, pad1: u32, pad2: u32 }
+@group(0) @binding(0) var<uniform> P: Params;
+@group(0) @binding(1) var<uniform> S: Step;
+@group(0) @binding(2) var<storage, read> ROWS: array<u32>;
+@group(0) @binding(3) var<storage, read> X: array<f32>;
+@group(0) @binding(4) var<storage, read_write> OUT: array<f32>;
+@compute @workgroup_size(${WG})
+fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
+  let i = gid.x + gid.y * nwg.x * ${WG}u;
+  if (i >= S.n * P.width) { return; }
+  OUT[i] = X[ROWS[i / P.width] * P.width + i % P.width];
 }
 `;
 
