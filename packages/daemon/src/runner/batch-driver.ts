@@ -23,7 +23,7 @@
  */
 import { DraftLength, pickToken, pickVerified, PrefixCache, Sampler, type KVCache, type ModelShard, type PromptLookupOptions, type TokenConstraint } from '@orchard/engine';
 import { PrefillChunker, type PrefillChunkOptions } from './prefill-chunk.js';
-import { forwardSegments, keepsCpuCaches } from './step-forward.js';
+import { forwardSegments, keepsCpuCaches, verifiesDrafts } from './step-forward.js';
 import { DRAFT_TOKENS, nextDraft } from './draft.js';
 import { speculationOf, type DraftModel } from './draft-model.js';
 import { planStep } from './step-plan.js';
@@ -123,8 +123,7 @@ export class BatchDriver {
     if (prompt.length === 0) throw new RangeError('the prompt has no tokens');
     if (prompt.length >= shard.maxSeqLen) throw new RangeError(`prompt of ${prompt.length} tokens does not fit the context of ${shard.maxSeqLen}`);
     if (req.constraint && !this.#compile) throw new RangeError('this runner cannot compile output constraints');
-    // A GPU rank's caches are not cut back after a rejected draft: it does not speculate.
-    const speculates = this.#cpuCaches ? speculationOf(req.speculate ?? this.#speculate, this.#draftModel) : null;
+    const speculates = verifiesDrafts(shard) ? speculationOf(req.speculate ?? this.#speculate, this.#draftModel) : null;
     const constraint = req.constraint ? await this.#compile!(req.constraint, req.stopTokenIds) : null;
     const capacity = Math.min(shard.maxSeqLen, prompt.length + req.maxTokens);
     const cache = shard.newCache(capacity);

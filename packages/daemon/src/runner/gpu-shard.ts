@@ -10,7 +10,9 @@
  * GPU caches are freed by releaseCache(), or when the placeholder is garbage-collected.
  *
  * A step of several sequences runs as one GpuShard.forwardBatch (weights read once per step). The K/V
- * stay on the device (`cachesOnDevice`): the drivers keep prefix reuse and speculation off here.
+ * stay on the device (`cachesOnDevice`): the drivers keep prefix reuse off here. A draft's check runs
+ * its rows as decode rows (engine EXACT_ROWS_MAX), and a call takes the handle's length as the cache's
+ * (the loop cuts it back after a rejected draft), so the drivers speculate here (`verifiesDrafts`).
  */
 import {
   createGpuContext,
@@ -30,9 +32,30 @@ import { type InstanceLayout, shardSpecOf, stageMembers, stageOf } from '@orchar
 import { stageAllReduce } from './shard-loop.js';
 import type { Group } from './transport.js';
 
-/** The KV cache the loop holds: `length` kept in step with the GPU cache it stands for. */
+/**
+ * The KV cache the loop holds: `length` kept in step with the GPU cache it stands for. The loop sets a
+ * smaller length to drop a rejected draft's rows: that cut reaches the device cache with the next call.
+ */
 export class GpuCacheHandle {
-  length = 0;
+  #length = 0;
+  #cut: number | null = null;
+  get length(): number {
+    return this.#length;
+  }
+  set length(v: number) {
+    if (v < this.#length) this.#cut = v;
+    this.#length = v;
+  }
+  /** @internal The device cache's length after a call. */
+  settle(v: number): void {
+    this.#length = v;
+  }
+  /** @internal The length the loop cut the cache back to since the last call, once. */
+  takeCut(): number | null {
+    const c = this.#cut;
+    this.#cut = null;
+    return c;
+  }
   constructor(
     readonly capacity: number,
     /** @internal */ readonly gpu: Promise<GpuKVCache>,
@@ -54,6 +77,8 @@ export class GpuRankShard {
   readonly adapter: string;
   /** Its KV caches live on the GPU (step-forward.ts keepsCpuCaches). */
   readonly cachesOnDevice = true;
+  /** A draft's check gives every row its 1-token bits (step-forward.ts verifiesDrafts). */
+  readonly verifiesDrafts = true;
   #chain: Promise<unknown> = Promise.resolve();
   #live = 0;
 
@@ -81,21 +106,27 @@ export class GpuRankShard {
 
   forward(input: ShardInput, cache: GpuCacheHandle): Promise<Float32Array> {
     const own = this.#own(input);
+    const cut = cache.takeCut();
     return this.#queue(async () => {
       const kv = await cache.gpu;
+      if (cut !== null) kv.length = cut; // a rejected draft's rows dropped
       const out = await this.gpu.forward(own, kv);
-      cache.length = kv.length;
+      cache.settle(kv.length);
       return out;
     });
   }
 
   /** One step over several sequences (ModelShard.forwardBatch's contract), queued like forward. */
   forwardBatch(segments: readonly BatchSegment[]): Promise<Float32Array[]> {
-    const own = segments.map((s) => ({ input: this.#own(s.input), handle: s.cache as unknown as GpuCacheHandle, allLogits: s.allLogits }));
+    const own = segments.map((s) => {
+      const handle = s.cache as unknown as GpuCacheHandle;
+      return { input: this.#own(s.input), handle, cut: handle.takeCut(), allLogits: s.allLogits };
+    });
     return this.#queue(async () => {
       const kvs = await Promise.all(own.map((s) => s.handle.gpu));
+      own.forEach((s, i) => s.cut !== null && (kvs[i].length = s.cut)); // a rejected draft's rows dropped
       const outs = await this.gpu.forwardBatch(own.map((s, i) => ({ input: s.input, cache: kvs[i], allLogits: s.allLogits })));
-      own.forEach((s, i) => (s.handle.length = kvs[i].length));
+      own.forEach((s, i) => s.handle.settle(kvs[i].length));
       return outs;
     });
   }

@@ -24,7 +24,7 @@ import { PrefillChunker } from './prefill-chunk.js';
 import { decodePayload, encodePayload, TokenReply } from './sample-wire.js';
 import { SplitPrefix } from './split-prefix.js';
 import { withTimeout } from './with-timeout.js';
-import { forwardSegments, keepsCpuCaches } from './step-forward.js';
+import { forwardSegments, keepsCpuCaches, verifiesDrafts } from './step-forward.js';
 import { DRAFT_TOKENS, nextDraft } from './draft.js';
 import { speculationOf, type DraftModel } from './draft-model.js';
 import { planStep, type PlannedRows } from './step-plan.js';
@@ -219,8 +219,9 @@ export async function runFollower(ctx: Ctx): Promise<void> {
   const gather = isSampler ? new LogitGather(layout, shard.config.vocabSize) : null;
   // Stage 0 takes the driver's embedded rows, later stages the previous stage's hidden states.
   const source = stage === 0 ? 0 : rankOf(layout, stage - 1, 0);
-  // Whether this rank runs a CPU shard: the driver reuses prefixes and speculates only if all do.
-  await group.send(0, Int32Array.of(prefix ? 1 : 0), { timeoutMs: ctx.stepMs });
+  // What this rank can do (bit 0: a CPU shard's caches, for prefix reuse; bit 1: draft checks, for
+  // speculation): the driver does each only if every rank can.
+  await group.send(0, Int32Array.of((prefix ? 1 : 0) | (verifiesDrafts(shard) ? 2 : 0)), { timeoutMs: ctx.stepMs });
   try {
     for (;;) {
       await pollWhile(group.recv(0, header.buffer, { timeoutMs: IDLE_TIMEOUT_MS }), pollMs);
@@ -405,10 +406,10 @@ export class Driver {
   /** Blocks every rank's prefix cache keeps: from --prefix-cache and this rank's K/V per block; 0 = none. */
   #prefixBlocks = 0;
   /**
-   * Whether every rank runs a CPU shard (each follower says so once, when it starts): only then can
-   * every rank keep a prefix cache, give every row's logits and drop a rejected draft's rows.
+   * What every rank can do (each follower says so once, when it starts): keep a prefix cache (CPU
+   * shards), and check a draft (every row's 1-token bits, a cache cut back after a rejection).
    */
-  readonly #allCpu: Promise<boolean>;
+  readonly #everywhere: Promise<{ reuse: boolean; verify: boolean }>;
 
   constructor(ctx: Ctx, maxSequences = Math.max(1, ctx.layout.stages.length)) {
     this.#ctx = ctx;
@@ -422,13 +423,13 @@ export class Driver {
     const g = ctx.group;
     const said = Array.from({ length: g.size - 1 }, (_, i) => {
       const flag = new Int32Array(1);
-      return g.recv(i + 1, flag, { timeoutMs: IDLE_TIMEOUT_MS }).then(() => flag[0] === 1);
+      return g.recv(i + 1, flag, { timeoutMs: IDLE_TIMEOUT_MS }).then(() => flag[0]);
     });
-    this.#allCpu = Promise.all(said).then(
-      (all) => all.every(Boolean) && keepsCpuCaches(ctx.shard),
+    this.#everywhere = Promise.all(said).then(
+      (all) => ({ reuse: all.every((f) => (f & 1) !== 0) && keepsCpuCaches(ctx.shard), verify: all.every((f) => (f & 2) !== 0) && verifiesDrafts(ctx.shard) }),
       (err: Error) => {
         this.#fail(err);
-        return false;
+        return { reuse: false, verify: false };
       },
     );
   }
@@ -603,9 +604,9 @@ export class Driver {
       constraint = null;
     }
     try {
-      const cpu = await this.#cpuEverywhere();
-      const reuse = cpu && (this.#ctx.prefixCacheBytes ?? 0) > 0;
-      const speculates = cpu ? speculationOf(req.speculate ?? this.#ctx.speculate, this.#ctx.draftModel) : null;
+      const can = await this.#canEverywhere();
+      const reuse = can.reuse && (this.#ctx.prefixCacheBytes ?? 0) > 0;
+      const speculates = can.verify ? speculationOf(req.speculate ?? this.#ctx.speculate, this.#ctx.draftModel) : null;
       const cache = shard.newCache(capacity);
       let entry: Running | undefined;
       try {
@@ -647,9 +648,9 @@ export class Driver {
     }
   }
 
-  /** Whether every rank runs a CPU shard (waited for at most a step's time: the followers said it when they started). */
-  #cpuEverywhere(): Promise<boolean> {
-    return withTimeout(this.#allCpu, this.#ctx.stepMs, 'data plane: the other ranks did not report to the driver');
+  /** What every rank can do (waited for at most a step's time: the followers said it when they started). */
+  #canEverywhere(): Promise<{ reuse: boolean; verify: boolean }> {
+    return withTimeout(this.#everywhere, this.#ctx.stepMs, 'data plane: the other ranks did not report to the driver');
   }
 
   /** Steps a lane until none of its sequences is left (or the instance breaks). */

@@ -12,12 +12,20 @@ export function batches(shard: ModelShard): boolean {
 }
 
 /**
- * Whether the shard's KV caches are CPU memory that the prefix cache can copy and a rejected draft can
- * be cut from: a CPU shard's. A GPU rank (`cachesOnDevice`) keeps its K/V on the device, so prefix
- * reuse and speculation stay off wherever one takes part.
+ * Whether the shard's KV caches are CPU memory that the prefix cache can copy: a CPU shard's. A GPU rank
+ * (`cachesOnDevice`) keeps its K/V on the device, so prefix reuse stays off wherever one takes part.
  */
 export function keepsCpuCaches(shard: ModelShard): boolean {
   return batches(shard) && !(shard as { cachesOnDevice?: boolean }).cachesOnDevice;
+}
+
+/**
+ * Whether the shard can check a draft: every row of a segment with allLogits gets the bits of its own
+ * 1-token decode, and a cache cut back to an earlier length continues from there. A CPU shard can; a GPU
+ * rank says so (`verifiesDrafts`: its check rows run as decode rows, engine EXACT_ROWS_MAX).
+ */
+export function verifiesDrafts(shard: ModelShard): boolean {
+  return keepsCpuCaches(shard) || (shard as { verifiesDrafts?: boolean }).verifiesDrafts === true;
 }
 
 export async function forwardSegments(shard: ModelShard, segments: BatchSegment[]): Promise<Float32Array[]> {

@@ -96,6 +96,30 @@ describe.skipIf(!ctx)(`runner ranks on the GPU${skip ? ` (skipped: ${skip})` : '
     for (const s of shards) s.dispose();
   });
 
+  it('GPU ranks speculate: a draft checked on the device gives plain decode\'s tokens, one rank and 2 stages x 2 ranks', async () => {
+    // a prompt whose continuation repeats it: the model's own greedy output, which cycles
+    const [cycle] = await alone([{ promptIds: prompt, maxTokens: 24 }]);
+    const repetitive = [...prompt, ...cycle];
+    const [want] = await alone([{ promptIds: repetitive, maxTokens: 20 }]);
+    for (const layout of [{ stages: pipelineStages(4, 1), tensor: 1 }, { stages: pipelineStages(4, 2), tensor: 2 }] as InstanceLayout[]) {
+      const groups = createSimGroup(layout.stages.length * layout.tensor);
+      const shards = await Promise.all(groups.map((g) => loadRankGpuShard(dir, layout, g.rank, g, { context: ctx!, maxBatch: 16, maxSeqLen: 64 })));
+      const ranks = groups.map((g, i) => startRank(g, layout, shards[i] as never, { batch: { sequences: 4, prefixCacheBytes: 0, speculate: 'prompt-lookup' } }));
+      const driver = ranks[0].driver!;
+      const [spec, plain] = await Promise.all([
+        driver.generate({ promptIds: repetitive, maxTokens: 20, stopTokenIds: [], temperature: 0 }, () => true),
+        driver.generate({ promptIds: four[2].promptIds, maxTokens: 8, stopTokenIds: [], temperature: 0, speculate: 'off' }, () => true),
+      ]);
+      expect(spec.tokens, `${layout.stages.length} stage(s) x ${layout.tensor}`).toEqual(want);
+      expect(plain.tokens).toEqual((await alone([four[2]]))[0]);
+      expect(spec.speculation!.accepted).toBeGreaterThan(0);
+      await driver.stop();
+      await Promise.all(ranks.map((r) => r.done));
+      await Promise.all(groups.map((g) => g.close()));
+      for (const s of shards) s.dispose();
+    }
+  });
+
   it('queues concurrent forward calls and keeps each cache length', async () => {
     const layout: InstanceLayout = { stages: pipelineStages(4, 1), tensor: 1 };
     const [g] = createSimGroup(1);

@@ -107,7 +107,7 @@ describe('speculation in split instances', () => {
     await close();
   });
 
-  it('an instance with a GPU rank (K/V on the device: no rewind) answers plainly when asked to speculate', async () => {
+  it('an instance with a rank that cannot check drafts (K/V on the device, no verifiesDrafts) answers plainly when asked to speculate', async () => {
     const layout = { stages: pipelineStages(4, 2), tensor: 1 };
     const { driver, close } = await start(layout, (s, rank) => (rank === 1 ? asGpuRank(s) : s));
     const want = await alone(repetitive, 20);

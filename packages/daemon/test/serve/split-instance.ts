@@ -24,7 +24,11 @@ export async function startSplit(dir: string, layout: InstanceLayout, o: { maxBa
   };
 }
 
-/** `s` as the loops see a GPU rank: it batches, but its K/V live on the device (no prefix copies, no rewind). */
+/**
+ * `s` as the loops see a device rank that keeps its K/V on the device and does not say it checks drafts
+ * exactly (`verifiesDrafts`, as today's GPU ranks do; an older runner's): it batches, but no prefix copies
+ * and no speculation.
+ */
 export function asGpuRank(s: ModelShard): ModelShard {
   return new Proxy(s, {
     get: (t, key) => {

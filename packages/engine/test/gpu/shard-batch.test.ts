@@ -103,7 +103,8 @@ describe.skipIf(!gpu.ctx)(`GpuShard.forwardBatch${gpu.skip ? ` (skipped: ${gpu.s
           const step = SCHEDULE[s];
           const outs = await g.forwardBatch(step.map((p, i) => ({ input: { tokens: want.tokens[s][i] }, cache: caches[p.seq], allLogits: p.allLogits })));
           // Decode rows next to prompt chunks: one pass of each kind (latent attention: one per sequence).
-          const kinds = new Set(want.tokens[s].map((t) => t.length > 2)).size;
+          // (a segment asking for every row's logits runs as decode rows: EXACT_ROWS_MAX)
+          const kinds = new Set(want.tokens[s].map((t, i) => t.length > 2 && !step[i].allLogits)).size;
           expect(g.lastCall.submissions).toBe(batchKernels === 'step' ? 1 : name.startsWith('deepseek') ? step.length : kinds);
           outs.forEach((o, i) => expectClose(o, want.logits[s][i], V));
           for (const [i, p] of step.entries()) {
@@ -155,6 +156,37 @@ describe.skipIf(!gpu.ctx)(`GpuShard.forwardBatch${gpu.skip ? ` (skipped: ${gpu.s
           next[q] = argmax(one[q]);
         }
       }
+    } finally {
+      g.dispose();
+    }
+  });
+
+  it("a draft's check (every row's logits) gives each row its 1-token decode bits, and a cache cut back continues as plain decode", async () => {
+    const dir = join(root, 'draft-check');
+    writeRandomModel(dir, { variant: 'llama3', numLayers: 3, dtype: 'f16', seed: 6 });
+    const cpu = loadShard(dir, full(3), OPTS);
+    const V = cpu.config.vocabSize;
+    const g = await GpuShard.create(ctx, { config: cpu.config, spec: cpu.spec, slice: cpu.slice, weights: cpu.weights, ...OPTS });
+    try {
+      const toks = [72, 101, 108, 108, 111, 44, 32, 119, 111, 114, 108, 100, 33];
+      const plain = await g.newCache(64);
+      const decoded: Float32Array[] = [];
+      for (const t of toks) decoded.push(Float32Array.from(await g.forward({ tokens: [t] }, plain)));
+      const spec = await g.newCache(64);
+      for (const t of toks.slice(0, 4)) await g.forward({ tokens: [t] }, spec);
+      // 9 rows (a token and 8 drafted ones) beside another sequence's decode row, in one step
+      const other = await g.newCache(64);
+      await g.forward({ tokens: [5] }, other);
+      const [check] = await g.forwardBatch([{ input: { tokens: toks.slice(4, 13) }, cache: spec, allLogits: true }, { input: { tokens: [6] }, cache: other }]);
+      expect(g.lastCall.submissions).toBe(1);
+      for (let r = 0; r < 9; r++) expect(check.subarray(r * V, (r + 1) * V), `row ${r}`).toEqual(decoded[4 + r]);
+      // the check rejected from row 3 on: the cache is cut back, and the next rows are plain decode's
+      spec.length = 7;
+      for (let i = 7; i < toks.length; i++) expect(await g.forward({ tokens: [toks[i]] }, spec)).toEqual(decoded[i]);
+      // a prompt chunk of the same length without allLogits takes the tiled matmul: other bits
+      const chunk = await g.newCache(64);
+      const tiled = await g.forward({ tokens: toks.slice(0, 9) }, chunk);
+      expect(argmax(tiled)).toBe(argmax(decoded[8]));
     } finally {
       g.dispose();
     }
@@ -221,8 +253,10 @@ describe.skipIf(!gpu.ctx)(`GpuShard.forwardBatch${gpu.skip ? ` (skipped: ${gpu.s
       for (let s = 0; s < SCHEDULE.length; s++) {
         const step = SCHEDULE[s];
         const toks = want.tokens[s];
-        // Pipeline: stage 0's hidden rows per sequence cross to stage 1.
-        const hidden = (await s0.forwardBatch(step.map((p, i) => ({ input: { tokens: toks[i] }, cache: stage0[p.seq] })))).map((h) => Float32Array.from(h));
+        // Pipeline: stage 0's hidden rows per sequence cross to stage 1 (allLogits there too, as the runner
+        // sends a draft's check to every rank: without the head it only picks the decode rows' kernels).
+        const hidden = (await s0.forwardBatch(step.map((p, i) => ({ input: { tokens: toks[i] }, cache: stage0[p.seq], allLogits: p.allLogits })))).map((h) => Float32Array.from(h));
+        step.forEach((p, i) => expect(hidden[i].length).toBe(toks[i].length * D));
         const piped = await s1.forwardBatch(step.map((p, i) => ({ input: { hidden: hidden[i], n: toks[i].length }, cache: stage1[p.seq], allLogits: p.allLogits })));
         piped.forEach((o, i) => expectClose(o, want.logits[s][i], V));
         // Tensor: rank 0 embeds the step's tokens; both ranks take each sequence's rows.
@@ -235,7 +269,7 @@ describe.skipIf(!gpu.ctx)(`GpuShard.forwardBatch${gpu.skip ? ` (skipped: ${gpu.s
         const slices = await Promise.all(ranks.map((r, k) => r.forwardBatch(step.map((p, i) => ({ input: { hidden: segs[i], n: toks[i].length }, cache: rc[k][p.seq], allLogits: p.allLogits })))));
         // 3 layers x (o_proj, down_proj) all-reduces of every row of a pass, then the logits: 3·2 + 1
         // submissions per pass (decode rows and prompt chunks: one pass each).
-        expect(ranks[0].lastCall.submissions).toBe((3 * 2 + 1) * new Set(toks.map((t) => t.length > 2)).size);
+        expect(ranks[0].lastCall.submissions).toBe((3 * 2 + 1) * new Set(toks.map((t, i) => t.length > 2 && !step[i].allLogits)).size);
         step.forEach((p, i) => {
           const rowsOf = want.logits[s][i].length / V;
           for (let r = 0; r < rowsOf; r++) {

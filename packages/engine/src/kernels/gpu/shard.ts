@@ -47,6 +47,16 @@ export interface GpuShardOptions {
   batchKernels?: 'sequence' | 'step';
 }
 
+/**
+ * Rows that want every row's logits, up to this many (a speculative draft's check: the runner's drafts
+ * are at most 8 tokens, so 9 rows), take the row-block kernels like decode rows: each row then gets the
+ * bits of its own 1-token decode, so a verified draft gives exactly plain decode's tokens.
+ */
+export const EXACT_ROWS_MAX = 16;
+
+/** Whether a segment of `n` rows runs as decode rows (see EXACT_ROWS_MAX). */
+const decodeLike = (s: GpuBatchSegment, n: number): boolean => s.allLogits === true && n <= EXACT_ROWS_MAX;
+
 /** Per-call overhead figures, for benchmarks and the closing notes of speed work. */
 export interface CallStats {
   submissions: number;
@@ -98,7 +108,7 @@ export class GpuKVCache {
 export interface GpuBatchSegment {
   input: ShardInput;
   cache: GpuKVCache;
-  /** Logits of every row of this segment, not only the last. Head shards only. */
+  /** Logits of every row of this segment, not only the last (head shards); a draft's check: its rows run as decode rows (EXACT_ROWS_MAX). */
   allLogits?: boolean;
 }
 
@@ -508,14 +518,15 @@ export class GpuShard {
       }
       if (n < 1) throw new RangeError(`forward: ${n} tokens for a sequence; each takes at least 1`);
       if (cache.length + n > cache.capacity) throw new RangeError(`sequence of ${cache.length + n} tokens exceeds the KV cache capacity ${cache.capacity}`);
-      if (allLogits && !this.#head) throw new RangeError('forward: allLogits asks for logits from a shard without the LM head');
-      for (let b = allLogits ? 0 : n - 1; b < n; b++) wanted.push(total + b);
+      // Without the head, allLogits only marks a draft's check (its rows run as decode rows), as on the CPU.
+      for (let b = allLogits && this.#head ? 0 : n - 1; b < n; b++) wanted.push(total + b);
       first.push(total);
       count.push(n);
       total += n;
     }
     if (total > this.maxBatch) throw new RangeError(`forward: ${total} tokens per call; this shard takes 1..${this.maxBatch}`);
-    return { first, count, total, kernelRows: this.batchKernels === 'step' ? total : Math.max(...count), wanted };
+    const kernelRows = this.batchKernels === 'step' ? total : Math.max(...segments.map((s, i) => (decodeLike(s, count[i]) ? 1 : count[i])));
+    return { first, count, total, kernelRows, wanted };
   }
 
   /**
@@ -657,8 +668,8 @@ export class GpuShard {
     if (this.#config.mla) return all.map((i) => [i]);
     if (this.batchKernels === 'step') return [all];
     const rows = (s: GpuBatchSegment) => ('tokens' in s.input ? s.input.tokens.length : s.input.n);
-    const small = all.filter((i) => rows(segments[i]) <= MATVEC_MAX_BATCH);
-    const large = all.filter((i) => rows(segments[i]) > MATVEC_MAX_BATCH);
+    const small = all.filter((i) => rows(segments[i]) <= MATVEC_MAX_BATCH || decodeLike(segments[i], rows(segments[i])));
+    const large = all.filter((i) => !small.includes(i));
     return small.length && large.length ? [small, large] : [all];
   }
 
