@@ -51,7 +51,7 @@ export interface DaemonOptions {
   batch: number;
   /** Bytes of KV blocks an instance keeps for prompt-prefix reuse (`--prefix-cache 64MiB`; 0: none); a split one on every rank, sized by its driver. */
   prefixCacheBytes: number;
-  /** How an instance speculates for requests that do not say (`--speculate prompt-lookup|draft|off`); not where a rank runs on a GPU. */
+  /** How an instance speculates for requests that do not say (`--speculate prompt-lookup|draft|off`), GPU ranks included. */
   speculate: 'prompt-lookup' | 'draft' | 'off';
   /** The small model (HF directory or GGUF, same tokenizer) an instance's driving runner drafts with (`--draft-model`); null: none. */
   draftModel: string | null;

@@ -166,10 +166,10 @@ describe('speculation in the batch driver', () => {
     await driver.stop();
   });
 
-  it('a shard without a batched forward (a GPU rank: last row logits only) does not speculate, and answers plainly', async () => {
+  it('a shard without a batched forward (last row logits only) does not speculate, and answers plainly', async () => {
     const [group] = createSimGroup(1);
     const shard = loadRankShard(dir, layout, 0, group, { maxBatch: 8 });
-    // The shard's methods, bound to it, without forwardBatch: what the driver sees of a GPU rank.
+    // The shard's methods, bound to it, without forwardBatch: a shard that cannot check a draft.
     const gpuLike = new Proxy(shard, {
       get: (t, k) => {
         if (k === 'forwardBatch') return undefined;

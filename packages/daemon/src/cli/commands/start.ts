@@ -36,7 +36,7 @@ export function registerStart(program: Command): void {
     .option('--keep-alive <duration>', 'unload a model after this long without requests, e.g. 30m, 2h, never (env ORCHARD_KEEP_ALIVE; default 30m); the next request loads it again')
     .option('--batch <n>', 'sequences an instance decodes together in one step, on one node or split (env ORCHARD_BATCH; default 8)')
     .option('--prefix-cache <size>', 'KV cache kept per instance for reusing prompt prefixes, e.g. 64MiB, 1GiB, 0 for none (env ORCHARD_PREFIX_CACHE; default 64MiB)')
-    .option('--speculate <mode>', 'speculative decoding for requests that do not ask, split instances included (not where a rank runs on a GPU): prompt-lookup (drafts from the text so far), draft (a small draft model, --draft-model) or off; the output is the same either way (env ORCHARD_SPECULATE; default off)')
+    .option('--speculate <mode>', 'speculative decoding for requests that do not ask, split instances and GPU ranks included: prompt-lookup (drafts from the text so far), draft (a small draft model, --draft-model) or off; the output is the same either way (env ORCHARD_SPECULATE; default off)')
     .option('--draft-model <dir>', "a small model sharing the served model's tokenizer (HF directory or GGUF) that the instance's driving runner runs on CPU to draft tokens for requests speculating with draft (env ORCHARD_DRAFT_MODEL; default none)")
     .option('--max-queue <n>', 'requests waiting per instance before 429 (env ORCHARD_MAX_QUEUE; default 64)')
     .option('--network <name>', 'join this wide-area network of pods (env ORCHARD_NETWORK; default none: nothing is lent, routed or seen)')
