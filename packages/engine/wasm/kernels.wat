@@ -1012,8 +1012,8 @@
         (br $l))))
 
   ;; MXFP4 prompt batches (kernel 46, 2+ tokens) of rows [r0, r1); the tile activations' address is at 208.
-  (func $rows_mx (param $out i32) (param $w i32) (param $rows i32) (param $cols i32) (param $n i32) (param $rb i32)
-                 (param $r0 i32) (param $r1 i32) (param $tid i32) (result i32)
+  (func $rows_mx (param $out i32) (param $w i32) (param $x i32) (param $rows i32) (param $cols i32) (param $n i32) (param $rb i32)
+                 (param $xs i32) (param $r0 i32) (param $r1 i32) (param $tid i32) (result i32)
     (local $r i32) (local $wr i32) (local $scr i32)
     (local.set $scr (i32.add (i32.load offset=192 (i32.const 0)) (i32.mul (local.get $tid) (i32.load offset=196 (i32.const 0)))))
     (local.set $r (local.get $r0))
@@ -1028,7 +1028,8 @@
         (br $l)))
     (if (i32.le_u (i32.add (local.get $r) (i32.const 4)) (local.get $r1))
       (then
-        (call $mxwiden16 (i32.add (local.get $w) (i32.mul (local.get $r) (local.get $rb))) (local.get $rb) (i32.shr_u (local.get $cols) (i32.const 5)) (local.get $scr))
+        (local.set $wr (i32.add (local.get $w) (i32.mul (local.get $r) (local.get $rb))))
+        (call $mxwiden16 (local.get $wr) (local.get $rb) (i32.shr_u (local.get $cols) (i32.const 5)) (local.get $scr))
         (call $qtiles4 (local.get $scr) (i32.shr_u (local.get $cols) (i32.const 5)) (i32.load offset=208 (i32.const 0)) (i32.add (local.get $out) (i32.shl (local.get $r) (i32.const 2))) (i32.shl (local.get $rows) (i32.const 2)) (local.get $n))
         (local.set $r (i32.add (local.get $r) (i32.const 4)))))
     (local.get $r))
@@ -8614,8 +8615,8 @@
     ;; MXFP4 prompt batches: q8_0's token tiles over widened 4-row groups (mxtile section), the rows%4 tail below
     (if (i32.and (i32.eq (local.get $k) (i32.const 46)) (i32.gt_u (local.get $n) (i32.const 1)))
       (then
-        (local.set $r0 (call $rows_mx (local.get $out) (local.get $w) (local.get $rows) (local.get $cols) (local.get $n)
-          (local.get $rb) (local.get $r0) (local.get $r1) (local.get $tid)))))
+        (local.set $r0 (call $rows_mx (local.get $out) (local.get $w) (local.get $x) (local.get $rows) (local.get $cols) (local.get $n)
+          (local.get $rb) (local.get $xs) (local.get $r0) (local.get $r1) (local.get $tid)))))
     ;; q5_k / q6_k prompt batches: token tiles over widened 4-row groups (kquant section), the rows%4 tail below
     (if (i32.and (i32.eq (local.get $k) (i32.const 30)) (i32.gt_u (local.get $n) (i32.const 1)))
       (then

@@ -7,7 +7,7 @@
  * compares), then `pnpm --filter @orchard/engine build:wasm`.
  */
 import { fileURLToPath } from 'node:url';
-import { T, interleaveRows4, nibbleQuads, relaxedKLoop, relaxedTileDriver, relaxedTileEnd, relaxedTileHead, tileKernels, tileShape, transposeStore4 } from './qtiles.js';
+import { T, interleaveRows4, nibbleQuads, relaxedKLoop, relaxedTileDriver, relaxedTileEnd, relaxedTileHead, tileKernels, tileShape, tiledRowsDriver, transposeStore4 } from './qtiles.js';
 import { type Section, runGenerator, withGenerated } from './sections.js';
 import { bothVariants } from './variants.js';
 
@@ -820,41 +820,18 @@ const f16At = (ptr: string, at = 208) => `(f32.load offset=4096 (i32.shl (i32.lo
  */
 function rowsK(f: 5 | 6): string[] {
   const nsb = '(i32.shr_u (local.get $cols) (i32.const 8))';
-  const widen = (ws: number, off: string, to: string) => `(call $k${f}widen${ws} ${off} (local.get $rb) ${nsb} ${to})`;
   const outAt = (r: string) => `(i32.add (local.get $out) (i32.shl ${r} (i32.const 2)))`;
-  const tiles = (rows: number) =>
-    `(call $ktiles${rows} (local.get $scr) ${nsb} (i32.load offset=208 (i32.const 0)) ${outAt('(local.get $r)')} (i32.shl (local.get $rows) (i32.const 2)) (local.get $n))`;
-  const mins = (wr: string, r: string) =>
-    f === 5 ? [`        (call $k5mins_tokens ${wr} (local.get $rb) ${nsb} (local.get $x) (local.get $xs) ${outAt(r)} (i32.shl (local.get $rows) (i32.const 2)) (local.get $n))`] : [];
-  const second = '(i32.add (local.get $wr) (i32.shl (local.get $rb) (i32.const 2)))';
-  return [
-    `  ;; q${f}_k prompt batches (kernel ${f === 5 ? 30 : 32}, 2+ tokens) of rows [r0, r1); the tile activations' address is at 208.`,
-    `  (func $rows_k${f} (param $out i32) (param $w i32) (param $x i32) (param $rows i32) (param $cols i32) (param $n i32) (param $rb i32)`,
-    `                 (param $xs i32) (param $r0 i32) (param $r1 i32) (param $tid i32) (result i32)`,
-    `    (local $r i32) (local $wr i32) (local $scr i32)`,
-    `    (local.set $scr (i32.add (i32.load offset=192 (i32.const 0)) (i32.mul (local.get $tid) (i32.load offset=196 (i32.const 0)))))`,
-    `    (local.set $r (local.get $r0))`,
-    `    (block $done`,
-    `      (loop $l`,
-    `        (br_if $done (i32.gt_u (i32.add (local.get $r) (i32.const 8)) (local.get $r1)))`,
-    `        (local.set $wr (i32.add (local.get $w) (i32.mul (local.get $r) (local.get $rb))))`,
-    `        ${widen(32, '(local.get $wr)', '(local.get $scr)')}`,
-    `        ${widen(32, second, '(i32.add (local.get $scr) (i32.const 16))')}`,
-    `        ${tiles(8)}`,
-    ...mins('(local.get $wr)', '(local.get $r)'),
-    ...mins(second, '(i32.add (local.get $r) (i32.const 4))'),
-    `        (local.set $r (i32.add (local.get $r) (i32.const 8)))`,
-    `        (br $l)))`,
-    `    (if (i32.le_u (i32.add (local.get $r) (i32.const 4)) (local.get $r1))`,
-    `      (then`,
-    `        (local.set $wr (i32.add (local.get $w) (i32.mul (local.get $r) (local.get $rb))))`,
-    `        ${widen(16, '(local.get $wr)', '(local.get $scr)')}`,
-    `        ${tiles(4)}`,
-    ...mins('(local.get $wr)', '(local.get $r)'),
-    `        (local.set $r (i32.add (local.get $r) (i32.const 4)))))`,
-    `    (local.get $r))`,
-    ``,
-  ];
+  return tiledRowsDriver({
+    name: `rows_k${f}`,
+    comment: `q${f}_k prompt batches (kernel ${f === 5 ? 30 : 32}, 2+ tokens) of rows [r0, r1); the tile activations' address is at 208.`,
+    widen: (ws, w, d) => `(call $k${f}widen${ws} ${w} (local.get $rb) ${nsb} ${d})`,
+    tiles: (rows) =>
+      `(call $ktiles${rows} (local.get $scr) ${nsb} (i32.load offset=208 (i32.const 0)) ${outAt('(local.get $r)')} (i32.shl (local.get $rows) (i32.const 2)) (local.get $n))`,
+    after:
+      f === 5
+        ? (wr, r) => [`        (call $k5mins_tokens ${wr} (local.get $rb) ${nsb} (local.get $x) (local.get $xs) ${outAt(r)} (i32.shl (local.get $rows) (i32.const 2)) (local.get $n))`]
+        : undefined,
+  });
 }
 
 /** 4 f16 at `ptr` + offset widened exactly to f32 (bits of d·2^-112, times 2^112). */

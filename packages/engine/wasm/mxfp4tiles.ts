@@ -10,7 +10,7 @@
  * `pnpm --filter @orchard/engine build:wasm`.
  */
 import { fileURLToPath } from 'node:url';
-import { transposeStore4 } from './qtiles.js';
+import { tiledRowsDriver, transposeStore4 } from './qtiles.js';
 import { type Section, runGenerator, withGenerated } from './sections.js';
 
 const LUT = '(v128.const i8x16 0 1 2 3 4 6 8 12 0 -1 -2 -3 -4 -6 -8 -12)';
@@ -59,32 +59,13 @@ function mxwiden(ws: number): string[] {
 /** MXFP4 prompt batches of rows [r0, r1): 8 rows at a time (two groups side by side), then 4; returns the first row left. */
 function rowsMx(): string[] {
   const nb = '(i32.shr_u (local.get $cols) (i32.const 5))';
-  const tiles = (rows: number) =>
-    `(call $qtiles${rows} (local.get $scr) ${nb} (i32.load offset=208 (i32.const 0)) (i32.add (local.get $out) (i32.shl (local.get $r) (i32.const 2))) (i32.shl (local.get $rows) (i32.const 2)) (local.get $n))`;
-  return [
-    `  ;; MXFP4 prompt batches (kernel 46, 2+ tokens) of rows [r0, r1); the tile activations' address is at 208.`,
-    `  (func $rows_mx (param $out i32) (param $w i32) (param $rows i32) (param $cols i32) (param $n i32) (param $rb i32)`,
-    `                 (param $r0 i32) (param $r1 i32) (param $tid i32) (result i32)`,
-    `    (local $r i32) (local $wr i32) (local $scr i32)`,
-    `    (local.set $scr (i32.add (i32.load offset=192 (i32.const 0)) (i32.mul (local.get $tid) (i32.load offset=196 (i32.const 0)))))`,
-    `    (local.set $r (local.get $r0))`,
-    `    (block $done`,
-    `      (loop $l`,
-    `        (br_if $done (i32.gt_u (i32.add (local.get $r) (i32.const 8)) (local.get $r1)))`,
-    `        (local.set $wr (i32.add (local.get $w) (i32.mul (local.get $r) (local.get $rb))))`,
-    `        (call $mxwiden32 (local.get $wr) (local.get $rb) ${nb} (local.get $scr))`,
-    `        (call $mxwiden32 (i32.add (local.get $wr) (i32.shl (local.get $rb) (i32.const 2))) (local.get $rb) ${nb} (i32.add (local.get $scr) (i32.const 16)))`,
-    `        ${tiles(8)}`,
-    `        (local.set $r (i32.add (local.get $r) (i32.const 8)))`,
-    `        (br $l)))`,
-    `    (if (i32.le_u (i32.add (local.get $r) (i32.const 4)) (local.get $r1))`,
-    `      (then`,
-    `        (call $mxwiden16 (i32.add (local.get $w) (i32.mul (local.get $r) (local.get $rb))) (local.get $rb) ${nb} (local.get $scr))`,
-    `        ${tiles(4)}`,
-    `        (local.set $r (i32.add (local.get $r) (i32.const 4)))))`,
-    `    (local.get $r))`,
-    ``,
-  ];
+  return tiledRowsDriver({
+    name: 'rows_mx',
+    comment: "MXFP4 prompt batches (kernel 46, 2+ tokens) of rows [r0, r1); the tile activations' address is at 208.",
+    widen: (ws, w, d) => `(call $mxwiden${ws} ${w} (local.get $rb) ${nb} ${d})`,
+    tiles: (rows) =>
+      `(call $qtiles${rows} (local.get $scr) ${nb} (i32.load offset=208 (i32.const 0)) (i32.add (local.get $out) (i32.shl (local.get $r) (i32.const 2))) (i32.shl (local.get $rows) (i32.const 2)) (local.get $n))`,
+  });
 }
 
 export function mxtileSection(): string {

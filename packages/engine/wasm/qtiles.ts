@@ -465,6 +465,51 @@ export function transposeStore4(ws: number, pair: number, ind: string): string[]
   ];
 }
 
+/**
+ * The driver of a row-major format's prompt batches over rows [r0, r1): 8 rows at a time (two groups
+ * widened side by side, ws 32), then 4 (ws 16), each followed by its tiles and `after` (per 4-row group:
+ * its row pointer and first row); returns the first row left, for the 1-token kernels. `widen(ws, w, d)`
+ * and `tiles(rows)` are the format's calls; locals $out $w $x $rows $cols $n $rb $xs $r $wr $scr are in scope.
+ */
+export function tiledRowsDriver(o: {
+  name: string;
+  comment: string;
+  widen: (ws: number, w: string, d: string) => string;
+  tiles: (rows: number) => string;
+  after?: (wr: string, r: string) => string[];
+}): string[] {
+  const after = o.after ?? (() => []);
+  const second = '(i32.add (local.get $wr) (i32.shl (local.get $rb) (i32.const 2)))';
+  return [
+    `  ;; ${o.comment}`,
+    `  (func $${o.name} (param $out i32) (param $w i32) (param $x i32) (param $rows i32) (param $cols i32) (param $n i32) (param $rb i32)`,
+    `                 (param $xs i32) (param $r0 i32) (param $r1 i32) (param $tid i32) (result i32)`,
+    `    (local $r i32) (local $wr i32) (local $scr i32)`,
+    `    (local.set $scr (i32.add (i32.load offset=192 (i32.const 0)) (i32.mul (local.get $tid) (i32.load offset=196 (i32.const 0)))))`,
+    `    (local.set $r (local.get $r0))`,
+    `    (block $done`,
+    `      (loop $l`,
+    `        (br_if $done (i32.gt_u (i32.add (local.get $r) (i32.const 8)) (local.get $r1)))`,
+    `        (local.set $wr (i32.add (local.get $w) (i32.mul (local.get $r) (local.get $rb))))`,
+    `        ${o.widen(32, '(local.get $wr)', '(local.get $scr)')}`,
+    `        ${o.widen(32, second, '(i32.add (local.get $scr) (i32.const 16))')}`,
+    `        ${o.tiles(8)}`,
+    ...after('(local.get $wr)', '(local.get $r)'),
+    ...after(second, '(i32.add (local.get $r) (i32.const 4))'),
+    `        (local.set $r (i32.add (local.get $r) (i32.const 8)))`,
+    `        (br $l)))`,
+    `    (if (i32.le_u (i32.add (local.get $r) (i32.const 4)) (local.get $r1))`,
+    `      (then`,
+    `        (local.set $wr (i32.add (local.get $w) (i32.mul (local.get $r) (local.get $rb))))`,
+    `        ${o.widen(16, '(local.get $wr)', '(local.get $scr)')}`,
+    `        ${o.tiles(4)}`,
+    ...after('(local.get $wr)', '(local.get $r)'),
+    `        (local.set $r (i32.add (local.get $r) (i32.const 4)))))`,
+    `    (local.get $r))`,
+    ``,
+  ];
+}
+
 export const QTILE_SECTION: Section = { name: 'qtile', script: 'qtiles.ts', text: qtilesSection };
 
 /** kernels.wat's text with the section between the markers regenerated. */
