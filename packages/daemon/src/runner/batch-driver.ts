@@ -18,8 +18,8 @@
  * Split instances run the data-plane Driver (shard-loop.ts), which batches, reuses prefixes and
  * speculates the same way over every rank.
  * A GPU rank batches its steps the same way (GpuShard.forwardBatch) but keeps its K/V on the device:
- * no prefix cache and no speculation there (keepsCpuCaches). A shard without forwardBatch runs the
- * step's sequences one forward each.
+ * no prefix cache there (keepsCpuCaches); it speculates, its draft checks exact (verifiesDrafts). A
+ * shard without forwardBatch runs the step's sequences one forward each.
  */
 import { DraftLength, pickToken, pickVerified, PrefixCache, Sampler, type KVCache, type ModelShard, type PromptLookupOptions, type TokenConstraint } from '@orchard/engine';
 import { PrefillChunker, type PrefillChunkOptions } from './prefill-chunk.js';
@@ -71,8 +71,6 @@ export class BatchDriver {
   readonly maxSequences: number;
   readonly prefix: PrefixCache | null;
   readonly #shard: ModelShard;
-  /** A CPU shard (KV caches in memory: prefix reuse, speculation); a GPU rank keeps them on the device. */
-  readonly #cpuCaches: boolean;
   readonly #compile?: CompileConstraint;
   readonly #active: Sequence[] = [];
   readonly #chunker: PrefillChunker;
@@ -92,7 +90,6 @@ export class BatchDriver {
 
   constructor(shard: ModelShard, o: BatchDriverOptions = {}) {
     this.#shard = shard;
-    this.#cpuCaches = keepsCpuCaches(shard);
     this.#compile = o.compile;
     this.#chunker = new PrefillChunker(o.prefill);
     this.#now = o.now ?? (() => performance.now());
@@ -103,7 +100,7 @@ export class BatchDriver {
     new DraftLength(this.#lookup.draftTokens!); // checks it
     const bytes = o.prefixCacheBytes ?? 64 * 2 ** 20;
     // The prefix cache copies CPU KV caches; a GPU rank's caches live on the device.
-    this.prefix = bytes > 0 && this.#cpuCaches ? new PrefixCache({ maxBytes: bytes, blockTokens: o.prefixBlockTokens }) : null;
+    this.prefix = bytes > 0 && keepsCpuCaches(shard) ? new PrefixCache({ maxBytes: bytes, blockTokens: o.prefixBlockTokens }) : null;
   }
 
   get broken(): Error | null {

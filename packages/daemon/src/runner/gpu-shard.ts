@@ -104,16 +104,10 @@ export class GpuRankShard {
     return handle;
   }
 
-  forward(input: ShardInput, cache: GpuCacheHandle): Promise<Float32Array> {
-    const own = this.#own(input);
-    const cut = cache.takeCut();
-    return this.#queue(async () => {
-      const kv = await cache.gpu;
-      if (cut !== null) kv.length = cut; // a rejected draft's rows dropped
-      const out = await this.gpu.forward(own, kv);
-      cache.settle(kv.length);
-      return out;
-    });
+  /** One sequence's rows: a step of one (GpuShard.forward is the same), queued like the others. */
+  async forward(input: ShardInput, cache: GpuCacheHandle): Promise<Float32Array> {
+    const [out] = await this.forwardBatch([{ input, cache: cache as unknown as BatchSegment['cache'] }]);
+    return out;
   }
 
   /** One step over several sequences (ModelShard.forwardBatch's contract), queued like forward. */
