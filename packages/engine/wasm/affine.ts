@@ -177,14 +177,16 @@ const LEVELS = 16383;
 
 /**
  * Packed 4-bit MLX weights (pack.ts: 4 rows per group; per MLX group the 4 rows' (scale, bias) pairs,
- * then per 32 columns the 4 rows' 16 bytes) with integer activations: 15-bit per 32 columns (±16383,
+ * then per 32 columns the 4 rows' 16 bytes) with integer activations: 15-bit per MLX group (±16383,
  * quant_mlx4) — integer dot products at the speed of the 8-bit formats, but ~128× finer than 8 bits, so
  * results stay within ~1e-4 of MLX's float arithmetic (8-bit activations moved random models' logits by
  * ~0.06 and their greedy tokens). Byte k of a row holds elements 2k (low nibble) and 2k + 1 (high);
  * the activations come per 16 columns as the 8 even ones, then the 8 odd ones. |q·x| ≤ 15·16383, so a
- * 32-column block's total is exact in i32 and in its f32 conversion (< 2^24). Per 32 columns the 4
- * rows' totals are transposed into one i32x4 and scaled by that block's d_x; per MLX group the 4 rows'
- * sums are scaled by their scales and their biases times the group's f32 sum of x are added.
+ * group's total (≤ 128 columns) is exact in i32. The activation scale is per group, not per 32 columns,
+ * so the 4 rows' i32 sums run through the whole group and are transposed, converted and scaled once per
+ * group: that took ~14 of the ~75 instructions per 32 columns out of the loop (decode ~1.15x). Per MLX
+ * group the 4 rows' totals times d_x are scaled by their scales and their biases times the group's f32
+ * sum of x are added.
  */
 function packed4(): string[] {
   const L: string[] = [];
@@ -210,7 +212,7 @@ function packed4(): string[] {
   e(`        (local.set $end (i32.add (local.get $p) (call $mlx4_group_bytes (local.get $cols) (local.get $kind))))`);
   e(`        (local.set $xq (local.get $x))`);
   e(`        (local.set $xd (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 1))))`);
-  e(`        (local.set $xs (i32.add (local.get $xd) (i32.shr_u (local.get $cols) (i32.const 3))))`);
+  e(`        (local.set $xs (i32.add (local.get $xd) (i32.shl (i32.div_u (local.get $cols) (i32.load offset=212 (i32.const 0))) (i32.const 2))))`);
   e(`        (local.set $acc ${I32('0')})`);
   e(`        (block $done`);
   e(`          (loop $l`);
@@ -218,28 +220,29 @@ function packed4(): string[] {
   e(`            ;; the 4 rows' scales and biases of this MLX group (lane r), then its blocks`);
   L.push(...scaleBias4('            '));
   e(`            (local.set $ge (i32.add (local.get $p) (local.get $gb)))`);
-  e(`            (local.set $gacc ${I32('0')})`);
+  for (let r = 0; r < 4; r++) e(`            (local.set $s${r} ${I32('0')})`);
+  // (two blocks per iteration measured 5-10% slower, hot and cold: one block per iteration it stays)
   e(`            (loop $bl`);
   for (let k = 0; k < 4; k++) e(`              (local.set $x${k} (v128.load offset=${16 * k} (local.get $xq)))`);
   for (let r = 0; r < 4; r++) {
     e(`              (local.set $q (v128.load8x8_u offset=${16 * r} (local.get $p)))`);
-    e(`              (local.set $s${r} (i32x4.add (i32x4.dot_i16x8_s (v128.and (local.get $q) ${LOW}) (local.get $x0)) (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $x1))))`);
+    e(`              (local.set $s${r} (i32x4.add (local.get $s${r}) (i32x4.add (i32x4.dot_i16x8_s (v128.and (local.get $q) ${LOW}) (local.get $x0)) (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $x1)))))`);
     e(`              (local.set $q (v128.load8x8_u offset=${16 * r + 8} (local.get $p)))`);
     e(`              (local.set $s${r} (i32x4.add (local.get $s${r}) (i32x4.add (i32x4.dot_i16x8_s (v128.and (local.get $q) ${LOW}) (local.get $x2)) (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $x3)))))`);
   }
-  e(`              (local.set $t0 (i32x4.add (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $s0) (local.get $s1))`);
-  e(`                                        (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $s0) (local.get $s1))))`);
-  e(`              (local.set $t1 (i32x4.add (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $s2) (local.get $s3))`);
-  e(`                                        (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $s2) (local.get $s3))))`);
-  e(`              ;; lane r: row r's block total (exact), times the block's d_x`);
-  e(`              (local.set $gacc (f32x4.add (local.get $gacc) (f32x4.mul (f32x4.convert_i32x4_s`);
-  e(`                (i32x4.add (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23 (local.get $t0) (local.get $t1))`);
-  e(`                           (i8x16.shuffle 8 9 10 11 12 13 14 15 24 25 26 27 28 29 30 31 (local.get $t0) (local.get $t1))))`);
-  e(`                (f32x4.splat (f32.load (local.get $xd))))))`);
   e(`              (local.set $p (i32.add (local.get $p) (i32.const 64)))`);
   e(`              (local.set $xq (i32.add (local.get $xq) (i32.const 64)))`);
-  e(`              (local.set $xd (i32.add (local.get $xd) (i32.const 4)))`);
   e(`              (br_if $bl (i32.lt_u (local.get $p) (local.get $ge))))`);
+  e(`            ;; lane r: row r's group total (exact in i32), times the group's d_x`);
+  e(`            (local.set $t0 (i32x4.add (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $s0) (local.get $s1))`);
+  e(`                                      (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $s0) (local.get $s1))))`);
+  e(`            (local.set $t1 (i32x4.add (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $s2) (local.get $s3))`);
+  e(`                                      (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $s2) (local.get $s3))))`);
+  e(`            (local.set $gacc (f32x4.mul (f32x4.convert_i32x4_s`);
+  e(`              (i32x4.add (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23 (local.get $t0) (local.get $t1))`);
+  e(`                         (i8x16.shuffle 8 9 10 11 12 13 14 15 24 25 26 27 28 29 30 31 (local.get $t0) (local.get $t1))))`);
+  e(`              (f32x4.splat (f32.load (local.get $xd)))))`);
+  e(`            (local.set $xd (i32.add (local.get $xd) (i32.const 4)))`);
   e(`            (local.set $acc (f32x4.add (local.get $acc) (f32x4.add (f32x4.mul (local.get $sc) (local.get $gacc))`);
   e(`              (f32x4.mul (local.get $bi) (f32x4.splat (f32.load (local.get $xs)))))))`);
   e(`            (local.set $xs (i32.add (local.get $xs) (i32.const 4)))`);
@@ -253,7 +256,7 @@ function packed4(): string[] {
   e(`  ;; group kernel's arithmetic for one row (same integers, same f32 steps and order).`);
   e(`  (func $dot1q_mlx4 (type $dot) (param $w i32) (param $rb i32) (param $x i32) (param $cols i32) (param $out i32)`);
   e(`    (local $p i32) (local $sp i32) (local $qend i32) (local $ge i32) (local $gb i32) (local $kind i32) (local $xq i32) (local $xd i32) (local $xs i32)`);
-  e(`    (local $q v128) (local $gacc f32) (local $s f32) (local $sc f32) (local $bi f32)`);
+  e(`    (local $q v128) (local $t v128) (local $gacc f32) (local $s f32) (local $sc f32) (local $bi f32)`);
   e(`    (local.set $gb (i32.shr_u (i32.load offset=212 (i32.const 0)) (i32.const 1)))`);
   e(`    (local.set $kind (i32.load offset=216 (i32.const 0)))`);
   e(`    (local.set $p (local.get $w))`);
@@ -261,35 +264,34 @@ function packed4(): string[] {
   e(`    (local.set $sp (local.get $qend))`);
   e(`    (local.set $xq (local.get $x))`);
   e(`    (local.set $xd (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 1))))`);
-  e(`    (local.set $xs (i32.add (local.get $xd) (i32.shr_u (local.get $cols) (i32.const 3))))`);
+  e(`    (local.set $xs (i32.add (local.get $xd) (i32.shl (i32.div_u (local.get $cols) (i32.load offset=212 (i32.const 0))) (i32.const 2))))`);
   e(`    (block $done`);
   e(`      (loop $l`);
   e(`        (br_if $done (i32.ge_u (local.get $p) (local.get $qend)))`);
   e(`        (local.set $ge (i32.add (local.get $p) (local.get $gb)))`);
-  e(`        (local.set $gacc (f32.const 0))`);
+  e(`        (local.set $t ${I32('0')})`);
   e(`        (loop $bl`);
   e(`          (local.set $q (v128.load8x8_u (local.get $p)))`);
-  e(`          (local.set $gacc (f32.add (local.get $gacc) (f32.mul (f32.convert_i32_s (call $hsum_i32 (i32x4.add`);
+  e(`          (local.set $t (i32x4.add (local.get $t) (i32x4.add`);
   e(`            (i32x4.add (i32x4.dot_i16x8_s (v128.and (local.get $q) ${LOW}) (v128.load offset=0 (local.get $xq))) (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q) (i32.const 4)) (v128.load offset=16 (local.get $xq))))`);
   e(`            (i32x4.add (i32x4.dot_i16x8_s (v128.and (local.tee $q (v128.load8x8_u offset=8 (local.get $p))) ${LOW}) (v128.load offset=32 (local.get $xq)))`);
   e(`                       (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q) (i32.const 4)) (v128.load offset=48 (local.get $xq)))))))`);
-  e(`            (f32.load (local.get $xd)))))`);
   e(`          (local.set $p (i32.add (local.get $p) (i32.const 16)))`);
   e(`          (local.set $xq (i32.add (local.get $xq) (i32.const 64)))`);
-  e(`          (local.set $xd (i32.add (local.get $xd) (i32.const 4)))`);
   e(`          (br_if $bl (i32.lt_u (local.get $p) (local.get $ge))))`);
+  e(`        (local.set $gacc (f32.mul (f32.convert_i32_s (call $hsum_i32 (local.get $t))) (f32.load (local.get $xd))))`);
+  e(`        (local.set $xd (i32.add (local.get $xd) (i32.const 4)))`);
   L.push(...scaleBias());
   e(`        (local.set $s (f32.add (local.get $s) (f32.add (f32.mul (local.get $sc) (local.get $gacc)) (f32.mul (local.get $bi) (f32.load (local.get $xs))))))`);
   e(`        (local.set $xs (i32.add (local.get $xs) (i32.const 4)))`);
   e(`        (br $l)))`);
   e(`    (f32.store (local.get $out) (local.get $s)))`);
   e(``);
-  e(`  ;; n tokens of cols floats into quant_mlx4's format, cols·2 + (cols/32)·4 + (cols/g)·4 bytes per token:`);
-  e(`  ;; per 32 columns d = amax/${LEVELS} and q = nearest-even(x·${LEVELS}/amax) laid out per 16 columns as the 8`);
-  e(`  ;; even q, then the 8 odd q; then the d per 32 columns; then each group's f32 sum of x (for the biases,`);
-  e(`  ;; as the f32 kernels).`);
+  e(`  ;; n tokens of cols floats into quant_mlx4's format, cols·2 + (cols/g)·8 bytes per token: per MLX group`);
+  e(`  ;; d = amax/${LEVELS} and q = nearest-even(x·${LEVELS}/amax) laid out per 16 columns as the 8 even q, then`);
+  e(`  ;; the 8 odd q; then the d per group; then each group's f32 sum of x (for the biases, as the f32 kernels).`);
   e(`  (func (export "quant_mlx4") (param $x i32) (param $dst i32) (param $cols i32) (param $n i32) (param $g i32)`);
-  e(`    (local $b i32) (local $c i32) (local $s i32) (local $q i32) (local $dd i32) (local $j i32) (local $sum f32)`);
+  e(`    (local $b i32) (local $c i32) (local $s i32) (local $q i32) (local $dd i32) (local $j i32) (local $pa i32) (local $sum f32)`);
   e(`    (local $mx v128) (local $id v128) (local $a v128) (local $bv v128) (local $amax f32)`);
   e(`    (local.set $s (local.get $x))`);
   e(`    (local.set $q (local.get $dst))`);
@@ -301,27 +303,35 @@ function packed4(): string[] {
   e(`        (block $cdone`);
   e(`          (loop $cl`);
   e(`            (br_if $cdone (i32.ge_u (local.get $c) (local.get $cols)))`);
-  e(`            (local.set $mx (f32x4.max (f32x4.max (f32x4.max (f32x4.abs (v128.load offset=0 (local.get $s))) (f32x4.abs (v128.load offset=16 (local.get $s))))`);
-  e(`                                                (f32x4.max (f32x4.abs (v128.load offset=32 (local.get $s))) (f32x4.abs (v128.load offset=48 (local.get $s)))))`);
-  e(`                                   (f32x4.max (f32x4.max (f32x4.abs (v128.load offset=64 (local.get $s))) (f32x4.abs (v128.load offset=80 (local.get $s))))`);
-  e(`                                                (f32x4.max (f32x4.abs (v128.load offset=96 (local.get $s))) (f32x4.abs (v128.load offset=112 (local.get $s)))))))`);
+  e(`            ;; the group's amax, then its 32-column blocks at one d`);
+  e(`            (local.set $mx ${I32('0')})`);
+  e(`            (local.set $j (i32.const 0))`);
+  e(`            (loop $ml`);
+  e(`              (local.set $pa (i32.add (local.get $s) (i32.shl (local.get $j) (i32.const 2))))`);
+  e(`              (local.set $mx (f32x4.max (local.get $mx) (f32x4.max (f32x4.max (f32x4.max (f32x4.abs (v128.load offset=0 (local.get $pa))) (f32x4.abs (v128.load offset=16 (local.get $pa))))`);
+  e(`                                                  (f32x4.max (f32x4.abs (v128.load offset=32 (local.get $pa))) (f32x4.abs (v128.load offset=48 (local.get $pa)))))`);
+  e(`                                     (f32x4.max (f32x4.max (f32x4.abs (v128.load offset=64 (local.get $pa))) (f32x4.abs (v128.load offset=80 (local.get $pa))))`);
+  e(`                                                  (f32x4.max (f32x4.abs (v128.load offset=96 (local.get $pa))) (f32x4.abs (v128.load offset=112 (local.get $pa))))))))`);
+  e(`              (br_if $ml (i32.lt_u (local.tee $j (i32.add (local.get $j) (i32.const 32))) (local.get $g))))`);
   e(`            (local.set $amax (f32.max (f32.max (f32x4.extract_lane 0 (local.get $mx)) (f32x4.extract_lane 1 (local.get $mx)))`);
   e(`                                      (f32.max (f32x4.extract_lane 2 (local.get $mx)) (f32x4.extract_lane 3 (local.get $mx)))))`);
   e(`            (f32.store (local.get $dd) (f32.div (local.get $amax) (f32.const ${LEVELS})))`);
   e(`            (local.set $id (f32x4.splat (if (result f32) (f32.gt (local.get $amax) (f32.const 0)) (then (f32.div (f32.const ${LEVELS}) (local.get $amax))) (else (f32.const 0)))))`);
+  e(`            (local.set $j (i32.const 0))`);
+  e(`            (loop $ql`);
   for (const h of [0, 1]) {
-    e(`            ;; columns ${16 * h}..${16 * h + 15}: the even ones, then the odd ones`);
+    e(`              ;; columns ${16 * h}..${16 * h + 15} of the block: the even ones, then the odd ones`);
     const qv = (k: number) => `(i32x4.trunc_sat_f32x4_s (f32x4.nearest (f32x4.mul (v128.load offset=${64 * h + 16 * k} (local.get $s)) (local.get $id))))`;
-    e(`            (local.set $a (i16x8.narrow_i32x4_s ${qv(0)} ${qv(1)}))`);
-    e(`            (local.set $bv (i16x8.narrow_i32x4_s ${qv(2)} ${qv(3)}))`);
-    e(`            (local.set $mx (i8x16.shuffle 0 1 4 5 8 9 12 13 16 17 20 21 24 25 28 29 (local.get $a) (local.get $bv)))`);
-    e(`            (v128.store offset=${32 * h} (local.get $q) (local.get $mx))`);
-    e(`            (v128.store offset=${32 * h + 16} (local.get $q) (i8x16.shuffle 2 3 6 7 10 11 14 15 18 19 22 23 26 27 30 31 (local.get $a) (local.get $bv)))`);
+    e(`              (local.set $a (i16x8.narrow_i32x4_s ${qv(0)} ${qv(1)}))`);
+    e(`              (local.set $bv (i16x8.narrow_i32x4_s ${qv(2)} ${qv(3)}))`);
+    e(`              (v128.store offset=${32 * h} (local.get $q) (i8x16.shuffle 0 1 4 5 8 9 12 13 16 17 20 21 24 25 28 29 (local.get $a) (local.get $bv)))`);
+    e(`              (v128.store offset=${32 * h + 16} (local.get $q) (i8x16.shuffle 2 3 6 7 10 11 14 15 18 19 22 23 26 27 30 31 (local.get $a) (local.get $bv)))`);
   }
-  e(`            (local.set $s (i32.add (local.get $s) (i32.const 128)))`);
-  e(`            (local.set $q (i32.add (local.get $q) (i32.const 64)))`);
+  e(`              (local.set $s (i32.add (local.get $s) (i32.const 128)))`);
+  e(`              (local.set $q (i32.add (local.get $q) (i32.const 64)))`);
+  e(`              (br_if $ql (i32.lt_u (local.tee $j (i32.add (local.get $j) (i32.const 32))) (local.get $g))))`);
   e(`            (local.set $dd (i32.add (local.get $dd) (i32.const 4)))`);
-  e(`            (local.set $c (i32.add (local.get $c) (i32.const 32)))`);
+  e(`            (local.set $c (i32.add (local.get $c) (local.get $g)))`);
   e(`            (br $cl)))`);
   e(`        ;; group sums of this token's x (in column order)`);
   e(`        (local.set $s (i32.sub (local.get $s) (i32.shl (local.get $cols) (i32.const 2))))`);

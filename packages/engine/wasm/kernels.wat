@@ -3233,7 +3233,7 @@
         (local.set $end (i32.add (local.get $p) (call $mlx4_group_bytes (local.get $cols) (local.get $kind))))
         (local.set $xq (local.get $x))
         (local.set $xd (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 1))))
-        (local.set $xs (i32.add (local.get $xd) (i32.shr_u (local.get $cols) (i32.const 3))))
+        (local.set $xs (i32.add (local.get $xd) (i32.shl (i32.div_u (local.get $cols) (i32.load offset=212 (i32.const 0))) (i32.const 2))))
         (local.set $acc (v128.const i32x4 0 0 0 0))
         (block $done
           (loop $l
@@ -3255,41 +3255,44 @@
                     (local.set $bi (f32x4.mul (v128.and (i32x4.shr_s (local.get $v) (i32.const 3)) (v128.const i32x4 0x8FFFE000 0x8FFFE000 0x8FFFE000 0x8FFFE000)) (v128.const f32x4 0x1p112 0x1p112 0x1p112 0x1p112)))))
                 (local.set $p (i32.add (local.get $p) (i32.const 16)))))
             (local.set $ge (i32.add (local.get $p) (local.get $gb)))
-            (local.set $gacc (v128.const i32x4 0 0 0 0))
+            (local.set $s0 (v128.const i32x4 0 0 0 0))
+            (local.set $s1 (v128.const i32x4 0 0 0 0))
+            (local.set $s2 (v128.const i32x4 0 0 0 0))
+            (local.set $s3 (v128.const i32x4 0 0 0 0))
             (loop $bl
               (local.set $x0 (v128.load offset=0 (local.get $xq)))
               (local.set $x1 (v128.load offset=16 (local.get $xq)))
               (local.set $x2 (v128.load offset=32 (local.get $xq)))
               (local.set $x3 (v128.load offset=48 (local.get $xq)))
               (local.set $q (v128.load8x8_u offset=0 (local.get $p)))
-              (local.set $s0 (i32x4.add (i32x4.dot_i16x8_s (v128.and (local.get $q) (v128.const i16x8 15 15 15 15 15 15 15 15)) (local.get $x0)) (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $x1))))
+              (local.set $s0 (i32x4.add (local.get $s0) (i32x4.add (i32x4.dot_i16x8_s (v128.and (local.get $q) (v128.const i16x8 15 15 15 15 15 15 15 15)) (local.get $x0)) (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $x1)))))
               (local.set $q (v128.load8x8_u offset=8 (local.get $p)))
               (local.set $s0 (i32x4.add (local.get $s0) (i32x4.add (i32x4.dot_i16x8_s (v128.and (local.get $q) (v128.const i16x8 15 15 15 15 15 15 15 15)) (local.get $x2)) (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $x3)))))
               (local.set $q (v128.load8x8_u offset=16 (local.get $p)))
-              (local.set $s1 (i32x4.add (i32x4.dot_i16x8_s (v128.and (local.get $q) (v128.const i16x8 15 15 15 15 15 15 15 15)) (local.get $x0)) (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $x1))))
+              (local.set $s1 (i32x4.add (local.get $s1) (i32x4.add (i32x4.dot_i16x8_s (v128.and (local.get $q) (v128.const i16x8 15 15 15 15 15 15 15 15)) (local.get $x0)) (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $x1)))))
               (local.set $q (v128.load8x8_u offset=24 (local.get $p)))
               (local.set $s1 (i32x4.add (local.get $s1) (i32x4.add (i32x4.dot_i16x8_s (v128.and (local.get $q) (v128.const i16x8 15 15 15 15 15 15 15 15)) (local.get $x2)) (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $x3)))))
               (local.set $q (v128.load8x8_u offset=32 (local.get $p)))
-              (local.set $s2 (i32x4.add (i32x4.dot_i16x8_s (v128.and (local.get $q) (v128.const i16x8 15 15 15 15 15 15 15 15)) (local.get $x0)) (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $x1))))
+              (local.set $s2 (i32x4.add (local.get $s2) (i32x4.add (i32x4.dot_i16x8_s (v128.and (local.get $q) (v128.const i16x8 15 15 15 15 15 15 15 15)) (local.get $x0)) (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $x1)))))
               (local.set $q (v128.load8x8_u offset=40 (local.get $p)))
               (local.set $s2 (i32x4.add (local.get $s2) (i32x4.add (i32x4.dot_i16x8_s (v128.and (local.get $q) (v128.const i16x8 15 15 15 15 15 15 15 15)) (local.get $x2)) (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $x3)))))
               (local.set $q (v128.load8x8_u offset=48 (local.get $p)))
-              (local.set $s3 (i32x4.add (i32x4.dot_i16x8_s (v128.and (local.get $q) (v128.const i16x8 15 15 15 15 15 15 15 15)) (local.get $x0)) (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $x1))))
+              (local.set $s3 (i32x4.add (local.get $s3) (i32x4.add (i32x4.dot_i16x8_s (v128.and (local.get $q) (v128.const i16x8 15 15 15 15 15 15 15 15)) (local.get $x0)) (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $x1)))))
               (local.set $q (v128.load8x8_u offset=56 (local.get $p)))
               (local.set $s3 (i32x4.add (local.get $s3) (i32x4.add (i32x4.dot_i16x8_s (v128.and (local.get $q) (v128.const i16x8 15 15 15 15 15 15 15 15)) (local.get $x2)) (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $x3)))))
-              (local.set $t0 (i32x4.add (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $s0) (local.get $s1))
-                                        (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $s0) (local.get $s1))))
-              (local.set $t1 (i32x4.add (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $s2) (local.get $s3))
-                                        (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $s2) (local.get $s3))))
-              ;; lane r: row r's block total (exact), times the block's d_x
-              (local.set $gacc (f32x4.add (local.get $gacc) (f32x4.mul (f32x4.convert_i32x4_s
-                (i32x4.add (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23 (local.get $t0) (local.get $t1))
-                           (i8x16.shuffle 8 9 10 11 12 13 14 15 24 25 26 27 28 29 30 31 (local.get $t0) (local.get $t1))))
-                (f32x4.splat (f32.load (local.get $xd))))))
               (local.set $p (i32.add (local.get $p) (i32.const 64)))
               (local.set $xq (i32.add (local.get $xq) (i32.const 64)))
-              (local.set $xd (i32.add (local.get $xd) (i32.const 4)))
               (br_if $bl (i32.lt_u (local.get $p) (local.get $ge))))
+            ;; lane r: row r's group total (exact in i32), times the group's d_x
+            (local.set $t0 (i32x4.add (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $s0) (local.get $s1))
+                                      (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $s0) (local.get $s1))))
+            (local.set $t1 (i32x4.add (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $s2) (local.get $s3))
+                                      (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $s2) (local.get $s3))))
+            (local.set $gacc (f32x4.mul (f32x4.convert_i32x4_s
+              (i32x4.add (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23 (local.get $t0) (local.get $t1))
+                         (i8x16.shuffle 8 9 10 11 12 13 14 15 24 25 26 27 28 29 30 31 (local.get $t0) (local.get $t1))))
+              (f32x4.splat (f32.load (local.get $xd)))))
+            (local.set $xd (i32.add (local.get $xd) (i32.const 4)))
             (local.set $acc (f32x4.add (local.get $acc) (f32x4.add (f32x4.mul (local.get $sc) (local.get $gacc))
               (f32x4.mul (local.get $bi) (f32x4.splat (f32.load (local.get $xs)))))))
             (local.set $xs (i32.add (local.get $xs) (i32.const 4)))
@@ -3303,7 +3306,7 @@
   ;; group kernel's arithmetic for one row (same integers, same f32 steps and order).
   (func $dot1q_mlx4 (type $dot) (param $w i32) (param $rb i32) (param $x i32) (param $cols i32) (param $out i32)
     (local $p i32) (local $sp i32) (local $qend i32) (local $ge i32) (local $gb i32) (local $kind i32) (local $xq i32) (local $xd i32) (local $xs i32)
-    (local $q v128) (local $gacc f32) (local $s f32) (local $sc f32) (local $bi f32)
+    (local $q v128) (local $t v128) (local $gacc f32) (local $s f32) (local $sc f32) (local $bi f32)
     (local.set $gb (i32.shr_u (i32.load offset=212 (i32.const 0)) (i32.const 1)))
     (local.set $kind (i32.load offset=216 (i32.const 0)))
     (local.set $p (local.get $w))
@@ -3311,23 +3314,23 @@
     (local.set $sp (local.get $qend))
     (local.set $xq (local.get $x))
     (local.set $xd (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 1))))
-    (local.set $xs (i32.add (local.get $xd) (i32.shr_u (local.get $cols) (i32.const 3))))
+    (local.set $xs (i32.add (local.get $xd) (i32.shl (i32.div_u (local.get $cols) (i32.load offset=212 (i32.const 0))) (i32.const 2))))
     (block $done
       (loop $l
         (br_if $done (i32.ge_u (local.get $p) (local.get $qend)))
         (local.set $ge (i32.add (local.get $p) (local.get $gb)))
-        (local.set $gacc (f32.const 0))
+        (local.set $t (v128.const i32x4 0 0 0 0))
         (loop $bl
           (local.set $q (v128.load8x8_u (local.get $p)))
-          (local.set $gacc (f32.add (local.get $gacc) (f32.mul (f32.convert_i32_s (call $hsum_i32 (i32x4.add
+          (local.set $t (i32x4.add (local.get $t) (i32x4.add
             (i32x4.add (i32x4.dot_i16x8_s (v128.and (local.get $q) (v128.const i16x8 15 15 15 15 15 15 15 15)) (v128.load offset=0 (local.get $xq))) (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q) (i32.const 4)) (v128.load offset=16 (local.get $xq))))
             (i32x4.add (i32x4.dot_i16x8_s (v128.and (local.tee $q (v128.load8x8_u offset=8 (local.get $p))) (v128.const i16x8 15 15 15 15 15 15 15 15)) (v128.load offset=32 (local.get $xq)))
                        (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q) (i32.const 4)) (v128.load offset=48 (local.get $xq)))))))
-            (f32.load (local.get $xd)))))
           (local.set $p (i32.add (local.get $p) (i32.const 16)))
           (local.set $xq (i32.add (local.get $xq) (i32.const 64)))
-          (local.set $xd (i32.add (local.get $xd) (i32.const 4)))
           (br_if $bl (i32.lt_u (local.get $p) (local.get $ge))))
+        (local.set $gacc (f32.mul (f32.convert_i32_s (call $hsum_i32 (local.get $t))) (f32.load (local.get $xd))))
+        (local.set $xd (i32.add (local.get $xd) (i32.const 4)))
         (if (i32.eq (local.get $kind) (i32.const 2))
           (then
             (local.set $sc (f32.load (local.get $sp)))
@@ -3347,12 +3350,11 @@
         (br $l)))
     (f32.store (local.get $out) (local.get $s)))
 
-  ;; n tokens of cols floats into quant_mlx4's format, cols·2 + (cols/32)·4 + (cols/g)·4 bytes per token:
-  ;; per 32 columns d = amax/16383 and q = nearest-even(x·16383/amax) laid out per 16 columns as the 8
-  ;; even q, then the 8 odd q; then the d per 32 columns; then each group's f32 sum of x (for the biases,
-  ;; as the f32 kernels).
+  ;; n tokens of cols floats into quant_mlx4's format, cols·2 + (cols/g)·8 bytes per token: per MLX group
+  ;; d = amax/16383 and q = nearest-even(x·16383/amax) laid out per 16 columns as the 8 even q, then
+  ;; the 8 odd q; then the d per group; then each group's f32 sum of x (for the biases, as the f32 kernels).
   (func (export "quant_mlx4") (param $x i32) (param $dst i32) (param $cols i32) (param $n i32) (param $g i32)
-    (local $b i32) (local $c i32) (local $s i32) (local $q i32) (local $dd i32) (local $j i32) (local $sum f32)
+    (local $b i32) (local $c i32) (local $s i32) (local $q i32) (local $dd i32) (local $j i32) (local $pa i32) (local $sum f32)
     (local $mx v128) (local $id v128) (local $a v128) (local $bv v128) (local $amax f32)
     (local.set $s (local.get $x))
     (local.set $q (local.get $dst))
@@ -3364,30 +3366,37 @@
         (block $cdone
           (loop $cl
             (br_if $cdone (i32.ge_u (local.get $c) (local.get $cols)))
-            (local.set $mx (f32x4.max (f32x4.max (f32x4.max (f32x4.abs (v128.load offset=0 (local.get $s))) (f32x4.abs (v128.load offset=16 (local.get $s))))
-                                                (f32x4.max (f32x4.abs (v128.load offset=32 (local.get $s))) (f32x4.abs (v128.load offset=48 (local.get $s)))))
-                                   (f32x4.max (f32x4.max (f32x4.abs (v128.load offset=64 (local.get $s))) (f32x4.abs (v128.load offset=80 (local.get $s))))
-                                                (f32x4.max (f32x4.abs (v128.load offset=96 (local.get $s))) (f32x4.abs (v128.load offset=112 (local.get $s)))))))
+            ;; the group's amax, then its 32-column blocks at one d
+            (local.set $mx (v128.const i32x4 0 0 0 0))
+            (local.set $j (i32.const 0))
+            (loop $ml
+              (local.set $pa (i32.add (local.get $s) (i32.shl (local.get $j) (i32.const 2))))
+              (local.set $mx (f32x4.max (local.get $mx) (f32x4.max (f32x4.max (f32x4.max (f32x4.abs (v128.load offset=0 (local.get $pa))) (f32x4.abs (v128.load offset=16 (local.get $pa))))
+                                                  (f32x4.max (f32x4.abs (v128.load offset=32 (local.get $pa))) (f32x4.abs (v128.load offset=48 (local.get $pa)))))
+                                     (f32x4.max (f32x4.max (f32x4.abs (v128.load offset=64 (local.get $pa))) (f32x4.abs (v128.load offset=80 (local.get $pa))))
+                                                  (f32x4.max (f32x4.abs (v128.load offset=96 (local.get $pa))) (f32x4.abs (v128.load offset=112 (local.get $pa))))))))
+              (br_if $ml (i32.lt_u (local.tee $j (i32.add (local.get $j) (i32.const 32))) (local.get $g))))
             (local.set $amax (f32.max (f32.max (f32x4.extract_lane 0 (local.get $mx)) (f32x4.extract_lane 1 (local.get $mx)))
                                       (f32.max (f32x4.extract_lane 2 (local.get $mx)) (f32x4.extract_lane 3 (local.get $mx)))))
             (f32.store (local.get $dd) (f32.div (local.get $amax) (f32.const 16383)))
             (local.set $id (f32x4.splat (if (result f32) (f32.gt (local.get $amax) (f32.const 0)) (then (f32.div (f32.const 16383) (local.get $amax))) (else (f32.const 0)))))
-            ;; columns 0..15: the even ones, then the odd ones
-            (local.set $a (i16x8.narrow_i32x4_s (i32x4.trunc_sat_f32x4_s (f32x4.nearest (f32x4.mul (v128.load offset=0 (local.get $s)) (local.get $id)))) (i32x4.trunc_sat_f32x4_s (f32x4.nearest (f32x4.mul (v128.load offset=16 (local.get $s)) (local.get $id))))))
-            (local.set $bv (i16x8.narrow_i32x4_s (i32x4.trunc_sat_f32x4_s (f32x4.nearest (f32x4.mul (v128.load offset=32 (local.get $s)) (local.get $id)))) (i32x4.trunc_sat_f32x4_s (f32x4.nearest (f32x4.mul (v128.load offset=48 (local.get $s)) (local.get $id))))))
-            (local.set $mx (i8x16.shuffle 0 1 4 5 8 9 12 13 16 17 20 21 24 25 28 29 (local.get $a) (local.get $bv)))
-            (v128.store offset=0 (local.get $q) (local.get $mx))
-            (v128.store offset=16 (local.get $q) (i8x16.shuffle 2 3 6 7 10 11 14 15 18 19 22 23 26 27 30 31 (local.get $a) (local.get $bv)))
-            ;; columns 16..31: the even ones, then the odd ones
-            (local.set $a (i16x8.narrow_i32x4_s (i32x4.trunc_sat_f32x4_s (f32x4.nearest (f32x4.mul (v128.load offset=64 (local.get $s)) (local.get $id)))) (i32x4.trunc_sat_f32x4_s (f32x4.nearest (f32x4.mul (v128.load offset=80 (local.get $s)) (local.get $id))))))
-            (local.set $bv (i16x8.narrow_i32x4_s (i32x4.trunc_sat_f32x4_s (f32x4.nearest (f32x4.mul (v128.load offset=96 (local.get $s)) (local.get $id)))) (i32x4.trunc_sat_f32x4_s (f32x4.nearest (f32x4.mul (v128.load offset=112 (local.get $s)) (local.get $id))))))
-            (local.set $mx (i8x16.shuffle 0 1 4 5 8 9 12 13 16 17 20 21 24 25 28 29 (local.get $a) (local.get $bv)))
-            (v128.store offset=32 (local.get $q) (local.get $mx))
-            (v128.store offset=48 (local.get $q) (i8x16.shuffle 2 3 6 7 10 11 14 15 18 19 22 23 26 27 30 31 (local.get $a) (local.get $bv)))
-            (local.set $s (i32.add (local.get $s) (i32.const 128)))
-            (local.set $q (i32.add (local.get $q) (i32.const 64)))
+            (local.set $j (i32.const 0))
+            (loop $ql
+              ;; columns 0..15 of the block: the even ones, then the odd ones
+              (local.set $a (i16x8.narrow_i32x4_s (i32x4.trunc_sat_f32x4_s (f32x4.nearest (f32x4.mul (v128.load offset=0 (local.get $s)) (local.get $id)))) (i32x4.trunc_sat_f32x4_s (f32x4.nearest (f32x4.mul (v128.load offset=16 (local.get $s)) (local.get $id))))))
+              (local.set $bv (i16x8.narrow_i32x4_s (i32x4.trunc_sat_f32x4_s (f32x4.nearest (f32x4.mul (v128.load offset=32 (local.get $s)) (local.get $id)))) (i32x4.trunc_sat_f32x4_s (f32x4.nearest (f32x4.mul (v128.load offset=48 (local.get $s)) (local.get $id))))))
+              (v128.store offset=0 (local.get $q) (i8x16.shuffle 0 1 4 5 8 9 12 13 16 17 20 21 24 25 28 29 (local.get $a) (local.get $bv)))
+              (v128.store offset=16 (local.get $q) (i8x16.shuffle 2 3 6 7 10 11 14 15 18 19 22 23 26 27 30 31 (local.get $a) (local.get $bv)))
+              ;; columns 16..31 of the block: the even ones, then the odd ones
+              (local.set $a (i16x8.narrow_i32x4_s (i32x4.trunc_sat_f32x4_s (f32x4.nearest (f32x4.mul (v128.load offset=64 (local.get $s)) (local.get $id)))) (i32x4.trunc_sat_f32x4_s (f32x4.nearest (f32x4.mul (v128.load offset=80 (local.get $s)) (local.get $id))))))
+              (local.set $bv (i16x8.narrow_i32x4_s (i32x4.trunc_sat_f32x4_s (f32x4.nearest (f32x4.mul (v128.load offset=96 (local.get $s)) (local.get $id)))) (i32x4.trunc_sat_f32x4_s (f32x4.nearest (f32x4.mul (v128.load offset=112 (local.get $s)) (local.get $id))))))
+              (v128.store offset=32 (local.get $q) (i8x16.shuffle 0 1 4 5 8 9 12 13 16 17 20 21 24 25 28 29 (local.get $a) (local.get $bv)))
+              (v128.store offset=48 (local.get $q) (i8x16.shuffle 2 3 6 7 10 11 14 15 18 19 22 23 26 27 30 31 (local.get $a) (local.get $bv)))
+              (local.set $s (i32.add (local.get $s) (i32.const 128)))
+              (local.set $q (i32.add (local.get $q) (i32.const 64)))
+              (br_if $ql (i32.lt_u (local.tee $j (i32.add (local.get $j) (i32.const 32))) (local.get $g))))
             (local.set $dd (i32.add (local.get $dd) (i32.const 4)))
-            (local.set $c (i32.add (local.get $c) (i32.const 32)))
+            (local.set $c (i32.add (local.get $c) (local.get $g)))
             (br $cl)))
         ;; group sums of this token's x (in column order)
         (local.set $s (i32.sub (local.get $s) (i32.shl (local.get $cols) (i32.const 2))))
@@ -3421,10 +3430,9 @@
   ;; blocks the 4 rows' f32 scales, then biases, widened as $g4_mlx4 widens them. Two groups side by side:
   ;; vector k of group A at 32k, of B at 32k + 16, scales at 0 / 16, biases at 32 / 48 past the blocks.
   ;; Activations in tile layout (mlxTiles in backend.ts): tiles of 4 tokens (the last: the rest); in a tile
-  ;; of t tokens, per MLX group: per block 16 x t i32 (quant_mlx4's pairs, k-major) then t f32 d_x; then t
-  ;; f32 group sums of x. Per block one exact i32 total per row and token, then the f32 steps of $g4_mlx4
-  ;; in its order (gacc += f32(total)·d_x per block; acc += scale·gacc + bias·Σx per group), so a batch gives
-  ;; the 1-token bits.
+  ;; of t tokens, per MLX group: per block 16 x t i32 (quant_mlx4's pairs, k-major); then t f32 d_x; then t
+  ;; f32 group sums of x. Per group one exact i32 total per row and token, then the f32 steps of $g4_mlx4
+  ;; in its order (gacc = f32(total)·d_x; acc += scale·gacc + bias·Σx), so a batch gives the 1-token bits.
 
   ;; One packed 4-bit 4-row group (p: its start) widened for $mtile4x*: vector k of a block at d + 16k,
   ;; blocks 256 bytes apart, each MLX group's scales and biases at d + 0 / 16 past its blocks.
@@ -3579,10 +3587,9 @@
     (block $done
       (loop $l
         (br_if $done (i32.ge_u (local.get $g) (local.get $ng)))
-        (local.set $q00 (v128.const i32x4 0 0 0 0))
+        (local.set $a00 (v128.const i32x4 0 0 0 0))
         (local.set $b (i32.const 0))
         (loop $bl
-          (local.set $a00 (v128.const i32x4 0 0 0 0))
           (local.set $end (i32.add (local.get $x) (i32.const 64)))
           (loop $kl
             (local.set $w0 (v128.load offset=0 (local.get $s)))
@@ -3594,11 +3601,12 @@
             (local.set $s (i32.add (local.get $s) (i32.const 32)))
             (local.set $x (i32.add (local.get $x) (i32.const 8)))
             (br_if $kl (i32.lt_u (local.get $x) (local.get $end))))
-          (local.set $dx (f32x4.splat (f32.load offset=0 (local.get $x))))
-          (local.set $q00 (f32x4.add (local.get $q00) (f32x4.mul (f32x4.convert_i32x4_s (local.get $a00)) (local.get $dx))))
-          (local.set $x (i32.add (local.get $x) (i32.const 4)))
           (local.set $b (i32.add (local.get $b) (i32.const 1)))
           (br_if $bl (i32.lt_u (local.get $b) (local.get $nb))))
+        ;; the group's exact totals times d_x, as $g4_mlx4
+        (local.set $dx (f32x4.splat (f32.load offset=0 (local.get $x))))
+        (local.set $q00 (f32x4.mul (f32x4.convert_i32x4_s (local.get $a00)) (local.get $dx)))
+        (local.set $x (i32.add (local.get $x) (i32.const 4)))
         ;; the group: acc += scale·gacc + bias·Σx, as $g4_mlx4
         (local.set $dx (f32x4.splat (f32.load offset=0 (local.get $x))))
         (local.set $f00 (f32x4.add (local.get $f00) (f32x4.add (f32x4.mul (v128.load offset=0 (local.get $s)) (local.get $q00))
@@ -3617,12 +3625,10 @@
     (block $done
       (loop $l
         (br_if $done (i32.ge_u (local.get $g) (local.get $ng)))
-        (local.set $q00 (v128.const i32x4 0 0 0 0))
-        (local.set $q01 (v128.const i32x4 0 0 0 0))
+        (local.set $a00 (v128.const i32x4 0 0 0 0))
+        (local.set $a01 (v128.const i32x4 0 0 0 0))
         (local.set $b (i32.const 0))
         (loop $bl
-          (local.set $a00 (v128.const i32x4 0 0 0 0))
-          (local.set $a01 (v128.const i32x4 0 0 0 0))
           (local.set $end (i32.add (local.get $x) (i32.const 128)))
           (loop $kl
             (local.set $w0 (v128.load offset=0 (local.get $s)))
@@ -3638,13 +3644,14 @@
             (local.set $s (i32.add (local.get $s) (i32.const 32)))
             (local.set $x (i32.add (local.get $x) (i32.const 16)))
             (br_if $kl (i32.lt_u (local.get $x) (local.get $end))))
-          (local.set $dx (f32x4.splat (f32.load offset=0 (local.get $x))))
-          (local.set $q00 (f32x4.add (local.get $q00) (f32x4.mul (f32x4.convert_i32x4_s (local.get $a00)) (local.get $dx))))
-          (local.set $dx (f32x4.splat (f32.load offset=4 (local.get $x))))
-          (local.set $q01 (f32x4.add (local.get $q01) (f32x4.mul (f32x4.convert_i32x4_s (local.get $a01)) (local.get $dx))))
-          (local.set $x (i32.add (local.get $x) (i32.const 8)))
           (local.set $b (i32.add (local.get $b) (i32.const 1)))
           (br_if $bl (i32.lt_u (local.get $b) (local.get $nb))))
+        ;; the group's exact totals times d_x, as $g4_mlx4
+        (local.set $dx (f32x4.splat (f32.load offset=0 (local.get $x))))
+        (local.set $q00 (f32x4.mul (f32x4.convert_i32x4_s (local.get $a00)) (local.get $dx)))
+        (local.set $dx (f32x4.splat (f32.load offset=4 (local.get $x))))
+        (local.set $q01 (f32x4.mul (f32x4.convert_i32x4_s (local.get $a01)) (local.get $dx)))
+        (local.set $x (i32.add (local.get $x) (i32.const 8)))
         ;; the group: acc += scale·gacc + bias·Σx, as $g4_mlx4
         (local.set $dx (f32x4.splat (f32.load offset=0 (local.get $x))))
         (local.set $f00 (f32x4.add (local.get $f00) (f32x4.add (f32x4.mul (v128.load offset=0 (local.get $s)) (local.get $q00))
@@ -3668,14 +3675,11 @@
     (block $done
       (loop $l
         (br_if $done (i32.ge_u (local.get $g) (local.get $ng)))
-        (local.set $q00 (v128.const i32x4 0 0 0 0))
-        (local.set $q01 (v128.const i32x4 0 0 0 0))
-        (local.set $q02 (v128.const i32x4 0 0 0 0))
+        (local.set $a00 (v128.const i32x4 0 0 0 0))
+        (local.set $a01 (v128.const i32x4 0 0 0 0))
+        (local.set $a02 (v128.const i32x4 0 0 0 0))
         (local.set $b (i32.const 0))
         (loop $bl
-          (local.set $a00 (v128.const i32x4 0 0 0 0))
-          (local.set $a01 (v128.const i32x4 0 0 0 0))
-          (local.set $a02 (v128.const i32x4 0 0 0 0))
           (local.set $end (i32.add (local.get $x) (i32.const 192)))
           (loop $kl
             (local.set $w0 (v128.load offset=0 (local.get $s)))
@@ -3695,15 +3699,16 @@
             (local.set $s (i32.add (local.get $s) (i32.const 32)))
             (local.set $x (i32.add (local.get $x) (i32.const 24)))
             (br_if $kl (i32.lt_u (local.get $x) (local.get $end))))
-          (local.set $dx (f32x4.splat (f32.load offset=0 (local.get $x))))
-          (local.set $q00 (f32x4.add (local.get $q00) (f32x4.mul (f32x4.convert_i32x4_s (local.get $a00)) (local.get $dx))))
-          (local.set $dx (f32x4.splat (f32.load offset=4 (local.get $x))))
-          (local.set $q01 (f32x4.add (local.get $q01) (f32x4.mul (f32x4.convert_i32x4_s (local.get $a01)) (local.get $dx))))
-          (local.set $dx (f32x4.splat (f32.load offset=8 (local.get $x))))
-          (local.set $q02 (f32x4.add (local.get $q02) (f32x4.mul (f32x4.convert_i32x4_s (local.get $a02)) (local.get $dx))))
-          (local.set $x (i32.add (local.get $x) (i32.const 12)))
           (local.set $b (i32.add (local.get $b) (i32.const 1)))
           (br_if $bl (i32.lt_u (local.get $b) (local.get $nb))))
+        ;; the group's exact totals times d_x, as $g4_mlx4
+        (local.set $dx (f32x4.splat (f32.load offset=0 (local.get $x))))
+        (local.set $q00 (f32x4.mul (f32x4.convert_i32x4_s (local.get $a00)) (local.get $dx)))
+        (local.set $dx (f32x4.splat (f32.load offset=4 (local.get $x))))
+        (local.set $q01 (f32x4.mul (f32x4.convert_i32x4_s (local.get $a01)) (local.get $dx)))
+        (local.set $dx (f32x4.splat (f32.load offset=8 (local.get $x))))
+        (local.set $q02 (f32x4.mul (f32x4.convert_i32x4_s (local.get $a02)) (local.get $dx)))
+        (local.set $x (i32.add (local.get $x) (i32.const 12)))
         ;; the group: acc += scale·gacc + bias·Σx, as $g4_mlx4
         (local.set $dx (f32x4.splat (f32.load offset=0 (local.get $x))))
         (local.set $f00 (f32x4.add (local.get $f00) (f32x4.add (f32x4.mul (v128.load offset=0 (local.get $s)) (local.get $q00))
@@ -3732,16 +3737,12 @@
     (block $done
       (loop $l
         (br_if $done (i32.ge_u (local.get $g) (local.get $ng)))
-        (local.set $q00 (v128.const i32x4 0 0 0 0))
-        (local.set $q01 (v128.const i32x4 0 0 0 0))
-        (local.set $q02 (v128.const i32x4 0 0 0 0))
-        (local.set $q03 (v128.const i32x4 0 0 0 0))
+        (local.set $a00 (v128.const i32x4 0 0 0 0))
+        (local.set $a01 (v128.const i32x4 0 0 0 0))
+        (local.set $a02 (v128.const i32x4 0 0 0 0))
+        (local.set $a03 (v128.const i32x4 0 0 0 0))
         (local.set $b (i32.const 0))
         (loop $bl
-          (local.set $a00 (v128.const i32x4 0 0 0 0))
-          (local.set $a01 (v128.const i32x4 0 0 0 0))
-          (local.set $a02 (v128.const i32x4 0 0 0 0))
-          (local.set $a03 (v128.const i32x4 0 0 0 0))
           (local.set $end (i32.add (local.get $x) (i32.const 256)))
           (loop $kl
             (local.set $w0 (v128.load offset=0 (local.get $s)))
@@ -3765,17 +3766,18 @@
             (local.set $s (i32.add (local.get $s) (i32.const 32)))
             (local.set $x (i32.add (local.get $x) (i32.const 32)))
             (br_if $kl (i32.lt_u (local.get $x) (local.get $end))))
-          (local.set $dx (f32x4.splat (f32.load offset=0 (local.get $x))))
-          (local.set $q00 (f32x4.add (local.get $q00) (f32x4.mul (f32x4.convert_i32x4_s (local.get $a00)) (local.get $dx))))
-          (local.set $dx (f32x4.splat (f32.load offset=4 (local.get $x))))
-          (local.set $q01 (f32x4.add (local.get $q01) (f32x4.mul (f32x4.convert_i32x4_s (local.get $a01)) (local.get $dx))))
-          (local.set $dx (f32x4.splat (f32.load offset=8 (local.get $x))))
-          (local.set $q02 (f32x4.add (local.get $q02) (f32x4.mul (f32x4.convert_i32x4_s (local.get $a02)) (local.get $dx))))
-          (local.set $dx (f32x4.splat (f32.load offset=12 (local.get $x))))
-          (local.set $q03 (f32x4.add (local.get $q03) (f32x4.mul (f32x4.convert_i32x4_s (local.get $a03)) (local.get $dx))))
-          (local.set $x (i32.add (local.get $x) (i32.const 16)))
           (local.set $b (i32.add (local.get $b) (i32.const 1)))
           (br_if $bl (i32.lt_u (local.get $b) (local.get $nb))))
+        ;; the group's exact totals times d_x, as $g4_mlx4
+        (local.set $dx (f32x4.splat (f32.load offset=0 (local.get $x))))
+        (local.set $q00 (f32x4.mul (f32x4.convert_i32x4_s (local.get $a00)) (local.get $dx)))
+        (local.set $dx (f32x4.splat (f32.load offset=4 (local.get $x))))
+        (local.set $q01 (f32x4.mul (f32x4.convert_i32x4_s (local.get $a01)) (local.get $dx)))
+        (local.set $dx (f32x4.splat (f32.load offset=8 (local.get $x))))
+        (local.set $q02 (f32x4.mul (f32x4.convert_i32x4_s (local.get $a02)) (local.get $dx)))
+        (local.set $dx (f32x4.splat (f32.load offset=12 (local.get $x))))
+        (local.set $q03 (f32x4.mul (f32x4.convert_i32x4_s (local.get $a03)) (local.get $dx)))
+        (local.set $x (i32.add (local.get $x) (i32.const 16)))
         ;; the group: acc += scale·gacc + bias·Σx, as $g4_mlx4
         (local.set $dx (f32x4.splat (f32.load offset=0 (local.get $x))))
         (local.set $f00 (f32x4.add (local.get $f00) (f32x4.add (f32x4.mul (v128.load offset=0 (local.get $s)) (local.get $q00))
@@ -3811,7 +3813,7 @@
       (loop $l
         (br_if $done (i32.lt_u (local.get $n) (i32.const 4)))
         (call $mtile4x4 (local.get $s) (local.get $ng) (local.get $nb) (local.get $x) (local.get $out) (local.get $os))
-        (local.set $x (i32.add (local.get $x) (i32.mul (local.get $ng) (i32.mul (i32.add (i32.mul (local.get $nb) (i32.const 68)) (i32.const 4)) (i32.const 4)))))
+        (local.set $x (i32.add (local.get $x) (i32.mul (local.get $ng) (i32.mul (i32.add (i32.mul (local.get $nb) (i32.const 64)) (i32.const 8)) (i32.const 4)))))
         (local.set $out (i32.add (local.get $out) (i32.mul (local.get $os) (i32.const 4))))
         (local.set $n (i32.sub (local.get $n) (i32.const 4)))
         (br $l)))
@@ -3827,12 +3829,10 @@
     (block $done
       (loop $l
         (br_if $done (i32.ge_u (local.get $g) (local.get $ng)))
-        (local.set $q00 (v128.const i32x4 0 0 0 0))
-        (local.set $q10 (v128.const i32x4 0 0 0 0))
+        (local.set $a00 (v128.const i32x4 0 0 0 0))
+        (local.set $a10 (v128.const i32x4 0 0 0 0))
         (local.set $b (i32.const 0))
         (loop $bl
-          (local.set $a00 (v128.const i32x4 0 0 0 0))
-          (local.set $a10 (v128.const i32x4 0 0 0 0))
           (local.set $end (i32.add (local.get $x) (i32.const 64)))
           (loop $kl
             (local.set $w0 (v128.load offset=0 (local.get $s)))
@@ -3843,12 +3843,13 @@
             (local.set $s (i32.add (local.get $s) (i32.const 32)))
             (local.set $x (i32.add (local.get $x) (i32.const 4)))
             (br_if $kl (i32.lt_u (local.get $x) (local.get $end))))
-          (local.set $dx (f32x4.splat (f32.load offset=0 (local.get $x))))
-          (local.set $q00 (f32x4.add (local.get $q00) (f32x4.mul (f32x4.convert_i32x4_s (local.get $a00)) (local.get $dx))))
-          (local.set $q10 (f32x4.add (local.get $q10) (f32x4.mul (f32x4.convert_i32x4_s (local.get $a10)) (local.get $dx))))
-          (local.set $x (i32.add (local.get $x) (i32.const 4)))
           (local.set $b (i32.add (local.get $b) (i32.const 1)))
           (br_if $bl (i32.lt_u (local.get $b) (local.get $nb))))
+        ;; the group's exact totals times d_x, as $g4_mlx4
+        (local.set $dx (f32x4.splat (f32.load offset=0 (local.get $x))))
+        (local.set $q00 (f32x4.mul (f32x4.convert_i32x4_s (local.get $a00)) (local.get $dx)))
+        (local.set $q10 (f32x4.mul (f32x4.convert_i32x4_s (local.get $a10)) (local.get $dx)))
+        (local.set $x (i32.add (local.get $x) (i32.const 4)))
         ;; the group: acc += scale·gacc + bias·Σx, as $g4_mlx4
         (local.set $dx (f32x4.splat (f32.load offset=0 (local.get $x))))
         (local.set $f00 (f32x4.add (local.get $f00) (f32x4.add (f32x4.mul (v128.load offset=0 (local.get $s)) (local.get $q00))
@@ -3870,16 +3871,12 @@
     (block $done
       (loop $l
         (br_if $done (i32.ge_u (local.get $g) (local.get $ng)))
-        (local.set $q00 (v128.const i32x4 0 0 0 0))
-        (local.set $q01 (v128.const i32x4 0 0 0 0))
-        (local.set $q10 (v128.const i32x4 0 0 0 0))
-        (local.set $q11 (v128.const i32x4 0 0 0 0))
+        (local.set $a00 (v128.const i32x4 0 0 0 0))
+        (local.set $a01 (v128.const i32x4 0 0 0 0))
+        (local.set $a10 (v128.const i32x4 0 0 0 0))
+        (local.set $a11 (v128.const i32x4 0 0 0 0))
         (local.set $b (i32.const 0))
         (loop $bl
-          (local.set $a00 (v128.const i32x4 0 0 0 0))
-          (local.set $a01 (v128.const i32x4 0 0 0 0))
-          (local.set $a10 (v128.const i32x4 0 0 0 0))
-          (local.set $a11 (v128.const i32x4 0 0 0 0))
           (local.set $end (i32.add (local.get $x) (i32.const 128)))
           (loop $kl
             (local.set $w0 (v128.load offset=0 (local.get $s)))
@@ -3893,15 +3890,16 @@
             (local.set $s (i32.add (local.get $s) (i32.const 32)))
             (local.set $x (i32.add (local.get $x) (i32.const 8)))
             (br_if $kl (i32.lt_u (local.get $x) (local.get $end))))
-          (local.set $dx (f32x4.splat (f32.load offset=0 (local.get $x))))
-          (local.set $q00 (f32x4.add (local.get $q00) (f32x4.mul (f32x4.convert_i32x4_s (local.get $a00)) (local.get $dx))))
-          (local.set $q10 (f32x4.add (local.get $q10) (f32x4.mul (f32x4.convert_i32x4_s (local.get $a10)) (local.get $dx))))
-          (local.set $dx (f32x4.splat (f32.load offset=4 (local.get $x))))
-          (local.set $q01 (f32x4.add (local.get $q01) (f32x4.mul (f32x4.convert_i32x4_s (local.get $a01)) (local.get $dx))))
-          (local.set $q11 (f32x4.add (local.get $q11) (f32x4.mul (f32x4.convert_i32x4_s (local.get $a11)) (local.get $dx))))
-          (local.set $x (i32.add (local.get $x) (i32.const 8)))
           (local.set $b (i32.add (local.get $b) (i32.const 1)))
           (br_if $bl (i32.lt_u (local.get $b) (local.get $nb))))
+        ;; the group's exact totals times d_x, as $g4_mlx4
+        (local.set $dx (f32x4.splat (f32.load offset=0 (local.get $x))))
+        (local.set $q00 (f32x4.mul (f32x4.convert_i32x4_s (local.get $a00)) (local.get $dx)))
+        (local.set $q10 (f32x4.mul (f32x4.convert_i32x4_s (local.get $a10)) (local.get $dx)))
+        (local.set $dx (f32x4.splat (f32.load offset=4 (local.get $x))))
+        (local.set $q01 (f32x4.mul (f32x4.convert_i32x4_s (local.get $a01)) (local.get $dx)))
+        (local.set $q11 (f32x4.mul (f32x4.convert_i32x4_s (local.get $a11)) (local.get $dx)))
+        (local.set $x (i32.add (local.get $x) (i32.const 8)))
         ;; the group: acc += scale·gacc + bias·Σx, as $g4_mlx4
         (local.set $dx (f32x4.splat (f32.load offset=0 (local.get $x))))
         (local.set $f00 (f32x4.add (local.get $f00) (f32x4.add (f32x4.mul (v128.load offset=0 (local.get $s)) (local.get $q00))
@@ -3931,20 +3929,14 @@
     (block $done
       (loop $l
         (br_if $done (i32.ge_u (local.get $g) (local.get $ng)))
-        (local.set $q00 (v128.const i32x4 0 0 0 0))
-        (local.set $q01 (v128.const i32x4 0 0 0 0))
-        (local.set $q02 (v128.const i32x4 0 0 0 0))
-        (local.set $q10 (v128.const i32x4 0 0 0 0))
-        (local.set $q11 (v128.const i32x4 0 0 0 0))
-        (local.set $q12 (v128.const i32x4 0 0 0 0))
+        (local.set $a00 (v128.const i32x4 0 0 0 0))
+        (local.set $a01 (v128.const i32x4 0 0 0 0))
+        (local.set $a02 (v128.const i32x4 0 0 0 0))
+        (local.set $a10 (v128.const i32x4 0 0 0 0))
+        (local.set $a11 (v128.const i32x4 0 0 0 0))
+        (local.set $a12 (v128.const i32x4 0 0 0 0))
         (local.set $b (i32.const 0))
         (loop $bl
-          (local.set $a00 (v128.const i32x4 0 0 0 0))
-          (local.set $a01 (v128.const i32x4 0 0 0 0))
-          (local.set $a02 (v128.const i32x4 0 0 0 0))
-          (local.set $a10 (v128.const i32x4 0 0 0 0))
-          (local.set $a11 (v128.const i32x4 0 0 0 0))
-          (local.set $a12 (v128.const i32x4 0 0 0 0))
           (local.set $end (i32.add (local.get $x) (i32.const 192)))
           (loop $kl
             (local.set $w0 (v128.load offset=0 (local.get $s)))
@@ -3961,18 +3953,19 @@
             (local.set $s (i32.add (local.get $s) (i32.const 32)))
             (local.set $x (i32.add (local.get $x) (i32.const 12)))
             (br_if $kl (i32.lt_u (local.get $x) (local.get $end))))
-          (local.set $dx (f32x4.splat (f32.load offset=0 (local.get $x))))
-          (local.set $q00 (f32x4.add (local.get $q00) (f32x4.mul (f32x4.convert_i32x4_s (local.get $a00)) (local.get $dx))))
-          (local.set $q10 (f32x4.add (local.get $q10) (f32x4.mul (f32x4.convert_i32x4_s (local.get $a10)) (local.get $dx))))
-          (local.set $dx (f32x4.splat (f32.load offset=4 (local.get $x))))
-          (local.set $q01 (f32x4.add (local.get $q01) (f32x4.mul (f32x4.convert_i32x4_s (local.get $a01)) (local.get $dx))))
-          (local.set $q11 (f32x4.add (local.get $q11) (f32x4.mul (f32x4.convert_i32x4_s (local.get $a11)) (local.get $dx))))
-          (local.set $dx (f32x4.splat (f32.load offset=8 (local.get $x))))
-          (local.set $q02 (f32x4.add (local.get $q02) (f32x4.mul (f32x4.convert_i32x4_s (local.get $a02)) (local.get $dx))))
-          (local.set $q12 (f32x4.add (local.get $q12) (f32x4.mul (f32x4.convert_i32x4_s (local.get $a12)) (local.get $dx))))
-          (local.set $x (i32.add (local.get $x) (i32.const 12)))
           (local.set $b (i32.add (local.get $b) (i32.const 1)))
           (br_if $bl (i32.lt_u (local.get $b) (local.get $nb))))
+        ;; the group's exact totals times d_x, as $g4_mlx4
+        (local.set $dx (f32x4.splat (f32.load offset=0 (local.get $x))))
+        (local.set $q00 (f32x4.mul (f32x4.convert_i32x4_s (local.get $a00)) (local.get $dx)))
+        (local.set $q10 (f32x4.mul (f32x4.convert_i32x4_s (local.get $a10)) (local.get $dx)))
+        (local.set $dx (f32x4.splat (f32.load offset=4 (local.get $x))))
+        (local.set $q01 (f32x4.mul (f32x4.convert_i32x4_s (local.get $a01)) (local.get $dx)))
+        (local.set $q11 (f32x4.mul (f32x4.convert_i32x4_s (local.get $a11)) (local.get $dx)))
+        (local.set $dx (f32x4.splat (f32.load offset=8 (local.get $x))))
+        (local.set $q02 (f32x4.mul (f32x4.convert_i32x4_s (local.get $a02)) (local.get $dx)))
+        (local.set $q12 (f32x4.mul (f32x4.convert_i32x4_s (local.get $a12)) (local.get $dx)))
+        (local.set $x (i32.add (local.get $x) (i32.const 12)))
         ;; the group: acc += scale·gacc + bias·Σx, as $g4_mlx4
         (local.set $dx (f32x4.splat (f32.load offset=0 (local.get $x))))
         (local.set $f00 (f32x4.add (local.get $f00) (f32x4.add (f32x4.mul (v128.load offset=0 (local.get $s)) (local.get $q00))
@@ -4010,24 +4003,16 @@
     (block $done
       (loop $l
         (br_if $done (i32.ge_u (local.get $g) (local.get $ng)))
-        (local.set $q00 (v128.const i32x4 0 0 0 0))
-        (local.set $q01 (v128.const i32x4 0 0 0 0))
-        (local.set $q02 (v128.const i32x4 0 0 0 0))
-        (local.set $q03 (v128.const i32x4 0 0 0 0))
-        (local.set $q10 (v128.const i32x4 0 0 0 0))
-        (local.set $q11 (v128.const i32x4 0 0 0 0))
-        (local.set $q12 (v128.const i32x4 0 0 0 0))
-        (local.set $q13 (v128.const i32x4 0 0 0 0))
+        (local.set $a00 (v128.const i32x4 0 0 0 0))
+        (local.set $a01 (v128.const i32x4 0 0 0 0))
+        (local.set $a02 (v128.const i32x4 0 0 0 0))
+        (local.set $a03 (v128.const i32x4 0 0 0 0))
+        (local.set $a10 (v128.const i32x4 0 0 0 0))
+        (local.set $a11 (v128.const i32x4 0 0 0 0))
+        (local.set $a12 (v128.const i32x4 0 0 0 0))
+        (local.set $a13 (v128.const i32x4 0 0 0 0))
         (local.set $b (i32.const 0))
         (loop $bl
-          (local.set $a00 (v128.const i32x4 0 0 0 0))
-          (local.set $a01 (v128.const i32x4 0 0 0 0))
-          (local.set $a02 (v128.const i32x4 0 0 0 0))
-          (local.set $a03 (v128.const i32x4 0 0 0 0))
-          (local.set $a10 (v128.const i32x4 0 0 0 0))
-          (local.set $a11 (v128.const i32x4 0 0 0 0))
-          (local.set $a12 (v128.const i32x4 0 0 0 0))
-          (local.set $a13 (v128.const i32x4 0 0 0 0))
           (local.set $end (i32.add (local.get $x) (i32.const 256)))
           (loop $kl
             (local.set $w0 (v128.load offset=0 (local.get $s)))
@@ -4047,21 +4032,22 @@
             (local.set $s (i32.add (local.get $s) (i32.const 32)))
             (local.set $x (i32.add (local.get $x) (i32.const 16)))
             (br_if $kl (i32.lt_u (local.get $x) (local.get $end))))
-          (local.set $dx (f32x4.splat (f32.load offset=0 (local.get $x))))
-          (local.set $q00 (f32x4.add (local.get $q00) (f32x4.mul (f32x4.convert_i32x4_s (local.get $a00)) (local.get $dx))))
-          (local.set $q10 (f32x4.add (local.get $q10) (f32x4.mul (f32x4.convert_i32x4_s (local.get $a10)) (local.get $dx))))
-          (local.set $dx (f32x4.splat (f32.load offset=4 (local.get $x))))
-          (local.set $q01 (f32x4.add (local.get $q01) (f32x4.mul (f32x4.convert_i32x4_s (local.get $a01)) (local.get $dx))))
-          (local.set $q11 (f32x4.add (local.get $q11) (f32x4.mul (f32x4.convert_i32x4_s (local.get $a11)) (local.get $dx))))
-          (local.set $dx (f32x4.splat (f32.load offset=8 (local.get $x))))
-          (local.set $q02 (f32x4.add (local.get $q02) (f32x4.mul (f32x4.convert_i32x4_s (local.get $a02)) (local.get $dx))))
-          (local.set $q12 (f32x4.add (local.get $q12) (f32x4.mul (f32x4.convert_i32x4_s (local.get $a12)) (local.get $dx))))
-          (local.set $dx (f32x4.splat (f32.load offset=12 (local.get $x))))
-          (local.set $q03 (f32x4.add (local.get $q03) (f32x4.mul (f32x4.convert_i32x4_s (local.get $a03)) (local.get $dx))))
-          (local.set $q13 (f32x4.add (local.get $q13) (f32x4.mul (f32x4.convert_i32x4_s (local.get $a13)) (local.get $dx))))
-          (local.set $x (i32.add (local.get $x) (i32.const 16)))
           (local.set $b (i32.add (local.get $b) (i32.const 1)))
           (br_if $bl (i32.lt_u (local.get $b) (local.get $nb))))
+        ;; the group's exact totals times d_x, as $g4_mlx4
+        (local.set $dx (f32x4.splat (f32.load offset=0 (local.get $x))))
+        (local.set $q00 (f32x4.mul (f32x4.convert_i32x4_s (local.get $a00)) (local.get $dx)))
+        (local.set $q10 (f32x4.mul (f32x4.convert_i32x4_s (local.get $a10)) (local.get $dx)))
+        (local.set $dx (f32x4.splat (f32.load offset=4 (local.get $x))))
+        (local.set $q01 (f32x4.mul (f32x4.convert_i32x4_s (local.get $a01)) (local.get $dx)))
+        (local.set $q11 (f32x4.mul (f32x4.convert_i32x4_s (local.get $a11)) (local.get $dx)))
+        (local.set $dx (f32x4.splat (f32.load offset=8 (local.get $x))))
+        (local.set $q02 (f32x4.mul (f32x4.convert_i32x4_s (local.get $a02)) (local.get $dx)))
+        (local.set $q12 (f32x4.mul (f32x4.convert_i32x4_s (local.get $a12)) (local.get $dx)))
+        (local.set $dx (f32x4.splat (f32.load offset=12 (local.get $x))))
+        (local.set $q03 (f32x4.mul (f32x4.convert_i32x4_s (local.get $a03)) (local.get $dx)))
+        (local.set $q13 (f32x4.mul (f32x4.convert_i32x4_s (local.get $a13)) (local.get $dx)))
+        (local.set $x (i32.add (local.get $x) (i32.const 16)))
         ;; the group: acc += scale·gacc + bias·Σx, as $g4_mlx4
         (local.set $dx (f32x4.splat (f32.load offset=0 (local.get $x))))
         (local.set $f00 (f32x4.add (local.get $f00) (f32x4.add (f32x4.mul (v128.load offset=0 (local.get $s)) (local.get $q00))
@@ -4109,7 +4095,7 @@
       (loop $l
         (br_if $done (i32.lt_u (local.get $n) (i32.const 4)))
         (call $mtile8x4 (local.get $s) (local.get $ng) (local.get $nb) (local.get $x) (local.get $out) (local.get $os))
-        (local.set $x (i32.add (local.get $x) (i32.mul (local.get $ng) (i32.mul (i32.add (i32.mul (local.get $nb) (i32.const 68)) (i32.const 4)) (i32.const 4)))))
+        (local.set $x (i32.add (local.get $x) (i32.mul (local.get $ng) (i32.mul (i32.add (i32.mul (local.get $nb) (i32.const 64)) (i32.const 8)) (i32.const 4)))))
         (local.set $out (i32.add (local.get $out) (i32.mul (local.get $os) (i32.const 4))))
         (local.set $n (i32.sub (local.get $n) (i32.const 4)))
         (br $l)))

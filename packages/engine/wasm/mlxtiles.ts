@@ -15,10 +15,9 @@ const HEADER = `  ;; Packed 4-bit MLX prompt batches (n >= 2 tokens, $rows_packe
   ;; blocks the 4 rows' f32 scales, then biases, widened as $g4_mlx4 widens them. Two groups side by side:
   ;; vector k of group A at 32k, of B at 32k + 16, scales at 0 / 16, biases at 32 / 48 past the blocks.
   ;; Activations in tile layout (mlxTiles in backend.ts): tiles of ${T} tokens (the last: the rest); in a tile
-  ;; of t tokens, per MLX group: per block 16 x t i32 (quant_mlx4's pairs, k-major) then t f32 d_x; then t
-  ;; f32 group sums of x. Per block one exact i32 total per row and token, then the f32 steps of $g4_mlx4
-  ;; in its order (gacc += f32(total)·d_x per block; acc += scale·gacc + bias·Σx per group), so a batch gives
-  ;; the 1-token bits.
+  ;; of t tokens, per MLX group: per block 16 x t i32 (quant_mlx4's pairs, k-major); then t f32 d_x; then t
+  ;; f32 group sums of x. Per group one exact i32 total per row and token, then the f32 steps of $g4_mlx4
+  ;; in its order (gacc = f32(total)·d_x; acc += scale·gacc + bias·Σx), so a batch gives the 1-token bits.
 `;
 
 const I32 = (v: string) => `(v128.const i32x4 ${v} ${v} ${v} ${v})`;
@@ -104,19 +103,19 @@ export function mlxTiles(): string[] {
       e(`    (block $done`);
       e(`      (loop $l`);
       e(`        (br_if $done (i32.ge_u (local.get $g) (local.get $ng)))`);
-      for (const a of acc) e(`        (local.set $q${a} (v128.const i32x4 0 0 0 0))`);
+      for (const a of acc) e(`        (local.set $a${a} (v128.const i32x4 0 0 0 0))`);
       e(`        (local.set $b (i32.const 0))`);
       e(`        (loop $bl`);
-      for (const a of acc) e(`          (local.set $a${a} (v128.const i32x4 0 0 0 0))`);
       e(`          (local.set $end (i32.add (local.get $x) (i32.const ${64 * t})))`);
       L.push(...tileKLoop('          ', G, t));
-      for (const i of toks) {
-        e(`          (local.set $dx (f32x4.splat (f32.load offset=${4 * i} (local.get $x))))`);
-        for (const g of gs) e(`          (local.set $q${g}${i} (f32x4.add (local.get $q${g}${i}) (f32x4.mul (f32x4.convert_i32x4_s (local.get $a${g}${i})) (local.get $dx))))`);
-      }
-      e(`          (local.set $x (i32.add (local.get $x) (i32.const ${4 * t})))`);
       e(`          (local.set $b (i32.add (local.get $b) (i32.const 1)))`);
       e(`          (br_if $bl (i32.lt_u (local.get $b) (local.get $nb))))`);
+      e(`        ;; the group's exact totals times d_x, as $g4_mlx4`);
+      for (const i of toks) {
+        e(`        (local.set $dx (f32x4.splat (f32.load offset=${4 * i} (local.get $x))))`);
+        for (const g of gs) e(`        (local.set $q${g}${i} (f32x4.mul (f32x4.convert_i32x4_s (local.get $a${g}${i})) (local.get $dx)))`);
+      }
+      e(`        (local.set $x (i32.add (local.get $x) (i32.const ${4 * t})))`);
       e(`        ;; the group: acc += scale·gacc + bias·Σx, as $g4_mlx4`);
       for (const i of toks) {
         e(`        (local.set $dx (f32x4.splat (f32.load offset=${4 * i} (local.get $x))))`);
@@ -138,9 +137,9 @@ export function mlxTiles(): string[] {
     e(`    (local $ng i32) (local $nb i32)`);
     e(`    (local.set $nb (i32.shr_u (i32.load offset=212 (i32.const 0)) (i32.const 5)))`);
     e(`    (local.set $ng (i32.div_u (local.get $cols) (i32.load offset=212 (i32.const 0))))`);
-    // a tile of T tokens: per group (68·nb + 4)·T bytes
+    // a tile of T tokens: per group (64·nb + 8)·T bytes
     L.push(...tileRuns((t) => `(call $mtile${4 * G}x${t} (local.get $s) (local.get $ng) (local.get $nb) (local.get $x) (local.get $out) (local.get $os))`,
-      `(i32.mul (local.get $ng) (i32.mul (i32.add (i32.mul (local.get $nb) (i32.const 68)) (i32.const 4)) (i32.const ${T})))`));
+      `(i32.mul (local.get $ng) (i32.mul (i32.add (i32.mul (local.get $nb) (i32.const 64)) (i32.const 8)) (i32.const ${T})))`));
     e(`  )`);
     e(``);
   }

@@ -112,7 +112,7 @@ describe.each([1, 2])('wasm MLX affine kernels, %i thread(s)', (threads) => {
 
 /**
  * Packed 4-bit weights (as the loader leaves them: 4 rows interleaved) run with 15-bit integer activations
- * per 32 columns (d_x = amax/16383): against the exact product the bound adds the activation rounding,
+ * per MLX group (d_x = the group's amax/16383): against the exact product the bound adds the activation rounding,
  * d_x/2 per element times |scale·q| (+ f32 slack); batched rows equal the 1-token results bit for bit;
  * unpacking restores the bytes.
  */
@@ -140,11 +140,12 @@ describe.each([1, 2])('wasm packed 4-bit MLX kernels, %i thread(s)', (threads) =
       for (let t = 0; t < n; t++) {
         for (let r = 0; r < rows; r++) {
           let actErr = 0;
-          for (let b = 0; b < cols / 32; b++) {
+          const g = layout.groupSize;
+          for (let b = 0; b < cols / g; b++) {
             let amax = 0;
-            for (let j = 0; j < 32; j++) amax = Math.max(amax, Math.abs(x[t * cols + 32 * b + j]));
-            for (let j = 0; j < 32; j++) {
-              const c = 32 * b + j;
+            for (let j = 0; j < g; j++) amax = Math.max(amax, Math.abs(x[t * cols + g * b + j]));
+            for (let j = 0; j < g; j++) {
+              const c = g * b + j;
               actErr += Math.abs(built.s[r * groups + Math.floor(c / layout.groupSize)] * mlxQ(raw, r * rb, 4, c)) * (amax / 16383 / 2) * (1 + 2 ** -20);
             }
           }

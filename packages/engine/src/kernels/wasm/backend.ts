@@ -234,14 +234,14 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
   /**
    * quant_mlx4 activations (tokens xStride apart) into the token tiles $mtiles8/4 read: tiles of 4 tokens
    * (the last: the rest); in a tile of t tokens, per MLX group: per 32-column block each of its 16 i32 pairs
-   * for each token, then each token's d_x; then each token's group sum (wasm/mlxtiles.ts).
+   * for each token; then each token's d_x; then each token's group sum (wasm/mlxtiles.ts).
    */
   function mlxTiles(src: number, dst: number, cols: number, n: number, groupSize: number, xStride: number): void {
     const i32 = new Int32Array(memory.buffer);
     const s = src >> 2;
     const xs = xStride >> 2;
     const dAt = cols >> 1;
-    const sumAt = dAt + cols / 32;
+    const sumAt = dAt + cols / groupSize;
     const nb = groupSize / 32;
     let o = dst >> 2;
     for (let t0 = 0; t0 < n; t0 += 4) {
@@ -249,8 +249,8 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
       for (let g = 0; g < cols / groupSize; g++) {
         for (let b = g * nb; b < (g + 1) * nb; b++) {
           for (let k = 0; k < 16; k++) for (let i = 0; i < tn; i++) i32[o++] = i32[s + (t0 + i) * xs + 16 * b + k];
-          for (let i = 0; i < tn; i++) i32[o++] = i32[s + (t0 + i) * xs + dAt + b];
         }
+        for (let i = 0; i < tn; i++) i32[o++] = i32[s + (t0 + i) * xs + dAt + g];
         for (let i = 0; i < tn; i++) i32[o++] = i32[s + (t0 + i) * xs + sumAt + g];
       }
     }
@@ -321,8 +321,8 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
     } else if (isMlx(dtype)) {
       const { bits, groupSize, scales } = mlxLayout(dtype);
       if (w.packed) {
-        // packed 4-bit: 15-bit integer activations per 32 columns, plus each group's f32 sum
-        xStride = cols * 2 + (cols / 32) * 4 + (cols / groupSize) * 4;
+        // packed 4-bit: 15-bit integer activations with one d per MLX group, plus each group's f32 sum
+        xStride = cols * 2 + (cols / groupSize) * 8;
         // prompt batches run token tiles over groups widened once per thread (wasm/mlxtiles.ts): 16 bytes per
         // column and 64 per MLX group for every 8 rows
         const tiles = n >= 2;
