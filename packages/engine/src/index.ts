@@ -43,7 +43,7 @@ export { loadShard, loadShardAsync, ModelShard, KVCache, type LoadShardOptions, 
 export { embedTokens, readEmbeddingConfig, normalizeL2, type EmbeddingConfig, type Pooling } from './model/embed.js';
 export { tensorSlice, vocabSlice, joinLogitSlices, type TensorSlice, type SplitDims } from './model/tensor-split.js';
 export { kvCacheValuesPerToken } from './model/kv-cache-size.js';
-export { PrefixCache, type PrefixCacheOptions } from './model/prefix-cache.js';
+export { PrefixCache, cpuKvBlocks, type KvBlocks, type PrefixCacheable, type PrefixCacheOptions } from './model/prefix-cache.js';
 
 // Layouts: how an instance's ranks split the model, and whether the engine runs a layout.
 export {

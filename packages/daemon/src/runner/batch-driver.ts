@@ -17,13 +17,13 @@
  *
  * Split instances run the data-plane Driver (shard-loop.ts), which batches, reuses prefixes and
  * speculates the same way over every rank.
- * A GPU rank batches its steps the same way (GpuShard.forwardBatch) but keeps its K/V on the device:
- * no prefix cache there (keepsCpuCaches); it speculates, its draft checks exact (verifiesDrafts). A
- * shard without forwardBatch runs the step's sequences one forward each.
+ * A GPU rank batches its steps the same way (GpuShard.forwardBatch) and keeps its K/V, and its prefix
+ * cache's blocks, on the device (kvBlocksOf); it speculates, its draft checks exact (verifiesDrafts).
+ * A shard without forwardBatch runs the step's sequences one forward each.
  */
-import { DraftLength, pickToken, pickVerified, PrefixCache, Sampler, type KVCache, type ModelShard, type PromptLookupOptions, type TokenConstraint } from '@orchard/engine';
+import { DraftLength, pickToken, pickVerified, PrefixCache, Sampler, type KVCache, type ModelShard, type PrefixCacheable, type PromptLookupOptions, type TokenConstraint } from '@orchard/engine';
 import { PrefillChunker, type PrefillChunkOptions } from './prefill-chunk.js';
-import { forwardSegments, keepsCpuCaches, verifiesDrafts } from './step-forward.js';
+import { forwardSegments, kvBlocksOf, verifiesDrafts } from './step-forward.js';
 import { DRAFT_TOKENS, nextDraft } from './draft.js';
 import { speculationOf, type DraftModel } from './draft-model.js';
 import { planStep } from './step-plan.js';
@@ -69,7 +69,7 @@ interface Sequence extends SequenceState {
 
 export class BatchDriver {
   readonly maxSequences: number;
-  readonly prefix: PrefixCache | null;
+  readonly prefix: PrefixCache<PrefixCacheable, unknown> | null;
   readonly #shard: ModelShard;
   readonly #compile?: CompileConstraint;
   readonly #active: Sequence[] = [];
@@ -99,8 +99,9 @@ export class BatchDriver {
     this.#draftModel = o.draftModel;
     new DraftLength(this.#lookup.draftTokens!); // checks it
     const bytes = o.prefixCacheBytes ?? 64 * 2 ** 20;
-    // The prefix cache copies CPU KV caches; a GPU rank's caches live on the device.
-    this.prefix = bytes > 0 && keepsCpuCaches(shard) ? new PrefixCache({ maxBytes: bytes, blockTokens: o.prefixBlockTokens }) : null;
+    // CPU arrays, or a GPU rank's device buffers (kvBlocksOf)
+    const blocks = kvBlocksOf(shard);
+    this.prefix = bytes > 0 && blocks ? new PrefixCache({ maxBytes: bytes, blockTokens: o.prefixBlockTokens, blocks }) : null;
   }
 
   get broken(): Error | null {

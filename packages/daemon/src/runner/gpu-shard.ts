@@ -10,7 +10,10 @@
  * GPU caches are freed by releaseCache(), or when the placeholder is garbage-collected.
  *
  * A step of several sequences runs as one GpuShard.forwardBatch (weights read once per step). The K/V
- * stay on the device (`cachesOnDevice`): the drivers keep prefix reuse off here. A draft's check runs
+ * stay on the device (`cachesOnDevice`), and so do the prefix cache's blocks (`kvBlocks`): their copies
+ * out of and into caches are device-side copies queued with the calls, so a block is copied out after
+ * the forwards that wrote its rows and into a cache before the forward that reads them, and a released
+ * cache is destroyed only after the copies queued before. A draft's check runs
  * its rows as decode rows (engine EXACT_ROWS_MAX), and a call takes the handle's length as the cache's
  * (the loop cuts it back after a rejected draft), so the drivers speculate here (`verifiesDrafts`).
  */
@@ -22,6 +25,7 @@ import {
   loadShard,
   type GpuContext,
   type GpuKVCache,
+  type KvBlocks,
   type ModelConfig,
   type BatchSegment,
   type ModelShard,
@@ -39,6 +43,8 @@ import type { Group } from './transport.js';
 export class GpuCacheHandle {
   #length = 0;
   #cut: number | null = null;
+  /** The prefix-cache copies into this cache, queued before its next call: it fails if one failed. */
+  #restored: Promise<void> = Promise.resolve();
   get length(): number {
     return this.#length;
   }
@@ -49,6 +55,16 @@ export class GpuCacheHandle {
   /** @internal The device cache's length after a call. */
   settle(v: number): void {
     this.#length = v;
+  }
+  /** @internal A queued copy into this cache; the next call waits for it and fails if it failed. */
+  restoring(copy: Promise<void>): void {
+    const before = this.#restored;
+    this.#restored = copy.then(() => before);
+    this.#restored.catch(() => undefined); // reported by the call that awaits it
+  }
+  /** @internal */
+  get restored(): Promise<void> {
+    return this.#restored;
   }
   /** @internal The length the loop cut the cache back to since the last call, once. */
   takeCut(): number | null {
@@ -62,6 +78,11 @@ export class GpuCacheHandle {
   ) {
     gpu.catch(() => undefined); // reported by the forward() that awaits it
   }
+}
+
+/** A prefix-cache block of a GPU rank: a device buffer, made in the rank's queue. */
+export interface GpuKvBlock {
+  buffer: Promise<GPUBuffer>;
 }
 
 const freeOnCollect = new FinalizationRegistry<Promise<GpuKVCache>>((p) => {
@@ -79,6 +100,23 @@ export class GpuRankShard {
   readonly cachesOnDevice = true;
   /** A draft's check gives every row its 1-token bits (step-forward.ts verifiesDrafts). */
   readonly verifiesDrafts = true;
+  /**
+   * The prefix cache's blocks on this rank (step-forward.ts kvBlocksOf): device buffers, copied in the
+   * queue's order. A block that could not be made (out of GPU memory) fails the call of the cache it is
+   * copied into, with the reason, rather than leaving rows unwritten.
+   */
+  readonly kvBlocks: KvBlocks<GpuCacheHandle, GpuKvBlock> = {
+    copyOut: (handle, from, tokens) => {
+      const buffer = this.#queue(async () => this.gpu.copyKvOut(await handle.gpu, from, tokens));
+      buffer.catch(() => undefined); // reported where the block is copied in
+      return { block: { buffer }, bytes: this.gpu.kvBlockBytes(tokens) };
+    },
+    copyIn: (block, handle, at, tokens) => {
+      handle.restoring(this.#queue(async () => this.gpu.copyKvIn(await block.buffer, await handle.gpu, at, tokens)));
+    },
+    bytesPerToken: () => this.gpu.kvBlockBytes(1),
+    free: (block) => void this.#queue(async () => (await block.buffer).destroy()).catch(() => undefined),
+  };
   #chain: Promise<unknown> = Promise.resolve();
   #live = 0;
 
@@ -118,6 +156,7 @@ export class GpuRankShard {
     });
     return this.#queue(async () => {
       const kvs = await Promise.all(own.map((s) => s.handle.gpu));
+      for (const s of own) await s.handle.restored.catch((err: Error) => Promise.reject(new Error(`prefix cache: a K/V block could not be copied on the GPU: ${err.message}`)));
       own.forEach((s, i) => s.cut !== null && (kvs[i].length = s.cut)); // a rejected draft's rows dropped
       const outs = await this.gpu.forwardBatch(own.map((s, i) => ({ input: s.input, cache: kvs[i], allLogits: s.allLogits })));
       own.forEach((s, i) => s.handle.settle(kvs[i].length));
@@ -150,7 +189,8 @@ export class GpuRankShard {
   releaseCache(cache: GpuCacheHandle): void {
     if (!freeOnCollect.unregister(cache)) return; // released already
     this.#live--;
-    void cache.gpu.then((c) => c.destroy(), () => undefined);
+    // behind the calls and prefix-cache copies queued before it
+    void this.#queue(async () => (await cache.gpu).destroy()).catch(() => undefined);
   }
 
   dispose(): void {

@@ -24,7 +24,7 @@ import { PrefillChunker } from './prefill-chunk.js';
 import { decodePayload, encodePayload, TokenReply } from './sample-wire.js';
 import { SplitPrefix } from './split-prefix.js';
 import { withTimeout } from './with-timeout.js';
-import { forwardSegments, keepsCpuCaches, verifiesDrafts } from './step-forward.js';
+import { forwardSegments, kvBlocksOf, verifiesDrafts } from './step-forward.js';
 import { DRAFT_TOKENS, nextDraft } from './draft.js';
 import { speculationOf, type DraftModel } from './draft-model.js';
 import { planStep, type PlannedRows } from './step-plan.js';
@@ -212,14 +212,15 @@ export async function runFollower(ctx: Ctx): Promise<void> {
   const isSampler = group.rank === samplerRank(layout);
   const last = stage === layout.stages.length - 1;
   const caches = new Map<number, KVCache>();
-  // A GPU rank's K/V stay on the device: it keeps no prefix cache, and says so to the driver below.
-  const prefix = keepsCpuCaches(shard) ? new SplitPrefix() : null;
+  // A rank's prefix cache keeps its blocks where its K/V live (kvBlocksOf); one that cannot says so below.
+  const blocks = kvBlocksOf(shard);
+  const prefix = blocks ? new SplitPrefix(blocks) : null;
   /** The sampling rank's per-sequence sampling: sampler, output constraint, reply format. */
   const picks = new Map<number, { sampler: Sampler; constraint: TokenConstraint | null; logprobs?: number; reply: TokenReply }>();
   const gather = isSampler ? new LogitGather(layout, shard.config.vocabSize) : null;
   // Stage 0 takes the driver's embedded rows, later stages the previous stage's hidden states.
   const source = stage === 0 ? 0 : rankOf(layout, stage - 1, 0);
-  // What this rank can do (bit 0: a CPU shard's caches, for prefix reuse; bit 1: draft checks, for
+  // What this rank can do (bit 0: copy K/V blocks, for prefix reuse; bit 1: draft checks, for
   // speculation): the driver does each only if every rank can.
   await group.send(0, Int32Array.of((prefix ? 1 : 0) | (verifiesDrafts(shard) ? 2 : 0)), { timeoutMs: ctx.stepMs });
   try {
@@ -402,17 +403,18 @@ export class Driver {
   /** Steps run, rows and sequences over all steps, the most sequences in one step, prompt tokens reused, draft tokens checked and confirmed. */
   readonly stats = { steps: 0, rows: 0, sequences: 0, widest: 0, cachedTokens: 0, drafted: 0, accepted: 0 };
   readonly #lookup: PromptLookupOptions = { draftTokens: DRAFT_TOKENS };
-  readonly #prefix = new SplitPrefix();
+  readonly #prefix: SplitPrefix;
   /** Blocks every rank's prefix cache keeps: from --prefix-cache and this rank's K/V per block; 0 = none. */
   #prefixBlocks = 0;
   /**
-   * What every rank can do (each follower says so once, when it starts): keep a prefix cache (CPU
-   * shards), and check a draft (every row's 1-token bits, a cache cut back after a rejection).
+   * What every rank can do (each follower says so once, when it starts): keep a prefix cache (copy its
+   * K/V blocks), and check a draft (every row's 1-token bits, a cache cut back after a rejection).
    */
   readonly #everywhere: Promise<{ reuse: boolean; verify: boolean }>;
 
   constructor(ctx: Ctx, maxSequences = Math.max(1, ctx.layout.stages.length)) {
     this.#ctx = ctx;
+    this.#prefix = new SplitPrefix(kvBlocksOf(ctx.shard) ?? undefined);
     this.#header = new HeaderCodec(ctx.maxBatch);
     this.maxSequences = maxSequences;
     this.#free = Array.from({ length: maxSequences }, (_, i) => i);
@@ -426,7 +428,7 @@ export class Driver {
       return g.recv(i + 1, flag, { timeoutMs: IDLE_TIMEOUT_MS }).then(() => flag[0]);
     });
     this.#everywhere = Promise.all(said).then(
-      (all) => ({ reuse: all.every((f) => (f & 1) !== 0) && keepsCpuCaches(ctx.shard), verify: all.every((f) => (f & 2) !== 0) && verifiesDrafts(ctx.shard) }),
+      (all) => ({ reuse: all.every((f) => (f & 1) !== 0) && kvBlocksOf(ctx.shard) !== null, verify: all.every((f) => (f & 2) !== 0) && verifiesDrafts(ctx.shard) }),
       (err: Error) => {
         this.#fail(err);
         return { reuse: false, verify: false };

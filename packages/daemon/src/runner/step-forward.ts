@@ -4,19 +4,26 @@
  * for the whole step); a shard without it runs one forward per segment, each output copied because
  * the next forward reuses the shard's buffer.
  */
-import type { BatchSegment, ModelShard } from '@orchard/engine';
+import { cpuKvBlocks, type BatchSegment, type KvBlocks, type ModelShard, type PrefixCacheable } from '@orchard/engine';
 
 /** Whether the shard runs a step's sequences in one forward. */
 export function batches(shard: ModelShard): boolean {
   return typeof shard.forwardBatch === 'function';
 }
 
-/**
- * Whether the shard's KV caches are CPU memory that the prefix cache can copy: a CPU shard's. A GPU rank
- * (`cachesOnDevice`) keeps its K/V on the device, so prefix reuse stays off wherever one takes part.
- */
+/** Whether the shard's KV caches are CPU memory: a CPU shard's. A GPU rank (`cachesOnDevice`) keeps its K/V on the device. */
 export function keepsCpuCaches(shard: ModelShard): boolean {
   return batches(shard) && !(shard as { cachesOnDevice?: boolean }).cachesOnDevice;
+}
+
+/**
+ * How the shard's prefix cache copies K/V blocks: CPU arrays for a CPU shard, device buffers for a GPU
+ * rank (its `kvBlocks`); null for a shard that offers neither (then prefix reuse stays off wherever it
+ * takes part).
+ */
+export function kvBlocksOf(shard: ModelShard): KvBlocks<PrefixCacheable, unknown> | null {
+  if (keepsCpuCaches(shard)) return cpuKvBlocks as unknown as KvBlocks<PrefixCacheable, unknown>;
+  return (shard as { kvBlocks?: KvBlocks<PrefixCacheable, unknown> }).kvBlocks ?? null;
 }
 
 /**

@@ -2,7 +2,8 @@
  * Runner ranks on the GPU (lavapipe here, a software adapter asked for explicitly): the drivers over a
  * simulated group with GPU shards give each sequence the greedy tokens the CPU in-process model gives
  * it alone, with four sequences in batched steps (GpuShard.forwardBatch) on a one-rank instance and on
- * a 2-stage × 2-rank layout; a rank whose GPU cannot be opened falls back to the CPU and says so.
+ * a 2-stage × 2-rank layout; a chat's second turn reuses the first turn's K/V blocks kept on the device
+ * (prefix cache, one rank and 2 × 2); a rank whose GPU cannot be opened falls back to the CPU and says so.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
@@ -64,8 +65,8 @@ describe.skipIf(!ctx)(`runner ranks on the GPU${skip ? ` (skipped: ${skip})` : '
     const outs = await Promise.all(four.map((r) => driver.generate({ ...r, stopTokenIds: [], temperature: 0 }, () => true)));
     expect(outs.map((o) => o.tokens)).toEqual(wants);
     expect(steps.widest).toBe(4);
-    // The K/V stay on the device: no prefix cache on a GPU rank.
-    expect((driver as { prefix?: unknown }).prefix).toBeNull();
+    // The K/V stay on the device, and so do the prefix cache's blocks.
+    expect(driver.prefix?.kvBlocks).toBe(shard.kvBlocks);
     await driver.stop();
     shard.dispose();
     await group.close();
@@ -118,6 +119,60 @@ describe.skipIf(!ctx)(`runner ranks on the GPU${skip ? ` (skipped: ${skip})` : '
       await Promise.all(groups.map((g) => g.close()));
       for (const s of shards) s.dispose();
     }
+  });
+
+  it("a chat's second turn reuses the first turn's K/V blocks on the device: cold tokens, only new tokens prefilled; one rank and 2 stages x 2 ranks", async () => {
+    const turn1 = Array.from({ length: 40 }, (_, i) => (i * 37 + 5) % 250);
+    const [reply] = await alone([{ promptIds: turn1, maxTokens: 8 }]);
+    const turn2 = [...turn1, ...reply, 7, 8, 9, 10, 11];
+    // a second chat sharing turn 1's first block only, then diverging
+    const other = [...turn1.slice(0, 16), 3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3, 2, 3, 8, 4];
+    const [want2, wantOther] = await alone([{ promptIds: turn2, maxTokens: 8 }, { promptIds: other, maxTokens: 6 }]);
+    for (const layout of [{ stages: pipelineStages(4, 1), tensor: 1 }, { stages: pipelineStages(4, 2), tensor: 2 }] as InstanceLayout[]) {
+      const at = `${layout.stages.length} stage(s) x ${layout.tensor}`;
+      const groups = createSimGroup(layout.stages.length * layout.tensor);
+      const shards = await Promise.all(groups.map((g) => loadRankGpuShard(dir, layout, g.rank, g, { context: ctx!, maxBatch: 16, maxSeqLen: 128 })));
+      const copied = shards.map((s) => {
+        const seen = { out: 0, in: 0 };
+        const [out, into] = [s.kvBlocks.copyOut.bind(s.kvBlocks), s.gpu.copyKvIn.bind(s.gpu)];
+        s.kvBlocks.copyOut = (...a) => (seen.out++, out(...a));
+        s.gpu.copyKvIn = (...a) => (seen.in++, into(...a));
+        return seen;
+      });
+      const ranks = groups.map((g, i) => startRank(g, layout, shards[i] as never, { batch: { sequences: 4, prefixCacheBytes: 2 ** 20 } }));
+      const driver = ranks[0].driver!;
+      const first = await driver.generate({ promptIds: turn1, maxTokens: 8, stopTokenIds: [], temperature: 0 }, () => true);
+      expect(first.tokens, at).toEqual(reply);
+      expect(first.cachedPromptTokens ?? 0).toBe(0);
+      const second = await driver.generate({ promptIds: turn2, maxTokens: 8, stopTokenIds: [], temperature: 0 }, () => true);
+      expect(second.tokens, at).toEqual(want2);
+      // turn 1 left 47 tokens: 2 whole blocks of 16 came back from the device, on every rank
+      expect(second.cachedPromptTokens, at).toBe(32);
+      for (const c of copied) expect(c.in, at).toBe(2);
+      const diverging = await driver.generate({ promptIds: other, maxTokens: 6, stopTokenIds: [], temperature: 0 }, () => true);
+      expect(diverging.tokens, at).toEqual(wantOther);
+      expect(diverging.cachedPromptTokens, at).toBe(16);
+      await driver.stop();
+      await Promise.all(ranks.map((r) => r.done));
+      // each rank kept every whole block it did not hold yet: 2 of turn 1, then turn 2's 3rd, the other chat's 2nd
+      for (const c of copied) expect(c.out, at).toBe(4);
+      await Promise.all(groups.map((g) => g.close()));
+      for (const s of shards) s.dispose();
+    }
+  });
+
+  it('a prefix-cache block that could not be made on the device fails the sequence that needs it, not silently', async () => {
+    const layout: InstanceLayout = { stages: pipelineStages(4, 1), tensor: 1 };
+    const [group] = createSimGroup(1);
+    const shard = await loadRankGpuShard(dir, layout, 0, group, { context: ctx!, maxBatch: 16, maxSeqLen: 64 });
+    shard.gpu.copyKvOut = () => Promise.reject(new Error('out of GPU memory'));
+    const driver = startRank(group, layout, shard as never, { batch: { sequences: 2, prefixCacheBytes: 2 ** 20 } }).driver!;
+    const turn1 = Array.from({ length: 20 }, (_, i) => i + 3);
+    await driver.generate({ promptIds: turn1, maxTokens: 2, stopTokenIds: [], temperature: 0 }, () => true);
+    await expect(driver.generate({ promptIds: [...turn1, 1, 2], maxTokens: 2, stopTokenIds: [], temperature: 0 }, () => true)).rejects.toThrow(/prefix cache: a K\/V block could not be copied on the GPU: out of GPU memory/);
+    await driver.stop().catch(() => undefined);
+    shard.dispose();
+    await group.close();
   });
 
   it('queues concurrent forward calls and keeps each cache length', async () => {

@@ -332,13 +332,61 @@ export class GpuShard {
     }
   }
 
+  /** Floats of one token's K row and V row in a layer's cache (latent attention: [latent, rope key] rows in K, no V). */
+  #kvWidths(): { k: number; v: number } {
+    const perToken = kvCacheValuesPerToken(this.#config, this.#slice);
+    return this.#config.mla ? { k: perToken, v: 0 } : { k: perToken / 2, v: perToken / 2 };
+  }
+
+  /** Bytes of `tokens` tokens' K and V rows over this shard's layers: a prefix-cache block's size. */
+  kvBlockBytes(tokens: number): number {
+    const { k, v } = this.#kvWidths();
+    return this.#layers.length * tokens * (k + v) * 4;
+  }
+
+  /**
+   * Token rows [from, from + tokens) of every layer's K and V of `cache` copied into a new device buffer
+   * (per layer its K rows, then its V rows): the prefix cache's block. The copy is submitted after the
+   * work submitted before it, and the rows never leave the device.
+   */
+  async copyKvOut(cache: GpuKVCache, from: number, tokens: number): Promise<GPUBuffer> {
+    if (from + tokens > cache.capacity) throw new RangeError(`K/V rows ${from}..${from + tokens} are past the cache's ${cache.capacity}`);
+    const block = await createStorage(this.#ctx, this.kvBlockBytes(tokens), `prefix-cache block, layers ${this.#spec.layers[0]}..${this.#spec.layers[1]}`);
+    this.#copyKv(cache, from, tokens, block, 'out');
+    return block;
+  }
+
+  /** Writes a block from copyKvOut into token rows [at, at + tokens) of `cache`; its length becomes at least at + tokens. */
+  copyKvIn(block: GPUBuffer, cache: GpuKVCache, at: number, tokens: number): void {
+    if (at + tokens > cache.capacity) throw new RangeError(`K/V rows ${at}..${at + tokens} are past the cache's ${cache.capacity}`);
+    if (block.size < this.kvBlockBytes(tokens)) throw new RangeError(`a prefix-cache block of ${block.size} bytes is smaller than ${tokens} tokens of this shard's K/V`);
+    this.#copyKv(cache, at, tokens, block, 'in');
+    cache.length = Math.max(cache.length, at + tokens);
+  }
+
+  #copyKv(cache: GpuKVCache, row: number, tokens: number, block: GPUBuffer, way: 'in' | 'out'): void {
+    if (cache.destroyed) throw new Error('the KV cache was released');
+    const { k, v } = this.#kvWidths();
+    const enc = this.#ctx.device.createCommandEncoder({ label: `prefix-cache copy ${way}` });
+    let at = 0;
+    for (let l = 0; l < this.#layers.length; l++) {
+      for (const [buf, width] of [[cache.k[l], k], [cache.v[l], v]] as const) {
+        const bytes = tokens * width * 4;
+        if (bytes === 0) continue;
+        if (way === 'out') enc.copyBufferToBuffer(buf, row * width * 4, block, at, bytes);
+        else enc.copyBufferToBuffer(block, at, buf, row * width * 4, bytes);
+        at += bytes;
+      }
+    }
+    this.#ctx.device.queue.submit([enc.finish()]);
+  }
+
   /** A fresh KV cache on the GPU for one sequence of up to `capacity` tokens. */
   async newCache(capacity = this.maxSeqLen): Promise<GpuKVCache> {
     if (capacity > this.maxSeqLen) throw new RangeError(`KV cache capacity ${capacity} exceeds maxSeqLen ${this.maxSeqLen}`);
     // Latent attention caches [latent, rope key] rows in k (the same formula as the CPU, kv-cache-size.ts); v is unused.
     const mla = !!this.#config.mla;
-    const perToken = kvCacheValuesPerToken(this.#config, this.#slice);
-    const width = mla ? perToken : perToken / 2;
+    const width = this.#kvWidths().k;
     const k: GPUBuffer[] = [];
     const v: GPUBuffer[] = [];
     const cache = new GpuKVCache(capacity, k, v);
