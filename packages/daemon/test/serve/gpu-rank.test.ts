@@ -66,7 +66,7 @@ describe.skipIf(!ctx)(`runner ranks on the GPU${skip ? ` (skipped: ${skip})` : '
     expect(outs.map((o) => o.tokens)).toEqual(wants);
     expect(steps.widest).toBe(4);
     // The K/V stay on the device, and so do the prefix cache's blocks.
-    expect(driver.prefix?.kvBlocks).toBe(shard.kvBlocks);
+    expect((driver as { prefix?: { kvBlocks: unknown } | null }).prefix?.kvBlocks).toBe(shard.kvBlocks);
     await driver.stop();
     shard.dispose();
     await group.close();

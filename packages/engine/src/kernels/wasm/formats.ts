@@ -54,11 +54,18 @@ export function isMlx(dtype: DType): dtype is MlxDType {
   return MLX_DTYPE.test(dtype);
 }
 
-/** The layout an MLX dtype names. */
-export function mlxLayout(dtype: MlxDType): MlxLayout {
-  const m = MLX_DTYPE.exec(dtype);
-  if (!m) throw new Error(`not an MLX dtype: ${dtype}`);
-  return { bits: Number(m[1]) as MlxLayout['bits'], groupSize: Number(m[2]) as MlxLayout['groupSize'], scales: m[3] as MlxLayout['scales'] };
+const layouts = new Map<string, Readonly<MlxLayout>>();
+
+/** The layout an MLX dtype names (parsed once per dtype: the kernels ask on every call). */
+export function mlxLayout(dtype: MlxDType): Readonly<MlxLayout> {
+  let layout = layouts.get(dtype);
+  if (!layout) {
+    const m = MLX_DTYPE.exec(dtype);
+    if (!m) throw new Error(`not an MLX dtype: ${dtype}`);
+    layout = Object.freeze({ bits: Number(m[1]) as MlxLayout['bits'], groupSize: Number(m[2]) as MlxLayout['groupSize'], scales: m[3] as MlxLayout['scales'] });
+    layouts.set(dtype, layout);
+  }
+  return layout;
 }
 
 export function mlxDType(l: MlxLayout): MlxDType {
