@@ -22,6 +22,7 @@ import type { LinkMeasurement } from './links/types.js';
 import { createNode, type OrchardNode } from './node/create-node.js';
 import { AutoDialer } from './node/discovery.js';
 import { ProfileCollector } from './profile/collect.js';
+import { reservedBytes } from './serving/reserved-memory.js';
 import { backendSettingOf, nodeBackend, type NodeBackend } from './backend/node.js';
 import { matchThunderboltPeers } from './profile/thunderbolt-match.js';
 import type { Capability, NodeProfile } from './profile/types.js';
@@ -73,6 +74,8 @@ export class Daemon {
   #duplicate: DuplicateIdentity | null = null;
   #duplicatePeers = new Set<string>();
   #rtt = new Map<string, number>();
+  /** Memory kept outside the planner's plan per instance (serving/reserved-memory.ts), said in the profile. */
+  #reservedBytes = 0;
   #dropped = new Map<string, { lastWarnAt: number; suppressed: number }>();
   #controlStats = { accepted: 0, dropped: 0 };
   #stopped = false;
@@ -161,6 +164,13 @@ export class Daemon {
     }
     const daemon = new Daemon({ options, log, node, probe, capability, clusterKey, peerKeyPath, timings: { ...DEFAULT_TIMINGS, ...timings } });
     daemon.#backend = backend;
+    try {
+      daemon.#reservedBytes = await reservedBytes(options);
+    } catch (err) {
+      await daemon.stop();
+      throw err;
+    }
+    if (daemon.#reservedBytes > 0) log.info({ reservedBytes: daemon.#reservedBytes }, 'memory kept per instance outside the plan (draft model, prefix cache)');
     try {
       await daemon.#run(created);
     } catch (err) {
@@ -297,6 +307,7 @@ export class Daemon {
       probePort: this.#probe.port,
       capability: this.#capability,
       gpu: this.#backend?.gpu ?? null,
+      reservedBytes: this.#reservedBytes,
     });
     this.#profile = profile;
     this.replica.setProfile(profile);

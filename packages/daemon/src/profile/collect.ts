@@ -92,6 +92,8 @@ export interface ProfileInput {
   capability: Capability | null;
   /** The GPU runners use (backend/node.ts), or null. */
   gpu?: NodeGpu | null;
+  /** Memory kept outside the planner's plan per instance (serving/reserved-memory.ts). */
+  reservedBytes?: number;
 }
 
 /** Static facts (chip, cores, ports) are probed once; memory and disk on every refresh. */
@@ -157,6 +159,7 @@ export class ProfileCollector {
       interfaces,
       capability: input.capability,
       gpu: input.gpu ?? null,
+      ...(input.reservedBytes ? { reservedBytes: input.reservedBytes } : {}),
       probePort: input.probePort,
       updatedAt: Date.now(),
     };

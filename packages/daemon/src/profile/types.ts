@@ -96,6 +96,12 @@ export const nodeProfileSchema = z.object({
    * null or absent when they run on the CPU. Software adapters appear only when explicitly allowed.
    */
   gpu: nodeGpuSchema.nullable().optional(),
+  /**
+   * Bytes this node keeps for an instance it runs outside the planner's plan (its draft model and prefix
+   * cache, serving/reserved-memory.ts); the cluster view takes them off `memory.availableBytes`. Absent
+   * from older daemons.
+   */
+  reservedBytes: z.number().nonnegative().max(1e15).optional(),
   /** TCP port of this node's link-probe server (links/). */
   probePort: z.number().int().min(0).max(65535),
   updatedAt: z.number(),

@@ -49,7 +49,8 @@ export function clusterView(state: ClusterState, meta: { mode: PodMode; coordina
     chip: p!.chip,
     // A discrete GPU holds the weights its runners use: its own memory bounds what the node can take.
     memoryBytes: discreteGpuBytes(p!) ?? p!.memory.totalBytes,
-    availableBytes: Math.min(p!.memory.availableBytes, discreteGpuBytes(p!) ?? Infinity),
+    // less what the node keeps per instance outside any plan (its draft model, prefix cache: serving/reserved-memory.ts)
+    availableBytes: Math.max(0, Math.min(p!.memory.availableBytes, discreteGpuBytes(p!) ?? Infinity) - (p!.reservedBytes ?? 0)),
     // Runners on a GPU stream weights from GPU memory: the measured GPU copy bandwidth is the node's speed.
     ...(p!.capability ? { memoryBandwidthGBps: sig(p!.gpu?.copyBandwidthGBps ?? p!.capability.memoryBandwidthGBps), tflops: sig(p!.capability.matmulGflops / 1000) } : {}),
     gpuCores: p!.gpuCores,

@@ -24,6 +24,15 @@ describe("planner's cluster JSON from the shared state", () => {
     expect(v.nodes[1]).toMatchObject({ memoryBytes: 16 * 2 ** 30, availableBytes: 12 * 2 ** 30, memoryBandwidthGBps: 400, tflops: 20 });
   });
 
+  it("a node's memory kept outside any plan (draft model, prefix cache) is not offered to the planner", () => {
+    const reserving = applyEvents(state, [{ type: 'profile-updated', profile: profile('B', 'beta', { reservedBytes: 3 * 2 ** 30 }) }]);
+    const v = clusterView(reserving, { mode: 'open', coordinator: 'A' });
+    expect(v.nodes.find((n) => n.id === 'B')).toMatchObject({ memoryBytes: 16 * 2 ** 30, availableBytes: 9 * 2 ** 30 });
+    expect(v.nodes.find((n) => n.id === 'A')!.availableBytes).toBe(12 * 2 ** 30);
+    const more = applyEvents(state, [{ type: 'profile-updated', profile: profile('B', 'beta', { reservedBytes: 64 * 2 ** 30 }) }]);
+    expect(clusterView(more, { mode: 'open', coordinator: 'A' }).nodes.find((n) => n.id === 'B')!.availableBytes).toBe(0);
+  });
+
   it('one link per pair: the best kind, with every path kept under paths', () => {
     const v = clusterView(state, { mode: 'open', coordinator: 'A' });
     expect(v.links).toEqual([{ a: 'A', b: 'B', kind: 'thunderbolt', latencyUs: 30, bandwidthGbps: 40 }]);

@@ -46,3 +46,11 @@ it('a daemon started with --speculate draft --draft-model answers what plain dec
   // Asked for by name too (the daemon's default is already draft).
   expect((await complete({ temperature: 0, speculate: 'draft' })).status).toBe(200);
 }, 120_000);
+
+it("the node's profile says what its draft model and prefix cache keep outside the plan, and the planner is offered that much less", () => {
+  const self = Object.values(daemon.daemon.replica.state.nodes)[0].profile!;
+  // the draft's weights and K/V on top of the 64 MiB prefix cache
+  expect(self.reservedBytes).toBeGreaterThan(64 * 2 ** 20);
+  const offered = daemon.daemon.cluster().nodes[0].availableBytes;
+  expect(offered).toBeLessThanOrEqual(Math.max(0, self.memory.availableBytes - self.reservedBytes!));
+});
