@@ -77,6 +77,11 @@ describe('openai', () => {
     const answer = await oa.chat.completions.create({ model: MODEL, messages, tools, tool_choice: 'none', max_tokens: 10, seed: 2 });
     expect(['stop', 'length']).toContain(answer.choices[0].finish_reason);
     expect(typeof answer.choices[0].message.content).toBe('string');
+    // The second turn re-sends the first: its K/V came from the prefix cache, in whole 16-token blocks, and says so.
+    const cached = answer.usage!.prompt_tokens_details!.cached_tokens!;
+    expect(cached).toBeGreaterThan(0);
+    expect(cached % 16).toBe(0);
+    expect(cached).toBeLessThanOrEqual(first.usage!.prompt_tokens + first.usage!.completion_tokens);
   }, 120_000);
 
   it('tool call round trip, streaming (the SDK accumulates the tool_calls deltas)', async () => {
@@ -118,6 +123,10 @@ describe('openai', () => {
     const answer = await oa.responses.create({ model: MODEL, instructions: 'Be brief.', input: [{ role: 'user', content: 'Weather in Paris?' }, call, { type: 'function_call_output', call_id: call.call_id, output: 'sunny' }], tools: rtools, max_output_tokens: 8 });
     expect(['completed', 'incomplete']).toContain(answer.status);
     expect(answer.usage!.input_tokens).toBeGreaterThan(first.usage!.input_tokens);
+    // the same request again: its prompt's whole blocks come from the prefix cache
+    const again = await oa.responses.create({ model: MODEL, input: 'Weather in Paris?', tools: rtools, tool_choice: 'required', parallel_tool_calls: false, max_output_tokens: 4 });
+    expect(again.usage!.input_tokens).toBe(first.usage!.input_tokens);
+    expect(again.usage!.input_tokens_details.cached_tokens).toBe(16 * Math.floor((first.usage!.input_tokens - 1) / 16));
     const stream = oa.responses.stream({ model: MODEL, input: 'Hi', max_output_tokens: 6 });
     const types: string[] = [];
     stream.on('event', (e) => types.push(e.type));

@@ -162,7 +162,7 @@ export class ResponseBuilder {
   finish(done: Extract<ServeEvent, { type: 'done' }>) {
     const out = this.#closeText();
     const status = done.finishReason === 'length' ? 'incomplete' : 'completed';
-    const usage = { input_tokens: done.promptTokens, input_tokens_details: { cached_tokens: 0 }, output_tokens: done.completionTokens, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: done.promptTokens + done.completionTokens };
+    const usage = { input_tokens: done.promptTokens, input_tokens_details: { cached_tokens: done.cachedPromptTokens ?? 0 }, output_tokens: done.completionTokens, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: done.promptTokens + done.completionTokens };
     out.push(this.#ev(status === 'completed' ? 'response.completed' : 'response.incomplete', { response: this.response(status, usage) }));
     return { events: out, response: this.response(status, usage) };
   }

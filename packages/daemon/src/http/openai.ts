@@ -38,7 +38,13 @@ function toServeRequest(body: ChatCompletionBody | CompletionBody, kind: Kind): 
   return { ...base, prompt: typeof p === 'string' ? p : p[0], ...openAiCompletionFields(body as Record<string, unknown>) };
 }
 
-const usageOf = (d: Done) => ({ prompt_tokens: d.promptTokens, completion_tokens: d.completionTokens, total_tokens: d.promptTokens + d.completionTokens });
+/** OpenAI's usage: prompt_tokens counts every prompt token; the ones the prefix cache held are also in cached_tokens. */
+const usageOf = (d: Done) => ({
+  prompt_tokens: d.promptTokens,
+  completion_tokens: d.completionTokens,
+  total_tokens: d.promptTokens + d.completionTokens,
+  prompt_tokens_details: { cached_tokens: d.cachedPromptTokens ?? 0 },
+});
 
 export function openAiRoutes(app: FastifyInstance, serving: Serving, log?: Logger): void {
   const { router } = serving;

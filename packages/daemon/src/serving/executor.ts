@@ -190,7 +190,7 @@ export class InstanceExecutor {
         const n = outcome.tokens.length;
         const decodeTokensPerSecond = n > 1 && outcome.decodeMs > 0 ? ((n - 1) * 1000) / outcome.decodeMs : null;
         if (decodeTokensPerSecond !== null) this.#lastDecodeTps = decodeTokensPerSecond;
-        emit({ type: 'done', finishReason, promptTokens: ids.length, completionTokens: completion, decodeTokensPerSecond });
+        emit({ type: 'done', finishReason, promptTokens: ids.length, completionTokens: completion, decodeTokensPerSecond, cachedPromptTokens: outcome.cachedPromptTokens ?? 0 });
       } finally {
         signal.removeEventListener('abort', onAbort);
       }

@@ -31,7 +31,8 @@ export type ServeEvent =
   | { type: 'tool_call'; index: number; call: ParsedCall }
   /** Logprobs of the tokens generated since the last such event (when the request asked). */
   | { type: 'logprobs'; tokens: TokenInfo[] }
-  | { type: 'done'; finishReason: FinishReason; promptTokens: number; completionTokens: number; decodeTokensPerSecond: number | null }
+  /** `cachedPromptTokens`: prompt tokens whose K/V came from the prefix cache (counted in promptTokens, not prefilled). */
+  | { type: 'done'; finishReason: FinishReason; promptTokens: number; completionTokens: number; decodeTokensPerSecond: number | null; cachedPromptTokens?: number }
   /** `status`: the HTTP status to answer with when nothing was streamed yet. */
   | { type: 'error'; status: number; code: string; message: string };
 
