@@ -67,10 +67,17 @@ function scaleBias(): string[] {
   ];
 }
 
+/** Lanes of element k of each lane's run in the chunk at $v, as integers (shift, then mask). */
+function lanesOf(f: Bits, k: number): string {
+  const shift = f.bits * k;
+  const lanes = shift === 0 ? '(local.get $v)' : `(i32x4.shr_u (local.get $v) (i32.const ${shift}))`;
+  // the top element of a lane needs no mask (nothing above it)
+  return shift + f.bits < (f.bytes === 12 ? 24 : f.bytes === 4 ? 8 : 32) ? `(v128.and ${lanes} ${splat((1 << f.bits) - 1)})` : lanes;
+}
+
 function dot1(f: Bits): string[] {
   const L: string[] = [];
   const e = (s: string) => L.push(s);
-  const mask = (1 << f.bits) - 1;
   e(`  ;; ${f.bits}-bit: ${f.bytes} bytes per ${4 * f.e} columns.`);
   e(`  (func $dot1_mlx${f.bits} (type $dot) (param $w i32) (param $rb i32) (param $x i32) (param $cols i32) (param $out i32)`);
   e(`    (local $p i32) (local $sp i32) (local $xo i32) (local $xs i32) (local $qend i32) (local $ge i32) (local $gb i32) (local $kind i32)`);
@@ -90,11 +97,7 @@ function dot1(f: Bits): string[] {
   e(`        (loop $cl`);
   e(`          (local.set $v ${f.load})`);
   for (let k = 0; k < f.e; k++) {
-    const shift = f.bits * k;
-    let lanes = shift === 0 ? '(local.get $v)' : `(i32x4.shr_u (local.get $v) (i32.const ${shift}))`;
-    // the top element of a lane needs no mask (nothing above it)
-    if (shift + f.bits < (f.bytes === 12 ? 24 : f.bytes === 4 ? 8 : 32)) lanes = `(v128.and ${lanes} ${splat(mask)})`;
-    e(`          (local.set $acc (f32x4.add (local.get $acc) (f32x4.mul (f32x4.convert_i32x4_s ${lanes}) (v128.load offset=${16 * k} (local.get $xo)))))`);
+    e(`          (local.set $acc (f32x4.add (local.get $acc) (f32x4.mul (f32x4.convert_i32x4_s ${lanesOf(f, k)}) (v128.load offset=${16 * k} (local.get $xo)))))`);
   }
   e(`          (local.set $p (i32.add (local.get $p) (i32.const ${f.bytes})))`);
   e(`          (local.set $xo (i32.add (local.get $xo) (i32.const ${16 * f.e})))`);
@@ -113,7 +116,115 @@ function dot1(f: Bits): string[] {
     e(`    (call $dot1_mlx${f.bits} ${w} (local.get $rb) (local.get $x) (local.get $cols) (i32.add (local.get $out) (i32.const ${4 * r})))${r === 3 ? ')' : ''}`);
   }
   e(``);
+  L.push(...dot2x4(f));
   return L;
+}
+
+/**
+ * Two rows against 4 tokens (a prompt batch, $rows_affine): each chunk of packed bytes is unpacked and
+ * converted once for the 4 tokens, and each activation vector loaded once for the 2 rows. Per row and
+ * token the f32 operations are $dot1_mlx's, in its order (the group's 4-lane sum, scaled into the row's
+ * vector sum, bias·Σx into a scalar sum), so every token gets its 1-token bits. Rows at w and w + rb;
+ * token i's activations at x + i·xs, its outputs at out + i·os (+ 4 for the second row).
+ */
+function dot2x4(f: Bits): string[] {
+  const L: string[] = [];
+  const e = (s: string) => L.push(s);
+  const T = [0, 1, 2, 3];
+  const R = [0, 1];
+  const A = R.flatMap((r) => T.map((i) => `${r}${i}`));
+  e(`  (func $dot2x4_mlx${f.bits} (type $dot2) (param $w i32) (param $rb i32) (param $x i32) (param $xs i32) (param $cols i32) (param $out i32) (param $os i32)`);
+  e(`    (local $p i32) (local $sp i32) (local $s0 i32) (local $s1 i32) (local $xsum i32) (local $qend i32) (local $ge i32) (local $gb i32) (local $kind i32) (local $v v128) (local $c0 v128) (local $c1 v128) (local $xv v128)`);
+  e(`    (local $sc0 f32) (local $bi0 f32) (local $sc1 f32) (local $bi1 f32) (local $sc f32) (local $bi f32)`);
+  e(`   ${T.map((i) => ` (local $x${i} i32)`).join('')}${A.map((a) => ` (local $acc${a} v128) (local $sv${a} v128) (local $sb${a} f32)`).join('')}`);
+  e(`    (local.set $gb (i32.shr_u (i32.mul (i32.load offset=212 (i32.const 0)) (i32.const ${f.bits})) (i32.const 3)))`);
+  e(`    (local.set $kind (i32.load offset=216 (i32.const 0)))`);
+  e(`    (local.set $p (local.get $w))`);
+  e(`    (local.set $qend (i32.add (local.get $w) (i32.shr_u (i32.mul (local.get $cols) (i32.const ${f.bits})) (i32.const 3))))`);
+  e(`    (local.set $sp (local.get $qend))`);
+  for (const i of T) e(`    (local.set $x${i} (i32.add (local.get $x) (i32.mul (local.get $xs) (i32.const ${i}))))`);
+  e(`    (local.set $xsum (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 2))))`);
+  e(`    (block $done`);
+  e(`      (loop $gl`);
+  e(`        (br_if $done (i32.ge_u (local.get $p) (local.get $qend)))`);
+  e(`        (local.set $ge (i32.add (local.get $p) (local.get $gb)))`);
+  for (const a of A) e(`        (local.set $acc${a} ${ZERO})`);
+  e(`        (loop $cl`);
+  for (let k = 0; k < f.e; k++) {
+    for (const r of R) {
+      e(`          (local.set $v ${r ? f.load.replace('(local.get $p)', '(i32.add (local.get $p) (local.get $rb))') : f.load})`);
+      e(`          (local.set $c${r} (f32x4.convert_i32x4_s ${lanesOf(f, k)}))`);
+    }
+    for (const i of T) {
+      e(`          (local.set $xv (v128.load offset=${16 * k} (local.get $x${i})))`);
+      for (const r of R) e(`          (local.set $acc${r}${i} (f32x4.add (local.get $acc${r}${i}) (f32x4.mul (local.get $c${r}) (local.get $xv))))`);
+    }
+  }
+  e(`          (local.set $p (i32.add (local.get $p) (i32.const ${f.bytes})))`);
+  for (const i of T) e(`          (local.set $x${i} (i32.add (local.get $x${i}) (i32.const ${16 * f.e})))`);
+  e(`          (br_if $cl (i32.lt_u (local.get $p) (local.get $ge))))`);
+  e(`        ;; the two rows' scales and biases (the second row's rb past the first's); $sp moves past the first's`);
+  e(`        (local.set $s0 (local.get $sp))`);
+  L.push(...scaleBias());
+  e(`        (local.set $sc0 (local.get $sc)) (local.set $bi0 (local.get $bi)) (local.set $s1 (local.get $sp))`);
+  e(`        (local.set $sp (i32.add (local.get $s0) (local.get $rb)))`);
+  L.push(...scaleBias());
+  e(`        (local.set $sc1 (local.get $sc)) (local.set $bi1 (local.get $bi)) (local.set $sp (local.get $s1))`);
+  for (const r of R) {
+    for (const i of T) {
+      e(`        (local.set $sv${r}${i} (f32x4.add (local.get $sv${r}${i}) (f32x4.mul (f32x4.splat (local.get $sc${r})) (local.get $acc${r}${i}))))`);
+      e(`        (local.set $sb${r}${i} (f32.add (local.get $sb${r}${i}) (f32.mul (local.get $bi${r}) (f32.load (i32.add (local.get $xsum) (i32.mul (local.get $xs) (i32.const ${i})))))))`);
+    }
+  }
+  e(`        (local.set $xsum (i32.add (local.get $xsum) (i32.const 4)))`);
+  e(`        (br $gl)))`);
+  for (const r of R) for (const i of T) e(`    (f32.store offset=${4 * r} (i32.add (local.get $out) (i32.mul (local.get $os) (i32.const ${i}))) (f32.add (call $hsum (local.get $sv${r}${i})) (local.get $sb${r}${i})))`);
+  e(`  )`);
+  e(``);
+  return L;
+}
+
+/**
+ * Prompt batches (n >= 4 tokens) of a row-major MLX weight (kernel k: $dot4_mlx<bits>, k + 1 its
+ * $dot1): pairs of rows of [r0, r1) against 4 tokens at a time ($dot2x4_mlx<bits>, table 50 + (k − 36)/2),
+ * the n % 4 tokens left (and an unpaired last row) one at a time with $dot1. The batch gives each token
+ * its 1-token bits.
+ */
+function rowsAffine(): string[] {
+  return `  (func $rows_affine (param $k i32) (param $out i32) (param $w i32) (param $x i32) (param $rows i32) (param $cols i32)
+                     (param $n i32) (param $rb i32) (param $xs i32) (param $r0 i32) (param $r1 i32)
+    (local $r i32) (local $b i32) (local $wr i32) (local $t i32) (local $os i32) (local $pair i32)
+    (local.set $t (i32.add (i32.const 50) (i32.shr_u (i32.sub (local.get $k) (i32.const 36)) (i32.const 1))))
+    (local.set $os (i32.shl (local.get $rows) (i32.const 2)))
+    (local.set $r (local.get $r0))
+    (block $rdone
+      (loop $rl
+        (br_if $rdone (i32.ge_u (local.get $r) (local.get $r1)))
+        (local.set $wr (i32.add (local.get $w) (i32.mul (local.get $r) (local.get $rb))))
+        (local.set $pair (i32.le_u (i32.add (local.get $r) (i32.const 2)) (local.get $r1)))
+        (local.set $b (i32.const 0))
+        (block $tdone
+          (loop $tl
+            (br_if $tdone (i32.or (i32.eqz (local.get $pair)) (i32.gt_u (i32.add (local.get $b) (i32.const 4)) (local.get $n))))
+            (call_indirect (type $dot2) (local.get $wr) (local.get $rb) (i32.add (local.get $x) (i32.mul (local.get $b) (local.get $xs))) (local.get $xs) (local.get $cols)
+              (i32.add (local.get $out) (i32.shl (i32.add (i32.mul (local.get $b) (local.get $rows)) (local.get $r)) (i32.const 2))) (local.get $os) (local.get $t))
+            (local.set $b (i32.add (local.get $b) (i32.const 4)))
+            (br $tl)))
+        ;; the tokens left (and every token of a last unpaired row) one row at a time
+        (block $odone
+          (loop $ol
+            (br_if $odone (i32.ge_u (local.get $b) (local.get $n)))
+            (call_indirect (type $dot) (local.get $wr) (local.get $rb) (i32.add (local.get $x) (i32.mul (local.get $b) (local.get $xs))) (local.get $cols)
+              (i32.add (local.get $out) (i32.shl (i32.add (i32.mul (local.get $b) (local.get $rows)) (local.get $r)) (i32.const 2))) (i32.add (local.get $k) (i32.const 1)))
+            (if (local.get $pair)
+              (then
+                (call_indirect (type $dot) (i32.add (local.get $wr) (local.get $rb)) (local.get $rb) (i32.add (local.get $x) (i32.mul (local.get $b) (local.get $xs))) (local.get $cols)
+                  (i32.add (local.get $out) (i32.shl (i32.add (i32.mul (local.get $b) (local.get $rows)) (i32.add (local.get $r) (i32.const 1))) (i32.const 2))) (i32.add (local.get $k) (i32.const 1)))))
+            (local.set $b (i32.add (local.get $b) (i32.const 1)))
+            (br $ol)))
+        (local.set $r (i32.add (local.get $r) (i32.add (local.get $pair) (i32.const 1))))
+        (br $rl))))
+`.split('\n');
 }
 
 function prep(): string[] {
@@ -360,7 +471,7 @@ function packed4(): string[] {
 }
 
 export function affineSection(): string {
-  return HEADER + [...FORMATS.flatMap(dot1), ...prep(), ...packed4(), ...mlxTiles()].join('\n');
+  return HEADER + [...FORMATS.flatMap(dot1), ...rowsAffine(), ...prep(), ...packed4(), ...mlxTiles()].join('\n');
 }
 
 export const AFFINE_SECTION: Section = { name: 'affine', script: 'affine.ts', text: affineSection };
