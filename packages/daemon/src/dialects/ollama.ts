@@ -128,7 +128,11 @@ export function ollamaGenerateRequest(b: z.infer<typeof ollamaGenerateSchema>): 
 
 const ns = (ms: number) => Math.round(ms * 1e6);
 
-/** The final line's counters (Ollama reports durations in nanoseconds). */
+/**
+ * The final line's counters (Ollama reports durations in nanoseconds). prompt_eval_count is the whole
+ * prompt, cached tokens included, and prompt_eval_cached_count the ones read from the prefix cache, as
+ * Ollama's own server reports them (its llama-server counts: cache_n + prompt_n, and cache_n).
+ */
 export function ollamaDone(done: Extract<ServeEvent, { type: 'done' }>, startedAt: number, firstTokenAt: number | null) {
   const now = performance.now();
   const evalMs = firstTokenAt === null ? 0 : now - firstTokenAt;
@@ -138,6 +142,7 @@ export function ollamaDone(done: Extract<ServeEvent, { type: 'done' }>, startedA
     total_duration: ns(now - startedAt),
     load_duration: 0,
     prompt_eval_count: done.promptTokens,
+    ...(done.cachedPromptTokens ? { prompt_eval_cached_count: done.cachedPromptTokens } : {}),
     prompt_eval_duration: ns((firstTokenAt ?? now) - startedAt),
     eval_count: done.completionTokens,
     eval_duration: ns(evalMs),

@@ -192,6 +192,10 @@ describe('Ollama API on the same model', () => {
     const lines = s.text.trim().split('\n').map((l) => JSON.parse(l));
     expect(lines.at(-1)).toMatchObject({ model: MODEL, done: true, prompt_eval_count: expect.any(Number), eval_count: expect.any(Number) });
     expect(lines.slice(0, -1).every((l) => l.done === false && l.message.role === 'assistant')).toBe(true);
+    // the same chat again: Ollama's count of prompt tokens read from the cache, the whole prompt still counted
+    const again = await postJson('/api/chat', { model: MODEL, stream: false, messages: [{ role: 'user', content: 'hi' }], options: { num_predict: 2, seed: 1 } });
+    const first = lines.at(-1);
+    expect(again.json()).toMatchObject({ prompt_eval_count: first.prompt_eval_count, prompt_eval_cached_count: 16 * Math.floor((first.prompt_eval_count - 1) / 16) });
     const j = await postJson('/api/chat', { model: MODEL, stream: false, messages: [{ role: 'user', content: 'json' }], format: { type: 'object', properties: { a: { type: 'boolean' } }, required: ['a'] }, options: { num_predict: 40, seed: 2 } });
     expect(j.status, j.text).toBe(200);
     expect(typeof JSON.parse(j.json().message.content).a).toBe('boolean');
