@@ -166,12 +166,7 @@ export class Daemon {
     daemon.#backend = backend;
     try {
       daemon.#reservedBytes = await reservedBytes(options);
-    } catch (err) {
-      await daemon.stop();
-      throw err;
-    }
-    if (daemon.#reservedBytes > 0) log.info({ reservedBytes: daemon.#reservedBytes }, 'memory kept per instance outside the plan (draft model, prefix cache)');
-    try {
+      if (daemon.#reservedBytes > 0) log.info({ reservedBytes: daemon.#reservedBytes }, 'memory kept per instance outside the plan (draft model, prefix cache)');
       await daemon.#run(created);
     } catch (err) {
       await daemon.stop();

@@ -109,7 +109,7 @@ export class GpuRankShard {
     copyOut: (handle, from, tokens) => {
       const buffer = this.#queue(async () => this.gpu.copyKvOut(await handle.gpu, from, tokens));
       buffer.catch(() => undefined); // reported where the block is copied in
-      return { block: { buffer }, bytes: this.gpu.kvBlockBytes(tokens) };
+      return { buffer };
     },
     copyIn: (block, handle, at, tokens) => {
       handle.restoring(this.#queue(async () => this.gpu.copyKvIn(await block.buffer, await handle.gpu, at, tokens)));

@@ -22,11 +22,11 @@ export interface PrefixCacheable {
 
 /** Copies of a KV cache's token rows (every layer's K and V) and back: what a prefix-cache block holds. */
 export interface KvBlocks<C extends PrefixCacheable = KVCache, B = unknown> {
-  /** A copy of token rows [from, from + tokens) of `cache`, and its size in bytes. */
-  copyOut(cache: C, from: number, tokens: number): { block: B; bytes: number };
+  /** A copy of token rows [from, from + tokens) of `cache` (bytesPerToken(cache)·tokens bytes). */
+  copyOut(cache: C, from: number, tokens: number): B;
   /** Writes a block from copyOut into token rows [at, at + tokens) of `cache`. */
   copyIn(block: B, cache: C, at: number, tokens: number): void;
-  /** Bytes one token's rows take in `cache` (a split's ranks size their caches in blocks from it). */
+  /** Bytes one token's rows take in `cache`: a block's size (a split's ranks size their caches in blocks from it). */
   bytesPerToken(cache: C): number;
   /** The block is dropped (evicted or cleared): where it holds memory that is not collected, free it. */
   free?(block: B): void;
@@ -35,7 +35,7 @@ export interface KvBlocks<C extends PrefixCacheable = KVCache, B = unknown> {
 /** Blocks as CPU arrays: per layer the block's K rows, then its V rows. */
 export const cpuKvBlocks: KvBlocks<KVCache, Float32Array[]> = {
   copyOut(cache, from, tokens) {
-    const kv = cache.k.map((k, l) => {
+    return cache.k.map((k, l) => {
       const v = cache.v[l];
       const kw = k.length / cache.capacity;
       const vw = v.length / cache.capacity;
@@ -44,7 +44,6 @@ export const cpuKvBlocks: KvBlocks<KVCache, Float32Array[]> = {
       rows.set(v.subarray(from * vw, (from + tokens) * vw), tokens * kw);
       return rows;
     });
-    return { block: kv, bytes: kv.reduce((a, r) => a + r.byteLength, 0) };
   },
   copyIn(kv, cache, at, tokens) {
     if (kv.length !== cache.k.length) throw new Error(`prefix cache: a block of ${kv.length} layers does not fit a cache of ${cache.k.length}`);
@@ -127,14 +126,13 @@ export class PrefixCache<C extends PrefixCacheable = KVCache, B = unknown> {
   /** Keeps every whole block of the first `cache.length` tokens of `tokens` that is not held yet. */
   store(cache: C, tokens: ArrayLike<number>): void {
     const whole = Math.floor(Math.min(cache.length, tokens.length) / this.blockTokens);
-    const keys = this.#keys(tokens, whole);
+    // A block larger than the whole budget is never kept: not even copied.
+    const bytes = this.kvBlocks.bytesPerToken(cache) * this.blockTokens;
+    const keys = bytes > this.maxBytes ? [] : this.#keys(tokens, whole);
     keys.forEach((key, i) => {
       if (this.#blocks.has(key)) return;
-      const { block: data, bytes } = this.kvBlocks.copyOut(cache, i * this.blockTokens, this.blockTokens);
-      const block = { data, bytes };
-      if (block.bytes > this.maxBytes) return this.kvBlocks.free?.(data);
-      this.#blocks.set(key, block);
-      this.#bytes += block.bytes;
+      this.#blocks.set(key, { data: this.kvBlocks.copyOut(cache, i * this.blockTokens, this.blockTokens), bytes });
+      this.#bytes += bytes;
     });
     this.#touch(tokens, whole);
     this.#evict();
