@@ -81,7 +81,7 @@ const WARM_TOKENS = Number(process.env.BENCH_WARM_TOKENS ?? 96);
 const MEETINGS = 2 * LAYERS;
 
 function launch(name: string, layout: InstanceLayout, o: { pollMs?: number; maxSeqLen?: number; batch?: { sequences: number; prefixCacheBytes: number; draftModel?: string } } = {}) {
-  return startLocalInstance({ modelDir: dir, layout, groupId: `bench-${name}`, secret: '11'.repeat(16), listenHost: '127.0.0.1', maxSeqLen: 512, backend: { kind: BACKEND, threads: 1 }, ...o });
+  return startLocalInstance({ modelDir: dir, layout, groupId: `bench-${name}`, secret: '11'.repeat(16), listenHost: '127.0.0.1', maxSeqLen: 512, backend: { kind: BACKEND, threads: Number(process.env.BENCH_THREADS ?? 1) }, ...o });
 }
 
 type Instance = Awaited<ReturnType<typeof launch>>;

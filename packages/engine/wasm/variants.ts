@@ -11,15 +11,16 @@
  * `selectVariant` keeps one branch of each and drops the markers, so the baseline build is exactly the
  * WASM SIMD 128 code and the relaxed build differs only where a kernel says so. No nesting.
  *
- * The f16 kernels' multiply-adds are written once as a pseudo-instruction both builds expand:
+ * The f16 and f32 kernels' multiply-adds are written once as a pseudo-instruction both builds expand:
  *
  *     (f32x4.muladd2 ACC A B C D)
  *       baseline: (f32x4.add ACC (f32x4.add (f32x4.mul A B) (f32x4.mul C D)))
  *       relaxed:  (f32x4.add ACC (f32x4.relaxed_madd A B (f32x4.mul C D)))
  *
- * so every f16 kernel (decode, small batches, the widened-scratch batches, row-major and packed) rounds
- * alike within a build, and a batch row still equals its matvec bit for bit. The FMA rounds A·B + C·D
- * once instead of twice, so the two builds' f16 results differ (both within the f16 tests' bounds).
+ * so every f16 and f32 kernel (decode, small batches, the widened-scratch batches, row-major and packed)
+ * rounds alike within a build, and a batch row still equals its matvec bit for bit. The FMA rounds
+ * A·B + C·D once instead of twice, so the two builds' f16 and f32 results differ (both within the tests'
+ * bounds).
  * One FMA, not two chained into the accumulator: the accumulator's dependency chain stays one add per
  * step. Two chained FMAs (4 + 4 cycles per step) made the one-row decode kernel 0.55-0.63x the baseline
  * (bench:kernels, cold 2304x768 / 768x2304 f16, row-major); this form is 1.2-1.3x there and 1.03-1.13x
