@@ -397,34 +397,19 @@ function relaxedQ4Tiles(): string[] {
     const ws = 16 * G;
     for (let t = 1; t <= T; t++) {
       const { gs, toks, acc } = tileShape(G, t);
-      // The f32 sums live in $out itself (zeroed first, added to once per block): kept in locals they
-      // were 8 more vectors live across the k loop, and V8 spilled inside it.
-      const outs = toks.map((i) => (i === 0 ? '$out' : `$o${i}`));
-      e(`  (func $qrtile${4 * G}x${t} (param $s i32) (param $nb i32) (param $x i32) (param $out i32) (param $os i32)`);
-      e(`    (local $b i32)${toks.slice(1).map((i) => ` (local $o${i} i32)`).join('')} (local $end i32)${gs.map((g) => ` (local $w${g} v128) (local $dw${g} v128)`).join('')} (local $c v128) (local $dx v128)`);
-      e(`   ${acc.map((a) => ` (local $a${a} v128)`).join('')}`);
-      for (const i of toks.slice(1)) e(`    (local.set $o${i} (i32.add (local.get ${outs[i - 1]}) (local.get $os)))`);
-      for (const i of toks) for (const g of gs) e(`    (v128.store offset=${16 * g} (local.get ${outs[i]}) (v128.const i32x4 0 0 0 0))`);
-      e(`    (block $done`);
-      e(`      (loop $l`);
-      e(`        (br_if $done (i32.ge_u (local.get $b) (local.get $nb)))`);
+      L.push(...relaxedTileHead(`qrtile${4 * G}x${t}`, G, t, [], ['a', 'f']));
       for (const a of acc) e(`        (local.set $a${a} (v128.const i32x4 0 0 0 0))`);
       L.push(...relaxedKLoop('        ', G, t));
       for (const g of gs) e(`        (local.set $dw${g} (v128.load offset=${16 * g} (local.get $s)))`);
       for (const i of toks) {
         e(`        (local.set $dx (f32x4.splat (f32.load offset=${4 * (t + i)} (local.get $x))))`);
         for (const g of gs) {
-          e(`        (v128.store offset=${16 * g} (local.get ${outs[i]}) (f32x4.add (v128.load offset=${16 * g} (local.get ${outs[i]}))`);
+          e(`        (local.set $f${g}${i} (f32x4.add (local.get $f${g}${i})`);
           e(`          (f32x4.mul (f32x4.convert_i32x4_s (i32x4.sub (i32x4.extadd_pairwise_i16x8_s (local.get $a${g}${i})) (v128.load32_splat offset=${4 * i} (local.get $x))))`);
           e(`            (f32x4.mul (local.get $dw${g}) (local.get $dx)))))`);
         }
       }
-      e(`        (local.set $s (i32.add (local.get $s) (i32.const ${9 * ws})))`);
-      e(`        (local.set $x (i32.add (local.get $x) (i32.const ${8 * t})))`);
-      e(`        (local.set $b (i32.add (local.get $b) (i32.const 1)))`);
-      e(`        (br $l)))`);
-      e(`  )`);
-      e(``);
+      L.push(...relaxedTileEnd(G, t, 9 * ws, 8 * t));
     }
     L.push(...relaxedTileDriver(`qrtiles${4 * G}`, `qrtile${4 * G}`, 40));
   }
