@@ -291,10 +291,14 @@ export function tileKernels(p: string, pairs: number): string[] {
  * themselves (0..15, a valid i7 operand), vector k (k < 8) with columns 4k..4k+3 of the group's 4 rows
  * (row r in i32 lane r), then the 4 rows' f32 d_w at 8·ws; blocks stay 17·ws bytes apart (half used).
  * The activations' tile layout (quant_tiles_q4r) per block and tile of t tokens: for k < 8 each token's
- * x[4k..4k+3] as int8 in one i32, then each token's 8·Σx (quant_q8's q4 correction), then its d_x.
+ * x[4k..4k+3] as int8 in one i32, then each token's correction as two i16 (−8·Σx over the columns of the
+ * even i16 lanes, c%4 in {0,1}, then of the odd ones), then its d_x.
  * One i16x8.relaxed_dot_i8x16_i7x16_s of vector k with a token's quad splatted adds 2 products to each
- * i16 lane (row r: lanes 2r, 2r+1); 8 of them sum to at most 8·2·15·127 < 2^15, then one widening gives
- * each row's Σ nibble·x, minus 8·Σx: the baseline's exact block total, so the same f32 steps and bits.
+ * i16 lane (row r: lanes 2r, 2r+1). The accumulators start at the correction splatted, so after the 8
+ * quads each lane holds Σ (nibble − 8)·x over its 16 columns, and every partial sum on the way is such a
+ * sum over the columns done plus −8·x over those to come: within ±8·16·127 < 2^15, no i16 overflow. One
+ * widening then gives each row's exact block total (the baseline's), so the same f32 steps and bits.
+ * (Subtracting 8·Σx after the widening cost one load and one subtraction per row group and token.)
  */
 function relaxedQ4Widen(ws: number): string[] {
   return [
@@ -398,14 +402,16 @@ function relaxedQ4Tiles(): string[] {
     for (let t = 1; t <= T; t++) {
       const { gs, toks, acc } = tileShape(G, t);
       L.push(...relaxedTileHead(`qrtile${4 * G}x${t}`, G, t, [], ['a', 'f']));
-      for (const a of acc) e(`        (local.set $a${a} (v128.const i32x4 0 0 0 0))`);
+      // each token's accumulators start at its correction (the same for every row and both groups)
+      for (const i of toks) e(`        (local.set $a0${i} (v128.load32_splat offset=${32 * t + 4 * i} (local.get $x)))`);
+      if (G === 2) for (const i of toks) e(`        (local.set $a1${i} (local.get $a0${i}))`);
       L.push(...relaxedKLoop('        ', G, t));
       for (const g of gs) e(`        (local.set $dw${g} (v128.load offset=${16 * g} (local.get $s)))`);
       for (const i of toks) {
         e(`        (local.set $dx (f32x4.splat (f32.load offset=${4 * (t + i)} (local.get $x))))`);
         for (const g of gs) {
           e(`        (local.set $f${g}${i} (f32x4.add (local.get $f${g}${i})`);
-          e(`          (f32x4.mul (f32x4.convert_i32x4_s (i32x4.sub (i32x4.extadd_pairwise_i16x8_s (local.get $a${g}${i})) (v128.load32_splat offset=${4 * i} (local.get $x))))`);
+          e(`          (f32x4.mul (f32x4.convert_i32x4_s (i32x4.extadd_pairwise_i16x8_s (local.get $a${g}${i})))`);
           e(`            (f32x4.mul (local.get $dw${g}) (local.get $dx)))))`);
         }
       }
@@ -432,9 +438,15 @@ function relaxedQ4Tiles(): string[] {
       const [v, lane] = k < 4 ? ['lo', k] : ['hi', k - 4];
       return `                (i32.store (i32.add (local.get $o) (i32.mul (local.get $tn) (i32.const ${4 * k}))) (i32x4.extract_lane ${lane} (local.get $${v})))`;
     }),
-    `                ;; the q4 correction 8·Σx, then d_x`,
+    `                ;; the correction as the accumulators' start: i16 −8·Σ x[c] over c%4 in {0,1} (the even i16 lanes' columns),`,
+    `                ;; then over c%4 in {2,3} (the odd lanes'); pairs of columns summed, then lanes 4-7 onto 0-3, 2-3 onto 0-1`,
+    `                (local.set $v0 (i16x8.add (i16x8.extadd_pairwise_i8x16_s (local.get $lo)) (i16x8.extadd_pairwise_i8x16_s (local.get $hi))))`,
+    `                (local.set $v0 (i16x8.add (local.get $v0) (i8x16.shuffle 8 9 10 11 12 13 14 15 0 1 2 3 4 5 6 7 (local.get $v0) (local.get $v0))))`,
+    `                (local.set $v0 (i16x8.add (local.get $v0) (i8x16.shuffle 4 5 6 7 0 1 2 3 4 5 6 7 0 1 2 3 (local.get $v0) (local.get $v0))))`,
+    `                (i32.store (i32.add (local.get $o) (i32.shl (local.get $tn) (i32.const 5)))`,
+    `                  (i32x4.extract_lane 0 (i16x8.mul (local.get $v0) (v128.const i16x8 -8 -8 -8 -8 -8 -8 -8 -8))))`,
+    `                ;; then d_x`,
     `                (local.set $p (i32.add (local.get $p) (i32.add (i32.shl (local.get $cols) (i32.const 1)) (i32.shl (local.get $b) (i32.const 2)))))`,
-    `                (i32.store (i32.add (local.get $o) (i32.shl (local.get $tn) (i32.const 5))) (i32.load (local.get $p)))`,
     `                (f32.store (i32.add (local.get $o) (i32.mul (local.get $tn) (i32.const 36))) (f32.load (i32.add (local.get $p) (i32.shl (local.get $nb) (i32.const 2)))))`,
     `                (local.set $t (i32.add (local.get $t) (i32.const 1)))`,
     `                (br $il)))`,

@@ -96,6 +96,48 @@ describe.each(SIMD_BUILDS)('%s kernel build', (simd) => {
       }
     });
 
+    it('q4_0 packed: extreme weights and activations (every int8 ±127) keep their 1-token bits in prompt batches', () => {
+      // The relaxed tiles sum in i16 lanes starting from −8·Σx: the largest partial sums come from
+      // nibbles all 0 or all 15 against activations all of one magnitude, signs alike or by column.
+      const be = backend(1);
+      const rows = 8;
+      const cols = 64;
+      const w = be.allocBytes(rows * (cols / 32) * 18);
+      for (let r = 0; r < rows; r++) {
+        for (let b = 0; b < cols / 32; b++) {
+          const at = (r * (cols / 32) + b) * 18;
+          w[at + 1] = 0x3c; // d = 1.0 (f16 0x3c00)
+          // rows 0-1 nibbles 0 (−8), 2-3 15 (+7), 4-5 low 0 / high 15, 6-7 alternating 0 and 15
+          const lo = r < 2 ? 0 : r < 4 ? 15 : r < 6 ? 0 : 15;
+          const hi = r < 2 ? 0 : r < 6 ? 15 : 0;
+          for (let j = 0; j < 16; j++) w[at + 2 + j] = lo | (hi << 4);
+        }
+      }
+      const raw = w.slice();
+      const weight = { dtype: 'q4_0' as DType, rows, cols, bytes: w };
+      be.packWeight(weight);
+      const patterns = [() => 1, () => -1, (c: number) => (c % 4 < 2 ? 1 : -1), (c: number) => (c % 4 < 2 ? -1 : 1), (c: number) => (c < 16 ? 1 : -1)];
+      const n = patterns.length;
+      const x = be.allocF32(cols * n);
+      patterns.forEach((f, t) => { for (let c = 0; c < cols; c++) x[t * cols + c] = f(c); });
+      const batch = be.allocF32(rows * n);
+      be.matmul(batch, weight, x, n);
+      const single = be.allocF32(rows);
+      for (let t = 0; t < n; t++) {
+        be.matvec(single, weight, x.subarray(t * cols, (t + 1) * cols));
+        expect([...batch.subarray(t * rows, (t + 1) * rows)], `token ${t}`).toEqual([...single]);
+        // and both are the exact sums (integers: d = 1, x quantized to ±127 with d_x = 1/127)
+        for (let r = 0; r < rows; r++) {
+          let want = 0;
+          for (let c = 0; c < cols; c++) {
+            const byte = raw[(r * (cols / 32) + (c >> 5)) * 18 + 2 + (c % 16)];
+            want += (((c & 31) < 16 ? byte & 15 : byte >> 4) - 8) * patterns[t](c);
+          }
+          expect(Math.abs(single[r] - want), `token ${t} row ${r}`).toBeLessThan(1e-3 * Math.abs(want) + 1e-6);
+        }
+      }
+    });
+
     it('f16 subnormal weights come out of the packed data and back on unpacking', () => {
       const be = backend(1);
       // random f16 bit patterns: about 3% subnormal
