@@ -358,12 +358,15 @@ export function relaxedKLoop(ind: string, G: 1 | 2, t: number): string[] {
  * The start of a relaxed tile kernel `$<name>` (G 4-row groups, t tokens) up to its block loop's test:
  * the i32 locals `ints` besides $b and $end, and per accumulator suffix the v128 locals `$<prefix><g><i>`.
  */
-export function relaxedTileHead(name: string, G: 1 | 2, t: number, ints: string[], perAcc: string[]): string[] {
+export function relaxedTileHead(name: string, G: 1 | 2, t: number, ints: string[], perAcc: string[], one = false): string[] {
   const { gs, acc } = tileShape(G, t);
   return [
     `  (func $${name} (param $s i32) (param $nb i32) (param $x i32) (param $out i32) (param $os i32)`,
-    `    (local $b i32)${ints.map((v) => ` (local $${v} i32)`).join('')} (local $end i32)${gs.map((g) => ` (local $w${g} v128) (local $dw${g} v128)`).join('')} (local $c v128) (local $dx v128)`,
+    `    (local $b i32)${ints.map((v) => ` (local $${v} i32)`).join('')} (local $end i32)${gs.map((g) => ` (local $w${g} v128) (local $dw${g} v128)`).join('')} (local $c v128) (local $dx v128)${one ? ' (local $one v128)' : ''}`,
     `   ${acc.map((a) => perAcc.map((p) => ` (local $${p}${a} v128)`).join('')).join('')}`,
+    // i16 pairs summed by a dot with ones: extadd_pairwise's bits, with its constant in a register or
+    // the stack instead of an address V8 reloads before every use
+    ...(one ? [`    (local.set $one (v128.const i16x8 1 1 1 1 1 1 1 1))`] : []),
     `    (block $done`,
     `      (loop $l`,
     `        (br_if $done (i32.ge_u (local.get $b) (local.get $nb)))`,
@@ -401,7 +404,7 @@ function relaxedQ4Tiles(): string[] {
     const ws = 16 * G;
     for (let t = 1; t <= T; t++) {
       const { gs, toks, acc } = tileShape(G, t);
-      L.push(...relaxedTileHead(`qrtile${4 * G}x${t}`, G, t, [], ['a', 'f']));
+      L.push(...relaxedTileHead(`qrtile${4 * G}x${t}`, G, t, [], ['a', 'f'], true));
       // each token's accumulators start at its correction (the same for every row and both groups)
       for (const i of toks) e(`        (local.set $a0${i} (v128.load32_splat offset=${32 * t + 4 * i} (local.get $x)))`);
       if (G === 2) for (const i of toks) e(`        (local.set $a1${i} (local.get $a0${i}))`);
@@ -411,7 +414,7 @@ function relaxedQ4Tiles(): string[] {
         e(`        (local.set $dx (f32x4.splat (f32.load offset=${4 * (t + i)} (local.get $x))))`);
         for (const g of gs) {
           e(`        (local.set $f${g}${i} (f32x4.add (local.get $f${g}${i})`);
-          e(`          (f32x4.mul (f32x4.convert_i32x4_s (i32x4.extadd_pairwise_i16x8_s (local.get $a${g}${i})))`);
+          e(`          (f32x4.mul (f32x4.convert_i32x4_s (i32x4.dot_i16x8_s (local.get $a${g}${i}) (local.get $one)))`);
           e(`            (f32x4.mul (local.get $dw${g}) (local.get $dx)))))`);
         }
       }
