@@ -5,7 +5,7 @@ export { type WeightFormat, type WeightRole, formatFromConfig, forcedBits, mlxBi
 export { type PlanRequest, DEFAULT_REQUEST, resolveRequest, reservedSequences } from './request.js';
 export { type Layout, type StageLayout, type Strategy, splitHeads, kvHeadsPerMember, strategyOf } from './layout.js';
 export { CHIPS, GENERIC_CPU, FACTORS, lookupChip, predict, LinkTable, type Prediction, type ChipSpec, type EfficiencyFactors } from './cost-model.js';
-export { type MemoryBreakdown, layoutMemory } from './memory.js';
+export { type MemoryBreakdown, kvCacheBytes, layoutMemory } from './memory.js';
 export { type Plan, type PlanStage, type PlanPrediction, type Alternative, type PlanOptions, plan, gb } from './plan.js';
 export { type WeightSources, type LoadEstimate, type NodeLoad, expectedLoad, fetchBytes } from './load-time.js';
 export { parseCluster } from './validate.js';

@@ -35,6 +35,11 @@ export function workspaceBytes(model: ModelSpec, m: MemberShare, req: PlanReques
   return chunk * (hidden + mlp + scores) * 2 + logits;
 }
 
+/** K/V cache bytes of every layer for `tokens` positions of `sequences` sequences. */
+export function kvCacheBytes(model: Pick<ModelSpec, 'kvBytesPerTokenPerLayer' | 'numLayers'>, tokens: number, sequences: number): number {
+  return model.kvBytesPerTokenPerLayer * model.numLayers * tokens * sequences;
+}
+
 export function withHeadroom(used: number): number {
   return HEADROOM_FIXED_BYTES + HEADROOM_FRACTION * used;
 }

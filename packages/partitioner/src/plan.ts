@@ -2,7 +2,7 @@ import type { Cluster } from './cluster.js';
 import { LinkTable, type Prediction, predict } from './cost-model.js';
 import { InfeasibleError } from './errors.js';
 import { type Layout, type Strategy, strategyOf } from './layout.js';
-import { type MemoryBreakdown, layoutMemory, usableBytes, withHeadroom, workspaceBytes } from './memory.js';
+import { type MemoryBreakdown, kvCacheBytes, layoutMemory, usableBytes, withHeadroom, workspaceBytes } from './memory.js';
 import type { ModelSpec } from './model.js';
 import { type PlanRequest, reservedSequences, resolveRequest } from './request.js';
 import { expectedLoad, type LoadEstimate, type WeightSources } from './load-time.js';
@@ -190,7 +190,7 @@ function alternatives(model: ModelSpec, cluster: Cluster, req: PlanRequest, best
     if (out.length >= MAX_ALTERNATIVES) break;
   }
   if (!all.some((e) => e.strategy === 'single')) {
-    const need = model.totalBytes + model.kvBytesPerTokenPerLayer * model.numLayers * req.contextTokens * reservedSequences(req);
+    const need = model.totalBytes + kvCacheBytes(model, req.contextTokens, reservedSequences(req));
     const largest = [...cluster.nodes].sort((a, b) => b.availableBytes - a.availableBytes || (a.id < b.id ? -1 : 1))[0];
     out.push({
       strategy: 'single',
@@ -261,7 +261,7 @@ function explain(model: ModelSpec, best: Evaluated): string[] {
 
 /** Builds the "does not fit" error with the numbers and what would help. */
 function infeasible(model: ModelSpec, cluster: Cluster, req: PlanRequest): InfeasibleError {
-  const kv = model.kvBytesPerTokenPerLayer * model.numLayers * req.contextTokens * reservedSequences(req);
+  const kv = kvCacheBytes(model, req.contextTokens, reservedSequences(req));
   const used = model.totalBytes + kv;
   // The least any placement needs: everything once, one workspace, headroom on that.
   const ws = workspaceBytes(model, { share: 1, kvShare: 1, heads: model.numHeads }, req, true);

@@ -11,7 +11,7 @@ import {
   nodePerf,
 } from './cost-model.js';
 import { splitHeads } from './layout.js';
-import { endBytes, usableBytes, workspaceBytes } from './memory.js';
+import { endBytes, kvCacheBytes, usableBytes, workspaceBytes } from './memory.js';
 import type { ModelSpec } from './model.js';
 import { reservedSequences, type PlanRequest } from './request.js';
 
@@ -117,7 +117,7 @@ export function headSplits(model: ModelSpec, nodes: ClusterNode[], req: PlanRequ
   const H = model.numHeads;
   if (nodes.length > H) return [];
   const speeds = nodes.map((n) => nodeSpeed(nodePerf(n)));
-  const need = model.totalBytes + model.kvBytesPerTokenPerLayer * model.numLayers * req.contextTokens * reservedSequences(req);
+  const need = model.totalBytes + kvCacheBytes(model, req.contextTokens, reservedSequences(req));
   const caps = nodes.map((n) => Math.max(0, usableBytes(n.availableBytes, 0)) / need);
   const out: number[][] = [];
   const add = (heads: number[]) => {

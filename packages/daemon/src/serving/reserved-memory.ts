@@ -6,6 +6,7 @@
  * profile (`reservedBytes`) and the cluster view takes it off the memory the node offers
  * (state/cluster-view.ts): a plan then leaves room for it wherever the instance's driver lands.
  */
+import { kvCacheBytes } from '@orchard/partitioner';
 import type { ModelDescription } from '../models/description.js';
 import { describeModel } from '../models/describe.js';
 
@@ -30,7 +31,7 @@ export async function reservedBytes(o: ReservedMemoryOptions, describe: (path: s
     }
     // The draft's context is the instance's, capped at the draft's own (runner/draft-model.ts).
     const context = Math.min(o.context ?? d.maxContext, d.maxContext);
-    draft = d.spec.totalBytes + d.spec.kvBytesPerTokenPerLayer * d.spec.numLayers * context * Math.max(1, o.batch);
+    draft = d.spec.totalBytes + kvCacheBytes(d.spec, context, Math.max(1, o.batch));
   }
   return Math.round(draft + Math.max(0, o.prefixCacheBytes));
 }
