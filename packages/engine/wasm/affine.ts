@@ -116,7 +116,6 @@ function dot1(f: Bits): string[] {
     e(`    (call $dot1_mlx${f.bits} ${w} (local.get $rb) (local.get $x) (local.get $cols) (i32.add (local.get $out) (i32.const ${4 * r})))${r === 3 ? ')' : ''}`);
   }
   e(``);
-  L.push(...dot2x4(f));
   return L;
 }
 
@@ -471,7 +470,7 @@ function packed4(): string[] {
 }
 
 export function affineSection(): string {
-  return HEADER + [...FORMATS.flatMap(dot1), ...rowsAffine(), ...prep(), ...packed4(), ...mlxTiles()].join('\n');
+  return HEADER + [...FORMATS.flatMap((f) => [...dot1(f), ...dot2x4(f)]), ...rowsAffine(), ...prep(), ...packed4(), ...mlxTiles()].join('\n');
 }
 
 export const AFFINE_SECTION: Section = { name: 'affine', script: 'affine.ts', text: affineSection };
