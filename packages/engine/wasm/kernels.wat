@@ -8949,43 +8949,23 @@
               (if (result f32) (f32.gt (local.get $amax) (f32.const 0))
                 (then (f32.div (f32.const 127) (local.get $amax)))
                 (else (f32.const 0)))))
-            ;; @if relaxed
-            ;; the values are within ±127 here (finite input): the saturating conversion's clamping, which V8
-            ;; spells out in ~7 instructions on x64, changes nothing, and the relaxed one is one cvttps2dq
+            ;; in range here (|x·127/amax| <= 127): the relaxed build converts in one instruction
             (local.set $q0 (i16x8.narrow_i32x4_s
-              (i32x4.relaxed_trunc_f32x4_s (f32x4.nearest (f32x4.mul (local.get $v0) (local.get $id))))
-              (i32x4.relaxed_trunc_f32x4_s (f32x4.nearest (f32x4.mul (local.get $v1) (local.get $id))))))
+              (i32x4.trunc_inrange_f32x4_s (f32x4.nearest (f32x4.mul (local.get $v0) (local.get $id))))
+              (i32x4.trunc_inrange_f32x4_s (f32x4.nearest (f32x4.mul (local.get $v1) (local.get $id))))))
             (v128.store offset=0 (local.get $q) (local.get $q0))
             (local.set $q1 (i16x8.narrow_i32x4_s
-              (i32x4.relaxed_trunc_f32x4_s (f32x4.nearest (f32x4.mul (local.get $v2) (local.get $id))))
-              (i32x4.relaxed_trunc_f32x4_s (f32x4.nearest (f32x4.mul (local.get $v3) (local.get $id))))))
+              (i32x4.trunc_inrange_f32x4_s (f32x4.nearest (f32x4.mul (local.get $v2) (local.get $id))))
+              (i32x4.trunc_inrange_f32x4_s (f32x4.nearest (f32x4.mul (local.get $v3) (local.get $id))))))
             (v128.store offset=16 (local.get $q) (local.get $q1))
             (local.set $q2 (i16x8.narrow_i32x4_s
-              (i32x4.relaxed_trunc_f32x4_s (f32x4.nearest (f32x4.mul (local.get $v4) (local.get $id))))
-              (i32x4.relaxed_trunc_f32x4_s (f32x4.nearest (f32x4.mul (local.get $v5) (local.get $id))))))
+              (i32x4.trunc_inrange_f32x4_s (f32x4.nearest (f32x4.mul (local.get $v4) (local.get $id))))
+              (i32x4.trunc_inrange_f32x4_s (f32x4.nearest (f32x4.mul (local.get $v5) (local.get $id))))))
             (v128.store offset=32 (local.get $q) (local.get $q2))
             (local.set $q3 (i16x8.narrow_i32x4_s
-              (i32x4.relaxed_trunc_f32x4_s (f32x4.nearest (f32x4.mul (local.get $v6) (local.get $id))))
-              (i32x4.relaxed_trunc_f32x4_s (f32x4.nearest (f32x4.mul (local.get $v7) (local.get $id))))))
+              (i32x4.trunc_inrange_f32x4_s (f32x4.nearest (f32x4.mul (local.get $v6) (local.get $id))))
+              (i32x4.trunc_inrange_f32x4_s (f32x4.nearest (f32x4.mul (local.get $v7) (local.get $id))))))
             (v128.store offset=48 (local.get $q) (local.get $q3))
-            ;; @else
-            (local.set $q0 (i16x8.narrow_i32x4_s
-              (i32x4.trunc_sat_f32x4_s (f32x4.nearest (f32x4.mul (local.get $v0) (local.get $id))))
-              (i32x4.trunc_sat_f32x4_s (f32x4.nearest (f32x4.mul (local.get $v1) (local.get $id))))))
-            (v128.store offset=0 (local.get $q) (local.get $q0))
-            (local.set $q1 (i16x8.narrow_i32x4_s
-              (i32x4.trunc_sat_f32x4_s (f32x4.nearest (f32x4.mul (local.get $v2) (local.get $id))))
-              (i32x4.trunc_sat_f32x4_s (f32x4.nearest (f32x4.mul (local.get $v3) (local.get $id))))))
-            (v128.store offset=16 (local.get $q) (local.get $q1))
-            (local.set $q2 (i16x8.narrow_i32x4_s
-              (i32x4.trunc_sat_f32x4_s (f32x4.nearest (f32x4.mul (local.get $v4) (local.get $id))))
-              (i32x4.trunc_sat_f32x4_s (f32x4.nearest (f32x4.mul (local.get $v5) (local.get $id))))))
-            (v128.store offset=32 (local.get $q) (local.get $q2))
-            (local.set $q3 (i16x8.narrow_i32x4_s
-              (i32x4.trunc_sat_f32x4_s (f32x4.nearest (f32x4.mul (local.get $v6) (local.get $id))))
-              (i32x4.trunc_sat_f32x4_s (f32x4.nearest (f32x4.mul (local.get $v7) (local.get $id))))))
-            (v128.store offset=48 (local.get $q) (local.get $q3))
-            ;; @end
             (if (local.get $q4)
               (then
                 (v128.store offset=32 (local.get $q) (i16x8.sub (local.get $q2) (i16x8.shl (local.get $q0) (i32.const 4))))
@@ -9051,8 +9031,9 @@
     (local.set $scale (f32.load offset=176 (i32.const 0)))
     ;; scores, 4 cache positions at a time: four independent sums share each q load (each score is
     ;; still summed in its own fixed order: SIMD lanes, horizontal sum, then the hd%4 tail)
-    ;; The lanes' sums are written out rather than calling $hsum: a call per score made V8 spill the
-    ;; other sums around it (n=64 prompt, 12 heads: 417-425 -> 364-377 us; one token at 500: 114 -> 97).
+    ;; The lanes' sums are written in place, by f32x4.lanesum, rather than calling $hsum: a call per
+    ;; score made V8 spill the other sums around it (n=64 prompt, 12 heads: 417-425 -> 364-377 us; one
+    ;; token at 500: 114 -> 97).
     (local.set $max (f32.const -inf))
     (local.set $kbase (i32.add (i32.load offset=136 (i32.const 0)) (local.get $headb)))
     (local.set $t (local.get $first))
@@ -9078,14 +9059,10 @@
             (local.set $acc3 (f32x4.add (local.get $acc3) (f32x4.mul (local.get $qv) (v128.load (i32.add (local.get $k3) (local.get $j))))))
             (local.set $j (i32.add (local.get $j) (i32.const 16)))
             (br $vl4)))
-        (local.set $s (f32.add (f32.add (f32x4.extract_lane 0 (local.get $acc)) (f32x4.extract_lane 1 (local.get $acc)))
-          (f32.add (f32x4.extract_lane 2 (local.get $acc)) (f32x4.extract_lane 3 (local.get $acc)))))
-        (local.set $s1 (f32.add (f32.add (f32x4.extract_lane 0 (local.get $acc1)) (f32x4.extract_lane 1 (local.get $acc1)))
-          (f32.add (f32x4.extract_lane 2 (local.get $acc1)) (f32x4.extract_lane 3 (local.get $acc1)))))
-        (local.set $s2 (f32.add (f32.add (f32x4.extract_lane 0 (local.get $acc2)) (f32x4.extract_lane 1 (local.get $acc2)))
-          (f32.add (f32x4.extract_lane 2 (local.get $acc2)) (f32x4.extract_lane 3 (local.get $acc2)))))
-        (local.set $s3 (f32.add (f32.add (f32x4.extract_lane 0 (local.get $acc3)) (f32x4.extract_lane 1 (local.get $acc3)))
-          (f32.add (f32x4.extract_lane 2 (local.get $acc3)) (f32x4.extract_lane 3 (local.get $acc3)))))
+        (local.set $s (f32x4.lanesum (local.get $acc)))
+        (local.set $s1 (f32x4.lanesum (local.get $acc1)))
+        (local.set $s2 (f32x4.lanesum (local.get $acc2)))
+        (local.set $s3 (f32x4.lanesum (local.get $acc3)))
         (block $td4
           (loop $tl4
             (br_if $td4 (i32.ge_u (local.get $j) (local.get $hdb)))
@@ -9124,8 +9101,7 @@
               (f32x4.mul (v128.load (i32.add (local.get $qp) (local.get $j))) (v128.load (i32.add (local.get $kp) (local.get $j))))))
             (local.set $j (i32.add (local.get $j) (i32.const 16)))
             (br $vl)))
-        (local.set $s (f32.add (f32.add (f32x4.extract_lane 0 (local.get $acc)) (f32x4.extract_lane 1 (local.get $acc)))
-          (f32.add (f32x4.extract_lane 2 (local.get $acc)) (f32x4.extract_lane 3 (local.get $acc)))))
+        (local.set $s (f32x4.lanesum (local.get $acc)))
         (block $td
           (loop $tl
             (br_if $td (i32.ge_u (local.get $j) (local.get $hdb)))

@@ -25,6 +25,16 @@
  * step. Two chained FMAs (4 + 4 cycles per step) made the one-row decode kernel 0.55-0.63x the baseline
  * (bench:kernels, cold 2304x768 / 768x2304 f16, row-major); this form is 1.2-1.3x there and 1.03-1.13x
  * on packed weights, which already stream at 0.8-0.9 of a read sweep.
+ *
+ * Two more, smaller:
+ *
+ *     (i32x4.trunc_inrange_f32x4_s A)   lanes known to be within i32 (and not NaN)
+ *       baseline: i32x4.trunc_sat_f32x4_s; relaxed: i32x4.relaxed_trunc_f32x4_s (one cvttps2dq on x64,
+ *       where V8 spells the saturating form in ~7 instructions; the same values in range)
+ *     (f32x4.lanesum (local.get $v))    both builds: $hsum's expression written in place
+ *       (f32.add (f32.add lane0 lane1) (f32.add lane2 lane3)): the same bits as (call $hsum ...), for
+ *       loops where a call makes V8 keep every live vector in memory around it. Not everywhere: after
+ *       the 4x2 f32 kernel's loop it made V8 spill inside the loop (22 -> 14 GMAC/s).
  */
 export const SIMD_VARIANTS = ['baseline', 'relaxed'] as const;
 export type SimdVariant = (typeof SIMD_VARIANTS)[number];
@@ -35,7 +45,19 @@ const END = ';; @end';
 
 /** `wat` with the branches of `variant` kept and its pseudo-instructions expanded; `file` names the source in errors. */
 export function selectVariant(wat: string, variant: SimdVariant, file: string): string {
-  return expandMuladd2(selectBranches(wat, variant, file), variant, file);
+  const trunc = variant === 'relaxed' ? 'i32x4.relaxed_trunc_f32x4_s' : 'i32x4.trunc_sat_f32x4_s';
+  const wide = expandMuladd2(selectBranches(wat, variant, file), variant, file).replaceAll('(i32x4.trunc_inrange_f32x4_s ', `(${trunc} `);
+  return expandLanesum(wide, file);
+}
+
+function expandLanesum(wat: string, file: string): string {
+  const out = wat.replace(/\(f32x4\.lanesum \(local\.get (\$[\w]+)\)\)/g, (_, v: string) => {
+    const lane = (i: number) => `(f32x4.extract_lane ${i} (local.get ${v}))`;
+    return `(f32.add (f32.add ${lane(0)} ${lane(1)}) (f32.add ${lane(2)} ${lane(3)}))`;
+  });
+  const left = out.indexOf('(f32x4.lanesum');
+  if (left >= 0) throw new Error(`${file}:${out.slice(0, left).split('\n').length}: f32x4.lanesum takes one (local.get $name)`);
+  return out;
 }
 
 function selectBranches(wat: string, variant: SimdVariant, file: string): string {
