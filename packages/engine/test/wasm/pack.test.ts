@@ -107,7 +107,7 @@ describe.each(SIMD_BUILDS)('%s kernel build', (simd) => {
         for (let b = 0; b < cols / 32; b++) {
           const at = (r * (cols / 32) + b) * 18;
           w[at + 1] = 0x3c; // d = 1.0 (f16 0x3c00)
-          // rows 0-1 nibbles 0 (−8), 2-3 15 (+7), 4-5 low 0 / high 15, 6-7 alternating 0 and 15
+          // rows 0-1 nibbles 0 (−8), 2-3 15 (+7), 4-5 low 0 / high 15, 6-7 low 15 / high 0
           const lo = r < 2 ? 0 : r < 4 ? 15 : r < 6 ? 0 : 15;
           const hi = r < 2 ? 0 : r < 6 ? 15 : 0;
           for (let j = 0; j < 16; j++) w[at + 2 + j] = lo | (hi << 4);
