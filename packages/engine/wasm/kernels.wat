@@ -4352,15 +4352,15 @@
         (block $cdone
           (loop $cl
             (br_if $cdone (i32.ge_u (local.get $c) (local.get $cols)))
-            ;; the group's amax, then its 32-column blocks at one d
+            ;; the group's amax (an integer max of |x|'s bits, as quant_q8), then its 32-column blocks at one d
             (local.set $mx (v128.const i32x4 0 0 0 0))
             (local.set $j (i32.const 0))
             (loop $ml
               (local.set $pa (i32.add (local.get $s) (i32.shl (local.get $j) (i32.const 2))))
-              (local.set $mx (f32x4.max (local.get $mx) (f32x4.max (f32x4.max (f32x4.max (f32x4.abs (v128.load offset=0 (local.get $pa))) (f32x4.abs (v128.load offset=16 (local.get $pa))))
-                                                  (f32x4.max (f32x4.abs (v128.load offset=32 (local.get $pa))) (f32x4.abs (v128.load offset=48 (local.get $pa)))))
-                                     (f32x4.max (f32x4.max (f32x4.abs (v128.load offset=64 (local.get $pa))) (f32x4.abs (v128.load offset=80 (local.get $pa))))
-                                                  (f32x4.max (f32x4.abs (v128.load offset=96 (local.get $pa))) (f32x4.abs (v128.load offset=112 (local.get $pa))))))))
+              (local.set $mx (i32x4.max_s (local.get $mx) (i32x4.max_s (i32x4.max_s (i32x4.max_s (f32x4.abs (v128.load offset=0 (local.get $pa))) (f32x4.abs (v128.load offset=16 (local.get $pa))))
+                                                  (i32x4.max_s (f32x4.abs (v128.load offset=32 (local.get $pa))) (f32x4.abs (v128.load offset=48 (local.get $pa)))))
+                                     (i32x4.max_s (i32x4.max_s (f32x4.abs (v128.load offset=64 (local.get $pa))) (f32x4.abs (v128.load offset=80 (local.get $pa))))
+                                                  (i32x4.max_s (f32x4.abs (v128.load offset=96 (local.get $pa))) (f32x4.abs (v128.load offset=112 (local.get $pa))))))))
               (br_if $ml (i32.lt_u (local.tee $j (i32.add (local.get $j) (i32.const 32))) (local.get $g))))
             (local.set $amax (f32.max (f32.max (f32x4.extract_lane 0 (local.get $mx)) (f32x4.extract_lane 1 (local.get $mx)))
                                       (f32.max (f32x4.extract_lane 2 (local.get $mx)) (f32x4.extract_lane 3 (local.get $mx)))))
@@ -8750,7 +8750,8 @@
             (block $mdone
               (loop $ml
                 (br_if $mdone (i32.ge_u (local.get $j) (i32.const 1024)))
-                (local.set $mx (f32x4.max (local.get $mx) (f32x4.abs (v128.load (i32.add (local.get $s) (local.get $j))))))
+                ;; |x|'s bits order as |x| does (see quant_q8)
+                (local.set $mx (i32x4.max_s (local.get $mx) (f32x4.abs (v128.load (i32.add (local.get $s) (local.get $j))))))
                 (local.set $j (i32.add (local.get $j) (i32.const 16)))
                 (br $ml)))
             (local.set $amax (f32.max (f32.max (f32x4.extract_lane 0 (local.get $mx)) (f32x4.extract_lane 1 (local.get $mx)))
@@ -8935,11 +8936,13 @@
             (local.set $v5 (v128.load offset=80 (local.get $s)))
             (local.set $v6 (v128.load offset=96 (local.get $s)))
             (local.set $v7 (v128.load offset=112 (local.get $s)))
-            (local.set $mx (f32x4.max
-              (f32x4.max (f32x4.max (f32x4.abs (local.get $v0)) (f32x4.abs (local.get $v1)))
-                         (f32x4.max (f32x4.abs (local.get $v2)) (f32x4.abs (local.get $v3))))
-              (f32x4.max (f32x4.max (f32x4.abs (local.get $v4)) (f32x4.abs (local.get $v5)))
-                         (f32x4.max (f32x4.abs (local.get $v6)) (f32x4.abs (local.get $v7))))))
+            ;; the largest |x| as an integer max of the bits: |x| orders as its bits do, with a NaN
+            ;; above every number (V8 spells f32x4.max in ~8 x64 instructions, i32x4.max_s in one)
+            (local.set $mx (i32x4.max_s
+              (i32x4.max_s (i32x4.max_s (f32x4.abs (local.get $v0)) (f32x4.abs (local.get $v1)))
+                         (i32x4.max_s (f32x4.abs (local.get $v2)) (f32x4.abs (local.get $v3))))
+              (i32x4.max_s (i32x4.max_s (f32x4.abs (local.get $v4)) (f32x4.abs (local.get $v5)))
+                         (i32x4.max_s (f32x4.abs (local.get $v6)) (f32x4.abs (local.get $v7))))))
             (local.set $amax (f32.max
               (f32.max (f32x4.extract_lane 0 (local.get $mx)) (f32x4.extract_lane 1 (local.get $mx)))
               (f32.max (f32x4.extract_lane 2 (local.get $mx)) (f32x4.extract_lane 3 (local.get $mx)))))
@@ -9007,6 +9010,7 @@
     (local $hdv i32) (local $hdb i32) (local $rowb i32) (local $headb i32) (local $scale f32) (local $kbase i32)
     (local $k1 i32) (local $k2 i32) (local $k3 i32) (local $qv v128)
     (local $acc v128) (local $acc1 v128) (local $acc2 v128) (local $acc3 v128) (local $pv v128)
+    (local $ex v128) (local $et v128) (local $ek v128) (local $er v128)
     (local $s f32) (local $s1 f32) (local $s2 f32) (local $s3 f32) (local $max f32) (local $sum f64) (local $e f64) (local $p f32)
     (local $c i32) (local $cend i32) (local $tp i32) (local $vp i32) (local $o0 v128) (local $o1 v128) (local $o2 v128) (local $o3 v128)
     (local.set $heads (i32.load offset=152 (i32.const 0)))
@@ -9121,7 +9125,8 @@
     (block $ed
       (loop $el
         (br_if $ed (i32.gt_u (i32.add (local.get $tp) (i32.const 16)) (local.get $cend)))
-        (local.set $o0 (call $expf4 (f32x4.sub (v128.load (local.get $tp)) (local.get $pv))))
+        (local.set $ex (f32x4.sub (v128.load (local.get $tp)) (local.get $pv)))
+        (f32x4.exp $o0 $ex $et $ek $er)
         (v128.store (local.get $tp) (local.get $o0))
         (local.set $sum (f64.add (local.get $sum) (f64.promote_f32 (f32x4.extract_lane 0 (local.get $o0)))))
         (local.set $sum (f64.add (local.get $sum) (f64.promote_f32 (f32x4.extract_lane 1 (local.get $o0)))))
@@ -9209,26 +9214,12 @@
         (br $cl2))))
 
   ;; ---------------------------------------------------------------- SiLU gate
-  ;; e^x for f32x4 (Cephes expf: x = k·ln2 + r with ln2 in two parts, degree-5 polynomial, ≈1 ulp);
-  ;; x is clamped to [−87.3, 88.3] so 2^k stays a normal float.
+  ;; e^x for f32x4 (Cephes expf, ≈1 ulp; the steps are the f32x4.exp pseudo-instruction, wasm/expf.ts,
+  ;; which the loops of swiglu write in place).
   (func $expf4 (param $x v128) (result v128)
-    (local $k v128) (local $r v128) (local $y v128)
-    (local.set $x (f32x4.min (f32x4.max (local.get $x) (v128.const f32x4 -87.3 -87.3 -87.3 -87.3))
-                             (v128.const f32x4 88.3 88.3 88.3 88.3)))
-    (local.set $k (f32x4.nearest (f32x4.mul (local.get $x) (v128.const f32x4 1.44269504 1.44269504 1.44269504 1.44269504))))
-    (local.set $r (f32x4.sub (f32x4.sub (local.get $x)
-                    (f32x4.mul (local.get $k) (v128.const f32x4 0.693359375 0.693359375 0.693359375 0.693359375)))
-                    (f32x4.mul (local.get $k) (v128.const f32x4 -2.12194440e-4 -2.12194440e-4 -2.12194440e-4 -2.12194440e-4))))
-    (local.set $y (v128.const f32x4 1.9875691500e-4 1.9875691500e-4 1.9875691500e-4 1.9875691500e-4))
-    (local.set $y (f32x4.add (f32x4.mul (local.get $y) (local.get $r)) (v128.const f32x4 1.3981999507e-3 1.3981999507e-3 1.3981999507e-3 1.3981999507e-3)))
-    (local.set $y (f32x4.add (f32x4.mul (local.get $y) (local.get $r)) (v128.const f32x4 8.3334519073e-3 8.3334519073e-3 8.3334519073e-3 8.3334519073e-3)))
-    (local.set $y (f32x4.add (f32x4.mul (local.get $y) (local.get $r)) (v128.const f32x4 4.1665795894e-2 4.1665795894e-2 4.1665795894e-2 4.1665795894e-2)))
-    (local.set $y (f32x4.add (f32x4.mul (local.get $y) (local.get $r)) (v128.const f32x4 1.6666665459e-1 1.6666665459e-1 1.6666665459e-1 1.6666665459e-1)))
-    (local.set $y (f32x4.add (f32x4.mul (local.get $y) (local.get $r)) (v128.const f32x4 5.0000001201e-1 5.0000001201e-1 5.0000001201e-1 5.0000001201e-1)))
-    (local.set $y (f32x4.add (f32x4.add (f32x4.mul (local.get $y) (f32x4.mul (local.get $r) (local.get $r))) (local.get $r))
-                             (v128.const f32x4 1 1 1 1)))
-    (f32x4.mul (local.get $y)
-      (i32x4.shl (i32x4.add (i32x4.trunc_sat_f32x4_s (local.get $k)) (v128.const i32x4 127 127 127 127)) (i32.const 23))))
+    (local $t v128) (local $k v128) (local $r v128) (local $y v128)
+    (f32x4.exp $y $x $t $k $r)
+    (local.get $y))
 
   (func $silu_gate4 (param $g v128) (param $u v128) (result v128)
     (f32x4.mul (f32x4.div (local.get $g)
@@ -9318,13 +9309,18 @@
 
   ;; a[i] = silu(a[i])·b[i] = a[i]/(1 + e^−a[i])·b[i] for i < n.
   (func (export "swiglu") (param $a i32) (param $b i32) (param $n i32)
-    (local $o i32) (local $end i32)
+    (local $o i32) (local $end i32) (local $g v128) (local $x v128) (local $t v128) (local $k v128) (local $r v128) (local $e v128)
     (local.set $end (i32.shl (i32.and (local.get $n) (i32.const -4)) (i32.const 2)))
     (block $done
       (loop $l
         (br_if $done (i32.ge_u (local.get $o) (local.get $end)))
+        ;; $silu_gate4 with its exp in place (see wasm/expf.ts)
+        (local.set $g (v128.load (i32.add (local.get $a) (local.get $o))))
+        (local.set $x (f32x4.neg (local.get $g)))
+        (f32x4.exp $e $x $t $k $r)
         (v128.store (i32.add (local.get $a) (local.get $o))
-          (call $silu_gate4 (v128.load (i32.add (local.get $a) (local.get $o))) (v128.load (i32.add (local.get $b) (local.get $o)))))
+          (f32x4.mul (f32x4.div (local.get $g) (f32x4.add (v128.const f32x4 1 1 1 1) (local.get $e)))
+                     (v128.load (i32.add (local.get $b) (local.get $o)))))
         (local.set $o (i32.add (local.get $o) (i32.const 16)))
         (br $l)))
     (local.set $end (i32.shl (local.get $n) (i32.const 2)))

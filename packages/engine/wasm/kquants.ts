@@ -300,7 +300,8 @@ function quantQ8k(): string[] {
   e(`            (block $mdone`);
   e(`              (loop $ml`);
   e(`                (br_if $mdone (i32.ge_u (local.get $j) (i32.const 1024)))`);
-  e(`                (local.set $mx (f32x4.max (local.get $mx) (f32x4.abs (v128.load (i32.add (local.get $s) (local.get $j))))))`);
+  e(`                ;; |x|'s bits order as |x| does (see quant_q8)`);
+  e(`                (local.set $mx (i32x4.max_s (local.get $mx) (f32x4.abs (v128.load (i32.add (local.get $s) (local.get $j))))))`);
   e(`                (local.set $j (i32.add (local.get $j) (i32.const 16)))`);
   e(`                (br $ml)))`);
   e(`            (local.set $amax (f32.max (f32.max (f32x4.extract_lane 0 (local.get $mx)) (f32x4.extract_lane 1 (local.get $mx)))`);

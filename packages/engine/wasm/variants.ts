@@ -1,3 +1,5 @@
+import { expandExp } from './expf.js';
+
 /**
  * The two builds of kernels.wat. A kernel that has a relaxed-SIMD form keeps both forms side by side in
  * one place, between marker lines (a generator writes them the same way):
@@ -35,6 +37,9 @@
  *       (f32.add (f32.add lane0 lane1) (f32.add lane2 lane3)): the same bits as (call $hsum ...), for
  *       loops where a call makes V8 keep every live vector in memory around it. Not everywhere: after
  *       the 4x2 f32 kernel's loop it made V8 spill inside the loop (22 -> 14 GMAC/s).
+ *
+ * And one statement form, the same in both builds: `(f32x4.exp $y $x $t $k $r)`, e^x written in place
+ * (wasm/expf.ts says why).
  */
 export const SIMD_VARIANTS = ['baseline', 'relaxed'] as const;
 export type SimdVariant = (typeof SIMD_VARIANTS)[number];
@@ -47,7 +52,7 @@ const END = ';; @end';
 export function selectVariant(wat: string, variant: SimdVariant, file: string): string {
   const trunc = variant === 'relaxed' ? 'i32x4.relaxed_trunc_f32x4_s' : 'i32x4.trunc_sat_f32x4_s';
   const wide = expandMuladd2(selectBranches(wat, variant, file), variant, file).replaceAll('(i32x4.trunc_inrange_f32x4_s ', `(${trunc} `);
-  return expandLanesum(wide, file);
+  return expandExp(expandLanesum(wide, file), file);
 }
 
 function expandLanesum(wat: string, file: string): string {

@@ -41,6 +41,18 @@ describe('kernels.wasm', () => {
     expect(() => selectVariant('x\n(f32x4.muladd2 (local.get $a) (local.get $b))', 'relaxed', 'k.wat')).toThrow(/k\.wat:2: f32x4\.muladd2 takes 5 operands/);
   });
 
+  it('writes f32x4.exp out as statements on its named locals, the same in both builds, and names a malformed one', () => {
+    const src = '  (loop\n    (f32x4.exp $y $x $t $k $r)\n    (br 0))';
+    const out = selectVariant(src, 'relaxed', 'k.wat');
+    expect(out).toBe(selectVariant(src, 'baseline', 'k.wat'));
+    const lines = out.split('\n').slice(1, -1);
+    expect(lines.every((l) => l.startsWith('    (local.set $'))).toBe(true);
+    expect(lines[0]).toMatch(/^ {4}\(local\.set \$x \(f32x4\.pmin \(f32x4\.pmax \(local\.get \$x\)/);
+    expect(lines.at(-1)).toMatch(/^ {4}\(local\.set \$y \(f32x4\.mul \(local\.get \$y\) \(i32x4\.shl \(i32x4\.add \(local\.get \$t\)/);
+    expect(() => selectVariant('x\n  (f32x4.exp $y $x)', 'relaxed', 'k.wat')).toThrow(/k\.wat:2: f32x4\.exp takes 5 local names/);
+    expect(() => selectVariant('(local.set $y (f32x4.exp $y $x $t $k $r))', 'relaxed', 'k.wat')).toThrow(/k\.wat:1: f32x4\.exp stands alone on its line/);
+  });
+
   it("kernels.wat's q8_0/q4_0 prompt-batch section is wasm/qtiles.ts's output (rewrite: pnpm exec tsx packages/engine/wasm/qtiles.ts)", () => {
     const wat = readFileSync(WAT_PATH, 'utf8');
     expect(withSection(wat) === wat, 'the qtile section is stale').toBe(true);

@@ -123,6 +123,32 @@ describe.each(SIMD_BUILDS)('%s kernel build', (simd) => {
       }
     });
 
+    // The activation quantizers take a block's amax as an integer max of |x|'s bits: a NaN must still
+    // win it (a NaN scale), so a broken activation reaches the logits as NaN instead of as a number.
+    it.each([
+      ['q8_0', false],
+      ['q4_0', false],
+      ['q4_0', true],
+    ] as Array<[DType, boolean]>)('%s: a NaN activation makes its token NaN and leaves the others alone (packed: %s)', (dtype, packed) => {
+      const rng = new Prng(31 + dtype.length);
+      const rows = 9;
+      const cols = 96;
+      for (const n of [1, 6]) {
+        const w = randomWeight(be, dtype, rows, cols, rng);
+        if (packed) be.packWeight(w);
+        const x = randomInput(be, cols * n, rng);
+        const bad = n - 1;
+        x[bad * cols + 40] = NaN;
+        const out = be.allocF32(rows * n);
+        if (n === 1) be.matvec(out, w, x);
+        else be.matmul(out, w, x, n);
+        for (let b = 0; b < n; b++) {
+          const token = [...out.subarray(b * rows, (b + 1) * rows)];
+          expect(token.every((v) => (b === bad ? Number.isNaN(v) : Number.isFinite(v))), `${dtype} n=${n} token ${b}: ${token}`).toBe(true);
+        }
+      }
+    });
+
     it('splits a larger kernel over many row chunks', () => {
       const rng = new Prng(5);
       for (const dtype of ['f32', 'f16', 'bf16', 'q8_0', 'q4_0'] as DType[]) {
