@@ -423,8 +423,7 @@ function packed4(): string[] {
   e(`                                     (i32x4.max_s (i32x4.max_s (f32x4.abs (v128.load offset=64 (local.get $pa))) (f32x4.abs (v128.load offset=80 (local.get $pa))))`);
   e(`                                                  (i32x4.max_s (f32x4.abs (v128.load offset=96 (local.get $pa))) (f32x4.abs (v128.load offset=112 (local.get $pa))))))))`);
   e(`              (br_if $ml (i32.lt_u (local.tee $j (i32.add (local.get $j) (i32.const 32))) (local.get $g))))`);
-  e(`            (local.set $amax (f32.max (f32.max (f32x4.extract_lane 0 (local.get $mx)) (f32x4.extract_lane 1 (local.get $mx)))`);
-  e(`                                      (f32.max (f32x4.extract_lane 2 (local.get $mx)) (f32x4.extract_lane 3 (local.get $mx)))))`);
+  e(`            (local.set $amax (f32x4.lanemax (local.get $mx)))`);
   e(`            (f32.store (local.get $dd) (f32.div (local.get $amax) (f32.const ${LEVELS})))`);
   e(`            (local.set $id (f32x4.splat (if (result f32) (f32.gt (local.get $amax) (f32.const 0)) (then (f32.div (f32.const ${LEVELS}) (local.get $amax))) (else (f32.const 0)))))`);
   e(`            (local.set $j (i32.const 0))`);

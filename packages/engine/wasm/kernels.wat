@@ -4362,8 +4362,7 @@
                                      (i32x4.max_s (i32x4.max_s (f32x4.abs (v128.load offset=64 (local.get $pa))) (f32x4.abs (v128.load offset=80 (local.get $pa))))
                                                   (i32x4.max_s (f32x4.abs (v128.load offset=96 (local.get $pa))) (f32x4.abs (v128.load offset=112 (local.get $pa))))))))
               (br_if $ml (i32.lt_u (local.tee $j (i32.add (local.get $j) (i32.const 32))) (local.get $g))))
-            (local.set $amax (f32.max (f32.max (f32x4.extract_lane 0 (local.get $mx)) (f32x4.extract_lane 1 (local.get $mx)))
-                                      (f32.max (f32x4.extract_lane 2 (local.get $mx)) (f32x4.extract_lane 3 (local.get $mx)))))
+            (local.set $amax (f32x4.lanemax (local.get $mx)))
             (f32.store (local.get $dd) (f32.div (local.get $amax) (f32.const 16383)))
             (local.set $id (f32x4.splat (if (result f32) (f32.gt (local.get $amax) (f32.const 0)) (then (f32.div (f32.const 16383) (local.get $amax))) (else (f32.const 0)))))
             (local.set $j (i32.const 0))
@@ -8754,8 +8753,7 @@
                 (local.set $mx (i32x4.max_s (local.get $mx) (f32x4.abs (v128.load (i32.add (local.get $s) (local.get $j))))))
                 (local.set $j (i32.add (local.get $j) (i32.const 16)))
                 (br $ml)))
-            (local.set $amax (f32.max (f32.max (f32x4.extract_lane 0 (local.get $mx)) (f32x4.extract_lane 1 (local.get $mx)))
-                                      (f32.max (f32x4.extract_lane 2 (local.get $mx)) (f32x4.extract_lane 3 (local.get $mx)))))
+            (local.set $amax (f32x4.lanemax (local.get $mx)))
             (local.set $is (if (result f32) (f32.gt (local.get $amax) (f32.const 0))
               (then (f32.div (f32.const 127) (local.get $amax))) (else (f32.const 0))))
             (f32.store (local.get $dd) (if (result f32) (f32.gt (local.get $is) (f32.const 0))
@@ -8943,9 +8941,7 @@
                          (i32x4.max_s (f32x4.abs (local.get $v2)) (f32x4.abs (local.get $v3))))
               (i32x4.max_s (i32x4.max_s (f32x4.abs (local.get $v4)) (f32x4.abs (local.get $v5)))
                          (i32x4.max_s (f32x4.abs (local.get $v6)) (f32x4.abs (local.get $v7))))))
-            (local.set $amax (f32.max
-              (f32.max (f32x4.extract_lane 0 (local.get $mx)) (f32x4.extract_lane 1 (local.get $mx)))
-              (f32.max (f32x4.extract_lane 2 (local.get $mx)) (f32x4.extract_lane 3 (local.get $mx)))))
+            (local.set $amax (f32x4.lanemax (local.get $mx)))
             (local.set $d (f32.div (local.get $amax) (f32.const 127)))
             ;; 127/amax rather than 1/d, as llama.cpp's x86 quantize_row_q8_0 does
             (local.set $id (f32x4.splat

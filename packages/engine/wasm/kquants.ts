@@ -304,8 +304,7 @@ function quantQ8k(): string[] {
   e(`                (local.set $mx (i32x4.max_s (local.get $mx) (f32x4.abs (v128.load (i32.add (local.get $s) (local.get $j))))))`);
   e(`                (local.set $j (i32.add (local.get $j) (i32.const 16)))`);
   e(`                (br $ml)))`);
-  e(`            (local.set $amax (f32.max (f32.max (f32x4.extract_lane 0 (local.get $mx)) (f32x4.extract_lane 1 (local.get $mx)))`);
-  e(`                                      (f32.max (f32x4.extract_lane 2 (local.get $mx)) (f32x4.extract_lane 3 (local.get $mx)))))`);
+  e(`            (local.set $amax (f32x4.lanemax (local.get $mx)))`);
   e(`            (local.set $is (if (result f32) (f32.gt (local.get $amax) (f32.const 0))`);
   e(`              (then (f32.div (f32.const 127) (local.get $amax))) (else (f32.const 0))))`);
   e(`            (f32.store (local.get $dd) (if (result f32) (f32.gt (local.get $is) (f32.const 0))`);

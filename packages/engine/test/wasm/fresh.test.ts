@@ -7,6 +7,7 @@ import { withKquantSection } from '../../wasm/kquants.js';
 import { withMxtileSection } from '../../wasm/mxfp4tiles.js';
 import { withSection } from '../../wasm/qtiles.js';
 import { SIMD_VARIANTS, selectVariant } from '../../wasm/variants.js';
+import { WA } from '../../src/kernels/wasm/module.js';
 
 describe('kernels.wasm', () => {
   it.each(SIMD_VARIANTS)('the %s binary is the build of the committed kernels.wat (rebuild: pnpm --filter @orchard/engine build:wasm)', async (variant) => {
@@ -39,6 +40,23 @@ describe('kernels.wasm', () => {
       '(local.set $a (f32x4.add (local.get $a) (f32x4.relaxed_madd (local.get $e) (v128.load (local.get $p)) (f32x4.mul (local.get $d) (local.get $x)))))',
     );
     expect(() => selectVariant('x\n(f32x4.muladd2 (local.get $a) (local.get $b))', 'relaxed', 'k.wat')).toThrow(/k\.wat:2: f32x4\.muladd2 takes 5 operands/);
+  });
+
+  it('f32x4.lanemax is the largest of four |x| lanes, bit for bit, and a NaN lane wins', async () => {
+    const wat = `(module (func (export "m") (param $a f32) (param $b f32) (param $c f32) (param $d f32) (result f32) (local $v v128)
+      (local.set $v (f32x4.abs (f32x4.replace_lane 3 (f32x4.replace_lane 2 (f32x4.replace_lane 1 (f32x4.splat (local.get $a)) (local.get $b)) (local.get $c)) (local.get $d))))
+      (f32x4.lanemax (local.get $v))))`;
+    const wabt = await (await import('wabt')).default();
+    const mod = wabt.parseWat('m.wat', selectVariant(wat, 'baseline', 'm.wat'), { simd: true });
+    const { buffer } = mod.toBinary({});
+    mod.destroy();
+    const { m } = new WA.Instance(new WA.Module(buffer), {}).exports as { m: (...x: number[]) => number };
+    const f32 = (v: number) => Math.fround(v);
+    for (const lanes of [[1, -3, 2, 0.5], [-0, 0, -0, 0], [1e-45, -2e-45, 0, 0], [f32(3.4e38), -Infinity, 1, 2], [-7, -7.000001, 6, 5]]) {
+      expect(Object.is(m(...lanes), f32(Math.max(...lanes.map(Math.abs)))), `${lanes}`).toBe(true);
+    }
+    expect(m(1, NaN, 2, Infinity)).toBeNaN();
+    expect(m(NaN, NaN, NaN, NaN)).toBeNaN();
   });
 
   it('writes f32x4.exp out as statements on its named locals, the same in both builds, and names a malformed one', () => {
