@@ -9305,6 +9305,11 @@
 
   ;; a[i] = silu(a[i])·b[i] = a[i]/(1 + e^−a[i])·b[i] for i < n.
   (func (export "swiglu") (param $a i32) (param $b i32) (param $n i32)
+    (call $swiglu_span (local.get $a) (local.get $b) (local.get $n)))
+
+  ;; swiglu over one span; a job (kernel 13) runs spans of a long one on every thread, each span
+  ;; starting at a multiple of 4 values (the chunks are groups of 4 "rows").
+  (func $swiglu_span (param $a i32) (param $b i32) (param $n i32)
     (local $o i32) (local $end i32) (local $g v128) (local $x v128) (local $t v128) (local $k v128) (local $r v128) (local $e v128)
     (local.set $end (i32.shl (i32.and (local.get $n) (i32.const -4)) (i32.const 2)))
     (block $done
@@ -9737,6 +9742,14 @@
                 (call $attn_item (local.get $i))
                 (local.set $i (i32.add (local.get $i) (i32.const 1)))
                 (br $al)))
+            (local.set $count (i32.add (local.get $count) (i32.const 1)))
+            (br $l)))
+        (if (i32.eq (i32.load offset=4 (global.get $CTL)) (i32.const 13))
+          (then
+            (call $swiglu_span
+              (i32.add (i32.load offset=12 (global.get $CTL)) (i32.shl (local.get $r0) (i32.const 2)))
+              (i32.add (i32.load offset=16 (global.get $CTL)) (i32.shl (local.get $r0) (i32.const 2)))
+              (i32.sub (local.get $r1) (local.get $r0)))
             (local.set $count (i32.add (local.get $count) (i32.const 1)))
             (br $l)))
         (call $rows

@@ -127,4 +127,23 @@ describe('swiglu', () => {
       }
     }
   });
+
+  it('a long batch split over threads gives the one-thread bits, every span and tail included', () => {
+    const one = createWasmBackend({ threads: 1, initialBytes: 1 << 20 });
+    // a tiny threshold so even short batches run as a job of many spans
+    const two = createWasmBackend({ threads: 2, initialBytes: 1 << 20, parallelThreshold: 64 });
+    backends.push(one, two);
+    const rng = new Prng(10);
+    for (const n of [4, 7, 64, 999, 10_007]) {
+      const gate = Float32Array.from({ length: n }, () => rng.symmetric(10));
+      const up = Float32Array.from({ length: n }, () => rng.symmetric(3));
+      const [a1, b1, a2, b2] = [one.allocF32(n), one.allocF32(n), two.allocF32(n + 5), two.allocF32(n)];
+      a1.set(gate), b1.set(up), a2.set(gate), b2.set(up);
+      a2.fill(7, n);
+      one.swiglu(a1, b1, n);
+      two.swiglu(a2, b2, n);
+      expect(a2.subarray(0, n), `n=${n}`).toEqual(a1);
+      expect([...a2.subarray(n)], `n=${n}: past the end`).toEqual([7, 7, 7, 7, 7]);
+    }
+  });
 });

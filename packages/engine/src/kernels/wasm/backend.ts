@@ -19,6 +19,7 @@ import {
   AFFINE_ADDR,
   ATTN_ADDR,
   ATTN_KERNEL,
+  SWIGLU_KERNEL,
   CORR_ADDR,
   CTL,
   CTL_ADDR,
@@ -83,7 +84,8 @@ export interface WasmBackend extends Backend {
   attention(args: AttentionArgs): void;
   /**
    * The contract's optional SwiGLU gate: a[i] = silu(a[i])·b[i] for i < n (SIMD exp, within a few f32
-   * ulp of model/math.ts's swiglu). Single-threaded: it is O(ffn) per token.
+   * ulp of model/math.ts's swiglu). A prompt's or a batch's worth runs on every thread, spans of it
+   * a job (one token's stays on the caller: waking the workers would cost more).
    */
   swiglu(a: Float32Array, b: Float32Array, n: number): void;
   /** The contract's optional RMSNorm rows (wasm rmsnorm_rows; single-threaded, O(hidden) per token). */
@@ -115,6 +117,8 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
     throw new Error(`wasm backend: threads must be an integer from 1 to 256, got ${threads}`);
   }
   const threshold = options.parallelThreshold ?? 2 ** 17;
+  /** What one swiglu value weighs against the threshold, in matmul multiply-adds (1.7 ns vs ~0.05). */
+  const SWIGLU_COST = 32;
   const initialBytes = options.initialBytes ?? 64 * 2 ** 20;
   const initialPages = Math.min(MAX_PAGES, Math.ceil((HEAP_BASE + initialBytes) / PAGE_BYTES));
 
@@ -517,7 +521,12 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
       if (!Number.isInteger(n) || n < 0 || a.length < n || b.length < n) {
         throw new Error(`wasm swiglu: need ${n} values, have ${a.length} and ${b.length}`);
       }
-      k.swiglu(arena.addressOf(a, 'swiglu gate'), arena.addressOf(b, 'swiglu up'), n);
+      const gate = arena.addressOf(a, 'swiglu gate');
+      const up = arena.addressOf(b, 'swiglu up');
+      // A prompt's or a batch's worth runs on every thread (a value costs about as much as 32
+      // multiply-adds of a matmul); one token's stays on the caller, cheaper than waking the workers.
+      if (pool.helpers > 0 && n * SWIGLU_COST >= threshold) dispatch(SWIGLU_KERNEL, 0, gate, up, n, SWIGLU_COST, 1, 0, 0);
+      else k.swiglu(gate, up, n);
     },
     rmsnorm(out: Float32Array, x: Float32Array, weight: Float32Array, n: number, dim: number, eps: number) {
       if (!Number.isInteger(n) || !Number.isInteger(dim) || n < 0 || dim < 1 || x.length < n * dim || out.length < n * dim || weight.length < dim) {

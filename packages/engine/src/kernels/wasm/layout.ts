@@ -43,6 +43,8 @@ export const READ_KERNEL = 10;
 /** Attention over a KV cache; its parameters live at ATTN_ADDR (16 fields, see kernels.wat). */
 export const ATTN_KERNEL = 12;
 export const ATTN_ADDR = 128;
+/** swiglu over spans of one long batch, run on every thread (gate at CTL.w, up at CTL.x). */
+export const SWIGLU_KERNEL = 13;
 /** Per-thread weight scratch for f16 prompt batches: base address, bytes per thread (2 × i32). */
 export const WIDE_ADDR = 192;
 /** The current packed f16 weight's subnormal-term table: row starts address, entries address (0: none). */
