@@ -58,25 +58,30 @@ export function selectVariant(wat: string, variant: SimdVariant, file: string): 
   return expandExp(expandLanemax(expandLanesum(wide, file), file), file);
 }
 
-function expandLanesum(wat: string, file: string): string {
-  const out = wat.replace(/\(f32x4\.lanesum \(local\.get (\$[\w]+)\)\)/g, (_, v: string) => {
-    const lane = (i: number) => `(f32x4.extract_lane ${i} (local.get ${v}))`;
-    return `(f32.add (f32.add ${lane(0)} ${lane(1)}) (f32.add ${lane(2)} ${lane(3)}))`;
-  });
-  const left = out.indexOf('(f32x4.lanesum');
-  if (left >= 0) throw new Error(`${file}:${out.slice(0, left).split('\n').length}: f32x4.lanesum takes one (local.get $name)`);
+/**
+ * `wat` with every `(f32x4.NAME (local.get $v))` replaced by `expand($v)`; any other use of the form
+ * is an error naming its line.
+ */
+function expandOnLocal(wat: string, name: string, expand: (v: string) => string, file: string): string {
+  const out = wat.replace(new RegExp(String.raw`\(f32x4\.${name} \(local\.get (\$[\w]+)\)\)`, 'g'), (_, v: string) => expand(v));
+  const left = out.indexOf(`(f32x4.${name}`);
+  if (left >= 0) throw new Error(`${file}:${out.slice(0, left).split('\n').length}: f32x4.${name} takes one (local.get $name)`);
   return out;
 }
 
+function expandLanesum(wat: string, file: string): string {
+  return expandOnLocal(wat, 'lanesum', (v) => {
+    const lane = (i: number) => `(f32x4.extract_lane ${i} (local.get ${v}))`;
+    return `(f32.add (f32.add ${lane(0)} ${lane(1)}) (f32.add ${lane(2)} ${lane(3)}))`;
+  }, file);
+}
+
 function expandLanemax(wat: string, file: string): string {
-  const out = wat.replace(/\(f32x4\.lanemax \(local\.get (\$[\w]+)\)\)/g, (_, v: string) => {
+  return expandOnLocal(wat, 'lanemax', (v) => {
     const get = `(local.get ${v})`;
     const halves = `(i32x4.max_s ${get} (i8x16.shuffle 8 9 10 11 12 13 14 15 0 1 2 3 4 5 6 7 ${get} ${get}))`;
     return `(f32.reinterpret_i32 (i32x4.extract_lane 0 (i32x4.max_s ${halves} (i8x16.shuffle 4 5 6 7 0 1 2 3 12 13 14 15 8 9 10 11 ${halves} ${halves}))))`;
-  });
-  const left = out.indexOf('(f32x4.lanemax');
-  if (left >= 0) throw new Error(`${file}:${out.slice(0, left).split('\n').length}: f32x4.lanemax takes one (local.get $name)`);
-  return out;
+  }, file);
 }
 
 function selectBranches(wat: string, variant: SimdVariant, file: string): string {
