@@ -40,10 +40,10 @@ function expStatements(ind: string, y: string, x: string, t: string, k: string, 
 
 /** `wat` with every `(f32x4.exp $y $x $t $k $r)` written out; `file` names the source in errors. */
 export function expandExp(wat: string, file: string): string {
-  const out = wat.replace(/^([ \t]*)\(f32x4\.exp((?:\s+\$[\w]+)*)\s*\)/gm, (whole, ind: string, names: string) => {
+  const out = wat.replace(/^([ \t]*)\(f32x4\.exp((?:\s+\$[\w]+)*)\s*\)/gm, (_, ind: string, names: string, at: number) => {
     const locals = names.trim().split(/\s+/);
     if (locals.length !== 5) {
-      const line = wat.slice(0, wat.indexOf(whole)).split('\n').length;
+      const line = wat.slice(0, at).split('\n').length;
       throw new Error(`${file}:${line}: f32x4.exp takes 5 local names ($y $x $t $k $r), got ${locals.length}`);
     }
     const [y, x, t, k, r] = locals;
