@@ -414,7 +414,8 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
     rowBytesOf: number,
     xStride: number,
   ): void {
-    // Matrix kernels take rows in groups of 4; attention items are independent (unit 1).
+    // Matrix kernels take rows in groups of 4 (swiglu: values, so every span but the last is whole
+    // SIMD steps); attention items are independent (unit 1).
     const unit = kernel === ATTN_KERNEL ? 1 : 4;
     const parallel = pool.helpers > 0 && rows >= 2 * unit && rows * cols * n >= threshold;
     // About four chunks per thread so a thread the OS delays costs little.
