@@ -35,7 +35,11 @@ export function planMla(rd: WeightPlanner, config: ModelConfig, m: MlaConfig, sl
   const { hiddenSize: D, numHeads: H } = config;
   const [h0, h1] = slice.heads;
   const qk = m.nopeDim + m.ropeDim;
-  const { kb, vb } = rd.has(`${a}.kv_b_proj.weight`) ? rd.kvBHeads(`${a}.kv_b_proj.weight`, H, m, slice.heads) : splitKvB(rd, a, H, m, slice.heads);
+  const { kb, vb } = rd.has(`${a}.kv_b_proj.weight`)
+    ? rd.kvBHeads(`${a}.kv_b_proj.weight`, H, m, slice.heads)
+    : rd.has(`${a}.embed_q.weight`)
+      ? splitKvB(rd, a, H, m, slice.heads, ['embed_q', 'unembed_out'])
+      : splitKvB(rd, a, H, m, slice.heads, ['k_b_proj', 'v_b_proj']);
   return {
     kind: 'mla',
     qA: m.qLoraRank ? rd.matrix(`${a}.q_a_proj.weight`, m.qLoraRank, D, [0, m.qLoraRank]) : null,
@@ -49,13 +53,18 @@ export function planMla(rd: WeightPlanner, config: ModelConfig, m: MlaConfig, sl
   };
 }
 
-/** kv_b already split per head (llama.cpp's attn_k_b [H, kvLora, nope] and attn_v_b [H, v, kvLora]): one slab per head each. */
-function splitKvB(rd: WeightPlanner, a: string, H: number, m: MlaConfig, [h0, h1]: [number, number]): { kb: Weight[]; vb: Weight[] } {
+/**
+ * kv_b already split per head, [H, kvLora, nope] for the keys and [H, v, kvLora] for the values: llama.cpp's
+ * attn_k_b / attn_v_b (a GGUF's `k_b_proj` / `v_b_proj`), or mlx-lm's `embed_q` / `unembed_out` (its
+ * sanitize splits kv_b_proj so since 2026-02; each MLX-quantized per head along its input, kept packed).
+ * One slab per head each.
+ */
+function splitKvB(rd: WeightPlanner, a: string, H: number, m: MlaConfig, [h0, h1]: [number, number], [k, v]: [string, string]): { kb: Weight[]; vb: Weight[] } {
   const kb: Weight[] = [];
   const vb: Weight[] = [];
   for (let h = h0; h < h1; h++) {
-    kb.push(rd.slab(`${a}.k_b_proj.weight`, [H, m.kvLoraRank, m.nopeDim], h));
-    vb.push(rd.slab(`${a}.v_b_proj.weight`, [H, m.vDim, m.kvLoraRank], h));
+    kb.push(rd.slab(`${a}.${k}.weight`, [H, m.kvLoraRank, m.nopeDim], h));
+    vb.push(rd.slab(`${a}.${v}.weight`, [H, m.vDim, m.kvLoraRank], h));
   }
   return { kb, vb };
 }

@@ -56,8 +56,14 @@ export function planMoe(rd: WeightPlanner, config: ModelConfig, moe: MoeConfig, 
   const mxfp4 = caps.tensors.layout === 'merged' && rd.has(`${p}.experts.gate_up_proj_blocks`);
   const names = caps.tensors.layout === 'merged' ? (['gate_proj', 'up_proj', 'down_proj'] as const) : projections;
   const biased = moe.activation === 'clamped-swiglu';
+  // mlx-lm stacks the experts, output-major [E, out, in]: `switch_mlp.{gate,up,down}_proj` (gpt-oss: `experts.*`)
+  const stacked = [`${p}.switch_mlp`, `${p}.experts`].find((s) => rd.has(`${s}.gate_proj.weight`));
   const experts: ExpertWeights[] = [];
   for (let e = slice.experts[0]; e < slice.experts[1]; e++) {
+    if (stacked) {
+      experts.push(stackedExpert(rd, stacked, E, D, I, e, biased));
+      continue;
+    }
     if (merged || mxfp4) {
       experts.push(mxfp4 ? mergedMxfp4Expert(rd, p, E, D, I, e) : mergedExpert(rd, p, E, D, I, e));
       continue;
@@ -75,6 +81,22 @@ export function planMoe(rd: WeightPlanner, config: ModelConfig, moe: MoeConfig, 
     firstExpert: slice.experts[0],
     experts,
     shared: moe.sharedIntermediate ? planDenseMlp(rd, `${p}.shared_experts`, moe.sharedIntermediate, D, slice.sharedFfn) : null,
+  };
+}
+
+/**
+ * Expert `e` of mlx-lm's stacked projections `s`.{gate,up,down}_proj [E, out, in] (SwitchGLU: plain floats,
+ * or MLX-quantized with scales/biases [E, out, in/group]); gpt-oss's biases [E, out] beside them.
+ */
+function stackedExpert(rd: WeightPlanner, s: string, E: number, D: number, I: number, e: number, biased: boolean): ExpertWeights {
+  const bias = (proj: string, n: number) => (biased ? rd.mergedExpertVector(`${s}.${proj}.bias`, E, n, 1, e)[0] : null);
+  return {
+    gate: rd.slab(`${s}.gate_proj.weight`, [E, I, D], e),
+    up: rd.slab(`${s}.up_proj.weight`, [E, I, D], e),
+    down: rd.slab(`${s}.down_proj.weight`, [E, D, I], e),
+    gateBias: bias('gate_proj', I),
+    upBias: bias('up_proj', I),
+    downBias: bias('down_proj', D),
   };
 }
 

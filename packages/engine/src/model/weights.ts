@@ -6,7 +6,7 @@
 import { basename } from 'node:path';
 import type { ModelConfig } from '../config/config.js';
 import { ModelFormatError, UnsupportedModelError } from '../errors.js';
-import type { Backend, DType, Weight } from '../kernels/backend.js';
+import type { Backend, DType, MlxDType, Weight } from '../kernels/backend.js';
 import { blockElems, isQuantized, weightBytes } from '../kernels/wasm/formats.js';
 import { dequantizeRow } from '../kernels/wasm/quant-reference.js';
 import { BF16_TO_F32, F16_TO_F32 } from '../numeric/half.js';
@@ -14,7 +14,7 @@ import type { Checkpoint } from '../safetensors/checkpoint.js';
 import type { SafetensorsFile } from '../safetensors/reader.js';
 import { SAFETENSORS_DTYPE_SIZES } from '../safetensors/format.js';
 import type { GgufCheckpoint } from '../gguf/read-model.js';
-import { mlxQuantOf, planMlxMatrix } from '../quant/mlx.js';
+import { dequantizeMlxRow, mlxQuantOf, planMlxMatrix, type MlxQuant } from '../quant/mlx.js';
 import { mxfp4ExpertShape, planMxfp4Expert } from '../quant/mxfp4-hf.js';
 import { ReadScratch } from '../quant/read-scratch.js';
 import type { ShardSpec } from '../shard.js';
@@ -233,10 +233,16 @@ export class WeightPlanner {
     return this.ckpt.has(name);
   }
 
-  /** Slab `i` of a 3-D tensor [n, rows, cols] as a [rows, cols] weight (kept in storage dtype, packed when linear). */
+  /**
+   * Slab `i` of a 3-D tensor [n, rows, cols] as a [rows, cols] weight (kept in storage dtype, packed
+   * when linear): one expert of mlx-lm's stacked `switch_mlp` projections, one head of MLA's per-head
+   * matrices. MLX-quantized slabs stay packed; only slab `i`'s bytes are read.
+   */
   slab(name: string, shape: [number, number, number], i: number): Weight {
+    const [n, rows, cols] = shape;
+    const mlx = mlxQuantOf(this.ckpt, name, rows, cols, n);
+    if (mlx) return this.#chunked(planMlxMatrix(this.ckpt as Checkpoint, name, mlx, [0, rows], [0, cols], this.backend, this.#scratch, i), true);
     const { file, dtype, el } = this.#check(name, shape);
-    const [, rows, cols] = shape;
     const size = isQuantized(dtype) ? weightBytes(dtype, rows, cols) : rows * cols * el;
     const w: Weight = { dtype, rows, cols, bytes: this.backend.allocBytes(size) };
     const pack = this.backend.packWeight ? () => this.backend.packWeight!(w) : undefined;
@@ -252,6 +258,8 @@ export class WeightPlanner {
   kvBHeads(name: string, H: number, m: { nopeDim: number; vDim: number; kvLoraRank: number }, [h0, h1]: [number, number]): { kb: Weight[]; vb: Weight[] } {
     const { nopeDim: nope, vDim: v, kvLoraRank: L } = m;
     const per = nope + v;
+    const mlx = mlxQuantOf(this.ckpt, name, H * per, L);
+    if (mlx) return this.#mlxKvBHeads(name, H, m, mlx, [h0, h1]);
     const { file, dtype, el } = this.#check(name, [H * per, L]);
     const quant = isQuantized(dtype);
     const rowBytesIn = quant ? weightBytes(dtype, 1, L) : L * el;
@@ -278,6 +286,40 @@ export class WeightPlanner {
       }
     };
     this.reads.push({ file, name, dest: block, rows: [h0 * per, h1 * per], cols: [0, L], after });
+    return { kb, vb };
+  }
+
+  /**
+   * An MLX-quantized kv_b_proj (mlx-lm conversions before the per-head `embed_q` / `unembed_out`): each
+   * head's value rows are whole rows, so they stay packed; its key rows are used transposed, across the
+   * quantization groups, so they are dequantized to f32 (exactly) and transposed — mlx-lm itself
+   * requantizes them on load, which would not match the file's values. kvLoraRank·nope f32 per head.
+   */
+  #mlxKvBHeads(name: string, H: number, m: { nopeDim: number; vDim: number; kvLoraRank: number }, q: MlxQuant, [h0, h1]: [number, number]): { kb: Weight[]; vb: Weight[] } {
+    const { nopeDim: nope, vDim: v, kvLoraRank: L } = m;
+    const per = nope + v;
+    const ckpt = this.ckpt as Checkpoint;
+    const transient = { allocBytes: (n: number) => new Uint8Array(n) };
+    const kb: Weight[] = [];
+    const vb: Weight[] = [];
+    for (let h = h0; h < h1; h++) {
+      const keys = planMlxMatrix(ckpt, name, q, [h * per, h * per + nope], [0, L], transient, this.#scratch);
+      const k: Weight = { dtype: 'f32', rows: L, cols: nope, bytes: this.backend.allocBytes(L * nope * 4) };
+      const last = keys.reads[keys.reads.length - 1];
+      const complete = last.after;
+      last.after = () => {
+        complete?.();
+        const rows = new Float32Array(nope * L);
+        for (let i = 0; i < nope; i++) dequantizeMlxRow(keys.weight.dtype as MlxDType, keys.weight.bytes, L, i, rows.subarray(i * L, (i + 1) * L));
+        const kt = new Float32Array(k.bytes.buffer, k.bytes.byteOffset, L * nope);
+        for (let i = 0; i < nope; i++) for (let j = 0; j < L; j++) kt[j * nope + i] = rows[i * L + j];
+        keys.weight.bytes = new Uint8Array(0);
+        this.backend.packWeight?.(k);
+      };
+      this.reads.push(...keys.reads);
+      kb.push(k);
+      vb.push(this.#chunked(planMlxMatrix(ckpt, name, q, [h * per + nope, (h + 1) * per], [0, L], this.backend, this.#scratch), true));
+    }
     return { kb, vb };
   }
 

@@ -34,60 +34,98 @@ export const MLX_BITS: readonly number[] = [2, 3, 4, 6, 8];
 export const MLX_GROUPS: readonly number[] = [32, 64, 128];
 const SCALE_DTYPES: Record<string, MlxLayout['scales']> = { F16: 'f16', BF16: 'bf16', F32: 'f32' };
 
-/** config.json's quantization entry for module `base` (a per-module entry wins over the global one), or null. */
-function configQuant(dir: string, base: string): { bits?: unknown; group_size?: unknown } | null {
-  const path = join(dir, 'config.json');
-  if (!existsSync(path)) return null;
-  try {
-    const c = JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>;
-    const q = (c.quantization ?? c.quantization_config) as Record<string, unknown> | undefined;
-    if (!q || typeof q !== 'object') return null;
-    const own = q[base];
-    if (own && typeof own === 'object') return own as { bits?: unknown; group_size?: unknown };
-    return q as { bits?: unknown; group_size?: unknown };
-  } catch {
-    return null; // config.json itself is validated (with a named error) by loadModelConfig
+/** What config.json's `quantization` (or `quantization_config`) says of one module. */
+type ModuleQuant = { kind: 'none' } | { kind: 'off' } | { kind: 'on'; bits?: unknown; group_size?: unknown; mode?: unknown; own: boolean };
+
+/** Parsed `quantization` objects per checkpoint (read once, not once per tensor: MoE models have thousands). */
+const quantConfigs = new WeakMap<object, Record<string, unknown> | null>();
+
+function quantConfig(ckpt: Checkpoint): Record<string, unknown> | null {
+  if (quantConfigs.has(ckpt)) return quantConfigs.get(ckpt)!;
+  let q: Record<string, unknown> | null = null;
+  const path = join(ckpt.dir, 'config.json');
+  if (existsSync(path)) {
+    try {
+      const c = JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>;
+      const v = c.quantization ?? c.quantization_config;
+      q = v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : null;
+    } catch {
+      q = null; // config.json itself is validated (with a named error) by loadModelConfig
+    }
   }
+  quantConfigs.set(ckpt, q);
+  return q;
 }
 
 /**
- * If `name` (a [rows, cols] linear or embedding weight) is MLX-quantized in `ckpt` — it has `.scales`
- * next to it — its bits and group size, checked against the shapes and config.json; null otherwise.
+ * config.json's quantization for module `base`: mlx-lm writes a per-module entry (`{group_size, bits[,
+ * mode]}`, or `false` for a module it left unquantized) where a module differs from the global one.
  */
-export function mlxQuantOf(ckpt: Checkpoint | GgufCheckpoint, name: string, rows: number, cols: number): MlxQuant | null {
+function configQuant(ckpt: Checkpoint, base: string): ModuleQuant {
+  const q = quantConfig(ckpt);
+  if (!q) return { kind: 'none' };
+  const own = q[base];
+  if (own === false) return { kind: 'off' };
+  if (own && typeof own === 'object') return { kind: 'on', ...(own as object), own: true };
+  return { kind: 'on', bits: q.bits, group_size: q.group_size, mode: q.mode, own: false };
+}
+
+/**
+ * If `name` — a [rows, cols] linear or embedding weight, or with `experts` a stacked [experts, rows,
+ * cols] one (mlx-lm's `switch_mlp`, MLA's per-head `embed_q` / `unembed_out`) — is MLX-quantized in
+ * `ckpt` (it has `.scales` next to it), its bits and group size, checked against the shapes and
+ * config.json; null when it is stored unquantized (mlx-lm leaves modules whose input is not whole
+ * groups, routers that are not Linear layers, and `false` entries in plain floats).
+ */
+export function mlxQuantOf(ckpt: Checkpoint | GgufCheckpoint, name: string, rows: number, cols: number, experts?: number): MlxQuant | null {
   if (!name.endsWith('.weight') || !('dir' in ckpt)) return null;
   const base = name.slice(0, -'.weight'.length);
-  if (!ckpt.has(`${base}.scales`)) return null;
+  const cq = configQuant(ckpt, base);
+  const scaled = ckpt.has(`${base}.scales`);
   const file = ckpt.file(name);
   const fname = basename(file.path);
+  const cfgPath = join(ckpt.dir, 'config.json');
+  if (cq.kind === 'off') {
+    if (scaled) throw new ModelFormatError(`config.json: quantization says ${base} is not quantized (false) but ${fname} has ${base}.scales`, cfgPath, base);
+    return null;
+  }
+  if (!scaled) return null;
+  if (cq.kind === 'on' && cq.mode !== undefined && cq.mode !== 'affine') {
+    throw new UnsupportedModelError(`${fname}: ${name} is quantized in MLX mode "${String(cq.mode)}" (config.json quantization${cq.own ? `["${base}"]` : ''}); Orchard loads mode "affine"`);
+  }
+  const lead = experts === undefined ? [] : [experts];
   const w = ckpt.info(name);
   const s = ckpt.info(`${base}.scales`);
   const b = ckpt.has(`${base}.biases`) ? ckpt.info(`${base}.biases`) : null;
   const bad = (why: string, t = name) => new ModelFormatError(`${fname}: MLX-quantized ${t}: ${why}`, file.path, t);
-  if (w.dtype !== 'U32' || w.shape.length !== 2) throw bad(`weight must be U32 [rows, packed], got ${w.dtype} [${w.shape}]`);
-  if (w.shape[0] !== rows) throw bad(`has ${w.shape[0]} rows, expected ${rows} from config.json`);
-  const bits = (w.shape[1] * 32) / cols;
-  if (!Number.isInteger(bits)) throw bad(`${w.shape[1]} packed words per row do not hold ${cols} columns at a whole number of bits`);
+  const dims = [...lead, rows];
+  const shaped = (shape: number[]) => shape.length === dims.length + 1 && dims.every((d, i) => shape[i] === d);
+  if (w.dtype !== 'U32' || w.shape.length !== dims.length + 1) throw bad(`weight must be U32 [${[...lead, 'rows', 'packed']}], got ${w.dtype} [${w.shape}]`);
+  if (!shaped(w.shape)) throw bad(`has shape [${w.shape}], expected [${dims}, packed] from config.json`);
+  const packed = w.shape[w.shape.length - 1];
+  const bits = (packed * 32) / cols;
+  if (!Number.isInteger(bits)) throw bad(`${packed} packed words per row do not hold ${cols} columns at a whole number of bits`);
   if (!MLX_BITS.includes(bits)) throw new UnsupportedModelError(`${fname}: ${name} is ${bits}-bit MLX-quantized; Orchard loads ${MLX_BITS.join(', ')} bits`);
   if (!b) throw bad(`has scales but no ${base}.biases (only MLX's affine mode is supported)`, `${base}.biases`);
-  if (!(s.dtype in SCALE_DTYPES) || s.shape.length !== 2 || s.shape[0] !== rows) throw bad(`scales must be F16/BF16/F32 [${rows}, groups], got ${s.dtype} [${s.shape}]`, `${base}.scales`);
+  if (!(s.dtype in SCALE_DTYPES) || !shaped(s.shape)) throw bad(`scales must be F16/BF16/F32 [${dims}, groups], got ${s.dtype} [${s.shape}]`, `${base}.scales`);
   if (b.dtype !== s.dtype || b.shape.join() !== s.shape.join()) throw bad(`biases must match scales (${s.dtype} [${s.shape}]), got ${b.dtype} [${b.shape}]`, `${base}.biases`);
-  const groupSize = cols / s.shape[1];
+  const groupSize = cols / s.shape[s.shape.length - 1];
   if (!MLX_GROUPS.includes(groupSize)) throw new UnsupportedModelError(`${fname}: ${name} has MLX group size ${groupSize}; Orchard loads ${MLX_GROUPS.join(', ')}`);
-  const cq = configQuant(ckpt.dir, base);
-  if (cq && ((cq.bits !== undefined && cq.bits !== bits) || (cq.group_size !== undefined && cq.group_size !== groupSize))) {
+  if (cq.kind === 'on' && ((cq.bits !== undefined && cq.bits !== bits) || (cq.group_size !== undefined && cq.group_size !== groupSize))) {
     throw new ModelFormatError(
-      `config.json: quantization says bits ${String(cq.bits)}, group_size ${String(cq.group_size)} but ${name} in ${fname} is ${bits}-bit with groups of ${groupSize}`,
-      join(ckpt.dir, 'config.json'),
-      'quantization',
+      `config.json: quantization${cq.own ? `["${base}"]` : ''} says bits ${String(cq.bits)}, group_size ${String(cq.group_size)} but ${name} in ${fname} is ${bits}-bit with groups of ${groupSize}`,
+      cfgPath,
+      cq.own ? base : 'quantization',
     );
   }
   return { bits: bits as MlxQuant['bits'], groupSize: groupSize as MlxQuant['groupSize'] };
 }
 
 /**
- * Plans rows r × columns c of an MLX-quantized [rows, cols] weight: a packed weight of the slice and
- * the reads (words, scales, biases per chunk of rows) that fill it.
+ * Plans rows r × columns c of an MLX-quantized [rows, cols] weight — or, with `slab`, of matrix `slab`
+ * of a stacked [n, rows, cols] one (whole columns only: an expert or a head is never column-split),
+ * whose rows are one byte range of the file — as a packed weight of the slice and the reads (words,
+ * scales, biases per chunk of rows) that fill it.
  */
 export function planMlxMatrix(
   ckpt: Checkpoint,
@@ -95,8 +133,9 @@ export function planMlxMatrix(
   q: MlxQuant,
   r: [number, number],
   c: [number, number],
-  backend: Backend,
+  backend: Pick<Backend, 'allocBytes'>,
   scratch: ReadScratch,
+  slab?: number,
 ): { weight: Weight; reads: PendingRead[] } {
   const base = name.slice(0, -'.weight'.length);
   const file = ckpt.file(name);
@@ -107,6 +146,8 @@ export function planMlxMatrix(
     );
   }
   const layout: MlxLayout = { bits, groupSize: g, scales: SCALE_DTYPES[ckpt.info(`${base}.scales`).dtype] };
+  const fullCols = (ckpt.info(name).shape.at(-1)! * 32) / bits;
+  if (slab !== undefined && (c[0] !== 0 || c[1] !== fullCols)) throw new Error(`planMlxMatrix: ${name} slab ${slab} must be read with all ${fullCols} columns`);
   const dtype = mlxDType(layout);
   const rows = r[1] - r[0];
   const cols = c[1] - c[0];
@@ -126,10 +167,18 @@ export function planMlxMatrix(
     const sOff = n * qBytes;
     const bOff = sOff + n * groups * el;
     const view = (o: number, len: number) => () => scratch.view(o, len);
-    reads.push(lazyRead(file, name, view(0, n * qBytes), fileRows, wordCols));
-    reads.push(lazyRead(ckpt.file(`${base}.scales`), `${base}.scales`, view(sOff, n * groups * el), fileRows, groupCols));
+    // A slab's rows are the elements [row·width, (row + n)·width) of the stacked tensor's row `slab`.
+    const at = (cols: [number, number]): [[number, number], [number, number]] => {
+      if (slab === undefined) return [fileRows, cols];
+      const width = cols[1] - cols[0];
+      return [[slab, slab + 1], [fileRows[0] * width, fileRows[1] * width]];
+    };
+    const [wRows, wCols] = at(wordCols);
+    const [gRows, gCols] = at(groupCols);
+    reads.push(lazyRead(file, name, view(0, n * qBytes), wRows, wCols));
+    reads.push(lazyRead(ckpt.file(`${base}.scales`), `${base}.scales`, view(sOff, n * groups * el), gRows, gCols));
     const interleave = () => interleaveRows(scratch.view(0, bOff + n * groups * el), n, qBytes, groups, el, weight.bytes.subarray(r0 * rb, (r0 + n) * rb));
-    reads.push(lazyRead(ckpt.file(`${base}.biases`), `${base}.biases`, view(bOff, n * groups * el), fileRows, groupCols, interleave));
+    reads.push(lazyRead(ckpt.file(`${base}.biases`), `${base}.biases`, view(bOff, n * groups * el), gRows, gCols, interleave));
   }
   return { weight, reads };
 }
