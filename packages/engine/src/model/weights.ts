@@ -14,7 +14,7 @@ import type { Checkpoint } from '../safetensors/checkpoint.js';
 import type { SafetensorsFile } from '../safetensors/reader.js';
 import { SAFETENSORS_DTYPE_SIZES } from '../safetensors/format.js';
 import type { GgufCheckpoint } from '../gguf/read-model.js';
-import { dequantizeMlxRow, mlxQuantOf, planMlxMatrix, type MlxQuant } from '../quant/mlx.js';
+import { dequantizeMlxRow, mlxMxfp4Of, mlxQuantOf, planMlxMatrix, type MlxQuant } from '../quant/mlx.js';
 import { mxfp4ExpertShape, planMxfp4Expert } from '../quant/mxfp4-hf.js';
 import { ReadScratch } from '../quant/read-scratch.js';
 import type { ShardSpec } from '../shard.js';
@@ -240,6 +240,15 @@ export class WeightPlanner {
    */
   slab(name: string, shape: [number, number, number], i: number): Weight {
     const [n, rows, cols] = shape;
+    if (mlxMxfp4Of(this.ckpt, name)) {
+      const base = name.slice(0, -'.weight'.length);
+      const s = mxfp4ExpertShape(this.ckpt as Checkpoint, base);
+      if (s.experts !== n || s.rows !== rows || s.cols !== cols) {
+        const file = this.ckpt.file(name);
+        throw new ModelFormatError(`${basename(file.path)}: MXFP4 tensor ${name} holds ${s.experts} × [${s.rows}, ${s.cols}], expected ${n} × [${rows}, ${cols}] from config.json`, file.path, name);
+      }
+      return this.mxfp4Expert(base, i, [0, rows]);
+    }
     const mlx = mlxQuantOf(this.ckpt, name, rows, cols, n);
     if (mlx) return this.#chunked(planMlxMatrix(this.ckpt as Checkpoint, name, mlx, [0, rows], [0, cols], this.backend, this.#scratch, i), true);
     const { file, dtype, el } = this.#check(name, shape);

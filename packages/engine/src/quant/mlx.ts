@@ -71,6 +71,39 @@ function configQuant(ckpt: Checkpoint, base: string): ModuleQuant {
 }
 
 /**
+ * The MLX quantization mode of `base` from its tensors — `.biases` beside the scales: "affine"; U8
+ * scales (E8M0 exponents) and no biases: "mxfp4" (gpt-oss's experts as mlx-lm keeps them) — checked
+ * against config.json's mode (the module's own entry, else the global one; mlx-lm's quant_predicate
+ * entries may omit it). Any other mode config.json names is refused by name.
+ */
+function modeOf(ckpt: Checkpoint, base: string, cq: ModuleQuant, fname: string): string {
+  const s = ckpt.info(`${base}.scales`);
+  const tensors = ckpt.has(`${base}.biases`) ? 'affine' : s.dtype === 'U8' ? 'mxfp4' : null;
+  const said = cq.kind === 'on' && cq.mode !== undefined ? String(cq.mode) : null;
+  const where = cq.kind === 'on' && cq.own ? `quantization["${base}"]` : 'quantization';
+  if (said !== null && said !== 'affine' && said !== 'mxfp4') {
+    throw new UnsupportedModelError(`${fname}: ${base} is quantized in MLX mode "${said}" (config.json ${where}); Orchard loads modes "affine" and "mxfp4"`);
+  }
+  if (!tensors) {
+    throw new ModelFormatError(`${fname}: MLX-quantized ${base}.biases: has scales but no ${base}.biases (only MLX's affine mode has ${s.dtype} scales)`, ckpt.file(`${base}.scales`).path, `${base}.biases`);
+  }
+  // a per-module entry without a mode is mlx-lm's quant_predicate dict; only a stated mode must agree
+  if (said !== null && said !== tensors) {
+    throw new ModelFormatError(`config.json: ${where} says mode "${said}" but ${base} in ${fname} is ${tensors} (${tensors === 'affine' ? 'scales and biases' : 'U8 scales, no biases'})`, join(ckpt.dir, 'config.json'), cq.kind === 'on' && cq.own ? base : 'quantization');
+  }
+  return tensors;
+}
+
+/** "mxfp4" when `name` (a stacked [experts, rows, cols] weight) is kept in mlx-lm's MXFP4 mode, else null. */
+export function mlxMxfp4Of(ckpt: Checkpoint | GgufCheckpoint, name: string): 'mxfp4' | null {
+  if (!name.endsWith('.weight') || !('dir' in ckpt)) return null;
+  const base = name.slice(0, -'.weight'.length);
+  const cq = configQuant(ckpt, base);
+  if (cq.kind === 'off' || !ckpt.has(`${base}.scales`)) return null;
+  return modeOf(ckpt, base, cq, basename(ckpt.file(name).path)) === 'mxfp4' ? 'mxfp4' : null;
+}
+
+/**
  * If `name` — a [rows, cols] linear or embedding weight, or with `experts` a stacked [experts, rows,
  * cols] one (mlx-lm's `switch_mlp`, MLA's per-head `embed_q` / `unembed_out`) — is MLX-quantized in
  * `ckpt` (it has `.scales` next to it), its bits and group size, checked against the shapes and
@@ -90,9 +123,8 @@ export function mlxQuantOf(ckpt: Checkpoint | GgufCheckpoint, name: string, rows
     return null;
   }
   if (!scaled) return null;
-  if (cq.kind === 'on' && cq.mode !== undefined && cq.mode !== 'affine') {
-    throw new UnsupportedModelError(`${fname}: ${name} is quantized in MLX mode "${String(cq.mode)}" (config.json quantization${cq.own ? `["${base}"]` : ''}); Orchard loads mode "affine"`);
-  }
+  const mode = modeOf(ckpt, base, cq, fname);
+  if (mode !== 'affine') throw new UnsupportedModelError(`${fname}: ${name} is quantized in MLX mode "${mode}"; Orchard loads mode "affine", and "mxfp4" for stacked experts (gpt-oss)`);
   const lead = experts === undefined ? [] : [experts];
   const w = ckpt.info(name);
   const s = ckpt.info(`${base}.scales`);

@@ -1,6 +1,8 @@
 /**
  * gpt-oss's MXFP4 experts in Hugging Face safetensors: `X_blocks` uint8 [experts, out, in/32, 16] and
- * `X_scales` uint8 [experts, out, in/32] (e.g. `model.layers.0.mlp.experts.down_proj`). One expert's
+ * `X_scales` uint8 [experts, out, in/32] (e.g. `model.layers.0.mlp.experts.down_proj`) — or as mlx-lm
+ * keeps them (`"mode": "mxfp4"`, its sanitize views the blocks as words): `X.weight` uint32 [experts,
+ * out, in/8] (the same bytes) and `X.scales` uint8 [experts, out, in/32], no `X.biases`. One expert's
  * [out, in] matrix — or a block of its rows and columns — is planned as an 'mxfp4' weight in GGUF
  * order (quant/mxfp4.ts): read through the plan's scratch and reordered, nothing widened, so an MoE
  * loader gets the same bytes, kernels and splits as from a GGUF. Column slices must start and end on
@@ -23,14 +25,33 @@ export interface Mxfp4ExpertShape {
   cols: number;
 }
 
-/** Checks `${base}_blocks` / `${base}_scales` and returns their shape; errors name file and tensor. */
+/** The two tensors of an MXFP4 expert tensor `base` and the bytes per element of its blocks tensor. */
+interface Mxfp4Tensors {
+  blocks: string;
+  scales: string;
+  /** Bytes per element of `blocks` (U8 in Hugging Face files, U32 words in mlx-lm's). */
+  unit: 1 | 4;
+}
+
+function mxfp4Tensors(ckpt: Checkpoint, base: string): Mxfp4Tensors {
+  if (!ckpt.has(`${base}_blocks`) && ckpt.has(`${base}.weight`)) return { blocks: `${base}.weight`, scales: `${base}.scales`, unit: 4 };
+  return { blocks: `${base}_blocks`, scales: `${base}_scales`, unit: 1 };
+}
+
+/** Checks the blocks and scales of `base` (either layout) and returns their shape; errors name file and tensor. */
 export function mxfp4ExpertShape(ckpt: Checkpoint, base: string): Mxfp4ExpertShape {
-  const bName = `${base}_blocks`;
-  const sName = `${base}_scales`;
+  const { blocks: bName, scales: sName, unit } = mxfp4Tensors(ckpt, base);
   const file = ckpt.file(bName);
   const b = ckpt.info(bName);
   const s = ckpt.info(sName);
   const bad = (t: string, why: string) => new ModelFormatError(`${basename(file.path)}: MXFP4 tensor ${t}: ${why}`, file.path, t);
+  if (unit === 4) {
+    // mlx-lm: [experts, out, in/8] words; 4 words per 32-weight block
+    if (b.dtype !== 'U32' || b.shape.length !== 3 || b.shape[2] % 4) throw bad(bName, `must be U32 [experts, out, in/8] with whole 32-weight blocks, got ${b.dtype} [${b.shape}]`);
+    const lead = [b.shape[0], b.shape[1], b.shape[2] / 4];
+    if (s.dtype !== 'U8' || s.shape.join() !== lead.join()) throw bad(sName, `must be U8 [${lead}] (one E8M0 exponent per 32 weights), got ${s.dtype} [${s.shape}]`);
+    return { experts: b.shape[0], rows: b.shape[1], cols: (b.shape[2] / 4) * QK };
+  }
   if (b.dtype !== 'U8' || b.shape.length !== 4 || b.shape[3] !== 16) throw bad(bName, `must be U8 [experts, out, blocks, 16], got ${b.dtype} [${b.shape}]`);
   if (s.dtype !== 'U8' || s.shape.join() !== b.shape.slice(0, 3).join()) throw bad(sName, `must be U8 [${b.shape.slice(0, 3)}] like its blocks, got ${s.dtype} [${s.shape}]`);
   return { experts: b.shape[0], rows: b.shape[1], cols: b.shape[2] * QK };
@@ -47,13 +68,12 @@ export function planMxfp4Expert(
   expert: number,
   r: [number, number],
   c: [number, number],
-  backend: Backend,
+  backend: Pick<Backend, 'allocBytes'>,
   scratch: ReadScratch,
   step = 1,
 ): { weight: Weight; reads: PendingRead[] } {
   const shape = mxfp4ExpertShape(ckpt, base);
-  const bName = `${base}_blocks`;
-  const sName = `${base}_scales`;
+  const { blocks: bName, scales: sName, unit } = mxfp4Tensors(ckpt, base);
   const fname = basename(ckpt.file(bName).path);
   if (!Number.isInteger(expert) || expert < 0 || expert >= shape.experts) throw new RangeError(`${fname}: ${base} has experts 0..${shape.experts - 1}, asked for ${expert}`);
   if (r[0] < 0 || r[1] > shape.rows || r[0] > r[1] || c[0] < 0 || c[1] > shape.cols || c[0] > c[1]) {
@@ -83,7 +103,7 @@ export function planMxfp4Expert(
     spans.forEach(([a, b], k) => {
       const at = k * (whole ? 0 : blocksPerRow);
       const len = (b - a) * blocksPerRow;
-      reads.push(lazyRead(ckpt.file(bName), bName, () => scratch.view(at * 16, len * 16), [expert, expert + 1], [(a * groups + g0) * 16, (a * groups + g0 + len) * 16]));
+      reads.push(lazyRead(ckpt.file(bName), bName, () => scratch.view(at * 16, len * 16), [expert, expert + 1], [((a * groups + g0) * 16) / unit, ((a * groups + g0 + len) * 16) / unit]));
       const last = k === spans.length - 1;
       reads.push(lazyRead(ckpt.file(sName), sName, () => scratch.view(nb * 16 + at, len), [expert, expert + 1], [a * groups + g0, a * groups + g0 + len], last ? reorder : undefined));
     });

@@ -1,10 +1,14 @@
 /**
- * Turns a Hugging Face mixture-of-experts directory (writeRandomModel's qwen3-moe, mixtral, deepseek-v3)
+ * Turns a Hugging Face mixture-of-experts directory (writeRandomModel's qwen3-moe, mixtral, deepseek-v3, gpt-oss)
  * into the directory mlx-lm's `convert -q` writes, for tests: its `sanitize` renames and stacks, its
  * quantize_model predicate, its shards and index, its config fields.
  *
  * - Experts stacked output-major per projection: `mlp.switch_mlp.{gate,up,down}_proj` [E, out, in]
  *   (Mixtral: `block_sparse_moe.switch_mlp.*` from w1/w3/w2).
+ * - gpt-oss: `mlp.experts.{gate,up,down}_proj` [E, out, in] with `.bias` [E, out], kept in MXFP4 as
+ *   released (mlx-lm loads the MXFP4 original in mode "mxfp4": `.weight` uint32 [E, out, in/8], `.scales`
+ *   uint8 [E, out, in/32], no `.biases`); global `quantization` {32, 4, mxfp4}, and `-q` adds an affine
+ *   entry per module it quantizes (the router's from gpt_oss.py's predicate: 8 bits, groups of 64).
  * - DeepSeek V3 / Kimi K2 MLA: `kv_b_proj` as it is (mlx-lm before 2026-02), or split per head into
  *   `embed_q` [H, kvLoraRank, nope] (the key rows, transposed) and `unembed_out` [H, v, kvLoraRank].
  * - Quantized: every module with `to_quantized` (Linear, Embedding, SwitchLinear, MultiLinear — not
@@ -25,6 +29,7 @@ import { SafetensorsFile } from '../safetensors/reader.js';
 import { SAFETENSORS_DTYPE_SIZES } from '../safetensors/format.js';
 import { type TensorToWrite, writeSafetensors } from '../safetensors/writer.js';
 import { type MlxQuant, quantizeMlx } from '../quant/mlx.js';
+import { dequantizeMxfp4Row, quantizeMxfp4 } from '../quant/mxfp4.js';
 
 export interface MlxMoeModelOptions {
   bits: MlxQuant['bits'];
@@ -52,6 +57,8 @@ const EXPERT_NAMES: Record<string, { block: string; projections: [string, string
   deepseek_v3: { block: 'mlp', projections: [['gate_proj', 'gate_proj'], ['up_proj', 'up_proj'], ['down_proj', 'down_proj']] },
   kimi_k2: { block: 'mlp', projections: [['gate_proj', 'gate_proj'], ['up_proj', 'up_proj'], ['down_proj', 'down_proj']] },
   mixtral: { block: 'block_sparse_moe', projections: [['w1', 'gate_proj'], ['w3', 'up_proj'], ['w2', 'down_proj']] },
+  // gpt-oss: merged HF tensors, split by splitGptOssExperts; mlx-lm keeps them under `experts`
+  gpt_oss: { block: 'mlp', projections: [] },
 };
 
 export function writeMlxMoeModel(src: string, dst: string, options: MlxMoeModelOptions): void {
@@ -91,10 +98,16 @@ export function writeMlxMoeModel(src: string, dst: string, options: MlxMoeModelO
     }
   }
   if (config.tie_word_embeddings) mlx.delete('lm_head.weight');
+  const gptOss = modelType === 'gpt_oss';
+  /** gpt-oss's experts stay MXFP4 as released: mlx-lm loads them in mode mxfp4 and `-q` quantizes the rest. */
+  const mxfp4 = new Set<string>();
+  if (gptOss) for (let l = 0; l < layers; l++) splitGptOssExperts(mlx, `model.layers.${l}.mlp.experts`, experts, config.intermediate_size as number).forEach((n) => mxfp4.add(n));
 
   // quantize_model
   const global: MlxQuant = { bits: options.bits, groupSize: options.groupSize };
-  const quantization: Record<string, unknown> = { group_size: global.groupSize, bits: global.bits, mode: 'affine' };
+  // A model already quantized when loaded (gpt-oss: MXFP4 experts) keeps its global entry, and
+  // quantize_model records every module it quantizes on top of it (fine_grained_config).
+  const quantization: Record<string, unknown> = gptOss ? { group_size: 32, bits: 4, mode: 'mxfp4' } : { group_size: global.groupSize, bits: global.bits, mode: 'affine' };
   const out: TensorToWrite[] = [];
   /** The values the files hold, per mlx-lm name, for the reference. */
   const held = new Map<string, FloatTensor>();
@@ -102,6 +115,19 @@ export function writeMlxMoeModel(src: string, dst: string, options: MlxMoeModelO
   for (const [name, t] of mlx) {
     const base = name.slice(0, -'.weight'.length);
     const cols = t.shape[t.shape.length - 1];
+    if (mxfp4.has(name)) {
+      const rows = t.values.length / cols;
+      const gguf = quantizeMxfp4(t.values, rows, cols);
+      const { blocks, scales } = ggufToMlxMxfp4(gguf, (rows * cols) / 32);
+      const lead = t.shape.slice(0, -1);
+      out.push({ name, dtype: 'U32', shape: [...lead, cols / 8], data: blocks });
+      out.push({ name: `${base}.scales`, dtype: 'U8', shape: [...lead, cols / 32], data: scales });
+      const deq = new Float32Array(rows * cols);
+      for (let r = 0; r < rows; r++) dequantizeMxfp4Row(gguf, cols, r, deq.subarray(r * cols, (r + 1) * cols));
+      held.set(name, { dtype: 'F32', shape: t.shape, values: deq });
+      bitsOf.set(name, 4);
+      continue;
+    }
     let q: MlxQuant | false = name.endsWith('.weight') && t.shape.length >= 2 && quantizable(modelType, base) ? global : false;
     if (q && cols % global.groupSize) q = false; // mlx-lm's predicate: the input must be whole groups
     if (q) {
@@ -109,7 +135,7 @@ export function writeMlxMoeModel(src: string, dst: string, options: MlxMoeModelO
       if (own !== undefined) {
         q = own;
         quantization[base] = own === false ? false : { group_size: own.groupSize, bits: own.bits };
-      }
+      } else if (gptOss) quantization[base] = { group_size: global.groupSize, bits: global.bits, mode: 'affine' };
     }
     if (!q) {
       out.push({ name, dtype: t.dtype, shape: t.shape, data: encode(t.values, t.dtype) });
@@ -144,6 +170,7 @@ function quantizable(modelType: string, base: string): boolean {
 /** The model class's own quant_predicate (qwen3_moe.py: the router at 8 bits, groups of 64). */
 function modelPredicate(modelType: string, base: string): MlxQuant | undefined {
   if (modelType === 'qwen3_moe' && base.endsWith('mlp.gate')) return { bits: 8, groupSize: 64 };
+  if (modelType === 'gpt_oss' && base.endsWith('router')) return { bits: 8, groupSize: 64 };
   return undefined;
 }
 
@@ -216,6 +243,7 @@ function writeReference(
       values.set(`${a}.kv_b_proj.weight`, kvb);
     }
   }
+  if (config.model_type === 'gpt_oss') for (let l = 0; l < layers; l++) mergeGptOssExperts(values, `model.layers.${l}.mlp.experts`, experts, config.intermediate_size as number, config.hidden_size as number);
   if (config.tie_word_embeddings) values.delete('lm_head.weight');
   const tensors: TensorToWrite[] = [];
   for (const [name, t] of source) {
@@ -228,6 +256,84 @@ function writeReference(
   }
   writeSafetensors(join(dir, 'model.safetensors'), tensors);
   writeFileSync(join(dir, 'config.json'), JSON.stringify({ ...config, torch_dtype: 'float32' }, null, 2));
+}
+
+/**
+ * gpt-oss's merged input-major experts (`gate_up_proj` [E, D, 2I], gate the even columns; `down_proj`
+ * [E, I, D]; biases [E, 2I], [E, D]) as mlx-lm's sanitize leaves them: `gate_proj` / `up_proj` [E, I, D]
+ * and `down_proj` [E, D, I] output-major, biases `*.bias` [E, I] / [E, D]. Returns the weights' names.
+ */
+function splitGptOssExperts(m: Map<string, FloatTensor>, x: string, E: number, I: number): string[] {
+  const gu = take(m, `${x}.gate_up_proj`);
+  const gub = take(m, `${x}.gate_up_proj_bias`);
+  const dn = take(m, `${x}.down_proj`);
+  const db = take(m, `${x}.down_proj_bias`);
+  const D = gu.shape[1];
+  const gate = new Float32Array(E * I * D);
+  const up = new Float32Array(E * I * D);
+  const down = new Float32Array(E * D * I);
+  const gb = new Float32Array(E * I);
+  const ub = new Float32Array(E * I);
+  for (let e = 0; e < E; e++) {
+    for (let o = 0; o < I; o++) {
+      for (let i = 0; i < D; i++) {
+        gate[(e * I + o) * D + i] = gu.values[(e * D + i) * 2 * I + 2 * o];
+        up[(e * I + o) * D + i] = gu.values[(e * D + i) * 2 * I + 2 * o + 1];
+      }
+      gb[e * I + o] = gub.values[e * 2 * I + 2 * o];
+      ub[e * I + o] = gub.values[e * 2 * I + 2 * o + 1];
+    }
+    for (let o = 0; o < D; o++) for (let i = 0; i < I; i++) down[(e * D + o) * I + i] = dn.values[(e * I + i) * D + o];
+  }
+  const dt = gu.dtype;
+  m.set(`${x}.gate_proj.weight`, { dtype: dt, shape: [E, I, D], values: gate });
+  m.set(`${x}.gate_proj.bias`, { dtype: gub.dtype, shape: [E, I], values: gb });
+  m.set(`${x}.up_proj.weight`, { dtype: dt, shape: [E, I, D], values: up });
+  m.set(`${x}.up_proj.bias`, { dtype: gub.dtype, shape: [E, I], values: ub });
+  m.set(`${x}.down_proj.weight`, { dtype: dt, shape: [E, D, I], values: down });
+  m.set(`${x}.down_proj.bias`, { dtype: db.dtype, shape: [E, D], values: db.values });
+  return [`${x}.gate_proj.weight`, `${x}.up_proj.weight`, `${x}.down_proj.weight`];
+}
+
+/** The inverse of splitGptOssExperts over held values: Hugging Face's merged tensors again. */
+function mergeGptOssExperts(v: Map<string, Float32Array>, x: string, E: number, I: number, D: number): void {
+  const gate = v.get(`${x}.gate_proj.weight`)!;
+  const up = v.get(`${x}.up_proj.weight`)!;
+  const down = v.get(`${x}.down_proj.weight`)!;
+  const gb = v.get(`${x}.gate_proj.bias`)!;
+  const ub = v.get(`${x}.up_proj.bias`)!;
+  const gu = new Float32Array(E * D * 2 * I);
+  const gub = new Float32Array(E * 2 * I);
+  const dn = new Float32Array(E * I * D);
+  for (let e = 0; e < E; e++) {
+    for (let o = 0; o < I; o++) {
+      for (let i = 0; i < D; i++) {
+        gu[(e * D + i) * 2 * I + 2 * o] = gate[(e * I + o) * D + i];
+        gu[(e * D + i) * 2 * I + 2 * o + 1] = up[(e * I + o) * D + i];
+      }
+      gub[e * 2 * I + 2 * o] = gb[e * I + o];
+      gub[e * 2 * I + 2 * o + 1] = ub[e * I + o];
+    }
+    for (let o = 0; o < D; o++) for (let i = 0; i < I; i++) dn[(e * I + i) * D + o] = down[(e * D + o) * I + i];
+  }
+  v.set(`${x}.gate_up_proj`, gu);
+  v.set(`${x}.gate_up_proj_bias`, gub);
+  v.set(`${x}.down_proj`, dn);
+  v.set(`${x}.down_proj_bias`, v.get(`${x}.down_proj.bias`)!);
+}
+
+/** GGUF-order MXFP4 blocks (exponent, then byte j = elements j, j+16) in mlx-lm's words: element k at bits 4k, exponents apart. */
+function ggufToMlxMxfp4(gguf: Uint8Array, nBlocks: number): { blocks: Uint8Array; scales: Uint8Array } {
+  const blocks = new Uint8Array(nBlocks * 16);
+  const scales = new Uint8Array(nBlocks);
+  for (let b = 0; b < nBlocks; b++) {
+    scales[b] = gguf[17 * b];
+    for (let k = 0; k < 32; k++) {
+      const q = gguf[17 * b + 1 + (k & 15)];
+      blocks[16 * b + (k >> 1)] |= (k < 16 ? q & 15 : q >> 4) << (4 * (k & 1));
+    }
+  }
+  return { blocks, scales };
 }
 
 /** Every tensor of a single-file or sharded directory as floats, in the files' order. */

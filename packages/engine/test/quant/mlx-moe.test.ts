@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createInProcessAllReduce, createReferenceBackend, createWasmBackend, generate, loadInProcessModel, loadShard, type Backend } from '../../src/index.js';
 import type { MlaWeights, MoeWeights } from '../../src/model/weights.js';
-import { rowBytes } from '../../src/kernels/wasm/formats.js';
+import { weightBytes } from '../../src/kernels/wasm/formats.js';
 import { writeMlxMoeModel, writeRandomModel, type MlxMoeModelOptions, type RandomModelOptions } from '../../src/testing/index.js';
 import { maxAbsDiff, tempDir } from '../helpers.js';
 
@@ -56,6 +56,11 @@ const CASES: Record<string, Case> = {
   'kimi-k2 layout 6-bit g32, MLA packed kv_b_proj (mlx-lm before 2026-02)': {
     model: { variant: 'deepseek-v3', kimiLayout: true, numLayers: 2, hiddenSize: 64, numHeads: 4, moeIntermediateSize: 64, intermediateSize: 64, numExperts: 8, firstKDense: 1, mlaDims: { kvLoraRank: 64, nopeDim: 32, ropeDim: 8, vDim: 32 }, dtype: 'bf16', seed: 24 },
     mlx: { bits: 6, groupSize: 32, mla: 'kv_b_proj' },
+    plain: [],
+  },
+  'gpt-oss: experts MXFP4 as released (mode mxfp4), the rest 4-bit g32 per-module entries, router 8-bit g64': {
+    model: { variant: 'gpt-oss', numLayers: 2, hiddenSize: 64, intermediateSize: 32, numExperts: 4, dtype: 'bf16', seed: 26 },
+    mlx: { bits: 4, groupSize: 32, maxShardBytes: 30_000 },
     plain: [],
   },
   'deepseek-v3 8-bit g32, embed_q input 16 not whole groups: left bf16, unembed_out quantized': {
@@ -102,14 +107,23 @@ describe.each(Object.entries(CASES))('%s', (_label, c) => {
     for (const f of files) expect((header(join(dst, f)) as unknown as { __metadata__: unknown }).__metadata__).toEqual({ format: 'mlx' });
     const names = Object.keys(index.weight_map);
     expect(names.some((t) => /\.experts\.\d+\./.test(t))).toBe(false);
-    expect(names.some((t) => t.includes('.switch_mlp.gate_proj.scales'))).toBe(true);
+    const gptOss = c.model.variant === 'gpt-oss';
+    expect(names.some((t) => t.includes(gptOss ? '.mlp.experts.gate_proj.scales' : '.switch_mlp.gate_proj.scales'))).toBe(true);
     for (const p of c.plain) {
       expect(has(`${p}.weight`), p).toBe(true);
       expect(has(`${p}.scales`), p).toBe(false);
     }
     const cfg = JSON.parse(readFileSync(join(dst, 'config.json'), 'utf8'));
     expect(cfg.quantization).toEqual(cfg.quantization_config);
-    expect(cfg.quantization.mode).toBe('affine');
+    expect(cfg.quantization.mode).toBe(gptOss ? 'mxfp4' : 'affine');
+    if (gptOss) {
+      const h = header(join(dst, index.weight_map['model.layers.0.mlp.experts.down_proj.weight']));
+      expect(h['model.layers.0.mlp.experts.down_proj.weight']).toMatchObject({ dtype: 'U32', shape: [4, 64, 4] });
+      expect(has('model.layers.0.mlp.experts.down_proj.biases')).toBe(false);
+      expect(has('model.layers.0.mlp.experts.down_proj.bias')).toBe(true);
+      expect(cfg.quantization['model.layers.0.mlp.router']).toEqual({ group_size: 64, bits: 8 });
+      expect(cfg.quantization['model.layers.0.self_attn.q_proj']).toEqual({ group_size: 32, bits: 4, mode: 'affine' });
+    }
     if (c.model.variant === 'qwen3-moe') expect(cfg.quantization['model.layers.0.mlp.gate']).toEqual({ group_size: 64, bits: 8 });
     if (c.mlx.mla === 'embed_q') expect(has('model.layers.0.self_attn.kv_b_proj.weight')).toBe(false);
     if (c.mlx.mla === 'kv_b_proj') expect(has('model.layers.0.self_attn.kv_b_proj.scales')).toBe(true);
@@ -144,8 +158,8 @@ describe.each(Object.entries(CASES))('%s', (_label, c) => {
     const reduces = createInProcessAllReduce(2);
     const ranks = [0, 1].map((rank) => loadShard(dst, { layers: [l, l + 1], tensor: { rank, size: 2 }, embed: false, head: false }, { backend: createReferenceBackend(), allReduce: reduces[rank] }));
     const E = c.model.numExperts!;
-    const block = c.model.variant === 'mixtral' ? 'block_sparse_moe' : 'mlp';
-    const stacked = ['gate_proj', 'up_proj', 'down_proj'].flatMap((p) => ['weight', 'scales', 'biases'].map((k) => `model.layers.${l}.${block}.switch_mlp.${p}.${k}`)).filter(has);
+    const block = c.model.variant === 'mixtral' ? 'block_sparse_moe.switch_mlp' : c.model.variant === 'gpt-oss' ? 'mlp.experts' : 'mlp.switch_mlp';
+    const stacked = ['gate_proj', 'up_proj', 'down_proj'].flatMap((p) => ['weight', 'scales', 'biases'].map((k) => `model.layers.${l}.${block}.${p}.${k}`)).filter(has);
     const stackedBytes = stacked.reduce((s, t) => {
       const e = header(join(dst, index.weight_map[t]))[t];
       return s + e.data_offsets[1] - e.data_offsets[0];
@@ -154,9 +168,10 @@ describe.each(Object.entries(CASES))('%s', (_label, c) => {
       const moe = shard.weights.layers[0].mlp as MoeWeights;
       expect(moe.firstExpert).toBe((r * E) / 2);
       expect(moe.experts.length).toBe(E / 2);
-      const packed = moe.experts.flatMap((e) => [e.gate, e.up, e.down]).filter((w) => w.dtype.startsWith('mlx'));
+      const packed = moe.experts.flatMap((e) => [e.gate, e.up, e.down]).filter((w) => !['f32', 'f16', 'bf16'].includes(w.dtype));
       expect(packed.length).toBeGreaterThan(0);
-      for (const w of packed) expect(w.bytes.byteLength).toBe(w.rows * rowBytes(w.dtype, w.cols));
+      if (c.model.variant === 'gpt-oss') expect(new Set(packed.map((w) => w.dtype))).toEqual(new Set(['mxfp4']));
+      for (const w of packed) expect(w.bytes.byteLength).toBe(weightBytes(w.dtype, w.rows, w.cols));
       const expertBytes = moe.experts.flatMap((e) => [e.gate, e.up, e.down]).reduce((s, w) => s + w.bytes.byteLength, 0);
       // an expert's weights are its slab of the stacked tensors: half of them per rank, byte for byte
       expect(expertBytes).toBe(stackedBytes / 2);
@@ -198,7 +213,9 @@ describe('refusals name the module, tensor and file', () => {
 
   it('a quantization mode other than affine', () => {
     const dir = edit('bad-mode', (q) => (q.mode = 'nvfp4'));
-    expect(() => loadInProcessModel(dir)).toThrow(/model\.safetensors: model\.layers\.0\.self_attn\.q_proj\.weight is quantized in MLX mode "nvfp4" \(config\.json quantization\); Orchard loads mode "affine"/);
+    expect(() => loadInProcessModel(dir)).toThrow(/model\.safetensors: model\.layers\.0\.self_attn\.q_proj is quantized in MLX mode "nvfp4" \(config\.json quantization\); Orchard loads modes "affine" and "mxfp4"/);
+    const mx = edit('bad-mxfp4', (q) => (q.mode = 'mxfp4'));
+    expect(() => loadInProcessModel(mx)).toThrow(/config\.json: quantization says mode "mxfp4" but model\.layers\.0\.self_attn\.q_proj in model\.safetensors is affine \(scales and biases\)/);
   });
 
   it('a stacked tensor holding another number of experts than config.json', () => {
