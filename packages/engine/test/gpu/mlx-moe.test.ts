@@ -1,6 +1,6 @@
 /**
  * mlx-lm MoE conversions (testing/mlx-moe-model.ts: stacked `switch_mlp` experts MLX-quantized, the
- * router by the model's predicate, both MLA forms) on the GPU (lavapipe here): greedy tokens equal the
+ * router by the model's predicate, both MLA forms, gpt-oss's experts in mode mxfp4) on the GPU (lavapipe here): greedy tokens equal the
  * float reference's (the F32 model of the same dequantized values, CPU reference backend) unsplit, as 2
  * pipeline stages and as 2 tensor / expert ranks.
  */
@@ -29,6 +29,7 @@ const MLA = { kvLoraRank: 64, nopeDim: 32, ropeDim: 8, vDim: 32 };
 const CASES: [string, RandomModelOptions, Omit<MlxMoeModelOptions, 'referenceDir'>][] = [
   ['qwen3-moe 4-bit g32, switch_mlp, router 8-bit g64', { variant: 'qwen3-moe', numLayers: 3, hiddenSize: 64, moeIntermediateSize: 64, numExperts: 8, dtype: 'bf16', seed: 31 }, { bits: 4, groupSize: 32, maxShardBytes: 40_000 }],
   ['deepseek-v3 4-bit g32, MLA as embed_q / unembed_out', { variant: 'deepseek-v3', numLayers: 3, hiddenSize: 64, numHeads: 4, moeIntermediateSize: 64, intermediateSize: 64, numExperts: 8, mlaDims: MLA, dtype: 'bf16', seed: 32 }, { bits: 4, groupSize: 32, mla: 'embed_q' }],
+  ['gpt-oss, experts MXFP4 (mode mxfp4), the rest 4-bit g32', { variant: 'gpt-oss', numLayers: 2, hiddenSize: 64, intermediateSize: 32, numExperts: 4, dtype: 'bf16', seed: 34 }, { bits: 4, groupSize: 32 }],
   ['kimi-k2 layout 8-bit g32, MLA as packed kv_b_proj', { variant: 'deepseek-v3', kimiLayout: true, numLayers: 2, hiddenSize: 64, numHeads: 4, moeIntermediateSize: 64, intermediateSize: 64, numExperts: 8, mlaDims: MLA, dtype: 'bf16', seed: 33 }, { bits: 8, groupSize: 32, mla: 'kv_b_proj' }],
 ];
 
