@@ -214,6 +214,14 @@ export class WeightPlanner {
     return this.#chunked(planMxfp4Expert(this.ckpt as Checkpoint, base, e, r, [0, cols], this.backend, this.#scratch, step), true);
   }
 
+  #keyBuffer = new Uint8Array(0);
+  /** `n` bytes of the one buffer MLX kv_b_proj key rows pass through (grown, never shrunk). */
+  #keyRows(n: number): Uint8Array {
+    if (this.#keyBuffer.byteLength < n) this.#keyBuffer = new Uint8Array(n);
+    const buf = this.#keyBuffer;
+    return buf.subarray(0, n);
+  }
+
   /** A weight filled by reads in chunks through the scratch: the last read completes it, then the backend may repack it. */
   #chunked(planned: { weight: Weight; reads: PendingRead[] }, linear: boolean): Weight {
     this.reads.push(...planned.reads);
@@ -308,7 +316,9 @@ export class WeightPlanner {
     const { nopeDim: nope, vDim: v, kvLoraRank: L } = m;
     const per = nope + v;
     const ckpt = this.ckpt as Checkpoint;
-    const transient = { allocBytes: (n: number) => new Uint8Array(n) };
+    // Reads run one after another and a head's key rows are consumed by its last read, so every head
+    // (of every layer) can take its packed key rows through one buffer.
+    const transient = { allocBytes: (n: number) => this.#keyRows(n) };
     const kb: Weight[] = [];
     const vb: Weight[] = [];
     for (let h = h0; h < h1; h++) {
@@ -322,7 +332,6 @@ export class WeightPlanner {
         for (let i = 0; i < nope; i++) dequantizeMlxRow(keys.weight.dtype as MlxDType, keys.weight.bytes, L, i, rows.subarray(i * L, (i + 1) * L));
         const kt = new Float32Array(k.bytes.buffer, k.bytes.byteOffset, L * nope);
         for (let i = 0; i < nope; i++) for (let j = 0; j < L; j++) kt[j * nope + i] = rows[i * L + j];
-        keys.weight.bytes = new Uint8Array(0);
         this.backend.packWeight?.(k);
       };
       this.reads.push(...keys.reads);

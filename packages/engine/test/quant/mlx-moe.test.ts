@@ -13,8 +13,8 @@
 import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { createInProcessAllReduce, createReferenceBackend, createWasmBackend, generate, loadInProcessModel, loadShard, type Backend } from '../../src/index.js';
-import type { MlaWeights, MoeWeights } from '../../src/model/weights.js';
+import { createInProcessAllReduce, createReferenceBackend, createWasmBackend, generate, loadInProcessModel, loadShard, loadShardAsync, type Backend } from '../../src/index.js';
+import { layerMatrices, type MlaWeights, type MoeWeights } from '../../src/model/weights.js';
 import { weightBytes } from '../../src/kernels/wasm/formats.js';
 import { writeMlxMoeModel, writeRandomModel, type MlxMoeModelOptions, type RandomModelOptions } from '../../src/testing/index.js';
 import { maxAbsDiff, tempDir } from '../helpers.js';
@@ -150,6 +150,16 @@ describe.each(Object.entries(CASES))('%s', (_label, c) => {
       const got = await run(dst, () => createWasmBackend({ threads: 1 }), split);
       expect(got.tokens, JSON.stringify(split)).toEqual(want.tokens);
     }
+  });
+
+  it('loading without blocking (loadShardAsync, as the daemon does) fills the same bytes', async () => {
+    const spec = { layers: [0, c.model.numLayers!] as [number, number], tensor: { rank: 0, size: 1 }, embed: true, head: true };
+    const sync = loadShard(dst, spec, { backend: createReferenceBackend() });
+    const async_ = await loadShardAsync(dst, spec, { backend: createReferenceBackend() });
+    const bytes = (sh: typeof sync) => sh.weights.layers.flatMap(layerMatrices).map((w) => [w.dtype, Buffer.from(w.bytes).toString('base64')]);
+    expect(bytes(async_)).toEqual(bytes(sync));
+    sync.dispose();
+    async_.dispose();
   });
 
   it('experts stay packed, and an expert rank reads only its own experts’ bytes of the stacked tensors', () => {
