@@ -16,6 +16,9 @@ import { SAFETENSORS_DTYPE_SIZES } from '../safetensors/format.js';
 import type { GgufCheckpoint } from '../gguf/read-model.js';
 import { mlxQuantOf, planMlxMatrix } from '../quant/mlx.js';
 import { mxfp4ExpertShape, planMxfp4Expert } from '../quant/mxfp4-hf.js';
+import { dequantizeFp8Row, isFp8Weight, planFp8Matrix } from '../quant/fp8.js';
+import { int4LayoutOf, planInt4Matrix } from '../quant/int4-packed.js';
+import type { WeightQuant } from '../config/quantization.js';
 import { ReadScratch } from '../quant/read-scratch.js';
 import type { ShardSpec } from '../shard.js';
 import type { TensorSlice } from './tensor-split.js';
@@ -119,6 +122,8 @@ export class WeightPlanner {
   constructor(
     readonly ckpt: WeightSource,
     readonly backend: Backend,
+    /** config.json's declared weight quantization (compressed-tensors INT4 needs its group size). */
+    readonly quant?: WeightQuant,
   ) {}
 
   /** Checks a tensor's dtype and shape; returns the file it lives in. */
@@ -127,7 +132,8 @@ export class WeightPlanner {
     const info = file.info(name);
     const fname = basename(file.path);
     if (!(info.dtype in DTYPES)) {
-      throw new ModelFormatError(`${fname}: tensor ${name} has dtype ${info.dtype}; expected F32, F16, BF16 (or Q8_0/Q4_0/Q4_K/Q5_K/Q6_K/MXFP4 in GGUF)`, file.path, name);
+      const fp8 = info.dtype.startsWith('F8_') ? ` (FP8 is read for linear weights with a ${name}_scale_inv)` : '';
+      throw new ModelFormatError(`${fname}: tensor ${name} has dtype ${info.dtype}; expected F32, F16, BF16 (or Q8_0/Q4_0/Q4_K/Q5_K/Q6_K/MXFP4 in GGUF)${fp8}`, file.path, name);
     }
     if (info.shape.length !== shape.length || info.shape.some((d, i) => d !== shape[i])) {
       throw new ModelFormatError(
@@ -150,6 +156,12 @@ export class WeightPlanner {
     if (mlx) {
       return this.#chunked(planMlxMatrix(this.ckpt as Checkpoint, name, mlx, r, c, this.backend, this.#scratch), linear);
     }
+    // FP8 blocks (F8_E4M3 + weight_scale_inv) and compressed-tensors INT4 (weight_packed): kept in their bits.
+    if (isFp8Weight(this.ckpt, name, rows, cols)) {
+      return this.#chunked(planFp8Matrix(this.ckpt as Checkpoint, name, r, c, (n) => this.backend.allocBytes(n), this.#scratch), linear);
+    }
+    const int4 = int4LayoutOf(this.ckpt, name, rows, cols, this.quant);
+    if (int4) return this.#chunked(planInt4Matrix(this.ckpt as Checkpoint, name, int4, [rows, cols], r, c, this.backend, this.#scratch), linear);
     const { file, dtype, el } = this.#check(name, [rows, cols]);
     const be = blockElems(dtype);
     if (c[0] % be || c[1] % be) {
@@ -252,6 +264,7 @@ export class WeightPlanner {
   kvBHeads(name: string, H: number, m: { nopeDim: number; vDim: number; kvLoraRank: number }, [h0, h1]: [number, number]): { kb: Weight[]; vb: Weight[] } {
     const { nopeDim: nope, vDim: v, kvLoraRank: L } = m;
     const per = nope + v;
+    if (isFp8Weight(this.ckpt, name, H * per, L)) return this.#fp8KvBHeads(name, per, nope, v, L, [h0, h1]);
     const { file, dtype, el } = this.#check(name, [H * per, L]);
     const quant = isQuantized(dtype);
     const rowBytesIn = quant ? weightBytes(dtype, 1, L) : L * el;
@@ -278,6 +291,36 @@ export class WeightPlanner {
       }
     };
     this.reads.push({ file, name, dest: block, rows: [h0 * per, h1 * per], cols: [0, L], after });
+    return { kb, vb };
+  }
+
+  /**
+   * kvBHeads of an FP8 kv_b_proj: the heads' rows read in their blocks into a temporary, then each
+   * head's key rows transposed and value rows taken as f32 (as for GGUF-quantized kv_b_proj).
+   */
+  #fp8KvBHeads(name: string, per: number, nope: number, v: number, L: number, [h0, h1]: [number, number]): { kb: Weight[]; vb: Weight[] } {
+    const planned = planFp8Matrix(this.ckpt as Checkpoint, name, [h0 * per, h1 * per], [0, L], (n) => new Uint8Array(n), this.#scratch);
+    const alloc = (rows: number, cols: number): Weight => ({ dtype: 'f32', rows, cols, bytes: this.backend.allocBytes(rows * cols * 4) });
+    const kb = Array.from({ length: h1 - h0 }, () => alloc(L, nope));
+    const vb = Array.from({ length: h1 - h0 }, () => alloc(v, L));
+    const last = planned.reads[planned.reads.length - 1];
+    const complete = last.after;
+    last.after = () => {
+      complete?.();
+      const row = new Float32Array(L);
+      for (let h = 0; h < h1 - h0; h++) {
+        const kf = new Float32Array(kb[h].bytes.buffer, kb[h].bytes.byteOffset, L * nope);
+        const vf = new Float32Array(vb[h].bytes.buffer, vb[h].bytes.byteOffset, v * L);
+        for (let i = 0; i < per; i++) {
+          dequantizeFp8Row(planned.weight.bytes, L, h * per + i, row);
+          if (i < nope) for (let j = 0; j < L; j++) kf[j * nope + i] = row[j];
+          else vf.set(row, (i - nope) * L);
+        }
+        this.backend.packWeight?.(kb[h]);
+        this.backend.packWeight?.(vb[h]);
+      }
+    };
+    this.reads.push(...planned.reads);
     return { kb, vb };
   }
 
@@ -333,7 +376,7 @@ export function planShardWeights(
   slice: TensorSlice,
   backend: Backend,
 ): { weights: ShardWeights; reads: PendingRead[] } {
-  const rd = new WeightPlanner(ckpt, backend);
+  const rd = new WeightPlanner(ckpt, backend, config.weightQuant);
   const { hiddenSize: D, headDim: hd, numHeads: H, numKvHeads: KV, intermediateSize: I, vocabSize: V } = config;
   const qRows: [number, number] = [slice.heads[0] * hd, slice.heads[1] * hd];
   const kvRows: [number, number] = [slice.kvHeads[0] * hd, slice.kvHeads[1] * hd];

@@ -30,6 +30,8 @@ export interface MoeOptions {
   firstKDense?: number;
   /** deepseek-v3: `q_lora_rank`; null = a plain q_proj. @default 32 */
   qLoraRank?: number | null;
+  /** deepseek-v3: latent attention sizes (e.g. wide enough for 128-column FP8 blocks to split). @default kv 32, nope 16, rope 8, v 16 */
+  mlaDims?: { kvLoraRank?: number; nopeDim?: number; ropeDim?: number; vDim?: number };
   /**
    * deepseek-v3 as Kimi K2 configures it: one expert group (n_group = topk_group = 1), yarn with
    * beta_fast = beta_slow = 1, routed_scaling_factor 2.827. @default false
@@ -97,10 +99,10 @@ export function moeConfigFields(variant: string, layers: number, hidden: number,
     first_k_dense_replace: Math.min(o.firstKDense ?? 1, layers),
     moe_layer_freq: 1,
     q_lora_rank: o.qLoraRank === undefined ? 32 : o.qLoraRank,
-    kv_lora_rank: 32,
-    qk_nope_head_dim: 16,
-    qk_rope_head_dim: 8,
-    v_head_dim: 16,
+    kv_lora_rank: o.mlaDims?.kvLoraRank ?? 32,
+    qk_nope_head_dim: o.mlaDims?.nopeDim ?? 16,
+    qk_rope_head_dim: o.mlaDims?.ropeDim ?? 8,
+    v_head_dim: o.mlaDims?.vDim ?? 16,
     rope_interleave: true,
     rope_scaling: { type: 'yarn', factor: 4, original_max_position_embeddings: 64, beta_fast: kimi ? 1 : 32, beta_slow: 1, mscale: 1, mscale_all_dim: 1 },
     max_position_embeddings: 256,
