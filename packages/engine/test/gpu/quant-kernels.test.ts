@@ -24,6 +24,7 @@ import { Prng } from '../../src/numeric/prng.js';
 import { quantizeK } from '../../src/quant/kquants.js';
 import { packMlx, quantizeMlx } from '../../src/quant/mlx.js';
 import { quantizeMxfp4 } from '../../src/quant/mxfp4.js';
+import { packFp8, quantizeFp8Blocks } from '../../src/quant/fp8.js';
 import { writeMlxModel, writeRandomModel } from '../../src/testing/index.js';
 import { matmulRef, randomF32 } from './cpu-ref.js';
 import { openTestGpu } from './gpu-env.js';
@@ -44,6 +45,12 @@ function quantWeight(dtype: DType, rows: number, cols: number, rng: Prng): Weigh
   const v = Float32Array.from({ length: rows * cols }, (_, i) => rng.symmetric(1) * (1 + ((i >> 5) % 3)) + (((i >> 4) % 3) - 1) * 0.2);
   if (dtype === 'q4_k' || dtype === 'q5_k' || dtype === 'q6_k') return { dtype, rows, cols, bytes: quantizeK(dtype, v, rows, cols) };
   if (dtype === 'mxfp4') return { dtype, rows, cols, bytes: quantizeMxfp4(v, rows, cols) };
+  if (dtype === 'fp8_e4m3') {
+    const { codes, scaleInv } = quantizeFp8Blocks(v, rows, cols);
+    const bytes = new Uint8Array(weightBytes(dtype, rows, cols));
+    packFp8(codes, scaleInv, rows, cols, bytes);
+    return { dtype, rows, cols, bytes };
+  }
   const m = /^mlx(\d)_g(\d+)_(\w+)$/.exec(dtype)!;
   const layout = { bits: Number(m[1]), groupSize: Number(m[2]), scales: m[3] } as MlxLayout;
   const { words, scales, biases } = quantizeMlx(v, rows, cols, layout);
@@ -69,6 +76,8 @@ const FORMATS: Array<[DType, number]> = [
   ['mlx4_g64_bf16', 64],
   ['mlx3_g32_f16', 32],
   ['mlx8_g128_f32', 128],
+  // 128-column blocks; rows of 1.5 blocks (192 columns: a short last block, rows not 4-byte aligned)
+  ['fp8_e4m3', 96],
 ];
 
 describe.skipIf(!gpu.ctx)(`WGSL accessors of the packed formats vs the dequantizer${gpu.skip ? ` (skipped: ${gpu.skip})` : ''}`, () => {
