@@ -25,7 +25,7 @@ import { quantizeK } from '../../src/quant/kquants.js';
 import { packMlx, quantizeMlx } from '../../src/quant/mlx.js';
 import { quantizeMxfp4 } from '../../src/quant/mxfp4.js';
 import { packFp8, quantizeFp8Blocks } from '../../src/quant/fp8.js';
-import { writeMlxModel, writeRandomModel } from '../../src/testing/index.js';
+import { writeFp8Model, writeInt4PackedModel, writeMlxModel, writeRandomModel } from '../../src/testing/index.js';
 import { matmulRef, randomF32 } from './cpu-ref.js';
 import { openTestGpu } from './gpu-env.js';
 
@@ -121,11 +121,19 @@ describe.skipIf(!gpu.ctx)(`WGSL accessors of the packed formats vs the dequantiz
 describe.skipIf(!gpu.ctx)(`GPU models in the packed formats: greedy tokens equal the CPU reference${gpu.skip ? ` (skipped: ${gpu.skip})` : ''}`, () => {
   const prompt = Array.from({ length: 21 }, (_, i) => (i * 37 + 11) % 256);
   const hf = join(root, 'hf');
+  const deepseek = () => {
+    const dir = join(root, 'deepseek');
+    writeRandomModel(dir, { variant: 'deepseek-v3', kimiLayout: true, hiddenSize: 64, numHeads: 4, numLayers: 2, moeIntermediateSize: 64, dtype: 'bf16', seed: 17 });
+    return dir;
+  };
   writeRandomModel(hf, { variant: 'llama', hiddenSize: 256, intermediateSize: 512, numLayers: 2, numHeads: 4, numKvHeads: 2, dtype: 'bf16', seed: 13 });
   const cases: Array<[string, () => string]> = [
     ['GGUF Q4_K_M', () => (hfToGguf(hf, join(root, 'q4km.gguf'), { dtype: 'q4_k_m' }), join(root, 'q4km.gguf'))],
     ['GGUF MXFP4', () => (hfToGguf(hf, join(root, 'mxfp4.gguf'), { dtype: 'mxfp4' }), join(root, 'mxfp4.gguf'))],
     ['MLX 4-bit g64', () => (writeMlxModel(hf, join(root, 'mlx4'), { bits: 4, groupSize: 64 }), join(root, 'mlx4'))],
+    // DeepSeek V3 as released (FP8 blocks) and Kimi-K2-Thinking (pack-quantized INT4 experts)
+    ['DeepSeek-V3 FP8', () => (writeFp8Model(deepseek(), join(root, 'fp8')), join(root, 'fp8'))],
+    ['Kimi-K2-Thinking INT4', () => (writeInt4PackedModel(deepseek(), join(root, 'int4')), join(root, 'int4'))],
   ];
   for (const [name, make] of cases) {
     it(`${name}: 16 greedy tokens after a 21-token prompt`, async () => {
