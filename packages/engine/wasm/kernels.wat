@@ -836,21 +836,8 @@
   ;; make the f32 of value·2^-120 (E4M3's exponent bias 7 against f32's 127; its subnormals become f32
   ;; subnormals, which WASM keeps), times 2^120; 0x7f/0xff become NaN. Per block the products sum in 4
   ;; lanes, then the lanes, then the block's short tail one by one; the block's sum times its scale
-  ;; adds to the row's total.
-  (func $fp8x4 (param $e v128) (param $x i32) (param $acc v128) (result v128)
-    (local $m v128)
-    (local.set $m (v128.and (local.get $e) (v128.const i32x4 0x7f 0x7f 0x7f 0x7f)))
-    (f32x4.add (local.get $acc)
-      (f32x4.mul
-        (v128.bitselect
-          (v128.const i32x4 0x7fc00000 0x7fc00000 0x7fc00000 0x7fc00000)
-          (f32x4.mul
-            (v128.or (i32x4.shl (v128.and (local.get $e) (v128.const i32x4 0x80 0x80 0x80 0x80)) (i32.const 24))
-                     (i32x4.shl (local.get $m) (i32.const 20)))
-            (v128.const i32x4 0x7b800000 0x7b800000 0x7b800000 0x7b800000))
-          (i32x4.eq (local.get $m) (v128.const i32x4 0x7f 0x7f 0x7f 0x7f)))
-        (v128.load (local.get $x)))))
-
+  ;; adds to the row's total. A first kernel, correctness first: a prompt batch decodes each row once
+  ;; per token (no widened tiles), and the 4-row kernel is the 1-row one four times.
   (func $fp8code (param $c i32) (result f32)
     (if (result f32) (i32.eq (i32.and (local.get $c) (i32.const 0x7f)) (i32.const 0x7f))
       (then (f32.const nan))
@@ -863,6 +850,11 @@
   (func $dot1_fp8 (type $dot) (param $w i32) (param $rb i32) (param $x i32) (param $cols i32) (param $out i32)
     (local $nb i32) (local $q i32) (local $b i32) (local $c i32) (local $end i32) (local $vend i32)
     (local $acc v128) (local $v v128) (local $lo v128) (local $hi v128) (local $s f32) (local $total f32)
+    (local $xc i32) (local $e v128) (local $m v128) (local $k7f v128) (local $k80 v128) (local $nan v128) (local $p120 v128)
+    (local.set $k7f (v128.const i32x4 0x7f 0x7f 0x7f 0x7f))
+    (local.set $k80 (v128.const i32x4 0x80 0x80 0x80 0x80))
+    (local.set $nan (v128.const i32x4 0x7fc00000 0x7fc00000 0x7fc00000 0x7fc00000))
+    (local.set $p120 (v128.const i32x4 0x7b800000 0x7b800000 0x7b800000 0x7b800000))
     (local.set $nb (i32.shr_u (i32.add (local.get $cols) (i32.const 127)) (i32.const 7)))
     (local.set $q (i32.add (local.get $w) (i32.shl (local.get $nb) (i32.const 2))))
     (block $bdone
@@ -879,10 +871,35 @@
             (local.set $v (v128.load (i32.add (local.get $q) (local.get $c))))
             (local.set $lo (i16x8.extend_low_i8x16_u (local.get $v)))
             (local.set $hi (i16x8.extend_high_i8x16_u (local.get $v)))
-            (local.set $acc (call $fp8x4 (i32x4.extend_low_i16x8_u (local.get $lo)) (i32.add (local.get $x) (i32.shl (local.get $c) (i32.const 2))) (local.get $acc)))
-            (local.set $acc (call $fp8x4 (i32x4.extend_high_i16x8_u (local.get $lo)) (i32.add (local.get $x) (i32.shl (i32.add (local.get $c) (i32.const 4)) (i32.const 2))) (local.get $acc)))
-            (local.set $acc (call $fp8x4 (i32x4.extend_low_i16x8_u (local.get $hi)) (i32.add (local.get $x) (i32.shl (i32.add (local.get $c) (i32.const 8)) (i32.const 2))) (local.get $acc)))
-            (local.set $acc (call $fp8x4 (i32x4.extend_high_i16x8_u (local.get $hi)) (i32.add (local.get $x) (i32.shl (i32.add (local.get $c) (i32.const 12)) (i32.const 2))) (local.get $acc)))
+            (local.set $xc (i32.add (local.get $x) (i32.shl (local.get $c) (i32.const 2))))
+            (local.set $e (i32x4.extend_low_i16x8_u (local.get $lo)))
+            (local.set $m (v128.and (local.get $e) (local.get $k7f)))
+            (local.set $acc (f32x4.add (local.get $acc) (f32x4.mul
+              (v128.bitselect (local.get $nan)
+                (f32x4.mul (v128.or (i32x4.shl (v128.and (local.get $e) (local.get $k80)) (i32.const 24)) (i32x4.shl (local.get $m) (i32.const 20))) (local.get $p120))
+                (i32x4.eq (local.get $m) (local.get $k7f)))
+              (v128.load offset=0 (local.get $xc)))))
+            (local.set $e (i32x4.extend_high_i16x8_u (local.get $lo)))
+            (local.set $m (v128.and (local.get $e) (local.get $k7f)))
+            (local.set $acc (f32x4.add (local.get $acc) (f32x4.mul
+              (v128.bitselect (local.get $nan)
+                (f32x4.mul (v128.or (i32x4.shl (v128.and (local.get $e) (local.get $k80)) (i32.const 24)) (i32x4.shl (local.get $m) (i32.const 20))) (local.get $p120))
+                (i32x4.eq (local.get $m) (local.get $k7f)))
+              (v128.load offset=16 (local.get $xc)))))
+            (local.set $e (i32x4.extend_low_i16x8_u (local.get $hi)))
+            (local.set $m (v128.and (local.get $e) (local.get $k7f)))
+            (local.set $acc (f32x4.add (local.get $acc) (f32x4.mul
+              (v128.bitselect (local.get $nan)
+                (f32x4.mul (v128.or (i32x4.shl (v128.and (local.get $e) (local.get $k80)) (i32.const 24)) (i32x4.shl (local.get $m) (i32.const 20))) (local.get $p120))
+                (i32x4.eq (local.get $m) (local.get $k7f)))
+              (v128.load offset=32 (local.get $xc)))))
+            (local.set $e (i32x4.extend_high_i16x8_u (local.get $hi)))
+            (local.set $m (v128.and (local.get $e) (local.get $k7f)))
+            (local.set $acc (f32x4.add (local.get $acc) (f32x4.mul
+              (v128.bitselect (local.get $nan)
+                (f32x4.mul (v128.or (i32x4.shl (v128.and (local.get $e) (local.get $k80)) (i32.const 24)) (i32x4.shl (local.get $m) (i32.const 20))) (local.get $p120))
+                (i32x4.eq (local.get $m) (local.get $k7f)))
+              (v128.load offset=48 (local.get $xc)))))
             (local.set $c (i32.add (local.get $c) (i32.const 16)))
             (br $vl)))
         (local.set $s (call $hsum (local.get $acc)))
