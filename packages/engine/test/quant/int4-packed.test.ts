@@ -142,6 +142,21 @@ describe('Kimi-K2-Thinking INT4 checkpoints', () => {
     expect(ignored).toThrow(/module model\.layers\.1\.mlp\.experts\.0\.gate_proj is in quantization_config\.ignore/);
   });
 
+  it('refuses a weight_shape that disagrees with the tensors, naming it', () => {
+    const dir = join(work, 'shape');
+    writeInt4PackedModel(src, dir, { shards: 1 });
+    const file = join(dir, 'model-00001-of-000001.safetensors');
+    const buf = readFileSync(file);
+    const hl = Number(buf.readBigUInt64LE(0));
+    const name = 'model.layers.2.mlp.experts.3.up_proj.weight_shape';
+    const entry = JSON.parse(buf.subarray(8, 8 + hl).toString())[name];
+    buf.writeInt32LE(63, 8 + hl + entry.data_offsets[0] + 4); // [64, 64] -> [64, 63]
+    writeFileSync(file, buf);
+    expect(() => loadShard(dir, { layers: [0, 3], tensor: { rank: 0, size: 1 }, embed: true, head: true })).toThrow(
+      /model-00001-of-000001\.safetensors: model\.layers\.2\.mlp\.experts\.3\.up_proj\.weight_shape says \[64,63\], but .*weight_packed holds \[64, 64\]/,
+    );
+  });
+
   it('refuses compressed-tensors schemes it does not load, naming the field', () => {
     const bits8 = variant('bits8', (c) => ((c.quantization_config as { config_groups: { group_0: { weights: { num_bits: number } } } }).config_groups.group_0.weights.num_bits = 8));
     expect(bits8).toThrow(UnsupportedModelError);
