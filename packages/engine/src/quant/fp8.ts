@@ -105,10 +105,10 @@ export function packFp8(codes: Uint8Array, scaleInv: Float32Array, rows: number,
 
 /**
  * DeepSeek-style block quantization of [rows, cols] f32 values: per 128×128 block scale = amax/448
- * (1 for an all-zero block), code = nearest E4M3 of value/scale. Returns the codes (row-major) and
+ * (1 for an all-zero block) rounded by `round`, code = nearest E4M3 of value/scale. Returns the codes (row-major) and
  * the f32 factors [ceil(rows/128), ceil(cols/128)] as `weight_scale_inv` stores them. For test writers.
  */
-export function quantizeFp8Blocks(values: Float32Array, rows: number, cols: number): { codes: Uint8Array; scaleInv: Float32Array } {
+export function quantizeFp8Blocks(values: Float32Array, rows: number, cols: number, round: (v: number) => number = Math.fround): { codes: Uint8Array; scaleInv: Float32Array } {
   const br = Math.ceil(rows / FP8_BLOCK);
   const bc = Math.ceil(cols / FP8_BLOCK);
   const scaleInv = new Float32Array(br * bc);
@@ -119,7 +119,8 @@ export function quantizeFp8Blocks(values: Float32Array, rows: number, cols: numb
       const c1 = Math.min(cols, (j + 1) * FP8_BLOCK);
       let amax = 0;
       for (let r = i * FP8_BLOCK; r < r1; r++) for (let c = j * FP8_BLOCK; c < c1; c++) amax = Math.max(amax, Math.abs(values[r * cols + c]));
-      const s = amax > 0 ? Math.fround(amax / E4M3_MAX) : 1;
+      // (`round`: to the dtype the factor is stored in, e.g. BF16 in Qwen3's FP8 files; codes saturate at ±448)
+      const s = amax > 0 ? round(amax / E4M3_MAX) : 1;
       scaleInv[i * bc + j] = s;
       for (let r = i * FP8_BLOCK; r < r1; r++) for (let c = j * FP8_BLOCK; c < c1; c++) codes[r * cols + c] = f32ToE4M3(values[r * cols + c] / s);
     }

@@ -68,11 +68,18 @@ export function kimiInt4QuantizationConfig(groupSize = 32): Record<string, unkno
 /** Linear weights DeepSeek's FP8 release keeps in blocks: the layers' projections, not norms, router, embedding or head. */
 const FP8_LINEAR = /^model\.layers\.\d+\.(self_attn|mlp)\..*(proj|proj_with_mqa)\.weight$/;
 
-export function writeFp8Model(src: string, dst: string, options: QuantizedHfOptions = {}): void {
+/**
+ * `scaleDtype`: the dtype of `weight_scale_inv`: F32 as DeepSeek and Kimi ship it (default), BF16 as
+ * Qwen3's FP8 repositories (e.g. Qwen3-30B-A3B-FP8), F16 as some Qwen3 2507 FP8 files.
+ */
+export function writeFp8Model(src: string, dst: string, options: QuantizedHfOptions & { scaleDtype?: 'F32' | 'BF16' | 'F16' } = {}): void {
+  const sd = options.scaleDtype ?? 'F32';
+  const bits = sd === 'F16' ? f32ToF16Bits : f32ToBf16Bits;
+  const table = sd === 'F16' ? F16_TO_F32 : BF16_TO_F32;
   convert(src, dst, options, DEEPSEEK_FP8_QUANTIZATION_CONFIG, (name, info, values) => {
     if (!FP8_LINEAR.test(name) || info.shape.length !== 2) return null;
     const [rows, cols] = info.shape;
-    const { codes, scaleInv } = quantizeFp8Blocks(values, rows, cols);
+    const { codes, scaleInv } = quantizeFp8Blocks(values, rows, cols, sd === 'F32' ? Math.fround : (v) => table[bits(v)]);
     const deq = new Float32Array(rows * cols);
     const bc = Math.ceil(cols / FP8_BLOCK);
     for (let r = 0; r < rows; r++) {
@@ -81,7 +88,12 @@ export function writeFp8Model(src: string, dst: string, options: QuantizedHfOpti
     return {
       tensors: [
         { name, dtype: 'F8_E4M3', shape: [rows, cols], data: codes },
-        { name: `${name}_scale_inv`, dtype: 'F32', shape: [Math.ceil(rows / FP8_BLOCK), bc], data: new Uint8Array(scaleInv.buffer) },
+        {
+          name: `${name}_scale_inv`,
+          dtype: sd,
+          shape: [Math.ceil(rows / FP8_BLOCK), bc],
+          data: sd === 'F32' ? new Uint8Array(scaleInv.buffer) : new Uint8Array(Uint16Array.from(scaleInv, bits).buffer),
+        },
       ],
       dequantized: deq,
     };

@@ -224,6 +224,37 @@ describe('DeepSeek-V3 FP8 checkpoints', () => {
   });
 });
 
+describe('Qwen3 FP8 checkpoints (BF16 / F16 weight_scale_inv)', () => {
+  const prompt = [72, 101, 108, 108, 111, 44, 32, 119, 111, 114, 108, 100];
+  const src = join(work, 'qwen-src');
+  writeRandomModel(src, { variant: 'qwen3-moe', hiddenSize: 64, numHeads: 4, numKvHeads: 2, headDim: 64, numLayers: 2, intermediateSize: 256, dtype: 'bf16', seed: 8 });
+  for (const scaleDtype of ['BF16', 'F16'] as const) {
+    it(`${scaleDtype} scales: exactly the logits of the dequantized F32 model, whole and TP-2; WASM greedy tokens`, async () => {
+      const dst = join(work, `qwen-${scaleDtype}`);
+      const ref = join(work, `qwen-ref-${scaleDtype}`);
+      writeFp8Model(src, dst, { shards: 2, referenceDir: ref, scaleDtype });
+      const index = JSON.parse(readFileSync(join(dst, 'model.safetensors.index.json'), 'utf8'));
+      const t = 'model.layers.0.mlp.experts.1.up_proj.weight_scale_inv';
+      const buf = readFileSync(join(dst, index.weight_map[t]));
+      expect(JSON.parse(buf.subarray(8, 8 + Number(buf.readBigUInt64LE(0))).toString())[t].dtype).toBe(scaleDtype);
+      const run = async (dir: string, options: Parameters<typeof loadInProcessModel>[1], tokens = 0) => {
+        const m = loadInProcessModel(dir, options);
+        try {
+          const logits = Float32Array.from(await m.newSession().forward(prompt));
+          return { logits, tokens: tokens ? (await generate(m, prompt, { maxTokens: tokens, temperature: 0, stopTokenIds: [] })).tokens : [] };
+        } finally {
+          m.dispose();
+        }
+      };
+      const want = await run(ref, { backend: createReferenceBackend }, 8);
+      expect([...(await run(dst, { backend: createReferenceBackend })).logits]).toEqual([...want.logits]);
+      // q/k/v, gate/up by rows; o_proj (4 heads × 64) and the dense down_proj (256 columns) split at a block
+      expect([...(await run(dst, { backend: createReferenceBackend, tensor: 2 })).logits]).toEqual([...(await run(ref, { backend: createReferenceBackend, tensor: 2 })).logits]);
+      expect((await run(dst, { backend: () => createWasmBackend({ threads: 1 }) }, 8)).tokens).toEqual(want.tokens);
+    }, 60_000);
+  }
+});
+
 describe('quantization_config', () => {
   const dir = join(work, 'methods');
   writeRandomModel(dir, { variant: 'llama', hiddenSize: 64, numLayers: 1, seed: 1 });
