@@ -7,7 +7,7 @@ import { basename } from 'node:path';
 import type { ModelConfig } from '../config/config.js';
 import { ModelFormatError, UnsupportedModelError } from '../errors.js';
 import type { Backend, DType, Weight } from '../kernels/backend.js';
-import { blockElems, isQuantized, weightBytes } from '../kernels/wasm/formats.js';
+import { FP8_BLOCK, blockElems, isQuantized, rowBytes, weightBytes } from '../kernels/wasm/formats.js';
 import { dequantizeRow } from '../kernels/wasm/quant-reference.js';
 import { BF16_TO_F32, F16_TO_F32 } from '../numeric/half.js';
 import type { Checkpoint } from '../safetensors/checkpoint.js';
@@ -295,28 +295,48 @@ export class WeightPlanner {
   }
 
   /**
-   * kvBHeads of an FP8 kv_b_proj: the heads' rows read in their blocks into a temporary, then each
-   * head's key rows transposed and value rows taken as f32 (as for GGUF-quantized kv_b_proj).
+   * kvBHeads of an FP8 kv_b_proj, kept in FP8: each head's value rows are a row slice; its key rows
+   * transposed ([kvLoraRank, nope]) stay FP8 when the head starts on a 128-row block (every column
+   * block of the transpose then has one factor per row: DeepSeek's and Kimi's 256 rows per head),
+   * else they are dequantized to f32 (as for GGUF-quantized kv_b_proj). The heads' rows are read into a
+   * temporary in their blocks first.
    */
   #fp8KvBHeads(name: string, per: number, nope: number, v: number, L: number, [h0, h1]: [number, number]): { kb: Weight[]; vb: Weight[] } {
     const planned = planFp8Matrix(this.ckpt as Checkpoint, name, [h0 * per, h1 * per], [0, L], (n) => new Uint8Array(n), this.#scratch);
-    const alloc = (rows: number, cols: number): Weight => ({ dtype: 'f32', rows, cols, bytes: this.backend.allocBytes(rows * cols * 4) });
-    const kb = Array.from({ length: h1 - h0 }, () => alloc(L, nope));
-    const vb = Array.from({ length: h1 - h0 }, () => alloc(v, L));
+    const tmp = planned.weight.bytes;
+    const rb = rowBytes('fp8_e4m3', L);
+    const nbL = Math.ceil(L / FP8_BLOCK);
+    const fp8 = (rows: number, cols: number): Weight => ({ dtype: 'fp8_e4m3', rows, cols, bytes: this.backend.allocBytes(rows * rowBytes('fp8_e4m3', cols)) });
+    const inBlocks = (h: number) => ((h0 + h) * per) % FP8_BLOCK === 0;
+    const kb = Array.from({ length: h1 - h0 }, (_, h): Weight => (inBlocks(h) ? fp8(L, nope) : { dtype: 'f32', rows: L, cols: nope, bytes: this.backend.allocBytes(L * nope * 4) }));
+    const vb = Array.from({ length: h1 - h0 }, () => fp8(v, L));
     const last = planned.reads[planned.reads.length - 1];
     const complete = last.after;
     last.after = () => {
       complete?.();
-      const row = new Float32Array(L);
+      const tv = new DataView(tmp.buffer, tmp.byteOffset, tmp.byteLength);
       for (let h = 0; h < h1 - h0; h++) {
-        const kf = new Float32Array(kb[h].bytes.buffer, kb[h].bytes.byteOffset, L * nope);
-        const vf = new Float32Array(vb[h].bytes.buffer, vb[h].bytes.byteOffset, v * L);
-        for (let i = 0; i < per; i++) {
-          dequantizeFp8Row(planned.weight.bytes, L, h * per + i, row);
-          if (i < nope) for (let j = 0; j < L; j++) kf[j * nope + i] = row[j];
-          else vf.set(row, (i - nope) * L);
+        const first = h * per;
+        vb[h].bytes.set(tmp.subarray((first + nope) * rb, (first + per) * rb));
+        const k = kb[h];
+        if (k.dtype === 'fp8_e4m3') {
+          // row j of the transpose: per 128 columns (key rows first + 128b ..) that block row's factor for column j
+          const nbk = Math.ceil(nope / FP8_BLOCK);
+          const krb = rowBytes('fp8_e4m3', nope);
+          const kv = new DataView(k.bytes.buffer, k.bytes.byteOffset, k.bytes.byteLength);
+          for (let j = 0; j < L; j++) {
+            for (let b = 0; b < nbk; b++) kv.setFloat32(j * krb + 4 * b, tv.getFloat32((first + b * FP8_BLOCK) * rb + 4 * Math.floor(j / FP8_BLOCK), true), true);
+            for (let i = 0; i < nope; i++) k.bytes[j * krb + 4 * nbk + i] = tmp[(first + i) * rb + 4 * nbL + j];
+          }
+        } else {
+          const row = new Float32Array(L);
+          const kf = new Float32Array(k.bytes.buffer, k.bytes.byteOffset, L * nope);
+          for (let i = 0; i < nope; i++) {
+            dequantizeFp8Row(tmp, L, first + i, row);
+            for (let j = 0; j < L; j++) kf[j * nope + i] = row[j];
+          }
         }
-        this.backend.packWeight?.(kb[h]);
+        this.backend.packWeight?.(k);
         this.backend.packWeight?.(vb[h]);
       }
     };

@@ -127,7 +127,7 @@ describe('DeepSeek-V3 FP8 checkpoints', () => {
     intermediateSize: 256,
     moeIntermediateSize: 256,
     numExperts: 8,
-    mlaDims: { vDim: 64 },
+    mlaDims: { nopeDim: 64, vDim: 64 },
     dtype: 'bf16',
     seed: 5,
   });
@@ -186,14 +186,13 @@ describe('DeepSeek-V3 FP8 checkpoints', () => {
     expect((await run(dst, { backend: wasm, tensor: 2 }, 16)).tokens).toEqual(want.tokens);
   }, 120_000);
 
-  it('keeps one byte per weight plus its block scales (kv_b_proj heads excepted: f32, as for GGUF)', () => {
+  it('keeps one byte per weight plus its block scales, kv_b_proj heads (absorbed, transposed) included', () => {
     const shard = loadShard(dst, { layers: [0, 3], tensor: { rank: 0, size: 1 }, embed: true, head: true }, { backend: createReferenceBackend() });
     let fp8 = 0;
     for (const layer of shard.weights.layers) {
-      const a = layer.attention as MlaWeights;
-      const absorbed = new Set([...a.kb, ...a.vb]);
+      expect((layer.attention as MlaWeights).kb).toHaveLength(4);
       for (const w of layerMatrices(layer)) {
-        if (absorbed.has(w) || w === (layer.mlp.kind === 'moe' ? layer.mlp.router : null)) continue;
+        if (w === (layer.mlp.kind === 'moe' ? layer.mlp.router : null)) continue;
         expect(w.dtype).toBe('fp8_e4m3');
         expect(w.bytes.byteLength).toBe(w.rows * (w.cols + 4 * Math.ceil(w.cols / 128)));
         fp8++;
@@ -202,14 +201,18 @@ describe('DeepSeek-V3 FP8 checkpoints', () => {
     expect(fp8).toBeGreaterThan(30);
   });
 
-  it('refuses a column split inside a 128-column block, with the numbers', () => {
+  it('refuses a column split inside a 128-column block, with the numbers; heads off a 128-row block still load (their keys in f32)', async () => {
     const narrow = join(work, 'narrow');
     const nsrc = join(work, 'narrow-src');
     writeRandomModel(nsrc, { variant: 'deepseek-v3', hiddenSize: 64, numHeads: 4, numLayers: 2, dtype: 'bf16', seed: 3 });
-    writeFp8Model(nsrc, narrow, { shards: 1 });
+    writeFp8Model(nsrc, narrow, { shards: 1, referenceDir: join(work, 'narrow-ref') });
     // o_proj has 4 heads × 16 = 64 columns: two ranks would cut it at column 32
     const load = () => loadShard(narrow, { layers: [0, 2], tensor: { rank: 0, size: 2 }, embed: true, head: true }, { allReduce: async () => {} });
     expect(load).toThrow(UnsupportedModelError);
+    // kv_b_proj has 32 rows per head: heads 1-3 start inside a block, their absorbed keys fall back to f32
+    const shard = loadShard(narrow, { layers: [0, 2], tensor: { rank: 0, size: 1 }, embed: true, head: true }, { backend: createReferenceBackend() });
+    expect((shard.weights.layers[0].attention as MlaWeights).kb.map((w) => w.dtype)).toEqual(['fp8_e4m3', 'f32', 'f32', 'f32']);
+    expect([...(await run(narrow, { backend: createReferenceBackend })).logits]).toEqual([...(await run(join(work, 'narrow-ref'), { backend: createReferenceBackend })).logits]);
     expect(load).toThrow(/o_proj\.weight \(fp8, 128×128 blocks\) at columns \[0, 32\)/);
   });
 
