@@ -296,10 +296,10 @@ export class WeightPlanner {
 
   /**
    * kvBHeads of an FP8 kv_b_proj, kept in FP8: each head's value rows are a row slice; its key rows
-   * transposed ([kvLoraRank, nope]) stay FP8 when the head starts on a 128-row block (every column
-   * block of the transpose then has one factor per row: DeepSeek's and Kimi's 256 rows per head),
-   * else they are dequantized to f32 (as for GGUF-quantized kv_b_proj). The heads' rows are read into a
-   * temporary in their blocks first.
+   * transposed ([kvLoraRank, nope]) stay FP8 when every head starts on a 128-row block (every column
+   * block of a transpose then has one factor per row: DeepSeek's and Kimi's 256 rows per head), else
+   * all are dequantized to f32 (as for GGUF-quantized kv_b_proj; one dtype for the layer's heads, which
+   * the GPU stacks). The heads' rows are read into a temporary in their blocks first.
    */
   #fp8KvBHeads(name: string, per: number, nope: number, v: number, L: number, [h0, h1]: [number, number]): { kb: Weight[]; vb: Weight[] } {
     const planned = planFp8Matrix(this.ckpt as Checkpoint, name, [h0 * per, h1 * per], [0, L], (n) => new Uint8Array(n), this.#scratch);
@@ -307,8 +307,8 @@ export class WeightPlanner {
     const rb = rowBytes('fp8_e4m3', L);
     const nbL = Math.ceil(L / FP8_BLOCK);
     const fp8 = (rows: number, cols: number): Weight => ({ dtype: 'fp8_e4m3', rows, cols, bytes: this.backend.allocBytes(rows * rowBytes('fp8_e4m3', cols)) });
-    const inBlocks = (h: number) => ((h0 + h) * per) % FP8_BLOCK === 0;
-    const kb = Array.from({ length: h1 - h0 }, (_, h): Weight => (inBlocks(h) ? fp8(L, nope) : { dtype: 'f32', rows: L, cols: nope, bytes: this.backend.allocBytes(L * nope * 4) }));
+    const inBlocks = (h0 * per) % FP8_BLOCK === 0 && (h1 - h0 === 1 || per % FP8_BLOCK === 0);
+    const kb = Array.from({ length: h1 - h0 }, (): Weight => (inBlocks ? fp8(L, nope) : { dtype: 'f32', rows: L, cols: nope, bytes: this.backend.allocBytes(L * nope * 4) }));
     const vb = Array.from({ length: h1 - h0 }, () => fp8(v, L));
     const last = planned.reads[planned.reads.length - 1];
     const complete = last.after;

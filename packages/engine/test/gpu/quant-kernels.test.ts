@@ -123,7 +123,8 @@ describe.skipIf(!gpu.ctx)(`GPU models in the packed formats: greedy tokens equal
   const hf = join(root, 'hf');
   const deepseek = () => {
     const dir = join(root, 'deepseek');
-    writeRandomModel(dir, { variant: 'deepseek-v3', kimiLayout: true, hiddenSize: 64, numHeads: 4, numLayers: 2, moeIntermediateSize: 64, dtype: 'bf16', seed: 17 });
+    // 128 kv_b_proj rows per head: the absorbed keys stay FP8 (transposed in their blocks)
+    writeRandomModel(dir, { variant: 'deepseek-v3', kimiLayout: true, hiddenSize: 64, numHeads: 4, numLayers: 2, moeIntermediateSize: 64, mlaDims: { nopeDim: 64, vDim: 64 }, dtype: 'bf16', seed: 17 });
     return dir;
   };
   writeRandomModel(hf, { variant: 'llama', hiddenSize: 256, intermediateSize: 512, numLayers: 2, numHeads: 4, numKvHeads: 2, dtype: 'bf16', seed: 13 });

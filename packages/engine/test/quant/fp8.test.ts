@@ -201,7 +201,7 @@ describe('DeepSeek-V3 FP8 checkpoints', () => {
     expect(fp8).toBeGreaterThan(30);
   });
 
-  it('refuses a column split inside a 128-column block, with the numbers; heads off a 128-row block still load (their keys in f32)', async () => {
+  it('refuses a column split inside a 128-column block, with the numbers; heads off 128-row blocks still load (their keys in f32)', async () => {
     const narrow = join(work, 'narrow');
     const nsrc = join(work, 'narrow-src');
     writeRandomModel(nsrc, { variant: 'deepseek-v3', hiddenSize: 64, numHeads: 4, numLayers: 2, dtype: 'bf16', seed: 3 });
@@ -209,9 +209,10 @@ describe('DeepSeek-V3 FP8 checkpoints', () => {
     // o_proj has 4 heads × 16 = 64 columns: two ranks would cut it at column 32
     const load = () => loadShard(narrow, { layers: [0, 2], tensor: { rank: 0, size: 2 }, embed: true, head: true }, { allReduce: async () => {} });
     expect(load).toThrow(UnsupportedModelError);
-    // kv_b_proj has 32 rows per head: heads 1-3 start inside a block, their absorbed keys fall back to f32
+    // kv_b_proj has 32 rows per head: heads 1-3 start inside a block, so the absorbed keys fall back to f32
     const shard = loadShard(narrow, { layers: [0, 2], tensor: { rank: 0, size: 1 }, embed: true, head: true }, { backend: createReferenceBackend() });
-    expect((shard.weights.layers[0].attention as MlaWeights).kb.map((w) => w.dtype)).toEqual(['fp8_e4m3', 'f32', 'f32', 'f32']);
+    expect((shard.weights.layers[0].attention as MlaWeights).kb.map((w) => w.dtype)).toEqual(['f32', 'f32', 'f32', 'f32']);
+    expect((shard.weights.layers[0].attention as MlaWeights).vb.map((w) => w.dtype)).toEqual(['fp8_e4m3', 'fp8_e4m3', 'fp8_e4m3', 'fp8_e4m3']);
     expect([...(await run(narrow, { backend: createReferenceBackend })).logits]).toEqual([...(await run(join(work, 'narrow-ref'), { backend: createReferenceBackend })).logits]);
     expect(load).toThrow(/o_proj\.weight \(fp8, 128×128 blocks\) at columns \[0, 32\)/);
   });
