@@ -70,14 +70,16 @@ const FP8_LINEAR = /^model\.layers\.\d+\.(self_attn|mlp)\..*(proj|proj_with_mqa)
 
 /**
  * `scaleDtype`: the dtype of `weight_scale_inv`: F32 as DeepSeek and Kimi ship it (default), BF16 as
- * Qwen3's FP8 repositories (e.g. Qwen3-30B-A3B-FP8), F16 as some Qwen3 2507 FP8 files.
+ * Qwen3's FP8 repositories (e.g. Qwen3-30B-A3B-FP8), F16 as some Qwen3 2507 FP8 files. `embeddings`: the
+ * embedding and LM head in FP8 blocks too (not what the official releases do; some conversions do).
  */
-export function writeFp8Model(src: string, dst: string, options: QuantizedHfOptions & { scaleDtype?: 'F32' | 'BF16' | 'F16' } = {}): void {
+export function writeFp8Model(src: string, dst: string, options: QuantizedHfOptions & { scaleDtype?: 'F32' | 'BF16' | 'F16'; embeddings?: boolean } = {}): void {
   const sd = options.scaleDtype ?? 'F32';
   const bits = sd === 'F16' ? f32ToF16Bits : f32ToBf16Bits;
   const table = sd === 'F16' ? F16_TO_F32 : BF16_TO_F32;
   convert(src, dst, options, DEEPSEEK_FP8_QUANTIZATION_CONFIG, (name, info, values) => {
-    if (!FP8_LINEAR.test(name) || info.shape.length !== 2) return null;
+    const tables = options.embeddings && (name === 'model.embed_tokens.weight' || name === 'lm_head.weight');
+    if ((!FP8_LINEAR.test(name) && !tables) || info.shape.length !== 2) return null;
     const [rows, cols] = info.shape;
     const { codes, scaleInv } = quantizeFp8Blocks(values, rows, cols, sd === 'F32' ? Math.fround : (v) => table[bits(v)]);
     const deq = new Float32Array(rows * cols);

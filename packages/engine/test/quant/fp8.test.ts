@@ -176,6 +176,17 @@ describe('DeepSeek-V3 FP8 checkpoints', () => {
     expect(maxDiff((await run(src, { backend: createReferenceBackend })).logits, want.logits)).toBeGreaterThan(0);
   }, 60_000);
 
+  it('an FP8 embedding and LM head (some conversions): exactly the dequantized model, whole and TP-2', async () => {
+    const dir = join(work, 'fp8-tables');
+    const tref = join(work, 'fp8-tables-ref');
+    writeFp8Model(src, dir, { shards: 2, referenceDir: tref, embeddings: true });
+    const want = await run(tref, { backend: createReferenceBackend });
+    expect([...(await run(dir, { backend: createReferenceBackend })).logits]).toEqual([...want.logits]);
+    expect([...(await run(dir, { backend: createReferenceBackend, tensor: 2 })).logits]).toEqual([...(await run(tref, { backend: createReferenceBackend, tensor: 2 })).logits]);
+    const shard = loadShard(dir, { layers: [0, 1], tensor: { rank: 0, size: 1 }, embed: true, head: true }, { backend: createReferenceBackend() });
+    expect([shard.weights.embed!.dtype, shard.weights.head!.dtype]).toEqual(['fp8_e4m3', 'fp8_e4m3']);
+  }, 60_000);
+
   it('WASM kernels: the greedy tokens of the float reference, unsplit, PP-2 and TP-2', async () => {
     const wasm = () => createWasmBackend({ threads: 1 });
     const want = await run(ref, { backend: createReferenceBackend }, 16);
