@@ -8,7 +8,7 @@
  * - `quant_method: "compressed-tensors"` with `format: "pack-quantized"` (Kimi-K2-Thinking): symmetric
  *   INT4 weights per group (`weight_packed`, `weight_scale`, `weight_shape`; quant/int4-packed.ts); the
  *   `ignore` list names modules kept in BF16 (names, or `re:` regular expressions).
- * - No `quant_method` (plain models; mlx-lm writes `quantization_config` without one) and
+ * - No `quant_method` (plain models; mlx-lm writes `quantization_config` without one), `"mlx"` and
  *   `"mxfp4"` (gpt-oss, read per tensor by quant/mxfp4-hf.ts): nothing to declare here.
  * - Anything else (awq, gptq, bitsandbytes, hqq, eetq, fbgemm_fp8, marlin, …) is refused naming the method.
  */
@@ -21,8 +21,8 @@ export type WeightQuant =
 /** Group sizes the INT4 layout runs (the MLX 4-bit kernels' groups). */
 export const INT4_GROUPS: readonly number[] = [32, 64, 128];
 
-/** Methods that need no declaration here: their tensors say what they are. */
-const SELF_DESCRIBED = new Set(['mxfp4']);
+/** Methods that need no declaration here: their tensors say what they are (MLX's `.scales`, gpt-oss's `_blocks`). */
+const SELF_DESCRIBED = new Set(['mxfp4', 'mlx']);
 
 /** The weight quantization config.json declares (null: none, MLX or gpt-oss MXFP4); refusals name the field and `path`. */
 export function readWeightQuant(c: Record<string, unknown>, path: string): WeightQuant | null {

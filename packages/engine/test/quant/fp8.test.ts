@@ -295,10 +295,12 @@ describe('quantization_config', () => {
     expect(() => loadModelConfig(dir)).toThrow(/activation_scheme "static"/);
   });
 
-  it('passes MLX (no quant_method) and gpt-oss mxfp4 through to their tensor readers', () => {
+  it('passes MLX (no quant_method, or "mlx") and gpt-oss mxfp4 through to their tensor readers', () => {
     withQuant({ group_size: 64, bits: 4 });
     expect(loadModelConfig(dir).weightQuant).toBeUndefined();
     withQuant({ quant_method: 'mxfp4', modules_to_not_convert: ['lm_head'] });
+    expect(loadModelConfig(dir).weightQuant).toBeUndefined();
+    withQuant({ quant_method: 'mlx', group_size: 64, bits: 4 });
     expect(loadModelConfig(dir).weightQuant).toBeUndefined();
     writeFileSync(join(dir, 'config.json'), JSON.stringify(base));
   });
