@@ -47,7 +47,7 @@
   (type $dot2 (func (param i32 i32 i32 i32 i32 i32 i32)))
   ;; Group kernels of packed weights: (w, cols, x, out, groups).
   (type $gdot (func (param i32 i32 i32 i32 i32)))
-  (table 55 funcref)
+  (table 57 funcref)
   (elem (i32.const 0)
     $dot4_f32 $dot1_f32 $dot4_f16 $dot1_f16 $dot4_bf16 $dot1_bf16
     $dot4_q8_0 $dot1_q8_0 $dot4_q4_0 $dot1_q4_0 $dot4_read $dot1_read)
@@ -70,6 +70,8 @@
   (elem (i32.const 48) $g4_mlx4 $dot1q_mlx4)
   ;; MLX affine prompt batches, 2 rows x 4 tokens ($rows_affine), 2/3/4/6/8 bits: (w, rb, x, xs, cols, out, os), type $dot2.
   (elem (i32.const 50) $dot2x4_mlx2 $dot2x4_mlx3 $dot2x4_mlx4 $dot2x4_mlx6 $dot2x4_mlx8)
+  ;; FP8 E4M3 with a f32 scale per 128 columns of each row (dot4, dot1; plain f32 activations).
+  (elem (i32.const 55) $dot4_fp8 $dot1_fp8)
 
   (global $CTL i32 (i32.const 64))
 
@@ -827,6 +829,100 @@
         (local.set $xc (i32.add (local.get $xc) (i32.const 4)))
         (br $l)))
     (f32.store (local.get $out) (local.get $s)))
+
+  ;; ---------------------------------------------------------------- fp8 (E4M3, 128-column blocks)
+  ;; A row: ceil(cols/128) f32 block scales, then one code byte per weight (src/quant/fp8.ts). Each
+  ;; code is widened exactly in the kernel: sign to bit 31, the 7 exponent/mantissa bits to bits 26..20
+  ;; make the f32 of value·2^-120 (E4M3's exponent bias 7 against f32's 127; its subnormals become f32
+  ;; subnormals, which WASM keeps), times 2^120; 0x7f/0xff become NaN. Per block the products sum in 4
+  ;; lanes, then the lanes, then the block's short tail one by one; the block's sum times its scale
+  ;; adds to the row's total. A first kernel, correctness first: a prompt batch decodes each row once
+  ;; per token (no widened tiles), and the 4-row kernel is the 1-row one four times.
+  (func $fp8code (param $c i32) (result f32)
+    (if (result f32) (i32.eq (i32.and (local.get $c) (i32.const 0x7f)) (i32.const 0x7f))
+      (then (f32.const nan))
+      (else
+        (f32.mul
+          (f32.reinterpret_i32 (i32.or (i32.shl (i32.and (local.get $c) (i32.const 0x80)) (i32.const 24))
+                                       (i32.shl (i32.and (local.get $c) (i32.const 0x7f)) (i32.const 20))))
+          (f32.const 0x1p120)))))
+
+  (func $dot1_fp8 (type $dot) (param $w i32) (param $rb i32) (param $x i32) (param $cols i32) (param $out i32)
+    (local $nb i32) (local $q i32) (local $b i32) (local $c i32) (local $end i32) (local $vend i32)
+    (local $acc v128) (local $v v128) (local $lo v128) (local $hi v128) (local $s f32) (local $total f32)
+    (local $xc i32) (local $e v128) (local $m v128) (local $k7f v128) (local $k80 v128) (local $nan v128) (local $p120 v128)
+    (local.set $k7f (v128.const i32x4 0x7f 0x7f 0x7f 0x7f))
+    (local.set $k80 (v128.const i32x4 0x80 0x80 0x80 0x80))
+    (local.set $nan (v128.const i32x4 0x7fc00000 0x7fc00000 0x7fc00000 0x7fc00000))
+    (local.set $p120 (v128.const i32x4 0x7b800000 0x7b800000 0x7b800000 0x7b800000))
+    (local.set $nb (i32.shr_u (i32.add (local.get $cols) (i32.const 127)) (i32.const 7)))
+    (local.set $q (i32.add (local.get $w) (i32.shl (local.get $nb) (i32.const 2))))
+    (block $bdone
+      (loop $bl
+        (br_if $bdone (i32.ge_u (local.get $b) (local.get $nb)))
+        (local.set $c (i32.shl (local.get $b) (i32.const 7)))
+        (local.set $end (i32.add (local.get $c) (i32.const 128)))
+        (if (i32.gt_u (local.get $end) (local.get $cols)) (then (local.set $end (local.get $cols))))
+        (local.set $vend (i32.add (local.get $c) (i32.and (i32.sub (local.get $end) (local.get $c)) (i32.const -16))))
+        (local.set $acc (v128.const i32x4 0 0 0 0))
+        (block $vdone
+          (loop $vl
+            (br_if $vdone (i32.ge_u (local.get $c) (local.get $vend)))
+            (local.set $v (v128.load (i32.add (local.get $q) (local.get $c))))
+            (local.set $lo (i16x8.extend_low_i8x16_u (local.get $v)))
+            (local.set $hi (i16x8.extend_high_i8x16_u (local.get $v)))
+            (local.set $xc (i32.add (local.get $x) (i32.shl (local.get $c) (i32.const 2))))
+            (local.set $e (i32x4.extend_low_i16x8_u (local.get $lo)))
+            (local.set $m (v128.and (local.get $e) (local.get $k7f)))
+            (local.set $acc (f32x4.add (local.get $acc) (f32x4.mul
+              (v128.bitselect (local.get $nan)
+                (f32x4.mul (v128.or (i32x4.shl (v128.and (local.get $e) (local.get $k80)) (i32.const 24)) (i32x4.shl (local.get $m) (i32.const 20))) (local.get $p120))
+                (i32x4.eq (local.get $m) (local.get $k7f)))
+              (v128.load offset=0 (local.get $xc)))))
+            (local.set $e (i32x4.extend_high_i16x8_u (local.get $lo)))
+            (local.set $m (v128.and (local.get $e) (local.get $k7f)))
+            (local.set $acc (f32x4.add (local.get $acc) (f32x4.mul
+              (v128.bitselect (local.get $nan)
+                (f32x4.mul (v128.or (i32x4.shl (v128.and (local.get $e) (local.get $k80)) (i32.const 24)) (i32x4.shl (local.get $m) (i32.const 20))) (local.get $p120))
+                (i32x4.eq (local.get $m) (local.get $k7f)))
+              (v128.load offset=16 (local.get $xc)))))
+            (local.set $e (i32x4.extend_low_i16x8_u (local.get $hi)))
+            (local.set $m (v128.and (local.get $e) (local.get $k7f)))
+            (local.set $acc (f32x4.add (local.get $acc) (f32x4.mul
+              (v128.bitselect (local.get $nan)
+                (f32x4.mul (v128.or (i32x4.shl (v128.and (local.get $e) (local.get $k80)) (i32.const 24)) (i32x4.shl (local.get $m) (i32.const 20))) (local.get $p120))
+                (i32x4.eq (local.get $m) (local.get $k7f)))
+              (v128.load offset=32 (local.get $xc)))))
+            (local.set $e (i32x4.extend_high_i16x8_u (local.get $hi)))
+            (local.set $m (v128.and (local.get $e) (local.get $k7f)))
+            (local.set $acc (f32x4.add (local.get $acc) (f32x4.mul
+              (v128.bitselect (local.get $nan)
+                (f32x4.mul (v128.or (i32x4.shl (v128.and (local.get $e) (local.get $k80)) (i32.const 24)) (i32x4.shl (local.get $m) (i32.const 20))) (local.get $p120))
+                (i32x4.eq (local.get $m) (local.get $k7f)))
+              (v128.load offset=48 (local.get $xc)))))
+            (local.set $c (i32.add (local.get $c) (i32.const 16)))
+            (br $vl)))
+        (local.set $s (call $hsum (local.get $acc)))
+        (block $tdone
+          (loop $tl
+            (br_if $tdone (i32.ge_u (local.get $c) (local.get $end)))
+            (local.set $s (f32.add (local.get $s)
+              (f32.mul (call $fp8code (i32.load8_u (i32.add (local.get $q) (local.get $c))))
+                       (f32.load (i32.add (local.get $x) (i32.shl (local.get $c) (i32.const 2)))))))
+            (local.set $c (i32.add (local.get $c) (i32.const 1)))
+            (br $tl)))
+        (local.set $total (f32.add (local.get $total)
+          (f32.mul (local.get $s) (f32.load (i32.add (local.get $w) (i32.shl (local.get $b) (i32.const 2)))))))
+        (local.set $b (i32.add (local.get $b) (i32.const 1)))
+        (br $bl)))
+    (f32.store (local.get $out) (local.get $total)))
+
+  ;; Four rows: each row as $dot1_fp8 computes it (the same bits).
+  (func $dot4_fp8 (type $dot) (param $w i32) (param $rb i32) (param $x i32) (param $cols i32) (param $out i32)
+    (call $dot1_fp8 (local.get $w) (local.get $rb) (local.get $x) (local.get $cols) (local.get $out))
+    (call $dot1_fp8 (i32.add (local.get $w) (local.get $rb)) (local.get $rb) (local.get $x) (local.get $cols) (i32.add (local.get $out) (i32.const 4)))
+    (call $dot1_fp8 (i32.add (local.get $w) (i32.shl (local.get $rb) (i32.const 1))) (local.get $rb) (local.get $x) (local.get $cols) (i32.add (local.get $out) (i32.const 8)))
+    (call $dot1_fp8 (i32.add (local.get $w) (i32.mul (local.get $rb) (i32.const 3))) (local.get $rb) (local.get $x) (local.get $cols) (i32.add (local.get $out) (i32.const 12))))
 
 ;; MXFP4 (GGUF order, src/quant/mxfp4.ts). Block: exponent byte e, then 16 bytes; byte j holds the FP4
   ;; codes of elements j (low nibble) and j + 16 (high). i8x16.swizzle maps the codes to ggml's doubled

@@ -3,6 +3,7 @@
  * Every defect is a ModelFormatError naming the file and field; an architecture or option the
  * engine does not run is an UnsupportedModelError naming it.
  */
+import { type WeightQuant, readWeightQuant } from './quantization.js';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ModelFormatError, UnsupportedModelError } from '../errors.js';
@@ -69,6 +70,8 @@ export interface ModelConfig {
   mla?: MlaConfig;
   /** Learned per-head attention sinks (gpt-oss). */
   attentionSinks?: boolean;
+  /** The weight quantization `quantization_config` declares (FP8 blocks, compressed-tensors INT4); absent = none declared. */
+  weightQuant?: WeightQuant;
   /** Stop token ids: generation_config.json `eos_token_id`, else config.json's. */
   eosTokenIds: number[];
   bosTokenId: number | null;
@@ -122,6 +125,7 @@ export function modelConfigFromJson(c: Record<string, unknown>, o: { path: strin
     );
   }
 
+  const weightQuant = readWeightQuant(c, path);
   const f = configFields(c, path);
   const int = f.int;
   const num = (field: string, fallback: number) => f.num(field, fallback);
@@ -211,6 +215,7 @@ export function modelConfigFromJson(c: Record<string, unknown>, o: { path: strin
     ...(moe && { moe }),
     ...(mla && { mla }),
     ...(caps.attentionSinks && { attentionSinks: true }),
+    ...(weightQuant && { weightQuant }),
     eosTokenIds,
     bosTokenId: bos.length ? bos[0] : null,
   };

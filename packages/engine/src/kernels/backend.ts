@@ -12,12 +12,17 @@
  *   own allocators, so a WASM backend can address them without copying (its memory is shared with
  *   its worker threads).
  */
-export type DType = 'f32' | 'f16' | 'bf16' | 'q8_0' | 'q4_0' | 'q4_k' | 'q5_k' | 'q6_k' | 'mxfp4' | MlxDType;
+export type DType = 'f32' | 'f16' | 'bf16' | 'q8_0' | 'q4_0' | 'q4_k' | 'q5_k' | 'q6_k' | 'mxfp4' | 'fp8_e4m3' | MlxDType;
 
 /**
  * MLX affine quantization kept packed: `mlx<bits>_g<group>_<scale dtype>`, e.g. 'mlx4_g64_bf16'. Row
  * layout (src/quant/mlx.ts): the row's packed bits (element j at bit j·bits of the row's little-endian
  * bytes, as mlx-lm stores them), then per group its scale and bias in the scale dtype; w = scale·q + bias.
+ */
+/*
+ * 'fp8_e4m3': FP8 E4M3 weights with a float32 scale per 128 columns of each row (DeepSeek V3's
+ * 128×128 blocks, their scale repeated on each row of the block): per row ceil(cols/128) f32 scales,
+ * then the row's cols code bytes; w = e4m3(code)·scale (src/quant/fp8.ts).
  */
 export type MlxDType = `mlx${2 | 3 | 4 | 6 | 8}_g${32 | 64 | 128}_${'f16' | 'bf16' | 'f32'}`;
 

@@ -40,6 +40,10 @@ function widenRow(dst: Float32Array, w: Weight, r: number): void {
       dequantizeRow(w.dtype, w.bytes, cols, r, dst);
       return;
     }
+    case 'fp8_e4m3':
+      // f32(e4m3·block scale), DeepSeek's weight_dequant; any column count
+      dequantizeRow(w.dtype, w.bytes, cols, r, dst);
+      return;
     default:
       if (isMlx(w.dtype)) {
         const g = blockElems(w.dtype);

@@ -38,7 +38,7 @@ export function widenRow(dst: Float32Array, w: Weight, r: number): void {
     dst.set(new Float32Array(w.bytes.buffer, w.bytes.byteOffset + r * cols * 4, cols));
     return;
   }
-  if (isQuantized(w.dtype) || isMlx(w.dtype)) {
+  if (isQuantized(w.dtype) || isMlx(w.dtype) || w.dtype === 'fp8_e4m3') {
     dequantizeRow(w.dtype, w.bytes, cols, r, dst);
     return;
   }

@@ -7,7 +7,7 @@ import { basename } from 'node:path';
 import type { ModelConfig } from '../config/config.js';
 import { ModelFormatError, UnsupportedModelError } from '../errors.js';
 import type { Backend, DType, MlxDType, Weight } from '../kernels/backend.js';
-import { blockElems, isQuantized, weightBytes } from '../kernels/wasm/formats.js';
+import { FP8_BLOCK, blockElems, isQuantized, rowBytes, weightBytes } from '../kernels/wasm/formats.js';
 import { dequantizeRow } from '../kernels/wasm/quant-reference.js';
 import { BF16_TO_F32, F16_TO_F32 } from '../numeric/half.js';
 import type { Checkpoint } from '../safetensors/checkpoint.js';
@@ -16,6 +16,9 @@ import { SAFETENSORS_DTYPE_SIZES } from '../safetensors/format.js';
 import type { GgufCheckpoint } from '../gguf/read-model.js';
 import { dequantizeMlxRow, mlxMxfp4Of, mlxQuantOf, planMlxMatrix, type MlxQuant } from '../quant/mlx.js';
 import { mxfp4ExpertShape, planMxfp4Expert } from '../quant/mxfp4-hf.js';
+import { dequantizeFp8Row, isFp8Weight, planFp8Matrix } from '../quant/fp8.js';
+import { int4LayoutOf, planInt4Matrix } from '../quant/int4-packed.js';
+import type { WeightQuant } from '../config/quantization.js';
 import { ReadScratch } from '../quant/read-scratch.js';
 import type { ShardSpec } from '../shard.js';
 import type { TensorSlice } from './tensor-split.js';
@@ -119,6 +122,8 @@ export class WeightPlanner {
   constructor(
     readonly ckpt: WeightSource,
     readonly backend: Backend,
+    /** config.json's declared weight quantization (compressed-tensors INT4 needs its group size). */
+    readonly quant?: WeightQuant,
   ) {}
 
   /** Checks a tensor's dtype and shape; returns the file it lives in. */
@@ -127,7 +132,8 @@ export class WeightPlanner {
     const info = file.info(name);
     const fname = basename(file.path);
     if (!(info.dtype in DTYPES)) {
-      throw new ModelFormatError(`${fname}: tensor ${name} has dtype ${info.dtype}; expected F32, F16, BF16 (or Q8_0/Q4_0/Q4_K/Q5_K/Q6_K/MXFP4 in GGUF)`, file.path, name);
+      const fp8 = info.dtype.startsWith('F8_') ? ` (FP8 is read for linear weights with a ${name}_scale_inv)` : '';
+      throw new ModelFormatError(`${fname}: tensor ${name} has dtype ${info.dtype}; expected F32, F16, BF16 (or Q8_0/Q4_0/Q4_K/Q5_K/Q6_K/MXFP4 in GGUF)${fp8}`, file.path, name);
     }
     if (info.shape.length !== shape.length || info.shape.some((d, i) => d !== shape[i])) {
       throw new ModelFormatError(
@@ -150,6 +156,12 @@ export class WeightPlanner {
     if (mlx) {
       return this.#chunked(planMlxMatrix(this.ckpt as Checkpoint, name, mlx, r, c, this.backend, this.#scratch), linear);
     }
+    // FP8 blocks (F8_E4M3 + weight_scale_inv) and compressed-tensors INT4 (weight_packed): kept in their bits.
+    if (isFp8Weight(this.ckpt, name, rows, cols)) {
+      return this.#chunked(planFp8Matrix(this.ckpt as Checkpoint, name, r, c, (n) => this.backend.allocBytes(n), this.#scratch), linear);
+    }
+    const int4 = int4LayoutOf(this.ckpt, name, rows, cols, this.quant);
+    if (int4) return this.#chunked(planInt4Matrix(this.ckpt as Checkpoint, name, int4, [rows, cols], r, c, this.backend, this.#scratch), linear);
     const { file, dtype, el } = this.#check(name, [rows, cols]);
     const be = blockElems(dtype);
     if (c[0] % be || c[1] % be) {
@@ -277,6 +289,7 @@ export class WeightPlanner {
     const per = nope + v;
     const mlx = mlxQuantOf(this.ckpt, name, H * per, L);
     if (mlx) return this.#mlxKvBHeads(name, H, m, mlx, [h0, h1]);
+    if (isFp8Weight(this.ckpt, name, H * per, L)) return this.#fp8KvBHeads(name, per, nope, v, L, [h0, h1]);
     const { file, dtype, el } = this.#check(name, [H * per, L]);
     const quant = isQuantized(dtype);
     const rowBytesIn = quant ? weightBytes(dtype, 1, L) : L * el;
@@ -341,6 +354,56 @@ export class WeightPlanner {
     return { kb, vb };
   }
 
+  /**
+   * kvBHeads of an FP8 kv_b_proj, kept in FP8: each head's value rows are a row slice; its key rows
+   * transposed ([kvLoraRank, nope]) stay FP8 when every head starts on a 128-row block (every column
+   * block of a transpose then has one factor per row: DeepSeek's and Kimi's 256 rows per head), else
+   * all are dequantized to f32 (as for GGUF-quantized kv_b_proj; one dtype for the layer's heads, which
+   * the GPU stacks). The heads' rows are read into a temporary in their blocks first.
+   */
+  #fp8KvBHeads(name: string, per: number, nope: number, v: number, L: number, [h0, h1]: [number, number]): { kb: Weight[]; vb: Weight[] } {
+    const planned = planFp8Matrix(this.ckpt as Checkpoint, name, [h0 * per, h1 * per], [0, L], (n) => new Uint8Array(n), this.#scratch);
+    const tmp = planned.weight.bytes;
+    const rb = rowBytes('fp8_e4m3', L);
+    const nbL = Math.ceil(L / FP8_BLOCK);
+    const fp8 = (rows: number, cols: number): Weight => ({ dtype: 'fp8_e4m3', rows, cols, bytes: this.backend.allocBytes(rows * rowBytes('fp8_e4m3', cols)) });
+    const inBlocks = (h0 * per) % FP8_BLOCK === 0 && (h1 - h0 === 1 || per % FP8_BLOCK === 0);
+    const kb = Array.from({ length: h1 - h0 }, (): Weight => (inBlocks ? fp8(L, nope) : { dtype: 'f32', rows: L, cols: nope, bytes: this.backend.allocBytes(L * nope * 4) }));
+    const vb = Array.from({ length: h1 - h0 }, () => fp8(v, L));
+    const last = planned.reads[planned.reads.length - 1];
+    const complete = last.after;
+    last.after = () => {
+      complete?.();
+      const tv = new DataView(tmp.buffer, tmp.byteOffset, tmp.byteLength);
+      for (let h = 0; h < h1 - h0; h++) {
+        const first = h * per;
+        vb[h].bytes.set(tmp.subarray((first + nope) * rb, (first + per) * rb));
+        const k = kb[h];
+        if (k.dtype === 'fp8_e4m3') {
+          // row j of the transpose: per 128 columns (key rows first + 128b ..) that block row's factor for column j
+          const nbk = Math.ceil(nope / FP8_BLOCK);
+          const krb = rowBytes('fp8_e4m3', nope);
+          const kv = new DataView(k.bytes.buffer, k.bytes.byteOffset, k.bytes.byteLength);
+          for (let j = 0; j < L; j++) {
+            for (let b = 0; b < nbk; b++) kv.setFloat32(j * krb + 4 * b, tv.getFloat32((first + b * FP8_BLOCK) * rb + 4 * Math.floor(j / FP8_BLOCK), true), true);
+            for (let i = 0; i < nope; i++) k.bytes[j * krb + 4 * nbk + i] = tmp[(first + i) * rb + 4 * nbL + j];
+          }
+        } else {
+          const row = new Float32Array(L);
+          const kf = new Float32Array(k.bytes.buffer, k.bytes.byteOffset, L * nope);
+          for (let i = 0; i < nope; i++) {
+            dequantizeFp8Row(tmp, L, first + i, row);
+            for (let j = 0; j < L; j++) kf[j * nope + i] = row[j];
+          }
+        }
+        this.backend.packWeight?.(k);
+        this.backend.packWeight?.(vb[h]);
+      }
+    };
+    this.reads.push(...planned.reads);
+    return { kb, vb };
+  }
+
   /** Elements [a, b) of a 1-D tensor of length n, widened to f32. */
   vector(name: string, n: number, range: [number, number] = [0, n]): Float32Array {
     const { file, dtype, el } = this.#check(name, [n]);
@@ -393,7 +456,7 @@ export function planShardWeights(
   slice: TensorSlice,
   backend: Backend,
 ): { weights: ShardWeights; reads: PendingRead[] } {
-  const rd = new WeightPlanner(ckpt, backend);
+  const rd = new WeightPlanner(ckpt, backend, config.weightQuant);
   const { hiddenSize: D, headDim: hd, numHeads: H, numKvHeads: KV, intermediateSize: I, vocabSize: V } = config;
   const qRows: [number, number] = [slice.heads[0] * hd, slice.heads[1] * hd];
   const kvRows: [number, number] = [slice.kvHeads[0] * hd, slice.kvHeads[1] * hd];

@@ -20,3 +20,10 @@ export {
   type ByteLevelTokenizerOptions,
   type ByteLevelTokenizerFiles,
 } from '../tokenizer/byte-level.js';
+export {
+  writeFp8Model,
+  writeInt4PackedModel,
+  kimiInt4QuantizationConfig,
+  DEEPSEEK_FP8_QUANTIZATION_CONFIG,
+  type QuantizedHfOptions,
+} from './quantized-hf.js';

@@ -32,6 +32,8 @@ export interface MoeOptions {
   mlaDims?: { kvLoraRank: number; nopeDim: number; ropeDim: number; vDim: number };
   /** deepseek-v3: `q_lora_rank`; null = a plain q_proj. @default 32 */
   qLoraRank?: number | null;
+  /** deepseek-v3: latent attention sizes (e.g. wide enough for 128-column FP8 blocks to split). @default kv 32, nope 16, rope 8, v 16 */
+  mlaDims?: { kvLoraRank?: number; nopeDim?: number; ropeDim?: number; vDim?: number };
   /**
    * deepseek-v3 as Kimi K2 configures it: one expert group (n_group = topk_group = 1), yarn with
    * beta_fast = beta_slow = 1, routed_scaling_factor 2.827. @default false

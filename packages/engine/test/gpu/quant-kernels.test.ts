@@ -24,7 +24,8 @@ import { Prng } from '../../src/numeric/prng.js';
 import { quantizeK } from '../../src/quant/kquants.js';
 import { packMlx, quantizeMlx } from '../../src/quant/mlx.js';
 import { quantizeMxfp4 } from '../../src/quant/mxfp4.js';
-import { writeMlxModel, writeRandomModel } from '../../src/testing/index.js';
+import { packFp8, quantizeFp8Blocks } from '../../src/quant/fp8.js';
+import { writeFp8Model, writeInt4PackedModel, writeMlxModel, writeRandomModel } from '../../src/testing/index.js';
 import { matmulRef, randomF32 } from './cpu-ref.js';
 import { openTestGpu } from './gpu-env.js';
 
@@ -44,6 +45,12 @@ function quantWeight(dtype: DType, rows: number, cols: number, rng: Prng): Weigh
   const v = Float32Array.from({ length: rows * cols }, (_, i) => rng.symmetric(1) * (1 + ((i >> 5) % 3)) + (((i >> 4) % 3) - 1) * 0.2);
   if (dtype === 'q4_k' || dtype === 'q5_k' || dtype === 'q6_k') return { dtype, rows, cols, bytes: quantizeK(dtype, v, rows, cols) };
   if (dtype === 'mxfp4') return { dtype, rows, cols, bytes: quantizeMxfp4(v, rows, cols) };
+  if (dtype === 'fp8_e4m3') {
+    const { codes, scaleInv } = quantizeFp8Blocks(v, rows, cols);
+    const bytes = new Uint8Array(weightBytes(dtype, rows, cols));
+    packFp8(codes, scaleInv, rows, cols, bytes);
+    return { dtype, rows, cols, bytes };
+  }
   const m = /^mlx(\d)_g(\d+)_(\w+)$/.exec(dtype)!;
   const layout = { bits: Number(m[1]), groupSize: Number(m[2]), scales: m[3] } as MlxLayout;
   const { words, scales, biases } = quantizeMlx(v, rows, cols, layout);
@@ -69,6 +76,8 @@ const FORMATS: Array<[DType, number]> = [
   ['mlx4_g64_bf16', 64],
   ['mlx3_g32_f16', 32],
   ['mlx8_g128_f32', 128],
+  // 128-column blocks; rows of 1.5 blocks (192 columns: a short last block, rows not 4-byte aligned)
+  ['fp8_e4m3', 96],
 ];
 
 describe.skipIf(!gpu.ctx)(`WGSL accessors of the packed formats vs the dequantizer${gpu.skip ? ` (skipped: ${gpu.skip})` : ''}`, () => {
@@ -112,11 +121,20 @@ describe.skipIf(!gpu.ctx)(`WGSL accessors of the packed formats vs the dequantiz
 describe.skipIf(!gpu.ctx)(`GPU models in the packed formats: greedy tokens equal the CPU reference${gpu.skip ? ` (skipped: ${gpu.skip})` : ''}`, () => {
   const prompt = Array.from({ length: 21 }, (_, i) => (i * 37 + 11) % 256);
   const hf = join(root, 'hf');
+  const deepseek = () => {
+    const dir = join(root, 'deepseek');
+    // 128 kv_b_proj rows per head: the absorbed keys stay FP8 (transposed in their blocks)
+    writeRandomModel(dir, { variant: 'deepseek-v3', kimiLayout: true, hiddenSize: 64, numHeads: 4, numLayers: 2, moeIntermediateSize: 64, mlaDims: { nopeDim: 64, vDim: 64 }, dtype: 'bf16', seed: 17 });
+    return dir;
+  };
   writeRandomModel(hf, { variant: 'llama', hiddenSize: 256, intermediateSize: 512, numLayers: 2, numHeads: 4, numKvHeads: 2, dtype: 'bf16', seed: 13 });
   const cases: Array<[string, () => string]> = [
     ['GGUF Q4_K_M', () => (hfToGguf(hf, join(root, 'q4km.gguf'), { dtype: 'q4_k_m' }), join(root, 'q4km.gguf'))],
     ['GGUF MXFP4', () => (hfToGguf(hf, join(root, 'mxfp4.gguf'), { dtype: 'mxfp4' }), join(root, 'mxfp4.gguf'))],
     ['MLX 4-bit g64', () => (writeMlxModel(hf, join(root, 'mlx4'), { bits: 4, groupSize: 64 }), join(root, 'mlx4'))],
+    // DeepSeek V3 as released (FP8 blocks) and Kimi-K2-Thinking (pack-quantized INT4 experts)
+    ['DeepSeek-V3 FP8', () => (writeFp8Model(deepseek(), join(root, 'fp8')), join(root, 'fp8'))],
+    ['Kimi-K2-Thinking INT4', () => (writeInt4PackedModel(deepseek(), join(root, 'int4')), join(root, 'int4'))],
   ];
   for (const [name, make] of cases) {
     it(`${name}: 16 greedy tokens after a 21-token prompt`, async () => {

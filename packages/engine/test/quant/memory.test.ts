@@ -1,6 +1,7 @@
 /**
  * Resident memory of a loaded ~95M-parameter 4-bit model, MLX (4-bit, groups of 64, BF16 scales) and
- * GGUF Q4_K: a child process measures RSS around the load (after full GCs), and the growth must be
+ * GGUF Q4_K, and of the same model in DeepSeek's FP8 blocks and in compressed-tensors INT4 (Kimi-K2-Thinking's
+ * format): a child process measures RSS around the load (after full GCs), and the growth must be
  * within 10% of the file's packed bytes plus a fixed overhead — the weights stay in their own bits
  * (widened to 16 bits they would take ~3.5× as much), and no second copy lingers.
  *
@@ -17,7 +18,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { writeSafetensors, type TensorToWrite } from '../../src/index.js';
 import { gguf, writeGguf, type GgufTensorSource } from '../../src/gguf/index.js';
 import { f32ToBf16Bits, f32ToF16Bits } from '../../src/numeric/half.js';
-import { writeRandomModel } from '../../src/testing/index.js';
+import { kimiInt4QuantizationConfig, writeRandomModel } from '../../src/testing/index.js';
 
 const run = promisify(execFile);
 const root = resolve(import.meta.dirname, '../../../..');
@@ -147,6 +148,52 @@ function writeQ4K(path: string): number {
   return packed;
 }
 
+/**
+ * The matrices in FP8 (F8_E4M3 + F32 weight_scale_inv per 128×128 block) or pack-quantized INT4 (I32 words,
+ * BF16 scales per 32, weight_shape), the embedding and LM head BF16 as those releases keep them. Returns
+ * the file's tensor bytes of the matrices and what the loader keeps for them (FP8: each row carries its
+ * block row's factors; INT4: MLX 4-bit rows with a −8·scale bias per group).
+ */
+function writeHf(dir: string, format: 'fp8' | 'int4'): { packed: number; loaded: number } {
+  const info = writeRandomModel(dir, { variant: 'llama', hiddenSize: 64, intermediateSize: 128, numLayers: 1, extraVocab: V - 259, dtype: 'bf16', seed: 3 });
+  const tensors: TensorToWrite[] = [];
+  let packed = 0;
+  let loaded = 0;
+  for (const [i, [name, rows, cols]] of matrices().entries()) {
+    const base = name.slice(0, -'.weight'.length);
+    const add = (t: TensorToWrite) => {
+      tensors.push(t);
+      packed += t.data.byteLength;
+    };
+    if (name === 'model.embed_tokens.weight' || name === 'lm_head.weight') {
+      add({ name, dtype: 'BF16', shape: [rows, cols], data: new Uint8Array(new Uint16Array(rows * cols).fill(f32ToBf16Bits(0.01)).buffer) });
+      loaded += rows * cols * 2;
+    } else if (format === 'fp8') {
+      const blocks = Math.ceil(rows / 128) * Math.ceil(cols / 128);
+      add({ name, dtype: 'F8_E4M3', shape: [rows, cols], data: randomBytes(rows * cols, i + 1) });
+      add({ name: `${name}_scale_inv`, dtype: 'F32', shape: [Math.ceil(rows / 128), Math.ceil(cols / 128)], data: new Uint8Array(new Float32Array(blocks).fill(1e-3).buffer) });
+      loaded += rows * (cols + 4 * Math.ceil(cols / 128));
+    } else {
+      add({ name: `${base}.weight_packed`, dtype: 'I32', shape: [rows, cols / 8], data: randomBytes((rows * cols) / 2, i + 1) });
+      add({ name: `${base}.weight_scale`, dtype: 'BF16', shape: [rows, cols / 32], data: new Uint8Array(new Uint16Array((rows * cols) / 32).fill(f32ToBf16Bits(0.01)).buffer) });
+      add({ name: `${base}.weight_shape`, dtype: 'I32', shape: [2], data: new Uint8Array(Int32Array.from([rows, cols]).buffer) });
+      loaded += rows * (cols / 2 + (cols / 32) * 4);
+    }
+  }
+  const ones = new Uint8Array(Uint16Array.from({ length: D }, () => f32ToBf16Bits(1)).buffer);
+  tensors.push({ name: 'model.norm.weight', dtype: 'BF16', shape: [D], data: ones });
+  for (let l = 0; l < L; l++) {
+    tensors.push({ name: `model.layers.${l}.input_layernorm.weight`, dtype: 'BF16', shape: [D], data: ones });
+    tensors.push({ name: `model.layers.${l}.post_attention_layernorm.weight`, dtype: 'BF16', shape: [D], data: ones });
+  }
+  writeSafetensors(join(dir, 'model.safetensors'), tensors);
+  const quantization_config =
+    format === 'fp8' ? { activation_scheme: 'dynamic', fmt: 'e4m3', quant_method: 'fp8', weight_block_size: [128, 128] } : { ...kimiInt4QuantizationConfig(32), ignore: ['lm_head'] };
+  const config = { ...info.config, hidden_size: D, intermediate_size: F, num_hidden_layers: L, num_attention_heads: H, num_key_value_heads: KV, vocab_size: V, tie_word_embeddings: false, quantization_config };
+  writeFileSync(join(dir, 'config.json'), JSON.stringify(config));
+  return { packed, loaded };
+}
+
 async function measure(path: string) {
   const child = join(root, 'packages/engine/test/quant/rss-child.ts');
   const { stdout } = await run(process.execPath, ['--expose-gc', '--import', 'tsx', child, path], { cwd: root, timeout: 120_000 });
@@ -154,6 +201,24 @@ async function measure(path: string) {
 }
 
 const MiB = (b: number) => (b / 2 ** 20).toFixed(1);
+
+describe('resident memory of a loaded ~95M-parameter FP8 / INT4 model (the releases\' layouts)', () => {
+  for (const format of ['fp8', 'int4'] as const) {
+    it(`${format}: the loaded weights within 1.12x of the file's bytes, RSS growth within 10% of them plus ${MiB(FIXED_OVERHEAD)} MiB`, async () => {
+      const dir = mkdtempSync(join(work, `${format}-`));
+      const { packed, loaded } = writeHf(dir, format);
+      const m = await measure(dir);
+      const grew = m.after - m.before;
+      console.log(`${format}: file ${MiB(packed)} MiB, loaded weights ${MiB(m.weightBytes)} MiB (${m.dtypes.join(', ')}), RSS ${MiB(m.before)} → ${MiB(m.after)} MiB (+${MiB(grew)}), arena ${MiB(m.arena)} MiB`);
+      expect(m.weightBytes).toBe(loaded);
+      expect(m.dtypes).toContain(format === 'fp8' ? 'fp8_e4m3' : 'mlx4_g32_bf16');
+      // FP8: +4 bytes per row and 128 columns (~3%); INT4: the −8·scale bias per 32 weights (~11% of the experts)
+      expect(loaded).toBeLessThanOrEqual(1.12 * packed);
+      expect(grew).toBeLessThanOrEqual(1.1 * loaded + FIXED_OVERHEAD);
+      expect(grew).toBeGreaterThanOrEqual(0.9 * loaded);
+    }, 180_000);
+  }
+});
 
 describe('resident memory of a loaded ~95M-parameter 4-bit model', () => {
   for (const [label, write] of [

@@ -2,7 +2,8 @@
  * WGSL element accessors (`w_at(r, c)`, the interface of kernels/gpu/wgsl.ts's weight kernels) for the
  * formats of issue 17, read from their packed bytes as the CPU keeps them (no dequantized copy on the
  * GPU): GGUF K-quants (q4_k, q5_k, q6_k; layouts in quant/kquants.ts), MXFP4 in GGUF order
- * (quant/mxfp4.ts) and MLX affine rows (quant/mlx.ts: packed bits, then (scale, bias) per group).
+ * (quant/mxfp4.ts), MLX affine rows (quant/mlx.ts: packed bits, then (scale, bias) per group) and FP8
+ * E4M3 rows with 128-column block scales (quant/fp8.ts).
  * Each element decodes its own scale, so these are correctness-first: they run through the generic
  * per-element matvec, the tiled matmul and the embedding lookup, not a vectorised decode kernel.
  * Weights are row-major (`P.cols` columns), bound as `array<u32>`; rows start on 4-byte boundaries
@@ -65,6 +66,23 @@ fn w_at(r: u32, c: u32) -> f32 {
   let j = c % 32u;
   let b = rd_u8(o + 1u + (j & 15u));
   return KV[select(b & 15u, b >> 4u, j >= 16u)] * exp2(f32(rd_u8(o)) - 128.0);
+}`;
+    case 'fp8_e4m3':
+      // Rows (quant/fp8.ts): ceil(cols/128) f32 block scales, then the codes; rows start on any byte.
+      // E4M3 decoded by its formula (exp2 is exact here), not by bit shifts into an f32 subnormal, which a
+      // GPU may flush to zero; the NaN codes (0x7f/0xff, absent from real weights) are not special-cased.
+      return `${BYTES}
+fn w_at(r: u32, c: u32) -> f32 {
+  let nb = (P.cols + 127u) / 128u;
+  let o = r * (nb * 4u + P.cols);
+  let sp = o + (c / 128u) * 4u;
+  let s = bitcast<f32>(rd_u8(sp) | (rd_u8(sp + 1u) << 8u) | (rd_u8(sp + 2u) << 16u) | (rd_u8(sp + 3u) << 24u));
+  let q = rd_u8(o + nb * 4u + c);
+  let e = (q >> 3u) & 15u;
+  let m = f32(q & 7u);
+  var v = select((8.0 + m) * exp2(f32(e) - 10.0), m * exp2(-9.0), e == 0u);
+  if ((q & 0x80u) != 0u) { v = -v; }
+  return v * s;
 }`;
     default:
       throw new Error(`WebGPU backend: no kernel for ${dtype} weights (run them on the cpu backend)`);

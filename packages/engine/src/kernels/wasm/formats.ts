@@ -10,6 +10,8 @@
  *   src/quant/mxfp4.ts.
  * - mlx<bits>_g<group>_<scale>: MLX affine groups (see MlxDType); per row the packed bits, then
  *   (scale, bias) per group.
+ * - fp8_e4m3: per row ceil(cols/128) f32 block scales, then one E4M3 code byte per weight
+ *   (src/quant/fp8.ts); any column count (the last block may be short).
  */
 import type { DType, MlxDType } from '../backend.js';
 
@@ -78,9 +80,14 @@ export function blockElems(dtype: DType): number {
   return isQuantized(dtype) ? BLOCK_FORMATS[dtype][0] : 1;
 }
 
+/** Columns per FP8 block scale (DeepSeek V3's weight_block_size). */
+export const FP8_BLOCK = 128;
+
 /** Bytes of one stored row of `cols` weights. */
 export function rowBytes(dtype: DType, cols: number): number {
   switch (dtype) {
+    case 'fp8_e4m3':
+      return Math.ceil(cols / FP8_BLOCK) * 4 + cols;
     case 'f32':
       return cols * 4;
     case 'f16':

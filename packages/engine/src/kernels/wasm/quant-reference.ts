@@ -12,6 +12,7 @@ import type { DType } from '../backend.js';
 import { dequantizeKRow } from '../../quant/kquants.js';
 import { dequantizeMlxRow } from '../../quant/mlx.js';
 import { KVALUES, dequantizeMxfp4Row, e8m0Half } from '../../quant/mxfp4.js';
+import { dequantizeFp8Row } from '../../quant/fp8.js';
 import { MXFP4_BLOCK_BYTES, Q4_0_BLOCK_BYTES, Q8_0_BLOCK_BYTES, QK, isMlx, weightBytes } from './formats.js';
 
 const fround = Math.fround;
@@ -78,11 +79,12 @@ export function quantizeQ4_0(values: Float32Array, rows: number, cols: number, d
   return out;
 }
 
-/** Row `r` of a quantized weight (q8_0, q4_0, K-quants, MXFP4, MLX affine) as f32 values into `dst`. */
+/** Row `r` of a quantized weight (q8_0, q4_0, K-quants, MXFP4, MLX affine, FP8) as f32 values into `dst`. */
 export function dequantizeRow(dtype: DType, bytes: Uint8Array, cols: number, r: number, dst: Float32Array): void {
   if (dtype === 'q4_k' || dtype === 'q5_k' || dtype === 'q6_k') return dequantizeKRow(dtype, bytes, cols, r, dst);
   if (isMlx(dtype)) return dequantizeMlxRow(dtype, bytes, cols, r, dst);
   if (dtype === 'mxfp4') return dequantizeMxfp4Row(bytes, cols, r, dst);
+  if (dtype === 'fp8_e4m3') return dequantizeFp8Row(bytes, cols, r, dst);
   const nb = cols / QK;
   if (dtype === 'q8_0') {
     let o = r * nb * Q8_0_BLOCK_BYTES;
