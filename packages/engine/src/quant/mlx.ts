@@ -111,7 +111,7 @@ export function mlxMxfp4Of(ckpt: Checkpoint | GgufCheckpoint, name: string): 'mx
  * groups, routers that are not Linear layers, and `false` entries in plain floats).
  */
 export function mlxQuantOf(ckpt: Checkpoint | GgufCheckpoint, name: string, rows: number, cols: number, experts?: number): MlxQuant | null {
-  if (!name.endsWith('.weight') || !('dir' in ckpt)) return null;
+  if (!name.endsWith('.weight') || !('dir' in ckpt) || !ckpt.has(name)) return null;
   const base = name.slice(0, -'.weight'.length);
   const cq = configQuant(ckpt, base);
   const scaled = ckpt.has(`${base}.scales`);

@@ -28,8 +28,6 @@ export interface MoeOptions {
   normTopK?: boolean;
   /** deepseek-v3: dense layers first (`first_k_dense_replace`). @default 1 */
   firstKDense?: number;
-  /** deepseek-v3: latent and head dims (kv_lora_rank, qk_nope/rope_head_dim, v_head_dim). @default 32, 16, 8, 16 */
-  mlaDims?: { kvLoraRank: number; nopeDim: number; ropeDim: number; vDim: number };
   /** deepseek-v3: `q_lora_rank`; null = a plain q_proj. @default 32 */
   qLoraRank?: number | null;
   /** deepseek-v3: latent attention sizes (e.g. wide enough for 128-column FP8 blocks to split). @default kv 32, nope 16, rope 8, v 16 */
