@@ -48,7 +48,9 @@ describe.skipIf(!!missing && !REQUIRE_BROWSER)('dashboard of a single fresh daem
     expect(await text('[data-testid="preview-context"]')).toBe('; context 128 tokens');
     // Small models are not "0.0 GiB of weights".
     expect(await page.locator('body').innerText()).not.toMatch(/0\.0 [KMG]i?B/);
-    expect(await page.locator('[data-testid="plan-preview"]').innerText()).toMatch(/orchard-demo: 4 layers, 3\.3 MiB of weights/);
+    // The page's own sizes in GiB/MiB as the CLI writes them; the planner's explanation below it is its own text.
+    expect(await page.locator('[data-testid="plan-preview"]').innerText()).toMatch(/weights 3\.3 MiB; context 128 tokens/);
+    expect(await page.locator('[data-testid="plan-preview"]').innerText()).toMatch(/orchard-demo: 4 layers, 3\.4 MB of weights/);
 
     // Chat until the conversation outgrows the 128-token context: old turns are left out with a note.
     const answers = () => page.locator('[data-testid="chat-stats"]').count();
