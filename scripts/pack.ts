@@ -132,6 +132,6 @@ rmSync(dirname(stage), { recursive: true, force: true });
 
 // The Homebrew formula for this very tarball (packaging/homebrew/orchard.rb with its URL and checksum).
 const sha256 = createHash('sha256').update(readFileSync(packed)).digest('hex');
-const formula = readFileSync(join(ROOT, 'packaging/homebrew/orchard.rb'), 'utf8').replace('@URL@', pathToFileURL(packed).href).replace('@SHA256@', sha256);
+const formula = readFileSync(join(ROOT, 'packaging/homebrew/orchard.rb'), 'utf8').replace('url "@URL@"', `url "${pathToFileURL(packed).href}"`).replace('sha256 "@SHA256@"', `sha256 "${sha256}"`);
 writeFileSync(join(OUT, 'orchard.rb'), formula);
 console.log(packed);

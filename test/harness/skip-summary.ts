@@ -86,6 +86,11 @@ export const SKIP_RULES: readonly SkipRule[] = [
     require: 'ORCHARD_REQUIRE_RDMA_ADDON_TESTS',
   },
   {
+    file: /^packages\/engine\/test\/gpu\/gpu-bench\.test\.ts$/,
+    reason: "llama.cpp's Vulkan build (installed with the oracle)",
+    require: 'ORCHARD_REQUIRE_ORACLE',
+  },
+  {
     file: /^packages\/(engine\/test\/gpu\/|daemon\/test\/(daemon-gpu|serve\/gpu-rank|profile\/gpu-backend)\.test\.ts$)/,
     reason: 'a Vulkan adapter (Mesa lavapipe)',
     require: 'ORCHARD_REQUIRE_GPU_TESTS',

@@ -61,7 +61,7 @@ describe('orchard from its npm tarball', () => {
     expect(formula).toContain(`url "${pathToFileURL(tarball).href}"`);
     expect(formula).toContain(`sha256 "${sha}"`);
     expect(formula).toMatch(/system "npm", "install", \*std_npm_args/);
-    expect(formula).not.toMatch(/@URL@|@SHA256@/);
+    expect(formula).not.toMatch(/"@URL@"|"@SHA256@"/);
   });
 
   it('installs with npm -g, serves the bundled model, chats, installs its service, and uninstalls', async () => {
