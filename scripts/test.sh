@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# The README's test command (`pnpm test`): type-checks the workspace and runs every test.
-# The llama.cpp oracle (node-llama-cpp, ~730 MB) lives outside the workspace install; it is installed
-# here on first use so the oracle tests run instead of skipping. ORCHARD_SKIP_ORACLE_INSTALL=1 skips that.
+# The README's test command (`pnpm test`): installs what only the tests need (scripts/test-tools.sh says
+# what, before it does), type-checks the workspace and runs every suite — or, with arguments, the vitest
+# files or filters given. Ends with counts and every skip under its reason (test/harness/skip-summary.ts);
+# a skip that CI's ORCHARD_REQUIRE_* variables forbid fails the run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ "${ORCHARD_SKIP_ORACLE_INSTALL:-0}" != 1 ] && [ ! -d tools/llama-oracle/node_modules/node-llama-cpp ]; then
-  echo "test: installing the llama.cpp oracle (tools/llama-oracle, once)" >&2
-  npm ci --prefix tools/llama-oracle --no-audit --no-fund >/dev/null
+if [ $# -eq 0 ]; then
+  echo "test: type-check, then every suite: about 25 minutes on a 2-core machine (the network-namespace," >&2
+  echo "      browser, WebGPU and llama.cpp oracle suites are most of it); \`pnpm test FILE...\` runs some." >&2
 fi
+bash scripts/test-tools.sh
 pnpm -s typecheck
 main_json="$(mktemp -t orchard-vitest-XXXXXX.json)"
 gpu_json="$(mktemp -t orchard-vitest-gpu-XXXXXX.json)"
@@ -23,15 +25,6 @@ else
   vitest_json "$main_json" --exclude 'packages/engine/test/gpu/**' || status=$?
   vitest_json "$gpu_json" packages/engine/test/gpu || status=$?
 fi
-# One plain closing line that any CI reader understands.
-node -e '
-  const fs = require("fs");
-  let p = 0, f = 0, s = 0;
-  for (const file of process.argv.slice(1)) {
-    if (!fs.existsSync(file) || fs.statSync(file).size === 0) continue;
-    const r = JSON.parse(fs.readFileSync(file, "utf8"));
-    p += r.numPassedTests; f += r.numFailedTests; s += r.numPendingTests + r.numTodoTests;
-  }
-  console.log(`${p} passed, ${f} failed, ${s} skipped`);
-' "$main_json" "$gpu_json" 2>/dev/null || true
+# Plain closing lines any CI reader understands: counts, then each skip's reason and files.
+pnpm -s exec tsx test/harness/skip-summary-main.ts "$main_json" "$gpu_json" || { [ "$status" != 0 ] || status=1; }
 exit "$status"

@@ -20,7 +20,7 @@ export const FLAGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-
 
 /** Why the browser tests cannot run here, or null when they can. */
 export function browserMissing(): string | null {
-  if (!existsSync(CHROMIUM)) return `no Chromium at ${CHROMIUM} (Debian: apt-get install chromium; scripts/setup.sh does it as root)`;
+  if (!existsSync(CHROMIUM)) return `no Chromium at ${CHROMIUM} (Debian: apt-get install chromium; pnpm test does it as root)`;
   return null;
 }
 

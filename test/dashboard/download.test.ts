@@ -19,6 +19,9 @@ import { browserMissing, launchBrowser, REQUIRE_BROWSER, screenshot } from './br
 
 const missing = browserMissing();
 const REPO = 'test-org/dash-dl';
+/** The catalog's repo for the short name `qwen2.5-0.5b` (models/catalog.json), served here by a tiny stand-in. */
+const SHORT = 'qwen2.5-0.5b';
+const SHORT_REPO = 'Qwen/Qwen2.5-0.5B-Instruct';
 /** Bytes per second the proxy lets through. */
 const RATE = 4 * 2 ** 20;
 
@@ -60,7 +63,10 @@ describe.skipIf(!!missing && !REQUIRE_BROWSER)('dashboard download and load prog
     dirs.push(src, dataDir);
     // About 24 MB of f32 weights: several seconds through the proxy.
     writeRandomModel(src, { numLayers: 4, hiddenSize: 384, intermediateSize: 1024, numHeads: 6, numKvHeads: 2, maxPositionEmbeddings: 256, seed: 9 });
-    hub = await startFakeHub({ [REPO]: src });
+    const tiny = mkdtempSync(join(os.tmpdir(), 'orchard-dash-tiny-'));
+    dirs.push(tiny);
+    writeRandomModel(tiny, { numLayers: 2, hiddenSize: 64, intermediateSize: 128, numHeads: 4, numKvHeads: 2, seed: 4 });
+    hub = await startFakeHub({ [REPO]: src, [SHORT_REPO]: tiny });
     proxy = await throttlingProxy(hub.url);
     const d = await startLoopbackDaemon(dataDir, { args: ['--name', 'fetcher'], env: { HF_ENDPOINT: proxy.url, ORCHARD_LOG_LEVEL: 'info' } });
     daemon = d.child;
@@ -105,7 +111,7 @@ describe.skipIf(!!missing && !REQUIRE_BROWSER)('dashboard download and load prog
     expect([...seen].sort((a, b) => a - b)).toEqual(seen);
     const result = page.locator('[data-testid=pull-result]');
     await result.waitFor({ timeout: 120_000 });
-    expect(await result.textContent()).toMatch(new RegExp(`^${REPO} is on this node: \\d+(\\.\\d)? MB from the hub, 0 B from peers$`));
+    expect(await result.textContent()).toMatch(new RegExp(`^${REPO} is on this node: \\d+(\\.\\d)? MiB from the hub, 0 B from peers$`));
     await expect.poll(() => page.locator('[data-testid=progress]').count(), { timeout: 10_000 }).toBe(0);
 
     await expect.poll(() => page.locator(`form.load-form select[name=model] option`).allTextContents(), { timeout: 15_000 }).toContain(REPO);
@@ -118,4 +124,18 @@ describe.skipIf(!!missing && !REQUIRE_BROWSER)('dashboard download and load prog
     expect(await inst.locator('[data-placement-node=fetcher]').count()).toBe(1);
     await screenshot(page, '8-downloaded-and-loaded');
   }, 240_000);
+
+  it('the Download box takes the short names the CLI takes, and says which repo it fetched', async () => {
+    const page = await browser!.newPage({ viewport: { width: 1280, height: 900 } });
+    page.setDefaultTimeout(30_000);
+    await page.goto(`${base}/`);
+    await page.locator('svg[data-testid=topology] g.node').waitFor();
+    await page.fill('form.pull-form input[name=repo]', SHORT);
+    await page.click('form.pull-form button[type=submit]');
+    const result = page.locator('[data-testid=pull-result]');
+    await result.waitFor({ timeout: 60_000 });
+    expect(await result.getAttribute('class')).toBe('muted');
+    expect(await result.textContent()).toMatch(/^Qwen\/Qwen2\.5-0\.5B-Instruct is on this node: [\d.]+ [KM]iB from the hub, 0 B from peers$/);
+    expect(hub!.requests.some((r) => r.startsWith(`GET /api/models/${SHORT_REPO}/revision/`))).toBe(true);
+  }, 120_000);
 });

@@ -87,6 +87,7 @@ describe.skipIf(!!missing && !REQUIRE_BROWSER)('dashboard Network page (recorded
     const puts: unknown[] = [];
     let current = view;
     const page = await openPage((path, method, body) => {
+      if (path === '/api/network/joined') return { joined: true };
       if (path === '/api/network') return current;
       if (path === '/api/network/lending' && method === 'PUT') {
         puts.push(JSON.parse(body ?? '{}'));
@@ -108,7 +109,7 @@ describe.skipIf(!!missing && !REQUIRE_BROWSER)('dashboard Network page (recorded
     expect(pins[3].y).toBeGreaterThan(pins[0].y);
     const rows = await page.$$eval('[data-testid=network-nodes] tbody tr', (trs) => trs.map((tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent)));
     expect(rows).toHaveLength(5);
-    expect(rows[1]).toEqual(['lisbon', 'Lisbon', 'Apple M4 Max · 137 GB', 'qwen3-32b 31.5 tok/s', '1234 tok', '42 ms', 'relayed', '1.00']);
+    expect(rows[1]).toEqual(['lisbon', 'Lisbon', 'Apple M4 Max · 128 GiB', 'qwen3-32b 31.5 tok/s', '1234 tok', '42 ms', 'relayed', '1.00']);
     expect(rows[3][0]).toBe('austinoffline');
     expect(await page.textContent('[data-testid=network-balances]')).toContain('1.234');
     expect(await page.isChecked('[data-testid=lend-switch]')).toBe(false);
@@ -119,9 +120,21 @@ describe.skipIf(!!missing && !REQUIRE_BROWSER)('dashboard Network page (recorded
   }, 60_000);
 
   it('a daemon that joined no network says so', async () => {
-    const page = await openPage((path) => (path === '/api/network' ? new Response(JSON.stringify({ error: { message: 'this node has not joined a network (start it with --network NAME --network-bootstrap MULTIADDR)' } }), { status: 404 }) : podApi(path)));
+    const asked: string[] = [];
+    const page = await openPage((path) => {
+      asked.push(path);
+      if (path === '/api/network/joined') return { joined: false, message: 'this node has not joined a network (start it with --network NAME --network-bootstrap MULTIADDR)' };
+      return podApi(path);
+    });
+    const failed: string[] = [];
+    page.on('response', (r) => void (r.status() >= 400 && failed.push(`${r.status()} ${new URL(r.url()).pathname}`)));
     await page.goto('http://dashboard.test/');
     await page.click('[data-testid=tab-network]');
     await expect.poll(() => page.textContent('[data-testid=network-absent]').catch(() => null)).toContain('has not joined a network');
+    // Past the page's 3 s refresh: it asked again, and never for the view it would get a 404 for.
+    await page.waitForTimeout(3500);
+    expect(asked.filter((p) => p === '/api/network/joined').length).toBeGreaterThanOrEqual(2);
+    expect(asked).not.toContain('/api/network');
+    expect(failed).toEqual([]);
   }, 60_000);
 });

@@ -11,10 +11,12 @@ import { buildDashboard, type DashboardBuild } from '@orchard/dashboard';
 import { browserMissing, launchBrowser, REQUIRE_BROWSER, screenshot } from './browser.js';
 
 const missing = browserMissing();
-const GB = 1e9;
+// Macs' memory comes in binary units: a "512 GB" Mac Studio has 512 GiB.
+const GiB = 2 ** 30;
+const MiB = 2 ** 20;
 const id = (n: string) => `12D3KooW${n.padEnd(44, 'x')}`;
 const mac = (name: string, chip: string, gpuCores: number, memGB: number, freeGB: number, load: number) => ({
-  id: id(name), name, hostname: `${name}.local`, chip, memoryBytes: memGB * GB, availableBytes: freeGB * GB, gpuCores, cpuCores: 32, os: 'darwin 25.2.0', load,
+  id: id(name), name, hostname: `${name}.local`, chip, memoryBytes: memGB * GiB, availableBytes: freeGB * GiB, gpuCores, cpuCores: 32, os: 'darwin 25.2.0', load,
 });
 const nodes = [mac('studio-a', 'Apple M3 Ultra', 80, 512, 402, 0.41), mac('studio-b', 'Apple M3 Ultra', 80, 512, 398, 0.38), mac('mini', 'Apple M4 Pro', 20, 64, 41, 0.12), mac('air', 'Apple M3', 10, 24, 9, 0.07)];
 const link = (a: string, b: string, kind: string, latencyUs: number, bandwidthGbps: number) => ({ a: id(a), b: id(b), kind, latencyUs, bandwidthGbps });
@@ -31,8 +33,8 @@ const instance = {
 const progress = [
   {
     node: id('mini'), model: instance.model, phase: 'download', done: 61e9, total: 122e9, file: 'model-00031-of-00062.safetensors', at: 0,
-    sources: { hub: 1.2e9, [id('studio-a')]: 52.4e9, [id('air')]: 0.1e9 },
-    links: [{ source: id('studio-a'), link: '10.10.0.1:46001', bytes: 30e9, rate: 5.1e9 }, { source: id('studio-a'), link: '10.10.1.1:46001', bytes: 22.4e9, rate: 4.2e9 }, { source: 'hub', link: 'hub', bytes: 1.2e9, rate: 0.11e9 }],
+    sources: { hub: 1.2 * GiB, [id('studio-a')]: 52.4 * GiB, [id('air')]: 100 * MiB },
+    links: [{ source: id('studio-a'), link: '10.10.0.1:46001', bytes: 30e9, rate: 5.1 * GiB }, { source: id('studio-a'), link: '10.10.1.1:46001', bytes: 22.4e9, rate: 4.2 * GiB }, { source: 'hub', link: 'hub', bytes: 1.2e9, rate: 110 * MiB }],
     badPeers: [id('air')],
   },
 ];
@@ -75,7 +77,7 @@ describe.skipIf(!!missing && !REQUIRE_BROWSER)('dashboard drawing (recorded answ
     expect(new Set(drawn.map((d) => d.stroke)).size).toBe(4); // each kind its own colour
     expect(drawn.find((d) => d.kind === 'wifi')!.dash).not.toBe('');
     const rows = await page.$$eval('[data-testid=node-table] tbody tr', (trs) => trs.map((tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent)));
-    expect(rows[0]).toEqual(['studio-acoordinator', 'Apple M3 Ultra', '110 GB / 512 GB', '80', '0.41 · 1 rank']);
+    expect(rows[0]).toEqual(['studio-acoordinator', 'Apple M3 Ultra', '110 GiB / 512 GiB', '80', '0.41 · 1 rank']);
     const ranks = await page.$$eval('table.ranks tbody tr', (trs) => trs.map((tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent)));
     expect(ranks).toEqual([
       ['1', '0–46', 'studio-a', 'tensor 1/2'],
@@ -85,8 +87,8 @@ describe.skipIf(!!missing && !REQUIRE_BROWSER)('dashboard drawing (recorded answ
     ]);
     expect(await page.textContent('[data-testid=predicted-tps]')).toBe('24.6 tok/s');
     expect(await page.textContent('[data-testid=measured-tps]')).toBe('21.9 tok/s');
-    expect(await page.textContent('[data-testid=progress-sources]')).toBe('from hub 1.2 GB · studio-a 52.4 GB · air 100 MB');
-    expect(await page.textContent('[data-testid=progress-links]')).toBe('links: studio-a 10.10.0.1:46001 5.1 GB/s · studio-a 10.10.1.1:46001 4.2 GB/s · hub 110 MB/s');
+    expect(await page.textContent('[data-testid=progress-sources]')).toBe('from hub 1.2 GiB · studio-a 52.4 GiB · air 100 MiB');
+    expect(await page.textContent('[data-testid=progress-links]')).toBe('links: studio-a 10.10.0.1:46001 5.1 GiB/s · studio-a 10.10.1.1:46001 4.2 GiB/s · hub 110 MiB/s');
     expect(await page.textContent('[data-testid=progress] small.error')).toBe('dropped air: it served bytes that do not match the pod digest');
     await page.selectOption('[data-testid=plan-preview] select', 'meta-llama/Llama-3.1-405B');
     await expect.poll(() => page.textContent('[data-testid=plan-error]').catch(() => null)).toBe('cannot place meta-llama/Llama-3.1-405B: needs 410 GB with KV cache; the pod has 384 GB free');

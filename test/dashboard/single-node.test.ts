@@ -41,13 +41,15 @@ describe.skipIf(!!missing && !REQUIRE_BROWSER)('dashboard of a single fresh daem
     const text = async (sel: string) => ((await page.locator(sel).first().textContent()) ?? '').replace(/\s+/g, ' ').trim();
     // One node: the canvas says why it is alone and how to add a machine; the memory bar says what it is.
     expect(await text('[data-testid="topology-alone"]')).toMatch(/Only this machine so far/);
-    expect(await text('[data-testid="node-memory"]')).toMatch(/^memory [\d.]+ [kMG]B \/ [\d.]+ GB$/);
+    expect(await text('[data-testid="node-memory"]')).toMatch(/^memory [\d.]+ [KMG]iB \/ [\d.]+ GiB$/);
     // Not loaded yet, and the page says the first request loads it; the model's context is shown.
     expect(await text('[data-testid="no-instance"]')).toMatch(/orchard-demo loads on its first chat request/);
     expect(await text('[data-testid="chat-hint"]')).toMatch(/orchard-demo is not loaded yet: your first message loads it/);
     expect(await text('[data-testid="preview-context"]')).toBe('; context 128 tokens');
-    // Small models are not "0.0 GB of weights".
-    expect(await page.locator('body').innerText()).not.toMatch(/0\.0 GB/);
+    // Small models are not "0.0 GiB of weights".
+    expect(await page.locator('body').innerText()).not.toMatch(/0\.0 [KMG]i?B/);
+    // The page's own sizes in GiB/MiB as the CLI writes them; the planner's explanation below it is its own text.
+    expect(await page.locator('[data-testid="plan-preview"]').innerText()).toMatch(/weights 3\.3 MiB; context 128 tokens/);
     expect(await page.locator('[data-testid="plan-preview"]').innerText()).toMatch(/orchard-demo: 4 layers, 3\.4 MB of weights/);
 
     // Chat until the conversation outgrows the 128-token context: old turns are left out with a note.

@@ -78,15 +78,26 @@ export function ip(args: string[]): string {
   return execFileSync('ip', args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
 }
 
-/** True when this process can create namespaces (root + iproute2). */
-export function netnsAvailable(): boolean {
-  if (process.platform !== 'linux' || process.getuid?.() !== 0) return false;
+/** Why this process cannot create namespaces, or null when it can (root + iproute2 on Linux). */
+export function netnsMissing(): string | null {
+  if (process.platform !== 'linux') return `network namespaces need Linux (this is ${process.platform})`;
+  if (process.getuid?.() !== 0) return 'network namespaces need root';
   try {
     ip(['netns', 'list']);
-    return true;
+    return null;
   } catch {
-    return false;
+    return 'network namespaces need iproute2 (`ip netns list` failed)';
   }
+}
+
+/**
+ * True when this process can create namespaces. With ORCHARD_REQUIRE_NETNS_TESTS=1 (CI) a machine
+ * that cannot is an error, so no namespace suite can skip unnoticed.
+ */
+export function netnsAvailable(): boolean {
+  const missing = netnsMissing();
+  if (missing && process.env.ORCHARD_REQUIRE_NETNS_TESTS === '1') throw new Error(`ORCHARD_REQUIRE_NETNS_TESTS=1 but ${missing}`);
+  return missing === null;
 }
 
 function pidAlive(pid: number): boolean {

@@ -3,8 +3,11 @@ import { bandwidth, bytes, downloadLinks, downloadSources, latency, linkKind, ra
 
 describe('dashboard formatting', () => {
   it('writes sizes, latencies, bandwidths and speeds for people', () => {
-    expect(bytes(3_444_864)).toBe('3.4 MB');
-    expect(bytes(410e9)).toBe('410 GB');
+    // Binary units, as `orchard status` writes memory.
+    expect(bytes(3_444_864)).toBe('3.3 MiB');
+    expect(bytes(128 * 2 ** 30)).toBe('128 GiB');
+    expect(bytes(24 * 2 ** 30)).toBe('24.0 GiB');
+    expect(bytes(410e9)).toBe('382 GiB');
     expect(bytes(512)).toBe('512 B');
     expect(bytes(null)).toBe('–');
     expect(latency(42.4)).toBe('42 µs');
@@ -20,9 +23,9 @@ describe('dashboard formatting', () => {
 
   it('says where a download came from and which links it uses, peers by name', () => {
     const names = new Map([['12D3KooWpeerA', 'studio-a']]);
-    expect(downloadSources({ hub: 10e6, '12D3KooWpeerA': 52.4e6, '12D3KooWpeerZZZZZZZZ': 0 }, names)).toBe('hub 10.0 MB · studio-a 52.4 MB');
+    expect(downloadSources({ hub: 10e6, '12D3KooWpeerA': 52.4e6, '12D3KooWpeerZZZZZZZZ': 0 }, names)).toBe('hub 9.5 MiB · studio-a 50.0 MiB');
     expect(downloadSources(undefined, names)).toBe('');
-    expect(downloadLinks([{ source: '12D3KooWpeerA', link: '10.10.0.1:4000', rate: 950e6 }, { source: 'hub', link: 'hub', rate: 12e6 }], names)).toBe('studio-a 10.10.0.1:4000 950 MB/s · hub 12.0 MB/s');
+    expect(downloadLinks([{ source: '12D3KooWpeerA', link: '10.10.0.1:4000', rate: 950e6 }, { source: 'hub', link: 'hub', rate: 12e6 }], names)).toBe('studio-a 10.10.0.1:4000 906 MiB/s · hub 11.4 MiB/s');
   });
 
   it('names every link kind and falls back for unknown ones', () => {

@@ -1,11 +1,13 @@
 /** Numbers for people. Pure. */
+
+/** Sizes in binary units, as `orchard status` writes memory (GiB): the two must read the same. */
 export function bytes(n: number | null | undefined): string {
   if (n == null || !Number.isFinite(n)) return '–';
-  const units = ['B', 'KB', 'MB', 'GB', 'TB'];
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
   let v = n;
   let i = 0;
-  while (Math.abs(v) >= 1000 && i < units.length - 1) {
-    v /= 1000;
+  while (Math.abs(v) >= 1024 && i < units.length - 1) {
+    v /= 1024;
     i++;
   }
   return `${v >= 100 || i === 0 ? Math.round(v) : v.toFixed(1)} ${units[i]}`;

@@ -85,6 +85,9 @@ export function Network() {
   const [absent, setAbsent] = useState<string | null>(null);
   const refresh = useCallback(async () => {
     try {
+      // Asked first, so a node in no network is never asked for a view it does not have (a 404 each time).
+      const joined = await getJson<{ joined: boolean; message?: string }>('/api/network/joined');
+      if (!joined.joined) return setAbsent(joined.message ?? 'this node has not joined a network');
       setView(await getJson<NetworkView>('/api/network'));
       setAbsent(null);
     } catch (err) {

@@ -279,8 +279,9 @@ function PullForm({ onChange }: { onChange: () => void }) {
         setBusy(r);
         setResult(null);
         try {
-          const out = await sendJson<{ hubBytes: number; peerBytes: number; peersHolding: string[] }>('POST', '/api/models/pull', { repo: r });
-          setResult({ ok: true, text: `${r} is on this node: ${bytes(out?.hubBytes ?? 0)} from the hub, ${bytes(out?.peerBytes ?? 0)} from peers` });
+          const out = await sendJson<{ repo: string; hubBytes: number; peerBytes: number; peersHolding: string[] }>('POST', '/api/models/pull', { repo: r });
+          // A short name comes back as the hub repo it stands for (the daemon expands it as the CLI does).
+          setResult({ ok: true, text: `${out?.repo ?? r} is on this node: ${bytes(out?.hubBytes ?? 0)} from the hub, ${bytes(out?.peerBytes ?? 0)} from peers` });
           setRepo('');
           onChange();
         } catch (err) {
@@ -290,7 +291,7 @@ function PullForm({ onChange }: { onChange: () => void }) {
         }
       }}
     >
-      <input name="repo" placeholder="download a model: org/name" value={repo} onInput={(e) => setRepo((e.target as HTMLInputElement).value)} />
+      <input name="repo" placeholder="download a model: org/name or a short name (qwen2.5-0.5b)" value={repo} onInput={(e) => setRepo((e.target as HTMLInputElement).value)} />
       <button type="submit" disabled={!!busy || !repo.trim()}>
         {busy ? 'downloading…' : 'Download'}
       </button>

@@ -4,6 +4,7 @@ import { Command, CommanderError } from 'commander';
 import { commands } from './commands/index.js';
 import { CliError } from './errors.js';
 import { addExamples, helpStyle } from './help.js';
+import { endQuietlyOnClosedPipes } from './pipes.js';
 import { readFileSync } from 'node:fs';
 
 /** This package's version (package.json), shown by `orchard --version`. */
@@ -45,8 +46,14 @@ export async function main(argv: string[]): Promise<number> {
   }
 }
 
-if (import.meta.url === `file://${process.argv[1]}` || process.argv[1]?.endsWith('/cli/main.ts')) {
-  const code = await main(process.argv.slice(2));
+/** The `orchard` process: main() with the process-wide parts (closed pipes) set up once. */
+export async function runCli(argv: string[]): Promise<void> {
+  endQuietlyOnClosedPipes();
+  const code = await main(argv);
   // A command may set process.exitCode itself (e.g. `service status` when not installed).
   if (code !== 0) process.exitCode = code;
+}
+
+if (import.meta.url === `file://${process.argv[1]}` || process.argv[1]?.endsWith('/cli/main.ts')) {
+  await runCli(process.argv.slice(2));
 }

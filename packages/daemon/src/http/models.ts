@@ -1,5 +1,6 @@
 /** Models on disk: POST /api/models/pull brings one into this node's store, asking the pod's peers for the bytes before the hub (`fromPod`: peers only). */
 import type { FastifyInstance } from 'fastify';
+import { expandShortName } from '../cli/catalog.js';
 import type { Serving } from '../serving/serving.js';
 import { StoreError } from '../store/errors.js';
 import { sendError } from './errors.js';
@@ -7,7 +8,10 @@ import { describeIssue, pullBodySchema } from './schemas.js';
 
 export function modelRoutes(app: FastifyInstance, serving: Serving): void {
   app.post('/api/models/pull', async (req, reply) => {
-    const b = pullBodySchema.safeParse(req.body ?? {});
+    // The same names as `orchard pull`: a catalog short name ("qwen2.5-0.5b") stands for its hub repo.
+    const body = (req.body ?? {}) as { repo?: unknown };
+    const given = typeof body.repo === 'string' ? { ...body, repo: expandShortName(body.repo.trim()) } : body;
+    const b = pullBodySchema.safeParse(given);
     if (!b.success) {
       const { message, param } = describeIssue(b.error);
       return sendError(reply, 400, message, 'invalid_value', param);

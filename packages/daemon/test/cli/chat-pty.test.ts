@@ -57,4 +57,25 @@ describe.skipIf(!tmuxAvailable())('orchard chat in a terminal', () => {
     const code = term.exited();
     if (code !== null) expect(code, term.screen()).toBe(0);
   }, 400_000);
+
+  it('/help and unknown slash commands are answered by the chat, not sent to the model', async () => {
+    const help = startTmux([process.execPath, '--import', 'tsx', CLI, 'chat', 'orchard-demo', '--url', `http://127.0.0.1:${daemon.apiPort}`, '--max-tokens', '8', '--temperature', '0'], { NO_COLOR: '1' });
+    try {
+      await waitFor('the chat banner', () => /chatting with orchard-demo/.test(help.screen()) || undefined, 90_000, 100);
+      const answers = () => (help.screen().match(/^\[\d+ tokens, /gm) ?? []).length;
+      help.type('/help');
+      await waitFor('the command list', () => /^ {2}\/exit, \/quit/m.test(help.screen()) || undefined, 30_000, 100);
+      help.type('/frobnicate');
+      await waitFor('the unknown command named', () => /unknown command \/frobnicate/.test(help.screen()) || undefined, 30_000, 100);
+      // One real question: its answer is the only one on the screen, so neither command reached the model.
+      help.type('And God said');
+      await waitFor('the answer', () => answers() >= 1 || undefined, 120_000, 100);
+      expect(answers(), help.screen()).toBe(1);
+      expect(help.screen()).toMatch(/^\[\d+ tokens, .*first token \d+ ms\]/m);
+      help.type('/exit');
+      await waitFor('the chat to end on /exit', () => help.ended() || undefined, 60_000, 100);
+    } finally {
+      help.kill();
+    }
+  }, 300_000);
 });

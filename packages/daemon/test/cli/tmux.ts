@@ -1,12 +1,17 @@
 /**
  * A command in a real pseudo-terminal, through tmux: type into it, read the screen and scroll-back,
- * see whether it exited. tmux is a Debian package (scripts/setup.sh installs it); suites skip when it
+ * see whether it exited. tmux is a Debian package (scripts/test.sh installs it); suites skip when it
  * is missing.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 
-export const tmuxAvailable = (): boolean => spawnSync('tmux', ['-V']).status === 0;
+/** Whether tmux runs here; with ORCHARD_REQUIRE_TMUX_TESTS=1 (CI) its absence is an error instead of a skip. */
+export function tmuxAvailable(): boolean {
+  const ok = spawnSync('tmux', ['-V']).status === 0;
+  if (!ok && process.env.ORCHARD_REQUIRE_TMUX_TESTS === '1') throw new Error('ORCHARD_REQUIRE_TMUX_TESTS=1 but tmux is not installed (Debian package tmux)');
+  return ok;
+}
 
 export interface TmuxSession {
   /** Types `text` and presses Enter. */

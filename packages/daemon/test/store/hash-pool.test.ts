@@ -1,5 +1,13 @@
-/** Chunk hashing on worker threads: the same digests as in place, the bytes handed back intact. */
+/**
+ * Chunk hashing on worker threads: the same digests as in place, the bytes handed back intact; an idle
+ * pool lets its process exit, a busy one keeps it alive until the digest arrives.
+ */
+import { spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { HashPool } from '../../src/store/chunked/hash-pool.js';
 
@@ -23,4 +31,30 @@ describe('hash pool', () => {
       await pool.close();
     }
   });
+
+  it('a process whose only pending work is a digest waits for it, then exits on its own (nothing left open)', () => {
+    const pool = fileURLToPath(new URL('../../src/store/chunked/hash-pool.ts', import.meta.url));
+    // No timer, socket or await at top level keeps this process alive: only the worker's job does.
+    const script = `
+      import { HashPool } from ${JSON.stringify(pool)};
+      const pool = new HashPool(1);
+      const first = Buffer.from(new ArrayBuffer(4 << 20));
+      pool.digest(first).then(({ digest }) => {
+        console.log('first', digest.toString('hex').slice(0, 8));
+        const second = Buffer.from(new ArrayBuffer(1 << 20));
+        pool.digest(second).then(({ digest }) => console.log('second', digest.toString('hex').slice(0, 8)));
+      });`;
+    const started = Date.now();
+    const dir = mkdtempSync(join(tmpdir(), 'hash-pool-'));
+    const file = join(dir, 'hash-then-idle.mjs');
+    writeFileSync(file, script);
+    const r = spawnSync(process.execPath, ['--import', 'tsx', file], { encoding: 'utf8', timeout: 20_000 });
+    rmSync(dir, { recursive: true, force: true });
+    expect(r.signal, 'still running after 20 s: the pool kept the process alive').toBeNull();
+    expect(r.status, r.stderr).toBe(0);
+    const zeros = (n: number) => createHash('sha256').update(Buffer.alloc(n)).digest('hex').slice(0, 8);
+    expect(r.stdout.trim().split('\n')).toEqual([`first ${zeros(4 << 20)}`, `second ${zeros(1 << 20)}`]);
+    expect(Date.now() - started).toBeLessThan(20_000);
+  });
 });
+

@@ -1,8 +1,8 @@
 /**
  * `orchard chat [MODEL] [--url]`: a terminal chat with the pod. Streams the reply as it is generated,
  * keeps the conversation (leaving out the oldest turns when it outgrows the model's context, with a
- * note), and prints tokens/s after each answer. An error is said and the chat goes on. Commands:
- * /reset, /exit.
+ * note), and prints tokens/s after each answer. An error is said and the chat goes on. Its own
+ * commands (/help, /reset, /exit; chat-commands.ts) are answered here, never sent to the model.
  */
 import type { Command } from 'commander';
 import { createInterface } from 'node:readline';
@@ -10,6 +10,7 @@ import { DEFAULT_URL } from '../client.js';
 import { CliError } from '../errors.js';
 import { contextTokens } from './load.js';
 import { call, sseData } from './serve-client.js';
+import { CHAT_HELP, parseChatLine } from './chat-commands.js';
 import { Conversation, type ChatMessage } from '@orchard/dashboard/conversation';
 import { paint, paintOut } from '../colors.js';
 import { ensureDaemon, openSession, type SessionOptions } from '../model-session.js';
@@ -39,8 +40,10 @@ export async function streamReply(opts: ChatOptions, model: string, messages: Ch
     max_tokens: number('--max-tokens', opts.maxTokens, (n) => Number.isInteger(n) && n >= 1),
     temperature: number('--temperature', opts.temperature, (n) => n >= 0 && n <= 2),
   };
-  const res = await call(opts, 'POST', '/v1/chat/completions', body, 600_000);
+  // The clock starts when the request leaves: the first token's wait includes the prompt's prefill
+  // (and a placement, if the model was not loaded), which arrives after the response headers.
   const t0 = performance.now();
+  const res = await call(opts, 'POST', '/v1/chat/completions', body, 600_000);
   let first = 0;
   let text = '';
   let tokens = 0;
@@ -105,17 +108,19 @@ export async function runChat(opts: ChatOptions, model: string): Promise<void> {
   }
   // The line iterator buffers lines typed (or piped) while an answer is streaming.
   const rl = createInterface({ input: process.stdin, terminal: false });
-  process.stderr.write(`chatting with ${paint.bold(model)} at ${opts.url} — /reset clears the conversation, /exit or Ctrl-D quits\n`);
+  process.stderr.write(`chatting with ${paint.bold(model)} at ${opts.url} — /help lists the commands, /exit or Ctrl-D quits\n`);
   const prompt = () => process.stdout.write(paintOut.cyan('> '));
   try {
     prompt();
-    for await (const line of rl) {
-      const text = line.trim();
-      if (text === '/exit' || text === '/quit') break;
-      if (text === '/reset') {
+    for await (const raw of rl) {
+      const line = parseChatLine(raw);
+      if (line.kind === 'exit') break;
+      if (line.kind === 'reset') {
         conversation.reset();
         process.stderr.write('(conversation cleared)\n');
-      } else if (text) await ask(text, false);
+      } else if (line.kind === 'help') process.stderr.write(`${CHAT_HELP}\n`);
+      else if (line.kind === 'unknown') process.stderr.write(`${paint.yellow(`unknown command ${line.command}`)} — /help lists them; //… sends a line starting with / to the model\n`);
+      else if (line.kind === 'ask') await ask(line.text, false);
       prompt();
     }
   } finally {

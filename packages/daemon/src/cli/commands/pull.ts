@@ -3,8 +3,10 @@
  * overall bytes, speed and time left; network errors say their real cause.
  */
 import type { Command } from 'commander';
+import { existsSync } from 'node:fs';
 import { HubClient, ModelStore, StoreError, type PullResult } from '../../store/index.js';
 import { DEFAULT_URL } from '../client.js';
+import { missingFolders, removeEmptyFolders } from '../empty-dirs.js';
 import { CliError } from '../errors.js';
 import { expandShortName } from '../catalog.js';
 import { paintOut } from '../colors.js';
@@ -58,6 +60,14 @@ export interface PullCliOptions {
 export async function pullWithProgress(ref: string, opts: PullCliOptions): Promise<PullResult> {
   const { repo, quant } = splitModelRef(ref);
   const store = new ModelStore(opts.dataDir ?? defaultDataDir(), new HubClient());
+  // The store makes the model's folder before it asks the hub; a pull that fails before any byte lands
+  // must not leave that folder behind (an empty folder reads as a broken model).
+  let made: string[] = [];
+  try {
+    made = missingFolders(store.dirFor(repo), store.root, existsSync);
+  } catch {
+    // A bad repo id: the pull itself says what is wrong with it.
+  }
   const selection = opts.layers ? { layers: parseLayers(opts.layers), embed: !!opts.embed, head: !!opts.head } : undefined;
   const out = opts.progressTo ?? process.stderr;
   const progress = new PullProgress();
@@ -97,6 +107,7 @@ export async function pullWithProgress(ref: string, opts: PullCliOptions): Promi
     return result;
   } catch (err) {
     if (tty && drawn) out.write('\n');
+    removeEmptyFolders(made);
     if (err instanceof StoreError) throw new CliError(err.message, 1);
     throw err;
   } finally {

@@ -52,7 +52,7 @@ export class HashPool {
     const id = this.#next++;
     return new Promise((resolve, reject) => {
       this.#jobs.set(id, { worker, resolve, reject, offset: bytes.byteOffset, length: bytes.byteLength });
-      this.#load.set(worker, (this.#load.get(worker) ?? 0) + 1);
+      this.#setLoad(worker, (this.#load.get(worker) ?? 0) + 1);
       worker.postMessage({ id, buffer: bytes.buffer, offset: bytes.byteOffset, length: bytes.byteLength }, [bytes.buffer as ArrayBuffer]);
     });
   }
@@ -62,14 +62,26 @@ export class HashPool {
     await Promise.all(workers.map((w) => w.terminate()));
   }
 
+  /**
+   * A worker keeps the process alive exactly while it holds a chunk: an idle pool must not stop a
+   * finished command from exiting, and a busy one must not let the process exit under a pending digest.
+   */
+  #setLoad(worker: Worker, load: number): void {
+    const before = this.#load.get(worker) ?? 0;
+    this.#load.set(worker, load);
+    if (before === 0 && load > 0) worker.ref();
+    else if (before > 0 && load === 0) worker.unref();
+  }
+
   #pick(): Worker {
     if (this.#workers.length < this.#size) {
       const w = new Worker(WORKER_SOURCE, { eval: true });
-      w.unref();
+      // Listen first, then unref: adding a 'message' listener refs the worker's port again (Node does
+      // that itself), and that port left refed kept `orchard pull` running after its last line.
       w.on('message', ({ id, buffer, digest }: { id: number; buffer: ArrayBuffer; digest: Uint8Array }) => {
         const job = this.#jobs.get(id);
         this.#jobs.delete(id);
-        this.#load.set(w, (this.#load.get(w) ?? 1) - 1);
+        this.#setLoad(w, Math.max(0, (this.#load.get(w) ?? 1) - 1));
         job?.resolve({ digest: Buffer.from(digest.buffer, digest.byteOffset, digest.byteLength), bytes: Buffer.from(buffer, job.offset, job.length) });
       });
       w.on('error', (err) => {
@@ -82,6 +94,7 @@ export class HashPool {
           job.reject(err);
         }
       });
+      w.unref();
       this.#workers.push(w);
       this.#load.set(w, 0);
       return w;
