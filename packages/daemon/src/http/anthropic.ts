@@ -28,7 +28,7 @@ export function anthropicRoutes(app: FastifyInstance, serving: Serving, log?: Lo
     const p = parseBody(req.body);
     if (!p.body) return fail(reply, 400, p.error!);
     const b = p.body;
-    if (!serving.router.models().includes(b.model)) return fail(reply, 404, `model: '${b.model}' does not exist in this pod`);
+    if (!serving.router.models().includes(b.model)) return fail(reply, 404, serving.catalog.unlisted(b.model) ?? `model: '${b.model}' does not exist in this pod`);
     let sreq;
     try {
       sreq = anthropicRequest(b);
@@ -57,9 +57,9 @@ export function anthropicRoutes(app: FastifyInstance, serving: Serving, log?: Lo
   app.post('/v1/messages/count_tokens', async (req, reply) => {
     const p = parseBody({ max_tokens: 1, ...((req.body as object) ?? {}) });
     if (!p.body) return fail(reply, 400, p.error!);
-    const tok = localTokenizer(serving, p.body.model);
-    if (!tok) return fail(reply, 404, `model: '${p.body.model}' has no files on this node (count_tokens reads its tokenizer)`);
     try {
+      const tok = localTokenizer(serving, p.body.model);
+      if (!tok) return fail(reply, 404, `model: '${p.body.model}' has no files on this node (count_tokens reads its tokenizer)`);
       const s = anthropicRequest(p.body);
       const text = tok.chatTemplate ? planChat(tok, p.body.model, { messages: s.messages ?? [], tools: s.tools, toolChoice: s.toolChoice }).prompt : (s.messages ?? []).map((m: { content: string | null }) => m.content ?? '').join('\n');
       return { input_tokens: tok.encode(text, { addSpecialTokens: !tok.chatTemplate }).length };

@@ -7,9 +7,10 @@
  */
 import os from 'node:os';
 import type { Logger } from 'pino';
-import { loadModelConfig } from '@orchard/engine';
+import { loadModelConfig, loadTokenizer, ModelFormatError, UnsupportedModelError, type ModelConfig, type ModelTokenizer } from '@orchard/engine';
 import type { NodeBackend } from '../backend/node.js';
 import type { ModelCatalog } from '../models/catalog.js';
+import { ModelFilesError } from '../models/load-check.js';
 import type { PlacedPlan } from '../state/placed-plan.js';
 import type { ClusterState, InstanceEntry } from '../state/types.js';
 import type { TensorSelection } from '../store/safetensors-range.js';
@@ -147,6 +148,9 @@ export class Supervisor {
     this.#early.delete(entry.id);
     this.#local.set(entry.id, local);
     const dir = this.#d.catalog.dirOf(entry.model);
+    // Files known not to load (or a pull that did not finish) fail the instance now, not after a spawn.
+    const refused = dir ? this.#d.catalog.refusal(entry.model) : null;
+    if (refused) return this.#fail(local, refused instanceof ModelFilesError ? refused.reason : refused.message);
     if (dir) return this.#spawn(local, dir);
     const fetch = this.#d.fetchModel;
     if (!fetch || !entry.model.includes('/')) return this.#fail(local, `model ${entry.model} is not on node ${this.#d.selfId}`);
@@ -178,6 +182,18 @@ export class Supervisor {
     const { entry } = local;
     const plan = entry.plan;
     local.startedAt = Date.now();
+    // The driver's queue tokenizes here: a config or tokenizer that cannot be read fails the instance
+    // before any runner starts (the runners check the same files before reading weights).
+    let driving: { config: ModelConfig; tokenizer: ModelTokenizer } | null = null;
+    if (plan.ranks[0] === this.#d.selfId) {
+      try {
+        driving = { config: loadModelConfig(dir), tokenizer: loadTokenizer(dir) };
+      } catch (err) {
+        const reason = `${entry.model} could not be loaded on node ${this.#d.selfId}: ${(err as Error).message}`;
+        if (err instanceof ModelFormatError || err instanceof UnsupportedModelError) this.#d.catalog.markFailed(entry.model, (err as Error).message);
+        return this.#fail(local, reason);
+      }
+    }
     const mine = plan.ranks.filter((n) => n === this.#d.selfId).length;
     const { backend, pollMs, rdmaSim, env } = this.#d.runners;
     const runnerBackend = { kind: backend.kind, threads: backend.threads ?? Math.max(1, Math.floor(os.availableParallelism() / mine)), allowSoftware: backend.allowSoftware };
@@ -201,14 +217,17 @@ export class Supervisor {
             this.#publishLinks(local);
           },
           onDead: (message) => {
-            if (!this.#closed && this.#local.get(entry.id) === local) this.#fail(local, message);
+            if (this.#closed || this.#local.get(entry.id) !== local) return;
+            // Files at fault fail the same way until they change: the catalog refuses the model meanwhile.
+            if (runner.loadFailure?.files) this.#d.catalog.markFailed(entry.model, runner.loadFailure.message);
+            this.#fail(local, message);
           },
         },
         env,
       );
       local.runners.set(rank, runner);
-      if (rank === 0) {
-        local.executor = new InstanceExecutor(runner, dir, loadModelConfig(dir), plan.context, { maxQueue: this.#d.maxQueue, defaultMaxTokens: 256, concurrency: batch.sequences, model: entry.model });
+      if (rank === 0 && driving) {
+        local.executor = new InstanceExecutor(runner, dir, driving.config, plan.context, { maxQueue: this.#d.maxQueue, defaultMaxTokens: 256, concurrency: batch.sequences, model: entry.model, tokenizer: driving.tokenizer });
       }
     });
     this.#d.log.info({ instance: entry.id, model: entry.model, ranks: [...local.runners.keys()], strategy: plan.strategy }, 'starting runners');
