@@ -16,6 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { writeRandomModel, type RandomModelInfo } from '@orchard/engine/testing';
 import { ModelCatalog, UnknownModelError } from '../../src/models/catalog.js';
 import { completenessOf, DiskError, DiskSpaceError, HubClient, ModelStore } from '../../src/store/index.js';
+import { diskError } from '../../src/store/errors.js';
 import { startFakeHub, type FakeHub } from '../../../../test/harness/fake-hub.js';
 
 const REPO = 'orchard-test/disk-llama';
@@ -119,6 +120,20 @@ describe.skipIf(!canMount)('a disk that fails under the pull', () => {
       expect((err as DiskError).code).toBe('EROFS');
       expect((err as Error).message).toBe(`${at} is on a read-only file system (EROFS) so it cannot be written: remount it read-write, or start orchard with --data-dir on another disk (or set ORCHARD_DATA_DIR)`);
     }
+  });
+});
+
+describe('disk errors by their code', () => {
+  it('names a directory this user may not write (EACCES, EPERM) with the fix; leaves other errors alone', () => {
+    const errno = (code: string) => Object.assign(new Error(`${code}: raw`), { code });
+    for (const code of ['EACCES', 'EPERM']) {
+      const e = diskError(errno(code), '/data/models/o/m/model.safetensors');
+      expect(e).toBeInstanceOf(DiskError);
+      expect(e!.message).toBe(`no permission writing /data/models/o/m/model.safetensors (${code}): make the data directory writable by this user (chown/chmod), or start orchard with --data-dir on another disk (or set ORCHARD_DATA_DIR)`);
+    }
+    expect(diskError(errno('EDQUOT'), '/q')!.message).toMatch(/^no space left on the disk writing \/q \(EDQUOT\)/);
+    expect(diskError(errno('ECONNRESET'), '/x')).toBeUndefined();
+    expect(diskError(new Error('plain'), '/x')).toBeUndefined();
   });
 });
 
