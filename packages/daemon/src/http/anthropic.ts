@@ -9,9 +9,10 @@ import { planChat } from '../dialects/tools/plan.js';
 import { AnthropicMessage, AnthropicStream, anthropicBodySchema, anthropicError, anthropicRequest, newMessageId } from '../dialects/anthropic.js';
 import type { Serving } from '../serving/serving.js';
 import { errorStatus, localTokenizer, namedEvents, runOn, runStreaming, runToEnd } from './dialect-support.js';
+import { errorHeaders } from './errors.js';
 
-function fail(reply: FastifyReply, status: number, message: string) {
-  if (status === 429 || status === 503) reply.header('retry-after', '1');
+function fail(reply: FastifyReply, status: number, message: string, code: string | null = null) {
+  reply.headers(errorHeaders(status, code));
   return reply.code(status).send(anthropicError(status, message));
 }
 
@@ -40,7 +41,7 @@ export function anthropicRoutes(app: FastifyInstance, serving: Serving, log?: Lo
     if (!b.stream) {
       const msg = new AnthropicMessage();
       const r = await runToEnd(run, b.model, sreq, reply, (e) => msg.add(e));
-      return 'error' in r ? fail(reply, r.error.status, r.error.message) : msg.body(id, b.model, r.done);
+      return 'error' in r ? fail(reply, r.error.status, r.error.message, r.error.code) : msg.body(id, b.model, r.done);
     }
     const stream = new AnthropicStream(id, b.model);
     let opened = false;
@@ -65,7 +66,7 @@ export function anthropicRoutes(app: FastifyInstance, serving: Serving, log?: Lo
       return { input_tokens: tok.encode(text, { addSpecialTokens: !tok.chatTemplate }).length };
     } catch (err) {
       const e = errorStatus(err);
-      return fail(reply, e.status, e.message);
+      return fail(reply, e.status, e.message, e.code);
     }
   });
 }

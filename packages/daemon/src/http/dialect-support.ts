@@ -7,6 +7,7 @@ import { ServeError, type ServeEvent, type ServeRequest } from '../serving/reque
 import { DialectError } from '../dialects/tools/plan.js';
 import { ModelFilesError } from '../models/load-check.js';
 import { logRequests, type RunRequest } from '../request-log.js';
+import { errorHeaders } from './errors.js';
 
 /** Runs a request on the pod (the router picks or places an instance), with one log line per request when given a logger. */
 export function runOn(serving: Serving, log?: Logger): RunRequest {
@@ -100,7 +101,7 @@ export async function runStreaming(run: Run, model: string, req: ServeRequest, r
   } catch (err) {
     const e = errorStatus(err);
     if (!started) {
-      res.writeHead(e.status, { 'content-type': 'application/json', ...(e.status === 429 || e.status === 503 ? { 'retry-after': '1' } : {}) });
+      res.writeHead(e.status, { 'content-type': 'application/json', ...errorHeaders(e.status, e.code) });
       res.end(JSON.stringify(f.errorBody(e)));
       return;
     }
