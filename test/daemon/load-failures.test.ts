@@ -116,6 +116,19 @@ describe('a model that cannot load, through the official clients', () => {
     }, 30_000);
   }
 
+  it("Orchard's own routes say the same: /api/plan and a load (POST /api/instances), never a 500", async () => {
+    const plan = await fetch(`${daemon.base}/api/plan?model=t/bad-config`);
+    expect(plan.status).toBe(503);
+    expect(((await plan.json()) as { error: { message: string; code: string } }).error).toMatchObject({ code: 'model_load_failed', message: expect.stringMatching(BROKEN['t/bad-config'].says) });
+    const load = await fetch(`${daemon.base}/api/instances`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 't/truncated' }) });
+    expect(load.status).toBe(503);
+    expect(load.headers.get('x-should-retry')).toBe('false');
+    expect(((await load.json()) as { error: { message: string } }).error.message).toMatch(BROKEN['t/truncated'].says);
+    const partial = await fetch(`${daemon.base}/api/instances`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: PARTIAL }) });
+    expect(partial.status).toBe(404);
+    expect(((await partial.json()) as { error: { message: string } }).error.message).toMatch(BROKEN[PARTIAL].says);
+  });
+
   it('lists only complete models: the cut-off pull is left out of /v1/models and /api/tags', async () => {
     const ids = (await openai().models.list()).data.map((m) => m.id);
     expect(ids).toContain(GOOD);

@@ -56,6 +56,7 @@ export function instanceRoutes(app: FastifyInstance, serving: Serving): void {
     } catch (err) {
       if (err instanceof UnknownModelError) return sendError(reply, 404, err.message, 'model_not_found', 'model');
       if (err instanceof PlacementError) return sendError(reply, 503, err.message, 'placement_failed');
+      if (err instanceof ServeError) return sendError(reply, err.status, err.message, err.code);
       throw err;
     }
   });
