@@ -1,7 +1,7 @@
 /**
  * Models that cannot load, met through the official clients of the three dialects against a real
- * daemon process (`orchard start` on loopback): a directory without tokenizer.json, a garbage
- * config.json, truncated weights, an architecture the engine does not run, and a pull cut off half
+ * daemon process (`orchard start` on loopback): a directory without tokenizer.json, one whose
+ * tokenizer.json cannot be built, a garbage config.json, truncated weights, an architecture the engine does not run, and a pull cut off half
  * way. Each request is answered in under 2 s with the reason in the dialect's own error shape (never
  * a 500 `internal error`, never a hang), the daemon logs the reason once, the cut-off pull is not
  * listed and says which files are missing and `orchard pull`, and a model whose files are fixed is
@@ -28,7 +28,9 @@ const PARTIAL = 't/partial';
  * frees up, a node joins), so the SDKs may retry it: that case is asked without retries.
  */
 const BROKEN: Record<string, { status: number; says: RegExp; retried?: boolean }> = {
-  't/no-tokenizer': { status: 503, says: /t\/no-tokenizer cannot be loaded: .*tokenizer\.json: file not found/ },
+  't/no-tokenizer': { status: 503, says: /t\/no-tokenizer cannot be loaded: tokenizer\.json: file not found in .*no-tokenizer \(nor tiktoken\.model, tokenizer\.model\)/ },
+  // Present but not buildable: found when the daemon builds it for the runners it just started.
+  't/bad-tokenizer': { status: 503, says: /t\/bad-tokenizer .*tokenizer\.json: cannot build the tokenizer/ },
   't/bad-config': { status: 503, says: /t\/bad-config cannot be loaded: config\.json: not valid JSON/ },
   't/truncated': { status: 503, says: /t\/truncated cannot be loaded: model\.safetensors: .*truncated/ },
   't/unsupported': { status: 503, says: /cannot place t\/unsupported: .*MambaForCausalLM/, retried: true },
@@ -48,6 +50,7 @@ beforeAll(async () => {
   };
   model(GOOD, 1);
   unlinkSync(join(model('t/no-tokenizer', 2), 'tokenizer.json'));
+  writeFileSync(join(model('t/bad-tokenizer', 7), 'tokenizer.json'), JSON.stringify({ model: { type: 'NoSuchModel' } }));
   writeFileSync(join(model('t/bad-config', 3), 'config.json'), '{"architectures": ["LlamaForCausalLM"], "hidden_size": 64,, garbage');
   const weights = join(model('t/truncated', 4), 'model.safetensors');
   truncateSync(weights, Math.floor(statSync(weights).size / 2));
@@ -146,6 +149,10 @@ describe('a model that cannot load, through the official clients', () => {
       const mine = lines.filter((l) => l.includes(`"model":"${model}"`));
       expect(mine, model).toHaveLength(1);
     }
+    // Found by the daemon as its runners started: one warning for the instance, none for the placements refused after it.
+    const all = readFileSync(daemon.logFile, 'utf8').split('\n');
+    const warned = all.filter((l) => l.includes('instance failed on this node') && l.includes('cannot build the tokenizer') && l.includes('"level":40'));
+    expect(warned).toHaveLength(1);
     expect(lines.find((l) => l.includes('"model":"t/no-tokenizer"'))).toMatch(/tokenizer\.json: file not found/);
     const resumeLines = readFileSync(daemon.logFile, 'utf8').split('\n').filter((l) => l.includes('interrupted pull'));
     expect(resumeLines.some((l) => l.includes('resuming an interrupted pull') && l.includes(PARTIAL))).toBe(true);

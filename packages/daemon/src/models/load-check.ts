@@ -1,12 +1,12 @@
 /**
  * A model's files checked the way a runner would meet them, before a runner is spawned: config.json
- * the engine accepts, a tokenizer that builds, safetensors whose headers are whole and whose data
+ * the engine accepts, a tokenizer's files present, safetensors whose headers are whole and whose data
  * the files hold. A failure here (or one a runner reports) marks the model failed on this node
  * until its files change, so every request is answered at once with the reason, not after a spawn.
  */
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { Checkpoint, loadModelConfig, loadTokenizer, ModelFormatError, SafetensorsFile, UnsupportedModelError } from '@orchard/engine';
+import { Checkpoint, loadModelConfig, ModelFormatError, SafetensorsFile, UnsupportedModelError } from '@orchard/engine';
 import { ServeError } from '../serving/requests.js';
 
 /** The model's files cannot be loaded, for a reason that waiting will not fix. */
@@ -40,6 +40,9 @@ export function filesFingerprint(dir: string): string {
     .join('|');
 }
 
+/** The vocabulary files a tokenizer is built from (Hugging Face, tiktoken, SentencePiece). */
+const TOKENIZER_FILES = ['tokenizer.json', 'tiktoken.model', 'tokenizer.model'];
+
 /** Why the model in `dir` cannot be loaded, or null when the engine can open every file it needs. */
 export function loadProblem(dir: string): string | null {
   try {
@@ -49,11 +52,11 @@ export function loadProblem(dir: string): string | null {
     if (err instanceof UnsupportedModelError) return null;
     return reasonOf(err, 'config.json');
   }
-  try {
-    loadTokenizer(dir);
-  } catch (err) {
-    return reasonOf(err, 'tokenizer.json');
-  }
+  // Building a large vocabulary takes seconds (Qwen3's: 5 s on a busy machine), too long for the
+  // daemon's event loop on every model it lists: here only its presence; the daemon builds it before
+  // the runners start and each runner before it reads weights, and either failure marks the model.
+  const vocabularies = TOKENIZER_FILES.filter((f) => existsSync(join(dir, f)));
+  if (vocabularies.length === 0) return `tokenizer.json: file not found in ${dir} (nor ${TOKENIZER_FILES.slice(1).join(', ')}): copy the repo's tokenizer files there, or pull the model again`;
   let ckpt: Checkpoint | undefined;
   try {
     ckpt = Checkpoint.open(dir);

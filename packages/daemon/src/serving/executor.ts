@@ -20,8 +20,6 @@ export interface ExecutorOptions {
   defaultMaxTokens: number;
   /** The model's name, in errors. @default the directory */
   model?: string;
-  /** The model's tokenizer, when the caller has built it already (to check the files before runners start). @default loaded from the directory */
-  tokenizer?: ModelTokenizer;
 }
 
 /** What a request becomes for this model: prompt ids, the output constraint, how to read the reply. */
@@ -48,7 +46,7 @@ export class InstanceExecutor {
 
   constructor(runner: RunnerProcess, dir: string, config: ModelConfig, maxSeqLen: number, o: ExecutorOptions) {
     this.runner = runner;
-    this.#tokenizer = o.tokenizer ?? loadTokenizer(dir);
+    this.#tokenizer = loadTokenizer(dir);
     this.#dir = dir;
     this.#eos = config.eosTokenIds;
     this.#maxSeqLen = maxSeqLen;

@@ -7,7 +7,7 @@
  */
 import os from 'node:os';
 import type { Logger } from 'pino';
-import { loadModelConfig, loadTokenizer, ModelFormatError, UnsupportedModelError, type ModelConfig, type ModelTokenizer } from '@orchard/engine';
+import { loadModelConfig, ModelFormatError, UnsupportedModelError } from '@orchard/engine';
 import type { NodeBackend } from '../backend/node.js';
 import type { ModelCatalog } from '../models/catalog.js';
 import { ModelFilesError } from '../models/load-check.js';
@@ -150,7 +150,8 @@ export class Supervisor {
     const dir = this.#d.catalog.dirOf(entry.model);
     // Files known not to load (or a pull that did not finish) fail the instance now, not after a spawn.
     const refused = dir ? this.#d.catalog.refusal(entry.model) : null;
-    if (refused) return this.#fail(local, refused instanceof ModelFilesError ? refused.reason : refused.message);
+    // Said once already (the catalog's log line, or the runner's): this instance's end is only debug.
+    if (refused) return this.#fail(local, refused instanceof ModelFilesError ? refused.reason : refused.message, 'debug');
     if (dir) return this.#spawn(local, dir);
     const fetch = this.#d.fetchModel;
     if (!fetch || !entry.model.includes('/')) return this.#fail(local, `model ${entry.model} is not on node ${this.#d.selfId}`);
@@ -182,18 +183,7 @@ export class Supervisor {
     const { entry } = local;
     const plan = entry.plan;
     local.startedAt = Date.now();
-    // The driver's queue tokenizes here: a config or tokenizer that cannot be read fails the instance
-    // before any runner starts (the runners check the same files before reading weights).
-    let driving: { config: ModelConfig; tokenizer: ModelTokenizer } | null = null;
-    if (plan.ranks[0] === this.#d.selfId) {
-      try {
-        driving = { config: loadModelConfig(dir), tokenizer: loadTokenizer(dir) };
-      } catch (err) {
-        const reason = `${entry.model} could not be loaded on node ${this.#d.selfId}: ${(err as Error).message}`;
-        if (err instanceof ModelFormatError || err instanceof UnsupportedModelError) this.#d.catalog.markFailed(entry.model, (err as Error).message);
-        return this.#fail(local, reason);
-      }
-    }
+
     const mine = plan.ranks.filter((n) => n === this.#d.selfId).length;
     const { backend, pollMs, rdmaSim, env } = this.#d.runners;
     const runnerBackend = { kind: backend.kind, threads: backend.threads ?? Math.max(1, Math.floor(os.availableParallelism() / mine)), allowSoftware: backend.allowSoftware };
@@ -226,11 +216,18 @@ export class Supervisor {
         env,
       );
       local.runners.set(rank, runner);
-      if (rank === 0 && driving) {
-        local.executor = new InstanceExecutor(runner, dir, driving.config, plan.context, { maxQueue: this.#d.maxQueue, defaultMaxTokens: 256, concurrency: batch.sequences, model: entry.model, tokenizer: driving.tokenizer });
-      }
     });
     this.#d.log.info({ instance: entry.id, model: entry.model, ranks: [...local.runners.keys()], strategy: plan.strategy }, 'starting runners');
+    // The driver's queue tokenizes here, built while the runners boot: a config or tokenizer that
+    // cannot be read fails the instance at once with the reason (the runners check the same files).
+    const driver = local.runners.get(0);
+    if (!driver) return;
+    try {
+      local.executor = new InstanceExecutor(driver, dir, loadModelConfig(dir), plan.context, { maxQueue: this.#d.maxQueue, defaultMaxTokens: 256, concurrency: batch.sequences, model: entry.model });
+    } catch (err) {
+      if (err instanceof ModelFormatError || err instanceof UnsupportedModelError) this.#d.catalog.markFailed(entry.model, (err as Error).message);
+      this.#fail(local, `${entry.model} could not be loaded on node ${this.#d.selfId}: ${(err as Error).message}`);
+    }
   }
 
   #publishEndpoints(local: Local): void {
@@ -254,12 +251,12 @@ export class Supervisor {
     for (const runner of local.runners.values()) runner.connect(peers);
   }
 
-  #fail(local: Local, reason: string): void {
+  #fail(local: Local, reason: string, level: 'warn' | 'debug' = 'warn'): void {
     if (local.failed) return;
     local.failed = true;
     this.#failed.set(local.entry.id, reason);
     if (this.#failed.size > 1024) this.#failed.delete(this.#failed.keys().next().value!);
-    this.#d.log.warn({ instance: local.entry.id, reason }, 'instance failed on this node');
+    this.#d.log[level]({ instance: local.entry.id, reason }, 'instance failed on this node');
     for (const r of local.runners.values()) void r.stop(500);
     this.#d.onFailed(local.entry.id, reason.slice(0, 1000), local.served ? 'serve' : 'load');
   }
