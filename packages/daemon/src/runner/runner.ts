@@ -4,7 +4,7 @@
  *   idle --init--> loading --(shard loaded)--> waiting-for-peers --peers--> connecting --(group up)--> ready
  *   any --shutdown--> stopping (exit 0);  any failure --> dead (report, exit 1)
  *
- * Loading checks config.json and builds the tokenizer before a byte of weights is read, and a model
+ * Loading checks config.json (and on the driving rank builds the tokenizer) before a byte of weights is read, and a model
  * that cannot load is reported as `load-failed` (with whether its files are at fault), not as a
  * silent exit, so the request waiting for it hears the reason at once.
  *
@@ -82,10 +82,11 @@ export class Runner {
     const pollMs = i.pollMs ?? POLL_MS;
     // The shard's all-reduce needs the group, which exists only after every rank is listening.
     // gpu: WebGPU, or the wasm kernels when the GPU cannot be used (the note says why).
-    // The files every rank needs, checked before the weights: a config the engine refuses and a
-    // tokenizer that cannot be built fail here, named, in milliseconds.
+    // Checked before the weights: a config the engine refuses fails here, named, in milliseconds; the
+    // driving rank (which compiles output constraints against it) builds the tokenizer too — seconds
+    // for a large vocabulary, so the other ranks, which never tokenize, do not.
     loadModelConfig(i.modelDir);
-    const tokenizer: ModelTokenizer = loadTokenizer(i.modelDir);
+    const tokenizer: ModelTokenizer | null = i.rank === 0 ? loadTokenizer(i.modelDir) : null;
     const cpuBackend = (kind: 'reference' | 'wasm') => (kind === 'wasm' ? createWasmBackend({ threads: i.backend?.threads ?? 1 }) : createReferenceBackend());
     const { shard, note } = await loadRankOn(i.backend ?? { kind: 'reference' }, i.modelDir, i.layout, i.rank, () => this.#group!, {
       maxBatch: i.maxBatch,
@@ -120,7 +121,7 @@ export class Runner {
     await plane.group.barrier({ timeoutMs: 20_000 });
     // Output constraints are compiled here, against this model's tokenizer, when a request brings one.
     let vocab: TokenVocabulary | null = null;
-    const compile = (spec: ConstraintSpec, stopIds: number[]) => compileConstraint(spec, (vocab ??= tokenizer.vocabulary()), { vocabSize: shard.config.vocabSize, stopIds });
+    const compile = (spec: ConstraintSpec, stopIds: number[]) => compileConstraint(spec, (vocab ??= (tokenizer ?? loadTokenizer(i.modelDir)).vocabulary()), { vocabSize: shard.config.vocabSize, stopIds });
     const started = startRank(plane.group, i.layout, shard, { stepMs: i.stepMs, pollMs, compile, batch: i.batch, draftModel });
     this.#driver = started.driver;
     this.#state = 'ready';
