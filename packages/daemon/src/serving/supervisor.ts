@@ -148,13 +148,11 @@ export class Supervisor {
     this.#early.delete(entry.id);
     this.#local.set(entry.id, local);
     const dir = this.#d.catalog.dirOf(entry.model);
-    // Files known not to load (or a pull that did not finish) fail the instance now, not after a spawn.
-    const refused = dir ? this.#d.catalog.refusal(entry.model) : null;
-    // Said once already (the catalog's log line, or the runner's): this instance's end is only debug.
-    if (refused) return this.#fail(local, refused instanceof ModelFilesError ? refused.reason : refused.message, 'debug');
-    if (dir) return this.#spawn(local, dir);
+    // A pull that did not finish here is finished from the pod's peers like a model not here at all.
+    const unfinished = dir ? this.#d.catalog.unlisted(entry.model) : null;
+    if (dir && !unfinished) return this.#spawnChecked(local, dir);
     const fetch = this.#d.fetchModel;
-    if (!fetch || !entry.model.includes('/')) return this.#fail(local, `model ${entry.model} is not on node ${this.#d.selfId}`);
+    if (!fetch || !entry.model.includes('/')) return this.#fail(local, unfinished ?? `model ${entry.model} is not on node ${this.#d.selfId}`);
     const selection = this.#selection(entry.plan);
     this.#d.log.info({ instance: entry.id, model: entry.model, layers: selection?.layers ?? 'all' }, 'fetching the model for this node from the pod');
     fetch(entry.model, selection).then(
@@ -162,12 +160,20 @@ export class Supervisor {
         if (this.#local.get(entry.id) !== local || local.failed) return;
         const got = this.#d.catalog.dirOf(entry.model);
         if (!got) this.#fail(local, `model ${entry.model} still missing after the fetch`);
-        else this.#spawn(local, got);
+        else this.#spawnChecked(local, got);
       },
       (err: Error) => {
         if (this.#local.get(entry.id) === local) this.#fail(local, `cannot fetch ${entry.model}: ${err.message}`);
       },
     );
+  }
+
+  /** Spawns the runners unless the catalog knows the files will not load (or are incomplete): then the instance fails now. */
+  #spawnChecked(local: Local, dir: string): void {
+    const refused = this.#d.catalog.refusal(local.entry.model);
+    // Said once already (the catalog's log line, or the runner's): this instance's end is only debug.
+    if (refused) return this.#fail(local, refused instanceof ModelFilesError ? refused.reason : refused.message, 'debug');
+    this.#spawn(local, dir);
   }
 
   /** The layers this node's ranks need, when they all belong to one stage (else: everything). */
