@@ -2,10 +2,11 @@
  * A pull killed mid-download (`orchard pull` under kill -9) goes on when a daemon starts on the same
  * data directory: the daemon finds the pull's manifest with files still pending, resumes it from the
  * chunk logs, and the model appears in /v1/models byte for byte the hub's — with the hub asked only
- * for what had not arrived. Until then the model is not listed.
+ * for what had not arrived. Until then the model is not listed. The same daemon, asked to pull onto a
+ * 1 MiB tmpfs (as root), refuses before a file byte moves: 507 with the path and the sizes.
  */
-import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { execFileSync, spawn } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -15,24 +16,29 @@ import { REPO_ROOT, startLoopbackDaemon, waitFor, type LoopbackDaemon } from '..
 import { startFakeHub, type FakeHub } from '../harness/fake-hub.js';
 
 const REPO = 'resume-org/killed-pull';
+/** The same model under another name, pulled onto a disk too small for it. */
+const BIG = 'small-disk/too-big';
 let work: string;
 let src: string;
 let hub: FakeHub;
 let daemon: LoopbackDaemon | undefined;
+let mounted: string | undefined;
+const isRoot = process.getuid?.() === 0;
 
 beforeAll(async () => {
   work = mkdtempSync(join(os.tmpdir(), 'orchard-pull-resume-'));
   src = join(work, 'src');
   writeRandomModel(src, { numLayers: 4, hiddenSize: 256, intermediateSize: 512, seed: 12 });
-  hub = await startFakeHub({ [REPO]: src }, { throttleBytesPerSecond: 2 * 1024 * 1024 });
+  hub = await startFakeHub({ [REPO]: src, [BIG]: src }, { throttleBytesPerSecond: 2 * 1024 * 1024 });
 });
 afterAll(async () => {
   daemon?.child.kill('SIGKILL');
+  if (mounted) execFileSync('umount', [mounted]);
   await hub?.close();
   rmSync(work, { recursive: true, force: true });
 });
 
-describe('a pull killed with kill -9', () => {
+describe('pulls and the disk, through a daemon', () => {
   it('resumes when a daemon starts on its data directory, fetching only what had not arrived', async () => {
     const dataDir = join(work, 'data');
     const dir = join(dataDir, 'models', 'resume-org', 'killed-pull');
@@ -75,4 +81,19 @@ describe('a pull killed with kill -9', () => {
     expect(after).toBeLessThan(size);
     expect(readFileSync(daemon.logFile, 'utf8')).toMatch(/resuming an interrupted pull/);
   }, 150_000);
+
+  it.skipIf(!isRoot)('the daemon refuses a pull its disk cannot hold (507, the path, the sizes), with no file fetched from the hub', async () => {
+    expect(daemon, 'the daemon of the test before').toBeDefined();
+    const at = join(work, 'data', 'models', 'small-disk');
+    mkdirSync(at, { recursive: true });
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', at]);
+    mounted = at;
+    hub.servedBytes.clear();
+    const res = await fetch(`${daemon!.base}/api/models/pull`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ repo: BIG }) });
+    const body = (await res.json()) as { error: { message: string; code: string } };
+    expect(res.status, JSON.stringify(body)).toBe(507);
+    expect(body.error.code).toBe('insufficient_storage');
+    expect(body.error.message).toMatch(new RegExp(`^${BIG}: not enough free space in ${at}/too-big: the pull needs [\\d.]+ MB more and the disk has [\\d.]+ (kB|MB) free`));
+    expect([...hub.servedBytes.values()].reduce((a, b) => a + b, 0)).toBe(0);
+  }, 60_000);
 });
