@@ -4,9 +4,9 @@
  *   idle --init--> loading --(shard loaded)--> waiting-for-peers --peers--> connecting --(group up)--> ready
  *   any --shutdown--> stopping (exit 0);  any failure --> dead (report, exit 1)
  *
- * Loading checks config.json (and on the driving rank builds the tokenizer) before a byte of weights is read, and a model
- * that cannot load is reported as `load-failed` (with whether its files are at fault), not as a
- * silent exit, so the request waiting for it hears the reason at once.
+ * Loading checks config.json (and, on the driving rank, builds the tokenizer) before a byte of
+ * weights is read, and a model that cannot load is reported as `load-failed` (with whether its files
+ * are at fault), not as a silent exit, so the request waiting for it hears the reason at once.
  *
  * Rank 0 runs requests (`generate`) on its Driver; the daemon's executor is the request queue, so a
  * request that arrives while the rank is not ready, or beyond the driver's sequence slots, is refused
@@ -80,13 +80,13 @@ export class Runner {
     this.#host.send({ type: 'listening', port: listener.address.port });
     const t0 = performance.now();
     const pollMs = i.pollMs ?? POLL_MS;
-    // The shard's all-reduce needs the group, which exists only after every rank is listening.
-    // gpu: WebGPU, or the wasm kernels when the GPU cannot be used (the note says why).
     // Checked before the weights: a config the engine refuses fails here, named, in milliseconds; the
     // driving rank (which compiles output constraints against it) builds the tokenizer too — seconds
     // for a large vocabulary, so the other ranks, which never tokenize, do not.
     loadModelConfig(i.modelDir);
     const tokenizer: ModelTokenizer | null = i.rank === 0 ? loadTokenizer(i.modelDir) : null;
+    // The shard's all-reduce needs the group, which exists only after every rank is listening.
+    // gpu: WebGPU, or the wasm kernels when the GPU cannot be used (the note says why).
     const cpuBackend = (kind: 'reference' | 'wasm') => (kind === 'wasm' ? createWasmBackend({ threads: i.backend?.threads ?? 1 }) : createReferenceBackend());
     const { shard, note } = await loadRankOn(i.backend ?? { kind: 'reference' }, i.modelDir, i.layout, i.rank, () => this.#group!, {
       maxBatch: i.maxBatch,

@@ -189,7 +189,6 @@ export class Supervisor {
     const { entry } = local;
     const plan = entry.plan;
     local.startedAt = Date.now();
-
     const mine = plan.ranks.filter((n) => n === this.#d.selfId).length;
     const { backend, pollMs, rdmaSim, env } = this.#d.runners;
     const runnerBackend = { kind: backend.kind, threads: backend.threads ?? Math.max(1, Math.floor(os.availableParallelism() / mine)), allowSoftware: backend.allowSoftware };
