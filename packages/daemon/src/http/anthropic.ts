@@ -9,9 +9,10 @@ import { planChat } from '../dialects/tools/plan.js';
 import { AnthropicMessage, AnthropicStream, anthropicBodySchema, anthropicError, anthropicRequest, newMessageId } from '../dialects/anthropic.js';
 import type { Serving } from '../serving/serving.js';
 import { errorStatus, localTokenizer, namedEvents, runOn, runStreaming, runToEnd } from './dialect-support.js';
+import { errorHeaders } from './errors.js';
 
-function fail(reply: FastifyReply, status: number, message: string) {
-  if (status === 429 || status === 503) reply.header('retry-after', '1');
+function fail(reply: FastifyReply, status: number, message: string, code: string | null = null) {
+  reply.headers(errorHeaders(status, code));
   return reply.code(status).send(anthropicError(status, message));
 }
 
@@ -28,7 +29,7 @@ export function anthropicRoutes(app: FastifyInstance, serving: Serving, log?: Lo
     const p = parseBody(req.body);
     if (!p.body) return fail(reply, 400, p.error!);
     const b = p.body;
-    if (!serving.router.models().includes(b.model)) return fail(reply, 404, `model: '${b.model}' does not exist in this pod`);
+    if (!serving.router.models().includes(b.model)) return fail(reply, 404, serving.catalog.unlisted(b.model) ?? `model: '${b.model}' does not exist in this pod`);
     let sreq;
     try {
       sreq = anthropicRequest(b);
@@ -40,7 +41,7 @@ export function anthropicRoutes(app: FastifyInstance, serving: Serving, log?: Lo
     if (!b.stream) {
       const msg = new AnthropicMessage();
       const r = await runToEnd(run, b.model, sreq, reply, (e) => msg.add(e));
-      return 'error' in r ? fail(reply, r.error.status, r.error.message) : msg.body(id, b.model, r.done);
+      return 'error' in r ? fail(reply, r.error.status, r.error.message, r.error.code) : msg.body(id, b.model, r.done);
     }
     const stream = new AnthropicStream(id, b.model);
     let opened = false;
@@ -57,15 +58,15 @@ export function anthropicRoutes(app: FastifyInstance, serving: Serving, log?: Lo
   app.post('/v1/messages/count_tokens', async (req, reply) => {
     const p = parseBody({ max_tokens: 1, ...((req.body as object) ?? {}) });
     if (!p.body) return fail(reply, 400, p.error!);
-    const tok = localTokenizer(serving, p.body.model);
-    if (!tok) return fail(reply, 404, `model: '${p.body.model}' has no files on this node (count_tokens reads its tokenizer)`);
     try {
+      const tok = localTokenizer(serving, p.body.model);
+      if (!tok) return fail(reply, 404, `model: '${p.body.model}' has no files on this node (count_tokens reads its tokenizer)`);
       const s = anthropicRequest(p.body);
       const text = tok.chatTemplate ? planChat(tok, p.body.model, { messages: s.messages ?? [], tools: s.tools, toolChoice: s.toolChoice }).prompt : (s.messages ?? []).map((m: { content: string | null }) => m.content ?? '').join('\n');
       return { input_tokens: tok.encode(text, { addSpecialTokens: !tok.chatTemplate }).length };
     } catch (err) {
       const e = errorStatus(err);
-      return fail(reply, e.status, e.message);
+      return fail(reply, e.status, e.message, e.code);
     }
   });
 }

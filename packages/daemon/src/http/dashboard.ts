@@ -11,6 +11,7 @@ import { z } from 'zod';
 import type { Daemon } from '../daemon.js';
 import type { ProgressBoard } from '../dashboard/progress.js';
 import { engineCapabilities } from '../models/describe.js';
+import { ModelFilesError } from '../models/load-check.js';
 import { UnknownModelError } from '../models/catalog.js';
 import { PlacementError } from '../serving/placement.js';
 import { planRequestOf, servingProfile } from '../serving/profile.js';
@@ -73,6 +74,8 @@ export function dashboardRoutes(app: FastifyInstance, daemon: Daemon, serving: S
     } catch (err) {
       if (err instanceof UnknownModelError) return sendError(reply, 404, err.message, 'model_not_found', 'model');
       if (err instanceof PlacementError) return { model, placement: null, planner: null, error: `cannot place ${model}: ${err.message}` };
+      // Files that cannot load: said like a placement that cannot be made, with the reason.
+      if (err instanceof ModelFilesError) return { model, placement: null, planner: null, error: err.message };
       throw err;
     }
     let planner: Plan | null = null;

@@ -5,7 +5,9 @@ import type { Logger } from 'pino';
 import type { Serving } from '../serving/serving.js';
 import { ServeError, type ServeEvent, type ServeRequest } from '../serving/requests.js';
 import { DialectError } from '../dialects/tools/plan.js';
+import { ModelFilesError } from '../models/load-check.js';
 import { logRequests, type RunRequest } from '../request-log.js';
+import { errorHeaders } from './errors.js';
 
 /** Runs a request on the pod (the router picks or places an instance), with one log line per request when given a logger. */
 export function runOn(serving: Serving, log?: Logger): RunRequest {
@@ -15,12 +17,19 @@ export function runOn(serving: Serving, log?: Logger): RunRequest {
 
 const tokenizers = new Map<string, ModelTokenizer>();
 
-/** The tokenizer of a model whose files are on this node, or null. */
+/** The tokenizer of a model whose files are on this node, or null; a tokenizer that cannot be built throws ModelFilesError (503, named). */
 export function localTokenizer(serving: Serving, model: string): ModelTokenizer | null {
   const dir = serving.catalog.dirOf(model);
   if (!dir) return null;
   let t = tokenizers.get(dir);
-  if (!t) tokenizers.set(dir, (t = loadTokenizer(dir)));
+  if (!t) {
+    try {
+      t = loadTokenizer(dir);
+    } catch (err) {
+      throw new ModelFilesError(model, (err as Error).message);
+    }
+    tokenizers.set(dir, t);
+  }
   return t;
 }
 
@@ -92,7 +101,7 @@ export async function runStreaming(run: Run, model: string, req: ServeRequest, r
   } catch (err) {
     const e = errorStatus(err);
     if (!started) {
-      res.writeHead(e.status, { 'content-type': 'application/json', ...(e.status === 429 || e.status === 503 ? { 'retry-after': '1' } : {}) });
+      res.writeHead(e.status, { 'content-type': 'application/json', ...errorHeaders(e.status, e.code) });
       res.end(JSON.stringify(f.errorBody(e)));
       return;
     }

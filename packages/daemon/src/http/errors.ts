@@ -15,8 +15,20 @@ export function errorBody(status: number, message: string, code: string | null =
   return { error: { message, type: errorType(status), param, code } };
 }
 
+/**
+ * Codes whose cause waiting does not fix (the model's files cannot be loaded; a model given up on):
+ * the OpenAI and Anthropic SDKs, which retry a 503 twice by default, are told not to.
+ */
+const PERMANENT_CODES = new Set(['model_load_failed', 'model_failed']);
+
+/** The headers an error answer carries: `retry-after` for a busy or briefly unavailable pod, `x-should-retry: false` when retrying cannot help. */
+export function errorHeaders(status: number, code: string | null = null): Record<string, string> {
+  if (code && PERMANENT_CODES.has(code)) return { 'x-should-retry': 'false' };
+  return status === 429 || status === 503 ? { 'retry-after': '1' } : {};
+}
+
 export function sendError(reply: FastifyReply, status: number, message: string, code: string | null = null, param: string | null = null) {
-  if (status === 429 || status === 503) reply.header('retry-after', '1');
+  reply.headers(errorHeaders(status, code));
   return reply.code(status).send(errorBody(status, message, code, param));
 }
 
@@ -62,7 +74,7 @@ export class ErrorShapes {
   }
 
   send(req: FastifyRequest, reply: FastifyReply, status: number, message: string, code: string | null = null, param: string | null = null): FastifyReply {
-    if (status === 429 || status === 503) reply.header('retry-after', '1');
+    reply.headers(errorHeaders(status, code));
     return reply.code(status).send(dialectErrorBody(this.dialectOf(req), status, message, code, param));
   }
 }

@@ -2,7 +2,7 @@
 import type { FastifyInstance } from 'fastify';
 import { expandShortName } from '../cli/catalog.js';
 import type { Serving } from '../serving/serving.js';
-import { StoreError } from '../store/errors.js';
+import { DiskError, StoreError } from '../store/errors.js';
 import { sendError } from './errors.js';
 import { describeIssue, pullBodySchema } from './schemas.js';
 
@@ -20,6 +20,8 @@ export function modelRoutes(app: FastifyInstance, serving: Serving): void {
       const r = await serving.pull(b.data.repo, undefined, { fromPod: b.data.fromPod });
       return { repo: b.data.repo, dir: r.dir, commit: r.commit, sources: r.sources, hubBytes: r.hubBytes, peerBytes: r.peerBytes, bySource: r.bySource, badPeers: r.badPeers, peersHolding: r.holders };
     } catch (err) {
+      // The disk here, not the hub: 507 (full, read-only, not ours to write), the path and the fix in the message.
+      if (err instanceof DiskError) return sendError(reply, 507, err.message, err.code === 'ENOSPC' || err.code === 'EDQUOT' ? 'insufficient_storage' : 'storage_not_writable');
       if (err instanceof StoreError) return sendError(reply, 502, err.message, 'pull_failed');
       throw err;
     }

@@ -80,7 +80,7 @@ export function ollamaRoutes(app: FastifyInstance, serving: Serving, log?: Logge
     const p = ollamaChatSchema.safeParse(req.body ?? {});
     if (!p.success) return fail(reply, 400, issue(p.error));
     const model = resolveOllamaModel(p.data.model, models());
-    if (!model) return fail(reply, 404, `model '${p.data.model}' not found`);
+    if (!model) return fail(reply, 404, serving.catalog.unlisted(p.data.model) ?? `model '${p.data.model}' not found`);
     let sreq;
     try {
       sreq = ollamaChatRequest(p.data);
@@ -108,7 +108,7 @@ export function ollamaRoutes(app: FastifyInstance, serving: Serving, log?: Logge
     const p = ollamaGenerateSchema.safeParse(req.body ?? {});
     if (!p.success) return fail(reply, 400, issue(p.error));
     const model = resolveOllamaModel(p.data.model, models());
-    if (!model) return fail(reply, 404, `model '${p.data.model}' not found`);
+    if (!model) return fail(reply, 404, serving.catalog.unlisted(p.data.model) ?? `model '${p.data.model}' not found`);
     // An empty prompt loads the model in Ollama; here every model is loaded on demand: answer done.
     if (!p.data.prompt && !p.data.system) return { model, created_at: created(), response: '', done: true, done_reason: 'load' };
     let sreq;
@@ -132,7 +132,12 @@ export function ollamaRoutes(app: FastifyInstance, serving: Serving, log?: Logge
     if (!asked) return fail(reply, 400, 'model: required');
     const model = resolveOllamaModel(asked, models());
     if (!model) return fail(reply, 404, `model '${asked}' not found`);
-    const tok = localTokenizer(serving, model);
+    let tok: ReturnType<typeof localTokenizer> = null;
+    try {
+      tok = localTokenizer(serving, model);
+    } catch {
+      /* shown without a template: a request to the model says why its tokenizer cannot be built */
+    }
     const template = tok?.chatTemplate ?? '';
     const caps = tok?.chatTemplateCaps?.toolCalls ? ['completion', 'tools'] : ['completion'];
     return { modelfile: `FROM ${model}\n`, parameters: '', template, details: details(serving, model), model_info: configOf(serving, model), capabilities: caps, modified_at: new Date(0).toISOString() };

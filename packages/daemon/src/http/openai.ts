@@ -8,7 +8,7 @@ import { randomBytes, randomInt } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Serving } from '../serving/serving.js';
 import { ServeError, type ServeEvent, type ServeRequest } from '../serving/requests.js';
-import { errorBody, sendError } from './errors.js';
+import { errorBody, errorHeaders, sendError } from './errors.js';
 import { chatCompletionSchema, completionSchema, describeIssue, type ChatCompletionBody, type CompletionBody } from './schemas.js';
 import { ChatReply, chatDeltas, chatLogprob, completionLogprobs, openAiChatFields, openAiCompletionFields } from '../dialects/openai-chat.js';
 import { DialectError } from '../dialects/tools/plan.js';
@@ -65,7 +65,7 @@ export function openAiRoutes(app: FastifyInstance, serving: Serving, log?: Logge
       return sendError(reply, 400, message, 'invalid_value', param);
     }
     const body = parsed.data;
-    if (!router.models().includes(body.model)) return sendError(reply, 404, `the model '${body.model}' does not exist in this pod (see GET /v1/models)`, 'model_not_found', 'model');
+    if (!router.models().includes(body.model)) return sendError(reply, 404, serving.catalog.unlisted(body.model) ?? `the model '${body.model}' does not exist in this pod (see GET /v1/models)`, 'model_not_found', 'model');
     let sreq: ServeRequest;
     try {
       sreq = toServeRequest(body, kind);
@@ -153,7 +153,7 @@ export function openAiRoutes(app: FastifyInstance, serving: Serving, log?: Logge
   function endWithError(reply: FastifyReply, status: number, message: string, code: string) {
     const res = reply.raw;
     if (res.writableEnded) return;
-    res.writeHead(status, { 'content-type': 'application/json', ...(status === 429 || status === 503 ? { 'retry-after': '1' } : {}) });
+    res.writeHead(status, { 'content-type': 'application/json', ...errorHeaders(status, code) });
     res.end(JSON.stringify(errorBody(status, message, code)));
   }
 

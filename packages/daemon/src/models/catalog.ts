@@ -1,12 +1,16 @@
 /**
  * Which models this node can serve and where their files are: the bundled demo model (always,
- * offline, id "orchard-demo") and complete models in the store (`orchard pull ORG/NAME`).
+ * offline, id "orchard-demo") and complete models in the store (`orchard pull ORG/NAME`). A model
+ * whose pull did not finish is not listed and says what it lacks; one whose files cannot be loaded
+ * (checked here, or reported by a runner) is refused with the reason until its files change.
  */
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { completenessOf, incompleteMessage } from '../store/completeness.js';
 import { describeModel } from './describe.js';
 import type { ModelDescription } from './description.js';
+import { filesFingerprint, loadProblem, ModelFilesError } from './load-check.js';
 
 export const DEMO_MODEL_ID = 'orchard-demo';
 export const BUNDLED_DEMO_DIR = resolve(dirname(fileURLToPath(import.meta.url)), '../../../../models/orchard-demo');
@@ -17,14 +21,23 @@ export class UnknownModelError extends Error {
 
 const REPO_ID = /^[A-Za-z0-9][\w.-]{0,95}\/[A-Za-z0-9][\w.-]{0,95}$/;
 
+export interface CatalogOptions {
+  /** A model was found unloadable (once per state of its files): for the log. */
+  onRefused?(id: string, reason: string): void;
+}
+
 export class ModelCatalog {
   readonly #storeRoot: string;
   readonly #demoDir: string;
-  readonly #cache = new Map<string, { dir: string; described: Promise<ModelDescription> }>();
+  readonly #o: CatalogOptions;
+  readonly #cache = new Map<string, { dir: string; fingerprint: string; described: Promise<ModelDescription> }>();
+  /** Models whose files failed to load, with the state of the files they failed in. */
+  readonly #failed = new Map<string, { fingerprint: string; reason: string }>();
 
-  constructor(dataDir: string, demoDir = BUNDLED_DEMO_DIR) {
+  constructor(dataDir: string, demoDir = BUNDLED_DEMO_DIR, o: CatalogOptions = {}) {
     this.#storeRoot = resolve(dataDir, 'models');
     this.#demoDir = demoDir;
+    this.#o = o;
   }
 
   /** The directory of `id` on this node, or null when this node does not have it. */
@@ -39,17 +52,49 @@ export class ModelCatalog {
     return this.dirOf(id) !== null;
   }
 
-  /** Ids of the models this node holds. */
+  /** Ids of the complete models this node holds. */
   list(): string[] {
     const out: string[] = [];
     if (this.has(DEMO_MODEL_ID)) out.push(DEMO_MODEL_ID);
     for (const org of safeDir(this.#storeRoot)) {
       for (const name of safeDir(join(this.#storeRoot, org))) {
         const id = `${org}/${name}`;
-        if (this.has(id)) out.push(id);
+        const dir = this.dirOf(id);
+        if (dir && completenessOf(dir).complete) out.push(id);
       }
     }
     return out;
+  }
+
+  /**
+   * Why `id` cannot be served from this node's files now, without reading them again: its pull did
+   * not finish (UnknownModelError naming the missing files and `orchard pull`), or its files failed
+   * to load and have not changed since (ModelFilesError). Null when nothing is known against it.
+   */
+  refusal(id: string): UnknownModelError | ModelFilesError | null {
+    const dir = this.dirOf(id);
+    if (!dir) return null;
+    const c = completenessOf(dir);
+    if (!c.complete) return new UnknownModelError(incompleteMessage(id, c));
+    const failed = this.#failed.get(id);
+    if (!failed) return null;
+    if (failed.fingerprint === filesFingerprint(dir)) return new ModelFilesError(id, failed.reason);
+    this.#failed.delete(id);
+    return null;
+  }
+
+  /** Why `id` is not listed although its directory is here (its pull did not finish), or null. */
+  unlisted(id: string): string | null {
+    const dir = this.dirOf(id);
+    if (!dir) return null;
+    const c = completenessOf(dir);
+    return c.complete ? null : incompleteMessage(id, c);
+  }
+
+  /** Marks `id` failed (a runner could not load it) until its files change. */
+  markFailed(id: string, reason: string): void {
+    const dir = this.dirOf(id);
+    if (dir) this.#failed.set(id, { fingerprint: filesFingerprint(dir), reason });
   }
 
   /** When the files of `id` last changed here (newest modification time, ms), or null when it is not here. */
@@ -59,15 +104,34 @@ export class ModelCatalog {
     return Math.max(0, ...safeDir(dir).map((f) => statSync(join(dir, f), { throwIfNoEntry: false })?.mtimeMs ?? 0));
   }
 
-  /** What planning needs to know about `id` (read once per directory). */
+  /**
+   * What planning needs to know about `id` (read once per state of its files). Rejects with
+   * UnknownModelError for a model not here or incomplete, ModelFilesError for files that cannot load.
+   */
   describe(id: string): Promise<ModelDescription> {
     const dir = this.dirOf(id);
     if (!dir) return Promise.reject(new UnknownModelError(`model '${id}' is not on this node (the bundled '${DEMO_MODEL_ID}' or one pulled with \`orchard pull ORG/NAME\`)`));
+    const refused = this.refusal(id);
+    if (refused) return Promise.reject(refused);
+    const fingerprint = filesFingerprint(dir);
     const hit = this.#cache.get(id);
-    if (hit && hit.dir === dir) return hit.described;
-    const described = describeModel(dir, { name: id });
+    if (hit && hit.dir === dir && hit.fingerprint === fingerprint) return hit.described;
+    // A pipeline stage's copy holds only some tensors: it is described as before and loaded by its runner alone.
+    if (completenessOf(dir).stage) {
+      const described = describeModel(dir, { name: id });
+      described.catch(() => this.#cache.delete(id));
+      this.#cache.set(id, { dir, fingerprint, described });
+      return described;
+    }
+    const fail = (reason: string) => {
+      this.#failed.set(id, { fingerprint, reason });
+      this.#o.onRefused?.(id, reason);
+      return new ModelFilesError(id, reason);
+    };
+    const problem = loadProblem(dir);
+    const described = problem !== null ? Promise.reject(fail(problem)) : describeModel(dir, { name: id }).catch((err: Error) => Promise.reject(fail(err.message)));
     described.catch(() => this.#cache.delete(id));
-    this.#cache.set(id, { dir, described });
+    this.#cache.set(id, { dir, fingerprint, described });
     return described;
   }
 }

@@ -64,4 +64,10 @@ export type FromRunner =
   /** `invalid`: the request itself was at fault (a schema the grammar engine rejects), not the instance. */
   | { type: 'failed'; id: number; message: string; invalid?: boolean }
   /** The rank can no longer serve (peer lost, load failed); the process exits after this. */
-  | { type: 'dead'; message: string };
+  | { type: 'dead'; message: string }
+  /**
+   * The rank could not load its model (config, tokenizer, weights): sent instead of `dead`, before
+   * `ready`, and the process exits after it. `files`: the model's files are at fault (they will fail
+   * the same way until they change), not this machine (memory, a GPU).
+   */
+  | { type: 'load-failed'; message: string; files: boolean };

@@ -31,6 +31,17 @@ export interface RunnerEvents {
   onDead?: (message: string) => void;
 }
 
+/** The runner could not load its model; `files`: the model's files are at fault, not this machine. */
+export class RunnerLoadError extends Error {
+  override name = 'RunnerLoadError';
+  constructor(
+    message: string,
+    readonly files: boolean,
+  ) {
+    super(message);
+  }
+}
+
 interface Pending {
   onToken: (id: number, logprob?: TokenLogprob) => void;
   resolve: (o: GenerateOutcome) => void;
@@ -43,6 +54,7 @@ export class RunnerProcess {
   #pending = new Map<number, Pending>();
   #nextId = 1;
   #dead: string | null = null;
+  #loadFailure: RunnerLoadError | null = null;
   #ready = false;
   #port: Promise<number>;
   #backend: string | null = null;
@@ -62,10 +74,11 @@ export class RunnerProcess {
       readyReject = rej;
     });
     this.#readyP.catch(() => undefined);
-    const fail = (message: string) => {
+    const fail = (message: string, loadFailure?: RunnerLoadError) => {
       if (this.#dead) return;
       this.#dead = message;
-      readyReject(new Error(message));
+      this.#loadFailure = loadFailure ?? null;
+      readyReject(loadFailure ?? new Error(message));
       for (const p of this.#pending.values()) p.reject(new Error(message));
       this.#pending.clear();
       events.onDead?.(message);
@@ -105,6 +118,9 @@ export class RunnerProcess {
         case 'dead':
           fail(m.message);
           return;
+        case 'load-failed':
+          fail(m.message, new RunnerLoadError(m.message, m.files));
+          return;
       }
     });
     this.child.on('exit', (code, signal) => fail(`runner rank ${init.rank} exited (${signal ?? `code ${code}`})`));
@@ -133,6 +149,11 @@ export class RunnerProcess {
 
   get dead(): string | null {
     return this.#dead;
+  }
+
+  /** Why the runner could not load its model, when that is how it ended. */
+  get loadFailure(): RunnerLoadError | null {
+    return this.#loadFailure;
   }
 
   /** The bound data-plane port (rejects never; await with a timeout). */

@@ -4,11 +4,15 @@
  *   idle --init--> loading --(shard loaded)--> waiting-for-peers --peers--> connecting --(group up)--> ready
  *   any --shutdown--> stopping (exit 0);  any failure --> dead (report, exit 1)
  *
+ * Loading checks config.json (and, on the driving rank, builds the tokenizer) before a byte of
+ * weights is read, and a model that cannot load is reported as `load-failed` (with whether its files
+ * are at fault), not as a silent exit, so the request waiting for it hears the reason at once.
+ *
  * Rank 0 runs requests (`generate`) on its Driver; the daemon's executor is the request queue, so a
  * request that arrives while the rank is not ready, or beyond the driver's sequence slots, is refused
  * rather than queued here. Other ranks follow the driver's headers until told to stop.
  */
-import { compileConstraint, createReferenceBackend, createWasmBackend, loadTokenizer, type ConstraintSpec, type TokenVocabulary } from '@orchard/engine';
+import { compileConstraint, createReferenceBackend, createWasmBackend, loadModelConfig, loadTokenizer, ModelFormatError, UnsupportedModelError, type ConstraintSpec, type ModelTokenizer, type TokenVocabulary } from '@orchard/engine';
 import { createDataPlane } from './data-plane.js';
 import { loadRankOn } from './gpu-shard.js';
 import { startRank } from './local.js';
@@ -53,7 +57,7 @@ export class Runner {
       case 'init':
         if (this.#state !== 'idle') return this.#host.log(`rank ${this.#rank}: a second init ignored`);
         this.#rank = m.init.rank;
-        void this.#start(m.init).catch((err) => this.#die(`runner rank ${m.init.rank}: ${(err as Error).message}`));
+        void this.#start(m.init).catch((err) => (this.#state === 'loading' ? this.#loadFailed(m.init.rank, err) : this.#die(`runner rank ${m.init.rank}: ${(err as Error).message}`)));
         return;
       case 'peers':
         this.#peers = m.peers;
@@ -76,6 +80,11 @@ export class Runner {
     this.#host.send({ type: 'listening', port: listener.address.port });
     const t0 = performance.now();
     const pollMs = i.pollMs ?? POLL_MS;
+    // Checked before the weights: a config the engine refuses fails here, named, in milliseconds; the
+    // driving rank (which compiles output constraints against it) builds the tokenizer too — seconds
+    // for a large vocabulary, so the other ranks, which never tokenize, do not.
+    loadModelConfig(i.modelDir);
+    const tokenizer: ModelTokenizer | null = i.rank === 0 ? loadTokenizer(i.modelDir) : null;
     // The shard's all-reduce needs the group, which exists only after every rank is listening.
     // gpu: WebGPU, or the wasm kernels when the GPU cannot be used (the note says why).
     const cpuBackend = (kind: 'reference' | 'wasm') => (kind === 'wasm' ? createWasmBackend({ threads: i.backend?.threads ?? 1 }) : createReferenceBackend());
@@ -112,7 +121,7 @@ export class Runner {
     await plane.group.barrier({ timeoutMs: 20_000 });
     // Output constraints are compiled here, against this model's tokenizer, when a request brings one.
     let vocab: TokenVocabulary | null = null;
-    const compile = (spec: ConstraintSpec, stopIds: number[]) => compileConstraint(spec, (vocab ??= loadTokenizer(i.modelDir).vocabulary()), { vocabSize: shard.config.vocabSize, stopIds });
+    const compile = (spec: ConstraintSpec, stopIds: number[]) => compileConstraint(spec, (vocab ??= (tokenizer ?? loadTokenizer(i.modelDir)).vocabulary()), { vocabSize: shard.config.vocabSize, stopIds });
     const started = startRank(plane.group, i.layout, shard, { stepMs: i.stepMs, pollMs, compile, batch: i.batch, draftModel });
     this.#driver = started.driver;
     this.#state = 'ready';
@@ -157,6 +166,17 @@ export class Runner {
     } finally {
       this.#host.exit(0);
     }
+  }
+
+  /** Loading failed: said once, typed, and the process ends. */
+  #loadFailed(rank: number, err: unknown): void {
+    if (this.#state === 'dead') return;
+    this.#state = 'dead';
+    const message = `runner rank ${rank} could not load the model: ${(err as Error).message ?? String(err)}`;
+    this.#host.log(message);
+    const files = err instanceof ModelFormatError || err instanceof UnsupportedModelError;
+    this.#host.send({ type: 'load-failed', message, files });
+    setTimeout(() => this.#host.exit(1), 50);
   }
 
   #die(message: string): void {

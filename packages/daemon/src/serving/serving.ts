@@ -64,7 +64,7 @@ export async function startServing(daemon: Daemon, backend: NodeBackend, hooks: 
   const publish = (m: ServeMessage) => {
     pubsub.publish(SERVE_TOPIC, encodeServe(m)).catch((err: Error) => log.debug({ err: err.message, type: m.type }, 'serve publish failed'));
   };
-  const catalog = new ModelCatalog(o.dataDir, o.demoModelDir ?? BUNDLED_DEMO_DIR);
+  const catalog = new ModelCatalog(o.dataDir, o.demoModelDir ?? BUNDLED_DEMO_DIR, { onRefused: (model, reason) => log.warn({ model, reason }, 'model cannot be loaded: refused until its files change') });
   const store = new ModelStore(o.dataDir, new HubClient({ endpoint: o.hfEndpoint, token: o.hfToken ?? undefined }));
   const board = new Board({ instances: () => state().instances });
   const livePeers = () => Object.values(state().nodes).filter((n) => n.status === 'live' && n.peerId !== selfId).map((n) => n.peerId);
@@ -96,6 +96,21 @@ export async function startServing(daemon: Daemon, backend: NodeBackend, hooks: 
     pulls.set(repo, p);
     return p;
   };
+
+  // Pulls a crash or a kill cut short go on where their chunk logs stopped, asked for as before.
+  void store.interrupted().then((cut) => {
+    for (const m of cut) {
+      if (m.resume?.quant) {
+        log.warn({ repo: m.repo, pending: m.pending }, `an interrupted pull was not resumed: run \`orchard pull ${m.repo}:${m.resume.quant}\``);
+        continue;
+      }
+      log.info({ repo: m.repo, pending: m.pending }, 'resuming an interrupted pull');
+      pull(m.repo, undefined, !m.resume?.fromPod).then(
+        (r) => log.info({ repo: m.repo, hubBytes: r.hubBytes, peerBytes: r.peerBytes }, 'interrupted pull finished'),
+        (err: Error) => log.warn({ repo: m.repo, err: err.message }, 'interrupted pull failed again'),
+      );
+    }
+  });
 
   // ---- the coordinator's decisions, when this node coordinates
   // Heartbeats come every heartbeatMs: two and a half missed ones mark a node as not placeable.

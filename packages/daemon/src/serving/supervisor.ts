@@ -7,9 +7,10 @@
  */
 import os from 'node:os';
 import type { Logger } from 'pino';
-import { loadModelConfig } from '@orchard/engine';
+import { loadModelConfig, ModelFormatError, UnsupportedModelError } from '@orchard/engine';
 import type { NodeBackend } from '../backend/node.js';
 import type { ModelCatalog } from '../models/catalog.js';
+import { ModelFilesError } from '../models/load-check.js';
 import type { PlacedPlan } from '../state/placed-plan.js';
 import type { ClusterState, InstanceEntry } from '../state/types.js';
 import type { TensorSelection } from '../store/safetensors-range.js';
@@ -147,9 +148,11 @@ export class Supervisor {
     this.#early.delete(entry.id);
     this.#local.set(entry.id, local);
     const dir = this.#d.catalog.dirOf(entry.model);
-    if (dir) return this.#spawn(local, dir);
+    // A pull that did not finish here is finished from the pod's peers like a model not here at all.
+    const unfinished = dir ? this.#d.catalog.unlisted(entry.model) : null;
+    if (dir && !unfinished) return this.#spawnChecked(local, dir);
     const fetch = this.#d.fetchModel;
-    if (!fetch || !entry.model.includes('/')) return this.#fail(local, `model ${entry.model} is not on node ${this.#d.selfId}`);
+    if (!fetch || !entry.model.includes('/')) return this.#fail(local, unfinished ?? `model ${entry.model} is not on node ${this.#d.selfId}`);
     const selection = this.#selection(entry.plan);
     this.#d.log.info({ instance: entry.id, model: entry.model, layers: selection?.layers ?? 'all' }, 'fetching the model for this node from the pod');
     fetch(entry.model, selection).then(
@@ -157,12 +160,20 @@ export class Supervisor {
         if (this.#local.get(entry.id) !== local || local.failed) return;
         const got = this.#d.catalog.dirOf(entry.model);
         if (!got) this.#fail(local, `model ${entry.model} still missing after the fetch`);
-        else this.#spawn(local, got);
+        else this.#spawnChecked(local, got);
       },
       (err: Error) => {
         if (this.#local.get(entry.id) === local) this.#fail(local, `cannot fetch ${entry.model}: ${err.message}`);
       },
     );
+  }
+
+  /** Spawns the runners unless the catalog knows the files will not load (or are incomplete): then the instance fails now. */
+  #spawnChecked(local: Local, dir: string): void {
+    const refused = this.#d.catalog.refusal(local.entry.model);
+    // Said once already (the catalog's log line, or the runner's): this instance's end is only debug.
+    if (refused) return this.#fail(local, refused instanceof ModelFilesError ? refused.reason : refused.message, 'debug');
+    this.#spawn(local, dir);
   }
 
   /** The layers this node's ranks need, when they all belong to one stage (else: everything). */
@@ -201,17 +212,27 @@ export class Supervisor {
             this.#publishLinks(local);
           },
           onDead: (message) => {
-            if (!this.#closed && this.#local.get(entry.id) === local) this.#fail(local, message);
+            if (this.#closed || this.#local.get(entry.id) !== local) return;
+            // Files at fault fail the same way until they change: the catalog refuses the model meanwhile.
+            if (runner.loadFailure?.files) this.#d.catalog.markFailed(entry.model, runner.loadFailure.message);
+            this.#fail(local, message);
           },
         },
         env,
       );
       local.runners.set(rank, runner);
-      if (rank === 0) {
-        local.executor = new InstanceExecutor(runner, dir, loadModelConfig(dir), plan.context, { maxQueue: this.#d.maxQueue, defaultMaxTokens: 256, concurrency: batch.sequences, model: entry.model });
-      }
     });
     this.#d.log.info({ instance: entry.id, model: entry.model, ranks: [...local.runners.keys()], strategy: plan.strategy }, 'starting runners');
+    // The driver's queue tokenizes here, built while the runners boot: a config or tokenizer that
+    // cannot be read fails the instance at once with the reason (the runners check the same files).
+    const driver = local.runners.get(0);
+    if (!driver) return;
+    try {
+      local.executor = new InstanceExecutor(driver, dir, loadModelConfig(dir), plan.context, { maxQueue: this.#d.maxQueue, defaultMaxTokens: 256, concurrency: batch.sequences, model: entry.model });
+    } catch (err) {
+      if (err instanceof ModelFormatError || err instanceof UnsupportedModelError) this.#d.catalog.markFailed(entry.model, (err as Error).message);
+      this.#fail(local, `${entry.model} could not be loaded on node ${this.#d.selfId}: ${(err as Error).message}`);
+    }
   }
 
   #publishEndpoints(local: Local): void {
@@ -235,12 +256,12 @@ export class Supervisor {
     for (const runner of local.runners.values()) runner.connect(peers);
   }
 
-  #fail(local: Local, reason: string): void {
+  #fail(local: Local, reason: string, level: 'warn' | 'debug' = 'warn'): void {
     if (local.failed) return;
     local.failed = true;
     this.#failed.set(local.entry.id, reason);
     if (this.#failed.size > 1024) this.#failed.delete(this.#failed.keys().next().value!);
-    this.#d.log.warn({ instance: local.entry.id, reason }, 'instance failed on this node');
+    this.#d.log[level]({ instance: local.entry.id, reason }, 'instance failed on this node');
     for (const r of local.runners.values()) void r.stop(500);
     this.#d.onFailed(local.entry.id, reason.slice(0, 1000), local.served ? 'serve' : 'load');
   }

@@ -55,3 +55,55 @@ export function hubRefusal(repo: string, status: number, tokenSent: boolean, wha
   }
   return `${repo}: the hub answered HTTP ${status} for ${what}`;
 }
+
+/**
+ * The disk refused a write: full (ENOSPC, EDQUOT), read-only (EROFS) or not ours to write (EACCES,
+ * EPERM). Names the path and what to do, because the raw code says neither.
+ */
+export class DiskError extends StoreError {
+  constructor(
+    message: string,
+    readonly code: string,
+    readonly path: string,
+  ) {
+    super(message);
+    this.name = 'DiskError';
+  }
+}
+
+/** Not enough free space for a pull, found before a byte was fetched. */
+export class DiskSpaceError extends DiskError {
+  constructor(
+    message: string,
+    path: string,
+    readonly neededBytes: number,
+    readonly freeBytes: number,
+  ) {
+    super(message, 'ENOSPC', path);
+    this.name = 'DiskSpaceError';
+  }
+}
+
+const DATA_DIR_FIX = 'start orchard with --data-dir on another disk (or set ORCHARD_DATA_DIR)';
+
+/** `err` as a DiskError naming `path`, when the disk (not the network or the data) is at fault; else undefined. */
+export function diskError(err: unknown, path: string, what = 'writing'): DiskError | undefined {
+  if (err instanceof DiskError) return err;
+  const code = (err as NodeJS.ErrnoException | undefined)?.code;
+  if (code === 'ENOSPC' || code === 'EDQUOT') {
+    return new DiskError(`no space left on the disk ${what} ${path} (${code}): free some space there, or ${DATA_DIR_FIX}; \`orchard pull\` again resumes where it stopped`, code, path);
+  }
+  if (code === 'EROFS') return new DiskError(`${path} is on a read-only file system (${code}) so it cannot be ${what === 'writing' ? 'written' : what}: remount it read-write, or ${DATA_DIR_FIX}`, code, path);
+  if (code === 'EACCES' || code === 'EPERM') {
+    return new DiskError(`no permission ${what} ${path} (${code}): make the data directory writable by this user (chown/chmod), or ${DATA_DIR_FIX}`, code, path);
+  }
+  return undefined;
+}
+
+/** Human bytes for these messages (GB/MB as the hub's pages show sizes). */
+export function formatSize(n: number): string {
+  if (n >= 1e9) return `${(n / 1e9).toFixed(2)} GB`;
+  if (n >= 1e6) return `${(n / 1e6).toFixed(1)} MB`;
+  if (n >= 1e3) return `${(n / 1e3).toFixed(1)} kB`;
+  return `${n} B`;
+}

@@ -8,12 +8,12 @@
  * (striped over every link, pod/fetch-file.ts), or the hub — once per pod — and for a pipeline stage
  * only the chunks holding its tensors.
  */
-import { mkdir, readFile, stat, writeFile, readdir } from 'node:fs/promises';
+import { access, constants, mkdir, readFile, stat, statfs as fsStatfs, writeFile, readdir } from 'node:fs/promises';
 import os from 'node:os';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { contentKey, type ChunkedFileInfo } from './chunked/chunk-file.js';
 import { ChunkRegistry } from './chunked/registry.js';
-import { StoreError } from './errors.js';
+import { diskError, DiskSpaceError, formatSize, StoreError } from './errors.js';
 import { pickGguf } from './gguf-pick.js';
 import { HubClient, validateRepoId, type HubFile, type HubRepo } from './hub.js';
 import { HUB, type LinkStat, type PeerHandle, type PodRoute } from './pod/fetch-file.js';
@@ -36,6 +36,21 @@ export interface ModelManifest {
   repo: string;
   commit: string;
   files: Record<string, StoredFile>;
+  /**
+   * Files a pull set out to fetch and has not finished, written before its first byte: while any is
+   * left the model is incomplete (not listed, not placed) and a daemon that starts resumes the pull.
+   */
+  pending?: string[];
+  /** How the unfinished pull was asked for, so it resumes the same way. */
+  resume?: { quant?: string; fromPod?: boolean; revision?: string };
+}
+
+/** Free space of the file system holding a path (`fs.statfs`'s fields; injectable for tests). */
+export type StatFs = (path: string) => Promise<{ bavail: number | bigint; bsize: number | bigint }>;
+
+export interface StoreOptions {
+  /** @default fs.promises.statfs */
+  statfs?: StatFs;
 }
 
 /** Where a file's new bytes came from: none (local), peers, the hub (whole or a stage's range), or both. */
@@ -134,9 +149,12 @@ export class ModelStore {
   /** Open chunked files by content key: shared by pulls and the weights server. */
   readonly chunks: ChunkRegistry;
 
-  constructor(dataDir: string, hub = new HubClient()) {
+  readonly #statfs: StatFs;
+
+  constructor(dataDir: string, hub = new HubClient(), o: StoreOptions = {}) {
     this.root = resolve(dataDir, 'models');
     this.hub = hub;
+    this.#statfs = o.statfs ?? ((path) => fsStatfs(path));
     this.chunks = new ChunkRegistry((key) => this.#locate(key));
   }
 
@@ -153,7 +171,51 @@ export class ModelStore {
   }
 
   async #writeManifest(m: ModelManifest): Promise<void> {
-    await writeFile(join(this.dirFor(m.repo), MANIFEST_FILE), `${JSON.stringify(m, null, 2)}\n`);
+    const path = join(this.dirFor(m.repo), MANIFEST_FILE);
+    await writeFile(path, `${JSON.stringify(m, null, 2)}\n`).catch((err: unknown) => Promise.reject(diskError(err, path) ?? err));
+  }
+
+  /** Repos whose last whole-model pull did not finish (a crash, a kill, a full disk), with how it was asked for. */
+  async interrupted(): Promise<ModelManifest[]> {
+    return (await this.list()).filter((m) => m.pending?.length && m.resume);
+  }
+
+  /**
+   * The store's directory can be written: checked on the nearest directory that exists, so a
+   * read-only data directory is named as such rather than as a failed mkdir further down.
+   */
+  async #assertWritable(dir: string): Promise<void> {
+    let at = dir;
+    while (!(await stat(at).catch(() => undefined))) {
+      const up = dirname(at);
+      if (up === at) break;
+      at = up;
+    }
+    await access(at, constants.W_OK).catch((err: unknown) => Promise.reject(diskError(err, at) ?? err));
+    await mkdir(dir, { recursive: true }).catch((err: unknown) => Promise.reject(diskError(err, dir, 'creating') ?? err));
+  }
+
+  /**
+   * Refuses a pull the disk cannot hold, before a byte is fetched: the bytes still to come (a file's
+   * size less the blocks it already has, for a resumed pull) against the free space where they go.
+   */
+  async #assertSpace(repo: string, dir: string, files: HubFile[]): Promise<void> {
+    let needed = 0;
+    for (const f of files) {
+      const st = await stat(join(dir, f.path)).catch(() => undefined);
+      needed += Math.max(0, f.size - (st ? st.blocks * 512 : 0));
+    }
+    const fs = await this.#statfs(dir).catch(() => undefined);
+    if (!fs) return;
+    const free = Number(fs.bavail) * Number(fs.bsize);
+    if (needed > free) {
+      throw new DiskSpaceError(
+        `${repo}: not enough free space in ${dir}: the pull needs ${formatSize(needed)} more and the disk has ${formatSize(free)} free; free ${formatSize(needed - free)} there, or start orchard with --data-dir on a larger disk (or set ORCHARD_DATA_DIR)`,
+        dir,
+        needed,
+        free,
+      );
+    }
   }
 
   /** Models present in the store (complete or partial). */
@@ -180,7 +242,7 @@ export class ModelStore {
 
   async pull(repo: string, options: PullOptions = {}): Promise<PullResult> {
     const dir = this.dirFor(repo);
-    await mkdir(dir, { recursive: true });
+    await this.#assertWritable(dir);
     const listing = options.fromPod ? await this.#podListing(repo, options) : await this.hub.listRepo(repo, options.revision ?? 'main', options.signal);
     const previous = await this.readManifest(repo);
     const manifest: ModelManifest = {
@@ -190,6 +252,13 @@ export class ModelStore {
     };
     const files = chooseFiles(repo, listing.files, options);
     const result: PullResult = { dir, commit: listing.commit, sources: {}, hubBytes: 0, peerBytes: 0, bySource: {}, badPeers: [] };
+    // A stage fetches only some tensors: its bytes are not known until the headers are in.
+    if (!options.selection) await this.#assertSpace(repo, dir, files);
+    // What is left to do goes on disk first: a crash from here on leaves a model that says it is incomplete.
+    manifest.pending = files.map((f) => f.path);
+    if (!options.selection) manifest.resume = { ...(options.quant ? { quant: options.quant } : {}), ...(options.fromPod ? { fromPod: true } : {}), ...(options.revision ? { revision: options.revision } : {}) };
+    else delete manifest.resume;
+    await this.#writeManifest(manifest);
     options.onPlan?.(files.map((f) => ({ file: f.path, size: f.size })));
     const keep = options.selection ? stageTensorFilter(options.selection) : undefined;
 
@@ -233,8 +302,11 @@ export class ModelStore {
       }
       for (const p of r.badPeers) if (!result.badPeers.includes(p)) result.badPeers.push(p);
       manifest.files[file.path] = { size: file.size, sha256: file.sha256, gitSha1: file.gitSha1, complete: r.complete, ...(r.complete ? {} : { tensors: r.tensors }) };
+      manifest.pending = manifest.pending?.filter((p) => p !== file.path);
       await this.#writeManifest(manifest);
     }
+    delete manifest.pending;
+    delete manifest.resume;
     await this.#writeManifest(manifest);
     return result;
   }

@@ -1,12 +1,13 @@
 /**
- * A model that cannot load, as a person would meet it: its `model.safetensors` in the store is
- * truncated. The request that placed it is answered at once with the runner's reason (naming the
- * file), placement gives up after a bounded number of attempts and marks the model failed in the
- * cluster state, and nothing is fetched from the hub meanwhile (a mock hub counts its requests). The
- * same daemon also shows that a stream ends right after `[DONE]` when the client sends
- * `Connection: close`.
+ * A model that cannot load, as a person would meet it. Truncated weights are found before anything is
+ * placed: the request is answered at once naming the file. A model whose files look whole but do not
+ * fit its config (an intermediate_size its tensors do not have) is found only by its runner: the
+ * request that placed it is answered at once with the runner's reason (naming the file), placement
+ * gives up after a bounded number of attempts and marks the model failed in the cluster state, and
+ * nothing is fetched from the hub meanwhile (a mock hub counts its requests). The same daemon also
+ * shows that a stream ends right after `[DONE]` when the client sends `Connection: close`.
  */
-import { mkdirSync, mkdtempSync, rmSync, statSync, truncateSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import os from 'node:os';
 import { join } from 'node:path';
@@ -19,7 +20,9 @@ import { startOrchard, type Orchard } from '../../src/orchard.js';
 import { MAX_ATTEMPTS } from '../../src/serving/coordinator.js';
 import { waitFor } from './in-process-pod.js';
 
-const BROKEN = 'test/truncated-llama';
+const TRUNCATED = 'test/truncated-llama';
+/** Whole files, but tensors shaped for another config: only a runner's load finds it. */
+const BROKEN = 'test/misshapen-llama';
 const GOOD = 'test/good-llama';
 let node: Orchard;
 let hub: FakeHub;
@@ -29,19 +32,21 @@ const placed = new Set<string>();
 
 beforeAll(async () => {
   dataDir = mkdtempSync(join(os.tmpdir(), 'orchard-broken-'));
-  for (const repo of [BROKEN, GOOD]) {
+  for (const repo of [TRUNCATED, BROKEN, GOOD]) {
     const dir = join(dataDir, 'models', ...repo.split('/'));
     mkdirSync(dir, { recursive: true });
     writeRandomModel(dir, { numLayers: 2, hiddenSize: 64, seed: 21, maxPositionEmbeddings: 256 });
   }
-  const weights = join(dataDir, 'models', ...BROKEN.split('/'), 'model.safetensors');
+  const weights = join(dataDir, 'models', ...TRUNCATED.split('/'), 'model.safetensors');
   truncateSync(weights, Math.floor(statSync(weights).size / 2));
+  const config = join(dataDir, 'models', ...BROKEN.split('/'), 'config.json');
+  writeFileSync(config, JSON.stringify({ ...JSON.parse(readFileSync(config, 'utf8')), intermediate_size: 96 }));
   // The hub holds the model: a daemon that reached for it would be seen here.
   hub = await startFakeHub({ [BROKEN]: join(dataDir, 'models', ...GOOD.split('/')) });
   const options = resolveOptions({ dataDir, listen: ['/ip4/127.0.0.1/tcp/0'], apiPort: 0, mdns: false, heartbeatMs: 300 } as never, { HF_ENDPOINT: hub.url });
   node = await startOrchard(options, pino({ level: process.env.SERVE_TEST_LOG ?? 'silent' }), { dashboard: false });
   node.daemon.onChange(() => {
-    for (const e of Object.values(node.daemon.replica.state.instances)) if (e.model === BROKEN) placed.add(e.id);
+    for (const e of Object.values(node.daemon.replica.state.instances)) if (e.model === BROKEN || e.model === TRUNCATED) placed.add(e.id);
   });
   await waitFor('a profile in the state', () => node.daemon.cluster().nodes.length === 1 || undefined, 30_000, 100);
 }, 60_000);
@@ -58,6 +63,19 @@ const complete = async (model: string) => {
 };
 
 describe('a model that cannot load', () => {
+  it('truncated weights are named before anything is placed, and again at once however often asked', async () => {
+    for (let i = 0; i < 3; i++) {
+      const t0 = Date.now();
+      const r = await complete(TRUNCATED);
+      expect(r.status, JSON.stringify(r.body)).toBe(503);
+      expect(r.body.error!.code).toBe('model_load_failed');
+      expect(r.body.error!.message).toMatch(/^test\/truncated-llama cannot be loaded: model\.safetensors: .*truncated/);
+      expect(Date.now() - t0).toBeLessThan(2000);
+    }
+    expect(placed.size).toBe(0);
+    expect(hub.requests).toEqual([]);
+  });
+
   it('is answered within a second of the runner failing, naming the file; placed a bounded number of times; never fetched from the hub', async () => {
     const first = await complete(BROKEN);
     const answeredAt = Date.now();
@@ -67,6 +85,13 @@ describe('a model that cannot load', () => {
     const failures = [...placed].map((id) => node.serving!.board.failure(id)).filter((f) => f !== undefined);
     expect(failures.length).toBeGreaterThan(0);
     expect(answeredAt - Math.min(...failures.map((f) => f!.at))).toBeLessThan(1000);
+    // The runner's reason marks the files failed on this node: the next request hears it without a new runner.
+    const t1 = Date.now();
+    const second = await complete(BROKEN);
+    expect(second.status).toBe(503);
+    expect(second.body.error!.code).toBe('model_load_failed');
+    expect(second.body.error!.message).toMatch(/model\.safetensors: tensor model\.layers\.0\.mlp\.gate_proj\.weight has shape/);
+    expect(Date.now() - t1).toBeLessThan(2000);
 
     // Requests keep coming: the coordinator replaces the instance with growing pauses, then gives up.
     const failed = await waitFor(

@@ -15,7 +15,7 @@
 import { createHash } from 'node:crypto';
 import { mkdir, open, readFile, rm, writeFile, type FileHandle } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
-import { ChecksumError, StoreError } from '../errors.js';
+import { ChecksumError, diskError, StoreError } from '../errors.js';
 import { chunkCount, chunkSizeFor, chunkSpan } from './layout.js';
 
 export const CHUNK_DIR = '.orchard-chunks';
@@ -77,15 +77,21 @@ export class ChunkedFile {
 
   /** Opens (creating a sparse file of the full size if needed) and reads back what was verified. */
   static async open(path: string, info: ChunkedFileInfo): Promise<ChunkedFile> {
-    await mkdir(join(dirname(path), CHUNK_DIR), { recursive: true });
-    const fh = await open(path, 'r+').catch((err: NodeJS.ErrnoException) => {
-      if (err.code === 'ENOENT') return open(path, 'w+');
-      throw new StoreError(`${info.label}: cannot open ${path} (${err.code ?? err.message})`);
+    await mkdir(join(dirname(path), CHUNK_DIR), { recursive: true }).catch((err: unknown) => {
+      throw diskError(err, join(dirname(path), CHUNK_DIR), 'creating') ?? err;
     });
+    const fh = await open(path, 'r+')
+      .catch((err: NodeJS.ErrnoException) => {
+        if (err.code === 'ENOENT') return open(path, 'w+');
+        throw err;
+      })
+      .catch((err: NodeJS.ErrnoException) => {
+        throw diskError(err, path) ?? new StoreError(`${info.label}: cannot open ${path} (${err.code ?? err.message})`);
+      });
     const f = new ChunkedFile(path, info, fh);
     try {
-      if ((await fh.stat()).size !== info.size) await fh.truncate(info.size);
-      await f.#readLog();
+      if ((await fh.stat()).size !== info.size) await fh.truncate(info.size).catch((err: unknown) => Promise.reject(diskError(err, path) ?? err));
+      await f.#readLog().catch((err: unknown) => Promise.reject(diskError(err, f.#logPath) ?? err));
       f.#originalHeader = await readFile(f.#headerPath).catch(() => undefined);
     } catch (err) {
       await fh.close();
@@ -144,7 +150,8 @@ export class ChunkedFile {
     if (this.#digests[i]) return;
     let done = 0;
     while (done < bytes.byteLength) {
-      const { bytesWritten } = await this.#fh.write(bytes, done, bytes.byteLength - done, start + done);
+      // A sparse file takes its blocks as chunks land: a full disk shows here, named with the path.
+      const { bytesWritten } = await this.#fh.write(bytes, done, bytes.byteLength - done, start + done).catch((err: unknown) => Promise.reject(diskError(err, this.path) ?? err));
       done += bytesWritten;
     }
     this.#digests[i] = Buffer.from(digest);
@@ -297,12 +304,16 @@ export class ChunkedFile {
     this.#pending = [];
     this.#flushing = this.#flushing.then(async () => {
       if (lines.length === 0) return;
-      await this.#fh.datasync();
-      const log = await open(this.#logPath, 'a');
       try {
-        await log.write(`${lines.join('\n')}\n`);
-      } finally {
-        await log.close();
+        await this.#fh.datasync();
+        const log = await open(this.#logPath, 'a');
+        try {
+          await log.write(`${lines.join('\n')}\n`);
+        } finally {
+          await log.close();
+        }
+      } catch (err) {
+        throw diskError(err, this.#logPath) ?? err;
       }
     });
     return this.#flushing;

@@ -9,7 +9,7 @@
  * is dropped for the rest of the download and reported; a peer that goes away has its chunks taken
  * over by the others, or by the hub when nobody else has them.
  */
-import { StoreError } from '../errors.js';
+import { DiskError, StoreError } from '../errors.js';
 import type { ChunkedFile } from '../chunked/chunk-file.js';
 import { hashPool } from '../chunked/hash-pool.js';
 import { fromRuns, toRuns } from '../chunked/layout.js';
@@ -378,6 +378,8 @@ class FileFetch {
           this.#o.registry.settle(f.key, c, false);
         }
         if (this.#abort.signal.aborted) return;
+        // A full or read-only disk is not the hub's fault: retrying would fetch bytes that cannot land.
+        if (err instanceof DiskError) return this.#fail(err);
         if (++this.#hubFailures > HUB_RETRIES) return this.#fail(err);
         const rest = 200 * this.#hubFailures;
         this.#hubRestUntil = Date.now() + rest;
