@@ -1,15 +1,17 @@
 /**
- * A model directory's tokenizer: tokenizer.json through @huggingface/tokenizers, plus
+ * A model directory's tokenizer: tokenizer.json (or a tiktoken.model rebuilt as one) through
+ * @huggingface/tokenizers, plus
  * tokenizer_config.json's special tokens and chat template (rendered with @huggingface/jinja).
  */
 import { existsSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { Tokenizer } from '@huggingface/tokenizers';
-import { ModelFormatError } from '../errors.js';
+import { ModelFormatError, UnsupportedModelError } from '../errors.js';
 import { isGgufPath } from '../gguf/read.js';
 import { loadGgufTokenizer } from '../gguf/read-tokenizer.js';
 import { ChatTemplate, type ChatMessage, type ChatTemplateCaps, type RenderOptions } from './chat-template.js';
 import { vocabularyOf, type TokenVocabulary } from './vocabulary.js';
+import { parseTiktokenRanks, tiktokenSpecials, tiktokenTokenizerJson, TIKTOKEN_PATTERNS } from './tiktoken.js';
 
 export type { ChatMessage };
 
@@ -82,17 +84,63 @@ function tokenText(v: unknown): string {
   return '';
 }
 
-export function loadTokenizer(dir: string): ModelTokenizer {
-  if (isGgufPath(dir)) return loadGgufTokenizer(dir);
+/** The tokenizer files of a model directory, as one tokenizer.json (built for non-HF formats). */
+export interface TokenizerFiles {
+  tokenizerJson: Record<string, unknown>;
+  tokenizerConfig: Record<string, unknown>;
+  /** The file the vocabulary came from. */
+  source: string;
+}
+
+/**
+ * Reads `dir`'s tokenizer: tokenizer.json, else tiktoken.model (Kimi: the split pattern of the
+ * tokenizer module auto_map names, special tokens from added_tokens_decoder), else refuses naming
+ * the files looked for (a SentencePiece tokenizer.model alone is named as such).
+ */
+export function readTokenizerFiles(dir: string): TokenizerFiles {
   const tjPath = join(dir, 'tokenizer.json');
   const tcPath = join(dir, 'tokenizer_config.json');
-  const tokenizerJson = readJson(tjPath);
   const tokenizerConfig = existsSync(tcPath) ? readJson(tcPath) : {};
+  if (existsSync(tjPath)) return { tokenizerJson: readJson(tjPath), tokenizerConfig, source: tjPath };
+  const tiktokenPath = join(dir, 'tiktoken.model');
+  if (existsSync(tiktokenPath)) return { tokenizerJson: tiktokenDirJson(tiktokenPath, tokenizerConfig), tokenizerConfig, source: tiktokenPath };
+  if (existsSync(join(dir, 'tokenizer.model'))) {
+    throw new UnsupportedModelError(`${dir}: only a SentencePiece tokenizer.model, no tokenizer.json: convert it to tokenizer.json (transformers' LlamaTokenizerFast) or use the model's GGUF`);
+  }
+  throw new ModelFormatError(`${dir}: no tokenizer (looked for tokenizer.json, tiktoken.model, tokenizer.model)`, tjPath);
+}
+
+/** tokenizer.json of a tiktoken directory; the pattern comes from the module tokenizer_config.json's auto_map names. */
+function tiktokenDirJson(path: string, tokenizerConfig: Record<string, unknown>): Record<string, unknown> {
+  const autoMap = tokenizerConfig.auto_map as { AutoTokenizer?: unknown } | undefined;
+  const entry = Array.isArray(autoMap?.AutoTokenizer) ? autoMap.AutoTokenizer[0] : autoMap?.AutoTokenizer;
+  const module = typeof entry === 'string' ? entry.split('.')[0] : '';
+  const pattern = TIKTOKEN_PATTERNS[module];
+  if (!pattern) {
+    throw new UnsupportedModelError(
+      `${path}: tokenizer_config.json auto_map names tokenizer module ${JSON.stringify(module || null)}, whose split pattern we do not know (known: ${Object.keys(TIKTOKEN_PATTERNS).join(', ')})`,
+    );
+  }
+  let ranks: Uint8Array[];
+  try {
+    ranks = parseTiktokenRanks(readFileSync(path, 'utf8'), 'tiktoken.model');
+  } catch (err) {
+    throw new ModelFormatError((err as Error).message, path);
+  }
+  const { specials, plain } = tiktokenSpecials(ranks.length, tokenizerConfig.added_tokens_decoder);
+  return tiktokenTokenizerJson({ ranks, pattern, specials, plain });
+}
+
+export function loadTokenizer(dir: string): ModelTokenizer {
+  if (isGgufPath(dir)) return loadGgufTokenizer(dir);
+  const tcPath = join(dir, 'tokenizer_config.json');
+  const { tokenizerJson, tokenizerConfig, source } = readTokenizerFiles(dir);
+  const name = basename(source);
   let tok: Tokenizer;
   try {
     tok = new Tokenizer(tokenizerJson, tokenizerConfig);
   } catch (err) {
-    throw new ModelFormatError(`tokenizer.json: cannot build the tokenizer (${(err as Error).message})`, tjPath);
+    throw new ModelFormatError(`${name}: cannot build the tokenizer (${(err as Error).message})`, source);
   }
 
   let chatTemplate: string | null = null;
