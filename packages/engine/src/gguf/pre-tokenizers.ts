@@ -66,6 +66,8 @@ export interface PreTokenization {
   ignoreMerges: boolean;
   /** llama.cpp's add_bos default for this pre (tokenizer.ggml.add_bos_token overrides it). */
   addBos: boolean;
+  /** llama.cpp's clean_spaces: decoding drops the space before punctuation (HF clean_up_tokenization_spaces). */
+  cleanSpaces: boolean;
   /** A normalizer the Hugging Face tokenizer of the family runs first (Qwen: NFC). */
   normalizer?: Json;
 }
@@ -74,14 +76,16 @@ const pre = (splits: readonly string[], flags: Partial<Omit<PreTokenization, 'sp
   splits,
   ignoreMerges: flags.ignoreMerges ?? false,
   addBos: flags.addBos ?? false,
+  cleanSpaces: flags.cleanSpaces ?? true,
   ...(flags.normalizer ? { normalizer: flags.normalizer } : {}),
 });
 
 const LLAMA3_PRE = pre([LLAMA3], { ignoreMerges: true, addBos: true });
-const QWEN2_PRE = pre([QWEN2], { normalizer: { type: 'NFC' } });
+const QWEN2_PRE = pre([QWEN2], { normalizer: { type: 'NFC' }, cleanSpaces: false });
 const GPT2_PRE = pre([GPT2]);
 const STARCODER_PRE = pre([String.raw`\p{N}`, GPT2]);
-const GPT4O_PRE = pre([GPT4O]);
+const SMOLLM_PRE = pre([String.raw`\p{N}`, GPT2], { cleanSpaces: false });
+const GPT4O_PRE = pre([GPT4O], { cleanSpaces: false });
 
 /** `tokenizer.ggml.pre` → its split, as llama.cpp's llama_vocab::impl::load maps the names. */
 export const PRE_TOKENIZERS: Readonly<Record<string, PreTokenization>> = {
@@ -95,17 +99,17 @@ export const PRE_TOKENIZERS: Readonly<Record<string, PreTokenization>> = {
   dbrx: pre([LLAMA3]),
   qwen2: QWEN2_PRE,
   'deepseek-r1-qwen': QWEN2_PRE,
-  megrez: QWEN2_PRE,
+  megrez: pre([QWEN2]),
   stablelm2: pre([QWEN2]),
-  'deepseek-v3': pre(DEEPSEEK_V3),
-  'deepseek-llm': pre(DEEPSEEK_LLM),
+  'deepseek-v3': pre(DEEPSEEK_V3, { cleanSpaces: false }),
+  'deepseek-llm': pre(DEEPSEEK_LLM, { cleanSpaces: false }),
   'gpt-4o': GPT4O_PRE,
   llama4: GPT4O_PRE,
-  'kimi-k2': pre([KIMI_K2_PATTERN]),
-  smollm: STARCODER_PRE,
+  'kimi-k2': pre([KIMI_K2_PATTERN], { cleanSpaces: false }),
+  smollm: SMOLLM_PRE,
   starcoder: STARCODER_PRE,
   refact: STARCODER_PRE,
-  tekken: pre([TEKKEN], { ignoreMerges: true, addBos: true }),
+  tekken: pre([TEKKEN], { ignoreMerges: true, addBos: true, cleanSpaces: false }),
   'gpt-2': GPT2_PRE,
   'phi-2': GPT2_PRE,
   mpt: GPT2_PRE,

@@ -8,7 +8,8 @@
  * - `llama` (SentencePiece: pieces, scores, byte-fallback `<0xNN>` tokens; sentencepiece.ts), with
  *   `tokenizer.ggml.add_space_prefix` (default true, as llama.cpp).
  * CONTROL and USER_DEFINED tokens become added tokens. BOS is added when `tokenizer.ggml.add_bos_token`
- * says so, else by llama.cpp's default for the model and pre.
+ * says so, else by llama.cpp's default for the model and pre; decoding cleans up spaces before
+ * punctuation where llama.cpp's clean_spaces does.
  */
 import { basename } from 'node:path';
 import { Tokenizer } from '@huggingface/tokenizers';
@@ -25,7 +26,7 @@ const USER_DEFINED = 4;
 
 type Meta = (key: string) => unknown;
 
-function byteLevelJson(file: string, path: string, m: Meta, tokens: string[]): { json: Record<string, unknown>; addBos: boolean } {
+function byteLevelJson(file: string, path: string, m: Meta, tokens: string[]): { json: Record<string, unknown>; addBos: boolean; cleanSpaces: boolean } {
   const preName = m('tokenizer.ggml.pre');
   const name = typeof preName === 'string' && preName ? preName : 'default';
   const pre = PRE_TOKENIZERS[name];
@@ -52,7 +53,7 @@ function byteLevelJson(file: string, path: string, m: Meta, tokens: string[]): {
   json.pre_tokenizer = preTokenizerJson(pre);
   if (pre.normalizer) json.normalizer = pre.normalizer;
   (json.model as Record<string, unknown>).ignore_merges = pre.ignoreMerges;
-  return { json, addBos: pre.addBos };
+  return { json, addBos: pre.addBos, cleanSpaces: pre.cleanSpaces };
 }
 
 function sentencePieceJson(file: string, path: string, m: Meta, tokens: string[]): Record<string, unknown> {
@@ -87,10 +88,12 @@ export function loadGgufTokenizer(path: string): ModelTokenizer {
   }
   let json: Record<string, unknown>;
   let addBosDefault: boolean;
-  if (model === 'gpt2') ({ json, addBos: addBosDefault } = byteLevelJson(file, path, m, tokens as string[]));
+  let cleanSpaces: boolean;
+  if (model === 'gpt2') ({ json, addBos: addBosDefault, cleanSpaces } = byteLevelJson(file, path, m, tokens as string[]));
   else {
     json = sentencePieceJson(file, path, m, tokens as string[]);
     addBosDefault = true;
+    cleanSpaces = false;
   }
 
   const tokenText = (key: string): string => {
@@ -99,7 +102,7 @@ export function loadGgufTokenizer(path: string): ModelTokenizer {
   };
   const addBosKey = m('tokenizer.ggml.add_bos_token');
   const addBos = typeof addBosKey === 'boolean' ? addBosKey : addBosDefault;
-  const config = { add_bos_token: addBos, bos_token: tokenText('tokenizer.ggml.bos_token_id'), eos_token: tokenText('tokenizer.ggml.eos_token_id') };
+  const config = { add_bos_token: addBos, clean_up_tokenization_spaces: cleanSpaces, bos_token: tokenText('tokenizer.ggml.bos_token_id'), eos_token: tokenText('tokenizer.ggml.eos_token_id') };
   let tok: Tokenizer;
   try {
     tok = new Tokenizer(json, config);

@@ -103,7 +103,11 @@ export function readTokenizerFiles(dir: string): TokenizerFiles {
   const tokenizerConfig = existsSync(tcPath) ? readJson(tcPath) : {};
   if (existsSync(tjPath)) return { tokenizerJson: readJson(tjPath), tokenizerConfig, source: tjPath };
   const tiktokenPath = join(dir, 'tiktoken.model');
-  if (existsSync(tiktokenPath)) return { tokenizerJson: tiktokenDirJson(tiktokenPath, tokenizerConfig), tokenizerConfig, source: tiktokenPath };
+  if (existsSync(tiktokenPath)) {
+    // tiktoken decodes bytes as they are: no clean-up of spaces unless the config asks for it.
+    const config = { clean_up_tokenization_spaces: false, ...tokenizerConfig };
+    return { tokenizerJson: tiktokenDirJson(tiktokenPath, config), tokenizerConfig: config, source: tiktokenPath };
+  }
   if (existsSync(join(dir, 'tokenizer.model'))) {
     throw new UnsupportedModelError(`${dir}: only a SentencePiece tokenizer.model, no tokenizer.json: convert it to tokenizer.json (transformers' LlamaTokenizerFast) or use the model's GGUF`);
   }
