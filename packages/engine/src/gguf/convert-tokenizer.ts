@@ -6,7 +6,9 @@
  *   (pre-tokenizers.ts: llama.cpp tells it by hashing a test string's ids; the split itself names
  *   the same entry). A vocabulary without merges splits alike under any pre: `default`. A split
  *   llama.cpp has no name for is refused, as llama.cpp's converter refuses it.
- * - SentencePiece-style BPE (byte_fallback, "▁" for spaces: Llama 2, Mistral, TinyLlama) →
+ * - A SentencePiece tokenizer.model (read when there is no tokenizer.json) → `llama` with its own
+ *   pieces, scores and types.
+ * - SentencePiece-style BPE tokenizer.json (byte_fallback, "▁" for spaces: Llama 2, Mistral, TinyLlama) →
  *   `tokenizer.ggml.model = llama` with scores (a merged piece scores minus the rank of the first
  *   merge that makes it, so merging by score is merging by rank), BYTE/CONTROL/UNKNOWN/USER_DEFINED
  *   token types and add_space_prefix.
@@ -16,7 +18,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ModelFormatError, UnsupportedModelError } from '../errors.js';
 import { readTokenizerFiles } from '../tokenizer/load.js';
-import { SPM_TOKEN_TYPE } from '../tokenizer/sentencepiece.js';
+import { SPM_TOKEN_TYPE, type SentencePieceVocabulary } from '../tokenizer/sentencepiece.js';
 import { preNameOf } from './pre-tokenizers.js';
 import { gguf, type GgufMetadata } from './write.js';
 
@@ -47,8 +49,28 @@ function prependsSpace(tok: TokenizerJson): boolean {
   return parts.some((p) => (p.type === 'Prepend' && p.prepend === '▁') || (p.type === 'Metaspace' && (p.prepend_scheme === 'always' || p.prepend_scheme === 'first' || p.add_prefix_space === true)));
 }
 
+/** A tokenizer.model's pieces with their own scores and types, as llama.cpp's _set_vocab_sentencepiece writes them. */
+function sentencePieceMetadata(sp: SentencePieceVocabulary, tc: Record<string, unknown>, source: string, ids: TokenizerIds): GgufMetadata {
+  if (sp.pieces.length > ids.vocabSize) throw new ModelFormatError(`${source}: ${sp.pieces.length} pieces exceed vocab_size ${ids.vocabSize}`, source);
+  const pad = (i: number) => i >= sp.pieces.length;
+  const names = Array.from({ length: ids.vocabSize }, (_, i) => (pad(i) ? `[PAD${i}]` : sp.pieces[i]));
+  const m: GgufMetadata = {
+    'tokenizer.ggml.model': gguf.str('llama'),
+    'tokenizer.ggml.tokens': gguf.arr('STRING', names),
+    'tokenizer.ggml.scores': gguf.arr('FLOAT32', names.map((_, i) => (pad(i) ? -1000 : sp.scores[i]))),
+    'tokenizer.ggml.token_type': gguf.arr('INT32', names.map((_, i) => (pad(i) ? SPM_TOKEN_TYPE.UNUSED : (sp.types?.[i] ?? SPM_TOKEN_TYPE.NORMAL)))),
+    'tokenizer.ggml.add_space_prefix': gguf.bool(sp.addSpacePrefix),
+    'tokenizer.ggml.add_bos_token': gguf.bool(tc.add_bos_token !== false),
+  };
+  if (sp.unkId !== undefined) m['tokenizer.ggml.unknown_token_id'] = gguf.u32(sp.unkId);
+  if (ids.bosTokenId !== null) m['tokenizer.ggml.bos_token_id'] = gguf.u32(ids.bosTokenId);
+  if (ids.eosTokenIds.length) m['tokenizer.ggml.eos_token_id'] = gguf.u32(ids.eosTokenIds[0]);
+  return m;
+}
+
 export function ggufTokenizerMetadata(dir: string, ids: TokenizerIds): GgufMetadata {
-  const { tokenizerJson, source } = readTokenizerFiles(dir);
+  const { tokenizerJson, tokenizerConfig, source, sentencePiece } = readTokenizerFiles(dir);
+  if (sentencePiece) return sentencePieceMetadata(sentencePiece, tokenizerConfig, source, ids);
   const tok = tokenizerJson as TokenizerJson;
   if (tok.model?.type !== 'BPE' || !tok.model.vocab) {
     throw new UnsupportedModelError(`GGUF export: ${source} is not a BPE tokenizer (model.type ${JSON.stringify(tok.model?.type)})`);

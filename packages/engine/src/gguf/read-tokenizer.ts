@@ -96,8 +96,10 @@ export function loadGgufTokenizer(path: string): ModelTokenizer {
     cleanSpaces = false;
   }
 
+  // llama.cpp's default special ids of a SentencePiece vocabulary: <s> 1, </s> 2.
+  const specialId = (key: string, spmDefault: number): unknown => m(key) ?? (model === 'llama' ? spmDefault : undefined);
   const tokenText = (key: string): string => {
-    const id = m(key);
+    const id = specialId(key, key === 'tokenizer.ggml.bos_token_id' ? 1 : 2);
     return typeof id === 'number' && typeof tokens[id] === 'string' ? (tokens[id] as string) : '';
   };
   const addBosKey = m('tokenizer.ggml.add_bos_token');
@@ -111,7 +113,7 @@ export function loadGgufTokenizer(path: string): ModelTokenizer {
   }
   const ct = m('tokenizer.chat_template');
   const chatTemplate = typeof ct === 'string' ? ct : null;
-  const bos = addBos ? (m('tokenizer.ggml.bos_token_id') as number | undefined) : undefined;
+  const bos = addBos ? specialId('tokenizer.ggml.bos_token_id', 1) : undefined;
   const encode: ModelTokenizer['encode'] = (text, options) => {
     const ids = tok.encode(text, { add_special_tokens: false }).ids;
     return (options?.addSpecialTokens ?? true) && typeof bos === 'number' && ids[0] !== bos ? [bos, ...ids] : ids;

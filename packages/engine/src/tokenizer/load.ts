@@ -11,6 +11,8 @@ import { isGgufPath } from '../gguf/read.js';
 import { loadGgufTokenizer } from '../gguf/read-tokenizer.js';
 import { ChatTemplate, type ChatMessage, type ChatTemplateCaps, type RenderOptions } from './chat-template.js';
 import { vocabularyOf, type TokenVocabulary } from './vocabulary.js';
+import { sentencePieceTokenizerJson, type SentencePieceVocabulary } from './sentencepiece.js';
+import { parseSentencePieceModel } from './sentencepiece-model.js';
 import { parseTiktokenRanks, tiktokenSpecials, tiktokenTokenizerJson, TIKTOKEN_PATTERNS } from './tiktoken.js';
 
 export type { ChatMessage };
@@ -90,12 +92,26 @@ export interface TokenizerFiles {
   tokenizerConfig: Record<string, unknown>;
   /** The file the vocabulary came from. */
   source: string;
+  /** The pieces, scores and types when the source is a SentencePiece tokenizer.model. */
+  sentencePiece?: SentencePieceVocabulary;
+}
+
+/** A post-processor putting `bos` before the text (Hugging Face's Llama tokenizer.json has this one). */
+function bosTemplate(bos: string, id: number): Record<string, unknown> {
+  const seq = (name: string) => ({ Sequence: { id: name, type_id: 0 } });
+  const special = { SpecialToken: { id: bos, type_id: 0 } };
+  return {
+    type: 'TemplateProcessing',
+    single: [special, seq('A')],
+    pair: [special, seq('A'), special, seq('B')],
+    special_tokens: { [bos]: { id: bos, ids: [id], tokens: [bos] } },
+  };
 }
 
 /**
  * Reads `dir`'s tokenizer: tokenizer.json, else tiktoken.model (Kimi: the split pattern of the
- * tokenizer module auto_map names, special tokens from added_tokens_decoder), else refuses naming
- * the files looked for (a SentencePiece tokenizer.model alone is named as such).
+ * tokenizer module auto_map names, special tokens from added_tokens_decoder), else a SentencePiece
+ * BPE tokenizer.model, else refuses naming the files looked for.
  */
 export function readTokenizerFiles(dir: string): TokenizerFiles {
   const tjPath = join(dir, 'tokenizer.json');
@@ -108,8 +124,21 @@ export function readTokenizerFiles(dir: string): TokenizerFiles {
     const config = { clean_up_tokenization_spaces: false, ...tokenizerConfig };
     return { tokenizerJson: tiktokenDirJson(tiktokenPath, config), tokenizerConfig: config, source: tiktokenPath };
   }
-  if (existsSync(join(dir, 'tokenizer.model'))) {
-    throw new UnsupportedModelError(`${dir}: only a SentencePiece tokenizer.model, no tokenizer.json: convert it to tokenizer.json (transformers' LlamaTokenizerFast) or use the model's GGUF`);
+  const spPath = join(dir, 'tokenizer.model');
+  if (existsSync(spPath)) {
+    let sentencePiece: SentencePieceVocabulary;
+    try {
+      sentencePiece = parseSentencePieceModel(readFileSync(spPath));
+    } catch (err) {
+      throw new UnsupportedModelError(`${spPath}: cannot read this SentencePiece model (${(err as Error).message})`);
+    }
+    // sentencepiece decodes as it is (no clean-up); LlamaTokenizer adds BOS unless told not to.
+    const config = { clean_up_tokenization_spaces: false, ...tokenizerConfig };
+    const json = sentencePieceTokenizerJson(sentencePiece);
+    const bos = tokenText(config.bos_token) || '<s>';
+    const bosId = sentencePiece.pieces.indexOf(bos);
+    if (config.add_bos_token !== false && bosId >= 0) json.post_processor = bosTemplate(bos, bosId);
+    return { tokenizerJson: json, tokenizerConfig: config, source: spPath, sentencePiece };
   }
   throw new ModelFormatError(`${dir}: no tokenizer (looked for tokenizer.json, tiktoken.model, tokenizer.model)`, tjPath);
 }
