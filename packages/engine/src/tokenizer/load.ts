@@ -133,7 +133,7 @@ export function readTokenizerFiles(dir: string): TokenizerFiles {
       throw new UnsupportedModelError(`${spPath}: cannot read this SentencePiece model (${(err as Error).message})`);
     }
     // sentencepiece decodes as it is (no clean-up); LlamaTokenizer adds BOS unless told not to.
-    const config = { clean_up_tokenization_spaces: false, ...tokenizerConfig };
+    const config: Record<string, unknown> = { clean_up_tokenization_spaces: false, ...tokenizerConfig };
     const json = sentencePieceTokenizerJson(sentencePiece);
     const bos = tokenText(config.bos_token) || '<s>';
     const bosId = sentencePiece.pieces.indexOf(bos);

@@ -7,10 +7,10 @@
  */
 import type { SentencePieceVocabulary } from './sentencepiece.js';
 
-type Field = { field: number; wire: number; varint: bigint; bytes: Uint8Array };
+type Field = { field: number; wire: number; varint: bigint; bytes: Uint8Array<ArrayBufferLike> };
 
 /** The top-level fields of a protobuf message. */
-function* fields(buf: Uint8Array): Generator<Field> {
+function* fields(buf: Uint8Array<ArrayBufferLike>): Generator<Field> {
   let p = 0;
   const varint = (): bigint => {
     let x = 0n;
@@ -26,7 +26,7 @@ function* fields(buf: Uint8Array): Generator<Field> {
     const field = Number(key >> 3n);
     const wire = Number(key & 7n);
     let v = 0n;
-    let bytes = new Uint8Array(0);
+    let bytes: Uint8Array<ArrayBufferLike> = new Uint8Array(0);
     if (wire === 0) v = varint();
     else if (wire === 1 || wire === 5) {
       const n = wire === 1 ? 8 : 4;
