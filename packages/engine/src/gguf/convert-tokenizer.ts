@@ -14,10 +14,8 @@
  *   token types and add_space_prefix.
  * Padded to vocab_size with unused `[PADn]` tokens.
  */
-import { existsSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { ModelFormatError, UnsupportedModelError } from '../errors.js';
-import { readTokenizerFiles } from '../tokenizer/load.js';
+import { chatTemplateOf, readTokenizerFiles } from '../tokenizer/load.js';
 import { SPM_TOKEN_TYPE, type SentencePieceVocabulary } from '../tokenizer/sentencepiece.js';
 import { preNameOf } from './pre-tokenizers.js';
 import { gguf, type GgufMetadata } from './write.js';
@@ -33,6 +31,7 @@ interface TokenizerJson {
   added_tokens?: { id: number; content: string; special?: boolean }[];
   normalizer?: unknown;
   pre_tokenizer?: unknown;
+  post_processor?: unknown;
 }
 
 /** Whether the tokenizer puts "▁" before the text (Prepend normalizer or a prepending Metaspace). */
@@ -70,7 +69,9 @@ function sentencePieceMetadata(sp: SentencePieceVocabulary, tc: Record<string, u
 
 export function ggufTokenizerMetadata(dir: string, ids: TokenizerIds): GgufMetadata {
   const { tokenizerJson, tokenizerConfig, source, sentencePiece } = readTokenizerFiles(dir);
-  if (sentencePiece) return sentencePieceMetadata(sentencePiece, tokenizerConfig, source, ids);
+  const template = chatTemplateOf(dir, tokenizerConfig);
+  const chat: GgufMetadata = template ? { 'tokenizer.chat_template': gguf.str(template) } : {};
+  if (sentencePiece) return { ...sentencePieceMetadata(sentencePiece, tokenizerConfig, source, ids), ...chat };
   const tok = tokenizerJson as TokenizerJson;
   if (tok.model?.type !== 'BPE' || !tok.model.vocab) {
     throw new UnsupportedModelError(`GGUF export: ${source} is not a BPE tokenizer (model.type ${JSON.stringify(tok.model?.type)})`);
@@ -93,15 +94,7 @@ export function ggufTokenizerMetadata(dir: string, ids: TokenizerIds): GgufMetad
   const names = tokens.map((t, i) => t ?? `[PAD${i}]`);
   const merges = (tok.model.merges ?? []).map((m) => (Array.isArray(m) ? m.join(' ') : m));
 
-  let tc: { add_bos_token?: unknown } = {};
-  const tcPath = join(dir, 'tokenizer_config.json');
-  if (existsSync(tcPath)) {
-    try {
-      tc = JSON.parse(readFileSync(tcPath, 'utf8'));
-    } catch (err) {
-      throw new ModelFormatError(`tokenizer_config.json: not valid JSON (${(err as Error).message})`, tcPath);
-    }
-  }
+  const tc = tokenizerConfig;
   const m: GgufMetadata = {};
   if (spm) {
     // A merged piece scores minus its merge's rank; pieces no merge makes (characters, bytes, specials) score lowest.
@@ -117,7 +110,7 @@ export function ggufTokenizerMetadata(dir: string, ids: TokenizerIds): GgufMetad
     m['tokenizer.ggml.token_type'] = gguf.arr('INT32', types);
     m['tokenizer.ggml.add_space_prefix'] = gguf.bool(prependsSpace(tok));
     // SentencePiece tokenizers add BOS unless told not to (LlamaTokenizer's default).
-    m['tokenizer.ggml.add_bos_token'] = gguf.bool(tc.add_bos_token !== false);
+    m['tokenizer.ggml.add_bos_token'] = gguf.bool(typeof tc.add_bos_token === 'boolean' ? tc.add_bos_token : true);
     const unk = tok.model.unk_token ? idOf.get(tok.model.unk_token) : undefined;
     if (unk !== undefined) m['tokenizer.ggml.unknown_token_id'] = gguf.u32(unk);
   } else {
@@ -130,10 +123,20 @@ export function ggufTokenizerMetadata(dir: string, ids: TokenizerIds): GgufMetad
     m['tokenizer.ggml.tokens'] = gguf.arr('STRING', names);
     m['tokenizer.ggml.token_type'] = gguf.arr('INT32', types);
     m['tokenizer.ggml.merges'] = gguf.arr('STRING', merges);
-    // HF's default for byte-level BPE is not to add BOS.
-    m['tokenizer.ggml.add_bos_token'] = gguf.bool(tc.add_bos_token === true);
+    m['tokenizer.ggml.add_bos_token'] = gguf.bool(typeof tc.add_bos_token === 'boolean' ? tc.add_bos_token : templateAddsBos(tok.post_processor));
   }
   if (ids.bosTokenId !== null) m['tokenizer.ggml.bos_token_id'] = gguf.u32(ids.bosTokenId);
   if (ids.eosTokenIds.length) m['tokenizer.ggml.eos_token_id'] = gguf.u32(ids.eosTokenIds[0]);
-  return m;
+  return { ...m, ...chat };
+}
+
+/**
+ * Whether a tokenizer.json post-processor puts a special token first (Llama 3's TemplateProcessing,
+ * alone or in a Sequence): gguf-py reads add_bos from it when tokenizer_config.json does not say.
+ */
+function templateAddsBos(pp: unknown): boolean {
+  if (!pp || typeof pp !== 'object') return false;
+  const o = pp as { type?: unknown; processors?: unknown; single?: unknown };
+  if (o.type === 'Sequence' && Array.isArray(o.processors)) return o.processors.some(templateAddsBos);
+  return o.type === 'TemplateProcessing' && Array.isArray(o.single) && !!(o.single[0] as { SpecialToken?: unknown } | undefined)?.SpecialToken;
 }

@@ -164,6 +164,18 @@ function tiktokenDirJson(path: string, tokenizerConfig: Record<string, unknown>)
   return tiktokenTokenizerJson({ ranks, pattern, specials, plain });
 }
 
+/** The chat template of tokenizer_config.json (a string, or the `default` of a list), else chat_template.jinja. */
+export function chatTemplateOf(dir: string, tokenizerConfig: Record<string, unknown>): string | null {
+  const ct = tokenizerConfig.chat_template;
+  if (typeof ct === 'string') return ct;
+  if (Array.isArray(ct)) {
+    const t = ct.find((x) => x?.name === 'default')?.template;
+    if (typeof t === 'string') return t;
+  }
+  const jinjaFile = join(dir, 'chat_template.jinja');
+  return existsSync(jinjaFile) ? readFileSync(jinjaFile, 'utf8') : null;
+}
+
 export function loadTokenizer(dir: string): ModelTokenizer {
   if (isGgufPath(dir)) return loadGgufTokenizer(dir);
   const tcPath = join(dir, 'tokenizer_config.json');
@@ -176,12 +188,7 @@ export function loadTokenizer(dir: string): ModelTokenizer {
     throw new ModelFormatError(`${name}: cannot build the tokenizer (${(err as Error).message})`, source);
   }
 
-  let chatTemplate: string | null = null;
-  const ct = tokenizerConfig.chat_template;
-  if (typeof ct === 'string') chatTemplate = ct;
-  else if (Array.isArray(ct)) chatTemplate = (ct.find((t) => t?.name === 'default')?.template as string) ?? null;
-  const jinjaFile = join(dir, 'chat_template.jinja');
-  if (!chatTemplate && existsSync(jinjaFile)) chatTemplate = readFileSync(jinjaFile, 'utf8');
+  const chatTemplate = chatTemplateOf(dir, tokenizerConfig);
   const specials = {
     bos_token: tokenText(tokenizerConfig.bos_token),
     eos_token: tokenText(tokenizerConfig.eos_token),

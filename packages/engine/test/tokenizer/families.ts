@@ -5,10 +5,12 @@
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import { expect } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { ggufTokenizerMetadata } from '../../src/gguf/convert-tokenizer.js';
 import { writeGguf, type GgufMetadata } from '../../src/gguf/write.js';
-import type { ModelTokenizer } from '../../src/tokenizer/load.js';
+import { loadTokenizer, type ModelTokenizer } from '../../src/tokenizer/load.js';
+import { tempDir } from '../helpers.js';
+import { ALL_STRINGS } from './strings.js';
 
 const require = createRequire(import.meta.url);
 
@@ -31,9 +33,9 @@ export function vocabSizeOf(tokenizerJson: { model: { vocab: Record<string, numb
 }
 
 /** Writes `dir`'s tokenizer as a vocabulary-only GGUF (what hfToGguf writes for it) and returns its metadata. */
-export function writeTokenizerGguf(dir: string, out: string, vocabSize?: number): GgufMetadata {
+export function writeTokenizerGguf(dir: string, out: string, vocabSize?: number, bosTokenId: number | null = null): GgufMetadata {
   const size = vocabSize ?? vocabSizeOf(JSON.parse(readFileSync(join(dir, 'tokenizer.json'), 'utf8')));
-  const metadata = ggufTokenizerMetadata(dir, { vocabSize: size, bosTokenId: null, eosTokenIds: [] });
+  const metadata = ggufTokenizerMetadata(dir, { vocabSize: size, bosTokenId, eosTokenIds: [] });
   writeGguf(out, { 'general.architecture': { type: 'STRING', value: 'llama' }, ...metadata }, []);
   return metadata;
 }
@@ -50,4 +52,35 @@ export function expectSameIds(reference: ModelTokenizer, other: ModelTokenizer, 
     .filter((r) => r.want.length !== r.got.length || r.want.some((id, i) => id !== r.got[i]))
     .map((r) => `${JSON.stringify(r.s).slice(0, 60)}: want ${r.want.slice(0, 16).join(' ')} got ${r.got.slice(0, 16).join(' ')}`);
   expect(mismatches).toEqual([]);
+}
+
+/**
+ * One real vocabulary through GGUF: written by our converter as `model` with `pre`, read back, it
+ * gives tokenizer.json's ids on llama.cpp's test strings plus code, numbers and multilingual text,
+ * decodes alike, adds BOS as the family does (`addBos`) and carries the chat template.
+ */
+export function describeGgufFamily(pkg: string, expected: { pre?: string; model: 'gpt2' | 'llama'; addBos: boolean }): void {
+  describe(`${pkg} vocabulary through GGUF`, () => {
+    const tmp = tempDir(`gguf-${pkg}`);
+    afterAll(tmp.cleanup);
+    const dir = lenmlDir(pkg);
+
+    it(`is written as ${expected.model}${expected.pre ? ` with pre ${expected.pre}` : ''} and tokenizes like tokenizer.json`, () => {
+      const tokenizerJson = JSON.parse(readFileSync(join(dir, 'tokenizer.json'), 'utf8'));
+      const config = JSON.parse(readFileSync(join(dir, 'tokenizer_config.json'), 'utf8'));
+      const bosText = typeof config.bos_token === 'string' ? config.bos_token : config.bos_token?.content;
+      const bos = (tokenizerJson.added_tokens as { id: number; content: string }[]).find((a) => a.content === bosText)?.id ?? null;
+      const file = join(tmp.dir, `${pkg}.gguf`);
+      const metadata = writeTokenizerGguf(dir, file, vocabSizeOf(tokenizerJson), bos);
+      expect(metaValue(metadata, 'tokenizer.ggml.model')).toBe(expected.model);
+      expect(metaValue(metadata, 'tokenizer.ggml.pre')).toBe(expected.pre);
+      expect(metaValue(metadata, 'tokenizer.ggml.add_bos_token')).toBe(expected.addBos);
+      const hf = loadTokenizer(dir);
+      const fromGguf = loadTokenizer(file);
+      expectSameIds(hf, fromGguf, ALL_STRINGS);
+      for (const s of ALL_STRINGS.slice(-8)) expect(fromGguf.decode(fromGguf.encode(s, { addSpecialTokens: false }))).toBe(hf.decode(hf.encode(s, { addSpecialTokens: false })));
+      expect(fromGguf.encode('Hello')[0] === bos).toBe(expected.addBos);
+      expect(fromGguf.chatTemplate).toBe(hf.chatTemplate);
+    }, 120_000);
+  });
 }
