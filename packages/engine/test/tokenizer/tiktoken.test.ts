@@ -1,57 +1,24 @@
 /**
- * tiktoken vocabularies (Kimi K2's layout: tiktoken.model + tokenizer_config.json naming
- * tokenization_kimi in auto_map, no tokenizer.json). No npm package ships Kimi's tiktoken.model, so
- * the ranks are a real tiktoken vocabulary's: gpt-oss's o200k (its tokenizer.json ids are the
- * tiktoken ranks), the first 40k (a prefix of BPE ranks is a vocabulary itself). js-tiktoken, a
- * separate BPE implementation, gives the reference ids under Kimi's split pattern.
+ * tiktoken vocabularies in Kimi K2's layout (kimi.ts: real o200k ranks, Kimi's specials and
+ * template). js-tiktoken, a separate BPE implementation, gives the reference ids under Kimi's split
+ * pattern.
  */
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Tiktoken } from 'js-tiktoken/lite';
 import { afterAll, describe, expect, it } from 'vitest';
 import { KIMI_K2_PATTERN } from '../../src/gguf/pre-tokenizers.js';
-import { byteToUnicode } from '../../src/tokenizer/byte-level.js';
 import { loadTokenizer } from '../../src/tokenizer/load.js';
 import { tempDir } from '../helpers.js';
-import { expectSameIds, lenmlDir, metaValue, writeTokenizerGguf } from './families.js';
+import { expectSameIds, metaValue, writeTokenizerGguf } from './families.js';
+import { RANKS, ranks, specialId, writeKimiDir } from './kimi.js';
 import { ALL_STRINGS } from './strings.js';
 import { writeGguf, type GgufMetadata } from '../../src/gguf/write.js';
 
 const tmp = tempDir('tiktoken');
 afterAll(tmp.cleanup);
 
-const RANKS = 40_000;
-const o200k = JSON.parse(readFileSync(join(lenmlDir('gptoss'), 'tokenizer.json'), 'utf8')) as { model: { vocab: Record<string, number> } };
-const unicodeToByte = new Map(byteToUnicode().map((c, b) => [c, b]));
-const ranks: Buffer[] = [];
-for (const [spelled, id] of Object.entries(o200k.model.vocab)) {
-  if (id < RANKS) ranks[id] = Buffer.from(Array.from(spelled, (c) => unicodeToByte.get(c)!));
-}
-
-/** Kimi K2's special tokens (tokenizer_config.json added_tokens_decoder), placed after our ranks. */
-const SPECIALS = ['[BOS]', '[EOS]', '<|im_end|>', '<|im_user|>', '<|im_assistant|>', '<|im_system|>', '<|im_middle|>', '<|tool_calls_section_begin|>', '<|tool_calls_section_end|>', '<|tool_call_begin|>', '<|tool_call_argument_begin|>', '<|tool_call_end|>'];
-const specialId = (s: string) => RANKS + SPECIALS.indexOf(s);
-
-function writeKimiDir(name: string, autoMap = 'tokenization_kimi.TikTokenTokenizer'): string {
-  const dir = join(tmp.dir, name);
-  mkdirSync(dir, { recursive: true });
-  writeFileSync(join(dir, 'tiktoken.model'), ranks.map((b, r) => `${b.toString('base64')} ${r}\n`).join(''));
-  const addedTokensDecoder = Object.fromEntries(SPECIALS.map((content, i) => [String(RANKS + i), { content, lstrip: false, normalized: false, rstrip: false, single_word: false, special: true }]));
-  writeFileSync(
-    join(dir, 'tokenizer_config.json'),
-    JSON.stringify({
-      added_tokens_decoder: addedTokensDecoder,
-      auto_map: { AutoTokenizer: [autoMap, null] },
-      bos_token: '[BOS]',
-      eos_token: '[EOS]',
-      chat_template: readFileSync(new URL('../fixtures/chat-templates/moonshotai-Kimi-K2.jinja', import.meta.url), 'utf8'),
-      tokenizer_class: 'TikTokenTokenizer',
-    }),
-  );
-  return dir;
-}
-
-const kimiDir = writeKimiDir('kimi');
+const kimiDir = writeKimiDir(tmp.dir, 'kimi');
 const kimi = loadTokenizer(kimiDir);
 
 describe('a Kimi-style tiktoken directory', () => {
@@ -103,7 +70,7 @@ describe('a Kimi-style tiktoken directory', () => {
 
 describe('directories without tokenizer.json', () => {
   it('refuses a tiktoken.model whose tokenizer module has no known pattern, naming it', () => {
-    expect(() => loadTokenizer(writeKimiDir('other', 'tokenization_other.OtherTokenizer'))).toThrow(/tokenizer module "tokenization_other"/);
+    expect(() => loadTokenizer(writeKimiDir(tmp.dir, 'other', 'tokenization_other.OtherTokenizer'))).toThrow(/tokenizer module "tokenization_other"/);
   });
 
   it('names the files it looked for', () => {
@@ -113,7 +80,7 @@ describe('directories without tokenizer.json', () => {
   });
 
   it('refuses a malformed tiktoken.model naming the line', () => {
-    const dir = writeKimiDir('bad');
+    const dir = writeKimiDir(tmp.dir, 'bad');
     writeFileSync(join(dir, 'tiktoken.model'), 'IQ== 0\nnot-a-rank\n');
     expect(() => loadTokenizer(dir)).toThrow(/tiktoken\.model: line 2 is not "base64 rank"/);
   });
