@@ -123,6 +123,8 @@ function wanted(file: HubFile): boolean {
     p === 'config.json' ||
     p === 'generation_config.json' ||
     p.startsWith('tokenizer') ||
+    // Kimi K2's vocabulary (no tokenizer.json); its split pattern is known by the tokenizer module's name, never run
+    p === 'tiktoken.model' ||
     p === 'special_tokens_map.json' ||
     p === 'chat_template.jinja' ||
     p === 'chat_template.json'

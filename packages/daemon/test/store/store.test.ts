@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -62,6 +62,23 @@ describe('model store: pull from the hub', () => {
       expect(again.hubBytes).toBe(0);
       expect((await store.list()).map((m) => m.repo)).toEqual([REPO]);
     });
+  });
+
+  it("fetches a tiktoken vocabulary (Kimi K2's tiktoken.model) but not the tokenizer's Python code", async () => {
+    const kimi = join(work, 'kimi-layout');
+    cpSync(model.dir, kimi, { recursive: true });
+    writeFileSync(join(kimi, 'tiktoken.model'), 'IQ== 0\n');
+    writeFileSync(join(kimi, 'tokenization_kimi.py'), '# never run\n');
+    const hub = await startFakeHub({ 'orchard-test/kimi-layout': kimi }, {});
+    try {
+      const store = newStore(join(work, 'k'), new HubClient({ endpoint: hub.url }));
+      const r = await store.pull('orchard-test/kimi-layout');
+      expect(readFileSync(join(r.dir, 'tiktoken.model'), 'utf8')).toBe('IQ== 0\n');
+      expect(existsSync(join(r.dir, 'tokenization_kimi.py'))).toBe(false);
+    } finally {
+      await Promise.all(stores.splice(0).map((s) => s.close()));
+      await hub.close();
+    }
   });
 
   it('resumes an interrupted download at the next chunk instead of starting over', async () => {

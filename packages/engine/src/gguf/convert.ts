@@ -9,8 +9,9 @@
  *   half), so their weights are copied as they are.
  * - Llama 3 `rope_scaling` becomes a `rope_freqs.weight` tensor of per-frequency divisors.
  * - 1-D tensors (norms, biases) stay F32, as llama.cpp expects; matrices are F32 or F16.
- * - The tokenizer: byte-level BPE vocabularies become `tokenizer.ggml.model = gpt2` with the same
- *   token strings and merges, padded to vocab_size with unused `[PADn]` tokens.
+ * - The tokenizer (convert-tokenizer.ts): byte-level BPE vocabularies become `tokenizer.ggml.model =
+ *   gpt2` with the same token strings and merges and the `pre` llama.cpp names for their split,
+ *   SentencePiece-style ones `llama` with scores; padded to vocab_size with unused `[PADn]` tokens.
  */
 import { readFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
@@ -23,6 +24,7 @@ import { quantizeK } from '../quant/kquants.js';
 import { quantizeMxfp4 } from '../quant/mxfp4.js';
 import { gguf, writeGguf, type GgufMetadata, type GgufTensorSource, type GgufTensorType, type WrittenGguf } from './write.js';
 import { checkMoeExport, mlaPlan, moeHyperParameters, moePlan } from './convert-moe.js';
+import { ggufTokenizerMetadata } from './convert-tokenizer.js';
 
 export type GgufArch = 'llama' | 'qwen2' | 'qwen3' | 'qwen3moe' | 'deepseek2' | 'gpt-oss';
 export type GgufExportDtype = 'f32' | 'f16' | 'q8_0' | 'q4_0' | 'q4_k' | 'q4_k_m' | 'q5_k_m' | 'q6_k' | 'mxfp4';
@@ -82,9 +84,6 @@ const ARCH_OF: Record<string, GgufArch> = {
   DeepseekV3ForCausalLM: 'deepseek2',
   GptOssForCausalLM: 'gpt-oss',
 };
-
-/** llama.cpp token types. */
-const TOKEN_TYPE = { NORMAL: 1, CONTROL: 3, USER_DEFINED: 4, UNUSED: 5 } as const;
 
 export interface HfToGgufOptions {
   /**
@@ -315,54 +314,7 @@ function hyperParameters(arch: GgufArch, cfg: ModelConfig): GgufMetadata {
   return m;
 }
 
-interface TokenizerJson {
-  model?: { type?: string; vocab?: Record<string, number>; merges?: (string | [string, string])[] };
-  added_tokens?: { id: number; content: string; special?: boolean }[];
-  pre_tokenizer?: { type?: string } | null;
-}
-
-/** The vocabulary as llama.cpp's `gpt2` (byte-level BPE) tokenizer model. */
+/** The vocabulary and its metadata as llama.cpp writes it (see tokenizerMetadata in convert-tokenizer.ts). */
 function tokenizerMetadata(dir: string, cfg: ModelConfig): GgufMetadata {
-  const path = join(dir, 'tokenizer.json');
-  let tok: TokenizerJson;
-  try {
-    tok = JSON.parse(readFileSync(path, 'utf8')) as TokenizerJson;
-  } catch (err) {
-    throw new ModelFormatError(`tokenizer.json: cannot read (${(err as Error).message})`, path);
-  }
-  if (tok.model?.type !== 'BPE' || !tok.model.vocab) {
-    throw new UnsupportedModelError(`GGUF export: ${path} is not a BPE tokenizer (model.type ${JSON.stringify(tok.model?.type)})`);
-  }
-  const tokens: (string | undefined)[] = new Array(cfg.vocabSize).fill(undefined);
-  const types = new Array<number>(cfg.vocabSize).fill(TOKEN_TYPE.UNUSED);
-  const put = (content: string, id: number, type: number) => {
-    if (!Number.isInteger(id) || id < 0 || id >= cfg.vocabSize) {
-      throw new ModelFormatError(`tokenizer.json: token ${JSON.stringify(content)} has id ${id} outside vocab_size ${cfg.vocabSize}`, path, content);
-    }
-    tokens[id] = content;
-    types[id] = type;
-  };
-  for (const [content, id] of Object.entries(tok.model.vocab)) put(content, id, TOKEN_TYPE.NORMAL);
-  for (const a of tok.added_tokens ?? []) put(a.content, a.id, a.special === false ? TOKEN_TYPE.USER_DEFINED : TOKEN_TYPE.CONTROL);
-  const names = tokens.map((t, i) => t ?? `[PAD${i}]`);
-  const merges = (tok.model.merges ?? []).map((m) => (Array.isArray(m) ? m.join(' ') : m));
-
-  let addBos = false;
-  try {
-    const tc = JSON.parse(readFileSync(join(dir, 'tokenizer_config.json'), 'utf8')) as { add_bos_token?: unknown };
-    addBos = tc.add_bos_token === true;
-  } catch {
-    // tokenizer_config.json is optional; HF's default for byte-level BPE is not to add BOS.
-  }
-  const m: GgufMetadata = {
-    'tokenizer.ggml.model': gguf.str('gpt2'),
-    'tokenizer.ggml.pre': gguf.str('default'),
-    'tokenizer.ggml.tokens': gguf.arr('STRING', names),
-    'tokenizer.ggml.token_type': gguf.arr('INT32', types),
-    'tokenizer.ggml.merges': gguf.arr('STRING', merges),
-    'tokenizer.ggml.add_bos_token': gguf.bool(addBos),
-  };
-  if (cfg.bosTokenId !== null) m['tokenizer.ggml.bos_token_id'] = gguf.u32(cfg.bosTokenId);
-  if (cfg.eosTokenIds.length) m['tokenizer.ggml.eos_token_id'] = gguf.u32(cfg.eosTokenIds[0]);
-  return m;
+  return ggufTokenizerMetadata(dir, { vocabSize: cfg.vocabSize, bosTokenId: cfg.bosTokenId, eosTokenIds: cfg.eosTokenIds });
 }

@@ -17,3 +17,5 @@ export {
 export { hfToGguf, permuteRope, llama3RopeFactors, type GgufArch, type HfToGgufOptions, type HfToGgufResult } from './convert.js';
 export { ggufTensorSizes, ggufTensorName, hfTensorName } from './read-model.js';
 export { isGgufPath } from './read.js';
+export { ggufTokenizerMetadata, type TokenizerIds } from './convert-tokenizer.js';
+export { PRE_TOKENIZERS, preNameOf } from './pre-tokenizers.js';

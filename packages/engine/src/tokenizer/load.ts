@@ -1,15 +1,19 @@
 /**
- * A model directory's tokenizer: tokenizer.json through @huggingface/tokenizers, plus
+ * A model directory's tokenizer: tokenizer.json (or a tiktoken.model rebuilt as one) through
+ * @huggingface/tokenizers, plus
  * tokenizer_config.json's special tokens and chat template (rendered with @huggingface/jinja).
  */
 import { existsSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { Tokenizer } from '@huggingface/tokenizers';
-import { ModelFormatError } from '../errors.js';
+import { ModelFormatError, UnsupportedModelError } from '../errors.js';
 import { isGgufPath } from '../gguf/read.js';
 import { loadGgufTokenizer } from '../gguf/read-tokenizer.js';
 import { ChatTemplate, type ChatMessage, type ChatTemplateCaps, type RenderOptions } from './chat-template.js';
 import { vocabularyOf, type TokenVocabulary } from './vocabulary.js';
+import { sentencePieceTokenizerJson, type SentencePieceVocabulary } from './sentencepiece.js';
+import { parseSentencePieceModel } from './sentencepiece-model.js';
+import { parseTiktokenRanks, tiktokenSpecials, tiktokenTokenizerJson, TIKTOKEN_PATTERNS } from './tiktoken.js';
 
 export type { ChatMessage };
 
@@ -82,25 +86,109 @@ function tokenText(v: unknown): string {
   return '';
 }
 
-export function loadTokenizer(dir: string): ModelTokenizer {
-  if (isGgufPath(dir)) return loadGgufTokenizer(dir);
+/** The tokenizer files of a model directory, as one tokenizer.json (built for non-HF formats). */
+export interface TokenizerFiles {
+  tokenizerJson: Record<string, unknown>;
+  tokenizerConfig: Record<string, unknown>;
+  /** The file the vocabulary came from. */
+  source: string;
+  /** The pieces, scores and types when the source is a SentencePiece tokenizer.model. */
+  sentencePiece?: SentencePieceVocabulary;
+}
+
+/** A post-processor putting `bos` before the text (Hugging Face's Llama tokenizer.json has this one). */
+function bosTemplate(bos: string, id: number): Record<string, unknown> {
+  const seq = (name: string) => ({ Sequence: { id: name, type_id: 0 } });
+  const special = { SpecialToken: { id: bos, type_id: 0 } };
+  return {
+    type: 'TemplateProcessing',
+    single: [special, seq('A')],
+    pair: [special, seq('A'), special, seq('B')],
+    special_tokens: { [bos]: { id: bos, ids: [id], tokens: [bos] } },
+  };
+}
+
+/**
+ * Reads `dir`'s tokenizer: tokenizer.json, else tiktoken.model (Kimi: the split pattern of the
+ * tokenizer module auto_map names, special tokens from added_tokens_decoder), else a SentencePiece
+ * BPE tokenizer.model, else refuses naming the files looked for.
+ */
+export function readTokenizerFiles(dir: string): TokenizerFiles {
   const tjPath = join(dir, 'tokenizer.json');
   const tcPath = join(dir, 'tokenizer_config.json');
-  const tokenizerJson = readJson(tjPath);
   const tokenizerConfig = existsSync(tcPath) ? readJson(tcPath) : {};
+  if (existsSync(tjPath)) return { tokenizerJson: readJson(tjPath), tokenizerConfig, source: tjPath };
+  const tiktokenPath = join(dir, 'tiktoken.model');
+  if (existsSync(tiktokenPath)) {
+    // tiktoken decodes bytes as they are: no clean-up of spaces unless the config asks for it.
+    const config = { clean_up_tokenization_spaces: false, ...tokenizerConfig };
+    return { tokenizerJson: tiktokenDirJson(tiktokenPath, config), tokenizerConfig: config, source: tiktokenPath };
+  }
+  const spPath = join(dir, 'tokenizer.model');
+  if (existsSync(spPath)) {
+    let sentencePiece: SentencePieceVocabulary;
+    try {
+      sentencePiece = parseSentencePieceModel(readFileSync(spPath));
+    } catch (err) {
+      throw new UnsupportedModelError(`${spPath}: cannot read this SentencePiece model (${(err as Error).message})`);
+    }
+    // sentencepiece decodes as it is (no clean-up); LlamaTokenizer adds BOS unless told not to.
+    const config: Record<string, unknown> = { clean_up_tokenization_spaces: false, ...tokenizerConfig };
+    const json = sentencePieceTokenizerJson(sentencePiece);
+    const bos = tokenText(config.bos_token) || '<s>';
+    const bosId = sentencePiece.pieces.indexOf(bos);
+    if (config.add_bos_token !== false && bosId >= 0) json.post_processor = bosTemplate(bos, bosId);
+    return { tokenizerJson: json, tokenizerConfig: config, source: spPath, sentencePiece };
+  }
+  throw new ModelFormatError(`${dir}: no tokenizer (looked for tokenizer.json, tiktoken.model, tokenizer.model)`, tjPath);
+}
+
+/** tokenizer.json of a tiktoken directory; the pattern comes from the module tokenizer_config.json's auto_map names. */
+function tiktokenDirJson(path: string, tokenizerConfig: Record<string, unknown>): Record<string, unknown> {
+  const autoMap = tokenizerConfig.auto_map as { AutoTokenizer?: unknown } | undefined;
+  const entry = Array.isArray(autoMap?.AutoTokenizer) ? autoMap.AutoTokenizer[0] : autoMap?.AutoTokenizer;
+  const module = typeof entry === 'string' ? entry.split('.')[0] : '';
+  const pattern = TIKTOKEN_PATTERNS[module];
+  if (!pattern) {
+    throw new UnsupportedModelError(
+      `${path}: tokenizer_config.json auto_map names tokenizer module ${JSON.stringify(module || null)}, whose split pattern we do not know (known: ${Object.keys(TIKTOKEN_PATTERNS).join(', ')})`,
+    );
+  }
+  let ranks: Uint8Array[];
+  try {
+    ranks = parseTiktokenRanks(readFileSync(path, 'utf8'), 'tiktoken.model');
+  } catch (err) {
+    throw new ModelFormatError((err as Error).message, path);
+  }
+  const { specials, plain } = tiktokenSpecials(ranks.length, tokenizerConfig.added_tokens_decoder);
+  return tiktokenTokenizerJson({ ranks, pattern, specials, plain });
+}
+
+/** The chat template of tokenizer_config.json (a string, or the `default` of a list), else chat_template.jinja. */
+export function chatTemplateOf(dir: string, tokenizerConfig: Record<string, unknown>): string | null {
+  const ct = tokenizerConfig.chat_template;
+  if (typeof ct === 'string') return ct;
+  if (Array.isArray(ct)) {
+    const t = ct.find((x) => x?.name === 'default')?.template;
+    if (typeof t === 'string') return t;
+  }
+  const jinjaFile = join(dir, 'chat_template.jinja');
+  return existsSync(jinjaFile) ? readFileSync(jinjaFile, 'utf8') : null;
+}
+
+export function loadTokenizer(dir: string): ModelTokenizer {
+  if (isGgufPath(dir)) return loadGgufTokenizer(dir);
+  const tcPath = join(dir, 'tokenizer_config.json');
+  const { tokenizerJson, tokenizerConfig, source } = readTokenizerFiles(dir);
+  const name = basename(source);
   let tok: Tokenizer;
   try {
     tok = new Tokenizer(tokenizerJson, tokenizerConfig);
   } catch (err) {
-    throw new ModelFormatError(`tokenizer.json: cannot build the tokenizer (${(err as Error).message})`, tjPath);
+    throw new ModelFormatError(`${name}: cannot build the tokenizer (${(err as Error).message})`, source);
   }
 
-  let chatTemplate: string | null = null;
-  const ct = tokenizerConfig.chat_template;
-  if (typeof ct === 'string') chatTemplate = ct;
-  else if (Array.isArray(ct)) chatTemplate = (ct.find((t) => t?.name === 'default')?.template as string) ?? null;
-  const jinjaFile = join(dir, 'chat_template.jinja');
-  if (!chatTemplate && existsSync(jinjaFile)) chatTemplate = readFileSync(jinjaFile, 'utf8');
+  const chatTemplate = chatTemplateOf(dir, tokenizerConfig);
   const specials = {
     bos_token: tokenText(tokenizerConfig.bos_token),
     eos_token: tokenText(tokenizerConfig.eos_token),

@@ -1,0 +1,78 @@
+/**
+ * Tokenizer test strings: llama.cpp's (convert_hf_to_gguf_update.py `CHK_TXT` and its `tests` list,
+ * which llama.cpp's test-tokenizer-0 runs against the Hugging Face ids), plus code, numbers and
+ * multilingual text.
+ */
+export const CHK_TXT =
+  "\n \n\n \n\n\n \t \t\t \t\n  \n   \n    \n     \n🚀 (normal) 😶‍🌫️ (multiple emojis concatenated) ✅ 🦙🦙 3 33 333 3333 33333 333333 3333333 33333333 3.3 3..3 3...3 កាន់តែពិសេសអាច😁 ?我想在apple工作1314151天～ ------======= нещо на Български ''''''```````\"\"\"\"......!!!!!!?????? I've been 'told he's there, 'RE you sure? 'M not sure I'll make it, 'D you like some tea? We'Ve a'lL";
+
+export const LLAMA_CPP_TESTS = [
+  'ied 4 ½ months',
+  'Äpfel',
+  '',
+  ' ',
+  '  ',
+  '   ',
+  '\t',
+  '\n',
+  '\n\n',
+  '\n\n\n',
+  '\t\n',
+  'Hello world',
+  ' Hello world',
+  'Hello World',
+  ' Hello World',
+  ' Hello World!',
+  'Hello, world!',
+  ' Hello, world!',
+  ' this is 🦙.cpp',
+  'w048 7tuijk dsdfhu',
+  'нещо на Български',
+  'កាន់តែពិសេសអាចខលចេញ',
+  '🚀 (normal) 😶‍🌫️ (multiple emojis concatenated) ✅ (only emoji that has its own token)',
+  'Hello',
+  ' Hello',
+  '  Hello',
+  '   Hello',
+  '    Hello',
+  '    Hello\n    Hello',
+  ' (',
+  '\n =',
+  "' era",
+  "Hello, y'all! How are you 😁 ?我想在apple工作1314151天～",
+  '!!!!!!',
+  '3',
+  '33',
+  '333',
+  '3333',
+  '33333',
+  '333333',
+  '3333333',
+  '33333333',
+  '333333333',
+  'Cửa Việt',
+  ' discards',
+  CHK_TXT,
+];
+
+export const EXTRA = [
+  'function add(a, b) {\n  return a + b; // sum\n}\n\nconsole.log(add(2, 40));',
+  'def fib(n):\n    if n < 2:\n        return n\n    return fib(n - 1) + fib(n - 2)\n',
+  '#include <stdio.h>\nint main(void) { printf("%d\\n", 0x7fffffff); }',
+  '    indented\tTABS\t\tand    spaces   \r\n windows line\r\n',
+  'π ≈ 3.14159265358979, e = 2.718281828; 1,234,567.89 and -0.000001 and 1e-12',
+  'Call +1 (555) 010-9999 on 2024-12-31T23:59:59Z; order #A12345-B.',
+  "I'm sure you're right, they've done it, we'll see. DON'T SHOUT, You'Re wrong",
+  'Die Straße ist naß; Ærøskøbing; façade; naïve coöperation; İstanbul ıı',
+  'Привет, мир! Как дела? Ελληνικά γράμματα. עברית מימין לשמאל. العربية جميلة.',
+  '日本語のテキストとカタカナ、ひらがな。中文文本测试，标点符号！한국어 문장입니다.',
+  'हिन्दी भाषा, தமிழ், ภาษาไทยไม่มีช่องว่าง, Tiếng Việt có dấu',
+  '<div class="x">&amp; &lt;tag&gt;</div> https://example.com/a?b=c&d=e#frag',
+  'emoji: 👨‍👩‍👧‍👦 🏳️‍🌈 👍🏽 🇫🇷 ❤️‍🔥',
+  'CamelCaseIdentifier snake_case_identifier SCREAMING_CASE kebab-case-name',
+  '$$x^2 + y^2 = z^2$$ and \\frac{a}{b} \\sum_{i=0}^{n} i',
+  '   leading and trailing spaces   ',
+  'a\n\n\nb\n \n c',
+];
+
+export const ALL_STRINGS = [...LLAMA_CPP_TESTS, ...EXTRA];
