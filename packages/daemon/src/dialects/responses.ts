@@ -9,6 +9,7 @@ import { randomBytes, randomInt } from 'node:crypto';
 import type { ServeEvent, ServeRequest } from '../serving/requests.js';
 import { contentText } from './openai-chat.js';
 import { DialectError, type ResponseFormat, type ToolChoice } from './tools/plan.js';
+import { responsesReasoning } from './sampling.js';
 
 type Json = Record<string, unknown>;
 const rid = (prefix: string) => `${prefix}_${randomBytes(12).toString('hex')}`;
@@ -35,22 +36,32 @@ export function responsesRequest(b: Json): ServeRequest {
   const messages: NonNullable<ServeRequest['messages']> = [];
   if (typeof b.instructions === 'string' && b.instructions) messages.push({ role: 'system', content: b.instructions });
   const input = b.input;
+  // A reasoning item goes back with the assistant turn after it (its text, or its summary's).
+  let reasoning = '';
+  const withReasoning = () => {
+    const r = reasoning ? { reasoning_content: reasoning } : {};
+    reasoning = '';
+    return r;
+  };
   if (typeof input === 'string') messages.push({ role: 'user', content: input });
   else if (Array.isArray(input)) {
     input.forEach((it: Json, i) => {
       const type = it.type ?? 'message';
       if (type === 'message') {
         const role = it.role === 'developer' ? 'system' : String(it.role);
-        messages.push({ role, content: contentText(it.content, `input[${i}].content`) ?? '' });
+        messages.push({ role, content: contentText(it.content, `input[${i}].content`) ?? '', ...(role === 'assistant' ? withReasoning() : {}) });
       } else if (type === 'function_call') {
         const call = { id: String(it.call_id), type: 'function' as const, function: { name: String(it.name), arguments: String(it.arguments ?? '{}') } };
         const last = messages[messages.length - 1];
         // Consecutive calls are one assistant turn (parallel calls).
         if (last?.role === 'assistant' && last.tool_calls && !last.content) last.tool_calls.push(call);
-        else messages.push({ role: 'assistant', content: null, tool_calls: [call] });
+        else messages.push({ role: 'assistant', content: null, tool_calls: [call], ...withReasoning() });
       } else if (type === 'function_call_output') {
         messages.push({ role: 'tool', tool_call_id: String(it.call_id), content: typeof it.output === 'string' ? it.output : JSON.stringify(it.output) });
-      } else if (type !== 'reasoning') {
+      } else if (type === 'reasoning') {
+        const parts = (Array.isArray(it.content) && it.content.length ? it.content : Array.isArray(it.summary) ? it.summary : []) as Json[];
+        reasoning += parts.map((p) => (typeof p.text === 'string' ? p.text : '')).join('\n');
+      } else {
         throw new DialectError(`input[${i}].type: '${String(type)}' items are not supported`, `input[${i}].type`);
       }
     });
@@ -74,6 +85,7 @@ export function responsesRequest(b: Json): ServeRequest {
     ...(b.tool_choice != null ? { toolChoice: toolChoiceOf(b.tool_choice) } : {}),
     ...(typeof b.parallel_tool_calls === 'boolean' ? { parallelToolCalls: b.parallel_tool_calls } : {}),
     ...(formatOf(b.text) ? { responseFormat: formatOf(b.text) } : {}),
+    ...responsesReasoning(b.reasoning),
   };
 }
 

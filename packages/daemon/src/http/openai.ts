@@ -12,6 +12,7 @@ import { errorBody, sendError } from './errors.js';
 import { chatCompletionSchema, completionSchema, describeIssue, type ChatCompletionBody, type CompletionBody } from './schemas.js';
 import { ChatReply, chatDeltas, chatLogprob, completionLogprobs, openAiChatFields, openAiCompletionFields } from '../dialects/openai-chat.js';
 import { DialectError } from '../dialects/tools/plan.js';
+import { openAiSampling } from '../dialects/sampling.js';
 import { sseStream } from './sse.js';
 import { runOn } from './dialect-support.js';
 import type { Logger } from 'pino';
@@ -31,6 +32,7 @@ function toServeRequest(body: ChatCompletionBody | CompletionBody, kind: Kind): 
     seed: body.seed ?? randomInt(0, 2 ** 31),
     stop,
     ...(body.speculate ? { speculate: body.speculate } : {}),
+    ...openAiSampling(body as Record<string, unknown>),
   };
   // Tools, response_format, logprobs and tool messages: dialects/openai-chat.ts (400s name the field).
   if (kind === 'chat') return { ...base, ...openAiChatFields(body as Record<string, unknown>) };

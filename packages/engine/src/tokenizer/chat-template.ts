@@ -36,6 +36,11 @@ export interface ChatMessage {
   name?: string;
   /** Assistant messages: reasoning text, for templates that keep it apart (gpt-oss `thinking`). */
   thinking?: string;
+  /**
+   * Assistant messages: the reasoning before the answer, as the templates that replay it read it
+   * (Qwen3, DeepSeek V3.1: `reasoning_content`; gpt-oss reads `thinking`, which it also fills).
+   */
+  reasoning_content?: string;
 }
 
 export interface ChatTemplateCaps {
@@ -61,6 +66,8 @@ export interface RenderOptions {
   addGenerationPrompt?: boolean;
   /** Tool definitions; only passed when non-empty (templates test `tools is not none`). */
   tools?: ToolDefinition[];
+  /** Extra template variables (transformers' `**kwargs`): enable_thinking, reasoning_effort, ... */
+  variables?: Record<string, unknown>;
 }
 
 export class ChatTemplateError extends Error {
@@ -86,6 +93,7 @@ export class ChatTemplate {
     const tools = options.tools?.length ? options.tools : undefined;
     const context: Record<string, unknown> = {
       ...this.#specials,
+      ...options.variables,
       messages: messages.map((m) => this.#prepare(m)),
       add_generation_prompt: options.addGenerationPrompt ?? true,
     };
@@ -109,7 +117,9 @@ export class ChatTemplate {
     }
     if (m.tool_call_id !== undefined) out.tool_call_id = m.tool_call_id;
     if (m.name !== undefined) out.name = m.name;
-    if (m.thinking !== undefined) out.thinking = m.thinking;
+    if (m.reasoning_content !== undefined) out.reasoning_content = m.reasoning_content;
+    const thinking = m.thinking ?? m.reasoning_content;
+    if (thinking !== undefined) out.thinking = thinking;
     return out;
   }
 

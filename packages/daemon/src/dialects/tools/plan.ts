@@ -29,6 +29,8 @@ export interface ChatToolsRequest {
   /** More than one call in a reply. @default true */
   parallelToolCalls?: boolean;
   responseFormat?: ResponseFormat;
+  /** Reasoning before the answer: off, on, or on at an effort; absent: the template's default. */
+  reasoning?: boolean | 'low' | 'medium' | 'high';
 }
 
 export interface ChatPlan {
@@ -71,6 +73,20 @@ function withSystemText(messages: ChatMessage[], text: string): ChatMessage[] {
   return [{ role: 'system', content: text }, ...messages];
 }
 
+/**
+ * The template variables that turn reasoning on or off, as the templates read them: Qwen3's
+ * `enable_thinking`, DeepSeek V3.1's `thinking`, gpt-oss's `reasoning_effort`. Asking a template
+ * that never reasons to reason is a 400 (as Ollama answers "does not support thinking").
+ */
+function reasoningVariables(template: string | null, model: string, reasoning: ChatToolsRequest['reasoning']): Record<string, unknown> {
+  if (reasoning === undefined) return {};
+  const src = template ?? '';
+  const reasons = /<\/think>|enable_thinking|reasoning_effort|<\|channel\|>analysis/.test(src);
+  if (reasoning !== false && !reasons) throw new DialectError(`the model '${model}' does not support thinking: its chat template ${template ? 'has no reasoning' : 'is missing'}`, 'reasoning', 'thinking_unsupported');
+  const on = reasoning !== false;
+  return { enable_thinking: on, thinking: on, ...(typeof reasoning === 'string' ? { reasoning_effort: reasoning } : !on ? { reasoning_effort: 'low' } : {}) };
+}
+
 function jsonConstraint(f: ResponseFormat | undefined): JsonSchema | null {
   if (!f || f.type === 'text') return null;
   return f.type === 'json_object' ? { type: 'object' } : f.schema;
@@ -105,7 +121,7 @@ export function planChat(tok: ModelTokenizer, model: string, req: ChatToolsReque
 
   let prompt: string;
   try {
-    prompt = tok.applyChatTemplate(messages, { addGenerationPrompt: true, tools: active ? tools : undefined });
+    prompt = tok.applyChatTemplate(messages, { addGenerationPrompt: true, tools: active ? tools : undefined, variables: reasoningVariables(tok.chatTemplate, model, req.reasoning) });
   } catch (err) {
     if (err instanceof ChatTemplateError) throw new DialectError(`the chat template of '${model}' rejected the conversation: ${err.message.replace(/^the chat template failed: /, '')}`, 'messages', 'invalid_messages');
     throw err;
