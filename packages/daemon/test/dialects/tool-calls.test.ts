@@ -42,6 +42,8 @@ const EXPECTED: Record<FamilyName, string | null> = {
   deepseekR1: 'deepseek-v3',
   kimiK2: 'kimi-k2',
   gptOss: 'harmony',
+  qwen3Coder: 'qwen3-coder',
+  glm46: 'glm-4.5',
   gemma2: null,
 };
 const families = (Object.keys(EXPECTED) as FamilyName[]).filter((f) => EXPECTED[f]);

@@ -14,7 +14,7 @@ import { ChatTemplateError, type ChatMessage, type ConstraintSpec, type JsonSche
 import type { ReplyParser } from './events.js';
 import type { ToolCallFormat } from './format.js';
 import { harmony } from './formats/harmony.js';
-import { detectToolCallFormat } from './registry.js';
+import { detectToolCallFormat, TOOL_CALL_FORMATS } from './registry.js';
 import { plainParser, withThinking } from './thinking.js';
 
 export type ToolChoice = 'none' | 'auto' | 'required' | { name: string };
@@ -104,7 +104,7 @@ export function planChat(tok: ModelTokenizer, model: string, req: ChatToolsReque
   if ((active || history) && !caps?.toolCalls) {
     throw new DialectError(`the model '${model}' does not support tools: its chat template ${caps ? 'never writes tool calls' : 'is missing'}`, active ? 'tools' : 'messages', 'tools_unsupported');
   }
-  if (active && !format) throw new DialectError(`the model '${model}' writes tool calls in a format Orchard does not read (known: Hermes/Qwen, Llama 3 JSON, Mistral, DeepSeek V3, Kimi K2, gpt-oss)`, 'tools', 'tools_unsupported');
+  if (active && !format) throw new DialectError(`the model '${model}' writes tool calls in a format Orchard does not read (known: ${TOOL_CALL_FORMATS.map((f) => f.name).join(', ')})`, 'tools', 'tools_unsupported');
   const names = new Set(tools.map((t) => t.function.name));
   if (typeof choice === 'object' && !names.has(choice.name)) throw new DialectError(`tool_choice names '${choice.name}', which is not among the tools`, 'tool_choice');
 
@@ -153,7 +153,7 @@ export function planChat(tok: ModelTokenizer, model: string, req: ChatToolsReque
     keepSpecialTokens: reads !== null,
     format: format?.name ?? null,
     parser() {
-      const p = reads ? reads.parser(newId) : plainParser();
+      const p = reads ? reads.parser(newId, tools) : plainParser();
       return thinking ? withThinking(p, startsThinking) : p;
     },
   };
