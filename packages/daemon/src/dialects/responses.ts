@@ -127,6 +127,19 @@ export class ResponseBuilder {
     return [this.#ev('response.created', { response: this.response('in_progress') }), this.#ev('response.in_progress', { response: this.response('in_progress') })];
   }
 
+  /** Reasoning as a reasoning item (its text as reasoning_text content, as gpt-oss's Responses API gives it). */
+  #reasoning: Item | null = null;
+
+  #closeReasoning() {
+    const item = this.#reasoning;
+    if (!item) return [];
+    this.#reasoning = null;
+    const index = this.output.indexOf(item);
+    const part = (item.content as Json[])[0];
+    item.status = 'completed';
+    return [this.#ev('response.reasoning_text.done', { item_id: item.id, output_index: index, content_index: 0, text: part.text }), this.#ev('response.output_item.done', { output_index: index, item })];
+  }
+
   #closeText() {
     const item = this.#text;
     if (!item) return [];
@@ -142,8 +155,20 @@ export class ResponseBuilder {
   }
 
   event(e: ServeEvent) {
+    if (e.type === 'reasoning') {
+      const out = this.#closeText();
+      if (!this.#reasoning) {
+        this.#reasoning = { type: 'reasoning', id: rid('rs'), status: 'in_progress', summary: [], content: [{ type: 'reasoning_text', text: '' }] };
+        this.output.push(this.#reasoning);
+        out.push(this.#ev('response.output_item.added', { output_index: this.output.length - 1, item: { ...this.#reasoning, content: [] } }));
+      }
+      const part = (this.#reasoning.content as Json[])[0];
+      part.text = String(part.text) + e.text;
+      out.push(this.#ev('response.reasoning_text.delta', { item_id: this.#reasoning.id, output_index: this.output.indexOf(this.#reasoning), content_index: 0, delta: e.text }));
+      return out;
+    }
     if (e.type === 'text') {
-      const out = [];
+      const out: { event: string; data: Json }[] = this.#closeReasoning();
       if (!this.#text) {
         this.#text = { type: 'message', id: rid('msg'), status: 'in_progress', role: 'assistant', content: [{ type: 'output_text', text: '', annotations: [] }] };
         this.output.push(this.#text);
@@ -156,7 +181,7 @@ export class ResponseBuilder {
       return out;
     }
     if (e.type === 'tool_call') {
-      const out = this.#closeText();
+      const out = [...this.#closeReasoning(), ...this.#closeText()];
       const item: Item = { type: 'function_call', id: rid('fc'), call_id: e.call.id, name: e.call.name, arguments: e.call.arguments, status: 'completed' };
       this.output.push(item);
       const index = this.output.length - 1;
@@ -172,7 +197,7 @@ export class ResponseBuilder {
   }
 
   finish(done: Extract<ServeEvent, { type: 'done' }>) {
-    const out = this.#closeText();
+    const out = [...this.#closeReasoning(), ...this.#closeText()];
     const status = done.finishReason === 'length' ? 'incomplete' : 'completed';
     const usage = { input_tokens: done.promptTokens, input_tokens_details: { cached_tokens: done.cachedPromptTokens ?? 0 }, output_tokens: done.completionTokens, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: done.promptTokens + done.completionTokens };
     out.push(this.#ev(status === 'completed' ? 'response.completed' : 'response.incomplete', { response: this.response(status, usage) }));
