@@ -27,7 +27,7 @@ export { SafetensorsFile } from './safetensors/reader.js';
 export { Checkpoint } from './safetensors/checkpoint.js';
 export { writeSafetensors, type TensorToWrite } from './safetensors/writer.js';
 export { loadTokenizer, type ModelTokenizer, type ChatMessage } from './tokenizer/load.js';
-export { ChatTemplate, ChatTemplateError, type ChatTemplateCaps, type ToolDefinition, type ToolCall, type RenderOptions } from './tokenizer/chat-template.js';
+export { ChatTemplate, ChatTemplateError, pythonJson, type ChatTemplateCaps, type ToolDefinition, type ToolCall, type RenderOptions } from './tokenizer/chat-template.js';
 export { vocabularyOf, type TokenVocabulary } from './tokenizer/vocabulary.js';
 export {
   buildByteLevelTokenizer,

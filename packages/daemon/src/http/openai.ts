@@ -14,7 +14,8 @@ import { ChatReply, chatDeltas, chatLogprob, completionLogprobs, openAiChatField
 import { DialectError } from '../dialects/tools/plan.js';
 import { openAiSampling } from '../dialects/sampling.js';
 import { sseStream } from './sse.js';
-import { runOn } from './dialect-support.js';
+import { localTokenizer, runOn } from './dialect-support.js';
+import { preparePrompt } from '../dialects/prompt.js';
 import type { Logger } from 'pino';
 
 type Kind = 'chat' | 'completion';
@@ -160,5 +161,29 @@ export function openAiRoutes(app: FastifyInstance, serving: Serving, log?: Logge
   }
 
   app.post('/v1/chat/completions', handle('chat'));
+
+  /**
+   * What the model would see for a chat request (llama-server's /apply-template, with the tokens): the
+   * prompt the executor builds from the same body — template, tools, reasoning switch — and its ids.
+   * Nothing is generated. Reads the model's tokenizer on this node.
+   */
+  app.post('/apply-template', async (req, reply) => {
+    const parsed = chatCompletionSchema.safeParse(req.body ?? {});
+    if (!parsed.success) {
+      const { message, param } = describeIssue(parsed.error);
+      return sendError(reply, 400, message, 'invalid_value', param);
+    }
+    const body = parsed.data;
+    if (!router.models().includes(body.model)) return sendError(reply, 404, `the model '${body.model}' does not exist in this pod (see GET /v1/models)`, 'model_not_found', 'model');
+    const tok = localTokenizer(serving, body.model);
+    if (!tok) return sendError(reply, 404, `the model '${body.model}' has no files on this node (apply-template reads its tokenizer)`, 'model_not_local', 'model');
+    try {
+      const p = preparePrompt(tok, body.model, toServeRequest(body, 'chat'));
+      return { model: body.model, prompt: p.text, tokens: p.ids, token_count: p.ids.length, tool_call_format: p.format };
+    } catch (err) {
+      if (err instanceof DialectError) return sendError(reply, err.status, err.message, err.code, err.param);
+      throw err;
+    }
+  });
   app.post('/v1/completions', handle('completion'));
 }

@@ -151,11 +151,25 @@ describe('conversations with tool results', () => {
     }
   });
 
-  it('tells a template that never describes tools (DeepSeek) about them in the system message', () => {
+  it('tells a template that never describes tools (DeepSeek V3.1) about them as its model card does', () => {
     const info = writeFamilyModel(join(tmp.dir, 'ds-sys'), 'deepseekV31');
-    const plan = planChat(loadTokenizer(info.dir), 'ds', { messages: [{ role: 'user', content: 'hi' }], tools });
-    expect(plan.prompt).toContain('Current weather in a city');
-    expect(plan.prompt).toContain('<｜tool▁call▁begin｜>tool_name<｜tool▁sep｜>{"argument": "value"}');
+    const plan = planChat(loadTokenizer(info.dir), 'ds', { messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'hi' }], tools: [time] });
+    // The layout and words of DeepSeek-V3.1's model card: {system prompt}\n\n{tool_description}<｜User｜>{query}<｜Assistant｜></think>
+    const card = [
+      'Be brief.\n\n## Tools\nYou have access to the following tools:\n\n',
+      '### get_time\nDescription: Local time in a city\n\n',
+      'Parameters: {"type": "object", "properties": {"zone": {"type": "string", "description": "Zone", "enum": ["UTC", "CET"]}}, "required": ["zone"], "additionalProperties": false}\n\n',
+      'IMPORTANT: ALWAYS adhere to this exact format for tool use:\n',
+      '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>tool_call_name<｜tool▁sep｜>tool_call_arguments<｜tool▁call▁end｜>{additional_tool_calls}<｜tool▁calls▁end｜>\n\n',
+      'Where:\n- `tool_call_name` must be an exact match to one of the available tools\n',
+      "- `tool_call_arguments` must be valid JSON that strictly follows the tool's Parameters Schema\n",
+      '- For multiple tool calls, chain them directly without separators or spaces<｜User｜>hi<｜Assistant｜></think>',
+    ].join('');
+    expect(plan.prompt).toBe(`<｜begin▁of▁sentence｜>${card}`);
+    // No system prompt: the card's layout starts with the blank line.
+    const bare = planChat(loadTokenizer(info.dir), 'ds', { messages: [{ role: 'user', content: 'hi' }], tools: [time] });
+    expect(bare.prompt.startsWith('<｜begin▁of▁sentence｜>\n\n## Tools\n')).toBe(true);
+    expect(bare.prompt).not.toContain('You can call the following functions');
   });
 });
 

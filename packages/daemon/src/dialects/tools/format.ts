@@ -23,6 +23,11 @@ export interface ToolCallFormat {
   historyId?(id: string): string;
   /** One call written out, for templates that never describe tools themselves (the caller tells the model how to call). */
   example?(name: string, args: string): string;
+  /**
+   * The tool description the model card prescribes, for a template that never renders `tools`
+   * (DeepSeek): appended to the system prompt after a blank line, as the card lays it out.
+   */
+  toolPrompt?(tools: ToolDefinition[]): string;
 }
 
 /** A tool's parameter schema; a tool without one takes an empty object. */

@@ -117,7 +117,11 @@ export function planChat(tok: ModelTokenizer, model: string, req: ChatToolsReque
       ...(m.tool_call_id !== undefined ? { tool_call_id: id(m.tool_call_id) } : {}),
     }));
   }
-  if (active && !caps!.tools) messages = withSystemText(messages, toolsSystemText(tools, format!));
+  if (active && !caps!.tools) {
+    // The model card's own wording where the format has one, after the system prompt (or an empty one) and a blank line.
+    if (format!.toolPrompt) messages = messages[0]?.role === 'system' ? [{ ...messages[0], content: `${messages[0].content ?? ''}\n\n${format!.toolPrompt(tools)}` }, ...messages.slice(1)] : [{ role: 'system', content: `\n\n${format!.toolPrompt(tools)}` }, ...messages];
+    else messages = withSystemText(messages, toolsSystemText(tools, format!));
+  }
 
   let prompt: string;
   try {
