@@ -34,6 +34,11 @@ interface Case {
   options: RenderOptions;
 }
 
+/** Families whose template still renders differently from jinja2, and why. */
+const KNOWN_GAPS: Partial<Record<FamilyName, string>> = {
+  seedOss: 'integer dict keys ({0: 0, 512: 128, ...}): @huggingface/jinja keeps string keys only',
+};
+
 const CASES: Case[] = [
   { name: 'plain chat', messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Hi' }, { role: 'assistant', content: 'Hello!' }, { role: 'user', content: 'Weather?' }], options: {} },
   { name: 'system + tools', messages: [{ role: 'system', content: 'Use tools.' }, { role: 'user', content: 'Weather in Paris?' }], options: { tools } },
@@ -81,7 +86,7 @@ describe.skipIf(skipWhy !== null)(`templates render as jinja2 renders them${skip
   });
   const theirs = skipWhy ? [] : jinja2(rows.map((r) => ({ template: r.template, context: r.context })));
 
-  it.each(rows.map((r, i) => [`${r.f}: ${r.c.name}`, i] as const))('%s', (_name, i) => {
+  const check = (i: number) => {
     const { ours } = rows[i];
     const ref = theirs[i];
     if ('error' in ref) expect(ours, `jinja2 refused: ${ref.error}`).toHaveProperty('error');
@@ -89,5 +94,9 @@ describe.skipIf(skipWhy !== null)(`templates render as jinja2 renders them${skip
       expect(ours, 'jinja2 rendered it').toHaveProperty('text');
       expect((ours as { text: string }).text).toBe(ref.text);
     }
-  });
+  };
+  const known = (i: number) => KNOWN_GAPS[rows[i].f];
+  it.each(rows.map((r, i) => [`${r.f}: ${r.c.name}`, i] as const).filter(([, i]) => !known(i)))('%s', (_name, i) => check(i));
+  // Differences not fixed yet: these fail until they are (then this list must shrink).
+  it.fails.each(rows.map((r, i) => [`${r.f}: ${r.c.name} (known gap: ${known(i)})`, i] as const).filter(([, i]) => known(i)))('%s', (_name, i) => check(i));
 });

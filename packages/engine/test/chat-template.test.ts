@@ -24,7 +24,8 @@ const conversation = (args: string | Record<string, unknown>): ChatMessage[] => 
   { role: 'tool', tool_call_id: 'call12345', name: 'get_weather', content: 'sunny, 21 C' },
 ];
 
-const withTools = Object.keys(FAMILIES).filter((f) => f !== 'gemma2') as FamilyName[];
+// Seed-OSS's template does not render here yet (integer dict keys: see chat-template-jinja2.test.ts).
+const withTools = Object.keys(FAMILIES).filter((f) => f !== 'gemma2' && f !== 'seedOss') as FamilyName[];
 
 describe('published chat templates with tools', () => {
   it.each(withTools)('%s: tool definitions, the call and its result reach the prompt', (family) => {

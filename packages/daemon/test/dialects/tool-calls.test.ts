@@ -44,6 +44,7 @@ const EXPECTED: Record<FamilyName, string | null> = {
   gptOss: 'harmony',
   qwen3Coder: 'qwen3-coder',
   glm46: 'glm-4.5',
+  seedOss: null,
   gemma2: null,
 };
 const families = (Object.keys(EXPECTED) as FamilyName[]).filter((f) => EXPECTED[f]);
@@ -196,6 +197,20 @@ describe('what cannot be served is a 400 naming it', () => {
     expect(() => planChat(gemma, 'g', { messages: [...user, { role: 'tool', tool_call_id: 'x', content: 'r' }] })).toThrow(/does not support tools/);
     expect(() => planChat(qwen, 'q', { messages: user, tools, toolChoice: { name: 'nope' } })).toThrow(/tool_choice names 'nope'/);
     expect(() => planChat(qwen, 'q', { messages: user, toolChoice: 'required' })).toThrow(/needs tools/);
+  });
+
+  it('a template that writes calls in a format Orchard does not read (Seed-OSS) is refused by name, never misread', () => {
+    const seed = loadTokenizer(writeFamilyModel(join(tmp.dir, 'seed'), 'seedOss').dir);
+    expect(seed.chatTemplateCaps?.toolCalls).toBe(true);
+    let err: DialectError | undefined;
+    try {
+      planChat(seed, 'seed-oss', { messages: user, tools });
+    } catch (e) {
+      err = e as DialectError;
+    }
+    expect(err).toBeInstanceOf(DialectError);
+    expect(err!.message).toMatch(/^the model 'seed-oss' writes tool calls in a format Orchard does not read \(known: .*qwen3-coder.*\)/);
+    expect(err!.code).toBe('tools_unsupported');
   });
 
   it('tool_choice none renders no tools and reads no calls', () => {
