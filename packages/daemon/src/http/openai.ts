@@ -41,6 +41,11 @@ function toServeRequest(body: ChatCompletionBody | CompletionBody, kind: Kind): 
   return { ...base, prompt: typeof p === 'string' ? p : p[0], ...openAiCompletionFields(body as Record<string, unknown>) };
 }
 
+/** An OpenAI chat body as a ServeRequest (the CLI's `orchard template` reads bodies this way too). */
+export function chatServeRequest(body: ChatCompletionBody): ServeRequest {
+  return toServeRequest(body, 'chat');
+}
+
 /** OpenAI's usage: prompt_tokens counts every prompt token; the ones the prefix cache held are also in cached_tokens. */
 const usageOf = (d: Done) => ({
   prompt_tokens: d.promptTokens,
