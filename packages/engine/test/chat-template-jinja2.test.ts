@@ -60,6 +60,8 @@ const CASES: Case[] = [
     ],
     options: { tools },
   },
+  // Llama 3.1's ipython mode: `builtin_tools | reject('equalto', 'code_interpreter')`.
+  { name: 'built-in tools', messages: [{ role: 'user', content: 'Search the web.' }], options: { tools, variables: { builtin_tools: ['brave_search', 'code_interpreter'] } } },
   { name: 'thinking off', messages: [{ role: 'user', content: 'Hi' }], options: { variables: { enable_thinking: false, thinking: false } } },
 ];
 

@@ -105,6 +105,31 @@ describe('a native call streamed in pieces is the same call in every dialect', (
     expect(viaResponses(events)).toEqual(want);
   });
 
+  it('Llama 3.1 built-in tools: brave_search announced as a built-in, its call written and read as brave_search.call(query="...")', () => {
+    const search: ToolDefinition = { type: 'function', function: { name: 'brave_search', description: 'Web search', parameters: { type: 'object', properties: { query: { type: 'string' } }, required: ['query'] } } };
+    const t = new ChatTemplate(familyTemplate('llama31'), { bos_token: '<|begin_of_text|>', eos_token: '<|eot_id|>' });
+    const variables = { builtin_tools: ['brave_search'] };
+    const call = { id: 'c1', type: 'function' as const, function: { name: 'brave_search', arguments: '{"query": "weather in Paris, today"}' } };
+    const p1 = t.render([{ role: 'user', content: 'Weather?' }], { variables });
+    const p2 = t.render([{ role: 'user', content: 'Weather?' }, { role: 'assistant', content: null, tool_calls: [call] }], { variables, addGenerationPrompt: false });
+    expect(p1).toContain('Environment: ipython\nTools: brave_search');
+    let reply = p2.slice(p1.length);
+    for (const e of ['<|eom_id|>', '<|eot_id|>']) reply = reply.split(e).join('');
+    expect(reply.startsWith('<|python_tag|>brave_search.call(query=')).toBe(true);
+    const format = detectToolCallFormat(t.source)!;
+    const events = serveEvents(coalesce(stream(format.parser((i) => `c${i}`, [search]), reply)));
+    const want = [{ name: 'brave_search', args: JSON.parse(call.function.arguments) }];
+    expect(viaOpenAi(events), reply).toEqual(want);
+    expect(viaAnthropic(events)).toEqual(want);
+    expect(viaOllama(events)).toEqual(want);
+    expect(viaResponses(events)).toEqual(want);
+    // The model writing one itself, other literal kinds among the keyword arguments.
+    const own = serveEvents(coalesce(stream(format.parser((i) => `c${i}`, [search]), '<|python_tag|>wolfram_alpha.call(query=\'2+2\', n=3, exact=True)')));
+    expect(viaOpenAi(own)).toEqual([{ name: 'wolfram_alpha', args: { query: '2+2', n: 3, exact: true } }]);
+    // Text that only starts like a name is text.
+    expect(viaOpenAi(serveEvents(coalesce(stream(format.parser((i) => `c${i}`), '<|python_tag|>print("hi")'))))).toEqual([]);
+  });
+
   it("Mistral's NAME[ARGS]{json}, with [ARGS] split across pieces", () => {
     const text = '[TOOL_CALLS]get_weather[ARGS]{"city": "Paris", "days": 2, "zip": "75001"}';
     for (const cut of [13, 20, 22, 23, 24, 25]) {

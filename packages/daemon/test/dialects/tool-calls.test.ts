@@ -152,6 +152,15 @@ describe('conversations with tool results', () => {
     }
   });
 
+  it('Llama 3.1: brave_search and wolfram_alpha among the tools are its built-ins (ipython mode), the others JSON functions', () => {
+    const llama = loadTokenizer(writeFamilyModel(join(tmp.dir, 'llama-builtin'), 'llama31').dir);
+    const search: ToolDefinition = { type: 'function', function: { name: 'brave_search', description: 'Web search', parameters: { type: 'object', properties: { query: { type: 'string' } } } } };
+    const plan = planChat(llama, 'llama', { messages: [{ role: 'user', content: 'hi' }], tools: [search, weather] });
+    expect(plan.prompt).toContain('Environment: ipython\nTools: brave_search\n');
+    expect(plan.prompt).toContain('"name": "get_weather"');
+    expect(plan.prompt).not.toContain('"name": "brave_search"');
+  });
+
   it('tells a template that never describes tools (DeepSeek V3.1) about them as its model card does', () => {
     const info = writeFamilyModel(join(tmp.dir, 'ds-sys'), 'deepseekV31');
     const plan = planChat(loadTokenizer(info.dir), 'ds', { messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'hi' }], tools: [time] });

@@ -5,6 +5,8 @@
  *   - A filter on an undefined value: jinja2's Undefined is '' as a string, empty as a sequence and
  *     a mapping, and 0 long, so `param.description | trim` is '' (Hermes 3 renders tools whose
  *     parameters have no description this way) where the library throws "Cannot apply filter".
+ *   - `select` / `reject` with a test (`builtin_tools | reject('equalto', 'code_interpreter')`, Llama
+ *     3.1 with built-in tools), which the library does not have.
  *   - A for loop over an undefined name is empty (Hermes 3 loops over `tools` without a test).
  *   - `{{ x }}` with x None prints "None" in jinja2 (GLM-4.6 prints a tool-calling turn's null
  *     content so); the library prints nothing. Statements (set, if, for, macro...) still print nothing.
@@ -13,8 +15,9 @@
  */
 import { Interpreter } from '@huggingface/jinja';
 
-type Node = { type: string; value?: unknown; callee?: { type: string; value?: unknown } };
-type Value = { type: string };
+type Node = { type: string; value?: unknown; callee?: { type: string; value?: unknown }; args?: Node[] };
+type Value = { type: string; value?: unknown; __bool__?: () => { value: boolean } };
+type Env = { tests: Map<string, (...args: Value[]) => boolean> };
 interface Internals {
   applyFilter(operand: Value, filter: Node, env: unknown): Value;
   evaluate(node: Node, env: unknown): Value;
@@ -51,6 +54,14 @@ export function installJinjaCompat(): void {
       const name = filterName(filter);
       if (name && STRING_FILTERS.has(name)) return original.call(this, this.evaluate({ type: 'StringLiteral', value: '' }, env), filter, env);
       if (name && SEQUENCE_FILTERS.has(name)) return this.evaluate({ type: 'ArrayLiteral', value: [] }, env);
+    }
+    const name = filterName(filter);
+    if ((name === 'select' || name === 'reject') && operand?.type === 'ArrayValue') {
+      const [test, ...args] = (filter.args ?? []).map((a) => this.evaluate(a, env));
+      const fn = test ? (env as Env).tests.get(String(test.value)) : (v: Value) => v.__bool__!().value;
+      if (!fn) throw new Error(`Unknown test: ${String(test?.value)}`);
+      const kept = (operand.value as Value[]).filter((v) => fn(v, ...args) === (name === 'select'));
+      return new (operand.constructor as new (v: Value[]) => Value)(kept);
     }
     return original.call(this, operand, filter, env);
   };

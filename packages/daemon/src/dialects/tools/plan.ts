@@ -87,6 +87,15 @@ function reasoningVariables(template: string | null, model: string, reasoning: C
   return { enable_thinking: on, thinking: on, ...(typeof reasoning === 'string' ? { reasoning_effort: reasoning } : !on ? { reasoning_effort: 'low' } : {}) };
 }
 
+/** Llama 3.1's built-in tools: the template announces them (ipython mode) and writes their calls as NAME.call(...). */
+const LLAMA_BUILTINS = ['brave_search', 'wolfram_alpha'];
+
+/** The request's tools that the template takes as built-ins (`builtin_tools`), by name. */
+function builtinTools(template: string | null, tools: ToolDefinition[]): string[] {
+  if (!template?.includes('builtin_tools')) return [];
+  return tools.map((t) => t.function.name).filter((n) => LLAMA_BUILTINS.includes(n));
+}
+
 function jsonConstraint(f: ResponseFormat | undefined): JsonSchema | null {
   if (!f || f.type === 'text') return null;
   return f.type === 'json_object' ? { type: 'object' } : f.schema;
@@ -125,7 +134,13 @@ export function planChat(tok: ModelTokenizer, model: string, req: ChatToolsReque
 
   let prompt: string;
   try {
-    prompt = tok.applyChatTemplate(messages, { addGenerationPrompt: true, tools: active ? tools : undefined, variables: reasoningVariables(tok.chatTemplate, model, req.reasoning) });
+    const builtins = active ? builtinTools(tok.chatTemplate, tools) : [];
+    const custom = tools.filter((t) => !builtins.includes(t.function.name));
+    prompt = tok.applyChatTemplate(messages, {
+      addGenerationPrompt: true,
+      tools: active && custom.length ? custom : undefined,
+      variables: { ...reasoningVariables(tok.chatTemplate, model, req.reasoning), ...(builtins.length ? { builtin_tools: builtins } : {}) },
+    });
   } catch (err) {
     if (err instanceof ChatTemplateError) throw new DialectError(`the chat template of '${model}' rejected the conversation: ${err.message.replace(/^the chat template failed: /, '')}`, 'messages', 'invalid_messages');
     throw err;
