@@ -60,6 +60,26 @@ const CASES: Case[] = [
     ],
     options: { tools },
   },
+  {
+    name: 'two calls with text, two results',
+    messages: [
+      { role: 'system', content: 'Use tools.' },
+      { role: 'user', content: 'Weather in Paris and Rome?' },
+      {
+        role: 'assistant',
+        content: 'Checking both.',
+        tool_calls: [
+          { id: 'abcdefghi', type: 'function', function: { name: 'get_weather', arguments: '{"city": "Paris", "unit": "C"}' } },
+          { id: 'jklmnopqr', type: 'function', function: { name: 'get_weather', arguments: '{"city": "Rome"}' } },
+        ],
+      },
+      { role: 'tool', tool_call_id: 'abcdefghi', name: 'get_weather', content: 'sunny' },
+      { role: 'tool', tool_call_id: 'jklmnopqr', name: 'get_weather', content: 'rain' },
+      { role: 'assistant', content: 'Paris is sunny, Rome rainy.' },
+      { role: 'user', content: 'Thanks — 谢谢!' },
+    ],
+    options: { tools },
+  },
   // Llama 3.1's ipython mode: `builtin_tools | reject('equalto', 'code_interpreter')`.
   { name: 'built-in tools', messages: [{ role: 'user', content: 'Search the web.' }], options: { tools, variables: { builtin_tools: ['brave_search', 'code_interpreter'] } } },
   { name: 'thinking off', messages: [{ role: 'user', content: 'Hi' }], options: { variables: { enable_thinking: false, thinking: false } } },
