@@ -130,6 +130,15 @@ describe('a native call streamed in pieces is the same call in every dialect', (
     expect(viaOpenAi(serveEvents(coalesce(stream(format.parser((i) => `c${i}`), '<|python_tag|>print("hi")'))))).toEqual([]);
   });
 
+  it('a Hermes call whose argument text holds the format’s own markers is still one call', () => {
+    const args = { code: 'print("</tool_call>")\n<tool_call>' };
+    const text = `<tool_call>\n${JSON.stringify({ name: 'run', arguments: args })}\n</tool_call>`;
+    const format = detectToolCallFormat(familyTemplate('qwen25'))!;
+    const events = serveEvents(coalesce(stream(format.parser((i) => `c${i}`), text)));
+    expect(viaOpenAi(events)).toEqual([{ name: 'run', args }]);
+    expect(events.filter((e) => e.type === 'text')).toEqual([]);
+  });
+
   it("Mistral's NAME[ARGS]{json}, with [ARGS] split across pieces", () => {
     const text = '[TOOL_CALLS]get_weather[ARGS]{"city": "Paris", "days": 2, "zip": "75001"}';
     for (const cut of [13, 20, 22, 23, 24, 25]) {
