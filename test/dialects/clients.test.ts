@@ -25,6 +25,7 @@ import { startFakeHub, type FakeHub } from '../harness/fake-hub.js';
 const MODEL = 'test-org/qwen-clients';
 const EMBED = 'test-org/qwen3-embedding';
 let embedDir = '';
+let modelDir = '';
 const PULLED = 'test-org/pulled-model';
 let daemon: LoopbackDaemon;
 let hub: FakeHub;
@@ -34,7 +35,7 @@ beforeAll(async () => {
   const dataDir = mkdtempSync(join(os.tmpdir(), 'orchard-clients-'));
   const hubSrc = mkdtempSync(join(os.tmpdir(), 'orchard-clients-hub-'));
   dirs.push(dataDir, hubSrc);
-  const modelDir = join(dataDir, 'models', ...MODEL.split('/'));
+  modelDir = join(dataDir, 'models', ...MODEL.split('/'));
   mkdirSync(modelDir, { recursive: true });
   writeRandomModel(modelDir, familyModelOptions('qwen25', { seed: 11 }));
   // An embedding model in Qwen3-Embedding's layout: last-token pooling and a Normalize module.
@@ -185,6 +186,38 @@ describe('@anthropic-ai/sdk', () => {
   it('count_tokens', async () => {
     const r = await client().messages.countTokens({ model: MODEL, messages: [{ role: 'user', content: 'Hello' }] });
     expect(r.input_tokens).toBeGreaterThan(3);
+  }, 60_000);
+});
+
+describe('sampling options through the clients', () => {
+  const oa = () => new OpenAI({ baseURL: `${daemon.base}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 120_000 });
+  const messages: OpenAI.Chat.ChatCompletionMessageParam[] = [{ role: 'user', content: 'Say something.' }];
+
+  it('openai: logit_bias is honoured (a banned-everything-else token repeats); penalties and seed reproduce', async () => {
+    const tok = loadTokenizer(modelDir);
+    const id = tok.encode('a', { addSpecialTokens: false })[0];
+    const forced = await oa().chat.completions.create({ model: MODEL, messages, max_tokens: 4, temperature: 0, logit_bias: { [String(id)]: 100 } });
+    expect(forced.choices[0].message.content).toBe(tok.decode([id, id, id, id]));
+    // A frequency penalty strong enough pushes the biased token back after its first use.
+    const penalised = await oa().chat.completions.create({ model: MODEL, messages, max_tokens: 4, temperature: 0, logit_bias: { [String(id)]: 10 }, frequency_penalty: 2, presence_penalty: 2 });
+    expect(penalised.choices[0].message.content).not.toBe(tok.decode([id, id, id, id]));
+    const run = () => oa().chat.completions.create({ model: MODEL, messages, max_tokens: 12, temperature: 1, seed: 77, frequency_penalty: 0.5, top_p: 0.95 });
+    expect((await run()).choices[0].message.content).toBe((await run()).choices[0].message.content);
+  }, 120_000);
+
+  it('ollama: Ollama’s full default option set is accepted; mirostat 2 is refused by name', async () => {
+    const ol = new Ollama({ host: daemon.base });
+    const options = { numa: false, num_ctx: 2048, num_batch: 512, num_gpu: -1, main_gpu: 0, low_vram: false, f16_kv: true, logits_all: false, vocab_only: false, use_mmap: true, use_mlock: false, embedding_only: false, num_thread: 0, num_keep: 4, seed: 1, num_predict: 4, top_k: 40, top_p: 0.9, min_p: 0, tfs_z: 1, typical_p: 1, repeat_last_n: 64, temperature: 0.8, repeat_penalty: 1.1, presence_penalty: 0, frequency_penalty: 0, mirostat: 0, mirostat_tau: 5, mirostat_eta: 0.1, penalize_newline: true, stop: [] };
+    const r = await ol.chat({ model: MODEL, messages: [{ role: 'user', content: 'hi' }], options });
+    expect(r.done).toBe(true);
+    await expect(ol.chat({ model: MODEL, messages: [{ role: 'user', content: 'hi' }], options: { mirostat: 2 } })).rejects.toThrow(/options\.mirostat/);
+  }, 60_000);
+
+  it('anthropic: thinking on a template without reasoning is a 400 that says so; disabled is accepted', async () => {
+    const an = new Anthropic({ baseURL: daemon.base, apiKey: 'unused', maxRetries: 0 });
+    await expect(an.messages.create({ model: MODEL, max_tokens: 8, thinking: { type: 'enabled', budget_tokens: 1024 }, messages: [{ role: 'user', content: 'hi' }] })).rejects.toThrow(/does not support thinking/);
+    const ok = await an.messages.create({ model: MODEL, max_tokens: 4, thinking: { type: 'disabled' }, messages: [{ role: 'user', content: 'hi' }] });
+    expect(ok.type).toBe('message');
   }, 60_000);
 });
 

@@ -27,7 +27,7 @@ export { SafetensorsFile } from './safetensors/reader.js';
 export { Checkpoint } from './safetensors/checkpoint.js';
 export { writeSafetensors, type TensorToWrite } from './safetensors/writer.js';
 export { loadTokenizer, type ModelTokenizer, type ChatMessage } from './tokenizer/load.js';
-export { ChatTemplate, ChatTemplateError, type ChatTemplateCaps, type ToolDefinition, type ToolCall, type RenderOptions } from './tokenizer/chat-template.js';
+export { ChatTemplate, ChatTemplateError, pythonJson, type ChatTemplateCaps, type ToolDefinition, type ToolCall, type RenderOptions } from './tokenizer/chat-template.js';
 export { vocabularyOf, type TokenVocabulary } from './tokenizer/vocabulary.js';
 export {
   buildByteLevelTokenizer,
@@ -77,7 +77,7 @@ export { createInProcessAllReduce } from './drivers/all-reduce.js';
 export { generate, type GenerateOptions, type GenerateResult } from './generate/generate.js';
 export { draftFromContext, type PromptLookupOptions } from './generate/prompt-lookup.js';
 export { DraftLength, pickVerified } from './generate/speculate.js';
-export { Sampler, argmax, validateSampling, tokenLogprob, type SamplingOptions, type TokenLogprob } from './generate/sampler.js';
+export { Sampler, argmax, validateSampling, tokenLogprob, DEFAULT_REPEAT_LAST_N, penaltiesOf, penaltyHistory, type SamplingOptions, type SamplingPenalties, type FullSamplingOptions, type TokenLogprob } from './generate/sampler.js';
 export { pickToken } from './generate/pick.js';
 export {
   compileConstraint,

@@ -8,6 +8,7 @@ import { randomBytes, randomInt } from 'node:crypto';
 import { z } from 'zod';
 import type { FinishReason, ServeEvent, ServeRequest } from '../serving/requests.js';
 import { DialectError, type ToolChoice } from './tools/plan.js';
+import { anthropicReasoning } from './sampling.js';
 
 const block = z.object({ type: z.string() }).passthrough();
 const content = z.union([z.string(), z.array(block).max(4096)]);
@@ -74,9 +75,11 @@ export function anthropicRequest(b: AnthropicBody): ServeRequest {
       const calls = blocks
         .filter((x) => x.type === 'tool_use')
         .map((x) => ({ id: String(x.id), type: 'function' as const, function: { name: String(x.name), arguments: JSON.stringify(x.input ?? {}) } }));
+      // Thinking blocks go back to the template as the turn's reasoning (redacted ones carry none we can read).
+      const reasoning = blocks.filter((x) => x.type === 'thinking').map((x) => String(x.thinking ?? '')).join('');
       const other = blocks.findIndex((x) => !['text', 'tool_use', 'thinking', 'redacted_thinking'].includes(String(x.type)));
       if (other >= 0) throw new DialectError(`${where}[${other}]: '${String(blocks[other].type)}' blocks are not supported in assistant turns`, `${where}[${other}]`);
-      messages.push({ role: 'assistant', content: calls.length && !text ? null : text, ...(calls.length ? { tool_calls: calls } : {}) });
+      messages.push({ role: 'assistant', content: calls.length && !text ? null : text, ...(calls.length ? { tool_calls: calls } : {}), ...(reasoning ? { reasoning_content: reasoning } : {}) });
       return;
     }
     // A user turn: tool results answer the previous assistant's calls (as tool messages), then its text.
@@ -102,6 +105,7 @@ export function anthropicRequest(b: AnthropicBody): ServeRequest {
     stop: b.stop_sequences ?? [],
     ...(tools?.length ? { tools } : {}),
     ...toolChoiceOf(b.tool_choice),
+    ...anthropicReasoning(b.thinking),
   };
 }
 

@@ -7,9 +7,8 @@ import { randomInt } from 'node:crypto';
 import { z } from 'zod';
 import type { ServeEvent, ServeRequest } from '../serving/requests.js';
 import { DialectError } from './tools/plan.js';
+import { ollamaSampling } from './sampling.js';
 
-/** Options that change results and that Orchard does not implement: refused, by name. */
-const UNSUPPORTED_OPTIONS = ['repeat_penalty', 'repeat_last_n', 'presence_penalty', 'frequency_penalty', 'mirostat', 'mirostat_eta', 'mirostat_tau', 'min_p', 'typical_p', 'tfs_z', 'penalize_newline'];
 
 const options = z
   .object({
@@ -37,6 +36,7 @@ export const ollamaChatSchema = z
             images: z.array(z.string()).optional(),
             tool_calls: z.array(z.object({ function: z.object({ name: z.string(), arguments: z.union([z.record(z.string(), z.unknown()), z.string()]).optional() }) })).optional(),
             tool_name: z.string().optional(),
+            thinking: z.string().optional(),
           })
           .passthrough(),
       )
@@ -60,6 +60,7 @@ export const ollamaGenerateSchema = z
     format,
     options,
     stream: z.boolean().default(true),
+    think: z.union([z.boolean(), z.string()]).optional(),
   })
   .passthrough();
 
@@ -72,14 +73,15 @@ export function resolveOllamaModel(name: string, models: string[]): string | nul
   return models.includes(bare) ? bare : null;
 }
 
-function sampling(o: Options, defaultMax?: number): Partial<ServeRequest> & Pick<ServeRequest, 'temperature' | 'topP' | 'seed' | 'stop'> {
-  for (const k of UNSUPPORTED_OPTIONS) if (o && k in o) throw new DialectError(`options.${k}: not supported (it would change results and Orchard does not implement it)`, `options.${k}`);
+function sampling(o: Options, think: boolean | string | undefined, defaultMax?: number): Partial<ServeRequest> & Pick<ServeRequest, 'temperature' | 'topP' | 'seed' | 'stop'> {
   const n = o?.num_predict;
   return {
+    ...ollamaSampling(o, think),
     temperature: o?.temperature ?? 0.8,
     topP: o?.top_p ?? 0.9,
     ...(o?.top_k ? { topK: o.top_k } : {}),
-    seed: o?.seed ?? randomInt(0, 2 ** 31),
+    // A negative seed is Ollama's "random".
+    seed: o?.seed !== undefined && o.seed >= 0 ? o.seed : randomInt(0, 2 ** 31),
     stop: o?.stop ?? [],
     // Ollama: -1 is "until the context is full", -2 "fill the context".
     ...(n !== undefined && n >= 0 ? { maxTokens: n } : defaultMax !== undefined ? { maxTokens: defaultMax } : {}),
@@ -104,15 +106,15 @@ export function ollamaChatRequest(b: z.infer<typeof ollamaChatSchema>): ServeReq
         const args = c.function.arguments;
         return { id, type: 'function' as const, function: { name: c.function.name, arguments: typeof args === 'string' ? args : JSON.stringify(args ?? {}) } };
       });
-      messages.push({ role: 'assistant', content: m.content || null, tool_calls: calls });
+      messages.push({ role: 'assistant', content: m.content || null, tool_calls: calls, ...(m.thinking ? { reasoning_content: m.thinking } : {}) });
     } else if (m.role === 'tool') {
       messages.push({ role: 'tool', content: m.content, tool_call_id: pending.shift() ?? `call_${i}`, ...(m.tool_name ? { name: m.tool_name } : {}) });
-    } else messages.push({ role: m.role, content: m.content });
+    } else messages.push({ role: m.role, content: m.content, ...(m.role === 'assistant' && m.thinking ? { reasoning_content: m.thinking } : {}) });
   });
   return {
     kind: 'chat',
     messages,
-    ...sampling(b.options),
+    ...sampling(b.options, b.think),
     ...formatOf(b.format),
     ...(b.tools?.length ? { tools: b.tools.map((t) => ({ type: 'function' as const, function: t.function })) } : {}),
   };
@@ -120,7 +122,7 @@ export function ollamaChatRequest(b: z.infer<typeof ollamaChatSchema>): ServeReq
 
 export function ollamaGenerateRequest(b: z.infer<typeof ollamaGenerateSchema>): ServeRequest {
   if (b.images?.length) throw new DialectError('images: not supported: the models Orchard runs read text only', 'images', 'unsupported_content');
-  const base = { ...sampling(b.options), ...formatOf(b.format) };
+  const base = { ...sampling(b.options, b.think), ...formatOf(b.format) };
   // raw: the prompt as is; otherwise through the model's chat template, as Ollama does.
   if (b.raw) return { kind: 'completion', prompt: b.prompt, ...base };
   return { kind: 'chat', messages: [...(b.system ? [{ role: 'system', content: b.system }] : []), { role: 'user', content: b.prompt }], ...base };

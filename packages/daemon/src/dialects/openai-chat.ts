@@ -62,6 +62,8 @@ export function openAiChatFields(body: Json): Partial<Pick<ServeRequest, 'messag
         : {}),
       ...(typeof m.tool_call_id === 'string' ? { tool_call_id: m.tool_call_id } : {}),
       ...(typeof m.name === 'string' ? { name: m.name } : {}),
+      // Reasoning sent back with the turn (llama-server / vLLM / DeepSeek's field; `reasoning` is OpenRouter's).
+      ...(role === 'assistant' && typeof (m.reasoning_content ?? m.reasoning) === 'string' && (m.reasoning_content ?? m.reasoning) ? { reasoning_content: String(m.reasoning_content ?? m.reasoning) } : {}),
     };
   });
   const tools = Array.isArray(body.tools) ? (body.tools as ServeRequest['tools']) : undefined;

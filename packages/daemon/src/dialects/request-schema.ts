@@ -4,6 +4,7 @@
  * schemas, so a request forwarded to another node is checked again there.
  */
 import { z } from 'zod';
+import { samplingFields } from './sampling.js';
 
 export const toolCallSchema = z.object({
   id: z.string().min(1).max(256),
@@ -17,6 +18,8 @@ export const serveMessageSchema = z.object({
   tool_calls: z.array(toolCallSchema).max(128).optional(),
   tool_call_id: z.string().max(256).optional(),
   name: z.string().max(256).optional(),
+  /** Assistant messages: the reasoning that came before the answer (OpenAI-compatible `reasoning_content`). */
+  reasoning_content: z.string().max(1 << 22).optional(),
 });
 
 export const toolDefinitionSchema = z.object({
@@ -45,6 +48,7 @@ export const dialectFields = {
   responseFormat: responseFormatSchema.optional(),
   /** Each token's logprob and this many alternatives. */
   logprobs: z.number().int().min(0).max(20).optional(),
+  ...samplingFields,
 };
 
 /** A token as the logprobs of every API report it. */

@@ -9,6 +9,7 @@ import { randomBytes, randomInt } from 'node:crypto';
 import type { ServeEvent, ServeRequest } from '../serving/requests.js';
 import { contentText } from './openai-chat.js';
 import { DialectError, type ResponseFormat, type ToolChoice } from './tools/plan.js';
+import { responsesReasoning } from './sampling.js';
 
 type Json = Record<string, unknown>;
 const rid = (prefix: string) => `${prefix}_${randomBytes(12).toString('hex')}`;
@@ -35,22 +36,32 @@ export function responsesRequest(b: Json): ServeRequest {
   const messages: NonNullable<ServeRequest['messages']> = [];
   if (typeof b.instructions === 'string' && b.instructions) messages.push({ role: 'system', content: b.instructions });
   const input = b.input;
+  // A reasoning item goes back with the assistant turn after it (its text, or its summary's).
+  let reasoning = '';
+  const withReasoning = () => {
+    const r = reasoning ? { reasoning_content: reasoning } : {};
+    reasoning = '';
+    return r;
+  };
   if (typeof input === 'string') messages.push({ role: 'user', content: input });
   else if (Array.isArray(input)) {
     input.forEach((it: Json, i) => {
       const type = it.type ?? 'message';
       if (type === 'message') {
         const role = it.role === 'developer' ? 'system' : String(it.role);
-        messages.push({ role, content: contentText(it.content, `input[${i}].content`) ?? '' });
+        messages.push({ role, content: contentText(it.content, `input[${i}].content`) ?? '', ...(role === 'assistant' ? withReasoning() : {}) });
       } else if (type === 'function_call') {
         const call = { id: String(it.call_id), type: 'function' as const, function: { name: String(it.name), arguments: String(it.arguments ?? '{}') } };
         const last = messages[messages.length - 1];
         // Consecutive calls are one assistant turn (parallel calls).
         if (last?.role === 'assistant' && last.tool_calls && !last.content) last.tool_calls.push(call);
-        else messages.push({ role: 'assistant', content: null, tool_calls: [call] });
+        else messages.push({ role: 'assistant', content: null, tool_calls: [call], ...withReasoning() });
       } else if (type === 'function_call_output') {
         messages.push({ role: 'tool', tool_call_id: String(it.call_id), content: typeof it.output === 'string' ? it.output : JSON.stringify(it.output) });
-      } else if (type !== 'reasoning') {
+      } else if (type === 'reasoning') {
+        const parts = (Array.isArray(it.content) && it.content.length ? it.content : Array.isArray(it.summary) ? it.summary : []) as Json[];
+        reasoning += parts.map((p) => (typeof p.text === 'string' ? p.text : '')).join('\n');
+      } else {
         throw new DialectError(`input[${i}].type: '${String(type)}' items are not supported`, `input[${i}].type`);
       }
     });
@@ -74,6 +85,7 @@ export function responsesRequest(b: Json): ServeRequest {
     ...(b.tool_choice != null ? { toolChoice: toolChoiceOf(b.tool_choice) } : {}),
     ...(typeof b.parallel_tool_calls === 'boolean' ? { parallelToolCalls: b.parallel_tool_calls } : {}),
     ...(formatOf(b.text) ? { responseFormat: formatOf(b.text) } : {}),
+    ...responsesReasoning(b.reasoning),
   };
 }
 
@@ -115,6 +127,19 @@ export class ResponseBuilder {
     return [this.#ev('response.created', { response: this.response('in_progress') }), this.#ev('response.in_progress', { response: this.response('in_progress') })];
   }
 
+  /** Reasoning as a reasoning item (its text as reasoning_text content, as gpt-oss's Responses API gives it). */
+  #reasoning: Item | null = null;
+
+  #closeReasoning() {
+    const item = this.#reasoning;
+    if (!item) return [];
+    this.#reasoning = null;
+    const index = this.output.indexOf(item);
+    const part = (item.content as Json[])[0];
+    item.status = 'completed';
+    return [this.#ev('response.reasoning_text.done', { item_id: item.id, output_index: index, content_index: 0, text: part.text }), this.#ev('response.output_item.done', { output_index: index, item })];
+  }
+
   #closeText() {
     const item = this.#text;
     if (!item) return [];
@@ -130,8 +155,20 @@ export class ResponseBuilder {
   }
 
   event(e: ServeEvent) {
+    if (e.type === 'reasoning') {
+      const out = this.#closeText();
+      if (!this.#reasoning) {
+        this.#reasoning = { type: 'reasoning', id: rid('rs'), status: 'in_progress', summary: [], content: [{ type: 'reasoning_text', text: '' }] };
+        this.output.push(this.#reasoning);
+        out.push(this.#ev('response.output_item.added', { output_index: this.output.length - 1, item: { ...this.#reasoning, content: [] } }));
+      }
+      const part = (this.#reasoning.content as Json[])[0];
+      part.text = String(part.text) + e.text;
+      out.push(this.#ev('response.reasoning_text.delta', { item_id: this.#reasoning.id, output_index: this.output.indexOf(this.#reasoning), content_index: 0, delta: e.text }));
+      return out;
+    }
     if (e.type === 'text') {
-      const out = [];
+      const out: { event: string; data: Json }[] = this.#closeReasoning();
       if (!this.#text) {
         this.#text = { type: 'message', id: rid('msg'), status: 'in_progress', role: 'assistant', content: [{ type: 'output_text', text: '', annotations: [] }] };
         this.output.push(this.#text);
@@ -144,7 +181,7 @@ export class ResponseBuilder {
       return out;
     }
     if (e.type === 'tool_call') {
-      const out = this.#closeText();
+      const out = [...this.#closeReasoning(), ...this.#closeText()];
       const item: Item = { type: 'function_call', id: rid('fc'), call_id: e.call.id, name: e.call.name, arguments: e.call.arguments, status: 'completed' };
       this.output.push(item);
       const index = this.output.length - 1;
@@ -160,7 +197,7 @@ export class ResponseBuilder {
   }
 
   finish(done: Extract<ServeEvent, { type: 'done' }>) {
-    const out = this.#closeText();
+    const out = [...this.#closeReasoning(), ...this.#closeText()];
     const status = done.finishReason === 'length' ? 'incomplete' : 'completed';
     const usage = { input_tokens: done.promptTokens, input_tokens_details: { cached_tokens: done.cachedPromptTokens ?? 0 }, output_tokens: done.completionTokens, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: done.promptTokens + done.completionTokens };
     out.push(this.#ev(status === 'completed' ? 'response.completed' : 'response.incomplete', { response: this.response(status, usage) }));

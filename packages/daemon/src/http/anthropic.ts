@@ -5,7 +5,7 @@
  */
 import type { Logger } from 'pino';
 import type { FastifyInstance, FastifyReply } from 'fastify';
-import { planChat } from '../dialects/tools/plan.js';
+import { preparePrompt } from '../dialects/prompt.js';
 import { AnthropicMessage, AnthropicStream, anthropicBodySchema, anthropicError, anthropicRequest, newMessageId } from '../dialects/anthropic.js';
 import type { Serving } from '../serving/serving.js';
 import { errorStatus, localTokenizer, namedEvents, runOn, runStreaming, runToEnd } from './dialect-support.js';
@@ -62,8 +62,8 @@ export function anthropicRoutes(app: FastifyInstance, serving: Serving, log?: Lo
       const tok = localTokenizer(serving, p.body.model);
       if (!tok) return fail(reply, 404, `model: '${p.body.model}' has no files on this node (count_tokens reads its tokenizer)`);
       const s = anthropicRequest(p.body);
-      const text = tok.chatTemplate ? planChat(tok, p.body.model, { messages: s.messages ?? [], tools: s.tools, toolChoice: s.toolChoice }).prompt : (s.messages ?? []).map((m: { content: string | null }) => m.content ?? '').join('\n');
-      return { input_tokens: tok.encode(text, { addSpecialTokens: !tok.chatTemplate }).length };
+      // The same prompt the request is billed for (the executor builds it with this function).
+      return { input_tokens: preparePrompt(tok, p.body.model, s).ids.length };
     } catch (err) {
       const e = errorStatus(err);
       return fail(reply, e.status, e.message, e.code);

@@ -12,8 +12,10 @@ import { errorBody, errorHeaders, sendError } from './errors.js';
 import { chatCompletionSchema, completionSchema, describeIssue, type ChatCompletionBody, type CompletionBody } from './schemas.js';
 import { ChatReply, chatDeltas, chatLogprob, completionLogprobs, openAiChatFields, openAiCompletionFields } from '../dialects/openai-chat.js';
 import { DialectError } from '../dialects/tools/plan.js';
+import { openAiSampling } from '../dialects/sampling.js';
 import { sseStream } from './sse.js';
-import { runOn } from './dialect-support.js';
+import { localTokenizer, runOn } from './dialect-support.js';
+import { preparePrompt } from '../dialects/prompt.js';
 import type { Logger } from 'pino';
 
 type Kind = 'chat' | 'completion';
@@ -31,11 +33,17 @@ function toServeRequest(body: ChatCompletionBody | CompletionBody, kind: Kind): 
     seed: body.seed ?? randomInt(0, 2 ** 31),
     stop,
     ...(body.speculate ? { speculate: body.speculate } : {}),
+    ...openAiSampling(body as Record<string, unknown>),
   };
   // Tools, response_format, logprobs and tool messages: dialects/openai-chat.ts (400s name the field).
   if (kind === 'chat') return { ...base, ...openAiChatFields(body as Record<string, unknown>) };
   const p = (body as CompletionBody).prompt;
   return { ...base, prompt: typeof p === 'string' ? p : p[0], ...openAiCompletionFields(body as Record<string, unknown>) };
+}
+
+/** An OpenAI chat body as a ServeRequest (the CLI's `orchard template` reads bodies this way too). */
+export function chatServeRequest(body: ChatCompletionBody): ServeRequest {
+  return toServeRequest(body, 'chat');
 }
 
 /** OpenAI's usage: prompt_tokens counts every prompt token; the ones the prefix cache held are also in cached_tokens. */
@@ -158,5 +166,29 @@ export function openAiRoutes(app: FastifyInstance, serving: Serving, log?: Logge
   }
 
   app.post('/v1/chat/completions', handle('chat'));
+
+  /**
+   * What the model would see for a chat request (llama-server's /apply-template, with the tokens): the
+   * prompt the executor builds from the same body — template, tools, reasoning switch — and its ids.
+   * Nothing is generated. Reads the model's tokenizer on this node.
+   */
+  app.post('/apply-template', async (req, reply) => {
+    const parsed = chatCompletionSchema.safeParse(req.body ?? {});
+    if (!parsed.success) {
+      const { message, param } = describeIssue(parsed.error);
+      return sendError(reply, 400, message, 'invalid_value', param);
+    }
+    const body = parsed.data;
+    if (!router.models().includes(body.model)) return sendError(reply, 404, `the model '${body.model}' does not exist in this pod (see GET /v1/models)`, 'model_not_found', 'model');
+    const tok = localTokenizer(serving, body.model);
+    if (!tok) return sendError(reply, 404, `the model '${body.model}' has no files on this node (apply-template reads its tokenizer)`, 'model_not_local', 'model');
+    try {
+      const p = preparePrompt(tok, body.model, toServeRequest(body, 'chat'));
+      return { model: body.model, prompt: p.text, tokens: p.ids, token_count: p.ids.length, tool_call_format: p.format };
+    } catch (err) {
+      if (err instanceof DialectError) return sendError(reply, err.status, err.message, err.code, err.param);
+      throw err;
+    }
+  });
   app.post('/v1/completions', handle('completion'));
 }

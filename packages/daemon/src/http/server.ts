@@ -2,7 +2,7 @@
  * The daemon's HTTP API (fastify) and the only place routes are registered: one file per group.
  *
  *   cluster.ts    /healthz, /api/cluster, /api/status, /api/events, /api/capability/measure
- *   openai.ts     /v1/models, /v1/chat/completions, /v1/completions
+ *   openai.ts     /v1/models, /v1/chat/completions, /v1/completions, /apply-template
  *   responses.ts  /v1/responses, /v1/models/{id}, /v1/embeddings
  *   anthropic.ts  /v1/messages, /v1/messages/count_tokens
  *   ollama.ts     /api/chat, /api/generate, /api/tags, /api/show, /api/ps, /api/version, /api/pull, /api/embed

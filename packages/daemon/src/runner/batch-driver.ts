@@ -21,7 +21,7 @@
  * cache's blocks, on the device (kvBlocksOf); it speculates, its draft checks exact (verifiesDrafts).
  * A shard without forwardBatch runs the step's sequences one forward each.
  */
-import { DraftLength, pickToken, pickVerified, PrefixCache, Sampler, type KVCache, type ModelShard, type PrefixCacheable, type PromptLookupOptions, type TokenConstraint } from '@orchard/engine';
+import { DraftLength, penaltiesOf, pickToken, pickVerified, PrefixCache, Sampler, type KVCache, type ModelShard, type PrefixCacheable, type PromptLookupOptions, type TokenConstraint } from '@orchard/engine';
 import { PrefillChunker, type PrefillChunkOptions } from './prefill-chunk.js';
 import { forwardSegments, kvBlocksOf, verifiesDrafts } from './step-forward.js';
 import { DRAFT_TOKENS, nextDraft } from './draft.js';
@@ -133,7 +133,7 @@ export class BatchDriver {
         req,
         cache,
         capacity,
-        sampler: new Sampler(sampling),
+        sampler: new Sampler({ ...sampling, ...penaltiesOf(req) }, prompt),
         constraint,
         onToken,
         fed: cached,

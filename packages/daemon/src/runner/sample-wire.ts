@@ -3,17 +3,21 @@
  * request's sampling payload (after a BEGIN header, to the sampling rank only) and the sampled token
  * coming back, with its logprobs when the request asked for them.
  *
- *   payload  UTF-8 JSON { constraint?, logprobs?, stopTokenIds }
+ *   payload  UTF-8 JSON { constraint?, logprobs?, stopTokenIds, penalties?, history? }
  *   reply    Int32Array [id]                                     without logprobs
  *            Float64Array [id, logprob, top ids (k), top logprobs (k)] with k = logprobs requested (<= 20)
  *   verified Int32Array [n], then n replies                     a draft's check: the n tokens confirmed
  */
-import type { ConstraintSpec, TokenLogprob } from '@orchard/engine';
+import type { ConstraintSpec, SamplingPenalties, TokenLogprob } from '@orchard/engine';
 
 export interface SamplingPayload {
   constraint?: ConstraintSpec;
   logprobs?: number;
   stopTokenIds: number[];
+  /** Sampling beyond the header's four knobs (min-p, typical-p, penalties, logit bias). */
+  penalties?: SamplingPenalties;
+  /** The prompt's last tokens the penalties' window starts with. */
+  history?: number[];
 }
 
 /** Logprob alternatives a reply can carry (OpenAI's top_logprobs limit). */

@@ -16,7 +16,7 @@
  * timeout) rejects the request that was running and breaks the loop: the instance is then dead and gets
  * replaced.
  */
-import { DraftLength, pickToken, pickVerified, Sampler, vocabSlice, type BatchSegment, type PromptLookupOptions, type ConstraintSpec, type KVCache, type ModelShard, type SamplingOptions, type TokenConstraint } from '@orchard/engine';
+import { DraftLength, penaltiesOf, penaltyHistory, pickToken, pickVerified, Sampler, validateSampling, vocabSlice, type BatchSegment, type SamplingPenalties, type PromptLookupOptions, type ConstraintSpec, type KVCache, type ModelShard, type SamplingOptions, type TokenConstraint } from '@orchard/engine';
 import type { Group } from './transport.js';
 import { type InstanceLayout, samplerRank, stageMembers, stageOf, worldSize, rankOf } from '@orchard/engine';
 import { HeaderCodec, type Header, type Segment } from './header.js';
@@ -41,7 +41,7 @@ const STALL_FACTOR = 20;
 /** Never fail a decode step faster than this (scheduling noise on a busy machine). */
 const MIN_DECODE_TIMEOUT_MS = 3000;
 
-export interface GenerateRequest extends SamplingOptions {
+export interface GenerateRequest extends SamplingOptions, SamplingPenalties {
   promptIds: number[];
   maxTokens: number;
   stopTokenIds: number[];
@@ -258,7 +258,7 @@ export async function runFollower(ctx: Ctx): Promise<void> {
         }
         // The driver compiled the same constraint first, so a request it refuses never gets here.
         const constraint = payload?.constraint && ctx.compile ? await ctx.compile(payload.constraint, payload.stopTokenIds) : null;
-        picks.set(h.slot, { sampler: new Sampler(h.sampling), constraint, logprobs: payload?.logprobs, reply: new TokenReply(payload?.logprobs) });
+        picks.set(h.slot, { sampler: new Sampler({ ...h.sampling, ...payload?.penalties }, payload?.history), constraint, logprobs: payload?.logprobs, reply: new TokenReply(payload?.logprobs) });
         continue;
       }
       await followStep(h);
@@ -596,11 +596,15 @@ export class Driver {
     if (prompt.length >= shard.maxSeqLen) throw new RangeError(`prompt of ${prompt.length} tokens does not fit the context of ${shard.maxSeqLen}`);
     const sampling = { temperature: req.temperature ?? 0, topP: req.topP ?? 1, topK: req.topK ?? 0, seed: req.seed ?? 0 };
     if (req.constraint && !this.#ctx.compile) throw new RangeError('this runner cannot compile output constraints');
+    validateSampling(req);
     // Compiled here even when another stage samples: a constraint the grammar engine refuses is this
     // request's error, before anything reaches the other ranks.
     let constraint = req.constraint ? await this.#ctx.compile!(req.constraint, req.stopTokenIds) : null;
     const remote = samplerRank(layout) !== 0;
-    const payload = remote && (req.constraint || req.logprobs !== undefined) ? encodePayload({ constraint: req.constraint, logprobs: req.logprobs, stopTokenIds: req.stopTokenIds }) : undefined;
+    // Penalties travel with the prompt's tail they start from (the header carries the four basic knobs).
+    const penalties = penaltiesOf(req);
+    const penalizes = Object.keys(penalties).length > 0;
+    const payload = remote && (req.constraint || req.logprobs !== undefined || penalizes) ? encodePayload({ constraint: req.constraint, logprobs: req.logprobs, stopTokenIds: req.stopTokenIds, ...(penalizes ? { penalties, history: penaltyHistory(req, prompt) } : {}) }) : undefined;
     if (remote) {
       constraint?.dispose();
       constraint = null;
@@ -621,7 +625,7 @@ export class Driver {
           return n;
         });
         this.stats.cachedTokens += cached;
-        const sampler = new Sampler(sampling);
+        const sampler = new Sampler({ ...sampling, ...penalties }, prompt);
         const pick: Pick = (logits) => pickToken(logits, sampler, constraint, req.logprobs);
         const t0 = performance.now();
         const lane = this.#lanes.reduce((a, b) => (b.seqs.length < a.seqs.length ? b : a));

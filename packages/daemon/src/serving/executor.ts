@@ -3,12 +3,12 @@
  * request on the data plane at a time, a bounded queue behind it), streams text with stop strings
  * applied, and cancels the runner's loop when the client leaves or a stop string appears.
  */
-import { loadTokenizer, TextStream, type ConstraintSpec, type ModelConfig, type ModelTokenizer, type TokenLogprob } from '@orchard/engine';
+import { loadTokenizer, penaltiesOf, TextStream, type ConstraintSpec, type ModelConfig, type ModelTokenizer, type TokenLogprob } from '@orchard/engine';
 import { InvalidRequestError, type RunnerProcess } from '../runner/runner-process.js';
 import type { TokenInfo } from '../dialects/request-schema.js';
 import type { ReplyParser } from '../dialects/tools/events.js';
-import { DialectError, planChat } from '../dialects/tools/plan.js';
-import { plainParser } from '../dialects/tools/thinking.js';
+import { DialectError } from '../dialects/tools/plan.js';
+import { checkLogitBias, preparePrompt } from '../dialects/prompt.js';
 import { ServeError, type ServeEvent, type ServeRequest } from './requests.js';
 
 export interface ExecutorOptions {
@@ -35,6 +35,7 @@ export class InstanceExecutor {
   readonly #tokenizer: ModelTokenizer;
   readonly #eos: number[];
   readonly #maxSeqLen: number;
+  readonly #vocabSize: number;
   readonly #o: ExecutorOptions;
   readonly #dir: string;
   #active = 0;
@@ -50,6 +51,7 @@ export class InstanceExecutor {
     this.#dir = dir;
     this.#eos = config.eosTokenIds;
     this.#maxSeqLen = maxSeqLen;
+    this.#vocabSize = config.vocabSize;
     this.#o = o;
   }
 
@@ -59,27 +61,14 @@ export class InstanceExecutor {
   }
 
   #prepare(req: ServeRequest): Prepared {
-    const tok = this.#tokenizer;
-    const json = req.responseFormat && req.responseFormat.type !== 'text' ? (req.responseFormat.type === 'json_object' ? { type: 'object' } : req.responseFormat.schema) : null;
-    const plain = (text: string, addSpecialTokens = true): Prepared => ({
-      ids: tok.encode(text, { addSpecialTokens }),
-      constraint: json === null ? null : { type: 'json_schema', schema: json },
-      keepSpecialTokens: false,
-      parser: plainParser(),
-    });
-    if (req.kind !== 'chat') return plain(req.prompt ?? '');
-    const messages = req.messages ?? [];
-    if (tok.chatTemplate || req.tools?.length || messages.some((m) => m.role === 'tool' || m.tool_calls?.length)) {
-      try {
-        const plan = planChat(tok, this.#o.model ?? this.#dir, { messages, tools: req.tools, toolChoice: req.toolChoice, parallelToolCalls: req.parallelToolCalls, responseFormat: req.responseFormat });
-        return { ids: tok.encode(plan.prompt, { addSpecialTokens: false }), constraint: plan.constraint, keepSpecialTokens: plan.keepSpecialTokens, parser: plan.parser() };
-      } catch (err) {
-        if (err instanceof DialectError) throw new ServeError(err.status, err.code, err.param ? `${err.param}: ${err.message}` : err.message);
-        throw err;
-      }
+    try {
+      checkLogitBias(req, this.#vocabSize);
+      const p = preparePrompt(this.#tokenizer, this.#o.model ?? this.#dir, req);
+      return { ids: p.ids, constraint: p.constraint, keepSpecialTokens: p.keepSpecialTokens, parser: p.parser() };
+    } catch (err) {
+      if (err instanceof DialectError) throw new ServeError(err.status, err.code, err.param ? `${err.param}: ${err.message}` : err.message);
+      throw err;
     }
-    // A text-continuation model has no template: the conversation as plain text, ready for the reply.
-    return plain(messages.map((m) => (m.role === 'system' ? `${m.content ?? ''}\n\n` : `${m.role === 'assistant' ? 'Assistant' : 'User'}: ${m.content ?? ''}\n`)).join('') + 'Assistant:');
   }
 
   #tokenInfo(lp: TokenLogprob): TokenInfo {
@@ -155,6 +144,7 @@ export class InstanceExecutor {
             topP: req.topP,
             topK: req.topK ?? 0,
             seed: req.seed,
+            ...penaltiesOf(req),
             ...(prep.constraint ? { constraint: prep.constraint } : {}),
             ...(req.logprobs !== undefined ? { logprobs: req.logprobs } : {}),
             ...(req.speculate ? { speculate: req.speculate } : {}),

@@ -22,9 +22,11 @@ const VALID: Record<string, string[]> = {
   'deepseek-v3': ['<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{"city": "Paris"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>'],
   'deepseek-v3.1': ['<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{"city": "Paris"}<｜tool▁call▁end｜><｜tool▁call▁begin｜>b<｜tool▁sep｜>{}<｜tool▁call▁end｜><｜tool▁calls▁end｜>'],
   'kimi-k2': ['<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{"city": "Paris"}<|tool_call_end|><|tool_calls_section_end|>'],
+  'qwen3-coder': ['<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n<parameter=days>\n2\n</parameter>\n</function>\n</tool_call>', 'Let me check.\n<tool_call>\n<function=b>\n</function>\n</tool_call>'],
+  'glm-4.5': ['<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n<arg_key>days</arg_key>\n<arg_value>2</arg_value>\n</tool_call>', 'ok\n<tool_call>b\n</tool_call>'],
   harmony: ['<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city": "Paris"}', '<|channel|>final<|message|>It is sunny.'],
 };
-const ALL_MARKERS = ['<tool_call>', '</tool_call>', '[TOOL_CALLS]', '[ARGS]', '<|python_tag|>', '<｜tool▁calls▁begin｜>', '<｜tool▁call▁begin｜>', '<｜tool▁sep｜>', '<｜tool▁call▁end｜>', '<|tool_call_begin|>', '<|tool_call_argument_begin|>', '<|channel|>', '<|message|>', '<|end|>', '<think>', '</think>', '{', '}', '[', ']', '"', '\\', '```'];
+const ALL_MARKERS = ['<tool_call>', '</tool_call>', '<function=', '</function>', '<parameter=', '</parameter>', '<arg_key>', '</arg_key>', '<arg_value>', '</arg_value>', '[TOOL_CALLS]', '[ARGS]', '<|python_tag|>', '<｜tool▁calls▁begin｜>', '<｜tool▁call▁begin｜>', '<｜tool▁sep｜>', '<｜tool▁call▁end｜>', '<|tool_call_begin|>', '<|tool_call_argument_begin|>', '<|channel|>', '<|message|>', '<|end|>', '<think>', '</think>', '{', '}', '[', ']', '"', '\\', '```'];
 
 function mutate(text: string, rnd: () => number): string {
   let t = text;

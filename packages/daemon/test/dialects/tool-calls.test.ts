@@ -42,6 +42,9 @@ const EXPECTED: Record<FamilyName, string | null> = {
   deepseekR1: 'deepseek-v3',
   kimiK2: 'kimi-k2',
   gptOss: 'harmony',
+  qwen3Coder: 'qwen3-coder',
+  glm46: 'glm-4.5',
+  seedOss: null,
   gemma2: null,
 };
 const families = (Object.keys(EXPECTED) as FamilyName[]).filter((f) => EXPECTED[f]);
@@ -149,11 +152,34 @@ describe('conversations with tool results', () => {
     }
   });
 
-  it('tells a template that never describes tools (DeepSeek) about them in the system message', () => {
+  it('Llama 3.1: brave_search and wolfram_alpha among the tools are its built-ins (ipython mode), the others JSON functions', () => {
+    const llama = loadTokenizer(writeFamilyModel(join(tmp.dir, 'llama-builtin'), 'llama31').dir);
+    const search: ToolDefinition = { type: 'function', function: { name: 'brave_search', description: 'Web search', parameters: { type: 'object', properties: { query: { type: 'string' } } } } };
+    const plan = planChat(llama, 'llama', { messages: [{ role: 'user', content: 'hi' }], tools: [search, weather] });
+    expect(plan.prompt).toContain('Environment: ipython\nTools: brave_search\n');
+    expect(plan.prompt).toContain('"name": "get_weather"');
+    expect(plan.prompt).not.toContain('"name": "brave_search"');
+  });
+
+  it('tells a template that never describes tools (DeepSeek V3.1) about them as its model card does', () => {
     const info = writeFamilyModel(join(tmp.dir, 'ds-sys'), 'deepseekV31');
-    const plan = planChat(loadTokenizer(info.dir), 'ds', { messages: [{ role: 'user', content: 'hi' }], tools });
-    expect(plan.prompt).toContain('Current weather in a city');
-    expect(plan.prompt).toContain('<｜tool▁call▁begin｜>tool_name<｜tool▁sep｜>{"argument": "value"}');
+    const plan = planChat(loadTokenizer(info.dir), 'ds', { messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'hi' }], tools: [time] });
+    // The layout and words of DeepSeek-V3.1's model card: {system prompt}\n\n{tool_description}<｜User｜>{query}<｜Assistant｜></think>
+    const card = [
+      'Be brief.\n\n## Tools\nYou have access to the following tools:\n\n',
+      '### get_time\nDescription: Local time in a city\n\n',
+      'Parameters: {"type": "object", "properties": {"zone": {"type": "string", "description": "Zone", "enum": ["UTC", "CET"]}}, "required": ["zone"], "additionalProperties": false}\n\n',
+      'IMPORTANT: ALWAYS adhere to this exact format for tool use:\n',
+      '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>tool_call_name<｜tool▁sep｜>tool_call_arguments<｜tool▁call▁end｜>{additional_tool_calls}<｜tool▁calls▁end｜>\n\n',
+      'Where:\n- `tool_call_name` must be an exact match to one of the available tools\n',
+      "- `tool_call_arguments` must be valid JSON that strictly follows the tool's Parameters Schema\n",
+      '- For multiple tool calls, chain them directly without separators or spaces<｜User｜>hi<｜Assistant｜></think>',
+    ].join('');
+    expect(plan.prompt).toBe(`<｜begin▁of▁sentence｜>${card}`);
+    // No system prompt: the card's layout starts with the blank line.
+    const bare = planChat(loadTokenizer(info.dir), 'ds', { messages: [{ role: 'user', content: 'hi' }], tools: [time] });
+    expect(bare.prompt.startsWith('<｜begin▁of▁sentence｜>\n\n## Tools\n')).toBe(true);
+    expect(bare.prompt).not.toContain('You can call the following functions');
   });
 });
 
@@ -180,6 +206,20 @@ describe('what cannot be served is a 400 naming it', () => {
     expect(() => planChat(gemma, 'g', { messages: [...user, { role: 'tool', tool_call_id: 'x', content: 'r' }] })).toThrow(/does not support tools/);
     expect(() => planChat(qwen, 'q', { messages: user, tools, toolChoice: { name: 'nope' } })).toThrow(/tool_choice names 'nope'/);
     expect(() => planChat(qwen, 'q', { messages: user, toolChoice: 'required' })).toThrow(/needs tools/);
+  });
+
+  it('a template that writes calls in a format Orchard does not read (Seed-OSS) is refused by name, never misread', () => {
+    const seed = loadTokenizer(writeFamilyModel(join(tmp.dir, 'seed'), 'seedOss').dir);
+    expect(seed.chatTemplateCaps?.toolCalls).toBe(true);
+    let err: DialectError | undefined;
+    try {
+      planChat(seed, 'seed-oss', { messages: user, tools });
+    } catch (e) {
+      err = e as DialectError;
+    }
+    expect(err).toBeInstanceOf(DialectError);
+    expect(err!.message).toMatch(/^the model 'seed-oss' writes tool calls in a format Orchard does not read \(known: .*qwen3-coder.*\)/);
+    expect(err!.code).toBe('tools_unsupported');
   });
 
   it('tool_choice none renders no tools and reads no calls', () => {

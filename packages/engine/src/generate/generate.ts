@@ -8,10 +8,10 @@ import { compileConstraint, type ConstraintSpec, type TokenConstraint } from './
 import { pickToken } from './pick.js';
 import { draftFromContext, type PromptLookupOptions } from './prompt-lookup.js';
 import { pickVerified } from './speculate.js';
-import { Sampler, type SamplingOptions, type TokenLogprob } from './sampler.js';
+import { Sampler, type FullSamplingOptions, type TokenLogprob } from './sampler.js';
 import { TextStream } from './text-stream.js';
 
-export interface GenerateOptions extends SamplingOptions {
+export interface GenerateOptions extends FullSamplingOptions {
   /** Most tokens to generate. @default 128 */
   maxTokens?: number;
   /** Stop when one of these ids is sampled (it is kept in `tokens`). @default the model's eos ids */
@@ -74,7 +74,7 @@ export async function generate(model: LanguageModel, promptIds: number[], option
     throw new RangeError(`prompt of ${promptIds.length} tokens does not fit the context of ${model.maxSeqLen}`);
   }
   const stopIds = new Set(options.stopTokenIds ?? model.config.eosTokenIds);
-  const sampler = new Sampler(options);
+  const sampler = new Sampler(options, promptIds);
   const tok = options.tokenizer;
   const stream = tok ? new TextStream((ids) => tok.decode(ids), options.stopStrings) : null;
   const constraint: TokenConstraint | null = options.constraint

@@ -10,6 +10,7 @@
  * rendered with object arguments and the output is checked for them.
  */
 import { Template } from '@huggingface/jinja';
+import './jinja-compat.js';
 
 /** A function the model may call (OpenAI's and Hugging Face's tool format). */
 export interface ToolDefinition {
@@ -36,6 +37,11 @@ export interface ChatMessage {
   name?: string;
   /** Assistant messages: reasoning text, for templates that keep it apart (gpt-oss `thinking`). */
   thinking?: string;
+  /**
+   * Assistant messages: the reasoning before the answer, as the templates that replay it read it
+   * (Qwen3, DeepSeek V3.1: `reasoning_content`; gpt-oss reads `thinking`, which it also fills).
+   */
+  reasoning_content?: string;
 }
 
 export interface ChatTemplateCaps {
@@ -61,6 +67,8 @@ export interface RenderOptions {
   addGenerationPrompt?: boolean;
   /** Tool definitions; only passed when non-empty (templates test `tools is not none`). */
   tools?: ToolDefinition[];
+  /** Extra template variables (transformers' `**kwargs`): enable_thinking, reasoning_effort, ... */
+  variables?: Record<string, unknown>;
 }
 
 export class ChatTemplateError extends Error {
@@ -83,18 +91,25 @@ export class ChatTemplate {
   }
 
   render(messages: ChatMessage[], options: RenderOptions = {}): string {
-    const tools = options.tools?.length ? options.tools : undefined;
-    const context: Record<string, unknown> = {
-      ...this.#specials,
-      messages: messages.map((m) => this.#prepare(m)),
-      add_generation_prompt: options.addGenerationPrompt ?? true,
-    };
-    if (tools) context.tools = tools;
+    const context = this.context(messages, options);
     try {
       return this.#compiled.render(context);
     } catch (err) {
       throw new ChatTemplateError(`the chat template failed: ${(err as Error).message}`);
     }
+  }
+
+  /** The variables the template is rendered with (plain JSON: what another Jinja engine would be given). */
+  context(messages: ChatMessage[], options: RenderOptions = {}): Record<string, unknown> {
+    const tools = options.tools?.length ? options.tools : undefined;
+    const context: Record<string, unknown> = {
+      ...this.#specials,
+      ...options.variables,
+      messages: messages.map((m) => this.#prepare(m)),
+      add_generation_prompt: options.addGenerationPrompt ?? true,
+    };
+    if (tools) context.tools = tools;
+    return context;
   }
 
   /** The message as the template expects it: no undefined keys (`'x' in message` tests), arguments in its form. */
@@ -109,7 +124,9 @@ export class ChatTemplate {
     }
     if (m.tool_call_id !== undefined) out.tool_call_id = m.tool_call_id;
     if (m.name !== undefined) out.name = m.name;
-    if (m.thinking !== undefined) out.thinking = m.thinking;
+    if (m.reasoning_content !== undefined) out.reasoning_content = m.reasoning_content;
+    const thinking = m.thinking ?? m.reasoning_content;
+    if (thinking !== undefined) out.thinking = thinking;
     return out;
   }
 
@@ -140,15 +157,30 @@ export class ChatTemplate {
           { role: 'tool', tool_call_id: 'probe0001', name: 'probe_fn', content: 'ok' },
         ],
       });
-    const objectShown = (content: string | null) => /"probe_arg":\s*"probe_value"/.test(render({ probe_arg: 'probe_value' }, content));
-    for (const content of [null, '']) {
+    // Shown as JSON (Qwen, Llama 3, Kimi), or key and value apart (Qwen3-Coder's <parameter=probe_arg>,
+    // GLM's <arg_key>): either way an object; "[object Map]" or nothing is a template that wants text.
+    const objectShown = (content: string | null) => {
+      const out = render({ probe_arg: 'probe_value' }, content);
+      return /"probe_arg":\s*"probe_value"/.test(out) || (/\bprobe_arg\b/.test(out) && /\bprobe_value\b/.test(out) && !/\[object |Map\(/.test(out));
+    };
+    const tryRender = (content: string | null) => {
       try {
-        return { objectArguments: objectShown(content), nullContent: content === null };
+        return render({ probe_arg: 'probe_value' }, content);
       } catch {
-        // Try the next content form; a template that rejects both gets the Hugging Face defaults.
+        return null;
       }
+    };
+    // null as OpenAI sends it, unless the template fails on it or prints it ("None", as jinja2 does: GLM).
+    const withNull = tryRender(null);
+    const withEmpty = tryRender('');
+    const nones = (s: string) => s.split('None').length;
+    const nullContent = withNull !== null && !(withEmpty !== null && nones(withNull) > nones(withEmpty));
+    try {
+      return { objectArguments: objectShown(nullContent ? null : ''), nullContent };
+    } catch {
+      // A template that rejects both gets the Hugging Face defaults.
+      return { objectArguments: true, nullContent: true };
     }
-    return { objectArguments: true, nullContent: true };
   }
 }
 

@@ -15,8 +15,9 @@ import { registerRun } from './run.js';
 import { registerService } from './service.js';
 import { registerStart } from './start.js';
 import { registerStatus } from './status.js';
+import { registerTemplate } from './template.js';
 
 /** Each CLI command lives in its own file and adds itself to the program here. */
 export type RegisterCommand = (program: Command) => void;
 
-export const commands: RegisterCommand[] = [registerStart, registerStatus, registerCluster, registerKey, registerService, registerLogs, registerPull, registerDoctor, registerRun, registerPlan, registerLoad, registerChat, registerBench, registerNetwork, registerLend, registerRelay];
+export const commands: RegisterCommand[] = [registerStart, registerStatus, registerCluster, registerKey, registerService, registerLogs, registerPull, registerDoctor, registerRun, registerPlan, registerLoad, registerChat, registerBench, registerNetwork, registerLend, registerRelay, registerTemplate];

@@ -8,7 +8,7 @@
  * stops right after the arguments); a body that does not read as a call comes out as plain text.
  */
 import type { ParsedCall, ReplyEvent, ReplyParser } from './events.js';
-import { findMarker, partialMarkerTail } from './scan.js';
+import { findMarker, jsonValueEnd, partialMarkerTail } from './scan.js';
 
 export interface CallBody {
   name: string;
@@ -75,8 +75,11 @@ export function delimitedParser(f: DelimitedFormat, newId: (index: number, name:
         state = m.marker === s.end ? 'text' : 'call';
         continue;
       }
-      // In a call: up to its end marker (or the next call's begin, when a model forgets the end).
-      const m = findMarker(buf, [f.call.end, f.call.begin, ...(f.section ? [f.section.end] : [])]);
+      // In a call: up to its end marker (or the next call's begin, when a model forgets the end). A
+      // marker inside a JSON body's unfinished string ("</tool_call>" as an argument's text) is text.
+      const ends = [f.call.end, f.call.begin, ...(f.section ? [f.section.end] : [])];
+      let m = findMarker(buf, ends);
+      while (m && jsonValueEnd(buf.slice(0, m.at)) === -1) m = findMarker(buf, ends, m.at + m.marker.length);
       if (!m) {
         if (final) {
           call(buf, false, events);

@@ -10,8 +10,11 @@ export interface ToolCallFormat {
   readonly name: string;
   /** The template writes calls this way (its markers are in the template's source). */
   detect(template: string): boolean;
-  /** A parser for one reply; `newId` names calls the model does not name itself. */
-  parser(newId: (index: number, name: string) => string): ReplyParser;
+  /**
+   * A parser for one reply; `newId` names calls the model does not name itself. `tools`: the
+   * request's tools, for formats whose values are typed by the schema (key/value formats).
+   */
+  parser(newId: (index: number, name: string) => string, tools?: ToolDefinition[]): ReplyParser;
   /** One or more calls (only one unless `parallel`), each to one of `tools` with arguments matching its schema. */
   grammar(tools: ToolDefinition[], parallel: boolean): StructuralFormat;
   /** An id for a new call that the template accepts when the conversation comes back. @default call_<24 alphanumerics> */
@@ -20,6 +23,11 @@ export interface ToolCallFormat {
   historyId?(id: string): string;
   /** One call written out, for templates that never describe tools themselves (the caller tells the model how to call). */
   example?(name: string, args: string): string;
+  /**
+   * The tool description the model card prescribes, for a template that never renders `tools`
+   * (DeepSeek): appended to the system prompt after a blank line, as the card lays it out.
+   */
+  toolPrompt?(tools: ToolDefinition[]): string;
 }
 
 /** A tool's parameter schema; a tool without one takes an empty object. */

@@ -14,7 +14,7 @@ import { ChatTemplateError, type ChatMessage, type ConstraintSpec, type JsonSche
 import type { ReplyParser } from './events.js';
 import type { ToolCallFormat } from './format.js';
 import { harmony } from './formats/harmony.js';
-import { detectToolCallFormat } from './registry.js';
+import { detectToolCallFormat, TOOL_CALL_FORMATS } from './registry.js';
 import { plainParser, withThinking } from './thinking.js';
 
 export type ToolChoice = 'none' | 'auto' | 'required' | { name: string };
@@ -29,6 +29,8 @@ export interface ChatToolsRequest {
   /** More than one call in a reply. @default true */
   parallelToolCalls?: boolean;
   responseFormat?: ResponseFormat;
+  /** Reasoning before the answer: off, on, or on at an effort; absent: the template's default. */
+  reasoning?: boolean | 'low' | 'medium' | 'high';
 }
 
 export interface ChatPlan {
@@ -71,6 +73,29 @@ function withSystemText(messages: ChatMessage[], text: string): ChatMessage[] {
   return [{ role: 'system', content: text }, ...messages];
 }
 
+/**
+ * The template variables that turn reasoning on or off, as the templates read them: Qwen3's
+ * `enable_thinking`, DeepSeek V3.1's `thinking`, gpt-oss's `reasoning_effort`. Asking a template
+ * that never reasons to reason is a 400 (as Ollama answers "does not support thinking").
+ */
+function reasoningVariables(template: string | null, model: string, reasoning: ChatToolsRequest['reasoning']): Record<string, unknown> {
+  if (reasoning === undefined) return {};
+  const src = template ?? '';
+  const reasons = /<\/think>|enable_thinking|reasoning_effort|<\|channel\|>analysis/.test(src);
+  if (reasoning !== false && !reasons) throw new DialectError(`the model '${model}' does not support thinking: its chat template ${template ? 'has no reasoning' : 'is missing'}`, 'reasoning', 'thinking_unsupported');
+  const on = reasoning !== false;
+  return { enable_thinking: on, thinking: on, ...(typeof reasoning === 'string' ? { reasoning_effort: reasoning } : !on ? { reasoning_effort: 'low' } : {}) };
+}
+
+/** Llama 3.1's built-in tools: the template announces them (ipython mode) and writes their calls as NAME.call(...). */
+const LLAMA_BUILTINS = ['brave_search', 'wolfram_alpha'];
+
+/** The request's tools that the template takes as built-ins (`builtin_tools`), by name. */
+function builtinTools(template: string | null, tools: ToolDefinition[]): string[] {
+  if (!template?.includes('builtin_tools')) return [];
+  return tools.map((t) => t.function.name).filter((n) => LLAMA_BUILTINS.includes(n));
+}
+
 function jsonConstraint(f: ResponseFormat | undefined): JsonSchema | null {
   if (!f || f.type === 'text') return null;
   return f.type === 'json_object' ? { type: 'object' } : f.schema;
@@ -88,7 +113,7 @@ export function planChat(tok: ModelTokenizer, model: string, req: ChatToolsReque
   if ((active || history) && !caps?.toolCalls) {
     throw new DialectError(`the model '${model}' does not support tools: its chat template ${caps ? 'never writes tool calls' : 'is missing'}`, active ? 'tools' : 'messages', 'tools_unsupported');
   }
-  if (active && !format) throw new DialectError(`the model '${model}' writes tool calls in a format Orchard does not read (known: Hermes/Qwen, Llama 3 JSON, Mistral, DeepSeek V3, Kimi K2, gpt-oss)`, 'tools', 'tools_unsupported');
+  if (active && !format) throw new DialectError(`the model '${model}' writes tool calls in a format Orchard does not read (known: ${TOOL_CALL_FORMATS.map((f) => f.name).join(', ')})`, 'tools', 'tools_unsupported');
   const names = new Set(tools.map((t) => t.function.name));
   if (typeof choice === 'object' && !names.has(choice.name)) throw new DialectError(`tool_choice names '${choice.name}', which is not among the tools`, 'tool_choice');
 
@@ -101,11 +126,21 @@ export function planChat(tok: ModelTokenizer, model: string, req: ChatToolsReque
       ...(m.tool_call_id !== undefined ? { tool_call_id: id(m.tool_call_id) } : {}),
     }));
   }
-  if (active && !caps!.tools) messages = withSystemText(messages, toolsSystemText(tools, format!));
+  if (active && !caps!.tools) {
+    // The model card's own wording where the format has one, after the system prompt (or an empty one) and a blank line.
+    if (format!.toolPrompt) messages = messages[0]?.role === 'system' ? [{ ...messages[0], content: `${messages[0].content ?? ''}\n\n${format!.toolPrompt(tools)}` }, ...messages.slice(1)] : [{ role: 'system', content: `\n\n${format!.toolPrompt(tools)}` }, ...messages];
+    else messages = withSystemText(messages, toolsSystemText(tools, format!));
+  }
 
   let prompt: string;
   try {
-    prompt = tok.applyChatTemplate(messages, { addGenerationPrompt: true, tools: active ? tools : undefined });
+    const builtins = active ? builtinTools(tok.chatTemplate, tools) : [];
+    const custom = tools.filter((t) => !builtins.includes(t.function.name));
+    prompt = tok.applyChatTemplate(messages, {
+      addGenerationPrompt: true,
+      tools: active && custom.length ? custom : undefined,
+      variables: { ...reasoningVariables(tok.chatTemplate, model, req.reasoning), ...(builtins.length ? { builtin_tools: builtins } : {}) },
+    });
   } catch (err) {
     if (err instanceof ChatTemplateError) throw new DialectError(`the chat template of '${model}' rejected the conversation: ${err.message.replace(/^the chat template failed: /, '')}`, 'messages', 'invalid_messages');
     throw err;
@@ -137,7 +172,7 @@ export function planChat(tok: ModelTokenizer, model: string, req: ChatToolsReque
     keepSpecialTokens: reads !== null,
     format: format?.name ?? null,
     parser() {
-      const p = reads ? reads.parser(newId) : plainParser();
+      const p = reads ? reads.parser(newId, tools) : plainParser();
       return thinking ? withThinking(p, startsThinking) : p;
     },
   };

@@ -8,6 +8,7 @@ import type { StructuralFormat, TagFormat } from '@orchard/engine';
 import { delimitedParser } from '../delimited.js';
 import { parametersOf, type ToolCallFormat } from '../format.js';
 import { argumentsJson } from '../scan.js';
+import { pythonJson, type ToolDefinition } from '@orchard/engine';
 
 const SECTION = { begin: '<｜tool▁calls▁begin｜>', end: '<｜tool▁calls▁end｜>' };
 const CALL = { begin: '<｜tool▁call▁begin｜>', end: '<｜tool▁call▁end｜>' };
@@ -50,6 +51,18 @@ function grammar(separator: string, tag: (name: string) => { begin: string; end:
   });
 }
 
+/**
+ * DeepSeek-V3.1's model card tool description: each tool's name, description and parameters
+ * (json.dumps), then the call format. V3 / R1 get the same words with their own call form.
+ */
+function toolPrompt(callForm: string) {
+  return (tools: ToolDefinition[]) =>
+    '## Tools\nYou have access to the following tools:\n\n' +
+    tools.map((t) => `### ${t.function.name}\nDescription: ${t.function.description ?? ''}\n\nParameters: ${pythonJson(t.function.parameters ?? {})}\n\n`).join('') +
+    `IMPORTANT: ALWAYS adhere to this exact format for tool use:\n${SECTION.begin}${CALL.begin}${callForm}${CALL.end}{additional_tool_calls}${SECTION.end}\n\n` +
+    "Where:\n- `tool_call_name` must be an exact match to one of the available tools\n- `tool_call_arguments` must be valid JSON that strictly follows the tool's Parameters Schema\n- For multiple tool calls, chain them directly without separators or spaces";
+}
+
 const parser: ToolCallFormat['parser'] = (newId) => delimitedParser({ section: SECTION, call: CALL, read }, newId);
 
 /** V3 / R1: the template writes past calls with a fenced ```json block. */
@@ -59,6 +72,7 @@ export const deepseekV3: ToolCallFormat = {
   parser,
   grammar: grammar('\n', (name) => ({ begin: `function${SEP}${name}\n\`\`\`json\n`, end: `\n\`\`\`${CALL.end}` })),
   example: (name, args) => `${SECTION.begin}${CALL.begin}function${SEP}${name}\n\`\`\`json\n${args}\n\`\`\`${CALL.end}${SECTION.end}`,
+  toolPrompt: toolPrompt(`function${SEP}tool_call_name\n\`\`\`json\ntool_call_arguments\n\`\`\``),
 };
 
 export const deepseekV31: ToolCallFormat = {
@@ -67,4 +81,5 @@ export const deepseekV31: ToolCallFormat = {
   parser,
   grammar: grammar('', (name) => ({ begin: `${name}${SEP}`, end: CALL.end })),
   example: (name, args) => `${SECTION.begin}${CALL.begin}${name}${SEP}${args}${CALL.end}${SECTION.end}`,
+  toolPrompt: toolPrompt(`tool_call_name${SEP}tool_call_arguments`),
 };

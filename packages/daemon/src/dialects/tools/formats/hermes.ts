@@ -11,7 +11,8 @@ const END = '</tool_call>';
 
 export const hermes: ToolCallFormat = {
   name: 'hermes',
-  detect: (t) => t.includes(BEGIN),
+  // A JSON object with "name" inside <tool_call> (other formats use the same tag with other insides).
+  detect: (t) => t.includes(BEGIN) && t.includes('"name"'),
   parser: (newId) =>
     delimitedParser(
       {

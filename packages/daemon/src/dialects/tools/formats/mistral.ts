@@ -41,7 +41,8 @@ function parser(newId: (index: number, name: string) => string): ReplyParser {
       }
       // NAME[ARGS]{json}
       const at = buf.indexOf(ARGS);
-      if (at < 0) return !final && /^[\w.-]*$/.test(buf);
+      // A name so far, perhaps with the start of [ARGS] (it can arrive split across pieces).
+      if (at < 0) return !final && /^[\w.-]*$/.test(buf.slice(0, buf.length - partialMarkerTail(buf, [ARGS])));
       const name = buf.slice(0, at).trim();
       const rest = buf.slice(at + ARGS.length);
       const end = jsonValueEnd(rest);
