@@ -7,12 +7,13 @@
 #   nftables              the NAT routers of the namespace internet (test/network/internet.test.ts)
 #   libibverbs-dev        the RDMA verbs addon's build test (packages/transport/test/rdma); a Linux box with
 #                         RDMA hardware that wants the addon for serving installs it before `pnpm install`
+#   python3-jinja2        the chat templates' reference rendering (packages/engine/test/chat-template-jinja2.test.ts)
 #   tmux                  a pseudo-terminal for the tests that drive `orchard chat` as a person would
 #   mesa-vulkan-drivers   Mesa 25's lavapipe (a CPU Vulkan driver) from bookworm-backports, for the WebGPU tests
 # and, on any system, the llama.cpp oracle (tools/llama-oracle: node-llama-cpp, ~730 MB from npm, once).
 # Anything it cannot install is named with its fix, and those suites skip saying why (CI's ORCHARD_REQUIRE_*
 # variables make such a skip a failure). ORCHARD_SKIP_TEST_TOOLS=1 installs nothing; ORCHARD_SKIP_<TOOL>=1
-# (CHROMIUM, TORCH, NFT, VERBS, TMUX, MESA, ORACLE_INSTALL) leaves one out.
+# (CHROMIUM, TORCH, NFT, VERBS, JINJA2, TMUX, MESA, ORACLE_INSTALL) leaves one out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -35,6 +36,7 @@ want CHROMIUM chromium '[ -x /usr/bin/chromium ]' 'dashboard browser tests'
 want TORCH 'python3-torch libopenblas0-pthread' have_torch 'PyTorch reference tests'
 want NFT nftables 'command -v nft >/dev/null 2>&1' 'namespace internet (NAT) test'
 want VERBS libibverbs-dev '[ -f /usr/include/infiniband/verbs.h ]' 'RDMA addon build test'
+want JINJA2 python3-jinja2 "/usr/bin/python3 -c 'import jinja2' >/dev/null 2>&1" 'chat template reference (jinja2) test'
 want TMUX tmux 'command -v tmux >/dev/null 2>&1' 'terminal chat tests'
 if grep -qs '^VERSION_CODENAME=bookworm$' /etc/os-release; then
   want MESA 'mesa-vulkan-drivers (bookworm-backports)' have_mesa25 'WebGPU tests (lavapipe)'

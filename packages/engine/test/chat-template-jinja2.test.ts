@@ -12,7 +12,8 @@ import { ChatTemplate, type ChatMessage, type RenderOptions, type ToolDefinition
 import { FAMILIES, familyTemplate, type FamilyName } from './fixtures/chat-templates/families.js';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
-const PYTHON = process.env.PYTHON ?? 'python3';
+// Debian's python3 (where scripts/test-tools.sh installs python3-jinja2), not a pyenv shim on PATH.
+const PYTHON = process.env.PYTHON ?? '/usr/bin/python3';
 const probe = spawnSync(PYTHON, ['-c', 'import jinja2'], { encoding: 'utf8' });
 const skipWhy = probe.error ? `${PYTHON} is not installed` : probe.status !== 0 ? `${PYTHON} has no jinja2 (apt-get install python3-jinja2, or pip install jinja2)` : null;
 
