@@ -8,8 +8,6 @@ import { join } from 'node:path';
 import { ModelFormatError, UnsupportedModelError } from '../errors.js';
 import { lookupArchitecture, supportedArchitectures } from './architectures/registry.js';
 import type { ArchitectureCaps } from './architectures/types.js';
-import { isGgufPath } from '../gguf/read.js';
-import { loadGgufConfig } from '../gguf/read-model.js';
 import { configFields, type ConfigFields } from './fields.js';
 import { readMlaConfig, yarnMscale, type MlaConfig } from './mla-config.js';
 import { readMoeConfig, type MoeConfig } from './moe-config.js';
@@ -69,6 +67,8 @@ export interface ModelConfig {
   mla?: MlaConfig;
   /** Learned per-head attention sinks (gpt-oss). */
   attentionSinks?: boolean;
+  /** `quantization_config.quant_method` as config.json names it (e.g. mxfp4, fp8, awq); absent when it names none. */
+  quantMethod?: string;
   /** Stop token ids: generation_config.json `eos_token_id`, else config.json's. */
   eosTokenIds: number[];
   bosTokenId: number | null;
@@ -96,9 +96,11 @@ function ids(v: unknown): number[] {
   return [];
 }
 
-/** Loads and validates `dir/config.json` (+ `generation_config.json` when present). */
-export function loadModelConfig(dir: string): ModelConfig {
-  if (isGgufPath(dir)) return loadGgufConfig(dir);
+/**
+ * Loads and validates `dir/config.json` (+ `generation_config.json` when present). A model path that
+ * may be a GGUF file goes through format/model-files.ts `loadModelConfig`, which picks the reader.
+ */
+export function loadConfigJson(dir: string): ModelConfig {
   const path = join(dir, 'config.json');
   return modelConfigFromJson(readJson(path, true)!, { path, dir, generation: readJson(join(dir, 'generation_config.json'), false) });
 }
@@ -185,6 +187,8 @@ export function modelConfigFromJson(c: Record<string, unknown>, o: { path: strin
     throw new UnsupportedModelError(`config.json: use_sliding_window=true is not supported for ${architecture} in ${path}`);
   }
 
+  const qc = c.quantization_config as Record<string, unknown> | null | undefined;
+  const quantMethod = qc && typeof qc === 'object' && typeof qc.quant_method === 'string' ? qc.quant_method : undefined;
   const eosTokenIds = ids(gen?.eos_token_id).length ? ids(gen?.eos_token_id) : ids(c.eos_token_id);
   const bos = ids(gen?.bos_token_id ?? c.bos_token_id);
 
@@ -211,6 +215,7 @@ export function modelConfigFromJson(c: Record<string, unknown>, o: { path: strin
     ...(moe && { moe }),
     ...(mla && { mla }),
     ...(caps.attentionSinks && { attentionSinks: true }),
+    ...(quantMethod && { quantMethod }),
     eosTokenIds,
     bosTokenId: bos.length ? bos[0] : null,
   };

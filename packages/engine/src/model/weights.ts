@@ -115,11 +115,21 @@ export interface PendingRead {
 export class WeightPlanner {
   readonly reads: PendingRead[] = [];
   readonly #scratch = new ReadScratch();
+  readonly #sizing: boolean;
 
+  /** `sizing`: only the checks and the reads are wanted (format/describe.ts), so read-through buffers stay empty. */
   constructor(
     readonly ckpt: WeightSource,
     readonly backend: Backend,
-  ) {}
+    options: { sizing?: boolean } = {},
+  ) {
+    this.#sizing = options.sizing ?? false;
+  }
+
+  /** A buffer a read goes through before it is rearranged into the weight. */
+  #through(bytes: number): Uint8Array {
+    return new Uint8Array(this.#sizing ? 0 : bytes);
+  }
 
   /** Checks a tensor's dtype and shape; returns the file it lives in. */
   #check(name: string, shape: number[]) {
@@ -173,7 +183,7 @@ export class WeightPlanner {
   mergedExpert(name: string, experts: number, inDim: number, outDim: number, parts: number, e: number): Weight[] {
     const { file, dtype, el } = this.#check(name, [experts, inDim, outDim * parts]);
     if (isQuantized(dtype)) throw new UnsupportedModelError(`${basename(file.path)}: merged expert tensor ${name} is ${dtype}; only F32, F16 and BF16 are supported`);
-    const slab = new Uint8Array(inDim * outDim * parts * el);
+    const slab = this.#through(inDim * outDim * parts * el);
     const out = Array.from({ length: parts }, (): Weight => ({ dtype, rows: outDim, cols: inDim, bytes: this.backend.allocBytes(outDim * inDim * el) }));
     const after = () => {
       for (let p = 0; p < parts; p++) {
@@ -255,7 +265,7 @@ export class WeightPlanner {
     const { file, dtype, el } = this.#check(name, [H * per, L]);
     const quant = isQuantized(dtype);
     const rowBytesIn = quant ? weightBytes(dtype, 1, L) : L * el;
-    const block = new Uint8Array((h1 - h0) * per * rowBytesIn);
+    const block = this.#through((h1 - h0) * per * rowBytesIn);
     const outDtype: DType = quant ? 'f32' : dtype;
     const oel = quant ? 4 : el;
     const alloc = (rows: number, cols: number): Weight => ({ dtype: outDtype, rows, cols, bytes: this.backend.allocBytes(rows * cols * oel) });
@@ -332,8 +342,9 @@ export function planShardWeights(
   spec: ShardSpec,
   slice: TensorSlice,
   backend: Backend,
+  options: { sizing?: boolean } = {},
 ): { weights: ShardWeights; reads: PendingRead[] } {
-  const rd = new WeightPlanner(ckpt, backend);
+  const rd = new WeightPlanner(ckpt, backend, options);
   const { hiddenSize: D, headDim: hd, numHeads: H, numKvHeads: KV, intermediateSize: I, vocabSize: V } = config;
   const qRows: [number, number] = [slice.heads[0] * hd, slice.heads[1] * hd];
   const kvRows: [number, number] = [slice.kvHeads[0] * hd, slice.kvHeads[1] * hd];

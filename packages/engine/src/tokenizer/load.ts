@@ -6,8 +6,6 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Tokenizer } from '@huggingface/tokenizers';
 import { ModelFormatError } from '../errors.js';
-import { isGgufPath } from '../gguf/read.js';
-import { loadGgufTokenizer } from '../gguf/read-tokenizer.js';
 import { ChatTemplate, type ChatMessage, type ChatTemplateCaps, type RenderOptions } from './chat-template.js';
 import { vocabularyOf, type TokenVocabulary } from './vocabulary.js';
 
@@ -82,8 +80,8 @@ function tokenText(v: unknown): string {
   return '';
 }
 
+/** A Hugging Face directory's tokenizer (a model path that may be a GGUF goes through format/tokenizer.ts). */
 export function loadTokenizer(dir: string): ModelTokenizer {
-  if (isGgufPath(dir)) return loadGgufTokenizer(dir);
   const tjPath = join(dir, 'tokenizer.json');
   const tcPath = join(dir, 'tokenizer_config.json');
   const tokenizerJson = readJson(tjPath);
