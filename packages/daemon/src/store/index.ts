@@ -1,4 +1,5 @@
 export { ModelStore, MANIFEST_FILE, type ModelManifest, type PullOptions, type PullResult, type PullEvent, type StoredFile, type PodAccess, type FileSourceKind } from './store.js';
 export { HubClient, validateRepoId, type HubFile, type HubRepo, type HubOptions } from './hub.js';
 export { stageTensorFilter, type TensorSelection } from './safetensors-range.js';
-export { StoreError, ChecksumError } from './errors.js';
+export { StoreError, ChecksumError, ModelRefusedError } from './errors.js';
+export { checkModelFiles, readHubHeader, type HeaderSource } from './check-before-pull.js';

@@ -5,7 +5,7 @@
  * [in/group, out]; embeddings, norms and lm_head stay F16; config.json gets AutoAWQ's
  * `quantization_config`. The values are random: the engine must refuse these files, not run them.
  */
-import { cpSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Prng } from '../numeric/prng.js';
 import { Checkpoint } from '../safetensors/checkpoint.js';
@@ -13,15 +13,20 @@ import { type TensorToWrite, writeSafetensors } from '../safetensors/writer.js';
 
 const LINEAR = /\.(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)\.weight$/;
 
-/** Rewrites the single-file F16/BF16/F32 model in `src` as an AWQ 4-bit checkpoint in `dst`. */
+/** Rewrites the model in `src` (one file or sharded) as an AWQ 4-bit checkpoint in `dst`, one `model.safetensors`. */
 export function writeAwqModel(src: string, dst: string, groupSize = 32): void {
   cpSync(src, dst, { recursive: true });
+  for (const f of readdirSync(dst)) if (f.endsWith('.safetensors') || f === 'model.safetensors.index.json') rmSync(join(dst, f));
+  const index = join(src, 'model.safetensors.index.json');
   const ck = Checkpoint.open(src);
+  const names = existsSync(index)
+    ? Object.keys((JSON.parse(readFileSync(index, 'utf8')) as { weight_map: Record<string, string> }).weight_map)
+    : [...ck.file('model.embed_tokens.weight').tensors.keys()];
   const rng = new Prng(7);
   const words = (n: number) => new Uint8Array(Int32Array.from({ length: n }, () => (rng.next() * 2 ** 32) | 0).buffer);
   const out: TensorToWrite[] = [];
   try {
-    for (const name of [...ck.file('model.embed_tokens.weight').tensors.keys()]) {
+    for (const name of names) {
       const info = ck.info(name);
       if (LINEAR.test(name)) {
         const [rows, cols] = info.shape;
