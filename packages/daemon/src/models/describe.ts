@@ -17,7 +17,7 @@ import {
   type ModelFileDescription,
   type SafetensorsFile,
 } from '@orchard/engine';
-import { modelFromConfig, modelFromDescription, type DescribedModel, type Layout, type PlanOptions } from '@orchard/partitioner';
+import { modelFromConfig, modelFromDescription, withTensorSizes, type DescribedModel, type Layout, type PlanOptions } from '@orchard/partitioner';
 import { loadModel } from '@orchard/partitioner/loader';
 import type { ModelDescription } from './description.js';
 
@@ -26,8 +26,10 @@ export interface DescribeOptions {
   name?: string;
   /** Plan as if the weights were quantized to this many bits (`orchard plan --bits`). */
   bits?: number;
-  /** Safetensors files by name from their headers alone (fetched before a download, store/header-check.ts). */
+  /** Safetensors files by name from their headers alone (fetched before a download, describe-hub.ts). */
   openFile?: (name: string) => SafetensorsFile;
+  /** With `openFile`: every tensor's bytes in those headers, to size a model the engine refuses. */
+  headerSizes?: { name: string; bytes: number }[];
 }
 
 /**
@@ -49,7 +51,7 @@ export async function describeModel(path: string, o: DescribeOptions = {}): Prom
   // A config the engine refuses is still sized by the planner's own reading, whose field errors are
   // the more precise ones (the engine stops at the first thing it cannot run, e.g. no architectures).
   if (!existsSync(join(dir, 'config.json'))) throw new ModelFormatError(d.reason, join(dir, 'config.json'));
-  return sizedOnly(dir, name, o.bits, d.reason);
+  return sizedOnly(dir, name, o.bits, d.reason, o.headerSizes);
 }
 
 /** The engine's description as the planner's plain-data input. */
@@ -100,9 +102,9 @@ function hasWeightFiles(dir: string): boolean {
 }
 
 /** A model the engine cannot run: the planner's own reading of the config (and headers), for sizing. */
-async function sizedOnly(path: string, name: string, bits: number | undefined, reason: string): Promise<ModelDescription> {
-  const spec = await loadModel(path, { name, bits });
+async function sizedOnly(path: string, name: string, bits: number | undefined, reason: string, headerSizes?: { name: string; bytes: number }[]): Promise<ModelDescription> {
   const raw = readConfig(path.endsWith('.json') ? path : join(path, 'config.json'));
+  const spec = headerSizes ? withTensorSizes(raw, headerSizes, { name, bits }) : await loadModel(path, { name, bits });
   const int = (k: string, d: number) => (typeof raw[k] === 'number' && (raw[k] as number) > 0 ? (raw[k] as number) : d);
   return {
     spec,
