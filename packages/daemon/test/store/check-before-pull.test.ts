@@ -8,6 +8,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { writeAwqModel, writeRandomModel } from '@orchard/engine/testing';
+import Fastify from 'fastify';
+import { modelRoutes } from '../../src/http/models.js';
+import type { Serving } from '../../src/serving/serving.js';
 import { HubClient, ModelRefusedError, ModelStore } from '../../src/store/index.js';
 import { startFakeHub, type FakeHub } from '../../../../test/harness/fake-hub.js';
 
@@ -82,6 +85,25 @@ describe('a pull checks the model before its weights', () => {
       expect(again.hubBytes).toBe(0);
       expect([...hub.servedByRepo.values()].reduce((a, b) => a + b, 0)).toBe(before);
     } finally {
+      await store.close();
+    }
+  });
+});
+
+describe('POST /api/models/pull', () => {
+  it('answers a refused model with 422 model_not_loadable and the reason, not a 502', async () => {
+    const repo = 'test/llama-awq';
+    const store = new ModelStore(join(work, 'store-http'), new HubClient({ endpoint: hub.url }));
+    const app = Fastify();
+    modelRoutes(app, { pull: (r: string) => store.pull(r) } as unknown as Serving);
+    try {
+      const res = await app.inject({ method: 'POST', url: '/api/models/pull', payload: { repo } });
+      expect(res.statusCode).toBe(422);
+      const body = res.json() as { error: { code: string; message: string } };
+      expect(body.error.code).toBe('model_not_loadable');
+      expect(body.error.message).toMatch(/test\/llama-awq: Orchard cannot run this model: quantization method awq/);
+    } finally {
+      await app.close();
       await store.close();
     }
   });
