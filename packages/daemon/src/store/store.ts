@@ -20,7 +20,7 @@ import { HUB, type LinkStat, type PeerHandle, type PodRoute } from './pod/fetch-
 import { hubSource } from './pod/hub-source.js';
 import { pullFile } from './pod/pull-file.js';
 import { stageTensorFilter, type TensorSelection } from './safetensors-range.js';
-import { checkModelFiles, readHubHeader } from './check-before-pull.js';
+import { checkGgufFile, checkModelFiles, readHubHeader } from './check-before-pull.js';
 import { chunksCovering } from './chunked/layout.js';
 import { headerEnd } from './chunked/safetensors-layout.js';
 
@@ -275,6 +275,11 @@ export class ModelStore {
       };
       await checkModelFiles(repo, dir, weights, header, viaPod ? 1 : undefined);
       for (const f of weights) await pullOne(f);
+    } else if (!options.selection && !options.fromPod && files.length === 1 && files[0].path.toLowerCase().endsWith('.gguf') && !manifest.files[files[0].path]?.complete) {
+      // A GGUF: its header from the hub, checked by the engine, before the file.
+      const f = files[0];
+      await checkGgufFile(repo, f, (start, end) => this.hub.readRange(repo, listing.commit, f.path, start, end, options.signal));
+      await pullOne(f);
     } else {
       for (const f of files) await pullOne(f);
     }

@@ -3,10 +3,11 @@
  * tokenizer files and each weight file's header (exact range requests) first; the engine's own check
  * refuses an unloadable model with its reason before any weight byte moves, and a loadable one goes on.
  */
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { hfToGguf } from '@orchard/engine/gguf';
 import { writeAwqModel, writeRandomModel } from '@orchard/engine/testing';
 import Fastify from 'fastify';
 import { modelRoutes } from '../../src/http/models.js';
@@ -32,6 +33,19 @@ beforeAll(async () => {
   const mamba = writeRandomModel(join(work, 'mamba'), big);
   writeFileSync(join(mamba.dir, 'config.json'), JSON.stringify({ ...mamba.config, architectures: ['MambaForCausalLM'], model_type: 'mamba' }));
   repos['test/mamba'] = mamba.dir;
+  // GGUF-only repos: a loadable one, and the same file claiming an architecture the engine does not run
+  for (const [repo, arch] of [['test/tiny-GGUF', 'llama'], ['test/mamba-GGUF', 'mamba']]) {
+    const dir = join(work, repo.replace('/', '-'));
+    mkdirSync(dir);
+    const file = join(dir, 'tiny-F32.gguf');
+    hfToGguf(repos['test/llama'], file, { dtype: 'f32' });
+    const bytes = readFileSync(file);
+    const key = bytes.indexOf('general.architecture');
+    // the key, its value type (u32) and the string's length (u64), then the 5 bytes of "llama"
+    bytes.write(arch, key + 'general.architecture'.length + 4 + 8, 'latin1');
+    writeFileSync(file, bytes);
+    repos[repo] = dir;
+  }
   hub = await startFakeHub(repos);
 });
 afterAll(async () => {
@@ -84,6 +98,37 @@ describe('a pull checks the model before its weights', () => {
       const again = await store.pull(repo);
       expect(again.hubBytes).toBe(0);
       expect([...hub.servedByRepo.values()].reduce((a, b) => a + b, 0)).toBe(before);
+    } finally {
+      await store.close();
+    }
+  });
+});
+
+describe('a GGUF pull checks the file from its header', () => {
+  it('refuses an architecture the engine does not run after fetching only the header', async () => {
+    const repo = 'test/mamba-GGUF';
+    const store = new ModelStore(join(work, 'store-gguf-refused'), new HubClient({ endpoint: hub.url }));
+    try {
+      const err = await store.pull(repo).then(() => undefined, (e: unknown) => e);
+      expect(err).toBeInstanceOf(ModelRefusedError);
+      expect((err as Error).message).toMatch(/GGUF architecture mamba is not supported/);
+      const size = statSync(join(repos[repo], 'tiny-F32.gguf')).size;
+      expect(size).toBeGreaterThan(4 * 256 * 1024);
+      expect(served(repo, 'tiny-F32.gguf')).toBe(256 * 1024);
+      expect(existsSync(join(store.dirFor(repo), 'tiny-F32.gguf'))).toBe(false);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('pulls a loadable one whole after its check', async () => {
+    const repo = 'test/tiny-GGUF';
+    const store = new ModelStore(join(work, 'store-gguf'), new HubClient({ endpoint: hub.url }));
+    try {
+      const r = await store.pull(repo);
+      const src = join(repos[repo], 'tiny-F32.gguf');
+      expect(readFileSync(join(r.dir, 'tiny-F32.gguf')).equals(readFileSync(src))).toBe(true);
+      expect(served(repo, 'tiny-F32.gguf')).toBe(statSync(src).size + 256 * 1024);
     } finally {
       await store.close();
     }

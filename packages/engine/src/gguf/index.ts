@@ -16,4 +16,4 @@ export {
 } from './write.js';
 export { hfToGguf, permuteRope, llama3RopeFactors, type GgufArch, type HfToGgufOptions, type HfToGgufResult } from './convert.js';
 export { ggufTensorSizes, ggufTensorName, hfTensorName } from './read-model.js';
-export { isGgufPath } from './read.js';
+export { isGgufPath, readGgufFile } from './read.js';
