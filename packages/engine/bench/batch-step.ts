@@ -6,7 +6,7 @@
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createWasmBackend } from '../src/kernels/wasm/backend.js';
-import { loadModelConfig } from '../src/config/config.js';
+import { loadModelConfig } from '../src/format/model-files.js';
 import { loadShard } from '../src/model/forward.js';
 
 const model = process.argv[2] || join(tmpdir(), 'orchard-bench-engine-v1/hf');

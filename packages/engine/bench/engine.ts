@@ -31,7 +31,7 @@ import { type SimdBuild, type SimdChoice, resolveSimd } from '../src/kernels/was
 import { physicalCores } from '../src/kernels/wasm/cores.js';
 import { loadShard } from '../src/model/forward.js';
 import { layerMatrices } from '../src/model/weights.js';
-import { loadModelConfig } from '../src/config/config.js';
+import { loadModelConfig } from '../src/format/model-files.js';
 import type { writeRandomModel } from '../src/testing/random-model.js';
 import { writeMlxModel } from '../src/testing/mlx-model.js';
 import { runGpuBenchLines } from '../src/kernels/gpu/bench-lines.js';
@@ -360,7 +360,7 @@ export async function runEngineBench(options: EngineBenchOptions = {}): Promise<
  */
 async function specDecodeLine(o: { threads: number; rounds: number; simd: SimdBuild }, log: (s: string) => void): Promise<EngineBenchLine> {
   const { loadInProcessModel } = await import('../src/drivers/in-process.js');
-  const { loadTokenizer } = await import('../src/tokenizer/load.js');
+  const { loadTokenizer } = await import('../src/format/tokenizer.js');
   const { generate } = await import('../src/generate/generate.js');
   const model = loadInProcessModel(DEMO_DIR, { maxBatch: 16, backend: () => createWasmBackend({ threads: o.threads, simd: o.simd }) });
   try {

@@ -13,7 +13,7 @@ import { existsSync, mkdtempSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { loadModelConfig } from '../src/config/config.js';
+import { loadModelConfig } from '../src/format/model-files.js';
 import { Readback, createStorage } from '../src/kernels/gpu/buffers.js';
 import { openBenchGpu } from '../src/kernels/gpu/bench-lines.js';
 import { describeAdapter } from '../src/kernels/gpu/context.js';

@@ -19,7 +19,7 @@ import { availableParallelism, loadavg } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { loadModelConfig } from '../src/config/config.js';
+import { loadModelConfig } from '../src/format/model-files.js';
 import { argmax } from '../src/generate/sampler.js';
 import { Readback, createStorage } from '../src/kernels/gpu/buffers.js';
 import { describeAdapter, type GpuContext } from '../src/kernels/gpu/context.js';

@@ -19,14 +19,17 @@ export { relaxedSimdAvailable, type SimdBuild, type SimdChoice } from './kernels
 export { ModelFormatError, UnsupportedModelError } from './errors.js';
 
 // Model directory: config, weights, tokenizer.
-export { loadModelConfig, modelConfigFromJson, type ModelConfig, type RopeScaling, type MoeConfig, type MlaConfig } from './config/config.js';
-export { GGUF_LOADABLE_TYPES, isGgufPath } from './gguf/read.js';
+export { modelConfigFromJson, type ModelConfig, type RopeScaling, type MoeConfig, type MlaConfig } from './config/config.js';
+export { GGUF_LOADABLE_TYPES } from './gguf/read.js';
+export { loadModelConfig, openWeights, isGgufPath, modelFileFormat, type ModelFileFormat } from './format/model-files.js';
+export { describeModelFiles, type ModelFileDescription, type ModelRefusal, type DescribedTensor, type DescribeFilesOptions } from './format/describe.js';
 export { lookupArchitecture, supportedArchitectures } from './config/architectures/registry.js';
 export type { ArchitectureCaps } from './config/architectures/types.js';
 export { SafetensorsFile } from './safetensors/reader.js';
 export { Checkpoint } from './safetensors/checkpoint.js';
 export { writeSafetensors, type TensorToWrite } from './safetensors/writer.js';
-export { loadTokenizer, type ModelTokenizer, type ChatMessage } from './tokenizer/load.js';
+export { type ModelTokenizer, type ChatMessage } from './tokenizer/load.js';
+export { loadTokenizer } from './format/tokenizer.js';
 export { ChatTemplate, ChatTemplateError, pythonJson, type ChatTemplateCaps, type ToolDefinition, type ToolCall, type RenderOptions } from './tokenizer/chat-template.js';
 export { vocabularyOf, type TokenVocabulary } from './tokenizer/vocabulary.js';
 export {

@@ -1,6 +1,6 @@
 export type { Cluster, ClusterNode, ClusterLink, LinkKind } from './cluster.js';
 export { InputError, InfeasibleError } from './errors.js';
-export { type ModelSpec, type LayerSpec, type ModelOptions, modelFromConfig, withTensorSizes, classifyTensor } from './model.js';
+export { type ModelSpec, type LayerSpec, type ModelOptions, type DescribedModel, modelFromConfig, modelFromDescription, withTensorSizes, classifyTensor } from './model.js';
 export { type WeightFormat, type WeightRole, formatFromConfig, forcedBits, mlxBitsPerWeight } from './quantization.js';
 export { type PlanRequest, DEFAULT_REQUEST, resolveRequest, reservedSequences } from './request.js';
 export { type Layout, type StageLayout, type Strategy, splitHeads, kvHeadsPerMember, strategyOf } from './layout.js';

@@ -121,15 +121,84 @@ export function modelFromConfig(raw: unknown, options: ModelOptions = {}): Model
 export function withTensorSizes(raw: unknown, tensors: { name: string; bytes: number }[], options: ModelOptions = {}): ModelSpec {
   if (options.bits !== undefined) return modelFromConfig(raw, options);
   const config = textConfig(raw);
-  const shape = readShape(config);
   const estimate = modelFromConfig(raw, options);
+  return exactSpec(readShape(config), tensors, estimate, 'exact sizes from safetensors');
+}
+
+/**
+ * A model as the engine describes it (plain data: its dimensions as the engine runs them and every
+ * tensor it loads with its bytes, e.g. the engine's `describeModelFiles` mapped by the daemon): the
+ * planner sizes exactly what will be loaded, with no second reading of config.json. With `bits` the
+ * bytes are estimated from the dimensions instead.
+ */
+export interface DescribedModel {
+  architecture: string;
+  numLayers: number;
+  hiddenSize: number;
+  vocabSize: number;
+  numHeads: number;
+  /** Latent attention: the engine's count (one per head); the planner's KV sizes follow `mla`. */
+  numKvHeads: number;
+  headDim: number;
+  /** The dense MLP's intermediate size (layers without experts). */
+  intermediateSize: number;
+  tiedEmbeddings: boolean;
+  mla?: { qLoraRank: number; kvLoraRank: number; nopeDim: number; ropeDim: number; vDim: number };
+  moe?: { experts: number; topK: number; expertIntermediate: number; sharedIntermediate: number; sparse: boolean[] };
+  /** Every tensor the engine loads, by Hugging Face name (one expert's slab of a stacked GGUF tensor). */
+  tensors: { name: string; bytes: number }[];
+  /** Where the sizes come from, e.g. "safetensors", "GGUF". */
+  source: string;
+}
+
+export function modelFromDescription(d: DescribedModel, options: ModelOptions = {}): ModelSpec {
+  const shape = shapeOfDescription(d);
+  const name = options.name ?? d.architecture;
+  if (options.bits !== undefined) {
+    const format = forcedBits(options.bits);
+    return summarise(shape, weightEntries(shape, format), format.label, name, 'config');
+  }
+  // Parameter counts (for flops) from the dimensions; the bits do not matter to them.
+  const estimate = summarise(shape, weightEntries(shape, forcedBits(16)), '', name, 'config');
+  return exactSpec(shape, d.tensors, estimate, `exact sizes from ${d.source}`);
+}
+
+function shapeOfDescription(d: DescribedModel): Shape {
+  const sparse = d.moe?.sparse;
+  if (sparse && sparse.length !== d.numLayers) throw new InputError('model description', 'moe.sparse', `lists ${sparse.length} layers, the model has ${d.numLayers}`);
+  const moe: Shape['moe'] = d.moe && {
+    experts: d.moe.experts,
+    perToken: d.moe.topK,
+    intermediate: d.moe.expertIntermediate,
+    sharedIntermediate: d.moe.sharedIntermediate,
+    sharedGate: false,
+    isMoe: (i) => sparse![i] === true,
+  };
+  const needsDense = !moe || sparse!.some((s) => !s);
+  return {
+    architecture: d.architecture,
+    layers: d.numLayers,
+    hidden: d.hiddenSize,
+    vocab: d.vocabSize,
+    heads: d.numHeads,
+    kvHeads: d.mla ? d.numHeads : d.numKvHeads,
+    headDim: d.mla ? d.hiddenSize / d.numHeads : d.headDim,
+    intermediate: needsDense ? d.intermediateSize : 0,
+    tied: d.tiedEmbeddings,
+    mla: d.mla && { qLoraRank: d.mla.qLoraRank, kvLoraRank: d.mla.kvLoraRank, nope: d.mla.nopeDim, rope: d.mla.ropeDim, v: d.mla.vDim },
+    moe,
+  };
+}
+
+/** Exact bytes per tensor summarised per layer; flops and parameter counts from the dimensions' estimate. */
+function exactSpec(shape: Shape, tensors: { name: string; bytes: number }[], estimate: ModelSpec, label: string): ModelSpec {
   const entries: WeightEntry[] = [];
   for (const t of tensors) {
     const c = classifyTensor(t.name);
     if (c.layer >= shape.layers) continue;
     entries.push({ name: t.name, role: c.role, layer: c.layer, bytes: t.bytes, params: 0 });
   }
-  const exact = summarise(shape, entries, 'exact sizes from safetensors', estimate.name, 'safetensors');
+  const exact = summarise(shape, entries, label, estimate.name, 'safetensors');
   // Flops come from parameter counts, which headers of packed quantized tensors do not give.
   exact.layers.forEach((l, i) => (l.flopsPerToken = estimate.layers[i].flopsPerToken));
   exact.totalParams = estimate.totalParams;

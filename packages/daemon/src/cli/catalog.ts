@@ -12,6 +12,12 @@ export interface CatalogModel {
   context: number;
   /** Needs HF_TOKEN and an accepted licence. */
   gated: boolean;
+  /** The original release `repo` was converted from (mixture-of-experts entries: `repo` is its MLX 4-bit conversion). */
+  original?: string;
+  /** The model's config.json dimensions, a file in models/configs/: what the planner sizes it by. */
+  config?: string;
+  /** A GGUF repo of the model: `NAME:QUANT` pulls `repo:QUANT` (`NAME:gguf` its `quant`); `split`: its files are split in parts. */
+  gguf?: { repo: string; quant: string; bytes: number; split: boolean };
 }
 
 export const CATALOG_FILE = new URL('../../../../models/catalog.json', import.meta.url);
@@ -24,9 +30,14 @@ export function readCatalog(file: URL | string = CATALOG_FILE): CatalogModel[] {
   }
 }
 
-/** A short name ("qwen2.5-0.5b", optionally ":QUANT") → its hub reference; anything else as it is. */
+/**
+ * A short name ("qwen2.5-0.5b", optionally ":QUANT") → its hub reference; anything else as it is. A
+ * model with a GGUF repo takes `:QUANT` (or `:gguf`, its listed quantisation) from that repo.
+ */
 export function expandShortName(ref: string, catalog = readCatalog()): string {
   const [name, quant] = ref.split(':');
   const hit = catalog.find((m) => m.name === name.toLowerCase());
-  return hit ? `${hit.repo}${quant ? `:${quant}` : ''}` : ref;
+  if (!hit) return ref;
+  if (quant && hit.gguf) return `${hit.gguf.repo}:${quant.toLowerCase() === 'gguf' ? hit.gguf.quant : quant}`;
+  return `${hit.repo}${quant ? `:${quant}` : ''}`;
 }

@@ -2,7 +2,7 @@
 import type { FastifyInstance } from 'fastify';
 import { expandShortName } from '../cli/catalog.js';
 import type { Serving } from '../serving/serving.js';
-import { DiskError, StoreError } from '../store/errors.js';
+import { DiskError, ModelRefusedError, StoreError } from '../store/errors.js';
 import { sendError } from './errors.js';
 import { describeIssue, pullBodySchema } from './schemas.js';
 
@@ -22,6 +22,8 @@ export function modelRoutes(app: FastifyInstance, serving: Serving): void {
     } catch (err) {
       // The disk here, not the hub: 507 (full, read-only, not ours to write), the path and the fix in the message.
       if (err instanceof DiskError) return sendError(reply, 507, err.message, err.code === 'ENOSPC' || err.code === 'EDQUOT' ? 'insufficient_storage' : 'storage_not_writable');
+      // The engine's check refused the model from its small files: the request names a model it cannot run.
+      if (err instanceof ModelRefusedError) return sendError(reply, 422, err.message, 'model_not_loadable');
       if (err instanceof StoreError) return sendError(reply, 502, err.message, 'pull_failed');
       throw err;
     }

@@ -6,6 +6,17 @@ export class StoreError extends Error {
   }
 }
 
+/** The engine cannot load the model (found from its small files and headers, before the weights were fetched). */
+export class ModelRefusedError extends StoreError {
+  constructor(
+    readonly repo: string,
+    readonly reason: string,
+  ) {
+    super(`${repo}: Orchard cannot run this model: ${reason} (checked before downloading the weights; nothing else was fetched)`);
+    this.name = 'ModelRefusedError';
+  }
+}
+
 /** The bytes on disk do not match the checksum the hub (or a peer's manifest) promised. */
 export class ChecksumError extends StoreError {
   constructor(

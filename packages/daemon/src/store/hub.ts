@@ -61,6 +61,41 @@ export class HubClient {
     return `${this.endpoint}/${validateRepoId(repo)}/resolve/${encodeURIComponent(revision)}/${enc}`;
   }
 
+  /**
+   * Bytes [start, end) of a file at `revision` by one range request (a safetensors header before the
+   * download); the answer must be exactly those bytes.
+   */
+  async readRange(repo: string, revision: string, path: string, start: number, end: number, signal?: AbortSignal): Promise<Uint8Array> {
+    const url = this.fileUrl(repo, revision, path);
+    const res = await this.#fetch(url, {
+      headers: this.headers({ range: `bytes=${start}-${end - 1}` }),
+      signal: signal ? AbortSignal.any([signal, AbortSignal.timeout(this.#timeoutMs)]) : AbortSignal.timeout(this.#timeoutMs),
+    }).catch((err: Error) => {
+      throw new StoreError(`${repo}: ${path}: cannot reach the hub at ${this.endpoint}: ${networkCause(err, url)}`);
+    });
+    if (!res.ok) throw new StoreError(hubRefusal(repo, res.status, !!this.#token, path));
+    const bytes = new Uint8Array(await res.arrayBuffer());
+    if (res.status !== 206 || bytes.byteLength !== end - start) {
+      throw new StoreError(`${repo}: ${path}: asked the hub for bytes ${start}-${end - 1}, got ${res.status === 206 ? `${bytes.byteLength} bytes` : `HTTP ${res.status} without a range`}`);
+    }
+    return bytes;
+  }
+
+  /** A small file at `revision` whole (config.json, an index): refused past `maxBytes`. */
+  async readFile(repo: string, revision: string, path: string, maxBytes = 64 * 2 ** 20, signal?: AbortSignal): Promise<Uint8Array> {
+    const url = this.fileUrl(repo, revision, path);
+    const res = await this.#fetch(url, {
+      headers: this.headers(),
+      signal: signal ? AbortSignal.any([signal, AbortSignal.timeout(this.#timeoutMs)]) : AbortSignal.timeout(this.#timeoutMs),
+    }).catch((err: Error) => {
+      throw new StoreError(`${repo}: ${path}: cannot reach the hub at ${this.endpoint}: ${networkCause(err, url)}`);
+    });
+    if (!res.ok) throw new StoreError(hubRefusal(repo, res.status, !!this.#token, path));
+    const bytes = new Uint8Array(await res.arrayBuffer());
+    if (bytes.byteLength > maxBytes) throw new StoreError(`${repo}: ${path} is ${bytes.byteLength} bytes, more than the ${maxBytes} expected of it`);
+    return bytes;
+  }
+
   async listRepo(repo: string, revision = 'main', signal?: AbortSignal): Promise<HubRepo> {
     validateRepoId(repo);
     const url = `${this.endpoint}/api/models/${repo}/revision/${encodeURIComponent(revision)}?blobs=true`;

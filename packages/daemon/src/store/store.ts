@@ -8,7 +8,7 @@
  * (striped over every link, pod/fetch-file.ts), or the hub — once per pod — and for a pipeline stage
  * only the chunks holding its tensors.
  */
-import { access, constants, mkdir, readFile, stat, statfs as fsStatfs, writeFile, readdir } from 'node:fs/promises';
+import { access, constants, mkdir, open, readFile, stat, statfs as fsStatfs, writeFile, readdir } from 'node:fs/promises';
 import os from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { contentKey, type ChunkedFileInfo } from './chunked/chunk-file.js';
@@ -20,6 +20,9 @@ import { HUB, type LinkStat, type PeerHandle, type PodRoute } from './pod/fetch-
 import { hubSource } from './pod/hub-source.js';
 import { pullFile } from './pod/pull-file.js';
 import { stageTensorFilter, type TensorSelection } from './safetensors-range.js';
+import { checkGgufFile, checkModelFiles, readHubHeader } from './check-before-pull.js';
+import { chunksCovering } from './chunked/layout.js';
+import { headerEnd } from './chunked/safetensors-layout.js';
 
 export const MANIFEST_FILE = '.orchard-manifest.json';
 
@@ -145,6 +148,23 @@ function chooseFiles(repo: string, all: HubFile[], o: PullOptions): HubFile[] {
   return [pickGguf(repo, all, { quant: o.quant, budgetBytes: o.budgetBytes ?? Math.floor(os.totalmem() * 0.75) })];
 }
 
+/** A complete local file's safetensors header (its JSON), or undefined when the file is not there whole. */
+async function localHeader(path: string, size: number): Promise<Uint8Array | undefined> {
+  const fh = await open(path, 'r').catch(() => undefined);
+  if (!fh) return undefined;
+  try {
+    if ((await fh.stat()).size !== size) return undefined;
+    const first = Buffer.alloc(8);
+    await fh.read(first, 0, 8, 0);
+    const end = headerEnd(first, size, path);
+    const header = Buffer.alloc(end - 8);
+    const { bytesRead } = await fh.read(header, 0, end - 8, 8);
+    return bytesRead === end - 8 ? new Uint8Array(header) : undefined;
+  } finally {
+    await fh.close();
+  }
+}
+
 export class ModelStore {
   readonly root: string;
   readonly hub: HubClient;
@@ -263,11 +283,13 @@ export class ModelStore {
     await this.#writeManifest(manifest);
     options.onPlan?.(files.map((f) => ({ file: f.path, size: f.size })));
     const keep = options.selection ? stageTensorFilter(options.selection) : undefined;
+    const keyOf = (file: HubFile) => contentKey(file) ?? `path:${repo}@${listing.commit}/${file.path}`;
 
-    for (const file of files) {
-      const key = contentKey(file) ?? `path:${repo}@${listing.commit}/${file.path}`;
+    /** One file (`fileKeep`: only those tensors of a safetensors file), its bytes counted into the result. */
+    const pullOne = async (file: HubFile, fileKeep = keep): Promise<void> => {
+      const key = keyOf(file);
       const label = `${repo}: ${file.path}`;
-      const partial = !!keep && file.path.endsWith('.safetensors');
+      const partial = !!fileKeep && file.path.endsWith('.safetensors');
       const info: ChunkedFileInfo = { key, size: file.size, sha256: file.sha256, gitSha1: file.gitSha1, label };
       const path = join(dir, file.path);
       // A file an older store downloaded whole (no chunk log yet) is taken over after one hash check.
@@ -285,7 +307,7 @@ export class ModelStore {
         registry: this.chunks,
         path,
         info,
-        keep: partial ? keep : undefined,
+        keep: partial ? fileKeep : undefined,
         route: {
           peers: async () => (options.pod ? await options.pod.holders(key, options.signal).catch(() => []) : []),
           pod: options.pod?.route(key, file.size, options.signal),
@@ -306,11 +328,45 @@ export class ModelStore {
       manifest.files[file.path] = { size: file.size, sha256: file.sha256, gitSha1: file.gitSha1, complete: r.complete, ...(r.complete ? {} : { tensors: r.tensors }) };
       manifest.pending = manifest.pending?.filter((p) => p !== file.path);
       await this.#writeManifest(manifest);
+    };
+
+    const weights = files.filter((f) => f.path.endsWith('.safetensors'));
+    // A whole model goes through the engine's check first: the small files, then each weight file's
+    // header; an unloadable model is refused before its weights move (a stage's pull was checked when placed).
+    if (!options.selection && weights.length && files.some((f) => f.path === 'config.json')) {
+      for (const f of files) if (!weights.includes(f)) await pullOne(f);
+      const viaPod = !!options.pod || !!options.fromPod;
+      const header = async (f: HubFile): Promise<Uint8Array> => {
+        const local = manifest.files[f.path]?.complete ? await localHeader(join(dir, f.path), f.size) : undefined;
+        if (local) return local;
+        if (!viaPod) return readHubHeader(this.hub, repo, listing.commit, f, options.signal);
+        // Through the pod: the chunks holding the header, from peers or once per pod from the hub.
+        await pullOne(f, () => false);
+        return this.#chunkedHeader(join(dir, f.path), { key: keyOf(f), size: f.size, sha256: f.sha256, gitSha1: f.gitSha1, label: `${repo}: ${f.path}` });
+      };
+      await checkModelFiles(repo, dir, weights, header, viaPod ? 1 : undefined);
+      for (const f of weights) await pullOne(f);
+    } else if (!options.selection && !options.fromPod && files.length === 1 && files[0].path.toLowerCase().endsWith('.gguf') && !manifest.files[files[0].path]?.complete) {
+      // A GGUF: its header from the hub, checked by the engine, before the file.
+      const f = files[0];
+      await checkGgufFile(repo, f, (start, end) => this.hub.readRange(repo, listing.commit, f.path, start, end, options.signal));
+      await pullOne(f);
+    } else {
+      for (const f of files) await pullOne(f);
     }
     delete manifest.pending;
     delete manifest.resume;
     await this.#writeManifest(manifest);
     return result;
+  }
+
+  /** A safetensors header (its JSON) from the chunks of a file fetched at least that far. */
+  async #chunkedHeader(path: string, info: ChunkedFileInfo): Promise<Uint8Array> {
+    const f = await this.chunks.open(path, info);
+    const end = headerEnd((await f.readChunk(0)).subarray(0, 8), info.size, info.label);
+    const parts = [];
+    for (const c of chunksCovering([[0, end]], info.size, f.chunkSize)) parts.push(await f.readChunk(c));
+    return new Uint8Array(Buffer.concat(parts).subarray(8, end));
   }
 
   async #podListing(repo: string, options: PullOptions): Promise<HubRepo> {

@@ -9,6 +9,7 @@ import os from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { hfToGguf } from '@orchard/engine/gguf';
 import { writeRandomModel } from '@orchard/engine/testing';
 import { formatBytes, formatDuration, PullProgress } from '../../src/cli/pull-progress.js';
 import { pullWithProgress, splitModelRef } from '../../src/cli/commands/pull.js';
@@ -124,21 +125,27 @@ describe('GGUF-only repos', () => {
   it('pulls the named quantisation, else the largest file the engine loads, and says what exists when none fits', async () => {
     const dir = join(work, 'gguf-repo');
     mkdirSync(dir, { recursive: true });
-    writeFileSync(join(dir, 'tiny-Q4_K_M.gguf'), Buffer.alloc(3000, 1));
-    writeFileSync(join(dir, 'tiny-Q8_0.gguf'), Buffer.alloc(5000, 2));
-    writeFileSync(join(dir, 'tiny-F16.gguf'), Buffer.alloc(9000, 3));
+    // One real GGUF (a pull checks its header first), written under three names and three sizes
+    // (bytes after the tensor data are not read).
+    writeRandomModel(join(work, 'gguf-src'), { numLayers: 1, hiddenSize: 32, intermediateSize: 64, seed: 2 });
+    hfToGguf(join(work, 'gguf-src'), join(work, 'gguf-src', 'tiny.gguf'), { dtype: 'f32' });
+    const gguf = readFileSync(join(work, 'gguf-src', 'tiny.gguf'));
+    const S = gguf.length;
+    writeFileSync(join(dir, 'tiny-Q4_K_M.gguf'), gguf);
+    writeFileSync(join(dir, 'tiny-Q8_0.gguf'), Buffer.concat([gguf, Buffer.alloc(2000)]));
+    writeFileSync(join(dir, 'tiny-F16.gguf'), Buffer.concat([gguf, Buffer.alloc(6000)]));
     writeFileSync(join(dir, 'README.md'), 'a GGUF repo');
     const hub = await startFakeHub({ 'test/tiny-GGUF': dir });
     try {
       const at = (d: string) => withEnv({ HF_ENDPOINT: hub.url, HF_TOKEN: undefined }, () => pullWithProgress('test/tiny-GGUF:Q4_K_M', { dataDir: join(work, d), quiet: true }));
       const named = await at('g1');
       expect(Object.keys(named.sources)).toEqual(['tiny-Q4_K_M.gguf']);
-      expect(readFileSync(join(named.dir, 'tiny-Q4_K_M.gguf')).length).toBe(3000);
+      expect(readFileSync(join(named.dir, 'tiny-Q4_K_M.gguf')).length).toBe(S);
       const { ModelStore, HubClient } = await import('../../src/store/index.js');
       const store = new ModelStore(join(work, 'g2'), new HubClient({ endpoint: hub.url }));
       expect(Object.keys((await store.pull('test/tiny-GGUF')).sources)).toEqual(['tiny-F16.gguf']);
       const small = new ModelStore(join(work, 'g3'), new HubClient({ endpoint: hub.url }));
-      expect(Object.keys((await small.pull('test/tiny-GGUF', { budgetBytes: 6000 })).sources)).toEqual(['tiny-Q8_0.gguf']);
+      expect(Object.keys((await small.pull('test/tiny-GGUF', { budgetBytes: S + 3000 })).sources)).toEqual(['tiny-Q8_0.gguf']);
       await expect(small.pull('test/tiny-GGUF', { budgetBytes: 1000 })).rejects.toThrow(/no GGUF file the engine loads fits in 0\.0 GB \(the repo has F16 \(0\.00 GB\), Q4_K_M \(0\.00 GB\), Q8_0 \(0\.00 GB\)\); name one with test\/tiny-GGUF:QUANT/);
       await expect(small.pull('test/tiny-GGUF', { quant: 'Q2_K' })).rejects.toThrow(/no GGUF file for :Q2_K \(the repo has/);
     } finally {

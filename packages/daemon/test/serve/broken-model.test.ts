@@ -37,10 +37,8 @@ beforeAll(async () => {
     mkdirSync(dir, { recursive: true });
     writeRandomModel(dir, { numLayers: 2, hiddenSize: 64, seed: 21, maxPositionEmbeddings: 256 });
   }
-  const weights = join(dataDir, 'models', ...TRUNCATED.split('/'), 'model.safetensors');
-  truncateSync(weights, Math.floor(statSync(weights).size / 2));
-  const config = join(dataDir, 'models', ...BROKEN.split('/'), 'config.json');
-  writeFileSync(config, JSON.stringify({ ...JSON.parse(readFileSync(config, 'utf8')), intermediate_size: 96 }));
+  const truncated = join(dataDir, 'models', ...TRUNCATED.split('/'), 'model.safetensors');
+  truncateSync(truncated, Math.floor(statSync(truncated).size / 2));
   // The hub holds the model: a daemon that reached for it would be seen here.
   hub = await startFakeHub({ [BROKEN]: join(dataDir, 'models', ...GOOD.split('/')) });
   const options = resolveOptions({ dataDir, listen: ['/ip4/127.0.0.1/tcp/0'], apiPort: 0, mdns: false, heartbeatMs: 300 } as never, { HF_ENDPOINT: hub.url });
@@ -49,6 +47,11 @@ beforeAll(async () => {
     for (const e of Object.values(node.daemon.replica.state.instances)) if (e.model === BROKEN || e.model === TRUNCATED) placed.add(e.id);
   });
   await waitFor('a profile in the state', () => node.daemon.cluster().nodes.length === 1 || undefined, 30_000, 100);
+  // The model breaks after the daemon checked it (a truncated file then is refused before placement,
+  // by the engine's check): what is left to fail is the runner's load.
+  await waitFor('the model checked and listed', async () => ((await (await fetch(`http://127.0.0.1:${node.apiPort}/v1/models`)).json()) as { data: { id: string }[] }).data.some((m) => m.id === BROKEN) || undefined, 30_000, 100);
+  const config = join(dataDir, 'models', ...BROKEN.split('/'), 'config.json');
+  writeFileSync(config, JSON.stringify({ ...JSON.parse(readFileSync(config, 'utf8')), intermediate_size: 96 }));
 }, 60_000);
 
 afterAll(async () => {

@@ -9,8 +9,6 @@ import { join } from 'node:path';
 import { ModelFormatError, UnsupportedModelError } from '../errors.js';
 import { lookupArchitecture, supportedArchitectures } from './architectures/registry.js';
 import type { ArchitectureCaps } from './architectures/types.js';
-import { isGgufPath } from '../gguf/read.js';
-import { loadGgufConfig } from '../gguf/read-model.js';
 import { configFields, type ConfigFields } from './fields.js';
 import { readMlaConfig, yarnMscale, type MlaConfig } from './mla-config.js';
 import { readMoeConfig, type MoeConfig } from './moe-config.js';
@@ -72,6 +70,8 @@ export interface ModelConfig {
   attentionSinks?: boolean;
   /** The weight quantization `quantization_config` declares (FP8 blocks, compressed-tensors INT4); absent = none declared. */
   weightQuant?: WeightQuant;
+  /** `quantization_config.quant_method` as config.json names it (e.g. mxfp4, fp8, awq); absent when it names none. */
+  quantMethod?: string;
   /** Stop token ids: generation_config.json `eos_token_id`, else config.json's. */
   eosTokenIds: number[];
   bosTokenId: number | null;
@@ -99,9 +99,11 @@ function ids(v: unknown): number[] {
   return [];
 }
 
-/** Loads and validates `dir/config.json` (+ `generation_config.json` when present). */
-export function loadModelConfig(dir: string): ModelConfig {
-  if (isGgufPath(dir)) return loadGgufConfig(dir);
+/**
+ * Loads and validates `dir/config.json` (+ `generation_config.json` when present). A model path that
+ * may be a GGUF file goes through format/model-files.ts `loadModelConfig`, which picks the reader.
+ */
+export function loadConfigJson(dir: string): ModelConfig {
   const path = join(dir, 'config.json');
   return modelConfigFromJson(readJson(path, true)!, { path, dir, generation: readJson(join(dir, 'generation_config.json'), false) });
 }
@@ -189,6 +191,8 @@ export function modelConfigFromJson(c: Record<string, unknown>, o: { path: strin
     throw new UnsupportedModelError(`config.json: use_sliding_window=true is not supported for ${architecture} in ${path}`);
   }
 
+  const qc = c.quantization_config as Record<string, unknown> | null | undefined;
+  const quantMethod = qc && typeof qc === 'object' && typeof qc.quant_method === 'string' ? qc.quant_method : undefined;
   const eosTokenIds = ids(gen?.eos_token_id).length ? ids(gen?.eos_token_id) : ids(c.eos_token_id);
   const bos = ids(gen?.bos_token_id ?? c.bos_token_id);
 
@@ -216,6 +220,7 @@ export function modelConfigFromJson(c: Record<string, unknown>, o: { path: strin
     ...(mla && { mla }),
     ...(caps.attentionSinks && { attentionSinks: true }),
     ...(weightQuant && { weightQuant }),
+    ...(quantMethod && { quantMethod }),
     eosTokenIds,
     bosTokenId: bos.length ? bos[0] : null,
   };

@@ -5,7 +5,8 @@
  * Used by `orchard run --pipeline N / --tensor N`, by tests proving split equivalence, and as the
  * shape the daemon's distributed runners follow (one shard per machine instead of per array slot).
  */
-import { loadModelConfig, type ModelConfig } from '../config/config.js';
+import type { ModelConfig } from '../config/config.js';
+import { loadModelConfig } from '../format/model-files.js';
 import type { Backend } from '../kernels/backend.js';
 import { createReferenceBackend } from '../kernels/reference.js';
 import { loadShard, type KVCache, type ModelShard } from '../model/forward.js';

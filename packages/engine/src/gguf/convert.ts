@@ -15,7 +15,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
-import { loadModelConfig, type ModelConfig } from '../config/config.js';
+import { loadConfigJson, type ModelConfig } from '../config/config.js';
 import { ModelFormatError, UnsupportedModelError } from '../errors.js';
 import { BF16_TO_F32, F16_TO_F32, f32ToF16Bits } from '../numeric/half.js';
 import { Checkpoint } from '../safetensors/checkpoint.js';
@@ -106,7 +106,7 @@ export interface HfToGgufResult extends WrittenGguf {
 
 /** Converts the HF model in `dir` to a GGUF file at `outFile`. */
 export function hfToGguf(dir: string, outFile: string, options: HfToGgufOptions = {}): HfToGgufResult {
-  const cfg = loadModelConfig(dir);
+  const cfg = loadConfigJson(dir);
   const arch = ARCH_OF[cfg.architecture];
   if (!arch) throw new UnsupportedModelError(`GGUF export: architecture ${cfg.architecture} has no llama.cpp mapping`);
   if (cfg.slidingWindow !== null && cfg.slidingWindow < cfg.maxPositionEmbeddings && !cfg.slidingLayers) {

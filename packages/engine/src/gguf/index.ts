@@ -16,6 +16,6 @@ export {
 } from './write.js';
 export { hfToGguf, permuteRope, llama3RopeFactors, type GgufArch, type HfToGgufOptions, type HfToGgufResult } from './convert.js';
 export { ggufTensorSizes, ggufTensorName, hfTensorName } from './read-model.js';
-export { isGgufPath } from './read.js';
+export { isGgufPath, readGgufFile } from './read.js';
 export { ggufTokenizerMetadata, type TokenizerIds } from './convert-tokenizer.js';
 export { PRE_TOKENIZERS, preNameOf } from './pre-tokenizers.js';

@@ -272,6 +272,12 @@ export class GgufCheckpoint {
     return { dtype: t.type, shape: t.shape };
   }
 
+  /** Where an HF-named tensor's bytes lie in the file (one expert's slab of a stacked tensor): [offset, offset + bytes). */
+  tensorRange(tensor: string): { dtype: string; shape: number[]; offset: number; bytes: number } {
+    const { t } = this.#tensor(tensor);
+    return { dtype: t.type, shape: t.shape, offset: t.offset, bytes: t.bytes };
+  }
+
   /** The GGUF tensor behind an HF name, narrowed to its slab for one expert (offset and shape). */
   #tensor(hf: string): { t: GgufTensorInfo; gguf: string } {
     const g = ggufTensorRef(hf, this.#arch);

@@ -8,10 +8,8 @@
  * ranks meet at the caller's all-reduce after o_proj and after down_proj only: a head rank returns the
  * logits of its own vocabulary rows, and whoever samples joins the slices (joinLogitSlices).
  */
-import { Checkpoint } from '../safetensors/checkpoint.js';
-import { GgufCheckpoint } from '../gguf/read-model.js';
-import { isGgufPath } from '../gguf/read.js';
-import { loadModelConfig, type ModelConfig } from '../config/config.js';
+import type { ModelConfig } from '../config/config.js';
+import { loadModelConfig, openWeights } from '../format/model-files.js';
 import { UnsupportedModelError } from '../errors.js';
 import { type AttentionArgs, type Backend, matmuls } from '../kernels/backend.js';
 import { createReferenceBackend } from '../kernels/reference.js';
@@ -444,7 +442,7 @@ function prepare(dir: string, spec: ShardSpec, options: LoadShardOptions) {
   if (spec.tensor.size > 1 && !options.allReduce) throw new UnsupportedModelError('a tensor-parallel shard needs an allReduce callback');
   const slice = tensorSlice(config, spec.tensor.rank, spec.tensor.size, spec.tensor.heads);
   // `dir` may also name a GGUF file: its tensors are read under their Hugging Face names.
-  const ckpt = isGgufPath(dir) ? GgufCheckpoint.open(dir, config) : Checkpoint.open(dir);
+  const ckpt = openWeights(dir, config);
   return { config, slice, backend: options.backend ?? createReferenceBackend(), ckpt };
 }
 

@@ -118,13 +118,23 @@ export interface PendingRead {
 export class WeightPlanner {
   readonly reads: PendingRead[] = [];
   readonly #scratch = new ReadScratch();
+  readonly #sizing: boolean;
 
+  /** `sizing`: only the checks and the reads are wanted (format/describe.ts), so read-through buffers stay empty. */
   constructor(
     readonly ckpt: WeightSource,
     readonly backend: Backend,
     /** config.json's declared weight quantization (compressed-tensors INT4 needs its group size). */
     readonly quant?: WeightQuant,
-  ) {}
+    options: { sizing?: boolean } = {},
+  ) {
+    this.#sizing = options.sizing ?? false;
+  }
+
+  /** A buffer a read goes through before it is rearranged into the weight. */
+  #through(bytes: number): Uint8Array {
+    return new Uint8Array(this.#sizing ? 0 : bytes);
+  }
 
   /** Checks a tensor's dtype and shape; returns the file it lives in. */
   #check(name: string, shape: number[]) {
@@ -185,7 +195,7 @@ export class WeightPlanner {
   mergedExpert(name: string, experts: number, inDim: number, outDim: number, parts: number, e: number): Weight[] {
     const { file, dtype, el } = this.#check(name, [experts, inDim, outDim * parts]);
     if (isQuantized(dtype)) throw new UnsupportedModelError(`${basename(file.path)}: merged expert tensor ${name} is ${dtype}; only F32, F16 and BF16 are supported`);
-    const slab = new Uint8Array(inDim * outDim * parts * el);
+    const slab = this.#through(inDim * outDim * parts * el);
     const out = Array.from({ length: parts }, (): Weight => ({ dtype, rows: outDim, cols: inDim, bytes: this.backend.allocBytes(outDim * inDim * el) }));
     const after = () => {
       for (let p = 0; p < parts; p++) {
@@ -293,7 +303,7 @@ export class WeightPlanner {
     const { file, dtype, el } = this.#check(name, [H * per, L]);
     const quant = isQuantized(dtype);
     const rowBytesIn = quant ? weightBytes(dtype, 1, L) : L * el;
-    const block = new Uint8Array((h1 - h0) * per * rowBytesIn);
+    const block = this.#through((h1 - h0) * per * rowBytesIn);
     const outDtype: DType = quant ? 'f32' : dtype;
     const oel = quant ? 4 : el;
     const alloc = (rows: number, cols: number): Weight => ({ dtype: outDtype, rows, cols, bytes: this.backend.allocBytes(rows * cols * oel) });
@@ -362,7 +372,7 @@ export class WeightPlanner {
    * the GPU stacks). The heads' rows are read into a temporary in their blocks first.
    */
   #fp8KvBHeads(name: string, per: number, nope: number, v: number, L: number, [h0, h1]: [number, number]): { kb: Weight[]; vb: Weight[] } {
-    const planned = planFp8Matrix(this.ckpt as Checkpoint, name, [h0 * per, h1 * per], [0, L], (n) => new Uint8Array(n), this.#scratch);
+    const planned = planFp8Matrix(this.ckpt as Checkpoint, name, [h0 * per, h1 * per], [0, L], (n) => this.#through(n), this.#scratch);
     const tmp = planned.weight.bytes;
     const rb = rowBytes('fp8_e4m3', L);
     const nbL = Math.ceil(L / FP8_BLOCK);
@@ -455,8 +465,9 @@ export function planShardWeights(
   spec: ShardSpec,
   slice: TensorSlice,
   backend: Backend,
+  options: { sizing?: boolean } = {},
 ): { weights: ShardWeights; reads: PendingRead[] } {
-  const rd = new WeightPlanner(ckpt, backend, config.weightQuant);
+  const rd = new WeightPlanner(ckpt, backend, config.weightQuant, options);
   const { hiddenSize: D, headDim: hd, numHeads: H, numKvHeads: KV, intermediateSize: I, vocabSize: V } = config;
   const qRows: [number, number] = [slice.heads[0] * hd, slice.heads[1] * hd];
   const kvRows: [number, number] = [slice.kvHeads[0] * hd, slice.kvHeads[1] * hd];

@@ -15,14 +15,20 @@ export class Checkpoint {
   readonly #weightMap: Map<string, string> | null;
   readonly #files = new Map<string, SafetensorsFile>();
   readonly #single: string | null;
+  readonly #openFile: (name: string) => SafetensorsFile;
 
-  private constructor(dir: string, weightMap: Map<string, string> | null, single: string | null) {
+  private constructor(dir: string, weightMap: Map<string, string> | null, single: string | null, openFile?: (name: string) => SafetensorsFile) {
     this.dir = dir;
     this.#weightMap = weightMap;
     this.#single = single;
+    this.#openFile = openFile ?? ((name) => SafetensorsFile.open(join(dir, name)));
   }
 
-  static open(dir: string): Checkpoint {
+  /**
+   * `openFile` gives a weight file by name in place of opening `dir/name` (e.g. a header fetched
+   * before the download, `SafetensorsFile.fromHeader`): the index still comes from `dir`.
+   */
+  static open(dir: string, options: { openFile?: (name: string) => SafetensorsFile } = {}): Checkpoint {
     const indexPath = join(dir, 'model.safetensors.index.json');
     if (existsSync(indexPath)) {
       let index: unknown;
@@ -42,13 +48,13 @@ export class Checkpoint {
         }
         map.set(k, v);
       }
-      return new Checkpoint(dir, map, null);
+      return new Checkpoint(dir, map, null, options.openFile);
     }
     const single = join(dir, 'model.safetensors');
-    if (!existsSync(single)) {
+    if (!options.openFile && !existsSync(single)) {
       throw new ModelFormatError(`${dir}: no model.safetensors or model.safetensors.index.json`, single);
     }
-    return new Checkpoint(dir, null, 'model.safetensors');
+    return new Checkpoint(dir, null, 'model.safetensors', options.openFile);
   }
 
   /** Which file holds `tensor` (opening it if needed); throws naming the tensor when absent. */
@@ -59,7 +65,7 @@ export class Checkpoint {
     }
     let f = this.#files.get(name);
     if (!f) {
-      f = SafetensorsFile.open(join(this.dir, name));
+      f = this.#openFile(name);
       this.#files.set(name, f);
     }
     if (!f.tensors.has(tensor)) {
@@ -81,10 +87,15 @@ export class Checkpoint {
   private file0(): SafetensorsFile {
     let f = this.#files.get(this.#single!);
     if (!f) {
-      f = SafetensorsFile.open(join(this.dir, this.#single!));
+      f = this.#openFile(this.#single!);
       this.#files.set(this.#single!, f);
     }
     return f;
+  }
+
+  /** The weight files the index names (or the single file), by name. */
+  get fileNames(): string[] {
+    return this.#weightMap ? [...new Set(this.#weightMap.values())].sort() : [this.#single!];
   }
 
   /** Tensor data bytes read across all files. */

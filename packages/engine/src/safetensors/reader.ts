@@ -45,31 +45,28 @@ export class SafetensorsFile {
       if (8 + hl > size) throw new ModelFormatError(`${name}: truncated, header needs ${hl} bytes but the file has ${size - 8} after the length`, path);
       const headerBuf = Buffer.alloc(hl);
       readSync(fd, headerBuf, 0, hl, 8);
-      let header: unknown;
-      try {
-        header = JSON.parse(headerBuf.toString('utf8'));
-      } catch (err) {
-        throw new ModelFormatError(`${name}: corrupt header, not valid JSON (${(err as Error).message})`, path);
-      }
-      if (!header || typeof header !== 'object' || Array.isArray(header)) {
-        throw new ModelFormatError(`${name}: corrupt header, expected a JSON object`, path);
-      }
-      const dataStart = 8 + hl;
-      const dataLen = size - dataStart;
-      const tensors = new Map<string, TensorInfo>();
-      let metadata: Record<string, string> = {};
-      for (const [tname, entry] of Object.entries(header as Record<string, unknown>)) {
-        if (tname === '__metadata__') {
-          metadata = (entry ?? {}) as Record<string, string>;
-          continue;
-        }
-        tensors.set(tname, validateEntry(name, path, tname, entry, dataLen));
-      }
-      return new SafetensorsFile(path, fd, tensors, metadata, dataStart);
+      const { tensors, metadata } = parseHeader(name, path, headerBuf, size - 8 - hl);
+      return new SafetensorsFile(path, fd, tensors, metadata, 8 + hl);
     } catch (err) {
       closeSync(fd);
       throw err;
     }
+  }
+
+  /**
+   * A file known by its header alone (the JSON after the 8-byte length, e.g. fetched by a range
+   * request before the download): checked exactly as `open` checks it, against the file's size;
+   * its tensors can be described and planned, not read.
+   */
+  static fromHeader(path: string, header: Uint8Array, fileSize: number): SafetensorsFile {
+    const { tensors, metadata } = parseHeader(basename(path), path, header, fileSize - 8 - header.byteLength);
+    return new SafetensorsFile(path, -1, tensors, metadata, 8 + header.byteLength);
+  }
+
+  /** Where a tensor's bytes lie in the file: [offset, offset + bytes). */
+  tensorRange(tensor: string): { dtype: string; shape: number[]; offset: number; bytes: number } {
+    const t = this.info(tensor);
+    return { dtype: t.dtype, shape: t.shape, offset: this.#dataStart + t.dataOffsets[0], bytes: t.dataOffsets[1] - t.dataOffsets[0] };
   }
 
   /** The tensor's header entry, or a ModelFormatError naming file and tensor. */
@@ -139,6 +136,30 @@ export class SafetensorsFile {
 }
 
 const readAsync = promisify(read);
+
+/** A header's JSON: every entry validated against the `dataLen` bytes that follow it. */
+function parseHeader(name: string, path: string, headerBuf: Uint8Array, dataLen: number): { tensors: Map<string, TensorInfo>; metadata: Record<string, string> } {
+  if (dataLen < 0) throw new ModelFormatError(`${name}: truncated, header needs ${headerBuf.byteLength} bytes but the file is shorter`, path);
+  let header: unknown;
+  try {
+    header = JSON.parse(Buffer.from(headerBuf.buffer, headerBuf.byteOffset, headerBuf.byteLength).toString('utf8'));
+  } catch (err) {
+    throw new ModelFormatError(`${name}: corrupt header, not valid JSON (${(err as Error).message})`, path);
+  }
+  if (!header || typeof header !== 'object' || Array.isArray(header)) {
+    throw new ModelFormatError(`${name}: corrupt header, expected a JSON object`, path);
+  }
+  const tensors = new Map<string, TensorInfo>();
+  let metadata: Record<string, string> = {};
+  for (const [tname, entry] of Object.entries(header as Record<string, unknown>)) {
+    if (tname === '__metadata__') {
+      metadata = (entry ?? {}) as Record<string, string>;
+      continue;
+    }
+    tensors.set(tname, validateEntry(name, path, tname, entry, dataLen));
+  }
+  return { tensors, metadata };
+}
 
 function validateEntry(file: string, path: string, tensor: string, entry: unknown, dataLen: number): TensorInfo {
   const bad = (why: string) => new ModelFormatError(`${file}: tensor ${tensor}: ${why}`, path, tensor);

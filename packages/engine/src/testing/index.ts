@@ -10,6 +10,7 @@ export type { MoeOptions } from './random-moe.js';
 export { writeSafetensors, type TensorToWrite } from '../safetensors/writer.js';
 export { writeMlxModel, type MlxModelOptions } from './mlx-model.js';
 export { writeMlxMoeModel, type MlxMoeModelOptions } from './mlx-moe-model.js';
+export { writeAwqModel } from './awq-model.js';
 /** The engine's seeded PRNG, for tests and simulations that must repeat exactly. */
 export { Prng } from '../numeric/prng.js';
 export {

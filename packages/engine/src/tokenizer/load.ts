@@ -7,8 +7,6 @@ import { existsSync, readFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { Tokenizer } from '@huggingface/tokenizers';
 import { ModelFormatError, UnsupportedModelError } from '../errors.js';
-import { isGgufPath } from '../gguf/read.js';
-import { loadGgufTokenizer } from '../gguf/read-tokenizer.js';
 import { ChatTemplate, type ChatMessage, type ChatTemplateCaps, type RenderOptions } from './chat-template.js';
 import { vocabularyOf, type TokenVocabulary } from './vocabulary.js';
 import { sentencePieceTokenizerJson, type SentencePieceVocabulary } from './sentencepiece.js';
@@ -176,8 +174,8 @@ export function chatTemplateOf(dir: string, tokenizerConfig: Record<string, unkn
   return existsSync(jinjaFile) ? readFileSync(jinjaFile, 'utf8') : null;
 }
 
+/** A model directory's tokenizer (a model path that may be a GGUF goes through format/tokenizer.ts). */
 export function loadTokenizer(dir: string): ModelTokenizer {
-  if (isGgufPath(dir)) return loadGgufTokenizer(dir);
   const tcPath = join(dir, 'tokenizer_config.json');
   const { tokenizerJson, tokenizerConfig, source } = readTokenizerFiles(dir);
   const name = basename(source);

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gguf as parseGguf } from '@huggingface/gguf';
 import { afterAll, describe, expect, it } from 'vitest';
-import { loadModelConfig } from '../../src/config/config.js';
+import { loadModelConfig } from '../../src/format/model-files.js';
 import { hfToGguf, llama3RopeFactors, permuteRope } from '../../src/gguf/index.js';
 import { F16_TO_F32 } from '../../src/numeric/half.js';
 import { Checkpoint } from '../../src/safetensors/checkpoint.js';

@@ -8,14 +8,19 @@ import { CliError } from '../errors.js';
 import { call } from './serve-client.js';
 import { readCatalog, type CatalogModel } from '../catalog.js';
 import { formatBytes } from '../pull-progress.js';
+import { catalogFits } from '../models-table.js';
 
 /** The catalog as a table (or JSON): name, hub repo, size, parameters, context, gated. */
-export function formatCatalog(models: CatalogModel[], json = false): string {
-  if (json) return `${JSON.stringify(models, null, 2)}\n`;
-  const rows = [['NAME', 'REPO', 'SIZE', 'PARAMS', 'CONTEXT', ''], ...models.map((m) => [m.name, m.repo, formatBytes(m.bytes), m.parameters, String(m.context), m.gated ? 'gated: needs HF_TOKEN' : ''])];
+export function formatCatalog(models: CatalogModel[], json = false, fits: Map<string, string[] | null> = new Map()): string {
+  if (json) return `${JSON.stringify(models.map((m) => (fits.get(m.name) ? { ...m, fits: fits.get(m.name) } : m)), null, 2)}\n`;
+  const fitText = (m: CatalogModel) => (fits.get(m.name) ? `fits: ${fits.get(m.name)!.join(', ') || 'no example cluster'}` : '');
+  const rows = [
+    ['NAME', 'REPO', 'SIZE', 'PARAMS', 'CONTEXT', 'GGUF', ''],
+    ...models.map((m) => [m.name, m.repo, `${m.config ? '≈' : ''}${formatBytes(m.bytes)}`, m.parameters, String(m.context), m.gguf ? `${m.name}:${m.gguf.quant}` : '', [m.gated ? 'gated: needs HF_TOKEN' : '', fitText(m)].filter(Boolean).join('; ')]),
+  ];
   const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
   const table = rows.map((r) => r.map((c, i) => c.padEnd(widths[i])).join('  ').trimEnd()).join('\n');
-  return `${table}\n\nrun one with \`orchard run NAME\` (pulls it on first use); sizes are the hub's, rounded\n`;
+  return `${table}\n\nrun one with \`orchard run NAME\` (pulls it on first use; NAME:QUANT for its GGUF); sizes are the hub's, rounded (≈: estimated from the config); fits: the example clusters (examples/clusters/) the planner fits it on\n`;
 }
 
 interface InstanceJson {
@@ -92,7 +97,8 @@ export function registerLoad(program: Command): void {
     .option('--available', 'the curated list of models known to fit the engine (short names for `orchard run NAME`), no daemon needed')
     .action(async (opts: { json?: boolean; url: string; token?: string; available?: boolean }) => {
       if (opts.available) {
-        process.stdout.write(formatCatalog(readCatalog(), opts.json));
+        const catalog = readCatalog();
+        process.stdout.write(formatCatalog(catalog, opts.json, await catalogFits(catalog)));
         return;
       }
       const models = (await (await call(opts, 'GET', '/v1/models')).json()) as { data: { id: string }[] };

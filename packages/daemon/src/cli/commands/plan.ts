@@ -2,20 +2,25 @@ import { readFile } from 'node:fs/promises';
 import type { Command } from 'commander';
 import { ModelFormatError, UnsupportedModelError } from '@orchard/engine';
 import { InfeasibleError, InputError, type Plan, gb, parseCluster, plan } from '@orchard/partitioner';
+import { existsSync } from 'node:fs';
 import { describeModel, engineCapabilities } from '../../models/describe.js';
+import { describeHubModel } from '../../models/describe-hub.js';
+import { StoreError } from '../../store/errors.js';
+import { expandShortName } from '../catalog.js';
 import { servingProfile } from '../../serving/profile.js';
 import { CliError } from '../errors.js';
 
 /**
- * `orchard plan --model PATH --cluster FILE [--bits B] [--context N] [--prompt-tokens N] [--json]`:
- * runs the planner on a model config and a cluster file and prints the plan. Bad input and
+ * `orchard plan --model PATH|ORG/NAME --cluster FILE [--bits B] [--context N] [--prompt-tokens N] [--json]`:
+ * runs the planner on a model (local files, or a hub repo's config and safetensors headers alone,
+ * HF_ENDPOINT honoured) and a cluster file and prints the plan. Bad input and
  * impossible requests exit 2 (with `{"error": ...}` under --json).
  */
 export function registerPlan(program: Command): void {
   program
     .command('plan')
     .description('choose how to split a model over the cluster (single, pipeline, tensor, hybrid) and predict its speed')
-    .requiredOption('--model <path>', 'config.json or a directory holding one (safetensors headers there give exact sizes)')
+    .requiredOption('--model <path>', 'config.json, a directory holding one (safetensors headers there give exact sizes), a GGUF file, or a hub repo ORG/NAME or short name (its config and headers are fetched, no weights)')
     .requiredOption('--cluster <file>', "cluster JSON (as printed by 'orchard cluster --json')")
     .option('--bits <b>', 'plan as if weights were quantized to B bits (MLX-style, group 64)')
     .option('--context <n>', "context length to reserve KV cache for (default: the serving profile's, 4096 or the model's maximum if smaller)")
@@ -39,7 +44,7 @@ export function registerPlan(program: Command): void {
     });
 }
 
-interface PlanFlags {
+export interface PlanFlags {
   model: string;
   cluster: string;
   bits?: string;
@@ -48,10 +53,15 @@ interface PlanFlags {
   sequences?: string;
 }
 
+const HUB_ID = /^[A-Za-z0-9][\w.-]*\/[A-Za-z0-9][\w.-]*$/;
+
 /** The same description, serving profile and engine capabilities the daemon plans with. */
-async function makePlan(opts: PlanFlags): Promise<Plan> {
+export async function makePlan(opts: PlanFlags): Promise<Plan> {
   const bits = opts.bits === undefined ? undefined : number(opts.bits, '--bits', false);
-  const model = await describeModel(opts.model, { bits });
+  // A path that exists is read here; otherwise a short name or ORG/NAME is described from the hub.
+  const repo = expandShortName(opts.model).split(':')[0];
+  const fromHub = !existsSync(opts.model) && HUB_ID.test(repo);
+  const model = fromHub ? await describeHubModel(repo, { bits }) : await describeModel(opts.model, { bits });
   const profile = servingProfile(model, { context: opts.context === undefined ? undefined : number(opts.context, '--context', true) });
   const request = {
     // An explicit --context is planned as asked, even past the model's trained maximum.
@@ -71,7 +81,7 @@ function describe(err: unknown, opts: { cluster: string }): string | undefined {
     if (err.source === 'cluster') return `cluster file ${opts.cluster}: ${err.field} ${err.problem}`;
     return err.message;
   }
-  if (err instanceof InfeasibleError || err instanceof CliError || err instanceof ModelFormatError || err instanceof UnsupportedModelError) return err.message;
+  if (err instanceof InfeasibleError || err instanceof CliError || err instanceof ModelFormatError || err instanceof UnsupportedModelError || err instanceof StoreError) return err.message;
   return undefined;
 }
 

@@ -5,7 +5,8 @@
  * loader (model/weights.ts, reading only each shard's bytes) and uploaded once; the CPU copies are
  * dropped after upload.
  */
-import { loadModelConfig, type ModelConfig } from '../../config/config.js';
+import type { ModelConfig } from '../../config/config.js';
+import { loadModelConfig } from '../../format/model-files.js';
 import { createInProcessAllReduce } from '../../drivers/all-reduce.js';
 import { type LanguageModel, type Session } from '../../drivers/in-process.js';
 import { pipelineStages } from '../../layout.js';
