@@ -129,7 +129,7 @@ export class ModelCatalog {
       return new ModelFilesError(id, reason);
     };
     const problem = loadProblem(dir);
-    const described = problem !== null ? Promise.reject(fail(problem)) : describeModel(dir, { name: id }).catch((err: Error) => Promise.reject(fail(err.message)));
+    const described = problem !== null ? Promise.reject(fail(problem)) : describeModel(dir, { name: id, refuseDamaged: true }).catch((err: Error) => Promise.reject(fail(err.message)));
     described.catch(() => this.#cache.delete(id));
     this.#cache.set(id, { dir, fingerprint, described });
     return described;

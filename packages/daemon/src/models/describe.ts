@@ -24,6 +24,11 @@ import type { ModelDescription } from './description.js';
 export interface DescribeOptions {
   /** The name plans show (a model id). @default the directory's name */
   name?: string;
+  /**
+   * Damaged weight files (truncated, a tensor missing or misshapen) throw ModelFormatError instead of
+   * being sized and marked unsupported: a whole local model, which the catalog then marks failed.
+   */
+  refuseDamaged?: boolean;
   /** Plan as if the weights were quantized to this many bits (`orchard plan --bits`). */
   bits?: number;
   /** Safetensors files by name from their headers alone (fetched before a download, describe-hub.ts). */
@@ -47,6 +52,8 @@ export async function describeModel(path: string, o: DescribeOptions = {}): Prom
   const d = describeModelFiles(path, { tokenizer: false, openFile: o.openFile });
   if (d.loadable) return fromEngine(d, name, o.bits);
   if (isFile) throw new UnsupportedModelError(d.reason);
+  // Damaged files (truncated, a tensor missing or misshapen) are not a model to size: the caller names them.
+  if (o.refuseDamaged && d.cause === 'files' && d.stage === 'weights') throw new ModelFormatError(d.reason, path);
   if (d.config && !o.openFile && !hasWeightFiles(dir)) return configOnly(join(dir, 'config.json'), name, o.bits, d.config);
   // A config the engine refuses is still sized by the planner's own reading, whose field errors are
   // the more precise ones (the engine stops at the first thing it cannot run, e.g. no architectures).

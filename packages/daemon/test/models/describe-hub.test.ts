@@ -38,8 +38,10 @@ const servedOf = (repo: string) => [...hub.servedByRepo].filter(([k]) => k.start
 describe('a model described from the hub before any download', () => {
   it.each(['test/moe', 'test/llama', 'test/awq'])('%s: the same description as its files on disk, from the small files and headers only', async (repo) => {
     const fromHub = await describeHubModel(repo, { hub: new HubClient({ endpoint: hub.url }) });
-    expect(fromHub).toEqual(await describeModel(repos[repo], { name: repo }));
-    if (repo === 'test/awq') expect(fromHub.unsupported).toMatch(/quantization method awq/);
+    // The reason names the config.json it read: the hub's copy sits in a temporary directory.
+    const placeless = (d: { unsupported?: string }) => ({ ...d, unsupported: d.unsupported?.replace(/ in \/\S+config\.json/, '') });
+    expect(placeless(fromHub)).toEqual(placeless(await describeModel(repos[repo], { name: repo })));
+    if (repo === 'test/awq') expect(fromHub.unsupported).toMatch(/quant_method "awq" is not supported/);
     for (const [key, bytes] of servedOf(repo)) {
       const file = key.slice(repo.length + 1);
       if (file.endsWith('.safetensors')) expect(bytes, file).toBeLessThan(statSync(join(repos[repo], file)).size / 4);

@@ -70,7 +70,7 @@ describe('refused by the engine', () => {
     const dir = join(tmp, 'awq');
     writeAwqModel(base, dir);
     const model = await describeModel(dir);
-    expect(model.unsupported).toMatch(/quantization method awq/);
+    expect(model.unsupported).toMatch(/quant_method "awq" is not supported/);
     expect(model.spec.totalBytes).toBeGreaterThan(0);
     expect(engineCapabilities(model).runnable).toBeUndefined();
   });

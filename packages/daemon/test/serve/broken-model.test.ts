@@ -7,7 +7,7 @@
  * nothing is fetched from the hub meanwhile (a mock hub counts its requests). The same daemon also
  * shows that a stream ends right after `[DONE]` when the client sends `Connection: close`.
  */
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, truncateSync, utimesSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import os from 'node:os';
 import { join } from 'node:path';
@@ -47,11 +47,15 @@ beforeAll(async () => {
     for (const e of Object.values(node.daemon.replica.state.instances)) if (e.model === BROKEN || e.model === TRUNCATED) placed.add(e.id);
   });
   await waitFor('a profile in the state', () => node.daemon.cluster().nodes.length === 1 || undefined, 30_000, 100);
-  // The model breaks after the daemon checked it (a truncated file then is refused before placement,
-  // by the engine's check): what is left to fail is the runner's load.
   await waitFor('the model checked and listed', async () => ((await (await fetch(`http://127.0.0.1:${node.apiPort}/v1/models`)).json()) as { data: { id: string }[] }).data.some((m) => m.id === BROKEN) || undefined, 30_000, 100);
+  // The model breaks after the daemon checked it, behind its back: same size, same modification time,
+  // so the daemon's record of its files still holds and only the runner's load meets the new config.
   const config = join(dataDir, 'models', ...BROKEN.split('/'), 'config.json');
-  writeFileSync(config, JSON.stringify({ ...JSON.parse(readFileSync(config, 'utf8')), intermediate_size: 96 }));
+  const { mtime } = statSync(config);
+  const text = readFileSync(config, 'utf8');
+  expect(text).toContain('"intermediate_size": 128');
+  writeFileSync(config, text.replace('"intermediate_size": 128', '"intermediate_size":  96'));
+  utimesSync(config, mtime, mtime);
 }, 60_000);
 
 afterAll(async () => {
@@ -83,7 +87,7 @@ describe('a model that cannot load', () => {
     const first = await complete(BROKEN);
     const answeredAt = Date.now();
     expect(first.status, JSON.stringify(first.body)).toBe(503);
-    expect(first.body.error!.code).toBe('model_load_failed');
+    expect(first.body.error!.code, JSON.stringify(first.body)).toBe("model_load_failed");
     expect(first.body.error!.message).toMatch(/model\.safetensors/);
     const failures = [...placed].map((id) => node.serving!.board.failure(id)).filter((f) => f !== undefined);
     expect(failures.length).toBeGreaterThan(0);

@@ -55,7 +55,7 @@ afterAll(async () => {
 
 describe('a pull checks the model before its weights', () => {
   it.each([
-    ['test/llama-awq', /quantization method awq .*is not supported/],
+    ['test/llama-awq', /quant_method "awq" is not supported/],
     ['test/mamba', /unsupported architecture MambaForCausalLM/],
   ])('%s is refused with the reason after fetching only the small files and the headers', async (repo, reason) => {
     const store = new ModelStore(join(work, `store-${repo.replace('/', '-')}`), new HubClient({ endpoint: hub.url }));
@@ -146,7 +146,7 @@ describe('POST /api/models/pull', () => {
       expect(res.statusCode).toBe(422);
       const body = res.json() as { error: { code: string; message: string } };
       expect(body.error.code).toBe('model_not_loadable');
-      expect(body.error.message).toMatch(/test\/llama-awq: Orchard cannot run this model: quantization method awq/);
+      expect(body.error.message).toMatch(/test\/llama-awq: Orchard cannot run this model: .*quant_method "awq" is not supported/);
     } finally {
       await app.close();
       await store.close();

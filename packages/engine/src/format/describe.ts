@@ -57,6 +57,12 @@ export interface ModelRefusal {
   /** Which of the loader's stages refused. */
   stage: 'config' | 'weights' | 'tokenizer';
   reason: string;
+  /**
+   * `files`: the files are damaged or disagree with each other (truncated, a tensor missing or of the
+   * wrong shape: ModelFormatError) and fixing them fixes it; `unsupported`: whole files of something
+   * the engine does not run (an architecture, dtype or quantization method: UnsupportedModelError).
+   */
+  cause: 'files' | 'unsupported';
   /** The config, when that stage passed (a model may still be sized from it). */
   config?: ModelConfig;
 }
@@ -77,7 +83,7 @@ export function describeModelFiles(path: string, options: DescribeFilesOptions =
   try {
     config = loadModelConfig(path);
   } catch (err) {
-    return { loadable: false, path, format, stage: 'config', reason: refusalText(err) };
+    return { loadable: false, path, format, stage: 'config', reason: refusalText(err), cause: causeOf(err) };
   }
   let tensors: DescribedTensor[];
   try {
@@ -85,14 +91,14 @@ export function describeModelFiles(path: string, options: DescribeFilesOptions =
   } catch (err) {
     const method = config.quantMethod;
     const reason = method && !PLANNED_METHODS.has(method) ? `quantization method ${method} (config.json quantization_config.quant_method) is not supported: ${refusalText(err)}` : refusalText(err);
-    return { loadable: false, path, format, stage: 'weights', reason, config };
+    return { loadable: false, path, format, stage: 'weights', reason, cause: causeOf(err), config };
   }
   const tokenizerChecked = options.tokenizer ?? true;
   if (tokenizerChecked) {
     try {
       loadTokenizer(path);
     } catch (err) {
-      return { loadable: false, path, format, stage: 'tokenizer', reason: refusalText(err), config };
+      return { loadable: false, path, format, stage: 'tokenizer', reason: refusalText(err), cause: causeOf(err), config };
     }
   }
   return { loadable: true, path, format, config, tensors, weightBytes: tensors.reduce((a, t) => a + t.bytes, 0), tokenizerChecked };
@@ -128,6 +134,10 @@ function sizingBackend(): Backend {
     throw new Error('the sizing backend computes nothing');
   };
   return { name: 'sizing', allocF32: () => new Float32Array(0), allocBytes: () => new Uint8Array(0), matvec: none, matmul: none };
+}
+
+function causeOf(err: unknown): ModelRefusal['cause'] {
+  return err instanceof ModelFormatError ? 'files' : 'unsupported';
 }
 
 function refusalText(err: unknown): string {

@@ -8,7 +8,8 @@ import { dirname, join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ggufTokenizerMetadata } from '../../src/gguf/convert-tokenizer.js';
 import { writeGguf, type GgufMetadata } from '../../src/gguf/write.js';
-import { loadTokenizer, type ModelTokenizer } from '../../src/tokenizer/load.js';
+import { type ModelTokenizer } from '../../src/tokenizer/load.js';
+import { loadTokenizer } from '../../src/format/tokenizer.js';
 import { tempDir } from '../helpers.js';
 import { ALL_STRINGS } from './strings.js';
 

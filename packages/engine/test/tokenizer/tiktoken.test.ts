@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { Tiktoken } from 'js-tiktoken/lite';
 import { afterAll, describe, expect, it } from 'vitest';
 import { KIMI_K2_PATTERN } from '../../src/gguf/pre-tokenizers.js';
-import { loadTokenizer } from '../../src/tokenizer/load.js';
+import { loadTokenizer } from '../../src/format/tokenizer.js';
 import { tempDir } from '../helpers.js';
 import { expectSameIds, metaValue, writeTokenizerGguf } from './families.js';
 import { RANKS, ranks, specialId, writeKimiDir } from './kimi.js';
