@@ -21,8 +21,9 @@
  * same share of the noise; compare ratios within one run. --dtypes also picks the moe group's formats
  * (q8_0, q4_0, mlx4, fp8; all without --dtypes); --size small runs the moe group on tiny models (a quick
  * check that the lines work, not a measurement). The generated models are cached in
- * $TMPDIR/orchard-bench-engine-v1 (about 0.6 GB) and $TMPDIR/orchard-bench-engine-moe-v1 (about 1.1 GB)
- * so later runs skip writing them.
+ * $TMPDIR/orchard-bench-engine-v1 (about 0.6 GB), $TMPDIR/orchard-bench-engine-moe-v1 (about 1.1 GB) and
+ * $TMPDIR/orchard-bench-engine-moe-quant-v1 (about 2 GB: the BF16 model, its MLX 4-bit and FP8 directories,
+ * its Q4_K_M and Q8_0 GGUFs) so later runs skip writing them.
  * Needs tools/llama-oracle installed (npm ci --prefix tools/llama-oracle); says so otherwise.
  */
 import { existsSync, mkdtempSync, renameSync, rmSync } from 'node:fs';
