@@ -5,19 +5,25 @@
  * Qwen3-MoE-shaped model with ~100M active parameters (decode-moe-*, prefill-moe-*) — decode tokens/s and
  * prompt (prefill) tokens/s, each with its ratio; decode-mlx4 / prefill-mlx4 run Orchard on the ~100M model
  * as an MLX 4-bit (groups of 64) directory against llama.cpp on its Q4_K file (the same parameters at ~4.5 bits);
+ * decode-moe-mlx4 / prefill-moe-mlx4 run Orchard on a Qwen3-MoE model as mlx-lm writes it (4-bit switch_mlp)
+ * against llama.cpp on the Q4_K_M GGUF of the same float model, decode-moe-fp8 / prefill-moe-fp8 on its
+ * FP8 block-scaled layout (Qwen3 FP8 repositories) against the Q8_0 GGUF (bench/moe-quant-model.ts);
  * plus the effective GB/s of f16 weight streaming during Orchard's decode against a memory-read sweep
  * measured in the same run with the same threads. Then the GPU: Orchard's WebGPU kernels against
  * llama.cpp's Vulkan (Metal on macOS) build on the same adapter and GGUFs of a ~170M model
  * (gpu-decode-<format>, gpu-prefill-<format> and Orchard's per-token overhead: bench/gpu.ts, also
  * `pnpm bench:gpu` alone), on lavapipe when there is no hardware GPU.
  *
- *   pnpm bench:engine [--threads N] [--rounds 2] [--only dense,moe,demo,gpu] [--dtypes f16,q8_0,q4_0,q4_k,q4_k_m,q5_k_m,mlx4] [--simd auto|relaxed|baseline] [--json]
+ *   pnpm bench:engine [--threads N] [--rounds 2] [--only dense,moe,demo,gpu] [--dtypes f16,q8_0,q4_0,q4_k,q4_k_m,q5_k_m,mlx4,fp8] [--size full|small] [--simd auto|relaxed|baseline] [--json]
  *   orchard bench engine --json
  *
  * Rounds interleave Orchard and llama.cpp and each keeps its best, so on a shared machine both get the
- * same share of the noise; compare ratios within one run. The generated models are cached in
- * $TMPDIR/orchard-bench-engine-v1 (about 0.6 GB) and $TMPDIR/orchard-bench-engine-moe-v1 (about 1.1 GB)
- * so later runs skip writing them.
+ * same share of the noise; compare ratios within one run. --dtypes also picks the moe group's formats
+ * (q8_0, q4_0, mlx4, fp8; all without --dtypes); --size small runs the moe group on tiny models (a quick
+ * check that the lines work, not a measurement). The generated models are cached in
+ * $TMPDIR/orchard-bench-engine-v1 (about 0.6 GB), $TMPDIR/orchard-bench-engine-moe-v1 (about 1.1 GB) and
+ * $TMPDIR/orchard-bench-engine-moe-quant-v1 (about 2 GB: the BF16 model, its MLX 4-bit and FP8 directories,
+ * its Q4_K_M and Q8_0 GGUFs) so later runs skip writing them.
  * Needs tools/llama-oracle installed (npm ci --prefix tools/llama-oracle); says so otherwise.
  */
 import { existsSync, mkdtempSync, renameSync, rmSync } from 'node:fs';
@@ -38,6 +44,7 @@ import { runGpuBenchLines } from '../src/kernels/gpu/bench-lines.js';
 import { runGpuBench } from './gpu.js';
 import { llamaRunner } from './llama-cpp.js';
 import { ggufsOf, randomModelDir } from './models.js';
+import { BENCH_SIZES, type BenchSize, MOE_QUANT_GGUF, moeQuantModel } from './moe-quant-model.js';
 
 const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
 // ORCHARD_LLAMA_ORACLE_DIR points elsewhere (tests use it to check the missing-llama.cpp path).
@@ -66,8 +73,13 @@ export interface EngineBenchOptions {
   decodeTokens?: number;
   /** Groups of lines to run. @default all: the ~100M llama, the MoE model, the demo model, the GPU lines */
   only?: readonly BenchGroup[];
-  /** Weight formats of the ~100M model's lines (the dense group). @default all: f16, q8_0, q4_0, q4_k, q4_k_m, q5_k_m, mlx4 */
+  /**
+   * Weight formats of the ~100M model's lines (the dense group: all but fp8) and of the moe group (q8_0,
+   * q4_0, mlx4, fp8). @default all
+   */
   dtypes?: readonly Dtype[];
+  /** 'small': the moe group's models at a tiny shape (a quick check that the lines run). @default 'full' */
+  size?: BenchSize;
   /** Orchard's kernel build (createWasmBackend's simd). @default 'auto' */
   simd?: SimdChoice;
   /** Progress lines. */
@@ -116,6 +128,9 @@ const MOE = {
   seed: 2,
 };
 
+/** --size small: the MoE model at 2 layers of 256, 8 experts of 256 (whole 32-blocks), top-2, vocabulary 512. */
+const SMALL_MOE = { hiddenSize: 256, numLayers: 2, numHeads: 4, numKvHeads: 2, numExperts: 8, expertsPerToken: 2, moeIntermediateSize: 256, extraVocab: 512 - 259 };
+
 function activeParameters(c: typeof MOE): number {
   const attention = 2 * c.hiddenSize * c.numHeads * c.headDim + 2 * c.hiddenSize * c.numKvHeads * c.headDim;
   const experts = c.expertsPerToken * 3 * c.hiddenSize * c.moeIntermediateSize + c.numExperts * c.hiddenSize;
@@ -134,16 +149,22 @@ function generatedModel(log: (s: string) => void, cache = 'orchard-bench-engine-
     writeMlxModel(dir, tmp, { bits: 4, groupSize: 64 });
     renameSync(tmp, mlx4);
   }
-  const ggufDtypes = [...new Set(dtypes.map((d) => (d === 'mlx4' ? 'q4_k' : d)))];
+  const ggufDtypes = [...new Set(dtypes.filter((d) => d !== 'fp8').map((d) => (d === 'mlx4' ? 'q4_k' : d)))];
   return { dir, ggufs: ggufsOf(dir, root, log, ggufDtypes), mlx4 };
 }
 
-export type Dtype = 'f16' | 'q8_0' | 'q4_0' | 'q4_k' | 'q4_k_m' | 'q5_k_m' | 'mlx4';
-/** Formats written as GGUF for both engines; 'mlx4' is an MLX 4-bit (g64) directory Orchard runs, against llama.cpp on the Q4_K file. */
-type GgufDtype = Exclude<Dtype, 'mlx4'>;
+export type Dtype = 'f16' | 'q8_0' | 'q4_0' | 'q4_k' | 'q4_k_m' | 'q5_k_m' | 'mlx4' | 'fp8';
+/**
+ * Formats written as GGUF for both engines; 'mlx4' is an MLX 4-bit (g64) directory Orchard runs, against
+ * llama.cpp on the Q4_K file (moe group: Q4_K_M); 'fp8' (moe group only) an FP8 block-scaled directory,
+ * against the Q8_0 file.
+ */
+type GgufDtype = Exclude<Dtype, 'mlx4' | 'fp8'>;
 /** A decode measurement stops early (after at least 4 tokens) past this, so a very slow engine cannot stretch the run. */
 const DECODE_CAP_MS = 3000;
-const DTYPES: Dtype[] = ['f16', 'q8_0', 'q4_0', 'q4_k', 'q4_k_m', 'q5_k_m', 'mlx4'];
+const DTYPES: Dtype[] = ['f16', 'q8_0', 'q4_0', 'q4_k', 'q4_k_m', 'q5_k_m', 'mlx4', 'fp8'];
+/** The moe group's formats: GGUFs of the Qwen3-MoE-shaped model, then the mlx-lm and FP8 layouts of another (moe-quant-model.ts). */
+const MOE_DTYPES = ['q8_0', 'q4_0', 'mlx4', 'fp8'] as const;
 
 interface Speeds {
   prefill: number;
@@ -198,7 +219,7 @@ async function orchardRunner(gguf: string, threads: number, simd: SimdBuild, pro
 }
 
 /** Best round of each engine, rounds interleaved. Orchard runs `model`, llama.cpp `gguf` (the same file unless given). */
-async function measure(model: string, o: Required<Omit<EngineBenchOptions, 'log' | 'only' | 'dtypes' | 'simd'>> & { simd: SimdBuild }, gguf = model) {
+async function measure(model: string, o: Required<Omit<EngineBenchOptions, 'log' | 'only' | 'dtypes' | 'size' | 'simd'>> & { simd: SimdBuild }, gguf = model) {
   const orchard = await orchardRunner(model, o.threads, o.simd, o.promptTokens, o.decodeTokens);
   const llama = await llamaRunner(gguf, o);
   const best = (a: Speeds, b: Speeds): Speeds => ({ prefill: Math.max(a.prefill, b.prefill), decode: Math.max(a.decode, b.decode), decodeCpu: Math.max(a.decodeCpu, b.decodeCpu), prefillCpu: Math.max(a.prefillCpu, b.prefillCpu), fastest: Math.max(a.fastest, b.fastest) });
@@ -284,7 +305,7 @@ export async function runEngineBench(options: EngineBenchOptions = {}): Promise<
   };
 
   const only = new Set(options.only ?? BENCH_GROUPS);
-  const dtypes = only.has('dense') ? (options.dtypes ?? DTYPES) : [];
+  const dtypes = only.has('dense') ? (options.dtypes ?? DTYPES).filter((d) => d !== 'fp8') : [];
   const big = only.has('dense') || only.has('gpu') ? generatedModel(log, undefined, undefined, dtypes) : null;
   for (const dt of dtypes) {
     log(`~100M model, ${dt}${dt === 'mlx4' ? ' (llama.cpp: Q4_K)' : ''}, ${o.threads} thread(s): Orchard vs llama.cpp`);
@@ -300,15 +321,29 @@ export async function runEngineBench(options: EngineBenchOptions = {}): Promise<
       lines.push({ name: 'stream-read-baseline', orchard: round3(m.readGBs), llamacpp: null, unit: 'GB/s', ratio: null });
     }
   }
-  const moe = only.has('moe') ? generatedModel(log, 'orchard-bench-engine-moe-v1', MOE, ['q8_0', 'q4_0'], `Qwen3-MoE-shaped random model (${(activeParameters(MOE) / 1e6).toFixed(0)}M parameters active per token)`) : null;
-  for (const dt of moe ? (['q8_0', 'q4_0'] as const) : []) {
-    log(`Qwen3-MoE-shaped model (~${(activeParameters(MOE) / 1e6).toFixed(0)}M active), ${dt}, ${o.threads} thread(s): Orchard vs llama.cpp`);
-    const m = await measure(moe!.ggufs[dt], o);
+  const size = options.size ?? 'full';
+  const moeDtypes = only.has('moe') ? MOE_DTYPES.filter((d) => !options.dtypes || options.dtypes.includes(d)) : [];
+  const moeGgufDtypes = moeDtypes.filter((d): d is 'q8_0' | 'q4_0' => d === 'q8_0' || d === 'q4_0');
+  const moeShape = size === 'small' ? { ...MOE, ...SMALL_MOE } : MOE;
+  const moe = moeGgufDtypes.length
+    ? generatedModel(log, `orchard-bench-engine-moe${size === 'small' ? '-small' : ''}-v1`, moeShape, moeGgufDtypes, `Qwen3-MoE-shaped random model (${(activeParameters(moeShape) / 1e6).toFixed(0)}M parameters active per token)`)
+    : null;
+  const quantFormats = moeDtypes.filter((d): d is 'mlx4' | 'fp8' => d === 'mlx4' || d === 'fp8');
+  const moeQuant = quantFormats.length ? moeQuantModel(size, quantFormats, log) : null;
+  for (const dt of moeDtypes) {
+    const quant = dt === 'mlx4' || dt === 'fp8';
+    log(
+      quant
+        ? `Qwen3-MoE model (${size}), ${dt === 'mlx4' ? 'MLX 4-bit switch_mlp' : 'FP8 blocks'} (llama.cpp: ${MOE_QUANT_GGUF[dt].toUpperCase()}), ${o.threads} thread(s): Orchard vs llama.cpp`
+        : `Qwen3-MoE-shaped model (~${(activeParameters(moeShape) / 1e6).toFixed(0)}M active), ${dt}, ${o.threads} thread(s): Orchard vs llama.cpp`,
+    );
+    const m = quant ? await measure(moeQuant!.dirs[dt]!, o, moeQuant!.ggufs[dt]!) : await measure(moe!.ggufs[dt], o);
+    const first = lines.length;
     lines.push({ name: `decode-moe-${dt}`, orchard: round3(m.orchard.decode), llamacpp: round3(m.llama.decode), unit: 'tok/s', ratio: round3(m.orchard.decode / m.llama.decode) });
     lines.push({ name: `prefill-moe-${dt}`, orchard: round3(m.orchard.prefill), llamacpp: round3(m.llama.prefill), unit: 'tok/s', ratio: round3(m.orchard.prefill / m.llama.prefill) });
     // With one thread each, tokens per CPU-second compare the engines' own work even on a loaded machine.
     if (o.threads === 1) lines.push({ name: `decode-moe-${dt}-cpu`, orchard: round3(m.orchard.decodeCpu), llamacpp: round3(m.llama.decodeCpu), unit: 'tok/cpu-s', ratio: round3(m.orchard.decodeCpu / m.llama.decodeCpu) });
-    log(lines.slice(-2).map((l) => `  ${l.name}: ${l.orchard} vs ${l.llamacpp} ${l.unit} (${l.ratio}x)`).join('\n'));
+    log(lines.slice(first).map((l) => `  ${l.name}: ${l.orchard} vs ${l.llamacpp} ${l.unit} (${l.ratio}x)`).join('\n'));
   }
   if (!only.has('demo')) {
     // left out on request
@@ -317,7 +352,7 @@ export async function runEngineBench(options: EngineBenchOptions = {}): Promise<
     const demoDir = mkdtempSync(join(tmpdir(), 'orchard-bench-engine-demo-'));
     try {
       // The demo model's rows (192 columns) are not whole 256-blocks: no K-quant lines for it.
-      const demoDtypes = (options.dtypes ?? DTYPES).filter((dt): dt is GgufDtype => dt !== 'q4_k' && dt !== 'q4_k_m' && dt !== 'q5_k_m' && dt !== 'mlx4');
+      const demoDtypes = (options.dtypes ?? DTYPES).filter((dt): dt is GgufDtype => dt !== 'q4_k' && dt !== 'q4_k_m' && dt !== 'q5_k_m' && dt !== 'mlx4' && dt !== 'fp8');
       const demoGgufs = ggufsOf(DEMO_DIR, demoDir, () => {}, demoDtypes);
       for (const dt of demoDtypes) {
         log(`demo model, ${dt}: Orchard vs llama.cpp`);
@@ -395,7 +430,7 @@ export function formatEngineTable(result: { lines: EngineBenchLine[]; simd?: Sim
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({ options: { threads: { type: 'string' }, rounds: { type: 'string' }, only: { type: 'string' }, dtypes: { type: 'string' }, simd: { type: 'string' }, json: { type: 'boolean', default: false } } });
+  const { values } = parseArgs({ options: { threads: { type: 'string' }, rounds: { type: 'string' }, only: { type: 'string' }, dtypes: { type: 'string' }, size: { type: 'string' }, simd: { type: 'string' }, json: { type: 'boolean', default: false } } });
   const threads = values.threads ? Number(values.threads) : physicalCores();
   const only = values.only?.split(',') as BenchGroup[] | undefined;
   const unknown = only?.filter((g) => !BENCH_GROUPS.includes(g));
@@ -409,8 +444,13 @@ async function main(): Promise<void> {
     process.stderr.write(`bench:engine: --dtypes: ${bad} is not one of ${DTYPES.join(', ')}\n`);
     process.exit(2);
   }
+  const size = values.size as BenchSize | undefined;
+  if (size !== undefined && !BENCH_SIZES.includes(size)) {
+    process.stderr.write(`bench:engine: --size takes ${BENCH_SIZES.join(' or ')}; got ${size}\n`);
+    process.exit(2);
+  }
   try {
-    const result = await runEngineBench({ threads, rounds: values.rounds ? Number(values.rounds) : undefined, only, dtypes, simd: values.simd as SimdChoice | undefined, log: (l) => process.stderr.write(`${l}\n`) });
+    const result = await runEngineBench({ threads, rounds: values.rounds ? Number(values.rounds) : undefined, only, dtypes, size, simd: values.simd as SimdChoice | undefined, log: (l) => process.stderr.write(`${l}\n`) });
     process.stdout.write(values.json ? `${JSON.stringify(result)}\n` : `${formatEngineTable(result, threads)}\n`);
   } catch (err) {
     if (err instanceof LlamaCppMissingError) {
