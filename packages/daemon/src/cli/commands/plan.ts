@@ -9,33 +9,48 @@ import { StoreError } from '../../store/errors.js';
 import { expandShortName } from '../catalog.js';
 import { servingProfile } from '../../serving/profile.js';
 import { CliError } from '../errors.js';
+import { MACHINES, MachineError, machineCluster, parseMachines } from '../../models/machines.js';
 
 /**
- * `orchard plan --model PATH|ORG/NAME --cluster FILE [--bits B] [--context N] [--prompt-tokens N] [--json]`:
+ * `orchard plan [MODEL] --model PATH|ORG/NAME --cluster FILE|--machine NAME... [--bits B] [--context N] [--prompt-tokens N] [--json]`:
  * runs the planner on a model (local files, or a hub repo's config and safetensors headers alone,
- * HF_ENDPOINT honoured) and a cluster file and prints the plan. Bad input and
- * impossible requests exit 2 (with `{"error": ...}` under --json).
+ * HF_ENDPOINT honoured) and a cluster file, or named Macs (models/machines.ts) joined by Thunderbolt 5
+ * TCP, and prints the plan. Bad input and impossible requests exit 2 (with `{"error": ...}` under
+ * --json); with --machine the answer says whether it fits (`fits`, `machines` added to the JSON).
  */
 export function registerPlan(program: Command): void {
   program
     .command('plan')
     .description('choose how to split a model over the cluster (single, pipeline, tensor, hybrid) and predict its speed')
-    .requiredOption('--model <path>', 'config.json, a directory holding one (safetensors headers there give exact sizes), a GGUF file, or a hub repo ORG/NAME or short name (its config and headers are fetched, no weights)')
-    .requiredOption('--cluster <file>', "cluster JSON (as printed by 'orchard cluster --json')")
+    .argument('[model]', 'the same as --model')
+    .option('--model <path>', 'config.json, a directory holding one (safetensors headers there give exact sizes), a GGUF file, or a hub repo ORG/NAME or short name (its config and headers are fetched, no weights)')
+    .option('--cluster <file>', "cluster JSON (as printed by 'orchard cluster --json')")
+    .option(
+      '--machine <name>',
+      `plan for named Macs instead of a cluster file, joined by Thunderbolt 5 (TCP); repeat it, or NAMExN for N alike (m4-max-128x2). Known: ${MACHINES.map((m) => m.name).join(', ')}`,
+      (value: string, previous: string[] = []) => [...previous, value],
+    )
     .option('--bits <b>', 'plan as if weights were quantized to B bits (MLX-style, group 64)')
     .option('--context <n>', "context length to reserve KV cache for (default: the serving profile's, 4096 or the model's maximum if smaller)")
     .option('--prompt-tokens <n>', 'prompt length for the time-to-first-token prediction (default 512, or the context minus one if smaller)')
     .option('--sequences <n>', 'sequences decoded together (default 1)')
     .option('--json', 'print the plan as JSON (stable contract)')
-    .action(async (opts: PlanFlags & { json?: boolean }) => {
+    .action(async (positional: string | undefined, flags: Omit<PlanFlags, 'model'> & { model?: string; json?: boolean }) => {
+      const opts = { ...flags, model: flags.model ?? positional ?? '' };
       try {
+        if (!opts.model) throw new CliError('plan: name a model (orchard plan MODEL, or --model PATH|ORG/NAME)', 2);
+        if ((opts.cluster === undefined) === (opts.machine === undefined)) throw new CliError('plan: give either --cluster FILE or --machine NAME (e.g. --machine m4-max-128)', 2);
         const result = await makePlan(opts);
-        process.stdout.write(opts.json ? `${JSON.stringify(result, null, 2)}\n` : render(result));
+        const out = opts.machine ? { ...result, fits: true, machines: opts.machine } : result;
+        process.stdout.write(opts.json ? `${JSON.stringify(out, null, 2)}\n` : (opts.machine ? `fits: yes, on ${machineList(opts.machine)}\n` : '') + render(result));
       } catch (err) {
-        const message = describe(err, opts);
+        let message = describe(err, opts);
         if (message === undefined) throw err;
+        // With --machine, "does not fit" is an answer: the JSON says so next to the error.
+        const doesNotFit = opts.machine !== undefined && err instanceof InfeasibleError;
+        if (doesNotFit) message = `does not fit on ${machineList(opts.machine!)}: ${message}`;
         if (opts.json) {
-          process.stdout.write(`${JSON.stringify({ error: message })}\n`);
+          process.stdout.write(`${JSON.stringify({ error: message, ...(doesNotFit ? { fits: false, machines: opts.machine } : {}) })}\n`);
           process.exitCode = 2;
           return;
         }
@@ -46,7 +61,10 @@ export function registerPlan(program: Command): void {
 
 export interface PlanFlags {
   model: string;
-  cluster: string;
+  /** A cluster JSON file; or else `machine`. */
+  cluster?: string;
+  /** Named Macs (models/machines.ts), NAME or NAMExN. */
+  machine?: string[];
   bits?: string;
   context?: string;
   promptTokens?: string;
@@ -69,19 +87,19 @@ export async function makePlan(opts: PlanFlags): Promise<Plan> {
     promptTokens: opts.promptTokens === undefined ? profile.promptTokens : number(opts.promptTokens, '--prompt-tokens', true),
     sequences: opts.sequences === undefined ? profile.sequences : number(opts.sequences, '--sequences', true),
   };
-  const cluster = parseCluster(await readJson(opts.cluster));
+  const cluster = opts.machine ? machineCluster(parseMachines(opts.machine)) : parseCluster(await readJson(opts.cluster ?? ''));
   const result = plan(model.spec, cluster, request, engineCapabilities(model));
   if (model.unsupported) result.explanation.push(`Sizing only: ${model.unsupported}.`);
   return result;
 }
 
 /** A one-line message for errors the user can fix; undefined for bugs. */
-function describe(err: unknown, opts: { cluster: string }): string | undefined {
+function describe(err: unknown, opts: { cluster?: string }): string | undefined {
   if (err instanceof InputError) {
     if (err.source === 'cluster') return `cluster file ${opts.cluster}: ${err.field} ${err.problem}`;
     return err.message;
   }
-  if (err instanceof InfeasibleError || err instanceof CliError || err instanceof ModelFormatError || err instanceof UnsupportedModelError || err instanceof StoreError) return err.message;
+  if (err instanceof InfeasibleError || err instanceof CliError || err instanceof MachineError || err instanceof ModelFormatError || err instanceof UnsupportedModelError || err instanceof StoreError) return err.message;
   return undefined;
 }
 
@@ -97,6 +115,20 @@ async function readJson(file: string): Promise<unknown> {
   } catch (err) {
     throw new CliError(`cluster file ${file} is not valid JSON (${(err as Error).message})`, 2);
   }
+}
+
+/** "2x m4-max-128 + m4-pro-64 (Thunderbolt 5, TCP)". */
+function machineList(values: string[]): string {
+  let machines: string[];
+  try {
+    machines = parseMachines(values).map((m) => m.name);
+  } catch {
+    return values.join(', ');
+  }
+  const counts = new Map<string, number>();
+  for (const m of machines) counts.set(m, (counts.get(m) ?? 0) + 1);
+  const list = [...counts].map(([m, n]) => (n > 1 ? `${n}x ${m}` : m)).join(' + ');
+  return machines.length > 1 ? `${list} (Thunderbolt 5, TCP)` : list;
 }
 
 function number(text: string, flag: string, integer: boolean): number {
