@@ -1,7 +1,7 @@
 /**
  * @orchard/daemon: the control plane others build on (serving, dashboard).
- * - `Daemon.start(options, logger, { routes })` runs one node; `routes(app, daemon)` adds HTTP routes to
- *   the fastify app before it listens; `daemon.replica.propose()` logs coordinator decisions (placements).
+ * - `Daemon.start(options, logger, { timings })` runs one node (its HTTP routes are `http/`'s, not added
+ *   from outside); `daemon.replica.propose()` logs coordinator decisions (placements).
  * - `clusterView(state)` is the planner's `Cluster` plus names and pod mode (GET /api/cluster).
  */
 export { Daemon, type DaemonTimings, type DaemonExtensions } from './daemon.js';

@@ -10,7 +10,7 @@ import { basename, dirname } from 'node:path';
 import { pino, type Logger, type StreamEntry } from 'pino';
 import pretty from 'pino-pretty';
 import { createStream } from 'rotating-file-stream';
-import { colorsWanted } from './cli/colors.js';
+import { colorsWanted } from './colors.js';
 
 export type LogFormat = 'auto' | 'pretty' | 'json' | 'none';
 

@@ -91,6 +91,8 @@ export async function probeAdapter(timeoutMs = 20_000): Promise<{ adapter: GpuAd
     return { adapter: null, reason: `WebGPU (Dawn) is not installed: ${(err as Error).message}` };
   }
   const out = await new Promise<string | null>((resolve) => {
+    // The environment is handed on, not read: the probe child must see the adapter the runners will
+    // (Vulkan/Dawn variables such as VK_ICD_FILENAMES). An allowed process.env use (test/config/env-readers.test.ts).
     execFile(process.execPath, [PROBE, webgpu], { timeout: timeoutMs, env: process.env }, (err, stdout) => resolve(err ? null : stdout));
   });
   let info: Parameters<typeof summarizeAdapter>[0]['info'] | null = null;

@@ -1,7 +1,6 @@
 /** Talks to the local daemon's HTTP API for `orchard status` / `orchard cluster`. */
+import { cliSettings } from '../config/cli.js';
 import { CliError } from './errors.js';
-
-export const DEFAULT_URL = 'http://127.0.0.1:52415';
 
 export async function getJson(base: string, path: string, opts: { token?: string; timeoutMs?: number } = {}): Promise<unknown> {
   let url: URL;
@@ -10,7 +9,7 @@ export async function getJson(base: string, path: string, opts: { token?: string
   } catch {
     throw new CliError(`--url ${base} is not a URL`, 2);
   }
-  const token = opts.token ?? process.env.ORCHARD_API_TOKEN;
+  const token = opts.token ?? cliSettings().apiToken;
   let res: Response;
   try {
     res = await fetch(url, { headers: token ? { authorization: `Bearer ${token}` } : {}, signal: AbortSignal.timeout(opts.timeoutMs ?? 5000) });

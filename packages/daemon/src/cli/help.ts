@@ -1,6 +1,6 @@
 /** What `orchard --help` and `orchard COMMAND --help` add to commander's text: examples, colours. */
 import type { Command, HelpConfiguration } from 'commander';
-import { paintOut } from './colors.js';
+import { paintOut } from '../colors.js';
 
 /** Examples per command, shown after its options; keys are command paths ("service install"). */
 const EXAMPLES: Record<string, string[]> = {

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import '../polyfills.js';
 import { Command, CommanderError } from 'commander';
+import { cliSettings } from '../config/cli.js';
 import { commands } from './commands/index.js';
 import { CliError } from './errors.js';
 import { addExamples, helpStyle } from './help.js';
@@ -41,7 +42,7 @@ export async function main(argv: string[]): Promise<number> {
     }
     const e = err as Error;
     process.stderr.write(`orchard: ${e?.message ?? String(err)}\n`);
-    if (process.env.ORCHARD_DEBUG) process.stderr.write(`${e?.stack ?? ''}\n`);
+    if (cliSettings().debug) process.stderr.write(`${e?.stack ?? ''}\n`);
     return 1;
   }
 }

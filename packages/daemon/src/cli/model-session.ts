@@ -9,7 +9,8 @@ import { existsSync, mkdirSync, statSync, symlinkSync, readlinkSync } from 'node
 import { basename, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline/promises';
 import { fileURLToPath } from 'node:url';
-import { paint } from './colors.js';
+import { paint } from '../colors.js';
+import { cliSettings } from '../config/cli.js';
 import { expandShortName } from './catalog.js';
 import { CliError } from './errors.js';
 import { call, type ClientOptions } from './commands/serve-client.js';
@@ -108,7 +109,7 @@ function linkLocalDir(dir: string, dataDir: string): string {
 
 /** `ref` with a short name expanded; one that cannot name a model is refused before anything starts. */
 export function checkModelRef(ref: string): string {
-  if (ref === 'orchard-demo' || existsSync(resolve(ref.replace(/^~(?=\/)/, process.env.HOME ?? '~')))) return ref;
+  if (ref === 'orchard-demo' || existsSync(resolve(ref.replace(/^~(?=\/)/, cliSettings().home)))) return ref;
   const full = expandShortName(ref);
   if (!/^[\w.-]+\/[\w.-]+$/.test(splitModelRef(full).repo)) throw new CliError(`"${ref}" is not a model: give a directory, ORG/NAME[:QUANT] from the hub, a name from \`orchard models --available\`, or orchard-demo`, 2);
   return full;
@@ -118,7 +119,7 @@ export function checkModelRef(ref: string): string {
 export async function resolveModel(ref: string, o: SessionOptions, dataDir: string): Promise<string> {
   const served = async () => ((await (await call(o, 'GET', '/v1/models')).json()) as { data: { id: string }[] }).data.map((m) => m.id);
   if (ref === 'orchard-demo') return ref;
-  const path = resolve(ref.replace(/^~(?=\/)/, process.env.HOME ?? '~'));
+  const path = resolve(ref.replace(/^~(?=\/)/, cliSettings().home));
   if (existsSync(path) && statSync(path).isDirectory()) {
     if (!existsSync(join(path, 'config.json'))) throw new CliError(`${path} is not a model directory (no config.json)`, 2);
     return linkLocalDir(path, dataDir);
@@ -127,7 +128,7 @@ export async function resolveModel(ref: string, o: SessionOptions, dataDir: stri
   const { repo } = splitModelRef(full);
   if ((await served()).includes(repo)) return repo;
   if (process.stdin.isTTY && process.stderr.isTTY && !o.yes) {
-    if (!(await confirm(`${repo} is not on this machine. Pull it from ${process.env.HF_ENDPOINT ?? 'https://huggingface.co'}?`))) throw new CliError('not pulled', 1);
+    if (!(await confirm(`${repo} is not on this machine. Pull it from ${cliSettings().hub.endpoint}?`))) throw new CliError('not pulled', 1);
   }
   const pulled = await pullWithProgress(full, { dataDir });
   const gguf = Object.keys(pulled.sources).find((f) => f.toLowerCase().endsWith('.gguf'));

@@ -8,6 +8,7 @@ import os from 'node:os';
 import { join, resolve } from 'node:path';
 import { z } from 'zod';
 import { isLoopbackHost } from './addresses.js';
+import { hubSettings } from './hub.js';
 import { BACKEND_NAMES, isBackendName, type BackendName } from '../backend/select.js';
 import { DEFAULT_NETWORK_LISTEN, parseNetworkName, parseRegion, type NetworkOptions } from '../network/settings.js';
 
@@ -206,6 +207,7 @@ export function durationMs(v: unknown, what: string): number | null {
 
 export function resolveOptions(flags: RawOptions, env: NodeJS.ProcessEnv = process.env): DaemonOptions {
   const envVals = fromEnv(env);
+  const hub = hubSettings(env);
   const dataDir = resolve(String(flags.dataDir ?? envVals.dataDir ?? join(os.homedir(), '.orchard')));
   const configFile = (flags.config as string | undefined) ?? env.ORCHARD_CONFIG ?? (existsSync(join(dataDir, 'config.json')) ? join(dataDir, 'config.json') : undefined);
   const file = configFile ? fromFile(configFile) : {};
@@ -284,8 +286,8 @@ export function resolveOptions(flags: RawOptions, env: NodeJS.ProcessEnv = proce
     dataPlanePollMs,
     rdmaSim: pick('rdmaSim') === undefined ? null : String(pick('rdmaSim')),
     keepAliveMs,
-    hfEndpoint: (env.HF_ENDPOINT || 'https://huggingface.co').replace(/\/+$/, ''),
-    hfToken: env.HF_TOKEN || env.HUGGING_FACE_HUB_TOKEN || null,
+    hfEndpoint: hub.endpoint,
+    hfToken: hub.token,
     dataPlaneEncryption,
     dataPlaneCipher,
     network,

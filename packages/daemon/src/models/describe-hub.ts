@@ -10,22 +10,22 @@ import { join } from 'node:path';
 import { ModelFormatError, SafetensorsFile } from '@orchard/engine';
 import { readHubHeader } from '../store/check-before-pull.js';
 import { StoreError } from '../store/errors.js';
-import { HubClient, validateRepoId } from '../store/hub.js';
+import { validateRepoId, type HubClient } from '../store/hub.js';
 import { describeModel } from './describe.js';
 import type { ModelDescription } from './description.js';
 
 const SMALL_FILES = ['config.json', 'generation_config.json', 'model.safetensors.index.json'];
 
 export interface DescribeHubOptions {
-  hub?: HubClient;
+  hub: HubClient;
   revision?: string;
   bits?: number;
   signal?: AbortSignal;
 }
 
-export async function describeHubModel(repo: string, o: DescribeHubOptions = {}): Promise<ModelDescription> {
+export async function describeHubModel(repo: string, o: DescribeHubOptions): Promise<ModelDescription> {
   validateRepoId(repo);
-  const hub = o.hub ?? new HubClient();
+  const hub = o.hub;
   const listing = await hub.listRepo(repo, o.revision ?? 'main', o.signal);
   const top = listing.files.filter((f) => !f.path.includes('/'));
   if (!top.some((f) => f.path === 'config.json')) {

@@ -62,6 +62,9 @@ export class RunnerProcess {
   #dataPlane: string | null = null;
   #readyP: Promise<void>;
 
+  // The environment is handed on to the runner process, not read: its settings travel in `init`
+  // (config/options.ts); the variables pass through for what the child's own libraries read
+  // (PATH, HOME, the GPU drivers' and Node's variables). An allowed process.env use (test/config/env-readers.test.ts).
   constructor(init: RunnerInit, events: RunnerEvents = {}, env: NodeJS.ProcessEnv = process.env) {
     this.init = init;
     this.child = spawn(process.execPath, ['--import', tsxLoader(), RUNNER_MAIN], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], env: dataPlaneProcessEnv(env) });

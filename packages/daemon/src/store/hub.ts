@@ -1,7 +1,7 @@
 /**
  * The Hugging Face hub's HTTP surface that a model download needs — nothing more:
  * a repo listing with per-file sizes and checksums, and `resolve` URLs for the bytes.
- * `HF_ENDPOINT` and `HF_TOKEN` are honoured as in the official clients.
+ * Which hub and token are the caller's to say (`config/hub.ts` reads HF_ENDPOINT and HF_TOKEN).
  */
 import { hubRefusal, networkCause, StoreError } from './errors.js';
 
@@ -23,8 +23,10 @@ export interface HubRepo {
 }
 
 export interface HubOptions {
-  endpoint?: string;
-  token?: string;
+  /** The hub's base URL, e.g. `config/hub.ts`'s `hubSettings().endpoint`. */
+  endpoint: string;
+  /** Sent as a bearer token; null or absent: none. */
+  token?: string | null;
   /** Per-request timeout for metadata calls. @default 30000 */
   timeoutMs?: number;
   fetch?: typeof fetch;
@@ -45,9 +47,9 @@ export class HubClient {
   readonly #timeoutMs: number;
   readonly #fetch: typeof fetch;
 
-  constructor(options: HubOptions = {}) {
-    this.endpoint = (options.endpoint ?? process.env.HF_ENDPOINT ?? 'https://huggingface.co').replace(/\/+$/, '');
-    this.#token = options.token ?? process.env.HF_TOKEN ?? process.env.HUGGING_FACE_HUB_TOKEN;
+  constructor(options: HubOptions) {
+    this.endpoint = options.endpoint.replace(/\/+$/, '');
+    this.#token = options.token ?? undefined;
     this.#timeoutMs = options.timeoutMs ?? 30_000;
     this.#fetch = options.fetch ?? fetch;
   }

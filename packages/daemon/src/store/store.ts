@@ -173,7 +173,7 @@ export class ModelStore {
 
   readonly #statfs: StatFs;
 
-  constructor(dataDir: string, hub = new HubClient(), o: StoreOptions = {}) {
+  constructor(dataDir: string, hub: HubClient, o: StoreOptions = {}) {
     this.root = resolve(dataDir, 'models');
     this.hub = hub;
     this.#statfs = o.statfs ?? ((path) => fsStatfs(path));

@@ -5,7 +5,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it, vi } from 'vitest';
 import { main } from '../../src/cli/main.js';
-import { colorsWanted } from '../../src/cli/colors.js';
+import { colorsWanted } from '../../src/colors.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '../..');
 const BIN = join(ROOT, 'bin/orchard.js');

@@ -6,13 +6,13 @@
  */
 import type { Command } from 'commander';
 import { createInterface } from 'node:readline';
-import { DEFAULT_URL } from '../client.js';
+import { cliSettings } from '../../config/cli.js';
 import { CliError } from '../errors.js';
 import { contextTokens } from './load.js';
 import { call, sseData } from './serve-client.js';
 import { CHAT_HELP, parseChatLine } from './chat-commands.js';
 import { Conversation, type ChatMessage } from '@orchard/dashboard/conversation';
-import { paint, paintOut } from '../colors.js';
+import { paint, paintOut } from '../../colors.js';
 import { ensureDaemon, openSession, type SessionOptions } from '../model-session.js';
 
 interface ChatOptions {
@@ -134,7 +134,7 @@ export function registerChat(program: Command): void {
     .command('chat')
     .description('chat with a model served by the pod (streams tokens, keeps the conversation)')
     .argument('[model]', 'orchard-demo, a name from `orchard models --available`, ORG/NAME[:QUANT] (pulled if missing) or a model directory (default: the only model the pod serves, else orchard-demo)')
-    .option('--url <url>', 'daemon API', process.env.ORCHARD_URL ?? DEFAULT_URL)
+    .option('--url <url>', 'daemon API', cliSettings().url)
     .option('--token <token>', 'API token (env ORCHARD_API_TOKEN)')
     .option('--max-tokens <n>', 'most tokens per answer', '256')
     .option('--temperature <t>', 'sampling temperature (0 = greedy)', '0.7')

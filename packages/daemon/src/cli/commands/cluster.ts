@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
-import { DEFAULT_URL, getJson } from '../client.js';
+import { getJson } from '../client.js';
+import { cliSettings } from '../../config/cli.js';
 
 /** `orchard cluster --json`: the planner's cluster JSON from the local daemon. */
 export function registerCluster(program: Command): void {
@@ -7,7 +8,7 @@ export function registerCluster(program: Command): void {
     .command('cluster')
     .description("print the pod as the planner's cluster JSON (nodes, measured links, names, mode)")
     .option('--json', 'JSON output (the only format; accepted for symmetry with status)')
-    .option('--url <url>', 'daemon API', process.env.ORCHARD_URL ?? DEFAULT_URL)
+    .option('--url <url>', 'daemon API', cliSettings().url)
     .option('--token <token>', 'API token (env ORCHARD_API_TOKEN)')
     .action(async (opts: { url: string; token?: string }) => {
       const cluster = await getJson(opts.url, '/api/cluster', { token: opts.token });

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import type { LendingPolicy } from '../../network/lending.js';
-import { DEFAULT_URL } from '../client.js';
+import { cliSettings } from '../../config/cli.js';
 import { CliError } from '../errors.js';
 import { call } from './serve-client.js';
 
@@ -80,7 +80,7 @@ export function registerLend(program: Command): void {
     .option('--allow <peers>', 'only these peer ids may use the pod (comma-separated, or "all")')
     .option('--deny <peers>', 'these peer ids may never use the pod (comma-separated; empty to clear)')
     .option('--json', 'print the policy as JSON')
-    .option('--url <url>', 'daemon API', process.env.ORCHARD_URL ?? DEFAULT_URL)
+    .option('--url <url>', 'daemon API', cliSettings().url)
     .option('--token <token>', 'API token (env ORCHARD_API_TOKEN)')
     .action(async (action: string, flags: LendFlags) => {
       if (!['on', 'off', 'status'].includes(action)) throw new CliError(`orchard lend: expected on, off or status, got ${JSON.stringify(action)}`, 2);

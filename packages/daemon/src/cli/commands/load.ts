@@ -3,7 +3,7 @@
  * until it serves; `orchard unload ID|MODEL`: remove instances; `orchard models`: what the pod serves.
  */
 import type { Command } from 'commander';
-import { DEFAULT_URL } from '../client.js';
+import { cliSettings } from '../../config/cli.js';
 import { CliError } from '../errors.js';
 import { call } from './serve-client.js';
 import { readCatalog, type CatalogModel } from '../catalog.js';
@@ -63,7 +63,7 @@ export function registerLoad(program: Command): void {
     .option('--nodes <n>', 'nodes for a forced strategy (default 2)', positiveInt)
     .option('--context <tokens>', "tokens per sequence (prompt + answer) the instance holds; default: the daemon's (4096, or the model's maximum if smaller)", contextTokens)
     .option('--json', 'print the instance as JSON')
-    .option('--url <url>', 'daemon API', process.env.ORCHARD_URL ?? DEFAULT_URL)
+    .option('--url <url>', 'daemon API', cliSettings().url)
     .option('--token <token>', 'API token (env ORCHARD_API_TOKEN)')
     .action(async (model: string, opts: { strategy: string; nodes?: number; context?: number; json?: boolean; url: string; token?: string }) => {
       if (!['auto', 'pipeline', 'tensor'].includes(opts.strategy)) throw new CliError(`--strategy must be auto, pipeline or tensor, got ${JSON.stringify(opts.strategy)}`, 2);
@@ -76,7 +76,7 @@ export function registerLoad(program: Command): void {
     .command('unload')
     .description('remove an instance (by id) or every instance of a model')
     .argument('<id-or-model>')
-    .option('--url <url>', 'daemon API', process.env.ORCHARD_URL ?? DEFAULT_URL)
+    .option('--url <url>', 'daemon API', cliSettings().url)
     .option('--token <token>', 'API token (env ORCHARD_API_TOKEN)')
     .action(async (what: string, opts: { url: string; token?: string }) => {
       const { instances } = (await (await call(opts, 'GET', '/api/instances')).json()) as { instances: InstanceJson[] };
@@ -92,7 +92,7 @@ export function registerLoad(program: Command): void {
     .command('models')
     .description('models the pod can serve and the instances running now; --available: models you can pull')
     .option('--json', 'machine-readable output')
-    .option('--url <url>', 'daemon API', process.env.ORCHARD_URL ?? DEFAULT_URL)
+    .option('--url <url>', 'daemon API', cliSettings().url)
     .option('--token <token>', 'API token (env ORCHARD_API_TOKEN)')
     .option('--available', 'the curated list of models known to fit the engine (short names for `orchard run NAME`), no daemon needed')
     .action(async (opts: { json?: boolean; url: string; token?: string; available?: boolean }) => {

@@ -10,8 +10,9 @@ import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { logDirFor } from '../../service/index.js';
 import { prettyLine } from '../../logger.js';
-import { DEFAULT_URL, getJson } from '../client.js';
-import { colorsWanted } from '../colors.js';
+import { getJson } from '../client.js';
+import { cliSettings } from '../../config/cli.js';
+import { colorsWanted } from '../../colors.js';
 import { CliError } from '../errors.js';
 import { defaultDataDir } from './service.js';
 
@@ -61,7 +62,7 @@ export function registerLogs(program: Command): void {
     .option('--json', 'print the JSON lines as they are')
     .option('--file <file>', 'read this log file')
     .option('--data-dir <dir>', 'data directory (default ~/.orchard)')
-    .option('--url <url>', 'daemon API to ask where its log is', process.env.ORCHARD_URL ?? DEFAULT_URL)
+    .option('--url <url>', 'daemon API to ask where its log is', cliSettings().url)
     .option('--token <token>', 'API token (env ORCHARD_API_TOKEN)')
     .action(async (opts: { lines: string; follow?: boolean; json?: boolean; file?: string; dataDir?: string; url: string; token?: string }) => {
       const n = Number(opts.lines);

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import type { NetworkStatus } from '../../network/status.js';
-import { DEFAULT_URL } from '../client.js';
+import { cliSettings } from '../../config/cli.js';
 import { formatNetworkStatus } from '../format-network.js';
 import { call } from './serve-client.js';
 
@@ -11,7 +11,7 @@ export function registerNetwork(program: Command): void {
     .command('status')
     .description('every node and pod seen, what they offer, balances from receipts, recent jobs')
     .option('--json', 'machine-readable output')
-    .option('--url <url>', 'daemon API', process.env.ORCHARD_URL ?? DEFAULT_URL)
+    .option('--url <url>', 'daemon API', cliSettings().url)
     .option('--token <token>', 'API token (env ORCHARD_API_TOKEN)')
     .action(async (opts: { json?: boolean; url: string; token?: string }) => {
       const status = (await (await call(opts, 'GET', '/api/network', undefined, 10_000)).json()) as NetworkStatus;

@@ -5,6 +5,8 @@ import { InfeasibleError, InputError, type Plan, gb, parseCluster, plan } from '
 import { existsSync } from 'node:fs';
 import { describeModel, engineCapabilities } from '../../models/describe.js';
 import { describeHubModel } from '../../models/describe-hub.js';
+import { HubClient } from '../../store/hub.js';
+import { cliSettings } from '../../config/cli.js';
 import { StoreError } from '../../store/errors.js';
 import { expandShortName } from '../catalog.js';
 import { servingProfile } from '../../serving/profile.js';
@@ -79,7 +81,7 @@ export async function makePlan(opts: PlanFlags): Promise<Plan> {
   // A path that exists is read here; otherwise a short name or ORG/NAME is described from the hub.
   const repo = expandShortName(opts.model).split(':')[0];
   const fromHub = !existsSync(opts.model) && HUB_ID.test(repo);
-  const model = fromHub ? await describeHubModel(repo, { bits }) : await describeModel(opts.model, { bits });
+  const model = fromHub ? await describeHubModel(repo, { hub: new HubClient(cliSettings().hub), bits }) : await describeModel(opts.model, { bits });
   const profile = servingProfile(model, { context: opts.context === undefined ? undefined : number(opts.context, '--context', true) });
   const request = {
     // An explicit --context is planned as asked, even past the model's trained maximum.

@@ -5,11 +5,11 @@
 import type { Command } from 'commander';
 import { existsSync } from 'node:fs';
 import { HubClient, ModelStore, StoreError, type PullResult } from '../../store/index.js';
-import { DEFAULT_URL } from '../client.js';
+import { cliSettings } from '../../config/cli.js';
 import { missingFolders, removeEmptyFolders } from '../empty-dirs.js';
 import { CliError } from '../errors.js';
 import { expandShortName } from '../catalog.js';
-import { paintOut } from '../colors.js';
+import { paintOut } from '../../colors.js';
 import { formatBytes, PullProgress } from '../pull-progress.js';
 import { call } from './serve-client.js';
 import { defaultDataDir } from './service.js';
@@ -59,7 +59,7 @@ export interface PullCliOptions {
 /** A pull with its progress on stderr; shared by `orchard pull` and `orchard run/chat MODEL`. */
 export async function pullWithProgress(ref: string, opts: PullCliOptions): Promise<PullResult> {
   const { repo, quant } = splitModelRef(ref);
-  const store = new ModelStore(opts.dataDir ?? defaultDataDir(), new HubClient());
+  const store = new ModelStore(opts.dataDir ?? defaultDataDir(), new HubClient(cliSettings().hub));
   // The store makes the model's folder before it asks the hub; a pull that fails before any byte lands
   // must not leave that folder behind (an empty folder reads as a broken model).
   let made: string[] = [];
@@ -127,7 +127,7 @@ export function registerPull(program: Command): void {
     .option('--head', 'with --layers: also the final norm and LM head')
     .option('--json', 'print the result as JSON')
     .option('--from-pod', "through the running daemon, from the pod's peers only (no hub)")
-    .option('--url <url>', 'with --from-pod: daemon API', process.env.ORCHARD_URL ?? DEFAULT_URL)
+    .option('--url <url>', 'with --from-pod: daemon API', cliSettings().url)
     .option('--token <token>', 'with --from-pod: API token (env ORCHARD_API_TOKEN)')
     .action(async (given: string, opts: PullCliOptions & { json?: boolean; fromPod?: boolean; url: string; token?: string }) => {
       const ref = expandShortName(given);

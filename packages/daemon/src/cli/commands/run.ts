@@ -20,7 +20,7 @@ import {
 import { BACKEND_NAMES, chooseBackend, isBackendName, isGpuError, type BackendName, type CpuKernels } from '../../backend/select.js';
 import { CliError } from '../errors.js';
 import { contextTokens } from './load.js';
-import { DEFAULT_URL } from '../client.js';
+import { cliSettings } from '../../config/cli.js';
 import { openSession, type SessionOptions } from '../model-session.js';
 import { runChat } from './chat.js';
 
@@ -103,7 +103,7 @@ export function registerRun(program: Command): void {
     )
     .option('--threads <n>', 'wasm backend: threads per shard (default: physical cores / shards)', int('--threads', 1))
     .option('--allow-software-gpu', 'let gpu/auto use a software WebGPU adapter (Mesa lavapipe: runs on the CPU, for testing)')
-    .option('--url <url>', 'with MODEL: the daemon API (one is started for the session when none answers)', process.env.ORCHARD_URL ?? DEFAULT_URL)
+    .option('--url <url>', 'with MODEL: the daemon API (one is started for the session when none answers)', cliSettings().url)
     .option('--token <token>', 'with MODEL: API token (env ORCHARD_API_TOKEN)')
     .option('--data-dir <dir>', 'with MODEL: data directory of a daemon started for the session (default ~/.orchard)')
     .option('--system <text>', 'with MODEL: system message')

@@ -1,4 +1,5 @@
 /** HTTP calls of the serving commands (`orchard chat/load/unload/models`) against a daemon. */
+import { cliSettings } from '../../config/cli.js';
 import { CliError } from '../errors.js';
 
 export interface ClientOptions {
@@ -7,7 +8,7 @@ export interface ClientOptions {
 }
 
 function headers(o: ClientOptions, json: boolean): Record<string, string> {
-  const token = o.token ?? process.env.ORCHARD_API_TOKEN;
+  const token = o.token ?? cliSettings().apiToken;
   return { ...(json ? { 'content-type': 'application/json' } : {}), ...(token ? { authorization: `Bearer ${token}` } : {}) };
 }
 

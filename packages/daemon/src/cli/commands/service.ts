@@ -2,13 +2,15 @@ import type { Command } from 'commander';
 import { homedir } from 'node:os';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { cliSettings } from '../../config/cli.js';
 import { buildServiceSpec, installService, logDirFor, realServiceHost, serviceStatus, uninstallService } from '../../service/index.js';
 import { CliError } from '../errors.js';
 
 const CLI_ENTRY = fileURLToPath(new URL('../../../bin/orchard.js', import.meta.url));
 
+/** The data dir a client command uses without --data-dir (ORCHARD_DATA_DIR, else ~/.orchard). */
 export function defaultDataDir(): string {
-  return resolve(process.env.ORCHARD_DATA_DIR ?? `${homedir()}/.orchard`);
+  return cliSettings().dataDir;
 }
 
 export function specFrom(opts: { dataDir?: string; startArg?: string[] }) {
@@ -19,7 +21,7 @@ export function specFrom(opts: { dataDir?: string; startArg?: string[] }) {
     cliPath: CLI_ENTRY,
     dataDir,
     startArgs: opts.startArg ?? [],
-    path: process.env.PATH,
+    path: cliSettings().path,
     logDir: logDirFor(process.platform, homedir(), dataDir),
   });
 }

@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { formatStatus, type DataPlaneJson, type StatusJson } from '../format-status.js';
-import { DEFAULT_URL, getJson } from '../client.js';
+import { getJson } from '../client.js';
+import { cliSettings } from '../../config/cli.js';
 
 interface InstanceView {
   id: string;
@@ -34,7 +35,7 @@ export function registerStatus(program: Command): void {
     .command('status')
     .description('show the pod: nodes, chips, memory, measured links, mode, downloads by source')
     .option('--json', 'machine-readable output')
-    .option('--url <url>', 'daemon API', process.env.ORCHARD_URL ?? DEFAULT_URL)
+    .option('--url <url>', 'daemon API', cliSettings().url)
     .option('--token <token>', 'API token (env ORCHARD_API_TOKEN)')
     .action(async (opts: { json?: boolean; url: string; token?: string }) => {
       const status = (await getJson(opts.url, '/api/status', { token: opts.token })) as StatusJson;
