@@ -8,12 +8,13 @@
  * (striped over every link, pod/fetch-file.ts), or the hub — once per pod — and for a pipeline stage
  * only the chunks holding its tensors.
  */
-import { access, constants, mkdir, open, readFile, stat, statfs as fsStatfs, writeFile, readdir } from 'node:fs/promises';
+import { existsSync, readdirSync, rmdirSync } from 'node:fs';
+import { access, constants, mkdir, open, readFile, rm, stat, statfs as fsStatfs, writeFile, readdir } from 'node:fs/promises';
 import os from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { contentKey, type ChunkedFileInfo } from './chunked/chunk-file.js';
 import { ChunkRegistry } from './chunked/registry.js';
-import { diskError, DiskSpaceError, formatSize, StoreError } from './errors.js';
+import { diskError, DiskSpaceError, formatSize, ModelRefusedError, StoreError } from './errors.js';
 import { pickGguf } from './gguf-pick.js';
 import { HubClient, validateRepoId, type HubFile, type HubRepo } from './hub.js';
 import { HUB, type LinkStat, type PeerHandle, type PodRoute } from './pod/fetch-file.js';
@@ -264,6 +265,21 @@ export class ModelStore {
 
   async pull(repo: string, options: PullOptions = {}): Promise<PullResult> {
     const dir = this.dirFor(repo);
+    const existed = existsSync(dir);
+    try {
+      return await this.#pull(repo, dir, options);
+    } catch (err) {
+      // A model the engine refused from its small files is not an unfinished pull to resume: what
+      // this pull wrote into a folder it made goes again, so nothing half-there is listed or resumed.
+      if (err instanceof ModelRefusedError && !existed) {
+        await rm(dir, { recursive: true, force: true }).catch(() => undefined);
+        removeEmptyParents(dirname(dir), this.root);
+      }
+      throw err;
+    }
+  }
+
+  async #pull(repo: string, dir: string, options: PullOptions): Promise<PullResult> {
     await this.#assertWritable(dir);
     const listing = options.fromPod ? await this.#podListing(repo, options) : await this.hub.listRepo(repo, options.revision ?? 'main', options.signal);
     const previous = await this.readManifest(repo);
@@ -379,5 +395,17 @@ export class ModelStore {
   /** Stops serving and closes every open chunked file. */
   close(): Promise<void> {
     return this.chunks.closeAll();
+  }
+}
+
+/** Removes `dir` and its parents below `root` while they are empty (the org folder a refused pull made). */
+function removeEmptyParents(dir: string, root: string): void {
+  for (let d = resolve(dir); d.startsWith(resolve(root) + '/'); d = dirname(d)) {
+    try {
+      if (readdirSync(d).length > 0) return;
+      rmdirSync(d);
+    } catch {
+      return;
+    }
   }
 }
