@@ -247,8 +247,8 @@ function upgrade(view: View, step: Step, fresh: Fresh): void {
   for (const e of all) {
     const p = e.plan;
     if (p.requested.strategy !== 'auto' || !view.ready(e.id)) continue;
-    // One upgrade per model at a time.
-    if (all.some((o) => o.model === e.model && o.plan.supersedes)) continue;
+    // One upgrade per model at a time (a succession ends when the old instance is gone).
+    if (all.some((o) => o.model === e.model && o.plan.supersedes && view.state.instances[o.plan.supersedes])) continue;
     let next;
     try {
       next = planned(view, p.model, p.requested, e.id);
