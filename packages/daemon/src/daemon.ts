@@ -27,6 +27,7 @@ import { backendSettingOf, nodeBackend, type NodeBackend } from './backend/node.
 import { matchThunderboltPeers } from './profile/thunderbolt-match.js';
 import type { Capability, NodeProfile } from './profile/types.js';
 import { clusterView, type PodMode } from './state/cluster-view.js';
+import { partitionReport } from './state/partition.js';
 import { Replica } from './state/replication.js';
 
 export interface DaemonTimings {
@@ -122,6 +123,10 @@ export class Daemon {
       onSnapshot: (_s, from) => {
         this.log.debug({ from }, 'adopted cluster snapshot');
         this.#notify('snapshot');
+      },
+      onMerge: (result, from) => {
+        this.log.warn({ from, retiring: result.superseded }, 'a partition healed: merged the other side\'s cluster state into this one (duplicate instances retire once idle)');
+        this.#notify('merge');
       },
       onDropped: (from, reason) => this.#dropMessage(from, reason),
       onDuplicate: (peerId, bootIds) => {
@@ -402,6 +407,8 @@ export class Daemon {
       failedModels: Object.values(state.failedModels),
       notInCluster: this.#dialer.refused().filter((r) => r.reason === 'not-in-cluster'),
       unreachable: this.#dialer.refused().filter((r) => r.reason === 'unreachable'),
+      /** Members this node cannot reach and whether the pod looks split (state/partition.ts). */
+      partition: partitionReport({ state, selfId: self, lost: this.#dialer.refused().filter((r) => r.since !== undefined), heals: this.replica.heals(), now: Date.now() }),
       duplicateIdentity: this.#duplicate,
       /** Other peer ids seen running on two machines at once. */
       duplicatePeers: [...this.#duplicatePeers],

@@ -13,7 +13,7 @@
  * with its own coordinator. Every mDNS answer naming a member we lost makes its dial due at once.
  */
 import type { Logger } from 'pino';
-import { classifyDialError, dialFailureMessage, type DialFailure } from './dial-errors.js';
+import { classifyDialError, dialErrorText, dialFailureMessage, type DialFailure } from './dial-errors.js';
 import type { OrchardNode } from './create-node.js';
 import { connected, DEFAULT_REDIAL_POLICY, dropped, due, emptySchedule, failed, rediscovered, type RedialPolicy, type RedialSchedule } from './redial-schedule.js';
 
@@ -31,6 +31,8 @@ export interface RefusedPeer {
   attempts: number;
   /** A pod member whose connection dropped: since when it has been unreachable (ms since the epoch). */
   since?: number;
+  /** A pod member whose connection dropped: what its last dial said. */
+  lastError?: string | null;
 }
 
 type PeerLike = { toString(): string };
@@ -126,6 +128,7 @@ export class AutoDialer {
       lastTriedAt: e.dueAt,
       attempts: e.attempts,
       since: e.since,
+      lastError: e.lastError,
     }));
     return [...[...this.#refused.values()].filter((r) => !this.#redial.has(r.peerId)), ...lost];
   }
@@ -152,7 +155,7 @@ export class AutoDialer {
           (err: Error) => {
             const first = (this.#redial.get(id)?.attempts ?? 0) === 0;
             this.#log[first ? 'info' : 'debug']({ peer: id, err: err?.message }, `pod member ${id} did not answer; dialling it again later`);
-            this.#redial = failed(this.#redial, id, String(err?.message ?? err).slice(0, 200), Date.now(), this.#policy, this.#random);
+            this.#redial = failed(this.#redial, id, dialErrorText(err).slice(0, 300), Date.now(), this.#policy, this.#random);
             if (!this.#redial.has(id)) {
               this.#log.warn({ peer: id }, `pod member ${id} unreachable for ${Math.round(this.#policy.forgetAfterMs / 60_000)} min: no longer dialled (discovery brings it back)`);
               this.#members.delete(id);
