@@ -278,7 +278,7 @@ describe('coordinator: the duplicate a healed partition leaves', () => {
     sideB.cluster = { nodes: [node('b', 32, 10)], links: [] };
     sideB.step({ type: 'place', model: 'm', description: model, requested: { strategy: 'auto' }, exclusive: false, explicit: false });
     const [iA] = sideA.instances();
-    const iB = { ...sideB.instances()[0], id: 'm-b' };
+    const iB = { ...sideB.instances()[0], id: 'm-b', nodes: [...sideB.instances()[0].nodes] };
     expect(iA.nodes).toEqual(['a']);
     expect(iB.nodes).toEqual(['b']);
     const bState = applyEvents(sideB.state, [{ type: 'instance-removed', id: sideB.instances()[0].id, at: 0 }, { type: 'instance-placed', instance: iB }]);
