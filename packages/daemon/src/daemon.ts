@@ -124,8 +124,9 @@ export class Daemon {
         this.log.debug({ from }, 'adopted cluster snapshot');
         this.#notify('snapshot');
       },
-      onMerge: (result, from) => {
-        this.log.warn({ from, retiring: result.superseded }, 'a partition healed: merged the other side\'s cluster state into this one (duplicate instances retire once idle)');
+      onMerge: (result, from, kind) => {
+        if (kind === 'join') this.log.info({ from }, 'took over the cluster state of the pod this node joined');
+        else this.log.warn({ from, retiring: result.superseded }, 'a partition healed: merged the other side\'s cluster state into this one (duplicate instances retire once idle)');
         this.#notify('merge');
       },
       onDropped: (from, reason) => this.#dropMessage(from, reason),

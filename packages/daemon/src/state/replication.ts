@@ -48,8 +48,11 @@ export interface ReplicaOptions {
   resendMs?: number;
   onEvent?: (event: ClusterEvent, state: ClusterState) => void;
   onSnapshot?: (state: ClusterState, from: string) => void;
-  /** This coordinator merged the history of a side it had lost sight of (a healed partition). */
-  onMerge?: (result: MergeResult, from: string) => void;
+  /**
+   * This coordinator merged history it lacked: `heal` when the other side knew this node (a partition
+   * healed), `join` when it never heard of it (a pod joined by a node that led alone at first).
+   */
+  onMerge?: (result: MergeResult, from: string, kind: 'heal' | 'join') => void;
   onDropped?: (from: string, reason: string) => void;
   /**
    * Heartbeats for one peer id alternate between two process instances (boot ids): two machines
@@ -140,7 +143,7 @@ export class Replica {
     return peerId === this.selfId ? this.#opts.now() : this.#heard.get(peerId)?.at;
   }
 
-  /** The histories of other sides merged by this node (healed partitions), most recent last (at most 8). */
+  /** The histories of other sides of a healed partition merged by this node, most recent last (at most 8). */
   heals(): Heal[] {
     return [...this.#heals];
   }
@@ -298,12 +301,17 @@ export class Replica {
           this.#adoptFrom = null;
           const merged = this.#adoptPos;
           this.#coverAdopted(msg.epoch, msg.seq);
-          const result = mergeStates(this.#state, msg.state as ClusterState, now);
+          const theirs = msg.state as ClusterState;
+          // The other side knew this node (and lost it): a partition healed. It never heard of us: we joined.
+          const kind = this.selfId in theirs.nodes ? 'heal' : 'join';
+          const result = mergeStates(this.#state, theirs, now);
           this.#state = result.state;
           this.#pos = { epoch: Math.max(this.#pos.epoch, msg.epoch), leader: '', seq: Math.max(this.#pos.seq, msg.seq) };
-          const heal: Heal = { at: now, from: msg.from, merged: merged ?? { epoch: msg.epoch, leader: '', seq: msg.seq }, superseded: result.superseded };
-          this.#heals = [...this.#heals.slice(-7), heal];
-          this.#opts.onMerge?.(result, msg.from);
+          if (kind === 'heal') {
+            const heal: Heal = { at: now, from: msg.from, merged: merged ?? { epoch: msg.epoch, leader: '', seq: msg.seq }, superseded: result.superseded };
+            this.#heals = [...this.#heals.slice(-7), heal];
+          }
+          this.#opts.onMerge?.(result, msg.from, kind);
           this.#opts.onSnapshot?.(this.#state, msg.from);
           this.#lead(now);
           this.#reconcileOwnFacts(true);

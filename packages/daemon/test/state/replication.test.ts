@@ -149,6 +149,7 @@ describe('replicated cluster state', () => {
     expect(a.isCoordinator).toBe(true);
     expect(a.state.instances.i1).toBeDefined();
     expect(new Set(pod.states()).size).toBe(1);
+    expect(a.heals()).toEqual([]); // a pod joined, not a partition healed
     expect(liveNodeIds(a.state)).toEqual(['A', 'B', 'C']);
     expect(Object.values(a.state.nodes).every((n) => n.profile)).toBe(true);
   });
