@@ -153,8 +153,10 @@ export class AutoDialer {
             this.#redial = connected(this.#redial, id);
           },
           (err: Error) => {
-            const first = (this.#redial.get(id)?.attempts ?? 0) === 0;
-            this.#log[first ? 'info' : 'debug']({ peer: id, err: err?.message }, `pod member ${id} did not answer; dialling it again later`);
+            const entry = this.#redial.get(id);
+            // Connected meanwhile (its own dial reached us): this failure no longer matters.
+            if (!entry || this.#node.getConnections(peer as never).length > 0) return;
+            this.#log[entry.attempts === 0 ? 'info' : 'debug']({ peer: id, err: err?.message }, `pod member ${id} did not answer; dialling it again later`);
             this.#redial = failed(this.#redial, id, dialErrorText(err).slice(0, 300), Date.now(), this.#policy, this.#random);
             if (!this.#redial.has(id)) {
               this.#log.warn({ peer: id }, `pod member ${id} unreachable for ${Math.round(this.#policy.forgetAfterMs / 60_000)} min: no longer dialled (discovery brings it back)`);

@@ -135,3 +135,23 @@ describe('auto-dialer: pod members whose connection dropped', () => {
     dialer.stop();
   });
 });
+
+describe('auto-dialer: a dial that fails after the member reconnected', () => {
+  it('neither forgets the member nor reports it unreachable', async () => {
+    const f = memberNode();
+    let rejectDial: (e: Error) => void = () => {};
+    (f.node as unknown as { dial: unknown }).dial = () => new Promise((_, reject) => (rejectDial = reject));
+    const dialer = new AutoDialer(f.node, pino({ level: 'silent' }), { privatePod: false, timeoutMs: 5000, redial: { baseMs: 20, maxMs: 20, jitter: 0 } });
+    f.connect();
+    f.drop();
+    await new Promise((r) => setTimeout(r, 80)); // our dial is under way
+    f.connect(); // the member dialled us meanwhile
+    rejectDial(new Error('The operation was aborted due to timeout'));
+    await new Promise((r) => setTimeout(r, 20));
+    expect(dialer.refused()).toEqual([]);
+    // Still a member: a later drop is re-dialled again.
+    f.drop();
+    expect(dialer.refused().map((r) => r.peerId)).toEqual(['peer-b']);
+    dialer.stop();
+  });
+});
