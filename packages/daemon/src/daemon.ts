@@ -139,7 +139,11 @@ export class Daemon {
         }
       },
     });
-    this.#dialer = new AutoDialer(this.node, this.log.child({ part: 'dial' }), { privatePod: this.mode === 'private' });
+    this.#dialer = new AutoDialer(this.node, this.log.child({ part: 'dial' }), {
+      privatePod: this.mode === 'private',
+      heardAt: (peer) => this.replica.heardAt(peer),
+      silentAfterMs: init.options.goneAfterSec * 1000,
+    });
   }
 
   static async start(options: DaemonOptions, log: Logger, extensions: DaemonExtensions = {}): Promise<Daemon> {

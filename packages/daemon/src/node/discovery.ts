@@ -11,6 +11,11 @@
  * answers: libp2p reports a known peer to `peer:discovery` only once, so without this a partition
  * that heals (a cable, a firewall rule, a Wi-Fi drop) would leave the two sides apart for good, each
  * with its own coordinator. Every mDNS answer naming a member we lost makes its dial due at once.
+ *
+ * A member that stays connected but silent (no heartbeat for `silentAfterMs`, told by `heardAt`) is
+ * hung up on, so that it is dialled afresh. After a heal both ends often dial at once and hold two
+ * connections; gossipsub sends over a stream on one of them and, when that one closes, opens no new
+ * stream on the other while libp2p still calls the peer connected: the pod would split again for good.
  */
 import type { Logger } from 'pino';
 import { classifyDialError, dialErrorText, dialFailureMessage, type DialFailure } from './dial-errors.js';
@@ -60,6 +65,10 @@ export class AutoDialer {
   #policy: RedialPolicy;
   #random: () => number;
   #stopped = false;
+  #heardAt?: (peerId: string) => number | undefined;
+  #silentAfterMs: number;
+  /** When each member's current run of connections began. */
+  #connectedSince = new Map<string, number>();
   #onDiscovery = (evt: CustomEvent<DiscoveredPeer>) => void this.dial(evt.detail);
   /** mDNS answers (every query round, unlike `peer:discovery`): a lost member seen again is dialled now. */
   #onMdnsPeer = (evt: CustomEvent<DiscoveredPeer>) => {
@@ -76,6 +85,7 @@ export class AutoDialer {
     this.#refused.delete(id);
     this.#seen.delete(id);
     this.#members.set(id, evt.detail);
+    if (!this.#connectedSince.has(id)) this.#connectedSince.set(id, Date.now());
     const lost = this.#redial.get(id);
     if (lost) this.#log.info({ peer: id, unreachableMs: Date.now() - lost.since, dials: lost.attempts }, 'peer reachable again');
     this.#redial = connected(this.#redial, id);
@@ -83,6 +93,7 @@ export class AutoDialer {
   #onDisconnect = (evt: CustomEvent<PeerLike>) => {
     const id = evt.detail.toString();
     if (this.#stopped || !this.#members.has(id) || this.#node.getConnections(evt.detail as never).length > 0) return;
+    this.#connectedSince.delete(id);
     if (!this.#redial.has(id)) this.#log.info({ peer: id }, 'connection to a pod member lost: dialling it again until it answers');
     this.#redial = dropped(this.#redial, id, Date.now(), this.#policy, this.#random);
   };
@@ -90,7 +101,16 @@ export class AutoDialer {
   constructor(
     node: OrchardNode,
     log: Logger,
-    opts: { privatePod: boolean; timeoutMs?: number; retryMs?: number; redial?: Partial<RedialPolicy>; random?: () => number },
+    opts: {
+      privatePod: boolean;
+      timeoutMs?: number;
+      retryMs?: number;
+      redial?: Partial<RedialPolicy>;
+      random?: () => number;
+      /** When the pod last heard a peer (a heartbeat), undefined if never: a connected member silent longer than `silentAfterMs` is reconnected. */
+      heardAt?: (peerId: string) => number | undefined;
+      silentAfterMs?: number;
+    },
   ) {
     this.#node = node;
     this.#log = log;
@@ -98,6 +118,8 @@ export class AutoDialer {
     this.#timeoutMs = opts.timeoutMs ?? 3000;
     this.#retryMs = opts.retryMs ?? 10_000;
     this.#policy = { ...DEFAULT_REDIAL_POLICY, ...opts.redial };
+    this.#heardAt = opts.heardAt;
+    this.#silentAfterMs = opts.silentAfterMs ?? 5000;
     this.#random = opts.random ?? Math.random;
     node.addEventListener('peer:discovery', this.#onDiscovery as never);
     node.addEventListener('peer:connect', this.#onConnect as never);
@@ -107,6 +129,7 @@ export class AutoDialer {
     this.#retry = setInterval(() => {
       for (const [id, peer] of this.#seen) if (this.#refused.has(id)) void this.dial(peer);
       this.#redialDue();
+      this.#reconnectSilent();
     }, tickMs);
     this.#retry.unref();
   }
@@ -131,6 +154,20 @@ export class AutoDialer {
       lastError: e.lastError,
     }));
     return [...[...this.#refused.values()].filter((r) => !this.#redial.has(r.peerId)), ...lost];
+  }
+
+  /** Hangs up on members connected for a while but silent as long (heard before, so pod members); the drop re-dials them. */
+  #reconnectSilent(): void {
+    if (this.#stopped || !this.#heardAt) return;
+    const now = Date.now();
+    for (const [id, since] of this.#connectedSince) {
+      const heard = this.#heardAt(id);
+      const peer = this.#members.get(id);
+      if (!peer || heard === undefined || now - since < this.#silentAfterMs || now - heard < this.#silentAfterMs) continue;
+      this.#connectedSince.set(id, now); // once per silence period
+      this.#log.warn({ peer: id, silentMs: now - heard }, 'pod member connected but silent: reconnecting it (its gossip stream is gone)');
+      this.#node.hangUp(peer as never).catch((err: Error) => this.#log.debug({ peer: id, err: err?.message }, 'hang-up failed'));
+    }
   }
 
   /** Dials every lost member whose time has come (one dial per member at a time, each bounded). */

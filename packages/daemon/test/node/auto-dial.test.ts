@@ -155,3 +155,39 @@ describe('auto-dialer: a dial that fails after the member reconnected', () => {
     dialer.stop();
   });
 });
+
+describe('auto-dialer: a member connected but silent', () => {
+  it('is hung up on (then re-dialled) once it has been silent for silentAfterMs; a member heard recently is left alone', async () => {
+    const f = memberNode();
+    let hangUps = 0;
+    (f.node as unknown as { hangUp: unknown }).hangUp = async () => {
+      hangUps++;
+      f.drop();
+    };
+    let heard = Date.now();
+    const dialer = new AutoDialer(f.node, pino({ level: 'silent' }), { privatePod: false, heardAt: () => heard, silentAfterMs: 500, redial: { baseMs: 20, maxMs: 20, jitter: 0 } });
+    f.connect();
+    for (let i = 0; i < 6; i++) {
+      await new Promise((r) => setTimeout(r, 50));
+      heard = Date.now(); // heartbeats arrive
+    }
+    expect(hangUps).toBe(0);
+    await new Promise((r) => setTimeout(r, 900)); // silence
+    // Once per silence period (a reconnection starts a new one), not on every tick.
+    expect(hangUps).toBeGreaterThanOrEqual(1);
+    expect(hangUps).toBeLessThanOrEqual(2);
+    expect(f.dials.length).toBeGreaterThanOrEqual(1); // dialled afresh after the hang-up
+    dialer.stop();
+  });
+
+  it('a peer never heard (not a pod member: another pod, a relay) is never hung up on', async () => {
+    const f = memberNode();
+    let hangUps = 0;
+    (f.node as unknown as { hangUp: unknown }).hangUp = async () => void hangUps++;
+    const dialer = new AutoDialer(f.node, pino({ level: 'silent' }), { privatePod: false, heardAt: () => undefined, silentAfterMs: 50 });
+    f.connect();
+    await new Promise((r) => setTimeout(r, 300));
+    expect(hangUps).toBe(0);
+    dialer.stop();
+  });
+});
