@@ -23,8 +23,8 @@ const GONE_AFTER_SEC = 3;
 const CUT_MS = 20_000;
 const MODEL = 'orchard-demo';
 const LONG_MODEL = 'test/heal-llama';
-/** Tokens of the stream running across the heal: about 10 s at this machine's rate, well past the merge. */
-const STREAM_TOKENS = 1000;
+/** Tokens of the stream running across the heal: 10-20 s at this machine's rate, well past the merge. */
+const STREAM_TOKENS = 1900;
 
 let net: TestNet | undefined;
 let daemons: TestDaemon[] = [];

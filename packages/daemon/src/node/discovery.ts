@@ -45,6 +45,13 @@ type DiscoveredPeer = { id: PeerLike; multiaddrs: PeerLike[] };
 
 /** The first retry of a refused peer, ms; each further one waits twice as long, up to the retry period. */
 const FIRST_RETRY_MS = 1000;
+/** A member not heard at all on a connection this old has no working gossip stream on it. */
+const FRESH_SILENCE_MS = 2500;
+/**
+ * When discovery sees a lost member again, the end with the larger peer id waits this long before
+ * dialling, so that usually one connection forms rather than two crossing ones.
+ */
+const YIELD_MS = 700;
 
 export class AutoDialer {
   #node: OrchardNode;
@@ -75,7 +82,7 @@ export class AutoDialer {
     const id = evt.detail.id.toString();
     if (!this.#members.has(id)) return;
     this.#memberAddrs.set(id, evt.detail.multiaddrs);
-    this.#redial = rediscovered(this.#redial, id, Date.now());
+    this.#redial = rediscovered(this.#redial, id, this.#rediscoveredDue(id));
     this.#redialDue();
   };
   #onConnect = (evt: CustomEvent<PeerLike>) => {
@@ -138,6 +145,11 @@ export class AutoDialer {
     return (this.#node.services as Record<string, unknown> | undefined)?.mdns as EventTarget | undefined;
   }
 
+  /** When to dial a lost member discovery just saw: now, or a moment later at the end with the larger id. */
+  #rediscoveredDue(id: string): number {
+    return Date.now() + (this.#node.peerId.toString() > id ? YIELD_MS : 0);
+  }
+
   /** Peers refused (never connected) and pod members we lost and keep dialling. */
   refused(): RefusedPeer[] {
     const now = Date.now();
@@ -156,14 +168,19 @@ export class AutoDialer {
     return [...[...this.#refused.values()].filter((r) => !this.#redial.has(r.peerId)), ...lost];
   }
 
-  /** Hangs up on members connected for a while but silent as long (heard before, so pod members); the drop re-dials them. */
+  /**
+   * Hangs up on members (peers heard before) silent on a connection: not heard since it was made, after
+   * FRESH_SILENCE_MS (heartbeats come every second), or not heard for `silentAfterMs`. The drop re-dials them.
+   */
   #reconnectSilent(): void {
     if (this.#stopped || !this.#heardAt) return;
     const now = Date.now();
     for (const [id, since] of this.#connectedSince) {
       const heard = this.#heardAt(id);
       const peer = this.#members.get(id);
-      if (!peer || heard === undefined || now - since < this.#silentAfterMs || now - heard < this.#silentAfterMs) continue;
+      if (!peer || heard === undefined) continue;
+      const wait = heard < since ? Math.min(FRESH_SILENCE_MS, this.#silentAfterMs) : this.#silentAfterMs;
+      if (now - since < wait || now - heard < wait) continue;
       this.#connectedSince.set(id, now); // once per silence period
       this.#log.warn({ peer: id, silentMs: now - heard }, 'pod member connected but silent: reconnecting it (its gossip stream is gone)');
       this.#node.hangUp(peer as never).catch((err: Error) => this.#log.debug({ peer: id, err: err?.message }, 'hang-up failed'));
@@ -212,7 +229,7 @@ export class AutoDialer {
     if (this.#members.has(id)) this.#memberAddrs.set(id, peer.multiaddrs);
     // A member we lost is dialled on its redial schedule (made due now: discovery just saw it).
     if (this.#redial.has(id)) {
-      this.#redial = rediscovered(this.#redial, id, Date.now());
+      this.#redial = rediscovered(this.#redial, id, this.#rediscoveredDue(id));
       return this.#redialDue();
     }
     if (this.#node.getConnections(peer.id as never).length > 0) return;

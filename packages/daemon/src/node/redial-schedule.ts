@@ -72,11 +72,11 @@ export function connected(s: RedialSchedule, peerId: string): RedialSchedule {
   return next;
 }
 
-/** Discovery reported the member again: dial it now rather than at its backed-off time. */
-export function rediscovered(s: RedialSchedule, peerId: string, now: number): RedialSchedule {
+/** Discovery reported the member again: dial it at `at` (now, or a moment later) rather than at its backed-off time. */
+export function rediscovered(s: RedialSchedule, peerId: string, at: number): RedialSchedule {
   const e = s.get(peerId);
-  if (!e || e.dueAt <= now) return s;
-  return withEntry(s, { ...e, dueAt: now });
+  if (!e || e.dueAt <= at) return s;
+  return withEntry(s, { ...e, dueAt: at });
 }
 
 /** Members whose dial is due, the longest-waiting first. */

@@ -43,7 +43,7 @@ describe('auto-dialer', () => {
 });
 
 /** A node that was connected to `peer-b`: connections come and go as the test says; dials fail while `reachable` is false. */
-function memberNode() {
+function memberNode(selfId = 'a-self') {
   const listeners = new Map<string, (evt: CustomEvent) => void>();
   const mdnsListeners = new Map<string, (evt: CustomEvent) => void>();
   const peer = { toString: () => 'peer-b' };
@@ -55,7 +55,7 @@ function memberNode() {
     listeners.get('peer:connect')?.(new CustomEvent('peer:connect', { detail: peer }));
   };
   const node = {
-    peerId: { toString: () => 'self' },
+    peerId: { toString: () => selfId },
     services: { mdns: { addEventListener: (n: string, fn: (evt: CustomEvent) => void) => mdnsListeners.set(n, fn), removeEventListener: (n: string) => mdnsListeners.delete(n) } },
     addEventListener: (name: string, fn: (evt: CustomEvent) => void) => listeners.set(name, fn),
     removeEventListener: (name: string) => listeners.delete(name),
@@ -122,6 +122,19 @@ describe('auto-dialer: pod members whose connection dropped', () => {
     expect(f.dials).toHaveLength(1);
     expect(f.dials[0].target).toBe('/ip4/10.0.0.2/tcp/52416/p2p/peer-b'); // the address mDNS just gave
     expect(dialer.refused()).toEqual([]);
+    dialer.stop();
+  });
+
+  it('the end with the larger peer id lets the other dial first (one connection, not two crossing ones)', async () => {
+    const f = memberNode('z-self');
+    const dialer = new AutoDialer(f.node, pino({ level: 'silent' }), { privatePod: false, timeoutMs: 1000, redial: { baseMs: 5000, maxMs: 5000, jitter: 0 } });
+    f.connect();
+    f.drop();
+    f.mdnsAnswer();
+    await new Promise((r) => setTimeout(r, 100));
+    expect(f.dials).toHaveLength(0);
+    await new Promise((r) => setTimeout(r, 900));
+    expect(f.dials).toHaveLength(1);
     dialer.stop();
   });
 

@@ -41,6 +41,10 @@ describe('redial schedule', () => {
     s = rediscovered(s, 'b', 3500);
     expect(due(s, 3500).map((e) => e.peerId)).toEqual(['b']);
     expect(s.get('b')!.attempts).toBe(2); // the backoff is kept for the next failure
+    // A later time asked for (the end that yields) counts when earlier than the backed-off one.
+    const later = failed(s, 'b', 'x', 3500, policy, mid); // due at 3500 + 4000
+    expect(rediscovered(later, 'b', 3700).get('b')!.dueAt).toBe(3700);
+    expect(rediscovered(s, 'b', 9000).get('b')!.dueAt).toBe(3500);
     s = connected(s, 'b');
     expect(s.size).toBe(0);
     // Rediscovery of a peer not being re-dialled changes nothing.
