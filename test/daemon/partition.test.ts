@@ -130,7 +130,7 @@ describe.skipIf(!netnsAvailable() || !nftAvailable())('a partition that heals', 
     daemons = net.hosts.map((h) => {
       const dataDir = mkdtempSync(join(os.tmpdir(), `orchard-heal-${h.ns}-`));
       writeEndlessModel(join(dataDir, 'models', ...LONG_MODEL.split('/')));
-      return startDaemon(h, { dataDir, args: ['--gone-after', String(GONE_AFTER_SEC), '--name', h.ns.split('-').pop()!], env: { ORCHARD_LOG_LEVEL: 'debug' } });
+      return startDaemon(h, { dataDir, args: ['--gone-after', String(GONE_AFTER_SEC), '--name', h.ns.split('-').pop()!], env: { ORCHARD_LOG_LEVEL: 'debug', ...(process.env.HEAL_DEBUG ? { DEBUG: process.env.HEAL_DEBUG } : {}) } });
     });
     // Start-up is seconds on an idle machine; a loaded CI box may take a minute or more.
     await waitFor('both daemons with profiles in the cluster view', () => daemons.every((d) => d.tryGet('/api/cluster')?.nodes.length === 2), 150_000);
