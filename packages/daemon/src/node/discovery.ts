@@ -101,6 +101,8 @@ export class AutoDialer {
     const id = evt.detail.toString();
     if (this.#stopped || !this.#members.has(id) || this.#node.getConnections(evt.detail as never).length > 0) return;
     this.#connectedSince.delete(id);
+    // Only pod members (heard on the control topic) are dialled again: not another pod's node or a relay.
+    if (this.#heardAt && this.#heardAt(id) === undefined) return;
     if (!this.#redial.has(id)) this.#log.info({ peer: id }, 'connection to a pod member lost: dialling it again until it answers');
     this.#redial = dropped(this.#redial, id, Date.now(), this.#policy, this.#random);
   };

@@ -47,8 +47,9 @@ export function partitionReport(input: { state: ClusterState; selfId: string; lo
   const unreachable: PartitionReport['unreachable'] = [];
   for (const l of input.lost) {
     const node = state.nodes[l.peerId];
-    if (l.peerId === selfId || node?.leftReason === 'shutdown') continue;
-    unreachable.push({ peerId: l.peerId, name: node?.name ?? null, since: l.since ?? null, cause: causeOf(l), message: l.message });
+    // Peers the pod never counted as members (another pod's node, a relay) are not the pod's concern here.
+    if (l.peerId === selfId || !node || node.leftReason === 'shutdown') continue;
+    unreachable.push({ peerId: l.peerId, name: node.name, since: l.since ?? null, cause: causeOf(l), message: l.message });
   }
   // Members the state has marked gone for silence that the dialer does not track (no direct connection).
   for (const n of Object.values(state.nodes)) {

@@ -169,6 +169,19 @@ describe('auto-dialer: a dial that fails after the member reconnected', () => {
   });
 });
 
+describe('auto-dialer: only pod members are dialled again', () => {
+  it('a peer connected but never heard on the control topic (another pod, a relay) is not re-dialled when it drops', async () => {
+    const f = memberNode();
+    const dialer = new AutoDialer(f.node, pino({ level: 'silent' }), { privatePod: false, heardAt: () => undefined, redial: { baseMs: 20, maxMs: 20, jitter: 0 } });
+    f.connect();
+    f.drop();
+    await new Promise((r) => setTimeout(r, 150));
+    expect(f.dials).toHaveLength(0);
+    expect(dialer.refused()).toEqual([]);
+    dialer.stop();
+  });
+});
+
 describe('auto-dialer: a member connected but silent', () => {
   it('is hung up on (then re-dialled) once it has been silent for silentAfterMs; a member heard recently is left alone', async () => {
     const f = memberNode();

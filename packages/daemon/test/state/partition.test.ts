@@ -36,8 +36,9 @@ function status(partition: StatusJson['partition']): StatusJson {
 }
 
 describe('partition report', () => {
-  it('a member that gives no answer at all means a split; one that refuses is down; one that said goodbye is neither', () => {
-    const r = partitionReport({ state, selfId: 'A', lost: [timeout, refused, { peerId: 'D', since: 50_000, attempts: 4, message: '', lastError: 'ECONNREFUSED' }], heals: [], now: 60_000 });
+  it('a member that gives no answer at all means a split; one that refuses is down; one that said goodbye, or a peer never in the pod, is neither', () => {
+    const relay: LostPeer = { peerId: 'R', since: 1, attempts: 9, message: '', lastError: 'The operation was aborted due to timeout' };
+    const r = partitionReport({ state, selfId: 'A', lost: [timeout, refused, relay, { peerId: 'D', since: 50_000, attempts: 4, message: '', lastError: 'ECONNREFUSED' }], heals: [], now: 60_000 });
     expect(r.unreachable.map((u) => [u.peerId, u.name, u.cause])).toEqual([
       ['B', 'beta', 'no-answer'],
       ['C', 'gamma', 'refused'],
