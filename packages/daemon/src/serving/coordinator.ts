@@ -249,6 +249,10 @@ function upgrade(view: View, step: Step, fresh: Fresh): void {
     if (p.requested.strategy !== 'auto' || !view.ready(e.id)) continue;
     // One upgrade per model at a time (a succession ends when the old instance is gone).
     if (all.some((o) => o.model === e.model && o.plan.supersedes && view.state.instances[o.plan.supersedes])) continue;
+    // Nor while two auto-placed copies take requests side by side (left by a healed partition the merge
+    // could not pair): a successor of one would leave the other running beside it.
+    const heads = all.filter((o) => o.model === e.model && o.plan.requested.strategy === 'auto' && !all.some((x) => x.plan.supersedes === o.id));
+    if (heads.length > 1) continue;
     let next;
     try {
       next = planned(view, p.model, p.requested, e.id);

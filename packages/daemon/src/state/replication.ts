@@ -228,10 +228,14 @@ export class Replica {
           // smaller id, before its first heartbeats crossed), or a partition healed and its side led on
           // its own. Merge its log into ours, then lead a later epoch; it waits for that (see 'snapshot').
           const p = msg.log;
-          if (this.#unseen(p) && (this.#adoptFrom === null || now - this.#lastSyncRequest >= 2000)) {
-            this.#adoptFrom = msg.from;
-            this.#adoptPos = p;
-            this.#requestSync(msg.from, 'adopt', now, true);
+          if (this.#unseen(p)) {
+            if (this.#adoptFrom === null || now - this.#lastSyncRequest >= 2000) {
+              this.#adoptFrom = msg.from;
+              this.#adoptPos = p;
+              this.#requestSync(msg.from, 'adopt', now, true);
+            }
+            // It joins with its history: marked live before the merge, it would be placed on (an
+            // upgrade, a replacement) by decisions that cannot see the instances it already runs.
             return;
           }
           if (this.#state.nodes[msg.from]?.status !== 'live') this.#emit({ type: 'node-joined', peerId: msg.from, name: msg.name, at: now });
@@ -394,6 +398,7 @@ export class Replica {
       }
     }
     for (const [id, h] of this.#heard) {
+      if (this.#unseen(h.log)) continue; // joins once its history is merged (see 'heartbeat')
       if (now - h.at <= this.#opts.goneAfterMs && this.#state.nodes[id]?.status !== 'live') this.#emit({ type: 'node-joined', peerId: id, name: h.name, at: now });
     }
   }

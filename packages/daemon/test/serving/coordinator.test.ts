@@ -310,6 +310,23 @@ describe('coordinator: the duplicate a healed partition leaves', () => {
     expect(pod.tick(2000)).toEqual([{ type: 'instance-removed', id: retiring, at: pod.now }]);
   });
 
+  it('no upgrade while two copies of the model take requests side by side', () => {
+    const { pod, keeper, retiring } = healed();
+    // As if the merge could not pair them: neither supersedes the other.
+    const k = pod.state.instances[keeper];
+    pod.state = applyEvents(pod.state, [{ type: 'instance-placed', instance: { ...k, nodes: [...k.nodes], plan: { ...k.plan, supersedes: undefined, supersedesSince: undefined } } }]);
+    pod.ready.add(keeper).add(retiring);
+    pod.state = applyEvents(pod.state, [
+      { type: 'node-joined', peerId: 'c', name: 'c', at: 2 },
+      { type: 'profile-updated', profile: profile('c') },
+    ]);
+    pod.cluster = { nodes: [node('a', 32, 10), node('b', 32, 10), node('c', 32, 1000)], links: linked(['a', 'b', 'c']) };
+    expect(pod.tick(5000).filter((e) => e.type === 'instance-placed')).toEqual([]);
+    // One of them gone: the other is upgraded.
+    pod.step({ type: 'remove', id: retiring });
+    expect(pod.tick(5000).filter((e) => e.type === 'instance-placed')).toHaveLength(1);
+  });
+
   it('once it is gone, the keeper may be upgraded again (a finished succession blocks nothing)', () => {
     const { pod, keeper, retiring } = healed();
     pod.ready.add(keeper);
