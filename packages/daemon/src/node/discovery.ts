@@ -162,7 +162,7 @@ export class AutoDialer {
       message:
         `peer ${e.peerId} is unreachable: its connection dropped ${Math.round((now - e.since) / 1000)} s ago; dialling it again` +
         (e.attempts ? ` (${e.attempts} failed dial${e.attempts === 1 ? '' : 's'}${e.lastError ? `, last: ${e.lastError}` : ''})` : ''),
-      lastTriedAt: e.dueAt,
+      lastTriedAt: e.lastTriedAt ?? e.since,
       attempts: e.attempts,
       since: e.since,
       lastError: e.lastError,

@@ -29,6 +29,8 @@ export interface RedialEntry {
   /** Failed dials since the drop. */
   readonly attempts: number;
   readonly dueAt: number;
+  /** When the last dial failed (null: none yet). */
+  readonly lastTriedAt: number | null;
   readonly lastError: string | null;
 }
 
@@ -52,7 +54,7 @@ function withEntry(s: RedialSchedule, e: RedialEntry): RedialSchedule {
 /** A member's connection dropped (the last one to it): schedule the first dial, unless already scheduled. */
 export function dropped(s: RedialSchedule, peerId: string, now: number, policy: RedialPolicy, random: () => number): RedialSchedule {
   if (s.has(peerId)) return s;
-  return withEntry(s, { peerId, since: now, attempts: 0, dueAt: now + backoffMs(0, policy, random), lastError: null });
+  return withEntry(s, { peerId, since: now, attempts: 0, dueAt: now + backoffMs(0, policy, random), lastTriedAt: null, lastError: null });
 }
 
 /** A dial failed: next one later (or forget the member once it has been unreachable for too long). */
@@ -61,7 +63,7 @@ export function failed(s: RedialSchedule, peerId: string, error: string, now: nu
   if (!e) return s;
   if (now - e.since >= policy.forgetAfterMs) return connected(s, peerId);
   const attempts = e.attempts + 1;
-  return withEntry(s, { ...e, attempts, dueAt: now + backoffMs(attempts, policy, random), lastError: error });
+  return withEntry(s, { ...e, attempts, dueAt: now + backoffMs(attempts, policy, random), lastTriedAt: now, lastError: error });
 }
 
 /** Connected again (by our dial or theirs): nothing to do for it. */

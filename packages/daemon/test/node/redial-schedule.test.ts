@@ -26,7 +26,7 @@ describe('redial schedule', () => {
     expect(due(s, 10_999)).toEqual([]);
     expect(due(s, 11_000).map((e) => e.peerId)).toEqual(['b']);
     s = failed(s, 'b', 'timeout', 11_000, policy, mid);
-    expect(s.get('b')).toMatchObject({ attempts: 1, dueAt: 13_000, since: 10_000, lastError: 'timeout' });
+    expect(s.get('b')).toMatchObject({ attempts: 1, dueAt: 13_000, since: 10_000, lastTriedAt: 11_000, lastError: 'timeout' });
     s = failed(s, 'b', 'timeout', 13_000, policy, mid);
     expect(s.get('b')!.dueAt).toBe(17_000);
     // A second drop report (another connection closing) does not reset the backoff.
