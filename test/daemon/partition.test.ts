@@ -85,7 +85,8 @@ function stream(d: TestDaemon, body: unknown): { firstByte: Promise<void>; done:
     if (raw.includes('data: {')) first();
   });
   const done = new Promise<{ endedAt: number; events: any[]; raw: string }>((resolve) =>
-    child.on('exit', () => {
+    // 'close', not 'exit': the process may exit before its output has all been read.
+    child.on('close', () => {
       const events = raw.split('\n').filter((l) => l.startsWith('data: {')).map((l) => JSON.parse(l.slice(6)));
       resolve({ endedAt: Date.now(), events, raw });
     }),
