@@ -7,7 +7,8 @@
  * both) and a request is served by the merged pod. `orchard status` said the pod was split meanwhile.
  * A stream running on the copy that loses (started on the other side just before the heal) is not cut:
  * it finishes, and that copy retires only after it. The stream runs on a generated model with a
- * 2048-token context (in both stores) so that it outlasts the merge; the bundled one has 128 tokens.
+ * 2048-token context (in both stores); its runner is paused (SIGSTOP) from its first token until well
+ * after the merge, so the stream is in flight through the heal however fast this machine generates.
  * Skips when not root / no iproute2 or nft; the net and its processes are always removed.
  */
 import { execFileSync } from 'node:child_process';
@@ -23,11 +24,15 @@ const GONE_AFTER_SEC = 3;
 const CUT_MS = 20_000;
 const MODEL = 'orchard-demo';
 const LONG_MODEL = 'test/heal-llama';
-/** Tokens of the stream running across the heal: 15-20 s on this 2-core machine, well past the merge. */
+/** Tokens of the stream running across the heal. */
 const STREAM_TOKENS = 1500;
+/** How long the stream's runner stays paused after the merge: past the retire settle time (3 s) and a status or two. */
+const HOLD_AFTER_MERGE_MS = 6000;
 
 let net: TestNet | undefined;
 let daemons: TestDaemon[] = [];
+/** Runner processes the test paused: resumed whatever happens, so none is left stopped. */
+let paused: number[] = [];
 
 function nftAvailable(): boolean {
   try {
@@ -57,7 +62,7 @@ function heal(host: TestHost): void {
  * greedy decoding runs to max_tokens. Edits model.safetensors in place (f32, untied head).
  */
 function writeEndlessModel(dir: string): void {
-  const info = writeRandomModel(dir, { numLayers: 4, hiddenSize: 192, intermediateSize: 384, numHeads: 4, numKvHeads: 2, maxPositionEmbeddings: 2048, seed: 21 });
+  const info = writeRandomModel(dir, { numLayers: 4, hiddenSize: 128, intermediateSize: 256, numHeads: 4, numKvHeads: 2, maxPositionEmbeddings: 2048, seed: 21 });
   const fd = openSync(join(dir, 'model.safetensors'), 'r+');
   try {
     const len = Buffer.alloc(8);
@@ -117,6 +122,13 @@ const copiesIn = (s: Status, model = MODEL): Instance[] => {
 const shared = (s: Status) => JSON.stringify({ nodes: s.nodes.map((n) => [n.peerId, n.status]), instances: s.instances.map((i) => i.id).sort(), coordinator: s.coordinator, log: s.log });
 
 afterEach(async (ctx) => {
+  for (const pid of paused.splice(0)) {
+    try {
+      process.kill(pid, 'SIGCONT');
+    } catch {
+      /* gone */
+    }
+  }
   if (ctx.task.result?.state === 'fail') {
     for (const d of daemons) console.error(`--- ${d.host.ns} log (tail) ---\n${d.log().split('\n').filter((l) => !l.includes('"level":20')).slice(-60).join('\n')}`);
   }
@@ -172,6 +184,11 @@ describe.skipIf(!netnsAvailable() || !nftAvailable())('a partition that heals', 
     // A long stream on the side whose copies will lose, running when the cut is lifted.
     const running = stream(loser, { model: LONG_MODEL, prompt: 'The', max_tokens: STREAM_TOKENS, temperature: 0 });
     await running.firstByte;
+    // Its runner (and the other losing copy's) paused: the stream stays in flight through the heal.
+    const runners = execFileSync('pgrep', ['-P', String(loser.child.pid)], { encoding: 'utf8' }).split('\n').filter(Boolean).map(Number);
+    expect(runners.length).toBeGreaterThanOrEqual(1);
+    paused = runners;
+    for (const pid of runners) process.kill(pid, 'SIGSTOP');
     heal(b.host);
     const healedAt = Date.now();
     // One coordinator, the same state everywhere, and of the two copies made apart one is gone.
@@ -195,18 +212,25 @@ describe.skipIf(!netnsAvailable() || !nftAvailable())('a partition that heals', 
     expect(splitCopies[ids.indexOf(winner)]).toContain(kept);
     expect(splitCopies[1 - ids.indexOf(winner)]).not.toContain(kept);
 
-    // Served by the merged pod, from either node.
-    for (const d of daemons) {
+    // Served by the merged pod (from the other node once the paused runners resume, below).
+    const served = (d: TestDaemon) => {
       const r = post(d, '/v1/completions', { model: MODEL, prompt: 'And God said', max_tokens: 8, temperature: 0 });
       expect(r.status, JSON.stringify(r.json)).toBe(200);
       expect(r.json.choices[0].text.length).toBeGreaterThan(0);
-    }
+    };
+    served(daemons[ids.indexOf(winner)]);
     const st = daemons.find((d) => d.get('/api/status').self.peerId === winner)!.get('/api/status');
     expect(st.partition).toMatchObject({ split: false, unreachable: [] });
     expect(st.partition.lastHeal.superseded.map((x: { model: string }) => x.model).sort()).toEqual([MODEL, LONG_MODEL].sort());
     expect(splitSeen, 'status said the pod was split during the cut').toMatchObject({ split: true });
     expect(splitSeen.unreachable.map((u: { cause: string }) => u.cause)).toContain('no-answer');
 
+    // The losing copy with a stream in flight is kept past the retire settle time; then its runner
+    // resumes, the stream finishes, and only then does the copy retire.
+    await waitFor('the stream to be held past the merge', () => Date.now() > st.partition.lastHeal.at + HOLD_AFTER_MERGE_MS, 30_000, 250);
+    expect(instancesOf(loser, LONG_MODEL).map((x) => x.id), 'the copy serving a stream was not retired under it').toContain(longLoser);
+    for (const pid of runners) process.kill(pid, 'SIGCONT');
+    paused = [];
     // The stream on the losing copy was not cut, and that copy retired only once it had finished.
     const ended = await running.done;
     await waitFor('the losing copy of the long model to retire', () => !instancesIn(loser.get('/api/status'), LONG_MODEL).some((x) => x.id === longLoser), 60_000, 500);
@@ -232,6 +256,7 @@ describe.skipIf(!netnsAvailable() || !nftAvailable())('a partition that heals', 
     expect(ended.events.map((e) => e.choices[0]?.text ?? '').join('').length).toBeGreaterThan(STREAM_TOKENS / 4);
     expect(streamEnd!, 'the stream outlived the merge (else this proves nothing)').toBeGreaterThan(st.partition.lastHeal.at);
     expect(removedAt!, 'the losing copy retired after its stream ended').toBeGreaterThanOrEqual(streamEnd!);
+    served(loser);
     console.log(`pod one again ${mergedMs} ms after the heal (cut ${CUT_MS / 1000} s); the stream on the losing copy ended ${streamEnd! - st.partition.lastHeal.at} ms after the merge, its copy retired ${removedAt! - streamEnd!} ms later`);
   }, 240_000);
 });
