@@ -121,7 +121,8 @@ const copiesIn = (s: Status, model = MODEL): Instance[] => {
 /** What every node must agree on. */
 const shared = (s: Status) => JSON.stringify({ nodes: s.nodes.map((n) => [n.peerId, n.status]), instances: s.instances.map((i) => i.id).sort(), coordinator: s.coordinator, log: s.log });
 
-afterEach(async (ctx) => {
+/** Resumes paused runners (one retired meanwhile is gone: its idle copy was stopped). */
+function resume(): void {
   for (const pid of paused.splice(0)) {
     try {
       process.kill(pid, 'SIGCONT');
@@ -129,6 +130,10 @@ afterEach(async (ctx) => {
       /* gone */
     }
   }
+}
+
+afterEach(async (ctx) => {
+  resume();
   if (ctx.task.result?.state === 'fail') {
     for (const d of daemons) console.error(`--- ${d.host.ns} log (tail) ---\n${d.log().split('\n').filter((l) => !l.includes('"level":20')).slice(-60).join('\n')}`);
   }
@@ -229,8 +234,7 @@ describe.skipIf(!netnsAvailable() || !nftAvailable())('a partition that heals', 
     // resumes, the stream finishes, and only then does the copy retire.
     await waitFor('the stream to be held past the merge', () => Date.now() > st.partition.lastHeal.at + HOLD_AFTER_MERGE_MS, 30_000, 250);
     expect(instancesOf(loser, LONG_MODEL).map((x) => x.id), 'the copy serving a stream was not retired under it').toContain(longLoser);
-    for (const pid of runners) process.kill(pid, 'SIGCONT');
-    paused = [];
+    resume();
     // The stream on the losing copy was not cut, and that copy retired only once it had finished.
     const ended = await running.done;
     await waitFor('the losing copy of the long model to retire', () => !instancesIn(loser.get('/api/status'), LONG_MODEL).some((x) => x.id === longLoser), 60_000, 500);
