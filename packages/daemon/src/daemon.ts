@@ -27,6 +27,7 @@ import { backendSettingOf, nodeBackend, type NodeBackend } from './backend/node.
 import { matchThunderboltPeers } from './profile/thunderbolt-match.js';
 import type { Capability, NodeProfile } from './profile/types.js';
 import { clusterView, type PodMode } from './state/cluster-view.js';
+import { partitionReport } from './state/partition.js';
 import { Replica } from './state/replication.js';
 
 export interface DaemonTimings {
@@ -123,6 +124,11 @@ export class Daemon {
         this.log.debug({ from }, 'adopted cluster snapshot');
         this.#notify('snapshot');
       },
+      onMerge: (result, from, kind) => {
+        if (kind === 'join') this.log.info({ from }, 'took over the cluster state of the pod this node joined');
+        else this.log.warn({ from, retiring: result.superseded }, 'a partition healed: merged the other side\'s cluster state into this one (duplicate instances retire once idle)');
+        this.#notify('merge');
+      },
       onDropped: (from, reason) => this.#dropMessage(from, reason),
       onDuplicate: (peerId, bootIds) => {
         if (peerId === selfId) this.#reportDuplicate([]);
@@ -133,7 +139,11 @@ export class Daemon {
         }
       },
     });
-    this.#dialer = new AutoDialer(this.node, this.log.child({ part: 'dial' }), { privatePod: this.mode === 'private' });
+    this.#dialer = new AutoDialer(this.node, this.log.child({ part: 'dial' }), {
+      privatePod: this.mode === 'private',
+      heardAt: (peer) => this.replica.heardAt(peer),
+      silentAfterMs: init.options.goneAfterSec * 1000,
+    });
   }
 
   static async start(options: DaemonOptions, log: Logger, extensions: DaemonExtensions = {}): Promise<Daemon> {
@@ -402,6 +412,8 @@ export class Daemon {
       failedModels: Object.values(state.failedModels),
       notInCluster: this.#dialer.refused().filter((r) => r.reason === 'not-in-cluster'),
       unreachable: this.#dialer.refused().filter((r) => r.reason === 'unreachable'),
+      /** Members this node cannot reach and whether the pod looks split (state/partition.ts). */
+      partition: partitionReport({ state, selfId: self, lost: this.#dialer.refused().filter((r) => r.since !== undefined), heals: this.replica.heals(), now: Date.now() }),
       duplicateIdentity: this.#duplicate,
       /** Other peer ids seen running on two machines at once. */
       duplicatePeers: [...this.#duplicatePeers],

@@ -30,7 +30,17 @@ export interface StatusJson {
   downloads?: Progress[];
   /** Models placement gave up on until someone loads them again. */
   failedModels?: { model: string; reason: string; attempts: number }[];
+  /** Members this node cannot reach, whether the pod looks split, the last heal (state/partition.ts). */
+  partition?: {
+    unreachable: { peerId: string; name: string | null; since: number | null; cause: 'no-answer' | 'refused' | 'silent'; message: string }[];
+    split: boolean;
+    message: string | null;
+    lastHeal: { from: string; agoSec: number; superseded: { model: string; keeper: string; retiring: string }[] } | null;
+  };
 }
+
+/** A heal older than this is history, not news: not shown. */
+const RECENT_HEAL_SEC = 600;
 
 const gib = (b: number) => `${(b / 2 ** 30).toFixed(1)} GiB`;
 const short = (id: string) => (id.length > 16 ? `${id.slice(0, 8)}…${id.slice(-6)}` : id);
@@ -44,6 +54,13 @@ export function formatStatus(s: StatusJson): string {
       ? `pod: private (cluster key ${s.clusterKeyId}), ${live.length} node(s)`
       : `pod: open (any Orchard daemon on this network may join; \`orchard key new\` makes it private), ${live.length} node(s)`,
   );
+  const part = s.partition;
+  if (part?.message) lines.push(`${part.split ? 'WARNING: pod split' : 'unreachable'}: ${part.message}`);
+  if (part?.lastHeal && part.lastHeal.agoSec <= RECENT_HEAL_SEC) {
+    const h = part.lastHeal;
+    const retiring = h.superseded.map((x) => `${x.retiring} (${x.model}) retires once idle, ${x.keeper} kept`).join('; ');
+    lines.push(`pod re-formed ${h.agoSec} s ago after a split: merged the state of ${names.get(h.from) ?? short(h.from)}'s side${retiring ? `; ${retiring}` : ''}`);
+  }
   if (s.duplicateIdentity) lines.push(`WARNING: ${s.duplicateIdentity.message}`);
   for (const p of s.duplicatePeers ?? []) lines.push(`WARNING: peer ${p} runs on two machines at once (copied data dir); delete peer.key on one of them and restart it`);
   lines.push('', 'nodes:');
@@ -55,7 +72,9 @@ export function formatStatus(s: StatusJson): string {
         (p.capability ? `, ${p.capability.memoryBandwidthGBps.toFixed(1)} GB/s, ${p.capability.matmulGflops.toFixed(1)} GFLOP/s` : '') +
         (p.gpu ? `; runners on GPU ${p.gpu.adapter}, ${p.gpu.copyBandwidthGBps.toFixed(1)} GB/s copy${p.gpu.memoryBytes ? `, ${gib(p.gpu.memoryBytes)} GPU-visible` : ''}` : '')
       : 'profile pending';
-    lines.push(`  ${n.status === 'live' ? '●' : '○'} ${n.name} ${short(n.peerId)}${tags ? ` [${tags}]` : ''}${n.status === 'gone' ? ` gone (${n.leftReason})` : ''}`);
+    const cause = part?.unreachable.find((u) => u.peerId === n.peerId)?.cause;
+    const reach = cause === 'no-answer' ? ', no answer: split?' : cause === 'refused' ? ', refuses connections' : '';
+    lines.push(`  ${n.status === 'live' ? '●' : '○'} ${n.name} ${short(n.peerId)}${tags ? ` [${tags}]` : ''}${n.status === 'gone' ? ` gone (${n.leftReason}${reach})` : ''}`);
     lines.push(`      ${hw}`);
     if (p?.rdma.summary) lines.push(`      ${p.rdma.summary}`);
   }

@@ -7,12 +7,14 @@ const UNREACHABLE = /ECONNREFUSED|EHOSTUNREACH|ENETUNREACH|EADDRNOTAVAIL|ENOTFOU
 
 export type DialFailure = 'unreachable' | 'not-in-cluster';
 
-export function classifyDialError(err: unknown): DialFailure {
+/** Everything a dial error says (libp2p wraps the socket's error in an aggregate or a cause). */
+export function dialErrorText(err: unknown): string {
   const e = err as { code?: string; name?: string; message?: string; errors?: unknown[]; cause?: unknown };
-  const text = [e?.code, e?.name, e?.message, ...(Array.isArray(e?.errors) ? e.errors.map((x) => (x as Error)?.message) : []), (e?.cause as Error)?.message]
-    .filter(Boolean)
-    .join(' ');
-  return UNREACHABLE.test(text) ? 'unreachable' : 'not-in-cluster';
+  return [...new Set([e?.code, e?.name, e?.message, ...(Array.isArray(e?.errors) ? e.errors.map((x) => (x as Error)?.message) : []), (e?.cause as Error)?.message].filter(Boolean))].join(' ');
+}
+
+export function classifyDialError(err: unknown): DialFailure {
+  return UNREACHABLE.test(dialErrorText(err)) ? 'unreachable' : 'not-in-cluster';
 }
 
 export function dialFailureMessage(kind: DialFailure, peer: string, privatePod: boolean): string {

@@ -10,7 +10,8 @@
  *            MAX_ATTEMPTS failures in a row the model is marked failed and left alone until asked again
  *   tick     instances on nodes that left are replaced; due replacements are placed; a failed model
  *            whose files changed is cleared; instances idle past the keep-alive are unloaded; a clearly faster
- *            plan after a pod change gets a successor, and the old instance retires once idle
+ *            plan after a pod change gets a successor, and the old instance retires once idle; so does
+ *            the duplicate a healed partition leaves (state/merge.ts names which one is kept)
  */
 import type { Cluster } from '@orchard/partitioner';
 import type { ModelDescription } from '../models/description.js';
@@ -30,7 +31,10 @@ export const BACKOFF_MAX_MS = 60_000;
  * successor became ready: until all nodes see the successor ready they may still route to the old one.
  */
 export const RETIRE_SETTLE_MS = 3000;
-/** A superseded instance is removed this long after its successor was placed even when never seen idle. */
+/**
+ * A superseded instance is removed this long after its successor was placed (or, for a duplicate left
+ * by a healed partition, after the merge: `plan.supersedesSince`) even when never seen idle.
+ */
 export const RETIRE_AFTER_MS = 600_000;
 
 export interface View {
@@ -243,8 +247,12 @@ function upgrade(view: View, step: Step, fresh: Fresh): void {
   for (const e of all) {
     const p = e.plan;
     if (p.requested.strategy !== 'auto' || !view.ready(e.id)) continue;
-    // One upgrade per model at a time.
-    if (all.some((o) => o.model === e.model && o.plan.supersedes)) continue;
+    // One upgrade per model at a time (a succession ends when the old instance is gone).
+    if (all.some((o) => o.model === e.model && o.plan.supersedes && view.state.instances[o.plan.supersedes])) continue;
+    // Nor while two auto-placed copies take requests side by side (left by a healed partition the merge
+    // could not pair): a successor of one would leave the other running beside it.
+    const heads = all.filter((o) => o.model === e.model && o.plan.requested.strategy === 'auto' && !all.some((x) => x.plan.supersedes === o.id));
+    if (heads.length > 1) continue;
     let next;
     try {
       next = planned(view, p.model, p.requested, e.id);
@@ -272,7 +280,7 @@ function retire(view: View, step: Step): void {
     // idle: a coordinator that just took over has not heard one yet.
     const s = view.status(old);
     const idle = !!s && s.at > since + RETIRE_SETTLE_MS && s.active === 0 && s.queued === 0;
-    if (idle || now - e.placedAt > RETIRE_AFTER_MS) {
+    if (idle || now - (e.plan.supersedesSince ?? e.placedAt) > RETIRE_AFTER_MS) {
       step.events.push(removed(old, now));
       step.notes.push(`retiring ${old}, superseded by ${e.id}`);
     }

@@ -57,6 +57,11 @@ export const placedPlanSchema = z.object({
   sequences: z.number().int().min(1).max(64).optional(),
   /** A better plan placed while this instance ran: it takes new requests once ready, then this one retires. */
   supersedes: z.string().max(160).optional(),
+  /**
+   * When this instance began superseding `supersedes`, if not when it was placed: a healed partition
+   * makes one of two duplicates supersede the other (state/merge.ts). The retire bound counts from it.
+   */
+  supersedesSince: z.number().optional(),
 });
 
 export type PlacedPlan = z.infer<typeof placedPlanSchema>;

@@ -13,6 +13,13 @@
  *   later one; that peer does not follow it before, so the pod's instances are not dropped.
  * - Nodes own their facts: each keeps re-sending its profile and links until the shared state shows
  *   them, so nothing is lost to a dropped message or a coordinator change.
+ * - A partition that heals: each side led its own epoch. The coordinator (still the smallest live peer
+ *   id, now of the whole pod) hears a heartbeat whose log position it has not seen (another leader's
+ *   epoch, or more of it than it holds), takes that peer's snapshot and merges it into its own state
+ *   (merge.ts: nothing either side wrote is lost; duplicate instances are resolved by rule), then leads
+ *   a later epoch that everyone follows. Until then a follower ignores snapshots of an epoch older than
+ *   the one it holds, so a side's instances never vanish from its state in between (their runners would
+ *   stop, cutting the streams they serve).
  *
  * No I/O here: messages go out through `send`, time comes from `now`, so tests drive several
  * replicas over an in-memory bus with a fake clock.
@@ -24,6 +31,7 @@ import { applyEvent } from './apply.js';
 import { canonicalJson } from './canonical-json.js';
 import { electCoordinator } from './coordinator.js';
 import type { ClusterEvent } from './events.js';
+import { mergeStates, type MergeResult } from './merge.js';
 import { emptyState, type ClusterState } from './types.js';
 
 export interface ReplicaOptions {
@@ -40,6 +48,11 @@ export interface ReplicaOptions {
   resendMs?: number;
   onEvent?: (event: ClusterEvent, state: ClusterState) => void;
   onSnapshot?: (state: ClusterState, from: string) => void;
+  /**
+   * This coordinator merged history it lacked: `heal` when the other side knew this node (a partition
+   * healed), `join` when it never heard of it (a pod joined by a node that led alone at first).
+   */
+  onMerge?: (result: MergeResult, from: string, kind: 'heal' | 'join') => void;
   onDropped?: (from: string, reason: string) => void;
   /**
    * Heartbeats for one peer id alternate between two process instances (boot ids): two machines
@@ -56,6 +69,19 @@ interface Heard {
   /** Boot ids seen for this peer id, most recent last (bounded). */
   boots?: string[];
 }
+
+/** A merge of another side's history (a healed partition), for status and the log. */
+export interface Heal {
+  at: number;
+  /** The peer whose snapshot was merged. */
+  from: string;
+  /** The log position merged: who led it, which epoch, up to which event. */
+  merged: LogPosition;
+  /** Duplicate instances resolved: the one kept and the one that retires once idle. */
+  superseded: MergeResult['superseded'];
+}
+
+const positionKey = (p: Pick<LogPosition, 'leader' | 'epoch'>) => `${p.leader}\0${p.epoch}`;
 
 /** Fields that change every refresh without meaning anything for placement. */
 function profileEssence(p: NodeProfile): string {
@@ -78,6 +104,11 @@ export class Replica {
   #lastSyncRequest = -Infinity;
   #lastSnapshotSent = -Infinity;
   #adoptFrom: string | null = null;
+  /** The log position the peer we adopt or merge from announced (its leader and epoch). */
+  #adoptPos: LogPosition | null = null;
+  /** Histories this node holds: leader and epoch -> the last event of it held (followed, led or merged). */
+  #known = new Map<string, number>();
+  #heals: Heal[] = [];
   #duplicates = new Set<string>();
   #saidGoodbye = new Set<string>();
   #stopped = false;
@@ -110,6 +141,11 @@ export class Replica {
   /** When this replica last heard from `peerId` (now for itself), or undefined if never. */
   heardAt(peerId: string): number | undefined {
     return peerId === this.selfId ? this.#opts.now() : this.#heard.get(peerId)?.at;
+  }
+
+  /** The histories of other sides of a healed partition merged by this node, most recent last (at most 8). */
+  heals(): Heal[] {
+    return [...this.#heals];
   }
 
   /** Peer ids seen running as two processes at once. */
@@ -187,13 +223,19 @@ export class Replica {
         this.#heard.set(msg.from, { at: now, name: msg.name, log: msg.log, bootId: msg.bootId, boots });
         this.#saidGoodbye.delete(msg.from);
         if (this.isCoordinator) {
-          // A peer that led an epoch at least as late as ours has history we lack: we started leading
-          // without hearing it (a node that joins with a smaller id, before its first heartbeats
-          // crossed). Take its log over, then lead a later epoch; it waits for that (see 'snapshot').
+          // A peer holding history we lack: it led (or followed) an epoch we never saw, or more of one
+          // than we hold. Either we started leading without hearing it (a node that joins with a
+          // smaller id, before its first heartbeats crossed), or a partition healed and its side led on
+          // its own. Merge its log into ours, then lead a later epoch; it waits for that (see 'snapshot').
           const p = msg.log;
-          if (p.leader === msg.from && p.epoch >= this.#pos.epoch && (this.#adoptFrom === null || now - this.#lastSyncRequest >= 2000)) {
-            this.#adoptFrom = msg.from;
-            this.#requestSync(msg.from, 'adopt', now, true);
+          if (this.#unseen(p)) {
+            if (this.#adoptFrom === null || now - this.#lastSyncRequest >= 2000) {
+              this.#adoptFrom = msg.from;
+              this.#adoptPos = p;
+              this.#requestSync(msg.from, 'adopt', now, true);
+            }
+            // It joins with its history: marked live before the merge, it would be placed on (an
+            // upgrade, a replacement) by decisions that cannot see the instances it already runs.
             return;
           }
           if (this.#state.nodes[msg.from]?.status !== 'live') this.#emit({ type: 'node-joined', peerId: msg.from, name: msg.name, at: now });
@@ -235,6 +277,7 @@ export class Replica {
         }
         this.#state = applyEvent(this.#state, msg.event);
         this.#pos = { ...this.#pos, seq: msg.seq };
+        this.#cover(this.#pos);
         this.#opts.onEvent?.(msg.event, this.#state);
         return;
       }
@@ -251,17 +294,28 @@ export class Replica {
       case 'snapshot': {
         if (this.#adoptFrom === msg.from && !this.isCoordinator) {
           this.#adoptFrom = null;
+          this.#coverAdopted(msg.epoch, msg.seq);
           this.#state = msg.state as ClusterState;
           this.#pos = { epoch: msg.epoch, leader: '', seq: msg.seq };
           this.#opts.onSnapshot?.(this.#state, msg.from);
           return;
         }
         if (this.#adoptFrom === msg.from && this.isCoordinator) {
-          // The history of a peer that led before us (see 'heartbeat'): it becomes ours, in a new epoch.
+          // History we lack (see 'heartbeat'): merged into ours, then led on in a later epoch.
           this.#adoptFrom = null;
-          if (msg.epoch < this.#pos.epoch) return;
-          this.#state = msg.state as ClusterState;
-          this.#pos = { epoch: msg.epoch, leader: '', seq: msg.seq };
+          const merged = this.#adoptPos;
+          this.#coverAdopted(msg.epoch, msg.seq);
+          const theirs = msg.state as ClusterState;
+          // The other side knew this node (and lost it): a partition healed. It never heard of us: we joined.
+          const kind = this.selfId in theirs.nodes ? 'heal' : 'join';
+          const result = mergeStates(this.#state, theirs, now);
+          this.#state = result.state;
+          this.#pos = { epoch: Math.max(this.#pos.epoch, msg.epoch), leader: '', seq: Math.max(this.#pos.seq, msg.seq) };
+          if (kind === 'heal') {
+            const heal: Heal = { at: now, from: msg.from, merged: merged ?? { epoch: msg.epoch, leader: '', seq: msg.seq }, superseded: result.superseded };
+            this.#heals = [...this.#heals.slice(-7), heal];
+          }
+          this.#opts.onMerge?.(result, msg.from, kind);
           this.#opts.onSnapshot?.(this.#state, msg.from);
           this.#lead(now);
           this.#reconcileOwnFacts(true);
@@ -272,8 +326,12 @@ export class Replica {
         // takes it over when it hears our heartbeat and then leads a later epoch; following it now
         // would drop our history (the instances running in the pod).
         if (this.#pos.leader === this.selfId && msg.epoch <= this.#pos.epoch) return;
+        // The same holds for a follower of another leader's epoch (the other side of a healed
+        // partition): the coordinator merges what it lacks, then leads an epoch later than ours.
+        if (msg.epoch < this.#pos.epoch || (msg.epoch === this.#pos.epoch && this.#pos.leader !== '' && this.#pos.leader !== msg.from)) return;
         this.#state = msg.state as ClusterState;
         this.#pos = { epoch: msg.epoch, leader: msg.from, seq: msg.seq };
+        this.#cover(this.#pos);
         this.#opts.onSnapshot?.(this.#state, msg.from);
         this.#reconcileOwnFacts(true);
         return;
@@ -304,6 +362,7 @@ export class Replica {
       }
       if (best && this.#adoptFrom === null) {
         this.#adoptFrom = best[0];
+        this.#adoptPos = best[1].log;
         this.#requestSync(best[0], 'adopt', now, true);
         return;
       }
@@ -318,6 +377,7 @@ export class Replica {
     const seenEpochs = [...this.#heard.values()].map((h) => h.log.epoch);
     const epoch = Math.max(this.#pos.epoch, ...seenEpochs) + 1;
     this.#pos = { epoch, leader: this.selfId, seq: this.#pos.seq };
+    this.#cover(this.#pos);
     // Nodes the state says are live but we never heard get one full timeout from now.
     for (const n of Object.values(this.#state.nodes)) {
       if (n.status === 'live' && n.peerId !== this.selfId && !this.#heard.has(n.peerId) && !this.#saidGoodbye.has(n.peerId)) {
@@ -338,6 +398,7 @@ export class Replica {
       }
     }
     for (const [id, h] of this.#heard) {
+      if (this.#unseen(h.log)) continue; // joins once its history is merged (see 'heartbeat')
       if (now - h.at <= this.#opts.goneAfterMs && this.#state.nodes[id]?.status !== 'live') this.#emit({ type: 'node-joined', peerId: id, name: h.name, at: now });
     }
   }
@@ -346,9 +407,32 @@ export class Replica {
     if (this.#state.nodes[peerId]?.status !== 'live') this.#emit({ type: 'node-joined', peerId, name, at: now });
   }
 
+  /** Whether `p` is history this node does not hold (another leader's epoch, or more of it). */
+  #unseen(p: LogPosition): boolean {
+    if (p.epoch === 0 || p.leader === '' || p.leader === this.selfId) return false;
+    return (this.#known.get(positionKey(p)) ?? -1) < p.seq;
+  }
+
+  #cover(p: LogPosition): void {
+    if (p.leader === '') return;
+    const k = positionKey(p);
+    if ((this.#known.get(k) ?? -1) < p.seq) this.#known.set(k, p.seq);
+    if (this.#known.size > 256) this.#known.delete(this.#known.keys().next().value!);
+  }
+
+  /** The snapshot of the peer we adopted or merged from holds its announced history (and, same epoch, up to `seq`). */
+  #coverAdopted(epoch: number, seq: number): void {
+    const p = this.#adoptPos;
+    this.#adoptPos = null;
+    if (!p) return;
+    this.#cover(p);
+    if (p.epoch === epoch) this.#cover({ ...p, seq: Math.max(p.seq, seq) });
+  }
+
   #emit(event: ClusterEvent): void {
     this.#state = applyEvent(this.#state, event);
     this.#pos = { ...this.#pos, seq: this.#pos.seq + 1 };
+    this.#cover(this.#pos);
     this.#opts.send({ type: 'event', from: this.selfId, epoch: this.#pos.epoch, seq: this.#pos.seq, event });
     this.#opts.onEvent?.(event, this.#state);
   }

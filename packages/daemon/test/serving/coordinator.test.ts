@@ -7,7 +7,8 @@ import type { Cluster } from '@orchard/partitioner';
 import { applyEvents } from '../../src/state/apply.js';
 import type { ClusterEvent } from '../../src/state/events.js';
 import { emptyState, type ClusterState } from '../../src/state/types.js';
-import { BACKOFF_BASE_MS, decide, emptyMemory, MAX_ATTEMPTS, RETIRE_SETTLE_MS, type Command, type Memory, type View } from '../../src/serving/coordinator.js';
+import { mergeStates } from '../../src/state/merge.js';
+import { BACKOFF_BASE_MS, decide, emptyMemory, MAX_ATTEMPTS, RETIRE_AFTER_MS, RETIRE_SETTLE_MS, type Command, type Memory, type View } from '../../src/serving/coordinator.js';
 import { profile } from '../state/fixtures.js';
 import { description } from './fixtures.js';
 
@@ -263,5 +264,84 @@ describe('coordinator: a faster plan after the pod grows', () => {
     expect(types(pod.tick(100))).toEqual([]);
     pod.statuses.set(old.id, { active: 0, queued: 0, at: pod.now });
     expect(pod.tick(100)).toEqual([{ type: 'instance-removed', id: old.id, at: pod.now }]);
+  });
+});
+
+describe('coordinator: the duplicate a healed partition leaves', () => {
+  /** Two nodes that each placed `m` on their own while apart, merged as the replica merges them. */
+  function healed() {
+    const pod = new Pod([node('a', 32, 10), node('b', 32, 10)]);
+    const sideA = new Pod([node('a', 32, 10), node('b', 32, 10)]);
+    sideA.cluster = { nodes: [node('a', 32, 10)], links: [] };
+    sideA.place();
+    const sideB = new Pod([node('a', 32, 10), node('b', 32, 10)]);
+    sideB.cluster = { nodes: [node('b', 32, 10)], links: [] };
+    sideB.step({ type: 'place', model: 'm', description: model, requested: { strategy: 'auto' }, exclusive: false, explicit: false });
+    const [iA] = sideA.instances();
+    const iB = { ...sideB.instances()[0], id: 'm-b', nodes: [...sideB.instances()[0].nodes] };
+    expect(iA.nodes).toEqual(['a']);
+    expect(iB.nodes).toEqual(['b']);
+    const bState = applyEvents(sideB.state, [{ type: 'instance-removed', id: sideB.instances()[0].id, at: 0 }, { type: 'instance-placed', instance: iB }]);
+    pod.now = sideA.now + RETIRE_AFTER_MS * 2; // the split lasted long: the keeper was placed long before the merge
+    const merged = mergeStates(sideA.state, bState, pod.now);
+    expect(merged.superseded).toEqual([{ model: 'm', keeper: iA.id, retiring: iB.id }]);
+    pod.state = merged.state;
+    return { pod, keeper: iA.id, retiring: iB.id };
+  }
+
+  it('retires once its driver reports it idle, not while a stream runs on it, however old the keeper is', () => {
+    const { pod, keeper, retiring } = healed();
+    pod.ready.add(keeper).add(retiring);
+    expect(types(pod.tick(100))).toEqual([]); // the keeper is first seen ready
+    const since = pod.now;
+    pod.statuses.set(retiring, { active: 1, queued: 0, at: since + RETIRE_SETTLE_MS + 1 });
+    expect(types(pod.tick(RETIRE_SETTLE_MS + 500))).toEqual([]);
+    expect(types(pod.tick(60_000))).toEqual([]);
+    pod.statuses.set(retiring, { active: 0, queued: 0, at: pod.now });
+    expect(pod.tick(100)).toEqual([{ type: 'instance-removed', id: retiring, at: pod.now }]);
+    expect(pod.instances().map((i) => i.id)).toEqual([keeper]);
+  });
+
+  it('is removed RETIRE_AFTER_MS after the merge even if never seen idle', () => {
+    const { pod, retiring } = healed();
+    pod.ready.add(pod.instances().find((i) => i.plan.supersedes)!.id);
+    pod.statuses.set(retiring, { active: 1, queued: 0, at: pod.now });
+    expect(types(pod.tick(RETIRE_AFTER_MS - 1000))).toEqual([]);
+    expect(pod.tick(2000)).toEqual([{ type: 'instance-removed', id: retiring, at: pod.now }]);
+  });
+
+  it('no upgrade while two copies of the model take requests side by side', () => {
+    const { pod, keeper, retiring } = healed();
+    // As if the merge could not pair them: neither supersedes the other.
+    const k = pod.state.instances[keeper];
+    pod.state = applyEvents(pod.state, [{ type: 'instance-placed', instance: { ...k, nodes: [...k.nodes], plan: { ...k.plan, supersedes: undefined, supersedesSince: undefined } } }]);
+    pod.ready.add(keeper).add(retiring);
+    pod.state = applyEvents(pod.state, [
+      { type: 'node-joined', peerId: 'c', name: 'c', at: 2 },
+      { type: 'profile-updated', profile: profile('c') },
+    ]);
+    pod.cluster = { nodes: [node('a', 32, 10), node('b', 32, 10), node('c', 32, 1000)], links: linked(['a', 'b', 'c']) };
+    expect(pod.tick(5000).filter((e) => e.type === 'instance-placed')).toEqual([]);
+    // One of them gone: the other is upgraded.
+    pod.step({ type: 'remove', id: retiring });
+    expect(pod.tick(5000).filter((e) => e.type === 'instance-placed')).toHaveLength(1);
+  });
+
+  it('once it is gone, the keeper may be upgraded again (a finished succession blocks nothing)', () => {
+    const { pod, keeper, retiring } = healed();
+    pod.ready.add(keeper);
+    pod.tick(100);
+    pod.statuses.set(retiring, { active: 0, queued: 0, at: pod.now + RETIRE_SETTLE_MS + 1 });
+    pod.tick(RETIRE_SETTLE_MS + 2000);
+    expect(pod.instances().map((i) => i.id)).toEqual([keeper]);
+    // A much faster node joins: the keeper gets a successor.
+    pod.state = applyEvents(pod.state, [
+      { type: 'node-joined', peerId: 'c', name: 'c', at: 2 },
+      { type: 'profile-updated', profile: profile('c') },
+    ]);
+    pod.cluster = { nodes: [node('a', 32, 10), node('b', 32, 10), node('c', 32, 1000)], links: linked(['a', 'b', 'c']) };
+    const placed = pod.tick(5000).filter((e) => e.type === 'instance-placed');
+    expect(placed).toHaveLength(1);
+    expect(pod.instances().find((i) => i.plan.supersedes === keeper)).toBeDefined();
   });
 });

@@ -36,16 +36,19 @@ class Pod {
   }
 
   deliver() {
-    while (this.queue.length) {
-      const { from, bytes } = this.queue.shift()!;
-      if (this.cut.has(from)) continue;
-      for (const [id, r] of this.replicas) {
-        if (id === from || this.cut.has(id) || this.#drop()) continue;
-        if (this.group && this.group.get(id) !== this.group.get(from)) continue;
-        const d = decodeControl(bytes, from);
-        if (!d.ok) throw new Error(d.reason);
-        r.handle(d.message);
-      }
+    while (this.queue.length) this.deliverOne();
+  }
+
+  /** Delivers the oldest queued message (what it makes replicas send is queued, not delivered). */
+  deliverOne() {
+    const { from, bytes } = this.queue.shift()!;
+    if (this.cut.has(from)) return;
+    for (const [id, r] of this.replicas) {
+      if (id === from || this.cut.has(id) || this.#drop()) continue;
+      if (this.group && this.group.get(id) !== this.group.get(from)) continue;
+      const d = decodeControl(bytes, from);
+      if (!d.ok) throw new Error(d.reason);
+      r.handle(d.message);
     }
   }
 
@@ -146,6 +149,7 @@ describe('replicated cluster state', () => {
     expect(a.isCoordinator).toBe(true);
     expect(a.state.instances.i1).toBeDefined();
     expect(new Set(pod.states()).size).toBe(1);
+    expect(a.heals()).toEqual([]); // a pod joined, not a partition healed
     expect(liveNodeIds(a.state)).toEqual(['A', 'B', 'C']);
     expect(Object.values(a.state.nodes).every((n) => n.profile)).toBe(true);
   });
@@ -201,6 +205,102 @@ describe('replicated cluster state', () => {
     rs[1].stop();
     pod.deliver();
     expect(rs[0].state.nodes.B).toMatchObject({ status: 'gone', leftReason: 'shutdown' });
+  });
+});
+
+describe('a partition that heals', () => {
+  const placedOn = (id: string, nodes: string[], placedAt: number) => ({ type: 'instance-placed' as const, instance: { id, model: 'm', placedAt, nodes, plan: placedPlan(nodes[0], { ranks: nodes }) } });
+
+  /** Runs `seconds` heartbeats, asserting after every delivery that `watch` still holds `instance` in its state. */
+  function runKeeping(pod: Pod, seconds: number, watch: Replica, instance: string, check: () => void = () => {}) {
+    for (let i = 0; i < seconds; i++) {
+      pod.now += 1000;
+      for (const [id, r] of pod.replicas) if (!pod.cut.has(id)) r.tick();
+      for (let n = 0; pod.queue.length; n++) {
+        pod.deliverOne();
+        expect(watch.state.instances[instance], `${watch.selfId} lost ${instance} mid-heal`).toBeDefined();
+        check();
+        if (n > 10_000) throw new Error('message storm');
+      }
+    }
+  }
+
+  it('2 nodes: both sides placed the model on their own; after the heal one coordinator merges both, nothing is lost, and the duplicate retires by rule', () => {
+    const pod = new Pod();
+    const [a, b] = ['A', 'B'].map((id) => pod.add(id));
+    for (const r of [a, b]) r.setProfile(profile(r.selfId));
+    pod.run(4);
+    expect(a.propose(placedOn('i0', ['A', 'B'], 1))).toBe(true);
+    pod.run(1);
+    pod.group = new Map([['A', 1], ['B', 2]]);
+    pod.run(5);
+    expect(a.isCoordinator && b.isCoordinator).toBe(true); // split brain, as each side sees it
+    // Each side's serving coordinator replaces the instance that spanned the lost node.
+    for (const [r, id] of [[a, 'iA'], [b, 'iB']] as const) {
+      expect(r.propose({ type: 'instance-removed', id: 'i0', at: pod.now })).toBe(true);
+      expect(r.propose(placedOn(id, [r.selfId], pod.now))).toBe(true);
+    }
+    // Facts written on B's side only: a new profile and a link measurement of its own.
+    b.setProfile(profile('B', 'B-renamed', { updatedAt: 50 }));
+    pod.run(3);
+    expect(a.state.nodes.B.status).toBe('gone');
+    pod.group = null;
+    // Until A has merged B's history, B is not live in A's state (nothing is placed on it blind).
+    runKeeping(pod, 6, b, 'iB', () => {
+      if (a.heals().length === 0) expect(a.state.nodes.B.status).toBe('gone');
+    });
+    expect(new Set(pod.states()).size).toBe(1);
+    expect(a.isCoordinator).toBe(true);
+    expect(b.isCoordinator).toBe(false);
+    expect(b.position.leader).toBe('A');
+    expect(liveNodeIds(b.state)).toEqual(['A', 'B']);
+    expect(b.state.nodes.B.name).toBe('B-renamed'); // B's side's facts survive
+    expect(Object.keys(b.state.instances).sort()).toEqual(['iA', 'iB']);
+    // Same size: the coordinator's side keeps its instance; B's finishes its requests and retires.
+    expect(b.state.instances.iA.plan).toMatchObject({ supersedes: 'iB' });
+    expect(b.state.instances.iA.plan.supersedesSince).toBeGreaterThan(0);
+    expect(a.heals()).toHaveLength(1);
+    expect(a.heals()[0]).toMatchObject({ from: 'B', merged: { leader: 'B' }, superseded: [{ model: 'm', keeper: 'iA', retiring: 'iB' }] });
+    // Converged: no further merges while the pod stays whole.
+    pod.run(5);
+    expect(a.heals()).toHaveLength(1);
+  });
+
+  it('3 nodes {A} | {B, C}: the follower on the other side keeps its instance through the heal; the larger instance wins', () => {
+    const pod = new Pod();
+    const rs = ['A', 'B', 'C'].map((id) => pod.add(id));
+    const [a, b, c] = rs;
+    for (const r of rs) r.setProfile(profile(r.selfId));
+    pod.run(4);
+    pod.group = new Map([['A', 1], ['B', 2], ['C', 2]]);
+    pod.run(5);
+    expect(b.isCoordinator).toBe(true);
+    expect(a.propose(placedOn('iA', ['A'], pod.now))).toBe(true);
+    expect(b.propose(placedOn('iBC', ['B', 'C'], pod.now))).toBe(true);
+    expect(b.propose({ type: 'model-failed', model: 'other', reason: 'no tokenizer', attempts: 5, at: pod.now })).toBe(true);
+    pod.run(1);
+    expect(c.state.instances.iBC).toBeDefined();
+    pod.group = null;
+    runKeeping(pod, 6, c, 'iBC');
+    expect(new Set(pod.states()).size).toBe(1);
+    expect(a.isCoordinator).toBe(true);
+    expect(liveNodeIds(c.state)).toEqual(['A', 'B', 'C']);
+    // The instance on two nodes is kept, whoever coordinates; the single-node one retires.
+    expect(c.state.instances.iBC.plan.supersedes).toBe('iA');
+    expect(c.state.instances.iA).toBeDefined();
+    expect(c.state.failedModels.other).toMatchObject({ reason: 'no tokenizer' });
+  });
+
+  it('a follower ignores a snapshot of an older epoch than the one it follows (the coordinator merges first)', () => {
+    const sent: ControlMessage[] = [];
+    const b = new Replica({ selfId: 'B', name: 'b', bootId: 'b1', now: () => 10_000, send: (m) => sent.push(m) });
+    const newer = { nodes: {}, links: {}, instances: { iB: { id: 'iB', model: 'm', placedAt: 1, nodes: ['B'], plan: placedPlan('B') } }, failedModels: {} };
+    b.handle({ type: 'heartbeat', from: 'A', name: 'a', bootId: 'a1', at: 0, log: { epoch: 7, leader: 'A', seq: 3 } });
+    b.handle({ type: 'snapshot', from: 'A', epoch: 7, seq: 3, state: newer as never });
+    expect(b.position).toEqual({ epoch: 7, leader: 'A', seq: 3 });
+    b.handle({ type: 'snapshot', from: 'A', epoch: 6, seq: 9, state: { nodes: {}, links: {}, instances: {}, failedModels: {} } as never });
+    expect(b.state.instances.iB).toBeDefined();
+    expect(b.position.epoch).toBe(7);
   });
 });
 
