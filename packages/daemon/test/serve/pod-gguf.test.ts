@@ -11,7 +11,8 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { hfToGguf } from '@orchard/engine/gguf';
 import { writeRandomModel, type RandomModelOptions } from '@orchard/engine/testing';
-import { api, greedyText, startServingPair, waitFor } from './in-process-pod.js';
+import { startFakeHub } from '../../../../test/harness/fake-hub.js';
+import { api, greedyText, startServingDaemon, startServingPair, waitFor } from './in-process-pod.js';
 
 const prompt = 'In the beginning';
 const scratch = mkdtempSync(join(os.tmpdir(), 'orchard-gguf-src-'));
@@ -57,4 +58,42 @@ describe.each(Object.entries(MODELS))('a %s GGUF on a 2-daemon pod', (_, { repo,
       await stop();
     }
   }, 90_000);
+});
+
+describe('a GGUF pulled by one node of a 2-daemon pod', () => {
+  it('the other node, placed a pipeline stage, fetches the .gguf from its peer (not the hub) and serves', async () => {
+    const hubDir = mkdtempSync(join(scratch, 'hub-'));
+    writeGguf(hubDir, MODELS.llama.options);
+    const hub = await startFakeHub({ 'test/pod-llama-GGUF': hubDir });
+    const saved = process.env.HF_ENDPOINT;
+    process.env.HF_ENDPOINT = hub.url;
+    const a = await startServingDaemon({ tmpPrefix: 'orchard-serve-gguf-dl-', bootstrap: [] });
+    const b = await startServingDaemon({ tmpPrefix: 'orchard-serve-gguf-dl-', bootstrap: [String(a.daemon.daemon.node.getMultiaddrs()[0])] });
+    try {
+      await waitFor('both nodes with profiles', () => [a, b].every((d) => d.daemon.daemon.cluster().nodes.length === 2) || undefined, 30_000, 100);
+      const pull = await api(a.daemon, '/api/models/pull', { method: 'POST', body: JSON.stringify({ repo: 'test/pod-llama-GGUF' }) });
+      expect(pull.status, await pull.clone().text()).toBe(200);
+      const hubBytes = hub.servedBytes.get('rand-F32.gguf');
+      const placed = await api(a.daemon, '/api/instances', { method: 'POST', body: JSON.stringify({ model: 'test/pod-llama-GGUF', strategy: 'pipeline', nodes: 2 }) });
+      const body = (await placed.json()) as any;
+      expect(placed.status, JSON.stringify(body)).toBe(201);
+      await waitFor('the instance ready', async () => {
+        const l = (await (await api(b.daemon, '/api/instances')).json()) as any;
+        return l.instances.find((i: any) => i.id === body.instance.id)?.status.ready || undefined;
+      }, 30_000, 200);
+      expect(readdirSync(join(b.dataDir, 'models', 'test', 'pod-llama-GGUF'))).toContain('rand-F32.gguf');
+      expect(hub.servedBytes.get('rand-F32.gguf')).toBe(hubBytes);
+      const want = await greedyText(join(hubDir, 'rand-F32.gguf'), prompt, 12);
+      const res = await api(b.daemon, '/v1/completions', { method: 'POST', body: JSON.stringify({ model: 'test/pod-llama-GGUF', prompt, max_tokens: 12, temperature: 0 }) });
+      const out = (await res.json()) as any;
+      expect(res.status, JSON.stringify(out)).toBe(200);
+      expect(out.choices[0].text).toBe(want);
+    } finally {
+      await Promise.all([a.daemon.stop(), b.daemon.stop()]);
+      await hub.close();
+      if (saved === undefined) delete process.env.HF_ENDPOINT;
+      else process.env.HF_ENDPOINT = saved;
+      for (const d of [a.dataDir, b.dataDir]) rmSync(d, { recursive: true, force: true });
+    }
+  }, 120_000);
 });
