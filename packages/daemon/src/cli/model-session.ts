@@ -5,7 +5,7 @@
  * (asking first on a terminal) — and place it on the pod.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, statSync, symlinkSync, readlinkSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, statSync, symlinkSync, readlinkSync, utimesSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline/promises';
 import { fileURLToPath } from 'node:url';
@@ -15,6 +15,7 @@ import { CliError } from './errors.js';
 import { call, type ClientOptions } from './commands/serve-client.js';
 import { pullWithProgress, splitModelRef } from './commands/pull.js';
 import { defaultDataDir } from './commands/service.js';
+import { ggufIn } from '../models/catalog.js';
 
 const BIN = fileURLToPath(new URL('../../bin/orchard.js', import.meta.url));
 
@@ -123,17 +124,28 @@ function linkLocalGguf(file: string, dataDir: string): string {
   return `local/${name}`;
 }
 
-/** Whether the store already holds `repo`'s file of quantisation `quant` (named as the hub names it, e.g. model-Q4_K_M.gguf). */
-function hasQuant(dataDir: string, repo: string, quant: string): boolean {
-  const files = (() => {
-    try {
-      return readdirSync(join(dataDir, 'models', ...repo.split('/')));
-    } catch {
-      return [];
-    }
-  })();
+/**
+ * Whether the store already holds `repo`'s file of quantisation `quant` (named as the hub names it,
+ * e.g. model-Q4_K_M.gguf); when it does, that file is made the newest, which the catalog serves (the
+ * last quantisation asked for wins over others pulled into the same directory).
+ */
+export function useLocalQuant(dataDir: string, repo: string, quant: string): boolean {
+  const dir = join(dataDir, 'models', ...repo.split('/'));
+  let files: string[];
+  try {
+    files = readdirSync(dir);
+  } catch {
+    return false;
+  }
   const q = quant.toLowerCase();
-  return files.some((f) => f.toLowerCase().endsWith('.gguf') && f.toLowerCase().replace(/\.gguf$/, '').split(/[-.]/).includes(q));
+  const file = files.find((f) => f.toLowerCase().endsWith('.gguf') && f.toLowerCase().replace(/\.gguf$/, '').split(/[-.]/).includes(q));
+  if (!file) return false;
+  const served = ggufIn(dir);
+  if (served && served !== join(dir, file)) {
+    const at = new Date(Math.max(Date.now(), statSync(served).mtimeMs + 1000));
+    utimesSync(join(dir, file), at, at);
+  }
+  return true;
 }
 
 /** `ref` with a short name expanded; one that cannot name a model is refused before anything starts. */
@@ -157,7 +169,7 @@ export async function resolveModel(ref: string, o: SessionOptions, dataDir: stri
   const full = checkModelRef(ref);
   const { repo, quant } = splitModelRef(full);
   // A GGUF repo serves its newest pulled file: a named quantisation not here yet is pulled first.
-  if ((await served()).includes(repo) && (!quant || hasQuant(dataDir, repo, quant))) return repo;
+  if ((await served()).includes(repo) && (!quant || useLocalQuant(dataDir, repo, quant))) return repo;
   if (process.stdin.isTTY && process.stderr.isTTY && !o.yes) {
     if (!(await confirm(`${repo} is not on this machine. Pull it from ${process.env.HF_ENDPOINT ?? 'https://huggingface.co'}?`))) throw new CliError('not pulled', 1);
   }

@@ -11,7 +11,7 @@ import { hfToGguf } from '@orchard/engine/gguf';
 import { writeRandomModel } from '@orchard/engine/testing';
 import { ModelCatalog } from '../../src/models/catalog.js';
 import { MANIFEST_FILE } from '../../src/store/store.js';
-import { resolveModel } from '../../src/cli/model-session.js';
+import { resolveModel, useLocalQuant } from '../../src/cli/model-session.js';
 
 const work = mkdtempSync(join(os.tmpdir(), 'orchard-catalog-gguf-'));
 afterAll(() => rmSync(work, { recursive: true, force: true }));
@@ -40,6 +40,10 @@ describe('a GGUF in the catalog', () => {
     // Sized from the file now served: F32 weights take about 4x Q8_0's bytes.
     const f32 = await catalog.describe('org/tiny-GGUF');
     expect(f32.spec.totalBytes / d.spec.totalBytes).toBeGreaterThan(3);
+    // `orchard run org/tiny-GGUF:Q8_0` with both here: the named one is served again, without a pull.
+    expect(useLocalQuant(data, 'org/tiny-GGUF', 'Q8_0')).toBe(true);
+    expect(catalog.pathOf('org/tiny-GGUF')).toBe(join(dir, 'tiny-Q8_0.gguf'));
+    expect(useLocalQuant(data, 'org/tiny-GGUF', 'Q4_K_M')).toBe(false);
   });
 
   it('is not listed while its pull is unfinished, and says what it lacks', () => {
