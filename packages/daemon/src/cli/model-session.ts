@@ -5,7 +5,7 @@
  * (asking first on a terminal) — and place it on the pod.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, statSync, symlinkSync, readlinkSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, statSync, symlinkSync, readlinkSync, utimesSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline/promises';
 import { fileURLToPath } from 'node:url';
@@ -16,6 +16,7 @@ import { CliError } from './errors.js';
 import { call, type ClientOptions } from './commands/serve-client.js';
 import { pullWithProgress, splitModelRef } from './commands/pull.js';
 import { defaultDataDir } from './commands/service.js';
+import { ggufIn } from '../models/catalog.js';
 
 const BIN = fileURLToPath(new URL('../../bin/orchard.js', import.meta.url));
 
@@ -107,6 +108,47 @@ function linkLocalDir(dir: string, dataDir: string): string {
   return `local/${name}`;
 }
 
+/**
+ * A local .gguf file served as `local/NAME`: a directory in the store holding a link to the file (the
+ * catalog serves a directory's .gguf like a GGUF repo pulled from the hub).
+ */
+function linkLocalGguf(file: string, dataDir: string): string {
+  const name = basename(file).replace(/\.gguf$/i, '').replace(/[^\w.-]/g, '_') || 'model';
+  const dir = join(dataDir, 'models', 'local', name);
+  const link = join(dir, basename(file));
+  mkdirSync(dir, { recursive: true });
+  const others = readdirSync(dir).filter((f) => f !== basename(file));
+  if (others.length > 0) throw new CliError(`${dir} already holds another model (${others.join(', ')}); remove it or rename ${file}`, 2);
+  if (existsSync(link)) {
+    if (resolve(readlinkSync(link)) !== file) throw new CliError(`${link} already names another file (${readlinkSync(link)}); remove it or rename ${file}`, 2);
+  } else symlinkSync(file, link, 'file');
+  return `local/${name}`;
+}
+
+/**
+ * Whether the store already holds `repo`'s file of quantisation `quant` (named as the hub names it,
+ * e.g. model-Q4_K_M.gguf); when it does, that file is made the newest, which the catalog serves (the
+ * last quantisation asked for wins over others pulled into the same directory).
+ */
+export function useLocalQuant(dataDir: string, repo: string, quant: string): boolean {
+  const dir = join(dataDir, 'models', ...repo.split('/'));
+  let files: string[];
+  try {
+    files = readdirSync(dir);
+  } catch {
+    return false;
+  }
+  const q = quant.toLowerCase();
+  const file = files.find((f) => f.toLowerCase().endsWith('.gguf') && f.toLowerCase().replace(/\.gguf$/, '').split(/[-.]/).includes(q));
+  if (!file) return false;
+  const served = ggufIn(dir);
+  if (served && served !== join(dir, file)) {
+    const at = new Date(Math.max(Date.now(), statSync(served).mtimeMs + 1000));
+    utimesSync(join(dir, file), at, at);
+  }
+  return true;
+}
+
 /** `ref` with a short name expanded; one that cannot name a model is refused before anything starts. */
 export function checkModelRef(ref: string): string {
   if (ref === 'orchard-demo' || existsSync(resolve(ref.replace(/^~(?=\/)/, cliSettings().home)))) return ref;
@@ -124,18 +166,15 @@ export async function resolveModel(ref: string, o: SessionOptions, dataDir: stri
     if (!existsSync(join(path, 'config.json'))) throw new CliError(`${path} is not a model directory (no config.json)`, 2);
     return linkLocalDir(path, dataDir);
   }
+  if (existsSync(path) && path.toLowerCase().endsWith('.gguf')) return linkLocalGguf(path, dataDir);
   const full = checkModelRef(ref);
-  const { repo } = splitModelRef(full);
-  if ((await served()).includes(repo)) return repo;
+  const { repo, quant } = splitModelRef(full);
+  // A GGUF repo serves its newest pulled file: a named quantisation not here yet is pulled first.
+  if ((await served()).includes(repo) && (!quant || useLocalQuant(dataDir, repo, quant))) return repo;
   if (process.stdin.isTTY && process.stderr.isTTY && !o.yes) {
     if (!(await confirm(`${repo} is not on this machine. Pull it from ${cliSettings().hub.endpoint}?`))) throw new CliError('not pulled', 1);
   }
-  const pulled = await pullWithProgress(full, { dataDir });
-  const gguf = Object.keys(pulled.sources).find((f) => f.toLowerCase().endsWith('.gguf'));
-  if (gguf) {
-    // The engine reads GGUF in one process; the pod's placement and runners take Hugging Face directories only (so far).
-    throw new CliError(`pulled ${repo} (${gguf}) into ${pulled.dir}, but the pod serves Hugging Face model directories only so far: run it in this process with \`orchard run --model ${join(pulled.dir, gguf)} --prompt TEXT\``, 1);
-  }
+  await pullWithProgress(full, { dataDir });
   return repo;
 }
 

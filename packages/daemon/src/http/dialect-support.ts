@@ -19,7 +19,7 @@ const tokenizers = new Map<string, ModelTokenizer>();
 
 /** The tokenizer of a model whose files are on this node, or null; a tokenizer that cannot be built throws ModelFilesError (503, named). */
 export function localTokenizer(serving: Serving, model: string): ModelTokenizer | null {
-  const dir = serving.catalog.dirOf(model);
+  const dir = serving.catalog.pathOf(model);
   if (!dir) return null;
   let t = tokenizers.get(dir);
   if (!t) {

@@ -40,12 +40,21 @@ export class ModelCatalog {
     this.#o = o;
   }
 
-  /** The directory of `id` on this node, or null when this node does not have it. */
+  /**
+   * The directory of `id` on this node (a Hugging Face directory, or a GGUF repo's directory holding
+   * its .gguf file), or null when this node does not have it.
+   */
   dirOf(id: string): string | null {
     if (id === DEMO_MODEL_ID) return existsSync(join(this.#demoDir, 'config.json')) ? this.#demoDir : null;
     if (!REPO_ID.test(id) || id.includes('..')) return null;
     const dir = join(this.#storeRoot, ...id.split('/'));
-    return existsSync(join(dir, 'config.json')) ? dir : null;
+    return existsSync(join(dir, 'config.json')) || ggufIn(dir) ? dir : null;
+  }
+
+  /** What the engine loads for `id`: its directory, or the .gguf file in it; null when this node does not have it. */
+  pathOf(id: string): string | null {
+    const dir = this.dirOf(id);
+    return dir && modelPathIn(dir);
   }
 
   has(id: string): boolean {
@@ -110,7 +119,8 @@ export class ModelCatalog {
    */
   describe(id: string): Promise<ModelDescription> {
     const dir = this.dirOf(id);
-    if (!dir) return Promise.reject(new UnknownModelError(`model '${id}' is not on this node (the bundled '${DEMO_MODEL_ID}' or one pulled with \`orchard pull ORG/NAME\`)`));
+    const path = dir && modelPathIn(dir);
+    if (!dir || !path) return Promise.reject(new UnknownModelError(`model '${id}' is not on this node (the bundled '${DEMO_MODEL_ID}' or one pulled with \`orchard pull ORG/NAME\`)`));
     const refused = this.refusal(id);
     if (refused) return Promise.reject(refused);
     const fingerprint = filesFingerprint(dir);
@@ -118,7 +128,7 @@ export class ModelCatalog {
     if (hit && hit.dir === dir && hit.fingerprint === fingerprint) return hit.described;
     // A pipeline stage's copy holds only some tensors: it is described as before and loaded by its runner alone.
     if (completenessOf(dir).stage) {
-      const described = describeModel(dir, { name: id });
+      const described = describeModel(path, { name: id });
       described.catch(() => this.#cache.delete(id));
       this.#cache.set(id, { dir, fingerprint, described });
       return described;
@@ -128,12 +138,28 @@ export class ModelCatalog {
       this.#o.onRefused?.(id, reason);
       return new ModelFilesError(id, reason);
     };
-    const problem = loadProblem(dir);
-    const described = problem !== null ? Promise.reject(fail(problem)) : describeModel(dir, { name: id, refuseDamaged: true }).catch((err: Error) => Promise.reject(fail(err.message)));
+    const problem = loadProblem(path);
+    const described = problem !== null ? Promise.reject(fail(problem)) : describeModel(path, { name: id, refuseDamaged: true }).catch((err: Error) => Promise.reject(fail(err.message)));
     described.catch(() => this.#cache.delete(id));
     this.#cache.set(id, { dir, fingerprint, described });
     return described;
   }
+}
+
+/**
+ * The .gguf file of a GGUF repo's directory (a directory without config.json): the one there, or the
+ * newest when several quantisations were pulled (the last `orchard pull ORG/NAME:QUANT` wins).
+ */
+export function ggufIn(dir: string): string | null {
+  const files = safeDir(dir).filter((f) => f.toLowerCase().endsWith('.gguf'));
+  if (files.length === 0) return null;
+  const at = (f: string) => statSync(join(dir, f), { throwIfNoEntry: false })?.mtimeMs ?? 0;
+  return join(dir, files.reduce((a, b) => (at(b) > at(a) ? b : a)));
+}
+
+/** What the engine loads from a model directory: the directory (config.json there), or its .gguf file. */
+function modelPathIn(dir: string): string | null {
+  return existsSync(join(dir, 'config.json')) ? dir : ggufIn(dir);
 }
 
 function safeDir(dir: string): string[] {

@@ -6,7 +6,7 @@
  */
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { Checkpoint, loadModelConfig, ModelFormatError, SafetensorsFile, UnsupportedModelError } from '@orchard/engine';
+import { Checkpoint, isGgufPath, loadModelConfig, ModelFormatError, SafetensorsFile, UnsupportedModelError } from '@orchard/engine';
 import { ServeError } from '../serving/requests.js';
 
 /** The model's files cannot be loaded, for a reason that waiting will not fix. */
@@ -43,15 +43,20 @@ export function filesFingerprint(dir: string): string {
 /** The vocabulary files a tokenizer is built from (Hugging Face, tiktoken, SentencePiece). */
 const TOKENIZER_FILES = ['tokenizer.json', 'tiktoken.model', 'tokenizer.model'];
 
-/** Why the model in `dir` cannot be loaded, or null when the engine can open every file it needs. */
+/**
+ * Why the model in `dir` (a directory, or a GGUF file) cannot be loaded, or null when the engine can
+ * open every file it needs. A GGUF holds config, vocabulary and weights in one file: its metadata is
+ * read here, its tensors are checked by the engine's description (the catalog's next step).
+ */
 export function loadProblem(dir: string): string | null {
   try {
     loadModelConfig(dir);
   } catch (err) {
     // An architecture the engine does not run is sized for planning and refused by placement, which names it.
     if (err instanceof UnsupportedModelError) return null;
-    return reasonOf(err, 'config.json');
+    return reasonOf(err, isGgufPath(dir) ? dir : 'config.json');
   }
+  if (isGgufPath(dir)) return null;
   // Building a large vocabulary takes seconds (Qwen3's: 5 s on a busy machine), too long for the
   // daemon's event loop on every model it lists: here only its presence; the daemon builds it before
   // the runners start and each runner before it reads weights, and either failure marks the model.

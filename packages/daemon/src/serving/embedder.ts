@@ -137,7 +137,7 @@ export class Embedder {
   #entry(model: string) {
     const have = this.#procs.get(model);
     if (have) return have;
-    const dir = this.#o.catalog.dirOf(model);
+    const dir = this.#o.catalog.pathOf(model);
     if (!dir) throw new ServeError(404, 'model_not_found', `the model '${model}' has no files on this node; embeddings run where the files are (orchard pull ${model})`);
     this.#o.log.info({ model }, 'embedding model loading');
     const entry = { proc: new EmbedProcess(model, dir, this.#o, () => this.#procs.get(model) === entry && this.#procs.delete(model)), idle: null as NodeJS.Timeout | null };

@@ -150,7 +150,8 @@ export class Supervisor {
     const dir = this.#d.catalog.dirOf(entry.model);
     // A pull that did not finish here is finished from the pod's peers like a model not here at all.
     const unfinished = dir ? this.#d.catalog.unlisted(entry.model) : null;
-    if (dir && !unfinished) return this.#spawnChecked(local, dir);
+    const path = this.#d.catalog.pathOf(entry.model);
+    if (dir && path && !unfinished) return this.#spawnChecked(local, path);
     const fetch = this.#d.fetchModel;
     if (!fetch || !entry.model.includes('/')) return this.#fail(local, unfinished ?? `model ${entry.model} is not on node ${this.#d.selfId}`);
     const selection = this.#selection(entry.plan);
@@ -158,7 +159,7 @@ export class Supervisor {
     fetch(entry.model, selection).then(
       () => {
         if (this.#local.get(entry.id) !== local || local.failed) return;
-        const got = this.#d.catalog.dirOf(entry.model);
+        const got = this.#d.catalog.pathOf(entry.model);
         if (!got) this.#fail(local, `model ${entry.model} still missing after the fetch`);
         else this.#spawnChecked(local, got);
       },

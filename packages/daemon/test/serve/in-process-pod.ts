@@ -18,12 +18,18 @@ import { waitFor } from '../../../../test/harness/daemons.js';
 
 export { waitFor };
 
+export interface ServingModel {
+  repo: string;
+  options: RandomModelOptions;
+  write?: (modelDir: string, options: RandomModelOptions) => void;
+}
+
 export interface ServingDaemonOptions {
   /** Prefix of the temporary data dir (the caller removes `dataDir`). */
   tmpPrefix: string;
   bootstrap: string[];
-  /** A random model written into this daemon's store as `repo`. */
-  model?: { repo: string; options: RandomModelOptions };
+  /** A random model written into this daemon's store as `repo` (by `write`, e.g. as a GGUF; default writeRandomModel). */
+  model?: ServingModel;
   /** The daemon's logger (default: silent, or SERVE_TEST_LOG's level). */
   log?: pino.Logger;
   /** More `orchard start` flags (camelCase, as resolveOptions takes them), e.g. `{ speculate: 'draft' }`. */
@@ -36,7 +42,7 @@ export async function startServingDaemon(o: ServingDaemonOptions): Promise<{ dae
   if (o.model) {
     modelDir = join(dataDir, 'models', ...o.model.repo.split('/'));
     mkdirSync(modelDir, { recursive: true });
-    writeRandomModel(modelDir, o.model.options);
+    (o.model.write ?? writeRandomModel)(modelDir, o.model.options);
   }
   const options = resolveOptions({ dataDir, listen: ['/ip4/127.0.0.1/tcp/0'], bootstrap: o.bootstrap, apiPort: 0, mdns: false, goneAfter: 3, heartbeatMs: 300, ...o.flags } as never);
   const daemon = await startOrchard(options, o.log ?? pino({ level: process.env.SERVE_TEST_LOG ?? 'silent' }), { dashboard: false });
@@ -47,7 +53,7 @@ export async function startServingDaemon(o: ServingDaemonOptions): Promise<{ dae
  * Two serving daemons holding the same random model (the second bootstraps to the first), started once
  * both see both nodes with profiles. `stop()` stops them and removes their data dirs.
  */
-export async function startServingPair(tmpPrefix: string, model: { repo: string; options: RandomModelOptions }): Promise<{ daemons: Orchard[]; modelDir: string; stop: () => Promise<void> }> {
+export async function startServingPair(tmpPrefix: string, model: ServingModel): Promise<{ daemons: Orchard[]; modelDir: string; stop: () => Promise<void> }> {
   const a = await startServingDaemon({ tmpPrefix, bootstrap: [], model });
   const b = await startServingDaemon({ tmpPrefix, bootstrap: [String(a.daemon.daemon.node.getMultiaddrs()[0])], model });
   const daemons = [a.daemon, b.daemon];

@@ -76,7 +76,8 @@ export async function startWeightsService(o: WeightsServiceOptions): Promise<Wei
     },
     async listing(repo) {
       const m = await o.store.readManifest(repo).catch(() => undefined);
-      if (!m || !m.files['config.json']) return undefined;
+      // A model: a Hugging Face directory, or a GGUF repo's .gguf (fetched whole by a stage: no byte ranges for GGUF yet).
+      if (!m || !(m.files['config.json'] || Object.keys(m.files).some((p) => p.toLowerCase().endsWith('.gguf')))) return undefined;
       return { repo, commit: m.commit, files: Object.entries(m.files).map(([path, f]) => ({ path, size: f.size, sha256: f.sha256, gitSha1: f.gitSha1 })) } satisfies HubRepo;
     },
   });
