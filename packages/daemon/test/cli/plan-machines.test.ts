@@ -116,3 +116,39 @@ describe('orchard plan MODEL --machine', () => {
     expect(JSON.parse(unknown.stdout).fits).toBeUndefined();
   }, 120_000);
 });
+
+describe('orchard plan MODEL (no --cluster, no --machine): the running pod', () => {
+  it("plans for the daemon's own cluster (GET /api/cluster), and names what to do when no daemon answers", async () => {
+    const { createServer } = await import('node:http');
+    const pod = machineCluster(parseMachines(['m4-max-128', 'm4-pro-64']));
+    const asked: string[] = [];
+    const server = createServer((req, res) => {
+      asked.push(`${req.method} ${req.url} ${req.headers.authorization ?? ''}`);
+      res.setHeader('content-type', 'application/json');
+      res.end(JSON.stringify(pod));
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const url = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+    try {
+      const fits = await orchardPlan(QWEN_MOE, '--bits', '4', '--url', url, '--token', 'tok', '--json');
+      expect(fits.code).toBe(0);
+      expect(asked).toEqual(['GET /api/cluster Bearer tok']);
+      const file = join(work, 'pod.json');
+      writeFileSync(file, JSON.stringify(pod));
+      const { fits: f, ...rest } = JSON.parse(fits.stdout);
+      expect(f).toBe(true);
+      expect(rest).toEqual(JSON.parse(JSON.stringify(await makePlan({ model: QWEN_MOE, bits: '4', cluster: file }))));
+      const text = await orchardPlan(QWEN_MOE, '--bits', '4', '--url', url);
+      expect(text.stdout).toMatch(new RegExp(`^fits: yes, on this pod \\(${url.replace(/[./]/g, '\\$&')}\\)\\n`));
+      const tooBig = await orchardPlan(DEEPSEEK, '--bits', '4', '--url', url, '--json');
+      expect(tooBig.code).toBe(2);
+      expect(JSON.parse(tooBig.stdout)).toMatchObject({ fits: false, error: expect.stringMatching(/^does not fit on this pod/) });
+    } finally {
+      await new Promise((r) => server.close(r));
+    }
+    // Nothing listens there now.
+    const none = await orchardPlan(QWEN_MOE, '--url', url);
+    expect(none.code).toBe(2);
+    expect(none.stderr).toMatch(/cannot reach the daemon at .*--machine NAME .* or --cluster FILE/);
+  }, 120_000);
+});

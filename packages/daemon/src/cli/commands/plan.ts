@@ -11,6 +11,7 @@ import { StoreError } from '../../store/errors.js';
 import { expandShortName } from '../catalog.js';
 import { servingProfile } from '../../serving/profile.js';
 import { CliError } from '../errors.js';
+import { getJson } from '../client.js';
 import { MACHINES, MachineError, machineCluster, parseMachines } from '../../models/machines.js';
 
 /**
@@ -26,7 +27,9 @@ export function registerPlan(program: Command): void {
     .description('choose how to split a model over the cluster (single, pipeline, tensor, hybrid) and predict its speed')
     .argument('[model]', 'the same as --model')
     .option('--model <path>', 'config.json, a directory holding one (safetensors headers there give exact sizes), a GGUF file, or a hub repo ORG/NAME or short name (its config and headers are fetched, no weights)')
-    .option('--cluster <file>', "cluster JSON (as printed by 'orchard cluster --json')")
+    .option('--cluster <file>', "cluster JSON (as printed by 'orchard cluster --json'); without it and --machine, the running pod's (--url)")
+    .option('--url <url>', 'the daemon whose pod is planned for when neither --cluster nor --machine is given', cliSettings().url)
+    .option('--token <token>', 'API token for that daemon (or ORCHARD_API_TOKEN)')
     .option(
       '--machine <name>',
       `plan for named Macs instead of a cluster file, joined by Thunderbolt 5 (TCP); repeat it, or NAMExN for N alike (m4-max-128x2). Known: ${MACHINES.map((m) => m.name).join(', ')}`,
@@ -41,18 +44,22 @@ export function registerPlan(program: Command): void {
       const opts = { ...flags, model: flags.model ?? positional ?? '' };
       try {
         if (!opts.model) throw new CliError('plan: name a model (orchard plan MODEL, or --model PATH|ORG/NAME)', 2);
-        if ((opts.cluster === undefined) === (opts.machine === undefined)) throw new CliError('plan: give either --cluster FILE or --machine NAME (e.g. --machine m4-max-128)', 2);
-        const result = await makePlan(opts);
-        const out = opts.machine ? { ...result, fits: true, machines: opts.machine } : result;
-        process.stdout.write(opts.json ? `${JSON.stringify(out, null, 2)}\n` : (opts.machine ? `fits: yes, on ${machineList(opts.machine)}\n` : '') + render(result));
+        if (opts.cluster !== undefined && opts.machine !== undefined) throw new CliError('plan: give either --cluster FILE or --machine NAME (e.g. --machine m4-max-128), not both', 2);
+        // Neither: the pod this machine's daemon sees, as `orchard cluster --json` prints it.
+        const pod = opts.cluster === undefined && opts.machine === undefined ? await podCluster(opts.url, opts.token) : undefined;
+        const result = await makePlan({ ...opts, podCluster: pod });
+        const answers = opts.machine !== undefined || pod !== undefined;
+        const where = opts.machine ? machineList(opts.machine) : `this pod (${opts.url})`;
+        const out = opts.machine ? { ...result, fits: true, machines: opts.machine } : pod ? { ...result, fits: true } : result;
+        process.stdout.write(opts.json ? `${JSON.stringify(out, null, 2)}\n` : (answers ? `fits: yes, on ${where}\n` : '') + render(result));
       } catch (err) {
         let message = describe(err, opts);
         if (message === undefined) throw err;
-        // With --machine, "does not fit" is an answer: the JSON says so next to the error.
-        const doesNotFit = opts.machine !== undefined && err instanceof InfeasibleError;
-        if (doesNotFit) message = `does not fit on ${machineList(opts.machine!)}: ${message}`;
+        // With --machine or the running pod, "does not fit" is an answer: the JSON says so next to the error.
+        const doesNotFit = opts.cluster === undefined && err instanceof InfeasibleError;
+        if (doesNotFit) message = `does not fit on ${opts.machine ? machineList(opts.machine) : `this pod (${opts.url})`}: ${message}`;
         if (opts.json) {
-          process.stdout.write(`${JSON.stringify({ error: message, ...(doesNotFit ? { fits: false, machines: opts.machine } : {}) })}\n`);
+          process.stdout.write(`${JSON.stringify({ error: message, ...(doesNotFit ? { fits: false, ...(opts.machine ? { machines: opts.machine } : {}) } : {}) })}\n`);
           process.exitCode = 2;
           return;
         }
@@ -67,6 +74,10 @@ export interface PlanFlags {
   cluster?: string;
   /** Named Macs (models/machines.ts), NAME or NAMExN. */
   machine?: string[];
+  /** The running pod's cluster JSON (`GET /api/cluster`), used when neither of the above is given. */
+  podCluster?: unknown;
+  url?: string;
+  token?: string;
   bits?: string;
   context?: string;
   promptTokens?: string;
@@ -89,10 +100,21 @@ export async function makePlan(opts: PlanFlags): Promise<Plan> {
     promptTokens: opts.promptTokens === undefined ? profile.promptTokens : number(opts.promptTokens, '--prompt-tokens', true),
     sequences: opts.sequences === undefined ? profile.sequences : number(opts.sequences, '--sequences', true),
   };
-  const cluster = opts.machine ? machineCluster(parseMachines(opts.machine)) : parseCluster(await readJson(opts.cluster ?? ''));
+  const cluster = opts.machine ? machineCluster(parseMachines(opts.machine)) : parseCluster(opts.podCluster ?? (await readJson(opts.cluster ?? '')));
   const result = plan(model.spec, cluster, request, engineCapabilities(model));
   if (model.unsupported) result.explanation.push(`Sizing only: ${model.unsupported}.`);
   return result;
+}
+
+/** The running daemon's view of its pod; a daemon that does not answer is named with what to do instead. */
+async function podCluster(url: string | undefined, token: string | undefined): Promise<unknown> {
+  const base = url ?? cliSettings().url;
+  try {
+    return await getJson(base, '/api/cluster', { token });
+  } catch (err) {
+    if (err instanceof CliError) throw new CliError(`plan: ${err.message}; or plan without a pod: --machine NAME (e.g. m4-max-128) or --cluster FILE`, 2);
+    throw err;
+  }
 }
 
 /** A one-line message for errors the user can fix; undefined for bugs. */
