@@ -87,7 +87,7 @@ describe.skipIf(skip)('dashboard in Chromium on a 3-daemon pod', () => {
       const row = rows.find((r) => r[0].startsWith(n.name));
       expect(row, n.name).toBeTruthy();
       expect(row![1]).toBe(n.chip);
-      expect(row![2]).toMatch(/^\d+(\.\d)? [KMGT]?B \/ \d+(\.\d)? [KMGT]?B$/);
+      expect(row![2]).toMatch(/^\d+(\.\d)? [KMGT]?i?B \/ \d+(\.\d)? [KMGT]?i?B$/);
       expect(row![4]).toMatch(/^\d+\.\d\d/); // load average per core
     }
     await screenshot(page, '1-topology');
