@@ -11,7 +11,6 @@ import { FP8_BLOCK, blockElems, isQuantized, rowBytes, weightBytes } from '../ke
 import { dequantizeRow } from '../kernels/wasm/quant-reference.js';
 import { BF16_TO_F32, F16_TO_F32 } from '../numeric/half.js';
 import type { Checkpoint } from '../safetensors/checkpoint.js';
-import type { SafetensorsFile } from '../safetensors/reader.js';
 import { SAFETENSORS_DTYPE_SIZES } from '../safetensors/format.js';
 import type { GgufCheckpoint } from '../gguf/read-model.js';
 import { dequantizeMlxRow, mlxMxfp4Of, mlxQuantOf, planMlxMatrix, type MlxQuant } from '../quant/mlx.js';
@@ -19,7 +18,7 @@ import { mxfp4ExpertShape, planMxfp4Expert } from '../quant/mxfp4-hf.js';
 import { dequantizeFp8Row, isFp8Weight, planFp8Matrix } from '../quant/fp8.js';
 import { int4LayoutOf, planInt4Matrix } from '../quant/int4-packed.js';
 import type { WeightQuant } from '../config/quantization.js';
-import { ReadScratch } from '../quant/read-scratch.js';
+import { type PendingRead, ReadScratch } from '../quant/read-scratch.js';
 import type { ShardSpec } from '../shard.js';
 import type { TensorSlice } from './tensor-split.js';
 import { planMla, type MlaWeights } from './weights-mla.js';
@@ -99,17 +98,8 @@ const DTYPES: Record<string, DType> = { F32: 'f32', F16: 'f16', BF16: 'bf16', Q8
 
 /** Where weights come from: a safetensors checkpoint or a GGUF file presenting Hugging Face names. */
 export type WeightSource = Checkpoint | GgufCheckpoint;
-type WeightFile = SafetensorsFile | GgufCheckpoint;
 
-/** One block of one tensor to read into `dest`, then `after` (widening) once it is in (also planned by quant/mlx.ts). */
-export interface PendingRead {
-  file: WeightFile;
-  name: string;
-  dest: Uint8Array;
-  rows: [number, number];
-  cols: [number, number];
-  after?: () => void;
-}
+export type { PendingRead };
 
 /**
  * Plans a shard's weights: checks every tensor's dtype and shape and allocates its buffer, recording
