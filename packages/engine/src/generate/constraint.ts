@@ -9,11 +9,11 @@
  */
 import type { GrammarCompiler, TokenizerInfo } from '@mlc-ai/web-xgrammar';
 import type { TokenVocabulary } from '../tokenizer/vocabulary.js';
-import { rewriteSchema } from './grammar/schema.js';
+import { type JsonSchema, rewriteSchema } from './grammar/schema.js';
 import { utf8Guard } from './grammar/utf8.js';
 import { loadXgrammar, type XgrammarInstance } from './grammar/xgrammar.js';
 
-export type JsonSchema = boolean | Record<string, unknown>;
+export type { JsonSchema };
 
 export interface TagFormat {
   type: 'tag';

@@ -14,8 +14,7 @@
 import type { MlaConfig, ModelConfig, MoeConfig } from '../config/config.js';
 import { UnsupportedModelError } from '../errors.js';
 import type { Checkpoint } from '../safetensors/checkpoint.js';
-import type { GgufArch, PlannedTensor } from './convert.js';
-import { directTensor, readAsF32 } from './convert.js';
+import { type GgufArch, type PlannedTensor, directTensor, readAsF32 } from './convert-tensors.js';
 import { gguf, type GgufMetadata } from './write.js';
 
 /** Refuses configurations a llama.cpp arch has no way to state. */

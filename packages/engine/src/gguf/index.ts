@@ -14,7 +14,8 @@ export {
   type WriteGgufOptions,
   type WrittenGguf,
 } from './write.js';
-export { hfToGguf, permuteRope, llama3RopeFactors, type GgufArch, type HfToGgufOptions, type HfToGgufResult } from './convert.js';
+export { hfToGguf, llama3RopeFactors, type HfToGgufOptions, type HfToGgufResult } from './convert.js';
+export { permuteRope, type GgufArch } from './convert-tensors.js';
 export { ggufTensorSizes, ggufTensorName, hfTensorName } from './read-model.js';
 export { isGgufPath, readGgufFile } from './read.js';
 export { ggufTokenizerMetadata, type TokenizerIds } from './convert-tokenizer.js';

@@ -21,7 +21,7 @@ import { swigluMlp } from './mlp.js';
 import { MoeBlock } from './moe.js';
 import { applyRope, ropeAttentionFactor, ropeInverseFrequencies, ropeTables } from './rope.js';
 import { tensorSlice, type TensorSlice } from './tensor-split.js';
-import { planShardWeights, readPlanAsync, readPlanSync, type GqaWeights, type ShardWeights } from './weights.js';
+import { planShardWeights, readPlanAsync, readPlanSync, type GqaWeights, type PendingRead, type ShardWeights } from './weights.js';
 import type { MlaWeights } from './weights-mla.js';
 import { kvCacheValuesPerToken } from './kv-cache-size.js';
 
@@ -405,10 +405,38 @@ function addBias(y: Float32Array, bias: Float32Array, n: number, width: number):
  * (KV heads are replicated when there are fewer of them than ranks — see tensor-split.ts).
  */
 export function loadShard(dir: string, spec: ShardSpec, options: LoadShardOptions = {}): ModelShard {
+  const load = plannedLoad(dir, spec, options);
+  const reads = planOf(load.next());
+  try {
+    readPlanSync(reads);
+  } catch (err) {
+    return shardOf(load.throw(err));
+  }
+  return shardOf(load.next());
+}
+
+/** `loadShard` with reads that do not block the event loop (for a daemon); abortable. */
+export async function loadShardAsync(dir: string, spec: ShardSpec, options: LoadShardOptions & { signal?: AbortSignal } = {}): Promise<ModelShard> {
+  const load = plannedLoad(dir, spec, options);
+  const reads = planOf(load.next());
+  try {
+    await readPlanAsync(reads, options.signal);
+  } catch (err) {
+    return shardOf(load.throw(err));
+  }
+  return shardOf(load.next());
+}
+
+/**
+ * The one body of both loads: plans the shard's weights, hands the planned reads out (the caller
+ * reads them, blocking or not, and resumes it, or throws the read's failure into it), then builds.
+ * A failure anywhere disposes a backend it created; the weights file is closed either way.
+ */
+function* plannedLoad(dir: string, spec: ShardSpec, options: LoadShardOptions): Generator<readonly PendingRead[], ModelShard, void> {
   const { config, slice, backend, ckpt } = prepare(dir, spec, options);
   try {
     const { weights, reads } = planShardWeights(ckpt, config, spec, slice, backend);
-    readPlanSync(reads);
+    yield reads;
     return build(config, spec, weights, slice, backend, options, ckpt.bytesRead);
   } catch (err) {
     if (!options.backend) backend.dispose?.();
@@ -418,19 +446,14 @@ export function loadShard(dir: string, spec: ShardSpec, options: LoadShardOption
   }
 }
 
-/** `loadShard` with reads that do not block the event loop (for a daemon); abortable. */
-export async function loadShardAsync(dir: string, spec: ShardSpec, options: LoadShardOptions & { signal?: AbortSignal } = {}): Promise<ModelShard> {
-  const { config, slice, backend, ckpt } = prepare(dir, spec, options);
-  try {
-    const { weights, reads } = planShardWeights(ckpt, config, spec, slice, backend);
-    await readPlanAsync(reads, options.signal);
-    return build(config, spec, weights, slice, backend, options, ckpt.bytesRead);
-  } catch (err) {
-    if (!options.backend) backend.dispose?.();
-    throw err;
-  } finally {
-    ckpt.close();
-  }
+function planOf(step: IteratorResult<readonly PendingRead[], ModelShard>): readonly PendingRead[] {
+  if (step.done) throw new Error('shard load finished before its reads were planned');
+  return step.value;
+}
+
+function shardOf(step: IteratorResult<readonly PendingRead[], ModelShard>): ModelShard {
+  if (!step.done) throw new Error('shard load planned a second set of reads');
+  return step.value;
 }
 
 function prepare(dir: string, spec: ShardSpec, options: LoadShardOptions) {

@@ -10,7 +10,7 @@
 import type { MlaConfig, ModelConfig } from '../config/config.js';
 import type { Weight } from '../kernels/backend.js';
 import type { TensorSlice } from './tensor-split.js';
-import type { WeightPlanner } from './weights.js';
+import type { WeightPlanner } from './weight-planner.js';
 
 export interface MlaWeights {
   kind: 'mla';

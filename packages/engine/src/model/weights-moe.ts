@@ -10,7 +10,7 @@ import type { Weight } from '../kernels/backend.js';
 import { mxfp4ExpertShape } from '../quant/mxfp4-hf.js';
 import type { Checkpoint } from '../safetensors/checkpoint.js';
 import type { TensorSlice } from './tensor-split.js';
-import { planDenseMlp, type DenseMlpWeights, type WeightPlanner } from './weights.js';
+import { planDenseMlp, type DenseMlpWeights, type WeightPlanner } from './weight-planner.js';
 
 /** One routed expert: down(act(gate(x), up(x))), intermediate = the expert's size. */
 export interface ExpertWeights {

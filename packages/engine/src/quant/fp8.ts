@@ -21,8 +21,7 @@ import { FP8_BLOCK, rowBytes } from '../kernels/wasm/formats.js';
 import { BF16_TO_F32, F16_TO_F32 } from '../numeric/half.js';
 import type { Checkpoint } from '../safetensors/checkpoint.js';
 import type { GgufCheckpoint } from '../gguf/read-model.js';
-import type { PendingRead } from '../model/weights.js';
-import { CHUNK_BYTES, type ReadScratch, lazyRead } from './read-scratch.js';
+import { CHUNK_BYTES, type PendingRead, type ReadScratch, lazyRead } from './read-scratch.js';
 
 /** The largest finite E4M3 magnitude (code 0x7e: 2^8·1.75). */
 export const E4M3_MAX = 448;

@@ -24,8 +24,7 @@ import { isIgnored, type WeightQuant } from '../config/quantization.js';
 import { BF16_TO_F32, F16_TO_F32, f32ToBf16Bits, f32ToF16Bits } from '../numeric/half.js';
 import type { Checkpoint } from '../safetensors/checkpoint.js';
 import type { GgufCheckpoint } from '../gguf/read-model.js';
-import type { PendingRead } from '../model/weights.js';
-import { CHUNK_BYTES, type ReadScratch, lazyRead } from './read-scratch.js';
+import { CHUNK_BYTES, type PendingRead, type ReadScratch, lazyRead } from './read-scratch.js';
 
 const SCALE_DTYPES: Record<string, MlxLayout['scales']> = { F16: 'f16', BF16: 'bf16', F32: 'f32' };
 type CtQuant = Extract<WeightQuant, { method: 'compressed-tensors' }>;

@@ -22,6 +22,7 @@
  * (−127/max) flips both q and d, so products are the same.
  */
 import { F16_TO_F32, f32ToF16Bits } from '../numeric/half.js';
+import { quantizeInt8Blocks } from '../numeric/int8-blocks.js';
 import { QK_K, Q4_K_BLOCK_BYTES, Q5_K_BLOCK_BYTES, Q6_K_BLOCK_BYTES } from '../kernels/wasm/formats.js';
 
 export type KQuant = 'q4_k' | 'q5_k' | 'q6_k';
@@ -224,23 +225,8 @@ export interface KActivations {
 
 /** ggml's Q8_K activations of one vector (what the WASM K-quant kernels compute internally). */
 export function quantizeActivationsK(x: Float32Array, offset: number, cols: number): KActivations {
-  const nb = cols / QK_K;
-  const q = new Int32Array(cols);
-  const d = new Float32Array(nb);
-  for (let i = 0; i < nb; i++) {
-    let amax = 0;
-    for (let j = 0; j < QK_K; j++) amax = Math.max(amax, Math.abs(x[offset + i * QK_K + j]));
-    if (amax === 0) continue;
-    const iscale = fround(127 / amax);
-    d[i] = fround(1 / iscale);
-    for (let j = 0; j < QK_K; j++) q[i * QK_K + j] = roundHalfEven(fround(x[offset + i * QK_K + j] * iscale));
-  }
-  return { q, d };
-}
-
-function roundHalfEven(v: number): number {
-  const r = Math.round(v);
-  return Math.abs(v - Math.trunc(v)) === 0.5 && r % 2 !== 0 ? r - 1 : r;
+  const { q, iscale } = quantizeInt8Blocks(x, offset, cols, QK_K);
+  return { q, d: iscale.map((id) => (id === 0 ? 0 : fround(1 / id))) };
 }
 
 export interface KProduct {

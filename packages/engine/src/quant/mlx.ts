@@ -22,8 +22,7 @@ import { type MlxLayout, mlxDType, mlxLayout, rowBytes } from '../kernels/wasm/f
 import { BF16_TO_F32, F16_TO_F32, f32ToBf16Bits, f32ToF16Bits } from '../numeric/half.js';
 import type { Checkpoint } from '../safetensors/checkpoint.js';
 import type { GgufCheckpoint } from '../gguf/read-model.js';
-import type { PendingRead } from '../model/weights.js';
-import { CHUNK_BYTES, type ReadScratch, lazyRead } from './read-scratch.js';
+import { CHUNK_BYTES, type PendingRead, type ReadScratch, lazyRead } from './read-scratch.js';
 
 export interface MlxQuant {
   bits: MlxLayout['bits'];

@@ -12,10 +12,9 @@ import { basename } from 'node:path';
 import { ModelFormatError, UnsupportedModelError } from '../errors.js';
 import type { Backend, Weight } from '../kernels/backend.js';
 import { MXFP4_BLOCK_BYTES, QK } from '../kernels/wasm/formats.js';
-import type { PendingRead } from '../model/weights.js';
 import type { Checkpoint } from '../safetensors/checkpoint.js';
 import { hfBlocksToGguf } from './mxfp4.js';
-import { CHUNK_BYTES, type ReadScratch, lazyRead } from './read-scratch.js';
+import { CHUNK_BYTES, type PendingRead, type ReadScratch, lazyRead } from './read-scratch.js';
 
 export interface Mxfp4ExpertShape {
   experts: number;

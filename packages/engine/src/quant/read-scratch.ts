@@ -3,7 +3,21 @@
  * Face MXFP4 blocks change nibble order): the file's bytes go through one bounded buffer per load plan
  * (a few MiB of rows at a time), then into the weight, so no tensor is ever held twice.
  */
-import type { PendingRead } from '../model/weights.js';
+import type { GgufCheckpoint } from '../gguf/read-model.js';
+import type { SafetensorsFile } from '../safetensors/reader.js';
+
+/**
+ * One block of one tensor to read into `dest`, then `after` (widening) once it is in. Planned by the
+ * quant readers and model/weights.ts alike, so it lives here, below both.
+ */
+export interface PendingRead {
+  file: SafetensorsFile | GgufCheckpoint;
+  name: string;
+  dest: Uint8Array;
+  rows: [number, number];
+  cols: [number, number];
+  after?: () => void;
+}
 
 /**
  * One reusable read buffer per load plan. Planning records the largest need; views are taken when a

@@ -17,7 +17,7 @@ import { Checkpoint, createReferenceBackend, createWasmBackend, generate, loadIn
 import { writeRandomModel } from '@orchard/engine/testing';
 import { hfToGguf } from '../../src/gguf/index.js';
 import { readGgufFile } from '../../src/gguf/read.js';
-import { readAsF32 } from '../../src/gguf/convert.js';
+import { readAsF32 } from '../../src/gguf/convert-tensors.js';
 import { readPlanSync, type MoeWeights } from '../../src/model/weights.js';
 import { dequantizeMxfp4Row, quantizeMxfp4 } from '../../src/quant/mxfp4.js';
 import { planMxfp4Expert } from '../../src/quant/mxfp4-hf.js';

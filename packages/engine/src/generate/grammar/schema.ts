@@ -5,7 +5,8 @@
  * Bounded integers: its range grammar treats the maximum's lower digits as 9s ("maximum": 120 admits
  * 121-129). A range of at most MAX_ENUM values becomes the `enum` of exactly those integers.
  */
-import type { JsonSchema } from '../constraint.js';
+/** A JSON schema as a request carries it: `true`/`false` or a schema object. */
+export type JsonSchema = boolean | Record<string, unknown>;
 
 export const MAX_ENUM = 4096;
 

@@ -10,7 +10,7 @@
  *   attention-weighted latent ō.
  */
 import type { DType } from '../backend.js';
-import { REDUCE_SUM, STEP, WG, weightAccessor } from './wgsl.js';
+import { REDUCE_SUM, STEP, WG, attentionSoftmax, weightAccessor } from './wgsl.js';
 
 /** X[b, h, offset + 2i], X[b, h, offset + 2i + 1] rotated by the token's cos/sin (CS: [n, dim/2] pairs). */
 export const MLA_ROPE = `${STEP}
@@ -117,25 +117,10 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) tid:
   let qr = bh * (P.nope + P.rope) + P.nope;
   let lo = bh * P.latent;
   let so = bh * P.maxSeq;
-  var m = -3.4e38;
-  for (var t = tid; t <= pos; t = t + ${WG}u) {
-    let co = t * width;
+${attentionSoftmax('0u', `    let co = t * width;
     var d = 0.0;
     for (var j = 0u; j < P.latent; j = j + 1u) { d = d + QL[lo + j] * C[co + j]; }
-    for (var j = 0u; j < P.rope; j = j + 1u) { d = d + Q[qr + j] * C[co + P.latent + j]; }
-    d = d * P.scale;
-    SC[so + t] = d;
-    m = max(m, d);
-  }
-  let mx = reduce_max(tid, m);
-  var sum = 0.0;
-  for (var t = tid; t <= pos; t = t + ${WG}u) {
-    let e = exp(SC[so + t] - mx);
-    SC[so + t] = e;
-    sum = sum + e;
-  }
-  let total = reduce_sum(tid, sum);
-  storageBarrier();
+    for (var j = 0u; j < P.rope; j = j + 1u) { d = d + Q[qr + j] * C[co + P.latent + j]; }`)}  storageBarrier();
   workgroupBarrier();
   for (var j = tid; j < P.latent; j = j + ${WG}u) {
     var acc = 0.0;

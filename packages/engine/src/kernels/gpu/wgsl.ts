@@ -535,6 +535,38 @@ fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg:
 `;
 
 /**
+ * The softmax of one (token, head)'s attention scores, shared by the GQA and MLA kernels: for each
+ * cache position t in [first, pos], `score` leaves the dot product in `d`; scaled, it is kept in
+ * SC[so + t], then replaced by exp(d - max). Leaves `total`, the denominator. With `sink`, the head's
+ * sink logit SK[h] joins the max and the denominator (gpt-oss) and takes no value.
+ */
+export function attentionSoftmax(first: 'start' | '0u', score: string, sink = false): string {
+  const from = first === 'start' ? 'start + tid' : 'tid';
+  const max = sink
+    ? `  // gpt-oss: a per-head sink logit joins the softmax (its max and its denominator) and takes no value.
+  let sink = SK[h];
+  let rm = reduce_max(tid, m);
+  let mx = select(rm, max(rm, sink), P.sinks != 0u);`
+    : '  let mx = reduce_max(tid, m);';
+  return `  var m = -3.4e38;
+  for (var t = ${from}; t <= pos; t = t + ${WG}u) {
+${score}
+    d = d * P.scale;
+    SC[so + t] = d;
+    m = max(m, d);
+  }
+${max}
+  var sum = 0.0;
+  for (var t = ${from}; t <= pos; t = t + ${WG}u) {
+    let e = exp(SC[so + t] - mx);
+    SC[so + t] = e;
+    sum = sum + e;
+  }
+  let total = reduce_sum(tid, sum)${sink ? ' + select(0.0, exp(sink - mx), P.sinks != 0u)' : ''};
+`;
+}
+
+/**
  * Causal attention of the batch's queries Q [n, heads·headDim] over the KV cache, one workgroup per
  * (head, token). Token b (row row0 + b of Q and OUT) sits at position pos0 + b and sees positions [start, pos0 + b], start > 0
  * only with a sliding window (`window` > 0: the last `window` positions). GQA: query head h reads
@@ -562,27 +594,9 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) tid:
   let kh = (h + P.headOffset) / P.group - P.kvOffset;
   let qo = ((S.row0 + b) * P.heads + h) * P.headDim;
   let so = ((S.row0 + b) * P.heads + h) * P.maxSeq;
-  var m = -3.4e38;
-  for (var t = start + tid; t <= pos; t = t + ${WG}u) {
-    let ko = t * kvDim + kh * P.headDim;
+${attentionSoftmax('start', `    let ko = t * kvDim + kh * P.headDim;
     var d = 0.0;
-    for (var i = 0u; i < P.headDim; i = i + 1u) { d = d + Q[qo + i] * KC[ko + i]; }
-    d = d * P.scale;
-    SC[so + t] = d;
-    m = max(m, d);
-  }
-  // gpt-oss: a per-head sink logit joins the softmax (its max and its denominator) and takes no value.
-  let sink = SK[h];
-  let rm = reduce_max(tid, m);
-  let mx = select(rm, max(rm, sink), P.sinks != 0u);
-  var sum = 0.0;
-  for (var t = start + tid; t <= pos; t = t + ${WG}u) {
-    let e = exp(SC[so + t] - mx);
-    SC[so + t] = e;
-    sum = sum + e;
-  }
-  let total = reduce_sum(tid, sum) + select(0.0, exp(sink - mx), P.sinks != 0u);
-  storageBarrier();
+    for (var i = 0u; i < P.headDim; i = i + 1u) { d = d + Q[qo + i] * KC[ko + i]; }`, true)}  storageBarrier();
   workgroupBarrier();
   for (var i = tid; i < P.headDim; i = i + ${WG}u) {
     var acc = 0.0;

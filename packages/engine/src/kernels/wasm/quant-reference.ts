@@ -8,6 +8,7 @@
  * The WASM kernels compute the second; tests bound their distance to the first.
  */
 import { F16_TO_F32, f32ToF16Bits } from '../../numeric/half.js';
+import { quantizeInt8Blocks } from '../../numeric/int8-blocks.js';
 import type { DType } from '../backend.js';
 import { dequantizeKRow } from '../../quant/kquants.js';
 import { dequantizeMlxRow } from '../../quant/mlx.js';
@@ -21,10 +22,6 @@ function roundAway(v: number): number {
   return v < 0 ? -Math.round(-v) : Math.round(v);
 }
 
-function roundHalfEven(v: number): number {
-  const r = Math.round(v);
-  return Math.abs(v - Math.trunc(v)) === 0.5 && r % 2 !== 0 ? r - 1 : r;
-}
 
 /** Quantize row-major `[rows, cols]` f32 values to q8_0 (ggml quantize_row_q8_0_ref). */
 export function quantizeQ8_0(values: Float32Array, rows: number, cols: number, dst?: Uint8Array): Uint8Array {
@@ -145,20 +142,9 @@ export interface QuantizedActivations {
 
 /** llama.cpp-style Q8_0 activations of one vector (what the WASM kernels compute internally). */
 export function quantizeActivations(x: Float32Array, offset: number, cols: number): QuantizedActivations {
-  const nb = cols / QK;
-  const q = new Int32Array(cols);
-  const d = new Float32Array(nb);
-  const dRaw = new Float32Array(nb);
-  for (let b = 0; b < nb; b++) {
-    let amax = 0;
-    for (let j = 0; j < QK; j++) amax = Math.max(amax, Math.abs(x[offset + b * QK + j]));
-    const dr = fround(amax / 127);
-    // 127/amax (not 1/d): llama.cpp's x86 quantize_row_q8_0, which the end-to-end comparison runs.
-    const id = amax > 0 ? fround(127 / amax) : 0;
-    dRaw[b] = dr;
-    d[b] = F16_TO_F32[f32ToF16Bits(dr)];
-    for (let j = 0; j < QK; j++) q[b * QK + j] = roundHalfEven(fround(x[offset + b * QK + j] * id));
-  }
+  const { q, amax } = quantizeInt8Blocks(x, offset, cols, QK);
+  const dRaw = amax.map((m) => fround(m / 127));
+  const d = dRaw.map((dr) => F16_TO_F32[f32ToF16Bits(dr)]);
   return { q, d, dRaw };
 }
 
