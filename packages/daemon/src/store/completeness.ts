@@ -41,7 +41,8 @@ export function completenessOf(dir: string): Completeness {
     const f = manifest?.files?.[file];
     if (!f || (!f.complete && !f.tensors)) missing.add(file);
   }
-  const stage = Object.values(manifest?.files ?? {}).some((f) => !f.complete && !!f.tensors);
+  // A header read before the check (no tensors kept) is not a stage's file.
+  const stage = Object.values(manifest?.files ?? {}).some((f) => !f.complete && !!f.tensors?.length);
   return { complete: missing.size === 0, missing: [...missing], stage };
 }
 

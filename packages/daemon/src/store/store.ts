@@ -263,7 +263,23 @@ export class ModelStore {
     return undefined;
   }
 
-  async pull(repo: string, options: PullOptions = {}): Promise<PullResult> {
+  /** Whole-model pulls under way, by repo: a second caller (a resume at start, a request) joins the first. */
+  readonly #wholePulls = new Map<string, Promise<PullResult>>();
+
+  pull(repo: string, options: PullOptions = {}): Promise<PullResult> {
+    // Two writers of one model's manifest would each keep their own view of it: the later write wins
+    // and can record a finished file as unfinished. A whole-model pull is therefore done once at a time.
+    // (A joiner hears no progress of its own and cannot abort the first: the pull is the same bytes.)
+    if (options.selection) return this.#pullOnce(repo, options);
+    const key = `${repo}\u0000${options.quant ?? ''}\u0000${options.revision ?? ''}\u0000${options.fromPod ? 'pod' : ''}`;
+    const running = this.#wholePulls.get(key);
+    if (running) return running;
+    const p = this.#pullOnce(repo, options).finally(() => this.#wholePulls.delete(key));
+    this.#wholePulls.set(key, p);
+    return p;
+  }
+
+  async #pullOnce(repo: string, options: PullOptions): Promise<PullResult> {
     const dir = this.dirFor(repo);
     const existed = existsSync(dir);
     try {
@@ -369,6 +385,17 @@ export class ModelStore {
       await pullOne(f);
     } else {
       for (const f of files) await pullOne(f);
+    }
+    // A whole-model pull got every file whole (pullOne throws otherwise): a record left by the header
+    // read of the check (only the tensors of its verified chunks) must not outlive it.
+    if (!options.selection) {
+      for (const f of files) {
+        const rec = manifest.files[f.path];
+        if (rec && !rec.complete) {
+          rec.complete = true;
+          delete rec.tensors;
+        }
+      }
     }
     delete manifest.pending;
     delete manifest.resume;

@@ -32,7 +32,7 @@ beforeAll(() => {
 afterAll(() => rmSync(work, { recursive: true, force: true }));
 
 const expected: Record<string, RegExp> = {
-  'no-tokenizer': /tokenizer\.json: file not found/,
+  'no-tokenizer': /no tokenizer \(looked for tokenizer\.json, tiktoken\.model, tokenizer\.model\)/,
   'bad-tokenizer': /tokenizer\.json: cannot build the tokenizer/,
   'bad-config': /config\.json: not valid JSON/,
   truncated: /model\.safetensors: tensor [\w.]+: truncated/,
