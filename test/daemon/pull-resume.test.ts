@@ -72,9 +72,7 @@ describe('pulls and the disk, through a daemon', () => {
       200,
     );
     expect(ids).toContain(REPO);
-    // Known gap (closing note of this stop): after a resume the manifest can keep the weights' record of
-    // the check's header read (some tensors), so `stage` may read true although the file is whole.
-    expect(completenessOf(dir), readFileSync(join(dir, '.orchard-manifest.json'), 'utf8')).toMatchObject({ complete: true, missing: [] });
+    expect(completenessOf(dir), readFileSync(join(dir, '.orchard-manifest.json'), 'utf8')).toEqual({ complete: true, missing: [], stage: false });
     expect(readFileSync(weights).equals(readFileSync(join(src, 'model.safetensors')))).toBe(true);
     // What the killed pull had verified was not fetched again.
     const after = hub.servedBytes.get('model.safetensors') ?? 0;

@@ -358,7 +358,8 @@ export class ModelStore {
       }
       for (const p of r.badPeers) if (!result.badPeers.includes(p)) result.badPeers.push(p);
       manifest.files[file.path] = { size: file.size, sha256: file.sha256, gitSha1: file.gitSha1, complete: r.complete, ...(r.complete ? {} : { tensors: r.tensors }) };
-      manifest.pending = manifest.pending?.filter((p) => p !== file.path);
+      // A header read for the check leaves the file pending: until its whole pull, the model is incomplete.
+      if (r.complete || options.selection) manifest.pending = manifest.pending?.filter((p) => p !== file.path);
       await this.#writeManifest(manifest);
     };
 
