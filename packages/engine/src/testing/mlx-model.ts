@@ -56,15 +56,7 @@ export function writeMlxModel(src: string, dst: string, options: MlxModelOptions
       quantized.push({ name: `${base}.scales`, dtype: info.dtype, shape: [rows, cols / q.groupSize], data: sRaw });
       quantized.push({ name: `${base}.biases`, dtype: info.dtype, shape: [rows, cols / q.groupSize], data: bRaw });
       if (!options.referenceDir) continue;
-      const deq = new Float32Array(n);
-      const mask = (1 << q.bits) - 1;
-      for (let i = 0; i < n; i++) {
-        const bit = i * q.bits;
-        const [w, b] = [bit >>> 5, bit & 31];
-        const qv = ((words[w] >>> b) | (b + q.bits > 32 ? words[w + 1] << (32 - b) : 0)) & mask;
-        const g = Math.floor(i / q.groupSize);
-        deq[i] = Math.fround(Math.fround(qv * sVal[g]) + bVal[g]);
-      }
+      const deq = dequantizeMlxValues(words, sVal, bVal, n, q);
       reference.push({ name, dtype: 'F32', shape: info.shape, data: new Uint8Array(deq.buffer) });
     }
   } finally {
@@ -100,4 +92,18 @@ function narrow(v: Float32Array, dtype: string): [Uint8Array, Float32Array] {
   const table = dtype === 'F16' ? F16_TO_F32 : BF16_TO_F32;
   const bits = Uint16Array.from(v, toBits);
   return [new Uint8Array(bits.buffer), Float32Array.from(bits, (b) => table[b])];
+}
+
+/** f32(f32(scale·q) + bias) of `n` packed elements, row-major: the values an MLX reader gets back. */
+export function dequantizeMlxValues(words: Uint32Array, scales: Float32Array, biases: Float32Array, n: number, q: MlxQuant): Float32Array {
+  const out = new Float32Array(n);
+  const mask = (1 << q.bits) - 1;
+  for (let i = 0; i < n; i++) {
+    const bit = i * q.bits;
+    const [w, b] = [bit >>> 5, bit & 31];
+    const qv = ((words[w] >>> b) | (b + q.bits > 32 ? words[w + 1] << (32 - b) : 0)) & mask;
+    const g = Math.floor(i / q.groupSize);
+    out[i] = Math.fround(Math.fround(qv * scales[g]) + biases[g]);
+  }
+  return out;
 }

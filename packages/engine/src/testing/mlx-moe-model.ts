@@ -30,6 +30,7 @@ import { SAFETENSORS_DTYPE_SIZES } from '../safetensors/format.js';
 import { type TensorToWrite, writeSafetensors } from '../safetensors/writer.js';
 import { type MlxQuant, quantizeMlx } from '../quant/mlx.js';
 import { dequantizeMxfp4Row, quantizeMxfp4 } from '../quant/mxfp4.js';
+import { dequantizeMlxValues } from './mlx-model.js';
 
 export interface MlxMoeModelOptions {
   bits: MlxQuant['bits'];
@@ -151,7 +152,7 @@ export function writeMlxMoeModel(src: string, dst: string, options: MlxMoeModelO
     out.push({ name: `${base}.scales`, dtype: t.dtype, shape: [...lead, cols / q.groupSize], data: encode(s, t.dtype) });
     out.push({ name: `${base}.biases`, dtype: t.dtype, shape: [...lead, cols / q.groupSize], data: encode(b, t.dtype) });
     bitsOf.set(name, q.bits);
-    held.set(name, { dtype: 'F32', shape: t.shape, values: dequantize(words, s, b, t.values.length, q) });
+    held.set(name, { dtype: 'F32', shape: t.shape, values: dequantizeMlxValues(words, s, b, t.values.length, q) });
   }
 
   cpSync(src, dst, { recursive: true, filter: (f) => !f.endsWith('.safetensors') && !f.endsWith('.safetensors.index.json') });
@@ -382,16 +383,3 @@ function stored(v: Float32Array, dtype: string): Float32Array {
   return dtype === 'F32' ? v : decode(encode(v, dtype), dtype);
 }
 
-/** f32(f32(scale·q) + bias) of `n` packed elements, row-major. */
-function dequantize(words: Uint32Array, scales: Float32Array, biases: Float32Array, n: number, q: MlxQuant): Float32Array {
-  const out = new Float32Array(n);
-  const mask = (1 << q.bits) - 1;
-  for (let i = 0; i < n; i++) {
-    const bit = i * q.bits;
-    const [w, b] = [bit >>> 5, bit & 31];
-    const qv = ((words[w] >>> b) | (b + q.bits > 32 ? words[w + 1] << (32 - b) : 0)) & mask;
-    const g = Math.floor(i / q.groupSize);
-    out[i] = Math.fround(Math.fround(qv * scales[g]) + biases[g]);
-  }
-  return out;
-}
