@@ -387,17 +387,6 @@ export class ModelStore {
     } else {
       for (const f of files) await pullOne(f);
     }
-    // A whole-model pull got every file whole (pullOne throws otherwise): a record left by the header
-    // read of the check (only the tensors of its verified chunks) must not outlive it.
-    if (!options.selection) {
-      for (const f of files) {
-        const rec = manifest.files[f.path];
-        if (rec && !rec.complete) {
-          rec.complete = true;
-          delete rec.tensors;
-        }
-      }
-    }
     delete manifest.pending;
     delete manifest.resume;
     await this.#writeManifest(manifest);
