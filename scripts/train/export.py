@@ -2,9 +2,10 @@
 
 Writes config.json (LlamaForCausalLM), model.safetensors (F16; the format is written here directly:
 u64 header length + JSON header + raw tensor bytes, since Debian has no `safetensors` package),
-tokenizer.json / tokenizer_config.json (byte-level: token id == byte value, `<|endoftext|>` = 256,
-identical to @orchard/engine's buildByteLevelTokenizer({specialTokens: ['<|endoftext|>'], chatTemplate: null})),
-generation_config.json and README.md (model card with the measured numbers).
+tokenizer.json / tokenizer_config.json (byte-level: token id == byte value, then `<|endoftext|>` = 256,
+`<|im_start|>` = 257, `<|im_end|>` = 258, identical to @orchard/engine's buildByteLevelTokenizer({specialTokens:
+[those three], eosToken: '<|im_end|>', chatTemplate: <chat_template.jinja>})), generation_config.json and README.md
+(model card with the measured numbers).
 
 Usage: /usr/bin/python3 export.py --ckpt out/best.pt --out ../../models/orchard-demo
 """
@@ -17,10 +18,14 @@ import torch
 import torch.nn.functional as F
 
 from corpus import raw_text, split
+from corpus_chat import IM_END as IM_END_ID, SPECIAL, encode, environment, template_text
 from model import Config, Llama
 from train import evaluate, load_bytes
 
 EOT = "<|endoftext|>"
+IM_END = "<|im_end|>"
+# The Bible is scored on windows of the length it was trained on (the chat phase uses longer ones).
+BIBLE_CTX = 128
 
 
 def byte_to_unicode() -> list[str]:
@@ -39,16 +44,18 @@ def byte_to_unicode() -> list[str]:
     return table
 
 
-def tokenizer_files(max_len: int) -> tuple[dict, dict]:
+def tokenizer_files(max_len: int, specials: list[str], chat_template: str) -> tuple[dict, dict]:
     vocab = {c: b for b, c in enumerate(byte_to_unicode())}
-    vocab[EOT] = 256
-    added = {"id": 256, "content": EOT, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": True}
+    added = []
+    for i, content in enumerate(specials):
+        vocab[content] = 256 + i
+        added.append({"id": 256 + i, "content": content, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": True})
     byte_level = {"add_prefix_space": False, "trim_offsets": True, "use_regex": False}
     tokenizer = {
         "version": "1.0",
         "truncation": None,
         "padding": None,
-        "added_tokens": [added],
+        "added_tokens": added,
         "normalizer": None,
         "pre_tokenizer": {"type": "ByteLevel", **byte_level},
         "post_processor": {"type": "ByteLevel", **byte_level, "trim_offsets": False},
@@ -71,12 +78,13 @@ def tokenizer_files(max_len: int) -> tuple[dict, dict]:
         "add_bos_token": False,
         "add_eos_token": False,
         "bos_token": None,
-        "eos_token": EOT,
-        "pad_token": EOT,
+        "eos_token": IM_END,
+        "pad_token": IM_END,
         "unk_token": None,
         "clean_up_tokenization_spaces": False,
         "model_max_length": max_len,
-        "added_tokens_decoder": {"256": {k: v for k, v in added.items() if k != "id"}},
+        "added_tokens_decoder": {str(a["id"]): {k: v for k, v in a.items() if k != "id"} for a in added},
+        "chat_template": chat_template,
     }
     return tokenizer, config
 
@@ -98,21 +106,45 @@ def write_safetensors(path: str, tensors: dict[str, torch.Tensor]) -> None:
             f.write(b)
 
 
+def decode(ids: list[int]) -> str:
+    names = {v: k for k, v in SPECIAL.items()}
+    out, run = [], []
+    for i in ids:
+        if i < 256:
+            run.append(i)
+            continue
+        out.append(bytes(run).decode("utf-8", errors="replace"))
+        run = []
+        out.append(names[i])
+    out.append(bytes(run).decode("utf-8", errors="replace"))
+    return "".join(out)
+
+
 @torch.no_grad()
-def sample(model: Llama, prompt: str, n: int, temperature: float, top_k: int, seed: int) -> str:
-    """Temperature 0 is greedy; otherwise top-k sampling with a fixed seed."""
+def sample(model: Llama, prompt: str, n: int, temperature: float, top_k: int, seed: int, stop: tuple[int, ...] = ()) -> str:
+    """Temperature 0 is greedy; otherwise top-k sampling with a fixed seed. Returns only the new text."""
     gen = torch.Generator().manual_seed(seed)
-    ids = list(prompt.encode("utf-8"))
+    ids = encode(prompt)
+    start = len(ids)
     for _ in range(n):
         x = torch.tensor([ids[-model.cfg.max_position_embeddings:]])
         logits = model(x)[0, -1]
         if temperature == 0:
             ids.append(int(logits.argmax()))
-            continue
-        top = torch.topk(logits / temperature, top_k)
-        pick = torch.multinomial(top.values.softmax(-1), 1, generator=gen)
-        ids.append(int(top.indices[pick]))
-    return bytes(ids).decode("utf-8", errors="replace")
+        else:
+            top = torch.topk(logits / temperature, top_k)
+            pick = torch.multinomial(top.values.softmax(-1), 1, generator=gen)
+            ids.append(int(top.indices[pick]))
+        if ids[-1] in stop:
+            break
+    return decode(ids[start:])
+
+
+CHAT_TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Get the current weather for a city.",
+               "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+CHAT_EXAMPLE = [{"role": "system", "content": "You are a helpful assistant."}, {"role": "user", "content": "What is the weather in Oslo?"}]
+CHAT_ROUND = [{"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Oslo"}}}]},
+              {"role": "tool", "tool_call_id": "call_1", "content": '{"city": "Oslo", "weather": "snowing", "temperature": -3}'}]
 
 
 def write_json(path: str, value) -> None:
@@ -138,7 +170,7 @@ def main() -> None:
             p.copy_(p.to(torch.float16).to(torch.float32))
     model.eval()
     _, valid_text = split(raw_text())
-    valid_loss = evaluate(model, load_bytes(valid_text), cfg.max_position_embeddings, None)
+    valid_loss = evaluate(model, load_bytes(valid_text), BIBLE_CTX, None)
     n_params = sum(p.numel() for p in model.parameters())
     os.makedirs(args.out, exist_ok=True)
 
@@ -164,15 +196,15 @@ def main() -> None:
         "vocab_size": cfg.vocab_size,
         "tie_word_embeddings": cfg.tie_word_embeddings,
         "bos_token_id": 256,
-        "eos_token_id": 256,
+        "eos_token_id": [256, 258],
         "torch_dtype": "float16",
     })
-    tokenizer, tokenizer_config = tokenizer_files(cfg.max_position_embeddings)
+    tokenizer, tokenizer_config = tokenizer_files(cfg.max_position_embeddings, list(SPECIAL), template_text())
     write_json(os.path.join(args.out, "tokenizer.json"), tokenizer)
     write_json(os.path.join(args.out, "tokenizer_config.json"), tokenizer_config)
     write_json(os.path.join(args.out, "generation_config.json"), {
         "bos_token_id": 256,
-        "eos_token_id": 256,
+        "eos_token_id": [256, 258],
         "do_sample": True,
         "temperature": 0.7,
         "top_k": 40,
@@ -180,6 +212,10 @@ def main() -> None:
     sample_prompt = "And God said,"
     samples = [sample(model, sample_prompt, 96, 0.7, 40, seed) for seed in (1, 2)]
     greedy = sample(model, sample_prompt, 96, 0.0, 1, 0)
+    chat_prompt = environment().from_string(template_text()).render(messages=CHAT_EXAMPLE, tools=CHAT_TOOLS, add_generation_prompt=True)
+    chat_call = sample(model, chat_prompt, 120, 0.0, 1, 0, (IM_END_ID, 256))
+    answer_prompt = environment().from_string(template_text()).render(messages=CHAT_EXAMPLE + CHAT_ROUND, tools=CHAT_TOOLS, add_generation_prompt=True)
+    chat_answer = sample(model, answer_prompt, 120, 0.0, 1, 0, (IM_END_ID, 256))
     with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "README.card.md"), encoding="utf-8") as f:
         card = f.read()
     card = card.format(
@@ -191,19 +227,26 @@ def main() -> None:
         kv_heads=cfg.num_key_value_heads,
         ffn=cfg.intermediate_size,
         ctx=cfg.max_position_embeddings,
-        steps=ck.get("total_steps", ck["step"]),
-        minutes=f"{ck.get('total_elapsed_s', ck['elapsed_s']) / 60:.1f}",
+        chat_steps=ck.get("total_steps", ck["step"]),
+        chat_minutes=f"{ck.get('total_elapsed_s', ck['elapsed_s']) / 60:.1f}",
+        chat_batch=ck.get("args", {}).get("batch", 6),
+        chat_window=ck.get("args", {}).get("window", 1024),
+        chat_valid=f"{ck['chat_valid']:.3f}",
         valid_loss=f"{valid_loss:.4f}",
         bits_per_byte=f"{valid_loss / 0.6931471805599453:.3f}",
         sample_prompt=sample_prompt,
         samples="\n".join("    " + s.replace("\n", "\n    ") + "\n" for s in samples),
         greedy=greedy.replace("\n", "\n    "),
+        chat_example="    " + json.dumps(CHAT_EXAMPLE[-1]["content"]),
+        chat_call="    " + chat_call.replace("\n", "\n    "),
+        chat_result="    " + CHAT_ROUND[-1]["content"],
+        chat_answer="    " + chat_answer.replace("\n", "\n    "),
         size_kb=f"{os.path.getsize(os.path.join(args.out, 'model.safetensors')) / 1024:.0f}",
     )
     with open(os.path.join(args.out, "README.md"), "w", encoding="utf-8") as f:
         f.write(card)
     print(f"exported {n_params} params, step {ck.get('total_steps', ck['step'])}, {ck.get('total_elapsed_s', ck['elapsed_s']) / 60:.1f} min, F16 valid loss {valid_loss:.4f} nats/byte")
-    print("\n".join(samples + [greedy]))
+    print("\n".join(samples + [greedy, chat_call, chat_answer]))
 
 
 if __name__ == "__main__":
