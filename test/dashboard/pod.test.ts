@@ -158,12 +158,12 @@ describe.skipIf(skip)('dashboard in Chromium on a 3-daemon pod', () => {
 
   it('says in words why a reply failed (the prompt does not fit the context)', async () => {
     await page.click('.chat-bar button.link'); // clear
-    await page.fill('form.chat-input input[name=prompt]', 'And the earth was without form, and void. '.repeat(20));
+    await page.fill('form.chat-input input[name=prompt]', 'And the earth was without form, and void. '.repeat(60));
     await page.click('form.chat-input button[type=submit]');
     const error = page.locator('[data-testid=chat-error]');
     await error.waitFor({ timeout: 60_000 });
-    // The demo model holds 128 tokens of context; the page says so before sending (the chat trims old turns, not the new message).
-    expect(await error.textContent()).toMatch(/^your message is about \d+ tokens, too long for the model's context of 128 tokens with room for an answer: say it in fewer words$/);
+    // The demo model holds 2048 tokens (bytes) of context; the page says so before sending (the chat trims old turns, not the new message).
+    expect(await error.textContent()).toMatch(/^your message is about \d+ tokens, too long for the model's context of 2048 tokens with room for an answer: say it in fewer words$/);
   }, 90_000);
 
   it('Stop ends a reply that is waiting or streaming', async () => {

@@ -1,6 +1,7 @@
 /**
  * `orchard chat` as a person uses it: in a pseudo-terminal (tmux), ten questions to the bundled
- * 128-token model. The conversation outgrows the context after a couple of turns; the chat must leave
+ * model, loaded with a 128-token context (`orchard load --context 128`; the model holds 2048). The
+ * conversation outgrows the context after a couple of turns; the chat must leave
  * out old turns with a note, say when an answer was cut, refuse a message too long for any window
  * with a one-line error, and never exit.
  */
@@ -9,7 +10,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Orchard } from '../../src/orchard.js';
-import { startServingDaemon, waitFor } from '../serve/in-process-pod.js';
+import { runCli, startServingDaemon, waitFor } from '../serve/in-process-pod.js';
 import { startTmux, tmuxAvailable, type TmuxSession } from './tmux.js';
 
 const CLI = join(dirname(fileURLToPath(import.meta.url)), '../../src/cli/main.ts');
@@ -20,14 +21,18 @@ describe.skipIf(!tmuxAvailable())('orchard chat in a terminal', () => {
   let term: TmuxSession | undefined;
   beforeAll(async () => {
     ({ daemon, dataDir } = await startServingDaemon({ tmpPrefix: 'orchard-chat-pty-', bootstrap: [] }));
-  });
+    const url = `http://127.0.0.1:${daemon.apiPort}`;
+    await waitFor('the node in the pod', async () => ((await (await fetch(`${url}/api/cluster`)).json()) as { nodes: unknown[] }).nodes.length > 0 || undefined, 30_000, 100);
+    const load = await runCli(['load', 'orchard-demo', '--context', '128', '--json', '--url', url]);
+    if (load.code !== 0) throw new Error(`orchard load --context 128 failed: ${load.stderr}`);
+  }, 180_000);
   afterAll(async () => {
     term?.kill();
     await daemon?.stop();
     if (dataDir) rmSync(dataDir, { recursive: true, force: true });
   });
 
-  it('survives ten turns with the 128-token model: old turns left out with a note, cut answers said', async () => {
+  it('survives ten turns with the model at 128 tokens of context: old turns left out with a note, cut answers said', async () => {
     term = startTmux([process.execPath, '--import', 'tsx', CLI, 'chat', 'orchard-demo', '--url', `http://127.0.0.1:${daemon.apiPort}`, '--max-tokens', '40', '--temperature', '0'], { NO_COLOR: '1' });
     await waitFor('the chat banner', () => /chatting with orchard-demo/.test(term!.screen()) || undefined, 90_000, 100);
     // Each turn ends with a statistics line or an error line on the terminal.
