@@ -21,7 +21,7 @@ const FLOORS: readonly (readonly [string, readonly string[]])[] = [
   // Numbers, errors and the plain shapes everything else speaks in.
   ['numeric', ['numeric/', 'errors.ts', 'shard.ts', 'open-model-file.ts', 'kernels/backend.ts', 'kernels/wasm/formats.ts']],
   // Container files: safetensors and GGUF bytes in and out, no model knowledge.
-  ['readers', ['safetensors/', 'gguf/read.ts', 'gguf/write.ts', 'gguf/pre-tokenizers.ts']],
+  ['readers', ['safetensors/', 'gguf/read.ts', 'gguf/read-split.ts', 'gguf/write.ts', 'gguf/write-split.ts', 'gguf/pre-tokenizers.ts']],
   ['tokenizer', ['tokenizer/']],
   ['config', ['config/']],
   // GGUF metadata read as a ModelConfig and a tokenizer.
