@@ -21,7 +21,7 @@ import { HUB, type LinkStat, type PeerHandle, type PodRoute } from './pod/fetch-
 import { hubSource } from './pod/hub-source.js';
 import { pullFile } from './pod/pull-file.js';
 import { stageTensorFilter, type TensorSelection } from './safetensors-range.js';
-import { checkGgufFile, checkModelFiles, readHubHeader } from './check-before-pull.js';
+import { checkGgufFiles, checkModelFiles, readHubHeader } from './check-before-pull.js';
 import { chunksCovering } from './chunked/layout.js';
 import { headerEnd } from './chunked/safetensors-layout.js';
 
@@ -137,7 +137,7 @@ function wanted(file: HubFile): boolean {
 
 /**
  * A Hugging Face model directory (config.json + safetensors + tokenizer), or — for a GGUF repo, or when
- * a quantisation is named — the one .gguf file chosen by pickGguf.
+ * a quantisation is named — the GGUF model chosen by pickGguf (one file, or a split set's parts).
  */
 function chooseFiles(repo: string, all: HubFile[], o: PullOptions): HubFile[] {
   const hf = all.filter(wanted);
@@ -146,7 +146,7 @@ function chooseFiles(repo: string, all: HubFile[], o: PullOptions): HubFile[] {
   if (hf.some((f) => f.path === 'config.json') && !all.some((f) => f.path.endsWith('.gguf'))) {
     throw new StoreError(`${repo}: the repo has no .safetensors weights and no .gguf file (other formats are not supported)`);
   }
-  return [pickGguf(repo, all, { quant: o.quant, budgetBytes: o.budgetBytes ?? Math.floor(os.totalmem() * 0.75) })];
+  return pickGguf(repo, all, { quant: o.quant, budgetBytes: o.budgetBytes ?? Math.floor(os.totalmem() * 0.75) });
 }
 
 /** A complete local file's safetensors header (its JSON), or undefined when the file is not there whole. */
@@ -379,11 +379,10 @@ export class ModelStore {
       };
       await checkModelFiles(repo, dir, weights, header, viaPod ? 1 : undefined);
       for (const f of weights) await pullOne(f);
-    } else if (!options.selection && !options.fromPod && files.length === 1 && files[0].path.toLowerCase().endsWith('.gguf') && !manifest.files[files[0].path]?.complete) {
-      // A GGUF: its header from the hub, checked by the engine, before the file.
-      const f = files[0];
-      await checkGgufFile(repo, f, (start, end) => this.hub.readRange(repo, listing.commit, f.path, start, end, options.signal));
-      await pullOne(f);
+    } else if (!options.selection && !options.fromPod && files.every((f) => f.path.toLowerCase().endsWith('.gguf')) && files.some((f) => !manifest.files[f.path]?.complete)) {
+      // A GGUF (one file or a split set's parts): the headers from the hub, checked by the engine, before the files.
+      await checkGgufFiles(repo, files, (f, start, end) => this.hub.readRange(repo, listing.commit, f.path, start, end, options.signal));
+      for (const f of files) await pullOne(f);
     } else {
       for (const f of files) await pullOne(f);
     }
