@@ -5,12 +5,12 @@
  * measured in the same run (profileGpu). A hardware adapter is used when there is one; otherwise a
  * software one (lavapipe) only with `allowSoftware`, and then the numbers only show overhead.
  */
-import { loadInProcessModel, type LanguageModel } from '../../drivers/in-process.js';
-import { generate } from '../../generate/generate.js';
-import { createWasmBackend } from '../wasm/backend.js';
-import { createGpuContext, describeAdapter, type GpuContext } from './context.js';
-import { loadGpuModel } from './model.js';
-import { chooseGpu, profileGpu } from './probe.js';
+import { loadInProcessModel, type LanguageModel } from '../src/drivers/in-process.js';
+import { generate } from '../src/generate/generate.js';
+import { createWasmBackend } from '../src/kernels/wasm/backend.js';
+import { createGpuContext, describeAdapter, type GpuContext } from '../src/kernels/gpu/context.js';
+import { loadGpuModel } from '../src/kernels/gpu/model.js';
+import { chooseGpu, profileGpu } from '../src/kernels/gpu/probe.js';
 
 export interface GpuBenchLine {
   name: string;

@@ -1,5 +1,5 @@
 /**
- * GPU backend overhead and bandwidth, printed as a table: `pnpm exec tsx packages/engine/src/kernels/gpu/bench.ts`
+ * GPU backend overhead and bandwidth, printed as a table: `pnpm exec tsx packages/engine/bench/gpu-overhead.ts`
  * (add `--software` to accept lavapipe/llvmpipe; with `--lavapipe` it also points Vulkan at Mesa's
  * lavapipe ICD itself). On a software adapter only the overhead lines mean anything: the kernels run on
  * the CPU. On a real GPU the bandwidth lines are the point; effective GB/s is weight bytes streamed per
@@ -8,14 +8,14 @@
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createReferenceBackend } from '../reference.js';
-import { createInProcessAllReduce } from '../../drivers/all-reduce.js';
-import { loadShard } from '../../model/forward.js';
-import { writeRandomModel } from '../../testing/random-model.js';
-import { Readback, createStorage, uploadWeight } from './buffers.js';
-import { createGpuContext, describeAdapter, type GpuContext } from './context.js';
-import { GpuKernels, StepUniform, recordPass } from './ops.js';
-import { GpuShard } from './shard.js';
+import { createReferenceBackend } from '../src/kernels/reference.js';
+import { createInProcessAllReduce } from '../src/drivers/all-reduce.js';
+import { loadShard } from '../src/model/forward.js';
+import { writeRandomModel } from '../src/testing/random-model.js';
+import { Readback, createStorage, uploadWeight } from '../src/kernels/gpu/buffers.js';
+import { createGpuContext, describeAdapter, type GpuContext } from '../src/kernels/gpu/context.js';
+import { GpuKernels, StepUniform, recordPass } from '../src/kernels/gpu/ops.js';
+import { GpuShard } from '../src/kernels/gpu/shard.js';
 
 const args = new Set(process.argv.slice(2));
 if (args.has('--lavapipe') && process.platform === 'linux') {
