@@ -7,15 +7,15 @@
 import { randomBytes, randomInt } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Serving } from '../serving/serving.js';
-import { ServeError, type ServeEvent, type ServeRequest } from '../serving/requests.js';
+import { ServeError, DialectError } from '../requests/errors.js';
+import type { ServeEvent, ServeRequest } from '../requests/request.js';
 import { errorBody, errorHeaders, sendError } from './errors.js';
 import { chatCompletionSchema, completionSchema, describeIssue, type ChatCompletionBody, type CompletionBody } from './schemas.js';
 import { ChatReply, chatDeltas, chatLogprob, completionLogprobs, openAiChatFields, openAiCompletionFields } from '../dialects/openai-chat.js';
-import { DialectError } from '../dialects/tools/plan.js';
 import { openAiSampling } from '../dialects/sampling.js';
 import { sseStream } from './sse.js';
 import { localTokenizer, runOn } from './dialect-support.js';
-import { preparePrompt } from '../dialects/prompt.js';
+import { preparePrompt } from '../prompt/prepare.js';
 import type { Logger } from 'pino';
 
 type Kind = 'chat' | 'completion';

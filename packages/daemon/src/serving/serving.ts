@@ -27,7 +27,7 @@ import { decide, emptyMemory, type Command, type Memory } from './coordinator.js
 import { callRemote, serveInfer } from './forward.js';
 import { SERVE_TOPIC, decodeServe, encodeServe, type ServeMessage } from './messages.js';
 import { PlacementError, withoutSilentNodes } from './placement.js';
-import { ServeError } from './requests.js';
+import { ServeError } from '../requests/errors.js';
 import { Router } from './router.js';
 import { Supervisor } from './supervisor.js';
 import { directCidrsOf, encryptionPolicy, type DataPlaneSecurity } from '../runner/link-security.js';
