@@ -1,4 +1,4 @@
-/** Shared by the dialect route files (anthropic.ts, ollama.ts, responses.ts): running a request, errors, client aborts, tokenizers. */
+/** Shared by the dialect route files (openai.ts, anthropic.ts, ollama.ts, responses.ts): running a request, errors, client aborts, tokenizers. */
 import { loadTokenizer, type ModelTokenizer } from '@orchard/engine';
 import type { FastifyReply } from 'fastify';
 import type { Logger } from 'pino';
@@ -97,6 +97,8 @@ export async function runStreaming(run: Run, model: string, req: ServeRequest, r
   };
   try {
     await run(model, req, (e) => write(f.frame(e)), gone.signal);
+    // A run that ended without a single event is answered as runToEnd answers a missing answer.
+    if (!started) throw new ServeError(503, 'instance_failed', 'the instance ended the request without an answer');
     res.end();
   } catch (err) {
     const e = errorStatus(err);
