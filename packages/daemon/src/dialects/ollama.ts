@@ -5,8 +5,8 @@
  */
 import { randomInt } from 'node:crypto';
 import { z } from 'zod';
-import type { ServeEvent, ServeRequest } from '../serving/requests.js';
-import { DialectError } from './tools/plan.js';
+import type { ServeEvent, ServeRequest } from '../requests/request.js';
+import { DialectError } from '../requests/errors.js';
 import { ollamaSampling } from './sampling.js';
 
 

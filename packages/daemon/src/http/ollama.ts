@@ -11,7 +11,7 @@ import type { ZodError } from 'zod';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Serving } from '../serving/serving.js';
-import type { ServeEvent, ServeRequest } from '../serving/requests.js';
+import type { ServeEvent, ServeRequest } from '../requests/request.js';
 import { ollamaChatRequest, ollamaChatSchema, ollamaDone, ollamaGenerateRequest, ollamaGenerateSchema, ollamaMessagePart, resolveOllamaModel } from '../dialects/ollama.js';
 import { ollamaEmbedRequest, shaped } from '../dialects/embeddings.js';
 import { errorStatus, localTokenizer, runOn, runStreaming, runToEnd } from './dialect-support.js';

@@ -7,7 +7,7 @@
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { Checkpoint, isGgufPath, loadModelConfig, ModelFormatError, SafetensorsFile, UnsupportedModelError } from '@orchard/engine';
-import { ServeError } from '../serving/requests.js';
+import { ServeError } from '../requests/errors.js';
 
 /** The model's files cannot be loaded, for a reason that waiting will not fix. */
 export class ModelFilesError extends ServeError {

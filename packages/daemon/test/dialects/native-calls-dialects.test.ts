@@ -6,15 +6,15 @@
  */
 import { describe, expect, it } from 'vitest';
 import { ChatTemplate, type ToolDefinition } from '@orchard/engine';
-import { coalesce, type ReplyEvent, type ReplyParser } from '../../src/dialects/tools/events.js';
-import { detectToolCallFormat } from '../../src/dialects/tools/registry.js';
-import { withThinking } from '../../src/dialects/tools/thinking.js';
-import { mistral } from '../../src/dialects/tools/formats/mistral.js';
+import { coalesce, type ReplyEvent, type ReplyParser } from '../../src/requests/reply.js';
+import { detectToolCallFormat } from '../../src/prompt/tools/registry.js';
+import { withThinking } from '../../src/prompt/tools/thinking.js';
+import { mistral } from '../../src/prompt/tools/formats/mistral.js';
 import { chatDeltas } from '../../src/dialects/openai-chat.js';
 import { AnthropicStream } from '../../src/dialects/anthropic.js';
 import { ollamaMessagePart } from '../../src/dialects/ollama.js';
 import { ResponseBuilder } from '../../src/dialects/responses.js';
-import type { ServeEvent } from '../../src/serving/requests.js';
+import type { ServeEvent } from '../../src/requests/request.js';
 import { FAMILIES, familyTemplate, type FamilyName } from '../../../engine/test/fixtures/chat-templates/families.js';
 
 const tools: ToolDefinition[] = [

@@ -8,7 +8,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadTokenizer, type ModelTokenizer } from '@orchard/engine';
-import { DialectError, planChat } from '../../src/dialects/tools/plan.js';
+import { DialectError } from '../../src/requests/errors.js';
+import { planChat } from '../../src/prompt/tools/plan.js';
 import { anthropicBodySchema, anthropicRequest } from '../../src/dialects/anthropic.js';
 import { writeFamilyModel, type FamilyName } from '../../../engine/test/fixtures/chat-templates/families.js';
 

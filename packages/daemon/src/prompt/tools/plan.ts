@@ -11,7 +11,8 @@
  */
 import { randomBytes } from 'node:crypto';
 import { ChatTemplateError, type ChatMessage, type ConstraintSpec, type JsonSchema, type ModelTokenizer, type StructuralFormat, type ToolDefinition } from '@orchard/engine';
-import type { ReplyParser } from './events.js';
+import { DialectError } from '../../requests/errors.js';
+import type { ReplyParser } from '../../requests/reply.js';
 import type { ToolCallFormat } from './format.js';
 import { harmony } from './formats/harmony.js';
 import { detectToolCallFormat, TOOL_CALL_FORMATS } from './registry.js';
@@ -42,19 +43,6 @@ export interface ChatPlan {
   format: string | null;
   /** A fresh parser for the reply. */
   parser(): ReplyParser;
-}
-
-/** A request this model cannot serve as asked: HTTP 400 with the field at fault. */
-export class DialectError extends Error {
-  override name = 'DialectError';
-  constructor(
-    message: string,
-    readonly param: string | null = null,
-    readonly code = 'invalid_request',
-    readonly status = 400,
-  ) {
-    super(message);
-  }
 }
 
 function defaultId(): string {

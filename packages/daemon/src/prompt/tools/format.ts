@@ -4,7 +4,7 @@
  * writes the grammar that forces calls when the client requires one (tool_choice required / named).
  */
 import type { StructuralFormat, ToolDefinition } from '@orchard/engine';
-import type { ReplyParser } from './events.js';
+import type { ReplyParser } from '../../requests/reply.js';
 
 export interface ToolCallFormat {
   readonly name: string;

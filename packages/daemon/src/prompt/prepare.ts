@@ -5,9 +5,10 @@
  * always what the request is billed.
  */
 import type { ConstraintSpec, ModelTokenizer } from '@orchard/engine';
-import type { ServeRequest } from '../serving/requests.js';
-import type { ReplyParser } from './tools/events.js';
-import { DialectError, planChat } from './tools/plan.js';
+import type { ServeRequest } from '../requests/request.js';
+import type { ReplyParser } from '../requests/reply.js';
+import { DialectError } from '../requests/errors.js';
+import { planChat } from './tools/plan.js';
 import { plainParser } from './tools/thinking.js';
 
 export interface PreparedPrompt {

@@ -7,7 +7,7 @@
  * A call's body is read when its end marker arrives (or at the end of generation, for a model that
  * stops right after the arguments); a body that does not read as a call comes out as plain text.
  */
-import type { ParsedCall, ReplyEvent, ReplyParser } from './events.js';
+import type { ParsedCall, ReplyEvent, ReplyParser } from '../../requests/reply.js';
 import { findMarker, jsonValueEnd, partialMarkerTail } from './scan.js';
 
 export interface CallBody {

@@ -4,7 +4,7 @@
  * templates take back only call ids of 9 alphanumerics, so ids from clients are mapped to such ids.
  */
 import { createHash, randomInt } from 'node:crypto';
-import type { ParsedCall, ReplyEvent, ReplyParser } from '../events.js';
+import type { ParsedCall, ReplyEvent, ReplyParser } from '../../../requests/reply.js';
 import { parametersOf, type ToolCallFormat } from '../format.js';
 import { argumentsJson, findMarker, jsonValueEnd, partialMarkerTail, tryJson } from '../scan.js';
 

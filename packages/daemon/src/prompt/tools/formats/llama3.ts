@@ -4,7 +4,7 @@
  * with "{" is held until the object is whole; if it is not a call, it is content after all. After
  * <|python_tag|>, a built-in tool's call `brave_search.call(query="...")` is read too.
  */
-import type { ReplyEvent, ReplyParser } from '../events.js';
+import type { ReplyEvent, ReplyParser } from '../../../requests/reply.js';
 import { parametersOf, type ToolCallFormat } from '../format.js';
 import { argumentsJson, jsonValueEnd, tryJson } from '../scan.js';
 

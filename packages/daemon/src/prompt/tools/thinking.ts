@@ -3,7 +3,7 @@
  * out as reasoning; the rest goes to the reply's own parser. When the prompt itself ends inside
  * <think> (the template opened it), the reply starts as reasoning.
  */
-import type { ReplyEvent, ReplyParser } from './events.js';
+import type { ReplyEvent, ReplyParser } from '../../requests/reply.js';
 import { partialMarkerTail } from './scan.js';
 
 const OPEN = '<think>';

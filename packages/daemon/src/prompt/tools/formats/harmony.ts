@@ -4,7 +4,7 @@
  * the stop tokens <|call|> / <|return|>. `analysis` is reasoning, `final` (and commentary to nobody)
  * is content, commentary `to=functions.NAME` is a call whose body is the JSON arguments.
  */
-import type { ReplyEvent, ReplyParser } from '../events.js';
+import type { ReplyEvent, ReplyParser } from '../../../requests/reply.js';
 import { parametersOf, type ToolCallFormat } from '../format.js';
 import { argumentsJson, findMarker, partialMarkerTail } from '../scan.js';
 

@@ -1,7 +1,7 @@
 /** A generation request as it travels between daemons, and the events that answer it. */
 import { z } from 'zod';
-import { dialectFields, serveMessageSchema, type TokenInfo } from '../dialects/request-schema.js';
-import type { ParsedCall } from '../dialects/tools/events.js';
+import { dialectFields, serveMessageSchema, type TokenInfo } from './fields.js';
+import type { ParsedCall } from './reply.js';
 
 export const serveRequestSchema = z.object({
   kind: z.enum(['chat', 'completion']),
@@ -35,15 +35,3 @@ export type ServeEvent =
   | { type: 'done'; finishReason: FinishReason; promptTokens: number; completionTokens: number; decodeTokensPerSecond: number | null; cachedPromptTokens?: number }
   /** `status`: the HTTP status to answer with when nothing was streamed yet. */
   | { type: 'error'; status: number; code: string; message: string };
-
-/** An error with an HTTP status and an OpenAI error code. */
-export class ServeError extends Error {
-  override name = 'ServeError';
-  constructor(
-    readonly status: number,
-    readonly code: string,
-    message: string,
-  ) {
-    super(message);
-  }
-}

@@ -4,9 +4,9 @@
  * everything else comes out as text (nothing invented: never more text than went in).
  */
 import { describe, expect, it } from 'vitest';
-import { coalesce, type ReplyEvent, type ReplyParser } from '../../src/dialects/tools/events.js';
-import { TOOL_CALL_FORMATS } from '../../src/dialects/tools/registry.js';
-import { withThinking } from '../../src/dialects/tools/thinking.js';
+import { coalesce, type ReplyEvent, type ReplyParser } from '../../src/requests/reply.js';
+import { TOOL_CALL_FORMATS } from '../../src/prompt/tools/registry.js';
+import { withThinking } from '../../src/prompt/tools/thinking.js';
 import { Prng } from '../../../engine/src/numeric/prng.js';
 
 /** The engine's deterministic PRNG, as a function. */
