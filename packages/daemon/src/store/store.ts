@@ -20,7 +20,7 @@ import { HubClient, validateRepoId, type HubFile, type HubRepo } from './hub.js'
 import { HUB, type LinkStat, type PeerHandle, type PodRoute } from './pod/fetch-file.js';
 import { hubSource } from './pod/hub-source.js';
 import { pullFile } from './pod/pull-file.js';
-import { stageTensorFilter, type TensorSelection } from './safetensors-range.js';
+import { ggufStageTensorFilter, stageTensorFilter, type TensorSelection } from './safetensors-range.js';
 import { checkGgufFile, checkModelFiles, readHubHeader } from './check-before-pull.js';
 import { chunksCovering } from './chunked/layout.js';
 import { headerEnd } from './chunked/safetensors-layout.js';
@@ -321,7 +321,10 @@ export class ModelStore {
     const pullOne = async (file: HubFile, fileKeep = keep): Promise<void> => {
       const key = keyOf(file);
       const label = `${repo}: ${file.path}`;
-      const partial = !!fileKeep && file.path.endsWith('.safetensors');
+      const gguf = file.path.toLowerCase().endsWith('.gguf');
+      const partial = !!fileKeep && (file.path.endsWith('.safetensors') || gguf);
+      // A GGUF names its tensors as llama.cpp does: the stage's filter in those names.
+      if (gguf && fileKeep === keep && options.selection) fileKeep = ggufStageTensorFilter(options.selection);
       const info: ChunkedFileInfo = { key, size: file.size, sha256: file.sha256, gitSha1: file.gitSha1, label };
       const path = join(dir, file.path);
       // A file an older store downloaded whole (no chunk log yet) is taken over after one hash check.

@@ -4,15 +4,17 @@
  * llama and a Qwen3 MoE), the catalog lists it, placement splits it as a 2-stage pipeline and as tensor parallel 2
  * (the MoE's experts split as from its Hugging Face layout), the
  * runners load their stage from the .gguf and the tokenizer comes from its metadata: a completion
- * equals the in-process engine's greedy text of the same file.
+ * equals the in-process engine's greedy text of the same file. A node placed a stage of a GGUF its peer
+ * pulled fetches the header and its stage's tensors by byte range, from the peer only.
  */
-import { mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hfToGguf } from '@orchard/engine/gguf';
 import { writeRandomModel, type RandomModelOptions } from '@orchard/engine/testing';
 import { startFakeHub } from '../../../../test/harness/fake-hub.js';
+import { chunkSizeFor } from '../../src/store/chunked/layout.js';
 import { api, greedyText, startServingDaemon, startServingPair, waitFor } from './in-process-pod.js';
 
 const prompt = 'In the beginning';
@@ -98,6 +100,16 @@ describe('a GGUF pulled by one node of a 2-daemon pod', () => {
       }, 30_000, 200);
       expect(readdirSync(join(b.dataDir, 'models', 'test', 'pod-llama-GGUF'))).toContain('rand-F32.gguf');
       expect(hub.servedBytes.get('rand-F32.gguf')).toBe(hubBytes);
+      // The other node holds its stage only: the header and its layers' tensors, by byte range, from the peer.
+      const size = statSync(join(hubDir, 'rand-F32.gguf')).size;
+      const held = JSON.parse(readFileSync(join(b.dataDir, 'models', 'test', 'pod-llama-GGUF', '.orchard-manifest.json'), 'utf8')).files['rand-F32.gguf'];
+      expect(held.complete).toBe(false);
+      const blocks = new Set((held.tensors as string[]).flatMap((t) => /^blk\.(\d+)\./.exec(t)?.[1] ?? []));
+      expect(blocks.size).toBeGreaterThan(0);
+      expect(blocks.size).toBeLessThan(MODELS.llama.options.numLayers);
+      const chunks = readFileSync(join(b.dataDir, 'models', 'test', 'pod-llama-GGUF', '.orchard-chunks', 'rand-F32.gguf.log'), 'utf8').split('\n').filter((l) => /^\d+ [0-9a-f]{64}$/.test(l));
+      expect(chunks.length).toBeGreaterThan(0);
+      expect(chunks.length).toBeLessThan(Math.ceil(size / chunkSizeFor(size)));
       const want = await greedyText(join(hubDir, 'rand-F32.gguf'), prompt, 12);
       const res = await api(b.daemon, '/v1/completions', { method: 'POST', body: JSON.stringify({ model: 'test/pod-llama-GGUF', prompt, max_tokens: 12, temperature: 0 }) });
       const out = (await res.json()) as any;
