@@ -62,11 +62,12 @@ const GGUF_FIRST = 256 * 2 ** 10;
 const GGUF_MOST = 256 * 2 ** 20;
 
 /**
- * A GGUF file checked from its header alone: ranges from byte 0 (256 KiB, then four times more) until
- * the header (metadata and tensor table) ends within what was fetched, laid into a sparse stand-in of
- * the file's full size, and the engine's check run on that. Throws ModelRefusedError with the reason.
+ * `use` run on a stand-in of a GGUF file built from its header alone: ranges from byte 0 (256 KiB,
+ * then four times more) until the header (metadata and tensor table) ends within what was fetched,
+ * laid into a sparse file of the real size (no tensor byte is fetched). Errors reading the header are
+ * ModelRefusedError with the reason.
  */
-export async function checkGgufFile(repo: string, file: HubFile, range: (start: number, end: number) => Promise<Uint8Array>): Promise<ModelFileDescription> {
+export async function withGgufHeader<T>(repo: string, file: HubFile, range: (start: number, end: number) => Promise<Uint8Array>, use: (path: string) => T | Promise<T>): Promise<T> {
   const dir = mkdtempSync(join(tmpdir(), 'orchard-gguf-check-'));
   const path = join(dir, basename(file.path));
   try {
@@ -87,11 +88,18 @@ export async function checkGgufFile(repo: string, file: HubFile, range: (start: 
         if (last) throw new ModelRefusedError(repo, `${file.path}: its header runs past the first ${GGUF_MOST} bytes`);
         continue;
       }
-      const d = describeModelFiles(path);
-      if (!d.loadable) throw new ModelRefusedError(repo, d.reason);
-      return d;
+      return await use(path);
     }
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+/** A GGUF file checked by the engine from its header alone (withGgufHeader); throws ModelRefusedError with the reason. */
+export function checkGgufFile(repo: string, file: HubFile, range: (start: number, end: number) => Promise<Uint8Array>): Promise<ModelFileDescription> {
+  return withGgufHeader(repo, file, range, (path) => {
+    const d = describeModelFiles(path);
+    if (!d.loadable) throw new ModelRefusedError(repo, d.reason);
+    return d;
+  });
 }
