@@ -43,6 +43,8 @@ export interface Serving {
   readonly supervisor: Supervisor;
   /** Embeddings, run whole on this node where the model's files are. */
   readonly embedder: Embedder;
+  /** The hub this node pulls from (HF_ENDPOINT, the token): for describing a model before its pull. */
+  readonly hub: HubClient;
   /** How long a request waits for an instance to become ready, ms. */
   readonly readyTimeoutMs: number;
   /**
@@ -269,6 +271,7 @@ export async function startServing(daemon: Daemon, backend: NodeBackend, hooks: 
     catalog,
     supervisor,
     embedder,
+    hub: store.hub,
     readyTimeoutMs: 90_000,
     pull: (repo, selection, po) => {
       const onProgress = po?.onProgress;
