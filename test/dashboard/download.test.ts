@@ -74,7 +74,7 @@ describe.skipIf(!!missing && !REQUIRE_BROWSER)('dashboard download and load prog
     const awq = join(mkdtempSync(join(os.tmpdir(), 'orchard-dash-awq-')), 'awq');
     dirs.push(big, join(awq, '..'));
     const config = JSON.parse(readFileSync(join(tiny, 'config.json'), 'utf8'));
-    writeFileSync(join(big, 'config.json'), JSON.stringify({ ...config, hidden_size: 16384, intermediate_size: 53248, num_hidden_layers: 126, num_attention_heads: 128, num_key_value_heads: 8, vocab_size: 128256, torch_dtype: 'bfloat16' }));
+    writeFileSync(join(big, 'config.json'), JSON.stringify({ ...config, hidden_size: 32768, intermediate_size: 106496, num_hidden_layers: 200, num_attention_heads: 256, num_key_value_heads: 8, vocab_size: 128256, torch_dtype: 'bfloat16' }));
     writeAwqModel(tiny, awq);
     hub = await startFakeHub({ [REPO]: src, [SHORT_REPO]: tiny, [TOO_BIG]: big, [AWQ]: awq });
     proxy = await throttlingProxy(hub.url);

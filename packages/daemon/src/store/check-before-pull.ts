@@ -94,12 +94,3 @@ export async function withGgufHeader<T>(repo: string, file: HubFile, range: (sta
     rmSync(dir, { recursive: true, force: true });
   }
 }
-
-/** A GGUF file checked by the engine from its header alone (withGgufHeader); throws ModelRefusedError with the reason. */
-export function checkGgufFile(repo: string, file: HubFile, range: (start: number, end: number) => Promise<Uint8Array>): Promise<ModelFileDescription> {
-  return withGgufHeader(repo, file, range, (path) => {
-    const d = describeModelFiles(path);
-    if (!d.loadable) throw new ModelRefusedError(repo, d.reason);
-    return d;
-  });
-}

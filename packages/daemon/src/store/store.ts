@@ -12,6 +12,7 @@ import { existsSync, readdirSync, rmdirSync } from 'node:fs';
 import { access, constants, mkdir, open, readFile, rm, stat, statfs as fsStatfs, writeFile, readdir } from 'node:fs/promises';
 import os from 'node:os';
 import { dirname, join, resolve } from 'node:path';
+import { describeModelFiles } from '@orchard/engine';
 import { contentKey, type ChunkedFileInfo } from './chunked/chunk-file.js';
 import { ChunkRegistry } from './chunked/registry.js';
 import { diskError, DiskSpaceError, formatSize, ModelRefusedError, StoreError } from './errors.js';
@@ -21,7 +22,7 @@ import { HUB, type LinkStat, type PeerHandle, type PodRoute } from './pod/fetch-
 import { hubSource } from './pod/hub-source.js';
 import { pullFile } from './pod/pull-file.js';
 import { ggufStageTensorFilter, stageTensorFilter, type TensorSelection } from './safetensors-range.js';
-import { checkGgufFile, checkModelFiles, readHubHeader } from './check-before-pull.js';
+import { checkModelFiles, readHubHeader } from './check-before-pull.js';
 import { chunksCovering } from './chunked/layout.js';
 import { headerEnd } from './chunked/safetensors-layout.js';
 
@@ -383,9 +384,12 @@ export class ModelStore {
       await checkModelFiles(repo, dir, weights, header, viaPod ? 1 : undefined);
       for (const f of weights) await pullOne(f);
     } else if (!options.selection && !options.fromPod && files.length === 1 && files[0].path.toLowerCase().endsWith('.gguf') && !manifest.files[files[0].path]?.complete) {
-      // A GGUF: its header from the hub, checked by the engine, before the file.
+      // A GGUF: the chunks holding its header first (from peers, or once per pod from the hub), checked
+      // by the engine on the file as it lies (no tensor byte is read), then the rest of its chunks.
       const f = files[0];
-      await checkGgufFile(repo, f, (start, end) => this.hub.readRange(repo, listing.commit, f.path, start, end, options.signal));
+      await pullOne(f, () => false);
+      const d = describeModelFiles(join(dir, f.path));
+      if (!d.loadable) throw new ModelRefusedError(repo, d.reason);
       await pullOne(f);
     } else {
       for (const f of files) await pullOne(f);
