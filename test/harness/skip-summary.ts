@@ -62,7 +62,7 @@ export const SKIP_RULES: readonly SkipRule[] = [
   },
   { file: /^test\/dashboard\/pod\.test\.ts$/, reason: `${NETNS} and Chromium`, require: 'ORCHARD_REQUIRE_NETNS_TESTS' },
   {
-    file: /^test\/(harness\/netns|daemon\/(pod|weights)|serve\/(serve-pod|data-plane-encryption)|transport\/netns|network\/internet)\.test\.ts$/,
+    file: /^test\/(harness\/netns|daemon\/(pod|weights|hub-formats)|serve\/(serve-pod|data-plane-encryption)|transport\/netns|network\/internet)\.test\.ts$/,
     reason: NETNS,
     require: 'ORCHARD_REQUIRE_NETNS_TESTS',
   },

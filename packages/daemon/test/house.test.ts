@@ -23,6 +23,8 @@ const FLOORS: Floors = [
   // What a node is and measures: hardware profile, links, capability, identity, compute backend.
   ['node-facts', ['profile/', 'links/', 'capability/', 'identity/', 'backend/', 'doctor/']],
   ['model-description', ['models/description.ts']],
+  // What a served model asks of the planner (context, prompt chunk): pure, read by models/hub-plan.ts too.
+  ['serving-profile', ['serving/profile.ts']],
   // A generation request, its events and errors, as every dialect, the executor and the network speak them.
   ['requests', ['requests/']],
   // The replicated cluster state and the control messages that carry it.

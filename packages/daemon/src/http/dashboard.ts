@@ -10,7 +10,11 @@ import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import type { ProgressBoard } from '../dashboard/progress.js';
+import { expandShortName } from '../models/curated.js';
 import { engineCapabilities } from '../models/describe.js';
+import { planHubModel } from '../models/hub-plan.js';
+import { StoreError } from '../store/errors.js';
+import { validateRepoId } from '../store/hub.js';
 import { ModelFilesError } from '../models/load-check.js';
 import { UnknownModelError } from '../models/catalog.js';
 import { PlacementError } from '../serving/placement.js';
@@ -106,6 +110,26 @@ export function dashboardRoutes(app: FastifyInstance, sources: DashboardSources,
       planner: planner && { strategy: planner.strategy, stages: planner.stages, predicted: planner.predicted, alternatives: planner.alternatives, explanation: planner.explanation, model: planner.model, memory: planner.memory },
       error,
     };
+  });
+
+  // What a pull would give the pod, asked before it starts: from the hub's small files and headers only.
+  const hubPlanQuery = z.object({ repo: z.string().trim().min(1).max(512) });
+  app.get('/api/dashboard/hub-plan', async (req, reply) => {
+    const q = hubPlanQuery.safeParse(req.query);
+    if (!q.success) return sendError(reply, 400, 'repo is required: /api/dashboard/hub-plan?repo=ORG/NAME[:QUANT]', 'invalid_value', 'repo');
+    const repo = expandShortName(q.data.repo);
+    try {
+      validateRepoId(repo.split(':')[0]);
+    } catch (err) {
+      return sendError(reply, 400, (err as Error).message, 'invalid_value', 'repo');
+    }
+    const cluster = sources.cluster();
+    try {
+      return await planHubModel(repo, { hub: serving.hub, cluster, names: new Map(cluster.nodes.map((n) => [n.id, n.name])) });
+    } catch (err) {
+      if (err instanceof StoreError) return sendError(reply, 502, err.message, 'hub_failed', 'repo');
+      throw err;
+    }
   });
 
   app.get('/api/dashboard/progress', async () => {

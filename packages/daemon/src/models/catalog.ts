@@ -101,6 +101,15 @@ export class ModelCatalog {
     return c.complete ? null : incompleteMessage(id, c);
   }
 
+  /**
+   * Whether this node holds only a pipeline stage's tensors of `id` (a stage pull's copy): another
+   * placement must fetch what it lacks first (a partial GGUF's missing bytes read as zeros).
+   */
+  stageCopy(id: string): boolean {
+    const dir = this.dirOf(id);
+    return !!dir && completenessOf(dir).stage;
+  }
+
   /** Marks `id` failed (a runner could not load it) until its files change. */
   markFailed(id: string, reason: string): void {
     const dir = this.dirOf(id);

@@ -75,6 +75,8 @@ export interface Serving {
   readonly supervisor: Supervisor;
   /** Embeddings, run whole on this node where the model's files are. */
   readonly embedder: Embedder;
+  /** The hub this node pulls from (HF_ENDPOINT, the token): for describing a model before its pull. */
+  readonly hub: HubClient;
   /** How long a request waits for an instance to become ready, ms. */
   readonly readyTimeoutMs: number;
   /**
@@ -301,6 +303,7 @@ export async function startServing(deps: ServingDeps): Promise<Serving> {
     catalog,
     supervisor,
     embedder,
+    hub: store.hub,
     readyTimeoutMs: 90_000,
     pull: (repo, selection, po) => {
       const onProgress = po?.onProgress;

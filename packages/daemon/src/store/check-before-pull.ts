@@ -62,19 +62,18 @@ const GGUF_FIRST = 256 * 2 ** 10;
 const GGUF_MOST = 256 * 2 ** 20;
 
 /**
- * A GGUF model (one file, or a split set's parts) checked from its headers alone: for each file, ranges
- * from byte 0 (256 KiB, then four times more) until its header (metadata and tensor table) ends within
- * what was fetched, laid into a sparse stand-in of the file's full size; then the engine's check runs on
- * the stand-ins (a set joined as the loader joins it). Throws ModelRefusedError with the reason.
+ * `use` run on stand-ins of a GGUF model's files (one file, or a split set's parts) built from their
+ * headers alone: for each file, ranges from byte 0 (256 KiB, then four times more) until its header
+ * (metadata and tensor table) ends within what was fetched, laid into a sparse file of the real size (no
+ * tensor byte is fetched); `use` gets the first file's stand-in (a set is joined from its parts as the
+ * loader joins it). Errors reading a header are ModelRefusedError with the reason.
  */
-export async function checkGgufFiles(repo: string, files: HubFile[], range: (file: HubFile, start: number, end: number) => Promise<Uint8Array>): Promise<ModelFileDescription> {
+export async function withGgufHeaders<T>(repo: string, files: HubFile[], range: (file: HubFile, start: number, end: number) => Promise<Uint8Array>, use: (path: string) => T | Promise<T>): Promise<T> {
   const dir = mkdtempSync(join(tmpdir(), 'orchard-gguf-check-'));
   try {
     // A split set's parts lie in one folder of the repo: the stand-ins keep their names side by side.
     for (const file of files) await standInHeader(repo, file, join(dir, basename(file.path)), (start, end) => range(file, start, end));
-    const d = describeModelFiles(join(dir, basename(files[0].path)));
-    if (!d.loadable) throw new ModelRefusedError(repo, d.reason);
-    return d;
+    return await use(join(dir, basename(files[0].path)));
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

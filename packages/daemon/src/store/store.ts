@@ -12,6 +12,7 @@ import { existsSync, readdirSync, rmdirSync } from 'node:fs';
 import { access, constants, mkdir, open, readFile, rm, stat, statfs as fsStatfs, writeFile, readdir } from 'node:fs/promises';
 import os from 'node:os';
 import { dirname, join, resolve } from 'node:path';
+import { describeModelFiles } from '@orchard/engine';
 import { contentKey, type ChunkedFileInfo } from './chunked/chunk-file.js';
 import { ChunkRegistry } from './chunked/registry.js';
 import { diskError, DiskSpaceError, formatSize, ModelRefusedError, StoreError } from './errors.js';
@@ -20,8 +21,8 @@ import { HubClient, validateRepoId, type HubFile, type HubRepo } from './hub.js'
 import { HUB, type LinkStat, type PeerHandle, type PodRoute } from './pod/fetch-file.js';
 import { hubSource } from './pod/hub-source.js';
 import { pullFile } from './pod/pull-file.js';
-import { stageTensorFilter, type TensorSelection } from './safetensors-range.js';
-import { checkGgufFiles, checkModelFiles, readHubHeader } from './check-before-pull.js';
+import { ggufStageTensorFilter, stageTensorFilter, type TensorSelection } from './safetensors-range.js';
+import { checkModelFiles, readHubHeader } from './check-before-pull.js';
 import { chunksCovering } from './chunked/layout.js';
 import { headerEnd } from './chunked/safetensors-layout.js';
 
@@ -321,7 +322,10 @@ export class ModelStore {
     const pullOne = async (file: HubFile, fileKeep = keep): Promise<void> => {
       const key = keyOf(file);
       const label = `${repo}: ${file.path}`;
-      const partial = !!fileKeep && file.path.endsWith('.safetensors');
+      const gguf = file.path.toLowerCase().endsWith('.gguf');
+      const partial = !!fileKeep && (file.path.endsWith('.safetensors') || gguf);
+      // A GGUF names its tensors as llama.cpp does: the stage's filter in those names.
+      if (gguf && fileKeep === keep && options.selection) fileKeep = ggufStageTensorFilter(options.selection);
       const info: ChunkedFileInfo = { key, size: file.size, sha256: file.sha256, gitSha1: file.gitSha1, label };
       const path = join(dir, file.path);
       // A file an older store downloaded whole (no chunk log yet) is taken over after one hash check.
@@ -380,8 +384,12 @@ export class ModelStore {
       await checkModelFiles(repo, dir, weights, header, viaPod ? 1 : undefined);
       for (const f of weights) await pullOne(f);
     } else if (!options.selection && !options.fromPod && files.every((f) => f.path.toLowerCase().endsWith('.gguf')) && files.some((f) => !manifest.files[f.path]?.complete)) {
-      // A GGUF (one file or a split set's parts): the headers from the hub, checked by the engine, before the files.
-      await checkGgufFiles(repo, files, (f, start, end) => this.hub.readRange(repo, listing.commit, f.path, start, end, options.signal));
+      // A GGUF (one file or a split set's parts): the chunks holding each header first (from peers, or
+      // once per pod from the hub), checked by the engine on the files as they lie (no tensor byte is
+      // read; a set is joined from its parts as the loader joins it), then the rest of their chunks.
+      for (const f of files) await pullOne(f, () => false);
+      const d = describeModelFiles(join(dir, files[0].path));
+      if (!d.loadable) throw new ModelRefusedError(repo, d.reason);
       for (const f of files) await pullOne(f);
     } else {
       for (const f of files) await pullOne(f);
