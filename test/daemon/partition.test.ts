@@ -17,6 +17,7 @@ import os from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { writeRandomModel } from '@orchard/engine/testing';
+import { parseCluster } from '@orchard/partitioner';
 import { startDaemon, waitFor, type TestDaemon } from '../harness/daemons.js';
 import { createTestNet, netnsAvailable, netToolsAvailable, type TestHost, type TestNet } from '../harness/netns.js';
 
@@ -112,6 +113,9 @@ const copiesIn = (s: Status, model = MODEL): Instance[] => {
 /** What every node must agree on. */
 const shared = (s: Status) => JSON.stringify({ nodes: s.nodes.map((n) => [n.peerId, n.status]), instances: s.instances.map((i) => i.id).sort(), coordinator: s.coordinator, log: s.log });
 
+/** The keys of /api/cluster, its nodes and links: the shape clients and the planner read. */
+const clusterShape = (c: any) => JSON.stringify({ top: Object.keys(c).sort(), node: Object.keys(c.nodes[0] ?? {}).sort(), link: Object.keys(c.links[0] ?? {}).sort() });
+
 /** Resumes paused runners (one retired meanwhile is gone: its idle copy was stopped). */
 function resume(): void {
   for (const pid of paused.splice(0)) {
@@ -156,6 +160,12 @@ describe.skipIf(!netnsAvailable() || !netToolsAvailable(['nft']))('a partition t
       const first = post(daemons[1], '/v1/completions', { model, prompt: 'In the beginning', max_tokens: 8, temperature: 0 });
       expect(first.status, JSON.stringify(first.json)).toBe(200);
     }
+
+    // /api/cluster before the cut: its shape must be the same once the pod is whole again.
+    const clusterBefore = await waitFor('a measured link in /api/cluster', () => {
+      const c = daemons[0].get('/api/cluster');
+      return c.links.length === 1 && c;
+    }, 60_000, 250);
 
     // Cut the second node off.
     const [a, b] = daemons;
@@ -203,6 +213,15 @@ describe.skipIf(!netnsAvailable() || !netToolsAvailable(['nft']))('a partition t
     );
     const mergedMs = Date.now() - healedAt;
     for (const d of daemons) expect(d.get('/api/status').nodes.map((n: any) => n.status)).toEqual(['live', 'live']);
+    // /api/cluster keeps its shape through the split and the heal (the partition news is in /api/status), and the planner reads it.
+    for (const d of daemons) {
+      const c = await waitFor('both nodes and their link in /api/cluster', () => {
+        const x = d.get('/api/cluster');
+        return x.nodes.length === 2 && x.links.length === 1 && x;
+      }, 30_000, 250);
+      expect(clusterShape(c)).toBe(clusterShape(clusterBefore));
+      expect(parseCluster(c).nodes.map((n) => n.id).sort()).toEqual([...ids].sort());
+    }
     // The copy kept is the coordinator's side's (same size: the rule in state/merge.ts).
     const kept = splitCopies.flat().find((id) => instancesOf(a).some((x) => x.id === id));
     expect(splitCopies[ids.indexOf(winner)]).toContain(kept);
