@@ -273,4 +273,54 @@ describe.skipIf(!netnsAvailable() || !netToolsAvailable(['nft']))('a partition t
     served(loser);
     console.log(`pod one again ${mergedMs} ms after the heal (cut ${CUT_MS / 1000} s); the stream on the losing copy ended ${streamEnd! - st.partition.lastHeal.at} ms after the merge, its copy retired ${removedAt! - streamEnd!} ms later`);
   }, 240_000);
+
+  it('3 daemons, one cut off for 20 s: the minority leads itself; after the heal one coordinator, one copy (the majority\'s), the same state on all within 15 s', async () => {
+    net = await createTestNet({ hosts: 3 });
+    daemons = net.hosts.map((h) => startDaemon(h, { args: ['--gone-after', String(GONE_AFTER_SEC), '--name', h.ns.split('-').pop()!], env: { ORCHARD_LOG_LEVEL: 'debug' } }));
+    await waitFor('3 daemons with profiles in every cluster view', () => daemons.every((d) => d.tryGet('/api/cluster')?.nodes.length === 3), 150_000);
+    const ids = daemons.map((d) => d.get('/api/status').self.peerId as string);
+    const winner = [...ids].sort()[0];
+    const placed = post(daemons[0], '/api/instances', { model: MODEL, strategy: 'pipeline', nodes: 2 });
+    expect(placed.status, JSON.stringify(placed.json)).toBe(201);
+    // Cut a node that holds a stage and does not win the coordinator rule: both sides must act.
+    const victimId = (placed.json.instance.nodes as string[]).find((n) => n !== winner)!;
+    const victim = daemons[ids.indexOf(victimId)];
+    const majority = daemons.filter((d) => d !== victim);
+    expect(post(victim, '/v1/completions', { model: MODEL, prompt: 'In the beginning', max_tokens: 8, temperature: 0 }).status).toBe(200);
+
+    const cutAt = Date.now();
+    cut(victim.host);
+    await waitFor(
+      'the cut node to lead itself and serve the model alone, the majority to serve it without the cut node',
+      () => {
+        const v: Status = victim.get('/api/status');
+        const alone = v.coordinator === victimId && copiesIn(v).some((x) => x.nodes.every((n) => n === victimId));
+        return alone && majority.every((d) => copiesIn(d.get('/api/status')).some((x) => !x.nodes.includes(victimId)));
+      },
+      CUT_MS - 2000,
+      250,
+    );
+    const splitSeen = await waitFor('the cut node to say the pod is split', () => victim.get('/api/status').partition?.split && victim.get('/api/status').partition, Math.max(1000, CUT_MS - (Date.now() - cutAt)), 250).catch(() => null);
+    await new Promise((r) => setTimeout(r, Math.max(0, CUT_MS - (Date.now() - cutAt))));
+    heal(victim.host);
+    const healedAt = Date.now();
+    await waitFor(
+      'one coordinator, one copy of the model and the same state on all 3',
+      () => {
+        const all: Status[] = daemons.map((d) => d.get('/api/status'));
+        return all.every((s) => s.coordinator === winner && copiesIn(s).length === 1 && s.nodes.every((n) => n.status === 'live')) && new Set(all.map(shared)).size === 1;
+      },
+      15_000,
+      250,
+    );
+    const mergedMs = Date.now() - healedAt;
+    const [kept] = copiesIn(victim.get('/api/status'));
+    expect(new Set(kept.nodes).size, 'the copy on more nodes (the majority\'s) is kept').toBe(2);
+    expect(splitSeen, 'the cut node said the pod was split').toMatchObject({ split: true });
+    for (const d of daemons) {
+      const r = post(d, '/v1/completions', { model: MODEL, prompt: 'And God said', max_tokens: 8, temperature: 0 });
+      expect(r.status, JSON.stringify(r.json)).toBe(200);
+    }
+    console.log(`3 daemons: pod one again ${mergedMs} ms after the heal (cut ${CUT_MS / 1000} s), the majority's 2-node copy kept`);
+  }, 240_000);
 });
