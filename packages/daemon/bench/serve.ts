@@ -9,7 +9,7 @@
  * Batching lines (issue 18), on the one-process instance (it batches its sequences, runner/batch-driver.ts):
  *   - batch-8-throughput: 8 concurrent streams' summed decode tok/s against one stream alone, same run
  *     (target >= 3x); pipeline-batch-8-throughput and tensor-batch-8-throughput the same on the 2-process
- *     split instances (they batch too, runner/shard-loop.ts), each against its own single stream;
+ *     split instances (they batch too, runner/driver.ts), each against its own single stream;
  *   - prefix-turn-2-ttft: a chat's second turn (the first turn's BENCH_HISTORY-token prompt, its answer
  *     and 8 new tokens) against the first turn's time to first token (target <= 0.2x);
  *   - itl-during-prefill: p99 inter-token time of a running stream while a BENCH_LONG_PROMPT-token
@@ -53,7 +53,7 @@ import { join } from 'node:path';
 import { pipelineStages, type InstanceLayout } from '@orchard/engine';
 import { writeRandomModel } from '@orchard/engine/testing';
 import { startLocalInstance } from '../src/runner/runner-process.js';
-import type { GenerateOutcome, GenerateRequest, Speculate } from '../src/runner/shard-loop.js';
+import type { GenerateOutcome, GenerateRequest, Speculate } from '../src/runner/requests.js';
 import { measureRendezvous } from './rendezvous.js';
 
 const LAYERS = Number(process.env.BENCH_LAYERS ?? 6);
@@ -195,7 +195,7 @@ async function eightStreams(inst: Instance): Promise<number> {
 }
 
 /**
- * Split instances batch too (shard-loop.ts): 8 streams against one stream on the same 2-process
+ * Split instances batch too (driver.ts): 8 streams against one stream on the same 2-process
  * pipeline and tensor-parallel instances, best of rounds each.
  */
 async function measureSplitBatching() {
@@ -362,7 +362,7 @@ async function measureSpeculation() {
 }
 
 /**
- * The same repetitive prompt on the 2-process pipeline (split instances speculate too, shard-loop.ts):
+ * The same repetitive prompt on the 2-process pipeline (split instances speculate too, driver.ts):
  * the draft rows cross the stage boundary with the token row, so a step confirms several tokens for
  * one trip through the pipeline. Plain against speculative, same run, outputs compared.
  */

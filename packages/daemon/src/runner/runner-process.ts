@@ -9,7 +9,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { TokenLogprob } from '@orchard/engine';
 import type { FromRunner, RunnerInit, RunnerLink, ToRunner } from './protocol.js';
-import type { GenerateOutcome, GenerateRequest } from './shard-loop.js';
+import type { GenerateOutcome, GenerateRequest } from './requests.js';
 import { dataPlaneProcessEnv, type TcpPeer } from './transport.js';
 import { withTimeout } from './with-timeout.js';
 

@@ -19,7 +19,8 @@ import { startRank } from './local.js';
 import { DraftModel } from './draft-model.js';
 import type { FromRunner, RunnerInit, ToRunner } from './protocol.js';
 import { selectRdma, type RdmaSelection } from './rdma-select.js';
-import { POLL_MS, type Driver } from './shard-loop.js';
+import { POLL_MS } from './poll.js';
+import type { Driver } from './driver.js';
 import type { BatchDriver } from './batch-driver.js';
 import { listenTcp, type Group, type TcpPeer } from './transport.js';
 

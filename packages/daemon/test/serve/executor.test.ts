@@ -11,7 +11,7 @@ import { writeRandomModel } from '@orchard/engine/testing';
 import { InstanceExecutor } from '../../src/serving/executor.js';
 import { ServeError, type ServeEvent, type ServeRequest } from '../../src/serving/requests.js';
 import type { RunnerProcess } from '../../src/runner/runner-process.js';
-import type { GenerateRequest } from '../../src/runner/shard-loop.js';
+import type { GenerateRequest } from '../../src/runner/requests.js';
 
 let dir: string;
 beforeAll(() => {
