@@ -46,6 +46,13 @@ export interface RunnerLink {
   encryption?: string | null;
 }
 
+/** Request `id` sampled `token`. */
+export interface TokenItem {
+  id: number;
+  token: number;
+  logprob?: TokenLogprob;
+}
+
 export type ToRunner =
   | { type: 'init'; init: RunnerInit }
   | { type: 'peers'; peers: TcpPeer[] }
@@ -59,7 +66,9 @@ export type FromRunner =
   | { type: 'loaded'; loadMs: number; bytesRead: number; backend?: string }
   /** `links`: per peer rank, RDMA (reason = device) or TCP (reason = why not RDMA); `dataPlane`: one line. */
   | { type: 'ready'; links?: RunnerLink[]; dataPlane?: string }
-  | { type: 'token'; id: number; token: number; logprob?: TokenLogprob }
+  | ({ type: 'token' } & TokenItem)
+  /** Tokens sampled in one turn of the runner's event loop (token-batch.ts), in the order they were sampled. */
+  | { type: 'tokens'; tokens: TokenItem[] }
   | { type: 'done'; id: number; outcome: GenerateOutcome }
   /** `invalid`: the request itself was at fault (a schema the grammar engine rejects), not the instance. */
   | { type: 'failed'; id: number; message: string; invalid?: boolean }

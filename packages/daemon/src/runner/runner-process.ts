@@ -106,6 +106,9 @@ export class RunnerProcess {
         case 'token':
           this.#pending.get(m.id)?.onToken(m.token, m.logprob);
           return;
+        case 'tokens':
+          for (const t of m.tokens) this.#pending.get(t.id)?.onToken(t.token, t.logprob);
+          return;
         case 'done': {
           const p = this.#pending.get(m.id);
           this.#pending.delete(m.id);
