@@ -12,7 +12,7 @@ import { InstanceExecutor } from '../../src/serving/executor.js';
 import { ServeError } from '../../src/requests/errors.js';
 import type { ServeEvent, ServeRequest } from '../../src/requests/request.js';
 import type { RunnerProcess } from '../../src/runner/runner-process.js';
-import type { GenerateRequest } from '../../src/runner/shard-loop.js';
+import type { GenerateRequest } from '../../src/runner/requests.js';
 
 let dir: string;
 beforeAll(() => {

@@ -16,22 +16,22 @@
  * timeout) rejects the request that was running and breaks the loop: the instance is then dead and gets
  * replaced.
  */
-import { DraftLength, penaltiesOf, penaltyHistory, pickToken, pickVerified, Sampler, validateSampling, vocabSlice, type BatchSegment, type SamplingPenalties, type PromptLookupOptions, type ConstraintSpec, type KVCache, type ModelShard, type SamplingOptions, type TokenConstraint } from '@orchard/engine';
-import type { Group } from './transport.js';
-import { type InstanceLayout, samplerRank, stageMembers, stageOf, worldSize, rankOf } from '@orchard/engine';
-import { HeaderCodec, type Header, type Segment } from './header.js';
+import { DraftLength, penaltiesOf, penaltyHistory, pickToken, Sampler, samplerRank, stageMembers, validateSampling, type KVCache, type PromptLookupOptions } from '@orchard/engine';
+import { HeaderCodec, type Header } from './header.js';
+import { IDLE_TIMEOUT_MS, type LoopContext } from './loop-context.js';
+import { LogitGather } from './logit-gather.js';
+import { pollWhile } from './poll.js';
 import { PrefillChunker } from './prefill-chunk.js';
-import { decodePayload, encodePayload, TokenReply } from './sample-wire.js';
+import type { GenerateOutcome, GenerateRequest } from './requests.js';
+import { encodePayload, TokenReply } from './sample-wire.js';
 import { SplitPrefix } from './split-prefix.js';
 import { withTimeout } from './with-timeout.js';
 import { forwardSegments, kvBlocksOf, verifiesDrafts } from './step-forward.js';
+import { confirmDraft, hiddenSegments, joinRows, type Pick } from './step-rows.js';
 import { DRAFT_TOKENS, nextDraft } from './draft.js';
-import { speculationOf, type DraftModel } from './draft-model.js';
+import { speculationOf } from './draft-model.js';
 import { planStep, type PlannedRows } from './step-plan.js';
 import { countDraft, outcomeOf, takeToken, type FinishReason, type OnToken, type Picked, type SequenceState } from './sequence.js';
-
-/** Waits on an idle data plane: followers wait for the next request as long as the instance lives. */
-const IDLE_TIMEOUT_MS = 2 ** 31 - 1;
 
 /**
  * A decode step that takes this many times longer than the recent average means a stage is gone
@@ -40,313 +40,6 @@ const IDLE_TIMEOUT_MS = 2 ** 31 - 1;
 const STALL_FACTOR = 20;
 /** Never fail a decode step faster than this (scheduling noise on a busy machine). */
 const MIN_DECODE_TIMEOUT_MS = 3000;
-
-export interface GenerateRequest extends SamplingOptions, SamplingPenalties {
-  promptIds: number[];
-  maxTokens: number;
-  stopTokenIds: number[];
-  /** What the output must match (applied where the driver samples). */
-  constraint?: ConstraintSpec;
-  /** Report each token's logprob and this many alternatives. */
-  logprobs?: number;
-  /** Speculative decoding for this request; else the runner's setting (off where a rank runs on a GPU). */
-  speculate?: Speculate;
-}
-
-/** How a runner speculates: prompt lookup (drafts from the sequence's own context), a draft model (draft-model.ts), or not at all. */
-export type Speculate = 'prompt-lookup' | 'draft' | 'off';
-
-/** Compiles a request's constraint against this rank's tokenizer (runner-main provides it). */
-export type CompileConstraint = (spec: ConstraintSpec, stopIds: number[]) => Promise<TokenConstraint>;
-
-export interface GenerateOutcome {
-  tokens: number[];
-  finishReason: 'stop' | 'length' | 'abort';
-  promptTokens: number;
-  prefillMs: number;
-  decodeMs: number;
-  /** Prompt tokens copied from the prefix cache instead of prefilled. */
-  cachedPromptTokens?: number;
-  /** A speculating request: draft tokens fed, and how many of them the model confirmed. */
-  speculation?: { drafted: number; accepted: number };
-}
-
-/**
- * How long a rank keeps its event loop polling (instead of sleeping in the kernel) while it waits
- * for a peer inside a forward step, ms, unless the runner is told otherwise. A tensor-parallel decode step meets the other ranks 2+ times
- * per layer, each after well under a millisecond of compute on small models: a process that sleeps on
- * its socket is woken by the scheduler at every meeting, which on a VM (halted vCPU, wake-up IPI)
- * adds 100-300 us each — measured on the 2-core bench machine at low load, median wait of a 2 KiB
- * all-reduce ~260 us sleeping vs ~55 us polling. Short, because a peer that has not answered within
- * it has usually been preempted: then polling only keeps the core from whoever should run, and an
- * idle instance must sleep. The daemon's setting (ORCHARD_DATA_PLANE_POLL_MS) reaches the runners in
- * their init (0: never poll; benchmarks).
- */
-export const POLL_MS = 0.25;
-
-/**
- * Share of this process's recent polled waits that ended within the poll window (moving average
- * over ~16). On a machine with more busy processes than cores most waits outlast the window — the
- * peer was preempted — and polling then delays the peer: a core this rank leaves idle is where the
- * scheduler would move the preempted peer. Polling pays (~200 us saved per quick wait, up to the
- * window lost per slow one) only when most waits are quick: below three quarters, only every
- * PROBE_EVERY-th wait polls, to notice when they are quick again. (Waits that sleep are not counted:
- * the wake-up itself would make them look slow.)
- */
-let quickShare = 1;
-let sinceProbe = 0;
-const PROBE_EVERY = 8;
-
-/**
- * Resolves like `p`. While waits have been quick (see `quickShare`), keeps this process's event loop
- * from blocking (setImmediate chain: libuv polls its sockets with a zero timeout) until `p` settles
- * or `ms` pass.
- */
-export function pollWhile<T>(p: Promise<T>, ms = POLL_MS): Promise<T> {
-  if (ms <= 0) return p;
-  if (quickShare < 0.75 && ++sinceProbe < PROBE_EVERY) return p;
-  sinceProbe = 0;
-  const until = performance.now() + ms;
-  let settled = false;
-  const spin = () => {
-    if (!settled && performance.now() < until) setImmediate(spin);
-  };
-  setImmediate(spin);
-  return p.finally(() => {
-    settled = true;
-    quickShare += ((performance.now() <= until ? 1 : 0) - quickShare) / 16;
-  });
-}
-
-/**
- * Sums `buf` over the members of one stage (ranks of the instance's group, ascending, `me` among them)
- * with the transport's all-reduce on their sub-group. Runs 2+ times per layer per token: the sub-group
- * is looked up again only when `groupOf` hands out another group (a runner's group may be replaced).
- */
-export function stageAllReduce(groupOf: () => Group, me: number, members: readonly number[], timeoutMs: number, pollMs = POLL_MS): (buf: Float32Array) => Promise<void> {
-  const options = { timeoutMs };
-  let parent: Group | null = null;
-  let stage: Group | null = null;
-  return async (buf) => {
-    const group = groupOf();
-    if (group !== parent) {
-      if (group.rank !== me) throw new Error(`stage all-reduce of rank ${me} handed the group of rank ${group.rank}`);
-      stage = group.subgroup(members);
-      parent = group;
-    }
-    await pollWhile(stage!.allReduce(buf, 'sum', options), pollMs);
-  };
-}
-
-interface Ctx {
-  group: Group;
-  layout: InstanceLayout;
-  shard: ModelShard;
-  maxBatch: number;
-  stepMs: number;
-  /** See POLL_MS. */
-  pollMs: number;
-  compile?: CompileConstraint;
-  /** Bytes of K/V the driver keeps for prefix reuse (split-prefix.ts); 0 or absent: none. */
-  prefixCacheBytes?: number;
-  /** Speculation of requests that do not say. @default 'off' */
-  speculate?: Speculate;
-  /** The draft model the driver runs for requests that speculate with `draft`. */
-  draftModel?: DraftModel;
-}
-
-/** How the driver, when it samples itself, turns logits into the next id (mask, sample, logprobs): per request. */
-type Pick = (logits: Float32Array) => Promise<Picked>;
-
-/**
- * The sampler's full-vocabulary logits: its own slice (vocabulary rows from 0) and every other
- * last-stage rank's, received straight into place in a buffer kept for the instance's life (one row),
- * or row by row into a fresh one (a draft's check: every row's logits).
- */
-class LogitGather {
-  readonly #vocab: number;
-  readonly #full: Float32Array;
-  readonly #peers: { rank: number; from: number; width: number; rows: Float32Array }[];
-
-  constructor(layout: InstanceLayout, vocab: number) {
-    this.#vocab = vocab;
-    this.#full = new Float32Array(layout.tensor > 1 ? vocab : 0);
-    const members = stageMembers(layout, layout.stages.length - 1);
-    this.#peers = members.slice(1).map((rank, i) => {
-      const [v0, v1] = vocabSlice(vocab, i + 1, members.length);
-      return { rank, from: v0, width: v1 - v0, rows: this.#full.subarray(v0, v1) };
-    });
-  }
-
-  /** `own` (this rank's forward output, `rows` rows) joined with the peers' slices; `own` itself without a tensor split. */
-  async join(group: Group, own: Float32Array, timeoutMs: number, pollMs: number, rows = 1): Promise<Float32Array> {
-    if (!this.#peers.length) return own;
-    if (rows === 1) {
-      const recvs = this.#peers.map((p) => group.recv(p.rank, p.rows, { timeoutMs }));
-      this.#full.set(own);
-      await pollWhile(Promise.all(recvs), pollMs);
-      return this.#full;
-    }
-    const V = this.#vocab;
-    const parts = this.#peers.map((p) => new Float32Array(rows * p.width));
-    const recvs = this.#peers.map((p, i) => group.recv(p.rank, parts[i], { timeoutMs }));
-    const full = new Float32Array(rows * V);
-    const ownWidth = own.length / rows;
-    for (let r = 0; r < rows; r++) full.set(own.subarray(r * ownWidth, (r + 1) * ownWidth), r * V);
-    await pollWhile(Promise.all(recvs), pollMs);
-    this.#peers.forEach((p, i) => {
-      for (let r = 0; r < rows; r++) full.set(parts[i].subarray(r * p.width, (r + 1) * p.width), r * V + p.from);
-    });
-    return full;
-  }
-}
-
-/** The non-driver ranks: obey headers until a stop header or a failure. */
-export async function runFollower(ctx: Ctx): Promise<void> {
-  const { group, layout, shard, pollMs } = ctx;
-  const { stage, tensorRank } = stageOf(layout, group.rank);
-  const header = new HeaderCodec(ctx.maxBatch);
-  const D = shard.config.hiddenSize;
-  const hidden = new Float32Array(ctx.maxBatch * D);
-  const rowsOut = new Float32Array(ctx.maxBatch * D);
-  const isSampler = group.rank === samplerRank(layout);
-  const last = stage === layout.stages.length - 1;
-  const caches = new Map<number, KVCache>();
-  // A rank's prefix cache keeps its blocks where its K/V live (kvBlocksOf); one that cannot says so below.
-  const blocks = kvBlocksOf(shard);
-  const prefix = blocks ? new SplitPrefix(blocks) : null;
-  /** The sampling rank's per-sequence sampling: sampler, output constraint, reply format. */
-  const picks = new Map<number, { sampler: Sampler; constraint: TokenConstraint | null; logprobs?: number; reply: TokenReply }>();
-  const gather = isSampler ? new LogitGather(layout, shard.config.vocabSize) : null;
-  // Stage 0 takes the driver's embedded rows, later stages the previous stage's hidden states.
-  const source = stage === 0 ? 0 : rankOf(layout, stage - 1, 0);
-  // What this rank can do (bit 0: copy K/V blocks, for prefix reuse; bit 1: draft checks, for
-  // speculation): the driver does each only if every rank can.
-  await group.send(0, Int32Array.of((prefix ? 1 : 0) | (verifiesDrafts(shard) ? 2 : 0)), { timeoutMs: ctx.stepMs });
-  try {
-    for (;;) {
-      await pollWhile(group.recv(0, header.buffer, { timeoutMs: IDLE_TIMEOUT_MS }), pollMs);
-      const h = header.decode();
-      if (h.op === 'stop') return;
-      if (h.op === 'end') {
-        // Hand the cache back now (GPU memory is not freed by GC in time), its blocks kept for reuse.
-        const done = caches.get(h.slot);
-        if (done) {
-          rewind(h.slot, done, h.length);
-          prefix?.end(h.slot, done);
-          shard.releaseCache(done);
-          caches.delete(h.slot);
-        }
-        continue;
-      }
-      if (h.op === 'begin') {
-        const stale = caches.get(h.slot);
-        if (stale) shard.releaseCache(stale);
-        const cache = shard.newCache(h.capacity);
-        caches.set(h.slot, cache);
-        const reused = new Int32Array(h.cached);
-        if (h.cached > 0) await group.recv(0, reused, { timeoutMs: ctx.stepMs });
-        if (prefix) prefix.restoreExactly(h.slot, cache, reused, h.prefixBlocks, group.rank);
-        else if (h.cached > 0) throw new Error(`data plane: rank ${group.rank} keeps no prefix cache but the driver reused ${h.cached} prompt tokens`);
-        if (!isSampler) continue;
-        picks.get(h.slot)?.constraint?.dispose();
-        let payload = null;
-        if (h.payloadBytes > 0) {
-          const bytes = new Uint8Array(h.payloadBytes);
-          await group.recv(0, bytes, { timeoutMs: ctx.stepMs });
-          payload = decodePayload(bytes);
-        }
-        // The driver compiled the same constraint first, so a request it refuses never gets here.
-        const constraint = payload?.constraint && ctx.compile ? await ctx.compile(payload.constraint, payload.stopTokenIds) : null;
-        picks.set(h.slot, { sampler: new Sampler({ ...h.sampling, ...payload?.penalties }, payload?.history), constraint, logprobs: payload?.logprobs, reply: new TokenReply(payload?.logprobs) });
-        continue;
-      }
-      await followStep(h);
-    }
-  } finally {
-    for (const p of picks.values()) p.constraint?.dispose();
-  }
-
-  /** Drops a rejected draft's rows: the slot's cache continues at `length`. */
-  function rewind(slot: number, cache: KVCache, length: number): void {
-    if (cache.length < length) throw new Error(`data plane: slot ${slot} on rank ${group.rank} holds ${cache.length} tokens, the driver continues at ${length}: out of step`);
-    cache.length = length;
-    prefix?.rewind(slot, length);
-  }
-
-  async function followStep(h: Extract<Header, { op: 'forward' }>): Promise<void> {
-    const caches_ = h.segments.map(({ slot, pos }) => {
-      const cache = caches.get(slot);
-      if (!cache) throw new Error(`data plane: forward for slot ${slot} before its begin, on rank ${group.rank}`);
-      rewind(slot, cache, pos);
-      return cache;
-    });
-    const n = h.tokens.length;
-    await pollWhile(group.recv(source, hidden.subarray(0, n * D), { timeoutMs: ctx.stepMs }), pollMs);
-    let fed = 0;
-    const tokenAt = h.segments.map((seg) => (fed += seg.n) - seg.n);
-    h.segments.forEach((seg, i) => prefix?.fed(seg.slot, h.tokens.subarray(tokenAt[i], tokenAt[i] + seg.n)));
-    const outs = await forwardSegments(shard, hiddenSegments(hidden, D, h.segments, caches_));
-    if (!last && tensorRank === 0) {
-      const view = joinRows(outs, h.segments, D, rowsOut);
-      await Promise.all(stageMembers(layout, stage + 1).map((r) => group.send(r, view, { timeoutMs: ctx.stepMs })));
-    }
-    if (!last) return;
-    // The sampled segments' logits, in segment order: the sampler replies to the driver in that order.
-    for (let i = 0; i < h.segments.length; i++) {
-      const seg = h.segments[i];
-      if (!seg.sample) continue;
-      if (isSampler) {
-        const p = picks.get(seg.slot)!;
-        const pick = (logits: Float32Array) => pickToken(logits, p.sampler, p.constraint, p.logprobs);
-        if (seg.draft === 0) {
-          const r = await pick(await gather!.join(group, outs[i], ctx.stepMs, pollMs));
-          await group.send(0, p.reply.encode(r.id, r.logprob), { timeoutMs: ctx.stepMs });
-          continue;
-        }
-        // A draft's check: the tokens picked while they agree with the draft, their count first.
-        const draft = Array.from(h.tokens.subarray(tokenAt[i] + 1, tokenAt[i] + seg.n));
-        const picked = await confirmDraft(await gather!.join(group, outs[i], ctx.stepMs, pollMs, draft.length + 1), draft, pick);
-        await group.send(0, Int32Array.of(picked.length), { timeoutMs: ctx.stepMs });
-        for (const r of picked) await group.send(0, p.reply.encode(r.id, r.logprob), { timeoutMs: ctx.stepMs });
-      } else {
-        await group.send(samplerRank(layout), outs[i], { timeoutMs: ctx.stepMs });
-      }
-    }
-  }
-}
-
-/**
- * The tokens a draft's check confirms: `logits` holds a row per fed token (the last token, then the
- * draft); each row's pick is kept while it equals the draft token fed after it (pickVerified), all of
- * them picked here — the driver then hands them out until the sequence ends.
- */
-async function confirmDraft(logits: Float32Array, draft: readonly number[], pick: Pick): Promise<Picked[]> {
-  const V = logits.length / (draft.length + 1);
-  const picked: Picked[] = [];
-  await pickVerified((j) => logits.subarray(j * V, (j + 1) * V), draft, pick, (r) => (picked.push(r), true));
-  return picked;
-}
-
-/** A step's segments as forward inputs over `rows` (n·hidden f32 each, in segment order), each continuing its cache. */
-function hiddenSegments(rows: Float32Array, D: number, segments: readonly Segment[], caches: readonly KVCache[]): BatchSegment[] {
-  let at = 0;
-  return segments.map((seg, i) => ({ input: { hidden: rows.subarray(at * D, (at += seg.n) * D), n: seg.n }, cache: caches[i], allLogits: seg.draft > 0 }));
-}
-
-/**
- * A step's hidden rows for the next stage, in segment order, as one array: the forward's own output
- * when it is one segment, else copied side by side into `buf` (a GPU rank's outputs are separate copies).
- */
-function joinRows(outs: Float32Array[], segments: readonly Segment[], D: number, buf: Float32Array): Float32Array {
-  if (outs.length === 1) return outs[0].subarray(0, segments[0].n * D);
-  let at = 0;
-  outs.forEach((o, i) => {
-    buf.set(o.subarray(0, segments[i].n * D), at);
-    at += segments[i].n * D;
-  });
-  return buf.subarray(0, at);
-}
 
 /** One request the driver runs: its KV cache slot on every rank and where its prompt and tokens are. */
 interface Running extends SequenceState {
@@ -381,7 +74,7 @@ interface Lane {
  * step stage 0 computes the next lane's: a pipeline is kept busy by micro-batches.
  */
 export class Driver {
-  readonly #ctx: Ctx;
+  readonly #ctx: LoopContext;
   readonly #header: HeaderCodec;
   readonly maxSequences: number;
   readonly #free: number[];
@@ -412,7 +105,7 @@ export class Driver {
    */
   readonly #everywhere: Promise<{ reuse: boolean; verify: boolean }>;
 
-  constructor(ctx: Ctx, maxSequences = Math.max(1, ctx.layout.stages.length)) {
+  constructor(ctx: LoopContext, maxSequences = Math.max(1, ctx.layout.stages.length)) {
     this.#ctx = ctx;
     this.#prefix = new SplitPrefix(kvBlocksOf(ctx.shard) ?? undefined);
     this.#header = new HeaderCodec(ctx.maxBatch);
@@ -719,5 +412,3 @@ export class Driver {
     await this.#serial(() => this.#broadcast({ op: 'stop' })).catch(() => undefined);
   }
 }
-
-export { worldSize, type Ctx as LoopContext };
