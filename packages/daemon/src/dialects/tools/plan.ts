@@ -15,7 +15,7 @@ import type { ReplyParser } from './events.js';
 import type { ToolCallFormat } from './format.js';
 import { harmony } from './formats/harmony.js';
 import { detectToolCallFormat, TOOL_CALL_FORMATS } from './registry.js';
-import { plainParser, withThinking } from './thinking.js';
+import { plainParser, thinkingMarkers, withThinking } from './thinking.js';
 
 export type ToolChoice = 'none' | 'auto' | 'required' | { name: string };
 
@@ -81,7 +81,7 @@ function withSystemText(messages: ChatMessage[], text: string): ChatMessage[] {
 function reasoningVariables(template: string | null, model: string, reasoning: ChatToolsRequest['reasoning']): Record<string, unknown> {
   if (reasoning === undefined) return {};
   const src = template ?? '';
-  const reasons = /<\/think>|enable_thinking|reasoning_effort|<\|channel\|>analysis/.test(src);
+  const reasons = /<\/think>|<\/seed:think>|enable_thinking|reasoning_effort|<\|channel\|>analysis/.test(src);
   if (reasoning !== false && !reasons) throw new DialectError(`the model '${model}' does not support thinking: its chat template ${template ? 'has no reasoning' : 'is missing'}`, 'reasoning', 'thinking_unsupported');
   const on = reasoning !== false;
   return { enable_thinking: on, thinking: on, ...(typeof reasoning === 'string' ? { reasoning_effort: reasoning } : !on ? { reasoning_effort: 'low' } : {}) };
@@ -94,6 +94,16 @@ const LLAMA_BUILTINS = ['brave_search', 'wolfram_alpha'];
 function builtinTools(template: string | null, tools: ToolDefinition[]): string[] {
   if (!template?.includes('builtin_tools')) return [];
   return tools.map((t) => t.function.name).filter((n) => LLAMA_BUILTINS.includes(n));
+}
+
+/** Past calls written into their assistant message's content, for a template that never writes `tool_calls`. */
+export function callsIntoContent(format: ToolCallFormat, messages: ChatMessage[]): ChatMessage[] {
+  return messages.map((m) => {
+    if (!m.tool_calls?.length) return m;
+    const calls = m.tool_calls.map((c) => ({ name: c.function.name, arguments: typeof c.function.arguments === 'string' ? c.function.arguments : JSON.stringify(c.function.arguments) }));
+    const { tool_calls: _calls, ...rest } = m;
+    return { ...rest, content: `${m.content ?? ''}${format.callsAsContent!(calls)}` };
+  });
 }
 
 function jsonConstraint(f: ResponseFormat | undefined): JsonSchema | null {
@@ -110,7 +120,9 @@ export function planChat(tok: ModelTokenizer, model: string, req: ChatToolsReque
   const format = detectToolCallFormat(tok.chatTemplate);
   const history = req.messages.some((m) => m.role === 'tool' || m.tool_calls?.length);
 
-  if ((active || history) && !caps?.toolCalls) {
+  // A template that never writes past calls can still be given them as the model writes them (Granite).
+  const callsInContent = !caps?.toolCalls && format?.callsAsContent ? format : null;
+  if ((active || history) && !caps?.toolCalls && !callsInContent) {
     throw new DialectError(`the model '${model}' does not support tools: its chat template ${caps ? 'never writes tool calls' : 'is missing'}`, active ? 'tools' : 'messages', 'tools_unsupported');
   }
   if (active && !format) throw new DialectError(`the model '${model}' writes tool calls in a format Orchard does not read (known: ${TOOL_CALL_FORMATS.map((f) => f.name).join(', ')})`, 'tools', 'tools_unsupported');
@@ -126,6 +138,7 @@ export function planChat(tok: ModelTokenizer, model: string, req: ChatToolsReque
       ...(m.tool_call_id !== undefined ? { tool_call_id: id(m.tool_call_id) } : {}),
     }));
   }
+  if (callsInContent) messages = callsIntoContent(callsInContent, messages);
   if (active && !caps!.tools) {
     // The model card's own wording where the format has one, after the system prompt (or an empty one) and a blank line.
     if (format!.toolPrompt) messages = messages[0]?.role === 'system' ? [{ ...messages[0], content: `${messages[0].content ?? ''}\n\n${format!.toolPrompt(tools)}` }, ...messages.slice(1)] : [{ role: 'system', content: `\n\n${format!.toolPrompt(tools)}` }, ...messages];
@@ -156,12 +169,12 @@ export function planChat(tok: ModelTokenizer, model: string, req: ChatToolsReque
     constraint = { type: 'structural', format: { type: 'or', elements: [calls, { type: 'json_schema', json_schema: json }] } };
   } else if (json) constraint = { type: 'json_schema', schema: json };
 
-  const thinking = tok.chatTemplate?.includes('</think>') ?? false;
-  const startsThinking = thinking && /<think>\s*$/.test(prompt);
+  const think = thinkingMarkers(tok.chatTemplate);
+  const startsThinking = think !== null && prompt.trimEnd().endsWith(think.open);
   // The template opened <think> (DeepSeek R1): a forced reply closes it at once, then calls or JSON.
   if (constraint && startsThinking) {
     const rest: StructuralFormat = constraint.type === 'structural' ? constraint.format : { type: 'json_schema', json_schema: (constraint as { schema: JsonSchema }).schema };
-    constraint = { type: 'structural', format: { type: 'sequence', elements: [{ type: 'const_string', value: '</think>\n\n' }, rest] } };
+    constraint = { type: 'structural', format: { type: 'sequence', elements: [{ type: 'const_string', value: `${think.close}\n\n` }, rest] } };
   }
 
   const newId = format?.newId?.bind(format) ?? defaultId;
@@ -173,7 +186,7 @@ export function planChat(tok: ModelTokenizer, model: string, req: ChatToolsReque
     format: format?.name ?? null,
     parser() {
       const p = reads ? reads.parser(newId, tools) : plainParser();
-      return thinking ? withThinking(p, startsThinking) : p;
+      return think ? withThinking(p, startsThinking, think) : p;
     },
   };
 }

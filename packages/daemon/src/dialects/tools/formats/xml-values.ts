@@ -24,9 +24,16 @@ export function readValue(text: string, schema: { type?: unknown } | undefined):
   try {
     return JSON.parse(text);
   } catch {
-    return text;
+    // Seed-OSS prints non-strings with Python's str(): True, False, None.
+    return PYTHON_WORDS.has(text.trim()) ? PYTHON_WORDS.get(text.trim()) : text;
   }
 }
+
+const PYTHON_WORDS = new Map<string, unknown>([
+  ['True', true],
+  ['False', false],
+  ['None', null],
+]);
 
 /** The call's arguments as JSON text, values typed by the tool's schema. */
 export function argumentsOf(pairs: [string, string][], tools: ToolDefinition[] | undefined, name: string): string {
