@@ -8,7 +8,25 @@ import { z } from 'zod';
 import type { ServeEvent, ServeRequest } from '../serving/requests.js';
 import { DialectError } from './tools/plan.js';
 import { ollamaSampling } from './sampling.js';
+import { durationMs } from '../config/options.js';
 
+
+/**
+ * Ollama's per-request keep_alive: how long the model stays loaded after this request, as a duration
+ * ("5m", "90s"), a number of seconds, 0 (unload once done) or negative / "never" (stay loaded), read
+ * to ms (null: never). Absent: the daemon's --keep-alive.
+ */
+const keepAlive = z
+  .union([z.string(), z.number()])
+  .transform((v, ctx) => {
+    try {
+      return durationMs(v, 'keep_alive');
+    } catch (err) {
+      ctx.addIssue({ code: 'custom', message: (err as Error).message });
+      return z.NEVER;
+    }
+  })
+  .optional();
 
 const options = z
   .object({
@@ -47,6 +65,7 @@ export const ollamaChatSchema = z
     options,
     stream: z.boolean().default(true),
     think: z.union([z.boolean(), z.string()]).optional(),
+    keep_alive: keepAlive,
   })
   .passthrough();
 
@@ -61,6 +80,7 @@ export const ollamaGenerateSchema = z
     options,
     stream: z.boolean().default(true),
     think: z.union([z.boolean(), z.string()]).optional(),
+    keep_alive: keepAlive,
   })
   .passthrough();
 

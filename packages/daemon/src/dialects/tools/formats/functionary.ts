@@ -24,12 +24,10 @@ export const functionaryV31: ToolCallFormat = {
       },
       newId,
     ),
-  grammar: (tools, parallel) => ({
-    type: 'tags_with_separator',
-    tags: tools.map((t) => ({ type: 'tag', begin: `<function=${t.function.name}>`, content: { type: 'json_schema', json_schema: parametersOf(t) }, end: '</function>' })),
-    separator: '',
-    at_least_one: true,
-    stop_after_first: !parallel,
+  // Its system prompt says "Only call one function at a time": one call, never parallel.
+  grammar: (tools) => ({
+    type: 'or',
+    elements: tools.map((t) => ({ type: 'tag', begin: `<function=${t.function.name}>`, content: { type: 'json_schema', json_schema: parametersOf(t) }, end: '</function>' })),
   }),
 };
 
