@@ -42,6 +42,15 @@ const options = z
 
 const format = z.union([z.literal('json'), z.literal(''), z.record(z.string(), z.unknown())]).optional();
 
+/** The fields /api/chat and /api/generate share: how to generate, stream, reason and keep the model. */
+const generation = {
+  format,
+  options,
+  stream: z.boolean().default(true),
+  think: z.union([z.boolean(), z.string()]).optional(),
+  keep_alive: keepAlive,
+};
+
 export const ollamaChatSchema = z
   .object({
     model: z.string().min(1).max(512),
@@ -61,11 +70,7 @@ export const ollamaChatSchema = z
       .max(1024)
       .default([]),
     tools: z.array(z.object({ type: z.literal('function').default('function'), function: z.object({ name: z.string(), description: z.string().optional(), parameters: z.record(z.string(), z.unknown()).optional() }) })).max(128).optional(),
-    format,
-    options,
-    stream: z.boolean().default(true),
-    think: z.union([z.boolean(), z.string()]).optional(),
-    keep_alive: keepAlive,
+    ...generation,
   })
   .passthrough();
 
@@ -76,11 +81,7 @@ export const ollamaGenerateSchema = z
     system: z.string().optional(),
     raw: z.boolean().optional(),
     images: z.array(z.string()).optional(),
-    format,
-    options,
-    stream: z.boolean().default(true),
-    think: z.union([z.boolean(), z.string()]).optional(),
-    keep_alive: keepAlive,
+    ...generation,
   })
   .passthrough();
 

@@ -151,6 +151,27 @@ describe('a native call streamed in pieces is the same call in every dialect', (
     expect(viaAnthropic(serveEvents(coalesce(stream(p, text))))).toEqual([{ name: 'get_weather', args: ARGS }]);
   });
 
+  it("text beside calls stays text: Functionary v3.2's >>>all, Command R's words before Action:, Granite's before <|tool_call|>", () => {
+    const cases: [FamilyName, string, string][] = [
+      ['functionaryV32', 'all\nChecking.>>>get_weather\n{"city": "Paris", "days": 2, "zip": "75001"}', 'Checking.'],
+      ['commandR', 'I will look.\nAction:\n```json\n[{"tool_name": "get_weather", "parameters": {"city": "Paris", "days": 2, "zip": "75001"}}]```', 'I will look.\n'],
+      ['granite', 'Sure: <|tool_call|>[{"name": "get_weather", "arguments": {"city": "Paris", "days": 2, "zip": "75001"}}]', 'Sure: '],
+    ];
+    for (const [f, reply, text] of cases) {
+      const events = serveEvents(coalesce(stream(detectToolCallFormat(familyTemplate(f))!.parser((i) => `c${i}`, tools), reply)));
+      expect(viaOpenAi(events), f).toEqual([{ name: 'get_weather', args: ARGS }]);
+      expect(events.filter((e) => e.type === 'text').map((e) => (e as { text: string }).text).join(''), f).toBe(text);
+    }
+  });
+
+  it('Seed-OSS reasoning in <seed:think> comes back as reasoning before its call', () => {
+    const template = familyTemplate('seedOss');
+    const reply = '<seed:think>The user wants weather.</seed:think>\n<seed:tool_call>\n<function=get_weather>\n<parameter=city>Paris</parameter>\n<parameter=days>2</parameter>\n<parameter=zip>75001</parameter>\n</function>\n</seed:tool_call>';
+    const events = serveEvents(coalesce(stream(withThinking(detectToolCallFormat(template)!.parser((i) => `c${i}`, tools), false, thinkingMarkers(template)!), reply)));
+    expect(events[0]).toEqual({ type: 'reasoning', text: 'The user wants weather.' });
+    expect(viaAnthropic(events)).toEqual([{ name: 'get_weather', args: ARGS }]);
+  });
+
   it('reasoning comes back as reasoning in every dialect', () => {
     const events: ServeEvent[] = [{ type: 'reasoning', text: 'Let me think.' }, { type: 'text', text: 'Sunny.' }];
     expect(events.flatMap((e) => chatDeltas(e) ?? []).map((d) => d.delta)).toEqual([{ reasoning_content: 'Let me think.' }, { content: 'Sunny.' }]);

@@ -229,6 +229,22 @@ describe('what cannot be served is a 400 naming it', () => {
     expect(err!.code).toBe('tools_unsupported');
   });
 
+  it("Granite's template never writes past calls: planChat writes them into the assistant's content as the model does", () => {
+    const granite = loadTokenizer(writeFamilyModel(join(tmp.dir, 'granite-history'), 'granite').dir);
+    expect(granite.chatTemplateCaps?.toolCalls).toBe(false);
+    const plan = planChat(granite, 'granite', {
+      messages: [
+        { role: 'user', content: 'Weather in Paris?' },
+        { role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'get_weather', arguments: '{"city": "Paris", "days": 2}' } }] },
+        { role: 'tool', tool_call_id: 'c1', content: 'sunny' },
+      ],
+      tools,
+    });
+    expect(plan.format).toBe('granite');
+    expect(plan.prompt).toContain('<|start_of_role|>assistant<|end_of_role|><|tool_call|>[{"name": "get_weather", "arguments": {"city": "Paris", "days": 2}}]<|end_of_text|>');
+    expect(plan.prompt).toContain('<|start_of_role|>tool<|end_of_role|>sunny<|end_of_text|>');
+  });
+
   it('tool_choice none renders no tools and reads no calls', () => {
     const plan = planChat(qwen, 'q', { messages: user, tools, toolChoice: 'none' });
     expect(plan.prompt).not.toContain('get_weather');

@@ -6,7 +6,9 @@
  * The list is read when it is whole; a list that does not read as calls comes out as plain text,
  * the marker included, so nothing the model wrote is lost.
  */
+import type { StructuralFormat, ToolDefinition } from '@orchard/engine';
 import type { ReplyEvent, ReplyParser } from './events.js';
+import { parametersOf } from './format.js';
 import { argumentsJson, findMarker, jsonValueEnd, partialMarkerTail, tryJson } from './scan.js';
 
 export interface JsonListFormat {
@@ -92,5 +94,21 @@ export function jsonListParser(f: JsonListFormat, newId: (index: number, name: s
   return {
     push: (text) => ((buf += text), run(false).filter((e) => e.type === 'tool_call' || e.text)),
     end: () => run(true).filter((e) => e.type === 'tool_call' || e.text),
+  };
+}
+
+/** The forcing grammar of `begin[{"name": ..., "arguments": {...}}, ...]` (Mistral's [TOOL_CALLS], Granite's <|tool_call|>). */
+export function namedArgumentsList(begin: string, tools: ToolDefinition[], parallel: boolean): StructuralFormat {
+  return {
+    type: 'tag',
+    begin: `${begin}[`,
+    content: {
+      type: 'tags_with_separator',
+      tags: tools.map((t) => ({ type: 'tag', begin: `{"name": ${JSON.stringify(t.function.name)}, "arguments": `, content: { type: 'json_schema', json_schema: parametersOf(t) }, end: '}' })),
+      separator: ', ',
+      at_least_one: true,
+      stop_after_first: !parallel,
+    },
+    end: ']',
   };
 }

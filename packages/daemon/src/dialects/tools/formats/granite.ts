@@ -3,8 +3,9 @@
  * system prompt tells the model. Its template never writes past calls, so they go back to it in the
  * assistant's content, written the same way.
  */
-import { parametersOf, type ToolCallFormat } from '../format.js';
-import { jsonListParser } from '../json-list.js';
+import { pythonJson } from '@orchard/engine';
+import type { ToolCallFormat } from '../format.js';
+import { jsonListParser, namedArgumentsList } from '../json-list.js';
 
 const MARK = '<|tool_call|>';
 
@@ -19,17 +20,7 @@ export const granite: ToolCallFormat = {
       },
       newId,
     ),
-  grammar: (tools, parallel) => ({
-    type: 'tag',
-    begin: `${MARK}[`,
-    content: {
-      type: 'tags_with_separator',
-      tags: tools.map((t) => ({ type: 'tag', begin: `{"name": ${JSON.stringify(t.function.name)}, "arguments": `, content: { type: 'json_schema', json_schema: parametersOf(t) }, end: '}' })),
-      separator: ', ',
-      at_least_one: true,
-      stop_after_first: !parallel,
-    },
-    end: ']',
-  }),
-  callsAsContent: (calls) => `${MARK}${JSON.stringify(calls.map((c) => ({ name: c.name, arguments: JSON.parse(c.arguments) as unknown })))}`,
+  grammar: (tools, parallel) => namedArgumentsList(MARK, tools, parallel),
+  // As Python's json.dumps writes it (", " and ": "), the spacing of the grammar above.
+  callsAsContent: (calls) => `${MARK}${pythonJson(calls.map((c) => ({ name: c.name, arguments: JSON.parse(c.arguments) as unknown })))}`,
 };
