@@ -75,7 +75,8 @@ function withSystemText(messages: ChatMessage[], text: string): ChatMessage[] {
 
 /**
  * The template variables that turn reasoning on or off, as the templates read them: Qwen3's
- * `enable_thinking`, DeepSeek V3.1's `thinking`, gpt-oss's `reasoning_effort`. Asking a template
+ * `enable_thinking`, DeepSeek V3.1's `thinking`, gpt-oss's `reasoning_effort`, Seed-OSS's
+ * `thinking_budget`. Asking a template
  * that never reasons to reason is a 400 (as Ollama answers "does not support thinking").
  */
 function reasoningVariables(template: string | null, model: string, reasoning: ChatToolsRequest['reasoning']): Record<string, unknown> {
@@ -84,7 +85,8 @@ function reasoningVariables(template: string | null, model: string, reasoning: C
   const reasons = /<\/think>|<\/seed:think>|enable_thinking|reasoning_effort|<\|channel\|>analysis/.test(src);
   if (reasoning !== false && !reasons) throw new DialectError(`the model '${model}' does not support thinking: its chat template ${template ? 'has no reasoning' : 'is missing'}`, 'reasoning', 'thinking_unsupported');
   const on = reasoning !== false;
-  return { enable_thinking: on, thinking: on, ...(typeof reasoning === 'string' ? { reasoning_effort: reasoning } : !on ? { reasoning_effort: 'low' } : {}) };
+  // Seed-OSS: a thinking budget of 0 is its "off" (unset, -1, leaves the budget to the model).
+  return { enable_thinking: on, thinking: on, ...(on ? {} : { thinking_budget: 0 }), ...(typeof reasoning === 'string' ? { reasoning_effort: reasoning } : !on ? { reasoning_effort: 'low' } : {}) };
 }
 
 /** Llama 3.1's built-in tools: the template announces them (ipython mode) and writes their calls as NAME.call(...). */
@@ -170,7 +172,9 @@ export function planChat(tok: ModelTokenizer, model: string, req: ChatToolsReque
   } else if (json) constraint = { type: 'json_schema', schema: json };
 
   const think = thinkingMarkers(tok.chatTemplate);
-  const startsThinking = think !== null && prompt.trimEnd().endsWith(think.open);
+  // The template opened reasoning for the model: its marker ends the prompt (Seed-OSS with a budget of
+  // 0 adds its budget tag after it; a closing tag after it, GLM's <think></think>, is reasoning off).
+  const startsThinking = think !== null && new RegExp(`${think.open.replace(/[|\\^$.*+?()[\]{}]/g, '\\$&')}(<[^/<>][^<>]*>)?\\s*$`).test(prompt);
   // The template opened <think> (DeepSeek R1): a forced reply closes it at once, then calls or JSON.
   if (constraint && startsThinking) {
     const rest: StructuralFormat = constraint.type === 'structural' ? constraint.format : { type: 'json_schema', json_schema: (constraint as { schema: JsonSchema }).schema };
