@@ -84,6 +84,12 @@ export interface Serving {
    * only; `onProgress` hears this pull's files.
    */
   pull(repo: string, selection?: TensorSelection, o?: { fromPod?: boolean; onProgress?: (e: PullEvent) => void }): ReturnType<typeof fetchModel>;
+  /**
+   * How long `model` stays loaded once idle, as its last request asked (Ollama's keep_alive): ms, 0 to
+   * unload it as soon as it is idle, null for never, undefined for the daemon's --keep-alive. Heeded
+   * where this node coordinates the pod.
+   */
+  keepAlive(model: string, ms: number | null | undefined): void;
   /** Asks the coordinator to remove an instance and waits (10 s) until it is gone; false when unknown. */
   remove(id: string): Promise<boolean>;
   close(): Promise<void>;
@@ -151,6 +157,8 @@ export async function startServing(deps: ServingDeps): Promise<Serving> {
   const suspectAfterMs = Math.max(1500, o.heartbeatMs * 2.5);
   const placeableCluster = (): Cluster => withoutSilentNodes(control.cluster(), { selfId, heardAt: (p) => control.replica.heardAt(p), now: Date.now(), suspectAfterMs });
   let memory: Memory = emptyMemory;
+  /** Per-model keep-alive asked by the latest request (serving.keepAlive). */
+  const keepAlives = new Map<string, number | null>();
   const fresh = {
     instanceId: (model: string) => `${model.replace(/[^\w.-]/g, '_').slice(0, 100)}-${randomBytes(4).toString('hex')}`,
     secret: () => randomBytes(32).toString('hex'),
@@ -167,6 +175,7 @@ export async function startServing(deps: ServingDeps): Promise<Serving> {
       filesAt: (model: string) => Math.max(board.filesAt(model), catalog.filesAt(model) ?? 0),
       silenceMs: suspectAfterMs + 500,
       keepAliveMs: o.keepAliveMs,
+      keepAliveOf: (model: string) => (keepAlives.has(model) ? keepAlives.get(model)! : undefined),
     };
     const step = decide(view, memory, command, fresh);
     memory = step.memory;
@@ -311,6 +320,10 @@ export async function startServing(deps: ServingDeps): Promise<Serving> {
       const set = pullListeners.get(repo) ?? new Set();
       pullListeners.set(repo, set.add(onProgress));
       return pull(repo, selection, !po?.fromPod).finally(() => set.delete(onProgress));
+    },
+    keepAlive(model, ms) {
+      if (ms === undefined) keepAlives.delete(model);
+      else keepAlives.set(model, ms);
     },
     async remove(id) {
       if (!state().instances[id]) return false;

@@ -44,6 +44,20 @@ describe('the reasoning switch reaches the template', () => {
     const off = planChat(tok('glm46'), 'z', { messages: user, reasoning: false }).prompt;
     expect(off).toContain('Hi/nothink');
     expect(off.endsWith('<|assistant|>\n<think></think>')).toBe(true);
+    // The closed block is no reasoning to read: the reply is content.
+    const p = planChat(tok('glm46'), 'z', { messages: user, reasoning: false }).parser();
+    expect([...p.push('Hello'), ...p.end()]).toEqual([{ type: 'content', text: 'Hello' }]);
+  });
+
+  it('Seed-OSS: off is a thinking budget of 0 (the reply starts inside <seed:think>); on and unset leave the budget to the model', () => {
+    const off = planChat(tok('seedOss'), 's', { messages: user, reasoning: false });
+    expect(off.prompt).toContain('your thinking budget is 0');
+    expect(off.prompt.endsWith('<seed:bos>assistant\n<seed:think><seed:cot_budget_reflect>')).toBe(true);
+    const p = off.parser();
+    const events = [...p.push('The budget is 0.</seed:cot_budget_reflect>\n</seed:think>Hello'), ...p.end()];
+    expect(events.filter((e) => e.type === 'reasoning').map((e) => (e as { text: string }).text).join('')).toBe('The budget is 0.</seed:cot_budget_reflect>\n');
+    expect(events.filter((e) => e.type === 'content').map((e) => (e as { text: string }).text).join('')).toBe('Hello');
+    for (const reasoning of [true, undefined]) expect(planChat(tok('seedOss'), 's', { messages: user, reasoning }).prompt.endsWith('<seed:bos>assistant\n')).toBe(true);
   });
 
   it('reasoning on a template that never reasons is a 400 naming the model; off is fine', () => {

@@ -24,9 +24,14 @@ const VALID: Record<string, string[]> = {
   'kimi-k2': ['<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{"city": "Paris"}<|tool_call_end|><|tool_calls_section_end|>'],
   'qwen3-coder': ['<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n<parameter=days>\n2\n</parameter>\n</function>\n</tool_call>', 'Let me check.\n<tool_call>\n<function=b>\n</function>\n</tool_call>'],
   'glm-4.5': ['<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n<arg_key>days</arg_key>\n<arg_value>2</arg_value>\n</tool_call>', 'ok\n<tool_call>b\n</tool_call>'],
+  'seed-oss': ['<seed:tool_call>\n<function=get_weather>\n<parameter=city>Paris</parameter>\n<parameter=days>2</parameter>\n</function>\n</seed:tool_call>', 'Sure.\n<seed:tool_call>\n<function=b>\n</function>\n</seed:tool_call>'],
+  granite: ['<|tool_call|>[{"name": "get_weather", "arguments": {"city": "Paris"}}, {"name": "b", "arguments": {}}]', 'ok <|tool_call|>[{"arguments": {"q": "x]"}, "name": "a"}]'],
+  'command-r': ['Action:\n```json\n[\n    {\n        "tool_name": "get_weather",\n        "parameters": {"city": "Paris"}\n    },\n    {"tool_name": "directly-answer", "parameters": {}}\n]```\n', 'Plan: look it up.\nAction: ```json\n[{"tool_name": "b", "parameters": {}}, {"tool_name": "c", "parameters": {"x": "```"}}]\n```'],
+  'functionary-v3.1': ['<function=get_weather>{"city": "Paris"}</function>', 'Let me see. <function=a>{"q": "}"}</function><function=b>{}</function>'],
+  'functionary-v3.2': ['get_weather\n{"city": "Paris"}>>>b\n{}', 'all\nChecking now.>>>get_weather\n{"city": "Rome"}'],
   harmony: ['<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city": "Paris"}', '<|channel|>final<|message|>It is sunny.'],
 };
-const ALL_MARKERS = ['<tool_call>', '</tool_call>', '<function=', '</function>', '<parameter=', '</parameter>', '<arg_key>', '</arg_key>', '<arg_value>', '</arg_value>', '[TOOL_CALLS]', '[ARGS]', '<|python_tag|>', '<｜tool▁calls▁begin｜>', '<｜tool▁call▁begin｜>', '<｜tool▁sep｜>', '<｜tool▁call▁end｜>', '<|tool_call_begin|>', '<|tool_call_argument_begin|>', '<|channel|>', '<|message|>', '<|end|>', '<think>', '</think>', '{', '}', '[', ']', '"', '\\', '```'];
+const ALL_MARKERS = ['<tool_call>', '</tool_call>', '<function=', '</function>', '<parameter=', '</parameter>', '<arg_key>', '</arg_key>', '<arg_value>', '</arg_value>', '[TOOL_CALLS]', '[ARGS]', '<|python_tag|>', '<｜tool▁calls▁begin｜>', '<｜tool▁call▁begin｜>', '<｜tool▁sep｜>', '<｜tool▁call▁end｜>', '<|tool_call_begin|>', '<|tool_call_argument_begin|>', '<|channel|>', '<|message|>', '<|end|>', '<think>', '</think>', '<seed:tool_call>', '</seed:tool_call>', '<|tool_call|>', 'Action:', '```json', '>>>', '{', '}', '[', ']', '"', '\\', '```'];
 
 function mutate(text: string, rnd: () => number): string {
   let t = text;
@@ -92,5 +97,15 @@ describe('tool-call parsers under fuzzing', () => {
     expect(calls('mistral', VALID.mistral[1])).toBe(1);
     expect(calls('deepseek-v3.1', VALID['deepseek-v3.1'][0])).toBe(2);
     expect(calls('harmony', VALID.harmony[0])).toBe(1);
+    expect(calls('seed-oss', VALID['seed-oss'][0])).toBe(1);
+    expect(calls('seed-oss', VALID['seed-oss'][1])).toBe(1);
+    expect(calls('granite', VALID.granite[0])).toBe(2);
+    expect(calls('granite', VALID.granite[1])).toBe(1);
+    // Command R's directly-answer is no call.
+    expect(calls('command-r', VALID['command-r'][0])).toBe(1);
+    expect(calls('command-r', VALID['command-r'][1])).toBe(2);
+    expect(calls('functionary-v3.1', VALID['functionary-v3.1'][1])).toBe(2);
+    expect(calls('functionary-v3.2', VALID['functionary-v3.2'][0])).toBe(2);
+    expect(calls('functionary-v3.2', VALID['functionary-v3.2'][1])).toBe(1);
   });
 });

@@ -12,9 +12,11 @@ import { ChatTemplate, generate, loadInProcessModel, loadTokenizer, type ChatMes
 import { coalesce, type ReplyEvent, type ReplyParser } from '../../src/requests/reply.js';
 import { detectToolCallFormat } from '../../src/prompt/tools/registry.js';
 import { DialectError } from '../../src/requests/errors.js';
-import { planChat } from '../../src/prompt/tools/plan.js';
-import { withThinking } from '../../src/prompt/tools/thinking.js';
-import { FAMILIES, familyTemplate, writeFamilyModel, type FamilyName } from '../../../engine/test/fixtures/chat-templates/families.js';
+import { callsIntoContent, planChat } from '../../src/prompt/tools/plan.js';
+import { thinkingMarkers, withThinking } from '../../src/prompt/tools/thinking.js';
+import { templateReply } from './template-reply.js';
+import { FAMILIES, familyModelOptions, familyTemplate, writeFamilyModel, type FamilyName } from '../../../engine/test/fixtures/chat-templates/families.js';
+import { writeRandomModel } from '@orchard/engine/testing';
 const tmp = { dir: mkdtempSync(join(tmpdir(), 'orchard-tool-calls-')) };
 afterAll(() => rmSync(tmp.dir, { recursive: true, force: true }));
 
@@ -45,12 +47,18 @@ const EXPECTED: Record<FamilyName, string | null> = {
   gptOss: 'harmony',
   qwen3Coder: 'qwen3-coder',
   glm46: 'glm-4.5',
-  seedOss: null,
+  seedOss: 'seed-oss',
+  commandR: 'command-r',
+  granite: 'granite',
+  functionaryV31: 'functionary-v3.1',
+  functionaryV32: 'functionary-v3.2',
   gemma2: null,
 };
 const families = (Object.keys(EXPECTED) as FamilyName[]).filter((f) => EXPECTED[f]);
 /** Templates that render only one call per assistant message. */
 const singleCall = new Set<FamilyName>(['llama31', 'llama32', 'gptOss']);
+/** Formats that force one call even when parallel calls are allowed (their prompt asks for one at a time). */
+const oneForced = new Set<FamilyName>(['functionaryV31']);
 
 /** Feeds text in uneven pieces (1-7 characters), as tokens arrive. */
 function feed(p: ReplyParser, text: string): ReplyEvent[] {
@@ -60,10 +68,6 @@ function feed(p: ReplyParser, text: string): ReplyEvent[] {
   return coalesce(out);
 }
 
-function eosTexts(f: FamilyName): string[] {
-  const fam = FAMILIES[f] as { eos: string; moreEos?: string[] };
-  return [fam.eos, ...(fam.moreEos ?? [])];
-}
 
 describe('formats are found from the template text', () => {
   it.each(Object.keys(EXPECTED) as FamilyName[])('%s', (f) => {
@@ -80,16 +84,14 @@ describe("each template's own rendering of calls reads back", () => {
     ].slice(0, singleCall.has(f) ? 1 : 2);
     const user: ChatMessage = { role: 'user', content: 'Weather and time in Paris?' };
     const p1 = t.render([user], { tools });
-    const p2 = t.render([user, { role: 'assistant', content: null, tool_calls: calls }], { tools, addGenerationPrompt: false });
-    // The reply is what the second rendering adds to the first (from a marker boundary: they can part inside one).
-    let common = 0;
-    while (common < p1.length && p1[common] === p2[common]) common++;
-    if (common < p1.length) common = p2.lastIndexOf('>', common - 1) + 1;
-    let reply = p2.slice(common);
-    for (const e of eosTexts(f)) reply = reply.split(e).join('');
     const format = detectToolCallFormat(t.source)!;
+    // Granite's template never writes calls: they go in the content, as planChat sends them.
+    const history: ChatMessage[] = [user, { role: 'assistant', content: null, tool_calls: calls }];
+    const p2 = t.render(t.caps.toolCalls ? history : callsIntoContent(format, history), { tools, addGenerationPrompt: false });
+    const reply = templateReply(f, p1, p2);
     const parser = format.parser((i) => `id${i}`);
-    const events = feed(t.source.includes('</think>') ? withThinking(parser, false) : parser, reply);
+    const think = thinkingMarkers(t.source);
+    const events = feed(think ? withThinking(parser, false, think) : parser, reply);
     const got = events.filter((e) => e.type === 'tool_call').map((e) => (e.type === 'tool_call' ? [e.call.name, JSON.parse(e.call.arguments)] : null));
     expect(got, reply).toEqual(calls.map((c) => [c.function.name, JSON.parse(c.function.arguments)]));
     expect(events.filter((e) => e.type !== 'tool_call').map((e) => (e as { text: string }).text.trim()).join(''), reply).toBe('');
@@ -116,7 +118,7 @@ describe('random models with each family template, tool_choice required and name
     for (const [seed, parallel] of [[1, false], [2, true]] as const) {
       const calls = await run('required', seed, parallel);
       expect(calls.length, JSON.stringify(calls)).toBeGreaterThanOrEqual(1);
-      if (!parallel) expect(calls).toHaveLength(1);
+      if (!parallel || oneForced.has(f)) expect(calls).toHaveLength(1);
       for (const c of calls) {
         const args = JSON.parse(c.arguments);
         if (c.name === 'get_weather') {
@@ -209,18 +211,39 @@ describe('what cannot be served is a 400 naming it', () => {
     expect(() => planChat(qwen, 'q', { messages: user, toolChoice: 'required' })).toThrow(/needs tools/);
   });
 
-  it('a template that writes calls in a format Orchard does not read (Seed-OSS) is refused by name, never misread', () => {
-    const seed = loadTokenizer(writeFamilyModel(join(tmp.dir, 'seed'), 'seedOss').dir);
-    expect(seed.chatTemplateCaps?.toolCalls).toBe(true);
+  it('a template that writes calls in a format Orchard does not read is refused by name, never misread', () => {
+    const odd = '{% for m in messages %}{% if m.tool_calls %}{% for c in m.tool_calls %}<<call {{ c.function.name }} {{ c.function.arguments | tojson }}>>{% endfor %}{% else %}{{ m.role }}: {{ m.content }}\n{% endif %}{% endfor %}{% if tools %}{{ tools | tojson }}{% endif %}';
+    const opts = familyModelOptions('gemma2');
+    const dir = join(tmp.dir, 'odd');
+    writeRandomModel(dir, { ...opts, tokenizer: { ...opts.tokenizer!, chatTemplate: odd } });
+    const oddTok = loadTokenizer(dir);
+    expect(oddTok.chatTemplateCaps?.toolCalls).toBe(true);
     let err: DialectError | undefined;
     try {
-      planChat(seed, 'seed-oss', { messages: user, tools });
+      planChat(oddTok, 'odd-model', { messages: user, tools });
     } catch (e) {
       err = e as DialectError;
     }
     expect(err).toBeInstanceOf(DialectError);
-    expect(err!.message).toMatch(/^the model 'seed-oss' writes tool calls in a format Orchard does not read \(known: .*qwen3-coder.*\)/);
+    expect(err!.message).toMatch(/^the model 'odd-model' writes tool calls in a format Orchard does not read \(known: .*\)/);
+    for (const known of ['qwen3-coder', 'seed-oss', 'command-r', 'granite', 'functionary-v3.1', 'functionary-v3.2']) expect(err!.message).toContain(known);
     expect(err!.code).toBe('tools_unsupported');
+  });
+
+  it("Granite's template never writes past calls: planChat writes them into the assistant's content as the model does", () => {
+    const granite = loadTokenizer(writeFamilyModel(join(tmp.dir, 'granite-history'), 'granite').dir);
+    expect(granite.chatTemplateCaps?.toolCalls).toBe(false);
+    const plan = planChat(granite, 'granite', {
+      messages: [
+        { role: 'user', content: 'Weather in Paris?' },
+        { role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'get_weather', arguments: '{"city": "Paris", "days": 2}' } }] },
+        { role: 'tool', tool_call_id: 'c1', content: 'sunny' },
+      ],
+      tools,
+    });
+    expect(plan.format).toBe('granite');
+    expect(plan.prompt).toContain('<|start_of_role|>assistant<|end_of_role|><|tool_call|>[{"name": "get_weather", "arguments": {"city": "Paris", "days": 2}}]<|end_of_text|>');
+    expect(plan.prompt).toContain('<|start_of_role|>tool<|end_of_role|>sunny<|end_of_text|>');
   });
 
   it('tool_choice none renders no tools and reads no calls', () => {

@@ -28,6 +28,11 @@ export interface ToolCallFormat {
    * (DeepSeek): appended to the system prompt after a blank line, as the card lays it out.
    */
   toolPrompt?(tools: ToolDefinition[]): string;
+  /**
+   * A past assistant's calls as the model writes them, for a template that never writes `tool_calls`
+   * (Granite 3.x): they go back to it in the message's content. `arguments`: JSON text of an object.
+   */
+  callsAsContent?(calls: { name: string; arguments: string }[]): string;
 }
 
 /** A tool's parameter schema; a tool without one takes an empty object. */

@@ -16,7 +16,7 @@ import type { ReplyParser } from '../../requests/reply.js';
 import type { ToolCallFormat } from './format.js';
 import { harmony } from './formats/harmony.js';
 import { detectToolCallFormat, TOOL_CALL_FORMATS } from './registry.js';
-import { plainParser, withThinking } from './thinking.js';
+import { plainParser, thinkingMarkers, withThinking } from './thinking.js';
 
 export type ToolChoice = 'none' | 'auto' | 'required' | { name: string };
 
@@ -63,16 +63,18 @@ function withSystemText(messages: ChatMessage[], text: string): ChatMessage[] {
 
 /**
  * The template variables that turn reasoning on or off, as the templates read them: Qwen3's
- * `enable_thinking`, DeepSeek V3.1's `thinking`, gpt-oss's `reasoning_effort`. Asking a template
+ * `enable_thinking`, DeepSeek V3.1's `thinking`, gpt-oss's `reasoning_effort`, Seed-OSS's
+ * `thinking_budget`. Asking a template
  * that never reasons to reason is a 400 (as Ollama answers "does not support thinking").
  */
 function reasoningVariables(template: string | null, model: string, reasoning: ChatToolsRequest['reasoning']): Record<string, unknown> {
   if (reasoning === undefined) return {};
   const src = template ?? '';
-  const reasons = /<\/think>|enable_thinking|reasoning_effort|<\|channel\|>analysis/.test(src);
+  const reasons = /<\/think>|<\/seed:think>|enable_thinking|reasoning_effort|<\|channel\|>analysis/.test(src);
   if (reasoning !== false && !reasons) throw new DialectError(`the model '${model}' does not support thinking: its chat template ${template ? 'has no reasoning' : 'is missing'}`, 'reasoning', 'thinking_unsupported');
   const on = reasoning !== false;
-  return { enable_thinking: on, thinking: on, ...(typeof reasoning === 'string' ? { reasoning_effort: reasoning } : !on ? { reasoning_effort: 'low' } : {}) };
+  // Seed-OSS: a thinking budget of 0 is its "off" (unset, -1, leaves the budget to the model).
+  return { enable_thinking: on, thinking: on, ...(on ? {} : { thinking_budget: 0 }), ...(typeof reasoning === 'string' ? { reasoning_effort: reasoning } : !on ? { reasoning_effort: 'low' } : {}) };
 }
 
 /** Llama 3.1's built-in tools: the template announces them (ipython mode) and writes their calls as NAME.call(...). */
@@ -82,6 +84,16 @@ const LLAMA_BUILTINS = ['brave_search', 'wolfram_alpha'];
 function builtinTools(template: string | null, tools: ToolDefinition[]): string[] {
   if (!template?.includes('builtin_tools')) return [];
   return tools.map((t) => t.function.name).filter((n) => LLAMA_BUILTINS.includes(n));
+}
+
+/** Past calls written into their assistant message's content, for a template that never writes `tool_calls`. */
+export function callsIntoContent(format: ToolCallFormat, messages: ChatMessage[]): ChatMessage[] {
+  return messages.map((m) => {
+    if (!m.tool_calls?.length) return m;
+    const calls = m.tool_calls.map((c) => ({ name: c.function.name, arguments: typeof c.function.arguments === 'string' ? c.function.arguments : JSON.stringify(c.function.arguments) }));
+    const { tool_calls: _calls, ...rest } = m;
+    return { ...rest, content: `${m.content ?? ''}${format.callsAsContent!(calls)}` };
+  });
 }
 
 function jsonConstraint(f: ResponseFormat | undefined): JsonSchema | null {
@@ -98,7 +110,9 @@ export function planChat(tok: ModelTokenizer, model: string, req: ChatToolsReque
   const format = detectToolCallFormat(tok.chatTemplate);
   const history = req.messages.some((m) => m.role === 'tool' || m.tool_calls?.length);
 
-  if ((active || history) && !caps?.toolCalls) {
+  // A template that never writes past calls can still be given them as the model writes them (Granite).
+  const callsInContent = !caps?.toolCalls && format?.callsAsContent ? format : null;
+  if ((active || history) && !caps?.toolCalls && !callsInContent) {
     throw new DialectError(`the model '${model}' does not support tools: its chat template ${caps ? 'never writes tool calls' : 'is missing'}`, active ? 'tools' : 'messages', 'tools_unsupported');
   }
   if (active && !format) throw new DialectError(`the model '${model}' writes tool calls in a format Orchard does not read (known: ${TOOL_CALL_FORMATS.map((f) => f.name).join(', ')})`, 'tools', 'tools_unsupported');
@@ -114,6 +128,7 @@ export function planChat(tok: ModelTokenizer, model: string, req: ChatToolsReque
       ...(m.tool_call_id !== undefined ? { tool_call_id: id(m.tool_call_id) } : {}),
     }));
   }
+  if (callsInContent) messages = callsIntoContent(callsInContent, messages);
   if (active && !caps!.tools) {
     // The model card's own wording where the format has one, after the system prompt (or an empty one) and a blank line.
     if (format!.toolPrompt) messages = messages[0]?.role === 'system' ? [{ ...messages[0], content: `${messages[0].content ?? ''}\n\n${format!.toolPrompt(tools)}` }, ...messages.slice(1)] : [{ role: 'system', content: `\n\n${format!.toolPrompt(tools)}` }, ...messages];
@@ -144,12 +159,14 @@ export function planChat(tok: ModelTokenizer, model: string, req: ChatToolsReque
     constraint = { type: 'structural', format: { type: 'or', elements: [calls, { type: 'json_schema', json_schema: json }] } };
   } else if (json) constraint = { type: 'json_schema', schema: json };
 
-  const thinking = tok.chatTemplate?.includes('</think>') ?? false;
-  const startsThinking = thinking && /<think>\s*$/.test(prompt);
+  const think = thinkingMarkers(tok.chatTemplate);
+  // The template opened reasoning for the model: its marker ends the prompt (Seed-OSS with a budget of
+  // 0 adds its budget tag after it; a closing tag after it, GLM's <think></think>, is reasoning off).
+  const startsThinking = think !== null && new RegExp(`${think.open.replace(/[|\\^$.*+?()[\]{}]/g, '\\$&')}(<[^/<>][^<>]*>)?\\s*$`).test(prompt);
   // The template opened <think> (DeepSeek R1): a forced reply closes it at once, then calls or JSON.
   if (constraint && startsThinking) {
     const rest: StructuralFormat = constraint.type === 'structural' ? constraint.format : { type: 'json_schema', json_schema: (constraint as { schema: JsonSchema }).schema };
-    constraint = { type: 'structural', format: { type: 'sequence', elements: [{ type: 'const_string', value: '</think>\n\n' }, rest] } };
+    constraint = { type: 'structural', format: { type: 'sequence', elements: [{ type: 'const_string', value: `${think.close}\n\n` }, rest] } };
   }
 
   const newId = format?.newId?.bind(format) ?? defaultId;
@@ -161,7 +178,7 @@ export function planChat(tok: ModelTokenizer, model: string, req: ChatToolsReque
     format: format?.name ?? null,
     parser() {
       const p = reads ? reads.parser(newId, tools) : plainParser();
-      return thinking ? withThinking(p, startsThinking) : p;
+      return think ? withThinking(p, startsThinking, think) : p;
     },
   };
 }

@@ -1,15 +1,28 @@
 /**
- * Reasoning between <think> and </think> at the start of a reply (Qwen3, DeepSeek R1 / V3.1) comes
- * out as reasoning; the rest goes to the reply's own parser. When the prompt itself ends inside
- * <think> (the template opened it), the reply starts as reasoning.
+ * Reasoning between <think> and </think> at the start of a reply (Qwen3, DeepSeek R1 / V3.1; Seed-OSS
+ * writes <seed:think>) comes out as reasoning; the rest goes to the reply's own parser. When the
+ * prompt itself ends inside the opening marker (the template opened it), the reply starts as reasoning.
  */
 import type { ReplyEvent, ReplyParser } from '../../requests/reply.js';
 import { partialMarkerTail } from './scan.js';
 
-const OPEN = '<think>';
-const CLOSE = '</think>';
+export interface ThinkingMarkers {
+  open: string;
+  close: string;
+}
 
-export function withThinking(inner: ReplyParser, startInside: boolean): ReplyParser {
+export const THINK: ThinkingMarkers = { open: '<think>', close: '</think>' };
+const SEED_THINK: ThinkingMarkers = { open: '<seed:think>', close: '</seed:think>' };
+
+/** The reasoning markers a chat template writes, or null for a template without reasoning. */
+export function thinkingMarkers(template: string | null): ThinkingMarkers | null {
+  if (!template) return null;
+  if (template.includes(SEED_THINK.open)) return SEED_THINK;
+  return template.includes(THINK.close) ? THINK : null;
+}
+
+export function withThinking(inner: ReplyParser, startInside: boolean, markers: ThinkingMarkers = THINK): ReplyParser {
+  const { open: OPEN, close: CLOSE } = markers;
   let state: 'start' | 'inside' | 'after' = startInside ? 'inside' : 'start';
   let buf = '';
   const run = (final: boolean): ReplyEvent[] => {

@@ -6,9 +6,8 @@
  *   <arg_value>value (text, or JSON for non-strings)</arg_value>
  *   </tool_call>
  */
-import { delimitedParser } from '../delimited.js';
 import type { ToolCallFormat } from '../format.js';
-import { argumentsOf, parameterGrammar } from './xml-values.js';
+import { keyValueFormat } from './xml-values.js';
 
 const BEGIN = '<tool_call>';
 const END = '</tool_call>';
@@ -25,30 +24,10 @@ export function readGlmCall(body: string): { name: string; pairs: [string, strin
   return rest.trim() ? null : { name, pairs };
 }
 
-export const glm: ToolCallFormat = {
+export const glm: ToolCallFormat = keyValueFormat({
   name: 'glm-4.5',
   detect: (t) => t.includes('<arg_key>') && t.includes('<arg_value>') && t.includes(BEGIN),
-  parser: (newId, tools) =>
-    delimitedParser(
-      {
-        call: { begin: BEGIN, end: END },
-        read(body) {
-          const c = readGlmCall(body);
-          return c && { name: c.name, arguments: argumentsOf(c.pairs, tools, c.name) };
-        },
-      },
-      newId,
-    ),
-  grammar: (tools, parallel) => ({
-    type: 'tags_with_separator',
-    tags: tools.map((t) => ({
-      type: 'tag',
-      begin: `${BEGIN}${t.function.name}\n`,
-      content: parameterGrammar(t, (k) => `<arg_key>${k}</arg_key>\n<arg_value>`, '</arg_value>\n'),
-      end: END,
-    })),
-    separator: '\n',
-    at_least_one: true,
-    stop_after_first: !parallel,
-  }),
-};
+  call: { begin: BEGIN, end: END },
+  read: readGlmCall,
+  write: { begin: (name) => `${BEGIN}${name}\n`, key: (k) => `<arg_key>${k}</arg_key>\n<arg_value>`, close: '</arg_value>\n', end: END },
+});

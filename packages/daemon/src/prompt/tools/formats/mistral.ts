@@ -5,7 +5,8 @@
  */
 import { createHash, randomInt } from 'node:crypto';
 import type { ParsedCall, ReplyEvent, ReplyParser } from '../../../requests/reply.js';
-import { parametersOf, type ToolCallFormat } from '../format.js';
+import type { ToolCallFormat } from '../format.js';
+import { namedArgumentsList } from '../json-list.js';
 import { argumentsJson, findMarker, jsonValueEnd, partialMarkerTail, tryJson } from '../scan.js';
 
 const MARK = '[TOOL_CALLS]';
@@ -83,18 +84,7 @@ export const mistral: ToolCallFormat = {
   name: 'mistral',
   detect: (t) => t.includes(MARK),
   parser,
-  grammar: (tools, parallel) => ({
-    type: 'tag',
-    begin: `${MARK}[`,
-    content: {
-      type: 'tags_with_separator',
-      tags: tools.map((t) => ({ type: 'tag', begin: `{"name": ${JSON.stringify(t.function.name)}, "arguments": `, content: { type: 'json_schema', json_schema: parametersOf(t) }, end: '}' })),
-      separator: ', ',
-      at_least_one: true,
-      stop_after_first: !parallel,
-    },
-    end: ']',
-  }),
+  grammar: (tools, parallel) => namedArgumentsList(MARK, tools, parallel),
   newId: () => Array.from({ length: 9 }, () => ALNUM[randomInt(ALNUM.length)]).join(''),
   historyId(id) {
     if (/^[a-zA-Z0-9]{9}$/.test(id)) return id;

@@ -7,9 +7,8 @@
  *   </function>
  * as its template writes calls back (and tells the model to write them).
  */
-import { delimitedParser } from '../delimited.js';
 import type { ToolCallFormat } from '../format.js';
-import { argumentsOf, parameterGrammar } from './xml-values.js';
+import { keyValueFormat } from './xml-values.js';
 
 const BEGIN = '<tool_call>';
 const END = '</tool_call>';
@@ -28,30 +27,10 @@ export function readXmlCall(body: string): { name: string; pairs: [string, strin
   return name && !rest.trim() ? { name, pairs } : null;
 }
 
-export const qwen3Coder: ToolCallFormat = {
+export const qwen3Coder: ToolCallFormat = keyValueFormat({
   name: 'qwen3-coder',
   detect: (t) => t.includes('<function=') && t.includes('<parameter=') && t.includes(BEGIN),
-  parser: (newId, tools) =>
-    delimitedParser(
-      {
-        call: { begin: BEGIN, end: END },
-        read(body) {
-          const c = readXmlCall(body);
-          return c && { name: c.name, arguments: argumentsOf(c.pairs, tools, c.name) };
-        },
-      },
-      newId,
-    ),
-  grammar: (tools, parallel) => ({
-    type: 'tags_with_separator',
-    tags: tools.map((t) => ({
-      type: 'tag',
-      begin: `${BEGIN}\n<function=${t.function.name}>\n`,
-      content: parameterGrammar(t, (k) => `<parameter=${k}>\n`, '\n</parameter>\n'),
-      end: `</function>\n${END}`,
-    })),
-    separator: '\n',
-    at_least_one: true,
-    stop_after_first: !parallel,
-  }),
-};
+  call: { begin: BEGIN, end: END },
+  read: readXmlCall,
+  write: { begin: (name) => `${BEGIN}\n<function=${name}>\n`, key: (k) => `<parameter=${k}>\n`, close: '\n</parameter>\n', end: `</function>\n${END}` },
+});

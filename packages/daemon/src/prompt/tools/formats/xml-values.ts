@@ -5,7 +5,8 @@
  * parse as JSON, and a value that does not parse stays text.
  */
 import type { JsonSchema, StructuralFormat, ToolDefinition } from '@orchard/engine';
-import { parametersOf } from '../format.js';
+import { delimitedParser } from '../delimited.js';
+import { parametersOf, type ToolCallFormat } from '../format.js';
 
 type Props = Record<string, { type?: unknown } & Record<string, unknown>>;
 
@@ -24,9 +25,16 @@ export function readValue(text: string, schema: { type?: unknown } | undefined):
   try {
     return JSON.parse(text);
   } catch {
-    return text;
+    // Seed-OSS prints non-strings with Python's str(): True, False, None.
+    return PYTHON_WORDS.has(text.trim()) ? PYTHON_WORDS.get(text.trim()) : text;
   }
 }
+
+const PYTHON_WORDS = new Map<string, unknown>([
+  ['True', true],
+  ['False', false],
+  ['None', null],
+]);
 
 /** The call's arguments as JSON text, values typed by the tool's schema. */
 export function argumentsOf(pairs: [string, string][], tools: ToolDefinition[] | undefined, name: string): string {
@@ -62,5 +70,42 @@ export function parameterGrammar(tool: ToolDefinition, open: (key: string) => st
       isStringType(props[k].type) ? stringGrammar(props[k]) : { type: 'json_schema', json_schema: props[k] as JsonSchema },
       { type: 'const_string', value: close },
     ]),
+  };
+}
+
+/** A format that writes each call between markers with its arguments as key and value apart. */
+export interface KeyValueCalls {
+  name: string;
+  detect(template: string): boolean;
+  call: { begin: string; end: string };
+  /** One call's body (between the call markers): its name and each parameter's raw text; null if it is not one. */
+  read(body: string): { name: string; pairs: [string, string][] } | null;
+  /** How the template writes a call: up to and with the name, before each value, after each value, after the last. */
+  write: { begin(name: string): string; key(key: string): string; close: string; end: string };
+}
+
+/** Qwen3-Coder, GLM-4.5 and Seed-OSS: one reader of key/value calls (typed by the schema), one forcing grammar. */
+export function keyValueFormat(f: KeyValueCalls): ToolCallFormat {
+  return {
+    name: f.name,
+    detect: f.detect,
+    parser: (newId, tools) =>
+      delimitedParser(
+        {
+          call: f.call,
+          read(body) {
+            const c = f.read(body);
+            return c && { name: c.name, arguments: argumentsOf(c.pairs, tools, c.name) };
+          },
+        },
+        newId,
+      ),
+    grammar: (tools, parallel) => ({
+      type: 'tags_with_separator',
+      tags: tools.map((t) => ({ type: 'tag', begin: f.write.begin(t.function.name), content: parameterGrammar(t, f.write.key, f.write.close), end: f.write.end })),
+      separator: '\n',
+      at_least_one: true,
+      stop_after_first: !parallel,
+    }),
   };
 }
