@@ -17,17 +17,100 @@
 import { fileURLToPath } from 'node:url';
 import { type Section, runGenerator, withGenerated } from './sections.js';
 
-const K7F = '(v128.const i32x4 0x7f 0x7f 0x7f 0x7f)';
-const K80 = '(v128.const i32x4 0x80 0x80 0x80 0x80)';
+/**
+ * Locals and constants the 16-code decode uses (kept in locals: V8 rebuilds a v128.const at every use).
+ * E4M3 code c as f32: sign to bit 31 and the 7 exponent/mantissa bits to bits 26..20 give value·2^-120
+ * (E4M3's bias 7 against f32's 127; its subnormals become f32 subnormals), times 2^120. Built per 8
+ * codes in i16 lanes: c into the high byte (interleaved with zero bytes: V8's punpck{l,h}bw), an arithmetic shift by 4
+ * (sign to bits 15..11, the 7 bits to 10..4), bits 14..11 cleared; then each i16 interleaved with a
+ * zero i16 into the high half of an f32. ~14 ops per 16 codes where the i32 form took ~36. 0x7f/0xff
+ * codes are NaN: checked once per 16 codes (3 ops), the rare vector that has one patched after.
+ */
+const DECODE_LOCALS =
+  '(local $v v128) (local $h0 v128) (local $h1 v128) (local $t0 v128) (local $t1 v128) (local $t2 v128) (local $t3 v128) ' +
+  '(local $f0 v128) (local $f1 v128) (local $f2 v128) (local $f3 v128) (local $zero v128) (local $k7f v128) (local $kbits v128) (local $knan v128) (local $nan v128) (local $p120 v128)';
 
-/** 4 codes (i32 lanes of local $e) as $dot1_fp8 widens them, into local $f. */
-function decode4(ind: string): string[] {
+function decodeInit(ind: string): string[] {
   return [
-    `${ind}(local.set $m (v128.and (local.get $e) (local.get $k7f)))`,
-    `${ind}(local.set $f (v128.bitselect (local.get $nan)`,
-    `${ind}  (f32x4.mul (v128.or (i32x4.shl (v128.and (local.get $e) (local.get $k80)) (i32.const 24)) (i32x4.shl (local.get $m) (i32.const 20))) (local.get $p120))`,
-    `${ind}  (i32x4.eq (local.get $m) (local.get $k7f))))`,
+    `${ind}(local.set $k7f (v128.const i8x16 0x7f 0x7f 0x7f 0x7f 0x7f 0x7f 0x7f 0x7f 0x7f 0x7f 0x7f 0x7f 0x7f 0x7f 0x7f 0x7f))`,
+    `${ind}(local.set $kbits (v128.const i16x8 0x87f0 0x87f0 0x87f0 0x87f0 0x87f0 0x87f0 0x87f0 0x87f0))`,
+    `${ind}(local.set $knan (v128.const i32x4 0x07f00000 0x07f00000 0x07f00000 0x07f00000))`,
+    `${ind}(local.set $nan (v128.const i32x4 0x7fc00000 0x7fc00000 0x7fc00000 0x7fc00000))`,
+    `${ind}(local.set $p120 (v128.const i32x4 0x7b800000 0x7b800000 0x7b800000 0x7b800000))`,
   ];
+}
+
+/** The 16 codes at address `at` into $f0..$f3 (codes 4k..4k+3 in $fk), as f32. */
+function decode16(ind: string, at: string): string[] {
+  const L = [
+    `${ind}(local.set $v (v128.load ${at}))`,
+    `${ind}(local.set $h0 (v128.and (i16x8.shr_s (i8x16.shuffle 16 0 17 1 18 2 19 3 20 4 21 5 22 6 23 7 (local.get $v) (local.get $zero)) (i32.const 4)) (local.get $kbits)))`,
+    `${ind}(local.set $h1 (v128.and (i16x8.shr_s (i8x16.shuffle 24 8 25 9 26 10 27 11 28 12 29 13 30 14 31 15 (local.get $v) (local.get $zero)) (i32.const 4)) (local.get $kbits)))`,
+  ];
+  const halves = [['h0', 0], ['h0', 8], ['h1', 0], ['h1', 8]] as const;
+  halves.forEach(([h, o], k) => {
+    // the interleave patterns V8 emits as one punpck{l,h}wd (the zero words' indices in order too)
+    const ix = [0, 1, 2, 3].map((i) => `${16 + 2 * i + o} ${17 + 2 * i + o} ${2 * i + o} ${2 * i + 1 + o}`).join(' ');
+    L.push(`${ind}(local.set $t${k} (i8x16.shuffle ${ix} (local.get $${h}) (local.get $zero)))`);
+    L.push(`${ind}(local.set $f${k} (f32x4.mul (local.get $t${k}) (local.get $p120)))`);
+  });
+  L.push(`${ind}(if (v128.any_true (i8x16.eq (v128.and (local.get $v) (local.get $k7f)) (local.get $k7f)))`);
+  L.push(`${ind}  (then`);
+  for (const k of [0, 1, 2, 3]) {
+    L.push(`${ind}    (local.set $f${k} (v128.bitselect (local.get $nan) (local.get $f${k}) (i32x4.eq (v128.and (local.get $t${k}) (local.get $knan)) (local.get $knan))))`);
+  }
+  L.push(`${ind}))`);
+  return L;
+}
+
+/**
+ * One row against one token (decode): per 128-column block one f32x4 accumulator over the 4-column
+ * products in column order, its lanes summed as $hsum does, the block's short tail (cols % 16 of the
+ * last block) one product at a time, then `total += s·scale` from +0. The 4-row kernel ($dot4_fp8) is
+ * this one four times; the prompt tiles below keep this arithmetic per row and token.
+ */
+function dot1(): string[] {
+  const L: string[] = [];
+  const e = (s: string) => L.push(s);
+  e(`  (func $dot1_fp8 (type $dot) (param $w i32) (param $rb i32) (param $x i32) (param $cols i32) (param $out i32)`);
+  e(`    (local $nb i32) (local $q i32) (local $b i32) (local $c i32) (local $end i32) (local $vend i32) (local $xc i32)`);
+  e(`    (local $acc v128) (local $s f32) (local $total f32)`);
+  e(`    ${DECODE_LOCALS}`);
+  L.push(...decodeInit('    '));
+  e(`    (local.set $nb (i32.shr_u (i32.add (local.get $cols) (i32.const 127)) (i32.const 7)))`);
+  e(`    (local.set $q (i32.add (local.get $w) (i32.shl (local.get $nb) (i32.const 2))))`);
+  e(`    (block $bdone`);
+  e(`      (loop $bl`);
+  e(`        (br_if $bdone (i32.ge_u (local.get $b) (local.get $nb)))`);
+  e(`        (local.set $c (i32.shl (local.get $b) (i32.const 7)))`);
+  e(`        (local.set $end (i32.add (local.get $c) (i32.const 128)))`);
+  e(`        (if (i32.gt_u (local.get $end) (local.get $cols)) (then (local.set $end (local.get $cols))))`);
+  e(`        (local.set $vend (i32.add (local.get $c) (i32.and (i32.sub (local.get $end) (local.get $c)) (i32.const -16))))`);
+  e(`        (local.set $acc (v128.const i32x4 0 0 0 0))`);
+  e(`        (block $vdone`);
+  e(`          (loop $vl`);
+  e(`            (br_if $vdone (i32.ge_u (local.get $c) (local.get $vend)))`);
+  L.push(...decode16('            ', '(i32.add (local.get $q) (local.get $c))'));
+  e(`            (local.set $xc (i32.add (local.get $x) (i32.shl (local.get $c) (i32.const 2))))`);
+  for (const k of [0, 1, 2, 3]) e(`            (local.set $acc (f32x4.add (local.get $acc) (f32x4.mul (local.get $f${k}) (v128.load offset=${16 * k} (local.get $xc)))))`);
+  e(`            (local.set $c (i32.add (local.get $c) (i32.const 16)))`);
+  e(`            (br $vl)))`);
+  e(`        (local.set $s (f32x4.lanesum (local.get $acc)))`);
+  e(`        (block $tdone`);
+  e(`          (loop $tl`);
+  e(`            (br_if $tdone (i32.ge_u (local.get $c) (local.get $end)))`);
+  e(`            (local.set $s (f32.add (local.get $s)`);
+  e(`              (f32.mul (call $fp8code (i32.load8_u (i32.add (local.get $q) (local.get $c))))`);
+  e(`                       (f32.load (i32.add (local.get $x) (i32.shl (local.get $c) (i32.const 2)))))))`);
+  e(`            (local.set $c (i32.add (local.get $c) (i32.const 1)))`);
+  e(`            (br $tl)))`);
+  e(`        (local.set $total (f32.add (local.get $total)`);
+  e(`          (f32.mul (local.get $s) (f32.load (i32.add (local.get $w) (i32.shl (local.get $b) (i32.const 2)))))))`);
+  e(`        (local.set $b (i32.add (local.get $b) (i32.const 1)))`);
+  e(`        (br $bl)))`);
+  e(`    (f32.store (local.get $out) (local.get $total)))`);
+  e(``);
+  return L;
 }
 
 /** Two rows (w, w + rb) decoded to f32: row 0 at d, row 1 at d + ds. */
@@ -36,12 +119,8 @@ function widen2(): string[] {
   const e = (s: string) => L.push(s);
   e(`  (func $fp8widen2 (param $w i32) (param $rb i32) (param $cols i32) (param $d i32) (param $ds i32)`);
   e(`    (local $r i32) (local $q i32) (local $o i32) (local $c i32) (local $vend i32)`);
-  e(`    (local $v v128) (local $lo v128) (local $hi v128) (local $e v128) (local $m v128) (local $f v128)`);
-  e(`    (local $k7f v128) (local $k80 v128) (local $nan v128) (local $p120 v128)`);
-  e(`    (local.set $k7f ${K7F})`);
-  e(`    (local.set $k80 ${K80})`);
-  e(`    (local.set $nan (v128.const i32x4 0x7fc00000 0x7fc00000 0x7fc00000 0x7fc00000))`);
-  e(`    (local.set $p120 (v128.const i32x4 0x7b800000 0x7b800000 0x7b800000 0x7b800000))`);
+  e(`    ${DECODE_LOCALS}`);
+  L.push(...decodeInit('    '));
   e(`    (local.set $vend (i32.and (local.get $cols) (i32.const -16)))`);
   e(`    (block $rdone`);
   e(`      (loop $rl`);
@@ -53,15 +132,8 @@ function widen2(): string[] {
   e(`        (block $vdone`);
   e(`          (loop $vl`);
   e(`            (br_if $vdone (i32.ge_u (local.get $c) (local.get $vend)))`);
-  e(`            (local.set $v (v128.load (i32.add (local.get $q) (local.get $c))))`);
-  e(`            (local.set $lo (i16x8.extend_low_i8x16_u (local.get $v)))`);
-  e(`            (local.set $hi (i16x8.extend_high_i8x16_u (local.get $v)))`);
-  const parts = [['lo', 'low'], ['lo', 'high'], ['hi', 'low'], ['hi', 'high']] as const;
-  parts.forEach(([src, side], k) => {
-    e(`            (local.set $e (i32x4.extend_${side}_i16x8_u (local.get $${src})))`);
-    L.push(...decode4('            '));
-    e(`            (v128.store offset=${16 * k} (i32.add (local.get $o) (i32.shl (local.get $c) (i32.const 2))) (local.get $f))`);
-  });
+  L.push(...decode16('            ', '(i32.add (local.get $q) (local.get $c))'));
+  for (const k of [0, 1, 2, 3]) e(`            (v128.store offset=${16 * k} (i32.add (local.get $o) (i32.shl (local.get $c) (i32.const 2))) (local.get $f${k}))`);
   e(`            (local.set $c (i32.add (local.get $c) (i32.const 16)))`);
   e(`            (br $vl)))`);
   e(`        (block $tdone`);
@@ -185,6 +257,7 @@ function rowsFp8(): string[] {
 export function fp8tileSection(): string {
   return [
     '  ;; ---------------------------------------------------------------- FP8 prompt batches (see wasm/fp8tiles.ts)',
+    ...dot1(),
     ...widen2(),
     ...tail(),
     ...[4, 3, 2, 1].flatMap(tile),
