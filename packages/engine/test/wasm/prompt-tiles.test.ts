@@ -11,7 +11,7 @@ import type { Weight } from '../../src/kernels/backend.js';
 import { Prng } from '../../src/numeric/prng.js';
 import { type KQuant, quantizeK } from '../../src/quant/kquants.js';
 import { quantizeMxfp4 } from '../../src/quant/mxfp4.js';
-import { packFp8, quantizeFp8Blocks } from '../../src/quant/fp8.js';
+import { E4M3_TO_F32, packFp8, quantizeFp8Blocks } from '../../src/quant/fp8.js';
 import { rowBytes } from '../../src/kernels/wasm/formats.js';
 import { SIMD_BUILDS, randomInput, wasmBackendsForFile } from './helpers.js';
 
@@ -75,6 +75,26 @@ describe.each(SIMD_BUILDS)('FP8 prompt tiles, %s build', (simd) => {
         expect([...out.subarray(t * rows, (t + 1) * rows)], `[${rows},${cols}] n=${n} token ${t}`).toEqual([...single]);
       }
     }
+  });
+
+  it('every one of the 256 codes at every position of a 16-code vector decodes to its E4M3 value (1 token and a batch)', () => {
+    const be = backend(1);
+    const rows = 256, cols = 16 * 16 + 3; // columns 256..258: the scalar tail
+    const codes = new Uint8Array(rows * cols); // code 0: +0
+    for (let r = 0; r < rows; r++) codes[r * cols + ((r * 17) % cols)] = r;
+    const bytes = be.allocBytes(rows * rowBytes('fp8_e4m3', cols));
+    packFp8(codes, new Float32Array(rows * Math.ceil(cols / 128)).fill(1), rows, cols, bytes);
+    const w: Weight = { dtype: 'fp8_e4m3', rows, cols, bytes };
+    const x = be.allocF32(cols * 3);
+    x.fill(1);
+    const one = be.allocF32(rows);
+    be.matvec(one, w, x.subarray(0, cols));
+    const batch = be.allocF32(rows * 3);
+    be.matmul(batch, w, x, 3);
+    // x = 1 everywhere: each row sums its one code's value and zeros (−0 sums to +0)
+    const want = [...E4M3_TO_F32].map((v) => (Object.is(v, -0) ? 0 : v));
+    expect([...one]).toEqual(want);
+    for (let t = 0; t < 3; t++) expect([...batch.subarray(t * rows, (t + 1) * rows)]).toEqual(want);
   });
 
   it('a NaN code (0x7f) gives NaN in its row for every token, as the 1-token kernel does', () => {
