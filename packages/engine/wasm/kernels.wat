@@ -5557,8 +5557,10 @@
     (local $u0 i32) (local $u1 i32) (local $u2 i32) (local $sl i32) (local $sh i32)
     (local $t v128) (local $v v128) (local $h v128) (local $a v128) (local $b v128) (local $s f32) (local $m f32)
     ;; @if relaxed
-    (local $x8 i32)
+    (local $x8 i32) (local $m15 v128) (local $m16 v128)
     (local.set $x8 (i32.add (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 1))) (i32.mul (i32.shr_u (local.get $cols) (i32.const 8)) (i32.const 20))))
+    (local.set $m15 (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15))
+    (local.set $m16 (v128.const i8x16 16 16 16 16 16 16 16 16 16 16 16 16 16 16 16 16))
     ;; @else
     ;; @end
     (local.set $p (local.get $w))
@@ -5582,53 +5584,53 @@
         (local.set $b (i16x8.splat (i32.and (i32.shr_u (local.get $sl) (i32.const 8)) (i32.const 255))))
         (local.set $v (v128.load offset=16 (local.get $p)))
         (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=0 (local.get $x8)) (v128.and (local.get $v) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15))) (local.get $a))))
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=0 (local.get $x8)) (v128.and (local.get $v) (local.get $m15))) (local.get $a))))
         (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=32 (local.get $x8)) (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15))) (local.get $b))))
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=32 (local.get $x8)) (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (local.get $m15))) (local.get $b))))
         (local.set $v (v128.load offset=32 (local.get $p)))
         (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=16 (local.get $x8)) (v128.and (local.get $v) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15))) (local.get $a))))
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=16 (local.get $x8)) (v128.and (local.get $v) (local.get $m15))) (local.get $a))))
         (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=48 (local.get $x8)) (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15))) (local.get $b))))
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=48 (local.get $x8)) (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (local.get $m15))) (local.get $b))))
         ;; run 1: sub-blocks 2 (low nibbles) and 3 (high)
         (local.set $a (i16x8.splat (i32.and (i32.shr_u (local.get $sl) (i32.const 16)) (i32.const 255))))
         (local.set $b (i16x8.splat (i32.and (i32.shr_u (local.get $sl) (i32.const 24)) (i32.const 255))))
         (local.set $v (v128.load offset=48 (local.get $p)))
         (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=64 (local.get $x8)) (v128.and (local.get $v) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15))) (local.get $a))))
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=64 (local.get $x8)) (v128.and (local.get $v) (local.get $m15))) (local.get $a))))
         (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=96 (local.get $x8)) (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15))) (local.get $b))))
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=96 (local.get $x8)) (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (local.get $m15))) (local.get $b))))
         (local.set $v (v128.load offset=64 (local.get $p)))
         (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=80 (local.get $x8)) (v128.and (local.get $v) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15))) (local.get $a))))
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=80 (local.get $x8)) (v128.and (local.get $v) (local.get $m15))) (local.get $a))))
         (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=112 (local.get $x8)) (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15))) (local.get $b))))
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=112 (local.get $x8)) (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (local.get $m15))) (local.get $b))))
         ;; run 2: sub-blocks 4 (low nibbles) and 5 (high)
         (local.set $a (i16x8.splat (i32.and (i32.shr_u (local.get $sh) (i32.const 0)) (i32.const 255))))
         (local.set $b (i16x8.splat (i32.and (i32.shr_u (local.get $sh) (i32.const 8)) (i32.const 255))))
         (local.set $v (v128.load offset=80 (local.get $p)))
         (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=128 (local.get $x8)) (v128.and (local.get $v) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15))) (local.get $a))))
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=128 (local.get $x8)) (v128.and (local.get $v) (local.get $m15))) (local.get $a))))
         (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=160 (local.get $x8)) (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15))) (local.get $b))))
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=160 (local.get $x8)) (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (local.get $m15))) (local.get $b))))
         (local.set $v (v128.load offset=96 (local.get $p)))
         (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=144 (local.get $x8)) (v128.and (local.get $v) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15))) (local.get $a))))
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=144 (local.get $x8)) (v128.and (local.get $v) (local.get $m15))) (local.get $a))))
         (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=176 (local.get $x8)) (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15))) (local.get $b))))
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=176 (local.get $x8)) (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (local.get $m15))) (local.get $b))))
         ;; run 3: sub-blocks 6 (low nibbles) and 7 (high)
         (local.set $a (i16x8.splat (i32.and (i32.shr_u (local.get $sh) (i32.const 16)) (i32.const 255))))
         (local.set $b (i16x8.splat (i32.and (i32.shr_u (local.get $sh) (i32.const 24)) (i32.const 255))))
         (local.set $v (v128.load offset=112 (local.get $p)))
         (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=192 (local.get $x8)) (v128.and (local.get $v) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15))) (local.get $a))))
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=192 (local.get $x8)) (v128.and (local.get $v) (local.get $m15))) (local.get $a))))
         (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=224 (local.get $x8)) (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15))) (local.get $b))))
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=224 (local.get $x8)) (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (local.get $m15))) (local.get $b))))
         (local.set $v (v128.load offset=128 (local.get $p)))
         (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=208 (local.get $x8)) (v128.and (local.get $v) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15))) (local.get $a))))
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=208 (local.get $x8)) (v128.and (local.get $v) (local.get $m15))) (local.get $a))))
         (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=240 (local.get $x8)) (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15))) (local.get $b))))
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=240 (local.get $x8)) (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (local.get $m15))) (local.get $b))))
         ;; @else
         ;; run 0: sub-blocks 0 (low nibbles) and 1 (high)
         (local.set $a (i16x8.splat (i32.and (i32.shr_u (local.get $sl) (i32.const 0)) (i32.const 255))))
@@ -5719,8 +5721,10 @@
     (local $u0 i32) (local $u1 i32) (local $u2 i32) (local $sl i32) (local $sh i32)
     (local $t v128) (local $v v128) (local $h v128) (local $a v128) (local $b v128) (local $s f32) (local $m f32)
     ;; @if relaxed
-    (local $x8 i32)
+    (local $x8 i32) (local $m15 v128) (local $m16 v128)
     (local.set $x8 (i32.add (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 1))) (i32.mul (i32.shr_u (local.get $cols) (i32.const 8)) (i32.const 20))))
+    (local.set $m15 (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15))
+    (local.set $m16 (v128.const i8x16 16 16 16 16 16 16 16 16 16 16 16 16 16 16 16 16))
     ;; @else
     ;; @end
     (local.set $p (local.get $w))
@@ -5745,60 +5749,60 @@
         (local.set $v (v128.load offset=48 (local.get $p)))
         (local.set $h (v128.load offset=16 (local.get $p)))
         (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=0 (local.get $x8)) (v128.or (v128.and (local.get $v) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15)) (i16x8.shl (v128.and (local.get $h) (v128.const i8x16 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1)) (i32.const 4)))) (local.get $a))))
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=0 (local.get $x8)) (v128.or (v128.and (local.get $v) (local.get $m15)) (v128.and (i16x8.shl (local.get $h) (i32.const 4)) (local.get $m16)))) (local.get $a))))
         (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=32 (local.get $x8)) (v128.or (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15)) (i16x8.shl (v128.and (i16x8.shr_u (local.get $h) (i32.const 1)) (v128.const i8x16 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1)) (i32.const 4)))) (local.get $b))))
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=32 (local.get $x8)) (v128.or (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (local.get $m15)) (v128.and (i16x8.shl (local.get $h) (i32.const 3)) (local.get $m16)))) (local.get $b))))
         (local.set $v (v128.load offset=64 (local.get $p)))
         (local.set $h (v128.load offset=32 (local.get $p)))
         (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=16 (local.get $x8)) (v128.or (v128.and (local.get $v) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15)) (i16x8.shl (v128.and (local.get $h) (v128.const i8x16 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1)) (i32.const 4)))) (local.get $a))))
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=16 (local.get $x8)) (v128.or (v128.and (local.get $v) (local.get $m15)) (v128.and (i16x8.shl (local.get $h) (i32.const 4)) (local.get $m16)))) (local.get $a))))
         (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=48 (local.get $x8)) (v128.or (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15)) (i16x8.shl (v128.and (i16x8.shr_u (local.get $h) (i32.const 1)) (v128.const i8x16 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1)) (i32.const 4)))) (local.get $b))))
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=48 (local.get $x8)) (v128.or (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (local.get $m15)) (v128.and (i16x8.shl (local.get $h) (i32.const 3)) (local.get $m16)))) (local.get $b))))
         ;; run 1: sub-blocks 2 (low nibbles) and 3 (high)
         (local.set $a (i16x8.splat (i32.and (i32.shr_u (local.get $sl) (i32.const 16)) (i32.const 255))))
         (local.set $b (i16x8.splat (i32.and (i32.shr_u (local.get $sl) (i32.const 24)) (i32.const 255))))
         (local.set $v (v128.load offset=80 (local.get $p)))
         (local.set $h (v128.load offset=16 (local.get $p)))
         (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=64 (local.get $x8)) (v128.or (v128.and (local.get $v) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15)) (i16x8.shl (v128.and (i16x8.shr_u (local.get $h) (i32.const 2)) (v128.const i8x16 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1)) (i32.const 4)))) (local.get $a))))
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=64 (local.get $x8)) (v128.or (v128.and (local.get $v) (local.get $m15)) (v128.and (i16x8.shl (local.get $h) (i32.const 2)) (local.get $m16)))) (local.get $a))))
         (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=96 (local.get $x8)) (v128.or (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15)) (i16x8.shl (v128.and (i16x8.shr_u (local.get $h) (i32.const 3)) (v128.const i8x16 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1)) (i32.const 4)))) (local.get $b))))
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=96 (local.get $x8)) (v128.or (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (local.get $m15)) (v128.and (i16x8.shl (local.get $h) (i32.const 1)) (local.get $m16)))) (local.get $b))))
         (local.set $v (v128.load offset=96 (local.get $p)))
         (local.set $h (v128.load offset=32 (local.get $p)))
         (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=80 (local.get $x8)) (v128.or (v128.and (local.get $v) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15)) (i16x8.shl (v128.and (i16x8.shr_u (local.get $h) (i32.const 2)) (v128.const i8x16 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1)) (i32.const 4)))) (local.get $a))))
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=80 (local.get $x8)) (v128.or (v128.and (local.get $v) (local.get $m15)) (v128.and (i16x8.shl (local.get $h) (i32.const 2)) (local.get $m16)))) (local.get $a))))
         (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=112 (local.get $x8)) (v128.or (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15)) (i16x8.shl (v128.and (i16x8.shr_u (local.get $h) (i32.const 3)) (v128.const i8x16 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1)) (i32.const 4)))) (local.get $b))))
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=112 (local.get $x8)) (v128.or (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (local.get $m15)) (v128.and (i16x8.shl (local.get $h) (i32.const 1)) (local.get $m16)))) (local.get $b))))
         ;; run 2: sub-blocks 4 (low nibbles) and 5 (high)
         (local.set $a (i16x8.splat (i32.and (i32.shr_u (local.get $sh) (i32.const 0)) (i32.const 255))))
         (local.set $b (i16x8.splat (i32.and (i32.shr_u (local.get $sh) (i32.const 8)) (i32.const 255))))
         (local.set $v (v128.load offset=112 (local.get $p)))
         (local.set $h (v128.load offset=16 (local.get $p)))
         (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=128 (local.get $x8)) (v128.or (v128.and (local.get $v) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15)) (i16x8.shl (v128.and (i16x8.shr_u (local.get $h) (i32.const 4)) (v128.const i8x16 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1)) (i32.const 4)))) (local.get $a))))
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=128 (local.get $x8)) (v128.or (v128.and (local.get $v) (local.get $m15)) (v128.and (local.get $h) (local.get $m16)))) (local.get $a))))
         (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=160 (local.get $x8)) (v128.or (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15)) (i16x8.shl (v128.and (i16x8.shr_u (local.get $h) (i32.const 5)) (v128.const i8x16 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1)) (i32.const 4)))) (local.get $b))))
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=160 (local.get $x8)) (v128.or (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (local.get $m15)) (v128.and (i16x8.shr_u (local.get $h) (i32.const 1)) (local.get $m16)))) (local.get $b))))
         (local.set $v (v128.load offset=128 (local.get $p)))
         (local.set $h (v128.load offset=32 (local.get $p)))
         (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=144 (local.get $x8)) (v128.or (v128.and (local.get $v) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15)) (i16x8.shl (v128.and (i16x8.shr_u (local.get $h) (i32.const 4)) (v128.const i8x16 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1)) (i32.const 4)))) (local.get $a))))
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=144 (local.get $x8)) (v128.or (v128.and (local.get $v) (local.get $m15)) (v128.and (local.get $h) (local.get $m16)))) (local.get $a))))
         (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=176 (local.get $x8)) (v128.or (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15)) (i16x8.shl (v128.and (i16x8.shr_u (local.get $h) (i32.const 5)) (v128.const i8x16 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1)) (i32.const 4)))) (local.get $b))))
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=176 (local.get $x8)) (v128.or (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (local.get $m15)) (v128.and (i16x8.shr_u (local.get $h) (i32.const 1)) (local.get $m16)))) (local.get $b))))
         ;; run 3: sub-blocks 6 (low nibbles) and 7 (high)
         (local.set $a (i16x8.splat (i32.and (i32.shr_u (local.get $sh) (i32.const 16)) (i32.const 255))))
         (local.set $b (i16x8.splat (i32.and (i32.shr_u (local.get $sh) (i32.const 24)) (i32.const 255))))
         (local.set $v (v128.load offset=144 (local.get $p)))
         (local.set $h (v128.load offset=16 (local.get $p)))
         (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=192 (local.get $x8)) (v128.or (v128.and (local.get $v) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15)) (i16x8.shl (v128.and (i16x8.shr_u (local.get $h) (i32.const 6)) (v128.const i8x16 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1)) (i32.const 4)))) (local.get $a))))
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=192 (local.get $x8)) (v128.or (v128.and (local.get $v) (local.get $m15)) (v128.and (i16x8.shr_u (local.get $h) (i32.const 2)) (local.get $m16)))) (local.get $a))))
         (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=224 (local.get $x8)) (v128.or (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15)) (i16x8.shl (v128.and (i16x8.shr_u (local.get $h) (i32.const 7)) (v128.const i8x16 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1)) (i32.const 4)))) (local.get $b))))
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=224 (local.get $x8)) (v128.or (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (local.get $m15)) (v128.and (i16x8.shr_u (local.get $h) (i32.const 3)) (local.get $m16)))) (local.get $b))))
         (local.set $v (v128.load offset=160 (local.get $p)))
         (local.set $h (v128.load offset=32 (local.get $p)))
         (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=208 (local.get $x8)) (v128.or (v128.and (local.get $v) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15)) (i16x8.shl (v128.and (i16x8.shr_u (local.get $h) (i32.const 6)) (v128.const i8x16 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1)) (i32.const 4)))) (local.get $a))))
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=208 (local.get $x8)) (v128.or (v128.and (local.get $v) (local.get $m15)) (v128.and (i16x8.shr_u (local.get $h) (i32.const 2)) (local.get $m16)))) (local.get $a))))
         (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=240 (local.get $x8)) (v128.or (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15)) (i16x8.shl (v128.and (i16x8.shr_u (local.get $h) (i32.const 7)) (v128.const i8x16 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1)) (i32.const 4)))) (local.get $b))))
+          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=240 (local.get $x8)) (v128.or (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (local.get $m15)) (v128.and (i16x8.shr_u (local.get $h) (i32.const 3)) (local.get $m16)))) (local.get $b))))
         ;; @else
         ;; run 0: sub-blocks 0 (low nibbles) and 1 (high)
         (local.set $a (i16x8.splat (i32.and (i32.shr_u (local.get $sl) (i32.const 0)) (i32.const 255))))
