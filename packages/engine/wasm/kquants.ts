@@ -222,7 +222,10 @@ function q6Relaxed(): string[] {
   const b16 = (v: number) => `(v128.const i8x16 ${Array(16).fill(v).join(' ')})`;
   e(`  (func $dot1_q6_k (type $dot) (param $w i32) (param $rb i32) (param $x i32) (param $cols i32) (param $out i32)`);
   e(`    (local $p i32) (local $end i32) (local $xq i32) (local $xd i32) (local $xs i32)`);
-  e(`    (local $t v128) (local $q v128) (local $h v128) (local $s f32)`);
+  e(`    (local $t v128) (local $q v128) (local $h v128) (local $s f32) (local $m15 v128) (local $m48 v128)`);
+  // byte masks in locals: V8 builds a v128.const afresh at every use (3 instructions)
+  e(`    (local.set $m15 ${b16(15)})`);
+  e(`    (local.set $m48 ${b16(48)})`);
   e(`    (local.set $p (local.get $w))`);
   e(`    (local.set $end (i32.add (local.get $w) (local.get $rb)))`);
   e(`    (local.set $xd (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 1))))`);
@@ -241,11 +244,14 @@ function q6Relaxed(): string[] {
       for (let half = 0; half < 2; half++) {
         const j = 8 * n + 2 * k + half;
         const ql = `(v128.load offset=${64 * n + 32 * (k & 1) + 16 * half} (local.get $p))`;
-        const lo = k < 2 ? `(v128.and ${ql} ${b16(15)})` : `(v128.and (i16x8.shr_u ${ql} (i32.const 4)) ${b16(15)})`;
+        const lo = k < 2 ? `(v128.and ${ql} (local.get $m15))` : `(v128.and (i16x8.shr_u ${ql} (i32.const 4)) (local.get $m15))`;
+        // qh bits 2k..2k+1 of each byte to bits 4..5 by one i16 shift, then masked per byte: at most 4
+        // left or 2 right, bits 4..5 of either byte of a lane come from the same byte
+        const hs = k < 2 ? `(i16x8.shl (local.get $h) (i32.const ${4 - 2 * k}))` : k === 2 ? '(local.get $h)' : '(i16x8.shr_u (local.get $h) (i32.const 2))';
         e(`        ;; elements ${128 * n + 32 * k + 16 * half}..${128 * n + 32 * k + 16 * half + 15}: sub-block ${j}`);
         e(`        (local.set $h (v128.load offset=${128 + 32 * n + 16 * half} (local.get $p)))`);
         e(`        (local.set $q (v128.or ${lo}`);
-        e(`          (i16x8.shl (v128.and ${k ? `(i16x8.shr_u (local.get $h) (i32.const ${2 * k}))` : '(local.get $h)'} ${b16(3)}) (i32.const 4))))`);
+        e(`          (v128.and ${hs} (local.get $m48))))`);
         e(`        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s`);
         e(`          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=${128 * n + 32 * k + 16 * half} (local.get $xq)) (local.get $q))`);
         e(`          (i16x8.splat (i32.load8_s offset=${192 + j} (local.get $p))))))`);
