@@ -6,13 +6,13 @@
  * unless ORCHARD_REQUIRE_BROWSER_TESTS=1.
  */
 import type { ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer, request, type Server } from 'node:http';
 import os from 'node:os';
 import { join } from 'node:path';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { writeRandomModel } from '@orchard/engine/testing';
+import { writeAwqModel, writeRandomModel } from '@orchard/engine/testing';
 import { startFakeHub, type FakeHub } from '../harness/fake-hub.js';
 import { startLoopbackDaemon } from '../harness/daemons.js';
 import { browserMissing, launchBrowser, REQUIRE_BROWSER, screenshot } from './browser.js';
@@ -22,6 +22,10 @@ const REPO = 'test-org/dash-dl';
 /** The catalog's repo for the short name `qwen2.5-0.5b` (models/catalog.json), served here by a tiny stand-in. */
 const SHORT = 'qwen2.5-0.5b';
 const SHORT_REPO = 'Qwen/Qwen2.5-0.5B-Instruct';
+/** A config.json alone, of a model far larger than this machine (planned from its dimensions). */
+const TOO_BIG = 'test-org/too-big';
+/** AWQ weights: the engine refuses the method, so the plan says so and nothing is pulled. */
+const AWQ = 'test-org/awq';
 /** Bytes per second the proxy lets through. */
 const RATE = 4 * 2 ** 20;
 
@@ -66,7 +70,13 @@ describe.skipIf(!!missing && !REQUIRE_BROWSER)('dashboard download and load prog
     const tiny = mkdtempSync(join(os.tmpdir(), 'orchard-dash-tiny-'));
     dirs.push(tiny);
     writeRandomModel(tiny, { numLayers: 2, hiddenSize: 64, intermediateSize: 128, numHeads: 4, numKvHeads: 2, seed: 4 });
-    hub = await startFakeHub({ [REPO]: src, [SHORT_REPO]: tiny });
+    const big = mkdtempSync(join(os.tmpdir(), 'orchard-dash-big-'));
+    const awq = join(mkdtempSync(join(os.tmpdir(), 'orchard-dash-awq-')), 'awq');
+    dirs.push(big, join(awq, '..'));
+    const config = JSON.parse(readFileSync(join(tiny, 'config.json'), 'utf8'));
+    writeFileSync(join(big, 'config.json'), JSON.stringify({ ...config, hidden_size: 32768, intermediate_size: 106496, num_hidden_layers: 200, num_attention_heads: 256, num_key_value_heads: 8, vocab_size: 128256, torch_dtype: 'bfloat16' }));
+    writeAwqModel(tiny, awq);
+    hub = await startFakeHub({ [REPO]: src, [SHORT_REPO]: tiny, [TOO_BIG]: big, [AWQ]: awq });
     proxy = await throttlingProxy(hub.url);
     const d = await startLoopbackDaemon(dataDir, { args: ['--name', 'fetcher'], env: { HF_ENDPOINT: proxy.url, ORCHARD_LOG_LEVEL: 'info' } });
     daemon = d.child;
@@ -90,6 +100,12 @@ describe.skipIf(!!missing && !REQUIRE_BROWSER)('dashboard download and load prog
     expect(await page.locator(`form.load-form select[name=model] option[value="${REPO}"]`).count()).toBe(0);
     await page.fill('form.pull-form input[name=repo]', REPO);
     await page.click('form.pull-form button[type=submit]');
+    // The pod's plan first (from the hub's small files and headers): it fits, on this one node.
+    const plan = page.locator('[data-testid=pull-plan]');
+    await plan.waitFor();
+    expect(await plan.getAttribute('data-fits')).toBe('true');
+    expect(await page.locator('[data-testid=pull-plan-verdict]').textContent()).toMatch(new RegExp(`^${REPO} \\([\\d.]+ MiB of weights\\) fits on 1 node \\(\\w+\\), [\\d.]+ tok/s predicted$`));
+    expect(await page.locator('[data-testid=pull-plan-node]').allTextContents()).toEqual([expect.stringMatching(/^fetcher: [\d.]+ MiB of weights, [\d.]+ [MG]iB in all of [\d.]+ GiB free$/)]);
     const bar = page.locator('[data-testid=progress]').first();
     await bar.waitFor({ timeout: 30_000 });
     // Percentages per file: a small file (config.json) may show 100% before the weights start.
@@ -141,5 +157,37 @@ describe.skipIf(!!missing && !REQUIRE_BROWSER)('dashboard download and load prog
     expect(await result.getAttribute('class')).toBe('muted');
     expect(await result.textContent()).toMatch(/^Qwen\/Qwen2\.5-0\.5B-Instruct is on this node: [\d.]+ [KM]iB from the hub, 0 B from peers$/);
     expect(hub!.requests.some((r) => r.startsWith(`GET /api/models/${SHORT_REPO}/revision/`))).toBe(true);
+  }, 120_000);
+
+  it('before a pull, the plan says a model does not fit (pulled only when asked again) or cannot be loaded (not pulled)', async () => {
+    const page = await browser!.newPage({ viewport: { width: 1280, height: 900 } });
+    page.setDefaultTimeout(30_000);
+    await page.goto(`${base}/`);
+    await page.locator('svg[data-testid=topology] g.node').waitFor();
+    const plan = page.locator('[data-testid=pull-plan]');
+    const button = page.locator('form.pull-form button[type=submit]');
+
+    await page.fill('form.pull-form input[name=repo]', TOO_BIG);
+    await button.click();
+    await plan.waitFor();
+    expect(await plan.getAttribute('data-fits')).toBe('false');
+    expect(await page.locator('[data-testid=pull-plan-verdict]').textContent()).toMatch(new RegExp(`^${TOO_BIG} \\([\\d.]+ [GT]iB of weights\\) does not fit this pod: .+`));
+    await expect.poll(() => button.textContent()).toBe('Download anyway');
+    expect(await page.locator('[data-testid=pull-result]').count()).toBe(0);
+    await screenshot(page, '9-pull-plan-does-not-fit');
+
+    await page.fill('form.pull-form input[name=repo]', AWQ);
+    await expect.poll(() => button.textContent()).toBe('Download');
+    await button.click();
+    await expect.poll(() => plan.getAttribute('data-loadable')).toBe('false');
+    expect(await page.locator('[data-testid=pull-plan-verdict]').textContent()).toMatch(new RegExp(`^${AWQ} cannot be loaded: .*awq`));
+    await page.waitForTimeout(500);
+    expect(await page.locator('[data-testid=pull-result]').count()).toBe(0);
+    // Nothing but the small files and the weights' headers left the hub for either.
+    for (const [key, n] of hub!.servedByRepo) {
+      if (!key.startsWith(`${AWQ}/`) || !key.endsWith('.safetensors')) continue;
+      expect(n, key).toBeLessThan(statSync(join(dirs.find((d) => d.includes('orchard-dash-awq-'))!, 'awq', key.slice(AWQ.length + 1))).size / 4);
+    }
+    expect([...hub!.servedByRepo.keys()].filter((k) => k.startsWith(`${TOO_BIG}/`))).toEqual([`${TOO_BIG}/config.json`]);
   }, 120_000);
 });

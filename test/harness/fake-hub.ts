@@ -37,6 +37,14 @@ export interface FakeHub {
 
 const gitSha1 = (buf: Buffer) => createHash('sha1').update(`blob ${buf.length}\0`).update(buf).digest('hex');
 
+/** Every file under `dir`, as paths relative to it. */
+function filesUnder(dir: string, prefix = ''): string[] {
+  return readdirSync(join(dir, prefix)).flatMap((f) => {
+    const rel = prefix ? `${prefix}/${f}` : f;
+    return statSync(join(dir, rel)).isDirectory() ? filesUnder(dir, rel) : [rel];
+  });
+}
+
 export async function startFakeHub(repos: Record<string, string>, faults: FakeHubFaults = {}, listen: { host?: string; port?: number } = {}): Promise<FakeHub> {
   const commit = createHash('sha1').update(JSON.stringify(Object.keys(repos))).digest('hex');
   const servedBytes = new Map<string, number>();
@@ -60,8 +68,8 @@ export async function startFakeHub(repos: Record<string, string>, faults: FakeHu
     if (api) {
       const dir = repos[api[1]];
       if (!dir) return void res.writeHead(404).end('{"error":"Repository not found"}');
-      const siblings = readdirSync(dir)
-        .filter((f) => statSync(join(dir, f)).isFile())
+      // Paths inside folders as the hub lists them ("Q4_K_M/model-00001-of-00002.gguf").
+      const siblings = filesUnder(dir)
         .map((f) => {
           const buf = readFileSync(join(dir, f));
           return f.endsWith('.safetensors')

@@ -100,6 +100,29 @@ export function netnsAvailable(): boolean {
   return missing === null;
 }
 
+/** The Debian package each tool a namespace test may need comes in (for the error that names it). */
+const TOOL_PACKAGES: Record<string, string> = { nft: 'nftables', tc: 'iproute2', curl: 'curl' };
+
+/**
+ * True when every tool in `tools` runs here (`nft`, `tc`: what fault tests use to drop or shape
+ * traffic). With ORCHARD_REQUIRE_NETNS_TESTS=1 a missing one is an error naming it and its package,
+ * as for namespaces themselves.
+ */
+export function netToolsAvailable(tools: string[]): boolean {
+  const missing = tools.filter((tool) => {
+    try {
+      execFileSync(tool, tool === 'tc' ? ['-V'] : ['--version'], { stdio: 'ignore' });
+      return false;
+    } catch {
+      return true;
+    }
+  });
+  if (missing.length && process.env.ORCHARD_REQUIRE_NETNS_TESTS === '1') {
+    throw new Error(`ORCHARD_REQUIRE_NETNS_TESTS=1 but ${missing.map((t) => `${t} (Debian package ${TOOL_PACKAGES[t] ?? t})`).join(' and ')} cannot run`);
+  }
+  return missing.length === 0;
+}
+
 function pidAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);

@@ -48,7 +48,7 @@ describe('test summary', () => {
     expect(s).toMatchObject({ passed: 2, failed: 0, skipped: 6, ok: true });
     const byReason = Object.fromEntries(s.groups.map((g) => [g.reason, [g.tests, g.files]]));
     expect(byReason).toEqual({
-      'network namespaces (root, iproute2; nft for the NAT test)': [2, ['test/daemon/pod.test.ts']],
+      'network namespaces (root, iproute2; nft and tc for the NAT and fault tests)': [2, ['test/daemon/pod.test.ts']],
       'PyTorch (Debian python3-torch)': [1, ['packages/engine/test/torch-reference.test.ts']],
       'no Vulkan driver (install mesa-vulkan-drivers)': [1, ['packages/engine/test/gpu/shard.test.ts']],
       'the other user case (root vs non-root) of a data-dir test that ran': [1, ['packages/daemon/test/data-dir.test.ts']],
@@ -76,6 +76,16 @@ describe('test summary', () => {
     expect(summaryLines(s)).toContain(
       '  skipped 1 for no reason given (packages/daemon/test/new-thing.test.ts) — FAILS: CI allows only named skips: packages/daemon/test/new-thing.test.ts',
     );
+  });
+
+  it('the fault suites (partition, lossy link) skip under the namespace rule, so CI requires them', () => {
+    const faults = report(
+      file('test/daemon/partition.test.ts', [[['a partition that heals'], '20 s cut, heal', 'skipped']]),
+      file('test/daemon/lossy-link.test.ts', [[['a lossy, rate-capped link'], 'every stream completes', 'skipped']]),
+    );
+    const s = summarize([faults], { root: ROOT, env: { ORCHARD_REQUIRE_NETNS_TESTS: '1' } });
+    expect(s.ok).toBe(false);
+    expect(s.groups).toEqual([expect.objectContaining({ require: 'ORCHARD_REQUIRE_NETNS_TESTS', tests: 2, fails: true })]);
   });
 
   it('a file that failed before any test ran (an ORCHARD_REQUIRE_* throw) is counted', () => {

@@ -37,7 +37,7 @@ export interface SkipRule {
   expected?: string;
 }
 
-const NETNS = 'network namespaces (root, iproute2; nft for the NAT test)';
+const NETNS = 'network namespaces (root, iproute2; nft and tc for the NAT and fault tests)';
 
 /** Skips whose tests do not carry their reason in a title. */
 export const SKIP_RULES: readonly SkipRule[] = [
@@ -60,9 +60,15 @@ export const SKIP_RULES: readonly SkipRule[] = [
     reason: 'the RDMA addon is ready here (the no-RDMA fallback case)',
     expected: 'hardware this machine has',
   },
+  {
+    file: /^test\/daemon\/pull-resume\.test\.ts$/,
+    title: /disk cannot hold/,
+    reason: 'root (the test mounts a 1 MiB tmpfs)',
+    require: 'ORCHARD_REQUIRE_NETNS_TESTS',
+  },
   { file: /^test\/dashboard\/pod\.test\.ts$/, reason: `${NETNS} and Chromium`, require: 'ORCHARD_REQUIRE_NETNS_TESTS' },
   {
-    file: /^test\/(harness\/netns|daemon\/(pod|weights)|serve\/(serve-pod|data-plane-encryption)|transport\/netns|network\/internet)\.test\.ts$/,
+    file: /^test\/(harness\/netns|daemon\/(pod|weights|hub-formats|partition|lossy-link)|serve\/(serve-pod|data-plane-encryption)|transport\/netns|network\/internet)\.test\.ts$/,
     reason: NETNS,
     require: 'ORCHARD_REQUIRE_NETNS_TESTS',
   },

@@ -10,7 +10,7 @@
 import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { createTcpGroup, listenTcp, type Group } from '@orchard/transport';
-import { stageAllReduce } from '../src/runner/shard-loop.js';
+import { stageAllReduce } from '../src/runner/poll.js';
 
 const SECRET = 'bench-rendezvous-secret';
 

@@ -9,7 +9,7 @@
  * Batching lines (issue 18), on the one-process instance (it batches its sequences, runner/batch-driver.ts):
  *   - batch-8-throughput: 8 concurrent streams' summed decode tok/s against one stream alone, same run
  *     (target >= 3x); pipeline-batch-8-throughput and tensor-batch-8-throughput the same on the 2-process
- *     split instances (they batch too, runner/shard-loop.ts), each against its own single stream;
+ *     split instances (they batch too, runner/driver.ts), each against its own single stream;
  *   - prefix-turn-2-ttft: a chat's second turn (the first turn's BENCH_HISTORY-token prompt, its answer
  *     and 8 new tokens) against the first turn's time to first token (target <= 0.2x);
  *   - itl-during-prefill: p99 inter-token time of a running stream while a BENCH_LONG_PROMPT-token
@@ -37,6 +37,8 @@
  *     the same tokenizer (its guesses are all wrong: what a useless draft costs, the floor). A random
  *     model has no small sibling trained to agree with it, so no line here shows a real draft's gain.
  * BENCH_PARTS=draft runs only spec-decode-draft.
+ * The serving path (issue 35), BENCH_PARTS=api (also in the default run): API streaming against the engine
+ * alone and 8 concurrent API streams against one, on models/orchard-demo, with a per-stage breakdown (serve-api.ts).
  *
  * The model: 6 layers of hidden 1024 (FFN 3072), ~75M layer parameters in f32 (BENCH_DTYPE=bf16 or f16
  * for the weights real checkpoints ship; the engine keeps them 16-bit and widens in the kernels, which
@@ -53,8 +55,14 @@ import { join } from 'node:path';
 import { pipelineStages, type InstanceLayout } from '@orchard/engine';
 import { writeRandomModel } from '@orchard/engine/testing';
 import { startLocalInstance } from '../src/runner/runner-process.js';
-import type { GenerateOutcome, GenerateRequest, Speculate } from '../src/runner/shard-loop.js';
+import type { GenerateOutcome, GenerateRequest, Speculate } from '../src/runner/requests.js';
 import { measureRendezvous } from './rendezvous.js';
+
+// BENCH_PARTS=api alone needs none of the generated model below.
+if (process.env.BENCH_PARTS === 'api') {
+  await (await import('./serve-api.js')).printApiLines();
+  process.exit(0);
+}
 
 const LAYERS = Number(process.env.BENCH_LAYERS ?? 6);
 const HIDDEN = Number(process.env.BENCH_HIDDEN ?? 1024);
@@ -195,7 +203,7 @@ async function eightStreams(inst: Instance): Promise<number> {
 }
 
 /**
- * Split instances batch too (shard-loop.ts): 8 streams against one stream on the same 2-process
+ * Split instances batch too (driver.ts): 8 streams against one stream on the same 2-process
  * pipeline and tensor-parallel instances, best of rounds each.
  */
 async function measureSplitBatching() {
@@ -362,7 +370,7 @@ async function measureSpeculation() {
 }
 
 /**
- * The same repetitive prompt on the 2-process pipeline (split instances speculate too, shard-loop.ts):
+ * The same repetitive prompt on the 2-process pipeline (split instances speculate too, driver.ts):
  * the draft rows cross the stage boundary with the token row, so a step confirms several tokens for
  * one trip through the pipeline. Plain against speculative, same run, outputs compared.
  */
@@ -416,7 +424,7 @@ async function printDraftSpeculation(ratio: (name: string, v: number, unit: stri
 }
 
 const HISTORY = Number(process.env.BENCH_HISTORY ?? 400);
-const PARTS = (process.env.BENCH_PARTS ?? 'split,batch,spec').split(',');
+const PARTS = (process.env.BENCH_PARTS ?? 'split,batch,spec,api').split(',');
 
 try {
   console.log(`bench:serve — generated Llama, ${LAYERS} layers, hidden ${HIDDEN}, ~${params.toFixed(1)}M layer parameters (${info.dir}), ${TOKENS} decode tokens, best of ${ROUNDS} alternating rounds, each run after ${WARM_TOKENS} unmeasured tokens, ${BACKEND} backend with ${THREADS} engine thread(s) per process`);
@@ -441,6 +449,7 @@ try {
     console.log(`(the same stream's p99 just before the prompt, ${itl.beforeN} gaps at ~${PROMPT.length + 130} tokens of context: ${itl.beforeP99.toFixed(1)} ms, ${(itl.duringP99 / itl.beforeP99).toFixed(2)}x that; just after: ${itl.afterP99.toFixed(1)} ms. Medians: before ${itl.beforeP50.toFixed(1)} / same positions ${itl.sameP50.toFixed(1)} / during ${itl.duringP50.toFixed(1)} / after ${itl.afterP50.toFixed(1)} ms)`);
     console.log(`load average after the batching lines: ${os.loadavg()[0].toFixed(2)}`);
   }
+  if (PARTS.includes('api')) await (await import('./serve-api.js')).printApiLines();
   if (PARTS.includes('spec')) {
     const s = await measureSpeculation();
     console.log(`spec-decode prompt (${s.promptTokens} tokens): ${s.made}`);

@@ -22,8 +22,7 @@ import type { LinkMeasurement } from './links/types.js';
 import { createNode, type OrchardNode } from './node/create-node.js';
 import { AutoDialer } from './node/discovery.js';
 import { ProfileCollector } from './profile/collect.js';
-import { reservedBytes } from './serving/reserved-memory.js';
-import { backendSettingOf, nodeBackend, type NodeBackend } from './backend/node.js';
+import type { NodeBackend } from './backend/node.js';
 import { matchThunderboltPeers } from './profile/thunderbolt-match.js';
 import type { Capability, NodeProfile } from './profile/types.js';
 import { clusterView, type PodMode } from './state/cluster-view.js';
@@ -37,8 +36,21 @@ export interface DaemonTimings {
   linkCheckMs: number;
 }
 
+/**
+ * What this node computes on and keeps aside, decided once by the composition root (orchard.ts),
+ * which hands the same figures to serving; the daemon only says them in its profile.
+ */
+export interface DaemonCompute {
+  /** The runners' backend (backend/node.ts); its GPU, if any, goes into the profile. */
+  backend: NodeBackend;
+  /** Memory kept per instance outside the planner's plan (serving/reserved-memory.ts). */
+  reservedBytes: number;
+}
+
 export interface DaemonExtensions {
   timings?: Partial<DaemonTimings>;
+  /** Absent: a control plane without runners (no GPU, nothing reserved in its profile). */
+  compute?: DaemonCompute;
 }
 
 const DEFAULT_TIMINGS: DaemonTimings = { profileRefreshMs: 10_000, linkRefreshMs: 300_000, linkCheckMs: 2000 };
@@ -75,7 +87,7 @@ export class Daemon {
   #duplicate: DuplicateIdentity | null = null;
   #duplicatePeers = new Set<string>();
   #rtt = new Map<string, number>();
-  /** Memory kept outside the planner's plan per instance (serving/reserved-memory.ts), said in the profile. */
+  /** Memory kept outside the planner's plan per instance, said in the profile. */
   #reservedBytes = 0;
   #dropped = new Map<string, { lastWarnAt: number; suppressed: number }>();
   #controlStats = { accepted: 0, dropped: 0 };
@@ -153,9 +165,6 @@ export class Daemon {
     const clusterKey = options.clusterKeyFile ? readClusterKey(options.clusterKeyFile) : null;
     const { capability, cached } = await measureCapability(options.dataDir, { force: options.rebench });
     log.info({ ...capability, cached }, cached ? 'capability (cached)' : 'capability measured');
-    const backend = await nodeBackend(backendSettingOf(options));
-    if (backend.gpu) log.info({ ...backend.gpu }, 'runners use the GPU');
-    else log.info({ backend: backend.kind, ...(backend.note ? { note: backend.note } : {}) }, 'runners use the CPU');
     // Peers probe us with 4 MiB; capping bulk transfers bounds what any client on the LAN can make us receive.
     // In a private pod the port opens only on the addresses members reach us by (links/probe-listeners.ts).
     const probe = await ProbeListeners.start({
@@ -173,10 +182,9 @@ export class Daemon {
       throw err;
     }
     const daemon = new Daemon({ options, log, node, probe, capability, clusterKey, peerKeyPath, timings: { ...DEFAULT_TIMINGS, ...timings } });
-    daemon.#backend = backend;
+    daemon.#backend = extensions.compute?.backend ?? null;
+    daemon.#reservedBytes = extensions.compute?.reservedBytes ?? 0;
     try {
-      daemon.#reservedBytes = await reservedBytes(options);
-      if (daemon.#reservedBytes > 0) log.info({ reservedBytes: daemon.#reservedBytes }, 'memory kept per instance outside the plan (draft model, prefix cache)');
       await daemon.#run(created);
     } catch (err) {
       await daemon.stop();
@@ -323,7 +331,7 @@ export class Daemon {
     return this.#capability;
   }
 
-  /** This node's runner backend, decided at start (backend/node.ts). */
+  /** This node's runner backend, as handed to start (DaemonCompute). */
   get engineBackend(): NodeBackend | null {
     return this.#backend;
   }

@@ -1,10 +1,11 @@
 /**
- * @orchard/daemon: the control plane others build on (serving, dashboard).
- * - `Daemon.start(options, logger, { timings })` runs one node (its HTTP routes are `http/`'s, not added
- *   from outside); `daemon.replica.propose()` logs coordinator decisions (placements).
+ * @orchard/daemon: the control plane others build on.
+ * - `Daemon.start(options, logger, { timings, compute })` runs a node's control plane alone: no HTTP
+ *   (routes are registered only in `http/`, composed with serving by `orchard.ts`);
+ *   `daemon.replica.propose()` logs coordinator decisions (placements).
  * - `clusterView(state)` is the planner's `Cluster` plus names and pod mode (GET /api/cluster).
  */
-export { Daemon, type DaemonTimings, type DaemonExtensions } from './daemon.js';
+export { Daemon, type DaemonTimings, type DaemonExtensions, type DaemonCompute } from './daemon.js';
 export { resolveOptions, OptionsError, type DaemonOptions, DEFAULT_API_PORT } from './config/options.js';
 export { clusterView, type ClusterView, type ClusterNodeView, type PodMode } from './state/cluster-view.js';
 export { Replica, type ReplicaOptions } from './state/replication.js';

@@ -1,19 +1,21 @@
 /**
  * One Orchard node, composed: the control plane (daemon.ts), serving on top of it (serving/), the
  * dashboard's progress gossip, and the HTTP API (http/) listening last. `orchard start` runs this;
- * tests start nodes through it too.
+ * tests start nodes through it too. The composition root: what is decided once (the compute backend,
+ * the memory kept outside plans) is decided here, and each part gets only the ports it reads.
  */
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { backendSettingOf, nodeBackend } from './backend/node.js';
 import type { DaemonOptions } from './config/options.js';
-import { Daemon, type DaemonTimings } from './daemon.js';
+import { Daemon, type DaemonCompute, type DaemonTimings } from './daemon.js';
 import { encodeProgress, PROGRESS_TOPIC, ProgressBoard } from './dashboard/progress.js';
 import { buildApi } from './http/server.js';
 import { startServing, type Serving } from './serving/serving.js';
 import { loadOrCreatePeerKey } from './identity/peer-key.js';
 import { podPort } from './network/pod-port.js';
 import { NetworkService } from './network/service.js';
+import { reservedBytes } from './serving/reserved-memory.js';
 
 export interface OrchardParts {
   timings?: Partial<DaemonTimings>;
@@ -51,8 +53,21 @@ function startProgress(daemon: Daemon): { board: ProgressBoard; stop(): void } {
   return { board, stop: () => clearInterval(beat) };
 }
 
+/** The runners' backend and the memory each instance keeps outside its plan: picked once, logged once. */
+async function decideCompute(options: DaemonOptions, log: Logger): Promise<DaemonCompute> {
+  const backend = await nodeBackend(backendSettingOf(options));
+  if (backend.gpu) log.info({ ...backend.gpu }, 'runners use the GPU');
+  else log.info({ backend: backend.kind, ...(backend.note ? { note: backend.note } : {}) }, 'runners use the CPU');
+  const reserved = await reservedBytes(options);
+  if (reserved > 0) log.info({ reservedBytes: reserved }, 'memory kept per instance outside the plan (draft model, prefix cache)');
+  return { backend, reservedBytes: reserved };
+}
+
 export async function startOrchard(options: DaemonOptions, log: Logger, parts: OrchardParts = {}): Promise<Orchard> {
-  const daemon = await Daemon.start(options, log, { timings: parts.timings });
+  const compute = await decideCompute(options, log);
+  const daemon = await Daemon.start(options, log, { timings: parts.timings, compute });
+  // The control plane as serving reads it: the node, the replicated state and its changes.
+  const control = { node: daemon.node, replica: daemon.replica, cluster: () => daemon.cluster(), onChange: (l: (what: string) => void) => daemon.onChange(l) };
   let serving: Serving | null = null;
   let network: NetworkService | null = null;
   let progress: ReturnType<typeof startProgress> | null = null;
@@ -68,8 +83,7 @@ export async function startOrchard(options: DaemonOptions, log: Logger, parts: O
   try {
     if (parts.dashboard !== false) progress = startProgress(daemon);
     if (parts.serving !== false) {
-      const backend = daemon.engineBackend ?? (await nodeBackend(backendSettingOf(options)));
-      serving = await startServing(daemon, backend, { pullProgress: progress?.board });
+      serving = await startServing({ control, options, log, backend: compute.backend, hooks: { pullProgress: progress?.board } });
       if (options.network) {
         const n = options.network;
         network = await NetworkService.start({
@@ -77,7 +91,7 @@ export async function startOrchard(options: DaemonOptions, log: Logger, parts: O
           key: (await loadOrCreatePeerKey(options.dataDir)).key,
           dataDir: options.dataDir,
           log: log.child({ part: 'network' }),
-          pod: podPort(daemon, serving),
+          pod: podPort({ name: options.name, context: options.context, state: () => daemon.replica.state, isCoordinator: () => daemon.replica.isCoordinator }, serving),
           settings: { name: n.name, listen: n.listen, announce: n.announce, bootstrap: n.bootstrap, privateAddresses: n.privateAddresses, region: n.region, route: n.route, priceCap: n.maxPrice, trusted: n.trusted },
         });
         const joined = network;
@@ -97,7 +111,7 @@ export async function startOrchard(options: DaemonOptions, log: Logger, parts: O
       pod,
       serving: serving ?? undefined,
       network,
-      dashboard: progress ? { daemon, progress: progress.board } : undefined,
+      dashboard: progress ? { selfId: daemon.node.peerId.toString(), log, cluster: () => daemon.cluster(), state: () => daemon.replica.state, progress: progress.board } : undefined,
       token: options.apiToken,
       corsOrigins: options.corsOrigins,
       log,

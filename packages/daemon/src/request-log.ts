@@ -4,7 +4,8 @@
  * route that generates (chat, completions; streamed or not) logs the same way.
  */
 import type { Logger } from 'pino';
-import { ServeError, type ServeEvent, type ServeRequest } from './serving/requests.js';
+import { ServeError } from './requests/errors.js';
+import type { ServeEvent, ServeRequest } from './requests/request.js';
 
 export type RunRequest = (model: string, req: ServeRequest, emit: (e: ServeEvent) => void, signal: AbortSignal) => Promise<void>;
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { bandwidth, bytes, downloadLinks, downloadSources, latency, linkKind, rate, ringLayout, withNames } from '../web/format.js';
+import { bandwidth, bytes, downloadLinks, downloadSources, hubPlanText, latency, linkKind, rate, ringLayout, withNames } from '../web/format.js';
 
 describe('dashboard formatting', () => {
   it('writes sizes, latencies, bandwidths and speeds for people', () => {
@@ -52,5 +52,19 @@ describe('dashboard formatting', () => {
 
   it('replaces peer ids in planner text with names', () => {
     expect(withNames('Fits on 12D3KooWabc, not on 12D3KooWxyz', new Map([['12D3KooWabc', 'pear'], ['12D3KooWxyz', 'apple']]))).toBe('Fits on pear, not on apple');
+  });
+
+  it("says whether a hub model fits the pod before its pull, and each node's bytes", () => {
+    const base = { repo: 'org/m', weightsBytes: 40 * 2 ** 30, strategy: 'pipeline', decodeTokensPerSecond: 21.46, reason: null };
+    const nodes = [
+      { node: '12D3KooWaaaa', name: 'studio-a', weightsBytes: 24 * 2 ** 30, totalBytes: 30 * 2 ** 30, availableBytes: 96 * 2 ** 30 },
+      { node: '12D3KooWbbbb', name: null, weightsBytes: 16 * 2 ** 30, totalBytes: 20 * 2 ** 30, availableBytes: 48 * 2 ** 30 },
+    ];
+    expect(hubPlanText({ ...base, loadable: true, fits: true, nodes }, new Map([['12D3KooWbbbb', 'mini-b']]))).toEqual({
+      verdict: 'org/m (40.0 GiB of weights) fits over 2 nodes (pipeline), 21.5 tok/s predicted',
+      nodes: ['studio-a: 24.0 GiB of weights, 30.0 GiB in all of 96.0 GiB free', 'mini-b: 16.0 GiB of weights, 20.0 GiB in all of 48.0 GiB free'],
+    });
+    expect(hubPlanText({ ...base, loadable: true, fits: false, nodes: [], strategy: null, reason: 'needs 41 GiB, 12D3KooWbbbb has 20' }, new Map([['12D3KooWbbbb', 'mini-b']])).verdict).toBe('org/m (40.0 GiB of weights) does not fit this pod: needs 41 GiB, mini-b has 20');
+    expect(hubPlanText({ ...base, loadable: false, fits: false, nodes: [], reason: 'quant_method "awq" is not supported' })).toEqual({ verdict: 'org/m cannot be loaded: quant_method "awq" is not supported', nodes: [] });
   });
 });

@@ -77,3 +77,15 @@ export function ringLayout(n: number, w: number, h: number, margin = 70): { x: n
     return { x: Math.round(cx + r * Math.cos(a) * (w / Math.min(w, h)) * 0.9), y: Math.round(cy + r * Math.sin(a)) };
   });
 }
+
+/** A hub model's plan before its pull, in words: the verdict, then one line per node (bytes it would hold of what it has). */
+export function hubPlanText(p: { repo: string; loadable: boolean; fits: boolean; weightsBytes: number; strategy: string | null; nodes: Array<{ node: string; name: string | null; weightsBytes: number; totalBytes: number; availableBytes: number }>; decodeTokensPerSecond: number | null; reason: string | null }, names: Map<string, string> = new Map()): { verdict: string; nodes: string[] } {
+  if (!p.loadable) return { verdict: `${p.repo} cannot be loaded: ${p.reason ?? 'refused by the engine'}`, nodes: [] };
+  const size = bytes(p.weightsBytes);
+  if (!p.fits) return { verdict: `${p.repo} (${size} of weights) does not fit this pod: ${withNames(p.reason ?? '', names)}`, nodes: [] };
+  const over = p.nodes.length === 1 ? 'on 1 node' : `over ${p.nodes.length} nodes`;
+  return {
+    verdict: `${p.repo} (${size} of weights) fits ${over} (${p.strategy}), ${rate(p.decodeTokensPerSecond)} predicted`,
+    nodes: p.nodes.map((n) => `${n.name ?? names.get(n.node) ?? n.node.slice(-8)}: ${bytes(n.weightsBytes)} of weights, ${bytes(n.totalBytes)} in all of ${bytes(n.availableBytes)} free`),
+  };
+}

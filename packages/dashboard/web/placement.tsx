@@ -1,8 +1,8 @@
 /** Running instances (which node holds which layers / tensor slices), load and unload, plan preview. */
 import { useEffect, useState } from 'preact/hooks';
 import { ApiError, getJson, sendJson } from './api.js';
-import { bytes, downloadLinks, downloadSources, percent, rate, withNames } from './format.js';
-import type { InstanceView, PlanPreview, PlanStageView, ProgressView } from './types.js';
+import { bytes, downloadLinks, downloadSources, hubPlanText, percent, rate, withNames } from './format.js';
+import type { HubPlanView, InstanceView, PlanPreview, PlanStageView, ProgressView } from './types.js';
 
 type Names = Map<string, string>;
 
@@ -265,10 +265,19 @@ function LoadForm({ models, onChange }: { models: string[]; onChange: () => void
   );
 }
 
-function PullForm({ onChange }: { onChange: () => void }) {
+/**
+ * Download: the pod's plan for the model comes first (from the hub's small files and headers, no
+ * weights): a model that loads and fits is pulled at once with its plan shown; one that does not fit
+ * waits for a second press ("Download anyway"); one the engine cannot load is not pulled.
+ */
+function PullForm({ names, onChange }: { names: Names; onChange: () => void }) {
   const [repo, setRepo] = useState('');
   const [busy, setBusy] = useState<string | null>(null);
   const [result, setResult] = useState<{ ok: boolean; text: string } | null>(null);
+  const [plan, setPlan] = useState<HubPlanView | null>(null);
+  /** The repo whose "does not fit" plan was shown: the next press pulls it anyway. */
+  const [confirmed, setConfirmed] = useState<string | null>(null);
+  const shown = plan && hubPlanText(plan, names);
   return (
     <form
       class="pull-form"
@@ -279,6 +288,14 @@ function PullForm({ onChange }: { onChange: () => void }) {
         setBusy(r);
         setResult(null);
         try {
+          if (confirmed !== r) {
+            setPlan(null);
+            const p = await getJson<HubPlanView>(`/api/dashboard/hub-plan?repo=${encodeURIComponent(r)}`);
+            setPlan(p);
+            if (!p.loadable) return;
+            if (!p.fits) return void setConfirmed(r);
+          }
+          setConfirmed(null);
           const out = await sendJson<{ repo: string; hubBytes: number; peerBytes: number; peersHolding: string[] }>('POST', '/api/models/pull', { repo: r });
           // A short name comes back as the hub repo it stands for (the daemon expands it as the CLI does).
           setResult({ ok: true, text: `${out?.repo ?? r} is on this node: ${bytes(out?.hubBytes ?? 0)} from the hub, ${bytes(out?.peerBytes ?? 0)} from peers` });
@@ -291,10 +308,32 @@ function PullForm({ onChange }: { onChange: () => void }) {
         }
       }}
     >
-      <input name="repo" placeholder="download a model: org/name or a short name (qwen2.5-0.5b)" value={repo} onInput={(e) => setRepo((e.target as HTMLInputElement).value)} />
+      <input
+        name="repo"
+        placeholder="download a model: org/name or a short name (qwen2.5-0.5b)"
+        value={repo}
+        onInput={(e) => {
+          setRepo((e.target as HTMLInputElement).value);
+          setConfirmed(null);
+        }}
+      />
       <button type="submit" disabled={!!busy || !repo.trim()}>
-        {busy ? 'downloading…' : 'Download'}
+        {busy ? (plan || confirmed === busy ? 'downloading…' : 'planning…') : confirmed && confirmed === repo.trim() ? 'Download anyway' : 'Download'}
       </button>
+      {shown && plan && (
+        <div class={plan.loadable && plan.fits ? 'muted' : 'error'} data-testid="pull-plan" data-fits={String(plan.fits)} data-loadable={String(plan.loadable)}>
+          <p data-testid="pull-plan-verdict">{shown.verdict}</p>
+          {shown.nodes.length > 0 && (
+            <ul>
+              {shown.nodes.map((line, i) => (
+                <li key={plan.nodes[i].node} data-testid="pull-plan-node" data-node={plan.nodes[i].name ?? plan.nodes[i].node}>
+                  {line}
+                </li>
+              ))}
+            </ul>
+          )}
+        </div>
+      )}
       {result && (
         <p class={result.ok ? 'muted' : 'error'} data-testid="pull-result">
           {result.text}
@@ -323,7 +362,7 @@ export function Placement({ instances, models, names, progress, onChange }: { in
       {loose.map((p) => (
         <ProgressBar key={`${p.node}|${p.model}`} p={p} names={names} />
       ))}
-      <PullForm onChange={onChange} />
+      <PullForm names={names} onChange={onChange} />
       <Preview models={models} names={names} />
     </div>
   );

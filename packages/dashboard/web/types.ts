@@ -134,3 +134,15 @@ export interface NetworkView {
   receipts: number;
   jobs: { job: string; role: 'requested' | 'served'; peer: string; model: string; at: number; ok: boolean; tokens: number; charge: number; path: 'direct' | 'relayed' | null; found: 'dht' | 'known' | null; error: string | null }[];
 }
+
+/** `GET /api/dashboard/hub-plan?repo=`: what pulling a hub model would give the pod, before its pull. */
+export interface HubPlanView {
+  repo: string;
+  loadable: boolean;
+  fits: boolean;
+  weightsBytes: number;
+  strategy: string | null;
+  nodes: Array<{ node: string; name: string | null; weightsBytes: number; totalBytes: number; availableBytes: number }>;
+  decodeTokensPerSecond: number | null;
+  reason: string | null;
+}

@@ -40,7 +40,7 @@ import { layerMatrices } from '../src/model/weights.js';
 import { loadModelConfig } from '../src/format/model-files.js';
 import type { writeRandomModel } from '../src/testing/random-model.js';
 import { writeMlxModel } from '../src/testing/mlx-model.js';
-import { runGpuBenchLines } from '../src/kernels/gpu/bench-lines.js';
+import { runGpuBenchLines } from './gpu-lines.js';
 import { runGpuBench } from './gpu.js';
 import { llamaRunner } from './llama-cpp.js';
 import { ggufsOf, randomModelDir } from './models.js';

@@ -14,7 +14,7 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { openBenchGpu } from '../src/kernels/gpu/bench-lines.js';
+import { openBenchGpu } from './gpu-lines.js';
 import { describeAdapter } from '../src/kernels/gpu/context.js';
 import { GpuShard, type GpuKVCache } from '../src/kernels/gpu/shard.js';
 import { loadShard } from '../src/model/forward.js';

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import type { DType } from '../src/kernels/backend.js';
 import { Readback, createStorage, rowBytes, uploadWeight } from '../src/kernels/gpu/buffers.js';
-import { openBenchGpu } from '../src/kernels/gpu/bench-lines.js';
+import { openBenchGpu } from './gpu-lines.js';
 import { GpuKernels, StepUniform, recordPass, type Dispatch } from '../src/kernels/gpu/ops.js';
 import { tiledMatmulShader, type MatmulTile } from '../src/kernels/gpu/wgsl-matmul.js';
 

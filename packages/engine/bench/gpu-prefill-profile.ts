@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { loadModelConfig } from '../src/format/model-files.js';
 import { Readback, createStorage } from '../src/kernels/gpu/buffers.js';
-import { openBenchGpu } from '../src/kernels/gpu/bench-lines.js';
+import { openBenchGpu } from './gpu-lines.js';
 import { describeAdapter } from '../src/kernels/gpu/context.js';
 import { recordPass, type Dispatch } from '../src/kernels/gpu/ops.js';
 import { GpuShard } from '../src/kernels/gpu/shard.js';

@@ -23,7 +23,7 @@ import { loadModelConfig } from '../src/format/model-files.js';
 import { argmax } from '../src/generate/sampler.js';
 import { Readback, createStorage } from '../src/kernels/gpu/buffers.js';
 import { describeAdapter, type GpuContext } from '../src/kernels/gpu/context.js';
-import { openBenchGpu } from '../src/kernels/gpu/bench-lines.js';
+import { openBenchGpu } from './gpu-lines.js';
 import { GpuShard, type CallStats } from '../src/kernels/gpu/shard.js';
 import { physicalCores } from '../src/kernels/wasm/cores.js';
 import { loadShard } from '../src/model/forward.js';

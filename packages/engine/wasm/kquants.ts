@@ -49,7 +49,13 @@ function q45(five: boolean): string[] {
   e(`    (local $p i32) (local $end i32) (local $xq i32) (local $xd i32) (local $xb i32)`);
   e(`    (local $u0 i32) (local $u1 i32) (local $u2 i32) (local $sl i32) (local $sh i32)`);
   e(`    (local $t v128) (local $v v128) (local $h v128) (local $a v128) (local $b v128) (local $s f32) (local $m f32)`);
-  L.push(...bothVariants('    ', [`    (local $x8 i32)`, `    (local.set $x8 (i32.add (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 1))) (i32.mul (i32.shr_u (local.get $cols) (i32.const 8)) (i32.const 20))))`], []));
+  // the relaxed runs' byte masks in locals: V8 builds a v128.const afresh at every use (3 instructions)
+  L.push(...bothVariants('    ', [
+    `    (local $x8 i32) (local $m15 v128) (local $m16 v128)`,
+    `    (local.set $x8 (i32.add (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 1))) (i32.mul (i32.shr_u (local.get $cols) (i32.const 8)) (i32.const 20))))`,
+    `    (local.set $m15 (v128.const i8x16 ${Array(16).fill(15).join(' ')}))`,
+    `    (local.set $m16 (v128.const i8x16 ${Array(16).fill(16).join(' ')}))`,
+  ], []));
   e(`    (local.set $p (local.get $w))`);
   e(`    (local.set $end (i32.add (local.get $w) (local.get $rb)))`);
   e(`    (local.set $xq (local.get $x))`);
@@ -118,19 +124,20 @@ function q45(five: boolean): string[] {
  */
 function q45RelaxedRuns(five: boolean, qs: number): string[] {
   const L: string[] = [];
-  const b16 = (v: number) => `(v128.const i8x16 ${Array(16).fill(v).join(' ')})`;
   for (let c = 0; c < 4; c++) {
     L.push(`        ;; run ${c}: sub-blocks ${2 * c} (low nibbles) and ${2 * c + 1} (high)`);
     L.push(`        (local.set $a (i16x8.splat ${scaleOf(2 * c)}))`);
     L.push(`        (local.set $b (i16x8.splat ${scaleOf(2 * c + 1)}))`);
     for (let half = 0; half < 2; half++) {
       L.push(`        (local.set $v (v128.load offset=${qs + 32 * c + 16 * half} (local.get $p)))`);
-      let lo = `(v128.and (local.get $v) ${b16(15)})`;
-      let hi = `(v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) ${b16(15)})`;
+      let lo = `(v128.and (local.get $v) (local.get $m15))`;
+      let hi = `(v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (local.get $m15))`;
       if (five) {
         L.push(`        (local.set $h (v128.load offset=${16 + 16 * half} (local.get $p)))`);
-        // bit 2c (low sub-block) and 2c+1 (high) of qh, moved to bit 4 of each byte
-        const bit = (k: number) => `(i16x8.shl (v128.and ${k ? `(i16x8.shr_u (local.get $h) (i32.const ${k}))` : '(local.get $h)'} ${b16(1)}) (i32.const 4))`;
+        // bit k = 2c (low sub-block) or 2c+1 (high) of each qh byte moved to bit 4 by one i16 shift, then
+        // masked per byte: bit 4 of either byte of a lane comes from bit 4 − (left shift) or 4 + (right
+        // shift) of the same byte (shifts of at most 4 left, 3 right), so the other byte never leaks in
+        const bit = (k: number) => `(v128.and ${k < 4 ? `(i16x8.shl (local.get $h) (i32.const ${4 - k}))` : k === 4 ? '(local.get $h)' : `(i16x8.shr_u (local.get $h) (i32.const ${k - 4}))`} (local.get $m16))`;
         lo = `(v128.or ${lo} ${bit(2 * c)})`;
         hi = `(v128.or ${hi} ${bit(2 * c + 1)})`;
       }
@@ -215,7 +222,10 @@ function q6Relaxed(): string[] {
   const b16 = (v: number) => `(v128.const i8x16 ${Array(16).fill(v).join(' ')})`;
   e(`  (func $dot1_q6_k (type $dot) (param $w i32) (param $rb i32) (param $x i32) (param $cols i32) (param $out i32)`);
   e(`    (local $p i32) (local $end i32) (local $xq i32) (local $xd i32) (local $xs i32)`);
-  e(`    (local $t v128) (local $q v128) (local $h v128) (local $s f32)`);
+  e(`    (local $t v128) (local $q v128) (local $h v128) (local $s f32) (local $m15 v128) (local $m48 v128)`);
+  // byte masks in locals: V8 builds a v128.const afresh at every use (3 instructions)
+  e(`    (local.set $m15 ${b16(15)})`);
+  e(`    (local.set $m48 ${b16(48)})`);
   e(`    (local.set $p (local.get $w))`);
   e(`    (local.set $end (i32.add (local.get $w) (local.get $rb)))`);
   e(`    (local.set $xd (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 1))))`);
@@ -234,11 +244,14 @@ function q6Relaxed(): string[] {
       for (let half = 0; half < 2; half++) {
         const j = 8 * n + 2 * k + half;
         const ql = `(v128.load offset=${64 * n + 32 * (k & 1) + 16 * half} (local.get $p))`;
-        const lo = k < 2 ? `(v128.and ${ql} ${b16(15)})` : `(v128.and (i16x8.shr_u ${ql} (i32.const 4)) ${b16(15)})`;
+        const lo = k < 2 ? `(v128.and ${ql} (local.get $m15))` : `(v128.and (i16x8.shr_u ${ql} (i32.const 4)) (local.get $m15))`;
+        // qh bits 2k..2k+1 of each byte to bits 4..5 by one i16 shift, then masked per byte: at most 4
+        // left or 2 right, bits 4..5 of either byte of a lane come from the same byte
+        const hs = k < 2 ? `(i16x8.shl (local.get $h) (i32.const ${4 - 2 * k}))` : k === 2 ? '(local.get $h)' : '(i16x8.shr_u (local.get $h) (i32.const 2))';
         e(`        ;; elements ${128 * n + 32 * k + 16 * half}..${128 * n + 32 * k + 16 * half + 15}: sub-block ${j}`);
         e(`        (local.set $h (v128.load offset=${128 + 32 * n + 16 * half} (local.get $p)))`);
         e(`        (local.set $q (v128.or ${lo}`);
-        e(`          (i16x8.shl (v128.and ${k ? `(i16x8.shr_u (local.get $h) (i32.const ${2 * k}))` : '(local.get $h)'} ${b16(3)}) (i32.const 4))))`);
+        e(`          (v128.and ${hs} (local.get $m48))))`);
         e(`        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s`);
         e(`          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=${128 * n + 32 * k + 16 * half} (local.get $xq)) (local.get $q))`);
         e(`          (i16x8.splat (i32.load8_s offset=${192 + j} (local.get $p))))))`);

@@ -21,7 +21,7 @@ const EXAMPLES: Record<string, string[]> = {
   pull: ['orchard pull Qwen/Qwen2.5-0.5B-Instruct', 'orchard pull qwen2.5-0.5b                 # a short name from `orchard models --available`', 'orchard pull Qwen/Qwen2.5-0.5B-Instruct-GGUF:Q8_0  # one GGUF file', 'HF_TOKEN=hf_... orchard pull meta-llama/Llama-3.2-1B'],
   load: ['orchard load orchard-demo', 'orchard load Qwen/Qwen2.5-0.5B-Instruct --strategy pipeline --nodes 2'],
   models: ['orchard models', 'orchard models --available'],
-  plan: ['orchard plan --model models/orchard-demo --cluster examples/clusters/two-macs.json', 'orchard plan qwen3-30b-a3b --machine m4-pro-64      # before any download, for a Mac you name', 'orchard plan deepseek-v3.1 --machine m3-ultra-512x2  # two alike, Thunderbolt 5 (TCP)'],
+  plan: ['orchard plan --model models/orchard-demo --cluster examples/clusters/two-macs.json', 'orchard plan qwen3-30b-a3b --machine m4-pro-64      # before any download, for a Mac you name', 'orchard plan deepseek-v3.1 --machine m3-ultra-512x2  # two alike, Thunderbolt 5 (TCP)', 'orchard plan unsloth/Qwen3-30B-A3B-GGUF:Q4_K_M --machine m4-pro-64  # a GGUF repo, from its header'],
   logs: ['orchard logs -f', 'orchard logs -n 500'],
   'service install': ['orchard service install', 'orchard service install --name studio --cluster-key ~/pod.key'],
 };

@@ -6,7 +6,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, statSync, symlinkSync, readlinkSync, utimesSync } from 'node:fs';
-import { basename, join, resolve } from 'node:path';
+import { basename, join, relative, resolve } from 'node:path';
 import { createInterface } from 'node:readline/promises';
 import { fileURLToPath } from 'node:url';
 import { paint } from '../colors.js';
@@ -16,7 +16,7 @@ import { CliError } from './errors.js';
 import { call, type ClientOptions } from './commands/serve-client.js';
 import { pullWithProgress, splitModelRef } from './commands/pull.js';
 import { defaultDataDir } from './commands/service.js';
-import { ggufIn } from '../models/catalog.js';
+import { ggufIn, ggufModelsIn } from '../models/catalog.js';
 
 const BIN = fileURLToPath(new URL('../../bin/orchard.js', import.meta.url));
 
@@ -132,19 +132,20 @@ function linkLocalGguf(file: string, dataDir: string): string {
  */
 export function useLocalQuant(dataDir: string, repo: string, quant: string): boolean {
   const dir = join(dataDir, 'models', ...repo.split('/'));
-  let files: string[];
-  try {
-    files = readdirSync(dir);
-  } catch {
-    return false;
-  }
   const q = quant.toLowerCase();
-  const file = files.find((f) => f.toLowerCase().endsWith('.gguf') && f.toLowerCase().replace(/\.gguf$/, '').split(/[-.]/).includes(q));
+  // The quantisation in the file's name, or in its folder's (Q4_K_M/NAME-Q4_K_M-00001-of-00003.gguf).
+  const file = ggufModelsIn(dir).find((p) =>
+    relative(dir, p)
+      .toLowerCase()
+      .replace(/\.gguf$/, '')
+      .split(/[-./]/)
+      .includes(q),
+  );
   if (!file) return false;
   const served = ggufIn(dir);
-  if (served && served !== join(dir, file)) {
+  if (served && served !== file) {
     const at = new Date(Math.max(Date.now(), statSync(served).mtimeMs + 1000));
-    utimesSync(join(dir, file), at, at);
+    utimesSync(file, at, at);
   }
   return true;
 }

@@ -29,7 +29,7 @@ export async function catalogFits(catalog: CatalogModel[] = readCatalog()): Prom
 
 function ggufCell(m: CatalogModel): string {
   if (!m.gguf) return '–';
-  return `${m.gguf.repo} \`:${m.gguf.quant}\` ≈${formatBytes(m.gguf.bytes)}${m.gguf.split ? ' (split files: not read yet)' : ''}`;
+  return `${m.gguf.repo} \`:${m.gguf.quant}\` ≈${formatBytes(m.gguf.bytes)}${m.gguf.split ? ' (a split set: NAME-00001-of-0000N.gguf …)' : ''}`;
 }
 
 export function renderModelsTable(catalog: CatalogModel[] = readCatalog(), fits: Map<string, string[] | null> = new Map()): string {

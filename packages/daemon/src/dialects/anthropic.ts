@@ -6,8 +6,9 @@
  */
 import { randomBytes, randomInt } from 'node:crypto';
 import { z } from 'zod';
-import type { FinishReason, ServeEvent, ServeRequest } from '../serving/requests.js';
-import { DialectError, type ToolChoice } from './tools/plan.js';
+import type { FinishReason, ServeEvent, ServeRequest } from '../requests/request.js';
+import { DialectError } from '../requests/errors.js';
+import type { ToolChoice } from '../prompt/tools/plan.js';
 import { anthropicReasoning } from './sampling.js';
 
 const block = z.object({ type: z.string() }).passthrough();

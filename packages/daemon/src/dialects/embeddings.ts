@@ -4,7 +4,7 @@
  * Pure: no I/O, tested directly.
  */
 import { normalizeL2 } from '@orchard/engine';
-import { DialectError } from './tools/plan.js';
+import { DialectError } from '../requests/errors.js';
 
 /** Inputs per request, as OpenAI allows. */
 export const MAX_INPUTS = 2048;

@@ -5,10 +5,28 @@
  */
 import { randomInt } from 'node:crypto';
 import { z } from 'zod';
-import type { ServeEvent, ServeRequest } from '../serving/requests.js';
-import { DialectError } from './tools/plan.js';
+import type { ServeEvent, ServeRequest } from '../requests/request.js';
+import { DialectError } from '../requests/errors.js';
 import { ollamaSampling } from './sampling.js';
+import { durationMs } from '../config/options.js';
 
+
+/**
+ * Ollama's per-request keep_alive: how long the model stays loaded after this request, as a duration
+ * ("5m", "90s"), a number of seconds, 0 (unload once done) or negative / "never" (stay loaded), read
+ * to ms (null: never). Absent: the daemon's --keep-alive.
+ */
+const keepAlive = z
+  .union([z.string(), z.number()])
+  .transform((v, ctx) => {
+    try {
+      return durationMs(v, 'keep_alive');
+    } catch (err) {
+      ctx.addIssue({ code: 'custom', message: (err as Error).message });
+      return z.NEVER;
+    }
+  })
+  .optional();
 
 const options = z
   .object({
@@ -23,6 +41,15 @@ const options = z
   .optional();
 
 const format = z.union([z.literal('json'), z.literal(''), z.record(z.string(), z.unknown())]).optional();
+
+/** The fields /api/chat and /api/generate share: how to generate, stream, reason and keep the model. */
+const generation = {
+  format,
+  options,
+  stream: z.boolean().default(true),
+  think: z.union([z.boolean(), z.string()]).optional(),
+  keep_alive: keepAlive,
+};
 
 export const ollamaChatSchema = z
   .object({
@@ -43,10 +70,7 @@ export const ollamaChatSchema = z
       .max(1024)
       .default([]),
     tools: z.array(z.object({ type: z.literal('function').default('function'), function: z.object({ name: z.string(), description: z.string().optional(), parameters: z.record(z.string(), z.unknown()).optional() }) })).max(128).optional(),
-    format,
-    options,
-    stream: z.boolean().default(true),
-    think: z.union([z.boolean(), z.string()]).optional(),
+    ...generation,
   })
   .passthrough();
 
@@ -57,10 +81,7 @@ export const ollamaGenerateSchema = z
     system: z.string().optional(),
     raw: z.boolean().optional(),
     images: z.array(z.string()).optional(),
-    format,
-    options,
-    stream: z.boolean().default(true),
-    think: z.union([z.boolean(), z.string()]).optional(),
+    ...generation,
   })
   .passthrough();
 

@@ -4,9 +4,10 @@
  * serve events back into a message (tool_calls, logprobs) or stream chunks (tool_calls deltas as
  * OpenAI sends them: id, type and name first, then the arguments).
  */
-import type { ServeEvent, ServeRequest } from '../serving/requests.js';
-import type { TokenInfo } from './request-schema.js';
-import { DialectError, type ResponseFormat, type ToolChoice } from './tools/plan.js';
+import type { ServeEvent, ServeRequest } from '../requests/request.js';
+import type { TokenInfo } from '../requests/fields.js';
+import { DialectError } from '../requests/errors.js';
+import type { ResponseFormat, ToolChoice } from '../prompt/tools/plan.js';
 
 type Json = Record<string, unknown>;
 

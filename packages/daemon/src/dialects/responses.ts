@@ -6,9 +6,10 @@
  * naming previous_response_id is refused.
  */
 import { randomBytes, randomInt } from 'node:crypto';
-import type { ServeEvent, ServeRequest } from '../serving/requests.js';
+import type { ServeEvent, ServeRequest } from '../requests/request.js';
 import { contentText } from './openai-chat.js';
-import { DialectError, type ResponseFormat, type ToolChoice } from './tools/plan.js';
+import { DialectError } from '../requests/errors.js';
+import type { ResponseFormat, ToolChoice } from '../prompt/tools/plan.js';
 import { responsesReasoning } from './sampling.js';
 
 type Json = Record<string, unknown>;

@@ -5,27 +5,9 @@
  * num_gpu, use_mmap, ...) is accepted and left to the instance, as Ollama leaves it to a loaded model.
  */
 import { z } from 'zod';
-import type { ServeRequest } from '../serving/requests.js';
-import { DialectError } from './tools/plan.js';
-
-/** Sampling fields of a ServeRequest beyond temperature / top_p / top_k / seed / stop (all optional). */
-export const samplingFields = {
-  minP: z.number().min(0).max(1).optional(),
-  typicalP: z.number().gt(0).max(1).optional(),
-  repeatPenalty: z.number().gt(0).max(100).optional(),
-  frequencyPenalty: z.number().min(-100).max(100).optional(),
-  presencePenalty: z.number().min(-100).max(100).optional(),
-  /** The penalties' window in tokens (the sequence's last n, prompt included). */
-  repeatLastN: z.number().int().min(0).max(2 ** 31 - 1).optional(),
-  /** Token id (decimal) → added to its logit. */
-  logitBias: z.record(z.string().regex(/^\d{1,9}$/), z.number().min(-1000).max(1000)).optional(),
-  /**
-   * Reasoning before the answer: off, on, or on at an effort (gpt-oss). Reaches the template as
-   * `enable_thinking` (Qwen3, DeepSeek V3.1 `thinking`) and `reasoning_effort` (gpt-oss). Absent: the
-   * template's default.
-   */
-  reasoning: z.union([z.boolean(), z.enum(['low', 'medium', 'high'])]).optional(),
-};
+import type { ServeRequest } from '../requests/request.js';
+import { DialectError } from '../requests/errors.js';
+import type { samplingFields } from '../requests/fields.js';
 
 type Sampling = Partial<Pick<ServeRequest, keyof typeof samplingFields | 'topK'>>;
 

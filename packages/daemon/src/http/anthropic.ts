@@ -5,7 +5,7 @@
  */
 import type { Logger } from 'pino';
 import type { FastifyInstance, FastifyReply } from 'fastify';
-import { preparePrompt } from '../dialects/prompt.js';
+import { preparePrompt } from '../prompt/prepare.js';
 import { AnthropicMessage, AnthropicStream, anthropicBodySchema, anthropicError, anthropicRequest, newMessageId } from '../dialects/anthropic.js';
 import type { Serving } from '../serving/serving.js';
 import { errorStatus, localTokenizer, namedEvents, runOn, runStreaming, runToEnd } from './dialect-support.js';

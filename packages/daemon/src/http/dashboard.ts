@@ -7,22 +7,38 @@
 import { buildDashboard, type DashboardBuild } from '@orchard/dashboard';
 import { InfeasibleError, LinkTable, plan as planModel, predict, splitHeads, type Layout, type Plan } from '@orchard/partitioner';
 import type { FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
 import { z } from 'zod';
-import type { Daemon } from '../daemon.js';
 import type { ProgressBoard } from '../dashboard/progress.js';
+import { expandShortName } from '../models/curated.js';
 import { engineCapabilities } from '../models/describe.js';
+import { planHubModel } from '../models/hub-plan.js';
+import { StoreError } from '../store/errors.js';
+import { validateRepoId } from '../store/hub.js';
 import { ModelFilesError } from '../models/load-check.js';
 import { UnknownModelError } from '../models/catalog.js';
 import { PlacementError } from '../serving/placement.js';
 import { planRequestOf, servingProfile } from '../serving/profile.js';
 import type { Serving } from '../serving/serving.js';
+import type { ClusterView } from '../state/cluster-view.js';
 import type { PlacedPlan } from '../state/placed-plan.js';
+import type { ClusterState } from '../state/types.js';
 import { sendError } from './errors.js';
 import { instanceView } from './instances.js';
 
-export function dashboardRoutes(app: FastifyInstance, daemon: Daemon, serving: Serving, board: ProgressBoard): void {
-  const log = daemon.log.child({ part: 'dashboard' });
-  const selfId = daemon.node.peerId.toString();
+/** What the dashboard's views read besides serving (orchard.ts builds it). */
+export interface DashboardSources {
+  selfId: string;
+  log: Logger;
+  cluster(): ClusterView;
+  state(): ClusterState;
+  /** Download and load progress across the pod (dashboard/progress.ts). */
+  progress: ProgressBoard;
+}
+
+export function dashboardRoutes(app: FastifyInstance, sources: DashboardSources, serving: Serving): void {
+  const log = sources.log.child({ part: 'dashboard' });
+  const { selfId, progress: board } = sources;
   let build: Promise<DashboardBuild> | null = null;
   const assets = () => {
     build ??= buildDashboard().then(
@@ -52,7 +68,7 @@ export function dashboardRoutes(app: FastifyInstance, daemon: Daemon, serving: S
   }
 
   app.get('/api/dashboard/instances', async () => {
-    const cluster = daemon.cluster();
+    const cluster = sources.cluster();
     return {
       instances: Object.values(serving.router.instances()).map((e) => {
         // The /api/instances view plus layoutPredicted, keys in the same order (status last).
@@ -81,7 +97,7 @@ export function dashboardRoutes(app: FastifyInstance, daemon: Daemon, serving: S
     let planner: Plan | null = null;
     let error: string | null = null;
     try {
-      planner = planModel(placed.description.spec, daemon.cluster(), planRequestOf(servingProfile(placed.description, { context: placed.context })), engineCapabilities(placed.description));
+      planner = planModel(placed.description.spec, sources.cluster(), planRequestOf(servingProfile(placed.description, { context: placed.context })), engineCapabilities(placed.description));
     } catch (err) {
       if (!(err instanceof InfeasibleError)) throw err;
       error = `cannot place ${model}: ${err.message}`;
@@ -96,22 +112,42 @@ export function dashboardRoutes(app: FastifyInstance, daemon: Daemon, serving: S
     };
   });
 
+  // What a pull would give the pod, asked before it starts: from the hub's small files and headers only.
+  const hubPlanQuery = z.object({ repo: z.string().trim().min(1).max(512) });
+  app.get('/api/dashboard/hub-plan', async (req, reply) => {
+    const q = hubPlanQuery.safeParse(req.query);
+    if (!q.success) return sendError(reply, 400, 'repo is required: /api/dashboard/hub-plan?repo=ORG/NAME[:QUANT]', 'invalid_value', 'repo');
+    const repo = expandShortName(q.data.repo);
+    try {
+      validateRepoId(repo.split(':')[0]);
+    } catch (err) {
+      return sendError(reply, 400, (err as Error).message, 'invalid_value', 'repo');
+    }
+    const cluster = sources.cluster();
+    try {
+      return await planHubModel(repo, { hub: serving.hub, cluster, names: new Map(cluster.nodes.map((n) => [n.id, n.name])) });
+    } catch (err) {
+      if (err instanceof StoreError) return sendError(reply, 502, err.message, 'hub_failed', 'repo');
+      throw err;
+    }
+  });
+
   app.get('/api/dashboard/progress', async () => {
     const instances = Object.values(serving.router.instances());
-    const live = new Set(Object.values(daemon.replica.state.nodes).filter((n) => n.status === 'live').map((n) => n.peerId));
+    const live = new Set(Object.values(sources.state().nodes).filter((n) => n.status === 'live').map((n) => n.peerId));
     for (const p of board.list()) {
       if (p.node !== selfId || p.phase !== 'load') continue;
       const mine = instances.filter((e) => e.model === p.model);
       if (mine.length === 0) board.forget(p.model);
       else if (mine.some((e) => serving.board.isReady(e.id))) board.ready(p.model);
     }
-    const names = new Map(daemon.cluster().nodes.map((n) => [n.id, n.name]));
+    const names = new Map(sources.cluster().nodes.map((n) => [n.id, n.name]));
     return { progress: board.list(live).map((p) => ({ ...p, nodeName: names.get(p.node) ?? null })) };
   });
 }
 
 /** The cost model's prediction for an instance's layout on the current pod; null when it cannot say. */
-function predictLayout(p: PlacedPlan, cluster: ReturnType<Daemon['cluster']>) {
+function predictLayout(p: PlacedPlan, cluster: ClusterView) {
   try {
     const known = new Set(cluster.nodes.map((n) => n.id));
     if (!p.ranks.every((r) => known.has(r))) return null;

@@ -1,10 +1,10 @@
-/** Shared by the dialect route files (anthropic.ts, ollama.ts, responses.ts): running a request, errors, client aborts, tokenizers. */
+/** Shared by the dialect route files (openai.ts, anthropic.ts, ollama.ts, responses.ts): running a request, errors, client aborts, tokenizers. */
 import { loadTokenizer, type ModelTokenizer } from '@orchard/engine';
 import type { FastifyReply } from 'fastify';
 import type { Logger } from 'pino';
 import type { Serving } from '../serving/serving.js';
-import { ServeError, type ServeEvent, type ServeRequest } from '../serving/requests.js';
-import { DialectError } from '../dialects/tools/plan.js';
+import { ServeError, DialectError } from '../requests/errors.js';
+import type { ServeEvent, ServeRequest } from '../requests/request.js';
 import { ModelFilesError } from '../models/load-check.js';
 import { logRequests, type RunRequest } from '../request-log.js';
 import { errorHeaders } from './errors.js';
@@ -97,6 +97,8 @@ export async function runStreaming(run: Run, model: string, req: ServeRequest, r
   };
   try {
     await run(model, req, (e) => write(f.frame(e)), gone.signal);
+    // A run that ended without a single event is answered as runToEnd answers a missing answer.
+    if (!started) throw new ServeError(503, 'instance_failed', 'the instance ended the request without an answer');
     res.end();
   } catch (err) {
     const e = errorStatus(err);

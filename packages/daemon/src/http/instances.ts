@@ -5,7 +5,7 @@
 import type { FastifyInstance } from 'fastify';
 import { UnknownModelError } from '../models/catalog.js';
 import { PlacementError } from '../serving/placement.js';
-import { ServeError } from '../serving/requests.js';
+import { ServeError } from '../requests/errors.js';
 import type { Serving } from '../serving/serving.js';
 import { until } from '../serving/wait.js';
 import type { InstanceEntry } from '../state/types.js';

@@ -1,6 +1,6 @@
 /** Models on disk: POST /api/models/pull brings one into this node's store, asking the pod's peers for the bytes before the hub (`fromPod`: peers only). */
 import type { FastifyInstance } from 'fastify';
-import { expandShortName } from '../cli/catalog.js';
+import { expandShortName } from '../models/curated.js';
 import type { Serving } from '../serving/serving.js';
 import { DiskError, ModelRefusedError, StoreError } from '../store/errors.js';
 import { sendError } from './errors.js';

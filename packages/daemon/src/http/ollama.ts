@@ -11,7 +11,7 @@ import type { ZodError } from 'zod';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Serving } from '../serving/serving.js';
-import type { ServeEvent, ServeRequest } from '../serving/requests.js';
+import type { ServeEvent, ServeRequest } from '../requests/request.js';
 import { ollamaChatRequest, ollamaChatSchema, ollamaDone, ollamaGenerateRequest, ollamaGenerateSchema, ollamaMessagePart, resolveOllamaModel } from '../dialects/ollama.js';
 import { ollamaEmbedRequest, shaped } from '../dialects/embeddings.js';
 import { errorStatus, localTokenizer, runOn, runStreaming, runToEnd } from './dialect-support.js';
@@ -81,6 +81,7 @@ export function ollamaRoutes(app: FastifyInstance, serving: Serving, log?: Logge
     if (!p.success) return fail(reply, 400, issue(p.error));
     const model = resolveOllamaModel(p.data.model, models());
     if (!model) return fail(reply, 404, serving.catalog.unlisted(p.data.model) ?? `model '${p.data.model}' not found`);
+    serving.keepAlive(model, p.data.keep_alive);
     let sreq;
     try {
       sreq = ollamaChatRequest(p.data);
@@ -109,8 +110,10 @@ export function ollamaRoutes(app: FastifyInstance, serving: Serving, log?: Logge
     if (!p.success) return fail(reply, 400, issue(p.error));
     const model = resolveOllamaModel(p.data.model, models());
     if (!model) return fail(reply, 404, serving.catalog.unlisted(p.data.model) ?? `model '${p.data.model}' not found`);
-    // An empty prompt loads the model in Ollama; here every model is loaded on demand: answer done.
-    if (!p.data.prompt && !p.data.system) return { model, created_at: created(), response: '', done: true, done_reason: 'load' };
+    serving.keepAlive(model, p.data.keep_alive);
+    // An empty prompt loads the model in Ollama (keep_alive 0: unloads it); here every model is loaded
+    // on demand, and an unload happens at the next serving tick: answer done.
+    if (!p.data.prompt && !p.data.system) return { model, created_at: created(), response: '', done: true, done_reason: p.data.keep_alive === 0 ? 'unload' : 'load' };
     let sreq;
     try {
       sreq = ollamaGenerateRequest(p.data);

@@ -7,15 +7,14 @@
 import { randomBytes, randomInt } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Serving } from '../serving/serving.js';
-import { ServeError, type ServeEvent, type ServeRequest } from '../serving/requests.js';
-import { errorBody, errorHeaders, sendError } from './errors.js';
+import { DialectError } from '../requests/errors.js';
+import type { ServeEvent, ServeRequest } from '../requests/request.js';
+import { errorBody, sendError } from './errors.js';
 import { chatCompletionSchema, completionSchema, describeIssue, type ChatCompletionBody, type CompletionBody } from './schemas.js';
 import { ChatReply, chatDeltas, chatLogprob, completionLogprobs, openAiChatFields, openAiCompletionFields } from '../dialects/openai-chat.js';
-import { DialectError } from '../dialects/tools/plan.js';
 import { openAiSampling } from '../dialects/sampling.js';
-import { sseStream } from './sse.js';
-import { localTokenizer, runOn } from './dialect-support.js';
-import { preparePrompt } from '../dialects/prompt.js';
+import { localTokenizer, runOn, runStreaming, runToEnd } from './dialect-support.js';
+import { preparePrompt } from '../prompt/prepare.js';
 import type { Logger } from 'pino';
 
 type Kind = 'chat' | 'completion';
@@ -82,34 +81,16 @@ export function openAiRoutes(app: FastifyInstance, serving: Serving, log?: Logge
       throw err;
     }
     const id = `${kind === 'chat' ? 'chatcmpl' : 'cmpl'}-${randomBytes(12).toString('hex')}`;
-    const abort = new AbortController();
-    let finished = false;
-    reply.raw.on('close', () => {
-      if (!finished) abort.abort();
-    });
     const meta = { kind, id, created: now(), model: body.model };
-    try {
-      if (body.stream) return await stream(reply, meta, sreq, abort.signal, !!body.stream_options?.include_usage);
-      return await answer(reply, meta, sreq, abort.signal);
-    } finally {
-      finished = true;
-    }
+    if (body.stream) return stream(reply, meta, sreq, !!body.stream_options?.include_usage);
+    return answer(reply, meta, sreq);
   };
 
-  async function answer(reply: FastifyReply, m: { kind: Kind; id: string; created: number; model: string }, sreq: ServeRequest, signal: AbortSignal) {
+  async function answer(reply: FastifyReply, m: { kind: Kind; id: string; created: number; model: string }, sreq: ServeRequest) {
     const reply_ = new ChatReply();
-    let done: Done | null = null;
-    try {
-      await run(m.model, sreq, (e) => {
-        reply_.add(e);
-        if (e.type === 'done') done = e;
-      }, signal);
-    } catch (err) {
-      if (err instanceof ServeError) return sendError(reply, err.status === 499 ? 503 : err.status, err.message, err.code);
-      throw err;
-    }
-    const d = done as Done | null;
-    if (!d) return sendError(reply, 503, 'the instance ended the request without an answer', 'instance_failed');
+    const r = await runToEnd(run, m.model, sreq, reply, (e) => reply_.add(e));
+    if ('error' in r) return sendError(reply, r.error.status, r.error.message, r.error.code);
+    const d = r.done;
     const logprobs = sreq.logprobs === undefined ? null : m.kind === 'chat' ? { content: reply_.tokens.map(chatLogprob) } : completionLogprobs(reply_.tokens);
     if (m.kind === 'chat') {
       return { id: m.id, object: 'chat.completion', created: m.created, model: m.model, choices: [{ index: 0, message: reply_.message(), logprobs, finish_reason: d.finishReason }], usage: usageOf(d), system_fingerprint: null };
@@ -117,52 +98,32 @@ export function openAiRoutes(app: FastifyInstance, serving: Serving, log?: Logge
     return { id: m.id, object: 'text_completion', created: m.created, model: m.model, choices: [{ index: 0, text: reply_.content, logprobs, finish_reason: d.finishReason }], usage: usageOf(d) };
   }
 
-  async function stream(reply: FastifyReply, m: { kind: Kind; id: string; created: number; model: string }, sreq: ServeRequest, signal: AbortSignal, includeUsage: boolean) {
-    const sse = sseStream(reply);
+  /** OpenAI's stream: `data:` chunks, a chat stream opening with the assistant's role, `[DONE]` after the last. */
+  async function stream(reply: FastifyReply, m: { kind: Kind; id: string; created: number; model: string }, sreq: ServeRequest, includeUsage: boolean) {
     const chat = m.kind === 'chat';
+    const data = (d: unknown) => `data: ${JSON.stringify(d)}\n\n`;
     const chunk = (delta: Record<string, unknown> | string, finishReason: string | null, logprobs: unknown = null) =>
-      chat
-        ? { id: m.id, object: 'chat.completion.chunk', created: m.created, model: m.model, system_fingerprint: null, choices: [{ index: 0, delta, logprobs, finish_reason: finishReason }] }
-        : { id: m.id, object: 'text_completion', created: m.created, model: m.model, choices: [{ index: 0, text: delta as string, logprobs, finish_reason: finishReason }] };
-    const begin = () => {
-      if (sse.started) return;
-      sse.begin();
-      if (chat) sse.send(chunk({ role: 'assistant', content: '' }, null));
-    };
-    try {
-      await run(m.model, sreq, (e) => {
-        if (e.type === 'start') begin();
-        else if (chat && chatDeltas(e)) {
-          // Text, reasoning, tool_calls deltas (id, type, name first; then the arguments), logprobs.
-          begin();
-          for (const d of chatDeltas(e)!) sse.send(chunk(d.delta, null, d.logprobs ?? null));
-        } else if (!chat && (e.type === 'text' || e.type === 'logprobs')) {
-          begin();
-          sse.send(e.type === 'text' ? chunk(e.text, null) : chunk('', null, completionLogprobs(e.tokens)));
-        } else if (e.type === 'done') {
-          begin();
-          sse.send(chunk(chat ? {} : '', e.finishReason));
-          if (includeUsage) sse.send({ id: m.id, object: chat ? 'chat.completion.chunk' : 'text_completion', created: m.created, model: m.model, choices: [], usage: usageOf(e) });
-        }
-      }, signal);
-      if (!sse.started) return endWithError(reply, 503, 'the instance ended the request without an answer', 'instance_failed');
-      sse.end('data: [DONE]\n\n');
-    } catch (err) {
-      const e = err instanceof ServeError ? err : new ServeError(500, 'internal_error', 'internal error');
-      const status = e.status === 499 ? 503 : e.status;
-      if (!sse.started) return endWithError(reply, status, e.message, e.code);
+      data(
+        chat
+          ? { id: m.id, object: 'chat.completion.chunk', created: m.created, model: m.model, system_fingerprint: null, choices: [{ index: 0, delta, logprobs, finish_reason: finishReason }] }
+          : { id: m.id, object: 'text_completion', created: m.created, model: m.model, choices: [{ index: 0, text: delta as string, logprobs, finish_reason: finishReason }] },
+      );
+    await runStreaming(run, m.model, sreq, reply, {
+      contentType: 'text/event-stream; charset=utf-8',
+      opening: () => (chat ? chunk({ role: 'assistant', content: '' }, null) : ''),
+      frame: (e) => {
+        // Text, reasoning, tool_calls deltas (id, type, name first; then the arguments), logprobs.
+        if (chat && e.type !== 'done') return (chatDeltas(e) ?? []).map((d) => chunk(d.delta, null, d.logprobs ?? null)).join('');
+        if (e.type === 'text') return chunk(e.text, null);
+        if (e.type === 'logprobs') return chunk('', null, completionLogprobs(e.tokens));
+        if (e.type !== 'done') return '';
+        const usage = includeUsage ? data({ id: m.id, object: chat ? 'chat.completion.chunk' : 'text_completion', created: m.created, model: m.model, choices: [], usage: usageOf(e) }) : '';
+        return chunk(chat ? {} : '', e.finishReason) + usage + 'data: [DONE]\n\n';
+      },
+      errorBody: (e) => errorBody(e.status, e.message, e.code),
       // Mid-stream: an error event (the openai SDK raises it), then the end of the stream.
-      sse.send(errorBody(status, e.message, e.code));
-      sse.end();
-    }
-  }
-
-  /** An error before any event: a plain JSON error response on the hijacked reply. */
-  function endWithError(reply: FastifyReply, status: number, message: string, code: string) {
-    const res = reply.raw;
-    if (res.writableEnded) return;
-    res.writeHead(status, { 'content-type': 'application/json', ...errorHeaders(status, code) });
-    res.end(JSON.stringify(errorBody(status, message, code)));
+      midStreamError: (e) => data(errorBody(e.status, e.message, e.code)),
+    });
   }
 
   app.post('/v1/chat/completions', handle('chat'));

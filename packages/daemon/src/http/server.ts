@@ -25,11 +25,9 @@ import { timingSafeEqual } from 'node:crypto';
 import type { Socket } from 'node:net';
 import Fastify, { type FastifyError, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
-import type { Daemon } from '../daemon.js';
 import type { Serving } from '../serving/serving.js';
-import type { ProgressBoard } from '../dashboard/progress.js';
 import { clusterRoutes, type PodSource } from './cluster.js';
-import { dashboardRoutes } from './dashboard.js';
+import { dashboardRoutes, type DashboardSources } from './dashboard.js';
 import { ErrorShapes, errorBody } from './errors.js';
 import { guardRequests, type Refuse } from './guard.js';
 import { instanceRoutes } from './instances.js';
@@ -48,7 +46,7 @@ export interface ApiDeps {
   /** The serving side; absent on a control-plane-only daemon. */
   serving?: Serving;
   /** The dashboard's sources; absent: no dashboard. */
-  dashboard?: { daemon: Daemon; progress: ProgressBoard };
+  dashboard?: DashboardSources;
   /** The wide-area network this node joined, if any. */
   network?: NetworkService | null;
   token: string | null;
@@ -144,7 +142,7 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
     shapes.registering('ollama', () => ollamaRoutes(app, deps.serving!, requestLog));
     instanceRoutes(app, deps.serving);
     modelRoutes(app, deps.serving);
-    if (deps.dashboard) dashboardRoutes(app, deps.dashboard.daemon, deps.serving, deps.dashboard.progress);
+    if (deps.dashboard) dashboardRoutes(app, deps.dashboard, deps.serving);
   }
   networkRoutes(app, deps.network ?? null);
   app.setNotFoundHandler(async (req, reply) => fail(req, reply, 404, `no route ${req.method} ${req.url.slice(0, 200)}`, 'not_found'));

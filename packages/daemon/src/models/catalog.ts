@@ -5,8 +5,9 @@
  * (checked here, or reported by a runner) is refused with the reason until its files change.
  */
 import { existsSync, readdirSync, statSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { ggufSplitNames, parseGgufSplitName } from '@orchard/engine/gguf';
 import { completenessOf, incompleteMessage } from '../store/completeness.js';
 import { describeModel } from './describe.js';
 import type { ModelDescription } from './description.js';
@@ -100,6 +101,15 @@ export class ModelCatalog {
     return c.complete ? null : incompleteMessage(id, c);
   }
 
+  /**
+   * Whether this node holds only a pipeline stage's tensors of `id` (a stage pull's copy): another
+   * placement must fetch what it lacks first (a partial GGUF's missing bytes read as zeros).
+   */
+  stageCopy(id: string): boolean {
+    const dir = this.dirOf(id);
+    return !!dir && completenessOf(dir).stage;
+  }
+
   /** Marks `id` failed (a runner could not load it) until its files change. */
   markFailed(id: string, reason: string): void {
     const dir = this.dirOf(id);
@@ -147,14 +157,38 @@ export class ModelCatalog {
 }
 
 /**
- * The .gguf file of a GGUF repo's directory (a directory without config.json): the one there, or the
- * newest when several quantisations were pulled (the last `orchard pull ORG/NAME:QUANT` wins).
+ * The GGUF models in a GGUF repo's directory (a directory without config.json), as the paths the engine
+ * opens: each .gguf file, or the first part of a whole split set (the engine opens the set from it), at
+ * the top or one folder down (large repos keep each quantisation in a folder). A part of a set whose
+ * other parts are not all here is not a model; vision projectors (mmproj-*) are not either.
+ */
+export function ggufModelsIn(dir: string): string[] {
+  const candidates: string[] = [];
+  for (const entry of safeDir(dir)) {
+    const p = join(dir, entry);
+    if (entry.toLowerCase().endsWith('.gguf')) candidates.push(p);
+    else if (!entry.startsWith('.') && statSync(p, { throwIfNoEntry: false })?.isDirectory()) {
+      for (const f of safeDir(p)) if (f.toLowerCase().endsWith('.gguf')) candidates.push(join(p, f));
+    }
+  }
+  return candidates.filter((p) => {
+    const name = basename(p);
+    if (/^mmproj/i.test(name)) return false;
+    const split = parseGgufSplitName(name);
+    if (!split) return true;
+    return split.no === 0 && (ggufSplitNames(name) ?? []).every((n) => existsSync(join(dirname(p), n)));
+  });
+}
+
+/**
+ * The GGUF model a GGUF repo's directory serves: the one there, or the newest when several
+ * quantisations were pulled (the last `orchard pull ORG/NAME:QUANT` wins).
  */
 export function ggufIn(dir: string): string | null {
-  const files = safeDir(dir).filter((f) => f.toLowerCase().endsWith('.gguf'));
-  if (files.length === 0) return null;
-  const at = (f: string) => statSync(join(dir, f), { throwIfNoEntry: false })?.mtimeMs ?? 0;
-  return join(dir, files.reduce((a, b) => (at(b) > at(a) ? b : a)));
+  const models = ggufModelsIn(dir);
+  if (models.length === 0) return null;
+  const at = (f: string) => statSync(f, { throwIfNoEntry: false })?.mtimeMs ?? 0;
+  return models.reduce((a, b) => (at(b) > at(a) ? b : a));
 }
 
 /** What the engine loads from a model directory: the directory (config.json there), or its .gguf file. */

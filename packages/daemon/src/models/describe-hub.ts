@@ -1,16 +1,19 @@
 /**
  * A model described from the hub before any download (`orchard plan --model ORG/NAME`): config.json,
  * generation_config.json and the safetensors index fetched whole, each weight file known by its header
- * (range requests), and the same description as a local directory gets (describe.ts). Nothing but
- * those small files and headers is fetched.
+ * (range requests), and the same description as a local directory gets (describe.ts). A GGUF-only
+ * repo is described from the header of the file `orchard pull` would choose (`ORG/NAME:QUANT` names
+ * one), fetched by range. Nothing but those small files and headers is fetched.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ModelFormatError, SafetensorsFile } from '@orchard/engine';
-import { readHubHeader } from '../store/check-before-pull.js';
+import os from 'node:os';
+import { readHubHeader, withGgufHeaders } from '../store/check-before-pull.js';
+import { pickGguf } from '../store/gguf-pick.js';
 import { StoreError } from '../store/errors.js';
-import { validateRepoId, type HubClient } from '../store/hub.js';
+import { validateRepoId, type HubClient, type HubFile } from '../store/hub.js';
 import { describeModel } from './describe.js';
 import type { ModelDescription } from './description.js';
 
@@ -20,6 +23,10 @@ export interface DescribeHubOptions {
   hub: HubClient;
   revision?: string;
   bits?: number;
+  /** A GGUF repo's quantisation (`ORG/NAME:Q4_K_M`); without it, the file `orchard pull` picks on this machine. */
+  quant?: string;
+  /** With no quant: the memory a GGUF must fit, as `orchard pull` picks. @default 75% of this machine's memory */
+  budgetBytes?: number;
   signal?: AbortSignal;
 }
 
@@ -29,12 +36,11 @@ export async function describeHubModel(repo: string, o: DescribeHubOptions): Pro
   const listing = await hub.listRepo(repo, o.revision ?? 'main', o.signal);
   const top = listing.files.filter((f) => !f.path.includes('/'));
   if (!top.some((f) => f.path === 'config.json')) {
-    const gguf = top.some((f) => f.path.toLowerCase().endsWith('.gguf'));
-    throw new StoreError(
-      gguf
-        ? `${repo}: a GGUF repo is planned from its file, not from the hub: \`orchard pull ${repo}:QUANT\`, then \`orchard plan --model\` the .gguf`
-        : `${repo}: the repo has no config.json, so there is nothing to plan from`,
-    );
+    if (!listing.files.some((f) => f.path.toLowerCase().endsWith('.gguf'))) throw new StoreError(`${repo}: the repo has no config.json, so there is nothing to plan from`);
+    // One file, or a split set's parts (a folder per quantisation in the large repos): every part's header.
+    const files = pickGguf(repo, listing.files, { quant: o.quant, budgetBytes: o.budgetBytes ?? Math.floor(os.totalmem() * 0.75) });
+    const range = (file: HubFile, start: number, end: number) => hub.readRange(repo, listing.commit, file.path, start, end, o.signal);
+    return withGgufHeaders(repo, files, range, (path) => describeModel(path, { name: repo, bits: o.bits }));
   }
   const dir = mkdtempSync(join(tmpdir(), 'orchard-hub-describe-'));
   try {

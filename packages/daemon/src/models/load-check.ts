@@ -7,7 +7,7 @@
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { Checkpoint, isGgufPath, loadModelConfig, ModelFormatError, SafetensorsFile, UnsupportedModelError } from '@orchard/engine';
-import { ServeError } from '../serving/requests.js';
+import { ServeError } from '../requests/errors.js';
 
 /** The model's files cannot be loaded, for a reason that waiting will not fix. */
 export class ModelFilesError extends ServeError {
@@ -22,9 +22,10 @@ export class ModelFilesError extends ServeError {
 
 /**
  * What identifies this state of the directory's files: each file's name, size and modification
- * time. A copy, an edit or a finished pull changes it; nothing else does.
+ * time, one folder down too (GGUF repos keep each quantisation in a folder). A copy, an edit or a
+ * finished pull changes it; nothing else does.
  */
-export function filesFingerprint(dir: string): string {
+export function filesFingerprint(dir: string, depth = 1): string {
   let names: string[];
   try {
     names = readdirSync(dir).sort();
@@ -34,7 +35,12 @@ export function filesFingerprint(dir: string): string {
   return names
     .map((n) => {
       const st = statSync(join(dir, n), { throwIfNoEntry: false });
-      return st?.isFile() ? `${n}:${st.size}:${Math.trunc(st.mtimeMs)}` : '';
+      if (st?.isFile()) return `${n}:${st.size}:${Math.trunc(st.mtimeMs)}`;
+      if (st?.isDirectory() && depth > 0 && !n.startsWith('.')) {
+        const inner = filesFingerprint(join(dir, n), depth - 1);
+        return inner && `${n}/[${inner}]`;
+      }
+      return '';
     })
     .filter(Boolean)
     .join('|');

@@ -4,7 +4,7 @@
  * token has reached the caller the job belongs to that pod: a later failure is the caller's error,
  * never a second pod continuing the text (jobs are never split across pods).
  */
-import { ServeError } from '../serving/requests.js';
+import { ServeError } from '../requests/errors.js';
 import { JobFailure, type JobOutcome } from './job-protocol.js';
 
 export interface Tried {

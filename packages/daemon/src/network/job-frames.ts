@@ -8,7 +8,7 @@
  *                        then stored once the countersigned receipt is kept
  */
 import { z } from 'zod';
-import { serveRequestSchema } from '../serving/requests.js';
+import { serveRequestSchema } from '../requests/request.js';
 import { issueText, signedSchema } from './signed.js';
 
 export const JOB_PROTOCOL = '/orchard/job/1';

@@ -13,7 +13,8 @@
 import '../polyfills.js';
 import type { Stream } from '@libp2p/interface';
 import { lpStream, type LengthPrefixedStream } from '@libp2p/utils';
-import { ServeError, type ServeEvent, type ServeRequest } from '../serving/requests.js';
+import { ServeError } from '../requests/errors.js';
+import type { ServeEvent, ServeRequest } from '../requests/request.js';
 import { decodeRequesterFrame, decodeServerFrame, encodeFrame, MAX_JOB_FRAME, type RequesterFrame, type ServerFrame } from './job-frames.js';
 import { MAX_CLOCK_SKEW_MS } from './offer.js';
 import { newJobId, openTicket, signAck, signResult, signTicket, checkResult, verifyReceipt, type Ticket, type VerifiedReceipt } from './receipts.js';

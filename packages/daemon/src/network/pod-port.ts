@@ -1,13 +1,13 @@
 /**
- * The pod as the network service sees it, built from the daemon and its serving rooms: what the pod
+ * The pod as the network service sees it, built from the control plane and serving: what the pod
  * serves (ready instances, with the decode speed they measured) or could load (files held by its
  * nodes), its nodes for the map, its load, and the one way in — `Router.runOnPod`, which never
  * sends a job on to the network again.
  */
-import type { Daemon } from '../daemon.js';
 import type { ModelDescription } from '../models/description.js';
 import { servingProfile } from '../serving/profile.js';
 import type { Serving } from '../serving/serving.js';
+import type { ClusterState } from '../state/types.js';
 import type { PodModel, PodPort } from './service.js';
 
 export interface ServingPodPort extends PodPort {
@@ -15,14 +15,24 @@ export interface ServingPodPort extends PodPort {
   refresh(): Promise<void>;
 }
 
-export function podPort(daemon: Daemon, serving: Serving): ServingPodPort {
+/** The control plane's part of the port: this node's name and context setting, the state, who speaks. */
+export interface PodSide {
+  name: string;
+  /** --context: the tokens a model that is not loaded yet would serve (null: its serving default). */
+  context: number | null;
+  state(): ClusterState;
+  /** Whether this node coordinates the pod (and so answers for it on the network). */
+  isCoordinator(): boolean;
+}
+
+export function podPort(pod: PodSide, serving: Pick<Serving, 'router' | 'board' | 'readyTimeoutMs'>): ServingPodPort {
   const { router, board } = serving;
   let described = new Map<string, ModelDescription>();
-  const state = () => daemon.replica.state;
+  const state = () => pod.state();
   const live = () => new Set(Object.values(state().nodes).filter((n) => n.status === 'live').map((n) => n.peerId));
 
   return {
-    name: daemon.options.name,
+    name: pod.name,
     run: (model, req, emit, signal) => router.runOnPod(model, req, emit, signal, serving.readyTimeoutMs),
 
     async refresh() {
@@ -43,7 +53,7 @@ export function podPort(daemon: Daemon, serving: Serving): ServingPodPort {
         return {
           name,
           state: ready.length ? 'serving' : 'loadable',
-          contextTokens: ready[0]?.plan.context ?? servingProfile(d, { context: daemon.options.context ?? undefined }).contextTokens,
+          contextTokens: ready[0]?.plan.context ?? servingProfile(d, { context: pod.context ?? undefined }).contextTokens,
           decodeTps: speeds.length ? Math.max(...speeds) : null,
           // Instances measure decode only; routing then assumes prefill at least as fast.
           prefillTps: null,
@@ -73,6 +83,6 @@ export function podPort(daemon: Daemon, serving: Serving): ServingPodPort {
       return { active, queued, capacity: Math.max(1, ready) };
     },
 
-    speaksForPod: () => daemon.replica.isCoordinator,
+    speaksForPod: () => pod.isCoordinator(),
   };
 }

@@ -15,7 +15,7 @@
  * forgets the rows past the last picked token. Draft rows are given only from the rows the step's
  * prompt chunks leave, and their number adapts per sequence (DraftLength).
  *
- * Split instances run the data-plane Driver (shard-loop.ts), which batches, reuses prefixes and
+ * Split instances run the data-plane Driver (driver.ts), which batches, reuses prefixes and
  * speculates the same way over every rank.
  * A GPU rank batches its steps the same way (GpuShard.forwardBatch) and keeps its K/V, and its prefix
  * cache's blocks, on the device (kvBlocksOf); it speculates, its draft checks exact (verifiesDrafts).
@@ -28,7 +28,7 @@ import { DRAFT_TOKENS, nextDraft } from './draft.js';
 import { speculationOf, type DraftModel } from './draft-model.js';
 import { planStep } from './step-plan.js';
 import { countDraft, outcomeOf, takeToken, type FinishReason, type OnToken, type Picked, type SequenceState } from './sequence.js';
-import type { CompileConstraint, GenerateOutcome, GenerateRequest, Speculate } from './shard-loop.js';
+import type { CompileConstraint, GenerateOutcome, GenerateRequest, Speculate } from './requests.js';
 
 /** Sequences a one-rank instance decodes together unless told otherwise (the executor's concurrency for it). */
 export const BATCH_SEQUENCES = 8;

@@ -13,7 +13,7 @@
  */
 import { argmax, loadModelConfig, loadShard, loadTokenizer, pipelineStages, shardSpecOf, type Backend, type KVCache, type ModelShard } from '@orchard/engine';
 import { draftLimit, type Drafting } from './draft.js';
-import type { Speculate } from './shard-loop.js';
+import type { Speculate } from './requests.js';
 
 export interface DraftModelOptions {
   /** Rows per draft forward (a sequence's unseen tokens are fed in chunks of this). @default 32 */

@@ -33,7 +33,7 @@ import {
 } from '@orchard/engine';
 import { loadRankShard, type LoadRankOptions } from './local.js';
 import { type InstanceLayout, shardSpecOf, stageMembers, stageOf } from '@orchard/engine';
-import { stageAllReduce } from './shard-loop.js';
+import { stageAllReduce } from './poll.js';
 import type { Group } from './transport.js';
 
 /**

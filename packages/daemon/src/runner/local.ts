@@ -4,7 +4,10 @@
  * daemon runs each rank in its own runner process instead.
  */
 import { loadModelConfig, loadShard, type Backend, type ModelShard } from '@orchard/engine';
-import { Driver, POLL_MS, runFollower, stageAllReduce, type CompileConstraint } from './shard-loop.js';
+import { Driver } from './driver.js';
+import { runFollower } from './follower.js';
+import { POLL_MS, stageAllReduce } from './poll.js';
+import type { CompileConstraint } from './requests.js';
 import { type InstanceLayout, shardSpecOf, stageMembers, stageOf, worldSize } from '@orchard/engine';
 import { BatchDriver } from './batch-driver.js';
 import type { Group } from './transport.js';
@@ -16,7 +19,7 @@ export interface LoadRankOptions {
   maxBatch?: number;
   maxSeqLen?: number;
   stepMs?: number;
-  /** See POLL_MS in shard-loop.ts. */
+  /** See POLL_MS in poll.ts. */
   pollMs?: number;
 }
 

@@ -1,6 +1,6 @@
 /** Messages between a daemon and its runner processes (node IPC, structured clone). */
 import type { TokenLogprob } from '@orchard/engine';
-import type { GenerateOutcome, GenerateRequest, Speculate } from './shard-loop.js';
+import type { GenerateOutcome, GenerateRequest, Speculate } from './requests.js';
 import type { InstanceLayout } from '@orchard/engine';
 import type { TcpPeer } from './transport.js';
 import type { DataPlaneSecurity } from './link-security.js';
@@ -20,13 +20,13 @@ export interface RunnerInit {
   maxBatch?: number;
   /**
    * Continuous batching, split or not: sequences per step, prefix-cache bytes and how requests that do
-   * not say speculate (batch-driver.ts / shard-loop.ts defaults), and the draft model (HF directory or
+   * not say speculate (batch-driver.ts / driver.ts defaults), and the draft model (HF directory or
    * GGUF) that rank 0 loads for speculation with `draft` (draft-model.ts).
    */
   batch?: { sequences: number; prefixCacheBytes: number; speculate?: Speculate; draftModel?: string };
   /** Per data-plane step timeout, ms. */
   stepMs?: number;
-  /** How long a rank polls its event loop inside a data-plane wait, ms (0: never; see shard-loop.ts). */
+  /** How long a rank polls its event loop inside a data-plane wait, ms (0: never; see poll.ts). */
   pollMs?: number;
   /** Test only: simulated RDMA verbs with these settings (ORCHARD_RDMA_SIM, see rdma-select.ts). */
   rdmaSim?: string | null;
@@ -46,6 +46,13 @@ export interface RunnerLink {
   encryption?: string | null;
 }
 
+/** Request `id` sampled `token`. */
+export interface TokenItem {
+  id: number;
+  token: number;
+  logprob?: TokenLogprob;
+}
+
 export type ToRunner =
   | { type: 'init'; init: RunnerInit }
   | { type: 'peers'; peers: TcpPeer[] }
@@ -59,7 +66,9 @@ export type FromRunner =
   | { type: 'loaded'; loadMs: number; bytesRead: number; backend?: string }
   /** `links`: per peer rank, RDMA (reason = device) or TCP (reason = why not RDMA); `dataPlane`: one line. */
   | { type: 'ready'; links?: RunnerLink[]; dataPlane?: string }
-  | { type: 'token'; id: number; token: number; logprob?: TokenLogprob }
+  | ({ type: 'token' } & TokenItem)
+  /** Tokens sampled in one turn of the runner's event loop (token-batch.ts), in the order they were sampled. */
+  | { type: 'tokens'; tokens: TokenItem[] }
   | { type: 'done'; id: number; outcome: GenerateOutcome }
   /** `invalid`: the request itself was at fault (a schema the grammar engine rejects), not the instance. */
   | { type: 'failed'; id: number; message: string; invalid?: boolean }

@@ -9,7 +9,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { TokenLogprob } from '@orchard/engine';
 import type { FromRunner, RunnerInit, RunnerLink, ToRunner } from './protocol.js';
-import type { GenerateOutcome, GenerateRequest } from './shard-loop.js';
+import type { GenerateOutcome, GenerateRequest } from './requests.js';
 import { dataPlaneProcessEnv, type TcpPeer } from './transport.js';
 import { withTimeout } from './with-timeout.js';
 
@@ -105,6 +105,9 @@ export class RunnerProcess {
           return;
         case 'token':
           this.#pending.get(m.id)?.onToken(m.token, m.logprob);
+          return;
+        case 'tokens':
+          for (const t of m.tokens) this.#pending.get(t.id)?.onToken(t.token, t.logprob);
           return;
         case 'done': {
           const p = this.#pending.get(m.id);

@@ -18,8 +18,10 @@ import { loadRankOn } from './gpu-shard.js';
 import { startRank } from './local.js';
 import { DraftModel } from './draft-model.js';
 import type { FromRunner, RunnerInit, ToRunner } from './protocol.js';
+import { TokenBatcher } from './token-batch.js';
 import { selectRdma, type RdmaSelection } from './rdma-select.js';
-import { POLL_MS, type Driver } from './shard-loop.js';
+import { POLL_MS } from './poll.js';
+import type { Driver } from './driver.js';
 import type { BatchDriver } from './batch-driver.js';
 import { listenTcp, type Group, type TcpPeer } from './transport.js';
 
@@ -33,6 +35,8 @@ export interface RunnerHost {
 
 export class Runner {
   readonly #host: RunnerHost;
+  /** Every message to the daemon goes through here: a turn's tokens as one message (token-batch.ts). */
+  readonly #out: TokenBatcher;
   #state: RunnerState = 'idle';
   #rank = -1;
   #group: Group | null = null;
@@ -46,6 +50,7 @@ export class Runner {
 
   constructor(host: RunnerHost) {
     this.#host = host;
+    this.#out = new TokenBatcher((m) => host.send(m));
   }
 
   get state(): RunnerState {
@@ -77,7 +82,7 @@ export class Runner {
   async #start(i: RunnerInit): Promise<void> {
     this.#state = 'loading';
     const listener = await listenTcp({ host: i.listenHost });
-    this.#host.send({ type: 'listening', port: listener.address.port });
+    this.#out.send({ type: 'listening', port: listener.address.port });
     const t0 = performance.now();
     const pollMs = i.pollMs ?? POLL_MS;
     // Checked before the weights: a config the engine refuses fails here, named, in milliseconds; the
@@ -99,7 +104,7 @@ export class Runner {
     // The driving rank runs the draft model on CPU beside its own shard: the wasm kernels unless the rank runs the reference ones.
     const draftModel = i.rank === 0 && i.batch?.draftModel ? DraftModel.load(i.batch.draftModel, i.modelDir, { maxBatch: i.maxBatch, maxSeqLen: i.maxSeqLen, backend: cpuBackend(i.backend?.kind === 'reference' || !i.backend ? 'reference' : 'wasm') }) : undefined;
     const bytesRead = shard.bytesRead + (draftModel?.bytesRead ?? 0);
-    this.#host.send({ type: 'loaded', loadMs: performance.now() - t0, bytesRead, backend: note ?? i.backend?.kind ?? 'reference' });
+    this.#out.send({ type: 'loaded', loadMs: performance.now() - t0, bytesRead, backend: note ?? i.backend?.kind ?? 'reference' });
     if (this.#state !== 'loading') return; // stopped while loading
     this.#state = 'waiting-for-peers';
     const endpoints = this.#peers ?? (await new Promise<TcpPeer[]>((resolve) => (this.#peersArrived = resolve)));
@@ -125,7 +130,7 @@ export class Runner {
     const started = startRank(plane.group, i.layout, shard, { stepMs: i.stepMs, pollMs, compile, batch: i.batch, draftModel });
     this.#driver = started.driver;
     this.#state = 'ready';
-    this.#host.send({ type: 'ready', links: plane.links, dataPlane: plane.summary });
+    this.#out.send({ type: 'ready', links: plane.links, dataPlane: plane.summary });
     if (!this.#driver)
       started.done.then(
         () => this.#stop(),
@@ -135,19 +140,19 @@ export class Runner {
 
   #generate({ id, req }: Extract<ToRunner, { type: 'generate' }>): void {
     const d = this.#driver;
-    const refuse = (message: string) => this.#host.send({ type: 'failed', id, message });
+    const refuse = (message: string) => this.#out.send({ type: 'failed', id, message });
     if (this.#state !== 'ready' || !d) return refuse(`rank ${this.#rank} is not ready (${this.#state})`);
     if (this.#active >= d.maxSequences) return refuse(`rank ${this.#rank}: all ${d.maxSequences} sequence slots are busy`);
     this.#active++;
     d.generate(req, (token, logprob) => {
-      this.#host.send(logprob ? { type: 'token', id, token, logprob } : { type: 'token', id, token });
+      this.#out.token(id, token, logprob);
       return !this.#cancelled.has(id);
     }).then(
-      (outcome) => this.#host.send({ type: 'done', id, outcome }),
+      (outcome) => this.#out.send({ type: 'done', id, outcome }),
       (err) => {
         // A constraint the grammar engine cannot compile, or a request the driver refuses: the request's fault.
         const invalid = (err as Error).name === 'ConstraintError' || err instanceof RangeError;
-        this.#host.send({ type: 'failed', id, message: (err as Error).message, ...(invalid ? { invalid } : {}) });
+        this.#out.send({ type: 'failed', id, message: (err as Error).message, ...(invalid ? { invalid } : {}) });
         if (d.broken) this.#die(`rank 0: data plane failed: ${d.broken.message}`);
       },
     ).finally(() => {
@@ -175,7 +180,7 @@ export class Runner {
     const message = `runner rank ${rank} could not load the model: ${(err as Error).message ?? String(err)}`;
     this.#host.log(message);
     const files = err instanceof ModelFormatError || err instanceof UnsupportedModelError;
-    this.#host.send({ type: 'load-failed', message, files });
+    this.#out.send({ type: 'load-failed', message, files });
     setTimeout(() => this.#host.exit(1), 50);
   }
 
@@ -183,7 +188,7 @@ export class Runner {
     if (this.#state === 'dead') return;
     this.#state = 'dead';
     this.#host.log(message);
-    this.#host.send({ type: 'dead', message });
+    this.#out.send({ type: 'dead', message });
     setTimeout(() => this.#host.exit(1), 50);
   }
 }

@@ -3,7 +3,7 @@
  * (a stop id, the client gone, the budget, the context full) and the outcome the request resolves with.
  */
 import type { DraftLength, TokenLogprob } from '@orchard/engine';
-import type { GenerateOutcome, GenerateRequest } from './shard-loop.js';
+import type { GenerateOutcome, GenerateRequest } from './requests.js';
 
 export type OnToken = (id: number, logprob?: TokenLogprob) => boolean;
 export type Picked = { id: number; logprob?: TokenLogprob };

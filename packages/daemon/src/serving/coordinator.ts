@@ -54,6 +54,11 @@ export interface View {
   silenceMs: number;
   /** Instances idle this long are unloaded (the next request places the model again); null: never. */
   keepAliveMs: number | null;
+  /**
+   * The keep-alive the model's last request asked for (Ollama's per-request keep_alive), in place of
+   * `keepAliveMs`: ms, null for never; undefined where no request asked.
+   */
+  keepAliveOf?(model: string): number | null | undefined;
 }
 
 export interface Fresh {
@@ -205,9 +210,10 @@ function tick(view: View, step: Step, fresh: Fresh): Step {
 
 /** Unloads instances nobody used for the keep-alive time (as Ollama's keep_alive): memory back to the pod. */
 function unloadIdle(view: View, step: Step): void {
-  const keep = view.keepAliveMs;
-  if (keep === null) return;
   for (const e of Object.values(view.state.instances)) {
+    const asked = view.keepAliveOf?.(e.model);
+    const keep = asked === undefined ? view.keepAliveMs : asked;
+    if (keep === null) continue;
     const s = view.status(e.id);
     if (!s || s.idleMs === undefined || s.active > 0 || s.queued > 0 || !view.ready(e.id)) continue;
     const idle = s.idleMs + (view.now - s.at);

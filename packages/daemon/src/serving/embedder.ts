@@ -11,7 +11,7 @@ import type { Logger } from 'pino';
 import type { ModelCatalog } from '../models/catalog.js';
 import { tsxLoader } from '../runner/runner-process.js';
 import type { FromEmbedder, ToEmbedder } from './embed-protocol.js';
-import { ServeError } from './requests.js';
+import { ServeError } from '../requests/errors.js';
 
 const EMBED_MAIN = join(dirname(fileURLToPath(import.meta.url)), 'embed-main.ts');
 /** Loading a model's weights for embedding; a bigger model than this allows is not an embedding model. */

@@ -5,11 +5,11 @@
  */
 import { loadTokenizer, penaltiesOf, TextStream, type ConstraintSpec, type ModelConfig, type ModelTokenizer, type TokenLogprob } from '@orchard/engine';
 import { InvalidRequestError, type RunnerProcess } from '../runner/runner-process.js';
-import type { TokenInfo } from '../dialects/request-schema.js';
-import type { ReplyParser } from '../dialects/tools/events.js';
-import { DialectError } from '../dialects/tools/plan.js';
-import { checkLogitBias, preparePrompt } from '../dialects/prompt.js';
-import { ServeError, type ServeEvent, type ServeRequest } from './requests.js';
+import type { TokenInfo } from '../requests/fields.js';
+import type { ReplyParser } from '../requests/reply.js';
+import { DialectError, ServeError } from '../requests/errors.js';
+import { checkLogitBias, preparePrompt } from '../prompt/prepare.js';
+import type { ServeEvent, ServeRequest } from '../requests/request.js';
 
 export interface ExecutorOptions {
   /** Requests on the data plane at once (the driver's sequence slots: one per pipeline stage). @default 1 */

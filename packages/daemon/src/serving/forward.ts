@@ -8,7 +8,8 @@ import type { Stream } from '@libp2p/interface';
 import { peerIdFromString } from '@libp2p/peer-id';
 import { z } from 'zod';
 import type { OrchardNode } from '../node/create-node.js';
-import { ServeError, serveRequestSchema, type ServeEvent, type ServeRequest } from './requests.js';
+import { ServeError } from '../requests/errors.js';
+import { serveRequestSchema, type ServeEvent, type ServeRequest } from '../requests/request.js';
 
 export const INFER_PROTOCOL = '/orchard/infer/1';
 const MAX_REQUEST_BYTES = 4 * 1024 * 1024;

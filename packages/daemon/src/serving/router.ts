@@ -6,8 +6,7 @@
  * reaches the request at once, with its reason.
  */
 import type { Cluster } from '@orchard/partitioner';
-import type { ModelCatalog } from '../models/catalog.js';
-import { UnknownModelError } from '../models/catalog.js';
+import { type ModelCatalog, UnknownModelError } from '../models/catalog.js';
 import type { ModelDescription } from '../models/description.js';
 import type { PlacementRequest } from '../state/placed-plan.js';
 import type { ClusterState, InstanceEntry } from '../state/types.js';
@@ -16,7 +15,8 @@ import { findExisting } from './coordinator.js';
 import type { InstanceExecutor } from './executor.js';
 import { place, PlacementError, type InstancePlan } from './placement.js';
 import { servingProfile } from './profile.js';
-import { ServeError, type ServeEvent, type ServeRequest } from './requests.js';
+import { ServeError } from '../requests/errors.js';
+import type { ServeEvent, ServeRequest } from '../requests/request.js';
 import { until, type Subscribe } from './wait.js';
 
 /** A placement request not seen in the state yet is sent to the coordinator again after this long. */

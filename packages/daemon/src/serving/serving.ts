@@ -8,8 +8,12 @@ import { randomBytes } from 'node:crypto';
 import { multiaddr } from '@multiformats/multiaddr';
 import { peerIdFromString } from '@libp2p/peer-id';
 import type { Cluster } from '@orchard/partitioner';
-import type { Daemon } from '../daemon.js';
+import type { Logger } from 'pino';
 import type { NodeBackend } from '../backend/node.js';
+import type { DaemonOptions } from '../config/options.js';
+import type { OrchardNode } from '../node/create-node.js';
+import type { ClusterView } from '../state/cluster-view.js';
+import type { Replica } from '../state/replication.js';
 import { Embedder } from './embedder.js';
 import { BUNDLED_DEMO_DIR, ModelCatalog } from '../models/catalog.js';
 import type { ModelDescription } from '../models/description.js';
@@ -23,7 +27,7 @@ import { decide, emptyMemory, type Command, type Memory } from './coordinator.js
 import { callRemote, serveInfer } from './forward.js';
 import { SERVE_TOPIC, decodeServe, encodeServe, type ServeMessage } from './messages.js';
 import { PlacementError, withoutSilentNodes } from './placement.js';
-import { ServeError } from './requests.js';
+import { ServeError } from '../requests/errors.js';
 import { Router } from './router.js';
 import { Supervisor } from './supervisor.js';
 import { directCidrsOf, encryptionPolicy, type DataPlaneSecurity } from '../runner/link-security.js';
@@ -36,6 +40,34 @@ export interface ServingHooks {
   pullProgress?: { pullEvent(model: string, e: PullEvent): void; pullEnded(model: string, error?: string): void; badPeer?(model: string, peer: string): void };
 }
 
+/** The control plane as serving sees it: the libp2p node, the replicated state, its changes. */
+export interface ServingControl {
+  readonly node: OrchardNode;
+  /** The cluster state (read), and the coordinator's proposals when this node coordinates. */
+  readonly replica: Pick<Replica, 'state' | 'isCoordinator' | 'coordinator' | 'heardAt' | 'propose'>;
+  /** The planner's cluster with names and pod mode (state/cluster-view.ts). */
+  cluster(): ClusterView;
+  /** Every change of the cluster state; returns the unsubscribe. */
+  onChange(listener: (what: string) => void): () => void;
+}
+
+/** The settings serving reads (config/options.ts resolves them). */
+export type ServingOptions = Pick<
+  DaemonOptions,
+  | 'dataDir' | 'demoModelDir' | 'hfEndpoint' | 'hfToken' | 'heartbeatMs' | 'keepAliveMs' | 'context' | 'batch' | 'maxQueue'
+  | 'prefixCacheBytes' | 'speculate' | 'draftModel' | 'dataPlaneEncryption' | 'dataPlaneCipher' | 'dataPlanePollMs' | 'rdmaSim'
+>;
+
+/** What the composition root (orchard.ts) hands serving: each part once, decided there. */
+export interface ServingDeps {
+  control: ServingControl;
+  options: ServingOptions;
+  log: Logger;
+  /** What this node's runners compute on (backend/node.ts), picked once at start. */
+  backend: NodeBackend;
+  hooks?: ServingHooks;
+}
+
 export interface Serving {
   readonly router: Router;
   readonly board: Board;
@@ -43,6 +75,8 @@ export interface Serving {
   readonly supervisor: Supervisor;
   /** Embeddings, run whole on this node where the model's files are. */
   readonly embedder: Embedder;
+  /** The hub this node pulls from (HF_ENDPOINT, the token): for describing a model before its pull. */
+  readonly hub: HubClient;
   /** How long a request waits for an instance to become ready, ms. */
   readonly readyTimeoutMs: number;
   /**
@@ -50,17 +84,23 @@ export interface Serving {
    * only; `onProgress` hears this pull's files.
    */
   pull(repo: string, selection?: TensorSelection, o?: { fromPod?: boolean; onProgress?: (e: PullEvent) => void }): ReturnType<typeof fetchModel>;
+  /**
+   * How long `model` stays loaded once idle, as its last request asked (Ollama's keep_alive): ms, 0 to
+   * unload it as soon as it is idle, null for never, undefined for the daemon's --keep-alive. Heeded
+   * where this node coordinates the pod.
+   */
+  keepAlive(model: string, ms: number | null | undefined): void;
   /** Asks the coordinator to remove an instance and waits (10 s) until it is gone; false when unknown. */
   remove(id: string): Promise<boolean>;
   close(): Promise<void>;
 }
 
-export async function startServing(daemon: Daemon, backend: NodeBackend, hooks: ServingHooks = {}): Promise<Serving> {
-  const o = daemon.options;
-  const log = daemon.log.child({ part: 'serve' });
-  const selfId = daemon.node.peerId.toString();
-  const pubsub = daemon.node.services.pubsub;
-  const state = () => daemon.replica.state;
+export async function startServing(deps: ServingDeps): Promise<Serving> {
+  const { control, options: o, backend, hooks = {} } = deps;
+  const log = deps.log.child({ part: 'serve' });
+  const selfId = control.node.peerId.toString();
+  const pubsub = control.node.services.pubsub;
+  const state = () => control.replica.state;
   const publish = (m: ServeMessage) => {
     pubsub.publish(SERVE_TOPIC, encodeServe(m)).catch((err: Error) => log.debug({ err: err.message, type: m.type }, 'serve publish failed'));
   };
@@ -70,7 +110,7 @@ export async function startServing(daemon: Daemon, backend: NodeBackend, hooks: 
   const livePeers = () => Object.values(state().nodes).filter((n) => n.status === 'live' && n.peerId !== selfId).map((n) => n.peerId);
 
   const security = (): DataPlaneSecurity => ({ encryption: o.dataPlaneEncryption, cipher: o.dataPlaneCipher, directCidrs: directCidrsOf(state().nodes[selfId]?.profile?.interfaces) });
-  const weights = await startWeightsService({ node: daemon.node, store, selfId, livePeers, coordinator: () => daemon.replica.coordinator(), encryption: () => encryptionPolicy(security()) });
+  const weights = await startWeightsService({ node: control.node, store, selfId, livePeers, coordinator: () => control.replica.coordinator(), encryption: () => encryptionPolicy(security()) });
   const pulls = new Map<string, ReturnType<typeof fetchModel>>();
   /** Per-call progress listeners (an Ollama /api/pull stream), besides the dashboard's hook. */
   const pullListeners = new Map<string, Set<(e: PullEvent) => void>>();
@@ -115,15 +155,17 @@ export async function startServing(daemon: Daemon, backend: NodeBackend, hooks: 
   // ---- the coordinator's decisions, when this node coordinates
   // Heartbeats come every heartbeatMs: two and a half missed ones mark a node as not placeable.
   const suspectAfterMs = Math.max(1500, o.heartbeatMs * 2.5);
-  const placeableCluster = (): Cluster => withoutSilentNodes(daemon.cluster(), { selfId, heardAt: (p) => daemon.replica.heardAt(p), now: Date.now(), suspectAfterMs });
+  const placeableCluster = (): Cluster => withoutSilentNodes(control.cluster(), { selfId, heardAt: (p) => control.replica.heardAt(p), now: Date.now(), suspectAfterMs });
   let memory: Memory = emptyMemory;
+  /** Per-model keep-alive asked by the latest request (serving.keepAlive). */
+  const keepAlives = new Map<string, number | null>();
   const fresh = {
     instanceId: (model: string) => `${model.replace(/[^\w.-]/g, '_').slice(0, 100)}-${randomBytes(4).toString('hex')}`,
     secret: () => randomBytes(32).toString('hex'),
   };
   /** Runs one coordinator step and logs its events (throws PlacementError for a place that cannot be done). */
   const coordinate = (command: Command) => {
-    if (!daemon.replica.isCoordinator) return;
+    if (!control.replica.isCoordinator) return;
     const view = {
       state: state(),
       cluster: placeableCluster(),
@@ -133,10 +175,11 @@ export async function startServing(daemon: Daemon, backend: NodeBackend, hooks: 
       filesAt: (model: string) => Math.max(board.filesAt(model), catalog.filesAt(model) ?? 0),
       silenceMs: suspectAfterMs + 500,
       keepAliveMs: o.keepAliveMs,
+      keepAliveOf: (model: string) => (keepAlives.has(model) ? keepAlives.get(model)! : undefined),
     };
     const step = decide(view, memory, command, fresh);
     memory = step.memory;
-    for (const e of step.events) daemon.replica.propose(e);
+    for (const e of step.events) control.replica.propose(e);
     for (const note of step.notes) log.info({ command: command.type }, note);
   };
 
@@ -159,7 +202,7 @@ export async function startServing(daemon: Daemon, backend: NodeBackend, hooks: 
     },
     maxQueue: o.maxQueue,
     batch: { sequences: o.batch, prefixCacheBytes: o.prefixCacheBytes, speculate: o.speculate, ...(o.draftModel ? { draftModel: o.draftModel } : {}) },
-    addrs: () => daemon.node.getMultiaddrs().map(String),
+    addrs: () => control.node.getMultiaddrs().map(String),
     // Runners never reach for the hub themselves: a model comes from the pod's peers, or is pulled on purpose.
     fetchModel: async (repo, selection) => {
       const r = await pull(repo, selection, false);
@@ -168,13 +211,13 @@ export async function startServing(daemon: Daemon, backend: NodeBackend, hooks: 
   });
 
   const requestPlacement = (model: string, description: ModelDescription, requested: PlacementRequest, p: { exclusive: boolean; explicit: boolean }) => {
-    if (daemon.replica.isCoordinator) coordinate({ type: 'place', model, description, requested, ...p });
+    if (control.replica.isCoordinator) coordinate({ type: 'place', model, description, requested, ...p });
     else publish({ type: 'place', from: selfId, model, description, requested, ...p });
   };
 
   const router = new Router({
     state,
-    changes: anyOf((l) => daemon.onChange(l), (l) => board.onChange(l)),
+    changes: anyOf((l) => control.onChange(l), (l) => board.onChange(l)),
     board,
     executor: (id) => supervisor.executor(id),
     catalog,
@@ -184,7 +227,7 @@ export async function startServing(daemon: Daemon, backend: NodeBackend, hooks: 
     requestPlacement,
     forward: async (driver, instance, req, emit, signal) => {
       // Reached only through gossip so far (bootstrap pods): dial the addresses it announced.
-      if (!daemon.node.getConnections().some((c) => c.remotePeer.toString() === driver)) {
+      if (!control.node.getConnections().some((c) => c.remotePeer.toString() === driver)) {
         const addrs = board.addrsOf(driver).flatMap((a) => {
           try {
             return [multiaddr(a)];
@@ -192,9 +235,9 @@ export async function startServing(daemon: Daemon, backend: NodeBackend, hooks: 
             return [];
           }
         });
-        if (addrs.length) await daemon.node.peerStore.merge(peerIdFromString(driver), { multiaddrs: addrs }).catch(() => undefined);
+        if (addrs.length) await control.node.peerStore.merge(peerIdFromString(driver), { multiaddrs: addrs }).catch(() => undefined);
       }
-      return callRemote(daemon.node, driver, instance, req, emit, signal);
+      return callRemote(control.node, driver, instance, req, emit, signal);
     },
   });
 
@@ -231,7 +274,7 @@ export async function startServing(daemon: Daemon, backend: NodeBackend, hooks: 
       log.warn({ peer: msg.from.toString(), err: (err as Error).message }, 'serve message handler failed');
     }
   });
-  await serveInfer(daemon.node, async (instance, req, emit, signal) => {
+  await serveInfer(control.node, async (instance, req, emit, signal) => {
     const exec = supervisor.executor(instance);
     if (!exec) throw new ServeError(503, 'instance_unavailable', `node ${selfId} does not drive instance ${instance} (any more)`);
     await exec.run(req, emit, signal);
@@ -246,7 +289,7 @@ export async function startServing(daemon: Daemon, backend: NodeBackend, hooks: 
       );
     }
   };
-  const offState = daemon.onChange(() => supervisor.reconcile(state()));
+  const offState = control.onChange(() => supervisor.reconcile(state()));
   let ticks = 0;
   const timer = setInterval(() => {
     try {
@@ -269,6 +312,7 @@ export async function startServing(daemon: Daemon, backend: NodeBackend, hooks: 
     catalog,
     supervisor,
     embedder,
+    hub: store.hub,
     readyTimeoutMs: 90_000,
     pull: (repo, selection, po) => {
       const onProgress = po?.onProgress;
@@ -277,12 +321,16 @@ export async function startServing(daemon: Daemon, backend: NodeBackend, hooks: 
       pullListeners.set(repo, set.add(onProgress));
       return pull(repo, selection, !po?.fromPod).finally(() => set.delete(onProgress));
     },
+    keepAlive(model, ms) {
+      if (ms === undefined) keepAlives.delete(model);
+      else keepAlives.set(model, ms);
+    },
     async remove(id) {
       if (!state().instances[id]) return false;
-      if (daemon.replica.isCoordinator) coordinate({ type: 'remove', id });
+      if (control.replica.isCoordinator) coordinate({ type: 'remove', id });
       else publish({ type: 'remove', from: selfId, instance: id });
       await until(
-        (l) => daemon.onChange(l),
+        (l) => control.onChange(l),
         () => (state().instances[id] ? undefined : true),
         { timeoutMs: 10_000, timeout: () => new ServeError(503, 'remove_timeout', `instance ${id} was not removed within 10 s`) },
       );

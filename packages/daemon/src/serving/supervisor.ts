@@ -151,7 +151,8 @@ export class Supervisor {
     // A pull that did not finish here is finished from the pod's peers like a model not here at all.
     const unfinished = dir ? this.#d.catalog.unlisted(entry.model) : null;
     const path = this.#d.catalog.pathOf(entry.model);
-    if (dir && path && !unfinished) return this.#spawnChecked(local, path);
+    // A stage's copy goes through the fetch too: it brings only the chunks this placement lacks.
+    if (dir && path && !unfinished && !this.#d.catalog.stageCopy(entry.model)) return this.#spawnChecked(local, path);
     const fetch = this.#d.fetchModel;
     if (!fetch || !entry.model.includes('/')) return this.#fail(local, unfinished ?? `model ${entry.model} is not on node ${this.#d.selfId}`);
     const selection = this.#selection(entry.plan);

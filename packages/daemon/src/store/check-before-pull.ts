@@ -9,7 +9,7 @@ import { mkdtempSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { describeModelFiles, ModelFormatError, SafetensorsFile, UnsupportedModelError, type ModelFileDescription } from '@orchard/engine';
-import { readGgufFile } from '@orchard/engine/gguf';
+import { readOneGgufFile } from '@orchard/engine/gguf';
 import { headerEnd } from './chunked/safetensors-layout.js';
 import { ModelRefusedError } from './errors.js';
 import type { HubClient, HubFile } from './hub.js';
@@ -62,36 +62,42 @@ const GGUF_FIRST = 256 * 2 ** 10;
 const GGUF_MOST = 256 * 2 ** 20;
 
 /**
- * A GGUF file checked from its header alone: ranges from byte 0 (256 KiB, then four times more) until
- * the header (metadata and tensor table) ends within what was fetched, laid into a sparse stand-in of
- * the file's full size, and the engine's check run on that. Throws ModelRefusedError with the reason.
+ * `use` run on stand-ins of a GGUF model's files (one file, or a split set's parts) built from their
+ * headers alone: for each file, ranges from byte 0 (256 KiB, then four times more) until its header
+ * (metadata and tensor table) ends within what was fetched, laid into a sparse file of the real size (no
+ * tensor byte is fetched); `use` gets the first file's stand-in (a set is joined from its parts as the
+ * loader joins it). Errors reading a header are ModelRefusedError with the reason.
  */
-export async function checkGgufFile(repo: string, file: HubFile, range: (start: number, end: number) => Promise<Uint8Array>): Promise<ModelFileDescription> {
+export async function withGgufHeaders<T>(repo: string, files: HubFile[], range: (file: HubFile, start: number, end: number) => Promise<Uint8Array>, use: (path: string) => T | Promise<T>): Promise<T> {
   const dir = mkdtempSync(join(tmpdir(), 'orchard-gguf-check-'));
-  const path = join(dir, basename(file.path));
   try {
-    for (let want = Math.min(file.size, GGUF_FIRST); ; want = Math.min(file.size, want * 4)) {
-      writeFileSync(path, await range(0, want));
-      truncateSync(path, file.size);
-      const last = want >= file.size || want >= GGUF_MOST;
-      let dataStart: number;
-      try {
-        dataStart = readGgufFile(path).dataStart;
-      } catch (err) {
-        // Past what was fetched the stand-in reads zeros: a header cut there may not parse.
-        if (!last) continue;
-        if (err instanceof ModelFormatError || err instanceof UnsupportedModelError) throw new ModelRefusedError(repo, err.message);
-        throw err;
-      }
-      if (dataStart > want) {
-        if (last) throw new ModelRefusedError(repo, `${file.path}: its header runs past the first ${GGUF_MOST} bytes`);
-        continue;
-      }
-      const d = describeModelFiles(path);
-      if (!d.loadable) throw new ModelRefusedError(repo, d.reason);
-      return d;
-    }
+    // A split set's parts lie in one folder of the repo: the stand-ins keep their names side by side.
+    for (const file of files) await standInHeader(repo, file, join(dir, basename(file.path)), (start, end) => range(file, start, end));
+    return await use(join(dir, basename(files[0].path)));
   } finally {
     rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** Writes `path`, a sparse stand-in of `file` holding its GGUF header (read as one file alone). */
+async function standInHeader(repo: string, file: HubFile, path: string, range: (start: number, end: number) => Promise<Uint8Array>): Promise<void> {
+  for (let want = Math.min(file.size, GGUF_FIRST); ; want = Math.min(file.size, want * 4)) {
+    writeFileSync(path, await range(0, want));
+    truncateSync(path, file.size);
+    const last = want >= file.size || want >= GGUF_MOST;
+    let dataStart: number;
+    try {
+      dataStart = readOneGgufFile(path).dataStart;
+    } catch (err) {
+      // Past what was fetched the stand-in reads zeros: a header cut there may not parse.
+      if (!last) continue;
+      if (err instanceof ModelFormatError || err instanceof UnsupportedModelError) throw new ModelRefusedError(repo, err.message);
+      throw err;
+    }
+    if (dataStart > want) {
+      if (last) throw new ModelRefusedError(repo, `${file.path}: its header runs past the first ${GGUF_MOST} bytes`);
+      continue;
+    }
+    return;
   }
 }

@@ -26,3 +26,21 @@ export function stageTensorFilter(sel: TensorSelection): (name: string) => boole
     return false;
   };
 }
+
+/**
+ * The same stage as a predicate on llama.cpp's tensor names (a GGUF file): `blk.N.` for layer N (its
+ * stacked experts included), `token_embd.` the embedding, `output.` / `output_norm.` the head.
+ */
+export function ggufStageTensorFilter(sel: TensorSelection): (name: string) => boolean {
+  return (name) => {
+    const m = /^blk\.(\d+)\./.exec(name);
+    if (m) {
+      const i = Number(m[1]);
+      return i >= sel.layers[0] && i < sel.layers[1];
+    }
+    if (name.startsWith('token_embd.')) return sel.embed || (sel.head && !!sel.tiedEmbeddings);
+    if (name.startsWith('output.') || name.startsWith('output_norm.')) return sel.head;
+    // rope_freqs and the like: small, and read by whichever stage needs them.
+    return true;
+  };
+}

@@ -12,6 +12,7 @@ import { existsSync, readdirSync, rmdirSync } from 'node:fs';
 import { access, constants, mkdir, open, readFile, rm, stat, statfs as fsStatfs, writeFile, readdir } from 'node:fs/promises';
 import os from 'node:os';
 import { dirname, join, resolve } from 'node:path';
+import { describeModelFiles } from '@orchard/engine';
 import { contentKey, type ChunkedFileInfo } from './chunked/chunk-file.js';
 import { ChunkRegistry } from './chunked/registry.js';
 import { diskError, DiskSpaceError, formatSize, ModelRefusedError, StoreError } from './errors.js';
@@ -20,8 +21,8 @@ import { HubClient, validateRepoId, type HubFile, type HubRepo } from './hub.js'
 import { HUB, type LinkStat, type PeerHandle, type PodRoute } from './pod/fetch-file.js';
 import { hubSource } from './pod/hub-source.js';
 import { pullFile } from './pod/pull-file.js';
-import { stageTensorFilter, type TensorSelection } from './safetensors-range.js';
-import { checkGgufFile, checkModelFiles, readHubHeader } from './check-before-pull.js';
+import { ggufStageTensorFilter, stageTensorFilter, type TensorSelection } from './safetensors-range.js';
+import { checkModelFiles, readHubHeader } from './check-before-pull.js';
 import { chunksCovering } from './chunked/layout.js';
 import { headerEnd } from './chunked/safetensors-layout.js';
 
@@ -137,7 +138,7 @@ function wanted(file: HubFile): boolean {
 
 /**
  * A Hugging Face model directory (config.json + safetensors + tokenizer), or — for a GGUF repo, or when
- * a quantisation is named — the one .gguf file chosen by pickGguf.
+ * a quantisation is named — the GGUF model chosen by pickGguf (one file, or a split set's parts).
  */
 function chooseFiles(repo: string, all: HubFile[], o: PullOptions): HubFile[] {
   const hf = all.filter(wanted);
@@ -146,7 +147,7 @@ function chooseFiles(repo: string, all: HubFile[], o: PullOptions): HubFile[] {
   if (hf.some((f) => f.path === 'config.json') && !all.some((f) => f.path.endsWith('.gguf'))) {
     throw new StoreError(`${repo}: the repo has no .safetensors weights and no .gguf file (other formats are not supported)`);
   }
-  return [pickGguf(repo, all, { quant: o.quant, budgetBytes: o.budgetBytes ?? Math.floor(os.totalmem() * 0.75) })];
+  return pickGguf(repo, all, { quant: o.quant, budgetBytes: o.budgetBytes ?? Math.floor(os.totalmem() * 0.75) });
 }
 
 /** A complete local file's safetensors header (its JSON), or undefined when the file is not there whole. */
@@ -321,7 +322,10 @@ export class ModelStore {
     const pullOne = async (file: HubFile, fileKeep = keep): Promise<void> => {
       const key = keyOf(file);
       const label = `${repo}: ${file.path}`;
-      const partial = !!fileKeep && file.path.endsWith('.safetensors');
+      const gguf = file.path.toLowerCase().endsWith('.gguf');
+      const partial = !!fileKeep && (file.path.endsWith('.safetensors') || gguf);
+      // A GGUF names its tensors as llama.cpp does: the stage's filter in those names.
+      if (gguf && fileKeep === keep && options.selection) fileKeep = ggufStageTensorFilter(options.selection);
       const info: ChunkedFileInfo = { key, size: file.size, sha256: file.sha256, gitSha1: file.gitSha1, label };
       const path = join(dir, file.path);
       // A file an older store downloaded whole (no chunk log yet) is taken over after one hash check.
@@ -379,11 +383,14 @@ export class ModelStore {
       };
       await checkModelFiles(repo, dir, weights, header, viaPod ? 1 : undefined);
       for (const f of weights) await pullOne(f);
-    } else if (!options.selection && !options.fromPod && files.length === 1 && files[0].path.toLowerCase().endsWith('.gguf') && !manifest.files[files[0].path]?.complete) {
-      // A GGUF: its header from the hub, checked by the engine, before the file.
-      const f = files[0];
-      await checkGgufFile(repo, f, (start, end) => this.hub.readRange(repo, listing.commit, f.path, start, end, options.signal));
-      await pullOne(f);
+    } else if (!options.selection && !options.fromPod && files.every((f) => f.path.toLowerCase().endsWith('.gguf')) && files.some((f) => !manifest.files[f.path]?.complete)) {
+      // A GGUF (one file or a split set's parts): the chunks holding each header first (from peers, or
+      // once per pod from the hub), checked by the engine on the files as they lie (no tensor byte is
+      // read; a set is joined from its parts as the loader joins it), then the rest of their chunks.
+      for (const f of files) await pullOne(f, () => false);
+      const d = describeModelFiles(join(dir, files[0].path));
+      if (!d.loadable) throw new ModelRefusedError(repo, d.reason);
+      for (const f of files) await pullOne(f);
     } else {
       for (const f of files) await pullOne(f);
     }

@@ -146,7 +146,7 @@ describe('GGUF-only repos', () => {
       expect(Object.keys((await store.pull('test/tiny-GGUF')).sources)).toEqual(['tiny-F16.gguf']);
       const small = new ModelStore(join(work, 'g3'), new HubClient({ endpoint: hub.url }));
       expect(Object.keys((await small.pull('test/tiny-GGUF', { budgetBytes: S + 3000 })).sources)).toEqual(['tiny-Q8_0.gguf']);
-      await expect(small.pull('test/tiny-GGUF', { budgetBytes: 1000 })).rejects.toThrow(/no GGUF file the engine loads fits in 0\.0 GB \(the repo has F16 \(0\.00 GB\), Q4_K_M \(0\.00 GB\), Q8_0 \(0\.00 GB\)\); name one with test\/tiny-GGUF:QUANT/);
+      await expect(small.pull('test/tiny-GGUF', { budgetBytes: 1000 })).rejects.toThrow(/no GGUF model the engine loads fits in 0\.0 GB \(the repo has F16 \(0\.00 GB\), Q4_K_M \(0\.00 GB\), Q8_0 \(0\.00 GB\)\); name one with test\/tiny-GGUF:QUANT/);
       await expect(small.pull('test/tiny-GGUF', { quant: 'Q2_K' })).rejects.toThrow(/no GGUF file for :Q2_K \(the repo has/);
     } finally {
       await hub.close();

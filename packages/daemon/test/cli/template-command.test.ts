@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadTokenizer } from '@orchard/engine';
 import { familyModelOptions } from '../../../engine/test/fixtures/chat-templates/families.js';
 import { writeRandomModel } from '@orchard/engine/testing';
-import { preparePrompt } from '../../src/dialects/prompt.js';
+import { preparePrompt } from '../../src/prompt/prepare.js';
 import { runCli } from '../serve/in-process-pod.js';
 
 let dir: string;

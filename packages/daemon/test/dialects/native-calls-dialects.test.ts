@@ -5,20 +5,23 @@
  * Responses (function_call items) shapes. Reasoning comes back as reasoning in each.
  */
 import { describe, expect, it } from 'vitest';
-import { ChatTemplate, type ToolDefinition } from '@orchard/engine';
-import { coalesce, type ReplyEvent, type ReplyParser } from '../../src/dialects/tools/events.js';
-import { detectToolCallFormat } from '../../src/dialects/tools/registry.js';
-import { withThinking } from '../../src/dialects/tools/thinking.js';
-import { mistral } from '../../src/dialects/tools/formats/mistral.js';
+import { ChatTemplate, type ChatMessage, type ToolDefinition } from '@orchard/engine';
+import { coalesce, type ReplyEvent, type ReplyParser } from '../../src/requests/reply.js';
+import { detectToolCallFormat } from '../../src/prompt/tools/registry.js';
+import { thinkingMarkers, withThinking } from '../../src/prompt/tools/thinking.js';
+import { callsIntoContent } from '../../src/prompt/tools/plan.js';
+import { templateReply } from '../prompt/template-reply.js';
+import { mistral } from '../../src/prompt/tools/formats/mistral.js';
 import { chatDeltas } from '../../src/dialects/openai-chat.js';
 import { AnthropicStream } from '../../src/dialects/anthropic.js';
 import { ollamaMessagePart } from '../../src/dialects/ollama.js';
 import { ResponseBuilder } from '../../src/dialects/responses.js';
-import type { ServeEvent } from '../../src/serving/requests.js';
+import type { ServeEvent } from '../../src/requests/request.js';
 import { FAMILIES, familyTemplate, type FamilyName } from '../../../engine/test/fixtures/chat-templates/families.js';
 
+// Described parameters: Command R's template concatenates each description (jinja2 refuses a missing one too).
 const tools: ToolDefinition[] = [
-  { type: 'function', function: { name: 'get_weather', description: 'Weather', parameters: { type: 'object', properties: { city: { type: 'string' }, days: { type: 'integer' }, zip: { type: 'string' } }, required: ['city'] } } },
+  { type: 'function', function: { name: 'get_weather', description: 'Weather', parameters: { type: 'object', properties: { city: { type: 'string', description: 'City' }, days: { type: 'integer', description: 'Days' }, zip: { type: 'string', description: 'Postcode' } }, required: ['city'] } } },
 ];
 // A string that looks like a number ("75001") must stay a string; an integer must stay an integer.
 const ARGS = { city: 'Paris', days: 2, zip: '75001' };
@@ -78,15 +81,12 @@ function viaResponses(events: ServeEvent[]): Call[] {
 function nativeReply(f: FamilyName): string {
   const fam = FAMILIES[f] as { eos: string; moreEos?: string[] };
   const t = new ChatTemplate(familyTemplate(f), { bos_token: '', eos_token: fam.eos });
-  const user = { role: 'user', content: 'Weather in Paris?' };
+  const user: ChatMessage = { role: 'user', content: 'Weather in Paris?' };
   const p1 = t.render([user], { tools });
-  const p2 = t.render([user, { role: 'assistant', content: null, tool_calls: [{ id: 'abcdefghi', type: 'function', function: { name: 'get_weather', arguments: JSON.stringify(ARGS) } }] }], { tools, addGenerationPrompt: false });
-  let common = 0;
-  while (common < p1.length && p1[common] === p2[common]) common++;
-  if (common < p1.length) common = p2.lastIndexOf('>', common - 1) + 1;
-  let reply = p2.slice(common);
-  for (const e of [fam.eos, ...(fam.moreEos ?? [])]) reply = reply.split(e).join('');
-  return reply;
+  const history: ChatMessage[] = [user, { role: 'assistant', content: null, tool_calls: [{ id: 'abcdefghi', type: 'function', function: { name: 'get_weather', arguments: JSON.stringify(ARGS) } }] }];
+  // Granite's template never writes calls: they go in the content, as planChat sends them.
+  const p2 = t.render(t.caps.toolCalls ? history : callsIntoContent(detectToolCallFormat(t.source)!, history), { tools, addGenerationPrompt: false });
+  return templateReply(f, p1, p2);
 }
 
 const families = (Object.keys(FAMILIES) as FamilyName[]).filter((f) => detectToolCallFormat(familyTemplate(f)));
@@ -97,7 +97,8 @@ describe('a native call streamed in pieces is the same call in every dialect', (
     const format = detectToolCallFormat(template)!;
     const parser = format.parser((i) => `call_${i}`, tools);
     const reply = nativeReply(f);
-    const events = serveEvents(coalesce(stream(template.includes('</think>') ? withThinking(parser, false) : parser, reply)));
+    const think = thinkingMarkers(template);
+    const events = serveEvents(coalesce(stream(think ? withThinking(parser, false, think) : parser, reply)));
     const want: Call[] = [{ name: 'get_weather', args: ARGS }];
     expect(viaOpenAi(events), reply).toEqual(want);
     expect(viaAnthropic(events)).toEqual(want);
@@ -148,6 +149,27 @@ describe('a native call streamed in pieces is the same call in every dialect', (
     }
     const p = mistral.parser((i) => `c${i}`);
     expect(viaAnthropic(serveEvents(coalesce(stream(p, text))))).toEqual([{ name: 'get_weather', args: ARGS }]);
+  });
+
+  it("text beside calls stays text: Functionary v3.2's >>>all, Command R's words before Action:, Granite's before <|tool_call|>", () => {
+    const cases: [FamilyName, string, string][] = [
+      ['functionaryV32', 'all\nChecking.>>>get_weather\n{"city": "Paris", "days": 2, "zip": "75001"}', 'Checking.'],
+      ['commandR', 'I will look.\nAction:\n```json\n[{"tool_name": "get_weather", "parameters": {"city": "Paris", "days": 2, "zip": "75001"}}]```', 'I will look.\n'],
+      ['granite', 'Sure: <|tool_call|>[{"name": "get_weather", "arguments": {"city": "Paris", "days": 2, "zip": "75001"}}]', 'Sure: '],
+    ];
+    for (const [f, reply, text] of cases) {
+      const events = serveEvents(coalesce(stream(detectToolCallFormat(familyTemplate(f))!.parser((i) => `c${i}`, tools), reply)));
+      expect(viaOpenAi(events), f).toEqual([{ name: 'get_weather', args: ARGS }]);
+      expect(events.filter((e) => e.type === 'text').map((e) => (e as { text: string }).text).join(''), f).toBe(text);
+    }
+  });
+
+  it('Seed-OSS reasoning in <seed:think> comes back as reasoning before its call', () => {
+    const template = familyTemplate('seedOss');
+    const reply = '<seed:think>The user wants weather.</seed:think>\n<seed:tool_call>\n<function=get_weather>\n<parameter=city>Paris</parameter>\n<parameter=days>2</parameter>\n<parameter=zip>75001</parameter>\n</function>\n</seed:tool_call>';
+    const events = serveEvents(coalesce(stream(withThinking(detectToolCallFormat(template)!.parser((i) => `c${i}`, tools), false, thinkingMarkers(template)!), reply)));
+    expect(events[0]).toEqual({ type: 'reasoning', text: 'The user wants weather.' });
+    expect(viaAnthropic(events)).toEqual([{ name: 'get_weather', args: ARGS }]);
   });
 
   it('reasoning comes back as reasoning in every dialect', () => {

@@ -8,12 +8,12 @@ import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { serveRequestSchema } from '../../src/serving/requests.js';
+import { serveRequestSchema } from '../../src/requests/request.js';
 import { openAiSampling, ollamaSampling, anthropicReasoning, responsesReasoning } from '../../src/dialects/sampling.js';
 import { ollamaChatRequest, ollamaChatSchema, ollamaGenerateRequest, ollamaGenerateSchema } from '../../src/dialects/ollama.js';
 import { anthropicBodySchema, anthropicRequest } from '../../src/dialects/anthropic.js';
 import { responsesRequest } from '../../src/dialects/responses.js';
-import { DialectError } from '../../src/dialects/tools/plan.js';
+import { DialectError } from '../../src/requests/errors.js';
 
 /** Ollama's documented defaults (docs/modelfile.md, api/types.go DefaultOptions) for every option ollama-js types. */
 const OLLAMA_DEFAULTS: Record<string, unknown> = {

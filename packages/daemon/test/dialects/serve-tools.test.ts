@@ -278,4 +278,25 @@ describe('Ollama API on the same model', () => {
     expect(miro.status).toBe(400);
     expect(miro.json().error).toMatch(/^options\.mirostat: mirostat 2 sampling is not implemented/);
   }, 60_000);
+
+  // Last: it unloads the model.
+  it('keep_alive per request: a duration keeps the model loaded that long, 0 unloads it once done, a bad value is a 400 naming it', async () => {
+    const instances = () => Object.values(daemon.daemon.replica.state.instances).filter((i) => i.model === MODEL);
+    const bad = await postJson('/api/chat', { model: MODEL, messages: [{ role: 'user', content: 'hi' }], keep_alive: 'soon' });
+    expect(bad.status).toBe(400);
+    expect(bad.json().error).toMatch(/^keep_alive: keep_alive must be a duration/);
+    // 3 s (the daemon's own keep-alive is 30 minutes): loaded a while after the request, then unloaded.
+    const kept = await postJson('/api/chat', { model: MODEL, stream: false, keep_alive: '3s', messages: [{ role: 'user', content: 'hi' }], options: { num_predict: 2, seed: 1 } });
+    expect(kept.status, kept.text).toBe(200);
+    const done = Date.now();
+    await new Promise((r) => setTimeout(r, 1_500));
+    expect(instances()).toHaveLength(1);
+    await waitFor('the model unloaded 3 s after its request', () => (instances().length === 0 ? true : undefined), 20_000, 100);
+    expect(Date.now() - done).toBeGreaterThanOrEqual(2_900);
+    const once = await postJson('/api/chat', { model: MODEL, stream: false, keep_alive: 0, messages: [{ role: 'user', content: 'hi' }], options: { num_predict: 2, seed: 1 } });
+    expect(once.status, once.text).toBe(200);
+    await waitFor('the model unloaded after its keep_alive 0 request', () => (instances().length === 0 ? true : undefined), 20_000, 100);
+    // Ollama's way to unload without generating: an empty prompt with keep_alive 0.
+    expect((await postJson('/api/generate', { model: MODEL, keep_alive: 0 })).json()).toMatchObject({ done: true, done_reason: 'unload' });
+  }, 60_000);
 });

@@ -7,7 +7,7 @@
 import type { Stream } from '@libp2p/interface';
 import { lpStream, streamPair } from '@libp2p/utils';
 import { describe, expect, it } from 'vitest';
-import type { ServeRequest } from '../../src/serving/requests.js';
+import type { ServeRequest } from '../../src/requests/request.js';
 import { decodeRequesterFrame, decodeServerFrame, encodeFrame } from '../../src/network/job-frames.js';
 import { JobFailure, requestJob, serveJob } from '../../src/network/job-protocol.js';
 import { Ledger } from '../../src/network/ledger.js';

@@ -1,7 +1,8 @@
 import type { Stream } from '@libp2p/interface';
 import { lpStream, streamPair } from '@libp2p/utils';
 import { describe, expect, it } from 'vitest';
-import { ServeError, type ServeEvent, type ServeRequest } from '../../src/serving/requests.js';
+import { ServeError } from '../../src/requests/errors.js';
+import type { ServeEvent, ServeRequest } from '../../src/requests/request.js';
 import { JobFailure, requestJob, serveJob, type JobServerDeps, type LendDecision } from '../../src/network/job-protocol.js';
 import { decodeServerFrame, encodeFrame, type ServerFrame } from '../../src/network/job-frames.js';
 import { newJobId, signTicket, type VerifiedReceipt } from '../../src/network/receipts.js';

@@ -15,7 +15,7 @@ import { writeRandomModel } from '@orchard/engine/testing';
 import { BatchDriver, type BatchDriverOptions } from '../../src/runner/batch-driver.js';
 import { loadRankShard } from '../../src/runner/local.js';
 import { createSimGroup } from '../../src/runner/transport.js';
-import type { GenerateOutcome, GenerateRequest } from '../../src/runner/shard-loop.js';
+import type { GenerateOutcome, GenerateRequest } from '../../src/runner/requests.js';
 
 let dir: string;
 let single: InProcessModel;

@@ -17,7 +17,7 @@ import { BatchDriver } from '../../src/runner/batch-driver.js';
 import { DraftModel } from '../../src/runner/draft-model.js';
 import { loadRankShard } from '../../src/runner/local.js';
 import { createSimGroup } from '../../src/runner/transport.js';
-import type { GenerateRequest } from '../../src/runner/shard-loop.js';
+import type { GenerateRequest } from '../../src/runner/requests.js';
 import { startSplit } from './split-instance.js';
 
 let root: string;

@@ -9,9 +9,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadModelConfig, loadTokenizer } from '@orchard/engine';
 import { writeRandomModel } from '@orchard/engine/testing';
 import { InstanceExecutor } from '../../src/serving/executor.js';
-import { ServeError, type ServeEvent, type ServeRequest } from '../../src/serving/requests.js';
+import { ServeError } from '../../src/requests/errors.js';
+import type { ServeEvent, ServeRequest } from '../../src/requests/request.js';
 import type { RunnerProcess } from '../../src/runner/runner-process.js';
-import type { GenerateRequest } from '../../src/runner/shard-loop.js';
+import type { GenerateRequest } from '../../src/runner/requests.js';
 
 let dir: string;
 beforeAll(() => {

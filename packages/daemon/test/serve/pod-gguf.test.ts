@@ -4,15 +4,17 @@
  * llama and a Qwen3 MoE), the catalog lists it, placement splits it as a 2-stage pipeline and as tensor parallel 2
  * (the MoE's experts split as from its Hugging Face layout), the
  * runners load their stage from the .gguf and the tokenizer comes from its metadata: a completion
- * equals the in-process engine's greedy text of the same file.
+ * equals the in-process engine's greedy text of the same file. A node placed a stage of a GGUF its peer
+ * pulled fetches the header and its stage's tensors by byte range, from the peer only.
  */
-import { mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { hfToGguf } from '@orchard/engine/gguf';
+import { hfToGguf, readGgufFile } from '@orchard/engine/gguf';
 import { writeRandomModel, type RandomModelOptions } from '@orchard/engine/testing';
 import { startFakeHub } from '../../../../test/harness/fake-hub.js';
+import { chunkSizeFor } from '../../src/store/chunked/layout.js';
 import { api, greedyText, startServingDaemon, startServingPair, waitFor } from './in-process-pod.js';
 
 const prompt = 'In the beginning';
@@ -98,11 +100,36 @@ describe('a GGUF pulled by one node of a 2-daemon pod', () => {
       }, 30_000, 200);
       expect(readdirSync(join(b.dataDir, 'models', 'test', 'pod-llama-GGUF'))).toContain('rand-F32.gguf');
       expect(hub.servedBytes.get('rand-F32.gguf')).toBe(hubBytes);
+      // The other node holds its stage only: the header and its layers' tensors, by byte range, from the peer.
+      const size = statSync(join(hubDir, 'rand-F32.gguf')).size;
+      const held = JSON.parse(readFileSync(join(b.dataDir, 'models', 'test', 'pod-llama-GGUF', '.orchard-manifest.json'), 'utf8')).files['rand-F32.gguf'];
+      expect(held.complete).toBe(false);
+      // Whole tensors only where their chunks all arrived (a neighbour's small norm may share a chunk).
+      const all = [...readGgufFile(join(hubDir, 'rand-F32.gguf')).tensors.keys()];
+      expect((held.tensors as string[]).some((t) => t.startsWith('blk.'))).toBe(true);
+      expect(all.filter((t) => t.startsWith('blk.') && !held.tensors.includes(t)).length).toBeGreaterThan(0);
+      const chunks = readFileSync(join(b.dataDir, 'models', 'test', 'pod-llama-GGUF', '.orchard-chunks', 'rand-F32.gguf.log'), 'utf8').split('\n').filter((l) => /^\d+ [0-9a-f]{64}$/.test(l));
+      expect(chunks.length).toBeGreaterThan(0);
+      expect(chunks.length).toBeLessThan(Math.ceil(size / chunkSizeFor(size)));
       const want = await greedyText(join(hubDir, 'rand-F32.gguf'), prompt, 12);
       const res = await api(b.daemon, '/v1/completions', { method: 'POST', body: JSON.stringify({ model: 'test/pod-llama-GGUF', prompt, max_tokens: 12, temperature: 0 }) });
       const out = (await res.json()) as any;
       expect(res.status, JSON.stringify(out)).toBe(200);
       expect(out.choices[0].text).toBe(want);
+      // Placed again as tensor parallel (every layer on both nodes): the stage's copy is completed
+      // from the peer first, never read where its bytes are missing.
+      expect((await api(a.daemon, `/api/instances/${body.instance.id}`, { method: 'DELETE' })).status).toBe(204);
+      const tp = await api(a.daemon, '/api/instances', { method: 'POST', body: JSON.stringify({ model: 'test/pod-llama-GGUF', strategy: 'tensor', nodes: 2 }) });
+      const tpBody = (await tp.json()) as any;
+      expect(tp.status, JSON.stringify(tpBody)).toBe(201);
+      await waitFor('the tensor-parallel instance ready', async () => {
+        const l = (await (await api(b.daemon, '/api/instances')).json()) as any;
+        return l.instances.find((i: any) => i.id === tpBody.instance.id)?.status.ready || undefined;
+      }, 30_000, 200);
+      const again = (await (await api(b.daemon, '/v1/completions', { method: 'POST', body: JSON.stringify({ model: 'test/pod-llama-GGUF', prompt, max_tokens: 12, temperature: 0 }) })).json()) as any;
+      expect(again.choices?.[0]?.text, JSON.stringify(again)).toBe(want);
+      expect(JSON.parse(readFileSync(join(b.dataDir, 'models', 'test', 'pod-llama-GGUF', '.orchard-manifest.json'), 'utf8')).files['rand-F32.gguf'].complete).toBe(true);
+      expect(hub.servedBytes.get('rand-F32.gguf')).toBe(hubBytes);
     } finally {
       await Promise.all([a.daemon.stop(), b.daemon.stop()]);
       await hub.close();

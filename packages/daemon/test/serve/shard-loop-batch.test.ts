@@ -1,5 +1,5 @@
 /**
- * Split instances batch their sequences (shard-loop.ts): several requests run through a pipeline or
+ * Split instances batch their sequences (driver.ts): several requests run through a pipeline or
  * a tensor split in shared steps, spread over as many lanes as there are stages, and each gets
  * exactly the tokens it gets alone.
  */

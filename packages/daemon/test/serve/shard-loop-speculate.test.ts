@@ -1,5 +1,5 @@
 /**
- * Split instances speculate (shard-loop.ts): a sequence's prompt-lookup draft rides as extra rows of
+ * Split instances speculate (driver.ts): a sequence's prompt-lookup draft rides as extra rows of
  * its segment, the last stage gives every row's logits, the sampling rank confirms the tokens that agree
  * and every rank drops the rejected rows at the next header. The output is plain decode's, token for
  * token (greedy and seeded sampling, logprobs, stops inside a draft), beside sequences that do not
@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generate, loadInProcessModel, pipelineStages, type InstanceLayout, type ModelShard } from '@orchard/engine';
 import { writeRandomModel } from '@orchard/engine/testing';
-import type { GenerateRequest } from '../../src/runner/shard-loop.js';
+import type { GenerateRequest } from '../../src/runner/requests.js';
 import { asGpuRank, startSplit } from './split-instance.js';
 
 let dir: string;

@@ -6,7 +6,7 @@ import { generate, loadInProcessModel } from '@orchard/engine';
 import { writeRandomModel } from '@orchard/engine/testing';
 import { createSimFabric, createSimGroup } from '../../src/runner/transport.js';
 import { loadRankShard, startRank } from '../../src/runner/local.js';
-import type { Driver } from '../../src/runner/shard-loop.js';
+import type { Driver } from '../../src/runner/driver.js';
 import { pipelineStages } from '@orchard/engine';
 import type { InstanceLayout } from '@orchard/engine';
 

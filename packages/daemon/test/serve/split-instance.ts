@@ -6,7 +6,7 @@ import type { InstanceLayout, ModelShard } from '@orchard/engine';
 import { createSimGroup } from '../../src/runner/transport.js';
 import { loadRankShard, startRank } from '../../src/runner/local.js';
 import type { RunnerInit } from '../../src/runner/protocol.js';
-import type { Driver } from '../../src/runner/shard-loop.js';
+import type { Driver } from '../../src/runner/driver.js';
 import type { DraftModel } from '../../src/runner/draft-model.js';
 
 export async function startSplit(dir: string, layout: InstanceLayout, o: { maxBatch: number; batch: NonNullable<RunnerInit['batch']>; shardOf?: (s: ModelShard, rank: number) => ModelShard; draftModel?: DraftModel }) {

@@ -27,6 +27,8 @@ class Pod {
   events: ClusterEvent[] = [];
   filesAt = new Map<string, number>();
   keepAliveMs: number | null = null;
+  /** Per-model keep-alive from requests (Ollama's keep_alive). */
+  keepAlives = new Map<string, number | null>();
   #n = 0;
 
   constructor(nodes: Cluster['nodes']) {
@@ -41,7 +43,7 @@ class Pod {
   }
 
   view(): View {
-    return { state: this.state, cluster: this.cluster, now: this.now, ready: (id) => this.ready.has(id), status: (id) => this.statuses.get(id), filesAt: (m) => this.filesAt.get(m) ?? 0, silenceMs: SILENCE_MS, keepAliveMs: this.keepAliveMs };
+    return { state: this.state, cluster: this.cluster, now: this.now, ready: (id) => this.ready.has(id), status: (id) => this.statuses.get(id), filesAt: (m) => this.filesAt.get(m) ?? 0, silenceMs: SILENCE_MS, keepAliveMs: this.keepAliveMs, keepAliveOf: (m) => (this.keepAlives.has(m) ? this.keepAlives.get(m)! : undefined) };
   }
 
   step(command: Command): ClusterEvent[] {
@@ -224,6 +226,41 @@ describe('coordinator: idle instances', () => {
     expect(pod.tick(1_000)).toEqual([{ type: 'instance-removed', id, at: pod.now }]);
     // The next request places it again.
     expect(types(pod.place())).toEqual(['instance-placed']);
+  });
+
+  it("follow the keep-alive the model's last request asked for: 0 unloads once idle, a duration keeps it that long, never keeps it", () => {
+    const pod = new Pod([node('a')]);
+    pod.keepAliveMs = 30 * 60_000;
+    pod.place();
+    const id = pod.instances()[0].id;
+    const model = pod.instances()[0].model;
+    pod.ready.add(id);
+    // keep_alive 0: still serving, kept; idle, unloaded at once (the daemon's 30 minutes do not apply).
+    pod.keepAlives.set(model, 0);
+    pod.statuses.set(id, { active: 1, queued: 0, at: pod.now, idleMs: 0 });
+    expect(pod.tick(1_000)).toEqual([]);
+    pod.statuses.set(id, { active: 0, queued: 0, at: pod.now, idleMs: 0 });
+    expect(pod.tick(0)).toEqual([{ type: 'instance-removed', id, at: pod.now }]);
+
+    expect(types(pod.place())).toEqual(['instance-placed']);
+    const again = pod.instances()[0].id;
+    pod.ready.add(again);
+    // keep_alive 10s: kept for 9 s idle, unloaded at 10 s.
+    pod.keepAlives.set(model, 10_000);
+    pod.statuses.set(again, { active: 0, queued: 0, at: pod.now, idleMs: 0 });
+    expect(pod.tick(9_000)).toEqual([]);
+    expect(pod.tick(1_000)).toEqual([{ type: 'instance-removed', id: again, at: pod.now }]);
+
+    expect(types(pod.place())).toEqual(['instance-placed']);
+    const third = pod.instances()[0].id;
+    pod.ready.add(third);
+    // keep_alive -1 (never): kept past the daemon's own keep-alive.
+    pod.keepAlives.set(model, null);
+    pod.statuses.set(third, { active: 0, queued: 0, at: pod.now, idleMs: 0 });
+    expect(pod.tick(2 * 3_600_000)).toEqual([]);
+    // A request without keep_alive: the daemon's keep-alive again.
+    pod.keepAlives.delete(model);
+    expect(pod.tick(0)).toEqual([{ type: 'instance-removed', id: third, at: pod.now }]);
   });
 
   it('stay loaded when the keep-alive is never', () => {

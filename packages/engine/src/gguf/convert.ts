@@ -23,6 +23,7 @@ import { quantizeQ4_0, quantizeQ8_0 } from '../kernels/wasm/quant-reference.js';
 import { quantizeK } from '../quant/kquants.js';
 import { quantizeMxfp4 } from '../quant/mxfp4.js';
 import { gguf, writeGguf, type GgufMetadata, type GgufTensorSource, type GgufTensorType, type WrittenGguf } from './write.js';
+import { writeGgufSplit, type GgufSplitOptions } from './write-split.js';
 import { checkMoeExport, mlaPlan, moeHyperParameters, moePlan } from './convert-moe.js';
 import { type GgufArch, type PlannedTensor, directTensor } from './convert-tensors.js';
 import { ggufTokenizerMetadata } from './convert-tokenizer.js';
@@ -98,10 +99,17 @@ export interface HfToGgufOptions {
   dtype?: GgufExportDtype;
   /** `general.name`. @default the directory's base name */
   name?: string;
+  /**
+   * Write a split set as convert_hf_to_gguf.py's `--split-max-tensors` / `--split-max-size` /
+   * `--no-tensor-first-split` do: `outFile` "X.gguf" becomes X-00001-of-0000N.gguf … beside it.
+   */
+  split?: GgufSplitOptions;
 }
 
 export interface HfToGgufResult extends WrittenGguf {
   arch: GgufArch;
+  /** The parts written, first to last (one for a whole file); `path` is the first. */
+  parts: WrittenGguf[];
 }
 
 /** Converts the HF model in `dir` to a GGUF file at `outFile`. */
@@ -141,8 +149,12 @@ export function hfToGguf(dir: string, outFile: string, options: HfToGgufOptions 
       ...moeHyperParameters(arch, cfg),
       ...tokenizerMetadata(dir, cfg),
     };
+    if (options.split) {
+      const parts = writeGgufSplit(outFile, metadata, tensors, options.split);
+      return { ...parts[0], bytes: parts.reduce((a, p) => a + p.bytes, 0), tensors: parts.flatMap((p) => p.tensors), arch, parts };
+    }
     const written = writeGguf(outFile, metadata, tensors);
-    return { ...written, arch };
+    return { ...written, arch, parts: [written] };
   } finally {
     ckpt.close();
   }

@@ -17,6 +17,8 @@ export {
 export { hfToGguf, llama3RopeFactors, type HfToGgufOptions, type HfToGgufResult } from './convert.js';
 export { permuteRope, type GgufArch } from './convert-tensors.js';
 export { ggufTensorSizes, ggufTensorName, hfTensorName } from './read-model.js';
-export { isGgufPath, readGgufFile } from './read.js';
+export { GGML_TYPES, isGgufPath, readOneGgufFile } from './read.js';
 export { ggufTokenizerMetadata, type TokenizerIds } from './convert-tokenizer.js';
 export { PRE_TOKENIZERS, preNameOf } from './pre-tokenizers.js';
+export { ggufSplitName, ggufSplitNames, parseGgufSplitName, readGgufFile } from './read-split.js';
+export { writeGgufSplit, splitGroups, type GgufSplitOptions } from './write-split.js';

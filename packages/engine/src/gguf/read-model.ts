@@ -20,7 +20,8 @@ import type { ModelConfig, RopeScaling } from '../config/config.js';
 import { lookupArchitecture } from '../config/architectures/registry.js';
 import { ModelFormatError, UnsupportedModelError } from '../errors.js';
 import { openModelFile } from '../open-model-file.js';
-import { GGML_TYPES, readGgufFile, readGgufHeader, type GgufHeader, type GgufTensorInfo, type GgufValue } from './read.js';
+import { GGML_TYPES, type GgufHeader, type GgufTensorInfo, type GgufValue } from './read.js';
+import { readGgufFile } from './read-split.js';
 import { ggufMlaConfig, ggufMoeConfig, ggufYarn, moeTensorRef, type GgufTensorRef } from './read-moe.js';
 
 const readAsync = promisify(readCb);
@@ -208,9 +209,22 @@ export function loadGgufConfig(path: string): ModelConfig {
 
 /** One contiguous copy from the file into a destination buffer. */
 interface Copy {
+  file: string;
   pos: number;
   length: number;
   at: number;
+}
+
+/**
+ * One file of a GGUF model as the shard loader sees it (`ckpt.file(name)`): its path, and the reads of
+ * the tensors in it. A whole GGUF has one; a split set one per part.
+ */
+export interface GgufFile {
+  readonly path: string;
+  info(tensor: string): { dtype: string; shape: number[] };
+  tensorRange(tensor: string): { dtype: string; shape: number[]; offset: number; bytes: number };
+  readBlock(tensor: string, dest: Uint8Array, r0: number, r1: number, c0: number, c1: number): void;
+  readBlockAsync(tensor: string, dest: Uint8Array, r0: number, r1: number, c0: number, c1: number, signal?: AbortSignal): Promise<void>;
 }
 
 /**
@@ -221,15 +235,16 @@ export class GgufCheckpoint {
   readonly path: string;
   readonly header: GgufHeader;
   bytesRead = 0;
-  readonly #fd: number;
+  /** Open descriptors by file (a split set's parts are opened as their tensors are first read). */
+  readonly #fds = new Map<string, number>();
+  readonly #files = new Map<string, GgufFile>();
   /** Heads whose rows were permuted by llama.cpp's converter, per GGUF tensor name. */
   readonly #permuted = new Map<string, number>();
   readonly #headDim: number;
   readonly #arch: string;
 
-  private constructor(path: string, fd: number, header: GgufHeader, config: ModelConfig) {
+  private constructor(path: string, header: GgufHeader, config: ModelConfig) {
     this.path = path;
-    this.#fd = fd;
     this.header = header;
     this.#headDim = config.headDim;
     this.#arch = String(header.metadata.get('general.architecture'));
@@ -244,20 +259,37 @@ export class GgufCheckpoint {
   }
 
   static open(path: string, config?: ModelConfig): GgufCheckpoint {
-    const fd = openModelFile(path);
-    try {
-      const header = readGgufHeader(fd, path);
-      return new GgufCheckpoint(path, fd, header, config ?? ggufConfig(header, path));
-    } catch (err) {
-      closeSync(fd);
-      throw err;
-    }
+    const header = readGgufFile(path);
+    const ckpt = new GgufCheckpoint(path, header, config ?? ggufConfig(header, path));
+    // A file removed or replaced between the header read and the first tensor read is named then.
+    ckpt.#fd(header.parts[0].path);
+    return ckpt;
   }
 
-  /** The loader asks for a tensor's file: a GGUF is one file. */
-  file(tensor: string): this {
-    this.#tensor(tensor);
-    return this;
+  /** The file holding a tensor (one part of a split set), as the loader reads it. */
+  file(tensor: string): GgufFile {
+    const { t } = this.#tensor(tensor);
+    let f = this.#files.get(t.file);
+    if (!f) {
+      f = {
+        path: t.file,
+        info: (n) => this.info(n),
+        tensorRange: (n) => this.tensorRange(n),
+        readBlock: (n, dest, r0, r1, c0, c1) => this.readBlock(n, dest, r0, r1, c0, c1),
+        readBlockAsync: (n, dest, r0, r1, c0, c1, signal) => this.readBlockAsync(n, dest, r0, r1, c0, c1, signal),
+      };
+      this.#files.set(t.file, f);
+    }
+    return f;
+  }
+
+  #fd(file: string): number {
+    let fd = this.#fds.get(file);
+    if (fd === undefined) {
+      fd = openModelFile(file);
+      this.#fds.set(file, fd);
+    }
+    return fd;
   }
 
   has(tensor: string): boolean {
@@ -272,7 +304,7 @@ export class GgufCheckpoint {
     return { dtype: t.type, shape: t.shape };
   }
 
-  /** Where an HF-named tensor's bytes lie in the file (one expert's slab of a stacked tensor): [offset, offset + bytes). */
+  /** Where an HF-named tensor's bytes lie in its file (one expert's slab of a stacked tensor): [offset, offset + bytes). */
   tensorRange(tensor: string): { dtype: string; shape: number[]; offset: number; bytes: number } {
     const { t } = this.#tensor(tensor);
     return { dtype: t.type, shape: t.shape, offset: t.offset, bytes: t.bytes };
@@ -334,17 +366,18 @@ export class GgufCheckpoint {
       const at = (r - r0) * segBytes;
       const last = copies[copies.length - 1];
       if (last && last.pos + last.length === pos && last.at + last.length === at) last.length += segBytes;
-      else copies.push({ pos, length: segBytes, at });
+      else copies.push({ file: t.file, pos, length: segBytes, at });
     }
     return copies;
   }
 
   readBlock(tensor: string, dest: Uint8Array, r0: number, r1: number, c0: number, c1: number): void {
     for (const cp of this.#plan(tensor, dest, r0, r1, c0, c1)) {
+      const fd = this.#fd(cp.file);
       let done = 0;
       while (done < cp.length) {
-        const n = readSync(this.#fd, dest, cp.at + done, cp.length - done, cp.pos + done);
-        if (n === 0) throw new ModelFormatError(`${basename(this.path)}: truncated while reading tensor ${tensor}`, this.path, tensor);
+        const n = readSync(fd, dest, cp.at + done, cp.length - done, cp.pos + done);
+        if (n === 0) throw new ModelFormatError(`${basename(cp.file)}: truncated while reading tensor ${tensor}`, cp.file, tensor);
         done += n;
       }
       this.bytesRead += cp.length;
@@ -354,10 +387,11 @@ export class GgufCheckpoint {
   async readBlockAsync(tensor: string, dest: Uint8Array, r0: number, r1: number, c0: number, c1: number, signal?: AbortSignal): Promise<void> {
     for (const cp of this.#plan(tensor, dest, r0, r1, c0, c1)) {
       signal?.throwIfAborted();
+      const fd = this.#fd(cp.file);
       let done = 0;
       while (done < cp.length) {
-        const { bytesRead } = await readAsync(this.#fd, dest, cp.at + done, cp.length - done, cp.pos + done);
-        if (bytesRead === 0) throw new ModelFormatError(`${basename(this.path)}: truncated while reading tensor ${tensor}`, this.path, tensor);
+        const { bytesRead } = await readAsync(fd, dest, cp.at + done, cp.length - done, cp.pos + done);
+        if (bytesRead === 0) throw new ModelFormatError(`${basename(cp.file)}: truncated while reading tensor ${tensor}`, cp.file, tensor);
         done += bytesRead;
       }
       this.bytesRead += cp.length;
@@ -365,10 +399,13 @@ export class GgufCheckpoint {
   }
 
   close(): void {
-    try {
-      closeSync(this.#fd);
-    } catch {
-      // already closed
+    for (const fd of this.#fds.values()) {
+      try {
+        closeSync(fd);
+      } catch {
+        // already closed
+      }
     }
+    this.#fds.clear();
   }
 }

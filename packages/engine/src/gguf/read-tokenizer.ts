@@ -19,7 +19,7 @@ import { modelTokenizer, type ModelTokenizer } from '../tokenizer/load.js';
 import { sentencePieceTokenizerJson } from '../tokenizer/sentencepiece.js';
 import { mergesFromRanks } from '../tokenizer/tiktoken.js';
 import { PRE_TOKENIZERS, preTokenizerJson } from './pre-tokenizers.js';
-import { readGgufFile } from './read.js';
+import { readGgufFile } from './read-split.js';
 
 const CONTROL = 3;
 const USER_DEFINED = 4;

@@ -42,6 +42,8 @@ export interface GgufTensorInfo {
   offset: number;
   /** Data bytes. */
   bytes: number;
+  /** The file holding the data: the GGUF itself, or one part of a split set. */
+  file: string;
 }
 
 export interface GgufHeader {
@@ -50,7 +52,10 @@ export interface GgufHeader {
   tensors: Map<string, GgufTensorInfo>;
   alignment: number;
   dataStart: number;
+  /** Bytes of all the files together. */
   fileBytes: number;
+  /** The files, first to last: one for a whole GGUF, each part of a split set (llama.cpp's gguf-split). */
+  parts: { path: string; bytes: number }[];
 }
 
 const MAGIC = 0x46554747;
@@ -224,13 +229,13 @@ export function readGgufHeader(fd: number, path: string): GgufHeader {
     if (offset + bytes > size) {
       throw new ModelFormatError(`${file}: truncated, tensor ${name} needs bytes ${offset}..${offset + bytes} but the file has ${size}`, path, name);
     }
-    tensors.set(name, { name, dims, shape: [...dims].reverse(), type: t.name, offset, bytes });
+    tensors.set(name, { name, dims, shape: [...dims].reverse(), type: t.name, offset, bytes, file: path });
   }
-  return { version, metadata, tensors, alignment, dataStart, fileBytes: size };
+  return { version, metadata, tensors, alignment, dataStart, fileBytes: size, parts: [{ path, bytes: size }] };
 }
 
-/** Opens and parses `path`'s GGUF header (closing the file again). */
-export function readGgufFile(path: string): GgufHeader {
+/** Opens and parses one file's GGUF header (closing the file again); a split set's part alone (see read-split.ts). */
+export function readOneGgufFile(path: string): GgufHeader {
   const fd = openModelFile(path);
   try {
     return readGgufHeader(fd, path);

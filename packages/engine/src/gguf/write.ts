@@ -65,6 +65,7 @@ export interface GgufTensorSource {
 
 /** Shorthands for metadata values. */
 export const gguf = {
+  u16: (value: number): GgufMetadataValue => ({ type: 'UINT16', value }),
   u32: (value: number): GgufMetadataValue => ({ type: 'UINT32', value }),
   i32: (value: number): GgufMetadataValue => ({ type: 'INT32', value }),
   f32: (value: number): GgufMetadataValue => ({ type: 'FLOAT32', value }),
@@ -189,6 +190,12 @@ export interface WrittenGguf {
   tensors: { name: string; type: GgufTensorType; dims: number[]; offset: number; bytes: number }[];
 }
 
+/** Data bytes of a tensor of `type` and row-major `shape` (whole blocks along the innermost dimension). */
+export function tensorDataBytes(type: GgufTensorType, shape: readonly number[]): number {
+  const [blockElems, blockBytes] = GGML_BLOCK[type];
+  return (shape.reduce((a, b) => a * b, 1) / blockElems) * blockBytes;
+}
+
 /** Writes a GGUF v3 file. Throws naming the tensor when its data does not match its shape and type. */
 export function writeGguf(path: string, metadata: GgufMetadata, tensors: readonly GgufTensorSource[], options: WriteGgufOptions = {}): WrittenGguf {
   const alignment = options.alignment ?? GGUF_DEFAULT_ALIGNMENT;
@@ -228,8 +235,7 @@ export function writeGguf(path: string, metadata: GgufMetadata, tensors: readonl
   let offset = 0;
   for (const t of tensors) {
     const dims = [...t.shape].reverse();
-    const [blockElems, blockBytes] = GGML_BLOCK[t.type];
-    const bytes = (t.shape.reduce((a, b) => a * b, 1) / blockElems) * blockBytes;
+    const bytes = tensorDataBytes(t.type, t.shape);
     h.string(t.name);
     h.u32(dims.length);
     for (const d of dims) h.u64(d);

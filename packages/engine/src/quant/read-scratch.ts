@@ -3,7 +3,7 @@
  * Face MXFP4 blocks change nibble order): the file's bytes go through one bounded buffer per load plan
  * (a few MiB of rows at a time), then into the weight, so no tensor is ever held twice.
  */
-import type { GgufCheckpoint } from '../gguf/read-model.js';
+import type { GgufFile } from '../gguf/read-model.js';
 import type { SafetensorsFile } from '../safetensors/reader.js';
 
 /**
@@ -11,7 +11,7 @@ import type { SafetensorsFile } from '../safetensors/reader.js';
  * quant readers and model/weights.ts alike, so it lives here, below both.
  */
 export interface PendingRead {
-  file: SafetensorsFile | GgufCheckpoint;
+  file: SafetensorsFile | GgufFile;
   name: string;
   dest: Uint8Array;
   rows: [number, number];

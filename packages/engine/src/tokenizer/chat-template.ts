@@ -85,7 +85,9 @@ export class ChatTemplate {
   constructor(source: string, specials: Record<string, string> = {}) {
     this.source = source;
     this.#specials = specials;
-    this.#compiled = new Template(source);
+    // jinja2's lexer reads \r\n and \r as \n (newline_sequence) in text and string literals alike:
+    // templates saved with CRLF (Granite 3.3, Functionary v3.2, Kimi K2) render LF prompts there.
+    this.#compiled = new Template(source.replace(/\r\n?/g, '\n'));
     this.caps = { tools: /\btools\b/.test(source), toolCalls: /\btool_calls\b/.test(source), objectArguments: true, nullContent: true };
     if (this.caps.toolCalls) Object.assign(this.caps, this.#probe());
   }

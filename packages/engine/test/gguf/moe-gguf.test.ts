@@ -9,7 +9,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { hfToGguf } from '../../src/gguf/index.js';
-import { readGgufFile } from '../../src/gguf/read.js';
+import { readGgufFile } from '../../src/gguf/read-split.js';
 import { loadInProcessModel, loadModelConfig, loadShard, UnsupportedModelError, type LanguageModel } from '../../src/index.js';
 import type { MoeWeights } from '../../src/model/weights.js';
 import { writeRandomModel, type RandomModelOptions } from '../../src/testing/index.js';

@@ -1,6 +1,6 @@
 /** The GPU lines of bench:engine: shape and consistency on lavapipe (the values themselves only mean something on a real GPU). */
 import { afterAll, describe, expect, it } from 'vitest';
-import { runGpuBenchLines } from '../../src/kernels/gpu/bench-lines.js';
+import { runGpuBenchLines } from '../../bench/gpu-lines.js';
 import { chooseGpu } from '../../src/kernels/gpu/probe.js';
 import { writeRandomModel } from '../../src/testing/index.js';
 import { tempDir } from '../helpers.js';

@@ -22,7 +22,7 @@ import {
 } from '@orchard/engine';
 import { gguf, hfToGguf, writeGguf } from '@orchard/engine/gguf';
 import { writeRandomModel, type RandomModelOptions } from '@orchard/engine/testing';
-import { readGgufFile } from '../../src/gguf/read.js';
+import { readGgufFile } from '../../src/gguf/read-split.js';
 import { GgufCheckpoint } from '../../src/gguf/read-model.js';
 import { quantizeQ4_0, quantizeQ8_0 } from '../../src/kernels/wasm/quant-reference.js';
 import { F16_TO_F32 } from '../../src/numeric/half.js';

@@ -16,7 +16,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { Checkpoint, createReferenceBackend, createWasmBackend, generate, loadInProcessModel, loadShard, ModelFormatError, UnsupportedModelError, writeSafetensors, type Backend } from '@orchard/engine';
 import { writeRandomModel } from '@orchard/engine/testing';
 import { hfToGguf } from '../../src/gguf/index.js';
-import { readGgufFile } from '../../src/gguf/read.js';
+import { readGgufFile } from '../../src/gguf/read-split.js';
 import { readAsF32 } from '../../src/gguf/convert-tensors.js';
 import { readPlanSync, type MoeWeights } from '../../src/model/weights.js';
 import { dequantizeMxfp4Row, quantizeMxfp4 } from '../../src/quant/mxfp4.js';

@@ -5,6 +5,7 @@ import { withAffineSection } from '../../wasm/affine.js';
 import { withF16Section } from '../../wasm/f16tiles.js';
 import { withKquantSection } from '../../wasm/kquants.js';
 import { withMxtileSection } from '../../wasm/mxfp4tiles.js';
+import { withFp8tileSection } from '../../wasm/fp8tiles.js';
 import { withSection } from '../../wasm/qtiles.js';
 import { SIMD_VARIANTS, selectVariant } from '../../wasm/variants.js';
 import { WA } from '../../src/kernels/wasm/module.js';
@@ -89,6 +90,11 @@ describe('kernels.wasm', () => {
   it("kernels.wat's MXFP4 prompt-batch section is wasm/mxfp4tiles.ts's output (rewrite: pnpm exec tsx packages/engine/wasm/mxfp4tiles.ts)", () => {
     const wat = readFileSync(WAT_PATH, 'utf8');
     expect(withMxtileSection(wat) === wat, 'the mxtile section is stale').toBe(true);
+  });
+
+  it("kernels.wat's FP8 prompt-batch section is wasm/fp8tiles.ts's output (rewrite: pnpm exec tsx packages/engine/wasm/fp8tiles.ts)", () => {
+    const wat = readFileSync(WAT_PATH, 'utf8');
+    expect(withFp8tileSection(wat) === wat, 'the fp8tile section is stale').toBe(true);
   });
 
   it("kernels.wat's f16 small-batch section is wasm/f16tiles.ts's output (rewrite: pnpm exec tsx packages/engine/wasm/f16tiles.ts)", () => {

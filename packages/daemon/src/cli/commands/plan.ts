@@ -90,9 +90,9 @@ const HUB_ID = /^[A-Za-z0-9][\w.-]*\/[A-Za-z0-9][\w.-]*$/;
 export async function makePlan(opts: PlanFlags): Promise<Plan> {
   const bits = opts.bits === undefined ? undefined : number(opts.bits, '--bits', false);
   // A path that exists is read here; otherwise a short name or ORG/NAME is described from the hub.
-  const repo = expandShortName(opts.model).split(':')[0];
+  const [repo, quant] = expandShortName(opts.model).split(':');
   const fromHub = !existsSync(opts.model) && HUB_ID.test(repo);
-  const model = fromHub ? await describeHubModel(repo, { hub: new HubClient(cliSettings().hub), bits }) : await describeModel(opts.model, { bits });
+  const model = fromHub ? await describeHubModel(repo, { hub: new HubClient(cliSettings().hub), bits, quant }) : await describeModel(opts.model, { bits });
   const profile = servingProfile(model, { context: opts.context === undefined ? undefined : number(opts.context, '--context', true) });
   const request = {
     // An explicit --context is planned as asked, even past the model's trained maximum.

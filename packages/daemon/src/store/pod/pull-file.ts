@@ -1,7 +1,7 @@
 /**
- * One file of a model onto this node: the whole file, or — for a safetensors file and a pipeline
- * stage — its header first (to learn where the stage's tensors lie), then only the chunks holding
- * those tensors. Either way from peers first and the hub for the rest (fetch-file.ts). Afterwards a
+ * One file of a model onto this node: the whole file, or — for a safetensors or GGUF file and a
+ * pipeline stage — its header first (to learn where the stage's tensors lie), then only the chunks
+ * holding those tensors. Either way from peers first and the hub for the rest (fetch-file.ts). Afterwards a
  * complete file is checked against the hub's hash; a partial one gets a header listing the tensors
  * it holds, so the engine reads it as a valid checkpoint.
  */
@@ -9,6 +9,7 @@ import { StoreError } from '../errors.js';
 import type { ChunkedFile, ChunkedFileInfo } from '../chunked/chunk-file.js';
 import { chunksCovering } from '../chunked/layout.js';
 import type { ChunkRegistry } from '../chunked/registry.js';
+import { parseGgufLayout, type GgufLayout } from '../chunked/gguf-layout.js';
 import { headerEnd, neededRanges, parseLayout, partialHeader, type SafetensorsLayout } from '../chunked/safetensors-layout.js';
 import { fetchFile, type FileFetchProgress, type LinkStat, type PeerHandle, type PodRoute } from './fetch-file.js';
 import type { HubSource } from './hub-source.js';
@@ -25,7 +26,7 @@ export interface PullFileOptions {
   registry: ChunkRegistry;
   path: string;
   info: ChunkedFileInfo;
-  /** Only these tensors (a safetensors file and a pipeline stage); absent: the whole file. */
+  /** Only these tensors, by the file's own names (a safetensors or GGUF file and a pipeline stage); absent: the whole file. */
   keep?: (tensor: string) => boolean;
   route: FileRoute;
   signal?: AbortSignal;
@@ -37,7 +38,7 @@ export interface PullFileOptions {
 export interface PullFileResult {
   /** The whole file is here and matched the hub's hash. */
   complete: boolean;
-  /** For a partial safetensors file: the tensors it holds. */
+  /** For a partial file: the tensors it holds. */
   tensors?: string[];
   /** Bytes received, by source ("hub" or a peer id); empty when everything was here already. */
   bySource: Record<string, number>;
@@ -78,6 +79,7 @@ export async function pullFile(o: PullFileOptions): Promise<PullFileResult> {
   const safetensors = o.path.endsWith('.safetensors');
   const all = Array.from({ length: file.count }, (_, i) => i);
   let layout: SafetensorsLayout | undefined;
+  let ggufLayout: GgufLayout | undefined;
   let needed = all;
   if (safetensors) {
     layout = await readLayout(file, (needed) => fetch(needed, false));
@@ -85,6 +87,12 @@ export async function pullFile(o: PullFileOptions): Promise<PullFileResult> {
     // Until it is complete, the file on disk lists only the tensors it holds: an engine that opens
     // it mid-download (or after a failed one) finds tensors missing, never zeros.
     if (!file.complete) await writePartialHeader(file, layout);
+  } else if (o.keep && /\.gguf$/i.test(o.path)) {
+    // A GGUF's header cannot shrink in place (its tensor table fixes the data offsets): it stays whole,
+    // and the engine reads only the byte ranges of the tensors its stage holds.
+    ggufLayout = await readGgufLayout(file, (needed) => fetch(needed, false));
+    const keep = o.keep;
+    needed = chunksCovering([[0, ggufLayout.headerEnd], ...ggufLayout.tensors.filter((t) => keep(t.name)).map((t) => [t.start, t.end] as [number, number])], file.info.size, file.chunkSize);
   }
   await fetch(needed);
   o.onProgress?.({ ...base, bySource, links });
@@ -94,6 +102,10 @@ export async function pullFile(o: PullFileOptions): Promise<PullFileResult> {
     await file.verifyWhole({ trusted: trusted.size === file.count });
     return { complete: true, bySource, badPeers: [...badPeers], links };
   }
+  if (ggufLayout) {
+    await file.flush();
+    return { complete: false, tensors: presentTensors(file, ggufLayout.tensors), bySource, badPeers: [...badPeers], links };
+  }
   if (!layout) throw new StoreError(`${o.info.label}: only ${file.verifiedCount} of ${file.count} chunks arrived`);
   const present = await writePartialHeader(file, layout);
   await file.flush();
@@ -102,9 +114,29 @@ export async function pullFile(o: PullFileOptions): Promise<PullFileResult> {
 
 /** Puts a header listing the tensors whose chunks are all here on the file; returns their names. */
 async function writePartialHeader(file: ChunkedFile, layout: SafetensorsLayout): Promise<string[]> {
-  const present = layout.tensors.filter((t) => chunksCovering([[t.start, t.end]], file.info.size, file.chunkSize).every((c) => file.has(c))).map((t) => t.name);
+  const present = presentTensors(file, layout.tensors);
   await file.writeHeader(partialHeader(layout, new Set(present)));
   return present;
+}
+
+/** The tensors whose chunks are all here. */
+function presentTensors(file: ChunkedFile, tensors: Array<{ name: string; start: number; end: number }>): string[] {
+  return tensors.filter((t) => chunksCovering([[t.start, t.end]], file.info.size, file.chunkSize).every((c) => file.has(c))).map((t) => t.name);
+}
+
+/** First bytes fetched for a GGUF header: most small models' metadata fits; a large vocabulary takes a few rounds more. */
+const GGUF_FIRST = 256 * 1024;
+
+/** The file's GGUF layout, fetching chunks from byte 0 until the tensor table ends within them. */
+async function readGgufLayout(file: ChunkedFile, fetch: (needed: number[]) => Promise<unknown>): Promise<GgufLayout> {
+  const { size, label } = file.info;
+  for (let want = Math.min(size, GGUF_FIRST); ; ) {
+    await fetch(chunksCovering([[0, want]], size, file.chunkSize));
+    const r = parseGgufLayout(await file.readRange(0, want), size, label);
+    if (!('more' in r)) return r;
+    if (want >= size) throw new StoreError(`${label}: the GGUF header does not end within the file`);
+    want = Math.min(size, r.more);
+  }
 }
 
 /** The file's safetensors layout, fetching the chunks that hold its header first. */

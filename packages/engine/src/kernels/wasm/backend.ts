@@ -316,7 +316,10 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
     const { dtype, cols } = w;
     let xAddr = arena.addressOf(x, 'input buffer');
     let xStride = cols * 4;
-    if (dtype === 'f16' || dtype === 'bf16') {
+    if (dtype === 'fp8_e4m3') {
+      // prompt batches decode each pair of rows once per thread into f32 (wasm/fp8tiles.ts): 2 rows of cols f32
+      if (n >= 2) wideScratch(cols, 2 * (Math.ceil((cols * 4) / 16) * 16));
+    } else if (dtype === 'f16' || dtype === 'bf16') {
       // f16 prompt batches widen each 4-row group once: from 4 tokens on, or from 2 when packed.
       if (dtype === 'f16' && n >= (w.packed ? 2 : 4)) wideScratch(cols);
       const dst = scratch(cols * n * 4);

@@ -1,0 +1,309 @@
+/**
+ * `BENCH_PARTS=api pnpm bench:serve`: what the serving path costs per token on the bundled model
+ * (models/orchard-demo), in one run (issue 35):
+ *   - api-stream: tok/s of one request streamed through the OpenAI API of an in-process daemon
+ *     (runner process, IPC, executor, detokenizing, SSE), against the engine alone decoding the same
+ *     prompt in this process with the same kernels and threads (target >= 0.9x);
+ *   - api-batch-8: the summed tok/s of 8 concurrent streamed requests against one at a time (target >= 3x);
+ *   - per-stage time per token: the runner alone (IPC, no HTTP) minus the engine alone, and the
+ *     daemon-side stages replayed on the same tokens in isolation (detokenizing with stop strings,
+ *     an output constraint's mask, SSE encoding, a request log line).
+ * The client reads the stream in the same process as the daemon (as a local client's bytes), so
+ * its own parsing counts against the API line: it only splits on event boundaries.
+ */
+import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import pino from 'pino';
+import { compileConstraint, createWasmBackend, generate, loadInProcessModel, loadTokenizer, pipelineStages, TextStream } from '@orchard/engine';
+import { startOrchard, type Orchard } from '../src/orchard.js';
+import { resolveOptions } from '../src/config/options.js';
+import { startLocalInstance } from '../src/runner/runner-process.js';
+
+const DEMO = join(dirname(fileURLToPath(import.meta.url)), '../../../models/orchard-demo');
+const REPO = 'orchard/orchard-demo';
+const PROMPT = 'And God said, Let there be light: and there was light. And';
+const TOKENS = Number(process.env.BENCH_API_TOKENS ?? 100);
+/** Requests per measured sample (see repeated()). */
+const REPEAT = Number(process.env.BENCH_API_REPEAT ?? 4);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
+/** The daemon gives a lone rank all cores (supervisor.ts): the engine alone gets the same. */
+const THREADS = Math.max(1, os.availableParallelism());
+
+/** Decode rate from stamps of each token's arrival: the first token ends the prefill. */
+function rate(stamps: number[]): number {
+  if (stamps.length < 2) throw new Error(`only ${stamps.length} tokens came back; raise BENCH_API_TOKENS or change the prompt`);
+  return ((stamps.length - 1) * 1000) / (stamps[stamps.length - 1] - stamps[0]);
+}
+
+/** Summed rate of concurrent streams while all of them run: from the last one's first token to the first one's last. */
+function overlapRate(runs: number[][]): number {
+  const from = Math.max(...runs.map((r) => r[0]));
+  const to = Math.min(...runs.map((r) => r[r.length - 1]));
+  if (to <= from) throw new Error('8 concurrent streams did not overlap');
+  return (runs.reduce((a, r) => a + r.filter((t) => t > from && t <= to).length, 0) * 1000) / (to - from);
+}
+
+/**
+ * Rate over REPEAT requests run back to back (each stream is only ~100 tokens: tens of ms, about a
+ * scheduler slice on a loaded machine): tokens after each first one over the summed decode times.
+ */
+async function repeated(once: () => Promise<number[]>): Promise<number> {
+  let tokens = 0;
+  let ms = 0;
+  for (let k = 0; k < REPEAT; k++) {
+    const stamps = await once();
+    rate(stamps);
+    tokens += stamps.length - 1;
+    ms += stamps[stamps.length - 1] - stamps[0];
+  }
+  return (tokens * 1000) / ms;
+}
+
+/** One streamed completion: arrival time of each token's event and the text. */
+async function streamOnce(d: Orchard, prompt: string): Promise<{ stamps: number[]; text: string }> {
+  const res = await fetch(`http://127.0.0.1:${d.apiPort}/v1/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model: REPO, prompt, max_tokens: TOKENS, temperature: 0, stream: true }),
+    signal: AbortSignal.timeout(60_000),
+  });
+  if (!res.ok || !res.body) throw new Error(`api-stream: HTTP ${res.status}: ${await res.text()}`);
+  const stamps: number[] = [];
+  let text = '';
+  let rest = '';
+  const decoder = new TextDecoder();
+  for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+    const now = performance.now();
+    rest += decoder.decode(chunk, { stream: true });
+    const events = rest.split('\n\n');
+    rest = events.pop()!;
+    for (const e of events) {
+      if (!e.startsWith('data: {')) continue;
+      const piece = (JSON.parse(e.slice(6)) as { choices: { text?: string }[] }).choices[0]?.text;
+      // One byte-level token per character of this model (ASCII text).
+      if (piece) for (let k = 0; k < piece.length; k++) stamps.push(now);
+      if (piece) text += piece;
+    }
+  }
+  return { stamps, text };
+}
+
+/** Eight streams at once: their summed rate while all eight stream (as bench/serve.ts's eightStreams). */
+async function eightStreams(d: Orchard): Promise<number> {
+  const runs = await Promise.all(Array.from({ length: 8 }, (_, i) => streamOnce(d, PROMPT.slice(0, 30 + i))));
+  return overlapRate(runs.map((r) => r.stamps));
+}
+
+/** Median time per call of `f` over `n` calls, after one unmeasured call, in microseconds per unit. */
+function perToken(units: number, f: () => void, n = 30): number {
+  f();
+  const ts: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const t0 = performance.now();
+    f();
+    ts.push(performance.now() - t0);
+  }
+  ts.sort((a, b) => a - b);
+  return (ts[n >> 1] * 1000) / units;
+}
+
+/** Daemon-side per-token stages replayed on `ids` in isolation, microseconds per token. */
+async function stageCosts(ids: number[]): Promise<{ name: string; us: number }[]> {
+  const tok = loadTokenizer(DEMO);
+  const decode = (t: number[]) => tok.decode(t, { skipSpecialTokens: true });
+  const detok = perToken(ids.length, () => {
+    const s = new TextStream(decode, ['\n\n']);
+    for (const id of ids) s.push(id);
+  });
+  // A long answer: the same tokens 20 times (a stream decoding all its ids at each push grows with it).
+  const long = Array.from({ length: 20 }, () => ids).flat();
+  const detokLong = perToken(long.length, () => {
+    const s = new TextStream(decode, ['\n\n']);
+    for (const id of long) s.push(id);
+  }, 5);
+  // Compiled once; each timed pass gets a fresh matcher (compiling it is not per-token work).
+  const compile = () => compileConstraint({ type: 'grammar', ebnf: 'root ::= [^\\x00]*' }, tok.vocabulary(), { vocabSize: 257, stopIds: [256] });
+  const logits = new Float32Array(257);
+  const maskTimes: number[] = [];
+  for (let r = 0; r < 10; r++) {
+    const c = await compile();
+    const t0 = performance.now();
+    for (const id of ids) {
+      await c.mask(logits);
+      c.accept(id);
+    }
+    maskTimes.push(performance.now() - t0);
+    c.dispose();
+  }
+  maskTimes.sort((a, b) => a - b);
+  const mask = (maskTimes[5] * 1000) / ids.length;
+  const chunk = (text: string) => ({ id: 'cmpl-0123456789', object: 'text_completion', created: 1700000000, model: REPO, choices: [{ index: 0, text, logprobs: null, finish_reason: null }] });
+  const sse = perToken(ids.length, () => {
+    let bytes = 0;
+    for (const id of ids) bytes += `data: ${JSON.stringify(chunk(String.fromCharCode(id)))}\n\n`.length;
+    if (bytes < 0) throw new Error('unreachable');
+  });
+  return [
+    { name: `detokenize (TextStream.push, 1 stop string), ${ids.length} tokens`, us: detok },
+    { name: `detokenize, the same ${long.length} tokens long`, us: detokLong },
+    { name: 'constraint mask + accept (any-text grammar)', us: mask },
+    { name: 'SSE event encode (JSON per token)', us: sse },
+  ];
+}
+
+async function startDaemon(): Promise<{ d: Orchard; dataDir: string }> {
+  const dataDir = mkdtempSync(join(os.tmpdir(), 'orchard-bench-api-'));
+  const modelDir = join(dataDir, 'models', ...REPO.split('/'));
+  mkdirSync(modelDir, { recursive: true });
+  cpSync(DEMO, modelDir, { recursive: true });
+  const options = resolveOptions({ dataDir, listen: ['/ip4/127.0.0.1/tcp/0'], bootstrap: [], apiPort: 0, mdns: false } as never);
+  const d = await startOrchard(options, pino({ level: 'silent' }), { dashboard: false });
+  return { d, dataDir };
+}
+
+/** CPU seconds (user + system, all threads) of a process, from /proc (Linux); NaN elsewhere. */
+function cpuOf(pid: number): number {
+  try {
+    const f = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const x = f.slice(f.lastIndexOf(')') + 2).split(' ');
+    return (Number(x[11]) + Number(x[12])) / 100;
+  } catch {
+    return NaN;
+  }
+}
+
+/** This process's runner processes, by pid. */
+function runnerPids(): number[] {
+  return readdirSync('/proc')
+    .filter((p) => /^\d+$/.test(p))
+    .filter((p) => {
+      try {
+        const f = readFileSync(`/proc/${p}/stat`, 'utf8');
+        return Number(f.slice(f.lastIndexOf(')') + 2).split(' ')[1]) === process.pid && readFileSync(`/proc/${p}/cmdline`, 'utf8').includes('runner-main');
+      } catch {
+        return false;
+      }
+    })
+    .map(Number);
+}
+
+/**
+ * CPU time per token of each process while `f` streams `tokens()` tokens, microseconds: CPU time, unlike
+ * wall time, hardly moves with the load of the other sessions on the machine.
+ */
+async function cpuPerToken(pids: Record<string, number>, f: () => Promise<number>): Promise<Record<string, number>> {
+  const before = Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, cpuOf(pid)]));
+  const self0 = process.cpuUsage();
+  const tokens = await f();
+  const self = process.cpuUsage(self0);
+  const out: Record<string, number> = { self: ((self.user + self.system) / tokens) };
+  for (const [k, pid] of Object.entries(pids)) out[k] = ((cpuOf(pid) - before[k]) * 1e6) / tokens;
+  return out;
+}
+
+/** Median and range of per-round values, as text. */
+function spread(xs: number[]): string {
+  const v = [...xs].sort((a, b) => a - b);
+  return `${v[v.length >> 1].toFixed(2)}x (rounds ${v[0].toFixed(2)}-${v[v.length - 1].toFixed(2)})`;
+}
+
+export async function printApiLines(): Promise<void> {
+  const tok = loadTokenizer(DEMO);
+  const promptIds = tok.encode(PROMPT);
+  const model = loadInProcessModel(DEMO, { backend: () => createWasmBackend({ threads: THREADS }), maxSeqLen: 128 });
+  let ids: number[] = [];
+  const engineOnce = async () => {
+    const stamps: number[] = [];
+    ids = (await generate(model, promptIds, { maxTokens: TOKENS, stopTokenIds: [256], onToken: () => void stamps.push(performance.now()) })).tokens;
+    return stamps;
+  };
+  const inst = await startLocalInstance({ modelDir: DEMO, layout: { stages: pipelineStages(4, 1), tensor: 1 }, groupId: 'bench-api-runner', secret: '22'.repeat(16), listenHost: '127.0.0.1', maxSeqLen: 128, backend: { kind: 'wasm', threads: THREADS }, batch: { sequences: 8, prefixCacheBytes: 0 } });
+  const runnerOnce = async (p = promptIds) => {
+    const stamps: number[] = [];
+    await inst[0].generate({ promptIds: p, maxTokens: TOKENS, stopTokenIds: [256] }, () => void stamps.push(performance.now()));
+    return stamps;
+  };
+  const { d, dataDir } = await startDaemon();
+  const cpu: Record<string, number> = {};
+  const r = { engine: [] as number[], runner: [] as number[], api: [] as number[], runner8: [] as number[], api1: [] as number[], api8: [] as number[] };
+  try {
+    // Warm-up: kernels compiled, the daemon's instance loaded (its first request waits for it).
+    await engineOnce();
+    await runnerOnce();
+    const first = await streamOnce(d, PROMPT);
+    for (let round = 0; round < ROUNDS; round++) {
+      // One after another in each round, so a load change on the shared machine hits them alike.
+      r.engine.push(await repeated(engineOnce));
+      r.runner.push(await repeated(runnerOnce));
+      r.api.push(
+        await repeated(async () => {
+          const s = await streamOnce(d, PROMPT);
+          if (s.text !== first.text) throw new Error('api-stream: two greedy streams of one prompt differ');
+          return s.stamps;
+        }),
+      );
+      r.runner8.push(overlapRate(await Promise.all(Array.from({ length: 8 }, (_, i) => runnerOnce(promptIds.slice(0, 30 + i))))));
+      r.api1.push(await repeated(async () => (await streamOnce(d, PROMPT.slice(0, 33))).stamps));
+      r.api8.push(await eightStreams(d));
+    }
+    // CPU per token: the runner alone, then the daemon's runner and the daemon (with this client) streaming.
+    const runnerPid = inst[0].child.pid!;
+    const daemonRunner = runnerPids().find((p) => p !== runnerPid)!;
+    const count = (f: () => Promise<number[]>) => async () => {
+      let n = 0;
+      for (let k = 0; k < 2 * REPEAT; k++) n += (await f()).length;
+      return n;
+    };
+    const count8 = (f: (i: number) => Promise<number[]>) => async () => {
+      let n = 0;
+      for (let k = 0; k < 2; k++) n += (await Promise.all(Array.from({ length: 8 }, (_, i) => f(i)))).reduce((a, x) => a + x.length, 0);
+      return n;
+    };
+    cpu.engine = (await cpuPerToken({}, count(engineOnce))).self;
+    cpu.runner = (await cpuPerToken({ runner: runnerPid }, count(() => runnerOnce()))).runner;
+    const api = await cpuPerToken({ runner: daemonRunner }, count(async () => (await streamOnce(d, PROMPT)).stamps));
+    cpu.apiRunner = api.runner;
+    cpu.apiDaemon = api.self;
+    const api8 = await cpuPerToken({ runner: daemonRunner }, count8(async (i) => (await streamOnce(d, PROMPT.slice(0, 30 + i))).stamps));
+    cpu.api8Runner = api8.runner;
+    cpu.api8Daemon = api8.self;
+    cpu.runner8 = (await cpuPerToken({ runner: runnerPid }, count8((i) => runnerOnce(promptIds.slice(0, 30 + i))))).runner;
+  } finally {
+    await d.stop();
+    await Promise.all(inst.map((x) => x.stop(1000)));
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+  const load = os.loadavg()[0].toFixed(2);
+  const med = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
+  const per = (a: number[], b: number[]) => a.map((x, i) => x / b[i]);
+  const line = (name: string, v: number[], base: number[], what: string, target?: number) => {
+    const m = med(per(v, base));
+    console.log(`${name.padEnd(44)} ${med(v).toFixed(0).padStart(7)} tok/s  ${spread(per(v, base))} ${what}${target ? `  (target >= ${target}x: ${m >= target ? 'met' : 'NOT met'})` : ''}`);
+  };
+  console.log(`serving path on models/orchard-demo (${THREADS} threads, ${TOKENS}-token streams x ${REPEAT} per sample, ${ROUNDS} interleaved rounds, medians; load average ${load}):`);
+  line('engine alone (in process)', r.engine, r.engine, 'engine');
+  line('runner alone (runner process, IPC)', r.runner, r.engine, 'engine');
+  line('api-stream (OpenAI SSE, in-process daemon)', r.api, r.engine, 'engine', 0.9);
+  line('runner alone, 8 concurrent (summed)', r.runner8, r.runner, 'runner one at a time');
+  line('api one stream (8-stream prompt length)', r.api1, r.api1, 'one');
+  line('api-batch-8 (8 concurrent, summed)', r.api8, r.api1, 'api one at a time', 3);
+  const us = (xs: number[]) => 1e6 / med(xs);
+  console.log('per-token time by stage (us/token, from the medians):');
+  console.log(`  ${'engine decode step'.padEnd(52)} ${us(r.engine).toFixed(1).padStart(7)}`);
+  console.log(`  ${'runner process + IPC (runner - engine)'.padEnd(52)} ${(us(r.runner) - us(r.engine)).toFixed(1).padStart(7)}`);
+  console.log(`  ${'daemon: executor, HTTP, SSE, client (api - runner)'.padEnd(52)} ${(us(r.api) - us(r.runner)).toFixed(1).padStart(7)}`);
+  console.log('CPU time per token by process (us/token; wall-time ratios above swing with the machine\'s load, these hardly do):');
+  const c = (name: string, v: number) => console.log(`  ${name.padEnd(52)} ${v.toFixed(1).padStart(7)}`);
+  c('engine alone (this process, all threads)', cpu.engine);
+  c('runner alone, one stream (runner process)', cpu.runner);
+  c('api, one stream: the daemon\'s runner process', cpu.apiRunner);
+  c('api, one stream: daemon + in-process client', cpu.apiDaemon);
+  c('runner alone, 8 streams (runner process)', cpu.runner8);
+  c('api, 8 streams: the daemon\'s runner process', cpu.api8Runner);
+  c('api, 8 streams: daemon + in-process client', cpu.api8Daemon);
+  console.log('daemon-side stages replayed alone on the engine\'s tokens (us/token):');
+  for (const s of await stageCosts(ids)) console.log(`    ${s.name.padEnd(50)} ${Number.isNaN(s.us) ? '   n/a' : s.us.toFixed(2).padStart(7)}`);
+  console.log(`load average after the api lines: ${os.loadavg()[0].toFixed(2)}`);
+}
