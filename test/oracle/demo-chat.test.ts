@@ -10,8 +10,8 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { buildByteLevelTokenizer, ChatTemplate, generate, loadInProcessModel, loadModelConfig, loadTokenizer, type ChatMessage, type RenderOptions, type ToolDefinition } from '@orchard/engine';
 import { describe, expect, it } from 'vitest';
-import { planChat } from '../../packages/daemon/src/dialects/tools/plan.js';
-import { detectToolCallFormat } from '../../packages/daemon/src/dialects/tools/registry.js';
+import { planChat } from '../../packages/daemon/src/prompt/tools/plan.js';
+import { detectToolCallFormat } from '../../packages/daemon/src/prompt/tools/registry.js';
 import { REPO_ROOT } from './llama-oracle.js';
 
 const DEMO = join(REPO_ROOT, 'models/orchard-demo');
