@@ -17,7 +17,8 @@ export interface GenerateRequest extends SamplingOptions, SamplingPenalties {
 export type Speculate = 'prompt-lookup' | 'draft' | 'off';
 
 /** Compiles a request's constraint against this rank's tokenizer (runner-main provides it). */
-export type CompileConstraint = (spec: ConstraintSpec, stopIds: number[]) => Promise<TokenConstraint>;
+/** Null: an optional constraint that could not be compiled (the sequence runs unconstrained). */
+export type CompileConstraint = (spec: ConstraintSpec, stopIds: number[]) => Promise<TokenConstraint | null>;
 
 export interface GenerateOutcome {
   tokens: number[];

@@ -126,7 +126,15 @@ export class Runner {
     await plane.group.barrier({ timeoutMs: 20_000 });
     // Output constraints are compiled here, against this model's tokenizer, when a request brings one.
     let vocab: TokenVocabulary | null = null;
-    const compile = (spec: ConstraintSpec, stopIds: number[]) => compileConstraint(spec, (vocab ??= (tokenizer ?? loadTokenizer(i.modelDir)).vocabulary()), { vocabSize: shard.config.vocabSize, stopIds });
+    const compile = async (spec: ConstraintSpec, stopIds: number[]) => {
+      try {
+        return await compileConstraint(spec, (vocab ??= (tokenizer ?? loadTokenizer(i.modelDir)).vocabulary()), { vocabSize: shard.config.vocabSize, stopIds });
+      } catch (err) {
+        if (!(spec.type === 'structural' && spec.optional && (err as Error).name === 'ConstraintError')) throw err;
+        this.#host.log(`rank ${i.rank}: the tool-call grammar was left out (${(err as Error).message}): the reply is read unconstrained`);
+        return null;
+      }
+    };
     const started = startRank(plane.group, i.layout, shard, { stepMs: i.stepMs, pollMs, compile, batch: i.batch, draftModel });
     this.#driver = started.driver;
     this.#state = 'ready';

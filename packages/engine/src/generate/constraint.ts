@@ -42,7 +42,11 @@ export type ConstraintSpec =
   | { type: 'json_schema'; schema: JsonSchema }
   /** xgrammar EBNF with a `root` rule. */
   | { type: 'grammar'; ebnf: string }
-  | { type: 'structural'; format: StructuralFormat };
+  /**
+   * `optional`: the runner may drop it when it cannot be compiled (the lazy tool-call grammar of
+   * tool_choice auto: without it the reply is free and still read, only not held to the format).
+   */
+  | { type: 'structural'; format: StructuralFormat; optional?: boolean };
 
 export class ConstraintError extends Error {
   override name = 'ConstraintError';
@@ -187,12 +191,36 @@ function literals(spec: ConstraintSpec): string[] {
   return out;
 }
 
+/** The spec lets the model write free text somewhere (outside the tags it watches for). */
+function hasFreeText(spec: ConstraintSpec): boolean {
+  const walk = (f: StructuralFormat): boolean => {
+    switch (f.type) {
+      case 'any_text':
+      case 'triggered_tags':
+        return true;
+      case 'sequence':
+      case 'or':
+        return f.elements.some(walk);
+      case 'tag':
+        return walk(f.content);
+      case 'tags_with_separator':
+        return f.tags.some(walk);
+      default:
+        return false;
+    }
+  };
+  return spec.type === 'structural' && walk(spec.format);
+}
+
 /** Compiles `spec` against the vocabulary: the result constrains one sequence. */
 export async function compileConstraint(spec: ConstraintSpec, vocab: TokenVocabulary, o: CompileOptions): Promise<TokenConstraint> {
   const x = current();
   const written = literals(spec);
+  // Where the reply is free text (tool calls in auto mode), any special token the model writes there
+  // (a reasoning marker such as Seed-OSS's </seed:think>) stays allowed, as with no constraint at all.
+  const free = hasFreeText(spec);
   const writable = Object.entries(vocab.specials)
-    .filter(([, text]) => written.some((l) => l.includes(text)))
+    .filter(([, text]) => free || written.some((l) => l.includes(text)))
     .map(([id]) => Number(id));
   const { compiler } = await compilerFor(x, vocab, o, writable);
   let compiled;

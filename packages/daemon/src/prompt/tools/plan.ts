@@ -13,7 +13,7 @@ import { randomBytes } from 'node:crypto';
 import { ChatTemplateError, type ChatMessage, type ConstraintSpec, type JsonSchema, type ModelTokenizer, type StructuralFormat, type ToolDefinition } from '@orchard/engine';
 import { DialectError } from '../../requests/errors.js';
 import type { ReplyParser } from '../../requests/reply.js';
-import type { ToolCallFormat } from './format.js';
+import { lazyCallGrammar, type ToolCallFormat } from './format.js';
 import { harmony } from './formats/harmony.js';
 import { detectToolCallFormat, TOOL_CALL_FORMATS } from './registry.js';
 import { plainParser, thinkingMarkers, withThinking } from './thinking.js';
@@ -167,6 +167,11 @@ export function planChat(tok: ModelTokenizer, model: string, req: ChatToolsReque
   if (constraint && startsThinking) {
     const rest: StructuralFormat = constraint.type === 'structural' ? constraint.format : { type: 'json_schema', json_schema: (constraint as { schema: JsonSchema }).schema };
     constraint = { type: 'structural', format: { type: 'sequence', elements: [{ type: 'const_string', value: `${think.close}\n\n` }, rest] } };
+  }
+  // tool_choice auto: the model may answer in text (or reason first), but a call it starts is held to the format.
+  if (!constraint && active && choice === 'auto') {
+    const lazy = lazyCallGrammar(format!, tools, req.parallelToolCalls !== false);
+    if (lazy) constraint = { type: 'structural', format: lazy, optional: true };
   }
 
   const newId = format?.newId?.bind(format) ?? defaultId;

@@ -47,4 +47,5 @@ export const commandR: ToolCallFormat = {
     },
     end: '\n]```',
   }),
+  trigger: MARK,
 };

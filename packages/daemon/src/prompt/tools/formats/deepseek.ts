@@ -71,6 +71,7 @@ export const deepseekV3: ToolCallFormat = {
   detect: (t) => t.includes(SECTION.begin) && t.includes('```json'),
   parser,
   grammar: grammar('\n', (name) => ({ begin: `function${SEP}${name}\n\`\`\`json\n`, end: `\n\`\`\`${CALL.end}` })),
+  trigger: SECTION.begin,
   example: (name, args) => `${SECTION.begin}${CALL.begin}function${SEP}${name}\n\`\`\`json\n${args}\n\`\`\`${CALL.end}${SECTION.end}`,
   toolPrompt: toolPrompt(`function${SEP}tool_call_name\n\`\`\`json\ntool_call_arguments\n\`\`\``),
 };
@@ -80,6 +81,7 @@ export const deepseekV31: ToolCallFormat = {
   detect: (t) => t.includes(SECTION.begin),
   parser,
   grammar: grammar('', (name) => ({ begin: `${name}${SEP}`, end: CALL.end })),
+  trigger: SECTION.begin,
   example: (name, args) => `${SECTION.begin}${CALL.begin}${name}${SEP}${args}${CALL.end}${SECTION.end}`,
   toolPrompt: toolPrompt(`tool_call_name${SEP}tool_call_arguments`),
 };

@@ -29,6 +29,7 @@ export const functionaryV31: ToolCallFormat = {
     type: 'or',
     elements: tools.map((t) => ({ type: 'tag', begin: `<function=${t.function.name}>`, content: { type: 'json_schema', json_schema: parametersOf(t) }, end: '</function>' })),
   }),
+  trigger: '<function=',
 };
 
 const TO = '>>>';

@@ -21,6 +21,7 @@ export const granite: ToolCallFormat = {
       newId,
     ),
   grammar: (tools, parallel) => namedArgumentsList(MARK, tools, parallel),
+  trigger: MARK,
   // As Python's json.dumps writes it (", " and ": "), the spacing of the grammar above.
   callsAsContent: (calls) => `${MARK}${pythonJson(calls.map((c) => ({ name: c.name, arguments: JSON.parse(c.arguments) as unknown })))}`,
 };

@@ -38,4 +38,5 @@ export const hermes: ToolCallFormat = {
     at_least_one: true,
     stop_after_first: !parallel,
   }),
+  trigger: BEGIN,
 };

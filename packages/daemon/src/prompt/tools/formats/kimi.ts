@@ -49,5 +49,6 @@ export const kimiK2: ToolCallFormat = {
     },
     end: SECTION.end,
   }),
+  trigger: SECTION.begin,
   newId: (index, name) => `functions.${name}:${index}`,
 };

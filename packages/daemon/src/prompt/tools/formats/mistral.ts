@@ -85,6 +85,7 @@ export const mistral: ToolCallFormat = {
   detect: (t) => t.includes(MARK),
   parser,
   grammar: (tools, parallel) => namedArgumentsList(MARK, tools, parallel),
+  trigger: MARK,
   newId: () => Array.from({ length: 9 }, () => ALNUM[randomInt(ALNUM.length)]).join(''),
   historyId(id) {
     if (/^[a-zA-Z0-9]{9}$/.test(id)) return id;

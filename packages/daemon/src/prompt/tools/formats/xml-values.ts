@@ -107,5 +107,6 @@ export function keyValueFormat(f: KeyValueCalls): ToolCallFormat {
       at_least_one: true,
       stop_after_first: !parallel,
     }),
+    trigger: f.call.begin,
   };
 }
