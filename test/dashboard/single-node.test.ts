@@ -45,11 +45,11 @@ describe.skipIf(!!missing && !REQUIRE_BROWSER)('dashboard of a single fresh daem
     // Not loaded yet, and the page says the first request loads it; the model's context is shown.
     expect(await text('[data-testid="no-instance"]')).toMatch(/orchard-demo loads on its first chat request/);
     expect(await text('[data-testid="chat-hint"]')).toMatch(/orchard-demo is not loaded yet: your first message loads it/);
-    expect(await text('[data-testid="preview-context"]')).toBe('; context 2048 tokens');
+    expect(await text('[data-testid="preview-context"]')).toBe('; context 2,048 tokens');
     // Small models are not "0.0 GiB of weights".
     expect(await page.locator('body').innerText()).not.toMatch(/0\.0 [KMG]i?B/);
     // The page's own sizes in GiB/MiB as the CLI writes them; the planner's explanation below it is its own text.
-    expect(await page.locator('[data-testid="plan-preview"]').innerText()).toMatch(/weights 3\.3 MiB; context 2048 tokens/);
+    expect(await page.locator('[data-testid="plan-preview"]').innerText()).toMatch(/weights 3\.3 MiB; context 2,048 tokens/);
     expect(await page.locator('[data-testid="plan-preview"]').innerText()).toMatch(/orchard-demo: 4 layers, 3\.4 MB of weights/);
 
     // Chat until the conversation outgrows the 2048-token context (bytes): old turns are left out with a note.
@@ -64,9 +64,9 @@ describe.skipIf(!!missing && !REQUIRE_BROWSER)('dashboard of a single fresh daem
     const notes = await page.locator('[data-testid="chat-note"]').allInnerTexts();
     expect(notes.join('\n')).toMatch(/left out \d+ more old turns? to fit the model's context of 2048 tokens/);
     await page.waitForSelector('[data-testid="instance-context"]', { timeout: 30_000 });
-    expect(await text('[data-testid="instance-context"]')).toBe('context 2048 tokens');
+    expect(await text('[data-testid="instance-context"]')).toBe('context 2,048 tokens');
     expect(await page.locator('[data-testid="chat-hint"]').count()).toBe(0);
-    expect(await text('[data-testid="chat-context"]')).toBe('context 2048 tokens');
+    expect(await text('[data-testid="chat-context"]')).toBe('context 2,048 tokens');
     await screenshot(page, 'single-after-chat');
   }, 400_000);
 });
