@@ -12,13 +12,13 @@
  * Skips when not root / no iproute2 or nft (a failure with ORCHARD_REQUIRE_NETNS_TESTS=1); the net and its processes are always removed.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, openSync, readSync, writeSync, closeSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { writeRandomModel } from '@orchard/engine/testing';
 import { parseCluster } from '@orchard/partitioner';
 import { startDaemon, waitFor, type TestDaemon } from '../harness/daemons.js';
+import { writeEndlessModel } from '../harness/endless-model.js';
 import { createTestNet, netnsAvailable, netToolsAvailable, type TestHost, type TestNet } from '../harness/netns.js';
 
 const GONE_AFTER_SEC = 3;
@@ -46,29 +46,6 @@ function cut(host: TestHost): void {
 
 function heal(host: TestHost): void {
   host.exec('nft', ['delete table inet orchard_cut']);
-}
-
-/**
- * A generated model that never ends a text by itself: its output row for the end-of-text token is
- * zeroed, so that token's logit is 0 while the largest of the others is positive (random weights), and
- * greedy decoding runs to max_tokens. Edits model.safetensors in place (f32, untied head).
- */
-function writeEndlessModel(dir: string): void {
-  const info = writeRandomModel(dir, { numLayers: 4, hiddenSize: 128, intermediateSize: 256, numHeads: 4, numKvHeads: 2, maxPositionEmbeddings: 2048, seed: 21 });
-  const fd = openSync(join(dir, 'model.safetensors'), 'r+');
-  try {
-    const len = Buffer.alloc(8);
-    readSync(fd, len, 0, 8, 0);
-    const headerLen = Number(len.readBigUInt64LE());
-    const header = Buffer.alloc(headerLen);
-    readSync(fd, header, 0, headerLen, 8);
-    const head = JSON.parse(header.toString('utf8'))['lm_head.weight'] as { dtype: string; shape: [number, number]; data_offsets: [number, number] };
-    if (head.dtype !== 'F32') throw new Error(`lm_head.weight is ${head.dtype}, expected F32`);
-    const row = head.shape[1] * 4;
-    writeSync(fd, Buffer.alloc(row), 0, row, 8 + headerLen + head.data_offsets[0] + info.eosTokenId * row);
-  } finally {
-    closeSync(fd);
-  }
 }
 
 /** A streaming completion on `d`, run by curl in its namespace: resolves when the stream ends. */
@@ -142,7 +119,7 @@ describe.skipIf(!netnsAvailable() || !netToolsAvailable(['nft']))('a partition t
     net = await createTestNet({ hosts: 2 });
     daemons = net.hosts.map((h) => {
       const dataDir = mkdtempSync(join(os.tmpdir(), `orchard-heal-${h.ns}-`));
-      writeEndlessModel(join(dataDir, 'models', ...LONG_MODEL.split('/')));
+      writeEndlessModel(join(dataDir, 'models', ...LONG_MODEL.split('/')), 21);
       return startDaemon(h, { dataDir, args: ['--gone-after', String(GONE_AFTER_SEC), '--name', h.ns.split('-').pop()!], env: { ORCHARD_LOG_LEVEL: 'debug', ...(process.env.HEAL_DEBUG ? { DEBUG: process.env.HEAL_DEBUG } : {}) } });
     });
     // Start-up is seconds on an idle machine; a loaded CI box may take a minute or more.

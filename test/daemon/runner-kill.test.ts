@@ -7,12 +7,12 @@
  * end-of-text row is zeroed), so the stream is still running when its runner dies.
  */
 import { execFileSync } from 'node:child_process';
-import { closeSync, mkdirSync, mkdtempSync, openSync, readSync, rmSync, writeSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { writeRandomModel } from '@orchard/engine/testing';
 import { startLoopbackDaemon, waitFor, type LoopbackDaemon } from '../harness/daemons.js';
+import { writeEndlessModel } from '../harness/endless-model.js';
 
 const MODEL = 'test/kill-llama';
 let daemon: LoopbackDaemon;
@@ -22,22 +22,7 @@ beforeAll(async () => {
   dataDir = mkdtempSync(join(os.tmpdir(), 'orchard-runner-kill-'));
   const dir = join(dataDir, 'models', ...MODEL.split('/'));
   mkdirSync(dir, { recursive: true });
-  const info = writeRandomModel(dir, { numLayers: 4, hiddenSize: 128, intermediateSize: 256, numHeads: 4, numKvHeads: 2, maxPositionEmbeddings: 2048, seed: 23 });
-  // Zero lm_head's end-of-text row: greedy decoding then runs to max_tokens.
-  const fd = openSync(join(dir, 'model.safetensors'), 'r+');
-  try {
-    const len = Buffer.alloc(8);
-    readSync(fd, len, 0, 8, 0);
-    const headerLen = Number(len.readBigUInt64LE());
-    const header = Buffer.alloc(headerLen);
-    readSync(fd, header, 0, headerLen, 8);
-    const head = JSON.parse(header.toString('utf8'))['lm_head.weight'] as { dtype: string; shape: [number, number]; data_offsets: [number, number] };
-    if (head.dtype !== 'F32') throw new Error(`lm_head.weight is ${head.dtype}, expected F32`);
-    const row = head.shape[1] * 4;
-    writeSync(fd, Buffer.alloc(row), 0, row, 8 + headerLen + head.data_offsets[0] + info.eosTokenId * row);
-  } finally {
-    closeSync(fd);
-  }
+  writeEndlessModel(dir, 23);
   daemon = await startLoopbackDaemon(dataDir, { args: ['--name', 'runner-kill'], env: { ORCHARD_LOG_LEVEL: 'info' } });
   await waitFor('the node with its profile', async () => ((await (await fetch(`${daemon.base}/api/cluster`)).json()) as { nodes: unknown[] }).nodes.length === 1 || undefined, 60_000, 200);
 }, 120_000);
