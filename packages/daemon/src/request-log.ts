@@ -17,7 +17,7 @@ export interface RequestRecord {
   completionTokens: number | null;
   /** Decode speed as the instance measured it (null under 2 tokens). */
   tokensPerSecond: number | null;
-  /** Time to the first text, from when the request reached this function. */
+  /** Time to the first generated text, reasoning or call, from when the request reached this function. */
   ttftMs: number | null;
   ms: number;
   finishReason?: string;
@@ -59,7 +59,8 @@ export function logRequests(run: RunRequest, log: Logger, now: () => number = ()
         req,
         (e) => {
           if (e.type === 'start') promptTokens = e.promptTokens;
-          if (e.type === 'text' && first === null) first = now();
+          // The first thing the model wrote, whatever its kind: a reply that opens with reasoning or a call has a first token too.
+          if ((e.type === 'text' || e.type === 'reasoning' || e.type === 'tool_call') && first === null) first = now();
           if (e.type === 'done') done = e;
           emit(e);
         },
