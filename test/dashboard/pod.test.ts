@@ -131,8 +131,10 @@ describe.skipIf(skip)('dashboard in Chromium on a 3-daemon pod', () => {
       const w = window as unknown as { lengths: number[] };
       w.lengths = [];
       new MutationObserver(() => {
-        const m = [...document.querySelectorAll('[data-testid=chat-log] .msg.assistant .content')].at(-1);
-        const n = m?.textContent?.replace(/^…$/, '').length ?? 0;
+        // The reply as shown: its reasoning (the bundled model may think first) and its answer.
+        const m = [...document.querySelectorAll('[data-testid=chat-log] .msg.assistant')].at(-1);
+        const said = [...(m?.querySelectorAll('.reasoning, .content') ?? [])].map((e) => e.textContent?.replace(/^…$/, '') ?? '').join('');
+        const n = said.length;
         if (n > 0 && n !== w.lengths.at(-1)) w.lengths.push(n);
       }).observe(document.querySelector('[data-testid=chat-log]')!, { subtree: true, childList: true, characterData: true });
     });
@@ -144,7 +146,8 @@ describe.skipIf(skip)('dashboard in Chromium on a 3-daemon pod', () => {
     const stats = page.locator('[data-testid=chat-stats]').last();
     expect(await stats.textContent()).toMatch(/^\d+ tokens · \d+(\.\d)? tok\/s · first token after \d+ ms$/);
     const lengths = await page.evaluate(() => (window as unknown as { lengths: number[] }).lengths);
-    const reply = await page.locator('[data-testid=chat-log] .msg.assistant .content').last().textContent();
+    const last = page.locator('[data-testid=chat-log] .msg.assistant').last();
+    const reply = (await last.locator('.reasoning, .content').allTextContents()).join('');
     expect(reply!.length).toBeGreaterThan(0);
     // Streamed: the text grew in several steps, ending at the full reply.
     expect(lengths.length, JSON.stringify(lengths)).toBeGreaterThan(2);

@@ -12,6 +12,8 @@ import type { InstanceView } from './types.js';
 interface Message {
   role: 'user' | 'assistant';
   content: string;
+  /** What a reasoning model thinks before its answer (shown, never sent back). */
+  reasoning?: string;
   stats?: string;
   /** Said next to an answer: turns left out to fit the context, an answer cut short. */
   notes?: string[];
@@ -56,7 +58,8 @@ export function Chat({ models, instances }: { models: string[]; instances: Insta
     let first: number | null = null;
     let pieces = 0;
     let content = '';
-    const update = (patch: Partial<Message>) => setMessages([...history, { role: 'assistant', content, ...patch }]);
+    let reasoning = '';
+    const update = (patch: Partial<Message>) => setMessages([...history, { role: 'assistant', content, ...(reasoning ? { reasoning } : {}), ...patch }]);
     if (conversationModel.current !== model) {
       conversation.current.modelChanged();
       conversationModel.current = model;
@@ -65,6 +68,7 @@ export function Chat({ models, instances }: { models: string[]; instances: Insta
       first = null;
       pieces = 0;
       content = '';
+      reasoning = '';
       let finishReason: string | null = null;
       let usage: { prompt_tokens: number; completion_tokens: number } | null = null;
       await streamSse(
@@ -74,6 +78,14 @@ export function Chat({ models, instances }: { models: string[]; instances: Insta
           if (e.data === '[DONE]') return;
           const j = JSON.parse(e.data);
           if (j.error) throw new ApiError(j.error.code === 'queue_full' ? 429 : 503, j.error.message, j.error.code);
+          // A reasoning model thinks first: its first token is the first thought.
+          const thought = j.choices?.[0]?.delta?.reasoning_content;
+          if (thought) {
+            first ??= performance.now();
+            pieces++;
+            reasoning += thought;
+            update({});
+          }
           const piece = j.choices?.[0]?.delta?.content;
           if (piece) {
             first ??= performance.now();
@@ -132,6 +144,11 @@ export function Chat({ models, instances }: { models: string[]; instances: Insta
         {messages.length === 0 && <p class="muted">Ask the pod something.</p>}
         {messages.map((m, k) => (
           <div key={k} class={`msg ${m.role}`} data-role={m.role}>
+            {m.reasoning && (
+              <div class="reasoning" data-testid="chat-reasoning">
+                {m.reasoning}
+              </div>
+            )}
             {(m.content || !m.error) && <div class="content">{m.content || (m.role === 'assistant' && running ? '…' : '')}</div>}
             {m.error && <div class="error" data-testid="chat-error">{m.error}</div>}
             {m.stats && (
