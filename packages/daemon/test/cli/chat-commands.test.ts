@@ -58,3 +58,32 @@ describe('time to first token', () => {
     expect(r.firstTokenMs).toBeGreaterThanOrEqual(HEADERS_AFTER_MS - 5);
   });
 });
+
+describe('a reasoning model in the chat', () => {
+  let server: Server;
+  let url: string;
+  beforeAll(async () => {
+    server = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        for (const delta of [{ reasoning_content: 'The user' }, { reasoning_content: ' asks.' }, { content: 'Hello' }, { content: '!' }]) res.write(`data: ${JSON.stringify({ choices: [{ delta, finish_reason: null }] })}\n\n`);
+        res.write(`data: ${JSON.stringify({ choices: [{ delta: {}, finish_reason: 'stop' }], usage: { prompt_tokens: 3, completion_tokens: 4 } })}\n\n`);
+        res.end('data: [DONE]\n\n');
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+  afterAll(() => new Promise<void>((r) => server.close(() => r())));
+
+  it('shows the thoughts apart from the answer (a line after them) and keeps only the answer', async () => {
+    let text = '';
+    let thoughts = '';
+    const r = await streamReply({ url, maxTokens: '8', temperature: '0' }, 'm', [{ role: 'user', content: 'hi' }], (s) => (text += s), (s) => (thoughts += s));
+    expect(text).toBe('Hello!');
+    expect(r.text).toBe('Hello!');
+    expect(thoughts).toBe('The user asks.\n');
+    expect(r.firstTokenMs).not.toBeNull();
+  });
+});

@@ -30,8 +30,11 @@ function number(name: string, v: string, ok: (n: number) => boolean): number {
   return n;
 }
 
-/** Streams one answer to stdout; returns the text and the speed seen by the client. */
-export async function streamReply(opts: ChatOptions, model: string, messages: ChatMessage[], out: (s: string) => void) {
+/**
+ * Streams one answer to `out`; returns the text and the speed seen by the client. A reasoning model's
+ * thoughts go to `think` (the chat writes them dimmed to stderr, so stdout holds only the answer).
+ */
+export async function streamReply(opts: ChatOptions, model: string, messages: ChatMessage[], out: (s: string) => void, think: (s: string) => void = () => {}) {
   const body = {
     model,
     messages,
@@ -49,6 +52,7 @@ export async function streamReply(opts: ChatOptions, model: string, messages: Ch
   let tokens = 0;
   let promptTokens: number | null = null;
   let finishReason: string | null = null;
+  let thinking = false;
   for await (const data of sseData(res)) {
     if (data === '[DONE]') {
       // Let go of the connection now: a server that keeps it open would keep this process alive.
@@ -57,13 +61,21 @@ export async function streamReply(opts: ChatOptions, model: string, messages: Ch
     }
     const chunk = JSON.parse(data) as {
       error?: { message: string };
-      choices?: { delta?: { content?: string }; finish_reason?: string | null }[];
+      choices?: { delta?: { content?: string; reasoning_content?: string }; finish_reason?: string | null }[];
       usage?: { prompt_tokens: number; completion_tokens: number };
     };
     if (chunk.error) throw new CliError(`the pod stopped answering: ${chunk.error.message}`, 1);
+    const thought = chunk.choices?.[0]?.delta?.reasoning_content;
+    if (thought) {
+      if (!first) first = performance.now();
+      thinking = true;
+      think(thought);
+    }
     const piece = chunk.choices?.[0]?.delta?.content;
     if (piece) {
       if (!first) first = performance.now();
+      if (thinking) think('\n');
+      thinking = false;
       text += piece;
       out(piece);
     }
@@ -88,7 +100,7 @@ export async function runChat(opts: ChatOptions, model: string): Promise<void> {
   const ask = async (content: string, fatal: boolean) => {
     let stats: Awaited<ReturnType<typeof streamReply>> | null = null;
     const r = await conversation.ask(content, async (messages) => {
-      stats = await streamReply(opts, model, messages, (s) => process.stdout.write(s));
+      stats = await streamReply(opts, model, messages, (s) => process.stdout.write(s), (s) => process.stderr.write(paint.dim(s)));
       return { text: stats.text, finishReason: stats.finishReason, promptTokens: stats.promptTokens, completionTokens: stats.tokens };
     });
     if (r.error !== undefined) {
