@@ -10,7 +10,8 @@
  *   join; both gone: the later departure. The newer profile (`updatedAt`) is kept either way.
  * - Links: per pair and path, the later measurement.
  * - Instances: every instance either side holds survives. A removal made on one side during the split
- *   was made because the other side's nodes went silent; the heal proves them back.
+ *   was made because the other side's nodes went silent; the heal proves them back. An instance both
+ *   hold keeps a supersede mark either side gave it (one side may merge before the coordinator does).
  * - Duplicates: instances of one model placed on the two sides independently (each side holds one the
  *   other never saw). One is kept; it supersedes the other, which takes no new requests once the keeper
  *   serves and retires when its driver reports it idle (serving/coordinator.ts `retire`, at most
@@ -68,7 +69,9 @@ export function mergeStates(ours: ClusterState, theirs: ClusterState, now: numbe
   const nodes = mergeRecords(ours.nodes, theirs.nodes, mergeNode);
   const links = mergeRecords(ours.links, theirs.links, (x, y) => (y.measuredAt > x.measuredAt ? y : x));
   const failedModels = mergeRecords(ours.failedModels, theirs.failedModels, (x, y) => (y.at > x.at ? y : x));
-  const instances: Record<string, InstanceEntry> = mergeRecords(ours.instances, theirs.instances, (x) => x);
+  // An instance both hold: ours, unless theirs carries a resolution ours lacks (the other side merged
+  // first, with a third node's state, and marked the keeper): dropping the mark would keep both copies.
+  const instances: Record<string, InstanceEntry> = mergeRecords(ours.instances, theirs.instances, (x, y) => (!x.plan.supersedes && y.plan.supersedes ? y : x));
 
   const oursOnly = new Set(Object.keys(ours.instances).filter((id) => !(id in theirs.instances)));
   const theirsOnly = new Set(Object.keys(theirs.instances).filter((id) => !(id in ours.instances)));

@@ -94,6 +94,24 @@ describe('merging the two sides of a healed partition', () => {
     expect(state.instances.iA2.plan.supersedes).toBe('iA');
   });
 
+  it('a duplicate one side already resolved stays resolved when the coordinator merges that side (the keeper both hold keeps its mark)', () => {
+    const three = applyEvents(before, [{ type: 'node-joined', peerId: 'C', name: 'c', at: 1 }]);
+    const majority = applyEvents(three, [{ type: 'node-left', peerId: 'B', at: 10, reason: 'silent' }, { type: 'instance-removed', id: 'i0', at: 10 }, placed('iM', ['A', 'C'], 11)]);
+    const minority = applyEvents(three, [
+      { type: 'node-left', peerId: 'A', at: 10, reason: 'silent' },
+      { type: 'node-left', peerId: 'C', at: 10, reason: 'silent' },
+      { type: 'instance-removed', id: 'i0', at: 10 },
+      placed('iB', ['B'], 12),
+    ]);
+    // The cut node hears the majority first and merges: the copy on more nodes is kept, its own retires.
+    const first = mergeStates(minority, majority, 100);
+    expect(first.superseded).toEqual([{ model: 'm', keeper: 'iM', retiring: 'iB' }]);
+    // Then the majority's coordinator merges the cut node's (merged) state: the resolution survives.
+    const { state } = mergeStates(majority, first.state, 101);
+    expect(state.instances.iM.plan.supersedes).toBe('iB');
+    expect(Object.keys(state.instances).sort()).toEqual(['iB', 'iM']);
+  });
+
   it('merging a state with itself changes nothing', () => {
     const { state, superseded } = mergeStates(sideB, sideB, 100);
     expect(superseded).toEqual([]);
