@@ -16,7 +16,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { hfToGguf } from '@orchard/engine/gguf';
 import { writeRandomModel } from '@orchard/engine/testing';
 import { specialId, writeKimiDir, RANKS } from '../../packages/engine/test/tokenizer/kimi.js';
-import { orchardRunOn, REPO_ROOT, startDaemon, waitFor, type TestDaemon } from '../harness/daemons.js';
+import { fetchedRecords, orchardRunOn, REPO_ROOT, startDaemon, waitFor, type TestDaemon } from '../harness/daemons.js';
 import { createTestNet, netnsAvailable, type TestHost, type TestNet } from '../harness/netns.js';
 
 const HUB_PORT = 8089;
@@ -47,19 +47,21 @@ const hubStats = (): { servedByRepo: Record<string, number> } => JSON.parse(hubH
 const served = (repo: string, file: string) => hubStats().servedByRepo[`${repo}/${file}`] ?? 0;
 const sizeOf = (repo: string, file: string) => statSync(join(srcDirs[repo], file)).size;
 
-/** The 'model fetched' log records of a daemon for `repo` (pino JSON lines). */
-function fetchedRecords(d: TestDaemon, repo: string): Array<{ hubBytes: number; peerBytes: number; holders: string[] }> {
-  return d
-    .log()
-    .split('\n')
-    .flatMap((l) => {
-      try {
-        const r = JSON.parse(l);
-        return r.msg === 'model fetched' && r.repo === repo ? [r] : [];
-      } catch {
-        return [];
-      }
-    });
+/**
+ * Every daemon completes `prompt` with `orchard run`'s greedy text on `source` (the hub's files), and a
+ * chat through the second daemon gets tokens; the chat's answer is returned for more checks.
+ */
+function servesAsRun(repo: string, source: string, prompt: string, chatContent: string): { status: number; json: any } {
+  const want = orchardRunOn(source, prompt, 10);
+  for (const d of daemons) {
+    const r = curl(d, 'POST', '/v1/completions', { model: repo, prompt, max_tokens: 10, temperature: 0 });
+    expect(r.status, JSON.stringify(r.json)).toBe(200);
+    expect(r.json.choices[0].text).toBe(want);
+  }
+  const chat = curl(daemons[1], 'POST', '/v1/chat/completions', { model: repo, messages: [{ role: 'user', content: chatContent }], max_tokens: 6, temperature: 0 });
+  expect(chat.status, JSON.stringify(chat.json)).toBe(200);
+  expect(chat.json.usage.completion_tokens).toBeGreaterThan(0);
+  return chat;
 }
 
 /** Kimi K2's layout in small: DeepSeek-V3 weights, a tiktoken vocabulary, Kimi's added tokens and template, no tokenizer.json. */
@@ -126,17 +128,8 @@ describe.skipIf(!netnsAvailable())('hub formats on a 2-node pod (network namespa
     expect(served(KIMI, 'tiktoken.model')).toBe(sizeOf(KIMI, 'tiktoken.model'));
     expect(served(KIMI, 'model.safetensors')).toBe(sizeOf(KIMI, 'model.safetensors'));
     const id = await placePipeline(daemons[0], KIMI);
-    const prompt = 'The quick brown fox';
-    const want = orchardRunOn(srcDirs[KIMI], prompt, 10);
-    for (const d of daemons) {
-      const r = curl(d, 'POST', '/v1/completions', { model: KIMI, prompt, max_tokens: 10, temperature: 0 });
-      expect(r.status, JSON.stringify(r.json)).toBe(200);
-      expect(r.json.choices[0].text).toBe(want);
-    }
     // A chat through Kimi's template: its turn markers are added tokens, one id each.
-    const chat = curl(daemons[1], 'POST', '/v1/chat/completions', { model: KIMI, messages: [{ role: 'user', content: 'Hello there' }], max_tokens: 6, temperature: 0 });
-    expect(chat.status, JSON.stringify(chat.json)).toBe(200);
-    expect(chat.json.usage.completion_tokens).toBeGreaterThan(0);
+    const chat = servesAsRun(KIMI, srcDirs[KIMI], 'The quick brown fox', 'Hello there');
     expect(typeof chat.json.choices[0].message.content).toBe('string');
     // "<|im_user|>user<|im_middle|>Hello there<|im_end|><|im_assistant|>assistant<|im_middle|>" and a system turn the template adds:
     // far fewer ids than its characters, as only one id per marker can make it.
@@ -158,16 +151,7 @@ describe.skipIf(!netnsAvailable())('hub formats on a 2-node pod (network namespa
     expect(rec.hubBytes).toBe(0);
     expect(rec.peerBytes).toBeGreaterThan(0);
     expect(rec.peerBytes).toBeLessThan(size);
-    const prompt = 'In the beginning';
-    const want = orchardRunOn(join(srcDirs[GGUF], GGUF_FILE), prompt, 10);
-    for (const d of daemons) {
-      const r = curl(d, 'POST', '/v1/completions', { model: GGUF, prompt, max_tokens: 10, temperature: 0 });
-      expect(r.status, JSON.stringify(r.json)).toBe(200);
-      expect(r.json.choices[0].text).toBe(want);
-    }
-    const chat = curl(daemons[1], 'POST', '/v1/chat/completions', { model: GGUF, messages: [{ role: 'user', content: 'Hi' }], max_tokens: 6, temperature: 0 });
-    expect(chat.status, JSON.stringify(chat.json)).toBe(200);
-    expect(chat.json.usage.completion_tokens).toBeGreaterThan(0);
+    servesAsRun(GGUF, join(srcDirs[GGUF], GGUF_FILE), 'In the beginning', 'Hi');
     expect(curl(daemons[0], 'DELETE', `/api/instances/${id}`).status).toBe(204);
   }, 420_000);
 });

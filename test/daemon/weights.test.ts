@@ -18,7 +18,7 @@ import os from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { writeRandomModel } from '@orchard/engine/testing';
-import { orchardRunOn, REPO_ROOT, startDaemon, waitFor, type TestDaemon } from '../harness/daemons.js';
+import { fetchedRecords, orchardRunOn, REPO_ROOT, startDaemon, waitFor, type TestDaemon } from '../harness/daemons.js';
 import { createTestNet, netnsAvailable, type TestHost, type TestNet } from '../harness/netns.js';
 import { chunkSizeFor } from '../../packages/daemon/src/store/chunked/layout.js';
 
@@ -71,21 +71,6 @@ function sameTensors(partialPath: string, wholePath: string): string[] {
     expect(part.subarray(a, b).equals(whole.subarray(a, b)), name).toBe(true);
   }
   return listed.map(([name]) => name);
-}
-
-/** The 'model fetched' log records of a daemon for `repo` (pino JSON lines). */
-function fetchedRecords(d: TestDaemon, repo: string): Array<{ hubBytes: number; peerBytes: number; holders: string[] }> {
-  return d
-    .log()
-    .split('\n')
-    .flatMap((l) => {
-      try {
-        const r = JSON.parse(l);
-        return r.msg === 'model fetched' && r.repo === repo ? [r] : [];
-      } catch {
-        return [];
-      }
-    });
 }
 
 function start(i: number): TestDaemon {

@@ -98,6 +98,21 @@ export async function startLoopbackDaemon(dataDir: string, options: { args?: str
   return { child, apiPort, base, logFile };
 }
 
+/** The 'model fetched' log records of a daemon for `repo` (pino JSON lines). */
+export function fetchedRecords(d: TestDaemon, repo: string): Array<{ hubBytes: number; peerBytes: number; holders: string[] }> {
+  return d
+    .log()
+    .split('\n')
+    .flatMap((l) => {
+      try {
+        const r = JSON.parse(l);
+        return r.msg === 'model fetched' && r.repo === repo ? [r] : [];
+      } catch {
+        return [];
+      }
+    });
+}
+
 /** `orchard run` on a model directory in this process: the single-process greedy reference text. */
 export function orchardRunOn(dir: string, prompt: string, maxTokens: number): string {
   const out = execFileSync(process.execPath, ['--import', 'tsx', CLI, 'run', '--model', dir, '--prompt', prompt, '--temperature', '0', '--max-tokens', String(maxTokens), '--backend', 'wasm', '--threads', '1'], { cwd: REPO_ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });

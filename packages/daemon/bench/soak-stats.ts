@@ -3,6 +3,7 @@
  * taken over time, and the summary. No I/O here, so the rules are tested on their own
  * (test/bench/soak-stats.test.ts).
  */
+import { Prng } from '@orchard/engine/testing';
 
 /** What a soak request is meant to do, and so which answers count as correct. */
 export type RequestKind = 'ok' | 'ok-stream' | 'vanish' | 'malformed';
@@ -135,14 +136,8 @@ export function ppidFromStat(stat: string): number {
   return Number(rest[1]);
 }
 
-/** A small seeded generator (mulberry32), so a soak's request mix is the same each run. */
+/** A seeded uniform [0, 1) source (the engine's PRNG), so a soak's request mix is the same each run. */
 export function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const p = new Prng(seed);
+  return () => p.next();
 }

@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { compileConstraint, loadTokenizer, type ToolDefinition } from '@orchard/engine';
+import { Prng } from '@orchard/engine/testing';
 import { coalesce, type ReplyEvent, type ReplyParser } from '../../src/requests/reply.js';
 import { planChat } from '../../src/prompt/tools/plan.js';
 import { FAMILIES, writeFamilyModel, type FamilyName } from '../../../engine/test/fixtures/chat-templates/families.js';
@@ -54,16 +55,6 @@ function feed(p: ReplyParser, text: string): ReplyEvent[] {
   return coalesce(out);
 }
 
-/** A small seeded generator (mulberry32): the walk is the same on every run. */
-function rng(seed: number): () => number {
-  return () => {
-    seed = (seed + 0x6d2b79f5) | 0;
-    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 describe('tool_choice auto: free text, then from the marker on only a well-formed call', () => {
   it.each(Object.keys(TRIGGER) as FamilyName[])('%s', async (f) => {
     const info = writeFamilyModel(join(tmp, f), f, { seed: 5 });
@@ -98,11 +89,11 @@ describe('tool_choice auto: free text, then from the marker on only a well-forme
         ids.push(id);
       }
       expect((await allowed())[x], 'right after the marker only the call may follow').toBe(-Infinity);
-      const pick = rng(7);
+      const pick = new Prng(7);
       for (let step = 0; !c.done && step < 400; step++) {
         const logits = await allowed();
         const open = [...logits.keys()].filter((i) => logits[i] === 0);
-        const id = open[Math.floor(pick() * open.length)];
+        const id = open[Math.floor(pick.next() * open.length)];
         if (eos.includes(id)) break;
         c.accept(id);
         ids.push(id);
