@@ -16,8 +16,10 @@ export interface GenerateRequest extends SamplingOptions, SamplingPenalties {
 /** How a runner speculates: prompt lookup (drafts from the sequence's own context), a draft model (draft-model.ts), or not at all. */
 export type Speculate = 'prompt-lookup' | 'draft' | 'off';
 
-/** Compiles a request's constraint against this rank's tokenizer (runner-main provides it). */
-/** Null: an optional constraint that could not be compiled (the sequence runs unconstrained). */
+/**
+ * Compiles a request's constraint against this rank's tokenizer (runner-main provides it). Null: an
+ * optional constraint that could not be compiled (the sequence runs unconstrained).
+ */
 export type CompileConstraint = (spec: ConstraintSpec, stopIds: number[]) => Promise<TokenConstraint | null>;
 
 export interface GenerateOutcome {

@@ -1,7 +1,8 @@
 /**
  * A tool-call format: how one family of chat templates writes calls, as a capabilities record found
  * from the template's own text (never from a model's name). Each format reads replies (a parser) and
- * writes the grammar that forces calls when the client requires one (tool_choice required / named).
+ * writes the grammar that forces calls when the client requires one (tool_choice required / named)
+ * and, from the format's opening marker on, holds a call the model starts in auto mode.
  */
 import type { StructuralFormat, TagFormat, ToolDefinition } from '@orchard/engine';
 import type { ReplyParser } from '../../requests/reply.js';

@@ -3,8 +3,9 @@
  * the prompt (rendered by the model's own template, tools included), the constraint that forces a
  * tool call or JSON when the client asked for it, and the parser that reads the reply back.
  *
- * tool_choice: `none` renders no tools and reads no calls; `auto` renders them and reads calls if the
- * model writes them; `required` and a named tool also constrain the reply to calls in the model's own
+ * tool_choice: `none` renders no tools and reads no calls; `auto` renders them, reads calls if the
+ * model writes them and holds a call it starts to the format (format.ts: lazyCallGrammar);
+ * `required` and a named tool also constrain the reply to calls in the model's own
  * format (arguments matching each tool's schema). A template that cannot write tool calls is a 400
  * naming the model, never a silent prose answer. A forced reply on a template that opens <think> for
  * the model skips the reasoning (it starts with </think>).
