@@ -40,7 +40,6 @@ const scaleOf = (j: number) => `(i32.and (i32.shr_u (local.get $${j < 4 ? 'sl' :
 function q45(five: boolean): string[] {
   const name = five ? 'q5_k' : 'q4_k';
   const bb = five ? 176 : 144;
-  const qs = five ? 48 : 16;
   const L: string[] = [];
   const e = (s: string) => L.push(s);
   e(`  ;; ${name}, one row. The 12 scale bytes decode into words $sl (sc 0-3), $sh (sc 4-7) and, for the mins,`);
@@ -64,6 +63,36 @@ function q45(five: boolean): string[] {
   e(`    (block $done`);
   e(`      (loop $l`);
   e(`        (br_if $done (i32.ge_u (local.get $p) (local.get $end)))`);
+  L.push(...q45Core(five));
+  e(`        (local.set $s (f32.add (local.get $s) (f32.mul (f32.convert_i32_s (call $hsum_i32 (local.get $t)))`);
+  e(`          (f32.mul (f32.load offset=4096 (i32.shl (i32.load16_u (local.get $p)) (i32.const 2))) (f32.load (local.get $xd))))))`);
+  e(`        ;; mins: m 0-7 as i16 against the 8 sub-block sums of the activations`);
+  e(`        (local.set $v (i32x4.dot_i16x8_s`);
+  e(`          (i16x8.extend_low_i8x16_u (i32x4.replace_lane 1 (i32x4.splat (i32.and (local.get $u1) (i32.const 0x3f3f3f3f)))`);
+  e(`            (i32.or (i32.and (i32.shr_u (local.get $u2) (i32.const 4)) (i32.const 0x0f0f0f0f))`);
+  e(`              (i32.shl (i32.and (i32.shr_u (local.get $u1) (i32.const 6)) (i32.const 0x03030303)) (i32.const 4)))))`);
+  e(`          (v128.load (local.get $xb))))`);
+  e(`        (local.set $m (f32.add (local.get $m) (f32.mul (f32.convert_i32_s (call $hsum_i32 (local.get $v)))`);
+  e(`          (f32.mul (f32.load offset=4096 (i32.shl (i32.load16_u offset=2 (local.get $p)) (i32.const 2))) (f32.load (local.get $xd))))))`);
+  e(`        (local.set $p (i32.add (local.get $p) (i32.const ${bb})))`);
+  e(`        (local.set $xq (i32.add (local.get $xq) (i32.const 512)))`);
+  L.push(...bothVariants('        ', [`        (local.set $x8 (i32.add (local.get $x8) (i32.const 256)))`], []));
+  e(`        (local.set $xd (i32.add (local.get $xd) (i32.const 4)))`);
+  e(`        (local.set $xb (i32.add (local.get $xb) (i32.const 16)))`);
+  e(`        (br $l)))`);
+  e(`    (f32.store (local.get $out) (f32.sub (local.get $s) (local.get $m))))`);
+  e(``);
+  return L;
+}
+
+/**
+ * One q4_k / q5_k super-block at $p: its scale words into $u0-$u2 / $sl / $sh and its integer total
+ * Σ sc·q·x into $t (both builds); $dot1_q4_k / $dot1_q5_k and the packed $g4_q5_k share it.
+ */
+function q45Core(five: boolean): string[] {
+  const qs = five ? 48 : 16;
+  const L: string[] = [];
+  const e = (s: string) => L.push(s);
   e(`        (local.set $u0 (i32.load offset=4 (local.get $p)))`);
   e(`        (local.set $u1 (i32.load offset=8 (local.get $p)))`);
   e(`        (local.set $u2 (i32.load offset=12 (local.get $p)))`);
@@ -95,24 +124,6 @@ function q45(five: boolean): string[] {
     }
   }
   L.push(...bothVariants('        ', q45RelaxedRuns(five, qs), baseline));
-  e(`        (local.set $s (f32.add (local.get $s) (f32.mul (f32.convert_i32_s (call $hsum_i32 (local.get $t)))`);
-  e(`          (f32.mul (f32.load offset=4096 (i32.shl (i32.load16_u (local.get $p)) (i32.const 2))) (f32.load (local.get $xd))))))`);
-  e(`        ;; mins: m 0-7 as i16 against the 8 sub-block sums of the activations`);
-  e(`        (local.set $v (i32x4.dot_i16x8_s`);
-  e(`          (i16x8.extend_low_i8x16_u (i32x4.replace_lane 1 (i32x4.splat (i32.and (local.get $u1) (i32.const 0x3f3f3f3f)))`);
-  e(`            (i32.or (i32.and (i32.shr_u (local.get $u2) (i32.const 4)) (i32.const 0x0f0f0f0f))`);
-  e(`              (i32.shl (i32.and (i32.shr_u (local.get $u1) (i32.const 6)) (i32.const 0x03030303)) (i32.const 4)))))`);
-  e(`          (v128.load (local.get $xb))))`);
-  e(`        (local.set $m (f32.add (local.get $m) (f32.mul (f32.convert_i32_s (call $hsum_i32 (local.get $v)))`);
-  e(`          (f32.mul (f32.load offset=4096 (i32.shl (i32.load16_u offset=2 (local.get $p)) (i32.const 2))) (f32.load (local.get $xd))))))`);
-  e(`        (local.set $p (i32.add (local.get $p) (i32.const ${bb})))`);
-  e(`        (local.set $xq (i32.add (local.get $xq) (i32.const 512)))`);
-  L.push(...bothVariants('        ', [`        (local.set $x8 (i32.add (local.get $x8) (i32.const 256)))`], []));
-  e(`        (local.set $xd (i32.add (local.get $xd) (i32.const 4)))`);
-  e(`        (local.set $xb (i32.add (local.get $xb) (i32.const 16)))`);
-  e(`        (br $l)))`);
-  e(`    (f32.store (local.get $out) (f32.sub (local.get $s) (local.get $m))))`);
-  e(``);
   return L;
 }
 
@@ -161,23 +172,10 @@ const q6Groups = (la: string, lb: string, h: string): string[] => [
   `(v128.or (i16x8.shr_u ${lb} (i32.const 4)) (i16x8.shr_u (v128.and ${h} ${i16(192)}) (i32.const 2)))`,
 ];
 
-/** q6_k: ql (128), qh (64), 16 int8 scales, f16 d at 208. */
-function q6Baseline(): string[] {
+/** One q6_k super-block at $p, baseline build: its integer total Σ sc·(q − 32)·x into $t (i16 activations at $xq). */
+function q6CoreBaseline(): string[] {
   const L: string[] = [];
   const e = (s: string) => L.push(s);
-  e(`  ;; q6_k, one row. Half n of the block: element 128n + 32k + l takes the low (k < 2) or high nibble of`);
-  e(`  ;; ql[64n + 32(k&1) + l] and bits 2k..2k+1 of qh[32n + l]; sub-blocks of 16, int8 scales.`);
-  e(`  (func $dot1_q6_k (type $dot) (param $w i32) (param $rb i32) (param $x i32) (param $cols i32) (param $out i32)`);
-  e(`    (local $p i32) (local $end i32) (local $xq i32) (local $xd i32)`);
-  e(`    (local $t v128) (local $la v128) (local $lb v128) (local $h v128)`);
-  e(`    (local $a0 v128) (local $a1 v128) (local $a2 v128) (local $a3 v128) (local $s f32)`);
-  e(`    (local.set $p (local.get $w))`);
-  e(`    (local.set $end (i32.add (local.get $w) (local.get $rb)))`);
-  e(`    (local.set $xq (local.get $x))`);
-  e(`    (local.set $xd (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 1))))`);
-  e(`    (block $done`);
-  e(`      (loop $l`);
-  e(`        (br_if $done (i32.ge_u (local.get $p) (local.get $end)))`);
   e(`        (local.set $t (v128.const i32x4 0 0 0 0))`);
   const q = q6Groups('(local.get $la)', '(local.get $lb)', '(local.get $h)');
   for (let n = 0; n < 2; n++) {
@@ -196,6 +194,27 @@ function q6Baseline(): string[] {
       }
     }
   }
+  return L;
+}
+
+/** q6_k: ql (128), qh (64), 16 int8 scales, f16 d at 208. */
+function q6Baseline(): string[] {
+  const L: string[] = [];
+  const e = (s: string) => L.push(s);
+  e(`  ;; q6_k, one row. Half n of the block: element 128n + 32k + l takes the low (k < 2) or high nibble of`);
+  e(`  ;; ql[64n + 32(k&1) + l] and bits 2k..2k+1 of qh[32n + l]; sub-blocks of 16, int8 scales.`);
+  e(`  (func $dot1_q6_k (type $dot) (param $w i32) (param $rb i32) (param $x i32) (param $cols i32) (param $out i32)`);
+  e(`    (local $p i32) (local $end i32) (local $xq i32) (local $xd i32)`);
+  e(`    (local $t v128) (local $la v128) (local $lb v128) (local $h v128)`);
+  e(`    (local $a0 v128) (local $a1 v128) (local $a2 v128) (local $a3 v128) (local $s f32)`);
+  e(`    (local.set $p (local.get $w))`);
+  e(`    (local.set $end (i32.add (local.get $w) (local.get $rb)))`);
+  e(`    (local.set $xq (local.get $x))`);
+  e(`    (local.set $xd (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 1))))`);
+  e(`    (block $done`);
+  e(`      (loop $l`);
+  e(`        (br_if $done (i32.ge_u (local.get $p) (local.get $end)))`);
+  L.push(...q6CoreBaseline());
   e(`        (local.set $s (f32.add (local.get $s) (f32.mul (f32.convert_i32_s (call $hsum_i32 (local.get $t)))`);
   e(`          (f32.mul (f32.load offset=4096 (i32.shl (i32.load16_u offset=208 (local.get $p)) (i32.const 2))) (f32.load (local.get $xd))))))`);
   e(`        (local.set $p (i32.add (local.get $p) (i32.const 210)))`);
@@ -204,6 +223,37 @@ function q6Baseline(): string[] {
   e(`        (br $l)))`);
   e(`    (f32.store (local.get $out) (local.get $s)))`);
   e(``);
+  return L;
+}
+
+/** One q6_k super-block at $p, relaxed build: the same integer total into $t (int8 activations at $xq, 16-column sums at $xs). */
+function q6CoreRelaxed(): string[] {
+  const L: string[] = [];
+  const e = (s: string) => L.push(s);
+  e(`        ;; the −32 offset: 32·Σ_j sc_j·Σx_j over the 16 sub-blocks, taken off first`);
+  e(`        (local.set $t (i32x4.mul (i32x4.add`);
+  e(`          (i32x4.dot_i16x8_s (i16x8.extend_low_i8x16_s (v128.load offset=192 (local.get $p))) (v128.load offset=0 (local.get $xs)))`);
+  e(`          (i32x4.dot_i16x8_s (i16x8.extend_high_i8x16_s (v128.load offset=192 (local.get $p))) (v128.load offset=16 (local.get $xs))))`);
+  e(`          (v128.const i32x4 -32 -32 -32 -32)))`);
+  for (let n = 0; n < 2; n++) {
+    for (let k = 0; k < 4; k++) {
+      for (let half = 0; half < 2; half++) {
+        const j = 8 * n + 2 * k + half;
+        const ql = `(v128.load offset=${64 * n + 32 * (k & 1) + 16 * half} (local.get $p))`;
+        const lo = k < 2 ? `(v128.and ${ql} (local.get $m15))` : `(v128.and (i16x8.shr_u ${ql} (i32.const 4)) (local.get $m15))`;
+        // qh bits 2k..2k+1 of each byte to bits 4..5 by one i16 shift, then masked per byte: at most 4
+        // left or 2 right, bits 4..5 of either byte of a lane come from the same byte
+        const hs = k < 2 ? `(i16x8.shl (local.get $h) (i32.const ${4 - 2 * k}))` : k === 2 ? '(local.get $h)' : '(i16x8.shr_u (local.get $h) (i32.const 2))';
+        e(`        ;; elements ${128 * n + 32 * k + 16 * half}..${128 * n + 32 * k + 16 * half + 15}: sub-block ${j}`);
+        e(`        (local.set $h (v128.load offset=${128 + 32 * n + 16 * half} (local.get $p)))`);
+        e(`        (local.set $q (v128.or ${lo}`);
+        e(`          (v128.and ${hs} (local.get $m48))))`);
+        e(`        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s`);
+        e(`          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=${128 * n + 32 * k + 16 * half} (local.get $xq)) (local.get $q))`);
+        e(`          (i16x8.splat (i32.load8_s offset=${192 + j} (local.get $p))))))`);
+      }
+    }
+  }
   return L;
 }
 
@@ -234,30 +284,7 @@ function q6Relaxed(): string[] {
   e(`    (block $done`);
   e(`      (loop $l`);
   e(`        (br_if $done (i32.ge_u (local.get $p) (local.get $end)))`);
-  e(`        ;; the −32 offset: 32·Σ_j sc_j·Σx_j over the 16 sub-blocks, taken off first`);
-  e(`        (local.set $t (i32x4.mul (i32x4.add`);
-  e(`          (i32x4.dot_i16x8_s (i16x8.extend_low_i8x16_s (v128.load offset=192 (local.get $p))) (v128.load offset=0 (local.get $xs)))`);
-  e(`          (i32x4.dot_i16x8_s (i16x8.extend_high_i8x16_s (v128.load offset=192 (local.get $p))) (v128.load offset=16 (local.get $xs))))`);
-  e(`          (v128.const i32x4 -32 -32 -32 -32)))`);
-  for (let n = 0; n < 2; n++) {
-    for (let k = 0; k < 4; k++) {
-      for (let half = 0; half < 2; half++) {
-        const j = 8 * n + 2 * k + half;
-        const ql = `(v128.load offset=${64 * n + 32 * (k & 1) + 16 * half} (local.get $p))`;
-        const lo = k < 2 ? `(v128.and ${ql} (local.get $m15))` : `(v128.and (i16x8.shr_u ${ql} (i32.const 4)) (local.get $m15))`;
-        // qh bits 2k..2k+1 of each byte to bits 4..5 by one i16 shift, then masked per byte: at most 4
-        // left or 2 right, bits 4..5 of either byte of a lane come from the same byte
-        const hs = k < 2 ? `(i16x8.shl (local.get $h) (i32.const ${4 - 2 * k}))` : k === 2 ? '(local.get $h)' : '(i16x8.shr_u (local.get $h) (i32.const 2))';
-        e(`        ;; elements ${128 * n + 32 * k + 16 * half}..${128 * n + 32 * k + 16 * half + 15}: sub-block ${j}`);
-        e(`        (local.set $h (v128.load offset=${128 + 32 * n + 16 * half} (local.get $p)))`);
-        e(`        (local.set $q (v128.or ${lo}`);
-        e(`          (v128.and ${hs} (local.get $m48))))`);
-        e(`        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s`);
-        e(`          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=${128 * n + 32 * k + 16 * half} (local.get $xq)) (local.get $q))`);
-        e(`          (i16x8.splat (i32.load8_s offset=${192 + j} (local.get $p))))))`);
-      }
-    }
-  }
+  L.push(...q6CoreRelaxed());
   e(`        (local.set $s (f32.add (local.get $s) (f32.mul (f32.convert_i32_s (call $hsum_i32 (local.get $t)))`);
   e(`          (f32.mul (f32.load offset=4096 (i32.shl (i32.load16_u offset=208 (local.get $p)) (i32.const 2))) (f32.load (local.get $xd))))))`);
   e(`        (local.set $p (i32.add (local.get $p) (i32.const 210)))`);
@@ -509,6 +536,123 @@ function g4q4k(): string[] {
 }
 
 /**
+ * Packed q5_k / q6_k (src/kernels/wasm/pack.ts): per super-block the 4 rows' blocks back to back, each
+ * block's bytes as GGUF stores them, so a group is one sequential stream and a prompt batch widens it
+ * with the row-major widening at other strides. Per super-block each row's integer total is the 1-row
+ * kernel's (the same code, q45Core / q6Core*, on the row's block), the 4 totals are transposed into one
+ * i32x4 (integer adds in any order are exact), and the f32 steps (and q5_k's mins, $k5mins_tokens' form)
+ * run once for the 4 rows in their lanes: the same integers and f32 operations as $dot1_q5_k /
+ * $dot1_q6_k, so packed and row-major weights give the same bits. What it saves against 4 × dot1: the
+ * two $hsum_i32 calls per row and super-block (TurboFan neither inlines them nor keeps the caller's
+ * vectors in registers across them), the scalar f32 steps, and 3 of 4 mins dot products.
+ */
+function g4k(f: 5 | 6): string[] {
+  const name = `q${f}_k`;
+  const bb = f === 5 ? 176 : 210;
+  const dAt = f === 5 ? 0 : 208;
+  const L: string[] = [];
+  const e = (s: string) => L.push(s);
+  const rs = [0, 1, 2, 3];
+  const lanesF = (at: (r: number) => string) =>
+    `(f32x4.replace_lane 3 (f32x4.replace_lane 2 (f32x4.replace_lane 1 (f32x4.splat ${at(0)}) ${at(1)}) ${at(2)}) ${at(3)})`;
+  const lanesI = (at: (r: number) => string) =>
+    `(i32x4.replace_lane 3 (i32x4.replace_lane 2 (i32x4.replace_lane 1 (i32x4.splat ${at(0)}) ${at(1)}) ${at(2)}) ${at(3)})`;
+  const b16 = (v: number) => `(v128.const i8x16 ${Array(16).fill(v).join(' ')})`;
+  e(`  (func $g4_${name} (type $gdot) (param $w i32) (param $cols i32) (param $x i32) (param $out i32) (param $groups i32)`);
+  e(`    (local $g i32) (local $sp i32) (local $p i32) (local $end i32) (local $nsb i32) (local $xq i32) (local $xd i32)`);
+  e(`    (local $t v128) (local $t0 v128) (local $acc v128)`);
+  if (f === 5) {
+    e(`    (local $xb i32) (local $u0 i32) (local $u1 i32) (local $u2 i32) (local $sl i32) (local $sh i32)`);
+    e(`    (local $v v128) (local $h v128) (local $a v128) (local $b v128) (local $sc v128) (local $s0 v128) (local $macc v128)`);
+    L.push(...bothVariants('    ', [
+      `    (local $x8 i32) (local $m15 v128) (local $m16 v128)`,
+      `    (local.set $m15 ${b16(15)})`,
+      `    (local.set $m16 ${b16(16)})`,
+    ], []));
+  } else {
+    L.push(...bothVariants('    ', [
+      `    (local $xs i32) (local $q v128) (local $h v128) (local $m15 v128) (local $m48 v128)`,
+      `    (local.set $m15 ${b16(15)})`,
+      `    (local.set $m48 ${b16(48)})`,
+    ], [
+      `    (local $la v128) (local $lb v128) (local $h v128) (local $a0 v128) (local $a1 v128) (local $a2 v128) (local $a3 v128)`,
+    ]));
+  }
+  e(`    (local.set $nsb (i32.shr_u (local.get $cols) (i32.const 8)))`);
+  e(`    (local.set $sp (local.get $w))`);
+  e(`    (block $gdone`);
+  e(`      (loop $gl`);
+  e(`        (br_if $gdone (i32.ge_u (local.get $g) (local.get $groups)))`);
+  e(`        (local.set $xd (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 1))))`);
+  if (f === 5) {
+    e(`        (local.set $xq (local.get $x))`);
+    e(`        (local.set $xb (i32.add (local.get $xd) (i32.shr_u (local.get $cols) (i32.const 6))))`);
+    L.push(...bothVariants('        ', [`        (local.set $x8 (i32.add (local.get $xd) (i32.mul (local.get $nsb) (i32.const 20))))`], []));
+  } else {
+    L.push(...bothVariants('        ', [
+      `        (local.set $xq (i32.add (local.get $xd) (i32.mul (local.get $nsb) (i32.const 20))))`,
+      `        (local.set $xs (i32.add (local.get $xq) (local.get $cols)))`,
+    ], [`        (local.set $xq (local.get $x))`]));
+  }
+  e(`        (local.set $end (i32.add (local.get $sp) (i32.mul (local.get $nsb) (i32.const ${4 * bb}))))`);
+  e(`        (local.set $acc (v128.const i32x4 0 0 0 0))`);
+  if (f === 5) e(`        (local.set $macc (v128.const i32x4 0 0 0 0))`);
+  e(`        (block $done`);
+  e(`          (loop $l`);
+  e(`            (br_if $done (i32.ge_u (local.get $sp) (local.get $end)))`);
+  const core = f === 5 ? q45Core(true) : bothVariants('        ', q6CoreRelaxed(), q6CoreBaseline());
+  // the 4 rows in a loop (4 unrolled copies of the row code ran at half the speed: TurboFan spilled)
+  e(`        (local.set $p (local.get $sp))`);
+  e(`        (local.set $t0 (v128.const i32x4 0 0 0 0))`);
+  e(`        (loop $rl`);
+  e(`        ;; row (p − sp)/${bb}: its block's integer total, as the 1-row kernel computes it`);
+  L.push(...core);
+  e(`        ;; its lanes summed into lane 0, shifted into lane 3 of $t0 (the earlier rows move down a lane)`);
+  e(`        (local.set $t (i32x4.add (local.get $t) (i8x16.shuffle 8 9 10 11 12 13 14 15 0 1 2 3 4 5 6 7 (local.get $t) (local.get $t))))`);
+  e(`        (local.set $t (i32x4.add (local.get $t) (i8x16.shuffle 4 5 6 7 0 1 2 3 4 5 6 7 0 1 2 3 (local.get $t) (local.get $t))))`);
+  e(`        (local.set $t0 (i8x16.shuffle 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 (local.get $t0) (local.get $t)))`);
+  e(`        (local.set $p (i32.add (local.get $p) (i32.const ${bb})))`);
+  e(`        (br_if $rl (i32.lt_u (local.get $p) (i32.add (local.get $sp) (i32.const ${4 * bb})))))`);
+  e(`        (local.set $t (local.get $t0))`);
+  e(`        (local.set $acc (f32x4.add (local.get $acc) (f32x4.mul (f32x4.convert_i32x4_s (local.get $t))`);
+  e(`          (f32x4.mul ${lanesF((r) => f16At('$sp', bb * r + dAt))} (f32x4.splat (f32.load (local.get $xd)))))))`);
+  if (f === 5) {
+    const byte = (shift: number) => `(v128.and (i32x4.shr_u (local.get $sc) (i32.const ${shift})) ${mask('255')})`;
+    e(`        ;; mins of the 4 rows (lane r) against the activations' sub-block sums ($k5mins_tokens)`);
+    e(`        (local.set $a ${lanesI((r) => `(i32.load offset=${bb * r + 8} (local.get $sp))`)})`);
+    e(`        (local.set $b ${lanesI((r) => `(i32.load offset=${bb * r + 12} (local.get $sp))`)})`);
+    e(`        (local.set $sc (v128.and (local.get $a) ${mask('0x3f3f3f3f')}))`);
+    e(`        (local.set $s0 (v128.const i32x4 0 0 0 0))`);
+    for (let j = 0; j < 8; j++) {
+      if (j === 4) {
+        e(`        (local.set $sc (v128.or (v128.and (i32x4.shr_u (local.get $b) (i32.const 4)) ${mask('0x0f0f0f0f')})`);
+        e(`          (i32x4.shl (v128.and (i32x4.shr_u (local.get $a) (i32.const 6)) ${mask('0x03030303')}) (i32.const 4))))`);
+      }
+      e(`        (local.set $s0 (i32x4.add (local.get $s0) (i32x4.mul ${byte(8 * (j % 4))} (i32x4.splat (i32.load16_s offset=${2 * j} (local.get $xb))))))`);
+    }
+    e(`        (local.set $macc (f32x4.add (local.get $macc) (f32x4.mul (f32x4.convert_i32x4_s (local.get $s0))`);
+    e(`          (f32x4.mul ${lanesF((r) => f16At('$sp', bb * r + 2))} (f32x4.splat (f32.load (local.get $xd)))))))`);
+    e(`        (local.set $xq (i32.add (local.get $xq) (i32.const 512)))`);
+    L.push(...bothVariants('        ', [`        (local.set $x8 (i32.add (local.get $x8) (i32.const 256)))`], []));
+    e(`        (local.set $xb (i32.add (local.get $xb) (i32.const 16)))`);
+  } else {
+    L.push(...bothVariants('        ', [
+      `        (local.set $xq (i32.add (local.get $xq) (i32.const 256)))`,
+      `        (local.set $xs (i32.add (local.get $xs) (i32.const 32)))`,
+    ], [`        (local.set $xq (i32.add (local.get $xq) (i32.const 512)))`]));
+  }
+  e(`        (local.set $xd (i32.add (local.get $xd) (i32.const 4)))`);
+  e(`        (local.set $sp (i32.add (local.get $sp) (i32.const ${4 * bb})))`);
+  e(`            (br $l)))`);
+  e(`        (v128.store (local.get $out) ${f === 5 ? '(f32x4.sub (local.get $acc) (local.get $macc))' : '(local.get $acc)'})`);
+  e(`        (local.set $out (i32.add (local.get $out) (i32.const 16)))`);
+  e(`        (local.set $g (i32.add (local.get $g) (i32.const 1)))`);
+  e(`        (br $gl))))`);
+  e(``);
+  return L;
+}
+
+/**
  * Packed q4_k prompt batches: each 4-row group is widened once into the token-tile format of wasm/
  * qtiles.ts over whole super-blocks (128 i16x8 vectors of the 4 rows' column pairs, then the 4 rows' d),
  * with the sub-block scale folded into the weights (column l < 16 of a sub-block carries sc·b for the
@@ -692,7 +836,7 @@ function k6widen(ws: number): string[] {
   }
   e(`          (local.set $m (i32.add (local.get $m) (i32.const 1)))`);
   e(`          (br_if $ml (i32.lt_u (local.get $m) (i32.const 8))))`);
-  L.push(...widenNext(ws, 208, 210));
+  L.push(...widenNext(ws, 208));
   return L;
 }
 
@@ -731,15 +875,18 @@ function k5widen(ws: number): string[] {
   }
   e(`          (local.set $h8 (i32.add (local.get $h8) (i32.const 8)))`);
   e(`          (br_if $hl (i32.lt_u (local.get $h8) (i32.const 32))))`);
-  L.push(...widenNext(ws, 0, 176));
+  L.push(...widenNext(ws, 0));
   return L;
 }
 
-/** The start of a K-quant widening function (w: 4 rows rb apart, nsb super-blocks, d: the widened group): up to its super-block loop. */
+/**
+ * The start of a K-quant widening function (w: 4 rows rb apart, their super-blocks sbs apart — row-major
+ * or packed q5_k/q6_k —, nsb super-blocks, d: the widened group): up to its super-block loop.
+ */
 function widenHead(name: string, locals: string): string[] {
   const rs = [0, 1, 2, 3];
   return [
-    `  (func $${name} (param $w i32) (param $rb i32) (param $nsb i32) (param $d i32)`,
+    `  (func $${name} (param $w i32) (param $rb i32) (param $sbs i32) (param $nsb i32) (param $d i32)`,
     `    (local $sb i32) (local $o i32) ${locals}${rs.map((r) => ` (local $p${r} i32) (local $r${r} v128)`).join('')}`,
     `    (local $t0 v128) (local $t1 v128) (local $t2 v128) (local $t3 v128)`,
     `    (local.set $p0 (local.get $w))`,
@@ -752,14 +899,15 @@ function widenHead(name: string, locals: string): string[] {
 
 /**
  * The end of a K-quant widening super-block: the 4 rows' d (f16 at `dAt` of each row's block) stored
- * after the column pairs, then the next super-block (rows' blocks `blockBytes` long).
+ * after the column pairs, then the next super-block ($sbs bytes on: a row-major row's block, or a packed
+ * group's 4 blocks).
  */
-function widenNext(ws: number, dAt: number, blockBytes: number): string[] {
+function widenNext(ws: number, dAt: number): string[] {
   return [
     `        ;; the 4 rows' d`,
     `        (v128.store offset=${128 * ws} (local.get $d) (f32x4.replace_lane 3 (f32x4.replace_lane 2 (f32x4.replace_lane 1`,
     `          (f32x4.splat ${f16At('$p0', dAt)}) ${f16At('$p1', dAt)}) ${f16At('$p2', dAt)}) ${f16At('$p3', dAt)}))`,
-    ...[0, 1, 2, 3].map((r) => `        (local.set $p${r} (i32.add (local.get $p${r}) (i32.const ${blockBytes})))`),
+    ...[0, 1, 2, 3].map((r) => `        (local.set $p${r} (i32.add (local.get $p${r}) (local.get $sbs)))`),
     `        (local.set $d (i32.add (local.get $d) (i32.const ${129 * ws})))`,
     `        (local.set $sb (i32.add (local.get $sb) (i32.const 1)))`,
     `        (br $l))))`,
@@ -780,7 +928,7 @@ function k5mins(): string[] {
   const byte = (shift: number) => `(v128.and (i32x4.shr_u (local.get $sc) (i32.const ${shift})) ${mask('255')})`;
   e(`  ;; out[r] −= row r's q5_k mins (rows w + r·rb, r < 4) for each of n tokens (K activations x, xs apart;`);
   e(`  ;; outputs os apart).`);
-  e(`  (func $k5mins_tokens (param $w i32) (param $rb i32) (param $nsb i32) (param $x i32) (param $xs i32) (param $out i32) (param $os i32) (param $n i32)`);
+  e(`  (func $k5mins_tokens (param $w i32) (param $rb i32) (param $sbs i32) (param $nsb i32) (param $x i32) (param $xs i32) (param $out i32) (param $os i32) (param $n i32)`);
   e(`    (local $b i32) (local $sb i32) (local $xd i32) (local $xb i32) (local $p0 i32) (local $p1 i32) (local $p2 i32) (local $p3 i32)`);
   e(`    (local $u1 v128) (local $u2 v128) (local $sc v128) (local $s0 v128) (local $macc v128)`);
   e(`    (block $bdone`);
@@ -809,7 +957,7 @@ function k5mins(): string[] {
   e(`            (local.set $macc (f32x4.add (local.get $macc) (f32x4.mul (f32x4.convert_i32x4_s (local.get $s0))`);
   e(`              (f32x4.mul (f32x4.replace_lane 3 (f32x4.replace_lane 2 (f32x4.replace_lane 1 (f32x4.splat ${f16At('$p0', 2)}) ${f16At('$p1', 2)}) ${f16At('$p2', 2)}) ${f16At('$p3', 2)})`);
   e(`                (f32x4.splat (f32.load (local.get $xd)))))))`);
-  for (const r of [0, 1, 2, 3]) e(`            (local.set $p${r} (i32.add (local.get $p${r}) (i32.const 176)))`);
+  for (const r of [0, 1, 2, 3]) e(`            (local.set $p${r} (i32.add (local.get $p${r}) (local.get $sbs)))`);
   e(`            (local.set $xd (i32.add (local.get $xd) (i32.const 4)))`);
   e(`            (local.set $xb (i32.add (local.get $xb) (i32.const 16)))`);
   e(`            (local.set $sb (i32.add (local.get $sb) (i32.const 1)))`);
@@ -831,18 +979,21 @@ const f16At = (ptr: string, at = 208) => `(f32.load offset=4096 (i32.shl (i32.lo
  * q5_k's mins taken off per group and token after its tiles. Returns the first row left (the rows%4 tail
  * runs the 1-token kernels per token in $rows).
  */
-function rowsK(f: 5 | 6): string[] {
+function rowsK(f: 5 | 6, packed = false): string[] {
   const nsb = '(i32.shr_u (local.get $cols) (i32.const 8))';
   const outAt = (r: string) => `(i32.add (local.get $out) (i32.shl ${r} (i32.const 2)))`;
+  const bb = f === 5 ? 176 : 210;
+  // a group's rows and super-blocks: row-major rows rb apart, blocks bb apart; packed blocks of the 4 rows back to back
+  const strides = packed ? `(i32.const ${bb}) (i32.const ${4 * bb})` : `(local.get $rb) (i32.const ${bb})`;
   return tiledRowsDriver({
-    name: `rows_k${f}`,
-    comment: `q${f}_k prompt batches (kernel ${f === 5 ? 30 : 32}, 2+ tokens) of rows [r0, r1); the tile activations' address is at 208.`,
-    widen: (ws, w, d) => `(call $k${f}widen${ws} ${w} (local.get $rb) ${nsb} ${d})`,
+    name: `rows_k${f}${packed ? 'p' : ''}`,
+    comment: `${packed ? 'packed ' : ''}q${f}_k prompt batches (kernel ${f === 5 ? (packed ? 57 : 30) : packed ? 59 : 32}, 2+ tokens) of rows [r0, r1); the tile activations' address is at 208.`,
+    widen: (ws, w, d) => `(call $k${f}widen${ws} ${w} ${strides} ${nsb} ${d})`,
     tiles: (rows) =>
       `(call $ktiles${rows} (local.get $scr) ${nsb} (i32.load offset=208 (i32.const 0)) ${outAt('(local.get $r)')} (i32.shl (local.get $rows) (i32.const 2)) (local.get $n))`,
     after:
       f === 5
-        ? (wr, r) => [`        (call $k5mins_tokens ${wr} (local.get $rb) ${nsb} (local.get $x) (local.get $xs) ${outAt(r)} (i32.shl (local.get $rows) (i32.const 2)) (local.get $n))`]
+        ? (wr, r) => [`        (call $k5mins_tokens ${wr} ${strides} ${nsb} (local.get $x) (local.get $xs) ${outAt(r)} (i32.shl (local.get $rows) (i32.const 2)) (local.get $n))`]
         : undefined,
   });
 }
@@ -852,7 +1003,7 @@ const f16x4At = (offset: number, ptr: string) =>
   `(f32x4.mul (v128.and (i32x4.shr_s (i32x4.shl (v128.load16x4_u offset=${offset} (local.get ${ptr})) (i32.const 16)) (i32.const 3)) (v128.const i32x4 0x8FFFE000 0x8FFFE000 0x8FFFE000 0x8FFFE000)) (v128.const f32x4 0x1p112 0x1p112 0x1p112 0x1p112))`;
 
 export function kquantSection(): string {
-  return HEADER + [...q45(false), ...q45(true), ...q6(), ...dot4('q4_k'), ...dot4('q5_k'), ...dot4('q6_k'), ...g4q4k(), ...ktiles(), ...tileKernels('k', 128), ...bothVariants('  ', relaxedKTiles(), []), ...k6widen(16), ...k6widen(32), ...k5widen(16), ...k5widen(32), ...k5mins(), ...rowsK(5), ...rowsK(6), ...quantQ8k()].join('\n');
+  return HEADER + [...q45(false), ...q45(true), ...q6(), ...dot4('q4_k'), ...dot4('q5_k'), ...dot4('q6_k'), ...g4q4k(), ...g4k(5), ...g4k(6), ...ktiles(), ...tileKernels('k', 128), ...bothVariants('  ', relaxedKTiles(), []), ...k6widen(16), ...k6widen(32), ...k5widen(16), ...k5widen(32), ...k5mins(), ...rowsK(5), ...rowsK(6), ...rowsK(5, true), ...rowsK(6, true), ...quantQ8k()].join('\n');
 }
 
 export const KQUANT_SECTION: Section = { name: 'kquant', script: 'kquants.ts', text: kquantSection };

@@ -33,7 +33,7 @@ export const HEAP_BASE = F16_TABLE_ADDR + 65536 * 4;
 /** Table index of each dtype's dot4 kernel (dot1 is the next index). */
 export const KERNEL = { f32: 0, f16: 2, bf16: 4, q8_0: 6, q4_0: 8, q4_k: 28, q5_k: 30, q6_k: 32, mxfp4: 46, fp8_e4m3: 55 } as const;
 /** Packed weights (pack.ts): group kernel at this index, the row-major 1-row kernel (rows%4 tail) next. */
-export const PACKED_KERNEL = { f16: 22, q8_0: 24, q4_0: 26, q4_k: 34, mlx4: 48 } as const;
+export const PACKED_KERNEL = { f16: 22, q8_0: 24, q4_0: 26, q4_k: 34, mlx4: 48, q5_k: 57, q6_k: 59 } as const;
 /** MLX affine weights by bits: dot4 at this index, dot1 next (wasm/affine.ts). */
 export const MLX_KERNEL = { 2: 36, 3: 38, 4: 40, 6: 42, 8: 44 } as const;
 /** The current MLX weight's group size and scale dtype (0 f16, 1 bf16, 2 f32), 2 × i32. */

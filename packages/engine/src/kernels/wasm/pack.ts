@@ -8,6 +8,8 @@
  *         columns of row0, row1, row2, row3.
  *   q8_0  per 32-column block: the 4 rows' f16 scales (8 bytes), then the 4 rows' 32 int8 (4 × 32).
  *   q4_0  per 32-column block: the 4 rows' f16 scales (8 bytes), then the 4 rows' 16 nibble bytes.
+ *   q5_k / q6_k  per 256-column super-block: the 4 rows' blocks (176 / 210 bytes each) back to back,
+ *         each as GGUF stores it (so the row-major kernels' code and widening run on them unchanged).
  *
  * The rows%4 tail rows stay row-major after the last group. Packing rewrites the buffer in place (one
  * group of scratch), so there is never a second copy of the weights. Afterwards only the WASM kernels
@@ -23,7 +25,7 @@ import type { DType, Weight } from '../backend.js';
 import { type MlxLayout, Q4_0_BLOCK_BYTES, Q8_0_BLOCK_BYTES, QK, isMlx, mlxLayout, rowBytes } from './formats.js';
 
 /** The dtypes with a packed layout (the ones the decode speed targets are about). */
-export const PACKABLE: ReadonlySet<DType> = new Set<DType>(['f16', 'q8_0', 'q4_0', 'q4_k']);
+export const PACKABLE: ReadonlySet<DType> = new Set<DType>(['f16', 'q8_0', 'q4_0', 'q4_k', 'q5_k', 'q6_k']);
 
 /** Whether `dtype` has a packed layout: PACKABLE, and 4-bit MLX (any group size and scale dtype). */
 export function isPackable(dtype: DType): boolean {
@@ -119,6 +121,11 @@ function pieces(dtype: DType, cols: number, rb: number): Array<[number, number, 
     if (cols > full) for (let r = 0; r < 4; r++) out.push([r, full * 2, (cols - full) * 2]);
     return out;
   }
+  if (dtype === 'q5_k' || dtype === 'q6_k') {
+    const bb = dtype === 'q5_k' ? 176 : 210;
+    for (let sb = 0; sb < cols / 256; sb++) for (let r = 0; r < 4; r++) out.push([r, sb * bb, bb]);
+    return out;
+  }
   const block = dtype === 'q8_0' ? Q8_0_BLOCK_BYTES : Q4_0_BLOCK_BYTES;
   for (let b = 0; b < cols / QK; b++) {
     for (let r = 0; r < 4; r++) out.push([r, b * block, 2]);
@@ -137,7 +144,7 @@ function piecesOf(dtype: DType, cols: number, rb: number) {
   return p;
 }
 
-// Every piece offset and length is even (f16 elements, 2-byte scales, 34/18-byte blocks), so the copies
+// Every piece offset and length is even (f16 elements, 2-byte scales, 34/18-byte blocks, 176/210-byte super-blocks), so the copies
 // run over 16-bit words; a plain loop beats a subarray().set() per piece (millions of pieces per model).
 function interleave(dtype: DType, cols: number, rb: number, rowMajor: Uint8Array, packed: Uint8Array): void {
   const src = words(rowMajor);
