@@ -701,7 +701,7 @@ function ktiles(): string[] {
   }
   e(`  ;; out[0..3] −= the 4 rows' super-block mins for one token (x: its K activations), as $g4_q4_k.`);
   e(`  (func $kmins4 (param $w i32) (param $nsb i32) (param $x i32) (param $out i32)`);
-  e(`    (local $sb i32) (local $xd i32) (local $xb i32) (local $sc v128) (local $s0 v128) (local $macc v128)`);
+  e(`    (local $sb i32) (local $xd i32) (local $xb i32) (local $sc v128) (local $s0 v128) (local $macc v128) (local $t0 v128) (local $t1 v128)`);
   e(`    (local.set $xd (i32.add (local.get $x) (i32.shl (local.get $nsb) (i32.const 9))))`);
   e(`    (local.set $xb (i32.add (local.get $xd) (i32.shl (local.get $nsb) (i32.const 2))))`);
   e(`    (block $done`);
@@ -715,9 +715,61 @@ function ktiles(): string[] {
   e(`        (br $l)))`);
   e(`    (v128.store (local.get $out) (f32x4.sub (v128.load (local.get $out)) (local.get $macc))))`);
   e(``);
-  e(`  ;; $kmins4 for each of n tokens (x: K activations, xs apart; out: outputs, os apart).`);
+  e(`  ;; $kmins4 for 4 tokens at once (x: K activations, xs apart; out: outputs, os apart): the rows' mins`);
+  e(`  ;; widened and dmin converted once per super-block for the 4 tokens; each token's own $kmins4 steps.`);
+  e(`  (func $kmins4x4 (param $w i32) (param $nsb i32) (param $x i32) (param $xs i32) (param $out i32) (param $os i32)`);
+  e(`    (local $sb i32) (local $xd i32) (local $xb i32) (local $o1 i32) (local $o2 i32) (local $o3 i32)`);
+  e(`    (local $e0 v128) (local $e1 v128) (local $e2 v128) (local $e3 v128) (local $dm v128) (local $s0 v128) (local $t1 v128)`);
+  e(`    (local $m0 v128) (local $m1 v128) (local $m2 v128) (local $m3 v128)`);
+  e(`    (local.set $xd (i32.add (local.get $x) (i32.shl (local.get $nsb) (i32.const 9))))`);
+  e(`    (local.set $xb (i32.add (local.get $xd) (i32.shl (local.get $nsb) (i32.const 2))))`);
+  e(`    (local.set $o1 (local.get $xs))`);
+  e(`    (local.set $o2 (i32.shl (local.get $xs) (i32.const 1)))`);
+  e(`    (local.set $o3 (i32.add (local.get $o2) (local.get $xs)))`);
+  e(`    (block $done`);
+  e(`      (loop $l`);
+  e(`        (br_if $done (i32.ge_u (local.get $sb) (local.get $nsb)))`);
+  e(`        (local.set $s0 ${M03('$w')})`);
+  e(`        (local.set $e0 (i16x8.extend_low_i8x16_u (local.get $s0)))`);
+  e(`        (local.set $e1 (i16x8.extend_high_i8x16_u (local.get $s0)))`);
+  e(`        (local.set $s0 ${M47('$w', '        ')})`);
+  e(`        (local.set $e2 (i16x8.extend_low_i8x16_u (local.get $s0)))`);
+  e(`        (local.set $e3 (i16x8.extend_high_i8x16_u (local.get $s0)))`);
+  e(`        (local.set $dm ${f16x4At(8, '$w')})`);
+  for (let k = 0; k < 4; k++) {
+    const at = (v: string) => (k === 0 ? `(local.get ${v})` : `(i32.add (local.get ${v}) (local.get $o${k}))`);
+    const x03 = `(v128.load64_splat offset=0 ${at('$xb')})`;
+    const x47 = `(v128.load64_splat offset=8 ${at('$xb')})`;
+    e(`        ;; token ${k}`);
+    e(`        (local.set $s0 (i32x4.add (i32x4.dot_i16x8_s (local.get $e0) ${x03}) (i32x4.dot_i16x8_s (local.get $e2) ${x47})))`);
+    e(`        (local.set $t1 (i32x4.add (i32x4.dot_i16x8_s (local.get $e1) ${x03}) (i32x4.dot_i16x8_s (local.get $e3) ${x47})))`);
+    e(`        (local.set $s0 (i32x4.add (i8x16.shuffle 0 1 2 3 8 9 10 11 16 17 18 19 24 25 26 27 (local.get $s0) (local.get $t1))`);
+    e(`                                  (i8x16.shuffle 4 5 6 7 12 13 14 15 20 21 22 23 28 29 30 31 (local.get $s0) (local.get $t1))))`);
+    e(`        (local.set $m${k} (f32x4.add (local.get $m${k})`);
+    e(`          (f32x4.mul (f32x4.convert_i32x4_s (local.get $s0)) (f32x4.mul (local.get $dm) (f32x4.splat (f32.load ${at('$xd')}))))))`);
+  }
+  e(`        (local.set $w (i32.add (local.get $w) (i32.const 576)))`);
+  e(`        (local.set $xd (i32.add (local.get $xd) (i32.const 4)))`);
+  e(`        (local.set $xb (i32.add (local.get $xb) (i32.const 16)))`);
+  e(`        (local.set $sb (i32.add (local.get $sb) (i32.const 1)))`);
+  e(`        (br $l)))`);
+  for (let k = 0; k < 4; k++) {
+    const o = k === 0 ? '(local.get $out)' : `(i32.add (local.get $out) (i32.mul (local.get $os) (i32.const ${k})))`;
+    e(`    (v128.store ${o} (f32x4.sub (v128.load ${o}) (local.get $m${k})))`);
+  }
+  e(`  )`);
+  e(``);
+  e(`  ;; The mins for each of n tokens: 4 at a time ($kmins4x4), then one at a time ($kmins4).`);
   e(`  (func $kmins_tokens (param $w i32) (param $nsb i32) (param $x i32) (param $xs i32) (param $out i32) (param $os i32) (param $n i32)`);
   e(`    (local $b i32)`);
+  e(`    (block $done4`);
+  e(`      (loop $l4`);
+  e(`        (br_if $done4 (i32.gt_u (i32.add (local.get $b) (i32.const 4)) (local.get $n)))`);
+  e(`        (call $kmins4x4 (local.get $w) (local.get $nsb) (local.get $x) (local.get $xs) (local.get $out) (local.get $os))`);
+  e(`        (local.set $x (i32.add (local.get $x) (i32.shl (local.get $xs) (i32.const 2))))`);
+  e(`        (local.set $out (i32.add (local.get $out) (i32.shl (local.get $os) (i32.const 2))))`);
+  e(`        (local.set $b (i32.add (local.get $b) (i32.const 4)))`);
+  e(`        (br $l4)))`);
   e(`    (block $done`);
   e(`      (loop $l`);
   e(`        (br_if $done (i32.ge_u (local.get $b) (local.get $n)))`);
@@ -783,20 +835,37 @@ function relaxedKTiles(): string[] {
   return L;
 }
 
+/**
+ * $s0 = Σ_j m_j·Σx_j per row lane, the 4 rows' mins m0-3 / m4-7 as bytes in their i32 lanes ($m03 / $m47
+ * expressions) against the activations' 8 i16 sub-block sums at $xb: each half widened to i16 (row r's
+ * bytes in i32 lanes 2r', 2r'+1 of the low or high half) and one i32x4.dot_i16x8_s with the sums' pairs
+ * (B_j, B_j+1) splat from 8 bytes, then each row's two lanes added. Exact integers (m ≤ 63, |B| ≤ 4064):
+ * the same sums as 8 lane-wise multiply-adds, in 4 dots instead of 8 splats, shifts, masks, multiplies.
+ * Uses $t0 / $t1.
+ */
+function minsDot(m03: string, m47: string, ind: string): string[] {
+  const x03 = `(v128.load64_splat offset=0 (local.get $xb))`;
+  const x47 = `(v128.load64_splat offset=8 (local.get $xb))`;
+  return [
+    `${ind}(local.set $t0 ${m03})`,
+    `${ind}(local.set $t1 ${m47})`,
+    `${ind}(local.set $s0 (i32x4.add (i32x4.dot_i16x8_s (i16x8.extend_low_i8x16_u (local.get $t0)) ${x03}) (i32x4.dot_i16x8_s (i16x8.extend_low_i8x16_u (local.get $t1)) ${x47})))`,
+    `${ind}(local.set $t1 (i32x4.add (i32x4.dot_i16x8_s (i16x8.extend_high_i8x16_u (local.get $t0)) ${x03}) (i32x4.dot_i16x8_s (i16x8.extend_high_i8x16_u (local.get $t1)) ${x47})))`,
+    `${ind}(local.set $s0 (i32x4.add (i8x16.shuffle 0 1 2 3 8 9 10 11 16 17 18 19 24 25 26 27 (local.get $s0) (local.get $t1))`,
+    `${ind}                         (i8x16.shuffle 4 5 6 7 12 13 14 15 20 21 22 23 28 29 30 31 (local.get $s0) (local.get $t1))))`,
+  ];
+}
+
 /** The super-block mins of 4 packed q4_k rows at `ptr` added to $macc (lane r): $g4_q4_k's and $kmins4's one code. */
+/** Packed q4_k: the 4 rows' mins m0-3 / m4-7 as bytes in their i32 lanes (lane r: row r's), from the scale words at `ptr`. */
+const M03 = (ptr: string) => `(v128.and (v128.load offset=32 (local.get ${ptr})) ${mask('0x3f3f3f3f')})`;
+const M47 = (ptr: string, ind: string) =>
+  `(v128.or (v128.and (i32x4.shr_u (v128.load offset=48 (local.get ${ptr})) (i32.const 4)) ${mask('0x0f0f0f0f')})\n${ind}  (i32x4.shl (v128.and (i32x4.shr_u (v128.load offset=32 (local.get ${ptr})) (i32.const 6)) ${mask('0x03030303')}) (i32.const 4)))`;
+
 function mins(ptr: string, ind: string): string[] {
-  const byte = (shift: number) => `(v128.and (i32x4.shr_u (local.get $sc) (i32.const ${shift})) ${mask('255')})`;
   const L: string[] = [];
   L.push(`${ind};; mins of the 4 rows (lane r) against the activations' sub-block sums`);
-  L.push(`${ind}(local.set $sc (v128.and (v128.load offset=32 (local.get ${ptr})) ${mask('0x3f3f3f3f')}))`);
-  L.push(`${ind}(local.set $s0 (v128.const i32x4 0 0 0 0))`);
-  for (let j = 0; j < 8; j++) {
-    if (j === 4) {
-      L.push(`${ind}(local.set $sc (v128.or (v128.and (i32x4.shr_u (v128.load offset=48 (local.get ${ptr})) (i32.const 4)) ${mask('0x0f0f0f0f')})`);
-      L.push(`${ind}  (i32x4.shl (v128.and (i32x4.shr_u (v128.load offset=32 (local.get ${ptr})) (i32.const 6)) ${mask('0x03030303')}) (i32.const 4))))`);
-    }
-    L.push(`${ind}(local.set $s0 (i32x4.add (local.get $s0) (i32x4.mul ${byte(8 * (j % 4))} (i32x4.splat (i32.load16_s offset=${2 * j} (local.get $xb))))))`);
-  }
+  L.push(...minsDot(M03(ptr), M47(ptr, ind), ind));
   L.push(`${ind}(local.set $macc (f32x4.add (local.get $macc)`);
   L.push(`${ind}  (f32x4.mul (f32x4.convert_i32x4_s (local.get $s0)) (f32x4.mul ${f16x4At(8, ptr)} (f32x4.splat (f32.load (local.get $xd)))))))`);
   return L;
