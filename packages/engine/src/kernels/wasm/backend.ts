@@ -216,24 +216,22 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
    */
   function kTilesRelaxed(src: number, dst: number, cols: number, n: number, kStride: number): void {
     const nsb = cols / QK_K;
-    const q = new Int16Array(memory.buffer);
     const i32 = new Int32Array(memory.buffer);
-    const u8 = new Uint8Array(memory.buffer);
-    let o = dst;
+    // quant_q8k's relaxed build writes the plain q as int8 after the d_x and sums (wasm/kquants.ts
+    // quantQ8k): each 4 columns are one i32 there already (copied per i32, not per byte: ~5% of a q4_k prompt)
+    const i8At = cols * 2 + nsb * 20;
+    let o = dst >> 2;
     for (let t0 = 0; t0 < n; t0 += 4) {
       const tn = Math.min(4, n - t0);
       for (let sb = 0; sb < nsb; sb++) {
         for (let quad = 0; quad < 64; quad++) {
-          for (let i = 0; i < tn; i++) {
-            const at = ((src + (t0 + i) * kStride) >> 1) + sb * 256 + quad * 4;
-            for (let b = 0; b < 4; b++) u8[o + b] = q[at + b] & 0xff;
-            o += 4;
-          }
+          for (let i = 0; i < tn; i++) i32[o++] = i32[((src + (t0 + i) * kStride + i8At) >> 2) + sb * 64 + quad];
         }
-        for (let i = 0; i < tn; i++, o += 4) i32[o >> 2] = i32[((src + (t0 + i) * kStride + cols * 2) >> 2) + sb];
+        for (let i = 0; i < tn; i++) i32[o++] = i32[((src + (t0 + i) * kStride + cols * 2) >> 2) + sb];
       }
     }
   }
+
 
   /**
    * quant_mlx4 activations (tokens xStride apart) into the token tiles $mtiles8/4 read: tiles of 4 tokens
