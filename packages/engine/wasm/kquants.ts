@@ -560,7 +560,7 @@ function g4k(f: 5 | 6): string[] {
   const b16 = (v: number) => `(v128.const i8x16 ${Array(16).fill(v).join(' ')})`;
   e(`  (func $g4_${name} (type $gdot) (param $w i32) (param $cols i32) (param $x i32) (param $out i32) (param $groups i32)`);
   e(`    (local $g i32) (local $sp i32) (local $p i32) (local $end i32) (local $nsb i32) (local $xq i32) (local $xd i32)`);
-  e(`    (local $t v128) (local $t0 v128) (local $acc v128)`);
+  e(`    (local $t v128) (local $t0 v128) (local $t1 v128) (local $acc v128)`);
   if (f === 5) {
     e(`    (local $xb i32) (local $u0 i32) (local $u1 i32) (local $u2 i32) (local $sl i32) (local $sh i32)`);
     e(`    (local $v v128) (local $h v128) (local $a v128) (local $b v128) (local $sc v128) (local $s0 v128) (local $macc v128)`);
@@ -617,19 +617,10 @@ function g4k(f: 5 | 6): string[] {
   e(`        (local.set $acc (f32x4.add (local.get $acc) (f32x4.mul (f32x4.convert_i32x4_s (local.get $t))`);
   e(`          (f32x4.mul ${lanesF((r) => f16At('$sp', bb * r + dAt))} (f32x4.splat (f32.load (local.get $xd)))))))`);
   if (f === 5) {
-    const byte = (shift: number) => `(v128.and (i32x4.shr_u (local.get $sc) (i32.const ${shift})) ${mask('255')})`;
     e(`        ;; mins of the 4 rows (lane r) against the activations' sub-block sums ($k5mins_tokens)`);
     e(`        (local.set $a ${lanesI((r) => `(i32.load offset=${bb * r + 8} (local.get $sp))`)})`);
     e(`        (local.set $b ${lanesI((r) => `(i32.load offset=${bb * r + 12} (local.get $sp))`)})`);
-    e(`        (local.set $sc (v128.and (local.get $a) ${mask('0x3f3f3f3f')}))`);
-    e(`        (local.set $s0 (v128.const i32x4 0 0 0 0))`);
-    for (let j = 0; j < 8; j++) {
-      if (j === 4) {
-        e(`        (local.set $sc (v128.or (v128.and (i32x4.shr_u (local.get $b) (i32.const 4)) ${mask('0x0f0f0f0f')})`);
-        e(`          (i32x4.shl (v128.and (i32x4.shr_u (local.get $a) (i32.const 6)) ${mask('0x03030303')}) (i32.const 4))))`);
-      }
-      e(`        (local.set $s0 (i32x4.add (local.get $s0) (i32x4.mul ${byte(8 * (j % 4))} (i32x4.splat (i32.load16_s offset=${2 * j} (local.get $xb))))))`);
-    }
+    L.push(...minsDot(M03q5('$a'), M47q5('$a', '$b'), '        '));
     e(`        (local.set $macc (f32x4.add (local.get $macc) (f32x4.mul (f32x4.convert_i32x4_s (local.get $s0))`);
     e(`          (f32x4.mul ${lanesF((r) => f16At('$sp', bb * r + 2))} (f32x4.splat (f32.load (local.get $xd)))))))`);
     e(`        (local.set $xq (i32.add (local.get $xq) (i32.const 512)))`);
@@ -857,6 +848,11 @@ function minsDot(m03: string, m47: string, ind: string): string[] {
 }
 
 /** The super-block mins of 4 packed q4_k rows at `ptr` added to $macc (lane r): $g4_q4_k's and $kmins4's one code. */
+/** q5_k: the 4 rows' mins m0-3 / m4-7 as bytes in their i32 lanes, from their scale words 1 and 2 gathered in $u1 / $u2. */
+const M03q5 = (u1: string) => `(v128.and (local.get ${u1}) ${mask('0x3f3f3f3f')})`;
+const M47q5 = (u1: string, u2: string) =>
+  `(v128.or (v128.and (i32x4.shr_u (local.get ${u2}) (i32.const 4)) ${mask('0x0f0f0f0f')}) (i32x4.shl (v128.and (i32x4.shr_u (local.get ${u1}) (i32.const 6)) ${mask('0x03030303')}) (i32.const 4)))`;
+
 /** Packed q4_k: the 4 rows' mins m0-3 / m4-7 as bytes in their i32 lanes (lane r: row r's), from the scale words at `ptr`. */
 const M03 = (ptr: string) => `(v128.and (v128.load offset=32 (local.get ${ptr})) ${mask('0x3f3f3f3f')})`;
 const M47 = (ptr: string, ind: string) =>
@@ -994,12 +990,11 @@ function k5mins(): string[] {
   const e = (s: string) => L.push(s);
   const lanes = (at: (r: number) => string) =>
     `(i32x4.replace_lane 3 (i32x4.replace_lane 2 (i32x4.replace_lane 1 (i32x4.splat ${at(0)}) ${at(1)}) ${at(2)}) ${at(3)})`;
-  const byte = (shift: number) => `(v128.and (i32x4.shr_u (local.get $sc) (i32.const ${shift})) ${mask('255')})`;
   e(`  ;; out[r] −= row r's q5_k mins (rows w + r·rb, r < 4) for each of n tokens (K activations x, xs apart;`);
   e(`  ;; outputs os apart).`);
   e(`  (func $k5mins_tokens (param $w i32) (param $rb i32) (param $sbs i32) (param $nsb i32) (param $x i32) (param $xs i32) (param $out i32) (param $os i32) (param $n i32)`);
   e(`    (local $b i32) (local $sb i32) (local $xd i32) (local $xb i32) (local $p0 i32) (local $p1 i32) (local $p2 i32) (local $p3 i32)`);
-  e(`    (local $u1 v128) (local $u2 v128) (local $sc v128) (local $s0 v128) (local $macc v128)`);
+  e(`    (local $u1 v128) (local $u2 v128) (local $sc v128) (local $s0 v128) (local $macc v128) (local $t0 v128) (local $t1 v128)`);
   e(`    (block $bdone`);
   e(`      (loop $bl`);
   e(`        (br_if $bdone (i32.ge_u (local.get $b) (local.get $n)))`);
@@ -1014,15 +1009,7 @@ function k5mins(): string[] {
   e(`            (br_if $sdone (i32.ge_u (local.get $sb) (local.get $nsb)))`);
   e(`            (local.set $u1 ${lanes((r) => `(i32.load offset=8 (local.get $p${r}))`)})`);
   e(`            (local.set $u2 ${lanes((r) => `(i32.load offset=12 (local.get $p${r}))`)})`);
-  e(`            (local.set $sc (v128.and (local.get $u1) ${mask('0x3f3f3f3f')}))`);
-  e(`            (local.set $s0 (v128.const i32x4 0 0 0 0))`);
-  for (let j = 0; j < 8; j++) {
-    if (j === 4) {
-      e(`            (local.set $sc (v128.or (v128.and (i32x4.shr_u (local.get $u2) (i32.const 4)) ${mask('0x0f0f0f0f')})`);
-      e(`              (i32x4.shl (v128.and (i32x4.shr_u (local.get $u1) (i32.const 6)) ${mask('0x03030303')}) (i32.const 4))))`);
-    }
-    e(`            (local.set $s0 (i32x4.add (local.get $s0) (i32x4.mul ${byte(8 * (j % 4))} (i32x4.splat (i32.load16_s offset=${2 * j} (local.get $xb))))))`);
-  }
+  L.push(...minsDot(M03q5('$u1'), M47q5('$u1', '$u2'), '            '));
   e(`            (local.set $macc (f32x4.add (local.get $macc) (f32x4.mul (f32x4.convert_i32x4_s (local.get $s0))`);
   e(`              (f32x4.mul (f32x4.replace_lane 3 (f32x4.replace_lane 2 (f32x4.replace_lane 1 (f32x4.splat ${f16At('$p0', 2)}) ${f16At('$p1', 2)}) ${f16At('$p2', 2)}) ${f16At('$p3', 2)})`);
   e(`                (f32x4.splat (f32.load (local.get $xd)))))))`);
