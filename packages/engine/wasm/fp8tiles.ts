@@ -15,6 +15,7 @@
  * `pnpm --filter @orchard/engine build:wasm`.
  */
 import { fileURLToPath } from 'node:url';
+import { tiledRowsDriver, transposeStore4 } from './qtiles.js';
 import { type Section, runGenerator, withGenerated } from './sections.js';
 
 /**
@@ -40,8 +41,8 @@ function decodeInit(ind: string): string[] {
   ];
 }
 
-/** The 16 codes at address `at` into $f0..$f3 (codes 4k..4k+3 in $fk), as f32. */
-function decode16(ind: string, at: string): string[] {
+/** The 16 codes at address `at` as the bits of value·2^-120 into $t0..$t3 (codes 4k..4k+3 in $tk); NaN codes not patched. */
+function decodeBits16(ind: string, at: string): string[] {
   const L = [
     `${ind}(local.set $v (v128.load ${at}))`,
     `${ind}(local.set $h0 (v128.and (i16x8.shr_s (i8x16.shuffle 16 0 17 1 18 2 19 3 20 4 21 5 22 6 23 7 (local.get $v) (local.get $zero)) (i32.const 4)) (local.get $kbits)))`,
@@ -52,8 +53,14 @@ function decode16(ind: string, at: string): string[] {
     // the interleave patterns V8 emits as one punpck{l,h}wd (the zero words' indices in order too)
     const ix = [0, 1, 2, 3].map((i) => `${16 + 2 * i + o} ${17 + 2 * i + o} ${2 * i + o} ${2 * i + 1 + o}`).join(' ');
     L.push(`${ind}(local.set $t${k} (i8x16.shuffle ${ix} (local.get $${h}) (local.get $zero)))`);
-    L.push(`${ind}(local.set $f${k} (f32x4.mul (local.get $t${k}) (local.get $p120)))`);
   });
+  return L;
+}
+
+/** The 16 codes at address `at` into $f0..$f3 (codes 4k..4k+3 in $fk), as f32. */
+function decode16(ind: string, at: string): string[] {
+  const L = decodeBits16(ind, at);
+  for (const k of [0, 1, 2, 3]) L.push(`${ind}(local.set $f${k} (f32x4.mul (local.get $t${k}) (local.get $p120)))`);
   L.push(`${ind}(if (v128.any_true (i8x16.eq (v128.and (local.get $v) (local.get $k7f)) (local.get $k7f)))`);
   L.push(`${ind}  (then`);
   for (const k of [0, 1, 2, 3]) {
@@ -254,6 +261,102 @@ function rowsFp8(): string[] {
   ];
 }
 
+/**
+ * One 4-row group (rows w, w + rb, ...) widened into q8_0's tile form (qtiles.ts) for $qtile{ws/4}x*, so
+ * the integer tiles run FP8 prompt batches: per 32-column block and row, each code as the i16 integer
+ * round(v·2^(9−s)) (v its E4M3 value, ties to even) and the row's f32 factor scale·2^(s−9). E4M3 values
+ * are whole multiples of 2^−9 below 2^(E−6) for a block whose largest exponent field is E, so s =
+ * max(0, E − 9) keeps every integer within ±3840 and leaves them exact unless the block holds a value
+ * of 8 or more; then values below 2^(s−9) lose their last bits (an error of at most 2^(s−10), under
+ * 2^−12 of the block's largest |v|). The activations come at ±16383 per 32 columns (quant_q8 mode 2),
+ * so a block's 32 products stay within i32 (32·3840·16383 < 2^31) and the product is close to f32's:
+ * 8-bit activations (q8_0's) flipped a random model's greedy tokens. A block with a NaN code (0x7f/0xff:
+ * the largest 7-bit magnitude) gets a NaN factor, so its row is NaN for every token, as in the 1-token
+ * kernel. Vector k of a block at d + ws·k, the 4 factors at d + 16·ws; blocks 17·ws apart.
+ */
+function qwiden(ws: number): string[] {
+  const L: string[] = [];
+  const e = (s: string) => L.push(s);
+  const rs = [0, 1, 2, 3];
+  const splat = (k: string, v: string) => `(local.set $${k} (v128.const i32x4 ${v} ${v} ${v} ${v}))`;
+  e(`  (func $fp8qwiden${ws} (param $w i32) (param $rb i32) (param $cols i32) (param $d i32)`);
+  e(`    (local $b i32) (local $nb i32) (local $c i32) (local $sb i32) (local $o i32)${rs.map((r) => ` (local $p${r} i32) (local $q${r} i32)`).join('')}`);
+  e(`    ${DECODE_LOCALS}`);
+  e(`    (local $r0 v128) (local $r1 v128) (local $r2 v128) (local $r3 v128) (local $s0 v128) (local $s1 v128) (local $s2 v128) (local $s3 v128)`);
+  e(`    (local $m0 v128) (local $m1 v128) (local $m2 v128) (local $m3 v128) (local $u v128) (local $y v128) (local $mx v128) (local $sh v128) (local $round v128) (local $k v128)`);
+  e(`    (local $c9 v128) (local $c21 v128) (local $c118 v128) (local $c127 v128) (local $half v128) (local $cff v128)`);
+  L.push(...decodeInit('    '));
+  e(`    ${splat('c9', '9')}`);
+  e(`    ${splat('c21', '21')}`);
+  e(`    ${splat('c118', '118')}`);
+  e(`    ${splat('c127', '127')}`);
+  e(`    ${splat('half', '0x00400000')}`);
+  e(`    ${splat('cff', '0xff')}`);
+  e(`    (local.set $nb (i32.shr_u (local.get $cols) (i32.const 5)))`);
+  e(`    (local.set $p0 (local.get $w))`);
+  for (const r of rs.slice(1)) e(`    (local.set $p${r} (i32.add (local.get $p${r - 1}) (local.get $rb)))`);
+  for (const r of rs) e(`    (local.set $q${r} (i32.add (local.get $p${r}) (i32.shl (i32.shr_u (i32.add (local.get $cols) (i32.const 127)) (i32.const 7)) (i32.const 2))))`);
+  e(`    (local.set $o (local.get $d))`);
+  e(`    (block $done`);
+  e(`      (loop $l`);
+  e(`        (br_if $done (i32.ge_u (local.get $b) (local.get $nb)))`);
+  e(`        (local.set $c (i32.shl (local.get $b) (i32.const 5)))`);
+  e(`        ;; each row's largest 7-bit magnitude code over the block, into i32 lane r of $mx`);
+  for (const r of rs) {
+    e(`        (local.set $m${r} (i8x16.max_u (v128.and (v128.load (i32.add (local.get $q${r}) (local.get $c))) (local.get $k7f))`);
+    e(`          (v128.and (v128.load offset=16 (i32.add (local.get $q${r}) (local.get $c))) (local.get $k7f))))`);
+  }
+  const lo8 = '0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23';
+  const hi8 = '8 9 10 11 12 13 14 15 24 25 26 27 28 29 30 31';
+  e(`        (local.set $u (i8x16.max_u (i8x16.shuffle ${lo8} (local.get $m0) (local.get $m1)) (i8x16.shuffle ${hi8} (local.get $m0) (local.get $m1))))`);
+  e(`        (local.set $y (i8x16.max_u (i8x16.shuffle ${lo8} (local.get $m2) (local.get $m3)) (i8x16.shuffle ${hi8} (local.get $m2) (local.get $m3))))`);
+  e(`        (local.set $u (i8x16.max_u (i8x16.shuffle 0 1 2 3 8 9 10 11 16 17 18 19 24 25 26 27 (local.get $u) (local.get $y))`);
+  e(`          (i8x16.shuffle 4 5 6 7 12 13 14 15 20 21 22 23 28 29 30 31 (local.get $u) (local.get $y))))`);
+  e(`        (local.set $u (i8x16.max_u (local.get $u) (i8x16.shuffle 2 3 0 1 6 7 4 5 10 11 8 9 14 15 12 13 (local.get $u) (local.get $u))))`);
+  e(`        (local.set $u (i8x16.max_u (local.get $u) (i8x16.shuffle 1 0 3 2 5 4 7 6 9 8 11 10 13 12 15 14 (local.get $u) (local.get $u))))`);
+  e(`        (local.set $mx (v128.and (local.get $u) (local.get $cff)))`);
+  e(`        ;; s = max(0, E − 9) per row; its rounding constant 1.5·2^(s−106) (whose ulp is 2^(s−129): adding it to a`);
+  e(`        ;; code's value·2^−120 leaves round(value·2^(9−s)) in the low mantissa bits, ties to even, subnormal codes`);
+  e(`        ;; included) and the row's factor scale·2^(s−9) (NaN for a NaN code)`);
+  e(`        (local.set $sh (i32x4.max_s (i32x4.sub (i32x4.shr_u (local.get $mx) (i32.const 3)) (local.get $c9)) (local.get $zero)))`);
+  e(`        (local.set $round (v128.or (i32x4.shl (i32x4.add (local.get $sh) (local.get $c21)) (i32.const 23)) (local.get $half)))`);
+  e(`        (local.set $sb (i32.shl (i32.shr_u (local.get $b) (i32.const 2)) (i32.const 2)))`);
+  e(`        (v128.store offset=${16 * ws} (local.get $o) (v128.bitselect (local.get $nan)`);
+  e(`          (f32x4.mul (f32x4.replace_lane 3 (f32x4.replace_lane 2 (f32x4.replace_lane 1 (f32x4.splat (f32.load (i32.add (local.get $p0) (local.get $sb))))`);
+  e(`            (f32.load (i32.add (local.get $p1) (local.get $sb)))) (f32.load (i32.add (local.get $p2) (local.get $sb)))) (f32.load (i32.add (local.get $p3) (local.get $sb))))`);
+  e(`            (i32x4.shl (i32x4.add (local.get $sh) (local.get $c118)) (i32.const 23)))`);
+  e(`          (i32x4.eq (local.get $mx) (local.get $c127))))`);
+  for (const h of [0, 1]) {
+    e(`        ;; columns ${16 * h}..${16 * h + 15}: row r's first 8 into $r<r>, the next 8 into $s<r>`);
+    for (const r of rs) {
+      L.push(...decodeBits16('        ', `offset=${16 * h} (i32.add (local.get $q${r}) (local.get $c))`));
+      e(`        (local.set $k (i8x16.shuffle ${Array(4).fill(`${4 * r} ${4 * r + 1} ${4 * r + 2} ${4 * r + 3}`).join(' ')} (local.get $round) (local.get $round)))`);
+      const int = (j: number) => `(i32x4.sub (f32x4.add (local.get $t${j}) (local.get $k)) (local.get $k))`;
+      e(`        (local.set $r${r} (i16x8.narrow_i32x4_s ${int(0)} ${int(1)}))`);
+      e(`        (local.set $s${r} (i16x8.narrow_i32x4_s ${int(2)} ${int(3)}))`);
+    }
+    L.push(...transposeStore4(ws, 8 * h, '        '));
+    L.push(...transposeStore4(ws, 8 * h + 4, '        ', 's'));
+  }
+  e(`        (local.set $o (i32.add (local.get $o) (i32.const ${17 * ws})))`);
+  e(`        (local.set $b (i32.add (local.get $b) (i32.const 1)))`);
+  e(`        (br $l))))`);
+  e(``);
+  return L;
+}
+
+/** FP8 prompt batches of rows [r0, r1) at cols % 32 == 0: q8_0's integer tiles over groups from $fp8qwiden; returns the first row left. */
+function rowsFp8q(): string[] {
+  const nb = '(i32.shr_u (local.get $cols) (i32.const 5))';
+  return tiledRowsDriver({
+    name: 'rows_fp8q',
+    comment: "FP8 prompt batches (kernel 55, 2+ tokens, cols % 32 == 0) of rows [r0, r1); the tile activations' address is at 208.",
+    widen: (ws, w, d) => `(call $fp8qwiden${ws} ${w} (local.get $rb) (local.get $cols) ${d})`,
+    tiles: (rows) =>
+      `(call $qtiles${rows} (local.get $scr) ${nb} (i32.load offset=208 (i32.const 0)) (i32.add (local.get $out) (i32.shl (local.get $r) (i32.const 2))) (i32.shl (local.get $rows) (i32.const 2)) (local.get $n))`,
+  });
+}
+
 export function fp8tileSection(): string {
   return [
     '  ;; ---------------------------------------------------------------- FP8 prompt batches (see wasm/fp8tiles.ts)',
@@ -262,6 +365,9 @@ export function fp8tileSection(): string {
     ...tail(),
     ...[4, 3, 2, 1].flatMap(tile),
     ...rowsFp8(),
+    ...qwiden(16),
+    ...qwiden(32),
+    ...rowsFp8q(),
   ].join('\n');
 }
 

@@ -11,8 +11,9 @@
  * factors (its block row's, repeated on each of the 128 rows: +3% over the file), then its code
  * bytes as the file has them. So any whole rows are a byte range (tensor-parallel row splits need no
  * block alignment) and a row is one stream for the kernels. A column slice must start on a 128-column
- * block and end on one or at the last column (refused with the numbers otherwise). Nothing is widened:
- * the kernels decode each code as they multiply.
+ * block and end on one or at the last column (refused with the numbers otherwise). Nothing is widened
+ * in memory: the 1-token kernel decodes each code as it multiplies; prompt batches widen a few rows at a
+ * time into per-thread scratch (wasm/fp8tiles.ts).
  */
 import { basename } from 'node:path';
 import { ModelFormatError, UnsupportedModelError } from '../errors.js';
