@@ -1,16 +1,22 @@
 /**
- * Writes the FP8 prompt-batch section of kernels.wat (between the `>>> fp8tile` / `<<< fp8tile` markers):
- * row-major fp8_e4m3 matrices (DeepSeek V3 / Kimi K2 / Qwen3 FP8) against 2+ tokens. `$dot1_fp8` decodes
- * every code for every token (~9 vector ops per 4 weights against 2 for the multiply-add), so a prompt
- * paid the decode once per token. Here each pair of rows is decoded once per thread into f32 scratch
- * (`$fp8widen2`, the same bits `$dot1_fp8` builds), then tiles of 2 rows × 1-4 tokens run over it:
- * per 4 columns 2 weight loads, one activation load per token, 2 multiply-adds per token.
+ * Writes the FP8 section of kernels.wat (between the `>>> fp8tile` / `<<< fp8tile` markers): row-major
+ * fp8_e4m3 matrices (DeepSeek V3 / Kimi K2 / Qwen3 FP8).
  *
- * Every (row, token) keeps `$dot1_fp8`'s arithmetic exactly: per 128-column block one f32x4 accumulator
- * that takes the 4-column products in column order, then its lanes summed as $hsum does, then the block's
- * short tail (cols % 16 of the last block) one product at a time, then `total += s·scale` block by block
- * from +0 (held in the output, stored as 0 first). So a batch gives every token its 1-token bits, in
- * both builds (no relaxed form: plain f32 multiplies and adds).
+ * One token (`$dot1_fp8`, and `$dot4_fp8` four times): each code's bits shifted into an f32 give
+ * value·2^−120 exactly (below), and the activations come multiplied by 2^64 and each 16-column group in
+ * the decode's lane order (the backend's `fp8_prep_x`),
+ * so the products are value·x·2^−56 with no per-code multiply; per 128-column block two f32x4
+ * accumulators take the 16-column steps' products in pairs ((f32x4.muladd2 acc a b c d), so the
+ * relaxed build fuses one multiply per pair), then their sum's lanes, then the block's short tail one
+ * product at a time; the block sum times 2^56 (exact) times the block's factor adds to the row's total.
+ * Powers of two scale exactly, so this is the f32 product of the values unless an activation is beyond
+ * 2^64 or a product below 2^−70. Two accumulators, not one: a chain of four dependent adds per step held
+ * the kernel at ~1.3 weights per cycle. A block holding a NaN code has a NaN factor (quant/fp8.ts marks
+ * it at load), so its row is NaN without a check per code.
+ *
+ * Prompt batches (2+ tokens) at cols % 32 == 0 (every real checkpoint): q8_0's integer tiles over 4-row
+ * groups widened once per thread (`$fp8qwiden`, `$rows_fp8q`); off the grid each token takes the 1-token
+ * kernel.
  * `pnpm exec tsx packages/engine/wasm/fp8tiles.ts` rewrites the section (`--check` compares), then
  * `pnpm --filter @orchard/engine build:wasm`.
  */
@@ -21,23 +27,17 @@ import { type Section, runGenerator, withGenerated } from './sections.js';
 /**
  * Locals and constants the 16-code decode uses (kept in locals: V8 rebuilds a v128.const at every use).
  * E4M3 code c as f32: sign to bit 31 and the 7 exponent/mantissa bits to bits 26..20 give value·2^-120
- * (E4M3's bias 7 against f32's 127; its subnormals become f32 subnormals), times 2^120. Built per 8
- * codes in i16 lanes: c into the high byte (interleaved with zero bytes: V8's punpck{l,h}bw), an arithmetic shift by 4
- * (sign to bits 15..11, the 7 bits to 10..4), bits 14..11 cleared; then each i16 interleaved with a
- * zero i16 into the high half of an f32. ~14 ops per 16 codes where the i32 form took ~36. 0x7f/0xff
- * codes are NaN: checked once per 16 codes (3 ops), the rare vector that has one patched after.
+ * (E4M3's bias 7 against f32's 127; its subnormals become f32 subnormals, which WASM keeps). Built per 8
+ * codes in i16 lanes: c into the high byte (interleaved with zero bytes: V8's punpck{l,h}bw), an
+ * arithmetic shift by 4 (sign to bits 15..11, the 7 bits to 10..4), bits 14..11 cleared; then each i16
+ * interleaved with a zero i16 into the high half of an f32: ~10 ops per 16 codes.
  */
-const DECODE_LOCALS =
-  '(local $v v128) (local $h0 v128) (local $h1 v128) (local $t0 v128) (local $t1 v128) (local $t2 v128) (local $t3 v128) ' +
-  '(local $f0 v128) (local $f1 v128) (local $f2 v128) (local $f3 v128) (local $zero v128) (local $k7f v128) (local $kbits v128) (local $knan v128) (local $nan v128) (local $p120 v128)';
+const DECODE_LOCALS = '(local $v v128) (local $h0 v128) (local $h1 v128) (local $t0 v128) (local $t1 v128) (local $t2 v128) (local $t3 v128) (local $zero v128) (local $kbits v128) (local $km v128)';
 
 function decodeInit(ind: string): string[] {
   return [
-    `${ind}(local.set $k7f (v128.const i8x16 0x7f 0x7f 0x7f 0x7f 0x7f 0x7f 0x7f 0x7f 0x7f 0x7f 0x7f 0x7f 0x7f 0x7f 0x7f 0x7f))`,
     `${ind}(local.set $kbits (v128.const i16x8 0x87f0 0x87f0 0x87f0 0x87f0 0x87f0 0x87f0 0x87f0 0x87f0))`,
-    `${ind}(local.set $knan (v128.const i32x4 0x07f00000 0x07f00000 0x07f00000 0x07f00000))`,
-    `${ind}(local.set $nan (v128.const i32x4 0x7fc00000 0x7fc00000 0x7fc00000 0x7fc00000))`,
-    `${ind}(local.set $p120 (v128.const i32x4 0x7b800000 0x7b800000 0x7b800000 0x7b800000))`,
+    `${ind}(local.set $km (v128.const i32x4 0x87f00000 0x87f00000 0x87f00000 0x87f00000))`,
   ];
 }
 
@@ -57,31 +57,29 @@ function decodeBits16(ind: string, at: string): string[] {
   return L;
 }
 
-/** The 16 codes at address `at` into $f0..$f3 (codes 4k..4k+3 in $fk), as f32. */
-function decode16(ind: string, at: string): string[] {
-  const L = decodeBits16(ind, at);
-  for (const k of [0, 1, 2, 3]) L.push(`${ind}(local.set $f${k} (f32x4.mul (local.get $t${k}) (local.get $p120)))`);
-  L.push(`${ind}(if (v128.any_true (i8x16.eq (v128.and (local.get $v) (local.get $k7f)) (local.get $k7f)))`);
-  L.push(`${ind}  (then`);
-  for (const k of [0, 1, 2, 3]) {
-    L.push(`${ind}    (local.set $f${k} (v128.bitselect (local.get $nan) (local.get $f${k}) (i32x4.eq (v128.and (local.get $t${k}) (local.get $knan)) (local.get $knan))))`);
+/**
+ * The 16 codes at address `at` as the bits of value·2^-120, strided: codes j, j+4, j+8, j+12 in $tj. Each
+ * i32 lane holds 4 codes; shifting code j's byte to the top (left by 24 − 8j), then arithmetically right
+ * by 4 and masking (sign and bits 26..20) builds it in place: 11 ALU ops and no shuffle (V8's byte and
+ * word interleaves of the form above compete for the shuffle port). The activations come in the same
+ * order (the backend's fp8_prep_x).
+ */
+function decodeStrided16(ind: string, at: string): string[] {
+  const L = [`${ind}(local.set $v (v128.load ${at}))`];
+  for (const j of [0, 1, 2, 3]) {
+    const top = j === 3 ? '(local.get $v)' : `(i32x4.shl (local.get $v) (i32.const ${24 - 8 * j}))`;
+    L.push(`${ind}(local.set $t${j} (v128.and (i32x4.shr_s ${top} (i32.const 4)) (local.get $km)))`);
   }
-  L.push(`${ind}))`);
   return L;
 }
 
-/**
- * One row against one token (decode): per 128-column block one f32x4 accumulator over the 4-column
- * products in column order, its lanes summed as $hsum does, the block's short tail (cols % 16 of the
- * last block) one product at a time, then `total += s·scale` from +0. The 4-row kernel ($dot4_fp8) is
- * this one four times; the prompt tiles below keep this arithmetic per row and token.
- */
+/** One row against one token (decode), as the header says. */
 function dot1(): string[] {
   const L: string[] = [];
   const e = (s: string) => L.push(s);
   e(`  (func $dot1_fp8 (type $dot) (param $w i32) (param $rb i32) (param $x i32) (param $cols i32) (param $out i32)`);
   e(`    (local $nb i32) (local $q i32) (local $b i32) (local $c i32) (local $end i32) (local $vend i32) (local $xc i32)`);
-  e(`    (local $acc v128) (local $s f32) (local $total f32)`);
+  e(`    (local $a0 v128) (local $a1 v128) (local $s f32) (local $total f32)`);
   e(`    ${DECODE_LOCALS}`);
   L.push(...decodeInit('    '));
   e(`    (local.set $nb (i32.shr_u (i32.add (local.get $cols) (i32.const 127)) (i32.const 7)))`);
@@ -93,16 +91,19 @@ function dot1(): string[] {
   e(`        (local.set $end (i32.add (local.get $c) (i32.const 128)))`);
   e(`        (if (i32.gt_u (local.get $end) (local.get $cols)) (then (local.set $end (local.get $cols))))`);
   e(`        (local.set $vend (i32.add (local.get $c) (i32.and (i32.sub (local.get $end) (local.get $c)) (i32.const -16))))`);
-  e(`        (local.set $acc (v128.const i32x4 0 0 0 0))`);
+  e(`        (local.set $a0 (v128.const i32x4 0 0 0 0))`);
+  e(`        (local.set $a1 (v128.const i32x4 0 0 0 0))`);
   e(`        (block $vdone`);
   e(`          (loop $vl`);
   e(`            (br_if $vdone (i32.ge_u (local.get $c) (local.get $vend)))`);
-  L.push(...decode16('            ', '(i32.add (local.get $q) (local.get $c))'));
+  L.push(...decodeStrided16('            ', '(i32.add (local.get $q) (local.get $c))'));
   e(`            (local.set $xc (i32.add (local.get $x) (i32.shl (local.get $c) (i32.const 2))))`);
-  for (const k of [0, 1, 2, 3]) e(`            (local.set $acc (f32x4.add (local.get $acc) (f32x4.mul (local.get $f${k}) (v128.load offset=${16 * k} (local.get $xc)))))`);
+  e(`            (local.set $a0 (f32x4.muladd2 (local.get $a0) (local.get $t0) (v128.load offset=0 (local.get $xc)) (local.get $t1) (v128.load offset=16 (local.get $xc))))`);
+  e(`            (local.set $a1 (f32x4.muladd2 (local.get $a1) (local.get $t2) (v128.load offset=32 (local.get $xc)) (local.get $t3) (v128.load offset=48 (local.get $xc))))`);
   e(`            (local.set $c (i32.add (local.get $c) (i32.const 16)))`);
   e(`            (br $vl)))`);
-  e(`        (local.set $s (f32x4.lanesum (local.get $acc)))`);
+  e(`        (local.set $a0 (f32x4.add (local.get $a0) (local.get $a1)))`);
+  e(`        (local.set $s (f32x4.lanesum (local.get $a0)))`);
   e(`        (block $tdone`);
   e(`          (loop $tl`);
   e(`            (br_if $tdone (i32.ge_u (local.get $c) (local.get $end)))`);
@@ -112,153 +113,12 @@ function dot1(): string[] {
   e(`            (local.set $c (i32.add (local.get $c) (i32.const 1)))`);
   e(`            (br $tl)))`);
   e(`        (local.set $total (f32.add (local.get $total)`);
-  e(`          (f32.mul (local.get $s) (f32.load (i32.add (local.get $w) (i32.shl (local.get $b) (i32.const 2)))))))`);
+  e(`          (f32.mul (f32.mul (local.get $s) (f32.const 0x1p56)) (f32.load (i32.add (local.get $w) (i32.shl (local.get $b) (i32.const 2)))))))`);
   e(`        (local.set $b (i32.add (local.get $b) (i32.const 1)))`);
   e(`        (br $bl)))`);
   e(`    (f32.store (local.get $out) (local.get $total)))`);
   e(``);
   return L;
-}
-
-/** Two rows (w, w + rb) decoded to f32: row 0 at d, row 1 at d + ds. */
-function widen2(): string[] {
-  const L: string[] = [];
-  const e = (s: string) => L.push(s);
-  e(`  (func $fp8widen2 (param $w i32) (param $rb i32) (param $cols i32) (param $d i32) (param $ds i32)`);
-  e(`    (local $r i32) (local $q i32) (local $o i32) (local $c i32) (local $vend i32)`);
-  e(`    ${DECODE_LOCALS}`);
-  L.push(...decodeInit('    '));
-  e(`    (local.set $vend (i32.and (local.get $cols) (i32.const -16)))`);
-  e(`    (block $rdone`);
-  e(`      (loop $rl`);
-  e(`        (br_if $rdone (i32.ge_u (local.get $r) (i32.const 2)))`);
-  e(`        (local.set $q (i32.add (i32.add (local.get $w) (i32.mul (local.get $r) (local.get $rb)))`);
-  e(`          (i32.shl (i32.shr_u (i32.add (local.get $cols) (i32.const 127)) (i32.const 7)) (i32.const 2))))`);
-  e(`        (local.set $o (i32.add (local.get $d) (i32.mul (local.get $r) (local.get $ds))))`);
-  e(`        (local.set $c (i32.const 0))`);
-  e(`        (block $vdone`);
-  e(`          (loop $vl`);
-  e(`            (br_if $vdone (i32.ge_u (local.get $c) (local.get $vend)))`);
-  L.push(...decode16('            ', '(i32.add (local.get $q) (local.get $c))'));
-  for (const k of [0, 1, 2, 3]) e(`            (v128.store offset=${16 * k} (i32.add (local.get $o) (i32.shl (local.get $c) (i32.const 2))) (local.get $f${k}))`);
-  e(`            (local.set $c (i32.add (local.get $c) (i32.const 16)))`);
-  e(`            (br $vl)))`);
-  e(`        (block $tdone`);
-  e(`          (loop $tl`);
-  e(`            (br_if $tdone (i32.ge_u (local.get $c) (local.get $cols)))`);
-  e(`            (f32.store (i32.add (local.get $o) (i32.shl (local.get $c) (i32.const 2)))`);
-  e(`              (call $fp8code (i32.load8_u (i32.add (local.get $q) (local.get $c)))))`);
-  e(`            (local.set $c (i32.add (local.get $c) (i32.const 1)))`);
-  e(`            (br $tl)))`);
-  e(`        (local.set $r (i32.add (local.get $r) (i32.const 1)))`);
-  e(`        (br $rl))))`);
-  e(``);
-  return L;
-}
-
-/** s plus the products of columns [c, end) of widened row wd and activations xd, one at a time (a block's short tail). */
-function tail(): string[] {
-  return [
-    `  (func $fp8tail (param $s f32) (param $wd i32) (param $xd i32) (param $c i32) (param $end i32) (result f32)`,
-    `    (block $done`,
-    `      (loop $l`,
-    `        (br_if $done (i32.ge_u (local.get $c) (local.get $end)))`,
-    `        (local.set $s (f32.add (local.get $s) (f32.mul (f32.load (i32.add (local.get $wd) (i32.shl (local.get $c) (i32.const 2))))`,
-    `          (f32.load (i32.add (local.get $xd) (i32.shl (local.get $c) (i32.const 2)))))))`,
-    `        (local.set $c (i32.add (local.get $c) (i32.const 1)))`,
-    `        (br $l)))`,
-    `    (local.get $s))`,
-    ``,
-  ];
-}
-
-/**
- * 2 widened rows (d, d + ds; block scales at w and w + rb) × t tokens (x + j·xs) into out + j·os + 4·r.
- * The vector loop takes 4 columns per step (16-column steps made V8 hoist and spill the loads, as in the
- * q8_0 tiles, wasm/README.md).
- */
-function tile(t: number): string[] {
-  const L: string[] = [];
-  const e = (s: string) => L.push(s);
-  const rs = [0, 1];
-  const ts = [...Array(t).keys()];
-  const pairs = rs.flatMap((r) => ts.map((j) => [r, j] as const));
-  e(`  (func $fp8tile2x${t} (param $d i32) (param $ds i32) (param $w i32) (param $rb i32) (param $x i32) (param $xs i32) (param $cols i32) (param $out i32) (param $os i32)`);
-  e(`    (local $nb i32) (local $b i32) (local $c i32) (local $end i32) (local $vend i32) (local $c4 i32) (local $vend4 i32) (local $o i32)`);
-  e(`    (local $d1 i32)${ts.map((j) => ` (local $x${j} i32)`).join('')}`);
-  e(`    (local $w0 v128) (local $w1 v128) (local $xv v128)${pairs.map(([r, j]) => ` (local $a${r}${j} v128)`).join('')}`);
-  e(`    (local.set $nb (i32.shr_u (i32.add (local.get $cols) (i32.const 127)) (i32.const 7)))`);
-  e(`    (local.set $d1 (i32.add (local.get $d) (local.get $ds)))`);
-  for (const j of ts) e(`    (local.set $x${j} ${j === 0 ? '(local.get $x)' : `(i32.add (local.get $x${j - 1}) (local.get $xs))`})`);
-  for (const [r, j] of pairs) {
-    e(`    (f32.store (i32.add (i32.add (local.get $out) (i32.mul (i32.const ${j}) (local.get $os))) (i32.const ${4 * r})) (f32.const 0))`);
-  }
-  e(`    (block $bdone`);
-  e(`      (loop $bl`);
-  e(`        (br_if $bdone (i32.ge_u (local.get $b) (local.get $nb)))`);
-  e(`        (local.set $c (i32.shl (local.get $b) (i32.const 7)))`);
-  e(`        (local.set $end (i32.add (local.get $c) (i32.const 128)))`);
-  e(`        (if (i32.gt_u (local.get $end) (local.get $cols)) (then (local.set $end (local.get $cols))))`);
-  e(`        (local.set $vend (i32.add (local.get $c) (i32.and (i32.sub (local.get $end) (local.get $c)) (i32.const -16))))`);
-  e(`        (local.set $c4 (i32.shl (local.get $c) (i32.const 2)))`);
-  e(`        (local.set $vend4 (i32.shl (local.get $vend) (i32.const 2)))`);
-  for (const [r, j] of pairs) e(`        (local.set $a${r}${j} (v128.const i32x4 0 0 0 0))`);
-  e(`        (block $vdone`);
-  e(`          (loop $vl`);
-  e(`            (br_if $vdone (i32.ge_u (local.get $c4) (local.get $vend4)))`);
-  e(`            (local.set $w0 (v128.load (i32.add (local.get $d) (local.get $c4))))`);
-  e(`            (local.set $w1 (v128.load (i32.add (local.get $d1) (local.get $c4))))`);
-  for (const j of ts) {
-    e(`            (local.set $xv (v128.load (i32.add (local.get $x${j}) (local.get $c4))))`);
-    for (const r of rs) e(`            (local.set $a${r}${j} (f32x4.add (local.get $a${r}${j}) (f32x4.mul (local.get $w${r}) (local.get $xv))))`);
-  }
-  e(`            (local.set $c4 (i32.add (local.get $c4) (i32.const 16)))`);
-  e(`            (br $vl)))`);
-  for (const [r, j] of pairs) {
-    e(`        (local.set $o (i32.add (i32.add (local.get $out) (i32.mul (i32.const ${j}) (local.get $os))) (i32.const ${4 * r})))`);
-    e(`        (f32.store (local.get $o) (f32.add (f32.load (local.get $o)) (f32.mul`);
-    e(`          (call $fp8tail (f32x4.lanesum (local.get $a${r}${j})) ${r === 0 ? '(local.get $d)' : '(local.get $d1)'} (local.get $x${j}) (local.get $vend) (local.get $end))`);
-    e(`          (f32.load (i32.add ${r === 0 ? '(local.get $w)' : '(i32.add (local.get $w) (local.get $rb))'} (i32.shl (local.get $b) (i32.const 2)))))))`);
-  }
-  e(`        (local.set $b (i32.add (local.get $b) (i32.const 1)))`);
-  e(`        (br $bl))))`);
-  e(``);
-  return L;
-}
-
-/** FP8 prompt batches of rows [r0, r1): pairs of rows widened once, then tiles of 4 tokens and one of the rest; returns the first row left. */
-function rowsFp8(): string[] {
-  const args = (t: string) =>
-    `(local.get $scr) (local.get $ds) (local.get $wr) (local.get $rb) (i32.add (local.get $x) (i32.mul (local.get $t) (local.get $xs))) (local.get $xs) (local.get $cols) ` +
-    `(i32.add (local.get $out) (i32.add (i32.mul (local.get $t) (i32.shl (local.get $rows) (i32.const 2))) (i32.shl (local.get $r) (i32.const 2)))) (i32.shl (local.get $rows) (i32.const 2))${t}`;
-  return [
-    `  ;; FP8 prompt batches (kernel 55, 2+ tokens) of rows [r0, r1); the widened pair of rows in this thread's scratch (row 1 at ds).`,
-    `  (func $rows_fp8 (param $out i32) (param $w i32) (param $x i32) (param $rows i32) (param $cols i32) (param $n i32) (param $rb i32)`,
-    `                  (param $xs i32) (param $r0 i32) (param $r1 i32) (param $tid i32) (result i32)`,
-    `    (local $r i32) (local $wr i32) (local $scr i32) (local $ds i32) (local $t i32)`,
-    `    (local.set $scr (i32.add (i32.load offset=192 (i32.const 0)) (i32.mul (local.get $tid) (i32.load offset=196 (i32.const 0)))))`,
-    `    (local.set $ds (i32.and (i32.add (i32.shl (local.get $cols) (i32.const 2)) (i32.const 15)) (i32.const -16)))`,
-    `    (local.set $r (local.get $r0))`,
-    `    (block $done`,
-    `      (loop $l`,
-    `        (br_if $done (i32.gt_u (i32.add (local.get $r) (i32.const 2)) (local.get $r1)))`,
-    `        (local.set $wr (i32.add (local.get $w) (i32.mul (local.get $r) (local.get $rb))))`,
-    `        (call $fp8widen2 (local.get $wr) (local.get $rb) (local.get $cols) (local.get $scr) (local.get $ds))`,
-    `        (local.set $t (i32.const 0))`,
-    `        (block $tdone`,
-    `          (loop $tl`,
-    `            (br_if $tdone (i32.gt_u (i32.add (local.get $t) (i32.const 4)) (local.get $n)))`,
-    `            (call $fp8tile2x4 ${args('')})`,
-    `            (local.set $t (i32.add (local.get $t) (i32.const 4)))`,
-    `            (br $tl)))`,
-    `        (if (i32.eq (i32.sub (local.get $n) (local.get $t)) (i32.const 3)) (then (call $fp8tile2x3 ${args('')})))`,
-    `        (if (i32.eq (i32.sub (local.get $n) (local.get $t)) (i32.const 2)) (then (call $fp8tile2x2 ${args('')})))`,
-    `        (if (i32.eq (i32.sub (local.get $n) (local.get $t)) (i32.const 1)) (then (call $fp8tile2x1 ${args('')})))`,
-    `        (local.set $r (i32.add (local.get $r) (i32.const 2)))`,
-    `        (br $l)))`,
-    `    (local.get $r))`,
-    ``,
-  ];
 }
 
 /**
@@ -284,8 +144,10 @@ function qwiden(ws: number): string[] {
   e(`    ${DECODE_LOCALS}`);
   e(`    (local $r0 v128) (local $r1 v128) (local $r2 v128) (local $r3 v128) (local $s0 v128) (local $s1 v128) (local $s2 v128) (local $s3 v128)`);
   e(`    (local $m0 v128) (local $m1 v128) (local $m2 v128) (local $m3 v128) (local $u v128) (local $y v128) (local $mx v128) (local $sh v128) (local $round v128) (local $k v128)`);
-  e(`    (local $c9 v128) (local $c21 v128) (local $c118 v128) (local $c127 v128) (local $half v128) (local $cff v128)`);
+  e(`    (local $c9 v128) (local $c21 v128) (local $c118 v128) (local $c127 v128) (local $half v128) (local $cff v128) (local $k7f v128) (local $nan v128)`);
   L.push(...decodeInit('    '));
+  e(`    (local.set $k7f (v128.const i8x16 0x7f 0x7f 0x7f 0x7f 0x7f 0x7f 0x7f 0x7f 0x7f 0x7f 0x7f 0x7f 0x7f 0x7f 0x7f 0x7f))`);
+  e(`    ${splat('nan', '0x7fc00000')}`);
   e(`    ${splat('c9', '9')}`);
   e(`    ${splat('c21', '21')}`);
   e(`    ${splat('c118', '118')}`);
@@ -359,12 +221,8 @@ function rowsFp8q(): string[] {
 
 export function fp8tileSection(): string {
   return [
-    '  ;; ---------------------------------------------------------------- FP8 prompt batches (see wasm/fp8tiles.ts)',
+    '  ;; ---------------------------------------------------------------- FP8: 1 token, prompt batches (see wasm/fp8tiles.ts)',
     ...dot1(),
-    ...widen2(),
-    ...tail(),
-    ...[4, 3, 2, 1].flatMap(tile),
-    ...rowsFp8(),
     ...qwiden(16),
     ...qwiden(32),
     ...rowsFp8q(),
