@@ -73,13 +73,18 @@ function decodeStrided16(ind: string, at: string): string[] {
   return L;
 }
 
-/** One row against one token (decode), as the header says. */
-function dot1(): string[] {
+/**
+ * R rows (w, w + rb) against one token (decode), as the header says: $dot1_fp8 and $dot2_fp8 (which
+ * loads each activation vector once for both rows; $dot4_fp8 is two of it).
+ */
+function dotRows(R: 1 | 2): string[] {
   const L: string[] = [];
   const e = (s: string) => L.push(s);
-  e(`  (func $dot1_fp8 (type $dot) (param $w i32) (param $rb i32) (param $x i32) (param $cols i32) (param $out i32)`);
-  e(`    (local $nb i32) (local $q i32) (local $b i32) (local $c i32) (local $end i32) (local $vend i32) (local $xc i32)`);
-  e(`    (local $a0 v128) (local $a1 v128) (local $s f32) (local $total f32)`);
+  const rs = R === 1 ? [0] : [0, 1];
+  e(`  (func $dot${R}_fp8 (type $dot) (param $w i32) (param $rb i32) (param $x i32) (param $cols i32) (param $out i32)`);
+  e(`    (local $nb i32) (local $q i32) (local $b i32) (local $c i32) (local $end i32) (local $vend i32) (local $xc i32) (local $c0 i32)`);
+  e(`    ${rs.map((r) => `(local $a${r}0 v128) (local $a${r}1 v128) (local $s${r} f32) (local $total${r} f32)`).join(' ')}`);
+  e(`    (local $x0 v128) (local $x1 v128) (local $x2 v128) (local $x3 v128)`);
   e(`    ${DECODE_LOCALS}`);
   L.push(...decodeInit('    '));
   e(`    (local.set $nb (i32.shr_u (i32.add (local.get $cols) (i32.const 127)) (i32.const 7)))`);
@@ -91,32 +96,42 @@ function dot1(): string[] {
   e(`        (local.set $end (i32.add (local.get $c) (i32.const 128)))`);
   e(`        (if (i32.gt_u (local.get $end) (local.get $cols)) (then (local.set $end (local.get $cols))))`);
   e(`        (local.set $vend (i32.add (local.get $c) (i32.and (i32.sub (local.get $end) (local.get $c)) (i32.const -16))))`);
-  e(`        (local.set $a0 (v128.const i32x4 0 0 0 0))`);
-  e(`        (local.set $a1 (v128.const i32x4 0 0 0 0))`);
+  for (const r of rs) {
+    e(`        (local.set $a${r}0 (v128.const i32x4 0 0 0 0))`);
+    e(`        (local.set $a${r}1 (v128.const i32x4 0 0 0 0))`);
+  }
   e(`        (block $vdone`);
   e(`          (loop $vl`);
   e(`            (br_if $vdone (i32.ge_u (local.get $c) (local.get $vend)))`);
-  L.push(...decodeStrided16('            ', '(i32.add (local.get $q) (local.get $c))'));
   e(`            (local.set $xc (i32.add (local.get $x) (i32.shl (local.get $c) (i32.const 2))))`);
-  e(`            (local.set $a0 (f32x4.muladd2 (local.get $a0) (local.get $t0) (v128.load offset=0 (local.get $xc)) (local.get $t1) (v128.load offset=16 (local.get $xc))))`);
-  e(`            (local.set $a1 (f32x4.muladd2 (local.get $a1) (local.get $t2) (v128.load offset=32 (local.get $xc)) (local.get $t3) (v128.load offset=48 (local.get $xc))))`);
+  for (const j of [0, 1, 2, 3]) e(`            (local.set $x${j} (v128.load offset=${16 * j} (local.get $xc)))`);
+  for (const r of rs) {
+    L.push(...decodeStrided16('            ', r === 0 ? '(i32.add (local.get $q) (local.get $c))' : '(i32.add (i32.add (local.get $q) (local.get $rb)) (local.get $c))'));
+    e(`            (local.set $a${r}0 (f32x4.muladd2 (local.get $a${r}0) (local.get $t0) (local.get $x0) (local.get $t1) (local.get $x1)))`);
+    e(`            (local.set $a${r}1 (f32x4.muladd2 (local.get $a${r}1) (local.get $t2) (local.get $x2) (local.get $t3) (local.get $x3)))`);
+  }
   e(`            (local.set $c (i32.add (local.get $c) (i32.const 16)))`);
   e(`            (br $vl)))`);
-  e(`        (local.set $a0 (f32x4.add (local.get $a0) (local.get $a1)))`);
-  e(`        (local.set $s (f32x4.lanesum (local.get $a0)))`);
-  e(`        (block $tdone`);
-  e(`          (loop $tl`);
-  e(`            (br_if $tdone (i32.ge_u (local.get $c) (local.get $end)))`);
-  e(`            (local.set $s (f32.add (local.get $s)`);
-  e(`              (f32.mul (call $fp8code (i32.load8_u (i32.add (local.get $q) (local.get $c))))`);
-  e(`                       (f32.load (i32.add (local.get $x) (i32.shl (local.get $c) (i32.const 2)))))))`);
-  e(`            (local.set $c (i32.add (local.get $c) (i32.const 1)))`);
-  e(`            (br $tl)))`);
-  e(`        (local.set $total (f32.add (local.get $total)`);
-  e(`          (f32.mul (f32.mul (local.get $s) (f32.const 0x1p56)) (f32.load (i32.add (local.get $w) (i32.shl (local.get $b) (i32.const 2)))))))`);
+  e(`        (local.set $c0 (local.get $c))`);
+  for (const r of rs) {
+    const row = r === 0 ? '(local.get $q)' : '(i32.add (local.get $q) (local.get $rb))';
+    e(`        (local.set $a${r}0 (f32x4.add (local.get $a${r}0) (local.get $a${r}1)))`);
+    e(`        (local.set $s${r} (f32x4.lanesum (local.get $a${r}0)))`);
+    e(`        (local.set $c (local.get $c0))`);
+    e(`        (block $tdone${r}`);
+    e(`          (loop $tl${r}`);
+    e(`            (br_if $tdone${r} (i32.ge_u (local.get $c) (local.get $end)))`);
+    e(`            (local.set $s${r} (f32.add (local.get $s${r})`);
+    e(`              (f32.mul (call $fp8code (i32.load8_u (i32.add ${row} (local.get $c))))`);
+    e(`                       (f32.load (i32.add (local.get $x) (i32.shl (local.get $c) (i32.const 2)))))))`);
+    e(`            (local.set $c (i32.add (local.get $c) (i32.const 1)))`);
+    e(`            (br $tl${r})))`);
+    e(`        (local.set $total${r} (f32.add (local.get $total${r})`);
+    e(`          (f32.mul (f32.mul (local.get $s${r}) (f32.const 0x1p56)) (f32.load (i32.add ${r === 0 ? '(local.get $w)' : '(i32.add (local.get $w) (local.get $rb))'} (i32.shl (local.get $b) (i32.const 2)))))))`);
+  }
   e(`        (local.set $b (i32.add (local.get $b) (i32.const 1)))`);
   e(`        (br $bl)))`);
-  e(`    (f32.store (local.get $out) (local.get $total)))`);
+  rs.forEach((r, i) => e(`    (f32.store offset=${4 * r} (local.get $out) (local.get $total${r}))${i === rs.length - 1 ? ')' : ''}`));
   e(``);
   return L;
 }
@@ -222,7 +237,8 @@ function rowsFp8q(): string[] {
 export function fp8tileSection(): string {
   return [
     '  ;; ---------------------------------------------------------------- FP8: 1 token, prompt batches (see wasm/fp8tiles.ts)',
-    ...dot1(),
+    ...dotRows(1),
+    ...dotRows(2),
     ...qwiden(16),
     ...qwiden(32),
     ...rowsFp8q(),
