@@ -58,13 +58,13 @@ describe('bench:engine MoE lines in mlx-lm 4-bit and FP8 layouts', () => {
 
   const missing = oracleMissingReason();
   const withLlama = missing && !ORACLE_REQUIRED ? it.skip : it;
-  withLlama(`--only moe --dtypes mlx4,fp8 --size small: decode/prefill-moe-mlx4 and -fp8 from switch_mlp and FP8 directories vs Q4_K_M / Q8_0${missing ? ` (skipped: ${missing})` : ''}`, () => {
+  withLlama(`--only moe --dtypes mlx4,fp8,int4 --size small: decode/prefill-moe-mlx4, -fp8 and -int4 from switch_mlp, FP8 and compressed-tensors INT4 directories vs Q4_K_M / Q8_0 / Q4_0${missing ? ` (skipped: ${missing})` : ''}`, () => {
     const tmp = mkdtempSync(join(tmpdir(), 'orchard-bench-moe-quant-'));
     try {
-      const r = bench(['--only', 'moe', '--dtypes', 'mlx4,fp8', '--size', 'small', '--rounds', '1', '--threads', '1', '--json'], { TMPDIR: tmp });
+      const r = bench(['--only', 'moe', '--dtypes', 'mlx4,fp8,int4', '--size', 'small', '--rounds', '1', '--threads', '1', '--json'], { TMPDIR: tmp });
       expect(r.status, r.stderr).toBe(0);
       const { lines } = JSON.parse(r.stdout) as { lines: { name: string; orchard: number; llamacpp: number; unit: string; ratio: number }[] };
-      expect(lines.map((l) => l.name)).toEqual(['decode-moe-mlx4', 'prefill-moe-mlx4', 'decode-moe-mlx4-cpu', 'decode-moe-fp8', 'prefill-moe-fp8', 'decode-moe-fp8-cpu']);
+      expect(lines.map((l) => l.name)).toEqual(['decode-moe-mlx4', 'prefill-moe-mlx4', 'decode-moe-mlx4-cpu', 'decode-moe-fp8', 'prefill-moe-fp8', 'decode-moe-fp8-cpu', 'decode-moe-int4', 'prefill-moe-int4', 'decode-moe-int4-cpu']);
       for (const l of lines) {
         expect(l.orchard, l.name).toBeGreaterThan(0);
         expect(l.llamacpp, l.name).toBeGreaterThan(0);
@@ -73,13 +73,16 @@ describe('bench:engine MoE lines in mlx-lm 4-bit and FP8 layouts', () => {
       // Orchard ran the layouts the real converters write; llama.cpp the K-quant / Q8_0 GGUF of the same float model
       expect(r.stderr).toContain('MLX 4-bit switch_mlp (llama.cpp: Q4_K_M)');
       expect(r.stderr).toContain('FP8 blocks (llama.cpp: Q8_0)');
+      expect(r.stderr).toContain('compressed-tensors INT4 experts (llama.cpp: Q4_0)');
       const root = join(tmp, 'orchard-bench-engine-moe-quant-small-v1');
       const weights = (f: string) => Object.keys(JSON.parse(readFileSync(join(root, f, 'model.safetensors.index.json'), 'utf8')).weight_map as Record<string, string>);
       expect(weights('mlx4')).toContain('model.layers.1.mlp.switch_mlp.down_proj.scales');
       expect(weights('mlx4').some((n) => n.includes('.experts.'))).toBe(false);
       expect(weights('fp8')).toContain('model.layers.1.mlp.experts.7.down_proj.weight_scale_inv');
       expect(JSON.parse(readFileSync(join(root, 'fp8/config.json'), 'utf8')).quantization_config.quant_method).toBe('fp8');
-      for (const q of ['q4_k_m', 'q8_0']) expect(readFileSync(join(root, `model-${q}.gguf`)).subarray(0, 4).toString()).toBe('GGUF');
+      expect(weights('int4')).toContain('model.layers.1.mlp.experts.7.down_proj.weight_packed');
+      expect(JSON.parse(readFileSync(join(root, 'int4/config.json'), 'utf8')).quantization_config.format).toBe('pack-quantized');
+      for (const q of ['q4_k_m', 'q8_0', 'q4_0']) expect(readFileSync(join(root, `model-${q}.gguf`)).subarray(0, 4).toString()).toBe('GGUF');
     } finally {
       rmSync(tmp, { recursive: true, force: true });
     }

@@ -7,23 +7,24 @@
  * as an MLX 4-bit (groups of 64) directory against llama.cpp on its Q4_K file (the same parameters at ~4.5 bits);
  * decode-moe-mlx4 / prefill-moe-mlx4 run Orchard on a Qwen3-MoE model as mlx-lm writes it (4-bit switch_mlp)
  * against llama.cpp on the Q4_K_M GGUF of the same float model, decode-moe-fp8 / prefill-moe-fp8 on its
- * FP8 block-scaled layout (Qwen3 FP8 repositories) against the Q8_0 GGUF (bench/moe-quant-model.ts);
+ * FP8 block-scaled layout (Qwen3 FP8 repositories) against the Q8_0 GGUF, decode-moe-int4 / prefill-moe-int4
+ * on its compressed-tensors INT4 layout (Kimi-K2-Thinking) against the Q4_0 GGUF (bench/moe-quant-model.ts);
  * plus the effective GB/s of f16 weight streaming during Orchard's decode against a memory-read sweep
  * measured in the same run with the same threads. Then the GPU: Orchard's WebGPU kernels against
  * llama.cpp's Vulkan (Metal on macOS) build on the same adapter and GGUFs of a ~170M model
  * (gpu-decode-<format>, gpu-prefill-<format> and Orchard's per-token overhead: bench/gpu.ts, also
  * `pnpm bench:gpu` alone), on lavapipe when there is no hardware GPU.
  *
- *   pnpm bench:engine [--threads N] [--rounds 2] [--only dense,moe,demo,gpu] [--dtypes f16,q8_0,q4_0,q4_k,q4_k_m,q5_k_m,mlx4,fp8] [--size full|small] [--simd auto|relaxed|baseline] [--json]
+ *   pnpm bench:engine [--threads N] [--rounds 2] [--only dense,moe,demo,gpu] [--dtypes f16,q8_0,q4_0,q4_k,q4_k_m,q5_k_m,mlx4,fp8,int4] [--size full|small] [--simd auto|relaxed|baseline] [--json]
  *   orchard bench engine --json
  *
  * Rounds interleave Orchard and llama.cpp and each keeps its best, so on a shared machine both get the
  * same share of the noise; compare ratios within one run. --dtypes also picks the moe group's formats
- * (q8_0, q4_0, mlx4, fp8; all without --dtypes); --size small runs the moe group on tiny models (a quick
+ * (q8_0, q4_0, mlx4, fp8, int4; all without --dtypes); --size small runs the moe group on tiny models (a quick
  * check that the lines work, not a measurement). The generated models are cached in
  * $TMPDIR/orchard-bench-engine-v1 (about 0.6 GB), $TMPDIR/orchard-bench-engine-moe-v1 (about 1.1 GB) and
- * $TMPDIR/orchard-bench-engine-moe-quant-v1 (about 2 GB: the BF16 model, its MLX 4-bit and FP8 directories,
- * its Q4_K_M and Q8_0 GGUFs) so later runs skip writing them.
+ * $TMPDIR/orchard-bench-engine-moe-quant-v1 (about 2.5 GB: the BF16 model, its MLX 4-bit, FP8 and INT4
+ * directories, its Q4_K_M, Q8_0 and Q4_0 GGUFs) so later runs skip writing them.
  * Needs tools/llama-oracle installed (npm ci --prefix tools/llama-oracle); says so otherwise.
  */
 import { existsSync, mkdtempSync, renameSync, rmSync } from 'node:fs';
@@ -44,7 +45,7 @@ import { runGpuBenchLines } from './gpu-lines.js';
 import { runGpuBench } from './gpu.js';
 import { llamaRunner } from './llama-cpp.js';
 import { ggufsOf, randomModelDir } from './models.js';
-import { BENCH_SIZES, type BenchSize, MOE_QUANT_GGUF, moeQuantModel } from './moe-quant-model.js';
+import { BENCH_SIZES, type BenchSize, MOE_QUANT_GGUF, type MoeQuantFormat, moeQuantModel } from './moe-quant-model.js';
 
 const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
 // ORCHARD_LLAMA_ORACLE_DIR points elsewhere (tests use it to check the missing-llama.cpp path).
@@ -74,8 +75,8 @@ export interface EngineBenchOptions {
   /** Groups of lines to run. @default all: the ~100M llama, the MoE model, the demo model, the GPU lines */
   only?: readonly BenchGroup[];
   /**
-   * Weight formats of the ~100M model's lines (the dense group: all but fp8) and of the moe group (q8_0,
-   * q4_0, mlx4, fp8). @default all
+   * Weight formats of the ~100M model's lines (the dense group: all but fp8 and int4) and of the moe group
+   * (q8_0, q4_0, mlx4, fp8, int4). @default all
    */
   dtypes?: readonly Dtype[];
   /** 'small': the moe group's models at a tiny shape (a quick check that the lines run). @default 'full' */
@@ -149,22 +150,22 @@ function generatedModel(log: (s: string) => void, cache = 'orchard-bench-engine-
     writeMlxModel(dir, tmp, { bits: 4, groupSize: 64 });
     renameSync(tmp, mlx4);
   }
-  const ggufDtypes = [...new Set(dtypes.filter((d) => d !== 'fp8').map((d) => (d === 'mlx4' ? 'q4_k' : d)))];
+  const ggufDtypes = [...new Set(dtypes.filter((d) => d !== 'fp8' && d !== 'int4').map((d) => (d === 'mlx4' ? 'q4_k' : d)))];
   return { dir, ggufs: ggufsOf(dir, root, log, ggufDtypes), mlx4 };
 }
 
-export type Dtype = 'f16' | 'q8_0' | 'q4_0' | 'q4_k' | 'q4_k_m' | 'q5_k_m' | 'mlx4' | 'fp8';
+export type Dtype = 'f16' | 'q8_0' | 'q4_0' | 'q4_k' | 'q4_k_m' | 'q5_k_m' | 'mlx4' | 'fp8' | 'int4';
 /**
  * Formats written as GGUF for both engines; 'mlx4' is an MLX 4-bit (g64) directory Orchard runs, against
  * llama.cpp on the Q4_K file (moe group: Q4_K_M); 'fp8' (moe group only) an FP8 block-scaled directory,
- * against the Q8_0 file.
+ * against the Q8_0 file; 'int4' (moe group only) a compressed-tensors INT4 directory, against the Q4_0 file.
  */
-type GgufDtype = Exclude<Dtype, 'mlx4' | 'fp8'>;
+type GgufDtype = Exclude<Dtype, 'mlx4' | 'fp8' | 'int4'>;
 /** A decode measurement stops early (after at least 4 tokens) past this, so a very slow engine cannot stretch the run. */
 const DECODE_CAP_MS = 3000;
-const DTYPES: Dtype[] = ['f16', 'q8_0', 'q4_0', 'q4_k', 'q4_k_m', 'q5_k_m', 'mlx4', 'fp8'];
-/** The moe group's formats: GGUFs of the Qwen3-MoE-shaped model, then the mlx-lm and FP8 layouts of another (moe-quant-model.ts). */
-const MOE_DTYPES = ['q8_0', 'q4_0', 'mlx4', 'fp8'] as const;
+const DTYPES: Dtype[] = ['f16', 'q8_0', 'q4_0', 'q4_k', 'q4_k_m', 'q5_k_m', 'mlx4', 'fp8', 'int4'];
+/** The moe group's formats: GGUFs of the Qwen3-MoE-shaped model, then the mlx-lm, FP8 and INT4 layouts of another (moe-quant-model.ts). */
+const MOE_DTYPES = ['q8_0', 'q4_0', 'mlx4', 'fp8', 'int4'] as const;
 
 interface Speeds {
   prefill: number;
@@ -305,7 +306,7 @@ export async function runEngineBench(options: EngineBenchOptions = {}): Promise<
   };
 
   const only = new Set(options.only ?? BENCH_GROUPS);
-  const dtypes = only.has('dense') ? (options.dtypes ?? DTYPES).filter((d) => d !== 'fp8') : [];
+  const dtypes = only.has('dense') ? (options.dtypes ?? DTYPES).filter((d) => d !== 'fp8' && d !== 'int4') : [];
   const big = only.has('dense') || only.has('gpu') ? generatedModel(log, undefined, undefined, dtypes) : null;
   for (const dt of dtypes) {
     log(`~100M model, ${dt}${dt === 'mlx4' ? ' (llama.cpp: Q4_K)' : ''}, ${o.threads} thread(s): Orchard vs llama.cpp`);
@@ -328,13 +329,13 @@ export async function runEngineBench(options: EngineBenchOptions = {}): Promise<
   const moe = moeGgufDtypes.length
     ? generatedModel(log, `orchard-bench-engine-moe${size === 'small' ? '-small' : ''}-v1`, moeShape, moeGgufDtypes, `Qwen3-MoE-shaped random model (${(activeParameters(moeShape) / 1e6).toFixed(0)}M parameters active per token)`)
     : null;
-  const quantFormats = moeDtypes.filter((d): d is 'mlx4' | 'fp8' => d === 'mlx4' || d === 'fp8');
+  const quantFormats = moeDtypes.filter((d): d is MoeQuantFormat => d === 'mlx4' || d === 'fp8' || d === 'int4');
   const moeQuant = quantFormats.length ? moeQuantModel(size, quantFormats, log) : null;
   for (const dt of moeDtypes) {
-    const quant = dt === 'mlx4' || dt === 'fp8';
+    const quant = dt === 'mlx4' || dt === 'fp8' || dt === 'int4';
     log(
       quant
-        ? `Qwen3-MoE model (${size}), ${dt === 'mlx4' ? 'MLX 4-bit switch_mlp' : 'FP8 blocks'} (llama.cpp: ${MOE_QUANT_GGUF[dt].toUpperCase()}), ${o.threads} thread(s): Orchard vs llama.cpp`
+        ? `Qwen3-MoE model (${size}), ${{ mlx4: 'MLX 4-bit switch_mlp', fp8: 'FP8 blocks', int4: 'compressed-tensors INT4 experts' }[dt]} (llama.cpp: ${MOE_QUANT_GGUF[dt].toUpperCase()}), ${o.threads} thread(s): Orchard vs llama.cpp`
         : `Qwen3-MoE-shaped model (~${(activeParameters(moeShape) / 1e6).toFixed(0)}M active), ${dt}, ${o.threads} thread(s): Orchard vs llama.cpp`,
     );
     const m = quant ? await measure(moeQuant!.dirs[dt]!, o, moeQuant!.ggufs[dt]!) : await measure(moe!.ggufs[dt], o);
@@ -352,7 +353,7 @@ export async function runEngineBench(options: EngineBenchOptions = {}): Promise<
     const demoDir = mkdtempSync(join(tmpdir(), 'orchard-bench-engine-demo-'));
     try {
       // The demo model's rows (192 columns) are not whole 256-blocks: no K-quant lines for it.
-      const demoDtypes = (options.dtypes ?? DTYPES).filter((dt): dt is GgufDtype => dt !== 'q4_k' && dt !== 'q4_k_m' && dt !== 'q5_k_m' && dt !== 'mlx4' && dt !== 'fp8');
+      const demoDtypes = (options.dtypes ?? DTYPES).filter((dt): dt is GgufDtype => dt !== 'q4_k' && dt !== 'q4_k_m' && dt !== 'q5_k_m' && dt !== 'mlx4' && dt !== 'fp8' && dt !== 'int4');
       const demoGgufs = ggufsOf(DEMO_DIR, demoDir, () => {}, demoDtypes);
       for (const dt of demoDtypes) {
         log(`demo model, ${dt}: Orchard vs llama.cpp`);

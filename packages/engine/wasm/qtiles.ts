@@ -460,19 +460,20 @@ function relaxedQ4Tiles(): string[] {
 }
 
 /**
- * Rows r0..r3's i16x8 of 8 consecutive columns ($r0..$r3: 4 column pairs each) transposed as 4×4 i32 and
- * stored as the column-pair vectors `pair`..`pair` + 3 of the widened layout at $o (vector k at ws·k).
+ * Rows r0..r3's i16x8 of 8 consecutive columns ($r0..$r3, or $<src>0..3: 4 column pairs each) transposed
+ * as 4×4 i32 and stored as the column-pair vectors `pair`..`pair` + 3 of the widened layout at $o (vector
+ * k at ws·k).
  */
-export function transposeStore4(ws: number, pair: number, ind: string): string[] {
+export function transposeStore4(ws: number, pair: number, ind: string, src = 'r'): string[] {
   const lo = '0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23';
   const hi = '8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31';
   const first = '0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23';
   const second = '8 9 10 11 12 13 14 15 24 25 26 27 28 29 30 31';
   return [
-    `${ind}(local.set $t0 (i8x16.shuffle ${lo} (local.get $r0) (local.get $r1)))`,
-    `${ind}(local.set $t1 (i8x16.shuffle ${lo} (local.get $r2) (local.get $r3)))`,
-    `${ind}(local.set $t2 (i8x16.shuffle ${hi} (local.get $r0) (local.get $r1)))`,
-    `${ind}(local.set $t3 (i8x16.shuffle ${hi} (local.get $r2) (local.get $r3)))`,
+    `${ind}(local.set $t0 (i8x16.shuffle ${lo} (local.get $${src}0) (local.get $${src}1)))`,
+    `${ind}(local.set $t1 (i8x16.shuffle ${lo} (local.get $${src}2) (local.get $${src}3)))`,
+    `${ind}(local.set $t2 (i8x16.shuffle ${hi} (local.get $${src}0) (local.get $${src}1)))`,
+    `${ind}(local.set $t3 (i8x16.shuffle ${hi} (local.get $${src}2) (local.get $${src}3)))`,
     `${ind}(v128.store offset=${ws * pair} (local.get $o) (i8x16.shuffle ${first} (local.get $t0) (local.get $t1)))`,
     `${ind}(v128.store offset=${ws * (pair + 1)} (local.get $o) (i8x16.shuffle ${second} (local.get $t0) (local.get $t1)))`,
     `${ind}(v128.store offset=${ws * (pair + 2)} (local.get $o) (i8x16.shuffle ${first} (local.get $t2) (local.get $t3)))`,

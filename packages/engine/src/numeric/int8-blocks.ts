@@ -16,12 +16,15 @@ export interface Int8Blocks {
   q: Int32Array;
   /** Largest |x| per block. */
   amax: Float32Array;
-  /** 127/amax per block in f32 (0 for an all-zero block). */
+  /** levels/amax per block in f32 (0 for an all-zero block). */
   iscale: Float32Array;
 }
 
-/** Quantizes `x[offset, offset + cols)` to int8 per `block` columns (cols a multiple of block). */
-export function quantizeInt8Blocks(x: Float32Array, offset: number, cols: number, block: number): Int8Blocks {
+/**
+ * Quantizes `x[offset, offset + cols)` to int8 per `block` columns (cols a multiple of block); `levels`
+ * other than 127 gives the wider integers of FP8 prompt batches (±16383).
+ */
+export function quantizeInt8Blocks(x: Float32Array, offset: number, cols: number, block: number, levels = 127): Int8Blocks {
   const nb = cols / block;
   const q = new Int32Array(cols);
   const amax = new Float32Array(nb);
@@ -32,7 +35,7 @@ export function quantizeInt8Blocks(x: Float32Array, offset: number, cols: number
     amax[b] = m;
     if (m === 0) continue;
     // 127/amax (not 1/d): llama.cpp's x86 quantizers, which the end-to-end comparisons run.
-    const id = fround(127 / m);
+    const id = fround(levels / m);
     iscale[b] = id;
     for (let j = 0; j < block; j++) q[b * block + j] = roundHalfEven(fround(x[offset + b * block + j] * id));
   }

@@ -11,8 +11,9 @@
  * factors (its block row's, repeated on each of the 128 rows: +3% over the file), then its code
  * bytes as the file has them. So any whole rows are a byte range (tensor-parallel row splits need no
  * block alignment) and a row is one stream for the kernels. A column slice must start on a 128-column
- * block and end on one or at the last column (refused with the numbers otherwise). Nothing is widened:
- * the kernels decode each code as they multiply.
+ * block and end on one or at the last column (refused with the numbers otherwise). Nothing is widened
+ * in memory: the 1-token kernel decodes each code as it multiplies; prompt batches widen a few rows at a
+ * time into per-thread scratch (wasm/fp8tiles.ts).
  */
 import { basename } from 'node:path';
 import { ModelFormatError, UnsupportedModelError } from '../errors.js';
@@ -99,6 +100,25 @@ export function packFp8(codes: Uint8Array, scaleInv: Float32Array, rows: number,
   for (let r = 0; r < rows; r++) {
     for (let b = 0; b < nb; b++) view.setFloat32(r * rb + b * 4, scaleInv[Math.floor(r / FP8_BLOCK) * nb + b], true);
     dst.set(codes.subarray(r * cols, (r + 1) * cols), r * rb + nb * 4);
+  }
+  markNanBlocks(dst.subarray(0, rows * rb), cols);
+}
+
+/**
+ * Sets the factor of every row block that holds a NaN code (0x7f/0xff) to NaN, in packed 'fp8_e4m3' rows
+ * of `cols` columns: the kernels then give NaN for the row without checking each code (wasm/fp8tiles.ts).
+ * Real checkpoints hold none, so the scan is two native byte searches over the codes.
+ */
+export function markNanBlocks(rowsBytes: Uint8Array, cols: number): void {
+  const nb = Math.ceil(cols / FP8_BLOCK);
+  const rb = nb * 4 + cols;
+  const buf = Buffer.from(rowsBytes.buffer, rowsBytes.byteOffset, rowsBytes.byteLength);
+  for (const nan of [0x7f, 0xff]) {
+    for (let at = buf.indexOf(nan); at >= 0; at = buf.indexOf(nan, at + 1)) {
+      const c = (at % rb) - nb * 4;
+      if (c < 0) continue; // a byte of a factor, not a code
+      buf.writeFloatLE(NaN, at - (at % rb) + Math.floor(c / FP8_BLOCK) * 4);
+    }
   }
 }
 
@@ -220,6 +240,7 @@ export function planFp8Matrix(
         }
         out.set(src.subarray(i * cols, (i + 1) * cols), i * rb + nb * 4);
       }
+      markNanBlocks(out, cols);
     };
     reads.push(lazyRead(file, name, () => scratch.view(0, n * cols), fileRows, c));
     reads.push(lazyRead(sFile, sName, () => scratch.view(sOff, sLen), [b0, b1], blockCols, place));

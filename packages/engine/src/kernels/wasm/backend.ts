@@ -110,6 +110,8 @@ export interface WasmBackend extends Backend {
 }
 
 const F16_X_SCALE = 2 ** 64;
+/** FP8 activations are scaled the same way: the kernels' code bits are value·2^-120 (wasm/fp8tiles.ts). */
+const FP8_X_SCALE = 2 ** 64;
 
 export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend {
   const threads = options.threads ?? physicalCores();
@@ -315,8 +317,24 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
     let xAddr = arena.addressOf(x, 'input buffer');
     let xStride = cols * 4;
     if (dtype === 'fp8_e4m3') {
-      // prompt batches decode each pair of rows once per thread into f32 (wasm/fp8tiles.ts): 2 rows of cols f32
-      if (n >= 2) wideScratch(cols, 2 * (Math.ceil((cols * 4) / 16) * 16));
+      // the 1-token kernel takes the activations times 2^64 (the codes' bits are value·2^-120), each 16-column
+      // group in its decode's lane order (wasm/fp8tiles.ts);
+      // prompt batches on the 32-column grid run q8_0's integer tiles over 4-row groups widened once per
+      // thread ($rows_fp8q) against 15-bit activations (quant_q8 mode 2) in tile layout, the rows%4 tail the
+      // 1-token kernel
+      const scaledBytes = Math.ceil((cols * n * 4) / 16) * 16;
+      const tiles = n >= 2 && cols % QK === 0;
+      const qStride = cols * 2 + (cols / QK) * 8;
+      const stdBytes = Math.ceil((qStride * n) / 16) * 16;
+      if (tiles) wideScratch(cols, 17 * cols);
+      const dst = scratch(scaledBytes + (tiles ? stdBytes + (cols / QK) * 68 * n : 0));
+      if (tiles) {
+        k.quant_q8(xAddr, dst + scaledBytes, cols, n, 2);
+        k.quant_tiles(dst + scaledBytes, dst + scaledBytes + stdBytes, cols, n);
+        qtiles[0] = dst + scaledBytes + stdBytes;
+      }
+      k.fp8_prep_x(xAddr, dst, cols, n, FP8_X_SCALE);
+      xAddr = dst;
     } else if (dtype === 'f16' || dtype === 'bf16') {
       // f16 prompt batches widen each 4-row group once: from 4 tokens on, or from 2 when packed.
       if (dtype === 'f16' && n >= (w.packed ? 2 : 4)) wideScratch(cols);

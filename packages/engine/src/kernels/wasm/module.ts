@@ -125,4 +125,5 @@ export interface KernelExports {
   swiglu(a: number, b: number, n: number): void;
   rmsnorm_rows(out: number, x: number, w: number, n: number, dim: number, eps: number): void;
   add_f32(x: number, y: number, n: number): void;
+  fp8_prep_x(x: number, dst: number, cols: number, n: number, k: number): void;
 }

@@ -13,8 +13,8 @@ import type { DType } from '../backend.js';
 import { dequantizeKRow } from '../../quant/kquants.js';
 import { dequantizeMlxRow } from '../../quant/mlx.js';
 import { KVALUES, dequantizeMxfp4Row, e8m0Half } from '../../quant/mxfp4.js';
-import { dequantizeFp8Row } from '../../quant/fp8.js';
-import { MXFP4_BLOCK_BYTES, Q4_0_BLOCK_BYTES, Q8_0_BLOCK_BYTES, QK, isMlx, weightBytes } from './formats.js';
+import { E4M3_TO_F32, dequantizeFp8Row } from '../../quant/fp8.js';
+import { FP8_BLOCK, MXFP4_BLOCK_BYTES, Q4_0_BLOCK_BYTES, Q8_0_BLOCK_BYTES, QK, isMlx, rowBytes, weightBytes } from './formats.js';
 
 const fround = Math.fround;
 
@@ -107,8 +107,35 @@ export function dequantizeRow(dtype: DType, bytes: Uint8Array, cols: number, r: 
 }
 
 /** Integer weight values (before the scale) of row `r`, and the row's block scales (q8_0, q4_0, mxfp4). */
+/**
+ * Row r of an fp8_e4m3 weight (cols % 32 == 0) as FP8 prompt batches see it (wasm/fp8tiles.ts
+ * $fp8qwiden): per 32-column block s = max(0, E − 9) for the block's largest exponent field E, each
+ * code as round(v·2^(9−s)) (ties to even) and the block's factor scale·2^(s−9), NaN where the block
+ * holds a NaN code.
+ */
+export function fp8RowInts(bytes: Uint8Array, cols: number, r: number, q: Int32Array, d: Float64Array | Float32Array): void {
+  const nb128 = Math.ceil(cols / FP8_BLOCK);
+  const row = r * rowBytes('fp8_e4m3', cols);
+  const scales = new DataView(bytes.buffer, bytes.byteOffset + row, nb128 * 4);
+  const codes = bytes.subarray(row + nb128 * 4, row + nb128 * 4 + cols);
+  for (let b = 0; b < cols / QK; b++) {
+    let max = 0;
+    for (let j = b * QK; j < (b + 1) * QK; j++) max = Math.max(max, codes[j] & 0x7f);
+    const s = Math.max(0, (max >> 3) - 9);
+    const scale = scales.getFloat32(Math.floor((b * QK) / FP8_BLOCK) * 4, true);
+    d[b] = max === 0x7f ? NaN : fround(scale * 2 ** (s - 9));
+    for (let j = b * QK; j < (b + 1) * QK; j++) {
+      const v = E4M3_TO_F32[codes[j] & 0x7f] * 2 ** (9 - s);
+      const f = Math.floor(v);
+      const n = v - f > 0.5 || (v - f === 0.5 && f % 2 === 1) ? f + 1 : f;
+      q[j] = codes[j] & 0x80 ? -n : n;
+    }
+  }
+}
+
 function rowInts(dtype: DType, bytes: Uint8Array, cols: number, r: number, q: Int32Array, d: Float64Array): void {
   const nb = cols / QK;
+  if (dtype === 'fp8_e4m3') return fp8RowInts(bytes, cols, r, q, d);
   if (dtype === 'mxfp4') {
     // ggml's form: doubled FP4 integers times 2^(e − 128)
     for (let b = 0, o = r * nb * MXFP4_BLOCK_BYTES; b < nb; b++, o += MXFP4_BLOCK_BYTES) {
@@ -147,6 +174,16 @@ export function quantizeActivations(x: Float32Array, offset: number, cols: numbe
   const d = dRaw.map((dr) => F16_TO_F32[f32ToF16Bits(dr)]);
   return { q, d, dRaw };
 }
+
+/** FP8 prompt batches' activations (quant_q8 mode 2): ±16383 per 32 columns, d = amax/16383 kept in f32. */
+export function quantizeFp8Activations(x: Float32Array, offset: number, cols: number): QuantizedActivations {
+  const { q, amax } = quantizeInt8Blocks(x, offset, cols, QK, FP8_ACT_LEVELS);
+  const d = amax.map((m) => fround(m / FP8_ACT_LEVELS));
+  return { q, d, dRaw: d };
+}
+
+/** Levels of FP8 prompt batches' activations: with codes of at most 15·2^8 (fp8RowInts), 32 products stay within i32. */
+export const FP8_ACT_LEVELS = 16383;
 
 export interface QuantDotResult {
   /** out[b·rows + r], f64. */
@@ -213,4 +250,34 @@ export function matmulQ8Activations(
     }
   }
   return { out, magnitude };
+}
+
+/**
+ * What q8_0's integer prompt tiles (wasm/qtiles.ts) give for a weight `rowInts` reads, bit for bit: per
+ * row and token, block by block from +0, sum += f32(integer block total)·(d_w·d_x) in f32; the
+ * activations as quant_q8 writes them for the format (FP8: quantizeFp8Activations).
+ */
+export function q8TilesOutput(dtype: DType, bytes: Uint8Array, rows: number, cols: number, x: Float32Array, n: number): Float32Array {
+  const nb = cols / QK;
+  const out = new Float32Array(rows * n);
+  const quantize = dtype === 'fp8_e4m3' ? quantizeFp8Activations : quantizeActivations;
+  const acts = Array.from({ length: n }, (_, b) => quantize(x, b * cols, cols));
+  const q = new Int32Array(cols);
+  const d = new Float32Array(nb);
+  const dw = new Float64Array(nb);
+  for (let r = 0; r < rows; r++) {
+    rowInts(dtype, bytes, cols, r, q, dw);
+    d.set(dw);
+    for (let t = 0; t < n; t++) {
+      const a = acts[t];
+      let s = 0;
+      for (let k = 0; k < nb; k++) {
+        let si = 0;
+        for (let j = k * QK; j < (k + 1) * QK; j++) si += q[j] * a.q[j];
+        s = fround(s + fround(fround(si) * fround(d[k] * a.d[k])));
+      }
+      out[t * rows + r] = s;
+    }
+  }
+  return out;
 }
