@@ -1,10 +1,13 @@
 /**
  * The runner's messages to its daemon, with the tokens sampled in one turn of its event loop sent as
- * one IPC message. A batched step hands out a token for each of its sequences in one synchronous
- * pass (and a confirmed draft several for one sequence): one message each would be one JSON encode,
- * one pipe write and, on a busy machine, one wake-up of the daemon per token. The batch is flushed
- * in a microtask, so before the driver's next step, and before any other message: a request's
- * `done` never overtakes its last tokens.
+ * one IPC message. A batched step hands out a token for each of its sequences in one pass (and a
+ * confirmed draft several for one sequence): one message each would be one JSON encode, one pipe
+ * write and, on a busy machine, one wake-up of the daemon per token. The batch is flushed in a
+ * setImmediate, not a microtask: the step awaits each sequence's pick (pickToken is async), and a
+ * microtask flush ran at the first of those awaits, so a step of 8 sequences still sent 8 messages.
+ * The drivers yield to the event loop between steps (batch-driver.ts: a setImmediate queued after
+ * this one; driver.ts: socket waits), so the flush still comes before the next step; and any other
+ * message flushes first: a request's `done` never overtakes its last tokens.
  */
 import type { TokenLogprob } from '@orchard/engine';
 import type { FromRunner, TokenItem } from './protocol.js';
@@ -14,7 +17,7 @@ export class TokenBatcher {
   readonly #schedule: (flush: () => void) => void;
   #items: TokenItem[] = [];
 
-  constructor(send: (m: FromRunner) => void, schedule: (flush: () => void) => void = queueMicrotask) {
+  constructor(send: (m: FromRunner) => void, schedule: (flush: () => void) => void = (f) => void setImmediate(f)) {
     this.#send = send;
     this.#schedule = schedule;
   }

@@ -38,15 +38,20 @@ describe('TokenBatcher', () => {
     expect(sent.map((m) => m.type)).toEqual(['tokens', 'done']);
   });
 
-  it('by default flushes before the next awaited step of the sender', async () => {
+  it('by default sends a step that awaits between its picks as one message, before the driver yields for its next step', async () => {
     const sent: FromRunner[] = [];
     const b = new TokenBatcher((m) => sent.push(m));
+    // As BatchDriver.#step: each sequence's pick is awaited (pickToken is async) before its token is handed out.
     const step = async () => {
-      b.token(5, 1);
-      b.token(6, 2);
+      for (const [id, token] of [[5, 1], [6, 2], [7, 3]]) {
+        await Promise.resolve();
+        b.token(id, token);
+      }
     };
     await step();
-    await Promise.resolve();
-    expect(sent).toEqual([{ type: 'tokens', tokens: [{ id: 5, token: 1 }, { id: 6, token: 2 }] }]);
+    expect(sent).toEqual([]);
+    // The driver's yield between steps (a setImmediate queued after the flush).
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(sent).toEqual([{ type: 'tokens', tokens: [{ id: 5, token: 1 }, { id: 6, token: 2 }, { id: 7, token: 3 }] }]);
   });
 });
