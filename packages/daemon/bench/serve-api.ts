@@ -5,18 +5,25 @@
  *     (runner process, IPC, executor, detokenizing, SSE), against the engine alone decoding the same
  *     prompt in this process with the same kernels and threads (target >= 0.9x);
  *   - api-batch-8: the summed tok/s of 8 concurrent streamed requests against one at a time (target >= 3x);
+ *     beside it the ceiling: the engine alone stepping 8 sequences in one forwardBatch against one
+ *     sequence, same kernels and threads (engine-batch-8). This model is 4 layers of hidden 192: its
+ *     weights (~1.6M parameters) stay in the CPU's cache, so a step of 8 costs nearly 8 steps of one
+ *     (compute, not memory reads) and batching saves only the per-kernel call overheads;
  *   - per-stage time per token: the runner alone (IPC, no HTTP) minus the engine alone, and the
  *     daemon-side stages replayed on the same tokens in isolation (detokenizing with stop strings,
  *     an output constraint's mask, SSE encoding, a request log line).
  * The client reads the stream in the same process as the daemon (as a local client's bytes), so
- * its own parsing counts against the API line: it only splits on event boundaries.
+ * its own parsing counts against the API line: it splits on event boundaries and parses each event's
+ * JSON, on node:http (fetch's web streams cost this process ~3x more CPU per token than the daemon's
+ * whole serving path, and a real client runs in a process of its own).
  */
 import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { request } from 'node:http';
 import os from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pino from 'pino';
-import { compileConstraint, createWasmBackend, generate, loadInProcessModel, loadTokenizer, pipelineStages, TextStream } from '@orchard/engine';
+import { argmax, compileConstraint, createWasmBackend, generate, loadInProcessModel, loadShard, loadTokenizer, pipelineStages, TextStream } from '@orchard/engine';
 import { startOrchard, type Orchard } from '../src/orchard.js';
 import { resolveOptions } from '../src/config/options.js';
 import { startLocalInstance } from '../src/runner/runner-process.js';
@@ -28,8 +35,11 @@ const TOKENS = Number(process.env.BENCH_API_TOKENS ?? 100);
 /** Requests per measured sample (see repeated()). */
 const REPEAT = Number(process.env.BENCH_API_REPEAT ?? 4);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
-/** The daemon gives a lone rank all cores (supervisor.ts): the engine alone gets the same. */
-const THREADS = Math.max(1, os.availableParallelism());
+/**
+ * The daemon gives a lone rank all cores (supervisor.ts): the engine alone gets the same. BENCH_THREADS=n
+ * gives the engine, the runner and the daemon's runner n threads (--engine-threads).
+ */
+const THREADS = Number(process.env.BENCH_THREADS ?? Math.max(1, os.availableParallelism()));
 
 /** Decode rate from stamps of each token's arrival: the first token ends the prefill. */
 function rate(stamps: number[]): number {
@@ -62,32 +72,56 @@ async function repeated(once: () => Promise<number[]>): Promise<number> {
 }
 
 /** One streamed completion: arrival time of each token's event and the text. */
-async function streamOnce(d: Orchard, prompt: string): Promise<{ stamps: number[]; text: string }> {
-  const res = await fetch(`http://127.0.0.1:${d.apiPort}/v1/completions`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ model: REPO, prompt, max_tokens: TOKENS, temperature: 0, stream: true }),
-    signal: AbortSignal.timeout(60_000),
+function streamOnce(d: Orchard, prompt: string): Promise<{ stamps: number[]; text: string }> {
+  const body = JSON.stringify({ model: REPO, prompt, max_tokens: TOKENS, temperature: 0, stream: true });
+  return new Promise((resolve, reject) => {
+    const req = request({ host: '127.0.0.1', port: d.apiPort, path: '/v1/completions', method: 'POST', headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) }, timeout: 60_000 }, (res) => {
+      res.setEncoding('utf8');
+      let rest = '';
+      if (res.statusCode !== 200) {
+        res.on('data', (c: string) => (rest += c));
+        res.on('end', () => reject(new Error(`api-stream: HTTP ${res.statusCode}: ${rest}`)));
+        return;
+      }
+      const stamps: number[] = [];
+      let text = '';
+      res.on('data', (chunk: string) => {
+        const now = performance.now();
+        rest += chunk;
+        const events = rest.split('\n\n');
+        rest = events.pop()!;
+        for (const e of events) {
+          if (!e.startsWith('data: {')) continue;
+          const piece = (JSON.parse(e.slice(6)) as { choices: { text?: string }[] }).choices[0]?.text;
+          // One byte-level token per character of this model (ASCII text).
+          if (piece) for (let k = 0; k < piece.length; k++) stamps.push(now);
+          if (piece) text += piece;
+        }
+      });
+      res.on('end', () => resolve({ stamps, text }));
+      res.on('error', reject);
+    });
+    req.on('timeout', () => req.destroy(new Error('api-stream: no answer within 60 s')));
+    req.on('error', reject);
+    req.end(body);
   });
-  if (!res.ok || !res.body) throw new Error(`api-stream: HTTP ${res.status}: ${await res.text()}`);
-  const stamps: number[] = [];
-  let text = '';
-  let rest = '';
-  const decoder = new TextDecoder();
-  for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
-    const now = performance.now();
-    rest += decoder.decode(chunk, { stream: true });
-    const events = rest.split('\n\n');
-    rest = events.pop()!;
-    for (const e of events) {
-      if (!e.startsWith('data: {')) continue;
-      const piece = (JSON.parse(e.slice(6)) as { choices: { text?: string }[] }).choices[0]?.text;
-      // One byte-level token per character of this model (ASCII text).
-      if (piece) for (let k = 0; k < piece.length; k++) stamps.push(now);
-      if (piece) text += piece;
-    }
+}
+
+/**
+ * The engine alone decoding `prompts` side by side, one forwardBatch per step (greedy), TOKENS steps:
+ * the summed decode rate, tok/s. With one prompt it is the same loop for one sequence.
+ */
+async function engineSteps(shard: ReturnType<typeof loadShard>, prompts: number[][]): Promise<number> {
+  const caches = prompts.map(() => shard.newCache(shard.maxSeqLen));
+  try {
+    let next: number[] = [];
+    for (let i = 0; i < prompts.length; i++) next.push(argmax(await shard.forward({ tokens: prompts[i] }, caches[i])));
+    const t0 = performance.now();
+    for (let s = 1; s < TOKENS; s++) next = (await shard.forwardBatch(next.map((id, i) => ({ input: { tokens: [id] }, cache: caches[i] })))).map((l) => argmax(l));
+    return ((TOKENS - 1) * prompts.length * 1000) / (performance.now() - t0);
+  } finally {
+    for (const c of caches) shard.releaseCache(c);
   }
-  return { stamps, text };
 }
 
 /** Eight streams at once: their summed rate while all eight stream (as bench/serve.ts's eightStreams). */
@@ -158,7 +192,7 @@ async function startDaemon(): Promise<{ d: Orchard; dataDir: string }> {
   const modelDir = join(dataDir, 'models', ...REPO.split('/'));
   mkdirSync(modelDir, { recursive: true });
   cpSync(DEMO, modelDir, { recursive: true });
-  const options = resolveOptions({ dataDir, listen: ['/ip4/127.0.0.1/tcp/0'], bootstrap: [], apiPort: 0, mdns: false } as never);
+  const options = resolveOptions({ dataDir, listen: ['/ip4/127.0.0.1/tcp/0'], bootstrap: [], apiPort: 0, mdns: false, ...(process.env.BENCH_THREADS ? { engineThreads: THREADS } : {}) } as never);
   const d = await startOrchard(options, pino({ level: 'silent' }), { dashboard: false });
   return { d, dataDir };
 }
@@ -225,9 +259,11 @@ export async function printApiLines(): Promise<void> {
     await inst[0].generate({ promptIds: p, maxTokens: TOKENS, stopTokenIds: [256] }, () => void stamps.push(performance.now()));
     return stamps;
   };
+  const shard = loadShard(DEMO, { layers: [0, 4], tensor: { rank: 0, size: 1 }, embed: true, head: true }, { backend: createWasmBackend({ threads: THREADS }), maxSeqLen: 160, maxBatch: 64 });
+  const eightPrompts = Array.from({ length: 8 }, (_, i) => promptIds.slice(0, 30 + i));
   const { d, dataDir } = await startDaemon();
   const cpu: Record<string, number> = {};
-  const r = { engine: [] as number[], runner: [] as number[], api: [] as number[], runner8: [] as number[], api1: [] as number[], api8: [] as number[] };
+  const r = { engine: [] as number[], runner: [] as number[], api: [] as number[], runner8: [] as number[], api1: [] as number[], api8: [] as number[], engineStep1: [] as number[], engineStep8: [] as number[] };
   try {
     // Warm-up: kernels compiled, the daemon's instance loaded (its first request waits for it).
     await engineOnce();
@@ -247,6 +283,10 @@ export async function printApiLines(): Promise<void> {
       r.runner8.push(overlapRate(await Promise.all(Array.from({ length: 8 }, (_, i) => runnerOnce(promptIds.slice(0, 30 + i))))));
       r.api1.push(await repeated(async () => (await streamOnce(d, PROMPT.slice(0, 33))).stamps));
       r.api8.push(await eightStreams(d));
+      let one = 0;
+      for (let k = 0; k < REPEAT; k++) one += (await engineSteps(shard, [eightPrompts[3]])) / REPEAT;
+      r.engineStep1.push(one);
+      r.engineStep8.push(await engineSteps(shard, eightPrompts));
     }
     // CPU per token: the runner alone, then the daemon's runner and the daemon (with this client) streaming.
     const runnerPid = inst[0].child.pid!;
@@ -289,6 +329,9 @@ export async function printApiLines(): Promise<void> {
   line('runner alone, 8 concurrent (summed)', r.runner8, r.runner, 'runner one at a time');
   line('api one stream (8-stream prompt length)', r.api1, r.api1, 'one');
   line('api-batch-8 (8 concurrent, summed)', r.api8, r.api1, 'api one at a time', 3);
+  line('engine one sequence, forwardBatch loop', r.engineStep1, r.engineStep1, 'one');
+  line('engine-batch-8 (8 sequences per forwardBatch)', r.engineStep8, r.engineStep1, 'engine one sequence: the ceiling of api-batch-8');
+  line('api-batch-8 against engine-batch-8', r.api8, r.engineStep8, 'engine 8 sequences');
   const us = (xs: number[]) => 1e6 / med(xs);
   console.log('per-token time by stage (us/token, from the medians):');
   console.log(`  ${'engine decode step'.padEnd(52)} ${us(r.engine).toFixed(1).padStart(7)}`);
