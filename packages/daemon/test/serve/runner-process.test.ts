@@ -40,8 +40,15 @@ describe('runner processes over TCP', () => {
     for (const p of prompts) want.push((await generate(single, p, { maxTokens: 12, stopTokenIds: [] })).tokens);
     const runners = await startLocalInstance({ modelDir: dir, layout: { stages: pipelineStages(4, 1), tensor: 1 }, groupId: 'test-2', secret: 'cd'.repeat(16), listenHost: '127.0.0.1' });
     try {
+      // The tokens of a step (8 sequences) reach the daemon as one message, not one each (token-batch.ts).
+      let tokenMessages = 0;
+      const count = (m: unknown) => void ((m as { type: string }).type.startsWith('token') && tokenMessages++);
+      runners[0].child.on('message', count);
       const outs = await Promise.all(prompts.map((p) => runners[0].generate({ promptIds: p, maxTokens: 12, stopTokenIds: [] }, () => undefined)));
+      runners[0].child.off('message', count);
       expect(outs.map((o) => o.tokens)).toEqual(want);
+      expect(tokenMessages).toBeGreaterThan(0);
+      expect(tokenMessages).toBeLessThanOrEqual(8 * 12 / 4);
       // A ninth at once is refused by the runner (the daemon's executor queues it instead).
       const nine = [...prompts, prompt].map((p) => runners[0].generate({ promptIds: p, maxTokens: 200, stopTokenIds: [] }, () => undefined));
       await expect(nine[8]).rejects.toThrow(/all 8 sequence slots are busy/);
