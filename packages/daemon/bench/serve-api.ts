@@ -19,6 +19,7 @@
  */
 import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { request } from 'node:http';
+import { Worker } from 'node:worker_threads';
 import os from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -105,6 +106,73 @@ function streamOnce(d: Orchard, prompt: string): Promise<{ stamps: number[]; tex
     req.on('error', reject);
     req.end(body);
   });
+}
+
+/**
+ * The client of the CPU lines that split the daemon from its client: the same requests and parsing as
+ * streamOnce, on a worker thread of this process, which reports its own thread's CPU time (Linux
+ * /proc/thread-self; NaN elsewhere). Plain JS: a worker does not inherit tsx.
+ */
+const CLIENT_WORKER = `
+const { parentPort, workerData } = require('node:worker_threads');
+const http = require('node:http');
+const fs = require('node:fs');
+const cpuUs = () => {
+  try {
+    const f = fs.readFileSync('/proc/thread-self/stat', 'utf8');
+    const x = f.slice(f.lastIndexOf(')') + 2).split(' ');
+    return (Number(x[11]) + Number(x[12])) * 1e4;
+  } catch { return NaN; }
+};
+const { port, model, tokens, batches } = workerData;
+const stream = (prompt) => new Promise((resolve, reject) => {
+  const body = JSON.stringify({ model, prompt, max_tokens: tokens, temperature: 0, stream: true });
+  const req = http.request({ host: '127.0.0.1', port, path: '/v1/completions', method: 'POST', headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) }, timeout: 60000 }, (res) => {
+    res.setEncoding('utf8');
+    let rest = '';
+    let n = 0;
+    res.on('data', (chunk) => {
+      rest += chunk;
+      const events = rest.split('\\n\\n');
+      rest = events.pop();
+      for (const e of events) if (e.startsWith('data: {')) n += (JSON.parse(e.slice(6)).choices[0]?.text ?? '').length;
+    });
+    res.on('end', () => (res.statusCode === 200 ? resolve(n) : reject(new Error('HTTP ' + res.statusCode))));
+  });
+  req.on('timeout', () => req.destroy(new Error('no answer within 60 s')));
+  req.on('error', reject);
+  req.end(body);
+});
+parentPort.once('message', async () => {
+  const c0 = cpuUs();
+  let n = 0;
+  for (const batch of batches) n += (await Promise.all(batch.map(stream))).reduce((a, b) => a + b, 0);
+  parentPort.postMessage({ tokens: n, cpuUs: cpuUs() - c0 });
+});
+parentPort.postMessage('ready');
+`;
+
+/**
+ * CPU per token of the daemon alone (this process less the client's thread) and of the client, while
+ * a worker-thread client streams `batches` (each batch's prompts at once), microseconds.
+ */
+async function daemonAndClientCpu(d: Orchard, batches: string[][]): Promise<{ daemon: number; client: number }> {
+  const w = new Worker(CLIENT_WORKER, { eval: true, workerData: { port: d.apiPort, model: REPO, tokens: TOKENS, batches } });
+  try {
+    const next = () => new Promise<unknown>((resolve, reject) => {
+      w.once('message', resolve);
+      w.once('error', reject);
+    });
+    await next();
+    const self0 = process.cpuUsage();
+    const result = next();
+    w.postMessage('go');
+    const { tokens, cpuUs } = (await result) as { tokens: number; cpuUs: number };
+    const self = process.cpuUsage(self0);
+    return { daemon: (self.user + self.system - cpuUs) / tokens, client: cpuUs / tokens };
+  } finally {
+    await w.terminate();
+  }
 }
 
 /**
@@ -310,6 +378,17 @@ export async function printApiLines(): Promise<void> {
     cpu.api8Runner = api8.runner;
     cpu.api8Daemon = api8.self;
     cpu.runner8 = (await cpuPerToken({ runner: runnerPid }, count8((i) => runnerOnce(promptIds.slice(0, 30 + i))))).runner;
+    // The same streams from a client on a worker thread: the daemon's share apart from the client's.
+    const split1 = await daemonAndClientCpu(d, Array.from({ length: 2 * REPEAT }, () => [PROMPT]));
+    const split8 = await daemonAndClientCpu(d, Array.from({ length: 2 }, () => Array.from({ length: 8 }, (_, i) => PROMPT.slice(0, 30 + i))));
+    Object.assign(cpu, { apiDaemonAlone: split1.daemon, apiClient: split1.client, api8DaemonAlone: split8.daemon, api8Client: split8.client });
+    // The engine's own steps of one and of 8 sequences (each prompt's prefill, then the decode steps): what batching saves per token on this model.
+    const steps = (prompts: number[][]) => async () => {
+      for (let k = 0; k < 2; k++) await engineSteps(shard, prompts);
+      return 2 * (TOKENS - 1) * prompts.length;
+    };
+    cpu.engineStep1 = (await cpuPerToken({}, steps([eightPrompts[3]]))).self;
+    cpu.engineStep8 = (await cpuPerToken({}, steps(eightPrompts))).self;
   } finally {
     await d.stop();
     await Promise.all(inst.map((x) => x.stop(1000)));
@@ -346,6 +425,12 @@ export async function printApiLines(): Promise<void> {
   c('runner alone, 8 streams (runner process)', cpu.runner8);
   c('api, 8 streams: the daemon\'s runner process', cpu.api8Runner);
   c('api, 8 streams: daemon + in-process client', cpu.api8Daemon);
+  c('api, one stream: the daemon alone (client on a thread)', cpu.apiDaemonAlone);
+  c('api, one stream: that client thread', cpu.apiClient);
+  c('api, 8 streams: the daemon alone (client on a thread)', cpu.api8DaemonAlone);
+  c('api, 8 streams: that client thread', cpu.api8Client);
+  c('engine alone, one sequence (forwardBatch loop)', cpu.engineStep1);
+  c('engine alone, 8 sequences per forwardBatch', cpu.engineStep8);
   console.log('daemon-side stages replayed alone on the engine\'s tokens (us/token):');
   for (const s of await stageCosts(ids)) console.log(`    ${s.name.padEnd(50)} ${Number.isNaN(s.us) ? '   n/a' : s.us.toFixed(2).padStart(7)}`);
   console.log(`load average after the api lines: ${os.loadavg()[0].toFixed(2)}`);
