@@ -38,7 +38,7 @@ export class TokenBatcher {
   readonly #schedule: (flush: () => void) => void;
   readonly #after: (flush: () => void, ms: number) => () => void;
   readonly #now: () => number;
-  readonly #intervalMs: number;
+  #intervalMs = TOKEN_INTERVAL_MS;
   #items: TokenItem[] = [];
   /** When the last token message went, ms (-Infinity: none yet). */
   #last = -Infinity;
@@ -55,8 +55,17 @@ export class TokenBatcher {
         return () => clearTimeout(t);
       });
     this.#now = o.now ?? (() => performance.now());
-    this.#intervalMs = o.intervalMs ?? TOKEN_INTERVAL_MS;
-    if (!(this.#intervalMs >= 0)) throw new RangeError(`token interval must be 0 or more ms, got ${this.#intervalMs}`);
+    this.intervalMs = o.intervalMs ?? TOKEN_INTERVAL_MS;
+  }
+
+  /** Least time between token messages, ms; a change applies from the next message. */
+  get intervalMs(): number {
+    return this.#intervalMs;
+  }
+
+  set intervalMs(ms: number) {
+    if (!(ms >= 0 && ms <= 1000)) throw new RangeError(`token interval must be 0 to 1000 ms, got ${ms}`);
+    this.#intervalMs = ms;
   }
 
   /** Request `id` sampled `token`: sent with the other tokens of this turn, or of this interval. */

@@ -100,7 +100,11 @@ describe('TokenBatcher', () => {
     expect(sent[4]).toEqual({ type: 'token', id: 2, token: 20 });
   });
 
-  it('refuses a negative interval', () => {
-    expect(() => new TokenBatcher(() => undefined, { intervalMs: -1 })).toThrow(/token interval/);
+  it('refuses an interval out of 0..1000 ms, given or set', () => {
+    expect(() => new TokenBatcher(() => undefined, { intervalMs: -1 })).toThrow(/token interval must be 0 to 1000 ms, got -1/);
+    const b = new TokenBatcher(() => undefined);
+    expect(() => (b.intervalMs = Number.NaN)).toThrow(/token interval/);
+    b.intervalMs = 0;
+    expect(b.intervalMs).toBe(0);
   });
 });
