@@ -11,11 +11,18 @@
  *     (compute, not memory reads) and batching saves only the per-kernel call overheads;
  *   - per-stage time per token: the runner alone (IPC, no HTTP) minus the engine alone, and the
  *     daemon-side stages replayed on the same tokens in isolation (detokenizing with stop strings,
- *     an output constraint's mask, SSE encoding, a request log line).
+ *     an output constraint's mask, SSE encoding, a request log line);
+ *   - CPU time per token of each process (the wall-time lines swing with the other work on a shared
+ *     machine, these far less): the engine alone, the runners, the daemon with its client, the daemon
+ *     apart from its client (the same streams from a worker-thread client), and the engine's own
+ *     steps of one and of 8 sequences (what batching saves per token on this model).
  * The client reads the stream in the same process as the daemon (as a local client's bytes), so
  * its own parsing counts against the API line: it splits on event boundaries and parses each event's
- * JSON, on node:http (fetch's web streams cost this process ~3x more CPU per token than the daemon's
+ * JSON, on node:http (fetch's web streams cost this process more CPU per token than the daemon's
  * whole serving path, and a real client runs in a process of its own).
+ * The runners send token messages at least 2 ms apart (runner/token-batch.ts): a stream's stamps
+ * come in bursts on this model (a step is ~0.3 ms), which the rates, taken from a request's first to
+ * its last token (both sent at once), do not see.
  */
 import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { request } from 'node:http';
