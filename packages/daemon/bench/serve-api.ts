@@ -8,7 +8,9 @@
  *     beside it the ceiling: the engine alone stepping 8 sequences in one forwardBatch against one
  *     sequence, same kernels and threads (engine-batch-8). This model is 4 layers of hidden 192: its
  *     weights (~1.6M parameters) stay in the CPU's cache, so a step of 8 costs nearly 8 steps of one
- *     (compute, not memory reads) and batching saves only the per-kernel call overheads;
+ *     (compute, not memory reads) and batching saves only the per-kernel call overheads. With more
+ *     than one thread the same steps run on one thread too (the daemon gives a lone rank all cores):
+ *     a step of 8 crosses the kernels' threshold for sharing work with the worker threads, one does not;
  *   - per-stage time per token: the runner alone (IPC, no HTTP) minus the engine alone, and the
  *     daemon-side stages replayed on the same tokens in isolation (detokenizing with stop strings,
  *     an output constraint's mask, SSE encoding, a request log line);
@@ -336,9 +338,11 @@ export async function printApiLines(): Promise<void> {
   };
   const shard = loadShard(DEMO, { layers: [0, 4], tensor: { rank: 0, size: 1 }, embed: true, head: true }, { backend: createWasmBackend({ threads: THREADS }), maxSeqLen: 160, maxBatch: 64 });
   const eightPrompts = Array.from({ length: 8 }, (_, i) => promptIds.slice(0, 30 + i));
+  // With more threads than one, the same steps on one thread: what the kernels' worker threads do to a batch of this model.
+  const shard1 = THREADS > 1 ? loadShard(DEMO, { layers: [0, 4], tensor: { rank: 0, size: 1 }, embed: true, head: true }, { backend: createWasmBackend({ threads: 1 }), maxSeqLen: 160, maxBatch: 64 }) : null;
   const { d, dataDir } = await startDaemon();
   const cpu: Record<string, number> = {};
-  const r = { engine: [] as number[], runner: [] as number[], api: [] as number[], runner8: [] as number[], api1: [] as number[], api8: [] as number[], engineStep1: [] as number[], engineStep8: [] as number[] };
+  const r = { engine: [] as number[], runner: [] as number[], api: [] as number[], runner8: [] as number[], api1: [] as number[], api8: [] as number[], engineStep1: [] as number[], engineStep8: [] as number[], oneThread1: [] as number[], oneThread8: [] as number[] };
   try {
     // Warm-up: kernels compiled, the daemon's instance loaded (its first request waits for it).
     await engineOnce();
@@ -362,6 +366,12 @@ export async function printApiLines(): Promise<void> {
       for (let k = 0; k < REPEAT; k++) one += (await engineSteps(shard, [eightPrompts[3]])) / REPEAT;
       r.engineStep1.push(one);
       r.engineStep8.push(await engineSteps(shard, eightPrompts));
+      if (shard1) {
+        let one1 = 0;
+        for (let k = 0; k < REPEAT; k++) one1 += (await engineSteps(shard1, [eightPrompts[3]])) / REPEAT;
+        r.oneThread1.push(one1);
+        r.oneThread8.push(await engineSteps(shard1, eightPrompts));
+      }
     }
     // CPU per token: the runner alone, then the daemon's runner and the daemon (with this client) streaming.
     const runnerPid = inst[0].child.pid!;
@@ -418,6 +428,11 @@ export async function printApiLines(): Promise<void> {
   line('engine one sequence, forwardBatch loop', r.engineStep1, r.engineStep1, 'one');
   line('engine-batch-8 (8 sequences per forwardBatch)', r.engineStep8, r.engineStep1, 'engine one sequence: the ceiling of api-batch-8');
   line('api-batch-8 against engine-batch-8', r.api8, r.engineStep8, 'engine 8 sequences');
+  if (shard1) {
+    line('engine one sequence, 1 thread', r.oneThread1, r.engineStep1, `engine one sequence (${THREADS} threads)`);
+    line('engine-batch-8, 1 thread', r.oneThread8, r.engineStep8, `engine-batch-8 (${THREADS} threads)`);
+    line('engine-batch-8, 1 thread, against one sequence', r.oneThread8, r.oneThread1, 'engine one sequence, 1 thread');
+  }
   const us = (xs: number[]) => 1e6 / med(xs);
   console.log('per-token time by stage (us/token, from the medians):');
   console.log(`  ${'engine decode step'.padEnd(52)} ${us(r.engine).toFixed(1).padStart(7)}`);
