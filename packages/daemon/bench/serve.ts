@@ -92,8 +92,12 @@ const WARM_TOKENS = Number(process.env.BENCH_WARM_TOKENS ?? 96);
  */
 const MEETINGS = 2 * LAYERS;
 
+/**
+ * tokenIntervalMs 0: these lines time each token as it reaches this process (inter-token p99, time to
+ * first token); the runner's 2 ms between token messages would round a fast configuration's steps.
+ */
 function launch(name: string, layout: InstanceLayout, o: { pollMs?: number; maxSeqLen?: number; batch?: { sequences: number; prefixCacheBytes: number; draftModel?: string } } = {}) {
-  return startLocalInstance({ modelDir: dir, layout, groupId: `bench-${name}`, secret: '11'.repeat(16), listenHost: '127.0.0.1', maxSeqLen: 512, backend: { kind: BACKEND, threads: THREADS }, ...o });
+  return startLocalInstance({ modelDir: dir, layout, groupId: `bench-${name}`, secret: '11'.repeat(16), listenHost: '127.0.0.1', maxSeqLen: 512, backend: { kind: BACKEND, threads: THREADS }, tokenIntervalMs: 0, ...o });
 }
 
 type Instance = Awaited<ReturnType<typeof launch>>;

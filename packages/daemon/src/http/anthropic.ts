@@ -29,7 +29,7 @@ export function anthropicRoutes(app: FastifyInstance, serving: Serving, log?: Lo
     const p = parseBody(req.body);
     if (!p.body) return fail(reply, 400, p.error!);
     const b = p.body;
-    if (!serving.router.models().includes(b.model)) return fail(reply, 404, serving.catalog.unlisted(b.model) ?? `model: '${b.model}' does not exist in this pod`);
+    if (!serving.router.offers(b.model)) return fail(reply, 404, serving.catalog.unlisted(b.model) ?? `model: '${b.model}' does not exist in this pod`);
     let sreq;
     try {
       sreq = anthropicRequest(b);

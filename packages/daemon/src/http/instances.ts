@@ -70,7 +70,7 @@ export function instanceRoutes(app: FastifyInstance, serving: Serving): void {
       return sendError(reply, 400, message, 'invalid_value', param);
     }
     const b = parsed.data;
-    if (!router.models().includes(b.model)) return sendError(reply, 404, serving.catalog.unlisted(b.model) ?? `the model '${b.model}' does not exist in this pod`, 'model_not_found', 'model');
+    if (!router.offers(b.model)) return sendError(reply, 404, serving.catalog.unlisted(b.model) ?? `the model '${b.model}' does not exist in this pod`, 'model_not_found', 'model');
     const requested = { strategy: b.strategy, nodes: b.nodes, ...(b.context ? { context: b.context } : {}) };
     try {
       const deadline = Date.now() + READY_WAIT_MS;

@@ -72,7 +72,7 @@ export function openAiRoutes(app: FastifyInstance, serving: Serving, log?: Logge
       return sendError(reply, 400, message, 'invalid_value', param);
     }
     const body = parsed.data;
-    if (!router.models().includes(body.model)) return sendError(reply, 404, serving.catalog.unlisted(body.model) ?? `the model '${body.model}' does not exist in this pod (see GET /v1/models)`, 'model_not_found', 'model');
+    if (!router.offers(body.model)) return sendError(reply, 404, serving.catalog.unlisted(body.model) ?? `the model '${body.model}' does not exist in this pod (see GET /v1/models)`, 'model_not_found', 'model');
     let sreq: ServeRequest;
     try {
       sreq = toServeRequest(body, kind);
@@ -140,7 +140,7 @@ export function openAiRoutes(app: FastifyInstance, serving: Serving, log?: Logge
       return sendError(reply, 400, message, 'invalid_value', param);
     }
     const body = parsed.data;
-    if (!router.models().includes(body.model)) return sendError(reply, 404, `the model '${body.model}' does not exist in this pod (see GET /v1/models)`, 'model_not_found', 'model');
+    if (!router.offers(body.model)) return sendError(reply, 404, `the model '${body.model}' does not exist in this pod (see GET /v1/models)`, 'model_not_found', 'model');
     const tok = localTokenizer(serving, body.model);
     if (!tok) return sendError(reply, 404, `the model '${body.model}' has no files on this node (apply-template reads its tokenizer)`, 'model_not_local', 'model');
     try {

@@ -29,7 +29,7 @@ export function responsesRoutes(app: FastifyInstance, serving: Serving, log?: Lo
   // Model ids contain a slash (org/name): the wildcard takes the rest of the path.
   app.get('/v1/models/*', async (req, reply) => {
     const id = decodeURIComponent((req.params as { '*': string })['*']);
-    if (!serving.router.models().includes(id)) return sendError(reply, 404, serving.catalog.unlisted(id) ?? `the model '${id}' does not exist in this pod (see GET /v1/models)`, 'model_not_found', 'model');
+    if (!serving.router.offers(id)) return sendError(reply, 404, serving.catalog.unlisted(id) ?? `the model '${id}' does not exist in this pod (see GET /v1/models)`, 'model_not_found', 'model');
     return { id, object: 'model', created: 0, owned_by: 'orchard' };
   });
 
@@ -44,7 +44,7 @@ export function responsesRoutes(app: FastifyInstance, serving: Serving, log?: Lo
       return sendError(reply, e.status, e.message, e.code, e.param);
     }
     const model = b.model as string;
-    if (!serving.router.models().includes(model)) return sendError(reply, 404, serving.catalog.unlisted(model) ?? `the model '${model}' does not exist in this pod (see GET /v1/models)`, 'model_not_found', 'model');
+    if (!serving.router.offers(model)) return sendError(reply, 404, serving.catalog.unlisted(model) ?? `the model '${model}' does not exist in this pod (see GET /v1/models)`, 'model_not_found', 'model');
     const builder = new ResponseBuilder(model);
     if (b.stream !== true) {
       const r = await runToEnd(run, model, sreq, reply, (e) => void builder.event(e));

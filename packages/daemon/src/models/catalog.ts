@@ -62,6 +62,19 @@ export class ModelCatalog {
     return this.dirOf(id) !== null;
   }
 
+  /**
+   * Whether list() holds `id`, reading only that model's files (and the names of its org and the store
+   * root, so an id spelled unlike its directory counts as list() counts it): a request's model check,
+   * which list() made read every model's manifest in the store.
+   */
+  holds(id: string): boolean {
+    if (id === DEMO_MODEL_ID) return this.has(DEMO_MODEL_ID);
+    const dir = this.dirOf(id);
+    if (!dir) return false;
+    const [org, name] = id.split('/');
+    return safeDir(this.#storeRoot).includes(org) && safeDir(join(this.#storeRoot, org)).includes(name) && completenessOf(dir).complete;
+  }
+
   /** Ids of the complete models this node holds. */
   list(): string[] {
     const out: string[] = [];

@@ -28,6 +28,11 @@ export interface RunnerInit {
   stepMs?: number;
   /** How long a rank polls its event loop inside a data-plane wait, ms (0: never; see poll.ts). */
   pollMs?: number;
+  /**
+   * Least time between two token messages to the daemon, ms (token-batch.ts; 0: one per event-loop
+   * turn, for benchmarks that time each token of a fast model). @default TOKEN_INTERVAL_MS
+   */
+  tokenIntervalMs?: number;
   /** Test only: simulated RDMA verbs with these settings (ORCHARD_RDMA_SIM, see rdma-select.ts). */
   rdmaSim?: string | null;
   /**

@@ -62,6 +62,7 @@ export class Runner {
       case 'init':
         if (this.#state !== 'idle') return this.#host.log(`rank ${this.#rank}: a second init ignored`);
         this.#rank = m.init.rank;
+        if (m.init.tokenIntervalMs !== undefined) this.#out.intervalMs = m.init.tokenIntervalMs;
         void this.#start(m.init).catch((err) => (this.#state === 'loading' ? this.#loadFailed(m.init.rank, err) : this.#die(`runner rank ${m.init.rank}: ${(err as Error).message}`)));
         return;
       case 'peers':

@@ -82,6 +82,16 @@ export class Router {
     return [...new Set([...this.podModels(), ...(this.#network?.models() ?? [])])].sort();
   }
 
+  /** Whether requests may name `model`: models().includes(model), without listing the whole store (per request). */
+  offers(model: string): boolean {
+    return this.servesOnPod(model) || (this.#network?.models().includes(model) ?? false);
+  }
+
+  /** podModels().includes(model), reading only that model's files. */
+  servesOnPod(model: string): boolean {
+    return this.#d.catalog.holds(model) || this.#d.board.remoteModels(this.#live()).has(model) || Object.values(this.#d.state().instances).some((e) => e.model === model);
+  }
+
   /** Models the pod serves: this node's files, live peers' announced models and placed instances. */
   podModels(): string[] {
     const ids = new Set([...this.#d.catalog.list(), ...this.#d.board.remoteModels(this.#live()).keys(), ...Object.values(this.#d.state().instances).map((e) => e.model)]);
@@ -216,7 +226,7 @@ export class Router {
   async run(model: string, req: ServeRequest, emit: (e: ServeEvent) => void, signal: AbortSignal, readyTimeoutMs: number): Promise<void> {
     const network = this.#network;
     if (!network) return this.runOnPod(model, req, emit, signal, readyTimeoutMs);
-    if (!this.podModels().includes(model)) return network.run(model, req, emit, signal);
+    if (!this.servesOnPod(model)) return network.run(model, req, emit, signal);
     const ended = network.localStarted();
     try {
       return await this.runOnPod(model, req, emit, signal, readyTimeoutMs);

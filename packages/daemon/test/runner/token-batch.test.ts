@@ -6,7 +6,7 @@ import { TokenBatcher } from '../../src/runner/token-batch.js';
 function harness() {
   const sent: FromRunner[] = [];
   const due: (() => void)[] = [];
-  const b = new TokenBatcher((m) => sent.push(m), (f) => due.push(f));
+  const b = new TokenBatcher((m) => sent.push(m), { schedule: (f) => due.push(f), intervalMs: 0 });
   const turn = () => {
     for (const f of due.splice(0)) f();
   };
@@ -38,15 +38,73 @@ describe('TokenBatcher', () => {
     expect(sent.map((m) => m.type)).toEqual(['tokens', 'done']);
   });
 
-  it('by default flushes before the next awaited step of the sender', async () => {
+  it('by default sends a step that awaits between its picks as one message, before the driver yields for its next step', async () => {
     const sent: FromRunner[] = [];
-    const b = new TokenBatcher((m) => sent.push(m));
+    const b = new TokenBatcher((m) => sent.push(m), { intervalMs: 0 });
+    // As BatchDriver.#step: each sequence's pick is awaited (pickToken is async) before its token is handed out.
     const step = async () => {
-      b.token(5, 1);
-      b.token(6, 2);
+      for (const [id, token] of [[5, 1], [6, 2], [7, 3]]) {
+        await Promise.resolve();
+        b.token(id, token);
+      }
     };
     await step();
-    await Promise.resolve();
-    expect(sent).toEqual([{ type: 'tokens', tokens: [{ id: 5, token: 1 }, { id: 6, token: 2 }] }]);
+    expect(sent).toEqual([]);
+    // The driver's yield between steps (a setImmediate queued after the flush).
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(sent).toEqual([{ type: 'tokens', tokens: [{ id: 5, token: 1 }, { id: 6, token: 2 }, { id: 7, token: 3 }] }]);
+  });
+
+  it('sends token messages at least the interval apart: a first token at once, later ones at the end of the interval, a done at once', () => {
+    const sent: FromRunner[] = [];
+    let now = 1000;
+    const due: (() => void)[] = [];
+    const timers: { at: number; f: () => void; live: boolean }[] = [];
+    const b = new TokenBatcher((m) => sent.push(m), {
+      intervalMs: 2,
+      now: () => now,
+      schedule: (f) => due.push(f),
+      after: (f, ms) => {
+        const t = { at: now + ms, f, live: true };
+        timers.push(t);
+        return () => (t.live = false);
+      },
+    });
+    const turn = () => {
+      for (const f of due.splice(0)) f();
+      for (const t of timers) if (t.live && t.at <= now) (t.live = false), t.f();
+    };
+    b.token(1, 10);
+    turn();
+    expect(sent).toEqual([{ type: 'token', id: 1, token: 10 }]);
+    // Steps 0.5 ms apart: nothing goes until 2 ms after the last message.
+    for (const token of [11, 12, 13]) {
+      now += 0.5;
+      b.token(1, token);
+      turn();
+    }
+    expect(sent).toHaveLength(1);
+    now += 0.5;
+    turn();
+    expect(sent[1]).toEqual({ type: 'tokens', tokens: [11, 12, 13].map((token) => ({ id: 1, token })) });
+    // A done does not wait: the tokens before it go first, and the timer it leaves sends nothing twice.
+    now += 0.5;
+    b.token(1, 14);
+    b.send({ type: 'done', id: 1, outcome: { tokens: [10, 11, 12, 13, 14], finishReason: 'length', promptTokens: 1, prefillMs: 0, decodeMs: 0 } });
+    now += 5;
+    turn();
+    expect(sent.slice(2).map((m) => m.type)).toEqual(['token', 'done']);
+    // After a quiet spell the next token goes at once again.
+    b.token(2, 20);
+    turn();
+    expect(sent[4]).toEqual({ type: 'token', id: 2, token: 20 });
+  });
+
+  it('refuses an interval out of 0..1000 ms, given or set', () => {
+    expect(() => new TokenBatcher(() => undefined, { intervalMs: -1 })).toThrow(/token interval must be 0 to 1000 ms, got -1/);
+    const b = new TokenBatcher(() => undefined);
+    expect(() => (b.intervalMs = Number.NaN)).toThrow(/token interval/);
+    b.intervalMs = 0;
+    expect(b.intervalMs).toBe(0);
   });
 });

@@ -40,8 +40,15 @@ describe('runner processes over TCP', () => {
     for (const p of prompts) want.push((await generate(single, p, { maxTokens: 12, stopTokenIds: [] })).tokens);
     const runners = await startLocalInstance({ modelDir: dir, layout: { stages: pipelineStages(4, 1), tensor: 1 }, groupId: 'test-2', secret: 'cd'.repeat(16), listenHost: '127.0.0.1' });
     try {
+      // The tokens of a step (8 sequences) reach the daemon as one message, not one each (token-batch.ts).
+      let tokenMessages = 0;
+      const count = (m: unknown) => void ((m as { type: string }).type.startsWith('token') && tokenMessages++);
+      runners[0].child.on('message', count);
       const outs = await Promise.all(prompts.map((p) => runners[0].generate({ promptIds: p, maxTokens: 12, stopTokenIds: [] }, () => undefined)));
+      runners[0].child.off('message', count);
       expect(outs.map((o) => o.tokens)).toEqual(want);
+      expect(tokenMessages).toBeGreaterThan(0);
+      expect(tokenMessages).toBeLessThanOrEqual(8 * 12 / 4);
       // A ninth at once is refused by the runner (the daemon's executor queues it instead).
       const nine = [...prompts, prompt].map((p) => runners[0].generate({ promptIds: p, maxTokens: 200, stopTokenIds: [] }, () => undefined));
       await expect(nine[8]).rejects.toThrow(/all 8 sequence slots are busy/);
@@ -55,5 +62,27 @@ describe('runner processes over TCP', () => {
     } finally {
       await Promise.all(runners.map((r) => r.stop(500)));
     }
+  }, 60_000);
+
+  it('a lone stream of fast steps reaches the daemon in fewer token messages than tokens, all of them in order; tokenIntervalMs 0 sends one per step', async () => {
+    const want = (await generate(loadInProcessModel(dir), prompt, { maxTokens: 60, stopTokenIds: [] })).tokens;
+    const messagesFor = async (tokenIntervalMs?: number) => {
+      const runners = await startLocalInstance({ modelDir: dir, layout: { stages: pipelineStages(4, 1), tensor: 1 }, groupId: 'test-3', secret: 'ef'.repeat(16), listenHost: '127.0.0.1', ...(tokenIntervalMs === undefined ? {} : { tokenIntervalMs }) });
+      try {
+        let messages = 0;
+        const count = (m: unknown) => void ((m as { type: string }).type.startsWith('token') && messages++);
+        runners[0].child.on('message', count);
+        const seen: number[] = [];
+        const out = await runners[0].generate({ promptIds: prompt, maxTokens: 60, stopTokenIds: [] }, (t) => seen.push(t));
+        expect(out.tokens).toEqual(want);
+        expect(seen).toEqual(want);
+        return messages;
+      } finally {
+        await Promise.all(runners.map((r) => r.stop(500)));
+      }
+    };
+    // A step of this model takes well under the 2 ms between messages.
+    expect(await messagesFor()).toBeLessThan(60);
+    expect(await messagesFor(0)).toBe(60);
   }, 60_000);
 });
