@@ -7,6 +7,7 @@ import type { ModelTokenizer } from '../tokenizer/load.js';
 import { compileConstraint, type ConstraintSpec, type TokenConstraint } from './constraint.js';
 import { pickToken } from './pick.js';
 import { draftFromContext, type PromptLookupOptions } from './prompt-lookup.js';
+import { DraftPolicy } from './draft-policy.js';
 import { pickVerified } from './speculate.js';
 import { Sampler, type FullSamplingOptions, type TokenLogprob } from './sampler.js';
 import { TextStream } from './text-stream.js';
@@ -82,7 +83,12 @@ export async function generate(model: LanguageModel, promptIds: number[], option
     : null;
   const session = model.newSession(capacity);
   const lookup = options.promptLookup;
-  const spec = lookup ? { options: lookup === true ? {} : lookup, drafted: 0, accepted: 0 } : null;
+  const lookupOptions = lookup === true ? {} : lookup || null;
+  // The draft length follows what drafts earn here (DraftPolicy): the acceptance so far and the timed
+  // cost of a verify row, which on the CPU is a good part of a decode step and grows with the context.
+  const spec = lookupOptions ? { options: lookupOptions, policy: new DraftPolicy(lookupOptions.draftTokens ?? 4), drafted: 0, accepted: 0 } : null;
+  // What drafts are looked up in: the prompt and the tokens so far (kept, not rebuilt every step).
+  const context = spec ? [...promptIds] : [];
 
   const tokens: number[] = [];
   const logprobs: TokenLogprob[] | undefined = top === undefined ? undefined : [];
@@ -99,6 +105,8 @@ export async function generate(model: LanguageModel, promptIds: number[], option
     let drafted: number[] = [];
     let base = session.length;
     t1 = performance.now();
+    // When the step being picked was fed: a step's cost runs from its forward to the end of its picks.
+    let fedAt = t1;
     const pick = (logits: Float32Array) => pickToken(logits, sampler, constraint, top);
     while (maxTokens > 0) {
       if (options.signal?.aborted) {
@@ -109,6 +117,7 @@ export async function generate(model: LanguageModel, promptIds: number[], option
       const picks = await pickVerified(row, drafted, pick, ({ id, logprob: lp }) => {
         if (lp) logprobs!.push(lp);
         tokens.push(id);
+        if (spec) context.push(id);
         options.onToken?.(id, lp);
         const piece = stopIds.has(id) ? { text: '', stopped: true } : stream ? stream.push(id) : { text: '', stopped: false };
         if (piece.text) options.onText?.(piece.text);
@@ -116,14 +125,21 @@ export async function generate(model: LanguageModel, promptIds: number[], option
         ended = piece.stopped;
         return !ended && !options.signal?.aborted;
       });
-      if (spec) spec.accepted += picks - 1;
+      if (spec) {
+        spec.accepted += picks - 1;
+        spec.policy.observe(drafted.length, picks - 1);
+        if (tokens.length > picks) spec.policy.observeCost(drafted.length + 1, performance.now() - fedAt);
+      }
       // The rows after the last picked token were a wrong guess: forget them.
       if (drafted.length >= picks) session.rewind!(base + picks);
       if (ended || tokens.length >= maxTokens || session.length >= capacity) break;
       if (options.signal?.aborted) continue;
       base = session.length;
       const id = tokens[tokens.length - 1];
-      drafted = spec ? draftFromContext([...promptIds, ...tokens], Math.min(maxTokens - tokens.length - 1, capacity - base - 1), spec.options) : [];
+      const room = Math.min(maxTokens - tokens.length - 1, capacity - base - 1);
+      const want = !spec ? 0 : spec.options.adaptive === false ? Math.min(room, spec.policy.max) : spec.policy.next(room);
+      drafted = want > 0 ? draftFromContext(context, want, { ...spec!.options, draftTokens: want }) : [];
+      fedAt = performance.now();
       if (drafted.length === 0) {
         const logits = await session.forward([id]);
         row = () => logits;
