@@ -255,6 +255,15 @@ describe('DraftPolicy (generate\'s draft lengths by expected tokens per unit of 
     expect(q.best()).toBeGreaterThan(0);
   });
 
+  it('a step held up by the OS or the collector does not tilt the cost fit', () => {
+    const p = trained(0.13, 0.16, 0.5);
+    const before = p.cost!;
+    p.observeCost(1, 4); // ~14x a one-row step
+    const after = p.cost!;
+    expect(after.perRow).toBeGreaterThan(before.perRow * 0.8);
+    expect(after.fixed + after.perRow).toBeLessThan((before.fixed + before.perRow) * 1.1);
+  });
+
   it('rejects impossible reports and lengths', () => {
     expect(() => new DraftPolicy(0)).toThrow(/draft length/);
     expect(() => new DraftPolicy(4).observe(2, 3)).toThrow(/accepted/);

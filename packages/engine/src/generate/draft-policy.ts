@@ -8,7 +8,7 @@
  * two estimates, both forgetting the old: a step's cost as a + b·rows (least squares over the steps timed)
  * and the acceptance a (successes / trials of the drafted tokens), and asks for the k that gives the most
  * tokens per unit of time — none when no k beats a plain step. While it drafts nothing it probes now and
- * then (after 4, 8, … 32 plain steps) so that text which starts repeating is noticed.
+ * then (after 4, 8, … 32 plain steps, the wait doubling while probes show drafting still would not pay) so that text which starts repeating is noticed.
  *
  * Pure logic: the caller times its steps and reports them. Output never depends on it (each token is
  * still the model's own pick), only speed.
@@ -25,6 +25,7 @@ const PRIOR_SUCCESSES = 3;
 const PRIOR_FAILURES = 1;
 /** A draft must beat a plain step by this margin (timing noise would otherwise flip the choice). */
 const MIN_GAIN = 1.03;
+const OUTLIER = 1.5;
 const FIRST_PROBE = 4;
 const LAST_PROBE = 32;
 
@@ -114,8 +115,9 @@ export class DraftPolicy {
     this.#successes = this.#successes * ACCEPT_DECAY + accepted;
     this.#failures = this.#failures * ACCEPT_DECAY + (accepted < drafted ? 1 : 0);
     if (this.#probing) {
-      // A probe that found nothing waits twice as long before the next one.
-      this.#probeAfter = accepted > 0 ? FIRST_PROBE : Math.min(LAST_PROBE, this.#probeAfter * 2);
+      // A probe accepted whole, or after which drafting pays, keeps probing often; one that leaves
+      // drafting unprofitable (too little accepted for what rows cost here) waits twice as long next time.
+      this.#probeAfter = accepted === drafted || this.best() > 0 ? FIRST_PROBE : Math.min(LAST_PROBE, this.#probeAfter * 2);
       this.#probing = false;
     }
   }
@@ -123,6 +125,10 @@ export class DraftPolicy {
   /** A step of `rows` rows (1 + tokens drafted) took `cost` (ms, say). */
   observeCost(rows: number, cost: number): void {
     if (!(rows >= 1) || !(cost >= 0) || !Number.isFinite(cost)) return;
+    // A step the OS or the collector held up says nothing about rows: one such step would tilt the fit
+    // (a 10x step at one row reads as "rows are free"). Slow outliers count as at most OUTLIER x the estimate.
+    const c = this.cost;
+    if (c && this.#w >= 4) cost = Math.min(cost, OUTLIER * (c.fixed + c.perRow * rows));
     this.#w = this.#w * COST_DECAY + 1;
     this.#x = this.#x * COST_DECAY + rows;
     this.#xx = this.#xx * COST_DECAY + rows * rows;

@@ -1,0 +1,107 @@
+/**
+ * Speculative decoding lines of bench:engine (the `spec` group): the bundled demo model (wasm backend)
+ * decoding plainly and with prompt-lookup drafts (generate's promptLookup, draft lengths chosen by
+ * DraftPolicy), alternating, best of rounds each; the outputs must be identical or the bench fails.
+ * Ratio: speculative / plain decode tok/s in this run. The acceptance and the same ratio in tokens per
+ * CPU-second (robust to a loaded machine when --threads 1: the kernels then run on the main thread) are
+ * logged.
+ *
+ * - spec-decode-toolcall: an agent conversation that asks again what it asked before; the model re-issues
+ *   its tool call, most of which the prompt already holds (a retrieval workload, and the demo model's
+ *   real use: its training taught it to copy names and arguments from the prompt).
+ * - spec-decode-cycle: a prompt inside the loop the model's greedy decode falls into: nearly every drafted
+ *   token is accepted, so this is the most speculation can give on this backend.
+ * - spec-decode-repetitive: a prompt that repeats one verse, decoded to the end of the context (2048):
+ *   past a few hundred tokens a verify row costs about a decode step, and the policy mostly stops drafting.
+ */
+import { createWasmBackend } from '../src/kernels/wasm/backend.js';
+import type { SimdBuild } from '../src/kernels/wasm/module.js';
+import type { ChatMessage, ToolDefinition } from '../src/tokenizer/chat-template.js';
+import type { ModelTokenizer } from '../src/tokenizer/load.js';
+import type { EngineBenchLine } from './engine.js';
+
+interface Workload {
+  name: string;
+  prompt: number[];
+  maxTokens: number;
+  /** Stop at the model's end of turn (a chat reply), else decode to maxTokens. */
+  stopAtEos: boolean;
+  /** Extra rounds: short replies are a few ms and noise decides the best of few. */
+  rounds: number;
+}
+
+const DRAFT_TOKENS = 15;
+
+export async function specDecodeLines(demoDir: string, o: { threads: number; rounds: number; simd: SimdBuild }, log: (s: string) => void): Promise<EngineBenchLine[]> {
+  const { loadInProcessModel } = await import('../src/drivers/in-process.js');
+  const { loadTokenizer } = await import('../src/format/tokenizer.js');
+  const { generate } = await import('../src/generate/generate.js');
+  const tokenizer = loadTokenizer(demoDir);
+  const model = loadInProcessModel(demoDir, { maxBatch: DRAFT_TOKENS + 1, backend: () => createWasmBackend({ threads: o.threads, simd: o.simd }) });
+  try {
+    const verse = 'Let there be light: and there was light. ';
+    const repetitive = tokenizer.encode(verse + verse + 'Let');
+    const workloads: Workload[] = [
+      { name: 'spec-decode-toolcall', prompt: tokenizer.encode(toolCallPrompt(tokenizer)), maxTokens: 200, stopAtEos: true, rounds: o.rounds + 12 },
+      { name: 'spec-decode-cycle', prompt: tokenizer.encode('said unto them that we said unto them that we said unto them that we'), maxTokens: 200, stopAtEos: false, rounds: o.rounds + 8 },
+      { name: 'spec-decode-repetitive', prompt: repetitive, maxTokens: model.maxSeqLen - repetitive.length - 1, stopAtEos: false, rounds: o.rounds + 4 },
+    ];
+    const lines: EngineBenchLine[] = [];
+    for (const w of workloads) {
+      const stop = w.stopAtEos ? {} : { stopTokenIds: [] };
+      const run = async (speculate: boolean) => {
+        const c0 = process.cpuUsage();
+        const r = await generate(model, w.prompt, { maxTokens: w.maxTokens, ...stop, ...(speculate ? { promptLookup: { draftTokens: DRAFT_TOKENS } } : {}) });
+        const cpu = process.cpuUsage(c0);
+        return { r, cpuMs: (cpu.user + cpu.system) / 1000 };
+      };
+      let plain = 0;
+      let spec = 0;
+      let plainCpu = Infinity;
+      let specCpu = Infinity;
+      let accepted = 0;
+      let drafted = 0;
+      let tokens = 0;
+      for (let r = 0; r < w.rounds; r++) {
+        const a = await run(false);
+        const b = await run(true);
+        if (a.r.tokens.join() !== b.r.tokens.join()) throw new Error(`${w.name}: speculation changed the output`);
+        plain = Math.max(plain, a.r.tokensPerSecond);
+        spec = Math.max(spec, b.r.tokensPerSecond);
+        plainCpu = Math.min(plainCpu, a.cpuMs);
+        specCpu = Math.min(specCpu, b.cpuMs);
+        ({ accepted, drafted } = b.r.speculation!);
+        tokens = b.r.tokens.length;
+      }
+      log(
+        `${w.name} (demo model, ${w.prompt.length}-token prompt, ${tokens} tokens, identical output): ${spec.toFixed(0)} vs plain ${plain.toFixed(0)} tok/s (${(spec / plain).toFixed(2)}x), ` +
+          `${accepted}/${drafted} drafted tokens accepted; CPU time plain / speculative ${(plainCpu / specCpu).toFixed(2)}x (whole run, prompt included)`,
+      );
+      lines.push({ name: w.name, orchard: round3(spec), llamacpp: null, unit: 'tok/s', ratio: round3(spec / plain) });
+    }
+    return lines;
+  } finally {
+    model.dispose();
+  }
+}
+
+/** A conversation whose last question repeats the first: the reply's tool call is mostly in the prompt. */
+function toolCallPrompt(tokenizer: ModelTokenizer): string {
+  const tools: ToolDefinition[] = [
+    {
+      type: 'function',
+      function: { name: 'get_weather', description: 'Get the current weather in a city', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } },
+    },
+  ];
+  const call = (city: string, id: string): ChatMessage => ({ role: 'assistant', content: null, tool_calls: [{ id, type: 'function', function: { name: 'get_weather', arguments: { city } } }] });
+  const messages: ChatMessage[] = [
+    { role: 'user', content: 'What is the weather in Oslo?' },
+    call('Oslo', 'c1'),
+    { role: 'tool', content: '{"city": "Oslo", "weather": "snowing", "temperature": -3}', tool_call_id: 'c1' },
+    { role: 'assistant', content: 'It is snowing in Oslo, -3 degrees.' },
+    { role: 'user', content: 'What is the weather in Oslo?' },
+  ];
+  return tokenizer.applyChatTemplate(messages, { tools });
+}
+
+const round3 = (v: number) => Number(v.toPrecision(4));
