@@ -2,12 +2,14 @@
  * The generation loop: feed the prompt (in batches), then sample one token at a time until a stop
  * token, a stop string or the token budget. Works on any LanguageModel (unsplit, pipeline, tensor).
  */
-import type { LanguageModel } from '../drivers/in-process.js';
+import type { LanguageModel, Session } from '../drivers/in-process.js';
 import type { ModelTokenizer } from '../tokenizer/load.js';
 import { compileConstraint, type ConstraintSpec, type TokenConstraint } from './constraint.js';
 import { pickToken } from './pick.js';
 import { draftFromContext, type PromptLookupOptions } from './prompt-lookup.js';
 import { DraftPolicy } from './draft-policy.js';
+import { MtpDrafter } from './mtp-draft.js';
+import type { MtpHead } from '../model/mtp.js';
 import { pickVerified } from './speculate.js';
 import { Sampler, type FullSamplingOptions, type TokenLogprob } from './sampler.js';
 import { TextStream } from './text-stream.js';
@@ -39,6 +41,13 @@ export interface GenerateOptions extends FullSamplingOptions {
    * logits in order, so the output is the plain decode's (greedy, and seeded sampling too).
    */
   promptLookup?: PromptLookupOptions | boolean;
+  /**
+   * Speculative decoding with the checkpoint's multi-token-prediction layer as the drafter (MtpHead.load:
+   * DeepSeek-V3's `num_nextn_predict_layers`) in place of prompt lookup; promptLookup's draftTokens and
+   * adaptive still apply. Needs sessions with finalHidden (the in-process model); the prefix cache is
+   * not used (the drafter needs every prompt row's hidden state). Output: the plain decode's.
+   */
+  mtp?: MtpHead;
 }
 
 export interface GenerateResult {
@@ -58,7 +67,7 @@ export interface GenerateResult {
   decodeMs: number;
   /** Decode speed: (tokens - 1) / decode time. NaN with fewer than 2 tokens. */
   tokensPerSecond: number;
-  /** With promptLookup: tokens drafted, and how many of them the model confirmed. */
+  /** With promptLookup or mtp: tokens drafted, and how many of them the model confirmed. */
   speculation?: { drafted: number; accepted: number };
 }
 
@@ -83,13 +92,14 @@ export async function generate(model: LanguageModel, promptIds: number[], option
     : null;
   const session = model.newSession(capacity);
   const lookup = options.promptLookup;
-  const lookupOptions = lookup === true ? {} : lookup || null;
+  const lookupOptions = lookup === true ? {} : lookup || (options.mtp ? {} : null);
   // The draft length follows what drafts earn here (DraftPolicy): the acceptance so far and the timed
   // cost of a verify row, which on the CPU is a good part of a decode step and grows with the context.
   const spec = lookupOptions ? { options: lookupOptions, policy: new DraftPolicy(lookupOptions.draftTokens ?? 4), drafted: 0, accepted: 0 } : null;
   // What drafts are looked up in: the prompt and the tokens so far (kept, not rebuilt every step).
   const context = spec ? [...promptIds] : [];
 
+  let drafter: MtpDrafter | null = null;
   const tokens: number[] = [];
   const logprobs: TokenLogprob[] | undefined = top === undefined ? undefined : [];
   let finishReason: GenerateResult['finishReason'] = 'length';
@@ -98,9 +108,11 @@ export async function generate(model: LanguageModel, promptIds: number[], option
   let cached = 0;
   try {
     if (spec && !(session.forwardAll && session.rewind)) throw new RangeError('promptLookup needs a model whose sessions verify drafts (forwardAll, rewind): the in-process CPU model; not the GPU one');
-    cached = session.reusePrefix?.(promptIds) ?? 0;
+    if (options.mtp && !session.finalHidden) throw new RangeError('mtp needs a model whose sessions give their final hidden states (finalHidden): the in-process CPU model');
+    drafter = options.mtp ? new MtpDrafter(options.mtp, capacity) : null;
+    cached = drafter ? 0 : (session.reusePrefix?.(promptIds) ?? 0);
     // row(j) is the logits to pick the step's j-th token from; drafted the tokens fed after the first on a guess.
-    const first = await session.forward(promptIds.slice(cached));
+    const first = drafter ? await prefillForMtp(session, promptIds, drafter) : await session.forward(promptIds.slice(cached));
     let row = (_j: number) => first;
     let drafted: number[] = [];
     let base = session.length;
@@ -130,6 +142,8 @@ export async function generate(model: LanguageModel, promptIds: number[], option
         spec.policy.observe(drafted.length, picks - 1);
         if (tokens.length > picks) spec.policy.observeCost(drafted.length + 1, performance.now() - fedAt);
       }
+      // The MTP drafter drafts from the model's hidden states of the confirmed rows.
+      if (drafter && tokens.length > picks) drafter.confirm(base, session.finalHidden!(drafted.length + 1), picks);
       // The rows after the last picked token were a wrong guess: forget them.
       if (drafted.length >= picks) session.rewind!(base + picks);
       if (ended || tokens.length >= maxTokens || session.length >= capacity) break;
@@ -138,8 +152,9 @@ export async function generate(model: LanguageModel, promptIds: number[], option
       const id = tokens[tokens.length - 1];
       const room = Math.min(maxTokens - tokens.length - 1, capacity - base - 1);
       const want = !spec ? 0 : spec.options.adaptive === false ? Math.min(room, spec.policy.max) : spec.policy.next(room);
-      drafted = want > 0 ? draftFromContext(context, want, { ...spec!.options, draftTokens: want }) : [];
+      // The step's cost starts here: an MTP draft is a forward of its own.
       fedAt = performance.now();
+      drafted = want === 0 ? [] : drafter ? await drafter.draft(context, want) : draftFromContext(context, want, { ...spec!.options, draftTokens: want });
       if (drafted.length === 0) {
         const logits = await session.forward([id]);
         row = () => logits;
@@ -152,6 +167,7 @@ export async function generate(model: LanguageModel, promptIds: number[], option
     }
     session.keepPrefix?.();
   } finally {
+    drafter?.dispose();
     session.dispose?.();
     constraint?.dispose();
   }
@@ -173,4 +189,16 @@ export async function generate(model: LanguageModel, promptIds: number[], option
     tokensPerSecond: tokens.length > 1 ? ((tokens.length - 1) * 1000) / decodeMs : NaN,
     ...(spec ? { speculation: { drafted: spec.drafted, accepted: spec.accepted } } : {}),
   };
+}
+
+/** The prompt in steps the drafter can take, each step's final hidden rows handed to it; the last logits. */
+async function prefillForMtp(session: Session, promptIds: readonly number[], drafter: MtpDrafter): Promise<Float32Array> {
+  const B = drafter.head.block.maxBatch;
+  let logits: Float32Array | null = null;
+  for (let at = 0; at < promptIds.length; at += B) {
+    const chunk = promptIds.slice(at, at + B);
+    logits = await session.forward(chunk);
+    drafter.confirm(at, session.finalHidden!(chunk.length), chunk.length);
+  }
+  return logits!;
 }
