@@ -262,6 +262,13 @@ describe('DraftPolicy (generate\'s draft lengths by expected tokens per unit of 
     const after = p.cost!;
     expect(after.perRow).toBeGreaterThan(before.perRow * 0.8);
     expect(after.fixed + after.perRow).toBeLessThan((before.fixed + before.perRow) * 1.1);
+    // Nor as the second step timed: a 5-row verify held up 20x, then steps as they are.
+    const early = new DraftPolicy(16);
+    early.observeCost(3, 0.6);
+    early.observeCost(5, 13);
+    for (let i = 0; i < 30; i++) early.observeCost(i % 3 === 0 ? 3 : 1, i % 3 === 0 ? 0.6 : 0.25);
+    expect(early.cost!.fixed).toBeGreaterThan(0.05);
+    expect(early.cost!.perRow).toBeLessThan(0.3);
   });
 
   it('rejects impossible reports and lengths', () => {

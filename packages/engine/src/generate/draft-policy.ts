@@ -128,7 +128,8 @@ export class DraftPolicy {
     // A step the OS or the collector held up says nothing about rows: one such step would tilt the fit
     // (a 10x step at one row reads as "rows are free"). Slow outliers count as at most OUTLIER x the estimate.
     const c = this.cost;
-    if (c && this.#w >= 4) cost = Math.min(cost, OUTLIER * (c.fixed + c.perRow * rows));
+    // From the second step on: an early outlier would otherwise stay in the fit for dozens of steps.
+    if (c) cost = Math.min(cost, OUTLIER * (c.fixed + c.perRow * rows));
     this.#w = this.#w * COST_DECAY + 1;
     this.#x = this.#x * COST_DECAY + rows;
     this.#xx = this.#xx * COST_DECAY + rows * rows;
