@@ -11,14 +11,20 @@
  *   real use: its training taught it to copy names and arguments from the prompt).
  * - spec-decode-cycle: a prompt inside the loop the model's greedy decode falls into: nearly every drafted
  *   token is accepted, so this is the most speculation can give on this backend.
+ * - spec-decode-cycle-q8_0: the same on the demo model converted to a Q8_0 GGUF: its matmul kernels share
+ *   more of a step between rows than f16's (16 rows cost ~6x one row against ~9.5x), so verify rows are cheaper.
  * - spec-decode-repetitive: a prompt that repeats one verse, decoded to the end of the context (2048):
  *   past a few hundred tokens a verify row costs about a decode step, and the policy mostly stops drafting.
  */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { createWasmBackend } from '../src/kernels/wasm/backend.js';
 import type { SimdBuild } from '../src/kernels/wasm/module.js';
 import type { ChatMessage, ToolDefinition } from '../src/tokenizer/chat-template.js';
 import type { ModelTokenizer } from '../src/tokenizer/load.js';
 import type { EngineBenchLine } from './engine.js';
+import { ggufsOf } from './models.js';
 
 interface Workload {
   name: string;
@@ -33,21 +39,35 @@ interface Workload {
 const DRAFT_TOKENS = 15;
 
 export async function specDecodeLines(demoDir: string, o: { threads: number; rounds: number; simd: SimdBuild }, log: (s: string) => void): Promise<EngineBenchLine[]> {
-  const { loadInProcessModel } = await import('../src/drivers/in-process.js');
   const { loadTokenizer } = await import('../src/format/tokenizer.js');
-  const { generate } = await import('../src/generate/generate.js');
   const tokenizer = loadTokenizer(demoDir);
-  const model = loadInProcessModel(demoDir, { maxBatch: DRAFT_TOKENS + 1, backend: () => createWasmBackend({ threads: o.threads, simd: o.simd }) });
+  const verse = 'Let there be light: and there was light. ';
+  const repetitive = tokenizer.encode(verse + verse + 'Let');
+  const cycle = tokenizer.encode('the LORD of the LORD of the LORD of the LORD of the LORD of');
+  const lines = await measureLines(demoDir, o, log, (maxSeqLen) => [
+    { name: 'spec-decode-toolcall', prompt: tokenizer.encode(toolCallPrompt(tokenizer)), maxTokens: 200, stopAtEos: true, rounds: o.rounds + 12 },
+    { name: 'spec-decode-cycle', prompt: cycle, maxTokens: 200, stopAtEos: false, rounds: o.rounds + 8 },
+    { name: 'spec-decode-repetitive', prompt: repetitive, maxTokens: maxSeqLen - repetitive.length - 1, stopAtEos: false, rounds: o.rounds + 4 },
+  ]);
+  // The Q8_0 GGUF is converted afresh each run, into a directory removed after.
+  const dir = mkdtempSync(join(tmpdir(), 'orchard-bench-spec-'));
   try {
-    const verse = 'Let there be light: and there was light. ';
-    const repetitive = tokenizer.encode(verse + verse + 'Let');
-    const workloads: Workload[] = [
-      { name: 'spec-decode-toolcall', prompt: tokenizer.encode(toolCallPrompt(tokenizer)), maxTokens: 200, stopAtEos: true, rounds: o.rounds + 12 },
-      { name: 'spec-decode-cycle', prompt: tokenizer.encode('said unto them that we said unto them that we said unto them that we'), maxTokens: 200, stopAtEos: false, rounds: o.rounds + 8 },
-      { name: 'spec-decode-repetitive', prompt: repetitive, maxTokens: model.maxSeqLen - repetitive.length - 1, stopAtEos: false, rounds: o.rounds + 4 },
-    ];
+    const gguf = ggufsOf(demoDir, dir, () => {}, ['q8_0'] as const).q8_0;
+    lines.push(...(await measureLines(gguf, o, log, () => [{ name: 'spec-decode-cycle-q8_0', prompt: cycle, maxTokens: 200, stopAtEos: false, rounds: o.rounds + 8 }])));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+  return lines;
+}
+
+/** Plain and speculative decode of each workload on the model at `path`, alternating, best of rounds. */
+async function measureLines(path: string, o: { threads: number; simd: SimdBuild }, log: (s: string) => void, workloadsOf: (maxSeqLen: number) => Workload[]): Promise<EngineBenchLine[]> {
+  const { loadInProcessModel } = await import('../src/drivers/in-process.js');
+  const { generate } = await import('../src/generate/generate.js');
+  const model = loadInProcessModel(path, { maxBatch: DRAFT_TOKENS + 1, backend: () => createWasmBackend({ threads: o.threads, simd: o.simd }) });
+  try {
     const lines: EngineBenchLine[] = [];
-    for (const w of workloads) {
+    for (const w of workloadsOf(model.maxSeqLen)) {
       const stop = w.stopAtEos ? {} : { stopTokenIds: [] };
       const run = async (speculate: boolean) => {
         const c0 = process.cpuUsage();
@@ -74,7 +94,7 @@ export async function specDecodeLines(demoDir: string, o: { threads: number; rou
         tokens = b.r.tokens.length;
       }
       log(
-        `${w.name} (demo model, ${w.prompt.length}-token prompt, ${tokens} tokens, identical output): ${spec.toFixed(0)} vs plain ${plain.toFixed(0)} tok/s (${(spec / plain).toFixed(2)}x), ` +
+        `${w.name} (demo model${path.endsWith('.gguf') ? ', Q8_0 GGUF' : ''}, ${w.prompt.length}-token prompt, ${tokens} tokens, identical output): ${spec.toFixed(0)} vs plain ${plain.toFixed(0)} tok/s (${(spec / plain).toFixed(2)}x), ` +
           `${accepted}/${drafted} drafted tokens accepted; CPU time plain / speculative ${(plainCpu / specCpu).toFixed(2)}x (whole run, prompt included)`,
       );
       lines.push({ name: w.name, orchard: round3(spec), llamacpp: null, unit: 'tok/s', ratio: round3(spec / plain) });
