@@ -118,7 +118,7 @@ export async function generate(model: LanguageModel, promptIds: number[], option
     let base = session.length;
     t1 = performance.now();
     // When the step being picked was fed: a step's cost runs from its forward to the end of its picks.
-    let fedAt = t1;
+    let fedAt = stepClock();
     const pick = (logits: Float32Array) => pickToken(logits, sampler, constraint, top);
     while (maxTokens > 0) {
       if (options.signal?.aborted) {
@@ -140,7 +140,7 @@ export async function generate(model: LanguageModel, promptIds: number[], option
       if (spec) {
         spec.accepted += picks - 1;
         spec.policy.observe(drafted.length, picks - 1);
-        if (tokens.length > picks) spec.policy.observeCost(drafted.length + 1, performance.now() - fedAt);
+        if (tokens.length > picks) spec.policy.observeCost(drafted.length + 1, stepClock() - fedAt);
       }
       // The MTP drafter drafts from the model's hidden states of the confirmed rows.
       if (drafter && tokens.length > picks) drafter.confirm(base, session.finalHidden!(drafted.length + 1), picks);
@@ -153,7 +153,7 @@ export async function generate(model: LanguageModel, promptIds: number[], option
       const room = Math.min(maxTokens - tokens.length - 1, capacity - base - 1);
       const want = !spec ? 0 : spec.options.adaptive === false ? Math.min(room, spec.policy.max) : spec.policy.next(room);
       // The step's cost starts here: an MTP draft is a forward of its own.
-      fedAt = performance.now();
+      fedAt = stepClock();
       drafted = want === 0 ? [] : drafter ? await drafter.draft(context, want) : draftFromContext(context, want, { ...spec!.options, draftTokens: want });
       if (drafted.length === 0) {
         const logits = await session.forward([id]);
@@ -202,3 +202,16 @@ async function prefillForMtp(session: Session, promptIds: readonly number[], dra
   }
   return logits!;
 }
+
+/**
+ * What a step's cost is measured in: this process's CPU time where there is one (other processes on a
+ * shared machine stretch wall time by several times, at random, and the draft policy would read their
+ * noise as the cost of rows), else wall time. ms.
+ */
+const stepClock: () => number =
+  typeof process !== 'undefined' && typeof process.cpuUsage === 'function'
+    ? () => {
+        const u = process.cpuUsage();
+        return (u.user + u.system) / 1000;
+      }
+    : () => performance.now();
