@@ -42,6 +42,7 @@ import { loadModelConfig } from '../src/format/model-files.js';
 import type { writeRandomModel } from '../src/testing/random-model.js';
 import { writeMlxModel } from '../src/testing/mlx-model.js';
 import { runGpuBenchLines } from './gpu-lines.js';
+import { specDecodeLines } from './spec-lines.js';
 import { runGpuBench } from './gpu.js';
 import { llamaRunner } from './llama-cpp.js';
 import { ggufsOf, randomModelDir } from './models.js';
@@ -275,7 +276,8 @@ function cpuSeconds(start: NodeJS.CpuUsage): number {
 }
 
 export async function runEngineBench(options: EngineBenchOptions = {}): Promise<{ lines: EngineBenchLine[]; simd: SimdBuild }> {
-  const missing = llamaCppMissingReason();
+  // The spec group compares Orchard with itself: it runs without llama.cpp.
+  const missing = options.only?.every((g) => g === 'spec') ? null : llamaCppMissingReason();
   if (missing) throw new LlamaCppMissingError(missing);
   const log = options.log ?? (() => {});
   const o = {
@@ -365,8 +367,8 @@ export async function runEngineBench(options: EngineBenchOptions = {}): Promise<
     }
   } else log('demo model (models/orchard-demo) not found: its lines are left out');
   if (only.has('spec')) {
-    if (existsSync(join(DEMO_DIR, 'config.json'))) lines.push(await specDecodeLine(o, log));
-    else log('demo model (models/orchard-demo) not found: spec-decode-repetitive is left out');
+    if (existsSync(join(DEMO_DIR, 'config.json'))) lines.push(...(await specDecodeLines(DEMO_DIR, o, log)));
+    else log('demo model (models/orchard-demo) not found: the spec-decode-* lines are left out');
   }
   // GPU lines (docs/gpu.md): a hardware adapter, else lavapipe (a software adapter: overhead only, and the
   // ~100M model is left out there). Ratios: GPU / wasm in this run (tok/s), effective / gpu-copy-baseline (GB/s).
@@ -389,45 +391,12 @@ export async function runEngineBench(options: EngineBenchOptions = {}): Promise<
   return { lines, simd: o.simd };
 }
 
-/**
- * spec-decode-repetitive: the demo model (wasm backend) continuing a prompt that repeats one verse,
- * decoded plainly and with prompt-lookup drafts, alternating, best of rounds each; the outputs must be
- * identical. Ratio: speculative / plain decode tok/s in this run; the acceptance rate is logged.
- */
-async function specDecodeLine(o: { threads: number; rounds: number; simd: SimdBuild }, log: (s: string) => void): Promise<EngineBenchLine> {
-  const { loadInProcessModel } = await import('../src/drivers/in-process.js');
-  const { loadTokenizer } = await import('../src/format/tokenizer.js');
-  const { generate } = await import('../src/generate/generate.js');
-  const model = loadInProcessModel(DEMO_DIR, { maxBatch: 16, backend: () => createWasmBackend({ threads: o.threads, simd: o.simd }) });
-  try {
-    const verse = 'Let there be light: and there was light. ';
-    const prompt = loadTokenizer(DEMO_DIR).encode(verse + verse + 'Let');
-    const maxTokens = model.maxSeqLen - prompt.length - 1;
-    let plain = 0;
-    let spec = 0;
-    let rate = '';
-    // Tiny steps (~1 ms): more rounds than the other lines, or noise decides.
-    for (let r = 0; r < o.rounds + 4; r++) {
-      const a = await generate(model, prompt, { maxTokens, stopTokenIds: [] });
-      const b = await generate(model, prompt, { maxTokens, stopTokenIds: [], promptLookup: true });
-      if (a.tokens.join() !== b.tokens.join()) throw new Error('spec-decode-repetitive: prompt lookup changed the output');
-      plain = Math.max(plain, a.tokensPerSecond);
-      spec = Math.max(spec, b.tokensPerSecond);
-      rate = `${b.speculation!.accepted}/${b.speculation!.drafted} drafted tokens accepted`;
-    }
-    log(`spec-decode-repetitive (demo model, ${prompt.length}-token prompt, ${maxTokens} tokens): ${spec.toFixed(0)} vs plain ${plain.toFixed(0)} tok/s, ${rate}`);
-    return { name: 'spec-decode-repetitive', orchard: round3(spec), llamacpp: null, unit: 'tok/s', ratio: round3(spec / plain) };
-  } finally {
-    model.dispose();
-  }
-}
-
 export function formatEngineTable(result: { lines: EngineBenchLine[]; simd?: SimdBuild }, threads: number): string {
   const rows = [['line', 'orchard', 'llama.cpp', 'unit', 'ratio']];
   for (const l of result.lines) rows.push([l.name, String(l.orchard), l.llamacpp === null ? '-' : String(l.llamacpp), l.unit, l.ratio === null ? '-' : `${l.ratio}x`]);
   const w = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
   const body = rows.map((r) => r.map((c, i) => (i === 0 ? c.padEnd(w[i]) : c.padStart(w[i]))).join('  ')).join('\n');
-  return `${body}\n(${threads} thread(s) each; ${result.simd ? `Orchard's WASM kernels: the ${result.simd} build; ` : ''}*-cpu lines: decode / prompt tokens per CPU-second of the process (1 thread only; robust to a loaded machine); stream-f16 = f16 weight bytes per decode step / the fastest step; ratio = Orchard's stream / the best read sweep over as many bytes, same backend and threads, same run; gpu-<model>-* lines: decode/prefill ratio = GPU / wasm, stream ratio = / gpu-copy-baseline, same run; gpu-decode/prefill-<format> lines: Orchard's GPU kernels / llama.cpp's GPU build on the same adapter and GGUF, same run; spec-decode-repetitive: ratio = prompt-lookup / plain decode of the demo model, same run, identical output)`;
+  return `${body}\n(${threads} thread(s) each; ${result.simd ? `Orchard's WASM kernels: the ${result.simd} build; ` : ''}*-cpu lines: decode / prompt tokens per CPU-second of the process (1 thread only; robust to a loaded machine); stream-f16 = f16 weight bytes per decode step / the fastest step; ratio = Orchard's stream / the best read sweep over as many bytes, same backend and threads, same run; gpu-<model>-* lines: decode/prefill ratio = GPU / wasm, stream ratio = / gpu-copy-baseline, same run; gpu-decode/prefill-<format> lines: Orchard's GPU kernels / llama.cpp's GPU build on the same adapter and GGUF, same run; spec-decode-* lines: ratio = prompt-lookup speculation / plain decode of the demo model, same run, identical output; spec-decode-*-cpu: plain / speculative CPU time of the whole run)`;
 }
 
 async function main(): Promise<void> {

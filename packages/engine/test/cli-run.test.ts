@@ -43,6 +43,20 @@ describe('orchard run', () => {
     expect(lookup.stderr).toMatch(/prompt lookup: \d+ of \d+ drafted tokens accepted/);
   });
 
+  it("--mtp drafts with a DeepSeek-V3 checkpoint's multi-token-prediction layer: the same ids; without the layer, a one-line error", async () => {
+    const ds = writeRandomModel(join(tmp.dir, 'ds'), { variant: 'deepseek-v3', numLayers: 2, seed: 21, mtpLayers: 1 });
+    const args = ['run', '--model', ds.dir, '--prompt-ids', '72,101,108,108,111', '--max-tokens', '10', '--temperature', '0', '--ignore-eos', '--json', '--backend', 'reference'];
+    const plain = await orchard(args);
+    expect(plain.code).toBe(0);
+    const mtp = await orchard([...args, '--mtp']);
+    expect(mtp.code).toBe(0);
+    expect(mtp.stdout).toBe(plain.stdout);
+    expect(mtp.stderr).toMatch(/MTP drafts: \d+ of \d+ drafted tokens accepted/);
+    const none = await orchard(['run', '--model', info.dir, '--prompt-ids', '72,101', '--max-tokens', '2', '--backend', 'reference', '--mtp']);
+    expect(none.code).toBe(1);
+    expect(none.stderr).toMatch(/no multi-token-prediction layer/);
+  });
+
   it('--backend wasm runs the same generation on the WASM kernels', async () => {
     const prompt = [10, 20, 30];
     const wasm = loadInProcessModel(info.dir, { backend: () => createWasmBackend({ threads: 1 }) });

@@ -7,7 +7,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { argmax, DraftLength, draftFromContext, generate, loadInProcessModel, loadTokenizer, pickVerified, Sampler, type InProcessModel, type InProcessOptions } from '../src/index.js';
+import { argmax, DraftLength, DraftPolicy, draftFromContext, generate, loadInProcessModel, loadTokenizer, pickVerified, Sampler, type InProcessModel, type InProcessOptions } from '../src/index.js';
 import { writeRandomModel, type RandomModelOptions } from '../src/testing/index.js';
 import { tempDir } from './helpers.js';
 
@@ -61,10 +61,13 @@ describe.each(MODELS)('%s', (name, modelOptions) => {
     models.push(model);
     for (const sampling of [{}, { temperature: 0.9, seed: 3 }]) {
       const plain = await generate(model, PROMPT, { maxTokens: 24, stopTokenIds: [], ...sampling });
-      const fast = await generate(model, PROMPT, { maxTokens: 24, stopTokenIds: [], ...sampling, promptLookup: { draftTokens: 5, minNgram: 1 } });
-      expect(fast.tokens).toEqual(plain.tokens);
-      expect(fast.speculation!.drafted).toBeGreaterThan(0);
-      expect(fast.speculation!.accepted).toBeLessThanOrEqual(fast.speculation!.drafted);
+      // Fixed drafts (every step with a match drafts 5) and the timed policy's lengths: the same tokens.
+      for (const adaptive of [false, true]) {
+        const fast = await generate(model, PROMPT, { maxTokens: 24, stopTokenIds: [], ...sampling, promptLookup: { draftTokens: 5, minNgram: 1, adaptive } });
+        expect(fast.tokens).toEqual(plain.tokens);
+        expect(fast.speculation!.drafted).toBeGreaterThan(0);
+        expect(fast.speculation!.accepted).toBeLessThanOrEqual(fast.speculation!.drafted);
+      }
     }
   });
 });
@@ -79,8 +82,10 @@ it('a prompt holding the model\'s own continuation: same tokens, some drafts acc
   // Prompt it with its own output twice over: the greedy continuation tends to repeat what it saw.
   const prompt = [...PROMPT, ...plain.tokens];
   const a = await generate(model, prompt, { maxTokens: 48, stopTokenIds: [] });
-  const b = await generate(model, prompt, { maxTokens: 48, stopTokenIds: [], promptLookup: true });
+  // Fixed draft lengths: whether the timed policy drafts at all depends on this machine's speed.
+  const b = await generate(model, prompt, { maxTokens: 48, stopTokenIds: [], promptLookup: { adaptive: false } });
   expect(b.tokens).toEqual(a.tokens);
+  expect((await generate(model, prompt, { maxTokens: 48, stopTokenIds: [], promptLookup: true })).tokens).toEqual(a.tokens);
   console.log(`random llama: drafted ${b.speculation!.drafted}, accepted ${b.speculation!.accepted}`);
   expect(b.speculation!.accepted).toBeGreaterThan(0);
 });
@@ -95,8 +100,9 @@ describe.skipIf(!existsSync(join(bundled, 'model.safetensors')))('bundled demo m
     const prompt = tokenizer.encode(verse + verse + 'Let');
     expect(prompt.length + 30).toBeLessThanOrEqual(model.maxSeqLen);
     const plain = await generate(model, prompt, { maxTokens: 30 });
-    const fast = await generate(model, prompt, { maxTokens: 30, promptLookup: true });
+    const fast = await generate(model, prompt, { maxTokens: 30, promptLookup: { adaptive: false } });
     expect(fast.tokens).toEqual(plain.tokens);
+    expect((await generate(model, prompt, { maxTokens: 30, promptLookup: true })).tokens).toEqual(plain.tokens);
     const { drafted, accepted } = fast.speculation!;
     console.log(`demo model: drafted ${drafted}, accepted ${accepted} (${((100 * accepted) / Math.max(1, drafted)).toFixed(0)}%), ${fast.tokens.length} tokens`);
     expect(accepted).toBeGreaterThan(0);
@@ -172,3 +178,101 @@ describe('pickVerified and DraftLength (shared by generate and the runners)', ()
   });
 });
 
+
+describe('DraftPolicy (generate\'s draft lengths by expected tokens per unit of time)', () => {
+  /** A policy that has seen steps costing fixed + perRow·rows and drafts accepted at rate `a` (geometric). */
+  function trained(fixed: number, perRow: number, a: number, max = 16): DraftPolicy {
+    const p = new DraftPolicy(max);
+    let seed = 7;
+    const rand = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+    for (let i = 0; i < 200; i++) {
+      const rows = 1 + (i % 5) * 2;
+      p.observeCost(rows, fixed + perRow * rows);
+      // Ten tokens drafted; each is confirmed with probability a while its predecessors were.
+      let accepted = 0;
+      while (accepted < 10 && rand() < a) accepted++;
+      p.observe(10, accepted);
+    }
+    return p;
+  }
+
+  it('fits a step\'s cost as fixed + per-row from the timed steps', () => {
+    const c = trained(0.2, 0.1, 0.5).cost!;
+    expect(c.fixed).toBeCloseTo(0.2, 6);
+    expect(c.perRow).toBeCloseTo(0.1, 6);
+    expect(new DraftPolicy(4).cost).toBeNull();
+  });
+
+  it('drafts long when rows are cheap and drafts are accepted, short or not at all when rows cost nearly a step', () => {
+    // GPU-like: rows almost free, high acceptance: the longest draft allowed.
+    expect(trained(1, 0.01, 0.9).best()).toBe(16);
+    // CPU demo model at short context: a row is ~0.55 of a step. High acceptance still pays, a little.
+    const cpu = trained(0.13, 0.16, 0.9);
+    expect(cpu.best()).toBeGreaterThan(0);
+    expect(cpu.best()).toBeLessThan(16);
+    // Low acceptance on the same costs: no draft beats a plain step.
+    expect(trained(0.13, 0.16, 0.3).best()).toBe(0);
+    // Long context: a row costs as much as a step; nothing pays unless drafts are near certain.
+    expect(trained(0.02, 0.5, 0.8).best()).toBe(0);
+    // The cap (tokens or context left) is honoured.
+    expect(trained(1, 0.01, 0.9).next(3)).toBe(3);
+  });
+
+  it('the expected-rate choice is the best k by brute force', () => {
+    for (const [fixed, perRow, a] of [[0.3, 0.1, 0.8], [0.1, 0.2, 0.95], [0.5, 0.05, 0.6]]) {
+      const p = trained(fixed, perRow, a);
+      const est = p.acceptance;
+      const rate = (k: number) => Array.from({ length: k + 1 }, (_, i) => est ** i).reduce((x, y) => x + y, 0) / (fixed + perRow * (k + 1));
+      const k = p.best();
+      const brute = Array.from({ length: 17 }, (_, i) => i).reduce((b, i) => (rate(i) > rate(b) ? i : b), 0);
+      // best() demands a 3% gain over a plain step before drafting at all.
+      if (rate(brute) > rate(0) * 1.03) expect(k).toBe(brute);
+      else expect(k).toBe(0);
+    }
+  });
+
+  it('while drafting does not pay it probes now and then, less often after probes that find nothing', () => {
+    const p = trained(0.02, 0.5, 0.1);
+    const gaps: number[] = [];
+    let since = 0;
+    for (let step = 0; step < 200 && gaps.length < 5; step++) {
+      const k = p.next();
+      since++;
+      if (k > 0) {
+        expect(k).toBeLessThanOrEqual(2);
+        gaps.push(since);
+        since = 0;
+        p.observe(k, 0);
+      }
+    }
+    expect(gaps).toEqual([4, 8, 16, 32, 32]);
+    // A probe that is accepted brings drafting back once the acceptance estimate recovers.
+    const q = trained(0.13, 0.16, 0.3);
+    for (let i = 0; i < 40; i++) {
+      const k = q.next();
+      if (k > 0) q.observe(k, k);
+    }
+    expect(q.best()).toBeGreaterThan(0);
+  });
+
+  it('a step held up by the OS or the collector does not tilt the cost fit', () => {
+    const p = trained(0.13, 0.16, 0.5);
+    const before = p.cost!;
+    p.observeCost(1, 4); // ~14x a one-row step
+    const after = p.cost!;
+    expect(after.perRow).toBeGreaterThan(before.perRow * 0.8);
+    expect(after.fixed + after.perRow).toBeLessThan((before.fixed + before.perRow) * 1.1);
+    // Nor as the second step timed: a 5-row verify held up 20x, then steps as they are.
+    const early = new DraftPolicy(16);
+    early.observeCost(3, 0.6);
+    early.observeCost(5, 13);
+    for (let i = 0; i < 30; i++) early.observeCost(i % 3 === 0 ? 3 : 1, i % 3 === 0 ? 0.6 : 0.25);
+    expect(early.cost!.fixed).toBeGreaterThan(0.05);
+    expect(early.cost!.perRow).toBeLessThan(0.3);
+  });
+
+  it('rejects impossible reports and lengths', () => {
+    expect(() => new DraftPolicy(0)).toThrow(/draft length/);
+    expect(() => new DraftPolicy(4).observe(2, 3)).toThrow(/accepted/);
+  });
+});

@@ -14,6 +14,7 @@ import { checkLayout, pipelineStages, shardSpecOf, stageMembers, type InstanceLa
 import { createInProcessAllReduce } from './all-reduce.js';
 import { PrefixCache, type PrefixCacheOptions } from '../model/prefix-cache.js';
 import { forwardThroughStages, stepThroughStages } from './stages.js';
+import { rmsnorm } from '../model/math.js';
 
 /** Something that turns token ids into next-token logits, one sequence at a time. */
 export interface LanguageModel {
@@ -45,6 +46,11 @@ export interface Session {
   keepPrefix?(): void;
   /** Feeds `tokens` (at most the model's maxBatch) and returns every one's logits, [n, vocab]: to verify drafted tokens. */
   forwardAll?(tokens: ArrayLike<number>): Promise<Float32Array>;
+  /**
+   * The final hidden states (after the model's last norm) of the last `n` rows the last forward ran in
+   * one step, [n, hidden], a copy: what a multi-token-prediction drafter (model/mtp.ts) starts from.
+   */
+  finalHidden?(n: number): Float32Array;
 }
 
 /** One sequence's part of a batched step (InProcessModel.forwardBatch). */
@@ -173,6 +179,16 @@ export class InProcessModel implements LanguageModel {
       },
       keepPrefix() {
         prefix?.forEach((ranks, s) => ranks.forEach((pc, r) => pc.store(caches[s][r], state.history)));
+      },
+      finalHidden(n) {
+        // The last stage's rank 0 holds every row's whole residual stream after the step's all-reduces.
+        const last = stages[stages.length - 1][0];
+        const rows = last.lastRows;
+        if (!Number.isInteger(n) || n < 1 || n > rows) throw new RangeError(`finalHidden: ${n} rows asked; the last step ran ${rows} (a prompt longer than maxBatch runs in several)`);
+        const x = last.residual(rows);
+        const out = new Float32Array(n * D);
+        for (let b = 0; b < n; b++) rmsnorm(out, b * D, x, (rows - n + b) * D, last.weights.finalNorm!, D, model.config.rmsNormEps);
+        return out;
       },
     };
     owners.set(session, state);

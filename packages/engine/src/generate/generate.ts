@@ -2,11 +2,14 @@
  * The generation loop: feed the prompt (in batches), then sample one token at a time until a stop
  * token, a stop string or the token budget. Works on any LanguageModel (unsplit, pipeline, tensor).
  */
-import type { LanguageModel } from '../drivers/in-process.js';
+import type { LanguageModel, Session } from '../drivers/in-process.js';
 import type { ModelTokenizer } from '../tokenizer/load.js';
 import { compileConstraint, type ConstraintSpec, type TokenConstraint } from './constraint.js';
 import { pickToken } from './pick.js';
 import { draftFromContext, type PromptLookupOptions } from './prompt-lookup.js';
+import { DraftPolicy } from './draft-policy.js';
+import { MtpDrafter } from './mtp-draft.js';
+import type { MtpHead } from '../model/mtp.js';
 import { pickVerified } from './speculate.js';
 import { Sampler, type FullSamplingOptions, type TokenLogprob } from './sampler.js';
 import { TextStream } from './text-stream.js';
@@ -38,6 +41,13 @@ export interface GenerateOptions extends FullSamplingOptions {
    * logits in order, so the output is the plain decode's (greedy, and seeded sampling too).
    */
   promptLookup?: PromptLookupOptions | boolean;
+  /**
+   * Speculative decoding with the checkpoint's multi-token-prediction layer as the drafter (MtpHead.load:
+   * DeepSeek-V3's `num_nextn_predict_layers`) in place of prompt lookup; promptLookup's draftTokens and
+   * adaptive still apply. Needs sessions with finalHidden (the in-process model); the prefix cache is
+   * not used (the drafter needs every prompt row's hidden state). Output: the plain decode's.
+   */
+  mtp?: MtpHead;
 }
 
 export interface GenerateResult {
@@ -57,7 +67,7 @@ export interface GenerateResult {
   decodeMs: number;
   /** Decode speed: (tokens - 1) / decode time. NaN with fewer than 2 tokens. */
   tokensPerSecond: number;
-  /** With promptLookup: tokens drafted, and how many of them the model confirmed. */
+  /** With promptLookup or mtp: tokens drafted, and how many of them the model confirmed. */
   speculation?: { drafted: number; accepted: number };
 }
 
@@ -82,8 +92,14 @@ export async function generate(model: LanguageModel, promptIds: number[], option
     : null;
   const session = model.newSession(capacity);
   const lookup = options.promptLookup;
-  const spec = lookup ? { options: lookup === true ? {} : lookup, drafted: 0, accepted: 0 } : null;
+  const lookupOptions = lookup === true ? {} : lookup || (options.mtp ? {} : null);
+  // The draft length follows what drafts earn here (DraftPolicy): the acceptance so far and the timed
+  // cost of a verify row, which on the CPU is a good part of a decode step and grows with the context.
+  const spec = lookupOptions ? { options: lookupOptions, policy: new DraftPolicy(lookupOptions.draftTokens ?? 4), drafted: 0, accepted: 0 } : null;
+  // What drafts are looked up in: the prompt and the tokens so far (kept, not rebuilt every step).
+  const context = spec ? [...promptIds] : [];
 
+  let drafter: MtpDrafter | null = null;
   const tokens: number[] = [];
   const logprobs: TokenLogprob[] | undefined = top === undefined ? undefined : [];
   let finishReason: GenerateResult['finishReason'] = 'length';
@@ -92,13 +108,17 @@ export async function generate(model: LanguageModel, promptIds: number[], option
   let cached = 0;
   try {
     if (spec && !(session.forwardAll && session.rewind)) throw new RangeError('promptLookup needs a model whose sessions verify drafts (forwardAll, rewind): the in-process CPU model; not the GPU one');
-    cached = session.reusePrefix?.(promptIds) ?? 0;
+    if (options.mtp && !session.finalHidden) throw new RangeError('mtp needs a model whose sessions give their final hidden states (finalHidden): the in-process CPU model');
+    drafter = options.mtp ? new MtpDrafter(options.mtp, capacity) : null;
+    cached = drafter ? 0 : (session.reusePrefix?.(promptIds) ?? 0);
     // row(j) is the logits to pick the step's j-th token from; drafted the tokens fed after the first on a guess.
-    const first = await session.forward(promptIds.slice(cached));
+    const first = drafter ? await prefillForMtp(session, promptIds, drafter) : await session.forward(promptIds.slice(cached));
     let row = (_j: number) => first;
     let drafted: number[] = [];
     let base = session.length;
     t1 = performance.now();
+    // When the step being picked was fed: a step's cost runs from its forward to the end of its picks.
+    let fedAt = stepClock();
     const pick = (logits: Float32Array) => pickToken(logits, sampler, constraint, top);
     while (maxTokens > 0) {
       if (options.signal?.aborted) {
@@ -109,6 +129,7 @@ export async function generate(model: LanguageModel, promptIds: number[], option
       const picks = await pickVerified(row, drafted, pick, ({ id, logprob: lp }) => {
         if (lp) logprobs!.push(lp);
         tokens.push(id);
+        if (spec) context.push(id);
         options.onToken?.(id, lp);
         const piece = stopIds.has(id) ? { text: '', stopped: true } : stream ? stream.push(id) : { text: '', stopped: false };
         if (piece.text) options.onText?.(piece.text);
@@ -116,14 +137,24 @@ export async function generate(model: LanguageModel, promptIds: number[], option
         ended = piece.stopped;
         return !ended && !options.signal?.aborted;
       });
-      if (spec) spec.accepted += picks - 1;
+      if (spec) {
+        spec.accepted += picks - 1;
+        spec.policy.observe(drafted.length, picks - 1);
+        if (tokens.length > picks) spec.policy.observeCost(drafted.length + 1, stepClock() - fedAt);
+      }
+      // The MTP drafter drafts from the model's hidden states of the confirmed rows.
+      if (drafter && tokens.length > picks) drafter.confirm(base, session.finalHidden!(drafted.length + 1), picks);
       // The rows after the last picked token were a wrong guess: forget them.
       if (drafted.length >= picks) session.rewind!(base + picks);
       if (ended || tokens.length >= maxTokens || session.length >= capacity) break;
       if (options.signal?.aborted) continue;
       base = session.length;
       const id = tokens[tokens.length - 1];
-      drafted = spec ? draftFromContext([...promptIds, ...tokens], Math.min(maxTokens - tokens.length - 1, capacity - base - 1), spec.options) : [];
+      const room = Math.min(maxTokens - tokens.length - 1, capacity - base - 1);
+      const want = !spec ? 0 : spec.options.adaptive === false ? Math.min(room, spec.policy.max) : spec.policy.next(room);
+      // The step's cost starts here: an MTP draft is a forward of its own.
+      fedAt = stepClock();
+      drafted = want === 0 ? [] : drafter ? await drafter.draft(context, want) : draftFromContext(context, want, { ...spec!.options, draftTokens: want });
       if (drafted.length === 0) {
         const logits = await session.forward([id]);
         row = () => logits;
@@ -136,6 +167,7 @@ export async function generate(model: LanguageModel, promptIds: number[], option
     }
     session.keepPrefix?.();
   } finally {
+    drafter?.dispose();
     session.dispose?.();
     constraint?.dispose();
   }
@@ -158,3 +190,28 @@ export async function generate(model: LanguageModel, promptIds: number[], option
     ...(spec ? { speculation: { drafted: spec.drafted, accepted: spec.accepted } } : {}),
   };
 }
+
+/** The prompt in steps the drafter can take, each step's final hidden rows handed to it; the last logits. */
+async function prefillForMtp(session: Session, promptIds: readonly number[], drafter: MtpDrafter): Promise<Float32Array> {
+  const B = drafter.head.block.maxBatch;
+  let logits: Float32Array | null = null;
+  for (let at = 0; at < promptIds.length; at += B) {
+    const chunk = promptIds.slice(at, at + B);
+    logits = await session.forward(chunk);
+    drafter.confirm(at, session.finalHidden!(chunk.length), chunk.length);
+  }
+  return logits!;
+}
+
+/**
+ * What a step's cost is measured in: this process's CPU time where there is one (other processes on a
+ * shared machine stretch wall time by several times, at random, and the draft policy would read their
+ * noise as the cost of rows), else wall time. ms.
+ */
+const stepClock: () => number =
+  typeof process !== 'undefined' && typeof process.cpuUsage === 'function'
+    ? () => {
+        const u = process.cpuUsage();
+        return (u.user + u.system) / 1000;
+      }
+    : () => performance.now();

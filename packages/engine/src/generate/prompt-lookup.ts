@@ -13,6 +13,12 @@ export interface PromptLookupOptions {
   maxNgram?: number;
   /** Shortest suffix matched: a single repeated token guesses too often to pay for its verify rows. @default 2 */
   minNgram?: number;
+  /**
+   * generate(): choose each draft's length (up to draftTokens) by the acceptance so far and the timed cost
+   * of a verify row, drafting nothing while drafts would not pay (draft-policy.ts); false drafts
+   * draftTokens whenever the context has a match. Either way the output is the plain decode's. @default true
+   */
+  adaptive?: boolean;
 }
 
 /** Up to `limit` tokens guessed to follow `context`; none when its tail occurs nowhere earlier. */

@@ -205,6 +205,7 @@ export class ModelShard {
     const xb2 = this.#xb2;
     const rows = this.#placeRows(segments);
     const n = rows.total;
+    this.#lastRows = n;
     const half = this.#invFreq.length;
 
     // Input: the tokens' embedding rows, or hidden states (rank 0's rows, or the previous stage's output).
@@ -372,6 +373,13 @@ export class ModelShard {
     if (this.backend.attention && !A.sinks) this.backend.attention(args);
     else attention(args, this.#scores, A.sinks);
   }
+
+  /** Rows the last forward ran (residual's valid rows). */
+  get lastRows(): number {
+    return this.#lastRows;
+  }
+
+  #lastRows = 0;
 
   /**
    * The residual stream of the last forward's first `n` rows, [n, hidden], before the final norm (what

@@ -71,6 +71,13 @@ export interface RandomModelOptions extends MoeOptions {
   tokenizer?: ByteLevelTokenizerOptions;
   /** More ids that end generation (generation_config.json's eos_token_id list), by token text. */
   extraEosTokens?: string[];
+  /**
+   * deepseek-v3: multi-token-prediction layers as DeepSeek-V3's checkpoint has them
+   * (`num_nextn_predict_layers`): layer `num_hidden_layers + i` is a decoder layer plus embed_tokens,
+   * enorm, hnorm, eh_proj and shared_head.{norm,head}. Written after every other tensor, so the rest of
+   * the model is the same as without them. @default 0
+   */
+  mtpLayers?: number;
 }
 
 export interface RandomModelInfo {
@@ -186,6 +193,7 @@ export function writeRandomModel(dir: string, options: RandomModelOptions = {}):
   }
   if (MOE.has(variant)) Object.assign(config, moeConfigFields(variant, layers, hidden, options));
   if (variant === 'deepseek-v3') config.num_key_value_heads = heads;
+  if (options.mtpLayers) config.num_nextn_predict_layers = options.mtpLayers;
 
   const tensors: TensorToWrite[] = [];
   const add = (name: string, shape: number[], fill: () => number) => {
@@ -218,6 +226,21 @@ export function writeRandomModel(dir: string, options: RandomModelOptions = {}):
   }
   norm('model.norm.weight', hidden);
   if (!tied) linear('lm_head.weight', vocab, hidden);
+  const mtp = options.mtpLayers ?? 0;
+  if (mtp > 0 && variant !== 'deepseek-v3') throw new Error(`writeRandomModel: mtpLayers is for deepseek-v3, not ${variant}`);
+  for (let l = layers; l < layers + mtp; l++) {
+    const p = `model.layers.${l}`;
+    add(`${p}.embed_tokens.weight`, [vocab, hidden], () => rng.symmetric(1));
+    norm(`${p}.enorm.weight`, hidden);
+    norm(`${p}.hnorm.weight`, hidden);
+    linear(`${p}.eh_proj.weight`, hidden, 2 * hidden);
+    norm(`${p}.input_layernorm.weight`, hidden);
+    writeMlaAttention(maker, `${p}.self_attn`, config, hidden, heads);
+    norm(`${p}.post_attention_layernorm.weight`, hidden);
+    writeMoeMlp(maker, p, variant, config, hidden, options);
+    norm(`${p}.shared_head.norm.weight`, hidden);
+    linear(`${p}.shared_head.head.weight`, vocab, hidden);
+  }
 
   function writeGqaAttention(l: number): void {
     const p = `model.layers.${l}`;

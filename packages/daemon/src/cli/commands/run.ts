@@ -8,10 +8,12 @@ import {
   createWasmBackend,
   describeAdapter,
   generate,
+  InProcessModel,
   loadGpuModel,
   loadInProcessModel,
   loadTokenizer,
   ModelFormatError,
+  MtpHead,
   UnsupportedModelError,
   type Backend,
   type GenerateOptions,
@@ -73,6 +75,7 @@ interface RunOptions {
   /** --backend was given (not the default): then `auto` says why it did not use a GPU. */
   explicitBackend?: boolean;
   promptLookup?: boolean;
+  mtp?: boolean;
 }
 
 export function registerRun(program: Command): void {
@@ -96,6 +99,7 @@ export function registerRun(program: Command): void {
     .option('--tensor <n>', 'run as n in-process tensor-parallel ranks', int('--tensor', 1), 1)
     .option('--json', 'print {"tokens":[...]} (generated ids) instead of streaming text')
     .option('--prompt-lookup', 'speculative decoding: draft tokens from the context and verify them in one forward (same output; CPU backends)')
+    .option('--mtp', "speculative decoding with the checkpoint's multi-token-prediction layer as the drafter (DeepSeek-V3 num_nextn_predict_layers; same output; CPU backends)")
     .option(
       '--backend <name>',
       'auto (a hardware GPU if there is one, else cpu), cpu (= wasm), gpu (WebGPU), reference (plain TypeScript) or wasm (SIMD + threads)',
@@ -158,11 +162,16 @@ async function runCommand(opts: RunOptions): Promise<void> {
   };
 
   let model: (LanguageModel & { dispose(): void }) | undefined;
+  let mtp: MtpHead | undefined;
   let used = '';
   try {
     const loaded = await loadModel(dir, opts.backend, opts, cpuBackend);
     model = loaded.model;
     used = loaded.used;
+    if (opts.mtp) {
+      if (!(model instanceof InProcessModel)) throw new CliError(`--mtp runs on the CPU backends (the ${used} has no draft verification); add --backend cpu`, 2);
+      mtp = MtpHead.load(dir, { backend: cpuBackend(opts.backend === 'reference' ? 'reference' : 'wasm')() });
+    }
     const tokenizer = opts.promptIds && opts.json ? null : loadTokenizer(dir);
     let promptIds: number[];
     if (opts.promptIds) promptIds = opts.promptIds;
@@ -185,6 +194,7 @@ async function runCommand(opts: RunOptions): Promise<void> {
       stopStrings: opts.stop,
       tokenizer: tokenizer ?? undefined,
       promptLookup: opts.promptLookup,
+      mtp,
     };
     if (!opts.json) options.onText = (t) => process.stdout.write(t);
     const result = await generate(model, promptIds, options);
@@ -198,7 +208,7 @@ async function runCommand(opts: RunOptions): Promise<void> {
         `${result.tokens.length} tokens generated, ${speed} tokens/s (${used}, pipeline ${opts.pipeline} × tensor ${opts.tensor}, ${finish})\n`,
     );
     const spec = result.speculation;
-    if (spec) process.stderr.write(`orchard run: prompt lookup: ${spec.accepted} of ${spec.drafted} drafted tokens accepted\n`);
+    if (spec) process.stderr.write(`orchard run: ${mtp ? 'MTP drafts' : 'prompt lookup'}: ${spec.accepted} of ${spec.drafted} drafted tokens accepted\n`);
   } catch (err) {
     if (err instanceof ModelFormatError || err instanceof UnsupportedModelError || err instanceof RangeError) {
       throw new CliError(err.message, 1);
@@ -208,6 +218,7 @@ async function runCommand(opts: RunOptions): Promise<void> {
     if (isGpuError(err)) throw new CliError(`GPU failed during generation: ${oneLine(err.message)} (run with --backend cpu to avoid the GPU)`, 1);
     throw err;
   } finally {
+    mtp?.dispose();
     model?.dispose();
   }
 }

@@ -1,0 +1,139 @@
+/**
+ * How many tokens to draft, chosen by what a draft is expected to earn. A verify step of k drafted
+ * tokens feeds k + 1 rows and yields 1 + a + a² + … + a^k tokens on average (a: the chance that a drafted
+ * token is confirmed, given the ones before it were). On a GPU the rows after the first are nearly free;
+ * on the CPU kernels they are not: a row of a small model costs about half a decode step (the kernels are
+ * compute-bound, so rows share little), and each row's attention grows with the context. So drafting pays
+ * only with high acceptance and short context, and the right length depends on both. The policy keeps
+ * two estimates, both forgetting the old: a step's cost as a + b·rows (least squares over the steps timed)
+ * and the acceptance a (successes / trials of the drafted tokens), and asks for the k that gives the most
+ * tokens per unit of time — none when no k beats a plain step. While it drafts nothing it probes now and
+ * then (after 4, 8, … 32 plain steps, the wait doubling while probes show drafting still would not pay) so that text which starts repeating is noticed.
+ *
+ * Pure logic: the caller times its steps and reports them. Output never depends on it (each token is
+ * still the model's own pick), only speed.
+ */
+
+/** Per-observation weight kept of the older cost samples (~20 steps of memory): costs drift as the context grows. */
+const COST_DECAY = 0.95;
+/** The same for acceptance (~10 verify steps): text goes in and out of repeating itself. */
+const ACCEPT_DECAY = 0.9;
+/** Until two different row counts have been timed, a row is assumed to cost this share of a one-row step. */
+const PRIOR_ROW_SHARE = 0.3;
+/** Acceptance to start from: optimistic enough to try drafting (weight of 4 drafted tokens). */
+const PRIOR_SUCCESSES = 3;
+const PRIOR_FAILURES = 1;
+/** A draft must beat a plain step by this margin (timing noise would otherwise flip the choice). */
+const MIN_GAIN = 1.03;
+const OUTLIER = 1.5;
+const FIRST_PROBE = 4;
+const LAST_PROBE = 32;
+
+export class DraftPolicy {
+  readonly max: number;
+  // Decayed sums for the least-squares fit of ms = a + b·rows.
+  #w = 0;
+  #x = 0;
+  #xx = 0;
+  #y = 0;
+  #xy = 0;
+  #successes = PRIOR_SUCCESSES;
+  #failures = PRIOR_FAILURES;
+  /** Plain steps since the last draft, and how many to wait before probing. */
+  #idle = 0;
+  #probeAfter = FIRST_PROBE;
+  #probing = false;
+
+  constructor(max: number) {
+    if (!(Number.isInteger(max) && max >= 1)) throw new RangeError(`draft length must be an integer >= 1, got ${max}`);
+    this.max = max;
+  }
+
+  /** Estimated acceptance of a drafted token whose predecessors were accepted. */
+  get acceptance(): number {
+    return Math.min(0.995, this.#successes / (this.#successes + this.#failures));
+  }
+
+  /** Estimated cost of a step of `rows` rows, [fixed, per row], in the caller's unit; null before any step was timed. */
+  get cost(): { fixed: number; perRow: number } | null {
+    if (this.#w === 0) return null;
+    const meanX = this.#x / this.#w;
+    const meanY = this.#y / this.#w;
+    const varX = this.#xx / this.#w - meanX * meanX;
+    let perRow: number;
+    // One row count seen so far (all plain steps, or all drafts of one length): split its cost by the prior.
+    if (varX < 0.05) perRow = (meanY / (meanX + (1 - PRIOR_ROW_SHARE) / PRIOR_ROW_SHARE));
+    else perRow = (this.#xy / this.#w - meanX * meanY) / varX;
+    // Noise can tilt the fit past what is physical: a row costs something, and no more than the whole step.
+    perRow = Math.min(Math.max(perRow, 0), meanY / meanX);
+    return { fixed: Math.max(0, meanY - perRow * meanX), perRow };
+  }
+
+  /** Tokens to draft for the next step (0: a plain step). `limit` caps it (tokens left, context left). */
+  next(limit = this.max): number {
+    const cap = Math.min(this.max, limit);
+    if (cap < 1) return 0;
+    const k = this.best(cap);
+    if (k > 0) {
+      this.#probing = false;
+      return k;
+    }
+    if (++this.#idle < this.#probeAfter) return 0;
+    // A probe: a short draft, to learn whether the text has started repeating.
+    this.#idle = 0;
+    this.#probing = true;
+    return Math.min(cap, 2);
+  }
+
+  /** The draft length with the most expected tokens per unit of cost, up to `cap`; 0 when none beats a plain step. */
+  best(cap = this.max): number {
+    const c = this.cost;
+    const fixed = c ? c.fixed : 1 - PRIOR_ROW_SHARE;
+    const perRow = c ? c.perRow : PRIOR_ROW_SHARE;
+    const plain = 1 / (fixed + perRow);
+    const a = this.acceptance;
+    let bestK = 0;
+    let bestRate = plain * MIN_GAIN;
+    let expected = 1;
+    let term = 1;
+    for (let k = 1; k <= cap; k++) {
+      term *= a;
+      expected += term;
+      const rate = expected / (fixed + perRow * (k + 1));
+      if (rate > bestRate) {
+        bestRate = rate;
+        bestK = k;
+      }
+    }
+    return bestK;
+  }
+
+  /** A verify step's outcome: `drafted` tokens fed, the first `accepted` of them confirmed. */
+  observe(drafted: number, accepted: number): void {
+    if (drafted === 0) return;
+    if (!(Number.isInteger(accepted) && accepted >= 0 && accepted <= drafted)) throw new RangeError(`observe: ${accepted} accepted of ${drafted} drafted`);
+    this.#successes = this.#successes * ACCEPT_DECAY + accepted;
+    this.#failures = this.#failures * ACCEPT_DECAY + (accepted < drafted ? 1 : 0);
+    if (this.#probing) {
+      // A probe accepted whole, or after which drafting pays, keeps probing often; one that leaves
+      // drafting unprofitable (too little accepted for what rows cost here) waits twice as long next time.
+      this.#probeAfter = accepted === drafted || this.best() > 0 ? FIRST_PROBE : Math.min(LAST_PROBE, this.#probeAfter * 2);
+      this.#probing = false;
+    }
+  }
+
+  /** A step of `rows` rows (1 + tokens drafted) took `cost` (ms, say). */
+  observeCost(rows: number, cost: number): void {
+    if (!(rows >= 1) || !(cost >= 0) || !Number.isFinite(cost)) return;
+    // A step the OS or the collector held up says nothing about rows: one such step would tilt the fit
+    // (a 10x step at one row reads as "rows are free"). Slow outliers count as at most OUTLIER x the estimate.
+    const c = this.cost;
+    // From the second step on: an early outlier would otherwise stay in the fit for dozens of steps.
+    if (c) cost = Math.min(cost, OUTLIER * (c.fixed + c.perRow * rows));
+    this.#w = this.#w * COST_DECAY + 1;
+    this.#x = this.#x * COST_DECAY + rows;
+    this.#xx = this.#xx * COST_DECAY + rows * rows;
+    this.#y = this.#y * COST_DECAY + cost;
+    this.#xy = this.#xy * COST_DECAY + rows * cost;
+  }
+}
