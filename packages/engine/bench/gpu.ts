@@ -3,8 +3,12 @@
  * 3.21.1: Vulkan on Linux, Metal on macOS) on the SAME device and the SAME GGUF files — f16, Q8_0 and
  * Q4_0 of a generated ~170M-parameter Llama — decode and prompt tokens/s with their ratio in the same
  * run, plus Orchard's per-token overhead (dispatches, host recording time, submit + readback round trip).
+ * With --moe, the MoE layouts of bench:engine's Qwen3-MoE model (bench/moe-quant-model.ts: mlx-lm's
+ * 4-bit switch_mlp, FP8 blocks, compressed-tensors INT4) on Orchard's GPU kernels against llama.cpp's GPU
+ * build on the Q4_K_M / Q8_0 / Q4_0 GGUF of the same float model (gpu-decode-moe-<format>,
+ * gpu-prefill-moe-<format>); --size small runs them on a tiny model (a check that the lines work).
  *
- *   pnpm bench:gpu [--allow-software-gpu] [--rounds 2] [--prompt 64] [--decode 32] [--dtypes f16,q8_0,q4_0] [--json]
+ *   pnpm bench:gpu [--allow-software-gpu] [--rounds 2] [--prompt 64] [--decode 32] [--dtypes f16,q8_0,q4_0] [--moe mlx4,fp8,int4] [--size full|small] [--json]
  *
  * A hardware adapter is used when there is one. A software adapter (Mesa's lavapipe: "GPU" kernels run on
  * the CPU) only with --allow-software-gpu or ORCHARD_ALLOW_SOFTWARE_GPU=1; then llama.cpp is pointed at
@@ -30,6 +34,7 @@ import { loadShard } from '../src/model/forward.js';
 import { sig4, type BenchLine } from './line.js';
 import { benchPrompt, bestSpeeds, noSpeeds, llamaCppMissingReason, llamaGpuBinariesMissingReason, timeRound, type RunnerOptions, type Speeds } from './llama-cpp.js';
 import { DTYPES, generatedModel, type BenchModelShape, type Dtype } from './models.js';
+import { BENCH_SIZES, type BenchSize, MOE_QUANT_GGUF, type MoeQuantFormat, moeQuantModel } from './moe-quant-model.js';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const REPO_ROOT = resolve(HERE, '../../..');
@@ -53,6 +58,10 @@ export interface GpuBenchOptions {
   model?: BenchModelShape;
   /** @default f16, q8_0, q4_0 */
   dtypes?: Dtype[];
+  /** MoE layouts to run after the dense lines (gpu-*-moe-<format>). @default none */
+  moe?: MoeQuantFormat[];
+  /** The MoE model's size. @default 'full' */
+  size?: BenchSize;
   log?: (line: string) => void;
 }
 
@@ -196,15 +205,14 @@ export async function runGpuBench(options: GpuBenchOptions = {}): Promise<GpuBen
   const lines: BenchLine[] = [];
   const child = new LlamaChild(llamaEnv(software));
   try {
-    const model = generatedModel(options.model ?? GPU_BENCH_MODEL, log);
     const runnerOptions: RunnerOptions = { threads: o.threads, promptTokens: o.promptTokens, decodeTokens: o.decodeTokens, gpu };
-    let decodeStats: CallStats | null = null;
-    let prefillStats: CallStats | null = null;
-    for (const dt of options.dtypes ?? DTYPES) {
-      log(`  ${dt}: loading both engines`);
-      const orchard = await orchardGpuRunner(ctx, model.ggufs[dt], o);
+    // the first model's per-call stats (set inside `measure`, hence a holder TypeScript does not narrow)
+    const stats: { decode: CallStats | null; prefill: CallStats | null } = { decode: null, prefill: null };
+    // One line pair per model: Orchard's GPU shard on `model` against llama.cpp on `gguf`, rounds alternated.
+    const measure = async (name: string, model: string, gguf: string) => {
+      const orchard = await orchardGpuRunner(ctx, model, o);
       try {
-        await child.request({ open: { gguf: model.ggufs[dt], options: runnerOptions } });
+        await child.request({ open: { gguf, options: runnerOptions } });
         let ob = noSpeeds();
         let lb = noSpeeds();
         // Warm-up round each (pipeline compilation, first-use allocation), then alternate.
@@ -215,16 +223,29 @@ export async function runGpuBench(options: GpuBenchOptions = {}): Promise<GpuBen
           lb = bestSpeeds(lb, (await child.request({ round: true })).speeds);
         }
         await child.request({ close: true });
-        decodeStats ??= orchard.decodeStats;
-        prefillStats ??= orchard.prefillStats;
-        lines.push({ name: `gpu-decode-${dt}`, orchard: sig4(ob.decode), llamacpp: sig4(lb.decode), unit: 'tok/s', ratio: sig4(ob.decode / lb.decode) });
-        lines.push({ name: `gpu-prefill-${dt}`, orchard: sig4(ob.prefill), llamacpp: sig4(lb.prefill), unit: 'tok/s', ratio: sig4(ob.prefill / lb.prefill) });
+        stats.decode ??= orchard.decodeStats;
+        stats.prefill ??= orchard.prefillStats;
+        lines.push({ name: `gpu-decode-${name}`, orchard: sig4(ob.decode), llamacpp: sig4(lb.decode), unit: 'tok/s', ratio: sig4(ob.decode / lb.decode) });
+        lines.push({ name: `gpu-prefill-${name}`, orchard: sig4(ob.prefill), llamacpp: sig4(lb.prefill), unit: 'tok/s', ratio: sig4(ob.prefill / lb.prefill) });
         log(lines.slice(-2).map((l) => `    ${l.name}: ${l.orchard} vs ${l.llamacpp} ${l.unit} (${l.ratio}x)`).join('\n'));
       } finally {
         orchard.dispose();
       }
+    };
+    const dense = options.dtypes ?? DTYPES;
+    const model = dense.length ? generatedModel(options.model ?? GPU_BENCH_MODEL, log) : null;
+    for (const dt of dense) {
+      log(`  ${dt}: loading both engines`);
+      await measure(dt, model!.ggufs[dt], model!.ggufs[dt]);
+    }
+    const moe = options.moe ?? [];
+    const quant = moe.length ? moeQuantModel(options.size ?? 'full', moe, log) : null;
+    for (const f of moe) {
+      log(`  Qwen3-MoE ${f} (llama.cpp: ${MOE_QUANT_GGUF[f].toUpperCase()}): loading both engines`);
+      await measure(`moe-${f}`, quant!.dirs[f]!, quant!.ggufs[f]!);
     }
     // Orchard's per-token overhead (no llama.cpp counterpart measured here).
+    const { decode: decodeStats, prefill: prefillStats } = stats;
     if (decodeStats) {
       lines.push({ name: 'gpu-dispatches-decode', orchard: decodeStats.dispatches, llamacpp: null, unit: 'dispatches/token', ratio: null });
       lines.push({ name: 'gpu-submissions-decode', orchard: decodeStats.submissions, llamacpp: null, unit: 'submissions/token', ratio: null });
@@ -257,6 +278,19 @@ function dtypesOf(list: string): Dtype[] {
   return out as Dtype[];
 }
 
+const MOE_FORMATS = Object.keys(MOE_QUANT_GGUF) as MoeQuantFormat[];
+
+function moeOf(list: string): MoeQuantFormat[] {
+  const out = list.split(',').map((d) => d.trim());
+  for (const d of out) if (!MOE_FORMATS.includes(d as MoeQuantFormat)) throw new Error(`--moe: ${JSON.stringify(d)} is not one of ${MOE_FORMATS.join(', ')}`);
+  return out as MoeQuantFormat[];
+}
+
+function sizeOf(v: string): BenchSize {
+  if (!BENCH_SIZES.includes(v as BenchSize)) throw new Error(`--size takes ${BENCH_SIZES.join(' or ')}; got ${v}`);
+  return v as BenchSize;
+}
+
 async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
@@ -265,6 +299,8 @@ async function main(): Promise<void> {
       prompt: { type: 'string' },
       decode: { type: 'string' },
       dtypes: { type: 'string' },
+      moe: { type: 'string' },
+      size: { type: 'string' },
       json: { type: 'boolean', default: false },
     },
   });
@@ -280,6 +316,8 @@ async function main(): Promise<void> {
     promptTokens: int(values.prompt, 'prompt'),
     decodeTokens: int(values.decode, 'decode'),
     dtypes: values.dtypes === undefined ? undefined : dtypesOf(values.dtypes),
+    moe: values.moe === undefined ? undefined : moeOf(values.moe),
+    size: values.size === undefined ? undefined : sizeOf(values.size),
     log: (l) => process.stderr.write(`${l}\n`),
   });
   process.stdout.write(values.json ? `${JSON.stringify(result)}\n` : `${formatGpuTable(result)}\n`);
