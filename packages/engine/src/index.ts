@@ -87,6 +87,7 @@ export { Sampler, argmax, validateSampling, tokenLogprob, DEFAULT_REPEAT_LAST_N,
 export { pickToken } from './generate/pick.js';
 export {
   compileConstraint,
+  compileConstraintOrDrop,
   parseConstraintSpec,
   ConstraintError,
   type ConstraintSpec,

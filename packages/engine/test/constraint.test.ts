@@ -4,7 +4,7 @@
  */
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { compileConstraint, ConstraintError, generate, loadInProcessModel, loadTokenizer, parseConstraintSpec, Sampler, tokenLogprob, type ConstraintSpec } from '../src/index.js';
+import { compileConstraint, compileConstraintOrDrop, ConstraintError, generate, loadInProcessModel, loadTokenizer, parseConstraintSpec, Sampler, tokenLogprob, type ConstraintSpec } from '../src/index.js';
 import { rewriteSchema } from '../src/generate/grammar/schema.js';
 import { Prng } from '../src/numeric/prng.js';
 import { writeFamilyModel } from './fixtures/chat-templates/families.js';
@@ -152,6 +152,22 @@ describe('errors and the wire form', () => {
     const { text } = await sampleRandom({ type: 'grammar', ebnf: 'root ::= "yes" | "no"' }, 4);
     expect(['yes', 'no']).toContain(text);
     c.dispose();
+  });
+
+  it('an optional tool-call grammar that cannot be compiled is dropped (generate reads the reply unconstrained); a required one still fails', async () => {
+    const broken = { type: 'tag' as const, begin: '<tool_call>\n', content: { type: 'json_schema' as const, json_schema: { type: 'nonsense' } }, end: '\n</tool_call>' };
+    const spec = (optional: boolean): ConstraintSpec => ({ type: 'structural', format: { type: 'tags_with_separator', tags: [broken], separator: '\n', at_least_one: true }, optional });
+    const o = { vocabSize: V, stopIds: eos };
+    const why: string[] = [];
+    expect(await compileConstraintOrDrop(spec(true), tokenizer.vocabulary(), o, (w) => why.push(w))).toBeNull();
+    expect(why).toEqual([expect.stringMatching(/cannot compile the structural format: .*nonsense/)]);
+    await expect(compileConstraintOrDrop(spec(false), tokenizer.vocabulary(), o)).rejects.toThrow(ConstraintError);
+    await expect(compileConstraintOrDrop({ type: 'grammar', ebnf: 'root ::= "a" b' }, tokenizer.vocabulary(), o)).rejects.toThrow(ConstraintError);
+    const prompt = tokenizer.encode('Hello');
+    const plain = await generate(model, prompt, { tokenizer, temperature: 0, maxTokens: 12 });
+    const dropped = await generate(model, prompt, { tokenizer, temperature: 0, maxTokens: 12, constraint: spec(true) });
+    expect(dropped.tokens).toEqual(plain.tokens);
+    await expect(generate(model, prompt, { tokenizer, temperature: 0, maxTokens: 12, constraint: spec(false) })).rejects.toThrow(ConstraintError);
   });
 
   it('a spec survives JSON and is checked when it comes back', () => {

@@ -12,7 +12,7 @@
  * request that arrives while the rank is not ready, or beyond the driver's sequence slots, is refused
  * rather than queued here. Other ranks follow the driver's headers until told to stop.
  */
-import { compileConstraint, createReferenceBackend, createWasmBackend, loadModelConfig, loadTokenizer, ModelFormatError, UnsupportedModelError, type ConstraintSpec, type ModelTokenizer, type TokenVocabulary } from '@orchard/engine';
+import { compileConstraintOrDrop, createReferenceBackend, createWasmBackend, loadModelConfig, loadTokenizer, ModelFormatError, UnsupportedModelError, type ConstraintSpec, type ModelTokenizer, type TokenVocabulary } from '@orchard/engine';
 import { createDataPlane } from './data-plane.js';
 import { loadRankOn } from './gpu-shard.js';
 import { startRank } from './local.js';
@@ -127,15 +127,10 @@ export class Runner {
     await plane.group.barrier({ timeoutMs: 20_000 });
     // Output constraints are compiled here, against this model's tokenizer, when a request brings one.
     let vocab: TokenVocabulary | null = null;
-    const compile = async (spec: ConstraintSpec, stopIds: number[]) => {
-      try {
-        return await compileConstraint(spec, (vocab ??= (tokenizer ?? loadTokenizer(i.modelDir)).vocabulary()), { vocabSize: shard.config.vocabSize, stopIds });
-      } catch (err) {
-        if (!(spec.type === 'structural' && spec.optional && (err as Error).name === 'ConstraintError')) throw err;
-        this.#host.log(`rank ${i.rank}: the tool-call grammar was left out (${(err as Error).message}): the reply is read unconstrained`);
-        return null;
-      }
-    };
+    const compile = (spec: ConstraintSpec, stopIds: number[]) =>
+      compileConstraintOrDrop(spec, (vocab ??= (tokenizer ?? loadTokenizer(i.modelDir)).vocabulary()), { vocabSize: shard.config.vocabSize, stopIds }, (why) =>
+        this.#host.log(`rank ${i.rank}: the tool-call grammar was left out (${why}): the reply is read unconstrained`),
+      );
     const started = startRank(plane.group, i.layout, shard, { stepMs: i.stepMs, pollMs, compile, batch: i.batch, draftModel });
     this.#driver = started.driver;
     this.#state = 'ready';

@@ -212,6 +212,26 @@ function hasFreeText(spec: ConstraintSpec): boolean {
   return spec.type === 'structural' && walk(spec.format);
 }
 
+/**
+ * `compileConstraint`, except that an optional spec (the lazy tool-call grammar of `tool_choice: auto`)
+ * that cannot be compiled gives null — the reply is then read unconstrained — after `dropped` is told why.
+ * Every other failure is thrown as compileConstraint throws it.
+ */
+export async function compileConstraintOrDrop(
+  spec: ConstraintSpec,
+  vocab: TokenVocabulary,
+  o: CompileOptions,
+  dropped: (reason: string) => void = () => {},
+): Promise<TokenConstraint | null> {
+  try {
+    return await compileConstraint(spec, vocab, o);
+  } catch (err) {
+    if (!(spec.type === 'structural' && spec.optional && err instanceof ConstraintError)) throw err;
+    dropped(err.message);
+    return null;
+  }
+}
+
 /** Compiles `spec` against the vocabulary: the result constrains one sequence. */
 export async function compileConstraint(spec: ConstraintSpec, vocab: TokenVocabulary, o: CompileOptions): Promise<TokenConstraint> {
   const x = current();

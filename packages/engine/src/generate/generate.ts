@@ -4,7 +4,7 @@
  */
 import type { LanguageModel, Session } from '../drivers/in-process.js';
 import type { ModelTokenizer } from '../tokenizer/load.js';
-import { compileConstraint, type ConstraintSpec, type TokenConstraint } from './constraint.js';
+import { compileConstraintOrDrop, type ConstraintSpec, type TokenConstraint } from './constraint.js';
 import { pickToken } from './pick.js';
 import { draftFromContext, type PromptLookupOptions } from './prompt-lookup.js';
 import { DraftPolicy } from './draft-policy.js';
@@ -88,7 +88,7 @@ export async function generate(model: LanguageModel, promptIds: number[], option
   const tok = options.tokenizer;
   const stream = tok ? new TextStream((ids) => tok.decode(ids), options.stopStrings) : null;
   const constraint: TokenConstraint | null = options.constraint
-    ? await compileConstraint(options.constraint, tok!.vocabulary(), { vocabSize: model.config.vocabSize, stopIds: [...stopIds] })
+    ? await compileConstraintOrDrop(options.constraint, tok!.vocabulary(), { vocabSize: model.config.vocabSize, stopIds: [...stopIds] })
     : null;
   const session = model.newSession(capacity);
   const lookup = options.promptLookup;
