@@ -13,7 +13,9 @@
  * every row's logits kept; its tokens are then picked from those rows in order while they agree with
  * the draft (engine's pickVerified: the plain decode's tokens, greedy or sampled), and its KV cache
  * forgets the rows past the last picked token. Draft rows are given only from the rows the step's
- * prompt chunks leave, and their number adapts per sequence (DraftLength).
+ * prompt chunks leave, and their number is chosen per sequence by what drafts earn in this batch
+ * (step-draft-policy.ts: the sequence's own acceptance, the driver's fitted step cost; decode-only
+ * steps are timed, in this process's CPU time on a CPU shard, else wall time).
  *
  * Split instances run the data-plane Driver (driver.ts), which batches, reuses prefixes and
  * speculates the same way over every rank.
@@ -21,12 +23,13 @@
  * cache's blocks, on the device (kvBlocksOf); it speculates, its draft checks exact (verifiesDrafts).
  * A shard without forwardBatch runs the step's sequences one forward each.
  */
-import { DraftLength, penaltiesOf, pickToken, pickVerified, PrefixCache, Sampler, type KVCache, type ModelShard, type PrefixCacheable, type PromptLookupOptions, type TokenConstraint } from '@orchard/engine';
+import { DraftPolicy, penaltiesOf, pickToken, pickVerified, PrefixCache, Sampler, type KVCache, type ModelShard, type PrefixCacheable, type PromptLookupOptions, type TokenConstraint } from '@orchard/engine';
 import { PrefillChunker, type PrefillChunkOptions } from './prefill-chunk.js';
-import { forwardSegments, kvBlocksOf, verifiesDrafts } from './step-forward.js';
+import { forwardSegments, keepsCpuCaches, kvBlocksOf, verifiesDrafts } from './step-forward.js';
 import { DRAFT_TOKENS, nextDraft } from './draft.js';
 import { speculationOf, type DraftModel } from './draft-model.js';
 import { planStep } from './step-plan.js';
+import { SequenceDraftPolicy, StepCost } from './step-draft-policy.js';
 import { countDraft, outcomeOf, takeToken, type FinishReason, type OnToken, type Picked, type SequenceState } from './sequence.js';
 import type { CompileConstraint, GenerateOutcome, GenerateRequest, Speculate } from './requests.js';
 
@@ -51,7 +54,18 @@ export interface BatchDriverOptions {
   promptLookup?: PromptLookupOptions;
   /** The draft model for requests that speculate with `draft` (draft-model.ts). */
   draftModel?: DraftModel;
+  /**
+   * What the draft policy times steps with, ms. @default this process's CPU time on a CPU shard (other
+   * processes stretch wall time at random on a shared machine), wall time on a GPU rank.
+   */
+  stepClock?: () => number;
 }
+
+/** This process's CPU time, ms: a CPU shard's step costs the CPU time of its threads, whatever else runs. */
+export const cpuClock = (): number => {
+  const u = process.cpuUsage();
+  return (u.user + u.system) / 1000;
+};
 
 
 /** One running request. */
@@ -78,6 +92,9 @@ export class BatchDriver {
   readonly #speculate: Speculate;
   readonly #lookup: PromptLookupOptions;
   readonly #draftModel?: DraftModel;
+  /** Every speculating sequence's policy reads this one fit: they share the steps. */
+  readonly #stepCost = new StepCost();
+  readonly #stepClock: () => number;
   #running: Promise<void> | null = null;
   #broken: Error | null = null;
   #stopped = false;
@@ -97,7 +114,8 @@ export class BatchDriver {
     this.#speculate = o.speculate ?? 'off';
     this.#lookup = { draftTokens: DRAFT_TOKENS, ...o.promptLookup };
     this.#draftModel = o.draftModel;
-    new DraftLength(this.#lookup.draftTokens!); // checks it
+    new DraftPolicy(this.#lookup.draftTokens!); // checks it
+    this.#stepClock = o.stepClock ?? (keepsCpuCaches(shard) ? cpuClock : () => performance.now());
     const bytes = o.prefixCacheBytes ?? 64 * 2 ** 20;
     // CPU arrays, or a GPU rank's device buffers (kvBlocksOf)
     const blocks = kvBlocksOf(shard);
@@ -140,7 +158,7 @@ export class BatchDriver {
         history: prompt.slice(0, cached),
         tokens: [],
         cached,
-        draft: speculates ? new DraftLength(this.#lookup.draftTokens!) : null,
+        draft: speculates ? new SequenceDraftPolicy(this.#lookup.draftTokens!, this.#stepCost) : null,
         byModel: speculates === 'draft',
         drafted: 0,
         accepted: 0,
@@ -180,8 +198,10 @@ export class BatchDriver {
   /** One forward of every active sequence, its rows as planStep (step-plan.ts) lays them out. */
   async #step(): Promise<void> {
     const shard = this.#shard;
+    // Timed from before the draft model's proposal: its forwards are part of what a draft costs.
+    const c0 = this.#stepClock();
     await this.#draftModel?.propose(this.#active, shard.maxBatch - this.#active.length);
-    const { parts: batch, decodeRows, promptRows, rows } = planStep(this.#active, shard.maxBatch, this.#chunker, (seq, spare) => nextDraft(seq, spare, this.#lookup));
+    const { parts: batch, decodeRows, promptRows, rows } = planStep(this.#active, shard.maxBatch, this.#chunker, (seq, spare, step) => nextDraft(seq, spare, this.#lookup, step));
     const t0 = this.#now();
     const outs = await forwardSegments(shard, batch.map(({ seq, ids, draft }) => ({ input: { tokens: ids }, cache: seq.cache, allLogits: draft.length > 0 })));
     this.#chunker.observe(decodeRows, promptRows, this.#now() - t0);
@@ -204,6 +224,8 @@ export class BatchDriver {
       }
       await this.#verify(seq, ids, draft, outs[i]);
     }
+    // Decode-only steps teach the draft policy what a row costs (a prompt chunk's rows cost otherwise).
+    if (promptRows === 0 && decodeRows > 0) this.#stepCost.observe(rows, this.#stepClock() - c0);
   }
 
   /**
