@@ -190,10 +190,11 @@ export function checkSameTokenizer(draftDir: string, targetDir: string): void {
 }
 
 /**
- * How a request speculates given its mode (or the runner's) and the runner's draft model: `draft`
- * without one is the request's error (a RangeError: the instance itself is fine).
+ * How a request speculates given its mode (or the runner's), the runner's draft model and MTP head: `draft`
+ * or `mtp` without one is the request's error (a RangeError: the instance itself is fine).
  */
-export function speculationOf(mode: Speculate | undefined, model: DraftModel | undefined): 'prompt-lookup' | 'draft' | null {
+export function speculationOf(mode: Speculate | undefined, model: DraftModel | undefined, mtp?: unknown): 'prompt-lookup' | 'draft' | 'mtp' | null {
   if (mode === 'draft' && !model) throw new RangeError("speculate 'draft': this instance has no draft model (orchard start --draft-model <dir>)");
-  return mode === 'draft' || mode === 'prompt-lookup' ? mode : null;
+  if (mode === 'mtp' && !mtp) throw new RangeError("speculate 'mtp': this instance drafts with no multi-token-prediction layer (orchard start --speculate mtp, a one-rank CPU instance of a checkpoint that has one)");
+  return mode === 'draft' || mode === 'prompt-lookup' || mode === 'mtp' ? mode : null;
 }
