@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { generate, loadInProcessModel, MtpDrafter, MtpHead, pipelineStages } from '@orchard/engine';
+import { generate, loadInProcessModel, MtpDrafter, MtpHead, pipelineStages, type GenerateResult } from '@orchard/engine';
 import { writeRandomModel } from '@orchard/engine/testing';
 import { BatchDriver } from '../../src/runner/batch-driver.js';
 import { loadRankShard } from '../../src/runner/local.js';
@@ -59,7 +59,7 @@ describe('MTP drafting in the batch driver', () => {
         { promptIds: [...PROMPT, ...PROMPT], maxTokens: 16, stopTokenIds: [], speculate: 'prompt-lookup' },
       ];
       const model = loadInProcessModel(dir, { maxBatch: 64 });
-      const want = [];
+      const want: GenerateResult[] = [];
       for (const r of reqs) want.push(await generate(model, r.promptIds, { maxTokens: r.maxTokens, stopTokenIds: [], temperature: r.temperature, topK: r.topK, seed: r.seed }));
       const got = await Promise.all(reqs.map((r) => driver.generate(r, () => true)));
       got.forEach((o, i) => expect(o.tokens, `request ${i}`).toEqual(want[i].tokens));
