@@ -36,6 +36,9 @@
  *     target forward: the acceptance ceiling, not a speed-up) and a 1-layer hidden-256 random model of
  *     the same tokenizer (its guesses are all wrong: what a useless draft costs, the floor). A random
  *     model has no small sibling trained to agree with it, so no line here shows a real draft's gain.
+ *   - batch-8-spec-mixed: eight concurrent streams in one batch, four on the repetitive prompt (greedy) and
+ *     four sampled on the non-repetitive one, prompt lookup against plain, summed tok/s, outputs compared:
+ *     per-sequence draft policies in a batch that shares each step's cost (runner/step-draft-policy.ts).
  * BENCH_PARTS=draft runs only spec-decode-draft.
  * The serving path (issue 35), BENCH_PARTS=api (also in the default run): API streaming against the engine
  * alone and 8 concurrent API streams against one, on models/orchard-demo, with a per-stage breakdown (serve-api.ts).
@@ -367,7 +370,7 @@ async function measureSpeculation() {
       await plainThenSpeculative(gen, repetitive, {}, best, 'spec-decode-repetitive');
       for (const x of others) await plainThenSpeculative(gen, other, x.o, x, `spec-decode-non-repetitive (${x.name})`);
     }
-    return { ...best, others, made, repetitive, promptTokens: repetitive.length, otherTokens: other.length };
+    return { ...best, others, made, repetitive, other, promptTokens: repetitive.length, otherTokens: other.length };
   } finally {
     await Promise.all(inst.map((r) => r.stop(1000)));
   }
@@ -418,6 +421,46 @@ async function measureDraftSpeculation() {
   return out;
 }
 
+/**
+ * Eight concurrent streams on the one-process batching instance, plain against prompt lookup, same run:
+ * four greedy on the repetitive prompt and four sampled (temperature 1, seeds 1-4) on the prompt that
+ * does not repeat, so one batch holds sequences whose drafts pay and sequences with nothing to draft
+ * (each sequence's draft policy is its own; the step they share is timed once, step-draft-policy.ts).
+ * Summed tokens per wall second from the first request to the last answer (prefill included, the same
+ * in both), best of ROUNDS alternating rounds; every stream's output compared.
+ */
+async function measureBatchSpeculation(repetitive: number[], other: number[]) {
+  const inst = await launch('spec-batch', { stages: pipelineStages(LAYERS, 1), tensor: 1 }, { batch: { sequences: 8, prefixCacheBytes: 0 } });
+  try {
+    const reqs: Partial<GenerateRequest>[] = [
+      ...[0, 1, 2, 3].map(() => ({ promptIds: repetitive })),
+      ...[1, 2, 3, 4].map((seed) => ({ promptIds: other, temperature: 1, seed })),
+    ];
+    const all = async (speculate: Speculate) => {
+      const t0 = performance.now();
+      const outs = await Promise.all(reqs.map((r) => inst[0].generate({ promptIds: r.promptIds!, maxTokens: TOKENS, stopTokenIds: [], ...r, speculate }, () => undefined)));
+      return { outs, rate: (outs.reduce((a, o) => a + o.tokens.length, 0) * 1000) / (performance.now() - t0) };
+    };
+    await all('off'); // loads, JIT
+    const best = { plain: 0, spec: 0, repetitive: { accepted: 0, drafted: 0 }, other: { accepted: 0, drafted: 0 } };
+    for (let round = 0; round < ROUNDS; round++) {
+      const plain = await all('off');
+      const spec = await all('prompt-lookup');
+      spec.outs.forEach((o, i) => {
+        if (o.tokens.join() !== plain.outs[i].tokens.join()) throw new Error(`batch-8-spec-mixed: speculation changed stream ${i}'s output`);
+      });
+      best.plain = Math.max(best.plain, plain.rate);
+      best.spec = Math.max(best.spec, spec.rate);
+      const sum = (list: GenerateOutcome[]) => list.reduce((a, o) => ({ accepted: a.accepted + o.speculation!.accepted, drafted: a.drafted + o.speculation!.drafted }), { accepted: 0, drafted: 0 });
+      best.repetitive = sum(spec.outs.slice(0, 4));
+      best.other = sum(spec.outs.slice(4));
+    }
+    return best;
+  } finally {
+    await Promise.all(inst.map((r) => r.stop(1000)));
+  }
+}
+
 /** The spec-decode-draft lines. */
 async function printDraftSpeculation(ratio: (name: string, v: number, unit: string, base: number, note: string) => void) {
   for (const d of await measureDraftSpeculation()) {
@@ -466,6 +509,9 @@ try {
       ratio(`spec-decode-non-repetitive (${x.name})`, x.spec, 'tok/s', x.plain, `plain  (same tokens; ${x.accepted}/${x.drafted} draft tokens accepted)`);
     }
     console.log(`(non-repetitive: a ${s.otherTokens}-id prompt in which no two ids repeat; sampled at temperature 1 the output gives little to draft, greedy the model's own output repeats itself in parts)`);
+    const bs = await measureBatchSpeculation(s.repetitive, s.other);
+    ratio('plain decode (8 streams, one batch)', bs.plain, 'tok/s', bs.plain, 'plain');
+    ratio('batch-8-spec-mixed', bs.spec, 'tok/s', bs.plain, `plain  (4 repetitive greedy + 4 non-repetitive sampled streams, same tokens; ${bs.repetitive.accepted}/${bs.repetitive.drafted} and ${bs.other.accepted}/${bs.other.drafted} draft tokens accepted)`);
     await printDraftSpeculation(ratio);
     console.log(`load average after the speculation lines: ${os.loadavg()[0].toFixed(2)}`);
   }

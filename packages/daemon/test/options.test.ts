@@ -89,7 +89,8 @@ describe('daemon options', () => {
     expect(resolveOptions({ dataDir: dir }, {}).speculate).toBe('off');
     expect(resolveOptions({ dataDir: dir, speculate: 'prompt-lookup' }, {}).speculate).toBe('prompt-lookup');
     expect(resolveOptions({ dataDir: dir }, { ORCHARD_SPECULATE: 'prompt-lookup' }).speculate).toBe('prompt-lookup');
-    expect(() => resolveOptions({ dataDir: dir, speculate: 'ngram' }, {})).toThrow(/--speculate must be prompt-lookup, draft or off/);
+    expect(() => resolveOptions({ dataDir: dir, speculate: 'ngram' }, {})).toThrow(/--speculate must be prompt-lookup, draft, mtp or off/);
+    expect(resolveOptions({ dataDir: dir, speculate: 'mtp' }, {}).speculate).toBe('mtp');
     expect(resolveOptions({ dataDir: dir }, {}).draftModel).toBeNull();
     expect(() => resolveOptions({ dataDir: dir, speculate: 'draft' }, {})).toThrow('--speculate draft needs --draft-model <dir> (or ORCHARD_DRAFT_MODEL)');
     expect(() => resolveOptions({ dataDir: dir, draftModel: join(dir, 'nowhere') }, {})).toThrow(`--draft-model ${join(dir, 'nowhere')}: no such file or directory`);

@@ -52,8 +52,11 @@ export interface DaemonOptions {
   batch: number;
   /** Bytes of KV blocks an instance keeps for prompt-prefix reuse (`--prefix-cache 64MiB`; 0: none); a split one on every rank, sized by its driver. */
   prefixCacheBytes: number;
-  /** How an instance speculates for requests that do not say (`--speculate prompt-lookup|draft|off`), GPU ranks included. */
-  speculate: 'prompt-lookup' | 'draft' | 'off';
+  /**
+   * How an instance speculates for requests that do not say (`--speculate prompt-lookup|draft|mtp|off`), GPU
+   * ranks included (mtp: the checkpoint's multi-token-prediction layer, one-rank CPU instances only).
+   */
+  speculate: 'prompt-lookup' | 'draft' | 'mtp' | 'off';
   /** The small model (HF directory or GGUF, same tokenizer) an instance's driving runner drafts with (`--draft-model`); null: none. */
   draftModel: string | null;
   /** Context (tokens per sequence) instances serve unless a load asks for another; null: the serving profile's default. */
@@ -243,7 +246,7 @@ export function resolveOptions(flags: RawOptions, env: NodeJS.ProcessEnv = proce
   const keepAliveMs = durationMs(pick('keepAlive') ?? '30m', '--keep-alive');
   const batch = parse(z.coerce.number({ error: '--batch must be a number of sequences' }).int('--batch must be a whole number').min(1, '--batch must be at least 1').max(64, '--batch must be at most 64'), pick('batch') ?? 8);
   const prefixCacheBytes = byteSize(pick('prefixCache') ?? '64MiB', '--prefix-cache');
-  const speculate = parse(z.enum(['prompt-lookup', 'draft', 'off'], { error: '--speculate must be prompt-lookup, draft or off' }), String(pick('speculate') ?? 'off').trim());
+  const speculate = parse(z.enum(['prompt-lookup', 'draft', 'mtp', 'off'], { error: '--speculate must be prompt-lookup, draft, mtp or off' }), String(pick('speculate') ?? 'off').trim());
   const draftRaw = pick('draftModel');
   const draftModel = draftRaw === undefined || String(draftRaw).trim() === '' ? null : resolve(String(draftRaw).trim());
   if (draftModel && !existsSync(draftModel)) throw new OptionsError(`--draft-model ${draftModel}: no such file or directory`);

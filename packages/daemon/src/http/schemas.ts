@@ -31,7 +31,7 @@ const common = {
   stream_options: z.object({ include_usage: z.boolean().optional() }).passthrough().nullable().optional(),
   n: z.literal(1, { error: 'only n = 1 is supported (one choice per request)' }).nullable().optional(),
   /** Orchard's own: speculative decoding for this request (else the daemon's --speculate). */
-  speculate: z.enum(['prompt-lookup', 'draft', 'off']).nullable().optional(),
+  speculate: z.enum(['prompt-lookup', 'draft', 'mtp', 'off']).nullable().optional(),
 };
 
 export const chatCompletionSchema = z.object({ ...common, messages: z.array(chatMessageSchema).min(1).max(1024) }).passthrough();

@@ -15,7 +15,7 @@ export const serveRequestSchema = z.object({
   seed: z.number().int(),
   stop: z.array(z.string().min(1).max(256)).max(8),
   /** Speculative decoding (prompt lookup, or the draft model of --draft-model) for this request; absent: the instance's setting (--speculate). */
-  speculate: z.enum(['prompt-lookup', 'draft', 'off']).optional(),
+  speculate: z.enum(['prompt-lookup', 'draft', 'mtp', 'off']).optional(),
   ...dialectFields,
 });
 export type ServeRequest = z.infer<typeof serveRequestSchema>;

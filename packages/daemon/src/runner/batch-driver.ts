@@ -13,7 +13,9 @@
  * every row's logits kept; its tokens are then picked from those rows in order while they agree with
  * the draft (engine's pickVerified: the plain decode's tokens, greedy or sampled), and its KV cache
  * forgets the rows past the last picked token. Draft rows are given only from the rows the step's
- * prompt chunks leave, and their number adapts per sequence (DraftLength).
+ * prompt chunks leave, and their number is chosen per sequence by what drafts earn in this batch
+ * (step-draft-policy.ts: the sequence's own acceptance, the driver's fitted step cost; decode-only
+ * steps are timed, in this process's CPU time on a CPU shard, else wall time).
  *
  * Split instances run the data-plane Driver (driver.ts), which batches, reuses prefixes and
  * speculates the same way over every rank.
@@ -21,12 +23,14 @@
  * cache's blocks, on the device (kvBlocksOf); it speculates, its draft checks exact (verifiesDrafts).
  * A shard without forwardBatch runs the step's sequences one forward each.
  */
-import { DraftLength, penaltiesOf, pickToken, pickVerified, PrefixCache, Sampler, type KVCache, type ModelShard, type PrefixCacheable, type PromptLookupOptions, type TokenConstraint } from '@orchard/engine';
+import { DraftPolicy, MtpDrafter, penaltiesOf, pickToken, pickVerified, PrefixCache, Sampler, type KVCache, type ModelShard, type MtpHead, type PrefixCacheable, type PromptLookupOptions, type TokenConstraint } from '@orchard/engine';
 import { PrefillChunker, type PrefillChunkOptions } from './prefill-chunk.js';
-import { forwardSegments, kvBlocksOf, verifiesDrafts } from './step-forward.js';
+import { forwardSegments, keepsCpuCaches, kvBlocksOf, verifiesDrafts } from './step-forward.js';
 import { DRAFT_TOKENS, nextDraft } from './draft.js';
 import { speculationOf, type DraftModel } from './draft-model.js';
 import { planStep } from './step-plan.js';
+import { SequenceDraftPolicy, StepCost } from './step-draft-policy.js';
+import { finalHidden, proposeMtp } from './mtp-draft.js';
 import { countDraft, outcomeOf, takeToken, type FinishReason, type OnToken, type Picked, type SequenceState } from './sequence.js';
 import type { CompileConstraint, GenerateOutcome, GenerateRequest, Speculate } from './requests.js';
 
@@ -51,7 +55,20 @@ export interface BatchDriverOptions {
   promptLookup?: PromptLookupOptions;
   /** The draft model for requests that speculate with `draft` (draft-model.ts). */
   draftModel?: DraftModel;
+  /**
+   * What the draft policy times steps with, ms. @default this process's CPU time on a CPU shard (other
+   * processes stretch wall time at random on a shared machine), wall time on a GPU rank.
+   */
+  stepClock?: () => number;
+  /** The served checkpoint's multi-token-prediction layer, for requests that speculate with `mtp` (mtp-draft.ts). */
+  mtp?: MtpHead;
 }
+
+/** This process's CPU time, ms: a CPU shard's step costs the CPU time of its threads, whatever else runs. */
+export const cpuClock = (): number => {
+  const u = process.cpuUsage();
+  return (u.user + u.system) / 1000;
+};
 
 
 /** One running request. */
@@ -63,6 +80,8 @@ interface Sequence extends SequenceState {
   fed: number;
   /** Everything fed, in order: the prefix cache's keys. */
   history: number[];
+  /** Its MTP drafter when it speculates with `mtp`. */
+  mtp?: MtpDrafter;
   resolve: (o: GenerateOutcome) => void;
   reject: (e: Error) => void;
 }
@@ -78,6 +97,10 @@ export class BatchDriver {
   readonly #speculate: Speculate;
   readonly #lookup: PromptLookupOptions;
   readonly #draftModel?: DraftModel;
+  readonly #mtp?: MtpHead;
+  /** Every speculating sequence's policy reads this one fit: they share the steps. */
+  readonly #stepCost = new StepCost();
+  readonly #stepClock: () => number;
   #running: Promise<void> | null = null;
   #broken: Error | null = null;
   #stopped = false;
@@ -97,7 +120,9 @@ export class BatchDriver {
     this.#speculate = o.speculate ?? 'off';
     this.#lookup = { draftTokens: DRAFT_TOKENS, ...o.promptLookup };
     this.#draftModel = o.draftModel;
-    new DraftLength(this.#lookup.draftTokens!); // checks it
+    this.#mtp = o.mtp;
+    new DraftPolicy(this.#lookup.draftTokens!); // checks it
+    this.#stepClock = o.stepClock ?? (keepsCpuCaches(shard) ? cpuClock : () => performance.now());
     const bytes = o.prefixCacheBytes ?? 64 * 2 ** 20;
     // CPU arrays, or a GPU rank's device buffers (kvBlocksOf)
     const blocks = kvBlocksOf(shard);
@@ -121,11 +146,12 @@ export class BatchDriver {
     if (prompt.length === 0) throw new RangeError('the prompt has no tokens');
     if (prompt.length >= shard.maxSeqLen) throw new RangeError(`prompt of ${prompt.length} tokens does not fit the context of ${shard.maxSeqLen}`);
     if (req.constraint && !this.#compile) throw new RangeError('this runner cannot compile output constraints');
-    const speculates = verifiesDrafts(shard) ? speculationOf(req.speculate ?? this.#speculate, this.#draftModel) : null;
+    const speculates = verifiesDrafts(shard) ? speculationOf(req.speculate ?? this.#speculate, this.#draftModel, this.#mtp) : null;
     const constraint = req.constraint ? await this.#compile!(req.constraint, req.stopTokenIds) : null;
     const capacity = Math.min(shard.maxSeqLen, prompt.length + req.maxTokens);
     const cache = shard.newCache(capacity);
-    const cached = this.prefix?.restore(cache, prompt) ?? 0;
+    // The MTP layer needs every position's hidden state, which a copied prefix does not bring.
+    const cached = speculates === 'mtp' ? 0 : (this.prefix?.restore(cache, prompt) ?? 0);
     const sampling = { temperature: req.temperature ?? 0, topP: req.topP ?? 1, topK: req.topK ?? 0, seed: req.seed ?? 0 };
     const t0 = performance.now();
     const done = new Promise<GenerateOutcome>((resolve, reject) => {
@@ -140,8 +166,9 @@ export class BatchDriver {
         history: prompt.slice(0, cached),
         tokens: [],
         cached,
-        draft: speculates ? new DraftLength(this.#lookup.draftTokens!) : null,
-        byModel: speculates === 'draft',
+        draft: speculates ? new SequenceDraftPolicy(this.#lookup.draftTokens!, this.#stepCost) : null,
+        byModel: speculates === 'draft' || speculates === 'mtp',
+        mtp: speculates === 'mtp' ? new MtpDrafter(this.#mtp!, capacity) : undefined,
         drafted: 0,
         accepted: 0,
         t0,
@@ -180,8 +207,11 @@ export class BatchDriver {
   /** One forward of every active sequence, its rows as planStep (step-plan.ts) lays them out. */
   async #step(): Promise<void> {
     const shard = this.#shard;
+    // Timed from before the draft model's proposal: its forwards are part of what a draft costs.
+    const c0 = this.#stepClock();
     await this.#draftModel?.propose(this.#active, shard.maxBatch - this.#active.length);
-    const { parts: batch, decodeRows, promptRows, rows } = planStep(this.#active, shard.maxBatch, this.#chunker, (seq, spare) => nextDraft(seq, spare, this.#lookup));
+    if (this.#mtp) await proposeMtp(this.#active, shard.maxBatch - this.#active.length);
+    const { parts: batch, decodeRows, promptRows, rows } = planStep(this.#active, shard.maxBatch, this.#chunker, (seq, spare, step) => nextDraft(seq, spare, this.#lookup, step));
     const t0 = this.#now();
     const outs = await forwardSegments(shard, batch.map(({ seq, ids, draft }) => ({ input: { tokens: ids }, cache: seq.cache, allLogits: draft.length > 0 })));
     this.#chunker.observe(decodeRows, promptRows, this.#now() - t0);
@@ -190,9 +220,17 @@ export class BatchDriver {
     this.stats.sequences += batch.length;
     this.stats.widest = Math.max(this.stats.widest, batch.length);
     this.stats.rows += rows;
+    // MTP drafters take their sequences' final hidden rows, copied before anything else runs the shard.
+    let row = 0;
+    const hidden = batch.map(({ seq, ids }) => {
+      const h = seq.mtp ? finalHidden(shard, row, ids.length) : null;
+      row += ids.length;
+      return h;
+    });
     for (let i = 0; i < batch.length; i++) {
       const { seq, ids, last, draft } = batch[i];
       if (seq.fed < seq.req.promptIds.length) {
+        seq.mtp?.confirm(seq.fed, hidden[i]!, ids.length);
         seq.history.push(...ids);
         seq.fed += ids.length;
         this.stats.prefilledTokens += ids.length;
@@ -202,8 +240,10 @@ export class BatchDriver {
         if (ended) this.#finish(seq, ended);
         continue;
       }
-      await this.#verify(seq, ids, draft, outs[i]);
+      await this.#verify(seq, ids, draft, outs[i], hidden[i]);
     }
+    // Decode-only steps teach the draft policy what a row costs (a prompt chunk's rows cost otherwise).
+    if (promptRows === 0 && decodeRows > 0) this.#stepCost.observe(rows, this.#stepClock() - c0);
   }
 
   /**
@@ -211,7 +251,7 @@ export class BatchDriver {
    * `out` holds their logits (only the last row's without a draft). The cache keeps the rows of the
    * tokens picked from; the sequence ends where plain decode would end it.
    */
-  async #verify(seq: Sequence, ids: number[], draft: number[], out: Float32Array): Promise<void> {
+  async #verify(seq: Sequence, ids: number[], draft: number[], out: Float32Array, hidden: Float32Array | null): Promise<void> {
     const base = seq.cache.length - ids.length;
     const V = out.length / (draft.length + 1);
     let ended: FinishReason | null = null;
@@ -219,6 +259,7 @@ export class BatchDriver {
     // Each token is judged against the cache length plain decode would have had when picking it.
     const picks = await pickVerified((j) => out.subarray(j * V, (j + 1) * V), draft, (logits) => this.#pick(seq, logits), (p) => !(ended = takeToken(seq, p, base + ++at)));
     seq.cache.length = base + picks;
+    if (hidden) seq.mtp!.confirm(base, hidden, picks);
     seq.history.push(...ids.slice(0, picks));
     countDraft(seq, this.stats, draft.length, picks - 1);
     if (ended) this.#finish(seq, ended);
@@ -237,6 +278,7 @@ export class BatchDriver {
   #end(seq: Sequence, outcome: GenerateOutcome | Error): void {
     this.#shard.releaseCache(seq.cache);
     this.#draftModel?.release(seq);
+    seq.mtp?.dispose();
     seq.constraint?.dispose();
     if (outcome instanceof Error) seq.reject(outcome);
     else seq.resolve(outcome);

@@ -1,8 +1,8 @@
 /**
  * Speculation with a small draft model, run on CPU by the driving process (a one-rank runner, or rank 0
- * of a split instance). Before a step is planned, every sequence that drafts with it gets up to its
- * adaptive length of tokens, proposed greedily: the draft model first takes the sequence's confirmed
- * tokens it has not seen (its own KV cache per sequence; a prompt is taken chunk by chunk as the target
+ * of a split instance). Before a step is planned, every sequence that drafts with it gets up to the
+ * length its policy asks (step-draft-policy.ts; the step it is timed by includes the draft's forwards),
+ * proposed greedily: the draft model first takes the sequence's confirmed tokens it has not seen (its own KV cache per sequence; a prompt is taken chunk by chunk as the target
  * prefills it), then feeds back its own argmax, one row per sequence per forward, all such sequences
  * batched in one forwardBatch. Verification is the target's
  * (pickVerified): a deterministic draft needs nothing more for output identical to plain decode, greedy
@@ -14,6 +14,7 @@
 import { argmax, loadModelConfig, loadShard, loadTokenizer, pipelineStages, shardSpecOf, type Backend, type KVCache, type ModelShard } from '@orchard/engine';
 import { draftLimit, type Drafting } from './draft.js';
 import type { Speculate } from './requests.js';
+import type { StepSoFar } from './step-draft-policy.js';
 
 export interface DraftModelOptions {
   /** Rows per draft forward (a sequence's unseen tokens are fed in chunks of this). @default 32 */
@@ -92,6 +93,8 @@ export class DraftModel {
   async #propose(seqs: readonly (Drafting & { fed: number })[], spare: number): Promise<void> {
     const max = this.shard.maxBatch;
     const jobs: Job[] = [];
+    // The target's step as far as known before it is planned: a row per sequence, a token per decoding one.
+    const step: StepSoFar = { rows: seqs.length, tokens: seqs.filter((s) => s.fed >= s.req.promptIds.length).length };
     for (const seq of seqs) {
       if (!seq.byModel || !seq.draft) continue;
       const prompting = seq.fed < seq.req.promptIds.length;
@@ -113,7 +116,8 @@ export class DraftModel {
         continue;
       }
       // The draft cache holds at most context + want - 1 rows.
-      const want = Math.min(draftLimit(seq, seq.draft.next(), spare), state.cache.capacity - context.length + 1);
+      const want = seq.draft.nextIn(step, Math.min(draftLimit(seq, seq.draft.max, spare), state.cache.capacity - context.length + 1));
+      seq.draft.add(step, want);
       if (want >= 1) jobs.push({ seq, state, pending: context.slice(keep), want, out: seq.proposal! });
     }
     for (let forwards = 1; ; forwards++) {
@@ -186,10 +190,11 @@ export function checkSameTokenizer(draftDir: string, targetDir: string): void {
 }
 
 /**
- * How a request speculates given its mode (or the runner's) and the runner's draft model: `draft`
- * without one is the request's error (a RangeError: the instance itself is fine).
+ * How a request speculates given its mode (or the runner's), the runner's draft model and MTP head: `draft`
+ * or `mtp` without one is the request's error (a RangeError: the instance itself is fine).
  */
-export function speculationOf(mode: Speculate | undefined, model: DraftModel | undefined): 'prompt-lookup' | 'draft' | null {
+export function speculationOf(mode: Speculate | undefined, model: DraftModel | undefined, mtp?: unknown): 'prompt-lookup' | 'draft' | 'mtp' | null {
   if (mode === 'draft' && !model) throw new RangeError("speculate 'draft': this instance has no draft model (orchard start --draft-model <dir>)");
-  return mode === 'draft' || mode === 'prompt-lookup' ? mode : null;
+  if (mode === 'mtp' && !mtp) throw new RangeError("speculate 'mtp': this instance drafts with no multi-token-prediction layer (orchard start --speculate mtp, a one-rank CPU instance of a checkpoint that has one)");
+  return mode === 'draft' || mode === 'prompt-lookup' || mode === 'mtp' ? mode : null;
 }

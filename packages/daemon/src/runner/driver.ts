@@ -16,7 +16,7 @@
  * timeout) rejects the request that was running and breaks the loop: the instance is then dead and gets
  * replaced.
  */
-import { DraftLength, penaltiesOf, penaltyHistory, pickToken, Sampler, samplerRank, stageMembers, validateSampling, type KVCache, type PromptLookupOptions } from '@orchard/engine';
+import { penaltiesOf, penaltyHistory, pickToken, Sampler, samplerRank, stageMembers, validateSampling, type KVCache, type PromptLookupOptions } from '@orchard/engine';
 import { HeaderCodec, type Header } from './header.js';
 import { IDLE_TIMEOUT_MS, type LoopContext } from './loop-context.js';
 import { LogitGather } from './logit-gather.js';
@@ -31,6 +31,7 @@ import { confirmDraft, hiddenSegments, joinRows, type Pick } from './step-rows.j
 import { DRAFT_TOKENS, nextDraft } from './draft.js';
 import { speculationOf } from './draft-model.js';
 import { planStep, type PlannedRows } from './step-plan.js';
+import { SequenceDraftPolicy, StepCost } from './step-draft-policy.js';
 import { countDraft, outcomeOf, takeToken, type FinishReason, type OnToken, type Picked, type SequenceState } from './sequence.js';
 
 /**
@@ -62,6 +63,8 @@ interface Lane {
   seqs: Running[];
   running: Promise<void> | null;
   chunker: PrefillChunker;
+  /** The lane's step cost (wall time: the step crosses every rank), which its sequences' draft policies read. */
+  cost: StepCost;
 }
 
 /**
@@ -111,7 +114,7 @@ export class Driver {
     this.#header = new HeaderCodec(ctx.maxBatch);
     this.maxSequences = maxSequences;
     this.#free = Array.from({ length: maxSequences }, (_, i) => i);
-    this.#lanes = Array.from({ length: Math.min(maxSequences, ctx.layout.stages.length) }, () => ({ seqs: [], running: null, chunker: new PrefillChunker() }));
+    this.#lanes = Array.from({ length: Math.min(maxSequences, ctx.layout.stages.length) }, () => ({ seqs: [], running: null, chunker: new PrefillChunker(), cost: new StepCost() }));
     this.#rowPeers = stageMembers(ctx.layout, 0).slice(1);
     this.#gather = samplerRank(ctx.layout) === 0 ? new LogitGather(ctx.layout, ctx.shard.config.vocabSize) : null;
     this.#rowsOut = new Float32Array(ctx.maxBatch * ctx.shard.config.hiddenSize);
@@ -324,7 +327,7 @@ export class Driver {
         const lane = this.#lanes.reduce((a, b) => (b.seqs.length < a.seqs.length ? b : a));
         let seq: Running | undefined;
         const done = new Promise<GenerateOutcome>((resolve) => {
-          seq = { slot, req, cache, capacity, sampling: remote ? { reply: new TokenReply(req.logprobs) } : { pick }, onToken, fed: cached, cached, tokens: [], draft: speculates ? new DraftLength(this.#lookup.draftTokens!) : null, byModel: speculates === 'draft', drafted: 0, accepted: 0, t0, t1: t0, resolve };
+          seq = { slot, req, cache, capacity, sampling: remote ? { reply: new TokenReply(req.logprobs) } : { pick }, onToken, fed: cached, cached, tokens: [], draft: speculates ? new SequenceDraftPolicy(this.#lookup.draftTokens!, lane.cost) : null, byModel: speculates === 'draft', drafted: 0, accepted: 0, t0, t1: t0, resolve };
           lane.seqs.push(seq);
         });
         entry = seq;
@@ -367,8 +370,9 @@ export class Driver {
 
   /** One step of a lane: all its sequences, their rows as planStep (step-plan.ts) lays them out. */
   async #laneStep(lane: Lane): Promise<void> {
+    const c0 = performance.now();
     await this.#ctx.draftModel?.propose(lane.seqs, this.#ctx.maxBatch - lane.seqs.length);
-    const plan = planStep(lane.seqs, this.#ctx.maxBatch, lane.chunker, (seq, spare) => nextDraft(seq, spare, this.#lookup));
+    const plan = planStep(lane.seqs, this.#ctx.maxBatch, lane.chunker, (seq, spare, step) => nextDraft(seq, spare, this.#lookup, step));
     const { decodeRows, promptRows } = plan;
     const parts: Part[] = plan.parts.map((p) => ({ ...p, pos: p.seq.cache.length }));
     const t0 = performance.now();
@@ -399,6 +403,8 @@ export class Driver {
       for (let j = 0; j < got.length && !ended; j++) ended = takeToken(seq, got[j], prompting ? pos + ids.length : pos + j + 1);
       if (ended) this.#finish(lane, seq, ended);
     }
+    // Decode-only steps teach the lane's draft policies what a row costs (draft-model proposal included).
+    if (promptRows === 0 && decodeRows > 0) lane.cost.observe(plan.rows, performance.now() - c0);
   }
 
   #finish(lane: Lane, seq: Running, finishReason: FinishReason): void {

@@ -13,8 +13,11 @@ export interface GenerateRequest extends SamplingOptions, SamplingPenalties {
   speculate?: Speculate;
 }
 
-/** How a runner speculates: prompt lookup (drafts from the sequence's own context), a draft model (draft-model.ts), or not at all. */
-export type Speculate = 'prompt-lookup' | 'draft' | 'off';
+/**
+ * How a runner speculates: prompt lookup (drafts from the sequence's own context), a draft model
+ * (draft-model.ts), the checkpoint's multi-token-prediction layer (mtp-draft.ts), or not at all.
+ */
+export type Speculate = 'prompt-lookup' | 'draft' | 'mtp' | 'off';
 
 /**
  * Compiles a request's constraint against this rank's tokenizer (runner-main provides it). Null: an

@@ -12,7 +12,7 @@
  * request that arrives while the rank is not ready, or beyond the driver's sequence slots, is refused
  * rather than queued here. Other ranks follow the driver's headers until told to stop.
  */
-import { compileConstraintOrDrop, createReferenceBackend, createWasmBackend, loadModelConfig, loadTokenizer, ModelFormatError, UnsupportedModelError, type ConstraintSpec, type ModelTokenizer, type TokenVocabulary } from '@orchard/engine';
+import { compileConstraintOrDrop, createReferenceBackend, createWasmBackend, loadModelConfig, loadTokenizer, ModelFormatError, MtpHead, worldSize, UnsupportedModelError, type ConstraintSpec, type ModelTokenizer, type TokenVocabulary } from '@orchard/engine';
 import { createDataPlane } from './data-plane.js';
 import { loadRankOn } from './gpu-shard.js';
 import { startRank } from './local.js';
@@ -104,6 +104,10 @@ export class Runner {
     if (note) this.#host.log(note);
     // The driving rank runs the draft model on CPU beside its own shard: the wasm kernels unless the rank runs the reference ones.
     const draftModel = i.rank === 0 && i.batch?.draftModel ? DraftModel.load(i.batch.draftModel, i.modelDir, { maxBatch: i.maxBatch, maxSeqLen: i.maxSeqLen, backend: cpuBackend(i.backend?.kind === 'reference' || !i.backend ? 'reference' : 'wasm') }) : undefined;
+    // `--speculate mtp`: the checkpoint's MTP layer, on CPU beside a one-rank CPU instance's shard (the
+    // only driver that sees the final hidden states it drafts from, mtp-draft.ts); elsewhere requests
+    // asking for it get the driver's error.
+    const mtp = i.batch?.speculate === 'mtp' && worldSize(i.layout) === 1 && i.backend?.kind !== 'gpu' ? MtpHead.load(i.modelDir, { maxBatch: i.maxBatch, maxSeqLen: i.maxSeqLen, backend: cpuBackend(i.backend?.kind === 'wasm' ? 'wasm' : 'reference') }) : undefined;
     const bytesRead = shard.bytesRead + (draftModel?.bytesRead ?? 0);
     this.#out.send({ type: 'loaded', loadMs: performance.now() - t0, bytesRead, backend: note ?? i.backend?.kind ?? 'reference' });
     if (this.#state !== 'loading') return; // stopped while loading
@@ -131,7 +135,7 @@ export class Runner {
       compileConstraintOrDrop(spec, (vocab ??= (tokenizer ?? loadTokenizer(i.modelDir)).vocabulary()), { vocabSize: shard.config.vocabSize, stopIds }, (why) =>
         this.#host.log(`rank ${i.rank}: the tool-call grammar was left out (${why}): the reply is read unconstrained`),
       );
-    const started = startRank(plane.group, i.layout, shard, { stepMs: i.stepMs, pollMs, compile, batch: i.batch, draftModel });
+    const started = startRank(plane.group, i.layout, shard, { stepMs: i.stepMs, pollMs, compile, batch: i.batch, draftModel, mtp });
     this.#driver = started.driver;
     this.#state = 'ready';
     this.#out.send({ type: 'ready', links: plane.links, dataPlane: plane.summary });

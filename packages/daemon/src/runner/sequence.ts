@@ -2,8 +2,9 @@
  * What both drivers do with a running sequence's picked tokens: the checks plain decode makes per token
  * (a stop id, the client gone, the budget, the context full) and the outcome the request resolves with.
  */
-import type { DraftLength, TokenLogprob } from '@orchard/engine';
+import type { TokenLogprob } from '@orchard/engine';
 import type { GenerateOutcome, GenerateRequest } from './requests.js';
+import type { SequenceDraftPolicy } from './step-draft-policy.js';
 
 export type OnToken = (id: number, logprob?: TokenLogprob) => boolean;
 export type Picked = { id: number; logprob?: TokenLogprob };
@@ -19,8 +20,8 @@ export interface SequenceState {
   /** When the request arrived, and when its prompt was all fed. */
   t0: number;
   t1: number;
-  /** Its draft length when it speculates, else null; draft tokens checked and confirmed so far. */
-  draft: DraftLength | null;
+  /** Its draft-length policy when it speculates, else null; draft tokens checked and confirmed so far. */
+  draft: SequenceDraftPolicy | null;
   /** It drafts with the draft model, whose proposal for the step waits here (draft.ts). */
   byModel?: boolean;
   proposal?: number[];

@@ -6,6 +6,7 @@
  * never slows a new prompt's prefill).
  */
 import type { PrefillChunker } from './prefill-chunk.js';
+import type { StepSoFar } from './step-draft-policy.js';
 
 export interface Plannable {
   /** Prompt tokens fed so far. */
@@ -30,7 +31,7 @@ export interface StepPlan<S> {
   rows: number;
 }
 
-export function planStep<S extends Plannable>(seqs: readonly S[], maxBatch: number, chunker: PrefillChunker, draftFor: (seq: S, spare: number) => number[]): StepPlan<S> {
+export function planStep<S extends Plannable>(seqs: readonly S[], maxBatch: number, chunker: PrefillChunker, draftFor: (seq: S, spare: number, step: StepSoFar) => number[]): StepPlan<S> {
   let room = maxBatch;
   const parts: PlannedRows<S>[] = [];
   for (const seq of seqs) {
@@ -51,11 +52,14 @@ export function planStep<S extends Plannable>(seqs: readonly S[], maxBatch: numb
     room -= ids.length;
   }
   const promptRows = maxBatch - room - decodeRows;
+  // What the step holds before drafts: a draft's policy weighs its rows against what they slow (step-draft-policy.ts).
+  const step: StepSoFar = { rows: maxBatch - room, tokens: decodeRows };
   for (const part of parts.slice(0, decodeRows)) {
     if (room === 0) break;
-    part.draft = draftFor(part.seq, room);
+    part.draft = draftFor(part.seq, room, step);
     part.ids.push(...part.draft);
     room -= part.draft.length;
+    step.rows = maxBatch - room;
   }
   return { parts, decodeRows, promptRows, rows: maxBatch - room };
 }

@@ -101,7 +101,7 @@ describe('OpenAI chat with tools on a served model', () => {
     expect(badTool.body.error.message).toMatch(/tool_choice names 'nope'/);
   }, 60_000);
 
-  it("speculate: 'prompt-lookup' (Orchard's field) answers what plain decode answers; 'draft' without a draft model and another value are 400s", async () => {
+  it("speculate: 'prompt-lookup' (Orchard's field) answers what plain decode answers; 'draft' or 'mtp' without one and another value are 400s", async () => {
     const schema = { type: 'object', properties: { ok: { type: 'boolean' }, n: { type: 'integer', minimum: 0, maximum: 9 } }, required: ['ok', 'n'], additionalProperties: false };
     const body = { messages: [{ role: 'user', content: 'JSON please: {"ok": true, "n": 1} {"ok": true, "n": 1}' }], response_format: { type: 'json_schema', json_schema: { name: 'x', schema, strict: true } }, seed: 5 };
     const plain = await post(body);
@@ -119,6 +119,10 @@ describe('OpenAI chat with tools on a served model', () => {
     const noDraft = await post({ ...body, speculate: 'draft' });
     expect(noDraft.status, JSON.stringify(noDraft.body)).toBe(400);
     expect(noDraft.body.error.message).toMatch(/no draft model/);
+    // 'mtp' likewise: this checkpoint has no multi-token-prediction layer and the instance was not started with --speculate mtp.
+    const noMtp = await post({ ...body, speculate: 'mtp' });
+    expect(noMtp.status, JSON.stringify(noMtp.body)).toBe(400);
+    expect(noMtp.body.error.message).toMatch(/no multi-token-prediction layer/);
     expect((await post(body)).status).toBe(200);
   }, 60_000);
 });

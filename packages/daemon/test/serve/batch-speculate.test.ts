@@ -187,6 +187,31 @@ describe('speculation in the batch driver', () => {
     await driver.stop();
   });
 
+  it('the draft length follows what rows cost (a step clock that charges fixed + per row): dear rows stop drafting, cheap ones keep it; plain tokens either way', async () => {
+    const prompt = await repetitive(13);
+    const plain = await generate(single, prompt, { maxTokens: 60, stopTokenIds: [] });
+    const drafting = async (fixed: number, perRow: number) => {
+      // Read at a step's start and end: the step's own rows (stats count them before the step is timed).
+      const clock = () => driver.stats.steps * fixed + driver.stats.rows * perRow;
+      const driver: BatchDriver = driverOf({ speculate: 'prompt-lookup', stepClock: clock });
+      const s = await run(driver, { promptIds: prompt, maxTokens: 60, stopTokenIds: [] });
+      expect(s.o.tokens).toEqual(plain.tokens);
+      await driver.stop();
+      return { ...s.o.speculation!, steps: driver.stats.steps };
+    };
+    // A row costing a whole step: no draft pays (each token costs its row, and not every one is accepted); probes only.
+    const dear = await drafting(0, 1);
+    // Rows nearly free: long drafts, the step count falling well below the tokens.
+    const cheap = await drafting(1, 0.01);
+    console.log(`dear rows: ${dear.accepted}/${dear.drafted} over ${dear.steps} steps; cheap rows: ${cheap.accepted}/${cheap.drafted} over ${cheap.steps} steps`);
+    // Dear: short probes now and then (2 tokens every few steps), not a draft per step.
+    expect(dear.drafted).toBeLessThan(plain.tokens.length / 2);
+    expect(dear.steps).toBeGreaterThan(plain.tokens.length / 2);
+    // Cheap: most tokens come out of accepted drafts, several per step.
+    expect(cheap.accepted).toBeGreaterThan(plain.tokens.length / 2);
+    expect(cheap.steps).toBeLessThan(plain.tokens.length / 4);
+  });
+
   it('a prompt that does not repeat: hardly any draft rows, plain tokens', async () => {
     const driver = driverOf({ speculate: 'prompt-lookup' });
     // Ids that never repeat a pair, and a high temperature so the output does not cycle either.

@@ -66,3 +66,24 @@ it('a runner with a draft model (RunnerInit.batch.draftModel) speculates with it
   const missing = join(dir, 'no-such-draft');
   await expect(startLocalInstance({ ...base, groupId: 'test-draft-missing', batch: { sequences: 2, prefixCacheBytes: 0, speculate: 'draft', draftModel: missing } })).rejects.toThrow(`draft model ${missing}`);
 }, 60_000);
+
+it("a runner speculating with 'mtp' (--speculate mtp) drafts with the checkpoint's MTP layer and streams the plain tokens; one whose checkpoint has no such layer fails to start saying so", async () => {
+  const ds = join(dir, 'deepseek-mtp');
+  writeRandomModel(ds, { variant: 'deepseek-v3', seed: 21, numLayers: 2, mtpLayers: 1 });
+  const model = loadInProcessModel(ds);
+  const prompt = [72, 101, 108, 108, 111, 44, 32, 119];
+  const want = await generate(model, prompt, { maxTokens: 16, stopTokenIds: [] });
+  model.dispose();
+  const base = { layout: { stages: pipelineStages(2, 1), tensor: 1 }, secret: 'ef'.repeat(16), listenHost: '127.0.0.1' };
+  const runners = await startLocalInstance({ ...base, modelDir: ds, groupId: 'test-mtp', batch: { sequences: 2, prefixCacheBytes: 0, speculate: 'mtp' } });
+  try {
+    const seen: number[] = [];
+    const spec = await runners[0].generate({ promptIds: prompt, maxTokens: 16, stopTokenIds: [] }, (t) => seen.push(t));
+    expect(spec.tokens).toEqual(want.tokens);
+    expect(seen).toEqual(want.tokens);
+    expect(spec.speculation!.drafted).toBeGreaterThan(0);
+  } finally {
+    await Promise.all(runners.map((r) => r.stop(500)));
+  }
+  await expect(startLocalInstance({ ...base, modelDir: dir, groupId: 'test-mtp-none', batch: { sequences: 2, prefixCacheBytes: 0, speculate: 'mtp' } })).rejects.toThrow(/no multi-token-prediction layer/);
+}, 60_000);

@@ -1,0 +1,48 @@
+/**
+ * Served drafting with the checkpoint's multi-token-prediction layer (DeepSeek-V3
+ * num_nextn_predict_layers; engine model/mtp.ts and generate/mtp-draft.ts, what `orchard run --mtp`
+ * uses), in a one-rank CPU instance's batch driver: each sequence that speculates with `mtp` has its
+ * own MtpDrafter (its own MTP KV cache). Before a step is planned, a decoding sequence asks its policy
+ * for a length and the drafter proposes that many tokens (the proposal then rides the step as a draft
+ * model's does, draft.ts); after the step, the drafter is given the final hidden states (after the
+ * model's final norm) of the rows the sequence kept: a prompt chunk's, or the confirmed rows of a verify.
+ *
+ * The MTP layer needs every position's hidden state from 0 on, so such a sequence does not copy a cached
+ * prefix (prefill computes them). Only where the whole model runs in this rank: a split instance's
+ * driver does not see the last stage's hidden states.
+ */
+import { rmsnorm, type ModelShard } from '@orchard/engine';
+import type { MtpDrafter } from '@orchard/engine';
+import { draftLimit, type Drafting } from './draft.js';
+import type { StepSoFar } from './step-draft-policy.js';
+
+export interface MtpDrafting extends Drafting {
+  mtp?: MtpDrafter;
+  fed: number;
+}
+
+/** Leaves in `proposal` the draft of every decoding sequence among `seqs` that drafts with its MTP layer. */
+export async function proposeMtp(seqs: readonly MtpDrafting[], spare: number): Promise<void> {
+  const decoding = seqs.filter((s) => s.fed >= s.req.promptIds.length);
+  const step: StepSoFar = { rows: seqs.length, tokens: decoding.length };
+  for (const seq of decoding) {
+    if (!seq.mtp || !seq.draft) continue;
+    const k = seq.draft.nextIn(step, draftLimit(seq, seq.draft.max, spare));
+    seq.proposal = k >= 1 ? await seq.mtp.draft([...seq.req.promptIds, ...seq.tokens], k) : [];
+    seq.draft.add(step, seq.proposal.length);
+  }
+}
+
+/**
+ * The final hidden states (after the final norm) of rows `from`..`from + n` of the shard's last forward,
+ * copied: the next forward overwrites the shard's buffer.
+ */
+export function finalHidden(shard: ModelShard, from: number, n: number): Float32Array {
+  const D = shard.config.hiddenSize;
+  const norm = shard.weights.finalNorm;
+  if (!norm) throw new Error('mtp: this shard holds no final norm (not the last stage)');
+  const x = shard.residual(from + n);
+  const out = new Float32Array(n * D);
+  for (let b = 0; b < n; b++) rmsnorm(out, b * D, x, (from + b) * D, norm, D, shard.config.rmsNormEps);
+  return out;
+}
