@@ -71,7 +71,7 @@ function kernel(R: 2 | 4, T: number, e: (s: string) => void): void {
   e(`        (local.set $p (i32.add (local.get $p) (i32.const 64)))`);
   e(`        (local.set $o (i32.add (local.get $o) (i32.const 32)))`);
   e(`        (br $l)))`);
-  for (const t of ts) for (const r of rs) e(`    (local.set $s${t}${r} (f32.mul (call $hsum (local.get $a${t}${r})) (f32.const 0x1p48)))`);
+  for (const t of ts) for (const r of rs) e(`    (local.set $s${t}${r} (f32.mul (f32x4.lanesum (local.get $a${t}${r})) (f32.const 0x1p48)))`);
   e(`    ;; tail columns (unscaled f32 activations): row j's f16 at the group's dense end + j·tail, as in $g4_f16`);
   e(`    (local.set $p (i32.add (i32.sub (local.get $p) (i32.shl (local.get $j) (i32.const 4))) (i32.mul (local.get $j) (local.get $tail))))`);
   e(`    (block $tdone`);

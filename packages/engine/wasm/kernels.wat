@@ -1840,14 +1840,14 @@
         (local.set $p (i32.add (local.get $p) (i32.const 64)))
         (local.set $o (i32.add (local.get $o) (i32.const 32)))
         (br $l)))
-    (local.set $s00 (f32.mul (call $hsum (local.get $a00)) (f32.const 0x1p48)))
-    (local.set $s01 (f32.mul (call $hsum (local.get $a01)) (f32.const 0x1p48)))
-    (local.set $s02 (f32.mul (call $hsum (local.get $a02)) (f32.const 0x1p48)))
-    (local.set $s03 (f32.mul (call $hsum (local.get $a03)) (f32.const 0x1p48)))
-    (local.set $s10 (f32.mul (call $hsum (local.get $a10)) (f32.const 0x1p48)))
-    (local.set $s11 (f32.mul (call $hsum (local.get $a11)) (f32.const 0x1p48)))
-    (local.set $s12 (f32.mul (call $hsum (local.get $a12)) (f32.const 0x1p48)))
-    (local.set $s13 (f32.mul (call $hsum (local.get $a13)) (f32.const 0x1p48)))
+    (local.set $s00 (f32.mul (f32x4.lanesum (local.get $a00)) (f32.const 0x1p48)))
+    (local.set $s01 (f32.mul (f32x4.lanesum (local.get $a01)) (f32.const 0x1p48)))
+    (local.set $s02 (f32.mul (f32x4.lanesum (local.get $a02)) (f32.const 0x1p48)))
+    (local.set $s03 (f32.mul (f32x4.lanesum (local.get $a03)) (f32.const 0x1p48)))
+    (local.set $s10 (f32.mul (f32x4.lanesum (local.get $a10)) (f32.const 0x1p48)))
+    (local.set $s11 (f32.mul (f32x4.lanesum (local.get $a11)) (f32.const 0x1p48)))
+    (local.set $s12 (f32.mul (f32x4.lanesum (local.get $a12)) (f32.const 0x1p48)))
+    (local.set $s13 (f32.mul (f32x4.lanesum (local.get $a13)) (f32.const 0x1p48)))
     ;; tail columns (unscaled f32 activations): row j's f16 at the group's dense end + j·tail, as in $g4_f16
     (local.set $p (i32.add (i32.sub (local.get $p) (i32.shl (local.get $j) (i32.const 4))) (i32.mul (local.get $j) (local.get $tail))))
     (block $tdone
@@ -1917,12 +1917,12 @@
         (local.set $p (i32.add (local.get $p) (i32.const 64)))
         (local.set $o (i32.add (local.get $o) (i32.const 32)))
         (br $l)))
-    (local.set $s00 (f32.mul (call $hsum (local.get $a00)) (f32.const 0x1p48)))
-    (local.set $s01 (f32.mul (call $hsum (local.get $a01)) (f32.const 0x1p48)))
-    (local.set $s10 (f32.mul (call $hsum (local.get $a10)) (f32.const 0x1p48)))
-    (local.set $s11 (f32.mul (call $hsum (local.get $a11)) (f32.const 0x1p48)))
-    (local.set $s20 (f32.mul (call $hsum (local.get $a20)) (f32.const 0x1p48)))
-    (local.set $s21 (f32.mul (call $hsum (local.get $a21)) (f32.const 0x1p48)))
+    (local.set $s00 (f32.mul (f32x4.lanesum (local.get $a00)) (f32.const 0x1p48)))
+    (local.set $s01 (f32.mul (f32x4.lanesum (local.get $a01)) (f32.const 0x1p48)))
+    (local.set $s10 (f32.mul (f32x4.lanesum (local.get $a10)) (f32.const 0x1p48)))
+    (local.set $s11 (f32.mul (f32x4.lanesum (local.get $a11)) (f32.const 0x1p48)))
+    (local.set $s20 (f32.mul (f32x4.lanesum (local.get $a20)) (f32.const 0x1p48)))
+    (local.set $s21 (f32.mul (f32x4.lanesum (local.get $a21)) (f32.const 0x1p48)))
     ;; tail columns (unscaled f32 activations): row j's f16 at the group's dense end + j·tail, as in $g4_f16
     (local.set $p (i32.add (i32.sub (local.get $p) (i32.shl (local.get $j) (i32.const 4))) (i32.mul (local.get $j) (local.get $tail))))
     (block $tdone
@@ -1991,14 +1991,14 @@
         (local.set $p (i32.add (local.get $p) (i32.const 64)))
         (local.set $o (i32.add (local.get $o) (i32.const 32)))
         (br $l)))
-    (local.set $s00 (f32.mul (call $hsum (local.get $a00)) (f32.const 0x1p48)))
-    (local.set $s01 (f32.mul (call $hsum (local.get $a01)) (f32.const 0x1p48)))
-    (local.set $s10 (f32.mul (call $hsum (local.get $a10)) (f32.const 0x1p48)))
-    (local.set $s11 (f32.mul (call $hsum (local.get $a11)) (f32.const 0x1p48)))
-    (local.set $s20 (f32.mul (call $hsum (local.get $a20)) (f32.const 0x1p48)))
-    (local.set $s21 (f32.mul (call $hsum (local.get $a21)) (f32.const 0x1p48)))
-    (local.set $s30 (f32.mul (call $hsum (local.get $a30)) (f32.const 0x1p48)))
-    (local.set $s31 (f32.mul (call $hsum (local.get $a31)) (f32.const 0x1p48)))
+    (local.set $s00 (f32.mul (f32x4.lanesum (local.get $a00)) (f32.const 0x1p48)))
+    (local.set $s01 (f32.mul (f32x4.lanesum (local.get $a01)) (f32.const 0x1p48)))
+    (local.set $s10 (f32.mul (f32x4.lanesum (local.get $a10)) (f32.const 0x1p48)))
+    (local.set $s11 (f32.mul (f32x4.lanesum (local.get $a11)) (f32.const 0x1p48)))
+    (local.set $s20 (f32.mul (f32x4.lanesum (local.get $a20)) (f32.const 0x1p48)))
+    (local.set $s21 (f32.mul (f32x4.lanesum (local.get $a21)) (f32.const 0x1p48)))
+    (local.set $s30 (f32.mul (f32x4.lanesum (local.get $a30)) (f32.const 0x1p48)))
+    (local.set $s31 (f32.mul (f32x4.lanesum (local.get $a31)) (f32.const 0x1p48)))
     ;; tail columns (unscaled f32 activations): row j's f16 at the group's dense end + j·tail, as in $g4_f16
     (local.set $p (i32.add (i32.sub (local.get $p) (i32.shl (local.get $j) (i32.const 4))) (i32.mul (local.get $j) (local.get $tail))))
     (block $tdone
@@ -10564,6 +10564,34 @@
         (local.set $e (i32.add (local.get $e) (i32.const 12)))
         (br $l))))
 
+  ;; $corr_rows for n tokens (token t's activations at x + t·xs, its outputs at out + t·os): each entry
+  ;; is read once for every token. An output's terms are added in the same (entry) order as $corr_rows,
+  ;; so the bits are the same; a group without subnormal weights returns after two loads.
+  (func $corr_tokens (param $out i32) (param $x i32) (param $r0 i32) (param $r1 i32) (param $n i32) (param $xs i32) (param $os i32)
+    (local $starts i32) (local $e i32) (local $end i32) (local $o i32) (local $xo i32) (local $v f32) (local $t i32)
+    (local.set $starts (i32.load offset=200 (i32.const 0)))
+    (if (i32.eqz (local.get $starts)) (then (return)))
+    (local.set $e (i32.load (i32.add (local.get $starts) (i32.shl (local.get $r0) (i32.const 2)))))
+    (local.set $end (i32.load (i32.add (local.get $starts) (i32.shl (local.get $r1) (i32.const 2)))))
+    (if (i32.eq (local.get $e) (local.get $end)) (then (return)))
+    (local.set $e (i32.add (i32.load offset=204 (i32.const 0)) (i32.mul (local.get $e) (i32.const 12))))
+    (local.set $end (i32.add (i32.load offset=204 (i32.const 0)) (i32.mul (local.get $end) (i32.const 12))))
+    (block $done
+      (loop $l
+        (br_if $done (i32.ge_u (local.get $e) (local.get $end)))
+        (local.set $o (i32.add (local.get $out) (i32.load (local.get $e))))
+        (local.set $xo (i32.add (local.get $x) (i32.load offset=4 (local.get $e))))
+        (local.set $v (f32.load offset=8 (local.get $e)))
+        (local.set $t (i32.const 0))
+        (loop $tl
+          (f32.store (local.get $o) (f32.add (f32.load (local.get $o)) (f32.mul (local.get $v) (f32.load (local.get $xo)))))
+          (local.set $o (i32.add (local.get $o) (local.get $os)))
+          (local.set $xo (i32.add (local.get $xo) (local.get $xs)))
+          (local.set $t (i32.add (local.get $t) (i32.const 1)))
+          (br_if $tl (i32.lt_u (local.get $t) (local.get $n))))
+        (local.set $e (i32.add (local.get $e) (i32.const 12)))
+        (br $l))))
+
   ;; Rows [r0, r1) of a packed weight (kernel k: group kernel at k, row-major 1-row kernel at k+1):
   ;; whole groups first, then the rows%4 tail rows. One token: all of the chunk's groups in one call,
   ;; a single sequential pass. A prompt batch: each group for every token while it is in cache: f16 with
@@ -10757,16 +10785,8 @@
               (local.get $k))
             (local.set $b (i32.add (local.get $b) (i32.const 1)))
             (br $bl)))
-        (local.set $b (i32.const 0))
-        (block $cdone
-          (loop $cl
-            (br_if $cdone (i32.ge_u (local.get $b) (local.get $n)))
-            (call $corr_rows
-              (i32.add (local.get $out) (i32.shl (i32.mul (local.get $b) (local.get $rows)) (i32.const 2)))
-              (i32.add (local.get $x) (i32.mul (local.get $b) (local.get $xs)))
-              (local.get $r) (i32.add (local.get $r) (i32.const 4)))
-            (local.set $b (i32.add (local.get $b) (i32.const 1)))
-            (br $cl)))
+        (call $corr_tokens (local.get $out) (local.get $x) (local.get $r) (i32.add (local.get $r) (i32.const 4))
+          (local.get $n) (local.get $xs) (i32.shl (local.get $rows) (i32.const 2)))
         (local.set $r (i32.add (local.get $r) (i32.const 4)))
         (br $gl)))
     (block $sdone
