@@ -80,8 +80,8 @@ describe.each(SIMD_BUILDS)('%s kernel build', (simd) => {
       for (let trial = 0; trial < 30; trial++) {
         const rows = pick(rng, ROWS);
         const cols = pick(rng, dtype === 'f16' ? F16_COLS : QUANT_COLS);
-        // f16: register kernels up to 4 tokens (4-token row-pair passes, 2 or 3 tokens), the widened
-        // scratch past that; quantized: token tiles ($qtiles) with every last-tile size
+        // f16: register kernels up to 4 tokens and at 5 and 7 (4-token row-pair passes, then 2 or 3), the widened
+        // scratch at 6, 8 and 9+; quantized: token tiles ($qtiles) with every last-tile size
         const n = pick(rng, dtype === 'f16' ? [2, 3, 4, 5, 6, 7, 8, 9, 12] : [2, 3, 4, 5, 6, 7, 9, 11, 13, 17]);
         const w = randomWeight(be, dtype, rows, cols, rng);
         be.packWeight(w);
