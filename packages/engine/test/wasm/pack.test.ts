@@ -96,6 +96,30 @@ describe.each(SIMD_BUILDS)('%s kernel build', (simd) => {
       }
     });
 
+    // Each f16 batch size picks its kernels (register tiles at 2-5 and 7 tokens, the widened scratch at 6, 8
+    // and 9+, a last single token alone), and a group's subnormal terms are added for all tokens in one pass:
+    // every size from 2 to 16, 1 and 2 threads, with subnormals (random bit patterns) and rows%4 / cols%8 tails.
+    it('f16 packed: every batch size from 2 to 16 gives each token its 1-token bits, 1 and 2 threads', () => {
+      for (const threads of [1, 2]) {
+        const be = backend(threads);
+        const rng = new Prng(36 + threads);
+        const [rows, cols] = [71, 203];
+        const w = randomWeight(be, 'f16', rows, cols, rng);
+        be.packWeight(w);
+        expect(packedSubnormals(w)!.length).toBeGreaterThan(0);
+        for (let n = 2; n <= 16; n++) {
+          const x = randomInput(be, cols * n, rng);
+          const batch = be.allocF32(rows * n);
+          be.matmul(batch, w, x, n);
+          const single = be.allocF32(rows);
+          for (let b = 0; b < n; b++) {
+            be.matvec(single, w, x.subarray(b * cols, (b + 1) * cols));
+            expect([...batch.subarray(b * rows, (b + 1) * rows)], `${threads} thread(s), ${n} tokens, token ${b}`).toEqual([...single]);
+          }
+        }
+      }
+    });
+
     it('q4_0 packed: extreme weights and activations (every int8 ±127) keep their 1-token bits in prompt batches', () => {
       // The relaxed tiles sum in i16 lanes starting from −8·Σx: the largest partial sums come from
       // nibbles all 0 or all 15 against activations all of one magnitude, signs alike or by column.
