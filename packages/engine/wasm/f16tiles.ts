@@ -12,11 +12,11 @@ import { type Section, runGenerator, withGenerated } from './sections.js';
 const KERNELS = [[4, 2], [2, 3], [2, 4]] as const;
 
 const HEADER = `  ;; ---------------------------------------------------------------- f16 small batches
-  ;; Packed f16, 2..4 tokens and 5 or 7 (batched decode, speculative verification; $rows_packed): each 4-row group
+  ;; Packed f16, 2..4 tokens (batched decode, speculative verification; $rows_packed): each 4-row group
   ;; is read straight from the packed layout and every 16-byte weight load is widened once in registers
   ;; (the $g4_f16 integer ops) for several tokens: 4-token passes over each row pair ($g2x4_f16), then
   ;; the 2 or 3 tokens left ($g4x2_f16, $g2x3_f16; a last single token: $g4_f16). No scratch round trip;
-  ;; at 6, 8 and 9+ tokens the widened-scratch path ($widen4_f16) takes over (faster there). Register budget (16 SIMD
+  ;; from 5 tokens on the widened-scratch path ($widen4_f16) takes over (faster there). Register budget (16 SIMD
   ;; registers): 2 rows x T tokens keeps both rows' widened vectors and one token's activations live;
   ;; 4 rows x 2 tokens keeps both tokens' activations and one row's widened vectors live.
   ;; Per row and token the arithmetic of $g4_f16 (same lanes, same order, same bits).

@@ -80,8 +80,8 @@ describe.each(SIMD_BUILDS)('%s kernel build', (simd) => {
       for (let trial = 0; trial < 30; trial++) {
         const rows = pick(rng, ROWS);
         const cols = pick(rng, dtype === 'f16' ? F16_COLS : QUANT_COLS);
-        // f16: register kernels up to 4 tokens and at 5 and 7 (4-token row-pair passes, then 2 or 3), the widened
-        // scratch at 6, 8 and 9+; quantized: token tiles ($qtiles) with every last-tile size
+        // f16: register kernels up to 4 tokens (a 4-token row-pair pass, or 2 or 3), the widened scratch
+        // from 5 (token pairs, an odd last token alone); quantized: token tiles ($qtiles) with every last-tile size
         const n = pick(rng, dtype === 'f16' ? [2, 3, 4, 5, 6, 7, 8, 9, 12] : [2, 3, 4, 5, 6, 7, 9, 11, 13, 17]);
         const w = randomWeight(be, dtype, rows, cols, rng);
         be.packWeight(w);
@@ -96,8 +96,8 @@ describe.each(SIMD_BUILDS)('%s kernel build', (simd) => {
       }
     });
 
-    // Each f16 batch size picks its kernels (register tiles at 2-5 and 7 tokens, the widened scratch at 6, 8
-    // and 9+, a last single token alone), and a group's subnormal terms are added for all tokens in one pass:
+    // Each f16 batch size picks its kernels (register tiles at 2-4 tokens, the widened scratch from 5: token
+    // pairs, an odd last token alone), and a group's subnormal terms are added for all tokens in one pass:
     // every size from 2 to 16, 1 and 2 threads, with subnormals (random bit patterns) and rows%4 / cols%8 tails.
     it('f16 packed: every batch size from 2 to 16 gives each token its 1-token bits, 1 and 2 threads', () => {
       for (const threads of [1, 2]) {
