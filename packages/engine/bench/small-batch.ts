@@ -1,10 +1,12 @@
 /**
  * What a forward of n tokens costs on the bundled demo model (wasm backend), against one token: the
  * verify step of speculative decoding (one session, n rows) and a batched decode step (n sessions, one
- * row each). Prints ms per step and the ratio to a 1-token step measured in the same run (best of
- * rounds, CPU time), interleaved so a loaded machine disturbs all sizes alike.
+ * row each). Prints ms per step and the ratio to a 1-token step measured in the same run: the best CPU
+ * time of the rounds (what the kernels cost with 1 thread; with more, other threads' CPU time is counted
+ * unevenly) and the median wall time; sizes interleaved so a loaded machine disturbs all alike.
  *
- *   pnpm exec tsx packages/engine/bench/small-batch.ts [--threads 1] [--rounds 200] [--sizes 1,2,4,8,16] [--simd auto]
+ *   pnpm exec tsx packages/engine/bench/small-batch.ts [--threads 1] [--rounds 200] [--sizes 1,2,4,8,16]
+ *     [--only verify|batch] [--context 64] [--threshold <parallelThreshold>] [--simd auto]
  */
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
