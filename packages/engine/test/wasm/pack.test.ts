@@ -80,8 +80,8 @@ describe.each(SIMD_BUILDS)('%s kernel build', (simd) => {
       for (let trial = 0; trial < 30; trial++) {
         const rows = pick(rng, ROWS);
         const cols = pick(rng, dtype === 'f16' ? F16_COLS : QUANT_COLS);
-        // f16: register kernels up to 8 tokens (4-token row-pair passes, a pair, a last token), the widened
-        // scratch past that; quantized: token tiles ($qtiles) with every last-tile size
+        // f16: register kernels up to 4 tokens (a 4-token row-pair pass, or 2 or 3), the widened scratch
+        // from 5 (token pairs, an odd last token alone); quantized: token tiles ($qtiles) with every last-tile size
         const n = pick(rng, dtype === 'f16' ? [2, 3, 4, 5, 6, 7, 8, 9, 12] : [2, 3, 4, 5, 6, 7, 9, 11, 13, 17]);
         const w = randomWeight(be, dtype, rows, cols, rng);
         be.packWeight(w);
@@ -92,6 +92,30 @@ describe.each(SIMD_BUILDS)('%s kernel build', (simd) => {
         for (let b = 0; b < n; b++) {
           be.matvec(single, w, x.subarray(b * cols, (b + 1) * cols));
           expect([...single], `${dtype} [${rows},${cols}] token ${b}`).toEqual([...batch.subarray(b * rows, (b + 1) * rows)]);
+        }
+      }
+    });
+
+    // Each f16 batch size picks its kernels (register tiles at 2-4 tokens, the widened scratch from 5: token
+    // pairs, an odd last token alone), and a group's subnormal terms are added for all tokens in one pass:
+    // every size from 2 to 16, 1 and 2 threads, with subnormals (random bit patterns) and rows%4 / cols%8 tails.
+    it('f16 packed: every batch size from 2 to 16 gives each token its 1-token bits, 1 and 2 threads', () => {
+      for (const threads of [1, 2]) {
+        const be = backend(threads);
+        const rng = new Prng(36 + threads);
+        const [rows, cols] = [71, 203];
+        const w = randomWeight(be, 'f16', rows, cols, rng);
+        be.packWeight(w);
+        expect(packedSubnormals(w)!.length).toBeGreaterThan(0);
+        for (let n = 2; n <= 16; n++) {
+          const x = randomInput(be, cols * n, rng);
+          const batch = be.allocF32(rows * n);
+          be.matmul(batch, w, x, n);
+          const single = be.allocF32(rows);
+          for (let b = 0; b < n; b++) {
+            be.matvec(single, w, x.subarray(b * cols, (b + 1) * cols));
+            expect([...batch.subarray(b * rows, (b + 1) * rows)], `${threads} thread(s), ${n} tokens, token ${b}`).toEqual([...single]);
+          }
         }
       }
     });

@@ -46,7 +46,8 @@ export interface WasmBackendOptions {
   initialBytes?: number;
   /**
    * Kernels with fewer multiply-adds than this stay on the calling thread: waking workers costs more
-   * than it saves. Default 2^17.
+   * than it saves. Default 2^20 (~70 µs of f16 work on one thread; wasm/README.md "Threads" has the
+   * measurements that moved it up from 2^17).
    */
   parallelThreshold?: number;
   /**
@@ -118,7 +119,7 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
   if (!Number.isInteger(threads) || threads < 1 || threads > 256) {
     throw new Error(`wasm backend: threads must be an integer from 1 to 256, got ${threads}`);
   }
-  const threshold = options.parallelThreshold ?? 2 ** 17;
+  const threshold = options.parallelThreshold ?? 2 ** 20;
   /** What one swiglu value weighs against the threshold, in matmul multiply-adds (1.7 ns vs ~0.05). */
   const SWIGLU_COST = 32;
   const initialBytes = options.initialBytes ?? 64 * 2 ** 20;
