@@ -370,7 +370,8 @@ export class Driver {
 
   /** One step of a lane: all its sequences, their rows as planStep (step-plan.ts) lays them out. */
   async #laneStep(lane: Lane): Promise<void> {
-    const c0 = performance.now();
+    const clock = this.#ctx.stepClock ?? (() => performance.now());
+    const c0 = clock();
     await this.#ctx.draftModel?.propose(lane.seqs, this.#ctx.maxBatch - lane.seqs.length);
     const plan = planStep(lane.seqs, this.#ctx.maxBatch, lane.chunker, (seq, spare, step) => nextDraft(seq, spare, this.#lookup, step));
     const { decodeRows, promptRows } = plan;
@@ -404,7 +405,7 @@ export class Driver {
       if (ended) this.#finish(lane, seq, ended);
     }
     // Decode-only steps teach the lane's draft policies what a row costs (draft-model proposal included).
-    if (promptRows === 0 && decodeRows > 0) lane.cost.observe(plan.rows, performance.now() - c0);
+    if (promptRows === 0 && decodeRows > 0) lane.cost.observe(plan.rows, clock() - c0);
   }
 
   #finish(lane: Lane, seq: Running, finishReason: FinishReason): void {

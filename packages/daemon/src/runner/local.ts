@@ -51,11 +51,11 @@ export function startRank(
   group: Group,
   layout: InstanceLayout,
   shard: ModelShard,
-  o: { stepMs?: number; pollMs?: number; compile?: CompileConstraint; batch?: RunnerInit['batch']; draftModel?: DraftModel; mtp?: MtpHead } = {},
+  o: { stepMs?: number; pollMs?: number; compile?: CompileConstraint; batch?: RunnerInit['batch']; draftModel?: DraftModel; mtp?: MtpHead; stepClock?: () => number } = {},
 ): { driver: Driver | BatchDriver | null; done: Promise<void> } {
-  const { draftModel } = o;
-  if (worldSize(layout) === 1) return { driver: new BatchDriver(shard, { compile: o.compile, maxSequences: o.batch?.sequences, prefixCacheBytes: o.batch?.prefixCacheBytes, speculate: o.batch?.speculate, draftModel, mtp: o.mtp }), done: Promise.resolve() };
-  const ctx = { group, layout, shard, maxBatch: shard.maxBatch, stepMs: o.stepMs ?? 30_000, pollMs: o.pollMs ?? POLL_MS, compile: o.compile, prefixCacheBytes: o.batch?.prefixCacheBytes, speculate: o.batch?.speculate, draftModel };
+  const { draftModel, stepClock } = o;
+  if (worldSize(layout) === 1) return { driver: new BatchDriver(shard, { compile: o.compile, maxSequences: o.batch?.sequences, prefixCacheBytes: o.batch?.prefixCacheBytes, speculate: o.batch?.speculate, draftModel, mtp: o.mtp, stepClock }), done: Promise.resolve() };
+  const ctx = { group, layout, shard, maxBatch: shard.maxBatch, stepMs: o.stepMs ?? 30_000, pollMs: o.pollMs ?? POLL_MS, compile: o.compile, prefixCacheBytes: o.batch?.prefixCacheBytes, speculate: o.batch?.speculate, draftModel, stepClock };
   if (group.rank === 0) return { driver: new Driver(ctx, o.batch?.sequences), done: Promise.resolve() };
   return { driver: null, done: runFollower(ctx) };
 }

@@ -22,4 +22,6 @@ export interface LoopContext {
   speculate?: Speculate;
   /** The draft model the driver runs for requests that speculate with `draft`. */
   draftModel?: DraftModel;
+  /** What the driver's draft policies time steps with, ms. @default wall time (performance.now) */
+  stepClock?: () => number;
 }

@@ -105,7 +105,11 @@ describe.skipIf(!ctx)(`runner ranks on the GPU${skip ? ` (skipped: ${skip})` : '
     for (const layout of [{ stages: pipelineStages(4, 1), tensor: 1 }, { stages: pipelineStages(4, 2), tensor: 2 }] as InstanceLayout[]) {
       const groups = createSimGroup(layout.stages.length * layout.tensor);
       const shards = await Promise.all(groups.map((g) => loadRankGpuShard(dir, layout, g.rank, g, { context: ctx!, maxBatch: 16, maxSeqLen: 64 })));
-      const ranks = groups.map((g, i) => startRank(g, layout, shards[i] as never, { batch: { sequences: 4, prefixCacheBytes: 0, speculate: 'prompt-lookup' } }));
+      // a step clock under which draft rows cost nothing, so the draft policy keeps drafting whatever
+      // lavapipe's rows cost (this test is about drafts checked on the device, not whether they pay)
+      let tick = 0;
+      const stepClock = () => ++tick;
+      const ranks = groups.map((g, i) => startRank(g, layout, shards[i] as never, { batch: { sequences: 4, prefixCacheBytes: 0, speculate: 'prompt-lookup' }, stepClock }));
       const driver = ranks[0].driver!;
       const [spec, plain] = await Promise.all([
         driver.generate({ promptIds: repetitive, maxTokens: 20, stopTokenIds: [], temperature: 0 }, () => true),
