@@ -12,9 +12,9 @@ import type { MoeConfig } from '../../src/config/moe-config.js';
 import type { DType, Weight } from '../../src/kernels/backend.js';
 import { createStorage, readF32, uploadF32 } from '../../src/kernels/gpu/buffers.js';
 import type { GpuContext } from '../../src/kernels/gpu/context.js';
-import { allocateMoeActivations, moeDispatches, uploadMoeLayer } from '../../src/kernels/gpu/moe.js';
+import { allocateMoeActivations, moeDispatches, moeTileFor, uploadMoeLayer } from '../../src/kernels/gpu/moe.js';
 import { GpuKernels, StepUniform, submit } from '../../src/kernels/gpu/ops.js';
-import { MATMUL_TILES, matmulLoader, matmulTileFor } from '../../src/kernels/gpu/wgsl-matmul.js';
+import { MATMUL_TILES, matmulLoader } from '../../src/kernels/gpu/wgsl-matmul.js';
 import { type MlxLayout, mlxDType, weightBytes } from '../../src/kernels/wasm/formats.js';
 import type { ExpertWeights, MoeWeights } from '../../src/model/weights-moe.js';
 import { f32ToBf16Bits, f32ToF16Bits } from '../../src/numeric/half.js';
@@ -41,6 +41,8 @@ const K = 3;
 const FIRST = 1; // this rank holds experts [1, 5)
 const HELD = 4;
 const MAX_BATCH = 64;
+/** One batch per grouped tile shape (checked below). */
+const BATCHES = [3, 12, 50];
 
 /** GGUF Q8_0 / Q4_0 blocks of 32 (f16 scale first), rounded as llama.cpp's reference quantizer does. */
 function ggufBlocks(dtype: 'q8_0' | 'q4_0', v: Float32Array, rows: number, cols: number): Uint8Array {
@@ -109,7 +111,7 @@ const routeOf = (b: number): number[] => [1, b === 0 ? 3 : 4, b % 2 ? 5 : 0];
 
 describe.skipIf(!gpu.ctx)(`GPU MoE prompt batch: grouped matmul vs per-slot matvec${gpu.skip ? ` (skipped: ${gpu.skip})` : ''}`, () => {
   it('the batches below take every grouped tile shape', () => {
-    const shapes = new Set([7, 30, 50].map((n) => matmulTileFor(Math.ceil((n * K) / E))));
+    const shapes = new Set(BATCHES.map((n) => moeTileFor(n, K, E)));
     expect(shapes.size).toBe(MATMUL_TILES.length);
   });
 
@@ -155,7 +157,7 @@ describe.skipIf(!gpu.ctx)(`GPU MoE prompt batch: grouped matmul vs per-slot matv
         for (const b of [out, ...Object.values(act)]) b.destroy();
         return got;
       };
-      for (const n of [7, 30, 50]) {
+      for (const n of BATCHES) {
         const perSlot = await run(n, Infinity);
         const grouped = await run(n, 3);
         const scale = perSlot.reduce((m, v) => Math.max(m, Math.abs(v)), 0);
