@@ -4,9 +4,12 @@
  * an expert every token chose, one no token chose, one chosen by one token, one by all but one, slots
  * whose experts another rank holds (this rank holds experts [1, 5) of 6), top-3, batches taking each
  * tile shape, every weight format the expert kernels take (both weight loaders), gpt-oss's biases and
- * clamped SwiGLU. Each path gets its own activations, so a slot the grouped path skipped cannot pass
+ * clamped SwiGLU; then a whole qwen3-moe shard both ways, and the option's bad input. Each path gets its own activations, so a slot the grouped path skipped cannot pass
  * with the other path's values. Runs on lavapipe here; skips with the reason without an adapter.
  */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { MoeConfig } from '../../src/config/moe-config.js';
 import type { DType, Weight } from '../../src/kernels/backend.js';
@@ -14,6 +17,9 @@ import { createStorage, readF32, uploadF32 } from '../../src/kernels/gpu/buffers
 import type { GpuContext } from '../../src/kernels/gpu/context.js';
 import { allocateMoeActivations, moeDispatches, moeTileFor, uploadMoeLayer } from '../../src/kernels/gpu/moe.js';
 import { GpuKernels, StepUniform, submit } from '../../src/kernels/gpu/ops.js';
+import { GpuShard } from '../../src/kernels/gpu/shard.js';
+import { loadShard } from '../../src/model/forward.js';
+import { writeRandomModel } from '../../src/testing/index.js';
 import { MATMUL_TILES, matmulLoader } from '../../src/kernels/gpu/wgsl-matmul.js';
 import { type MlxLayout, mlxDType, weightBytes } from '../../src/kernels/wasm/formats.js';
 import type { ExpertWeights, MoeWeights } from '../../src/model/weights-moe.js';
@@ -23,14 +29,16 @@ import { packFp8, quantizeFp8Blocks } from '../../src/quant/fp8.js';
 import { quantizeK } from '../../src/quant/kquants.js';
 import { packMlx, quantizeMlx } from '../../src/quant/mlx.js';
 import { quantizeMxfp4 } from '../../src/quant/mxfp4.js';
-import { randomF32 } from './cpu-ref.js';
+import { logitError, randomF32 } from './cpu-ref.js';
 import { openTestGpu } from './gpu-env.js';
 
 const gpu = await openTestGpu();
 const ctx = gpu.ctx as GpuContext;
 const kernels = gpu.ctx ? new GpuKernels(ctx) : (null as unknown as GpuKernels);
 const step = gpu.ctx ? new StepUniform(ctx) : (null as unknown as StepUniform);
+const root = mkdtempSync(join(tmpdir(), 'orchard-gpu-moe-grouped-'));
 afterAll(() => {
+  rmSync(root, { recursive: true, force: true });
   kernels?.destroy();
   step?.destroy();
   gpu.ctx?.destroy();
@@ -170,4 +178,24 @@ describe.skipIf(!gpu.ctx)(`GPU MoE prompt batch: grouped matmul vs per-slot matv
       layer.uploads.destroy();
     }, 300_000);
   }
+
+  it('a qwen3-moe shard (top-3 of 8 experts, f16): a prompt batch through the grouped path gives the per-slot path\'s logits', async () => {
+    const dir = join(root, 'qwen3-moe');
+    writeRandomModel(dir, { variant: 'qwen3-moe', numLayers: 2, mlpOnlyLayers: [], expertsPerToken: 3, dtype: 'f16', seed: 5 });
+    const cpu = loadShard(dir, { layers: [0, 2], tensor: { rank: 0, size: 1 }, embed: true, head: true }, { maxBatch: 16, maxSeqLen: 32 });
+    const logits = async (moeGroupedMinRows: number) => {
+      const g = await GpuShard.create(ctx, { config: cpu.config, spec: cpu.spec, slice: cpu.slice, weights: cpu.weights, maxBatch: 16, maxSeqLen: 32, moeGroupedMinRows });
+      try {
+        const cache = await g.newCache(32);
+        return await g.forward({ tokens: [72, 101, 108, 108, 111, 44, 32, 119, 111, 114, 108] }, cache);
+      } finally {
+        g.dispose();
+      }
+    };
+    const perSlot = await logits(Infinity);
+    const grouped = await logits(3);
+    expect(logitError(grouped, perSlot)).toBeLessThan(2e-6);
+    expect(grouped).not.toEqual(perSlot); // different kernels: equal bits would mean the grouped path never ran
+    await expect(GpuShard.create(ctx, { config: cpu.config, spec: cpu.spec, slice: cpu.slice, weights: cpu.weights, moeGroupedMinRows: 0 })).rejects.toThrow(/moeGroupedMinRows/);
+  }, 300_000);
 });

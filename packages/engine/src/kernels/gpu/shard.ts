@@ -218,6 +218,9 @@ export class GpuShard {
     this.maxSeqLen = o.maxSeqLen ?? Math.min(o.config.maxPositionEmbeddings, 4096);
     this.batchKernels = o.batchKernels ?? 'sequence';
     this.moeGroupedMinRows = o.moeGroupedMinRows ?? MOE_GROUPED_MIN_ROWS;
+    if (!(this.moeGroupedMinRows >= 1) || (Number.isFinite(this.moeGroupedMinRows) && !Number.isInteger(this.moeGroupedMinRows))) {
+      throw new GpuValidationError(`moeGroupedMinRows must be a whole number of rows >= 1 or Infinity, got ${o.moeGroupedMinRows}`);
+    }
     if (o.spec.tensor.size > 1 && !o.allReduce) throw new GpuValidationError('a tensor-parallel GPU shard needs an allReduce callback');
     this.#allReduce = o.spec.tensor.size > 1 ? o.allReduce! : null;
     this.#kernels = new GpuKernels(ctx);
