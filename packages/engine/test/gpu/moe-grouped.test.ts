@@ -4,8 +4,8 @@
  * an expert every token chose, one no token chose, one chosen by one token, one by all but one, slots
  * whose experts another rank holds (this rank holds experts [1, 5) of 6), top-3, batches taking each
  * tile shape, every weight format the expert kernels take (both weight loaders), gpt-oss's biases and
- * clamped SwiGLU; then a whole qwen3-moe shard both ways, and the option's bad input. Each path gets its own activations, so a slot the grouped path skipped cannot pass
- * with the other path's values. Runs on lavapipe here; skips with the reason without an adapter.
+ * clamped SwiGLU; then a whole qwen3-moe shard both ways, and the option's bad input. Each path gets its
+ * own activations, so a slot the grouped path skipped cannot pass with the other path's values. Runs on lavapipe here; skips with the reason without an adapter.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
