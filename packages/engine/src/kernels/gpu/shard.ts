@@ -15,7 +15,7 @@ import { gpuInvFreq, gpuRopeScaling } from './model-support.js';
 import { allocateMlaActivations, mlaDispatches, uploadMlaLayer, type GpuMlaActivations, type GpuMlaLayer } from './mla.js';
 import { kvCacheValuesPerToken } from '../../model/kv-cache-size.js';
 import { ropeAttentionFactor } from '../../model/rope.js';
-import { allocateMoeActivations, moeDispatches, uploadMoeLayer, type GpuMoeActivations, type GpuMoeLayer } from './moe.js';
+import { MOE_GROUPED_MIN_ROWS, allocateMoeActivations, moeDispatches, uploadMoeLayer, type GpuMoeActivations, type GpuMoeLayer } from './moe.js';
 import type { TensorSlice } from '../../model/tensor-split.js';
 import type { AllReduce, ShardSpec } from '../../shard.js';
 import { checkTokenIds, noEmbeddingError } from '../../model/embedding.js';
@@ -45,6 +45,12 @@ export interface GpuShardOptions {
    * @default 'sequence'
    */
   batchKernels?: 'sequence' | 'step';
+  /**
+   * MoE layers: the smallest batch that groups its slots by expert and runs the tiled matmul per expert
+   * (moe.ts); Infinity keeps the per-(token, slot) matvec for every batch (tests compare the two).
+   * @default MOE_GROUPED_MIN_ROWS (3)
+   */
+  moeGroupedMinRows?: number;
 }
 
 /**
@@ -162,6 +168,7 @@ export class GpuShard {
   readonly maxBatch: number;
   readonly maxSeqLen: number;
   readonly batchKernels: 'sequence' | 'step';
+  readonly moeGroupedMinRows: number;
   /** Bytes of weights held on the GPU. */
   weightBytes = 0;
   /** What the last call cost (measurement): see CallStats. */
@@ -210,6 +217,10 @@ export class GpuShard {
     this.maxBatch = o.maxBatch ?? 32;
     this.maxSeqLen = o.maxSeqLen ?? Math.min(o.config.maxPositionEmbeddings, 4096);
     this.batchKernels = o.batchKernels ?? 'sequence';
+    this.moeGroupedMinRows = o.moeGroupedMinRows ?? MOE_GROUPED_MIN_ROWS;
+    if (!(this.moeGroupedMinRows >= 1) || (Number.isFinite(this.moeGroupedMinRows) && !Number.isInteger(this.moeGroupedMinRows))) {
+      throw new GpuValidationError(`moeGroupedMinRows must be a whole number of rows >= 1 or Infinity, got ${o.moeGroupedMinRows}`);
+    }
     if (o.spec.tensor.size > 1 && !o.allReduce) throw new GpuValidationError('a tensor-parallel GPU shard needs an allReduce callback');
     this.#allReduce = o.spec.tensor.size > 1 ? o.allReduce! : null;
     this.#kernels = new GpuKernels(ctx);
@@ -498,7 +509,7 @@ export class GpuShard {
       if (L.moe) {
         cur.push(K.rmsnorm(a.x, L.postNorm, a.xb, D, 1, c.rmsNormEps, st));
         // Mixture of experts (moe.ts): unsplit it adds into the residual; a tensor rank's share is all-reduced.
-        cur.push(...moeDispatches(K, L.moe, c.moe!, this.#moeAct!, a.xb, tp ? a.xb2 : a.x, D, !tp, st));
+        cur.push(...moeDispatches(K, L.moe, c.moe!, this.#moeAct!, a.xb, tp ? a.xb2 : a.x, D, !tp, st, this.moeGroupedMinRows));
         if (tp) {
           cut({ buffer: a.xb2, width: D });
           cur.push(K.add(a.x, a.xb2, null, D, st));

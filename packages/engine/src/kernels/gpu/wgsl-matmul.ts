@@ -54,6 +54,34 @@ export function matmulLoader(dtype: DType, cols: number): 'step' | 'element' {
  * interleaved so neighbouring invocations read neighbouring vec4s of both tiles.
  */
 export function tiledMatmulShader(dtype: DType, loader: 'step' | 'element', t: MatmulTile): string {
+  return tiledMatmulWith(dtype, loader, t, DENSE_IO);
+}
+
+/**
+ * Where a tile's tokens come from and go to. The dense matmul's tokens are the batch rows; the MoE
+ * grouped matmul (wgsl-moe.ts) gathers an expert's (token, slot) rows through a list, so it brings its own
+ * bindings, finds its tile (rowBase, tokBase, tokEnd, wRow0) in `prologue`, and defines `store`.
+ */
+export interface TileIO {
+  /** Params struct, bindings (W bound as `array<u32>`, replaced per loader) and `fn store(tok, r, v)`. */
+  header: string;
+  /** Statements defining rowBase, tokBase, tokEnd (exclusive) and wRow0 (the weight row of tile row 0's block); may return (whole workgroup). */
+  prologue(t: MatmulTile): string;
+  /** Offset into X of token `tok`'s row (tok is an index in [tokBase, tokEnd)). */
+  xRow(tok: string): string;
+}
+
+const DENSE_IO: TileIO = {
+  header: WEIGHT_HEADER,
+  prologue: (t) => `  let rowBase = wid.x * ${t.rows}u;
+  let tokBase = wid.y * ${t.tokens}u;
+  let tokEnd = S.n;
+  let wRow0 = 0u;`,
+  xRow: (tok) => `(${tok}) * P.xStride`,
+};
+
+/** The tiled matmul over the tokens and weight rows `io` names (same tiles, loaders and FMA order). */
+export function tiledMatmulWith(dtype: DType, loader: 'step' | 'element', t: MatmulTile, io: TileIO): string {
   if (t.rowsPer % 4 !== 0 || t.tokensPer % 4 !== 0 || t.rows % t.rowsPer !== 0 || t.tokens % t.tokensPer !== 0) throw new Error(`tiled matmul: bad tile ${JSON.stringify(t)}`);
   const TX = t.rows / t.rowsPer;
   const TY = t.tokens / t.tokensPer;
@@ -72,17 +100,17 @@ export function tiledMatmulShader(dtype: DType, loader: 'step' | 'element', t: M
   const unitsPerRow = TILE_K / vw;
   const units = t.rows * unitsPerRow;
   const wType = loader === 'element' || quant ? 'array<u32>' : 'array<vec4<u32>>';
-  const header = WEIGHT_HEADER.replace('var<storage, read> W: array<u32>;', `var<storage, read> W: ${wType};`);
+  const header = io.header.replace('var<storage, read> W: array<u32>;', `var<storage, read> W: ${wType};`);
 
   // Weight tile: unit u of the tile is `vw` consecutive columns of one row, widened into WT[k][row].
   const loadW =
     loader === 'element'
       ? `      var v = 0.0;
-      if (r < P.rows && c < P.cols) { v = w_at(r, c); }
+      if (r < P.rows && c < P.cols) { v = w_at(wRow0 + r, c); }
       WT[kk * ${R4}u + row / 4u][row % 4u] = v;`
       : `      if (r < P.rows && c < P.cols) {
-        var w = wv_W(${quant ? `r * (P.cols / 32u) + c / 32u` : `(r * P.cols + c) / ${vw}u`});
-        ${quant ? 'let s = ws_W(r * (P.cols / 32u) + c / 32u);' : ''}
+        var w = wv_W(${quant ? `(wRow0 + r) * (P.cols / 32u) + c / 32u` : `((wRow0 + r) * P.cols + c) / ${vw}u`});
+        ${quant ? 'let s = ws_W((wRow0 + r) * (P.cols / 32u) + c / 32u);' : ''}
         for (var j = 0u; j < ${vw}u; j++) { WT[(kk + j) * ${R4}u + row / 4u][row % 4u] = w[j / 4u][j % 4u]${quant ? ' * s' : ''}; }
       } else {
         for (var j = 0u; j < ${vw}u; j++) { WT[(kk + j) * ${R4}u + row / 4u][row % 4u] = 0.0; }
@@ -94,8 +122,7 @@ var<workgroup> XT: array<vec4<f32>, ${TILE_K * T4}>;
 @compute @workgroup_size(${TX}, ${TY})
 fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u,
         @builtin(local_invocation_index) li: u32) {
-  let rowBase = wid.x * ${t.rows}u;
-  let tokBase = wid.y * ${t.tokens}u;
+${io.prologue(t)}
 ${accs.flat().map((a) => `  var ${a} = vec4<f32>();`).join('\n')}
   for (var k0 = 0u; k0 < P.cols; k0 += ${TILE_K}u) {
     for (var u = li; u < ${units}u; u += ${threads}u) {
@@ -109,7 +136,7 @@ ${loadW}
       let tok = e / ${TILE_K}u;
       let kk = e % ${TILE_K}u;
       var v = 0.0;
-      if (tokBase + tok < S.n && k0 + kk < P.cols) { v = X[(tokBase + tok) * P.xStride + k0 + kk]; }
+      if (tokBase + tok < tokEnd && k0 + kk < P.cols) { v = X[${io.xRow('tokBase + tok')} + k0 + kk]; }
       XT[kk * ${T4}u + tok / 4u][tok % 4u] = v;
     }
     workgroupBarrier();
@@ -128,7 +155,7 @@ ${accs
         (a, g) => `  {
     let tok = tokBase + ${tokOf(h)};
     let r0 = rowBase + (${g * TX}u + lid.x) * 4u;
-    if (tok < S.n) { for (var e = 0u; e < 4u; e++) { if (r0 + e < P.rows) { store(tok, r0 + e, ${a}[e]); } } }
+    if (tok < tokEnd) { for (var e = 0u; e < 4u; e++) { if (r0 + e < P.rows) { store(tok, r0 + e, ${a}[e]); } } }
   }`,
       )
       .join('\n'),

@@ -8,10 +8,15 @@
  * - `expertShader`: the gathered-expert matvec — one workgroup per (output row, token slot) reads the
  *   slot's expert id and multiplies by that expert's rows of a stacked [experts·rows, cols] weight, so a
  *   decode step touches only the chosen experts; slots whose expert this buffer does not hold are skipped.
+ * - `GROUP` + `groupedExpertShader`: the prompt-batch form. GROUP counting-sorts the batch's slots by
+ *   expert (no readback); the grouped matmul then runs the dense tiled matmul (wgsl-matmul.ts, same
+ *   tiles and dequant loaders) over each expert's gathered slot rows, so an expert's weights are read
+ *   once per tile of its tokens instead of once per token routed to it (llama.cpp's mul_mat_id).
  * - `COMBINE`: out[b] (+)= Σ_j weight[b, j] · y[b·k + j] over the slots whose expert this rank holds.
  * - `CLAMPED_SWIGLU`: gpt-oss's activation.
  */
 import type { DType } from '../backend.js';
+import { tiledMatmulWith, type MatmulTile } from './wgsl-matmul.js';
 import { REDUCE_SUM, STEP, WG, weightAccessor } from './wgsl.js';
 
 export interface RouteShape {
@@ -247,6 +252,97 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) tid:
   }
 }
 `;
+}
+
+/**
+ * Counting sort of the batch's slots by expert, for the experts [e0, e0 + ne) this rank holds:
+ * META[e] = slots routed to local expert e, META[ne + e] = where its slots start in LIST, LIST = slot
+ * indices grouped by expert, each expert's in slot order (so the grouping is deterministic). Slots of other
+ * ranks' experts are left out. One workgroup: per expert a scan of the ids (E·B·k loads, small next to the
+ * matmuls), one thread's prefix sum over ne.
+ */
+export const GROUP = `${STEP}
+struct Params { k: u32, e0: u32, ne: u32, pad: u32 }
+@group(0) @binding(0) var<uniform> P: Params;
+@group(0) @binding(1) var<uniform> S: Step;
+@group(0) @binding(2) var<storage, read> IDS: array<u32>;
+@group(0) @binding(3) var<storage, read_write> META: array<u32>;
+@group(0) @binding(4) var<storage, read_write> LIST: array<u32>;
+@compute @workgroup_size(${WG})
+fn main(@builtin(local_invocation_index) tid: u32) {
+  let slots = S.n * P.k;
+  for (var e = tid; e < P.ne; e = e + ${WG}u) {
+    var c = 0u;
+    for (var s = 0u; s < slots; s = s + 1u) { if (IDS[s] == P.e0 + e) { c = c + 1u; } }
+    META[e] = c;
+  }
+  storageBarrier();
+  if (tid == 0u) {
+    var o = 0u;
+    for (var e = 0u; e < P.ne; e = e + 1u) { META[P.ne + e] = o; o = o + META[e]; }
+  }
+  storageBarrier();
+  for (var e = tid; e < P.ne; e = e + ${WG}u) {
+    var o = META[P.ne + e];
+    for (var s = 0u; s < slots; s = s + 1u) { if (IDS[s] == P.e0 + e) { LIST[o] = s; o = o + 1u; } }
+  }
+}
+`;
+
+/**
+ * The grouped-expert matmul: for each expert of one stacked buffer (local experts [e0, e0 + ne) of the
+ * ALL listed by GROUP), OUT[s, r] = Σ_c W[(e − e0)·rows + r, c] · X[x(s), c] (+ B[e·rows + r]) over its
+ * slots s, x(s) as in expertShader. Grid: x over row tiles, y over token tiles of all the buffer's experts:
+ * ceil(B·k / tokens) + ne covers any split of the slots (each expert wastes at most one partial tile);
+ * a workgroup finds its expert and slot range by walking META, and tiles past the last one return.
+ */
+export function groupedExpertShader(dtype: DType, loader: 'step' | 'element', t: MatmulTile): string {
+  const header = `
+struct Params { rows: u32, cols: u32, k: u32, e0: u32, ne: u32, all: u32, perSlotX: u32, bias: u32 }
+@group(0) @binding(0) var<uniform> P: Params;
+@group(0) @binding(1) var<uniform> S: Step;
+@group(0) @binding(2) var<storage, read> W: array<u32>;
+@group(0) @binding(3) var<storage, read> X: array<f32>;
+@group(0) @binding(4) var<storage, read_write> OUT: array<f32>;
+@group(0) @binding(5) var<storage, read> B: array<f32>;
+@group(0) @binding(6) var<storage, read> META: array<u32>;
+@group(0) @binding(7) var<storage, read> LIST: array<u32>;
+var<private> expert: u32; // local expert index (into META and the bias) of this workgroup's tile
+fn x_row(i: u32) -> u32 {
+  let s = LIST[i];
+  return select(s / P.k, s, P.perSlotX != 0u) * P.cols;
+}
+fn store(i: u32, r: u32, v: f32) {
+  let s = LIST[i];
+  var y = v;
+  if (P.bias != 0u) { y = y + B[expert * P.rows + r]; }
+  OUT[s * P.rows + r] = y;
+}
+`;
+  return tiledMatmulWith(dtype, loader, t, {
+    header,
+    prologue: (tile) => `  var ty = wid.y;
+  var tokBase = 0u;
+  var tokEnd = 0u;
+  var found = false;
+  for (var e = P.e0; e < P.e0 + P.ne; e = e + 1u) {
+    let c = META[e];
+    let tiles = (c + ${tile.tokens - 1}u) / ${tile.tokens}u;
+    if (ty < tiles) {
+      tokBase = META[P.all + e] + ty * ${tile.tokens}u;
+      tokEnd = META[P.all + e] + c;
+      expert = e;
+      found = true;
+      break;
+    }
+    ty = ty - tiles;
+  }
+  if (!found) { return; }
+  _ = S.n;
+  let rowBase = wid.x * ${tile.rows}u;
+  let wRow0 = (expert - P.e0) * P.rows;`,
+    xRow: (tok) => `x_row(${tok})`,
+  });
 }
 
 /** OUT[b, d] (+)= Σ_j WTS[b·k + j] · Y[(b·k + j)·width + d] over the slots whose expert is in [e0, e1). */
