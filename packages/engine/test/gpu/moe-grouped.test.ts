@@ -21,16 +21,11 @@ import { GpuShard } from '../../src/kernels/gpu/shard.js';
 import { loadShard } from '../../src/model/forward.js';
 import { writeRandomModel } from '../../src/testing/index.js';
 import { MATMUL_TILES, matmulLoader } from '../../src/kernels/gpu/wgsl-matmul.js';
-import { type MlxLayout, mlxDType, weightBytes } from '../../src/kernels/wasm/formats.js';
 import type { ExpertWeights, MoeWeights } from '../../src/model/weights-moe.js';
-import { f32ToBf16Bits, f32ToF16Bits } from '../../src/numeric/half.js';
 import { Prng } from '../../src/numeric/prng.js';
-import { packFp8, quantizeFp8Blocks } from '../../src/quant/fp8.js';
-import { quantizeK } from '../../src/quant/kquants.js';
-import { packMlx, quantizeMlx } from '../../src/quant/mlx.js';
-import { quantizeMxfp4 } from '../../src/quant/mxfp4.js';
 import { logitError, randomF32 } from './cpu-ref.js';
 import { openTestGpu } from './gpu-env.js';
+import { quantizedWeight } from './quant-weight.js';
 
 const gpu = await openTestGpu();
 const ctx = gpu.ctx as GpuContext;
@@ -52,51 +47,8 @@ const MAX_BATCH = 64;
 /** One batch per grouped tile shape (checked below). */
 const BATCHES = [3, 12, 50];
 
-/** GGUF Q8_0 / Q4_0 blocks of 32 (f16 scale first), rounded as llama.cpp's reference quantizer does. */
-function ggufBlocks(dtype: 'q8_0' | 'q4_0', v: Float32Array, rows: number, cols: number): Uint8Array {
-  const per = dtype === 'q8_0' ? 34 : 18;
-  const out = new Uint8Array((rows * cols * per) / 32);
-  const dv = new DataView(out.buffer);
-  for (let b = 0; b < (rows * cols) / 32; b++) {
-    const x = v.subarray(b * 32, b * 32 + 32);
-    const o = b * per;
-    if (dtype === 'q8_0') {
-      const d = Math.max(...x.map(Math.abs)) / 127;
-      dv.setUint16(o, f32ToF16Bits(d), true);
-      x.forEach((e, j) => dv.setInt8(o + 2 + j, d ? Math.round(e / d) : 0));
-    } else {
-      let m = 0;
-      for (const e of x) if (Math.abs(e) > Math.abs(m)) m = e;
-      const d = m / -8;
-      dv.setUint16(o, f32ToF16Bits(d), true);
-      const q = (e: number) => Math.min(15, Math.trunc((d ? e / d : 0) + 8.5));
-      for (let j = 0; j < 16; j++) out[o + 2 + j] = q(x[j]) | (q(x[j + 16]) << 4);
-    }
-  }
-  return out;
-}
-
 function weight(dtype: DType, rows: number, cols: number, rng: Prng): Weight {
-  const v = randomF32(rows * cols, rng);
-  if (dtype === 'f32') return { dtype, rows, cols, bytes: new Uint8Array(v.buffer) };
-  if (dtype === 'f16' || dtype === 'bf16') return { dtype, rows, cols, bytes: new Uint8Array(Uint16Array.from(v, dtype === 'f16' ? f32ToF16Bits : f32ToBf16Bits).buffer) };
-  if (dtype === 'q8_0' || dtype === 'q4_0') return { dtype, rows, cols, bytes: ggufBlocks(dtype, v, rows, cols) };
-  if (dtype === 'q4_k' || dtype === 'q6_k') return { dtype, rows, cols, bytes: quantizeK(dtype, v, rows, cols) };
-  if (dtype === 'mxfp4') return { dtype, rows, cols, bytes: quantizeMxfp4(v, rows, cols) };
-  if (dtype === 'fp8_e4m3') {
-    const { codes, scaleInv } = quantizeFp8Blocks(v, rows, cols);
-    const bytes = new Uint8Array(weightBytes(dtype, rows, cols));
-    packFp8(codes, scaleInv, rows, cols, bytes);
-    return { dtype, rows, cols, bytes };
-  }
-  const m = /^mlx(\d)_g(\d+)_(\w+)$/.exec(dtype)!;
-  const layout = { bits: Number(m[1]), groupSize: Number(m[2]), scales: m[3] } as MlxLayout;
-  const { words, scales, biases } = quantizeMlx(v, rows, cols, layout);
-  const store = (a: Float32Array) =>
-    layout.scales === 'f32' ? new Uint8Array(a.buffer) : new Uint8Array(Uint16Array.from(a, layout.scales === 'f16' ? f32ToF16Bits : f32ToBf16Bits).buffer);
-  const bytes = new Uint8Array(weightBytes(mlxDType(layout), rows, cols));
-  packMlx(new Uint8Array(words.buffer), store(scales), store(biases), rows, cols, layout, bytes);
-  return { dtype: mlxDType(layout), rows, cols, bytes };
+  return quantizedWeight(dtype, randomF32(rows * cols, rng), rows, cols);
 }
 
 /** [dtype, hidden, expert intermediate, gpt-oss biases + clamped SwiGLU]: odd row counts for the 64-row tiles. */

@@ -14,20 +14,15 @@ import { createStorage, readF32, uploadF32, uploadWeight } from '../../src/kerne
 import type { GpuContext } from '../../src/kernels/gpu/context.js';
 import { GpuKernels, StepUniform, submit } from '../../src/kernels/gpu/ops.js';
 import { loadGpuModel } from '../../src/kernels/gpu/model.js';
-import { type MlxLayout, mlxDType, weightBytes } from '../../src/kernels/wasm/formats.js';
 import { dequantizeRow } from '../../src/kernels/wasm/quant-reference.js';
 import { loadInProcessModel } from '../../src/drivers/in-process.js';
 import { generate } from '../../src/generate/generate.js';
 import { hfToGguf } from '../../src/gguf/convert.js';
-import { f32ToBf16Bits, f32ToF16Bits } from '../../src/numeric/half.js';
 import { Prng } from '../../src/numeric/prng.js';
-import { quantizeK } from '../../src/quant/kquants.js';
-import { packMlx, quantizeMlx } from '../../src/quant/mlx.js';
-import { quantizeMxfp4 } from '../../src/quant/mxfp4.js';
-import { packFp8, quantizeFp8Blocks } from '../../src/quant/fp8.js';
 import { writeFp8Model, writeInt4PackedModel, writeMlxModel, writeRandomModel } from '../../src/testing/index.js';
 import { matmulRef, randomF32 } from './cpu-ref.js';
 import { openTestGpu } from './gpu-env.js';
+import { quantizedWeight } from './quant-weight.js';
 
 const gpu = await openTestGpu();
 const ctx = gpu.ctx as GpuContext;
@@ -43,22 +38,7 @@ afterAll(() => {
 
 function quantWeight(dtype: DType, rows: number, cols: number, rng: Prng): Weight {
   const v = Float32Array.from({ length: rows * cols }, (_, i) => rng.symmetric(1) * (1 + ((i >> 5) % 3)) + (((i >> 4) % 3) - 1) * 0.2);
-  if (dtype === 'q4_k' || dtype === 'q5_k' || dtype === 'q6_k') return { dtype, rows, cols, bytes: quantizeK(dtype, v, rows, cols) };
-  if (dtype === 'mxfp4') return { dtype, rows, cols, bytes: quantizeMxfp4(v, rows, cols) };
-  if (dtype === 'fp8_e4m3') {
-    const { codes, scaleInv } = quantizeFp8Blocks(v, rows, cols);
-    const bytes = new Uint8Array(weightBytes(dtype, rows, cols));
-    packFp8(codes, scaleInv, rows, cols, bytes);
-    return { dtype, rows, cols, bytes };
-  }
-  const m = /^mlx(\d)_g(\d+)_(\w+)$/.exec(dtype)!;
-  const layout = { bits: Number(m[1]), groupSize: Number(m[2]), scales: m[3] } as MlxLayout;
-  const { words, scales, biases } = quantizeMlx(v, rows, cols, layout);
-  const store = (a: Float32Array) =>
-    layout.scales === 'f32' ? new Uint8Array(a.buffer) : new Uint8Array(Uint16Array.from(a, layout.scales === 'f16' ? f32ToF16Bits : f32ToBf16Bits).buffer);
-  const bytes = new Uint8Array(weightBytes(mlxDType(layout), rows, cols));
-  packMlx(new Uint8Array(words.buffer), store(scales), store(biases), rows, cols, layout, bytes);
-  return { dtype: mlxDType(layout), rows, cols, bytes };
+  return quantizedWeight(dtype, v, rows, cols);
 }
 
 function dequantized(w: Weight): Float32Array {

@@ -1,5 +1,5 @@
 /** Random weights in every dtype, written into a backend's own memory, plus an f64 oracle. */
-import { afterAll } from 'vitest';
+import { afterAll, expect } from 'vitest';
 import type { Backend, DType, Weight } from '../../src/kernels/backend.js';
 import { type WasmBackend, createWasmBackend } from '../../src/kernels/wasm/backend.js';
 import type { SimdChoice } from '../../src/kernels/wasm/module.js';
@@ -76,6 +76,22 @@ export function widened(w: Weight): Float32Array {
   const out = new Float32Array(count);
   for (let i = 0; i < count; i++) out[i] = table[bits[i]];
   return out;
+}
+
+/**
+ * `w` against n tokens as one batch, then each token alone: asserts every token's batch row equals its
+ * 1-token product bit for bit (`label(t)` names the token in a failure) and returns the batch.
+ */
+export function expectBatchEqualsSingles(be: Backend, w: Weight, x: Float32Array, n: number, label: (t: number) => string): Float32Array {
+  const { rows, cols } = w;
+  const batch = be.allocF32(rows * n);
+  be.matmul(batch, w, x, n);
+  const single = be.allocF32(rows);
+  for (let t = 0; t < n; t++) {
+    be.matvec(single, w, x.subarray(t * cols, (t + 1) * cols));
+    expect([...batch.subarray(t * rows, (t + 1) * rows)], label(t)).toEqual([...single]);
+  }
+  return batch;
 }
 
 export function randomInput(be: Backend, length: number, rng: Prng, scale = 2): Float32Array {

@@ -3,7 +3,7 @@ import type { DType } from '../../src/kernels/backend.js';
 import { createReferenceBackend } from '../../src/kernels/reference.js';
 import { packRows4, packedSubnormals, unpackRows4 } from '../../src/kernels/wasm/pack.js';
 import { Prng } from '../../src/numeric/prng.js';
-import { exactMatmul, pick, randomInput, randomWeight, SIMD_BUILDS, wasmBackendsForFile, widened } from './helpers.js';
+import { exactMatmul, expectBatchEqualsSingles, pick, randomInput, randomWeight, SIMD_BUILDS, wasmBackendsForFile, widened } from './helpers.js';
 
 // Every suite runs on both kernel builds: the relaxed one fuses the f16 multiply-adds (FMA).
 describe.each(SIMD_BUILDS)('%s kernel build', (simd) => {
@@ -85,14 +85,7 @@ describe.each(SIMD_BUILDS)('%s kernel build', (simd) => {
         const n = pick(rng, dtype === 'f16' ? [2, 3, 4, 5, 6, 7, 8, 9, 12] : [2, 3, 4, 5, 6, 7, 9, 11, 13, 17]);
         const w = randomWeight(be, dtype, rows, cols, rng);
         be.packWeight(w);
-        const x = randomInput(be, cols * n, rng);
-        const batch = be.allocF32(rows * n);
-        be.matmul(batch, w, x, n);
-        const single = be.allocF32(rows);
-        for (let b = 0; b < n; b++) {
-          be.matvec(single, w, x.subarray(b * cols, (b + 1) * cols));
-          expect([...single], `${dtype} [${rows},${cols}] token ${b}`).toEqual([...batch.subarray(b * rows, (b + 1) * rows)]);
-        }
+        expectBatchEqualsSingles(be, w, randomInput(be, cols * n, rng), n, (b) => `${dtype} [${rows},${cols}] token ${b}`);
       }
     });
 
@@ -108,14 +101,7 @@ describe.each(SIMD_BUILDS)('%s kernel build', (simd) => {
         be.packWeight(w);
         expect(packedSubnormals(w)!.length).toBeGreaterThan(0);
         for (let n = 2; n <= 16; n++) {
-          const x = randomInput(be, cols * n, rng);
-          const batch = be.allocF32(rows * n);
-          be.matmul(batch, w, x, n);
-          const single = be.allocF32(rows);
-          for (let b = 0; b < n; b++) {
-            be.matvec(single, w, x.subarray(b * cols, (b + 1) * cols));
-            expect([...batch.subarray(b * rows, (b + 1) * rows)], `${threads} thread(s), ${n} tokens, token ${b}`).toEqual([...single]);
-          }
+          expectBatchEqualsSingles(be, w, randomInput(be, cols * n, rng), n, (b) => `${threads} thread(s), ${n} tokens, token ${b}`);
         }
       }
     });
