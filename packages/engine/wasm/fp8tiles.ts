@@ -2,7 +2,7 @@
  * Writes the FP8 section of kernels.wat (between the `>>> fp8tile` / `<<< fp8tile` markers): row-major
  * fp8_e4m3 matrices (DeepSeek V3 / Kimi K2 / Qwen3 FP8).
  *
- * One token (`$dot1_fp8`, and `$dot4_fp8` four times): each code's bits shifted into an f32 give
+ * One token (`$dot1_fp8`, `$dot2_fp8` for two rows, `$dot4_fp8` two of that): each code's bits shifted into an f32 give
  * value·2^−120 exactly (below), and the activations come multiplied by 2^64 and each 16-column group in
  * the decode's lane order (the backend's `fp8_prep_x`),
  * so the products are value·x·2^−56 with no per-code multiply; per 128-column block two f32x4
@@ -145,8 +145,8 @@ function dotRows(R: 1 | 2): string[] {
  * of 8 or more; then values below 2^(s−9) lose their last bits (an error of at most 2^(s−10), under
  * 2^−12 of the block's largest |v|). The activations come at ±16383 per 32 columns (quant_q8 mode 2),
  * so a block's 32 products stay within i32 (32·3840·16383 < 2^31) and the product is close to f32's:
- * 8-bit activations (q8_0's) flipped a random model's greedy tokens. A block with a NaN code (0x7f/0xff:
- * the largest 7-bit magnitude) gets a NaN factor, so its row is NaN for every token, as in the 1-token
+ * 8-bit activations (q8_0's) flipped a random model's greedy tokens. A block with a NaN code has a NaN
+ * factor from load (quant/fp8.ts markNanBlocks), so its row is NaN for every token, as in the 1-token
  * kernel. Vector k of a block at d + ws·k, the 4 factors at d + 16·ws; blocks 17·ws apart.
  */
 function qwiden(ws: number): string[] {
@@ -159,14 +159,12 @@ function qwiden(ws: number): string[] {
   e(`    ${DECODE_LOCALS}`);
   e(`    (local $r0 v128) (local $r1 v128) (local $r2 v128) (local $r3 v128) (local $s0 v128) (local $s1 v128) (local $s2 v128) (local $s3 v128)`);
   e(`    (local $m0 v128) (local $m1 v128) (local $m2 v128) (local $m3 v128) (local $u v128) (local $y v128) (local $mx v128) (local $sh v128) (local $round v128) (local $k v128)`);
-  e(`    (local $c9 v128) (local $c21 v128) (local $c118 v128) (local $c127 v128) (local $half v128) (local $cff v128) (local $k7f v128) (local $nan v128)`);
+  e(`    (local $c9 v128) (local $c21 v128) (local $c118 v128) (local $half v128) (local $cff v128) (local $k7f v128)`);
   L.push(...decodeInit('    '));
   e(`    (local.set $k7f (v128.const i8x16 0x7f 0x7f 0x7f 0x7f 0x7f 0x7f 0x7f 0x7f 0x7f 0x7f 0x7f 0x7f 0x7f 0x7f 0x7f 0x7f))`);
-  e(`    ${splat('nan', '0x7fc00000')}`);
   e(`    ${splat('c9', '9')}`);
   e(`    ${splat('c21', '21')}`);
   e(`    ${splat('c118', '118')}`);
-  e(`    ${splat('c127', '127')}`);
   e(`    ${splat('half', '0x00400000')}`);
   e(`    ${splat('cff', '0xff')}`);
   e(`    (local.set $nb (i32.shr_u (local.get $cols) (i32.const 5)))`);
@@ -194,15 +192,14 @@ function qwiden(ws: number): string[] {
   e(`        (local.set $mx (v128.and (local.get $u) (local.get $cff)))`);
   e(`        ;; s = max(0, E − 9) per row; its rounding constant 1.5·2^(s−106) (whose ulp is 2^(s−129): adding it to a`);
   e(`        ;; code's value·2^−120 leaves round(value·2^(9−s)) in the low mantissa bits, ties to even, subnormal codes`);
-  e(`        ;; included) and the row's factor scale·2^(s−9) (NaN for a NaN code)`);
+  e(`        ;; included) and the row's factor scale·2^(s−9)`);
   e(`        (local.set $sh (i32x4.max_s (i32x4.sub (i32x4.shr_u (local.get $mx) (i32.const 3)) (local.get $c9)) (local.get $zero)))`);
   e(`        (local.set $round (v128.or (i32x4.shl (i32x4.add (local.get $sh) (local.get $c21)) (i32.const 23)) (local.get $half)))`);
   e(`        (local.set $sb (i32.shl (i32.shr_u (local.get $b) (i32.const 2)) (i32.const 2)))`);
-  e(`        (v128.store offset=${16 * ws} (local.get $o) (v128.bitselect (local.get $nan)`);
+  e(`        (v128.store offset=${16 * ws} (local.get $o)`);
   e(`          (f32x4.mul (f32x4.replace_lane 3 (f32x4.replace_lane 2 (f32x4.replace_lane 1 (f32x4.splat (f32.load (i32.add (local.get $p0) (local.get $sb))))`);
   e(`            (f32.load (i32.add (local.get $p1) (local.get $sb)))) (f32.load (i32.add (local.get $p2) (local.get $sb)))) (f32.load (i32.add (local.get $p3) (local.get $sb))))`);
-  e(`            (i32x4.shl (i32x4.add (local.get $sh) (local.get $c118)) (i32.const 23)))`);
-  e(`          (i32x4.eq (local.get $mx) (local.get $c127))))`);
+  e(`            (i32x4.shl (i32x4.add (local.get $sh) (local.get $c118)) (i32.const 23))))`);
   for (const h of [0, 1]) {
     e(`        ;; columns ${16 * h}..${16 * h + 15}: row r's first 8 into $r<r>, the next 8 into $s<r>`);
     for (const r of rs) {

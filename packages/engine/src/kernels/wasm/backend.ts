@@ -235,7 +235,6 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
     }
   }
 
-
   /**
    * quant_mlx4 activations (tokens xStride apart) into the token tiles $mtiles8/4 read: tiles of 4 tokens
    * (the last: the rest); in a tile of t tokens, per MLX group: per 32-column block each of its 16 i32 pairs

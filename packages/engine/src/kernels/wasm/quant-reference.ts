@@ -8,7 +8,7 @@
  * The WASM kernels compute the second; tests bound their distance to the first.
  */
 import { F16_TO_F32, f32ToF16Bits } from '../../numeric/half.js';
-import { quantizeInt8Blocks } from '../../numeric/int8-blocks.js';
+import { quantizeInt8Blocks, roundHalfEven } from '../../numeric/int8-blocks.js';
 import type { DType } from '../backend.js';
 import { dequantizeKRow } from '../../quant/kquants.js';
 import { dequantizeMlxRow } from '../../quant/mlx.js';
@@ -106,12 +106,10 @@ export function dequantizeRow(dtype: DType, bytes: Uint8Array, cols: number, r: 
   throw new Error(`dequantizeRow: ${dtype} is not a block format`);
 }
 
-/** Integer weight values (before the scale) of row `r`, and the row's block scales (q8_0, q4_0, mxfp4). */
 /**
  * Row r of an fp8_e4m3 weight (cols % 32 == 0) as FP8 prompt batches see it (wasm/fp8tiles.ts
  * $fp8qwiden): per 32-column block s = max(0, E − 9) for the block's largest exponent field E, each
- * code as round(v·2^(9−s)) (ties to even) and the block's factor scale·2^(s−9), NaN where the block
- * holds a NaN code.
+ * code as round(v·2^(9−s)) (ties to even) and the block's factor scale·2^(s−9).
  */
 export function fp8RowInts(bytes: Uint8Array, cols: number, r: number, q: Int32Array, d: Float64Array | Float32Array): void {
   const nb128 = Math.ceil(cols / FP8_BLOCK);
@@ -123,16 +121,16 @@ export function fp8RowInts(bytes: Uint8Array, cols: number, r: number, q: Int32A
     for (let j = b * QK; j < (b + 1) * QK; j++) max = Math.max(max, codes[j] & 0x7f);
     const s = Math.max(0, (max >> 3) - 9);
     const scale = scales.getFloat32(Math.floor((b * QK) / FP8_BLOCK) * 4, true);
-    d[b] = max === 0x7f ? NaN : fround(scale * 2 ** (s - 9));
+    // a block with a NaN code has a NaN scale already (quant/fp8.ts markNanBlocks)
+    d[b] = fround(scale * 2 ** (s - 9));
     for (let j = b * QK; j < (b + 1) * QK; j++) {
-      const v = E4M3_TO_F32[codes[j] & 0x7f] * 2 ** (9 - s);
-      const f = Math.floor(v);
-      const n = v - f > 0.5 || (v - f === 0.5 && f % 2 === 1) ? f + 1 : f;
+      const n = roundHalfEven(E4M3_TO_F32[codes[j] & 0x7f] * 2 ** (9 - s));
       q[j] = codes[j] & 0x80 ? -n : n;
     }
   }
 }
 
+/** Integer weight values (before the scale) of row `r`, and the row's block scales (q8_0, q4_0, mxfp4, fp8_e4m3). */
 function rowInts(dtype: DType, bytes: Uint8Array, cols: number, r: number, q: Int32Array, d: Float64Array): void {
   const nb = cols / QK;
   if (dtype === 'fp8_e4m3') return fp8RowInts(bytes, cols, r, q, d);
