@@ -82,7 +82,6 @@ export { draftFromContext, type PromptLookupOptions } from './generate/prompt-lo
 export { DraftLength, pickVerified } from './generate/speculate.js';
 export { DraftPolicy } from './generate/draft-policy.js';
 export { MtpDrafter } from './generate/mtp-draft.js';
-export { rmsnorm } from './model/math.js';
 export { MtpHead, type MtpHeadOptions, type MtpOutput } from './model/mtp.js';
 export { Sampler, argmax, validateSampling, tokenLogprob, DEFAULT_REPEAT_LAST_N, penaltiesOf, penaltyHistory, type SamplingOptions, type SamplingPenalties, type FullSamplingOptions, type TokenLogprob } from './generate/sampler.js';
 export { pickToken } from './generate/pick.js';

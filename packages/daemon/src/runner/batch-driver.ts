@@ -30,7 +30,7 @@ import { DRAFT_TOKENS, nextDraft } from './draft.js';
 import { speculationOf, type DraftModel } from './draft-model.js';
 import { planStep } from './step-plan.js';
 import { SequenceDraftPolicy, StepCost } from './step-draft-policy.js';
-import { finalHidden, proposeMtp } from './mtp-draft.js';
+import { proposeMtp } from './mtp-draft.js';
 import { countDraft, outcomeOf, takeToken, type FinishReason, type OnToken, type Picked, type SequenceState } from './sequence.js';
 import type { CompileConstraint, GenerateOutcome, GenerateRequest, Speculate } from './requests.js';
 
@@ -223,7 +223,7 @@ export class BatchDriver {
     // MTP drafters take their sequences' final hidden rows, copied before anything else runs the shard.
     let row = 0;
     const hidden = batch.map(({ seq, ids }) => {
-      const h = seq.mtp ? finalHidden(shard, row, ids.length) : null;
+      const h = seq.mtp ? shard.finalHidden(row, ids.length) : null;
       row += ids.length;
       return h;
     });

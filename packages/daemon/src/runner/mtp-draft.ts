@@ -11,7 +11,6 @@
  * prefix (prefill computes them). Only where the whole model runs in this rank: a split instance's
  * driver does not see the last stage's hidden states.
  */
-import { rmsnorm, type ModelShard } from '@orchard/engine';
 import type { MtpDrafter } from '@orchard/engine';
 import { draftLimit, type Drafting } from './draft.js';
 import type { StepSoFar } from './step-draft-policy.js';
@@ -33,16 +32,3 @@ export async function proposeMtp(seqs: readonly MtpDrafting[], spare: number): P
   }
 }
 
-/**
- * The final hidden states (after the final norm) of rows `from`..`from + n` of the shard's last forward,
- * copied: the next forward overwrites the shard's buffer.
- */
-export function finalHidden(shard: ModelShard, from: number, n: number): Float32Array {
-  const D = shard.config.hiddenSize;
-  const norm = shard.weights.finalNorm;
-  if (!norm) throw new Error('mtp: this shard holds no final norm (not the last stage)');
-  const x = shard.residual(from + n);
-  const out = new Float32Array(n * D);
-  for (let b = 0; b < n; b++) rmsnorm(out, b * D, x, (from + b) * D, norm, D, shard.config.rmsNormEps);
-  return out;
-}

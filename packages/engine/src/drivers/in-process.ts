@@ -14,7 +14,6 @@ import { checkLayout, pipelineStages, shardSpecOf, stageMembers, type InstanceLa
 import { createInProcessAllReduce } from './all-reduce.js';
 import { PrefixCache, type PrefixCacheOptions } from '../model/prefix-cache.js';
 import { forwardThroughStages, stepThroughStages } from './stages.js';
-import { rmsnorm } from '../model/math.js';
 
 /** Something that turns token ids into next-token logits, one sequence at a time. */
 export interface LanguageModel {
@@ -185,10 +184,7 @@ export class InProcessModel implements LanguageModel {
         const last = stages[stages.length - 1][0];
         const rows = last.lastRows;
         if (!Number.isInteger(n) || n < 1 || n > rows) throw new RangeError(`finalHidden: ${n} rows asked; the last step ran ${rows} (a prompt longer than maxBatch runs in several)`);
-        const x = last.residual(rows);
-        const out = new Float32Array(n * D);
-        for (let b = 0; b < n; b++) rmsnorm(out, b * D, x, (rows - n + b) * D, last.weights.finalNorm!, D, model.config.rmsNormEps);
-        return out;
+        return last.finalHidden(rows - n, n);
       },
     };
     owners.set(session, state);

@@ -389,6 +389,24 @@ export class ModelShard {
     return this.#x.subarray(0, n * this.config.hiddenSize);
   }
 
+  /**
+   * The final hidden states (after the model's final norm) of rows `from`..`from + n` of the last forward,
+   * [n, hidden], a copy (the next forward overwrites the residual): what a multi-token-prediction drafter
+   * (model/mtp.ts) starts from. Only on the shard that holds the final norm (the last stage).
+   */
+  finalHidden(from: number, n: number): Float32Array {
+    const D = this.config.hiddenSize;
+    const norm = this.weights.finalNorm;
+    if (!norm) throw new Error('finalHidden: this shard holds no final norm (not the last stage)');
+    if (!(Number.isInteger(from) && Number.isInteger(n) && from >= 0 && n >= 1 && from + n <= this.#lastRows)) {
+      throw new RangeError(`finalHidden: rows [${from}, ${from + n}) asked; the last forward ran ${this.#lastRows}`);
+    }
+    const x = this.residual(from + n);
+    const out = new Float32Array(n * D);
+    for (let b = 0; b < n; b++) rmsnorm(out, b * D, x, (from + b) * D, norm, D, this.config.rmsNormEps);
+    return out;
+  }
+
   /** Hands a finished sequence's KV cache back to the backend for reuse. */
   releaseCache(cache: KVCache): void {
     if (!this.backend.release) return;
