@@ -7,7 +7,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { argmax, DraftLength, DraftPolicy, draftFromContext, generate, loadInProcessModel, loadTokenizer, pickVerified, Sampler, type InProcessModel, type InProcessOptions } from '../src/index.js';
+import { argmax, DraftPolicy, draftFromContext, generate, loadInProcessModel, loadTokenizer, pickVerified, Sampler, type InProcessModel, type InProcessOptions } from '../src/index.js';
 import { writeRandomModel, type RandomModelOptions } from '../src/testing/index.js';
 import { tempDir } from './helpers.js';
 
@@ -109,7 +109,7 @@ describe.skipIf(!existsSync(join(bundled, 'model.safetensors')))('bundled demo m
   });
 });
 
-describe('pickVerified and DraftLength (shared by generate and the runners)', () => {
+describe('pickVerified (shared by generate and the runners)', () => {
   const softmax = (l: number[]) => {
     const e = l.map((x) => Math.exp(x - Math.max(...l)));
     const z = e.reduce((a, b) => a + b, 0);
@@ -156,26 +156,6 @@ describe('pickVerified and DraftLength (shared by generate and the runners)', ()
     }
   });
 
-  it('the draft length grows while drafts are accepted whole, shrinks after a partial one, and pauses drafting after outright misses', () => {
-    const d = new DraftLength(4);
-    expect(d.next()).toBe(4);
-    d.observe(4, 1);
-    expect(d.next()).toBe(2);
-    d.observe(2, 2);
-    expect(d.next()).toBe(3);
-    d.observe(3, 0);
-    // Paused 1 step, then 3 after a second miss, 7 after a third.
-    expect([d.next(), d.next()]).toEqual([0, 1]);
-    d.observe(1, 0);
-    expect([d.next(), d.next(), d.next(), d.next()]).toEqual([0, 0, 0, 1]);
-    d.observe(1, 0);
-    expect(Array.from({ length: 8 }, () => d.next())).toEqual([0, 0, 0, 0, 0, 0, 0, 1]);
-    d.observe(1, 1); // an accepted token resets the pauses
-    expect(d.next()).toBe(2);
-    d.observe(2, 0);
-    expect([d.next(), d.next()]).toEqual([0, 1]);
-    expect(() => new DraftLength(0)).toThrow(/draft length/);
-  });
 });
 
 

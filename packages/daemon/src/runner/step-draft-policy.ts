@@ -6,19 +6,14 @@
  * sequence of a batch waits for the same step, so a step is timed once, as ms = fixed + perRow · rows
  * over all its rows. A draft of k tokens for one sequence adds k rows to a step the whole batch waits for,
  * so it pays only when the step's expected tokens per ms rise:
- *   (N + E(k) − 1) / cost(R + k)  >  N / cost(R) · MIN_GAIN,
+ *   (N + E(k) − 1) / cost(R + k)  >  N / cost(R) · MIN_GAIN (the engine's bestDraftLength),
  * R the rows the step holds so far and N the tokens they are expected to give (one per decoding sequence,
  * plus what earlier drafts of the step are expected to add; prompt rows give none). Alone (R = N = 1) this
  * is DraftPolicy's own rule; in a batch a row costs the neighbours time too, so drafts must earn more.
  *
  * Pure logic: the drivers time their steps and report them. Output never depends on it.
  */
-import { DraftPolicy } from '@orchard/engine';
-
-/** As the engine's policy: a draft must beat the step without it by this margin (timing noise). */
-const MIN_GAIN = 1.03;
-/** Before any step was timed, a row is assumed to cost this share of a one-row step (the engine's prior). */
-const PRIOR_ROW_SHARE = 0.3;
+import { DraftPolicy, PRIOR_COST, bestDraftLength, expectedExtra } from '@orchard/engine';
 
 /** The step as planned so far: its rows, and the tokens they are expected to yield. */
 export interface StepSoFar {
@@ -36,18 +31,10 @@ export class StepCost {
     this.#fit.observeCost(rows, ms);
   }
 
-  /** The fitted cost (the prior until a step was timed). */
+  /** The fitted cost (the engine's prior until a step was timed). */
   get cost(): { fixed: number; perRow: number } {
-    return this.#fit.cost ?? { fixed: 1 - PRIOR_ROW_SHARE, perRow: PRIOR_ROW_SHARE };
+    return this.#fit.cost ?? PRIOR_COST;
   }
-}
-
-/** Tokens a k-token draft is expected to add beyond the one a plain step gives, at acceptance `a`. */
-export function expectedExtra(a: number, k: number): number {
-  let sum = 0;
-  let term = 1;
-  for (let j = 1; j <= k; j++) sum += (term *= a);
-  return sum;
 }
 
 /** A sequence's draft length: its own acceptance, the batch's step cost. */
@@ -77,21 +64,6 @@ export class SequenceDraftPolicy extends DraftPolicy {
   }
 
   override best(cap = this.max): number {
-    const { fixed, perRow } = this.#steps.cost;
-    const { rows, tokens } = this.#step;
-    const a = this.acceptance;
-    let bestK = 0;
-    let bestRate = (tokens / (fixed + perRow * rows)) * MIN_GAIN;
-    let extra = 0;
-    let term = 1;
-    for (let k = 1; k <= cap; k++) {
-      extra += term *= a;
-      const rate = (tokens + extra) / (fixed + perRow * (rows + k));
-      if (rate > bestRate) {
-        bestRate = rate;
-        bestK = k;
-      }
-    }
-    return bestK;
+    return bestDraftLength(this.#steps.cost, this.acceptance, cap, this.#step);
   }
 }

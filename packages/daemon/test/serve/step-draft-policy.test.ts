@@ -5,8 +5,8 @@
  * cost keep their own acceptance.
  */
 import { describe, expect, it } from 'vitest';
-import { DraftPolicy } from '@orchard/engine';
-import { expectedExtra, SequenceDraftPolicy, StepCost } from '../../src/runner/step-draft-policy.js';
+import { DraftPolicy, expectedExtra } from '@orchard/engine';
+import { SequenceDraftPolicy, StepCost } from '../../src/runner/step-draft-policy.js';
 
 /** Feeds `n` steps of cost fixed + perRow·rows at rows 1..5 to every fit. */
 function teach(n: number, fixed: number, perRow: number, ...fits: (StepCost | DraftPolicy)[]) {

@@ -29,6 +29,41 @@ const OUTLIER = 1.5;
 const FIRST_PROBE = 4;
 const LAST_PROBE = 32;
 
+/** What a step is assumed to cost before any was timed: a row costs PRIOR_ROW_SHARE of a one-row step. */
+export const PRIOR_COST: Readonly<{ fixed: number; perRow: number }> = { fixed: 1 - PRIOR_ROW_SHARE, perRow: PRIOR_ROW_SHARE };
+
+/** Tokens a k-token draft is expected to add beyond the one a plain step gives, at acceptance `a`. */
+export function expectedExtra(a: number, k: number): number {
+  let sum = 0;
+  let term = 1;
+  for (let j = 1; j <= k; j++) sum += (term *= a);
+  return sum;
+}
+
+/**
+ * The draft length up to `cap` that gives a step the most expected tokens per unit of cost (ms = fixed +
+ * perRow · rows), at acceptance `a`; 0 when none beats the step without it by MIN_GAIN. `step` is the
+ * step as planned so far: its rows and the tokens they are expected to yield (a lone sequence: one row,
+ * one token). In a batch a draft's rows cost the neighbours time too, so it must earn more.
+ */
+export function bestDraftLength(cost: { fixed: number; perRow: number }, a: number, cap: number, step: { rows: number; tokens: number } = { rows: 1, tokens: 1 }): number {
+  const { fixed, perRow } = cost;
+  let bestK = 0;
+  let bestRate = (step.tokens / (fixed + perRow * step.rows)) * MIN_GAIN;
+  let expected = step.tokens;
+  let term = 1;
+  for (let k = 1; k <= cap; k++) {
+    term *= a;
+    expected += term;
+    const rate = expected / (fixed + perRow * (step.rows + k));
+    if (rate > bestRate) {
+      bestRate = rate;
+      bestK = k;
+    }
+  }
+  return bestK;
+}
+
 export class DraftPolicy {
   readonly max: number;
   // Decayed sums for the least-squares fit of ms = a + b·rows.
@@ -87,25 +122,7 @@ export class DraftPolicy {
 
   /** The draft length with the most expected tokens per unit of cost, up to `cap`; 0 when none beats a plain step. */
   best(cap = this.max): number {
-    const c = this.cost;
-    const fixed = c ? c.fixed : 1 - PRIOR_ROW_SHARE;
-    const perRow = c ? c.perRow : PRIOR_ROW_SHARE;
-    const plain = 1 / (fixed + perRow);
-    const a = this.acceptance;
-    let bestK = 0;
-    let bestRate = plain * MIN_GAIN;
-    let expected = 1;
-    let term = 1;
-    for (let k = 1; k <= cap; k++) {
-      term *= a;
-      expected += term;
-      const rate = expected / (fixed + perRow * (k + 1));
-      if (rate > bestRate) {
-        bestRate = rate;
-        bestK = k;
-      }
-    }
-    return bestK;
+    return bestDraftLength(this.cost ?? PRIOR_COST, this.acceptance, cap);
   }
 
   /** A verify step's outcome: `drafted` tokens fed, the first `accepted` of them confirmed. */
