@@ -23,7 +23,7 @@
  * cache's blocks, on the device (kvBlocksOf); it speculates, its draft checks exact (verifiesDrafts).
  * A shard without forwardBatch runs the step's sequences one forward each.
  */
-import { DraftPolicy, MtpDrafter, penaltiesOf, pickToken, pickVerified, PrefixCache, Sampler, type KVCache, type ModelShard, type MtpHead, type PrefixCacheable, type PromptLookupOptions, type TokenConstraint } from '@orchard/engine';
+import { cpuTimeMs, DraftPolicy, MtpDrafter, penaltiesOf, pickToken, pickVerified, PrefixCache, Sampler, type KVCache, type ModelShard, type MtpHead, type PrefixCacheable, type PromptLookupOptions, type TokenConstraint } from '@orchard/engine';
 import { PrefillChunker, type PrefillChunkOptions } from './prefill-chunk.js';
 import { forwardSegments, keepsCpuCaches, kvBlocksOf, verifiesDrafts } from './step-forward.js';
 import { DRAFT_TOKENS, nextDraft } from './draft.js';
@@ -64,11 +64,6 @@ export interface BatchDriverOptions {
   mtp?: MtpHead;
 }
 
-/** This process's CPU time, ms: a CPU shard's step costs the CPU time of its threads, whatever else runs. */
-export const cpuClock = (): number => {
-  const u = process.cpuUsage();
-  return (u.user + u.system) / 1000;
-};
 
 
 /** One running request. */
@@ -122,7 +117,8 @@ export class BatchDriver {
     this.#draftModel = o.draftModel;
     this.#mtp = o.mtp;
     new DraftPolicy(this.#lookup.draftTokens!); // checks it
-    this.#stepClock = o.stepClock ?? (keepsCpuCaches(shard) ? cpuClock : () => performance.now());
+    // a CPU shard's step costs the CPU time of its threads, whatever else runs on the machine
+    this.#stepClock = o.stepClock ?? (keepsCpuCaches(shard) ? cpuTimeMs : () => performance.now());
     const bytes = o.prefixCacheBytes ?? 64 * 2 ** 20;
     // CPU arrays, or a GPU rank's device buffers (kvBlocksOf)
     const blocks = kvBlocksOf(shard);

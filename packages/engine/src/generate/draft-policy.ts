@@ -29,6 +29,16 @@ const OUTLIER = 1.5;
 const FIRST_PROBE = 4;
 const LAST_PROBE = 32;
 
+/**
+ * This process's CPU time, ms: what draft policies time steps with where the steps run on the CPU (other
+ * processes on a shared machine stretch wall time by several times, at random, and a policy would read
+ * their noise as the cost of rows).
+ */
+export function cpuTimeMs(): number {
+  const u = process.cpuUsage();
+  return (u.user + u.system) / 1000;
+}
+
 /** What a step is assumed to cost before any was timed: a row costs PRIOR_ROW_SHARE of a one-row step. */
 export const PRIOR_COST: Readonly<{ fixed: number; perRow: number }> = { fixed: 1 - PRIOR_ROW_SHARE, perRow: PRIOR_ROW_SHARE };
 

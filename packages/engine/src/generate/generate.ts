@@ -7,7 +7,7 @@ import type { ModelTokenizer } from '../tokenizer/load.js';
 import { compileConstraintOrDrop, type ConstraintSpec, type TokenConstraint } from './constraint.js';
 import { pickToken } from './pick.js';
 import { draftFromContext, type PromptLookupOptions } from './prompt-lookup.js';
-import { DraftPolicy } from './draft-policy.js';
+import { DraftPolicy, cpuTimeMs } from './draft-policy.js';
 import { MtpDrafter } from './mtp-draft.js';
 import type { MtpHead } from '../model/mtp.js';
 import { pickVerified } from './speculate.js';
@@ -203,15 +203,5 @@ async function prefillForMtp(session: Session, promptIds: readonly number[], dra
   return logits!;
 }
 
-/**
- * What a step's cost is measured in: this process's CPU time where there is one (other processes on a
- * shared machine stretch wall time by several times, at random, and the draft policy would read their
- * noise as the cost of rows), else wall time. ms.
- */
-const stepClock: () => number =
-  typeof process !== 'undefined' && typeof process.cpuUsage === 'function'
-    ? () => {
-        const u = process.cpuUsage();
-        return (u.user + u.system) / 1000;
-      }
-    : () => performance.now();
+/** What a step's cost is measured in: this process's CPU time where there is one (cpuTimeMs says why), else wall time. ms. */
+const stepClock: () => number = typeof process !== 'undefined' && typeof process.cpuUsage === 'function' ? cpuTimeMs : () => performance.now();
