@@ -2,13 +2,15 @@
  * GPU benchmark (not a test): Orchard's WebGPU shard against llama.cpp's GPU build (node-llama-cpp
  * 3.21.1: Vulkan on Linux, Metal on macOS) on the SAME device and the SAME GGUF files — f16, Q8_0 and
  * Q4_0 of a generated ~170M-parameter Llama — decode and prompt tokens/s with their ratio in the same
- * run, plus Orchard's per-token overhead (dispatches, host recording time, submit + readback round trip).
+ * run, plus Orchard's per-token overhead (dispatches, host recording time, submit + readback round trip)
+ * and its prompt attention kernel (query-tiled) against the per-token one at one layer's shape
+ * (gpu-attention-prefill, --attention-tokens, default 512).
  * With --moe, the MoE layouts of bench:engine's Qwen3-MoE model (bench/moe-quant-model.ts: mlx-lm's
  * 4-bit switch_mlp, FP8 blocks, compressed-tensors INT4) on Orchard's GPU kernels against llama.cpp's GPU
  * build on the Q4_K_M / Q8_0 / Q4_0 GGUF of the same float model (gpu-decode-moe-<format>,
  * gpu-prefill-moe-<format>); --size small runs them on a tiny model (a check that the lines work).
  *
- *   pnpm bench:gpu [--allow-software-gpu] [--rounds 2] [--prompt 64] [--decode 32] [--dtypes f16,q8_0,q4_0] [--moe mlx4,fp8,int4] [--size full|small] [--json]
+ *   pnpm bench:gpu [--allow-software-gpu] [--rounds 2] [--prompt 64] [--decode 32] [--attention-tokens 512] [--dtypes f16,q8_0,q4_0] [--moe mlx4,fp8,int4] [--size full|small] [--json]
  *
  * A hardware adapter is used when there is one. A software adapter (Mesa's lavapipe: "GPU" kernels run on
  * the CPU) only with --allow-software-gpu or ORCHARD_ALLOW_SOFTWARE_GPU=1; then llama.cpp is pointed at
@@ -25,7 +27,8 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { loadModelConfig } from '../src/format/model-files.js';
 import { argmax } from '../src/generate/sampler.js';
-import { Readback, createStorage } from '../src/kernels/gpu/buffers.js';
+import { Readback, createStorage, uploadF32 } from '../src/kernels/gpu/buffers.js';
+import { GpuKernels, StepUniform, recordPass } from '../src/kernels/gpu/ops.js';
 import { describeAdapter, type GpuContext } from '../src/kernels/gpu/context.js';
 import { openBenchGpu } from './gpu-lines.js';
 import { GpuShard, type CallStats } from '../src/kernels/gpu/shard.js';
@@ -48,6 +51,8 @@ export interface GpuBenchOptions {
   allowSoftware?: boolean;
   /** @default 64 */
   promptTokens?: number;
+  /** Prompt length of the gpu-attention-prefill line. @default 512 */
+  attentionTokens?: number;
   /** @default 32 */
   decodeTokens?: number;
   /** Measured rounds per engine and format, best kept. @default 2 */
@@ -185,10 +190,54 @@ async function roundTripMs(ctx: GpuContext, reps = 21): Promise<number> {
   }
 }
 
+/**
+ * The prompt attention kernels alone at one layer's shape (heads, KV heads, head size of `model`) over
+ * an n-token prompt from position 0: best of `reps` timed dispatches each of the query-tiled kernel and
+ * the per-token one, interleaved, ms. Random q/k/v: attention's cost does not depend on the values.
+ */
+async function attentionKernelsMs(ctx: GpuContext, model: BenchModelShape, n: number, reps = 3): Promise<{ tiled: number; perToken: number }> {
+  const [heads, kvHeads, headDim] = [model.numHeads, model.numKvHeads, model.hiddenSize / model.numHeads];
+  const rnd = (len: number) => Float32Array.from({ length: len }, (_, i) => Math.sin(i * 12.9898) * 0.5);
+  const kernels = new GpuKernels(ctx);
+  const step = new StepUniform(ctx);
+  const bufs = [
+    await uploadF32(ctx, rnd(n * heads * headDim), 'q'),
+    await uploadF32(ctx, rnd(n * kvHeads * headDim), 'k cache'),
+    await uploadF32(ctx, rnd(n * kvHeads * headDim), 'v cache'),
+    await createStorage(ctx, n * heads * n * 4, 'scores'),
+    await createStorage(ctx, n * heads * headDim * 4, 'out'),
+  ];
+  const tick = new Readback(ctx, 4, 'attention');
+  try {
+    const [q, k, v, scores, out] = bufs;
+    step.write(ctx, 0, n, 0);
+    const time = async (kind: 'tiled' | 'per-token') => {
+      const ds = kernels.attention(q, k, v, scores, out, { heads, kvHeads, headDim, maxSeq: n, window: null }, step, kind);
+      const t0 = performance.now();
+      const enc = ctx.device.createCommandEncoder();
+      recordPass(enc, ds, n, 'attention');
+      tick.encodeCopy(enc, out, 4);
+      ctx.device.queue.submit([enc.finish()]);
+      await tick.read(4);
+      return performance.now() - t0;
+    };
+    await time('tiled'); // pipeline compilation
+    await time('per-token');
+    let best = { tiled: Infinity, perToken: Infinity };
+    for (let r = 0; r < reps; r++) best = { tiled: Math.min(best.tiled, await time('tiled')), perToken: Math.min(best.perToken, await time('per-token')) };
+    return best;
+  } finally {
+    for (const b of bufs) b.destroy();
+    tick.destroy();
+    step.destroy();
+  }
+}
+
 export async function runGpuBench(options: GpuBenchOptions = {}): Promise<GpuBenchResult> {
   const log = options.log ?? (() => {});
   const o = {
     promptTokens: options.promptTokens ?? 64,
+    attentionTokens: options.attentionTokens ?? 512,
     decodeTokens: options.decodeTokens ?? 32,
     rounds: options.rounds ?? 2,
     threads: options.threads ?? physicalCores(),
@@ -255,6 +304,9 @@ export async function runGpuBench(options: GpuBenchOptions = {}): Promise<GpuBen
     }
     if (prefillStats) lines.push({ name: 'gpu-dispatches-prefill', orchard: prefillStats.dispatches, llamacpp: null, unit: `dispatches/${o.promptTokens} tokens`, ratio: null });
     lines.push({ name: 'gpu-round-trip', orchard: sig4((await roundTripMs(ctx)) * 1000), llamacpp: null, unit: 'µs', ratio: null });
+    // The prompt attention kernel against the per-token one it replaces for prompts (same run).
+    const att = await attentionKernelsMs(ctx, options.model ?? GPU_BENCH_MODEL, o.attentionTokens);
+    lines.push({ name: 'gpu-attention-prefill', orchard: sig4(att.tiled), llamacpp: null, unit: `ms/layer at ${o.attentionTokens} tokens (ratio: per-token kernel / tiled)`, ratio: sig4(att.perToken / att.tiled) });
   } finally {
     child.kill();
     ctx.destroy();
@@ -298,6 +350,7 @@ async function main(): Promise<void> {
       rounds: { type: 'string' },
       prompt: { type: 'string' },
       decode: { type: 'string' },
+      'attention-tokens': { type: 'string' },
       dtypes: { type: 'string' },
       moe: { type: 'string' },
       size: { type: 'string' },
@@ -315,6 +368,7 @@ async function main(): Promise<void> {
     rounds: int(values.rounds, 'rounds'),
     promptTokens: int(values.prompt, 'prompt'),
     decodeTokens: int(values.decode, 'decode'),
+    attentionTokens: int(values['attention-tokens'], 'attention-tokens'),
     dtypes: values.dtypes === undefined ? undefined : dtypesOf(values.dtypes),
     moe: values.moe === undefined ? undefined : moeOf(values.moe),
     size: values.size === undefined ? undefined : sizeOf(values.size),

@@ -134,16 +134,30 @@ export function attentionRef(
   q: Float32Array,
   k: Float32Array,
   v: Float32Array,
-  s: { n: number; pos0: number; heads: number; kvHeads: number; headDim: number; window: number },
+  s: {
+    n: number;
+    pos0: number;
+    heads: number;
+    kvHeads: number;
+    headDim: number;
+    window: number;
+    /** Query heads per KV head in the whole model, and this slice's offsets (tensor parallel). */
+    group?: number;
+    headOffset?: number;
+    kvOffset?: number;
+    /** Per local head sink logits (gpt-oss): in the softmax's denominator, with no value. */
+    sinks?: Float32Array;
+  },
 ): Float32Array {
   const { n, pos0, heads, kvHeads, headDim, window } = s;
+  const group = s.group ?? heads / kvHeads;
   const kvDim = kvHeads * headDim;
   const out = new Float32Array(n * heads * headDim);
   for (let b = 0; b < n; b++) {
     const pos = pos0 + b;
     const start = window > 0 ? Math.max(0, pos + 1 - window) : 0;
     for (let h = 0; h < heads; h++) {
-      const kh = Math.floor(h / (heads / kvHeads));
+      const kh = Math.floor((h + (s.headOffset ?? 0)) / group) - (s.kvOffset ?? 0);
       const qo = (b * heads + h) * headDim;
       const scores: number[] = [];
       for (let t = start; t <= pos; t++) {
@@ -151,9 +165,9 @@ export function attentionRef(
         for (let i = 0; i < headDim; i++) d += q[qo + i] * k[t * kvDim + kh * headDim + i];
         scores.push(d / Math.sqrt(headDim));
       }
-      const m = Math.max(...scores);
+      const m = Math.max(...scores, s.sinks ? s.sinks[h] : -Infinity);
       const e = scores.map((x) => Math.exp(x - m));
-      const sum = e.reduce((a, c) => a + c, 0);
+      const sum = e.reduce((a, c) => a + c, 0) + (s.sinks ? Math.exp(s.sinks[h] - m) : 0);
       for (let i = 0; i < headDim; i++) {
         let acc = 0;
         for (let t = start; t <= pos; t++) acc += e[t - start] * v[t * kvDim + kh * headDim + i];

@@ -17,7 +17,7 @@ const TINY = { name: 'orchard-bench-gpu-smoke-v1', hiddenSize: 64, intermediateS
 
 describe.skipIf(missing !== null)(`bench:gpu smoke${missing ? ` (skipped: ${missing})` : ''}`, () => {
   it('prints decode/prefill lines per format with llama.cpp on the same adapter, and the per-token overhead lines', async () => {
-    const r = await runGpuBench({ allowSoftware: true, model: TINY, dtypes: ['f16', 'q4_0'], promptTokens: 8, decodeTokens: 3, rounds: 1 });
+    const r = await runGpuBench({ allowSoftware: true, model: TINY, dtypes: ['f16', 'q4_0'], promptTokens: 8, decodeTokens: 3, rounds: 1, attentionTokens: 24 });
     expect(r.skipped).toBeNull();
     expect(r.adapter).toBeTruthy();
     const names = r.lines.map((l) => l.name);
@@ -33,6 +33,7 @@ describe.skipIf(missing !== null)(`bench:gpu smoke${missing ? ` (skipped: ${miss
       'gpu-wait-decode',
       'gpu-dispatches-prefill',
       'gpu-round-trip',
+      'gpu-attention-prefill',
     ]);
     for (const l of r.lines.filter((x) => /^gpu-(decode|prefill)-/.test(x.name))) {
       expect(l.unit).toBe('tok/s');
@@ -46,5 +47,10 @@ describe.skipIf(missing !== null)(`bench:gpu smoke${missing ? ` (skipped: ${miss
     expect(byName['gpu-submissions-decode'].orchard).toBe(1);
     expect(byName['gpu-dispatches-decode'].orchard).toBeGreaterThanOrEqual(2 * 4);
     for (const n of ['gpu-record-decode', 'gpu-submit-decode', 'gpu-wait-decode', 'gpu-round-trip']) expect(byName[n].orchard).toBeGreaterThan(0);
+    // The prompt attention kernel's time at the given length, and its ratio to the per-token kernel's.
+    const att = byName['gpu-attention-prefill'];
+    expect(att.unit).toBe('ms/layer at 24 tokens (ratio: per-token kernel / tiled)');
+    expect(att.orchard).toBeGreaterThan(0);
+    expect(att.ratio!).toBeGreaterThan(0);
   }, 1_200_000);
 });

@@ -6,9 +6,9 @@ import { afterAll, describe, expect, it } from 'vitest';
 import type { DType } from '../../src/kernels/backend.js';
 import { readF32, uploadF32, uploadWeight, createStorage, Readback } from '../../src/kernels/gpu/buffers.js';
 import type { GpuContext } from '../../src/kernels/gpu/context.js';
-import { GpuKernels, StepUniform, submit, type Dispatch, type LinearOptions } from '../../src/kernels/gpu/ops.js';
+import { ATTN_TILED_MIN_TOKENS, GpuKernels, StepUniform, submit, type Dispatch, type LinearOptions } from '../../src/kernels/gpu/ops.js';
 import { ropeCosSin, ropeInvFreq } from '../../src/kernels/gpu/rope.js';
-import { matvecLayout, vectorWidth } from '../../src/kernels/gpu/wgsl.js';
+import { ATTN_TILED_MAX_HEAD_DIM, matvecLayout, vectorWidth } from '../../src/kernels/gpu/wgsl.js';
 import { TILE_K, matmulLoader, matmulTileFor } from '../../src/kernels/gpu/wgsl-matmul.js';
 import { Prng } from '../../src/numeric/prng.js';
 import {
@@ -390,12 +390,20 @@ describe.skipIf(!gpu.ctx)(`WGSL kernels vs CPU reference${gpu.skip ? ` (skipped:
     expect(maxAbsDiff(await readF32(ctx, gx, x.length), softmaxRef(x, cols))).toBeLessThan(1e-6);
   });
 
-  for (const c of [
+  type AttnCase = { name: string; heads: number; kvHeads: number; headDim: number; pos0: number; n: number; window: number; group?: number; headOffset?: number; kvOffset?: number; sink?: boolean };
+  const attnCases: AttnCase[] = [
     { name: 'decode, GQA', heads: 4, kvHeads: 2, headDim: 8, pos0: 9, n: 1, window: 0 },
     { name: 'prefill from 0, MHA, odd head dim', heads: 3, kvHeads: 3, headDim: 6, pos0: 0, n: 7, window: 0 },
     { name: 'prefill continuing a cache, GQA 6:2, past one workgroup', heads: 6, kvHeads: 2, headDim: 16, pos0: 70, n: 5, window: 0 },
     { name: 'sliding window', heads: 2, kvHeads: 1, headDim: 4, pos0: 10, n: 4, window: 5 },
-  ]) {
+    // Prompt batches of the tiled kernel's size and beyond: partial query tiles, tiles starting mid-cache.
+    { name: 'prompt of 37 from 0, head dim 128 (the tiled kernel\'s largest), GQA 4:2', heads: 4, kvHeads: 2, headDim: 128, pos0: 0, n: 37, window: 0 },
+    { name: 'prompt of 8 continuing a cache of 13, head dim 72', heads: 2, kvHeads: 1, headDim: 72, pos0: 13, n: 8, window: 0 },
+    { name: 'prompt of 21, sliding window 6 starting mid-tile', heads: 2, kvHeads: 2, headDim: 32, pos0: 5, n: 21, window: 6 },
+    { name: 'prompt of 19 with sink logits (gpt-oss), head dim 64', heads: 4, kvHeads: 2, headDim: 64, pos0: 3, n: 19, window: 0, sink: true },
+    { name: 'tensor-parallel slice: heads 2-3 of 8, KV head 1 of 4, prompt of 12', heads: 2, kvHeads: 1, headDim: 16, pos0: 2, n: 12, window: 0, group: 2, headOffset: 2, kvOffset: 1 },
+  ];
+  for (const c of attnCases) {
     it(`attention over the KV cache: ${c.name}`, async () => {
       const rng = new Prng(c.pos0 + c.n * 7 + c.heads);
       const maxSeq = c.pos0 + c.n + 3;
@@ -414,16 +422,21 @@ describe.skipIf(!gpu.ctx)(`WGSL kernels vs CPU reference${gpu.skip ? ` (skipped:
       const gq = await uploadF32(ctx, q, 'q');
       const sc = await createStorage(ctx, c.n * c.heads * maxSeq * 4, 'scores');
       const out = await createStorage(ctx, q.length * 4, 'out');
-      await run(
-        [
-          kernels.kvStore(gk, gv, kc, vc, kvDim, step),
-          kernels.attention(gq, kc, vc, sc, out, { ...c, maxSeq }, step),
-        ],
-        c.n,
-        c.pos0,
-      );
-      const want = attentionRef(q, kAll, vAll, c);
-      expect(maxAbsDiff(await readF32(ctx, out, want.length), want)).toBeLessThan(1e-5);
+      const sinks = c.sink ? randomF32(c.heads, rng, 3) : undefined;
+      const gs = sinks ? await uploadF32(ctx, sinks, 'sinks') : null;
+      const want = attentionRef(q, kAll, vAll, { ...c, sinks });
+      // Both kernels where the tiled one takes the head size, and the one `auto` records for n.
+      const kinds: ('per-token' | 'tiled' | 'auto')[] = ['per-token', ...(c.headDim <= ATTN_TILED_MAX_HEAD_DIM ? (['tiled'] as const) : []), 'auto'];
+      for (const kind of kinds) {
+        const ds = kernels.attention(gq, kc, vc, sc, out, { ...c, maxSeq, sinks: gs }, step, kind);
+        if (kind === 'auto') {
+          const used = ds.filter((d) => d.when?.(c.n) ?? true).map((d) => d.label);
+          expect(used).toEqual([c.n >= ATTN_TILED_MIN_TOKENS ? 'attention_tiled' : 'attention']);
+        }
+        ctx.device.queue.writeBuffer(out, 0, new Float32Array(q.length).fill(NaN));
+        await run([kernels.kvStore(gk, gv, kc, vc, kvDim, step), ...ds], c.n, c.pos0);
+        expect(maxAbsDiff(await readF32(ctx, out, want.length), want), kind).toBeLessThan(1e-5);
+      }
       expect(maxAbsDiff(await readF32(ctx, kc, kAll.length), kAll)).toBe(0);
     });
   }

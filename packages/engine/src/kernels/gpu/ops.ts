@@ -11,6 +11,9 @@ import { Usage, type GpuWeight, type GpuWeightChunk } from './buffers.js';
 import {
   ADD,
   ATTENTION,
+  ATTENTION_TILED,
+  ATTN_TILE,
+  ATTN_TILED_MAX_HEAD_DIM,
   GATHER_ROWS,
   KV_STORE,
   ROPE,
@@ -46,6 +49,13 @@ export interface Dispatch {
    */
   when?(n: number, rows?: number): boolean;
 }
+
+/**
+ * A sequence's prompt rows from this many on take the query-tiled attention kernel (ATTENTION_TILED:
+ * K/V rows read once per 8 queries); fewer (decode, short speculative verifies) the per-token kernel,
+ * which spreads one query's positions over the workgroup.
+ */
+export const ATTN_TILED_MIN_TOKENS = 8;
 
 /** Batches up to this size use the matvec kernels (one token per workgroup); larger ones the tiled matmul. */
 export const MATVEC_MAX_BATCH = 2;
@@ -171,6 +181,7 @@ export class GpuKernels {
       this.pipeline('kv_store', () => KV_STORE);
       this.pipeline('rope_qk_store', () => ROPE_QK_STORE);
       this.pipeline('attention', () => ATTENTION);
+      this.pipeline('attention_tiled', () => ATTENTION_TILED);
       this.pipeline('silu_gate', () => SILU_GATE);
       this.pipeline('add', () => ADD);
       this.pipeline('gather_rows', () => GATHER_ROWS);
@@ -477,8 +488,8 @@ export class GpuKernels {
       sinks?: GPUBuffer | null;
     },
     step: StepUniform,
-  ): Dispatch {
-    const pipeline = this.pipeline('attention', () => ATTENTION);
+    kernel: 'auto' | 'per-token' | 'tiled' = 'auto',
+  ): Dispatch[] {
     const params = this.params('attention.params', [
       ['u32', shape.heads],
       ['u32', shape.kvHeads],
@@ -491,12 +502,31 @@ export class GpuKernels {
       ['u32', shape.kvOffset ?? 0],
       ['u32', shape.sinks ? 1 : 0],
     ]);
-    return {
-      label: 'attention',
-      pipeline,
-      bindGroup: this.bind('attention', pipeline, [params, step.buffer, q, kCache, vCache, scratch, out, shape.sinks ?? this.dummy()]),
-      grid: (n) => [shape.heads, n, 1],
+    const sinks = shape.sinks ?? this.dummy();
+    const perToken = (): Dispatch => {
+      const pipeline = this.pipeline('attention', () => ATTENTION);
+      return {
+        label: 'attention',
+        pipeline,
+        bindGroup: this.bind('attention', pipeline, [params, step.buffer, q, kCache, vCache, scratch, out, sinks]),
+        grid: (n) => [shape.heads, n, 1],
+        ...(kernel === 'auto' ? { when: (n: number) => n < ATTN_TILED_MIN_TOKENS || shape.headDim > ATTN_TILED_MAX_HEAD_DIM } : {}),
+      };
     };
+    const tiled = (): Dispatch => {
+      if (shape.headDim > ATTN_TILED_MAX_HEAD_DIM) throw new Error(`tiled attention takes head dims up to ${ATTN_TILED_MAX_HEAD_DIM}, not ${shape.headDim}`);
+      const pipeline = this.pipeline('attention_tiled', () => ATTENTION_TILED);
+      return {
+        label: 'attention_tiled',
+        pipeline,
+        bindGroup: this.bind('attention_tiled', pipeline, [params, step.buffer, q, kCache, vCache, out, sinks]),
+        grid: (n) => [shape.heads, Math.ceil(n / ATTN_TILE), 1],
+        ...(kernel === 'auto' ? { when: (n: number) => n >= ATTN_TILED_MIN_TOKENS } : {}),
+      };
+    };
+    if (kernel === 'per-token') return [perToken()];
+    if (kernel === 'tiled') return [tiled()];
+    return shape.headDim > ATTN_TILED_MAX_HEAD_DIM ? [perToken()] : [perToken(), tiled()];
   }
 
   /** x += y (+ bias) over [n, width]. */

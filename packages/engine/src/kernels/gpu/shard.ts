@@ -136,6 +136,11 @@ interface Placed {
   total: number;
   /** Rows of the largest sequence: the batch size the kernels are chosen for (Dispatch.when). */
   kernelRows: number;
+  /**
+   * Per sequence, the batch size its attention kernel is chosen for: its rows, or 1 for a draft's
+   * check, whose rows each get their 1-token decode bits.
+   */
+  attnRows: number[];
   /** The rows the LM head reads, per sequence (its last, or all with allLogits), in order. */
   wanted: number[];
 }
@@ -438,7 +443,7 @@ export class GpuShard {
       }
       return [
         K.ropeStore(a.q, a.k, a.v, cache.k[li], cache.v[li], a.cs, { heads: nh, kvHeads: nkv, headDim: hd }, st),
-        K.attention(a.q, cache.k[li], cache.v[li], a.scores, a.att, {
+        ...K.attention(a.q, cache.k[li], cache.v[li], a.scores, a.att, {
           heads: nh,
           kvHeads: nkv,
           headDim: hd,
@@ -584,8 +589,9 @@ export class GpuShard {
       total += n;
     }
     if (total > this.maxBatch) throw new RangeError(`forward: ${total} tokens per call; this shard takes 1..${this.maxBatch}`);
-    const kernelRows = this.batchKernels === 'step' ? total : Math.max(...segments.map((s, i) => (decodeLike(s, count[i]) ? 1 : count[i])));
-    return { first, count, total, kernelRows, wanted };
+    const attnRows = segments.map((s, i) => (decodeLike(s, count[i]) ? 1 : count[i]));
+    const kernelRows = this.batchKernels === 'step' ? total : Math.max(...attnRows);
+    return { first, count, total, kernelRows, attnRows, wanted };
   }
 
   /**
@@ -644,7 +650,7 @@ export class GpuShard {
       const pass = enc.beginComputePass({ label: 'forward' });
       for (const part of span.parts) {
         if (Array.isArray(part)) stats.dispatches += recordInto(pass, part, n, p.kernelRows);
-        else for (let s = 0; s < segments.length; s++) stats.dispatches += recordInto(pass, segments[s].cache.layers[part.layer], p.count[s]);
+        else for (let s = 0; s < segments.length; s++) stats.dispatches += recordInto(pass, segments[s].cache.layers[part.layer], p.count[s], p.attnRows[s]);
       }
       if (!span.reduce && this.#headDispatches) {
         const m = p.wanted.length;

@@ -606,6 +606,111 @@ ${attentionSoftmax('start', `    let ko = t * kvDim + kh * P.headDim;
 }
 `;
 
+/** Query tokens and cache positions per tile of ATTENTION_TILED; BQ · BK is the workgroup (one score each). */
+export const ATTN_TILE = 8;
+/** Head sizes ATTENTION_TILED takes: its K, V and Q tiles live in workgroup memory (12 KiB at 128). */
+export const ATTN_TILED_MAX_HEAD_DIM = 128;
+
+/**
+ * ATTENTION for prompt batches, tiled over queries (flash-attention style): one workgroup per (head,
+ * 8 query tokens) loads each tile of 8 cache positions' K and V rows into workgroup memory once for
+ * its 8 queries, instead of every (head, token) workgroup reading the whole cache again, and keeps a
+ * running max, denominator and output per query (online softmax) instead of a scores row in global
+ * memory. Thread (query i, lane j) computes score (i, j) of the tile and owns output dims j, j + 8, …
+ * Same positions, causality, window, GQA offsets and sinks as ATTENTION; the sums run in another order,
+ * so results differ from it by rounding only. A sink logit starts a query's softmax as a position with
+ * no value (max = sink, denominator 1), which is the decode kernel's max/denominator rule.
+ */
+export const ATTENTION_TILED = `${STEP}
+struct Params { heads: u32, kvHeads: u32, headDim: u32, maxSeq: u32, window: u32, scale: f32, group: u32, headOffset: u32, kvOffset: u32, sinks: u32, pad1: u32, pad2: u32 }
+@group(0) @binding(0) var<uniform> P: Params;
+@group(0) @binding(1) var<uniform> S: Step;
+@group(0) @binding(2) var<storage, read> Q: array<f32>;
+@group(0) @binding(3) var<storage, read> KC: array<f32>;
+@group(0) @binding(4) var<storage, read> VC: array<f32>;
+@group(0) @binding(5) var<storage, read_write> OUT: array<f32>;
+@group(0) @binding(6) var<storage, read> SK: array<f32>;
+const T = ${ATTN_TILE}u;
+const DIMS = ${ATTN_TILED_MAX_HEAD_DIM / ATTN_TILE}u;
+var<workgroup> qs: array<f32, ${ATTN_TILE * ATTN_TILED_MAX_HEAD_DIM}>;
+var<workgroup> ks: array<f32, ${ATTN_TILE * ATTN_TILED_MAX_HEAD_DIM}>;
+var<workgroup> vs: array<f32, ${ATTN_TILE * ATTN_TILED_MAX_HEAD_DIM}>;
+var<workgroup> sc: array<f32, ${ATTN_TILE * ATTN_TILE}>;
+@compute @workgroup_size(${ATTN_TILE * ATTN_TILE})
+fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) tid: u32) {
+  let h = wid.x;
+  let b0 = wid.y * T;
+  if (h >= P.heads || b0 >= S.n) { return; }
+  let hd = P.headDim;
+  let kvDim = P.kvHeads * hd;
+  let kh = (h + P.headOffset) / P.group - P.kvOffset;
+  let qi = tid / T;
+  let lane = tid % T;
+  let b = b0 + qi;
+  let pos = S.pos0 + b;
+  var start = 0u;
+  if (P.window > 0u && pos + 1u > P.window) { start = pos + 1u - P.window; }
+  // The positions any query of the tile sees: from the first query's window start to the last query.
+  let kEnd = S.pos0 + min(b0 + T - 1u, S.n - 1u);
+  var kBegin = 0u;
+  if (P.window > 0u && S.pos0 + b0 + 1u > P.window) { kBegin = S.pos0 + b0 + 1u - P.window; }
+  for (var i = tid; i < T * hd; i = i + T * T) {
+    let r = i / hd;
+    var v = 0.0;
+    if (b0 + r < S.n) { v = Q[((S.row0 + b0 + r) * P.heads + h) * hd + i % hd]; }
+    qs[i] = v;
+  }
+  var m = -3.4e38;
+  var l = 0.0;
+  if (P.sinks != 0u) { m = SK[h]; l = 1.0; }
+  var acc: array<f32, DIMS>;
+  for (var t0 = kBegin; t0 <= kEnd; t0 = t0 + T) {
+    // The previous tile's readers are done (and, the first time, Q is in place).
+    workgroupBarrier();
+    for (var i = tid; i < T * hd; i = i + T * T) {
+      let t = t0 + i / hd;
+      var kv = 0.0;
+      var vv = 0.0;
+      if (t <= kEnd) { let o = t * kvDim + kh * hd + i % hd; kv = KC[o]; vv = VC[o]; }
+      ks[i] = kv;
+      vs[i] = vv;
+    }
+    workgroupBarrier();
+    var d = 0.0;
+    for (var i = 0u; i < hd; i = i + 1u) { d = d + qs[qi * hd + i] * ks[lane * hd + i]; }
+    sc[tid] = d * P.scale;
+    workgroupBarrier();
+    var mt = m;
+    for (var k = 0u; k < T; k = k + 1u) {
+      let t = t0 + k;
+      if (t >= start && t <= pos) { mt = max(mt, sc[qi * T + k]); }
+    }
+    let corr = exp(m - mt);
+    l = l * corr;
+    for (var j = 0u; j < DIMS; j = j + 1u) { acc[j] = acc[j] * corr; }
+    for (var k = 0u; k < T; k = k + 1u) {
+      let t = t0 + k;
+      if (t >= start && t <= pos) {
+        let p = exp(sc[qi * T + k] - mt);
+        l = l + p;
+        for (var j = 0u; j < DIMS; j = j + 1u) {
+          let dj = lane + j * T;
+          if (dj < hd) { acc[j] = acc[j] + p * vs[k * hd + dj]; }
+        }
+      }
+    }
+    m = mt;
+  }
+  if (b < S.n) {
+    let o = ((S.row0 + b) * P.heads + h) * hd;
+    for (var j = 0u; j < DIMS; j = j + 1u) {
+      let dj = lane + j * T;
+      if (dj < hd) { OUT[o + dj] = acc[j] / l; }
+    }
+  }
+}
+`;
+
 /** OUT[b] = X[ROWS[b]] over [n, width]: the rows of a step that the LM head needs, side by side. */
 export const GATHER_ROWS = `${STEP}
 struct Params { width: u32, pad0: u32, pad1: u32, pad2: u32 }
