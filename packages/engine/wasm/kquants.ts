@@ -89,7 +89,7 @@ function q45(five: boolean): string[] {
  * One q4_k / q5_k super-block at $p: its scale words into $u0-$u2 / $sl / $sh and its integer total
  * Σ sc·q·x into $t (both builds); $dot1_q4_k / $dot1_q5_k and the packed $g4_q5_k share it.
  */
-function q45Core(five: boolean): string[] {
+function q45Core(five: boolean, loop = false): string[] {
   const qs = five ? 48 : 16;
   const L: string[] = [];
   const e = (s: string) => L.push(s);
@@ -123,7 +123,44 @@ function q45Core(five: boolean): string[] {
       }
     }
   }
-  L.push(...bothVariants('        ', q45RelaxedRuns(five, qs), baseline));
+  L.push(...bothVariants('        ', loop ? q5RelaxedLoop() : q45RelaxedRuns(five, qs), baseline));
+  return L;
+}
+
+/**
+ * q5_k's runs in the relaxed build as a loop over the 4 runs: the same integers as q45RelaxedRuns, but
+ * with the runs unrolled TurboFan hoists all ~30 loads of a row's super-block to its top and spills them
+ * to the stack (a store and a reload each); a loop body keeps them in registers. Per run c the scales
+ * 2c and 2c+1 are the low bytes of $sc8 (shifted 16 bits per run), and qh's two halves $h0 / $h1 are
+ * shifted right 2 bits per run (an i16 shift: bits 0 and 1 of each byte stay that byte's bits 2c, 2c+1),
+ * so bit 0 moved to bit 4 is sub-block 2c's fifth bit, bit 1 sub-block 2c+1's.
+ */
+function q5RelaxedLoop(): string[] {
+  const L: string[] = [];
+  const e = (s: string) => L.push(s);
+  e(`        (local.set $sc8 (i64.or (i64.extend_i32_u (local.get $sl)) (i64.shl (i64.extend_i32_u (local.get $sh)) (i64.const 32))))`);
+  e(`        (local.set $h0 (v128.load offset=16 (local.get $p)))`);
+  e(`        (local.set $h1 (v128.load offset=32 (local.get $p)))`);
+  e(`        (local.set $q (local.get $p))`);
+  e(`        (local.set $xc (local.get $x8))`);
+  e(`        (loop $runs`);
+  e(`          (local.set $a (i16x8.splat (i32.and (i32.wrap_i64 (local.get $sc8)) (i32.const 255))))`);
+  e(`          (local.set $b (i16x8.splat (i32.and (i32.wrap_i64 (i64.shr_u (local.get $sc8) (i64.const 8))) (i32.const 255))))`);
+  for (let half = 0; half < 2; half++) {
+    const h = `$h${half}`;
+    e(`          (local.set $v (v128.load offset=${48 + 16 * half} (local.get $q)))`);
+    e(`          (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s`);
+    e(`            (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=${16 * half} (local.get $xc))`);
+    e(`              (v128.or (v128.and (local.get $v) (local.get $m15)) (v128.and (i16x8.shl (local.get ${h}) (i32.const 4)) (local.get $m16)))) (local.get $a))))`);
+    e(`          (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s`);
+    e(`            (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=${32 + 16 * half} (local.get $xc))`);
+    e(`              (v128.or (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (local.get $m15)) (v128.and (i16x8.shl (local.get ${h}) (i32.const 3)) (local.get $m16)))) (local.get $b))))`);
+    e(`          (local.set ${h} (i16x8.shr_u (local.get ${h}) (i32.const 2)))`);
+  }
+  e(`          (local.set $sc8 (i64.shr_u (local.get $sc8) (i64.const 16)))`);
+  e(`          (local.set $q (i32.add (local.get $q) (i32.const 32)))`);
+  e(`          (local.set $xc (i32.add (local.get $xc) (i32.const 64)))`);
+  e(`          (br_if $runs (i32.lt_u (local.get $xc) (i32.add (local.get $x8) (i32.const 256)))))`);
   return L;
 }
 
@@ -565,7 +602,7 @@ function g4k(f: 5 | 6): string[] {
     e(`    (local $xb i32) (local $u0 i32) (local $u1 i32) (local $u2 i32) (local $sl i32) (local $sh i32)`);
     e(`    (local $v v128) (local $h v128) (local $a v128) (local $b v128) (local $sc v128) (local $s0 v128) (local $macc v128)`);
     L.push(...bothVariants('    ', [
-      `    (local $x8 i32) (local $m15 v128) (local $m16 v128)`,
+      `    (local $x8 i32) (local $m15 v128) (local $m16 v128) (local $q i32) (local $xc i32) (local $sc8 i64) (local $h0 v128) (local $h1 v128)`,
       `    (local.set $m15 ${b16(15)})`,
       `    (local.set $m16 ${b16(16)})`,
     ], []));
@@ -600,7 +637,7 @@ function g4k(f: 5 | 6): string[] {
   e(`        (block $done`);
   e(`          (loop $l`);
   e(`            (br_if $done (i32.ge_u (local.get $sp) (local.get $end)))`);
-  const core = f === 5 ? q45Core(true) : bothVariants('        ', q6CoreRelaxed(), q6CoreBaseline());
+  const core = f === 5 ? q45Core(true, true) : bothVariants('        ', q6CoreRelaxed(), q6CoreBaseline());
   // the 4 rows in a loop (4 unrolled copies of the row code ran at half the speed: TurboFan spilled)
   e(`        (local.set $p (local.get $sp))`);
   e(`        (local.set $t0 (v128.const i32x4 0 0 0 0))`);
