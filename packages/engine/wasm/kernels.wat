@@ -6028,7 +6028,7 @@
   ;; @if relaxed
   (func $dot1_q6_k (type $dot) (param $w i32) (param $rb i32) (param $x i32) (param $cols i32) (param $out i32)
     (local $p i32) (local $end i32) (local $xq i32) (local $xd i32) (local $xs i32)
-    (local $t v128) (local $q v128) (local $h v128) (local $s f32) (local $m15 v128) (local $m48 v128)
+    (local $t v128) (local $q v128) (local $h v128) (local $s f32) (local $m15 v128) (local $m48 v128) (local $i6 i32) (local $o6 i32) (local $x6 i32) (local $s6 i32)
     (local.set $m15 (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15))
     (local.set $m48 (v128.const i8x16 48 48 48 48 48 48 48 48 48 48 48 48 48 48 48 48))
     (local.set $p (local.get $w))
@@ -6044,118 +6044,30 @@
           (i32x4.dot_i16x8_s (i16x8.extend_low_i8x16_s (v128.load offset=192 (local.get $p))) (v128.load offset=0 (local.get $xs)))
           (i32x4.dot_i16x8_s (i16x8.extend_high_i8x16_s (v128.load offset=192 (local.get $p))) (v128.load offset=16 (local.get $xs))))
           (v128.const i32x4 -32 -32 -32 -32)))
-        ;; elements 0..15: sub-block 0
-        (local.set $h (v128.load offset=128 (local.get $p)))
-        (local.set $q (v128.or (v128.and (v128.load offset=0 (local.get $p)) (local.get $m15))
-          (v128.and (i16x8.shl (local.get $h) (i32.const 4)) (local.get $m48))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=0 (local.get $xq)) (local.get $q))
-          (i16x8.splat (i32.load8_s offset=192 (local.get $p))))))
-        ;; elements 16..31: sub-block 1
-        (local.set $h (v128.load offset=144 (local.get $p)))
-        (local.set $q (v128.or (v128.and (v128.load offset=16 (local.get $p)) (local.get $m15))
-          (v128.and (i16x8.shl (local.get $h) (i32.const 4)) (local.get $m48))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=16 (local.get $xq)) (local.get $q))
-          (i16x8.splat (i32.load8_s offset=193 (local.get $p))))))
-        ;; elements 32..47: sub-block 2
-        (local.set $h (v128.load offset=128 (local.get $p)))
-        (local.set $q (v128.or (v128.and (v128.load offset=32 (local.get $p)) (local.get $m15))
-          (v128.and (i16x8.shl (local.get $h) (i32.const 2)) (local.get $m48))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=32 (local.get $xq)) (local.get $q))
-          (i16x8.splat (i32.load8_s offset=194 (local.get $p))))))
-        ;; elements 48..63: sub-block 3
-        (local.set $h (v128.load offset=144 (local.get $p)))
-        (local.set $q (v128.or (v128.and (v128.load offset=48 (local.get $p)) (local.get $m15))
-          (v128.and (i16x8.shl (local.get $h) (i32.const 2)) (local.get $m48))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=48 (local.get $xq)) (local.get $q))
-          (i16x8.splat (i32.load8_s offset=195 (local.get $p))))))
-        ;; elements 64..79: sub-block 4
-        (local.set $h (v128.load offset=128 (local.get $p)))
-        (local.set $q (v128.or (v128.and (i16x8.shr_u (v128.load offset=0 (local.get $p)) (i32.const 4)) (local.get $m15))
-          (v128.and (local.get $h) (local.get $m48))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=64 (local.get $xq)) (local.get $q))
-          (i16x8.splat (i32.load8_s offset=196 (local.get $p))))))
-        ;; elements 80..95: sub-block 5
-        (local.set $h (v128.load offset=144 (local.get $p)))
-        (local.set $q (v128.or (v128.and (i16x8.shr_u (v128.load offset=16 (local.get $p)) (i32.const 4)) (local.get $m15))
-          (v128.and (local.get $h) (local.get $m48))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=80 (local.get $xq)) (local.get $q))
-          (i16x8.splat (i32.load8_s offset=197 (local.get $p))))))
-        ;; elements 96..111: sub-block 6
-        (local.set $h (v128.load offset=128 (local.get $p)))
-        (local.set $q (v128.or (v128.and (i16x8.shr_u (v128.load offset=32 (local.get $p)) (i32.const 4)) (local.get $m15))
-          (v128.and (i16x8.shr_u (local.get $h) (i32.const 2)) (local.get $m48))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=96 (local.get $xq)) (local.get $q))
-          (i16x8.splat (i32.load8_s offset=198 (local.get $p))))))
-        ;; elements 112..127: sub-block 7
-        (local.set $h (v128.load offset=144 (local.get $p)))
-        (local.set $q (v128.or (v128.and (i16x8.shr_u (v128.load offset=48 (local.get $p)) (i32.const 4)) (local.get $m15))
-          (v128.and (i16x8.shr_u (local.get $h) (i32.const 2)) (local.get $m48))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=112 (local.get $xq)) (local.get $q))
-          (i16x8.splat (i32.load8_s offset=199 (local.get $p))))))
-        ;; elements 128..143: sub-block 8
-        (local.set $h (v128.load offset=160 (local.get $p)))
-        (local.set $q (v128.or (v128.and (v128.load offset=64 (local.get $p)) (local.get $m15))
-          (v128.and (i16x8.shl (local.get $h) (i32.const 4)) (local.get $m48))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=128 (local.get $xq)) (local.get $q))
-          (i16x8.splat (i32.load8_s offset=200 (local.get $p))))))
-        ;; elements 144..159: sub-block 9
-        (local.set $h (v128.load offset=176 (local.get $p)))
-        (local.set $q (v128.or (v128.and (v128.load offset=80 (local.get $p)) (local.get $m15))
-          (v128.and (i16x8.shl (local.get $h) (i32.const 4)) (local.get $m48))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=144 (local.get $xq)) (local.get $q))
-          (i16x8.splat (i32.load8_s offset=201 (local.get $p))))))
-        ;; elements 160..175: sub-block 10
-        (local.set $h (v128.load offset=160 (local.get $p)))
-        (local.set $q (v128.or (v128.and (v128.load offset=96 (local.get $p)) (local.get $m15))
-          (v128.and (i16x8.shl (local.get $h) (i32.const 2)) (local.get $m48))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=160 (local.get $xq)) (local.get $q))
-          (i16x8.splat (i32.load8_s offset=202 (local.get $p))))))
-        ;; elements 176..191: sub-block 11
-        (local.set $h (v128.load offset=176 (local.get $p)))
-        (local.set $q (v128.or (v128.and (v128.load offset=112 (local.get $p)) (local.get $m15))
-          (v128.and (i16x8.shl (local.get $h) (i32.const 2)) (local.get $m48))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=176 (local.get $xq)) (local.get $q))
-          (i16x8.splat (i32.load8_s offset=203 (local.get $p))))))
-        ;; elements 192..207: sub-block 12
-        (local.set $h (v128.load offset=160 (local.get $p)))
-        (local.set $q (v128.or (v128.and (i16x8.shr_u (v128.load offset=64 (local.get $p)) (i32.const 4)) (local.get $m15))
-          (v128.and (local.get $h) (local.get $m48))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=192 (local.get $xq)) (local.get $q))
-          (i16x8.splat (i32.load8_s offset=204 (local.get $p))))))
-        ;; elements 208..223: sub-block 13
-        (local.set $h (v128.load offset=176 (local.get $p)))
-        (local.set $q (v128.or (v128.and (i16x8.shr_u (v128.load offset=80 (local.get $p)) (i32.const 4)) (local.get $m15))
-          (v128.and (local.get $h) (local.get $m48))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=208 (local.get $xq)) (local.get $q))
-          (i16x8.splat (i32.load8_s offset=205 (local.get $p))))))
-        ;; elements 224..239: sub-block 14
-        (local.set $h (v128.load offset=160 (local.get $p)))
-        (local.set $q (v128.or (v128.and (i16x8.shr_u (v128.load offset=96 (local.get $p)) (i32.const 4)) (local.get $m15))
-          (v128.and (i16x8.shr_u (local.get $h) (i32.const 2)) (local.get $m48))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=224 (local.get $xq)) (local.get $q))
-          (i16x8.splat (i32.load8_s offset=206 (local.get $p))))))
-        ;; elements 240..255: sub-block 15
-        (local.set $h (v128.load offset=176 (local.get $p)))
-        (local.set $q (v128.or (v128.and (i16x8.shr_u (v128.load offset=112 (local.get $p)) (i32.const 4)) (local.get $m15))
-          (v128.and (i16x8.shr_u (local.get $h) (i32.const 2)) (local.get $m48))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=240 (local.get $xq)) (local.get $q))
-          (i16x8.splat (i32.load8_s offset=207 (local.get $p))))))
+        ;; pass i = 2n + half: ql at 64n + 16·half, qh at 128 + 32n + 16·half, x at 128n + 16·half, scales at 192 + 8n + half
+        (local.set $i6 (i32.const 0))
+        (loop $q6l
+          (local.set $o6 (i32.add (local.get $p) (i32.add (i32.shl (i32.and (local.get $i6) (i32.const 1)) (i32.const 4)) (i32.shl (i32.shr_u (local.get $i6) (i32.const 1)) (i32.const 6)))))
+          (local.set $x6 (i32.add (local.get $xq) (i32.add (i32.shl (i32.and (local.get $i6) (i32.const 1)) (i32.const 4)) (i32.shl (i32.shr_u (local.get $i6) (i32.const 1)) (i32.const 7)))))
+          (local.set $s6 (i32.add (local.get $p) (i32.add (i32.and (local.get $i6) (i32.const 1)) (i32.shl (i32.shr_u (local.get $i6) (i32.const 1)) (i32.const 3)))))
+          (local.set $h (v128.load offset=128 (i32.sub (local.get $o6) (i32.shl (i32.shr_u (local.get $i6) (i32.const 1)) (i32.const 5)))))
+          ;; group 0: sub-block 8n + 0 + half
+          (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
+            (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=0 (local.get $x6)) (v128.or (v128.and (v128.load offset=0 (local.get $o6)) (local.get $m15)) (v128.and (i16x8.shl (local.get $h) (i32.const 4)) (local.get $m48))))
+            (i16x8.splat (i32.load8_s offset=192 (local.get $s6))))))
+          ;; group 1: sub-block 8n + 2 + half
+          (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
+            (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=32 (local.get $x6)) (v128.or (v128.and (v128.load offset=32 (local.get $o6)) (local.get $m15)) (v128.and (i16x8.shl (local.get $h) (i32.const 2)) (local.get $m48))))
+            (i16x8.splat (i32.load8_s offset=194 (local.get $s6))))))
+          ;; group 2: sub-block 8n + 4 + half
+          (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
+            (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=64 (local.get $x6)) (v128.or (v128.and (i16x8.shr_u (v128.load offset=0 (local.get $o6)) (i32.const 4)) (local.get $m15)) (v128.and (local.get $h) (local.get $m48))))
+            (i16x8.splat (i32.load8_s offset=196 (local.get $s6))))))
+          ;; group 3: sub-block 8n + 6 + half
+          (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
+            (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=96 (local.get $x6)) (v128.or (v128.and (i16x8.shr_u (v128.load offset=32 (local.get $o6)) (i32.const 4)) (local.get $m15)) (v128.and (i16x8.shr_u (local.get $h) (i32.const 2)) (local.get $m48))))
+            (i16x8.splat (i32.load8_s offset=198 (local.get $s6))))))
+          (br_if $q6l (i32.lt_u (local.tee $i6 (i32.add (local.get $i6) (i32.const 1))) (i32.const 4))))
         (local.set $s (f32.add (local.get $s) (f32.mul (f32.convert_i32_s (call $hsum_i32 (local.get $t)))
           (f32.mul (f32.load offset=4096 (i32.shl (i32.load16_u offset=208 (local.get $p)) (i32.const 2))) (f32.load (local.get $xd))))))
         (local.set $p (i32.add (local.get $p) (i32.const 210)))
@@ -6709,7 +6621,7 @@
     (local $g i32) (local $sp i32) (local $p i32) (local $end i32) (local $nsb i32) (local $xq i32) (local $xd i32)
     (local $t v128) (local $t0 v128) (local $t1 v128) (local $acc v128)
     ;; @if relaxed
-    (local $xs i32) (local $q v128) (local $h v128) (local $m15 v128) (local $m48 v128)
+    (local $xs i32) (local $q v128) (local $h v128) (local $m15 v128) (local $m48 v128) (local $i6 i32) (local $o6 i32) (local $x6 i32) (local $s6 i32)
     (local.set $m15 (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15))
     (local.set $m48 (v128.const i8x16 48 48 48 48 48 48 48 48 48 48 48 48 48 48 48 48))
     ;; @else
@@ -6742,118 +6654,30 @@
           (i32x4.dot_i16x8_s (i16x8.extend_low_i8x16_s (v128.load offset=192 (local.get $p))) (v128.load offset=0 (local.get $xs)))
           (i32x4.dot_i16x8_s (i16x8.extend_high_i8x16_s (v128.load offset=192 (local.get $p))) (v128.load offset=16 (local.get $xs))))
           (v128.const i32x4 -32 -32 -32 -32)))
-        ;; elements 0..15: sub-block 0
-        (local.set $h (v128.load offset=128 (local.get $p)))
-        (local.set $q (v128.or (v128.and (v128.load offset=0 (local.get $p)) (local.get $m15))
-          (v128.and (i16x8.shl (local.get $h) (i32.const 4)) (local.get $m48))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=0 (local.get $xq)) (local.get $q))
-          (i16x8.splat (i32.load8_s offset=192 (local.get $p))))))
-        ;; elements 16..31: sub-block 1
-        (local.set $h (v128.load offset=144 (local.get $p)))
-        (local.set $q (v128.or (v128.and (v128.load offset=16 (local.get $p)) (local.get $m15))
-          (v128.and (i16x8.shl (local.get $h) (i32.const 4)) (local.get $m48))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=16 (local.get $xq)) (local.get $q))
-          (i16x8.splat (i32.load8_s offset=193 (local.get $p))))))
-        ;; elements 32..47: sub-block 2
-        (local.set $h (v128.load offset=128 (local.get $p)))
-        (local.set $q (v128.or (v128.and (v128.load offset=32 (local.get $p)) (local.get $m15))
-          (v128.and (i16x8.shl (local.get $h) (i32.const 2)) (local.get $m48))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=32 (local.get $xq)) (local.get $q))
-          (i16x8.splat (i32.load8_s offset=194 (local.get $p))))))
-        ;; elements 48..63: sub-block 3
-        (local.set $h (v128.load offset=144 (local.get $p)))
-        (local.set $q (v128.or (v128.and (v128.load offset=48 (local.get $p)) (local.get $m15))
-          (v128.and (i16x8.shl (local.get $h) (i32.const 2)) (local.get $m48))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=48 (local.get $xq)) (local.get $q))
-          (i16x8.splat (i32.load8_s offset=195 (local.get $p))))))
-        ;; elements 64..79: sub-block 4
-        (local.set $h (v128.load offset=128 (local.get $p)))
-        (local.set $q (v128.or (v128.and (i16x8.shr_u (v128.load offset=0 (local.get $p)) (i32.const 4)) (local.get $m15))
-          (v128.and (local.get $h) (local.get $m48))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=64 (local.get $xq)) (local.get $q))
-          (i16x8.splat (i32.load8_s offset=196 (local.get $p))))))
-        ;; elements 80..95: sub-block 5
-        (local.set $h (v128.load offset=144 (local.get $p)))
-        (local.set $q (v128.or (v128.and (i16x8.shr_u (v128.load offset=16 (local.get $p)) (i32.const 4)) (local.get $m15))
-          (v128.and (local.get $h) (local.get $m48))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=80 (local.get $xq)) (local.get $q))
-          (i16x8.splat (i32.load8_s offset=197 (local.get $p))))))
-        ;; elements 96..111: sub-block 6
-        (local.set $h (v128.load offset=128 (local.get $p)))
-        (local.set $q (v128.or (v128.and (i16x8.shr_u (v128.load offset=32 (local.get $p)) (i32.const 4)) (local.get $m15))
-          (v128.and (i16x8.shr_u (local.get $h) (i32.const 2)) (local.get $m48))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=96 (local.get $xq)) (local.get $q))
-          (i16x8.splat (i32.load8_s offset=198 (local.get $p))))))
-        ;; elements 112..127: sub-block 7
-        (local.set $h (v128.load offset=144 (local.get $p)))
-        (local.set $q (v128.or (v128.and (i16x8.shr_u (v128.load offset=48 (local.get $p)) (i32.const 4)) (local.get $m15))
-          (v128.and (i16x8.shr_u (local.get $h) (i32.const 2)) (local.get $m48))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=112 (local.get $xq)) (local.get $q))
-          (i16x8.splat (i32.load8_s offset=199 (local.get $p))))))
-        ;; elements 128..143: sub-block 8
-        (local.set $h (v128.load offset=160 (local.get $p)))
-        (local.set $q (v128.or (v128.and (v128.load offset=64 (local.get $p)) (local.get $m15))
-          (v128.and (i16x8.shl (local.get $h) (i32.const 4)) (local.get $m48))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=128 (local.get $xq)) (local.get $q))
-          (i16x8.splat (i32.load8_s offset=200 (local.get $p))))))
-        ;; elements 144..159: sub-block 9
-        (local.set $h (v128.load offset=176 (local.get $p)))
-        (local.set $q (v128.or (v128.and (v128.load offset=80 (local.get $p)) (local.get $m15))
-          (v128.and (i16x8.shl (local.get $h) (i32.const 4)) (local.get $m48))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=144 (local.get $xq)) (local.get $q))
-          (i16x8.splat (i32.load8_s offset=201 (local.get $p))))))
-        ;; elements 160..175: sub-block 10
-        (local.set $h (v128.load offset=160 (local.get $p)))
-        (local.set $q (v128.or (v128.and (v128.load offset=96 (local.get $p)) (local.get $m15))
-          (v128.and (i16x8.shl (local.get $h) (i32.const 2)) (local.get $m48))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=160 (local.get $xq)) (local.get $q))
-          (i16x8.splat (i32.load8_s offset=202 (local.get $p))))))
-        ;; elements 176..191: sub-block 11
-        (local.set $h (v128.load offset=176 (local.get $p)))
-        (local.set $q (v128.or (v128.and (v128.load offset=112 (local.get $p)) (local.get $m15))
-          (v128.and (i16x8.shl (local.get $h) (i32.const 2)) (local.get $m48))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=176 (local.get $xq)) (local.get $q))
-          (i16x8.splat (i32.load8_s offset=203 (local.get $p))))))
-        ;; elements 192..207: sub-block 12
-        (local.set $h (v128.load offset=160 (local.get $p)))
-        (local.set $q (v128.or (v128.and (i16x8.shr_u (v128.load offset=64 (local.get $p)) (i32.const 4)) (local.get $m15))
-          (v128.and (local.get $h) (local.get $m48))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=192 (local.get $xq)) (local.get $q))
-          (i16x8.splat (i32.load8_s offset=204 (local.get $p))))))
-        ;; elements 208..223: sub-block 13
-        (local.set $h (v128.load offset=176 (local.get $p)))
-        (local.set $q (v128.or (v128.and (i16x8.shr_u (v128.load offset=80 (local.get $p)) (i32.const 4)) (local.get $m15))
-          (v128.and (local.get $h) (local.get $m48))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=208 (local.get $xq)) (local.get $q))
-          (i16x8.splat (i32.load8_s offset=205 (local.get $p))))))
-        ;; elements 224..239: sub-block 14
-        (local.set $h (v128.load offset=160 (local.get $p)))
-        (local.set $q (v128.or (v128.and (i16x8.shr_u (v128.load offset=96 (local.get $p)) (i32.const 4)) (local.get $m15))
-          (v128.and (i16x8.shr_u (local.get $h) (i32.const 2)) (local.get $m48))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=224 (local.get $xq)) (local.get $q))
-          (i16x8.splat (i32.load8_s offset=206 (local.get $p))))))
-        ;; elements 240..255: sub-block 15
-        (local.set $h (v128.load offset=176 (local.get $p)))
-        (local.set $q (v128.or (v128.and (i16x8.shr_u (v128.load offset=112 (local.get $p)) (i32.const 4)) (local.get $m15))
-          (v128.and (i16x8.shr_u (local.get $h) (i32.const 2)) (local.get $m48))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=240 (local.get $xq)) (local.get $q))
-          (i16x8.splat (i32.load8_s offset=207 (local.get $p))))))
+        ;; pass i = 2n + half: ql at 64n + 16·half, qh at 128 + 32n + 16·half, x at 128n + 16·half, scales at 192 + 8n + half
+        (local.set $i6 (i32.const 0))
+        (loop $q6l
+          (local.set $o6 (i32.add (local.get $p) (i32.add (i32.shl (i32.and (local.get $i6) (i32.const 1)) (i32.const 4)) (i32.shl (i32.shr_u (local.get $i6) (i32.const 1)) (i32.const 6)))))
+          (local.set $x6 (i32.add (local.get $xq) (i32.add (i32.shl (i32.and (local.get $i6) (i32.const 1)) (i32.const 4)) (i32.shl (i32.shr_u (local.get $i6) (i32.const 1)) (i32.const 7)))))
+          (local.set $s6 (i32.add (local.get $p) (i32.add (i32.and (local.get $i6) (i32.const 1)) (i32.shl (i32.shr_u (local.get $i6) (i32.const 1)) (i32.const 3)))))
+          (local.set $h (v128.load offset=128 (i32.sub (local.get $o6) (i32.shl (i32.shr_u (local.get $i6) (i32.const 1)) (i32.const 5)))))
+          ;; group 0: sub-block 8n + 0 + half
+          (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
+            (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=0 (local.get $x6)) (v128.or (v128.and (v128.load offset=0 (local.get $o6)) (local.get $m15)) (v128.and (i16x8.shl (local.get $h) (i32.const 4)) (local.get $m48))))
+            (i16x8.splat (i32.load8_s offset=192 (local.get $s6))))))
+          ;; group 1: sub-block 8n + 2 + half
+          (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
+            (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=32 (local.get $x6)) (v128.or (v128.and (v128.load offset=32 (local.get $o6)) (local.get $m15)) (v128.and (i16x8.shl (local.get $h) (i32.const 2)) (local.get $m48))))
+            (i16x8.splat (i32.load8_s offset=194 (local.get $s6))))))
+          ;; group 2: sub-block 8n + 4 + half
+          (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
+            (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=64 (local.get $x6)) (v128.or (v128.and (i16x8.shr_u (v128.load offset=0 (local.get $o6)) (i32.const 4)) (local.get $m15)) (v128.and (local.get $h) (local.get $m48))))
+            (i16x8.splat (i32.load8_s offset=196 (local.get $s6))))))
+          ;; group 3: sub-block 8n + 6 + half
+          (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
+            (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=96 (local.get $x6)) (v128.or (v128.and (i16x8.shr_u (v128.load offset=32 (local.get $o6)) (i32.const 4)) (local.get $m15)) (v128.and (i16x8.shr_u (local.get $h) (i32.const 2)) (local.get $m48))))
+            (i16x8.splat (i32.load8_s offset=198 (local.get $s6))))))
+          (br_if $q6l (i32.lt_u (local.tee $i6 (i32.add (local.get $i6) (i32.const 1))) (i32.const 4))))
         ;; @else
         (local.set $t (v128.const i32x4 0 0 0 0))
         ;; half 0, l 0..15: sub-blocks 0, 2, 4, 6

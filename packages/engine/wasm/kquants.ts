@@ -263,7 +263,11 @@ function q6Baseline(): string[] {
   return L;
 }
 
-/** One q6_k super-block at $p, relaxed build: the same integer total into $t (int8 activations at $xq, 16-column sums at $xs). */
+/**
+ * One q6_k super-block at $p, relaxed build: the same integer total into $t (int8 activations at $xq,
+ * 16-column sums at $xs). A loop over the 4 (half n, 16-element half) pairs, each with its 4 groups k:
+ * unrolled, TurboFan hoisted the super-block's ~40 loads to its top and spilled them (as in q5_k).
+ */
 function q6CoreRelaxed(): string[] {
   const L: string[] = [];
   const e = (s: string) => L.push(s);
@@ -272,25 +276,25 @@ function q6CoreRelaxed(): string[] {
   e(`          (i32x4.dot_i16x8_s (i16x8.extend_low_i8x16_s (v128.load offset=192 (local.get $p))) (v128.load offset=0 (local.get $xs)))`);
   e(`          (i32x4.dot_i16x8_s (i16x8.extend_high_i8x16_s (v128.load offset=192 (local.get $p))) (v128.load offset=16 (local.get $xs))))`);
   e(`          (v128.const i32x4 -32 -32 -32 -32)))`);
-  for (let n = 0; n < 2; n++) {
-    for (let k = 0; k < 4; k++) {
-      for (let half = 0; half < 2; half++) {
-        const j = 8 * n + 2 * k + half;
-        const ql = `(v128.load offset=${64 * n + 32 * (k & 1) + 16 * half} (local.get $p))`;
-        const lo = k < 2 ? `(v128.and ${ql} (local.get $m15))` : `(v128.and (i16x8.shr_u ${ql} (i32.const 4)) (local.get $m15))`;
-        // qh bits 2k..2k+1 of each byte to bits 4..5 by one i16 shift, then masked per byte: at most 4
-        // left or 2 right, bits 4..5 of either byte of a lane come from the same byte
-        const hs = k < 2 ? `(i16x8.shl (local.get $h) (i32.const ${4 - 2 * k}))` : k === 2 ? '(local.get $h)' : '(i16x8.shr_u (local.get $h) (i32.const 2))';
-        e(`        ;; elements ${128 * n + 32 * k + 16 * half}..${128 * n + 32 * k + 16 * half + 15}: sub-block ${j}`);
-        e(`        (local.set $h (v128.load offset=${128 + 32 * n + 16 * half} (local.get $p)))`);
-        e(`        (local.set $q (v128.or ${lo}`);
-        e(`          (v128.and ${hs} (local.get $m48))))`);
-        e(`        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s`);
-        e(`          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=${128 * n + 32 * k + 16 * half} (local.get $xq)) (local.get $q))`);
-        e(`          (i16x8.splat (i32.load8_s offset=${192 + j} (local.get $p))))))`);
-      }
-    }
+  e(`        ;; pass i = 2n + half: ql at 64n + 16·half, qh at 128 + 32n + 16·half, x at 128n + 16·half, scales at 192 + 8n + half`);
+  e(`        (local.set $i6 (i32.const 0))`);
+  e(`        (loop $q6l`);
+  e(`          (local.set $o6 (i32.add (local.get $p) (i32.add (i32.shl (i32.and (local.get $i6) (i32.const 1)) (i32.const 4)) (i32.shl (i32.shr_u (local.get $i6) (i32.const 1)) (i32.const 6)))))`);
+  e(`          (local.set $x6 (i32.add (local.get $xq) (i32.add (i32.shl (i32.and (local.get $i6) (i32.const 1)) (i32.const 4)) (i32.shl (i32.shr_u (local.get $i6) (i32.const 1)) (i32.const 7)))))`);
+  e(`          (local.set $s6 (i32.add (local.get $p) (i32.add (i32.and (local.get $i6) (i32.const 1)) (i32.shl (i32.shr_u (local.get $i6) (i32.const 1)) (i32.const 3)))))`);
+  e(`          (local.set $h (v128.load offset=128 (i32.sub (local.get $o6) (i32.shl (i32.shr_u (local.get $i6) (i32.const 1)) (i32.const 5)))))`);
+  for (let k = 0; k < 4; k++) {
+    const ql = `(v128.load offset=${32 * (k & 1)} (local.get $o6))`;
+    const lo = k < 2 ? `(v128.and ${ql} (local.get $m15))` : `(v128.and (i16x8.shr_u ${ql} (i32.const 4)) (local.get $m15))`;
+    // qh bits 2k..2k+1 of each byte to bits 4..5 by one i16 shift, then masked per byte: at most 4
+    // left or 2 right, bits 4..5 of either byte of a lane come from the same byte
+    const hs = k < 2 ? `(i16x8.shl (local.get $h) (i32.const ${4 - 2 * k}))` : k === 2 ? '(local.get $h)' : '(i16x8.shr_u (local.get $h) (i32.const 2))';
+    e(`          ;; group ${k}: sub-block 8n + ${2 * k} + half`);
+    e(`          (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s`);
+    e(`            (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=${32 * k} (local.get $x6)) (v128.or ${lo} (v128.and ${hs} (local.get $m48))))`);
+    e(`            (i16x8.splat (i32.load8_s offset=${192 + 2 * k} (local.get $s6))))))`);
   }
+  e(`          (br_if $q6l (i32.lt_u (local.tee $i6 (i32.add (local.get $i6) (i32.const 1))) (i32.const 4))))`);
   return L;
 }
 
@@ -309,7 +313,7 @@ function q6Relaxed(): string[] {
   const b16 = (v: number) => `(v128.const i8x16 ${Array(16).fill(v).join(' ')})`;
   e(`  (func $dot1_q6_k (type $dot) (param $w i32) (param $rb i32) (param $x i32) (param $cols i32) (param $out i32)`);
   e(`    (local $p i32) (local $end i32) (local $xq i32) (local $xd i32) (local $xs i32)`);
-  e(`    (local $t v128) (local $q v128) (local $h v128) (local $s f32) (local $m15 v128) (local $m48 v128)`);
+  e(`    (local $t v128) (local $q v128) (local $h v128) (local $s f32) (local $m15 v128) (local $m48 v128) (local $i6 i32) (local $o6 i32) (local $x6 i32) (local $s6 i32)`);
   // byte masks in locals: V8 builds a v128.const afresh at every use (3 instructions)
   e(`    (local.set $m15 ${b16(15)})`);
   e(`    (local.set $m48 ${b16(48)})`);
@@ -608,7 +612,7 @@ function g4k(f: 5 | 6): string[] {
     ], []));
   } else {
     L.push(...bothVariants('    ', [
-      `    (local $xs i32) (local $q v128) (local $h v128) (local $m15 v128) (local $m48 v128)`,
+      `    (local $xs i32) (local $q v128) (local $h v128) (local $m15 v128) (local $m48 v128) (local $i6 i32) (local $o6 i32) (local $x6 i32) (local $s6 i32)`,
       `    (local.set $m15 ${b16(15)})`,
       `    (local.set $m48 ${b16(48)})`,
     ], [
