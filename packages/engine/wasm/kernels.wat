@@ -6442,7 +6442,7 @@
     (local $xb i32) (local $u0 i32) (local $u1 i32) (local $u2 i32) (local $sl i32) (local $sh i32)
     (local $v v128) (local $h v128) (local $a v128) (local $b v128) (local $sc v128) (local $s0 v128) (local $macc v128)
     ;; @if relaxed
-    (local $x8 i32) (local $m15 v128) (local $m16 v128) (local $q i32) (local $xc i32) (local $sc8 i64) (local $h0 v128) (local $h1 v128)
+    (local $x8 i32) (local $m15 v128) (local $m16 v128) (local $q i32) (local $xc i32) (local $sc8 i64) (local $h0 v128) (local $h1 v128) (local $v0 v128) (local $v1 v128)
     (local.set $m15 (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15))
     (local.set $m16 (v128.const i8x16 16 16 16 16 16 16 16 16 16 16 16 16 16 16 16 16))
     ;; @else
@@ -6485,21 +6485,13 @@
         (loop $runs
           (local.set $a (i16x8.splat (i32.and (i32.wrap_i64 (local.get $sc8)) (i32.const 255))))
           (local.set $b (i16x8.splat (i32.and (i32.wrap_i64 (i64.shr_u (local.get $sc8) (i64.const 8))) (i32.const 255))))
-          (local.set $v (v128.load offset=48 (local.get $q)))
-          (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-            (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=0 (local.get $xc))
-              (v128.or (v128.and (local.get $v) (local.get $m15)) (v128.and (i16x8.shl (local.get $h0) (i32.const 4)) (local.get $m16)))) (local.get $a))))
-          (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-            (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=32 (local.get $xc))
-              (v128.or (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (local.get $m15)) (v128.and (i16x8.shl (local.get $h0) (i32.const 3)) (local.get $m16)))) (local.get $b))))
+          (local.set $v0 (v128.load offset=48 (local.get $q)))
+          (local.set $v1 (v128.load offset=64 (local.get $q)))
+          (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s (i16x8.add (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=0 (local.get $xc)) (v128.or (v128.and (local.get $v0) (local.get $m15)) (v128.and (i16x8.shl (local.get $h0) (i32.const 4)) (local.get $m16))))
+            (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=16 (local.get $xc)) (v128.or (v128.and (local.get $v1) (local.get $m15)) (v128.and (i16x8.shl (local.get $h1) (i32.const 4)) (local.get $m16))))) (local.get $a))))
+          (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s (i16x8.add (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=32 (local.get $xc)) (v128.or (v128.and (i16x8.shr_u (local.get $v0) (i32.const 4)) (local.get $m15)) (v128.and (i16x8.shl (local.get $h0) (i32.const 3)) (local.get $m16))))
+            (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=48 (local.get $xc)) (v128.or (v128.and (i16x8.shr_u (local.get $v1) (i32.const 4)) (local.get $m15)) (v128.and (i16x8.shl (local.get $h1) (i32.const 3)) (local.get $m16))))) (local.get $b))))
           (local.set $h0 (i16x8.shr_u (local.get $h0) (i32.const 2)))
-          (local.set $v (v128.load offset=64 (local.get $q)))
-          (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-            (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=16 (local.get $xc))
-              (v128.or (v128.and (local.get $v) (local.get $m15)) (v128.and (i16x8.shl (local.get $h1) (i32.const 4)) (local.get $m16)))) (local.get $a))))
-          (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-            (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=48 (local.get $xc))
-              (v128.or (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (local.get $m15)) (v128.and (i16x8.shl (local.get $h1) (i32.const 3)) (local.get $m16)))) (local.get $b))))
           (local.set $h1 (i16x8.shr_u (local.get $h1) (i32.const 2)))
           (local.set $sc8 (i64.shr_u (local.get $sc8) (i64.const 16)))
           (local.set $q (i32.add (local.get $q) (i32.const 32)))

@@ -146,17 +146,20 @@ function q5RelaxedLoop(): string[] {
   e(`        (loop $runs`);
   e(`          (local.set $a (i16x8.splat (i32.and (i32.wrap_i64 (local.get $sc8)) (i32.const 255))))`);
   e(`          (local.set $b (i16x8.splat (i32.and (i32.wrap_i64 (i64.shr_u (local.get $sc8) (i64.const 8))) (i32.const 255))))`);
-  for (let half = 0; half < 2; half++) {
-    const h = `$h${half}`;
-    e(`          (local.set $v (v128.load offset=${48 + 16 * half} (local.get $q)))`);
-    e(`          (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s`);
-    e(`            (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=${16 * half} (local.get $xc))`);
-    e(`              (v128.or (v128.and (local.get $v) (local.get $m15)) (v128.and (i16x8.shl (local.get ${h}) (i32.const 4)) (local.get $m16)))) (local.get $a))))`);
-    e(`          (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s`);
-    e(`            (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=${32 + 16 * half} (local.get $xc))`);
-    e(`              (v128.or (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (local.get $m15)) (v128.and (i16x8.shl (local.get ${h}) (i32.const 3)) (local.get $m16)))) (local.get $b))))`);
-    e(`          (local.set ${h} (i16x8.shr_u (local.get ${h}) (i32.const 2)))`);
-  }
+  // each sub-block's two 16-element halves added in i16 before one scale dot: pair sums <= 2·31·127, two
+  // of them <= 15748, no wrap
+  const dot = (half: number, off: number, q: string) =>
+    `(i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=${off + 16 * half} (local.get $xc)) ${q})`;
+  const lo = (half: number) => `(v128.or (v128.and (local.get $v${half}) (local.get $m15)) (v128.and (i16x8.shl (local.get $h${half}) (i32.const 4)) (local.get $m16)))`;
+  const hi = (half: number) => `(v128.or (v128.and (i16x8.shr_u (local.get $v${half}) (i32.const 4)) (local.get $m15)) (v128.and (i16x8.shl (local.get $h${half}) (i32.const 3)) (local.get $m16)))`;
+  e(`          (local.set $v0 (v128.load offset=48 (local.get $q)))`);
+  e(`          (local.set $v1 (v128.load offset=64 (local.get $q)))`);
+  e(`          (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s (i16x8.add ${dot(0, 0, lo(0))}`);
+  e(`            ${dot(1, 0, lo(1))}) (local.get $a))))`);
+  e(`          (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s (i16x8.add ${dot(0, 32, hi(0))}`);
+  e(`            ${dot(1, 32, hi(1))}) (local.get $b))))`);
+  e(`          (local.set $h0 (i16x8.shr_u (local.get $h0) (i32.const 2)))`);
+  e(`          (local.set $h1 (i16x8.shr_u (local.get $h1) (i32.const 2)))`);
   e(`          (local.set $sc8 (i64.shr_u (local.get $sc8) (i64.const 16)))`);
   e(`          (local.set $q (i32.add (local.get $q) (i32.const 32)))`);
   e(`          (local.set $xc (i32.add (local.get $xc) (i32.const 64)))`);
@@ -606,7 +609,7 @@ function g4k(f: 5 | 6): string[] {
     e(`    (local $xb i32) (local $u0 i32) (local $u1 i32) (local $u2 i32) (local $sl i32) (local $sh i32)`);
     e(`    (local $v v128) (local $h v128) (local $a v128) (local $b v128) (local $sc v128) (local $s0 v128) (local $macc v128)`);
     L.push(...bothVariants('    ', [
-      `    (local $x8 i32) (local $m15 v128) (local $m16 v128) (local $q i32) (local $xc i32) (local $sc8 i64) (local $h0 v128) (local $h1 v128)`,
+      `    (local $x8 i32) (local $m15 v128) (local $m16 v128) (local $q i32) (local $xc i32) (local $sc8 i64) (local $h0 v128) (local $h1 v128) (local $v0 v128) (local $v1 v128)`,
       `    (local.set $m15 ${b16(15)})`,
       `    (local.set $m16 ${b16(16)})`,
     ], []));
