@@ -5844,7 +5844,7 @@
     (local $u0 i32) (local $u1 i32) (local $u2 i32) (local $sl i32) (local $sh i32)
     (local $t v128) (local $v v128) (local $h v128) (local $a v128) (local $b v128) (local $s f32) (local $m f32)
     ;; @if relaxed
-    (local $x8 i32) (local $m15 v128) (local $m16 v128)
+    (local $x8 i32) (local $m15 v128) (local $m16 v128) (local $q i32) (local $xc i32) (local $sc8 i64) (local $h0 v128) (local $h1 v128) (local $v0 v128) (local $v1 v128)
     (local.set $x8 (i32.add (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 1))) (i32.mul (i32.shr_u (local.get $cols) (i32.const 8)) (i32.const 20))))
     (local.set $m15 (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15))
     (local.set $m16 (v128.const i8x16 16 16 16 16 16 16 16 16 16 16 16 16 16 16 16 16))
@@ -5866,66 +5866,26 @@
           (i32.shl (i32.and (i32.shr_u (local.get $u0) (i32.const 6)) (i32.const 0x03030303)) (i32.const 4))))
         (local.set $t (v128.const i32x4 0 0 0 0))
         ;; @if relaxed
-        ;; run 0: sub-blocks 0 (low nibbles) and 1 (high)
-        (local.set $a (i16x8.splat (i32.and (i32.shr_u (local.get $sl) (i32.const 0)) (i32.const 255))))
-        (local.set $b (i16x8.splat (i32.and (i32.shr_u (local.get $sl) (i32.const 8)) (i32.const 255))))
-        (local.set $v (v128.load offset=48 (local.get $p)))
-        (local.set $h (v128.load offset=16 (local.get $p)))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=0 (local.get $x8)) (v128.or (v128.and (local.get $v) (local.get $m15)) (v128.and (i16x8.shl (local.get $h) (i32.const 4)) (local.get $m16)))) (local.get $a))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=32 (local.get $x8)) (v128.or (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (local.get $m15)) (v128.and (i16x8.shl (local.get $h) (i32.const 3)) (local.get $m16)))) (local.get $b))))
-        (local.set $v (v128.load offset=64 (local.get $p)))
-        (local.set $h (v128.load offset=32 (local.get $p)))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=16 (local.get $x8)) (v128.or (v128.and (local.get $v) (local.get $m15)) (v128.and (i16x8.shl (local.get $h) (i32.const 4)) (local.get $m16)))) (local.get $a))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=48 (local.get $x8)) (v128.or (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (local.get $m15)) (v128.and (i16x8.shl (local.get $h) (i32.const 3)) (local.get $m16)))) (local.get $b))))
-        ;; run 1: sub-blocks 2 (low nibbles) and 3 (high)
-        (local.set $a (i16x8.splat (i32.and (i32.shr_u (local.get $sl) (i32.const 16)) (i32.const 255))))
-        (local.set $b (i16x8.splat (i32.and (i32.shr_u (local.get $sl) (i32.const 24)) (i32.const 255))))
-        (local.set $v (v128.load offset=80 (local.get $p)))
-        (local.set $h (v128.load offset=16 (local.get $p)))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=64 (local.get $x8)) (v128.or (v128.and (local.get $v) (local.get $m15)) (v128.and (i16x8.shl (local.get $h) (i32.const 2)) (local.get $m16)))) (local.get $a))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=96 (local.get $x8)) (v128.or (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (local.get $m15)) (v128.and (i16x8.shl (local.get $h) (i32.const 1)) (local.get $m16)))) (local.get $b))))
-        (local.set $v (v128.load offset=96 (local.get $p)))
-        (local.set $h (v128.load offset=32 (local.get $p)))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=80 (local.get $x8)) (v128.or (v128.and (local.get $v) (local.get $m15)) (v128.and (i16x8.shl (local.get $h) (i32.const 2)) (local.get $m16)))) (local.get $a))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=112 (local.get $x8)) (v128.or (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (local.get $m15)) (v128.and (i16x8.shl (local.get $h) (i32.const 1)) (local.get $m16)))) (local.get $b))))
-        ;; run 2: sub-blocks 4 (low nibbles) and 5 (high)
-        (local.set $a (i16x8.splat (i32.and (i32.shr_u (local.get $sh) (i32.const 0)) (i32.const 255))))
-        (local.set $b (i16x8.splat (i32.and (i32.shr_u (local.get $sh) (i32.const 8)) (i32.const 255))))
-        (local.set $v (v128.load offset=112 (local.get $p)))
-        (local.set $h (v128.load offset=16 (local.get $p)))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=128 (local.get $x8)) (v128.or (v128.and (local.get $v) (local.get $m15)) (v128.and (local.get $h) (local.get $m16)))) (local.get $a))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=160 (local.get $x8)) (v128.or (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (local.get $m15)) (v128.and (i16x8.shr_u (local.get $h) (i32.const 1)) (local.get $m16)))) (local.get $b))))
-        (local.set $v (v128.load offset=128 (local.get $p)))
-        (local.set $h (v128.load offset=32 (local.get $p)))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=144 (local.get $x8)) (v128.or (v128.and (local.get $v) (local.get $m15)) (v128.and (local.get $h) (local.get $m16)))) (local.get $a))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=176 (local.get $x8)) (v128.or (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (local.get $m15)) (v128.and (i16x8.shr_u (local.get $h) (i32.const 1)) (local.get $m16)))) (local.get $b))))
-        ;; run 3: sub-blocks 6 (low nibbles) and 7 (high)
-        (local.set $a (i16x8.splat (i32.and (i32.shr_u (local.get $sh) (i32.const 16)) (i32.const 255))))
-        (local.set $b (i16x8.splat (i32.and (i32.shr_u (local.get $sh) (i32.const 24)) (i32.const 255))))
-        (local.set $v (v128.load offset=144 (local.get $p)))
-        (local.set $h (v128.load offset=16 (local.get $p)))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=192 (local.get $x8)) (v128.or (v128.and (local.get $v) (local.get $m15)) (v128.and (i16x8.shr_u (local.get $h) (i32.const 2)) (local.get $m16)))) (local.get $a))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=224 (local.get $x8)) (v128.or (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (local.get $m15)) (v128.and (i16x8.shr_u (local.get $h) (i32.const 3)) (local.get $m16)))) (local.get $b))))
-        (local.set $v (v128.load offset=160 (local.get $p)))
-        (local.set $h (v128.load offset=32 (local.get $p)))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=208 (local.get $x8)) (v128.or (v128.and (local.get $v) (local.get $m15)) (v128.and (i16x8.shr_u (local.get $h) (i32.const 2)) (local.get $m16)))) (local.get $a))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=240 (local.get $x8)) (v128.or (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (local.get $m15)) (v128.and (i16x8.shr_u (local.get $h) (i32.const 3)) (local.get $m16)))) (local.get $b))))
+        (local.set $sc8 (i64.or (i64.extend_i32_u (local.get $sl)) (i64.shl (i64.extend_i32_u (local.get $sh)) (i64.const 32))))
+        (local.set $h0 (v128.load offset=16 (local.get $p)))
+        (local.set $h1 (v128.load offset=32 (local.get $p)))
+        (local.set $q (local.get $p))
+        (local.set $xc (local.get $x8))
+        (loop $runs
+          (local.set $a (i16x8.splat (i32.and (i32.wrap_i64 (local.get $sc8)) (i32.const 255))))
+          (local.set $b (i16x8.splat (i32.and (i32.wrap_i64 (i64.shr_u (local.get $sc8) (i64.const 8))) (i32.const 255))))
+          (local.set $v0 (v128.load offset=48 (local.get $q)))
+          (local.set $v1 (v128.load offset=64 (local.get $q)))
+          (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s (i16x8.add (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=0 (local.get $xc)) (v128.or (v128.and (local.get $v0) (local.get $m15)) (v128.and (i16x8.shl (local.get $h0) (i32.const 4)) (local.get $m16))))
+            (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=16 (local.get $xc)) (v128.or (v128.and (local.get $v1) (local.get $m15)) (v128.and (i16x8.shl (local.get $h1) (i32.const 4)) (local.get $m16))))) (local.get $a))))
+          (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s (i16x8.add (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=32 (local.get $xc)) (v128.or (v128.and (i16x8.shr_u (local.get $v0) (i32.const 4)) (local.get $m15)) (v128.and (i16x8.shl (local.get $h0) (i32.const 3)) (local.get $m16))))
+            (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=48 (local.get $xc)) (v128.or (v128.and (i16x8.shr_u (local.get $v1) (i32.const 4)) (local.get $m15)) (v128.and (i16x8.shl (local.get $h1) (i32.const 3)) (local.get $m16))))) (local.get $b))))
+          (local.set $h0 (i16x8.shr_u (local.get $h0) (i32.const 2)))
+          (local.set $h1 (i16x8.shr_u (local.get $h1) (i32.const 2)))
+          (local.set $sc8 (i64.shr_u (local.get $sc8) (i64.const 16)))
+          (local.set $q (i32.add (local.get $q) (i32.const 32)))
+          (local.set $xc (i32.add (local.get $xc) (i32.const 64)))
+          (br_if $runs (i32.lt_u (local.get $xc) (i32.add (local.get $x8) (i32.const 256)))))
         ;; @else
         ;; run 0: sub-blocks 0 (low nibbles) and 1 (high)
         (local.set $a (i16x8.splat (i32.and (i32.shr_u (local.get $sl) (i32.const 0)) (i32.const 255))))

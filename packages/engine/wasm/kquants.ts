@@ -50,7 +50,7 @@ function q45(five: boolean): string[] {
   e(`    (local $t v128) (local $v v128) (local $h v128) (local $a v128) (local $b v128) (local $s f32) (local $m f32)`);
   // the relaxed runs' byte masks in locals: V8 builds a v128.const afresh at every use (3 instructions)
   L.push(...bothVariants('    ', [
-    `    (local $x8 i32) (local $m15 v128) (local $m16 v128)`,
+    `    (local $x8 i32) (local $m15 v128) (local $m16 v128)${five ? ' (local $q i32) (local $xc i32) (local $sc8 i64) (local $h0 v128) (local $h1 v128) (local $v0 v128) (local $v1 v128)' : ''}`,
     `    (local.set $x8 (i32.add (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 1))) (i32.mul (i32.shr_u (local.get $cols) (i32.const 8)) (i32.const 20))))`,
     `    (local.set $m15 (v128.const i8x16 ${Array(16).fill(15).join(' ')}))`,
     `    (local.set $m16 (v128.const i8x16 ${Array(16).fill(16).join(' ')}))`,
@@ -63,7 +63,7 @@ function q45(five: boolean): string[] {
   e(`    (block $done`);
   e(`      (loop $l`);
   e(`        (br_if $done (i32.ge_u (local.get $p) (local.get $end)))`);
-  L.push(...q45Core(five));
+  L.push(...q45Core(five, five));
   e(`        (local.set $s (f32.add (local.get $s) (f32.mul (f32.convert_i32_s (call $hsum_i32 (local.get $t)))`);
   e(`          (f32.mul (f32.load offset=4096 (i32.shl (i32.load16_u (local.get $p)) (i32.const 2))) (f32.load (local.get $xd))))))`);
   e(`        ;; mins: m 0-7 as i16 against the 8 sub-block sums of the activations`);
