@@ -5844,7 +5844,7 @@
     (local $u0 i32) (local $u1 i32) (local $u2 i32) (local $sl i32) (local $sh i32)
     (local $t v128) (local $v v128) (local $h v128) (local $a v128) (local $b v128) (local $s f32) (local $m f32)
     ;; @if relaxed
-    (local $x8 i32) (local $m15 v128) (local $m16 v128)
+    (local $x8 i32) (local $m15 v128) (local $m16 v128) (local $q i32) (local $xc i32) (local $sc8 i64) (local $h0 v128) (local $h1 v128) (local $v0 v128) (local $v1 v128)
     (local.set $x8 (i32.add (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 1))) (i32.mul (i32.shr_u (local.get $cols) (i32.const 8)) (i32.const 20))))
     (local.set $m15 (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15))
     (local.set $m16 (v128.const i8x16 16 16 16 16 16 16 16 16 16 16 16 16 16 16 16 16))
@@ -5866,66 +5866,26 @@
           (i32.shl (i32.and (i32.shr_u (local.get $u0) (i32.const 6)) (i32.const 0x03030303)) (i32.const 4))))
         (local.set $t (v128.const i32x4 0 0 0 0))
         ;; @if relaxed
-        ;; run 0: sub-blocks 0 (low nibbles) and 1 (high)
-        (local.set $a (i16x8.splat (i32.and (i32.shr_u (local.get $sl) (i32.const 0)) (i32.const 255))))
-        (local.set $b (i16x8.splat (i32.and (i32.shr_u (local.get $sl) (i32.const 8)) (i32.const 255))))
-        (local.set $v (v128.load offset=48 (local.get $p)))
-        (local.set $h (v128.load offset=16 (local.get $p)))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=0 (local.get $x8)) (v128.or (v128.and (local.get $v) (local.get $m15)) (v128.and (i16x8.shl (local.get $h) (i32.const 4)) (local.get $m16)))) (local.get $a))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=32 (local.get $x8)) (v128.or (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (local.get $m15)) (v128.and (i16x8.shl (local.get $h) (i32.const 3)) (local.get $m16)))) (local.get $b))))
-        (local.set $v (v128.load offset=64 (local.get $p)))
-        (local.set $h (v128.load offset=32 (local.get $p)))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=16 (local.get $x8)) (v128.or (v128.and (local.get $v) (local.get $m15)) (v128.and (i16x8.shl (local.get $h) (i32.const 4)) (local.get $m16)))) (local.get $a))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=48 (local.get $x8)) (v128.or (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (local.get $m15)) (v128.and (i16x8.shl (local.get $h) (i32.const 3)) (local.get $m16)))) (local.get $b))))
-        ;; run 1: sub-blocks 2 (low nibbles) and 3 (high)
-        (local.set $a (i16x8.splat (i32.and (i32.shr_u (local.get $sl) (i32.const 16)) (i32.const 255))))
-        (local.set $b (i16x8.splat (i32.and (i32.shr_u (local.get $sl) (i32.const 24)) (i32.const 255))))
-        (local.set $v (v128.load offset=80 (local.get $p)))
-        (local.set $h (v128.load offset=16 (local.get $p)))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=64 (local.get $x8)) (v128.or (v128.and (local.get $v) (local.get $m15)) (v128.and (i16x8.shl (local.get $h) (i32.const 2)) (local.get $m16)))) (local.get $a))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=96 (local.get $x8)) (v128.or (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (local.get $m15)) (v128.and (i16x8.shl (local.get $h) (i32.const 1)) (local.get $m16)))) (local.get $b))))
-        (local.set $v (v128.load offset=96 (local.get $p)))
-        (local.set $h (v128.load offset=32 (local.get $p)))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=80 (local.get $x8)) (v128.or (v128.and (local.get $v) (local.get $m15)) (v128.and (i16x8.shl (local.get $h) (i32.const 2)) (local.get $m16)))) (local.get $a))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=112 (local.get $x8)) (v128.or (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (local.get $m15)) (v128.and (i16x8.shl (local.get $h) (i32.const 1)) (local.get $m16)))) (local.get $b))))
-        ;; run 2: sub-blocks 4 (low nibbles) and 5 (high)
-        (local.set $a (i16x8.splat (i32.and (i32.shr_u (local.get $sh) (i32.const 0)) (i32.const 255))))
-        (local.set $b (i16x8.splat (i32.and (i32.shr_u (local.get $sh) (i32.const 8)) (i32.const 255))))
-        (local.set $v (v128.load offset=112 (local.get $p)))
-        (local.set $h (v128.load offset=16 (local.get $p)))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=128 (local.get $x8)) (v128.or (v128.and (local.get $v) (local.get $m15)) (v128.and (local.get $h) (local.get $m16)))) (local.get $a))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=160 (local.get $x8)) (v128.or (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (local.get $m15)) (v128.and (i16x8.shr_u (local.get $h) (i32.const 1)) (local.get $m16)))) (local.get $b))))
-        (local.set $v (v128.load offset=128 (local.get $p)))
-        (local.set $h (v128.load offset=32 (local.get $p)))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=144 (local.get $x8)) (v128.or (v128.and (local.get $v) (local.get $m15)) (v128.and (local.get $h) (local.get $m16)))) (local.get $a))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=176 (local.get $x8)) (v128.or (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (local.get $m15)) (v128.and (i16x8.shr_u (local.get $h) (i32.const 1)) (local.get $m16)))) (local.get $b))))
-        ;; run 3: sub-blocks 6 (low nibbles) and 7 (high)
-        (local.set $a (i16x8.splat (i32.and (i32.shr_u (local.get $sh) (i32.const 16)) (i32.const 255))))
-        (local.set $b (i16x8.splat (i32.and (i32.shr_u (local.get $sh) (i32.const 24)) (i32.const 255))))
-        (local.set $v (v128.load offset=144 (local.get $p)))
-        (local.set $h (v128.load offset=16 (local.get $p)))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=192 (local.get $x8)) (v128.or (v128.and (local.get $v) (local.get $m15)) (v128.and (i16x8.shr_u (local.get $h) (i32.const 2)) (local.get $m16)))) (local.get $a))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=224 (local.get $x8)) (v128.or (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (local.get $m15)) (v128.and (i16x8.shr_u (local.get $h) (i32.const 3)) (local.get $m16)))) (local.get $b))))
-        (local.set $v (v128.load offset=160 (local.get $p)))
-        (local.set $h (v128.load offset=32 (local.get $p)))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=208 (local.get $x8)) (v128.or (v128.and (local.get $v) (local.get $m15)) (v128.and (i16x8.shr_u (local.get $h) (i32.const 2)) (local.get $m16)))) (local.get $a))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=240 (local.get $x8)) (v128.or (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (local.get $m15)) (v128.and (i16x8.shr_u (local.get $h) (i32.const 3)) (local.get $m16)))) (local.get $b))))
+        (local.set $sc8 (i64.or (i64.extend_i32_u (local.get $sl)) (i64.shl (i64.extend_i32_u (local.get $sh)) (i64.const 32))))
+        (local.set $h0 (v128.load offset=16 (local.get $p)))
+        (local.set $h1 (v128.load offset=32 (local.get $p)))
+        (local.set $q (local.get $p))
+        (local.set $xc (local.get $x8))
+        (loop $runs
+          (local.set $a (i16x8.splat (i32.and (i32.wrap_i64 (local.get $sc8)) (i32.const 255))))
+          (local.set $b (i16x8.splat (i32.and (i32.wrap_i64 (i64.shr_u (local.get $sc8) (i64.const 8))) (i32.const 255))))
+          (local.set $v0 (v128.load offset=48 (local.get $q)))
+          (local.set $v1 (v128.load offset=64 (local.get $q)))
+          (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s (i16x8.add (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=0 (local.get $xc)) (v128.or (v128.and (local.get $v0) (local.get $m15)) (v128.and (i16x8.shl (local.get $h0) (i32.const 4)) (local.get $m16))))
+            (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=16 (local.get $xc)) (v128.or (v128.and (local.get $v1) (local.get $m15)) (v128.and (i16x8.shl (local.get $h1) (i32.const 4)) (local.get $m16))))) (local.get $a))))
+          (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s (i16x8.add (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=32 (local.get $xc)) (v128.or (v128.and (i16x8.shr_u (local.get $v0) (i32.const 4)) (local.get $m15)) (v128.and (i16x8.shl (local.get $h0) (i32.const 3)) (local.get $m16))))
+            (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=48 (local.get $xc)) (v128.or (v128.and (i16x8.shr_u (local.get $v1) (i32.const 4)) (local.get $m15)) (v128.and (i16x8.shl (local.get $h1) (i32.const 3)) (local.get $m16))))) (local.get $b))))
+          (local.set $h0 (i16x8.shr_u (local.get $h0) (i32.const 2)))
+          (local.set $h1 (i16x8.shr_u (local.get $h1) (i32.const 2)))
+          (local.set $sc8 (i64.shr_u (local.get $sc8) (i64.const 16)))
+          (local.set $q (i32.add (local.get $q) (i32.const 32)))
+          (local.set $xc (i32.add (local.get $xc) (i32.const 64)))
+          (br_if $runs (i32.lt_u (local.get $xc) (i32.add (local.get $x8) (i32.const 256)))))
         ;; @else
         ;; run 0: sub-blocks 0 (low nibbles) and 1 (high)
         (local.set $a (i16x8.splat (i32.and (i32.shr_u (local.get $sl) (i32.const 0)) (i32.const 255))))
@@ -6028,7 +5988,7 @@
   ;; @if relaxed
   (func $dot1_q6_k (type $dot) (param $w i32) (param $rb i32) (param $x i32) (param $cols i32) (param $out i32)
     (local $p i32) (local $end i32) (local $xq i32) (local $xd i32) (local $xs i32)
-    (local $t v128) (local $q v128) (local $h v128) (local $s f32) (local $m15 v128) (local $m48 v128)
+    (local $t v128) (local $q v128) (local $h v128) (local $s f32) (local $m15 v128) (local $m48 v128) (local $i6 i32) (local $o6 i32) (local $x6 i32) (local $s6 i32)
     (local.set $m15 (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15))
     (local.set $m48 (v128.const i8x16 48 48 48 48 48 48 48 48 48 48 48 48 48 48 48 48))
     (local.set $p (local.get $w))
@@ -6044,118 +6004,30 @@
           (i32x4.dot_i16x8_s (i16x8.extend_low_i8x16_s (v128.load offset=192 (local.get $p))) (v128.load offset=0 (local.get $xs)))
           (i32x4.dot_i16x8_s (i16x8.extend_high_i8x16_s (v128.load offset=192 (local.get $p))) (v128.load offset=16 (local.get $xs))))
           (v128.const i32x4 -32 -32 -32 -32)))
-        ;; elements 0..15: sub-block 0
-        (local.set $h (v128.load offset=128 (local.get $p)))
-        (local.set $q (v128.or (v128.and (v128.load offset=0 (local.get $p)) (local.get $m15))
-          (v128.and (i16x8.shl (local.get $h) (i32.const 4)) (local.get $m48))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=0 (local.get $xq)) (local.get $q))
-          (i16x8.splat (i32.load8_s offset=192 (local.get $p))))))
-        ;; elements 16..31: sub-block 1
-        (local.set $h (v128.load offset=144 (local.get $p)))
-        (local.set $q (v128.or (v128.and (v128.load offset=16 (local.get $p)) (local.get $m15))
-          (v128.and (i16x8.shl (local.get $h) (i32.const 4)) (local.get $m48))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=16 (local.get $xq)) (local.get $q))
-          (i16x8.splat (i32.load8_s offset=193 (local.get $p))))))
-        ;; elements 32..47: sub-block 2
-        (local.set $h (v128.load offset=128 (local.get $p)))
-        (local.set $q (v128.or (v128.and (v128.load offset=32 (local.get $p)) (local.get $m15))
-          (v128.and (i16x8.shl (local.get $h) (i32.const 2)) (local.get $m48))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=32 (local.get $xq)) (local.get $q))
-          (i16x8.splat (i32.load8_s offset=194 (local.get $p))))))
-        ;; elements 48..63: sub-block 3
-        (local.set $h (v128.load offset=144 (local.get $p)))
-        (local.set $q (v128.or (v128.and (v128.load offset=48 (local.get $p)) (local.get $m15))
-          (v128.and (i16x8.shl (local.get $h) (i32.const 2)) (local.get $m48))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=48 (local.get $xq)) (local.get $q))
-          (i16x8.splat (i32.load8_s offset=195 (local.get $p))))))
-        ;; elements 64..79: sub-block 4
-        (local.set $h (v128.load offset=128 (local.get $p)))
-        (local.set $q (v128.or (v128.and (i16x8.shr_u (v128.load offset=0 (local.get $p)) (i32.const 4)) (local.get $m15))
-          (v128.and (local.get $h) (local.get $m48))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=64 (local.get $xq)) (local.get $q))
-          (i16x8.splat (i32.load8_s offset=196 (local.get $p))))))
-        ;; elements 80..95: sub-block 5
-        (local.set $h (v128.load offset=144 (local.get $p)))
-        (local.set $q (v128.or (v128.and (i16x8.shr_u (v128.load offset=16 (local.get $p)) (i32.const 4)) (local.get $m15))
-          (v128.and (local.get $h) (local.get $m48))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=80 (local.get $xq)) (local.get $q))
-          (i16x8.splat (i32.load8_s offset=197 (local.get $p))))))
-        ;; elements 96..111: sub-block 6
-        (local.set $h (v128.load offset=128 (local.get $p)))
-        (local.set $q (v128.or (v128.and (i16x8.shr_u (v128.load offset=32 (local.get $p)) (i32.const 4)) (local.get $m15))
-          (v128.and (i16x8.shr_u (local.get $h) (i32.const 2)) (local.get $m48))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=96 (local.get $xq)) (local.get $q))
-          (i16x8.splat (i32.load8_s offset=198 (local.get $p))))))
-        ;; elements 112..127: sub-block 7
-        (local.set $h (v128.load offset=144 (local.get $p)))
-        (local.set $q (v128.or (v128.and (i16x8.shr_u (v128.load offset=48 (local.get $p)) (i32.const 4)) (local.get $m15))
-          (v128.and (i16x8.shr_u (local.get $h) (i32.const 2)) (local.get $m48))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=112 (local.get $xq)) (local.get $q))
-          (i16x8.splat (i32.load8_s offset=199 (local.get $p))))))
-        ;; elements 128..143: sub-block 8
-        (local.set $h (v128.load offset=160 (local.get $p)))
-        (local.set $q (v128.or (v128.and (v128.load offset=64 (local.get $p)) (local.get $m15))
-          (v128.and (i16x8.shl (local.get $h) (i32.const 4)) (local.get $m48))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=128 (local.get $xq)) (local.get $q))
-          (i16x8.splat (i32.load8_s offset=200 (local.get $p))))))
-        ;; elements 144..159: sub-block 9
-        (local.set $h (v128.load offset=176 (local.get $p)))
-        (local.set $q (v128.or (v128.and (v128.load offset=80 (local.get $p)) (local.get $m15))
-          (v128.and (i16x8.shl (local.get $h) (i32.const 4)) (local.get $m48))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=144 (local.get $xq)) (local.get $q))
-          (i16x8.splat (i32.load8_s offset=201 (local.get $p))))))
-        ;; elements 160..175: sub-block 10
-        (local.set $h (v128.load offset=160 (local.get $p)))
-        (local.set $q (v128.or (v128.and (v128.load offset=96 (local.get $p)) (local.get $m15))
-          (v128.and (i16x8.shl (local.get $h) (i32.const 2)) (local.get $m48))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=160 (local.get $xq)) (local.get $q))
-          (i16x8.splat (i32.load8_s offset=202 (local.get $p))))))
-        ;; elements 176..191: sub-block 11
-        (local.set $h (v128.load offset=176 (local.get $p)))
-        (local.set $q (v128.or (v128.and (v128.load offset=112 (local.get $p)) (local.get $m15))
-          (v128.and (i16x8.shl (local.get $h) (i32.const 2)) (local.get $m48))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=176 (local.get $xq)) (local.get $q))
-          (i16x8.splat (i32.load8_s offset=203 (local.get $p))))))
-        ;; elements 192..207: sub-block 12
-        (local.set $h (v128.load offset=160 (local.get $p)))
-        (local.set $q (v128.or (v128.and (i16x8.shr_u (v128.load offset=64 (local.get $p)) (i32.const 4)) (local.get $m15))
-          (v128.and (local.get $h) (local.get $m48))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=192 (local.get $xq)) (local.get $q))
-          (i16x8.splat (i32.load8_s offset=204 (local.get $p))))))
-        ;; elements 208..223: sub-block 13
-        (local.set $h (v128.load offset=176 (local.get $p)))
-        (local.set $q (v128.or (v128.and (i16x8.shr_u (v128.load offset=80 (local.get $p)) (i32.const 4)) (local.get $m15))
-          (v128.and (local.get $h) (local.get $m48))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=208 (local.get $xq)) (local.get $q))
-          (i16x8.splat (i32.load8_s offset=205 (local.get $p))))))
-        ;; elements 224..239: sub-block 14
-        (local.set $h (v128.load offset=160 (local.get $p)))
-        (local.set $q (v128.or (v128.and (i16x8.shr_u (v128.load offset=96 (local.get $p)) (i32.const 4)) (local.get $m15))
-          (v128.and (i16x8.shr_u (local.get $h) (i32.const 2)) (local.get $m48))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=224 (local.get $xq)) (local.get $q))
-          (i16x8.splat (i32.load8_s offset=206 (local.get $p))))))
-        ;; elements 240..255: sub-block 15
-        (local.set $h (v128.load offset=176 (local.get $p)))
-        (local.set $q (v128.or (v128.and (i16x8.shr_u (v128.load offset=112 (local.get $p)) (i32.const 4)) (local.get $m15))
-          (v128.and (i16x8.shr_u (local.get $h) (i32.const 2)) (local.get $m48))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=240 (local.get $xq)) (local.get $q))
-          (i16x8.splat (i32.load8_s offset=207 (local.get $p))))))
+        ;; pass i = 2n + half: ql at 64n + 16·half, qh at 128 + 32n + 16·half, x at 128n + 16·half, scales at 192 + 8n + half
+        (local.set $i6 (i32.const 0))
+        (loop $q6l
+          (local.set $o6 (i32.add (local.get $p) (i32.add (i32.shl (i32.and (local.get $i6) (i32.const 1)) (i32.const 4)) (i32.shl (i32.shr_u (local.get $i6) (i32.const 1)) (i32.const 6)))))
+          (local.set $x6 (i32.add (local.get $xq) (i32.add (i32.shl (i32.and (local.get $i6) (i32.const 1)) (i32.const 4)) (i32.shl (i32.shr_u (local.get $i6) (i32.const 1)) (i32.const 7)))))
+          (local.set $s6 (i32.add (local.get $p) (i32.add (i32.and (local.get $i6) (i32.const 1)) (i32.shl (i32.shr_u (local.get $i6) (i32.const 1)) (i32.const 3)))))
+          (local.set $h (v128.load offset=128 (i32.sub (local.get $o6) (i32.shl (i32.shr_u (local.get $i6) (i32.const 1)) (i32.const 5)))))
+          ;; group 0: sub-block 8n + 0 + half
+          (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
+            (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=0 (local.get $x6)) (v128.or (v128.and (v128.load offset=0 (local.get $o6)) (local.get $m15)) (v128.and (i16x8.shl (local.get $h) (i32.const 4)) (local.get $m48))))
+            (i16x8.splat (i32.load8_s offset=192 (local.get $s6))))))
+          ;; group 1: sub-block 8n + 2 + half
+          (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
+            (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=32 (local.get $x6)) (v128.or (v128.and (v128.load offset=32 (local.get $o6)) (local.get $m15)) (v128.and (i16x8.shl (local.get $h) (i32.const 2)) (local.get $m48))))
+            (i16x8.splat (i32.load8_s offset=194 (local.get $s6))))))
+          ;; group 2: sub-block 8n + 4 + half
+          (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
+            (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=64 (local.get $x6)) (v128.or (v128.and (i16x8.shr_u (v128.load offset=0 (local.get $o6)) (i32.const 4)) (local.get $m15)) (v128.and (local.get $h) (local.get $m48))))
+            (i16x8.splat (i32.load8_s offset=196 (local.get $s6))))))
+          ;; group 3: sub-block 8n + 6 + half
+          (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
+            (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=96 (local.get $x6)) (v128.or (v128.and (i16x8.shr_u (v128.load offset=32 (local.get $o6)) (i32.const 4)) (local.get $m15)) (v128.and (i16x8.shr_u (local.get $h) (i32.const 2)) (local.get $m48))))
+            (i16x8.splat (i32.load8_s offset=198 (local.get $s6))))))
+          (br_if $q6l (i32.lt_u (local.tee $i6 (i32.add (local.get $i6) (i32.const 1))) (i32.const 4))))
         (local.set $s (f32.add (local.get $s) (f32.mul (f32.convert_i32_s (call $hsum_i32 (local.get $t)))
           (f32.mul (f32.load offset=4096 (i32.shl (i32.load16_u offset=208 (local.get $p)) (i32.const 2))) (f32.load (local.get $xd))))))
         (local.set $p (i32.add (local.get $p) (i32.const 210)))
@@ -6530,7 +6402,7 @@
     (local $xb i32) (local $u0 i32) (local $u1 i32) (local $u2 i32) (local $sl i32) (local $sh i32)
     (local $v v128) (local $h v128) (local $a v128) (local $b v128) (local $sc v128) (local $s0 v128) (local $macc v128)
     ;; @if relaxed
-    (local $x8 i32) (local $m15 v128) (local $m16 v128)
+    (local $x8 i32) (local $m15 v128) (local $m16 v128) (local $q i32) (local $xc i32) (local $sc8 i64) (local $h0 v128) (local $h1 v128) (local $v0 v128) (local $v1 v128)
     (local.set $m15 (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15))
     (local.set $m16 (v128.const i8x16 16 16 16 16 16 16 16 16 16 16 16 16 16 16 16 16))
     ;; @else
@@ -6565,66 +6437,26 @@
           (i32.shl (i32.and (i32.shr_u (local.get $u0) (i32.const 6)) (i32.const 0x03030303)) (i32.const 4))))
         (local.set $t (v128.const i32x4 0 0 0 0))
         ;; @if relaxed
-        ;; run 0: sub-blocks 0 (low nibbles) and 1 (high)
-        (local.set $a (i16x8.splat (i32.and (i32.shr_u (local.get $sl) (i32.const 0)) (i32.const 255))))
-        (local.set $b (i16x8.splat (i32.and (i32.shr_u (local.get $sl) (i32.const 8)) (i32.const 255))))
-        (local.set $v (v128.load offset=48 (local.get $p)))
-        (local.set $h (v128.load offset=16 (local.get $p)))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=0 (local.get $x8)) (v128.or (v128.and (local.get $v) (local.get $m15)) (v128.and (i16x8.shl (local.get $h) (i32.const 4)) (local.get $m16)))) (local.get $a))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=32 (local.get $x8)) (v128.or (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (local.get $m15)) (v128.and (i16x8.shl (local.get $h) (i32.const 3)) (local.get $m16)))) (local.get $b))))
-        (local.set $v (v128.load offset=64 (local.get $p)))
-        (local.set $h (v128.load offset=32 (local.get $p)))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=16 (local.get $x8)) (v128.or (v128.and (local.get $v) (local.get $m15)) (v128.and (i16x8.shl (local.get $h) (i32.const 4)) (local.get $m16)))) (local.get $a))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=48 (local.get $x8)) (v128.or (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (local.get $m15)) (v128.and (i16x8.shl (local.get $h) (i32.const 3)) (local.get $m16)))) (local.get $b))))
-        ;; run 1: sub-blocks 2 (low nibbles) and 3 (high)
-        (local.set $a (i16x8.splat (i32.and (i32.shr_u (local.get $sl) (i32.const 16)) (i32.const 255))))
-        (local.set $b (i16x8.splat (i32.and (i32.shr_u (local.get $sl) (i32.const 24)) (i32.const 255))))
-        (local.set $v (v128.load offset=80 (local.get $p)))
-        (local.set $h (v128.load offset=16 (local.get $p)))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=64 (local.get $x8)) (v128.or (v128.and (local.get $v) (local.get $m15)) (v128.and (i16x8.shl (local.get $h) (i32.const 2)) (local.get $m16)))) (local.get $a))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=96 (local.get $x8)) (v128.or (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (local.get $m15)) (v128.and (i16x8.shl (local.get $h) (i32.const 1)) (local.get $m16)))) (local.get $b))))
-        (local.set $v (v128.load offset=96 (local.get $p)))
-        (local.set $h (v128.load offset=32 (local.get $p)))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=80 (local.get $x8)) (v128.or (v128.and (local.get $v) (local.get $m15)) (v128.and (i16x8.shl (local.get $h) (i32.const 2)) (local.get $m16)))) (local.get $a))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=112 (local.get $x8)) (v128.or (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (local.get $m15)) (v128.and (i16x8.shl (local.get $h) (i32.const 1)) (local.get $m16)))) (local.get $b))))
-        ;; run 2: sub-blocks 4 (low nibbles) and 5 (high)
-        (local.set $a (i16x8.splat (i32.and (i32.shr_u (local.get $sh) (i32.const 0)) (i32.const 255))))
-        (local.set $b (i16x8.splat (i32.and (i32.shr_u (local.get $sh) (i32.const 8)) (i32.const 255))))
-        (local.set $v (v128.load offset=112 (local.get $p)))
-        (local.set $h (v128.load offset=16 (local.get $p)))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=128 (local.get $x8)) (v128.or (v128.and (local.get $v) (local.get $m15)) (v128.and (local.get $h) (local.get $m16)))) (local.get $a))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=160 (local.get $x8)) (v128.or (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (local.get $m15)) (v128.and (i16x8.shr_u (local.get $h) (i32.const 1)) (local.get $m16)))) (local.get $b))))
-        (local.set $v (v128.load offset=128 (local.get $p)))
-        (local.set $h (v128.load offset=32 (local.get $p)))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=144 (local.get $x8)) (v128.or (v128.and (local.get $v) (local.get $m15)) (v128.and (local.get $h) (local.get $m16)))) (local.get $a))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=176 (local.get $x8)) (v128.or (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (local.get $m15)) (v128.and (i16x8.shr_u (local.get $h) (i32.const 1)) (local.get $m16)))) (local.get $b))))
-        ;; run 3: sub-blocks 6 (low nibbles) and 7 (high)
-        (local.set $a (i16x8.splat (i32.and (i32.shr_u (local.get $sh) (i32.const 16)) (i32.const 255))))
-        (local.set $b (i16x8.splat (i32.and (i32.shr_u (local.get $sh) (i32.const 24)) (i32.const 255))))
-        (local.set $v (v128.load offset=144 (local.get $p)))
-        (local.set $h (v128.load offset=16 (local.get $p)))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=192 (local.get $x8)) (v128.or (v128.and (local.get $v) (local.get $m15)) (v128.and (i16x8.shr_u (local.get $h) (i32.const 2)) (local.get $m16)))) (local.get $a))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=224 (local.get $x8)) (v128.or (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (local.get $m15)) (v128.and (i16x8.shr_u (local.get $h) (i32.const 3)) (local.get $m16)))) (local.get $b))))
-        (local.set $v (v128.load offset=160 (local.get $p)))
-        (local.set $h (v128.load offset=32 (local.get $p)))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=208 (local.get $x8)) (v128.or (v128.and (local.get $v) (local.get $m15)) (v128.and (i16x8.shr_u (local.get $h) (i32.const 2)) (local.get $m16)))) (local.get $a))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=240 (local.get $x8)) (v128.or (v128.and (i16x8.shr_u (local.get $v) (i32.const 4)) (local.get $m15)) (v128.and (i16x8.shr_u (local.get $h) (i32.const 3)) (local.get $m16)))) (local.get $b))))
+        (local.set $sc8 (i64.or (i64.extend_i32_u (local.get $sl)) (i64.shl (i64.extend_i32_u (local.get $sh)) (i64.const 32))))
+        (local.set $h0 (v128.load offset=16 (local.get $p)))
+        (local.set $h1 (v128.load offset=32 (local.get $p)))
+        (local.set $q (local.get $p))
+        (local.set $xc (local.get $x8))
+        (loop $runs
+          (local.set $a (i16x8.splat (i32.and (i32.wrap_i64 (local.get $sc8)) (i32.const 255))))
+          (local.set $b (i16x8.splat (i32.and (i32.wrap_i64 (i64.shr_u (local.get $sc8) (i64.const 8))) (i32.const 255))))
+          (local.set $v0 (v128.load offset=48 (local.get $q)))
+          (local.set $v1 (v128.load offset=64 (local.get $q)))
+          (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s (i16x8.add (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=0 (local.get $xc)) (v128.or (v128.and (local.get $v0) (local.get $m15)) (v128.and (i16x8.shl (local.get $h0) (i32.const 4)) (local.get $m16))))
+            (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=16 (local.get $xc)) (v128.or (v128.and (local.get $v1) (local.get $m15)) (v128.and (i16x8.shl (local.get $h1) (i32.const 4)) (local.get $m16))))) (local.get $a))))
+          (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s (i16x8.add (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=32 (local.get $xc)) (v128.or (v128.and (i16x8.shr_u (local.get $v0) (i32.const 4)) (local.get $m15)) (v128.and (i16x8.shl (local.get $h0) (i32.const 3)) (local.get $m16))))
+            (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=48 (local.get $xc)) (v128.or (v128.and (i16x8.shr_u (local.get $v1) (i32.const 4)) (local.get $m15)) (v128.and (i16x8.shl (local.get $h1) (i32.const 3)) (local.get $m16))))) (local.get $b))))
+          (local.set $h0 (i16x8.shr_u (local.get $h0) (i32.const 2)))
+          (local.set $h1 (i16x8.shr_u (local.get $h1) (i32.const 2)))
+          (local.set $sc8 (i64.shr_u (local.get $sc8) (i64.const 16)))
+          (local.set $q (i32.add (local.get $q) (i32.const 32)))
+          (local.set $xc (i32.add (local.get $xc) (i32.const 64)))
+          (br_if $runs (i32.lt_u (local.get $xc) (i32.add (local.get $x8) (i32.const 256)))))
         ;; @else
         ;; run 0: sub-blocks 0 (low nibbles) and 1 (high)
         (local.set $a (i16x8.splat (i32.and (i32.shr_u (local.get $sl) (i32.const 0)) (i32.const 255))))
@@ -6741,7 +6573,7 @@
     (local $g i32) (local $sp i32) (local $p i32) (local $end i32) (local $nsb i32) (local $xq i32) (local $xd i32)
     (local $t v128) (local $t0 v128) (local $t1 v128) (local $acc v128)
     ;; @if relaxed
-    (local $xs i32) (local $q v128) (local $h v128) (local $m15 v128) (local $m48 v128)
+    (local $xs i32) (local $q v128) (local $h v128) (local $m15 v128) (local $m48 v128) (local $i6 i32) (local $o6 i32) (local $x6 i32) (local $s6 i32)
     (local.set $m15 (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15))
     (local.set $m48 (v128.const i8x16 48 48 48 48 48 48 48 48 48 48 48 48 48 48 48 48))
     ;; @else
@@ -6774,118 +6606,30 @@
           (i32x4.dot_i16x8_s (i16x8.extend_low_i8x16_s (v128.load offset=192 (local.get $p))) (v128.load offset=0 (local.get $xs)))
           (i32x4.dot_i16x8_s (i16x8.extend_high_i8x16_s (v128.load offset=192 (local.get $p))) (v128.load offset=16 (local.get $xs))))
           (v128.const i32x4 -32 -32 -32 -32)))
-        ;; elements 0..15: sub-block 0
-        (local.set $h (v128.load offset=128 (local.get $p)))
-        (local.set $q (v128.or (v128.and (v128.load offset=0 (local.get $p)) (local.get $m15))
-          (v128.and (i16x8.shl (local.get $h) (i32.const 4)) (local.get $m48))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=0 (local.get $xq)) (local.get $q))
-          (i16x8.splat (i32.load8_s offset=192 (local.get $p))))))
-        ;; elements 16..31: sub-block 1
-        (local.set $h (v128.load offset=144 (local.get $p)))
-        (local.set $q (v128.or (v128.and (v128.load offset=16 (local.get $p)) (local.get $m15))
-          (v128.and (i16x8.shl (local.get $h) (i32.const 4)) (local.get $m48))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=16 (local.get $xq)) (local.get $q))
-          (i16x8.splat (i32.load8_s offset=193 (local.get $p))))))
-        ;; elements 32..47: sub-block 2
-        (local.set $h (v128.load offset=128 (local.get $p)))
-        (local.set $q (v128.or (v128.and (v128.load offset=32 (local.get $p)) (local.get $m15))
-          (v128.and (i16x8.shl (local.get $h) (i32.const 2)) (local.get $m48))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=32 (local.get $xq)) (local.get $q))
-          (i16x8.splat (i32.load8_s offset=194 (local.get $p))))))
-        ;; elements 48..63: sub-block 3
-        (local.set $h (v128.load offset=144 (local.get $p)))
-        (local.set $q (v128.or (v128.and (v128.load offset=48 (local.get $p)) (local.get $m15))
-          (v128.and (i16x8.shl (local.get $h) (i32.const 2)) (local.get $m48))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=48 (local.get $xq)) (local.get $q))
-          (i16x8.splat (i32.load8_s offset=195 (local.get $p))))))
-        ;; elements 64..79: sub-block 4
-        (local.set $h (v128.load offset=128 (local.get $p)))
-        (local.set $q (v128.or (v128.and (i16x8.shr_u (v128.load offset=0 (local.get $p)) (i32.const 4)) (local.get $m15))
-          (v128.and (local.get $h) (local.get $m48))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=64 (local.get $xq)) (local.get $q))
-          (i16x8.splat (i32.load8_s offset=196 (local.get $p))))))
-        ;; elements 80..95: sub-block 5
-        (local.set $h (v128.load offset=144 (local.get $p)))
-        (local.set $q (v128.or (v128.and (i16x8.shr_u (v128.load offset=16 (local.get $p)) (i32.const 4)) (local.get $m15))
-          (v128.and (local.get $h) (local.get $m48))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=80 (local.get $xq)) (local.get $q))
-          (i16x8.splat (i32.load8_s offset=197 (local.get $p))))))
-        ;; elements 96..111: sub-block 6
-        (local.set $h (v128.load offset=128 (local.get $p)))
-        (local.set $q (v128.or (v128.and (i16x8.shr_u (v128.load offset=32 (local.get $p)) (i32.const 4)) (local.get $m15))
-          (v128.and (i16x8.shr_u (local.get $h) (i32.const 2)) (local.get $m48))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=96 (local.get $xq)) (local.get $q))
-          (i16x8.splat (i32.load8_s offset=198 (local.get $p))))))
-        ;; elements 112..127: sub-block 7
-        (local.set $h (v128.load offset=144 (local.get $p)))
-        (local.set $q (v128.or (v128.and (i16x8.shr_u (v128.load offset=48 (local.get $p)) (i32.const 4)) (local.get $m15))
-          (v128.and (i16x8.shr_u (local.get $h) (i32.const 2)) (local.get $m48))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=112 (local.get $xq)) (local.get $q))
-          (i16x8.splat (i32.load8_s offset=199 (local.get $p))))))
-        ;; elements 128..143: sub-block 8
-        (local.set $h (v128.load offset=160 (local.get $p)))
-        (local.set $q (v128.or (v128.and (v128.load offset=64 (local.get $p)) (local.get $m15))
-          (v128.and (i16x8.shl (local.get $h) (i32.const 4)) (local.get $m48))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=128 (local.get $xq)) (local.get $q))
-          (i16x8.splat (i32.load8_s offset=200 (local.get $p))))))
-        ;; elements 144..159: sub-block 9
-        (local.set $h (v128.load offset=176 (local.get $p)))
-        (local.set $q (v128.or (v128.and (v128.load offset=80 (local.get $p)) (local.get $m15))
-          (v128.and (i16x8.shl (local.get $h) (i32.const 4)) (local.get $m48))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=144 (local.get $xq)) (local.get $q))
-          (i16x8.splat (i32.load8_s offset=201 (local.get $p))))))
-        ;; elements 160..175: sub-block 10
-        (local.set $h (v128.load offset=160 (local.get $p)))
-        (local.set $q (v128.or (v128.and (v128.load offset=96 (local.get $p)) (local.get $m15))
-          (v128.and (i16x8.shl (local.get $h) (i32.const 2)) (local.get $m48))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=160 (local.get $xq)) (local.get $q))
-          (i16x8.splat (i32.load8_s offset=202 (local.get $p))))))
-        ;; elements 176..191: sub-block 11
-        (local.set $h (v128.load offset=176 (local.get $p)))
-        (local.set $q (v128.or (v128.and (v128.load offset=112 (local.get $p)) (local.get $m15))
-          (v128.and (i16x8.shl (local.get $h) (i32.const 2)) (local.get $m48))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=176 (local.get $xq)) (local.get $q))
-          (i16x8.splat (i32.load8_s offset=203 (local.get $p))))))
-        ;; elements 192..207: sub-block 12
-        (local.set $h (v128.load offset=160 (local.get $p)))
-        (local.set $q (v128.or (v128.and (i16x8.shr_u (v128.load offset=64 (local.get $p)) (i32.const 4)) (local.get $m15))
-          (v128.and (local.get $h) (local.get $m48))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=192 (local.get $xq)) (local.get $q))
-          (i16x8.splat (i32.load8_s offset=204 (local.get $p))))))
-        ;; elements 208..223: sub-block 13
-        (local.set $h (v128.load offset=176 (local.get $p)))
-        (local.set $q (v128.or (v128.and (i16x8.shr_u (v128.load offset=80 (local.get $p)) (i32.const 4)) (local.get $m15))
-          (v128.and (local.get $h) (local.get $m48))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=208 (local.get $xq)) (local.get $q))
-          (i16x8.splat (i32.load8_s offset=205 (local.get $p))))))
-        ;; elements 224..239: sub-block 14
-        (local.set $h (v128.load offset=160 (local.get $p)))
-        (local.set $q (v128.or (v128.and (i16x8.shr_u (v128.load offset=96 (local.get $p)) (i32.const 4)) (local.get $m15))
-          (v128.and (i16x8.shr_u (local.get $h) (i32.const 2)) (local.get $m48))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=224 (local.get $xq)) (local.get $q))
-          (i16x8.splat (i32.load8_s offset=206 (local.get $p))))))
-        ;; elements 240..255: sub-block 15
-        (local.set $h (v128.load offset=176 (local.get $p)))
-        (local.set $q (v128.or (v128.and (i16x8.shr_u (v128.load offset=112 (local.get $p)) (i32.const 4)) (local.get $m15))
-          (v128.and (i16x8.shr_u (local.get $h) (i32.const 2)) (local.get $m48))))
-        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
-          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=240 (local.get $xq)) (local.get $q))
-          (i16x8.splat (i32.load8_s offset=207 (local.get $p))))))
+        ;; pass i = 2n + half: ql at 64n + 16·half, qh at 128 + 32n + 16·half, x at 128n + 16·half, scales at 192 + 8n + half
+        (local.set $i6 (i32.const 0))
+        (loop $q6l
+          (local.set $o6 (i32.add (local.get $p) (i32.add (i32.shl (i32.and (local.get $i6) (i32.const 1)) (i32.const 4)) (i32.shl (i32.shr_u (local.get $i6) (i32.const 1)) (i32.const 6)))))
+          (local.set $x6 (i32.add (local.get $xq) (i32.add (i32.shl (i32.and (local.get $i6) (i32.const 1)) (i32.const 4)) (i32.shl (i32.shr_u (local.get $i6) (i32.const 1)) (i32.const 7)))))
+          (local.set $s6 (i32.add (local.get $p) (i32.add (i32.and (local.get $i6) (i32.const 1)) (i32.shl (i32.shr_u (local.get $i6) (i32.const 1)) (i32.const 3)))))
+          (local.set $h (v128.load offset=128 (i32.sub (local.get $o6) (i32.shl (i32.shr_u (local.get $i6) (i32.const 1)) (i32.const 5)))))
+          ;; group 0: sub-block 8n + 0 + half
+          (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
+            (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=0 (local.get $x6)) (v128.or (v128.and (v128.load offset=0 (local.get $o6)) (local.get $m15)) (v128.and (i16x8.shl (local.get $h) (i32.const 4)) (local.get $m48))))
+            (i16x8.splat (i32.load8_s offset=192 (local.get $s6))))))
+          ;; group 1: sub-block 8n + 2 + half
+          (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
+            (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=32 (local.get $x6)) (v128.or (v128.and (v128.load offset=32 (local.get $o6)) (local.get $m15)) (v128.and (i16x8.shl (local.get $h) (i32.const 2)) (local.get $m48))))
+            (i16x8.splat (i32.load8_s offset=194 (local.get $s6))))))
+          ;; group 2: sub-block 8n + 4 + half
+          (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
+            (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=64 (local.get $x6)) (v128.or (v128.and (i16x8.shr_u (v128.load offset=0 (local.get $o6)) (i32.const 4)) (local.get $m15)) (v128.and (local.get $h) (local.get $m48))))
+            (i16x8.splat (i32.load8_s offset=196 (local.get $s6))))))
+          ;; group 3: sub-block 8n + 6 + half
+          (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s
+            (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=96 (local.get $x6)) (v128.or (v128.and (i16x8.shr_u (v128.load offset=32 (local.get $o6)) (i32.const 4)) (local.get $m15)) (v128.and (i16x8.shr_u (local.get $h) (i32.const 2)) (local.get $m48))))
+            (i16x8.splat (i32.load8_s offset=198 (local.get $s6))))))
+          (br_if $q6l (i32.lt_u (local.tee $i6 (i32.add (local.get $i6) (i32.const 1))) (i32.const 4))))
         ;; @else
         (local.set $t (v128.const i32x4 0 0 0 0))
         ;; half 0, l 0..15: sub-blocks 0, 2, 4, 6
@@ -8213,10 +7957,19 @@
 
   ;; $kmins4 for 4 tokens at once (x: K activations, xs apart; out: outputs, os apart): the rows' mins
   ;; widened and dmin converted once per super-block for the 4 tokens; each token's own $kmins4 steps.
+  ;; The masks are locals (V8 rebuilds a v128.const at each use, 3 instructions) and each token's 8 sums
+  ;; are one load, split into their two 64-bit halves by shuffles: with 16 splat loads TurboFan hoisted
+  ;; them all to the top of the super-block and spilled them.
   (func $kmins4x4 (param $w i32) (param $nsb i32) (param $x i32) (param $xs i32) (param $out i32) (param $os i32)
     (local $sb i32) (local $xd i32) (local $xb i32) (local $o1 i32) (local $o2 i32) (local $o3 i32)
-    (local $e0 v128) (local $e1 v128) (local $e2 v128) (local $e3 v128) (local $dm v128) (local $s0 v128) (local $t1 v128)
+    (local $e0 v128) (local $e1 v128) (local $e2 v128) (local $e3 v128) (local $dm v128) (local $s0 v128) (local $t1 v128) (local $xv v128)
     (local $m0 v128) (local $m1 v128) (local $m2 v128) (local $m3 v128)
+    (local $k3f v128) (local $k0f v128) (local $k03 v128) (local $kfh v128) (local $k112 v128)
+    (local.set $k3f (v128.const i32x4 0x3f3f3f3f 0x3f3f3f3f 0x3f3f3f3f 0x3f3f3f3f))
+    (local.set $k0f (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f))
+    (local.set $k03 (v128.const i32x4 0x03030303 0x03030303 0x03030303 0x03030303))
+    (local.set $kfh (v128.const i32x4 0x8FFFE000 0x8FFFE000 0x8FFFE000 0x8FFFE000))
+    (local.set $k112 (v128.const f32x4 0x1p112 0x1p112 0x1p112 0x1p112))
     (local.set $xd (i32.add (local.get $x) (i32.shl (local.get $nsb) (i32.const 9))))
     (local.set $xb (i32.add (local.get $xd) (i32.shl (local.get $nsb) (i32.const 2))))
     (local.set $o1 (local.get $xs))
@@ -8225,38 +7978,42 @@
     (block $done
       (loop $l
         (br_if $done (i32.ge_u (local.get $sb) (local.get $nsb)))
-        (local.set $s0 (v128.and (v128.load offset=32 (local.get $w)) (v128.const i32x4 0x3f3f3f3f 0x3f3f3f3f 0x3f3f3f3f 0x3f3f3f3f)))
+        (local.set $s0 (v128.and (v128.load offset=32 (local.get $w)) (local.get $k3f)))
         (local.set $e0 (i16x8.extend_low_i8x16_u (local.get $s0)))
         (local.set $e1 (i16x8.extend_high_i8x16_u (local.get $s0)))
-        (local.set $s0 (v128.or (v128.and (i32x4.shr_u (v128.load offset=48 (local.get $w)) (i32.const 4)) (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f))
-          (i32x4.shl (v128.and (i32x4.shr_u (v128.load offset=32 (local.get $w)) (i32.const 6)) (v128.const i32x4 0x03030303 0x03030303 0x03030303 0x03030303)) (i32.const 4))))
+        (local.set $s0 (v128.or (v128.and (i32x4.shr_u (v128.load offset=48 (local.get $w)) (i32.const 4)) (local.get $k0f))
+          (i32x4.shl (v128.and (i32x4.shr_u (v128.load offset=32 (local.get $w)) (i32.const 6)) (local.get $k03)) (i32.const 4))))
         (local.set $e2 (i16x8.extend_low_i8x16_u (local.get $s0)))
         (local.set $e3 (i16x8.extend_high_i8x16_u (local.get $s0)))
-        (local.set $dm (f32x4.mul (v128.and (i32x4.shr_s (i32x4.shl (v128.load16x4_u offset=8 (local.get $w)) (i32.const 16)) (i32.const 3)) (v128.const i32x4 0x8FFFE000 0x8FFFE000 0x8FFFE000 0x8FFFE000)) (v128.const f32x4 0x1p112 0x1p112 0x1p112 0x1p112)))
+        (local.set $dm (f32x4.mul (v128.and (i32x4.shr_s (i32x4.shl (v128.load16x4_u offset=8 (local.get $w)) (i32.const 16)) (i32.const 3)) (local.get $kfh)) (local.get $k112)))
         ;; token 0
-        (local.set $s0 (i32x4.add (i32x4.dot_i16x8_s (local.get $e0) (v128.load64_splat offset=0 (local.get $xb))) (i32x4.dot_i16x8_s (local.get $e2) (v128.load64_splat offset=8 (local.get $xb)))))
-        (local.set $t1 (i32x4.add (i32x4.dot_i16x8_s (local.get $e1) (v128.load64_splat offset=0 (local.get $xb))) (i32x4.dot_i16x8_s (local.get $e3) (v128.load64_splat offset=8 (local.get $xb)))))
+        (local.set $xv (v128.load (local.get $xb)))
+        (local.set $s0 (i32x4.add (i32x4.dot_i16x8_s (local.get $e0) (i8x16.shuffle 0 1 2 3 4 5 6 7 0 1 2 3 4 5 6 7 (local.get $xv) (local.get $xv))) (i32x4.dot_i16x8_s (local.get $e2) (i8x16.shuffle 8 9 10 11 12 13 14 15 8 9 10 11 12 13 14 15 (local.get $xv) (local.get $xv)))))
+        (local.set $t1 (i32x4.add (i32x4.dot_i16x8_s (local.get $e1) (i8x16.shuffle 0 1 2 3 4 5 6 7 0 1 2 3 4 5 6 7 (local.get $xv) (local.get $xv))) (i32x4.dot_i16x8_s (local.get $e3) (i8x16.shuffle 8 9 10 11 12 13 14 15 8 9 10 11 12 13 14 15 (local.get $xv) (local.get $xv)))))
         (local.set $s0 (i32x4.add (i8x16.shuffle 0 1 2 3 8 9 10 11 16 17 18 19 24 25 26 27 (local.get $s0) (local.get $t1))
                                   (i8x16.shuffle 4 5 6 7 12 13 14 15 20 21 22 23 28 29 30 31 (local.get $s0) (local.get $t1))))
         (local.set $m0 (f32x4.add (local.get $m0)
           (f32x4.mul (f32x4.convert_i32x4_s (local.get $s0)) (f32x4.mul (local.get $dm) (f32x4.splat (f32.load (local.get $xd)))))))
         ;; token 1
-        (local.set $s0 (i32x4.add (i32x4.dot_i16x8_s (local.get $e0) (v128.load64_splat offset=0 (i32.add (local.get $xb) (local.get $o1)))) (i32x4.dot_i16x8_s (local.get $e2) (v128.load64_splat offset=8 (i32.add (local.get $xb) (local.get $o1))))))
-        (local.set $t1 (i32x4.add (i32x4.dot_i16x8_s (local.get $e1) (v128.load64_splat offset=0 (i32.add (local.get $xb) (local.get $o1)))) (i32x4.dot_i16x8_s (local.get $e3) (v128.load64_splat offset=8 (i32.add (local.get $xb) (local.get $o1))))))
+        (local.set $xv (v128.load (i32.add (local.get $xb) (local.get $o1))))
+        (local.set $s0 (i32x4.add (i32x4.dot_i16x8_s (local.get $e0) (i8x16.shuffle 0 1 2 3 4 5 6 7 0 1 2 3 4 5 6 7 (local.get $xv) (local.get $xv))) (i32x4.dot_i16x8_s (local.get $e2) (i8x16.shuffle 8 9 10 11 12 13 14 15 8 9 10 11 12 13 14 15 (local.get $xv) (local.get $xv)))))
+        (local.set $t1 (i32x4.add (i32x4.dot_i16x8_s (local.get $e1) (i8x16.shuffle 0 1 2 3 4 5 6 7 0 1 2 3 4 5 6 7 (local.get $xv) (local.get $xv))) (i32x4.dot_i16x8_s (local.get $e3) (i8x16.shuffle 8 9 10 11 12 13 14 15 8 9 10 11 12 13 14 15 (local.get $xv) (local.get $xv)))))
         (local.set $s0 (i32x4.add (i8x16.shuffle 0 1 2 3 8 9 10 11 16 17 18 19 24 25 26 27 (local.get $s0) (local.get $t1))
                                   (i8x16.shuffle 4 5 6 7 12 13 14 15 20 21 22 23 28 29 30 31 (local.get $s0) (local.get $t1))))
         (local.set $m1 (f32x4.add (local.get $m1)
           (f32x4.mul (f32x4.convert_i32x4_s (local.get $s0)) (f32x4.mul (local.get $dm) (f32x4.splat (f32.load (i32.add (local.get $xd) (local.get $o1))))))))
         ;; token 2
-        (local.set $s0 (i32x4.add (i32x4.dot_i16x8_s (local.get $e0) (v128.load64_splat offset=0 (i32.add (local.get $xb) (local.get $o2)))) (i32x4.dot_i16x8_s (local.get $e2) (v128.load64_splat offset=8 (i32.add (local.get $xb) (local.get $o2))))))
-        (local.set $t1 (i32x4.add (i32x4.dot_i16x8_s (local.get $e1) (v128.load64_splat offset=0 (i32.add (local.get $xb) (local.get $o2)))) (i32x4.dot_i16x8_s (local.get $e3) (v128.load64_splat offset=8 (i32.add (local.get $xb) (local.get $o2))))))
+        (local.set $xv (v128.load (i32.add (local.get $xb) (local.get $o2))))
+        (local.set $s0 (i32x4.add (i32x4.dot_i16x8_s (local.get $e0) (i8x16.shuffle 0 1 2 3 4 5 6 7 0 1 2 3 4 5 6 7 (local.get $xv) (local.get $xv))) (i32x4.dot_i16x8_s (local.get $e2) (i8x16.shuffle 8 9 10 11 12 13 14 15 8 9 10 11 12 13 14 15 (local.get $xv) (local.get $xv)))))
+        (local.set $t1 (i32x4.add (i32x4.dot_i16x8_s (local.get $e1) (i8x16.shuffle 0 1 2 3 4 5 6 7 0 1 2 3 4 5 6 7 (local.get $xv) (local.get $xv))) (i32x4.dot_i16x8_s (local.get $e3) (i8x16.shuffle 8 9 10 11 12 13 14 15 8 9 10 11 12 13 14 15 (local.get $xv) (local.get $xv)))))
         (local.set $s0 (i32x4.add (i8x16.shuffle 0 1 2 3 8 9 10 11 16 17 18 19 24 25 26 27 (local.get $s0) (local.get $t1))
                                   (i8x16.shuffle 4 5 6 7 12 13 14 15 20 21 22 23 28 29 30 31 (local.get $s0) (local.get $t1))))
         (local.set $m2 (f32x4.add (local.get $m2)
           (f32x4.mul (f32x4.convert_i32x4_s (local.get $s0)) (f32x4.mul (local.get $dm) (f32x4.splat (f32.load (i32.add (local.get $xd) (local.get $o2))))))))
         ;; token 3
-        (local.set $s0 (i32x4.add (i32x4.dot_i16x8_s (local.get $e0) (v128.load64_splat offset=0 (i32.add (local.get $xb) (local.get $o3)))) (i32x4.dot_i16x8_s (local.get $e2) (v128.load64_splat offset=8 (i32.add (local.get $xb) (local.get $o3))))))
-        (local.set $t1 (i32x4.add (i32x4.dot_i16x8_s (local.get $e1) (v128.load64_splat offset=0 (i32.add (local.get $xb) (local.get $o3)))) (i32x4.dot_i16x8_s (local.get $e3) (v128.load64_splat offset=8 (i32.add (local.get $xb) (local.get $o3))))))
+        (local.set $xv (v128.load (i32.add (local.get $xb) (local.get $o3))))
+        (local.set $s0 (i32x4.add (i32x4.dot_i16x8_s (local.get $e0) (i8x16.shuffle 0 1 2 3 4 5 6 7 0 1 2 3 4 5 6 7 (local.get $xv) (local.get $xv))) (i32x4.dot_i16x8_s (local.get $e2) (i8x16.shuffle 8 9 10 11 12 13 14 15 8 9 10 11 12 13 14 15 (local.get $xv) (local.get $xv)))))
+        (local.set $t1 (i32x4.add (i32x4.dot_i16x8_s (local.get $e1) (i8x16.shuffle 0 1 2 3 4 5 6 7 0 1 2 3 4 5 6 7 (local.get $xv) (local.get $xv))) (i32x4.dot_i16x8_s (local.get $e3) (i8x16.shuffle 8 9 10 11 12 13 14 15 8 9 10 11 12 13 14 15 (local.get $xv) (local.get $xv)))))
         (local.set $s0 (i32x4.add (i8x16.shuffle 0 1 2 3 8 9 10 11 16 17 18 19 24 25 26 27 (local.get $s0) (local.get $t1))
                                   (i8x16.shuffle 4 5 6 7 12 13 14 15 20 21 22 23 28 29 30 31 (local.get $s0) (local.get $t1))))
         (local.set $m3 (f32x4.add (local.get $m3)

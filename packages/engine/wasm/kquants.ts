@@ -50,7 +50,7 @@ function q45(five: boolean): string[] {
   e(`    (local $t v128) (local $v v128) (local $h v128) (local $a v128) (local $b v128) (local $s f32) (local $m f32)`);
   // the relaxed runs' byte masks in locals: V8 builds a v128.const afresh at every use (3 instructions)
   L.push(...bothVariants('    ', [
-    `    (local $x8 i32) (local $m15 v128) (local $m16 v128)`,
+    `    (local $x8 i32) (local $m15 v128) (local $m16 v128)${five ? ' (local $q i32) (local $xc i32) (local $sc8 i64) (local $h0 v128) (local $h1 v128) (local $v0 v128) (local $v1 v128)' : ''}`,
     `    (local.set $x8 (i32.add (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 1))) (i32.mul (i32.shr_u (local.get $cols) (i32.const 8)) (i32.const 20))))`,
     `    (local.set $m15 (v128.const i8x16 ${Array(16).fill(15).join(' ')}))`,
     `    (local.set $m16 (v128.const i8x16 ${Array(16).fill(16).join(' ')}))`,
@@ -63,7 +63,7 @@ function q45(five: boolean): string[] {
   e(`    (block $done`);
   e(`      (loop $l`);
   e(`        (br_if $done (i32.ge_u (local.get $p) (local.get $end)))`);
-  L.push(...q45Core(five));
+  L.push(...q45Core(five, five));
   e(`        (local.set $s (f32.add (local.get $s) (f32.mul (f32.convert_i32_s (call $hsum_i32 (local.get $t)))`);
   e(`          (f32.mul (f32.load offset=4096 (i32.shl (i32.load16_u (local.get $p)) (i32.const 2))) (f32.load (local.get $xd))))))`);
   e(`        ;; mins: m 0-7 as i16 against the 8 sub-block sums of the activations`);
@@ -89,7 +89,7 @@ function q45(five: boolean): string[] {
  * One q4_k / q5_k super-block at $p: its scale words into $u0-$u2 / $sl / $sh and its integer total
  * Σ sc·q·x into $t (both builds); $dot1_q4_k / $dot1_q5_k and the packed $g4_q5_k share it.
  */
-function q45Core(five: boolean): string[] {
+function q45Core(five: boolean, loop = false): string[] {
   const qs = five ? 48 : 16;
   const L: string[] = [];
   const e = (s: string) => L.push(s);
@@ -123,7 +123,47 @@ function q45Core(five: boolean): string[] {
       }
     }
   }
-  L.push(...bothVariants('        ', q45RelaxedRuns(five, qs), baseline));
+  L.push(...bothVariants('        ', loop ? q5RelaxedLoop() : q45RelaxedRuns(five, qs), baseline));
+  return L;
+}
+
+/**
+ * q5_k's runs in the relaxed build as a loop over the 4 runs: the same integers as q45RelaxedRuns, but
+ * with the runs unrolled TurboFan hoists all ~30 loads of a row's super-block to its top and spills them
+ * to the stack (a store and a reload each); a loop body keeps them in registers. Per run c the scales
+ * 2c and 2c+1 are the low bytes of $sc8 (shifted 16 bits per run), and qh's two halves $h0 / $h1 are
+ * shifted right 2 bits per run (an i16 shift: bits 0 and 1 of each byte stay that byte's bits 2c, 2c+1),
+ * so bit 0 moved to bit 4 is sub-block 2c's fifth bit, bit 1 sub-block 2c+1's.
+ */
+function q5RelaxedLoop(): string[] {
+  const L: string[] = [];
+  const e = (s: string) => L.push(s);
+  e(`        (local.set $sc8 (i64.or (i64.extend_i32_u (local.get $sl)) (i64.shl (i64.extend_i32_u (local.get $sh)) (i64.const 32))))`);
+  e(`        (local.set $h0 (v128.load offset=16 (local.get $p)))`);
+  e(`        (local.set $h1 (v128.load offset=32 (local.get $p)))`);
+  e(`        (local.set $q (local.get $p))`);
+  e(`        (local.set $xc (local.get $x8))`);
+  e(`        (loop $runs`);
+  e(`          (local.set $a (i16x8.splat (i32.and (i32.wrap_i64 (local.get $sc8)) (i32.const 255))))`);
+  e(`          (local.set $b (i16x8.splat (i32.and (i32.wrap_i64 (i64.shr_u (local.get $sc8) (i64.const 8))) (i32.const 255))))`);
+  // each sub-block's two 16-element halves added in i16 before one scale dot: pair sums <= 2·31·127, two
+  // of them <= 15748, no wrap
+  const dot = (half: number, off: number, q: string) =>
+    `(i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=${off + 16 * half} (local.get $xc)) ${q})`;
+  const lo = (half: number) => `(v128.or (v128.and (local.get $v${half}) (local.get $m15)) (v128.and (i16x8.shl (local.get $h${half}) (i32.const 4)) (local.get $m16)))`;
+  const hi = (half: number) => `(v128.or (v128.and (i16x8.shr_u (local.get $v${half}) (i32.const 4)) (local.get $m15)) (v128.and (i16x8.shl (local.get $h${half}) (i32.const 3)) (local.get $m16)))`;
+  e(`          (local.set $v0 (v128.load offset=48 (local.get $q)))`);
+  e(`          (local.set $v1 (v128.load offset=64 (local.get $q)))`);
+  e(`          (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s (i16x8.add ${dot(0, 0, lo(0))}`);
+  e(`            ${dot(1, 0, lo(1))}) (local.get $a))))`);
+  e(`          (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s (i16x8.add ${dot(0, 32, hi(0))}`);
+  e(`            ${dot(1, 32, hi(1))}) (local.get $b))))`);
+  e(`          (local.set $h0 (i16x8.shr_u (local.get $h0) (i32.const 2)))`);
+  e(`          (local.set $h1 (i16x8.shr_u (local.get $h1) (i32.const 2)))`);
+  e(`          (local.set $sc8 (i64.shr_u (local.get $sc8) (i64.const 16)))`);
+  e(`          (local.set $q (i32.add (local.get $q) (i32.const 32)))`);
+  e(`          (local.set $xc (i32.add (local.get $xc) (i32.const 64)))`);
+  e(`          (br_if $runs (i32.lt_u (local.get $xc) (i32.add (local.get $x8) (i32.const 256)))))`);
   return L;
 }
 
@@ -226,7 +266,11 @@ function q6Baseline(): string[] {
   return L;
 }
 
-/** One q6_k super-block at $p, relaxed build: the same integer total into $t (int8 activations at $xq, 16-column sums at $xs). */
+/**
+ * One q6_k super-block at $p, relaxed build: the same integer total into $t (int8 activations at $xq,
+ * 16-column sums at $xs). A loop over the 4 (half n, 16-element half) pairs, each with its 4 groups k:
+ * unrolled, TurboFan hoisted the super-block's ~40 loads to its top and spilled them (as in q5_k).
+ */
 function q6CoreRelaxed(): string[] {
   const L: string[] = [];
   const e = (s: string) => L.push(s);
@@ -235,25 +279,25 @@ function q6CoreRelaxed(): string[] {
   e(`          (i32x4.dot_i16x8_s (i16x8.extend_low_i8x16_s (v128.load offset=192 (local.get $p))) (v128.load offset=0 (local.get $xs)))`);
   e(`          (i32x4.dot_i16x8_s (i16x8.extend_high_i8x16_s (v128.load offset=192 (local.get $p))) (v128.load offset=16 (local.get $xs))))`);
   e(`          (v128.const i32x4 -32 -32 -32 -32)))`);
-  for (let n = 0; n < 2; n++) {
-    for (let k = 0; k < 4; k++) {
-      for (let half = 0; half < 2; half++) {
-        const j = 8 * n + 2 * k + half;
-        const ql = `(v128.load offset=${64 * n + 32 * (k & 1) + 16 * half} (local.get $p))`;
-        const lo = k < 2 ? `(v128.and ${ql} (local.get $m15))` : `(v128.and (i16x8.shr_u ${ql} (i32.const 4)) (local.get $m15))`;
-        // qh bits 2k..2k+1 of each byte to bits 4..5 by one i16 shift, then masked per byte: at most 4
-        // left or 2 right, bits 4..5 of either byte of a lane come from the same byte
-        const hs = k < 2 ? `(i16x8.shl (local.get $h) (i32.const ${4 - 2 * k}))` : k === 2 ? '(local.get $h)' : '(i16x8.shr_u (local.get $h) (i32.const 2))';
-        e(`        ;; elements ${128 * n + 32 * k + 16 * half}..${128 * n + 32 * k + 16 * half + 15}: sub-block ${j}`);
-        e(`        (local.set $h (v128.load offset=${128 + 32 * n + 16 * half} (local.get $p)))`);
-        e(`        (local.set $q (v128.or ${lo}`);
-        e(`          (v128.and ${hs} (local.get $m48))))`);
-        e(`        (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s`);
-        e(`          (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=${128 * n + 32 * k + 16 * half} (local.get $xq)) (local.get $q))`);
-        e(`          (i16x8.splat (i32.load8_s offset=${192 + j} (local.get $p))))))`);
-      }
-    }
+  e(`        ;; pass i = 2n + half: ql at 64n + 16·half, qh at 128 + 32n + 16·half, x at 128n + 16·half, scales at 192 + 8n + half`);
+  e(`        (local.set $i6 (i32.const 0))`);
+  e(`        (loop $q6l`);
+  e(`          (local.set $o6 (i32.add (local.get $p) (i32.add (i32.shl (i32.and (local.get $i6) (i32.const 1)) (i32.const 4)) (i32.shl (i32.shr_u (local.get $i6) (i32.const 1)) (i32.const 6)))))`);
+  e(`          (local.set $x6 (i32.add (local.get $xq) (i32.add (i32.shl (i32.and (local.get $i6) (i32.const 1)) (i32.const 4)) (i32.shl (i32.shr_u (local.get $i6) (i32.const 1)) (i32.const 7)))))`);
+  e(`          (local.set $s6 (i32.add (local.get $p) (i32.add (i32.and (local.get $i6) (i32.const 1)) (i32.shl (i32.shr_u (local.get $i6) (i32.const 1)) (i32.const 3)))))`);
+  e(`          (local.set $h (v128.load offset=128 (i32.sub (local.get $o6) (i32.shl (i32.shr_u (local.get $i6) (i32.const 1)) (i32.const 5)))))`);
+  for (let k = 0; k < 4; k++) {
+    const ql = `(v128.load offset=${32 * (k & 1)} (local.get $o6))`;
+    const lo = k < 2 ? `(v128.and ${ql} (local.get $m15))` : `(v128.and (i16x8.shr_u ${ql} (i32.const 4)) (local.get $m15))`;
+    // qh bits 2k..2k+1 of each byte to bits 4..5 by one i16 shift, then masked per byte: at most 4
+    // left or 2 right, bits 4..5 of either byte of a lane come from the same byte
+    const hs = k < 2 ? `(i16x8.shl (local.get $h) (i32.const ${4 - 2 * k}))` : k === 2 ? '(local.get $h)' : '(i16x8.shr_u (local.get $h) (i32.const 2))';
+    e(`          ;; group ${k}: sub-block 8n + ${2 * k} + half`);
+    e(`          (local.set $t (i32x4.add (local.get $t) (i32x4.dot_i16x8_s`);
+    e(`            (i16x8.relaxed_dot_i8x16_i7x16_s (v128.load offset=${32 * k} (local.get $x6)) (v128.or ${lo} (v128.and ${hs} (local.get $m48))))`);
+    e(`            (i16x8.splat (i32.load8_s offset=${192 + 2 * k} (local.get $s6))))))`);
   }
+  e(`          (br_if $q6l (i32.lt_u (local.tee $i6 (i32.add (local.get $i6) (i32.const 1))) (i32.const 4))))`);
   return L;
 }
 
@@ -272,7 +316,7 @@ function q6Relaxed(): string[] {
   const b16 = (v: number) => `(v128.const i8x16 ${Array(16).fill(v).join(' ')})`;
   e(`  (func $dot1_q6_k (type $dot) (param $w i32) (param $rb i32) (param $x i32) (param $cols i32) (param $out i32)`);
   e(`    (local $p i32) (local $end i32) (local $xq i32) (local $xd i32) (local $xs i32)`);
-  e(`    (local $t v128) (local $q v128) (local $h v128) (local $s f32) (local $m15 v128) (local $m48 v128)`);
+  e(`    (local $t v128) (local $q v128) (local $h v128) (local $s f32) (local $m15 v128) (local $m48 v128) (local $i6 i32) (local $o6 i32) (local $x6 i32) (local $s6 i32)`);
   // byte masks in locals: V8 builds a v128.const afresh at every use (3 instructions)
   e(`    (local.set $m15 ${b16(15)})`);
   e(`    (local.set $m48 ${b16(48)})`);
@@ -565,13 +609,13 @@ function g4k(f: 5 | 6): string[] {
     e(`    (local $xb i32) (local $u0 i32) (local $u1 i32) (local $u2 i32) (local $sl i32) (local $sh i32)`);
     e(`    (local $v v128) (local $h v128) (local $a v128) (local $b v128) (local $sc v128) (local $s0 v128) (local $macc v128)`);
     L.push(...bothVariants('    ', [
-      `    (local $x8 i32) (local $m15 v128) (local $m16 v128)`,
+      `    (local $x8 i32) (local $m15 v128) (local $m16 v128) (local $q i32) (local $xc i32) (local $sc8 i64) (local $h0 v128) (local $h1 v128) (local $v0 v128) (local $v1 v128)`,
       `    (local.set $m15 ${b16(15)})`,
       `    (local.set $m16 ${b16(16)})`,
     ], []));
   } else {
     L.push(...bothVariants('    ', [
-      `    (local $xs i32) (local $q v128) (local $h v128) (local $m15 v128) (local $m48 v128)`,
+      `    (local $xs i32) (local $q v128) (local $h v128) (local $m15 v128) (local $m48 v128) (local $i6 i32) (local $o6 i32) (local $x6 i32) (local $s6 i32)`,
       `    (local.set $m15 ${b16(15)})`,
       `    (local.set $m48 ${b16(48)})`,
     ], [
@@ -600,7 +644,7 @@ function g4k(f: 5 | 6): string[] {
   e(`        (block $done`);
   e(`          (loop $l`);
   e(`            (br_if $done (i32.ge_u (local.get $sp) (local.get $end)))`);
-  const core = f === 5 ? q45Core(true) : bothVariants('        ', q6CoreRelaxed(), q6CoreBaseline());
+  const core = f === 5 ? q45Core(true, true) : bothVariants('        ', q6CoreRelaxed(), q6CoreBaseline());
   // the 4 rows in a loop (4 unrolled copies of the row code ran at half the speed: TurboFan spilled)
   e(`        (local.set $p (local.get $sp))`);
   e(`        (local.set $t0 (v128.const i32x4 0 0 0 0))`);
@@ -708,10 +752,19 @@ function ktiles(): string[] {
   e(``);
   e(`  ;; $kmins4 for 4 tokens at once (x: K activations, xs apart; out: outputs, os apart): the rows' mins`);
   e(`  ;; widened and dmin converted once per super-block for the 4 tokens; each token's own $kmins4 steps.`);
+  e(`  ;; The masks are locals (V8 rebuilds a v128.const at each use, 3 instructions) and each token's 8 sums`);
+  e(`  ;; are one load, split into their two 64-bit halves by shuffles: with 16 splat loads TurboFan hoisted`);
+  e(`  ;; them all to the top of the super-block and spilled them.`);
   e(`  (func $kmins4x4 (param $w i32) (param $nsb i32) (param $x i32) (param $xs i32) (param $out i32) (param $os i32)`);
   e(`    (local $sb i32) (local $xd i32) (local $xb i32) (local $o1 i32) (local $o2 i32) (local $o3 i32)`);
-  e(`    (local $e0 v128) (local $e1 v128) (local $e2 v128) (local $e3 v128) (local $dm v128) (local $s0 v128) (local $t1 v128)`);
+  e(`    (local $e0 v128) (local $e1 v128) (local $e2 v128) (local $e3 v128) (local $dm v128) (local $s0 v128) (local $t1 v128) (local $xv v128)`);
   e(`    (local $m0 v128) (local $m1 v128) (local $m2 v128) (local $m3 v128)`);
+  e(`    (local $k3f v128) (local $k0f v128) (local $k03 v128) (local $kfh v128) (local $k112 v128)`);
+  e(`    (local.set $k3f ${mask('0x3f3f3f3f')})`);
+  e(`    (local.set $k0f ${mask('0x0f0f0f0f')})`);
+  e(`    (local.set $k03 ${mask('0x03030303')})`);
+  e(`    (local.set $kfh ${mask('0x8FFFE000')})`);
+  e(`    (local.set $k112 (v128.const f32x4 0x1p112 0x1p112 0x1p112 0x1p112))`);
   e(`    (local.set $xd (i32.add (local.get $x) (i32.shl (local.get $nsb) (i32.const 9))))`);
   e(`    (local.set $xb (i32.add (local.get $xd) (i32.shl (local.get $nsb) (i32.const 2))))`);
   e(`    (local.set $o1 (local.get $xs))`);
@@ -720,18 +773,20 @@ function ktiles(): string[] {
   e(`    (block $done`);
   e(`      (loop $l`);
   e(`        (br_if $done (i32.ge_u (local.get $sb) (local.get $nsb)))`);
-  e(`        (local.set $s0 ${M03('$w')})`);
+  e(`        (local.set $s0 (v128.and (v128.load offset=32 (local.get $w)) (local.get $k3f)))`);
   e(`        (local.set $e0 (i16x8.extend_low_i8x16_u (local.get $s0)))`);
   e(`        (local.set $e1 (i16x8.extend_high_i8x16_u (local.get $s0)))`);
-  e(`        (local.set $s0 ${M47('$w', '        ')})`);
+  e(`        (local.set $s0 (v128.or (v128.and (i32x4.shr_u (v128.load offset=48 (local.get $w)) (i32.const 4)) (local.get $k0f))`);
+  e(`          (i32x4.shl (v128.and (i32x4.shr_u (v128.load offset=32 (local.get $w)) (i32.const 6)) (local.get $k03)) (i32.const 4))))`);
   e(`        (local.set $e2 (i16x8.extend_low_i8x16_u (local.get $s0)))`);
   e(`        (local.set $e3 (i16x8.extend_high_i8x16_u (local.get $s0)))`);
-  e(`        (local.set $dm ${f16x4At(8, '$w')})`);
+  e(`        (local.set $dm (f32x4.mul (v128.and (i32x4.shr_s (i32x4.shl (v128.load16x4_u offset=8 (local.get $w)) (i32.const 16)) (i32.const 3)) (local.get $kfh)) (local.get $k112)))`);
   for (let k = 0; k < 4; k++) {
     const at = (v: string) => (k === 0 ? `(local.get ${v})` : `(i32.add (local.get ${v}) (local.get $o${k}))`);
-    const x03 = `(v128.load64_splat offset=0 ${at('$xb')})`;
-    const x47 = `(v128.load64_splat offset=8 ${at('$xb')})`;
+    const x03 = `(i8x16.shuffle 0 1 2 3 4 5 6 7 0 1 2 3 4 5 6 7 (local.get $xv) (local.get $xv))`;
+    const x47 = `(i8x16.shuffle 8 9 10 11 12 13 14 15 8 9 10 11 12 13 14 15 (local.get $xv) (local.get $xv))`;
     e(`        ;; token ${k}`);
+    e(`        (local.set $xv (v128.load ${at('$xb')}))`);
     e(`        (local.set $s0 (i32x4.add (i32x4.dot_i16x8_s (local.get $e0) ${x03}) (i32x4.dot_i16x8_s (local.get $e2) ${x47})))`);
     e(`        (local.set $t1 (i32x4.add (i32x4.dot_i16x8_s (local.get $e1) ${x03}) (i32x4.dot_i16x8_s (local.get $e3) ${x47})))`);
     e(`        (local.set $s0 (i32x4.add (i8x16.shuffle 0 1 2 3 8 9 10 11 16 17 18 19 24 25 26 27 (local.get $s0) (local.get $t1))`);
