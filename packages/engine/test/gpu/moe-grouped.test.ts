@@ -15,6 +15,7 @@ import type { MoeConfig } from '../../src/config/moe-config.js';
 import type { DType, Weight } from '../../src/kernels/backend.js';
 import { createStorage, readF32, uploadF32 } from '../../src/kernels/gpu/buffers.js';
 import type { GpuContext } from '../../src/kernels/gpu/context.js';
+import { weight8Accessor } from '../../src/kernels/gpu/quant-wgsl.js';
 import { allocateMoeActivations, moeDispatches, moeTileFor, uploadMoeLayer } from '../../src/kernels/gpu/moe.js';
 import { GpuKernels, StepUniform, submit } from '../../src/kernels/gpu/ops.js';
 import { GpuShard } from '../../src/kernels/gpu/shard.js';
@@ -63,6 +64,9 @@ const CASES: [DType, number, number, boolean][] = [
   ['q6_k', 256, 256, false],
   ['mxfp4', 64, 96, true],
   ['mlx4_g64_bf16', 128, 192, false],
+  // compressed-tensors INT4 loads as MLX 4-bit g32; 8-bit with f32 scales
+  ['mlx4_g32_bf16', 64, 96, true],
+  ['mlx8_g32_f32', 64, 96, false],
   ['fp8_e4m3', 96, 192, false],
 ];
 
@@ -111,6 +115,12 @@ describe.skipIf(!gpu.ctx)(`GPU MoE prompt batch: grouped matmul vs per-slot matv
         const out = await createStorage(ctx, n * D * 4, 'out');
         // The routing is the test's: leave out the router and the route kernel.
         const ds = moeDispatches(kernels, layer, moe, act, x, out, D, false, step, groupedMinRows).filter((d) => !d.label.startsWith('router') && d.label !== 'moe route');
+        // Per slot: the row-block kernel where the format decodes 8 columns from whole words, else per element.
+        const labels = ds.filter((d) => d.when?.(n) ?? true).map((d) => d.label);
+        if (groupedMinRows === Infinity) {
+          const want = [D, D, I].map((cols) => (weight8Accessor(dtype, cols) ? 'moe expert (rows)' : 'moe expert'));
+          expect(labels.filter((l) => l.startsWith('moe expert')), dtype).toEqual(want);
+        }
         step.write(ctx, 0, n, 0);
         submit(ctx, ds, n);
         const got = await readF32(ctx, out, n * D);

@@ -16,7 +16,8 @@ import { createStorage, type GpuWeight } from './buffers.js';
 import { LayerUploads } from './uploads.js';
 import { MATVEC_MAX_BATCH, split, type Dispatch, type GpuKernels, type StepUniform } from './ops.js';
 import { MATMUL_TILES, matmulLoader, matmulTileFor, type MatmulTile } from './wgsl-matmul.js';
-import { CLAMPED_SWIGLU, COMBINE, GROUP, expertShader, groupedExpertShader, routeShader } from './wgsl-moe.js';
+import { weight8Accessor } from './quant-wgsl.js';
+import { CLAMPED_SWIGLU, COMBINE, EXPERT_ROWS, GROUP, expertRowsShader, expertShader, groupedExpertShader, routeShader } from './wgsl-moe.js';
 import { WG } from './wgsl.js';
 
 /** One projection of this rank's experts, stacked: buffers of whole experts [e0, e1) each. */
@@ -167,7 +168,11 @@ export function moeDispatches(
   // Each slot's expert: gate and up rows over the slot's token, the activation, then down over the slot.
   const experts = (s: ExpertStack, input: GPUBuffer, output: GPUBuffer, perSlotX: boolean) =>
     s.parts.map((part): Dispatch => {
-      const pipeline = K.pipeline(`moe_expert_${s.weight.dtype}`, () => expertShader(s.weight.dtype));
+      const dtype = s.weight.dtype;
+      const rowBlock = weight8Accessor(dtype, s.cols) !== null;
+      const pipeline = rowBlock
+        ? K.pipeline(`moe_expert_rows_${dtype}`, () => expertRowsShader(dtype, s.cols))
+        : K.pipeline(`moe_expert_${dtype}`, () => expertShader(dtype));
       const params = K.params('moe expert.params', [
         ['u32', s.rows],
         ['u32', s.cols],
@@ -178,10 +183,10 @@ export function moeDispatches(
         ['u32', s.bias ? 1 : 0],
       ]);
       return {
-        label: 'moe expert',
+        label: rowBlock ? 'moe expert (rows)' : 'moe expert',
         pipeline,
         bindGroup: K.bind('moe expert', pipeline, [params, st.buffer, part.buffer, input, act.ids, output, s.bias ?? K.dummy()]),
-        grid: (n) => [s.rows, n * k, 1],
+        grid: (n) => [rowBlock ? Math.ceil(s.rows / EXPERT_ROWS) : s.rows, n * k, 1],
       };
     });
   // A prompt batch groups its slots by expert (GROUP) and runs the tiled matmul per expert over them.

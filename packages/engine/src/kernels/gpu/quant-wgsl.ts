@@ -110,3 +110,81 @@ fn w_at(r: u32, c: u32) -> f32 {
   return sb.x * f32(q) + sb.y;
 }`;
 }
+
+/**
+ * `w8(r, c) -> array<vec4<f32>, 2>`: elements c..c+7 of row r (c a multiple of 8) from whole u32 words,
+ * for the formats whose 8 consecutive elements sit in one or two aligned words and share one scale:
+ * f32, f16, bf16, MLX 4- and 8-bit (groups are multiples of 8), and FP8 E4M3 rows when `cols` is a
+ * multiple of 4 (rows then start on a word). Null for any other format or shape: the per-element
+ * `w_at` serves those. Each value is computed as `w_at` computes it (same f32 operations), so only the
+ * kernels' summation order differs.
+ */
+export function weight8Accessor(dtype: DType, cols: number): string | null {
+  if (cols % 8 !== 0) return null;
+  const ret = 'array<vec4<f32>, 2>';
+  switch (dtype) {
+    case 'f32':
+      return `fn w8(r: u32, c: u32) -> ${ret} {
+  let i = r * P.cols + c;
+  return ${ret}(vec4<f32>(bitcast<f32>(W[i]), bitcast<f32>(W[i + 1u]), bitcast<f32>(W[i + 2u]), bitcast<f32>(W[i + 3u])),
+                vec4<f32>(bitcast<f32>(W[i + 4u]), bitcast<f32>(W[i + 5u]), bitcast<f32>(W[i + 6u]), bitcast<f32>(W[i + 7u])));
+}`;
+    case 'f16':
+      return `fn w8(r: u32, c: u32) -> ${ret} {
+  let i = (r * P.cols + c) >> 1u;
+  return ${ret}(vec4<f32>(unpack2x16float(W[i]), unpack2x16float(W[i + 1u])), vec4<f32>(unpack2x16float(W[i + 2u]), unpack2x16float(W[i + 3u])));
+}`;
+    case 'bf16':
+      return `fn bf2(w: u32) -> vec2<f32> { return vec2<f32>(bitcast<f32>(w << 16u), bitcast<f32>(w & 0xffff0000u)); }
+fn w8(r: u32, c: u32) -> ${ret} {
+  let i = (r * P.cols + c) >> 1u;
+  return ${ret}(vec4<f32>(bf2(W[i]), bf2(W[i + 1u])), vec4<f32>(bf2(W[i + 2u]), bf2(W[i + 3u])));
+}`;
+    case 'fp8_e4m3':
+      if (cols % 4 !== 0) return null;
+      return `fn e4m3(q: u32) -> f32 {
+  let e = (q >> 3u) & 15u;
+  let m = f32(q & 7u);
+  let v = select((8.0 + m) * exp2(f32(e) - 10.0), m * exp2(-9.0), e == 0u);
+  return select(v, -v, (q & 0x80u) != 0u);
+}
+fn e4m3x4(w: u32, s: f32) -> vec4<f32> { return vec4<f32>(e4m3(w & 0xffu), e4m3((w >> 8u) & 0xffu), e4m3((w >> 16u) & 0xffu), e4m3(w >> 24u)) * s; }
+fn w8(r: u32, c: u32) -> ${ret} {
+  let nb = (P.cols + 127u) / 128u;
+  let o = (r * (nb * 4u + P.cols)) >> 2u;
+  let s = bitcast<f32>(W[o + c / 128u]);
+  let i = o + nb + (c >> 2u);
+  return ${ret}(e4m3x4(W[i], s), e4m3x4(W[i + 1u], s));
+}`;
+    default:
+      break;
+  }
+  if (!isMlx(dtype)) return null;
+  const { bits, groupSize, scales } = mlxLayout(dtype);
+  if (bits !== 4 && bits !== 8) return null;
+  const pairWords = scales === 'f32' ? 2 : 1;
+  const pair =
+    scales === 'f32'
+      ? `vec2<f32>(bitcast<f32>(W[p]), bitcast<f32>(W[p + 1u]))`
+      : scales === 'f16'
+        ? `unpack2x16float(W[p])`
+        : `vec2<f32>(bitcast<f32>(W[p] << 16u), bitcast<f32>(W[p] & 0xffff0000u))`;
+  const qWords = `(P.cols * ${bits}u / 32u)`;
+  const q =
+    bits === 4
+      ? `  let w = W[o + c / 8u];
+  let lo = vec4<f32>(f32(w & 15u), f32((w >> 4u) & 15u), f32((w >> 8u) & 15u), f32((w >> 12u) & 15u));
+  let hi = vec4<f32>(f32((w >> 16u) & 15u), f32((w >> 20u) & 15u), f32((w >> 24u) & 15u), f32(w >> 28u));`
+      : `  let w0 = W[o + c / 4u];
+  let w1 = W[o + c / 4u + 1u];
+  let lo = vec4<f32>(f32(w0 & 255u), f32((w0 >> 8u) & 255u), f32((w0 >> 16u) & 255u), f32(w0 >> 24u));
+  let hi = vec4<f32>(f32(w1 & 255u), f32((w1 >> 8u) & 255u), f32((w1 >> 16u) & 255u), f32(w1 >> 24u));`;
+  return `fn w8(r: u32, c: u32) -> ${ret} {
+  let o = r * (${qWords} + (P.cols / ${groupSize}u) * ${pairWords}u);
+${q}
+  // (scale, bias) of the 8 elements' group (a group holds whole 8s)
+  let p = o + ${qWords} + (c / ${groupSize}u) * ${pairWords}u;
+  let sb = ${pair};
+  return ${ret}(sb.x * lo + sb.y, sb.x * hi + sb.y);
+}`;
+}
