@@ -8,6 +8,7 @@
 import type { DType } from '../backend.js';
 import { guarded, type GpuContext } from './context.js';
 import { Usage, type GpuWeight, type GpuWeightChunk } from './buffers.js';
+import { weight8Accessor } from './quant-wgsl.js';
 import {
   ADD,
   ATTENTION,
@@ -25,6 +26,7 @@ import {
   embedShader,
   matvecFastShader,
   matvecShader,
+  matvec8Shader,
   vectorWidth,
   MATVEC_ROWS,
   matvecLayout,
@@ -338,6 +340,10 @@ export class GpuKernels {
     if (opts.only !== 'matmul') {
       if (this.#fast(dtype, cols, opts.xStride ?? cols) && !opts.generic) {
         out.push(...this.#rowBlock(label, dtype, rows, buffers, { norm: !!opts.norm }, small, !!opts.lastToken));
+      } else if (vectorWidth(dtype) === 0 && weight8Accessor(dtype, cols) && !opts.generic) {
+        // MLX 4/8-bit, FP8: 4 rows per workgroup, 8 columns per thread step from whole words.
+        const m8 = this.pipeline(`matvec8_${dtype}`, () => matvec8Shader(dtype, cols));
+        out.push({ label: `${label} (matvec)`, pipeline: m8, bindGroup: this.bind(label, m8, buffers.slice(0, 6)), grid: () => split(Math.ceil(rows / MATVEC_ROWS)), when: small });
       } else {
         const generic = this.pipeline(`matvec_${dtype}`, () => matvecShader(dtype));
         out.push({ label: `${label} (matvec)`, pipeline: generic, bindGroup: this.bind(label, generic, buffers.slice(0, 6)), grid: () => split(rows), when: small });

@@ -5,7 +5,9 @@
  * (quant/mxfp4.ts), MLX affine rows (quant/mlx.ts: packed bits, then (scale, bias) per group) and FP8
  * E4M3 rows with 128-column block scales (quant/fp8.ts).
  * Each element decodes its own scale, so these are correctness-first: they run through the generic
- * per-element matvec, the tiled matmul and the embedding lookup, not a vectorised decode kernel.
+ * per-element matvec, the tiled matmul and the embedding lookup. `weight8Accessor` (below) decodes 8
+ * elements from whole words for MLX 4/8-bit and FP8 rows: the decode matvec (matvec8Shader) and the
+ * MoE experts' (expertRowsShader) take it where it applies.
  * Weights are row-major (`P.cols` columns), bound as `array<u32>`; rows start on 4-byte boundaries
  * only for MLX, so the block formats read bytes.
  */

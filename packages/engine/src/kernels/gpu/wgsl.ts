@@ -10,7 +10,7 @@
  * Layout is row-major [rows, cols] = [out, in], as in kernels/backend.ts.
  */
 import type { DType } from '../backend.js';
-import { quantWeightAccessor } from './quant-wgsl.js';
+import { quantWeightAccessor, weight8Accessor } from './quant-wgsl.js';
 
 export const WG = 64;
 
@@ -137,13 +137,61 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
 }
 
 /**
+ * matvecShader for the formats with an 8-wide accessor and no row-block decoder (MLX 4/8-bit, FP8
+ * rows: quant-wgsl.ts `weight8Accessor`): one workgroup per 4 rows; each thread takes 8 columns at a
+ * time, reads x there once for the 4 rows and decodes each row's 8 weights from whole words with one
+ * scale lookup; the 4 rows' sums are joined in one workgroup-memory tree. Tokens as in matvecShader
+ * (each token's sums alone, in the same order: a row's bits do not depend on the step's other rows).
+ */
+export function matvec8Shader(dtype: DType, cols: number): string {
+  const w8 = weight8Accessor(dtype, cols);
+  if (!w8) throw new Error(`matvec8Shader: no 8-wide accessor for ${dtype} with ${cols} columns`);
+  const R = MATVEC_ROWS;
+  const rows = Array.from({ length: R }, (_, i) => i);
+  return `${STEP}${LINEAR}${WEIGHT_HEADER}
+var<workgroup> red: array<f32, ${R * WG}>;
+${w8}
+@compute @workgroup_size(${WG})
+fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
+        @builtin(local_invocation_index) tid: u32) {
+  let r0 = wg_linear(wid, nwg) * ${R}u;
+  if (r0 >= P.rows) { return; }
+  let lastRow = P.rows - 1u;
+  let last = (P.flags & 4u) != 0u;
+  let count = select(S.n, 1u, last);
+  for (var b = 0u; b < count; b = b + 1u) {
+    let xo = select(b, S.n - 1u, last) * P.xStride;
+${rows.map((i) => `    var a${i} = 0.0;`).join('\n')}
+    for (var c = tid * 8u; c < P.cols; c = c + ${WG * 8}u) {
+      let x0 = vec4<f32>(X[xo + c], X[xo + c + 1u], X[xo + c + 2u], X[xo + c + 3u]);
+      let x1 = vec4<f32>(X[xo + c + 4u], X[xo + c + 5u], X[xo + c + 6u], X[xo + c + 7u]);
+${rows.map((i) => `      { let w = w8(min(r0 + ${i}u, lastRow), c); a${i} = a${i} + dot(w[0], x0) + dot(w[1], x1); }`).join('\n')}
+    }
+${rows.map((i) => `    red[${i * WG}u + tid] = a${i};`).join('\n')}
+    workgroupBarrier();
+    for (var h = ${WG / 2}u; h > 0u; h = h >> 1u) {
+      if (tid < h) {
+        for (var j = 0u; j < ${R}u; j = j + 1u) { red[j * ${WG}u + tid] = red[j * ${WG}u + tid] + red[j * ${WG}u + tid + h]; }
+      }
+      workgroupBarrier();
+    }
+    if (tid == 0u) {
+      for (var j = 0u; j < ${R}u; j = j + 1u) { if (r0 + j < P.rows) { store(b, r0 + j, red[j * ${WG}u]); } }
+    }
+    workgroupBarrier();
+  }
+}
+`;
+}
+
+/**
  * Elements per step of the row-block matvec: one 16-byte load of f32/f16/bf16, one whole 32-element
  * GGUF block of Q8_0/Q4_0; 0 for formats without a row-block decoder (the K-quants, MXFP4 and MLX of
  * quant-wgsl.ts). The kernel needs cols (and the x stride) divisible by it; `linear` falls back to
  * `matvecShader` otherwise.
  */
 export function vectorWidth(dtype: DType): number {
-  // 0: no vectorised kernel (the formats of quant-wgsl.ts run the per-element matvec)
+  // 0: no row-block decoder (the formats of quant-wgsl.ts: matvec8Shader where they decode 8 at a time, else per element)
   return dtype === 'f32' ? 4 : dtype === 'f16' || dtype === 'bf16' ? 8 : dtype === 'q8_0' || dtype === 'q4_0' ? 32 : 0;
 }
 
