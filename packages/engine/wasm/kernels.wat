@@ -8,7 +8,8 @@
 ;;   [128, 192)       attention parameters (kernel 12, see $attn_item)
 ;;   [192, 200)       per-thread weight scratch: base, bytes per thread (prompt batches, $rows)
 ;;   [200, 208)       the current packed f16 weight's subnormal terms: row starts, entries (0: none)
-;;   [208, 212)       the current q8_0/q4_0 prompt batch's activations in tile layout (quant_tiles)
+;;   [208, 212)       the current prompt batch's activations in tile layout (quant_tiles); for one token of
+;;                    packed q8_0/q4_0 (relaxed build) quant_q8_decode's / quant_q4_decode's form instead
 ;;   [212, 220)       the current MLX affine weight's group size and scale dtype (0 f16, 1 bf16, 2 f32)
 ;;   [4096, 266240)   f16 -> f32 table (65,536 f32), filled by the loader; used for block scales
 ;;   [266240, ...)    heap: weights, activations and scratch, handed out by the JS bump allocator
@@ -2083,7 +2084,7 @@
   ;; q8_0, 4 packed rows per group. The relaxed build reads x in quant_q8_decode's form (per block the
   ;; positive parts x+ = max(x, 0), then x- = max(−x, 0), as int8, both 0..127, valid i7 operands; the
   ;; corrections and d_x where quant_q8 puts them: $rows_packed passes it for one token): per row and 16
-  ;; columns relaxed_dot(w, x+) − relaxed_dot(w, x-) is each column pair's w·x exactly (every dot's pair
+  ;; columns the relaxed dot of w and x+ minus that of w and x- is each column pair's w·x exactly (every dot's pair
   ;; within ±2·128·127, no saturation; the difference fits i16, so the wrapping subtraction is exact),
   ;; widened by a dot with ones: the same integer block totals, so the same bits, from 16-byte loads
   ;; instead of 4 sign-extending 8-byte loads per row and block.
