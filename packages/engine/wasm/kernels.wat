@@ -8,7 +8,8 @@
 ;;   [128, 192)       attention parameters (kernel 12, see $attn_item)
 ;;   [192, 200)       per-thread weight scratch: base, bytes per thread (prompt batches, $rows)
 ;;   [200, 208)       the current packed f16 weight's subnormal terms: row starts, entries (0: none)
-;;   [208, 212)       the current q8_0/q4_0 prompt batch's activations in tile layout (quant_tiles)
+;;   [208, 212)       the current prompt batch's activations in tile layout (quant_tiles); for one token of
+;;                    packed q8_0/q4_0 (relaxed build) quant_q8_decode's / quant_q4_decode's form instead
 ;;   [212, 220)       the current MLX affine weight's group size and scale dtype (0 f16, 1 bf16, 2 f32)
 ;;   [4096, 266240)   f16 -> f32 table (65,536 f32), filled by the loader; used for block scales
 ;;   [266240, ...)    heap: weights, activations and scratch, handed out by the JS bump allocator
@@ -2080,11 +2081,21 @@
   ;; times 2^112 (exact), then one rounding for d_w·d_x, as the row-major kernels' table value · d_x.
   ;; (Written out in the kernels below; V8 does not inline wasm calls.)
 
-  ;; q8_0, 4 packed rows per group.
+  ;; q8_0, 4 packed rows per group. The relaxed build reads x in quant_q8_decode's form (per block the
+  ;; positive parts x+ = max(x, 0), then x- = max(−x, 0), as int8, both 0..127, valid i7 operands; the
+  ;; corrections and d_x where quant_q8 puts them: $rows_packed passes it for one token): per row and 16
+  ;; columns the relaxed dot of w and x+ minus that of w and x- is each column pair's w·x exactly (every dot's pair
+  ;; within ±2·128·127, no saturation; the difference fits i16, so the wrapping subtraction is exact),
+  ;; widened by a dot with ones: the same integer block totals, so the same bits, from 16-byte loads
+  ;; instead of 4 sign-extending 8-byte loads per row and block.
   (func $g4_q8_0 (type $gdot) (param $w i32) (param $cols i32) (param $x i32) (param $out i32) (param $groups i32)
     (local $g i32) (local $p i32) (local $nb i32) (local $b i32) (local $xq i32) (local $xd i32)
     (local $x0 v128) (local $x1 v128) (local $x2 v128) (local $x3 v128) (local $m v128) (local $acc v128)
     (local $s0 v128) (local $s1 v128) (local $s2 v128) (local $s3 v128) (local $t0 v128) (local $t1 v128)
+    ;; @if relaxed
+    (local $q v128) (local $h v128) (local $one v128)
+    (local.set $one (v128.const i16x8 1 1 1 1 1 1 1 1))
+    ;; @end
     (local.set $m (v128.const i32x4 0x8FFFE000 0x8FFFE000 0x8FFFE000 0x8FFFE000))
     (local.set $nb (i32.shr_u (local.get $cols) (i32.const 5)))
     (local.set $p (local.get $w))
@@ -2098,6 +2109,40 @@
         (block $done
           (loop $l
             (br_if $done (i32.ge_u (local.get $b) (local.get $nb)))
+            ;; @if relaxed
+            (local.set $x0 (v128.load offset=0 (local.get $xq)))
+            (local.set $x1 (v128.load offset=16 (local.get $xq)))
+            (local.set $x2 (v128.load offset=32 (local.get $xq)))
+            (local.set $x3 (v128.load offset=48 (local.get $xq)))
+            (local.set $q (v128.load offset=8 (local.get $p)))
+            (local.set $h (v128.load offset=24 (local.get $p)))
+            (local.set $s0 (i32x4.add
+              (i32x4.dot_i16x8_s (i16x8.sub (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $q) (local.get $x0))
+                                            (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $q) (local.get $x2))) (local.get $one))
+              (i32x4.dot_i16x8_s (i16x8.sub (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $h) (local.get $x1))
+                                            (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $h) (local.get $x3))) (local.get $one))))
+            (local.set $q (v128.load offset=40 (local.get $p)))
+            (local.set $h (v128.load offset=56 (local.get $p)))
+            (local.set $s1 (i32x4.add
+              (i32x4.dot_i16x8_s (i16x8.sub (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $q) (local.get $x0))
+                                            (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $q) (local.get $x2))) (local.get $one))
+              (i32x4.dot_i16x8_s (i16x8.sub (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $h) (local.get $x1))
+                                            (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $h) (local.get $x3))) (local.get $one))))
+            (local.set $q (v128.load offset=72 (local.get $p)))
+            (local.set $h (v128.load offset=88 (local.get $p)))
+            (local.set $s2 (i32x4.add
+              (i32x4.dot_i16x8_s (i16x8.sub (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $q) (local.get $x0))
+                                            (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $q) (local.get $x2))) (local.get $one))
+              (i32x4.dot_i16x8_s (i16x8.sub (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $h) (local.get $x1))
+                                            (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $h) (local.get $x3))) (local.get $one))))
+            (local.set $q (v128.load offset=104 (local.get $p)))
+            (local.set $h (v128.load offset=120 (local.get $p)))
+            (local.set $s3 (i32x4.add
+              (i32x4.dot_i16x8_s (i16x8.sub (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $q) (local.get $x0))
+                                            (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $q) (local.get $x2))) (local.get $one))
+              (i32x4.dot_i16x8_s (i16x8.sub (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $h) (local.get $x1))
+                                            (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $h) (local.get $x3))) (local.get $one))))
+            ;; @else
             (local.set $x0 (v128.load offset=0 (local.get $xq)))
             (local.set $x1 (v128.load offset=16 (local.get $xq)))
             (local.set $x2 (v128.load offset=32 (local.get $xq)))
@@ -2123,6 +2168,7 @@
               (i32x4.add (i32x4.dot_i16x8_s (v128.load8x8_s offset=120 (local.get $p)) (local.get $x2))
                          (i32x4.dot_i16x8_s (v128.load8x8_s offset=128 (local.get $p)) (local.get $x3)))))
             ;; transpose-add: lane r of t0 = row r's block total (exact integers)
+            ;; @end
             (local.set $t0 (i32x4.add (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $s0) (local.get $s1))
                                       (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $s0) (local.get $s1))))
             (local.set $t1 (i32x4.add (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $s2) (local.get $s3))
@@ -2144,14 +2190,51 @@
         (local.set $g (i32.add (local.get $g) (i32.const 1)))
         (br $gl))))
 
-  ;; q4_0, 4 packed rows per group.
+  ;; @if relaxed
+  ;; One token of quant_q8's q8_0 output at src into $g4_q8_0's relaxed form at dst (as many bytes): per
+  ;; block x+ (columns 0..31), then x- as int8, then the blocks' corrections and d_x as they are.
+  (func (export "quant_q8_decode") (param $src i32) (param $dst i32) (param $cols i32)
+    (local $nb i32) (local $b i32) (local $o i32) (local $d i32) (local $v0 v128) (local $v1 v128) (local $z v128)
+    (local.set $nb (i32.shr_u (local.get $cols) (i32.const 5)))
+    (local.set $o (local.get $src))
+    (local.set $d (local.get $dst))
+    (block $done
+      (loop $l
+        (br_if $done (i32.ge_u (local.get $b) (local.get $nb)))
+        (local.set $v0 (i8x16.narrow_i16x8_s (v128.load offset=0 (local.get $o)) (v128.load offset=16 (local.get $o))))
+        (local.set $v1 (i8x16.narrow_i16x8_s (v128.load offset=32 (local.get $o)) (v128.load offset=48 (local.get $o))))
+        (v128.store offset=0 (local.get $d) (i8x16.max_s (local.get $v0) (local.get $z)))
+        (v128.store offset=16 (local.get $d) (i8x16.max_s (local.get $v1) (local.get $z)))
+        (v128.store offset=32 (local.get $d) (i8x16.max_s (i8x16.neg (local.get $v0)) (local.get $z)))
+        (v128.store offset=48 (local.get $d) (i8x16.max_s (i8x16.neg (local.get $v1)) (local.get $z)))
+        (local.set $o (i32.add (local.get $o) (i32.const 64)))
+        (local.set $d (i32.add (local.get $d) (i32.const 64)))
+        (local.set $b (i32.add (local.get $b) (i32.const 1)))
+        (br $l)))
+    (local.set $b (i32.const 0))
+    (block $cdone
+      (loop $cl
+        (br_if $cdone (i32.ge_u (local.get $b) (local.get $nb)))
+        (i64.store (local.get $d) (i64.load (local.get $o)))
+        (local.set $o (i32.add (local.get $o) (i32.const 8)))
+        (local.set $d (i32.add (local.get $d) (i32.const 8)))
+        (local.set $b (i32.add (local.get $b) (i32.const 1)))
+        (br $cl))))
+  ;; @end
+
+  ;; q4_0, 4 packed rows per group. The relaxed build reads x in quant_q4_decode's form (plain int8 per
+  ;; block, then the corrections and d_x: $rows_packed passes it for one token); per row the two relaxed
+  ;; dots' i16 sums are transposed in i16 (every lane a sum of at most 16 products |15·127|, within
+  ;; ±30480, so the wrapping adds are exact) and widened by one dot with ones for the 4 rows at once:
+  ;; the same integer block totals as the i32 transpose, so the same bits.
   (func $g4_q4_0 (type $gdot) (param $w i32) (param $cols i32) (param $x i32) (param $out i32) (param $groups i32)
     (local $g i32) (local $p i32) (local $nb i32) (local $b i32) (local $xq i32) (local $xc i32)
     (local $x0 v128) (local $x1 v128) (local $x2 v128) (local $x3 v128) (local $m v128) (local $acc v128) (local $q v128)
     (local $s0 v128) (local $s1 v128) (local $s2 v128) (local $s3 v128) (local $t0 v128) (local $t1 v128)
     ;; @if relaxed
-    (local $mn v128)
+    (local $mn v128) (local $one v128)
     (local.set $mn (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f))
+    (local.set $one (v128.const i16x8 1 1 1 1 1 1 1 1))
     ;; @end
     (local.set $m (v128.const i32x4 0x8FFFE000 0x8FFFE000 0x8FFFE000 0x8FFFE000))
     (local.set $nb (i32.shr_u (local.get $cols) (i32.const 5)))
@@ -2160,35 +2243,46 @@
       (loop $gl
         (br_if $gdone (i32.ge_u (local.get $g) (local.get $groups)))
         (local.set $xq (local.get $x))
+        ;; @if relaxed
+        (local.set $xc (i32.add (local.get $x) (local.get $cols)))
+        ;; @else
         (local.set $xc (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 1))))
+        ;; @end
         (local.set $acc (v128.const i32x4 0 0 0 0))
         (local.set $b (i32.const 0))
         (block $done
           (loop $l
             (br_if $done (i32.ge_u (local.get $b) (local.get $nb)))
             ;; @if relaxed
-            ;; int8 activations of the block's low nibbles (x[j]) and high nibbles (x[j+16], back from the q4 form)
+            ;; int8 activations of the block's low nibbles (x[j]) and high nibbles (x[j+16])
             (local.set $x0 (v128.load offset=0 (local.get $xq)))
-            (local.set $x1 (v128.load offset=16 (local.get $xq)))
-            (local.set $x2 (i8x16.narrow_i16x8_s (i16x8.add (v128.load offset=32 (local.get $xq)) (i16x8.shl (local.get $x0) (i32.const 4)))
-                                                 (i16x8.add (v128.load offset=48 (local.get $xq)) (i16x8.shl (local.get $x1) (i32.const 4)))))
-            (local.set $x0 (i8x16.narrow_i16x8_s (local.get $x0) (local.get $x1)))
+            (local.set $x2 (v128.load offset=16 (local.get $xq)))
             (local.set $q (v128.load offset=8 (local.get $p)))
-            (local.set $s0 (i32x4.extadd_pairwise_i16x8_s (i16x8.add
+            (local.set $s0 (i16x8.add
               (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x0) (v128.and (local.get $q) (local.get $mn)))
-              (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x2) (v128.and (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $mn))))))
+              (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x2) (v128.and (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $mn)))))
             (local.set $q (v128.load offset=24 (local.get $p)))
-            (local.set $s1 (i32x4.extadd_pairwise_i16x8_s (i16x8.add
+            (local.set $s1 (i16x8.add
               (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x0) (v128.and (local.get $q) (local.get $mn)))
-              (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x2) (v128.and (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $mn))))))
+              (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x2) (v128.and (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $mn)))))
             (local.set $q (v128.load offset=40 (local.get $p)))
-            (local.set $s2 (i32x4.extadd_pairwise_i16x8_s (i16x8.add
+            (local.set $s2 (i16x8.add
               (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x0) (v128.and (local.get $q) (local.get $mn)))
-              (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x2) (v128.and (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $mn))))))
+              (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x2) (v128.and (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $mn)))))
             (local.set $q (v128.load offset=56 (local.get $p)))
-            (local.set $s3 (i32x4.extadd_pairwise_i16x8_s (i16x8.add
+            (local.set $s3 (i16x8.add
               (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x0) (v128.and (local.get $q) (local.get $mn)))
-              (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x2) (v128.and (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $mn))))))
+              (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x2) (v128.and (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $mn)))))
+            ;; i16 transpose-add: rows 0, 1 (4 lanes each), rows 2, 3, then the 4 rows' lane pairs; one dot with ones
+            (local.set $t0 (i16x8.add (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23 (local.get $s0) (local.get $s1))
+                                      (i8x16.shuffle 8 9 10 11 12 13 14 15 24 25 26 27 28 29 30 31 (local.get $s0) (local.get $s1))))
+            (local.set $t1 (i16x8.add (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23 (local.get $s2) (local.get $s3))
+                                      (i8x16.shuffle 8 9 10 11 12 13 14 15 24 25 26 27 28 29 30 31 (local.get $s2) (local.get $s3))))
+            (local.set $t0 (i32x4.sub
+              (i32x4.dot_i16x8_s (i16x8.add (i8x16.shuffle 0 1 2 3 8 9 10 11 16 17 18 19 24 25 26 27 (local.get $t0) (local.get $t1))
+                                            (i8x16.shuffle 4 5 6 7 12 13 14 15 20 21 22 23 28 29 30 31 (local.get $t0) (local.get $t1)))
+                                 (local.get $one))
+              (i32x4.splat (i32.load (local.get $xc)))))
             ;; @else
             (local.set $x0 (v128.load offset=0 (local.get $xq)))
             (local.set $x1 (v128.load offset=16 (local.get $xq)))
@@ -2210,7 +2304,6 @@
             (local.set $s3 (i32x4.add (i32x4.dot_i16x8_s (local.get $q) (local.get $x0)) (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $x2))))
             (local.set $q (v128.load8x8_u offset=64 (local.get $p)))
             (local.set $s3 (i32x4.add (local.get $s3) (i32x4.add (i32x4.dot_i16x8_s (local.get $q) (local.get $x1)) (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $x3)))))
-            ;; @end
             (local.set $t0 (i32x4.add (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $s0) (local.get $s1))
                                       (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $s0) (local.get $s1))))
             (local.set $t1 (i32x4.add (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $s2) (local.get $s3))
@@ -2219,13 +2312,18 @@
               (i32x4.add (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23 (local.get $t0) (local.get $t1))
                          (i8x16.shuffle 8 9 10 11 12 13 14 15 24 25 26 27 28 29 30 31 (local.get $t0) (local.get $t1)))
               (i32x4.splat (i32.load (local.get $xc)))))
+            ;; @end
             (local.set $acc (f32x4.add (local.get $acc) (f32x4.mul (f32x4.convert_i32x4_s (local.get $t0))
               (f32x4.mul
                 (f32x4.mul (v128.and (i32x4.shr_s (i32x4.shl (v128.load16x4_u (local.get $p)) (i32.const 16)) (i32.const 3)) (local.get $m))
                            (v128.const f32x4 0x1p112 0x1p112 0x1p112 0x1p112))
                 (f32x4.splat (f32.load (i32.add (local.get $xc) (i32.shl (local.get $nb) (i32.const 2)))))))))
             (local.set $p (i32.add (local.get $p) (i32.const 72)))
+            ;; @if relaxed
+            (local.set $xq (i32.add (local.get $xq) (i32.const 32)))
+            ;; @else
             (local.set $xq (i32.add (local.get $xq) (i32.const 64)))
+            ;; @end
             (local.set $xc (i32.add (local.get $xc) (i32.const 4)))
             (local.set $b (i32.add (local.get $b) (i32.const 1)))
             (br $l)))
@@ -2233,6 +2331,40 @@
         (local.set $out (i32.add (local.get $out) (i32.const 16)))
         (local.set $g (i32.add (local.get $g) (i32.const 1)))
         (br $gl))))
+
+  ;; @if relaxed
+  ;; One token of quant_q8's q4_0 output at src into $g4_q4_0's relaxed form at dst (cols + 8·cols/32 bytes):
+  ;; per block its 32 plain int8 (x[j+16] back from x[j+16] − 16·x[j]), then the blocks' corrections and d_x
+  ;; as they are. Done once per matvec, not once per 4-row group and block.
+  (func (export "quant_q4_decode") (param $src i32) (param $dst i32) (param $cols i32)
+    (local $nb i32) (local $b i32) (local $o i32) (local $d i32) (local $v0 v128) (local $v1 v128)
+    (local.set $nb (i32.shr_u (local.get $cols) (i32.const 5)))
+    (local.set $o (local.get $src))
+    (local.set $d (local.get $dst))
+    (block $done
+      (loop $l
+        (br_if $done (i32.ge_u (local.get $b) (local.get $nb)))
+        (local.set $v0 (v128.load offset=0 (local.get $o)))
+        (local.set $v1 (v128.load offset=16 (local.get $o)))
+        (v128.store offset=0 (local.get $d) (i8x16.narrow_i16x8_s (local.get $v0) (local.get $v1)))
+        (v128.store offset=16 (local.get $d)
+          (i8x16.narrow_i16x8_s (i16x8.add (v128.load offset=32 (local.get $o)) (i16x8.shl (local.get $v0) (i32.const 4)))
+                                (i16x8.add (v128.load offset=48 (local.get $o)) (i16x8.shl (local.get $v1) (i32.const 4)))))
+        (local.set $o (i32.add (local.get $o) (i32.const 64)))
+        (local.set $d (i32.add (local.get $d) (i32.const 32)))
+        (local.set $b (i32.add (local.get $b) (i32.const 1)))
+        (br $l)))
+    ;; the corrections, then d_x: 8 bytes per block
+    (local.set $b (i32.const 0))
+    (block $cdone
+      (loop $cl
+        (br_if $cdone (i32.ge_u (local.get $b) (local.get $nb)))
+        (i64.store (local.get $d) (i64.load (local.get $o)))
+        (local.set $o (i32.add (local.get $o) (i32.const 8)))
+        (local.set $d (i32.add (local.get $d) (i32.const 8)))
+        (local.set $b (i32.add (local.get $b) (i32.const 1)))
+        (br $cl))))
+  ;; @end
 
   ;; >>> qtile (generated by wasm/qtiles.ts)
   ;; ---------------------------------------------------------------- q8_0 / q4_0 prompt batches
@@ -10403,7 +10535,14 @@
     (if (i32.and (i32.eq (local.get $n) (i32.const 1)) (i32.lt_u (local.get $r) (local.get $gend)))
       (then
         (call_indirect (type $gdot)
-          (i32.add (local.get $w) (i32.mul (local.get $r) (local.get $rb))) (local.get $cols) (local.get $x)
+          (i32.add (local.get $w) (i32.mul (local.get $r) (local.get $rb))) (local.get $cols)
+          ;; @if relaxed
+          ;; q8_0 / q4_0: quant_q8_decode's / quant_q4_decode's form, its address at 208 (backend prepare)
+          (select (i32.load offset=208 (i32.const 0)) (local.get $x)
+            (i32.or (i32.eq (local.get $k) (i32.const 24)) (i32.eq (local.get $k) (i32.const 26))))
+          ;; @else
+          (local.get $x)
+          ;; @end
           (i32.add (local.get $out) (i32.shl (local.get $r) (i32.const 2)))
           (i32.shr_u (i32.sub (local.get $gend) (local.get $r)) (i32.const 2))
           (local.get $k))

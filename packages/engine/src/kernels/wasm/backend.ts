@@ -390,10 +390,17 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
       // bytes) and read the activations again in tile layout (quant_tiles: 68 bytes per token and block).
       // Row-major MXFP4 (gpt-oss experts) takes the same tiles over groups widened from its blocks (wasm/mxfp4tiles.ts).
       const tiles = (w.packed !== undefined || dtype === 'mxfp4') && n >= 2;
+      // the relaxed build's packed q8_0 / q4_0 decode reads int8 activations (q8_0: x+ and x-, q4_0: plain),
+      // converted once per matvec instead of once per 4-row group; its address goes where the tiles' would
+      const toDecode = w.packed !== undefined && n === 1 ? (dtype === 'q4_0' ? k.quant_q4_decode : dtype === 'q8_0' ? k.quant_q8_decode : undefined) : undefined;
       const stdBytes = Math.ceil((xStride * n) / 16) * 16;
       if (tiles) wideScratch(cols, 17 * cols);
-      const dst = scratch(stdBytes + (tiles ? (cols / QK) * 68 * n : 0));
+      const dst = scratch(stdBytes + (tiles ? (cols / QK) * 68 * n : 0) + (toDecode ? xStride : 0));
       k.quant_q8(xAddr, dst, cols, n, dtype === 'q4_0' ? 1 : 0);
+      if (toDecode) {
+        toDecode(dst, dst + stdBytes, cols);
+        qtiles[0] = dst + stdBytes;
+      }
       if (tiles) {
         // the relaxed build's q4_0 tiles take int8 quads of the plain activations (wasm/qtiles.ts)
         if (dtype === 'q4_0' && k.quant_tiles_q4r) k.quant_tiles_q4r(dst, dst + stdBytes, cols, n);

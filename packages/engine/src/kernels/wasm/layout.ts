@@ -49,7 +49,10 @@ export const SWIGLU_KERNEL = 13;
 export const WIDE_ADDR = 192;
 /** The current packed f16 weight's subnormal-term table: row starts address, entries address (0: none). */
 export const CORR_ADDR = 200;
-/** The current q8_0/q4_0 prompt batch's activations in tile layout (wasm quant_tiles): address (i32). */
+/**
+ * The current prompt batch's activations in tile layout (wasm quant_tiles): address (i32). For one token of
+ * packed q8_0/q4_0 in the relaxed build: the int8 form its decode kernel reads (quant_q8_decode / quant_q4_decode).
+ */
 export const QTILES_ADDR = 208;
 
 export const PAGE_BYTES = 65536;

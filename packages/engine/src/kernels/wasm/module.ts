@@ -114,6 +114,10 @@ export interface KernelExports {
   quant_tiles(src: number, dst: number, cols: number, n: number): void;
   /** The relaxed build only: quant_q8's q4_0 output into the relaxed q4_0 tile layout (int8 quads, 40 bytes per token and block). */
   quant_tiles_q4r?(src: number, dst: number, cols: number, n: number): void;
+  /** The relaxed build only: one token of quant_q8's q4_0 output as plain int8 for packed q4_0 decode ($g4_q4_0), cols + cols/4 bytes. */
+  quant_q4_decode?(src: number, dst: number, cols: number): void;
+  /** The relaxed build only: one token of quant_q8's q8_0 output as int8 x+ and x- for packed q8_0 decode ($g4_q8_0), as many bytes. */
+  quant_q8_decode?(src: number, dst: number, cols: number): void;
   /** n tokens into the K-quant activation format (ggml's Q8_K plus per-32 sums; kernels.wat's kquant section). */
   quant_q8k(x: number, dst: number, cols: number, n: number): void;
   /** n tokens into the MLX affine activation order (e elements per lane) plus per-group sums (kernels.wat's affine section). */
