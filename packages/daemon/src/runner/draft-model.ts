@@ -109,6 +109,8 @@ export class DraftModel {
     const step: StepSoFar = { rows: seqs.length, tokens: seqs.filter((s) => s.fed >= s.req.promptIds.length).length };
     for (const seq of seqs) {
       if (!seq.byModel || !seq.draft) continue;
+      // A draft too slow to pay at any acceptance (its timed cost) is not fed at all, prompts included.
+      if (!seq.draft.canPay()) continue;
       const prompting = seq.fed < seq.req.promptIds.length;
       if (!prompting) seq.proposal = [];
       // What the target has taken so far; a decoding sequence's last token is always fed again (its logits draft).
