@@ -36,6 +36,10 @@
  *     target forward: the acceptance ceiling, not a speed-up) and a 1-layer hidden-256 random model of
  *     the same tokenizer (its guesses are all wrong: what a useless draft costs, the floor). A random
  *     model has no small sibling trained to agree with it, so no line here shows a real draft's gain.
+ *     The draft policy counts the draft model's own time per drafted token (DraftCost, timed apart from
+ *     the step): the self-draft is turned off after its first proposal (in the warm-up request; the
+ *     runner's draft model keeps its timing across requests, so the measured runs draft 0/0) and its
+ *     line shows what that check leaves of plain speed (target ~1.0x).
  *   - batch-8-spec-mixed: eight concurrent streams in one batch, four on the repetitive prompt (greedy) and
  *     four sampled on the non-repetitive one, prompt lookup against plain, summed tok/s, outputs compared:
  *     per-sequence draft policies in a batch that shares each step's cost (runner/step-draft-policy.ts).
