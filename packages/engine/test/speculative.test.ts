@@ -288,7 +288,8 @@ describe('DraftPolicy (generate\'s draft lengths by expected tokens per unit of 
     // draft is timed, no length pays even at full acceptance: no probes either.
     const self = fakeRun({ fixed: 0.7, perRow: 0.3, perDraft: 1, a: 1 });
     expect(self.rate / plain).toBeGreaterThan(0.97);
-    expect(self.drafted).toBeLessThanOrEqual(8);
+    // Its first draft (on the prior) and one probe (a second timing, so one slow proposal cannot decide).
+    expect(self.drafted).toBeLessThanOrEqual(8 + 2);
     // The same rows with a drafter at a tenth of a step per token, 80% accepted: drafting pays.
     const small = fakeRun({ fixed: 0.7, perRow: 0.3, perDraft: 0.1, a: 0.8 });
     expect(small.rate / plain).toBeGreaterThan(1.2);

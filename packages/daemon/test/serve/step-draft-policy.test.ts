@@ -99,6 +99,9 @@ describe('SequenceDraftPolicy', () => {
     expect(a.nextIn({ rows: 1, tokens: 1 }, 8)).toBeGreaterThan(0);
     slow.observe(4, 4 * 1.0); // a whole step per token: the target as its own draft
     cheap.observe(4, 4 * 0.05);
+    // One timed proposal does not turn a drafter off for good (it may have been held up): a probe still comes.
+    expect(Array.from({ length: 8 }, () => b.nextIn({ rows: 1, tokens: 1 }, 8)).some((k) => k > 0)).toBe(true);
+    slow.observe(2, 2 * 1.0);
     // b never drafted itself, but reads the same drafter's cost.
     for (const p of [a, b]) {
       const asked = Array.from({ length: 100 }, () => p.nextIn({ rows: 1, tokens: 1 }, 8));

@@ -13,8 +13,8 @@
  * A drafter that runs a model (a draft model, an MTP layer) costs time per drafted token besides the
  * verify rows: its forwards. The caller times them apart from the step (observeDraftCost) and the rate
  * counts them: ms = fixed + perRow·rows + perDraft·k. A drafter so slow that no length would pay even if
- * every drafted token were confirmed (the target as its own draft: each draft token a whole forward) is
- * not probed again: acceptance cannot rise past that, and a probe after idling costs the draft's
+ * every drafted token were confirmed (the target as its own draft: each draft token a whole forward) is,
+ * once two proposals were timed, not probed again: acceptance cannot rise past that, and a probe after idling costs the draft's
  * catch-up forwards too. Prompt lookup's search is part of the step's own time (its perDraft stays unknown).
  *
  * Pure logic: the caller times its steps and reports them. Output never depends on it (each token is
@@ -67,6 +67,8 @@ export interface StepCostModel {
 export class DraftCost {
   #ms = 0;
   #tokens = 0;
+  /** Proposals timed (not decayed). */
+  #count = 0;
 
   /** Drafting `tokens` tokens took `ms` (the drafter's forwards, catch-up rows included). */
   observe(tokens: number, ms: number): void {
@@ -75,6 +77,15 @@ export class DraftCost {
     if (est !== null) ms = Math.min(ms, OUTLIER * est * tokens);
     this.#ms = this.#ms * ACCEPT_DECAY + ms;
     this.#tokens = this.#tokens * ACCEPT_DECAY + tokens;
+    this.#count++;
+  }
+
+  /**
+   * Whether enough proposals were timed to turn the drafter off for good on their cost: two, so one
+   * proposal held up by the OS, the collector or a first compile cannot do it alone.
+   */
+  get settled(): boolean {
+    return this.#count >= 2;
   }
 
   /** Mean cost of a drafted token; null before a draft was timed. */
@@ -187,7 +198,7 @@ export class DraftPolicy {
    */
   canPay(cap = this.max): boolean {
     const model = this.costModel();
-    return !model.perDraft || bestDraftLength(model, MAX_ACCEPTANCE, cap, this.plannedStep()) > 0;
+    return !model.perDraft || !this.drafts.settled || bestDraftLength(model, MAX_ACCEPTANCE, cap, this.plannedStep()) > 0;
   }
 
   /**
