@@ -7,7 +7,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { argmax, DraftPolicy, draftFromContext, generate, loadInProcessModel, loadTokenizer, pickVerified, Sampler, type InProcessModel, type InProcessOptions } from '../src/index.js';
+import { argmax, DraftCost, DraftPolicy, draftFromContext, generate, loadInProcessModel, loadTokenizer, pickVerified, Sampler, type InProcessModel, type InProcessOptions } from '../src/index.js';
 import { writeRandomModel, type RandomModelOptions } from '../src/testing/index.js';
 import { tempDir } from './helpers.js';
 
@@ -312,6 +312,39 @@ describe('DraftPolicy (generate\'s draft lengths by expected tokens per unit of 
     const brute = Array.from({ length: 9 }, (_, i) => i).reduce((b, i) => (rate(i) > rate(b) ? i : b), 0);
     expect(brute).toBeGreaterThan(0);
     expect(p.best()).toBe(brute);
+  });
+
+  it('a shared drafter hands a new sequence its record: one that never agreed is not tried afresh, one that always did drafts at once', () => {
+    const steps = (p: DraftPolicy) => {
+      for (let i = 0; i < 20; i++) p.observeCost(1 + (i % 3), 0.7 + 0.3 * (1 + (i % 3)));
+    };
+    /** Tokens drafted over `n` steps with every draft rejected. */
+    const rejected = (p: DraftPolicy, n: number) => {
+      let drafted = 0;
+      for (let i = 0; i < n; i++) {
+        const k = p.next();
+        drafted += k;
+        p.observe(k, 0);
+      }
+      return drafted;
+    };
+    const useless = new DraftCost();
+    useless.observe(4, 4 * 0.05); // cheap: only its acceptance keeps it off
+    const first = new DraftPolicy(8, useless);
+    steps(first);
+    const firstDrafted = rejected(first, 100);
+    const second = new DraftPolicy(8, useless);
+    steps(second);
+    const secondDrafted = rejected(second, 100);
+    expect(second.acceptance).toBeLessThan(0.1);
+    expect(secondDrafted).toBeLessThan(firstDrafted / 2);
+    // A drafter whose drafts were all confirmed: the next sequence starts near its acceptance, not the prior's 0.75.
+    const good = new DraftCost();
+    const a = new DraftPolicy(8, good);
+    for (let i = 0; i < 10; i++) a.observe(4, 4);
+    expect(new DraftPolicy(8, good).acceptance).toBeGreaterThan(0.95);
+    // A policy of its own (prompt lookup) starts from the fixed prior whatever others saw.
+    expect(new DraftPolicy(8).acceptance).toBeCloseTo(0.75, 10);
   });
 
   it('a drafter held up once does not tilt its cost', () => {

@@ -69,6 +69,10 @@ export class DraftCost {
   #tokens = 0;
   /** Proposals timed (not decayed). */
   #count = 0;
+  /** Outcomes of this drafter's drafts over every sequence it served (decayed as a policy's own), and the last probe wait. */
+  #successes = 0;
+  #failures = 0;
+  #probeAfter = FIRST_PROBE;
 
   /** Drafting `tokens` tokens took `ms` (the drafter's forwards, catch-up rows included). */
   observe(tokens: number, ms: number): void {
@@ -86,6 +90,22 @@ export class DraftCost {
    */
   get settled(): boolean {
     return this.#count >= 2;
+  }
+
+  /** A verify step of this drafter's: `drafted` fed, `accepted` confirmed; `probeAfter` the wait its policy now keeps. */
+  noteOutcome(drafted: number, accepted: number, probeAfter: number): void {
+    this.#successes = this.#successes * ACCEPT_DECAY + accepted;
+    this.#failures = this.#failures * ACCEPT_DECAY + (accepted < drafted ? 1 : 0);
+    this.#probeAfter = probeAfter;
+  }
+
+  /**
+   * What a new sequence starts from when this drafter served others before: their acceptance (the
+   * drafter's, not the text's: a random draft model's is ~0 whatever the text) and probe wait; null before.
+   */
+  get history(): { acceptance: number; probeAfter: number } | null {
+    const n = this.#successes + this.#failures;
+    return n > 0 ? { acceptance: this.#successes / n, probeAfter: this.#probeAfter } : null;
   }
 
   /** Mean cost of a drafted token; null before a draft was timed. */
@@ -148,6 +168,14 @@ export class DraftPolicy {
     if (!(Number.isInteger(max) && max >= 1)) throw new RangeError(`draft length must be an integer >= 1, got ${max}`);
     this.max = max;
     this.drafts = drafts;
+    // A shared drafter's record replaces the fixed prior, at the prior's weight (the text still decides soon).
+    const h = drafts.history;
+    if (h) {
+      const w = PRIOR_SUCCESSES + PRIOR_FAILURES;
+      this.#successes = w * h.acceptance;
+      this.#failures = w * (1 - h.acceptance);
+      this.#probeAfter = h.probeAfter;
+    }
   }
 
   /** Estimated acceptance of a drafted token whose predecessors were accepted. */
@@ -238,6 +266,7 @@ export class DraftPolicy {
       this.#probeAfter = accepted === drafted || this.best() > 0 ? FIRST_PROBE : Math.min(LAST_PROBE, this.#probeAfter * 2);
       this.#probing = false;
     }
+    this.drafts.noteOutcome(drafted, accepted, this.#probeAfter);
   }
 
   /** A step of `rows` rows (1 + tokens drafted) took `cost` (ms, say). */
