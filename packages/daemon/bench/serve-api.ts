@@ -37,6 +37,7 @@ import { argmax, compileConstraint, createWasmBackend, generate, loadInProcessMo
 import { startOrchard, type Orchard } from '../src/orchard.js';
 import { resolveOptions } from '../src/config/options.js';
 import { startLocalInstance } from '../src/runner/runner-process.js';
+import { processCpuSeconds } from './proc-cpu.js';
 
 const DEMO = join(dirname(fileURLToPath(import.meta.url)), '../../../models/orchard-demo');
 const REPO = 'orchard/orchard-demo';
@@ -274,16 +275,7 @@ async function startDaemon(): Promise<{ d: Orchard; dataDir: string }> {
   return { d, dataDir };
 }
 
-/** CPU seconds (user + system, all threads) of a process, from /proc (Linux); NaN elsewhere. */
-function cpuOf(pid: number): number {
-  try {
-    const f = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const x = f.slice(f.lastIndexOf(')') + 2).split(' ');
-    return (Number(x[11]) + Number(x[12])) / 100;
-  } catch {
-    return NaN;
-  }
-}
+const cpuOf = processCpuSeconds;
 
 /** This process's runner processes, by pid. */
 function runnerPids(): number[] {

@@ -36,10 +36,16 @@
  *     target forward: the acceptance ceiling, not a speed-up) and a 1-layer hidden-256 random model of
  *     the same tokenizer (its guesses are all wrong: what a useless draft costs, the floor). A random
  *     model has no small sibling trained to agree with it, so no line here shows a real draft's gain.
+ *     The draft policy counts the draft model's own time per drafted token (DraftCost, timed apart from
+ *     the step): the self-draft is turned off after its first proposal (in the warm-up request; the
+ *     runner's draft model keeps its timing across requests, so the measured runs draft 0/0) and its
+ *     line shows what that check leaves of plain speed (target ~1.0x).
  *   - batch-8-spec-mixed: eight concurrent streams in one batch, four on the repetitive prompt (greedy) and
  *     four sampled on the non-repetitive one, prompt lookup against plain, summed tok/s, outputs compared:
  *     per-sequence draft policies in a batch that shares each step's cost (runner/step-draft-policy.ts).
- * BENCH_PARTS=draft runs only spec-decode-draft.
+ * BENCH_PARTS=draft runs only spec-decode-draft. The one-process spec lines note the runner process's CPU time plain /
+ * speculative too (whole requests, least of the rounds; /proc, Linux): wall time swings with other work on
+ * a shared machine far more (the same work read 0.68x and 1.22x in two runs at load 5-6).
  * The serving path (issue 35), BENCH_PARTS=api (also in the default run): API streaming against the engine
  * alone and 8 concurrent API streams against one, on models/orchard-demo, with a per-stage breakdown (serve-api.ts).
  *
@@ -60,6 +66,7 @@ import { writeRandomModel } from '@orchard/engine/testing';
 import { startLocalInstance } from '../src/runner/runner-process.js';
 import type { GenerateOutcome, GenerateRequest, Speculate } from '../src/runner/requests.js';
 import { measureRendezvous } from './rendezvous.js';
+import { processCpuSeconds } from './proc-cpu.js';
 
 // BENCH_PARTS=api alone needs none of the generated model below.
 if (process.env.BENCH_PARTS === 'api') {
@@ -120,15 +127,39 @@ interface SpecBest {
   spec: number;
   accepted: number;
   drafted: number;
+  /** Least CPU seconds of the instance's processes over a plain / speculative request (prefill included), when timed. */
+  plainCpu?: number;
+  specCpu?: number;
+}
+
+/** The CPU seconds so far of an instance's runner processes (Linux; NaN elsewhere). */
+function instanceCpu(inst: { child: { pid?: number } }[]): () => number {
+  return () => inst.reduce((a, r) => a + processCpuSeconds(r.child.pid), 0);
+}
+
+/**
+ * A note on plain / speculative CPU time of the runner processes, whole requests: wall-time best-of-
+ * rounds swings with other work on a shared machine (the same work read 0.68x and 1.22x in two runs),
+ * CPU time far less.
+ */
+function cpuNote(b: SpecBest): string {
+  return b.plainCpu && b.specCpu && Number.isFinite(b.plainCpu / b.specCpu) ? `; CPU time plain / speculative ${(b.plainCpu / b.specCpu).toFixed(2)}x` : '';
 }
 
 /**
  * One round: `prompt` decoded plainly, then with speculation (`mode`; `o` for both); the outputs
  * must be equal (the bench throws naming `line` otherwise); the speeds go into `best`.
  */
-async function plainThenSpeculative(gen: (promptIds: number[], o?: Partial<GenerateRequest>) => Promise<GenerateOutcome>, prompt: number[], o: Partial<GenerateRequest>, best: SpecBest, line: string, mode: Speculate = 'prompt-lookup'): Promise<void> {
+async function plainThenSpeculative(gen: (promptIds: number[], o?: Partial<GenerateRequest>) => Promise<GenerateOutcome>, prompt: number[], o: Partial<GenerateRequest>, best: SpecBest, line: string, mode: Speculate = 'prompt-lookup', cpu?: () => number): Promise<void> {
+  const c0 = cpu?.() ?? NaN;
   const plain = await gen(prompt, o);
+  const c1 = cpu?.() ?? NaN;
   const spec = await gen(prompt, { ...o, speculate: mode });
+  const c2 = cpu?.() ?? NaN;
+  if (cpu) {
+    best.plainCpu = Math.min(best.plainCpu ?? Infinity, c1 - c0);
+    best.specCpu = Math.min(best.specCpu ?? Infinity, c2 - c1);
+  }
   if (spec.tokens.join() !== plain.tokens.join()) throw new Error(`${line}: speculation changed the output\nplain ${plain.tokens}\nspec  ${spec.tokens}`);
   best.plain = Math.max(best.plain, decodeRate(plain));
   best.spec = Math.max(best.spec, decodeRate(spec));
@@ -362,13 +393,13 @@ async function measureSpeculation() {
     const other = Array.from({ length: 64 }, (_, j) => (j * 29 + 3) % 256);
     const sampled = { temperature: 1, seed: 7 };
     const best: SpecBest = { plain: 0, spec: 0, accepted: 0, drafted: 0 };
-    const others = [
+    const others: (SpecBest & { name: string; o: Partial<GenerateRequest> })[] = [
       { name: 'sampled', o: sampled, plain: 0, spec: 0, accepted: 0, drafted: 0 },
       { name: 'greedy', o: {}, plain: 0, spec: 0, accepted: 0, drafted: 0 },
     ];
     for (let round = 0; round < ROUNDS; round++) {
-      await plainThenSpeculative(gen, repetitive, {}, best, 'spec-decode-repetitive');
-      for (const x of others) await plainThenSpeculative(gen, other, x.o, x, `spec-decode-non-repetitive (${x.name})`);
+      await plainThenSpeculative(gen, repetitive, {}, best, 'spec-decode-repetitive', 'prompt-lookup', instanceCpu(inst));
+      for (const x of others) await plainThenSpeculative(gen, other, x.o, x, `spec-decode-non-repetitive (${x.name})`, 'prompt-lookup', instanceCpu(inst));
     }
     return { ...best, others, made, repetitive, other, promptTokens: repetitive.length, otherTokens: other.length };
   } finally {
@@ -402,7 +433,7 @@ async function measurePipelineSpeculation(repetitive: number[]) {
 async function measureDraftSpeculation() {
   const smallDir = join(dir, 'draft-small');
   writeRandomModel(smallDir, { numLayers: 1, hiddenSize: 256, intermediateSize: 768, numHeads: 4, numKvHeads: 2, maxPositionEmbeddings: Math.max(512, LONG_PROMPT + 512), seed: 12, dtype: DTYPE });
-  const out: { name: string; plain: number; spec: number; accepted: number; drafted: number }[] = [];
+  const out: (SpecBest & { name: string })[] = [];
   for (const [name, draftModel] of [
     ['the target as its own draft', dir],
     ['a 1-layer hidden-256 random draft', smallDir],
@@ -411,8 +442,8 @@ async function measureDraftSpeculation() {
     try {
       const gen = (promptIds: number[], o: Partial<GenerateRequest> = {}) => inst[0].generate({ promptIds, maxTokens: TOKENS, stopTokenIds: [], ...o }, () => undefined);
       await gen(PROMPT, { maxTokens: 4, speculate: 'draft' }); // loads, JIT
-      const best = { name, plain: 0, spec: 0, accepted: 0, drafted: 0 };
-      for (let round = 0; round < ROUNDS; round++) await plainThenSpeculative(gen, PROMPT, {}, best, `spec-decode-draft (${name})`, 'draft');
+      const best: SpecBest & { name: string } = { name, plain: 0, spec: 0, accepted: 0, drafted: 0 };
+      for (let round = 0; round < ROUNDS; round++) await plainThenSpeculative(gen, PROMPT, {}, best, `spec-decode-draft (${name})`, 'draft', instanceCpu(inst));
       out.push(best);
     } finally {
       await Promise.all(inst.map((r) => r.stop(1000)));
@@ -465,7 +496,7 @@ async function measureBatchSpeculation(repetitive: number[], other: number[]) {
 async function printDraftSpeculation(ratio: (name: string, v: number, unit: string, base: number, note: string) => void) {
   for (const d of await measureDraftSpeculation()) {
     ratio(`plain decode (draft-model instance)`, d.plain, 'tok/s', d.plain, 'plain');
-    ratio(`spec-decode-draft`, d.spec, 'tok/s', d.plain, `plain  (${d.name}; same ${TOKENS} greedy tokens; ${d.accepted}/${d.drafted} draft tokens accepted)`);
+    ratio(`spec-decode-draft`, d.spec, 'tok/s', d.plain, `plain  (${d.name}; same ${TOKENS} greedy tokens; ${d.accepted}/${d.drafted} draft tokens accepted${cpuNote(d)})`);
   }
   console.log('(spec-decode-draft: the draft runs in the driving runner on the same kernels and thread; the self-draft is the acceptance ceiling at a full target forward per draft token, the 1-layer random draft what a draft that never agrees costs)');
 }
@@ -501,12 +532,12 @@ try {
     const s = await measureSpeculation();
     console.log(`spec-decode prompt (${s.promptTokens} tokens): ${s.made}`);
     ratio('plain decode (repetitive prompt)', s.plain, 'tok/s', s.plain, 'plain');
-    ratio('spec-decode-repetitive', s.spec, 'tok/s', s.plain, `plain  (target >= 1.5x: ${s.spec / s.plain >= 1.5 ? 'met' : 'NOT met'}; same ${TOKENS} tokens; ${s.accepted}/${s.drafted} draft tokens accepted)`);
+    ratio('spec-decode-repetitive', s.spec, 'tok/s', s.plain, `plain  (target >= 1.5x: ${s.spec / s.plain >= 1.5 ? 'met' : 'NOT met'}; same ${TOKENS} tokens; ${s.accepted}/${s.drafted} draft tokens accepted${cpuNote(s)})`);
     const ps = await measurePipelineSpeculation(s.repetitive);
     ratio('pipeline-spec-decode-repetitive', ps.spec, 'tok/s', ps.plain, `plain on the 2-stage pipeline  (same prompt and tokens; ${ps.accepted}/${ps.drafted} draft tokens accepted)`);
     for (const x of s.others) {
       ratio(`plain decode (non-repetitive, ${x.name})`, x.plain, 'tok/s', x.plain, 'plain');
-      ratio(`spec-decode-non-repetitive (${x.name})`, x.spec, 'tok/s', x.plain, `plain  (same tokens; ${x.accepted}/${x.drafted} draft tokens accepted)`);
+      ratio(`spec-decode-non-repetitive (${x.name})`, x.spec, 'tok/s', x.plain, `plain  (same tokens; ${x.accepted}/${x.drafted} draft tokens accepted${cpuNote(x)})`);
     }
     console.log(`(non-repetitive: a ${s.otherTokens}-id prompt in which no two ids repeat; sampled at temperature 1 the output gives little to draft, greedy the model's own output repeats itself in parts)`);
     const bs = await measureBatchSpeculation(s.repetitive, s.other);

@@ -80,7 +80,7 @@ export { createInProcessAllReduce } from './drivers/all-reduce.js';
 export { generate, type GenerateOptions, type GenerateResult } from './generate/generate.js';
 export { draftFromContext, type PromptLookupOptions } from './generate/prompt-lookup.js';
 export { pickVerified } from './generate/speculate.js';
-export { DraftPolicy, PRIOR_COST, bestDraftLength, cpuTimeMs, expectedExtra } from './generate/draft-policy.js';
+export { DraftCost, DraftPolicy, PRIOR_COST, bestDraftLength, cpuTimeMs, expectedExtra, type StepCostModel } from './generate/draft-policy.js';
 export { MtpDrafter } from './generate/mtp-draft.js';
 export { MtpHead, type MtpHeadOptions, type MtpOutput } from './model/mtp.js';
 export { Sampler, argmax, validateSampling, tokenLogprob, DEFAULT_REPEAT_LAST_N, penaltiesOf, penaltyHistory, type SamplingOptions, type SamplingPenalties, type FullSamplingOptions, type TokenLogprob } from './generate/sampler.js';

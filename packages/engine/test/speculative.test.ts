@@ -7,7 +7,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { argmax, DraftPolicy, draftFromContext, generate, loadInProcessModel, loadTokenizer, pickVerified, Sampler, type InProcessModel, type InProcessOptions } from '../src/index.js';
+import { argmax, DraftCost, DraftPolicy, draftFromContext, generate, loadInProcessModel, loadTokenizer, pickVerified, Sampler, type InProcessModel, type InProcessOptions } from '../src/index.js';
 import { writeRandomModel, type RandomModelOptions } from '../src/testing/index.js';
 import { tempDir } from './helpers.js';
 
@@ -249,6 +249,111 @@ describe('DraftPolicy (generate\'s draft lengths by expected tokens per unit of 
     for (let i = 0; i < 30; i++) early.observeCost(i % 3 === 0 ? 3 : 1, i % 3 === 0 ? 0.6 : 0.25);
     expect(early.cost!.fixed).toBeGreaterThan(0.05);
     expect(early.cost!.perRow).toBeLessThan(0.3);
+  });
+
+  /**
+   * A decode run on a fake clock: a step of r rows costs fixed + perRow·r, each drafted token perDraft
+   * more (the drafter's forwards, timed apart as a driver does), each drafted token is confirmed with
+   * probability `a` while its predecessors were. Returns tokens per unit of fake time, and tokens drafted.
+   */
+  function fakeRun(o: { fixed: number; perRow: number; perDraft: number; a: number; steps?: number; max?: number }) {
+    const p = new DraftPolicy(o.max ?? 8);
+    let seed = 11;
+    const rand = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+    let clock = 0;
+    let tokens = 0;
+    let drafted = 0;
+    for (let i = 0; i < (o.steps ?? 300); i++) {
+      const k = p.next();
+      if (k > 0) {
+        const d0 = clock;
+        clock += o.perDraft * k;
+        p.observeDraftCost(k, clock - d0);
+      }
+      const c0 = clock;
+      clock += o.fixed + o.perRow * (k + 1);
+      p.observeCost(k + 1, clock - c0);
+      let accepted = 0;
+      while (accepted < k && rand() < o.a) accepted++;
+      p.observe(k, accepted);
+      tokens += accepted + 1;
+      drafted += k;
+    }
+    return { rate: tokens / clock, drafted };
+  }
+
+  it('counts the drafter\'s own cost: a draft as slow as the target is turned off for good, a cheap one still drafts', () => {
+    const plain = 1 / (0.7 + 0.3);
+    // The target as its own draft: every token confirmed, but each costs a whole step. After the first
+    // draft is timed, no length pays even at full acceptance: no probes either.
+    const self = fakeRun({ fixed: 0.7, perRow: 0.3, perDraft: 1, a: 1 });
+    expect(self.rate / plain).toBeGreaterThan(0.97);
+    // Its first draft (on the prior) and one probe (a second timing, so one slow proposal cannot decide).
+    expect(self.drafted).toBeLessThanOrEqual(8 + 2);
+    // The same rows with a drafter at a tenth of a step per token, 80% accepted: drafting pays.
+    const small = fakeRun({ fixed: 0.7, perRow: 0.3, perDraft: 0.1, a: 0.8 });
+    expect(small.rate / plain).toBeGreaterThan(1.2);
+    // Free drafts (prompt lookup's cost is in its step) at the same acceptance pay more than the costed one.
+    expect(fakeRun({ fixed: 0.7, perRow: 0.3, perDraft: 0, a: 0.8 }).rate).toBeGreaterThan(small.rate);
+    // A drafter that would pay only if it were right more often keeps being probed (acceptance may rise).
+    const costly = new DraftPolicy(8);
+    for (let i = 0; i < 20; i++) costly.observeCost(1 + (i % 3), 0.7 + 0.3 * (1 + (i % 3)));
+    costly.observeDraftCost(4, 4 * 0.2);
+    for (let i = 0; i < 10; i++) costly.observe(4, 0);
+    expect(costly.best()).toBe(0);
+    expect(costly.canPay()).toBe(true);
+    expect(Array.from({ length: 8 }, () => costly.next()).some((k) => k > 0)).toBe(true);
+    // The choice with a drafter cost is the brute-force best rate over the lengths.
+    const p = new DraftPolicy(8);
+    for (let i = 0; i < 20; i++) p.observeCost(1 + (i % 3), 0.7 + 0.3 * (1 + (i % 3)));
+    p.observeDraftCost(3, 3 * 0.15);
+    for (let i = 0; i < 10; i++) p.observe(4, 4);
+    const rate = (k: number) => Array.from({ length: k + 1 }, (_, i) => p.acceptance ** i).reduce((x, y) => x + y, 0) / (0.7 + 0.3 * (k + 1) + 0.15 * k);
+    const brute = Array.from({ length: 9 }, (_, i) => i).reduce((b, i) => (rate(i) > rate(b) ? i : b), 0);
+    expect(brute).toBeGreaterThan(0);
+    expect(p.best()).toBe(brute);
+  });
+
+  it('a shared drafter hands a new sequence its record: one that never agreed is not tried afresh, one that always did drafts at once', () => {
+    const steps = (p: DraftPolicy) => {
+      for (let i = 0; i < 20; i++) p.observeCost(1 + (i % 3), 0.7 + 0.3 * (1 + (i % 3)));
+    };
+    /** Tokens drafted over `n` steps with every draft rejected. */
+    const rejected = (p: DraftPolicy, n: number) => {
+      let drafted = 0;
+      for (let i = 0; i < n; i++) {
+        const k = p.next();
+        drafted += k;
+        p.observe(k, 0);
+      }
+      return drafted;
+    };
+    const useless = new DraftCost();
+    useless.observe(4, 4 * 0.05); // cheap: only its acceptance keeps it off
+    const first = new DraftPolicy(8, useless);
+    steps(first);
+    const firstDrafted = rejected(first, 100);
+    const second = new DraftPolicy(8, useless);
+    steps(second);
+    const secondDrafted = rejected(second, 100);
+    expect(second.acceptance).toBeLessThan(0.1);
+    expect(secondDrafted).toBeLessThan(firstDrafted / 2);
+    // A drafter whose drafts were all confirmed: the next sequence starts near its acceptance, not the prior's 0.75.
+    const good = new DraftCost();
+    const a = new DraftPolicy(8, good);
+    for (let i = 0; i < 10; i++) a.observe(4, 4);
+    expect(new DraftPolicy(8, good).acceptance).toBeGreaterThan(0.95);
+    // A policy of its own (prompt lookup) starts from the fixed prior whatever others saw.
+    expect(new DraftPolicy(8).acceptance).toBeCloseTo(0.75, 10);
+  });
+
+  it('a drafter held up once does not tilt its cost', () => {
+    const p = new DraftPolicy(8);
+    p.observeDraftCost(4, 0.4);
+    p.observeDraftCost(2, 20);
+    expect(p.drafts.perToken!).toBeLessThan(0.2);
+    p.observeDraftCost(0, 5); // nothing drafted: says nothing
+    expect(p.drafts.perToken!).toBeLessThan(0.2);
   });
 
   it('rejects impossible reports and lengths', () => {

@@ -86,7 +86,19 @@ export async function runStreaming(run: Run, model: string, req: ServeRequest, r
   reply.hijack();
   const res = reply.raw;
   let started = false;
+  let corked = false;
   const write = (text: string) => {
+    if (!text && started) return;
+    if (!res.writableEnded && !res.destroyed && !corked) {
+      // The runner sends tokens in batches (token-batch.ts): the events of one batch arrive in one turn,
+      // and go out in one socket write at its end instead of a write (a syscall) per token.
+      corked = true;
+      res.cork();
+      process.nextTick(() => {
+        corked = false;
+        res.uncork();
+      });
+    }
     if (!started) {
       started = true;
       res.writeHead(200, { 'content-type': f.contentType, 'cache-control': 'no-cache', 'x-accel-buffering': 'no' });

@@ -23,7 +23,7 @@
  * cache's blocks, on the device (kvBlocksOf); it speculates, its draft checks exact (verifiesDrafts).
  * A shard without forwardBatch runs the step's sequences one forward each.
  */
-import { cpuTimeMs, DraftPolicy, MtpDrafter, penaltiesOf, pickToken, pickVerified, PrefixCache, Sampler, type KVCache, type ModelShard, type MtpHead, type PrefixCacheable, type PromptLookupOptions, type TokenConstraint } from '@orchard/engine';
+import { cpuTimeMs, DraftCost, DraftPolicy, MtpDrafter, penaltiesOf, pickToken, pickVerified, PrefixCache, Sampler, type KVCache, type ModelShard, type MtpHead, type PrefixCacheable, type PromptLookupOptions, type TokenConstraint } from '@orchard/engine';
 import { PrefillChunker, type PrefillChunkOptions } from './prefill-chunk.js';
 import { forwardSegments, keepsCpuCaches, kvBlocksOf, verifiesDrafts } from './step-forward.js';
 import { DRAFT_TOKENS, nextDraft } from './draft.js';
@@ -95,6 +95,8 @@ export class BatchDriver {
   readonly #mtp?: MtpHead;
   /** Every speculating sequence's policy reads this one fit: they share the steps. */
   readonly #stepCost = new StepCost();
+  /** What MTP drafts cost per token, timed apart from the steps (the draft model keeps its own). */
+  readonly #mtpCost = new DraftCost();
   readonly #stepClock: () => number;
   #running: Promise<void> | null = null;
   #broken: Error | null = null;
@@ -162,7 +164,7 @@ export class BatchDriver {
         history: prompt.slice(0, cached),
         tokens: [],
         cached,
-        draft: speculates ? new SequenceDraftPolicy(this.#lookup.draftTokens!, this.#stepCost) : null,
+        draft: speculates ? new SequenceDraftPolicy(this.#lookup.draftTokens!, this.#stepCost, speculates === 'draft' ? this.#draftModel!.cost : speculates === 'mtp' ? this.#mtpCost : undefined) : null,
         byModel: speculates === 'draft' || speculates === 'mtp',
         mtp: speculates === 'mtp' ? new MtpDrafter(this.#mtp!, capacity) : undefined,
         drafted: 0,
@@ -203,10 +205,10 @@ export class BatchDriver {
   /** One forward of every active sequence, its rows as planStep (step-plan.ts) lays them out. */
   async #step(): Promise<void> {
     const shard = this.#shard;
-    // Timed from before the draft model's proposal: its forwards are part of what a draft costs.
+    // The drafters time themselves, per drafted token (the policies add that to what a draft's rows cost).
+    await this.#draftModel?.propose(this.#active, shard.maxBatch - this.#active.length, this.#stepClock);
+    if (this.#mtp) await proposeMtp(this.#active, shard.maxBatch - this.#active.length, this.#stepClock);
     const c0 = this.#stepClock();
-    await this.#draftModel?.propose(this.#active, shard.maxBatch - this.#active.length);
-    if (this.#mtp) await proposeMtp(this.#active, shard.maxBatch - this.#active.length);
     const { parts: batch, decodeRows, promptRows, rows } = planStep(this.#active, shard.maxBatch, this.#chunker, (seq, spare, step) => nextDraft(seq, spare, this.#lookup, step));
     const t0 = this.#now();
     const outs = await forwardSegments(shard, batch.map(({ seq, ids, draft }) => ({ input: { tokens: ids }, cache: seq.cache, allLogits: draft.length > 0 })));

@@ -9,9 +9,13 @@
  * or sampled. After verification the draft cache keeps only the rows of tokens the sequence confirmed
  * (the longest prefix it shares with the confirmed text), so a rejected proposal costs nothing later.
  *
+ * Each proposal times itself (on the driver's step clock) into `cost`, per drafted token, which the
+ * policies of the sequences it drafts for weigh against what its tokens earn (step-draft-policy.ts): a
+ * draft about as slow as the target turns itself off.
+ *
  * The draft and target must share a tokenizer (the same ids for the same text): checked at load.
  */
-import { argmax, loadModelConfig, loadShard, loadTokenizer, pipelineStages, shardSpecOf, type Backend, type KVCache, type ModelShard } from '@orchard/engine';
+import { argmax, DraftCost, loadModelConfig, loadShard, loadTokenizer, pipelineStages, shardSpecOf, type Backend, type KVCache, type ModelShard } from '@orchard/engine';
 import { draftLimit, type Drafting } from './draft.js';
 import type { Speculate } from './requests.js';
 import type { StepSoFar } from './step-draft-policy.js';
@@ -48,8 +52,10 @@ export class DraftModel {
   readonly #targetVocab: number;
   /** Forwards run and rows fed; the most forwards one proposal (one step) ran. */
   readonly stats = { forwards: 0, rows: 0, longest: 0 };
+  /** What its forwards cost per drafted token (every sequence it drafts for reads this one). */
+  readonly cost = new DraftCost();
   /** Proposals run one at a time: a pipeline's lanes step concurrently, and a shard runs one forward at a time. */
-  #chain: Promise<void> = Promise.resolve();
+  #chain: Promise<unknown> = Promise.resolve();
 
   constructor(dir: string, shard: ModelShard, targetVocab: number) {
     this.dir = dir;
@@ -82,21 +88,29 @@ export class DraftModel {
 
   /**
    * Leaves in `proposal` the draft of every decoding sequence among `seqs` that drafts with this
-   * model: each asks its draft length once per step, and at most `spare` tokens are proposed.
+   * model: each asks its draft length once per step, and at most `spare` tokens are proposed. Resolves
+   * to the tokens proposed; the time it took on `clock` (ms) goes into `cost` when there were any.
    */
-  propose(seqs: readonly (Drafting & { fed: number })[], spare: number): Promise<void> {
-    const run = this.#chain.then(() => this.#propose(seqs, spare));
-    this.#chain = run.catch(() => undefined);
+  propose(seqs: readonly (Drafting & { fed: number })[], spare: number, clock: () => number = () => performance.now()): Promise<number> {
+    const run = this.#chain.then(async () => {
+      const t0 = clock();
+      const tokens = await this.#propose(seqs, spare);
+      if (tokens > 0) this.cost.observe(tokens, clock() - t0);
+      return tokens;
+    });
+    this.#chain = run.then(() => undefined, () => undefined);
     return run;
   }
 
-  async #propose(seqs: readonly (Drafting & { fed: number })[], spare: number): Promise<void> {
+  async #propose(seqs: readonly (Drafting & { fed: number })[], spare: number): Promise<number> {
     const max = this.shard.maxBatch;
     const jobs: Job[] = [];
     // The target's step as far as known before it is planned: a row per sequence, a token per decoding one.
     const step: StepSoFar = { rows: seqs.length, tokens: seqs.filter((s) => s.fed >= s.req.promptIds.length).length };
     for (const seq of seqs) {
       if (!seq.byModel || !seq.draft) continue;
+      // A draft too slow to pay at any acceptance (its timed cost) is not fed at all, prompts included.
+      if (!seq.draft.canPay()) continue;
       const prompting = seq.fed < seq.req.promptIds.length;
       if (!prompting) seq.proposal = [];
       // What the target has taken so far; a decoding sequence's last token is always fed again (its logits draft).
@@ -123,7 +137,7 @@ export class DraftModel {
     for (let forwards = 1; ; forwards++) {
       // Sequences with the fewest ids to feed first: a long catch-up takes the rows left.
       const live = jobs.filter((j) => j.pending.length > 0).sort((a, b) => a.pending.length - b.pending.length);
-      if (!live.length) return;
+      if (!live.length) return jobs.reduce((n, j) => n + j.out.length, 0);
       this.stats.longest = Math.max(this.stats.longest, forwards);
       const step: { job: Job; ids: number[] }[] = [];
       let room = max;

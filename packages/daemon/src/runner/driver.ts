@@ -327,7 +327,7 @@ export class Driver {
         const lane = this.#lanes.reduce((a, b) => (b.seqs.length < a.seqs.length ? b : a));
         let seq: Running | undefined;
         const done = new Promise<GenerateOutcome>((resolve) => {
-          seq = { slot, req, cache, capacity, sampling: remote ? { reply: new TokenReply(req.logprobs) } : { pick }, onToken, fed: cached, cached, tokens: [], draft: speculates ? new SequenceDraftPolicy(this.#lookup.draftTokens!, lane.cost) : null, byModel: speculates === 'draft', drafted: 0, accepted: 0, t0, t1: t0, resolve };
+          seq = { slot, req, cache, capacity, sampling: remote ? { reply: new TokenReply(req.logprobs) } : { pick }, onToken, fed: cached, cached, tokens: [], draft: speculates ? new SequenceDraftPolicy(this.#lookup.draftTokens!, lane.cost, speculates === 'draft' ? this.#ctx.draftModel!.cost : undefined) : null, byModel: speculates === 'draft', drafted: 0, accepted: 0, t0, t1: t0, resolve };
           lane.seqs.push(seq);
         });
         entry = seq;
@@ -371,8 +371,9 @@ export class Driver {
   /** One step of a lane: all its sequences, their rows as planStep (step-plan.ts) lays them out. */
   async #laneStep(lane: Lane): Promise<void> {
     const clock = this.#ctx.stepClock ?? (() => performance.now());
+    // The draft model times its own proposal, per drafted token (the policies add that to what rows cost).
+    await this.#ctx.draftModel?.propose(lane.seqs, this.#ctx.maxBatch - lane.seqs.length, clock);
     const c0 = clock();
-    await this.#ctx.draftModel?.propose(lane.seqs, this.#ctx.maxBatch - lane.seqs.length);
     const plan = planStep(lane.seqs, this.#ctx.maxBatch, lane.chunker, (seq, spare, step) => nextDraft(seq, spare, this.#lookup, step));
     const { decodeRows, promptRows } = plan;
     const parts: Part[] = plan.parts.map((p) => ({ ...p, pos: p.seq.cache.length }));
@@ -404,7 +405,7 @@ export class Driver {
       for (let j = 0; j < got.length && !ended; j++) ended = takeToken(seq, got[j], prompting ? pos + ids.length : pos + j + 1);
       if (ended) this.#finish(lane, seq, ended);
     }
-    // Decode-only steps teach the lane's draft policies what a row costs (draft-model proposal included).
+    // Decode-only steps teach the lane's draft policies what a row costs.
     if (promptRows === 0 && decodeRows > 0) lane.cost.observe(plan.rows, clock() - c0);
   }
 

@@ -20,14 +20,19 @@ export interface MtpDrafting extends Drafting {
   fed: number;
 }
 
-/** Leaves in `proposal` the draft of every decoding sequence among `seqs` that drafts with its MTP layer. */
-export async function proposeMtp(seqs: readonly MtpDrafting[], spare: number): Promise<void> {
+/**
+ * Leaves in `proposal` the draft of every decoding sequence among `seqs` that drafts with its MTP layer;
+ * each draft's time on `clock` (ms) is the sequence policy's drafter cost (observeDraftCost).
+ */
+export async function proposeMtp(seqs: readonly MtpDrafting[], spare: number, clock: () => number = () => performance.now()): Promise<void> {
   const decoding = seqs.filter((s) => s.fed >= s.req.promptIds.length);
   const step: StepSoFar = { rows: seqs.length, tokens: decoding.length };
   for (const seq of decoding) {
     if (!seq.mtp || !seq.draft) continue;
     const k = seq.draft.nextIn(step, draftLimit(seq, seq.draft.max, spare));
+    const t0 = clock();
     seq.proposal = k >= 1 ? await seq.mtp.draft([...seq.req.promptIds, ...seq.tokens], k) : [];
+    if (k >= 1) seq.draft.observeDraftCost(seq.proposal.length, clock() - t0);
     seq.draft.add(step, seq.proposal.length);
   }
 }

@@ -10,10 +10,13 @@
  * R the rows the step holds so far and N the tokens they are expected to give (one per decoding sequence,
  * plus what earlier drafts of the step are expected to add; prompt rows give none). Alone (R = N = 1) this
  * is DraftPolicy's own rule; in a batch a row costs the neighbours time too, so drafts must earn more.
+ * A drafter that runs forwards (the draft model, an MTP layer) is timed apart from the step, per drafted
+ * token, in a DraftCost the driver shares among the sequences it drafts for: cost(R + k) then adds
+ * perDraft · k, and a drafter that cannot pay even at full acceptance is not probed (the engine's canPay).
  *
  * Pure logic: the drivers time their steps and report them. Output never depends on it.
  */
-import { DraftPolicy, PRIOR_COST, bestDraftLength, expectedExtra } from '@orchard/engine';
+import { DraftCost, DraftPolicy, PRIOR_COST, expectedExtra } from '@orchard/engine';
 
 /** The step as planned so far: its rows, and the tokens they are expected to yield. */
 export interface StepSoFar {
@@ -35,6 +38,11 @@ export class StepCost {
   get cost(): { fixed: number; perRow: number } {
     return this.#fit.cost ?? PRIOR_COST;
   }
+
+  /** The fitted cost; null before a step was timed. */
+  get fitted(): { fixed: number; perRow: number } | null {
+    return this.#fit.cost;
+  }
 }
 
 /** A sequence's draft length: its own acceptance, the batch's step cost. */
@@ -43,8 +51,9 @@ export class SequenceDraftPolicy extends DraftPolicy {
   /** The step the length is being chosen in (the last one, for the policy's probe bookkeeping). */
   #step: StepSoFar = { rows: 1, tokens: 1 };
 
-  constructor(max: number, steps: StepCost) {
-    super(max);
+  /** `drafts`: the driver's timing of this sequence's drafter (absent: prompt lookup, free but for its rows). */
+  constructor(max: number, steps: StepCost, drafts?: DraftCost) {
+    super(max, drafts);
     this.#steps = steps;
   }
 
@@ -63,7 +72,11 @@ export class SequenceDraftPolicy extends DraftPolicy {
     step.tokens += expectedExtra(this.acceptance, k);
   }
 
-  override best(cap = this.max): number {
-    return bestDraftLength(this.#steps.cost, this.acceptance, cap, this.#step);
+  protected override stepCost(): { fixed: number; perRow: number } | null {
+    return this.#steps.fitted;
+  }
+
+  protected override plannedStep(): StepSoFar {
+    return this.#step;
   }
 }

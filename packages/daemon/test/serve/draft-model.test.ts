@@ -53,10 +53,21 @@ async function inOrder(reqs: GenerateRequest[]) {
 }
 const plain = (r: GenerateRequest) => generate(single, r.promptIds, { maxTokens: r.maxTokens, stopTokenIds: r.stopTokenIds, temperature: r.temperature, topP: r.topP, seed: r.seed });
 
+/**
+ * A step clock read off the driver's own counters: a step costs 1 + 0.1 per row, and a draft proposal
+ * (no step runs during it) nothing, so the policies keep drafting. These tests are about output and
+ * catch-up, not whether a draft pays: on the real clock the target as its own draft is (rightly) turned
+ * off after its first proposal (step-draft-policy.test.ts tests that choice).
+ */
+function countingClock(stats: () => { steps: number; rows: number }): () => number {
+  return () => stats().steps + 0.1 * stats().rows;
+}
+
 function batchDriver(draftDir: string, o: { maxSequences?: number } = {}, draftRows = 24) {
   const draftModel = DraftModel.load(draftDir, target, { maxBatch: draftRows });
   const [group] = createSimGroup(1);
-  return { draftModel, driver: new BatchDriver(loadRankShard(target, one, 0, group, { maxBatch: 24 }), { speculate: 'draft', draftModel, ...o }) };
+  const driver: BatchDriver = new BatchDriver(loadRankShard(target, one, 0, group, { maxBatch: 24 }), { speculate: 'draft', draftModel, stepClock: countingClock(() => driver.stats), ...o });
+  return { draftModel, driver };
 }
 
 describe('draft-model speculation, one rank', () => {
@@ -80,6 +91,27 @@ describe('draft-model speculation, one rank', () => {
     expect(driver.stats.steps).toBeLessThan(30);
     expect(draftModel.held).toBe(0);
     await driver.stop();
+  });
+
+  it('a draft whose forwards cost a step each is turned off after its first proposal; one at a twentieth of a step keeps drafting; plain tokens both', async () => {
+    const req: GenerateRequest = { promptIds: promptOf(8, 6), maxTokens: 40, stopTokenIds: [] };
+    const want = (await plain(req)).tokens;
+    const drafted: number[] = [];
+    for (const perForward of [1, 0.05]) {
+      const draftModel = DraftModel.load(target, target, { maxBatch: 24 });
+      const [group] = createSimGroup(1);
+      // A target step costs 0.7 + 0.3 per row; each draft forward perForward (the driver times proposals apart).
+      const clock = () => driver.stats.steps * 0.7 + driver.stats.rows * 0.3 + draftModel.stats.forwards * perForward;
+      const driver: BatchDriver = new BatchDriver(loadRankShard(target, one, 0, group, { maxBatch: 24 }), { speculate: 'draft', draftModel, stepClock: clock });
+      const o = await driver.generate(req, () => true);
+      expect(o.tokens, `draft forward at ${perForward} of a step`).toEqual(want);
+      drafted.push(o.speculation!.drafted);
+      await driver.stop();
+    }
+    // Its first proposal is made on the prior (no draft was timed yet), then one probe of 2 times it again.
+    expect(drafted[0]).toBeGreaterThan(0);
+    expect(drafted[0]).toBeLessThanOrEqual(8 + 2);
+    expect(drafted[1]).toBeGreaterThan(20);
   });
 
   it('a smaller draft of the same tokenizer: plain tokens (greedy and seeded sampling), fewer confirmed', async () => {
@@ -132,7 +164,7 @@ describe('draft-model speculation, one rank', () => {
     const draftModel = DraftModel.load(short, target, { maxBatch: 8, maxSeqLen: 256 });
     expect(draftModel.shard.maxSeqLen).toBe(16);
     const [group] = createSimGroup(1);
-    const driver = new BatchDriver(loadRankShard(target, one, 0, group, { maxBatch: 24 }), { speculate: 'draft', draftModel });
+    const driver: BatchDriver = new BatchDriver(loadRankShard(target, one, 0, group, { maxBatch: 24 }), { speculate: 'draft', draftModel, stepClock: countingClock(() => driver.stats) });
     const req = { promptIds: promptOf(19, 6), maxTokens: 30, stopTokenIds: [] };
     const out = await driver.generate(req, () => true);
     expect(out.tokens).toEqual((await plain(req)).tokens);

@@ -5,7 +5,7 @@
  * cost keep their own acceptance.
  */
 import { describe, expect, it } from 'vitest';
-import { DraftPolicy, expectedExtra } from '@orchard/engine';
+import { DraftCost, DraftPolicy, expectedExtra } from '@orchard/engine';
 import { SequenceDraftPolicy, StepCost } from '../../src/runner/step-draft-policy.js';
 
 /** Feeds `n` steps of cost fixed + perRow·rows at rows 1..5 to every fit. */
@@ -84,6 +84,34 @@ describe('SequenceDraftPolicy', () => {
     const step = { rows: 2, tokens: 2 };
     expect(copying.nextIn(step, 8)).toBeGreaterThan(2);
     expect(wandering.nextIn(step, 8)).toBe(0);
+  });
+
+  it('a shared drafter cost (the runner\'s draft model) counts per drafted token: slow as a step it turns every sequence off, probes included', () => {
+    const steps = new StepCost();
+    teach(30, 0.7, 0.3, steps);
+    const slow = new DraftCost();
+    const cheap = new DraftCost();
+    const a = new SequenceDraftPolicy(8, steps, slow);
+    const b = new SequenceDraftPolicy(8, steps, slow);
+    const c = new SequenceDraftPolicy(8, steps, cheap);
+    for (const p of [a, b, c]) for (let i = 0; i < 8; i++) p.observe(4, 4);
+    // Before the drafters were timed, all three draft (full acceptance, rows at 0.3 of a step).
+    expect(a.nextIn({ rows: 1, tokens: 1 }, 8)).toBeGreaterThan(0);
+    slow.observe(4, 4 * 1.0); // a whole step per token: the target as its own draft
+    cheap.observe(4, 4 * 0.05);
+    // One timed proposal does not turn a drafter off for good (it may have been held up): a probe still comes.
+    expect(Array.from({ length: 8 }, () => b.nextIn({ rows: 1, tokens: 1 }, 8)).some((k) => k > 0)).toBe(true);
+    slow.observe(2, 2 * 1.0);
+    // b never drafted itself, but reads the same drafter's cost.
+    for (const p of [a, b]) {
+      const asked = Array.from({ length: 100 }, () => p.nextIn({ rows: 1, tokens: 1 }, 8));
+      expect(asked.every((k) => k === 0)).toBe(true);
+    }
+    expect(c.nextIn({ rows: 1, tokens: 1 }, 8)).toBeGreaterThan(0);
+    // The cheap drafter's cost still makes a batch's draft harder to pay than prompt lookup's.
+    const lookup = new SequenceDraftPolicy(8, steps);
+    for (let i = 0; i < 8; i++) lookup.observe(4, 4);
+    expect(lookup.nextIn({ rows: 4, tokens: 4 }, 8)).toBeGreaterThanOrEqual(c.nextIn({ rows: 4, tokens: 4 }, 8));
   });
 
   it('add counts a draft into the step: its rows and its expected tokens', () => {

@@ -10,6 +10,13 @@
  * tokens per unit of time — none when no k beats a plain step. While it drafts nothing it probes now and
  * then (after 4, 8, … 32 plain steps, the wait doubling while probes show drafting still would not pay) so that text which starts repeating is noticed.
  *
+ * A drafter that runs a model (a draft model, an MTP layer) costs time per drafted token besides the
+ * verify rows: its forwards. The caller times them apart from the step (observeDraftCost) and the rate
+ * counts them: ms = fixed + perRow·rows + perDraft·k. A drafter so slow that no length would pay even if
+ * every drafted token were confirmed (the target as its own draft: each draft token a whole forward) is,
+ * once two proposals were timed, not probed again: acceptance cannot rise past that, and a probe after idling costs the draft's
+ * catch-up forwards too. Prompt lookup's search is part of the step's own time (its perDraft stays unknown).
+ *
  * Pure logic: the caller times its steps and reports them. Output never depends on it (each token is
  * still the model's own pick), only speed.
  */
@@ -28,6 +35,8 @@ const MIN_GAIN = 1.03;
 const OUTLIER = 1.5;
 const FIRST_PROBE = 4;
 const LAST_PROBE = 32;
+/** The most acceptance the estimate reaches (and what "even if every token were confirmed" means). */
+const MAX_ACCEPTANCE = 0.995;
 
 /**
  * This process's CPU time, ms: what draft policies time steps with where the steps run on the CPU (other
@@ -42,6 +51,69 @@ export function cpuTimeMs(): number {
 /** What a step is assumed to cost before any was timed: a row costs PRIOR_ROW_SHARE of a one-row step. */
 export const PRIOR_COST: Readonly<{ fixed: number; perRow: number }> = { fixed: 1 - PRIOR_ROW_SHARE, perRow: PRIOR_ROW_SHARE };
 
+/** A step's cost model: ms = fixed + perRow·rows + perDraft·(tokens drafted for it). */
+export interface StepCostModel {
+  fixed: number;
+  perRow: number;
+  /** The drafter's own time per drafted token (its forwards); 0 or absent where drafting is free (prompt lookup). */
+  perDraft?: number;
+}
+
+/**
+ * What a drafter's forwards cost per drafted token, in the caller's unit: a decayed mean (~10 proposals
+ * of memory; the draft's context grows as the target's does), slow outliers clipped from the second on.
+ * One instance may be shared by every sequence a drafter serves (a runner's draft model).
+ */
+export class DraftCost {
+  #ms = 0;
+  #tokens = 0;
+  /** Proposals timed (not decayed). */
+  #count = 0;
+  /** Outcomes of this drafter's drafts over every sequence it served (decayed as a policy's own), and the last probe wait. */
+  #successes = 0;
+  #failures = 0;
+  #probeAfter = FIRST_PROBE;
+
+  /** Drafting `tokens` tokens took `ms` (the drafter's forwards, catch-up rows included). */
+  observe(tokens: number, ms: number): void {
+    if (!(tokens >= 1) || !(ms >= 0) || !Number.isFinite(ms)) return;
+    const est = this.perToken;
+    if (est !== null) ms = Math.min(ms, OUTLIER * est * tokens);
+    this.#ms = this.#ms * ACCEPT_DECAY + ms;
+    this.#tokens = this.#tokens * ACCEPT_DECAY + tokens;
+    this.#count++;
+  }
+
+  /**
+   * Whether enough proposals were timed to turn the drafter off for good on their cost: two, so one
+   * proposal held up by the OS, the collector or a first compile cannot do it alone.
+   */
+  get settled(): boolean {
+    return this.#count >= 2;
+  }
+
+  /** A verify step of this drafter's: `drafted` fed, `accepted` confirmed; `probeAfter` the wait its policy now keeps. */
+  noteOutcome(drafted: number, accepted: number, probeAfter: number): void {
+    this.#successes = this.#successes * ACCEPT_DECAY + accepted;
+    this.#failures = this.#failures * ACCEPT_DECAY + (accepted < drafted ? 1 : 0);
+    this.#probeAfter = probeAfter;
+  }
+
+  /**
+   * What a new sequence starts from when this drafter served others before: their acceptance (the
+   * drafter's, not the text's: a random draft model's is ~0 whatever the text) and probe wait; null before.
+   */
+  get history(): { acceptance: number; probeAfter: number } | null {
+    const n = this.#successes + this.#failures;
+    return n > 0 ? { acceptance: this.#successes / n, probeAfter: this.#probeAfter } : null;
+  }
+
+  /** Mean cost of a drafted token; null before a draft was timed. */
+  get perToken(): number | null {
+    return this.#tokens > 0 ? this.#ms / this.#tokens : null;
+  }
+}
+
 /** Tokens a k-token draft is expected to add beyond the one a plain step gives, at acceptance `a`. */
 export function expectedExtra(a: number, k: number): number {
   let sum = 0;
@@ -52,12 +124,13 @@ export function expectedExtra(a: number, k: number): number {
 
 /**
  * The draft length up to `cap` that gives a step the most expected tokens per unit of cost (ms = fixed +
- * perRow · rows), at acceptance `a`; 0 when none beats the step without it by MIN_GAIN. `step` is the
+ * perRow · rows + perDraft · k), at acceptance `a`; 0 when none beats the step without it by MIN_GAIN. `step` is the
  * step as planned so far: its rows and the tokens they are expected to yield (a lone sequence: one row,
  * one token). In a batch a draft's rows cost the neighbours time too, so it must earn more.
  */
-export function bestDraftLength(cost: { fixed: number; perRow: number }, a: number, cap: number, step: { rows: number; tokens: number } = { rows: 1, tokens: 1 }): number {
+export function bestDraftLength(cost: StepCostModel, a: number, cap: number, step: { rows: number; tokens: number } = { rows: 1, tokens: 1 }): number {
   const { fixed, perRow } = cost;
+  const perDraft = cost.perDraft ?? 0;
   let bestK = 0;
   let bestRate = (step.tokens / (fixed + perRow * step.rows)) * MIN_GAIN;
   let expected = step.tokens;
@@ -65,7 +138,7 @@ export function bestDraftLength(cost: { fixed: number; perRow: number }, a: numb
   for (let k = 1; k <= cap; k++) {
     term *= a;
     expected += term;
-    const rate = expected / (fixed + perRow * (step.rows + k));
+    const rate = expected / (fixed + perRow * (step.rows + k) + perDraft * k);
     if (rate > bestRate) {
       bestRate = rate;
       bestK = k;
@@ -76,6 +149,8 @@ export function bestDraftLength(cost: { fixed: number; perRow: number }, a: numb
 
 export class DraftPolicy {
   readonly max: number;
+  /** What the drafter's own forwards cost per token (observeDraftCost); may be shared with other policies. */
+  readonly drafts: DraftCost;
   // Decayed sums for the least-squares fit of ms = a + b·rows.
   #w = 0;
   #x = 0;
@@ -89,14 +164,23 @@ export class DraftPolicy {
   #probeAfter = FIRST_PROBE;
   #probing = false;
 
-  constructor(max: number) {
+  constructor(max: number, drafts: DraftCost = new DraftCost()) {
     if (!(Number.isInteger(max) && max >= 1)) throw new RangeError(`draft length must be an integer >= 1, got ${max}`);
     this.max = max;
+    this.drafts = drafts;
+    // A shared drafter's record replaces the fixed prior, at the prior's weight (the text still decides soon).
+    const h = drafts.history;
+    if (h) {
+      const w = PRIOR_SUCCESSES + PRIOR_FAILURES;
+      this.#successes = w * h.acceptance;
+      this.#failures = w * (1 - h.acceptance);
+      this.#probeAfter = h.probeAfter;
+    }
   }
 
   /** Estimated acceptance of a drafted token whose predecessors were accepted. */
   get acceptance(): number {
-    return Math.min(0.995, this.#successes / (this.#successes + this.#failures));
+    return Math.min(MAX_ACCEPTANCE, this.#successes / (this.#successes + this.#failures));
   }
 
   /** Estimated cost of a step of `rows` rows, [fixed, per row], in the caller's unit; null before any step was timed. */
@@ -123,6 +207,7 @@ export class DraftPolicy {
       this.#probing = false;
       return k;
     }
+    if (!this.canPay(cap)) return 0;
     if (++this.#idle < this.#probeAfter) return 0;
     // A probe: a short draft, to learn whether the text has started repeating.
     this.#idle = 0;
@@ -132,7 +217,41 @@ export class DraftPolicy {
 
   /** The draft length with the most expected tokens per unit of cost, up to `cap`; 0 when none beats a plain step. */
   best(cap = this.max): number {
-    return bestDraftLength(this.cost ?? PRIOR_COST, this.acceptance, cap);
+    return bestDraftLength(this.costModel(), this.acceptance, cap, this.plannedStep());
+  }
+
+  /**
+   * False when the drafter's timed cost is such that no length up to `cap` would pay even if every
+   * drafted token were confirmed: then it is not probed (true while its cost is unknown).
+   */
+  canPay(cap = this.max): boolean {
+    const model = this.costModel();
+    return !model.perDraft || !this.drafts.settled || bestDraftLength(model, MAX_ACCEPTANCE, cap, this.plannedStep()) > 0;
+  }
+
+  /**
+   * The cost model the lengths are chosen by: the timed steps' fit and the drafter's timed cost, in the
+   * same unit; before any step was timed, the prior (unitless, so a drafter's ms cannot be added to it).
+   */
+  costModel(): StepCostModel {
+    const steps = this.stepCost();
+    if (!steps) return PRIOR_COST;
+    return { ...steps, perDraft: this.drafts.perToken ?? 0 };
+  }
+
+  /** The fitted cost of the steps this policy's sequence runs in; null before one was timed. */
+  protected stepCost(): { fixed: number; perRow: number } | null {
+    return this.cost;
+  }
+
+  /** The step as planned before this policy's draft: its rows and expected tokens (alone: one and one). */
+  protected plannedStep(): { rows: number; tokens: number } {
+    return { rows: 1, tokens: 1 };
+  }
+
+  /** The drafter's forwards for a draft of `tokens` tokens took `ms` (same unit as observeCost). */
+  observeDraftCost(tokens: number, ms: number): void {
+    this.drafts.observe(tokens, ms);
   }
 
   /** A verify step's outcome: `drafted` tokens fed, the first `accepted` of them confirmed. */
@@ -147,6 +266,7 @@ export class DraftPolicy {
       this.#probeAfter = accepted === drafted || this.best() > 0 ? FIRST_PROBE : Math.min(LAST_PROBE, this.#probeAfter * 2);
       this.#probing = false;
     }
+    this.drafts.noteOutcome(drafted, accepted, this.#probeAfter);
   }
 
   /** A step of `rows` rows (1 + tokens drafted) took `cost` (ms, say). */

@@ -152,9 +152,15 @@ export async function generate(model: LanguageModel, promptIds: number[], option
       const id = tokens[tokens.length - 1];
       const room = Math.min(maxTokens - tokens.length - 1, capacity - base - 1);
       const want = !spec ? 0 : spec.options.adaptive === false ? Math.min(room, spec.policy.max) : spec.policy.next(room);
-      // The step's cost starts here: an MTP draft is a forward of its own.
+      // An MTP draft is a forward of its own: timed apart, as the drafter's cost per token (DraftPolicy
+      // weighs it against what its tokens earn); prompt lookup's search stays in the step's time.
       fedAt = stepClock();
-      drafted = want === 0 ? [] : drafter ? await drafter.draft(context, want) : draftFromContext(context, want, { ...spec!.options, draftTokens: want });
+      if (want > 0 && drafter) {
+        drafted = await drafter.draft(context, want);
+        const now = stepClock();
+        spec!.policy.observeDraftCost(drafted.length, now - fedAt);
+        fedAt = now;
+      } else drafted = want === 0 ? [] : draftFromContext(context, want, { ...spec!.options, draftTokens: want });
       if (drafted.length === 0) {
         const logits = await session.forward([id]);
         row = () => logits;
