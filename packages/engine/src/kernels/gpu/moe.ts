@@ -17,8 +17,8 @@ import { LayerUploads } from './uploads.js';
 import { MATVEC_MAX_BATCH, split, type Dispatch, type GpuKernels, type StepUniform } from './ops.js';
 import { MATMUL_TILES, matmulLoader, matmulTileFor, type MatmulTile } from './wgsl-matmul.js';
 import { weight8Accessor } from './quant-wgsl.js';
-import { CLAMPED_SWIGLU, COMBINE, EXPERT_ROWS, GROUP, expertRowsShader, expertShader, groupedExpertShader, routeShader } from './wgsl-moe.js';
-import { WG } from './wgsl.js';
+import { CLAMPED_SWIGLU, COMBINE, GROUP, expertRowsShader, expertShader, groupedExpertShader, routeShader } from './wgsl-moe.js';
+import { MATVEC_ROWS, WG } from './wgsl.js';
 
 /** One projection of this rank's experts, stacked: buffers of whole experts [e0, e1) each. */
 interface ExpertStack {
@@ -186,7 +186,7 @@ export function moeDispatches(
         label: rowBlock ? 'moe expert (rows)' : 'moe expert',
         pipeline,
         bindGroup: K.bind('moe expert', pipeline, [params, st.buffer, part.buffer, input, act.ids, output, s.bias ?? K.dummy()]),
-        grid: (n) => [rowBlock ? Math.ceil(s.rows / EXPERT_ROWS) : s.rows, n * k, 1],
+        grid: (n) => [rowBlock ? Math.ceil(s.rows / MATVEC_ROWS) : s.rows, n * k, 1],
       };
     });
   // A prompt batch groups its slots by expert (GROUP) and runs the tiled matmul per expert over them.

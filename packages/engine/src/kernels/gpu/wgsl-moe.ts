@@ -19,7 +19,7 @@
 import type { DType } from '../backend.js';
 import { tiledMatmulWith, type MatmulTile } from './wgsl-matmul.js';
 import { weight8Accessor } from './quant-wgsl.js';
-import { REDUCE_SUM, STEP, WG, weightAccessor } from './wgsl.js';
+import { MATVEC_ROWS, REDUCE_SUM, ROWS8_RED, STEP, WG, rows8Sums, weightAccessor } from './wgsl.js';
 
 export interface RouteShape {
   routing: 'softmax' | 'sigmoid-grouped' | 'topk-softmax';
@@ -217,13 +217,8 @@ fn main(@builtin(global_invocation_id) gid: vec3u) {
 `;
 }
 
-/**
- * OUT[s, r] = Σ_c W[(id_s − e0)·rows + r, c] · X[x(s), c] (+ B[(id_s − e0)·rows + r]) for token slot s
- * (k per token) whose expert id_s lies in [e0, e1); x(s) is the slot's token (gate/up) or the slot
- * itself (down, over the slot's activations). Grid: (rows, slots).
- */
-export function expertShader(dtype: DType): string {
-  return `${STEP}${REDUCE_SUM}
+/** The per-slot expert kernels' parameters and bindings (expertShader, expertRowsShader). */
+const EXPERT_HEADER = /* wgsl */ `${STEP}
 struct Params { rows: u32, cols: u32, k: u32, e0: u32, e1: u32, perSlotX: u32, bias: u32, pad: u32 }
 @group(0) @binding(0) var<uniform> P: Params;
 @group(0) @binding(1) var<uniform> S: Step;
@@ -232,6 +227,15 @@ struct Params { rows: u32, cols: u32, k: u32, e0: u32, e1: u32, perSlotX: u32, b
 @group(0) @binding(4) var<storage, read> IDS: array<u32>;
 @group(0) @binding(5) var<storage, read_write> OUT: array<f32>;
 @group(0) @binding(6) var<storage, read> B: array<f32>;
+`;
+
+/**
+ * OUT[s, r] = Σ_c W[(id_s − e0)·rows + r, c] · X[x(s), c] (+ B[(id_s − e0)·rows + r]) for token slot s
+ * (k per token) whose expert id_s lies in [e0, e1); x(s) is the slot's token (gate/up) or the slot
+ * itself (down, over the slot's activations). Grid: (rows, slots).
+ */
+export function expertShader(dtype: DType): string {
+  return `${EXPERT_HEADER}${REDUCE_SUM}
 ${weightAccessor(dtype)}
 @compute @workgroup_size(${WG})
 fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) tid: u32) {
@@ -256,63 +260,34 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) tid:
 `;
 }
 
-/** Output rows per workgroup of expertRowsShader. */
-export const EXPERT_ROWS = 4;
-
 /**
  * expertShader's product for the formats with an 8-wide accessor (quant-wgsl.ts `weight8Accessor`):
- * one workgroup per (EXPERT_ROWS output rows, token slot). Each thread takes 8 columns at a time, reads
- * the slot's x there once for the 4 rows and decodes each row's 8 weights from whole words with one
- * scale lookup (the per-element kernel decodes every element's bytes and scale on its own and joins
- * one row per workgroup); the 4 rows' thread sums are joined in one workgroup-memory tree. A slot's
- * result depends only on its own token and expert, so a row's bits do not change with the step's
- * other rows (a draft's check keeps its 1-token bits). Grid: (ceil(rows / 4), slots).
+ * one workgroup per (4 output rows, token slot), each thread taking 8 columns at a time (the slot's x
+ * read once for the 4 rows, each row's 8 weights decoded from whole words with one scale lookup) and
+ * the 4 rows' sums joined in one tree (wgsl.ts rows8Sums; the per-element kernel decodes every
+ * element's bytes and scale alone and joins one row per workgroup). A slot's result depends only on its
+ * own token and expert, so a row's bits do not change with the step's other rows (a draft's check
+ * keeps its 1-token bits). Grid: (ceil(rows / MATVEC_ROWS), slots).
  */
 export function expertRowsShader(dtype: DType, cols: number): string {
   const w8 = weight8Accessor(dtype, cols);
   if (!w8) throw new Error(`expertRowsShader: no 8-wide accessor for ${dtype} with ${cols} columns`);
-  const R = EXPERT_ROWS;
-  const rows = Array.from({ length: R }, (_, i) => i);
-  return `${STEP}
-struct Params { rows: u32, cols: u32, k: u32, e0: u32, e1: u32, perSlotX: u32, bias: u32, pad: u32 }
-@group(0) @binding(0) var<uniform> P: Params;
-@group(0) @binding(1) var<uniform> S: Step;
-@group(0) @binding(2) var<storage, read> W: array<u32>;
-@group(0) @binding(3) var<storage, read> X: array<f32>;
-@group(0) @binding(4) var<storage, read> IDS: array<u32>;
-@group(0) @binding(5) var<storage, read_write> OUT: array<f32>;
-@group(0) @binding(6) var<storage, read> B: array<f32>;
-var<workgroup> red: array<f32, ${R * WG}>;
+  return `${EXPERT_HEADER}
+${ROWS8_RED}
 ${w8}
 @compute @workgroup_size(${WG})
 fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) tid: u32) {
-  let r0 = wid.x * ${R}u;
+  let r0 = wid.x * ${MATVEC_ROWS}u;
   let s = wid.y;
   let slots = S.n * P.k;
   let id = IDS[min(s, slots - 1u)];
+  // A dead slot (another rank's expert, past the batch) reads nothing but still joins the barriers.
   let live = r0 < P.rows && s < slots && id >= P.e0 && id < P.e1;
-${rows.map((i) => `  var a${i} = 0.0;`).join('\n')}
-  if (live) {
-    let base = (id - P.e0) * P.rows;
-    let last = P.rows - 1u;
-    let xo = select((s / P.k) * P.cols, s * P.cols, P.perSlotX != 0u);
-    for (var c = tid * 8u; c < P.cols; c = c + ${WG * 8}u) {
-      let x0 = vec4<f32>(X[xo + c], X[xo + c + 1u], X[xo + c + 2u], X[xo + c + 3u]);
-      let x1 = vec4<f32>(X[xo + c + 4u], X[xo + c + 5u], X[xo + c + 6u], X[xo + c + 7u]);
-${rows.map((i) => `      { let w = w8(base + min(r0 + ${i}u, last), c); a${i} = a${i} + dot(w[0], x0) + dot(w[1], x1); }`).join('\n')}
-    }
-  }
-${rows.map((i) => `  red[${i * WG}u + tid] = a${i};`).join('\n')}
-  workgroupBarrier();
-  for (var h = ${WG / 2}u; h > 0u; h = h >> 1u) {
-    if (tid < h) {
-      for (var j = 0u; j < ${R}u; j = j + 1u) { red[j * ${WG}u + tid] = red[j * ${WG}u + tid] + red[j * ${WG}u + tid + h]; }
-    }
-    workgroupBarrier();
-  }
+  let base = (id - P.e0) * P.rows;
+  let xo = select((s / P.k) * P.cols, s * P.cols, P.perSlotX != 0u);
+${rows8Sums('base', 'xo', '(P.rows - 1u)', 'select(0u, P.cols, live)')}
   if (live && tid == 0u) {
-    let base = (id - P.e0) * P.rows;
-    for (var j = 0u; j < ${R}u; j = j + 1u) {
+    for (var j = 0u; j < ${MATVEC_ROWS}u; j = j + 1u) {
       let r = r0 + j;
       if (r < P.rows) {
         var y = red[j * ${WG}u];

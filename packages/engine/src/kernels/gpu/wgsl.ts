@@ -14,6 +14,9 @@ import { quantWeightAccessor, weight8Accessor } from './quant-wgsl.js';
 
 export const WG = 64;
 
+/** Rows per workgroup of the row-block matvec. */
+export const MATVEC_ROWS = 4;
+
 export const STEP = /* wgsl */ `
 struct Step { pos0: u32, n: u32, seed: u32, row0: u32 }
 `;
@@ -146,42 +149,55 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
 export function matvec8Shader(dtype: DType, cols: number): string {
   const w8 = weight8Accessor(dtype, cols);
   if (!w8) throw new Error(`matvec8Shader: no 8-wide accessor for ${dtype} with ${cols} columns`);
-  const R = MATVEC_ROWS;
-  const rows = Array.from({ length: R }, (_, i) => i);
   return `${STEP}${LINEAR}${WEIGHT_HEADER}
-var<workgroup> red: array<f32, ${R * WG}>;
+${ROWS8_RED}
 ${w8}
 @compute @workgroup_size(${WG})
 fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
         @builtin(local_invocation_index) tid: u32) {
-  let r0 = wg_linear(wid, nwg) * ${R}u;
+  let r0 = wg_linear(wid, nwg) * ${MATVEC_ROWS}u;
   if (r0 >= P.rows) { return; }
   let lastRow = P.rows - 1u;
   let last = (P.flags & 4u) != 0u;
   let count = select(S.n, 1u, last);
   for (var b = 0u; b < count; b = b + 1u) {
     let xo = select(b, S.n - 1u, last) * P.xStride;
-${rows.map((i) => `    var a${i} = 0.0;`).join('\n')}
-    for (var c = tid * 8u; c < P.cols; c = c + ${WG * 8}u) {
-      let x0 = vec4<f32>(X[xo + c], X[xo + c + 1u], X[xo + c + 2u], X[xo + c + 3u]);
-      let x1 = vec4<f32>(X[xo + c + 4u], X[xo + c + 5u], X[xo + c + 6u], X[xo + c + 7u]);
-${rows.map((i) => `      { let w = w8(min(r0 + ${i}u, lastRow), c); a${i} = a${i} + dot(w[0], x0) + dot(w[1], x1); }`).join('\n')}
-    }
-${rows.map((i) => `    red[${i * WG}u + tid] = a${i};`).join('\n')}
-    workgroupBarrier();
-    for (var h = ${WG / 2}u; h > 0u; h = h >> 1u) {
-      if (tid < h) {
-        for (var j = 0u; j < ${R}u; j = j + 1u) { red[j * ${WG}u + tid] = red[j * ${WG}u + tid] + red[j * ${WG}u + tid + h]; }
-      }
-      workgroupBarrier();
-    }
+${rows8Sums('0u', 'xo', 'lastRow')}
     if (tid == 0u) {
-      for (var j = 0u; j < ${R}u; j = j + 1u) { if (r0 + j < P.rows) { store(b, r0 + j, red[j * ${WG}u]); } }
+      for (var j = 0u; j < ${MATVEC_ROWS}u; j = j + 1u) { if (r0 + j < P.rows) { store(b, r0 + j, red[j * ${WG}u]); } }
     }
     workgroupBarrier();
   }
 }
 `;
+}
+
+/** Workgroup memory of rows8Sums: the 4 rows' thread sums. */
+export const ROWS8_RED = `var<workgroup> red: array<f32, ${MATVEC_ROWS * WG}>;`;
+
+/**
+ * The 8-wide kernels' sums (matvec8Shader, wgsl-moe.ts expertRowsShader): rows base + r0 + i (i < 4,
+ * clamped to `lastRow`) against x at `xo` over `cols` columns (0: the thread only joins the tree), each
+ * thread taking 8 columns per step through `w8`, then the
+ * 4 rows' thread sums joined in one workgroup-memory tree (ROWS8_RED): row i's total in red[i·WG].
+ * Every thread of the workgroup must run it (barriers).
+ */
+export function rows8Sums(base: string, xo: string, lastRow: string, cols = 'P.cols'): string {
+  const rows = Array.from({ length: MATVEC_ROWS }, (_, i) => i);
+  return `${rows.map((i) => `    var a${i} = 0.0;`).join('\n')}
+    for (var c = tid * 8u; c < ${cols}; c = c + ${WG * 8}u) {
+      let x0 = vec4<f32>(X[${xo} + c], X[${xo} + c + 1u], X[${xo} + c + 2u], X[${xo} + c + 3u]);
+      let x1 = vec4<f32>(X[${xo} + c + 4u], X[${xo} + c + 5u], X[${xo} + c + 6u], X[${xo} + c + 7u]);
+${rows.map((i) => `      { let w = w8(${base} + min(r0 + ${i}u, ${lastRow}), c); a${i} = a${i} + dot(w[0], x0) + dot(w[1], x1); }`).join('\n')}
+    }
+${rows.map((i) => `    red[${i * WG}u + tid] = a${i};`).join('\n')}
+    workgroupBarrier();
+    for (var h = ${WG / 2}u; h > 0u; h = h >> 1u) {
+      if (tid < h) {
+        for (var j = 0u; j < ${MATVEC_ROWS}u; j = j + 1u) { red[j * ${WG}u + tid] = red[j * ${WG}u + tid] + red[j * ${WG}u + tid + h]; }
+      }
+      workgroupBarrier();
+    }`;
 }
 
 /**
@@ -195,8 +211,6 @@ export function vectorWidth(dtype: DType): number {
   return dtype === 'f32' ? 4 : dtype === 'f16' || dtype === 'bf16' ? 8 : dtype === 'q8_0' || dtype === 'q4_0' ? 32 : 0;
 }
 
-/** Rows per workgroup of the row-block matvec. */
-export const MATVEC_ROWS = 4;
 
 /**
  * How the row-block matvec maps onto the device: `lanes` threads per workgroup, all working on the same
@@ -620,13 +634,17 @@ ${max}
  * only with a sliding window (`window` > 0: the last `window` positions). GQA: query head h reads
  * KV head (h + headOffset) / group - kvOffset (offsets of a tensor-parallel slice, as in AttentionArgs). Scores go through `SC` [n·heads, maxSeq] in global memory.
  */
-export const ATTENTION = `${STEP}${REDUCE_SUM}
+/** The attention kernels' parameters and inputs (bindings 0-4: P, S, Q, KC, VC). */
+const ATTENTION_HEADER = /* wgsl */ `${STEP}
 struct Params { heads: u32, kvHeads: u32, headDim: u32, maxSeq: u32, window: u32, scale: f32, group: u32, headOffset: u32, kvOffset: u32, sinks: u32, pad1: u32, pad2: u32 }
 @group(0) @binding(0) var<uniform> P: Params;
 @group(0) @binding(1) var<uniform> S: Step;
 @group(0) @binding(2) var<storage, read> Q: array<f32>;
 @group(0) @binding(3) var<storage, read> KC: array<f32>;
 @group(0) @binding(4) var<storage, read> VC: array<f32>;
+`;
+
+export const ATTENTION = `${ATTENTION_HEADER}${REDUCE_SUM}
 @group(0) @binding(5) var<storage, read_write> SC: array<f32>;
 @group(0) @binding(6) var<storage, read_write> OUT: array<f32>;
 @group(0) @binding(7) var<storage, read> SK: array<f32>;
@@ -669,13 +687,7 @@ export const ATTN_TILED_MAX_HEAD_DIM = 128;
  * so results differ from it by rounding only. A sink logit starts a query's softmax as a position with
  * no value (max = sink, denominator 1), which is the decode kernel's max/denominator rule.
  */
-export const ATTENTION_TILED = `${STEP}
-struct Params { heads: u32, kvHeads: u32, headDim: u32, maxSeq: u32, window: u32, scale: f32, group: u32, headOffset: u32, kvOffset: u32, sinks: u32, pad1: u32, pad2: u32 }
-@group(0) @binding(0) var<uniform> P: Params;
-@group(0) @binding(1) var<uniform> S: Step;
-@group(0) @binding(2) var<storage, read> Q: array<f32>;
-@group(0) @binding(3) var<storage, read> KC: array<f32>;
-@group(0) @binding(4) var<storage, read> VC: array<f32>;
+export const ATTENTION_TILED = `${ATTENTION_HEADER}
 @group(0) @binding(5) var<storage, read_write> OUT: array<f32>;
 @group(0) @binding(6) var<storage, read> SK: array<f32>;
 const T = ${ATTN_TILE}u;
