@@ -64,7 +64,11 @@ describe.skipIf(!gpu.ctx)(`WGSL accessors of the packed formats vs the dequantiz
   for (const [dtype, unit] of FORMATS) {
     it(`${dtype}: matvec, matmul (odd rows, 1 and 40 tokens) and embedding rows`, async () => {
       const rng = new Prng(unit + dtype.length);
-      for (const [rows, cols, n] of [[5, unit, 1], [70, 2 * unit, 40]]) {
+      // 1-2 tokens take the decode matvec (matvec8Shader where weight8Accessor decodes the format): row
+      // counts with 1, 2 and 3 rows past a 4-row workgroup, 1-3 K-quant super-blocks (Q6_K's 210-byte
+      // blocks start on 2 bytes in odd-block rows, on words in even ones); 40 tokens the tiled matmul.
+      const shapes = [[5, unit, 1], [70, 2 * unit, 40], [11, 3 * unit, 2], [6, 2 * unit, 1]];
+      for (const [rows, cols, n] of shapes) {
         const w = quantWeight(dtype, rows, cols, rng);
         const x = randomF32(n * cols, rng);
         const gw = await uploadWeight(ctx, w, dtype);
