@@ -137,21 +137,40 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
 }
 
 /**
- * matvecShader for the formats with an 8-wide accessor and no row-block decoder (MLX 4/8-bit, FP8
- * rows: quant-wgsl.ts `weight8Accessor`): one workgroup per 4 rows; each thread takes 8 columns at a
- * time, reads x there once for the 4 rows and decodes each row's 8 weights from whole words with one
- * scale lookup; the 4 rows' sums are joined in one workgroup-memory tree. Tokens as in matvecShader
- * (each token's sums alone, in the same order: a row's bits do not depend on the step's other rows).
+ * matvecShader for the formats with an 8-wide accessor and no row-block decoder (MLX 4/8-bit, FP8,
+ * K-quants, MXFP4: quant-wgsl.ts `weight8Accessor`): one workgroup of `layout.lanes` threads per 4
+ * rows; each thread takes 8 columns at a time, reads x there once for the 4 rows and decodes each row's
+ * 8 weights with one scale lookup; the 4 rows' sums are joined once per token as the row-block matvec
+ * joins them (subgroupAdd, or a workgroup-memory tree). Tokens as in matvecShader (each token's sums
+ * alone, in the same order: a row's bits do not depend on the step's other rows).
  */
-export function matvec8Shader(dtype: DType, cols: number): string {
+export function matvec8Shader(dtype: DType, cols: number, layout: MatvecLayout = { lanes: WG, subgroups: false }): string {
   const w8 = weight8Accessor(dtype, cols);
   if (!w8) throw new Error(`matvec8Shader: no 8-wide accessor for ${dtype} with ${cols} columns`);
   const R = MATVEC_ROWS;
+  const T = layout.lanes;
   const rows = Array.from({ length: R }, (_, i) => i);
-  return `${STEP}${LINEAR}${WEIGHT_HEADER}
-var<workgroup> red: array<f32, ${R * WG}>;
+  const reduce = layout.subgroups
+    ? `${rows.map((i) => `    let t${i} = subgroupAdd(a${i});`).join('\n')}
+    if (tid == 0u) {
+${rows.map((i) => `      if (r0 + ${i}u < P.rows) { store(b, r0 + ${i}u, t${i}); }`).join('\n')}
+    }`
+    : `${rows.map((i) => `    red[${i * T}u + tid] = a${i};`).join('\n')}
+    workgroupBarrier();
+    for (var h = ${T / 2}u; h > 0u; h = h >> 1u) {
+      if (tid < h) {
+        for (var j = 0u; j < ${R}u; j = j + 1u) { red[j * ${T}u + tid] = red[j * ${T}u + tid] + red[j * ${T}u + tid + h]; }
+      }
+      workgroupBarrier();
+    }
+    if (tid == 0u) {
+      for (var j = 0u; j < ${R}u; j = j + 1u) { if (r0 + j < P.rows) { store(b, r0 + j, red[j * ${T}u]); } }
+    }
+    workgroupBarrier();`;
+  return `${layout.subgroups ? 'enable subgroups;\n' : ''}${STEP}${LINEAR}${WEIGHT_HEADER}
+${layout.subgroups ? '' : `var<workgroup> red: array<f32, ${R * T}>;`}
 ${w8}
-@compute @workgroup_size(${WG})
+@compute @workgroup_size(${T})
 fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
         @builtin(local_invocation_index) tid: u32) {
   let r0 = wg_linear(wid, nwg) * ${R}u;
@@ -162,23 +181,12 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
   for (var b = 0u; b < count; b = b + 1u) {
     let xo = select(b, S.n - 1u, last) * P.xStride;
 ${rows.map((i) => `    var a${i} = 0.0;`).join('\n')}
-    for (var c = tid * 8u; c < P.cols; c = c + ${WG * 8}u) {
+    for (var c = tid * 8u; c < P.cols; c = c + ${T * 8}u) {
       let x0 = vec4<f32>(X[xo + c], X[xo + c + 1u], X[xo + c + 2u], X[xo + c + 3u]);
       let x1 = vec4<f32>(X[xo + c + 4u], X[xo + c + 5u], X[xo + c + 6u], X[xo + c + 7u]);
 ${rows.map((i) => `      { let w = w8(min(r0 + ${i}u, lastRow), c); a${i} = a${i} + dot(w[0], x0) + dot(w[1], x1); }`).join('\n')}
     }
-${rows.map((i) => `    red[${i * WG}u + tid] = a${i};`).join('\n')}
-    workgroupBarrier();
-    for (var h = ${WG / 2}u; h > 0u; h = h >> 1u) {
-      if (tid < h) {
-        for (var j = 0u; j < ${R}u; j = j + 1u) { red[j * ${WG}u + tid] = red[j * ${WG}u + tid] + red[j * ${WG}u + tid + h]; }
-      }
-      workgroupBarrier();
-    }
-    if (tid == 0u) {
-      for (var j = 0u; j < ${R}u; j = j + 1u) { if (r0 + j < P.rows) { store(b, r0 + j, red[j * ${WG}u]); } }
-    }
-    workgroupBarrier();
+${reduce}
   }
 }
 `;
