@@ -19,7 +19,7 @@
 import type { DType } from '../backend.js';
 import { tiledMatmulWith, type MatmulTile } from './wgsl-matmul.js';
 import { weight8Accessor } from './quant-wgsl.js';
-import { REDUCE_SUM, STEP, WG, weightAccessor } from './wgsl.js';
+import { REDUCE_SUM, STEP, WG, weightAccessor, type MatvecLayout } from './wgsl.js';
 
 export interface RouteShape {
   routing: 'softmax' | 'sigmoid-grouped' | 'topk-softmax';
@@ -264,16 +264,43 @@ export const EXPERT_ROWS = 4;
  * one workgroup per (EXPERT_ROWS output rows, token slot). Each thread takes 8 columns at a time, reads
  * the slot's x there once for the 4 rows and decodes each row's 8 weights from whole words with one
  * scale lookup (the per-element kernel decodes every element's bytes and scale on its own and joins
- * one row per workgroup); the 4 rows' thread sums are joined in one workgroup-memory tree. A slot's
- * result depends only on its own token and expert, so a row's bits do not change with the step's
- * other rows (a draft's check keeps its 1-token bits). Grid: (ceil(rows / 4), slots).
+ * one row per workgroup); the 4 rows' thread sums are joined as the dense decode matvec joins them
+ * (`layout`: subgroup-sized workgroups with subgroupAdd, else a workgroup-memory tree). A slot's result
+ * depends only on its own token and expert, so a row's bits do not change with the step's other rows
+ * (a draft's check keeps its 1-token bits). Grid: (ceil(rows / 4), slots).
  */
-export function expertRowsShader(dtype: DType, cols: number): string {
+export function expertRowsShader(dtype: DType, cols: number, layout: MatvecLayout = { lanes: WG, subgroups: false }): string {
   const w8 = weight8Accessor(dtype, cols);
   if (!w8) throw new Error(`expertRowsShader: no 8-wide accessor for ${dtype} with ${cols} columns`);
   const R = EXPERT_ROWS;
+  const T = layout.lanes;
   const rows = Array.from({ length: R }, (_, i) => i);
-  return `${STEP}
+  const out = (v: (j: string) => string) => `    let base = (id - P.e0) * P.rows;
+    for (var j = 0u; j < ${R}u; j = j + 1u) {
+      let r = r0 + j;
+      if (r < P.rows) {
+        var y = ${v('j')};
+        if (P.bias != 0u) { y = y + B[base + r]; }
+        OUT[s * P.rows + r] = y;
+      }
+    }`;
+  const reduce = layout.subgroups
+    ? `  let t = vec4<f32>(${rows.map((i) => `subgroupAdd(a${i})`).join(', ')});
+  if (live && tid == 0u) {
+${out((j) => `t[${j}]`)}
+  }`
+    : `${rows.map((i) => `  red[${i * T}u + tid] = a${i};`).join('\n')}
+  workgroupBarrier();
+  for (var h = ${T / 2}u; h > 0u; h = h >> 1u) {
+    if (tid < h) {
+      for (var j = 0u; j < ${R}u; j = j + 1u) { red[j * ${T}u + tid] = red[j * ${T}u + tid] + red[j * ${T}u + tid + h]; }
+    }
+    workgroupBarrier();
+  }
+  if (live && tid == 0u) {
+${out((j) => `red[${j} * ${T}u]`)}
+  }`;
+  return `${layout.subgroups ? 'enable subgroups;\n' : ''}${STEP}
 struct Params { rows: u32, cols: u32, k: u32, e0: u32, e1: u32, perSlotX: u32, bias: u32, pad: u32 }
 @group(0) @binding(0) var<uniform> P: Params;
 @group(0) @binding(1) var<uniform> S: Step;
@@ -282,9 +309,9 @@ struct Params { rows: u32, cols: u32, k: u32, e0: u32, e1: u32, perSlotX: u32, b
 @group(0) @binding(4) var<storage, read> IDS: array<u32>;
 @group(0) @binding(5) var<storage, read_write> OUT: array<f32>;
 @group(0) @binding(6) var<storage, read> B: array<f32>;
-var<workgroup> red: array<f32, ${R * WG}>;
+${layout.subgroups ? '' : `var<workgroup> red: array<f32, ${R * T}>;`}
 ${w8}
-@compute @workgroup_size(${WG})
+@compute @workgroup_size(${T})
 fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) tid: u32) {
   let r0 = wid.x * ${R}u;
   let s = wid.y;
@@ -296,31 +323,13 @@ ${rows.map((i) => `  var a${i} = 0.0;`).join('\n')}
     let base = (id - P.e0) * P.rows;
     let last = P.rows - 1u;
     let xo = select((s / P.k) * P.cols, s * P.cols, P.perSlotX != 0u);
-    for (var c = tid * 8u; c < P.cols; c = c + ${WG * 8}u) {
+    for (var c = tid * 8u; c < P.cols; c = c + ${T * 8}u) {
       let x0 = vec4<f32>(X[xo + c], X[xo + c + 1u], X[xo + c + 2u], X[xo + c + 3u]);
       let x1 = vec4<f32>(X[xo + c + 4u], X[xo + c + 5u], X[xo + c + 6u], X[xo + c + 7u]);
 ${rows.map((i) => `      { let w = w8(base + min(r0 + ${i}u, last), c); a${i} = a${i} + dot(w[0], x0) + dot(w[1], x1); }`).join('\n')}
     }
   }
-${rows.map((i) => `  red[${i * WG}u + tid] = a${i};`).join('\n')}
-  workgroupBarrier();
-  for (var h = ${WG / 2}u; h > 0u; h = h >> 1u) {
-    if (tid < h) {
-      for (var j = 0u; j < ${R}u; j = j + 1u) { red[j * ${WG}u + tid] = red[j * ${WG}u + tid] + red[j * ${WG}u + tid + h]; }
-    }
-    workgroupBarrier();
-  }
-  if (live && tid == 0u) {
-    let base = (id - P.e0) * P.rows;
-    for (var j = 0u; j < ${R}u; j = j + 1u) {
-      let r = r0 + j;
-      if (r < P.rows) {
-        var y = red[j * ${WG}u];
-        if (P.bias != 0u) { y = y + B[base + r]; }
-        OUT[s * P.rows + r] = y;
-      }
-    }
-  }
+${reduce}
 }
 `;
 }
