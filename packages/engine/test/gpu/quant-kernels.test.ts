@@ -1,6 +1,6 @@
 /**
  * The WGSL accessors of the issue-17 formats (kernels/gpu/quant-wgsl.ts: K-quants, MXFP4, MLX affine)
- * through the per-element matvec, the tiled matmul and the embedding lookup, against the plain-TS
+ * through the decode matvec (both reductions), the tiled matmul and the embedding lookup, against the plain-TS
  * dequantizer (the formats' reference) on odd shapes; then whole models on the GPU against the CPU
  * reference backend: a Q4_K_M GGUF, an MXFP4 GGUF and an MLX 4-bit directory give the same greedy tokens.
  * Runs on lavapipe here; skips with the reason without an adapter.
