@@ -39,7 +39,7 @@ if (process.platform === 'linux') {
 async function main(): Promise<void> {
   const { ctx, reason } = await openBenchGpu(true);
   if (!ctx) throw new Error(`no adapter: ${reason}`);
-  const model = generatedModel(GPU_BENCH_MODEL, (l) => console.error(l));
+  const model = generatedModel(GPU_BENCH_MODEL, (l) => console.error(l), [dtype]);
   const gguf = model.ggufs[dtype];
   const config = loadModelConfig(gguf);
   const spec = { layers: [0, config.numLayers] as [number, number], tensor: { rank: 0, size: 1 }, embed: true, head: true };

@@ -1,8 +1,8 @@
 /**
  * GPU benchmark (not a test): Orchard's WebGPU shard against llama.cpp's GPU build (node-llama-cpp
- * 3.21.1: Vulkan on Linux, Metal on macOS) on the SAME device and the SAME GGUF files — f16, Q8_0 and
- * Q4_0 of a generated ~170M-parameter Llama — decode and prompt tokens/s with their ratio in the same
- * run, plus Orchard's per-token overhead (dispatches, host recording time, submit + readback round trip)
+ * 3.21.1: Vulkan on Linux, Metal on macOS) on the SAME device and the SAME GGUF files — f16, Q8_0, Q4_0
+ * and pure Q4_K of a generated ~170M-parameter Llama — decode and prompt tokens/s with their ratio in the
+ * same run, plus Orchard's per-token overhead (dispatches, host recording time, submit + readback round trip)
  * and its prompt attention kernel (query-tiled) against the per-token one at one layer's shape
  * (gpu-attention-prefill, --attention-tokens, default 512).
  * With --moe, the MoE layouts of bench:engine's Qwen3-MoE model (bench/moe-quant-model.ts: mlx-lm's
@@ -10,7 +10,7 @@
  * build on the Q4_K_M / Q8_0 / Q4_0 GGUF of the same float model (gpu-decode-moe-<format>,
  * gpu-prefill-moe-<format>); --size small runs them on a tiny model (a check that the lines work).
  *
- *   pnpm bench:gpu [--allow-software-gpu] [--rounds 2] [--prompt 64] [--decode 32] [--attention-tokens 512] [--dtypes f16,q8_0,q4_0] [--moe mlx4,fp8,int4] [--size full|small] [--json]
+ *   pnpm bench:gpu [--allow-software-gpu] [--rounds 2] [--prompt 64] [--decode 32] [--attention-tokens 512] [--dtypes f16,q8_0,q4_0,q4_k] [--moe mlx4,fp8,int4] [--size full|small] [--json]
  *
  * A hardware adapter is used when there is one. A software adapter (Mesa's lavapipe: "GPU" kernels run on
  * the CPU) only with --allow-software-gpu or ORCHARD_ALLOW_SOFTWARE_GPU=1; then llama.cpp is pointed at
@@ -61,7 +61,7 @@ export interface GpuBenchOptions {
   threads?: number;
   /** @default GPU_BENCH_MODEL */
   model?: BenchModelShape;
-  /** @default f16, q8_0, q4_0 */
+  /** @default f16, q8_0, q4_0, q4_k */
   dtypes?: Dtype[];
   /** MoE layouts to run after the dense lines (gpu-*-moe-<format>). @default none */
   moe?: MoeQuantFormat[];
@@ -282,7 +282,7 @@ export async function runGpuBench(options: GpuBenchOptions = {}): Promise<GpuBen
       }
     };
     const dense = options.dtypes ?? DTYPES;
-    const model = dense.length ? generatedModel(options.model ?? GPU_BENCH_MODEL, log) : null;
+    const model = dense.length ? generatedModel(options.model ?? GPU_BENCH_MODEL, log, dense) : null;
     for (const dt of dense) {
       log(`  ${dt}: loading both engines`);
       await measure(dt, model!.ggufs[dt], model!.ggufs[dt]);

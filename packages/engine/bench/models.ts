@@ -1,7 +1,7 @@
 /**
  * Random-weight Llama models for the benchmarks, written once into $TMPDIR/<name> (HF directory plus
- * f16, Q8_0 and Q4_0 GGUFs from the project's own converter) so later runs skip writing them. Both
- * engines of a comparison read the same GGUF bytes.
+ * f16, Q8_0, Q4_0 and pure Q4_K GGUFs from the project's own converter, each on its first use) so later
+ * runs skip writing them. Both engines of a comparison read the same GGUF bytes.
  */
 import { existsSync, mkdirSync, renameSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -9,8 +9,8 @@ import { join } from 'node:path';
 import { hfToGguf, type GgufExportDtype } from '../src/gguf/convert.js';
 import { writeRandomModel } from '../src/testing/random-model.js';
 
-export type Dtype = 'f16' | 'q8_0' | 'q4_0';
-export const DTYPES: Dtype[] = ['f16', 'q8_0', 'q4_0'];
+export type Dtype = 'f16' | 'q8_0' | 'q4_0' | 'q4_k';
+export const DTYPES: Dtype[] = ['f16', 'q8_0', 'q4_0', 'q4_k'];
 
 /** A Llama shape with an untied head; `name` is the cache directory (change it when the shape changes). */
 export interface BenchModelShape {
@@ -29,12 +29,12 @@ export function parameterCount(c: BenchModelShape): number {
   return c.numLayers * perLayer + 2 * c.vocab * c.hiddenSize + c.hiddenSize;
 }
 
-/** The model's HF directory and its three GGUFs, written on first use. */
-export function generatedModel(shape: BenchModelShape, log: (s: string) => void): { dir: string; ggufs: Record<Dtype, string> } {
+/** The model's HF directory and its GGUFs in `dtypes`, written on first use. */
+export function generatedModel<D extends Dtype>(shape: BenchModelShape, log: (s: string) => void, dtypes: readonly D[]): { dir: string; ggufs: Record<D, string> } {
   const { name, vocab, ...dims } = shape;
   const options = { variant: 'llama' as const, ...dims, extraVocab: vocab - 259, maxPositionEmbeddings: 512, dtype: 'f16' as const, seed: 1 };
   const dir = randomModelDir(name, `${(parameterCount(shape) / 1e6).toFixed(0)}M-parameter random model`, options, log);
-  return { dir, ggufs: ggufsOf(dir, join(tmpdir(), name), log, DTYPES) };
+  return { dir, ggufs: ggufsOf(dir, join(tmpdir(), name), log, dtypes) };
 }
 
 /** A random model's HF directory (`writeRandomModel` options), written once as $TMPDIR/<cache>/hf. */

@@ -31,11 +31,14 @@ import { quantizedWeight } from './quant-weight.js';
 const gpu = await openTestGpu();
 const ctx = gpu.ctx as GpuContext;
 const kernels = gpu.ctx ? new GpuKernels(ctx) : (null as unknown as GpuKernels);
+// the per-slot row-block kernel's workgroup-memory reduction (the device's layout may join lanes with subgroupAdd)
+const treeKernels = gpu.ctx ? new GpuKernels(ctx, { matvec: { lanes: 32, subgroups: false } }) : (null as unknown as GpuKernels);
 const step = gpu.ctx ? new StepUniform(ctx) : (null as unknown as StepUniform);
 const root = mkdtempSync(join(tmpdir(), 'orchard-gpu-moe-grouped-'));
 afterAll(() => {
   rmSync(root, { recursive: true, force: true });
   kernels?.destroy();
+  treeKernels?.destroy();
   step?.destroy();
   gpu.ctx?.destroy();
 });
@@ -107,14 +110,14 @@ describe.skipIf(!gpu.ctx)(`GPU MoE prompt batch: grouped matmul vs per-slot matv
       };
       const layer = await uploadMoeLayer(ctx, w, `moe ${dtype}`);
       const x = await uploadF32(ctx, randomF32(MAX_BATCH * D, rng), 'x');
-      const run = async (n: number, groupedMinRows: number): Promise<Float32Array> => {
+      const run = async (n: number, groupedMinRows: number, k = kernels): Promise<Float32Array> => {
         const act = await allocateMoeActivations(ctx, moe, D, 0, MAX_BATCH);
         const ids = Uint32Array.from({ length: n * K }, (_, s) => routeOf(Math.floor(s / K))[s % K]);
         ctx.device.queue.writeBuffer(act.ids, 0, ids);
         ctx.device.queue.writeBuffer(act.weights, 0, randomF32(n * K, new Prng(n)).map(Math.abs));
         const out = await createStorage(ctx, n * D * 4, 'out');
         // The routing is the test's: leave out the router and the route kernel.
-        const ds = moeDispatches(kernels, layer, moe, act, x, out, D, false, step, groupedMinRows).filter((d) => !d.label.startsWith('router') && d.label !== 'moe route');
+        const ds = moeDispatches(k, layer, moe, act, x, out, D, false, step, groupedMinRows).filter((d) => !d.label.startsWith('router') && d.label !== 'moe route');
         // Per slot: the row-block kernel where the format decodes 8 columns from whole words, else per element.
         const labels = ds.filter((d) => d.when?.(n) ?? true).map((d) => d.label);
         if (groupedMinRows === Infinity) {
@@ -135,6 +138,10 @@ describe.skipIf(!gpu.ctx)(`GPU MoE prompt batch: grouped matmul vs per-slot matv
         let worst = 0;
         for (let i = 0; i < perSlot.length; i++) worst = Math.max(worst, Math.abs(grouped[i] - perSlot[i]));
         expect(worst / scale, `${dtype}, ${n} tokens: grouped vs per-slot, of the output scale`).toBeLessThanOrEqual(2e-6);
+        const tree = await run(n, Infinity, treeKernels);
+        worst = 0;
+        for (let i = 0; i < tree.length; i++) worst = Math.max(worst, Math.abs(grouped[i] - tree[i]));
+        expect(worst / scale, `${dtype}, ${n} tokens: grouped vs per-slot with workgroup-memory sums`).toBeLessThanOrEqual(2e-6);
       }
       x.destroy();
       layer.uploads.destroy();

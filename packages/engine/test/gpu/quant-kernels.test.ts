@@ -1,6 +1,6 @@
 /**
  * The WGSL accessors of the issue-17 formats (kernels/gpu/quant-wgsl.ts: K-quants, MXFP4, MLX affine)
- * through the per-element matvec, the tiled matmul and the embedding lookup, against the plain-TS
+ * through the decode matvec (both reductions), the tiled matmul and the embedding lookup, against the plain-TS
  * dequantizer (the formats' reference) on odd shapes; then whole models on the GPU against the CPU
  * reference backend: a Q4_K_M GGUF, an MXFP4 GGUF and an MLX 4-bit directory give the same greedy tokens.
  * Runs on lavapipe here; skips with the reason without an adapter.
@@ -27,10 +27,13 @@ import { quantizedWeight } from './quant-weight.js';
 const gpu = await openTestGpu();
 const ctx = gpu.ctx as GpuContext;
 const kernels = gpu.ctx ? new GpuKernels(ctx) : (null as unknown as GpuKernels);
+// the decode matvec's workgroup-memory reduction (the device's layout may join lanes with subgroupAdd)
+const treeKernels = gpu.ctx ? new GpuKernels(ctx, { matvec: { lanes: 32, subgroups: false } }) : (null as unknown as GpuKernels);
 const step = gpu.ctx ? new StepUniform(ctx) : (null as unknown as StepUniform);
 const root = mkdtempSync(join(tmpdir(), 'orchard-gpu-quant-'));
 afterAll(() => {
   kernels?.destroy();
+  treeKernels?.destroy();
   step?.destroy();
   gpu.ctx?.destroy();
   rmSync(root, { recursive: true, force: true });
@@ -64,19 +67,25 @@ describe.skipIf(!gpu.ctx)(`WGSL accessors of the packed formats vs the dequantiz
   for (const [dtype, unit] of FORMATS) {
     it(`${dtype}: matvec, matmul (odd rows, 1 and 40 tokens) and embedding rows`, async () => {
       const rng = new Prng(unit + dtype.length);
-      for (const [rows, cols, n] of [[5, unit, 1], [70, 2 * unit, 40]]) {
+      // 1-2 tokens take the decode matvec (matvec8Shader where weight8Accessor decodes the format): row
+      // counts with 1, 2 and 3 rows past a 4-row workgroup, 1-3 K-quant super-blocks (Q6_K's 210-byte
+      // blocks start on 2 bytes in odd-block rows, on words in even ones); 40 tokens the tiled matmul.
+      const shapes = [[5, unit, 1], [70, 2 * unit, 40], [11, 3 * unit, 2], [6, 2 * unit, 1]];
+      for (const [rows, cols, n] of shapes) {
         const w = quantWeight(dtype, rows, cols, rng);
         const x = randomF32(n * cols, rng);
         const gw = await uploadWeight(ctx, w, dtype);
         const gx = await uploadF32(ctx, x, 'x');
         const out = await createStorage(ctx, n * rows * 4, 'out');
-        step.write(ctx, 0, n, 0);
-        submit(ctx, kernels.linear(dtype, gw, gx, out, step), n);
         const ref = matmulRef(dequantized(w), rows, cols, x, n);
-        const got = await readF32(ctx, out, n * rows);
-        let worst = 0;
-        for (let i = 0; i < got.length; i++) worst = Math.max(worst, Math.abs(got[i] - ref.out[i]) / (ref.mag[i] + 1e-6));
-        expect(worst, `${dtype} [${rows}x${cols}] x ${n}`).toBeLessThanOrEqual(2e-5);
+        for (const [how, k] of n <= 2 ? [['device layout', kernels], ['workgroup-memory sums', treeKernels]] as const : [['', kernels]] as const) {
+          step.write(ctx, 0, n, 0);
+          submit(ctx, k.linear(dtype, gw, gx, out, step), n);
+          const got = await readF32(ctx, out, n * rows);
+          let worst = 0;
+          for (let i = 0; i < got.length; i++) worst = Math.max(worst, Math.abs(got[i] - ref.out[i]) / (ref.mag[i] + 1e-6));
+          expect(worst, `${dtype} [${rows}x${cols}] x ${n} ${how}`).toBeLessThanOrEqual(2e-5);
+        }
         // embedding rows: exactly the dequantized values (one f32 multiply-add per element)
         const toks = new Uint32Array([0, rows - 1, rows >> 1]);
         const gt = await uploadF32(ctx, new Float32Array(toks.buffer), 'tokens');

@@ -171,7 +171,7 @@ export function moeDispatches(
       const dtype = s.weight.dtype;
       const rowBlock = weight8Accessor(dtype, s.cols) !== null;
       const pipeline = rowBlock
-        ? K.pipeline(`moe_expert_rows_${dtype}`, () => expertRowsShader(dtype, s.cols))
+        ? K.pipeline(`moe_expert_rows_${dtype}_${K.matvec.lanes}${K.matvec.subgroups ? '_sg' : ''}`, () => expertRowsShader(dtype, s.cols, K.matvec))
         : K.pipeline(`moe_expert_${dtype}`, () => expertShader(dtype));
       const params = K.params('moe expert.params', [
         ['u32', s.rows],

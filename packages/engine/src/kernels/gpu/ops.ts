@@ -341,8 +341,9 @@ export class GpuKernels {
       if (this.#fast(dtype, cols, opts.xStride ?? cols) && !opts.generic) {
         out.push(...this.#rowBlock(label, dtype, rows, buffers, { norm: !!opts.norm }, small, !!opts.lastToken));
       } else if (vectorWidth(dtype) === 0 && weight8Accessor(dtype, cols) && !opts.generic) {
-        // MLX 4/8-bit, FP8: 4 rows per workgroup, 8 columns per thread step from whole words.
-        const m8 = this.pipeline(`matvec8_${dtype}`, () => matvec8Shader(dtype, cols));
+        // MLX 4/8-bit, FP8, K-quants, MXFP4: 4 rows per workgroup, 8 columns (one scale lookup) per thread step.
+        const l = this.matvec;
+        const m8 = this.pipeline(`matvec8_${dtype}_${l.lanes}${l.subgroups ? '_sg' : ''}`, () => matvec8Shader(dtype, cols, l));
         out.push({ label: `${label} (matvec)`, pipeline: m8, bindGroup: this.bind(label, m8, buffers.slice(0, 6)), grid: () => split(Math.ceil(rows / MATVEC_ROWS)), when: small });
       } else {
         const generic = this.pipeline(`matvec_${dtype}`, () => matvecShader(dtype));

@@ -6,8 +6,8 @@
  * E4M3 rows with 128-column block scales (quant/fp8.ts).
  * Each element decodes its own scale, so these are correctness-first: they run through the generic
  * per-element matvec, the tiled matmul and the embedding lookup. `weight8Accessor` (below) decodes 8
- * elements from whole words for MLX 4/8-bit and FP8 rows: the decode matvec (matvec8Shader) and the
- * MoE experts' (expertRowsShader) take it where it applies.
+ * elements with one scale lookup for MLX 4/8-bit, FP8, the K-quants and MXFP4: the decode matvec
+ * (matvec8Shader) and the MoE experts' (expertRowsShader) take it where it applies.
  * Weights are row-major (`P.cols` columns), bound as `array<u32>`; rows start on 4-byte boundaries
  * only for MLX, so the block formats read bytes.
  */
@@ -116,8 +116,9 @@ fn w_at(r: u32, c: u32) -> f32 {
 /**
  * `w8(r, c) -> array<vec4<f32>, 2>`: elements c..c+7 of row r (c a multiple of 8) from whole u32 words,
  * for the formats whose 8 consecutive elements sit in one or two aligned words and share one scale:
- * f32, f16, bf16, MLX 4- and 8-bit (groups are multiples of 8), and FP8 E4M3 rows when `cols` is a
- * multiple of 4 (rows then start on a word). Null for any other format or shape: the per-element
+ * f32, f16, bf16, MLX 4- and 8-bit (groups are multiples of 8), FP8 E4M3 rows when `cols` is a
+ * multiple of 4 (rows then start on a word), and the GGUF K-quants and MXFP4 (blockWeight8: 8
+ * elements of a 32-element sub-block share its scale). Null for any other format or shape: the per-element
  * `w_at` serves those. Each value is computed as `w_at` computes it (same f32 operations), so only the
  * kernels' summation order differs.
  */
@@ -158,6 +159,11 @@ fn w8(r: u32, c: u32) -> ${ret} {
   let i = o + nb + (c >> 2u);
   return ${ret}(e4m3x4(W[i], s), e4m3x4(W[i + 1u], s));
 }`;
+    case 'q4_k':
+    case 'q5_k':
+    case 'q6_k':
+    case 'mxfp4':
+      return blockWeight8(dtype, cols);
     default:
       break;
   }
@@ -189,4 +195,97 @@ ${q}
   let sb = ${pair};
   return ${ret}(sb.x * lo + sb.y, sb.x * hi + sb.y);
 }`;
+}
+
+/** Bytes 0..3 of a word as f32s. */
+const U8X4 = /* wgsl */ `
+fn u8x4(w: u32) -> vec4<f32> { return vec4<f32>(f32(w & 255u), f32((w >> 8u) & 255u), f32((w >> 16u) & 255u), f32(w >> 24u)); }`;
+
+/**
+ * `w8` of the GGUF block formats: the 8 elements share their sub-block's scale (and min), and their
+ * codes are 8 consecutive bytes (MXFP4, Q4_K's nibbles, Q6_K's low nibbles) plus, for Q5_K/Q6_K, 8
+ * consecutive bytes of high bits, so two 4-byte reads give all 8 codes. Q4_K/Q5_K super-blocks (144/176
+ * bytes) keep rows on words; Q6_K's 210-byte blocks start on 2 bytes and MXFP4's 17-byte blocks on any
+ * byte, so those read words across a boundary.
+ */
+function blockWeight8(dtype: 'q4_k' | 'q5_k' | 'q6_k' | 'mxfp4', cols: number): string | null {
+  const ret = 'array<vec4<f32>, 2>';
+  switch (dtype) {
+    case 'q4_k':
+    case 'q5_k': {
+      if (cols % 256 !== 0) return null;
+      const five = dtype === 'q5_k';
+      // high bit of element k (bit j of qh byte l + k) moved to bit 4 of its code byte
+      const high = five ? ` | (((W[h] >> j) & 0x01010101u) << 4u)` : '';
+      const high1 = five ? ` | (((W[h + 1u] >> j) & 0x01010101u) << 4u)` : '';
+      return `${BYTES}${U8X4}
+fn scale_min8(o: u32, j: u32) -> vec2<f32> {
+  if (j < 4u) { return vec2<f32>(f32(rd_u8(o + 4u + j) & 63u), f32(rd_u8(o + 8u + j) & 63u)); }
+  return vec2<f32>(f32((rd_u8(o + 8u + j) & 15u) | ((rd_u8(o + j) >> 6u) << 4u)),
+                   f32((rd_u8(o + 8u + j) >> 4u) | ((rd_u8(o + 4u + j) >> 6u) << 4u)));
+}
+fn w8(r: u32, c: u32) -> ${ret} {
+  let o = (r * (P.cols / 256u) + c / 256u) * ${five ? 176 : 144}u;
+  let e = c % 256u;
+  let j = e / 32u;
+  let l = e % 32u;
+  let i = (o + ${five ? 48 : 16}u + 32u * (j / 2u) + l) >> 2u;
+  let sh = (j & 1u) * 4u;${five ? `
+  let h = (o + 16u + l) >> 2u;` : ''}
+  let q0 = ((W[i] >> sh) & 0x0f0f0f0fu)${high};
+  let q1 = ((W[i + 1u] >> sh) & 0x0f0f0f0fu)${high1};
+  let sm = scale_min8(o, j);
+  let dm = unpack2x16float(W[o >> 2u]);
+  let a = dm.x * sm.x;
+  let m = dm.y * sm.y;
+  return ${ret}(a * u8x4(q0) - m, a * u8x4(q1) - m);
+}`;
+    }
+    case 'q6_k':
+      if (cols % 256 !== 0) return null;
+      return `${BYTES}${U8X4}
+// four bytes from a 2-byte-aligned offset (210-byte blocks start on 2 bytes)
+fn rd32h(o: u32) -> u32 {
+  let i = o >> 2u;
+  if ((o & 2u) == 0u) { return W[i]; }
+  return (W[i] >> 16u) | (W[i + 1u] << 16u);
+}
+fn w8(r: u32, c: u32) -> ${ret} {
+  let o = (r * (P.cols / 256u) + c / 256u) * 210u;
+  let e = c % 256u;
+  let n = e / 128u;
+  let k = (e % 128u) / 32u;
+  let l = e % 32u;
+  let lo = o + 64u * n + 32u * (k & 1u) + l;
+  let hi = o + 128u + 32u * n + l;
+  let sh = (k / 2u) * 4u;
+  let q0 = ((rd32h(lo) >> sh) & 0x0f0f0f0fu) | (((rd32h(hi) >> (2u * k)) & 0x03030303u) << 4u);
+  let q1 = ((rd32h(lo + 4u) >> sh) & 0x0f0f0f0fu) | (((rd32h(hi + 4u) >> (2u * k)) & 0x03030303u) << 4u);
+  let sc = bitcast<i32>(rd_u8(o + 192u + e / 16u) << 24u) >> 24u;
+  let a = rd_f16(o + 208u) * f32(sc);
+  return ${ret}(a * (u8x4(q0) - 32.0), a * (u8x4(q1) - 32.0));
+}`;
+    case 'mxfp4':
+      if (cols % 32 !== 0) return null;
+      return `${BYTES}
+var<private> KV: array<f32, 16> = array<f32, 16>(0.0, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 0.0, -1.0, -2.0, -3.0, -4.0, -6.0, -8.0, -12.0);
+// four bytes from any offset (17-byte blocks)
+fn rd32b(o: u32) -> u32 {
+  let i = o >> 2u;
+  let s = (o & 3u) * 8u;
+  if (s == 0u) { return W[i]; }
+  return (W[i] >> s) | (W[i + 1u] << (32u - s));
+}
+fn fp4x4(w: u32, s: f32) -> vec4<f32> {
+  return vec4<f32>(KV[w & 15u] * s, KV[(w >> 8u) & 15u] * s, KV[(w >> 16u) & 15u] * s, KV[(w >> 24u) & 15u] * s);
+}
+fn w8(r: u32, c: u32) -> ${ret} {
+  let o = (r * (P.cols / 32u) + c / 32u) * 17u;
+  let j = c % 32u;
+  let p = o + 1u + (j & 15u);
+  let sh = select(0u, 4u, j >= 16u);
+  let s = exp2(f32(rd_u8(o)) - 128.0);
+  return ${ret}(fp4x4(rd32b(p) >> sh, s), fp4x4(rd32b(p + 4u) >> sh, s));
+}`;
+  }
 }

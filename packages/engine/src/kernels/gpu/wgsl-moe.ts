@@ -19,7 +19,7 @@
 import type { DType } from '../backend.js';
 import { tiledMatmulWith, type MatmulTile } from './wgsl-matmul.js';
 import { weight8Accessor } from './quant-wgsl.js';
-import { MATVEC_ROWS, REDUCE_SUM, ROWS8_RED, STEP, WG, rows8Sums, weightAccessor } from './wgsl.js';
+import { MATVEC_ROWS, REDUCE_SUM, STEP, WG, rows8Header, rows8Red, rows8Sums, weightAccessor, type MatvecLayout } from './wgsl.js';
 
 export interface RouteShape {
   routing: 'softmax' | 'sigmoid-grouped' | 'topk-softmax';
@@ -265,17 +265,18 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) tid:
  * one workgroup per (4 output rows, token slot), each thread taking 8 columns at a time (the slot's x
  * read once for the 4 rows, each row's 8 weights decoded from whole words with one scale lookup) and
  * the 4 rows' sums joined in one tree (wgsl.ts rows8Sums; the per-element kernel decodes every
- * element's bytes and scale alone and joins one row per workgroup). A slot's result depends only on its
+ * element's bytes and scale alone and joins one row per workgroup); `layout` as the dense decode
+ * matvec's (subgroup-sized workgroups joined by subgroupAdd, else a tree). A slot's result depends only on its
  * own token and expert, so a row's bits do not change with the step's other rows (a draft's check
  * keeps its 1-token bits). Grid: (ceil(rows / MATVEC_ROWS), slots).
  */
-export function expertRowsShader(dtype: DType, cols: number): string {
+export function expertRowsShader(dtype: DType, cols: number, layout: MatvecLayout = { lanes: WG, subgroups: false }): string {
   const w8 = weight8Accessor(dtype, cols);
   if (!w8) throw new Error(`expertRowsShader: no 8-wide accessor for ${dtype} with ${cols} columns`);
-  return `${EXPERT_HEADER}
-${ROWS8_RED}
+  return `${rows8Header(layout)}${EXPERT_HEADER}
+${rows8Red(layout)}
 ${w8}
-@compute @workgroup_size(${WG})
+@compute @workgroup_size(${layout.lanes})
 fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) tid: u32) {
   let r0 = wid.x * ${MATVEC_ROWS}u;
   let s = wid.y;
@@ -285,12 +286,12 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) tid:
   let live = r0 < P.rows && s < slots && id >= P.e0 && id < P.e1;
   let base = (id - P.e0) * P.rows;
   let xo = select((s / P.k) * P.cols, s * P.cols, P.perSlotX != 0u);
-${rows8Sums('base', 'xo', '(P.rows - 1u)', 'select(0u, P.cols, live)')}
+${rows8Sums(layout, 'base', 'xo', '(P.rows - 1u)', 'select(0u, P.cols, live)')}
   if (live && tid == 0u) {
     for (var j = 0u; j < ${MATVEC_ROWS}u; j = j + 1u) {
       let r = r0 + j;
       if (r < P.rows) {
-        var y = red[j * ${WG}u];
+        var y = t4[j];
         if (P.bias != 0u) { y = y + B[base + r]; }
         OUT[s * P.rows + r] = y;
       }

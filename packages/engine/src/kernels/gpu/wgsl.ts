@@ -140,19 +140,20 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
 }
 
 /**
- * matvecShader for the formats with an 8-wide accessor and no row-block decoder (MLX 4/8-bit, FP8
- * rows: quant-wgsl.ts `weight8Accessor`): one workgroup per 4 rows; each thread takes 8 columns at a
- * time, reads x there once for the 4 rows and decodes each row's 8 weights from whole words with one
- * scale lookup; the 4 rows' sums are joined in one workgroup-memory tree. Tokens as in matvecShader
- * (each token's sums alone, in the same order: a row's bits do not depend on the step's other rows).
+ * matvecShader for the formats with an 8-wide accessor and no row-block decoder (MLX 4/8-bit, FP8,
+ * K-quants, MXFP4: quant-wgsl.ts `weight8Accessor`): one workgroup of `layout.lanes` threads per 4
+ * rows; each thread takes 8 columns at a time, reads x there once for the 4 rows and decodes each row's
+ * 8 weights with one scale lookup; the 4 rows' sums are joined once per token as the row-block matvec
+ * joins them (rows8Sums). Tokens as in matvecShader (each token's sums alone, in the same order: a
+ * row's bits do not depend on the step's other rows).
  */
-export function matvec8Shader(dtype: DType, cols: number): string {
+export function matvec8Shader(dtype: DType, cols: number, layout: MatvecLayout = { lanes: WG, subgroups: false }): string {
   const w8 = weight8Accessor(dtype, cols);
   if (!w8) throw new Error(`matvec8Shader: no 8-wide accessor for ${dtype} with ${cols} columns`);
-  return `${STEP}${LINEAR}${WEIGHT_HEADER}
-${ROWS8_RED}
+  return `${rows8Header(layout)}${STEP}${LINEAR}${WEIGHT_HEADER}
+${rows8Red(layout)}
 ${w8}
-@compute @workgroup_size(${WG})
+@compute @workgroup_size(${layout.lanes})
 fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
         @builtin(local_invocation_index) tid: u32) {
   let r0 = wg_linear(wid, nwg) * ${MATVEC_ROWS}u;
@@ -162,42 +163,51 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
   let count = select(S.n, 1u, last);
   for (var b = 0u; b < count; b = b + 1u) {
     let xo = select(b, S.n - 1u, last) * P.xStride;
-${rows8Sums('0u', 'xo', 'lastRow')}
+${rows8Sums(layout, '0u', 'xo', 'lastRow')}
     if (tid == 0u) {
-      for (var j = 0u; j < ${MATVEC_ROWS}u; j = j + 1u) { if (r0 + j < P.rows) { store(b, r0 + j, red[j * ${WG}u]); } }
+      for (var j = 0u; j < ${MATVEC_ROWS}u; j = j + 1u) { if (r0 + j < P.rows) { store(b, r0 + j, t4[j]); } }
     }
-    workgroupBarrier();
   }
 }
 `;
 }
 
-/** Workgroup memory of rows8Sums: the 4 rows' thread sums. */
-export const ROWS8_RED = `var<workgroup> red: array<f32, ${MATVEC_ROWS * WG}>;`;
+/** What the 8-wide kernels' WGSL starts with: the subgroups extension where the layout joins by subgroupAdd. */
+export const rows8Header = (layout: MatvecLayout): string => (layout.subgroups ? 'enable subgroups;\n' : '');
+
+/** Workgroup memory of rows8Sums' tree (none with subgroups): the 4 rows' thread sums. */
+export const rows8Red = (layout: MatvecLayout): string => (layout.subgroups ? '' : `var<workgroup> red: array<f32, ${MATVEC_ROWS * layout.lanes}>;`);
 
 /**
  * The 8-wide kernels' sums (matvec8Shader, wgsl-moe.ts expertRowsShader): rows base + r0 + i (i < 4,
- * clamped to `lastRow`) against x at `xo` over `cols` columns (0: the thread only joins the tree), each
- * thread taking 8 columns per step through `w8`, then the
- * 4 rows' thread sums joined in one workgroup-memory tree (ROWS8_RED): row i's total in red[i·WG].
- * Every thread of the workgroup must run it (barriers).
+ * clamped to `lastRow`) against x at `xo` over `cols` columns (0: the thread only joins the sums), each
+ * of the layout's lanes taking 8 columns per step through `w8`; then the 4 rows' lane sums joined as the
+ * row-block matvec joins them (subgroupAdd, or a workgroup-memory tree in rows8Red) into
+ * `t4: vec4<f32>`, row i's total in t4[i], in every lane. Every lane of the workgroup must run it.
  */
-export function rows8Sums(base: string, xo: string, lastRow: string, cols = 'P.cols'): string {
+export function rows8Sums(layout: MatvecLayout, base: string, xo: string, lastRow: string, cols = 'P.cols'): string {
+  const T = layout.lanes;
   const rows = Array.from({ length: MATVEC_ROWS }, (_, i) => i);
+  const join = layout.subgroups
+    ? `    let t4 = vec4<f32>(${rows.map((i) => `subgroupAdd(a${i})`).join(', ')});`
+    : `${rows.map((i) => `    red[${i * T}u + tid] = a${i};`).join('\n')}
+    workgroupBarrier();
+    for (var h = ${T / 2}u; h > 0u; h = h >> 1u) {
+      if (tid < h) {
+        for (var j = 0u; j < ${MATVEC_ROWS}u; j = j + 1u) { red[j * ${T}u + tid] = red[j * ${T}u + tid] + red[j * ${T}u + tid + h]; }
+      }
+      workgroupBarrier();
+    }
+    let t4 = vec4<f32>(${rows.map((i) => `red[${i * T}u]`).join(', ')});
+    // every lane has read the totals before a next token's sums overwrite them
+    workgroupBarrier();`;
   return `${rows.map((i) => `    var a${i} = 0.0;`).join('\n')}
-    for (var c = tid * 8u; c < ${cols}; c = c + ${WG * 8}u) {
+    for (var c = tid * 8u; c < ${cols}; c = c + ${T * 8}u) {
       let x0 = vec4<f32>(X[${xo} + c], X[${xo} + c + 1u], X[${xo} + c + 2u], X[${xo} + c + 3u]);
       let x1 = vec4<f32>(X[${xo} + c + 4u], X[${xo} + c + 5u], X[${xo} + c + 6u], X[${xo} + c + 7u]);
 ${rows.map((i) => `      { let w = w8(${base} + min(r0 + ${i}u, ${lastRow}), c); a${i} = a${i} + dot(w[0], x0) + dot(w[1], x1); }`).join('\n')}
     }
-${rows.map((i) => `    red[${i * WG}u + tid] = a${i};`).join('\n')}
-    workgroupBarrier();
-    for (var h = ${WG / 2}u; h > 0u; h = h >> 1u) {
-      if (tid < h) {
-        for (var j = 0u; j < ${MATVEC_ROWS}u; j = j + 1u) { red[j * ${WG}u + tid] = red[j * ${WG}u + tid] + red[j * ${WG}u + tid + h]; }
-      }
-      workgroupBarrier();
-    }`;
+${join}`;
 }
 
 /**
