@@ -14,7 +14,7 @@ import type { MoeWeights } from '../../model/weights-moe.js';
 import type { GpuContext } from './context.js';
 import { createStorage, type GpuWeight } from './buffers.js';
 import { LayerUploads } from './uploads.js';
-import { MATVEC_MAX_BATCH, split, type Dispatch, type GpuKernels, type StepUniform } from './ops.js';
+import { MATVEC_MAX_BATCH, layoutKey, split, type Dispatch, type GpuKernels, type StepUniform } from './ops.js';
 import { MATMUL_TILES, matmulLoader, matmulTileFor, type MatmulTile } from './wgsl-matmul.js';
 import { weight8Accessor } from './quant-wgsl.js';
 import { CLAMPED_SWIGLU, COMBINE, GROUP, expertRowsShader, expertShader, groupedExpertShader, routeShader } from './wgsl-moe.js';
@@ -171,7 +171,7 @@ export function moeDispatches(
       const dtype = s.weight.dtype;
       const rowBlock = weight8Accessor(dtype, s.cols) !== null;
       const pipeline = rowBlock
-        ? K.pipeline(`moe_expert_rows_${dtype}_${K.matvec.lanes}${K.matvec.subgroups ? '_sg' : ''}`, () => expertRowsShader(dtype, s.cols, K.matvec))
+        ? K.pipeline(`moe_expert_rows_${dtype}_${layoutKey(K.matvec)}`, () => expertRowsShader(dtype, s.cols, K.matvec))
         : K.pipeline(`moe_expert_${dtype}`, () => expertShader(dtype));
       const params = K.params('moe expert.params', [
         ['u32', s.rows],

@@ -125,6 +125,9 @@ const flat = (total: number): Grid => split(Math.ceil(total / WG));
 const decode = (n: number): boolean => n <= MATVEC_MAX_BATCH;
 
 /** `d`, recorded only for batch sizes where `pred` also holds. */
+/** A matvec layout's part of a pipeline key (kernels built for one layout differ from another's). */
+export const layoutKey = (l: MatvecLayout): string => `${l.lanes}${l.subgroups ? '_sg' : ''}`;
+
 const onlyWhen = (d: Dispatch, pred: (n: number) => boolean): Dispatch => ({ ...d, when: (n, rows) => pred(n) && (d.when?.(n, rows) ?? true) });
 
 type Field = ['u32' | 'f32', number];
@@ -194,7 +197,7 @@ export class GpuKernels {
 
   #matvecFast(dtype: DType, glu = false, norm = false, tokens = 1): GPUComputePipeline {
     const l = this.matvec;
-    const key = `matvec_fast_${dtype}_${l.lanes}${l.subgroups ? '_sg' : ''}${glu ? '_glu' : ''}${norm ? '_norm' : ''}${tokens > 1 ? `_tk${tokens}` : ''}`;
+    const key = `matvec_fast_${dtype}_${layoutKey(l)}${glu ? '_glu' : ''}${norm ? '_norm' : ''}${tokens > 1 ? `_tk${tokens}` : ''}`;
     return this.pipeline(key, () => matvecFastShader(dtype, l, { glu, norm, tokens }));
   }
 
@@ -343,7 +346,7 @@ export class GpuKernels {
       } else if (vectorWidth(dtype) === 0 && weight8Accessor(dtype, cols) && !opts.generic) {
         // MLX 4/8-bit, FP8, K-quants, MXFP4: 4 rows per workgroup, 8 columns (one scale lookup) per thread step.
         const l = this.matvec;
-        const m8 = this.pipeline(`matvec8_${dtype}_${l.lanes}${l.subgroups ? '_sg' : ''}`, () => matvec8Shader(dtype, cols, l));
+        const m8 = this.pipeline(`matvec8_${dtype}_${layoutKey(l)}`, () => matvec8Shader(dtype, cols, l));
         out.push({ label: `${label} (matvec)`, pipeline: m8, bindGroup: this.bind(label, m8, buffers.slice(0, 6)), grid: () => split(Math.ceil(rows / MATVEC_ROWS)), when: small });
       } else {
         const generic = this.pipeline(`matvec_${dtype}`, () => matvecShader(dtype));
@@ -517,7 +520,6 @@ export class GpuKernels {
         pipeline,
         bindGroup: this.bind('attention', pipeline, [params, step.buffer, q, kCache, vCache, scratch, out, sinks]),
         grid: (n) => [shape.heads, n, 1],
-        ...(kernel === 'auto' ? { when: (n: number) => n < ATTN_TILED_MIN_TOKENS || shape.headDim > ATTN_TILED_MAX_HEAD_DIM } : {}),
       };
     };
     const tiled = (): Dispatch => {
@@ -528,12 +530,11 @@ export class GpuKernels {
         pipeline,
         bindGroup: this.bind('attention_tiled', pipeline, [params, step.buffer, q, kCache, vCache, out, sinks]),
         grid: (n) => [shape.heads, Math.ceil(n / ATTN_TILE), 1],
-        ...(kernel === 'auto' ? { when: (n: number) => n >= ATTN_TILED_MIN_TOKENS } : {}),
       };
     };
-    if (kernel === 'per-token') return [perToken()];
+    if (kernel === 'per-token' || (kernel === 'auto' && shape.headDim > ATTN_TILED_MAX_HEAD_DIM)) return [perToken()];
     if (kernel === 'tiled') return [tiled()];
-    return shape.headDim > ATTN_TILED_MAX_HEAD_DIM ? [perToken()] : [perToken(), tiled()];
+    return [onlyWhen(perToken(), (n) => n < ATTN_TILED_MIN_TOKENS), onlyWhen(tiled(), (n) => n >= ATTN_TILED_MIN_TOKENS)];
   }
 
   /** x += y (+ bias) over [n, width]. */

@@ -20,6 +20,52 @@ fn rd_u16(o: u32) -> u32 { return rd_u8(o) | (rd_u8(o + 1u) << 8u); }
 fn rd_f16(o: u32) -> f32 { return unpack2x16float(rd_u16(o)).x; }
 `;
 
+/** Four bytes from any byte offset (Q6_K's 210-byte blocks start on 2 bytes, MXFP4's 17-byte ones on any). */
+const RD32 = /* wgsl */ `
+fn rd32b(o: u32) -> u32 {
+  let i = o >> 2u;
+  let s = (o & 3u) * 8u;
+  if (s == 0u) { return W[i]; }
+  return (W[i] >> s) | (W[i + 1u] << (32u - s));
+}`;
+
+/** Sub-block j's 6-bit scale and min (llama.cpp's get_scale_min_k4) of the Q4_K/Q5_K super-block at byte o. */
+const SCALE_MIN = /* wgsl */ `
+fn scale_min(o: u32, j: u32) -> vec2<f32> {
+  if (j < 4u) { return vec2<f32>(f32(rd_u8(o + 4u + j) & 63u), f32(rd_u8(o + 8u + j) & 63u)); }
+  return vec2<f32>(f32((rd_u8(o + 8u + j) & 15u) | ((rd_u8(o + j) >> 6u) << 4u)),
+                   f32((rd_u8(o + 8u + j) >> 4u) | ((rd_u8(o + 4u + j) >> 6u) << 4u)));
+}`;
+
+/** ggml's doubled FP4 values (MXFP4): value = KV[code]·2^(e − 128). */
+const FP4 = /* wgsl */ `
+var<private> KV: array<f32, 16> = array<f32, 16>(0.0, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 0.0, -1.0, -2.0, -3.0, -4.0, -6.0, -8.0, -12.0);`;
+
+/**
+ * An E4M3 code's value by its formula (exp2 is exact here), not by bit shifts into an f32 subnormal,
+ * which a GPU may flush to zero; the NaN codes (0x7f/0xff, absent from real weights) are not special-cased.
+ */
+const E4M3 = /* wgsl */ `
+fn e4m3(q: u32) -> f32 {
+  let e = (q >> 3u) & 15u;
+  let m = f32(q & 7u);
+  let v = select((8.0 + m) * exp2(f32(e) - 10.0), m * exp2(-9.0), e == 0u);
+  return select(v, -v, (q & 0x80u) != 0u);
+}`;
+
+/** A word's two bf16 halves as f32 (low half first). */
+const BF2 = /* wgsl */ `
+fn bf2(w: u32) -> vec2<f32> { return vec2<f32>(bitcast<f32>(w << 16u), bitcast<f32>(w & 0xffff0000u)); }`;
+
+/** An MLX group's (scale, bias) pair starting at word `w` (an index expression), in the scale dtype. */
+function mlxScaleBias(scales: 'f16' | 'bf16' | 'f32', w: string): string {
+  if (scales === 'f32') return `vec2<f32>(bitcast<f32>(W[${w}]), bitcast<f32>(W[(${w}) + 1u]))`;
+  return scales === 'f16' ? `unpack2x16float(W[${w}])` : `bf2(W[${w}])`;
+}
+
+/** What `w8` returns: 8 consecutive elements. */
+const W8 = 'array<vec4<f32>, 2>';
+
 /** `w_at` for the K-quant, MXFP4 and MLX dtypes; throws for any other. */
 export function quantWeightAccessor(dtype: DType): string {
   if (isMlx(dtype)) return mlxAccessor(dtype);
@@ -27,13 +73,7 @@ export function quantWeightAccessor(dtype: DType): string {
     case 'q4_k':
     case 'q5_k': {
       const five = dtype === 'q5_k';
-      return `${BYTES}
-// sub-block j's 6-bit scale and min (llama.cpp's get_scale_min_k4) of the super-block at o
-fn scale_min(o: u32, j: u32) -> vec2<f32> {
-  if (j < 4u) { return vec2<f32>(f32(rd_u8(o + 4u + j) & 63u), f32(rd_u8(o + 8u + j) & 63u)); }
-  return vec2<f32>(f32((rd_u8(o + 8u + j) & 15u) | ((rd_u8(o + j) >> 6u) << 4u)),
-                   f32((rd_u8(o + 8u + j) >> 4u) | ((rd_u8(o + 4u + j) >> 6u) << 4u)));
-}
+      return `${BYTES}${SCALE_MIN}
 fn w_at(r: u32, c: u32) -> f32 {
   let o = (r * (P.cols / 256u) + c / 256u) * ${five ? 176 : 144}u;
   let e = c % 256u;
@@ -60,9 +100,7 @@ fn w_at(r: u32, c: u32) -> f32 {
   return rd_f16(o + 208u) * f32(sc) * f32(i32(q) - 32);
 }`;
     case 'mxfp4':
-      return `${BYTES}
-// ggml's doubled FP4 values: value = KV[code]·2^(e − 128)
-var<private> KV: array<f32, 16> = array<f32, 16>(0.0, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 0.0, -1.0, -2.0, -3.0, -4.0, -6.0, -8.0, -12.0);
+      return `${BYTES}${FP4}
 fn w_at(r: u32, c: u32) -> f32 {
   let o = (r * (P.cols / 32u) + c / 32u) * 17u;
   let j = c % 32u;
@@ -71,20 +109,13 @@ fn w_at(r: u32, c: u32) -> f32 {
 }`;
     case 'fp8_e4m3':
       // Rows (quant/fp8.ts): ceil(cols/128) f32 block scales, then the codes; rows start on any byte.
-      // E4M3 decoded by its formula (exp2 is exact here), not by bit shifts into an f32 subnormal, which a
-      // GPU may flush to zero; the NaN codes (0x7f/0xff, absent from real weights) are not special-cased.
-      return `${BYTES}
+      return `${BYTES}${E4M3}
 fn w_at(r: u32, c: u32) -> f32 {
   let nb = (P.cols + 127u) / 128u;
   let o = r * (nb * 4u + P.cols);
   let sp = o + (c / 128u) * 4u;
   let s = bitcast<f32>(rd_u8(sp) | (rd_u8(sp + 1u) << 8u) | (rd_u8(sp + 2u) << 16u) | (rd_u8(sp + 3u) << 24u));
-  let q = rd_u8(o + nb * 4u + c);
-  let e = (q >> 3u) & 15u;
-  let m = f32(q & 7u);
-  var v = select((8.0 + m) * exp2(f32(e) - 10.0), m * exp2(-9.0), e == 0u);
-  if ((q & 0x80u) != 0u) { v = -v; }
-  return v * s;
+  return e4m3(rd_u8(o + nb * 4u + c)) * s;
 }`;
     default:
       throw new Error(`WebGPU backend: no kernel for ${dtype} weights (run them on the cpu backend)`);
@@ -95,20 +126,14 @@ fn w_at(r: u32, c: u32) -> f32 {
 function mlxAccessor(dtype: MlxDType): string {
   const { bits, groupSize, scales } = mlxLayout(dtype);
   const qBytes = `(P.cols * ${bits}u / 8u)`;
-  const pair =
-    scales === 'f32'
-      ? `vec2<f32>(bitcast<f32>(W[p >> 2u]), bitcast<f32>(W[(p >> 2u) + 1u]))`
-      : scales === 'f16'
-        ? `unpack2x16float(W[p >> 2u])`
-        : `vec2<f32>(bitcast<f32>(W[p >> 2u] << 16u), bitcast<f32>(W[p >> 2u] & 0xffff0000u))`;
-  return `${BYTES}
+  return `${BYTES}${BF2}
 fn w_at(r: u32, c: u32) -> f32 {
   let o = r * (${qBytes} + (P.cols / ${groupSize}u) * ${scales === 'f32' ? 8 : 4}u);
   let bit = c * ${bits}u;
   let q = ((rd_u8(o + bit / 8u) | (rd_u8(o + bit / 8u + 1u) << 8u)) >> (bit & 7u)) & ${(1 << bits) - 1}u;
   // (scale, bias) of the element's group; rows are whole u32 words, so are the pairs
   let p = o + ${qBytes} + (c / ${groupSize}u) * ${scales === 'f32' ? 8 : 4}u;
-  let sb = ${pair};
+  let sb = ${mlxScaleBias(scales, 'p >> 2u')};
   return sb.x * f32(q) + sb.y;
 }`;
 }
@@ -124,40 +149,34 @@ fn w_at(r: u32, c: u32) -> f32 {
  */
 export function weight8Accessor(dtype: DType, cols: number): string | null {
   if (cols % 8 !== 0) return null;
-  const ret = 'array<vec4<f32>, 2>';
   switch (dtype) {
     case 'f32':
-      return `fn w8(r: u32, c: u32) -> ${ret} {
+      return `fn w8(r: u32, c: u32) -> ${W8} {
   let i = r * P.cols + c;
-  return ${ret}(vec4<f32>(bitcast<f32>(W[i]), bitcast<f32>(W[i + 1u]), bitcast<f32>(W[i + 2u]), bitcast<f32>(W[i + 3u])),
+  return ${W8}(vec4<f32>(bitcast<f32>(W[i]), bitcast<f32>(W[i + 1u]), bitcast<f32>(W[i + 2u]), bitcast<f32>(W[i + 3u])),
                 vec4<f32>(bitcast<f32>(W[i + 4u]), bitcast<f32>(W[i + 5u]), bitcast<f32>(W[i + 6u]), bitcast<f32>(W[i + 7u])));
 }`;
     case 'f16':
-      return `fn w8(r: u32, c: u32) -> ${ret} {
+      return `fn w8(r: u32, c: u32) -> ${W8} {
   let i = (r * P.cols + c) >> 1u;
-  return ${ret}(vec4<f32>(unpack2x16float(W[i]), unpack2x16float(W[i + 1u])), vec4<f32>(unpack2x16float(W[i + 2u]), unpack2x16float(W[i + 3u])));
+  return ${W8}(vec4<f32>(unpack2x16float(W[i]), unpack2x16float(W[i + 1u])), vec4<f32>(unpack2x16float(W[i + 2u]), unpack2x16float(W[i + 3u])));
 }`;
     case 'bf16':
-      return `fn bf2(w: u32) -> vec2<f32> { return vec2<f32>(bitcast<f32>(w << 16u), bitcast<f32>(w & 0xffff0000u)); }
-fn w8(r: u32, c: u32) -> ${ret} {
+      return `${BF2}
+fn w8(r: u32, c: u32) -> ${W8} {
   let i = (r * P.cols + c) >> 1u;
-  return ${ret}(vec4<f32>(bf2(W[i]), bf2(W[i + 1u])), vec4<f32>(bf2(W[i + 2u]), bf2(W[i + 3u])));
+  return ${W8}(vec4<f32>(bf2(W[i]), bf2(W[i + 1u])), vec4<f32>(bf2(W[i + 2u]), bf2(W[i + 3u])));
 }`;
     case 'fp8_e4m3':
       if (cols % 4 !== 0) return null;
-      return `fn e4m3(q: u32) -> f32 {
-  let e = (q >> 3u) & 15u;
-  let m = f32(q & 7u);
-  let v = select((8.0 + m) * exp2(f32(e) - 10.0), m * exp2(-9.0), e == 0u);
-  return select(v, -v, (q & 0x80u) != 0u);
-}
+      return `${E4M3}
 fn e4m3x4(w: u32, s: f32) -> vec4<f32> { return vec4<f32>(e4m3(w & 0xffu), e4m3((w >> 8u) & 0xffu), e4m3((w >> 16u) & 0xffu), e4m3(w >> 24u)) * s; }
-fn w8(r: u32, c: u32) -> ${ret} {
+fn w8(r: u32, c: u32) -> ${W8} {
   let nb = (P.cols + 127u) / 128u;
   let o = (r * (nb * 4u + P.cols)) >> 2u;
   let s = bitcast<f32>(W[o + c / 128u]);
   let i = o + nb + (c >> 2u);
-  return ${ret}(e4m3x4(W[i], s), e4m3x4(W[i + 1u], s));
+  return ${W8}(e4m3x4(W[i], s), e4m3x4(W[i + 1u], s));
 }`;
     case 'q4_k':
     case 'q5_k':
@@ -171,12 +190,6 @@ fn w8(r: u32, c: u32) -> ${ret} {
   const { bits, groupSize, scales } = mlxLayout(dtype);
   if (bits !== 4 && bits !== 8) return null;
   const pairWords = scales === 'f32' ? 2 : 1;
-  const pair =
-    scales === 'f32'
-      ? `vec2<f32>(bitcast<f32>(W[p]), bitcast<f32>(W[p + 1u]))`
-      : scales === 'f16'
-        ? `unpack2x16float(W[p])`
-        : `vec2<f32>(bitcast<f32>(W[p] << 16u), bitcast<f32>(W[p] & 0xffff0000u))`;
   const qWords = `(P.cols * ${bits}u / 32u)`;
   const q =
     bits === 4
@@ -187,13 +200,14 @@ fn w8(r: u32, c: u32) -> ${ret} {
   let w1 = W[o + c / 4u + 1u];
   let lo = vec4<f32>(f32(w0 & 255u), f32((w0 >> 8u) & 255u), f32((w0 >> 16u) & 255u), f32(w0 >> 24u));
   let hi = vec4<f32>(f32(w1 & 255u), f32((w1 >> 8u) & 255u), f32((w1 >> 16u) & 255u), f32(w1 >> 24u));`;
-  return `fn w8(r: u32, c: u32) -> ${ret} {
+  return `${BF2}
+fn w8(r: u32, c: u32) -> ${W8} {
   let o = r * (${qWords} + (P.cols / ${groupSize}u) * ${pairWords}u);
 ${q}
   // (scale, bias) of the 8 elements' group (a group holds whole 8s)
   let p = o + ${qWords} + (c / ${groupSize}u) * ${pairWords}u;
-  let sb = ${pair};
-  return ${ret}(sb.x * lo + sb.y, sb.x * hi + sb.y);
+  let sb = ${mlxScaleBias(scales, 'p')};
+  return ${W8}(sb.x * lo + sb.y, sb.x * hi + sb.y);
 }`;
 }
 
@@ -209,7 +223,6 @@ fn u8x4(w: u32) -> vec4<f32> { return vec4<f32>(f32(w & 255u), f32((w >> 8u) & 2
  * byte, so those read words across a boundary.
  */
 function blockWeight8(dtype: 'q4_k' | 'q5_k' | 'q6_k' | 'mxfp4', cols: number): string | null {
-  const ret = 'array<vec4<f32>, 2>';
   switch (dtype) {
     case 'q4_k':
     case 'q5_k': {
@@ -218,13 +231,8 @@ function blockWeight8(dtype: 'q4_k' | 'q5_k' | 'q6_k' | 'mxfp4', cols: number): 
       // high bit of element k (bit j of qh byte l + k) moved to bit 4 of its code byte
       const high = five ? ` | (((W[h] >> j) & 0x01010101u) << 4u)` : '';
       const high1 = five ? ` | (((W[h + 1u] >> j) & 0x01010101u) << 4u)` : '';
-      return `${BYTES}${U8X4}
-fn scale_min8(o: u32, j: u32) -> vec2<f32> {
-  if (j < 4u) { return vec2<f32>(f32(rd_u8(o + 4u + j) & 63u), f32(rd_u8(o + 8u + j) & 63u)); }
-  return vec2<f32>(f32((rd_u8(o + 8u + j) & 15u) | ((rd_u8(o + j) >> 6u) << 4u)),
-                   f32((rd_u8(o + 8u + j) >> 4u) | ((rd_u8(o + 4u + j) >> 6u) << 4u)));
-}
-fn w8(r: u32, c: u32) -> ${ret} {
+      return `${BYTES}${U8X4}${SCALE_MIN}
+fn w8(r: u32, c: u32) -> ${W8} {
   let o = (r * (P.cols / 256u) + c / 256u) * ${five ? 176 : 144}u;
   let e = c % 256u;
   let j = e / 32u;
@@ -234,23 +242,17 @@ fn w8(r: u32, c: u32) -> ${ret} {
   let h = (o + 16u + l) >> 2u;` : ''}
   let q0 = ((W[i] >> sh) & 0x0f0f0f0fu)${high};
   let q1 = ((W[i + 1u] >> sh) & 0x0f0f0f0fu)${high1};
-  let sm = scale_min8(o, j);
+  let sm = scale_min(o, j);
   let dm = unpack2x16float(W[o >> 2u]);
   let a = dm.x * sm.x;
   let m = dm.y * sm.y;
-  return ${ret}(a * u8x4(q0) - m, a * u8x4(q1) - m);
+  return ${W8}(a * u8x4(q0) - m, a * u8x4(q1) - m);
 }`;
     }
     case 'q6_k':
       if (cols % 256 !== 0) return null;
-      return `${BYTES}${U8X4}
-// four bytes from a 2-byte-aligned offset (210-byte blocks start on 2 bytes)
-fn rd32h(o: u32) -> u32 {
-  let i = o >> 2u;
-  if ((o & 2u) == 0u) { return W[i]; }
-  return (W[i] >> 16u) | (W[i + 1u] << 16u);
-}
-fn w8(r: u32, c: u32) -> ${ret} {
+      return `${BYTES}${U8X4}${RD32}
+fn w8(r: u32, c: u32) -> ${W8} {
   let o = (r * (P.cols / 256u) + c / 256u) * 210u;
   let e = c % 256u;
   let n = e / 128u;
@@ -259,33 +261,25 @@ fn w8(r: u32, c: u32) -> ${ret} {
   let lo = o + 64u * n + 32u * (k & 1u) + l;
   let hi = o + 128u + 32u * n + l;
   let sh = (k / 2u) * 4u;
-  let q0 = ((rd32h(lo) >> sh) & 0x0f0f0f0fu) | (((rd32h(hi) >> (2u * k)) & 0x03030303u) << 4u);
-  let q1 = ((rd32h(lo + 4u) >> sh) & 0x0f0f0f0fu) | (((rd32h(hi + 4u) >> (2u * k)) & 0x03030303u) << 4u);
+  let q0 = ((rd32b(lo) >> sh) & 0x0f0f0f0fu) | (((rd32b(hi) >> (2u * k)) & 0x03030303u) << 4u);
+  let q1 = ((rd32b(lo + 4u) >> sh) & 0x0f0f0f0fu) | (((rd32b(hi + 4u) >> (2u * k)) & 0x03030303u) << 4u);
   let sc = bitcast<i32>(rd_u8(o + 192u + e / 16u) << 24u) >> 24u;
   let a = rd_f16(o + 208u) * f32(sc);
-  return ${ret}(a * (u8x4(q0) - 32.0), a * (u8x4(q1) - 32.0));
+  return ${W8}(a * (u8x4(q0) - 32.0), a * (u8x4(q1) - 32.0));
 }`;
     case 'mxfp4':
       if (cols % 32 !== 0) return null;
-      return `${BYTES}
-var<private> KV: array<f32, 16> = array<f32, 16>(0.0, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 0.0, -1.0, -2.0, -3.0, -4.0, -6.0, -8.0, -12.0);
-// four bytes from any offset (17-byte blocks)
-fn rd32b(o: u32) -> u32 {
-  let i = o >> 2u;
-  let s = (o & 3u) * 8u;
-  if (s == 0u) { return W[i]; }
-  return (W[i] >> s) | (W[i + 1u] << (32u - s));
-}
+      return `${BYTES}${FP4}${RD32}
 fn fp4x4(w: u32, s: f32) -> vec4<f32> {
   return vec4<f32>(KV[w & 15u] * s, KV[(w >> 8u) & 15u] * s, KV[(w >> 16u) & 15u] * s, KV[(w >> 24u) & 15u] * s);
 }
-fn w8(r: u32, c: u32) -> ${ret} {
+fn w8(r: u32, c: u32) -> ${W8} {
   let o = (r * (P.cols / 32u) + c / 32u) * 17u;
   let j = c % 32u;
   let p = o + 1u + (j & 15u);
   let sh = select(0u, 4u, j >= 16u);
   let s = exp2(f32(rd_u8(o)) - 128.0);
-  return ${ret}(fp4x4(rd32b(p) >> sh, s), fp4x4(rd32b(p + 4u) >> sh, s));
+  return ${W8}(fp4x4(rd32b(p) >> sh, s), fp4x4(rd32b(p + 4u) >> sh, s));
 }`;
   }
 }

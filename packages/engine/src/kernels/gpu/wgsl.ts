@@ -221,7 +221,6 @@ export function vectorWidth(dtype: DType): number {
   return dtype === 'f32' ? 4 : dtype === 'f16' || dtype === 'bf16' ? 8 : dtype === 'q8_0' || dtype === 'q4_0' ? 32 : 0;
 }
 
-
 /**
  * How the row-block matvec maps onto the device: `lanes` threads per workgroup, all working on the same
  * MATVEC_ROWS rows, and whether their partial sums are joined with subgroupAdd (no workgroup memory, no
@@ -638,12 +637,6 @@ ${max}
 `;
 }
 
-/**
- * Causal attention of the batch's queries Q [n, heads·headDim] over the KV cache, one workgroup per
- * (head, token). Token b (row row0 + b of Q and OUT) sits at position pos0 + b and sees positions [start, pos0 + b], start > 0
- * only with a sliding window (`window` > 0: the last `window` positions). GQA: query head h reads
- * KV head (h + headOffset) / group - kvOffset (offsets of a tensor-parallel slice, as in AttentionArgs). Scores go through `SC` [n·heads, maxSeq] in global memory.
- */
 /** The attention kernels' parameters and inputs (bindings 0-4: P, S, Q, KC, VC). */
 const ATTENTION_HEADER = /* wgsl */ `${STEP}
 struct Params { heads: u32, kvHeads: u32, headDim: u32, maxSeq: u32, window: u32, scale: f32, group: u32, headOffset: u32, kvOffset: u32, sinks: u32, pad1: u32, pad2: u32 }
@@ -654,6 +647,12 @@ struct Params { heads: u32, kvHeads: u32, headDim: u32, maxSeq: u32, window: u32
 @group(0) @binding(4) var<storage, read> VC: array<f32>;
 `;
 
+/**
+ * Causal attention of the batch's queries Q [n, heads·headDim] over the KV cache, one workgroup per
+ * (head, token). Token b (row row0 + b of Q and OUT) sits at position pos0 + b and sees positions [start, pos0 + b], start > 0
+ * only with a sliding window (`window` > 0: the last `window` positions). GQA: query head h reads
+ * KV head (h + headOffset) / group - kvOffset (offsets of a tensor-parallel slice, as in AttentionArgs). Scores go through `SC` [n·heads, maxSeq] in global memory.
+ */
 export const ATTENTION = `${ATTENTION_HEADER}${REDUCE_SUM}
 @group(0) @binding(5) var<storage, read_write> SC: array<f32>;
 @group(0) @binding(6) var<storage, read_write> OUT: array<f32>;
@@ -682,7 +681,7 @@ ${attentionSoftmax('start', `    let ko = t * kvDim + kh * P.headDim;
 }
 `;
 
-/** Query tokens and cache positions per tile of ATTENTION_TILED; BQ · BK is the workgroup (one score each). */
+/** Query tokens and cache positions per tile of ATTENTION_TILED; a workgroup is ATTN_TILE² threads (one score each). */
 export const ATTN_TILE = 8;
 /** Head sizes ATTENTION_TILED takes: its K, V and Q tiles live in workgroup memory (12 KiB at 128). */
 export const ATTN_TILED_MAX_HEAD_DIM = 128;
