@@ -60,6 +60,30 @@ export interface StepCostModel {
 }
 
 /**
+ * Decayed counts of drafted tokens confirmed and of drafts cut short (a draft's tokens are accepted in a
+ * row until the first miss): the acceptance of a drafted token whose predecessors were accepted is
+ * successes / (successes + failures).
+ */
+class AcceptanceRecord {
+  constructor(
+    public successes: number,
+    public failures: number,
+  ) {}
+
+  /** A verify step: `drafted` tokens fed, the first `accepted` of them confirmed. */
+  observe(drafted: number, accepted: number): void {
+    this.successes = this.successes * ACCEPT_DECAY + accepted;
+    this.failures = this.failures * ACCEPT_DECAY + (accepted < drafted ? 1 : 0);
+  }
+
+  /** successes / (successes + failures); null with no record. */
+  get rate(): number | null {
+    const n = this.successes + this.failures;
+    return n > 0 ? this.successes / n : null;
+  }
+}
+
+/**
  * What a drafter's forwards cost per drafted token, in the caller's unit: a decayed mean (~10 proposals
  * of memory; the draft's context grows as the target's does), slow outliers clipped from the second on.
  * One instance may be shared by every sequence a drafter serves (a runner's draft model).
@@ -70,8 +94,7 @@ export class DraftCost {
   /** Proposals timed (not decayed). */
   #count = 0;
   /** Outcomes of this drafter's drafts over every sequence it served (decayed as a policy's own), and the last probe wait. */
-  #successes = 0;
-  #failures = 0;
+  readonly #outcomes = new AcceptanceRecord(0, 0);
   #probeAfter = FIRST_PROBE;
 
   /** Drafting `tokens` tokens took `ms` (the drafter's forwards, catch-up rows included). */
@@ -94,8 +117,7 @@ export class DraftCost {
 
   /** A verify step of this drafter's: `drafted` fed, `accepted` confirmed; `probeAfter` the wait its policy now keeps. */
   noteOutcome(drafted: number, accepted: number, probeAfter: number): void {
-    this.#successes = this.#successes * ACCEPT_DECAY + accepted;
-    this.#failures = this.#failures * ACCEPT_DECAY + (accepted < drafted ? 1 : 0);
+    this.#outcomes.observe(drafted, accepted);
     this.#probeAfter = probeAfter;
   }
 
@@ -104,8 +126,8 @@ export class DraftCost {
    * drafter's, not the text's: a random draft model's is ~0 whatever the text) and probe wait; null before.
    */
   get history(): { acceptance: number; probeAfter: number } | null {
-    const n = this.#successes + this.#failures;
-    return n > 0 ? { acceptance: this.#successes / n, probeAfter: this.#probeAfter } : null;
+    const acceptance = this.#outcomes.rate;
+    return acceptance === null ? null : { acceptance, probeAfter: this.#probeAfter };
   }
 
   /** Mean cost of a drafted token; null before a draft was timed. */
@@ -157,8 +179,7 @@ export class DraftPolicy {
   #xx = 0;
   #y = 0;
   #xy = 0;
-  #successes = PRIOR_SUCCESSES;
-  #failures = PRIOR_FAILURES;
+  readonly #outcomes = new AcceptanceRecord(PRIOR_SUCCESSES, PRIOR_FAILURES);
   /** Plain steps since the last draft, and how many to wait before probing. */
   #idle = 0;
   #probeAfter = FIRST_PROBE;
@@ -172,15 +193,15 @@ export class DraftPolicy {
     const h = drafts.history;
     if (h) {
       const w = PRIOR_SUCCESSES + PRIOR_FAILURES;
-      this.#successes = w * h.acceptance;
-      this.#failures = w * (1 - h.acceptance);
+      this.#outcomes.successes = w * h.acceptance;
+      this.#outcomes.failures = w * (1 - h.acceptance);
       this.#probeAfter = h.probeAfter;
     }
   }
 
   /** Estimated acceptance of a drafted token whose predecessors were accepted. */
   get acceptance(): number {
-    return Math.min(MAX_ACCEPTANCE, this.#successes / (this.#successes + this.#failures));
+    return Math.min(MAX_ACCEPTANCE, this.#outcomes.rate!);
   }
 
   /** Estimated cost of a step of `rows` rows, [fixed, per row], in the caller's unit; null before any step was timed. */
@@ -258,8 +279,7 @@ export class DraftPolicy {
   observe(drafted: number, accepted: number): void {
     if (drafted === 0) return;
     if (!(Number.isInteger(accepted) && accepted >= 0 && accepted <= drafted)) throw new RangeError(`observe: ${accepted} accepted of ${drafted} drafted`);
-    this.#successes = this.#successes * ACCEPT_DECAY + accepted;
-    this.#failures = this.#failures * ACCEPT_DECAY + (accepted < drafted ? 1 : 0);
+    this.#outcomes.observe(drafted, accepted);
     if (this.#probing) {
       // A probe accepted whole, or after which drafting pays, keeps probing often; one that leaves
       // drafting unprofitable (too little accepted for what rows cost here) waits twice as long next time.
