@@ -4907,6 +4907,11 @@
     (local $x0 v128) (local $x1 v128) (local $x2 v128) (local $x3 v128) (local $q v128)
     (local $s0 v128) (local $s1 v128) (local $s2 v128) (local $s3 v128) (local $t0 v128) (local $t1 v128)
     (local $gacc v128) (local $acc v128) (local $v v128) (local $sc v128) (local $bi v128)
+    ;; @if relaxed
+    (local $h0 v128) (local $h1 v128) (local $h2 v128) (local $h3 v128) (local $l0 v128) (local $l1 v128) (local $l2 v128) (local $l3 v128)
+    (local $lo v128) (local $hi v128) (local $mn v128)
+    (local.set $mn (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f))
+    ;; @end
     ;; bytes of one MLX group's columns in the 4 rows' blocks, and the scale dtype
     (local.set $gb (i32.shl (i32.load offset=212 (i32.const 0)) (i32.const 1)))
     (local.set $kind (i32.load offset=216 (i32.const 0)))
@@ -4939,6 +4944,78 @@
                     (local.set $bi (f32x4.mul (v128.and (i32x4.shr_s (local.get $v) (i32.const 3)) (v128.const i32x4 0x8FFFE000 0x8FFFE000 0x8FFFE000 0x8FFFE000)) (v128.const f32x4 0x1p112 0x1p112 0x1p112 0x1p112)))))
                 (local.set $p (i32.add (local.get $p) (i32.const 16)))))
             (local.set $ge (i32.add (local.get $p) (local.get $gb)))
+            ;; @if relaxed
+            ;; x in quant_mlx4_decode's form: per block x >> 7 of the even and of the odd columns, then
+            ;; x & 127 of both, as int8. Per row r the 16 bytes' low nibbles (even columns) and high nibbles
+            ;; (odd), 0..15, a valid i7 operand, in relaxed dots: h_r sums q·(x >> 7), l_r sums q·(x & 127)
+            ;; in i16 lanes over the whole group (each lane 2 pairs per block, 4 blocks at most for g <= 128:
+            ;; |sum| <= 4·2·2·15·128 = 30720, no wrap), then one widening per group: 128·h + l is each
+            ;; column pair's exact Σq·x, the baseline's i32 totals. The first block sets the sums (no zeroing).
+            (local.set $x0 (v128.load offset=0 (local.get $xq)))
+            (local.set $x1 (v128.load offset=16 (local.get $xq)))
+            (local.set $x2 (v128.load offset=32 (local.get $xq)))
+            (local.set $x3 (v128.load offset=48 (local.get $xq)))
+            (local.set $q (v128.load offset=0 (local.get $p)))
+            (local.set $lo (v128.and (local.get $q) (local.get $mn)))
+            (local.set $hi (v128.and (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $mn)))
+            (local.set $h0 (i16x8.add (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x0) (local.get $lo)) (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x1) (local.get $hi))))
+            (local.set $l0 (i16x8.add (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x2) (local.get $lo)) (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x3) (local.get $hi))))
+            (local.set $q (v128.load offset=16 (local.get $p)))
+            (local.set $lo (v128.and (local.get $q) (local.get $mn)))
+            (local.set $hi (v128.and (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $mn)))
+            (local.set $h1 (i16x8.add (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x0) (local.get $lo)) (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x1) (local.get $hi))))
+            (local.set $l1 (i16x8.add (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x2) (local.get $lo)) (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x3) (local.get $hi))))
+            (local.set $q (v128.load offset=32 (local.get $p)))
+            (local.set $lo (v128.and (local.get $q) (local.get $mn)))
+            (local.set $hi (v128.and (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $mn)))
+            (local.set $h2 (i16x8.add (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x0) (local.get $lo)) (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x1) (local.get $hi))))
+            (local.set $l2 (i16x8.add (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x2) (local.get $lo)) (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x3) (local.get $hi))))
+            (local.set $q (v128.load offset=48 (local.get $p)))
+            (local.set $lo (v128.and (local.get $q) (local.get $mn)))
+            (local.set $hi (v128.and (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $mn)))
+            (local.set $h3 (i16x8.add (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x0) (local.get $lo)) (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x1) (local.get $hi))))
+            (local.set $l3 (i16x8.add (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x2) (local.get $lo)) (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x3) (local.get $hi))))
+            (local.set $p (i32.add (local.get $p) (i32.const 64)))
+            (local.set $xq (i32.add (local.get $xq) (i32.const 64)))
+            (block $bd
+              (loop $bl
+                (br_if $bd (i32.ge_u (local.get $p) (local.get $ge)))
+                (local.set $x0 (v128.load offset=0 (local.get $xq)))
+                (local.set $x1 (v128.load offset=16 (local.get $xq)))
+                (local.set $x2 (v128.load offset=32 (local.get $xq)))
+                (local.set $x3 (v128.load offset=48 (local.get $xq)))
+                (local.set $q (v128.load offset=0 (local.get $p)))
+                (local.set $lo (v128.and (local.get $q) (local.get $mn)))
+                (local.set $hi (v128.and (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $mn)))
+                (local.set $h0 (i16x8.add (local.get $h0) (i16x8.add (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x0) (local.get $lo)) (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x1) (local.get $hi)))))
+                (local.set $l0 (i16x8.add (local.get $l0) (i16x8.add (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x2) (local.get $lo)) (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x3) (local.get $hi)))))
+                (local.set $q (v128.load offset=16 (local.get $p)))
+                (local.set $lo (v128.and (local.get $q) (local.get $mn)))
+                (local.set $hi (v128.and (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $mn)))
+                (local.set $h1 (i16x8.add (local.get $h1) (i16x8.add (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x0) (local.get $lo)) (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x1) (local.get $hi)))))
+                (local.set $l1 (i16x8.add (local.get $l1) (i16x8.add (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x2) (local.get $lo)) (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x3) (local.get $hi)))))
+                (local.set $q (v128.load offset=32 (local.get $p)))
+                (local.set $lo (v128.and (local.get $q) (local.get $mn)))
+                (local.set $hi (v128.and (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $mn)))
+                (local.set $h2 (i16x8.add (local.get $h2) (i16x8.add (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x0) (local.get $lo)) (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x1) (local.get $hi)))))
+                (local.set $l2 (i16x8.add (local.get $l2) (i16x8.add (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x2) (local.get $lo)) (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x3) (local.get $hi)))))
+                (local.set $q (v128.load offset=48 (local.get $p)))
+                (local.set $lo (v128.and (local.get $q) (local.get $mn)))
+                (local.set $hi (v128.and (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $mn)))
+                (local.set $h3 (i16x8.add (local.get $h3) (i16x8.add (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x0) (local.get $lo)) (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x1) (local.get $hi)))))
+                (local.set $l3 (i16x8.add (local.get $l3) (i16x8.add (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x2) (local.get $lo)) (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x3) (local.get $hi)))))
+                (local.set $p (i32.add (local.get $p) (i32.const 64)))
+                (local.set $xq (i32.add (local.get $xq) (i32.const 64)))
+                (br $bl)))
+            (local.set $s0 (i32x4.add (i32x4.dot_i16x8_s (local.get $h0) (v128.const i16x8 128 128 128 128 128 128 128 128))
+                                        (i32x4.dot_i16x8_s (local.get $l0) (v128.const i16x8 1 1 1 1 1 1 1 1))))
+            (local.set $s1 (i32x4.add (i32x4.dot_i16x8_s (local.get $h1) (v128.const i16x8 128 128 128 128 128 128 128 128))
+                                        (i32x4.dot_i16x8_s (local.get $l1) (v128.const i16x8 1 1 1 1 1 1 1 1))))
+            (local.set $s2 (i32x4.add (i32x4.dot_i16x8_s (local.get $h2) (v128.const i16x8 128 128 128 128 128 128 128 128))
+                                        (i32x4.dot_i16x8_s (local.get $l2) (v128.const i16x8 1 1 1 1 1 1 1 1))))
+            (local.set $s3 (i32x4.add (i32x4.dot_i16x8_s (local.get $h3) (v128.const i16x8 128 128 128 128 128 128 128 128))
+                                        (i32x4.dot_i16x8_s (local.get $l3) (v128.const i16x8 1 1 1 1 1 1 1 1))))
+            ;; @else
             (local.set $s0 (v128.const i32x4 0 0 0 0))
             (local.set $s1 (v128.const i32x4 0 0 0 0))
             (local.set $s2 (v128.const i32x4 0 0 0 0))
@@ -4967,6 +5044,7 @@
               (local.set $p (i32.add (local.get $p) (i32.const 64)))
               (local.set $xq (i32.add (local.get $xq) (i32.const 64)))
               (br_if $bl (i32.lt_u (local.get $p) (local.get $ge))))
+            ;; @end
             ;; lane r: row r's group total (exact in i32), times the group's d_x
             (local.set $t0 (i32x4.add (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $s0) (local.get $s1))
                                       (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $s0) (local.get $s1))))
@@ -5103,6 +5181,41 @@
         (local.set $q (local.get $dd))
         (local.set $b (i32.add (local.get $b) (i32.const 1)))
         (br $bl))))
+
+  ;; @if relaxed
+  ;; One token of quant_mlx4's output at src into $g4_mlx4's relaxed form at dst (as many bytes): per 32
+  ;; columns the 16 even and the 16 odd columns' x >> 7 (-128..127), then their x & 127 (0..127), as int8
+  ;; in the order of the weights' low and high nibbles (x = 128·(x >> 7) + (x & 127) exactly); then the
+  ;; groups' d_x and sums as they are. Done once per matvec, not once per 4-row group and block.
+  (func (export "quant_mlx4_decode") (param $src i32) (param $dst i32) (param $cols i32) (param $g i32)
+    (local $end i32) (local $v0 v128) (local $v1 v128) (local $v2 v128) (local $v3 v128) (local $m v128)
+    (local.set $m (v128.const i16x8 127 127 127 127 127 127 127 127))
+    (local.set $end (i32.add (local.get $src) (i32.shl (local.get $cols) (i32.const 1))))
+    (block $done
+      (loop $l
+        (br_if $done (i32.ge_u (local.get $src) (local.get $end)))
+        ;; columns 0..15 even, 0..15 odd, 16..31 even, 16..31 odd
+        (local.set $v0 (v128.load offset=0 (local.get $src)))
+        (local.set $v1 (v128.load offset=16 (local.get $src)))
+        (local.set $v2 (v128.load offset=32 (local.get $src)))
+        (local.set $v3 (v128.load offset=48 (local.get $src)))
+        (v128.store offset=0 (local.get $dst) (i8x16.narrow_i16x8_s (i16x8.shr_s (local.get $v0) (i32.const 7)) (i16x8.shr_s (local.get $v2) (i32.const 7))))
+        (v128.store offset=16 (local.get $dst) (i8x16.narrow_i16x8_s (i16x8.shr_s (local.get $v1) (i32.const 7)) (i16x8.shr_s (local.get $v3) (i32.const 7))))
+        (v128.store offset=32 (local.get $dst) (i8x16.narrow_i16x8_s (v128.and (local.get $v0) (local.get $m)) (v128.and (local.get $v2) (local.get $m))))
+        (v128.store offset=48 (local.get $dst) (i8x16.narrow_i16x8_s (v128.and (local.get $v1) (local.get $m)) (v128.and (local.get $v3) (local.get $m))))
+        (local.set $src (i32.add (local.get $src) (i32.const 64)))
+        (local.set $dst (i32.add (local.get $dst) (i32.const 64)))
+        (br $l)))
+    ;; the groups' d_x, then their sums: 8 bytes per group
+    (local.set $end (i32.add (local.get $src) (i32.shl (i32.div_u (local.get $cols) (local.get $g)) (i32.const 3))))
+    (block $cdone
+      (loop $cl
+        (br_if $cdone (i32.ge_u (local.get $src) (local.get $end)))
+        (i64.store (local.get $dst) (i64.load (local.get $src)))
+        (local.set $src (i32.add (local.get $src) (i32.const 8)))
+        (local.set $dst (i32.add (local.get $dst) (i32.const 8)))
+        (br $cl))))
+  ;; @end
 
   ;; Packed 4-bit MLX prompt batches (n >= 2 tokens, $rows_packed): two 4-row groups at a time widened into
   ;; the thread's scratch ($mwiden32 each; a chunk's last odd group alone, $mwiden16), then tiles of 4 tokens
@@ -10537,9 +10650,10 @@
         (call_indirect (type $gdot)
           (i32.add (local.get $w) (i32.mul (local.get $r) (local.get $rb))) (local.get $cols)
           ;; @if relaxed
-          ;; q8_0 / q4_0: quant_q8_decode's / quant_q4_decode's form, its address at 208 (backend prepare)
+          ;; q8_0 / q4_0 / 4-bit MLX: quant_q8_decode's / quant_q4_decode's / quant_mlx4_decode's form, its
+          ;; address at 208 (backend prepare)
           (select (i32.load offset=208 (i32.const 0)) (local.get $x)
-            (i32.or (i32.eq (local.get $k) (i32.const 24)) (i32.eq (local.get $k) (i32.const 26))))
+            (i32.or (i32.or (i32.eq (local.get $k) (i32.const 24)) (i32.eq (local.get $k) (i32.const 26))) (i32.eq (local.get $k) (i32.const 48))))
           ;; @else
           (local.get $x)
           ;; @end

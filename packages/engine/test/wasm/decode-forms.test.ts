@@ -5,11 +5,15 @@
  * equal the row-major kernels' bits (which read quant_q8's own form) in both builds, 1 and 2 threads, with
  * rows%4 tails, q8_0 bytes -128..127 against activations of both signs, and that the address is the
  * current matvec's own after other dtypes, prompt batches and shared inputs ran on the same backend.
+ * Packed 4-bit MLX decode (relaxed build: quant_mlx4_decode's split x >> 7 / x & 127) has no row-major
+ * twin with the same bits; its address check compares against its own first result (relaxed.test.ts
+ * compares it with the baseline build bit for bit).
  */
 import { describe, expect, it } from 'vitest';
 import type { DType, Weight } from '../../src/kernels/backend.js';
 import type { WasmBackend } from '../../src/kernels/wasm/backend.js';
-import { weightBytes } from '../../src/kernels/wasm/formats.js';
+import { mlxDType, weightBytes } from '../../src/kernels/wasm/formats.js';
+import { quantizeMlxWeight } from '../../src/quant/mlx.js';
 import { Prng } from '../../src/numeric/prng.js';
 import { SIMD_BUILDS, randomInput, randomWeight, wasmBackendsForFile } from './helpers.js';
 
@@ -68,6 +72,48 @@ describe.each(SIMD_BUILDS)('%s build: packed q8_0 / q4_0 decode', (simd) => {
         }
       }
     });
+  });
+
+  it('packed 4-bit MLX decode reads its own activations after q4_0 decode, prompt batches and shared inputs', () => {
+    const be = backend(2);
+    const rng = new Prng(11);
+    const cols = 256;
+    const mlx = (rows: number, groupSize: 32 | 64): Weight => {
+      const layout = { bits: 4, groupSize, scales: 'bf16' } as const;
+      const dtype = mlxDType(layout);
+      const bytes = be.allocBytes(weightBytes(dtype, rows, cols));
+      quantizeMlxWeight(Float32Array.from({ length: rows * cols }, () => rng.symmetric(1)), rows, cols, layout, bytes);
+      const w: Weight = { dtype, rows, cols, bytes };
+      be.packWeight(w);
+      expect(w.packed).toBe('rows4');
+      return w;
+    };
+    const m64 = mlx(13, 64);
+    const m64b = mlx(8, 64);
+    const m32 = mlx(9, 32);
+    const q4 = packedCopy(be, randomWeight(be, 'q4_0', 12, cols, rng));
+    const x = randomInput(be, cols, rng);
+    const y = randomInput(be, cols, rng);
+    const want = bits(matvec(be, m64, x));
+    const want32y = bits(matvec(be, m32, y));
+    const wantB = bits(matvec(be, m64b, x));
+    const batch = be.allocF32(3 * cols);
+    batch.set(y);
+    batch.set(x, cols);
+    batch.set(y, 2 * cols);
+    const outBatch = be.allocF32(3 * 13);
+    for (let round = 0; round < 2; round++) {
+      matvec(be, q4, y); // q4_0's decode form at the same address
+      expect(bits(matvec(be, m64, x)), `g64 after q4_0, round ${round}`).toEqual(want);
+      expect(bits(matvec(be, m32, y)), `g32 after g64, round ${round}`).toEqual(want32y);
+      be.matmul(outBatch, m64, batch, 3); // a prompt batch: its tile address replaces the decode form's
+      expect(bits(matvec(be, m64, x)), `g64 after a prompt batch, round ${round}`).toEqual(want);
+      const a = be.allocF32(13);
+      const b = be.allocF32(8);
+      be.matmulShared!([{ out: a, w: m64 }, { out: b, w: m64b }], x, 1); // one preparation for both
+      expect(bits(a), 'shared first').toEqual(want);
+      expect(bits(b), 'shared second').toEqual(wantB);
+    }
   });
 
   it('each matvec reads its own converted activations after other dtypes, prompt batches and shared inputs', () => {

@@ -118,6 +118,62 @@ describe.each([1, 2])('relaxed and baseline builds give the same bits, %i thread
   });
 });
 
+/** Every 4-bit MLX layout: groups of 32, 64 and 128 columns with f16, bf16 and f32 scales (kinds 0, 1, 2). */
+const MLX4_ALL = ([32, 64, 128] as const).flatMap((groupSize) => (['f16', 'bf16', 'f32'] as const).map((scales) => ({ bits: 4, groupSize, scales }) as const));
+
+/**
+ * One token's activations whose 15-bit form (quant_mlx4: q = nearest(x·16383/amax) per MLX group) meets
+ * the ends of every split the relaxed build may use: groups whose amax is a negative value (q = −16383)
+ * or a positive one (+16383), all-zero groups (q = 0 throughout), single zeros, multiples of 128 and
+ * random values.
+ */
+function mlxDecodeInput(cols: number, g: number, rng: Prng): Float32Array {
+  const x = new Float32Array(cols);
+  for (let c0 = 0; c0 < cols; c0 += g) {
+    const kind = (c0 / g) % 4;
+    if (kind === 3) continue; // all zero
+    const amax = 0.5 + rng.next() * 4;
+    for (let j = 0; j < g; j++) {
+      const r = rng.next();
+      // −1, 1, exact multiples of 128/16383 of amax (q a multiple of 128), zero, or anything within ±amax
+      x[c0 + j] = r < 0.1 ? -amax : r < 0.2 ? amax : r < 0.3 ? (amax * 128 * Math.round(rng.symmetric(127))) / 16383 : r < 0.35 ? 0 : rng.symmetric(amax);
+    }
+    // the group's amax at one column with the group's sign
+    x[c0 + Math.floor(rng.next() * g)] = kind === 0 ? -amax : kind === 1 ? amax : (rng.next() < 0.5 ? -1 : 1) * amax;
+  }
+  return x;
+}
+
+describe.each([1, 2])('packed 4-bit MLX decode: relaxed and baseline builds give the same bits, %i thread(s)', (threads) => {
+  const relaxed = backend('relaxed', threads);
+  const baseline = backend('baseline', threads);
+  it.each(MLX4_ALL)('g$groupSize $scales scales: 4-row groups and rows%4 tails, activations at ±16383, zeros and zero groups', (layout) => {
+    const dtype = mlxDType(layout);
+    const rng = new Prng(900 + layout.groupSize + layout.scales.length * 13 + threads);
+    for (const rows of [4, 5, 7, 13, 34]) {
+      for (const cols of [layout.groupSize, 3 * layout.groupSize, 768]) {
+        const values = Float32Array.from({ length: rows * cols }, () => rng.symmetric(1) + (rng.next() < 0.05 ? 3 : 0));
+        const bytes = new Uint8Array(weightBytes(dtype, rows, cols));
+        quantizeMlxWeight(values, rows, cols, layout, bytes);
+        const x = mlxDecodeInput(cols, layout.groupSize, rng);
+        const [a, b] = [relaxed, baseline].map((be) => {
+          const w = place(be, dtype, rows, cols, bytes);
+          be.packWeight(w);
+          expect(w.packed, `${dtype} packs`).toBe('rows4');
+          const xb = be.allocF32(cols);
+          xb.set(x);
+          const out = be.allocF32(rows);
+          be.matvec(out, w, xb);
+          return out;
+        });
+        const what = `${dtype} [${rows}, ${cols}]`;
+        expect(a.every(Number.isFinite), `${what} finite`).toBe(true);
+        expect(bits(a), what).toEqual(bits(b));
+      }
+    }
+  });
+});
+
 describe.each(['f16', 'f32'] as const)('%s in the relaxed build', (dtype) => {
   it('fuses the multiply-adds (results differ from the baseline build in the last bits, not more)', () => {
     const relaxed = backend('relaxed', 1);

@@ -349,10 +349,17 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
         // prompt batches run token tiles over groups widened once per thread (wasm/mlxtiles.ts): 16 bytes per
         // column and 64 per MLX group for every 8 rows
         const tiles = n >= 2;
+        // the relaxed build's 1-token kernel reads the activations split into int8 x >> 7 and x & 127,
+        // converted once per matvec; its address goes where the tiles' would (the rows%4 tail reads dst)
+        const toDecode = n === 1 ? k.quant_mlx4_decode : undefined;
         const stdBytes = Math.ceil((xStride * n) / 16) * 16;
         if (tiles) wideScratch(cols, 16 * cols + (cols / groupSize) * 64);
-        const dst = scratch(stdBytes + (tiles ? xStride * n : 0));
+        const dst = scratch(stdBytes + (tiles ? xStride * n : 0) + (toDecode ? xStride : 0));
         k.quant_mlx4(xAddr, dst, cols, n, groupSize);
+        if (toDecode) {
+          toDecode(dst, dst + stdBytes, cols, groupSize);
+          qtiles[0] = dst + stdBytes;
+        }
         if (tiles) {
           mlxTiles(dst, dst + stdBytes, cols, n, groupSize, xStride);
           qtiles[0] = dst + stdBytes;

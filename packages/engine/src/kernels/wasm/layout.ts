@@ -51,7 +51,8 @@ export const WIDE_ADDR = 192;
 export const CORR_ADDR = 200;
 /**
  * The current prompt batch's activations in tile layout (wasm quant_tiles): address (i32). For one token of
- * packed q8_0/q4_0 in the relaxed build: the int8 form its decode kernel reads (quant_q8_decode / quant_q4_decode).
+ * packed q8_0/q4_0/4-bit MLX in the relaxed build: the int8 form its decode kernel reads (quant_q8_decode /
+ * quant_q4_decode / quant_mlx4_decode).
  */
 export const QTILES_ADDR = 208;
 

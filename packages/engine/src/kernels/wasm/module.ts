@@ -124,6 +124,8 @@ export interface KernelExports {
   prep_affine(x: number, dst: number, cols: number, n: number, e: number, g: number): void;
   /** n tokens into the 15-bit integer form of packed 4-bit MLX weights, with per-group f32 sums (group size g). */
   quant_mlx4(x: number, dst: number, cols: number, n: number, g: number): void;
+  /** The relaxed build only: one token of quant_mlx4's output as int8 x >> 7 and x & 127 for packed 4-bit MLX decode ($g4_mlx4), as many bytes. */
+  quant_mlx4_decode?(src: number, dst: number, cols: number, g: number): void;
   round_f16(v: number): number;
   exp_neg(x: number): number;
   swiglu(a: number, b: number, n: number): void;
