@@ -9,7 +9,8 @@
 ;;   [192, 200)       per-thread weight scratch: base, bytes per thread (prompt batches, $rows)
 ;;   [200, 208)       the current packed f16 weight's subnormal terms: row starts, entries (0: none)
 ;;   [208, 212)       the current prompt batch's activations in tile layout (quant_tiles); for one token of
-;;                    packed q8_0/q4_0 (relaxed build) quant_q8_decode's / quant_q4_decode's form instead
+;;                    packed q8_0/q4_0/4-bit MLX (relaxed build) quant_q8_decode's / quant_q4_decode's /
+;;                    quant_mlx4_decode's form instead
 ;;   [212, 220)       the current MLX affine weight's group size and scale dtype (0 f16, 1 bf16, 2 f32)
 ;;   [4096, 266240)   f16 -> f32 table (65,536 f32), filled by the loader; used for block scales
 ;;   [266240, ...)    heap: weights, activations and scratch, handed out by the JS bump allocator
