@@ -306,70 +306,7 @@ function packed4(): string[] {
   e(`    (i32.add (i32.shl (local.get $cols) (i32.const 1))`);
   e(`      (i32.mul (i32.div_u (local.get $cols) (i32.load offset=212 (i32.const 0))) (select (i32.const 32) (i32.const 16) (i32.eq (local.get $kind) (i32.const 2))))))`);
   e(``);
-  e(`  ;; 4 packed rows of a 4-bit MLX weight, 15-bit activations from quant_mlx4 (see above).`);
-  e(`  (func $g4_mlx4 (type $gdot) (param $w i32) (param $cols i32) (param $x i32) (param $out i32) (param $groups i32)`);
-  e(`    (local $g i32) (local $p i32) (local $end i32) (local $ge i32) (local $gb i32) (local $kind i32) (local $xq i32) (local $xd i32) (local $xs i32)`);
-  e(`    (local $x0 v128) (local $x1 v128) (local $x2 v128) (local $x3 v128) (local $q v128)`);
-  e(`    (local $s0 v128) (local $s1 v128) (local $s2 v128) (local $s3 v128) (local $t0 v128) (local $t1 v128)`);
-  e(`    (local $gacc v128) (local $acc v128) (local $v v128) (local $sc v128) (local $bi v128)`);
-  e(`    ;; @if relaxed`);
-  e(`    (local $h0 v128) (local $h1 v128) (local $h2 v128) (local $h3 v128) (local $l0 v128) (local $l1 v128) (local $l2 v128) (local $l3 v128)`);
-  e(`    (local $lo v128) (local $hi v128) (local $mn v128)`);
-  e(`    (local.set $mn ${NIBBLES})`);
-  e(`    ;; @end`);
-  e(`    ;; bytes of one MLX group's columns in the 4 rows' blocks, and the scale dtype`);
-  e(`    (local.set $gb (i32.shl (i32.load offset=212 (i32.const 0)) (i32.const 1)))`);
-  e(`    (local.set $kind (i32.load offset=216 (i32.const 0)))`);
-  e(`    (local.set $p (local.get $w))`);
-  e(`    (block $gdone`);
-  e(`      (loop $gl`);
-  e(`        (br_if $gdone (i32.ge_u (local.get $g) (local.get $groups)))`);
-  e(`        (local.set $end (i32.add (local.get $p) (call $mlx4_group_bytes (local.get $cols) (local.get $kind))))`);
-  e(`        (local.set $xq (local.get $x))`);
-  e(`        (local.set $xd (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 1))))`);
-  e(`        (local.set $xs (i32.add (local.get $xd) (i32.shl (i32.div_u (local.get $cols) (i32.load offset=212 (i32.const 0))) (i32.const 2))))`);
-  e(`        (local.set $acc ${I32('0')})`);
-  e(`        (block $done`);
-  e(`          (loop $l`);
-  e(`            (br_if $done (i32.ge_u (local.get $p) (local.get $end)))`);
-  e(`            ;; the 4 rows' scales and biases of this MLX group (lane r), then its blocks`);
-  L.push(...scaleBias4('            '));
-  e(`            (local.set $ge (i32.add (local.get $p) (local.get $gb)))`);
-  L.push(...splitBlocks4());
-  e(`            ;; @else`);
-  for (let r = 0; r < 4; r++) e(`            (local.set $s${r} ${I32('0')})`);
-  // (two blocks per iteration measured 5-10% slower, hot and cold: one block per iteration it stays)
-  e(`            (loop $bl`);
-  for (let k = 0; k < 4; k++) e(`              (local.set $x${k} (v128.load offset=${16 * k} (local.get $xq)))`);
-  for (let r = 0; r < 4; r++) {
-    e(`              (local.set $q (v128.load8x8_u offset=${16 * r} (local.get $p)))`);
-    e(`              (local.set $s${r} (i32x4.add (local.get $s${r}) (i32x4.add (i32x4.dot_i16x8_s (v128.and (local.get $q) ${LOW}) (local.get $x0)) (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $x1)))))`);
-    e(`              (local.set $q (v128.load8x8_u offset=${16 * r + 8} (local.get $p)))`);
-    e(`              (local.set $s${r} (i32x4.add (local.get $s${r}) (i32x4.add (i32x4.dot_i16x8_s (v128.and (local.get $q) ${LOW}) (local.get $x2)) (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $x3)))))`);
-  }
-  e(`              (local.set $p (i32.add (local.get $p) (i32.const 64)))`);
-  e(`              (local.set $xq (i32.add (local.get $xq) (i32.const 64)))`);
-  e(`              (br_if $bl (i32.lt_u (local.get $p) (local.get $ge))))`);
-  e(`            ;; @end`);
-  e(`            ;; lane r: row r's group total (exact in i32), times the group's d_x`);
-  e(`            (local.set $t0 (i32x4.add (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $s0) (local.get $s1))`);
-  e(`                                      (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $s0) (local.get $s1))))`);
-  e(`            (local.set $t1 (i32x4.add (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $s2) (local.get $s3))`);
-  e(`                                      (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $s2) (local.get $s3))))`);
-  e(`            (local.set $gacc (f32x4.mul (f32x4.convert_i32x4_s`);
-  e(`              (i32x4.add (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23 (local.get $t0) (local.get $t1))`);
-  e(`                         (i8x16.shuffle 8 9 10 11 12 13 14 15 24 25 26 27 28 29 30 31 (local.get $t0) (local.get $t1))))`);
-  e(`              (f32x4.splat (f32.load (local.get $xd)))))`);
-  e(`            (local.set $xd (i32.add (local.get $xd) (i32.const 4)))`);
-  e(`            (local.set $acc (f32x4.add (local.get $acc) (f32x4.add (f32x4.mul (local.get $sc) (local.get $gacc))`);
-  e(`              (f32x4.mul (local.get $bi) (f32x4.splat (f32.load (local.get $xs)))))))`);
-  e(`            (local.set $xs (i32.add (local.get $xs) (i32.const 4)))`);
-  e(`            (br $l)))`);
-  e(`        (v128.store (local.get $out) (local.get $acc))`);
-  e(`        (local.set $out (i32.add (local.get $out) (i32.const 16)))`);
-  e(`        (local.set $g (i32.add (local.get $g) (i32.const 1)))`);
-  e(`        (br $gl))))`);
-  e(``);
+  L.push(...g4mlx4('both'), `  ;; @if relaxed`, ...g4mlx4('pairs'), `  ;; @end`, ``);
   e(`  ;; One row-major 4-bit row (the rows%4 tail of a packed weight) with quant_mlx4's activations: the`);
   e(`  ;; group kernel's arithmetic for one row (same integers, same f32 steps and order).`);
   e(`  (func $dot1q_mlx4 (type $dot) (param $w i32) (param $rb i32) (param $x i32) (param $cols i32) (param $out i32)`);
@@ -477,6 +414,92 @@ function packed4(): string[] {
   return L;
 }
 
+/** The packed 4-bit MLX group kernel: both builds' $g4_mlx4, or the relaxed build's $g4_mlx4_pairs. */
+function g4mlx4(form: 'both' | 'pairs'): string[] {
+  const L: string[] = [];
+  const e = (s: string) => L.push(s);
+  if (form === 'both') e(`  ;; 4 packed rows of a 4-bit MLX weight, 15-bit activations from quant_mlx4 (see above).`);
+  else {
+    e(`  ;; The relaxed $g4_mlx4 for groups of 32 and 128 columns: rows 0-1, then rows 2-3 in one pass each over`);
+    e(`  ;; the group's blocks (x read twice; 4 live i16 sums per pass).`);
+  }
+  e(`  (func ${form === 'both' ? '$g4_mlx4' : '$g4_mlx4_pairs'} (type $gdot) (param $w i32) (param $cols i32) (param $x i32) (param $out i32) (param $groups i32)`);
+  e(`    (local $g i32) (local $p i32) (local $end i32) (local $ge i32) (local $gb i32) (local $kind i32) (local $xq i32) (local $xd i32) (local $xs i32)`);
+  e(`    (local $x0 v128) (local $x1 v128) (local $x2 v128) (local $x3 v128) (local $q v128)`);
+  e(`    (local $s0 v128) (local $s1 v128) (local $s2 v128) (local $s3 v128) (local $t0 v128) (local $t1 v128)`);
+  e(`    (local $gacc v128) (local $acc v128) (local $v v128) (local $sc v128) (local $bi v128)`);
+  if (form === 'both') e(`    ;; @if relaxed`);
+  e(`    (local $h0 v128) (local $h1 v128) (local $h2 v128) (local $h3 v128) (local $l0 v128) (local $l1 v128) (local $l2 v128) (local $l3 v128)`);
+  e(`    (local $lo v128) (local $hi v128) (local $mn v128) (local $p0 i32) (local $xq0 i32)`);
+  e(`    (local.set $mn ${NIBBLES})`);
+  if (form === 'both') e(`    ;; @end`);
+  e(`    ;; bytes of one MLX group's columns in the 4 rows' blocks, and the scale dtype`);
+  e(`    (local.set $gb (i32.shl (i32.load offset=212 (i32.const 0)) (i32.const 1)))`);
+  e(`    (local.set $kind (i32.load offset=216 (i32.const 0)))`);
+  if (form === 'both') {
+    e(`    ;; @if relaxed`);
+    e(`    ;; groups of 64 columns here (the 4 rows in one pass), others in $g4_mlx4_pairs: each the faster`);
+    e(`    ;; form there (bench:kernels, wasm/README.md)`);
+    e(`    (if (i32.ne (local.get $gb) (i32.const 128))`);
+    e(`      (then`);
+    e(`        (call $g4_mlx4_pairs (local.get $w) (local.get $cols) (local.get $x) (local.get $out) (local.get $groups))`);
+    e(`        (return)))`);
+    e(`    ;; @end`);
+  }
+  e(`    (local.set $p (local.get $w))`);
+  e(`    (block $gdone`);
+  e(`      (loop $gl`);
+  e(`        (br_if $gdone (i32.ge_u (local.get $g) (local.get $groups)))`);
+  e(`        (local.set $end (i32.add (local.get $p) (call $mlx4_group_bytes (local.get $cols) (local.get $kind))))`);
+  e(`        (local.set $xq (local.get $x))`);
+  e(`        (local.set $xd (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 1))))`);
+  e(`        (local.set $xs (i32.add (local.get $xd) (i32.shl (i32.div_u (local.get $cols) (i32.load offset=212 (i32.const 0))) (i32.const 2))))`);
+  e(`        (local.set $acc ${I32('0')})`);
+  e(`        (block $done`);
+  e(`          (loop $l`);
+  e(`            (br_if $done (i32.ge_u (local.get $p) (local.get $end)))`);
+  e(`            ;; the 4 rows' scales and biases of this MLX group (lane r), then its blocks`);
+  L.push(...scaleBias4('            '));
+  e(`            (local.set $ge (i32.add (local.get $p) (local.get $gb)))`);
+  L.push(...splitBlocks4(form === 'both' ? [[0, 1, 2, 3]] : [[0, 1], [2, 3]], form === 'both'));
+  if (form === 'both') {
+    e(`            ;; @else`);
+    for (let r = 0; r < 4; r++) e(`            (local.set $s${r} ${I32('0')})`);
+    // (two blocks per iteration measured 5-10% slower, hot and cold: one block per iteration it stays)
+    e(`            (loop $bl`);
+    for (let k = 0; k < 4; k++) e(`              (local.set $x${k} (v128.load offset=${16 * k} (local.get $xq)))`);
+    for (let r = 0; r < 4; r++) {
+      e(`              (local.set $q (v128.load8x8_u offset=${16 * r} (local.get $p)))`);
+      e(`              (local.set $s${r} (i32x4.add (local.get $s${r}) (i32x4.add (i32x4.dot_i16x8_s (v128.and (local.get $q) ${LOW}) (local.get $x0)) (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $x1)))))`);
+      e(`              (local.set $q (v128.load8x8_u offset=${16 * r + 8} (local.get $p)))`);
+      e(`              (local.set $s${r} (i32x4.add (local.get $s${r}) (i32x4.add (i32x4.dot_i16x8_s (v128.and (local.get $q) ${LOW}) (local.get $x2)) (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $x3)))))`);
+    }
+    e(`              (local.set $p (i32.add (local.get $p) (i32.const 64)))`);
+    e(`              (local.set $xq (i32.add (local.get $xq) (i32.const 64)))`);
+    e(`              (br_if $bl (i32.lt_u (local.get $p) (local.get $ge))))`);
+    e(`            ;; @end`);
+  }
+  e(`            ;; lane r: row r's group total (exact in i32), times the group's d_x`);
+  e(`            (local.set $t0 (i32x4.add (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $s0) (local.get $s1))`);
+  e(`                                      (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $s0) (local.get $s1))))`);
+  e(`            (local.set $t1 (i32x4.add (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $s2) (local.get $s3))`);
+  e(`                                      (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $s2) (local.get $s3))))`);
+  e(`            (local.set $gacc (f32x4.mul (f32x4.convert_i32x4_s`);
+  e(`              (i32x4.add (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23 (local.get $t0) (local.get $t1))`);
+  e(`                         (i8x16.shuffle 8 9 10 11 12 13 14 15 24 25 26 27 28 29 30 31 (local.get $t0) (local.get $t1))))`);
+  e(`              (f32x4.splat (f32.load (local.get $xd)))))`);
+  e(`            (local.set $xd (i32.add (local.get $xd) (i32.const 4)))`);
+  e(`            (local.set $acc (f32x4.add (local.get $acc) (f32x4.add (f32x4.mul (local.get $sc) (local.get $gacc))`);
+  e(`              (f32x4.mul (local.get $bi) (f32x4.splat (f32.load (local.get $xs)))))))`);
+  e(`            (local.set $xs (i32.add (local.get $xs) (i32.const 4)))`);
+  e(`            (br $l)))`);
+  e(`        (v128.store (local.get $out) (local.get $acc))`);
+  e(`        (local.set $out (i32.add (local.get $out) (i32.const 16)))`);
+  e(`        (local.set $g (i32.add (local.get $g) (i32.const 1)))`);
+  e(`        (br $gl))))`);
+  return L;
+}
+
 /** The 4-bit nibble mask as bytes (one i8x16 lane per packed byte). */
 const NIBBLES = '(v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)';
 
@@ -485,18 +508,20 @@ const NIBBLES = '(v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)'
  * x = 128·(x >> 7) + (x & 127), both int8; per row and 32 columns the 16 bytes' nibbles (0..15, a valid i7
  * operand) in four i16x8.relaxed_dot_i8x16_i7x16_s, summed in i16 over the whole group and widened once per
  * group, so the 4 rows' i32 group totals are the baseline's exactly. The first block sets the sums.
- * Measured (bench:kernels --hot --simd both, 1 thread): g64 1.11-1.17x, g128 1.05-1.09x, g32 0.99-1.03x of
+ * Measured, one pass of 4 rows (bench:kernels --hot --simd both, 1 thread): g64 1.11-1.17x, g128 1.05-1.09x, g32 0.99-1.03x of
  * the baseline's loop; without setting the sums from the first block g64 was 1.02-1.04x, and with x read
  * from memory at each use instead of 4 registers (TurboFan spills some of the 8 sums) g64 0.98x.
+ * passes: the rows of each pass over the group's blocks ([[0, 1, 2, 3]] for $g4_mlx4 at g = 64, rows 0-1
+ * then 2-3 for $g4_mlx4_pairs: x read twice, 4 live sums a pass); marked: inside $g4_mlx4's relaxed branch.
  */
-function splitBlocks4(): string[] {
+function splitBlocks4(passes: number[][], marked: boolean): string[] {
   const L: string[] = [];
   const e = (s: string) => L.push(s);
   const dots = (a: string, b: string) =>
     `(i16x8.add (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $${a}) (local.get $lo)) (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $${b}) (local.get $hi)))`;
-  const block = (ind: string, acc: boolean) => {
+  const block = (ind: string, acc: boolean, rows: number[]) => {
     for (let k = 0; k < 4; k++) e(`${ind}(local.set $x${k} (v128.load offset=${16 * k} (local.get $xq)))`);
-    for (let r = 0; r < 4; r++) {
+    for (const r of rows) {
       e(`${ind}(local.set $q (v128.load offset=${16 * r} (local.get $p)))`);
       e(`${ind}(local.set $lo (v128.and (local.get $q) (local.get $mn)))`);
       e(`${ind}(local.set $hi (v128.and (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $mn)))`);
@@ -506,19 +531,34 @@ function splitBlocks4(): string[] {
     e(`${ind}(local.set $p (i32.add (local.get $p) (i32.const 64)))`);
     e(`${ind}(local.set $xq (i32.add (local.get $xq) (i32.const 64)))`);
   };
-  e(`            ;; @if relaxed`);
+  // one pass of the group's blocks for `rows` (ind: the pass's indent)
+  const pass = (ind: string, rows: number[]) => {
+    const tag = rows.join('');
+    block(ind, false, rows);
+    e(`${ind}(block $bd${tag}`);
+    e(`${ind}  (loop $bl${tag}`);
+    e(`${ind}    (br_if $bd${tag} (i32.ge_u (local.get $p) (local.get $ge)))`);
+    block(`${ind}    `, true, rows);
+    e(`${ind}    (br $bl${tag})))`);
+  };
+  if (marked) e(`            ;; @if relaxed`);
   e(`            ;; x in quant_mlx4_decode's form: per block x >> 7 of the even and of the odd columns, then`);
   e(`            ;; x & 127 of both, as int8. Per row r the 16 bytes' low nibbles (even columns) and high nibbles`);
   e(`            ;; (odd), 0..15, a valid i7 operand, in relaxed dots: h_r sums q·(x >> 7), l_r sums q·(x & 127)`);
   e(`            ;; in i16 lanes over the whole group (each lane 2 pairs per block, 4 blocks at most for g <= 128:`);
   e(`            ;; |sum| <= 4·2·2·15·128 = 30720, no wrap), then one widening per group: 128·h + l is each`);
   e(`            ;; column pair's exact Σq·x, the baseline's i32 totals. The first block sets the sums (no zeroing).`);
-  block('            ', false);
-  e(`            (block $bd`);
-  e(`              (loop $bl`);
-  e(`                (br_if $bd (i32.ge_u (local.get $p) (local.get $ge)))`);
-  block('                ', true);
-  e(`                (br $bl)))`);
+  if (passes.length > 1) {
+    e(`            (local.set $p0 (local.get $p))`);
+    e(`            (local.set $xq0 (local.get $xq))`);
+  }
+  passes.forEach((rows, i) => {
+    if (i > 0) {
+      e(`            (local.set $p (local.get $p0))`);
+      e(`            (local.set $xq (local.get $xq0))`);
+    }
+    pass('            ', rows);
+  });
   for (let r = 0; r < 4; r++) {
     e(`            (local.set $s${r} (i32x4.add (i32x4.dot_i16x8_s (local.get $h${r}) (v128.const i16x8 128 128 128 128 128 128 128 128))`);
     e(`                                        (i32x4.dot_i16x8_s (local.get $l${r}) (v128.const i16x8 1 1 1 1 1 1 1 1))))`);

@@ -4910,12 +4910,20 @@
     (local $gacc v128) (local $acc v128) (local $v v128) (local $sc v128) (local $bi v128)
     ;; @if relaxed
     (local $h0 v128) (local $h1 v128) (local $h2 v128) (local $h3 v128) (local $l0 v128) (local $l1 v128) (local $l2 v128) (local $l3 v128)
-    (local $lo v128) (local $hi v128) (local $mn v128)
+    (local $lo v128) (local $hi v128) (local $mn v128) (local $p0 i32) (local $xq0 i32)
     (local.set $mn (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f))
     ;; @end
     ;; bytes of one MLX group's columns in the 4 rows' blocks, and the scale dtype
     (local.set $gb (i32.shl (i32.load offset=212 (i32.const 0)) (i32.const 1)))
     (local.set $kind (i32.load offset=216 (i32.const 0)))
+    ;; @if relaxed
+    ;; groups of 64 columns here (the 4 rows in one pass), others in $g4_mlx4_pairs: each the faster
+    ;; form there (bench:kernels, wasm/README.md)
+    (if (i32.ne (local.get $gb) (i32.const 128))
+      (then
+        (call $g4_mlx4_pairs (local.get $w) (local.get $cols) (local.get $x) (local.get $out) (local.get $groups))
+        (return)))
+    ;; @end
     (local.set $p (local.get $w))
     (block $gdone
       (loop $gl
@@ -4978,9 +4986,9 @@
             (local.set $l3 (i16x8.add (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x2) (local.get $lo)) (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x3) (local.get $hi))))
             (local.set $p (i32.add (local.get $p) (i32.const 64)))
             (local.set $xq (i32.add (local.get $xq) (i32.const 64)))
-            (block $bd
-              (loop $bl
-                (br_if $bd (i32.ge_u (local.get $p) (local.get $ge)))
+            (block $bd0123
+              (loop $bl0123
+                (br_if $bd0123 (i32.ge_u (local.get $p) (local.get $ge)))
                 (local.set $x0 (v128.load offset=0 (local.get $xq)))
                 (local.set $x1 (v128.load offset=16 (local.get $xq)))
                 (local.set $x2 (v128.load offset=32 (local.get $xq)))
@@ -5007,7 +5015,7 @@
                 (local.set $l3 (i16x8.add (local.get $l3) (i16x8.add (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x2) (local.get $lo)) (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x3) (local.get $hi)))))
                 (local.set $p (i32.add (local.get $p) (i32.const 64)))
                 (local.set $xq (i32.add (local.get $xq) (i32.const 64)))
-                (br $bl)))
+                (br $bl0123)))
             (local.set $s0 (i32x4.add (i32x4.dot_i16x8_s (local.get $h0) (v128.const i16x8 128 128 128 128 128 128 128 128))
                                         (i32x4.dot_i16x8_s (local.get $l0) (v128.const i16x8 1 1 1 1 1 1 1 1))))
             (local.set $s1 (i32x4.add (i32x4.dot_i16x8_s (local.get $h1) (v128.const i16x8 128 128 128 128 128 128 128 128))
@@ -5064,6 +5072,158 @@
         (local.set $out (i32.add (local.get $out) (i32.const 16)))
         (local.set $g (i32.add (local.get $g) (i32.const 1)))
         (br $gl))))
+  ;; @if relaxed
+  ;; The relaxed $g4_mlx4 for groups of 32 and 128 columns: rows 0-1, then rows 2-3 in one pass each over
+  ;; the group's blocks (x read twice; 4 live i16 sums per pass).
+  (func $g4_mlx4_pairs (type $gdot) (param $w i32) (param $cols i32) (param $x i32) (param $out i32) (param $groups i32)
+    (local $g i32) (local $p i32) (local $end i32) (local $ge i32) (local $gb i32) (local $kind i32) (local $xq i32) (local $xd i32) (local $xs i32)
+    (local $x0 v128) (local $x1 v128) (local $x2 v128) (local $x3 v128) (local $q v128)
+    (local $s0 v128) (local $s1 v128) (local $s2 v128) (local $s3 v128) (local $t0 v128) (local $t1 v128)
+    (local $gacc v128) (local $acc v128) (local $v v128) (local $sc v128) (local $bi v128)
+    (local $h0 v128) (local $h1 v128) (local $h2 v128) (local $h3 v128) (local $l0 v128) (local $l1 v128) (local $l2 v128) (local $l3 v128)
+    (local $lo v128) (local $hi v128) (local $mn v128) (local $p0 i32) (local $xq0 i32)
+    (local.set $mn (v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f))
+    ;; bytes of one MLX group's columns in the 4 rows' blocks, and the scale dtype
+    (local.set $gb (i32.shl (i32.load offset=212 (i32.const 0)) (i32.const 1)))
+    (local.set $kind (i32.load offset=216 (i32.const 0)))
+    (local.set $p (local.get $w))
+    (block $gdone
+      (loop $gl
+        (br_if $gdone (i32.ge_u (local.get $g) (local.get $groups)))
+        (local.set $end (i32.add (local.get $p) (call $mlx4_group_bytes (local.get $cols) (local.get $kind))))
+        (local.set $xq (local.get $x))
+        (local.set $xd (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 1))))
+        (local.set $xs (i32.add (local.get $xd) (i32.shl (i32.div_u (local.get $cols) (i32.load offset=212 (i32.const 0))) (i32.const 2))))
+        (local.set $acc (v128.const i32x4 0 0 0 0))
+        (block $done
+          (loop $l
+            (br_if $done (i32.ge_u (local.get $p) (local.get $end)))
+            ;; the 4 rows' scales and biases of this MLX group (lane r), then its blocks
+            (if (i32.eq (local.get $kind) (i32.const 2))
+              (then
+                (local.set $sc (i8x16.shuffle 0 1 2 3 8 9 10 11 16 17 18 19 24 25 26 27 (v128.load (local.get $p)) (v128.load offset=16 (local.get $p))))
+                (local.set $bi (i8x16.shuffle 4 5 6 7 12 13 14 15 20 21 22 23 28 29 30 31 (v128.load (local.get $p)) (v128.load offset=16 (local.get $p))))
+                (local.set $p (i32.add (local.get $p) (i32.const 32))))
+              (else
+                (local.set $v (v128.load (local.get $p)))
+                (if (local.get $kind)
+                  (then
+                    (local.set $sc (i32x4.shl (local.get $v) (i32.const 16)))
+                    (local.set $bi (v128.and (local.get $v) (v128.const i32x4 0xFFFF0000 0xFFFF0000 0xFFFF0000 0xFFFF0000))))
+                  (else
+                    (local.set $sc (f32x4.mul (v128.and (i32x4.shr_s (i32x4.shl (local.get $v) (i32.const 16)) (i32.const 3)) (v128.const i32x4 0x8FFFE000 0x8FFFE000 0x8FFFE000 0x8FFFE000)) (v128.const f32x4 0x1p112 0x1p112 0x1p112 0x1p112)))
+                    (local.set $bi (f32x4.mul (v128.and (i32x4.shr_s (local.get $v) (i32.const 3)) (v128.const i32x4 0x8FFFE000 0x8FFFE000 0x8FFFE000 0x8FFFE000)) (v128.const f32x4 0x1p112 0x1p112 0x1p112 0x1p112)))))
+                (local.set $p (i32.add (local.get $p) (i32.const 16)))))
+            (local.set $ge (i32.add (local.get $p) (local.get $gb)))
+            ;; x in quant_mlx4_decode's form: per block x >> 7 of the even and of the odd columns, then
+            ;; x & 127 of both, as int8. Per row r the 16 bytes' low nibbles (even columns) and high nibbles
+            ;; (odd), 0..15, a valid i7 operand, in relaxed dots: h_r sums q·(x >> 7), l_r sums q·(x & 127)
+            ;; in i16 lanes over the whole group (each lane 2 pairs per block, 4 blocks at most for g <= 128:
+            ;; |sum| <= 4·2·2·15·128 = 30720, no wrap), then one widening per group: 128·h + l is each
+            ;; column pair's exact Σq·x, the baseline's i32 totals. The first block sets the sums (no zeroing).
+            (local.set $p0 (local.get $p))
+            (local.set $xq0 (local.get $xq))
+            (local.set $x0 (v128.load offset=0 (local.get $xq)))
+            (local.set $x1 (v128.load offset=16 (local.get $xq)))
+            (local.set $x2 (v128.load offset=32 (local.get $xq)))
+            (local.set $x3 (v128.load offset=48 (local.get $xq)))
+            (local.set $q (v128.load offset=0 (local.get $p)))
+            (local.set $lo (v128.and (local.get $q) (local.get $mn)))
+            (local.set $hi (v128.and (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $mn)))
+            (local.set $h0 (i16x8.add (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x0) (local.get $lo)) (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x1) (local.get $hi))))
+            (local.set $l0 (i16x8.add (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x2) (local.get $lo)) (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x3) (local.get $hi))))
+            (local.set $q (v128.load offset=16 (local.get $p)))
+            (local.set $lo (v128.and (local.get $q) (local.get $mn)))
+            (local.set $hi (v128.and (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $mn)))
+            (local.set $h1 (i16x8.add (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x0) (local.get $lo)) (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x1) (local.get $hi))))
+            (local.set $l1 (i16x8.add (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x2) (local.get $lo)) (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x3) (local.get $hi))))
+            (local.set $p (i32.add (local.get $p) (i32.const 64)))
+            (local.set $xq (i32.add (local.get $xq) (i32.const 64)))
+            (block $bd01
+              (loop $bl01
+                (br_if $bd01 (i32.ge_u (local.get $p) (local.get $ge)))
+                (local.set $x0 (v128.load offset=0 (local.get $xq)))
+                (local.set $x1 (v128.load offset=16 (local.get $xq)))
+                (local.set $x2 (v128.load offset=32 (local.get $xq)))
+                (local.set $x3 (v128.load offset=48 (local.get $xq)))
+                (local.set $q (v128.load offset=0 (local.get $p)))
+                (local.set $lo (v128.and (local.get $q) (local.get $mn)))
+                (local.set $hi (v128.and (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $mn)))
+                (local.set $h0 (i16x8.add (local.get $h0) (i16x8.add (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x0) (local.get $lo)) (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x1) (local.get $hi)))))
+                (local.set $l0 (i16x8.add (local.get $l0) (i16x8.add (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x2) (local.get $lo)) (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x3) (local.get $hi)))))
+                (local.set $q (v128.load offset=16 (local.get $p)))
+                (local.set $lo (v128.and (local.get $q) (local.get $mn)))
+                (local.set $hi (v128.and (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $mn)))
+                (local.set $h1 (i16x8.add (local.get $h1) (i16x8.add (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x0) (local.get $lo)) (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x1) (local.get $hi)))))
+                (local.set $l1 (i16x8.add (local.get $l1) (i16x8.add (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x2) (local.get $lo)) (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x3) (local.get $hi)))))
+                (local.set $p (i32.add (local.get $p) (i32.const 64)))
+                (local.set $xq (i32.add (local.get $xq) (i32.const 64)))
+                (br $bl01)))
+            (local.set $p (local.get $p0))
+            (local.set $xq (local.get $xq0))
+            (local.set $x0 (v128.load offset=0 (local.get $xq)))
+            (local.set $x1 (v128.load offset=16 (local.get $xq)))
+            (local.set $x2 (v128.load offset=32 (local.get $xq)))
+            (local.set $x3 (v128.load offset=48 (local.get $xq)))
+            (local.set $q (v128.load offset=32 (local.get $p)))
+            (local.set $lo (v128.and (local.get $q) (local.get $mn)))
+            (local.set $hi (v128.and (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $mn)))
+            (local.set $h2 (i16x8.add (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x0) (local.get $lo)) (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x1) (local.get $hi))))
+            (local.set $l2 (i16x8.add (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x2) (local.get $lo)) (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x3) (local.get $hi))))
+            (local.set $q (v128.load offset=48 (local.get $p)))
+            (local.set $lo (v128.and (local.get $q) (local.get $mn)))
+            (local.set $hi (v128.and (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $mn)))
+            (local.set $h3 (i16x8.add (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x0) (local.get $lo)) (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x1) (local.get $hi))))
+            (local.set $l3 (i16x8.add (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x2) (local.get $lo)) (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x3) (local.get $hi))))
+            (local.set $p (i32.add (local.get $p) (i32.const 64)))
+            (local.set $xq (i32.add (local.get $xq) (i32.const 64)))
+            (block $bd23
+              (loop $bl23
+                (br_if $bd23 (i32.ge_u (local.get $p) (local.get $ge)))
+                (local.set $x0 (v128.load offset=0 (local.get $xq)))
+                (local.set $x1 (v128.load offset=16 (local.get $xq)))
+                (local.set $x2 (v128.load offset=32 (local.get $xq)))
+                (local.set $x3 (v128.load offset=48 (local.get $xq)))
+                (local.set $q (v128.load offset=32 (local.get $p)))
+                (local.set $lo (v128.and (local.get $q) (local.get $mn)))
+                (local.set $hi (v128.and (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $mn)))
+                (local.set $h2 (i16x8.add (local.get $h2) (i16x8.add (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x0) (local.get $lo)) (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x1) (local.get $hi)))))
+                (local.set $l2 (i16x8.add (local.get $l2) (i16x8.add (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x2) (local.get $lo)) (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x3) (local.get $hi)))))
+                (local.set $q (v128.load offset=48 (local.get $p)))
+                (local.set $lo (v128.and (local.get $q) (local.get $mn)))
+                (local.set $hi (v128.and (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $mn)))
+                (local.set $h3 (i16x8.add (local.get $h3) (i16x8.add (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x0) (local.get $lo)) (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x1) (local.get $hi)))))
+                (local.set $l3 (i16x8.add (local.get $l3) (i16x8.add (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x2) (local.get $lo)) (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x3) (local.get $hi)))))
+                (local.set $p (i32.add (local.get $p) (i32.const 64)))
+                (local.set $xq (i32.add (local.get $xq) (i32.const 64)))
+                (br $bl23)))
+            (local.set $s0 (i32x4.add (i32x4.dot_i16x8_s (local.get $h0) (v128.const i16x8 128 128 128 128 128 128 128 128))
+                                        (i32x4.dot_i16x8_s (local.get $l0) (v128.const i16x8 1 1 1 1 1 1 1 1))))
+            (local.set $s1 (i32x4.add (i32x4.dot_i16x8_s (local.get $h1) (v128.const i16x8 128 128 128 128 128 128 128 128))
+                                        (i32x4.dot_i16x8_s (local.get $l1) (v128.const i16x8 1 1 1 1 1 1 1 1))))
+            (local.set $s2 (i32x4.add (i32x4.dot_i16x8_s (local.get $h2) (v128.const i16x8 128 128 128 128 128 128 128 128))
+                                        (i32x4.dot_i16x8_s (local.get $l2) (v128.const i16x8 1 1 1 1 1 1 1 1))))
+            (local.set $s3 (i32x4.add (i32x4.dot_i16x8_s (local.get $h3) (v128.const i16x8 128 128 128 128 128 128 128 128))
+                                        (i32x4.dot_i16x8_s (local.get $l3) (v128.const i16x8 1 1 1 1 1 1 1 1))))
+            ;; lane r: row r's group total (exact in i32), times the group's d_x
+            (local.set $t0 (i32x4.add (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $s0) (local.get $s1))
+                                      (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $s0) (local.get $s1))))
+            (local.set $t1 (i32x4.add (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $s2) (local.get $s3))
+                                      (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $s2) (local.get $s3))))
+            (local.set $gacc (f32x4.mul (f32x4.convert_i32x4_s
+              (i32x4.add (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23 (local.get $t0) (local.get $t1))
+                         (i8x16.shuffle 8 9 10 11 12 13 14 15 24 25 26 27 28 29 30 31 (local.get $t0) (local.get $t1))))
+              (f32x4.splat (f32.load (local.get $xd)))))
+            (local.set $xd (i32.add (local.get $xd) (i32.const 4)))
+            (local.set $acc (f32x4.add (local.get $acc) (f32x4.add (f32x4.mul (local.get $sc) (local.get $gacc))
+              (f32x4.mul (local.get $bi) (f32x4.splat (f32.load (local.get $xs)))))))
+            (local.set $xs (i32.add (local.get $xs) (i32.const 4)))
+            (br $l)))
+        (v128.store (local.get $out) (local.get $acc))
+        (local.set $out (i32.add (local.get $out) (i32.const 16)))
+        (local.set $g (i32.add (local.get $g) (i32.const 1)))
+        (br $gl))))
+  ;; @end
 
   ;; One row-major 4-bit row (the rows%4 tail of a packed weight) with quant_mlx4's activations: the
   ;; group kernel's arithmetic for one row (same integers, same f32 steps and order).
