@@ -121,13 +121,16 @@ function streamOnce(d: Orchard, prompt: string): Promise<{ stamps: number[]; tex
 /**
  * The client of the CPU lines that split the daemon from its client: the same requests and parsing as
  * streamOnce, on a worker thread of this process, which reports its own thread's CPU time (Linux
- * /proc/thread-self; NaN elsewhere). Plain JS: a worker does not inherit tsx.
+ * /proc/thread-self: schedstat's nanoseconds, else stat's 10 ms ticks; NaN elsewhere). Plain JS: a worker does not inherit tsx.
  */
 const CLIENT_WORKER = `
 const { parentPort, workerData } = require('node:worker_threads');
 const http = require('node:http');
 const fs = require('node:fs');
 const cpuUs = () => {
+  try {
+    return Number(fs.readFileSync('/proc/thread-self/schedstat', 'utf8').split(' ')[0]) / 1e3;
+  } catch {}
   try {
     const f = fs.readFileSync('/proc/thread-self/stat', 'utf8');
     const x = f.slice(f.lastIndexOf(')') + 2).split(' ');

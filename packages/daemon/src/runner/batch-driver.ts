@@ -15,7 +15,7 @@
  * forgets the rows past the last picked token. Draft rows are given only from the rows the step's
  * prompt chunks leave, and their number is chosen per sequence by what drafts earn in this batch
  * (step-draft-policy.ts: the sequence's own acceptance, the driver's fitted step cost; decode-only
- * steps are timed, in this process's CPU time on a CPU shard, else wall time).
+ * steps that hold a speculating sequence are timed, in this process's CPU time on a CPU shard, else wall time).
  *
  * Split instances run the data-plane Driver (driver.ts), which batches, reuses prefixes and
  * speculates the same way over every rank.
@@ -208,7 +208,10 @@ export class BatchDriver {
     // The drafters time themselves, per drafted token (the policies add that to what a draft's rows cost).
     await this.#draftModel?.propose(this.#active, shard.maxBatch - this.#active.length, this.#stepClock);
     if (this.#mtp) await proposeMtp(this.#active, shard.maxBatch - this.#active.length, this.#stepClock);
-    const c0 = this.#stepClock();
+    // Only a speculating sequence's policy reads the step's cost: a step without one is not timed (on a
+    // CPU shard the clock is a getrusage call, twice a step: ~2 us each, and a point where the OS preempts).
+    const timed = this.#active.some((s) => s.draft !== null);
+    const c0 = timed ? this.#stepClock() : 0;
     const { parts: batch, decodeRows, promptRows, rows } = planStep(this.#active, shard.maxBatch, this.#chunker, (seq, spare, step) => nextDraft(seq, spare, this.#lookup, step));
     const t0 = this.#now();
     const outs = await forwardSegments(shard, batch.map(({ seq, ids, draft }) => ({ input: { tokens: ids }, cache: seq.cache, allLogits: draft.length > 0 })));
@@ -241,7 +244,7 @@ export class BatchDriver {
       await this.#verify(seq, ids, draft, outs[i], hidden[i]);
     }
     // Decode-only steps teach the draft policy what a row costs (a prompt chunk's rows cost otherwise).
-    if (promptRows === 0 && decodeRows > 0) this.#stepCost.observe(rows, this.#stepClock() - c0);
+    if (timed && promptRows === 0 && decodeRows > 0) this.#stepCost.observe(rows, this.#stepClock() - c0);
   }
 
   /**

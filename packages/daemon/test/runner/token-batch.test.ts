@@ -100,6 +100,59 @@ describe('TokenBatcher', () => {
     expect(sent[4]).toEqual({ type: 'token', id: 2, token: 20 });
   });
 
+  it('holds tokens whose timer fires early (Node counts whole milliseconds) until the interval has passed: on a timer for a millisecond or more left, else at the next turn', () => {
+    const sent: FromRunner[] = [];
+    let now = 1000;
+    const due: (() => void)[] = [];
+    const timers: { ms: number; f: () => void; live: boolean }[] = [];
+    const b = new TokenBatcher((m) => sent.push(m), {
+      intervalMs: 3,
+      now: () => now,
+      schedule: (f) => due.push(f),
+      after: (f, ms) => {
+        const t = { ms, f, live: true };
+        timers.push(t);
+        return () => (t.live = false);
+      },
+    });
+    const fire = () => {
+      for (const t of timers.splice(0)) if (t.live) t.f();
+    };
+    const turn = () => {
+      for (const f of due.splice(0)) f();
+    };
+    b.token(1, 10);
+    turn();
+    expect(sent).toHaveLength(1);
+    now += 0.25;
+    b.token(1, 11);
+    expect(timers.map((t) => t.ms)).toEqual([2.75]);
+    // The timer fires 1.5 ms early: it waits again for the 1.5 ms left, on a timer.
+    now += 1.25;
+    fire();
+    expect(sent).toHaveLength(1);
+    expect(timers.map((t) => t.ms)).toEqual([1.5]);
+    // Early again, 0.5 ms left: no timer (it would wait a whole millisecond), the next turn looks again.
+    now += 1;
+    fire();
+    turn();
+    expect(sent).toHaveLength(1);
+    expect(timers).toHaveLength(0);
+    now += 0.5;
+    turn();
+    expect(sent[1]).toEqual({ type: 'token', id: 1, token: 11 });
+    // A done while the rest is waited for goes at once after its token, and the wait then sends nothing.
+    now += 0.5;
+    b.token(1, 12);
+    now += 2;
+    fire();
+    b.send({ type: 'done', id: 1, outcome: { tokens: [10, 11, 12], finishReason: 'length', promptTokens: 1, prefillMs: 0, decodeMs: 0 } });
+    now += 1;
+    turn();
+    fire();
+    expect(sent.slice(2).map((m) => m.type)).toEqual(['token', 'done']);
+  });
+
   it('refuses an interval out of 0..1000 ms, given or set', () => {
     expect(() => new TokenBatcher(() => undefined, { intervalMs: -1 })).toThrow(/token interval must be 0 to 1000 ms, got -1/);
     const b = new TokenBatcher(() => undefined);

@@ -116,6 +116,20 @@ describe('batch driver', () => {
     await expect(driver.generate({ promptIds: [1], maxTokens: 1, stopTokenIds: [] }, () => true)).rejects.toThrow(/stopped/);
   });
 
+  it("reads the step clock only for steps beside a speculating sequence (only a draft policy reads the step's cost)", async () => {
+    const [group] = createSimGroup(1);
+    let reads = 0;
+    const driver = new BatchDriver(loadRankShard(dir, layout, 0, group, { maxBatch: 8 }), { stepClock: () => ++reads, prefixCacheBytes: 0 });
+    const prompt = promptOf(13, 6);
+    const plain = await driver.generate({ promptIds: prompt, maxTokens: 12, stopTokenIds: [] }, () => true);
+    expect(plain.tokens).toHaveLength(12);
+    expect(reads).toBe(0);
+    const drafting = await driver.generate({ promptIds: prompt, maxTokens: 12, stopTokenIds: [], speculate: 'prompt-lookup' }, () => true);
+    expect(drafting.tokens).toEqual(plain.tokens);
+    expect(reads).toBeGreaterThan(0);
+    await driver.stop();
+  });
+
   // Steps timed by a simulated clock: a forward of r rows takes 20 + r ms, so a decode step of one
   // sequence takes 21 ms and p prompt rows add p ms; a chunk may add stretch × 21 ms. The chunk grows a
   // row per step while the sizes tried fit (each size measured once), one size past the budget is
