@@ -117,8 +117,13 @@ export interface EfficiencyFactors {
  */
 export const FACTORS: Record<ChipClass, EfficiencyFactors> = {
   apple: { bandwidth: 0.8, compute: 0.5, denseLayerUs: 20, moeLayerUs: 250, tokenUs: 2000 },
-  // CPU inference (llama.cpp-like): lower bandwidth efficiency, small dispatch cost. Not calibrated.
-  cpu: { bandwidth: 0.6, compute: 0.5, denseLayerUs: 20, moeLayerUs: 100, tokenUs: 1000 },
+  // CPU inference (Orchard's WASM kernels, llama.cpp-like): lower bandwidth efficiency, small dispatch
+  // cost; not calibrated against published tables. tokenUs is what Orchard's own serving path measured
+  // per token outside the layers on a 2-core Linux VM (bench:serve's api lines: the runner process and
+  // its IPC ~60 us over the engine's step, the daemon ~40-50 us of CPU beside it, sampling and
+  // detokenizing a few us): 1 ms had the bundled model predicted at ~690 tok/s against ~2,500-3,500
+  // measured through the API.
+  cpu: { bandwidth: 0.6, compute: 0.5, denseLayerUs: 20, moeLayerUs: 100, tokenUs: 100 },
 };
 
 // ─── 3. Nodes and links resolved to numbers ───────────────────────────────────────────────────
