@@ -50,6 +50,13 @@ function matvec(be: WasmBackend, w: Weight, x: Float32Array): Float32Array {
   return out;
 }
 
+/** A prompt batch of the given token rows, in backend memory. */
+function promptOf(be: WasmBackend, cols: number, rows: Float32Array[]): Float32Array {
+  const batch = be.allocF32(rows.length * cols);
+  rows.forEach((r, i) => batch.set(r, i * cols));
+  return batch;
+}
+
 describe.each(SIMD_BUILDS)('%s build: packed q8_0 / q4_0 decode', (simd) => {
   const backend = wasmBackendsForFile(simd);
 
@@ -97,10 +104,7 @@ describe.each(SIMD_BUILDS)('%s build: packed q8_0 / q4_0 decode', (simd) => {
     const want = bits(matvec(be, m64, x));
     const want32y = bits(matvec(be, m32, y));
     const wantB = bits(matvec(be, m64b, x));
-    const batch = be.allocF32(3 * cols);
-    batch.set(y);
-    batch.set(x, cols);
-    batch.set(y, 2 * cols);
+    const batch = promptOf(be, cols, [y, x, y]);
     const outBatch = be.allocF32(3 * 13);
     for (let round = 0; round < 2; round++) {
       matvec(be, q4, y); // q4_0's decode form at the same address
@@ -129,10 +133,7 @@ describe.each(SIMD_BUILDS)('%s build: packed q8_0 / q4_0 decode', (simd) => {
     const want4 = bits(matvec(be, q4, x));
     const want8y = bits(matvec(be, q8, y));
     const want4b = bits(matvec(be, q4b, x));
-    const batch = be.allocF32(3 * cols);
-    batch.set(y);
-    batch.set(x, cols);
-    batch.set(y, 2 * cols);
+    const batch = promptOf(be, cols, [y, x, y]);
     const outBatch = be.allocF32(3 * 13);
     for (let round = 0; round < 2; round++) {
       expect(bits(matvec(be, p4, x)), `q4_0 round ${round}`).toEqual(want4);
