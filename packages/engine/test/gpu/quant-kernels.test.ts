@@ -3,7 +3,7 @@
  * affine, FP8) through the decode matvec (both reductions), the tiled matmul and the embedding lookup, and
  * every 8-wide accessor (`w8`, f32/f16/bf16 included) through matvec8Shader, against the plain-TS
  * dequantizer (the formats' reference) on odd shapes; then whole models on the GPU against the CPU
- * reference backend: a Q4_K_M GGUF, an MXFP4 GGUF and an MLX 4-bit directory give the same greedy tokens.
+ * reference backend: Q8_0, Q4_0, Q4_K_M and MXFP4 GGUFs and an MLX 4-bit directory give the same greedy tokens.
  * Runs on lavapipe here; skips with the reason without an adapter.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -174,6 +174,9 @@ describe.skipIf(!gpu.ctx)(`GPU models in the packed formats: greedy tokens equal
   };
   writeRandomModel(hf, { variant: 'llama', hiddenSize: 256, intermediateSize: 512, numLayers: 2, numHeads: 4, numKvHeads: 2, dtype: 'bf16', seed: 13 });
   const cases: Array<[string, () => string]> = [
+    // Q8_0/Q4_0: the row-block kernel's block decoder (decode) and its step loader (prompt matmul)
+    ['GGUF Q8_0', () => (hfToGguf(hf, join(root, 'q8.gguf'), { dtype: 'q8_0' }), join(root, 'q8.gguf'))],
+    ['GGUF Q4_0', () => (hfToGguf(hf, join(root, 'q4.gguf'), { dtype: 'q4_0' }), join(root, 'q4.gguf'))],
     ['GGUF Q4_K_M', () => (hfToGguf(hf, join(root, 'q4km.gguf'), { dtype: 'q4_k_m' }), join(root, 'q4km.gguf'))],
     ['GGUF MXFP4', () => (hfToGguf(hf, join(root, 'mxfp4.gguf'), { dtype: 'mxfp4' }), join(root, 'mxfp4.gguf'))],
     ['MLX 4-bit g64', () => (writeMlxModel(hf, join(root, 'mlx4'), { bits: 4, groupSize: 64 }), join(root, 'mlx4'))],
