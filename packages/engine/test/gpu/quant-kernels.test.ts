@@ -1,8 +1,9 @@
 /**
- * The WGSL accessors of the issue-17 formats (kernels/gpu/quant-wgsl.ts: K-quants, MXFP4, MLX affine)
- * through the decode matvec (both reductions), the tiled matmul and the embedding lookup, against the plain-TS
+ * The WGSL accessors of the packed formats (kernels/gpu/quant-wgsl.ts: GGUF Q8_0/Q4_0, K-quants, MXFP4, MLX
+ * affine, FP8) through the decode matvec (both reductions), the tiled matmul and the embedding lookup, and
+ * every 8-wide accessor (`w8`, f32/f16/bf16 included) through matvec8Shader, against the plain-TS
  * dequantizer (the formats' reference) on odd shapes; then whole models on the GPU against the CPU
- * reference backend: a Q4_K_M GGUF, an MXFP4 GGUF and an MLX 4-bit directory give the same greedy tokens.
+ * reference backend: Q8_0, Q4_0, Q4_K_M and MXFP4 GGUFs and an MLX 4-bit directory give the same greedy tokens.
  * Runs on lavapipe here; skips with the reason without an adapter.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -12,7 +13,9 @@ import { afterAll, describe, expect, it } from 'vitest';
 import type { DType, Weight } from '../../src/kernels/backend.js';
 import { createStorage, readF32, uploadF32, uploadWeight } from '../../src/kernels/gpu/buffers.js';
 import type { GpuContext } from '../../src/kernels/gpu/context.js';
-import { GpuKernels, StepUniform, submit } from '../../src/kernels/gpu/ops.js';
+import { GpuKernels, StepUniform, submit, type Dispatch } from '../../src/kernels/gpu/ops.js';
+import { weight8Accessor } from '../../src/kernels/gpu/quant-wgsl.js';
+import { MATVEC_ROWS, matvec8Shader, type MatvecLayout } from '../../src/kernels/gpu/wgsl.js';
 import { loadGpuModel } from '../../src/kernels/gpu/model.js';
 import { dequantizeRow } from '../../src/kernels/wasm/quant-reference.js';
 import { loadInProcessModel } from '../../src/drivers/in-process.js';
@@ -20,7 +23,7 @@ import { generate } from '../../src/generate/generate.js';
 import { hfToGguf } from '../../src/gguf/convert.js';
 import { Prng } from '../../src/numeric/prng.js';
 import { writeFp8Model, writeInt4PackedModel, writeMlxModel, writeRandomModel } from '../../src/testing/index.js';
-import { matmulRef, randomF32 } from './cpu-ref.js';
+import { matmulRef, randomF32, widen } from './cpu-ref.js';
 import { openTestGpu } from './gpu-env.js';
 import { quantizedWeight } from './quant-weight.js';
 
@@ -45,12 +48,16 @@ function quantWeight(dtype: DType, rows: number, cols: number, rng: Prng): Weigh
 }
 
 function dequantized(w: Weight): Float32Array {
+  if (w.dtype === 'f32' || w.dtype === 'f16' || w.dtype === 'bf16') return widen(w);
   const out = new Float32Array(w.rows * w.cols);
   for (let r = 0; r < w.rows; r++) dequantizeRow(w.dtype, w.bytes, w.cols, r, out.subarray(r * w.cols, (r + 1) * w.cols));
   return out;
 }
 
 const FORMATS: Array<[DType, number]> = [
+  // 34- and 18-byte blocks: odd rows of one block start on 2 bytes (the row-block decoder's shifted words)
+  ['q8_0', 32],
+  ['q4_0', 32],
   ['q4_k', 256],
   ['q5_k', 256],
   ['q6_k', 256],
@@ -67,7 +74,8 @@ describe.skipIf(!gpu.ctx)(`WGSL accessors of the packed formats vs the dequantiz
   for (const [dtype, unit] of FORMATS) {
     it(`${dtype}: matvec, matmul (odd rows, 1 and 40 tokens) and embedding rows`, async () => {
       const rng = new Prng(unit + dtype.length);
-      // 1-2 tokens take the decode matvec (matvec8Shader where weight8Accessor decodes the format): row
+      // 1-2 tokens take the decode matvec (the row-block kernel for Q8_0/Q4_0, matvec8Shader where
+      // weight8Accessor decodes the other formats): row
       // counts with 1, 2 and 3 rows past a 4-row workgroup, 1-3 K-quant super-blocks (Q6_K's 210-byte
       // blocks start on 2 bytes in odd-block rows, on words in even ones); 40 tokens the tiled matmul.
       const shapes = [[5, unit, 1], [70, 2 * unit, 40], [11, 3 * unit, 2], [6, 2 * unit, 1]];
@@ -107,6 +115,54 @@ describe.skipIf(!gpu.ctx)(`WGSL accessors of the packed formats vs the dequantiz
   }
 });
 
+/** Every format with an 8-wide accessor (quant-wgsl.ts weight8Accessor), with its column unit (block, group). */
+const FORMATS8: Array<[DType, number]> = [
+  ['f32', 8],
+  ['f16', 8],
+  ['bf16', 8],
+  ...FORMATS.filter(([d, unit]) => weight8Accessor(d, unit) !== null),
+];
+
+describe.skipIf(!gpu.ctx)(`8-wide accessors (w8) through matvec8Shader vs the dequantizer${gpu.skip ? ` (skipped: ${gpu.skip})` : ''}`, () => {
+  it('covers Q8_0 and Q4_0 (and leaves out MLX 3-bit: no whole-word 8s)', () => {
+    expect(FORMATS8.map(([d]) => d)).toEqual(expect.arrayContaining(['q8_0', 'q4_0', 'q4_k', 'q6_k', 'mxfp4', 'fp8_e4m3']));
+    expect(weight8Accessor('mlx3_g32_f16', 64)).toBeNull();
+  });
+  const layouts: Array<[string, () => MatvecLayout]> = [
+    ['device layout', () => kernels.matvec],
+    ['workgroup-memory sums', () => ({ lanes: 32, subgroups: false })],
+  ];
+  for (const [dtype, unit] of FORMATS8) {
+    it(`${dtype}: rows with 0-3 past a 4-row workgroup, 1-3 blocks, 1/2/40 tokens, both reductions`, async () => {
+      const rng = new Prng(unit * 7 + dtype.length);
+      // [rows, cols, tokens]: rows % 4 = 1, 2, 3, 0; one block rows start on 2 bytes (Q8_0/Q4_0/Q6_K) or any byte (MXFP4)
+      const shapes = [[5, unit, 1], [6, 2 * unit, 2], [11, 3 * unit, 40], [8, unit, 2], [70, 2 * unit, 1]];
+      for (const [rows, cols, n] of shapes) {
+        const w = quantWeight(dtype, rows, cols, rng);
+        const x = randomF32(n * cols, rng);
+        const gw = await uploadWeight(ctx, w, dtype);
+        const gx = await uploadF32(ctx, x, 'x');
+        const out = await createStorage(ctx, n * rows * 4, 'out');
+        const ref = matmulRef(dequantized(w), rows, cols, x, n);
+        for (const [how, layout] of layouts) {
+          const l = layout();
+          const pipeline = kernels.pipeline(`test_matvec8_${dtype}_${cols}_${l.lanes}_${l.subgroups}`, () => matvec8Shader(dtype, cols, l));
+          const params = kernels.params('params', [['u32', rows], ['u32', cols], ['u32', 0], ['u32', rows], ['u32', cols], ['u32', 0], ['f32', 0]]);
+          const d: Dispatch = { label: 'matvec8', pipeline, bindGroup: kernels.bind('matvec8', pipeline, [params, step.buffer, gw.chunks[0].buffer, gx, out, kernels.dummy()]), grid: () => [Math.ceil(rows / MATVEC_ROWS), 1, 1] };
+          step.write(ctx, 0, n, 0);
+          submit(ctx, [d], n);
+          const got = await readF32(ctx, out, n * rows);
+          let worst = 0;
+          for (let i = 0; i < got.length; i++) worst = Math.max(worst, Math.abs(got[i] - ref.out[i]) / (ref.mag[i] + 1e-6));
+          expect(worst, `${dtype} [${rows}x${cols}] x ${n} ${how}`).toBeLessThanOrEqual(2e-5);
+        }
+        for (const b of [gx, out]) b.destroy();
+        gw.destroy();
+      }
+    }, 120_000);
+  }
+});
+
 describe.skipIf(!gpu.ctx)(`GPU models in the packed formats: greedy tokens equal the CPU reference${gpu.skip ? ` (skipped: ${gpu.skip})` : ''}`, () => {
   const prompt = Array.from({ length: 21 }, (_, i) => (i * 37 + 11) % 256);
   const hf = join(root, 'hf');
@@ -118,6 +174,9 @@ describe.skipIf(!gpu.ctx)(`GPU models in the packed formats: greedy tokens equal
   };
   writeRandomModel(hf, { variant: 'llama', hiddenSize: 256, intermediateSize: 512, numLayers: 2, numHeads: 4, numKvHeads: 2, dtype: 'bf16', seed: 13 });
   const cases: Array<[string, () => string]> = [
+    // Q8_0/Q4_0: the row-block kernel's block decoder (decode) and its step loader (prompt matmul)
+    ['GGUF Q8_0', () => (hfToGguf(hf, join(root, 'q8.gguf'), { dtype: 'q8_0' }), join(root, 'q8.gguf'))],
+    ['GGUF Q4_0', () => (hfToGguf(hf, join(root, 'q4.gguf'), { dtype: 'q4_0' }), join(root, 'q4.gguf'))],
     ['GGUF Q4_K_M', () => (hfToGguf(hf, join(root, 'q4km.gguf'), { dtype: 'q4_k_m' }), join(root, 'q4km.gguf'))],
     ['GGUF MXFP4', () => (hfToGguf(hf, join(root, 'mxfp4.gguf'), { dtype: 'mxfp4' }), join(root, 'mxfp4.gguf'))],
     ['MLX 4-bit g64', () => (writeMlxModel(hf, join(root, 'mlx4'), { bits: 4, groupSize: 64 }), join(root, 'mlx4'))],

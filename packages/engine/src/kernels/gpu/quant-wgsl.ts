@@ -1,13 +1,13 @@
 /**
  * WGSL element accessors (`w_at(r, c)`, the interface of kernels/gpu/wgsl.ts's weight kernels) for the
- * formats of issue 17, read from their packed bytes as the CPU keeps them (no dequantized copy on the
- * GPU): GGUF K-quants (q4_k, q5_k, q6_k; layouts in quant/kquants.ts), MXFP4 in GGUF order
+ * packed formats, read from their bytes as the CPU keeps them (no dequantized copy on the GPU): GGUF
+ * Q8_0/Q4_0, the K-quants (q4_k, q5_k, q6_k; layouts in quant/kquants.ts), MXFP4 in GGUF order
  * (quant/mxfp4.ts), MLX affine rows (quant/mlx.ts: packed bits, then (scale, bias) per group) and FP8
  * E4M3 rows with 128-column block scales (quant/fp8.ts).
  * Each element decodes its own scale, so these are correctness-first: they run through the generic
  * per-element matvec, the tiled matmul and the embedding lookup. `weight8Accessor` (below) decodes 8
- * elements with one scale lookup for MLX 4/8-bit, FP8, the K-quants and MXFP4: the decode matvec
- * (matvec8Shader) and the MoE experts' (expertRowsShader) take it where it applies.
+ * elements with one scale lookup for MLX 4/8-bit, FP8, Q8_0/Q4_0, the K-quants and MXFP4: the decode
+ * matvec (matvec8Shader) and the MoE experts' (expertRowsShader) take it where it applies.
  * Weights are row-major (`P.cols` columns), bound as `array<u32>`; rows start on 4-byte boundaries
  * only for MLX, so the block formats read bytes.
  */
@@ -20,13 +20,16 @@ fn rd_u16(o: u32) -> u32 { return rd_u8(o) | (rd_u8(o + 1u) << 8u); }
 fn rd_f16(o: u32) -> f32 { return unpack2x16float(rd_u16(o)).x; }
 `;
 
-/** Four bytes from any byte offset (Q6_K's 210-byte blocks start on 2 bytes, MXFP4's 17-byte ones on any). */
+/**
+ * Four bytes from any byte offset (Q6_K's 210-byte blocks start on 2 bytes, MXFP4's 17-byte and Q4_0/Q8_0's
+ * 18/34-byte ones on any or every other). No branch on the alignment: neighbouring lanes differ in it, and a
+ * CPU driver's SIMD lanes would run both sides; the next word's share, shifted by 1 then 31 − s, is 0 when s is 0.
+ */
 const RD32 = /* wgsl */ `
 fn rd32b(o: u32) -> u32 {
   let i = o >> 2u;
   let s = (o & 3u) * 8u;
-  if (s == 0u) { return W[i]; }
-  return (W[i] >> s) | (W[i + 1u] << (32u - s));
+  return (W[i] >> s) | ((W[i + 1u] << 1u) << (31u - s));
 }`;
 
 /** Sub-block j's 6-bit scale and min (llama.cpp's get_scale_min_k4) of the Q4_K/Q5_K super-block at byte o. */
@@ -63,13 +66,42 @@ function mlxScaleBias(scales: 'f16' | 'bf16' | 'f32', w: string): string {
   return scales === 'f16' ? `unpack2x16float(W[${w}])` : `bf2(W[${w}])`;
 }
 
+/** Bytes 0..3 of a word as f32s (also the row-block decoder's, wgsl.ts stepDecoder). */
+export const U8X4 = /* wgsl */ `
+fn u8x4(w: u32) -> vec4<f32> { return vec4<f32>(f32(w & 255u), f32((w >> 8u) & 255u), f32((w >> 16u) & 255u), f32(w >> 24u)); }`;
+
+/** Bytes 0..3 of a word as signed (Q8_0) f32s. */
+export const I8X4 = /* wgsl */ `
+fn i8x4(w: u32) -> vec4<f32> {
+  return vec4<f32>(f32(bitcast<i32>(w << 24u) >> 24u), f32(bitcast<i32>(w << 16u) >> 24u), f32(bitcast<i32>(w << 8u) >> 24u), f32(bitcast<i32>(w) >> 24u));
+}`;
+
 /** What `w8` returns: 8 consecutive elements. */
 const W8 = 'array<vec4<f32>, 2>';
 
-/** `w_at` for the K-quant, MXFP4 and MLX dtypes; throws for any other. */
+/** `w_at` for the GGUF block (Q8_0, Q4_0, K-quant, MXFP4), MLX and FP8 dtypes; throws for any other. */
 export function quantWeightAccessor(dtype: DType): string {
   if (isMlx(dtype)) return mlxAccessor(dtype);
   switch (dtype) {
+    case 'q8_0':
+      // Block of 32: f16 scale, then 32 signed bytes.
+      return `${BYTES}
+fn w_at(r: u32, c: u32) -> f32 {
+  let o = (r * (P.cols / 32u) + c / 32u) * 34u;
+  let q = bitcast<i32>(rd_u8(o + 2u + (c & 31u)) << 24u) >> 24u;
+  return f32(q) * rd_f16(o);
+}`;
+    case 'q4_0':
+      // Block of 32: f16 scale, then 16 bytes; element j < 16 is the low nibble of byte j, element
+      // j + 16 the high nibble; value = (q - 8) * scale.
+      return `${BYTES}
+fn w_at(r: u32, c: u32) -> f32 {
+  let o = (r * (P.cols / 32u) + c / 32u) * 18u;
+  let j = c & 31u;
+  let b = rd_u8(o + 2u + (j & 15u));
+  let q = select(b & 15u, b >> 4u, j >= 16u);
+  return (f32(q) - 8.0) * rd_f16(o);
+}`;
     case 'q4_k':
     case 'q5_k': {
       const five = dtype === 'q5_k';
@@ -142,8 +174,8 @@ fn w_at(r: u32, c: u32) -> f32 {
  * `w8(r, c) -> array<vec4<f32>, 2>`: elements c..c+7 of row r (c a multiple of 8) from whole u32 words,
  * for the formats whose 8 consecutive elements sit in one or two aligned words and share one scale:
  * f32, f16, bf16, MLX 4- and 8-bit (groups are multiples of 8), FP8 E4M3 rows when `cols` is a
- * multiple of 4 (rows then start on a word), and the GGUF K-quants and MXFP4 (blockWeight8: 8
- * elements of a 32-element sub-block share its scale). Null for any other format or shape: the per-element
+ * multiple of 4 (rows then start on a word), and the GGUF Q8_0/Q4_0, K-quants and MXFP4 (blockWeight8: 8
+ * elements of a 32-element (sub-)block share its scale). Null for any other format or shape: the per-element
  * `w_at` serves those. Each value is computed as `w_at` computes it (same f32 operations), so only the
  * kernels' summation order differs.
  */
@@ -178,6 +210,8 @@ fn w8(r: u32, c: u32) -> ${W8} {
   let i = o + nb + (c >> 2u);
   return ${W8}(e4m3x4(W[i], s), e4m3x4(W[i + 1u], s));
 }`;
+    case 'q4_0':
+    case 'q8_0':
     case 'q4_k':
     case 'q5_k':
     case 'q6_k':
@@ -211,19 +245,38 @@ ${q}
 }`;
 }
 
-/** Bytes 0..3 of a word as f32s. */
-const U8X4 = /* wgsl */ `
-fn u8x4(w: u32) -> vec4<f32> { return vec4<f32>(f32(w & 255u), f32((w >> 8u) & 255u), f32((w >> 16u) & 255u), f32(w >> 24u)); }`;
-
 /**
- * `w8` of the GGUF block formats: the 8 elements share their sub-block's scale (and min), and their
- * codes are 8 consecutive bytes (MXFP4, Q4_K's nibbles, Q6_K's low nibbles) plus, for Q5_K/Q6_K, 8
- * consecutive bytes of high bits, so two 4-byte reads give all 8 codes. Q4_K/Q5_K super-blocks (144/176
- * bytes) keep rows on words; Q6_K's 210-byte blocks start on 2 bytes and MXFP4's 17-byte blocks on any
- * byte, so those read words across a boundary.
+ * `w8` of the GGUF block formats: the 8 elements share their (sub-)block's scale (and min), and their
+ * codes are 8 consecutive bytes (Q8_0, Q4_0's, MXFP4's and Q4_K's nibbles, Q6_K's low nibbles) plus, for
+ * Q5_K/Q6_K, 8 consecutive bytes of high bits, so two 4-byte reads give all 8 codes. Q4_K/Q5_K super-blocks
+ * (144/176 bytes) keep rows on words; Q6_K's 210-byte and Q8_0/Q4_0's 34/18-byte blocks start on 2 bytes
+ * and MXFP4's 17-byte blocks on any byte, so those read words across a boundary (rd32b).
  */
-function blockWeight8(dtype: 'q4_k' | 'q5_k' | 'q6_k' | 'mxfp4', cols: number): string | null {
+function blockWeight8(dtype: 'q4_0' | 'q8_0' | 'q4_k' | 'q5_k' | 'q6_k' | 'mxfp4', cols: number): string | null {
   switch (dtype) {
+    case 'q4_0':
+      // 18-byte blocks (f16 scale, 16 bytes): elements j..j+7 (j = c % 32) are the low (j < 16) or high nibbles of bytes (j & 15)..+7
+      if (cols % 32 !== 0) return null;
+      return `${BYTES}${U8X4}${RD32}
+fn q4x4(w: u32, d: f32) -> vec4<f32> { return (u8x4(w & 0x0f0f0f0fu) - 8.0) * d; }
+fn w8(r: u32, c: u32) -> ${W8} {
+  let o = (r * (P.cols / 32u) + c / 32u) * 18u;
+  let j = c % 32u;
+  let p = o + 2u + (j & 15u);
+  let sh = select(0u, 4u, j >= 16u);
+  let d = rd_f16(o);
+  return ${W8}(q4x4(rd32b(p) >> sh, d), q4x4(rd32b(p + 4u) >> sh, d));
+}`;
+    case 'q8_0':
+      // 34-byte blocks (f16 scale, 32 signed bytes)
+      if (cols % 32 !== 0) return null;
+      return `${BYTES}${I8X4}${RD32}
+fn w8(r: u32, c: u32) -> ${W8} {
+  let o = (r * (P.cols / 32u) + c / 32u) * 34u;
+  let p = o + 2u + c % 32u;
+  let d = rd_f16(o);
+  return ${W8}(i8x4(rd32b(p)) * d, i8x4(rd32b(p + 4u)) * d);
+}`;
     case 'q4_k':
     case 'q5_k': {
       if (cols % 256 !== 0) return null;

@@ -10,7 +10,7 @@
  * Layout is row-major [rows, cols] = [out, in], as in kernels/backend.ts.
  */
 import type { DType } from '../backend.js';
-import { quantWeightAccessor, weight8Accessor } from './quant-wgsl.js';
+import { I8X4, U8X4, quantWeightAccessor, weight8Accessor } from './quant-wgsl.js';
 
 export const WG = 64;
 
@@ -54,11 +54,6 @@ fn reduce_max(tid: u32, v: f32) -> f32 {
 
 /** `w_at(r, c)`: element (r, c) of the weight bound as `W`, widened to f32. Needs `P.cols`. */
 export function weightAccessor(dtype: DType): string {
-  const bytes = /* wgsl */ `
-fn rd_u8(o: u32) -> u32 { return (W[o >> 2u] >> ((o & 3u) * 8u)) & 0xffu; }
-fn rd_u16(o: u32) -> u32 { return (W[o >> 2u] >> ((o & 2u) * 8u)) & 0xffffu; }
-fn f16_bits(b: u32) -> f32 { return unpack2x16float(b).x; }
-`;
   switch (dtype) {
     case 'f32':
       return `fn w_at(r: u32, c: u32) -> f32 { return bitcast<f32>(W[r * P.cols + c]); }`;
@@ -69,27 +64,8 @@ fn f16_bits(b: u32) -> f32 { return unpack2x16float(b).x; }
   let i = r * P.cols + c;
   return bitcast<f32>(((W[i >> 1u] >> ((i & 1u) * 16u)) & 0xffffu) << 16u);
 }`;
-    case 'q8_0':
-      // Block of 32: f16 scale, then 32 signed bytes.
-      return `${bytes}
-fn w_at(r: u32, c: u32) -> f32 {
-  let o = (r * (P.cols / 32u) + c / 32u) * 34u;
-  let q = bitcast<i32>(rd_u8(o + 2u + (c & 31u)) << 24u) >> 24u;
-  return f32(q) * f16_bits(rd_u16(o));
-}`;
-    case 'q4_0':
-      // Block of 32: f16 scale, then 16 bytes; element j < 16 is the low nibble of byte j, element
-      // j + 16 the high nibble; value = (q - 8) * scale.
-      return `${bytes}
-fn w_at(r: u32, c: u32) -> f32 {
-  let o = (r * (P.cols / 32u) + c / 32u) * 18u;
-  let j = c & 31u;
-  let b = rd_u8(o + 2u + (j & 15u));
-  let q = select(b & 15u, b >> 4u, j >= 16u);
-  return (f32(q) - 8.0) * f16_bits(rd_u16(o));
-}`;
     default:
-      // K-quants, MXFP4, MLX affine: kernels/gpu/quant-wgsl.ts
+      // GGUF Q8_0/Q4_0, K-quants, MXFP4, MLX affine, FP8: kernels/gpu/quant-wgsl.ts
       return quantWeightAccessor(dtype);
   }
 }
@@ -268,44 +244,50 @@ export function stepDecoder(dtype: DType, name: string): string {
 }`;
     }
     case 'q8_0':
-      // 34-byte blocks: f16 scale, 32 signed bytes (2-byte aligned, read as shifted word pairs).
-      return `${quantBytes(name)}
+      // 34-byte blocks: f16 scale, 32 signed bytes.
+      return `${quantSteps(name, dtype)}
 fn ws_${name}(u: u32) -> f32 { return unpack2x16float(rd16_${name}(u * 34u)).x; }
 fn wv_${name}(u: u32) -> ${ret} {
-  var v: ${ret};
-  for (var j = 0u; j < 8u; j++) {
-    let q = rd32_${name}(u * 34u + 2u + 4u * j);
-    v[j] = vec4<f32>(f32(bitcast<i32>(q << 24u) >> 24u), f32(bitcast<i32>(q << 16u) >> 24u), f32(bitcast<i32>(q << 8u) >> 24u), f32(bitcast<i32>(q) >> 24u));
-  }
-  return v;
+${blockWords(name, 'u * 34u + 2u', 8)}
+  return ${ret}(${range(8).map((j) => `i8x4(q${j})`).join(', ')});
 }`;
     case 'q4_0':
       // 18-byte blocks: f16 scale, 16 bytes; element j < 16 is the low nibble of byte j, j + 16 the high one.
-      return `${quantBytes(name)}
+      return `${quantSteps(name, dtype)}
 fn ws_${name}(u: u32) -> f32 { return unpack2x16float(rd16_${name}(u * 18u)).x; }
 fn wv_${name}(u: u32) -> ${ret} {
-  var v: ${ret};
-  for (var j = 0u; j < 4u; j++) {
-    let q = rd32_${name}(u * 18u + 2u + 4u * j);
-    v[j] = vec4<f32>(f32(q & 15u), f32((q >> 8u) & 15u), f32((q >> 16u) & 15u), f32((q >> 24u) & 15u)) - 8.0;
-    v[j + 4u] = vec4<f32>(f32((q >> 4u) & 15u), f32((q >> 12u) & 15u), f32((q >> 20u) & 15u), f32(q >> 28u)) - 8.0;
-  }
-  return v;
+${blockWords(name, 'u * 18u + 2u', 4)}
+  return ${ret}(${[...range(4).map((j) => `u8x4(q${j} & 0x0f0f0f0fu) - 8.0`), ...range(4).map((j) => `u8x4((q${j} >> 4u) & 0x0f0f0f0fu) - 8.0`)].join(', ')});
 }`;
     default:
       throw new Error(`WebGPU backend: no row-block matvec for ${dtype} weights (vectorWidth 0: the per-element matvec runs them)`);
   }
 }
 
-function quantBytes(name: string): string {
-  return `
-fn rd16_${name}(o: u32) -> u32 { return (${name}[o >> 2u] >> ((o & 2u) * 8u)) & 0xffffu; }
-// Four bytes from a 2-byte-aligned offset (GGUF blocks are 34 and 18 bytes long).
-fn rd32_${name}(o: u32) -> u32 {
+const range = (n: number) => Array.from({ length: n }, (_, i) => i);
+
+/**
+ * The block's f16 scale read, and the byte-to-f32 helpers (quant-wgsl.ts) once per kernel: with W's
+ * decoder (every kernel binds W; SwiGLU's W2 decoder shares them).
+ */
+function quantSteps(name: string, dtype: 'q8_0' | 'q4_0'): string {
+  return `${name === 'W' ? (dtype === 'q8_0' ? I8X4 : U8X4) : ''}
+fn rd16_${name}(o: u32) -> u32 { return (${name}[o >> 2u] >> ((o & 2u) * 8u)) & 0xffffu; }`;
+}
+
+/**
+ * `q0..q<n-1>`: the n 4-byte groups from byte offset `off` (even: GGUF Q8_0/Q4_0 blocks are 34 and 18 bytes
+ * long) of the buffer `name`, from n + 1 words read once. No branch on the alignment (neighbouring lanes
+ * differ in it, and a CPU driver's SIMD lanes would run both sides): the next word's share, shifted by
+ * 16 − s then 16, is 0 when s is 0.
+ */
+function blockWords(name: string, off: string, n: number): string {
+  return `  let o = ${off};
   let i = o >> 2u;
-  if ((o & 2u) == 0u) { return ${name}[i]; }
-  return (${name}[i] >> 16u) | (${name}[i + 1u] << 16u);
-}`;
+  let s = (o & 2u) * 8u;
+  let t = 16u - s;
+${range(n + 1).map((k) => `  let a${k} = ${name}[i + ${k}u];`).join('\n')}
+${range(n).map((k) => `  let q${k} = (a${k} >> s) | ((a${k + 1} << t) << 16u);`).join('\n')}`;
 }
 
 export interface RowBlockOptions {
