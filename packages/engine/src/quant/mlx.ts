@@ -218,20 +218,30 @@ export function planMlxMatrix(
  * `n` rows from the scratch (all rows' words, then all scales, then all biases) into the packed row
  * layout: each row's words, then (scale, bias) per group.
  */
-function interleaveRows(src: Uint8Array, n: number, qBytes: number, groups: number, el: number, dst: Uint8Array): void {
+export function interleaveRows(src: Uint8Array, n: number, qBytes: number, groups: number, el: number, dst: Uint8Array): void {
   const rb = qBytes + 2 * groups * el;
   const sOff = n * qBytes;
   const bOff = sOff + n * groups * el;
+  for (let i = 0; i < n; i++) dst.set(src.subarray(i * qBytes, (i + 1) * qBytes), i * rb);
+  // (scale, bias) pairs as whole elements: 16- or 32-bit words when both buffers allow (offsets are
+  // multiples of el: rows of whole 32-column blocks, scales after n rows of them), bytes otherwise.
+  const wide = src.byteOffset % el === 0 && dst.byteOffset % el === 0 && qBytes % el === 0;
+  const unit = wide ? el : 1;
+  const per = el / unit;
+  const s = wide ? (el === 4 ? new Uint32Array(src.buffer, src.byteOffset, src.byteLength >> 2) : new Uint16Array(src.buffer, src.byteOffset, src.byteLength >> 1)) : src;
+  const d = wide ? (el === 4 ? new Uint32Array(dst.buffer, dst.byteOffset, dst.byteLength >> 2) : new Uint16Array(dst.buffer, dst.byteOffset, dst.byteLength >> 1)) : dst;
+  const rw = rb / unit;
+  const qw = qBytes / unit;
+  let si = sOff / unit;
+  let bi = bOff / unit;
   for (let i = 0; i < n; i++) {
-    dst.set(src.subarray(i * qBytes, (i + 1) * qBytes), i * rb);
+    let o = i * rw + qw;
     for (let k = 0; k < groups; k++) {
-      const o = i * rb + qBytes + 2 * k * el;
-      const s = sOff + (i * groups + k) * el;
-      const b = bOff + (i * groups + k) * el;
-      for (let e = 0; e < el; e++) {
-        dst[o + e] = src[s + e];
-        dst[o + el + e] = src[b + e];
-      }
+      for (let e = 0; e < per; e++) d[o + e] = s[si + e];
+      for (let e = 0; e < per; e++) d[o + per + e] = s[bi + e];
+      o += 2 * per;
+      si += per;
+      bi += per;
     }
   }
 }
