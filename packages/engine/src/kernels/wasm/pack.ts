@@ -290,27 +290,63 @@ function mlx4Group(cols: number, layout: MlxLayout, rm: Uint8Array, packed: Uint
   const blocks = layout.groupSize / 32;
   const rb = qBytes + groups * pair;
   // Every offset and length is a multiple of 4 (16-byte blocks, 4- or 8-byte pairs, rows of whole
-  // 32-column blocks plus pairs), so with both buffers 4-byte aligned the moves run over 32-bit words.
-  const unit = rm.byteOffset % 4 === 0 && packed.byteOffset % 4 === 0 ? 4 : 1;
-  const a = unit === 4 ? new Uint32Array(rm.buffer, rm.byteOffset, rm.byteLength >> 2) : rm;
-  const p = unit === 4 ? new Uint32Array(packed.buffer, packed.byteOffset, packed.byteLength >> 2) : packed;
-  const pw = pair / unit;
-  const bw = 16 / unit;
-  const rw = rb / unit;
-  const qw = qBytes / unit;
-  const stride = (4 * pair + 64 * blocks) / unit;
+  // 32-column blocks plus pairs), so with both buffers 4-byte aligned the moves run over 32-bit words
+  // (one monomorphic loop per direction); bytes otherwise.
+  if (rm.byteOffset % 4 === 0 && packed.byteOffset % 4 === 0) {
+    const a = new Uint32Array(rm.buffer, rm.byteOffset, rm.byteLength >> 2);
+    const p = new Uint32Array(packed.buffer, packed.byteOffset, packed.byteLength >> 2);
+    if (toPacked) mlx4Pack32(a, p, groups, blocks, pair >> 2, rb >> 2, qBytes >> 2);
+    else mlx4Unpack32(p, a, groups, blocks, pair >> 2, rb >> 2, qBytes >> 2);
+    return;
+  }
+  const move = toPacked ? (from: number, to: number, len: number) => { for (let e = 0; e < len; e++) packed[to + e] = rm[from + e]; } : (from: number, to: number, len: number) => { for (let e = 0; e < len; e++) rm[from + e] = packed[to + e]; };
   for (let k = 0; k < groups; k++) {
-    const at = k * stride;
+    const at = k * (4 * pair + 64 * blocks);
     for (let r = 0; r < 4; r++) {
-      let s = r * rw + qw + k * pw;
-      let d = at + r * pw;
-      if (toPacked) for (let e = 0; e < pw; e++) p[d++] = a[s++];
-      else for (let e = 0; e < pw; e++) a[s++] = p[d++];
-      for (let b = 0; b < blocks; b++) {
-        s = r * rw + bw * (k * blocks + b);
-        d = at + 4 * pw + 4 * bw * b + bw * r;
-        if (toPacked) for (let e = 0; e < bw; e++) p[d++] = a[s++];
-        else for (let e = 0; e < bw; e++) a[s++] = p[d++];
+      move(r * rb + qBytes + k * pair, at + r * pair, pair);
+      for (let b = 0; b < blocks; b++) move(r * rb + 16 * (k * blocks + b), at + 4 * pair + 64 * b + 16 * r, 16);
+    }
+  }
+}
+
+/** mlx4Group to packed over 32-bit words: pw words per (scale, bias) pair, rw per row, qw of bits per row. */
+function mlx4Pack32(a: Uint32Array, p: Uint32Array, groups: number, blocks: number, pw: number, rw: number, qw: number): void {
+  let d = 0;
+  for (let k = 0; k < groups; k++) {
+    for (let r = 0; r < 4; r++) {
+      const s = r * rw + qw + k * pw;
+      p[d++] = a[s];
+      if (pw === 2) p[d++] = a[s + 1];
+    }
+    for (let b = 0; b < blocks; b++) {
+      for (let r = 0; r < 4; r++) {
+        const s = r * rw + 4 * (k * blocks + b);
+        p[d] = a[s];
+        p[d + 1] = a[s + 1];
+        p[d + 2] = a[s + 2];
+        p[d + 3] = a[s + 3];
+        d += 4;
+      }
+    }
+  }
+}
+
+function mlx4Unpack32(p: Uint32Array, a: Uint32Array, groups: number, blocks: number, pw: number, rw: number, qw: number): void {
+  let d = 0;
+  for (let k = 0; k < groups; k++) {
+    for (let r = 0; r < 4; r++) {
+      const s = r * rw + qw + k * pw;
+      a[s] = p[d++];
+      if (pw === 2) a[s + 1] = p[d++];
+    }
+    for (let b = 0; b < blocks; b++) {
+      for (let r = 0; r < 4; r++) {
+        const s = r * rw + 4 * (k * blocks + b);
+        a[s] = p[d];
+        a[s + 1] = p[d + 1];
+        a[s + 2] = p[d + 2];
+        a[s + 3] = p[d + 3];
+        d += 4;
       }
     }
   }
