@@ -171,13 +171,66 @@ function piecesOf(dtype: DType, cols: number, rb: number): PieceTable {
 
 // Every piece offset and length is even (f16 elements, 2-byte scales, 34/18-byte blocks, 176/210-byte
 // super-blocks), so the copies run over 16-bit words, or 32-bit ones where the table allows and both
-// buffers are 4-byte aligned.
+// buffers are 4-byte aligned; one loop per element type, so each stays monomorphic.
 function interleave(dtype: DType, cols: number, rb: number, rowMajor: Uint8Array, packed: Uint8Array): void {
+  // The common shapes get a loop of their own (a piece of 1 to 16 words per table entry costs more
+  // in table walking than in copying); the table covers the rest. Same order as `pieces`.
+  if (dtype === 'f16' && cols % 2 === 0 && rowMajor.byteOffset % 4 === 0 && packed.byteOffset % 4 === 0) {
+    interleaveF16(words32(rowMajor), words32(packed), cols);
+    return;
+  }
+  if (dtype === 'q8_0' || dtype === 'q4_0') {
+    interleaveQ(words(rowMajor), words(packed), cols / QK, (dtype === 'q8_0' ? Q8_0_BLOCK_BYTES : Q4_0_BLOCK_BYTES) >> 1, rb >> 1);
+    return;
+  }
   const { unit, table } = piecesOf(dtype, cols, rb);
-  const wide = unit === 4 && rowMajor.byteOffset % 4 === 0 && packed.byteOffset % 4 === 0;
-  const src = wide ? words32(rowMajor) : words(rowMajor);
-  const dst = wide ? words32(packed) : words(packed);
-  const scale = wide ? 1 : unit / 2;
+  if (unit === 4 && rowMajor.byteOffset % 4 === 0 && packed.byteOffset % 4 === 0) gather32(table, words32(rowMajor), words32(packed));
+  else gather16(table, unit / 2, words(rowMajor), words(packed));
+}
+
+function deinterleave(dtype: DType, cols: number, rb: number, packed: Uint8Array, rowMajor: Uint8Array): void {
+  const { unit, table } = piecesOf(dtype, cols, rb);
+  if (unit === 4 && rowMajor.byteOffset % 4 === 0 && packed.byteOffset % 4 === 0) scatter32(table, words32(packed), words32(rowMajor));
+  else scatter16(table, unit / 2, words(packed), words(rowMajor));
+}
+
+/** f16 (even `cols`, 32-bit words): per 8 columns the 4 rows' 4 words, then the 4 rows' tails. */
+function interleaveF16(src: Uint32Array, dst: Uint32Array, cols: number): void {
+  const rw = cols >> 1;
+  const full = cols >> 3;
+  let o = 0;
+  for (let k = 0; k < full; k++) {
+    for (let r = 0; r < 4; r++) {
+      const s = r * rw + 4 * k;
+      dst[o] = src[s];
+      dst[o + 1] = src[s + 1];
+      dst[o + 2] = src[s + 2];
+      dst[o + 3] = src[s + 3];
+      o += 4;
+    }
+  }
+  for (let r = 0; r < 4; r++) for (let s = r * rw + 4 * full; s < (r + 1) * rw; s++) dst[o++] = src[s];
+}
+
+/** q8_0 / q4_0 (16-bit words, `bw` per block, `rw` per row): per block the 4 rows' scales, then their quants. */
+function interleaveQ(src: Uint16Array, dst: Uint16Array, blocks: number, bw: number, rw: number): void {
+  let o = 0;
+  for (let b = 0; b < blocks; b++) {
+    const at = b * bw;
+    dst[o] = src[at];
+    dst[o + 1] = src[rw + at];
+    dst[o + 2] = src[2 * rw + at];
+    dst[o + 3] = src[3 * rw + at];
+    o += 4;
+    for (let r = 0; r < 4; r++) {
+      const end = r * rw + at + bw;
+      for (let s = r * rw + at + 1; s < end; s++) dst[o++] = src[s];
+    }
+  }
+}
+
+/** The pieces of `table` (in units of `scale` words) from `src`, one after another into `dst`. */
+function gather16(table: Int32Array, scale: number, src: Uint16Array, dst: Uint16Array): void {
   let o = 0;
   for (let p = 0; p < table.length; p += 2) {
     let s = table[p] * scale;
@@ -186,16 +239,30 @@ function interleave(dtype: DType, cols: number, rb: number, rowMajor: Uint8Array
   }
 }
 
-function deinterleave(dtype: DType, cols: number, rb: number, packed: Uint8Array, rowMajor: Uint8Array): void {
-  const { unit, table } = piecesOf(dtype, cols, rb);
-  const wide = unit === 4 && rowMajor.byteOffset % 4 === 0 && packed.byteOffset % 4 === 0;
-  const src = wide ? words32(packed) : words(packed);
-  const dst = wide ? words32(rowMajor) : words(rowMajor);
-  const scale = wide ? 1 : unit / 2;
+function gather32(table: Int32Array, src: Uint32Array, dst: Uint32Array): void {
+  let o = 0;
+  for (let p = 0; p < table.length; p += 2) {
+    let s = table[p];
+    const end = s + table[p + 1];
+    while (s < end) dst[o++] = src[s++];
+  }
+}
+
+/** The inverse of gather16: consecutive words of `src` back to the pieces' places in `dst`. */
+function scatter16(table: Int32Array, scale: number, src: Uint16Array, dst: Uint16Array): void {
   let o = 0;
   for (let p = 0; p < table.length; p += 2) {
     let d = table[p] * scale;
     const end = d + table[p + 1] * scale;
+    while (d < end) dst[d++] = src[o++];
+  }
+}
+
+function scatter32(table: Int32Array, src: Uint32Array, dst: Uint32Array): void {
+  let o = 0;
+  for (let p = 0; p < table.length; p += 2) {
+    let d = table[p];
+    const end = d + table[p + 1];
     while (d < end) dst[d++] = src[o++];
   }
 }
