@@ -11,6 +11,7 @@ import { packRows4, packedSubnormals, unpackRows4 } from '../../src/kernels/wasm
 import { interleaveRows, packMlx } from '../../src/quant/mlx.js';
 import { placeRows } from '../../src/quant/int4-packed.js';
 import { markNanBlocks, placeFp8Rows } from '../../src/quant/fp8.js';
+import { hfBlocksToGguf } from '../../src/quant/mxfp4.js';
 import { BF16_TO_F32, F16_TO_F32, f32ToBf16Bits, f32ToF16Bits } from '../../src/numeric/half.js';
 import { Prng } from '../../src/numeric/prng.js';
 
@@ -209,6 +210,18 @@ function previousPlaceFp8(src: Uint8Array, n: number, cols: number, firstRow: nu
   markNanBlocks(out, cols);
 }
 
+function previousHfBlocksToGguf(blocks: Uint8Array, scales: Uint8Array, n: number, dst: Uint8Array): void {
+  for (let b = 0; b < n; b++) {
+    const o = b * 17;
+    dst[o] = scales[b];
+    for (let j = 0; j < 16; j++) {
+      const lo = (blocks[16 * b + (j >> 1)] >> (4 * (j & 1))) & 15;
+      const hi = (blocks[16 * b + 8 + (j >> 1)] >> (4 * (j & 1))) & 15;
+      dst[o + 1 + j] = lo | (hi << 4);
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 
 const rng = new Prng(0x10ad);
@@ -369,6 +382,19 @@ describe('load-path repacking is byte-identical to the previous implementation',
       const got = randomBytes(n * rb, pick([0, 1, 2]));
       placeFp8Rows(src, n, cols, firstRow, b0, sDtype, got);
       expect(Buffer.from(got).equals(Buffer.from(want)), `${sDtype} ${n} rows from ${firstRow} × ${cols}`).toBe(true);
+    }
+  });
+
+  it('MXFP4 Hugging Face blocks to GGUF order', () => {
+    for (let trial = 0; trial < 20; trial++) {
+      const n = pick([1, 2, 3, 17, 100, 1000]);
+      const blocks = randomBytes(16 * n, pick([0, 1, 2, 4]));
+      const scales = randomBytes(n, pick([0, 1]));
+      const want = new Uint8Array(17 * n);
+      previousHfBlocksToGguf(blocks, scales, n, want);
+      const got = randomBytes(17 * n, pick([0, 1]));
+      hfBlocksToGguf(blocks, scales, n, got);
+      expect(Buffer.from(got).equals(Buffer.from(want)), `${n} blocks at byte offset ${blocks.byteOffset}`).toBe(true);
     }
   });
 });
