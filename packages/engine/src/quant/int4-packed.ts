@@ -149,7 +149,7 @@ export function placeRows(src: Uint8Array, n: number, qBytes: number, groups: nu
   const rb = qBytes + 2 * groups * el;
   const sOff = n * qBytes;
   for (let i = 0; i < n; i++) dst.set(src.subarray(i * qBytes, (i + 1) * qBytes), i * rb);
-  if (el === 4) {
+  if (scales === 'f32') {
     const sv = new DataView(src.buffer, src.byteOffset, src.byteLength);
     const dv = new DataView(dst.buffer, dst.byteOffset, dst.byteLength);
     for (let i = 0; i < n; i++) {

@@ -366,7 +366,10 @@ function mlx4Group(cols: number, layout: MlxLayout, rm: Uint8Array, packed: Uint
     else mlx4Unpack32(p, a, groups, blocks, pair >> 2, rb >> 2, qBytes >> 2);
     return;
   }
-  const move = toPacked ? (from: number, to: number, len: number) => { for (let e = 0; e < len; e++) packed[to + e] = rm[from + e]; } : (from: number, to: number, len: number) => { for (let e = 0; e < len; e++) rm[from + e] = packed[to + e]; };
+  const move = (from: number, to: number, len: number) => {
+    if (toPacked) for (let e = 0; e < len; e++) packed[to + e] = rm[from + e];
+    else for (let e = 0; e < len; e++) rm[from + e] = packed[to + e];
+  };
   for (let k = 0; k < groups; k++) {
     const at = k * (4 * pair + 64 * blocks);
     for (let r = 0; r < 4; r++) {
