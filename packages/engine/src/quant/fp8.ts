@@ -206,8 +206,8 @@ export function planFp8Matrix(
   }
   const sName = `${name}_scale_inv`;
   const sFile = ckpt.file(sName);
-  const sEl = SCALE_DTYPES[sFile.info(sName).dtype];
   const sDtype = sFile.info(sName).dtype;
+  const sEl = SCALE_DTYPES[sDtype];
   const rows = r[1] - r[0];
   const cols = c[1] - c[0];
   const nb = Math.ceil(cols / FP8_BLOCK);
@@ -226,24 +226,40 @@ export function planFp8Matrix(
     const b1 = Math.floor((fileRows[1] - 1) / FP8_BLOCK) + 1;
     const sOff = n * cols;
     const sLen = (b1 - b0) * nb * sEl;
-    const place = () => {
-      const src = scratch.view(0, sOff + sLen);
-      const out = weight.bytes.subarray(r0 * rb, (r0 + n) * rb);
-      const view = new DataView(out.buffer, out.byteOffset, out.byteLength);
-      const sView = new DataView(src.buffer, src.byteOffset + sOff, sLen);
-      for (let i = 0; i < n; i++) {
-        const sRow = Math.floor((fileRows[0] + i) / FP8_BLOCK) - b0;
-        for (let b = 0; b < nb; b++) {
-          const at = (sRow * nb + b) * sEl;
-          const s = sEl === 4 ? sView.getFloat32(at, true) : (sDtype === 'BF16' ? BF16_TO_F32 : F16_TO_F32)[sView.getUint16(at, true)];
-          view.setFloat32(i * rb + b * 4, s, true);
-        }
-        out.set(src.subarray(i * cols, (i + 1) * cols), i * rb + nb * 4);
-      }
-      markNanBlocks(out, cols);
-    };
+    const place = () => placeFp8Rows(scratch.view(0, sOff + sLen), n, cols, fileRows[0], b0, sDtype, weight.bytes.subarray(r0 * rb, (r0 + n) * rb));
     reads.push(lazyRead(file, name, () => scratch.view(0, n * cols), fileRows, c));
     reads.push(lazyRead(sFile, sName, () => scratch.view(sOff, sLen), [b0, b1], blockCols, place));
   }
   return { weight, reads };
+}
+
+/**
+ * `n` rows of codes (the scratch's first n·cols bytes) and their block factors (after them: block rows
+ * b0.. of ceil(cols/128) factors in `sDtype`) into packed 'fp8_e4m3' rows at `out`, then NaN blocks
+ * marked. `firstRow`: the file row of the first code row (which block row of factors it takes).
+ */
+export function placeFp8Rows(src: Uint8Array, n: number, cols: number, firstRow: number, b0: number, sDtype: string, out: Uint8Array): void {
+  const nb = Math.ceil(cols / FP8_BLOCK);
+  const rb = nb * 4 + cols;
+  const sEl = SCALE_DTYPES[sDtype];
+  if (!sEl) throw new Error(`fp8 block factors: unsupported dtype ${sDtype}`);
+  const sView = new DataView(src.buffer, src.byteOffset + n * cols, src.byteLength - n * cols);
+  const table = sDtype === 'BF16' ? BF16_TO_F32 : F16_TO_F32;
+  // One block row's factors as f32 bytes, built once and copied onto each of its (up to 128) rows.
+  const factors = new Float32Array(nb);
+  const factorBytes = new Uint8Array(factors.buffer);
+  let built = -1;
+  for (let i = 0; i < n; i++) {
+    const sRow = Math.floor((firstRow + i) / FP8_BLOCK) - b0;
+    if (sRow !== built) {
+      for (let b = 0; b < nb; b++) {
+        const at = (sRow * nb + b) * sEl;
+        factors[b] = sEl === 4 ? sView.getFloat32(at, true) : table[sView.getUint16(at, true)];
+      }
+      built = sRow;
+    }
+    out.set(factorBytes, i * rb);
+    out.set(src.subarray(i * cols, (i + 1) * cols), i * rb + nb * 4);
+  }
+  markNanBlocks(out, cols);
 }

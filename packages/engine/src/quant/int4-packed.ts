@@ -126,30 +126,68 @@ export function planInt4Matrix(
   return { weight, reads };
 }
 
+/**
+ * −8·s as stored bits for every 16-bit scale s (f16, bf16): what f32ToBits(−8·toF32(s)) gives, once
+ * per format instead of once per group.
+ */
+const NEG8: Partial<Record<'f16' | 'bf16', Uint16Array>> = {};
+function neg8Table(scales: 'f16' | 'bf16'): Uint16Array {
+  let t = NEG8[scales];
+  if (!t) {
+    const toBits = scales === 'f16' ? f32ToF16Bits : f32ToBf16Bits;
+    const table = scales === 'f16' ? F16_TO_F32 : BF16_TO_F32;
+    t = new Uint16Array(65536);
+    for (let h = 0; h < 65536; h++) t[h] = toBits(-8 * table[h]);
+    NEG8[scales] = t;
+  }
+  return t;
+}
+
 /** `n` rows from the scratch (all rows' packed bytes, then all scales) into MLX rows: bytes, then (scale, −8·scale) per group. */
-function placeRows(src: Uint8Array, n: number, qBytes: number, groups: number, scales: MlxLayout['scales'], dst: Uint8Array): void {
+export function placeRows(src: Uint8Array, n: number, qBytes: number, groups: number, scales: MlxLayout['scales'], dst: Uint8Array): void {
   const el = scales === 'f32' ? 4 : 2;
   const rb = qBytes + 2 * groups * el;
   const sOff = n * qBytes;
-  const sv = new DataView(src.buffer, src.byteOffset, src.byteLength);
-  const dv = new DataView(dst.buffer, dst.byteOffset, dst.byteLength);
-  const toBits = scales === 'f16' ? f32ToF16Bits : f32ToBf16Bits;
-  const table = scales === 'f16' ? F16_TO_F32 : BF16_TO_F32;
-  for (let i = 0; i < n; i++) {
-    dst.set(src.subarray(i * qBytes, (i + 1) * qBytes), i * rb);
-    for (let k = 0; k < groups; k++) {
-      const o = i * rb + qBytes + 2 * k * el;
-      const s = sOff + (i * groups + k) * el;
-      if (el === 4) {
-        const v = sv.getFloat32(s, true);
+  for (let i = 0; i < n; i++) dst.set(src.subarray(i * qBytes, (i + 1) * qBytes), i * rb);
+  if (scales === 'f32') {
+    const sv = new DataView(src.buffer, src.byteOffset, src.byteLength);
+    const dv = new DataView(dst.buffer, dst.byteOffset, dst.byteLength);
+    for (let i = 0; i < n; i++) {
+      for (let k = 0; k < groups; k++) {
+        const o = i * rb + qBytes + 2 * k * el;
+        const v = sv.getFloat32(sOff + (i * groups + k) * el, true);
         dv.setFloat32(o, v, true);
         dv.setFloat32(o + 4, -8 * v, true);
-      } else {
-        const h = sv.getUint16(s, true);
-        dv.setUint16(o, h, true);
-        // −8·s: exact in the scale's own format (an exponent step of 3, the sign flipped)
-        dv.setUint16(o + 2, toBits(-8 * table[h]), true);
       }
+    }
+    return;
+  }
+  // −8·s: exact in the scale's own format (an exponent step of 3, the sign flipped), from the table
+  const neg8 = neg8Table(scales);
+  if (src.byteOffset % 2 === 0 && dst.byteOffset % 2 === 0 && qBytes % 2 === 0) {
+    const s16 = new Uint16Array(src.buffer, src.byteOffset, src.byteLength >> 1);
+    const d16 = new Uint16Array(dst.buffer, dst.byteOffset, dst.byteLength >> 1);
+    let si = sOff >> 1;
+    for (let i = 0; i < n; i++) {
+      let o = (i * rb + qBytes) >> 1;
+      for (let k = 0; k < groups; k++) {
+        const h = s16[si++];
+        d16[o++] = h;
+        d16[o++] = neg8[h];
+      }
+    }
+    return;
+  }
+  for (let i = 0; i < n; i++) {
+    for (let k = 0; k < groups; k++) {
+      const o = i * rb + qBytes + 4 * k;
+      const s = sOff + (i * groups + k) * 2;
+      const h = src[s] | (src[s + 1] << 8);
+      const m = neg8[h];
+      dst[o] = src[s];
+      dst[o + 1] = src[s + 1];
+      dst[o + 2] = m & 0xff;
+      dst[o + 3] = m >> 8;
     }
   }
 }

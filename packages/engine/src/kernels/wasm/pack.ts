@@ -73,9 +73,16 @@ export function packRows4(w: Weight): void {
  */
 function takeSubnormals(packed: Uint16Array, g: number, cols: number, found: number[]): void {
   const chunks = cols >> 3;
+  // Two halves per 32-bit word: a word whose halves both have a nonzero exponent (nearly every word
+  // of real weights) holds no subnormal, so most of the group is skipped a word, not a half, at a time.
+  const pairs = packed.byteOffset % 4 === 0 ? new Uint32Array(packed.buffer, packed.byteOffset, chunks * 16) : null;
   for (let r = 0; r < 4; r++) {
     for (let k = 0; k < chunks; k++) {
       const base = k * 32 + r * 8;
+      if (pairs) {
+        const w = base >> 1;
+        if ((pairs[w] & 0x7c00) && (pairs[w] & 0x7c000000) && (pairs[w + 1] & 0x7c00) && (pairs[w + 1] & 0x7c000000) && (pairs[w + 2] & 0x7c00) && (pairs[w + 2] & 0x7c000000) && (pairs[w + 3] & 0x7c00) && (pairs[w + 3] & 0x7c000000)) continue;
+      }
       for (let j = 0; j < 8; j++) {
         const h = packed[base + j];
         if ((h & 0x7c00) === 0 && (h & 0x03ff) !== 0) {
@@ -135,35 +142,133 @@ function pieces(dtype: DType, cols: number, rb: number): Array<[number, number, 
   return out;
 }
 
-// The piece lists depend only on (dtype, cols): computed once per shape.
-const pieceCache = new Map<string, Array<[number, number, number]>>();
-function piecesOf(dtype: DType, cols: number, rb: number) {
+/**
+ * The piece list of (dtype, cols) as a flat table in units of `unit` bytes (2, or 4 where every
+ * offset and length is a multiple of 4: f16 rows of even width, q5_k): per piece its start in the
+ * row-major group and its length. Computed once per shape; the copies then run over 16- or 32-bit
+ * words without a per-piece allocation or destructuring (millions of pieces per model).
+ */
+interface PieceTable {
+  unit: 2 | 4;
+  table: Int32Array;
+}
+const pieceCache = new Map<string, PieceTable>();
+function piecesOf(dtype: DType, cols: number, rb: number): PieceTable {
   const key = `${dtype}:${cols}`;
   let p = pieceCache.get(key);
-  if (!p) pieceCache.set(key, (p = pieces(dtype, cols, rb)));
+  if (!p) {
+    const list = pieces(dtype, cols, rb);
+    const unit = list.every(([r, at, len]) => (r * rb + at) % 4 === 0 && len % 4 === 0) ? 4 : 2;
+    const table = new Int32Array(2 * list.length);
+    list.forEach(([r, at, len], i) => {
+      table[2 * i] = (r * rb + at) / unit;
+      table[2 * i + 1] = len / unit;
+    });
+    pieceCache.set(key, (p = { unit, table }));
+  }
   return p;
 }
 
-// Every piece offset and length is even (f16 elements, 2-byte scales, 34/18-byte blocks, 176/210-byte super-blocks), so the copies
-// run over 16-bit words; a plain loop beats a subarray().set() per piece (millions of pieces per model).
+// Every piece offset and length is even (f16 elements, 2-byte scales, 34/18-byte blocks, 176/210-byte
+// super-blocks), so the copies run over 16-bit words, or 32-bit ones where the table allows and both
+// buffers are 4-byte aligned; one loop per element type, so each stays monomorphic.
 function interleave(dtype: DType, cols: number, rb: number, rowMajor: Uint8Array, packed: Uint8Array): void {
-  const src = words(rowMajor);
-  const dst = words(packed);
-  let o = 0;
-  for (const [r, at, len] of piecesOf(dtype, cols, rb)) {
-    const s = (r * rb + at) >> 1;
-    for (let i = 0; i < len >> 1; i++) dst[o++] = src[s + i];
+  // The common shapes get a loop of their own (a piece of 1 to 16 words per table entry costs more
+  // in table walking than in copying); the table covers the rest. Same order as `pieces`.
+  if (dtype === 'f16' && cols % 2 === 0 && rowMajor.byteOffset % 4 === 0 && packed.byteOffset % 4 === 0) {
+    interleaveF16(words32(rowMajor), words32(packed), cols);
+    return;
   }
+  if (dtype === 'q8_0' || dtype === 'q4_0') {
+    interleaveQ(words(rowMajor), words(packed), cols / QK, (dtype === 'q8_0' ? Q8_0_BLOCK_BYTES : Q4_0_BLOCK_BYTES) >> 1, rb >> 1);
+    return;
+  }
+  const { unit, table } = piecesOf(dtype, cols, rb);
+  if (unit === 4 && rowMajor.byteOffset % 4 === 0 && packed.byteOffset % 4 === 0) gather32(table, words32(rowMajor), words32(packed));
+  else gather16(table, unit / 2, words(rowMajor), words(packed));
 }
 
 function deinterleave(dtype: DType, cols: number, rb: number, packed: Uint8Array, rowMajor: Uint8Array): void {
-  const src = words(packed);
-  const dst = words(rowMajor);
+  const { unit, table } = piecesOf(dtype, cols, rb);
+  if (unit === 4 && rowMajor.byteOffset % 4 === 0 && packed.byteOffset % 4 === 0) scatter32(table, words32(packed), words32(rowMajor));
+  else scatter16(table, unit / 2, words(packed), words(rowMajor));
+}
+
+/** f16 (even `cols`, 32-bit words): per 8 columns the 4 rows' 4 words, then the 4 rows' tails. */
+function interleaveF16(src: Uint32Array, dst: Uint32Array, cols: number): void {
+  const rw = cols >> 1;
+  const full = cols >> 3;
   let o = 0;
-  for (const [r, at, len] of piecesOf(dtype, cols, rb)) {
-    const d = (r * rb + at) >> 1;
-    for (let i = 0; i < len >> 1; i++) dst[d + i] = src[o++];
+  for (let k = 0; k < full; k++) {
+    for (let r = 0; r < 4; r++) {
+      const s = r * rw + 4 * k;
+      dst[o] = src[s];
+      dst[o + 1] = src[s + 1];
+      dst[o + 2] = src[s + 2];
+      dst[o + 3] = src[s + 3];
+      o += 4;
+    }
   }
+  for (let r = 0; r < 4; r++) for (let s = r * rw + 4 * full; s < (r + 1) * rw; s++) dst[o++] = src[s];
+}
+
+/** q8_0 / q4_0 (16-bit words, `bw` per block, `rw` per row): per block the 4 rows' scales, then their quants. */
+function interleaveQ(src: Uint16Array, dst: Uint16Array, blocks: number, bw: number, rw: number): void {
+  let o = 0;
+  for (let b = 0; b < blocks; b++) {
+    const at = b * bw;
+    dst[o] = src[at];
+    dst[o + 1] = src[rw + at];
+    dst[o + 2] = src[2 * rw + at];
+    dst[o + 3] = src[3 * rw + at];
+    o += 4;
+    for (let r = 0; r < 4; r++) {
+      const end = r * rw + at + bw;
+      for (let s = r * rw + at + 1; s < end; s++) dst[o++] = src[s];
+    }
+  }
+}
+
+/** The pieces of `table` (in units of `scale` words) from `src`, one after another into `dst`. */
+function gather16(table: Int32Array, scale: number, src: Uint16Array, dst: Uint16Array): void {
+  let o = 0;
+  for (let p = 0; p < table.length; p += 2) {
+    let s = table[p] * scale;
+    const end = s + table[p + 1] * scale;
+    while (s < end) dst[o++] = src[s++];
+  }
+}
+
+function gather32(table: Int32Array, src: Uint32Array, dst: Uint32Array): void {
+  let o = 0;
+  for (let p = 0; p < table.length; p += 2) {
+    let s = table[p];
+    const end = s + table[p + 1];
+    while (s < end) dst[o++] = src[s++];
+  }
+}
+
+/** The inverse of gather16: consecutive words of `src` back to the pieces' places in `dst`. */
+function scatter16(table: Int32Array, scale: number, src: Uint16Array, dst: Uint16Array): void {
+  let o = 0;
+  for (let p = 0; p < table.length; p += 2) {
+    let d = table[p] * scale;
+    const end = d + table[p + 1] * scale;
+    while (d < end) dst[d++] = src[o++];
+  }
+}
+
+function scatter32(table: Int32Array, src: Uint32Array, dst: Uint32Array): void {
+  let o = 0;
+  for (let p = 0; p < table.length; p += 2) {
+    let d = table[p];
+    const end = d + table[p + 1];
+    while (d < end) dst[d++] = src[o++];
+  }
+}
+
+function words32(bytes: Uint8Array): Uint32Array {
+  return new Uint32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength >> 2);
 }
 
 function words(bytes: Uint8Array): Uint16Array {
@@ -182,26 +287,49 @@ function words(bytes: Uint8Array): Uint16Array {
  */
 function q4kGroup(cols: number, rm: Uint8Array, packed: Uint8Array, toPacked: boolean): void {
   const nsb = cols / 256;
+  // Every offset below is a multiple of 4 (144-byte blocks, 576-byte packed super-blocks), so the
+  // nibble moves run 4 bytes at a time on 32-bit words where both buffers are 4-byte aligned.
+  const wide = rm.byteOffset % 4 === 0 && packed.byteOffset % 4 === 0;
+  const rm32 = wide ? new Uint32Array(rm.buffer, rm.byteOffset, rm.byteLength >> 2) : null;
+  const p32 = wide ? new Uint32Array(packed.buffer, packed.byteOffset, packed.byteLength >> 2) : null;
   for (let sb = 0; sb < nsb; sb++) {
     const po = sb * 576;
     for (let r = 0; r < 4; r++) {
       const ro = (r * nsb + sb) * 144;
-      const pairs: Array<[number, number]> = [
-        [ro, po + 2 * r],
-        [ro + 1, po + 2 * r + 1],
-        [ro + 2, po + 8 + 2 * r],
-        [ro + 3, po + 9 + 2 * r],
-      ];
-      for (let k = 0; k < 12; k++) pairs.push([ro + 4 + k, po + 16 + 16 * (k >> 2) + 4 * r + (k & 3)]);
-      for (const [a, b] of pairs) {
-        if (toPacked) packed[b] = rm[a];
-        else rm[a] = packed[b];
+      // d and dmin (2 bytes each), then the 12 scale bytes as 3 words
+      if (toPacked) {
+        packed[po + 2 * r] = rm[ro];
+        packed[po + 2 * r + 1] = rm[ro + 1];
+        packed[po + 8 + 2 * r] = rm[ro + 2];
+        packed[po + 9 + 2 * r] = rm[ro + 3];
+        for (let k = 0; k < 12; k++) packed[po + 16 + 16 * (k >> 2) + 4 * r + (k & 3)] = rm[ro + 4 + k];
+      } else {
+        rm[ro] = packed[po + 2 * r];
+        rm[ro + 1] = packed[po + 2 * r + 1];
+        rm[ro + 2] = packed[po + 8 + 2 * r];
+        rm[ro + 3] = packed[po + 9 + 2 * r];
+        for (let k = 0; k < 12; k++) rm[ro + 4 + k] = packed[po + 16 + 16 * (k >> 2) + 4 * r + (k & 3)];
       }
       for (let j = 0; j < 8; j++) {
         // row-major: run c = j >> 1 of 32 bytes; sub-block j is its low (even j) or high nibbles
         const run = ro + 16 + 32 * (j >> 1);
         const shift = (j & 1) * 4;
         const dst = po + 64 + 64 * j + 16 * r;
+        if (rm32 && p32) {
+          const a = run >> 2;
+          const d = dst >> 2;
+          if (toPacked) {
+            for (let l = 0; l < 4; l++) p32[d + l] = ((rm32[a + l] >>> shift) & 0x0f0f0f0f) | (((rm32[a + l + 4] >>> shift) & 0x0f0f0f0f) << 4);
+          } else {
+            const keep = shift ? 0x0f0f0f0f : 0xf0f0f0f0;
+            for (let l = 0; l < 4; l++) {
+              const b = p32[d + l];
+              rm32[a + l] = (rm32[a + l] & keep) | ((b & 0x0f0f0f0f) << shift);
+              rm32[a + l + 4] = (rm32[a + l + 4] & keep) | (((b >>> 4) & 0x0f0f0f0f) << shift);
+            }
+          }
+          continue;
+        }
         for (let l = 0; l < 16; l++) {
           if (toPacked) packed[dst + l] = ((rm[run + l] >> shift) & 15) | (((rm[run + l + 16] >> shift) & 15) << 4);
           else {
@@ -228,15 +356,68 @@ function mlx4Group(cols: number, layout: MlxLayout, rm: Uint8Array, packed: Uint
   const groups = cols / layout.groupSize;
   const blocks = layout.groupSize / 32;
   const rb = qBytes + groups * pair;
+  // Every offset and length is a multiple of 4 (16-byte blocks, 4- or 8-byte pairs, rows of whole
+  // 32-column blocks plus pairs), so with both buffers 4-byte aligned the moves run over 32-bit words
+  // (one monomorphic loop per direction); bytes otherwise.
+  if (rm.byteOffset % 4 === 0 && packed.byteOffset % 4 === 0) {
+    const a = new Uint32Array(rm.buffer, rm.byteOffset, rm.byteLength >> 2);
+    const p = new Uint32Array(packed.buffer, packed.byteOffset, packed.byteLength >> 2);
+    if (toPacked) mlx4Pack32(a, p, groups, blocks, pair >> 2, rb >> 2, qBytes >> 2);
+    else mlx4Unpack32(p, a, groups, blocks, pair >> 2, rb >> 2, qBytes >> 2);
+    return;
+  }
   const move = (from: number, to: number, len: number) => {
-    if (toPacked) packed.set(rm.subarray(from, from + len), to);
-    else rm.set(packed.subarray(to, to + len), from);
+    if (toPacked) for (let e = 0; e < len; e++) packed[to + e] = rm[from + e];
+    else for (let e = 0; e < len; e++) rm[from + e] = packed[to + e];
   };
   for (let k = 0; k < groups; k++) {
     const at = k * (4 * pair + 64 * blocks);
     for (let r = 0; r < 4; r++) {
       move(r * rb + qBytes + k * pair, at + r * pair, pair);
       for (let b = 0; b < blocks; b++) move(r * rb + 16 * (k * blocks + b), at + 4 * pair + 64 * b + 16 * r, 16);
+    }
+  }
+}
+
+/** mlx4Group to packed over 32-bit words: pw words per (scale, bias) pair, rw per row, qw of bits per row. */
+function mlx4Pack32(a: Uint32Array, p: Uint32Array, groups: number, blocks: number, pw: number, rw: number, qw: number): void {
+  let d = 0;
+  for (let k = 0; k < groups; k++) {
+    for (let r = 0; r < 4; r++) {
+      const s = r * rw + qw + k * pw;
+      p[d++] = a[s];
+      if (pw === 2) p[d++] = a[s + 1];
+    }
+    for (let b = 0; b < blocks; b++) {
+      for (let r = 0; r < 4; r++) {
+        const s = r * rw + 4 * (k * blocks + b);
+        p[d] = a[s];
+        p[d + 1] = a[s + 1];
+        p[d + 2] = a[s + 2];
+        p[d + 3] = a[s + 3];
+        d += 4;
+      }
+    }
+  }
+}
+
+function mlx4Unpack32(p: Uint32Array, a: Uint32Array, groups: number, blocks: number, pw: number, rw: number, qw: number): void {
+  let d = 0;
+  for (let k = 0; k < groups; k++) {
+    for (let r = 0; r < 4; r++) {
+      const s = r * rw + qw + k * pw;
+      a[s] = p[d++];
+      if (pw === 2) a[s + 1] = p[d++];
+    }
+    for (let b = 0; b < blocks; b++) {
+      for (let r = 0; r < 4; r++) {
+        const s = r * rw + 4 * (k * blocks + b);
+        a[s] = p[d];
+        a[s + 1] = p[d + 1];
+        a[s + 2] = p[d + 2];
+        a[s + 3] = p[d + 3];
+        d += 4;
+      }
     }
   }
 }
