@@ -3,7 +3,8 @@
  * bench model's MLP and attention shapes: the fused gate+up with SwiGLU and the folded RMSNorm, the
  * same split back into rmsnorm + gate + up + SiLU gate (and the fused SwiGLU after a separate norm),
  * down_proj and o_proj. Rounds interleave the variants so a busy machine's noise hits each alike; each
- * keeps its best ms per dispatch (one token). With `--base DIR` (a checkout of another tree, e.g. a
+ * keeps its best ms per dispatch (one token, wall and process CPU time) and the median over rounds of
+ * its CPU time against the first variant of its kind in the same round (the ratio column). With `--base DIR` (a checkout of another tree, e.g. a
  * detached worktree of main) that tree's matvecFastShader is timed beside this one's, same buffers.
  * On lavapipe (a CPU driver) the numbers are only a proxy for a GPU.
  *   pnpm exec tsx packages/engine/bench/gpu-rowblock.ts [--dtypes q4_0,q8_0,f16] [--rounds 25] [--base /path/to/main]
@@ -16,7 +17,7 @@ import { parseArgs } from 'node:util';
 import type { DType } from '../src/kernels/backend.js';
 import { Readback, createStorage, rowBytes, uploadWeight, type GpuWeight } from '../src/kernels/gpu/buffers.js';
 import { openBenchGpu } from './gpu-lines.js';
-import { GpuKernels, MATVEC_MAX_BATCH, StepUniform, recordPass, type Dispatch } from '../src/kernels/gpu/ops.js';
+import { GpuKernels, MATVEC_MAX_BATCH, StepUniform, oneTokenForm, recordPass, type Dispatch } from '../src/kernels/gpu/ops.js';
 import { MATVEC_ROWS, matvecFastShader, type MatvecLayout, type RowBlockOptions } from '../src/kernels/gpu/wgsl.js';
 
 const { values } = parseArgs({
@@ -36,10 +37,10 @@ if (!Number.isInteger(rounds) || rounds < 2) throw new Error(`--rounds: ${values
 
 /** Kernel forms of this tree timed beside the default one. */
 const EXTRA: [string, RowBlockOptions][] = [
+  ['4 rows', {}],
   ['halves', { halves: true }],
   ['8 rows', { rows: 8 }],
   ['8 rows, halves', { rows: 8, halves: true }],
-  ['2 rows', { rows: 2 }],
 ];
 
 type Shader = (dtype: DType, layout: MatvecLayout, o?: RowBlockOptions) => string;
@@ -78,33 +79,36 @@ async function main() {
       const buffers = [params(w), step.buffer, w.chunks[0].buffer, input, out, K.dummy(), w2?.chunks[0].buffer ?? null, o.norm ? nw : null];
       return { label: name, pipeline: p, bindGroup: K.bind(name, p, buffers), grid: () => [Math.ceil(w.rows / (o.rows ?? MATVEC_ROWS)), 1, 1] };
     };
-    const variants: [string, Dispatch[]][] = [];
+    // kind: the ratio column compares each variant with the first of its kind in the same round (main's, with --base).
+    const variants: { name: string; kind: string; ds: Dispatch[] }[] = [];
+    const add = (kind: string, name: string, ds: Dispatch[]) => variants.push({ name, kind, ds });
     for (const [tree, shader] of shaders) {
-      variants.push([`${tree}: gate+up fused, folded norm`, [rowBlock(`${tree}_glu_norm`, shader, gate, { glu: true, norm: true }, x, h, up)]]);
-      variants.push([`${tree}: norm, then gate+up fused`, [K.rmsnorm(x, nw, xn, HIDDEN, 1, 1e-5, step), rowBlock(`${tree}_glu`, shader, gate, { glu: true }, xn, h, up)]]);
-      variants.push([
-        `${tree}: norm, gate, up, silu (unfused)`,
-        [K.rmsnorm(x, nw, xn, HIDDEN, 1, 1e-5, step), rowBlock(`${tree}_mv`, shader, gate, {}, xn, h), rowBlock(`${tree}_mv`, shader, up, {}, xn, h2), K.siluGate(h, h2, FFN, step)],
-      ]);
-      variants.push([
-        `${tree}: gate, up (folded norms), silu`,
-        [rowBlock(`${tree}_mvn`, shader, gate, { norm: true }, x, h), rowBlock(`${tree}_mvn`, shader, up, { norm: true }, x, h2), K.siluGate(h, h2, FFN, step)],
-      ]);
+      // The form this tree records for one decode token (main had no per-dtype form).
+      const gluForm = tree === 'this' ? oneTokenForm(dtype, { glu: true, norm: true }) : { glu: true, norm: true };
+      add('glu', `${tree}: gate+up fused, folded norm`, [rowBlock(`${tree}_glu_norm`, shader, gate, gluForm, x, h, up)]);
       if (tree === 'this') {
-        for (const [tag, form] of EXTRA) {
-          variants.push([`${tree}: gate+up fused, folded norm, ${tag}`, [rowBlock(`${tree}_glu_norm_${tag}`, shader, gate, { glu: true, norm: true, ...form }, x, h, up)]]);
-          variants.push([`${tree}: down_proj, ${tag}`, [rowBlock(`${tree}_mv_${tag}`, shader, down, form, h, x)]]);
-        }
+        for (const [tag, form] of EXTRA) add('glu', `${tree}: gate+up fused, folded norm, ${tag}`, [rowBlock(`${tree}_glu_norm_${tag}`, shader, gate, { glu: true, norm: true, ...form }, x, h, up)]);
       }
-      variants.push([`${tree}: down_proj`, [rowBlock(`${tree}_mv`, shader, down, {}, h, x)]]);
-      variants.push([`${tree}: o_proj`, [rowBlock(`${tree}_mv`, shader, o, {}, xn, x)]]);
+      add('glu', `${tree}: norm, then gate+up fused`, [K.rmsnorm(x, nw, xn, HIDDEN, 1, 1e-5, step), rowBlock(`${tree}_glu`, shader, gate, tree === 'this' ? oneTokenForm(dtype, { glu: true }) : { glu: true }, xn, h, up)]);
+      add('glu', `${tree}: norm, gate, up, silu (unfused)`, [
+        K.rmsnorm(x, nw, xn, HIDDEN, 1, 1e-5, step),
+        rowBlock(`${tree}_mv`, shader, gate, {}, xn, h),
+        rowBlock(`${tree}_mv`, shader, up, {}, xn, h2),
+        K.siluGate(h, h2, FFN, step),
+      ]);
+      add('glu', `${tree}: gate, up (folded norms), silu`, [rowBlock(`${tree}_mvn`, shader, gate, { norm: true }, x, h), rowBlock(`${tree}_mvn`, shader, up, { norm: true }, x, h2), K.siluGate(h, h2, FFN, step)]);
+      add('down', `${tree}: down_proj`, [rowBlock(`${tree}_mv`, shader, down, {}, h, x)]);
+      if (tree === 'this') for (const [tag, form] of EXTRA) add('down', `${tree}: down_proj, ${tag}`, [rowBlock(`${tree}_mv_${tag}`, shader, down, form, h, x)]);
+      add('o', `${tree}: o_proj`, [rowBlock(`${tree}_mv`, shader, o, {}, xn, x)]);
     }
-    const chosen = variants.filter(([name]) => !only || [...only].some((s) => name.includes(s)));
+    const chosen = variants.filter(({ name }) => !only || [...only].some((s) => name.includes(s)));
     const best = new Map<string, number>();
     // Process CPU time (lavapipe's threads are this process's): less disturbed by other processes than wall time.
     const bestCpu = new Map<string, number>();
+    const ratios = new Map<string, number[]>();
     for (let r = 0; r < rounds; r++) {
-      for (const [name, ds] of chosen) {
+      const cpuOf = new Map<string, number>();
+      for (const { name, ds } of chosen) {
         const a = performance.now();
         const c = process.cpuUsage();
         const enc = ctx.device.createCommandEncoder();
@@ -112,16 +116,25 @@ async function main() {
         tick.encodeCopy(enc, src, 4);
         ctx.device.queue.submit([enc.finish()]);
         await tick.read(4);
+        const u = process.cpuUsage(c);
+        cpuOf.set(name, (u.user + u.system) / 1000 / repeat);
         // round 0 compiles the pipelines (llvmpipe compiles at first dispatch)
         if (r > 0) {
           best.set(name, Math.min(best.get(name) ?? Infinity, (performance.now() - a) / repeat));
-          const u = process.cpuUsage(c);
-          bestCpu.set(name, Math.min(bestCpu.get(name) ?? Infinity, (u.user + u.system) / 1000 / repeat));
+          bestCpu.set(name, Math.min(bestCpu.get(name) ?? Infinity, cpuOf.get(name)!));
         }
       }
+      if (r === 0) continue;
+      for (const { name, kind } of chosen) {
+        const ref = chosen.find((v) => v.kind === kind)!.name;
+        ratios.set(name, [...(ratios.get(name) ?? []), cpuOf.get(name)! / cpuOf.get(ref)!]);
+      }
     }
-    for (const [name] of chosen) {
-      console.log(`  ${dtype.padEnd(5)} ${name.padEnd(52)} ${best.get(name)!.toFixed(2).padStart(7)} ms wall ${bestCpu.get(name)!.toFixed(2).padStart(7)} ms CPU`);
+    const median = (v: number[]) => [...v].sort((a, b) => a - b)[Math.floor(v.length / 2)];
+    for (const { name } of chosen) {
+      console.log(
+        `  ${dtype.padEnd(5)} ${name.padEnd(52)} ${best.get(name)!.toFixed(2).padStart(7)} ms wall ${bestCpu.get(name)!.toFixed(2).padStart(7)} ms CPU ${median(ratios.get(name)!).toFixed(2).padStart(6)}x`,
+      );
     }
     for (const b of [gate, up, down, o]) b.destroy();
     for (const b of [x, xn, nw, h, h2]) b.destroy();
