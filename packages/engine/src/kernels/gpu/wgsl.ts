@@ -228,7 +228,8 @@ const vecsPerStep = (dtype: DType) => vectorWidth(dtype) / 4;
 export function stepDecoder(dtype: DType, name: string): string {
   const V = vecsPerStep(dtype);
   const ret = `array<vec4<f32>, ${V}>`;
-  const half = `array<vec4<f32>, ${V / 2}>`;
+  // What wh_<name> returns (formats with 2+ vectors per step).
+  const half = `array<vec4<f32>, ${Math.max(1, V / 2)}>`;
   switch (dtype) {
     case 'f32':
       return `fn wv_${name}(u: u32) -> ${ret} { return ${ret}(bitcast<vec4<f32>>(${name}[u])); }`;
@@ -276,6 +277,7 @@ ${blockWords(name, 'u * 18u + 2u', 4)}
 }
 fn wh_${name}(u: u32, h: u32) -> ${half} {
 ${blockWords(name, 'u * 18u + 2u', 4)}
+  // Both halves come from the same 4 words (low, then high nibbles): read again per half (cache hits).
   let sh = h * 4u;
   return ${half}(${range(4).map((j) => `u8x4((q${j} >> sh) & 0x0f0f0f0fu) - 8.0`).join(', ')});
 }`;
@@ -331,7 +333,10 @@ export interface RowBlockOptions {
   tokens?: number;
   /** Rows per workgroup (default MATVEC_ROWS); the grid's x must cover ceil(rows / this). */
   rows?: number;
-  /** Decode each step's weights in two halves (f16/bf16/Q8_0/Q4_0), same sums, fewer live values. */
+  /**
+   * Decode each step's weights in two halves (`wh_<name>`: f16/bf16/Q8_0/Q4_0; f32's one-vector step
+   * ignores it): the same sums in the same order, with half the decoded values live at once.
+   */
   halves?: boolean;
 }
 
