@@ -121,6 +121,18 @@ export function split(count: number, maxPerDim = 65535): Grid {
 
 const flat = (total: number): Grid => split(Math.ceil(total / WG));
 
+/**
+ * The one-token row-block kernel's form for `form` on `dtype`: the fused SwiGLU of Q8_0/Q4_0 takes 8
+ * rows per workgroup (x, its norm weight and Σx² are loaded once per 16 weight rows instead of 8) with
+ * each block decoded in halves (fewer decoded values live at once). Same sums in the same order, so each
+ * row keeps its bits, and the grouped form (4 rows) matches it. f16/bf16 were slower with 8 rows on
+ * lavapipe and keep the plain form (README: "Fused gate+up cost").
+ */
+export function oneTokenForm(dtype: DType, form: RowBlockOptions): RowBlockOptions {
+  if (form.glu && !form.tokens && (dtype === 'q8_0' || dtype === 'q4_0')) return { ...form, rows: 2 * MATVEC_ROWS, halves: true };
+  return form;
+}
+
 /** Batches the row-block (decode) kernels take. */
 const decode = (n: number): boolean => n <= MATVEC_MAX_BATCH;
 
@@ -171,10 +183,9 @@ export class GpuKernels {
       for (const d of dtypes) {
         this.pipeline(`matvec_${d}`, () => matvecShader(d));
         if (vectorWidth(d) > 0) {
-          for (const tokens of [1, ROW_BLOCK_TOKENS]) {
-            this.#matvecFast(d, false, false, tokens);
-            this.#matvecFast(d, false, true, tokens);
-            this.#matvecFast(d, true, true, tokens);
+          for (const form of [{}, { norm: true }, { glu: true, norm: true }]) {
+            this.#matvecFast(d, oneTokenForm(d, form));
+            this.#matvecFast(d, { ...form, tokens: ROW_BLOCK_TOKENS });
           }
         }
         for (const { tile } of MATMUL_TILES) this.#matmul(d, vectorWidth(d) > 0 ? 'step' : 'element', tile);
@@ -195,10 +206,11 @@ export class GpuKernels {
     });
   }
 
-  #matvecFast(dtype: DType, glu = false, norm = false, tokens = 1): GPUComputePipeline {
+  #matvecFast(dtype: DType, form: RowBlockOptions): GPUComputePipeline {
     const l = this.matvec;
-    const key = `matvec_fast_${dtype}_${layoutKey(l)}${glu ? '_glu' : ''}${norm ? '_norm' : ''}${tokens > 1 ? `_tk${tokens}` : ''}`;
-    return this.pipeline(key, () => matvecFastShader(dtype, l, { glu, norm, tokens }));
+    const { glu = false, norm = false, tokens = 1, rows = MATVEC_ROWS, halves = false } = form;
+    const key = `matvec_fast_${dtype}_${layoutKey(l)}${glu ? '_glu' : ''}${norm ? '_norm' : ''}${tokens > 1 ? `_tk${tokens}` : ''}${rows !== MATVEC_ROWS ? `_r${rows}` : ''}${halves ? '_h' : ''}`;
+    return this.pipeline(key, () => matvecFastShader(dtype, l, { glu, norm, tokens, rows, halves }));
   }
 
   #matmul(dtype: DType, loader: 'step' | 'element', t: MatmulTile): GPUComputePipeline {
@@ -374,8 +386,9 @@ export class GpuKernels {
    * for a step of more than MATVEC_MAX_BATCH rows, per 4 rows and ROW_BLOCK_TOKENS tokens.
    */
   #rowBlock(label: string, dtype: DType, rows: number, buffers: (GPUBuffer | null)[], form: RowBlockOptions, when: (n: number) => boolean, lastToken = false): Dispatch[] {
-    const blocks = split(Math.ceil(rows / MATVEC_ROWS));
-    const pipeline = this.#matvecFast(dtype, !!form.glu, !!form.norm);
+    const single = oneTokenForm(dtype, form);
+    const blocks = split(Math.ceil(rows / (single.rows ?? MATVEC_ROWS)));
+    const pipeline = this.#matvecFast(dtype, single);
     const one: Dispatch = {
       label: `${label} (matvec)`,
       pipeline,
@@ -385,14 +398,15 @@ export class GpuKernels {
       when: lastToken ? when : (n, stepRows = n) => when(n) && stepRows <= MATVEC_MAX_BATCH,
     };
     if (lastToken) return [one];
-    const grouped = this.#matvecFast(dtype, !!form.glu, !!form.norm, ROW_BLOCK_TOKENS);
+    const grouped = this.#matvecFast(dtype, { glu: form.glu, norm: form.norm, tokens: ROW_BLOCK_TOKENS });
+    const groupBlocks = split(Math.ceil(rows / MATVEC_ROWS));
     return [
       one,
       {
         label: `${label} (matvec ×${ROW_BLOCK_TOKENS})`,
         pipeline: grouped,
         bindGroup: this.bind(label, grouped, buffers),
-        grid: (n: number): Grid => [blocks[0], blocks[1], Math.ceil(n / ROW_BLOCK_TOKENS)],
+        grid: (n: number): Grid => [groupBlocks[0], groupBlocks[1], Math.ceil(n / ROW_BLOCK_TOKENS)],
         when: (n, stepRows = n) => when(n) && stepRows > MATVEC_MAX_BATCH,
       },
     ];

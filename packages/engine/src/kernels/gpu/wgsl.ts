@@ -228,6 +228,8 @@ const vecsPerStep = (dtype: DType) => vectorWidth(dtype) / 4;
 export function stepDecoder(dtype: DType, name: string): string {
   const V = vecsPerStep(dtype);
   const ret = `array<vec4<f32>, ${V}>`;
+  // What wh_<name> returns (formats with 2+ vectors per step).
+  const half = `array<vec4<f32>, ${Math.max(1, V / 2)}>`;
   switch (dtype) {
     case 'f32':
       return `fn wv_${name}(u: u32) -> ${ret} { return ${ret}(bitcast<vec4<f32>>(${name}[u])); }`;
@@ -235,12 +237,22 @@ export function stepDecoder(dtype: DType, name: string): string {
       return `fn wv_${name}(u: u32) -> ${ret} {
   let w = ${name}[u];
   return ${ret}(vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y)), vec4<f32>(unpack2x16float(w.z), unpack2x16float(w.w)));
+}
+fn wh_${name}(u: u32, h: u32) -> ${half} {
+  let w = ${name}[u];
+  let p = select(w.xy, w.zw, h == 1u);
+  return ${half}(vec4<f32>(unpack2x16float(p.x), unpack2x16float(p.y)));
 }`;
     case 'bf16': {
       const un = (w: string) => `vec2<f32>(bitcast<f32>(${w} << 16u), bitcast<f32>(${w} & 0xffff0000u))`;
       return `fn wv_${name}(u: u32) -> ${ret} {
   let w = ${name}[u];
   return ${ret}(vec4<f32>(${un('w.x')}, ${un('w.y')}), vec4<f32>(${un('w.z')}, ${un('w.w')}));
+}
+fn wh_${name}(u: u32, h: u32) -> ${half} {
+  let w = ${name}[u];
+  let p = select(w.xy, w.zw, h == 1u);
+  return ${half}(vec4<f32>(${un('p.x')}, ${un('p.y')}));
 }`;
     }
     case 'q8_0':
@@ -250,6 +262,10 @@ fn ws_${name}(u: u32) -> f32 { return unpack2x16float(rd16_${name}(u * 34u)).x; 
 fn wv_${name}(u: u32) -> ${ret} {
 ${blockWords(name, 'u * 34u + 2u', 8)}
   return ${ret}(${range(8).map((j) => `i8x4(q${j})`).join(', ')});
+}
+fn wh_${name}(u: u32, h: u32) -> ${half} {
+${blockWords(name, 'u * 34u + 2u + h * 16u', 4)}
+  return ${half}(${range(4).map((j) => `i8x4(q${j})`).join(', ')});
 }`;
     case 'q4_0':
       // 18-byte blocks: f16 scale, 16 bytes; element j < 16 is the low nibble of byte j, j + 16 the high one.
@@ -258,6 +274,12 @@ fn ws_${name}(u: u32) -> f32 { return unpack2x16float(rd16_${name}(u * 18u)).x; 
 fn wv_${name}(u: u32) -> ${ret} {
 ${blockWords(name, 'u * 18u + 2u', 4)}
   return ${ret}(${[...range(4).map((j) => `u8x4(q${j} & 0x0f0f0f0fu) - 8.0`), ...range(4).map((j) => `u8x4((q${j} >> 4u) & 0x0f0f0f0fu) - 8.0`)].join(', ')});
+}
+fn wh_${name}(u: u32, h: u32) -> ${half} {
+${blockWords(name, 'u * 18u + 2u', 4)}
+  // Both halves come from the same 4 words (low, then high nibbles): read again per half (cache hits).
+  let sh = h * 4u;
+  return ${half}(${range(4).map((j) => `u8x4((q${j} >> sh) & 0x0f0f0f0fu) - 8.0`).join(', ')});
 }`;
     default:
       throw new Error(`WebGPU backend: no row-block matvec for ${dtype} weights (vectorWidth 0: the per-element matvec runs them)`);
@@ -309,6 +331,13 @@ export interface RowBlockOptions {
    * depend on the tokens it shares a workgroup with. Not for the LM head's last-token form (flag 4).
    */
   tokens?: number;
+  /** Rows per workgroup (default MATVEC_ROWS); the grid's x must cover ceil(rows / this). */
+  rows?: number;
+  /**
+   * Decode each step's weights in two halves (`wh_<name>`: f16/bf16/Q8_0/Q4_0; f32's one-vector step
+   * ignores it): the same sums in the same order, with half the decoded values live at once.
+   */
+  halves?: boolean;
 }
 
 /**
@@ -324,7 +353,7 @@ export interface RowBlockOptions {
  */
 export function matvecFastShader(dtype: DType, layout: MatvecLayout, o: RowBlockOptions = {}): string {
   const T = layout.lanes;
-  const R = MATVEC_ROWS;
+  const R = o.rows ?? MATVEC_ROWS;
   const V = vecsPerStep(dtype);
   const TK = o.tokens ?? 1;
   const toks = Array.from({ length: TK }, (_, t) => t);
@@ -346,9 +375,31 @@ export function matvecFastShader(dtype: DType, layout: MatvecLayout, o: RowBlock
   const total = (name: string) => (layout.subgroups ? `t_${name}` : `red[${sums.indexOf(name) * T}u]`);
   const inv = (t: number) => (o.norm ? `1.0 / sqrt(${total(`ss${sfx(t)}`)} / f32(P.cols) + P.eps)` : '1.0');
   const scaled = (m: number, dotExpr: string) => (quant ? `(${dotExpr}) * sc${m}` : dotExpr);
+  const halves = !!o.halves && V >= 2;
+  const H = V / 2;
+  // Halves: each weight's step decoded 16 elements (or one vec4) at a time, the dot product's terms
+  // added in dotv's order, so the sums keep their bits while fewer decoded values are live at once.
+  const halfStep = (i: number) => `      {
+        let u = min(r0 + ${i}u, P.rows - 1u) * units + k;
+${mats.map((mat, m) => `${quant ? `        let sc${m} = ws_${mat}(u);\n` : ''}${toks.map((t) => `        var d${m}${sfx(t)} = 0.0;`).join('\n')}`).join('\n')}
+${range(2)
+  .map((h) =>
+    mats
+      .map(
+        (mat, m) => `        { let w = wh_${mat}(u, ${h}u);
+${toks.map((t) => range(H).map((j) => `          d${m}${sfx(t)} += dot(w[${j}], x0${sfx(t)}[${h * H + j}]);`).join('\n')).join('\n')}
+        }`,
+      )
+      .join('\n'),
+  )
+  .join('\n')}
+${mats.map((_, m) => toks.map((t) => `        acc${m}_${i}${sfx(t)} += ${scaled(m, `d${m}${sfx(t)}`)};`).join('\n')).join('\n')}
+      }`;
   const step = rows
-    .map(
-      (i) => `      {
+    .map((i) =>
+      halves
+        ? halfStep(i)
+        : `      {
         let u = min(r0 + ${i}u, P.rows - 1u) * units + k;
 ${mats.map((mat, m) => `        let w${m} = wv_${mat}(u);${quant ? ` let sc${m} = ws_${mat}(u);` : ''}\n${toks.map((t) => `        acc${m}_${i}${sfx(t)} += ${scaled(m, `dotv(w${m}, x0${sfx(t)})`)};`).join('\n')}`).join('\n')}
       }`,
