@@ -54,6 +54,16 @@ function dequantized(w: Weight): Float32Array {
   return out;
 }
 
+/** A quantized weight and its activations on the device, an output buffer and the float reference of w·x. */
+async function matmulCase(dtype: DType, rows: number, cols: number, n: number, rng: Prng) {
+  const w = quantWeight(dtype, rows, cols, rng);
+  const x = randomF32(n * cols, rng);
+  const gw = await uploadWeight(ctx, w, dtype);
+  const gx = await uploadF32(ctx, x, 'x');
+  const out = await createStorage(ctx, n * rows * 4, 'out');
+  return { w, gw, gx, out, ref: matmulRef(dequantized(w), rows, cols, x, n) };
+}
+
 const FORMATS: Array<[DType, number]> = [
   // 34- and 18-byte blocks: odd rows of one block start on 2 bytes (the row-block decoder's shifted words)
   ['q8_0', 32],
@@ -80,12 +90,7 @@ describe.skipIf(!gpu.ctx)(`WGSL accessors of the packed formats vs the dequantiz
       // blocks start on 2 bytes in odd-block rows, on words in even ones); 40 tokens the tiled matmul.
       const shapes = [[5, unit, 1], [70, 2 * unit, 40], [11, 3 * unit, 2], [6, 2 * unit, 1]];
       for (const [rows, cols, n] of shapes) {
-        const w = quantWeight(dtype, rows, cols, rng);
-        const x = randomF32(n * cols, rng);
-        const gw = await uploadWeight(ctx, w, dtype);
-        const gx = await uploadF32(ctx, x, 'x');
-        const out = await createStorage(ctx, n * rows * 4, 'out');
-        const ref = matmulRef(dequantized(w), rows, cols, x, n);
+        const { w, gw, gx, out, ref } = await matmulCase(dtype, rows, cols, n, rng);
         for (const [how, k] of n <= 2 ? [['device layout', kernels], ['workgroup-memory sums', treeKernels]] as const : [['', kernels]] as const) {
           step.write(ctx, 0, n, 0);
           submit(ctx, k.linear(dtype, gw, gx, out, step), n);
@@ -138,12 +143,7 @@ describe.skipIf(!gpu.ctx)(`8-wide accessors (w8) through matvec8Shader vs the de
       // [rows, cols, tokens]: rows % 4 = 1, 2, 3, 0; one block rows start on 2 bytes (Q8_0/Q4_0/Q6_K) or any byte (MXFP4)
       const shapes = [[5, unit, 1], [6, 2 * unit, 2], [11, 3 * unit, 40], [8, unit, 2], [70, 2 * unit, 1]];
       for (const [rows, cols, n] of shapes) {
-        const w = quantWeight(dtype, rows, cols, rng);
-        const x = randomF32(n * cols, rng);
-        const gw = await uploadWeight(ctx, w, dtype);
-        const gx = await uploadF32(ctx, x, 'x');
-        const out = await createStorage(ctx, n * rows * 4, 'out');
-        const ref = matmulRef(dequantized(w), rows, cols, x, n);
+        const { w, gw, gx, out, ref } = await matmulCase(dtype, rows, cols, n, rng);
         for (const [how, layout] of layouts) {
           const l = layout();
           const pipeline = kernels.pipeline(`test_matvec8_${dtype}_${cols}_${l.lanes}_${l.subgroups}`, () => matvec8Shader(dtype, cols, l));
