@@ -65,21 +65,24 @@ export interface StepCostModel {
  * successes / (successes + failures).
  */
 class AcceptanceRecord {
-  constructor(
-    public successes: number,
-    public failures: number,
-  ) {}
+  #successes: number;
+  #failures: number;
+
+  constructor(successes: number, failures: number) {
+    this.#successes = successes;
+    this.#failures = failures;
+  }
 
   /** A verify step: `drafted` tokens fed, the first `accepted` of them confirmed. */
   observe(drafted: number, accepted: number): void {
-    this.successes = this.successes * ACCEPT_DECAY + accepted;
-    this.failures = this.failures * ACCEPT_DECAY + (accepted < drafted ? 1 : 0);
+    this.#successes = this.#successes * ACCEPT_DECAY + accepted;
+    this.#failures = this.#failures * ACCEPT_DECAY + (accepted < drafted ? 1 : 0);
   }
 
   /** successes / (successes + failures); null with no record. */
   get rate(): number | null {
-    const n = this.successes + this.failures;
-    return n > 0 ? this.successes / n : null;
+    const n = this.#successes + this.#failures;
+    return n > 0 ? this.#successes / n : null;
   }
 }
 
@@ -179,7 +182,7 @@ export class DraftPolicy {
   #xx = 0;
   #y = 0;
   #xy = 0;
-  readonly #outcomes = new AcceptanceRecord(PRIOR_SUCCESSES, PRIOR_FAILURES);
+  readonly #outcomes: AcceptanceRecord;
   /** Plain steps since the last draft, and how many to wait before probing. */
   #idle = 0;
   #probeAfter = FIRST_PROBE;
@@ -191,12 +194,9 @@ export class DraftPolicy {
     this.drafts = drafts;
     // A shared drafter's record replaces the fixed prior, at the prior's weight (the text still decides soon).
     const h = drafts.history;
-    if (h) {
-      const w = PRIOR_SUCCESSES + PRIOR_FAILURES;
-      this.#outcomes.successes = w * h.acceptance;
-      this.#outcomes.failures = w * (1 - h.acceptance);
-      this.#probeAfter = h.probeAfter;
-    }
+    const w = PRIOR_SUCCESSES + PRIOR_FAILURES;
+    this.#outcomes = h ? new AcceptanceRecord(w * h.acceptance, w * (1 - h.acceptance)) : new AcceptanceRecord(PRIOR_SUCCESSES, PRIOR_FAILURES);
+    if (h) this.#probeAfter = h.probeAfter;
   }
 
   /** Estimated acceptance of a drafted token whose predecessors were accepted. */

@@ -136,10 +136,10 @@ export function oneTokenForm(dtype: DType, form: RowBlockOptions): RowBlockOptio
 /** Batches the row-block (decode) kernels take. */
 const decode = (n: number): boolean => n <= MATVEC_MAX_BATCH;
 
-/** `d`, recorded only for batch sizes where `pred` also holds. */
 /** A matvec layout's part of a pipeline key (kernels built for one layout differ from another's). */
 export const layoutKey = (l: MatvecLayout): string => `${l.lanes}${l.subgroups ? '_sg' : ''}`;
 
+/** `d`, recorded only for batch sizes where `pred` also holds. */
 const onlyWhen = (d: Dispatch, pred: (n: number) => boolean): Dispatch => ({ ...d, when: (n, rows) => pred(n) && (d.when?.(n, rows) ?? true) });
 
 type Field = ['u32' | 'f32', number];
