@@ -52,8 +52,16 @@ export interface MlxLayout {
 
 const MLX_DTYPE = /^mlx([23468])_g(32|64|128)_(f16|bf16|f32)$/;
 
+const mlxNames = new Map<string, boolean>();
+
+/** Whether `dtype` names an MLX layout (remembered per dtype: the backend asks several times per matmul). */
 export function isMlx(dtype: DType): dtype is MlxDType {
-  return MLX_DTYPE.test(dtype);
+  let mlx = mlxNames.get(dtype);
+  if (mlx === undefined) {
+    mlx = MLX_DTYPE.test(dtype);
+    mlxNames.set(dtype, mlx);
+  }
+  return mlx;
 }
 
 const layouts = new Map<string, Readonly<MlxLayout>>();
