@@ -287,20 +287,27 @@ export function createWasmBackend(options: WasmBackendOptions = {}): WasmBackend
    * Several weights against one input (q/k/v, gate/up): the activations are prepared once per dtype and
    * layout among them (the same preparation matmul does), then each weight's kernel runs on them.
    */
+  // matmulShared's jobs already run (plain loops and a reused array: the MoE decode shares one input among
+  // 2·top-k jobs, and closures and a Set per call cost ~1% of such a step)
+  let sharedDone = new Uint8Array(16);
   function matmulShared(jobs: readonly { out: Float32Array; w: Weight }[], x: Float32Array, n: number): void {
     if (!Number.isInteger(n) || n < 0) throw new Error(`wasm backend: bad batch size ${n}`);
-    for (const { out, w } of jobs) check(out, w, x, n);
+    for (let i = 0; i < jobs.length; i++) check(jobs[i].out, jobs[i].w, x, n);
     if (n === 0) return;
-    const done = new Set<number>();
-    jobs.forEach((job, i) => {
-      if (done.has(i) || job.w.rows === 0) return;
-      const prep = prepare(job.w, x, n);
-      jobs.forEach((other, j) => {
-        if (done.has(j) || other.w.rows === 0 || other.w.dtype !== job.w.dtype || other.w.packed !== job.w.packed || other.w.cols !== job.w.cols) return;
-        done.add(j);
-        run(other.out, other.w, n, prep);
-      });
-    });
+    if (sharedDone.length < jobs.length) sharedDone = new Uint8Array(jobs.length);
+    const done = sharedDone;
+    done.fill(0, 0, jobs.length);
+    for (let i = 0; i < jobs.length; i++) {
+      const w = jobs[i].w;
+      if (done[i] || w.rows === 0) continue;
+      const prep = prepare(w, x, n);
+      for (let j = i; j < jobs.length; j++) {
+        const other = jobs[j].w;
+        if (done[j] || other.rows === 0 || other.dtype !== w.dtype || other.packed !== w.packed || other.cols !== w.cols) continue;
+        done[j] = 1;
+        run(jobs[j].out, other, n, prep);
+      }
+    }
   }
 
   interface Prepared {
