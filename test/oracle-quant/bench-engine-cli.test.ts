@@ -64,7 +64,7 @@ describe('bench:engine MoE lines in mlx-lm 4-bit and FP8 layouts', () => {
       const r = bench(['--only', 'moe', '--dtypes', 'mlx4,fp8,int4', '--size', 'small', '--rounds', '1', '--threads', '1', '--json'], { TMPDIR: tmp });
       expect(r.status, r.stderr).toBe(0);
       const { lines } = JSON.parse(r.stdout) as { lines: { name: string; orchard: number; llamacpp: number; unit: string; ratio: number }[] };
-      expect(lines.map((l) => l.name)).toEqual(['decode-moe-mlx4', 'prefill-moe-mlx4', 'decode-moe-mlx4-cpu', 'decode-moe-fp8', 'prefill-moe-fp8', 'decode-moe-fp8-cpu', 'decode-moe-int4', 'prefill-moe-int4', 'decode-moe-int4-cpu']);
+      expect(lines.map((l) => l.name)).toEqual(['decode-moe-mlx4', 'prefill-moe-mlx4', 'decode-moe-mlx4-cpu', 'prefill-moe-mlx4-cpu', 'decode-moe-fp8', 'prefill-moe-fp8', 'decode-moe-fp8-cpu', 'prefill-moe-fp8-cpu', 'decode-moe-int4', 'prefill-moe-int4', 'decode-moe-int4-cpu', 'prefill-moe-int4-cpu']);
       for (const l of lines) {
         expect(l.orchard, l.name).toBeGreaterThan(0);
         expect(l.llamacpp, l.name).toBeGreaterThan(0);

@@ -345,7 +345,10 @@ export async function runEngineBench(options: EngineBenchOptions = {}): Promise<
     lines.push({ name: `decode-moe-${dt}`, orchard: round3(m.orchard.decode), llamacpp: round3(m.llama.decode), unit: 'tok/s', ratio: round3(m.orchard.decode / m.llama.decode) });
     lines.push({ name: `prefill-moe-${dt}`, orchard: round3(m.orchard.prefill), llamacpp: round3(m.llama.prefill), unit: 'tok/s', ratio: round3(m.orchard.prefill / m.llama.prefill) });
     // With one thread each, tokens per CPU-second compare the engines' own work even on a loaded machine.
-    if (o.threads === 1) lines.push({ name: `decode-moe-${dt}-cpu`, orchard: round3(m.orchard.decodeCpu), llamacpp: round3(m.llama.decodeCpu), unit: 'tok/cpu-s', ratio: round3(m.orchard.decodeCpu / m.llama.decodeCpu) });
+    if (o.threads === 1) {
+      lines.push({ name: `decode-moe-${dt}-cpu`, orchard: round3(m.orchard.decodeCpu), llamacpp: round3(m.llama.decodeCpu), unit: 'tok/cpu-s', ratio: round3(m.orchard.decodeCpu / m.llama.decodeCpu) });
+      lines.push({ name: `prefill-moe-${dt}-cpu`, orchard: round3(m.orchard.prefillCpu), llamacpp: round3(m.llama.prefillCpu), unit: 'tok/cpu-s', ratio: round3(m.orchard.prefillCpu / m.llama.prefillCpu) });
+    }
     log(lines.slice(first).map((l) => `  ${l.name}: ${l.orchard} vs ${l.llamacpp} ${l.unit} (${l.ratio}x)`).join('\n'));
   }
   if (!only.has('demo')) {
