@@ -287,7 +287,7 @@ const LEVELS = 16383;
 
 /**
  * Packed 4-bit MLX weights (pack.ts: 4 rows per group; per MLX group the 4 rows' (scale, bias) pairs,
- * then per 32 columns the 4 rows' 64 bytes, 2 rows per vector) with integer activations: 15-bit per MLX group (±16383,
+ * then per 32 columns the 4 rows' 16 bytes) with integer activations: 15-bit per MLX group (±16383,
  * quant_mlx4) — integer dot products at the speed of the 8-bit formats, but ~128× finer than 8 bits, so
  * results stay within ~1e-4 of MLX's float arithmetic (8-bit activations moved random models' logits by
  * ~0.06 and their greedy tokens). Byte k of a row holds elements 2k (low nibble) and 2k + 1 (high);
@@ -306,7 +306,7 @@ function packed4(): string[] {
   e(`    (i32.add (i32.shl (local.get $cols) (i32.const 1))`);
   e(`      (i32.mul (i32.div_u (local.get $cols) (i32.load offset=212 (i32.const 0))) (select (i32.const 32) (i32.const 16) (i32.eq (local.get $kind) (i32.const 2))))))`);
   e(``);
-  L.push(...g4mlx4(), ``);
+  L.push(...g4mlx4('both'), `  ;; @if relaxed`, ...g4mlx4('pairs'), `  ;; @end`, ``);
   e(`  ;; One row-major 4-bit row (the rows%4 tail of a packed weight) with quant_mlx4's activations: the`);
   e(`  ;; group kernel's arithmetic for one row (same integers, same f32 steps and order).`);
   e(`  (func $dot1q_mlx4 (type $dot) (param $w i32) (param $rb i32) (param $x i32) (param $cols i32) (param $out i32)`);
@@ -414,51 +414,38 @@ function packed4(): string[] {
   return L;
 }
 
-/** The 4-bit nibble mask as bytes (one i8x16 lane per packed byte). */
-const NIBBLES = '(v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)';
-
-/**
- * The packed 4-bit MLX group kernel, both builds. pack.ts stores a 32-column block of 4 rows as 4 vectors:
- * per half h (columns 16h..16h+15) rows 0-1, then rows 2-3, each row's 8 bytes h (row 2j + i at bytes
- * 8i..8i+7 of its pair's vector; low nibbles its even columns, high nibbles its odd ones).
- *
- * Relaxed: the activations as quant_mlx4_decode splits them, x = 128·(x >> 7) + (x & 127), both int8, per
- * 16 columns x >> 7 of the 8 even and of the 8 odd columns, then x & 127 of both (32 bytes), so the 8
- * columns a vector's nibbles multiply are one load64_splat, shared by both row pairs. Per pair vector and
- * half two i16x8.relaxed_dot_i8x16_i7x16_s per split (low nibbles, high nibbles: 0..15, a valid i7
- * operand): row 2j + i's sums in i16 lanes 4i..4i+3 of pair j's two sums (h: x >> 7, l: x & 127), no
- * transposition. 4 products a lane per half, so the i16 sums run over up to 4 halves (64 columns: |Σ| ≤
- * 16·15·128 = 30720, no wrap) before one widening by dot_i16x8_s with 128 and with 1 into i32 lanes
- * [r0, r0, r1, r1] and [r2, r2, r3, r3]; per group one fold (2 shuffles, an add) gives lane r = row r's
- * total, exactly the baseline's. The loop runs per half (TurboFan unrolls it; written out per block, V8
- * hoisted the 12 loads of a block and spilled).
- *
- * Baseline: quant_mlx4's i16 activations (per 16 columns the 8 even, then the 8 odd); per row and half the
- * row's 8 bytes zero-extended, nibbles by and / shift, two dot_i16x8_s; the 4 rows' i32 sums transposed
- * once per group.
- *
- * Per group the f32 steps are the same in both: gacc = f32(total)·d_x; acc += scale·gacc + bias·Σx.
- */
-function g4mlx4(): string[] {
+/** The packed 4-bit MLX group kernel: both builds' $g4_mlx4, or the relaxed build's $g4_mlx4_pairs. */
+function g4mlx4(form: 'both' | 'pairs'): string[] {
   const L: string[] = [];
   const e = (s: string) => L.push(s);
-  const rdot = (k: number, w: string) => `(i16x8.relaxed_dot_i8x16_i7x16_s (local.get $x${k}) (local.get $${w}))`;
-  e(`  ;; 4 packed rows of a 4-bit MLX weight, 15-bit activations from quant_mlx4 (see above).`);
-  e(`  (func $g4_mlx4 (type $gdot) (param $w i32) (param $cols i32) (param $x i32) (param $out i32) (param $groups i32)`);
+  if (form === 'both') e(`  ;; 4 packed rows of a 4-bit MLX weight, 15-bit activations from quant_mlx4 (see above).`);
+  else {
+    e(`  ;; The relaxed $g4_mlx4 for groups of 32 and 128 columns: rows 0-1, then rows 2-3 in one pass each over`);
+    e(`  ;; the group's blocks (x read twice; 4 live i16 sums per pass).`);
+  }
+  e(`  (func ${form === 'both' ? '$g4_mlx4' : '$g4_mlx4_pairs'} (type $gdot) (param $w i32) (param $cols i32) (param $x i32) (param $out i32) (param $groups i32)`);
   e(`    (local $g i32) (local $p i32) (local $end i32) (local $ge i32) (local $gb i32) (local $kind i32) (local $xq i32) (local $xd i32) (local $xs i32)`);
-  e(`    (local $x0 v128) (local $x1 v128) (local $x2 v128) (local $x3 v128) (local $q v128) (local $s v128) (local $gacc v128) (local $acc v128) (local $v v128) (local $sc v128) (local $bi v128)`);
-  e(`    ;; @if relaxed`);
-  e(`    (local $me i32) (local $mn v128) (local $lo v128) (local $hi v128) (local $h01 v128) (local $l01 v128) (local $h23 v128) (local $l23 v128)`);
-  e(`    (local $s01 v128) (local $s23 v128) (local $k128 v128) (local $k1 v128)`);
-  e(`    (local.set $mn ${NIBBLES})`);
-  e(`    (local.set $k128 (v128.const i16x8 128 128 128 128 128 128 128 128))`);
-  e(`    (local.set $k1 (v128.const i16x8 1 1 1 1 1 1 1 1))`);
-  e(`    ;; @else`);
+  e(`    (local $x0 v128) (local $x1 v128) (local $x2 v128) (local $x3 v128) (local $q v128)`);
   e(`    (local $s0 v128) (local $s1 v128) (local $s2 v128) (local $s3 v128) (local $t0 v128) (local $t1 v128)`);
-  e(`    ;; @end`);
+  e(`    (local $gacc v128) (local $acc v128) (local $v v128) (local $sc v128) (local $bi v128)`);
+  if (form === 'both') e(`    ;; @if relaxed`);
+  e(`    (local $h0 v128) (local $h1 v128) (local $h2 v128) (local $h3 v128) (local $l0 v128) (local $l1 v128) (local $l2 v128) (local $l3 v128)`);
+  e(`    (local $lo v128) (local $hi v128) (local $mn v128) (local $p0 i32) (local $xq0 i32)`);
+  e(`    (local.set $mn ${NIBBLES})`);
+  if (form === 'both') e(`    ;; @end`);
   e(`    ;; bytes of one MLX group's columns in the 4 rows' blocks, and the scale dtype`);
   e(`    (local.set $gb (i32.shl (i32.load offset=212 (i32.const 0)) (i32.const 1)))`);
   e(`    (local.set $kind (i32.load offset=216 (i32.const 0)))`);
+  if (form === 'both') {
+    e(`    ;; @if relaxed`);
+    e(`    ;; groups of 64 columns here (the 4 rows in one pass), others in $g4_mlx4_pairs: each the faster`);
+    e(`    ;; form there (bench:kernels, wasm/README.md)`);
+    e(`    (if (i32.ne (local.get $gb) (i32.const 128))`);
+    e(`      (then`);
+    e(`        (call $g4_mlx4_pairs (local.get $w) (local.get $cols) (local.get $x) (local.get $out) (local.get $groups))`);
+    e(`        (return)))`);
+    e(`    ;; @end`);
+  }
   e(`    (local.set $p (local.get $w))`);
   e(`    (block $gdone`);
   e(`      (loop $gl`);
@@ -474,70 +461,33 @@ function g4mlx4(): string[] {
   e(`            ;; the 4 rows' scales and biases of this MLX group (lane r), then its blocks`);
   L.push(...scaleBias4('            '));
   e(`            (local.set $ge (i32.add (local.get $p) (local.get $gb)))`);
-  e(`            ;; @if relaxed`);
-  // one half (16 columns) of the 4 rows; first: it sets the run's i16 sums
-  const half = (ind: string, first: boolean) => {
-    for (const [k, off] of [[0, 0], [1, 8], [2, 16], [3, 24]] as const) e(`${ind}(local.set $x${k} (v128.load64_splat offset=${off} (local.get $xq)))`);
-    for (const [pair, off] of [['01', 0], ['23', 16]] as const) {
-      e(`${ind}(local.set $q (v128.load offset=${off} (local.get $p)))`);
-      e(`${ind}(local.set $lo (v128.and (local.get $q) (local.get $mn)))`);
-      e(`${ind}(local.set $hi (v128.and (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $mn)))`);
-      for (const [v, a, b] of [['h', 0, 1], ['l', 2, 3]] as const) {
-        const d = `(i16x8.add ${rdot(a, 'lo')} ${rdot(b, 'hi')})`;
-        e(`${ind}(local.set $${v}${pair} ${first ? d : `(i16x8.add (local.get $${v}${pair}) ${d})`})`);
-      }
+  L.push(...splitBlocks4(form === 'both' ? [[0, 1, 2, 3]] : [[0, 1], [2, 3]], form === 'both'));
+  if (form === 'both') {
+    e(`            ;; @else`);
+    for (let r = 0; r < 4; r++) e(`            (local.set $s${r} ${I32('0')})`);
+    // (two blocks per iteration measured 5-10% slower, hot and cold: one block per iteration it stays)
+    e(`            (loop $bl`);
+    for (let k = 0; k < 4; k++) e(`              (local.set $x${k} (v128.load offset=${16 * k} (local.get $xq)))`);
+    for (let r = 0; r < 4; r++) {
+      e(`              (local.set $q (v128.load8x8_u offset=${16 * r} (local.get $p)))`);
+      e(`              (local.set $s${r} (i32x4.add (local.get $s${r}) (i32x4.add (i32x4.dot_i16x8_s (v128.and (local.get $q) ${LOW}) (local.get $x0)) (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $x1)))))`);
+      e(`              (local.set $q (v128.load8x8_u offset=${16 * r + 8} (local.get $p)))`);
+      e(`              (local.set $s${r} (i32x4.add (local.get $s${r}) (i32x4.add (i32x4.dot_i16x8_s (v128.and (local.get $q) ${LOW}) (local.get $x2)) (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $x3)))))`);
     }
-    e(`${ind}(local.set $p (i32.add (local.get $p) (i32.const 32)))`);
-    e(`${ind}(local.set $xq (i32.add (local.get $xq) (i32.const 32)))`);
-  };
-  // one run of up to 4 halves (64 columns) summed in i16, widened into $s01 / $s23 (first: sets them)
-  const run = (ind: string, first: boolean) => {
-    e(`${ind}(local.set $me (select (local.get $ge) (i32.add (local.get $p) (i32.const 128)) (i32.le_u (i32.sub (local.get $ge) (local.get $p)) (i32.const 128))))`);
-    half(ind, true);
-    e(`${ind}(block $hd${first ? 0 : 1}`);
-    e(`${ind}  (loop $hl${first ? 0 : 1}`);
-    e(`${ind}    (br_if $hd${first ? 0 : 1} (i32.ge_u (local.get $p) (local.get $me)))`);
-    half(`${ind}    `, false);
-    e(`${ind}    (br $hl${first ? 0 : 1})))`);
-    e(`${ind};; i32 lanes [r0, r0, r1, r1] and [r2, r2, r3, r3]: 128·Σq·(x >> 7) + Σq·(x & 127)`);
-    for (const pair of ['01', '23']) {
-      const w = `(i32x4.add (i32x4.dot_i16x8_s (local.get $h${pair}) (local.get $k128)) (i32x4.dot_i16x8_s (local.get $l${pair}) (local.get $k1)))`;
-      e(`${ind}(local.set $s${pair} ${first ? w : `(i32x4.add (local.get $s${pair}) ${w})`})`);
-    }
-  };
-  e(`            ;; runs of up to 64 columns (4 halves) summed in i16, each widened once (groups of 128: two)`);
-  run('            ', true);
-  e(`            (block $rd`);
-  e(`              (loop $rl`);
-  e(`                (br_if $rd (i32.ge_u (local.get $p) (local.get $ge)))`);
-  run('                ', false);
-  e(`                (br $rl)))`);
-  e(`            (local.set $s (i32x4.add (i8x16.shuffle 0 1 2 3 8 9 10 11 16 17 18 19 24 25 26 27 (local.get $s01) (local.get $s23))`);
-  e(`                                     (i8x16.shuffle 4 5 6 7 12 13 14 15 20 21 22 23 28 29 30 31 (local.get $s01) (local.get $s23))))`);
-  e(`            ;; @else`);
-  for (let r = 0; r < 4; r++) e(`            (local.set $s${r} ${I32('0')})`);
-  // (two blocks per iteration measured 5-10% slower, hot and cold: one block per iteration it stays)
-  e(`            (loop $bl`);
-  for (let k = 0; k < 4; k++) e(`              (local.set $x${k} (v128.load offset=${16 * k} (local.get $xq)))`);
-  for (let r = 0; r < 4; r++) {
-    for (const hf of [0, 1]) {
-      e(`              (local.set $q (v128.load8x8_u offset=${32 * hf + 8 * r} (local.get $p)))`);
-      e(`              (local.set $s${r} (i32x4.add (local.get $s${r}) (i32x4.add (i32x4.dot_i16x8_s (v128.and (local.get $q) ${LOW}) (local.get $x${2 * hf})) (i32x4.dot_i16x8_s (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $x${2 * hf + 1})))))`);
-    }
+    e(`              (local.set $p (i32.add (local.get $p) (i32.const 64)))`);
+    e(`              (local.set $xq (i32.add (local.get $xq) (i32.const 64)))`);
+    e(`              (br_if $bl (i32.lt_u (local.get $p) (local.get $ge))))`);
+    e(`            ;; @end`);
   }
-  e(`              (local.set $p (i32.add (local.get $p) (i32.const 64)))`);
-  e(`              (local.set $xq (i32.add (local.get $xq) (i32.const 64)))`);
-  e(`              (br_if $bl (i32.lt_u (local.get $p) (local.get $ge))))`);
-  e(`            ;; lane r: row r's group total`);
+  e(`            ;; lane r: row r's group total (exact in i32), times the group's d_x`);
   e(`            (local.set $t0 (i32x4.add (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $s0) (local.get $s1))`);
   e(`                                      (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $s0) (local.get $s1))))`);
   e(`            (local.set $t1 (i32x4.add (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $s2) (local.get $s3))`);
   e(`                                      (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $s2) (local.get $s3))))`);
-  e(`            (local.set $s (i32x4.add (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23 (local.get $t0) (local.get $t1))`);
-  e(`                                     (i8x16.shuffle 8 9 10 11 12 13 14 15 24 25 26 27 28 29 30 31 (local.get $t0) (local.get $t1))))`);
-  e(`            ;; @end`);
-  e(`            ;; lane r: row r's group total (exact in i32) times the group's d_x, then scale and bias`);
-  e(`            (local.set $gacc (f32x4.mul (f32x4.convert_i32x4_s (local.get $s)) (f32x4.splat (f32.load (local.get $xd)))))`);
+  e(`            (local.set $gacc (f32x4.mul (f32x4.convert_i32x4_s`);
+  e(`              (i32x4.add (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23 (local.get $t0) (local.get $t1))`);
+  e(`                         (i8x16.shuffle 8 9 10 11 12 13 14 15 24 25 26 27 28 29 30 31 (local.get $t0) (local.get $t1))))`);
+  e(`              (f32x4.splat (f32.load (local.get $xd)))))`);
   e(`            (local.set $xd (i32.add (local.get $xd) (i32.const 4)))`);
   e(`            (local.set $acc (f32x4.add (local.get $acc) (f32x4.add (f32x4.mul (local.get $sc) (local.get $gacc))`);
   e(`              (f32x4.mul (local.get $bi) (f32x4.splat (f32.load (local.get $xs)))))))`);
@@ -550,13 +500,79 @@ function g4mlx4(): string[] {
   return L;
 }
 
+/** The 4-bit nibble mask as bytes (one i8x16 lane per packed byte). */
+const NIBBLES = '(v128.const i32x4 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f 0x0f0f0f0f)';
+
+/**
+ * The relaxed build's $g4_mlx4 group: each 15-bit activation split once per matvec (quant_mlx4_decode) as
+ * x = 128·(x >> 7) + (x & 127), both int8; per row and 32 columns the 16 bytes' nibbles (0..15, a valid i7
+ * operand) in four i16x8.relaxed_dot_i8x16_i7x16_s, summed in i16 over the whole group and widened once per
+ * group, so the 4 rows' i32 group totals are the baseline's exactly. The first block sets the sums.
+ * Measured, one pass of 4 rows (bench:kernels --hot --simd both, 1 thread): g64 1.11-1.17x, g128 1.05-1.09x, g32 0.99-1.03x of
+ * the baseline's loop; without setting the sums from the first block g64 was 1.02-1.04x, and with x read
+ * from memory at each use instead of 4 registers (TurboFan spills some of the 8 sums) g64 0.98x.
+ * passes: the rows of each pass over the group's blocks ([[0, 1, 2, 3]] for $g4_mlx4 at g = 64, rows 0-1
+ * then 2-3 for $g4_mlx4_pairs: x read twice, 4 live sums a pass); marked: inside $g4_mlx4's relaxed branch.
+ */
+function splitBlocks4(passes: number[][], marked: boolean): string[] {
+  const L: string[] = [];
+  const e = (s: string) => L.push(s);
+  const dots = (a: string, b: string) =>
+    `(i16x8.add (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $${a}) (local.get $lo)) (i16x8.relaxed_dot_i8x16_i7x16_s (local.get $${b}) (local.get $hi)))`;
+  const block = (ind: string, acc: boolean, rows: number[]) => {
+    for (let k = 0; k < 4; k++) e(`${ind}(local.set $x${k} (v128.load offset=${16 * k} (local.get $xq)))`);
+    for (const r of rows) {
+      e(`${ind}(local.set $q (v128.load offset=${16 * r} (local.get $p)))`);
+      e(`${ind}(local.set $lo (v128.and (local.get $q) (local.get $mn)))`);
+      e(`${ind}(local.set $hi (v128.and (i16x8.shr_u (local.get $q) (i32.const 4)) (local.get $mn)))`);
+      e(`${ind}(local.set $h${r} ${acc ? `(i16x8.add (local.get $h${r}) ${dots('x0', 'x1')})` : dots('x0', 'x1')})`);
+      e(`${ind}(local.set $l${r} ${acc ? `(i16x8.add (local.get $l${r}) ${dots('x2', 'x3')})` : dots('x2', 'x3')})`);
+    }
+    e(`${ind}(local.set $p (i32.add (local.get $p) (i32.const 64)))`);
+    e(`${ind}(local.set $xq (i32.add (local.get $xq) (i32.const 64)))`);
+  };
+  // one pass of the group's blocks for `rows` (ind: the pass's indent)
+  const pass = (ind: string, rows: number[]) => {
+    const tag = rows.join('');
+    block(ind, false, rows);
+    e(`${ind}(block $bd${tag}`);
+    e(`${ind}  (loop $bl${tag}`);
+    e(`${ind}    (br_if $bd${tag} (i32.ge_u (local.get $p) (local.get $ge)))`);
+    block(`${ind}    `, true, rows);
+    e(`${ind}    (br $bl${tag})))`);
+  };
+  if (marked) e(`            ;; @if relaxed`);
+  e(`            ;; x in quant_mlx4_decode's form: per block x >> 7 of the even and of the odd columns, then`);
+  e(`            ;; x & 127 of both, as int8. Per row r the 16 bytes' low nibbles (even columns) and high nibbles`);
+  e(`            ;; (odd), 0..15, a valid i7 operand, in relaxed dots: h_r sums q·(x >> 7), l_r sums q·(x & 127)`);
+  e(`            ;; in i16 lanes over the whole group (each lane 2 pairs per block, 4 blocks at most for g <= 128:`);
+  e(`            ;; |sum| <= 4·2·2·15·128 = 30720, no wrap), then one widening per group: 128·h + l is each`);
+  e(`            ;; column pair's exact Σq·x, the baseline's i32 totals. The first block sets the sums (no zeroing).`);
+  if (passes.length > 1) {
+    e(`            (local.set $p0 (local.get $p))`);
+    e(`            (local.set $xq0 (local.get $xq))`);
+  }
+  passes.forEach((rows, i) => {
+    if (i > 0) {
+      e(`            (local.set $p (local.get $p0))`);
+      e(`            (local.set $xq (local.get $xq0))`);
+    }
+    pass('            ', rows);
+  });
+  for (let r = 0; r < 4; r++) {
+    e(`            (local.set $s${r} (i32x4.add (i32x4.dot_i16x8_s (local.get $h${r}) (v128.const i16x8 128 128 128 128 128 128 128 128))`);
+    e(`                                        (i32x4.dot_i16x8_s (local.get $l${r}) (v128.const i16x8 1 1 1 1 1 1 1 1))))`);
+  }
+  return L;
+}
+
 /** The relaxed build's one-token activations for $g4_mlx4 (the converter the backend runs per matvec). */
 function quantDecode(): string[] {
   return [
     `  ;; @if relaxed`,
-    `  ;; One token of quant_mlx4's output at src into $g4_mlx4's relaxed form at dst (as many bytes): per 16`,
-    `  ;; columns the 8 even and the 8 odd columns' x >> 7 (-128..127), then their x & 127 (0..127), as int8`,
-    `  ;; (x = 128·(x >> 7) + (x & 127) exactly; 8 bytes each, one load64_splat in the kernel); then the`,
+    `  ;; One token of quant_mlx4's output at src into $g4_mlx4's relaxed form at dst (as many bytes): per 32`,
+    `  ;; columns the 16 even and the 16 odd columns' x >> 7 (-128..127), then their x & 127 (0..127), as int8`,
+    `  ;; in the order of the weights' low and high nibbles (x = 128·(x >> 7) + (x & 127) exactly); then the`,
     `  ;; groups' d_x and sums as they are. Done once per matvec, not once per 4-row group and block.`,
     `  (func (export "quant_mlx4_decode") (param $src i32) (param $dst i32) (param $cols i32) (param $g i32)`,
     `    (local $end i32) (local $v0 v128) (local $v1 v128) (local $v2 v128) (local $v3 v128) (local $m v128)`,
@@ -567,10 +583,10 @@ function quantDecode(): string[] {
     `        (br_if $done (i32.ge_u (local.get $src) (local.get $end)))`,
     `        ;; columns 0..15 even, 0..15 odd, 16..31 even, 16..31 odd`,
     ...[0, 1, 2, 3].map((k) => `        (local.set $v${k} (v128.load offset=${16 * k} (local.get $src)))`),
-    `        (v128.store offset=0 (local.get $dst) (i8x16.narrow_i16x8_s (i16x8.shr_s (local.get $v0) (i32.const 7)) (i16x8.shr_s (local.get $v1) (i32.const 7))))`,
-    `        (v128.store offset=16 (local.get $dst) (i8x16.narrow_i16x8_s (v128.and (local.get $v0) (local.get $m)) (v128.and (local.get $v1) (local.get $m))))`,
-    `        (v128.store offset=32 (local.get $dst) (i8x16.narrow_i16x8_s (i16x8.shr_s (local.get $v2) (i32.const 7)) (i16x8.shr_s (local.get $v3) (i32.const 7))))`,
-    `        (v128.store offset=48 (local.get $dst) (i8x16.narrow_i16x8_s (v128.and (local.get $v2) (local.get $m)) (v128.and (local.get $v3) (local.get $m))))`,
+    `        (v128.store offset=0 (local.get $dst) (i8x16.narrow_i16x8_s (i16x8.shr_s (local.get $v0) (i32.const 7)) (i16x8.shr_s (local.get $v2) (i32.const 7))))`,
+    `        (v128.store offset=16 (local.get $dst) (i8x16.narrow_i16x8_s (i16x8.shr_s (local.get $v1) (i32.const 7)) (i16x8.shr_s (local.get $v3) (i32.const 7))))`,
+    `        (v128.store offset=32 (local.get $dst) (i8x16.narrow_i16x8_s (v128.and (local.get $v0) (local.get $m)) (v128.and (local.get $v2) (local.get $m))))`,
+    `        (v128.store offset=48 (local.get $dst) (i8x16.narrow_i16x8_s (v128.and (local.get $v1) (local.get $m)) (v128.and (local.get $v3) (local.get $m))))`,
     `        (local.set $src (i32.add (local.get $src) (i32.const 64)))`,
     `        (local.set $dst (i32.add (local.get $dst) (i32.const 64)))`,
     `        (br $l)))`,

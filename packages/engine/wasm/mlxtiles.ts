@@ -68,16 +68,8 @@ export function mlxTiles(): string[] {
     L.push(...scaleBias4('        '));
     e(`        (local.set $ge (i32.add (local.get $p) (local.get $gb)))`);
     e(`        (loop $bl`);
-    e(`          ;; row r's 16 bytes (pack.ts: its 8 bytes of columns 0..15 at 8r, of 16..31 at 32 + 8r): low nibbles`);
-    e(`          ;; (even columns), high nibbles (odd columns)`);
-    e(`          (local.set $u (v128.load (local.get $p)))`);
-    e(`          (local.set $v (v128.load offset=32 (local.get $p)))`);
-    e(`          (local.set $h0 (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23 (local.get $u) (local.get $v)))`);
-    e(`          (local.set $h1 (i8x16.shuffle 8 9 10 11 12 13 14 15 24 25 26 27 28 29 30 31 (local.get $u) (local.get $v)))`);
-    e(`          (local.set $u (v128.load offset=16 (local.get $p)))`);
-    e(`          (local.set $v (v128.load offset=48 (local.get $p)))`);
-    e(`          (local.set $h2 (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23 (local.get $u) (local.get $v)))`);
-    e(`          (local.set $h3 (i8x16.shuffle 8 9 10 11 12 13 14 15 24 25 26 27 28 29 30 31 (local.get $u) (local.get $v)))`);
+    e(`          ;; row r's 16 bytes: low nibbles (even columns), high nibbles (odd columns)`);
+    for (let r = 0; r < 4; r++) e(`          (local.set $h${r} (v128.load offset=${16 * r} (local.get $p)))`);
     for (let r = 0; r < 4; r++) e(`          (local.set $r${r} (v128.and (local.get $h${r}) (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15)))`);
     for (let r = 0; r < 4; r++) e(`          (local.set $h${r} (i8x16.shr_u (local.get $h${r}) (i32.const 4)))`);
     // interleaveRows4 hands byte pairs jj, jj + 1 (jj = 4·part + 2q) of the 4 rows; their low nibbles are

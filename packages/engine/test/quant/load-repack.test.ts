@@ -140,8 +140,7 @@ function previousMlx4Group(cols: number, layout: MlxLayout, rm: Uint8Array, pack
     const at = k * (4 * pair + 64 * blocks);
     for (let r = 0; r < 4; r++) {
       move(r * rb + qBytes + k * pair, at + r * pair, pair);
-      // (the 2-rows-per-vector order of the packed MLX 4-bit experiment: row r's half h at 32h + 8r)
-      for (let b = 0; b < blocks; b++) for (let h = 0; h < 2; h++) move(r * rb + 16 * (k * blocks + b) + 8 * h, at + 4 * pair + 64 * b + 32 * h + 8 * r, 8);
+      for (let b = 0; b < blocks; b++) move(r * rb + 16 * (k * blocks + b), at + 4 * pair + 64 * b + 16 * r, 16);
     }
   }
 }

@@ -345,13 +345,10 @@ function q4kGroup(cols: number, rm: Uint8Array, packed: Uint8Array, toPacked: bo
 
 /**
  * 4-bit MLX's packed layout, per group of 4 rows (the rows' 4 × row bytes, in place): per MLX group the 4
- * rows' (scale, bias) pairs, then per 32 columns of the group 64 bytes: for each half h (columns
- * 16h..16h+15) the 4 rows' 8 bytes h in row order (row r's bytes 8h..8h+7 at 32h + 8r). So each 16-byte
- * vector holds 2 rows × 16 columns, row 2j + i at bytes 8i..8i+7, and one dot against those columns'
- * activations (8 even or odd ones, splat) leaves each row's partial sums in its own lanes: no
- * transposition per group in the relaxed kernel (wasm/affine.ts, $g4_mlx4), which reads one sequential
- * stream and shares each activation load between 4 rows. (With all the scales after all the blocks, a
- * second stream a group's width ahead, decode of 2304-column rows ran at ~60% of the 768-column speed.)
+ * rows' (scale, bias) pairs, then per 32 columns of the group the 4 rows' 16 packed bytes (64 bytes). The
+ * kernel then reads one sequential stream and shares each activation load between 4 rows (wasm/affine.ts,
+ * $g4_mlx4). (With all the scales after all the blocks, a second stream a group's width ahead, decode of
+ * 2304-column rows ran at ~60% of the 768-column speed.)
  */
 function mlx4Group(cols: number, layout: MlxLayout, rm: Uint8Array, packed: Uint8Array, toPacked: boolean): void {
   const qBytes = cols / 2;
@@ -377,17 +374,12 @@ function mlx4Group(cols: number, layout: MlxLayout, rm: Uint8Array, packed: Uint
     const at = k * (4 * pair + 64 * blocks);
     for (let r = 0; r < 4; r++) {
       move(r * rb + qBytes + k * pair, at + r * pair, pair);
-      for (let b = 0; b < blocks; b++) {
-        for (let h = 0; h < 2; h++) move(r * rb + 16 * (k * blocks + b) + 8 * h, at + 4 * pair + 64 * b + 32 * h + 8 * r, 8);
-      }
+      for (let b = 0; b < blocks; b++) move(r * rb + 16 * (k * blocks + b), at + 4 * pair + 64 * b + 16 * r, 16);
     }
   }
 }
 
-/**
- * mlx4Group to packed over 32-bit words: pw words per (scale, bias) pair, rw per row, qw of bits per row;
- * per block row r's 8-byte half h goes to 32h + 8r.
- */
+/** mlx4Group to packed over 32-bit words: pw words per (scale, bias) pair, rw per row, qw of bits per row. */
 function mlx4Pack32(a: Uint32Array, p: Uint32Array, groups: number, blocks: number, pw: number, rw: number, qw: number): void {
   let d = 0;
   for (let k = 0; k < groups; k++) {
@@ -399,12 +391,12 @@ function mlx4Pack32(a: Uint32Array, p: Uint32Array, groups: number, blocks: numb
     for (let b = 0; b < blocks; b++) {
       for (let r = 0; r < 4; r++) {
         const s = r * rw + 4 * (k * blocks + b);
-        p[d + 2 * r] = a[s];
-        p[d + 2 * r + 1] = a[s + 1];
-        p[d + 8 + 2 * r] = a[s + 2];
-        p[d + 9 + 2 * r] = a[s + 3];
+        p[d] = a[s];
+        p[d + 1] = a[s + 1];
+        p[d + 2] = a[s + 2];
+        p[d + 3] = a[s + 3];
+        d += 4;
       }
-      d += 16;
     }
   }
 }
@@ -420,12 +412,12 @@ function mlx4Unpack32(p: Uint32Array, a: Uint32Array, groups: number, blocks: nu
     for (let b = 0; b < blocks; b++) {
       for (let r = 0; r < 4; r++) {
         const s = r * rw + 4 * (k * blocks + b);
-        a[s] = p[d + 2 * r];
-        a[s + 1] = p[d + 2 * r + 1];
-        a[s + 2] = p[d + 8 + 2 * r];
-        a[s + 3] = p[d + 9 + 2 * r];
+        a[s] = p[d];
+        a[s + 1] = p[d + 1];
+        a[s + 2] = p[d + 2];
+        a[s + 3] = p[d + 3];
+        d += 4;
       }
-      d += 16;
     }
   }
 }
