@@ -7,7 +7,9 @@
  * its CPU time against the first variant of its kind in the same round (the ratio column). With `--base DIR` (a checkout of another tree, e.g. a
  * detached worktree of main) that tree's matvecFastShader is timed beside this one's, same buffers.
  * On lavapipe (a CPU driver) the numbers are only a proxy for a GPU.
- *   pnpm exec tsx packages/engine/bench/gpu-rowblock.ts [--dtypes q4_0,q8_0,f16] [--rounds 25] [--base /path/to/main]
+ * With `--w8`, matvec8Shader's path (separate norm, gate, up, SiLU gate; the formats without a row-block decoder
+ * took it) is timed first of each kind.
+ *   pnpm exec tsx packages/engine/bench/gpu-rowblock.ts [--dtypes q4_0,q8_0,f16,q4_k] [--rounds 25] [--base /path/to/main] [--w8]
  */
 import { existsSync, mkdtempSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
@@ -18,10 +20,10 @@ import type { DType } from '../src/kernels/backend.js';
 import { Readback, createStorage, rowBytes, uploadWeight, type GpuWeight } from '../src/kernels/gpu/buffers.js';
 import { openBenchGpu } from './gpu-lines.js';
 import { GpuKernels, MATVEC_MAX_BATCH, StepUniform, oneTokenForm, recordPass, type Dispatch } from '../src/kernels/gpu/ops.js';
-import { MATVEC_ROWS, matvecFastShader, type MatvecLayout, type RowBlockOptions } from '../src/kernels/gpu/wgsl.js';
+import { MATVEC_ROWS, matvec8Shader, matvecFastShader, type MatvecLayout, type RowBlockOptions } from '../src/kernels/gpu/wgsl.js';
 
 const { values } = parseArgs({
-  options: { dtypes: { type: 'string', default: 'q4_0,q8_0' }, rounds: { type: 'string', default: '25' }, base: { type: 'string' }, repeat: { type: 'string', default: '4' }, only: { type: 'string' } },
+  options: { dtypes: { type: 'string', default: 'q4_0,q8_0' }, rounds: { type: 'string', default: '25' }, base: { type: 'string' }, repeat: { type: 'string', default: '4' }, only: { type: 'string' }, w8: { type: 'boolean', default: false } },
 });
 if (process.platform === 'linux') {
   const icd = '/usr/share/vulkan/icd.d/lvp_icd.json';
@@ -82,7 +84,24 @@ async function main() {
     // kind: the ratio column compares each variant with the first of its kind in the same round (main's, with --base).
     const variants: { name: string; kind: string; ds: Dispatch[] }[] = [];
     const add = (kind: string, name: string, ds: Dispatch[]) => variants.push({ name, kind, ds });
+    if (values.w8) {
+      // The decode path of the formats without a row-block decoder (main's for Q4_K): matvec8Shader per
+      // projection, a separate norm and SiLU gate. First of each kind, so the ratios are against it.
+      const m8 = (w: GpuWeight, input: GPUBuffer, out: GPUBuffer): Dispatch => {
+        const p = K.pipeline(`bench_m8_${dtype}_${w.cols}`, () => matvec8Shader(dtype, w.cols, K.matvec));
+        return { label: 'matvec8', pipeline: p, bindGroup: K.bind('m8', p, [params(w), step.buffer, w.chunks[0].buffer, input, out, K.dummy()]), grid: () => [Math.ceil(w.rows / MATVEC_ROWS), 1, 1] };
+      };
+      add('glu', 'matvec8: norm, gate, up, silu', [K.rmsnorm(x, nw, xn, HIDDEN, 1, 1e-5, step), m8(gate, xn, h), m8(up, xn, h2), K.siluGate(h, h2, FFN, step)]);
+      add('down', 'matvec8: down_proj', [m8(down, h, x)]);
+      add('o', 'matvec8: o_proj', [m8(o, xn, x)]);
+    }
     for (const [tree, shader] of shaders) {
+      try {
+        shader(dtype, K.matvec, {});
+      } catch {
+        console.log(`  ${dtype}: no row-block kernel in ${tree}`);
+        continue;
+      }
       // The form this tree records for one decode token (main had no per-dtype form).
       const gluForm = tree === 'this' ? oneTokenForm(dtype, { glu: true, norm: true }) : { glu: true, norm: true };
       add('glu', `${tree}: gate+up fused, folded norm`, [rowBlock(`${tree}_glu_norm`, shader, gate, gluForm, x, h, up)]);
