@@ -43,6 +43,7 @@ const EXTRA: [string, RowBlockOptions][] = [
   ['halves', { halves: true }],
   ['8 rows', { rows: 8 }],
   ['8 rows, halves', { rows: 8, halves: true }],
+  ['16 rows', { rows: 16 }],
 ];
 
 type Shader = (dtype: DType, layout: MatvecLayout, o?: RowBlockOptions) => string;

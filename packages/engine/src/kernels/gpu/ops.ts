@@ -348,7 +348,7 @@ export class GpuKernels {
 
   /** 16-byte (or whole-block) steps need every row and x row to start on a step boundary. */
   #fast(dtype: DType, cols: number, xStride: number): boolean {
-    // vectorWidth 0: a format without a row-block decoder (the K-quants, MXFP4, MLX: per-element matvec).
+    // vectorWidth 0: a format without a row-block decoder (Q5_K/Q6_K, MXFP4, MLX, FP8: matvec8Shader or per element).
     const vw = vectorWidth(dtype);
     return vw > 0 && cols % vw === 0 && xStride % vw === 0;
   }
@@ -360,7 +360,7 @@ export class GpuKernels {
       if (this.#fast(dtype, cols, opts.xStride ?? cols) && !opts.generic) {
         out.push(...this.#rowBlock(label, dtype, rows, buffers, { norm: !!opts.norm }, small, !!opts.lastToken));
       } else if (vectorWidth(dtype) === 0 && weight8Accessor(dtype, cols) && !opts.generic) {
-        // MLX 4/8-bit, FP8, K-quants, MXFP4: 4 rows per workgroup, 8 columns (one scale lookup) per thread step.
+        // MLX 4/8-bit, FP8, Q5_K/Q6_K, MXFP4: 4 rows per workgroup, 8 columns (one scale lookup) per thread step.
         const l = this.matvec;
         const m8 = this.pipeline(`matvec8_${dtype}_${layoutKey(l)}`, () => matvec8Shader(dtype, cols, l));
         out.push({ label: `${label} (matvec)`, pipeline: m8, bindGroup: this.bind(label, m8, buffers.slice(0, 6)), grid: () => split(Math.ceil(rows / MATVEC_ROWS)), when: small });

@@ -117,7 +117,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
 
 /**
  * matvecShader for the formats with an 8-wide accessor and no row-block decoder (MLX 4/8-bit, FP8,
- * K-quants, MXFP4: quant-wgsl.ts `weight8Accessor`): one workgroup of `layout.lanes` threads per 4
+ * Q5_K/Q6_K, MXFP4: quant-wgsl.ts `weight8Accessor`): one workgroup of `layout.lanes` threads per 4
  * rows; each thread takes 8 columns at a time, reads x there once for the 4 rows and decodes each row's
  * 8 weights with one scale lookup; the 4 rows' sums are joined once per token as the row-block matvec
  * joins them (rows8Sums). Tokens as in matvecShader (each token's sums alone, in the same order: a
@@ -224,7 +224,8 @@ const vecsPerStep = (dtype: DType) => vectorWidth(dtype) / 4;
 
 /**
  * `wv_<name>(u)`: step u's weights of the buffer `name`, widened to f32 vectors (Q8_0/Q4_0 unscaled),
- * and for Q8_0/Q4_0 `ws_<name>(u)`: the block's scale.
+ * and for Q8_0/Q4_0 `ws_<name>(u)`: the block's scale. Q4_K: `ws_<name>(u)` (both sub-blocks' scale and
+ * min) and `wi_<name>(u)` (the step's first nibble word; matvecFastShader widens them itself).
  */
 export function stepDecoder(dtype: DType, name: string): string {
   const V = vecsPerStep(dtype);
