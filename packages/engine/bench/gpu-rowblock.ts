@@ -103,8 +103,8 @@ async function main() {
         console.log(`  ${dtype}: no row-block kernel in ${tree}`);
         continue;
       }
-      // The form this tree records for one decode token (main had no per-dtype form).
-      const gluForm = tree === 'this' ? oneTokenForm(dtype, { glu: true, norm: true }) : { glu: true, norm: true };
+      // The form this tree records for one decode token, for both trees (main has had per-dtype forms since gpuf40).
+      const gluForm = oneTokenForm(dtype, { glu: true, norm: true });
       add('glu', `${tree}: gate+up fused, folded norm`, [rowBlock(`${tree}_glu_norm`, shader, gate, gluForm, x, h, up)]);
       if (tree === 'this') {
         for (const [tag, form] of EXTRA) add('glu', `${tree}: gate+up fused, folded norm, ${tag}`, [rowBlock(`${tree}_glu_norm_${tag}`, shader, gate, { glu: true, norm: true, ...form }, x, h, up)]);
@@ -117,7 +117,7 @@ async function main() {
         K.siluGate(h, h2, FFN, step),
       ]);
       add('glu', `${tree}: gate, up (folded norms), silu`, [rowBlock(`${tree}_mvn`, shader, gate, { norm: true }, x, h), rowBlock(`${tree}_mvn`, shader, up, { norm: true }, x, h2), K.siluGate(h, h2, FFN, step)]);
-      add('down', `${tree}: down_proj`, [rowBlock(`${tree}_mv`, shader, down, {}, h, x)]);
+      add('down', `${tree}: down_proj`, [rowBlock(`${tree}_mv`, shader, down, oneTokenForm(dtype, {}), h, x)]);
       if (tree === 'this') for (const [tag, form] of EXTRA) add('down', `${tree}: down_proj, ${tag}`, [rowBlock(`${tree}_mv_${tag}`, shader, down, form, h, x)]);
       add('o', `${tree}: o_proj`, [rowBlock(`${tree}_mv`, shader, o, {}, xn, x)]);
     }

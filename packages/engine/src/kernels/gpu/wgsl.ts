@@ -461,7 +461,7 @@ ${range(8).map((j) => `          let w${j} = u8x4((q${m}_${j} >> ${4 * h}u) & 0x
 ${toks
   .map(
     (t) => `          var d${sfx(t)} = 0.0;
-${range(8).map((j) => `          d${sfx(t)} += dot(w${j}, x0${sfx(t)}[${8 * h + j}]);`).join('\n')}
+${range(8).map((j) => `          { let xv = x0${sfx(t)}[${8 * h + j}]; d${sfx(t)} = fma(w${j}.w, xv.w, fma(w${j}.z, xv.z, fma(w${j}.y, xv.y, fma(w${j}.x, xv.x, d${sfx(t)})))); }`).join('\n')}
           acc${m}_${i}${sfx(t)} += d${sfx(t)} * sc${m}[${2 * h}] - sc${m}[${2 * h + 1}] * xs${h}${sfx(t)};`,
   )
   .join('\n')}
