@@ -121,10 +121,10 @@ describe.skipIf(!gpu.ctx)(`WGSL accessors of the packed formats vs the dequantiz
 });
 
 describe.skipIf(!gpu.ctx)(`Q4_K row-block forms (folded norm, fused SwiGLU) vs the dequantizer${gpu.skip ? ` (skipped: ${gpu.skip})` : ''}`, () => {
-  // Decode's own shapes of the Q4_K row-block kernel (ops.ts oneTokenForm): rows off its 4- and 8-row
-  // workgroups (a last workgroup of 1, 5 and 7 rows), 1-3 super-blocks (every sub-block's scale unpack:
-  // j < 4 and j >= 4), 1 and 2 tokens, both reductions.
-  const shapes = [[13, 256, 1], [21, 512, 2], [7, 768, 1]];
+  // Decode's own shapes of the Q4_K row-block kernel (ops.ts oneTokenForm): rows off its 8-row (SwiGLU)
+  // and 16-row (folded norm) workgroups (last workgroups of 3, 5 and 7 rows), 1-3 super-blocks (every
+  // sub-block's scale unpack: j < 4 and j >= 4), 1 and 2 tokens, both reductions.
+  const shapes = [[35, 256, 1], [21, 512, 2], [7, 768, 1]];
   it('norm-folded q_proj (with bias) and SwiGLU with the folded norm', async () => {
     const rng = new Prng(4141);
     for (const [rows, cols, n] of shapes) {

@@ -2,8 +2,9 @@
  * The row-block kernel's grouped form (ROW_BLOCK_TOKENS tokens per workgroup, taken by a step of
  * several sequences' decode rows) gives every row exactly the bits the one-token kernel gives that row
  * alone: plain, with the folded RMSNorm (+ bias and accumulate) and the fused SwiGLU for f32/f16/bf16,
- * plain and the fused SwiGLU with the folded norm for Q8_0/Q4_0/Q4_K (whose one-token SwiGLU kernel
- * has its own shape), on a row count off the 4-row block and token counts off the group.
+ * plain and the fused SwiGLU with the folded norm for Q8_0/Q4_0 (whose one-token SwiGLU kernel has its
+ * own shape), every form for Q4_K (8 or 16 rows one-token), on a row count off the 4-row block and token
+ * counts off the group.
  */
 import { afterAll, describe, expect, it } from 'vitest';
 import type { DType, Weight } from '../../src/kernels/backend.js';
@@ -64,7 +65,8 @@ describe.skipIf(!gpu.ctx)(`row-block kernel, ${ROW_BLOCK_TOKENS} tokens per work
     // Q8_0/Q4_0/Q4_K: the fused SwiGLU's one-token kernel has its own shape (ops.ts oneTokenForm: 8 rows,
     // blocks decoded in halves), so its bits against the grouped form's are checked too.
     const COLS = colsOf(dtype);
-    const forms: Form[] = dtype.startsWith('q') ? ['plain', 'glu with norm'] : FORMS;
+    // Q4_K's folded-norm form has its own shape too (16 rows).
+    const forms: Form[] = dtype.startsWith('q') && dtype !== 'q4_k' ? ['plain', 'glu with norm'] : FORMS;
     it(`${dtype}: every row's bits equal the one-token kernel's (${forms.join('; ')})`, async () => {
       for (const [f, form] of forms.entries()) {
         for (const n of [3, ROW_BLOCK_TOKENS + 2]) {

@@ -125,15 +125,16 @@ const flat = (total: number): Grid => split(Math.ceil(total / WG));
  * The one-token row-block kernel's form for `form` on `dtype`: the fused SwiGLU of Q8_0/Q4_0 takes 8
  * rows per workgroup (x, its norm weight and Σx² are loaded once per 16 weight rows instead of 8) with
  * each block decoded in halves (fewer decoded values live at once). Same sums in the same order, so each
- * row keeps its bits, and the grouped form (4 rows) matches it. Q4_K takes 8 rows in every form (plain,
- * folded norm, SwiGLU). f16/bf16 were slower with 8 rows on lavapipe and keep the plain form (README:
+ * row keeps its bits, and the grouped form (4 rows) matches it. Q4_K takes 8 rows (plain, SwiGLU) or 16
+ * (a single matrix with the folded norm: q/k/v, the LM head). f16/bf16 were slower with 8 rows on lavapipe and keep the plain form (README:
  * "Fused gate+up cost", "Q4_K decode").
  */
 export function oneTokenForm(dtype: DType, form: RowBlockOptions): RowBlockOptions {
   if (form.tokens) return form;
   if (form.glu && (dtype === 'q8_0' || dtype === 'q4_0')) return { ...form, rows: 2 * MATVEC_ROWS, halves: true };
-  // Q4_K decodes each step's sub-blocks one at a time already (no halves option): 8 rows in every form.
-  if (dtype === 'q4_k') return { ...form, rows: 2 * MATVEC_ROWS };
+  // Q4_K decodes each step's sub-blocks one at a time already (no halves option). A folded norm's x loads
+  // (x, its norm weight, Σx²) are shared by 16 rows of one matrix, as by the SwiGLU's 8 rows of two.
+  if (dtype === 'q4_k') return { ...form, rows: form.norm && !form.glu ? 4 * MATVEC_ROWS : 2 * MATVEC_ROWS };
   return form;
 }
 
