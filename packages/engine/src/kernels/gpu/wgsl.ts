@@ -446,7 +446,8 @@ ${toks.map((t) => range(H).map((j) => `          d${m}${sfx(t)} += dot(w[${j}], 
   .join('\n')}
 ${mats.map((_, m) => toks.map((t) => `        acc${m}_${i}${sfx(t)} += ${scaled(m, `d${m}${sfx(t)}`)};`).join('\n')).join('\n')}
       }`;
-  // Q4_K: a step's 8 words read once; sub-block h (low, then high nibbles) widened and scaled in turn.
+  // Q4_K: a step's 8 words read once; sub-block h (low, then high nibbles) widened and scaled in turn
+  // (nibbles in place against x pre-scaled by NIB_X: one mask and one conversion per weight).
   const q4kStep = (i: number) => `      {
         let u = min(r0 + ${i}u, P.rows - 1u) * units + k;
 ${mats
@@ -457,7 +458,7 @@ ${range(8).map((j) => `        let q${m}_${j} = ${mat}[wi${m} + ${j}u];`).join('
 ${range(2)
   .map(
     (h) => `        {
-${range(8).map((j) => `          let w${j} = u8x4((q${m}_${j} >> ${4 * h}u) & 0x0f0f0f0fu);`).join('\n')}
+${range(8).map((j) => `          let w${j} = vec4<f32>(vec4<u32>(q${m}_${j}${h ? ' >> 4u' : ''}) & NIB);`).join('\n')}
 ${toks
   .map(
     (t) => `          var d${sfx(t)} = 0.0;
@@ -527,7 +528,15 @@ fn dotv(a: array<vec4<f32>, ${V}>, b: array<vec4<f32>, ${V}>) -> f32 {
   for (var j = 0u; j < ${V}u; j++) { s += dot(a[j], b[j]); }
   return s;
 }
-fn silu(g: f32) -> f32 { return g / (1.0 + exp(-g)); }
+fn silu(g: f32) -> f32 { return g / (1.0 + exp(-g)); }${
+    mins
+      ? `
+// A word's 4 nibbles left in place (byte e's at bit 8e, so f32 of it is q·2^8e, exact) and x scaled by
+// 2^-8e to match (exact): the same products as q·x without shifting each byte down.
+const NIB = vec4<u32>(0xfu, 0xf00u, 0xf0000u, 0xf000000u);
+const NIB_X = vec4<f32>(1.0, 0.00390625, 0.0000152587890625, 0.000000059604644775390625);`
+      : ''
+  }
 @compute @workgroup_size(${T})
 fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
         @builtin(local_invocation_index) lane: u32) {
@@ -553,7 +562,12 @@ ${toks
       ${o.norm ? `let xr = X[xbase${sfx(t)} + k * ${V}u + j];
       ss${sfx(t)} += dot(xr, xr);
       x0${sfx(t)}[j] = xr * NW[k * ${V}u + j];` : `x0${sfx(t)}[j] = X[xbase${sfx(t)} + k * ${V}u + j];`}
-    }${mins ? range(2).map((h) => `\n    let xs${h}${sfx(t)} = dot(${range(8).map((j) => `x0${sfx(t)}[${8 * h + j}]`).join(' + ')}, vec4<f32>(1.0));`).join('') : ''}`,
+    }${
+      mins
+        ? `${range(2).map((h) => `\n    let xs${h}${sfx(t)} = dot(${range(8).map((j) => `x0${sfx(t)}[${8 * h + j}]`).join(' + ')}, vec4<f32>(1.0));`).join('')}
+    for (var j = 0u; j < ${V}u; j++) { x0${sfx(t)}[j] *= NIB_X; }`
+        : ''
+    }`,
   )
   .join('\n')}
 ${step}
