@@ -286,8 +286,7 @@ ${blockWords(name, 'u * 18u + 2u', 4)}
     case 'q4_k':
       // Step u: sub-blocks 2p and 2p + 1 (p = u % 4) of super-block u / 4, the low and high nibbles of its
       // bytes 32p..32p+31 (matvecFastShader reads the 8 words once at wi_<name>(u) and widens each half).
-      return `${name === 'W' ? U8X4 : ''}
-${Q4K_SCALE.replaceAll('NAME', name)}
+      return `${Q4K_SCALE.replaceAll('NAME', name)}
 fn wi_${name}(u: u32) -> u32 { return (u >> 2u) * 36u + 4u + (u & 3u) * 8u; }`;
     default:
       throw new Error(`WebGPU backend: no row-block matvec for ${dtype} weights (vectorWidth 0: the per-element matvec runs them)`);
