@@ -7,7 +7,10 @@
  * its CPU time against the first variant of its kind in the same round (the ratio column). With `--base DIR` (a checkout of another tree, e.g. a
  * detached worktree of main) that tree's matvecFastShader is timed beside this one's, same buffers.
  * On lavapipe (a CPU driver) the numbers are only a proxy for a GPU.
- *   pnpm exec tsx packages/engine/bench/gpu-rowblock.ts [--dtypes q4_0,q8_0,f16] [--rounds 25] [--base /path/to/main]
+ * With `--w8`, matvec8Shader's path (separate norm, gate, up, SiLU gate; the formats without a row-block decoder
+ * took it) is timed first of each kind. With `--norm`, q_proj and the LM head with the folded RMSNorm at 4, 8
+ * 16 and 32 rows per workgroup.
+ *   pnpm exec tsx packages/engine/bench/gpu-rowblock.ts [--dtypes q4_0,q8_0,f16,q4_k] [--rounds 25] [--base /path/to/main] [--w8]
  */
 import { existsSync, mkdtempSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
@@ -18,10 +21,10 @@ import type { DType } from '../src/kernels/backend.js';
 import { Readback, createStorage, rowBytes, uploadWeight, type GpuWeight } from '../src/kernels/gpu/buffers.js';
 import { openBenchGpu } from './gpu-lines.js';
 import { GpuKernels, MATVEC_MAX_BATCH, StepUniform, oneTokenForm, recordPass, type Dispatch } from '../src/kernels/gpu/ops.js';
-import { MATVEC_ROWS, matvecFastShader, type MatvecLayout, type RowBlockOptions } from '../src/kernels/gpu/wgsl.js';
+import { MATVEC_ROWS, matvec8Shader, matvecFastShader, type MatvecLayout, type RowBlockOptions } from '../src/kernels/gpu/wgsl.js';
 
 const { values } = parseArgs({
-  options: { dtypes: { type: 'string', default: 'q4_0,q8_0' }, rounds: { type: 'string', default: '25' }, base: { type: 'string' }, repeat: { type: 'string', default: '4' }, only: { type: 'string' } },
+  options: { dtypes: { type: 'string', default: 'q4_0,q8_0' }, rounds: { type: 'string', default: '25' }, base: { type: 'string' }, repeat: { type: 'string', default: '4' }, only: { type: 'string' }, w8: { type: 'boolean', default: false }, norm: { type: 'boolean', default: false } },
 });
 if (process.platform === 'linux') {
   const icd = '/usr/share/vulkan/icd.d/lvp_icd.json';
@@ -30,6 +33,7 @@ if (process.platform === 'linux') {
 }
 const HIDDEN = 1024;
 const FFN = 3328;
+const VOCAB = 8192;
 const rounds = Number(values.rounds);
 const repeat = Number(values.repeat);
 if (!Number.isInteger(repeat) || repeat < 1) throw new Error(`--repeat: ${values.repeat} is not a positive integer`);
@@ -41,6 +45,7 @@ const EXTRA: [string, RowBlockOptions][] = [
   ['halves', { halves: true }],
   ['8 rows', { rows: 8 }],
   ['8 rows, halves', { rows: 8, halves: true }],
+  ['16 rows', { rows: 16 }],
 ];
 
 type Shader = (dtype: DType, layout: MatvecLayout, o?: RowBlockOptions) => string;
@@ -68,10 +73,12 @@ async function main() {
     const weight = (rows: number, cols: number, label: string): Promise<GpuWeight> =>
       uploadWeight(ctx, { dtype, rows, cols, bytes: new Uint8Array(rows * rowBytes(dtype, cols)) }, label);
     const [gate, up, down, o] = [await weight(FFN, HIDDEN, 'gate'), await weight(FFN, HIDDEN, 'up'), await weight(HIDDEN, FFN, 'down'), await weight(HIDDEN, HIDDEN, 'o')];
+    // The bench model's LM head (vocabulary 8192), with --norm
+    const head = values.norm ? await weight(VOCAB, HIDDEN, 'head') : null;
     const x = await createStorage(ctx, FFN * 4, 'x');
     const xn = await createStorage(ctx, FFN * 4, 'xn');
     const nw = await createStorage(ctx, HIDDEN * 4, 'nw');
-    const h = await createStorage(ctx, FFN * 4, 'h');
+    const h = await createStorage(ctx, Math.max(FFN, VOCAB) * 4, 'h');
     const h2 = await createStorage(ctx, FFN * 4, 'h2');
     const params = (w: GpuWeight) => K.params('p', [['u32', w.rows], ['u32', w.cols], ['u32', 0], ['u32', w.rows], ['u32', w.cols], ['u32', 0], ['f32', 1e-5]]);
     const rowBlock = (name: string, shader: Shader, w: GpuWeight, o: RowBlockOptions, input: GPUBuffer, out: GPUBuffer, w2?: GpuWeight): Dispatch => {
@@ -82,9 +89,30 @@ async function main() {
     // kind: the ratio column compares each variant with the first of its kind in the same round (main's, with --base).
     const variants: { name: string; kind: string; ds: Dispatch[] }[] = [];
     const add = (kind: string, name: string, ds: Dispatch[]) => variants.push({ name, kind, ds });
+    if (values.w8) {
+      // The decode path of the formats without a row-block decoder (main's for Q4_K): matvec8Shader per
+      // projection, a separate norm and SiLU gate. First of each kind, so the ratios are against it.
+      const m8 = (w: GpuWeight, input: GPUBuffer, out: GPUBuffer): Dispatch => {
+        const p = K.pipeline(`bench_m8_${dtype}_${w.cols}`, () => matvec8Shader(dtype, w.cols, K.matvec));
+        return { label: 'matvec8', pipeline: p, bindGroup: K.bind('m8', p, [params(w), step.buffer, w.chunks[0].buffer, input, out, K.dummy()]), grid: () => [Math.ceil(w.rows / MATVEC_ROWS), 1, 1] };
+      };
+      add('glu', 'matvec8: norm, gate, up, silu', [K.rmsnorm(x, nw, xn, HIDDEN, 1, 1e-5, step), m8(gate, xn, h), m8(up, xn, h2), K.siluGate(h, h2, FFN, step)]);
+      add('down', 'matvec8: down_proj', [m8(down, h, x)]);
+      add('o', 'matvec8: o_proj', [m8(o, xn, x)]);
+      if (values.norm) {
+        add('q', 'matvec8: norm, q_proj', [K.rmsnorm(x, nw, xn, HIDDEN, 1, 1e-5, step), m8(o, xn, h)]);
+        add('head', 'matvec8: norm, lm_head', [K.rmsnorm(x, nw, xn, HIDDEN, 1, 1e-5, step), m8(head!, xn, h)]);
+      }
+    }
     for (const [tree, shader] of shaders) {
-      // The form this tree records for one decode token (main had no per-dtype form).
-      const gluForm = tree === 'this' ? oneTokenForm(dtype, { glu: true, norm: true }) : { glu: true, norm: true };
+      try {
+        shader(dtype, K.matvec, {});
+      } catch {
+        console.log(`  ${dtype}: no row-block kernel in ${tree}`);
+        continue;
+      }
+      // The form this tree records for one decode token, for both trees (main has had per-dtype forms since gpuf40).
+      const gluForm = oneTokenForm(dtype, { glu: true, norm: true });
       add('glu', `${tree}: gate+up fused, folded norm`, [rowBlock(`${tree}_glu_norm`, shader, gate, gluForm, x, h, up)]);
       if (tree === 'this') {
         for (const [tag, form] of EXTRA) add('glu', `${tree}: gate+up fused, folded norm, ${tag}`, [rowBlock(`${tree}_glu_norm_${tag}`, shader, gate, { glu: true, norm: true, ...form }, x, h, up)]);
@@ -97,9 +125,16 @@ async function main() {
         K.siluGate(h, h2, FFN, step),
       ]);
       add('glu', `${tree}: gate, up (folded norms), silu`, [rowBlock(`${tree}_mvn`, shader, gate, { norm: true }, x, h), rowBlock(`${tree}_mvn`, shader, up, { norm: true }, x, h2), K.siluGate(h, h2, FFN, step)]);
-      add('down', `${tree}: down_proj`, [rowBlock(`${tree}_mv`, shader, down, {}, h, x)]);
+      add('down', `${tree}: down_proj`, [rowBlock(`${tree}_mv`, shader, down, oneTokenForm(dtype, {}), h, x)]);
       if (tree === 'this') for (const [tag, form] of EXTRA) add('down', `${tree}: down_proj, ${tag}`, [rowBlock(`${tree}_mv_${tag}`, shader, down, form, h, x)]);
       add('o', `${tree}: o_proj`, [rowBlock(`${tree}_mv`, shader, o, {}, xn, x)]);
+      if (values.norm) {
+        // q_proj and the LM head with the folded RMSNorm (hidden-wide rows: few steps per lane), by rows per workgroup
+        for (const rows of [4, 8, 16, 32]) {
+          add('q', `${tree}: q_proj, folded norm, ${rows} rows`, [rowBlock(`${tree}_mvn_r${rows}`, shader, o, { norm: true, rows }, x, h)]);
+          add('head', `${tree}: lm_head, folded norm, ${rows} rows`, [rowBlock(`${tree}_mvn_r${rows}`, shader, head!, { norm: true, rows }, x, h)]);
+        }
+      }
     }
     const chosen = variants.filter(({ name }) => !only || [...only].some((s) => name.includes(s)));
     const best = new Map<string, number>();
@@ -137,6 +172,7 @@ async function main() {
       );
     }
     for (const b of [gate, up, down, o]) b.destroy();
+    head?.destroy();
     for (const b of [x, xn, nw, h, h2]) b.destroy();
   }
   console.log(`load ${loadavg()[0].toFixed(2)} (decode rows: up to ${MATVEC_MAX_BATCH})`);

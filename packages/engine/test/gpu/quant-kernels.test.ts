@@ -23,7 +23,7 @@ import { generate } from '../../src/generate/generate.js';
 import { hfToGguf } from '../../src/gguf/convert.js';
 import { Prng } from '../../src/numeric/prng.js';
 import { writeFp8Model, writeInt4PackedModel, writeMlxModel, writeRandomModel } from '../../src/testing/index.js';
-import { matmulRef, randomF32, widen } from './cpu-ref.js';
+import { matmulRef, randomF32, rmsnormRef, widen } from './cpu-ref.js';
 import { openTestGpu } from './gpu-env.js';
 import { quantizedWeight } from './quant-weight.js';
 
@@ -118,6 +118,47 @@ describe.skipIf(!gpu.ctx)(`WGSL accessors of the packed formats vs the dequantiz
       }
     }, 120_000);
   }
+});
+
+describe.skipIf(!gpu.ctx)(`Q4_K row-block forms (folded norm, fused SwiGLU) vs the dequantizer${gpu.skip ? ` (skipped: ${gpu.skip})` : ''}`, () => {
+  // Decode's own shapes of the Q4_K row-block kernel (ops.ts oneTokenForm): rows off its 8-row (SwiGLU)
+  // and 16-row (folded norm) workgroups (last workgroups of 3, 5 and 7 rows), 1-3 super-blocks (every
+  // sub-block's scale unpack: j < 4 and j >= 4), 1 and 2 tokens, both reductions.
+  const shapes = [[35, 256, 1], [21, 512, 2], [7, 768, 1]];
+  it('norm-folded q_proj (with bias) and SwiGLU with the folded norm', async () => {
+    const rng = new Prng(4141);
+    for (const [rows, cols, n] of shapes) {
+      const [wg, wu] = [quantWeight('q4_k', rows, cols, rng), quantWeight('q4_k', rows, cols, rng)];
+      const [gg, gu] = [await uploadWeight(ctx, wg, 'gate'), await uploadWeight(ctx, wu, 'up')];
+      const [nw, bias] = [randomF32(cols, rng), randomF32(rows, rng)];
+      const [gnw, gbias] = [await uploadF32(ctx, nw, 'norm'), await uploadF32(ctx, bias, 'bias')];
+      const norm = { weight: gnw, eps: 1e-5 };
+      const x = randomF32(n * cols, rng, 3);
+      const xn = rmsnormRef(x, nw, cols, 1e-5);
+      const g = matmulRef(dequantized(wg), rows, cols, xn, n);
+      const u = matmulRef(dequantized(wu), rows, cols, xn, n);
+      const wantGlu = g.out.map((v, i) => (v / (1 + Math.exp(-v))) * u.out[i]);
+      const magGlu = g.mag.map((m, i) => m * (Math.abs(u.out[i]) + 1) + u.mag[i] * Math.abs(g.out[i]));
+      const gx = await uploadF32(ctx, x, 'x');
+      for (const [how, k] of [['device layout', kernels], ['workgroup-memory sums', treeKernels]] as const) {
+        const [out, tmp] = [await createStorage(ctx, n * rows * 4, 'out'), await createStorage(ctx, n * rows * 4, 'tmp')];
+        const worst = (got: Float32Array, want: Float32Array, mag: Float32Array) => Math.max(...want.map((v, i) => Math.abs(got[i] - v) / (mag[i] + 1e-6)));
+        step.write(ctx, 0, n, 0);
+        submit(ctx, k.linear('q_proj', gg, gx, out, step, { bias: gbias, norm }), n);
+        const lin = await readF32(ctx, out, n * rows);
+        expect(worst(lin, g.out.map((v, i) => v + bias[i % rows]), g.mag), `q_proj [${rows}x${cols}] x ${n} ${how}`).toBeLessThanOrEqual(2e-5);
+        step.write(ctx, 0, n, 0);
+        submit(ctx, k.glu('mlp', gg, gu, gx, out, tmp, step, norm), n);
+        const glu = await readF32(ctx, out, n * rows);
+        expect(worst(glu, wantGlu, magGlu), `SwiGLU [${rows}x${cols}] x ${n} ${how}`).toBeLessThanOrEqual(2e-5);
+        out.destroy();
+        tmp.destroy();
+      }
+      for (const b of [gx, gnw, gbias]) b.destroy();
+      gg.destroy();
+      gu.destroy();
+    }
+  }, 300_000);
 });
 
 /** Every format with an 8-wide accessor (quant-wgsl.ts weight8Accessor), with its column unit (block, group). */

@@ -125,11 +125,16 @@ const flat = (total: number): Grid => split(Math.ceil(total / WG));
  * The one-token row-block kernel's form for `form` on `dtype`: the fused SwiGLU of Q8_0/Q4_0 takes 8
  * rows per workgroup (x, its norm weight and Σx² are loaded once per 16 weight rows instead of 8) with
  * each block decoded in halves (fewer decoded values live at once). Same sums in the same order, so each
- * row keeps its bits, and the grouped form (4 rows) matches it. f16/bf16 were slower with 8 rows on
- * lavapipe and keep the plain form (README: "Fused gate+up cost").
+ * row keeps its bits, and the grouped form (4 rows) matches it. Q4_K takes 8 rows (plain, SwiGLU) or 16
+ * (a single matrix with the folded norm: q/k/v, the LM head). f16/bf16 were slower with 8 rows on lavapipe and keep the plain form (README:
+ * "Fused gate+up cost", "Q4_K decode").
  */
 export function oneTokenForm(dtype: DType, form: RowBlockOptions): RowBlockOptions {
-  if (form.glu && !form.tokens && (dtype === 'q8_0' || dtype === 'q4_0')) return { ...form, rows: 2 * MATVEC_ROWS, halves: true };
+  if (form.tokens) return form;
+  if (form.glu && (dtype === 'q8_0' || dtype === 'q4_0')) return { ...form, rows: 2 * MATVEC_ROWS, halves: true };
+  // Q4_K decodes each step's sub-blocks one at a time already (no halves option). A folded norm's x loads
+  // (x, its norm weight, Σx²) are shared by 16 rows of one matrix, as by the SwiGLU's 8 rows of two.
+  if (dtype === 'q4_k') return { ...form, rows: form.norm && !form.glu ? 4 * MATVEC_ROWS : 2 * MATVEC_ROWS };
   return form;
 }
 
@@ -344,7 +349,7 @@ export class GpuKernels {
 
   /** 16-byte (or whole-block) steps need every row and x row to start on a step boundary. */
   #fast(dtype: DType, cols: number, xStride: number): boolean {
-    // vectorWidth 0: a format without a row-block decoder (the K-quants, MXFP4, MLX: per-element matvec).
+    // vectorWidth 0: a format without a row-block decoder (Q5_K/Q6_K, MXFP4, MLX, FP8: matvec8Shader or per element).
     const vw = vectorWidth(dtype);
     return vw > 0 && cols % vw === 0 && xStride % vw === 0;
   }
@@ -356,7 +361,7 @@ export class GpuKernels {
       if (this.#fast(dtype, cols, opts.xStride ?? cols) && !opts.generic) {
         out.push(...this.#rowBlock(label, dtype, rows, buffers, { norm: !!opts.norm }, small, !!opts.lastToken));
       } else if (vectorWidth(dtype) === 0 && weight8Accessor(dtype, cols) && !opts.generic) {
-        // MLX 4/8-bit, FP8, K-quants, MXFP4: 4 rows per workgroup, 8 columns (one scale lookup) per thread step.
+        // MLX 4/8-bit, FP8, Q5_K/Q6_K, MXFP4: 4 rows per workgroup, 8 columns (one scale lookup) per thread step.
         const l = this.matvec;
         const m8 = this.pipeline(`matvec8_${dtype}_${layoutKey(l)}`, () => matvec8Shader(dtype, cols, l));
         out.push({ label: `${label} (matvec)`, pipeline: m8, bindGroup: this.bind(label, m8, buffers.slice(0, 6)), grid: () => split(Math.ceil(rows / MATVEC_ROWS)), when: small });

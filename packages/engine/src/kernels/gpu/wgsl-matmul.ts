@@ -4,7 +4,7 @@
  * reasons for it: README.md ("Prefill matmul").
  */
 import type { DType } from '../backend.js';
-import { STEP, WEIGHT_HEADER, stepDecoder, vectorWidth, weightAccessor } from './wgsl.js';
+import { Q4K_SUB_BLOCK, STEP, WEIGHT_HEADER, stepDecoder, vectorWidth, weightAccessor } from './wgsl.js';
 
 /** Columns (K) staged per tile: one GGUF block, four 16-byte f16 vectors per row. */
 export const TILE_K = 32;
@@ -37,13 +37,16 @@ export const MATMUL_TILES: readonly { maxTokens: number; tile: MatmulTile }[] = 
 /** The tile a batch of `n` tokens takes. */
 export const matmulTileFor = (n: number): MatmulTile => MATMUL_TILES.find((t) => n <= t.maxTokens)!.tile;
 
+/** Columns of one step decode in the weight tile: the row-block step, but one 32-column sub-block for Q4_K (TILE_K). */
+const tileStep = (dtype: DType): number => (dtype === 'q4_k' ? TILE_K : vectorWidth(dtype));
+
 /**
  * How the weight tile is loaded: `step` decodes whole 16-byte vectors or 32-element GGUF blocks
  * (wgsl.ts's row-block decoders), which needs every row to start on such a step (cols a multiple of
  * vectorWidth); `element` widens one element at a time with `w_at` (any format and shape).
  */
 export function matmulLoader(dtype: DType, cols: number): 'step' | 'element' {
-  const vw = vectorWidth(dtype);
+  const vw = tileStep(dtype);
   return vw > 0 && cols % vw === 0 ? 'step' : 'element';
 }
 
@@ -95,8 +98,10 @@ export function tiledMatmulWith(dtype: DType, loader: 'step' | 'element', t: Mat
   if (shared > 16384) throw new Error(`tiled matmul: tile ${JSON.stringify(t)} needs ${shared} bytes of workgroup memory (16384 is the portable limit)`);
   // Token of accumulator h: 4 consecutive tokens per vec4 of the x tile.
   const tokOf = (h: number) => `(${Math.floor(h / 4) * TY}u + lid.y) * 4u + ${h % 4}u`;
-  const quant = dtype === 'q8_0' || dtype === 'q4_0';
-  const vw = loader === 'step' ? vectorWidth(dtype) : 1;
+  const quant = dtype === 'q8_0' || dtype === 'q4_0' || dtype === 'q4_k';
+  // The block's scale (Q4_K: its sub-block's d·scale and dmin·min) applied as the tile is stored.
+  const scale = dtype === 'q4_k' ? ' * s.x - s.y' : ' * s';
+  const vw = loader === 'step' ? tileStep(dtype) : 1;
   const unitsPerRow = TILE_K / vw;
   const units = t.rows * unitsPerRow;
   const wType = loader === 'element' || quant ? 'array<u32>' : 'array<vec4<u32>>';
@@ -111,12 +116,12 @@ export function tiledMatmulWith(dtype: DType, loader: 'step' | 'element', t: Mat
       : `      if (r < P.rows && c < P.cols) {
         var w = wv_W(${quant ? `(wRow0 + r) * (P.cols / 32u) + c / 32u` : `((wRow0 + r) * P.cols + c) / ${vw}u`});
         ${quant ? 'let s = ws_W((wRow0 + r) * (P.cols / 32u) + c / 32u);' : ''}
-        for (var j = 0u; j < ${vw}u; j++) { WT[(kk + j) * ${R4}u + row / 4u][row % 4u] = w[j / 4u][j % 4u]${quant ? ' * s' : ''}; }
+        for (var j = 0u; j < ${vw}u; j++) { WT[(kk + j) * ${R4}u + row / 4u][row % 4u] = w[j / 4u][j % 4u]${quant ? scale : ''}; }
       } else {
         for (var j = 0u; j < ${vw}u; j++) { WT[(kk + j) * ${R4}u + row / 4u][row % 4u] = 0.0; }
       }`;
   const accs = Array.from({ length: H }, (_, h) => Array.from({ length: G }, (_, g) => `a${h}_${g}`));
-  return `${STEP}${header}${loader === 'element' ? weightAccessor(dtype) : stepDecoder(dtype, 'W')}
+  return `${STEP}${header}${loader === 'element' ? weightAccessor(dtype) : dtype === 'q4_k' ? Q4K_SUB_BLOCK : stepDecoder(dtype, 'W')}
 var<workgroup> WT: array<vec4<f32>, ${TILE_K * R4}>;
 var<workgroup> XT: array<vec4<f32>, ${TILE_K * T4}>;
 @compute @workgroup_size(${TX}, ${TY})

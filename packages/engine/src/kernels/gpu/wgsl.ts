@@ -117,7 +117,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
 
 /**
  * matvecShader for the formats with an 8-wide accessor and no row-block decoder (MLX 4/8-bit, FP8,
- * K-quants, MXFP4: quant-wgsl.ts `weight8Accessor`): one workgroup of `layout.lanes` threads per 4
+ * Q5_K/Q6_K, MXFP4: quant-wgsl.ts `weight8Accessor`): one workgroup of `layout.lanes` threads per 4
  * rows; each thread takes 8 columns at a time, reads x there once for the 4 rows and decodes each row's
  * 8 weights with one scale lookup; the 4 rows' sums are joined once per token as the row-block matvec
  * joins them (rows8Sums). Tokens as in matvecShader (each token's sums alone, in the same order: a
@@ -188,13 +188,14 @@ ${join}`;
 
 /**
  * Elements per step of the row-block matvec: one 16-byte load of f32/f16/bf16, one whole 32-element
- * GGUF block of Q8_0/Q4_0; 0 for formats without a row-block decoder (the K-quants, MXFP4 and MLX of
+ * GGUF block of Q8_0/Q4_0, two Q4_K sub-blocks (the low and high nibbles of the same 32 bytes, each word
+ * read once); 0 for formats without a row-block decoder (Q5_K/Q6_K, MXFP4 and MLX of
  * quant-wgsl.ts). The kernel needs cols (and the x stride) divisible by it; `linear` falls back to
  * `matvecShader` otherwise.
  */
 export function vectorWidth(dtype: DType): number {
   // 0: no row-block decoder (the formats of quant-wgsl.ts: matvec8Shader where they decode 8 at a time, else per element)
-  return dtype === 'f32' ? 4 : dtype === 'f16' || dtype === 'bf16' ? 8 : dtype === 'q8_0' || dtype === 'q4_0' ? 32 : 0;
+  return dtype === 'f32' ? 4 : dtype === 'f16' || dtype === 'bf16' ? 8 : dtype === 'q8_0' || dtype === 'q4_0' ? 32 : dtype === 'q4_k' ? 64 : 0;
 }
 
 /**
@@ -223,7 +224,8 @@ const vecsPerStep = (dtype: DType) => vectorWidth(dtype) / 4;
 
 /**
  * `wv_<name>(u)`: step u's weights of the buffer `name`, widened to f32 vectors (Q8_0/Q4_0 unscaled),
- * and for Q8_0/Q4_0 `ws_<name>(u)`: the block's scale.
+ * and for Q8_0/Q4_0 `ws_<name>(u)`: the block's scale. Q4_K: `ws_<name>(u)` (both sub-blocks' scale and
+ * min) and `wi_<name>(u)` (the step's first nibble word; matvecFastShader widens them itself).
  */
 export function stepDecoder(dtype: DType, name: string): string {
   const V = vecsPerStep(dtype);
@@ -281,12 +283,57 @@ ${blockWords(name, 'u * 18u + 2u', 4)}
   let sh = h * 4u;
   return ${half}(${range(4).map((j) => `u8x4((q${j} >> sh) & 0x0f0f0f0fu) - 8.0`).join(', ')});
 }`;
+    case 'q4_k':
+      // Step u: sub-blocks 2p and 2p + 1 (p = u % 4) of super-block u / 4, the low and high nibbles of its
+      // bytes 32p..32p+31 (matvecFastShader reads the 8 words once at wi_<name>(u) and widens each half).
+      return `${Q4K_SCALE.replaceAll('NAME', name)}
+fn wi_${name}(u: u32) -> u32 { return (u >> 2u) * 36u + 4u + (u & 3u) * 8u; }`;
     default:
       throw new Error(`WebGPU backend: no row-block matvec for ${dtype} weights (vectorWidth 0: the per-element matvec runs them)`);
   }
 }
 
 const range = (n: number) => Array.from({ length: n }, (_, i) => i);
+
+/**
+ * Q4_K's 6-bit scale/min pairs (llama.cpp's get_scale_min_k4), so that a sub-block's weights are
+ * d·scale·q − dmin·min. Those of all 4 low or all 4 high sub-blocks are unpacked from the super-block's 3
+ * scale words at once and a sub-block's byte picked by shift: no branch on the sub-block (neighbouring lanes
+ * differ in it, and a CPU driver's SIMD lanes would run both sides).
+ */
+const Q4K_UNPACK = /* wgsl */ `
+  let s0 = NAME[b + 1u];
+  let s1 = NAME[b + 2u];
+  let s2 = NAME[b + 3u];
+  let sw = select(s0 & 0x3f3f3f3fu, (s2 & 0x0f0f0f0fu) | ((s0 >> 2u) & 0x30303030u), hi);
+  let mw = select(s1 & 0x3f3f3f3fu, ((s2 >> 4u) & 0x0f0f0f0fu) | ((s1 >> 2u) & 0x30303030u), hi);
+  let dm = unpack2x16float(NAME[b]);`;
+
+/** `ws_NAME(u) -> vec4<f32>`: (d·scale, dmin·min) of the pair step u's two sub-blocks (2p, 2p + 1). */
+const Q4K_SCALE = /* wgsl */ `
+fn ws_NAME(u: u32) -> vec4<f32> {
+  let b = (u >> 2u) * 36u;
+  let hi = (u & 3u) >= 2u;${Q4K_UNPACK}
+  let sh = (u & 1u) * 16u;
+  return vec4<f32>(dm.x * f32((sw >> sh) & 0xffu), dm.y * f32((mw >> sh) & 0xffu), dm.x * f32((sw >> (sh + 8u)) & 0xffu), dm.y * f32((mw >> (sh + 8u)) & 0xffu));
+}`;
+
+/**
+ * The tiled matmul's Q4_K step (TILE_K = one 32-element sub-block; wgsl-matmul.ts): `wv_W(u)`, sub-block
+ * u's nibbles widened, and `ws_W(u) -> vec2<f32>`, its (d·scale, dmin·min).
+ */
+export const Q4K_SUB_BLOCK = /* wgsl */ `${U8X4}
+fn ws_W(u: u32) -> vec2<f32> {
+  let b = (u >> 3u) * 36u;
+  let hi = (u & 7u) >= 4u;${Q4K_UNPACK.replaceAll('NAME', 'W')}
+  let sh = (u & 3u) * 8u;
+  return vec2<f32>(dm.x * f32((sw >> sh) & 0xffu), dm.y * f32((mw >> sh) & 0xffu));
+}
+fn wv_W(u: u32) -> array<vec4<f32>, 8> {
+  let i = (u >> 3u) * 36u + 4u + ((u & 7u) >> 1u) * 8u;
+  let sh = (u & 1u) * 4u;
+  return array<vec4<f32>, 8>(${range(8).map((j) => `u8x4((W[i + ${j}u] >> sh) & 0x0f0f0f0fu)`).join(', ')});
+}`;
 
 /**
  * The block's f16 scale read, and the byte-to-f32 helpers (quant-wgsl.ts) once per kernel: with W's
@@ -359,7 +406,10 @@ export function matvecFastShader(dtype: DType, layout: MatvecLayout, o: RowBlock
   const toks = Array.from({ length: TK }, (_, t) => t);
   // Per-token names: unchanged for the one-token kernel.
   const sfx = (t: number) => (TK === 1 ? '' : `_t${t}`);
-  const quant = dtype === 'q8_0' || dtype === 'q4_0';
+  const quant = dtype === 'q8_0' || dtype === 'q4_0' || dtype === 'q4_k';
+  // Q4_K's weights are d·scale·q − dmin·min: Σ w·x = d·scale·Σ q·x − dmin·min·Σ x, and Σ x of each
+  // sub-block of the step (xs<h>) is formed once per token for all the workgroup's rows and both matrices.
+  const mins = dtype === 'q4_k';
   const wType = quant ? 'array<u32>' : 'array<vec4<u32>>';
   const header = WEIGHT_HEADER.replace('var<storage, read> W: array<u32>;', `var<storage, read> W: ${wType};`).replace(
     'var<storage, read> X: array<f32>;',
@@ -395,9 +445,37 @@ ${toks.map((t) => range(H).map((j) => `          d${m}${sfx(t)} += dot(w[${j}], 
   .join('\n')}
 ${mats.map((_, m) => toks.map((t) => `        acc${m}_${i}${sfx(t)} += ${scaled(m, `d${m}${sfx(t)}`)};`).join('\n')).join('\n')}
       }`;
+  // Q4_K: a step's 8 words read once; sub-block h (low, then high nibbles) widened and scaled in turn
+  // (nibbles in place against x pre-scaled by NIB_X: one mask and one conversion per weight).
+  const q4kStep = (i: number) => `      {
+        let u = min(r0 + ${i}u, P.rows - 1u) * units + k;
+${mats
+  .map(
+    (mat, m) => `        let sc${m} = ws_${mat}(u);
+        let wi${m} = wi_${mat}(u);
+${range(8).map((j) => `        let q${m}_${j} = ${mat}[wi${m} + ${j}u];`).join('\n')}
+${range(2)
+  .map(
+    (h) => `        {
+${range(8).map((j) => `          let w${j} = vec4<f32>(vec4<u32>(q${m}_${j}${h ? ' >> 4u' : ''}) & NIB);`).join('\n')}
+${toks
+  .map(
+    (t) => `          var d${sfx(t)} = 0.0;
+${range(8).map((j) => `          { let xv = x0${sfx(t)}[${8 * h + j}]; d${sfx(t)} = fma(w${j}.w, xv.w, fma(w${j}.z, xv.z, fma(w${j}.y, xv.y, fma(w${j}.x, xv.x, d${sfx(t)})))); }`).join('\n')}
+          acc${m}_${i}${sfx(t)} += d${sfx(t)} * sc${m}[${2 * h}] - sc${m}[${2 * h + 1}] * xs${h}${sfx(t)};`,
+  )
+  .join('\n')}
+        }`,
+  )
+  .join('\n')}`,
+  )
+  .join('\n')}
+      }`;
   const step = rows
     .map((i) =>
-      halves
+      mins
+        ? q4kStep(i)
+        : halves
         ? halfStep(i)
         : `      {
         let u = min(r0 + ${i}u, P.rows - 1u) * units + k;
@@ -449,7 +527,15 @@ fn dotv(a: array<vec4<f32>, ${V}>, b: array<vec4<f32>, ${V}>) -> f32 {
   for (var j = 0u; j < ${V}u; j++) { s += dot(a[j], b[j]); }
   return s;
 }
-fn silu(g: f32) -> f32 { return g / (1.0 + exp(-g)); }
+fn silu(g: f32) -> f32 { return g / (1.0 + exp(-g)); }${
+    mins
+      ? `
+// A word's 4 nibbles left in place (byte e's at bit 8e, so f32 of it is q·2^8e, exact) and x scaled by
+// 2^-8e to match (exact): the same products as q·x without shifting each byte down.
+const NIB = vec4<u32>(0xfu, 0xf00u, 0xf0000u, 0xf000000u);
+const NIB_X = vec4<f32>(1.0, 0.00390625, 0.0000152587890625, 0.000000059604644775390625);`
+      : ''
+  }
 @compute @workgroup_size(${T})
 fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
         @builtin(local_invocation_index) lane: u32) {
@@ -475,6 +561,11 @@ ${toks
       ${o.norm ? `let xr = X[xbase${sfx(t)} + k * ${V}u + j];
       ss${sfx(t)} += dot(xr, xr);
       x0${sfx(t)}[j] = xr * NW[k * ${V}u + j];` : `x0${sfx(t)}[j] = X[xbase${sfx(t)} + k * ${V}u + j];`}
+    }${
+      mins
+        ? `${range(2).map((h) => `\n    let xs${h}${sfx(t)} = dot(${range(8).map((j) => `x0${sfx(t)}[${8 * h + j}]`).join(' + ')}, vec4<f32>(1.0));`).join('')}
+    for (var j = 0u; j < ${V}u; j++) { x0${sfx(t)}[j] *= NIB_X; }`
+        : ''
     }`,
   )
   .join('\n')}
