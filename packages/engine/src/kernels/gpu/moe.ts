@@ -18,6 +18,7 @@ import { MATVEC_MAX_BATCH, layoutKey, split, type Dispatch, type GpuKernels, typ
 import { MATMUL_TILES, matmulLoader, matmulTileFor, type MatmulTile } from './wgsl-matmul.js';
 import { weight8Accessor } from './quant-wgsl.js';
 import { CLAMPED_SWIGLU, COMBINE, GROUP, expertRowsShader, expertShader, groupedExpertShader, routeShader } from './wgsl-moe.js';
+import { expertDownShader, expertGluShader } from './wgsl-moe-decode.js';
 import { MATVEC_ROWS, WG } from './wgsl.js';
 
 /** One projection of this rank's experts, stacked: buffers of whole experts [e0, e1) each. */
@@ -233,17 +234,26 @@ export function moeDispatches(
     grid: () => [1, 1, 1],
     when: (n) => !perToken(n),
   });
-  ds.push(...both(L.gate, x, act.gate, false), ...both(L.up, x, act.up, false));
-  if (moe.activation === 'swiglu') ds.push(K.siluGate(act.gate, act.up, k * I, st));
+  // Decode with 8-wide weights: two fused dispatches (gate+up+activation, down+combine); otherwise the
+  // per-slot kernels with the activation and combine dispatches between and after.
+  const fused = fusedDecode(L, hidden, I);
+  const unfused = (n: number): boolean => !fused || !perToken(n);
+  if (fused) ds.push(...decodeGlu(K, L, moe, act, x, st).map((d): Dispatch => ({ ...d, when: perToken })));
+  const unfusedOnly = (d: Dispatch): Dispatch => ({ ...d, when: (n, rows) => (d.when?.(n, rows) ?? true) && unfused(n) });
+  ds.push(...[...both(L.gate, x, act.gate, false), ...both(L.up, x, act.up, false)].map(unfusedOnly));
+  if (moe.activation === 'swiglu') ds.push(unfusedOnly(K.siluGate(act.gate, act.up, k * I, st)));
   else {
     const pipeline = K.pipeline('moe_clamped_swiglu', () => CLAMPED_SWIGLU);
     const params = K.params('clamped swiglu.params', [
       ['u32', k * I],
       ['f32', moe.swigluLimit],
     ]);
-    ds.push({ label: 'clamped swiglu', pipeline, bindGroup: K.bind('clamped swiglu', pipeline, [params, st.buffer, act.gate, act.up]), grid: (n) => split(Math.ceil((n * k * I) / WG)) });
+    ds.push(
+      unfusedOnly({ label: 'clamped swiglu', pipeline, bindGroup: K.bind('clamped swiglu', pipeline, [params, st.buffer, act.gate, act.up]), grid: (n) => split(Math.ceil((n * k * I) / WG)) }),
+    );
   }
-  ds.push(...both(L.down, act.gate, act.y, true));
+  if (fused) ds.push(...decodeDown(K, L, moe, act, out, accumulate, st).map((d): Dispatch => ({ ...d, when: perToken })));
+  ds.push(...both(L.down, act.gate, act.y, true).map(unfusedOnly));
   // out (+)= Σ_j weight · expert output, over this rank's experts.
   const combine = K.pipeline('moe_combine', () => COMBINE);
   const params = K.params('moe combine.params', [
@@ -253,7 +263,9 @@ export function moeDispatches(
     ['u32', L.e1],
     ['u32', accumulate ? 1 : 0],
   ]);
-  ds.push({ label: 'moe combine', pipeline: combine, bindGroup: K.bind('moe combine', combine, [params, st.buffer, out, act.y, act.ids, act.weights]), grid: (n) => split(Math.ceil((n * hidden) / WG)) });
+  ds.push(
+    unfusedOnly({ label: 'moe combine', pipeline: combine, bindGroup: K.bind('moe combine', combine, [params, st.buffer, out, act.y, act.ids, act.weights]), grid: (n) => split(Math.ceil((n * hidden) / WG)) }),
+  );
   // Shared experts see every token: out += down(silu(gate(x))·up(x)) over this rank's rows.
   if (L.shared) {
     const rows = L.shared.gate.rows;
@@ -263,4 +275,64 @@ export function moeDispatches(
     ds.push(...K.linear('shared down', L.shared.down, act.sharedGate, out, st, { accumulate: true }));
   }
   return ds;
+}
+
+/** Rows of each matrix per workgroup of the fused decode kernels. */
+export const MOE_DECODE_ROWS = 4;
+
+/** Whether decode takes the fused expert kernels: gate/up and down all decode 8 columns at a time. */
+export function fusedDecode(L: GpuMoeLayer, hidden: number, I: number): boolean {
+  return L.gate.cols === hidden && L.down.cols === I && weight8Accessor(L.gate.weight.dtype, hidden) !== null && weight8Accessor(L.down.weight.dtype, I) !== null;
+}
+
+/** Gate and up rows of each slot's expert with the activation fused (one dispatch per buffer of whole experts). */
+function decodeGlu(K: GpuKernels, L: GpuMoeLayer, moe: MoeConfig, act: GpuMoeActivations, x: GPUBuffer, st: StepUniform): Dispatch[] {
+  const { gate, up } = L;
+  const dtype = gate.weight.dtype;
+  if (up.weight.dtype !== dtype || up.parts.length !== gate.parts.length) throw new Error(`MoE layer: gate and up experts differ in format or split (${dtype}, ${up.weight.dtype})`);
+  const R = MOE_DECODE_ROWS;
+  const pipeline = K.pipeline(`moe_expert_glu_${dtype}_${gate.cols}_${moe.activation}_r${R}_${layoutKey(K.matvec)}`, () => expertGluShader(dtype, gate.cols, K.matvec, moe.activation, R));
+  return gate.parts.map((part, i): Dispatch => {
+    const params = K.params('moe expert glu.params', [
+      ['u32', gate.rows],
+      ['u32', gate.cols],
+      ['u32', moe.topK],
+      ['u32', part.e0],
+      ['u32', part.e1],
+      ['u32', gate.bias ? 1 : 0],
+      ['f32', Number.isFinite(moe.swigluLimit) ? moe.swigluLimit : 3.4e38],
+    ]);
+    return {
+      label: 'moe expert glu',
+      pipeline,
+      bindGroup: K.bind('moe expert glu', pipeline, [params, st.buffer, part.buffer, up.parts[i].buffer, x, act.ids, act.gate, gate.bias ?? K.dummy(), up.bias ?? K.dummy()]),
+      grid: (n) => [Math.ceil(gate.rows / R), n * moe.topK, 1],
+    };
+  });
+}
+
+/** Down rows of each token's experts, weighted and summed into out (one dispatch per buffer of whole experts). */
+function decodeDown(K: GpuKernels, L: GpuMoeLayer, moe: MoeConfig, act: GpuMoeActivations, out: GPUBuffer, accumulate: boolean, st: StepUniform): Dispatch[] {
+  const { down } = L;
+  const dtype = down.weight.dtype;
+  const R = MOE_DECODE_ROWS;
+  const pipeline = K.pipeline(`moe_expert_down_${dtype}_${down.cols}_r${R}_${layoutKey(K.matvec)}`, () => expertDownShader(dtype, down.cols, K.matvec, R));
+  return down.parts.map((part, i): Dispatch => {
+    const params = K.params('moe expert down.params', [
+      ['u32', down.rows],
+      ['u32', down.cols],
+      ['u32', moe.topK],
+      ['u32', part.e0],
+      ['u32', part.e1],
+      ['u32', down.bias ? 1 : 0],
+      // a later buffer's experts add to the earlier ones' sum
+      ['u32', accumulate || i > 0 ? 1 : 0],
+    ]);
+    return {
+      label: 'moe expert down',
+      pipeline,
+      bindGroup: K.bind('moe expert down', pipeline, [params, st.buffer, part.buffer, act.gate, act.ids, act.weights, out, down.bias ?? K.dummy()]),
+      grid: (n) => [Math.ceil(down.rows / R), n, 1],
+    };
+  });
 }
