@@ -278,7 +278,7 @@ export function moeDispatches(
 }
 
 /** Rows of each matrix per workgroup of the fused decode kernels. */
-export const MOE_DECODE_ROWS = 4;
+export const MOE_DECODE_ROWS = Number(process.env.MOE_ROWS ?? 4);
 
 /** Whether decode takes the fused expert kernels: gate/up and down all decode 8 columns at a time. */
 export function fusedDecode(L: GpuMoeLayer, hidden: number, I: number): boolean {

@@ -14,7 +14,7 @@
  * token (a draft's check keeps its 1-token decode bits).
  */
 import type { DType } from '../backend.js';
-import { weight8Accessor } from './quant-wgsl.js';
+import { expertWeight8Accessor } from './quant-wgsl.js';
 import { STEP, rows8Header, type MatvecLayout } from './wgsl.js';
 
 export type ExpertActivation = 'swiglu' | 'clamped-swiglu';
@@ -65,7 +65,7 @@ ${join}`;
 const red = (layout: MatvecLayout, values: number): string => (layout.subgroups ? '' : `var<workgroup> red: array<f32, ${values * layout.lanes}>;`);
 
 function accessor(dtype: DType, cols: number, kernel: string): string {
-  const w8 = weight8Accessor(dtype, cols);
+  const w8 = expertWeight8Accessor(dtype, cols);
   if (!w8) throw new Error(`${kernel}: no 8-wide accessor for ${dtype} with ${cols} columns`);
   return w8;
 }
