@@ -18,7 +18,7 @@ import { MATVEC_MAX_BATCH, layoutKey, split, type Dispatch, type GpuKernels, typ
 import { MATMUL_TILES, matmulLoader, matmulTileFor, type MatmulTile } from './wgsl-matmul.js';
 import { weight8Accessor } from './quant-wgsl.js';
 import { CLAMPED_SWIGLU, COMBINE, GROUP, expertRowsShader, expertShader, groupedExpertShader, routeShader } from './wgsl-moe.js';
-import { expertDownShader, expertGluShader } from './wgsl-moe-decode.js';
+import { expertDownShader, expertGluShader, type ExpertDecodeForm } from './wgsl-moe-decode.js';
 import { MATVEC_ROWS, WG } from './wgsl.js';
 
 /** One projection of this rank's experts, stacked: buffers of whole experts [e0, e1) each. */
@@ -278,20 +278,27 @@ export function moeDispatches(
 }
 
 /** Rows of each matrix per workgroup of the fused decode kernels. */
-export const MOE_DECODE_ROWS = Number(process.env.MOE_ROWS ?? 4);
+export const MOE_DECODE_ROWS = 4;
 
 /** Whether decode takes the fused expert kernels: gate/up and down all decode 8 columns at a time. */
 export function fusedDecode(L: GpuMoeLayer, hidden: number, I: number): boolean {
   return L.gate.cols === hidden && L.down.cols === I && weight8Accessor(L.gate.weight.dtype, hidden) !== null && weight8Accessor(L.down.weight.dtype, I) !== null;
 }
 
-/** Gate and up rows of each slot's expert with the activation fused (one dispatch per buffer of whole experts). */
-function decodeGlu(K: GpuKernels, L: GpuMoeLayer, moe: MoeConfig, act: GpuMoeActivations, x: GPUBuffer, st: StepUniform): Dispatch[] {
+const formKey = ({ rows = MOE_DECODE_ROWS, factored = true }: ExpertDecodeForm): string => `r${rows}${factored ? '' : '_w8'}`;
+
+/**
+ * Gate and up rows of each slot's expert with the activation fused (one dispatch per buffer of whole
+ * experts). `form`: the kernel shape (bench/gpu-moe-experts.ts times the others).
+ */
+export function decodeGlu(K: GpuKernels, L: GpuMoeLayer, moe: MoeConfig, act: GpuMoeActivations, x: GPUBuffer, st: StepUniform, form: ExpertDecodeForm = {}): Dispatch[] {
   const { gate, up } = L;
   const dtype = gate.weight.dtype;
   if (up.weight.dtype !== dtype || up.parts.length !== gate.parts.length) throw new Error(`MoE layer: gate and up experts differ in format or split (${dtype}, ${up.weight.dtype})`);
-  const R = MOE_DECODE_ROWS;
-  const pipeline = K.pipeline(`moe_expert_glu_${dtype}_${gate.cols}_${moe.activation}_r${R}_${layoutKey(K.matvec)}`, () => expertGluShader(dtype, gate.cols, K.matvec, moe.activation, R));
+  const R = form.rows ?? MOE_DECODE_ROWS;
+  const pipeline = K.pipeline(`moe_expert_glu_${dtype}_${gate.cols}_${moe.activation}_${formKey(form)}_${layoutKey(K.matvec)}`, () =>
+    expertGluShader(dtype, gate.cols, K.matvec, moe.activation, { ...form, rows: R }),
+  );
   return gate.parts.map((part, i): Dispatch => {
     const params = K.params('moe expert glu.params', [
       ['u32', gate.rows],
@@ -312,11 +319,20 @@ function decodeGlu(K: GpuKernels, L: GpuMoeLayer, moe: MoeConfig, act: GpuMoeAct
 }
 
 /** Down rows of each token's experts, weighted and summed into out (one dispatch per buffer of whole experts). */
-function decodeDown(K: GpuKernels, L: GpuMoeLayer, moe: MoeConfig, act: GpuMoeActivations, out: GPUBuffer, accumulate: boolean, st: StepUniform): Dispatch[] {
+export function decodeDown(
+  K: GpuKernels,
+  L: GpuMoeLayer,
+  moe: MoeConfig,
+  act: GpuMoeActivations,
+  out: GPUBuffer,
+  accumulate: boolean,
+  st: StepUniform,
+  form: ExpertDecodeForm = {},
+): Dispatch[] {
   const { down } = L;
   const dtype = down.weight.dtype;
-  const R = MOE_DECODE_ROWS;
-  const pipeline = K.pipeline(`moe_expert_down_${dtype}_${down.cols}_r${R}_${layoutKey(K.matvec)}`, () => expertDownShader(dtype, down.cols, K.matvec, R));
+  const R = form.rows ?? MOE_DECODE_ROWS;
+  const pipeline = K.pipeline(`moe_expert_down_${dtype}_${down.cols}_${formKey(form)}_${layoutKey(K.matvec)}`, () => expertDownShader(dtype, down.cols, K.matvec, { ...form, rows: R }));
   return down.parts.map((part, i): Dispatch => {
     const params = K.params('moe expert down.params', [
       ['u32', down.rows],

@@ -14,7 +14,7 @@
  * token (a draft's check keeps its 1-token decode bits).
  */
 import type { DType } from '../backend.js';
-import { expertWeight8Accessor } from './quant-wgsl.js';
+import { expertFactored8, expertWeight8Accessor } from './quant-wgsl.js';
 import { STEP, rows8Header, type MatvecLayout } from './wgsl.js';
 
 export type ExpertActivation = 'swiglu' | 'clamped-swiglu';
@@ -35,7 +35,7 @@ export function renameAccessor(src: string, buffer: string, suffix: string): str
  * against x at `xo` over `cols` columns (0: the lane only joins), then joined into `t{m}[i]` in every lane.
  * Row by row the operations of wgsl.ts rows8Sums (the per-slot kernel's): same bits.
  */
-function sums(layout: MatvecLayout, rows: number, fns: string[], base: string, xo: string, lastRow: string, cols: string): string {
+function sums(layout: MatvecLayout, rows: number, fns: string[], factored: boolean, base: string, xo: string, lastRow: string, cols: string): string {
   const T = layout.lanes;
   const R = Array.from({ length: rows }, (_, i) => i);
   const M = fns.map((_, m) => m);
@@ -57,25 +57,41 @@ ${M.map((m) => `    var t${m}: array<f32, ${rows}>;\n${R.map((i) => `    t${m}[$
     for (var c = tid * 8u; c < ${cols}; c = c + ${T * 8}u) {
       let x0 = vec4<f32>(X[${xo} + c], X[${xo} + c + 1u], X[${xo} + c + 2u], X[${xo} + c + 3u]);
       let x1 = vec4<f32>(X[${xo} + c + 4u], X[${xo} + c + 5u], X[${xo} + c + 6u], X[${xo} + c + 7u]);
-${M.flatMap((m) => R.map((i) => `      { let w = ${fns[m]}(${base} + min(r0 + ${i}u, ${lastRow}), c); a${m}_${i} = a${m}_${i} + dot(w[0], x0) + dot(w[1], x1); }`)).join('\n')}
+${factored ? '      let xs = dot(x0 + x1, vec4<f32>(1.0));\n' : ''}${M.flatMap((m) =>
+      R.map((i) => {
+        const row = `${base} + min(r0 + ${i}u, ${lastRow})`;
+        return factored
+          ? `      a${m}_${i} = a${m}_${i} + ${fns[m]}(${row}, c, x0, x1, xs);`
+          : `      { let w = ${fns[m]}(${row}, c); a${m}_${i} = a${m}_${i} + dot(w[0], x0) + dot(w[1], x1); }`;
+      }),
+    ).join('\n')}
     }
 ${join}`;
 }
 
 const red = (layout: MatvecLayout, values: number): string => (layout.subgroups ? '' : `var<workgroup> red: array<f32, ${values * layout.lanes}>;`);
 
-function accessor(dtype: DType, cols: number, kernel: string): string {
+/** Kernel shape: rows of each matrix per workgroup; MLX's factored `wdot8` where it applies (default) or `w8`. */
+export interface ExpertDecodeForm {
+  rows?: number;
+  factored?: boolean;
+}
+
+function accessor(dtype: DType, cols: number, kernel: string, factored: boolean): { src: string; fn: string; factored: boolean } {
+  const f = factored ? expertFactored8(dtype, cols) : null;
+  if (f) return { src: f, fn: 'wdot8', factored: true };
   const w8 = expertWeight8Accessor(dtype, cols);
   if (!w8) throw new Error(`${kernel}: no 8-wide accessor for ${dtype} with ${cols} columns`);
-  return w8;
+  return { src: w8, fn: 'w8', factored: false };
 }
 
 /**
  * H[s, r] = act(Σ_c Wg[e_s·rows + r, c]·X[s / k, c] (+ Bg), Σ_c Wu[…]·X[…] (+ Bu)) for each token slot s whose
  * expert e_s (IDS[s]) lies in this buffer's [e0, e1) (local index e_s − e0). Grid: (ceil(rows / `rows`), n·k).
  */
-export function expertGluShader(dtype: DType, cols: number, layout: MatvecLayout, activation: ExpertActivation, rows = 4): string {
-  const w8 = accessor(dtype, cols, 'expertGluShader');
+export function expertGluShader(dtype: DType, cols: number, layout: MatvecLayout, activation: ExpertActivation, form: ExpertDecodeForm = {}): string {
+  const { rows = 4, factored = true } = form;
+  const w = accessor(dtype, cols, 'expertGluShader', factored);
   const act =
     activation === 'swiglu'
       ? 'g / (1.0 + exp(-g)) * u'
@@ -92,8 +108,8 @@ struct Params { rows: u32, cols: u32, k: u32, e0: u32, e1: u32, bias: u32, limit
 @group(0) @binding(7) var<storage, read> BG: array<f32>;
 @group(0) @binding(8) var<storage, read> BU: array<f32>;
 ${red(layout, 2 * rows)}
-${w8}
-${renameAccessor(w8, 'WU', '_u')}
+${w.src}
+${renameAccessor(w.src, 'WU', '_u')}
 @compute @workgroup_size(${layout.lanes})
 fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) tid: u32) {
   let r0 = wid.x * ${rows}u;
@@ -104,7 +120,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) tid:
   let live = r0 < P.rows && s < slots && id >= P.e0 && id < P.e1;
   let base = (id - P.e0) * P.rows;
   let xo = (s / P.k) * P.cols;
-${sums(layout, rows, ['w8', 'w8_u'], 'base', 'xo', '(P.rows - 1u)', 'select(0u, P.cols, live)')}
+${sums(layout, rows, [w.fn, `${w.fn}_u`], w.factored, 'base', 'xo', '(P.rows - 1u)', 'select(0u, P.cols, live)')}
   if (live && tid == 0u) {
     for (var j = 0u; j < ${rows}u; j = j + 1u) {
       let r = r0 + j;
@@ -125,8 +141,9 @@ ${sums(layout, rows, ['w8', 'w8_u'], 'base', 'xo', '(P.rows - 1u)', 'select(0u, 
  * whose expert e lies in [e0, e1), in slot order (COMBINE's sum). `accumulate`: add into OUT (the
  * residual, or another expert buffer's share) instead of writing it. Grid: (ceil(rows / `rows`), n).
  */
-export function expertDownShader(dtype: DType, cols: number, layout: MatvecLayout, rows = 4): string {
-  const w8 = accessor(dtype, cols, 'expertDownShader');
+export function expertDownShader(dtype: DType, cols: number, layout: MatvecLayout, form: ExpertDecodeForm = {}): string {
+  const { rows = 4, factored = true } = form;
+  const w = accessor(dtype, cols, 'expertDownShader', factored);
   return `${rows8Header(layout)}${STEP}
 struct Params { rows: u32, cols: u32, k: u32, e0: u32, e1: u32, bias: u32, accumulate: u32, pad: u32 }
 @group(0) @binding(0) var<uniform> P: Params;
@@ -138,7 +155,7 @@ struct Params { rows: u32, cols: u32, k: u32, e0: u32, e1: u32, bias: u32, accum
 @group(0) @binding(6) var<storage, read_write> OUT: array<f32>;
 @group(0) @binding(7) var<storage, read> B: array<f32>;
 ${red(layout, rows)}
-${w8}
+${w.src}
 @compute @workgroup_size(${layout.lanes})
 fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) tid: u32) {
   let r0 = wid.x * ${rows}u;
@@ -151,7 +168,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) tid:
     let live = id >= P.e0 && id < P.e1;
     let base = (id - P.e0) * P.rows;
     let xo = s * P.cols;
-${sums(layout, rows, ['w8'], 'base', 'xo', '(P.rows - 1u)', 'select(0u, P.cols, live)')}
+${sums(layout, rows, [w.fn], w.factored, 'base', 'xo', '(P.rows - 1u)', 'select(0u, P.cols, live)')}
     if (live) {
       for (var i = 0u; i < ${rows}u; i = i + 1u) {
         var y = t0[i];
