@@ -3,8 +3,10 @@
  * stacked per projection ([experts·rows, cols], storage dtype; split into several buffers of whole
  * experts where one would pass the binding limit). Per call, with no readback:
  *   router logits (the existing linear kernel) → expert ids and weights per token (route kernel) →
- *   gate and up rows of each token's chosen experts (gathered-expert matvec) → activation → down rows →
- *   out (+)= Σ weight · expert output over the experts this rank holds → shared experts (linear kernels).
+ *   gate and up rows of each token's chosen experts → activation → down rows → out (+)= Σ weight · expert
+ *   output over the experts this rank holds → shared experts (linear kernels).
+ * Decode with 8-wide weights runs the middle as two dispatches (wgsl-moe-decode.ts: gate+up+activation,
+ * down+combine); other formats and prompt batches keep one dispatch per step.
  * Like the CPU MoE block, the result on a tensor rank is a partial sum for the caller's all-reduce.
  */
 import type { MoeConfig } from '../../config/config.js';
