@@ -72,15 +72,15 @@ async function main(): Promise<void> {
     const combineParams = K.params('p', [['u32', D], ['u32', k], ['u32', L.e0], ['u32', L.e1], ['u32', 1]]);
     const variants: { name: string; kind: string; ds: Dispatch[] }[] = [
       { name: 'per-slot gate, up, silu gate', kind: 'glu', ds: [rowsKernel(L.gate, x, act.gate, false), rowsKernel(L.up, x, act.up, false), K.siluGate(act.gate, act.up, k * I, st)] },
-      { name: 'fused, w8', kind: 'glu', ds: decodeGlu(K, L, moe, act, x, st, { factored: false }) },
+      { name: 'fused, w8', kind: 'glu', ds: decodeGlu(K, L, moe, act, x, st, { factored: false, rows: 4 }) },
       { name: 'fused, w8, 8 rows', kind: 'glu', ds: decodeGlu(K, L, moe, act, x, st, { factored: false, rows: 8 }) },
       { name: 'per-slot down, combine', kind: 'down', ds: [rowsKernel(L.down, act.gate, act.y, true), { label: 'combine', pipeline: combine, bindGroup: K.bind('c', combine, [combineParams, st.buffer, out, act.y, act.ids, act.weights]), grid: (n) => split(Math.ceil((n * D) / WG)) }] },
-      { name: 'fused, w8', kind: 'down', ds: decodeDown(K, L, moe, act, out, true, st, { factored: false }) },
+      { name: 'fused, w8, 4 rows', kind: 'down', ds: decodeDown(K, L, moe, act, out, true, st, { factored: false, rows: 4 }) },
       { name: 'fused, w8, 8 rows', kind: 'down', ds: decodeDown(K, L, moe, act, out, true, st, { factored: false, rows: 8 }) },
     ];
     if (expertFactored8(L.gate.weight.dtype, D)) {
-      variants.splice(2, 0, { name: 'fused, factored scale', kind: 'glu', ds: decodeGlu(K, L, moe, act, x, st, { factored: true }) });
-      variants.push({ name: 'fused, factored scale', kind: 'down', ds: decodeDown(K, L, moe, act, out, true, st, { factored: true }) });
+      variants.splice(2, 0, { name: 'fused, factored scale', kind: 'glu', ds: decodeGlu(K, L, moe, act, x, st, { factored: true, rows: 4 }) });
+      variants.push({ name: 'fused, factored scale, 4 rows', kind: 'down', ds: decodeDown(K, L, moe, act, out, true, st, { factored: true, rows: 4 }) });
       variants.push({ name: 'fused, factored scale, 8 rows', kind: 'down', ds: decodeDown(K, L, moe, act, out, true, st, { factored: true, rows: 8 }) });
     }
     const best = new Map<string, [number, number]>();

@@ -279,15 +279,22 @@ export function moeDispatches(
   return ds;
 }
 
-/** Rows of each matrix per workgroup of the fused decode kernels. */
-export const MOE_DECODE_ROWS = 4;
+/**
+ * Rows per workgroup of the fused decode kernels (of each matrix for gate+up). Down takes 8: its
+ * workgroup walks the token's k experts, and 8 rows share each slot's activations; on lavapipe 0.66-0.78x
+ * the CPU time of 4 rows for MLX 4-bit and FP8 (bench/gpu-moe-experts.ts), where gate+up with 8 rows of
+ * each matrix was slower (0.85-1.03x of the per-slot chain against 0.70-0.84x with 4). On a GPU with many
+ * compute units a token's down then has only rows/8 workgroups: a device choice, as the tiles are.
+ */
+export const MOE_GLU_ROWS = 4;
+export const MOE_DOWN_ROWS = 8;
 
 /** Whether decode takes the fused expert kernels: gate/up and down all decode 8 columns at a time. */
 export function fusedDecode(L: GpuMoeLayer, hidden: number, I: number): boolean {
   return L.gate.cols === hidden && L.down.cols === I && weight8Accessor(L.gate.weight.dtype, hidden) !== null && weight8Accessor(L.down.weight.dtype, I) !== null;
 }
 
-const formKey = ({ rows = MOE_DECODE_ROWS, factored = true }: ExpertDecodeForm): string => `r${rows}${factored ? '' : '_w8'}`;
+const formKey = (rows: number, { factored = true }: ExpertDecodeForm): string => `r${rows}${factored ? '' : '_w8'}`;
 
 /**
  * Gate and up rows of each slot's expert with the activation fused (one dispatch per buffer of whole
@@ -297,8 +304,8 @@ export function decodeGlu(K: GpuKernels, L: GpuMoeLayer, moe: MoeConfig, act: Gp
   const { gate, up } = L;
   const dtype = gate.weight.dtype;
   if (up.weight.dtype !== dtype || up.parts.length !== gate.parts.length) throw new Error(`MoE layer: gate and up experts differ in format or split (${dtype}, ${up.weight.dtype})`);
-  const R = form.rows ?? MOE_DECODE_ROWS;
-  const pipeline = K.pipeline(`moe_expert_glu_${dtype}_${gate.cols}_${moe.activation}_${formKey(form)}_${layoutKey(K.matvec)}`, () =>
+  const R = form.rows ?? MOE_GLU_ROWS;
+  const pipeline = K.pipeline(`moe_expert_glu_${dtype}_${gate.cols}_${moe.activation}_${formKey(R, form)}_${layoutKey(K.matvec)}`, () =>
     expertGluShader(dtype, gate.cols, K.matvec, moe.activation, { ...form, rows: R }),
   );
   return gate.parts.map((part, i): Dispatch => {
@@ -333,8 +340,8 @@ export function decodeDown(
 ): Dispatch[] {
   const { down } = L;
   const dtype = down.weight.dtype;
-  const R = form.rows ?? MOE_DECODE_ROWS;
-  const pipeline = K.pipeline(`moe_expert_down_${dtype}_${down.cols}_${formKey(form)}_${layoutKey(K.matvec)}`, () => expertDownShader(dtype, down.cols, K.matvec, { ...form, rows: R }));
+  const R = form.rows ?? MOE_DOWN_ROWS;
+  const pipeline = K.pipeline(`moe_expert_down_${dtype}_${down.cols}_${formKey(R, form)}_${layoutKey(K.matvec)}`, () => expertDownShader(dtype, down.cols, K.matvec, { ...form, rows: R }));
   return down.parts.map((part, i): Dispatch => {
     const params = K.params('moe expert down.params', [
       ['u32', down.rows],
