@@ -281,10 +281,11 @@ export function moeDispatches(
 
 /**
  * Rows per workgroup of the fused decode kernels (of each matrix for gate+up). Down takes 8: its
- * workgroup walks the token's k experts, and 8 rows share each slot's activations; on lavapipe 0.66-0.78x
- * the CPU time of 4 rows for MLX 4-bit and FP8 (bench/gpu-moe-experts.ts), where gate+up with 8 rows of
- * each matrix was slower (0.85-1.03x of the per-slot chain against 0.70-0.84x with 4). On a GPU with many
- * compute units a token's down then has only rows/8 workgroups: a device choice, as the tiles are.
+ * workgroup walks the token's k experts, and 8 rows share each slot's activations; on lavapipe it ran at
+ * 0.66-0.76x of the per-slot chain's CPU time for MLX 4-bit and FP8 against 0.65-1.14x with 4 rows
+ * (bench/gpu-moe-experts.ts), where gate+up with 8 rows of each matrix was slower (0.85-1.03x against
+ * 0.68-0.84x with 4). On a GPU with many compute units a token's down then has only rows/8
+ * workgroups: a device choice, as the tiles are.
  */
 export const MOE_GLU_ROWS = 4;
 export const MOE_DOWN_ROWS = 8;
