@@ -8,10 +8,11 @@
  * - `expertDownShader`: one workgroup per (rows, token) runs down over each of the token's k slots and
  *   adds weight · (row + bias) into the token's output in slot order: no per-slot outputs written and
  *   re-read, no combine dispatch.
- * Both keep the per-slot kernel's (expertRowsShader) operations and order per row (each lane's 8-column
- * steps, then subgroupAdd or the same workgroup-memory tree) and the activation's / combine's
- * expressions, so the results are the bits of the unfused chain; a row still depends only on its own
- * token (a draft's check keeps its 1-token decode bits).
+ * Both keep the per-slot kernel's (expertRowsShader) order per row (each lane's 8-column steps, then
+ * subgroupAdd or the same workgroup-memory tree) and the activation's / combine's expressions; through
+ * `w8` the results are the unfused chain's bits, MLX weights (factored scale, quant-wgsl.ts
+ * expertFactored8) round differently by ~1e-7 of the terms. A row depends only on its own token (a
+ * draft's check keeps its 1-token decode bits).
  */
 import type { DType } from '../backend.js';
 import { expertFactored8, expertWeight8Accessor } from './quant-wgsl.js';
@@ -33,7 +34,8 @@ export function renameAccessor(src: string, buffer: string, suffix: string): str
 /**
  * Per-lane sums of `rows` rows of each matrix (accessor `fns[m]`, rows `base + min(r0 + i, lastRow)`)
  * against x at `xo` over `cols` columns (0: the lane only joins), then joined into `t{m}[i]` in every lane.
- * Row by row the operations of wgsl.ts rows8Sums (the per-slot kernel's): same bits.
+ * Row by row with `w8` the operations of wgsl.ts rows8Sums (the per-slot kernel's): same bits; `factored`
+ * calls `wdot8(row, c, x0, x1, xs)` instead, xs = Σ of the 8 x values, formed once per step for all rows.
  */
 function sums(layout: MatvecLayout, rows: number, fns: string[], factored: boolean, base: string, xo: string, lastRow: string, cols: string): string {
   const T = layout.lanes;
