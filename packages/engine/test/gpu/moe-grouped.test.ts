@@ -118,10 +118,12 @@ describe.skipIf(!gpu.ctx)(`GPU MoE prompt batch: grouped matmul vs per-slot matv
         const out = await createStorage(ctx, n * D * 4, 'out');
         // The routing is the test's: leave out the router and the route kernel.
         const ds = moeDispatches(k, layer, moe, act, x, out, D, false, step, groupedMinRows).filter((d) => !d.label.startsWith('router') && d.label !== 'moe route');
-        // Per slot: the row-block kernel where the format decodes 8 columns from whole words, else per element.
+        // Per slot: the fused gate+up and down+combine kernels where the format decodes 8 columns from
+        // whole words at hidden and intermediate widths alike, else per projection the row-block kernel
+        // where it does, per element where not.
         const labels = ds.filter((d) => d.when?.(n) ?? true).map((d) => d.label);
         if (groupedMinRows === Infinity) {
-          const want = [D, D, I].map((cols) => (weight8Accessor(dtype, cols) ? 'moe expert (rows)' : 'moe expert'));
+          const want = weight8Accessor(dtype, D) && weight8Accessor(dtype, I) ? ['moe expert glu', 'moe expert down'] : [D, D, I].map((cols) => (weight8Accessor(dtype, cols) ? 'moe expert (rows)' : 'moe expert'));
           expect(labels.filter((l) => l.startsWith('moe expert')), dtype).toEqual(want);
         }
         step.write(ctx, 0, n, 0);

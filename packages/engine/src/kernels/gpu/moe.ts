@@ -3,8 +3,10 @@
  * stacked per projection ([experts·rows, cols], storage dtype; split into several buffers of whole
  * experts where one would pass the binding limit). Per call, with no readback:
  *   router logits (the existing linear kernel) → expert ids and weights per token (route kernel) →
- *   gate and up rows of each token's chosen experts (gathered-expert matvec) → activation → down rows →
- *   out (+)= Σ weight · expert output over the experts this rank holds → shared experts (linear kernels).
+ *   gate and up rows of each token's chosen experts → activation → down rows → out (+)= Σ weight · expert
+ *   output over the experts this rank holds → shared experts (linear kernels).
+ * Decode with 8-wide weights runs the middle as two dispatches (wgsl-moe-decode.ts: gate+up+activation,
+ * down+combine); other formats and prompt batches keep one dispatch per step.
  * Like the CPU MoE block, the result on a tensor rank is a partial sum for the caller's all-reduce.
  */
 import type { MoeConfig } from '../../config/config.js';
@@ -18,6 +20,7 @@ import { MATVEC_MAX_BATCH, layoutKey, split, type Dispatch, type GpuKernels, typ
 import { MATMUL_TILES, matmulLoader, matmulTileFor, type MatmulTile } from './wgsl-matmul.js';
 import { weight8Accessor } from './quant-wgsl.js';
 import { CLAMPED_SWIGLU, COMBINE, GROUP, expertRowsShader, expertShader, groupedExpertShader, routeShader } from './wgsl-moe.js';
+import { expertDownShader, expertGluShader, type ExpertDecodeForm } from './wgsl-moe-decode.js';
 import { MATVEC_ROWS, WG } from './wgsl.js';
 
 /** One projection of this rank's experts, stacked: buffers of whole experts [e0, e1) each. */
@@ -233,17 +236,26 @@ export function moeDispatches(
     grid: () => [1, 1, 1],
     when: (n) => !perToken(n),
   });
-  ds.push(...both(L.gate, x, act.gate, false), ...both(L.up, x, act.up, false));
-  if (moe.activation === 'swiglu') ds.push(K.siluGate(act.gate, act.up, k * I, st));
+  // Decode with 8-wide weights: two fused dispatches (gate+up+activation, down+combine); otherwise the
+  // per-slot kernels with the activation and combine dispatches between and after.
+  const fused = fusedDecode(L, hidden, I);
+  const unfused = (n: number): boolean => !fused || !perToken(n);
+  if (fused) ds.push(...decodeGlu(K, L, moe, act, x, st).map((d): Dispatch => ({ ...d, when: perToken })));
+  const unfusedOnly = (d: Dispatch): Dispatch => ({ ...d, when: (n, rows) => (d.when?.(n, rows) ?? true) && unfused(n) });
+  ds.push(...[...both(L.gate, x, act.gate, false), ...both(L.up, x, act.up, false)].map(unfusedOnly));
+  if (moe.activation === 'swiglu') ds.push(unfusedOnly(K.siluGate(act.gate, act.up, k * I, st)));
   else {
     const pipeline = K.pipeline('moe_clamped_swiglu', () => CLAMPED_SWIGLU);
     const params = K.params('clamped swiglu.params', [
       ['u32', k * I],
       ['f32', moe.swigluLimit],
     ]);
-    ds.push({ label: 'clamped swiglu', pipeline, bindGroup: K.bind('clamped swiglu', pipeline, [params, st.buffer, act.gate, act.up]), grid: (n) => split(Math.ceil((n * k * I) / WG)) });
+    ds.push(
+      unfusedOnly({ label: 'clamped swiglu', pipeline, bindGroup: K.bind('clamped swiglu', pipeline, [params, st.buffer, act.gate, act.up]), grid: (n) => split(Math.ceil((n * k * I) / WG)) }),
+    );
   }
-  ds.push(...both(L.down, act.gate, act.y, true));
+  if (fused) ds.push(...decodeDown(K, L, moe, act, out, accumulate, st).map((d): Dispatch => ({ ...d, when: perToken })));
+  ds.push(...both(L.down, act.gate, act.y, true).map(unfusedOnly));
   // out (+)= Σ_j weight · expert output, over this rank's experts.
   const combine = K.pipeline('moe_combine', () => COMBINE);
   const params = K.params('moe combine.params', [
@@ -253,7 +265,9 @@ export function moeDispatches(
     ['u32', L.e1],
     ['u32', accumulate ? 1 : 0],
   ]);
-  ds.push({ label: 'moe combine', pipeline: combine, bindGroup: K.bind('moe combine', combine, [params, st.buffer, out, act.y, act.ids, act.weights]), grid: (n) => split(Math.ceil((n * hidden) / WG)) });
+  ds.push(
+    unfusedOnly({ label: 'moe combine', pipeline: combine, bindGroup: K.bind('moe combine', combine, [params, st.buffer, out, act.y, act.ids, act.weights]), grid: (n) => split(Math.ceil((n * hidden) / WG)) }),
+  );
   // Shared experts see every token: out += down(silu(gate(x))·up(x)) over this rank's rows.
   if (L.shared) {
     const rows = L.shared.gate.rows;
@@ -263,4 +277,88 @@ export function moeDispatches(
     ds.push(...K.linear('shared down', L.shared.down, act.sharedGate, out, st, { accumulate: true }));
   }
   return ds;
+}
+
+/**
+ * Rows per workgroup of the fused decode kernels (of each matrix for gate+up). Down takes 8: its
+ * workgroup walks the token's k experts, and 8 rows share each slot's activations; on lavapipe it ran at
+ * 0.66-0.76x of the per-slot chain's CPU time for MLX 4-bit and FP8 against 0.65-1.14x with 4 rows
+ * (bench/gpu-moe-experts.ts), where gate+up with 8 rows of each matrix was slower (0.85-1.03x against
+ * 0.68-0.84x with 4). On a GPU with many compute units a token's down then has only rows/8
+ * workgroups: a device choice, as the tiles are.
+ */
+export const MOE_GLU_ROWS = 4;
+export const MOE_DOWN_ROWS = 8;
+
+/** Whether decode takes the fused expert kernels: gate/up and down all decode 8 columns at a time. */
+export function fusedDecode(L: GpuMoeLayer, hidden: number, I: number): boolean {
+  return L.gate.cols === hidden && L.down.cols === I && weight8Accessor(L.gate.weight.dtype, hidden) !== null && weight8Accessor(L.down.weight.dtype, I) !== null;
+}
+
+const formKey = (rows: number, { factored = true }: ExpertDecodeForm): string => `r${rows}${factored ? '' : '_w8'}`;
+
+/**
+ * Gate and up rows of each slot's expert with the activation fused (one dispatch per buffer of whole
+ * experts). `form`: the kernel shape (bench/gpu-moe-experts.ts times the others).
+ */
+export function decodeGlu(K: GpuKernels, L: GpuMoeLayer, moe: MoeConfig, act: GpuMoeActivations, x: GPUBuffer, st: StepUniform, form: ExpertDecodeForm = {}): Dispatch[] {
+  const { gate, up } = L;
+  const dtype = gate.weight.dtype;
+  if (up.weight.dtype !== dtype || up.parts.length !== gate.parts.length) throw new Error(`MoE layer: gate and up experts differ in format or split (${dtype}, ${up.weight.dtype})`);
+  const R = form.rows ?? MOE_GLU_ROWS;
+  const pipeline = K.pipeline(`moe_expert_glu_${dtype}_${gate.cols}_${moe.activation}_${formKey(R, form)}_${layoutKey(K.matvec)}`, () =>
+    expertGluShader(dtype, gate.cols, K.matvec, moe.activation, { ...form, rows: R }),
+  );
+  return gate.parts.map((part, i): Dispatch => {
+    const params = K.params('moe expert glu.params', [
+      ['u32', gate.rows],
+      ['u32', gate.cols],
+      ['u32', moe.topK],
+      ['u32', part.e0],
+      ['u32', part.e1],
+      ['u32', gate.bias ? 1 : 0],
+      ['f32', Number.isFinite(moe.swigluLimit) ? moe.swigluLimit : 3.4e38],
+    ]);
+    return {
+      label: 'moe expert glu',
+      pipeline,
+      bindGroup: K.bind('moe expert glu', pipeline, [params, st.buffer, part.buffer, up.parts[i].buffer, x, act.ids, act.gate, gate.bias ?? K.dummy(), up.bias ?? K.dummy()]),
+      grid: (n) => [Math.ceil(gate.rows / R), n * moe.topK, 1],
+    };
+  });
+}
+
+/** Down rows of each token's experts, weighted and summed into out (one dispatch per buffer of whole experts). */
+export function decodeDown(
+  K: GpuKernels,
+  L: GpuMoeLayer,
+  moe: MoeConfig,
+  act: GpuMoeActivations,
+  out: GPUBuffer,
+  accumulate: boolean,
+  st: StepUniform,
+  form: ExpertDecodeForm = {},
+): Dispatch[] {
+  const { down } = L;
+  const dtype = down.weight.dtype;
+  const R = form.rows ?? MOE_DOWN_ROWS;
+  const pipeline = K.pipeline(`moe_expert_down_${dtype}_${down.cols}_${formKey(R, form)}_${layoutKey(K.matvec)}`, () => expertDownShader(dtype, down.cols, K.matvec, { ...form, rows: R }));
+  return down.parts.map((part, i): Dispatch => {
+    const params = K.params('moe expert down.params', [
+      ['u32', down.rows],
+      ['u32', down.cols],
+      ['u32', moe.topK],
+      ['u32', part.e0],
+      ['u32', part.e1],
+      ['u32', down.bias ? 1 : 0],
+      // a later buffer's experts add to the earlier ones' sum
+      ['u32', accumulate || i > 0 ? 1 : 0],
+    ]);
+    return {
+      label: 'moe expert down',
+      pipeline,
+      bindGroup: K.bind('moe expert down', pipeline, [params, st.buffer, part.buffer, act.gate, act.ids, act.weights, out, down.bias ?? K.dummy()]),
+      grid: (n) => [Math.ceil(down.rows / R), n, 1],
+    };
+  });
 }

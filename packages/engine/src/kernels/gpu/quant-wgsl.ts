@@ -246,6 +246,63 @@ ${q}
 }
 
 /**
+ * The MoE decode kernels' `w8` (wgsl-moe-decode.ts): weight8Accessor's, except that FP8 builds each E4M3
+ * value from its bits (a normal code's exponent and mantissa moved into an f32's, a subnormal's mantissa
+ * times 2^−9), 4 codes per vector operation, where `e4m3` takes an exp2 per element: the same exact
+ * values (no f32 subnormal is formed, so no flush to zero can differ), so the same bits after the scale.
+ */
+export function expertWeight8Accessor(dtype: DType, cols: number): string | null {
+  const w8 = weight8Accessor(dtype, cols);
+  if (dtype !== 'fp8_e4m3' || !w8) return w8;
+  return `fn e4m3x4(w: u32, s: f32) -> vec4<f32> {
+  let q = (vec4<u32>(w) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(255u);
+  // e ≥ 1: 2^(e − 7)·(1 + m/8) is the f32 with exponent field e + 120 and the 3 mantissa bits on top
+  let normal = bitcast<vec4<f32>>(((q & vec4<u32>(127u)) << vec4<u32>(20u)) + vec4<u32>(0x3c000000u));
+  let v = select(normal, vec4<f32>(q & vec4<u32>(7u)) * 0.001953125, (q & vec4<u32>(120u)) == vec4<u32>(0u));
+  return bitcast<vec4<f32>>(bitcast<vec4<u32>>(v) | ((q & vec4<u32>(128u)) << vec4<u32>(24u))) * s;
+}
+fn w8(r: u32, c: u32) -> ${W8} {
+  let nb = (P.cols + 127u) / 128u;
+  let o = (r * (nb * 4u + P.cols)) >> 2u;
+  let s = bitcast<f32>(W[o + c / 128u]);
+  let i = o + nb + (c >> 2u);
+  return ${W8}(e4m3x4(W[i], s), e4m3x4(W[i + 1u], s));
+}`;
+}
+
+/**
+ * MLX 4/8-bit rows for the MoE decode kernels: `wdot8(r, c, x0, x1, xs)` = Σ_i w[r, c + i]·x_i over 8
+ * elements of one group, as scale · Σ q_i·x_i + bias · Σ x_i (xs: x0 + x1's elements summed once per
+ * step for every row): the codes meet x unscaled, one multiply-add per element instead of two. A
+ * different rounding from w_at's (scale·q + bias per element, then the product): ~1e-7 of the terms.
+ * Null for other formats.
+ */
+export function expertFactored8(dtype: DType, cols: number): string | null {
+  if (cols % 8 !== 0 || !isMlx(dtype)) return null;
+  const { bits, groupSize, scales } = mlxLayout(dtype);
+  if (bits !== 4 && bits !== 8) return null;
+  const pairWords = scales === 'f32' ? 2 : 1;
+  const qWords = `(P.cols * ${bits}u / 32u)`;
+  const q =
+    bits === 4
+      ? `  let w = W[o + c / 8u];
+  let lo = vec4<f32>(f32(w & 15u), f32((w >> 4u) & 15u), f32((w >> 8u) & 15u), f32((w >> 12u) & 15u));
+  let hi = vec4<f32>(f32((w >> 16u) & 15u), f32((w >> 20u) & 15u), f32((w >> 24u) & 15u), f32(w >> 28u));`
+      : `  let w0 = W[o + c / 4u];
+  let w1 = W[o + c / 4u + 1u];
+  let lo = vec4<f32>(f32(w0 & 255u), f32((w0 >> 8u) & 255u), f32((w0 >> 16u) & 255u), f32(w0 >> 24u));
+  let hi = vec4<f32>(f32(w1 & 255u), f32((w1 >> 8u) & 255u), f32((w1 >> 16u) & 255u), f32(w1 >> 24u));`;
+  return `${BF2}
+fn wdot8(r: u32, c: u32, x0: vec4<f32>, x1: vec4<f32>, xs: f32) -> f32 {
+  let o = r * (${qWords} + (P.cols / ${groupSize}u) * ${pairWords}u);
+${q}
+  let p = o + ${qWords} + (c / ${groupSize}u) * ${pairWords}u;
+  let sb = ${mlxScaleBias(scales, 'p')};
+  return sb.x * (dot(lo, x0) + dot(hi, x1)) + sb.y * xs;
+}`;
+}
+
+/**
  * `w8` of the GGUF block formats: the 8 elements share their (sub-)block's scale (and min), and their
  * codes are 8 consecutive bytes (Q8_0, Q4_0's, MXFP4's and Q4_K's nibbles, Q6_K's low nibbles) plus, for
  * Q5_K/Q6_K, 8 consecutive bytes of high bits, so two 4-byte reads give all 8 codes. Q4_K/Q5_K super-blocks

@@ -8,7 +8,8 @@
  * - `expertShader`: the gathered-expert matvec — one workgroup per (output row, token slot) reads the
  *   slot's expert id and multiplies by that expert's rows of a stacked [experts·rows, cols] weight, so a
  *   decode step touches only the chosen experts; slots whose expert this buffer does not hold are skipped.
- *   `expertRowsShader` is its row-block form for the formats with an 8-wide decode (4 rows per workgroup).
+ *   `expertRowsShader` is its row-block form for the formats with an 8-wide decode (4 rows per workgroup);
+ *   decode takes the fused kernels of wgsl-moe-decode.ts instead where gate, up and down all have one.
  * - `GROUP` + `groupedExpertShader`: the prompt-batch form. GROUP counting-sorts the batch's slots by
  *   expert (no readback); the grouped matmul then runs the dense tiled matmul (wgsl-matmul.ts, same
  *   tiles and dequant loaders) over each expert's gathered slot rows, so an expert's weights are read
