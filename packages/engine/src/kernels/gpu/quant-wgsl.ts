@@ -223,17 +223,7 @@ fn w8(r: u32, c: u32) -> ${W8} {
   if (!isMlx(dtype)) return null;
   const { bits, groupSize, scales } = mlxLayout(dtype);
   if (bits !== 4 && bits !== 8) return null;
-  const pairWords = scales === 'f32' ? 2 : 1;
-  const qWords = `(P.cols * ${bits}u / 32u)`;
-  const q =
-    bits === 4
-      ? `  let w = W[o + c / 8u];
-  let lo = vec4<f32>(f32(w & 15u), f32((w >> 4u) & 15u), f32((w >> 8u) & 15u), f32((w >> 12u) & 15u));
-  let hi = vec4<f32>(f32((w >> 16u) & 15u), f32((w >> 20u) & 15u), f32((w >> 24u) & 15u), f32(w >> 28u));`
-      : `  let w0 = W[o + c / 4u];
-  let w1 = W[o + c / 4u + 1u];
-  let lo = vec4<f32>(f32(w0 & 255u), f32((w0 >> 8u) & 255u), f32((w0 >> 16u) & 255u), f32(w0 >> 24u));
-  let hi = vec4<f32>(f32(w1 & 255u), f32((w1 >> 8u) & 255u), f32((w1 >> 16u) & 255u), f32(w1 >> 24u));`;
+  const { pairWords, qWords, q } = mlxCodes8(bits, scales);
   return `${BF2}
 fn w8(r: u32, c: u32) -> ${W8} {
   let o = r * (${qWords} + (P.cols / ${groupSize}u) * ${pairWords}u);
@@ -281,17 +271,7 @@ export function expertFactored8(dtype: DType, cols: number): string | null {
   if (cols % 8 !== 0 || !isMlx(dtype)) return null;
   const { bits, groupSize, scales } = mlxLayout(dtype);
   if (bits !== 4 && bits !== 8) return null;
-  const pairWords = scales === 'f32' ? 2 : 1;
-  const qWords = `(P.cols * ${bits}u / 32u)`;
-  const q =
-    bits === 4
-      ? `  let w = W[o + c / 8u];
-  let lo = vec4<f32>(f32(w & 15u), f32((w >> 4u) & 15u), f32((w >> 8u) & 15u), f32((w >> 12u) & 15u));
-  let hi = vec4<f32>(f32((w >> 16u) & 15u), f32((w >> 20u) & 15u), f32((w >> 24u) & 15u), f32(w >> 28u));`
-      : `  let w0 = W[o + c / 4u];
-  let w1 = W[o + c / 4u + 1u];
-  let lo = vec4<f32>(f32(w0 & 255u), f32((w0 >> 8u) & 255u), f32((w0 >> 16u) & 255u), f32(w0 >> 24u));
-  let hi = vec4<f32>(f32(w1 & 255u), f32((w1 >> 8u) & 255u), f32((w1 >> 16u) & 255u), f32(w1 >> 24u));`;
+  const { pairWords, qWords, q } = mlxCodes8(bits, scales);
   return `${BF2}
 fn wdot8(r: u32, c: u32, x0: vec4<f32>, x1: vec4<f32>, xs: f32) -> f32 {
   let o = r * (${qWords} + (P.cols / ${groupSize}u) * ${pairWords}u);
@@ -392,4 +372,24 @@ fn w8(r: u32, c: u32) -> ${W8} {
   return ${W8}(fp4x4(rd32b(p) >> sh, s), fp4x4(rd32b(p + 4u) >> sh, s));
 }`;
   }
+}
+
+/**
+ * The WGSL that reads 8 codes of a 4- or 8-bit MLX row (r's words at o, columns c..c+7) into `lo`/`hi`,
+ * and the row's word counts (codes, then a (scale, bias) pair per group), shared by the 8-wide
+ * accessor and the MoE decode's factored form.
+ */
+function mlxCodes8(bits: 4 | 8, scales: string): { pairWords: number; qWords: string; q: string } {
+  const pairWords = scales === 'f32' ? 2 : 1;
+  const qWords = `(P.cols * ${bits}u / 32u)`;
+  const q =
+    bits === 4
+      ? `  let w = W[o + c / 8u];
+  let lo = vec4<f32>(f32(w & 15u), f32((w >> 4u) & 15u), f32((w >> 8u) & 15u), f32((w >> 12u) & 15u));
+  let hi = vec4<f32>(f32((w >> 16u) & 15u), f32((w >> 20u) & 15u), f32((w >> 24u) & 15u), f32(w >> 28u));`
+      : `  let w0 = W[o + c / 4u];
+  let w1 = W[o + c / 4u + 1u];
+  let lo = vec4<f32>(f32(w0 & 255u), f32((w0 >> 8u) & 255u), f32((w0 >> 16u) & 255u), f32(w0 >> 24u));
+  let hi = vec4<f32>(f32(w1 & 255u), f32((w1 >> 8u) & 255u), f32((w1 >> 16u) & 255u), f32(w1 >> 24u));`;
+  return { pairWords, qWords, q };
 }
