@@ -79,6 +79,15 @@ fn i8x4(w: u32) -> vec4<f32> {
 /** What `w8` returns: 8 consecutive elements. */
 const W8 = 'array<vec4<f32>, 2>';
 
+/** An FP8 row's 8 weights from its 128-column block scale and two code words (`e4m3x4` decodes 4 codes × the scale). */
+const FP8_W8 = /* wgsl */ `fn w8(r: u32, c: u32) -> ${W8} {
+  let nb = (P.cols + 127u) / 128u;
+  let o = (r * (nb * 4u + P.cols)) >> 2u;
+  let s = bitcast<f32>(W[o + c / 128u]);
+  let i = o + nb + (c >> 2u);
+  return ${W8}(e4m3x4(W[i], s), e4m3x4(W[i + 1u], s));
+}`;
+
 /** `w_at` for the GGUF block (Q8_0, Q4_0, K-quant, MXFP4), MLX and FP8 dtypes; throws for any other. */
 export function quantWeightAccessor(dtype: DType): string {
   if (isMlx(dtype)) return mlxAccessor(dtype);
@@ -203,13 +212,7 @@ fn w8(r: u32, c: u32) -> ${W8} {
       if (cols % 4 !== 0) return null;
       return `${E4M3}
 fn e4m3x4(w: u32, s: f32) -> vec4<f32> { return vec4<f32>(e4m3(w & 0xffu), e4m3((w >> 8u) & 0xffu), e4m3((w >> 16u) & 0xffu), e4m3(w >> 24u)) * s; }
-fn w8(r: u32, c: u32) -> ${W8} {
-  let nb = (P.cols + 127u) / 128u;
-  let o = (r * (nb * 4u + P.cols)) >> 2u;
-  let s = bitcast<f32>(W[o + c / 128u]);
-  let i = o + nb + (c >> 2u);
-  return ${W8}(e4m3x4(W[i], s), e4m3x4(W[i + 1u], s));
-}`;
+${FP8_W8}`;
     case 'q4_0':
     case 'q8_0':
     case 'q4_k':
@@ -251,13 +254,7 @@ export function expertWeight8Accessor(dtype: DType, cols: number): string | null
   let v = select(normal, vec4<f32>(q & vec4<u32>(7u)) * 0.001953125, (q & vec4<u32>(120u)) == vec4<u32>(0u));
   return bitcast<vec4<f32>>(bitcast<vec4<u32>>(v) | ((q & vec4<u32>(128u)) << vec4<u32>(24u))) * s;
 }
-fn w8(r: u32, c: u32) -> ${W8} {
-  let nb = (P.cols + 127u) / 128u;
-  let o = (r * (nb * 4u + P.cols)) >> 2u;
-  let s = bitcast<f32>(W[o + c / 128u]);
-  let i = o + nb + (c >> 2u);
-  return ${W8}(e4m3x4(W[i], s), e4m3x4(W[i + 1u], s));
-}`;
+${FP8_W8}`;
 }
 
 /**
