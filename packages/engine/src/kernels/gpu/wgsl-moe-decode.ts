@@ -16,7 +16,7 @@
  */
 import type { DType } from '../backend.js';
 import { expertFactored8, expertWeight8Accessor } from './quant-wgsl.js';
-import { STEP, rows8Header, type MatvecLayout } from './wgsl.js';
+import { STEP, rows8Header, rowsRed, rowsSums, type MatvecLayout } from './wgsl.js';
 
 export type ExpertActivation = 'swiglu' | 'clamped-swiglu';
 
@@ -30,48 +30,6 @@ export function renameAccessor(src: string, buffer: string, suffix: string): str
   for (const name of new Set(names)) out = out.replace(new RegExp(`\\b${name}\\b`, 'g'), `${name}${suffix}`);
   return out;
 }
-
-/**
- * Per-lane sums of `rows` rows of each matrix (accessor `fns[m]`, rows `base + min(r0 + i, lastRow)`)
- * against x at `xo` over `cols` columns (0: the lane only joins), then joined into `t{m}[i]` in every lane.
- * Row by row with `w8` the operations of wgsl.ts rows8Sums (the per-slot kernel's): same bits; `factored`
- * calls `wdot8(row, c, x0, x1, xs)` instead, xs = Σ of the 8 x values, formed once per step for all rows.
- */
-function sums(layout: MatvecLayout, rows: number, fns: string[], factored: boolean, base: string, xo: string, lastRow: string, cols: string): string {
-  const T = layout.lanes;
-  const R = Array.from({ length: rows }, (_, i) => i);
-  const M = fns.map((_, m) => m);
-  const acc = M.flatMap((m) => R.map((i) => `a${m}_${i}`));
-  const join = layout.subgroups
-    ? M.map((m) => `    var t${m}: array<f32, ${rows}>;\n${R.map((i) => `    t${m}[${i}] = subgroupAdd(a${m}_${i});`).join('\n')}`).join('\n')
-    : `${acc.map((a, j) => `    red[${j * T}u + tid] = ${a};`).join('\n')}
-    workgroupBarrier();
-    for (var h = ${T / 2}u; h > 0u; h = h >> 1u) {
-      if (tid < h) {
-        for (var j = 0u; j < ${acc.length}u; j = j + 1u) { red[j * ${T}u + tid] = red[j * ${T}u + tid] + red[j * ${T}u + tid + h]; }
-      }
-      workgroupBarrier();
-    }
-${M.map((m) => `    var t${m}: array<f32, ${rows}>;\n${R.map((i) => `    t${m}[${i}] = red[${(m * rows + i) * T}u];`).join('\n')}`).join('\n')}
-    // every lane has read the totals before a next pass's sums overwrite them
-    workgroupBarrier();`;
-  return `${acc.map((a) => `    var ${a} = 0.0;`).join('\n')}
-    for (var c = tid * 8u; c < ${cols}; c = c + ${T * 8}u) {
-      let x0 = vec4<f32>(X[${xo} + c], X[${xo} + c + 1u], X[${xo} + c + 2u], X[${xo} + c + 3u]);
-      let x1 = vec4<f32>(X[${xo} + c + 4u], X[${xo} + c + 5u], X[${xo} + c + 6u], X[${xo} + c + 7u]);
-${factored ? '      let xs = dot(x0 + x1, vec4<f32>(1.0));\n' : ''}${M.flatMap((m) =>
-      R.map((i) => {
-        const row = `${base} + min(r0 + ${i}u, ${lastRow})`;
-        return factored
-          ? `      a${m}_${i} = a${m}_${i} + ${fns[m]}(${row}, c, x0, x1, xs);`
-          : `      { let w = ${fns[m]}(${row}, c); a${m}_${i} = a${m}_${i} + dot(w[0], x0) + dot(w[1], x1); }`;
-      }),
-    ).join('\n')}
-    }
-${join}`;
-}
-
-const red = (layout: MatvecLayout, values: number): string => (layout.subgroups ? '' : `var<workgroup> red: array<f32, ${values * layout.lanes}>;`);
 
 /** Kernel shape: rows of each matrix per workgroup; MLX's factored `wdot8` where it applies (default) or `w8`. */
 export interface ExpertDecodeForm {
@@ -109,7 +67,7 @@ struct Params { rows: u32, cols: u32, k: u32, e0: u32, e1: u32, bias: u32, limit
 @group(0) @binding(6) var<storage, read_write> H: array<f32>;
 @group(0) @binding(7) var<storage, read> BG: array<f32>;
 @group(0) @binding(8) var<storage, read> BU: array<f32>;
-${red(layout, 2 * rows)}
+${rowsRed(layout, 2 * rows)}
 ${w.src}
 ${renameAccessor(w.src, 'WU', '_u')}
 @compute @workgroup_size(${layout.lanes})
@@ -122,7 +80,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) tid:
   let live = r0 < P.rows && s < slots && id >= P.e0 && id < P.e1;
   let base = (id - P.e0) * P.rows;
   let xo = (s / P.k) * P.cols;
-${sums(layout, rows, [w.fn, `${w.fn}_u`], w.factored, 'base', 'xo', '(P.rows - 1u)', 'select(0u, P.cols, live)')}
+${rowsSums(layout, rows, [w.fn, `${w.fn}_u`], w.factored, 'base', 'xo', '(P.rows - 1u)', 'select(0u, P.cols, live)')}
   if (live && tid == 0u) {
     for (var j = 0u; j < ${rows}u; j = j + 1u) {
       let r = r0 + j;
@@ -156,7 +114,7 @@ struct Params { rows: u32, cols: u32, k: u32, e0: u32, e1: u32, bias: u32, accum
 @group(0) @binding(5) var<storage, read> WTS: array<f32>;
 @group(0) @binding(6) var<storage, read_write> OUT: array<f32>;
 @group(0) @binding(7) var<storage, read> B: array<f32>;
-${red(layout, rows)}
+${rowsRed(layout, rows)}
 ${w.src}
 @compute @workgroup_size(${layout.lanes})
 fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) tid: u32) {
@@ -170,7 +128,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) tid:
     let live = id >= P.e0 && id < P.e1;
     let base = (id - P.e0) * P.rows;
     let xo = s * P.cols;
-${sums(layout, rows, [w.fn], w.factored, 'base', 'xo', '(P.rows - 1u)', 'select(0u, P.cols, live)')}
+${rowsSums(layout, rows, [w.fn], w.factored, 'base', 'xo', '(P.rows - 1u)', 'select(0u, P.cols, live)')}
     if (live) {
       for (var i = 0u; i < ${rows}u; i = i + 1u) {
         var y = t0[i];

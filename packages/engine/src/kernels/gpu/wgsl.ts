@@ -151,8 +151,11 @@ ${rows8Sums(layout, '0u', 'xo', 'lastRow')}
 /** What the 8-wide kernels' WGSL starts with: the subgroups extension where the layout joins by subgroupAdd. */
 export const rows8Header = (layout: MatvecLayout): string => (layout.subgroups ? 'enable subgroups;\n' : '');
 
+/** Workgroup memory of rowsSums' tree for `values` sums per lane (none with subgroups). */
+export const rowsRed = (layout: MatvecLayout, values: number): string => (layout.subgroups ? '' : `var<workgroup> red: array<f32, ${values * layout.lanes}>;`);
+
 /** Workgroup memory of rows8Sums' tree (none with subgroups): the 4 rows' thread sums. */
-export const rows8Red = (layout: MatvecLayout): string => (layout.subgroups ? '' : `var<workgroup> red: array<f32, ${MATVEC_ROWS * layout.lanes}>;`);
+export const rows8Red = (layout: MatvecLayout): string => rowsRed(layout, MATVEC_ROWS);
 
 /**
  * The 8-wide kernels' sums (matvec8Shader, wgsl-moe.ts expertRowsShader): rows base + r0 + i (i < 4,
@@ -162,26 +165,48 @@ export const rows8Red = (layout: MatvecLayout): string => (layout.subgroups ? ''
  * `t4: vec4<f32>`, row i's total in t4[i], in every lane. Every lane of the workgroup must run it.
  */
 export function rows8Sums(layout: MatvecLayout, base: string, xo: string, lastRow: string, cols = 'P.cols'): string {
+  return `${rowsSums(layout, MATVEC_ROWS, ['w8'], false, base, xo, lastRow, cols)}
+    let t4 = vec4<f32>(${Array.from({ length: MATVEC_ROWS }, (_, i) => `t0[${i}]`).join(', ')});`;
+}
+
+/**
+ * Per-lane sums of `rows` rows of each matrix (accessor `fns[m]`, rows `base + min(r0 + i, lastRow)`)
+ * against x at `xo` over `cols` columns (0: the lane only joins), then joined into `t{m}[i]` in every lane.
+ * Each lane takes 8 columns per step (`w8(row, c)`, or with `factored` MLX's `wdot8(row, c, x0, x1, xs)`,
+ * xs = Σ of the 8 x values, formed once per step for all rows); the join is subgroupAdd or a tree in
+ * rowsRed's workgroup memory (wgsl-moe-decode.ts runs 2 matrices and any row count; rows8Sums is 4 rows of one).
+ * Every lane of the workgroup must run it.
+ */
+export function rowsSums(layout: MatvecLayout, rows: number, fns: string[], factored: boolean, base: string, xo: string, lastRow: string, cols: string): string {
   const T = layout.lanes;
-  const rows = Array.from({ length: MATVEC_ROWS }, (_, i) => i);
+  const R = Array.from({ length: rows }, (_, i) => i);
+  const M = fns.map((_, m) => m);
+  const acc = M.flatMap((m) => R.map((i) => `a${m}_${i}`));
   const join = layout.subgroups
-    ? `    let t4 = vec4<f32>(${rows.map((i) => `subgroupAdd(a${i})`).join(', ')});`
-    : `${rows.map((i) => `    red[${i * T}u + tid] = a${i};`).join('\n')}
+    ? M.map((m) => `    var t${m}: array<f32, ${rows}>;\n${R.map((i) => `    t${m}[${i}] = subgroupAdd(a${m}_${i});`).join('\n')}`).join('\n')
+    : `${acc.map((a, j) => `    red[${j * T}u + tid] = ${a};`).join('\n')}
     workgroupBarrier();
     for (var h = ${T / 2}u; h > 0u; h = h >> 1u) {
       if (tid < h) {
-        for (var j = 0u; j < ${MATVEC_ROWS}u; j = j + 1u) { red[j * ${T}u + tid] = red[j * ${T}u + tid] + red[j * ${T}u + tid + h]; }
+        for (var j = 0u; j < ${acc.length}u; j = j + 1u) { red[j * ${T}u + tid] = red[j * ${T}u + tid] + red[j * ${T}u + tid + h]; }
       }
       workgroupBarrier();
     }
-    let t4 = vec4<f32>(${rows.map((i) => `red[${i * T}u]`).join(', ')});
-    // every lane has read the totals before a next token's sums overwrite them
+${M.map((m) => `    var t${m}: array<f32, ${rows}>;\n${R.map((i) => `    t${m}[${i}] = red[${(m * rows + i) * T}u];`).join('\n')}`).join('\n')}
+    // every lane has read the totals before a next pass's sums overwrite them
     workgroupBarrier();`;
-  return `${rows.map((i) => `    var a${i} = 0.0;`).join('\n')}
+  return `${acc.map((a) => `    var ${a} = 0.0;`).join('\n')}
     for (var c = tid * 8u; c < ${cols}; c = c + ${T * 8}u) {
       let x0 = vec4<f32>(X[${xo} + c], X[${xo} + c + 1u], X[${xo} + c + 2u], X[${xo} + c + 3u]);
       let x1 = vec4<f32>(X[${xo} + c + 4u], X[${xo} + c + 5u], X[${xo} + c + 6u], X[${xo} + c + 7u]);
-${rows.map((i) => `      { let w = w8(${base} + min(r0 + ${i}u, ${lastRow}), c); a${i} = a${i} + dot(w[0], x0) + dot(w[1], x1); }`).join('\n')}
+${factored ? '      let xs = dot(x0 + x1, vec4<f32>(1.0));\n' : ''}${M.flatMap((m) =>
+      R.map((i) => {
+        const row = `${base} + min(r0 + ${i}u, ${lastRow})`;
+        return factored
+          ? `      a${m}_${i} = a${m}_${i} + ${fns[m]}(${row}, c, x0, x1, xs);`
+          : `      { let w = ${fns[m]}(${row}, c); a${m}_${i} = a${m}_${i} + dot(w[0], x0) + dot(w[1], x1); }`;
+      }),
+    ).join('\n')}
     }
 ${join}`;
 }
