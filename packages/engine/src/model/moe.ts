@@ -11,8 +11,7 @@
  */
 import type { ModelConfig, MoeConfig } from '../config/config.js';
 import { type Backend, type Weight, matmuls } from '../kernels/backend.js';
-import { swiglu } from './math.js';
-import { swigluMlp } from './mlp.js';
+import { applySwiglu, swigluMlp } from './mlp.js';
 import { ExpertGroups, combineExperts } from './moe-groups.js';
 import { Router } from './routing.js';
 import type { TensorSlice } from './tensor-split.js';
@@ -119,7 +118,7 @@ export class MoeBlock {
     }
     matmuls(this.#be, jobs, x, 1);
     const I = this.#moe.expertIntermediate;
-    if (this.#moe.activation === 'swiglu') this.#swiglu(this.#hb, this.#hb2, c * I);
+    if (this.#moe.activation === 'swiglu') applySwiglu(this.#be, this.#hb, this.#hb2, c * I);
     for (let e = 0, j = 0; e < w.experts.length; e++) {
       if (g.count[e] === 0) continue;
       const ex = w.experts[e];
@@ -129,16 +128,11 @@ export class MoeBlock {
     }
   }
 
-  #swiglu(a: Float32Array, b: Float32Array, len: number): void {
-    if (this.#be.swiglu) this.#be.swiglu(a, b, len);
-    else swiglu(a, b, len);
-  }
-
   /** hb[m, I] = act(gate = hb, up = hb2): SwiGLU, or gpt-oss's biased gate/up, clamped, gate·σ(α·gate)·(up + 1). */
   #activate(w: ExpertWeights, hb: Float32Array, hb2: Float32Array, m: number): void {
     const I = w.gate.rows;
     if (this.#moe.activation === 'swiglu') {
-      this.#swiglu(hb, hb2, m * I);
+      applySwiglu(this.#be, hb, hb2, m * I);
       return;
     }
     const limit = this.#moe.swigluLimit;
