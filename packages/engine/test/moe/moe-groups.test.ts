@@ -5,17 +5,12 @@
  */
 import { describe, expect, it } from 'vitest';
 import { ExpertGroups, combineExperts } from '../../src/model/moe-groups.js';
+import { Prng } from '../../src/numeric/prng.js';
 
-/** Deterministic generator (mulberry32). */
+/** Deterministic uniform [0, 1) generator (the engine's mulberry32). */
 function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const p = new Prng(seed);
+  return () => p.next();
 }
 
 /** n tokens' k distinct expert ids each (in routing order, not sorted) and their weights. */
